@@ -1,0 +1,212 @@
+/*
+ * tessera: a portable OpenCL runtime for deep-learning kernels.
+ *
+ * The one public header. Conventions:
+ *  - every function that can fail returns a tsr_status; tsr_status_str() names
+ *    it and tsr_last_error() (thread-local) explains the last failure;
+ *  - the library never prints, exits or aborts;
+ *  - ops take plain cl_mem buffers with element offsets and leading dimensions,
+ *    so they can run on an existing OpenCL program's buffers and queue.
+ */
+#ifndef TESSERA_H
+#define TESSERA_H
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TSR_API __attribute__((visibility("default")))
+#else
+#define TSR_API
+#endif
+
+#define TSR_VERSION_STRING "0.1.0"
+
+/* ------------------------------------------------------------------ status */
+
+typedef enum tsr_status {
+    TSR_SUCCESS = 0,
+    TSR_ERR_INVALID_ARG = -1,      /* a bad argument; the message names it */
+    TSR_ERR_NO_PLATFORM = -2,      /* the ICD loader offers no OpenCL platform */
+    TSR_ERR_NO_DEVICE = -3,        /* no device, or none matches the selector */
+    TSR_ERR_OUT_OF_MEMORY = -4,    /* host or device allocation failed */
+    TSR_ERR_OPENCL = -5,           /* an OpenCL call failed; the message names it */
+    TSR_ERR_BUILD = -6,            /* kernel compilation failed; the message holds the build log */
+    TSR_ERR_NO_BINARY = -7,        /* device has no compiler and no ahead-of-time binary was found */
+    TSR_ERR_IO = -8,               /* a file could not be read or written */
+    TSR_ERR_CORRUPT = -9,          /* a file exists but is damaged or foreign */
+    TSR_ERR_UNSUPPORTED = -10,     /* the device cannot run this op or configuration */
+    TSR_ERR_BUFFER_TOO_SMALL = -11,/* a cl_mem is smaller than the data it must hold */
+    TSR_ERR_OVERFLOW = -12,        /* a size computation overflows */
+    TSR_ERR_NOT_FOUND = -13        /* a named kernel source or entry does not exist */
+} tsr_status;
+
+/* Name of a status ("TSR_ERR_INVALID_ARG"); never NULL. */
+TSR_API const char *tsr_status_str(tsr_status status);
+
+/* Explanation of the last failure on this thread ("" if none). Valid until the
+ * next tessera call on this thread. */
+TSR_API const char *tsr_last_error(void);
+
+/* The last non-fatal warning on this thread ("" if none), e.g. an unwritable
+ * cache directory that made tessera fall back to an in-memory cache. */
+TSR_API const char *tsr_last_warning(void);
+
+/* ---------------------------------------------------------------- devices */
+
+typedef enum tsr_device_type {
+    TSR_DEVICE_CPU = 1,
+    TSR_DEVICE_GPU = 2,
+    TSR_DEVICE_ACCELERATOR = 3, /* FPGAs and other accelerators */
+    TSR_DEVICE_CUSTOM = 4,
+    TSR_DEVICE_OTHER = 5
+} tsr_device_type;
+
+TSR_API const char *tsr_device_type_str(tsr_device_type type);
+
+#define TSR_INFO_STR 256
+
+typedef struct tsr_device_info {
+    int platform_index;             /* P in a "P:D" selector */
+    int device_index;               /* D in a "P:D" selector */
+    tsr_device_type type;
+    char platform_name[TSR_INFO_STR];
+    char platform_vendor[TSR_INFO_STR];
+    char platform_version[TSR_INFO_STR];
+    char name[TSR_INFO_STR];
+    char vendor[TSR_INFO_STR];
+    char device_version[TSR_INFO_STR];
+    char driver_version[TSR_INFO_STR];
+    char opencl_c_version[TSR_INFO_STR];
+    uint32_t compute_units;
+    uint32_t max_clock_mhz;
+    uint64_t global_mem_bytes;
+    uint64_t max_alloc_bytes;
+    uint64_t local_mem_bytes;
+    bool local_mem_is_dedicated;    /* false: local memory is emulated in global memory */
+    size_t max_work_group_size;
+    uint32_t max_work_item_dims;
+    size_t max_work_item_sizes[3];
+    /* preferred and native vector widths: char, short, int, long, float, double, half */
+    uint32_t preferred_vector_width[7];
+    uint32_t native_vector_width[7];
+    bool fp16;
+    bool fp64;
+    bool compiler_available;        /* CL_DEVICE_COMPILER_AVAILABLE && CL_DEVICE_LINKER_AVAILABLE */
+    bool available;                 /* CL_DEVICE_AVAILABLE */
+} tsr_device_info;
+
+/* Every device of every platform the ICD loader offers. *infos is allocated
+ * (free with tsr_free); *count may be 0 when platforms exist but hold no
+ * device. No platform at all gives TSR_ERR_NO_PLATFORM. */
+TSR_API tsr_status tsr_discover(tsr_device_info **infos, size_t *count);
+
+/* A JSON array describing every device (the same fields as tsr_device_info).
+ * Free with tsr_free. */
+TSR_API tsr_status tsr_discover_json(char **json);
+
+TSR_API void tsr_free(void *ptr);
+
+typedef struct tsr_device tsr_device;
+
+/* Open a device by selector: "cpu", "gpu", "accelerator", "P:D" indices, or a
+ * case-insensitive substring of the device, vendor or platform name. NULL or ""
+ * uses $TSR_DEVICE, and if that is unset the default: a GPU, else an
+ * accelerator, else a CPU. A selector matching nothing gives TSR_ERR_NO_DEVICE
+ * with the list of devices in the message. */
+TSR_API tsr_status tsr_device_open(const char *selector, tsr_device **device);
+
+/* Wrap an existing context, device and queue (the caller keeps ownership;
+ * tessera retains them while the tsr_device lives). The queue may be NULL, in
+ * which case tessera creates one with profiling enabled. */
+TSR_API tsr_status tsr_device_wrap(cl_context context, cl_device_id device_id,
+                           cl_command_queue queue, tsr_device **device);
+
+TSR_API void tsr_device_close(tsr_device *device);
+
+TSR_API const tsr_device_info *tsr_device_get_info(const tsr_device *device);
+TSR_API cl_context tsr_device_context(const tsr_device *device);
+TSR_API cl_device_id tsr_device_id(const tsr_device *device);
+TSR_API cl_command_queue tsr_device_queue(const tsr_device *device);
+
+/* A stable fingerprint of platform, vendor, device, driver and OpenCL C
+ * version, e.g. for tuning databases and reports. */
+TSR_API const char *tsr_device_fingerprint(const tsr_device *device);
+
+/* ------------------------------------------------------- programs, caches */
+
+typedef struct tsr_cache_info {
+    bool persistent;            /* false: in-memory only (disabled or unwritable) */
+    char dir[1024];             /* the on-disk cache directory ("" when not persistent) */
+    char warning[1024];         /* why the disk cache is not used, if it is not */
+    bool offline;               /* device has no compiler: binaries come from binary_dir */
+    char binary_dir[1024];      /* $TSR_BINARY_DIR */
+    uint64_t memory_hits, disk_hits, builds, binary_loads, disk_rejects;
+} tsr_cache_info;
+
+TSR_API tsr_status tsr_cache_get_info(const tsr_device *device, tsr_cache_info *info);
+
+/* Build (or fetch from the caches) the program made from the embedded kernel
+ * source `source_name` (e.g. "gemm") with `options` (-D defines), and return a
+ * new kernel object for `kernel_name`. The caller releases the kernel. */
+TSR_API tsr_status tsr_get_kernel(tsr_device *device, const char *source_name,
+                          const char *options, const char *kernel_name,
+                          cl_kernel *kernel);
+
+/* Names of the embedded kernel sources, NULL-terminated. */
+TSR_API const char *const *tsr_kernel_source_names(void);
+
+/* Write ahead-of-time binaries of every op's built-in configurations for this
+ * device into `dir`, for devices without an online compiler (load them with
+ * $TSR_BINARY_DIR). *written receives the number of binaries written. */
+TSR_API tsr_status tsr_build_binaries(tsr_device *device, const char *dir, size_t *written);
+
+/* -------------------------------------------------------------------- ops */
+
+/* Layout and transposition, with CLBlast's values so its callers can swap calls. */
+typedef enum tsr_layout { TSR_ROW_MAJOR = 101, TSR_COL_MAJOR = 102 } tsr_layout;
+typedef enum tsr_transpose { TSR_NO_TRANS = 111, TSR_TRANS = 112, TSR_CONJ_TRANS = 113 } tsr_transpose;
+
+/* C <- alpha * op(A) * op(B) + beta * C, with CLBlastSgemm's semantics: op(A) is
+ * m x k, op(B) k x n, C m x n; offsets and leading dimensions count floats.
+ * k == 0 or alpha == 0 gives C <- beta * C without reading A and B; beta == 0
+ * overwrites C without reading it (NaN and Inf in C do not propagate).
+ * `queue` may be NULL (the device's queue); `event` may be NULL. Arguments are
+ * checked against the real cl_mem sizes before anything is enqueued. */
+TSR_API tsr_status tsr_sgemm(tsr_device *device, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
+                     size_t m, size_t n, size_t k, float alpha,
+                     cl_mem a, size_t a_offset, size_t lda,
+                     cl_mem b, size_t b_offset, size_t ldb, float beta,
+                     cl_mem c, size_t c_offset, size_t ldc,
+                     cl_command_queue queue, cl_event *event);
+
+/* batch_count independent GEMMs; matrix i starts at offset + i * stride. */
+TSR_API tsr_status tsr_sgemm_strided_batched(tsr_device *device, tsr_layout layout, tsr_transpose trans_a,
+                                     tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha,
+                                     cl_mem a, size_t a_offset, size_t lda, size_t a_stride,
+                                     cl_mem b, size_t b_offset, size_t ldb, size_t b_stride, float beta,
+                                     cl_mem c, size_t c_offset, size_t ldc, size_t c_stride,
+                                     size_t batch_count, cl_command_queue queue, cl_event *event);
+
+/* Names of the ops this build provides, NULL-terminated. */
+TSR_API const char *const *tsr_op_names(void);
+
+/* Run op `op_name` once on random data with its built-in configuration and check
+ * it against a double-precision host reference; `summary` receives one line
+ * (time, rate, error). */
+TSR_API tsr_status tsr_run_demo(tsr_device *device, const char *op_name, char *summary, size_t summary_size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_H */

@@ -1,0 +1,506 @@
+/* Platform and device discovery, selector strings, opening a device (context + queue). */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+void tsr_free(void *ptr) { free(ptr); }
+
+const char *tsr_device_type_str(tsr_device_type type) {
+    switch (type) {
+    case TSR_DEVICE_CPU: return "CPU";
+    case TSR_DEVICE_GPU: return "GPU";
+    case TSR_DEVICE_ACCELERATOR: return "ACCELERATOR";
+    case TSR_DEVICE_CUSTOM: return "CUSTOM";
+    case TSR_DEVICE_OTHER: break;
+    }
+    return "OTHER";
+}
+
+static void query_str(cl_device_id d, cl_device_info what, char *out) {
+    out[0] = '\0';
+    if (clGetDeviceInfo(d, what, TSR_INFO_STR, out, NULL) != CL_SUCCESS) out[0] = '\0';
+    out[TSR_INFO_STR - 1] = '\0';
+}
+
+static void query_platform_str(cl_platform_id p, cl_platform_info what, char *out) {
+    out[0] = '\0';
+    if (clGetPlatformInfo(p, what, TSR_INFO_STR, out, NULL) != CL_SUCCESS) out[0] = '\0';
+    out[TSR_INFO_STR - 1] = '\0';
+}
+
+static uint32_t query_uint(cl_device_id d, cl_device_info what) {
+    cl_uint v = 0;
+    if (clGetDeviceInfo(d, what, sizeof v, &v, NULL) != CL_SUCCESS) v = 0;
+    return v;
+}
+
+static uint64_t query_ulong(cl_device_id d, cl_device_info what) {
+    cl_ulong v = 0;
+    if (clGetDeviceInfo(d, what, sizeof v, &v, NULL) != CL_SUCCESS) v = 0;
+    return v;
+}
+
+static bool query_bool(cl_device_id d, cl_device_info what) {
+    cl_bool v = CL_FALSE;
+    if (clGetDeviceInfo(d, what, sizeof v, &v, NULL) != CL_SUCCESS) v = CL_FALSE;
+    return v == CL_TRUE;
+}
+
+static bool has_extension(cl_device_id d, const char *ext) {
+    size_t size = 0;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &size) != CL_SUCCESS || size == 0) return false;
+    char *buf = malloc(size + 1);
+    if (!buf) return false;
+    bool found = false;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, size, buf, NULL) == CL_SUCCESS) {
+        buf[size] = '\0';
+        size_t n = strlen(ext);
+        for (char *p = strstr(buf, ext); p; p = strstr(p + 1, ext)) {
+            bool starts = p == buf || p[-1] == ' ';
+            bool ends = p[n] == '\0' || p[n] == ' ';
+            if (starts && ends) { found = true; break; }
+        }
+    }
+    free(buf);
+    return found;
+}
+
+tsr_status tsr_query_device_info(cl_platform_id platform, cl_device_id d, tsr_device_info *info) {
+    int pi = info->platform_index, di = info->device_index;
+    memset(info, 0, sizeof *info);
+    info->platform_index = pi;
+    info->device_index = di;
+    query_platform_str(platform, CL_PLATFORM_NAME, info->platform_name);
+    query_platform_str(platform, CL_PLATFORM_VENDOR, info->platform_vendor);
+    query_platform_str(platform, CL_PLATFORM_VERSION, info->platform_version);
+    query_str(d, CL_DEVICE_NAME, info->name);
+    query_str(d, CL_DEVICE_VENDOR, info->vendor);
+    query_str(d, CL_DEVICE_VERSION, info->device_version);
+    query_str(d, CL_DRIVER_VERSION, info->driver_version);
+    query_str(d, CL_DEVICE_OPENCL_C_VERSION, info->opencl_c_version);
+
+    cl_device_type type = 0;
+    clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    if (type & CL_DEVICE_TYPE_GPU) info->type = TSR_DEVICE_GPU;
+    else if (type & CL_DEVICE_TYPE_ACCELERATOR) info->type = TSR_DEVICE_ACCELERATOR;
+    else if (type & CL_DEVICE_TYPE_CPU) info->type = TSR_DEVICE_CPU;
+    else if (type & CL_DEVICE_TYPE_CUSTOM) info->type = TSR_DEVICE_CUSTOM;
+    else info->type = TSR_DEVICE_OTHER;
+
+    info->compute_units = query_uint(d, CL_DEVICE_MAX_COMPUTE_UNITS);
+    info->max_clock_mhz = query_uint(d, CL_DEVICE_MAX_CLOCK_FREQUENCY);
+    info->global_mem_bytes = query_ulong(d, CL_DEVICE_GLOBAL_MEM_SIZE);
+    info->max_alloc_bytes = query_ulong(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+    info->local_mem_bytes = query_ulong(d, CL_DEVICE_LOCAL_MEM_SIZE);
+    cl_device_local_mem_type lmt = CL_GLOBAL;
+    clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_TYPE, sizeof lmt, &lmt, NULL);
+    info->local_mem_is_dedicated = lmt == CL_LOCAL;
+    size_t wg = 0;
+    clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+    info->max_work_group_size = wg;
+    info->max_work_item_dims = query_uint(d, CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS);
+    size_t sizes[16] = {0};
+    clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof sizes, sizes, NULL);
+    for (int i = 0; i < 3; ++i) info->max_work_item_sizes[i] = sizes[i];
+
+    static const cl_device_info preferred[7] = {
+        CL_DEVICE_PREFERRED_VECTOR_WIDTH_CHAR, CL_DEVICE_PREFERRED_VECTOR_WIDTH_SHORT,
+        CL_DEVICE_PREFERRED_VECTOR_WIDTH_INT, CL_DEVICE_PREFERRED_VECTOR_WIDTH_LONG,
+        CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, CL_DEVICE_PREFERRED_VECTOR_WIDTH_DOUBLE,
+        CL_DEVICE_PREFERRED_VECTOR_WIDTH_HALF};
+    static const cl_device_info native[7] = {
+        CL_DEVICE_NATIVE_VECTOR_WIDTH_CHAR, CL_DEVICE_NATIVE_VECTOR_WIDTH_SHORT,
+        CL_DEVICE_NATIVE_VECTOR_WIDTH_INT, CL_DEVICE_NATIVE_VECTOR_WIDTH_LONG,
+        CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, CL_DEVICE_NATIVE_VECTOR_WIDTH_DOUBLE,
+        CL_DEVICE_NATIVE_VECTOR_WIDTH_HALF};
+    for (int i = 0; i < 7; ++i) {
+        info->preferred_vector_width[i] = query_uint(d, preferred[i]);
+        info->native_vector_width[i] = query_uint(d, native[i]);
+    }
+    info->fp16 = has_extension(d, "cl_khr_fp16");
+    cl_device_fp_config fp64 = 0;
+    clGetDeviceInfo(d, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, NULL);
+    info->fp64 = fp64 != 0 || has_extension(d, "cl_khr_fp64");
+    info->compiler_available = query_bool(d, CL_DEVICE_COMPILER_AVAILABLE) && query_bool(d, CL_DEVICE_LINKER_AVAILABLE);
+    info->available = query_bool(d, CL_DEVICE_AVAILABLE);
+    return TSR_SUCCESS;
+}
+
+/* One discovered device with its OpenCL handles. */
+typedef struct found_device {
+    cl_platform_id platform;
+    cl_device_id id;
+    tsr_device_info info;
+} found_device;
+
+/* Enumerate every device of every platform. */
+static tsr_status enumerate(found_device **out, size_t *count, cl_uint *nplatforms_out) {
+    *out = NULL;
+    *count = 0;
+    cl_uint np = 0;
+    cl_int err = clGetPlatformIDs(0, NULL, &np);
+    /* ocl-icd answers CL_PLATFORM_NOT_FOUND_KHR when no vendor file names a loadable platform. */
+    if (err == -1001 || (err == CL_SUCCESS && np == 0))
+        return tsr_fail(TSR_ERR_NO_PLATFORM,
+                        "no OpenCL platform found: the ICD loader found no usable vendor file "
+                        "(searched %s%s); install a driver such as pocl-opencl-icd",
+                        getenv("OCL_ICD_VENDORS") ? "OCL_ICD_VENDORS=" : "/etc/OpenCL/vendors",
+                        getenv("OCL_ICD_VENDORS") ? getenv("OCL_ICD_VENDORS") : "");
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "clGetPlatformIDs", __FILE__, __LINE__);
+    if (nplatforms_out) *nplatforms_out = np;
+    cl_platform_id *platforms = calloc(np, sizeof *platforms);
+    if (!platforms) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory listing platforms");
+    err = clGetPlatformIDs(np, platforms, NULL);
+    if (err != CL_SUCCESS) {
+        free(platforms);
+        return tsr_fail_cl(err, "clGetPlatformIDs", __FILE__, __LINE__);
+    }
+    found_device *all = NULL;
+    size_t n = 0;
+    tsr_status status = TSR_SUCCESS;
+    for (cl_uint p = 0; p < np; ++p) {
+        cl_uint nd = 0;
+        err = clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd);
+        if (err == CL_DEVICE_NOT_FOUND || nd == 0) continue; /* an empty platform is not an error */
+        if (err != CL_SUCCESS) continue;                     /* a broken platform must not hide the others */
+        cl_device_id *ids = calloc(nd, sizeof *ids);
+        found_device *grown = realloc(all, (n + nd) * sizeof *all);
+        if (!ids || !grown) {
+            free(ids);
+            if (grown) all = grown;
+            status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory listing devices");
+            break;
+        }
+        all = grown;
+        if (clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, nd, ids, NULL) == CL_SUCCESS) {
+            for (cl_uint d = 0; d < nd; ++d) {
+                found_device *fd = &all[n++];
+                fd->platform = platforms[p];
+                fd->id = ids[d];
+                fd->info.platform_index = (int)p;
+                fd->info.device_index = (int)d;
+                tsr_query_device_info(platforms[p], ids[d], &fd->info);
+            }
+        }
+        free(ids);
+    }
+    free(platforms);
+    if (status != TSR_SUCCESS) {
+        free(all);
+        return status;
+    }
+    *out = all;
+    *count = n;
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_discover(tsr_device_info **infos, size_t *count) {
+    tsr_clear_diagnostics();
+    if (!infos || !count) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_discover: infos and count must not be NULL");
+    *infos = NULL;
+    *count = 0;
+    found_device *all = NULL;
+    size_t n = 0;
+    tsr_status status = enumerate(&all, &n, NULL);
+    if (status != TSR_SUCCESS) return status;
+    tsr_device_info *out = calloc(n ? n : 1, sizeof *out);
+    if (!out) {
+        free(all);
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    for (size_t i = 0; i < n; ++i) out[i] = all[i].info;
+    free(all);
+    *infos = out;
+    *count = n;
+    return TSR_SUCCESS;
+}
+
+cJSON *tsr_device_info_to_json(const tsr_device_info *info) {
+    static const char *const width_names[7] = {"char", "short", "int", "long", "float", "double", "half"};
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    char sel[32];
+    snprintf(sel, sizeof sel, "%d:%d", info->platform_index, info->device_index);
+    cJSON_AddStringToObject(o, "selector", sel);
+    cJSON_AddNumberToObject(o, "platform_index", info->platform_index);
+    cJSON_AddNumberToObject(o, "device_index", info->device_index);
+    cJSON_AddStringToObject(o, "type", tsr_device_type_str(info->type));
+    cJSON_AddStringToObject(o, "name", info->name);
+    cJSON_AddStringToObject(o, "vendor", info->vendor);
+    cJSON_AddStringToObject(o, "platform_name", info->platform_name);
+    cJSON_AddStringToObject(o, "platform_vendor", info->platform_vendor);
+    cJSON_AddStringToObject(o, "platform_version", info->platform_version);
+    cJSON_AddStringToObject(o, "device_version", info->device_version);
+    cJSON_AddStringToObject(o, "driver_version", info->driver_version);
+    cJSON_AddStringToObject(o, "opencl_c_version", info->opencl_c_version);
+    cJSON_AddNumberToObject(o, "compute_units", info->compute_units);
+    cJSON_AddNumberToObject(o, "max_clock_mhz", info->max_clock_mhz);
+    cJSON_AddNumberToObject(o, "global_mem_bytes", (double)info->global_mem_bytes);
+    cJSON_AddNumberToObject(o, "max_alloc_bytes", (double)info->max_alloc_bytes);
+    cJSON_AddNumberToObject(o, "local_mem_bytes", (double)info->local_mem_bytes);
+    cJSON_AddBoolToObject(o, "local_mem_dedicated", info->local_mem_is_dedicated);
+    cJSON_AddNumberToObject(o, "max_work_group_size", (double)info->max_work_group_size);
+    cJSON *sizes = cJSON_AddArrayToObject(o, "max_work_item_sizes");
+    for (uint32_t i = 0; i < info->max_work_item_dims && i < 3; ++i)
+        cJSON_AddItemToArray(sizes, cJSON_CreateNumber((double)info->max_work_item_sizes[i]));
+    cJSON *pref = cJSON_AddObjectToObject(o, "preferred_vector_width");
+    cJSON *nat = cJSON_AddObjectToObject(o, "native_vector_width");
+    for (int i = 0; i < 7; ++i) {
+        cJSON_AddNumberToObject(pref, width_names[i], info->preferred_vector_width[i]);
+        cJSON_AddNumberToObject(nat, width_names[i], info->native_vector_width[i]);
+    }
+    cJSON_AddBoolToObject(o, "fp16", info->fp16);
+    cJSON_AddBoolToObject(o, "fp64", info->fp64);
+    cJSON_AddBoolToObject(o, "compiler_available", info->compiler_available);
+    cJSON_AddBoolToObject(o, "available", info->available);
+    return o;
+}
+
+tsr_status tsr_discover_json(char **json) {
+    tsr_clear_diagnostics();
+    if (!json) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_discover_json: json must not be NULL");
+    *json = NULL;
+    tsr_device_info *infos = NULL;
+    size_t n = 0;
+    tsr_status status = tsr_discover(&infos, &n);
+    if (status != TSR_SUCCESS) return status;
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; arr && i < n; ++i) cJSON_AddItemToArray(arr, tsr_device_info_to_json(&infos[i]));
+    free(infos);
+    char *text = arr ? cJSON_Print(arr) : NULL;
+    cJSON_Delete(arr);
+    if (!text) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory writing JSON");
+    /* cJSON allocates with malloc by default, so tsr_free releases it. */
+    *json = text;
+    return TSR_SUCCESS;
+}
+
+/* ---- selectors ---- */
+
+/* Describe every device, one per line, for "nothing matched" messages. */
+static void append_device_list(const found_device *all, size_t n) {
+    if (n == 0) {
+        tsr_error_append("; the installed platforms offer no device");
+        return;
+    }
+    tsr_error_append("; available devices:");
+    for (size_t i = 0; i < n; ++i)
+        tsr_error_append("\n  %d:%d  %-11s %s (%s)", all[i].info.platform_index, all[i].info.device_index,
+                         tsr_device_type_str(all[i].info.type), all[i].info.name, all[i].info.platform_name);
+}
+
+static int type_rank_for_default(tsr_device_type t) {
+    switch (t) {
+    case TSR_DEVICE_GPU: return 0;
+    case TSR_DEVICE_ACCELERATOR: return 1;
+    case TSR_DEVICE_CPU: return 2;
+    default: return 3;
+    }
+}
+
+static bool parse_index_pair(const char *s, long *p, long *d) {
+    char *end = NULL;
+    if (!isdigit((unsigned char)s[0])) return false;
+    *p = strtol(s, &end, 10);
+    if (*end != ':' || !isdigit((unsigned char)end[1])) return false;
+    *d = strtol(end + 1, &end, 10);
+    return *end == '\0';
+}
+
+/* Pick one device from `all` by selector into *pick; on failure the error is recorded. */
+static tsr_status select_device(const found_device *all, size_t n, const char *selector, const char *origin,
+                                long *pick) {
+    char sel[TSR_INFO_STR];
+    /* Trim blanks: selectors come from environment variables and command lines. */
+    while (*selector && isspace((unsigned char)*selector)) ++selector;
+    tsr_strlcpy(sel, selector, sizeof sel);
+    for (size_t len = strlen(sel); len > 0 && isspace((unsigned char)sel[len - 1]); --len) sel[len - 1] = '\0';
+
+    if (n == 0) {
+        tsr_fail(TSR_ERR_NO_DEVICE, "no OpenCL device found");
+        append_device_list(all, n);
+        return TSR_ERR_NO_DEVICE;
+    }
+    if (sel[0] == '\0' || strcasecmp(sel, "default") == 0) {
+        long best = -1;
+        for (size_t i = 0; i < n; ++i)
+            if (best < 0 || type_rank_for_default(all[i].info.type) < type_rank_for_default(all[best].info.type))
+                best = (long)i;
+        *pick = best;
+        return TSR_SUCCESS;
+    }
+    static const struct { const char *word; tsr_device_type type; } words[] = {
+        {"cpu", TSR_DEVICE_CPU}, {"gpu", TSR_DEVICE_GPU}, {"accelerator", TSR_DEVICE_ACCELERATOR},
+        {"custom", TSR_DEVICE_CUSTOM}};
+    for (size_t w = 0; w < sizeof words / sizeof words[0]; ++w) {
+        if (strcasecmp(sel, words[w].word) != 0) continue;
+        for (size_t i = 0; i < n; ++i)
+            if (all[i].info.type == words[w].type) {
+                *pick = (long)i;
+                return TSR_SUCCESS;
+            }
+        tsr_fail(TSR_ERR_NO_DEVICE, "no %s device found (selector '%s' from %s)", words[w].word, sel, origin);
+        append_device_list(all, n);
+        return TSR_ERR_NO_DEVICE;
+    }
+    long p, d;
+    if (parse_index_pair(sel, &p, &d)) {
+        for (size_t i = 0; i < n; ++i)
+            if (all[i].info.platform_index == p && all[i].info.device_index == d) {
+                *pick = (long)i;
+                return TSR_SUCCESS;
+            }
+        tsr_fail(TSR_ERR_NO_DEVICE, "no device at platform %ld, device %ld (selector '%s' from %s)", p, d, sel, origin);
+        append_device_list(all, n);
+        return TSR_ERR_NO_DEVICE;
+    }
+    if (strchr(sel, ':') && isdigit((unsigned char)sel[0])) {
+        tsr_fail(TSR_ERR_INVALID_ARG, "malformed selector '%s' from %s: expected P:D with two non-negative integers", sel, origin);
+        append_device_list(all, n);
+        return TSR_ERR_INVALID_ARG;
+    }
+    for (size_t i = 0; i < n; ++i)
+        if (tsr_contains_nocase(all[i].info.name, sel) || tsr_contains_nocase(all[i].info.vendor, sel) ||
+            tsr_contains_nocase(all[i].info.platform_name, sel)) {
+            *pick = (long)i;
+            return TSR_SUCCESS;
+        }
+    tsr_fail(TSR_ERR_NO_DEVICE,
+             "no device matches selector '%s' from %s (use cpu, gpu, accelerator, P:D or part of a name)", sel, origin);
+    append_device_list(all, n);
+    return TSR_ERR_NO_DEVICE;
+}
+
+static void make_fingerprint(tsr_device *dev) {
+    const tsr_device_info *i = &dev->info;
+    snprintf(dev->fingerprint, sizeof dev->fingerprint, "%s|%s|%s|%s|%s", i->platform_name, i->vendor, i->name,
+             i->driver_version, i->opencl_c_version);
+}
+
+static tsr_status finish_open(tsr_device *dev, cl_command_queue queue) {
+    tsr_status status = TSR_SUCCESS;
+    cl_int err = CL_SUCCESS;
+    if (queue) {
+        dev->queue = queue;
+        clRetainCommandQueue(queue);
+    } else {
+        dev->queue = clCreateCommandQueue(dev->context, dev->id, CL_QUEUE_PROFILING_ENABLE, &err);
+        TSR_CL_CHECK(err, fail);
+    }
+    make_fingerprint(dev);
+    if (pthread_mutex_init(&dev->lock, NULL) != 0) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "cannot create a mutex");
+        goto fail;
+    }
+    tsr_cache_init(dev);
+    return TSR_SUCCESS;
+fail:
+    return status;
+}
+
+static void free_device(tsr_device *dev) {
+    if (!dev) return;
+    if (dev->queue) clReleaseCommandQueue(dev->queue);
+    if (dev->context) clReleaseContext(dev->context);
+    free(dev);
+}
+
+tsr_status tsr_device_open(const char *selector, tsr_device **device) {
+    tsr_clear_diagnostics();
+    if (!device) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_device_open: device must not be NULL");
+    *device = NULL;
+    const char *origin = "the API";
+    if (!selector || !*selector) {
+        selector = getenv("TSR_DEVICE");
+        origin = "TSR_DEVICE";
+        if (!selector || !*selector) {
+            selector = "";
+            origin = "the default preference (GPU, accelerator, CPU)";
+        }
+    }
+    found_device *all = NULL;
+    size_t n = 0;
+    tsr_status status = enumerate(&all, &n, NULL);
+    if (status != TSR_SUCCESS) return status;
+    long pick = -1;
+    status = select_device(all, n, selector, origin, &pick);
+    if (status != TSR_SUCCESS) {
+        free(all);
+        return status;
+    }
+    tsr_device *dev = calloc(1, sizeof *dev);
+    if (!dev) {
+        free(all);
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    dev->platform = all[pick].platform;
+    dev->id = all[pick].id;
+    dev->info = all[pick].info;
+    free(all);
+    cl_int err = CL_SUCCESS;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
+    dev->context = clCreateContext(props, 1, &dev->id, NULL, NULL, &err);
+    TSR_CL_CHECK(err, fail);
+    TSR_CHECK(finish_open(dev, NULL), fail);
+    *device = dev;
+    return TSR_SUCCESS;
+fail:
+    tsr_error_append(" (opening device '%s')", dev->info.name);
+    free_device(dev);
+    return status;
+}
+
+tsr_status tsr_device_wrap(cl_context context, cl_device_id device_id, cl_command_queue queue, tsr_device **device) {
+    tsr_clear_diagnostics();
+    if (!device) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_device_wrap: device must not be NULL");
+    *device = NULL;
+    if (!context) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_device_wrap: context must not be NULL");
+    if (!device_id) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_device_wrap: device_id must not be NULL");
+    tsr_status status = TSR_SUCCESS;
+    cl_platform_id platform = NULL;
+    TSR_CL_CHECK(clGetDeviceInfo(device_id, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL), out);
+    if (queue) {
+        cl_context qctx = NULL;
+        cl_device_id qdev = NULL;
+        TSR_CL_CHECK(clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL), out);
+        TSR_CL_CHECK(clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qdev, &qdev, NULL), out);
+        if (qctx != context || qdev != device_id)
+            return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_device_wrap: queue belongs to another context or device");
+    }
+    tsr_device *dev = calloc(1, sizeof *dev);
+    if (!dev) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    dev->platform = platform;
+    dev->id = device_id;
+    dev->info.platform_index = -1; /* unknown: the caller chose the device */
+    dev->info.device_index = -1;
+    tsr_query_device_info(platform, device_id, &dev->info);
+    dev->context = context;
+    clRetainContext(context);
+    status = finish_open(dev, queue);
+    if (status != TSR_SUCCESS) {
+        free_device(dev);
+        return status;
+    }
+    *device = dev;
+out:
+    return status;
+}
+
+void tsr_device_close(tsr_device *device) {
+    if (!device) return;
+    if (device->queue) clFinish(device->queue);
+    tsr_cache_release(device);
+    pthread_mutex_destroy(&device->lock);
+    free_device(device);
+}
+
+const tsr_device_info *tsr_device_get_info(const tsr_device *device) { return device ? &device->info : NULL; }
+cl_context tsr_device_context(const tsr_device *device) { return device ? device->context : NULL; }
+cl_device_id tsr_device_id(const tsr_device *device) { return device ? device->id : NULL; }
+cl_command_queue tsr_device_queue(const tsr_device *device) { return device ? device->queue : NULL; }
+const char *tsr_device_fingerprint(const tsr_device *device) { return device ? device->fingerprint : ""; }

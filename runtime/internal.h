@@ -1,0 +1,161 @@
+/* Internal declarations shared by the runtime's translation units (not installed). */
+#ifndef TSR_INTERNAL_H
+#define TSR_INTERNAL_H
+
+#include "tessera.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+
+#define TSR_PATH_MAX 1024
+
+/* ---- errors (status.c) ---- */
+
+/* Record a failure message for tsr_last_error() and return `status`. */
+tsr_status tsr_fail(tsr_status status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Record an OpenCL failure: the call's text, the error's name, file and line. */
+tsr_status tsr_fail_cl(cl_int err, const char *what, const char *file, int line);
+/* Append text to the last error message (e.g. a build log). */
+void tsr_error_append(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Record a non-fatal warning for tsr_last_warning(). */
+void tsr_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Clear this thread's error and warning: every public entry point starts with it. */
+void tsr_clear_diagnostics(void);
+/* Clear only the error (after a failure that was handled and turned into a warning). */
+void tsr_clear_error(void);
+const char *tsr_cl_error_name(cl_int err);
+
+/* Check an OpenCL call; on failure record it, set `status` and jump to `label`. */
+#define TSR_CL_CHECK(call, label)                                                 \
+    do {                                                                          \
+        cl_int tsr_cl_err_ = (call);                                              \
+        if (tsr_cl_err_ != CL_SUCCESS) {                                          \
+            status = tsr_fail_cl(tsr_cl_err_, #call, __FILE__, __LINE__);         \
+            goto label;                                                           \
+        }                                                                         \
+    } while (0)
+
+/* Check a tessera status; on failure keep it and jump to `label`. */
+#define TSR_CHECK(expr, label)                                                    \
+    do {                                                                          \
+        status = (expr);                                                          \
+        if (status != TSR_SUCCESS) goto label;                                    \
+    } while (0)
+
+/* ---- devices (device.c) ---- */
+
+typedef struct tsr_program_entry tsr_program_entry;
+
+struct tsr_device {
+    tsr_device_info info;
+    cl_platform_id platform;
+    cl_device_id id;
+    cl_context context;
+    cl_command_queue queue;
+    char fingerprint[6 * TSR_INFO_STR];
+
+    pthread_mutex_t lock;          /* guards the program cache and counters */
+    tsr_program_entry *programs;   /* in-memory program cache */
+    bool persistent;               /* on-disk cache usable */
+    char cache_dir[TSR_PATH_MAX];
+    char cache_warning[TSR_PATH_MAX];
+    bool offline;                  /* no online compiler: load ahead-of-time binaries */
+    char binary_dir[TSR_PATH_MAX];
+    uint64_t memory_hits, disk_hits, builds, binary_loads, disk_rejects;
+};
+
+/* Fill `info` for one device (indices are set by the caller). */
+tsr_status tsr_query_device_info(cl_platform_id platform, cl_device_id device, tsr_device_info *info);
+/* Fill a cJSON object from a device info (device.c; used by the CLI and reports). */
+struct cJSON;
+struct cJSON *tsr_device_info_to_json(const tsr_device_info *info);
+
+/* ---- programs and caches (program.c) ---- */
+
+typedef struct tsr_embedded_source {
+    const char *name;
+    const char *text;
+    size_t length;
+} tsr_embedded_source;
+
+extern const tsr_embedded_source tsr_embedded_sources[]; /* generated; ends with {NULL} */
+
+/* Initialise the device's cache settings from the environment. */
+void tsr_cache_init(tsr_device *device);
+void tsr_cache_release(tsr_device *device);
+
+/* The program for a named source (embedded, or from $TSR_KERNEL_DIR), built
+ * with options; the returned program is owned by the cache (do not release). */
+tsr_status tsr_program_get(tsr_device *device, const char *source_name, const char *options,
+                           cl_program *program);
+/* The same for explicit source text; `label` names it in messages. */
+tsr_status tsr_program_from_text(tsr_device *device, const char *label, const char *text,
+                                 size_t length, const char *options, cl_program *program);
+/* Write the binary of (source, options) into `dir` in the cache-entry format. */
+tsr_status tsr_program_write_binary(tsr_device *device, const char *source_name,
+                                    const char *options, const char *dir);
+
+/* ---- files (fileio.c) ---- */
+
+/* Read a whole file; *data is malloc'ed and NUL-terminated. */
+tsr_status tsr_read_file(const char *path, char **data, size_t *size);
+/* Write a file atomically: a temporary file in the same directory, fsync, rename. */
+tsr_status tsr_write_file_atomic(const char *path, const void *data, size_t size);
+/* mkdir -p */
+tsr_status tsr_make_dirs(const char *path);
+
+/* ---- ops (ops/op.c) ---- */
+
+typedef struct tsr_param_def {
+    const char *name;
+    const int *values;
+    int nvalues;
+} tsr_param_def;
+
+#define TSR_MAX_PARAMS 16
+
+typedef struct tsr_config {
+    int values[TSR_MAX_PARAMS];
+} tsr_config;
+
+typedef struct tsr_op {
+    const char *name;          /* "gemm" */
+    const char *source_name;   /* embedded cl/ file without .cl */
+    const tsr_param_def *params;
+    int nparams;
+    /* Built-in configuration for this device (used when nothing is tuned). */
+    void (*default_config)(const tsr_device *device, tsr_config *config);
+    /* Is this configuration legal on this device? (NULL problem: for any problem) */
+    bool (*config_ok)(const tsr_device *device, const void *problem, const tsr_config *config);
+    /* Program variants a launch may need beyond the configuration (e.g. transposes). */
+    int nvariants;
+    /* -D options for a configuration and variant (0 <= variant < nvariants). */
+    void (*build_options)(const tsr_config *config, int variant, char *options, size_t size);
+    /* Run a small self-checking example (the demo); prints nothing, fills a summary. */
+    tsr_status (*demo)(tsr_device *device, char *summary, size_t size);
+} tsr_op;
+
+extern const tsr_op *const tsr_ops[]; /* NULL-terminated */
+extern const tsr_op tsr_op_gemm;
+const tsr_op *tsr_find_op(const char *name);
+
+/* ---- argument checks shared by ops (ops/op.c) ---- */
+
+/* Elements a strided-batched matrix spans: offset + (batch-1)*stride + (lines-1)*ld + line_length,
+ * with overflow checks; 0 when the matrix is empty. `name` labels messages. */
+tsr_status tsr_matrix_extent(const char *name, size_t offset, size_t lines, size_t line_length, size_t ld,
+                             size_t stride, size_t batch, size_t *elements);
+/* Is `mem` a buffer of this device's context holding at least `elements` floats? */
+tsr_status tsr_check_buffer(const tsr_device *device, cl_mem mem, const char *name, size_t elements);
+/* The queue to use: the caller's (checked to belong to the device's context) or the device's. */
+tsr_status tsr_resolve_queue(const tsr_device *device, cl_command_queue queue, cl_command_queue *out);
+/* Fill a buffer of `count` floats from a host array (blocking), for demos and tests. */
+tsr_status tsr_upload(tsr_device *device, cl_mem mem, const float *host, size_t count);
+tsr_status tsr_download(tsr_device *device, cl_mem mem, float *host, size_t count);
+
+/* Case-insensitive substring test. */
+bool tsr_contains_nocase(const char *haystack, const char *needle);
+/* Format into buf like snprintf but always terminated and truncated safely. */
+void tsr_strlcpy(char *dst, const char *src, size_t size);
+
+#endif

@@ -1,0 +1,144 @@
+/* The op table, argument checks shared by every op, and ahead-of-time binaries. */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const tsr_op *const tsr_ops[] = {&tsr_op_gemm, NULL};
+
+const char *const *tsr_op_names(void) {
+    static const char *names[TSR_MAX_PARAMS + 1];
+    static bool filled;
+    if (!filled) {
+        int n = 0;
+        for (const tsr_op *const *op = tsr_ops; *op && n < TSR_MAX_PARAMS; ++op) names[n++] = (*op)->name;
+        names[n] = NULL;
+        filled = true;
+    }
+    return names;
+}
+
+const tsr_op *tsr_find_op(const char *name) {
+    for (const tsr_op *const *op = tsr_ops; *op; ++op)
+        if (strcmp((*op)->name, name) == 0) return *op;
+    return NULL;
+}
+
+tsr_status tsr_run_demo(tsr_device *dev, const char *op_name, char *summary, size_t size) {
+    tsr_clear_diagnostics();
+    if (!dev || !op_name || !summary || size == 0)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_run_demo: device, op_name and summary must be set");
+    summary[0] = '\0';
+    const tsr_op *op = tsr_find_op(op_name);
+    if (!op) return tsr_fail(TSR_ERR_NOT_FOUND, "no op named '%s'", op_name);
+    return op->demo(dev, summary, size);
+}
+
+tsr_status tsr_matrix_extent(const char *name, size_t offset, size_t lines, size_t line_length, size_t ld,
+                             size_t stride, size_t batch, size_t *elements) {
+    *elements = 0;
+    if (lines == 0 || line_length == 0 || batch == 0) return TSR_SUCCESS;
+    size_t last_line, last_batch, total;
+    if (__builtin_mul_overflow(lines - 1, ld, &last_line) || __builtin_mul_overflow(batch - 1, stride, &last_batch) ||
+        __builtin_add_overflow(last_line, line_length, &total) || __builtin_add_overflow(total, last_batch, &total) ||
+        __builtin_add_overflow(total, offset, &total) || total > SIZE_MAX / sizeof(float))
+        return tsr_fail(TSR_ERR_OVERFLOW, "the extent of %s overflows (offset %zu, %zu x %zu, ld %zu, stride %zu, batch %zu)",
+                        name, offset, lines, line_length, ld, stride, batch);
+    *elements = total;
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_check_buffer(const tsr_device *dev, cl_mem mem, const char *name, size_t elements) {
+    if (!mem) return tsr_fail(TSR_ERR_INVALID_ARG, "buffer %s is NULL", name);
+    cl_mem_object_type type = 0;
+    cl_context ctx = NULL;
+    size_t size = 0;
+    cl_int err = clGetMemObjectInfo(mem, CL_MEM_TYPE, sizeof type, &type, NULL);
+    if (err == CL_SUCCESS) err = clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof ctx, &ctx, NULL);
+    if (err == CL_SUCCESS) err = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != CL_SUCCESS)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "buffer %s is not a valid cl_mem (%s)", name, tsr_cl_error_name(err));
+    if (type != CL_MEM_OBJECT_BUFFER) return tsr_fail(TSR_ERR_INVALID_ARG, "%s is an image, not a buffer", name);
+    if (ctx != dev->context)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "buffer %s belongs to another OpenCL context than the device's", name);
+    if (size / sizeof(float) < elements)
+        return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL, "buffer %s holds %zu floats but the call needs %zu", name,
+                        size / sizeof(float), elements);
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_resolve_queue(const tsr_device *dev, cl_command_queue queue, cl_command_queue *out) {
+    *out = dev->queue;
+    if (!queue) return TSR_SUCCESS;
+    cl_context ctx = NULL;
+    cl_device_id id = NULL;
+    if (clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL) != CL_SUCCESS ||
+        clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof id, &id, NULL) != CL_SUCCESS)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "queue is not a valid cl_command_queue");
+    if (ctx != dev->context || id != dev->id)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "queue belongs to another context or device");
+    *out = queue;
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_upload(tsr_device *dev, cl_mem mem, const float *host, size_t count) {
+    tsr_status status = TSR_SUCCESS;
+    TSR_CL_CHECK(clEnqueueWriteBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof(float), host, 0, NULL, NULL), out);
+out:
+    return status;
+}
+
+tsr_status tsr_download(tsr_device *dev, cl_mem mem, float *host, size_t count) {
+    tsr_status status = TSR_SUCCESS;
+    TSR_CL_CHECK(clEnqueueReadBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof(float), host, 0, NULL, NULL), out);
+out:
+    return status;
+}
+
+/* ---- ahead-of-time binaries ---- */
+
+tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written) {
+    tsr_clear_diagnostics();
+    if (!dev || !dir || !*dir || !written)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_build_binaries: device, dir and written must be set");
+    *written = 0;
+    if (dev->offline)
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "device '%s' cannot compile kernels (no online compiler or "
+                        "TSR_FORCE_OFFLINE set); build binaries on a device that has one", dev->info.name);
+    tsr_status status = tsr_make_dirs(dir);
+    if (status != TSR_SUCCESS) return status;
+    cJSON *manifest = cJSON_CreateObject();
+    if (!manifest) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    cJSON_AddStringToObject(manifest, "tessera_version", TSR_VERSION_STRING);
+    cJSON_AddStringToObject(manifest, "device", dev->fingerprint);
+    cJSON *entries = cJSON_AddArrayToObject(manifest, "binaries");
+    for (const tsr_op *const *op = tsr_ops; *op; ++op) {
+        const tsr_op *o = *op;
+        tsr_config config;
+        o->default_config(dev, &config);
+        /* Each variant the op's launch can ask for (e.g. transposes, beta == 0). */
+        for (int variant = 0; variant < o->nvariants; ++variant) {
+            char options[1024];
+            o->build_options(&config, variant, options, sizeof options);
+            status = tsr_program_write_binary(dev, o->source_name, options, dir);
+            if (status != TSR_SUCCESS) goto out;
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "op", o->name);
+            cJSON_AddStringToObject(e, "source", o->source_name);
+            cJSON_AddStringToObject(e, "options", options);
+            cJSON_AddItemToArray(entries, e);
+            ++*written;
+        }
+    }
+    char *text = cJSON_Print(manifest);
+    char path[TSR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    status = text ? tsr_write_file_atomic(path, text, strlen(text)) : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    free(text);
+out:
+    cJSON_Delete(manifest);
+    return status;
+}

@@ -1,0 +1,513 @@
+/* Building programs from embedded sources, with an in-memory cache per device, a
+ * persistent on-disk binary cache, and ahead-of-time binaries for devices that
+ * have no online compiler. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+/* ---- entry file format ----
+ * header (48 bytes, host byte order; `byte_order` detects a foreign one):
+ *   magic "TSRBIN\0\0", u32 format version, u32 byte_order = 0x01020304,
+ *   u64 key text length, u64 payload length, u64 XXH64 of key text + payload, u64 reserved
+ * then the key text (what the binary was built from), then the device binary. */
+#define ENTRY_MAGIC "TSRBIN\0\0"
+#define ENTRY_FORMAT_VERSION 1u
+#define ENTRY_BYTE_ORDER 0x01020304u
+
+typedef struct entry_header {
+    char magic[8];
+    uint32_t format_version;
+    uint32_t byte_order;
+    uint64_t key_length;
+    uint64_t payload_length;
+    uint64_t checksum;
+    uint64_t reserved;
+} entry_header;
+
+struct tsr_program_entry {
+    char *key_text;
+    cl_program program;
+    tsr_program_entry *next;
+};
+
+/* ---- sources ---- */
+
+const char *const *tsr_kernel_source_names(void) {
+    static const char *names[64];
+    static bool filled;
+    if (!filled) {
+        size_t n = 0;
+        for (const tsr_embedded_source *s = tsr_embedded_sources; s->name && n + 1 < 64; ++s) names[n++] = s->name;
+        names[n] = NULL;
+        filled = true;
+    }
+    return names;
+}
+
+/* Source text for `name`: $TSR_KERNEL_DIR/name.cl when set and present, else the embedded copy. */
+static tsr_status load_source(const char *name, char **owned, const char **text, size_t *length) {
+    *owned = NULL;
+    const char *dir = getenv("TSR_KERNEL_DIR");
+    if (dir && *dir) {
+        char path[TSR_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s.cl", dir, name);
+        size_t size = 0;
+        tsr_status st = tsr_read_file(path, owned, &size);
+        if (st == TSR_SUCCESS) {
+            *text = *owned;
+            *length = size;
+            return TSR_SUCCESS;
+        }
+        if (st != TSR_ERR_NOT_FOUND) return st;
+        tsr_warn("TSR_KERNEL_DIR=%s has no %s.cl; using the embedded source", dir, name);
+    }
+    for (const tsr_embedded_source *s = tsr_embedded_sources; s->name; ++s) {
+        if (strcmp(s->name, name) == 0) {
+            *text = s->text;
+            *length = s->length;
+            return TSR_SUCCESS;
+        }
+    }
+    return tsr_fail(TSR_ERR_NOT_FOUND, "no kernel source named '%s'", name);
+}
+
+/* ---- cache setup ---- */
+
+static bool dir_is_writable(const char *dir, char *why, size_t why_size) {
+    char probe[TSR_PATH_MAX + 32];
+    snprintf(probe, sizeof probe, "%s/.probe.XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0) {
+        snprintf(why, why_size, "%s", strerror(errno));
+        return false;
+    }
+    close(fd);
+    unlink(probe);
+    return true;
+}
+
+void tsr_cache_init(tsr_device *dev) {
+    const char *env = getenv("TSR_CACHE_DIR");
+    char dir[TSR_PATH_MAX] = "";
+    dev->persistent = false;
+    if (env) {
+        if (*env == '\0' || strcmp(env, "off") == 0 || strcmp(env, "none") == 0) {
+            snprintf(dev->cache_warning, sizeof dev->cache_warning, "disk cache disabled by TSR_CACHE_DIR='%s'", env);
+        } else {
+            tsr_strlcpy(dir, env, sizeof dir);
+        }
+    } else if (getenv("XDG_CACHE_HOME") && *getenv("XDG_CACHE_HOME")) {
+        snprintf(dir, sizeof dir, "%s/tessera", getenv("XDG_CACHE_HOME"));
+    } else if (getenv("HOME") && *getenv("HOME")) {
+        snprintf(dir, sizeof dir, "%s/.cache/tessera", getenv("HOME"));
+    } else {
+        snprintf(dev->cache_warning, sizeof dev->cache_warning,
+                 "no cache directory: set TSR_CACHE_DIR, XDG_CACHE_HOME or HOME; using an in-memory cache");
+    }
+    if (dir[0]) {
+        char why[256] = "";
+        if (tsr_make_dirs(dir) != TSR_SUCCESS) {
+            tsr_strlcpy(why, tsr_last_error(), sizeof why);
+        } else if (dir_is_writable(dir, why, sizeof why)) {
+            dev->persistent = true;
+            tsr_strlcpy(dev->cache_dir, dir, sizeof dev->cache_dir);
+        }
+        if (!dev->persistent)
+            snprintf(dev->cache_warning, sizeof dev->cache_warning,
+                     "cache directory '%s' is not writable (%s); using an in-memory cache", dir, why);
+        tsr_clear_error(); /* a degraded cache is a warning, not an error */
+    }
+    if (dev->cache_warning[0] && !strstr(dev->cache_warning, "disabled by")) tsr_warn("%s", dev->cache_warning);
+
+    const char *force = getenv("TSR_FORCE_OFFLINE");
+    dev->offline = !dev->info.compiler_available || (force && *force && strcmp(force, "0") != 0);
+    const char *bdir = getenv("TSR_BINARY_DIR");
+    tsr_strlcpy(dev->binary_dir, bdir ? bdir : "", sizeof dev->binary_dir);
+}
+
+void tsr_cache_release(tsr_device *dev) {
+    tsr_program_entry *e = dev->programs;
+    while (e) {
+        tsr_program_entry *next = e->next;
+        clReleaseProgram(e->program);
+        free(e->key_text);
+        free(e);
+        e = next;
+    }
+    dev->programs = NULL;
+}
+
+tsr_status tsr_cache_get_info(const tsr_device *dev, tsr_cache_info *info) {
+    tsr_clear_diagnostics();
+    if (!dev || !info) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_cache_get_info: device and info must not be NULL");
+    memset(info, 0, sizeof *info);
+    tsr_device *d = (tsr_device *)dev; /* the lock is internal state */
+    pthread_mutex_lock(&d->lock);
+    info->persistent = dev->persistent;
+    tsr_strlcpy(info->dir, dev->persistent ? dev->cache_dir : "", sizeof info->dir);
+    tsr_strlcpy(info->warning, dev->cache_warning, sizeof info->warning);
+    info->offline = dev->offline;
+    tsr_strlcpy(info->binary_dir, dev->binary_dir, sizeof info->binary_dir);
+    info->memory_hits = dev->memory_hits;
+    info->disk_hits = dev->disk_hits;
+    info->builds = dev->builds;
+    info->binary_loads = dev->binary_loads;
+    info->disk_rejects = dev->disk_rejects;
+    pthread_mutex_unlock(&d->lock);
+    return TSR_SUCCESS;
+}
+
+/* ---- keys ---- */
+
+/* What a binary depends on: the source, the options, the platform, device and driver. */
+static char *make_key_text(const tsr_device *dev, const char *label, const char *text, size_t length,
+                           const char *options) {
+    XXH128_hash_t src = XXH3_128bits(text, length);
+    const tsr_device_info *i = &dev->info;
+    size_t cap = strlen(label) + strlen(options) + 6 * TSR_INFO_STR + 256;
+    char *key = malloc(cap);
+    if (!key) return NULL;
+    snprintf(key, cap,
+             "source=%s %016llx%016llx\noptions=%s\nplatform=%s %s\ndevice=%s %s\ndriver=%s\n", label,
+             (unsigned long long)src.high64, (unsigned long long)src.low64, options, i->platform_name,
+             i->platform_version, i->name, i->device_version, i->driver_version);
+    return key;
+}
+
+static void entry_file_name(const char *key_text, char *out, size_t size) {
+    XXH128_hash_t h = XXH3_128bits(key_text, strlen(key_text));
+    snprintf(out, size, "%016llx%016llx.bin", (unsigned long long)h.high64, (unsigned long long)h.low64);
+}
+
+static uint64_t entry_checksum(const char *key_text, size_t key_length, const void *payload, size_t payload_length) {
+    XXH64_state_t *st = XXH64_createState();
+    if (!st) return 0;
+    XXH64_reset(st, ENTRY_FORMAT_VERSION);
+    XXH64_update(st, key_text, key_length);
+    XXH64_update(st, payload, payload_length);
+    uint64_t h = XXH64_digest(st);
+    XXH64_freeState(st);
+    return h;
+}
+
+/* Read and verify an entry; on success *payload (malloc'ed) holds the binary. TSR_ERR_NOT_FOUND
+ * when there is no file, TSR_ERR_CORRUPT with the reason in the message otherwise. */
+static tsr_status read_entry(const char *path, const char *key_text, unsigned char **payload, size_t *payload_length) {
+    *payload = NULL;
+    char *data = NULL;
+    size_t size = 0;
+    tsr_status st = tsr_read_file(path, &data, &size);
+    if (st != TSR_SUCCESS) return st;
+    entry_header h;
+    const char *reason = NULL;
+    size_t key_length = strlen(key_text);
+    if (size < sizeof h) {
+        reason = "truncated header";
+    } else {
+        memcpy(&h, data, sizeof h);
+        if (memcmp(h.magic, ENTRY_MAGIC, 8) != 0) reason = "not a tessera binary (bad magic)";
+        else if (h.byte_order != ENTRY_BYTE_ORDER) reason = "written on a machine of another byte order";
+        else if (h.format_version != ENTRY_FORMAT_VERSION) reason = "unsupported format version";
+        else if (h.key_length > size || h.payload_length > size || sizeof h + h.key_length + h.payload_length != size)
+            reason = "truncated or padded (lengths do not match the file size)";
+        else if (h.payload_length == 0) reason = "empty binary";
+        else if (entry_checksum(data + sizeof h, h.key_length, data + sizeof h + h.key_length, h.payload_length) != h.checksum)
+            reason = "checksum mismatch";
+        else if (h.key_length != key_length || memcmp(data + sizeof h, key_text, key_length) != 0)
+            reason = "built from another source, options or device (key mismatch)";
+    }
+    if (reason) {
+        free(data);
+        return tsr_fail(TSR_ERR_CORRUPT, "%s: %s", path, reason);
+    }
+    unsigned char *bin = malloc(h.payload_length);
+    if (!bin) {
+        free(data);
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory reading %s", path);
+    }
+    memcpy(bin, data + sizeof h + h.key_length, h.payload_length);
+    free(data);
+    *payload = bin;
+    *payload_length = h.payload_length;
+    return TSR_SUCCESS;
+}
+
+static tsr_status write_entry(const char *path, const char *key_text, const unsigned char *payload, size_t length) {
+    size_t key_length = strlen(key_text);
+    size_t total = sizeof(entry_header) + key_length + length;
+    unsigned char *buf = malloc(total);
+    if (!buf) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory writing %s", path);
+    entry_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, ENTRY_MAGIC, 8);
+    h.format_version = ENTRY_FORMAT_VERSION;
+    h.byte_order = ENTRY_BYTE_ORDER;
+    h.key_length = key_length;
+    h.payload_length = length;
+    h.checksum = entry_checksum(key_text, key_length, payload, length);
+    memcpy(buf, &h, sizeof h);
+    memcpy(buf + sizeof h, key_text, key_length);
+    memcpy(buf + sizeof h + key_length, payload, length);
+    tsr_status st = tsr_write_file_atomic(path, buf, total);
+    free(buf);
+    return st;
+}
+
+/* ---- building ---- */
+
+static tsr_status program_binary(cl_program program, unsigned char **binary, size_t *length) {
+    tsr_status status = TSR_SUCCESS;
+    size_t size = 0;
+    *binary = NULL;
+    TSR_CL_CHECK(clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL), out);
+    if (size == 0) return tsr_fail(TSR_ERR_UNSUPPORTED, "the driver returned an empty program binary");
+    *binary = malloc(size);
+    if (!*binary) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    TSR_CL_CHECK(clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof *binary, binary, NULL), out);
+    *length = size;
+    return TSR_SUCCESS;
+out:
+    free(*binary);
+    *binary = NULL;
+    return status;
+}
+
+static void append_build_log(tsr_device *dev, cl_program program) {
+    size_t size = 0;
+    if (clGetProgramBuildInfo(program, dev->id, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) != CL_SUCCESS || size == 0) return;
+    char *log = malloc(size + 1);
+    if (!log) return;
+    if (clGetProgramBuildInfo(program, dev->id, CL_PROGRAM_BUILD_LOG, size, log, NULL) == CL_SUCCESS) {
+        log[size] = '\0';
+        tsr_error_append("\nbuild log:\n%s", log);
+    }
+    free(log);
+}
+
+/* Options handed to the compiler: the caller's defines plus the language version. */
+static void compiler_options(const tsr_device *dev, const char *options, char *out, size_t size) {
+    /* Hold kernels to OpenCL C 1.2 where the device supports it, so they run everywhere. */
+    bool has12 = strstr(dev->info.opencl_c_version, "OpenCL C 1.2") || strstr(dev->info.opencl_c_version, "OpenCL C 2") ||
+                 strstr(dev->info.opencl_c_version, "OpenCL C 3");
+    snprintf(out, size, "%s%s", has12 ? "-cl-std=CL1.2 " : "", options);
+}
+
+static tsr_status build_from_binary(tsr_device *dev, const unsigned char *bin, size_t length, const char *options,
+                                    cl_program *out) {
+    tsr_status status = TSR_SUCCESS;
+    cl_int err = CL_SUCCESS, bin_status = CL_SUCCESS;
+    char opts[2048];
+    compiler_options(dev, options, opts, sizeof opts);
+    cl_program p = clCreateProgramWithBinary(dev->context, 1, &dev->id, &length, &bin, &bin_status, &err);
+    TSR_CL_CHECK(err, fail);
+    TSR_CL_CHECK(bin_status, fail);
+    TSR_CL_CHECK(clBuildProgram(p, 1, &dev->id, opts, NULL, NULL), fail);
+    *out = p;
+    return TSR_SUCCESS;
+fail:
+    if (p) clReleaseProgram(p);
+    return status;
+}
+
+static tsr_status build_from_source(tsr_device *dev, const char *label, const char *text, size_t length,
+                                    const char *options, cl_program *out) {
+    tsr_status status = TSR_SUCCESS;
+    cl_int err = CL_SUCCESS;
+    char opts[2048];
+    compiler_options(dev, options, opts, sizeof opts);
+    cl_program p = clCreateProgramWithSource(dev->context, 1, &text, &length, &err);
+    TSR_CL_CHECK(err, fail);
+    err = clBuildProgram(p, 1, &dev->id, opts, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        status = tsr_fail(TSR_ERR_BUILD, "building kernel source '%s' with options '%s' for device '%s' failed: %s (%d)",
+                          label, options, dev->info.name, tsr_cl_error_name(err), (int)err);
+        append_build_log(dev, p);
+        goto fail;
+    }
+    *out = p;
+    return TSR_SUCCESS;
+fail:
+    if (p) clReleaseProgram(p);
+    return status;
+}
+
+/* Look for a usable binary in `dir` (the disk cache or the ahead-of-time directory). */
+static tsr_status load_from_dir(tsr_device *dev, const char *dir, const char *key_text, const char *options,
+                                cl_program *out) {
+    char name[64], path[TSR_PATH_MAX + 64];
+    entry_file_name(key_text, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    unsigned char *bin = NULL;
+    size_t length = 0;
+    tsr_status st = read_entry(path, key_text, &bin, &length);
+    if (st != TSR_SUCCESS) return st;
+    st = build_from_binary(dev, bin, length, options, out);
+    free(bin);
+    if (st != TSR_SUCCESS) {
+        char why[512];
+        tsr_strlcpy(why, tsr_last_error(), sizeof why);
+        return tsr_fail(TSR_ERR_CORRUPT, "%s: the driver rejected the binary: %s", path, why);
+    }
+    return TSR_SUCCESS;
+}
+
+static void store_in_cache(tsr_device *dev, const char *key_text, cl_program program) {
+    char name[64], path[TSR_PATH_MAX + 64];
+    unsigned char *bin = NULL;
+    size_t length = 0;
+    entry_file_name(key_text, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", dev->cache_dir, name);
+    tsr_status st = program_binary(program, &bin, &length);
+    if (st == TSR_SUCCESS) st = write_entry(path, key_text, bin, length);
+    if (st != TSR_SUCCESS) tsr_warn("could not store %s in the binary cache: %s", path, tsr_last_error());
+    free(bin);
+    tsr_clear_error(); /* a cache write failure is a warning only */
+}
+
+static tsr_status insert_entry(tsr_device *dev, char *key_text, cl_program program) {
+    tsr_program_entry *e = calloc(1, sizeof *e);
+    if (!e) {
+        clReleaseProgram(program);
+        free(key_text);
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    e->key_text = key_text;
+    e->program = program;
+    e->next = dev->programs;
+    dev->programs = e;
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_program_from_text(tsr_device *dev, const char *label, const char *text, size_t length,
+                                 const char *options, cl_program *program) {
+    if (!dev || !label || !text || !program)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_program_from_text: NULL argument");
+    if (!options) options = "";
+    *program = NULL;
+    char *key_text = make_key_text(dev, label, text, length, options);
+    if (!key_text) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+
+    /* One lock for the whole lookup-or-build: two threads never build the same program twice. */
+    pthread_mutex_lock(&dev->lock);
+    tsr_status status = TSR_SUCCESS;
+    for (tsr_program_entry *e = dev->programs; e; e = e->next) {
+        if (strcmp(e->key_text, key_text) == 0) {
+            dev->memory_hits++;
+            *program = e->program;
+            goto done;
+        }
+    }
+    cl_program p = NULL;
+    if (dev->persistent) {
+        status = load_from_dir(dev, dev->cache_dir, key_text, options, &p);
+        if (status == TSR_SUCCESS) {
+            dev->disk_hits++;
+        } else if (status == TSR_ERR_CORRUPT) {
+            dev->disk_rejects++;
+            tsr_warn("rejected binary cache entry, rebuilding: %s", tsr_last_error());
+        }
+    }
+    if (!p && dev->offline) {
+        if (!dev->binary_dir[0]) {
+            status = tsr_fail(TSR_ERR_NO_BINARY,
+                              "device '%s' has no online compiler (or TSR_FORCE_OFFLINE is set) and TSR_BINARY_DIR is "
+                              "not set; write binaries with `tessera build-binaries --device SEL --out DIR` and point "
+                              "TSR_BINARY_DIR at DIR (kernel source '%s', options '%s')",
+                              dev->info.name, label, options);
+            goto done;
+        }
+        status = load_from_dir(dev, dev->binary_dir, key_text, options, &p);
+        if (status != TSR_SUCCESS) {
+            char why[1024];
+            tsr_strlcpy(why, tsr_last_error(), sizeof why);
+            status = tsr_fail(TSR_ERR_NO_BINARY,
+                              "device '%s' has no online compiler and no usable ahead-of-time binary for kernel source "
+                              "'%s' with options '%s' is in TSR_BINARY_DIR=%s (%s); write one with `tessera "
+                              "build-binaries`",
+                              dev->info.name, label, options, dev->binary_dir, why);
+            goto done;
+        }
+        dev->binary_loads++;
+    }
+    if (!p) {
+        status = build_from_source(dev, label, text, length, options, &p);
+        if (status != TSR_SUCCESS) goto done;
+        dev->builds++;
+        if (dev->persistent) store_in_cache(dev, key_text, p);
+    }
+    status = insert_entry(dev, key_text, p);
+    key_text = NULL;
+    if (status == TSR_SUCCESS) *program = p;
+done:
+    pthread_mutex_unlock(&dev->lock);
+    free(key_text);
+    return status;
+}
+
+tsr_status tsr_program_get(tsr_device *dev, const char *source_name, const char *options, cl_program *program) {
+    char *owned = NULL;
+    const char *text = NULL;
+    size_t length = 0;
+    tsr_status st = load_source(source_name, &owned, &text, &length);
+    if (st == TSR_SUCCESS) st = tsr_program_from_text(dev, source_name, text, length, options, program);
+    free(owned);
+    return st;
+}
+
+tsr_status tsr_get_kernel(tsr_device *dev, const char *source_name, const char *options, const char *kernel_name,
+                          cl_kernel *kernel) {
+    tsr_clear_diagnostics();
+    if (!dev || !source_name || !kernel_name || !kernel)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_get_kernel: device, source_name, kernel_name and kernel must not be NULL");
+    *kernel = NULL;
+    cl_program program = NULL;
+    tsr_status status = tsr_program_get(dev, source_name, options ? options : "", &program);
+    if (status != TSR_SUCCESS) return status;
+    cl_int err = CL_SUCCESS;
+    *kernel = clCreateKernel(program, kernel_name, &err);
+    if (err != CL_SUCCESS) {
+        *kernel = NULL;
+        return tsr_fail(err == CL_INVALID_KERNEL_NAME ? TSR_ERR_NOT_FOUND : TSR_ERR_OPENCL,
+                        "clCreateKernel('%s') in source '%s' failed with %s (%d)", kernel_name, source_name,
+                        tsr_cl_error_name(err), (int)err);
+    }
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_program_write_binary(tsr_device *dev, const char *source_name, const char *options, const char *dir) {
+    char *owned = NULL;
+    const char *text = NULL;
+    size_t length = 0;
+    cl_program program = NULL;
+    unsigned char *bin = NULL;
+    size_t bin_length = 0;
+    char *key_text = NULL;
+    tsr_status st = load_source(source_name, &owned, &text, &length);
+    if (st != TSR_SUCCESS) goto out;
+    st = tsr_program_from_text(dev, source_name, text, length, options, &program);
+    if (st != TSR_SUCCESS) goto out;
+    st = program_binary(program, &bin, &bin_length);
+    if (st != TSR_SUCCESS) goto out;
+    key_text = make_key_text(dev, source_name, text, length, options);
+    if (!key_text) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    char name[64], path[TSR_PATH_MAX + 64];
+    entry_file_name(key_text, name, sizeof name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    st = write_entry(path, key_text, bin, bin_length);
+out:
+    free(key_text);
+    free(bin);
+    free(owned);
+    return st;
+}

@@ -1,0 +1,242 @@
+/* tessera: the command-line front end (devices, demo, build-binaries, cache). */
+#define _GNU_SOURCE
+#include "tessera.h"
+
+#include <dirent.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int usage(FILE *out) {
+    fprintf(out,
+            "usage: tessera <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  devices [--json]                     list every OpenCL platform and device\n"
+            "  demo [--device SEL]                  run each op once on a device and check it\n"
+            "  build-binaries --device SEL --out DIR\n"
+            "                                       write ahead-of-time kernel binaries (for devices\n"
+            "                                       without a compiler; load them with TSR_BINARY_DIR)\n"
+            "  cache [--device SEL] [--clear]       show (or empty) the kernel binary cache\n"
+            "  version                              print the version\n"
+            "\n"
+            "SEL: cpu, gpu, accelerator, P:D indices, or part of a device name (default: $TSR_DEVICE,\n"
+            "     else a GPU, else an accelerator, else a CPU)\n");
+    return out == stderr ? 2 : 0;
+}
+
+static int fail(tsr_status st) {
+    fprintf(stderr, "tessera: %s: %s\n", tsr_status_str(st), tsr_last_error());
+    return 1;
+}
+
+static void human_bytes(uint64_t b, char *out, size_t size) {
+    if (b >= (1ull << 30)) snprintf(out, size, "%.1f GiB", (double)b / (1ull << 30));
+    else if (b >= (1ull << 20)) snprintf(out, size, "%.1f MiB", (double)b / (1ull << 20));
+    else snprintf(out, size, "%.0f KiB", (double)b / 1024.0);
+}
+
+static void print_device(const tsr_device_info *d) {
+    char gmem[32], lmem[32], amem[32];
+    human_bytes(d->global_mem_bytes, gmem, sizeof gmem);
+    human_bytes(d->local_mem_bytes, lmem, sizeof lmem);
+    human_bytes(d->max_alloc_bytes, amem, sizeof amem);
+    printf("%d:%d  %s  %s\n", d->platform_index, d->device_index, tsr_device_type_str(d->type), d->name);
+    printf("      vendor            %s\n", d->vendor);
+    printf("      platform          %s (%s; %s)\n", d->platform_name, d->platform_vendor, d->platform_version);
+    printf("      device version    %s\n", d->device_version);
+    printf("      driver version    %s\n", d->driver_version);
+    printf("      OpenCL C          %s\n", d->opencl_c_version);
+    printf("      compute units     %u at %u MHz\n", d->compute_units, d->max_clock_mhz);
+    printf("      global memory     %s (max allocation %s)\n", gmem, amem);
+    printf("      local memory      %s (%s)\n", lmem, d->local_mem_is_dedicated ? "dedicated" : "emulated in global");
+    printf("      work-group        max %zu, item sizes %zu x %zu x %zu\n", d->max_work_group_size,
+           d->max_work_item_sizes[0], d->max_work_item_sizes[1], d->max_work_item_sizes[2]);
+    printf("      vector widths     preferred/native: char %u/%u short %u/%u int %u/%u long %u/%u float %u/%u "
+           "double %u/%u half %u/%u\n",
+           d->preferred_vector_width[0], d->native_vector_width[0], d->preferred_vector_width[1],
+           d->native_vector_width[1], d->preferred_vector_width[2], d->native_vector_width[2],
+           d->preferred_vector_width[3], d->native_vector_width[3], d->preferred_vector_width[4],
+           d->native_vector_width[4], d->preferred_vector_width[5], d->native_vector_width[5],
+           d->preferred_vector_width[6], d->native_vector_width[6]);
+    printf("      fp16 / fp64       %s / %s\n", d->fp16 ? "yes" : "no", d->fp64 ? "yes" : "no");
+    printf("      online compiler   %s%s\n", d->compiler_available ? "yes" : "no",
+           d->available ? "" : "  (device reports itself unavailable)");
+}
+
+static int cmd_devices(int argc, char **argv) {
+    int json = 0;
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+        if (c == 'j') json = 1;
+        else return usage(c == 'h' ? stdout : stderr);
+    }
+    if (optind < argc) return usage(stderr);
+    if (json) {
+        char *text = NULL;
+        tsr_status st = tsr_discover_json(&text);
+        if (st != TSR_SUCCESS) return fail(st);
+        printf("%s\n", text);
+        tsr_free(text);
+        return 0;
+    }
+    tsr_device_info *infos = NULL;
+    size_t n = 0;
+    tsr_status st = tsr_discover(&infos, &n);
+    if (st != TSR_SUCCESS) return fail(st);
+    printf("%-5s %-11s %-36s %-30s %5s %9s\n", "SEL", "TYPE", "DEVICE", "PLATFORM", "CUs", "GLOBAL");
+    for (size_t i = 0; i < n; ++i) {
+        char sel[16], gmem[32];
+        snprintf(sel, sizeof sel, "%d:%d", infos[i].platform_index, infos[i].device_index);
+        human_bytes(infos[i].global_mem_bytes, gmem, sizeof gmem);
+        printf("%-5s %-11s %-36.36s %-30.30s %5u %9s\n", sel, tsr_device_type_str(infos[i].type), infos[i].name,
+               infos[i].platform_name, infos[i].compute_units, gmem);
+    }
+    if (n == 0) printf("(the installed platforms offer no device)\n");
+    printf("\n");
+    for (size_t i = 0; i < n; ++i) print_device(&infos[i]);
+    tsr_free(infos);
+    return 0;
+}
+
+/* Parse --device SEL [--out DIR] [--clear] for the commands that open a device. */
+typedef struct device_args {
+    const char *device;
+    const char *out;
+    int clear;
+} device_args;
+
+/* Returns true when the command should go on; otherwise *exit_code is set. */
+static bool parse_device_args(int argc, char **argv, device_args *a, int allow_out, int allow_clear, int *exit_code) {
+    static const struct option opts[] = {{"device", required_argument, NULL, 'd'}, {"out", required_argument, NULL, 'o'},
+                                         {"clear", no_argument, NULL, 'c'},        {"help", no_argument, NULL, 'h'},
+                                         {0}};
+    memset(a, 0, sizeof *a);
+    int c;
+    while ((c = getopt_long(argc, argv, "d:o:ch", opts, NULL)) != -1) {
+        if (c == 'd') a->device = optarg;
+        else if (c == 'o' && allow_out) a->out = optarg;
+        else if (c == 'c' && allow_clear) a->clear = 1;
+        else {
+            *exit_code = usage(c == 'h' ? stdout : stderr);
+            return false;
+        }
+    }
+    if (optind < argc) {
+        *exit_code = usage(stderr);
+        return false;
+    }
+    return true;
+}
+
+static int cmd_demo(int argc, char **argv) {
+    device_args a;
+    int rc = 0;
+    if (!parse_device_args(argc, argv, &a, 0, 0, &rc)) return rc;
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(a.device, &dev);
+    if (st != TSR_SUCCESS) return fail(st);
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    printf("device %d:%d  %s  %s (%s)\n", info->platform_index, info->device_index, tsr_device_type_str(info->type),
+           info->name, info->platform_name);
+    tsr_cache_info ci;
+    tsr_cache_get_info(dev, &ci);
+    printf("binary cache: %s\n", ci.persistent ? ci.dir : ci.warning);
+    int failures = 0;
+    for (const char *const *op = tsr_op_names(); *op; ++op) {
+        char summary[512];
+        st = tsr_run_demo(dev, *op, summary, sizeof summary);
+        if (st == TSR_SUCCESS) {
+            printf("  %-10s ok    %s\n", *op, summary);
+        } else {
+            printf("  %-10s FAIL  %s: %s\n", *op, tsr_status_str(st), tsr_last_error());
+            ++failures;
+        }
+    }
+    tsr_device_close(dev);
+    return failures ? 1 : 0;
+}
+
+static int cmd_build_binaries(int argc, char **argv) {
+    device_args a;
+    int rc = 0;
+    if (!parse_device_args(argc, argv, &a, 1, 0, &rc)) return rc;
+    if (!a.out) {
+        fprintf(stderr, "tessera build-binaries: --out DIR is required\n");
+        return 2;
+    }
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(a.device, &dev);
+    if (st != TSR_SUCCESS) return fail(st);
+    size_t written = 0;
+    st = tsr_build_binaries(dev, a.out, &written);
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    if (st == TSR_SUCCESS)
+        printf("wrote %zu binaries for %s to %s (use TSR_BINARY_DIR=%s)\n", written, info->name, a.out, a.out);
+    tsr_device_close(dev);
+    return st == TSR_SUCCESS ? 0 : fail(st);
+}
+
+static int cmd_cache(int argc, char **argv) {
+    device_args a;
+    int rc = 0;
+    if (!parse_device_args(argc, argv, &a, 0, 1, &rc)) return rc;
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(a.device, &dev);
+    if (st != TSR_SUCCESS) return fail(st);
+    tsr_cache_info ci;
+    tsr_cache_get_info(dev, &ci);
+    tsr_device_close(dev);
+    if (!ci.persistent) {
+        printf("no disk cache: %s\n", ci.warning);
+        return 0;
+    }
+    size_t entries = 0, bytes = 0, removed = 0;
+    DIR *d = opendir(ci.dir);
+    if (!d) {
+        fprintf(stderr, "tessera: cannot read %s\n", ci.dir);
+        return 1;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        /* Only tessera's own entries: 32 hex digits + ".bin". */
+        size_t len = strlen(e->d_name);
+        if (len != 36 || strcmp(e->d_name + 32, ".bin") != 0 || strspn(e->d_name, "0123456789abcdef") != 32) continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", ci.dir, e->d_name);
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            fseek(f, 0, SEEK_END);
+            bytes += (size_t)ftell(f);
+            fclose(f);
+        }
+        ++entries;
+        if (a.clear && unlink(path) == 0) ++removed;
+    }
+    closedir(d);
+    printf("cache directory %s: %zu entries, %.1f MiB\n", ci.dir, entries, (double)bytes / (1 << 20));
+    if (a.clear) printf("removed %zu entries\n", removed);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return usage(stderr);
+    const char *cmd = argv[1];
+    argc -= 1;
+    argv += 1;
+    if (strcmp(cmd, "devices") == 0) return cmd_devices(argc, argv);
+    if (strcmp(cmd, "demo") == 0) return cmd_demo(argc, argv);
+    if (strcmp(cmd, "build-binaries") == 0) return cmd_build_binaries(argc, argv);
+    if (strcmp(cmd, "cache") == 0) return cmd_cache(argc, argv);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("tessera %s\n", TSR_VERSION_STRING);
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) return usage(stdout);
+    fprintf(stderr, "tessera: unknown command '%s'\n\n", cmd);
+    return usage(stderr);
+}

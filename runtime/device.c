@@ -138,8 +138,12 @@ typedef struct found_device {
     tsr_device_info info;
 } found_device;
 
+/* Names of platforms that offer no device, for "nothing found" messages. */
+static _Thread_local char empty_platforms[1024];
+
 /* Enumerate every device of every platform. */
 static tsr_status enumerate(found_device **out, size_t *count, cl_uint *nplatforms_out) {
+    empty_platforms[0] = '\0';
     *out = NULL;
     *count = 0;
     cl_uint np = 0;
@@ -166,7 +170,13 @@ static tsr_status enumerate(found_device **out, size_t *count, cl_uint *nplatfor
     for (cl_uint p = 0; p < np; ++p) {
         cl_uint nd = 0;
         err = clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd);
-        if (err == CL_DEVICE_NOT_FOUND || nd == 0) continue; /* an empty platform is not an error */
+        if (err == CL_DEVICE_NOT_FOUND || nd == 0) { /* an empty platform is not an error */
+            char name[TSR_INFO_STR];
+            query_platform_str(platforms[p], CL_PLATFORM_NAME, name);
+            size_t used = strlen(empty_platforms);
+            snprintf(empty_platforms + used, sizeof empty_platforms - used, "%s'%s'", used ? ", " : "", name);
+            continue;
+        }
         if (err != CL_SUCCESS) continue;                     /* a broken platform must not hide the others */
         cl_device_id *ids = calloc(nd, sizeof *ids);
         found_device *grown = realloc(all, (n + nd) * sizeof *all);
@@ -285,7 +295,8 @@ tsr_status tsr_discover_json(char **json) {
 /* Describe every device, one per line, for "nothing matched" messages. */
 static void append_device_list(const found_device *all, size_t n) {
     if (n == 0) {
-        tsr_error_append("; the installed platforms offer no device");
+        tsr_error_append("; the installed platforms offer no device (platforms without devices: %s)",
+                         empty_platforms[0] ? empty_platforms : "none");
         return;
     }
     tsr_error_append("; available devices:");

@@ -1,0 +1,113 @@
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t rng_state;
+
+void th_seed(void) {
+    const char *env = getenv("TSR_TEST_SEED");
+    uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    fprintf(stderr, "# TSR_TEST_SEED=%llu\n", (unsigned long long)seed);
+    rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
+}
+
+uint32_t th_rand(void) {
+    /* xorshift64*: fast, good enough for test data */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (uint32_t)((rng_state * 2685821657736338717ull) >> 32);
+}
+
+void th_fill_uniform(float *x, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; ++i) x[i] = lo + (hi - lo) * (float)(th_rand() >> 8) / 16777216.0f;
+}
+
+void th_poison(float *x, size_t n) {
+    for (size_t i = 0; i < n; ++i) x[i] = NAN;
+}
+
+tsr_device *th_open_device(void) {
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(NULL, &dev);
+    if (st != TSR_SUCCESS) fail_msg("tsr_device_open: %s: %s", tsr_status_str(st), tsr_last_error());
+    return dev;
+}
+
+cl_mem th_buffer(tsr_device *dev, size_t floats) {
+    cl_int err;
+    cl_mem m = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, (floats ? floats : 1) * sizeof(float), NULL, &err);
+    if (err != CL_SUCCESS) fail_msg("clCreateBuffer(%zu floats): %s", floats, tsr_cl_error_name(err));
+    return m;
+}
+
+cl_mem th_buffer_from(tsr_device *dev, const float *host, size_t floats) {
+    cl_mem m = th_buffer(dev, floats);
+    if (floats) TH_ASSERT_OK(tsr_upload(dev, m, host, floats));
+    return m;
+}
+
+void th_read(tsr_device *dev, cl_mem mem, float *host, size_t floats) {
+    TH_ASSERT_OK(tsr_download(dev, mem, host, floats));
+}
+
+void th_tempdir(char *path, size_t size) {
+    const char *base = getenv("TMPDIR");
+    snprintf(path, size, "%s/tessera-test-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(path)) fail_msg("mkdtemp failed");
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+void th_remove_tree(const char *path) { nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS); }
+
+void th_write_file(const char *path, const void *data, size_t size) {
+    FILE *f = fopen(path, "wb");
+    if (!f) fail_msg("cannot write %s", path);
+    if (size) assert_int_equal(fwrite(data, 1, size, f), size);
+    fclose(f);
+}
+
+/* Element (i,j) of a stored matrix under BLAS layout rules. */
+static double at(int row_major, const float *x, size_t ld, size_t i, size_t j) {
+    return row_major ? x[i * ld + j] : x[j * ld + i];
+}
+
+void th_ref_sgemm(int row_major, int ta, int tb, size_t m, size_t n, size_t k, double alpha, const float *a,
+                  size_t lda, const float *b, size_t ldb, double beta, const float *c_in, double *c_out, size_t ldc) {
+    for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (size_t l = 0; l < k; ++l) {
+                double av = ta ? at(row_major, a, lda, l, i) : at(row_major, a, lda, i, l);
+                double bv = tb ? at(row_major, b, ldb, j, l) : at(row_major, b, ldb, l, j);
+                s += av * bv;
+            }
+            size_t idx = row_major ? i * ldc + j : j * ldc + i;
+            double prior = beta == 0.0 ? 0.0 : beta * (double)c_in[idx];
+            c_out[idx] = (k == 0 || alpha == 0.0 ? 0.0 : alpha * s) + prior;
+        }
+}
+
+double th_rel_error_matrix(int row_major, size_t m, size_t n, const float *got, const double *ref, size_t ld) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < n; ++j) {
+            size_t idx = row_major ? i * ld + j : j * ld + i;
+            double d = (double)got[idx] - ref[idx];
+            num += d * d;
+            den += ref[idx] * ref[idx];
+        }
+    if (isnan(num)) return INFINITY;
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}

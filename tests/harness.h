@@ -1,0 +1,64 @@
+/* Shared helpers for tessera's tests: devices, fresh random data, poisoning,
+ * double-precision references and temporary directories. */
+#ifndef TSR_TEST_HARNESS_H
+#define TSR_TEST_HARNESS_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "internal.h"
+
+/* Seed from $TSR_TEST_SEED or the clock, printed once so a failure can be replayed. */
+void th_seed(void);
+uint32_t th_rand(void);
+/* Uniform floats in [lo, hi). */
+void th_fill_uniform(float *x, size_t n, float lo, float hi);
+/* Fill with a quiet NaN: anything a kernel fails to write stays visibly wrong. */
+void th_poison(float *x, size_t n);
+
+/* Open the device the tests run on ($TSR_DEVICE or the default); fails the test on error. */
+tsr_device *th_open_device(void);
+cl_mem th_buffer(tsr_device *dev, size_t floats);
+cl_mem th_buffer_from(tsr_device *dev, const float *host, size_t floats);
+void th_read(tsr_device *dev, cl_mem mem, float *host, size_t floats);
+
+/* A new empty directory under $TMPDIR (or /tmp); path receives it. */
+void th_tempdir(char *path, size_t size);
+/* rm -rf of a directory made by th_tempdir. */
+void th_remove_tree(const char *path);
+/* Write a file (not atomically: tests use it to damage things). */
+void th_write_file(const char *path, const void *data, size_t size);
+
+/* Reference SGEMM in double: C = alpha*op(A)*op(B) + beta*C with BLAS layout rules. */
+void th_ref_sgemm(int row_major, int ta, int tb, size_t m, size_t n, size_t k, double alpha, const float *a,
+                  size_t lda, const float *b, size_t ldb, double beta, const float *c_in, double *c_out, size_t ldc);
+/* ||got - ref|| / ||ref|| over the m x n window of a matrix with leading dimension ld. */
+double th_rel_error_matrix(int row_major, size_t m, size_t n, const float *got, const double *ref, size_t ld);
+
+/* Run a cmocka group with TAP output (so meson counts each test case). */
+#define TH_RUN(tests) (th_seed(), cmocka_set_message_output(CM_OUTPUT_TAP), cmocka_run_group_tests(tests, NULL, NULL))
+
+#define TH_ASSERT_OK(expr)                                                                            \
+    do {                                                                                              \
+        tsr_status th_st_ = (expr);                                                                   \
+        if (th_st_ != TSR_SUCCESS) fail_msg("%s -> %s: %s", #expr, tsr_status_str(th_st_), tsr_last_error()); \
+    } while (0)
+
+#define TH_ASSERT_STATUS(expr, expected)                                                              \
+    do {                                                                                              \
+        tsr_status th_st_ = (expr);                                                                   \
+        if (th_st_ != (expected))                                                                     \
+            fail_msg("%s -> %s (expected %s): %s", #expr, tsr_status_str(th_st_), tsr_status_str(expected), \
+                     tsr_last_error());                                                               \
+    } while (0)
+
+#define TH_ASSERT_CONTAINS(haystack, needle)                                                          \
+    do {                                                                                              \
+        if (!strstr((haystack), (needle))) fail_msg("expected \"%s\" in: %s", (needle), (haystack));  \
+    } while (0)
+
+#endif

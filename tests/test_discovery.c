@@ -1,0 +1,248 @@
+/* Device discovery and selection. The ICD environment is chosen by meson per run
+ * (TSR_TEST_MODE): the system's platforms, PoCL + Oclgrind, no platform, or a
+ * platform without devices. */
+#include "harness.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *mode(void) {
+    const char *m = getenv("TSR_TEST_MODE");
+    return m ? m : "system";
+}
+
+/* ---- the system's platforms (PoCL) ---- */
+
+static void discovers_the_pocl_cpu(void **state) {
+    (void)state;
+    tsr_device_info *infos = NULL;
+    size_t n = 0;
+    TH_ASSERT_OK(tsr_discover(&infos, &n));
+    assert_true(n >= 1);
+    int cpus = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const tsr_device_info *d = &infos[i];
+        assert_true(d->name[0] != '\0');
+        assert_true(d->platform_name[0] != '\0');
+        assert_true(d->compute_units >= 1);
+        assert_true(d->global_mem_bytes > 0);
+        assert_true(d->max_work_group_size >= 1);
+        assert_true(d->max_work_item_dims >= 1);
+        assert_true(strncmp(d->opencl_c_version, "OpenCL C", 8) == 0);
+        if (d->type == TSR_DEVICE_CPU && tsr_contains_nocase(d->platform_name, "portable computing")) {
+            ++cpus;
+            assert_true(d->compiler_available);
+            assert_true(d->preferred_vector_width[4] >= 1);
+        }
+    }
+    assert_true(cpus >= 1);
+    tsr_free(infos);
+}
+
+static cJSON *discover_json(void) {
+    char *text = NULL;
+    TH_ASSERT_OK(tsr_discover_json(&text));
+    cJSON *arr = cJSON_Parse(text);
+    tsr_free(text);
+    assert_non_null(arr);
+    assert_true(cJSON_IsArray(arr));
+    return arr;
+}
+
+static void json_has_every_field(void **state) {
+    (void)state;
+    cJSON *arr = discover_json();
+    assert_true(cJSON_GetArraySize(arr) >= 1);
+    static const char *const fields[] = {"selector", "type", "name", "vendor", "platform_name", "platform_version",
+                                         "driver_version", "opencl_c_version", "compute_units", "max_clock_mhz",
+                                         "global_mem_bytes", "local_mem_bytes", "max_work_group_size",
+                                         "max_work_item_sizes", "preferred_vector_width", "native_vector_width",
+                                         "fp16", "fp64", "compiler_available"};
+    cJSON *dev;
+    cJSON_ArrayForEach(dev, arr) {
+        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; ++f)
+            if (!cJSON_GetObjectItemCaseSensitive(dev, fields[f])) fail_msg("JSON device lacks '%s'", fields[f]);
+        assert_non_null(cJSON_GetObjectItem(cJSON_GetObjectItem(dev, "preferred_vector_width"), "float"));
+    }
+    cJSON_Delete(arr);
+}
+
+static void open_and_check(const char *selector, tsr_device_type expected_type) {
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(selector, &dev);
+    if (st != TSR_SUCCESS) fail_msg("selector '%s': %s: %s", selector, tsr_status_str(st), tsr_last_error());
+    assert_int_equal(tsr_device_get_info(dev)->type, expected_type);
+    assert_non_null(tsr_device_context(dev));
+    assert_non_null(tsr_device_queue(dev));
+    assert_non_null(tsr_device_id(dev));
+    TH_ASSERT_CONTAINS(tsr_device_fingerprint(dev), tsr_device_get_info(dev)->name);
+    tsr_device_close(dev);
+}
+
+static void good_selectors(void **state) {
+    (void)state;
+    unsetenv("TSR_DEVICE");
+    open_and_check("cpu", TSR_DEVICE_CPU);
+    open_and_check("CPU", TSR_DEVICE_CPU);
+    open_and_check("  cpu ", TSR_DEVICE_CPU);
+    open_and_check("0:0", TSR_DEVICE_CPU);
+    open_and_check("pthread", TSR_DEVICE_CPU);          /* device name substring */
+    open_and_check("PORTABLE computing", TSR_DEVICE_CPU); /* platform name, any case */
+    open_and_check(NULL, TSR_DEVICE_CPU);               /* the default: no GPU here, so the CPU */
+    open_and_check("", TSR_DEVICE_CPU);
+    open_and_check("default", TSR_DEVICE_CPU);
+}
+
+static void bad_selectors(void **state) {
+    (void)state;
+    unsetenv("TSR_DEVICE");
+    tsr_device *dev = (tsr_device *)0x1;
+    TH_ASSERT_STATUS(tsr_device_open("no-such-device-xyz", &dev), TSR_ERR_NO_DEVICE);
+    assert_null(dev);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "no-such-device-xyz");
+    TH_ASSERT_CONTAINS(tsr_last_error(), "available devices");
+    TH_ASSERT_CONTAINS(tsr_last_error(), "0:0");
+    TH_ASSERT_STATUS(tsr_device_open("gpu", &dev), TSR_ERR_NO_DEVICE); /* no GPU on the test machines */
+    TH_ASSERT_CONTAINS(tsr_last_error(), "no gpu device");
+    TH_ASSERT_STATUS(tsr_device_open("accelerator", &dev), TSR_ERR_NO_DEVICE);
+    TH_ASSERT_STATUS(tsr_device_open("9:0", &dev), TSR_ERR_NO_DEVICE);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "platform 9, device 0");
+    TH_ASSERT_STATUS(tsr_device_open("0:99", &dev), TSR_ERR_NO_DEVICE);
+    TH_ASSERT_STATUS(tsr_device_open("0:", &dev), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "malformed");
+    TH_ASSERT_STATUS(tsr_device_open("0:1:2", &dev), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_device_open("1:x", &dev), TSR_ERR_INVALID_ARG);
+}
+
+static void selector_from_environment(void **state) {
+    (void)state;
+    setenv("TSR_DEVICE", "no-such-device-xyz", 1);
+    tsr_device *dev = NULL;
+    TH_ASSERT_STATUS(tsr_device_open(NULL, &dev), TSR_ERR_NO_DEVICE);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "TSR_DEVICE");
+    setenv("TSR_DEVICE", "cpu", 1);
+    TH_ASSERT_OK(tsr_device_open(NULL, &dev));
+    tsr_device_close(dev);
+    /* An explicit selector wins over the environment. */
+    setenv("TSR_DEVICE", "no-such-device-xyz", 1);
+    TH_ASSERT_OK(tsr_device_open("cpu", &dev));
+    tsr_device_close(dev);
+    unsetenv("TSR_DEVICE");
+}
+
+static void wrap_an_existing_context(void **state) {
+    (void)state;
+    tsr_device *owner = th_open_device();
+    cl_context ctx = tsr_device_context(owner);
+    cl_device_id id = tsr_device_id(owner);
+    tsr_device *wrapped = NULL;
+    TH_ASSERT_OK(tsr_device_wrap(ctx, id, tsr_device_queue(owner), &wrapped));
+    assert_ptr_equal(tsr_device_queue(wrapped), tsr_device_queue(owner));
+    assert_string_equal(tsr_device_get_info(wrapped)->name, tsr_device_get_info(owner)->name);
+    tsr_device_close(wrapped);
+    /* Without a queue tessera makes its own. */
+    TH_ASSERT_OK(tsr_device_wrap(ctx, id, NULL, &wrapped));
+    assert_true(tsr_device_queue(wrapped) != tsr_device_queue(owner));
+    /* A queue of another context is refused. */
+    tsr_device *other = th_open_device();
+    tsr_device *bad = NULL;
+    TH_ASSERT_STATUS(tsr_device_wrap(ctx, id, tsr_device_queue(other), &bad), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "another context");
+    assert_null(bad);
+    tsr_device_close(other);
+    tsr_device_close(wrapped);
+    /* The owner's handles survive the wrapper. */
+    char summary[256];
+    TH_ASSERT_OK(tsr_run_demo(owner, "gemm", summary, sizeof summary));
+    tsr_device_close(owner);
+}
+
+/* ---- PoCL and Oclgrind as two platforms ---- */
+
+static void two_platforms(void **state) {
+    (void)state;
+    tsr_device_info *infos = NULL;
+    size_t n = 0;
+    TH_ASSERT_OK(tsr_discover(&infos, &n));
+    int pocl = -1, oclgrind = -1;
+    for (size_t i = 0; i < n; ++i) {
+        if (tsr_contains_nocase(infos[i].platform_name, "oclgrind")) oclgrind = (int)i;
+        if (tsr_contains_nocase(infos[i].platform_name, "portable computing")) pocl = (int)i;
+    }
+    if (pocl < 0 || oclgrind < 0) fail_msg("expected PoCL and Oclgrind among %zu devices", n);
+    assert_int_not_equal(infos[pocl].platform_index, infos[oclgrind].platform_index);
+    char sel[32];
+    snprintf(sel, sizeof sel, "%d:%d", infos[oclgrind].platform_index, infos[oclgrind].device_index);
+    tsr_device *dev = NULL;
+    TH_ASSERT_OK(tsr_device_open(sel, &dev));
+    TH_ASSERT_CONTAINS(tsr_device_get_info(dev)->platform_name, "Oclgrind");
+    tsr_device_close(dev);
+    TH_ASSERT_OK(tsr_device_open("oclgrind", &dev));
+    TH_ASSERT_CONTAINS(tsr_device_get_info(dev)->platform_name, "Oclgrind");
+    tsr_device_close(dev);
+    TH_ASSERT_OK(tsr_device_open("cpu", &dev));
+    TH_ASSERT_CONTAINS(tsr_device_get_info(dev)->platform_name, "Portable");
+    tsr_device_close(dev);
+    cJSON *arr = discover_json();
+    assert_int_equal(cJSON_GetArraySize(arr), (int)n);
+    cJSON_Delete(arr);
+    tsr_free(infos);
+}
+
+/* ---- no platform at all ---- */
+
+static void no_platform(void **state) {
+    (void)state;
+    tsr_device_info *infos = (tsr_device_info *)0x1;
+    size_t n = 99;
+    TH_ASSERT_STATUS(tsr_discover(&infos, &n), TSR_ERR_NO_PLATFORM);
+    assert_null(infos);
+    assert_int_equal(n, 0);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "no OpenCL platform");
+    char *json = NULL;
+    TH_ASSERT_STATUS(tsr_discover_json(&json), TSR_ERR_NO_PLATFORM);
+    assert_null(json);
+    tsr_device *dev = NULL;
+    TH_ASSERT_STATUS(tsr_device_open(NULL, &dev), TSR_ERR_NO_PLATFORM);
+    TH_ASSERT_STATUS(tsr_device_open("cpu", &dev), TSR_ERR_NO_PLATFORM);
+    assert_null(dev);
+}
+
+/* ---- a platform without devices (POCL_DEVICES=none) ---- */
+
+static void empty_platform(void **state) {
+    (void)state;
+    tsr_device_info *infos = NULL;
+    size_t n = 99;
+    TH_ASSERT_OK(tsr_discover(&infos, &n));
+    assert_int_equal(n, 0);
+    tsr_free(infos);
+    tsr_device *dev = NULL;
+    TH_ASSERT_STATUS(tsr_device_open(NULL, &dev), TSR_ERR_NO_DEVICE);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "platforms without devices: 'Portable Computing Language'");
+    TH_ASSERT_STATUS(tsr_device_open("0:0", &dev), TSR_ERR_NO_DEVICE);
+    assert_null(dev);
+}
+
+int main(void) {
+    if (strcmp(mode(), "two-platforms") == 0) {
+        const struct CMUnitTest tests[] = {cmocka_unit_test(two_platforms), cmocka_unit_test(json_has_every_field)};
+        return TH_RUN(tests);
+    }
+    if (strcmp(mode(), "no-platform") == 0) {
+        const struct CMUnitTest tests[] = {cmocka_unit_test(no_platform)};
+        return TH_RUN(tests);
+    }
+    if (strcmp(mode(), "empty-platform") == 0) {
+        const struct CMUnitTest tests[] = {cmocka_unit_test(empty_platform)};
+        return TH_RUN(tests);
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(discovers_the_pocl_cpu), cmocka_unit_test(json_has_every_field),
+        cmocka_unit_test(good_selectors),         cmocka_unit_test(bad_selectors),
+        cmocka_unit_test(selector_from_environment), cmocka_unit_test(wrap_an_existing_context),
+    };
+    return TH_RUN(tests);
+}

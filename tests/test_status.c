@@ -1,0 +1,94 @@
+/* Status names, thread-local error messages, argument checks of the basic API. */
+#include "harness.h"
+
+#include <pthread.h>
+#include <string.h>
+
+static void status_names(void **state) {
+    (void)state;
+    assert_string_equal(tsr_status_str(TSR_SUCCESS), "TSR_SUCCESS");
+    assert_string_equal(tsr_status_str(TSR_ERR_INVALID_ARG), "TSR_ERR_INVALID_ARG");
+    assert_string_equal(tsr_status_str(TSR_ERR_NO_BINARY), "TSR_ERR_NO_BINARY");
+    assert_string_equal(tsr_status_str((tsr_status)-999), "TSR_ERR_UNKNOWN");
+    for (int s = 0; s >= TSR_ERR_NOT_FOUND; --s) assert_null(strstr(tsr_status_str((tsr_status)s), "UNKNOWN"));
+    assert_string_equal(tsr_cl_error_name(CL_BUILD_PROGRAM_FAILURE), "CL_BUILD_PROGRAM_FAILURE");
+    assert_string_equal(tsr_cl_error_name(-1001), "CL_PLATFORM_NOT_FOUND_KHR");
+}
+
+static void *fail_in_thread(void *arg) {
+    (void)arg;
+    tsr_fail(TSR_ERR_IO, "error from the other thread");
+    return NULL;
+}
+
+static void errors_are_thread_local(void **state) {
+    (void)state;
+    tsr_fail(TSR_ERR_INVALID_ARG, "error from the main thread %d", 42);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, fail_in_thread, NULL), 0);
+    pthread_join(t, NULL);
+    assert_string_equal(tsr_last_error(), "error from the main thread 42");
+}
+
+static void long_messages_are_truncated_safely(void **state) {
+    (void)state;
+    char big[40000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    tsr_fail(TSR_ERR_BUILD, "log: %s", big);
+    size_t len = strlen(tsr_last_error());
+    assert_true(len < 20000);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "(truncated)");
+}
+
+static void null_arguments_are_rejected(void **state) {
+    (void)state;
+    TH_ASSERT_STATUS(tsr_discover(NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_discover_json(NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_device_open("cpu", NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "device must not be NULL");
+    tsr_device *dev = NULL;
+    TH_ASSERT_STATUS(tsr_device_wrap(NULL, NULL, NULL, &dev), TSR_ERR_INVALID_ARG);
+    assert_null(dev);
+    TH_ASSERT_STATUS(tsr_cache_get_info(NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_get_kernel(NULL, "gemm", "", "gemm", NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_build_binaries(NULL, "/tmp", NULL), TSR_ERR_INVALID_ARG);
+    char summary[8];
+    TH_ASSERT_STATUS(tsr_run_demo(NULL, "gemm", summary, sizeof summary), TSR_ERR_INVALID_ARG);
+    tsr_device_close(NULL); /* a no-op, like free(NULL) */
+    tsr_free(NULL);
+    assert_null(tsr_device_get_info(NULL));
+}
+
+static void success_clears_the_last_error(void **state) {
+    (void)state;
+    tsr_fail(TSR_ERR_IO, "stale");
+    tsr_device_info *infos = NULL;
+    size_t n = 0;
+    TH_ASSERT_OK(tsr_discover(&infos, &n));
+    assert_string_equal(tsr_last_error(), "");
+    tsr_free(infos);
+}
+
+static void embedded_sources_and_ops_are_listed(void **state) {
+    (void)state;
+    const char *const *src = tsr_kernel_source_names();
+    assert_non_null(src[0]);
+    int found = 0;
+    for (; *src; ++src) found += strcmp(*src, "gemm") == 0;
+    assert_int_equal(found, 1);
+    const char *const *ops = tsr_op_names();
+    assert_string_equal(ops[0], "gemm");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(status_names),
+        cmocka_unit_test(errors_are_thread_local),
+        cmocka_unit_test(long_messages_are_truncated_safely),
+        cmocka_unit_test(null_arguments_are_rejected),
+        cmocka_unit_test(success_clears_the_last_error),
+        cmocka_unit_test(embedded_sources_and_ops_are_listed),
+    };
+    return TH_RUN(tests);
+}

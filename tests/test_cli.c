@@ -1,0 +1,121 @@
+/* The tessera command line, run as a user would: exit codes, tables, JSON. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+/* Run the CLI with arguments (shell-quoted by the caller); capture stdout+stderr. */
+static int run_cli(const char *env, const char *args, char *out, size_t size) {
+    const char *cli = getenv("TSR_CLI");
+    assert_non_null(cli);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s %s 2>&1", env ? env : "", cli, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t got = fread(out, 1, size - 1, p);
+    out[got] = '\0';
+    int ws = pclose(p);
+    return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+}
+
+static char out[1 << 16];
+
+static void devices_json_lists_pocl(void **state) {
+    (void)state;
+    assert_int_equal(run_cli(NULL, "devices --json", out, sizeof out), 0);
+    cJSON *arr = cJSON_Parse(out);
+    assert_non_null(arr);
+    int pocl_cpu = 0;
+    cJSON *d;
+    cJSON_ArrayForEach(d, arr) {
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(d, "type"));
+        const char *platform = cJSON_GetStringValue(cJSON_GetObjectItem(d, "platform_name"));
+        if (type && platform && strcmp(type, "CPU") == 0 && strstr(platform, "Portable Computing Language")) ++pocl_cpu;
+    }
+    assert_int_equal(pocl_cpu, 1);
+    cJSON_Delete(arr);
+}
+
+static void devices_json_lists_oclgrind_when_registered(void **state) {
+    (void)state;
+    const char *two = getenv("TSR_TEST_ICD_TWO");
+    assert_non_null(two);
+    char env[1024];
+    snprintf(env, sizeof env, "OCL_ICD_VENDORS=%s", two);
+    assert_int_equal(run_cli(env, "devices --json", out, sizeof out), 0);
+    cJSON *arr = cJSON_Parse(out);
+    assert_non_null(arr);
+    int grind = 0, pocl = 0;
+    cJSON *d;
+    cJSON_ArrayForEach(d, arr) {
+        const char *platform = cJSON_GetStringValue(cJSON_GetObjectItem(d, "platform_name"));
+        grind += platform && strstr(platform, "Oclgrind") != NULL;
+        pocl += platform && strstr(platform, "Portable") != NULL;
+    }
+    assert_int_equal(grind, 1);
+    assert_int_equal(pocl, 1);
+    cJSON_Delete(arr);
+}
+
+static void devices_table_is_readable(void **state) {
+    (void)state;
+    assert_int_equal(run_cli(NULL, "devices", out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "SEL");
+    TH_ASSERT_CONTAINS(out, "0:0");
+    TH_ASSERT_CONTAINS(out, "CPU");
+    TH_ASSERT_CONTAINS(out, "online compiler");
+    TH_ASSERT_CONTAINS(out, "vector widths");
+}
+
+static void failures_have_clear_messages(void **state) {
+    (void)state;
+    assert_int_equal(run_cli(NULL, "frobnicate", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "unknown command");
+    assert_int_equal(run_cli(NULL, "devices --bogus", out, sizeof out), 2);
+    assert_int_equal(run_cli(NULL, "demo --device no-such-device-xyz", out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "TSR_ERR_NO_DEVICE");
+    TH_ASSERT_CONTAINS(out, "available devices");
+    assert_int_equal(run_cli(NULL, "build-binaries --device cpu", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "--out");
+    const char *empty = getenv("TSR_TEST_ICD_EMPTY");
+    char env[1024];
+    snprintf(env, sizeof env, "OCL_ICD_VENDORS=%s", empty);
+    assert_int_equal(run_cli(env, "devices", out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "TSR_ERR_NO_PLATFORM");
+    assert_int_equal(run_cli("TSR_DEVICE=gpu", "demo", out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "no gpu device");
+}
+
+static void demo_and_build_binaries(void **state) {
+    (void)state;
+    assert_int_equal(run_cli(NULL, "demo --device cpu", out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "gemm");
+    TH_ASSERT_CONTAINS(out, "ok");
+    char dir[600], args[800], env[1000];
+    th_tempdir(dir, sizeof dir);
+    snprintf(args, sizeof args, "build-binaries --device cpu --out %s", dir);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "wrote");
+    /* The written binaries serve a device forced offline. */
+    snprintf(env, sizeof env, "TSR_FORCE_OFFLINE=1 TSR_CACHE_DIR=off TSR_BINARY_DIR=%s", dir);
+    assert_int_equal(run_cli(env, "demo --device cpu", out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "relative error");
+    assert_int_equal(run_cli("TSR_FORCE_OFFLINE=1 TSR_CACHE_DIR=off", "demo", out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "TSR_ERR_NO_BINARY");
+    th_remove_tree(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(devices_json_lists_pocl),
+        cmocka_unit_test(devices_json_lists_oclgrind_when_registered),
+        cmocka_unit_test(devices_table_is_readable),
+        cmocka_unit_test(failures_have_clear_messages),
+        cmocka_unit_test(demo_and_build_binaries),
+    };
+    return TH_RUN(tests);
+}

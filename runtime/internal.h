@@ -139,6 +139,13 @@ extern const tsr_op *const tsr_ops[]; /* NULL-terminated */
 extern const tsr_op tsr_op_gemm;
 const tsr_op *tsr_find_op(const char *name);
 
+/* The configuration an op launches with on this device: its built-in default, or
+ * $TSR_CONFIG_<OP> ("MWI=6 NWI=16 ...", for experiments and tests), checked
+ * against the parameter space and the op's constraints. */
+tsr_status tsr_op_config(const tsr_device *device, const tsr_op *op, tsr_config *config);
+/* "MWI=6 NWI=16 ..." for messages and manifests. */
+void tsr_config_format(const tsr_op *op, const tsr_config *config, char *out, size_t size);
+
 /* ---- argument checks shared by ops (ops/op.c) ---- */
 
 /* Elements a strided-batched matrix spans: offset + (batch-1)*stride + (lines-1)*ld + line_length,

@@ -182,7 +182,7 @@ tsr_status tsr_sgemm_strided_batched(tsr_device *dev, tsr_layout layout, tsr_tra
     cl_command_queue q;
     if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
     tsr_config cfg;
-    gemm_default_config(dev, &cfg);
+    if ((status = tsr_op_config(dev, &tsr_op_gemm, &cfg)) != TSR_SUCCESS) return status;
     return gemm_launch(dev, &p, &cfg, q, event);
 }
 

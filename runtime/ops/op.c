@@ -2,10 +2,10 @@
 #include "internal.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const tsr_op *const tsr_ops[] = {&tsr_op_gemm, NULL};
 
@@ -25,6 +25,51 @@ const tsr_op *tsr_find_op(const char *name) {
     for (const tsr_op *const *op = tsr_ops; *op; ++op)
         if (strcmp((*op)->name, name) == 0) return *op;
     return NULL;
+}
+
+void tsr_config_format(const tsr_op *op, const tsr_config *config, char *out, size_t size) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int p = 0; p < op->nparams && used < size; ++p) {
+        int n = snprintf(out + used, size - used, "%s%s=%d", p ? " " : "", op->params[p].name, config->values[p]);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+}
+
+tsr_status tsr_op_config(const tsr_device *dev, const tsr_op *op, tsr_config *config) {
+    op->default_config(dev, config);
+    char var[64];
+    snprintf(var, sizeof var, "TSR_CONFIG_%s", op->name);
+    for (char *c = var; *c; ++c) *c = (char)toupper((unsigned char)*c);
+    const char *env = getenv(var);
+    if (!env || !*env) return TSR_SUCCESS;
+    char text[512];
+    tsr_strlcpy(text, env, sizeof text);
+    char *save = NULL;
+    for (char *tok = strtok_r(text, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: '%s' is not NAME=VALUE", var, tok);
+        *eq = '\0';
+        int p = 0;
+        while (p < op->nparams && strcmp(op->params[p].name, tok) != 0) ++p;
+        if (p == op->nparams) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: op %s has no parameter '%s'", var, op->name, tok);
+        char *end = NULL;
+        long v = strtol(eq + 1, &end, 10);
+        bool allowed = end != eq + 1 && *end == '\0';
+        for (int i = 0; allowed && i < op->params[p].nvalues; ++i)
+            if (op->params[p].values[i] == v) goto found;
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %s=%s is not in the parameter space", var, tok, eq + 1);
+    found:
+        config->values[p] = (int)v;
+    }
+    if (!op->config_ok(dev, NULL, config)) {
+        char desc[256];
+        tsr_config_format(op, config, desc, sizeof desc);
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: configuration '%s' is not legal on device '%s'", var, desc,
+                        dev->info.name);
+    }
+    return TSR_SUCCESS;
 }
 
 tsr_status tsr_run_demo(tsr_device *dev, const char *op_name, char *summary, size_t size) {
@@ -118,7 +163,8 @@ tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written)
     for (const tsr_op *const *op = tsr_ops; *op; ++op) {
         const tsr_op *o = *op;
         tsr_config config;
-        o->default_config(dev, &config);
+        status = tsr_op_config(dev, o, &config);
+        if (status != TSR_SUCCESS) goto out;
         /* Each variant the op's launch can ask for (e.g. transposes, beta == 0). */
         for (int variant = 0; variant < o->nvariants; ++variant) {
             char options[1024];

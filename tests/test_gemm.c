@@ -1,0 +1,489 @@
+/* SGEMM and strided-batched SGEMM against a double-precision reference:
+ * every layout x transpose combination, odd sizes, padding, offsets, alpha/beta
+ * edge cases, batches, guard zones around C, and every invalid argument.
+ * TSR_TEST_MODE=oclgrind runs a small subset (for `oclgrind --data-races --uninitialized`). */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef TSR_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+
+static tsr_device *dev;
+
+static bool small_mode(void) {
+    const char *m = getenv("TSR_TEST_MODE");
+    return m && strcmp(m, "oclgrind") == 0;
+}
+
+static int setup_group(void **state) {
+    (void)state;
+    dev = th_open_device();
+    /* The Oclgrind subset must really run on Oclgrind. */
+    if (small_mode() && !strstr(tsr_device_get_info(dev)->platform_name, "Oclgrind")) {
+        fprintf(stderr, "TSR_TEST_MODE=oclgrind but the device is %s\n", tsr_device_get_info(dev)->name);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown_group(void **state) {
+    (void)state;
+    tsr_device_close(dev);
+    return 0;
+}
+
+typedef struct gemm_case {
+    int row_major, ta, tb;
+    size_t m, n, k;
+    size_t lda_pad, ldb_pad, ldc_pad; /* added to the minimum leading dimension */
+    size_t a_off, b_off, c_off;
+    float alpha, beta;
+    size_t batch;
+    size_t a_gap, b_gap, c_gap;       /* added to each matrix's span to get its stride */
+    bool a_shared;                    /* a_stride = 0: one A for the whole batch */
+} gemm_case;
+
+/* Stored shape of op(X) (rows x cols of the logical matrix) under a layout: lines, line length. */
+static void stored(int row_major, int trans, size_t rows, size_t cols, size_t *lines, size_t *len) {
+    bool by_rows = row_major != trans;
+    *lines = by_rows ? rows : cols;
+    *len = by_rows ? cols : rows;
+}
+
+/* Run one case; returns the worst relative error over the batch and checks guard zones. */
+static double run_case(const gemm_case *g) {
+    size_t a_lines, a_len, b_lines, b_len, c_lines, c_len;
+    stored(g->row_major, g->ta, g->m, g->k, &a_lines, &a_len);
+    stored(g->row_major, g->tb, g->k, g->n, &b_lines, &b_len);
+    stored(g->row_major, 0, g->m, g->n, &c_lines, &c_len);
+    size_t lda = (a_len ? a_len : 1) + g->lda_pad, ldb = (b_len ? b_len : 1) + g->ldb_pad, ldc = c_len + g->ldc_pad;
+    size_t a_span = a_lines * lda, b_span = b_lines * ldb, c_span = c_lines * ldc;
+    size_t a_stride = g->a_shared ? 0 : a_span + g->a_gap, b_stride = b_span + g->b_gap, c_stride = c_span + g->c_gap;
+    size_t na = g->a_off + (g->batch - 1) * a_stride + a_span + 3; /* + a tail guard zone */
+    size_t nb = g->b_off + (g->batch - 1) * b_stride + b_span + 3;
+    size_t nc = g->c_off + (g->batch - 1) * c_stride + c_span + 5;
+    float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *c0 = malloc(nc * sizeof *c0),
+          *c = malloc(nc * sizeof *c);
+    double *ref = malloc(c_span * sizeof *ref);
+    th_fill_uniform(a, na, -1, 1);
+    th_fill_uniform(b, nb, -1, 1);
+    th_fill_uniform(c0, nc, -1, 1);
+    if (g->beta == 0.0f) /* C's old contents must not leak into the result, not even NaN */
+        for (size_t i = 0; i < nc; ++i) c0[i] = (i % 3 == 0) ? NAN : INFINITY;
+    cl_mem da = th_buffer_from(dev, a, na), db = th_buffer_from(dev, b, nb), dc = th_buffer_from(dev, c0, nc);
+    cl_event ev = NULL;
+    tsr_status st = tsr_sgemm_strided_batched(
+        dev, g->row_major ? TSR_ROW_MAJOR : TSR_COL_MAJOR, g->ta ? TSR_TRANS : TSR_NO_TRANS,
+        g->tb ? TSR_TRANS : TSR_NO_TRANS, g->m, g->n, g->k, g->alpha, da, g->a_off, lda, a_stride, db, g->b_off, ldb,
+        b_stride, g->beta, dc, g->c_off, ldc, c_stride, g->batch, NULL, &ev);
+    if (st != TSR_SUCCESS)
+        fail_msg("sgemm %zux%zux%zu: %s: %s", g->m, g->n, g->k, tsr_status_str(st), tsr_last_error());
+    assert_non_null(ev);
+    assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+    clReleaseEvent(ev);
+    th_read(dev, dc, c, nc);
+
+    /* Guard zones: nothing outside the batch's m x n windows may change. */
+    char *inside = calloc(nc, 1);
+    for (size_t bi = 0; bi < g->batch; ++bi)
+        for (size_t i = 0; i < g->m; ++i)
+            for (size_t j = 0; j < g->n; ++j)
+                inside[g->c_off + bi * c_stride + (g->row_major ? i * ldc + j : j * ldc + i)] = 1;
+    for (size_t i = 0; i < nc; ++i)
+        if (!inside[i] && memcmp(&c[i], &c0[i], sizeof(float)) != 0)
+            fail_msg("sgemm %zux%zux%zu wrote outside C at element %zu", g->m, g->n, g->k, i);
+
+    double worst = 0;
+    for (size_t bi = 0; bi < g->batch; ++bi) {
+        const float *ab = a + g->a_off + bi * a_stride, *bb = b + g->b_off + bi * b_stride;
+        const float *cin = c0 + g->c_off + bi * c_stride;
+        th_ref_sgemm(g->row_major, g->ta, g->tb, g->m, g->n, g->k, g->alpha, ab, lda, bb, ldb, g->beta, cin, ref, ldc);
+        double e = th_rel_error_matrix(g->row_major, g->m, g->n, c + g->c_off + bi * c_stride, ref, ldc);
+        if (e > worst || isnan(e)) worst = isnan(e) ? INFINITY : e;
+    }
+    clReleaseMemObject(da);
+    clReleaseMemObject(db);
+    clReleaseMemObject(dc);
+    free(inside);
+    free(a);
+    free(b);
+    free(c0);
+    free(c);
+    free(ref);
+    return worst;
+}
+
+static void expect_accurate(const gemm_case *g) {
+    double e = run_case(g);
+    if (!(e <= 1e-5))
+        fail_msg("%s ta=%d tb=%d %zux%zux%zu batch %zu alpha %g beta %g: relative error %.3e",
+                 g->row_major ? "row" : "col", g->ta, g->tb, g->m, g->n, g->k, g->batch, g->alpha, g->beta, e);
+}
+
+static size_t rand_size(size_t max) { return 1 + th_rand() % max; }
+
+static void all_layouts_and_transposes(void **state) {
+    (void)state;
+    static const size_t shapes[][3] = {{1, 1, 1}, {1, 37, 5}, {29, 1, 13}, {7, 11, 1}, {31, 37, 41},
+                                       {64, 64, 64}, {97, 61, 83}, {128, 33, 200}, {6, 16, 300}};
+    size_t nshapes = small_mode() ? 5 : sizeof shapes / sizeof shapes[0];
+    for (int combo = 0; combo < 8; ++combo)
+        for (size_t s = 0; s < nshapes; ++s) {
+            gemm_case g = {.row_major = combo & 1, .ta = (combo >> 1) & 1, .tb = (combo >> 2) & 1,
+                           .m = shapes[s][0], .n = shapes[s][1], .k = shapes[s][2],
+                           .alpha = 1.0f, .beta = 0.0f, .batch = 1};
+            expect_accurate(&g);
+        }
+}
+
+static void random_shapes_padding_offsets(void **state) {
+    (void)state;
+    int cases = small_mode() ? 8 : 48;
+    for (int t = 0; t < cases; ++t) {
+        size_t max = small_mode() ? 24 : 150;
+        gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = (int)(th_rand() & 1), .tb = (int)(th_rand() & 1),
+                       .m = rand_size(max), .n = rand_size(max), .k = rand_size(max),
+                       .lda_pad = th_rand() % 5, .ldb_pad = th_rand() % 5, .ldc_pad = th_rand() % 5,
+                       .a_off = th_rand() % 9, .b_off = th_rand() % 9, .c_off = th_rand() % 9,
+                       .alpha = (float)(th_rand() % 5) * 0.5f - 1.0f, .beta = (float)(th_rand() % 3) * 0.75f - 0.5f,
+                       .batch = 1};
+        if (g.alpha == 0.0f) g.alpha = 1.5f;
+        expect_accurate(&g);
+    }
+}
+
+static void alpha_beta_edge_cases(void **state) {
+    (void)state;
+    const float alphas[] = {1.0f, -1.0f, 0.5f, 0.0f, 2.0f};
+    const float betas[] = {0.0f, 1.0f, -1.0f, 0.25f};
+    for (size_t i = 0; i < 5; ++i)
+        for (size_t j = 0; j < 4; ++j) {
+            gemm_case g = {.row_major = 1, .m = 19, .n = 35, .k = 23, .alpha = alphas[i], .beta = betas[j], .batch = 1,
+                           .ldc_pad = 2, .c_off = 1};
+            expect_accurate(&g);
+        }
+}
+
+/* beta = 0 overwrites NaN/Inf in C; alpha = 0 and k = 0 never read A and B. */
+static void blas_semantics(void **state) {
+    (void)state;
+    enum { M = 13, N = 17, K = 9 };
+    float a[M * K], b[K * N], c[M * N];
+    for (int i = 0; i < M * K; ++i) a[i] = NAN;
+    for (int i = 0; i < K * N; ++i) b[i] = INFINITY;
+    th_fill_uniform(c, M * N, -1, 1);
+    float c_before[M * N];
+    memcpy(c_before, c, sizeof c);
+    cl_mem da = th_buffer_from(dev, a, M * K), db = th_buffer_from(dev, b, K * N), dc = th_buffer_from(dev, c, M * N);
+    /* alpha = 0: C <- beta*C, A and B (NaN, Inf) unread */
+    TH_ASSERT_OK(tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, M, N, K, 0.0f, da, 0, K, db, 0, N, 2.0f, dc, 0,
+                           N, NULL, NULL));
+    th_read(dev, dc, c, M * N);
+    for (int i = 0; i < M * N; ++i) assert_float_equal(c[i], 2.0f * c_before[i], 0.0f);
+    /* k = 0: the same, with any alpha */
+    TH_ASSERT_OK(tsr_sgemm(dev, TSR_COL_MAJOR, TSR_TRANS, TSR_NO_TRANS, M, N, 0, 3.0f, da, 0, 1, db, 0, 1, 0.5f, dc, 0,
+                           M, NULL, NULL));
+    th_read(dev, dc, c, M * N);
+    for (int i = 0; i < M * N; ++i) assert_float_equal(c[i], c_before[i], 0.0f);
+    /* k = 0, beta = 0: C <- 0 even over NaN */
+    float nan_c[M * N];
+    for (int i = 0; i < M * N; ++i) nan_c[i] = NAN;
+    TH_ASSERT_OK(tsr_upload(dev, dc, nan_c, M * N));
+    TH_ASSERT_OK(tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, M, N, 0, 1.0f, da, 0, 1, db, 0, N, 0.0f, dc, 0,
+                           N, NULL, NULL));
+    th_read(dev, dc, c, M * N);
+    for (int i = 0; i < M * N; ++i) assert_true(c[i] == 0.0f);
+    clReleaseMemObject(da);
+    clReleaseMemObject(db);
+    clReleaseMemObject(dc);
+}
+
+static void tall_and_skinny(void **state) {
+    (void)state;
+    static const size_t shapes[][3] = {{4096, 8, 4096}, {8, 4096, 4096}, {4096, 4096, 8}, {1, 4096, 1024}};
+    for (int row = 0; row < 2; ++row)
+        for (size_t s = 0; s < 4; ++s) {
+            gemm_case g = {.row_major = row, .m = shapes[s][0], .n = shapes[s][1], .k = shapes[s][2],
+                           .alpha = 1.0f, .beta = 0.0f, .batch = 1, .tb = row};
+            expect_accurate(&g);
+        }
+}
+
+static void large_square(void **state) {
+    (void)state;
+    gemm_case g = {.row_major = 1, .m = 511, .n = 513, .k = 512, .alpha = 1.0f, .beta = 0.5f, .batch = 1};
+    expect_accurate(&g);
+    g.ta = 1;
+    g.tb = 1;
+    expect_accurate(&g);
+}
+
+static void batched(void **state) {
+    (void)state;
+    int cases = small_mode() ? 3 : 16;
+    for (int t = 0; t < cases; ++t) {
+        size_t max = small_mode() ? 12 : 70;
+        gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = (int)(th_rand() & 1), .tb = (int)(th_rand() & 1),
+                       .m = rand_size(max), .n = rand_size(max), .k = rand_size(max), .ldc_pad = th_rand() % 3,
+                       .a_off = th_rand() % 4, .c_off = th_rand() % 4, .alpha = 1.25f,
+                       .beta = (t % 2) ? 0.0f : -0.5f, .batch = 1 + th_rand() % 7, .a_gap = th_rand() % 5,
+                       .b_gap = th_rand() % 5, .c_gap = th_rand() % 5, .a_shared = (t % 3) == 0};
+        expect_accurate(&g);
+    }
+    if (!small_mode()) {
+        gemm_case g = {.row_major = 1, .m = 128, .n = 128, .k = 128, .alpha = 1.0f, .beta = 0.0f, .batch = 64};
+        expect_accurate(&g);
+    }
+}
+
+/* Every configuration family member computes the same thing: tiles that do and do
+ * not divide the sizes, vector widths, work-group shapes. */
+static void configurations(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        "MWI=6 NWI=16 VW=8 WGM=1 WGN=1 KU=4", "MWI=2 NWI=8 VW=2 WGM=4 WGN=8 KU=2",
+        "MWI=1 NWI=4 VW=4 WGM=1 WGN=1 KU=1", "MWI=4 NWI=32 VW=16 WGM=1 WGN=1 KU=8",
+        "MWI=4 NWI=4 VW=1 WGM=8 WGN=16 KU=4", "MWI=1 NWI=16 VW=16 WGM=2 WGN=2 KU=1",
+    };
+    size_t nconfigs = small_mode() ? 2 : sizeof configs / sizeof configs[0];
+    for (size_t c = 0; c < nconfigs; ++c) {
+        setenv("TSR_CONFIG_GEMM", configs[c], 1);
+        for (int t = 0; t < (small_mode() ? 2 : 6); ++t) {
+            size_t max = small_mode() ? 20 : 90;
+            gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = t & 1, .tb = (t >> 1) & 1, .m = rand_size(max),
+                           .n = rand_size(max), .k = rand_size(max), .alpha = 1.0f, .beta = 0.5f,
+                           .batch = 1 + (size_t)(t == 5)};
+            expect_accurate(&g);
+        }
+    }
+    unsetenv("TSR_CONFIG_GEMM");
+}
+
+static void bad_configuration_overrides(void **state) {
+    (void)state;
+    cl_mem a = th_buffer(dev, 16), b = th_buffer(dev, 16), c = th_buffer(dev, 16);
+    static const struct { const char *config, *needle; tsr_status status; } bad[] = {
+        {"MWI=3", "not in the parameter space", TSR_ERR_INVALID_ARG},
+        {"FOO=1", "no parameter 'FOO'", TSR_ERR_INVALID_ARG},
+        {"MWI", "NAME=VALUE", TSR_ERR_INVALID_ARG},
+        {"MWI=x", "not in the parameter space", TSR_ERR_INVALID_ARG},
+        {"NWI=4 VW=8", "not legal", TSR_ERR_UNSUPPORTED},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        setenv("TSR_CONFIG_GEMM", bad[i].config, 1);
+        TH_ASSERT_STATUS(tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 4, 4, 4, 1, a, 0, 4, b, 0, 4, 0, c, 0,
+                                   4, NULL, NULL),
+                         bad[i].status);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "TSR_CONFIG_GEMM");
+        TH_ASSERT_CONTAINS(tsr_last_error(), bad[i].needle);
+    }
+    unsetenv("TSR_CONFIG_GEMM");
+    clReleaseMemObject(a);
+    clReleaseMemObject(b);
+    clReleaseMemObject(c);
+}
+
+/* ---- invalid arguments: a status, a message naming the argument, and C untouched ---- */
+
+static void invalid_arguments(void **state) {
+    (void)state;
+    enum { M = 8, N = 6, K = 5 };
+    float c_init[M * N];
+    th_fill_uniform(c_init, M * N, -1, 1);
+    cl_mem a = th_buffer(dev, M * K), b = th_buffer(dev, K * N), c = th_buffer_from(dev, c_init, M * N);
+    cl_mem small = th_buffer(dev, M * N - 1);
+    const tsr_layout R = TSR_ROW_MAJOR, C = TSR_COL_MAJOR;
+    const tsr_transpose NT = TSR_NO_TRANS, T = TSR_TRANS;
+#define BAD(expected, needle, call)                                                                                    \
+    do {                                                                                                               \
+        TH_ASSERT_STATUS(call, expected);                                                                              \
+        TH_ASSERT_CONTAINS(tsr_last_error(), needle);                                                                  \
+    } while (0)
+    BAD(TSR_ERR_INVALID_ARG, "m must", tsr_sgemm(dev, R, NT, NT, 0, N, K, 1, a, 0, K, b, 0, N, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "n must", tsr_sgemm(dev, R, NT, NT, M, 0, K, 1, a, 0, K, b, 0, N, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "lda", tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K - 1, b, 0, N, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "lda", tsr_sgemm(dev, R, T, NT, M, N, K, 1, a, 0, M - 1, b, 0, N, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "lda", tsr_sgemm(dev, C, NT, NT, M, N, K, 1, a, 0, M - 1, b, 0, K, 0, c, 0, M, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "ldb", tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N - 1, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "ldb", tsr_sgemm(dev, R, NT, T, M, N, K, 1, a, 0, K, b, 0, K - 1, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "ldc", tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, c, 0, N - 1, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "ldc", tsr_sgemm(dev, C, NT, NT, M, N, K, 1, a, 0, M, b, 0, K, 0, c, 0, M - 1, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "buffer a is NULL",
+        tsr_sgemm(dev, R, NT, NT, M, N, K, 1, NULL, 0, K, b, 0, N, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "buffer b is NULL",
+        tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, NULL, 0, N, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "buffer c is NULL",
+        tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, NULL, 0, N, NULL, NULL));
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer c holds",
+        tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, small, 0, N, NULL, NULL));
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer a holds",
+        tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 1, K, b, 0, N, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer b holds",
+        tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N + 1, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer c holds",
+        tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, c, 3, N, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "layout",
+        tsr_sgemm(dev, (tsr_layout)7, NT, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "trans_a",
+        tsr_sgemm(dev, R, (tsr_transpose)0, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "trans_b",
+        tsr_sgemm(dev, R, NT, (tsr_transpose)200, M, N, K, 1, a, 0, K, b, 0, N, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_OVERFLOW, "at most",
+        tsr_sgemm(dev, R, NT, NT, (size_t)1 << 40, N, K, 1, a, 0, K, b, 0, N, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_OVERFLOW, "overflows",
+        tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, SIZE_MAX - 4, K, b, 0, N, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_OVERFLOW, "overflows",
+        tsr_sgemm_strided_batched(dev, R, NT, NT, M, N, K, 1, a, 0, K, SIZE_MAX / 2, b, 0, N, 0, 0, c, 0, N, M * N, 3,
+                                  NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "batch_count",
+        tsr_sgemm_strided_batched(dev, R, NT, NT, M, N, K, 1, a, 0, K, 0, b, 0, N, 0, 0, c, 0, N, M * N, 0, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "overlap",
+        tsr_sgemm_strided_batched(dev, R, NT, NT, M, N, K, 1, a, 0, K, 0, b, 0, N, 0, 0, c, 0, N, 1, 2, NULL, NULL));
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer c holds",
+        tsr_sgemm_strided_batched(dev, R, NT, NT, M, N, K, 1, a, 0, K, 0, b, 0, N, 0, 0, c, 0, N, M * N, 2, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "device", tsr_sgemm(NULL, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, c, 0, N, NULL, NULL));
+    /* A buffer and a queue from another context. */
+    tsr_device *other = th_open_device();
+    cl_mem foreign = th_buffer(other, M * N);
+    BAD(TSR_ERR_INVALID_ARG, "another OpenCL context",
+        tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, foreign, 0, N, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "queue",
+        tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, c, 0, N, tsr_device_queue(other), NULL));
+    clReleaseMemObject(foreign);
+    tsr_device_close(other);
+    /* An image is not a buffer. */
+    cl_image_format fmt = {CL_R, CL_FLOAT};
+    cl_int err;
+    cl_image_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.image_type = CL_MEM_OBJECT_IMAGE2D;
+    desc.image_width = 8;
+    desc.image_height = 8;
+    cl_mem image = clCreateImage(tsr_device_context(dev), CL_MEM_READ_WRITE, &fmt, &desc, NULL, &err);
+    if (err == CL_SUCCESS) {
+        BAD(TSR_ERR_INVALID_ARG, "image", tsr_sgemm(dev, R, NT, NT, M, N, K, 1, image, 0, K, b, 0, N, 0, c, 0, N, NULL, NULL));
+        clReleaseMemObject(image);
+    }
+#undef BAD
+    /* Nothing was written by any rejected call. */
+    float c_after[M * N];
+    th_read(dev, c, c_after, M * N);
+    assert_memory_equal(c_after, c_init, sizeof c_init);
+    clReleaseMemObject(a);
+    clReleaseMemObject(b);
+    clReleaseMemObject(c);
+    clReleaseMemObject(small);
+}
+
+/* The caller's queue is used and the returned event belongs to it. */
+static void caller_queue_and_event(void **state) {
+    (void)state;
+    cl_int err;
+    cl_command_queue q = clCreateCommandQueue(tsr_device_context(dev), tsr_device_id(dev), 0, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    enum { M = 9, N = 10, K = 11 };
+    float a[M * K], b[K * N], c[M * N];
+    double ref[M * N];
+    th_fill_uniform(a, M * K, -2, 2);
+    th_fill_uniform(b, K * N, -2, 2);
+    th_poison(c, M * N);
+    cl_mem da = th_buffer_from(dev, a, M * K), db = th_buffer_from(dev, b, K * N), dc = th_buffer_from(dev, c, M * N);
+    cl_event ev = NULL;
+    TH_ASSERT_OK(tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, M, N, K, 1, da, 0, K, db, 0, N, 0, dc, 0, N,
+                           q, &ev));
+    cl_command_queue evq = NULL;
+    clGetEventInfo(ev, CL_EVENT_COMMAND_QUEUE, sizeof evq, &evq, NULL);
+    assert_ptr_equal(evq, q);
+    clWaitForEvents(1, &ev);
+    clReleaseEvent(ev);
+    clEnqueueReadBuffer(q, dc, CL_TRUE, 0, sizeof c, c, 0, NULL, NULL);
+    th_ref_sgemm(1, 0, 0, M, N, K, 1, a, K, b, N, 0, c, ref, N);
+    assert_true(th_rel_error_matrix(1, M, N, c, ref, N) <= 1e-6);
+    clReleaseMemObject(da);
+    clReleaseMemObject(db);
+    clReleaseMemObject(dc);
+    clReleaseCommandQueue(q);
+}
+
+#ifdef TSR_HAVE_CLBLAST
+/* tessera and CLBlast agree on the same inputs (both also checked against the reference). */
+static void matches_clblast(void **state) {
+    (void)state;
+    static const size_t shapes[][3] = {{64, 48, 80}, {127, 61, 33}, {256, 256, 256}};
+    for (int combo = 0; combo < 8; ++combo)
+        for (size_t s = 0; s < 3; ++s) {
+            int row = combo & 1, ta = (combo >> 1) & 1, tb = (combo >> 2) & 1;
+            size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            size_t lda = (row != ta) ? k : m, ldb = (row != tb) ? n : k, ldc = row ? n : m;
+            float *a = malloc(m * k * 4), *b = malloc(k * n * 4), *c1 = malloc(m * n * 4), *c2 = malloc(m * n * 4);
+            th_fill_uniform(a, m * k, -1, 1);
+            th_fill_uniform(b, k * n, -1, 1);
+            th_fill_uniform(c1, m * n, -1, 1);
+            cl_mem da = th_buffer_from(dev, a, m * k), db = th_buffer_from(dev, b, k * n);
+            cl_mem dc1 = th_buffer_from(dev, c1, m * n), dc2 = th_buffer_from(dev, c1, m * n);
+            TH_ASSERT_OK(tsr_sgemm(dev, row ? TSR_ROW_MAJOR : TSR_COL_MAJOR, ta ? TSR_TRANS : TSR_NO_TRANS,
+                                   tb ? TSR_TRANS : TSR_NO_TRANS, m, n, k, 0.75f, da, 0, lda, db, 0, ldb, 0.5f, dc1, 0,
+                                   ldc, NULL, NULL));
+            cl_command_queue q = tsr_device_queue(dev);
+            assert_int_equal(CLBlastSgemm(row ? CLBlastLayoutRowMajor : CLBlastLayoutColMajor,
+                                          ta ? CLBlastTransposeYes : CLBlastTransposeNo,
+                                          tb ? CLBlastTransposeYes : CLBlastTransposeNo, m, n, k, 0.75f, da, 0, lda, db,
+                                          0, ldb, 0.5f, dc2, 0, ldc, &q, NULL),
+                             CLBlastSuccess);
+            th_read(dev, dc1, c1, m * n);
+            th_read(dev, dc2, c2, m * n);
+            double num = 0, den = 0;
+            for (size_t i = 0; i < m * n; ++i) {
+                num += ((double)c1[i] - c2[i]) * ((double)c1[i] - c2[i]);
+                den += (double)c2[i] * c2[i];
+            }
+            if (!(sqrt(num / den) <= 1e-5))
+                fail_msg("tessera and CLBlast differ by %.3e (combo %d, %zux%zux%zu)", sqrt(num / den), combo, m, n, k);
+            clReleaseMemObject(da);
+            clReleaseMemObject(db);
+            clReleaseMemObject(dc1);
+            clReleaseMemObject(dc2);
+            free(a);
+            free(b);
+            free(c1);
+            free(c2);
+        }
+}
+#endif
+
+int main(void) {
+    if (small_mode()) {
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(all_layouts_and_transposes),
+            cmocka_unit_test(random_shapes_padding_offsets),
+            cmocka_unit_test(batched),
+            cmocka_unit_test(configurations),
+        };
+        th_seed();
+        cmocka_set_message_output(CM_OUTPUT_TAP);
+        return cmocka_run_group_tests(tests, setup_group, teardown_group);
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(all_layouts_and_transposes),
+        cmocka_unit_test(random_shapes_padding_offsets),
+        cmocka_unit_test(alpha_beta_edge_cases),
+        cmocka_unit_test(blas_semantics),
+        cmocka_unit_test(tall_and_skinny),
+        cmocka_unit_test(large_square),
+        cmocka_unit_test(batched),
+        cmocka_unit_test(configurations),
+        cmocka_unit_test(bad_configuration_overrides),
+        cmocka_unit_test(invalid_arguments),
+        cmocka_unit_test(caller_queue_and_event),
+#ifdef TSR_HAVE_CLBLAST
+        cmocka_unit_test(matches_clblast),
+#endif
+    };
+    th_seed();
+    cmocka_set_message_output(CM_OUTPUT_TAP);
+    return cmocka_run_group_tests(tests, setup_group, teardown_group);
+}

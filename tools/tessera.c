@@ -1,5 +1,6 @@
 /* tessera: the command-line front end (devices, demo, build-binaries, cache). */
 #define _GNU_SOURCE
+#include "bench.h"
 #include "tessera.h"
 
 #include <dirent.h>
@@ -21,6 +22,9 @@ static int usage(FILE *out) {
             "                                       write ahead-of-time kernel binaries (for devices\n"
             "                                       without a compiler; load them with TSR_BINARY_DIR)\n"
             "  cache [--device SEL] [--clear]       show (or empty) the kernel binary cache\n"
+            "  bench OP [--device SEL] [--sizes LIST] [--json FILE] [--budget SECONDS] [--no-peers]\n"
+            "                                       time OP (gemm) against CLBlast and OpenBLAS;\n"
+            "                                       gemm sizes: N, MxNxK or B@MxNxK, comma separated\n"
             "  version                              print the version\n"
             "\n"
             "SEL: cpu, gpu, accelerator, P:D indices, or part of a device name (default: $TSR_DEVICE,\n"
@@ -223,6 +227,59 @@ static int cmd_cache(int argc, char **argv) {
     return 0;
 }
 
+static int cmd_bench(int argc, char **argv) {
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "tessera bench: name an op (gemm)\n");
+        return 2;
+    }
+    const char *op = argv[1];
+    argc -= 1;
+    argv += 1;
+    static const struct option opts[] = {{"device", required_argument, NULL, 'd'}, {"sizes", required_argument, NULL, 's'},
+                                         {"json", required_argument, NULL, 'j'},   {"budget", required_argument, NULL, 'b'},
+                                         {"no-peers", no_argument, NULL, 'n'},     {"help", no_argument, NULL, 'h'},
+                                         {0}};
+    bench_options bo = {.budget_s = 1.0, .peers = true};
+    const char *device = NULL, *json = NULL;
+    int c;
+    while ((c = getopt_long(argc, argv, "d:s:j:b:nh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': device = optarg; break;
+        case 's': bo.sizes = optarg; break;
+        case 'j': json = optarg; break;
+        case 'b': {
+            char *end = NULL;
+            bo.budget_s = strtod(optarg, &end);
+            if (*end || !(bo.budget_s > 0)) {
+                fprintf(stderr, "tessera bench: --budget needs a positive number of seconds\n");
+                return 2;
+            }
+            break;
+        }
+        case 'n': bo.peers = false; break;
+        default: return usage(c == 'h' ? stdout : stderr);
+        }
+    }
+    if (optind < argc) return usage(stderr);
+    if (strcmp(op, "gemm") != 0) {
+        fprintf(stderr, "tessera bench: no benchmark for op '%s' (available: gemm)\n", op);
+        return 2;
+    }
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(device, &dev);
+    if (st != TSR_SUCCESS) return fail(st);
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    printf("%s on %d:%d %s (%s, %s)\n", op, info->platform_index, info->device_index, info->name,
+           tsr_device_type_str(info->type), info->platform_name);
+    bench_report report = {0};
+    snprintf(report.device, sizeof report.device, "%s", info->name);
+    st = bench_gemm(dev, &bo, &report);
+    if (st == TSR_SUCCESS && json) st = bench_write_json(&report, json);
+    bench_report_free(&report);
+    tsr_device_close(dev);
+    return st == TSR_SUCCESS ? 0 : fail(st);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return usage(stderr);
     const char *cmd = argv[1];
@@ -232,6 +289,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "demo") == 0) return cmd_demo(argc, argv);
     if (strcmp(cmd, "build-binaries") == 0) return cmd_build_binaries(argc, argv);
     if (strcmp(cmd, "cache") == 0) return cmd_cache(argc, argv);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("tessera %s\n", TSR_VERSION_STRING);
         return 0;

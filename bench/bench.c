@@ -1,0 +1,89 @@
+/* Row collection, timing and JSON output for every op's benchmark. */
+#include "bench.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double bench_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+tsr_status bench_time(bench_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, bench_row *row) {
+    tsr_status st = fn(ctx); /* warm-up: compilation, first-touch, caches */
+    if (st != TSR_SUCCESS) return st;
+    double *t = calloc((size_t)max_runs, sizeof *t);
+    if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    int n = 0;
+    double start = bench_now_s();
+    while (n < max_runs && (n < min_runs || bench_now_s() - start < budget_s)) {
+        double t0 = bench_now_s();
+        st = fn(ctx);
+        if (st != TSR_SUCCESS) {
+            free(t);
+            return st;
+        }
+        t[n++] = (bench_now_s() - t0) * 1e3;
+    }
+    qsort(t, (size_t)n, sizeof *t, compare_doubles);
+    row->runs = n;
+    row->time_ms = (n % 2) ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    row->time_min_ms = t[0];
+    row->time_max_ms = t[n - 1];
+    free(t);
+    return TSR_SUCCESS;
+}
+
+tsr_status bench_add(bench_report *r, const bench_row *row) {
+    if (r->nrows == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 32;
+        bench_row *grown = realloc(r->rows, cap * sizeof *grown);
+        if (!grown) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        r->rows = grown;
+        r->cap = cap;
+    }
+    r->rows[r->nrows++] = *row;
+    return TSR_SUCCESS;
+}
+
+void bench_report_free(bench_report *r) {
+    free(r->rows);
+    r->rows = NULL;
+    r->nrows = r->cap = 0;
+}
+
+tsr_status bench_write_json(const bench_report *r, const char *path) {
+    cJSON *arr = cJSON_CreateArray();
+    if (!arr) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < r->nrows; ++i) {
+        const bench_row *w = &r->rows[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "op", w->op);
+        cJSON_AddStringToObject(o, "shape", w->shape);
+        cJSON_AddStringToObject(o, "impl", w->impl);
+        cJSON_AddStringToObject(o, "device", r->device);
+        cJSON_AddNumberToObject(o, "time_ms", w->time_ms);
+        cJSON_AddNumberToObject(o, "time_min_ms", w->time_min_ms);
+        cJSON_AddNumberToObject(o, "time_max_ms", w->time_max_ms);
+        cJSON_AddNumberToObject(o, "runs", w->runs);
+        cJSON_AddNumberToObject(o, "gflops", w->gflops);
+        cJSON_AddNumberToObject(o, "gbps", w->gbps);
+        if (w->rel_err >= 0) cJSON_AddNumberToObject(o, "rel_err", w->rel_err);
+        else cJSON_AddNullToObject(o, "rel_err");
+        cJSON_AddItemToArray(arr, o);
+    }
+    char *text = cJSON_Print(arr);
+    cJSON_Delete(arr);
+    if (!text) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    tsr_status st = tsr_write_file_atomic(path, text, strlen(text));
+    free(text);
+    return st;
+}

@@ -1,0 +1,50 @@
+/* The benchmark harness shared by every op: one row format, timing, output. */
+#ifndef TSR_BENCH_H
+#define TSR_BENCH_H
+
+#include "internal.h"
+
+typedef struct bench_row {
+    char op[32];
+    char shape[64];
+    char impl[32];       /* "tessera", "clblast", "openblas", ... */
+    double time_ms;      /* median */
+    double time_min_ms, time_max_ms;
+    int runs;
+    double gflops;       /* from the op's FLOP count; 0 when not meaningful */
+    double gbps;         /* bytes that must move / time; 0 when not meaningful */
+    double rel_err;      /* against a double-precision reference; < 0 when not checked */
+} bench_row;
+
+typedef struct bench_report {
+    char device[2 * TSR_INFO_STR];
+    bench_row *rows;
+    size_t nrows, cap;
+} bench_report;
+
+/* Something to time: runs the work once and waits for it. */
+typedef tsr_status (*bench_fn)(void *ctx);
+
+/* Warm up once, then time runs until `budget_s` seconds are spent (at least
+ * min_runs, at most max_runs) with a wall clock around each call; fills the
+ * time fields of `row`. */
+tsr_status bench_time(bench_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, bench_row *row);
+
+tsr_status bench_add(bench_report *report, const bench_row *row);
+void bench_report_free(bench_report *report);
+/* Write rows as a JSON array of objects (op, shape, impl, device, time_ms, gflops, gbps, rel_err, ...). */
+tsr_status bench_write_json(const bench_report *report, const char *path);
+
+double bench_now_s(void);
+
+/* Per-op benchmarks: options come from the CLI. */
+typedef struct bench_options {
+    const char *sizes;   /* op-specific list, NULL for the defaults */
+    double budget_s;     /* timing budget per row */
+    bool peers;          /* run CLBlast / OpenBLAS too */
+    bool quiet;
+} bench_options;
+
+tsr_status bench_gemm(tsr_device *device, const bench_options *options, bench_report *report);
+
+#endif

@@ -1,0 +1,249 @@
+/* `tessera bench gemm`: tessera, CLBlast (its default parameters) and OpenBLAS
+ * (CPU devices) on the same inputs, in one process and one run. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef TSR_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+#ifdef TSR_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+typedef struct gemm_shape {
+    size_t batch, m, n, k;
+} gemm_shape;
+
+static const gemm_shape default_shapes[] = {
+    {1, 256, 256, 256},    {1, 512, 512, 512},   {1, 1024, 1024, 1024}, {1, 2048, 2048, 2048},
+    {1, 4096, 4096, 4096}, {1, 512, 768, 768},   {1, 512, 3072, 768},   {1, 512, 768, 3072},
+    {1, 4096, 8, 4096},    {1, 8, 4096, 4096},   {64, 128, 128, 128},
+};
+
+/* "1024", "512x768x3072" or "64@128x128x128", comma separated. */
+static tsr_status parse_shapes(const char *text, gemm_shape **out, size_t *count) {
+    size_t cap = 1;
+    for (const char *p = text; *p; ++p) cap += *p == ',';
+    gemm_shape *s = calloc(cap, sizeof *s);
+    if (!s) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    size_t n = 0;
+    const char *p = text;
+    while (*p) {
+        unsigned long long b = 1, m = 0, nn = 0, k = 0;
+        int used = 0;
+        if (sscanf(p, "%llu@%llux%llux%llu%n", &b, &m, &nn, &k, &used) == 4 ||
+            (b = 1, sscanf(p, "%llux%llux%llu%n", &m, &nn, &k, &used) == 3) ||
+            (sscanf(p, "%llu%n", &m, &used) == 1 && (nn = k = m, 1))) {
+            if (!b || !m || !nn || !k) break;
+            s[n++] = (gemm_shape){b, m, nn, k};
+            p += used;
+            if (*p == ',') ++p;
+            else if (*p) break;
+        } else {
+            break;
+        }
+    }
+    if (*p || n == 0) {
+        free(s);
+        return tsr_fail(TSR_ERR_INVALID_ARG, "--sizes: cannot read '%s' (use N, MxNxK or B@MxNxK, comma separated)", p);
+    }
+    *out = s;
+    *count = n;
+    return TSR_SUCCESS;
+}
+
+typedef struct gemm_run {
+    tsr_device *dev;
+    gemm_shape s;
+    cl_mem a, b, c;
+    float *ha, *hb;
+} gemm_run;
+
+static tsr_status run_tessera(void *ctx) {
+    gemm_run *r = ctx;
+    const gemm_shape *s = &r->s;
+    tsr_status st = tsr_sgemm_strided_batched(r->dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, s->m, s->n, s->k, 1.0f,
+                                              r->a, 0, s->k, s->m * s->k, r->b, 0, s->n, s->k * s->n, 0.0f, r->c, 0,
+                                              s->n, s->m * s->n, s->batch, NULL, NULL);
+    if (st == TSR_SUCCESS) clFinish(r->dev->queue);
+    return st;
+}
+
+#ifdef TSR_HAVE_CLBLAST
+static tsr_status run_clblast(void *ctx) {
+    gemm_run *r = ctx;
+    const gemm_shape *s = &r->s;
+    cl_command_queue q = r->dev->queue;
+    CLBlastStatusCode cs;
+    if (s->batch == 1)
+        cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, s->m, s->n, s->k, 1.0f, r->a,
+                          0, s->k, r->b, 0, s->n, 0.0f, r->c, 0, s->n, &q, NULL);
+    else
+        cs = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, s->m, s->n,
+                                        s->k, 1.0f, r->a, 0, s->k, s->m * s->k, r->b, 0, s->n, s->k * s->n, 0.0f, r->c,
+                                        0, s->n, s->m * s->n, s->batch, &q, NULL);
+    if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlast sgemm failed with status %d", (int)cs);
+    clFinish(q);
+    return TSR_SUCCESS;
+}
+#endif
+
+#ifdef TSR_HAVE_OPENBLAS
+typedef struct host_run {
+    gemm_shape s;
+    const float *a, *b;
+    float *c;
+} host_run;
+
+static tsr_status run_openblas(void *ctx) {
+    host_run *r = ctx;
+    const gemm_shape *s = &r->s;
+    for (size_t i = 0; i < s->batch; ++i)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->m, (int)s->n, (int)s->k, 1.0f,
+                    r->a + i * s->m * s->k, (int)s->k, r->b + i * s->k * s->n, (int)s->n, 0.0f,
+                    r->c + i * s->m * s->n, (int)s->n);
+    return TSR_SUCCESS;
+}
+#endif
+
+/* ||C - A*B|| / ||A*B|| in double: exact for small problems, estimated with random
+ * probe vectors (C t against A (B t)) above 2^27 multiply-adds. */
+static double gemm_error(const gemm_shape *s, const float *a, const float *b, const float *c) {
+    double num = 0, den = 0;
+    bool exact = (double)s->batch * s->m * s->n * s->k <= (double)(1 << 27);
+    double *t = malloc(s->n * sizeof *t), *bt = malloc(s->k * sizeof *bt);
+    for (size_t bi = 0; bi < s->batch; ++bi) {
+        const float *A = a + bi * s->m * s->k, *B = b + bi * s->k * s->n, *C = c + bi * s->m * s->n;
+        if (exact) {
+            for (size_t i = 0; i < s->m; ++i)
+                for (size_t j = 0; j < s->n; ++j) {
+                    double r = 0;
+                    for (size_t l = 0; l < s->k; ++l) r += (double)A[i * s->k + l] * B[l * s->n + j];
+                    num += (C[i * s->n + j] - r) * (C[i * s->n + j] - r);
+                    den += r * r;
+                }
+            continue;
+        }
+        for (int probe = 0; probe < 2; ++probe) {
+            for (size_t j = 0; j < s->n; ++j) t[j] = ((j * 2654435761u + (size_t)probe * 40503u) % 1000) / 500.0 - 1.0;
+            for (size_t l = 0; l < s->k; ++l) {
+                double v = 0;
+                for (size_t j = 0; j < s->n; ++j) v += (double)B[l * s->n + j] * t[j];
+                bt[l] = v;
+            }
+            for (size_t i = 0; i < s->m; ++i) {
+                double ref = 0, got = 0;
+                for (size_t l = 0; l < s->k; ++l) ref += (double)A[i * s->k + l] * bt[l];
+                for (size_t j = 0; j < s->n; ++j) got += (double)C[i * s->n + j] * t[j];
+                num += (got - ref) * (got - ref);
+                den += ref * ref;
+            }
+        }
+    }
+    free(t);
+    free(bt);
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void shape_name(const gemm_shape *s, char *out, size_t size) {
+    if (s->batch > 1) snprintf(out, size, "%zux%zux%zux%zu", s->batch, s->m, s->n, s->k);
+    else snprintf(out, size, "%zux%zux%zu", s->m, s->n, s->k);
+}
+
+static tsr_status add_row(bench_report *report, const gemm_shape *s, const char *impl, bench_row *row,
+                          const float *a, const float *b, const float *c) {
+    strcpy(row->op, "gemm");
+    shape_name(s, row->shape, sizeof row->shape);
+    tsr_strlcpy(row->impl, impl, sizeof row->impl);
+    row->gflops = 2.0 * s->batch * s->m * s->n * s->k / (row->time_ms * 1e6);
+    row->gbps = 4.0 * s->batch * (s->m * s->k + s->k * s->n + s->m * s->n) / (row->time_ms * 1e6);
+    row->rel_err = gemm_error(s, a, b, c);
+    return bench_add(report, row);
+}
+
+tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *report) {
+    gemm_shape *shapes = NULL;
+    size_t nshapes = 0;
+    tsr_status st = TSR_SUCCESS;
+    if (opt->sizes) {
+        if ((st = parse_shapes(opt->sizes, &shapes, &nshapes)) != TSR_SUCCESS) return st;
+    } else {
+        nshapes = sizeof default_shapes / sizeof default_shapes[0];
+        shapes = malloc(sizeof default_shapes);
+        if (!shapes) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        memcpy(shapes, default_shapes, sizeof default_shapes);
+    }
+    bool cpu = dev->info.type == TSR_DEVICE_CPU;
+    if (!opt->quiet) {
+        printf("%-18s %10s %9s %9s %9s %11s %12s %10s\n", "shape", "tessera ms", "tessera", "clblast", "openblas",
+               "tsr/clblast", "tsr/openblas", "rel_err");
+        printf("%-18s %10s %9s %9s %9s %11s %12s %10s\n", "", "", "GFLOP/s", "GFLOP/s", "GFLOP/s", "", "", "tessera");
+    }
+    for (size_t i = 0; i < nshapes && st == TSR_SUCCESS; ++i) {
+        const gemm_shape *s = &shapes[i];
+        size_t na = s->batch * s->m * s->k, nb = s->batch * s->k * s->n, nc = s->batch * s->m * s->n;
+        gemm_run r = {.dev = dev, .s = *s};
+        float *ha = malloc(na * 4), *hb = malloc(nb * 4), *hc = malloc(nc * 4);
+        cl_int err = CL_SUCCESS;
+        if (!ha || !hb || !hc) {
+            st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory for shape %zu", i);
+            goto next;
+        }
+        uint64_t seed = 0x2545F4914F6CDD1Dull ^ i;
+        for (size_t j = 0; j < na; ++j) ha[j] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
+        for (size_t j = 0; j < nb; ++j) hb[j] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
+        r.a = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, na * 4, ha, &err);
+        if (err == CL_SUCCESS) r.b = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nb * 4, hb, &err);
+        if (err == CL_SUCCESS) r.c = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, nc * 4, NULL, &err);
+        if (err != CL_SUCCESS) {
+            st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
+            goto next;
+        }
+        double gf[3] = {0, 0, 0};
+        bench_row row = {0};
+        if ((st = bench_time(run_tessera, &r, opt->budget_s, 3, 50, &row)) != TSR_SUCCESS) goto next;
+        if ((st = tsr_download(dev, r.c, hc, nc)) != TSR_SUCCESS) goto next;
+        if ((st = add_row(report, s, "tessera", &row, ha, hb, hc)) != TSR_SUCCESS) goto next;
+        gf[0] = row.gflops;
+        double err_tsr = row.rel_err;
+#ifdef TSR_HAVE_CLBLAST
+        if (opt->peers) {
+            bench_row crow = {0};
+            if ((st = bench_time(run_clblast, &r, opt->budget_s, 3, 50, &crow)) != TSR_SUCCESS) goto next;
+            if ((st = tsr_download(dev, r.c, hc, nc)) != TSR_SUCCESS) goto next;
+            if ((st = add_row(report, s, "clblast", &crow, ha, hb, hc)) != TSR_SUCCESS) goto next;
+            gf[1] = crow.gflops;
+        }
+#endif
+#ifdef TSR_HAVE_OPENBLAS
+        if (opt->peers && cpu) {
+            host_run hr = {.s = *s, .a = ha, .b = hb, .c = hc};
+            bench_row orow = {0};
+            if ((st = bench_time(run_openblas, &hr, opt->budget_s, 3, 50, &orow)) != TSR_SUCCESS) goto next;
+            if ((st = add_row(report, s, "openblas", &orow, ha, hb, hc)) != TSR_SUCCESS) goto next;
+            gf[2] = orow.gflops;
+        }
+#endif
+        (void)cpu;
+        if (!opt->quiet) {
+            char name[64], c1[16] = "-", c2[16] = "-", r1[16] = "-", r2[16] = "-";
+            shape_name(s, name, sizeof name);
+            if (gf[1] > 0) snprintf(c1, sizeof c1, "%.1f", gf[1]), snprintf(r1, sizeof r1, "%.2fx", gf[0] / gf[1]);
+            if (gf[2] > 0) snprintf(c2, sizeof c2, "%.1f", gf[2]), snprintf(r2, sizeof r2, "%.2f", gf[0] / gf[2]);
+            printf("%-18s %10.3f %9.1f %9s %9s %11s %12s %10.1e\n", name, row.time_ms, gf[0], c1, c2, r1, r2, err_tsr);
+            fflush(stdout);
+        }
+    next:
+        if (r.a) clReleaseMemObject(r.a);
+        if (r.b) clReleaseMemObject(r.b);
+        if (r.c) clReleaseMemObject(r.c);
+        free(ha);
+        free(hb);
+        free(hc);
+    }
+    free(shapes);
+    return st;
+}

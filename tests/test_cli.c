@@ -109,6 +109,41 @@ static void demo_and_build_binaries(void **state) {
     th_remove_tree(dir);
 }
 
+static void bench_rows(void **state) {
+    (void)state;
+    char dir[600], args[900], path[700];
+    th_tempdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/rows.json", dir);
+    snprintf(args, sizeof args, "bench gemm --sizes 33x17x65,2@16x8x4 --budget 0.05 --json %s", path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "33x17x65");
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    cJSON *rows = cJSON_Parse(text);
+    free(text);
+    assert_non_null(rows);
+    int tessera_rows = 0;
+    cJSON *r;
+    cJSON_ArrayForEach(r, rows) {
+        static const char *const fields[] = {"op", "shape", "impl", "device", "time_ms", "gflops", "rel_err"};
+        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; ++f)
+            if (!cJSON_GetObjectItem(r, fields[f])) fail_msg("bench row lacks '%s'", fields[f]);
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(r, "op")), "gemm");
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "time_ms")) > 0);
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= 1e-5);
+        tessera_rows += strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl")), "tessera") == 0;
+    }
+    assert_int_equal(tessera_rows, 2);
+    cJSON_Delete(rows);
+    th_remove_tree(dir);
+    assert_int_equal(run_cli(NULL, "bench gemm --sizes 12xfoo", out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "--sizes");
+    assert_int_equal(run_cli(NULL, "bench gemm --budget -1", out, sizeof out), 2);
+    assert_int_equal(run_cli(NULL, "bench nosuchop", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "no benchmark");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(devices_json_lists_pocl),
@@ -116,6 +151,7 @@ int main(void) {
         cmocka_unit_test(devices_table_is_readable),
         cmocka_unit_test(failures_have_clear_messages),
         cmocka_unit_test(demo_and_build_binaries),
+        cmocka_unit_test(bench_rows),
     };
     return TH_RUN(tests);
 }

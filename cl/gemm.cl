@@ -1,25 +1,55 @@
-// Tiled SGEMM on row-major C:  C[i,j] = alpha * sum_k A(i,k) * B(k,j) + beta * C[i,j]
-// (column-major calls are mapped to this form on the host by swapping A and B).
+// Tiled SGEMM family (OpenCL C 1.2) on a canonical form: C is row-major,
+//   C(i,j) = alpha * sum_k opA(i,k) * opB(k,j) + beta * C(i,j)
+//   opA(i,k) = TA ? A[k*lda + i] : A[i*lda + k],   opB(k,j) = TB ? B[j*ldb + k] : B[k*ldb + j]
+// (column-major calls are mapped to it on the host: C^T = op(B)^T op(A)^T).
 //
-// Geometry arrives as -D defines (defaults below):
-//   MWI, NWI  register tile of one work-item (rows x columns of C); NWI % VW == 0
-//   VW        vector width of B loads and accumulators (1, 2, 4, 8, 16)
-//   WGM, WGN  work-group shape (rows, columns of work-items)
-//   KU        unroll factor of the k loop
-//   TA, TB    1 when A (resp. B) is stored transposed: A(i,k) = A[k*lda + i], B(k,j) = B[j*ldb + k]
-//   BETA0     1 when beta == 0: C is never read, so NaN/Inf in C is overwritten (BLAS semantics)
-// Dimension 0 of the NDRange walks columns, 1 rows, 2 the batch.
+// Geometry, from -D defines:
+//   MWI          rows of C per work-item
+//   VW, NVW      vector width and vectors per row: a work-item owns MWI x (VW*NVW) of C,
+//                held in MWI*NVW floatVW accumulators
+//   KU           unroll of the k loop
+//   WGM, WGN     work-group shape (dimension 0 walks row tiles, 1 column tiles, 2 the batch)
+//   SA, SB       stage the work-group's A (B) tile in __local memory, KWG k-steps at a time
+//   KWG          k-steps per staged tile
+//   PACKA, PACKB read A (B) from panels written by pack_a (pack_b) instead of the matrix:
+//                contiguous per tile and zero-padded, so the hot loop has unit-stride,
+//                unguarded loads whatever the layout, transposition or edge
+//   TA, TB       transposition of the (unpacked) operands
+//   PK           k-steps per work-item of the pack kernels
+// Edges: rows of A are clamped (duplicated rows are never stored), columns of B are
+// zero-filled, stores are guarded. beta == 0 never reads C, so NaN in C is overwritten.
 #ifndef MWI
-#define MWI 4
-#endif
-#ifndef NWI
-#define NWI 8
+#define MWI 6
 #endif
 #ifndef VW
-#define VW 4
+#define VW 16
+#endif
+#ifndef NVW
+#define NVW 1
 #endif
 #ifndef KU
 #define KU 4
+#endif
+#ifndef WGM
+#define WGM 1
+#endif
+#ifndef WGN
+#define WGN 1
+#endif
+#ifndef KWG
+#define KWG 16
+#endif
+#ifndef SA
+#define SA 0
+#endif
+#ifndef SB
+#define SB 0
+#endif
+#ifndef PACKA
+#define PACKA 0
+#endif
+#ifndef PACKB
+#define PACKB 0
 #endif
 #ifndef TA
 #define TA 0
@@ -27,147 +57,270 @@
 #ifndef TB
 #define TB 0
 #endif
-#ifndef BETA0
-#define BETA0 0
+#ifndef PK
+#define PK 16
 #endif
 
-#define NV (NWI / VW)
+#define NWI (VW * NVW)
+#define MWG (WGM * MWI)
+#define NWG (WGN * NWI)
 
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
 #if VW == 1
 typedef float floatv;
 #define VLOAD(p) (*(p))
 #define VSTORE(v, p) (*(p) = (v))
-#elif VW == 2
-typedef float2 floatv;
-#define VLOAD(p) vload2(0, (p))
-#define VSTORE(v, p) vstore2((v), 0, (p))
-#elif VW == 4
-typedef float4 floatv;
-#define VLOAD(p) vload4(0, (p))
-#define VSTORE(v, p) vstore4((v), 0, (p))
-#elif VW == 8
-typedef float8 floatv;
-#define VLOAD(p) vload8(0, (p))
-#define VSTORE(v, p) vstore8((v), 0, (p))
-#elif VW == 16
-typedef float16 floatv;
-#define VLOAD(p) vload16(0, (p))
-#define VSTORE(v, p) vstore16((v), 0, (p))
 #else
-#error "VW must be 1, 2, 4, 8 or 16"
+typedef CAT(float, VW) floatv;
+#define VLOAD(p) CAT(vload, VW)(0, (p))
+#define VSTORE(v, p) CAT(vstore, VW)((v), 0, (p))
 #endif
 
-// Element (i,k) of A and (k,j) of B through the transposition flags.
+// ---------------------------------------------------------------- packing
+// Ap per batch: [row tile][k][MWI], Bp per batch: [column tile][k][NWI], zero-padded past
+// M (N). One work-item copies PK k-steps of one tile: global = (ceil(K/PK), tiles, batch).
+
+__kernel void pack_a(const int M, const int K, __global const float *A, const ulong a_off, const int lda,
+                     const ulong a_stride, __global float *Ap, const ulong ap_stride) {
+    const int k0 = (int)get_global_id(0) * PK;
+    const int tile = (int)get_global_id(1);
+    if (k0 >= K) return;
+    const __global float *a = A + a_off + get_global_id(2) * a_stride;
+    __global float *d = Ap + get_global_id(2) * ap_stride + ((size_t)tile * K + k0) * MWI;
+    const int i0 = tile * MWI;
+    if (k0 + PK <= K && i0 + MWI <= M) {
 #if TA
-#define A_AT(i, k) A[(size_t)(k) * lda + (i)]
+        for (int kk = 0; kk < PK; ++kk) {
+            const __global float *src = a + (size_t)(k0 + kk) * lda + i0;
+            for (int m = 0; m < MWI; ++m) d[kk * MWI + m] = src[m];
+        }
 #else
-#define A_AT(i, k) A[(size_t)(i) * lda + (k)]
+        for (int m = 0; m < MWI; ++m) {
+            const __global float *src = a + (size_t)(i0 + m) * lda + k0;
+            for (int kk = 0; kk < PK; ++kk) d[kk * MWI + m] = src[kk];
+        }
 #endif
-#if TB
-#define B_AT(k, j) B[(size_t)(j) * ldb + (k)]
+        return;
+    }
+    const int kn = min(PK, K - k0);
+    for (int kk = 0; kk < kn; ++kk)
+        for (int m = 0; m < MWI; ++m) {
+            const int i = i0 + m, k = k0 + kk;
+#if TA
+            d[kk * MWI + m] = i < M ? a[(size_t)k * lda + i] : 0.0f;
 #else
-#define B_AT(k, j) B[(size_t)(k) * ldb + (j)]
+            d[kk * MWI + m] = i < M ? a[(size_t)i * lda + k] : 0.0f;
 #endif
-
-// A vector of B(k, j..j+VW-1); contiguous unless B is transposed.
-inline floatv load_b_vec(__global const float *B, int ldb, int k, int j) {
-#if TB == 0
-    return VLOAD(B + (size_t)k * ldb + j);
-#else
-    float t[VW];
-    for (int v = 0; v < VW; ++v) t[v] = B_AT(k, j + v);
-#if VW == 1
-    return t[0];
-#else
-    return VLOAD(t);
-#endif
-#endif
+        }
 }
+
+__kernel void pack_b(const int N, const int K, __global const float *B, const ulong b_off, const int ldb,
+                     const ulong b_stride, __global float *Bp, const ulong bp_stride) {
+    const int k0 = (int)get_global_id(0) * PK;
+    const int tile = (int)get_global_id(1);
+    if (k0 >= K) return;
+    const __global float *b = B + b_off + get_global_id(2) * b_stride;
+    __global float *d = Bp + get_global_id(2) * bp_stride + ((size_t)tile * K + k0) * NWI;
+    const int j0 = tile * NWI;
+    if (k0 + PK <= K && j0 + NWI <= N) {
+#if TB
+        for (int n = 0; n < NWI; ++n) {
+            const __global float *src = b + (size_t)(j0 + n) * ldb + k0;
+            for (int kk = 0; kk < PK; ++kk) d[kk * NWI + n] = src[kk];
+        }
+#else
+        for (int kk = 0; kk < PK; ++kk) {
+            const __global float *src = b + (size_t)(k0 + kk) * ldb + j0;
+            for (int v = 0; v < NVW; ++v) VSTORE(VLOAD(src + v * VW), d + kk * NWI + v * VW);
+        }
+#endif
+        return;
+    }
+    const int kn = min(PK, K - k0);
+    for (int kk = 0; kk < kn; ++kk)
+        for (int n = 0; n < NWI; ++n) {
+            const int j = j0 + n, k = k0 + kk;
+#if TB
+            d[kk * NWI + n] = j < N ? b[(size_t)j * ldb + k] : 0.0f;
+#else
+            d[kk * NWI + n] = j < N ? b[(size_t)k * ldb + j] : 0.0f;
+#endif
+        }
+}
+
+// ---------------------------------------------------------------- GEMM
+
+// Run BODY(k) for k in [k_begin, k_end), unrolled by KU.
+#define K_LOOP(k_begin, k_end, BODY)                                                               \
+    {                                                                                              \
+        int k = (k_begin);                                                                         \
+        for (; k + KU <= (k_end); k += KU) {                                                       \
+            _Pragma("unroll") for (int u = 0; u < KU; ++u) BODY(k + u)                             \
+        }                                                                                          \
+        for (; k < (k_end); ++k) BODY(k)                                                           \
+    }
 
 __kernel void gemm(const int M, const int N, const int K, const float alpha, const float beta,
                    __global const float *A, const ulong a_off, const int lda, const ulong a_stride,
                    __global const float *B, const ulong b_off, const int ldb, const ulong b_stride,
                    __global float *C, const ulong c_off, const int ldc, const ulong c_stride) {
-    const int i0 = (int)get_global_id(1) * MWI;
-    const int j0 = (int)get_global_id(0) * NWI;
-    if (i0 >= M || j0 >= N) return;
+    const int it = (int)get_global_id(0), jt = (int)get_global_id(1);
     const size_t batch = get_global_id(2);
-    A += a_off + batch * a_stride;
-    B += b_off + batch * b_stride;
-    C += c_off + batch * c_stride;
+    const int i0 = it * MWI, j0 = jt * NWI;
+#if !(SA || SB)
+    // Without barriers, work-items past the edge can leave at once.
+    if (i0 >= M || j0 >= N) return;
+#endif
+    floatv acc[MWI][NVW];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m)
+        _Pragma("unroll") for (int v = 0; v < NVW; ++v) acc[m][v] = (floatv)(0.0f);
 
-    floatv acc[MWI][NV];
-    for (int r = 0; r < MWI; ++r)
-        for (int v = 0; v < NV; ++v) acc[r][v] = (floatv)(0.0f);
+    // ---- where A values come from
+#if PACKA
+    const __global float *ap = A + batch * a_stride + (size_t)it * K * MWI;
+#define A_GLOBAL(m, k) ap[(size_t)(k) * MWI + (m)]
+#else
+    const __global float *abase = A + a_off + batch * a_stride;
+#if TA
+#define A_GLOBAL(m, k) abase[(size_t)(k) * lda + min(i0 + (m), M - 1)]
+#else
+#define A_GLOBAL(m, k) abase[(size_t)min(i0 + (m), M - 1) * lda + (k)]
+#endif
+#endif
+    // ---- where B vectors come from
+#if PACKB
+    const __global float *bp = B + batch * b_stride + (size_t)jt * K * NWI;
+#define B_LOAD_FULL(k) _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = VLOAD(bp + (size_t)(k) * NWI + v * VW);
+#define B_LOAD_EDGE(k) B_LOAD_FULL(k)
+#else
+    const __global float *bbase = B + b_off + batch * b_stride;
+#if TB
+#define B_AT(k, j) bbase[(size_t)(j) * ldb + (k)]
+#else
+#define B_AT(k, j) bbase[(size_t)(k) * ldb + (j)]
+#endif
+#if TB || VW == 1
+#define B_LOAD_FULL(k) B_LOAD_EDGE(k)
+#else
+#define B_LOAD_FULL(k) _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = VLOAD(bbase + (size_t)(k) * ldb + j0 + v * VW);
+#endif
+#define B_LOAD_EDGE(k)                                                                             \
+    {                                                                                              \
+        float t_[NWI];                                                                             \
+        _Pragma("unroll") for (int n = 0; n < NWI; ++n) t_[n] = j0 + n < N ? B_AT((k), j0 + n) : 0.0f; \
+        _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = VLOAD(t_ + v * VW);                \
+    }
+#endif
 
-    if (i0 + MWI <= M && j0 + NWI <= N) {
-        // Interior tile: no bounds checks in the hot loop.
-        int k = 0;
-        for (; k + KU <= K; k += KU) {
-#pragma unroll
-            for (int u = 0; u < KU; ++u) {
-                floatv b[NV];
-                for (int v = 0; v < NV; ++v) b[v] = load_b_vec(B, ldb, k + u, j0 + v * VW);
-                for (int r = 0; r < MWI; ++r) {
-                    const float a = A_AT(i0 + r, k + u);
-                    for (int v = 0; v < NV; ++v) acc[r][v] = mad((floatv)(a), b[v], acc[r][v]);
+#if SA || SB
+    // ---- work-group tiles staged in local memory, KWG k-steps at a time
+    const int lm = (int)get_local_id(0), ln = (int)get_local_id(1);
+    const int tid = ln * WGM + lm;
+    const int tile_i0 = (int)get_group_id(0) * MWG, tile_j0 = (int)get_group_id(1) * NWG;
+#if SA
+    __local float As[KWG * MWG];
+#define A_VALUE(m, kk) As[(kk) * MWG + lm * MWI + (m)]
+#else
+#define A_VALUE(m, kk) A_GLOBAL(m, k0 + (kk))
+#endif
+#if SB
+    __local float Bs[KWG * NWG];
+#define B_LOAD(kk) _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = VLOAD(Bs + (kk) * NWG + ln * NWI + v * VW);
+#else
+#define B_LOAD(kk) if (full_n) { B_LOAD_FULL(k0 + (kk)) } else { B_LOAD_EDGE(k0 + (kk)) }
+    const bool full_n = j0 + NWI <= N;
+#endif
+#define STAGED_BODY(kk)                                                                            \
+    {                                                                                              \
+        floatv bv[NVW];                                                                            \
+        B_LOAD(kk)                                                                                 \
+        FMA_TILE_K(kk)                                                                             \
+    }
+#define FMA_TILE_K(kk)                                                                             \
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                              \
+        const floatv a_ = (floatv)(A_VALUE(m, kk));                                                \
+        _Pragma("unroll") for (int v = 0; v < NVW; ++v) acc[m][v] = fma(a_, bv[v], acc[m][v]);     \
+    }
+    for (int k0 = 0; k0 < K; k0 += KWG) {
+        const int kn = min(KWG, K - k0);
+#if SA
+        for (int e = tid; e < KWG * MWG; e += WGM * WGN) {
+            const int kk = e / MWG, mm = e - kk * MWG, i = tile_i0 + mm, k = k0 + kk;
+#if PACKA
+            As[e] = 0.0f; // not reached: the host never combines SA with PACKA
+#elif TA
+            As[e] = (i < M && kk < kn) ? abase[(size_t)k * lda + i] : 0.0f;
+#else
+            As[e] = (i < M && kk < kn) ? abase[(size_t)i * lda + k] : 0.0f;
+#endif
+        }
+#endif
+#if SB
+        for (int e = tid; e < KWG * NWG; e += WGM * WGN) {
+            const int kk = e / NWG, nn = e - kk * NWG, j = tile_j0 + nn;
+#if PACKB
+            Bs[e] = 0.0f; // not reached: the host never combines SB with PACKB
+#else
+            Bs[e] = (j < N && kk < kn) ? B_AT(k0 + kk, j) : 0.0f;
+#endif
+        }
+#endif
+        barrier(CLK_LOCAL_MEM_FENCE);
+        K_LOOP(0, kn, STAGED_BODY)
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (i0 >= M || j0 >= N) return;
+#else
+    // ---- straight from global memory (or the packed panels)
+#define GLOBAL_BODY_FULL(k)                                                                        \
+    {                                                                                              \
+        floatv bv[NVW];                                                                            \
+        B_LOAD_FULL(k)                                                                             \
+        FMA_TILE_AT(k)                                                                             \
+    }
+#define GLOBAL_BODY_EDGE(k)                                                                        \
+    {                                                                                              \
+        floatv bv[NVW];                                                                            \
+        B_LOAD_EDGE(k)                                                                             \
+        FMA_TILE_AT(k)                                                                             \
+    }
+#define FMA_TILE_AT(k)                                                                             \
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                              \
+        const floatv a_ = (floatv)(A_GLOBAL(m, k));                                                \
+        _Pragma("unroll") for (int v = 0; v < NVW; ++v) acc[m][v] = fma(a_, bv[v], acc[m][v]);     \
+    }
+    if (j0 + NWI <= N) {
+        K_LOOP(0, K, GLOBAL_BODY_FULL)
+    } else {
+        K_LOOP(0, K, GLOBAL_BODY_EDGE)
+    }
+#endif
+
+    // ---- store alpha * acc + beta * C
+    __global float *cbase = C + c_off + batch * c_stride + (size_t)i0 * ldc + j0;
+    if (j0 + NWI <= N) {
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+            if (i0 + m < M) {
+                __global float *cp = cbase + (size_t)m * ldc;
+                _Pragma("unroll") for (int v = 0; v < NVW; ++v) {
+                    floatv r = alpha * acc[m][v];
+                    if (beta != 0.0f) r = fma((floatv)(beta), VLOAD(cp + v * VW), r);
+                    VSTORE(r, cp + v * VW);
                 }
             }
         }
-        for (; k < K; ++k) {
-            floatv b[NV];
-            for (int v = 0; v < NV; ++v) b[v] = load_b_vec(B, ldb, k, j0 + v * VW);
-            for (int r = 0; r < MWI; ++r) {
-                const float a = A_AT(i0 + r, k);
-                for (int v = 0; v < NV; ++v) acc[r][v] = mad((floatv)(a), b[v], acc[r][v]);
-            }
-        }
-        for (int r = 0; r < MWI; ++r) {
-            __global float *c = C + (size_t)(i0 + r) * ldc + j0;
-            for (int v = 0; v < NV; ++v) {
-#if BETA0
-                VSTORE(alpha * acc[r][v], c + v * VW);
-#else
-                VSTORE(alpha * acc[r][v] + beta * VLOAD(c + v * VW), c + v * VW);
-#endif
-            }
-        }
-        return;
-    }
-
-    // Edge tile: clamp loads to valid indices (their products land in columns/rows that
-    // are never stored) and guard the stores.
-    for (int k = 0; k < K; ++k) {
-        float bs[NWI];
-        for (int j = 0; j < NWI; ++j) bs[j] = B_AT(k, min(j0 + j, N - 1));
-        for (int r = 0; r < MWI; ++r) {
-            const float a = A_AT(min(i0 + r, M - 1), k);
-            for (int v = 0; v < NV; ++v) {
-#if VW == 1
-                acc[r][v] = mad(a, bs[v], acc[r][v]);
-#else
-                acc[r][v] = mad((floatv)(a), VLOAD(bs + v * VW), acc[r][v]);
-#endif
-            }
-        }
-    }
-    for (int r = 0; r < MWI && i0 + r < M; ++r) {
-        __global float *c = C + (size_t)(i0 + r) * ldc;
-        for (int v = 0; v < NV; ++v) {
-            float t[VW];
-#if VW == 1
-            t[0] = acc[r][v];
-#else
-            VSTORE(acc[r][v], t);
-#endif
-            for (int e = 0; e < VW; ++e) {
-                const int j = j0 + v * VW + e;
-                if (j < N) {
-#if BETA0
-                    c[j] = alpha * t[e];
-#else
-                    c[j] = alpha * t[e] + beta * c[j];
-#endif
+    } else {
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+            if (i0 + m < M) {
+                __global float *cp = cbase + (size_t)m * ldc;
+                _Pragma("unroll") for (int v = 0; v < NVW; ++v) {
+                    float t[VW];
+                    VSTORE(acc[m][v], t);
+                    for (int e = 0; e < VW; ++e) {
+                        const int n = v * VW + e;
+                        if (j0 + n < N) cp[n] = beta != 0.0f ? fma(beta, cp[n], alpha * t[e]) : alpha * t[e];
+                    }
                 }
             }
         }

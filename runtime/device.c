@@ -505,6 +505,7 @@ out:
 void tsr_device_close(tsr_device *device) {
     if (!device) return;
     if (device->queue) clFinish(device->queue);
+    tsr_workspace_release(device);
     tsr_cache_release(device);
     pthread_mutex_destroy(&device->lock);
     free_device(device);

@@ -62,7 +62,23 @@ struct tsr_device {
     bool offline;                  /* no online compiler: load ahead-of-time binaries */
     char binary_dir[TSR_PATH_MAX];
     uint64_t memory_hits, disk_hits, builds, binary_loads, disk_rejects;
+
+    /* Scratch buffers ops reuse between calls (e.g. GEMM's packed panels): allocating
+     * afresh costs page faults on every call. Guarded by `lock`; `last_use` is the
+     * event of the last command that read the buffer, which the next writer waits for. */
+    struct tsr_workspace {
+        cl_mem buffer;
+        size_t bytes;
+        cl_event last_use;
+    } workspace[2];
 };
+
+/* A workspace buffer of at least `bytes` (slot 0 or 1); grows it if needed. Call with
+ * device->lock held. *wait receives the event the caller must wait for before writing
+ * to it (NULL if none); the caller then stores its own reading event in last_use. */
+tsr_status tsr_workspace_get(tsr_device *device, int slot, size_t bytes, cl_mem *buffer, cl_event *wait);
+void tsr_workspace_set_last_use(tsr_device *device, int slot, cl_event event);
+void tsr_workspace_release(tsr_device *device);
 
 /* Fill `info` for one device (indices are set by the caller). */
 tsr_status tsr_query_device_info(cl_platform_id platform, cl_device_id device, tsr_device_info *info);
@@ -123,13 +139,18 @@ typedef struct tsr_op {
     const char *source_name;   /* embedded cl/ file without .cl */
     const tsr_param_def *params;
     int nparams;
-    /* Built-in configuration for this device (used when nothing is tuned). */
-    void (*default_config)(const tsr_device *device, tsr_config *config);
+    /* Problem classes (tuning buckets, e.g. "large", "small-n", "batched"), NULL-terminated;
+     * the first is the generic one. */
+    const char *const *classes;
+    const char *(*problem_class)(const void *problem);
+    /* Built-in configuration for this device and problem class (used when nothing is tuned). */
+    void (*default_config)(const tsr_device *device, const char *problem_class, tsr_config *config);
     /* Is this configuration legal on this device? (NULL problem: for any problem) */
     bool (*config_ok)(const tsr_device *device, const void *problem, const tsr_config *config);
     /* Program variants a launch may need beyond the configuration (e.g. transposes). */
     int nvariants;
-    /* -D options for a configuration and variant (0 <= variant < nvariants). */
+    /* -D options for a configuration and variant (0 <= variant < nvariants); every program a
+     * launch with this configuration can build is one of these. */
     void (*build_options)(const tsr_config *config, int variant, char *options, size_t size);
     /* Run a small self-checking example (the demo); prints nothing, fills a summary. */
     tsr_status (*demo)(tsr_device *device, char *summary, size_t size);
@@ -142,7 +163,7 @@ const tsr_op *tsr_find_op(const char *name);
 /* The configuration an op launches with on this device: its built-in default, or
  * $TSR_CONFIG_<OP> ("MWI=6 NWI=16 ...", for experiments and tests), checked
  * against the parameter space and the op's constraints. */
-tsr_status tsr_op_config(const tsr_device *device, const tsr_op *op, tsr_config *config);
+tsr_status tsr_op_config(const tsr_device *device, const tsr_op *op, const void *problem, tsr_config *config);
 /* "MWI=6 NWI=16 ..." for messages and manifests. */
 void tsr_config_format(const tsr_op *op, const tsr_config *config, char *out, size_t size);
 

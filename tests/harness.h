@@ -40,7 +40,12 @@ void th_ref_sgemm(int row_major, int ta, int tb, size_t m, size_t n, size_t k, d
 double th_rel_error_matrix(int row_major, size_t m, size_t n, const float *got, const double *ref, size_t ld);
 
 /* Run a cmocka group with TAP output (so meson counts each test case). */
-#define TH_RUN(tests) (th_seed(), cmocka_set_message_output(CM_OUTPUT_TAP), cmocka_run_group_tests(tests, NULL, NULL))
+#define TH_RUN(tests) TH_RUN_GROUP(tests, NULL, NULL)
+/* $TSR_TEST_FILTER (a cmocka pattern such as "config*") runs a subset. */
+#define TH_RUN_GROUP(tests, setup, teardown)                                                          \
+    (th_seed(), cmocka_set_message_output(CM_OUTPUT_TAP),                                             \
+     getenv("TSR_TEST_FILTER") ? cmocka_set_test_filter(getenv("TSR_TEST_FILTER")) : (void)0,         \
+     cmocka_run_group_tests(tests, setup, teardown))
 
 #define TH_ASSERT_OK(expr)                                                                            \
     do {                                                                                              \

@@ -75,6 +75,10 @@ static double run_case(const gemm_case *g) {
     if (g->beta == 0.0f) /* C's old contents must not leak into the result, not even NaN */
         for (size_t i = 0; i < nc; ++i) c0[i] = (i % 3 == 0) ? NAN : INFINITY;
     cl_mem da = th_buffer_from(dev, a, na), db = th_buffer_from(dev, b, nb), dc = th_buffer_from(dev, c0, nc);
+    if (getenv("TSR_TEST_VERBOSE"))
+        fprintf(stderr, "# case %s ta=%d tb=%d %zux%zux%zu batch %zu pads %zu/%zu/%zu offs %zu/%zu/%zu beta %g [%s]\n",
+                g->row_major ? "row" : "col", g->ta, g->tb, g->m, g->n, g->k, g->batch, g->lda_pad, g->ldb_pad,
+                g->ldc_pad, g->a_off, g->b_off, g->c_off, g->beta, getenv("TSR_CONFIG_GEMM") ? getenv("TSR_CONFIG_GEMM") : "default");
     cl_event ev = NULL;
     tsr_status st = tsr_sgemm_strided_batched(
         dev, g->row_major ? TSR_ROW_MAJOR : TSR_COL_MAJOR, g->ta ? TSR_TRANS : TSR_NO_TRANS,
@@ -245,11 +249,17 @@ static void batched(void **state) {
 static void configurations(void **state) {
     (void)state;
     static const char *const configs[] = {
-        "MWI=6 NWI=16 VW=8 WGM=1 WGN=1 KU=4", "MWI=2 NWI=8 VW=2 WGM=4 WGN=8 KU=2",
-        "MWI=1 NWI=4 VW=4 WGM=1 WGN=1 KU=1", "MWI=4 NWI=32 VW=16 WGM=1 WGN=1 KU=8",
-        "MWI=4 NWI=4 VW=1 WGM=8 WGN=16 KU=4", "MWI=1 NWI=16 VW=16 WGM=2 WGN=2 KU=1",
+        /* the CPU default (packed panels), then staged local-memory tiles (the GPU path) */
+        "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1",
+        "MWI=2 VW=2 NVW=4 KU=2 WGM=4 WGN=8 KWG=8 SA=1 SB=1 PACKA=0 PACKB=0",
+        "MWI=4 VW=4 NVW=1 KU=4 WGM=8 WGN=16 KWG=16 SA=1 SB=0 PACKA=0 PACKB=0",
+        "MWI=1 VW=16 NVW=1 KU=1 WGM=2 WGN=2 KWG=32 SA=0 SB=1 PACKA=0 PACKB=0",
+        "MWI=1 VW=4 NVW=1 KU=1 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0",
+        "MWI=4 VW=16 NVW=2 KU=8 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1",
+        "MWI=8 VW=8 NVW=2 KU=2 WGM=4 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0",
+        "MWI=6 VW=1 NVW=4 KU=4 WGM=1 WGN=2 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1",
     };
-    size_t nconfigs = small_mode() ? 2 : sizeof configs / sizeof configs[0];
+    size_t nconfigs = small_mode() ? 4 : sizeof configs / sizeof configs[0];
     for (size_t c = 0; c < nconfigs; ++c) {
         setenv("TSR_CONFIG_GEMM", configs[c], 1);
         for (int t = 0; t < (small_mode() ? 2 : 6); ++t) {
@@ -263,6 +273,28 @@ static void configurations(void **state) {
     unsetenv("TSR_CONFIG_GEMM");
 }
 
+/* Packed panels are written in full before they are read: fill the workspaces with NaN
+ * (it would show in C), then run packed GEMMs of every shape class into them. */
+static void packed_panels_are_fully_written(void **state) {
+    (void)state;
+    setenv("TSR_CONFIG_GEMM", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1", 1);
+    gemm_case big = {.row_major = 1, .m = 200, .n = 190, .k = 180, .alpha = 1, .beta = 0, .batch = 2};
+    expect_accurate(&big); /* grows both workspaces */
+    for (int t = 0; t < 12; ++t) {
+        for (int w = 0; w < 2; ++w) {
+            size_t floats = dev->workspace[w].bytes / sizeof(float);
+            float *nan = malloc(floats * sizeof *nan);
+            th_poison(nan, floats);
+            TH_ASSERT_OK(tsr_upload(dev, dev->workspace[w].buffer, nan, floats));
+            free(nan);
+        }
+        gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = t & 1, .tb = (t >> 1) & 1, .m = rand_size(120),
+                       .n = rand_size(120), .k = rand_size(120), .alpha = 1, .beta = 0.5f, .batch = 1 + (size_t)(t % 3 == 0)};
+        expect_accurate(&g);
+    }
+    unsetenv("TSR_CONFIG_GEMM");
+}
+
 static void bad_configuration_overrides(void **state) {
     (void)state;
     cl_mem a = th_buffer(dev, 16), b = th_buffer(dev, 16), c = th_buffer(dev, 16);
@@ -271,7 +303,9 @@ static void bad_configuration_overrides(void **state) {
         {"FOO=1", "no parameter 'FOO'", TSR_ERR_INVALID_ARG},
         {"MWI", "NAME=VALUE", TSR_ERR_INVALID_ARG},
         {"MWI=x", "not in the parameter space", TSR_ERR_INVALID_ARG},
-        {"NWI=4 VW=8", "not legal", TSR_ERR_UNSUPPORTED},
+        {"NWI=4", "no parameter 'NWI'", TSR_ERR_INVALID_ARG},
+        {"SA=1 PACKA=1", "not legal", TSR_ERR_UNSUPPORTED},
+        {"MWI=8 VW=16 NVW=4", "not legal", TSR_ERR_UNSUPPORTED},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
         setenv("TSR_CONFIG_GEMM", bad[i].config, 1);
@@ -463,9 +497,7 @@ int main(void) {
             cmocka_unit_test(batched),
             cmocka_unit_test(configurations),
         };
-        th_seed();
-        cmocka_set_message_output(CM_OUTPUT_TAP);
-        return cmocka_run_group_tests(tests, setup_group, teardown_group);
+        return TH_RUN_GROUP(tests, setup_group, teardown_group);
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(all_layouts_and_transposes),
@@ -477,13 +509,12 @@ int main(void) {
         cmocka_unit_test(batched),
         cmocka_unit_test(configurations),
         cmocka_unit_test(bad_configuration_overrides),
+        cmocka_unit_test(packed_panels_are_fully_written),
         cmocka_unit_test(invalid_arguments),
         cmocka_unit_test(caller_queue_and_event),
 #ifdef TSR_HAVE_CLBLAST
         cmocka_unit_test(matches_clblast),
 #endif
     };
-    th_seed();
-    cmocka_set_message_output(CM_OUTPUT_TAP);
-    return cmocka_run_group_tests(tests, setup_group, teardown_group);
+    return TH_RUN_GROUP(tests, setup_group, teardown_group);
 }

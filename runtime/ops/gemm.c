@@ -8,51 +8,86 @@
 #include <string.h>
 #include <time.h>
 
-enum { P_MWI, P_NWI, P_VW, P_WGM, P_WGN, P_KU, GEMM_NPARAMS };
+enum { P_MWI, P_VW, P_NVW, P_KU, P_WGM, P_WGN, P_KWG, P_SA, P_SB, P_PACKA, P_PACKB, GEMM_NPARAMS };
 
 static const int mwi_values[] = {1, 2, 4, 6, 8};
-static const int nwi_values[] = {4, 8, 16, 32};
 static const int vw_values[] = {1, 2, 4, 8, 16};
-static const int wg_values[] = {1, 2, 4, 8, 16};
+static const int nvw_values[] = {1, 2, 4};
 static const int ku_values[] = {1, 2, 4, 8};
+static const int wg_values[] = {1, 2, 4, 8, 16};
+static const int kwg_values[] = {8, 16, 32};
+static const int flag_values[] = {0, 1};
 
 static const tsr_param_def gemm_params[GEMM_NPARAMS] = {
-    {"MWI", mwi_values, 5}, {"NWI", nwi_values, 4}, {"VW", vw_values, 5},
-    {"WGM", wg_values, 5},  {"WGN", wg_values, 5},  {"KU", ku_values, 4},
+    {"MWI", mwi_values, 5}, {"VW", vw_values, 5},   {"NVW", nvw_values, 3},   {"KU", ku_values, 4},
+    {"WGM", wg_values, 5},  {"WGN", wg_values, 5},  {"KWG", kwg_values, 3},   {"SA", flag_values, 2},
+    {"SB", flag_values, 2}, {"PACKA", flag_values, 2}, {"PACKB", flag_values, 2},
 };
 
-/* Variant bits: which program a launch needs besides the tile configuration. */
-enum { VARIANT_TA = 1, VARIANT_TB = 2, VARIANT_BETA0 = 4, GEMM_NVARIANTS = 8 };
+/* Variant bits: the transpositions, which a launch adds to the configuration. */
+enum { VARIANT_TA = 1, VARIANT_TB = 2, GEMM_NVARIANTS = 4 };
 
-static void gemm_default_config(const tsr_device *dev, tsr_config *cfg) {
+static const char *const gemm_classes[] = {"large", "small", "small-m", "small-n", "batched", NULL};
+
+static void set_config(tsr_config *cfg, int mwi, int vw, int nvw, int ku, int wgm, int wgn, int kwg, int sa, int sb,
+                       int packa, int packb) {
     memset(cfg, 0, sizeof *cfg);
     int *v = cfg->values;
+    v[P_MWI] = mwi; v[P_VW] = vw; v[P_NVW] = nvw; v[P_KU] = ku; v[P_WGM] = wgm; v[P_WGN] = wgn;
+    v[P_KWG] = kwg; v[P_SA] = sa; v[P_SB] = sb; v[P_PACKA] = packa; v[P_PACKB] = packb;
+}
+
+static void gemm_default_config(const tsr_device *dev, const char *cls, tsr_config *cfg) {
     if (dev->info.type == TSR_DEVICE_CPU) {
-        /* PoCL runs one work-group per thread and loops over its items: one item per group
-         * with a large register tile and wide vectors lets its compiler keep the tile in registers. */
-        v[P_MWI] = 6; v[P_NWI] = 16; v[P_VW] = 8; v[P_WGM] = 1; v[P_WGN] = 1; v[P_KU] = 4;
+        /* PoCL runs a work-group per thread and loops over its items, and barriers make it
+         * spill: one item per group, a 6x16 tile in float16 accumulators (12 of AVX2's 16
+         * registers), and operands packed into contiguous panels beforehand. */
+        if (strcmp(cls, "small-n") == 0) set_config(cfg, 6, 8, 1, 4, 1, 1, 8, 0, 0, 0, 1);       /* A is large: stream it */
+        else if (strcmp(cls, "small-m") == 0) set_config(cfg, 8, 16, 1, 4, 1, 1, 8, 0, 0, 1, 0); /* B is large */
+        else if (strcmp(cls, "small") == 0) set_config(cfg, 6, 16, 1, 4, 1, 1, 8, 0, 0, 0, 0);   /* packing costs more than it saves */
+        else set_config(cfg, 6, 16, 1, 4, 1, 1, 8, 0, 0, 1, 1);
     } else {
-        v[P_MWI] = 4; v[P_NWI] = 4; v[P_VW] = 4; v[P_WGM] = 8; v[P_WGN] = 16; v[P_KU] = 4;
+        /* GPUs and others: 16x16 work-groups sharing 64x64 tiles staged in local memory. */
+        set_config(cfg, 4, 4, 1, 4, 16, 16, 16, 1, 1, 0, 0);
     }
 }
 
 static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     (void)problem;
     const int *v = cfg->values;
-    if (v[P_NWI] % v[P_VW] != 0) return false;
-    if (v[P_MWI] * v[P_NWI] > 128) return false; /* beyond this the tile spills on every device we know */
+    int nwi = v[P_VW] * v[P_NVW];
+    bool staged = v[P_SA] || v[P_SB];
+    if (nwi > 64 || v[P_MWI] * nwi > 128) return false; /* beyond this the tile spills on every device we know */
     size_t wg = (size_t)v[P_WGM] * (size_t)v[P_WGN];
     if (wg > dev->info.max_work_group_size) return false;
-    if ((size_t)v[P_WGN] > dev->info.max_work_item_sizes[0] || (size_t)v[P_WGM] > dev->info.max_work_item_sizes[1])
+    if ((size_t)v[P_WGM] > dev->info.max_work_item_sizes[0] || (size_t)v[P_WGN] > dev->info.max_work_item_sizes[1])
         return false;
+    /* Staged tiles are loaded from the matrices: packing would only add a pass. */
+    if (staged && (v[P_PACKA] || v[P_PACKB])) return false;
+    /* Without staging KWG means nothing: one value, so searches see no duplicates. */
+    if (!staged && v[P_KWG] != kwg_values[0]) return false;
+    size_t local = ((v[P_SA] ? (size_t)v[P_WGM] * v[P_MWI] : 0) + (v[P_SB] ? (size_t)v[P_WGN] * nwi : 0)) *
+                   (size_t)v[P_KWG] * sizeof(float);
+    if (local > dev->info.local_mem_bytes) return false;
     return true;
+}
+
+/* Transposed operands are packed unless staged: strided loads in the hot loop cost 5-15x. */
+static bool packs_a(const tsr_config *cfg, bool ta) {
+    return cfg->values[P_PACKA] || (ta && !cfg->values[P_SA] && !cfg->values[P_SB]);
+}
+static bool packs_b(const tsr_config *cfg, bool tb) {
+    return cfg->values[P_PACKB] || (tb && !cfg->values[P_SA] && !cfg->values[P_SB]);
 }
 
 static void gemm_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
     const int *v = cfg->values;
-    snprintf(out, size, "-DMWI=%d -DNWI=%d -DVW=%d -DWGM=%d -DWGN=%d -DKU=%d -DTA=%d -DTB=%d -DBETA0=%d", v[P_MWI],
-             v[P_NWI], v[P_VW], v[P_WGM], v[P_WGN], v[P_KU], (variant & VARIANT_TA) ? 1 : 0,
-             (variant & VARIANT_TB) ? 1 : 0, (variant & VARIANT_BETA0) ? 1 : 0);
+    bool ta = variant & VARIANT_TA, tb = variant & VARIANT_TB;
+    snprintf(out, size,
+             "-cl-mad-enable -DMWI=%d -DVW=%d -DNVW=%d -DKU=%d -DWGM=%d -DWGN=%d -DKWG=%d -DSA=%d -DSB=%d "
+             "-DPACKA=%d -DPACKB=%d -DTA=%d -DTB=%d",
+             v[P_MWI], v[P_VW], v[P_NVW], v[P_KU], v[P_WGM], v[P_WGN], v[P_KWG], v[P_SA], v[P_SB],
+             packs_a(cfg, ta), packs_b(cfg, tb), ta, tb);
 }
 
 static bool is_trans(tsr_transpose t) { return t == TSR_TRANS || t == TSR_CONJ_TRANS; }
@@ -65,6 +100,15 @@ typedef struct gemm_problem {
     cl_mem a, b, c;
     size_t a_off, b_off, c_off, lda, ldb, ldc, a_stride, b_stride, c_stride;
 } gemm_problem;
+
+static const char *gemm_problem_class(const void *problem) {
+    const gemm_problem *p = problem;
+    if (p->batch > 1) return "batched";
+    if (p->n <= 16) return "small-n";
+    if (p->m <= 16) return "small-m";
+    if ((double)p->m * p->n * p->k <= 128.0 * 128 * 128) return "small";
+    return "large";
+}
 
 static tsr_status check_transpose(tsr_transpose t, const char *name) {
     if (t == TSR_NO_TRANS || t == TSR_TRANS || t == TSR_CONJ_TRANS) return TSR_SUCCESS;
@@ -139,31 +183,103 @@ static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_tr
 }
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+static size_t ceil_div(size_t x, size_t to) { return (x + to - 1) / to; }
+
+/* Enqueue a pack kernel writing operand `which` ('a' or 'b') into workspace `slot`. */
+static tsr_status enqueue_pack(tsr_device *dev, cl_program program, cl_command_queue queue, const gemm_problem *p,
+                               const tsr_config *cfg, char which, cl_mem dst, size_t dst_stride, cl_event wait,
+                               cl_event *done) {
+    tsr_status status = TSR_SUCCESS;
+    cl_int err;
+    cl_kernel kernel = clCreateKernel(program, which == 'a' ? "pack_a" : "pack_b", &err);
+    TSR_CL_CHECK(err, out);
+    cl_int rows = (cl_int)(which == 'a' ? p->m : p->n), K = (cl_int)p->k;
+    cl_int ld = (cl_int)(which == 'a' ? p->lda : p->ldb);
+    cl_mem src = which == 'a' ? p->a : p->b;
+    cl_ulong off = which == 'a' ? p->a_off : p->b_off, stride = which == 'a' ? p->a_stride : p->b_stride;
+    cl_ulong dstride = dst_stride;
+    cl_uint arg = 0;
+#define SET(x) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(x), &(x)), out)
+    SET(rows); SET(K); SET(src); SET(off); SET(ld); SET(stride); SET(dst); SET(dstride);
+#undef SET
+    size_t tile = which == 'a' ? (size_t)cfg->values[P_MWI] : (size_t)cfg->values[P_VW] * cfg->values[P_NVW];
+    size_t global[3] = {ceil_div(p->k, 16), ceil_div(which == 'a' ? p->m : p->n, tile), p->batch};
+    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, NULL, wait ? 1 : 0, wait ? &wait : NULL, done),
+                 out);
+out:
+    if (kernel) clReleaseKernel(kernel);
+    (void)dev;
+    return status;
+}
 
 static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_config *cfg, cl_command_queue queue,
                               cl_event *event) {
     tsr_status status = TSR_SUCCESS;
     const int *v = cfg->values;
-    int variant = (p->ta ? VARIANT_TA : 0) | (p->tb ? VARIANT_TB : 0) | (p->beta == 0.0f ? VARIANT_BETA0 : 0);
+    int variant = (p->ta ? VARIANT_TA : 0) | (p->tb ? VARIANT_TB : 0);
     char options[512];
     gemm_build_options(cfg, variant, options, sizeof options);
+    cl_program program = NULL;
     cl_kernel kernel = NULL;
-    TSR_CHECK(tsr_get_kernel(dev, "gemm", options, "gemm", &kernel), out);
-    cl_int M = (cl_int)p->m, N = (cl_int)p->n, K = (cl_int)p->k;
-    cl_int lda = (cl_int)p->lda, ldb = (cl_int)p->ldb, ldc = (cl_int)p->ldc;
-    cl_ulong ao = p->a_off, bo = p->b_off, co = p->c_off, as = p->a_stride, bs = p->b_stride, cs = p->c_stride;
+    cl_event packed[2] = {NULL, NULL}, done = NULL;
+    cl_int err;
+    size_t nwi = (size_t)v[P_VW] * v[P_NVW];
+    /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
+    bool pack_a = packs_a(cfg, p->ta) && p->k > 0, pack_b = packs_b(cfg, p->tb) && p->k > 0;
+    TSR_CHECK(tsr_program_get(dev, "gemm", options, &program), out_unlocked);
+    kernel = clCreateKernel(program, "gemm", &err);
+    TSR_CL_CHECK(err, out_unlocked);
+
+    gemm_problem q = *p;
+    /* The workspace is shared by every call on this device: hold the lock while enqueuing,
+     * and order each pack after the previous reader of its buffer. */
+    pthread_mutex_lock(&dev->lock);
+    if (pack_a) {
+        size_t stride = ceil_div(p->m, (size_t)v[P_MWI]) * (size_t)v[P_MWI] * p->k;
+        cl_mem ws;
+        cl_event wait;
+        TSR_CHECK(tsr_workspace_get(dev, 0, stride * p->batch * sizeof(float), &ws, &wait), out);
+        TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'a', ws, stride, wait, &packed[0]), out);
+        q.a = ws; q.a_off = 0; q.a_stride = stride;
+    }
+    if (pack_b) {
+        size_t stride = ceil_div(p->n, nwi) * nwi * p->k;
+        cl_mem ws;
+        cl_event wait;
+        TSR_CHECK(tsr_workspace_get(dev, 1, stride * p->batch * sizeof(float), &ws, &wait), out);
+        TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'b', ws, stride, wait, &packed[1]), out);
+        q.b = ws; q.b_off = 0; q.b_stride = stride;
+    }
+    cl_int M = (cl_int)q.m, N = (cl_int)q.n, K = (cl_int)q.k;
+    cl_int lda = (cl_int)q.lda, ldb = (cl_int)q.ldb, ldc = (cl_int)q.ldc;
+    cl_ulong ao = q.a_off, bo = q.b_off, co = q.c_off, as = q.a_stride, bs = q.b_stride, cs = q.c_stride;
     cl_uint arg = 0;
 #define SET(x) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(x), &(x)), out)
-    SET(M); SET(N); SET(K); SET(p->alpha); SET(p->beta);
-    SET(p->a); SET(ao); SET(lda); SET(as);
-    SET(p->b); SET(bo); SET(ldb); SET(bs);
-    SET(p->c); SET(co); SET(ldc); SET(cs);
+    SET(M); SET(N); SET(K); SET(q.alpha); SET(q.beta);
+    SET(q.a); SET(ao); SET(lda); SET(as);
+    SET(q.b); SET(bo); SET(ldb); SET(bs);
+    SET(q.c); SET(co); SET(ldc); SET(cs);
 #undef SET
-    size_t local[3] = {(size_t)v[P_WGN], (size_t)v[P_WGM], 1};
-    size_t global[3] = {round_up((p->n + v[P_NWI] - 1) / v[P_NWI], local[0]),
-                        round_up((p->m + v[P_MWI] - 1) / v[P_MWI], local[1]), p->batch};
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 0, NULL, event), out);
+    size_t local[3] = {(size_t)v[P_WGM], (size_t)v[P_WGN], 1};
+    size_t global[3] = {round_up(ceil_div(q.m, (size_t)v[P_MWI]), local[0]), round_up(ceil_div(q.n, nwi), local[1]),
+                        q.batch};
+    cl_event waits[2];
+    cl_uint nwaits = 0;
+    if (packed[0]) waits[nwaits++] = packed[0];
+    if (packed[1]) waits[nwaits++] = packed[1];
+    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &done),
+                 out);
+    if (pack_a) tsr_workspace_set_last_use(dev, 0, done);
+    if (pack_b) tsr_workspace_set_last_use(dev, 1, done);
 out:
+    pthread_mutex_unlock(&dev->lock);
+out_unlocked:
+    for (int i = 0; i < 2; ++i)
+        if (packed[i]) clReleaseEvent(packed[i]);
+    if (done) {
+        if (event && status == TSR_SUCCESS) *event = done;
+        else clReleaseEvent(done);
+    }
     if (kernel) clReleaseKernel(kernel);
     return status;
 }
@@ -182,7 +298,7 @@ tsr_status tsr_sgemm_strided_batched(tsr_device *dev, tsr_layout layout, tsr_tra
     cl_command_queue q;
     if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
     tsr_config cfg;
-    if ((status = tsr_op_config(dev, &tsr_op_gemm, &cfg)) != TSR_SUCCESS) return status;
+    if ((status = tsr_op_config(dev, &tsr_op_gemm, &p, &cfg)) != TSR_SUCCESS) return status;
     return gemm_launch(dev, &p, &cfg, q, event);
 }
 
@@ -258,6 +374,8 @@ const tsr_op tsr_op_gemm = {
     .source_name = "gemm",
     .params = gemm_params,
     .nparams = GEMM_NPARAMS,
+    .classes = gemm_classes,
+    .problem_class = gemm_problem_class,
     .default_config = gemm_default_config,
     .config_ok = gemm_config_ok,
     .nvariants = GEMM_NVARIANTS,

@@ -37,8 +37,8 @@ void tsr_config_format(const tsr_op *op, const tsr_config *config, char *out, si
     }
 }
 
-tsr_status tsr_op_config(const tsr_device *dev, const tsr_op *op, tsr_config *config) {
-    op->default_config(dev, config);
+tsr_status tsr_op_config(const tsr_device *dev, const tsr_op *op, const void *problem, tsr_config *config) {
+    op->default_config(dev, problem ? op->problem_class(problem) : op->classes[0], config);
     char var[64];
     snprintf(var, sizeof var, "TSR_CONFIG_%s", op->name);
     for (char *c = var; *c; ++c) *c = (char)toupper((unsigned char)*c);
@@ -63,7 +63,7 @@ tsr_status tsr_op_config(const tsr_device *dev, const tsr_op *op, tsr_config *co
     found:
         config->values[p] = (int)v;
     }
-    if (!op->config_ok(dev, NULL, config)) {
+    if (!op->config_ok(dev, problem, config)) {
         char desc[256];
         tsr_config_format(op, config, desc, sizeof desc);
         return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: configuration '%s' is not legal on device '%s'", var, desc,
@@ -145,6 +145,12 @@ out:
 
 /* ---- ahead-of-time binaries ---- */
 
+static int count_classes(const tsr_op *op) {
+    int n = 0;
+    while (op->classes[n]) ++n;
+    return n;
+}
+
 tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written) {
     tsr_clear_diagnostics();
     if (!dev || !dir || !*dir || !written)
@@ -162,13 +168,16 @@ tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written)
     cJSON *entries = cJSON_AddArrayToObject(manifest, "binaries");
     for (const tsr_op *const *op = tsr_ops; *op; ++op) {
         const tsr_op *o = *op;
-        tsr_config config;
-        status = tsr_op_config(dev, o, &config);
-        if (status != TSR_SUCCESS) goto out;
-        /* Each variant the op's launch can ask for (e.g. transposes, beta == 0). */
-        for (int variant = 0; variant < o->nvariants; ++variant) {
+        /* Every problem class's built-in configuration, in every variant a launch can ask for. */
+        for (int variant = 0; variant < o->nvariants * count_classes(o); ++variant) {
+            tsr_config config;
+            o->default_config(dev, o->classes[variant / o->nvariants], &config);
             char options[1024];
-            o->build_options(&config, variant, options, sizeof options);
+            o->build_options(&config, variant % o->nvariants, options, sizeof options);
+            bool seen = false;
+            for (cJSON *e = entries->child; e && !seen; e = e->next)
+                seen = strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "options")), options) == 0;
+            if (seen) continue; /* classes may share a configuration */
             status = tsr_program_write_binary(dev, o->source_name, options, dir);
             if (status != TSR_SUCCESS) goto out;
             cJSON *e = cJSON_CreateObject();
@@ -187,4 +196,55 @@ tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written)
 out:
     cJSON_Delete(manifest);
     return status;
+}
+
+/* ---- workspaces ---- */
+
+tsr_status tsr_workspace_get(tsr_device *dev, int slot, size_t bytes, cl_mem *buffer, cl_event *wait) {
+    struct tsr_workspace *w = &dev->workspace[slot];
+    if (w->bytes < bytes) {
+        /* Grow geometrically so a sequence of slightly larger calls does not reallocate each time.
+         * Release the old buffer first, so old and new never both occupy device memory; that is
+         * safe while commands still use it, since OpenCL frees it only after they finish. */
+        size_t want = (bytes + bytes / 4 + 63) / 64 * 64;
+        if (want > dev->info.max_alloc_bytes) want = bytes;
+        if (w->buffer) clReleaseMemObject(w->buffer);
+        w->buffer = NULL;
+        w->bytes = 0;
+        cl_int err;
+        cl_mem grown = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, want, NULL, &err);
+        if (err != CL_SUCCESS)
+            return tsr_fail(err == CL_INVALID_BUFFER_SIZE ? TSR_ERR_OUT_OF_MEMORY : TSR_ERR_OPENCL,
+                            "cannot allocate a %zu-byte workspace: %s (%d)", want, tsr_cl_error_name(err), (int)err);
+        w->buffer = grown;
+        w->bytes = want;
+        /* Zero it once, so no path can ever read undefined memory from it (padding included).
+         * A host write rather than clEnqueueFillBuffer: Oclgrind 21.10 keeps flagging memory
+         * that was filled and later written by a kernel as uninitialized, which would blind its
+         * checker to real problems in the kernels. */
+        void *zeros = calloc(1, want);
+        if (!zeros) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory zeroing a %zu-byte workspace", want);
+        err = clEnqueueWriteBuffer(dev->queue, grown, CL_TRUE, 0, want, zeros, 0, NULL, NULL);
+        free(zeros);
+        if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueWriteBuffer(workspace)", __FILE__, __LINE__);
+        tsr_workspace_set_last_use(dev, slot, NULL);
+    }
+    *buffer = w->buffer;
+    *wait = w->last_use;
+    return TSR_SUCCESS;
+}
+
+void tsr_workspace_set_last_use(tsr_device *dev, int slot, cl_event event) {
+    struct tsr_workspace *w = &dev->workspace[slot];
+    if (event) clRetainEvent(event);
+    if (w->last_use) clReleaseEvent(w->last_use);
+    w->last_use = event;
+}
+
+void tsr_workspace_release(tsr_device *dev) {
+    for (int i = 0; i < 2; ++i) {
+        if (dev->workspace[i].last_use) clReleaseEvent(dev->workspace[i].last_use);
+        if (dev->workspace[i].buffer) clReleaseMemObject(dev->workspace[i].buffer);
+        memset(&dev->workspace[i], 0, sizeof dev->workspace[i]);
+    }
 }

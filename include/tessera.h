@@ -206,6 +206,99 @@ TSR_API const char *const *tsr_op_names(void);
  * (time, rate, error). */
 TSR_API tsr_status tsr_run_demo(tsr_device *device, const char *op_name, char *summary, size_t summary_size);
 
+/* ------------------------------------------------------------------ tuning */
+
+/* Where a launch's configuration comes from, best first. */
+typedef enum tsr_config_source {
+    TSR_CONFIG_ENV_OVERRIDE = 1,     /* $TSR_CONFIG_<OP> */
+    TSR_CONFIG_TUNED = 2,            /* the tuning database: this device, driver and kernel source */
+    TSR_CONFIG_TUNED_OTHER_DRIVER = 3, /* the tuning database: this device under another driver */
+    TSR_CONFIG_TUNED_SAME_VENDOR = 4,  /* the tuning database: another device of this vendor and type */
+    TSR_CONFIG_BUILTIN_TUNED = 5,    /* tuned results shipped with tessera for a matching device */
+    TSR_CONFIG_BUILTIN_DEFAULT = 6   /* tessera's built-in default for the device type */
+} tsr_config_source;
+
+TSR_API const char *tsr_config_source_str(tsr_config_source source);
+
+typedef struct tsr_config_info {
+    char op[32];
+    char problem_class[32];  /* the class asked for */
+    char used_class[32];     /* the class whose entry was used (a nearby one if that had none) */
+    char config[256];        /* "MWI=6 VW=16 ..." */
+    tsr_config_source source;
+    char origin[768];        /* in words: which entry, and what was passed over and why */
+    double tuned_gflops;     /* measured when tuned; 0 for defaults */
+} tsr_config_info;
+
+/* The configuration op `op` uses on this device for a problem class, and where it comes from. */
+TSR_API tsr_status tsr_config_lookup(tsr_device *device, const char *op, const char *problem_class,
+                                     tsr_config_info *info);
+
+/* The problem class and configuration tsr_sgemm_strided_batched uses for these sizes. */
+TSR_API tsr_status tsr_sgemm_plan(tsr_device *device, size_t m, size_t n, size_t k, size_t batch_count,
+                                  tsr_config_info *info);
+
+/* Names of an op's problem classes, NULL-terminated (NULL for an unknown op). */
+TSR_API const char *const *tsr_op_classes(const char *op);
+
+typedef enum tsr_tune_strategy {
+    TSR_TUNE_EXHAUSTIVE = 1, /* every legal configuration (small spaces) */
+    TSR_TUNE_RANDOM = 2,     /* uniform samples without repetition */
+    TSR_TUNE_ANNEAL = 3      /* simulated annealing from the current best-known configuration */
+} tsr_tune_strategy;
+
+typedef struct tsr_tune_progress {
+    const char *op;
+    const char *problem_class;
+    int evaluated;           /* candidates tried in this class */
+    int planned;             /* candidates the budget allows (an estimate under a time budget) */
+    double best_gflops;
+    double elapsed_s;        /* in this class */
+    double eta_s;            /* for the whole op */
+} tsr_tune_progress;
+
+typedef struct tsr_tune_options {
+    tsr_tune_strategy strategy;  /* 0: anneal */
+    double budget_seconds;       /* for the whole op, split evenly over its classes; 0: 120 s */
+    int budget_evaluations;      /* per class; 0: no limit besides time */
+    uint64_t seed;               /* 0: from the clock */
+    const char *space;           /* restrict the space, e.g. "MWI=4,6 VW=8,16"; NULL: the op's space */
+    const char *classes;         /* comma-separated classes to tune; NULL: all */
+    const char *db_path;         /* NULL: $TSR_TUNING_DB or the default path */
+    bool dry_run;                /* measure but do not write the database */
+    void (*progress)(const tsr_tune_progress *progress, void *user);
+    void *user;
+} tsr_tune_options;
+
+typedef struct tsr_tune_result {
+    char op[32];
+    char problem_class[32];
+    char problem[64];            /* the tuning problem, e.g. "512x512x512" */
+    char best_config[256];
+    double best_gflops;
+    double default_gflops;       /* the built-in default on the same problem */
+    double best_spread;          /* (max - min) / median of the best candidate's timed runs */
+    int evaluated, wrong_results, build_failures, abandoned, launch_failures;
+    double seconds;
+} tsr_tune_result;
+
+/* Tune `op` on this device. results (may be NULL) receives up to max_results classes.
+ * Unless dry_run, the best configurations are merged into the tuning database
+ * (atomically, under a lock; a damaged database is moved aside and reported). */
+TSR_API tsr_status tsr_tune(tsr_device *device, const char *op, const tsr_tune_options *options,
+                            tsr_tune_result *results, size_t max_results, size_t *nresults);
+
+/* The database path in use: $TSR_TUNING_DB, else $XDG_DATA_HOME/tessera/tuning.json,
+ * else ~/.local/share/tessera/tuning.json. */
+TSR_API tsr_status tsr_tuning_db_path(char *path, size_t size);
+
+/* Merge the entries of another database file into `db_path` (NULL: the default);
+ * per device, op and class the faster current entry wins. *merged counts entries taken. */
+TSR_API tsr_status tsr_tuning_db_import(const char *db_path, const char *file, size_t *merged);
+
+/* Write a copy of the database (validated) to `file`. */
+TSR_API tsr_status tsr_tuning_db_export(const char *db_path, const char *file);
+
 #ifdef __cplusplus
 }
 #endif

@@ -42,6 +42,21 @@ const char *tsr_cl_error_name(cl_int err);
         if (status != TSR_SUCCESS) goto label;                                    \
     } while (0)
 
+/* ---- op configurations ---- */
+
+typedef struct tsr_param_def {
+    const char *name;
+    const int *values;
+    int nvalues;
+} tsr_param_def;
+
+#define TSR_MAX_PARAMS 16
+
+typedef struct tsr_config {
+    int values[TSR_MAX_PARAMS];
+} tsr_config;
+struct tsr_op;
+
 /* ---- devices (device.c) ---- */
 
 typedef struct tsr_program_entry tsr_program_entry;
@@ -71,6 +86,19 @@ struct tsr_device {
         size_t bytes;
         cl_event last_use;
     } workspace[2];
+
+    /* Resolved launch configurations per (op, class), filled on first use (guarded by `lock`);
+     * the user's tuning database is parsed once per device. */
+    struct tsr_resolved {
+        const struct tsr_op *op;
+        char problem_class[32];
+        tsr_config config;
+        tsr_config_info info;
+    } resolved[32];
+    int nresolved;
+    struct cJSON *tuning_db;       /* NULL when absent or damaged */
+    bool tuning_db_loaded;
+    char tuning_db_warning[512];
 };
 
 /* A workspace buffer of at least `bytes` (slot 0 or 1); grows it if needed. Call with
@@ -122,17 +150,6 @@ tsr_status tsr_make_dirs(const char *path);
 
 /* ---- ops (ops/op.c) ---- */
 
-typedef struct tsr_param_def {
-    const char *name;
-    const int *values;
-    int nvalues;
-} tsr_param_def;
-
-#define TSR_MAX_PARAMS 16
-
-typedef struct tsr_config {
-    int values[TSR_MAX_PARAMS];
-} tsr_config;
 
 typedef struct tsr_op {
     const char *name;          /* "gemm" */
@@ -154,18 +171,73 @@ typedef struct tsr_op {
     void (*build_options)(const tsr_config *config, int variant, char *options, size_t size);
     /* Run a small self-checking example (the demo); prints nothing, fills a summary. */
     tsr_status (*demo)(tsr_device *device, char *summary, size_t size);
+    /* The class to use when `problem_class` has no tuned entry (NULL: go to the defaults). */
+    const char *(*nearest_class)(const char *problem_class);
+
+    /* Tuning: a representative problem of a class with fresh inputs and a reference. */
+    tsr_status (*tuning_setup)(tsr_device *device, const char *problem_class, void **ctx);
+    /* Enqueue one run with `config`; *first and *last bracket the device work (retained
+     * events, the caller releases them; they may be the same event). */
+    tsr_status (*tuning_run)(tsr_device *device, void *ctx, const tsr_config *config, cl_event *first,
+                             cl_event *last);
+    /* Relative error of the output of the last run against the reference. */
+    tsr_status (*tuning_check)(tsr_device *device, void *ctx, double *rel_err);
+    double (*tuning_flops)(const void *ctx);
+    void (*tuning_describe)(const void *ctx, char *out, size_t size);
+    void (*tuning_free)(void *ctx);
+    /* The part of the space worth searching on this device ("NAME=v1,v2 ..."), NULL: all of it. */
+    const char *(*tuning_space)(const tsr_device *device);
 } tsr_op;
 
 extern const tsr_op *const tsr_ops[]; /* NULL-terminated */
 extern const tsr_op tsr_op_gemm;
 const tsr_op *tsr_find_op(const char *name);
 
-/* The configuration an op launches with on this device: its built-in default, or
- * $TSR_CONFIG_<OP> ("MWI=6 NWI=16 ...", for experiments and tests), checked
- * against the parameter space and the op's constraints. */
-tsr_status tsr_op_config(const tsr_device *device, const tsr_op *op, const void *problem, tsr_config *config);
-/* "MWI=6 NWI=16 ..." for messages and manifests. */
+/* The configuration an op launches with on this device for a problem: $TSR_CONFIG_<OP>
+ * ("MWI=6 VW=16 ...", for experiments and tests), else the tuning database through its
+ * fallback chain, else the built-in default; always legal for the device. */
+tsr_status tsr_op_config(tsr_device *device, const tsr_op *op, const void *problem, tsr_config *config);
+/* Parse "NAME=VALUE ..." over a base configuration; `what` labels messages. */
+tsr_status tsr_config_parse(const tsr_op *op, const char *text, const char *what, tsr_config *config);
+/* "MWI=6 VW=16 ..." for messages and manifests. */
 void tsr_config_format(const tsr_op *op, const tsr_config *config, char *out, size_t size);
+int tsr_op_class_index(const tsr_op *op, const char *problem_class);
+
+/* ---- tuning database (tuning_db.c) ---- */
+
+/* Resolve the configuration of (op, class) for this device (no env override), with where it
+ * came from. Caches per device. */
+tsr_status tsr_resolve_config(tsr_device *device, const tsr_op *op, const char *problem_class, tsr_config *config,
+                              tsr_config_info *info);
+/* Forget resolved configurations and the parsed database (after the database changed). */
+void tsr_tuning_invalidate(tsr_device *device);
+/* XXH3-64 of a kernel source as 16 hex digits (stale entries are detected with it). */
+tsr_status tsr_source_hash(const char *source_name, char out[17]);
+/* Load and validate a database file: TSR_ERR_NOT_FOUND when absent, TSR_ERR_CORRUPT (with the
+ * reason) when damaged or foreign. */
+tsr_status tsr_db_load(const char *path, struct cJSON **root);
+/* Look a class up in one database through the device tiers (exact, other driver, same vendor
+ * and type). Returns the tier (1-3) or 0; entries whose source hash differs are passed over
+ * and described in `notes`. */
+int tsr_db_find(const struct cJSON *root, const tsr_device_info *info, const char *op, const char *problem_class,
+                const char *source_hash, const struct cJSON **entry, const char **device_key, char *notes,
+                size_t notes_size);
+/* Read-modify-write of a database file under an exclusive lock; a damaged file is moved aside
+ * (reported as a warning) and replaced. `update` edits the tree in place. */
+tsr_status tsr_db_update(const char *path, tsr_status (*update)(struct cJSON *root, void *ctx), void *ctx);
+/* The device's node in a database tree, created when missing. */
+struct cJSON *tsr_db_device_node(struct cJSON *root, const tsr_device_info *info);
+/* Merge every entry of `src` into `dst` (faster wins among entries of the same source hash;
+ * an entry for the current source replaces a stale one). Returns how many were taken. */
+size_t tsr_db_merge(struct cJSON *dst, const struct cJSON *src);
+struct cJSON *tsr_db_new(void);
+extern const char tsr_builtin_tuning_json[]; /* generated from data/builtin_tuning.json */
+
+/* ---- tuner (tuner.c) ---- */
+
+/* tsr_tune for an op descriptor (tests tune ops that no table lists). */
+tsr_status tsr_tune_op(tsr_device *device, const tsr_op *op, const tsr_tune_options *options,
+                       tsr_tune_result *results, size_t max_results, size_t *nresults);
 
 /* ---- argument checks shared by ops (ops/op.c) ---- */
 

@@ -25,6 +25,14 @@ static int usage(FILE *out) {
             "  bench OP [--device SEL] [--sizes LIST] [--json FILE] [--budget SECONDS] [--no-peers]\n"
             "                                       time OP (gemm) against CLBlast and OpenBLAS;\n"
             "                                       gemm sizes: N, MxNxK or B@MxNxK, comma separated\n"
+            "  tune [--device SEL] [--op NAME|all] [--budget SECONDS] [--evals N]\n"
+            "       [--strategy exhaustive|random|anneal] [--space SPEC|all] [--classes LIST]\n"
+            "       [--seed N] [--dry-run] [--db FILE]\n"
+            "                                       auto-tune ops on a device into the tuning database\n"
+            "  tune --show [--device SEL] [--op NAME|all] [--db FILE]\n"
+            "                                       the configuration each op and class uses, and why\n"
+            "  tune --export FILE | --import FILE [--db FILE]\n"
+            "                                       copy the database out, or merge another one in\n"
             "  version                              print the version\n"
             "\n"
             "SEL: cpu, gpu, accelerator, P:D indices, or part of a device name (default: $TSR_DEVICE,\n"
@@ -280,6 +288,143 @@ static int cmd_bench(int argc, char **argv) {
     return st == TSR_SUCCESS ? 0 : fail(st);
 }
 
+static void tune_progress(const tsr_tune_progress *p, void *user) {
+    (void)user;
+    char planned[32] = "";
+    if (p->planned > 0) snprintf(planned, sizeof planned, "/%d", p->planned);
+    fprintf(stderr, "\r\033[K[%s/%s] %d%s evaluated, best %.1f GFLOP/s, ETA %.0f s", p->op, p->problem_class,
+            p->evaluated, planned, p->best_gflops, p->eta_s);
+    fflush(stderr);
+}
+
+static int show_tuning(tsr_device *dev, const char *op_filter) {
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    char path[1024] = "";
+    tsr_tuning_db_path(path, sizeof path);
+    printf("device %s (%s, driver %s)\ntuning database %s\n", info->name, info->platform_name, info->driver_version,
+           path);
+    for (const char *const *op = tsr_op_names(); *op; ++op) {
+        if (op_filter && strcmp(op_filter, "all") != 0 && strcmp(op_filter, *op) != 0) continue;
+        for (const char *const *cls = tsr_op_classes(*op); *cls; ++cls) {
+            tsr_config_info ci;
+            tsr_status st = tsr_config_lookup(dev, *op, *cls, &ci);
+            if (st != TSR_SUCCESS) return fail(st);
+            printf("%-8s %-9s %-44s %s\n", *op, *cls, tsr_config_source_str(ci.source), ci.config);
+            printf("%-18s %s\n", "", ci.origin);
+        }
+    }
+    return 0;
+}
+
+static int cmd_tune(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"device", required_argument, NULL, 'd'}, {"op", required_argument, NULL, 'o'},
+        {"budget", required_argument, NULL, 'b'}, {"evals", required_argument, NULL, 'e'},
+        {"strategy", required_argument, NULL, 's'}, {"space", required_argument, NULL, 'S'},
+        {"classes", required_argument, NULL, 'c'}, {"seed", required_argument, NULL, 'r'},
+        {"db", required_argument, NULL, 'D'}, {"dry-run", no_argument, NULL, 'n'},
+        {"show", no_argument, NULL, 'w'}, {"export", required_argument, NULL, 'x'},
+        {"import", required_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'}, {0}};
+    tsr_tune_options to = {0};
+    const char *device = NULL, *op = "all", *export_file = NULL, *import_file = NULL;
+    int show = 0, c;
+    char *end = NULL;
+    while ((c = getopt_long(argc, argv, "d:o:b:e:s:S:c:r:D:nwx:i:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': device = optarg; break;
+        case 'o': op = optarg; break;
+        case 'b':
+            to.budget_seconds = strtod(optarg, &end);
+            if (*end || !(to.budget_seconds > 0)) {
+                fprintf(stderr, "tessera tune: --budget needs a positive number of seconds\n");
+                return 2;
+            }
+            break;
+        case 'e':
+            to.budget_evaluations = (int)strtol(optarg, &end, 10);
+            if (*end || to.budget_evaluations <= 0) {
+                fprintf(stderr, "tessera tune: --evals needs a positive count\n");
+                return 2;
+            }
+            break;
+        case 's':
+            if (strcmp(optarg, "exhaustive") == 0) to.strategy = TSR_TUNE_EXHAUSTIVE;
+            else if (strcmp(optarg, "random") == 0) to.strategy = TSR_TUNE_RANDOM;
+            else if (strcmp(optarg, "anneal") == 0) to.strategy = TSR_TUNE_ANNEAL;
+            else {
+                fprintf(stderr, "tessera tune: unknown strategy '%s' (exhaustive, random, anneal)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'S': to.space = optarg; break;
+        case 'c': to.classes = optarg; break;
+        case 'r': to.seed = strtoull(optarg, NULL, 0); break;
+        case 'D': setenv("TSR_TUNING_DB", optarg, 1); break; /* lookups in this process use it too */
+        case 'n': to.dry_run = true; break;
+        case 'w': show = 1; break;
+        case 'x': export_file = optarg; break;
+        case 'i': import_file = optarg; break;
+        default: return usage(c == 'h' ? stdout : stderr);
+        }
+    }
+    if (optind < argc) return usage(stderr);
+    if (export_file || import_file) {
+        tsr_status st;
+        if (import_file) {
+            size_t merged = 0;
+            st = tsr_tuning_db_import(NULL, import_file, &merged);
+            if (st == TSR_SUCCESS) printf("merged %zu entries from %s\n", merged, import_file);
+        } else {
+            st = tsr_tuning_db_export(NULL, export_file);
+            if (st == TSR_SUCCESS) printf("wrote %s\n", export_file);
+        }
+        if (*tsr_last_warning()) fprintf(stderr, "tessera: warning: %s\n", tsr_last_warning());
+        return st == TSR_SUCCESS ? 0 : fail(st);
+    }
+    if (strcmp(op, "all") != 0 && !tsr_op_classes(op)) {
+        fprintf(stderr, "tessera tune: no op named '%s'\n", op);
+        return 2;
+    }
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(device, &dev);
+    if (st != TSR_SUCCESS) return fail(st);
+    if (*tsr_last_warning()) fprintf(stderr, "tessera: warning: %s\n", tsr_last_warning());
+    if (show) {
+        int rc = show_tuning(dev, op);
+        tsr_device_close(dev);
+        return rc;
+    }
+    if (isatty(STDERR_FILENO)) to.progress = tune_progress; /* quiet when not on a terminal */
+    int nops = 0;
+    for (const char *const *o = tsr_op_names(); *o; ++o) nops += strcmp(op, "all") == 0 || strcmp(op, *o) == 0;
+    if (to.budget_seconds > 0) to.budget_seconds /= nops;
+    printf("tuning on %s (%s)\n", tsr_device_get_info(dev)->name, tsr_device_get_info(dev)->platform_name);
+    printf("%-8s %-9s %-16s %9s %9s %7s %5s %5s %5s %5s  %s\n", "op", "class", "problem", "default", "best", "gain",
+           "evals", "wrong", "build", "aband", "best configuration");
+    int rc = 0;
+    for (const char *const *o = tsr_op_names(); *o && rc == 0; ++o) {
+        if (strcmp(op, "all") != 0 && strcmp(op, *o) != 0) continue;
+        tsr_tune_result results[16];
+        size_t n = 0;
+        st = tsr_tune(dev, *o, &to, results, 16, &n);
+        if (to.progress) fprintf(stderr, "\r\033[K");
+        for (size_t i = 0; i < n; ++i) {
+            const tsr_tune_result *r = &results[i];
+            printf("%-8s %-9s %-16s %9.1f %9.1f %6.2fx %5d %5d %5d %5d  %s\n", r->op, r->problem_class, r->problem,
+                   r->default_gflops, r->best_gflops, r->default_gflops > 0 ? r->best_gflops / r->default_gflops : 0,
+                   r->evaluated, r->wrong_results, r->build_failures, r->abandoned, r->best_config);
+        }
+        if (st != TSR_SUCCESS) rc = fail(st);
+    }
+    if (rc == 0 && *tsr_last_warning()) fprintf(stderr, "tessera: warning: %s\n", tsr_last_warning());
+    if (rc == 0 && !to.dry_run) {
+        char path[1024];
+        if (tsr_tuning_db_path(path, sizeof path) == TSR_SUCCESS) printf("saved to %s\n", path);
+    }
+    tsr_device_close(dev);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return usage(stderr);
     const char *cmd = argv[1];
@@ -290,6 +435,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "build-binaries") == 0) return cmd_build_binaries(argc, argv);
     if (strcmp(cmd, "cache") == 0) return cmd_cache(argc, argv);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
+    if (strcmp(cmd, "tune") == 0) return cmd_tune(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("tessera %s\n", TSR_VERSION_STRING);
         return 0;

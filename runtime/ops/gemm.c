@@ -212,8 +212,10 @@ out:
     return status;
 }
 
+/* Enqueue packs (if any) and the GEMM. *event (may be NULL) receives the GEMM's event and
+ * *first (may be NULL) the first command's, for timing the whole launch. */
 static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_config *cfg, cl_command_queue queue,
-                              cl_event *event) {
+                              cl_event *event, cl_event *first) {
     tsr_status status = TSR_SUCCESS;
     const int *v = cfg->values;
     int variant = (p->ta ? VARIANT_TA : 0) | (p->tb ? VARIANT_TB : 0);
@@ -274,6 +276,10 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
 out:
     pthread_mutex_unlock(&dev->lock);
 out_unlocked:
+    if (first && status == TSR_SUCCESS) {
+        *first = packed[0] ? packed[0] : packed[1] ? packed[1] : done;
+        clRetainEvent(*first);
+    }
     for (int i = 0; i < 2; ++i)
         if (packed[i]) clReleaseEvent(packed[i]);
     if (done) {
@@ -299,7 +305,7 @@ tsr_status tsr_sgemm_strided_batched(tsr_device *dev, tsr_layout layout, tsr_tra
     if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
     tsr_config cfg;
     if ((status = tsr_op_config(dev, &tsr_op_gemm, &p, &cfg)) != TSR_SUCCESS) return status;
-    return gemm_launch(dev, &p, &cfg, q, event);
+    return gemm_launch(dev, &p, &cfg, q, event, NULL);
 }
 
 tsr_status tsr_sgemm(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n,
@@ -307,6 +313,16 @@ tsr_status tsr_sgemm(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_t
                      float beta, cl_mem c, size_t c_off, size_t ldc, cl_command_queue queue, cl_event *event) {
     return tsr_sgemm_strided_batched(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, 0, b, b_off, ldb, 0, beta, c,
                                      c_off, ldc, 0, 1, queue, event);
+}
+
+tsr_status tsr_sgemm_plan(tsr_device *dev, size_t m, size_t n, size_t k, size_t batch, tsr_config_info *info) {
+    tsr_clear_diagnostics();
+    if (!dev || !info) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_sgemm_plan: device and info must be set");
+    if (m == 0 || n == 0 || batch == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "m, n and batch_count must be at least 1");
+    gemm_problem p;
+    memset(&p, 0, sizeof p);
+    p.m = m; p.n = n; p.k = k; p.batch = batch;
+    return tsr_config_lookup(dev, "gemm", gemm_problem_class(&p), info);
 }
 
 /* ---- demo: one GEMM on random data, checked against a double-precision reference ---- */
@@ -369,6 +385,127 @@ out:
     return status;
 }
 
+/* ---- tuning ---- */
+
+static const char *gemm_nearest_class(const char *cls) {
+    /* A batch of small GEMMs behaves like one small GEMM. The other classes differ enough
+     * in shape (packing pays off or not) that their own defaults beat another class's tuning. */
+    if (strcmp(cls, "batched") == 0) return "small";
+    return NULL;
+}
+
+static const char *gemm_tuning_space(const tsr_device *dev) {
+    /* On CPUs (PoCL) barriers and large work-groups only cost: search the register tile,
+     * vector shape, unrolling and packing. */
+    if (dev->info.type == TSR_DEVICE_CPU)
+        return "MWI=2,4,6,8 VW=4,8,16 NVW=1,2 KU=1,2,4,8 WGM=1,2,4 WGN=1 KWG=8 SA=0 SB=0 PACKA=0,1 PACKB=0,1";
+    return NULL;
+}
+
+typedef struct gemm_tuning {
+    gemm_problem p;
+    float *host_c;
+    double *ref;
+} gemm_tuning;
+
+static void gemm_tuning_free(void *ctx) {
+    gemm_tuning *t = ctx;
+    if (!t) return;
+    if (t->p.a) clReleaseMemObject(t->p.a);
+    if (t->p.b) clReleaseMemObject(t->p.b);
+    if (t->p.c) clReleaseMemObject(t->p.c);
+    free(t->host_c);
+    free(t->ref);
+    free(t);
+}
+
+static tsr_status gemm_tuning_setup(tsr_device *dev, const char *cls, void **out) {
+    static const struct { const char *cls; size_t batch, m, n, k; } problems[] = {
+        {"large", 1, 512, 512, 512}, {"small", 1, 96, 96, 96}, {"small-m", 1, 8, 2048, 1024},
+        {"small-n", 1, 2048, 8, 1024}, {"batched", 32, 96, 96, 96},
+    };
+    size_t i = 0;
+    while (i < sizeof problems / sizeof problems[0] && strcmp(problems[i].cls, cls) != 0) ++i;
+    if (i == sizeof problems / sizeof problems[0]) return tsr_fail(TSR_ERR_INVALID_ARG, "no GEMM class '%s'", cls);
+    gemm_tuning *t = calloc(1, sizeof *t);
+    if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    gemm_problem *p = &t->p;
+    p->batch = problems[i].batch; p->m = problems[i].m; p->n = problems[i].n; p->k = problems[i].k;
+    p->alpha = 1.0f; p->beta = 0.0f;
+    p->lda = p->k; p->ldb = p->n; p->ldc = p->n;
+    p->a_stride = p->m * p->k; p->b_stride = p->k * p->n; p->c_stride = p->m * p->n;
+    size_t na = p->batch * p->a_stride, nb = p->batch * p->b_stride, nc = p->batch * p->c_stride;
+    float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
+    t->host_c = malloc(nc * sizeof(float));
+    t->ref = malloc(nc * sizeof(double));
+    tsr_status status = TSR_SUCCESS;
+    cl_int err;
+    if (!a || !b || !t->host_c || !t->ref) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    uint64_t seed = (uint64_t)time(NULL) ^ 0x9E3779B97F4A7C15ull; /* fresh inputs every tuning run */
+    for (size_t j = 0; j < na; ++j) a[j] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
+    for (size_t j = 0; j < nb; ++j) b[j] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
+    for (size_t bi = 0; bi < p->batch; ++bi)
+        for (size_t r = 0; r < p->m; ++r)
+            for (size_t c = 0; c < p->n; ++c) {
+                double s = 0;
+                for (size_t l = 0; l < p->k; ++l)
+                    s += (double)a[bi * p->a_stride + r * p->k + l] * b[bi * p->b_stride + l * p->n + c];
+                t->ref[bi * p->c_stride + r * p->n + c] = s;
+            }
+    p->a = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, na * sizeof(float), a, &err);
+    TSR_CL_CHECK(err, out);
+    p->b = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nb * sizeof(float), b, &err);
+    TSR_CL_CHECK(err, out);
+    for (size_t j = 0; j < nc; ++j) t->host_c[j] = NAN; /* poisoned: a candidate must write every element */
+    p->c = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, nc * sizeof(float), t->host_c, &err);
+    TSR_CL_CHECK(err, out);
+out:
+    free(a);
+    free(b);
+    if (status != TSR_SUCCESS) {
+        gemm_tuning_free(t);
+        return status;
+    }
+    *out = t;
+    return TSR_SUCCESS;
+}
+
+static tsr_status gemm_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
+    gemm_tuning *t = ctx;
+    return gemm_launch(dev, &t->p, cfg, dev->queue, last, first);
+}
+
+static tsr_status gemm_tuning_check(tsr_device *dev, void *ctx, double *rel_err) {
+    gemm_tuning *t = ctx;
+    size_t nc = t->p.batch * t->p.c_stride;
+    tsr_status status = tsr_download(dev, t->p.c, t->host_c, nc);
+    if (status != TSR_SUCCESS) return status;
+    double num = 0, den = 0;
+    for (size_t j = 0; j < nc; ++j) {
+        double d = t->host_c[j] - t->ref[j];
+        num += d * d;
+        den += t->ref[j] * t->ref[j];
+    }
+    *rel_err = isnan(num) ? INFINITY : sqrt(num / den);
+    /* Poison again, so the next candidate cannot pass on this one's output. */
+    for (size_t j = 0; j < nc; ++j) t->host_c[j] = NAN;
+    return tsr_upload(dev, t->p.c, t->host_c, nc);
+}
+
+static double gemm_tuning_flops(const void *ctx) {
+    const gemm_problem *p = &((const gemm_tuning *)ctx)->p;
+    return 2.0 * p->batch * p->m * p->n * p->k;
+}
+
+static void gemm_tuning_describe(const void *ctx, char *out, size_t size) {
+    const gemm_problem *p = &((const gemm_tuning *)ctx)->p;
+    if (p->batch > 1) snprintf(out, size, "%zux%zux%zux%zu", p->batch, p->m, p->n, p->k);
+    else snprintf(out, size, "%zux%zux%zu", p->m, p->n, p->k);
+}
+
 const tsr_op tsr_op_gemm = {
     .name = "gemm",
     .source_name = "gemm",
@@ -381,4 +518,12 @@ const tsr_op tsr_op_gemm = {
     .nvariants = GEMM_NVARIANTS,
     .build_options = gemm_build_options,
     .demo = gemm_demo,
+    .nearest_class = gemm_nearest_class,
+    .tuning_setup = gemm_tuning_setup,
+    .tuning_run = gemm_tuning_run,
+    .tuning_check = gemm_tuning_check,
+    .tuning_flops = gemm_tuning_flops,
+    .tuning_describe = gemm_tuning_describe,
+    .tuning_free = gemm_tuning_free,
+    .tuning_space = gemm_tuning_space,
 };

@@ -37,39 +37,83 @@ void tsr_config_format(const tsr_op *op, const tsr_config *config, char *out, si
     }
 }
 
-tsr_status tsr_op_config(const tsr_device *dev, const tsr_op *op, const void *problem, tsr_config *config) {
-    op->default_config(dev, problem ? op->problem_class(problem) : op->classes[0], config);
+int tsr_op_class_index(const tsr_op *op, const char *problem_class) {
+    for (int i = 0; op->classes[i]; ++i)
+        if (strcmp(op->classes[i], problem_class) == 0) return i;
+    return -1;
+}
+
+const char *const *tsr_op_classes(const char *op_name) {
+    const tsr_op *op = op_name ? tsr_find_op(op_name) : NULL;
+    return op ? op->classes : NULL;
+}
+
+tsr_status tsr_config_parse(const tsr_op *op, const char *text, const char *what, tsr_config *config) {
+    char buf[512];
+    tsr_strlcpy(buf, text, sizeof buf);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: '%s' is not NAME=VALUE", what, tok);
+        *eq = '\0';
+        int p = 0;
+        while (p < op->nparams && strcmp(op->params[p].name, tok) != 0) ++p;
+        if (p == op->nparams) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: op %s has no parameter '%s'", what, op->name, tok);
+        char *end = NULL;
+        long v = strtol(eq + 1, &end, 10);
+        bool allowed = false;
+        for (int i = 0; end != eq + 1 && *end == '\0' && i < op->params[p].nvalues; ++i)
+            allowed |= op->params[p].values[i] == v;
+        if (!allowed) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %s=%s is not in the parameter space", what, tok, eq + 1);
+        config->values[p] = (int)v;
+    }
+    return TSR_SUCCESS;
+}
+
+/* The configuration and its origin for a problem class; `problem` (may be NULL) only refines
+ * the legality check. */
+static tsr_status op_config_info(tsr_device *dev, const tsr_op *op, const char *cls, const void *problem,
+                                 tsr_config *config, tsr_config_info *info) {
     char var[64];
     snprintf(var, sizeof var, "TSR_CONFIG_%s", op->name);
     for (char *c = var; *c; ++c) *c = (char)toupper((unsigned char)*c);
     const char *env = getenv(var);
-    if (!env || !*env) return TSR_SUCCESS;
-    char text[512];
-    tsr_strlcpy(text, env, sizeof text);
-    char *save = NULL;
-    for (char *tok = strtok_r(text, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
-        char *eq = strchr(tok, '=');
-        if (!eq) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: '%s' is not NAME=VALUE", var, tok);
-        *eq = '\0';
-        int p = 0;
-        while (p < op->nparams && strcmp(op->params[p].name, tok) != 0) ++p;
-        if (p == op->nparams) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: op %s has no parameter '%s'", var, op->name, tok);
-        char *end = NULL;
-        long v = strtol(eq + 1, &end, 10);
-        bool allowed = end != eq + 1 && *end == '\0';
-        for (int i = 0; allowed && i < op->params[p].nvalues; ++i)
-            if (op->params[p].values[i] == v) goto found;
-        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %s=%s is not in the parameter space", var, tok, eq + 1);
-    found:
-        config->values[p] = (int)v;
-    }
+    if (!env || !*env) return tsr_resolve_config(dev, op, cls, config, info);
+    op->default_config(dev, cls, config);
+    tsr_status st = tsr_config_parse(op, env, var, config);
+    if (st != TSR_SUCCESS) return st;
     if (!op->config_ok(dev, problem, config)) {
         char desc[256];
         tsr_config_format(op, config, desc, sizeof desc);
         return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: configuration '%s' is not legal on device '%s'", var, desc,
                         dev->info.name);
     }
+    if (info) {
+        memset(info, 0, sizeof *info);
+        tsr_strlcpy(info->op, op->name, sizeof info->op);
+        tsr_strlcpy(info->problem_class, cls, sizeof info->problem_class);
+        tsr_strlcpy(info->used_class, cls, sizeof info->used_class);
+        tsr_config_format(op, config, info->config, sizeof info->config);
+        info->source = TSR_CONFIG_ENV_OVERRIDE;
+        snprintf(info->origin, sizeof info->origin, "$%s over the class default", var);
+    }
     return TSR_SUCCESS;
+}
+
+tsr_status tsr_op_config(tsr_device *dev, const tsr_op *op, const void *problem, tsr_config *config) {
+    return op_config_info(dev, op, problem ? op->problem_class(problem) : op->classes[0], problem, config, NULL);
+}
+
+tsr_status tsr_config_lookup(tsr_device *dev, const char *op_name, const char *problem_class, tsr_config_info *info) {
+    tsr_clear_diagnostics();
+    if (!dev || !op_name || !info) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_config_lookup: device, op and info must be set");
+    const tsr_op *op = tsr_find_op(op_name);
+    if (!op) return tsr_fail(TSR_ERR_NOT_FOUND, "no op named '%s'", op_name);
+    if (!problem_class) problem_class = op->classes[0];
+    if (tsr_op_class_index(op, problem_class) < 0)
+        return tsr_fail(TSR_ERR_NOT_FOUND, "op %s has no problem class '%s'", op_name, problem_class);
+    tsr_config config;
+    return op_config_info(dev, op, problem_class, NULL, &config, info);
 }
 
 tsr_status tsr_run_demo(tsr_device *dev, const char *op_name, char *summary, size_t size) {
@@ -168,10 +212,16 @@ tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written)
     cJSON *entries = cJSON_AddArrayToObject(manifest, "binaries");
     for (const tsr_op *const *op = tsr_ops; *op; ++op) {
         const tsr_op *o = *op;
-        /* Every problem class's built-in configuration, in every variant a launch can ask for. */
-        for (int variant = 0; variant < o->nvariants * count_classes(o); ++variant) {
+        /* Per problem class, the configuration launches resolve to (tuned or default) and the
+         * built-in default, in every variant a launch can ask for. */
+        for (int variant = 0; variant < 2 * o->nvariants * count_classes(o); ++variant) {
             tsr_config config;
-            o->default_config(dev, o->classes[variant / o->nvariants], &config);
+            const char *cls = o->classes[variant / (2 * o->nvariants)];
+            if ((variant / o->nvariants) % 2 == 0) {
+                if ((status = tsr_resolve_config(dev, o, cls, &config, NULL)) != TSR_SUCCESS) goto out;
+            } else {
+                o->default_config(dev, cls, &config);
+            }
             char options[1024];
             o->build_options(&config, variant % o->nvariants, options, sizeof options);
             bool seen = false;

@@ -1,0 +1,491 @@
+/* The tuning database: a JSON file of tuned configurations per device fingerprint, op
+ * and problem class; lookups through a fallback chain; locked, atomic updates. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#define DB_FORMAT "tessera-tuning-db"
+#define DB_SCHEMA_VERSION 1
+
+const char *tsr_config_source_str(tsr_config_source source) {
+    switch (source) {
+    case TSR_CONFIG_ENV_OVERRIDE: return "environment override";
+    case TSR_CONFIG_TUNED: return "tuned on this device";
+    case TSR_CONFIG_TUNED_OTHER_DRIVER: return "tuned on this device under another driver";
+    case TSR_CONFIG_TUNED_SAME_VENDOR: return "tuned on another device of the same vendor and type";
+    case TSR_CONFIG_BUILTIN_TUNED: return "built-in tuned for a matching device";
+    case TSR_CONFIG_BUILTIN_DEFAULT: return "built-in default";
+    }
+    return "unknown";
+}
+
+tsr_status tsr_tuning_db_path(char *path, size_t size) {
+    if (!path || size == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_path: path must be set");
+    const char *env = getenv("TSR_TUNING_DB");
+    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    int n;
+    if (env && *env) n = snprintf(path, size, "%s", env);
+    else if (xdg && *xdg) n = snprintf(path, size, "%s/tessera/tuning.json", xdg);
+    else if (home && *home) n = snprintf(path, size, "%s/.local/share/tessera/tuning.json", home);
+    else return tsr_fail(TSR_ERR_NOT_FOUND, "no tuning database path: set TSR_TUNING_DB, XDG_DATA_HOME or HOME");
+    if (n < 0 || (size_t)n >= size) return tsr_fail(TSR_ERR_INVALID_ARG, "tuning database path too long");
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_source_hash(const char *source_name, char out[17]) {
+    for (const tsr_embedded_source *s = tsr_embedded_sources; s->name; ++s) {
+        if (strcmp(s->name, source_name) != 0) continue;
+        const char *text = s->text;
+        size_t length = s->length;
+        char *owned = NULL;
+        const char *dir = getenv("TSR_KERNEL_DIR");
+        if (dir && *dir) { /* the source that will actually be built */
+            char path[TSR_PATH_MAX];
+            size_t size = 0;
+            snprintf(path, sizeof path, "%s/%s.cl", dir, source_name);
+            if (tsr_read_file(path, &owned, &size) == TSR_SUCCESS) {
+                text = owned;
+                length = size;
+            }
+            tsr_clear_error();
+        }
+        snprintf(out, 17, "%016llx", (unsigned long long)XXH3_64bits(text, length));
+        free(owned);
+        return TSR_SUCCESS;
+    }
+    return tsr_fail(TSR_ERR_NOT_FOUND, "no kernel source named '%s'", source_name);
+}
+
+/* ---- loading and validation ---- */
+
+cJSON *tsr_db_new(void) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    cJSON_AddStringToObject(root, "format", DB_FORMAT);
+    cJSON_AddNumberToObject(root, "schema_version", DB_SCHEMA_VERSION);
+    cJSON_AddObjectToObject(root, "devices");
+    return root;
+}
+
+static bool is_string(const cJSON *o, const char *key) { return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, key)); }
+
+/* Every field a lookup relies on has the right type; anything else makes the file untrusted. */
+static bool validate(const cJSON *root, char *why, size_t size) {
+    if (!cJSON_IsObject(root)) return snprintf(why, size, "not a JSON object"), false;
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (!cJSON_IsString(format) || strcmp(format->valuestring, DB_FORMAT) != 0)
+        return snprintf(why, size, "not a tessera tuning database (no \"format\": \"%s\")", DB_FORMAT), false;
+    const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "schema_version");
+    if (!cJSON_IsNumber(version) || version->valueint != DB_SCHEMA_VERSION)
+        return snprintf(why, size, "schema version %d is not the supported %d",
+                        cJSON_IsNumber(version) ? version->valueint : -1, DB_SCHEMA_VERSION), false;
+    const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
+    if (!cJSON_IsObject(devices)) return snprintf(why, size, "\"devices\" is not an object"), false;
+    const cJSON *dev;
+    cJSON_ArrayForEach(dev, devices) {
+        static const char *const fields[] = {"platform", "vendor", "name", "driver", "opencl_c", "type"};
+        for (size_t f = 0; f < sizeof fields / sizeof fields[0]; ++f)
+            if (!is_string(dev, fields[f]))
+                return snprintf(why, size, "device '%s' lacks the string \"%s\"", dev->string, fields[f]), false;
+        const cJSON *ops = cJSON_GetObjectItemCaseSensitive(dev, "ops");
+        if (!cJSON_IsObject(ops)) return snprintf(why, size, "device '%s' has no \"ops\" object", dev->string), false;
+        const cJSON *op;
+        cJSON_ArrayForEach(op, ops) {
+            if (!cJSON_IsObject(op)) return snprintf(why, size, "op '%s' is not an object", op->string), false;
+            const cJSON *entry;
+            cJSON_ArrayForEach(entry, op) {
+                const cJSON *config = cJSON_GetObjectItemCaseSensitive(entry, "config");
+                const cJSON *gflops = cJSON_GetObjectItemCaseSensitive(entry, "gflops");
+                if (!cJSON_IsObject(config) || !cJSON_IsNumber(gflops) || !is_string(entry, "source_hash"))
+                    return snprintf(why, size, "entry %s/%s lacks config, gflops or source_hash", op->string,
+                                    entry->string), false;
+                const cJSON *v;
+                cJSON_ArrayForEach(v, config) if (!cJSON_IsNumber(v)) return snprintf(
+                    why, size, "entry %s/%s: parameter %s is not a number", op->string, entry->string, v->string),
+                                                                   false;
+            }
+        }
+    }
+    return true;
+}
+
+tsr_status tsr_db_load(const char *path, cJSON **root) {
+    *root = NULL;
+    char *text = NULL;
+    size_t size = 0;
+    tsr_status st = tsr_read_file(path, &text, &size);
+    if (st != TSR_SUCCESS) return st;
+    const char *end = NULL;
+    /* tsr_read_file NUL-terminates: include the NUL so trailing garbage is an error too. */
+    cJSON *parsed = cJSON_ParseWithLengthOpts(text, size + 1, &end, true);
+    char why[256];
+    if (!parsed) {
+        snprintf(why, sizeof why, "not valid JSON (truncated or damaged near byte %ld)",
+                 end ? (long)(end - text) : -1L);
+        free(text);
+        return tsr_fail(TSR_ERR_CORRUPT, "tuning database %s is unusable: %s", path, why);
+    }
+    free(text);
+    if (!validate(parsed, why, sizeof why)) {
+        cJSON_Delete(parsed);
+        return tsr_fail(TSR_ERR_CORRUPT, "tuning database %s is unusable: %s", path, why);
+    }
+    *root = parsed;
+    return TSR_SUCCESS;
+}
+
+/* ---- lookups ---- */
+
+static const char *str(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static int device_tier(const cJSON *dev, const tsr_device_info *info) {
+    bool same_device = strcmp(str(dev, "platform"), info->platform_name) == 0 &&
+                       strcmp(str(dev, "vendor"), info->vendor) == 0 && strcmp(str(dev, "name"), info->name) == 0;
+    if (same_device && strcmp(str(dev, "driver"), info->driver_version) == 0 &&
+        strcmp(str(dev, "opencl_c"), info->opencl_c_version) == 0)
+        return 1;
+    if (same_device) return 2;
+    if (strcmp(str(dev, "vendor"), info->vendor) == 0 && strcmp(str(dev, "type"), tsr_device_type_str(info->type)) == 0)
+        return 3;
+    return 0;
+}
+
+static void add_note(char *notes, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add_note(char *notes, size_t size, const char *fmt, ...) {
+    size_t used = strlen(notes);
+    if (used + 3 >= size) return;
+    if (used) used += (size_t)snprintf(notes + used, size - used, "; ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(notes + used, size - used, fmt, ap);
+    va_end(ap);
+}
+
+int tsr_db_find(const cJSON *root, const tsr_device_info *info, const char *op, const char *problem_class,
+                const char *source_hash, const cJSON **entry, const char **device_key, char *notes,
+                size_t notes_size) {
+    *entry = NULL;
+    const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
+    for (int tier = 1; tier <= 3; ++tier) {
+        const cJSON *dev;
+        cJSON_ArrayForEach(dev, devices) {
+            if (device_tier(dev, info) != tier) continue;
+            const cJSON *e = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(dev, "ops"), op), problem_class);
+            if (!e) continue;
+            if (strcmp(str(e, "source_hash"), source_hash) != 0) {
+                add_note(notes, notes_size, "passed over %s/%s tuned on '%s' (driver %s): kernel source changed since",
+                         op, problem_class, str(dev, "name"), str(dev, "driver"));
+                continue;
+            }
+            *entry = e;
+            *device_key = dev->string;
+            return tier;
+        }
+    }
+    return 0;
+}
+
+/* Config from an entry's JSON object; false (with a note) when it does not fit this build or device. */
+static bool config_from_json(const tsr_device *dev, const tsr_op *op, const cJSON *json, tsr_config *cfg, char *why,
+                             size_t size) {
+    memset(cfg, 0, sizeof *cfg);
+    int found = 0;
+    for (int p = 0; p < op->nparams; ++p) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(json, op->params[p].name);
+        if (!cJSON_IsNumber(v)) return snprintf(why, size, "parameter %s missing", op->params[p].name), false;
+        bool in_space = false;
+        for (int i = 0; i < op->params[p].nvalues; ++i) in_space |= op->params[p].values[i] == v->valueint;
+        if (!in_space || v->valuedouble != (double)v->valueint)
+            return snprintf(why, size, "%s=%g is outside the parameter space", op->params[p].name, v->valuedouble), false;
+        cfg->values[p] = v->valueint;
+        ++found;
+    }
+    if (cJSON_GetArraySize(json) != found) return snprintf(why, size, "unknown parameters"), false;
+    if (!op->config_ok(dev, NULL, cfg)) return snprintf(why, size, "not legal on this device"), false;
+    return true;
+}
+
+static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
+static cJSON *builtin_db;
+
+static void parse_builtin(void) {
+    cJSON *root = cJSON_Parse(tsr_builtin_tuning_json);
+    char why[256];
+    if (root && validate(root, why, sizeof why)) builtin_db = root;
+    else cJSON_Delete(root); /* a broken built-in file is caught by the tests */
+}
+
+static void load_user_db(tsr_device *dev) {
+    if (dev->tuning_db_loaded) return;
+    dev->tuning_db_loaded = true;
+    char path[TSR_PATH_MAX];
+    if (tsr_tuning_db_path(path, sizeof path) != TSR_SUCCESS) {
+        tsr_clear_error();
+        return;
+    }
+    tsr_status st = tsr_db_load(path, &dev->tuning_db);
+    if (st == TSR_ERR_CORRUPT || st == TSR_ERR_IO) {
+        snprintf(dev->tuning_db_warning, sizeof dev->tuning_db_warning, "%s; ignoring it", tsr_last_error());
+        tsr_warn("%s", dev->tuning_db_warning);
+    }
+    tsr_clear_error();
+}
+
+void tsr_tuning_invalidate(tsr_device *dev) {
+    pthread_mutex_lock(&dev->lock);
+    dev->nresolved = 0;
+    cJSON_Delete(dev->tuning_db);
+    dev->tuning_db = NULL;
+    dev->tuning_db_loaded = false;
+    dev->tuning_db_warning[0] = '\0';
+    pthread_mutex_unlock(&dev->lock);
+}
+
+/* Try one database for one class; fills cfg and info on success. */
+static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool builtin, const char *cls,
+                   const char *hash, tsr_config *cfg, tsr_config_info *info, char *notes, size_t notes_size) {
+    if (!db) return false;
+    const cJSON *entry = NULL;
+    const char *key = NULL;
+    int tier = tsr_db_find(db, &dev->info, op->name, cls, hash, &entry, &key, notes, notes_size);
+    if (!tier) return false;
+    char why[128];
+    if (!config_from_json(dev, op, cJSON_GetObjectItemCaseSensitive(entry, "config"), cfg, why, sizeof why)) {
+        add_note(notes, notes_size, "passed over the %s entry for %s/%s: %s", builtin ? "built-in" : "database", op->name,
+                 cls, why);
+        return false;
+    }
+    const cJSON *dev_node = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(db, "devices"), key);
+    info->source = builtin ? TSR_CONFIG_BUILTIN_TUNED
+                           : (tier == 1 ? TSR_CONFIG_TUNED : tier == 2 ? TSR_CONFIG_TUNED_OTHER_DRIVER
+                                                                       : TSR_CONFIG_TUNED_SAME_VENDOR);
+    info->tuned_gflops = cJSON_GetObjectItemCaseSensitive(entry, "gflops")->valuedouble;
+    tsr_strlcpy(info->used_class, cls, sizeof info->used_class);
+    char where[TSR_PATH_MAX] = "built into tessera";
+    if (!builtin && tsr_tuning_db_path(where, sizeof where) != TSR_SUCCESS) tsr_clear_error();
+    snprintf(info->origin, sizeof info->origin, "%s entry %s/%s for '%s' (driver %s), tuned %s on %s at %.1f GFLOP/s",
+             builtin ? "built-in" : where, op->name, cls, str(dev_node, "name"), str(dev_node, "driver"),
+             str(entry, "date"), str(entry, "problem"), info->tuned_gflops);
+    return true;
+}
+
+tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls, tsr_config *cfg,
+                              tsr_config_info *info) {
+    tsr_status status = TSR_SUCCESS;
+    pthread_mutex_lock(&dev->lock);
+    for (int i = 0; i < dev->nresolved; ++i) {
+        if (dev->resolved[i].op == op && strcmp(dev->resolved[i].problem_class, cls) == 0) {
+            *cfg = dev->resolved[i].config;
+            if (info) *info = dev->resolved[i].info;
+            goto out;
+        }
+    }
+    pthread_once(&builtin_once, parse_builtin);
+    load_user_db(dev);
+    char hash[17];
+    if ((status = tsr_source_hash(op->source_name, hash)) != TSR_SUCCESS) goto out;
+    tsr_config_info found;
+    memset(&found, 0, sizeof found);
+    tsr_strlcpy(found.op, op->name, sizeof found.op);
+    tsr_strlcpy(found.problem_class, cls, sizeof found.problem_class);
+    char notes[512] = "";
+    if (dev->tuning_db_warning[0]) add_note(notes, sizeof notes, "%s", dev->tuning_db_warning);
+    const char *classes[2] = {cls, op->nearest_class ? op->nearest_class(cls) : NULL};
+    bool done = false;
+    for (int c = 0; c < 2 && !done && classes[c]; ++c)
+        done = try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
+               try_db(dev, op, builtin_db, true, classes[c], hash, cfg, &found, notes, sizeof notes);
+    if (!done) {
+        op->default_config(dev, cls, cfg);
+        found.source = TSR_CONFIG_BUILTIN_DEFAULT;
+        tsr_strlcpy(found.used_class, cls, sizeof found.used_class);
+        snprintf(found.origin, sizeof found.origin, "tessera's default for %s devices, class %s",
+                 tsr_device_type_str(dev->info.type), cls);
+    }
+    if (notes[0]) {
+        size_t used = strlen(found.origin);
+        snprintf(found.origin + used, sizeof found.origin - used, " (%s)", notes);
+    }
+    tsr_config_format(op, cfg, found.config, sizeof found.config);
+    if (dev->nresolved < (int)(sizeof dev->resolved / sizeof dev->resolved[0])) {
+        struct tsr_resolved *r = &dev->resolved[dev->nresolved++];
+        r->op = op;
+        tsr_strlcpy(r->problem_class, cls, sizeof r->problem_class);
+        r->config = *cfg;
+        r->info = found;
+    }
+    if (info) *info = found;
+out:
+    pthread_mutex_unlock(&dev->lock);
+    return status;
+}
+
+/* ---- updates ---- */
+
+cJSON *tsr_db_device_node(cJSON *root, const tsr_device_info *info) {
+    char key[6 * TSR_INFO_STR];
+    snprintf(key, sizeof key, "%s|%s|%s|%s|%s", info->platform_name, info->vendor, info->name, info->driver_version,
+             info->opencl_c_version);
+    cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
+    cJSON *dev = cJSON_GetObjectItemCaseSensitive(devices, key);
+    if (dev) return dev;
+    dev = cJSON_AddObjectToObject(devices, key);
+    if (!dev) return NULL;
+    cJSON_AddStringToObject(dev, "platform", info->platform_name);
+    cJSON_AddStringToObject(dev, "vendor", info->vendor);
+    cJSON_AddStringToObject(dev, "name", info->name);
+    cJSON_AddStringToObject(dev, "driver", info->driver_version);
+    cJSON_AddStringToObject(dev, "opencl_c", info->opencl_c_version);
+    cJSON_AddStringToObject(dev, "type", tsr_device_type_str(info->type));
+    cJSON_AddObjectToObject(dev, "ops");
+    return dev;
+}
+
+size_t tsr_db_merge(cJSON *dst, const cJSON *src) {
+    size_t taken = 0;
+    cJSON *dst_devices = cJSON_GetObjectItemCaseSensitive(dst, "devices");
+    const cJSON *sdev;
+    cJSON_ArrayForEach(sdev, cJSON_GetObjectItemCaseSensitive(src, "devices")) {
+        cJSON *ddev = cJSON_GetObjectItemCaseSensitive(dst_devices, sdev->string);
+        if (!ddev) {
+            cJSON_AddItemToObject(dst_devices, sdev->string, cJSON_Duplicate(sdev, true));
+            const cJSON *op;
+            cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(sdev, "ops")) taken += (size_t)cJSON_GetArraySize(op);
+            continue;
+        }
+        cJSON *dops = cJSON_GetObjectItemCaseSensitive(ddev, "ops");
+        const cJSON *sop;
+        cJSON_ArrayForEach(sop, cJSON_GetObjectItemCaseSensitive(sdev, "ops")) {
+            cJSON *dop = cJSON_GetObjectItemCaseSensitive(dops, sop->string);
+            if (!dop) dop = cJSON_AddObjectToObject(dops, sop->string);
+            const cJSON *se;
+            cJSON_ArrayForEach(se, sop) {
+                cJSON *de = cJSON_GetObjectItemCaseSensitive(dop, se->string);
+                bool take = !de;
+                if (de) {
+                    if (strcmp(str(de, "source_hash"), str(se, "source_hash")) == 0)
+                        take = cJSON_GetObjectItem(se, "gflops")->valuedouble > cJSON_GetObjectItem(de, "gflops")->valuedouble;
+                    else /* tuned for different kernel sources: the newer result is for the newer source */
+                        take = strcmp(str(se, "date"), str(de, "date")) > 0;
+                }
+                if (!take) continue;
+                cJSON *copy = cJSON_Duplicate(se, true);
+                if (de) cJSON_ReplaceItemInObjectCaseSensitive(dop, se->string, copy);
+                else cJSON_AddItemToObject(dop, se->string, copy);
+                ++taken;
+            }
+        }
+    }
+    return taken;
+}
+
+tsr_status tsr_db_update(const char *path, tsr_status (*update)(cJSON *root, void *ctx), void *ctx) {
+    char dir[TSR_PATH_MAX], lock_path[TSR_PATH_MAX + 8];
+    tsr_strlcpy(dir, path, sizeof dir);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+        *slash = '\0';
+        tsr_status st = tsr_make_dirs(dir);
+        if (st != TSR_SUCCESS) return st;
+    }
+    snprintf(lock_path, sizeof lock_path, "%s.lock", path);
+    /* Two tuners writing at once: each re-reads and merges under the lock, so neither loses entries. */
+    int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock < 0) return tsr_fail(TSR_ERR_IO, "cannot open lock file %s: %s", lock_path, strerror(errno));
+    while (flock(lock, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            close(lock);
+            return tsr_fail(TSR_ERR_IO, "cannot lock %s: %s", lock_path, strerror(errno));
+        }
+    }
+    cJSON *root = NULL;
+    tsr_status st = tsr_db_load(path, &root);
+    if (st == TSR_ERR_CORRUPT) {
+        /* Keep the original aside: never overwrite what a user saved without a copy. */
+        char aside[TSR_PATH_MAX + 64];
+        snprintf(aside, sizeof aside, "%s.damaged-%ld", path, (long)time(NULL));
+        char why[512];
+        tsr_strlcpy(why, tsr_last_error(), sizeof why);
+        if (rename(path, aside) != 0) {
+            st = tsr_fail(TSR_ERR_IO, "%s, and it could not be moved aside to %s: %s", why, aside, strerror(errno));
+            goto out;
+        }
+        tsr_warn("%s; moved it to %s and started a new database", why, aside);
+        st = TSR_ERR_NOT_FOUND;
+    }
+    if (st == TSR_ERR_NOT_FOUND) {
+        tsr_clear_error();
+        root = tsr_db_new();
+        st = root ? TSR_SUCCESS : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    if (st != TSR_SUCCESS) goto out;
+    if ((st = update(root, ctx)) != TSR_SUCCESS) goto out;
+    char *text = cJSON_Print(root);
+    if (!text) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    st = tsr_write_file_atomic(path, text, strlen(text));
+    free(text);
+out:
+    cJSON_Delete(root);
+    flock(lock, LOCK_UN);
+    close(lock);
+    return st;
+}
+
+/* ---- import / export ---- */
+
+static tsr_status merge_update(cJSON *root, void *ctx) {
+    void **args = ctx;
+    *(size_t *)args[1] = tsr_db_merge(root, args[0]);
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_tuning_db_import(const char *db_path, const char *file, size_t *merged) {
+    tsr_clear_diagnostics();
+    if (!file || !merged) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_import: file and merged must be set");
+    *merged = 0;
+    char path[TSR_PATH_MAX];
+    tsr_status st = db_path ? (tsr_strlcpy(path, db_path, sizeof path), TSR_SUCCESS) : tsr_tuning_db_path(path, sizeof path);
+    if (st != TSR_SUCCESS) return st;
+    cJSON *src = NULL;
+    if ((st = tsr_db_load(file, &src)) != TSR_SUCCESS) {
+        if (st == TSR_ERR_NOT_FOUND) tsr_error_append(" (import file)");
+        return st;
+    }
+    void *args[2] = {src, merged};
+    st = tsr_db_update(path, merge_update, args);
+    cJSON_Delete(src);
+    return st;
+}
+
+tsr_status tsr_tuning_db_export(const char *db_path, const char *file) {
+    tsr_clear_diagnostics();
+    if (!file) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_export: file must be set");
+    char path[TSR_PATH_MAX];
+    tsr_status st = db_path ? (tsr_strlcpy(path, db_path, sizeof path), TSR_SUCCESS) : tsr_tuning_db_path(path, sizeof path);
+    if (st != TSR_SUCCESS) return st;
+    cJSON *root = NULL;
+    if ((st = tsr_db_load(path, &root)) != TSR_SUCCESS) return st;
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    st = tsr_write_file_atomic(file, text, strlen(text));
+    free(text);
+    return st;
+}

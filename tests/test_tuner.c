@@ -1,0 +1,539 @@
+/* The tuner and the tuning database: constraint filtering, a planted wrong-result
+ * configuration, build failures, strategies and budgets, database round trip, merge,
+ * damaged and foreign files, the fallback chain over fake fingerprints, stale
+ * entries, and concurrent writers. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* ---- a planted op: X scales the work, MODE 1 computes a wrong result, MODE 2 does not build ---- */
+
+static const char planted_source[] =
+    "__kernel void planted(__global const float *x, __global float *y) {\n"
+    "    const size_t i = get_global_id(0);\n"
+    "#if MODE == 2\n"
+    "#error planted build failure\n"
+    "#endif\n"
+    "    float v = x[i];\n"
+    "    for (int r = 0; r < X; ++r) v = v * 1.0f;\n"
+    "    y[i] = 2.0f * v + (MODE == 1 ? 1.0f : 0.0f);\n"
+    "}\n";
+
+enum { P_X, P_MODE };
+static const int x_values[] = {1, 2, 3, 4};
+static const int mode_values[] = {0, 1, 2};
+static const tsr_param_def planted_params[] = {{"X", x_values, 4}, {"MODE", mode_values, 3}};
+static const char *const planted_classes[] = {"only", "other", NULL};
+
+static void planted_default(const tsr_device *dev, const char *cls, tsr_config *cfg) {
+    (void)dev;
+    (void)cls;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->values[P_X] = 4; /* correct but the slowest */
+}
+static bool planted_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
+    (void)dev;
+    (void)problem;
+    return cfg->values[P_X] != 3; /* an illegal value: must never be built */
+}
+static void planted_options(const tsr_config *cfg, int variant, char *out, size_t size) {
+    (void)variant;
+    snprintf(out, size, "-DX=%d -DMODE=%d", cfg->values[P_X], cfg->values[P_MODE]);
+}
+
+enum { PLANTED_N = 1 << 14 };
+typedef struct planted_ctx {
+    cl_mem x, y;
+    float host[PLANTED_N];
+} planted_ctx;
+
+static int illegal_builds;
+
+static tsr_status planted_setup(tsr_device *dev, const char *cls, void **out) {
+    (void)cls;
+    planted_ctx *c = calloc(1, sizeof *c);
+    th_fill_uniform(c->host, PLANTED_N, -1, 1);
+    c->x = th_buffer_from(dev, c->host, PLANTED_N);
+    c->y = th_buffer(dev, PLANTED_N);
+    *out = c;
+    return TSR_SUCCESS;
+}
+static tsr_status planted_run(tsr_device *dev, void *vctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
+    planted_ctx *c = vctx;
+    if (cfg->values[P_X] == 3) ++illegal_builds;
+    char options[64];
+    planted_options(cfg, 0, options, sizeof options);
+    cl_program program = NULL;
+    tsr_status st = tsr_program_from_text(dev, "planted", planted_source, strlen(planted_source), options, &program);
+    if (st != TSR_SUCCESS) return st;
+    cl_int err;
+    cl_kernel k = clCreateKernel(program, "planted", &err);
+    clSetKernelArg(k, 0, sizeof c->x, &c->x);
+    clSetKernelArg(k, 1, sizeof c->y, &c->y);
+    size_t global = PLANTED_N;
+    err = clEnqueueNDRangeKernel(tsr_device_queue(dev), k, 1, NULL, &global, NULL, 0, NULL, last);
+    clReleaseKernel(k);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "planted", __FILE__, __LINE__);
+    *first = *last;
+    clRetainEvent(*first);
+    return TSR_SUCCESS;
+}
+static tsr_status planted_check(tsr_device *dev, void *vctx, double *rel_err) {
+    planted_ctx *c = vctx;
+    static float y[PLANTED_N];
+    th_read(dev, c->y, y, PLANTED_N);
+    double num = 0, den = 0;
+    for (int i = 0; i < PLANTED_N; ++i) {
+        double r = 2.0 * c->host[i];
+        num += (y[i] - r) * (y[i] - r);
+        den += r * r;
+    }
+    *rel_err = sqrt(num / den);
+    float nan[1] = {NAN};
+    for (int i = 0; i < PLANTED_N; ++i) y[i] = nan[0];
+    return tsr_upload(dev, c->y, y, PLANTED_N);
+}
+static double planted_flops(const void *ctx) {
+    (void)ctx;
+    return 2.0 * PLANTED_N;
+}
+static void planted_describe(const void *ctx, char *out, size_t size) {
+    (void)ctx;
+    snprintf(out, size, "%d", PLANTED_N);
+}
+static void planted_free(void *vctx) {
+    planted_ctx *c = vctx;
+    clReleaseMemObject(c->x);
+    clReleaseMemObject(c->y);
+    free(c);
+}
+
+static const tsr_op planted_op = {
+    .name = "planted",
+    .source_name = "gemm", /* only hashed, to tell stale entries */
+    .params = planted_params,
+    .nparams = 2,
+    .classes = planted_classes,
+    .default_config = planted_default,
+    .config_ok = planted_ok,
+    .nvariants = 1,
+    .build_options = planted_options,
+    .tuning_setup = planted_setup,
+    .tuning_run = planted_run,
+    .tuning_check = planted_check,
+    .tuning_flops = planted_flops,
+    .tuning_describe = planted_describe,
+    .tuning_free = planted_free,
+};
+
+static tsr_device *dev;
+static char dir[512], db_path[600];
+
+static int setup(void **state) {
+    (void)state;
+    th_tempdir(dir, sizeof dir);
+    snprintf(db_path, sizeof db_path, "%s/tuning.json", dir);
+    setenv("TSR_TUNING_DB", db_path, 1);
+    unsetenv("TSR_CONFIG_GEMM");
+    dev = th_open_device();
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    tsr_device_close(dev);
+    th_remove_tree(dir);
+    return 0;
+}
+
+static cJSON *load(const char *path) {
+    cJSON *root = NULL;
+    TH_ASSERT_OK(tsr_db_load(path, &root));
+    return root;
+}
+
+static void exhaustive_filters_rejects_and_records(void **state) {
+    (void)state;
+    illegal_builds = 0;
+    tsr_tune_options o = {.strategy = TSR_TUNE_EXHAUSTIVE, .budget_seconds = 120, .classes = "only", .seed = 7};
+    tsr_tune_result r[2];
+    size_t n = 0;
+    TH_ASSERT_OK(tsr_tune_op(dev, &planted_op, &o, r, 2, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(illegal_builds, 0);          /* X=3 never compiled */
+    assert_int_equal(r[0].evaluated, 9);          /* 3 legal X values x 3 modes */
+    assert_int_equal(r[0].build_failures, 3);     /* MODE=2 */
+    assert_int_equal(r[0].wrong_results, 3);      /* MODE=1, whatever its speed */
+    TH_ASSERT_CONTAINS(r[0].best_config, "MODE=0");
+    assert_true(r[0].best_gflops > 0);
+    assert_true(r[0].default_gflops > 0);
+    /* The database holds the best, with its provenance. */
+    cJSON *root = load(db_path);
+    cJSON *devs = cJSON_GetObjectItem(root, "devices");
+    assert_int_equal(cJSON_GetArraySize(devs), 1);
+    cJSON *e = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(devs->child, "ops"), "planted"), "only");
+    assert_non_null(e);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "config"), "MODE")->valueint, 0);
+    static const char *const fields[] = {"gflops", "runners_up", "tessera_version", "source_hash", "build_options",
+                                         "date", "problem", "strategy", "evaluations"};
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; ++f)
+        if (!cJSON_GetObjectItem(e, fields[f])) fail_msg("entry lacks %s", fields[f]);
+    cJSON *ru;
+    cJSON_ArrayForEach(ru, cJSON_GetObjectItem(e, "runners_up"))
+        assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(ru, "config"), "MODE")->valueint, 0);
+    cJSON_Delete(root);
+}
+
+static void strategies_respect_budgets(void **state) {
+    (void)state;
+    const tsr_tune_strategy strategies[] = {TSR_TUNE_RANDOM, TSR_TUNE_ANNEAL};
+    for (int s = 0; s < 2; ++s) {
+        tsr_tune_options o = {.strategy = strategies[s], .budget_evaluations = 4, .classes = "only", .seed = 3,
+                              .dry_run = true};
+        tsr_tune_result r[1];
+        size_t n = 0;
+        TH_ASSERT_OK(tsr_tune_op(dev, &planted_op, &o, r, 1, &n));
+        assert_true(r[0].evaluated <= 4);
+        assert_true(r[0].evaluated >= 2);
+        TH_ASSERT_CONTAINS(r[0].best_config, "MODE=0");
+    }
+    assert_int_equal(access(db_path, F_OK), -1); /* dry runs write nothing */
+    /* A time budget ends the search. */
+    tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_seconds = 0.2, .classes = "only", .dry_run = true};
+    tsr_tune_result r[1];
+    size_t n = 0;
+    double t0 = (double)clock() / CLOCKS_PER_SEC;
+    TH_ASSERT_OK(tsr_tune_op(dev, &planted_op, &o, r, 1, &n));
+    (void)t0;
+    assert_true(r[0].seconds < 10.0);
+}
+
+static void bad_options(void **state) {
+    (void)state;
+    tsr_tune_result r[1];
+    size_t n = 0;
+    tsr_tune_options o = {.strategy = (tsr_tune_strategy)99};
+    TH_ASSERT_STATUS(tsr_tune(dev, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "strategy");
+    o = (tsr_tune_options){.budget_seconds = -1};
+    TH_ASSERT_STATUS(tsr_tune(dev, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
+    o = (tsr_tune_options){.classes = "large,nonsense"};
+    TH_ASSERT_STATUS(tsr_tune(dev, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "nonsense");
+    o = (tsr_tune_options){.space = "MWI=3"};
+    TH_ASSERT_STATUS(tsr_tune(dev, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
+    o = (tsr_tune_options){.space = "FOO=1"};
+    TH_ASSERT_STATUS(tsr_tune(dev, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_tune(dev, "nosuchop", &o, r, 1, &n), TSR_ERR_NOT_FOUND);
+    TH_ASSERT_STATUS(tsr_tune(NULL, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
+    tsr_config_info ci;
+    TH_ASSERT_STATUS(tsr_config_lookup(dev, "gemm", "nonsense", &ci), TSR_ERR_NOT_FOUND);
+    TH_ASSERT_STATUS(tsr_config_lookup(dev, "nosuchop", NULL, &ci), TSR_ERR_NOT_FOUND);
+}
+
+/* ---- a database over fake fingerprints ---- */
+
+static void add_entry(cJSON *root, const char *key, const char *platform, const char *vendor, const char *name,
+                      const char *driver, const char *type, const char *cls, int mwi, double gflops, const char *hash,
+                      const char *date) {
+    cJSON *devs = cJSON_GetObjectItem(root, "devices");
+    cJSON *d = cJSON_GetObjectItem(devs, key);
+    if (!d) {
+        d = cJSON_AddObjectToObject(devs, key);
+        cJSON_AddStringToObject(d, "platform", platform);
+        cJSON_AddStringToObject(d, "vendor", vendor);
+        cJSON_AddStringToObject(d, "name", name);
+        cJSON_AddStringToObject(d, "driver", driver);
+        cJSON_AddStringToObject(d, "opencl_c", tsr_device_get_info(dev)->opencl_c_version);
+        cJSON_AddStringToObject(d, "type", type);
+        cJSON_AddObjectToObject(cJSON_AddObjectToObject(d, "ops"), "gemm");
+    }
+    cJSON *gemm = cJSON_GetObjectItem(cJSON_GetObjectItem(d, "ops"), "gemm");
+    cJSON *e = cJSON_CreateObject();
+    cJSON *c = cJSON_AddObjectToObject(e, "config");
+    const char *names[] = {"MWI", "VW", "NVW", "KU", "WGM", "WGN", "KWG", "SA", "SB", "PACKA", "PACKB"};
+    const int values[] = {mwi, 8, 1, 2, 1, 1, 8, 0, 0, 1, 1};
+    for (int i = 0; i < 11; ++i) cJSON_AddNumberToObject(c, names[i], values[i]);
+    cJSON_AddNumberToObject(e, "gflops", gflops);
+    cJSON_AddStringToObject(e, "source_hash", hash);
+    cJSON_AddStringToObject(e, "date", date);
+    cJSON_AddStringToObject(e, "problem", "test");
+    if (cJSON_GetObjectItem(gemm, cls)) cJSON_ReplaceItemInObject(gemm, cls, e);
+    else cJSON_AddItemToObject(gemm, cls, e);
+}
+
+static void write_db(cJSON *root, const char *path) {
+    char *text = cJSON_Print(root);
+    th_write_file(path, text, strlen(text));
+    free(text);
+}
+
+static tsr_config_info lookup_fresh(const char *cls) {
+    tsr_device_close(dev);
+    dev = th_open_device();
+    tsr_config_info ci;
+    TH_ASSERT_OK(tsr_config_lookup(dev, "gemm", cls, &ci));
+    return ci;
+}
+
+static void fallback_chain(void **state) {
+    (void)state;
+    const tsr_device_info *i = tsr_device_get_info(dev);
+    char hash[17];
+    TH_ASSERT_OK(tsr_source_hash("gemm", hash));
+    const char *type = tsr_device_type_str(i->type);
+    cJSON *root = tsr_db_new();
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "large", 2, 10, hash, "2026-01-01");
+    add_entry(root, "otherdriver", i->platform_name, i->vendor, i->name, "0.9-old", type, "large", 4, 20, hash, "2026-01-01");
+    add_entry(root, "sibling", "Some Platform", i->vendor, "a sibling device", "1.0", type, "large", 8, 30, hash, "2026-01-01");
+    add_entry(root, "stranger", "Other", "OtherVendor", "x", "1", type, "large", 6, 99, hash, "2026-01-01");
+    write_db(root, db_path);
+    tsr_config_info ci = lookup_fresh("large");
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED);
+    TH_ASSERT_CONTAINS(ci.config, "MWI=2");
+    TH_ASSERT_CONTAINS(ci.origin, db_path);
+
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(root, "devices"), "exact");
+    write_db(root, db_path);
+    ci = lookup_fresh("large");
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED_OTHER_DRIVER);
+    TH_ASSERT_CONTAINS(ci.config, "MWI=4");
+    TH_ASSERT_CONTAINS(ci.origin, "0.9-old");
+
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(root, "devices"), "otherdriver");
+    write_db(root, db_path);
+    ci = lookup_fresh("large");
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED_SAME_VENDOR);
+    TH_ASSERT_CONTAINS(ci.origin, "a sibling device");
+
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(root, "devices"), "sibling");
+    write_db(root, db_path);
+    ci = lookup_fresh("large");
+    assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || ci.source == TSR_CONFIG_BUILTIN_DEFAULT);
+
+    /* Nearest class: batched falls back to a tuned small entry. */
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "small", 2, 10, hash, "2026-01-01");
+    write_db(root, db_path);
+    ci = lookup_fresh("batched");
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED);
+    assert_string_equal(ci.used_class, "small");
+    assert_string_equal(ci.problem_class, "batched");
+
+    /* The environment wins over everything, and says so. */
+    setenv("TSR_CONFIG_GEMM", "MWI=1", 1);
+    ci = lookup_fresh("small");
+    assert_int_equal(ci.source, TSR_CONFIG_ENV_OVERRIDE);
+    TH_ASSERT_CONTAINS(ci.config, "MWI=1");
+    unsetenv("TSR_CONFIG_GEMM");
+    /* tsr_sgemm_plan names the class of a shape. */
+    TH_ASSERT_OK(tsr_sgemm_plan(dev, 2048, 8, 512, 1, &ci));
+    assert_string_equal(ci.problem_class, "small-n");
+    TH_ASSERT_OK(tsr_sgemm_plan(dev, 64, 64, 64, 10, &ci));
+    assert_string_equal(ci.problem_class, "batched");
+    cJSON_Delete(root);
+}
+
+static void stale_entries_are_passed_over(void **state) {
+    (void)state;
+    const tsr_device_info *i = tsr_device_get_info(dev);
+    char hash[17];
+    TH_ASSERT_OK(tsr_source_hash("gemm", hash));
+    const char *type = tsr_device_type_str(i->type);
+    cJSON *root = tsr_db_new();
+    /* Tuned for an older kernel source on this exact device and driver... */
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "large", 2, 50,
+              "0123456789abcdef", "2025-01-01");
+    write_db(root, db_path);
+    tsr_config_info ci = lookup_fresh("large");
+    assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || ci.source == TSR_CONFIG_BUILTIN_DEFAULT);
+    TH_ASSERT_CONTAINS(ci.origin, "kernel source changed");
+    /* ...while a current entry for the same device under another driver is used, and named. */
+    add_entry(root, "otherdriver", i->platform_name, i->vendor, i->name, "0.9-old", type, "large", 4, 20, hash, "2026-01-01");
+    write_db(root, db_path);
+    ci = lookup_fresh("large");
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED_OTHER_DRIVER);
+    TH_ASSERT_CONTAINS(ci.origin, "kernel source changed");
+    /* An entry whose configuration is outside this build's space is passed over too. */
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(root, "devices"), "otherdriver");
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "large", 3, 50, hash, "2026-01-01");
+    write_db(root, db_path);
+    ci = lookup_fresh("large");
+    assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || ci.source == TSR_CONFIG_BUILTIN_DEFAULT);
+    TH_ASSERT_CONTAINS(ci.origin, "outside the parameter space");
+    cJSON_Delete(root);
+}
+
+static void damaged_files(void **state) {
+    (void)state;
+    static const struct { const char *text, *reason; } cases[] = {
+        {"{\"format\": \"tessera-tuning-db\", \"schema_version\": 1, \"devi", "not valid JSON"},
+        {"{\"hello\": 1}", "not a tessera tuning database"},
+        {"{\"format\": \"tessera-tuning-db\", \"schema_version\": 99, \"devices\": {}}", "schema version 99"},
+        {"{\"format\": \"tessera-tuning-db\", \"schema_version\": 1, \"devices\": {\"d\": {\"platform\": 1}}}", "lacks"},
+        {"{\"format\": \"tessera-tuning-db\", \"schema_version\": 1, \"devices\": {}} trailing", "not valid JSON"},
+        {"", "not valid JSON"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        th_write_file(db_path, cases[c].text, strlen(cases[c].text));
+        /* Lookups ignore it and say why. */
+        tsr_device_close(dev);
+        dev = th_open_device();
+        tsr_config_info ci;
+        TH_ASSERT_OK(tsr_config_lookup(dev, "gemm", "large", &ci));
+        TH_ASSERT_CONTAINS(ci.origin, "unusable");
+        TH_ASSERT_CONTAINS(ci.origin, cases[c].reason);
+        /* A tuner writing to it keeps the original aside, byte for byte. */
+        tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 1, .classes = "only"};
+        TH_ASSERT_OK(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL));
+        TH_ASSERT_CONTAINS(tsr_last_warning(), "moved it to");
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        int asides = 0;
+        while ((e = readdir(d)) != NULL) {
+            if (!strstr(e->d_name, ".damaged-")) continue;
+            ++asides;
+            char path[900], *data = NULL;
+            size_t size = 0;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            TH_ASSERT_OK(tsr_read_file(path, &data, &size));
+            assert_int_equal(size, strlen(cases[c].text));
+            assert_memory_equal(data, cases[c].text, size);
+            free(data);
+            unlink(path);
+        }
+        closedir(d);
+        assert_int_equal(asides, 1);
+        cJSON_Delete(load(db_path)); /* the new file is valid */
+        unlink(db_path);
+    }
+}
+
+static void import_export_merge(void **state) {
+    (void)state;
+    char hash[17];
+    TH_ASSERT_OK(tsr_source_hash("gemm", hash));
+    cJSON *a = tsr_db_new(), *b = tsr_db_new();
+    add_entry(a, "dev1", "P", "V", "one", "1", "GPU", "large", 2, 10, hash, "2026-01-01");
+    add_entry(a, "dev1", "P", "V", "one", "1", "GPU", "small", 2, 50, hash, "2026-01-01");
+    add_entry(b, "dev1", "P", "V", "one", "1", "GPU", "large", 4, 20, hash, "2026-01-02");  /* faster: wins */
+    add_entry(b, "dev1", "P", "V", "one", "1", "GPU", "small", 4, 5, hash, "2026-01-02");   /* slower: loses */
+    add_entry(b, "dev2", "P", "V", "two", "1", "GPU", "large", 8, 1, hash, "2026-01-02");   /* new device */
+    write_db(a, db_path);
+    char other[700], exported[700];
+    snprintf(other, sizeof other, "%s/other.json", dir);
+    snprintf(exported, sizeof exported, "%s/exported.json", dir);
+    write_db(b, other);
+    size_t merged = 0;
+    TH_ASSERT_OK(tsr_tuning_db_import(NULL, other, &merged));
+    assert_int_equal(merged, 2);
+    TH_ASSERT_OK(tsr_tuning_db_export(NULL, exported));
+    cJSON *m = load(exported);
+    cJSON *devs = cJSON_GetObjectItem(m, "devices");
+    assert_int_equal(cJSON_GetArraySize(devs), 2);
+    cJSON *g1 = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(devs, "dev1"), "ops"), "gemm");
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(g1, "large"), "config"), "MWI")->valueint, 4);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(g1, "small"), "config"), "MWI")->valueint, 2);
+    cJSON_Delete(m);
+    /* An entry for a newer kernel source replaces an older one even when slower. */
+    cJSON *c = tsr_db_new();
+    add_entry(c, "dev1", "P", "V", "one", "1", "GPU", "small", 6, 1, "fedcba9876543210", "2027-01-01");
+    write_db(c, other);
+    TH_ASSERT_OK(tsr_tuning_db_import(NULL, other, &merged));
+    assert_int_equal(merged, 1);
+    /* A damaged import file is refused and changes nothing. */
+    th_write_file(other, "{", 1);
+    TH_ASSERT_STATUS(tsr_tuning_db_import(NULL, other, &merged), TSR_ERR_CORRUPT);
+    cJSON *after = load(db_path);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(after, "devices")), 2);
+    cJSON_Delete(after);
+    snprintf(other, sizeof other, "%s/missing.json", dir);
+    TH_ASSERT_STATUS(tsr_tuning_db_import(NULL, other, &merged), TSR_ERR_NOT_FOUND);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    cJSON_Delete(c);
+}
+
+/* Child process: add `count` entries named PREFIX-i, one locked update each. */
+typedef struct child_ctx {
+    const char *prefix;
+    int i;
+} child_ctx;
+
+static tsr_status child_update(cJSON *root, void *vctx) {
+    child_ctx *c = vctx;
+    char key[64];
+    snprintf(key, sizeof key, "%s-%d", c->prefix, c->i);
+    tsr_device_info info;
+    memset(&info, 0, sizeof info);
+    snprintf(info.platform_name, sizeof info.platform_name, "P");
+    snprintf(info.vendor, sizeof info.vendor, "V");
+    snprintf(info.name, sizeof info.name, "%s", key);
+    info.type = TSR_DEVICE_GPU;
+    cJSON *d = tsr_db_device_node(root, &info);
+    usleep(2000); /* widen the read-modify-write window */
+    return d ? TSR_SUCCESS : TSR_ERR_OUT_OF_MEMORY;
+}
+
+static int child_writes(const char *path, const char *prefix, int count) {
+    for (int i = 0; i < count; ++i) {
+        child_ctx c = {prefix, i};
+        if (tsr_db_update(path, child_update, &c) != TSR_SUCCESS) return 1;
+    }
+    return 0;
+}
+
+static void concurrent_writers_lose_nothing(void **state) {
+    (void)state;
+    pid_t pids[3];
+    const char *prefixes[3] = {"alpha", "beta", "gamma"};
+    for (int i = 0; i < 3; ++i) {
+        char *argv[] = {(char *)"test_tuner", (char *)"--child-writes", db_path, (char *)prefixes[i], NULL};
+        assert_int_equal(posix_spawn(&pids[i], "/proc/self/exe", NULL, NULL, argv, environ), 0);
+    }
+    for (int i = 0; i < 3; ++i) {
+        int ws = 0;
+        assert_int_equal(waitpid(pids[i], &ws, 0), pids[i]);
+        assert_true(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    }
+    cJSON *root = load(db_path);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "devices")), 3 * 25);
+    cJSON_Delete(root);
+}
+
+static void builtin_database_is_valid(void **state) {
+    (void)state;
+    cJSON *root = cJSON_Parse(tsr_builtin_tuning_json);
+    assert_non_null(root);
+    char path[700];
+    snprintf(path, sizeof path, "%s/builtin.json", dir);
+    write_db(root, path);
+    cJSON_Delete(root);
+    cJSON_Delete(load(path)); /* passes the same validation as user files */
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "--child-writes") == 0) return child_writes(argv[2], argv[3], 25);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(exhaustive_filters_rejects_and_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(strategies_respect_budgets, setup, teardown),
+        cmocka_unit_test_setup_teardown(bad_options, setup, teardown),
+        cmocka_unit_test_setup_teardown(fallback_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(stale_entries_are_passed_over, setup, teardown),
+        cmocka_unit_test_setup_teardown(damaged_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(import_export_merge, setup, teardown),
+        cmocka_unit_test_setup_teardown(concurrent_writers_lose_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(builtin_database_is_valid, setup, teardown),
+    };
+    return TH_RUN(tests);
+}

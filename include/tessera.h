@@ -266,6 +266,7 @@ typedef struct tsr_tune_options {
     const char *classes;         /* comma-separated classes to tune; NULL: all */
     const char *db_path;         /* NULL: $TSR_TUNING_DB or the default path */
     bool dry_run;                /* measure but do not write the database */
+    const char *log_path;        /* append one JSON line per evaluated candidate (NULL: none) */
     void (*progress)(const tsr_tune_progress *progress, void *user);
     void *user;
 } tsr_tune_options;

@@ -113,6 +113,8 @@ typedef struct evaluated {
 } evaluated;
 
 typedef struct tuning_state {
+    FILE *log;
+    const char *cls;
     tsr_device *dev;
     const tsr_op *op;
     const space *sp;
@@ -151,8 +153,33 @@ static tsr_status timed_run(tuning_state *ts, const tsr_config *cfg, double *sec
     return TSR_SUCCESS;
 }
 
+static void log_candidate(tuning_state *ts, const tsr_config *cfg, const char *outcome, double gflops, double spread) {
+    if (!ts->log) return;
+    char desc[256];
+    tsr_config_format(ts->op, cfg, desc, sizeof desc);
+    fprintf(ts->log, "{\"op\": \"%s\", \"class\": \"%s\", \"config\": \"%s\", \"outcome\": \"%s\", "
+            "\"gflops\": %.3f, \"spread\": %.3f}\n", ts->op->name, ts->cls, desc, outcome, gflops, spread);
+    fflush(ts->log);
+}
+
+static double evaluate_inner(tuning_state *ts, const tsr_config *cfg);
+
 /* Build, run, validate and time one candidate; returns its GFLOP/s (0 when rejected). */
 static double evaluate(tuning_state *ts, const tsr_config *cfg) {
+    int before[4] = {ts->result->build_failures, ts->result->launch_failures, ts->result->wrong_results,
+                     ts->result->abandoned};
+    double g = evaluate_inner(ts, cfg);
+    const char *outcome = g > 0 ? "ok"
+                          : ts->result->build_failures > before[0]  ? "build-failed"
+                          : ts->result->launch_failures > before[1] ? "launch-failed"
+                          : ts->result->wrong_results > before[2]   ? "wrong-result"
+                          : ts->result->abandoned > before[3]       ? "abandoned"
+                                                                    : "failed";
+    log_candidate(ts, cfg, outcome, g, g > 0 ? ts->seen[ts->nseen - 1].spread : 0);
+    return g;
+}
+
+static double evaluate_inner(tuning_state *ts, const tsr_config *cfg) {
     if (ts->nseen == ts->capseen) {
         int cap = ts->capseen ? 2 * ts->capseen : 64;
         evaluated *grown = realloc(ts->seen, (size_t)cap * sizeof *grown);
@@ -440,6 +467,11 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     class_outcome *outcomes = calloc((size_t)nclasses, sizeof *outcomes);
     if (!outcomes) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     double per_class = opt.budget_seconds / nclasses;
+    FILE *log = NULL;
+    if (opt.log_path && !(log = fopen(opt.log_path, "a"))) {
+        free(outcomes);
+        return tsr_fail(TSR_ERR_IO, "cannot open tuning log %s", opt.log_path);
+    }
     size_t produced = 0;
     for (int c = 0; c < nclasses && st == TSR_SUCCESS; ++c) {
         double class_start = now_s();
@@ -448,7 +480,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         memset(res, 0, sizeof *res);
         tsr_strlcpy(res->op, op->name, sizeof res->op);
         tsr_strlcpy(res->problem_class, classes[c], sizeof res->problem_class);
-        tuning_state ts = {.dev = dev, .op = op, .sp = &sp, .result = res};
+        tuning_state ts = {.log = log, .cls = classes[c], .dev = dev, .op = op, .sp = &sp, .result = res};
         if ((st = op->tuning_setup(dev, classes[c], &ts.ctx)) != TSR_SUCCESS) break;
         ts.flops = op->tuning_flops(ts.ctx);
         op->tuning_describe(ts.ctx, res->problem, sizeof res->problem);
@@ -505,6 +537,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         tsr_tuning_invalidate(dev);
     }
     free(outcomes);
+    if (log) fclose(log);
     if (nresults) *nresults = produced < max_results ? produced : max_results;
     return st;
 }

@@ -27,7 +27,7 @@ static int usage(FILE *out) {
             "                                       gemm sizes: N, MxNxK or B@MxNxK, comma separated\n"
             "  tune [--device SEL] [--op NAME|all] [--budget SECONDS] [--evals N]\n"
             "       [--strategy exhaustive|random|anneal] [--space SPEC|all] [--classes LIST]\n"
-            "       [--seed N] [--dry-run] [--db FILE]\n"
+            "       [--seed N] [--dry-run] [--db FILE] [--log FILE]\n"
             "                                       auto-tune ops on a device into the tuning database\n"
             "  tune --show [--device SEL] [--op NAME|all] [--db FILE]\n"
             "                                       the configuration each op and class uses, and why\n"
@@ -324,12 +324,13 @@ static int cmd_tune(int argc, char **argv) {
         {"classes", required_argument, NULL, 'c'}, {"seed", required_argument, NULL, 'r'},
         {"db", required_argument, NULL, 'D'}, {"dry-run", no_argument, NULL, 'n'},
         {"show", no_argument, NULL, 'w'}, {"export", required_argument, NULL, 'x'},
-        {"import", required_argument, NULL, 'i'}, {"help", no_argument, NULL, 'h'}, {0}};
+        {"import", required_argument, NULL, 'i'}, {"log", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'}, {0}};
     tsr_tune_options to = {0};
     const char *device = NULL, *op = "all", *export_file = NULL, *import_file = NULL;
     int show = 0, c;
     char *end = NULL;
-    while ((c = getopt_long(argc, argv, "d:o:b:e:s:S:c:r:D:nwx:i:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:o:b:e:s:S:c:r:D:nwx:i:l:h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'o': op = optarg; break;
@@ -364,6 +365,7 @@ static int cmd_tune(int argc, char **argv) {
         case 'w': show = 1; break;
         case 'x': export_file = optarg; break;
         case 'i': import_file = optarg; break;
+        case 'l': to.log_path = optarg; break;
         default: return usage(c == 'h' ? stdout : stderr);
         }
     }

@@ -10,7 +10,9 @@
 #include <string.h>
 #include <time.h>
 
-#define TUNE_MAX_RUNS 7        /* timed runs of a candidate that survives its first */
+#define TUNE_MIN_RUNS 5        /* timed runs of a candidate that survives its first... */
+#define TUNE_MAX_RUNS 60       /* ...continued until TUNE_MIN_SECONDS of device time, at most this many */
+#define TUNE_MIN_SECONDS 0.3  /* short problems need many runs for a stable median on a busy machine */
 #define TUNE_ABANDON_FACTOR 3  /* a first run this much slower than the best ends the candidate */
 #define TUNE_TOLERANCE 1e-4    /* relative error above which a result is wrong */
 #define TUNE_KEEP 4            /* best + runners-up stored per class */
@@ -205,7 +207,12 @@ static double evaluate_inner(tuning_state *ts, const tsr_config *cfg) {
         tsr_clear_error();
         return 0;
     }
-    double t[TUNE_MAX_RUNS];
+    double t[TUNE_MAX_RUNS], settle, total = 0;
+    if (timed_run(ts, cfg, &settle) != TSR_SUCCESS) { /* one more untimed run: caches, pages, thread pool */
+        ts->result->launch_failures++;
+        tsr_clear_error();
+        return 0;
+    }
     int n = 0;
     while (n < TUNE_MAX_RUNS) {
         if (timed_run(ts, cfg, &t[n]) != TSR_SUCCESS) {
@@ -213,13 +220,13 @@ static double evaluate_inner(tuning_state *ts, const tsr_config *cfg) {
             tsr_clear_error();
             return 0;
         }
-        ++n;
+        total += t[n++];
         /* Clearly slower than the best after one run: not worth more runs. */
         if (n == 1 && ts->best_time > 0 && t[0] > TUNE_ABANDON_FACTOR * ts->best_time) {
             ts->result->abandoned++;
             return 0;
         }
-        if (n >= 3 && t[0] * n > 0.5) break; /* enough for a median on slow problems */
+        if (n >= TUNE_MIN_RUNS && total >= TUNE_MIN_SECONDS) break;
     }
     qsort(t, (size_t)n, sizeof t[0], compare_doubles);
     double median = (n % 2) ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
@@ -502,13 +509,16 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         /* Measure the default again now that caches and pages are warm: the first measurement
          * of a run can be slow for reasons that have nothing to do with the configuration. */
         if (def_g > 0) {
-            double t[3];
+            double t[TUNE_MAX_RUNS], total = 0;
             int n = 0;
-            for (; n < 3 && timed_run(&ts, &def, &t[n]) == TSR_SUCCESS; ++n) {}
+            while (n < TUNE_MAX_RUNS && (n < TUNE_MIN_RUNS || total < TUNE_MIN_SECONDS) &&
+                   timed_run(&ts, &def, &t[n]) == TSR_SUCCESS)
+                total += t[n++];
             tsr_clear_error();
-            if (n == 3) {
-                qsort(t, 3, sizeof t[0], compare_doubles);
-                res->default_gflops = fmax(def_g, ts.flops / t[1] * 1e-9);
+            if (n >= TUNE_MIN_RUNS) {
+                qsort(t, (size_t)n, sizeof t[0], compare_doubles);
+                double median = (n % 2) ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+                res->default_gflops = ts.flops / median * 1e-9;
             }
         }
         qsort(ts.seen, (size_t)ts.nseen, sizeof *ts.seen, by_gflops_desc);

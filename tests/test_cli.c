@@ -144,6 +144,36 @@ static void bench_rows(void **state) {
     TH_ASSERT_CONTAINS(out, "no benchmark");
 }
 
+static void tune_show_export_import(void **state) {
+    (void)state;
+    char dir[600], env[800], args[1600];
+    th_tempdir(dir, sizeof dir);
+    snprintf(env, sizeof env, "TSR_TUNING_DB=%s/db.json", dir);
+    assert_int_equal(run_cli(env, "tune --show --op gemm", out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "large");
+    TH_ASSERT_CONTAINS(out, "built-in");
+    assert_int_equal(run_cli(env, "tune --op gemm --classes small --evals 2 --seed 5", out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "small");
+    TH_ASSERT_CONTAINS(out, "saved to");
+    assert_int_equal(run_cli(env, "tune --show --op gemm", out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "tuned on this device");
+    snprintf(args, sizeof args, "tune --export %s/out.json", dir);
+    assert_int_equal(run_cli(env, args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "tune --import %s/out.json --db %s/db2.json", dir, dir);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "merged 1 entries");
+    snprintf(args, sizeof args, "tune --import %s/missing.json", dir);
+    assert_int_equal(run_cli(env, args, out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "missing.json");
+    assert_int_equal(run_cli(env, "tune --strategy sideways", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "unknown strategy");
+    assert_int_equal(run_cli(env, "tune --op nosuchop", out, sizeof out), 2);
+    assert_int_equal(run_cli(env, "tune --budget 0", out, sizeof out), 2);
+    assert_int_equal(run_cli(env, "tune --op gemm --classes bogus", out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "bogus");
+    th_remove_tree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(devices_json_lists_pocl),
@@ -152,6 +182,7 @@ int main(void) {
         cmocka_unit_test(failures_have_clear_messages),
         cmocka_unit_test(demo_and_build_binaries),
         cmocka_unit_test(bench_rows),
+        cmocka_unit_test(tune_show_export_import),
     };
     return TH_RUN(tests);
 }

@@ -27,7 +27,7 @@ static const tsr_param_def gemm_params[GEMM_NPARAMS] = {
 /* Variant bits: the transpositions, which a launch adds to the configuration. */
 enum { VARIANT_TA = 1, VARIANT_TB = 2, GEMM_NVARIANTS = 4 };
 
-static const char *const gemm_classes[] = {"large", "small", "small-m", "small-n", "batched", NULL};
+static const char *const gemm_classes[] = {"large", "medium", "small", "small-m", "small-n", "batched", NULL};
 
 static void set_config(tsr_config *cfg, int mwi, int vw, int nvw, int ku, int wgm, int wgn, int kwg, int sa, int sb,
                        int packa, int packb) {
@@ -45,6 +45,7 @@ static void gemm_default_config(const tsr_device *dev, const char *cls, tsr_conf
         if (strcmp(cls, "small-n") == 0) set_config(cfg, 6, 8, 1, 4, 1, 1, 8, 0, 0, 0, 1);       /* A is large: stream it */
         else if (strcmp(cls, "small-m") == 0) set_config(cfg, 8, 16, 1, 4, 1, 1, 8, 0, 0, 1, 0); /* B is large */
         else if (strcmp(cls, "small") == 0) set_config(cfg, 6, 16, 1, 4, 1, 1, 8, 0, 0, 0, 0);   /* packing costs more than it saves */
+        else if (strcmp(cls, "medium") == 0) set_config(cfg, 6, 16, 1, 4, 1, 1, 8, 0, 0, 1, 1);
         else set_config(cfg, 6, 16, 1, 4, 1, 1, 8, 0, 0, 1, 1);
     } else {
         /* GPUs and others: 16x16 work-groups sharing 64x64 tiles staged in local memory. */
@@ -106,7 +107,9 @@ static const char *gemm_problem_class(const void *problem) {
     if (p->batch > 1) return "batched";
     if (p->n <= 16) return "small-n";
     if (p->m <= 16) return "small-m";
-    if ((double)p->m * p->n * p->k <= 128.0 * 128 * 128) return "small";
+    double volume = (double)p->m * p->n * p->k;
+    if (volume <= 128.0 * 128 * 128) return "small";
+    if (volume <= 512.0 * 512 * 512) return "medium"; /* the panels still fit in L2: packing matters less */
     return "large";
 }
 
@@ -405,8 +408,14 @@ static const char *gemm_tuning_space(const tsr_device *dev) {
 typedef struct gemm_tuning {
     gemm_problem p;
     float *host_c;
-    double *ref;
+    double *ref;     /* C in double, or for large problems (A (B t)) for TUNING_PROBES probe vectors t */
+    double *probes;  /* the probe vectors (n each), NULL when ref is the whole C */
 } gemm_tuning;
+
+/* Above this many multiply-adds the check compares C t with A (B t) for random probe vectors
+ * t: O(n^2) instead of O(n^3), and any wrong or unwritten (NaN) element still shows. */
+#define TUNING_EXACT_LIMIT (1u << 27)
+#define TUNING_PROBES 2
 
 static void gemm_tuning_free(void *ctx) {
     gemm_tuning *t = ctx;
@@ -416,13 +425,14 @@ static void gemm_tuning_free(void *ctx) {
     if (t->p.c) clReleaseMemObject(t->p.c);
     free(t->host_c);
     free(t->ref);
+    free(t->probes);
     free(t);
 }
 
 static tsr_status gemm_tuning_setup(tsr_device *dev, const char *cls, void **out) {
     static const struct { const char *cls; size_t batch, m, n, k; } problems[] = {
-        {"large", 1, 512, 512, 512}, {"small", 1, 96, 96, 96}, {"small-m", 1, 8, 2048, 1024},
-        {"small-n", 1, 2048, 8, 1024}, {"batched", 32, 96, 96, 96},
+        {"large", 1, 1024, 1024, 1024}, {"medium", 1, 256, 256, 256}, {"small", 1, 96, 96, 96},
+        {"small-m", 1, 8, 4096, 2048},  {"small-n", 1, 4096, 8, 2048},  {"batched", 32, 96, 96, 96},
     };
     size_t i = 0;
     while (i < sizeof problems / sizeof problems[0] && strcmp(problems[i].cls, cls) != 0) ++i;
@@ -436,25 +446,52 @@ static tsr_status gemm_tuning_setup(tsr_device *dev, const char *cls, void **out
     p->a_stride = p->m * p->k; p->b_stride = p->k * p->n; p->c_stride = p->m * p->n;
     size_t na = p->batch * p->a_stride, nb = p->batch * p->b_stride, nc = p->batch * p->c_stride;
     float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
+    bool exact = (double)p->batch * p->m * p->n * p->k <= TUNING_EXACT_LIMIT;
     t->host_c = malloc(nc * sizeof(float));
-    t->ref = malloc(nc * sizeof(double));
+    t->ref = malloc((exact ? nc : TUNING_PROBES * p->batch * p->m) * sizeof(double));
+    if (!exact) t->probes = malloc(TUNING_PROBES * p->n * sizeof(double));
     tsr_status status = TSR_SUCCESS;
     cl_int err;
-    if (!a || !b || !t->host_c || !t->ref) {
+    if (!a || !b || !t->host_c || !t->ref || (!exact && !t->probes)) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
     uint64_t seed = (uint64_t)time(NULL) ^ 0x9E3779B97F4A7C15ull; /* fresh inputs every tuning run */
     for (size_t j = 0; j < na; ++j) a[j] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
     for (size_t j = 0; j < nb; ++j) b[j] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
-    for (size_t bi = 0; bi < p->batch; ++bi)
-        for (size_t r = 0; r < p->m; ++r)
-            for (size_t c = 0; c < p->n; ++c) {
-                double s = 0;
-                for (size_t l = 0; l < p->k; ++l)
-                    s += (double)a[bi * p->a_stride + r * p->k + l] * b[bi * p->b_stride + l * p->n + c];
-                t->ref[bi * p->c_stride + r * p->n + c] = s;
+    if (exact) {
+        for (size_t bi = 0; bi < p->batch; ++bi)
+            for (size_t r = 0; r < p->m; ++r)
+                for (size_t c = 0; c < p->n; ++c) {
+                    double s = 0;
+                    for (size_t l = 0; l < p->k; ++l)
+                        s += (double)a[bi * p->a_stride + r * p->k + l] * b[bi * p->b_stride + l * p->n + c];
+                    t->ref[bi * p->c_stride + r * p->n + c] = s;
+                }
+    } else {
+        double *bt = malloc(p->k * sizeof *bt);
+        if (!bt) {
+            status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+            goto out;
+        }
+        for (size_t j = 0; j < TUNING_PROBES * p->n; ++j)
+            t->probes[j] = (double)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0 - 0.5;
+        for (size_t bi = 0; bi < p->batch; ++bi)
+            for (int q = 0; q < TUNING_PROBES; ++q) {
+                const double *tv = t->probes + (size_t)q * p->n;
+                for (size_t l = 0; l < p->k; ++l) {
+                    double s = 0;
+                    for (size_t c = 0; c < p->n; ++c) s += (double)b[bi * p->b_stride + l * p->n + c] * tv[c];
+                    bt[l] = s;
+                }
+                for (size_t r = 0; r < p->m; ++r) {
+                    double s = 0;
+                    for (size_t l = 0; l < p->k; ++l) s += (double)a[bi * p->a_stride + r * p->k + l] * bt[l];
+                    t->ref[(bi * TUNING_PROBES + (size_t)q) * p->m + r] = s;
+                }
             }
+        free(bt);
+    }
     p->a = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, na * sizeof(float), a, &err);
     TSR_CL_CHECK(err, out);
     p->b = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nb * sizeof(float), b, &err);
@@ -484,10 +521,25 @@ static tsr_status gemm_tuning_check(tsr_device *dev, void *ctx, double *rel_err)
     tsr_status status = tsr_download(dev, t->p.c, t->host_c, nc);
     if (status != TSR_SUCCESS) return status;
     double num = 0, den = 0;
-    for (size_t j = 0; j < nc; ++j) {
-        double d = t->host_c[j] - t->ref[j];
-        num += d * d;
-        den += t->ref[j] * t->ref[j];
+    if (!t->probes) {
+        for (size_t j = 0; j < nc; ++j) {
+            double d = t->host_c[j] - t->ref[j];
+            num += d * d;
+            den += t->ref[j] * t->ref[j];
+        }
+    } else {
+        const gemm_problem *p = &t->p;
+        for (size_t bi = 0; bi < p->batch; ++bi)
+            for (int q = 0; q < TUNING_PROBES; ++q)
+                for (size_t r = 0; r < p->m; ++r) {
+                    const float *row = t->host_c + bi * p->c_stride + r * p->n;
+                    const double *tv = t->probes + (size_t)q * p->n;
+                    double got = 0;
+                    for (size_t c = 0; c < p->n; ++c) got += (double)row[c] * tv[c];
+                    double ref = t->ref[(bi * TUNING_PROBES + (size_t)q) * p->m + r];
+                    num += (got - ref) * (got - ref);
+                    den += ref * ref;
+                }
     }
     *rel_err = isnan(num) ? INFINITY : sqrt(num / den);
     /* Poison again, so the next candidate cannot pass on this one's output. */

@@ -259,7 +259,7 @@ typedef struct tsr_tune_progress {
 
 typedef struct tsr_tune_options {
     tsr_tune_strategy strategy;  /* 0: anneal */
-    double budget_seconds;       /* for the whole op, split evenly over its classes; 0: 105 s */
+    double budget_seconds;       /* for the whole op, split evenly over its classes; 0: 96 s */
     int budget_evaluations;      /* per class; 0: no limit besides time */
     uint64_t seed;               /* 0: from the clock */
     const char *space;           /* restrict the space, e.g. "MWI=4,6 VW=8,16"; NULL: the op's space */

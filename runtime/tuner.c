@@ -474,7 +474,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         return tsr_fail(TSR_ERR_INVALID_ARG, "unknown tuning strategy %d", (int)opt.strategy);
     if (!(opt.budget_seconds >= 0) || opt.budget_evaluations < 0)
         return tsr_fail(TSR_ERR_INVALID_ARG, "tuning budgets must not be negative");
-    if (opt.budget_seconds == 0) opt.budget_seconds = 105; /* with setup and overheads, within two minutes */
+    if (opt.budget_seconds == 0) opt.budget_seconds = 96; /* with setup, duels and overheads, within two minutes */
     if (!op->tuning_setup) return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s cannot be tuned", op->name);
     /* By default only the part of the space the op deems worth it on this device; "all": everything. */
     const char *restrict_to = opt.space;
@@ -542,8 +542,8 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         }
         qsort(ts.seen, (size_t)ts.nseen, sizeof *ts.seen, by_score_desc);
         /* Final duel, with warm caches: the best candidate against the default, measured in
-         * alternation so both see the same machine. The default wins ties, so a tuned entry is
-         * only stored when it beats the default side by side. */
+         * alternation so both see the same machine. The default wins ties, so a tuned entry
+         * differs from the default only when it beats it side by side. */
         if (ts.nseen > 0 && ts.seen[0].score > 0 && def_g > 0) {
             int best_idx = 0, def_idx = -1;
             for (int i = 0; i < ts.nseen; ++i)
@@ -551,13 +551,14 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
             double dg[2] = {0, 0}, dq[2] = {0, 0};
             if (def_idx != 0) duel(&ts, &ts.seen[best_idx].config, &def, dg, dq);
             else res->default_gflops = ts.seen[0].gflops; /* the default is the best: nothing to compare */
-            if (dq[1] >= dq[0] && def_idx > 0) { /* the default is really the best: move it first */
+            /* The duel alternates runs, so both medians see the same machine: decide on them. */
+            if (dg[1] >= dg[0] && def_idx > 0) { /* the default is really the best: move it first */
                 evaluated d = ts.seen[def_idx];
                 memmove(&ts.seen[1], &ts.seen[0], (size_t)def_idx * sizeof d);
                 ts.seen[0] = d;
             }
             if (dq[0] > 0 && dq[1] > 0) {
-                bool default_won = dq[1] >= dq[0] || def_idx == 0;
+                bool default_won = dg[1] >= dg[0] || def_idx == 0;
                 ts.seen[0].gflops = default_won ? dg[1] : dg[0];
                 ts.seen[0].score = default_won ? dq[1] : dq[0];
                 res->default_gflops = dg[1];

@@ -506,6 +506,7 @@ void tsr_device_close(tsr_device *device) {
     if (!device) return;
     if (device->queue) clFinish(device->queue);
     tsr_workspace_release(device);
+    tsr_tuning_invalidate(device); /* frees the parsed tuning database */
     tsr_cache_release(device);
     pthread_mutex_destroy(&device->lock);
     free_device(device);

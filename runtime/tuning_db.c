@@ -305,10 +305,13 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     char notes[512] = "";
     if (dev->tuning_db_warning[0]) add_note(notes, sizeof notes, "%s", dev->tuning_db_warning);
     const char *classes[2] = {cls, op->nearest_class ? op->nearest_class(cls) : NULL};
+    /* TSR_BUILTIN_TUNING=off: ignore the tuned entries shipped in the library. */
+    const char *builtin_env = getenv("TSR_BUILTIN_TUNING");
+    const cJSON *builtin = (builtin_env && strcmp(builtin_env, "off") == 0) ? NULL : builtin_db;
     bool done = false;
     for (int c = 0; c < 2 && !done && classes[c]; ++c)
         done = try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
-               try_db(dev, op, builtin_db, true, classes[c], hash, cfg, &found, notes, sizeof notes);
+               try_db(dev, op, builtin, true, classes[c], hash, cfg, &found, notes, sizeof notes);
     if (!done) {
         op->default_config(dev, cls, cfg);
         found.source = TSR_CONFIG_BUILTIN_DEFAULT;

@@ -289,7 +289,7 @@ static tsr_config_info lookup_fresh(const char *cls) {
 
 static void fallback_chain(void **state) {
     (void)state;
-    const tsr_device_info *i = tsr_device_get_info(dev);
+    const tsr_device_info info = *tsr_device_get_info(dev), *i = &info; /* dev is reopened below */
     char hash[17];
     TH_ASSERT_OK(tsr_source_hash("gemm", hash));
     const char *type = tsr_device_type_str(i->type);
@@ -322,13 +322,17 @@ static void fallback_chain(void **state) {
     ci = lookup_fresh("large");
     assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || ci.source == TSR_CONFIG_BUILTIN_DEFAULT);
 
-    /* Nearest class: batched falls back to a tuned small entry. */
+    /* Nearest class: batched falls back to a tuned small entry (with no built-in entry in the way). */
+    setenv("TSR_BUILTIN_TUNING", "off", 1);
     add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "small", 2, 10, hash, "2026-01-01");
     write_db(root, db_path);
     ci = lookup_fresh("batched");
     assert_int_equal(ci.source, TSR_CONFIG_TUNED);
     assert_string_equal(ci.used_class, "small");
     assert_string_equal(ci.problem_class, "batched");
+    unsetenv("TSR_BUILTIN_TUNING");
+    ci = lookup_fresh("batched"); /* this machine's built-in batched entry (if any) comes before the nearest class */
+    assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || strcmp(ci.used_class, "small") == 0);
 
     /* The environment wins over everything, and says so. */
     setenv("TSR_CONFIG_GEMM", "MWI=1", 1);
@@ -346,7 +350,7 @@ static void fallback_chain(void **state) {
 
 static void stale_entries_are_passed_over(void **state) {
     (void)state;
-    const tsr_device_info *i = tsr_device_get_info(dev);
+    const tsr_device_info info = *tsr_device_get_info(dev), *i = &info; /* dev is reopened below */
     char hash[17];
     TH_ASSERT_OK(tsr_source_hash("gemm", hash));
     const char *type = tsr_device_type_str(i->type);

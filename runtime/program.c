@@ -34,6 +34,8 @@ typedef struct entry_header {
 
 struct tsr_program_entry {
     char *key_text;
+    const char *embedded_text; /* the embedded source it was built from, NULL otherwise */
+    char *options;
     cl_program program;
     tsr_program_entry *next;
 };
@@ -139,6 +141,7 @@ void tsr_cache_release(tsr_device *dev) {
         tsr_program_entry *next = e->next;
         clReleaseProgram(e->program);
         free(e->key_text);
+        free(e->options);
         free(e);
         e = next;
     }
@@ -372,22 +375,36 @@ static void store_in_cache(tsr_device *dev, const char *key_text, cl_program pro
     tsr_clear_error(); /* a cache write failure is a warning only */
 }
 
-static tsr_status insert_entry(tsr_device *dev, char *key_text, cl_program program) {
+static tsr_status insert_entry(tsr_device *dev, char *key_text, const char *embedded_text, const char *options,
+                               cl_program program) {
     tsr_program_entry *e = calloc(1, sizeof *e);
-    if (!e) {
+    char *opts = strdup(options);
+    if (!e || !opts) {
         clReleaseProgram(program);
         free(key_text);
+        free(e);
+        free(opts);
         return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     }
     e->key_text = key_text;
+    e->embedded_text = embedded_text;
+    e->options = opts;
     e->program = program;
     e->next = dev->programs;
     dev->programs = e;
     return TSR_SUCCESS;
 }
 
+static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char *text, size_t length,
+                                  const char *options, bool embedded, cl_program *program);
+
 tsr_status tsr_program_from_text(tsr_device *dev, const char *label, const char *text, size_t length,
                                  const char *options, cl_program *program) {
+    return lookup_or_build(dev, label, text, length, options, false, program);
+}
+
+static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char *text, size_t length,
+                                  const char *options, bool embedded, cl_program *program) {
     if (!dev || !label || !text || !program)
         return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_program_from_text: NULL argument");
     if (!options) options = "";
@@ -443,7 +460,7 @@ tsr_status tsr_program_from_text(tsr_device *dev, const char *label, const char 
         dev->builds++;
         if (dev->persistent) store_in_cache(dev, key_text, p);
     }
-    status = insert_entry(dev, key_text, p);
+    status = insert_entry(dev, key_text, embedded ? text : NULL, options, p);
     key_text = NULL;
     if (status == TSR_SUCCESS) *program = p;
 done:
@@ -457,7 +474,22 @@ tsr_status tsr_program_get(tsr_device *dev, const char *source_name, const char 
     const char *text = NULL;
     size_t length = 0;
     tsr_status st = load_source(source_name, &owned, &text, &length);
-    if (st == TSR_SUCCESS) st = tsr_program_from_text(dev, source_name, text, length, options, program);
+    if (st != TSR_SUCCESS) return st;
+    if (!owned) {
+        /* Embedded sources never change within a process: a launch that finds its program by
+         * source and options skips hashing the source and building the key (the hot path). */
+        pthread_mutex_lock(&dev->lock);
+        for (tsr_program_entry *e = dev->programs; e; e = e->next) {
+            if (e->embedded_text == text && strcmp(e->options, options) == 0) {
+                dev->memory_hits++;
+                *program = e->program;
+                pthread_mutex_unlock(&dev->lock);
+                return TSR_SUCCESS;
+            }
+        }
+        pthread_mutex_unlock(&dev->lock);
+    }
+    st = lookup_or_build(dev, source_name, text, length, options, owned == NULL, program);
     free(owned);
     return st;
 }

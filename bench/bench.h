@@ -43,8 +43,10 @@ typedef struct bench_options {
     double budget_s;     /* timing budget per row */
     bool peers;          /* run CLBlast / OpenBLAS too */
     bool quiet;
+    const char *part;    /* an op's part of its benchmark (gelu: "elementwise", "epilogue"), NULL: all */
 } bench_options;
 
 tsr_status bench_gemm(tsr_device *device, const bench_options *options, bench_report *report);
+tsr_status bench_gelu(tsr_device *device, const bench_options *options, bench_report *report);
 
 #endif

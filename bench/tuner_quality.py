@@ -9,7 +9,8 @@ Scores are GFLOP/s from each candidate's 25th-percentile time (what the tuner
 ranks by). Reports best-found / exhaustive-best, judged on the exhaustive run's own
 measurements of the configuration each strategy picked (so timing noise between
 runs does not decide the score), and on the strategy's own measurement.
-Usage: bench/tuner_quality.py [--build DIR] [--seeds N] [--class CLS] [--space SPEC]"""
+Usage: bench/tuner_quality.py [--build DIR] [--seeds N] [--class CLS] [--space SPEC]
+       [--strategies random,anneal,climb] [--rounds N]"""
 import argparse
 import json
 import os
@@ -51,6 +52,8 @@ def main():
     ap.add_argument('--seeds', type=int, default=5)
     ap.add_argument('--class', dest='cls', default='large')
     ap.add_argument('--space', default=DEFAULT_SPACE)
+    ap.add_argument('--strategies', default='random,anneal,climb')
+    ap.add_argument('--rounds', type=int, default=5, help='interleaved re-timing rounds')
     ap.add_argument('--shape', default='1024', help='the tuning problem of the class, for re-timing')
     args = ap.parse_args()
     exe = os.path.join(args.build, 'tools', 'tessera')
@@ -66,7 +69,8 @@ def main():
     print('exhaustive: %d legal configurations, best %.1f GFLOP/s (%s)' % (size, best, best_cfg))
     print()
     picks = {}
-    for strategy in ('random', 'anneal'):
+    strategies = args.strategies.split(',')
+    for strategy in strategies:
         for frac in (0.05, 0.10, 0.20):
             evals = max(2, round(size * frac))
             for seed in range(1, args.seeds + 1):
@@ -75,16 +79,16 @@ def main():
                 picks[(strategy, frac, seed)] = max(ok, key=lambda r: r['gflops_q25'])
     top5 = sorted(table, key=table.get, reverse=True)[:5]
     configs = sorted(set(top5) | {p['config'] for p in picks.values()})
-    timed = retime(exe, configs, args.shape)
+    timed = retime(exe, configs, args.shape, args.rounds)
     best_retimed = max(timed.values())
-    print('re-timed %d configurations (the exhaustive top 5 and every pick), 3 interleaved rounds of '
+    print('re-timed %d configurations (the exhaustive top 5 and every pick), %d interleaved rounds of '
           '`tessera bench gemm --sizes %s`: best %.1f GFLOP/s (%s)' % (
-              len(configs), args.shape, best_retimed, max(timed, key=timed.get)))
+              len(configs), args.rounds, args.shape, best_retimed, max(timed, key=timed.get)))
     print()
     print('| strategy | budget | evaluations | re-timed pick / re-timed best (median; min over %d seeds) '
           '| exhaustive-run score of the pick / exhaustive best (median) |' % args.seeds)
     print('|---|---:|---:|---:|---:|')
-    for strategy in ('random', 'anneal'):
+    for strategy in strategies:
         for frac in (0.05, 0.10, 0.20):
             evals = max(2, round(size * frac))
             chosen = [picks[(strategy, frac, seed)] for seed in range(1, args.seeds + 1)]

@@ -18,6 +18,11 @@
 //   PK           k-steps per work-item of the pack kernels
 // Edges: rows of A are clamped (duplicated rows are never stored), columns of B are
 // zero-filled, stores are guarded. beta == 0 never reads C, so NaN in C is overwritten.
+// Epilogue (run-time arguments, so it costs no program variants): before C is written,
+//   C(i,j) <- act(alpha * acc + beta * C(i,j) + bias), bias = bias[j] (bias_axis 1) or
+//   bias[i] (bias_axis 2, the column-major case after the host's transposition) or 0,
+//   act as in activation.cl.
+#include "activation.cl"
 #ifndef MWI
 #define MWI 6
 #endif
@@ -75,6 +80,13 @@ typedef float floatv;
 typedef CAT(float, VW) floatv;
 #define VLOAD(p) CAT(vload, VW)(0, (p))
 #define VSTORE(v, p) CAT(vstore, VW)((v), 0, (p))
+#endif
+TSR_DEFINE_ACTIVATIONS(float, int)
+#if VW > 1
+TSR_DEFINE_ACTIVATIONS(CAT(float, VW), CAT(int, VW))
+#define activate_floatv CAT(activate_, CAT(float, VW))
+#else
+#define activate_floatv activate_float
 #endif
 
 // ---------------------------------------------------------------- packing
@@ -164,7 +176,9 @@ __kernel void pack_b(const int N, const int K, __global const float *B, const ul
 __kernel void gemm(const int M, const int N, const int K, const float alpha, const float beta,
                    __global const float *A, const ulong a_off, const int lda, const ulong a_stride,
                    __global const float *B, const ulong b_off, const int ldb, const ulong b_stride,
-                   __global float *C, const ulong c_off, const int ldc, const ulong c_stride) {
+                   __global float *C, const ulong c_off, const int ldc, const ulong c_stride,
+                   __global const float *bias, const ulong bias_off, const ulong bias_stride, const int bias_axis,
+                   const int act) {
     const int it = (int)get_global_id(0), jt = (int)get_global_id(1);
     const size_t batch = get_global_id(2);
     const int i0 = it * MWI, j0 = jt * NWI;
@@ -297,8 +311,10 @@ __kernel void gemm(const int M, const int N, const int K, const float alpha, con
     }
 #endif
 
-    // ---- store alpha * acc + beta * C
+    // ---- store act(alpha * acc + beta * C + bias)
     __global float *cbase = C + c_off + batch * c_stride + (size_t)i0 * ldc + j0;
+    const __global float *bias_row = bias + bias_off + batch * bias_stride + i0; // bias_axis 2
+    const __global float *bias_col = bias + bias_off + batch * bias_stride + j0; // bias_axis 1
     if (j0 + NWI <= N) {
         _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
             if (i0 + m < M) {
@@ -306,6 +322,9 @@ __kernel void gemm(const int M, const int N, const int K, const float alpha, con
                 _Pragma("unroll") for (int v = 0; v < NVW; ++v) {
                     floatv r = alpha * acc[m][v];
                     if (beta != 0.0f) r = fma((floatv)(beta), VLOAD(cp + v * VW), r);
+                    if (bias_axis == 1) r += VLOAD(bias_col + v * VW);
+                    else if (bias_axis == 2) r += bias_row[m];
+                    if (act != TSR_ACT_NONE) r = activate_floatv(r, act);
                     VSTORE(r, cp + v * VW);
                 }
             }
@@ -319,7 +338,12 @@ __kernel void gemm(const int M, const int N, const int K, const float alpha, con
                     VSTORE(acc[m][v], t);
                     for (int e = 0; e < VW; ++e) {
                         const int n = v * VW + e;
-                        if (j0 + n < N) cp[n] = beta != 0.0f ? fma(beta, cp[n], alpha * t[e]) : alpha * t[e];
+                        if (j0 + n < N) {
+                            float r = beta != 0.0f ? fma(beta, cp[n], alpha * t[e]) : alpha * t[e];
+                            if (bias_axis == 1) r += bias_col[n];
+                            else if (bias_axis == 2) r += bias_row[m];
+                            cp[n] = act != TSR_ACT_NONE ? activate_float(r, act) : r;
+                        }
                     }
                 }
             }

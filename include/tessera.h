@@ -198,6 +198,63 @@ TSR_API tsr_status tsr_sgemm_strided_batched(tsr_device *device, tsr_layout layo
                                      cl_mem c, size_t c_offset, size_t ldc, size_t c_stride,
                                      size_t batch_count, cl_command_queue queue, cl_event *event);
 
+/* ------------------------------------------------------------------ activations */
+
+/* Activations for GEMM's epilogue (and later ops' outputs). */
+typedef enum tsr_activation {
+    TSR_ACT_NONE = 0,
+    TSR_ACT_RELU = 1,      /* max(x, 0); NaN stays NaN */
+    TSR_ACT_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch approximate='tanh' */
+    TSR_ACT_GELU_ERF = 3   /* 0.5 x (1 + erf(x / sqrt(2))), PyTorch's default GELU */
+} tsr_activation;
+
+typedef enum tsr_gelu_mode {
+    TSR_GELU_TANH = TSR_ACT_GELU_TANH,
+    TSR_GELU_ERF = TSR_ACT_GELU_ERF
+} tsr_gelu_mode;
+
+/* y[y_offset + i] = GELU(x[x_offset + i]) for i < n, in one pass over memory. In place
+ * (x == y, equal offsets) is allowed; other overlaps are rejected. Both forms are computed
+ * without cancellation or overflow: GELU(+Inf) = +Inf, GELU(-Inf) = -0, GELU(x) = -0 for
+ * x < -20 (the exact value is below fp32's range), NaN propagates. Accuracy against a
+ * double-precision reference: |error| <= 1e-6 * max(1, |x|) (see README). */
+TSR_API tsr_status tsr_gelu(tsr_device *device, tsr_gelu_mode mode, cl_mem x, size_t x_offset, cl_mem y,
+                            size_t y_offset, size_t n, cl_command_queue queue, cl_event *event);
+
+/* The same result the way a naive framework computes it, for comparison: one kernel per
+ * elementary operation (tanh form: x^3, *0.044715, +x, *sqrt(2/pi), tanh, +1, *x, *0.5;
+ * erf form: *1/sqrt(2), erf, +1, *x, *0.5), each intermediate written to a temporary in
+ * global memory. Same arguments and checks as tsr_gelu. */
+TSR_API tsr_status tsr_gelu_unfused(tsr_device *device, tsr_gelu_mode mode, cl_mem x, size_t x_offset, cl_mem y,
+                                    size_t y_offset, size_t n, cl_command_queue queue, cl_event *event);
+
+/* What GEMM applies to each element of C before writing it:
+ *   C <- act(alpha * op(A) * op(B) + beta * C + bias[j])
+ * with j the column of C (in the call's layout), bias[j] = bias buffer at
+ * bias_offset + batch_index * bias_stride + j. A linear layer gelu(x W^T + b) is
+ * tsr_sgemm_ex(..., TSR_NO_TRANS, TSR_TRANS, ..., &(tsr_epilogue){b, 0, 0, TSR_ACT_GELU_TANH}, ...). */
+typedef struct tsr_epilogue {
+    cl_mem bias;            /* NULL: no bias */
+    size_t bias_offset;     /* in floats */
+    size_t bias_stride;     /* per batch entry, in floats; 0 shares one bias vector */
+    tsr_activation activation;
+} tsr_epilogue;
+
+/* tsr_sgemm / tsr_sgemm_strided_batched with an epilogue (NULL: none, the plain call). */
+TSR_API tsr_status tsr_sgemm_ex(tsr_device *device, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
+                                size_t m, size_t n, size_t k, float alpha,
+                                cl_mem a, size_t a_offset, size_t lda,
+                                cl_mem b, size_t b_offset, size_t ldb, float beta,
+                                cl_mem c, size_t c_offset, size_t ldc, const tsr_epilogue *epilogue,
+                                cl_command_queue queue, cl_event *event);
+TSR_API tsr_status tsr_sgemm_strided_batched_ex(tsr_device *device, tsr_layout layout, tsr_transpose trans_a,
+                                                tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha,
+                                                cl_mem a, size_t a_offset, size_t lda, size_t a_stride,
+                                                cl_mem b, size_t b_offset, size_t ldb, size_t b_stride, float beta,
+                                                cl_mem c, size_t c_offset, size_t ldc, size_t c_stride,
+                                                size_t batch_count, const tsr_epilogue *epilogue,
+                                                cl_command_queue queue, cl_event *event);
+
 /* Names of the ops this build provides, NULL-terminated. */
 TSR_API const char *const *tsr_op_names(void);
 
@@ -244,12 +301,14 @@ TSR_API const char *const *tsr_op_classes(const char *op);
 typedef enum tsr_tune_strategy {
     TSR_TUNE_EXHAUSTIVE = 1, /* every legal configuration (small spaces) */
     TSR_TUNE_RANDOM = 2,     /* uniform samples without repetition */
-    TSR_TUNE_ANNEAL = 3      /* simulated annealing from the current best-known configuration */
+    TSR_TUNE_ANNEAL = 3,     /* simulated annealing from the current best-known configuration */
+    TSR_TUNE_CLIMB = 4       /* best-first hill climbing over one-step neighbours from the default */
 } tsr_tune_strategy;
 
 typedef struct tsr_tune_progress {
     const char *op;
     const char *problem_class;
+    const char *unit;        /* of best_gflops: "GFLOP/s", or "GB/s" for memory-bound ops */
     int evaluated;           /* candidates tried in this class */
     int planned;             /* candidates the budget allows (an estimate under a time budget) */
     double best_gflops;
@@ -276,8 +335,9 @@ typedef struct tsr_tune_result {
     char problem_class[32];
     char problem[64];            /* the tuning problem, e.g. "512x512x512" */
     char best_config[256];
-    double best_gflops;
+    double best_gflops;          /* in `unit` */
     double default_gflops;       /* the built-in default on the same problem */
+    char unit[16];               /* "GFLOP/s", or "GB/s" for memory-bound ops (bytes that must move) */
     double best_spread;          /* (max - min) / median of the best candidate's timed runs */
     int evaluated, wrong_results, build_failures, abandoned, launch_failures;
     double seconds;

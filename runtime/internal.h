@@ -61,6 +61,15 @@ struct tsr_op;
 
 typedef struct tsr_program_entry tsr_program_entry;
 
+/* Workspace slots: who uses which scratch buffer. */
+enum tsr_workspace_slot {
+    TSR_WS_PACK_A = 0, /* GEMM's packed A panels */
+    TSR_WS_PACK_B = 1, /* GEMM's packed B panels */
+    TSR_WS_TEMP0 = 2,  /* the unfused GELU baseline's temporaries */
+    TSR_WS_TEMP1 = 3,
+    TSR_WORKSPACE_SLOTS
+};
+
 struct tsr_device {
     tsr_device_info info;
     cl_platform_id platform;
@@ -85,7 +94,7 @@ struct tsr_device {
         cl_mem buffer;
         size_t bytes;
         cl_event last_use;
-    } workspace[2];
+    } workspace[TSR_WORKSPACE_SLOTS];
 
     /* Resolved launch configurations per (op, class), filled on first use (guarded by `lock`);
      * the user's tuning database is parsed once per device. */
@@ -101,7 +110,7 @@ struct tsr_device {
     char tuning_db_warning[512];
 };
 
-/* A workspace buffer of at least `bytes` (slot 0 or 1); grows it if needed. Call with
+/* A workspace buffer of at least `bytes` (a tsr_workspace_slot); grows it if needed. Call with
  * device->lock held. *wait receives the event the caller must wait for before writing
  * to it (NULL if none); the caller then stores its own reading event in last_use. */
 tsr_status tsr_workspace_get(tsr_device *device, int slot, size_t bytes, cl_mem *buffer, cl_event *wait);
@@ -138,6 +147,9 @@ tsr_status tsr_program_from_text(tsr_device *device, const char *label, const ch
 /* Write the binary of (source, options) into `dir` in the cache-entry format. */
 tsr_status tsr_program_write_binary(tsr_device *device, const char *source_name,
                                     const char *options, const char *dir);
+
+/* $dir/name.cl with its `#include "OTHER.cl"` line expanded from the same directory. */
+tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, size_t *size);
 
 /* ---- files (fileio.c) ---- */
 
@@ -182,15 +194,24 @@ typedef struct tsr_op {
                              cl_event *last);
     /* Relative error of the output of the last run against the reference. */
     tsr_status (*tuning_check)(tsr_device *device, void *ctx, double *rel_err);
+    /* Work per run: FLOPs, or for memory-bound ops (rate_unit "GB/s") the bytes that must move. */
     double (*tuning_flops)(const void *ctx);
     void (*tuning_describe)(const void *ctx, char *out, size_t size);
     void (*tuning_free)(void *ctx);
     /* The part of the space worth searching on this device ("NAME=v1,v2 ..."), NULL: all of it. */
     const char *(*tuning_space)(const tsr_device *device);
+    /* Unit of the tuner's rates: NULL means "GFLOP/s"; memory-bound ops say "GB/s". */
+    const char *rate_unit;
 } tsr_op;
 
 extern const tsr_op *const tsr_ops[]; /* NULL-terminated */
 extern const tsr_op tsr_op_gemm;
+extern const tsr_op tsr_op_gelu;
+/* A copy kernel with the fused GELU's geometry and configuration: the bandwidth yardstick. */
+tsr_status tsr_gelu_copy(tsr_device *device, cl_mem x, size_t x_offset, cl_mem y, size_t y_offset, size_t n,
+                         cl_command_queue queue, cl_event *event);
+/* GELU in double (mode: TSR_GELU_TANH or TSR_GELU_ERF), with the kernel's limits at +-Inf. */
+double tsr_gelu_reference(int mode, double x);
 const tsr_op *tsr_find_op(const char *name);
 
 /* The configuration an op launches with on this device for a problem: $TSR_CONFIG_<OP>

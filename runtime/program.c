@@ -54,15 +54,67 @@ const char *const *tsr_kernel_source_names(void) {
     return names;
 }
 
+/* $dir/name.cl with each line `#include "OTHER.cl"` replaced by $dir/OTHER.cl (one level),
+ * as tools/embed_cl.py does for the embedded copies: the text a build sees is the whole
+ * source, so cache keys and source hashes cover the included parts too. */
+tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, size_t *size) {
+    char path[TSR_PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s.cl", dir, name);
+    char *text = NULL;
+    size_t length = 0;
+    tsr_status st = tsr_read_file(path, &text, &length);
+    static const char directive[] = "#include \"";
+    size_t from = 0;
+    while (st == TSR_SUCCESS) {
+        char *line = strstr(text + from, directive);
+        while (line && line != text && line[-1] != '\n') line = strstr(line + 1, directive);
+        if (!line) break;
+        const char *file = line + sizeof directive - 1;
+        const char *quote = strchr(file, '"');
+        const char *eol = strchr(file, '\n');
+        if (!eol) eol = text + length;
+        if (!quote || quote > eol || quote - file < 4 || strncmp(quote - 3, ".cl", 3) != 0) {
+            st = tsr_fail(TSR_ERR_INVALID_ARG, "%s/%s.cl: cannot read an #include line (expected #include \"NAME.cl\")",
+                          dir, name);
+            break;
+        }
+        char *inc = NULL;
+        size_t inc_length = 0;
+        snprintf(path, sizeof path, "%s/%.*s", dir, (int)(quote - file), file);
+        if ((st = tsr_read_file(path, &inc, &inc_length)) != TSR_SUCCESS) break;
+        while (inc_length && inc[inc_length - 1] == '\n') --inc_length;
+        size_t head = (size_t)(line - text), tail = length - (size_t)(eol - text);
+        char *joined = malloc(head + inc_length + tail + 1);
+        if (joined) {
+            memcpy(joined, text, head);
+            memcpy(joined + head, inc, inc_length);
+            memcpy(joined + head + inc_length, eol, tail);
+            joined[head + inc_length + tail] = '\0';
+            free(text);
+            text = joined;
+            length = head + inc_length + tail;
+            from = head + inc_length; /* included text is not scanned again: one level */
+        } else {
+            st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+        free(inc);
+    }
+    if (st != TSR_SUCCESS) {
+        free(text);
+        return st;
+    }
+    *data = text;
+    *size = length;
+    return TSR_SUCCESS;
+}
+
 /* Source text for `name`: $TSR_KERNEL_DIR/name.cl when set and present, else the embedded copy. */
 static tsr_status load_source(const char *name, char **owned, const char **text, size_t *length) {
     *owned = NULL;
     const char *dir = getenv("TSR_KERNEL_DIR");
     if (dir && *dir) {
-        char path[TSR_PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s.cl", dir, name);
         size_t size = 0;
-        tsr_status st = tsr_read_file(path, owned, &size);
+        tsr_status st = tsr_read_kernel_file(dir, name, owned, &size);
         if (st == TSR_SUCCESS) {
             *text = *owned;
             *length = size;

@@ -113,6 +113,7 @@ typedef struct evaluated {
     double gflops;   /* from the median time; 0: failed, wrong or abandoned */
     double score;    /* GFLOP/s from the 25th-percentile time: what candidates are ranked by */
     double spread;
+    bool expanded;   /* climb: every one-step neighbour has been tried */
 } evaluated;
 
 typedef struct tuning_state {
@@ -299,6 +300,7 @@ static void report(const tuning_state *ts, const progress_ctx *pc) {
                            .evaluated = ts->result->evaluated,
                            .planned = pc->planned,
                            .best_gflops = best,
+                           .unit = ts->op->rate_unit ? ts->op->rate_unit : "GFLOP/s",
                            .elapsed_s = elapsed,
                            .eta_s = fmax(0.0, pc->class_budget_s - elapsed) + pc->remaining_after_s};
     if (pc->planned > 0 && ts->result->evaluated > 0) {
@@ -392,6 +394,43 @@ static void search_anneal(tuning_state *ts, const budget *b, uint64_t *rng, cons
     }
 }
 
+/* Best-first hill climbing on the index grid: always work on the best configuration whose
+ * one-step neighbours (each parameter to its next legal value up or down) are not all tried yet; a better
+ * neighbour takes over at once. Tuning parameters mostly act smoothly and separately, so this
+ * walks from the default to the nearby optimum in a handful of evaluations; when every
+ * measured configuration is exhausted it restarts at a random one. */
+static void search_climb(tuning_state *ts, const budget *b, uint64_t *rng, const progress_ctx *pc) {
+    while (budget_left(ts, b)) {
+        int center = -1;
+        for (int i = 0; i < ts->nseen; ++i)
+            if (!ts->seen[i].expanded && ts->seen[i].score > 0 &&
+                (center < 0 || ts->seen[i].score > ts->seen[center].score))
+                center = i;
+        tsr_config cfg;
+        point pt;
+        bool found = false;
+        if (center >= 0 && config_point(ts->sp, &ts->seen[center].config, &pt)) {
+            for (int p = 0; p < ts->sp->nparams && !found; ++p)
+                for (int step = 1; step >= -1 && !found; step -= 2) {
+                    /* the nearest legal value that way: illegal values are stepped over */
+                    point next = pt;
+                    bool ok = false;
+                    do {
+                        next.idx[p] += step;
+                    } while (next.idx[p] >= 0 && next.idx[p] < ts->sp->nvalues[p] && !(ok = legal(ts, &next, &cfg)));
+                    found = ok && !already_seen(ts, &cfg);
+                }
+        }
+        if (center >= 0 && !found) { /* nothing left around it */
+            ts->seen[center].expanded = true;
+            continue;
+        }
+        if (!found && !random_legal(ts, rng, &cfg)) return;
+        evaluate(ts, &cfg);
+        report(ts, pc);
+    }
+}
+
 /* ---- results ---- */
 
 static int by_score_desc(const void *a, const void *b) {
@@ -434,13 +473,14 @@ static tsr_status save_results(cJSON *root, void *vctx) {
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    static const char *const strategies[] = {"", "exhaustive", "random", "anneal"};
+    static const char *const strategies[] = {"", "exhaustive", "random", "anneal", "climb"};
     for (int i = 0; i < sc->noutcomes; ++i) {
         const class_outcome *o = &sc->outcomes[i];
         if (o->ntop == 0) continue;
         cJSON *e = cJSON_CreateObject();
         cJSON_AddItemToObject(e, "config", config_json(sc->op, &o->top[0].config));
-        cJSON_AddNumberToObject(e, "gflops", o->top[0].gflops);
+        cJSON_AddNumberToObject(e, "gflops", o->top[0].gflops); /* in "unit" */
+        cJSON_AddStringToObject(e, "unit", sc->op->rate_unit ? sc->op->rate_unit : "GFLOP/s");
         cJSON_AddNumberToObject(e, "gflops_q25", o->top[0].score);
         cJSON_AddNumberToObject(e, "spread", o->top[0].spread);
         cJSON_AddStringToObject(e, "problem", o->problem);
@@ -470,7 +510,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
                        size_t max_results, size_t *nresults) {
     tsr_tune_options opt = *options;
     if (opt.strategy == 0) opt.strategy = TSR_TUNE_ANNEAL;
-    if (opt.strategy < TSR_TUNE_EXHAUSTIVE || opt.strategy > TSR_TUNE_ANNEAL)
+    if (opt.strategy < TSR_TUNE_EXHAUSTIVE || opt.strategy > TSR_TUNE_CLIMB)
         return tsr_fail(TSR_ERR_INVALID_ARG, "unknown tuning strategy %d", (int)opt.strategy);
     if (!(opt.budget_seconds >= 0) || opt.budget_evaluations < 0)
         return tsr_fail(TSR_ERR_INVALID_ARG, "tuning budgets must not be negative");
@@ -521,6 +561,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         memset(res, 0, sizeof *res);
         tsr_strlcpy(res->op, op->name, sizeof res->op);
         tsr_strlcpy(res->problem_class, classes[c], sizeof res->problem_class);
+        tsr_strlcpy(res->unit, op->rate_unit ? op->rate_unit : "GFLOP/s", sizeof res->unit);
         tuning_state ts = {.log = log, .cls = classes[c], .dev = dev, .op = op, .sp = &sp, .result = res};
         if ((st = op->tuning_setup(dev, classes[c], &ts.ctx)) != TSR_SUCCESS) break;
         ts.flops = op->tuning_flops(ts.ctx);
@@ -538,6 +579,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         switch (opt.strategy) {
         case TSR_TUNE_EXHAUSTIVE: search_exhaustive(&ts, &b, &pc); break;
         case TSR_TUNE_RANDOM: search_random(&ts, &b, &rng, &pc); break;
+        case TSR_TUNE_CLIMB: search_climb(&ts, &b, &rng, &pc); break;
         default: search_anneal(&ts, &b, &rng, &def, def_g, &pc, per_class); break;
         }
         qsort(ts.seen, (size_t)ts.nseen, sizeof *ts.seen, by_score_desc);

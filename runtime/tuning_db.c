@@ -50,10 +50,8 @@ tsr_status tsr_source_hash(const char *source_name, char out[17]) {
         char *owned = NULL;
         const char *dir = getenv("TSR_KERNEL_DIR");
         if (dir && *dir) { /* the source that will actually be built */
-            char path[TSR_PATH_MAX];
             size_t size = 0;
-            snprintf(path, sizeof path, "%s/%s.cl", dir, source_name);
-            if (tsr_read_file(path, &owned, &size) == TSR_SUCCESS) {
+            if (tsr_read_kernel_file(dir, source_name, &owned, &size) == TSR_SUCCESS) {
                 text = owned;
                 length = size;
             }
@@ -277,9 +275,10 @@ static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool buil
     tsr_strlcpy(info->used_class, cls, sizeof info->used_class);
     char where[TSR_PATH_MAX] = "built into tessera";
     if (!builtin && tsr_tuning_db_path(where, sizeof where) != TSR_SUCCESS) tsr_clear_error();
-    snprintf(info->origin, sizeof info->origin, "%s entry %s/%s for '%s' (driver %s), tuned %s on %s at %.1f GFLOP/s",
+    const char *unit = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "unit"));
+    snprintf(info->origin, sizeof info->origin, "%s entry %s/%s for '%s' (driver %s), tuned %s on %s at %.1f %s",
              builtin ? "built-in" : where, op->name, cls, str(dev_node, "name"), str(dev_node, "driver"),
-             str(entry, "date"), str(entry, "problem"), info->tuned_gflops);
+             str(entry, "date"), str(entry, "problem"), info->tuned_gflops, unit ? unit : "GFLOP/s");
     return true;
 }
 

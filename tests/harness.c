@@ -111,3 +111,16 @@ double th_rel_error_matrix(int row_major, size_t m, size_t n, const float *got, 
     if (isnan(num)) return INFINITY;
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
+
+double th_ref_activation(int act, double x) {
+    switch (act) {
+    case TSR_ACT_RELU: return x < 0 ? 0.0 : x;
+    case TSR_ACT_GELU_TANH:
+    case TSR_ACT_GELU_ERF:
+        if (isnan(x)) return x;
+        if (isinf(x)) return x > 0 ? x : -0.0;
+        if (act == TSR_ACT_GELU_ERF) return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    default: return x;
+    }
+}

@@ -36,6 +36,10 @@ void th_write_file(const char *path, const void *data, size_t size);
 /* Reference SGEMM in double: C = alpha*op(A)*op(B) + beta*C with BLAS layout rules. */
 void th_ref_sgemm(int row_major, int ta, int tb, size_t m, size_t n, size_t k, double alpha, const float *a,
                   size_t lda, const float *b, size_t ldb, double beta, const float *c_in, double *c_out, size_t ldc);
+/* Activations in double, written from their definitions (tsr_activation codes; GELU's
+ * limits: +Inf -> +Inf, -Inf -> -0, NaN -> NaN). */
+double th_ref_activation(int act, double x);
+
 /* ||got - ref|| / ||ref|| over the m x n window of a matrix with leading dimension ld. */
 double th_rel_error_matrix(int row_major, size_t m, size_t n, const float *got, const double *ref, size_t ld);
 

@@ -45,6 +45,10 @@ typedef struct gemm_case {
     size_t batch;
     size_t a_gap, b_gap, c_gap;       /* added to each matrix's span to get its stride */
     bool a_shared;                    /* a_stride = 0: one A for the whole batch */
+    /* epilogue: act(... + bias[j]); bias per batch entry (stride n + bias_gap) or shared */
+    tsr_activation act;
+    bool bias, bias_shared;
+    size_t bias_off, bias_gap;
 } gemm_case;
 
 /* Stored shape of op(X) (rows x cols of the logical matrix) under a layout: lines, line length. */
@@ -79,11 +83,18 @@ static double run_case(const gemm_case *g) {
         fprintf(stderr, "# case %s ta=%d tb=%d %zux%zux%zu batch %zu pads %zu/%zu/%zu offs %zu/%zu/%zu beta %g [%s]\n",
                 g->row_major ? "row" : "col", g->ta, g->tb, g->m, g->n, g->k, g->batch, g->lda_pad, g->ldb_pad,
                 g->ldc_pad, g->a_off, g->b_off, g->c_off, g->beta, getenv("TSR_CONFIG_GEMM") ? getenv("TSR_CONFIG_GEMM") : "default");
+    size_t bias_stride = g->bias_shared ? 0 : g->n + g->bias_gap;
+    size_t nbias = g->bias_off + (g->batch - 1) * bias_stride + g->n;
+    float *bias = malloc(nbias * sizeof *bias);
+    th_fill_uniform(bias, nbias, -1, 1);
+    cl_mem dbias = g->bias ? th_buffer_from(dev, bias, nbias) : NULL;
+    tsr_epilogue epi = {.bias = dbias, .bias_offset = g->bias_off, .bias_stride = bias_stride, .activation = g->act};
+    bool with_epilogue = g->bias || g->act != TSR_ACT_NONE;
     cl_event ev = NULL;
-    tsr_status st = tsr_sgemm_strided_batched(
+    tsr_status st = tsr_sgemm_strided_batched_ex(
         dev, g->row_major ? TSR_ROW_MAJOR : TSR_COL_MAJOR, g->ta ? TSR_TRANS : TSR_NO_TRANS,
         g->tb ? TSR_TRANS : TSR_NO_TRANS, g->m, g->n, g->k, g->alpha, da, g->a_off, lda, a_stride, db, g->b_off, ldb,
-        b_stride, g->beta, dc, g->c_off, ldc, c_stride, g->batch, NULL, &ev);
+        b_stride, g->beta, dc, g->c_off, ldc, c_stride, g->batch, with_epilogue ? &epi : NULL, NULL, &ev);
     if (st != TSR_SUCCESS)
         fail_msg("sgemm %zux%zux%zu: %s: %s", g->m, g->n, g->k, tsr_status_str(st), tsr_last_error());
     assert_non_null(ev);
@@ -106,12 +117,20 @@ static double run_case(const gemm_case *g) {
         const float *ab = a + g->a_off + bi * a_stride, *bb = b + g->b_off + bi * b_stride;
         const float *cin = c0 + g->c_off + bi * c_stride;
         th_ref_sgemm(g->row_major, g->ta, g->tb, g->m, g->n, g->k, g->alpha, ab, lda, bb, ldb, g->beta, cin, ref, ldc);
+        for (size_t i = 0; with_epilogue && i < g->m; ++i)
+            for (size_t j = 0; j < g->n; ++j) {
+                size_t idx = g->row_major ? i * ldc + j : j * ldc + i;
+                double v = ref[idx] + (g->bias ? bias[g->bias_off + bi * bias_stride + j] : 0.0);
+                ref[idx] = th_ref_activation(g->act, v);
+            }
         double e = th_rel_error_matrix(g->row_major, g->m, g->n, c + g->c_off + bi * c_stride, ref, ldc);
         if (e > worst || isnan(e)) worst = isnan(e) ? INFINITY : e;
     }
     clReleaseMemObject(da);
     clReleaseMemObject(db);
     clReleaseMemObject(dc);
+    if (dbias) clReleaseMemObject(dbias);
+    free(bias);
     free(inside);
     free(a);
     free(b);
@@ -124,8 +143,9 @@ static double run_case(const gemm_case *g) {
 static void expect_accurate(const gemm_case *g) {
     double e = run_case(g);
     if (!(e <= 1e-5))
-        fail_msg("%s ta=%d tb=%d %zux%zux%zu batch %zu alpha %g beta %g: relative error %.3e",
-                 g->row_major ? "row" : "col", g->ta, g->tb, g->m, g->n, g->k, g->batch, g->alpha, g->beta, e);
+        fail_msg("%s ta=%d tb=%d %zux%zux%zu batch %zu alpha %g beta %g bias %d act %d: relative error %.3e",
+                 g->row_major ? "row" : "col", g->ta, g->tb, g->m, g->n, g->k, g->batch, g->alpha, g->beta, g->bias,
+                 (int)g->act, e);
 }
 
 static size_t rand_size(size_t max) { return 1 + th_rand() % max; }
@@ -242,6 +262,74 @@ static void batched(void **state) {
         gemm_case g = {.row_major = 1, .m = 128, .n = 128, .k = 128, .alpha = 1.0f, .beta = 0.0f, .batch = 64};
         expect_accurate(&g);
     }
+}
+
+/* The epilogue act(alpha A B + beta C + bias[j]) on every layout and transposition, each
+ * activation (GELU in both forms, named), with and without bias, odd sizes, offsets. */
+static void epilogue_all_layouts_and_activations(void **state) {
+    (void)state;
+    static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
+    size_t max = small_mode() ? 20 : 90;
+    for (int combo = 0; combo < 8; ++combo)
+        for (int a = 0; a < 4; ++a) {
+            gemm_case g = {.row_major = combo & 1, .ta = (combo >> 1) & 1, .tb = (combo >> 2) & 1,
+                           .m = rand_size(max), .n = rand_size(max), .k = rand_size(max),
+                           .ldc_pad = th_rand() % 3, .c_off = th_rand() % 4, .a_off = th_rand() % 3,
+                           .alpha = (combo & 1) ? -0.7f : 1.3f, .beta = (a & 1) ? 0.6f : 0.0f, .batch = 1,
+                           .act = acts[a], .bias = a != 0 || combo % 2 == 0, .bias_off = th_rand() % 5};
+            expect_accurate(&g);
+        }
+}
+
+/* Batches with a bias per entry and one shared bias; k = 0 and alpha = 0 still apply the
+ * epilogue to beta * C. */
+static void epilogue_batched_and_degenerate(void **state) {
+    (void)state;
+    int cases = small_mode() ? 2 : 8;
+    for (int t = 0; t < cases; ++t) {
+        gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = (int)(th_rand() & 1), .tb = (int)(th_rand() & 1),
+                       .m = rand_size(40), .n = rand_size(40), .k = rand_size(40), .alpha = 1.0f,
+                       .beta = (t % 2) ? 0.5f : 0.0f, .batch = 2 + th_rand() % 4, .c_gap = th_rand() % 3,
+                       .act = (tsr_activation)(1 + t % 3), .bias = true, .bias_shared = t % 3 == 0,
+                       .bias_gap = th_rand() % 4, .bias_off = th_rand() % 3};
+        expect_accurate(&g);
+    }
+    gemm_case k0 = {.row_major = 1, .m = 9, .n = 21, .k = 0, .alpha = 1.0f, .beta = 0.75f, .batch = 1,
+                    .act = TSR_ACT_GELU_ERF, .bias = true};
+    expect_accurate(&k0);
+    gemm_case a0 = {.row_major = 0, .m = 17, .n = 5, .k = 8, .alpha = 0.0f, .beta = -1.0f, .batch = 1,
+                    .act = TSR_ACT_GELU_TANH, .bias = true};
+    expect_accurate(&a0);
+}
+
+/* A bad epilogue is rejected before anything is enqueued: C keeps its contents. */
+static void epilogue_invalid(void **state) {
+    (void)state;
+    enum { M = 8, N = 12, K = 4 };
+    float a[M * K], b[K * N], c[M * N], after[M * N];
+    th_fill_uniform(a, M * K, -1, 1);
+    th_fill_uniform(b, K * N, -1, 1);
+    th_fill_uniform(c, M * N, -1, 1);
+    cl_mem da = th_buffer_from(dev, a, M * K), db = th_buffer_from(dev, b, K * N), dc = th_buffer_from(dev, c, M * N);
+    cl_mem small_bias = th_buffer(dev, N - 1);
+    tsr_epilogue bad_act = {.activation = (tsr_activation)9};
+    TH_ASSERT_STATUS(tsr_sgemm_ex(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, M, N, K, 1.0f, da, 0, K, db, 0, N,
+                                  0.0f, dc, 0, N, &bad_act, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "activation");
+    tsr_epilogue short_bias = {.bias = small_bias, .activation = TSR_ACT_RELU};
+    TH_ASSERT_STATUS(tsr_sgemm_ex(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, M, N, K, 1.0f, da, 0, K, db, 0, N,
+                                  0.0f, dc, 0, N, &short_bias, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "bias");
+    tsr_epilogue batch_bias = {.bias = small_bias, .bias_stride = N, .activation = TSR_ACT_NONE};
+    TH_ASSERT_STATUS(tsr_sgemm_strided_batched_ex(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, M, N, K, 1.0f, da, 0,
+                                                  K, 0, db, 0, N, 0, 0.0f, dc, 0, N, 0, 1, &batch_bias, NULL, NULL),
+                     TSR_ERR_BUFFER_TOO_SMALL);
+    th_read(dev, dc, after, M * N);
+    assert_memory_equal(after, c, sizeof c);
+    clReleaseMemObject(da);
+    clReleaseMemObject(db);
+    clReleaseMemObject(dc);
+    clReleaseMemObject(small_bias);
 }
 
 /* Every configuration family member computes the same thing: tiles that do and do
@@ -495,6 +583,8 @@ int main(void) {
             cmocka_unit_test(all_layouts_and_transposes),
             cmocka_unit_test(random_shapes_padding_offsets),
             cmocka_unit_test(batched),
+            cmocka_unit_test(epilogue_all_layouts_and_activations),
+            cmocka_unit_test(epilogue_batched_and_degenerate),
             cmocka_unit_test(configurations),
         };
         return TH_RUN_GROUP(tests, setup_group, teardown_group);
@@ -507,6 +597,9 @@ int main(void) {
         cmocka_unit_test(tall_and_skinny),
         cmocka_unit_test(large_square),
         cmocka_unit_test(batched),
+        cmocka_unit_test(epilogue_all_layouts_and_activations),
+        cmocka_unit_test(epilogue_batched_and_degenerate),
+        cmocka_unit_test(epilogue_invalid),
         cmocka_unit_test(configurations),
         cmocka_unit_test(bad_configuration_overrides),
         cmocka_unit_test(packed_panels_are_fully_written),

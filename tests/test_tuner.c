@@ -197,8 +197,8 @@ static void exhaustive_filters_rejects_and_records(void **state) {
 
 static void strategies_respect_budgets(void **state) {
     (void)state;
-    const tsr_tune_strategy strategies[] = {TSR_TUNE_RANDOM, TSR_TUNE_ANNEAL};
-    for (int s = 0; s < 2; ++s) {
+    const tsr_tune_strategy strategies[] = {TSR_TUNE_RANDOM, TSR_TUNE_ANNEAL, TSR_TUNE_CLIMB};
+    for (int s = 0; s < 3; ++s) {
         tsr_tune_options o = {.strategy = strategies[s], .budget_evaluations = 4, .classes = "only", .seed = 3,
                               .dry_run = true};
         tsr_tune_result r[1];

@@ -1,9 +1,20 @@
 #!/usr/bin/env python3
 """Embed files into C as byte arrays, so an installed library needs no data files.
   embed_cl.py OUTPUT.c INPUT.cl...          the kernel source table (tsr_embedded_sources)
-  embed_cl.py --text SYMBOL OUTPUT.c FILE   one NUL-terminated text as `const char SYMBOL[]`"""
+  embed_cl.py --text SYMBOL OUTPUT.c FILE   one NUL-terminated text as `const char SYMBOL[]`
+A kernel line `#include "NAME.cl"` is replaced by that file (from the same directory), as
+runtime/program.c does for $TSR_KERNEL_DIR, so a built program never looks for files."""
 import os
+import re
 import sys
+
+INCLUDE = re.compile(rb'^#include "([A-Za-z0-9_]+\.cl)"[ \t]*$', re.M)
+
+
+def expand_includes(path):
+    data = open(path, 'rb').read()
+    base = os.path.dirname(path)
+    return INCLUDE.sub(lambda m: open(os.path.join(base, m.group(1).decode()), 'rb').read().rstrip(b'\n'), data)
 
 
 def byte_lines(data):
@@ -31,7 +42,7 @@ def main():
     for path in sorted(inputs, key=os.path.basename):
         name = os.path.splitext(os.path.basename(path))[0]
         ident = 'tsr_src_' + ''.join(c if c.isalnum() else '_' for c in name)
-        data = open(path, 'rb').read()
+        data = expand_includes(path)
         lines.append('static const char %s[] = {' % ident)
         lines += byte_lines(data)
         lines.append('    0x00};')

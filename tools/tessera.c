@@ -23,10 +23,14 @@ static int usage(FILE *out) {
             "                                       without a compiler; load them with TSR_BINARY_DIR)\n"
             "  cache [--device SEL] [--clear]       show (or empty) the kernel binary cache\n"
             "  bench OP [--device SEL] [--sizes LIST] [--json FILE] [--budget SECONDS] [--no-peers]\n"
-            "                                       time OP (gemm) against CLBlast and OpenBLAS;\n"
-            "                                       gemm sizes: N, MxNxK or B@MxNxK, comma separated\n"
+            "        [--part NAME]\n"
+            "                                       time OP (gemm, gelu) against its peers (CLBlast,\n"
+            "                                       OpenBLAS) and baselines;\n"
+            "                                       gemm sizes: N, MxNxK or B@MxNxK, comma separated;\n"
+            "                                       gelu sizes: N, NK or NM elements; gelu parts:\n"
+            "                                       elementwise, epilogue (bias+GELU in GEMM)\n"
             "  tune [--device SEL] [--op NAME|all] [--budget SECONDS] [--evals N]\n"
-            "       [--strategy exhaustive|random|anneal] [--space SPEC|all] [--classes LIST]\n"
+            "       [--strategy exhaustive|random|anneal|climb] [--space SPEC|all] [--classes LIST]\n"
             "       [--seed N] [--dry-run] [--db FILE] [--log FILE]\n"
             "                                       auto-tune ops on a device into the tuning database\n"
             "  tune --show [--device SEL] [--op NAME|all] [--db FILE]\n"
@@ -237,7 +241,7 @@ static int cmd_cache(int argc, char **argv) {
 
 static int cmd_bench(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "tessera bench: name an op (gemm)\n");
+        fprintf(stderr, "tessera bench: name an op (gemm, gelu)\n");
         return 2;
     }
     const char *op = argv[1];
@@ -246,12 +250,13 @@ static int cmd_bench(int argc, char **argv) {
     static const struct option opts[] = {{"device", required_argument, NULL, 'd'}, {"sizes", required_argument, NULL, 's'},
                                          {"json", required_argument, NULL, 'j'},   {"budget", required_argument, NULL, 'b'},
                                          {"no-peers", no_argument, NULL, 'n'},     {"help", no_argument, NULL, 'h'},
-                                         {0}};
+                                         {"part", required_argument, NULL, 'p'},   {0}};
     bench_options bo = {.budget_s = 1.0, .peers = true};
     const char *device = NULL, *json = NULL;
     int c;
-    while ((c = getopt_long(argc, argv, "d:s:j:b:nh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:s:j:b:nhp:", opts, NULL)) != -1) {
         switch (c) {
+        case 'p': bo.part = optarg; break;
         case 'd': device = optarg; break;
         case 's': bo.sizes = optarg; break;
         case 'j': json = optarg; break;
@@ -269,8 +274,10 @@ static int cmd_bench(int argc, char **argv) {
         }
     }
     if (optind < argc) return usage(stderr);
-    if (strcmp(op, "gemm") != 0) {
-        fprintf(stderr, "tessera bench: no benchmark for op '%s' (available: gemm)\n", op);
+    tsr_status (*bench)(tsr_device *, const bench_options *, bench_report *) =
+        strcmp(op, "gemm") == 0 ? bench_gemm : strcmp(op, "gelu") == 0 ? bench_gelu : NULL;
+    if (!bench) {
+        fprintf(stderr, "tessera bench: no benchmark for op '%s' (available: gemm, gelu)\n", op);
         return 2;
     }
     tsr_device *dev = NULL;
@@ -281,7 +288,7 @@ static int cmd_bench(int argc, char **argv) {
            tsr_device_type_str(info->type), info->platform_name);
     bench_report report = {0};
     snprintf(report.device, sizeof report.device, "%s", info->name);
-    st = bench_gemm(dev, &bo, &report);
+    st = bench(dev, &bo, &report);
     if (st == TSR_SUCCESS && json) st = bench_write_json(&report, json);
     bench_report_free(&report);
     tsr_device_close(dev);
@@ -292,8 +299,8 @@ static void tune_progress(const tsr_tune_progress *p, void *user) {
     (void)user;
     char planned[32] = "";
     if (p->planned > 0) snprintf(planned, sizeof planned, "/%d", p->planned);
-    fprintf(stderr, "\r\033[K[%s/%s] %d%s evaluated, best %.1f GFLOP/s, ETA %.0f s", p->op, p->problem_class,
-            p->evaluated, planned, p->best_gflops, p->eta_s);
+    fprintf(stderr, "\r\033[K[%s/%s] %d%s evaluated, best %.1f %s, ETA %.0f s", p->op, p->problem_class,
+            p->evaluated, planned, p->best_gflops, p->unit, p->eta_s);
     fflush(stderr);
 }
 
@@ -352,8 +359,9 @@ static int cmd_tune(int argc, char **argv) {
             if (strcmp(optarg, "exhaustive") == 0) to.strategy = TSR_TUNE_EXHAUSTIVE;
             else if (strcmp(optarg, "random") == 0) to.strategy = TSR_TUNE_RANDOM;
             else if (strcmp(optarg, "anneal") == 0) to.strategy = TSR_TUNE_ANNEAL;
+            else if (strcmp(optarg, "climb") == 0) to.strategy = TSR_TUNE_CLIMB;
             else {
-                fprintf(stderr, "tessera tune: unknown strategy '%s' (exhaustive, random, anneal)\n", optarg);
+                fprintf(stderr, "tessera tune: unknown strategy '%s' (exhaustive, random, anneal, climb)\n", optarg);
                 return 2;
             }
             break;
@@ -401,8 +409,8 @@ static int cmd_tune(int argc, char **argv) {
     for (const char *const *o = tsr_op_names(); *o; ++o) nops += strcmp(op, "all") == 0 || strcmp(op, *o) == 0;
     if (to.budget_seconds > 0) to.budget_seconds /= nops;
     printf("tuning on %s (%s)\n", tsr_device_get_info(dev)->name, tsr_device_get_info(dev)->platform_name);
-    printf("%-8s %-9s %-16s %9s %9s %7s %5s %5s %5s %5s  %s\n", "op", "class", "problem", "default", "best", "gain",
-           "evals", "wrong", "build", "aband", "best configuration");
+    printf("%-8s %-9s %-16s %9s %9s %-7s %7s %5s %5s %5s %5s  %s\n", "op", "class", "problem", "default", "best",
+           "unit", "gain", "evals", "wrong", "build", "aband", "best configuration");
     int rc = 0;
     for (const char *const *o = tsr_op_names(); *o && rc == 0; ++o) {
         if (strcmp(op, "all") != 0 && strcmp(op, *o) != 0) continue;
@@ -412,8 +420,9 @@ static int cmd_tune(int argc, char **argv) {
         if (to.progress) fprintf(stderr, "\r\033[K");
         for (size_t i = 0; i < n; ++i) {
             const tsr_tune_result *r = &results[i];
-            printf("%-8s %-9s %-16s %9.1f %9.1f %6.2fx %5d %5d %5d %5d  %s\n", r->op, r->problem_class, r->problem,
-                   r->default_gflops, r->best_gflops, r->default_gflops > 0 ? r->best_gflops / r->default_gflops : 0,
+            printf("%-8s %-9s %-16s %9.1f %9.1f %-7s %6.2fx %5d %5d %5d %5d  %s\n", r->op, r->problem_class,
+                   r->problem, r->default_gflops, r->best_gflops, r->unit,
+                   r->default_gflops > 0 ? r->best_gflops / r->default_gflops : 0,
                    r->evaluated, r->wrong_results, r->build_failures, r->abandoned, r->best_config);
         }
         if (st != TSR_SUCCESS) rc = fail(st);

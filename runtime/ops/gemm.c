@@ -100,6 +100,10 @@ typedef struct gemm_problem {
     float alpha, beta;
     cl_mem a, b, c;
     size_t a_off, b_off, c_off, lda, ldb, ldc, a_stride, b_stride, c_stride;
+    /* epilogue: bias per canonical column (1) or row (2, column-major calls), activation */
+    cl_mem bias;
+    size_t bias_off, bias_stride;
+    int bias_axis, act;
 } gemm_problem;
 
 static const char *gemm_problem_class(const void *problem) {
@@ -122,7 +126,8 @@ static tsr_status check_transpose(tsr_transpose t, const char *name) {
 static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
                                 size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
                                 cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta, cl_mem c, size_t c_off,
-                                size_t ldc, size_t c_stride, size_t batch, gemm_problem *p) {
+                                size_t ldc, size_t c_stride, size_t batch, const tsr_epilogue *epi,
+                                gemm_problem *p) {
     tsr_status status;
     if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
     if (layout != TSR_ROW_MAJOR && layout != TSR_COL_MAJOR)
@@ -165,6 +170,17 @@ static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_tr
         (status = tsr_check_buffer(dev, b, "b", reads_ab ? b_need : 0)) != TSR_SUCCESS ||
         (status = tsr_check_buffer(dev, c, "c", c_need)) != TSR_SUCCESS)
         return status;
+    if (epi) {
+        if ((int)epi->activation < TSR_ACT_NONE || epi->activation > TSR_ACT_GELU_ERF)
+            return tsr_fail(TSR_ERR_INVALID_ARG, "epilogue activation must be a tsr_activation (got %d)",
+                            (int)epi->activation);
+        size_t bias_need = 0;
+        if (epi->bias &&
+            ((status = tsr_matrix_extent("bias", epi->bias_offset, 1, n, n, epi->bias_stride, batch, &bias_need)) !=
+                 TSR_SUCCESS ||
+             (status = tsr_check_buffer(dev, epi->bias, "bias", bias_need)) != TSR_SUCCESS))
+            return status;
+    }
 
     /* Column-major C is row-major C^T = op(B)^T op(A)^T: swap the operands. */
     memset(p, 0, sizeof *p);
@@ -173,6 +189,14 @@ static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_tr
     p->beta = beta;
     p->k = reads_ab ? k : 0;
     p->c = c; p->c_off = c_off; p->ldc = ldc; p->c_stride = c_stride;
+    p->bias = c; /* a valid buffer the kernel never reads without a bias */
+    if (epi) {
+        p->act = (int)epi->activation;
+        if (epi->bias) {
+            p->bias = epi->bias; p->bias_off = epi->bias_offset; p->bias_stride = epi->bias_stride;
+            p->bias_axis = row ? 1 : 2; /* the call's columns are the canonical rows when column-major */
+        }
+    }
     if (row) {
         p->m = m; p->n = n; p->ta = is_trans(ta); p->tb = is_trans(tb);
         p->a = a; p->a_off = a_off; p->lda = lda; p->a_stride = a_stride;
@@ -243,7 +267,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         size_t stride = ceil_div(p->m, (size_t)v[P_MWI]) * (size_t)v[P_MWI] * p->k;
         cl_mem ws;
         cl_event wait;
-        TSR_CHECK(tsr_workspace_get(dev, 0, stride * p->batch * sizeof(float), &ws, &wait), out);
+        TSR_CHECK(tsr_workspace_get(dev, TSR_WS_PACK_A, stride * p->batch * sizeof(float), &ws, &wait), out);
         TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'a', ws, stride, wait, &packed[0]), out);
         q.a = ws; q.a_off = 0; q.a_stride = stride;
     }
@@ -251,7 +275,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         size_t stride = ceil_div(p->n, nwi) * nwi * p->k;
         cl_mem ws;
         cl_event wait;
-        TSR_CHECK(tsr_workspace_get(dev, 1, stride * p->batch * sizeof(float), &ws, &wait), out);
+        TSR_CHECK(tsr_workspace_get(dev, TSR_WS_PACK_B, stride * p->batch * sizeof(float), &ws, &wait), out);
         TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'b', ws, stride, wait, &packed[1]), out);
         q.b = ws; q.b_off = 0; q.b_stride = stride;
     }
@@ -264,6 +288,9 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     SET(q.a); SET(ao); SET(lda); SET(as);
     SET(q.b); SET(bo); SET(ldb); SET(bs);
     SET(q.c); SET(co); SET(ldc); SET(cs);
+    cl_ulong bias_off = q.bias_off, bias_stride = q.bias_stride;
+    cl_int bias_axis = q.bias_axis, act = q.act;
+    SET(q.bias); SET(bias_off); SET(bias_stride); SET(bias_axis); SET(act);
 #undef SET
     size_t local[3] = {(size_t)v[P_WGM], (size_t)v[P_WGN], 1};
     size_t global[3] = {round_up(ceil_div(q.m, (size_t)v[P_MWI]), local[0]), round_up(ceil_div(q.n, nwi), local[1]),
@@ -274,8 +301,8 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     if (packed[1]) waits[nwaits++] = packed[1];
     TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &done),
                  out);
-    if (pack_a) tsr_workspace_set_last_use(dev, 0, done);
-    if (pack_b) tsr_workspace_set_last_use(dev, 1, done);
+    if (pack_a) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done);
+    if (pack_b) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done);
 out:
     pthread_mutex_unlock(&dev->lock);
 out_unlocked:
@@ -293,16 +320,16 @@ out_unlocked:
     return status;
 }
 
-tsr_status tsr_sgemm_strided_batched(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
-                                     size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
-                                     size_t a_stride, cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta,
-                                     cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
-                                     cl_command_queue queue, cl_event *event) {
+tsr_status tsr_sgemm_strided_batched_ex(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb,
+                                        size_t m, size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
+                                        size_t a_stride, cl_mem b, size_t b_off, size_t ldb, size_t b_stride,
+                                        float beta, cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
+                                        const tsr_epilogue *epilogue, cl_command_queue queue, cl_event *event) {
     tsr_clear_diagnostics();
     if (event) *event = NULL;
     gemm_problem p;
     tsr_status status = gemm_validate(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, a_stride, b, b_off, ldb,
-                                      b_stride, beta, c, c_off, ldc, c_stride, batch, &p);
+                                      b_stride, beta, c, c_off, ldc, c_stride, batch, epilogue, &p);
     if (status != TSR_SUCCESS) return status;
     cl_command_queue q;
     if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
@@ -311,11 +338,28 @@ tsr_status tsr_sgemm_strided_batched(tsr_device *dev, tsr_layout layout, tsr_tra
     return gemm_launch(dev, &p, &cfg, q, event, NULL);
 }
 
+tsr_status tsr_sgemm_strided_batched(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
+                                     size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
+                                     size_t a_stride, cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta,
+                                     cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
+                                     cl_command_queue queue, cl_event *event) {
+    return tsr_sgemm_strided_batched_ex(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, a_stride, b, b_off, ldb,
+                                        b_stride, beta, c, c_off, ldc, c_stride, batch, NULL, queue, event);
+}
+
+tsr_status tsr_sgemm_ex(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n,
+                        size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off, size_t ldb,
+                        float beta, cl_mem c, size_t c_off, size_t ldc, const tsr_epilogue *epilogue,
+                        cl_command_queue queue, cl_event *event) {
+    return tsr_sgemm_strided_batched_ex(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, 0, b, b_off, ldb, 0, beta,
+                                        c, c_off, ldc, 0, 1, epilogue, queue, event);
+}
+
 tsr_status tsr_sgemm(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n,
                      size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off, size_t ldb,
                      float beta, cl_mem c, size_t c_off, size_t ldc, cl_command_queue queue, cl_event *event) {
-    return tsr_sgemm_strided_batched(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, 0, b, b_off, ldb, 0, beta, c,
-                                     c_off, ldc, 0, 1, queue, event);
+    return tsr_sgemm_strided_batched_ex(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, 0, b, b_off, ldb, 0, beta,
+                                        c, c_off, ldc, 0, 1, NULL, queue, event);
 }
 
 tsr_status tsr_sgemm_plan(tsr_device *dev, size_t m, size_t n, size_t k, size_t batch, tsr_config_info *info) {
@@ -499,6 +543,7 @@ static tsr_status gemm_tuning_setup(tsr_device *dev, const char *cls, void **out
     for (size_t j = 0; j < nc; ++j) t->host_c[j] = NAN; /* poisoned: a candidate must write every element */
     p->c = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, nc * sizeof(float), t->host_c, &err);
     TSR_CL_CHECK(err, out);
+    p->bias = p->c; /* no epilogue: a valid buffer the kernel does not read */
 out:
     free(a);
     free(b);

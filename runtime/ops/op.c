@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const tsr_op *const tsr_ops[] = {&tsr_op_gemm, NULL};
+const tsr_op *const tsr_ops[] = {&tsr_op_gemm, &tsr_op_gelu, NULL};
 
 const char *const *tsr_op_names(void) {
     static const char *names[TSR_MAX_PARAMS + 1];
@@ -292,7 +292,7 @@ void tsr_workspace_set_last_use(tsr_device *dev, int slot, cl_event event) {
 }
 
 void tsr_workspace_release(tsr_device *dev) {
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < TSR_WORKSPACE_SLOTS; ++i) {
         if (dev->workspace[i].last_use) clReleaseEvent(dev->workspace[i].last_use);
         if (dev->workspace[i].buffer) clReleaseMemObject(dev->workspace[i].buffer);
         memset(&dev->workspace[i], 0, sizeof dev->workspace[i]);

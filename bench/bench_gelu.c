@@ -1,0 +1,293 @@
+/* `tessera bench gelu`: the fused GELU kernel, the unfused baseline and a copy kernel of the
+ * same size (the achievable bandwidth), in GB/s counted as the bytes that must move (read x
+ * once, write y once); then GEMM's bias + GELU epilogue against a separate GELU pass and
+ * against CLBlast's sgemm followed by tessera's GELU, at a BERT feed-forward shape. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef TSR_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+
+static const size_t default_sizes[] = {(size_t)1 << 20, (size_t)1 << 24, (size_t)1 << 26};
+
+/* "1M,16M,1000003" (K and M are powers of two). */
+static tsr_status parse_sizes(const char *text, size_t **out, size_t *count) {
+    size_t cap = 1;
+    for (const char *p = text; *p; ++p) cap += *p == ',';
+    size_t *s = calloc(cap, sizeof *s), n = 0;
+    if (!s) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    const char *p = text;
+    while (*p) {
+        char *end = NULL;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (end == p || v == 0) break;
+        if (*end == 'K' || *end == 'k') v <<= 10, ++end;
+        else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
+        s[n++] = (size_t)v;
+        p = end;
+        if (*p == ',') ++p;
+        else if (*p) break;
+    }
+    if (*p || n == 0) {
+        free(s);
+        return tsr_fail(TSR_ERR_INVALID_ARG, "--sizes: cannot read '%s' (use N, NK or NM, comma separated)", p);
+    }
+    *out = s;
+    *count = n;
+    return TSR_SUCCESS;
+}
+
+typedef enum { RUN_FUSED, RUN_UNFUSED, RUN_COPY_KERNEL, RUN_COPY_BUFFER } run_kind;
+
+typedef struct gelu_run {
+    tsr_device *dev;
+    run_kind kind;
+    tsr_gelu_mode mode;
+    cl_mem x, y;
+    size_t n;
+} gelu_run;
+
+static tsr_status run_gelu(void *ctx) {
+    gelu_run *r = ctx;
+    tsr_status st = TSR_SUCCESS;
+    switch (r->kind) {
+    case RUN_FUSED: st = tsr_gelu(r->dev, r->mode, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
+    case RUN_UNFUSED: st = tsr_gelu_unfused(r->dev, r->mode, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
+    case RUN_COPY_KERNEL: st = tsr_gelu_copy(r->dev, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
+    case RUN_COPY_BUFFER: {
+        cl_int err = clEnqueueCopyBuffer(r->dev->queue, r->x, r->y, 0, 0, r->n * sizeof(float), 0, NULL, NULL);
+        if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clEnqueueCopyBuffer", __FILE__, __LINE__);
+        break;
+    }
+    }
+    if (st == TSR_SUCCESS) clFinish(r->dev->queue);
+    return st;
+}
+
+/* max |y - GELU(x)| / max(1, |x|), or for copies max |y - x|. */
+static double gelu_max_error(const gelu_run *r, const float *x, const float *y) {
+    double worst = 0;
+    for (size_t i = 0; i < r->n; ++i) {
+        double ref = (r->kind == RUN_FUSED || r->kind == RUN_UNFUSED) ? tsr_gelu_reference(r->mode, x[i]) : x[i];
+        double e = fabs((double)y[i] - ref) / fmax(1.0, fabs((double)x[i]));
+        worst = isnan(e) ? INFINITY : fmax(worst, e);
+    }
+    return worst;
+}
+
+static tsr_status bench_elementwise(tsr_device *dev, const bench_options *opt, bench_report *report, size_t n) {
+    tsr_status st = TSR_SUCCESS;
+    float *hx = malloc(n * sizeof *hx), *hy = malloc(n * sizeof *hy);
+    cl_mem x = NULL, y = NULL;
+    cl_int err = CL_SUCCESS;
+    if (!hx || !hy) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory for %zu elements", n);
+        goto out;
+    }
+    uint64_t seed = 0x9E3779B97F4A7C15ull ^ n;
+    for (size_t i = 0; i < n; ++i) hx[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 1677721.6f - 5.0f;
+    x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, hx, &err);
+    if (err == CL_SUCCESS) y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, n * 4, NULL, &err);
+    if (err != CL_SUCCESS) {
+        st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
+        goto out;
+    }
+    static const struct {
+        const char *impl;
+        run_kind kind;
+        tsr_gelu_mode mode;
+    } impls[] = {
+        {"copy-kernel", RUN_COPY_KERNEL, TSR_GELU_TANH},   {"clEnqueueCopyBuffer", RUN_COPY_BUFFER, TSR_GELU_TANH},
+        {"fused-tanh", RUN_FUSED, TSR_GELU_TANH},          {"unfused-tanh", RUN_UNFUSED, TSR_GELU_TANH},
+        {"fused-erf", RUN_FUSED, TSR_GELU_ERF},            {"unfused-erf", RUN_UNFUSED, TSR_GELU_ERF},
+    };
+    double gbps[6] = {0};
+    for (size_t k = 0; k < 6 && st == TSR_SUCCESS; ++k) {
+        gelu_run r = {.dev = dev, .kind = impls[k].kind, .mode = impls[k].mode, .x = x, .y = y, .n = n};
+        for (size_t i = 0; i < n; ++i) hy[i] = NAN;
+        if ((st = tsr_upload(dev, y, hy, n)) != TSR_SUCCESS) break;
+        bench_row row = {0};
+        if ((st = bench_time(run_gelu, &r, opt->budget_s, 5, 200, &row)) != TSR_SUCCESS) break;
+        if ((st = tsr_download(dev, y, hy, n)) != TSR_SUCCESS) break;
+        strcpy(row.op, "gelu");
+        snprintf(row.shape, sizeof row.shape, "%zu", n);
+        tsr_strlcpy(row.impl, impls[k].impl, sizeof row.impl);
+        row.gbps = 8.0 * n / (row.time_ms * 1e6);
+        row.rel_err = gelu_max_error(&r, hx, hy);
+        gbps[k] = row.gbps;
+        if ((st = bench_add(report, &row)) != TSR_SUCCESS) break;
+        if (!opt->quiet) {
+            printf("%-10zu %-20s %10.3f %8.1f %9.1e\n", n, row.impl, row.time_ms, row.gbps, row.rel_err);
+            fflush(stdout);
+        }
+    }
+    if (st == TSR_SUCCESS && !opt->quiet)
+        printf("%-10zu fused-tanh = %.2f x copy-kernel, %.2f x unfused-tanh; fused-erf = %.2f x copy-kernel, %.2f x "
+               "unfused-erf\n", n, gbps[2] / gbps[0], gbps[2] / gbps[3], gbps[4] / gbps[0], gbps[4] / gbps[5]);
+out:
+    if (x) clReleaseMemObject(x);
+    if (y) clReleaseMemObject(y);
+    free(hx);
+    free(hy);
+    return st;
+}
+
+/* ---- GEMM epilogue: a linear layer y = gelu(x W^T + b) ---- */
+
+typedef enum { EPI_PLAIN, EPI_FUSED, EPI_SEPARATE, EPI_CLBLAST } epi_kind;
+
+typedef struct epi_run {
+    tsr_device *dev;
+    epi_kind kind;
+    size_t m, n, k;
+    cl_mem x, w, bias, y;
+} epi_run;
+
+static tsr_status run_epilogue(void *ctx) {
+    epi_run *r = ctx;
+    tsr_status st = TSR_SUCCESS;
+    tsr_epilogue fused = {.bias = r->bias, .activation = TSR_ACT_GELU_TANH};
+    tsr_epilogue bias_only = {.bias = r->bias, .activation = TSR_ACT_NONE};
+    switch (r->kind) {
+    case EPI_PLAIN:
+    case EPI_FUSED:
+    case EPI_SEPARATE:
+        st = tsr_sgemm_ex(r->dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, r->m, r->n, r->k, 1.0f, r->x, 0, r->k, r->w,
+                          0, r->k, 0.0f, r->y, 0, r->n,
+                          r->kind == EPI_PLAIN ? NULL : r->kind == EPI_FUSED ? &fused : &bias_only, NULL, NULL);
+        if (st == TSR_SUCCESS && r->kind == EPI_SEPARATE)
+            st = tsr_gelu(r->dev, TSR_GELU_TANH, r->y, 0, r->y, 0, r->m * r->n, NULL, NULL);
+        break;
+    case EPI_CLBLAST: {
+#ifdef TSR_HAVE_CLBLAST
+        cl_command_queue q = r->dev->queue;
+        CLBlastStatusCode cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, r->m, r->n,
+                                            r->k, 1.0f, r->x, 0, r->k, r->w, 0, r->k, 0.0f, r->y, 0, r->n, &q, NULL);
+        if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlast sgemm failed with status %d", (int)cs);
+        st = tsr_gelu(r->dev, TSR_GELU_TANH, r->y, 0, r->y, 0, r->m * r->n, NULL, NULL);
+#else
+        st = tsr_fail(TSR_ERR_UNSUPPORTED, "built without CLBlast");
+#endif
+        break;
+    }
+    }
+    if (st == TSR_SUCCESS) clFinish(r->dev->queue);
+    return st;
+}
+
+/* Relative error over 16 sampled rows against act(x W^T + b) in double. */
+static double epilogue_error(const epi_run *r, const float *x, const float *w, const float *b, const float *y) {
+    double num = 0, den = 0;
+    for (size_t s = 0; s < 16; ++s) {
+        size_t i = (s * 7919) % r->m;
+        for (size_t j = 0; j < r->n; ++j) {
+            double v = 0;
+            for (size_t l = 0; l < r->k; ++l) v += (double)x[i * r->k + l] * w[j * r->k + l];
+            if (r->kind != EPI_PLAIN && r->kind != EPI_CLBLAST) v += b[j];
+            if (r->kind != EPI_PLAIN) v = tsr_gelu_reference(TSR_GELU_TANH, v);
+            double d = y[i * r->n + j] - v;
+            num += d * d;
+            den += v * v;
+        }
+    }
+    return isnan(num) ? INFINITY : sqrt(num / den);
+}
+
+static tsr_status bench_epilogue(tsr_device *dev, const bench_options *opt, bench_report *report) {
+    const size_t m = 512, n = 3072, k = 768; /* BERT-base feed-forward up-projection, 512 tokens */
+    tsr_status st = TSR_SUCCESS;
+    float *hx = malloc(m * k * 4), *hw = malloc(n * k * 4), *hb = malloc(n * 4), *hy = malloc(m * n * 4);
+    cl_mem x = NULL, w = NULL, b = NULL, y = NULL;
+    cl_int err = CL_SUCCESS;
+    if (!hx || !hw || !hb || !hy) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto out;
+    }
+    uint64_t seed = 0xD1B54A32D192ED03ull;
+    for (size_t i = 0; i < m * k; ++i) hx[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+    for (size_t i = 0; i < n * k; ++i) hw[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
+    for (size_t i = 0; i < n; ++i) hb[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+    x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, m * k * 4, hx, &err);
+    if (err == CL_SUCCESS) w = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * k * 4, hw, &err);
+    if (err == CL_SUCCESS) b = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, hb, &err);
+    if (err == CL_SUCCESS) y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, m * n * 4, NULL, &err);
+    if (err != CL_SUCCESS) {
+        st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
+        goto out;
+    }
+    static const struct {
+        const char *impl;
+        epi_kind kind;
+    } impls[] = {{"tessera-plain-gemm", EPI_PLAIN},
+                 {"tessera-fused", EPI_FUSED},
+                 {"tessera+gelu-pass", EPI_SEPARATE},
+                 {"clblast+tessera-gelu", EPI_CLBLAST}};
+    double ms[4] = {0};
+    for (size_t i = 0; i < 4 && st == TSR_SUCCESS; ++i) {
+#ifndef TSR_HAVE_CLBLAST
+        if (impls[i].kind == EPI_CLBLAST) continue;
+#endif
+        if (impls[i].kind == EPI_CLBLAST && !opt->peers) continue;
+        epi_run r = {.dev = dev, .kind = impls[i].kind, .m = m, .n = n, .k = k, .x = x, .w = w, .bias = b, .y = y};
+        bench_row row = {0};
+        if ((st = bench_time(run_epilogue, &r, opt->budget_s, 5, 100, &row)) != TSR_SUCCESS) break;
+        if ((st = tsr_download(dev, y, hy, m * n)) != TSR_SUCCESS) break;
+        strcpy(row.op, "gemm-bias-gelu");
+        snprintf(row.shape, sizeof row.shape, "%zux%zux%zu", m, n, k);
+        tsr_strlcpy(row.impl, impls[i].impl, sizeof row.impl);
+        row.gflops = 2.0 * m * n * k / (row.time_ms * 1e6);
+        row.rel_err = epilogue_error(&r, hx, hw, hb, hy);
+        ms[i] = row.time_ms;
+        if ((st = bench_add(report, &row)) != TSR_SUCCESS) break;
+        if (!opt->quiet) {
+            printf("%-14s %-22s %10.3f %8.1f GFLOP/s %9.1e\n", row.shape, row.impl, row.time_ms, row.gflops,
+                   row.rel_err);
+            fflush(stdout);
+        }
+    }
+    if (st == TSR_SUCCESS && !opt->quiet) {
+        printf("fused bias+GELU costs %+.1f%% over the plain GEMM; a separate pass costs %+.1f%%", 100 * (ms[1] / ms[0] - 1),
+               100 * (ms[2] / ms[0] - 1));
+        if (ms[3] > 0) printf("; fused is %.2fx CLBlast sgemm + tessera GELU (no bias)", ms[3] / ms[1]);
+        printf("\n");
+    }
+out:
+    if (x) clReleaseMemObject(x);
+    if (w) clReleaseMemObject(w);
+    if (b) clReleaseMemObject(b);
+    if (y) clReleaseMemObject(y);
+    free(hx);
+    free(hw);
+    free(hb);
+    free(hy);
+    return st;
+}
+
+tsr_status bench_gelu(tsr_device *dev, const bench_options *opt, bench_report *report) {
+    size_t *sizes = NULL, nsizes = 0;
+    tsr_status st = TSR_SUCCESS;
+    if (opt->sizes) {
+        if ((st = parse_sizes(opt->sizes, &sizes, &nsizes)) != TSR_SUCCESS) return st;
+    } else {
+        nsizes = sizeof default_sizes / sizeof default_sizes[0];
+        if (!(sizes = malloc(sizeof default_sizes))) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        memcpy(sizes, default_sizes, sizeof default_sizes);
+    }
+    bool elementwise = !opt->part || strcmp(opt->part, "elementwise") == 0;
+    bool epilogue = !opt->part || strcmp(opt->part, "epilogue") == 0;
+    if (!elementwise && !epilogue) {
+        free(sizes);
+        return tsr_fail(TSR_ERR_INVALID_ARG, "--part: gelu has the parts 'elementwise' and 'epilogue' (got '%s')",
+                        opt->part);
+    }
+    if (elementwise && !opt->quiet) printf("%-10s %-20s %10s %8s %9s\n", "elements", "impl", "ms", "GB/s", "max_err");
+    for (size_t i = 0; elementwise && i < nsizes && st == TSR_SUCCESS; ++i)
+        st = bench_elementwise(dev, opt, report, sizes[i]);
+    free(sizes);
+    if (st == TSR_SUCCESS && epilogue) st = bench_epilogue(dev, opt, report);
+    return st;
+}

@@ -1,0 +1,97 @@
+// GELU, fused into one pass (OpenCL C 1.2), and the unfused baseline a naive framework runs.
+//
+// Fused kernel `gelu`, from -D defines:
+//   VW       vector width (1, 2, 4, 8, 16): loads and stores with vloadN/vstoreN, which need
+//            only float alignment, so any offset works
+//   VPT      vectors per work-item
+//   INTERLEAVE  0: a work-item owns VW*VPT consecutive elements (CPUs: one stream per thread);
+//            1: consecutive work-items take consecutive vectors (GPUs: coalesced accesses)
+//   MODE     0 copy (the bandwidth yardstick, same geometry), 2 GELU tanh, 3 GELU erf
+// The host launches ceil(n / (VW*VPT)) work-items rounded up to the work-group size; the
+// work-item holding the tail finishes it element by element.
+//
+// Unfused baseline: one kernel per elementary operation, one element per work-item, every
+// intermediate written to and read back from global memory.
+#include "activation.cl"
+
+#ifndef VW
+#define VW 8
+#endif
+#ifndef VPT
+#define VPT 4
+#endif
+#ifndef INTERLEAVE
+#define INTERLEAVE 0
+#endif
+#ifndef MODE
+#define MODE TSR_ACT_GELU_TANH
+#endif
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#if VW == 1
+#define floatv float
+#define VLOAD(p) (*(p))
+#define VSTORE(v, p) (*(p) = (v))
+#else
+#define floatv CAT(float, VW)
+#define VLOAD(p) CAT(vload, VW)(0, (p))
+#define VSTORE(v, p) CAT(vstore, VW)((v), 0, (p))
+#endif
+
+TSR_DEFINE_ACTIVATIONS(float, int)
+#if VW > 1
+TSR_DEFINE_ACTIVATIONS(floatv, CAT(int, VW))
+#endif
+
+#if MODE == 0
+#define APPLY(T, x) (x)
+#else
+#define APPLY(T, x) CAT(activate_, T)((x), MODE)
+#endif
+
+__kernel void gelu(const ulong n, __global const float *x, const ulong x_off, __global float *y, const ulong y_off) {
+    const __global float *xs = x + x_off;
+    __global float *ys = y + y_off;
+#if INTERLEAVE
+    // Vector v of work-group g, item l: g*(VPT*WG) + v*WG + l, in vectors.
+    const size_t wg = get_local_size(0);
+    const size_t base = get_group_id(0) * VPT * wg + get_local_id(0);
+    for (int v = 0; v < VPT; ++v) {
+        const size_t i = (base + (size_t)v * wg) * VW;
+        if (i + VW <= n) {
+            VSTORE(APPLY(floatv, VLOAD(xs + i)), ys + i);
+        } else {
+            for (size_t e = i; e < n; ++e) ys[e] = APPLY(float, xs[e]);
+        }
+    }
+#else
+    const size_t i0 = get_global_id(0) * (VW * VPT);
+    if (i0 >= n) return;
+    if (i0 + VW * VPT <= n) {
+        _Pragma("unroll") for (int v = 0; v < VPT; ++v) VSTORE(APPLY(floatv, VLOAD(xs + i0 + v * VW)), ys + i0 + v * VW);
+    } else {
+        for (size_t e = i0; e < n; ++e) ys[e] = APPLY(float, xs[e]);
+    }
+#endif
+}
+
+// ---------------------------------------------------------------- unfused baseline
+// out[i] = a[i] OP b[i] (or OP s), over n elements with offsets.
+#define ELEMENTWISE(name, expr)                                                                    \
+    __kernel void name(const ulong n, __global const float *a, const ulong a_off,                  \
+                       __global const float *b, const ulong b_off, const float s,                  \
+                       __global float *out, const ulong out_off) {                                 \
+        const size_t i = get_global_id(0);                                                         \
+        if (i >= n) return;                                                                        \
+        const float av = a[a_off + i];                                                             \
+        out[out_off + i] = (expr);                                                                 \
+    }
+
+ELEMENTWISE(ew_cube, av * av * av)
+ELEMENTWISE(ew_scale, s * av)
+ELEMENTWISE(ew_add, av + b[b_off + i])
+ELEMENTWISE(ew_add_scalar, av + s)
+ELEMENTWISE(ew_mul, av * b[b_off + i])
+ELEMENTWISE(ew_tanh, tanh(av))
+ELEMENTWISE(ew_erf, erf(av))

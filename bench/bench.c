@@ -76,6 +76,7 @@ tsr_status bench_write_json(const bench_report *r, const char *path) {
         cJSON_AddNumberToObject(o, "runs", w->runs);
         cJSON_AddNumberToObject(o, "gflops", w->gflops);
         cJSON_AddNumberToObject(o, "gbps", w->gbps);
+        if (w->mem_mib > 0) cJSON_AddNumberToObject(o, "device_mib", w->mem_mib);
         if (w->rel_err >= 0) cJSON_AddNumberToObject(o, "rel_err", w->rel_err);
         else cJSON_AddNullToObject(o, "rel_err");
         cJSON_AddItemToArray(arr, o);

@@ -14,6 +14,7 @@ typedef struct bench_row {
     double gflops;       /* from the op's FLOP count; 0 when not meaningful */
     double gbps;         /* bytes that must move / time; 0 when not meaningful */
     double rel_err;      /* against a double-precision reference; < 0 when not checked */
+    double mem_mib;      /* device memory the implementation allocates (0: not reported) */
 } bench_row;
 
 typedef struct bench_report {
@@ -44,9 +45,12 @@ typedef struct bench_options {
     bool peers;          /* run CLBlast / OpenBLAS too */
     bool quiet;
     const char *part;    /* an op's part of its benchmark (gelu: "elementwise", "epilogue"), NULL: all */
+    const char *clblast_xgemm; /* "NAME=V ..." for CLBlast's Xgemm kernel (from its tuner), NULL: its defaults */
+    size_t max_unfused;  /* attention: longest sequence the unfused pipelines run (0: 2048) */
 } bench_options;
 
 tsr_status bench_gemm(tsr_device *device, const bench_options *options, bench_report *report);
 tsr_status bench_gelu(tsr_device *device, const bench_options *options, bench_report *report);
+tsr_status bench_attention(tsr_device *device, const bench_options *options, bench_report *report);
 
 #endif

@@ -164,10 +164,44 @@ static tsr_status add_row(bench_report *report, const gemm_shape *s, const char 
     return bench_add(report, row);
 }
 
+#ifdef TSR_HAVE_CLBLAST
+/* Hand CLBlast the Xgemm parameters its own tuner found ("GEMMK=0 MWG=64 ..."). */
+static tsr_status clblast_override(tsr_device *dev, const char *params) {
+    char buf[1024];
+    tsr_strlcpy(buf, params, sizeof buf);
+    const char *names[32];
+    size_t values[32], n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
+        char *eq = strchr(tok, '='), *end = NULL;
+        if (!eq || n == 32) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: cannot read '%s' (NAME=VALUE ...)", tok);
+        *eq = '\0';
+        unsigned long v = strtoul(eq + 1, &end, 10);
+        if (end == eq + 1 || *end) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: %s has no number", tok);
+        if (strcmp(tok, "PRECISION") == 0) continue;
+        names[n] = tok;
+        values[n++] = v;
+    }
+    CLBlastStatusCode cs = CLBlastOverrideParameters(dev->id, "Xgemm", CLBlastPrecisionSingle, n, names, values);
+    if (cs != CLBlastSuccess)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "CLBlastOverrideParameters(Xgemm) failed with status %d", (int)cs);
+    return TSR_SUCCESS;
+}
+#endif
+
 tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *report) {
     gemm_shape *shapes = NULL;
     size_t nshapes = 0;
     tsr_status st = TSR_SUCCESS;
+    const char *clblast_impl = "clblast";
+    if (opt->clblast_xgemm) {
+#ifdef TSR_HAVE_CLBLAST
+        if ((st = clblast_override(dev, opt->clblast_xgemm)) != TSR_SUCCESS) return st;
+        clblast_impl = "clblast-tuned";
+#else
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "--clblast-xgemm: built without CLBlast");
+#endif
+    }
     if (opt->sizes) {
         if ((st = parse_shapes(opt->sizes, &shapes, &nshapes)) != TSR_SUCCESS) return st;
     } else {
@@ -214,7 +248,7 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
             bench_row crow = {0};
             if ((st = bench_time(run_clblast, &r, opt->budget_s, 3, 50, &crow)) != TSR_SUCCESS) goto next;
             if ((st = tsr_download(dev, r.c, hc, nc)) != TSR_SUCCESS) goto next;
-            if ((st = add_row(report, s, "clblast", &crow, ha, hb, hc)) != TSR_SUCCESS) goto next;
+            if ((st = add_row(report, s, clblast_impl, &crow, ha, hb, hc)) != TSR_SUCCESS) goto next;
             gf[1] = crow.gflops;
         }
 #endif

@@ -255,6 +255,37 @@ TSR_API tsr_status tsr_sgemm_strided_batched_ex(tsr_device *device, tsr_layout l
                                                 size_t batch_count, const tsr_epilogue *epilogue,
                                                 cl_command_queue queue, cl_event *event);
 
+/* ------------------------------------------------------------------ attention */
+
+/* O = softmax(scale * Q K^T + mask) V per batch entry b and head h. Tensors hold fp32
+ * rows of head_dim values, element (b, h, row, d) at offset + b*stride[0] + h*stride[1] +
+ * row*stride[2] + d; all-zero strides mean contiguous [B, H, L, D]. For the [B, L, H, D]
+ * layout that projections produce, use strides {L*H*D, D, H*D}.
+ * Mask: key j is visible to query i when j < kv_lengths[b] (all keys if kv_lengths is NULL)
+ * and, if causal, j <= i + (kv_len - q_len) (decoding with a KV cache). A query row that
+ * sees no key gets O = 0 (and LSE = -inf), not NaN. */
+typedef struct tsr_attention_desc {
+    size_t batch, heads, q_len, kv_len, head_dim; /* head_dim 1..256 */
+    size_t q_offset, k_offset, v_offset, o_offset;
+    size_t q_strides[3], k_strides[3], v_strides[3], o_strides[3]; /* {batch, head, row}; zeros: contiguous */
+    float scale;                 /* 0: 1/sqrt(head_dim) */
+    bool causal;
+    const int *kv_lengths;       /* host array of `batch` valid key counts (0..kv_len), NULL: all */
+    cl_mem lse;                  /* optional: per-row log-sum-exp of the scaled, masked scores, [B, H, q_len] */
+    size_t lse_offset;
+} tsr_attention_desc;
+
+/* Blocked (flash-style) attention: never materializes the q_len x kv_len scores. */
+TSR_API tsr_status tsr_attention(tsr_device *device, const tsr_attention_desc *desc, cl_mem q, cl_mem k, cl_mem v,
+                                 cl_mem o, cl_command_queue queue, cl_event *event);
+
+/* The unfused baseline: S = scale Q K^T (tessera GEMM, batched over heads), a row softmax
+ * with the same mask, O = P V (tessera GEMM). Needs heads*q_len*kv_len floats of workspace,
+ * which tsr_attention_workspace_size reports. Same arguments and results. */
+TSR_API tsr_status tsr_attention_unfused(tsr_device *device, const tsr_attention_desc *desc, cl_mem q, cl_mem k,
+                                         cl_mem v, cl_mem o, cl_command_queue queue, cl_event *event);
+TSR_API size_t tsr_attention_unfused_workspace_bytes(const tsr_attention_desc *desc);
+
 /* Names of the ops this build provides, NULL-terminated. */
 TSR_API const char *const *tsr_op_names(void);
 
@@ -318,7 +349,7 @@ typedef struct tsr_tune_progress {
 
 typedef struct tsr_tune_options {
     tsr_tune_strategy strategy;  /* 0: anneal */
-    double budget_seconds;       /* for the whole op, split evenly over its classes; 0: 96 s */
+    double budget_seconds;       /* for the whole op, split evenly over its classes; 0: 88 s */
     int budget_evaluations;      /* per class; 0: no limit besides time */
     uint64_t seed;               /* 0: from the clock */
     const char *space;           /* restrict the space, e.g. "MWI=4,6 VW=8,16"; NULL: the op's space */

@@ -404,7 +404,14 @@ static tsr_status finish_open(tsr_device *dev, cl_command_queue queue) {
         TSR_CL_CHECK(err, fail);
     }
     make_fingerprint(dev);
-    if (pthread_mutex_init(&dev->lock, NULL) != 0) {
+    /* Recursive: a pipeline that holds a workspace (unfused attention's scores) calls ops
+     * that take the lock again. */
+    pthread_mutexattr_t attr;
+    bool locked_ok = pthread_mutexattr_init(&attr) == 0 &&
+                     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) == 0 &&
+                     pthread_mutex_init(&dev->lock, &attr) == 0;
+    pthread_mutexattr_destroy(&attr);
+    if (!locked_ok) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "cannot create a mutex");
         goto fail;
     }

@@ -65,8 +65,8 @@ typedef struct tsr_program_entry tsr_program_entry;
 enum tsr_workspace_slot {
     TSR_WS_PACK_A = 0, /* GEMM's packed A panels */
     TSR_WS_PACK_B = 1, /* GEMM's packed B panels */
-    TSR_WS_TEMP0 = 2,  /* the unfused GELU baseline's temporaries */
-    TSR_WS_TEMP1 = 3,
+    TSR_WS_TEMP0 = 2,  /* temporaries: unfused GELU; attention's transposed K */
+    TSR_WS_TEMP1 = 3,  /* temporaries: unfused GELU; unfused attention's scores */
     TSR_WORKSPACE_SLOTS
 };
 
@@ -78,7 +78,7 @@ struct tsr_device {
     cl_command_queue queue;
     char fingerprint[6 * TSR_INFO_STR];
 
-    pthread_mutex_t lock;          /* guards the program cache and counters */
+    pthread_mutex_t lock;          /* recursive; guards the program cache, counters and workspaces */
     tsr_program_entry *programs;   /* in-memory program cache */
     bool persistent;               /* on-disk cache usable */
     char cache_dir[TSR_PATH_MAX];
@@ -207,6 +207,11 @@ typedef struct tsr_op {
 extern const tsr_op *const tsr_ops[]; /* NULL-terminated */
 extern const tsr_op tsr_op_gemm;
 extern const tsr_op tsr_op_gelu;
+extern const tsr_op tsr_op_attention;
+/* The unfused attention baseline's masked row softmax over S (one batch entry b, all heads;
+ * S already scaled), for the benchmark's CLBlast-based pipeline too. */
+tsr_status tsr_attention_softmax(tsr_device *device, const tsr_attention_desc *desc, size_t b, cl_mem scores,
+                                 cl_command_queue queue, cl_event wait, cl_event *done);
 /* A copy kernel with the fused GELU's geometry and configuration: the bandwidth yardstick. */
 tsr_status tsr_gelu_copy(tsr_device *device, cl_mem x, size_t x_offset, cl_mem y, size_t y_offset, size_t n,
                          cl_command_queue queue, cl_event *event);

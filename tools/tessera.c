@@ -23,12 +23,16 @@ static int usage(FILE *out) {
             "                                       without a compiler; load them with TSR_BINARY_DIR)\n"
             "  cache [--device SEL] [--clear]       show (or empty) the kernel binary cache\n"
             "  bench OP [--device SEL] [--sizes LIST] [--json FILE] [--budget SECONDS] [--no-peers]\n"
-            "        [--part NAME]\n"
-            "                                       time OP (gemm, gelu) against its peers (CLBlast,\n"
-            "                                       OpenBLAS) and baselines;\n"
+            "        [--part NAME] [--clblast-xgemm \"GEMMK=0 MWG=64 ...\"] [--max-unfused L]\n"
+            "                                       time OP (gemm, gelu, attention) against its peers\n"
+            "                                       (CLBlast, OpenBLAS) and baselines;\n"
             "                                       gemm sizes: N, MxNxK or B@MxNxK, comma separated;\n"
             "                                       gelu sizes: N, NK or NM elements; gelu parts:\n"
-            "                                       elementwise, epilogue (bias+GELU in GEMM)\n"
+            "                                       elementwise, epilogue (bias+GELU in GEMM);\n"
+            "                                       --clblast-xgemm: CLBlast's Xgemm parameters from\n"
+            "                                       its tuner (clblast_tuner_xgemm) instead of defaults;\n"
+            "                                       attention sizes: sequence lengths (B=1 H=8 D=64);\n"
+            "                                       --max-unfused: longest L for the unfused pipelines\n"
             "  tune [--device SEL] [--op NAME|all] [--budget SECONDS] [--evals N]\n"
             "       [--strategy exhaustive|random|anneal|climb] [--space SPEC|all] [--classes LIST]\n"
             "       [--seed N] [--dry-run] [--db FILE] [--log FILE]\n"
@@ -241,7 +245,7 @@ static int cmd_cache(int argc, char **argv) {
 
 static int cmd_bench(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "tessera bench: name an op (gemm, gelu)\n");
+        fprintf(stderr, "tessera bench: name an op (gemm, gelu, attention)\n");
         return 2;
     }
     const char *op = argv[1];
@@ -250,13 +254,26 @@ static int cmd_bench(int argc, char **argv) {
     static const struct option opts[] = {{"device", required_argument, NULL, 'd'}, {"sizes", required_argument, NULL, 's'},
                                          {"json", required_argument, NULL, 'j'},   {"budget", required_argument, NULL, 'b'},
                                          {"no-peers", no_argument, NULL, 'n'},     {"help", no_argument, NULL, 'h'},
-                                         {"part", required_argument, NULL, 'p'},   {0}};
+                                         {"part", required_argument, NULL, 'p'},
+                                         {"clblast-xgemm", required_argument, NULL, 'X'},
+                                         {"max-unfused", required_argument, NULL, 'U'}, {0}};
     bench_options bo = {.budget_s = 1.0, .peers = true};
     const char *device = NULL, *json = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "d:s:j:b:nhp:", opts, NULL)) != -1) {
         switch (c) {
         case 'p': bo.part = optarg; break;
+        case 'X': bo.clblast_xgemm = optarg; break;
+        case 'U': {
+            char *end = NULL;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (*end || v == 0) {
+                fprintf(stderr, "tessera bench: --max-unfused needs a positive sequence length\n");
+                return 2;
+            }
+            bo.max_unfused = (size_t)v;
+            break;
+        }
         case 'd': device = optarg; break;
         case 's': bo.sizes = optarg; break;
         case 'j': json = optarg; break;
@@ -275,9 +292,12 @@ static int cmd_bench(int argc, char **argv) {
     }
     if (optind < argc) return usage(stderr);
     tsr_status (*bench)(tsr_device *, const bench_options *, bench_report *) =
-        strcmp(op, "gemm") == 0 ? bench_gemm : strcmp(op, "gelu") == 0 ? bench_gelu : NULL;
+        strcmp(op, "gemm") == 0        ? bench_gemm
+        : strcmp(op, "gelu") == 0      ? bench_gelu
+        : strcmp(op, "attention") == 0 ? bench_attention
+                                       : NULL;
     if (!bench) {
-        fprintf(stderr, "tessera bench: no benchmark for op '%s' (available: gemm, gelu)\n", op);
+        fprintf(stderr, "tessera bench: no benchmark for op '%s' (available: gemm, gelu, attention)\n", op);
         return 2;
     }
     tsr_device *dev = NULL;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const tsr_op *const tsr_ops[] = {&tsr_op_gemm, &tsr_op_gelu, NULL};
+const tsr_op *const tsr_ops[] = {&tsr_op_gemm, &tsr_op_gelu, &tsr_op_attention, NULL};
 
 const char *const *tsr_op_names(void) {
     static const char *names[TSR_MAX_PARAMS + 1];

@@ -1,0 +1,229 @@
+// Blocked ("flash") attention and the row softmax of the unfused baseline (OpenCL C 1.2).
+//
+//   O[b,h,i,:] = sum_j softmax_j(scale * Q[b,h,i,:] . K[b,h,j,:] + mask(i, j)) V[b,h,j,:]
+//   mask(i, j) = -inf unless j < kv_len[b] and, when causal, j <= i + (Lk - Lq)
+// A row whose keys are all masked gets O = 0 and LSE = -inf (documented in the header).
+//
+// Geometry, from -D defines:
+//   HEAD_DIM  D, compiled in so the loops over it unroll and vectorize
+//   BR        query rows per work-group (one row per work-item)
+//   BC        keys per tile: K and V tiles of BC x D stream through local memory
+// Each work-item keeps its query row (pre-scaled) and its output accumulator in private
+// memory and runs the online softmax: per tile, the scores, the tile maximum, one rescale
+// of the accumulator when the running maximum grows, then the weighted sum of V. The L x L
+// score matrix never exists; memory is O(B H L D). Tiles past the last key any row of the
+// work-group may see (the causal limit, the batch's key length) are never loaded.
+// Tensors are [b, h, row, d] with element strides (sb, sh, sl) for b, h, row and 1 for d.
+//
+// `attention_vec` is the fast path for head dimensions that are multiples of 16 (CPUs):
+// a work-item owns RW query rows and takes keys 16 at a time as float16 lanes, reading K
+// from a transposed copy (`transpose_k`: [b*h][d][key], zero-padded to a multiple of 16
+// keys, O(B H L D) memory), so the scores of a tile are RW independent chains of D vector
+// FMAs instead of scalar dot products (whose dependent FMA chains starve a CPU's
+// pipelines); P V accumulates float16 slices of D per row.
+#include "activation.cl"
+
+#ifndef HEAD_DIM
+#define HEAD_DIM 64
+#endif
+#ifndef BR
+#define BR 16
+#endif
+#ifndef BC
+#define BC 16
+#endif
+#ifndef STAGE
+#define STAGE 1 // 0: read K and V tiles straight from global memory (CPUs: caches, no barriers)
+#endif
+
+__kernel void attention(const int Lq, const int Lk, const int H, const float scale, const int causal,
+                        __global const float *q, const ulong q_off, const ulong qsb, const ulong qsh, const ulong qsl,
+                        __global const float *k, const ulong k_off, const ulong ksb, const ulong ksh, const ulong ksl,
+                        __global const float *v, const ulong v_off, const ulong vsb, const ulong vsh, const ulong vsl,
+                        __global float *o, const ulong o_off, const ulong osb, const ulong osh, const ulong osl,
+                        __global const int *kv_len, __global float *lse, const ulong lse_off, const int write_lse) {
+#if STAGE
+    __local float Ks[BC * HEAD_DIM];
+    __local float Vs[BC * HEAD_DIM];
+#define K_AT(jj, d) Ks[(jj) * HEAD_DIM + (d)]
+#define V_AT(jj, d) Vs[(jj) * HEAD_DIM + (d)]
+#else
+#define K_AT(jj, d) kb[(size_t)min(j0 + (jj), kv_end - 1) * ksl + (d)]
+#define V_AT(jj, d) vb[(size_t)min(j0 + (jj), kv_end - 1) * vsl + (d)]
+#endif
+    const int lid = (int)get_local_id(0);
+    const int i = (int)get_group_id(0) * BR + lid;
+    const int bh = (int)get_global_id(1), b = bh / H, h = bh - b * H;
+    const bool active = i < Lq;
+    const int kv_end = kv_len[b];
+    const int shift = Lk - Lq; // causal: row i sees keys j <= i + shift
+    // Keys this row may see, and the last key any row of the group may see.
+    int limit = active ? kv_end : 0;
+    if (causal) limit = min(limit, i + shift + 1);
+    int group_limit = kv_end;
+    if (causal) group_limit = min(group_limit, min((int)get_group_id(0) * BR + BR, Lq) - 1 + shift + 1);
+
+    const __global float *kb = k + k_off + b * ksb + h * ksh;
+    const __global float *vb = v + v_off + b * vsb + h * vsh;
+    float qr[HEAD_DIM], acc[HEAD_DIM];
+    const __global float *qp = q + q_off + b * qsb + h * qsh + (size_t)(active ? i : 0) * qsl;
+    for (int d = 0; d < HEAD_DIM; ++d) {
+        qr[d] = active ? qp[d] * scale : 0.0f;
+        acc[d] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+
+    for (int j0 = 0; j0 < group_limit; j0 += BC) {
+#if STAGE
+        const int rows = min(BC, group_limit - j0);
+        for (int e = lid; e < BC * HEAD_DIM; e += BR) {
+            const int r = e / HEAD_DIM, d = e - r * HEAD_DIM;
+            Ks[e] = r < rows ? kb[(size_t)(j0 + r) * ksl + d] : 0.0f;
+            Vs[e] = r < rows ? vb[(size_t)(j0 + r) * vsl + d] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+        float s[BC];
+        float tile_max = -INFINITY;
+        for (int jj = 0; jj < BC; ++jj) {
+            float dot = 0.0f;
+            for (int d = 0; d < HEAD_DIM; ++d) dot = fma(qr[d], K_AT(jj, d), dot);
+            s[jj] = j0 + jj < limit ? dot : -INFINITY;
+            tile_max = fmax(tile_max, s[jj]);
+        }
+        if (tile_max > -INFINITY) { // this row has keys in the tile
+            const float m_new = fmax(m, tile_max);
+            const float correction = exp(m - m_new); // 0 on the first tile (m = -inf)
+            l *= correction;
+            for (int d = 0; d < HEAD_DIM; ++d) acc[d] *= correction;
+            for (int jj = 0; jj < BC; ++jj) {
+                const float p = exp(s[jj] - m_new); // masked keys: exp(-inf) = 0
+                l += p;
+                for (int d = 0; d < HEAD_DIM; ++d) acc[d] = fma(p, V_AT(jj, d), acc[d]);
+            }
+            m = m_new;
+        }
+#if STAGE
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+    }
+    if (!active) return;
+    __global float *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f; // all keys masked: zeros
+    for (int d = 0; d < HEAD_DIM; ++d) op[d] = acc[d] * inv;
+    if (write_lse) lse[lse_off + (size_t)bh * Lq + i] = l > 0.0f ? m + log(l) : -INFINITY;
+}
+
+// Row softmax of the unfused baseline over S = [b*h][Lq][Lk] (scale already applied by the
+// GEMM), with the same mask; rows with no visible key become zeros. One work-item per row.
+__kernel void softmax_rows(const int Lq, const int Lk, const int H, const int causal, __global float *S,
+                           const ulong s_off, __global const int *kv_len, __global float *lse, const ulong lse_off,
+                           const int write_lse) {
+    const int i = (int)get_global_id(0), bh = (int)get_global_id(1);
+    if (i >= Lq) return;
+    const int b = bh / H;
+    int limit = kv_len[b];
+    if (causal) limit = min(limit, i + (Lk - Lq) + 1);
+    __global float *row = S + s_off + ((size_t)bh * Lq + i) * Lk;
+    float m = -INFINITY;
+    for (int j = 0; j < limit; ++j) m = fmax(m, row[j]);
+    float sum = 0.0f;
+    for (int j = 0; j < limit; ++j) {
+        const float p = exp(row[j] - m);
+        row[j] = p;
+        sum += p;
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int j = 0; j < Lk; ++j) row[j] = j < limit ? row[j] * inv : 0.0f;
+    if (write_lse) lse[lse_off + (size_t)bh * Lq + i] = sum > 0.0f ? m + log(sum) : -INFINITY;
+}
+
+// ---------------------------------------------------------------- fast path (D % 16 == 0)
+#ifndef RW
+#define RW 2
+#endif
+TSR_DEFINE_ACTIVATIONS(float16, int16)
+
+// kt[(bh * D + d) * Lkp + j] = K[b, h, j, d] for j < Lk, 0 up to Lkp. global = (Lkp, D, B*H)
+__kernel void transpose_k(const int Lk, const int Lkp, const int H, __global const float *k, const ulong k_off,
+                          const ulong ksb, const ulong ksh, const ulong ksl, __global float *kt) {
+    const int j = (int)get_global_id(0), d = (int)get_global_id(1), bh = (int)get_global_id(2);
+    const int b = bh / H, h = bh - b * H;
+    kt[((size_t)bh * HEAD_DIM + d) * Lkp + j] = j < Lk ? k[k_off + b * ksb + h * ksh + (size_t)j * ksl + d] : 0.0f;
+}
+
+#if HEAD_DIM % 16 == 0
+__kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int H, const float scale,
+                            const int causal, __global const float *q, const ulong q_off, const ulong qsb,
+                            const ulong qsh, const ulong qsl, __global const float *kt, __global const float *v,
+                            const ulong v_off, const ulong vsb, const ulong vsh, const ulong vsl, __global float *o,
+                            const ulong o_off, const ulong osb, const ulong osh, const ulong osl,
+                            __global const int *kv_len, __global float *lse, const ulong lse_off,
+                            const int write_lse) {
+    const int r0 = (int)get_global_id(0) * RW, bh = (int)get_global_id(1), b = bh / H, h = bh - b * H;
+    if (r0 >= Lq) return;
+    const int kv_end = kv_len[b], shift = Lk - Lq;
+    int limit[RW], group_limit = 0;
+    float qr[RW][HEAD_DIM], m[RW], l[RW], pbuf[RW][16];
+    float16 acc[RW][HEAD_DIM / 16];
+    for (int r = 0; r < RW; ++r) {
+        const int i = r0 + r;
+        limit[r] = i < Lq ? kv_end : 0;
+        if (causal) limit[r] = min(limit[r], i + shift + 1);
+        group_limit = max(group_limit, limit[r]);
+        const __global float *qp = q + q_off + b * qsb + h * qsh + (size_t)min(i, Lq - 1) * qsl;
+        for (int d = 0; d < HEAD_DIM; ++d) qr[r][d] = qp[d] * scale;
+        for (int dv = 0; dv < HEAD_DIM / 16; ++dv) acc[r][dv] = (float16)(0.0f);
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+    const __global float *ktb = kt + (size_t)bh * HEAD_DIM * Lkp;
+    const __global float *vb = v + v_off + b * vsb + h * vsh;
+    const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int j0 = 0; j0 < group_limit; j0 += 16) {
+        float16 s[RW];
+        for (int r = 0; r < RW; ++r) s[r] = (float16)(0.0f);
+        for (int d = 0; d < HEAD_DIM; ++d) {
+            const float16 kv = vload16(0, ktb + (size_t)d * Lkp + j0);
+            for (int r = 0; r < RW; ++r) s[r] = fma((float16)(qr[r][d]), kv, s[r]);
+        }
+        for (int r = 0; r < RW; ++r) {
+            const int16 masked = lane + j0 >= (int16)(limit[r]);
+            const float16 sr = select(s[r], (float16)(-INFINITY), masked);
+            vstore16(sr, 0, pbuf[r]);
+            float tile_max = -INFINITY;
+            for (int e = 0; e < 16; ++e) tile_max = fmax(tile_max, pbuf[r][e]);
+            if (tile_max > -INFINITY) {
+                const float m_new = fmax(m[r], tile_max);
+                const float correction = exp(m[r] - m_new);
+                l[r] *= correction;
+                for (int dv = 0; dv < HEAD_DIM / 16; ++dv) acc[r][dv] *= correction;
+                const float16 p = select(tsr_exp_float16(sr - m_new), (float16)(0.0f), masked);
+                vstore16(p, 0, pbuf[r]);
+                float sum = 0.0f;
+                for (int e = 0; e < 16; ++e) sum += pbuf[r][e];
+                l[r] += sum;
+                m[r] = m_new;
+            } else {
+                vstore16((float16)(0.0f), 0, pbuf[r]);
+            }
+        }
+        const int keys = min(16, group_limit - j0);
+        for (int jj = 0; jj < keys; ++jj) {
+            const __global float *vr = vb + (size_t)(j0 + jj) * vsl;
+            for (int dv = 0; dv < HEAD_DIM / 16; ++dv) {
+                const float16 vv = vload16(dv, vr);
+                for (int r = 0; r < RW; ++r) acc[r][dv] = fma((float16)(pbuf[r][jj]), vv, acc[r][dv]);
+            }
+        }
+    }
+    for (int r = 0; r < RW; ++r) {
+        const int i = r0 + r;
+        if (i >= Lq) break;
+        __global float *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
+        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        for (int dv = 0; dv < HEAD_DIM / 16; ++dv) vstore16(acc[r][dv] * inv, dv, op);
+        if (write_lse) lse[lse_off + (size_t)bh * Lq + i] = l[r] > 0.0f ? m[r] + log(l[r]) : -INFINITY;
+    }
+}
+#endif

@@ -1,0 +1,587 @@
+/* The attention op: blocked (flash-style) attention from cl/attention.cl, and the unfused
+ * baseline (GEMM, row softmax, GEMM) that materializes the scores. */
+#include "internal.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { P_BR, P_BC, P_STAGE, P_VEC, P_RW, ATTENTION_NPARAMS };
+
+static const int br_values[] = {1, 2, 4, 8, 16, 32, 64};
+static const int bc_values[] = {4, 8, 16, 32, 64};
+
+static const int flag_values[] = {0, 1};
+static const int rw_values[] = {1, 2, 3, 4};
+
+/* BR, BC, STAGE shape the generic kernel; VEC picks the fast path (head dimensions that are
+ * multiples of 16) with RW query rows per work-item. */
+static const tsr_param_def attention_params[ATTENTION_NPARAMS] = {
+    {"BR", br_values, 7}, {"BC", bc_values, 5}, {"STAGE", flag_values, 2}, {"VEC", flag_values, 2},
+    {"RW", rw_values, 4}};
+
+static const char *const attention_classes[] = {"long", "short", NULL};
+#define ATTENTION_SHORT_LIMIT 256 /* keys; below this a launch is mostly overhead */
+#define ATTENTION_MAX_DIM 256
+
+/* A validated call: sizes, and element strides per tensor (batch, head, row). */
+typedef struct attention_problem {
+    size_t B, H, Lq, Lk, D;
+    size_t off[4], stride[4][3]; /* q, k, v, o */
+    float scale;
+    bool causal;
+    const int *kv_lengths;
+    cl_mem lse;
+    size_t lse_off;
+} attention_problem;
+
+static const char *attention_problem_class(const void *problem) {
+    return ((const attention_problem *)problem)->Lk < ATTENTION_SHORT_LIMIT ? "short" : "long";
+}
+
+static void attention_default_config(const tsr_device *dev, const char *cls, tsr_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    /* CPUs: PoCL runs a work-group's rows as a loop it can vectorize across rows; GPUs: a
+     * larger group shares each K/V tile among more rows. */
+    bool cpu = dev->info.type == TSR_DEVICE_CPU;
+    cfg->values[P_BR] = cpu ? 16 : 64;
+    cfg->values[P_BC] = strcmp(cls, "short") == 0 ? 16 : (cpu ? 32 : 16);
+    cfg->values[P_STAGE] = !cpu; /* CPUs: K and V rows come through the caches, no barriers */
+    cfg->values[P_VEC] = cpu;
+    cfg->values[P_RW] = 2;
+}
+
+/* Keys per tile that fit the device's local memory for this head dimension. */
+static int fitting_bc(const tsr_device *dev, int bc, size_t D) {
+    while (bc > 1 && (size_t)bc * D * 2 * sizeof(float) > dev->info.local_mem_bytes) bc /= 2;
+    return bc;
+}
+
+static bool attention_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
+    const int *v = cfg->values;
+    if ((size_t)v[P_BR] > dev->info.max_work_group_size || (size_t)v[P_BR] > dev->info.max_work_item_sizes[0])
+        return false;
+    size_t D = problem ? ((const attention_problem *)problem)->D : 64;
+    return !v[P_STAGE] || (size_t)v[P_BC] * D * 2 * sizeof(float) <= dev->info.local_mem_bytes;
+}
+
+/* A program per head dimension, so the loops over D unroll. Ahead-of-time builds cover the
+ * common ones; other dimensions compile on first use. */
+static const int common_dims[] = {16, 32, 64, 80, 96, 128};
+
+static void options_for_dim(const tsr_config *cfg, size_t D, char *out, size_t size) {
+    snprintf(out, size, "-DHEAD_DIM=%zu -DBR=%d -DBC=%d -DSTAGE=%d -DRW=%d", D, cfg->values[P_BR], cfg->values[P_BC],
+             cfg->values[P_STAGE], cfg->values[P_RW]);
+}
+
+static void attention_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
+    options_for_dim(cfg, (size_t)common_dims[variant], out, size);
+}
+
+/* offset + (B-1) sb + (H-1) sh + (L-1) sl + D, with overflow checks. */
+static tsr_status tensor_extent(const char *name, size_t off, const size_t st[3], size_t B, size_t H, size_t L,
+                                size_t D, size_t *need) {
+    size_t t[3], total = off;
+    if (__builtin_mul_overflow(B - 1, st[0], &t[0]) || __builtin_mul_overflow(H - 1, st[1], &t[1]) ||
+        __builtin_mul_overflow(L - 1, st[2], &t[2]) || __builtin_add_overflow(total, t[0], &total) ||
+        __builtin_add_overflow(total, t[1], &total) || __builtin_add_overflow(total, t[2], &total) ||
+        __builtin_add_overflow(total, D, &total) || total > SIZE_MAX / sizeof(float))
+        return tsr_fail(TSR_ERR_OVERFLOW, "the extent of %s overflows", name);
+    *need = total;
+    return TSR_SUCCESS;
+}
+
+/* Output rows must not overlap: sorted by stride, each stride covers the dims inside it. */
+static bool disjoint_rows(const size_t st[3], size_t B, size_t H, size_t L, size_t D) {
+    size_t dims[3][2] = {{st[0], B}, {st[1], H}, {st[2], L}};
+    for (int a = 0; a < 3; ++a)
+        for (int c = a + 1; c < 3; ++c)
+            if (dims[c][0] < dims[a][0]) {
+                size_t tmp[2] = {dims[a][0], dims[a][1]};
+                dims[a][0] = dims[c][0], dims[a][1] = dims[c][1];
+                dims[c][0] = tmp[0], dims[c][1] = tmp[1];
+            }
+    size_t span = D; /* elements covered by the dims inside the current one */
+    for (int a = 0; a < 3; ++a) {
+        if (dims[a][1] == 1) continue;
+        if (dims[a][0] < span) return false;
+        span = dims[a][0] * (dims[a][1] - 1) + span;
+    }
+    return true;
+}
+
+static tsr_status attention_validate(const tsr_device *dev, const tsr_attention_desc *d, cl_mem q, cl_mem k, cl_mem v,
+                                     cl_mem o, attention_problem *p) {
+    if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
+    if (!d) return tsr_fail(TSR_ERR_INVALID_ARG, "attention descriptor is NULL");
+    if (!d->batch || !d->heads || !d->q_len || !d->kv_len || !d->head_dim)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "batch, heads, q_len, kv_len and head_dim must be at least 1 "
+                        "(got %zu, %zu, %zu, %zu, %zu)", d->batch, d->heads, d->q_len, d->kv_len, d->head_dim);
+    if (d->head_dim > ATTENTION_MAX_DIM)
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "head_dim %zu is larger than the supported %d", d->head_dim,
+                        ATTENTION_MAX_DIM);
+    if (d->q_len > INT_MAX || d->kv_len > INT_MAX || d->heads > INT_MAX || d->batch * d->heads > INT_MAX)
+        return tsr_fail(TSR_ERR_OVERFLOW, "q_len, kv_len and batch*heads must each be at most %d", INT_MAX);
+    if (!(d->scale == d->scale) || isinf(d->scale)) return tsr_fail(TSR_ERR_INVALID_ARG, "scale must be finite");
+    memset(p, 0, sizeof *p);
+    p->B = d->batch, p->H = d->heads, p->Lq = d->q_len, p->Lk = d->kv_len, p->D = d->head_dim;
+    p->scale = d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)d->head_dim));
+    p->causal = d->causal;
+    p->kv_lengths = d->kv_lengths;
+    p->lse = d->lse;
+    p->lse_off = d->lse_offset;
+    const size_t *given[4] = {d->q_strides, d->k_strides, d->v_strides, d->o_strides};
+    const size_t offs[4] = {d->q_offset, d->k_offset, d->v_offset, d->o_offset};
+    const char *names[4] = {"q", "k", "v", "o"};
+    const cl_mem mems[4] = {q, k, v, o};
+    tsr_status st;
+    for (int t = 0; t < 4; ++t) {
+        size_t L = t == 0 || t == 3 ? p->Lq : p->Lk;
+        p->off[t] = offs[t];
+        if (!given[t][0] && !given[t][1] && !given[t][2]) { /* contiguous [B, H, L, D] */
+            p->stride[t][2] = p->D;
+            p->stride[t][1] = L * p->D;
+            p->stride[t][0] = p->H * L * p->D;
+        } else {
+            memcpy(p->stride[t], given[t], sizeof p->stride[t]);
+            if (p->stride[t][2] < p->D && L > 1)
+                return tsr_fail(TSR_ERR_INVALID_ARG, "%s: the row stride %zu is smaller than head_dim %zu", names[t],
+                                p->stride[t][2], p->D);
+        }
+        size_t need = 0;
+        if ((st = tensor_extent(names[t], p->off[t], p->stride[t], p->B, p->H, L, p->D, &need)) != TSR_SUCCESS ||
+            (st = tsr_check_buffer(dev, mems[t], names[t], need)) != TSR_SUCCESS)
+            return st;
+    }
+    if (!disjoint_rows(p->stride[3], p->B, p->H, p->Lq, p->D))
+        return tsr_fail(TSR_ERR_INVALID_ARG, "o: the strides {%zu, %zu, %zu} make output rows overlap",
+                        p->stride[3][0], p->stride[3][1], p->stride[3][2]);
+    if (d->kv_lengths)
+        for (size_t b = 0; b < p->B; ++b)
+            if (d->kv_lengths[b] < 0 || (size_t)d->kv_lengths[b] > p->Lk)
+                return tsr_fail(TSR_ERR_INVALID_ARG, "kv_lengths[%zu] = %d is outside [0, kv_len = %zu]", b,
+                                d->kv_lengths[b], p->Lk);
+    if (d->lse) {
+        size_t need;
+        if (__builtin_mul_overflow(p->B * p->H, p->Lq, &need) || __builtin_add_overflow(need, d->lse_offset, &need))
+            return tsr_fail(TSR_ERR_OVERFLOW, "the extent of lse overflows");
+        if ((st = tsr_check_buffer(dev, d->lse, "lse", need)) != TSR_SUCCESS) return st;
+    }
+    return TSR_SUCCESS;
+}
+
+/* The per-batch key lengths as a device buffer (all kv_len when not given). */
+static tsr_status kv_length_buffer(tsr_device *dev, const attention_problem *p, cl_mem *out) {
+    int *lens = malloc(p->B * sizeof *lens);
+    if (!lens) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    for (size_t b = 0; b < p->B; ++b) lens[b] = p->kv_lengths ? p->kv_lengths[b] : (int)p->Lk;
+    cl_int err;
+    *out = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, p->B * sizeof *lens, lens, &err);
+    free(lens);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "clCreateBuffer(kv_lengths)", __FILE__, __LINE__);
+    return TSR_SUCCESS;
+}
+
+/* The fast path: K transposed into a workspace, then attention_vec. */
+static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem *p, cl_program program, cl_mem lens,
+                                       const tsr_config *cfg, cl_mem q, cl_mem k, cl_mem v, cl_mem o,
+                                       cl_command_queue queue, cl_event *event) {
+    tsr_status status = TSR_SUCCESS;
+    cl_kernel tk = NULL, kernel = NULL;
+    cl_event transposed = NULL;
+    cl_int err;
+    cl_int Lq = (cl_int)p->Lq, Lk = (cl_int)p->Lk, H = (cl_int)p->H, causal = p->causal;
+    cl_int Lkp = (cl_int)((p->Lk + 15) / 16 * 16);
+    cl_int write_lse = p->lse != NULL;
+    cl_mem lse = p->lse ? p->lse : o;
+    cl_ulong lse_off = p->lse_off;
+    /* The transposed K lives in a workspace shared by calls on this device: hold the lock. */
+    pthread_mutex_lock(&dev->lock);
+    cl_mem kt;
+    cl_event wait;
+    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP0, p->B * p->H * p->D * (size_t)Lkp * sizeof(float), &kt, &wait), out);
+    tk = clCreateKernel(program, "transpose_k", &err);
+    TSR_CL_CHECK(err, out);
+    kernel = clCreateKernel(program, "attention_vec", &err);
+    TSR_CL_CHECK(err, out);
+    cl_uint arg = 0;
+    cl_ulong ko = p->off[1], ksb = p->stride[1][0], ksh = p->stride[1][1], ksl = p->stride[1][2];
+#define SET(K, x) TSR_CL_CHECK(clSetKernelArg(K, arg++, sizeof(x), &(x)), out)
+    SET(tk, Lk); SET(tk, Lkp); SET(tk, H); SET(tk, k); SET(tk, ko); SET(tk, ksb); SET(tk, ksh); SET(tk, ksl); SET(tk, kt);
+    size_t tglobal[3] = {(size_t)Lkp, p->D, p->B * p->H};
+    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, tk, 3, NULL, tglobal, NULL, wait ? 1 : 0, wait ? &wait : NULL,
+                                        &transposed), out);
+    arg = 0;
+    SET(kernel, Lq); SET(kernel, Lk); SET(kernel, Lkp); SET(kernel, H); SET(kernel, p->scale); SET(kernel, causal);
+    cl_ulong qo = p->off[0], qsb = p->stride[0][0], qsh = p->stride[0][1], qsl = p->stride[0][2];
+    SET(kernel, q); SET(kernel, qo); SET(kernel, qsb); SET(kernel, qsh); SET(kernel, qsl);
+    SET(kernel, kt);
+    cl_ulong vo = p->off[2], vsb = p->stride[2][0], vsh = p->stride[2][1], vsl = p->stride[2][2];
+    SET(kernel, v); SET(kernel, vo); SET(kernel, vsb); SET(kernel, vsh); SET(kernel, vsl);
+    cl_ulong oo = p->off[3], osb = p->stride[3][0], osh = p->stride[3][1], osl = p->stride[3][2];
+    SET(kernel, o); SET(kernel, oo); SET(kernel, osb); SET(kernel, osh); SET(kernel, osl);
+    SET(kernel, lens); SET(kernel, lse); SET(kernel, lse_off); SET(kernel, write_lse);
+#undef SET
+    size_t rw = (size_t)cfg->values[P_RW];
+    size_t global[2] = {(p->Lq + rw - 1) / rw, p->B * p->H};
+    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, NULL, 1, &transposed, event), out);
+    tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, event ? *event : NULL);
+    if (!event) clFinish(queue); /* no event to order the next writer of the workspace by */
+out:
+    pthread_mutex_unlock(&dev->lock);
+    if (transposed) clReleaseEvent(transposed);
+    if (tk) clReleaseKernel(tk);
+    if (kernel) clReleaseKernel(kernel);
+    return status;
+}
+
+static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, const tsr_config *requested,
+                                   cl_mem q, cl_mem k, cl_mem v, cl_mem o, cl_command_queue queue, cl_event *event) {
+    tsr_status status = TSR_SUCCESS;
+    tsr_config cfg = *requested;
+    bool vec = cfg.values[P_VEC] && p->D % 16 == 0;
+    if (cfg.values[P_STAGE]) cfg.values[P_BC] = fitting_bc(dev, cfg.values[P_BC], p->D);
+    char options[160];
+    options_for_dim(&cfg, p->D, options, sizeof options);
+    cl_program program = NULL;
+    cl_kernel kernel = NULL;
+    cl_mem lens = NULL;
+    cl_int err;
+    TSR_CHECK(tsr_program_get(dev, "attention", options, &program), out);
+    TSR_CHECK(kv_length_buffer(dev, p, &lens), out);
+    if (vec) {
+        status = attention_launch_vec(dev, p, program, lens, &cfg, q, k, v, o, queue, event);
+        goto out;
+    }
+    kernel = clCreateKernel(program, "attention", &err);
+    TSR_CL_CHECK(err, out);
+    cl_int Lq = (cl_int)p->Lq, Lk = (cl_int)p->Lk, H = (cl_int)p->H, causal = p->causal;
+    cl_int write_lse = p->lse != NULL;
+    cl_mem lse = p->lse ? p->lse : o;
+    cl_ulong lse_off = p->lse_off;
+    cl_mem mems[4] = {q, k, v, o};
+    cl_uint arg = 0;
+#define SET(x) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(x), &(x)), out)
+    SET(Lq); SET(Lk); SET(H); SET(p->scale); SET(causal);
+    for (int t = 0; t < 4; ++t) {
+        cl_ulong off = p->off[t], sb = p->stride[t][0], sh = p->stride[t][1], sl = p->stride[t][2];
+        SET(mems[t]); SET(off); SET(sb); SET(sh); SET(sl);
+    }
+    SET(lens); SET(lse); SET(lse_off); SET(write_lse);
+#undef SET
+    size_t local[2] = {(size_t)cfg.values[P_BR], 1};
+    size_t global[2] = {(p->Lq + local[0] - 1) / local[0] * local[0], p->B * p->H};
+    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, local, 0, NULL, event), out);
+out:
+    if (kernel) clReleaseKernel(kernel);
+    if (lens) clReleaseMemObject(lens); /* freed once the kernel is done with it */
+    return status;
+}
+
+tsr_status tsr_attention(tsr_device *dev, const tsr_attention_desc *desc, cl_mem q, cl_mem k, cl_mem v, cl_mem o,
+                         cl_command_queue queue, cl_event *event) {
+    tsr_clear_diagnostics();
+    if (event) *event = NULL;
+    attention_problem p;
+    tsr_status status = attention_validate(dev, desc, q, k, v, o, &p);
+    if (status != TSR_SUCCESS) return status;
+    cl_command_queue cq;
+    if ((status = tsr_resolve_queue(dev, queue, &cq)) != TSR_SUCCESS) return status;
+    tsr_config cfg;
+    if ((status = tsr_op_config(dev, &tsr_op_attention, &p, &cfg)) != TSR_SUCCESS) return status;
+    return attention_launch(dev, &p, &cfg, q, k, v, o, cq, event);
+}
+
+/* ---- the unfused baseline ---- */
+
+size_t tsr_attention_unfused_workspace_bytes(const tsr_attention_desc *d) {
+    if (!d) return 0;
+    size_t n;
+    if (__builtin_mul_overflow(d->heads, d->q_len, &n) || __builtin_mul_overflow(n, d->kv_len, &n) ||
+        __builtin_mul_overflow(n, sizeof(float), &n))
+        return SIZE_MAX;
+    return n;
+}
+
+/* Row softmax over S (one batch entry's heads) with the mask; `b` picks kv_lengths. */
+tsr_status tsr_attention_softmax(tsr_device *dev, const tsr_attention_desc *d, size_t b, cl_mem S,
+                                 cl_command_queue queue, cl_event wait, cl_event *done) {
+    tsr_status status = TSR_SUCCESS;
+    tsr_config cfg;
+    attention_default_config(dev, "long", &cfg);
+    cfg.values[P_BC] = fitting_bc(dev, cfg.values[P_BC], 64);
+    char options[128];
+    options_for_dim(&cfg, 64, options, sizeof options); /* the kernel does not depend on D: any program */
+    cl_program program = NULL;
+    cl_kernel kernel = NULL;
+    cl_int err;
+    int len = d->kv_lengths ? d->kv_lengths[b] : (int)d->kv_len;
+    cl_mem lens = NULL;
+    TSR_CHECK(tsr_program_get(dev, "attention", options, &program), out);
+    lens = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof len, &len, &err);
+    TSR_CL_CHECK(err, out);
+    kernel = clCreateKernel(program, "softmax_rows", &err);
+    TSR_CL_CHECK(err, out);
+    cl_int Lq = (cl_int)d->q_len, Lk = (cl_int)d->kv_len, H = (cl_int)d->heads, causal = d->causal;
+    cl_ulong s_off = 0, lse_off = d->lse_offset + b * d->heads * d->q_len;
+    cl_int write_lse = d->lse != NULL;
+    cl_mem lse = d->lse ? d->lse : S;
+    cl_uint arg = 0;
+#define SET(x) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(x), &(x)), out)
+    SET(Lq); SET(Lk); SET(H); SET(causal); SET(S); SET(s_off); SET(lens); SET(lse); SET(lse_off); SET(write_lse);
+#undef SET
+    size_t global[2] = {d->q_len, d->heads};
+    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, NULL, wait ? 1 : 0, wait ? &wait : NULL, done),
+                 out);
+out:
+    if (kernel) clReleaseKernel(kernel);
+    if (lens) clReleaseMemObject(lens);
+    return status;
+}
+
+tsr_status tsr_attention_unfused(tsr_device *dev, const tsr_attention_desc *desc, cl_mem q, cl_mem k, cl_mem v,
+                                 cl_mem o, cl_command_queue queue, cl_event *event) {
+    tsr_clear_diagnostics();
+    if (event) *event = NULL;
+    attention_problem p;
+    tsr_status status = attention_validate(dev, desc, q, k, v, o, &p);
+    if (status != TSR_SUCCESS) return status;
+    cl_command_queue cq;
+    if ((status = tsr_resolve_queue(dev, queue, &cq)) != TSR_SUCCESS) return status;
+    size_t bytes = tsr_attention_unfused_workspace_bytes(desc);
+    if (bytes == SIZE_MAX || bytes > dev->info.max_alloc_bytes)
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "the unfused baseline needs %zu bytes of scores, more than one "
+                        "allocation may hold on this device (%llu)", bytes, (unsigned long long)dev->info.max_alloc_bytes);
+    tsr_attention_desc d = *desc;
+    d.scale = p.scale;
+    /* The scores live in a workspace (allocated and zeroed once, reused by later calls) held
+     * under the device's (recursive) lock for the whole pipeline. */
+    pthread_mutex_lock(&dev->lock);
+    cl_mem S;
+    cl_event previous;
+    if ((status = tsr_workspace_get(dev, TSR_WS_TEMP1, bytes, &S, &previous)) != TSR_SUCCESS) {
+        pthread_mutex_unlock(&dev->lock);
+        return status;
+    }
+    if (previous) clWaitForEvents(1, &previous); /* tessera's GEMM takes no wait list */
+    cl_command_queue_properties props = 0;
+    clGetCommandQueueInfo(cq, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+    bool out_of_order = props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE;
+    cl_event last = NULL;
+    for (size_t b = 0; b < p.B && status == TSR_SUCCESS; ++b) {
+        cl_event e1 = NULL, e2 = NULL;
+        /* S_h = scale Q_h K_h^T, all heads of this batch entry in one strided-batched GEMM */
+        status = tsr_sgemm_strided_batched(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, p.Lq, p.Lk, p.D, p.scale, q,
+                                           p.off[0] + b * p.stride[0][0], p.stride[0][2], p.stride[0][1], k,
+                                           p.off[1] + b * p.stride[1][0], p.stride[1][2], p.stride[1][1], 0.0f, S, 0,
+                                           p.Lk, p.Lq * p.Lk, p.H, cq, &e1);
+        if (status == TSR_SUCCESS) status = tsr_attention_softmax(dev, &d, b, S, cq, e1, &e2);
+        /* tessera's GEMM takes no wait list: on an out-of-order queue, finish the softmax first */
+        if (status == TSR_SUCCESS && out_of_order) clWaitForEvents(1, &e2);
+        if (status == TSR_SUCCESS) {
+            if (last) clReleaseEvent(last);
+            last = NULL;
+            /* O_h = P_h V_h; heads whose output rows interleave ([B, L, H, D]) go one GEMM each,
+             * since a strided batch of matrices must not share a span */
+            bool interleaved = p.stride[3][1] < (p.Lq - 1) * p.stride[3][2] + p.D;
+            size_t per = interleaved ? 1 : p.H;
+            for (size_t h = 0; h < p.H && status == TSR_SUCCESS; h += per) {
+                if (last) clReleaseEvent(last);
+                last = NULL;
+                status = tsr_sgemm_strided_batched(
+                    dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p.Lq, p.D, p.Lk, 1.0f, S, h * p.Lq * p.Lk, p.Lk,
+                    p.Lq * p.Lk, v, p.off[2] + b * p.stride[2][0] + h * p.stride[2][1], p.stride[2][2], p.stride[2][1],
+                    0.0f, o, p.off[3] + b * p.stride[3][0] + h * p.stride[3][1], p.stride[3][2], p.stride[3][1], per, cq,
+                    &last);
+            }
+        }
+        if (e1) clReleaseEvent(e1);
+        if (e2) clReleaseEvent(e2);
+        /* The next batch entry reuses S: an in-order queue orders it; otherwise wait here. */
+        if (status == TSR_SUCCESS && last && b + 1 < p.B) clWaitForEvents(1, &last);
+    }
+    tsr_workspace_set_last_use(dev, TSR_WS_TEMP1, last);
+    if (!last) clFinish(cq);
+    pthread_mutex_unlock(&dev->lock);
+    if (last) {
+        if (event && status == TSR_SUCCESS) *event = last;
+        else clReleaseEvent(last);
+    }
+    return status;
+}
+
+/* ---- tuning: B=1, H=4, D=64 on fresh inputs, checked against a double reference ---- */
+
+typedef struct attention_tuning {
+    attention_problem p;
+    cl_mem q, k, v, o;
+    float *hq, *hk, *hv, *ho;
+    double *ref;
+} attention_tuning;
+
+static void attention_tuning_free(void *ctx) {
+    attention_tuning *t = ctx;
+    if (!t) return;
+    cl_mem mems[4] = {t->q, t->k, t->v, t->o};
+    for (int i = 0; i < 4; ++i)
+        if (mems[i]) clReleaseMemObject(mems[i]);
+    free(t->hq), free(t->hk), free(t->hv), free(t->ho), free(t->ref);
+    free(t);
+}
+
+static tsr_status attention_tuning_setup(tsr_device *dev, const char *cls, void **out) {
+    if (tsr_op_class_index(&tsr_op_attention, cls) < 0)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "no attention class '%s'", cls);
+    attention_tuning *t = calloc(1, sizeof *t);
+    if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    attention_problem *p = &t->p;
+    p->B = 1, p->H = 4, p->D = 64;
+    p->Lq = p->Lk = strcmp(cls, "short") == 0 ? 128 : 1024;
+    p->scale = 0.125f;
+    for (int i = 0; i < 4; ++i) {
+        size_t L = i == 1 || i == 2 ? p->Lk : p->Lq;
+        p->stride[i][2] = p->D, p->stride[i][1] = L * p->D, p->stride[i][0] = p->H * L * p->D;
+    }
+    size_t n = p->H * p->Lq * p->D;
+    t->hq = malloc(n * 4), t->hk = malloc(n * 4), t->hv = malloc(n * 4), t->ho = malloc(n * 4);
+    t->ref = malloc(n * sizeof(double));
+    tsr_status status = TSR_SUCCESS;
+    cl_int err = CL_SUCCESS;
+    if (!t->hq || !t->hk || !t->hv || !t->ho || !t->ref) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    uint64_t seed = (uint64_t)time(NULL) ^ 0xA0761D6478BD642Full;
+    float *fill[3] = {t->hq, t->hk, t->hv};
+    for (int a = 0; a < 3; ++a)
+        for (size_t i = 0; i < n; ++i)
+            fill[a][i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+    double *s = malloc(p->Lk * sizeof *s);
+    if (!s) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    for (size_t h = 0; h < p->H; ++h)
+        for (size_t i = 0; i < p->Lq; ++i) {
+            const float *qi = t->hq + (h * p->Lq + i) * p->D;
+            double m = -INFINITY, sum = 0;
+            for (size_t j = 0; j < p->Lk; ++j) {
+                const float *kj = t->hk + (h * p->Lk + j) * p->D;
+                double dot = 0;
+                for (size_t d = 0; d < p->D; ++d) dot += (double)qi[d] * kj[d];
+                s[j] = dot * p->scale;
+                m = fmax(m, s[j]);
+            }
+            for (size_t j = 0; j < p->Lk; ++j) sum += (s[j] = exp(s[j] - m));
+            for (size_t d = 0; d < p->D; ++d) {
+                double acc = 0;
+                for (size_t j = 0; j < p->Lk; ++j) acc += s[j] * t->hv[(h * p->Lk + j) * p->D + d];
+                t->ref[(h * p->Lq + i) * p->D + d] = acc / sum;
+            }
+        }
+    free(s);
+    for (size_t i = 0; i < n; ++i) t->ho[i] = NAN;
+    t->q = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, t->hq, &err);
+    if (err == CL_SUCCESS) t->k = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, t->hk, &err);
+    if (err == CL_SUCCESS) t->v = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, t->hv, &err);
+    if (err == CL_SUCCESS) t->o = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * 4, t->ho, &err);
+    TSR_CL_CHECK(err, out);
+out:
+    if (status != TSR_SUCCESS) {
+        attention_tuning_free(t);
+        return status;
+    }
+    *out = t;
+    return TSR_SUCCESS;
+}
+
+static tsr_status attention_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first,
+                                       cl_event *last) {
+    attention_tuning *t = ctx;
+    tsr_status st = attention_launch(dev, &t->p, cfg, t->q, t->k, t->v, t->o, dev->queue, last);
+    if (st == TSR_SUCCESS) {
+        *first = *last;
+        clRetainEvent(*first);
+    }
+    return st;
+}
+
+static tsr_status attention_tuning_check(tsr_device *dev, void *ctx, double *rel_err) {
+    attention_tuning *t = ctx;
+    size_t n = t->p.H * t->p.Lq * t->p.D;
+    tsr_status st = tsr_download(dev, t->o, t->ho, n);
+    if (st != TSR_SUCCESS) return st;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; ++i) {
+        double d = t->ho[i] - t->ref[i];
+        num += d * d;
+        den += t->ref[i] * t->ref[i];
+    }
+    *rel_err = isnan(num) ? INFINITY : sqrt(num / den);
+    for (size_t i = 0; i < n; ++i) t->ho[i] = NAN;
+    return tsr_upload(dev, t->o, t->ho, n);
+}
+
+static double attention_tuning_flops(const void *ctx) {
+    const attention_problem *p = &((const attention_tuning *)ctx)->p;
+    return 4.0 * p->B * p->H * p->Lq * p->Lk * p->D;
+}
+
+static void attention_tuning_describe(const void *ctx, char *out, size_t size) {
+    const attention_problem *p = &((const attention_tuning *)ctx)->p;
+    snprintf(out, size, "%zux%zux%zux%zu", p->B, p->H, p->Lq, p->D);
+}
+
+/* ---- demo ---- */
+
+static tsr_status attention_demo(tsr_device *dev, char *summary, size_t size) {
+    void *ctx = NULL;
+    tsr_status st = attention_tuning_setup(dev, "short", &ctx);
+    if (st != TSR_SUCCESS) return st;
+    attention_tuning *t = ctx;
+    tsr_config cfg;
+    cl_event first = NULL, last = NULL;
+    double rel = INFINITY, ms = 0;
+    if ((st = tsr_op_config(dev, &tsr_op_attention, &t->p, &cfg)) != TSR_SUCCESS) goto out;
+    if ((st = attention_tuning_run(dev, t, &cfg, &first, &last)) != TSR_SUCCESS) goto out;
+    clWaitForEvents(1, &last);
+    cl_ulong t0 = 0, t1 = 0;
+    clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+    clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+    ms = t1 > t0 ? (double)(t1 - t0) * 1e-6 : 0;
+    if ((st = attention_tuning_check(dev, t, &rel)) != TSR_SUCCESS) goto out;
+    snprintf(summary, size, "attention B=1 H=4 L=%zu D=64: %.3f ms, %.1f GFLOP/s, relative error %.2e%s", t->p.Lq, ms,
+             ms > 0 ? attention_tuning_flops(t) / (ms * 1e6) : 0, rel, rel <= 1e-5 ? "" : "  (WRONG)");
+    if (!(rel <= 1e-5)) st = tsr_fail(TSR_ERR_OPENCL, "attention demo: relative error %.3e exceeds 1e-5", rel);
+out:
+    if (first) clReleaseEvent(first);
+    if (last) clReleaseEvent(last);
+    attention_tuning_free(t);
+    return st;
+}
+
+const tsr_op tsr_op_attention = {
+    .name = "attention",
+    .source_name = "attention",
+    .params = attention_params,
+    .nparams = ATTENTION_NPARAMS,
+    .classes = attention_classes,
+    .problem_class = attention_problem_class,
+    .default_config = attention_default_config,
+    .config_ok = attention_config_ok,
+    .nvariants = (int)(sizeof common_dims / sizeof common_dims[0]),
+    .build_options = attention_build_options,
+    .demo = attention_demo,
+    .nearest_class = NULL,
+    .tuning_setup = attention_tuning_setup,
+    .tuning_run = attention_tuning_run,
+    .tuning_check = attention_tuning_check,
+    .tuning_flops = attention_tuning_flops,
+    .tuning_describe = attention_tuning_describe,
+    .tuning_free = attention_tuning_free,
+    .tuning_space = NULL,
+};

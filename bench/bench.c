@@ -88,3 +88,29 @@ tsr_status bench_write_json(const bench_report *r, const char *path) {
     free(text);
     return st;
 }
+
+tsr_status bench_parse_counts(const char *text, const char *what, size_t **out, size_t *count) {
+    size_t cap = 1, n = 0;
+    for (const char *p = text; *p; ++p) cap += *p == ',';
+    size_t *s = calloc(cap, sizeof *s);
+    if (!s) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    const char *p = text;
+    while (*p) {
+        char *end = NULL;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (end == p || v == 0) break;
+        if (*end == 'K' || *end == 'k') v <<= 10, ++end;
+        else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
+        s[n++] = (size_t)v;
+        p = end;
+        if (*p == ',') ++p;
+        else if (*p) break;
+    }
+    if (*p || n == 0) {
+        free(s);
+        return tsr_fail(TSR_ERR_INVALID_ARG, "--sizes: cannot read '%s' (%s: N, NK or NM, comma separated)", p, what);
+    }
+    *out = s;
+    *count = n;
+    return TSR_SUCCESS;
+}

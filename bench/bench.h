@@ -38,6 +38,10 @@ tsr_status bench_write_json(const bench_report *report, const char *path);
 
 double bench_now_s(void);
 
+/* "1024,2048" or "1M,16M" (K and M are powers of two), positive counts; `what` names them in
+ * the error message. */
+tsr_status bench_parse_counts(const char *text, const char *what, size_t **out, size_t *count);
+
 /* Per-op benchmarks: options come from the CLI. */
 typedef struct bench_options {
     const char *sizes;   /* op-specific list, NULL for the defaults */

@@ -76,31 +76,6 @@ static double rel_diff(const float *a, const float *ref, size_t n) {
     return isnan(num) ? INFINITY : sqrt(num / den);
 }
 
-/* "1024,2048" or "16384"; a length above --max-unfused (default 2048) runs blocked only. */
-static tsr_status parse_lengths(const char *text, size_t **out, size_t *count) {
-    size_t cap = 1, n = 0;
-    for (const char *p = text; *p; ++p) cap += *p == ',';
-    size_t *s = calloc(cap, sizeof *s);
-    if (!s) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-    const char *p = text;
-    while (*p) {
-        char *end = NULL;
-        unsigned long long v = strtoull(p, &end, 10);
-        if (end == p || v == 0) break;
-        s[n++] = (size_t)v;
-        p = end;
-        if (*p == ',') ++p;
-        else if (*p) break;
-    }
-    if (*p || n == 0) {
-        free(s);
-        return tsr_fail(TSR_ERR_INVALID_ARG, "--sizes: cannot read '%s' (sequence lengths, comma separated)", p);
-    }
-    *out = s;
-    *count = n;
-    return TSR_SUCCESS;
-}
-
 static tsr_status bench_length(tsr_device *dev, const bench_options *opt, bench_report *report, size_t L, bool causal) {
     size_t n = BENCH_H * L * BENCH_D;
     tsr_status st = TSR_SUCCESS;
@@ -210,7 +185,7 @@ tsr_status bench_attention(tsr_device *dev, const bench_options *opt, bench_repo
     size_t *lengths = NULL, count = 0;
     tsr_status st = TSR_SUCCESS;
     if (opt->sizes) {
-        if ((st = parse_lengths(opt->sizes, &lengths, &count)) != TSR_SUCCESS) return st;
+        if ((st = bench_parse_counts(opt->sizes, "sequence lengths", &lengths, &count)) != TSR_SUCCESS) return st;
     } else {
         count = sizeof default_lengths / sizeof default_lengths[0];
         if (!(lengths = malloc(sizeof default_lengths))) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");

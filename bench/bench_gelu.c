@@ -14,33 +14,6 @@
 
 static const size_t default_sizes[] = {(size_t)1 << 20, (size_t)1 << 24, (size_t)1 << 26};
 
-/* "1M,16M,1000003" (K and M are powers of two). */
-static tsr_status parse_sizes(const char *text, size_t **out, size_t *count) {
-    size_t cap = 1;
-    for (const char *p = text; *p; ++p) cap += *p == ',';
-    size_t *s = calloc(cap, sizeof *s), n = 0;
-    if (!s) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-    const char *p = text;
-    while (*p) {
-        char *end = NULL;
-        unsigned long long v = strtoull(p, &end, 10);
-        if (end == p || v == 0) break;
-        if (*end == 'K' || *end == 'k') v <<= 10, ++end;
-        else if (*end == 'M' || *end == 'm') v <<= 20, ++end;
-        s[n++] = (size_t)v;
-        p = end;
-        if (*p == ',') ++p;
-        else if (*p) break;
-    }
-    if (*p || n == 0) {
-        free(s);
-        return tsr_fail(TSR_ERR_INVALID_ARG, "--sizes: cannot read '%s' (use N, NK or NM, comma separated)", p);
-    }
-    *out = s;
-    *count = n;
-    return TSR_SUCCESS;
-}
-
 typedef enum { RUN_FUSED, RUN_UNFUSED, RUN_COPY_KERNEL, RUN_COPY_BUFFER } run_kind;
 
 typedef struct gelu_run {
@@ -271,7 +244,7 @@ tsr_status bench_gelu(tsr_device *dev, const bench_options *opt, bench_report *r
     size_t *sizes = NULL, nsizes = 0;
     tsr_status st = TSR_SUCCESS;
     if (opt->sizes) {
-        if ((st = parse_sizes(opt->sizes, &sizes, &nsizes)) != TSR_SUCCESS) return st;
+        if ((st = bench_parse_counts(opt->sizes, "elements", &sizes, &nsizes)) != TSR_SUCCESS) return st;
     } else {
         nsizes = sizeof default_sizes / sizeof default_sizes[0];
         if (!(sizes = malloc(sizeof default_sizes))) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");

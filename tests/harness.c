@@ -124,3 +124,27 @@ double th_ref_activation(int act, double x) {
     default: return x;
     }
 }
+
+bool th_oclgrind_mode(void) {
+    const char *m = getenv("TSR_TEST_MODE");
+    return m && strcmp(m, "oclgrind") == 0;
+}
+
+tsr_device *th_dev;
+
+int th_group_setup(void **state) {
+    (void)state;
+    th_dev = th_open_device();
+    if (th_oclgrind_mode() && !strstr(tsr_device_get_info(th_dev)->platform_name, "Oclgrind")) {
+        fprintf(stderr, "TSR_TEST_MODE=oclgrind but the device is %s\n", tsr_device_get_info(th_dev)->name);
+        return -1;
+    }
+    return 0;
+}
+
+int th_group_teardown(void **state) {
+    (void)state;
+    tsr_device_close(th_dev);
+    th_dev = NULL;
+    return 0;
+}

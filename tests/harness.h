@@ -20,6 +20,14 @@ void th_fill_uniform(float *x, size_t n, float lo, float hi);
 /* Fill with a quiet NaN: anything a kernel fails to write stays visibly wrong. */
 void th_poison(float *x, size_t n);
 
+/* TSR_TEST_MODE=oclgrind: the run is the small subset under Oclgrind's checkers. */
+bool th_oclgrind_mode(void);
+/* The device of a kernel suite's group: th_group_setup opens it (in Oclgrind mode it refuses,
+ * returning -1, unless the device really is Oclgrind), th_group_teardown closes it. */
+extern tsr_device *th_dev;
+int th_group_setup(void **state);
+int th_group_teardown(void **state);
+
 /* Open the device the tests run on ($TSR_DEVICE or the default); fails the test on error. */
 tsr_device *th_open_device(void);
 cl_mem th_buffer(tsr_device *dev, size_t floats);

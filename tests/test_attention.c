@@ -10,28 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tsr_device *dev;
+#define dev th_dev /* the group's device (harness) */
 
-static bool small_mode(void) {
-    const char *m = getenv("TSR_TEST_MODE");
-    return m && strcmp(m, "oclgrind") == 0;
-}
-
-static int setup_group(void **state) {
-    (void)state;
-    dev = th_open_device();
-    if (small_mode() && !strstr(tsr_device_get_info(dev)->platform_name, "Oclgrind")) {
-        fprintf(stderr, "TSR_TEST_MODE=oclgrind but the device is %s\n", tsr_device_get_info(dev)->name);
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown_group(void **state) {
-    (void)state;
-    tsr_device_close(dev);
-    return 0;
-}
+static bool small_mode(void) { return th_oclgrind_mode(); }
 
 typedef struct att_case {
     size_t B, H, Lq, Lk, D;
@@ -276,7 +257,7 @@ int main(void) {
             cmocka_unit_test(unfused_matches),
             cmocka_unit_test(configurations),
         };
-        return TH_RUN_GROUP(tests, setup_group, teardown_group);
+        return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(blocked_lengths_and_dims),
@@ -286,5 +267,5 @@ int main(void) {
         cmocka_unit_test(configurations),
         cmocka_unit_test(invalid_descriptors),
     };
-    return TH_RUN_GROUP(tests, setup_group, teardown_group);
+    return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

@@ -15,29 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static tsr_device *dev;
+#define dev th_dev /* the group's device (harness) */
 static const float guard_value = 12345.0f; /* outside [y_off, y_off + n): must survive */
 
-static bool small_mode(void) {
-    const char *m = getenv("TSR_TEST_MODE");
-    return m && strcmp(m, "oclgrind") == 0;
-}
-
-static int setup_group(void **state) {
-    (void)state;
-    dev = th_open_device();
-    if (small_mode() && !strstr(tsr_device_get_info(dev)->platform_name, "Oclgrind")) {
-        fprintf(stderr, "TSR_TEST_MODE=oclgrind but the device is %s\n", tsr_device_get_info(dev)->name);
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown_group(void **state) {
-    (void)state;
-    tsr_device_close(dev);
-    return 0;
-}
+static bool small_mode(void) { return th_oclgrind_mode(); }
 
 static const char *form_name(tsr_gelu_mode mode) { return mode == TSR_GELU_ERF ? "erf form" : "tanh form"; }
 
@@ -227,7 +208,7 @@ int main(void) {
             cmocka_unit_test(fused_configurations),
             cmocka_unit_test(unfused_baseline_both_forms),
         };
-        return TH_RUN_GROUP(tests, setup_group, teardown_group);
+        return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fused_random_inputs_both_forms),
@@ -238,5 +219,5 @@ int main(void) {
         cmocka_unit_test(invalid_arguments),
         cmocka_unit_test(tuner_tunes_gelu),
     };
-    return TH_RUN_GROUP(tests, setup_group, teardown_group);
+    return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

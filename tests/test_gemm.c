@@ -12,29 +12,9 @@
 #include <clblast_c.h>
 #endif
 
-static tsr_device *dev;
+#define dev th_dev /* the group's device (harness) */
 
-static bool small_mode(void) {
-    const char *m = getenv("TSR_TEST_MODE");
-    return m && strcmp(m, "oclgrind") == 0;
-}
-
-static int setup_group(void **state) {
-    (void)state;
-    dev = th_open_device();
-    /* The Oclgrind subset must really run on Oclgrind. */
-    if (small_mode() && !strstr(tsr_device_get_info(dev)->platform_name, "Oclgrind")) {
-        fprintf(stderr, "TSR_TEST_MODE=oclgrind but the device is %s\n", tsr_device_get_info(dev)->name);
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown_group(void **state) {
-    (void)state;
-    tsr_device_close(dev);
-    return 0;
-}
+static bool small_mode(void) { return th_oclgrind_mode(); }
 
 typedef struct gemm_case {
     int row_major, ta, tb;
@@ -587,7 +567,7 @@ int main(void) {
             cmocka_unit_test(epilogue_batched_and_degenerate),
             cmocka_unit_test(configurations),
         };
-        return TH_RUN_GROUP(tests, setup_group, teardown_group);
+        return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(all_layouts_and_transposes),
@@ -609,5 +589,5 @@ int main(void) {
         cmocka_unit_test(matches_clblast),
 #endif
     };
-    return TH_RUN_GROUP(tests, setup_group, teardown_group);
+    return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

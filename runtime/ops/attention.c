@@ -282,15 +282,23 @@ out:
     return status;
 }
 
-tsr_status tsr_attention(tsr_device *dev, const tsr_attention_desc *desc, cl_mem q, cl_mem k, cl_mem v, cl_mem o,
-                         cl_command_queue queue, cl_event *event) {
+/* What every entry point does first: clear diagnostics, validate, pick the queue. */
+static tsr_status attention_begin(tsr_device *dev, const tsr_attention_desc *desc, cl_mem q, cl_mem k, cl_mem v,
+                                  cl_mem o, cl_command_queue queue, cl_event *event, attention_problem *p,
+                                  cl_command_queue *cq) {
     tsr_clear_diagnostics();
     if (event) *event = NULL;
-    attention_problem p;
-    tsr_status status = attention_validate(dev, desc, q, k, v, o, &p);
+    tsr_status status = attention_validate(dev, desc, q, k, v, o, p);
     if (status != TSR_SUCCESS) return status;
+    return tsr_resolve_queue(dev, queue, cq);
+}
+
+tsr_status tsr_attention(tsr_device *dev, const tsr_attention_desc *desc, cl_mem q, cl_mem k, cl_mem v, cl_mem o,
+                         cl_command_queue queue, cl_event *event) {
+    attention_problem p;
     cl_command_queue cq;
-    if ((status = tsr_resolve_queue(dev, queue, &cq)) != TSR_SUCCESS) return status;
+    tsr_status status = attention_begin(dev, desc, q, k, v, o, queue, event, &p, &cq);
+    if (status != TSR_SUCCESS) return status;
     tsr_config cfg;
     if ((status = tsr_op_config(dev, &tsr_op_attention, &p, &cfg)) != TSR_SUCCESS) return status;
     return attention_launch(dev, &p, &cfg, q, k, v, o, cq, event);
@@ -345,13 +353,10 @@ out:
 
 tsr_status tsr_attention_unfused(tsr_device *dev, const tsr_attention_desc *desc, cl_mem q, cl_mem k, cl_mem v,
                                  cl_mem o, cl_command_queue queue, cl_event *event) {
-    tsr_clear_diagnostics();
-    if (event) *event = NULL;
     attention_problem p;
-    tsr_status status = attention_validate(dev, desc, q, k, v, o, &p);
-    if (status != TSR_SUCCESS) return status;
     cl_command_queue cq;
-    if ((status = tsr_resolve_queue(dev, queue, &cq)) != TSR_SUCCESS) return status;
+    tsr_status status = attention_begin(dev, desc, q, k, v, o, queue, event, &p, &cq);
+    if (status != TSR_SUCCESS) return status;
     size_t bytes = tsr_attention_unfused_workspace_bytes(desc);
     if (bytes == SIZE_MAX || bytes > dev->info.max_alloc_bytes)
         return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "the unfused baseline needs %zu bytes of scores, more than one "

@@ -194,6 +194,7 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
     size_t nshapes = 0;
     tsr_status st = TSR_SUCCESS;
     const char *clblast_impl = "clblast";
+    (void)clblast_impl; /* unused without CLBlast */
     if (opt->clblast_xgemm) {
 #ifdef TSR_HAVE_CLBLAST
         if ((st = clblast_override(dev, opt->clblast_xgemm)) != TSR_SUCCESS) return st;

@@ -144,6 +144,54 @@ static void bench_rows(void **state) {
     TH_ASSERT_CONTAINS(out, "no benchmark");
 }
 
+/* The GELU and attention benchmarks: rows in the common format, each checked result within
+ * its tolerance, and bad options refused. */
+static void bench_gelu_and_attention(void **state) {
+    (void)state;
+    char dir[600], args[900], path[700];
+    th_tempdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/gelu.json", dir);
+    snprintf(args, sizeof args, "bench gelu --sizes 1000,4099 --part elementwise --budget 0.02 --json %s", path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "unfused-erf");
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    cJSON *rows = cJSON_Parse(text);
+    free(text);
+    assert_non_null(rows);
+    assert_int_equal(cJSON_GetArraySize(rows), 12); /* 2 sizes x (2 copies + 2 forms x fused/unfused) */
+    cJSON *r;
+    cJSON_ArrayForEach(r, rows) {
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(r, "op")), "gelu");
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "gbps")) > 0);
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= 1e-6);
+    }
+    cJSON_Delete(rows);
+    snprintf(path, sizeof path, "%s/attention.json", dir);
+    snprintf(args, sizeof args, "bench attention --sizes 48 --budget 0.02 --no-peers --json %s", path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    rows = cJSON_Parse(text);
+    free(text);
+    assert_non_null(rows);
+    int unfused = 0;
+    cJSON_ArrayForEach(r, rows) {
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "device_mib")) > 0);
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl")), "tessera-unfused") != 0) continue;
+        ++unfused; /* checked against the blocked kernel's result */
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= 1e-5);
+    }
+    assert_int_equal(unfused, 2); /* full and causal */
+    cJSON_Delete(rows);
+    th_remove_tree(dir);
+    assert_int_equal(run_cli(NULL, "bench gelu --part nope", out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "elementwise");
+    assert_int_equal(run_cli(NULL, "bench attention --sizes 0", out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "--sizes");
+    assert_int_equal(run_cli(NULL, "bench attention --max-unfused x", out, sizeof out), 2);
+}
+
 static void tune_show_export_import(void **state) {
     (void)state;
     char dir[600], env[800], args[1600];
@@ -182,6 +230,7 @@ int main(void) {
         cmocka_unit_test(failures_have_clear_messages),
         cmocka_unit_test(demo_and_build_binaries),
         cmocka_unit_test(bench_rows),
+        cmocka_unit_test(bench_gelu_and_attention),
         cmocka_unit_test(tune_show_export_import),
     };
     return TH_RUN(tests);

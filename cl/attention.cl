@@ -166,14 +166,14 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
     int limit[RW], group_limit = 0;
     float qr[RW][HEAD_DIM], m[RW], l[RW], pbuf[RW][16];
     float16 acc[RW][HEAD_DIM / 16];
-    for (int r = 0; r < RW; ++r) {
+    _Pragma("unroll") for (int r = 0; r < RW; ++r) {
         const int i = r0 + r;
         limit[r] = i < Lq ? kv_end : 0;
         if (causal) limit[r] = min(limit[r], i + shift + 1);
         group_limit = max(group_limit, limit[r]);
         const __global float *qp = q + q_off + b * qsb + h * qsh + (size_t)min(i, Lq - 1) * qsl;
         for (int d = 0; d < HEAD_DIM; ++d) qr[r][d] = qp[d] * scale;
-        for (int dv = 0; dv < HEAD_DIM / 16; ++dv) acc[r][dv] = (float16)(0.0f);
+        _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv) acc[r][dv] = (float16)(0.0f);
         m[r] = -INFINITY;
         l[r] = 0.0f;
     }
@@ -182,12 +182,12 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
     const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (int j0 = 0; j0 < group_limit; j0 += 16) {
         float16 s[RW];
-        for (int r = 0; r < RW; ++r) s[r] = (float16)(0.0f);
+        _Pragma("unroll") for (int r = 0; r < RW; ++r) s[r] = (float16)(0.0f);
         for (int d = 0; d < HEAD_DIM; ++d) {
             const float16 kv = vload16(0, ktb + (size_t)d * Lkp + j0);
-            for (int r = 0; r < RW; ++r) s[r] = fma((float16)(qr[r][d]), kv, s[r]);
+            _Pragma("unroll") for (int r = 0; r < RW; ++r) s[r] = fma((float16)(qr[r][d]), kv, s[r]);
         }
-        for (int r = 0; r < RW; ++r) {
+        _Pragma("unroll") for (int r = 0; r < RW; ++r) {
             const int16 masked = lane + j0 >= (int16)(limit[r]);
             const float16 sr = select(s[r], (float16)(-INFINITY), masked);
             vstore16(sr, 0, pbuf[r]);
@@ -197,7 +197,7 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
                 const float m_new = fmax(m[r], tile_max);
                 const float correction = exp(m[r] - m_new);
                 l[r] *= correction;
-                for (int dv = 0; dv < HEAD_DIM / 16; ++dv) acc[r][dv] *= correction;
+                _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv) acc[r][dv] *= correction;
                 const float16 p = select(tsr_exp_float16(sr - m_new), (float16)(0.0f), masked);
                 vstore16(p, 0, pbuf[r]);
                 float sum = 0.0f;
@@ -211,18 +211,18 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
         const int keys = min(16, group_limit - j0);
         for (int jj = 0; jj < keys; ++jj) {
             const __global float *vr = vb + (size_t)(j0 + jj) * vsl;
-            for (int dv = 0; dv < HEAD_DIM / 16; ++dv) {
+            _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv) {
                 const float16 vv = vload16(dv, vr);
-                for (int r = 0; r < RW; ++r) acc[r][dv] = fma((float16)(pbuf[r][jj]), vv, acc[r][dv]);
+                _Pragma("unroll") for (int r = 0; r < RW; ++r) acc[r][dv] = fma((float16)(pbuf[r][jj]), vv, acc[r][dv]);
             }
         }
     }
-    for (int r = 0; r < RW; ++r) {
+    _Pragma("unroll") for (int r = 0; r < RW; ++r) {
         const int i = r0 + r;
         if (i >= Lq) break;
         __global float *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
         const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-        for (int dv = 0; dv < HEAD_DIM / 16; ++dv) vstore16(acc[r][dv] * inv, dv, op);
+        _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv) vstore16(acc[r][dv] * inv, dv, op);
         if (write_lse) lse[lse_off + (size_t)bh * Lq + i] = l[r] > 0.0f ? m[r] + log(l[r]) : -INFINITY;
     }
 }

@@ -52,7 +52,7 @@ static void attention_default_config(const tsr_device *dev, const char *cls, tsr
     cfg->values[P_BC] = strcmp(cls, "short") == 0 ? 16 : (cpu ? 32 : 16);
     cfg->values[P_STAGE] = !cpu; /* CPUs: K and V rows come through the caches, no barriers */
     cfg->values[P_VEC] = cpu;
-    cfg->values[P_RW] = 2;
+    cfg->values[P_RW] = cpu ? 4 : 2;
 }
 
 /* Keys per tile that fit the device's local memory for this head dimension. */

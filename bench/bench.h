@@ -51,10 +51,12 @@ typedef struct bench_options {
     const char *part;    /* an op's part of its benchmark (gelu: "elementwise", "epilogue"), NULL: all */
     const char *clblast_xgemm; /* "NAME=V ..." for CLBlast's Xgemm kernel (from its tuner), NULL: its defaults */
     size_t max_unfused;  /* attention: longest sequence the unfused pipelines run (0: 2048) */
+    const char *layers;  /* conv2d: ResNet-50 layer names, comma separated, or "all"; NULL: a selection */
 } bench_options;
 
 tsr_status bench_gemm(tsr_device *device, const bench_options *options, bench_report *report);
 tsr_status bench_gelu(tsr_device *device, const bench_options *options, bench_report *report);
 tsr_status bench_attention(tsr_device *device, const bench_options *options, bench_report *report);
+tsr_status bench_conv2d(tsr_device *device, const bench_options *options, bench_report *report);
 
 #endif

@@ -286,6 +286,58 @@ TSR_API tsr_status tsr_attention_unfused(tsr_device *device, const tsr_attention
                                          cl_mem v, cl_mem o, cl_command_queue queue, cl_event *event);
 TSR_API size_t tsr_attention_unfused_workspace_bytes(const tsr_attention_desc *desc);
 
+/* ------------------------------------------------------------------ convolution */
+
+/* How tsr_conv2d computes. */
+typedef enum tsr_conv_algo {
+    TSR_CONV_AUTO = 0,     /* the path tuned (or built in) for the layer's problem class */
+    TSR_CONV_IM2COL = 1,   /* im2col into a workspace, then tessera's GEMM with the bias/activation
+                              epilogue (1x1 stride-1 unpadded layers skip the im2col: x is the matrix) */
+    TSR_CONV_IMPLICIT = 2, /* implicit GEMM: the im2col indexing folded into the GEMM's tile loads,
+                              no workspace */
+    TSR_CONV_DIRECT = 3    /* a naive direct convolution, one work-item per output: the baseline */
+} tsr_conv_algo;
+
+/* A 2-D convolution (cross-correlation, as deep-learning frameworks define it), fp32, in the
+ * layouts of PyTorch and CLBlastSconvgemm: x is NCHW [batch][in_channels][in_height][in_width],
+ * w is OIHW [out_channels][in_channels / groups][kernel_h][kernel_w], y is NCHW
+ * [batch][out_channels][out_h][out_w] with out_h = (in_height + 2 pad_h - dilation_h (kernel_h - 1)
+ * - 1) / stride_h + 1 (likewise out_w), and
+ *   y[n][k][i][j] = act(bias[k] + sum_{c,r,s} w[k][c][r][s] x[n][g Cg + c][i stride_h - pad_h + r dilation_h]
+ *                                                                   [j stride_w - pad_w + s dilation_w])
+ * with g = k / (out_channels / groups), Cg = in_channels / groups, and positions outside the
+ * input reading as zero. Zero-initialised fields take defaults: stride, dilation and groups 0
+ * mean 1; algo 0 is TSR_CONV_AUTO; activation 0 is none. */
+typedef struct tsr_conv2d_desc {
+    size_t batch, in_channels, in_height, in_width;
+    size_t out_channels, kernel_h, kernel_w;
+    size_t stride_h, stride_w;
+    size_t pad_h, pad_w;           /* zeros added on each side */
+    size_t dilation_h, dilation_w;
+    size_t groups;                 /* divides in_channels and out_channels; = in_channels: depthwise */
+    tsr_activation activation;     /* applied after the bias */
+    size_t x_offset, w_offset, bias_offset, y_offset; /* in floats */
+    tsr_conv_algo algo;
+    cl_mem workspace;              /* TSR_CONV_IM2COL's column matrices; NULL: tessera's own (kept per device) */
+    size_t workspace_bytes;        /* usable bytes of `workspace` from its start */
+} tsr_conv2d_desc;
+
+/* The output height and width of a descriptor, or an error naming what is wrong with it. */
+TSR_API tsr_status tsr_conv2d_output_size(const tsr_conv2d_desc *desc, size_t *out_h, size_t *out_w);
+
+/* Workspace the call would use with its path (the one TSR_CONV_AUTO picks on this device when
+ * desc->algo is AUTO): *bytes is what tessera would take itself (column matrices for as many
+ * images as it processes at once), *min_bytes (may be NULL) the least a caller-supplied
+ * workspace may hold (one image's column matrices; a smaller batch chunk means more GEMM
+ * launches). Both are 0 when the path needs none. */
+TSR_API tsr_status tsr_conv2d_workspace_size(tsr_device *device, const tsr_conv2d_desc *desc, size_t *bytes,
+                                             size_t *min_bytes);
+
+/* y = act(conv2d(x, w) + bias). bias (out_channels floats at bias_offset) may be NULL. Every
+ * size and buffer is checked before anything is enqueued; a rejected call writes nothing. */
+TSR_API tsr_status tsr_conv2d(tsr_device *device, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem bias,
+                              cl_mem y, cl_command_queue queue, cl_event *event);
+
 /* Names of the ops this build provides, NULL-terminated. */
 TSR_API const char *const *tsr_op_names(void);
 
@@ -325,6 +377,10 @@ TSR_API tsr_status tsr_config_lookup(tsr_device *device, const char *op, const c
 /* The problem class and configuration tsr_sgemm_strided_batched uses for these sizes. */
 TSR_API tsr_status tsr_sgemm_plan(tsr_device *device, size_t m, size_t n, size_t k, size_t batch_count,
                                   tsr_config_info *info);
+
+/* The path and configuration TSR_CONV_AUTO uses for this layer, and where that comes from. */
+TSR_API tsr_status tsr_conv2d_plan(tsr_device *device, const tsr_conv2d_desc *desc, tsr_conv_algo *algo,
+                                   tsr_config_info *info);
 
 /* Names of an op's problem classes, NULL-terminated (NULL for an unknown op). */
 TSR_API const char *const *tsr_op_classes(const char *op);

@@ -67,6 +67,7 @@ enum tsr_workspace_slot {
     TSR_WS_PACK_B = 1, /* GEMM's packed B panels */
     TSR_WS_TEMP0 = 2,  /* temporaries: unfused GELU; attention's transposed K */
     TSR_WS_TEMP1 = 3,  /* temporaries: unfused GELU; unfused attention's scores */
+    TSR_WS_CONV_COL = 4, /* conv's im2col column matrices */
     TSR_WORKSPACE_SLOTS
 };
 
@@ -174,6 +175,10 @@ typedef struct tsr_op {
     const char *(*problem_class)(const void *problem);
     /* Built-in configuration for this device and problem class (used when nothing is tuned). */
     void (*default_config)(const tsr_device *device, const char *problem_class, tsr_config *config);
+    /* Optional: set parameters that mean nothing under the others to their one canonical value
+     * (e.g. the implicit kernel's shape when another path is chosen), so overrides may name only
+     * what matters and searches do not measure the same behaviour twice. */
+    void (*normalize)(tsr_config *config);
     /* Is this configuration legal on this device? (NULL problem: for any problem) */
     bool (*config_ok)(const tsr_device *device, const void *problem, const tsr_config *config);
     /* Program variants a launch may need beyond the configuration (e.g. transposes). */
@@ -200,6 +205,10 @@ typedef struct tsr_op {
     void (*tuning_free)(void *ctx);
     /* The part of the space worth searching on this device ("NAME=v1,v2 ..."), NULL: all of it. */
     const char *(*tuning_space)(const tsr_device *device);
+    /* Configurations every search measures right after the default (NULL: none): e.g. one per
+     * algorithm an op chooses between, so that choice never depends on a search walking there.
+     * Returns how many of at most `max` it wrote. */
+    int (*tuning_seeds)(const tsr_device *device, const char *problem_class, tsr_config *seeds, int max);
     /* Unit of the tuner's rates: NULL means "GFLOP/s"; memory-bound ops say "GB/s". */
     const char *rate_unit;
 } tsr_op;
@@ -208,6 +217,21 @@ extern const tsr_op *const tsr_ops[]; /* NULL-terminated */
 extern const tsr_op tsr_op_gemm;
 extern const tsr_op tsr_op_gelu;
 extern const tsr_op tsr_op_attention;
+extern const tsr_op tsr_op_conv;
+/* conv2d in double on the host (y: batch * out_channels * out_h * out_w values), with the
+ * descriptor's bias and activation; and the op's FLOP count (2 N K P Q Cg R S). */
+void tsr_conv2d_reference(const tsr_conv2d_desc *desc, const float *x, const float *w, const float *bias, double *y);
+double tsr_conv2d_flops(const tsr_conv2d_desc *desc);
+/* tsr_sgemm_strided_batched_ex for another op's pipeline (conv's im2col path): keeps the
+ * caller's diagnostics, waits for `input_ready` (may be NULL) before reading, and with
+ * class_by_shape picks the configuration by one matrix's shape rather than the "batched"
+ * class (a batch of large per-image GEMMs is not a batch of small ones). */
+tsr_status tsr_sgemm_pipeline(tsr_device *device, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
+                              size_t m, size_t n, size_t k, float alpha, cl_mem a, size_t a_offset, size_t lda,
+                              size_t a_stride, cl_mem b, size_t b_offset, size_t ldb, size_t b_stride, float beta,
+                              cl_mem c, size_t c_offset, size_t ldc, size_t c_stride, size_t batch_count,
+                              const tsr_epilogue *epilogue, bool class_by_shape, cl_command_queue queue,
+                              cl_event input_ready, cl_event *event);
 /* The unfused attention baseline's masked row softmax over S (one batch entry b, all heads;
  * S already scaled), for the benchmark's CLBlast-based pipeline too. */
 tsr_status tsr_attention_softmax(tsr_device *device, const tsr_attention_desc *desc, size_t b, cl_mem scores,

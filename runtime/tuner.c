@@ -312,6 +312,7 @@ static void report(const tuning_state *ts, const progress_ctx *pc) {
 
 static bool legal(const tuning_state *ts, const point *pt, tsr_config *cfg) {
     point_config(ts->sp, pt, cfg);
+    if (ts->op->normalize) ts->op->normalize(cfg);
     return ts->op->config_ok(ts->dev, NULL, cfg);
 }
 
@@ -576,11 +577,23 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         double def_g = op->config_ok(dev, NULL, &def) ? evaluate(&ts, &def) : 0;
         res->default_gflops = def_g;
         report(&ts, &pc);
+        tsr_config start = def; /* where annealing starts: the best of the default and the seeds */
+        double start_g = def_g;
+        if (op->tuning_seeds) {
+            tsr_config seeds[8];
+            int nseeds = op->tuning_seeds(dev, classes[c], seeds, 8);
+            for (int i = 0; i < nseeds && budget_left(&ts, &b); ++i)
+                if (op->config_ok(dev, NULL, &seeds[i]) && !already_seen(&ts, &seeds[i])) {
+                    double g = evaluate(&ts, &seeds[i]);
+                    report(&ts, &pc);
+                    if (g > start_g) start = seeds[i], start_g = g;
+                }
+        }
         switch (opt.strategy) {
         case TSR_TUNE_EXHAUSTIVE: search_exhaustive(&ts, &b, &pc); break;
         case TSR_TUNE_RANDOM: search_random(&ts, &b, &rng, &pc); break;
         case TSR_TUNE_CLIMB: search_climb(&ts, &b, &rng, &pc); break;
-        default: search_anneal(&ts, &b, &rng, &def, def_g, &pc, per_class); break;
+        default: search_anneal(&ts, &b, &rng, &start, start_g, &pc, per_class); break;
         }
         qsort(ts.seen, (size_t)ts.nseen, sizeof *ts.seen, by_score_desc);
         /* Final duel, with warm caches: the best candidate against the default, measured in

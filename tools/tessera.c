@@ -23,16 +23,19 @@ static int usage(FILE *out) {
             "                                       without a compiler; load them with TSR_BINARY_DIR)\n"
             "  cache [--device SEL] [--clear]       show (or empty) the kernel binary cache\n"
             "  bench OP [--device SEL] [--sizes LIST] [--json FILE] [--budget SECONDS] [--no-peers]\n"
-            "        [--part NAME] [--clblast-xgemm \"GEMMK=0 MWG=64 ...\"] [--max-unfused L]\n"
-            "                                       time OP (gemm, gelu, attention) against its peers\n"
-            "                                       (CLBlast, OpenBLAS) and baselines;\n"
+            "        [--part NAME] [--clblast-xgemm \"GEMMK=0 MWG=64 ...\"] [--max-unfused L] [--layers LIST]\n"
+            "                                       time OP (gemm, gelu, conv2d, attention) against its\n"
+            "                                       peers"
+            " (CLBlast, OpenBLAS) and baselines;\n"
             "                                       gemm sizes: N, MxNxK or B@MxNxK, comma separated;\n"
             "                                       gelu sizes: N, NK or NM elements; gelu parts:\n"
             "                                       elementwise, epilogue (bias+GELU in GEMM);\n"
             "                                       --clblast-xgemm: CLBlast's Xgemm parameters from\n"
             "                                       its tuner (clblast_tuner_xgemm) instead of defaults;\n"
             "                                       attention sizes: sequence lengths (B=1 H=8 D=64);\n"
-            "                                       --max-unfused: longest L for the unfused pipelines\n"
+            "                                       --max-unfused: longest L for the unfused pipelines;\n"
+            "                                       conv2d sizes: batch sizes; --layers: ResNet-50 layer\n"
+            "                                       names or all; conv2d parts: layers, stack\n"
             "  tune [--device SEL] [--op NAME|all] [--budget SECONDS] [--evals N]\n"
             "       [--strategy exhaustive|random|anneal|climb] [--space SPEC|all] [--classes LIST]\n"
             "       [--seed N] [--dry-run] [--db FILE] [--log FILE]\n"
@@ -245,7 +248,7 @@ static int cmd_cache(int argc, char **argv) {
 
 static int cmd_bench(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "tessera bench: name an op (gemm, gelu, attention)\n");
+        fprintf(stderr, "tessera bench: name an op (gemm, gelu, conv2d, attention)\n");
         return 2;
     }
     const char *op = argv[1];
@@ -256,13 +259,15 @@ static int cmd_bench(int argc, char **argv) {
                                          {"no-peers", no_argument, NULL, 'n'},     {"help", no_argument, NULL, 'h'},
                                          {"part", required_argument, NULL, 'p'},
                                          {"clblast-xgemm", required_argument, NULL, 'X'},
-                                         {"max-unfused", required_argument, NULL, 'U'}, {0}};
+                                         {"max-unfused", required_argument, NULL, 'U'},
+                                         {"layers", required_argument, NULL, 'L'}, {0}};
     bench_options bo = {.budget_s = 1.0, .peers = true};
     const char *device = NULL, *json = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "d:s:j:b:nhp:", opts, NULL)) != -1) {
         switch (c) {
         case 'p': bo.part = optarg; break;
+        case 'L': bo.layers = optarg; break;
         case 'X': bo.clblast_xgemm = optarg; break;
         case 'U': {
             char *end = NULL;
@@ -295,9 +300,10 @@ static int cmd_bench(int argc, char **argv) {
         strcmp(op, "gemm") == 0        ? bench_gemm
         : strcmp(op, "gelu") == 0      ? bench_gelu
         : strcmp(op, "attention") == 0 ? bench_attention
+        : strcmp(op, "conv2d") == 0    ? bench_conv2d
                                        : NULL;
     if (!bench) {
-        fprintf(stderr, "tessera bench: no benchmark for op '%s' (available: gemm, gelu, attention)\n", op);
+        fprintf(stderr, "tessera bench: no benchmark for op '%s' (available: gemm, gelu, conv2d, attention)\n", op);
         return 2;
     }
     tsr_device *dev = NULL;

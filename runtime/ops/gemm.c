@@ -215,7 +215,7 @@ static size_t ceil_div(size_t x, size_t to) { return (x + to - 1) / to; }
 /* Enqueue a pack kernel writing operand `which` ('a' or 'b') into workspace `slot`. */
 static tsr_status enqueue_pack(tsr_device *dev, cl_program program, cl_command_queue queue, const gemm_problem *p,
                                const tsr_config *cfg, char which, cl_mem dst, size_t dst_stride, cl_event wait,
-                               cl_event *done) {
+                               cl_event input_ready, cl_event *done) {
     tsr_status status = TSR_SUCCESS;
     cl_int err;
     cl_kernel kernel = clCreateKernel(program, which == 'a' ? "pack_a" : "pack_b", &err);
@@ -231,18 +231,22 @@ static tsr_status enqueue_pack(tsr_device *dev, cl_program program, cl_command_q
 #undef SET
     size_t tile = which == 'a' ? (size_t)cfg->values[P_MWI] : (size_t)cfg->values[P_VW] * cfg->values[P_NVW];
     size_t global[3] = {ceil_div(p->k, 16), ceil_div(which == 'a' ? p->m : p->n, tile), p->batch};
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, NULL, wait ? 1 : 0, wait ? &wait : NULL, done),
-                 out);
+    cl_event waits[2];
+    cl_uint nwaits = 0;
+    if (wait) waits[nwaits++] = wait;
+    if (input_ready) waits[nwaits++] = input_ready;
+    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, NULL, nwaits, nwaits ? waits : NULL, done), out);
 out:
     if (kernel) clReleaseKernel(kernel);
     (void)dev;
     return status;
 }
 
-/* Enqueue packs (if any) and the GEMM. *event (may be NULL) receives the GEMM's event and
- * *first (may be NULL) the first command's, for timing the whole launch. */
+/* Enqueue packs (if any) and the GEMM, after `input_ready` (may be NULL). *event (may be NULL)
+ * receives the GEMM's event and *first (may be NULL) the first command's, for timing the
+ * whole launch. */
 static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_config *cfg, cl_command_queue queue,
-                              cl_event *event, cl_event *first) {
+                              cl_event input_ready, cl_event *event, cl_event *first) {
     tsr_status status = TSR_SUCCESS;
     const int *v = cfg->values;
     int variant = (p->ta ? VARIANT_TA : 0) | (p->tb ? VARIANT_TB : 0);
@@ -268,7 +272,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         cl_mem ws;
         cl_event wait;
         TSR_CHECK(tsr_workspace_get(dev, TSR_WS_PACK_A, stride * p->batch * sizeof(float), &ws, &wait), out);
-        TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'a', ws, stride, wait, &packed[0]), out);
+        TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]), out);
         q.a = ws; q.a_off = 0; q.a_stride = stride;
     }
     if (pack_b) {
@@ -276,7 +280,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         cl_mem ws;
         cl_event wait;
         TSR_CHECK(tsr_workspace_get(dev, TSR_WS_PACK_B, stride * p->batch * sizeof(float), &ws, &wait), out);
-        TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'b', ws, stride, wait, &packed[1]), out);
+        TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]), out);
         q.b = ws; q.b_off = 0; q.b_stride = stride;
     }
     cl_int M = (cl_int)q.m, N = (cl_int)q.n, K = (cl_int)q.k;
@@ -295,10 +299,11 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     size_t local[3] = {(size_t)v[P_WGM], (size_t)v[P_WGN], 1};
     size_t global[3] = {round_up(ceil_div(q.m, (size_t)v[P_MWI]), local[0]), round_up(ceil_div(q.n, nwi), local[1]),
                         q.batch};
-    cl_event waits[2];
+    cl_event waits[3];
     cl_uint nwaits = 0;
     if (packed[0]) waits[nwaits++] = packed[0];
     if (packed[1]) waits[nwaits++] = packed[1];
+    if (input_ready) waits[nwaits++] = input_ready;
     TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &done),
                  out);
     if (pack_a) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done);
@@ -326,6 +331,15 @@ tsr_status tsr_sgemm_strided_batched_ex(tsr_device *dev, tsr_layout layout, tsr_
                                         float beta, cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
                                         const tsr_epilogue *epilogue, cl_command_queue queue, cl_event *event) {
     tsr_clear_diagnostics();
+    return tsr_sgemm_pipeline(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, a_stride, b, b_off, ldb, b_stride,
+                              beta, c, c_off, ldc, c_stride, batch, epilogue, false, queue, NULL, event);
+}
+
+tsr_status tsr_sgemm_pipeline(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
+                              size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
+                              cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta, cl_mem c, size_t c_off,
+                              size_t ldc, size_t c_stride, size_t batch, const tsr_epilogue *epilogue,
+                              bool class_by_shape, cl_command_queue queue, cl_event input_ready, cl_event *event) {
     if (event) *event = NULL;
     gemm_problem p;
     tsr_status status = gemm_validate(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, a_stride, b, b_off, ldb,
@@ -334,8 +348,10 @@ tsr_status tsr_sgemm_strided_batched_ex(tsr_device *dev, tsr_layout layout, tsr_
     cl_command_queue q;
     if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
     tsr_config cfg;
-    if ((status = tsr_op_config(dev, &tsr_op_gemm, &p, &cfg)) != TSR_SUCCESS) return status;
-    return gemm_launch(dev, &p, &cfg, q, event, NULL);
+    gemm_problem one = p;
+    if (class_by_shape) one.batch = 1; /* classify by one matrix's shape */
+    if ((status = tsr_op_config(dev, &tsr_op_gemm, &one, &cfg)) != TSR_SUCCESS) return status;
+    return gemm_launch(dev, &p, &cfg, q, input_ready, event, NULL);
 }
 
 tsr_status tsr_sgemm_strided_batched(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
@@ -557,7 +573,7 @@ out:
 
 static tsr_status gemm_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
     gemm_tuning *t = ctx;
-    return gemm_launch(dev, &t->p, cfg, dev->queue, last, first);
+    return gemm_launch(dev, &t->p, cfg, dev->queue, NULL, last, first);
 }
 
 static tsr_status gemm_tuning_check(tsr_device *dev, void *ctx, double *rel_err) {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const tsr_op *const tsr_ops[] = {&tsr_op_gemm, &tsr_op_gelu, &tsr_op_attention, NULL};
+const tsr_op *const tsr_ops[] = {&tsr_op_gemm, &tsr_op_gelu, &tsr_op_conv, &tsr_op_attention, NULL};
 
 const char *const *tsr_op_names(void) {
     static const char *names[TSR_MAX_PARAMS + 1];
@@ -82,6 +82,7 @@ static tsr_status op_config_info(tsr_device *dev, const tsr_op *op, const char *
     op->default_config(dev, cls, config);
     tsr_status st = tsr_config_parse(op, env, var, config);
     if (st != TSR_SUCCESS) return st;
+    if (op->normalize) op->normalize(config);
     if (!op->config_ok(dev, problem, config)) {
         char desc[256];
         tsr_config_format(op, config, desc, sizeof desc);

@@ -1,0 +1,407 @@
+/* `tessera bench conv2d`: ResNet-50's convolution layers at several batch sizes: tessera's
+ * chosen path and each path alone (im2col + GEMM, implicit GEMM, naive direct), CLBlast's
+ * convgemm, and OpenBLAS on the equivalent GEMM shape (CPU devices); then the whole ResNet-50
+ * conv stack (53 layers) end to end. GFLOP/s count 2 N K P Q Cg R S; rel_err is against a
+ * double-precision direct convolution of the first and last image. */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef TSR_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+#ifdef TSR_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+/* ResNet-50 (torchvision, stride in the 3x3): every distinct layer, and how often the network
+ * runs it. Square inputs and kernels. */
+typedef struct resnet_layer {
+    const char *name;
+    int c, h, k, r, stride, pad, count;
+} resnet_layer;
+
+static const resnet_layer resnet50[] = {
+    {"conv1", 3, 224, 64, 7, 2, 3, 1},
+    {"l1.reduce64", 64, 56, 64, 1, 1, 0, 1},     {"l1.reduce256", 256, 56, 64, 1, 1, 0, 2},
+    {"l1.3x3", 64, 56, 64, 3, 1, 1, 3},          {"l1.expand", 64, 56, 256, 1, 1, 0, 4},
+    {"l2.reduce256", 256, 56, 128, 1, 1, 0, 1},  {"l2.3x3s2", 128, 56, 128, 3, 2, 1, 1},
+    {"l2.expand", 128, 28, 512, 1, 1, 0, 4},     {"l2.down", 256, 56, 512, 1, 2, 0, 1},
+    {"l2.reduce512", 512, 28, 128, 1, 1, 0, 3},  {"l2.3x3", 128, 28, 128, 3, 1, 1, 3},
+    {"l3.reduce512", 512, 28, 256, 1, 1, 0, 1},  {"l3.3x3s2", 256, 28, 256, 3, 2, 1, 1},
+    {"l3.expand", 256, 14, 1024, 1, 1, 0, 6},    {"l3.down", 512, 28, 1024, 1, 2, 0, 1},
+    {"l3.reduce1024", 1024, 14, 256, 1, 1, 0, 5}, {"l3.3x3", 256, 14, 256, 3, 1, 1, 5},
+    {"l4.reduce1024", 1024, 14, 512, 1, 1, 0, 1}, {"l4.3x3s2", 512, 14, 512, 3, 2, 1, 1},
+    {"l4.expand", 512, 7, 2048, 1, 1, 0, 3},     {"l4.down", 1024, 14, 2048, 1, 2, 0, 1},
+    {"l4.reduce2048", 2048, 7, 512, 1, 1, 0, 2}, {"l4.3x3", 512, 7, 512, 3, 1, 1, 2},
+};
+#define NLAYERS (sizeof resnet50 / sizeof resnet50[0])
+
+/* The default selection: conv1, a 3x3 from each stage, the strided 3x3 of stage 2, the 1x1
+ * bottleneck convs of stages 1 and 3. */
+static const char default_layers[] =
+    "conv1,l1.3x3,l2.3x3,l3.3x3,l4.3x3,l2.3x3s2,l1.reduce256,l1.expand,l3.reduce1024,l3.expand";
+static const size_t default_batches[] = {1, 8};
+
+static tsr_conv2d_desc layer_desc(const resnet_layer *l, size_t batch) {
+    tsr_conv2d_desc d = {.batch = batch, .in_channels = (size_t)l->c, .in_height = (size_t)l->h,
+                         .in_width = (size_t)l->h, .out_channels = (size_t)l->k, .kernel_h = (size_t)l->r,
+                         .kernel_w = (size_t)l->r, .stride_h = (size_t)l->stride, .stride_w = (size_t)l->stride,
+                         .pad_h = (size_t)l->pad, .pad_w = (size_t)l->pad};
+    return d;
+}
+
+typedef enum { IMPL_TESSERA, IMPL_IM2COL, IMPL_IMPLICIT, IMPL_DIRECT, IMPL_CLBLAST, IMPL_OPENBLAS, NIMPLS } impl_kind;
+static const char *const impl_names[NIMPLS] = {"tessera",         "tessera-im2col",   "tessera-implicit",
+                                               "tessera-direct",  "clblast-convgemm", "openblas-gemm"};
+
+typedef struct conv_run {
+    tsr_device *dev;
+    tsr_conv2d_desc d;
+    size_t P, Q;
+    cl_mem x, w, y;
+    /* OpenBLAS on the equivalent GEMM: K x (N P Q) x (Cg R S), inputs from the host */
+    float *ga, *gb, *gc;
+} conv_run;
+
+static tsr_status run_tessera(void *ctx) {
+    conv_run *r = ctx;
+    tsr_status st = tsr_conv2d(r->dev, &r->d, r->x, r->w, NULL, r->y, NULL, NULL);
+    if (st == TSR_SUCCESS) clFinish(r->dev->queue);
+    return st;
+}
+
+#ifdef TSR_HAVE_CLBLAST
+static tsr_status run_clblast(void *ctx) {
+    conv_run *r = ctx;
+    const tsr_conv2d_desc *d = &r->d;
+    cl_command_queue q = r->dev->queue;
+    CLBlastStatusCode cs = CLBlastSconvgemm(CLBlastKernelModeCrossCorrelation, d->in_channels, d->in_height,
+                                            d->in_width, d->kernel_h, d->kernel_w, d->pad_h, d->pad_w, d->stride_h,
+                                            d->stride_w, 1, 1, d->out_channels, d->batch, r->x, 0, r->w, 0, r->y, 0,
+                                            &q, NULL);
+    if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlastSconvgemm failed with status %d", (int)cs);
+    clFinish(q);
+    return TSR_SUCCESS;
+}
+#endif
+
+#ifdef TSR_HAVE_OPENBLAS
+static tsr_status run_openblas(void *ctx) {
+    conv_run *r = ctx;
+    const tsr_conv2d_desc *d = &r->d;
+    int m = (int)d->out_channels, n = (int)(d->batch * r->P * r->Q), k = (int)(d->in_channels * d->kernel_h * d->kernel_w);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, r->ga, k, r->gb, n, 0.0f, r->gc, n);
+    return TSR_SUCCESS;
+}
+#endif
+
+/* ||y - ref|| / ||ref|| over the images the reference holds (the first and the last). */
+static double conv_error(const float *y, const double *ref, size_t per_image, size_t batch) {
+    double num = 0, den = 0;
+    for (size_t part = 0; part < (batch > 1 ? 2u : 1u); ++part) {
+        const float *yy = y + (part ? (batch - 1) * per_image : 0);
+        const double *rr = ref + part * per_image;
+        for (size_t i = 0; i < per_image; ++i) {
+            double e = (double)yy[i] - rr[i];
+            num += e * e;
+            den += rr[i] * rr[i];
+        }
+    }
+    return isnan(num) ? INFINITY : sqrt(num / den);
+}
+
+/* Reference of the first and last image: one-image descriptors over their slices of x. */
+static void reference_ends(const tsr_conv2d_desc *d, const float *hx, const float *hw, double *ref, size_t per_image) {
+    tsr_conv2d_desc one = *d;
+    one.batch = 1;
+    size_t in_image = d->in_channels * d->in_height * d->in_width;
+    tsr_conv2d_reference(&one, hx, hw, NULL, ref);
+    if (d->batch > 1) tsr_conv2d_reference(&one, hx + (d->batch - 1) * in_image, hw, NULL, ref + per_image);
+}
+
+static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_report *report,
+                              const resnet_layer *l, size_t batch) {
+    conv_run r = {.dev = dev, .d = layer_desc(l, batch)};
+    tsr_status st = tsr_conv2d_output_size(&r.d, &r.P, &r.Q);
+    if (st != TSR_SUCCESS) return st;
+    const tsr_conv2d_desc *d = &r.d;
+    size_t in_image = d->in_channels * d->in_height * d->in_width, per_image = d->out_channels * r.P * r.Q;
+    size_t nx = batch * in_image, nw = d->out_channels * d->in_channels * d->kernel_h * d->kernel_w;
+    size_t ny = batch * per_image;
+    float *hx = malloc(nx * 4), *hw = malloc(nw * 4), *hy = malloc(ny * 4);
+    double *ref = malloc(2 * per_image * sizeof *ref);
+    cl_int err = CL_SUCCESS;
+    if (!hx || !hw || !hy || !ref) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto out;
+    }
+    uint64_t seed = 0x9E3779B97F4A7C15ull ^ (uint64_t)l->c * 131 ^ batch;
+    for (size_t i = 0; i < nx; ++i) hx[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+    for (size_t i = 0; i < nw; ++i) hw[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+    reference_ends(d, hx, hw, ref, per_image);
+    r.x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nx * 4, hx, &err);
+    if (err == CL_SUCCESS) r.w = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nw * 4, hw, &err);
+    if (err == CL_SUCCESS) r.y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, ny * 4, NULL, &err);
+    if (err != CL_SUCCESS) {
+        st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
+        goto out;
+    }
+    char shape[64];
+    snprintf(shape, sizeof shape, "%zux%dx%dx%d k%d %dx%d/%d p%d", batch, l->c, l->h, l->h, l->k, l->r, l->r,
+             l->stride, l->pad);
+    double gf[NIMPLS] = {0};
+    tsr_conv_algo chosen = TSR_CONV_AUTO;
+    tsr_config_info plan;
+    if ((st = tsr_conv2d_plan(dev, d, &chosen, &plan)) != TSR_SUCCESS) goto out;
+    bool cpu = dev->info.type == TSR_DEVICE_CPU;
+    for (int impl = 0; impl < NIMPLS && st == TSR_SUCCESS; ++impl) {
+        bench_fn fn = run_tessera;
+        r.d.algo = impl == IMPL_IM2COL ? TSR_CONV_IM2COL : impl == IMPL_IMPLICIT ? TSR_CONV_IMPLICIT
+                   : impl == IMPL_DIRECT ? TSR_CONV_DIRECT : TSR_CONV_AUTO;
+        if (impl == IMPL_CLBLAST) {
+#ifdef TSR_HAVE_CLBLAST
+            if (!opt->peers) continue;
+            fn = run_clblast;
+#else
+            continue;
+#endif
+        }
+        if (impl == IMPL_OPENBLAS) {
+#ifdef TSR_HAVE_OPENBLAS
+            if (!opt->peers || !cpu) continue;
+            fn = run_openblas;
+            size_t k = d->in_channels * d->kernel_h * d->kernel_w, n = batch * r.P * r.Q;
+            r.ga = hw; /* the weights are the GEMM's A as they are */
+            r.gb = malloc(k * n * 4), r.gc = malloc(d->out_channels * n * 4);
+            if (!r.gb || !r.gc) {
+                st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+                break;
+            }
+            for (size_t i = 0; i < k * n; ++i) r.gb[i] = hx[i % nx];
+#else
+            continue;
+#endif
+        }
+        (void)cpu;
+        float *poison = hy;
+        for (size_t i = 0; i < ny; ++i) poison[i] = NAN;
+        if (impl != IMPL_OPENBLAS && (st = tsr_upload(dev, r.y, hy, ny)) != TSR_SUCCESS) break;
+        bench_row row = {0};
+        if ((st = bench_time(fn, &r, opt->budget_s, 3, 50, &row)) != TSR_SUCCESS) break;
+        strcpy(row.op, "conv2d");
+        tsr_strlcpy(row.shape, shape, sizeof row.shape);
+        if (impl == IMPL_TESSERA) {
+            static const char *const algos[] = {"auto", "im2col", "implicit", "direct"};
+            snprintf(row.impl, sizeof row.impl, "tessera(%s)", algos[chosen]);
+        } else {
+            tsr_strlcpy(row.impl, impl_names[impl], sizeof row.impl);
+        }
+        row.gflops = tsr_conv2d_flops(d) / (row.time_ms * 1e6);
+        if (impl == IMPL_OPENBLAS) {
+            row.rel_err = -1; /* a GEMM of the same shape, not this convolution */
+        } else {
+            if ((st = tsr_download(dev, r.y, hy, ny)) != TSR_SUCCESS) break;
+            row.rel_err = conv_error(hy, ref, per_image, batch);
+        }
+        if (impl == IMPL_IM2COL || (impl == IMPL_TESSERA && chosen == TSR_CONV_IM2COL)) {
+            size_t ws = 0;
+            tsr_conv2d_desc wd = *d;
+            wd.algo = TSR_CONV_IM2COL;
+            if (tsr_conv2d_workspace_size(dev, &wd, &ws, NULL) == TSR_SUCCESS) row.mem_mib = (double)ws / 1048576.0;
+        }
+        gf[impl] = row.gflops;
+        if ((st = bench_add(report, &row)) != TSR_SUCCESS) break;
+        if (!opt->quiet) {
+            char e[16] = "-";
+            if (row.rel_err >= 0) snprintf(e, sizeof e, "%.1e", row.rel_err);
+            printf("%-14s %-30s %-20s %10.3f %9.1f %9s\n", l->name, shape, row.impl, row.time_ms, row.gflops, e);
+            fflush(stdout);
+        }
+        if (impl == IMPL_OPENBLAS) free(r.gb), free(r.gc), r.gb = r.gc = NULL;
+    }
+    if (st == TSR_SUCCESS && !opt->quiet) {
+        printf("%-14s %-30s tessera is", l->name, shape);
+        if (gf[IMPL_CLBLAST] > 0) printf(" %.1fx clblast-convgemm,", gf[IMPL_TESSERA] / gf[IMPL_CLBLAST]);
+        if (gf[IMPL_OPENBLAS] > 0) printf(" %.2f of openblas-gemm,", gf[IMPL_TESSERA] / gf[IMPL_OPENBLAS]);
+        printf(" %.1fx the naive direct kernel\n", gf[IMPL_DIRECT] > 0 ? gf[IMPL_TESSERA] / gf[IMPL_DIRECT] : 0);
+    }
+out:
+    free(r.gb), free(r.gc);
+    if (r.x) clReleaseMemObject(r.x);
+    if (r.w) clReleaseMemObject(r.w);
+    if (r.y) clReleaseMemObject(r.y);
+    free(hx), free(hw), free(hy), free(ref);
+    return st;
+}
+
+/* ---- the whole ResNet-50 conv stack: its 53 convolutions in order ---- */
+
+typedef struct stack_run {
+    tsr_device *dev;
+    size_t batch;
+    bool clblast;
+    cl_mem x, y, w, bias;
+} stack_run;
+
+/* The network's order: conv1, then per stage its blocks (reduce, 3x3, expand, and the
+ * downsample in the first block). */
+static const char *const stack_order[] = {
+    "conv1",
+    "l1.reduce64", "l1.3x3", "l1.expand", "l1.expand", "l1.reduce256", "l1.3x3", "l1.expand", "l1.reduce256", "l1.3x3",
+    "l1.expand",
+    "l2.reduce256", "l2.3x3s2", "l2.expand", "l2.down", "l2.reduce512", "l2.3x3", "l2.expand", "l2.reduce512",
+    "l2.3x3", "l2.expand", "l2.reduce512", "l2.3x3", "l2.expand",
+    "l3.reduce512", "l3.3x3s2", "l3.expand", "l3.down", "l3.reduce1024", "l3.3x3", "l3.expand", "l3.reduce1024",
+    "l3.3x3", "l3.expand", "l3.reduce1024", "l3.3x3", "l3.expand", "l3.reduce1024", "l3.3x3", "l3.expand",
+    "l3.reduce1024", "l3.3x3", "l3.expand",
+    "l4.reduce1024", "l4.3x3s2", "l4.expand", "l4.down", "l4.reduce2048", "l4.3x3", "l4.expand", "l4.reduce2048",
+    "l4.3x3", "l4.expand",
+};
+
+static const resnet_layer *find_layer(const char *name) {
+    for (size_t i = 0; i < NLAYERS; ++i)
+        if (strcmp(resnet50[i].name, name) == 0) return &resnet50[i];
+    return NULL;
+}
+
+static tsr_status run_stack(void *ctx) {
+    stack_run *s = ctx;
+    for (size_t i = 0; i < sizeof stack_order / sizeof stack_order[0]; ++i) {
+        tsr_conv2d_desc d = layer_desc(find_layer(stack_order[i]), s->batch);
+        if (!s->clblast) {
+            d.activation = TSR_ACT_RELU; /* inference: batch norm folded into the bias, then ReLU */
+            tsr_status st = tsr_conv2d(s->dev, &d, s->x, s->w, s->bias, s->y, NULL, NULL);
+            if (st != TSR_SUCCESS) return st;
+            continue;
+        }
+#ifdef TSR_HAVE_CLBLAST
+        cl_command_queue q = s->dev->queue;
+        CLBlastStatusCode cs = CLBlastSconvgemm(CLBlastKernelModeCrossCorrelation, d.in_channels, d.in_height,
+                                                d.in_width, d.kernel_h, d.kernel_w, d.pad_h, d.pad_w, d.stride_h,
+                                                d.stride_w, 1, 1, d.out_channels, d.batch, s->x, 0, s->w, 0, s->y, 0,
+                                                &q, NULL);
+        if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlastSconvgemm failed with status %d", (int)cs);
+#endif
+    }
+    clFinish(s->dev->queue);
+    return TSR_SUCCESS;
+}
+
+static tsr_status bench_stack(tsr_device *dev, const bench_options *opt, bench_report *report, size_t batch) {
+    /* One input, one output, one weight buffer, each as large as the largest layer needs; the
+     * layers read whatever the buffers hold (timing, not a real network's activations). */
+    size_t max_x = 0, max_y = 0, max_w = 0, max_k = 0;
+    double flops = 0;
+    for (size_t i = 0; i < sizeof stack_order / sizeof stack_order[0]; ++i) {
+        const resnet_layer *l = find_layer(stack_order[i]);
+        tsr_conv2d_desc d = layer_desc(l, batch);
+        size_t P, Q;
+        tsr_conv2d_output_size(&d, &P, &Q);
+        size_t nx = batch * (size_t)l->c * l->h * l->h, ny = batch * (size_t)l->k * P * Q;
+        size_t nw = (size_t)l->k * l->c * l->r * l->r;
+        max_x = nx > max_x ? nx : max_x, max_y = ny > max_y ? ny : max_y, max_w = nw > max_w ? nw : max_w;
+        max_k = (size_t)l->k > max_k ? (size_t)l->k : max_k;
+        flops += tsr_conv2d_flops(&d);
+    }
+    stack_run s = {.dev = dev, .batch = batch};
+    cl_int err = CL_SUCCESS;
+    tsr_status st = TSR_SUCCESS;
+    size_t fill = max_x > max_w ? max_x : max_w;
+    float *h = malloc(fill * 4);
+    if (!h) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+    uint64_t seed = 0x853C49E6748FEA9Bull;
+    for (size_t i = 0; i < fill; ++i) h[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+    s.x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, max_x * 4, h, &err);
+    if (err == CL_SUCCESS) s.w = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, max_w * 4, h, &err);
+    if (err == CL_SUCCESS) s.bias = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, max_k * 4, h, &err);
+    if (err == CL_SUCCESS) s.y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, max_y * 4, NULL, &err);
+    free(h);
+    if (err != CL_SUCCESS) {
+        st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
+        goto out;
+    }
+    double ms[2] = {0, 0};
+    for (int peer = 0; peer < 2 && st == TSR_SUCCESS; ++peer) {
+        if (peer) {
+#ifdef TSR_HAVE_CLBLAST
+            if (!opt->peers) break;
+#else
+            break;
+#endif
+        }
+        s.clblast = peer;
+        bench_row row = {0};
+        if ((st = bench_time(run_stack, &s, opt->budget_s, 3, 20, &row)) != TSR_SUCCESS) break;
+        strcpy(row.op, "conv2d-stack");
+        snprintf(row.shape, sizeof row.shape, "resnet50 53 convs, batch %zu", batch);
+        tsr_strlcpy(row.impl, peer ? "clblast-convgemm" : "tessera(+bias+relu)", sizeof row.impl);
+        row.gflops = flops / (row.time_ms * 1e6);
+        row.rel_err = -1;
+        ms[peer] = row.time_ms;
+        if ((st = bench_add(report, &row)) != TSR_SUCCESS) break;
+        if (!opt->quiet) {
+            printf("%-14s %-30s %-20s %10.3f %9.1f %9s\n", "stack", row.shape, row.impl, row.time_ms, row.gflops, "-");
+            fflush(stdout);
+        }
+    }
+    if (st == TSR_SUCCESS && !opt->quiet && ms[1] > 0)
+        printf("%-14s batch %zu: tessera (with bias and ReLU) is %.1fx CLBlast convgemm (without)\n", "stack", batch,
+               ms[1] / ms[0]);
+out:
+    if (s.x) clReleaseMemObject(s.x);
+    if (s.w) clReleaseMemObject(s.w);
+    if (s.bias) clReleaseMemObject(s.bias);
+    if (s.y) clReleaseMemObject(s.y);
+    return st;
+}
+
+tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report *report) {
+    size_t *batches = NULL, nbatches = 0;
+    tsr_status st = TSR_SUCCESS;
+    bool layers = !opt->part || strcmp(opt->part, "layers") == 0;
+    bool stack = !opt->part || strcmp(opt->part, "stack") == 0;
+    if (!layers && !stack)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "--part: conv2d has the parts 'layers' and 'stack' (got '%s')", opt->part);
+    /* Check the layer names before anything runs. */
+    const char *names = opt->layers ? opt->layers : default_layers;
+    const resnet_layer *chosen[NLAYERS];
+    size_t nchosen = 0;
+    char buf[1024];
+    tsr_strlcpy(buf, strcmp(names, "all") == 0 ? "" : names, sizeof buf);
+    if (strcmp(names, "all") == 0) {
+        for (size_t i = 0; i < NLAYERS; ++i) chosen[nchosen++] = &resnet50[i];
+    } else {
+        char *save = NULL;
+        for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            const resnet_layer *l = find_layer(tok);
+            if (!l) {
+                char list[512] = "";
+                for (size_t i = 0; i < NLAYERS; ++i) {
+                    strncat(list, resnet50[i].name, sizeof list - strlen(list) - 1);
+                    if (i + 1 < NLAYERS) strncat(list, ", ", sizeof list - strlen(list) - 1);
+                }
+                return tsr_fail(TSR_ERR_INVALID_ARG, "--layers: no ResNet-50 layer '%s' (all, or some of: %s)", tok,
+                                list);
+            }
+            if (nchosen < NLAYERS) chosen[nchosen++] = l;
+        }
+    }
+    if (opt->sizes) {
+        if ((st = bench_parse_counts(opt->sizes, "batch sizes", &batches, &nbatches)) != TSR_SUCCESS) return st;
+    } else {
+        nbatches = sizeof default_batches / sizeof default_batches[0];
+        if (!(batches = malloc(sizeof default_batches))) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        memcpy(batches, default_batches, sizeof default_batches);
+    }
+    if (!opt->quiet)
+        printf("%-14s %-30s %-20s %10s %9s %9s\n", "layer", "shape (NxCxHxW kK RxS/stride pad)", "impl", "ms",
+               "GFLOP/s", "rel_err");
+    for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && layers; ++b)
+        for (size_t i = 0; i < nchosen && st == TSR_SUCCESS; ++i) st = bench_layer(dev, opt, report, chosen[i], batches[b]);
+    for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && stack; ++b) st = bench_stack(dev, opt, report, batches[b]);
+    free(batches);
+    return st;
+}

@@ -1,0 +1,287 @@
+// 2-D convolution (OpenCL C 1.2): cross-correlation of NCHW input x with OIHW weights w into
+// NCHW output y, with groups:
+//   y[n][k][oh][ow] = act(bias[k] + sum_{c < Cg, r < R, s < S} w[k][c][r][s] *
+//                         x[n][g Cg + c][oh SH - PH + r DH][ow SW - PW + s DW]),   g = k / Kg,
+// input positions outside the image reading as 0. Seen as a GEMM per image and group:
+// M = Kg output channels, N = OH OW pixels, K = Cg R S, with B = im2col(x).
+//
+// Kernels:
+//   im2col         writes B explicitly (for tessera's GEMM, which adds bias and activation)
+//   conv_implicit  the GEMM with B's im2col indexing folded into its loads (no workspace)
+//   conv_direct    one work-item per output, the naive baseline
+//
+// The layer's geometry arrives at run time in one int16, so one program serves every layer:
+#define GEO_C geo.s0  // input channels (all groups)
+#define GEO_H geo.s1  // input height
+#define GEO_W geo.s2  // input width
+#define GEO_K geo.s3  // output channels (all groups)
+#define GEO_R geo.s4  // kernel height
+#define GEO_S geo.s5  // kernel width
+#define GEO_P geo.s6  // output height
+#define GEO_Q geo.s7  // output width
+#define GEO_SH geo.s8 // strides
+#define GEO_SW geo.s9
+#define GEO_PH geo.sa // zero padding
+#define GEO_PW geo.sb
+#define GEO_DH geo.sc // dilations
+#define GEO_DW geo.sd
+#define GEO_G geo.se  // groups
+// Offsets into x and y are size_t; everything within one image fits an int (checked on the host).
+//
+// conv_implicit's shape, from -D defines:
+//   MWI      output channels per work-item
+//   VW       output pixels per work-item, one floatVW per channel (1, 2, 4, 8, 16)
+//   STAGE 0  (CPUs) a work-item owns MWI channels x VW consecutive pixels of one output row;
+//            its input rows stream through the caches: for each kernel tap (r, s) a whole
+//            vector of input comes in one load when the tap's window lies inside the row
+//            (stride 1 and 2), else lane by lane with zeros outside
+//   STAGE 1  (GPUs) WGM x WGN work-items share a (WGM MWI) x (WGN VW) tile of channels x
+//            flattened pixels; KWG reduction steps of weights and gathered input at a time are
+//            staged in local memory
+#include "activation.cl"
+
+#ifndef MWI
+#define MWI 4
+#endif
+#ifndef VW
+#define VW 8
+#endif
+#ifndef STAGE
+#define STAGE 0
+#endif
+#ifndef WGM
+#define WGM 1
+#endif
+#ifndef WGN
+#define WGN 1
+#endif
+#ifndef KWG
+#define KWG 16
+#endif
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#if VW == 1
+typedef float floatv;
+#define VLOAD(p) (*(p))
+#define VSTORE(v, p) (*(p) = (v))
+#define VLOAD_LOCAL(p) (*(p))
+#else
+typedef CAT(float, VW) floatv;
+#define VLOAD(p) CAT(vload, VW)(0, (p))
+#define VSTORE(v, p) CAT(vstore, VW)((v), 0, (p))
+#define VLOAD_LOCAL(p) CAT(vload, VW)(0, (p))
+#endif
+
+TSR_DEFINE_ACTIVATIONS(float, int)
+#if VW > 1
+TSR_DEFINE_ACTIVATIONS(CAT(float, VW), CAT(int, VW))
+#define activate_floatv CAT(activate_, CAT(float, VW))
+#else
+#define activate_floatv activate_float
+#endif
+
+// Every second float from p (VW of them; reads 2 VW floats).
+#if VW == 1
+#define VLOAD_STRIDE2(p) (*(p))
+#elif VW == 16
+#define VLOAD_STRIDE2(p) ((float16)(vload16(0, (p)).even, vload16(0, (p) + 16).even))
+#elif VW == 8
+#define VLOAD_STRIDE2(p) (vload16(0, (p)).even)
+#elif VW == 4
+#define VLOAD_STRIDE2(p) (vload8(0, (p)).even)
+#else
+#define VLOAD_STRIDE2(p) (vload4(0, (p)).even)
+#endif
+
+// ---------------------------------------------------------------- im2col
+// col[ig][kk][p], ig = i G + g over the chunk's images i (x_off points at the first one),
+// kk = (c R + r) S + s, p = oh Q + ow. global = (P, Cg R S, images G); a work-item writes one
+// output row of one kk.
+__kernel void im2col(const int16 geo, __global const float *x, const ulong x_off, __global float *col) {
+    const int oh = (int)get_global_id(0), kk = (int)get_global_id(1), ig = (int)get_global_id(2);
+    const int Cg = GEO_C / GEO_G, RS = GEO_R * GEO_S, CRS = Cg * RS;
+    const int c = kk / RS, rs = kk - c * RS, r = rs / GEO_S, s = rs - r * GEO_S;
+    const int i = ig / GEO_G, g = ig - i * GEO_G;
+    const int ih = oh * GEO_SH - GEO_PH + r * GEO_DH;
+    __global float *dst = col + ((size_t)ig * CRS + kk) * (size_t)(GEO_P * GEO_Q) + (size_t)oh * GEO_Q;
+    if (ih < 0 || ih >= GEO_H) {
+        for (int ow = 0; ow < GEO_Q; ++ow) dst[ow] = 0.0f;
+        return;
+    }
+    const __global float *src =
+        x + x_off + ((size_t)i * GEO_C + g * Cg + c) * (size_t)(GEO_H * GEO_W) + (size_t)ih * GEO_W;
+    int iw = s * GEO_DW - GEO_PW;
+    for (int ow = 0; ow < GEO_Q; ++ow, iw += GEO_SW) dst[ow] = (iw >= 0 && iw < GEO_W) ? src[iw] : 0.0f;
+}
+
+// ---------------------------------------------------------------- direct (baseline)
+// global = (Q, P, N K): one output each, loops over c, r, s.
+__kernel void conv_direct(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
+                          const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
+                          const int act, __global float *y, const ulong y_off) {
+    const int ow = (int)get_global_id(0), oh = (int)get_global_id(1), nk = (int)get_global_id(2);
+    const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
+    const int n = nk / GEO_K, k = nk - n * GEO_K, g = k / Kg;
+    const __global float *xn = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
+    const __global float *wk = w + w_off + (size_t)k * Cg * GEO_R * GEO_S;
+    float acc = 0.0f;
+    for (int c = 0; c < Cg; ++c)
+        for (int r = 0; r < GEO_R; ++r) {
+            const int ih = oh * GEO_SH - GEO_PH + r * GEO_DH;
+            if (ih < 0 || ih >= GEO_H) continue;
+            for (int s = 0; s < GEO_S; ++s) {
+                const int iw = ow * GEO_SW - GEO_PW + s * GEO_DW;
+                if (iw >= 0 && iw < GEO_W)
+                    acc = fma(wk[(c * GEO_R + r) * GEO_S + s], xn[(size_t)c * HW + ih * GEO_W + iw], acc);
+            }
+        }
+    if (has_bias) acc += bias[bias_off + k];
+    y[y_off + ((size_t)n * GEO_K + k) * (size_t)(GEO_P * GEO_Q) + oh * GEO_Q + ow] = activate_float(acc, act);
+}
+
+// ---------------------------------------------------------------- implicit GEMM
+
+#if !STAGE
+// global = (ceil(Kg / MWI), P ceil(Q / VW), N G), local = (WGM, WGN, 1).
+__kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
+                            const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
+                            const int act, __global float *y, const ulong y_off) {
+    const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W, RS = GEO_R * GEO_S;
+    const int QT = (GEO_Q + VW - 1) / VW;
+    const int k0 = (int)get_global_id(0) * MWI, pt = (int)get_global_id(1), ng = (int)get_global_id(2);
+    const int oh = pt / QT;
+    if (k0 >= Kg || oh >= GEO_P) return;
+    const int ow0 = (pt - oh * QT) * VW;
+    const int n = ng / GEO_G, g = ng - n * GEO_G;
+    const __global float *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
+    // Rows past Kg repeat the last one (computed, never stored), so the tile needs no guards.
+    const __global float *wrow[MWI];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m)
+        wrow[m] = w + w_off + (size_t)(g * Kg + min(k0 + m, Kg - 1)) * Cg * RS;
+    floatv acc[MWI];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+
+#define FMA_TILE(wi, bvec)                                                                         \
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = fma((floatv)(wrow[m][wi]), (bvec), acc[m]);
+
+    for (int r = 0; r < GEO_R; ++r) {
+        const int ih = oh * GEO_SH - GEO_PH + r * GEO_DH;
+        if (ih < 0 || ih >= GEO_H) continue; // a row of zeros adds nothing
+        const __global float *xr = xg + (size_t)ih * GEO_W;
+        for (int s = 0; s < GEO_S; ++s) {
+            const int iw0 = ow0 * GEO_SW - GEO_PW + s * GEO_DW;
+            const int tap = r * GEO_S + s;
+            if (GEO_SW == 1 && iw0 >= 0 && iw0 + VW <= GEO_W) {
+                for (int c = 0; c < Cg; ++c) {
+                    const floatv b = VLOAD(xr + (size_t)c * HW + iw0);
+                    FMA_TILE(c * RS + tap, b)
+                }
+            } else if (GEO_SW == 2 && iw0 >= 0 && iw0 + 2 * VW <= GEO_W) {
+                for (int c = 0; c < Cg; ++c) {
+                    const floatv b = VLOAD_STRIDE2(xr + (size_t)c * HW + iw0);
+                    FMA_TILE(c * RS + tap, b)
+                }
+            } else {
+                // Lane by lane: positions outside the row read a clamped in-bounds element
+                // that select() then replaces by zero (NaN or Inf in x stay out of padding).
+                int off[VW];
+                bool inside[VW];
+                _Pragma("unroll") for (int e = 0; e < VW; ++e) {
+                    const int iw = iw0 + e * GEO_SW;
+                    inside[e] = iw >= 0 && iw < GEO_W;
+                    off[e] = clamp(iw, 0, GEO_W - 1);
+                }
+                for (int c = 0; c < Cg; ++c) {
+                    const __global float *xc = xr + (size_t)c * HW;
+                    float t[VW];
+                    _Pragma("unroll") for (int e = 0; e < VW; ++e) t[e] = inside[e] ? xc[off[e]] : 0.0f;
+                    const floatv b = VLOAD(t);
+                    FMA_TILE(c * RS + tap, b)
+                }
+            }
+        }
+    }
+#undef FMA_TILE
+    __global float *yrow = y + y_off + ((size_t)n * GEO_K + g * Kg + k0) * (size_t)(GEO_P * GEO_Q) +
+                           (size_t)oh * GEO_Q + ow0;
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+        if (k0 + m >= Kg) break;
+        floatv v = acc[m];
+        if (has_bias) v += bias[bias_off + g * Kg + k0 + m];
+        if (act != TSR_ACT_NONE) v = activate_floatv(v, act);
+        __global float *yp = yrow + (size_t)m * GEO_P * GEO_Q;
+        if (ow0 + VW <= GEO_Q) {
+            VSTORE(v, yp);
+        } else {
+            float t[VW];
+            VSTORE(v, t);
+            for (int e = 0; e < GEO_Q - ow0; ++e) yp[e] = t[e];
+        }
+    }
+}
+
+#else // STAGE
+#define MWG (WGM * MWI)
+#define NWG (WGN * VW)
+// global = (ceil(Kg / MWG) WGM, ceil(P Q / NWG) WGN, N G), local = (WGM, WGN, 1). Pixels are
+// flattened (p = oh Q + ow), so tiles run across output rows.
+__kernel __attribute__((reqd_work_group_size(WGM, WGN, 1)))
+void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
+                   const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
+                   const int act, __global float *y, const ulong y_off) {
+    const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W, RS = GEO_R * GEO_S;
+    const int CRS = Cg * RS, PQ = GEO_P * GEO_Q;
+    const int lm = (int)get_local_id(0), ln = (int)get_local_id(1), tid = ln * WGM + lm;
+    const int tile_k0 = (int)get_group_id(0) * MWG, tile_p0 = (int)get_group_id(1) * NWG;
+    const int ng = (int)get_global_id(2), n = ng / GEO_G, g = ng - n * GEO_G;
+    const __global float *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
+    const __global float *wg = w + w_off + (size_t)g * Kg * CRS;
+    __local float As[KWG * MWG];
+    __local float Bs[KWG * NWG];
+    floatv acc[MWI];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+    for (int kk0 = 0; kk0 < CRS; kk0 += KWG) {
+        for (int e = tid; e < KWG * MWG; e += WGM * WGN) { // neighbours read neighbouring weights
+            const int mm = e / KWG, kk = e - mm * KWG, k = tile_k0 + mm;
+            As[kk * MWG + mm] = (k < Kg && kk0 + kk < CRS) ? wg[(size_t)k * CRS + kk0 + kk] : 0.0f;
+        }
+        for (int e = tid; e < KWG * NWG; e += WGM * WGN) {
+            const int kk = e / NWG, pp = e - kk * NWG, p = tile_p0 + pp, kidx = kk0 + kk;
+            float v = 0.0f;
+            if (p < PQ && kidx < CRS) {
+                const int c = kidx / RS, rs = kidx - c * RS, r = rs / GEO_S, s = rs - r * GEO_S;
+                const int oh = p / GEO_Q, ow = p - oh * GEO_Q;
+                const int ih = oh * GEO_SH - GEO_PH + r * GEO_DH, iw = ow * GEO_SW - GEO_PW + s * GEO_DW;
+                if (ih >= 0 && ih < GEO_H && iw >= 0 && iw < GEO_W) v = xg[(size_t)c * HW + ih * GEO_W + iw];
+            }
+            Bs[e] = v;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int kn = min(KWG, CRS - kk0);
+        for (int kk = 0; kk < kn; ++kk) {
+            const floatv b = VLOAD_LOCAL(Bs + kk * NWG + ln * VW);
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m)
+                acc[m] = fma((floatv)(As[kk * MWG + lm * MWI + m]), b, acc[m]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const int p0 = tile_p0 + ln * VW;
+    if (p0 >= PQ) return;
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+        const int k = tile_k0 + lm * MWI + m;
+        if (k >= Kg) break;
+        floatv v = acc[m];
+        if (has_bias) v += bias[bias_off + g * Kg + k];
+        if (act != TSR_ACT_NONE) v = activate_floatv(v, act);
+        __global float *yp = y + y_off + ((size_t)n * GEO_K + g * Kg + k) * (size_t)PQ + p0;
+        if (p0 + VW <= PQ) {
+            VSTORE(v, yp);
+        } else {
+            float t[VW];
+            VSTORE(v, t);
+            for (int e = 0; e < PQ - p0; ++e) yp[e] = t[e];
+        }
+    }
+}
+#endif

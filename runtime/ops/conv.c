@@ -1,0 +1,733 @@
+/* The conv2d op: descriptor validation, the three paths of cl/conv.cl (im2col + tessera GEMM,
+ * implicit GEMM, naive direct), per-class choice between them, and tuning. */
+#include "internal.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { P_ALGO, P_MWI, P_VW, P_STAGE, P_WGM, P_WGN, P_KWG, CONV_NPARAMS };
+
+static const int algo_values[] = {TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT};
+static const int mwi_values[] = {1, 2, 4, 6, 8};
+static const int vw_values[] = {1, 2, 4, 8, 16};
+static const int flag_values[] = {0, 1};
+static const int wg_values[] = {1, 2, 4, 8, 16};
+static const int kwg_values[] = {8, 16, 32};
+
+/* ALGO is the path TSR_CONV_AUTO takes; the rest shapes the implicit kernel (the im2col path's
+ * GEMM has its own tuned configuration). */
+static const tsr_param_def conv_params[CONV_NPARAMS] = {
+    {"ALGO", algo_values, 3}, {"MWI", mwi_values, 5}, {"VW", vw_values, 5},  {"STAGE", flag_values, 2},
+    {"WGM", wg_values, 5},    {"WGN", wg_values, 5},  {"KWG", kwg_values, 3}};
+
+static const char *const conv_classes[] = {"3x3", "1x1", "strided", "depthwise", "other", NULL};
+
+/* Column matrices tessera's own workspace holds at most (a whole batch when it fits). */
+#define CONV_WORKSPACE_CAP ((size_t)64 << 20)
+
+/* A validated call. */
+typedef struct conv_problem {
+    size_t N, C, H, W, K, R, S, P, Q, sh, sw, ph, pw, dh, dw, G;
+    size_t Cg, Kg, CRS, PQ;
+    int act;
+    size_t x_off, w_off, b_off, y_off;
+    cl_mem x, w, bias, y;
+    cl_mem ws;          /* the caller's workspace, or NULL */
+    size_t ws_bytes;
+    tsr_conv_algo algo; /* as asked: AUTO or a forced path */
+} conv_problem;
+
+/* A 1x1 convolution with unit stride and no padding reads x as it is: the GEMM's B. */
+static bool is_pointwise(const conv_problem *p) {
+    return p->R == 1 && p->S == 1 && p->sh == 1 && p->sw == 1 && p->ph == 0 && p->pw == 0;
+}
+
+static const char *conv_problem_class(const void *problem) {
+    const conv_problem *p = problem;
+    if (p->Cg == 1 && p->G > 1) return "depthwise";
+    if (p->sh > 1 || p->sw > 1) return "strided";
+    if (p->R == 1 && p->S == 1) return "1x1";
+    if (p->R == 3 && p->S == 3) return "3x3";
+    return "other";
+}
+
+static void set_implicit(tsr_config *cfg, int mwi, int vw, int stage, int wgm, int wgn, int kwg) {
+    int *v = cfg->values;
+    v[P_MWI] = mwi, v[P_VW] = vw, v[P_STAGE] = stage, v[P_WGM] = wgm, v[P_WGN] = wgn, v[P_KWG] = kwg;
+}
+
+/* The implicit kernel's built-in shape for a class. CPUs: one work-item per group, a register
+ * tile of channels x pixels along an output row (one float per pixel for depthwise layers,
+ * which have a single channel per group); GPUs: 16x16 work-groups sharing staged tiles. */
+static void implicit_default(const tsr_device *dev, const char *cls, tsr_config *cfg) {
+    if (dev->info.type == TSR_DEVICE_CPU) {
+        if (strcmp(cls, "depthwise") == 0) set_implicit(cfg, 1, 16, 0, 1, 1, 8);
+        else set_implicit(cfg, 6, 16, 0, 1, 1, 8);
+    } else {
+        set_implicit(cfg, 4, 4, 1, 16, 16, 16);
+    }
+}
+
+/* Under ALGO other than implicit the kernel's parameters mean nothing: one canonical value each,
+ * so searches see no duplicates. */
+static void canonical(tsr_config *cfg, int algo) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->values[P_ALGO] = algo;
+    set_implicit(cfg, mwi_values[0], vw_values[0], 0, 1, 1, kwg_values[0]);
+}
+
+static void conv_normalize(tsr_config *cfg) {
+    if (cfg->values[P_ALGO] != TSR_CONV_IMPLICIT) canonical(cfg, cfg->values[P_ALGO]);
+    else if (!cfg->values[P_STAGE]) cfg->values[P_KWG] = kwg_values[0];
+}
+
+static void conv_default_config(const tsr_device *dev, const char *cls, tsr_config *cfg) {
+    /* CPUs: the GEMM behind im2col is tessera's best-tuned kernel; depthwise layers have one
+     * channel per group, far too little work per GEMM, so they go implicit. GPUs: implicit,
+     * which saves the column matrix's round trip through memory. */
+    bool im2col = dev->info.type == TSR_DEVICE_CPU && strcmp(cls, "depthwise") != 0;
+    if (im2col) {
+        canonical(cfg, TSR_CONV_IM2COL);
+    } else {
+        memset(cfg, 0, sizeof *cfg);
+        cfg->values[P_ALGO] = TSR_CONV_IMPLICIT;
+        implicit_default(dev, cls, cfg);
+    }
+}
+
+static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
+    (void)problem;
+    const int *v = cfg->values;
+    if (v[P_ALGO] != TSR_CONV_IMPLICIT) {
+        tsr_config c;
+        canonical(&c, v[P_ALGO]);
+        return memcmp(&c, cfg, sizeof c) == 0;
+    }
+    if (v[P_MWI] * v[P_VW] > 128) return false; /* beyond this the tile spills on every device we know */
+    size_t wg = (size_t)v[P_WGM] * (size_t)v[P_WGN];
+    if (wg > dev->info.max_work_group_size || (size_t)v[P_WGM] > dev->info.max_work_item_sizes[0] ||
+        (size_t)v[P_WGN] > dev->info.max_work_item_sizes[1])
+        return false;
+    if (!v[P_STAGE]) return v[P_KWG] == kwg_values[0]; /* KWG only shapes staging */
+    size_t local = (size_t)v[P_KWG] * ((size_t)v[P_WGM] * v[P_MWI] + (size_t)v[P_WGN] * v[P_VW]) * sizeof(float);
+    return local <= dev->info.local_mem_bytes;
+}
+
+static void conv_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
+    (void)variant;
+    const int *v = cfg->values;
+    snprintf(out, size, "-DMWI=%d -DVW=%d -DSTAGE=%d -DWGM=%d -DWGN=%d -DKWG=%d", v[P_MWI], v[P_VW], v[P_STAGE],
+             v[P_WGM], v[P_WGN], v[P_KWG]);
+}
+
+/* ---- validation ---- */
+
+static size_t or_one(size_t v) { return v ? v : 1; }
+
+/* Sizes and defaults of a descriptor, without buffers: shared by output_size, workspace_size and
+ * the launch. */
+static tsr_status conv_shape(const tsr_conv2d_desc *d, conv_problem *p) {
+    if (!d) return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d descriptor is NULL");
+    memset(p, 0, sizeof *p);
+    const struct { const char *name; size_t value; } sizes[] = {
+        {"batch", d->batch},           {"in_channels", d->in_channels}, {"in_height", d->in_height},
+        {"in_width", d->in_width},     {"out_channels", d->out_channels}, {"kernel_h", d->kernel_h},
+        {"kernel_w", d->kernel_w}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i)
+        if (sizes[i].value == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: %s must be at least 1", sizes[i].name);
+    p->N = d->batch, p->C = d->in_channels, p->H = d->in_height, p->W = d->in_width;
+    p->K = d->out_channels, p->R = d->kernel_h, p->S = d->kernel_w;
+    p->sh = or_one(d->stride_h), p->sw = or_one(d->stride_w);
+    p->dh = or_one(d->dilation_h), p->dw = or_one(d->dilation_w);
+    p->ph = d->pad_h, p->pw = d->pad_w;
+    p->G = or_one(d->groups);
+    /* Everything inside one image must fit the kernels' int arithmetic. */
+    const size_t lim = INT_MAX;
+    if (p->C > lim || p->H > lim || p->W > lim || p->K > lim || p->R > lim || p->S > lim || p->sh > lim ||
+        p->sw > lim || p->dh > lim || p->dw > lim || p->ph > lim / 4 || p->pw > lim / 4 || p->G > lim)
+        return tsr_fail(TSR_ERR_OVERFLOW, "conv2d: a size, stride, padding or dilation is too large");
+    if (p->C % p->G || p->K % p->G)
+        return tsr_fail(TSR_ERR_INVALID_ARG,
+                        "conv2d: groups = %zu must divide in_channels = %zu and out_channels = %zu", p->G, p->C, p->K);
+    p->Cg = p->C / p->G, p->Kg = p->K / p->G;
+    /* The kernel's extent with dilation, against the padded input. */
+    size_t ext_h = p->dh * (p->R - 1) + 1, ext_w = p->dw * (p->S - 1) + 1;
+    if (p->dh > lim / p->R || p->dw > lim / p->S)
+        return tsr_fail(TSR_ERR_OVERFLOW, "conv2d: the dilated kernel's extent overflows");
+    size_t in_h = p->H + 2 * p->ph, in_w = p->W + 2 * p->pw;
+    if (ext_h > in_h || ext_w > in_w)
+        return tsr_fail(TSR_ERR_INVALID_ARG,
+                        "conv2d: the output would be empty: the %zux%zu kernel spans %zux%zu with dilation, more than "
+                        "the %zux%zu padded input", p->R, p->S, ext_h, ext_w, in_h, in_w);
+    p->P = (in_h - ext_h) / p->sh + 1, p->Q = (in_w - ext_w) / p->sw + 1;
+    size_t hw, pq, crs, chw, kpq, col;
+    if (__builtin_mul_overflow(p->H, p->W, &hw) || __builtin_mul_overflow(p->P, p->Q, &pq) ||
+        __builtin_mul_overflow(p->Cg, p->R * p->S, &crs) || __builtin_mul_overflow(p->C, hw, &chw) ||
+        __builtin_mul_overflow(p->K, pq, &kpq) || __builtin_mul_overflow(crs, pq, &col) ||
+        __builtin_mul_overflow(col, p->G, &col) || chw > lim || kpq > lim || col > lim || p->R * p->S > lim)
+        return tsr_fail(TSR_ERR_OVERFLOW, "conv2d: one image's tensors exceed %zu elements", lim);
+    p->CRS = crs, p->PQ = pq;
+    if ((int)d->activation < TSR_ACT_NONE || d->activation > TSR_ACT_GELU_ERF)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: activation must be a tsr_activation (got %d)", (int)d->activation);
+    if ((int)d->algo < TSR_CONV_AUTO || d->algo > TSR_CONV_DIRECT)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: algo must be a tsr_conv_algo (got %d)", (int)d->algo);
+    p->act = (int)d->activation;
+    p->algo = d->algo;
+    p->x_off = d->x_offset, p->w_off = d->w_offset, p->b_off = d->bias_offset, p->y_off = d->y_offset;
+    p->ws = d->workspace, p->ws_bytes = d->workspace_bytes;
+    return TSR_SUCCESS;
+}
+
+/* offset + count floats, with overflow checks. */
+static tsr_status span(const char *name, size_t off, size_t a, size_t b, size_t *end) {
+    size_t n;
+    if (__builtin_mul_overflow(a, b, &n) || __builtin_add_overflow(n, off, end) || *end > SIZE_MAX / sizeof(float))
+        return tsr_fail(TSR_ERR_OVERFLOW, "conv2d: the extent of %s overflows", name);
+    return TSR_SUCCESS;
+}
+
+/* Do [a0, a1) and [b0, b1) of the same buffer overlap? */
+static bool overlaps(cl_mem a, size_t a0, size_t a1, cl_mem b, size_t b0, size_t b1) {
+    return a == b && a0 < b1 && b0 < a1;
+}
+
+static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d, cl_mem x, cl_mem w, cl_mem bias,
+                                cl_mem y, conv_problem *p) {
+    if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
+    tsr_status st = conv_shape(d, p);
+    if (st != TSR_SUCCESS) return st;
+    size_t x_end = 0, w_end = 0, b_end = 0, y_end = 0;
+    if ((st = span("x", p->x_off, p->N, p->C * p->H * p->W, &x_end)) != TSR_SUCCESS ||
+        (st = span("w", p->w_off, p->K, p->CRS, &w_end)) != TSR_SUCCESS ||
+        (st = span("y", p->y_off, p->N, p->K * p->PQ, &y_end)) != TSR_SUCCESS ||
+        (bias && (st = span("bias", p->b_off, 1, p->K, &b_end)) != TSR_SUCCESS))
+        return st;
+    if ((st = tsr_check_buffer(dev, x, "x", x_end)) != TSR_SUCCESS ||
+        (st = tsr_check_buffer(dev, w, "w", w_end)) != TSR_SUCCESS ||
+        (st = tsr_check_buffer(dev, y, "y", y_end)) != TSR_SUCCESS ||
+        (bias && (st = tsr_check_buffer(dev, bias, "bias", b_end)) != TSR_SUCCESS))
+        return st;
+    if (overlaps(y, p->y_off, y_end, x, p->x_off, x_end) || overlaps(y, p->y_off, y_end, w, p->w_off, w_end) ||
+        (bias && overlaps(y, p->y_off, y_end, bias, p->b_off, b_end)))
+        return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: y overlaps an input (x, w or bias); convolution cannot run in place");
+    if (p->ws) {
+        size_t real = 0;
+        if (clGetMemObjectInfo(p->ws, CL_MEM_SIZE, sizeof real, &real, NULL) != CL_SUCCESS)
+            return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: workspace is not a valid cl_mem");
+        if ((st = tsr_check_buffer(dev, p->ws, "workspace", 0)) != TSR_SUCCESS) return st;
+        if (p->ws_bytes > real)
+            return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL, "conv2d: workspace_bytes = %zu but the workspace holds %zu bytes",
+                            p->ws_bytes, real);
+        if (p->ws == x || p->ws == w || p->ws == y || (bias && p->ws == bias))
+            return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: the workspace must be a buffer of its own");
+    }
+    p->x = x, p->w = w, p->bias = bias, p->y = y;
+    return TSR_SUCCESS;
+}
+
+/* ---- paths ---- */
+
+static void geometry(const conv_problem *p, cl_int geo[16]) {
+    const size_t v[15] = {p->C, p->H, p->W, p->K, p->R, p->S, p->P, p->Q, p->sh, p->sw, p->ph, p->pw, p->dh, p->dw, p->G};
+    for (int i = 0; i < 15; ++i) geo[i] = (cl_int)v[i];
+    geo[15] = 0;
+    if (is_pointwise(p)) { /* one long row: vector loads never meet a row's end */
+        geo[1] = 1, geo[2] = (cl_int)(p->H * p->W), geo[6] = 1, geo[7] = (cl_int)p->PQ;
+    }
+}
+
+static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/* The bias, activation and output arguments every path's kernel shares. */
+static tsr_status set_common_args(cl_kernel kernel, const conv_problem *p, cl_uint first) {
+    tsr_status status = TSR_SUCCESS;
+    cl_ulong w_off = p->w_off, b_off = p->b_off, y_off = p->y_off;
+    cl_int has_bias = p->bias != NULL, act = p->act;
+    cl_mem bias = p->bias ? p->bias : p->w; /* any valid buffer: not read without a bias */
+    cl_uint arg = first;
+#define SET(v) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(v), &(v)), out)
+    SET(p->w); SET(w_off); SET(bias); SET(b_off); SET(has_bias); SET(act); SET(p->y); SET(y_off);
+#undef SET
+out:
+    return status;
+}
+
+static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const tsr_config *cfg, bool implicit,
+                                cl_command_queue queue, cl_event *event) {
+    tsr_status status = TSR_SUCCESS;
+    char options[256];
+    conv_build_options(cfg, 0, options, sizeof options);
+    cl_program program;
+    cl_kernel kernel = NULL;
+    cl_int err;
+    TSR_CHECK(tsr_program_get(dev, "conv", options, &program), out);
+    kernel = clCreateKernel(program, implicit ? "conv_implicit" : "conv_direct", &err);
+    TSR_CL_CHECK(err, out);
+    cl_int geo[16];
+    geometry(p, geo);
+    cl_ulong x_off = p->x_off;
+    TSR_CL_CHECK(clSetKernelArg(kernel, 0, sizeof geo, geo), out);
+    TSR_CL_CHECK(clSetKernelArg(kernel, 1, sizeof p->x, &p->x), out);
+    TSR_CL_CHECK(clSetKernelArg(kernel, 2, sizeof x_off, &x_off), out);
+    TSR_CHECK(set_common_args(kernel, p, 3), out);
+    const int *v = cfg->values;
+    size_t global[3], local[3] = {(size_t)v[P_WGM], (size_t)v[P_WGN], 1};
+    if (!implicit) {
+        global[0] = (size_t)geo[7], global[1] = (size_t)geo[6], global[2] = p->N * p->K;
+    } else if (!v[P_STAGE]) {
+        size_t rows = (size_t)geo[6], qt = ceil_div((size_t)geo[7], (size_t)v[P_VW]);
+        global[0] = ceil_div(ceil_div(p->Kg, (size_t)v[P_MWI]), local[0]) * local[0];
+        global[1] = ceil_div(rows * qt, local[1]) * local[1];
+        global[2] = p->N * p->G;
+    } else {
+        global[0] = ceil_div(p->Kg, (size_t)v[P_MWI] * local[0]) * local[0];
+        global[1] = ceil_div(p->PQ, (size_t)v[P_VW] * local[1]) * local[1];
+        global[2] = p->N * p->G;
+    }
+    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, implicit ? local : NULL, 0, NULL, event), out);
+out:
+    if (kernel) clReleaseKernel(kernel);
+    return status;
+}
+
+/* Bytes of column matrices per image (all groups), 0 when the layer needs none. */
+static size_t col_bytes_per_image(const conv_problem *p) {
+    return is_pointwise(p) ? 0 : p->G * p->CRS * p->PQ * sizeof(float);
+}
+
+/* Images per im2col chunk for a workspace of `bytes`. */
+static size_t chunk_images(const conv_problem *p, size_t bytes) {
+    size_t per = col_bytes_per_image(p);
+    size_t n = per ? bytes / per : p->N;
+    return n < p->N ? n : p->N;
+}
+
+/* The GEMMs of one chunk of images [n0, n0 + nc) reading column matrices from `col` (or x
+ * itself for pointwise layers), after `ready`; *last receives the final GEMM's event. In
+ * column-major terms each image and group computes y (PQ x Kg, ld PQ) = col (PQ x CRS, ld PQ)
+ * times w^T (CRS x Kg, ld CRS): the call's columns are output channels, so the epilogue's
+ * per-column bias is the per-channel bias. */
+static tsr_status chunk_gemms(tsr_device *dev, const conv_problem *p, cl_mem col, size_t col_off, size_t n0,
+                              size_t nc, cl_command_queue queue, cl_event ready, cl_event *last) {
+    tsr_status status = TSR_SUCCESS;
+    bool direct_x = col == p->x;
+    size_t img_b = direct_x ? p->C * p->H * p->W : p->G * p->CRS * p->PQ; /* B per image */
+    size_t grp_b = direct_x ? p->Cg * p->H * p->W : p->CRS * p->PQ;       /* B per group */
+    size_t img_y = p->K * p->PQ;
+    cl_event prev = ready;
+    if (prev) clRetainEvent(prev);
+    /* One group: a batch of images. Several: per image, a batch of groups. */
+    size_t launches = p->G == 1 ? 1 : nc, batch = p->G == 1 ? nc : p->G;
+    for (size_t l = 0; l < launches && status == TSR_SUCCESS; ++l) {
+        size_t i = p->G == 1 ? 0 : l; /* image within the chunk */
+        tsr_epilogue epi = {.bias = p->bias, .bias_offset = p->b_off, .bias_stride = p->G == 1 ? 0 : p->Kg,
+                            .activation = (tsr_activation)p->act};
+        cl_event done = NULL;
+        status = tsr_sgemm_pipeline(dev, TSR_COL_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->PQ, p->Kg, p->CRS, 1.0f, col,
+                                    col_off + i * img_b, p->PQ, p->G == 1 ? img_b : grp_b, p->w, p->w_off, p->CRS,
+                                    p->G == 1 ? 0 : p->Kg * p->CRS, 0.0f, p->y, p->y_off + (n0 + i) * img_y, p->PQ,
+                                    p->G == 1 ? img_y : p->Kg * p->PQ, batch, &epi, true, queue, prev, &done);
+        if (prev) clReleaseEvent(prev);
+        prev = done;
+    }
+    *last = prev;
+    return status;
+}
+
+static tsr_status launch_im2col(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
+                                cl_command_queue queue, cl_event *event) {
+    if (is_pointwise(p)) {
+        cl_event last = NULL;
+        tsr_status st = chunk_gemms(dev, p, p->x, p->x_off, 0, p->N, queue, NULL, &last);
+        if (event && st == TSR_SUCCESS) *event = last;
+        else if (last) clReleaseEvent(last);
+        return st;
+    }
+    tsr_status status = TSR_SUCCESS;
+    size_t per = col_bytes_per_image(p);
+    char options[256];
+    conv_build_options(cfg, 0, options, sizeof options);
+    cl_program program;
+    cl_kernel kernel = NULL;
+    cl_int err;
+    cl_event last = NULL;
+    TSR_CHECK(tsr_program_get(dev, "conv", options, &program), out_unlocked);
+    kernel = clCreateKernel(program, "im2col", &err);
+    TSR_CL_CHECK(err, out_unlocked);
+    /* Tessera's own workspace is shared by every call on this device: hold the (recursive) lock
+     * for the whole pipeline. */
+    pthread_mutex_lock(&dev->lock);
+    cl_mem col = p->ws;
+    size_t chunk;
+    if (col) {
+        chunk = chunk_images(p, p->ws_bytes);
+    } else {
+        chunk = chunk_images(p, CONV_WORKSPACE_CAP > per ? CONV_WORKSPACE_CAP : per);
+        if (per > dev->info.max_alloc_bytes) {
+            status = tsr_fail(TSR_ERR_OUT_OF_MEMORY,
+                              "conv2d: one image's column matrices need %zu bytes, more than one allocation may hold on "
+                              "this device (%llu); use TSR_CONV_IMPLICIT", per,
+                              (unsigned long long)dev->info.max_alloc_bytes);
+            goto out;
+        }
+        TSR_CHECK(tsr_workspace_get(dev, TSR_WS_CONV_COL, chunk * per, &col, &last), out);
+        if (last) clRetainEvent(last);
+    }
+    cl_int geo[16];
+    geometry(p, geo);
+    TSR_CL_CHECK(clSetKernelArg(kernel, 0, sizeof geo, geo), out);
+    TSR_CL_CHECK(clSetKernelArg(kernel, 1, sizeof p->x, &p->x), out);
+    TSR_CL_CHECK(clSetKernelArg(kernel, 3, sizeof col, &col), out);
+    for (size_t n0 = 0; n0 < p->N && status == TSR_SUCCESS; n0 += chunk) {
+        size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
+        cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
+        TSR_CL_CHECK(clSetKernelArg(kernel, 2, sizeof x_off, &x_off), out);
+        size_t global[3] = {p->P, p->CRS, nc * p->G};
+        cl_event written = NULL;
+        /* The previous chunk's GEMMs (or the workspace's last reader) must be done with it. */
+        err = clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, NULL, last ? 1 : 0, last ? &last : NULL, &written);
+        if (last) clReleaseEvent(last);
+        last = NULL;
+        TSR_CL_CHECK(err, out);
+        status = chunk_gemms(dev, p, col, 0, n0, nc, queue, written, &last);
+        clReleaseEvent(written);
+    }
+    if (!p->ws) tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, last);
+out:
+    pthread_mutex_unlock(&dev->lock);
+out_unlocked:
+    if (kernel) clReleaseKernel(kernel);
+    if (last) {
+        if (event && status == TSR_SUCCESS) *event = last;
+        else clReleaseEvent(last);
+    }
+    return status;
+}
+
+/* The configuration a call runs with: AUTO takes the resolved one; a forced path takes it when
+ * it is that path, else the built-in shape of that path for the class. */
+static tsr_status conv_config(tsr_device *dev, const conv_problem *p, tsr_config *cfg, tsr_config_info *info) {
+    tsr_status st = tsr_op_config(dev, &tsr_op_conv, p, cfg);
+    if (st == TSR_SUCCESS && info) st = tsr_config_lookup(dev, "conv2d", conv_problem_class(p), info);
+    if (st != TSR_SUCCESS) return st;
+    if (p->algo != TSR_CONV_AUTO && cfg->values[P_ALGO] != (int)p->algo) {
+        if (p->algo == TSR_CONV_IMPLICIT) {
+            cfg->values[P_ALGO] = TSR_CONV_IMPLICIT;
+            implicit_default(dev, conv_problem_class(p), cfg);
+            if (!conv_config_ok(dev, p, cfg)) /* e.g. a device with a small work-group limit */
+                set_implicit(cfg, 4, 4, 0, 1, 1, kwg_values[0]);
+        } else {
+            canonical(cfg, (int)p->algo);
+        }
+    }
+    return TSR_SUCCESS;
+}
+
+static tsr_status conv_launch(tsr_device *dev, const conv_problem *p, const tsr_config *cfg, cl_command_queue queue,
+                              cl_event *event) {
+    switch (cfg->values[P_ALGO]) {
+    case TSR_CONV_IM2COL: return launch_im2col(dev, p, cfg, queue, event);
+    case TSR_CONV_IMPLICIT: return launch_kernel(dev, p, cfg, true, queue, event);
+    default: return launch_kernel(dev, p, cfg, false, queue, event);
+    }
+}
+
+tsr_status tsr_conv2d(tsr_device *dev, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem bias, cl_mem y,
+                      cl_command_queue queue, cl_event *event) {
+    tsr_clear_diagnostics();
+    if (event) *event = NULL;
+    conv_problem p;
+    tsr_status st = conv_validate(dev, desc, x, w, bias, y, &p);
+    if (st != TSR_SUCCESS) return st;
+    cl_command_queue q;
+    if ((st = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return st;
+    tsr_config cfg;
+    if ((st = conv_config(dev, &p, &cfg, NULL)) != TSR_SUCCESS) return st;
+    if (p.ws && cfg.values[P_ALGO] == TSR_CONV_IM2COL && col_bytes_per_image(&p) > p.ws_bytes)
+        return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL,
+                        "conv2d: the workspace holds %zu bytes, less than one image's column matrices (%zu bytes)",
+                        p.ws_bytes, col_bytes_per_image(&p));
+    return conv_launch(dev, &p, &cfg, q, event);
+}
+
+tsr_status tsr_conv2d_output_size(const tsr_conv2d_desc *desc, size_t *out_h, size_t *out_w) {
+    tsr_clear_diagnostics();
+    if (!out_h || !out_w) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_conv2d_output_size: out_h and out_w must be set");
+    conv_problem p;
+    tsr_status st = conv_shape(desc, &p);
+    if (st != TSR_SUCCESS) return st;
+    *out_h = p.P, *out_w = p.Q;
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_conv2d_workspace_size(tsr_device *dev, const tsr_conv2d_desc *desc, size_t *bytes, size_t *min_bytes) {
+    tsr_clear_diagnostics();
+    if (!dev || !bytes) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_conv2d_workspace_size: device and bytes must be set");
+    *bytes = 0;
+    if (min_bytes) *min_bytes = 0;
+    conv_problem p;
+    tsr_status st = conv_shape(desc, &p);
+    if (st != TSR_SUCCESS) return st;
+    tsr_config cfg;
+    if ((st = conv_config(dev, &p, &cfg, NULL)) != TSR_SUCCESS) return st;
+    if (cfg.values[P_ALGO] != TSR_CONV_IM2COL) return TSR_SUCCESS;
+    size_t per = col_bytes_per_image(&p);
+    *bytes = chunk_images(&p, CONV_WORKSPACE_CAP > per ? CONV_WORKSPACE_CAP : per) * per;
+    if (min_bytes) *min_bytes = per;
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_conv2d_plan(tsr_device *dev, const tsr_conv2d_desc *desc, tsr_conv_algo *algo, tsr_config_info *info) {
+    tsr_clear_diagnostics();
+    if (!dev || !algo || !info) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_conv2d_plan: device, algo and info must be set");
+    conv_problem p;
+    tsr_status st = conv_shape(desc, &p);
+    if (st != TSR_SUCCESS) return st;
+    tsr_config cfg;
+    if ((st = conv_config(dev, &p, &cfg, info)) != TSR_SUCCESS) return st;
+    *algo = (tsr_conv_algo)cfg.values[P_ALGO];
+    tsr_config_format(&tsr_op_conv, &cfg, info->config, sizeof info->config);
+    return TSR_SUCCESS;
+}
+
+/* ---- double-precision reference (tuning, demo, benchmarks) ---- */
+
+void tsr_conv2d_reference(const tsr_conv2d_desc *d, const float *x, const float *w, const float *bias, double *y) {
+    conv_problem p;
+    if (conv_shape(d, &p) != TSR_SUCCESS) return;
+    for (size_t n = 0; n < p.N; ++n)
+        for (size_t k = 0; k < p.K; ++k) {
+            size_t g = k / p.Kg;
+            double *yk = y + (n * p.K + k) * p.PQ;
+            for (size_t i = 0; i < p.PQ; ++i) yk[i] = bias ? bias[k] : 0.0;
+            for (size_t c = 0; c < p.Cg; ++c)
+                for (size_t r = 0; r < p.R; ++r)
+                    for (size_t s = 0; s < p.S; ++s) {
+                        double wv = w[((k * p.Cg + c) * p.R + r) * p.S + s];
+                        const float *xc = x + (n * p.C + g * p.Cg + c) * p.H * p.W;
+                        for (size_t oh = 0; oh < p.P; ++oh) {
+                            long ih = (long)(oh * p.sh + r * p.dh) - (long)p.ph;
+                            if (ih < 0 || ih >= (long)p.H) continue;
+                            for (size_t ow = 0; ow < p.Q; ++ow) {
+                                long iw = (long)(ow * p.sw + s * p.dw) - (long)p.pw;
+                                if (iw >= 0 && iw < (long)p.W) yk[oh * p.Q + ow] += wv * xc[ih * (long)p.W + iw];
+                            }
+                        }
+                    }
+            if (p.act != TSR_ACT_NONE)
+                for (size_t i = 0; i < p.PQ; ++i)
+                    yk[i] = p.act == TSR_ACT_RELU ? (yk[i] < 0 ? 0.0 : yk[i]) : tsr_gelu_reference(p.act, yk[i]);
+        }
+}
+
+/* ---- tuning: a representative layer per class on fresh inputs ---- */
+
+typedef struct conv_tuning {
+    tsr_conv2d_desc d;
+    conv_problem p;
+    float *hy;
+    double *ref;
+} conv_tuning;
+
+static void conv_tuning_free(void *ctx) {
+    conv_tuning *t = ctx;
+    if (!t) return;
+    cl_mem mems[4] = {t->p.x, t->p.w, t->p.bias, t->p.y};
+    for (int i = 0; i < 4; ++i)
+        if (mems[i]) clReleaseMemObject(mems[i]);
+    free(t->hy), free(t->ref);
+    free(t);
+}
+
+/* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
+ * layer, and a 5x5 for the rest). */
+static bool tuning_layer(const char *cls, tsr_conv2d_desc *d) {
+    memset(d, 0, sizeof *d);
+    d->batch = 1;
+    if (strcmp(cls, "3x3") == 0) {
+        d->in_channels = d->out_channels = 128, d->in_height = d->in_width = 28, d->kernel_h = d->kernel_w = 3;
+        d->pad_h = d->pad_w = 1;
+    } else if (strcmp(cls, "1x1") == 0) {
+        d->in_channels = 512, d->out_channels = 128, d->in_height = d->in_width = 28, d->kernel_h = d->kernel_w = 1;
+    } else if (strcmp(cls, "strided") == 0) {
+        d->in_channels = d->out_channels = 128, d->in_height = d->in_width = 56, d->kernel_h = d->kernel_w = 3;
+        d->pad_h = d->pad_w = 1, d->stride_h = d->stride_w = 2;
+    } else if (strcmp(cls, "depthwise") == 0) {
+        d->in_channels = d->out_channels = d->groups = 256, d->in_height = d->in_width = 28;
+        d->kernel_h = d->kernel_w = 3, d->pad_h = d->pad_w = 1;
+    } else if (strcmp(cls, "other") == 0) {
+        d->in_channels = d->out_channels = 64, d->in_height = d->in_width = 28, d->kernel_h = d->kernel_w = 5;
+        d->pad_h = d->pad_w = 2;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static tsr_status conv_tuning_setup(tsr_device *dev, const char *cls, void **out) {
+    conv_tuning *t = calloc(1, sizeof *t);
+    if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    tsr_status status = TSR_SUCCESS;
+    float *hx = NULL, *hw = NULL, *hb = NULL;
+    if (!tuning_layer(cls, &t->d)) {
+        status = tsr_fail(TSR_ERR_INVALID_ARG, "no conv class '%s'", cls);
+        goto out;
+    }
+    if ((status = conv_shape(&t->d, &t->p)) != TSR_SUCCESS) goto out;
+    conv_problem *p = &t->p;
+    size_t nx = p->N * p->C * p->H * p->W, nw = p->K * p->CRS, ny = p->N * p->K * p->PQ;
+    hx = malloc(nx * sizeof *hx), hw = malloc(nw * sizeof *hw), hb = malloc(p->K * sizeof *hb);
+    t->hy = malloc(ny * sizeof *t->hy), t->ref = malloc(ny * sizeof *t->ref);
+    if (!hx || !hw || !hb || !t->hy || !t->ref) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    uint64_t seed = (uint64_t)time(NULL) ^ 0x2545F4914F6CDD1Dull; /* fresh inputs every tuning run */
+    float *fill[3] = {hx, hw, hb};
+    size_t counts[3] = {nx, nw, p->K};
+    for (int a = 0; a < 3; ++a)
+        for (size_t i = 0; i < counts[a]; ++i)
+            fill[a][i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+    tsr_conv2d_reference(&t->d, hx, hw, hb, t->ref);
+    for (size_t i = 0; i < ny; ++i) t->hy[i] = NAN;
+    cl_int err;
+    p->x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nx * 4, hx, &err);
+    TSR_CL_CHECK(err, out);
+    p->w = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nw * 4, hw, &err);
+    TSR_CL_CHECK(err, out);
+    p->bias = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, p->K * 4, hb, &err);
+    TSR_CL_CHECK(err, out);
+    p->y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, ny * 4, t->hy, &err);
+    TSR_CL_CHECK(err, out);
+out:
+    free(hx), free(hw), free(hb);
+    if (status != TSR_SUCCESS) {
+        conv_tuning_free(t);
+        return status;
+    }
+    *out = t;
+    return TSR_SUCCESS;
+}
+
+static tsr_status conv_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
+    conv_tuning *t = ctx;
+    /* im2col's GEMMs enqueue after the im2col: time from a marker before it to the last GEMM */
+    cl_event start = NULL;
+    cl_int err = clEnqueueMarkerWithWaitList(dev->queue, 0, NULL, &start);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueMarkerWithWaitList", __FILE__, __LINE__);
+    tsr_status st = conv_launch(dev, &t->p, cfg, dev->queue, last);
+    if (st != TSR_SUCCESS) {
+        clReleaseEvent(start);
+        return st;
+    }
+    *first = start;
+    return TSR_SUCCESS;
+}
+
+static tsr_status conv_tuning_check(tsr_device *dev, void *ctx, double *rel_err) {
+    conv_tuning *t = ctx;
+    size_t ny = t->p.N * t->p.K * t->p.PQ;
+    tsr_status st = tsr_download(dev, t->p.y, t->hy, ny);
+    if (st != TSR_SUCCESS) return st;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ny; ++i) {
+        double d = t->hy[i] - t->ref[i];
+        num += d * d;
+        den += t->ref[i] * t->ref[i];
+    }
+    *rel_err = isnan(num) ? INFINITY : sqrt(num / den);
+    for (size_t i = 0; i < ny; ++i) t->hy[i] = NAN;
+    return tsr_upload(dev, t->p.y, t->hy, ny);
+}
+
+double tsr_conv2d_flops(const tsr_conv2d_desc *desc) {
+    conv_problem p;
+    if (conv_shape(desc, &p) != TSR_SUCCESS) return 0;
+    return 2.0 * p.N * p.K * p.PQ * p.CRS;
+}
+
+static double conv_tuning_flops(const void *ctx) { return tsr_conv2d_flops(&((const conv_tuning *)ctx)->d); }
+
+static void conv_tuning_describe(const void *ctx, char *out, size_t size) {
+    const conv_problem *p = &((const conv_tuning *)ctx)->p;
+    snprintf(out, size, "%zux%zux%zux%zu k%zu %zux%zu/%zu g%zu", p->N, p->C, p->H, p->W, p->K, p->R, p->S, p->sh, p->G);
+}
+
+static int conv_tuning_seeds(const tsr_device *dev, const char *cls, tsr_config *seeds, int max) {
+    if (max < 3) return 0;
+    canonical(&seeds[0], TSR_CONV_IM2COL);
+    memset(&seeds[1], 0, sizeof seeds[1]);
+    seeds[1].values[P_ALGO] = TSR_CONV_IMPLICIT;
+    implicit_default(dev, cls, &seeds[1]);
+    canonical(&seeds[2], TSR_CONV_DIRECT);
+    return 3;
+}
+
+static const char *conv_tuning_space(const tsr_device *dev) {
+    /* CPUs: no staging or work-groups (barriers only cost on PoCL): the path and register tile. */
+    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0 WGM=1 WGN=1 KWG=8";
+    return NULL;
+}
+
+/* ---- demo ---- */
+
+static tsr_status conv_demo(tsr_device *dev, char *summary, size_t size) {
+    void *ctx = NULL;
+    tsr_status st = conv_tuning_setup(dev, "3x3", &ctx);
+    if (st != TSR_SUCCESS) return st;
+    conv_tuning *t = ctx;
+    tsr_config cfg;
+    cl_event first = NULL, last = NULL;
+    double rel = INFINITY, ms = 0;
+    if ((st = conv_config(dev, &t->p, &cfg, NULL)) != TSR_SUCCESS) goto out;
+    for (int rep = 0; rep < 2; ++rep) { /* the second run is timed: the first builds programs */
+        if (first) clReleaseEvent(first), first = NULL;
+        if (last) clReleaseEvent(last), last = NULL;
+        if ((st = conv_tuning_run(dev, t, &cfg, &first, &last)) != TSR_SUCCESS) goto out;
+        clWaitForEvents(1, &last);
+    }
+    cl_ulong t0 = 0, t1 = 0;
+    clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+    clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+    ms = t1 > t0 ? (double)(t1 - t0) * 1e-6 : 0;
+    if ((st = conv_tuning_check(dev, t, &rel)) != TSR_SUCCESS) goto out;
+    static const char *const names[] = {"", "im2col", "implicit", "direct"};
+    snprintf(summary, size, "conv2d 1x128x28x28 k128 3x3 (%s): %.3f ms, %.1f GFLOP/s, relative error %.2e%s",
+             names[cfg.values[P_ALGO]], ms, ms > 0 ? conv_tuning_flops(t) / (ms * 1e6) : 0, rel,
+             rel <= 1e-5 ? "" : "  (WRONG)");
+    if (!(rel <= 1e-5)) st = tsr_fail(TSR_ERR_OPENCL, "conv2d demo: relative error %.3e exceeds 1e-5", rel);
+out:
+    if (first) clReleaseEvent(first);
+    if (last) clReleaseEvent(last);
+    conv_tuning_free(t);
+    return st;
+}
+
+const tsr_op tsr_op_conv = {
+    .name = "conv2d",
+    .source_name = "conv",
+    .params = conv_params,
+    .nparams = CONV_NPARAMS,
+    .classes = conv_classes,
+    .problem_class = conv_problem_class,
+    .default_config = conv_default_config,
+    .config_ok = conv_config_ok,
+    .normalize = conv_normalize,
+    .nvariants = 1,
+    .build_options = conv_build_options,
+    .demo = conv_demo,
+    .nearest_class = NULL,
+    .tuning_setup = conv_tuning_setup,
+    .tuning_run = conv_tuning_run,
+    .tuning_check = conv_tuning_check,
+    .tuning_flops = conv_tuning_flops,
+    .tuning_describe = conv_tuning_describe,
+    .tuning_free = conv_tuning_free,
+    .tuning_space = conv_tuning_space,
+    .tuning_seeds = conv_tuning_seeds,
+};

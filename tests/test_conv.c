@@ -1,0 +1,597 @@
+/* conv2d against a double-precision direct convolution: ResNet-50's distinct layers at batch 1
+ * (every output) and batch 8 (a random sample of outputs, every output checked as written),
+ * through each path (tuned choice, im2col + GEMM, implicit GEMM, naive direct); 1x1, 7x7 stride
+ * 2, odd sizes, padding beyond the kernel, dilation, asymmetric strides, grouped and depthwise
+ * layers, with bias and every activation; offsets and guard zones; caller workspaces; CLBlast's
+ * convgemm; kernel configurations; the tuner's choice between paths; every invalid descriptor.
+ * Relative error (norm over the output) <= 1e-5. TSR_TEST_MODE=oclgrind runs a small subset. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef TSR_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+
+#define dev th_dev /* the group's device (harness) */
+#define TOLERANCE 1e-5
+
+static bool small_mode(void) { return th_oclgrind_mode(); }
+
+typedef struct conv_case {
+    size_t N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, G;
+    bool bias;
+    int act;
+    size_t off; /* offset of x, w, bias and y, with guard zones on both sides of y */
+} conv_case;
+
+static tsr_conv2d_desc case_desc(const conv_case *c, tsr_conv_algo algo) {
+    tsr_conv2d_desc d = {.batch = c->N, .in_channels = c->C, .in_height = c->H, .in_width = c->W,
+                         .out_channels = c->K, .kernel_h = c->R, .kernel_w = c->S, .stride_h = c->sh,
+                         .stride_w = c->sw, .pad_h = c->ph, .pad_w = c->pw, .dilation_h = c->dh,
+                         .dilation_w = c->dw, .groups = c->G, .activation = (tsr_activation)c->act,
+                         .x_offset = c->off, .w_offset = c->off, .bias_offset = c->off, .y_offset = c->off,
+                         .algo = algo};
+    return d;
+}
+
+static size_t or1(size_t v) { return v ? v : 1; }
+
+static void out_size(const conv_case *c, size_t *P, size_t *Q) {
+    *P = (c->H + 2 * c->ph - or1(c->dh) * (c->R - 1) - 1) / or1(c->sh) + 1;
+    *Q = (c->W + 2 * c->pw - or1(c->dw) * (c->S - 1) - 1) / or1(c->sw) + 1;
+}
+
+/* One output element in double, from the definition (x, w, bias without the case's offset). */
+static double ref_at(const conv_case *c, const float *x, const float *w, const float *bias, size_t n, size_t k,
+                     size_t oh, size_t ow) {
+    size_t G = or1(c->G), Cg = c->C / G, Kg = c->K / G, g = k / Kg;
+    double acc = c->bias ? bias[k] : 0.0;
+    for (size_t ci = 0; ci < Cg; ++ci)
+        for (size_t r = 0; r < c->R; ++r) {
+            long ih = (long)(oh * or1(c->sh) + r * or1(c->dh)) - (long)c->ph;
+            if (ih < 0 || ih >= (long)c->H) continue;
+            for (size_t s = 0; s < c->S; ++s) {
+                long iw = (long)(ow * or1(c->sw) + s * or1(c->dw)) - (long)c->pw;
+                if (iw < 0 || iw >= (long)c->W) continue;
+                acc += (double)w[((k * Cg + ci) * c->R + r) * c->S + s] *
+                       x[((n * c->C + g * Cg + ci) * c->H + (size_t)ih) * c->W + (size_t)iw];
+            }
+        }
+    return th_ref_activation(c->act, acc);
+}
+
+/* The whole output in double, plane by plane (fast enough for ResNet-50's layers). */
+static void ref_all(const conv_case *c, const float *x, const float *w, const float *bias, double *y) {
+    size_t P, Q;
+    out_size(c, &P, &Q);
+    size_t G = or1(c->G), Cg = c->C / G, Kg = c->K / G;
+    for (size_t n = 0; n < c->N; ++n)
+        for (size_t k = 0; k < c->K; ++k) {
+            double *plane = y + (n * c->K + k) * P * Q;
+            for (size_t i = 0; i < P * Q; ++i) plane[i] = c->bias ? bias[k] : 0.0;
+            for (size_t ci = 0; ci < Cg; ++ci)
+                for (size_t r = 0; r < c->R; ++r)
+                    for (size_t s = 0; s < c->S; ++s) {
+                        double wv = w[((k * Cg + ci) * c->R + r) * c->S + s];
+                        const float *xc = x + (n * c->C + (k / Kg) * Cg + ci) * c->H * c->W;
+                        for (size_t oh = 0; oh < P; ++oh) {
+                            long ih = (long)(oh * or1(c->sh) + r * or1(c->dh)) - (long)c->ph;
+                            if (ih < 0 || ih >= (long)c->H) continue;
+                            for (size_t ow = 0; ow < Q; ++ow) {
+                                long iw = (long)(ow * or1(c->sw) + s * or1(c->dw)) - (long)c->pw;
+                                if (iw >= 0 && iw < (long)c->W) plane[oh * Q + ow] += wv * xc[ih * (long)c->W + iw];
+                            }
+                        }
+                    }
+            for (size_t i = 0; i < P * Q; ++i) plane[i] = th_ref_activation(c->act, plane[i]);
+        }
+}
+
+typedef struct conv_data {
+    float *x, *w, *bias, *y;
+    size_t nx, nw, ny, P, Q;
+    cl_mem dx, dw, db, dy;
+} conv_data;
+
+#define GUARD 5 /* floats after y that must stay untouched */
+
+static void data_make(const conv_case *c, conv_data *d) {
+    memset(d, 0, sizeof *d);
+    out_size(c, &d->P, &d->Q);
+    d->nx = c->N * c->C * c->H * c->W, d->nw = c->K * (c->C / or1(c->G)) * c->R * c->S;
+    d->ny = c->N * c->K * d->P * d->Q;
+    d->x = malloc((c->off + d->nx) * 4), d->w = malloc((c->off + d->nw) * 4), d->bias = malloc((c->off + c->K) * 4);
+    d->y = malloc((c->off + d->ny + GUARD) * 4);
+    th_fill_uniform(d->x, c->off + d->nx, -1, 1);
+    th_fill_uniform(d->w, c->off + d->nw, -1, 1);
+    th_fill_uniform(d->bias, c->off + c->K, -1, 1);
+    d->dx = th_buffer_from(dev, d->x, c->off + d->nx);
+    d->dw = th_buffer_from(dev, d->w, c->off + d->nw);
+    d->db = th_buffer_from(dev, d->bias, c->off + c->K);
+    d->dy = th_buffer(dev, c->off + d->ny + GUARD);
+}
+
+static void data_free(conv_data *d) {
+    clReleaseMemObject(d->dx), clReleaseMemObject(d->dw), clReleaseMemObject(d->db), clReleaseMemObject(d->dy);
+    free(d->x), free(d->w), free(d->bias), free(d->y);
+}
+
+/* Guards hold 777, the output NaN: anything unwritten or written out of place shows. */
+static void poison_output(const conv_case *c, conv_data *d) {
+    for (size_t i = 0; i < c->off + d->ny + GUARD; ++i) d->y[i] = 777.0f;
+    th_poison(d->y + c->off, d->ny);
+    TH_ASSERT_OK(tsr_upload(dev, d->dy, d->y, c->off + d->ny + GUARD));
+}
+
+static void run(const conv_case *c, conv_data *d, tsr_conv_algo algo, const char *what) {
+    poison_output(c, d);
+    tsr_conv2d_desc desc = case_desc(c, algo);
+    cl_event ev = NULL;
+    tsr_status st = tsr_conv2d(dev, &desc, d->dx, d->dw, c->bias ? d->db : NULL, d->dy, NULL, &ev);
+    if (st != TSR_SUCCESS) fail_msg("%s algo %d: %s: %s", what, (int)algo, tsr_status_str(st), tsr_last_error());
+    assert_non_null(ev);
+    assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+    clReleaseEvent(ev);
+    th_read(dev, d->dy, d->y, c->off + d->ny + GUARD);
+    for (size_t i = 0; i < c->off; ++i)
+        if (d->y[i] != 777.0f) fail_msg("%s algo %d: guard before y[%zu] overwritten", what, (int)algo, i);
+    for (size_t i = 0; i < GUARD; ++i)
+        if (d->y[c->off + d->ny + i] != 777.0f) fail_msg("%s algo %d: guard after y overwritten", what, (int)algo);
+}
+
+static const char *case_name(const conv_case *c, char *buf, size_t size) {
+    snprintf(buf, size, "N%zu C%zu %zux%zu K%zu %zux%zu s%zu,%zu p%zu,%zu d%zu,%zu g%zu bias%d act%d off%zu", c->N,
+             c->C, c->H, c->W, c->K, c->R, c->S, or1(c->sh), or1(c->sw), c->ph, c->pw, or1(c->dh), or1(c->dw),
+             or1(c->G), c->bias, c->act, c->off);
+    return buf;
+}
+
+static double rel_error_full(const conv_data *d, const double *ref, size_t off) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < d->ny; ++i) {
+        double e = (double)d->y[off + i] - ref[i];
+        num += e * e;
+        den += ref[i] * ref[i];
+    }
+    if (isnan(num)) return INFINITY;
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static const tsr_conv_algo all_algos[] = {TSR_CONV_AUTO, TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT};
+
+/* Every output against the full reference, for each path in `algos`. */
+static void expect_accurate(const conv_case *c, const tsr_conv_algo *algos, size_t nalgos) {
+    char name[256];
+    case_name(c, name, sizeof name);
+    conv_data d;
+    data_make(c, &d);
+    double *ref = malloc(d.ny * sizeof *ref);
+    ref_all(c, d.x + c->off, d.w + c->off, d.bias + c->off, ref);
+    for (size_t a = 0; a < nalgos; ++a) {
+        run(c, &d, algos[a], name);
+        double e = rel_error_full(&d, ref, c->off);
+        if (!(e <= TOLERANCE)) fail_msg("%s algo %d: relative error %.3e", name, (int)algos[a], e);
+    }
+    free(ref);
+    data_free(&d);
+}
+
+/* Every output written and finite; a random sample (plus the corners of the first and last
+ * image) against the per-element reference. */
+static void expect_accurate_sampled(const conv_case *c, const tsr_conv_algo *algos, size_t nalgos, size_t samples) {
+    char name[256];
+    case_name(c, name, sizeof name);
+    conv_data d;
+    data_make(c, &d);
+    size_t *idx = malloc((samples + 8) * sizeof *idx);
+    double *ref = malloc((samples + 8) * sizeof *ref);
+    size_t ns = 0, per_image = c->K * d.P * d.Q;
+    size_t corners[8] = {0, d.Q - 1, (d.P - 1) * d.Q, d.P * d.Q - 1, per_image - 1, per_image - d.P * d.Q,
+                         (c->N - 1) * per_image, d.ny - 1};
+    for (int i = 0; i < 8; ++i) idx[ns++] = corners[i];
+    while (ns < samples + 8) idx[ns++] = th_rand() % d.ny;
+    for (size_t i = 0; i < ns; ++i) {
+        size_t e = idx[i], ow = e % d.Q, oh = (e / d.Q) % d.P, k = (e / (d.P * d.Q)) % c->K, n = e / per_image;
+        ref[i] = ref_at(c, d.x + c->off, d.w + c->off, d.bias + c->off, n, k, oh, ow);
+    }
+    for (size_t a = 0; a < nalgos; ++a) {
+        run(c, &d, algos[a], name);
+        for (size_t i = 0; i < d.ny; ++i)
+            if (!isfinite(d.y[c->off + i])) fail_msg("%s algo %d: y[%zu] = %g", name, (int)algos[a], i, d.y[c->off + i]);
+        double num = 0, den = 0;
+        for (size_t i = 0; i < ns; ++i) {
+            double e = (double)d.y[c->off + idx[i]] - ref[i];
+            num += e * e;
+            den += ref[i] * ref[i];
+        }
+        double e = sqrt(num / den);
+        if (!(e <= TOLERANCE)) fail_msg("%s algo %d: relative error %.3e over %zu samples", name, (int)algos[a], e, ns);
+    }
+    free(idx), free(ref);
+    data_free(&d);
+}
+
+/* ResNet-50's distinct layers (torchvision: stride in the 3x3), square: C, H, K, R, stride, pad. */
+static const int resnet50[][6] = {
+    {3, 224, 64, 7, 2, 3},     {64, 56, 64, 1, 1, 0},     {256, 56, 64, 1, 1, 0},    {64, 56, 64, 3, 1, 1},
+    {64, 56, 256, 1, 1, 0},    {256, 56, 128, 1, 1, 0},   {128, 56, 128, 3, 2, 1},   {128, 28, 512, 1, 1, 0},
+    {256, 56, 512, 1, 2, 0},   {512, 28, 128, 1, 1, 0},   {128, 28, 128, 3, 1, 1},   {512, 28, 256, 1, 1, 0},
+    {256, 28, 256, 3, 2, 1},   {256, 14, 1024, 1, 1, 0},  {512, 28, 1024, 1, 2, 0},  {1024, 14, 256, 1, 1, 0},
+    {256, 14, 256, 3, 1, 1},   {1024, 14, 512, 1, 1, 0},  {512, 14, 512, 3, 2, 1},   {512, 7, 2048, 1, 1, 0},
+    {1024, 14, 2048, 1, 2, 0}, {2048, 7, 512, 1, 1, 0},   {512, 7, 512, 3, 1, 1},
+};
+#define NRESNET (sizeof resnet50 / sizeof resnet50[0])
+
+static conv_case resnet_case(size_t i, size_t batch) {
+    const int *l = resnet50[i];
+    conv_case c = {.N = batch, .C = (size_t)l[0], .H = (size_t)l[1], .W = (size_t)l[1], .K = (size_t)l[2],
+                   .R = (size_t)l[3], .S = (size_t)l[3], .sh = (size_t)l[4], .sw = (size_t)l[4],
+                   .ph = (size_t)l[5], .pw = (size_t)l[5]};
+    /* epilogues on real shapes too: bias on every other layer, the activations in turn */
+    c.bias = i % 2 == 0;
+    c.act = (int)(i % 4);
+    return c;
+}
+
+static void resnet50_batch1(void **state) {
+    (void)state;
+    for (size_t i = 0; i < NRESNET; ++i) {
+        conv_case c = resnet_case(i, 1);
+        expect_accurate(&c, all_algos, 4);
+    }
+}
+
+static void resnet50_batch8(void **state) {
+    (void)state;
+    for (size_t i = 0; i < NRESNET; ++i) {
+        conv_case c = resnet_case(i, 8);
+        expect_accurate_sampled(&c, all_algos, 3, 3000); /* the naive direct path only at batch 1: it takes seconds */
+    }
+}
+
+static void shapes(void **state) {
+    (void)state;
+    const conv_case cases[] = {
+        {.N = 2, .C = 3, .H = 9, .W = 11, .K = 5, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true},
+        {.N = 1, .C = 8, .H = 13, .W = 17, .K = 7, .R = 1, .S = 1},                              /* 1x1 */
+        {.N = 3, .C = 6, .H = 15, .W = 15, .K = 4, .R = 1, .S = 1, .sh = 2, .sw = 2, .act = 1},  /* 1x1 stride 2 */
+        {.N = 1, .C = 3, .H = 37, .W = 41, .K = 8, .R = 7, .S = 7, .sh = 2, .sw = 2, .ph = 3, .pw = 3, .bias = true,
+         .act = 2},                                                                              /* 7x7/2 pad 3 */
+        {.N = 2, .C = 5, .H = 6, .W = 5, .K = 3, .R = 3, .S = 3, .ph = 4, .pw = 5, .act = 3},    /* padding > kernel */
+        {.N = 1, .C = 4, .H = 19, .W = 23, .K = 6, .R = 3, .S = 3, .ph = 2, .pw = 2, .dh = 2, .dw = 2, .bias = true},
+        {.N = 2, .C = 4, .H = 12, .W = 31, .K = 5, .R = 3, .S = 5, .sh = 2, .sw = 1, .ph = 1, .pw = 2, .act = 1},
+        {.N = 2, .C = 8, .H = 10, .W = 10, .K = 12, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 4, .bias = true, .act = 2},
+        {.N = 2, .C = 16, .H = 14, .W = 14, .K = 16, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 16, .bias = true,
+         .act = 1},                                                                              /* depthwise */
+        {.N = 1, .C = 6, .H = 9, .W = 9, .K = 12, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .G = 6,
+         .act = 3},                                                                              /* depthwise x2, strided */
+        {.N = 1, .C = 1, .H = 1, .W = 1, .K = 1, .R = 1, .S = 1, .bias = true},                  /* one element */
+        {.N = 2, .C = 3, .H = 5, .W = 7, .K = 2, .R = 5, .S = 7},                                /* kernel = input */
+        {.N = 1, .C = 9, .H = 33, .W = 70, .K = 13, .R = 3, .S = 3, .sh = 3, .sw = 3, .ph = 1, .pw = 0, .bias = true},
+        {.N = 2, .C = 4, .H = 8, .W = 8, .K = 4, .R = 2, .S = 2, .sh = 2, .sw = 2, .G = 2, .off = 7, .bias = true,
+         .act = 2},                                                                              /* offsets */
+    };
+    size_t n = small_mode() ? 5 : sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; ++i) {
+        conv_case c = cases[i];
+        if (small_mode()) c.N = 1;
+        expect_accurate(&c, all_algos, 4);
+    }
+    if (small_mode()) { /* the offsets case too, with the grouped GEMMs of the im2col path */
+        conv_case c = cases[13];
+        c.N = 1;
+        expect_accurate(&c, all_algos, 4);
+    }
+}
+
+/* Extreme inputs: NaN and Inf in x reach only the outputs whose windows contain them, never
+ * through padding. */
+static void padding_never_reads(void **state) {
+    (void)state;
+    conv_case c = {.N = 1, .C = 2, .H = 6, .W = 20, .K = 3, .R = 3, .S = 3, .ph = 2, .pw = 2};
+    for (size_t a = 0; a < 4; ++a) {
+        conv_data d;
+        data_make(&c, &d);
+        /* Inf in the last column of row 0: only outputs whose window covers it may be non-finite. */
+        d.x[c.W - 1] = INFINITY;
+        TH_ASSERT_OK(tsr_upload(dev, d.dx, d.x, d.nx));
+        run(&c, &d, all_algos[a], "inf input");
+        size_t bad = 0;
+        for (size_t k = 0; k < c.K; ++k)
+            for (size_t oh = 0; oh < d.P; ++oh)
+                for (size_t ow = 0; ow < d.Q; ++ow) {
+                    float v = d.y[(k * d.P + oh) * d.Q + ow];
+                    long ih0 = (long)oh - 2, iw0 = (long)ow - 2;
+                    bool covers = ih0 <= 0 && ih0 + 2 >= 0 && iw0 <= (long)c.W - 1 && iw0 + 2 >= (long)c.W - 1;
+                    if (!covers && !isfinite(v)) ++bad;
+                }
+        if (bad) fail_msg("algo %d: %zu outputs away from the Inf became non-finite", (int)all_algos[a], bad);
+        data_free(&d);
+    }
+}
+
+static void workspace(void **state) {
+    (void)state;
+    conv_case c = {.N = 3, .C = 4, .H = 10, .W = 9, .K = 6, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1};
+    tsr_conv2d_desc desc = case_desc(&c, TSR_CONV_IM2COL);
+    size_t bytes = 0, min_bytes = 0;
+    TH_ASSERT_OK(tsr_conv2d_workspace_size(dev, &desc, &bytes, &min_bytes));
+    size_t per_image = 4 * 9 * 10 * 9 * sizeof(float); /* Cg R S x P Q floats */
+    assert_int_equal(min_bytes, per_image);
+    assert_int_equal(bytes, 3 * per_image);
+    desc.algo = TSR_CONV_IMPLICIT;
+    TH_ASSERT_OK(tsr_conv2d_workspace_size(dev, &desc, &bytes, &min_bytes));
+    assert_int_equal(bytes, 0);
+    assert_int_equal(min_bytes, 0);
+    conv_case pw = {.N = 2, .C = 4, .H = 5, .W = 5, .K = 3, .R = 1, .S = 1};
+    desc = case_desc(&pw, TSR_CONV_IM2COL); /* pointwise: x is the matrix */
+    TH_ASSERT_OK(tsr_conv2d_workspace_size(dev, &desc, &bytes, &min_bytes));
+    assert_int_equal(bytes, 0);
+
+    conv_data d;
+    data_make(&c, &d);
+    double *ref = malloc(d.ny * sizeof *ref);
+    ref_all(&c, d.x, d.w, d.bias, ref);
+    /* A workspace for one and a half images: the batch runs in chunks of one image. */
+    cl_mem ws = th_buffer(dev, per_image * 3 / 2 / sizeof(float));
+    desc = case_desc(&c, TSR_CONV_IM2COL);
+    desc.workspace = ws;
+    desc.workspace_bytes = per_image * 3 / 2;
+    poison_output(&c, &d);
+    TH_ASSERT_OK(tsr_conv2d(dev, &desc, d.dx, d.dw, d.db, d.dy, NULL, NULL));
+    th_read(dev, d.dy, d.y, d.ny);
+    double e = rel_error_full(&d, ref, 0);
+    if (!(e <= TOLERANCE)) fail_msg("chunked workspace: relative error %.3e", e);
+    /* Less than one image: refused, nothing written. */
+    poison_output(&c, &d);
+    desc.workspace_bytes = per_image - 4;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &desc, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "workspace");
+    /* More than the buffer holds, or an input as workspace: refused. */
+    desc.workspace_bytes = per_image * 2;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &desc, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    desc.workspace = d.dx, desc.workspace_bytes = 16;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &desc, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    th_read(dev, d.dy, d.y, d.ny);
+    for (size_t i = 0; i < d.ny; ++i) assert_true(isnan(d.y[i]));
+    clReleaseMemObject(ws);
+    free(ref);
+    data_free(&d);
+}
+
+/* Implicit kernel shapes through $TSR_CONFIG_CONV2D, the staged (GPU) form included. */
+static void configurations(void **state) {
+    (void)state;
+    const char *configs[] = {"ALGO=2 MWI=1 VW=1",
+                             "ALGO=2 MWI=8 VW=16",
+                             "ALGO=2 MWI=6 VW=4",
+                             "ALGO=2 MWI=2 VW=2 STAGE=1 WGM=4 WGN=4 KWG=8",
+                             "ALGO=2 MWI=4 VW=8 STAGE=1 WGM=2 WGN=8 KWG=32",
+                             "ALGO=2 MWI=1 VW=16 STAGE=1 WGM=16 WGN=1 KWG=16",
+                             "ALGO=1",
+                             "ALGO=3"};
+    const conv_case cases[] = {
+        {.N = 2, .C = 5, .H = 11, .W = 27, .K = 10, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1},
+        {.N = 1, .C = 6, .H = 13, .W = 40, .K = 7, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .G = 1},
+        {.N = 1, .C = 6, .H = 9, .W = 9, .K = 6, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 6, .bias = true},
+    };
+    size_t nconfigs = sizeof configs / sizeof configs[0];
+    for (size_t i = 0; i < nconfigs; ++i) {
+        if (small_mode() && i % 2) continue;
+        setenv("TSR_CONFIG_CONV2D", configs[i], 1);
+        for (size_t j = 0; j < sizeof cases / sizeof cases[0]; ++j) {
+            tsr_conv_algo auto_only[1] = {TSR_CONV_AUTO};
+            expect_accurate(&cases[j], auto_only, 1);
+        }
+    }
+    /* An override outside the space, or illegal, is refused with its name. */
+    setenv("TSR_CONFIG_CONV2D", "ALGO=7", 1);
+    conv_data d;
+    data_make(&cases[0], &d);
+    tsr_conv2d_desc desc = case_desc(&cases[0], TSR_CONV_AUTO);
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &desc, d.dx, d.dw, NULL, d.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "TSR_CONFIG_CONV2D");
+    setenv("TSR_CONFIG_CONV2D", "ALGO=2 MWI=8 VW=32", 1);
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &desc, d.dx, d.dw, NULL, d.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "VW=32");
+    unsetenv("TSR_CONFIG_CONV2D");
+    data_free(&d);
+}
+
+#ifdef TSR_HAVE_CLBLAST
+/* CLBlast's convgemm computes the same layers (no groups, no bias or activation). */
+static void matches_clblast(void **state) {
+    (void)state;
+    const conv_case cases[] = {
+        {.N = 2, .C = 16, .H = 14, .W = 14, .K = 24, .R = 3, .S = 3, .ph = 1, .pw = 1},
+        {.N = 1, .C = 3, .H = 31, .W = 29, .K = 8, .R = 7, .S = 7, .sh = 2, .sw = 2, .ph = 3, .pw = 3},
+        {.N = 3, .C = 32, .H = 7, .W = 7, .K = 16, .R = 1, .S = 1},
+        {.N = 1, .C = 4, .H = 17, .W = 13, .K = 5, .R = 3, .S = 3, .ph = 2, .pw = 2, .dh = 2, .dw = 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        const conv_case *c = &cases[i];
+        conv_data d;
+        data_make(c, &d);
+        float *theirs = malloc(d.ny * 4);
+        cl_command_queue q = tsr_device_queue(dev);
+        CLBlastStatusCode cs = CLBlastSconvgemm(CLBlastKernelModeCrossCorrelation, c->C, c->H, c->W, c->R, c->S, c->ph,
+                                                c->pw, or1(c->sh), or1(c->sw), or1(c->dh), or1(c->dw), c->K, c->N,
+                                                d.dx, 0, d.dw, 0, d.dy, 0, &q, NULL);
+        assert_int_equal(cs, CLBlastSuccess);
+        th_read(dev, d.dy, theirs, d.ny);
+        for (size_t a = 0; a < 4; ++a) {
+            run(c, &d, all_algos[a], "clblast agreement");
+            double num = 0, den = 0;
+            for (size_t j = 0; j < d.ny; ++j) {
+                num += ((double)d.y[j] - theirs[j]) * ((double)d.y[j] - theirs[j]);
+                den += (double)theirs[j] * theirs[j];
+            }
+            double e = sqrt(num / den);
+            if (!(e <= TOLERANCE)) fail_msg("case %zu algo %d: %.3e from CLBlast's convgemm", i, (int)all_algos[a], e);
+        }
+        free(theirs);
+        data_free(&d);
+    }
+}
+#endif
+
+/* The plan names a path per class; the tuner measures every path (its seeds) and stores the
+ * winner for the class. */
+static void plan_and_tune(void **state) {
+    (void)state;
+    conv_case c3 = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 3, .S = 3, .ph = 1, .pw = 1};
+    conv_case dw = {.N = 1, .C = 32, .H = 28, .W = 28, .K = 32, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 32};
+    conv_case pw = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 1, .S = 1};
+    conv_case st = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
+    conv_case ot = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 5, .S = 5, .ph = 2, .pw = 2};
+    const struct { const conv_case *c; const char *cls; } expect[] = {
+        {&c3, "3x3"}, {&dw, "depthwise"}, {&pw, "1x1"}, {&st, "strided"}, {&ot, "other"}};
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; ++i) {
+        tsr_conv2d_desc desc = case_desc(expect[i].c, TSR_CONV_AUTO);
+        tsr_conv_algo algo = TSR_CONV_AUTO;
+        tsr_config_info info;
+        TH_ASSERT_OK(tsr_conv2d_plan(dev, &desc, &algo, &info));
+        assert_string_equal(info.problem_class, expect[i].cls);
+        assert_true(algo == TSR_CONV_IM2COL || algo == TSR_CONV_IMPLICIT || algo == TSR_CONV_DIRECT);
+        char want[16];
+        snprintf(want, sizeof want, "ALGO=%d", (int)algo);
+        TH_ASSERT_CONTAINS(info.config, want);
+    }
+    char dir[512], db[600], log[600];
+    th_tempdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/tuning.json", dir);
+    snprintf(log, sizeof log, "%s/log.jsonl", dir);
+    tsr_tune_options opt = {.budget_evaluations = 4, .classes = "depthwise", .db_path = db, .log_path = log,
+                            .seed = 7};
+    tsr_tune_result res[1];
+    size_t n = 0;
+    TH_ASSERT_OK(tsr_tune(dev, "conv2d", &opt, res, 1, &n));
+    assert_int_equal(n, 1);
+    assert_true(res[0].evaluated >= 3);
+    assert_int_equal(res[0].wrong_results, 0);
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(log, &text, &size));
+    TH_ASSERT_CONTAINS(text, "ALGO=1"); /* every path was measured */
+    TH_ASSERT_CONTAINS(text, "ALGO=2");
+    TH_ASSERT_CONTAINS(text, "ALGO=3");
+    free(text);
+    /* The stored winner is what the plan now reports for the class. */
+    setenv("TSR_TUNING_DB", db, 1);
+    tsr_tuning_invalidate(dev);
+    tsr_conv2d_desc desc = case_desc(&dw, TSR_CONV_AUTO);
+    tsr_conv_algo algo;
+    tsr_config_info info;
+    TH_ASSERT_OK(tsr_conv2d_plan(dev, &desc, &algo, &info));
+    assert_int_equal(info.source, TSR_CONFIG_TUNED);
+    assert_string_equal(info.config, res[0].best_config);
+    expect_accurate(&dw, all_algos, 1);
+    unsetenv("TSR_TUNING_DB");
+    tsr_tuning_invalidate(dev);
+    th_remove_tree(dir);
+}
+
+static void invalid_descriptors(void **state) {
+    (void)state;
+    conv_case c = {.N = 1, .C = 4, .H = 6, .W = 6, .K = 4, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true};
+    conv_data d;
+    data_make(&c, &d);
+    poison_output(&c, &d);
+    cl_mem small = th_buffer(dev, 3); /* less than any of x, w, bias (4 values) and y */
+    const tsr_conv2d_desc ok = case_desc(&c, TSR_CONV_AUTO);
+    tsr_conv2d_desc e;
+#define EXPECT(desc, x, w, b, y, status, text)                                                    \
+    do {                                                                                          \
+        TH_ASSERT_STATUS(tsr_conv2d(dev, (desc), (x), (w), (b), (y), NULL, NULL), (status));      \
+        if (*(text)) TH_ASSERT_CONTAINS(tsr_last_error(), (text));                                \
+    } while (0)
+    EXPECT(NULL, d.dx, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, "NULL");
+    TH_ASSERT_STATUS(tsr_conv2d(NULL, &ok, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    const char *fields[] = {"batch", "in_channels", "in_height", "in_width", "out_channels", "kernel_h", "kernel_w"};
+    for (int f = 0; f < 7; ++f) {
+        e = ok;
+        size_t *p[] = {&e.batch, &e.in_channels, &e.in_height, &e.in_width, &e.out_channels, &e.kernel_h, &e.kernel_w};
+        *p[f] = 0;
+        EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, fields[f]);
+    }
+    e = ok, e.groups = 3;
+    EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, "groups");
+    e = ok, e.pad_h = 0, e.kernel_h = 7;
+    EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, "output would be empty");
+    e = ok, e.dilation_w = 4;
+    EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, "output would be empty");
+    e = ok, e.activation = (tsr_activation)9;
+    EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, "activation");
+    e = ok, e.algo = (tsr_conv_algo)9;
+    EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, "algo");
+    e = ok, e.in_height = (size_t)1 << 40;
+    EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_OVERFLOW, "");
+    e = ok, e.in_height = e.in_width = 50000;
+    EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_OVERFLOW, "exceed");
+    e = ok, e.batch = SIZE_MAX / 8;
+    EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_OVERFLOW, "");
+    EXPECT(&ok, small, d.dw, d.db, d.dy, TSR_ERR_BUFFER_TOO_SMALL, "buffer x");
+    EXPECT(&ok, d.dx, small, d.db, d.dy, TSR_ERR_BUFFER_TOO_SMALL, "buffer w");
+    EXPECT(&ok, d.dx, d.dw, small, d.dy, TSR_ERR_BUFFER_TOO_SMALL, "buffer bias");
+    EXPECT(&ok, d.dx, d.dw, d.db, small, TSR_ERR_BUFFER_TOO_SMALL, "buffer y");
+    EXPECT(&ok, NULL, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, "buffer x");
+    e = ok, e.y_offset = GUARD + 1; /* past the end by one */
+    EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_BUFFER_TOO_SMALL, "buffer y");
+    e = ok, e.x_offset = SIZE_MAX - 3;
+    EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_OVERFLOW, "x");
+    /* y overlapping an input in the same buffer */
+    cl_mem both = th_buffer(dev, d.nx + d.ny);
+    e = ok, e.y_offset = d.nx - 1;
+    EXPECT(&e, both, d.dw, d.db, both, TSR_ERR_INVALID_ARG, "overlaps");
+    e = ok, e.y_offset = d.nx; /* adjacent, not overlapping: fine */
+    TH_ASSERT_OK(tsr_conv2d(dev, &e, both, d.dw, d.db, both, NULL, NULL));
+    clFinish(tsr_device_queue(dev));
+    size_t h, w;
+    TH_ASSERT_OK(tsr_conv2d_output_size(&ok, &h, &w));
+    assert_int_equal(h, 6);
+    assert_int_equal(w, 6);
+    e = ok, e.stride_h = 2, e.dilation_w = 2;
+    TH_ASSERT_OK(tsr_conv2d_output_size(&e, &h, &w));
+    assert_int_equal(h, 3);
+    assert_int_equal(w, 4);
+    TH_ASSERT_STATUS(tsr_conv2d_output_size(NULL, &h, &w), TSR_ERR_INVALID_ARG);
+    size_t bytes;
+    TH_ASSERT_STATUS(tsr_conv2d_workspace_size(dev, NULL, &bytes, NULL), TSR_ERR_INVALID_ARG);
+    tsr_conv_algo algo;
+    tsr_config_info info;
+    e = ok, e.groups = 3;
+    TH_ASSERT_STATUS(tsr_conv2d_plan(dev, &e, &algo, &info), TSR_ERR_INVALID_ARG);
+#undef EXPECT
+    /* Nothing was written by any rejected call. */
+    th_read(dev, d.dy, d.y, d.ny);
+    for (size_t i = 0; i < d.ny; ++i) assert_true(isnan(d.y[i]));
+    clReleaseMemObject(small), clReleaseMemObject(both);
+    data_free(&d);
+}
+
+int main(void) {
+    if (small_mode()) {
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(shapes),
+            cmocka_unit_test(configurations),
+        };
+        return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(shapes),
+        cmocka_unit_test(padding_never_reads),
+        cmocka_unit_test(workspace),
+        cmocka_unit_test(configurations),
+#ifdef TSR_HAVE_CLBLAST
+        cmocka_unit_test(matches_clblast),
+#endif
+        cmocka_unit_test(plan_and_tune),
+        cmocka_unit_test(invalid_descriptors),
+        cmocka_unit_test(resnet50_batch1),
+        cmocka_unit_test(resnet50_batch8),
+    };
+    return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
+}

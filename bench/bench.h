@@ -38,6 +38,10 @@ tsr_status bench_write_json(const bench_report *report, const char *path);
 
 double bench_now_s(void);
 
+/* Pause after timing a host library (OpenBLAS): its worker threads spin for about 2^28 cycles
+ * after each call before they sleep, and would take cores from the next measurement. */
+void bench_settle_host_threads(void);
+
 /* "1024,2048" or "1M,16M" (K and M are powers of two), positive counts; `what` names them in
  * the error message. */
 tsr_status bench_parse_counts(const char *text, const char *what, size_t **out, size_t *count);

@@ -220,7 +220,10 @@ static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_r
             printf("%-14s %-30s %-20s %10.3f %9.1f %9s\n", l->name, shape, row.impl, row.time_ms, row.gflops, e);
             fflush(stdout);
         }
-        if (impl == IMPL_OPENBLAS) free(r.gb), free(r.gc), r.gb = r.gc = NULL;
+        if (impl == IMPL_OPENBLAS) {
+            free(r.gb), free(r.gc), r.gb = r.gc = NULL;
+            bench_settle_host_threads();
+        }
     }
     if (st == TSR_SUCCESS && !opt->quiet) {
         printf("%-14s %-30s tessera is", l->name, shape);

@@ -260,6 +260,7 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
             if ((st = bench_time(run_openblas, &hr, opt->budget_s, 3, 50, &orow)) != TSR_SUCCESS) goto next;
             if ((st = add_row(report, s, "openblas", &orow, ha, hb, hc)) != TSR_SUCCESS) goto next;
             gf[2] = orow.gflops;
+            bench_settle_host_threads();
         }
 #endif
         (void)cpu;

@@ -2,6 +2,7 @@
 #include "bench.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -10,6 +11,13 @@ double bench_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *bench_format_rate(double v, char *out, size_t size) {
+    if (v >= 1000) snprintf(out, size, "%.0f", v);
+    else if (v >= 10) snprintf(out, size, "%.1f", v);
+    else snprintf(out, size, "%.3g", v);
+    return out;
 }
 
 void bench_settle_host_threads(void) {

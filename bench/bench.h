@@ -4,6 +4,8 @@
 
 #include "internal.h"
 
+#include <stdio.h>
+
 typedef struct bench_row {
     char op[32];
     char shape[64];
@@ -38,6 +40,9 @@ tsr_status bench_write_json(const bench_report *report, const char *path);
 
 double bench_now_s(void);
 
+/* A rate for tables and charts: whole numbers from 1000, one decimal from 10, else 3 digits. */
+const char *bench_format_rate(double value, char *out, size_t size);
+
 /* Pause after timing a host library (OpenBLAS): its worker threads spin for about 2^28 cycles
  * after each call before they sleep, and would take cores from the next measurement. */
 void bench_settle_host_threads(void);
@@ -62,5 +67,90 @@ tsr_status bench_gemm(tsr_device *device, const bench_options *options, bench_re
 tsr_status bench_gelu(tsr_device *device, const bench_options *options, bench_report *report);
 tsr_status bench_attention(tsr_device *device, const bench_options *options, bench_report *report);
 tsr_status bench_conv2d(tsr_device *device, const bench_options *options, bench_report *report);
+
+/* ---- device peaks (peak.c) ---- */
+
+#define PEAK_WIDTHS 5 /* float1, 2, 4, 8, 16 */
+
+typedef struct peak_stat {
+    double median, min, max;
+    int runs;
+} peak_stat;
+
+typedef struct peak_options {
+    double budget_s;     /* per test */
+    size_t buffer_bytes; /* 0: 128 MiB on CPUs, 512 MiB elsewhere (halved until one allocation holds it) */
+    bool reduced;        /* one vector width, layout and chain count (simulators, quick checks) */
+    bool simulator;      /* reduced, on small buffers, with short runs: a simulated device finishes */
+    bool quiet;
+} peak_options;
+
+typedef struct peak_result {
+    size_t buffer_bytes;
+    double budget_s;
+    peak_stat read[PEAK_WIDTHS], write[PEAK_WIDTHS], copy[PEAK_WIDTHS]; /* GB/s, the better layout */
+    int layout[3][PEAK_WIDTHS];                                           /* 1: interleaved, 0: contiguous */
+    double bandwidth_gbps;                                                /* the best of them */
+    char bandwidth_best[64];
+    peak_stat compute[PEAK_WIDTHS]; /* GFLOP/s, the best chain count */
+    int chains[PEAK_WIDTHS];
+    double compute_gflops;
+    char compute_best[64];
+    peak_stat dispatch_us, round_trip_us;
+    peak_stat write_gbps, read_gbps, map_read_gbps, map_write_gbps;
+    peak_stat host_copy_gbps; /* CPU devices: the host's multi-threaded memcpy (read + write) */
+    peak_stat host_read_gbps; /* and its multi-threaded read */
+    int host_threads;
+} peak_result;
+
+tsr_status peak_measure(tsr_device *device, const peak_options *options, peak_result *result);
+struct cJSON *peak_to_json(const peak_result *result);
+tsr_status peak_from_json(const struct cJSON *json, peak_result *result);
+void peak_print(FILE *out, const peak_result *result);
+
+/* ---- cross-device reports (report.c, charts.c) ---- */
+
+struct report_case;
+typedef struct report_options {
+    const char *out_dir;
+    double budget_s;       /* timing per row */
+    peak_options peak;     /* budget per peak test, buffer size, reduced set */
+    double tune_budget_s;  /* per device with nothing tuned for it; 0: never tune */
+    bool peers;            /* CLBlast alongside, where it has the op */
+    bool quiet;
+    const struct report_case *suite; /* NULL: the standard suite (tests pass their own) */
+    size_t nsuite;
+} report_options;
+
+/* One entry of a suite: runs on a device and appends result rows (JSON objects) to `results`;
+ * a failure status marks the device failed. params: the case's sizes. */
+typedef struct report_case {
+    const char *id;     /* "gemm-square" */
+    const char *op;
+    size_t params[6];
+    size_t simulator_params[6]; /* smaller sizes for simulated devices */
+    tsr_status (*run)(tsr_device *device, const struct report_case *c, const size_t *params,
+                      const report_options *options, struct cJSON *results);
+} report_case;
+
+/* The standard suite (each case with its sizes for real and for simulated devices). */
+const report_case *report_standard_suite(size_t *n);
+/* Peaks, a budgeted tune where nothing is tuned, and the suite on every device of `devices`
+ * (selectors, NULL: every device); *root receives the report tree (free with cJSON_Delete).
+ * A device that fails is recorded as failed and the others still run. */
+tsr_status report_run(const char *const *devices, size_t ndevices, const report_options *options,
+                      struct cJSON **root);
+/* report.json, report.md and the charts (SVG; PNG too when rsvg-convert is on PATH) into dir. */
+tsr_status report_write(const struct cJSON *root, const char *dir, bool quiet);
+/* Load and validate a report.json. */
+tsr_status report_load(const char *path, struct cJSON **root);
+/* Combine reports: every device of every file, in order; the same device of the same host in
+ * two files is kept once (the newer) and noted. */
+tsr_status report_merge(const char *const *paths, size_t npaths, struct cJSON **root);
+size_t report_failed_devices(const struct cJSON *root);
+
+/* Charts: a roofline per device and a bar chart per op across devices, as SVG text (malloc'ed). */
+char *chart_roofline_svg(const struct cJSON *device);
+char *chart_bars_svg(const struct cJSON *root);
 
 #endif

@@ -259,6 +259,8 @@ int tsr_op_class_index(const tsr_op *op, const char *problem_class);
  * came from. Caches per device. */
 tsr_status tsr_resolve_config(tsr_device *device, const tsr_op *op, const char *problem_class, tsr_config *config,
                               tsr_config_info *info);
+/* Entries the user's database and the built-in one hold for this very device (any driver). */
+size_t tsr_tuning_entries_for_device(tsr_device *device);
 /* Forget resolved configurations and the parsed database (after the database changed). */
 void tsr_tuning_invalidate(tsr_device *device);
 /* XXH3-64 of a kernel source as 16 hex digits (stale entries are detected with it). */

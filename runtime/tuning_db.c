@@ -491,3 +491,22 @@ tsr_status tsr_tuning_db_export(const char *db_path, const char *file) {
     free(text);
     return st;
 }
+
+size_t tsr_tuning_entries_for_device(tsr_device *dev) {
+    size_t n = 0;
+    pthread_mutex_lock(&dev->lock);
+    pthread_once(&builtin_once, parse_builtin);
+    load_user_db(dev);
+    const cJSON *dbs[2] = {dev->tuning_db, builtin_db};
+    for (int d = 0; d < 2; ++d) {
+        const cJSON *node;
+        cJSON_ArrayForEach(node, cJSON_GetObjectItemCaseSensitive(dbs[d], "devices")) {
+            int tier = device_tier(node, &dev->info);
+            if (tier != 1 && tier != 2) continue;
+            const cJSON *op;
+            cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(node, "ops")) n += (size_t)cJSON_GetArraySize(op);
+        }
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return n;
+}

@@ -3,7 +3,9 @@
 #include "bench.h"
 #include "tessera.h"
 
+#include <cjson/cJSON.h>
 #include <dirent.h>
+#include <math.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -44,6 +46,16 @@ static int usage(FILE *out) {
             "                                       the configuration each op and class uses, and why\n"
             "  tune --export FILE | --import FILE [--db FILE]\n"
             "                                       copy the database out, or merge another one in\n"
+            "  peak [--device SEL] [--budget SECONDS] [--size MIB] [--json FILE]\n"
+            "                                       measure the device's limits: memory bandwidth,\n"
+            "                                       fp32 throughput, launch latency, transfers\n"
+            "  report [--device SEL]... [--out DIR] [--budget SECONDS] [--peak-budget SECONDS]\n"
+            "         [--tune-budget SECONDS] [--no-peers]\n"
+            "                                       peaks, a budgeted tune where nothing is tuned, and\n"
+            "                                       the op suite on every device (or each --device):\n"
+            "                                       DIR/report.json, report.md, roofline and bar charts\n"
+            "  report --merge A.json B.json ... [--out DIR]\n"
+            "                                       combine reports made on different machines\n"
             "  version                              print the version\n"
             "\n"
             "SEL: cpu, gpu, accelerator, P:D indices, or part of a device name (default: $TSR_DEVICE,\n"
@@ -462,6 +474,131 @@ static int cmd_tune(int argc, char **argv) {
     return rc;
 }
 
+static bool parse_seconds(const char *text, double *out, bool allow_zero) {
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (*end || !(allow_zero ? v >= 0 : v > 0) || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+static int cmd_peak(int argc, char **argv) {
+    static const struct option opts[] = {{"device", required_argument, NULL, 'd'}, {"budget", required_argument, NULL, 'b'},
+                                         {"size", required_argument, NULL, 's'},   {"json", required_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},         {0}};
+    const char *device = NULL, *json = NULL;
+    peak_options po = {.budget_s = 0.5};
+    int c;
+    while ((c = getopt_long(argc, argv, "d:b:s:j:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd': device = optarg; break;
+        case 'j': json = optarg; break;
+        case 'b':
+            if (!parse_seconds(optarg, &po.budget_s, false)) {
+                fprintf(stderr, "tessera peak: --budget needs a positive number of seconds\n");
+                return 2;
+            }
+            break;
+        case 's': {
+            char *end = NULL;
+            unsigned long long mib = strtoull(optarg, &end, 10);
+            if (*end || mib == 0 || mib > (1ull << 20)) {
+                fprintf(stderr, "tessera peak: --size needs a buffer size in MiB (1 to 1048576)\n");
+                return 2;
+            }
+            po.buffer_bytes = (size_t)mib << 20;
+            break;
+        }
+        default: return usage(c == 'h' ? stdout : stderr);
+        }
+    }
+    if (optind < argc) return usage(stderr);
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(device, &dev);
+    if (st != TSR_SUCCESS) return fail(st);
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    po.simulator = tsr_contains_nocase(info->platform_name, "oclgrind");
+    printf("peaks of %d:%d %s (%s, %s)%s\n", info->platform_index, info->device_index, info->name,
+           tsr_device_type_str(info->type), info->platform_name, po.simulator ? ", a simulator: a reduced set" : "");
+    peak_result r;
+    st = peak_measure(dev, &po, &r);
+    if (st == TSR_SUCCESS) {
+        peak_print(stdout, &r);
+        if (json) {
+            cJSON *o = peak_to_json(&r);
+            cJSON *root = cJSON_CreateObject();
+            cJSON_AddStringToObject(root, "device", dev->fingerprint);
+            cJSON_AddItemToObject(root, "peaks", o);
+            char *text = cJSON_Print(root);
+            cJSON_Delete(root);
+            st = text ? tsr_write_file_atomic(json, text, strlen(text)) : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+            free(text);
+        }
+    }
+    tsr_device_close(dev);
+    return st == TSR_SUCCESS ? 0 : fail(st);
+}
+
+static int cmd_report(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"device", required_argument, NULL, 'd'},      {"out", required_argument, NULL, 'o'},
+        {"budget", required_argument, NULL, 'b'},      {"peak-budget", required_argument, NULL, 'p'},
+        {"tune-budget", required_argument, NULL, 't'}, {"no-peers", no_argument, NULL, 'n'},
+        {"merge", no_argument, NULL, 'm'},             {"help", no_argument, NULL, 'h'},
+        {0}};
+    report_options ro = {.out_dir = "tessera-report", .budget_s = 0.5, .peak = {.budget_s = 0.25}, .tune_budget_s = 120,
+                         .peers = true};
+    const char *selectors[64];
+    size_t nsel = 0;
+    int merge = 0, c;
+    while ((c = getopt_long(argc, argv, "d:o:b:p:t:nmh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            if (nsel == 64) {
+                fprintf(stderr, "tessera report: at most 64 --device options\n");
+                return 2;
+            }
+            selectors[nsel++] = optarg;
+            break;
+        case 'o': ro.out_dir = optarg; break;
+        case 'b':
+        case 'p':
+        case 't':
+            if (!parse_seconds(optarg, c == 'b' ? &ro.budget_s : c == 'p' ? &ro.peak.budget_s : &ro.tune_budget_s, c == 't')) {
+                fprintf(stderr, "tessera report: --%s needs a %s number of seconds\n",
+                        c == 'b' ? "budget" : c == 'p' ? "peak-budget" : "tune-budget", c == 't' ? "non-negative" : "positive");
+                return 2;
+            }
+            break;
+        case 'n': ro.peers = false; break;
+        case 'm': merge = 1; break;
+        default: return usage(c == 'h' ? stdout : stderr);
+        }
+    }
+    cJSON *root = NULL;
+    tsr_status st;
+    if (merge) {
+        if (optind >= argc || nsel) {
+            fprintf(stderr, "tessera report --merge: name the report.json files to combine (and no --device)\n");
+            return 2;
+        }
+        st = report_merge((const char *const *)&argv[optind], (size_t)(argc - optind), &root);
+    } else {
+        if (optind < argc) return usage(stderr);
+        st = report_run(nsel ? selectors : NULL, nsel, &ro, &root);
+    }
+    if (st == TSR_SUCCESS) st = report_write(root, ro.out_dir, false);
+    size_t failed = st == TSR_SUCCESS ? report_failed_devices(root) : 0;
+    cJSON_Delete(root);
+    if (st != TSR_SUCCESS) return fail(st);
+    if (failed) {
+        fprintf(stderr, "tessera report: %zu device%s failed; see %s/report.md\n", failed, failed == 1 ? "" : "s",
+                ro.out_dir);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return usage(stderr);
     const char *cmd = argv[1];
@@ -473,6 +610,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "cache") == 0) return cmd_cache(argc, argv);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
     if (strcmp(cmd, "tune") == 0) return cmd_tune(argc, argv);
+    if (strcmp(cmd, "peak") == 0) return cmd_peak(argc, argv);
+    if (strcmp(cmd, "report") == 0) return cmd_report(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("tessera %s\n", TSR_VERSION_STRING);
         return 0;

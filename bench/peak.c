@@ -1,0 +1,571 @@
+/* `tessera peak`: a device's measured limits. Global-memory bandwidth (read, write, copy; per
+ * vector width; both access layouts, the better one kept), fp32 multiply-add throughput (per
+ * vector width and number of independent chains), kernel launch latency (dispatch and round
+ * trip), host <-> device transfers (read, write, map), and on CPU devices the host's own
+ * multi-threaded memcpy for comparison. Every test repeats until its time budget is spent (at
+ * least 3 runs) and reports the median and the spread. */
+#include "bench.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int widths[PEAK_WIDTHS] = {1, 2, 4, 8, 16};
+static const int chain_counts[] = {4, 8, 16};
+
+/* A reduced run (simulated devices, quick checks) covers one vector width (float4), one layout
+ * and one chain count. */
+static bool reduced(const peak_options *opt) { return opt->reduced || opt->simulator; }
+static bool wanted_width(const peak_options *opt, int w) { return !reduced(opt) || widths[w] == 4; }
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* One run of a test: fills *rate (GB/s, GFLOP/s or microseconds). */
+typedef tsr_status (*peak_fn)(void *ctx, double *rate);
+
+/* Repeat fn until the budget is spent (at least 3, at most 2000 runs) after one warm-up. */
+static tsr_status repeat(peak_fn fn, void *ctx, double budget_s, peak_stat *out) {
+    double warm;
+    tsr_status st = fn(ctx, &warm);
+    if (st != TSR_SUCCESS) return st;
+    enum { MAX_RUNS = 2000 };
+    double *v = malloc(MAX_RUNS * sizeof *v);
+    if (!v) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    int n = 0;
+    double start = bench_now_s();
+    while (n < MAX_RUNS && (n < 3 || bench_now_s() - start < budget_s)) {
+        if ((st = fn(ctx, &v[n])) != TSR_SUCCESS) break;
+        ++n;
+    }
+    if (st == TSR_SUCCESS) {
+        qsort(v, (size_t)n, sizeof *v, compare_doubles);
+        out->median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+        out->min = v[0];
+        out->max = v[n - 1];
+        out->runs = n;
+    }
+    free(v);
+    return st;
+}
+
+/* Seconds between a kernel's start and end. */
+static tsr_status event_seconds(cl_event ev, double *s) {
+    cl_ulong t0 = 0, t1 = 0;
+    cl_int err = clWaitForEvents(1, &ev);
+    if (err == CL_SUCCESS) err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+    if (err == CL_SUCCESS) err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+    clReleaseEvent(ev);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "timing a peak kernel", __FILE__, __LINE__);
+    *s = t1 > t0 ? (double)(t1 - t0) * 1e-9 : 1e-9;
+    return TSR_SUCCESS;
+}
+
+/* ---- bandwidth ---- */
+
+typedef struct bw_ctx {
+    tsr_device *dev;
+    cl_kernel kernel;
+    size_t global, local; /* local 0: the runtime's choice */
+    double bytes;         /* that must move per run */
+} bw_ctx;
+
+static tsr_status run_kernel_rate(void *vctx, double *rate) {
+    bw_ctx *c = vctx;
+    cl_event ev = NULL;
+    cl_int err = clEnqueueNDRangeKernel(c->dev->queue, c->kernel, 1, NULL, &c->global, c->local ? &c->local : NULL, 0,
+                                        NULL, &ev);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueNDRangeKernel(peak)", __FILE__, __LINE__);
+    double s = 0;
+    tsr_status st = event_seconds(ev, &s);
+    if (st == TSR_SUCCESS) *rate = c->bytes / s * 1e-9;
+    return st;
+}
+
+/* Work-items for a layout: grid-stride loops want many (each GPU core busy), contiguous runs
+ * want a few per compute unit, each its own work-group (no work-item vectorization that would
+ * turn a run into strided gathers). */
+static void layout_geometry(const tsr_device *dev, int interleave, size_t vectors, size_t *global, size_t *local) {
+    size_t cu = dev->info.compute_units ? dev->info.compute_units : 1;
+    if (interleave) {
+        size_t g = cu * 4096 > 1024 ? cu * 4096 : 1024;
+        *global = g < vectors ? g : vectors;
+        *local = 0;
+    } else {
+        *global = cu * 8 < vectors ? cu * 8 : vectors;
+        *local = 1;
+    }
+}
+
+static tsr_status measure_bandwidth(tsr_device *dev, const peak_options *opt, peak_result *r, cl_mem a, cl_mem b,
+                                    cl_mem sink, size_t bytes) {
+    tsr_status st = TSR_SUCCESS;
+    static const char *const names[3] = {"bw_read", "bw_write", "bw_copy"};
+    for (int w = 0; w < PEAK_WIDTHS && st == TSR_SUCCESS; ++w) {
+        if (!wanted_width(opt, w)) continue;
+        cl_uint vectors = (cl_uint)(bytes / sizeof(float) / (size_t)widths[w]);
+        for (int kind = 0; kind < 3 && st == TSR_SUCCESS; ++kind) {
+            for (int interleave = reduced(opt); interleave < 2 && st == TSR_SUCCESS; ++interleave) {
+                char options[64];
+                snprintf(options, sizeof options, "-DVW=%d -DINTERLEAVE=%d", widths[w], interleave);
+                cl_program program;
+                if ((st = tsr_program_get(dev, "peak", options, &program)) != TSR_SUCCESS) break;
+                cl_int err;
+                bw_ctx c = {.dev = dev};
+                c.kernel = clCreateKernel(program, names[kind], &err);
+                if (err != CL_SUCCESS) {
+                    st = tsr_fail_cl(err, "clCreateKernel(peak)", __FILE__, __LINE__);
+                    break;
+                }
+                cl_uint seed = 12345u;
+                if (kind == 0) {
+                    err = clSetKernelArg(c.kernel, 0, sizeof a, &a);
+                    err |= clSetKernelArg(c.kernel, 1, sizeof vectors, &vectors);
+                    err |= clSetKernelArg(c.kernel, 2, sizeof sink, &sink);
+                } else if (kind == 1) {
+                    err = clSetKernelArg(c.kernel, 0, sizeof b, &b);
+                    err |= clSetKernelArg(c.kernel, 1, sizeof vectors, &vectors);
+                    err |= clSetKernelArg(c.kernel, 2, sizeof seed, &seed);
+                } else {
+                    err = clSetKernelArg(c.kernel, 0, sizeof a, &a);
+                    err |= clSetKernelArg(c.kernel, 1, sizeof b, &b);
+                    err |= clSetKernelArg(c.kernel, 2, sizeof vectors, &vectors);
+                }
+                layout_geometry(dev, interleave, vectors, &c.global, &c.local);
+                c.bytes = (double)vectors * widths[w] * sizeof(float) * (kind == 2 ? 2 : 1);
+                peak_stat s = {0};
+                if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clSetKernelArg(peak)", __FILE__, __LINE__);
+                else st = repeat(run_kernel_rate, &c, opt->budget_s, &s);
+                clReleaseKernel(c.kernel);
+                peak_stat *dst = kind == 0 ? &r->read[w] : kind == 1 ? &r->write[w] : &r->copy[w];
+                int *lay = &r->layout[kind][w];
+                if (st == TSR_SUCCESS && s.median > dst->median) *dst = s, *lay = interleave;
+            }
+            const peak_stat *got = kind == 0 ? &r->read[w] : kind == 1 ? &r->write[w] : &r->copy[w];
+            if (st == TSR_SUCCESS && got->median > r->bandwidth_gbps) {
+                r->bandwidth_gbps = got->median;
+                snprintf(r->bandwidth_best, sizeof r->bandwidth_best, "%s, float%d, %s", names[kind] + 3, widths[w],
+                         r->layout[kind][w] ? "interleaved" : "contiguous");
+            }
+        }
+    }
+    return st;
+}
+
+/* ---- compute ---- */
+
+static tsr_status measure_compute(tsr_device *dev, const peak_options *opt, peak_result *r, cl_mem sink,
+                                  size_t sink_floats) {
+    tsr_status st = TSR_SUCCESS;
+    size_t cu = dev->info.compute_units ? dev->info.compute_units : 1;
+    bool cpu = dev->info.type == TSR_DEVICE_CPU;
+    size_t global = opt->simulator ? 64 : cpu ? cu * 8 : cu * 2048;
+    if (global > sink_floats) global = sink_floats;
+    for (int w = 0; w < PEAK_WIDTHS && st == TSR_SUCCESS; ++w) {
+        if (!wanted_width(opt, w)) continue;
+        for (size_t ci = 0; ci < sizeof chain_counts / sizeof chain_counts[0] && st == TSR_SUCCESS; ++ci) {
+            int chains = chain_counts[ci];
+            if (reduced(opt) && chains != 8) continue;
+            char options[64];
+            snprintf(options, sizeof options, "-DVW=%d -DCHAINS=%d", widths[w], chains);
+            cl_program program;
+            if ((st = tsr_program_get(dev, "peak", options, &program)) != TSR_SUCCESS) break;
+            cl_int err;
+            bw_ctx c = {.dev = dev, .global = global, .local = cpu ? 1 : 0};
+            c.kernel = clCreateKernel(program, "fma_peak", &err);
+            if (err != CL_SUCCESS) {
+                st = tsr_fail_cl(err, "clCreateKernel(fma_peak)", __FILE__, __LINE__);
+                break;
+            }
+            float m = 0.999f, add = 1e-3f;
+            cl_int iters = 64;
+            err = clSetKernelArg(c.kernel, 0, sizeof sink, &sink);
+            err |= clSetKernelArg(c.kernel, 1, sizeof m, &m);
+            err |= clSetKernelArg(c.kernel, 2, sizeof add, &add);
+            /* Calibrate: a run of about 20 ms (simulators: a few iterations). */
+            double seconds = 0;
+            for (int cal = 0; cal < 8 && err == CL_SUCCESS && st == TSR_SUCCESS; ++cal) {
+                err = clSetKernelArg(c.kernel, 3, sizeof iters, &iters);
+                c.bytes = 2.0 * chains * widths[w] * (double)iters * (double)global; /* FLOPs */
+                double rate;
+                if (err == CL_SUCCESS && (st = run_kernel_rate(&c, &rate)) == TSR_SUCCESS) {
+                    seconds = c.bytes * 1e-9 / rate;
+                    if (seconds > 0.01 || opt->simulator || iters >= (1 << 22)) break;
+                    iters *= seconds < 0.0005 ? 16 : 4;
+                }
+            }
+            peak_stat s = {0};
+            if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clSetKernelArg(fma_peak)", __FILE__, __LINE__);
+            else if (st == TSR_SUCCESS) st = repeat(run_kernel_rate, &c, opt->budget_s, &s);
+            clReleaseKernel(c.kernel);
+            if (st == TSR_SUCCESS && s.median > r->compute[w].median) r->compute[w] = s, r->chains[w] = chains;
+        }
+        if (st == TSR_SUCCESS && r->compute[w].median > r->compute_gflops) {
+            r->compute_gflops = r->compute[w].median;
+            snprintf(r->compute_best, sizeof r->compute_best, "float%d, %d chains", widths[w], r->chains[w]);
+        }
+    }
+    return st;
+}
+
+/* ---- launch latency ---- */
+
+typedef struct launch_ctx {
+    tsr_device *dev;
+    cl_kernel kernel;
+    int batch; /* launches per run; 1: wait for each */
+} launch_ctx;
+
+static tsr_status run_launches(void *vctx, double *us) {
+    launch_ctx *c = vctx;
+    size_t one = 1;
+    double t0 = bench_now_s();
+    for (int i = 0; i < c->batch; ++i) {
+        cl_int err = clEnqueueNDRangeKernel(c->dev->queue, c->kernel, 1, NULL, &one, NULL, 0, NULL, NULL);
+        if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueNDRangeKernel(empty)", __FILE__, __LINE__);
+        if (c->batch == 1) clFinish(c->dev->queue);
+    }
+    clFinish(c->dev->queue);
+    *us = (bench_now_s() - t0) * 1e6 / c->batch;
+    return TSR_SUCCESS;
+}
+
+static tsr_status measure_launch(tsr_device *dev, const peak_options *opt, peak_result *r) {
+    cl_program program;
+    tsr_status st = tsr_program_get(dev, "peak", "-DVW=1", &program);
+    if (st != TSR_SUCCESS) return st;
+    cl_int err;
+    launch_ctx c = {.dev = dev, .batch = opt->simulator ? 8 : 100};
+    c.kernel = clCreateKernel(program, "empty", &err);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "clCreateKernel(empty)", __FILE__, __LINE__);
+    st = repeat(run_launches, &c, opt->budget_s, &r->dispatch_us);
+    c.batch = 1;
+    if (st == TSR_SUCCESS) st = repeat(run_launches, &c, opt->budget_s, &r->round_trip_us);
+    clReleaseKernel(c.kernel);
+    return st;
+}
+
+/* ---- transfers ---- */
+
+typedef struct xfer_ctx {
+    tsr_device *dev;
+    cl_mem buf;
+    float *host;
+    size_t bytes;
+    int kind; /* 0 write (host to device), 1 read, 2 map for reading, 3 map for writing */
+} xfer_ctx;
+
+static tsr_status run_transfer(void *vctx, double *gbps) {
+    xfer_ctx *c = vctx;
+    cl_command_queue q = c->dev->queue;
+    cl_int err = CL_SUCCESS;
+    double t0 = bench_now_s();
+    if (c->kind == 0) {
+        err = clEnqueueWriteBuffer(q, c->buf, CL_TRUE, 0, c->bytes, c->host, 0, NULL, NULL);
+    } else if (c->kind == 1) {
+        err = clEnqueueReadBuffer(q, c->buf, CL_TRUE, 0, c->bytes, c->host, 0, NULL, NULL);
+    } else {
+        cl_map_flags flags = c->kind == 2 ? CL_MAP_READ : CL_MAP_WRITE_INVALIDATE_REGION;
+        void *p = clEnqueueMapBuffer(q, c->buf, CL_TRUE, flags, 0, c->bytes, 0, NULL, NULL, &err);
+        if (err == CL_SUCCESS) {
+            if (c->kind == 2) memcpy(c->host, p, c->bytes);
+            else memcpy(p, c->host, c->bytes);
+            err = clEnqueueUnmapMemObject(q, c->buf, p, 0, NULL, NULL);
+            if (err == CL_SUCCESS) err = clFinish(q);
+        }
+    }
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "a host-device transfer", __FILE__, __LINE__);
+    *gbps = (double)c->bytes / (bench_now_s() - t0) * 1e-9;
+    return TSR_SUCCESS;
+}
+
+/* ---- the host's own copy bandwidth (CPU devices) ---- */
+
+typedef struct host_copy {
+    const char *src;
+    char *dst;
+    size_t bytes;
+} host_copy;
+
+static void *copy_slice(void *arg) {
+    host_copy *h = arg;
+    memcpy(h->dst, h->src, h->bytes);
+    return NULL;
+}
+
+/* Reading: an XOR over 64-bit words (exact, so compilers vectorize it) per slice. */
+typedef struct host_read {
+    const uint64_t *src;
+    size_t words;
+    uint64_t sum;
+} host_read;
+
+static void *read_slice(void *arg) {
+    host_read *h = arg;
+    uint64_t s = 0;
+    for (size_t i = 0; i < h->words; ++i) s ^= h->src[i];
+    h->sum = s;
+    return NULL;
+}
+
+typedef struct host_ctx {
+    const char *src;
+    char *dst;
+    size_t bytes;
+    int threads;
+    bool read_only;
+    uint64_t sink;
+} host_ctx;
+
+static tsr_status run_host_copy(void *vctx, double *gbps) {
+    host_ctx *c = vctx;
+    pthread_t tid[64];
+    host_copy part[64];
+    host_read rpart[64];
+    size_t per = c->bytes / (size_t)c->threads / 64 * 64;
+    double t0 = bench_now_s();
+    for (int i = 0; i < c->threads; ++i) {
+        int err;
+        if (c->read_only) {
+            rpart[i] = (host_read){(const uint64_t *)(const void *)(c->src + (size_t)i * per), per / 8, 0};
+            err = pthread_create(&tid[i], NULL, read_slice, &rpart[i]);
+        } else {
+            part[i] = (host_copy){c->src + (size_t)i * per, c->dst + (size_t)i * per, per};
+            err = pthread_create(&tid[i], NULL, copy_slice, &part[i]);
+        }
+        if (err != 0) {
+            for (int j = 0; j < i; ++j) pthread_join(tid[j], NULL);
+            return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "cannot start a host memory thread");
+        }
+    }
+    for (int i = 0; i < c->threads; ++i) pthread_join(tid[i], NULL);
+    double s = bench_now_s() - t0;
+    for (int i = 0; c->read_only && i < c->threads; ++i) c->sink ^= rpart[i].sum;
+    /* copy: read + written, as the copy kernel counts */
+    *gbps = (c->read_only ? 1.0 : 2.0) * (double)per * c->threads / s * 1e-9;
+    return TSR_SUCCESS;
+}
+
+/* ---- all of it ---- */
+
+tsr_status peak_measure(tsr_device *dev, const peak_options *opt, peak_result *r) {
+    memset(r, 0, sizeof *r);
+    size_t bytes = opt->buffer_bytes;
+    if (!bytes) bytes = opt->simulator ? (size_t)64 << 10 : dev->info.type == TSR_DEVICE_CPU ? (size_t)128 << 20
+                                                                                         : (size_t)512 << 20;
+    while (bytes > dev->info.max_alloc_bytes) bytes /= 2;
+    bytes = bytes / 64 * 64;
+    if (bytes < 4096) return tsr_fail(TSR_ERR_UNSUPPORTED, "device '%s' cannot allocate a peak buffer", dev->info.name);
+    r->buffer_bytes = bytes;
+    r->budget_s = opt->budget_s;
+    tsr_status st = TSR_SUCCESS;
+    cl_int err;
+    cl_mem a = NULL, b = NULL, sink = NULL;
+    float *host = malloc(bytes);
+    size_t sink_floats = (size_t)(dev->info.compute_units ? dev->info.compute_units : 1) * 4096;
+    if (!host) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory for %zu bytes", bytes);
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < bytes / sizeof(float); ++i)
+        host[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f; /* random: incompressible */
+    a = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, host, &err);
+    if (err == CL_SUCCESS) b = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (err == CL_SUCCESS) sink = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, sink_floats * 4, NULL, &err);
+    if (err != CL_SUCCESS) {
+        st = tsr_fail_cl(err, "clCreateBuffer(peak)", __FILE__, __LINE__);
+        goto out;
+    }
+    if (!opt->quiet) fprintf(stderr, "peak: bandwidth ...\n");
+    if ((st = measure_bandwidth(dev, opt, r, a, b, sink, bytes)) != TSR_SUCCESS) goto out;
+    if (!opt->quiet) fprintf(stderr, "peak: compute ...\n");
+    if ((st = measure_compute(dev, opt, r, sink, sink_floats)) != TSR_SUCCESS) goto out;
+    if (!opt->quiet) fprintf(stderr, "peak: launches and transfers ...\n");
+    if ((st = measure_launch(dev, opt, r)) != TSR_SUCCESS) goto out;
+    peak_stat *xfers[4] = {&r->write_gbps, &r->read_gbps, &r->map_read_gbps, &r->map_write_gbps};
+    for (int kind = 0; kind < 4 && st == TSR_SUCCESS; ++kind) {
+        xfer_ctx c = {.dev = dev, .buf = a, .host = host, .bytes = bytes, .kind = kind};
+        st = repeat(run_transfer, &c, opt->budget_s, xfers[kind]);
+    }
+    if (st == TSR_SUCCESS && dev->info.type == TSR_DEVICE_CPU && !opt->simulator) {
+        char *dst = malloc(bytes);
+        if (!dst) {
+            st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+            goto out;
+        }
+        memset(dst, 1, bytes); /* first touch outside the timing */
+        host_ctx hc = {.src = (const char *)host, .dst = dst, .bytes = bytes,
+                       .threads = dev->info.compute_units > 64 ? 64 : (int)dev->info.compute_units};
+        if (hc.threads < 1) hc.threads = 1;
+        st = repeat(run_host_copy, &hc, opt->budget_s, &r->host_copy_gbps);
+        hc.read_only = true;
+        if (st == TSR_SUCCESS) st = repeat(run_host_copy, &hc, opt->budget_s, &r->host_read_gbps);
+        r->host_threads = hc.threads;
+        free(dst);
+    }
+out:
+    if (a) clReleaseMemObject(a);
+    if (b) clReleaseMemObject(b);
+    if (sink) clReleaseMemObject(sink);
+    free(host);
+    return st;
+}
+
+/* ---- output ---- */
+
+static cJSON *stat_json(const peak_stat *s) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "median", s->median);
+    cJSON_AddNumberToObject(o, "min", s->min);
+    cJSON_AddNumberToObject(o, "max", s->max);
+    cJSON_AddNumberToObject(o, "runs", s->runs);
+    return o;
+}
+
+static void stat_from(const cJSON *o, peak_stat *s) {
+    const cJSON *v;
+    memset(s, 0, sizeof *s);
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "median")) && cJSON_IsNumber(v)) s->median = v->valuedouble;
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "min")) && cJSON_IsNumber(v)) s->min = v->valuedouble;
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "max")) && cJSON_IsNumber(v)) s->max = v->valuedouble;
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "runs")) && cJSON_IsNumber(v)) s->runs = v->valueint;
+}
+
+cJSON *peak_to_json(const peak_result *r) {
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddNumberToObject(o, "buffer_bytes", (double)r->buffer_bytes);
+    cJSON_AddNumberToObject(o, "budget_s", r->budget_s);
+    cJSON_AddNumberToObject(o, "bandwidth_gbps", r->bandwidth_gbps);
+    cJSON_AddStringToObject(o, "bandwidth_best", r->bandwidth_best);
+    cJSON_AddNumberToObject(o, "compute_gflops", r->compute_gflops);
+    cJSON_AddStringToObject(o, "compute_best", r->compute_best);
+    static const char *const kinds[3] = {"read", "write", "copy"};
+    cJSON *bw = cJSON_AddObjectToObject(o, "bandwidth");
+    for (int k = 0; k < 3; ++k) {
+        cJSON *arr = cJSON_AddArrayToObject(bw, kinds[k]);
+        for (int w = 0; w < PEAK_WIDTHS; ++w) {
+            const peak_stat *s = k == 0 ? &r->read[w] : k == 1 ? &r->write[w] : &r->copy[w];
+            cJSON *e = stat_json(s);
+            cJSON_AddNumberToObject(e, "vector_width", widths[w]);
+            cJSON_AddStringToObject(e, "layout", r->layout[k][w] ? "interleaved" : "contiguous");
+            cJSON_AddItemToArray(arr, e);
+        }
+    }
+    cJSON *comp = cJSON_AddArrayToObject(o, "compute");
+    for (int w = 0; w < PEAK_WIDTHS; ++w) {
+        cJSON *e = stat_json(&r->compute[w]);
+        cJSON_AddNumberToObject(e, "vector_width", widths[w]);
+        cJSON_AddNumberToObject(e, "chains", r->chains[w]);
+        cJSON_AddItemToArray(comp, e);
+    }
+    cJSON *launch = cJSON_AddObjectToObject(o, "launch_us");
+    cJSON_AddItemToObject(launch, "dispatch", stat_json(&r->dispatch_us));
+    cJSON_AddItemToObject(launch, "round_trip", stat_json(&r->round_trip_us));
+    cJSON *xfer = cJSON_AddObjectToObject(o, "transfer_gbps");
+    cJSON_AddItemToObject(xfer, "write", stat_json(&r->write_gbps));
+    cJSON_AddItemToObject(xfer, "read", stat_json(&r->read_gbps));
+    cJSON_AddItemToObject(xfer, "map_read", stat_json(&r->map_read_gbps));
+    cJSON_AddItemToObject(xfer, "map_write", stat_json(&r->map_write_gbps));
+    if (r->host_copy_gbps.runs) {
+        cJSON *h = stat_json(&r->host_copy_gbps);
+        cJSON_AddNumberToObject(h, "threads", r->host_threads);
+        cJSON_AddItemToObject(o, "host_copy_gbps", h);
+        cJSON_AddItemToObject(o, "host_read_gbps", stat_json(&r->host_read_gbps));
+    }
+    return o;
+}
+
+tsr_status peak_from_json(const cJSON *o, peak_result *r) {
+    memset(r, 0, sizeof *r);
+    const cJSON *bw = cJSON_GetObjectItemCaseSensitive(o, "bandwidth_gbps");
+    const cJSON *fl = cJSON_GetObjectItemCaseSensitive(o, "compute_gflops");
+    if (!cJSON_IsNumber(bw) || !cJSON_IsNumber(fl) || bw->valuedouble < 0 || fl->valuedouble < 0)
+        return tsr_fail(TSR_ERR_CORRUPT, "peaks: bandwidth_gbps and compute_gflops must be numbers");
+    r->bandwidth_gbps = bw->valuedouble;
+    r->compute_gflops = fl->valuedouble;
+    const cJSON *v;
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "bandwidth_best")) && cJSON_IsString(v))
+        tsr_strlcpy(r->bandwidth_best, v->valuestring, sizeof r->bandwidth_best);
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "compute_best")) && cJSON_IsString(v))
+        tsr_strlcpy(r->compute_best, v->valuestring, sizeof r->compute_best);
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "buffer_bytes")) && cJSON_IsNumber(v)) r->buffer_bytes = (size_t)v->valuedouble;
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "budget_s")) && cJSON_IsNumber(v)) r->budget_s = v->valuedouble;
+    static const char *const kinds[3] = {"read", "write", "copy"};
+    const cJSON *bws = cJSON_GetObjectItemCaseSensitive(o, "bandwidth");
+    for (int k = 0; k < 3; ++k) {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(bws, kinds[k]);
+        int w = 0;
+        for (const cJSON *e = arr ? arr->child : NULL; e && w < PEAK_WIDTHS; e = e->next, ++w) {
+            stat_from(e, k == 0 ? &r->read[w] : k == 1 ? &r->write[w] : &r->copy[w]);
+            const cJSON *l = cJSON_GetObjectItemCaseSensitive(e, "layout");
+            r->layout[k][w] = cJSON_IsString(l) && strcmp(l->valuestring, "interleaved") == 0;
+        }
+    }
+    int w = 0;
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(o, "compute");
+    for (const cJSON *e = comp ? comp->child : NULL; e && w < PEAK_WIDTHS; e = e->next, ++w) {
+        stat_from(e, &r->compute[w]);
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "chains");
+        r->chains[w] = cJSON_IsNumber(c) ? c->valueint : 0;
+    }
+    const cJSON *launch = cJSON_GetObjectItemCaseSensitive(o, "launch_us");
+    stat_from(cJSON_GetObjectItemCaseSensitive(launch, "dispatch"), &r->dispatch_us);
+    stat_from(cJSON_GetObjectItemCaseSensitive(launch, "round_trip"), &r->round_trip_us);
+    const cJSON *xfer = cJSON_GetObjectItemCaseSensitive(o, "transfer_gbps");
+    stat_from(cJSON_GetObjectItemCaseSensitive(xfer, "write"), &r->write_gbps);
+    stat_from(cJSON_GetObjectItemCaseSensitive(xfer, "read"), &r->read_gbps);
+    stat_from(cJSON_GetObjectItemCaseSensitive(xfer, "map_read"), &r->map_read_gbps);
+    stat_from(cJSON_GetObjectItemCaseSensitive(xfer, "map_write"), &r->map_write_gbps);
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "host_copy_gbps");
+    if (h) {
+        stat_from(h, &r->host_copy_gbps);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(h, "threads");
+        r->host_threads = cJSON_IsNumber(t) ? t->valueint : 0;
+        stat_from(cJSON_GetObjectItemCaseSensitive(o, "host_read_gbps"), &r->host_read_gbps);
+    }
+    return TSR_SUCCESS;
+}
+
+static void spread(const peak_stat *s, char *out, size_t size) {
+    if (s->runs == 0) snprintf(out, size, "-");
+    else snprintf(out, size, "%.1f [%.1f, %.1f] n=%d", s->median, s->min, s->max, s->runs);
+}
+
+void peak_print(FILE *f, const peak_result *r) {
+    char t[3][64];
+    fprintf(f, "global memory bandwidth, GB/s (median [min, max] n=runs; %.0f MiB buffers of random data; copy "
+               "counts bytes read + written)\n", (double)r->buffer_bytes / 1048576.0);
+    fprintf(f, "  %-8s %-38s %-38s %-38s\n", "width", "read", "write", "copy");
+    for (int w = 0; w < PEAK_WIDTHS; ++w) {
+        spread(&r->read[w], t[0], sizeof t[0]);
+        spread(&r->write[w], t[1], sizeof t[1]);
+        spread(&r->copy[w], t[2], sizeof t[2]);
+        fprintf(f, "  float%-3d %-38s %-38s %-38s\n", widths[w], t[0], t[1], t[2]);
+    }
+    fprintf(f, "  best: %.1f GB/s (%s)\n", r->bandwidth_gbps, r->bandwidth_best);
+    if (r->host_copy_gbps.runs) {
+        spread(&r->host_read_gbps, t[0], sizeof t[0]);
+        spread(&r->host_copy_gbps, t[1], sizeof t[1]);
+        fprintf(f, "  the host itself, %d threads: read %s; memcpy %s\n", r->host_threads, t[0], t[1]);
+    }
+    fprintf(f, "fp32 multiply-add throughput, GFLOP/s\n");
+    for (int w = 0; w < PEAK_WIDTHS; ++w) {
+        spread(&r->compute[w], t[0], sizeof t[0]);
+        fprintf(f, "  float%-3d %-38s (%d chains)\n", widths[w], t[0], r->chains[w]);
+    }
+    fprintf(f, "  best: %.1f GFLOP/s (%s)\n", r->compute_gflops, r->compute_best);
+    spread(&r->dispatch_us, t[0], sizeof t[0]);
+    spread(&r->round_trip_us, t[1], sizeof t[1]);
+    fprintf(f, "kernel launch, microseconds: dispatch %s; round trip %s\n", t[0], t[1]);
+    fprintf(f, "host <-> device, GB/s\n");
+    spread(&r->write_gbps, t[0], sizeof t[0]);
+    spread(&r->read_gbps, t[1], sizeof t[1]);
+    fprintf(f, "  write %s; read %s\n", t[0], t[1]);
+    spread(&r->map_read_gbps, t[0], sizeof t[0]);
+    spread(&r->map_write_gbps, t[1], sizeof t[1]);
+    fprintf(f, "  map+read %s; map+write %s\n", t[0], t[1]);
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""tessera peak next to clpeak (Debian's clpeak) on the same device, in alternating runs.
+
+    python3 bench/peak_vs_clpeak.py [--runs 3] [--tessera build/tools/tessera] [--device 0:0]
+
+Each round runs `clpeak` and then `tessera peak --json` once; the table gives the median over
+rounds of each figure, side by side: global-memory read bandwidth per vector width (clpeak's
+global-bandwidth test reads and sums, like tessera's read test), the best bandwidth each tool
+finds, fp32 throughput, launch latency and transfers. It also prints the host's own copy
+bandwidth as tessera measures it (CPU devices).
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+WIDTHS = ["float", "float2", "float4", "float8", "float16"]
+
+
+def run_clpeak(platform, device):
+    out = subprocess.run(["clpeak", "-p", str(platform), "-d", str(device), "--global-bandwidth", "--compute-sp",
+                          "--kernel-latency", "--transfer-bandwidth"],
+                         check=True, capture_output=True, text=True).stdout
+    res = {}
+    section = None
+    for line in out.splitlines():
+        s = line.strip()
+        if s.startswith("Global memory bandwidth"):
+            section = "bw"
+        elif s.startswith("Single-precision compute"):
+            section = "sp"
+        elif s.startswith("Transfer bandwidth"):
+            section = "xfer"
+        m = re.match(r"(float\d*)\s*:\s*([\d.]+)", s)
+        if m and section in ("bw", "sp"):
+            res[f"{section}.{m.group(1)}"] = float(m.group(2))
+        m = re.match(r"(enqueueWriteBuffer|enqueueReadBuffer)\s*:\s*([\d.]+)", s)
+        if m and section == "xfer":
+            res["xfer." + m.group(1)] = float(m.group(2))
+        m = re.match(r"Kernel launch latency\s*:\s*([\d.]+)", s)
+        if m:
+            res["latency_us"] = float(m.group(1))
+    return res
+
+
+def run_tessera(binary, device):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "peak.json")
+        cmd = [binary, "peak", "--json", path] + (["--device", device] if device else [])
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        with open(path) as f:
+            p = json.load(f)["peaks"]
+    res = {"bw.best": p["bandwidth_gbps"], "sp.best": p["compute_gflops"],
+           "latency_us": p["launch_us"]["round_trip"]["median"],
+           "xfer.enqueueWriteBuffer": p["transfer_gbps"]["write"]["median"],
+           "xfer.enqueueReadBuffer": p["transfer_gbps"]["read"]["median"]}
+    for w, e in zip(WIDTHS, p["bandwidth"]["read"]):
+        res[f"bw.{w}"] = e["median"]
+    for w, e in zip(WIDTHS, p["compute"]):
+        res[f"sp.{w}"] = e["median"]
+    copy = max(e["median"] for e in p["bandwidth"]["copy"])
+    res["copy.best"] = copy
+    if "host_copy_gbps" in p:
+        res["host_copy"] = p["host_copy_gbps"]["median"]
+        res["host_read"] = p["host_read_gbps"]["median"]
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--tessera", default="build/tools/tessera")
+    ap.add_argument("--device", default="0:0", help="P:D, for both tools")
+    args = ap.parse_args()
+    plat, dev = (int(x) for x in args.device.split(":"))
+    rounds = []
+    for i in range(args.runs):
+        c = run_clpeak(plat, dev)
+        t = run_tessera(args.tessera, args.device)
+        rounds.append((c, t))
+        print(f"round {i + 1}: clpeak best read {max(c.get('bw.' + w, 0) for w in WIDTHS):.1f} GB/s, "
+              f"tessera best {t['bw.best']:.1f} GB/s", file=sys.stderr)
+
+    def med(tool, key):
+        vals = [r[tool].get(key) for r in rounds if r[tool].get(key) is not None]
+        return statistics.median(vals) if vals else None
+
+    def fmt(v):
+        return "-" if v is None else f"{v:.1f}"
+
+    print(f"median of {args.runs} alternating rounds, device {args.device}\n")
+    print("| figure | clpeak | tessera peak | tessera / clpeak |")
+    print("|---|---:|---:|---:|")
+    for w in WIDTHS:
+        c, t = med(0, f"bw.{w}"), med(1, f"bw.{w}")
+        print(f"| read bandwidth {w} (GB/s) | {fmt(c)} | {fmt(t)} | {t / c:.2f} |" if c and t else
+              f"| read bandwidth {w} (GB/s) | {fmt(c)} | {fmt(t)} | - |")
+    cbest = statistics.median(max(r[0].get("bw." + w, 0) for w in WIDTHS) for r in rounds)
+    tbest = med(1, "bw.best")
+    print(f"| best bandwidth (GB/s) | {cbest:.1f} | {tbest:.1f} | {tbest / cbest:.2f} |")
+    print(f"| best copy bandwidth, read + written (GB/s) | - | {fmt(med(1, 'copy.best'))} | - |")
+    if med(1, "host_copy") is not None:
+        print(f"| the host's own read, same threads (GB/s) | - | {fmt(med(1, 'host_read'))} | - |")
+        print(f"| the host's own memcpy, read + written (GB/s) | - | {fmt(med(1, 'host_copy'))} | - |")
+    for w in WIDTHS:
+        c, t = med(0, f"sp.{w}"), med(1, f"sp.{w}")
+        print(f"| fp32 {w} (GFLOP/s) | {fmt(c)} | {fmt(t)} | {t / c:.2f} |" if c and t else
+              f"| fp32 {w} (GFLOP/s) | {fmt(c)} | {fmt(t)} | - |")
+    cbest = statistics.median(max(r[0].get("sp." + w, 0) for w in WIDTHS) for r in rounds)
+    tbest = med(1, "sp.best")
+    print(f"| best fp32 (GFLOP/s) | {cbest:.1f} | {tbest:.1f} | {tbest / cbest:.2f} |")
+    print(f"| launch latency (µs; tessera: enqueue + finish round trip) | {fmt(med(0, 'latency_us'))} | "
+          f"{fmt(med(1, 'latency_us'))} | - |")
+    print(f"| host to device (GB/s) | {fmt(med(0, 'xfer.enqueueWriteBuffer'))} | "
+          f"{fmt(med(1, 'xfer.enqueueWriteBuffer'))} | - |")
+    print(f"| device to host (GB/s) | {fmt(med(0, 'xfer.enqueueReadBuffer'))} | "
+          f"{fmt(med(1, 'xfer.enqueueReadBuffer'))} | - |")
+
+
+if __name__ == "__main__":
+    main()

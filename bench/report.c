@@ -1,0 +1,902 @@
+/* `tessera report`: every selected device's measured peaks, a budgeted tune where nothing is
+ * tuned for it yet, and a suite of ops at standard shapes (with CLBlast alongside where it has
+ * the op), written as report.json, report.md and SVG charts; `--merge` combines reports made on
+ * different machines. The report lives as one JSON tree: a fresh run and a merge render the
+ * same way. */
+#define _GNU_SOURCE
+#include "bench.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef TSR_HAVE_CLBLAST
+#include <clblast_c.h>
+#endif
+
+extern char **environ;
+
+#define REPORT_FORMAT "tessera-report"
+#define REPORT_SCHEMA 1
+#define TOLERANCE 1e-5
+
+static uint64_t rng_next(uint64_t *s) { return *s = *s * 6364136223846793005ull + 1442695040888963407ull; }
+static float rng_float(uint64_t *s) { return (float)(rng_next(s) >> 40) / 8388608.0f - 1.0f; } /* [-1, 1) */
+
+static cl_mem buffer_from(tsr_device *dev, const float *host, size_t n, tsr_status *st) {
+    cl_int err;
+    cl_mem m = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), n * sizeof(float),
+                              (void *)host, &err);
+    if (err != CL_SUCCESS) *st = tsr_fail_cl(err, "clCreateBuffer(report)", __FILE__, __LINE__);
+    return m;
+}
+
+/* A result row: the bench row plus what the roofline needs (work and bytes that must move). */
+static tsr_status add_result(cJSON *results, const char *id, const char *op, const char *shape, const char *impl,
+                             const bench_row *row, double flops, double bytes, double rel_err) {
+    cJSON *r = cJSON_CreateObject();
+    if (!r) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    cJSON_AddStringToObject(r, "case", id);
+    cJSON_AddStringToObject(r, "op", op);
+    cJSON_AddStringToObject(r, "shape", shape);
+    cJSON_AddStringToObject(r, "impl", impl);
+    cJSON_AddNumberToObject(r, "time_ms", row->time_ms);
+    cJSON_AddNumberToObject(r, "time_min_ms", row->time_min_ms);
+    cJSON_AddNumberToObject(r, "time_max_ms", row->time_max_ms);
+    cJSON_AddNumberToObject(r, "runs", row->runs);
+    cJSON_AddNumberToObject(r, "flops", flops);
+    cJSON_AddNumberToObject(r, "bytes", bytes);
+    cJSON_AddNumberToObject(r, "gflops", flops / (row->time_ms * 1e6));
+    cJSON_AddNumberToObject(r, "gbps", bytes / (row->time_ms * 1e6));
+    if (rel_err >= 0) cJSON_AddNumberToObject(r, "rel_err", rel_err);
+    else cJSON_AddNullToObject(r, "rel_err");
+    cJSON_AddItemToArray(results, r);
+    return TSR_SUCCESS;
+}
+
+static tsr_status check_error(const char *what, double rel_err, double tolerance) {
+    if (rel_err <= tolerance) return TSR_SUCCESS;
+    return tsr_fail(TSR_ERR_OPENCL, "%s: relative error %.3e against the double-precision reference exceeds %.0e", what,
+                    rel_err, tolerance);
+}
+
+/* ---- GEMM: C = A B, row-major, checked with probe vectors (C t against A (B t)) ---- */
+
+typedef struct gemm_ctx {
+    tsr_device *dev;
+    size_t m, n, k;
+    cl_mem a, b, c;
+    bool clblast;
+} gemm_ctx;
+
+static tsr_status run_gemm_once(void *vctx) {
+    gemm_ctx *g = vctx;
+    cl_command_queue q = g->dev->queue;
+    if (g->clblast) {
+#ifdef TSR_HAVE_CLBLAST
+        CLBlastStatusCode cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, g->m, g->n,
+                                            g->k, 1.0f, g->a, 0, g->k, g->b, 0, g->n, 0.0f, g->c, 0, g->n, &q, NULL);
+        if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlastSgemm failed with status %d", (int)cs);
+#endif
+    } else {
+        tsr_status st = tsr_sgemm(g->dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, g->m, g->n, g->k, 1.0f, g->a, 0,
+                                  g->k, g->b, 0, g->n, 0.0f, g->c, 0, g->n, NULL, NULL);
+        if (st != TSR_SUCCESS) return st;
+    }
+    clFinish(q);
+    return TSR_SUCCESS;
+}
+
+static double gemm_probe_error(const gemm_ctx *g, const float *a, const float *b, const float *c) {
+    double num = 0, den = 0;
+    double *t = malloc(g->n * sizeof *t), *bt = malloc(g->k * sizeof *bt);
+    if (!t || !bt) {
+        free(t), free(bt);
+        return INFINITY;
+    }
+    for (int probe = 0; probe < 2; ++probe) {
+        for (size_t j = 0; j < g->n; ++j) t[j] = ((j * 2654435761u + (size_t)probe * 40503u) % 1000) / 500.0 - 1.0;
+        for (size_t l = 0; l < g->k; ++l) {
+            double v = 0;
+            for (size_t j = 0; j < g->n; ++j) v += (double)b[l * g->n + j] * t[j];
+            bt[l] = v;
+        }
+        for (size_t i = 0; i < g->m; ++i) {
+            double ref = 0, got = 0;
+            for (size_t l = 0; l < g->k; ++l) ref += (double)a[i * g->k + l] * bt[l];
+            for (size_t j = 0; j < g->n; ++j) got += (double)c[i * g->n + j] * t[j];
+            num += (got - ref) * (got - ref);
+            den += ref * ref;
+        }
+    }
+    free(t), free(bt);
+    return isnan(num) ? INFINITY : sqrt(num / den);
+}
+
+static tsr_status case_gemm(tsr_device *dev, const report_case *c, const size_t *p, const report_options *opt,
+                            cJSON *results) {
+    gemm_ctx g = {.dev = dev, .m = p[0], .n = p[1], .k = p[2]};
+    size_t na = g.m * g.k, nb = g.k * g.n, nc = g.m * g.n;
+    float *a = malloc(na * 4), *b = malloc(nb * 4), *cc = malloc(nc * 4);
+    tsr_status st = TSR_SUCCESS;
+    if (!a || !b || !cc) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto out;
+    }
+    uint64_t seed = 42;
+    for (size_t i = 0; i < na; ++i) a[i] = rng_float(&seed);
+    for (size_t i = 0; i < nb; ++i) b[i] = rng_float(&seed);
+    g.a = buffer_from(dev, a, na, &st);
+    if (st == TSR_SUCCESS) g.b = buffer_from(dev, b, nb, &st);
+    if (st == TSR_SUCCESS) g.c = buffer_from(dev, NULL, nc, &st);
+    if (st != TSR_SUCCESS) goto out;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%zux%zux%zu", g.m, g.n, g.k);
+    double flops = 2.0 * g.m * g.n * g.k, bytes = 4.0 * (na + nb + nc);
+    for (int peer = 0; peer < 2 && st == TSR_SUCCESS; ++peer) {
+#ifndef TSR_HAVE_CLBLAST
+        if (peer) break;
+#endif
+        if (peer && !opt->peers) break;
+        g.clblast = peer;
+        bench_row row = {0};
+        if ((st = bench_time(run_gemm_once, &g, opt->budget_s, 3, 100, &row)) != TSR_SUCCESS) {
+            if (!peer) break;
+            st = TSR_SUCCESS; /* a peer that fails is not tessera's failure */
+            break;
+        }
+        if ((st = tsr_download(dev, g.c, cc, nc)) != TSR_SUCCESS) break;
+        double e = gemm_probe_error(&g, a, b, cc);
+        if ((st = add_result(results, c->id, c->op, shape, peer ? "clblast" : "tessera", &row, flops, bytes, e)) !=
+            TSR_SUCCESS)
+            break;
+        if (!peer) st = check_error("gemm", e, TOLERANCE);
+    }
+out:
+    if (g.a) clReleaseMemObject(g.a);
+    if (g.b) clReleaseMemObject(g.b);
+    if (g.c) clReleaseMemObject(g.c);
+    free(a), free(b), free(cc);
+    return st;
+}
+
+/* ---- GELU (tanh form) and the copy kernel of the same geometry ---- */
+
+typedef struct gelu_ctx {
+    tsr_device *dev;
+    size_t n;
+    cl_mem x, y;
+    bool copy;
+} gelu_ctx;
+
+static tsr_status run_gelu_once(void *vctx) {
+    gelu_ctx *g = vctx;
+    tsr_status st = g->copy ? tsr_gelu_copy(g->dev, g->x, 0, g->y, 0, g->n, NULL, NULL)
+                            : tsr_gelu(g->dev, TSR_GELU_TANH, g->x, 0, g->y, 0, g->n, NULL, NULL);
+    if (st == TSR_SUCCESS) clFinish(g->dev->queue);
+    return st;
+}
+
+static tsr_status case_gelu(tsr_device *dev, const report_case *c, const size_t *p, const report_options *opt,
+                            cJSON *results) {
+    gelu_ctx g = {.dev = dev, .n = p[0]};
+    float *x = malloc(g.n * 4), *y = malloc(g.n * 4);
+    tsr_status st = TSR_SUCCESS;
+    if (!x || !y) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto out;
+    }
+    uint64_t seed = 7;
+    for (size_t i = 0; i < g.n; ++i) x[i] = 5.0f * rng_float(&seed);
+    g.x = buffer_from(dev, x, g.n, &st);
+    if (st == TSR_SUCCESS) g.y = buffer_from(dev, NULL, g.n, &st);
+    if (st != TSR_SUCCESS) goto out;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%zu", g.n);
+    /* 8 elementary operations per element (the unfused baseline's kernels); 8 bytes must move */
+    double flops = 8.0 * g.n, bytes = 8.0 * g.n;
+    for (int copy = 0; copy < 2 && st == TSR_SUCCESS; ++copy) {
+        g.copy = copy;
+        bench_row row = {0};
+        if ((st = bench_time(run_gelu_once, &g, opt->budget_s, 3, 200, &row)) != TSR_SUCCESS) break;
+        if ((st = tsr_download(dev, g.y, y, g.n)) != TSR_SUCCESS) break;
+        double worst = 0;
+        for (size_t i = 0; i < g.n; i += 1 + g.n / 4096) {
+            double ref = copy ? x[i] : tsr_gelu_reference(TSR_GELU_TANH, x[i]);
+            double e = fabs((double)y[i] - ref) / fmax(1.0, fabs((double)x[i]));
+            worst = isnan(e) ? INFINITY : fmax(worst, e);
+        }
+        if ((st = add_result(results, c->id, c->op, shape, copy ? "copy-kernel" : "tessera", &row, copy ? 0 : flops,
+                             bytes, worst)) != TSR_SUCCESS)
+            break;
+        st = check_error(copy ? "copy kernel" : "gelu", worst, copy ? 0.0 : 1e-6);
+    }
+out:
+    if (g.x) clReleaseMemObject(g.x);
+    if (g.y) clReleaseMemObject(g.y);
+    free(x), free(y);
+    return st;
+}
+
+/* ---- conv2d: one layer, p = {N, C, H(=W), K, R(=S), pad} ---- */
+
+typedef struct conv_ctx {
+    tsr_device *dev;
+    tsr_conv2d_desc d;
+    cl_mem x, w, y;
+    bool clblast;
+} conv_ctx;
+
+static tsr_status run_conv_once(void *vctx) {
+    conv_ctx *r = vctx;
+    cl_command_queue q = r->dev->queue;
+    if (r->clblast) {
+#ifdef TSR_HAVE_CLBLAST
+        const tsr_conv2d_desc *d = &r->d;
+        CLBlastStatusCode cs = CLBlastSconvgemm(CLBlastKernelModeCrossCorrelation, d->in_channels, d->in_height,
+                                                d->in_width, d->kernel_h, d->kernel_w, d->pad_h, d->pad_w, 1, 1, 1, 1,
+                                                d->out_channels, d->batch, r->x, 0, r->w, 0, r->y, 0, &q, NULL);
+        if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlastSconvgemm failed with status %d", (int)cs);
+#endif
+    } else {
+        tsr_status st = tsr_conv2d(r->dev, &r->d, r->x, r->w, NULL, r->y, NULL, NULL);
+        if (st != TSR_SUCCESS) return st;
+    }
+    clFinish(q);
+    return TSR_SUCCESS;
+}
+
+static tsr_status case_conv(tsr_device *dev, const report_case *c, const size_t *p, const report_options *opt,
+                            cJSON *results) {
+    conv_ctx r = {.dev = dev,
+                  .d = {.batch = p[0], .in_channels = p[1], .in_height = p[2], .in_width = p[2], .out_channels = p[3],
+                        .kernel_h = p[4], .kernel_w = p[4], .pad_h = p[5], .pad_w = p[5]}};
+    size_t P, Q;
+    tsr_status st = tsr_conv2d_output_size(&r.d, &P, &Q);
+    if (st != TSR_SUCCESS) return st;
+    size_t nx = p[0] * p[1] * p[2] * p[2], nw = p[3] * p[1] * p[4] * p[4], ny = p[0] * p[3] * P * Q;
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *y = malloc(ny * 4);
+    double *ref = malloc(ny * sizeof *ref);
+    if (!x || !w || !y || !ref) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto out;
+    }
+    uint64_t seed = 11;
+    for (size_t i = 0; i < nx; ++i) x[i] = rng_float(&seed);
+    for (size_t i = 0; i < nw; ++i) w[i] = rng_float(&seed);
+    tsr_conv2d_reference(&r.d, x, w, NULL, ref);
+    r.x = buffer_from(dev, x, nx, &st);
+    if (st == TSR_SUCCESS) r.w = buffer_from(dev, w, nw, &st);
+    if (st == TSR_SUCCESS) r.y = buffer_from(dev, NULL, ny, &st);
+    if (st != TSR_SUCCESS) goto out;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%zux%zux%zux%zu k%zu %zux%zu p%zu", p[0], p[1], p[2], p[2], p[3], p[4], p[4], p[5]);
+    double flops = tsr_conv2d_flops(&r.d), bytes = 4.0 * (nx + nw + ny);
+    for (int peer = 0; peer < 2 && st == TSR_SUCCESS; ++peer) {
+#ifndef TSR_HAVE_CLBLAST
+        if (peer) break;
+#endif
+        if (peer && !opt->peers) break;
+        r.clblast = peer;
+        bench_row row = {0};
+        if ((st = bench_time(run_conv_once, &r, opt->budget_s, 3, 100, &row)) != TSR_SUCCESS) {
+            if (peer) st = TSR_SUCCESS;
+            break;
+        }
+        if ((st = tsr_download(dev, r.y, y, ny)) != TSR_SUCCESS) break;
+        double num = 0, den = 0;
+        for (size_t i = 0; i < ny; ++i) num += (y[i] - ref[i]) * (y[i] - ref[i]), den += ref[i] * ref[i];
+        double e = isnan(num) ? INFINITY : sqrt(num / den);
+        char impl[32] = "clblast";
+        if (!peer) {
+            tsr_conv_algo algo;
+            tsr_config_info info;
+            static const char *const names[] = {"auto", "im2col", "implicit", "direct"};
+            snprintf(impl, sizeof impl, "tessera");
+            if (tsr_conv2d_plan(dev, &r.d, &algo, &info) == TSR_SUCCESS)
+                snprintf(impl, sizeof impl, "tessera(%s)", names[algo]);
+        }
+        if ((st = add_result(results, c->id, c->op, shape, impl, &row, flops, bytes, e)) != TSR_SUCCESS) break;
+        if (!peer) st = check_error("conv2d", e, TOLERANCE);
+    }
+out:
+    if (r.x) clReleaseMemObject(r.x);
+    if (r.w) clReleaseMemObject(r.w);
+    if (r.y) clReleaseMemObject(r.y);
+    free(x), free(w), free(y), free(ref);
+    return st;
+}
+
+/* ---- attention: p = {B, H, L, D}, blocked, checked on sampled rows ---- */
+
+typedef struct att_ctx {
+    tsr_device *dev;
+    tsr_attention_desc d;
+    cl_mem q, k, v, o;
+} att_ctx;
+
+static tsr_status run_attention_once(void *vctx) {
+    att_ctx *a = vctx;
+    tsr_status st = tsr_attention(a->dev, &a->d, a->q, a->k, a->v, a->o, NULL, NULL);
+    if (st == TSR_SUCCESS) clFinish(a->dev->queue);
+    return st;
+}
+
+static tsr_status case_attention(tsr_device *dev, const report_case *c, const size_t *p, const report_options *opt,
+                                 cJSON *results) {
+    att_ctx a = {.dev = dev, .d = {.batch = p[0], .heads = p[1], .q_len = p[2], .kv_len = p[2], .head_dim = p[3]}};
+    size_t B = p[0], H = p[1], L = p[2], D = p[3], n = B * H * L * D;
+    float *q = malloc(n * 4), *k = malloc(n * 4), *v = malloc(n * 4), *o = malloc(n * 4);
+    double *s = malloc(L * sizeof *s);
+    tsr_status st = TSR_SUCCESS;
+    if (!q || !k || !v || !o || !s) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto out;
+    }
+    uint64_t seed = 13;
+    for (size_t i = 0; i < n; ++i) q[i] = rng_float(&seed), k[i] = rng_float(&seed), v[i] = rng_float(&seed);
+    a.q = buffer_from(dev, q, n, &st);
+    if (st == TSR_SUCCESS) a.k = buffer_from(dev, k, n, &st);
+    if (st == TSR_SUCCESS) a.v = buffer_from(dev, v, n, &st);
+    if (st == TSR_SUCCESS) a.o = buffer_from(dev, NULL, n, &st);
+    if (st != TSR_SUCCESS) goto out;
+    bench_row row = {0};
+    if ((st = bench_time(run_attention_once, &a, opt->budget_s, 3, 100, &row)) != TSR_SUCCESS) goto out;
+    if ((st = tsr_download(dev, a.o, o, n)) != TSR_SUCCESS) goto out;
+    /* Rows 0, L/2 and L-1 of every head against the double-precision definition. */
+    double num = 0, den = 0, scale = 1.0 / sqrt((double)D);
+    for (size_t bh = 0; bh < B * H; ++bh)
+        for (int which = 0; which < 3; ++which) {
+            size_t i = which == 0 ? 0 : which == 1 ? L / 2 : L - 1;
+            const float *qi = q + (bh * L + i) * D;
+            double m = -INFINITY, sum = 0;
+            for (size_t j = 0; j < L; ++j) {
+                double dot = 0;
+                for (size_t d = 0; d < D; ++d) dot += (double)qi[d] * k[(bh * L + j) * D + d];
+                s[j] = dot * scale;
+                m = fmax(m, s[j]);
+            }
+            for (size_t j = 0; j < L; ++j) sum += (s[j] = exp(s[j] - m));
+            for (size_t d = 0; d < D; ++d) {
+                double ref = 0;
+                for (size_t j = 0; j < L; ++j) ref += s[j] * v[(bh * L + j) * D + d];
+                ref /= sum;
+                double got = o[(bh * L + i) * D + d];
+                num += (got - ref) * (got - ref);
+                den += ref * ref;
+            }
+        }
+    double e = isnan(num) ? INFINITY : sqrt(num / den);
+    char shape[64];
+    snprintf(shape, sizeof shape, "B%zu H%zu L%zu D%zu", B, H, L, D);
+    double flops = 4.0 * B * H * L * L * D, bytes = 4.0 * 4 * n;
+    if ((st = add_result(results, c->id, c->op, shape, "tessera", &row, flops, bytes, e)) == TSR_SUCCESS)
+        st = check_error("attention", e, TOLERANCE);
+out:
+    if (a.q) clReleaseMemObject(a.q);
+    if (a.k) clReleaseMemObject(a.k);
+    if (a.v) clReleaseMemObject(a.v);
+    if (a.o) clReleaseMemObject(a.o);
+    free(q), free(k), free(v), free(o), free(s);
+    return st;
+}
+
+/* The standard suite: GEMM square and BERT, GELU 16M, ResNet-50's 3x3 at 28x28, attention
+ * L = 2048 D = 64; simulated devices run small sizes of the same ops. */
+static const report_case standard_suite[] = {
+    {"gemm-square", "gemm", {2048, 2048, 2048}, {64, 64, 64}, case_gemm},
+    {"gemm-bert", "gemm", {512, 3072, 768}, {32, 96, 48}, case_gemm},
+    {"gelu-16M", "gelu", {16u << 20}, {1u << 16}, case_gelu},
+    {"conv-resnet50-3x3", "conv2d", {1, 128, 28, 128, 3, 1}, {1, 8, 10, 8, 3, 1}, case_conv},
+    {"attention-2048", "attention", {1, 8, 2048, 64}, {1, 1, 64, 16}, case_attention},
+};
+
+const report_case *report_standard_suite(size_t *n) {
+    *n = sizeof standard_suite / sizeof standard_suite[0];
+    return standard_suite;
+}
+
+/* ---- running a report ---- */
+
+static bool is_simulator(const tsr_device_info *info) {
+    return tsr_contains_nocase(info->platform_name, "oclgrind") || tsr_contains_nocase(info->name, "oclgrind");
+}
+
+static void now_iso(char *out, size_t size) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void fail_device(cJSON *entry, const char *what, tsr_status status) {
+    cJSON_ReplaceItemInObjectCaseSensitive(entry, "status", cJSON_CreateString("failed"));
+    char msg[1200];
+    snprintf(msg, sizeof msg, "%s: %s: %s", what, tsr_status_str(status), tsr_last_error());
+    cJSON_ReplaceItemInObjectCaseSensitive(entry, "error", cJSON_CreateString(msg));
+}
+
+/* Tune the device when neither the user's database nor tessera's built-in one has an entry for
+ * it (any driver); say what was done. */
+static void maybe_tune(tsr_device *dev, const report_options *opt, bool simulator, cJSON *entry) {
+    char text[256];
+    size_t entries = tsr_tuning_entries_for_device(dev);
+    if (simulator) {
+        snprintf(text, sizeof text, "not tuned: a simulator");
+    } else if (entries) {
+        snprintf(text, sizeof text, "%zu tuned entries for this device in the database or built in", entries);
+    } else if (opt->tune_budget_s <= 0) {
+        snprintf(text, sizeof text, "nothing tuned for this device; tuning skipped (--tune-budget 0): built-in defaults");
+    } else {
+        int nops = 0;
+        for (const char *const *o = tsr_op_names(); *o; ++o) ++nops;
+        tsr_tune_options to = {.budget_seconds = opt->tune_budget_s / nops};
+        int ok = 0;
+        for (const char *const *o = tsr_op_names(); *o; ++o) {
+            if (!opt->quiet) fprintf(stderr, "report: tuning %s on %s (%.0f s)\n", *o, dev->info.name, to.budget_seconds);
+            size_t n = 0;
+            ok += tsr_tune(dev, *o, &to, NULL, 0, &n) == TSR_SUCCESS;
+        }
+        snprintf(text, sizeof text, "tuned now: %d of %d ops in %.0f s (nothing was tuned for this device)", ok, nops,
+                 opt->tune_budget_s);
+    }
+    cJSON_AddStringToObject(entry, "tuning", text);
+}
+
+static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *entry) {
+    bool sim = is_simulator(&dev->info);
+    cJSON_AddBoolToObject(entry, "simulator", sim);
+    if (!opt->quiet) fprintf(stderr, "report: %s (%s)%s\n", dev->info.name, dev->info.platform_name, sim ? ", simulated" : "");
+    peak_options po = opt->peak;
+    po.simulator = sim;
+    po.quiet = opt->quiet;
+    if (sim) po.budget_s = 0.0; /* three runs: simulated time says nothing */
+    peak_result pr;
+    tsr_status st = peak_measure(dev, &po, &pr);
+    if (st != TSR_SUCCESS) {
+        fail_device(entry, "peaks", st);
+        return TSR_SUCCESS;
+    }
+    cJSON_AddItemToObject(entry, "peaks", peak_to_json(&pr));
+    maybe_tune(dev, opt, sim, entry);
+    cJSON *results = cJSON_AddArrayToObject(entry, "results");
+    const report_case *suite = opt->suite ? opt->suite : standard_suite;
+    size_t n = opt->suite ? opt->nsuite : sizeof standard_suite / sizeof standard_suite[0];
+    report_options local = *opt;
+    if (sim) local.peers = false, local.budget_s = 0.0; /* three runs each: simulated time says nothing */
+    for (size_t i = 0; i < n; ++i) {
+        if (!opt->quiet) fprintf(stderr, "report:   %s\n", suite[i].id);
+        tsr_clear_diagnostics();
+        st = suite[i].run(dev, &suite[i], sim ? suite[i].simulator_params : suite[i].params, &local, results);
+        if (st != TSR_SUCCESS) {
+            fail_device(entry, suite[i].id, st); /* the rest of this device's suite is skipped */
+            break;
+        }
+    }
+    return TSR_SUCCESS;
+}
+
+tsr_status report_run(const char *const *selectors, size_t nselectors, const report_options *opt, cJSON **out) {
+    *out = NULL;
+    tsr_device_info *infos = NULL;
+    size_t count = 0;
+    tsr_status st = tsr_discover(&infos, &count);
+    if (st != TSR_SUCCESS) return st;
+    cJSON *root = cJSON_CreateObject();
+    if (!root) {
+        tsr_free(infos);
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    char created[32], host[256] = "";
+    now_iso(created, sizeof created);
+    gethostname(host, sizeof host - 1);
+    cJSON_AddStringToObject(root, "format", REPORT_FORMAT);
+    cJSON_AddNumberToObject(root, "schema_version", REPORT_SCHEMA);
+    cJSON_AddStringToObject(root, "tessera_version", TSR_VERSION_STRING);
+    cJSON_AddStringToObject(root, "created", created);
+    cJSON *devices = cJSON_AddArrayToObject(root, "devices");
+    cJSON_AddArrayToObject(root, "notes");
+    /* The selected devices, in discovery order, each once. */
+    size_t nsel = selectors ? nselectors : count;
+    for (size_t s = 0; s < nsel; ++s) {
+        char sel[32];
+        if (!selectors) snprintf(sel, sizeof sel, "%d:%d", infos[s].platform_index, infos[s].device_index);
+        const char *selector = selectors ? selectors[s] : sel;
+        tsr_device *dev = NULL;
+        cJSON *entry = cJSON_CreateObject();
+        cJSON_AddStringToObject(entry, "selector", selector);
+        cJSON_AddStringToObject(entry, "host", host);
+        cJSON_AddStringToObject(entry, "created", created);
+        cJSON_AddStringToObject(entry, "status", "ok");
+        cJSON_AddStringToObject(entry, "error", "");
+        tsr_status ost = tsr_device_open(selector, &dev);
+        if (ost != TSR_SUCCESS) {
+            cJSON_AddStringToObject(entry, "fingerprint", "");
+            fail_device(entry, "open", ost);
+            cJSON_AddItemToArray(devices, entry);
+            continue;
+        }
+        cJSON_AddStringToObject(entry, "fingerprint", dev->fingerprint);
+        cJSON_AddItemToObject(entry, "info", tsr_device_info_to_json(&dev->info));
+        cJSON_AddItemToArray(devices, entry);
+        run_device(dev, opt, entry);
+        tsr_device_close(dev);
+    }
+    tsr_free(infos);
+    *out = root;
+    return TSR_SUCCESS;
+}
+
+/* ---- derived numbers: roofline and peers ---- */
+
+static double num(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
+}
+
+static const char *text(const cJSON *o, const char *key) {
+    const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, key));
+    return s ? s : "";
+}
+
+/* The roofline's attainable GFLOP/s at an intensity (FLOP per byte), 0 without peaks. */
+static double attainable(const cJSON *device, double intensity) {
+    const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(device, "peaks");
+    double bw = num(peaks, "bandwidth_gbps"), fl = num(peaks, "compute_gflops");
+    if (bw <= 0 || fl <= 0) return 0;
+    return fmin(fl, bw * intensity);
+}
+
+/* The row of `impl` (prefix match) for case `id` of a device, or NULL. */
+static const cJSON *find_row(const cJSON *device, const char *id, const char *impl) {
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(device, "results")) {
+        if (strcmp(text(r, "case"), id) == 0 && strncmp(text(r, "impl"), impl, strlen(impl)) == 0) return r;
+    }
+    return NULL;
+}
+
+/* Fraction of the roofline a row reaches (memory-bound rows without FLOPs: of the bandwidth). */
+static double roofline_fraction(const cJSON *device, const cJSON *row) {
+    double flops = num(row, "flops"), bytes = num(row, "bytes");
+    if (bytes <= 0) return 0;
+    if (flops <= 0) {
+        double bw = num(cJSON_GetObjectItemCaseSensitive(device, "peaks"), "bandwidth_gbps");
+        return bw > 0 ? num(row, "gbps") / bw : 0;
+    }
+    double roof = attainable(device, flops / bytes);
+    return roof > 0 ? num(row, "gflops") / roof : 0;
+}
+
+size_t report_failed_devices(const cJSON *root) {
+    size_t n = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) n += strcmp(text(d, "status"), "ok") != 0;
+    return n;
+}
+
+/* ---- validation, loading and merging ---- */
+
+static bool validate_report(const cJSON *root, char *why, size_t size) {
+    if (!cJSON_IsObject(root)) return snprintf(why, size, "not a JSON object"), false;
+    if (strcmp(text(root, "format"), REPORT_FORMAT) != 0)
+        return snprintf(why, size, "\"format\" is not \"%s\"", REPORT_FORMAT), false;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "schema_version");
+    if (!cJSON_IsNumber(v) || v->valueint != REPORT_SCHEMA)
+        return snprintf(why, size, "unsupported schema_version (this tessera reads %d)", REPORT_SCHEMA), false;
+    const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
+    if (!cJSON_IsArray(devices)) return snprintf(why, size, "\"devices\" is not an array"), false;
+    int i = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, devices) {
+        if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(d, "fingerprint")) ||
+            !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(d, "status")) ||
+            !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(d, "host")))
+            return snprintf(why, size, "device %d lacks fingerprint, status or host", i), false;
+        const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(d, "peaks");
+        peak_result pr;
+        if (peaks && !cJSON_IsNull(peaks) && peak_from_json(peaks, &pr) != TSR_SUCCESS)
+            return snprintf(why, size, "device %d: %s", i, tsr_last_error()), false;
+        const cJSON *results = cJSON_GetObjectItemCaseSensitive(d, "results");
+        if (results && !cJSON_IsArray(results)) return snprintf(why, size, "device %d: results is not an array", i), false;
+        int j = 0;
+        const cJSON *r;
+        cJSON_ArrayForEach(r, results) {
+            if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(r, "case")) ||
+                !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(r, "impl")) ||
+                !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(r, "time_ms")) ||
+                !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(r, "gflops")))
+                return snprintf(why, size, "device %d, result %d: case, impl, time_ms or gflops missing", i, j), false;
+            ++j;
+        }
+        ++i;
+    }
+    return true;
+}
+
+tsr_status report_load(const char *path, cJSON **root) {
+    *root = NULL;
+    char *data = NULL;
+    size_t size = 0;
+    tsr_status st = tsr_read_file(path, &data, &size);
+    if (st != TSR_SUCCESS) return st;
+    cJSON *r = cJSON_ParseWithLength(data, size);
+    free(data);
+    char why[256];
+    if (!r) return tsr_fail(TSR_ERR_CORRUPT, "%s is not valid JSON", path);
+    if (!validate_report(r, why, sizeof why)) {
+        cJSON_Delete(r);
+        return tsr_fail(TSR_ERR_CORRUPT, "%s is not a tessera report: %s", path, why);
+    }
+    *root = r;
+    return TSR_SUCCESS;
+}
+
+tsr_status report_merge(const char *const *paths, size_t npaths, cJSON **out) {
+    *out = NULL;
+    if (npaths == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "--merge needs at least one report");
+    cJSON *merged = cJSON_CreateObject();
+    char created[32];
+    now_iso(created, sizeof created);
+    cJSON_AddStringToObject(merged, "format", REPORT_FORMAT);
+    cJSON_AddNumberToObject(merged, "schema_version", REPORT_SCHEMA);
+    cJSON_AddStringToObject(merged, "tessera_version", TSR_VERSION_STRING);
+    cJSON_AddStringToObject(merged, "created", created);
+    cJSON *devices = cJSON_AddArrayToObject(merged, "devices");
+    cJSON *notes = cJSON_AddArrayToObject(merged, "notes");
+    cJSON *sources = cJSON_AddArrayToObject(merged, "merged_from");
+    for (size_t f = 0; f < npaths; ++f) {
+        cJSON *root = NULL;
+        tsr_status st = report_load(paths[f], &root);
+        if (st != TSR_SUCCESS) {
+            cJSON_Delete(merged);
+            return st;
+        }
+        cJSON_AddItemToArray(sources, cJSON_CreateString(paths[f]));
+        cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "devices")->child;
+        while (d) {
+            cJSON *next = d->next;
+            cJSON_DetachItemViaPointer(cJSON_GetObjectItemCaseSensitive(root, "devices"), d);
+            cJSON_AddStringToObject(d, "source", paths[f]);
+            /* The same device on the same host twice: keep the newer measurement. Identical
+             * devices on different hosts are different machines and both stay. */
+            cJSON *dup = NULL;
+            for (cJSON *e = devices->child; e && !dup; e = e->next)
+                if (strcmp(text(e, "fingerprint"), text(d, "fingerprint")) == 0 && strcmp(text(e, "host"), text(d, "host")) == 0)
+                    dup = e;
+            if (!dup) {
+                cJSON_AddItemToArray(devices, d);
+            } else {
+                bool newer = strcmp(text(d, "created"), text(dup, "created")) > 0;
+                char note[1024];
+                snprintf(note, sizeof note, "duplicate: '%s' on host '%s' is in %s and %s; kept the %s one (%s)",
+                         cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d, "info"), "name")) ?: text(d, "fingerprint"),
+                         text(d, "host"), text(dup, "source"), paths[f], newer ? "newer" : "earlier",
+                         newer ? text(d, "created") : text(dup, "created"));
+                cJSON_AddItemToArray(notes, cJSON_CreateString(note));
+                if (newer) cJSON_ReplaceItemViaPointer(devices, dup, d);
+                else cJSON_Delete(d);
+            }
+            d = next;
+        }
+        cJSON_Delete(root);
+    }
+    *out = merged;
+    return TSR_SUCCESS;
+}
+
+/* ---- writing ---- */
+
+static const char *op_unit(const cJSON *row) { return num(row, "flops") > 0 ? "GFLOP/s" : "GB/s"; }
+static double op_rate(const cJSON *row) { return num(row, "flops") > 0 ? num(row, "gflops") : num(row, "gbps"); }
+
+static const char *device_name(const cJSON *d) {
+    const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d, "info"), "name"));
+    return n ? n : text(d, "selector");
+}
+
+/* A file-name-safe slug of the device: index and name. */
+static void device_slug(const cJSON *d, int index, char *out, size_t size) {
+    snprintf(out, size, "%d-", index + 1);
+    size_t used = strlen(out);
+    for (const char *c = device_name(d); *c && used + 1 < size; ++c) {
+        char ch = *c;
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        if (!ok && used > 0 && out[used - 1] == '-') continue;
+        out[used++] = ok ? (char)(ch | (ch >= 'A' && ch <= 'Z' ? 0x20 : 0)) : '-';
+    }
+    while (used > 0 && out[used - 1] == '-') --used;
+    out[used] = '\0';
+}
+
+/* Markdown cells must not break the table. */
+static void md_cell(char *out, size_t size, const char *s) {
+    size_t used = 0;
+    for (; *s && used + 2 < size; ++s) {
+        if (*s == '|') out[used++] = '/';
+        else if (*s == '\n') out[used++] = ' ';
+        else out[used++] = *s;
+    }
+    out[used] = '\0';
+}
+
+/* The cases present, in first-seen order. */
+static size_t case_ids(const cJSON *root, const char **ids, size_t max) {
+    size_t n = 0;
+    const cJSON *d, *r;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) {
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
+            const char *id = text(r, "case");
+            bool seen = false;
+            for (size_t i = 0; i < n && !seen; ++i) seen = strcmp(ids[i], id) == 0;
+            if (!seen && n < max) ids[n++] = id;
+        }
+    }
+    return n;
+}
+
+static tsr_status write_markdown(const cJSON *root, const char *path, bool png) {
+    FILE *f = fopen(path, "w");
+    if (!f) return tsr_fail(TSR_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
+    int ndev = cJSON_GetArraySize(devices);
+    fprintf(f, "# tessera report\n\nCreated %s by tessera %s: %d device%s, %zu failed.\n", text(root, "created"),
+            text(root, "tessera_version"), ndev, ndev == 1 ? "" : "s", report_failed_devices(root));
+    const cJSON *src;
+    cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "merged_from")) fprintf(f, "Merged from `%s`.\n", src->valuestring);
+    const cJSON *note;
+    cJSON_ArrayForEach(note, cJSON_GetObjectItemCaseSensitive(root, "notes")) fprintf(f, "\nNote: %s\n", note->valuestring);
+    fprintf(f, "\n## Devices\n\n| # | device | type | platform | driver | host | memory roof GB/s | fp32 roof GFLOP/s | "
+               "launch round trip µs | tuning | status |\n|---|---|---|---|---|---|---:|---:|---:|---|---|\n");
+    int i = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, devices) {
+        const cJSON *info = cJSON_GetObjectItemCaseSensitive(d, "info"), *peaks = cJSON_GetObjectItemCaseSensitive(d, "peaks");
+        char name[300], status[1300], tuning[300];
+        md_cell(name, sizeof name, device_name(d));
+        md_cell(tuning, sizeof tuning, text(d, "tuning"));
+        if (strcmp(text(d, "status"), "ok") == 0) snprintf(status, sizeof status, "ok");
+        else {
+            char e[1200];
+            md_cell(e, sizeof e, text(d, "error"));
+            snprintf(status, sizeof status, "**failed**: %s", e);
+        }
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(peaks, "launch_us"), "round_trip");
+        char bw[32], fl[32], lat[32];
+        fprintf(f, "| %d | %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", ++i, name,
+                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "simulator")) ? " (simulator: times say nothing about hardware)" : "",
+                text(info, "type"), text(info, "platform_name"), text(info, "driver_version"), text(d, "host"),
+                bench_format_rate(num(peaks, "bandwidth_gbps"), bw, sizeof bw),
+                bench_format_rate(num(peaks, "compute_gflops"), fl, sizeof fl),
+                bench_format_rate(num(rt, "median"), lat, sizeof lat), tuning, status);
+    }
+    const char *ids[32];
+    size_t nids = case_ids(root, ids, 32);
+    fprintf(f, "\n## Results\n\nMedian time of repeated runs; the rate counts each op's arithmetic (GELU: 8 operations "
+               "per element) or, for the copy kernel, bytes moved; %% of roofline is the rate over min(fp32 roof, "
+               "intensity × memory roof) with this device's measured roofs; \"vs CLBlast\" is CLBlast's time over "
+               "tessera's in the same run.\n");
+    for (size_t c = 0; c < nids; ++c) {
+        fprintf(f, "\n### %s\n\n| device | shape | impl | ms | rate | intensity FLOP/B | %% of roofline | vs CLBlast | rel_err |\n"
+                   "|---|---|---|---:|---:|---:|---:|---:|---:|\n", ids[c]);
+        cJSON_ArrayForEach(d, devices) {
+            const cJSON *r;
+            cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
+                if (strcmp(text(r, "case"), ids[c]) != 0) continue;
+                char name[300], vs[32] = "", err[32] = "-", inten[32] = "-";
+                md_cell(name, sizeof name, device_name(d));
+                const cJSON *peer = find_row(d, ids[c], "clblast");
+                if (peer && strncmp(text(r, "impl"), "tessera", 7) == 0)
+                    snprintf(vs, sizeof vs, "%.2fx", num(peer, "time_ms") / num(r, "time_ms"));
+                const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "rel_err");
+                if (cJSON_IsNumber(e)) snprintf(err, sizeof err, "%.1e", e->valuedouble);
+                if (num(r, "flops") > 0) snprintf(inten, sizeof inten, "%.2f", num(r, "flops") / num(r, "bytes"));
+                char rate[32];
+                fprintf(f, "| %s | %s | %s | %.3f | %s %s | %s | %.0f%% | %s | %s |\n", name, text(r, "shape"),
+                        text(r, "impl"), num(r, "time_ms"), bench_format_rate(op_rate(r), rate, sizeof rate), op_unit(r), inten,
+                        100.0 * roofline_fraction(d, r), vs, err);
+            }
+        }
+    }
+    fprintf(f, "\n## Charts\n\nOne roofline per device (log-log: x is arithmetic intensity in FLOP per byte that must "
+               "move, y is GFLOP/s). The slanted line is the measured memory roof (bandwidth × intensity), the flat "
+               "one the measured fp32 roof; where they meet is the ridge point. An op left of the ridge is bound by "
+               "memory, right of it by arithmetic; its height under the roof is what is left on the table. Filled "
+               "circles are tessera, hollow squares CLBlast.\n\n");
+    i = 0;
+    cJSON_ArrayForEach(d, devices) {
+        char slug[128];
+        device_slug(d, i++, slug, sizeof slug);
+        if (!cJSON_GetObjectItemCaseSensitive(d, "peaks")) continue;
+        fprintf(f, "![roofline of %s](roofline-%s.svg)%s\n\n", device_name(d), slug, png ? "" : "");
+    }
+    fprintf(f, "Devices side by side, op by op (tessera's rate; the tables above give the %% of each device's "
+               "roofline):\n\n![devices per op](bars.svg)\n");
+    fclose(f);
+    return TSR_SUCCESS;
+}
+
+static bool have_program(const char *name) {
+    const char *path = getenv("PATH");
+    if (!path) return false;
+    char buf[4096];
+    tsr_strlcpy(buf, path, sizeof buf);
+    char *save = NULL;
+    for (char *dir = strtok_r(buf, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+        char full[4200];
+        snprintf(full, sizeof full, "%s/%s", dir, name);
+        if (access(full, X_OK) == 0) return true;
+    }
+    return false;
+}
+
+/* svg -> png with rsvg-convert, no shell in between. */
+static bool to_png(const char *svg, const char *png) {
+    char *argv[] = {"rsvg-convert", "-b", "white", "-o", (char *)png, (char *)svg, NULL};
+    pid_t pid;
+    if (posix_spawnp(&pid, "rsvg-convert", NULL, NULL, argv, environ) != 0) return false;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static tsr_status write_text(const char *dir, const char *name, const char *content) {
+    char path[TSR_PATH_MAX + 256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return tsr_write_file_atomic(path, content, strlen(content));
+}
+
+tsr_status report_write(const cJSON *root, const char *dir, bool quiet) {
+    tsr_status st = tsr_make_dirs(dir);
+    if (st != TSR_SUCCESS) return st;
+    char *json = cJSON_Print(root);
+    if (!json) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    st = write_text(dir, "report.json", json);
+    free(json);
+    bool png = have_program("rsvg-convert");
+    int i = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) {
+        char slug[128], name[200];
+        device_slug(d, i++, slug, sizeof slug);
+        if (st != TSR_SUCCESS || !cJSON_GetObjectItemCaseSensitive(d, "peaks")) continue;
+        char *svg = chart_roofline_svg(d);
+        if (!svg) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        snprintf(name, sizeof name, "roofline-%s.svg", slug);
+        st = write_text(dir, name, svg);
+        free(svg);
+        if (st == TSR_SUCCESS && png) {
+            char in[TSR_PATH_MAX + 256], out[TSR_PATH_MAX + 256];
+            snprintf(in, sizeof in, "%s/%s", dir, name);
+            snprintf(out, sizeof out, "%s/roofline-%s.png", dir, slug);
+            png = to_png(in, out);
+        }
+    }
+    if (st == TSR_SUCCESS) {
+        char *svg = chart_bars_svg(root);
+        if (!svg) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        st = write_text(dir, "bars.svg", svg);
+        free(svg);
+        if (st == TSR_SUCCESS && png) {
+            char in[TSR_PATH_MAX + 256], out[TSR_PATH_MAX + 256];
+            snprintf(in, sizeof in, "%s/bars.svg", dir);
+            snprintf(out, sizeof out, "%s/bars.png", dir);
+            png = to_png(in, out);
+        }
+    }
+    if (st == TSR_SUCCESS) {
+        char path[TSR_PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/report.md", dir);
+        st = write_markdown(root, path, png);
+    }
+    if (st == TSR_SUCCESS && !quiet)
+        printf("wrote %s/report.json, report.md and the charts (SVG%s)\n", dir, png ? " and PNG" : "; no rsvg-convert for PNG");
+    return st;
+}

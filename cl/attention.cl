@@ -153,6 +153,37 @@ __kernel void transpose_k(const int Lk, const int Lkp, const int H, __global con
 }
 
 #if HEAD_DIM % 16 == 0
+// Horizontal max and sum of a float16 as a tree of shuffles, in registers. Oclgrind 21.10
+// crashes on these shuffles (and mishandles .lo/.hi of float16), so there (the host defines
+// TSR_OCLGRIND) the same reductions go lane by lane through private memory.
+#if TSR_OCLGRIND
+float hmax16(const float16 v) {
+    float t[16];
+    vstore16(v, 0, t);
+    float m = t[0];
+    for (int e = 1; e < 16; ++e) m = fmax(m, t[e]);
+    return m;
+}
+float hsum16(const float16 v) {
+    float t[16];
+    vstore16(v, 0, t);
+    float s = 0.0f;
+    for (int e = 0; e < 16; ++e) s += t[e];
+    return s;
+}
+#else
+float hmax16(const float16 v) {
+    const float8 m8 = fmax(shuffle(v, (uint8)(0, 1, 2, 3, 4, 5, 6, 7)), shuffle(v, (uint8)(8, 9, 10, 11, 12, 13, 14, 15)));
+    const float4 m4 = fmax(shuffle(m8, (uint4)(0, 1, 2, 3)), shuffle(m8, (uint4)(4, 5, 6, 7)));
+    return fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w));
+}
+float hsum16(const float16 v) {
+    const float8 s8 = shuffle(v, (uint8)(0, 1, 2, 3, 4, 5, 6, 7)) + shuffle(v, (uint8)(8, 9, 10, 11, 12, 13, 14, 15));
+    const float4 s4 = shuffle(s8, (uint4)(0, 1, 2, 3)) + shuffle(s8, (uint4)(4, 5, 6, 7));
+    return (s4.x + s4.y) + (s4.z + s4.w);
+}
+#endif
+
 __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int H, const float scale,
                             const int causal, __global const float *q, const ulong q_off, const ulong qsb,
                             const ulong qsh, const ulong qsl, __global const float *kt, __global const float *v,
@@ -191,18 +222,17 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
             const int16 masked = lane + j0 >= (int16)(limit[r]);
             const float16 sr = select(s[r], (float16)(-INFINITY), masked);
             vstore16(sr, 0, pbuf[r]);
-            float tile_max = -INFINITY;
-            for (int e = 0; e < 16; ++e) tile_max = fmax(tile_max, pbuf[r][e]);
+            const float tile_max = hmax16(sr);
             if (tile_max > -INFINITY) {
                 const float m_new = fmax(m[r], tile_max);
-                const float correction = exp(m[r] - m_new);
-                l[r] *= correction;
-                _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv) acc[r][dv] *= correction;
+                if (m_new > m[r]) { /* rescale only when the maximum grows: rarer as rows go on */
+                    const float correction = exp(m[r] - m_new);
+                    l[r] *= correction;
+                    _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv) acc[r][dv] *= correction;
+                }
                 const float16 p = select(tsr_exp_float16(sr - m_new), (float16)(0.0f), masked);
                 vstore16(p, 0, pbuf[r]);
-                float sum = 0.0f;
-                for (int e = 0; e < 16; ++e) sum += pbuf[r][e];
-                l[r] += sum;
+                l[r] += hsum16(p);
                 m[r] = m_new;
             } else {
                 vstore16((float16)(0.0f), 0, pbuf[r]);

@@ -350,12 +350,14 @@ static void append_build_log(tsr_device *dev, cl_program program) {
 /* Options handed to the compiler: the caller's defines plus the language version, and -w:
  * some drivers (PoCL) print their compiler's warnings straight to the process's stderr
  * (e.g. "AVX vector argument ... changes the ABI" for float16 helpers), which a library must
- * not do; errors still come back in the build log. */
+ * not do; errors still come back in the build log. On Oclgrind, -DTSR_OCLGRIND=1: kernels
+ * avoid the vector builtins its version 21.10 crashes on. */
 static void compiler_options(const tsr_device *dev, const char *options, char *out, size_t size) {
     /* Hold kernels to OpenCL C 1.2 where the device supports it, so they run everywhere. */
     bool has12 = strstr(dev->info.opencl_c_version, "OpenCL C 1.2") || strstr(dev->info.opencl_c_version, "OpenCL C 2") ||
                  strstr(dev->info.opencl_c_version, "OpenCL C 3");
-    snprintf(out, size, "-w %s%s", has12 ? "-cl-std=CL1.2 " : "", options);
+    bool oclgrind = tsr_contains_nocase(dev->info.platform_name, "oclgrind");
+    snprintf(out, size, "-w %s%s%s", has12 ? "-cl-std=CL1.2 " : "", oclgrind ? "-DTSR_OCLGRIND=1 " : "", options);
 }
 
 static tsr_status build_from_binary(tsr_device *dev, const unsigned char *bin, size_t length, const char *options,

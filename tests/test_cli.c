@@ -192,6 +192,59 @@ static void bench_gelu_and_attention(void **state) {
     assert_int_equal(run_cli(NULL, "bench attention --max-unfused x", out, sizeof out), 2);
 }
 
+static void bench_conv2d_peak_report(void **state) {
+    (void)state;
+    char dir[600], args[1400], path[700];
+    th_tempdir(dir, sizeof dir);
+    /* one small ResNet-50 layer through every path (no peers: CLBlast's first call compiles for long) */
+    snprintf(path, sizeof path, "%s/conv.json", dir);
+    snprintf(args, sizeof args, "bench conv2d --layers l4.3x3 --sizes 1 --part layers --budget 0.02 --no-peers --json %s",
+             path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    cJSON *rows = cJSON_Parse(text);
+    free(text);
+    assert_non_null(rows);
+    assert_int_equal(cJSON_GetArraySize(rows), 4); /* tessera's choice, im2col, implicit, direct */
+    cJSON *r;
+    cJSON_ArrayForEach(r, rows) assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= 1e-5);
+    cJSON_Delete(rows);
+    assert_int_equal(run_cli(NULL, "bench conv2d --layers l9.9x9", out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "no ResNet-50 layer 'l9.9x9'");
+    assert_int_equal(run_cli(NULL, "bench conv2d --part nope", out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "layers");
+    /* peak on a small buffer, with its JSON */
+    snprintf(path, sizeof path, "%s/peak.json", dir);
+    snprintf(args, sizeof args, "peak --budget 0.01 --size 1 --json %s", path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "global memory bandwidth");
+    TH_ASSERT_CONTAINS(out, "fp32 multiply-add throughput");
+    TH_ASSERT_CONTAINS(out, "kernel launch");
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    cJSON *peak = cJSON_Parse(text);
+    free(text);
+    assert_non_null(peak);
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(peak, "peaks"), "bandwidth_gbps")) > 0);
+    cJSON_Delete(peak);
+    assert_int_equal(run_cli(NULL, "peak --size 0", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "--size");
+    assert_int_equal(run_cli(NULL, "peak --budget -1", out, sizeof out), 2);
+    /* report: bad options, merging nothing or a damaged file */
+    assert_int_equal(run_cli(NULL, "report --tune-budget x", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "--tune-budget");
+    assert_int_equal(run_cli(NULL, "report --merge", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "report.json files");
+    snprintf(path, sizeof path, "%s/bad.json", dir);
+    th_write_file(path, "{\"format\": \"nope\"}", strlen("{\"format\": \"nope\"}"));
+    snprintf(args, sizeof args, "report --merge %s --out %s/merged", path, dir);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "TSR_ERR_CORRUPT");
+    TH_ASSERT_CONTAINS(out, "not a tessera report");
+    th_remove_tree(dir);
+}
+
 static void tune_show_export_import(void **state) {
     (void)state;
     char dir[600], env[800], args[1600];
@@ -231,6 +284,7 @@ int main(void) {
         cmocka_unit_test(demo_and_build_binaries),
         cmocka_unit_test(bench_rows),
         cmocka_unit_test(bench_gelu_and_attention),
+        cmocka_unit_test(bench_conv2d_peak_report),
         cmocka_unit_test(tune_show_export_import),
     };
     return TH_RUN(tests);

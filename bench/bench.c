@@ -13,6 +13,16 @@ double bench_now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double bench_json_num(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
+}
+
+const char *bench_json_text(const cJSON *o, const char *key) {
+    const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, key));
+    return s ? s : "";
+}
+
 const char *bench_format_rate(double v, char *out, size_t size) {
     if (v >= 1000) snprintf(out, size, "%.0f", v);
     else if (v >= 10) snprintf(out, size, "%.1f", v);

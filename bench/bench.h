@@ -68,6 +68,16 @@ tsr_status bench_gelu(tsr_device *device, const bench_options *options, bench_re
 tsr_status bench_attention(tsr_device *device, const bench_options *options, bench_report *report);
 tsr_status bench_conv2d(tsr_device *device, const bench_options *options, bench_report *report);
 
+/* A number or string member of a JSON object: 0 or "" when absent or of another type. */
+struct cJSON;
+double bench_json_num(const struct cJSON *object, const char *key);
+const char *bench_json_text(const struct cJSON *object, const char *key);
+
+/* ||C - A B|| / ||A B|| for row-major A (m x k), B (k x n), C (m x n), batch entries one after
+ * another: exact up to 2^27 multiply-adds, above that estimated with two probe vectors t
+ * (C t against A (B t)), which still catches any wrong or unwritten element. */
+double bench_gemm_error(size_t batch, size_t m, size_t n, size_t k, const float *a, const float *b, const float *c);
+
 /* ---- device peaks (peak.c) ---- */
 
 #define PEAK_WIDTHS 5 /* float1, 2, 4, 8, 16 */

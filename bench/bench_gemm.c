@@ -109,9 +109,8 @@ static tsr_status run_openblas(void *ctx) {
 }
 #endif
 
-/* ||C - A*B|| / ||A*B|| in double: exact for small problems, estimated with random
- * probe vectors (C t against A (B t)) above 2^27 multiply-adds. */
-static double gemm_error(const gemm_shape *s, const float *a, const float *b, const float *c) {
+double bench_gemm_error(size_t batch, size_t m, size_t n, size_t k, const float *a, const float *b, const float *c) {
+    const gemm_shape shape = {batch, m, n, k}, *s = &shape;
     double num = 0, den = 0;
     bool exact = (double)s->batch * s->m * s->n * s->k <= (double)(1 << 27);
     double *t = malloc(s->n * sizeof *t), *bt = malloc(s->k * sizeof *bt);
@@ -160,7 +159,7 @@ static tsr_status add_row(bench_report *report, const gemm_shape *s, const char 
     tsr_strlcpy(row->impl, impl, sizeof row->impl);
     row->gflops = 2.0 * s->batch * s->m * s->n * s->k / (row->time_ms * 1e6);
     row->gbps = 4.0 * s->batch * (s->m * s->k + s->k * s->n + s->m * s->n) / (row->time_ms * 1e6);
-    row->rel_err = gemm_error(s, a, b, c);
+    row->rel_err = bench_gemm_error(s->batch, s->m, s->n, s->k, a, b, c);
     return bench_add(report, row);
 }
 

@@ -66,15 +66,6 @@ static char *sb_finish(sbuf *b) {
     return b->data;
 }
 
-static double num(const cJSON *o, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
-}
-
-static const char *text(const cJSON *o, const char *key) {
-    const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, key));
-    return s ? s : "";
-}
 
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
                                       "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"};
@@ -91,7 +82,7 @@ static void axis_label(double v, char *out, size_t size) {
 char *chart_roofline_svg(const cJSON *device) {
     const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(device, "peaks");
     const cJSON *info = cJSON_GetObjectItemCaseSensitive(device, "info");
-    double bw = num(peaks, "bandwidth_gbps"), peak = num(peaks, "compute_gflops");
+    double bw = bench_json_num(peaks, "bandwidth_gbps"), peak = bench_json_num(peaks, "compute_gflops");
     if (bw <= 0) bw = 1;
     if (peak <= 0) peak = 1;
     const double W = 1060, H = 520, left = 78, right = 370, top = 64, bottom = 56; /* legend on the right */
@@ -100,7 +91,7 @@ char *chart_roofline_svg(const cJSON *device) {
     double ridge = peak / bw, xmin = 1.0 / 16, xmax = 256, ymin = INFINITY, ymax = peak * 2;
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(device, "results"), *r;
     cJSON_ArrayForEach(r, rows) {
-        double fl = num(r, "flops"), by = num(r, "bytes"), g = num(r, "gflops");
+        double fl = bench_json_num(r, "flops"), by = bench_json_num(r, "bytes"), g = bench_json_num(r, "gflops");
         if (fl <= 0 || by <= 0 || g <= 0) continue;
         xmin = fmin(xmin, fl / by / 2), xmax = fmax(xmax, fl / by * 3);
         ymin = fmin(ymin, g / 2), ymax = fmax(ymax, g * 2);
@@ -117,14 +108,14 @@ char *chart_roofline_svg(const cJSON *device) {
                   "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
     sb_printf(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" y=\"24\" font-size=\"16\" "
                   "font-weight=\"bold\">Roofline: ", left);
-    sb_escaped(&b, text(info, "name"));
+    sb_escaped(&b, bench_json_text(info, "name"));
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(device, "simulator"))) sb_printf(&b, " (simulator)");
     sb_printf(&b, "</text>\n<text x=\"%.0f\" y=\"44\" fill=\"#555\">", left);
-    sb_escaped(&b, text(info, "platform_name"));
+    sb_escaped(&b, bench_json_text(info, "platform_name"));
     sb_printf(&b, ", driver ");
-    sb_escaped(&b, text(info, "driver_version"));
+    sb_escaped(&b, bench_json_text(info, "driver_version"));
     sb_printf(&b, "; host ");
-    sb_escaped(&b, text(device, "host"));
+    sb_escaped(&b, bench_json_text(device, "host"));
     sb_printf(&b, "</text>\n");
     /* grid and axes */
     sb_printf(&b, "<g stroke=\"#ddd\" stroke-width=\"1\">\n");
@@ -153,13 +144,13 @@ char *chart_roofline_svg(const cJSON *device) {
     char roof_text[32];
     sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\">fp32 roof %s GFLOP/s (", X(ridge) + 8, Y(peak) - 8,
               bench_format_rate(peak, roof_text, sizeof roof_text));
-    sb_escaped(&b, text(peaks, "compute_best"));
+    sb_escaped(&b, bench_json_text(peaks, "compute_best"));
     sb_printf(&b, ")</text>\n");
     double mx = sqrt(x0 * ridge);
     sb_printf(&b, "<text transform=\"translate(%.1f %.1f) rotate(%.1f)\" fill=\"#000\">memory roof %s GB/s (", X(mx) - 40,
               Y(bw * mx) - 10, -atan2(Y(bw * x0) - Y(peak), X(ridge) - X(x0)) * 180 / 3.14159265358979323846,
               bench_format_rate(bw, roof_text, sizeof roof_text));
-    sb_escaped(&b, text(peaks, "bandwidth_best"));
+    sb_escaped(&b, bench_json_text(peaks, "bandwidth_best"));
     sb_printf(&b, ")</text>\n");
     /* the ops: a colour per case, circles for tessera and squares for its peer, numbered, with
      * the legend to the right of the plot */
@@ -170,12 +161,12 @@ char *chart_roofline_svg(const cJSON *device) {
     sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\">op, implementation: GFLOP/s (%% of roof)</text>\n",
               lx, ly);
     cJSON_ArrayForEach(r, rows) {
-        double fl = num(r, "flops"), by = num(r, "bytes"), g = num(r, "gflops");
+        double fl = bench_json_num(r, "flops"), by = bench_json_num(r, "bytes"), g = bench_json_num(r, "gflops");
         if (fl <= 0 || by <= 0 || g <= 0) continue;
         size_t ci = 0;
-        while (ci < ncases && strcmp(cases[ci], text(r, "case")) != 0) ++ci;
-        if (ci == ncases && ncases < 32) cases[ncases++] = text(r, "case");
-        bool tessera = strncmp(text(r, "impl"), "tessera", 7) == 0;
+        while (ci < ncases && strcmp(cases[ci], bench_json_text(r, "case")) != 0) ++ci;
+        if (ci == ncases && ncases < 32) cases[ncases++] = bench_json_text(r, "case");
+        bool tessera = strncmp(bench_json_text(r, "impl"), "tessera", 7) == 0;
         double ai = fl / by, px = X(ai), py = Y(g);
         const char *color = palette[ci % PALETTE];
         ++k;
@@ -188,9 +179,9 @@ char *chart_roofline_svg(const cJSON *device) {
         double roof = fmin(peak, bw * ai);
         ly += 18;
         sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%d. ", lx, ly, color, k);
-        sb_escaped(&b, text(r, "case"));
+        sb_escaped(&b, bench_json_text(r, "case"));
         sb_printf(&b, ", ");
-        sb_escaped(&b, text(r, "impl"));
+        sb_escaped(&b, bench_json_text(r, "impl"));
         char rate[32];
         sb_printf(&b, ": %s (%.0f%%)</text>\n", bench_format_rate(g, rate, sizeof rate), roof > 0 ? 100 * g / roof : 0);
     }
@@ -207,10 +198,10 @@ char *chart_bars_svg(const cJSON *root) {
     size_t nids = 0;
     cJSON_ArrayForEach(d, devices) {
         cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
-            if (strncmp(text(r, "impl"), "tessera", 7) != 0) continue;
+            if (strncmp(bench_json_text(r, "impl"), "tessera", 7) != 0) continue;
             bool seen = false;
-            for (size_t i = 0; i < nids && !seen; ++i) seen = strcmp(ids[i], text(r, "case")) == 0;
-            if (!seen && nids < 32) ids[nids++] = text(r, "case");
+            for (size_t i = 0; i < nids && !seen; ++i) seen = strcmp(ids[i], bench_json_text(r, "case")) == 0;
+            if (!seen && nids < 32) ids[nids++] = bench_json_text(r, "case");
         }
     }
     int ndev = cJSON_GetArraySize(devices);
@@ -224,12 +215,12 @@ char *chart_bars_svg(const cJSON *root) {
                   "font-weight=\"bold\">tessera across devices, op by op</text>\n");
     int i = 0;
     cJSON_ArrayForEach(d, devices) { /* legend */
-        const char *name = text(cJSON_GetObjectItemCaseSensitive(d, "info"), "name");
+        const char *name = bench_json_text(cJSON_GetObjectItemCaseSensitive(d, "info"), "name");
         double lx = 10 + (i % 3) * 270, ly = 44 + (i / 3) * 22;
         sb_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n<text x=\"%.0f\" y=\"%.0f\">",
                   lx, ly - 10, palette[(size_t)i % PALETTE], lx + 16, ly);
         sb_printf(&b, "%d. ", i + 1);
-        sb_escaped(&b, *name ? name : text(d, "selector"));
+        sb_escaped(&b, *name ? name : bench_json_text(d, "selector"));
         sb_printf(&b, "</text>\n");
         ++i;
     }
@@ -238,8 +229,8 @@ char *chart_bars_svg(const cJSON *root) {
         double max_rate = 0;
         cJSON_ArrayForEach(d, devices) {
             cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
-                if (strcmp(text(r, "case"), ids[c]) == 0 && strncmp(text(r, "impl"), "tessera", 7) == 0)
-                    max_rate = fmax(max_rate, num(r, "flops") > 0 ? num(r, "gflops") : num(r, "gbps"));
+                if (strcmp(bench_json_text(r, "case"), ids[c]) == 0 && strncmp(bench_json_text(r, "impl"), "tessera", 7) == 0)
+                    max_rate = fmax(max_rate, bench_json_num(r, "flops") > 0 ? bench_json_num(r, "gflops") : bench_json_num(r, "gbps"));
             }
         }
         sb_printf(&b, "<text x=\"10\" y=\"%.0f\" font-weight=\"bold\">", y + 18);
@@ -250,24 +241,24 @@ char *chart_bars_svg(const cJSON *root) {
             double by = y + panel_head + i * (bar_h + gap);
             const cJSON *row = NULL;
             cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
-                if (!row && strcmp(text(r, "case"), ids[c]) == 0 && strncmp(text(r, "impl"), "tessera", 7) == 0) row = r;
+                if (!row && strcmp(bench_json_text(r, "case"), ids[c]) == 0 && strncmp(bench_json_text(r, "impl"), "tessera", 7) == 0) row = r;
             }
             sb_printf(&b, "<text x=\"20\" y=\"%.0f\">%d. ", by + 13, i + 1);
-            sb_escaped(&b, text(cJSON_GetObjectItemCaseSensitive(d, "info"), "name"));
+            sb_escaped(&b, bench_json_text(cJSON_GetObjectItemCaseSensitive(d, "info"), "name"));
             sb_printf(&b, "</text>\n");
             if (!row) {
                 sb_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#999\">%s</text>\n", label_w, by + 13,
-                          strcmp(text(d, "status"), "ok") == 0 ? "not run" : "failed");
+                          strcmp(bench_json_text(d, "status"), "ok") == 0 ? "not run" : "failed");
             } else {
-                bool flops = num(row, "flops") > 0;
-                double rate = flops ? num(row, "gflops") : num(row, "gbps");
+                bool flops = bench_json_num(row, "flops") > 0;
+                double rate = flops ? bench_json_num(row, "gflops") : bench_json_num(row, "gbps");
                 double len = max_rate > 0 ? (W - label_w - 290) * rate / max_rate : 0;
                 sb_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", label_w, by,
                           fmax(len, 1), bar_h, palette[(size_t)i % PALETTE]);
                 char rate_text[32];
                 const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(d, "peaks");
-                double bw = num(peaks, "bandwidth_gbps"), peak = num(peaks, "compute_gflops"), by_ = num(row, "bytes");
-                double roof = flops ? (by_ > 0 ? fmin(peak, bw * num(row, "flops") / by_) : 0) : bw;
+                double bw = bench_json_num(peaks, "bandwidth_gbps"), peak = bench_json_num(peaks, "compute_gflops"), by_ = bench_json_num(row, "bytes");
+                double roof = flops ? (by_ > 0 ? fmin(peak, bw * bench_json_num(row, "flops") / by_) : 0) : bw;
                 sb_printf(&b, "<text x=\"%.1f\" y=\"%.0f\">%s %s", label_w + fmax(len, 1) + 6, by + 13,
                           bench_format_rate(rate, rate_text, sizeof rate_text), flops ? "GFLOP/s" : "GB/s");
                 if (roof > 0) sb_printf(&b, " (%.0f%% of its roofline)", 100 * rate / roof);

@@ -67,7 +67,7 @@ static tsr_status check_error(const char *what, double rel_err, double tolerance
                     rel_err, tolerance);
 }
 
-/* ---- GEMM: C = A B, row-major, checked with probe vectors (C t against A (B t)) ---- */
+/* ---- GEMM: C = A B, row-major, checked with probe vectors (bench_gemm_error) ---- */
 
 typedef struct gemm_ctx {
     tsr_device *dev;
@@ -92,32 +92,6 @@ static tsr_status run_gemm_once(void *vctx) {
     }
     clFinish(q);
     return TSR_SUCCESS;
-}
-
-static double gemm_probe_error(const gemm_ctx *g, const float *a, const float *b, const float *c) {
-    double num = 0, den = 0;
-    double *t = malloc(g->n * sizeof *t), *bt = malloc(g->k * sizeof *bt);
-    if (!t || !bt) {
-        free(t), free(bt);
-        return INFINITY;
-    }
-    for (int probe = 0; probe < 2; ++probe) {
-        for (size_t j = 0; j < g->n; ++j) t[j] = ((j * 2654435761u + (size_t)probe * 40503u) % 1000) / 500.0 - 1.0;
-        for (size_t l = 0; l < g->k; ++l) {
-            double v = 0;
-            for (size_t j = 0; j < g->n; ++j) v += (double)b[l * g->n + j] * t[j];
-            bt[l] = v;
-        }
-        for (size_t i = 0; i < g->m; ++i) {
-            double ref = 0, got = 0;
-            for (size_t l = 0; l < g->k; ++l) ref += (double)a[i * g->k + l] * bt[l];
-            for (size_t j = 0; j < g->n; ++j) got += (double)c[i * g->n + j] * t[j];
-            num += (got - ref) * (got - ref);
-            den += ref * ref;
-        }
-    }
-    free(t), free(bt);
-    return isnan(num) ? INFINITY : sqrt(num / den);
 }
 
 static tsr_status case_gemm(tsr_device *dev, const report_case *c, const size_t *p, const report_options *opt,
@@ -153,7 +127,7 @@ static tsr_status case_gemm(tsr_device *dev, const report_case *c, const size_t 
             break;
         }
         if ((st = tsr_download(dev, g.c, cc, nc)) != TSR_SUCCESS) break;
-        double e = gemm_probe_error(&g, a, b, cc);
+        double e = bench_gemm_error(1, g.m, g.n, g.k, a, b, cc);
         if ((st = add_result(results, c->id, c->op, shape, peer ? "clblast" : "tessera", &row, flops, bytes, e)) !=
             TSR_SUCCESS)
             break;
@@ -536,20 +510,11 @@ tsr_status report_run(const char *const *selectors, size_t nselectors, const rep
 
 /* ---- derived numbers: roofline and peers ---- */
 
-static double num(const cJSON *o, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
-}
-
-static const char *text(const cJSON *o, const char *key) {
-    const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, key));
-    return s ? s : "";
-}
 
 /* The roofline's attainable GFLOP/s at an intensity (FLOP per byte), 0 without peaks. */
 static double attainable(const cJSON *device, double intensity) {
     const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(device, "peaks");
-    double bw = num(peaks, "bandwidth_gbps"), fl = num(peaks, "compute_gflops");
+    double bw = bench_json_num(peaks, "bandwidth_gbps"), fl = bench_json_num(peaks, "compute_gflops");
     if (bw <= 0 || fl <= 0) return 0;
     return fmin(fl, bw * intensity);
 }
@@ -558,27 +523,27 @@ static double attainable(const cJSON *device, double intensity) {
 static const cJSON *find_row(const cJSON *device, const char *id, const char *impl) {
     const cJSON *r;
     cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(device, "results")) {
-        if (strcmp(text(r, "case"), id) == 0 && strncmp(text(r, "impl"), impl, strlen(impl)) == 0) return r;
+        if (strcmp(bench_json_text(r, "case"), id) == 0 && strncmp(bench_json_text(r, "impl"), impl, strlen(impl)) == 0) return r;
     }
     return NULL;
 }
 
 /* Fraction of the roofline a row reaches (memory-bound rows without FLOPs: of the bandwidth). */
 static double roofline_fraction(const cJSON *device, const cJSON *row) {
-    double flops = num(row, "flops"), bytes = num(row, "bytes");
+    double flops = bench_json_num(row, "flops"), bytes = bench_json_num(row, "bytes");
     if (bytes <= 0) return 0;
     if (flops <= 0) {
-        double bw = num(cJSON_GetObjectItemCaseSensitive(device, "peaks"), "bandwidth_gbps");
-        return bw > 0 ? num(row, "gbps") / bw : 0;
+        double bw = bench_json_num(cJSON_GetObjectItemCaseSensitive(device, "peaks"), "bandwidth_gbps");
+        return bw > 0 ? bench_json_num(row, "gbps") / bw : 0;
     }
     double roof = attainable(device, flops / bytes);
-    return roof > 0 ? num(row, "gflops") / roof : 0;
+    return roof > 0 ? bench_json_num(row, "gflops") / roof : 0;
 }
 
 size_t report_failed_devices(const cJSON *root) {
     size_t n = 0;
     const cJSON *d;
-    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) n += strcmp(text(d, "status"), "ok") != 0;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) n += strcmp(bench_json_text(d, "status"), "ok") != 0;
     return n;
 }
 
@@ -586,7 +551,7 @@ size_t report_failed_devices(const cJSON *root) {
 
 static bool validate_report(const cJSON *root, char *why, size_t size) {
     if (!cJSON_IsObject(root)) return snprintf(why, size, "not a JSON object"), false;
-    if (strcmp(text(root, "format"), REPORT_FORMAT) != 0)
+    if (strcmp(bench_json_text(root, "format"), REPORT_FORMAT) != 0)
         return snprintf(why, size, "\"format\" is not \"%s\"", REPORT_FORMAT), false;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "schema_version");
     if (!cJSON_IsNumber(v) || v->valueint != REPORT_SCHEMA)
@@ -669,17 +634,17 @@ tsr_status report_merge(const char *const *paths, size_t npaths, cJSON **out) {
              * devices on different hosts are different machines and both stay. */
             cJSON *dup = NULL;
             for (cJSON *e = devices->child; e && !dup; e = e->next)
-                if (strcmp(text(e, "fingerprint"), text(d, "fingerprint")) == 0 && strcmp(text(e, "host"), text(d, "host")) == 0)
+                if (strcmp(bench_json_text(e, "fingerprint"), bench_json_text(d, "fingerprint")) == 0 && strcmp(bench_json_text(e, "host"), bench_json_text(d, "host")) == 0)
                     dup = e;
             if (!dup) {
                 cJSON_AddItemToArray(devices, d);
             } else {
-                bool newer = strcmp(text(d, "created"), text(dup, "created")) > 0;
+                bool newer = strcmp(bench_json_text(d, "created"), bench_json_text(dup, "created")) > 0;
                 char note[1024];
                 snprintf(note, sizeof note, "duplicate: '%s' on host '%s' is in %s and %s; kept the %s one (%s)",
-                         cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d, "info"), "name")) ?: text(d, "fingerprint"),
-                         text(d, "host"), text(dup, "source"), paths[f], newer ? "newer" : "earlier",
-                         newer ? text(d, "created") : text(dup, "created"));
+                         cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d, "info"), "name")) ?: bench_json_text(d, "fingerprint"),
+                         bench_json_text(d, "host"), bench_json_text(dup, "source"), paths[f], newer ? "newer" : "earlier",
+                         newer ? bench_json_text(d, "created") : bench_json_text(dup, "created"));
                 cJSON_AddItemToArray(notes, cJSON_CreateString(note));
                 if (newer) cJSON_ReplaceItemViaPointer(devices, dup, d);
                 else cJSON_Delete(d);
@@ -694,12 +659,12 @@ tsr_status report_merge(const char *const *paths, size_t npaths, cJSON **out) {
 
 /* ---- writing ---- */
 
-static const char *op_unit(const cJSON *row) { return num(row, "flops") > 0 ? "GFLOP/s" : "GB/s"; }
-static double op_rate(const cJSON *row) { return num(row, "flops") > 0 ? num(row, "gflops") : num(row, "gbps"); }
+static const char *op_unit(const cJSON *row) { return bench_json_num(row, "flops") > 0 ? "GFLOP/s" : "GB/s"; }
+static double op_rate(const cJSON *row) { return bench_json_num(row, "flops") > 0 ? bench_json_num(row, "gflops") : bench_json_num(row, "gbps"); }
 
 static const char *device_name(const cJSON *d) {
     const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d, "info"), "name"));
-    return n ? n : text(d, "selector");
+    return n ? n : bench_json_text(d, "selector");
 }
 
 /* A file-name-safe slug of the device: index and name. */
@@ -733,7 +698,7 @@ static size_t case_ids(const cJSON *root, const char **ids, size_t max) {
     const cJSON *d, *r;
     cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) {
         cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
-            const char *id = text(r, "case");
+            const char *id = bench_json_text(r, "case");
             bool seen = false;
             for (size_t i = 0; i < n && !seen; ++i) seen = strcmp(ids[i], id) == 0;
             if (!seen && n < max) ids[n++] = id;
@@ -747,8 +712,8 @@ static tsr_status write_markdown(const cJSON *root, const char *path, bool png) 
     if (!f) return tsr_fail(TSR_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
     int ndev = cJSON_GetArraySize(devices);
-    fprintf(f, "# tessera report\n\nCreated %s by tessera %s: %d device%s, %zu failed.\n", text(root, "created"),
-            text(root, "tessera_version"), ndev, ndev == 1 ? "" : "s", report_failed_devices(root));
+    fprintf(f, "# tessera report\n\nCreated %s by tessera %s: %d device%s, %zu failed.\n", bench_json_text(root, "created"),
+            bench_json_text(root, "tessera_version"), ndev, ndev == 1 ? "" : "s", report_failed_devices(root));
     const cJSON *src;
     cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "merged_from")) fprintf(f, "Merged from `%s`.\n", src->valuestring);
     const cJSON *note;
@@ -761,21 +726,21 @@ static tsr_status write_markdown(const cJSON *root, const char *path, bool png) 
         const cJSON *info = cJSON_GetObjectItemCaseSensitive(d, "info"), *peaks = cJSON_GetObjectItemCaseSensitive(d, "peaks");
         char name[300], status[1300], tuning[300];
         md_cell(name, sizeof name, device_name(d));
-        md_cell(tuning, sizeof tuning, text(d, "tuning"));
-        if (strcmp(text(d, "status"), "ok") == 0) snprintf(status, sizeof status, "ok");
+        md_cell(tuning, sizeof tuning, bench_json_text(d, "tuning"));
+        if (strcmp(bench_json_text(d, "status"), "ok") == 0) snprintf(status, sizeof status, "ok");
         else {
             char e[1200];
-            md_cell(e, sizeof e, text(d, "error"));
+            md_cell(e, sizeof e, bench_json_text(d, "error"));
             snprintf(status, sizeof status, "**failed**: %s", e);
         }
         const cJSON *rt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(peaks, "launch_us"), "round_trip");
         char bw[32], fl[32], lat[32];
         fprintf(f, "| %d | %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", ++i, name,
                 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "simulator")) ? " (simulator: times say nothing about hardware)" : "",
-                text(info, "type"), text(info, "platform_name"), text(info, "driver_version"), text(d, "host"),
-                bench_format_rate(num(peaks, "bandwidth_gbps"), bw, sizeof bw),
-                bench_format_rate(num(peaks, "compute_gflops"), fl, sizeof fl),
-                bench_format_rate(num(rt, "median"), lat, sizeof lat), tuning, status);
+                bench_json_text(info, "type"), bench_json_text(info, "platform_name"), bench_json_text(info, "driver_version"), bench_json_text(d, "host"),
+                bench_format_rate(bench_json_num(peaks, "bandwidth_gbps"), bw, sizeof bw),
+                bench_format_rate(bench_json_num(peaks, "compute_gflops"), fl, sizeof fl),
+                bench_format_rate(bench_json_num(rt, "median"), lat, sizeof lat), tuning, status);
     }
     const char *ids[32];
     size_t nids = case_ids(root, ids, 32);
@@ -789,18 +754,18 @@ static tsr_status write_markdown(const cJSON *root, const char *path, bool png) 
         cJSON_ArrayForEach(d, devices) {
             const cJSON *r;
             cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
-                if (strcmp(text(r, "case"), ids[c]) != 0) continue;
+                if (strcmp(bench_json_text(r, "case"), ids[c]) != 0) continue;
                 char name[300], vs[32] = "", err[32] = "-", inten[32] = "-";
                 md_cell(name, sizeof name, device_name(d));
                 const cJSON *peer = find_row(d, ids[c], "clblast");
-                if (peer && strncmp(text(r, "impl"), "tessera", 7) == 0)
-                    snprintf(vs, sizeof vs, "%.2fx", num(peer, "time_ms") / num(r, "time_ms"));
+                if (peer && strncmp(bench_json_text(r, "impl"), "tessera", 7) == 0)
+                    snprintf(vs, sizeof vs, "%.2fx", bench_json_num(peer, "time_ms") / bench_json_num(r, "time_ms"));
                 const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "rel_err");
                 if (cJSON_IsNumber(e)) snprintf(err, sizeof err, "%.1e", e->valuedouble);
-                if (num(r, "flops") > 0) snprintf(inten, sizeof inten, "%.2f", num(r, "flops") / num(r, "bytes"));
+                if (bench_json_num(r, "flops") > 0) snprintf(inten, sizeof inten, "%.2f", bench_json_num(r, "flops") / bench_json_num(r, "bytes"));
                 char rate[32];
-                fprintf(f, "| %s | %s | %s | %.3f | %s %s | %s | %.0f%% | %s | %s |\n", name, text(r, "shape"),
-                        text(r, "impl"), num(r, "time_ms"), bench_format_rate(op_rate(r), rate, sizeof rate), op_unit(r), inten,
+                fprintf(f, "| %s | %s | %s | %.3f | %s %s | %s | %.0f%% | %s | %s |\n", name, bench_json_text(r, "shape"),
+                        bench_json_text(r, "impl"), bench_json_num(r, "time_ms"), bench_format_rate(op_rate(r), rate, sizeof rate), op_unit(r), inten,
                         100.0 * roofline_fraction(d, r), vs, err);
             }
         }

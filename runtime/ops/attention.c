@@ -227,8 +227,12 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
     SET(kernel, lens); SET(kernel, lse); SET(kernel, lse_off); SET(kernel, write_lse);
 #undef SET
     size_t rw = (size_t)cfg->values[P_RW];
-    size_t global[2] = {(p->Lq + rw - 1) / rw, p->B * p->H};
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, NULL, 1, &transposed, event), out);
+    /* An explicit work-group of one: left to itself PoCL groups up to 512 work-items and its
+     * work-group function then keeps every item's private tiles at once, which overflowed its
+     * thread stack at L = 4096 once the rescale became a branch. The kernel is vectorized
+     * within a work-item (float16 lanes over keys), so nothing is lost. */
+    size_t global[2] = {(p->Lq + rw - 1) / rw, p->B * p->H}, local[2] = {1, 1};
+    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, local, 1, &transposed, event), out);
     tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, event ? *event : NULL);
     if (!event) clFinish(queue); /* no event to order the next writer of the workspace by */
 out:

@@ -6,8 +6,12 @@
 //
 // Geometry, from -D defines:
 //   HEAD_DIM  D, compiled in so the loops over it unroll and vectorize
-//   BR        query rows per work-group (one row per work-item)
+//   BR        query rows per work-group (each row on DS work-items)
 //   BC        keys per tile: K and V tiles of BC x D stream through local memory
+//   DS        work-items per query row (the work-group is DS x BR): each holds a slice of D of
+//             the query and the output accumulator; a tile's scores are summed from the
+//             slices' partial dot products through local memory, so D splits across items
+//             (fewer registers per item, more items per row on GPUs)
 // Each work-item keeps its query row (pre-scaled) and its output accumulator in private
 // memory and runs the online softmax: per tile, the scores, the tile maximum, one rescale
 // of the accumulator when the running maximum grows, then the weighted sum of V. The L x L
@@ -35,13 +39,18 @@
 #ifndef STAGE
 #define STAGE 1 // 0: read K and V tiles straight from global memory (CPUs: caches, no barriers)
 #endif
+#ifndef DS
+#define DS 1 // work-items sharing a query row, each with a slice of D
+#endif
+#define DSL ((HEAD_DIM + DS - 1) / DS)
 
-__kernel void attention(const int Lq, const int Lk, const int H, const float scale, const int causal,
-                        __global const float *q, const ulong q_off, const ulong qsb, const ulong qsh, const ulong qsl,
-                        __global const float *k, const ulong k_off, const ulong ksb, const ulong ksh, const ulong ksl,
-                        __global const float *v, const ulong v_off, const ulong vsb, const ulong vsh, const ulong vsl,
-                        __global float *o, const ulong o_off, const ulong osb, const ulong osh, const ulong osl,
-                        __global const int *kv_len, __global float *lse, const ulong lse_off, const int write_lse) {
+__kernel __attribute__((reqd_work_group_size(DS, BR, 1)))
+void attention(const int Lq, const int Lk, const int H, const float scale, const int causal,
+               __global const float *q, const ulong q_off, const ulong qsb, const ulong qsh, const ulong qsl,
+               __global const float *k, const ulong k_off, const ulong ksb, const ulong ksh, const ulong ksl,
+               __global const float *v, const ulong v_off, const ulong vsb, const ulong vsh, const ulong vsl,
+               __global float *o, const ulong o_off, const ulong osb, const ulong osh, const ulong osl,
+               __global const int *kv_len, __global float *lse, const ulong lse_off, const int write_lse) {
 #if STAGE
     __local float Ks[BC * HEAD_DIM];
     __local float Vs[BC * HEAD_DIM];
@@ -51,9 +60,13 @@ __kernel void attention(const int Lq, const int Lk, const int H, const float sca
 #define K_AT(jj, d) kb[(size_t)min(j0 + (jj), kv_end - 1) * ksl + (d)]
 #define V_AT(jj, d) vb[(size_t)min(j0 + (jj), kv_end - 1) * vsl + (d)]
 #endif
-    const int lid = (int)get_local_id(0);
-    const int i = (int)get_group_id(0) * BR + lid;
-    const int bh = (int)get_global_id(1), b = bh / H, h = bh - b * H;
+#if DS > 1
+    __local float partial[BR * DS * BC]; // each slice's part of each score, per row
+#endif
+    const int slice = (int)get_local_id(0), lr = (int)get_local_id(1), lid = lr * DS + slice;
+    const int d0 = slice * DSL; // this work-item's slice of D: [d0, d0 + DSL) within HEAD_DIM
+    const int i = (int)get_group_id(1) * BR + lr;
+    const int bh = (int)get_global_id(2), b = bh / H, h = bh - b * H;
     const bool active = i < Lq;
     const int kv_end = kv_len[b];
     const int shift = Lk - Lq; // causal: row i sees keys j <= i + shift
@@ -61,22 +74,22 @@ __kernel void attention(const int Lq, const int Lk, const int H, const float sca
     int limit = active ? kv_end : 0;
     if (causal) limit = min(limit, i + shift + 1);
     int group_limit = kv_end;
-    if (causal) group_limit = min(group_limit, min((int)get_group_id(0) * BR + BR, Lq) - 1 + shift + 1);
+    if (causal) group_limit = min(group_limit, min((int)get_group_id(1) * BR + BR, Lq) - 1 + shift + 1);
 
     const __global float *kb = k + k_off + b * ksb + h * ksh;
     const __global float *vb = v + v_off + b * vsb + h * vsh;
-    float qr[HEAD_DIM], acc[HEAD_DIM];
+    float qr[DSL], acc[DSL];
     const __global float *qp = q + q_off + b * qsb + h * qsh + (size_t)(active ? i : 0) * qsl;
-    for (int d = 0; d < HEAD_DIM; ++d) {
-        qr[d] = active ? qp[d] * scale : 0.0f;
-        acc[d] = 0.0f;
+    for (int dd = 0; dd < DSL; ++dd) {
+        qr[dd] = active && d0 + dd < HEAD_DIM ? qp[d0 + dd] * scale : 0.0f;
+        acc[dd] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
 
     for (int j0 = 0; j0 < group_limit; j0 += BC) {
 #if STAGE
         const int rows = min(BC, group_limit - j0);
-        for (int e = lid; e < BC * HEAD_DIM; e += BR) {
+        for (int e = lid; e < BC * HEAD_DIM; e += BR * DS) {
             const int r = e / HEAD_DIM, d = e - r * HEAD_DIM;
             Ks[e] = r < rows ? kb[(size_t)(j0 + r) * ksl + d] : 0.0f;
             Vs[e] = r < rows ? vb[(size_t)(j0 + r) * vsl + d] : 0.0f;
@@ -87,19 +100,32 @@ __kernel void attention(const int Lq, const int Lk, const int H, const float sca
         float tile_max = -INFINITY;
         for (int jj = 0; jj < BC; ++jj) {
             float dot = 0.0f;
-            for (int d = 0; d < HEAD_DIM; ++d) dot = fma(qr[d], K_AT(jj, d), dot);
+            for (int dd = 0; dd < DSL; ++dd)
+                if (DS == 1 || d0 + dd < HEAD_DIM) dot = fma(qr[dd], K_AT(jj, d0 + dd), dot);
+#if DS > 1
+            partial[(lr * DS + slice) * BC + jj] = dot;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int jj = 0; jj < BC; ++jj) { // every slice of the row sums the same parts, in the same order
+            float dot = 0.0f;
+            for (int sl = 0; sl < DS; ++sl) dot += partial[(lr * DS + sl) * BC + jj];
+#endif
             s[jj] = j0 + jj < limit ? dot : -INFINITY;
             tile_max = fmax(tile_max, s[jj]);
         }
+#if DS > 1
+        barrier(CLK_LOCAL_MEM_FENCE); // the parts are read before the next tile writes them
+#endif
         if (tile_max > -INFINITY) { // this row has keys in the tile
             const float m_new = fmax(m, tile_max);
             const float correction = exp(m - m_new); // 0 on the first tile (m = -inf)
             l *= correction;
-            for (int d = 0; d < HEAD_DIM; ++d) acc[d] *= correction;
+            for (int dd = 0; dd < DSL; ++dd) acc[dd] *= correction;
             for (int jj = 0; jj < BC; ++jj) {
                 const float p = exp(s[jj] - m_new); // masked keys: exp(-inf) = 0
                 l += p;
-                for (int d = 0; d < HEAD_DIM; ++d) acc[d] = fma(p, V_AT(jj, d), acc[d]);
+                for (int dd = 0; dd < DSL; ++dd)
+                    if (DS == 1 || d0 + dd < HEAD_DIM) acc[dd] = fma(p, V_AT(jj, d0 + dd), acc[dd]);
             }
             m = m_new;
         }
@@ -110,8 +136,8 @@ __kernel void attention(const int Lq, const int Lk, const int H, const float sca
     if (!active) return;
     __global float *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
     const float inv = l > 0.0f ? 1.0f / l : 0.0f; // all keys masked: zeros
-    for (int d = 0; d < HEAD_DIM; ++d) op[d] = acc[d] * inv;
-    if (write_lse) lse[lse_off + (size_t)bh * Lq + i] = l > 0.0f ? m + log(l) : -INFINITY;
+    for (int dd = 0; dd < DSL && d0 + dd < HEAD_DIM; ++dd) op[d0 + dd] = acc[dd] * inv;
+    if (write_lse && slice == 0) lse[lse_off + (size_t)bh * Lq + i] = l > 0.0f ? m + log(l) : -INFINITY;
 }
 
 // Row softmax of the unfused baseline over S = [b*h][Lq][Lk] (scale already applied by the

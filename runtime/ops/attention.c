@@ -10,19 +10,21 @@
 #include <string.h>
 #include <time.h>
 
-enum { P_BR, P_BC, P_STAGE, P_VEC, P_RW, ATTENTION_NPARAMS };
+enum { P_BR, P_BC, P_STAGE, P_VEC, P_RW, P_DS, ATTENTION_NPARAMS };
 
 static const int br_values[] = {1, 2, 4, 8, 16, 32, 64};
 static const int bc_values[] = {4, 8, 16, 32, 64};
 
 static const int flag_values[] = {0, 1};
 static const int rw_values[] = {1, 2, 3, 4};
+static const int ds_values[] = {1, 2, 4, 8};
 
-/* BR, BC, STAGE shape the generic kernel; VEC picks the fast path (head dimensions that are
- * multiples of 16) with RW query rows per work-item. */
+/* BR, BC, STAGE and DS (work-items sharing a row, each with a slice of D) shape the generic
+ * kernel; VEC picks the fast path (head dimensions that are multiples of 16) with RW query rows
+ * per work-item. */
 static const tsr_param_def attention_params[ATTENTION_NPARAMS] = {
     {"BR", br_values, 7}, {"BC", bc_values, 5}, {"STAGE", flag_values, 2}, {"VEC", flag_values, 2},
-    {"RW", rw_values, 4}};
+    {"RW", rw_values, 4}, {"DS", ds_values, 4}};
 
 static const char *const attention_classes[] = {"long", "short", NULL};
 #define ATTENTION_SHORT_LIMIT 256 /* keys; below this a launch is mostly overhead */
@@ -53,20 +55,30 @@ static void attention_default_config(const tsr_device *dev, const char *cls, tsr
     cfg->values[P_STAGE] = !cpu; /* CPUs: K and V rows come through the caches, no barriers */
     cfg->values[P_VEC] = cpu;
     cfg->values[P_RW] = cpu ? 4 : 2;
+    cfg->values[P_DS] = 1;
+}
+
+/* Local memory of the generic kernel: staged K and V tiles, and the partial scores of a row's
+ * D slices when DS work-items share it. */
+static size_t local_bytes(const int *v, int bc, size_t D) {
+    return ((v[P_STAGE] ? (size_t)bc * D * 2 : 0) + (v[P_DS] > 1 ? (size_t)v[P_BR] * v[P_DS] * bc : 0)) * sizeof(float);
 }
 
 /* Keys per tile that fit the device's local memory for this head dimension. */
-static int fitting_bc(const tsr_device *dev, int bc, size_t D) {
-    while (bc > 1 && (size_t)bc * D * 2 * sizeof(float) > dev->info.local_mem_bytes) bc /= 2;
+static int fitting_bc(const tsr_device *dev, const int *v, size_t D) {
+    int bc = v[P_BC];
+    while (bc > 1 && local_bytes(v, bc, D) > dev->info.local_mem_bytes) bc /= 2;
     return bc;
 }
 
 static bool attention_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     const int *v = cfg->values;
-    if ((size_t)v[P_BR] > dev->info.max_work_group_size || (size_t)v[P_BR] > dev->info.max_work_item_sizes[0])
+    size_t group = (size_t)v[P_BR] * v[P_DS];
+    if (group > dev->info.max_work_group_size || (size_t)v[P_DS] > dev->info.max_work_item_sizes[0] ||
+        (size_t)v[P_BR] > dev->info.max_work_item_sizes[1])
         return false;
     size_t D = problem ? ((const attention_problem *)problem)->D : 64;
-    return !v[P_STAGE] || (size_t)v[P_BC] * D * 2 * sizeof(float) <= dev->info.local_mem_bytes;
+    return local_bytes(v, v[P_BC], D) <= dev->info.local_mem_bytes;
 }
 
 /* A program per head dimension, so the loops over D unroll. Ahead-of-time builds cover the
@@ -74,8 +86,8 @@ static bool attention_config_ok(const tsr_device *dev, const void *problem, cons
 static const int common_dims[] = {16, 32, 64, 80, 96, 128};
 
 static void options_for_dim(const tsr_config *cfg, size_t D, char *out, size_t size) {
-    snprintf(out, size, "-DHEAD_DIM=%zu -DBR=%d -DBC=%d -DSTAGE=%d -DRW=%d", D, cfg->values[P_BR], cfg->values[P_BC],
-             cfg->values[P_STAGE], cfg->values[P_RW]);
+    snprintf(out, size, "-DHEAD_DIM=%zu -DBR=%d -DBC=%d -DSTAGE=%d -DRW=%d -DDS=%d", D, cfg->values[P_BR],
+             cfg->values[P_BC], cfg->values[P_STAGE], cfg->values[P_RW], cfg->values[P_DS]);
 }
 
 static void attention_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
@@ -248,7 +260,7 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
     tsr_status status = TSR_SUCCESS;
     tsr_config cfg = *requested;
     bool vec = cfg.values[P_VEC] && p->D % 16 == 0;
-    if (cfg.values[P_STAGE]) cfg.values[P_BC] = fitting_bc(dev, cfg.values[P_BC], p->D);
+    cfg.values[P_BC] = fitting_bc(dev, cfg.values, p->D);
     char options[160];
     options_for_dim(&cfg, p->D, options, sizeof options);
     cl_program program = NULL;
@@ -277,9 +289,10 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
     }
     SET(lens); SET(lse); SET(lse_off); SET(write_lse);
 #undef SET
-    size_t local[2] = {(size_t)cfg.values[P_BR], 1};
-    size_t global[2] = {(p->Lq + local[0] - 1) / local[0] * local[0], p->B * p->H};
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, local, 0, NULL, event), out);
+    /* dimension 0: the D slices of a row, 1: rows, 2: batch x heads */
+    size_t local[3] = {(size_t)cfg.values[P_DS], (size_t)cfg.values[P_BR], 1};
+    size_t global[3] = {local[0], (p->Lq + local[1] - 1) / local[1] * local[1], p->B * p->H};
+    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 0, NULL, event), out);
 out:
     if (kernel) clReleaseKernel(kernel);
     if (lens) clReleaseMemObject(lens); /* freed once the kernel is done with it */
@@ -325,7 +338,7 @@ tsr_status tsr_attention_softmax(tsr_device *dev, const tsr_attention_desc *d, s
     tsr_status status = TSR_SUCCESS;
     tsr_config cfg;
     attention_default_config(dev, "long", &cfg);
-    cfg.values[P_BC] = fitting_bc(dev, cfg.values[P_BC], 64);
+    cfg.values[P_BC] = fitting_bc(dev, cfg.values, 64);
     char options[128];
     options_for_dim(&cfg, 64, options, sizeof options); /* the kernel does not depend on D: any program */
     cl_program program = NULL;

@@ -68,6 +68,9 @@ tsr_status bench_gelu(tsr_device *device, const bench_options *options, bench_re
 tsr_status bench_attention(tsr_device *device, const bench_options *options, bench_report *report);
 tsr_status bench_conv2d(tsr_device *device, const bench_options *options, bench_report *report);
 
+/* Is this a simulated device (Oclgrind)? Peaks and reports give it reduced, flagged runs. */
+bool bench_is_simulator(const tsr_device_info *info);
+
 /* A number or string member of a JSON object: 0 or "" when absent or of another type. */
 struct cJSON;
 double bench_json_num(const struct cJSON *object, const char *key);

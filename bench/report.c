@@ -379,10 +379,6 @@ const report_case *report_standard_suite(size_t *n) {
 
 /* ---- running a report ---- */
 
-static bool is_simulator(const tsr_device_info *info) {
-    return tsr_contains_nocase(info->platform_name, "oclgrind") || tsr_contains_nocase(info->name, "oclgrind");
-}
-
 static void now_iso(char *out, size_t size) {
     time_t t = time(NULL);
     struct tm tm;
@@ -425,7 +421,7 @@ static void maybe_tune(tsr_device *dev, const report_options *opt, bool simulato
 }
 
 static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *entry) {
-    bool sim = is_simulator(&dev->info);
+    bool sim = bench_is_simulator(&dev->info);
     cJSON_AddBoolToObject(entry, "simulator", sim);
     if (!opt->quiet) fprintf(stderr, "report: %s (%s)%s\n", dev->info.name, dev->info.platform_name, sim ? ", simulated" : "");
     peak_options po = opt->peak;

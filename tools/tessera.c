@@ -517,7 +517,7 @@ static int cmd_peak(int argc, char **argv) {
     tsr_status st = tsr_device_open(device, &dev);
     if (st != TSR_SUCCESS) return fail(st);
     const tsr_device_info *info = tsr_device_get_info(dev);
-    po.simulator = tsr_contains_nocase(info->platform_name, "oclgrind");
+    po.simulator = bench_is_simulator(info);
     printf("peaks of %d:%d %s (%s, %s)%s\n", info->platform_index, info->device_index, info->name,
            tsr_device_type_str(info->type), info->platform_name, po.simulator ? ", a simulator: a reduced set" : "");
     peak_result r;
@@ -527,7 +527,7 @@ static int cmd_peak(int argc, char **argv) {
         if (json) {
             cJSON *o = peak_to_json(&r);
             cJSON *root = cJSON_CreateObject();
-            cJSON_AddStringToObject(root, "device", dev->fingerprint);
+            cJSON_AddStringToObject(root, "device", tsr_device_fingerprint(dev));
             cJSON_AddItemToObject(root, "peaks", o);
             char *text = cJSON_Print(root);
             cJSON_Delete(root);

@@ -55,9 +55,13 @@ def main():
         line = {"op": op, "shape": shape, "impls": {}, "ratios": {}}
         for impl in impls:
             ts = [row(run, op, shape, impl)["time_ms"] for run in runs if row(run, op, shape, impl)]
-            gs = [row(run, op, shape, impl)["gflops"] for run in runs if row(run, op, shape, impl)]
-            line["impls"][impl] = {"time_ms": statistics.median(ts), "gflops": statistics.median(gs),
-                                   "gflops_min": min(gs), "gflops_max": max(gs)}
+            # Bandwidth-bound rows (GELU, copies) carry GB/s and no FLOP count.
+            rate = "gbps" if all(row(run, op, shape, impl).get("gbps", 0) > 0 and
+                                 not row(run, op, shape, impl).get("gflops")
+                                 for run in runs if row(run, op, shape, impl)) else "gflops"
+            gs = [row(run, op, shape, impl)[rate] for run in runs if row(run, op, shape, impl)]
+            line["impls"][impl] = {"time_ms": statistics.median(ts), rate: statistics.median(gs),
+                                   f"{rate}_min": min(gs), f"{rate}_max": max(gs)}
         wanted = ratios or [("tessera", i) for i in impls if not i.startswith("tessera")]
         for a, b in wanted:
             per_run = []
@@ -71,8 +75,9 @@ def main():
         summary.append(line)
         print(f"{op} {shape}")
         for impl, v in line["impls"].items():
-            print(f"    {impl:24s} {v['time_ms']:10.3f} ms {v['gflops']:9.1f} GFLOP/s "
-                  f"[{v['gflops_min']:.1f}, {v['gflops_max']:.1f}]")
+            rate, unit = ("gbps", "GB/s") if "gbps" in v else ("gflops", "GFLOP/s")
+            print(f"    {impl:24s} {v['time_ms']:10.3f} ms {v[rate]:9.1f} {unit:7s} "
+                  f"[{v[rate + '_min']:.1f}, {v[rate + '_max']:.1f}]")
         for k, v in line["ratios"].items():
             print(f"    {k:40s} {v['median']:.2f} (runs: {v['min']:.2f} to {v['max']:.2f})")
     if args.json:

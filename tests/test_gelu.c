@@ -83,12 +83,15 @@ static void fused_random_inputs_both_forms(void **state) {
     free(x);
 }
 
-/* Overflow and special values: the textbook tanh through exp gives NaN at +-100. */
+/* Overflow and special values: the textbook tanh through exp gives NaN at +-100. The tanh form
+ * returns -0 below x = -9 and the erf form below -20; near x = 9.95 the tanh form's 2^t reaches
+ * its floor 2^-125. */
 static void fused_edge_values_both_forms(void **state) {
     (void)state;
     const float edges[] = {10.0f, -10.0f, 100.0f, -100.0f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN, -0.0f, 0.0f,
                            1e-40f, -1e-40f, FLT_MIN, -FLT_MIN, FLT_MAX, -FLT_MAX, 20.0f, -20.0f, -19.999f, -20.001f,
-                           7e12f, -7e12f, 2.7f, -2.7f, 88.0f, -88.0f, 1.0f, -1.0f, -0.75f, 3e-20f, -3e-20f};
+                           7e12f, -7e12f, 2.7f, -2.7f, 88.0f, -88.0f, 1.0f, -1.0f, -0.75f, 3e-20f, -3e-20f,
+                           9.0f, -9.0f, -8.999f, -9.001f, 9.9f, 9.95f, 10.05f, 1e-3f, -1e-3f, 0.5f, -0.5f};
     size_t n = sizeof edges / sizeof edges[0];
     for (int m = 0; m < 2; ++m) check_run(tsr_gelu, "tsr_gelu", modes[m], edges, n, 0, 0, false);
 }

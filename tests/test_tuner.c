@@ -526,6 +526,23 @@ static void builtin_database_is_valid(void **state) {
     cJSON_Delete(load(path)); /* passes the same validation as user files */
 }
 
+/* The tuned entries shipped for the device under test were tuned against today's kernels: an
+ * edit to a kernel source (or to a file it includes) stales them, and must come with a re-tune
+ * (`tessera tune --op OP --db F`, then `tessera tune --import F --db data/builtin_tuning.json`).
+ * A device with no shipped entries has nothing to check. */
+static void builtin_entries_for_this_device_are_current(void **state) {
+    (void)state;
+    int classes = 0;
+    for (const tsr_op *const *op = tsr_ops; *op; ++op)
+        for (const char *const *cls = (*op)->classes; *cls; ++cls, ++classes) {
+            tsr_config_info ci;
+            TH_ASSERT_OK(tsr_config_lookup(dev, (*op)->name, *cls, &ci));
+            if (strstr(ci.origin, "kernel source changed"))
+                fail_msg("built-in entry %s/%s is stale: %s", (*op)->name, *cls, ci.origin);
+        }
+    assert_true(classes >= 4);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--child-writes") == 0) return child_writes(argv[2], argv[3], 25);
     const struct CMUnitTest tests[] = {
@@ -538,6 +555,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(import_export_merge, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_writers_lose_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(builtin_database_is_valid, setup, teardown),
+        cmocka_unit_test_setup_teardown(builtin_entries_for_this_device_are_current, setup, teardown),
     };
     return TH_RUN(tests);
 }

@@ -90,8 +90,16 @@ typedef struct peak_stat {
     int runs;
 } peak_stat;
 
+/* The parts of `tessera peak`, as bits; names for --tests: bandwidth, compute, launch, transfers,
+ * host (the host's own read and memcpy, CPU devices only). */
+enum { PEAK_BANDWIDTH = 1, PEAK_COMPUTE = 2, PEAK_LAUNCH = 4, PEAK_TRANSFERS = 8, PEAK_HOST = 16, PEAK_ALL = 31 };
+
+/* "bandwidth,host" -> bits; false (with *bad at the unknown name) for an unknown or empty name. */
+bool peak_parse_tests(const char *list, unsigned *tests, char *bad, size_t bad_size);
+
 typedef struct peak_options {
     double budget_s;     /* per test */
+    unsigned tests;      /* PEAK_* bits; 0: all */
     size_t buffer_bytes; /* 0: 128 MiB on CPUs, 512 MiB elsewhere (halved until one allocation holds it) */
     bool reduced;        /* one vector width, layout and chain count (simulators, quick checks) */
     bool simulator;      /* reduced, on small buffers, with short runs: a simulated device finishes */
@@ -99,6 +107,7 @@ typedef struct peak_options {
 } peak_options;
 
 typedef struct peak_result {
+    unsigned tests; /* PEAK_* bits: what was measured (the rest is zero) */
     size_t buffer_bytes;
     double budget_s;
     peak_stat read[PEAK_WIDTHS], write[PEAK_WIDTHS], copy[PEAK_WIDTHS]; /* GB/s, the better layout */
@@ -111,9 +120,10 @@ typedef struct peak_result {
     char compute_best[64];
     peak_stat dispatch_us, round_trip_us;
     peak_stat write_gbps, read_gbps, map_read_gbps, map_write_gbps;
-    peak_stat host_copy_gbps; /* CPU devices: the host's multi-threaded memcpy (read + write) */
+    peak_stat host_copy_gbps; /* CPU devices: the host's multi-threaded copy (read + write) */
     peak_stat host_read_gbps; /* and its multi-threaded read */
     int host_threads;
+    int host_copy_streams, host_read_streams; /* concurrent streams per thread of the better run */
 } peak_result;
 
 tsr_status peak_measure(tsr_device *device, const peak_options *options, peak_result *result);

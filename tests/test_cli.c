@@ -231,6 +231,27 @@ static void bench_conv2d_peak_report(void **state) {
     assert_int_equal(run_cli(NULL, "peak --size 0", out, sizeof out), 2);
     TH_ASSERT_CONTAINS(out, "--size");
     assert_int_equal(run_cli(NULL, "peak --budget -1", out, sizeof out), 2);
+    /* only some tests: the rest is neither printed nor claimed in the JSON */
+    snprintf(args, sizeof args, "peak --budget 0.01 --size 1 --tests host,bandwidth --json %s", path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "global memory bandwidth");
+    TH_ASSERT_CONTAINS(out, "the host itself");
+    assert_null(strstr(out, "fp32 multiply-add throughput"));
+    assert_null(strstr(out, "kernel launch"));
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    peak = cJSON_GetObjectItem(root, "peaks");
+    assert_non_null(peak);
+    const cJSON *tests = cJSON_GetObjectItem(peak, "tests");
+    assert_int_equal(cJSON_GetArraySize(tests), 2);
+    assert_string_equal(cJSON_GetArrayItem(tests, 0)->valuestring, "bandwidth");
+    assert_string_equal(cJSON_GetArrayItem(tests, 1)->valuestring, "host");
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(peak, "host_read_gbps"), "median")) > 0);
+    cJSON_Delete(root);
+    assert_int_equal(run_cli(NULL, "peak --tests bandwidth,nope", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "unknown test 'nope'");
+    assert_int_equal(run_cli(NULL, "peak --tests compute,", out, sizeof out), 2);
     /* report: bad options, merging nothing or a damaged file */
     assert_int_equal(run_cli(NULL, "report --tune-budget x", out, sizeof out), 2);
     TH_ASSERT_CONTAINS(out, "--tune-budget");

@@ -46,9 +46,11 @@ static int usage(FILE *out) {
             "                                       the configuration each op and class uses, and why\n"
             "  tune --export FILE | --import FILE [--db FILE]\n"
             "                                       copy the database out, or merge another one in\n"
-            "  peak [--device SEL] [--budget SECONDS] [--size MIB] [--json FILE]\n"
+            "  peak [--device SEL] [--budget SECONDS] [--size MIB] [--json FILE] [--tests LIST]\n"
             "                                       measure the device's limits: memory bandwidth,\n"
-            "                                       fp32 throughput, launch latency, transfers\n"
+            "                                       fp32 throughput, launch latency, transfers (and\n"
+            "                                       on CPUs the host's own read and memcpy); LIST:\n"
+            "                                       some of bandwidth,compute,launch,transfers,host\n"
             "  report [--device SEL]... [--out DIR] [--budget SECONDS] [--peak-budget SECONDS]\n"
             "         [--tune-budget SECONDS] [--no-peers]\n"
             "                                       peaks, a budgeted tune where nothing is tuned, and\n"
@@ -485,14 +487,24 @@ static bool parse_seconds(const char *text, double *out, bool allow_zero) {
 static int cmd_peak(int argc, char **argv) {
     static const struct option opts[] = {{"device", required_argument, NULL, 'd'}, {"budget", required_argument, NULL, 'b'},
                                          {"size", required_argument, NULL, 's'},   {"json", required_argument, NULL, 'j'},
-                                         {"help", no_argument, NULL, 'h'},         {0}};
+                                         {"tests", required_argument, NULL, 't'},  {"help", no_argument, NULL, 'h'},
+                                         {0}};
     const char *device = NULL, *json = NULL;
     peak_options po = {.budget_s = 0.5};
     int c;
-    while ((c = getopt_long(argc, argv, "d:b:s:j:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:b:s:j:t:h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'j': json = optarg; break;
+        case 't': {
+            char bad[64];
+            if (!peak_parse_tests(optarg, &po.tests, bad, sizeof bad)) {
+                fprintf(stderr, "tessera peak: unknown test '%s' in --tests (bandwidth, compute, launch, transfers, "
+                                "host)\n", bad);
+                return 2;
+            }
+            break;
+        }
         case 'b':
             if (!parse_seconds(optarg, &po.budget_s, false)) {
                 fprintf(stderr, "tessera peak: --budget needs a positive number of seconds\n");

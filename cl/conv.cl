@@ -59,27 +59,7 @@
 #define KWG 16
 #endif
 
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-#if VW == 1
-typedef float floatv;
-#define VLOAD(p) (*(p))
-#define VSTORE(v, p) (*(p) = (v))
-#define VLOAD_LOCAL(p) (*(p))
-#else
-typedef CAT(float, VW) floatv;
-#define VLOAD(p) CAT(vload, VW)(0, (p))
-#define VSTORE(v, p) CAT(vstore, VW)((v), 0, (p))
-#define VLOAD_LOCAL(p) CAT(vload, VW)(0, (p))
-#endif
-
-TSR_DEFINE_ACTIVATIONS(float, int)
-#if VW > 1
-TSR_DEFINE_ACTIVATIONS(CAT(float, VW), CAT(int, VW))
-#define activate_floatv CAT(activate_, CAT(float, VW))
-#else
-#define activate_floatv activate_float
-#endif
+#include "vector.cl"
 
 // Every second float from p (VW of them; reads 2 VW floats).
 #if VW == 1
@@ -260,7 +240,7 @@ void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, 
         barrier(CLK_LOCAL_MEM_FENCE);
         const int kn = min(KWG, CRS - kk0);
         for (int kk = 0; kk < kn; ++kk) {
-            const floatv b = VLOAD_LOCAL(Bs + kk * NWG + ln * VW);
+            const floatv b = VLOAD(Bs + kk * NWG + ln * VW);
             _Pragma("unroll") for (int m = 0; m < MWI; ++m)
                 acc[m] = fma((floatv)(As[kk * MWG + lm * MWI + m]), b, acc[m]);
         }

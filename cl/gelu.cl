@@ -27,22 +27,7 @@
 #define MODE TSR_ACT_GELU_TANH
 #endif
 
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-#if VW == 1
-#define floatv float
-#define VLOAD(p) (*(p))
-#define VSTORE(v, p) (*(p) = (v))
-#else
-#define floatv CAT(float, VW)
-#define VLOAD(p) CAT(vload, VW)(0, (p))
-#define VSTORE(v, p) CAT(vstore, VW)((v), 0, (p))
-#endif
-
-TSR_DEFINE_ACTIVATIONS(float, int)
-#if VW > 1
-TSR_DEFINE_ACTIVATIONS(floatv, CAT(int, VW))
-#endif
+#include "vector.cl"
 
 #if MODE == 0
 #define APPLY(T, x) (x)

@@ -70,24 +70,7 @@
 #define MWG (WGM * MWI)
 #define NWG (WGN * NWI)
 
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-#if VW == 1
-typedef float floatv;
-#define VLOAD(p) (*(p))
-#define VSTORE(v, p) (*(p) = (v))
-#else
-typedef CAT(float, VW) floatv;
-#define VLOAD(p) CAT(vload, VW)(0, (p))
-#define VSTORE(v, p) CAT(vstore, VW)((v), 0, (p))
-#endif
-TSR_DEFINE_ACTIVATIONS(float, int)
-#if VW > 1
-TSR_DEFINE_ACTIVATIONS(CAT(float, VW), CAT(int, VW))
-#define activate_floatv CAT(activate_, CAT(float, VW))
-#else
-#define activate_floatv activate_float
-#endif
+#include "vector.cl"
 
 // ---------------------------------------------------------------- packing
 // Ap per batch: [row tile][k][MWI], Bp per batch: [column tile][k][NWI], zero-padded past

@@ -44,6 +44,14 @@ static int compare_doubles(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Median, min and max of n values (sorts them in place). */
+static void summarize(double *v, int n, double *median, double *min, double *max) {
+    qsort(v, (size_t)n, sizeof *v, compare_doubles);
+    *median = (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    *min = v[0];
+    *max = v[n - 1];
+}
+
 tsr_status bench_time(bench_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, bench_row *row) {
     tsr_status st = fn(ctx); /* warm-up: compilation, first-touch, caches */
     if (st != TSR_SUCCESS) return st;
@@ -60,13 +68,40 @@ tsr_status bench_time(bench_fn fn, void *ctx, double budget_s, int min_runs, int
         }
         t[n++] = (bench_now_s() - t0) * 1e3;
     }
-    qsort(t, (size_t)n, sizeof *t, compare_doubles);
     row->runs = n;
-    row->time_ms = (n % 2) ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-    row->time_min_ms = t[0];
-    row->time_max_ms = t[n - 1];
+    summarize(t, n, &row->time_ms, &row->time_min_ms, &row->time_max_ms);
     free(t);
     return TSR_SUCCESS;
+}
+
+tsr_status bench_time_paired(bench_fn fn_a, void *ctx_a, bench_fn fn_b, void *ctx_b, double budget_s, int min_pairs,
+                             int max_pairs, bench_row *row_a, bench_row *row_b, double ratio[3]) {
+    tsr_status st = fn_a(ctx_a);
+    if (st == TSR_SUCCESS) st = fn_b(ctx_b);
+    if (st != TSR_SUCCESS) return st;
+    double *t = calloc(3 * (size_t)max_pairs, sizeof *t);
+    if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    double *ta = t, *tb = t + max_pairs, *r = t + 2 * max_pairs;
+    int n = 0;
+    double start = bench_now_s();
+    while (st == TSR_SUCCESS && n < max_pairs && (n < min_pairs || bench_now_s() - start < budget_s)) {
+        double t0 = bench_now_s();
+        if ((st = fn_a(ctx_a)) != TSR_SUCCESS) break;
+        double t1 = bench_now_s();
+        if ((st = fn_b(ctx_b)) != TSR_SUCCESS) break;
+        ta[n] = (t1 - t0) * 1e3;
+        tb[n] = (bench_now_s() - t1) * 1e3;
+        r[n] = ta[n] / tb[n];
+        ++n;
+    }
+    if (st == TSR_SUCCESS) {
+        row_a->runs = row_b->runs = n;
+        summarize(ta, n, &row_a->time_ms, &row_a->time_min_ms, &row_a->time_max_ms);
+        summarize(tb, n, &row_b->time_ms, &row_b->time_min_ms, &row_b->time_max_ms);
+        summarize(r, n, &ratio[0], &ratio[1], &ratio[2]);
+    }
+    free(t);
+    return st;
 }
 
 tsr_status bench_add(bench_report *r, const bench_row *row) {

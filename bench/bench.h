@@ -33,6 +33,14 @@ typedef tsr_status (*bench_fn)(void *ctx);
  * time fields of `row`. */
 tsr_status bench_time(bench_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, bench_row *row);
 
+/* A and B timed in alternation (A, B, A, B, ...) after a warm-up of each, until `budget_s` is
+ * spent (at least min_pairs, at most max_pairs), so that both see the same machine: on a shared
+ * machine the load moves on a scale of seconds and rows timed one after the other can differ by
+ * 20% for that alone. Fills the time fields of row_a and row_b, and *ratio (and its extremes)
+ * with the median over pairs of time(A) / time(B). */
+tsr_status bench_time_paired(bench_fn fn_a, void *ctx_a, bench_fn fn_b, void *ctx_b, double budget_s, int min_pairs,
+                             int max_pairs, bench_row *row_a, bench_row *row_b, double ratio[3]);
+
 tsr_status bench_add(bench_report *report, const bench_row *row);
 void bench_report_free(bench_report *report);
 /* Write rows as a JSON array of objects (op, shape, impl, device, time_ms, gflops, gbps, rel_err, ...). */

@@ -154,13 +154,15 @@ static void bench_gelu_and_attention(void **state) {
     snprintf(args, sizeof args, "bench gelu --sizes 1000,4099 --part elementwise --budget 0.02 --json %s", path);
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
     TH_ASSERT_CONTAINS(out, "unfused-erf");
+    TH_ASSERT_CONTAINS(out, "timed in alternation");
     char *text = NULL;
     size_t size = 0;
     TH_ASSERT_OK(tsr_read_file(path, &text, &size));
     cJSON *rows = cJSON_Parse(text);
     free(text);
     assert_non_null(rows);
-    assert_int_equal(cJSON_GetArraySize(rows), 12); /* 2 sizes x (2 copies + 2 forms x fused/unfused) */
+    /* 2 sizes x (2 copies + 2 forms x fused/unfused + copy and fused tanh timed in alternation) */
+    assert_int_equal(cJSON_GetArraySize(rows), 16);
     cJSON *r;
     cJSON_ArrayForEach(r, rows) {
         assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(r, "op")), "gelu");

@@ -246,7 +246,7 @@ static tsr_status bench_epilogue(tsr_device *dev, const bench_options *opt, benc
         ms[i] = row.time_ms;
         if ((st = bench_add(report, &row)) != TSR_SUCCESS) break;
         if (!opt->quiet) {
-            printf("%-14s %-22s %10.3f %8.1f GFLOP/s %9.1e\n", row.shape, row.impl, row.time_ms, row.gflops,
+            printf("%-14s %-26s %10.3f %8.1f GFLOP/s %9.1e\n", row.shape, row.impl, row.time_ms, row.gflops,
                    row.rel_err);
             fflush(stdout);
         }
@@ -256,6 +256,37 @@ static tsr_status bench_epilogue(tsr_device *dev, const bench_options *opt, benc
                100 * (ms[2] / ms[0] - 1));
         if (ms[3] > 0) printf("; fused is %.2fx CLBlast sgemm + tessera GELU (no bias)", ms[3] / ms[1]);
         printf("\n");
+    }
+    /* The fused layer and the plain GEMM once more, in alternation (the epilogue target), each
+     * checked once more afterwards on a poisoned output. */
+    if (st == TSR_SUCCESS) {
+        epi_run pair[2] = {{.dev = dev, .kind = EPI_FUSED, .m = m, .n = n, .k = k, .x = x, .w = w, .bias = b, .y = y},
+                           {.dev = dev, .kind = EPI_PLAIN, .m = m, .n = n, .k = k, .x = x, .w = w, .bias = b, .y = y}};
+        bench_row rows[2];
+        memset(rows, 0, sizeof rows);
+        double ratio[3];
+        st = bench_time_paired(run_epilogue, &pair[0], run_epilogue, &pair[1], opt->budget_s, 5, 100, &rows[0], &rows[1],
+                               ratio);
+        static const char *const names[2] = {"tessera-fused-paired", "tessera-plain-gemm-paired"};
+        for (int i = 0; i < 2 && st == TSR_SUCCESS; ++i) {
+            for (size_t e = 0; e < m * n; ++e) hy[e] = NAN;
+            if ((st = tsr_upload(dev, y, hy, m * n)) != TSR_SUCCESS) break;
+            if ((st = run_epilogue(&pair[i])) != TSR_SUCCESS) break;
+            if ((st = tsr_download(dev, y, hy, m * n)) != TSR_SUCCESS) break;
+            strcpy(rows[i].op, "gemm-bias-gelu");
+            snprintf(rows[i].shape, sizeof rows[i].shape, "%zux%zux%zu", m, n, k);
+            tsr_strlcpy(rows[i].impl, names[i], sizeof rows[i].impl);
+            rows[i].gflops = 2.0 * m * n * k / (rows[i].time_ms * 1e6);
+            rows[i].rel_err = epilogue_error(&pair[i], hx, hw, hb, hy);
+            if ((st = bench_add(report, &rows[i])) != TSR_SUCCESS) break;
+            if (!opt->quiet)
+                printf("%-14s %-26s %10.3f %8.1f GFLOP/s %9.1e\n", rows[i].shape, rows[i].impl, rows[i].time_ms,
+                       rows[i].gflops, rows[i].rel_err);
+        }
+        if (st == TSR_SUCCESS && !opt->quiet)
+            printf("timed in alternation (%d pairs): fused bias+GELU costs %+.1f%% over the plain GEMM (pairs: median; "
+                   "%+.1f%% to %+.1f%%)\n", rows[0].runs, 100 * (ratio[0] - 1), 100 * (ratio[1] - 1),
+                   100 * (ratio[2] - 1));
     }
 out:
     if (x) clReleaseMemObject(x);

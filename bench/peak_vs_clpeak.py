@@ -101,16 +101,22 @@ def main():
     def fmt(v):
         return "-" if v is None else f"{v:.1f}"
 
+    def clpeak_best(r, prefix):
+        return max(r[0].get(prefix + w, 0) for w in WIDTHS)
+
+    def width_table(prefix, label, best_label, unit):  # a row per vector width, then each tool's best
+        for w in WIDTHS:
+            c, t = med(0, prefix + w), med(1, prefix + w)
+            print(f"| {label} {w} ({unit}) | {fmt(c)} | {fmt(t)} | {t / c:.2f} |" if c and t else
+                  f"| {label} {w} ({unit}) | {fmt(c)} | {fmt(t)} | - |")
+        cbest = statistics.median(clpeak_best(r, prefix) for r in rounds)
+        tbest = med(1, prefix + "best")
+        print(f"| {best_label} ({unit}) | {cbest:.1f} | {tbest:.1f} | {tbest / cbest:.2f} |")
+
     print(f"median of {args.runs} alternating rounds, device {args.device}\n")
     print("| figure | clpeak | tessera peak | tessera / clpeak |")
     print("|---|---:|---:|---:|")
-    for w in WIDTHS:
-        c, t = med(0, f"bw.{w}"), med(1, f"bw.{w}")
-        print(f"| read bandwidth {w} (GB/s) | {fmt(c)} | {fmt(t)} | {t / c:.2f} |" if c and t else
-              f"| read bandwidth {w} (GB/s) | {fmt(c)} | {fmt(t)} | - |")
-    cbest = statistics.median(max(r[0].get("bw." + w, 0) for w in WIDTHS) for r in rounds)
-    tbest = med(1, "bw.best")
-    print(f"| best bandwidth (GB/s) | {cbest:.1f} | {tbest:.1f} | {tbest / cbest:.2f} |")
+    width_table("bw.", "read bandwidth", "best bandwidth", "GB/s")
     print(f"| best copy bandwidth, read + written (GB/s) | - | {fmt(med(1, 'copy.best'))} | - |")
     if med(1, "host_copy") is not None:
         print(f"| the host's own read, same threads (GB/s) | - | {fmt(med(1, 'host_read'))} | - |")
@@ -120,13 +126,11 @@ def main():
         vals = [num(r) / den(r) for r in rounds if num(r) and den(r)]
         return f"{statistics.median(vals):.2f} ({min(vals):.2f}–{max(vals):.2f})" if vals else "-"
 
-    def clpeak_best(r):
-        return max(r[0].get("bw." + w, 0) for w in WIDTHS)
-
     print(f"\nratios within each round, median (range) over {len(rounds)} rounds:\n")
     print("| ratio | value |")
     print("|---|---:|")
-    print(f"| tessera best bandwidth / clpeak best | {paired(lambda r: r[1]['bw.best'], clpeak_best)} |")
+    print(f"| tessera best bandwidth / clpeak best | "
+          f"{paired(lambda r: r[1]['bw.best'], lambda r: clpeak_best(r, 'bw.'))} |")
     if med(1, "host_copy") is not None:
         print(f"| tessera best read / the host's read | "
               f"{paired(lambda r: r[1]['read.best'], lambda r: r[1].get('host_read'))} |")
@@ -138,13 +142,7 @@ def main():
         return
     print("\n| figure | clpeak | tessera peak | tessera / clpeak |")
     print("|---|---:|---:|---:|")
-    for w in WIDTHS:
-        c, t = med(0, f"sp.{w}"), med(1, f"sp.{w}")
-        print(f"| fp32 {w} (GFLOP/s) | {fmt(c)} | {fmt(t)} | {t / c:.2f} |" if c and t else
-              f"| fp32 {w} (GFLOP/s) | {fmt(c)} | {fmt(t)} | - |")
-    cbest = statistics.median(max(r[0].get("sp." + w, 0) for w in WIDTHS) for r in rounds)
-    tbest = med(1, "sp.best")
-    print(f"| best fp32 (GFLOP/s) | {cbest:.1f} | {tbest:.1f} | {tbest / cbest:.2f} |")
+    width_table("sp.", "fp32", "best fp32", "GFLOP/s")
     print(f"| launch latency (µs; tessera: enqueue + finish round trip) | {fmt(med(0, 'latency_us'))} | "
           f"{fmt(med(1, 'latency_us'))} | - |")
     print(f"| host to device (GB/s) | {fmt(med(0, 'xfer.enqueueWriteBuffer'))} | "

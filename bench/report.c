@@ -583,15 +583,11 @@ static bool validate_report(const cJSON *root, char *why, size_t size) {
 }
 
 tsr_status report_load(const char *path, cJSON **root) {
+    cJSON *r = NULL;
     *root = NULL;
-    char *data = NULL;
-    size_t size = 0;
-    tsr_status st = tsr_read_file(path, &data, &size);
+    tsr_status st = tsr_read_json(path, "report", &r);
     if (st != TSR_SUCCESS) return st;
-    cJSON *r = cJSON_ParseWithLength(data, size);
-    free(data);
     char why[256];
-    if (!r) return tsr_fail(TSR_ERR_CORRUPT, "%s is not valid JSON", path);
     if (!validate_report(r, why, sizeof why)) {
         cJSON_Delete(r);
         return tsr_fail(TSR_ERR_CORRUPT, "%s is not a tessera report: %s", path, why);

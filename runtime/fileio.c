@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <cjson/cJSON.h>
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +31,23 @@ bool tsr_contains_nocase(const char *haystack, const char *needle) {
         if (i == n) return true;
     }
     return false;
+}
+
+tsr_status tsr_read_json(const char *path, const char *what, cJSON **root) {
+    *root = NULL;
+    char *text = NULL;
+    size_t size = 0;
+    tsr_status st = tsr_read_file(path, &text, &size);
+    if (st != TSR_SUCCESS) return st;
+    const char *end = NULL;
+    /* tsr_read_file NUL-terminates: include the NUL so trailing garbage is an error too. */
+    *root = cJSON_ParseWithLengthOpts(text, size + 1, &end, true);
+    long at = end ? (long)(end - text) : -1L;
+    free(text);
+    if (!*root)
+        return tsr_fail(TSR_ERR_CORRUPT, "%s %s is unusable: not valid JSON (truncated or damaged near byte %ld)", what,
+                        path, at);
+    return TSR_SUCCESS;
 }
 
 tsr_status tsr_read_file(const char *path, char **data, size_t *size) {

@@ -156,6 +156,9 @@ tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, 
 
 /* Read a whole file; *data is malloc'ed and NUL-terminated. */
 tsr_status tsr_read_file(const char *path, char **data, size_t *size);
+/* Read a whole file as one JSON value: truncation, damage or trailing text is TSR_ERR_CORRUPT,
+ * "<what> <path> is unusable: not valid JSON (... near byte N)". */
+tsr_status tsr_read_json(const char *path, const char *what, struct cJSON **root);
 /* Write a file atomically: a temporary file in the same directory, fsync, rename. */
 tsr_status tsr_write_file_atomic(const char *path, const void *data, size_t size);
 /* mkdir -p */

@@ -118,22 +118,10 @@ static bool validate(const cJSON *root, char *why, size_t size) {
 }
 
 tsr_status tsr_db_load(const char *path, cJSON **root) {
-    *root = NULL;
-    char *text = NULL;
-    size_t size = 0;
-    tsr_status st = tsr_read_file(path, &text, &size);
+    cJSON *parsed = NULL;
+    tsr_status st = tsr_read_json(path, "tuning database", &parsed);
     if (st != TSR_SUCCESS) return st;
-    const char *end = NULL;
-    /* tsr_read_file NUL-terminates: include the NUL so trailing garbage is an error too. */
-    cJSON *parsed = cJSON_ParseWithLengthOpts(text, size + 1, &end, true);
     char why[256];
-    if (!parsed) {
-        snprintf(why, sizeof why, "not valid JSON (truncated or damaged near byte %ld)",
-                 end ? (long)(end - text) : -1L);
-        free(text);
-        return tsr_fail(TSR_ERR_CORRUPT, "tuning database %s is unusable: %s", path, why);
-    }
-    free(text);
     if (!validate(parsed, why, sizeof why)) {
         cJSON_Delete(parsed);
         return tsr_fail(TSR_ERR_CORRUPT, "tuning database %s is unusable: %s", path, why);

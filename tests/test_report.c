@@ -170,6 +170,7 @@ static void damaged_reports(void **state) {
     snprintf(path, sizeof path, "%s/r.json", dir);
     const char *bad[] = {
         "not json",
+        "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": []} and a truncated copy",
         "{\"format\": \"something-else\", \"schema_version\": 1, \"devices\": []}",
         "{\"format\": \"tessera-report\", \"schema_version\": 99, \"devices\": []}",
         "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": {}}",
@@ -179,7 +180,7 @@ static void damaged_reports(void **state) {
         "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [{\"fingerprint\": \"x\", \"status\": "
         "\"ok\", \"host\": \"h\", \"peaks\": {\"bandwidth_gbps\": \"fast\"}}]}",
     };
-    const char *why[] = {"not valid JSON", "format", "schema_version", "devices", "fingerprint", "time_ms", "peaks"};
+    const char *why[] = {"not valid JSON", "not valid JSON", "format", "schema_version", "devices", "fingerprint", "time_ms", "peaks"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
         th_write_file(path, bad[i], strlen(bad[i]));
         cJSON *root = NULL;

@@ -72,6 +72,17 @@ typedef struct bench_options {
 } bench_options;
 
 tsr_status bench_gemm(tsr_device *device, const bench_options *options, bench_report *report);
+
+/* One GELU-benchmark run (bench_gelu.c), shared with the report's GELU case: a bench_fn. */
+typedef enum { GELU_RUN_FUSED, GELU_RUN_UNFUSED, GELU_RUN_COPY_KERNEL, GELU_RUN_COPY_BUFFER } gelu_run_kind;
+typedef struct gelu_run {
+    tsr_device *dev;
+    gelu_run_kind kind;
+    tsr_gelu_mode mode;
+    cl_mem x, y;
+    size_t n;
+} gelu_run;
+tsr_status bench_gelu_once(void *gelu_run_ctx);
 tsr_status bench_gelu(tsr_device *device, const bench_options *options, bench_report *report);
 tsr_status bench_attention(tsr_device *device, const bench_options *options, bench_report *report);
 tsr_status bench_conv2d(tsr_device *device, const bench_options *options, bench_report *report);

@@ -14,24 +14,14 @@
 
 static const size_t default_sizes[] = {(size_t)1 << 20, (size_t)1 << 24, (size_t)1 << 26};
 
-typedef enum { RUN_FUSED, RUN_UNFUSED, RUN_COPY_KERNEL, RUN_COPY_BUFFER } run_kind;
-
-typedef struct gelu_run {
-    tsr_device *dev;
-    run_kind kind;
-    tsr_gelu_mode mode;
-    cl_mem x, y;
-    size_t n;
-} gelu_run;
-
-static tsr_status run_gelu(void *ctx) {
+tsr_status bench_gelu_once(void *ctx) {
     gelu_run *r = ctx;
     tsr_status st = TSR_SUCCESS;
     switch (r->kind) {
-    case RUN_FUSED: st = tsr_gelu(r->dev, r->mode, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
-    case RUN_UNFUSED: st = tsr_gelu_unfused(r->dev, r->mode, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
-    case RUN_COPY_KERNEL: st = tsr_gelu_copy(r->dev, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
-    case RUN_COPY_BUFFER: {
+    case GELU_RUN_FUSED: st = tsr_gelu(r->dev, r->mode, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
+    case GELU_RUN_UNFUSED: st = tsr_gelu_unfused(r->dev, r->mode, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
+    case GELU_RUN_COPY_KERNEL: st = tsr_gelu_copy(r->dev, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
+    case GELU_RUN_COPY_BUFFER: {
         cl_int err = clEnqueueCopyBuffer(r->dev->queue, r->x, r->y, 0, 0, r->n * sizeof(float), 0, NULL, NULL);
         if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clEnqueueCopyBuffer", __FILE__, __LINE__);
         break;
@@ -45,7 +35,8 @@ static tsr_status run_gelu(void *ctx) {
 static double gelu_max_error(const gelu_run *r, const float *x, const float *y) {
     double worst = 0;
     for (size_t i = 0; i < r->n; ++i) {
-        double ref = (r->kind == RUN_FUSED || r->kind == RUN_UNFUSED) ? tsr_gelu_reference(r->mode, x[i]) : x[i];
+        bool gelu = r->kind == GELU_RUN_FUSED || r->kind == GELU_RUN_UNFUSED;
+        double ref = gelu ? tsr_gelu_reference(r->mode, x[i]) : x[i];
         double e = fabs((double)y[i] - ref) / fmax(1.0, fabs((double)x[i]));
         worst = isnan(e) ? INFINITY : fmax(worst, e);
     }
@@ -71,12 +62,12 @@ static tsr_status bench_elementwise(tsr_device *dev, const bench_options *opt, b
     }
     static const struct {
         const char *impl;
-        run_kind kind;
+        gelu_run_kind kind;
         tsr_gelu_mode mode;
     } impls[] = {
-        {"copy-kernel", RUN_COPY_KERNEL, TSR_GELU_TANH},   {"clEnqueueCopyBuffer", RUN_COPY_BUFFER, TSR_GELU_TANH},
-        {"fused-tanh", RUN_FUSED, TSR_GELU_TANH},          {"unfused-tanh", RUN_UNFUSED, TSR_GELU_TANH},
-        {"fused-erf", RUN_FUSED, TSR_GELU_ERF},            {"unfused-erf", RUN_UNFUSED, TSR_GELU_ERF},
+        {"copy-kernel", GELU_RUN_COPY_KERNEL, TSR_GELU_TANH},   {"clEnqueueCopyBuffer", GELU_RUN_COPY_BUFFER, TSR_GELU_TANH},
+        {"fused-tanh", GELU_RUN_FUSED, TSR_GELU_TANH},          {"unfused-tanh", GELU_RUN_UNFUSED, TSR_GELU_TANH},
+        {"fused-erf", GELU_RUN_FUSED, TSR_GELU_ERF},            {"unfused-erf", GELU_RUN_UNFUSED, TSR_GELU_ERF},
     };
     double gbps[6] = {0};
     for (size_t k = 0; k < 6 && st == TSR_SUCCESS; ++k) {
@@ -84,7 +75,7 @@ static tsr_status bench_elementwise(tsr_device *dev, const bench_options *opt, b
         for (size_t i = 0; i < n; ++i) hy[i] = NAN;
         if ((st = tsr_upload(dev, y, hy, n)) != TSR_SUCCESS) break;
         bench_row row = {0};
-        if ((st = bench_time(run_gelu, &r, opt->budget_s, 5, 200, &row)) != TSR_SUCCESS) break;
+        if ((st = bench_time(bench_gelu_once, &r, opt->budget_s, 5, 200, &row)) != TSR_SUCCESS) break;
         if ((st = tsr_download(dev, y, hy, n)) != TSR_SUCCESS) break;
         strcpy(row.op, "gelu");
         snprintf(row.shape, sizeof row.shape, "%zu", n);
@@ -104,17 +95,17 @@ static tsr_status bench_elementwise(tsr_device *dev, const bench_options *opt, b
     /* The copy kernel and fused tanh once more, in alternation: their ratio, the GELU target, with
      * both timed under the same load. Each is checked once more afterwards on a poisoned output. */
     if (st == TSR_SUCCESS) {
-        gelu_run pair[2] = {{.dev = dev, .kind = RUN_COPY_KERNEL, .mode = TSR_GELU_TANH, .x = x, .y = y, .n = n},
-                            {.dev = dev, .kind = RUN_FUSED, .mode = TSR_GELU_TANH, .x = x, .y = y, .n = n}};
+        gelu_run pair[2] = {{.dev = dev, .kind = GELU_RUN_COPY_KERNEL, .mode = TSR_GELU_TANH, .x = x, .y = y, .n = n},
+                            {.dev = dev, .kind = GELU_RUN_FUSED, .mode = TSR_GELU_TANH, .x = x, .y = y, .n = n}};
         bench_row rows[2];
         memset(rows, 0, sizeof rows);
         double ratio[3];
-        st = bench_time_paired(run_gelu, &pair[0], run_gelu, &pair[1], opt->budget_s, 5, 400, &rows[0], &rows[1], ratio);
+        st = bench_time_paired(bench_gelu_once, &pair[0], bench_gelu_once, &pair[1], opt->budget_s, 5, 400, &rows[0], &rows[1], ratio);
         static const char *const names[2] = {"copy-kernel-paired", "fused-tanh-paired"};
         for (int k = 0; k < 2 && st == TSR_SUCCESS; ++k) {
             for (size_t i = 0; i < n; ++i) hy[i] = NAN;
             if ((st = tsr_upload(dev, y, hy, n)) != TSR_SUCCESS) break;
-            if ((st = run_gelu(&pair[k])) != TSR_SUCCESS) break;
+            if ((st = bench_gelu_once(&pair[k])) != TSR_SUCCESS) break;
             if ((st = tsr_download(dev, y, hy, n)) != TSR_SUCCESS) break;
             strcpy(rows[k].op, "gelu");
             snprintf(rows[k].shape, sizeof rows[k].shape, "%zu", n);

@@ -143,24 +143,9 @@ out:
 
 /* ---- GELU (tanh form) and the copy kernel of the same geometry ---- */
 
-typedef struct gelu_ctx {
-    tsr_device *dev;
-    size_t n;
-    cl_mem x, y;
-    bool copy;
-} gelu_ctx;
-
-static tsr_status run_gelu_once(void *vctx) {
-    gelu_ctx *g = vctx;
-    tsr_status st = g->copy ? tsr_gelu_copy(g->dev, g->x, 0, g->y, 0, g->n, NULL, NULL)
-                            : tsr_gelu(g->dev, TSR_GELU_TANH, g->x, 0, g->y, 0, g->n, NULL, NULL);
-    if (st == TSR_SUCCESS) clFinish(g->dev->queue);
-    return st;
-}
-
 static tsr_status case_gelu(tsr_device *dev, const report_case *c, const size_t *p, const report_options *opt,
                             cJSON *results) {
-    gelu_ctx g = {.dev = dev, .n = p[0]};
+    gelu_run g = {.dev = dev, .mode = TSR_GELU_TANH, .n = p[0]};
     float *x = malloc(g.n * 4), *y = malloc(g.n * 4);
     tsr_status st = TSR_SUCCESS;
     if (!x || !y) {
@@ -177,9 +162,9 @@ static tsr_status case_gelu(tsr_device *dev, const report_case *c, const size_t 
     /* 8 elementary operations per element (the unfused baseline's kernels); 8 bytes must move */
     double flops = 8.0 * g.n, bytes = 8.0 * g.n;
     for (int copy = 0; copy < 2 && st == TSR_SUCCESS; ++copy) {
-        g.copy = copy;
+        g.kind = copy ? GELU_RUN_COPY_KERNEL : GELU_RUN_FUSED;
         bench_row row = {0};
-        if ((st = bench_time(run_gelu_once, &g, opt->budget_s, 3, 200, &row)) != TSR_SUCCESS) break;
+        if ((st = bench_time(bench_gelu_once, &g, opt->budget_s, 3, 200, &row)) != TSR_SUCCESS) break;
         if ((st = tsr_download(dev, g.y, y, g.n)) != TSR_SUCCESS) break;
         double worst = 0;
         for (size_t i = 0; i < g.n; i += 1 + g.n / 4096) {

@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,10 +318,11 @@ static int type_rank_for_default(tsr_device_type t) {
 static bool parse_index_pair(const char *s, long *p, long *d) {
     char *end = NULL;
     if (!isdigit((unsigned char)s[0])) return false;
+    errno = 0;
     *p = strtol(s, &end, 10);
     if (*end != ':' || !isdigit((unsigned char)end[1])) return false;
     *d = strtol(end + 1, &end, 10);
-    return *end == '\0';
+    return *end == '\0' && errno == 0; /* out-of-range indices are malformed, not clamped */
 }
 
 /* Pick one device from `all` by selector into *pick; on failure the error is recorded. */
@@ -329,6 +331,10 @@ static tsr_status select_device(const found_device *all, size_t n, const char *s
     char sel[TSR_INFO_STR];
     /* Trim blanks: selectors come from environment variables and command lines. */
     while (*selector && isspace((unsigned char)*selector)) ++selector;
+    /* A truncated selector could name another device ("cpu   ...x" cut to "cpu"): refuse it whole. */
+    if (strlen(selector) >= sizeof sel)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "selector from %s is %zu characters long; at most %zu are accepted",
+                        origin, strlen(selector), sizeof sel - 1);
     tsr_strlcpy(sel, selector, sizeof sel);
     for (size_t len = strlen(sel); len > 0 && isspace((unsigned char)sel[len - 1]); --len) sel[len - 1] = '\0';
 

@@ -114,6 +114,18 @@ static void bad_selectors(void **state) {
     TH_ASSERT_CONTAINS(tsr_last_error(), "malformed");
     TH_ASSERT_STATUS(tsr_device_open("0:1:2", &dev), TSR_ERR_INVALID_ARG);
     TH_ASSERT_STATUS(tsr_device_open("1:x", &dev), TSR_ERR_INVALID_ARG);
+    /* Indices past LONG_MAX were clamped by strtol; now they are malformed. */
+    TH_ASSERT_STATUS(tsr_device_open("99999999999999999999999:0", &dev), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "malformed");
+    /* A selector longer than the buffer was cut, and "cpu<spaces>x" became "cpu": refuse it whole. */
+    char long_sel[TSR_INFO_STR + 64];
+    memset(long_sel, ' ', sizeof long_sel);
+    memcpy(long_sel, "cpu", 3);
+    long_sel[sizeof long_sel - 2] = 'x';
+    long_sel[sizeof long_sel - 1] = '\0';
+    TH_ASSERT_STATUS(tsr_device_open(long_sel, &dev), TSR_ERR_INVALID_ARG);
+    assert_null(dev);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "characters long");
 }
 
 static void selector_from_environment(void **state) {

@@ -578,7 +578,10 @@ tsr_status peak_from_json(const cJSON *o, peak_result *r) {
         tsr_strlcpy(r->bandwidth_best, v->valuestring, sizeof r->bandwidth_best);
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "compute_best")) && cJSON_IsString(v))
         tsr_strlcpy(r->compute_best, v->valuestring, sizeof r->compute_best);
-    if ((v = cJSON_GetObjectItemCaseSensitive(o, "buffer_bytes")) && cJSON_IsNumber(v)) r->buffer_bytes = (size_t)v->valuedouble;
+    /* A foreign file: a negative or huge count would make the cast undefined. */
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "buffer_bytes")) && cJSON_IsNumber(v) && v->valuedouble >= 0 &&
+        v->valuedouble < 9007199254740992.0)
+        r->buffer_bytes = (size_t)v->valuedouble;
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "budget_s")) && cJSON_IsNumber(v)) r->budget_s = v->valuedouble;
     static const char *const kinds[3] = {"read", "write", "copy"};
     const cJSON *bws = cJSON_GetObjectItemCaseSensitive(o, "bandwidth");

@@ -542,11 +542,11 @@ static void failed_png_conversion_is_reported(void **state) {
     th_remove_tree(dir);
 }
 
-/* Merging is linear: 50 000 devices, all of them again (newer) in a second report, keep the
+/* Merging is linear: 100 000 devices, all of them again (newer) in a second report, keep the
  * newer of each pair with a note; before, each device was compared with every kept one. */
 static void merge_many_devices(void **state) {
     (void)state;
-    enum { N = 50000 };
+    enum { N = 100000 };
     char dir[512], a[700], b[700];
     th_tempdir(dir, sizeof dir);
     snprintf(a, sizeof a, "%s/a.json", dir);

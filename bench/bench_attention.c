@@ -14,6 +14,7 @@
 
 enum { BENCH_H = 8, BENCH_D = 64 };
 static const size_t default_lengths[] = {128, 256, 512, 1024, 2048, 4096, 8192};
+#define ATT_MAX_LENGTH ((uint64_t)1 << 24) /* sequence lengths; the memory checks refuse long before */
 #define UNFUSED_MAX_DEFAULT 2048 /* above this the unfused pipelines take minutes per row here */
 
 typedef enum { ATT_BLOCKED, ATT_UNFUSED, ATT_CLBLAST, ATT_GEMMS } att_kind;
@@ -185,11 +186,28 @@ tsr_status bench_attention(tsr_device *dev, const bench_options *opt, bench_repo
     size_t *lengths = NULL, count = 0;
     tsr_status st = TSR_SUCCESS;
     if (opt->sizes) {
-        if ((st = bench_parse_counts(opt->sizes, "sequence lengths", &lengths, &count)) != TSR_SUCCESS) return st;
+        if ((st = bench_parse_counts(opt->sizes, "sequence lengths", ATT_MAX_LENGTH, &lengths, &count)) != TSR_SUCCESS)
+            return st;
     } else {
         count = sizeof default_lengths / sizeof default_lengths[0];
         if (!(lengths = malloc(sizeof default_lengths))) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
         memcpy(lengths, default_lengths, sizeof default_lengths);
+    }
+    if (opt->part) st = tsr_fail(TSR_ERR_INVALID_ARG, "--part: attention has no parts (got '%s')", opt->part);
+    else if (opt->layers) st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
+    else if (opt->clblast_xgemm) st = tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
+    /* Q, K, V, O and the blocked kernel's transposed K, for every length before the first runs
+     * (the unfused pipelines' scores are checked where they run: they are skipped, not fatal). */
+    for (size_t i = 0; i < count && st == TSR_SUCCESS; ++i) {
+        char what[64];
+        snprintf(what, sizeof what, "attention at L=%zu", lengths[i]);
+        size_t b = (size_t)BENCH_H * lengths[i] * BENCH_D * 4; /* lengths <= 2^24: no wrap */
+        size_t bytes[5] = {b, b, b, b, b};
+        st = bench_check_memory(dev, what, bytes, 5, 3 * b);
+    }
+    if (st != TSR_SUCCESS) {
+        free(lengths);
+        return st;
     }
     if (!opt->quiet)
         printf("%-6s %-7s %-16s %10s %8s %10s %10s\n", "L", "mask", "impl", "ms", "GFLOP/s", "dev MiB", "rel_diff");

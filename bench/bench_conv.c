@@ -44,6 +44,7 @@ static const resnet_layer resnet50[] = {
 static const char default_layers[] =
     "conv1,l1.3x3,l2.3x3,l3.3x3,l4.3x3,l2.3x3s2,l1.reduce256,l1.expand,l3.reduce1024,l3.expand";
 static const size_t default_batches[] = {1, 8};
+#define CONV_MAX_BATCH 65536u /* keeps every count below in size_t; the memory checks refuse long before */
 
 static tsr_conv2d_desc layer_desc(const resnet_layer *l, size_t batch) {
     tsr_conv2d_desc d = {.batch = batch, .in_channels = (size_t)l->c, .in_height = (size_t)l->h,
@@ -122,10 +123,28 @@ static void reference_ends(const tsr_conv2d_desc *d, const float *hx, const floa
     if (d->batch > 1) tsr_conv2d_reference(&one, hx + (d->batch - 1) * in_image, hw, NULL, ref + per_image);
 }
 
+/* A layer at a batch size: its buffers against the device's limits and the host's memory (the
+ * OpenBLAS GEMM's im2col copy too, when it runs), before anything is allocated. */
+static tsr_status layer_check(tsr_device *dev, const bench_options *opt, const resnet_layer *l, size_t batch) {
+    tsr_conv2d_desc d = layer_desc(l, batch);
+    size_t P, Q;
+    tsr_status st = tsr_conv2d_output_size(&d, &P, &Q);
+    if (st != TSR_SUCCESS) return st;
+    size_t k = d.in_channels * d.kernel_h * d.kernel_w, n = batch * P * Q, per_image = d.out_channels * P * Q;
+    size_t bytes[3] = {batch * d.in_channels * d.in_height * d.in_width * 4, d.out_channels * k * 4,
+                       batch * per_image * 4};
+    size_t host = bytes[0] + bytes[1] + bytes[2] + 2 * per_image * sizeof(double);
+    if (opt->peers && dev->info.type == TSR_DEVICE_CPU) host += (k + d.out_channels) * n * 4;
+    char what[96];
+    snprintf(what, sizeof what, "conv2d %s at batch %zu", l->name, batch);
+    return bench_check_memory(dev, what, bytes, 3, host);
+}
+
 static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_report *report,
                               const resnet_layer *l, size_t batch) {
     conv_run r = {.dev = dev, .d = layer_desc(l, batch)};
-    tsr_status st = tsr_conv2d_output_size(&r.d, &r.P, &r.Q);
+    tsr_status st = layer_check(dev, opt, l, batch);
+    if (st == TSR_SUCCESS) st = tsr_conv2d_output_size(&r.d, &r.P, &r.Q);
     if (st != TSR_SUCCESS) return st;
     const tsr_conv2d_desc *d = &r.d;
     size_t in_image = d->in_channels * d->in_height * d->in_width, per_image = d->out_channels * r.P * r.Q;
@@ -293,9 +312,14 @@ static tsr_status run_stack(void *ctx) {
     return TSR_SUCCESS;
 }
 
-static tsr_status bench_stack(tsr_device *dev, const bench_options *opt, bench_report *report, size_t batch) {
-    /* One input, one output, one weight buffer, each as large as the largest layer needs; the
-     * layers read whatever the buffers hold (timing, not a real network's activations). */
+/* The stack's buffers (largest input, weights, bias, output, in elements) and its FLOP count at a
+ * batch size, checked against the device and the host. */
+typedef struct stack_sizes {
+    size_t x, w, k, y;
+    double flops;
+} stack_sizes;
+
+static tsr_status stack_check(tsr_device *dev, size_t batch, stack_sizes *out) {
     size_t max_x = 0, max_y = 0, max_w = 0, max_k = 0;
     double flops = 0;
     for (size_t i = 0; i < sizeof stack_order / sizeof stack_order[0]; ++i) {
@@ -309,9 +333,24 @@ static tsr_status bench_stack(tsr_device *dev, const bench_options *opt, bench_r
         max_k = (size_t)l->k > max_k ? (size_t)l->k : max_k;
         flops += tsr_conv2d_flops(&d);
     }
+    size_t bytes[4] = {max_x * 4, max_w * 4, max_k * 4, max_y * 4};
+    char what[64];
+    snprintf(what, sizeof what, "the conv2d stack at batch %zu", batch);
+    tsr_status st = bench_check_memory(dev, what, bytes, 4, (max_x > max_w ? max_x : max_w) * 4);
+    if (st == TSR_SUCCESS && out) *out = (stack_sizes){max_x, max_w, max_k, max_y, flops};
+    return st;
+}
+
+static tsr_status bench_stack(tsr_device *dev, const bench_options *opt, bench_report *report, size_t batch) {
+    /* One input, one output, one weight buffer, each as large as the largest layer needs; the
+     * layers read whatever the buffers hold (timing, not a real network's activations). */
+    stack_sizes sz;
+    tsr_status st = stack_check(dev, batch, &sz);
+    if (st != TSR_SUCCESS) return st;
+    size_t max_x = sz.x, max_y = sz.y, max_w = sz.w, max_k = sz.k;
+    double flops = sz.flops;
     stack_run s = {.dev = dev, .batch = batch};
     cl_int err = CL_SUCCESS;
-    tsr_status st = TSR_SUCCESS;
     size_t fill = max_x > max_w ? max_x : max_w;
     float *h = malloc(fill * 4);
     if (!h) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
@@ -368,6 +407,8 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
     bool stack = !opt->part || strcmp(opt->part, "stack") == 0;
     if (!layers && !stack)
         return tsr_fail(TSR_ERR_INVALID_ARG, "--part: conv2d has the parts 'layers' and 'stack' (got '%s')", opt->part);
+    if (opt->max_unfused) return tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
+    if (opt->clblast_xgemm) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
     /* Check the layer names before anything runs. */
     const char *names = opt->layers ? opt->layers : default_layers;
     const resnet_layer *chosen[NLAYERS];
@@ -393,11 +434,20 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
         }
     }
     if (opt->sizes) {
-        if ((st = bench_parse_counts(opt->sizes, "batch sizes", &batches, &nbatches)) != TSR_SUCCESS) return st;
+        if ((st = bench_parse_counts(opt->sizes, "batch sizes", CONV_MAX_BATCH, &batches, &nbatches)) != TSR_SUCCESS)
+            return st;
     } else {
         nbatches = sizeof default_batches / sizeof default_batches[0];
         if (!(batches = malloc(sizeof default_batches))) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
         memcpy(batches, default_batches, sizeof default_batches);
+    }
+    /* Every layer and batch checked before the first one runs. */
+    for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && layers; ++b)
+        for (size_t i = 0; i < nchosen && st == TSR_SUCCESS; ++i) st = layer_check(dev, opt, chosen[i], batches[b]);
+    for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && stack; ++b) st = stack_check(dev, batches[b], NULL);
+    if (st != TSR_SUCCESS) {
+        free(batches);
+        return st;
     }
     if (!opt->quiet)
         printf("%-14s %-30s %-20s %10s %9s %9s\n", "layer", "shape (NxCxHxW kK RxS/stride pad)", "impl", "ms",

@@ -12,6 +12,7 @@
 #include <clblast_c.h>
 #endif
 
+#define GELU_MAX_ELEMENTS ((uint64_t)1 << 40) /* 4 TiB per buffer: the memory checks refuse long before */
 static const size_t default_sizes[] = {(size_t)1 << 20, (size_t)1 << 24, (size_t)1 << 26};
 
 tsr_status bench_gelu_once(void *ctx) {
@@ -295,7 +296,8 @@ tsr_status bench_gelu(tsr_device *dev, const bench_options *opt, bench_report *r
     size_t *sizes = NULL, nsizes = 0;
     tsr_status st = TSR_SUCCESS;
     if (opt->sizes) {
-        if ((st = bench_parse_counts(opt->sizes, "elements", &sizes, &nsizes)) != TSR_SUCCESS) return st;
+        if ((st = bench_parse_counts(opt->sizes, "elements", GELU_MAX_ELEMENTS, &sizes, &nsizes)) != TSR_SUCCESS)
+            return st;
     } else {
         nsizes = sizeof default_sizes / sizeof default_sizes[0];
         if (!(sizes = malloc(sizeof default_sizes))) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
@@ -303,10 +305,22 @@ tsr_status bench_gelu(tsr_device *dev, const bench_options *opt, bench_report *r
     }
     bool elementwise = !opt->part || strcmp(opt->part, "elementwise") == 0;
     bool epilogue = !opt->part || strcmp(opt->part, "epilogue") == 0;
-    if (!elementwise && !epilogue) {
+    if (!elementwise && !epilogue)
+        st = tsr_fail(TSR_ERR_INVALID_ARG, "--part: gelu has the parts 'elementwise' and 'epilogue' (got '%s')",
+                      opt->part);
+    else if (opt->layers) st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
+    else if (opt->max_unfused) st = tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
+    else if (opt->clblast_xgemm) st = tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
+    /* Every size checked against the device and the host before the first one runs. */
+    for (size_t i = 0; elementwise && i < nsizes && st == TSR_SUCCESS; ++i) {
+        char what[64];
+        snprintf(what, sizeof what, "gelu of %zu elements", sizes[i]);
+        size_t bytes[2] = {sizes[i] * 4, sizes[i] * 4}; /* sizes[i] <= 2^40: no wrap */
+        st = bench_check_memory(dev, what, bytes, 2, 2 * bytes[0]);
+    }
+    if (st != TSR_SUCCESS) {
         free(sizes);
-        return tsr_fail(TSR_ERR_INVALID_ARG, "--part: gelu has the parts 'elementwise' and 'epilogue' (got '%s')",
-                        opt->part);
+        return st;
     }
     if (elementwise && !opt->quiet) printf("%-10s %-20s %10s %8s %9s\n", "elements", "impl", "ms", "GB/s", "max_err");
     for (size_t i = 0; elementwise && i < nsizes && st == TSR_SUCCESS; ++i)

@@ -23,7 +23,10 @@ static const gemm_shape default_shapes[] = {
     {1, 4096, 8, 4096},    {1, 8, 4096, 4096},   {64, 128, 128, 128},
 };
 
-/* "1024", "512x768x3072" or "64@128x128x128", comma separated. */
+#define GEMM_DIM_MAX 2147483647u /* OpenBLAS and CLBlast take int extents */
+
+/* "1024", "512x768x3072" or "64@128x128x128", comma separated; every number from 1 to
+ * GEMM_DIM_MAX, digits only (a sign or a wrapped value is refused). */
 static tsr_status parse_shapes(const char *text, gemm_shape **out, size_t *count) {
     size_t cap = 1;
     for (const char *p = text; *p; ++p) cap += *p == ',';
@@ -32,26 +35,52 @@ static tsr_status parse_shapes(const char *text, gemm_shape **out, size_t *count
     size_t n = 0;
     const char *p = text;
     while (*p) {
-        unsigned long long b = 1, m = 0, nn = 0, k = 0;
-        int used = 0;
-        if (sscanf(p, "%llu@%llux%llux%llu%n", &b, &m, &nn, &k, &used) == 4 ||
-            (b = 1, sscanf(p, "%llux%llux%llu%n", &m, &nn, &k, &used) == 3) ||
-            (sscanf(p, "%llu%n", &m, &used) == 1 && (nn = k = m, 1))) {
-            if (!b || !m || !nn || !k) break;
-            s[n++] = (gemm_shape){b, m, nn, k};
-            p += used;
-            if (*p == ',') ++p;
-            else if (*p) break;
-        } else {
-            break;
+        uint64_t v[4] = {1, 0, 0, 0};
+        int got = 0;
+        bool ok = bench_scan_uint(&p, GEMM_DIM_MAX, &v[1]) && v[1] > 0;
+        if (ok && *p == '@') { /* that was the batch */
+            ++p;
+            v[0] = v[1];
+            ok = bench_scan_uint(&p, GEMM_DIM_MAX, &v[1]) && v[1] > 0;
         }
+        got = 1;
+        while (ok && *p == 'x' && got < 3) {
+            ++p;
+            ok = bench_scan_uint(&p, GEMM_DIM_MAX, &v[1 + got]) && v[1 + got] > 0;
+            ++got;
+        }
+        if (!ok || got == 2 || (v[0] != 1 && got != 3)) break;
+        if (got == 1) v[2] = v[3] = v[1];
+        s[n++] = (gemm_shape){v[0], v[1], v[2], v[3]};
+        if (*p == ',' && p[1]) ++p;
+        else if (*p) break;
     }
     if (*p || n == 0) {
         free(s);
-        return tsr_fail(TSR_ERR_INVALID_ARG, "--sizes: cannot read '%s' (use N, MxNxK or B@MxNxK, comma separated)", p);
+        return tsr_fail(TSR_ERR_INVALID_ARG,
+                        "--sizes: cannot read '%s' (use N, MxNxK or B@MxNxK, comma separated, each from 1 to %u)", p,
+                        GEMM_DIM_MAX);
     }
     *out = s;
     *count = n;
+    return TSR_SUCCESS;
+}
+
+/* Element counts of A, B and C, or a refusal naming the shape when they (or their bytes, for
+ * the device and the host together) overflow or do not fit the device and the host. */
+static tsr_status shape_sizes(tsr_device *dev, const gemm_shape *s, size_t *na, size_t *nb, size_t *nc) {
+    char name[96];
+    snprintf(name, sizeof name, "gemm %zu@%zux%zux%zu", s->batch, s->m, s->n, s->k);
+    size_t a = s->batch, b = s->batch, c = s->batch;
+    bool ok = bench_mul(&a, s->m) && bench_mul(&a, s->k) && bench_mul(&b, s->k) && bench_mul(&b, s->n) &&
+              bench_mul(&c, s->m) && bench_mul(&c, s->n);
+    size_t bytes[3] = {a, b, c};
+    ok = ok && bench_mul(&bytes[0], 4) && bench_mul(&bytes[1], 4) && bench_mul(&bytes[2], 4);
+    ok = ok && bytes[0] <= SIZE_MAX - bytes[1] && bytes[0] + bytes[1] <= SIZE_MAX - bytes[2];
+    if (!ok) return tsr_fail(TSR_ERR_OVERFLOW, "%s: its matrices' sizes overflow", name);
+    tsr_status st = bench_check_memory(dev, name, bytes, 3, bytes[0] + bytes[1] + bytes[2]);
+    if (st != TSR_SUCCESS) return st;
+    *na = a, *nb = b, *nc = c;
     return TSR_SUCCESS;
 }
 
@@ -113,7 +142,11 @@ double bench_gemm_error(size_t batch, size_t m, size_t n, size_t k, const float 
     const gemm_shape shape = {batch, m, n, k}, *s = &shape;
     double num = 0, den = 0;
     bool exact = (double)s->batch * s->m * s->n * s->k <= (double)(1 << 27);
-    double *t = malloc(s->n * sizeof *t), *bt = malloc(s->k * sizeof *bt);
+    double *t = exact ? NULL : malloc(s->n * sizeof *t), *bt = exact ? NULL : malloc(s->k * sizeof *bt);
+    if (!exact && (!t || !bt)) { /* unchecked: NaN fails every tolerance */
+        free(t), free(bt);
+        return NAN;
+    }
     for (size_t bi = 0; bi < s->batch; ++bi) {
         const float *A = a + bi * s->m * s->k, *B = b + bi * s->k * s->n, *C = c + bi * s->m * s->n;
         if (exact) {
@@ -167,19 +200,22 @@ static tsr_status add_row(bench_report *report, const gemm_shape *s, const char 
 /* Hand CLBlast the Xgemm parameters its own tuner found ("GEMMK=0 MWG=64 ..."). */
 static tsr_status clblast_override(tsr_device *dev, const char *params) {
     char buf[1024];
+    if (strlen(params) >= sizeof buf) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: longer than %zu characters", sizeof buf - 1);
     tsr_strlcpy(buf, params, sizeof buf);
     const char *names[32];
     size_t values[32], n = 0;
     char *save = NULL;
     for (char *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
-        char *eq = strchr(tok, '='), *end = NULL;
+        char *eq = strchr(tok, '=');
         if (!eq || n == 32) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: cannot read '%s' (NAME=VALUE ...)", tok);
         *eq = '\0';
-        unsigned long v = strtoul(eq + 1, &end, 10);
-        if (end == eq + 1 || *end) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: %s has no number", tok);
+        const char *num = eq + 1;
+        uint64_t v = 0;
+        if (!bench_scan_uint(&num, 1u << 20, &v) || *num)
+            return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: %s needs a whole number from 0 to 1048576", tok);
         if (strcmp(tok, "PRECISION") == 0) continue;
         names[n] = tok;
-        values[n++] = v;
+        values[n++] = (size_t)v;
     }
     CLBlastStatusCode cs = CLBlastOverrideParameters(dev->id, "Xgemm", CLBlastPrecisionSingle, n, names, values);
     if (cs != CLBlastSuccess)
@@ -194,6 +230,9 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
     tsr_status st = TSR_SUCCESS;
     const char *clblast_impl = "clblast";
     (void)clblast_impl; /* unused without CLBlast */
+    if (opt->part) return tsr_fail(TSR_ERR_INVALID_ARG, "--part: gemm has no parts (got '%s')", opt->part);
+    if (opt->layers) return tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
+    if (opt->max_unfused) return tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
     if (opt->clblast_xgemm) {
 #ifdef TSR_HAVE_CLBLAST
         if ((st = clblast_override(dev, opt->clblast_xgemm)) != TSR_SUCCESS) return st;
@@ -210,6 +249,15 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
         if (!shapes) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
         memcpy(shapes, default_shapes, sizeof default_shapes);
     }
+    /* Every shape checked before the first one runs. */
+    for (size_t i = 0; i < nshapes && st == TSR_SUCCESS; ++i) {
+        size_t na, nb, nc;
+        st = shape_sizes(dev, &shapes[i], &na, &nb, &nc);
+    }
+    if (st != TSR_SUCCESS) {
+        free(shapes);
+        return st;
+    }
     bool cpu = dev->info.type == TSR_DEVICE_CPU;
     if (!opt->quiet) {
         printf("%-18s %10s %9s %9s %9s %11s %12s %10s\n", "shape", "tessera ms", "tessera", "clblast", "openblas",
@@ -218,10 +266,12 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
     }
     for (size_t i = 0; i < nshapes && st == TSR_SUCCESS; ++i) {
         const gemm_shape *s = &shapes[i];
-        size_t na = s->batch * s->m * s->k, nb = s->batch * s->k * s->n, nc = s->batch * s->m * s->n;
+        size_t na = 0, nb = 0, nc = 0;
         gemm_run r = {.dev = dev, .s = *s};
-        float *ha = malloc(na * 4), *hb = malloc(nb * 4), *hc = malloc(nc * 4);
+        float *ha = NULL, *hb = NULL, *hc = NULL;
         cl_int err = CL_SUCCESS;
+        if ((st = shape_sizes(dev, s, &na, &nb, &nc)) != TSR_SUCCESS) goto next;
+        ha = malloc(na * 4), hb = malloc(nb * 4), hc = malloc(nc * 4);
         if (!ha || !hb || !hc) {
             st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory for shape %zu", i);
             goto next;

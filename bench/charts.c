@@ -5,67 +5,42 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct sbuf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    if (b->failed) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = true;
-            return;
-        }
-        if (b->data && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
-        char *grown = realloc(b->data, cap);
-        if (!grown) {
-            b->failed = true;
-            return;
-        }
-        b->data = grown;
-        b->cap = cap;
-    }
+/* Length of the well-formed UTF-8 sequence at s (1 to 4), 0 when it is not one. */
+static size_t utf8_length(const unsigned char *s) {
+    size_t n = s[0] < 0x80 ? 1 : (s[0] >> 5) == 0x6 ? 2 : (s[0] >> 4) == 0xE ? 3 : (s[0] >> 3) == 0x1E ? 4 : 0;
+    for (size_t i = 1; i < n; ++i)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    if (n == 2 && s[0] < 0xC2) return 0;                                       /* overlong */
+    if (n == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0))) return 0; /* overlong, surrogate */
+    if (n == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || s[0] > 0xF4 || (s[0] == 0xF4 && s[1] >= 0x90))) return 0;
+    return n;
 }
 
-/* Text for an SVG element or attribute. */
-static void sb_escaped(sbuf *b, const char *s) {
+/* Text for an SVG element or attribute: escaped, control characters dropped, and bytes that are
+ * not UTF-8 (a report from elsewhere may hold any) replaced by U+FFFD so the XML stays well-formed. */
+static void sb_escaped(bench_text *b, const char *s) {
     for (; *s; ++s) {
+        if ((unsigned char)*s >= 0x80) {
+            size_t n = utf8_length((const unsigned char *)s);
+            if (n == 0) bench_text_printf(b, "\xEF\xBF\xBD");
+            else bench_text_printf(b, "%.*s", (int)n, s), s += n - 1;
+            continue;
+        }
         switch (*s) {
-        case '&': sb_printf(b, "&amp;"); break;
-        case '<': sb_printf(b, "&lt;"); break;
-        case '>': sb_printf(b, "&gt;"); break;
-        case '"': sb_printf(b, "&quot;"); break;
-        case '\'': sb_printf(b, "&apos;"); break;
+        case '&': bench_text_printf(b, "&amp;"); break;
+        case '<': bench_text_printf(b, "&lt;"); break;
+        case '>': bench_text_printf(b, "&gt;"); break;
+        case '"': bench_text_printf(b, "&quot;"); break;
+        case '\'': bench_text_printf(b, "&apos;"); break;
         default:
-            if ((unsigned char)*s >= 0x20 || *s == '\t') sb_printf(b, "%c", *s);
+            if ((unsigned char)*s >= 0x20 || *s == '\t') bench_text_printf(b, "%c", *s);
         }
     }
 }
-
-static char *sb_finish(sbuf *b) {
-    if (b->failed) {
-        free(b->data);
-        return NULL;
-    }
-    return b->data;
-}
-
 
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
                                       "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"};
@@ -103,62 +78,62 @@ char *chart_roofline_svg(const cJSON *device) {
     double ly0 = floor(log10(ymin)), ly1 = ceil(log10(ymax));
 #define X(v) (left + (log10(v) - lx0) / (lx1 - lx0) * pw)
 #define Y(v) (top + ph - (log10(v) - ly0) / (ly1 - ly0) * ph)
-    sbuf b = {0};
-    sb_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
+    bench_text b = {0};
+    bench_text_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
                   "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
-    sb_printf(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" y=\"24\" font-size=\"16\" "
+    bench_text_printf(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"%.0f\" y=\"24\" font-size=\"16\" "
                   "font-weight=\"bold\">Roofline: ", left);
     sb_escaped(&b, bench_json_text(info, "name"));
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(device, "simulator"))) sb_printf(&b, " (simulator)");
-    sb_printf(&b, "</text>\n<text x=\"%.0f\" y=\"44\" fill=\"#555\">", left);
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(device, "simulator"))) bench_text_printf(&b, " (simulator)");
+    bench_text_printf(&b, "</text>\n<text x=\"%.0f\" y=\"44\" fill=\"#555\">", left);
     sb_escaped(&b, bench_json_text(info, "platform_name"));
-    sb_printf(&b, ", driver ");
+    bench_text_printf(&b, ", driver ");
     sb_escaped(&b, bench_json_text(info, "driver_version"));
-    sb_printf(&b, "; host ");
+    bench_text_printf(&b, "; host ");
     sb_escaped(&b, bench_json_text(device, "host"));
-    sb_printf(&b, "</text>\n");
+    bench_text_printf(&b, "</text>\n");
     /* grid and axes */
-    sb_printf(&b, "<g stroke=\"#ddd\" stroke-width=\"1\">\n");
+    bench_text_printf(&b, "<g stroke=\"#ddd\" stroke-width=\"1\">\n");
     for (double lx = lx0; lx <= lx1 + 1e-9; lx += log10(4))
-        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", X(pow(10, lx)), top, X(pow(10, lx)), top + ph);
+        bench_text_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", X(pow(10, lx)), top, X(pow(10, lx)), top + ph);
     for (double ly = ly0; ly <= ly1 + 1e-9; ly += 1)
-        sb_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", left, Y(pow(10, ly)), left + pw, Y(pow(10, ly)));
-    sb_printf(&b, "</g>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n", left,
+        bench_text_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", left, Y(pow(10, ly)), left + pw, Y(pow(10, ly)));
+    bench_text_printf(&b, "</g>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n", left,
               top, pw, ph);
     char lab[32];
     for (double lx = lx0; lx <= lx1 + 1e-9; lx += log10(4)) {
         axis_label(pow(10, lx), lab, sizeof lab);
-        sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", X(pow(10, lx)), top + ph + 16, lab);
+        bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", X(pow(10, lx)), top + ph + 16, lab);
     }
     for (double ly = ly0; ly <= ly1 + 1e-9; ly += 1) {
         axis_label(pow(10, ly), lab, sizeof lab);
-        sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", left - 6, Y(pow(10, ly)) + 4, lab);
+        bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", left - 6, Y(pow(10, ly)) + 4, lab);
     }
-    sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">arithmetic intensity (FLOP per byte that must move)"
+    bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">arithmetic intensity (FLOP per byte that must move)"
                   "</text>\n", left + pw / 2, H - 14);
-    sb_printf(&b, "<text transform=\"translate(18 %.1f) rotate(-90)\" text-anchor=\"middle\">GFLOP/s</text>\n", top + ph / 2);
+    bench_text_printf(&b, "<text transform=\"translate(18 %.1f) rotate(-90)\" text-anchor=\"middle\">GFLOP/s</text>\n", top + ph / 2);
     /* the roof: bandwidth slope up to the ridge, then flat */
     double x0 = fmax(pow(10, lx0), pow(10, ly0) / bw), x1 = pow(10, lx1);
-    sb_printf(&b, "<polyline fill=\"none\" stroke=\"#000\" stroke-width=\"2.5\" points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\"/>\n",
+    bench_text_printf(&b, "<polyline fill=\"none\" stroke=\"#000\" stroke-width=\"2.5\" points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\"/>\n",
               X(x0), Y(bw * x0), X(ridge), Y(peak), X(x1), Y(peak));
     char roof_text[32];
-    sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\">fp32 roof %s GFLOP/s (", X(ridge) + 8, Y(peak) - 8,
+    bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.1f\">fp32 roof %s GFLOP/s (", X(ridge) + 8, Y(peak) - 8,
               bench_format_rate(peak, roof_text, sizeof roof_text));
     sb_escaped(&b, bench_json_text(peaks, "compute_best"));
-    sb_printf(&b, ")</text>\n");
+    bench_text_printf(&b, ")</text>\n");
     double mx = sqrt(x0 * ridge);
-    sb_printf(&b, "<text transform=\"translate(%.1f %.1f) rotate(%.1f)\" fill=\"#000\">memory roof %s GB/s (", X(mx) - 40,
+    bench_text_printf(&b, "<text transform=\"translate(%.1f %.1f) rotate(%.1f)\" fill=\"#000\">memory roof %s GB/s (", X(mx) - 40,
               Y(bw * mx) - 10, -atan2(Y(bw * x0) - Y(peak), X(ridge) - X(x0)) * 180 / 3.14159265358979323846,
               bench_format_rate(bw, roof_text, sizeof roof_text));
     sb_escaped(&b, bench_json_text(peaks, "bandwidth_best"));
-    sb_printf(&b, ")</text>\n");
+    bench_text_printf(&b, ")</text>\n");
     /* the ops: a colour per case, circles for tessera and squares for its peer, numbered, with
      * the legend to the right of the plot */
     const char *cases[32];
     size_t ncases = 0;
     int k = 0;
     double lx = left + pw + 24, ly = top + 6;
-    sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\">op, implementation: GFLOP/s (%% of roof)</text>\n",
+    bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\">op, implementation: GFLOP/s (%% of roof)</text>\n",
               lx, ly);
     cJSON_ArrayForEach(r, rows) {
         double fl = bench_json_num(r, "flops"), by = bench_json_num(r, "bytes"), g = bench_json_num(r, "gflops");
@@ -171,24 +146,24 @@ char *chart_roofline_svg(const cJSON *device) {
         const char *color = palette[ci % PALETTE];
         ++k;
         if (tessera)
-            sb_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\"/>\n", px, py, color);
+            bench_text_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\"/>\n", px, py, color);
         else
-            sb_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" fill=\"none\" stroke=\"%s\" "
+            bench_text_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" fill=\"none\" stroke=\"%s\" "
                           "stroke-width=\"2\"/>\n", px - 5, py - 5, color);
-        sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\" font-size=\"10\">%d</text>\n", px + 7, py - 5, color, k);
+        bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\" font-size=\"10\">%d</text>\n", px + 7, py - 5, color, k);
         double roof = fmin(peak, bw * ai);
         ly += 18;
-        sb_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%d. ", lx, ly, color, k);
+        bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%d. ", lx, ly, color, k);
         sb_escaped(&b, bench_json_text(r, "case"));
-        sb_printf(&b, ", ");
+        bench_text_printf(&b, ", ");
         sb_escaped(&b, bench_json_text(r, "impl"));
         char rate[32];
-        sb_printf(&b, ": %s (%.0f%%)</text>\n", bench_format_rate(g, rate, sizeof rate), roof > 0 ? 100 * g / roof : 0);
+        bench_text_printf(&b, ": %s (%.0f%%)</text>\n", bench_format_rate(g, rate, sizeof rate), roof > 0 ? 100 * g / roof : 0);
     }
-    sb_printf(&b, "</svg>\n");
+    bench_text_printf(&b, "</svg>\n");
 #undef X
 #undef Y
-    return sb_finish(&b);
+    return bench_text_finish(&b);
 }
 
 char *chart_bars_svg(const cJSON *root) {
@@ -208,20 +183,20 @@ char *chart_bars_svg(const cJSON *root) {
     const double W = 900, label_w = 250, bar_h = 18, gap = 6, panel_head = 28;
     double panel_h = panel_head + ndev * (bar_h + gap) + 10;
     double H = 50 + 22 * ((ndev + 2) / 3) + nids * panel_h + 10;
-    sbuf b = {0};
-    sb_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
+    bench_text b = {0};
+    bench_text_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
                   "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
-    sb_printf(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"10\" y=\"24\" font-size=\"16\" "
+    bench_text_printf(&b, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n<text x=\"10\" y=\"24\" font-size=\"16\" "
                   "font-weight=\"bold\">tessera across devices, op by op</text>\n");
     int i = 0;
     cJSON_ArrayForEach(d, devices) { /* legend */
         const char *name = bench_json_text(cJSON_GetObjectItemCaseSensitive(d, "info"), "name");
         double lx = 10 + (i % 3) * 270, ly = 44 + (i / 3) * 22;
-        sb_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n<text x=\"%.0f\" y=\"%.0f\">",
+        bench_text_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" fill=\"%s\"/>\n<text x=\"%.0f\" y=\"%.0f\">",
                   lx, ly - 10, palette[(size_t)i % PALETTE], lx + 16, ly);
-        sb_printf(&b, "%d. ", i + 1);
+        bench_text_printf(&b, "%d. ", i + 1);
         sb_escaped(&b, *name ? name : bench_json_text(d, "selector"));
-        sb_printf(&b, "</text>\n");
+        bench_text_printf(&b, "</text>\n");
         ++i;
     }
     double y = 50 + 22 * ((ndev + 2) / 3);
@@ -233,9 +208,9 @@ char *chart_bars_svg(const cJSON *root) {
                     max_rate = fmax(max_rate, bench_json_num(r, "flops") > 0 ? bench_json_num(r, "gflops") : bench_json_num(r, "gbps"));
             }
         }
-        sb_printf(&b, "<text x=\"10\" y=\"%.0f\" font-weight=\"bold\">", y + 18);
+        bench_text_printf(&b, "<text x=\"10\" y=\"%.0f\" font-weight=\"bold\">", y + 18);
         sb_escaped(&b, ids[c]);
-        sb_printf(&b, "</text>\n");
+        bench_text_printf(&b, "</text>\n");
         i = 0;
         cJSON_ArrayForEach(d, devices) {
             double by = y + panel_head + i * (bar_h + gap);
@@ -243,31 +218,31 @@ char *chart_bars_svg(const cJSON *root) {
             cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
                 if (!row && strcmp(bench_json_text(r, "case"), ids[c]) == 0 && strncmp(bench_json_text(r, "impl"), "tessera", 7) == 0) row = r;
             }
-            sb_printf(&b, "<text x=\"20\" y=\"%.0f\">%d. ", by + 13, i + 1);
+            bench_text_printf(&b, "<text x=\"20\" y=\"%.0f\">%d. ", by + 13, i + 1);
             sb_escaped(&b, bench_json_text(cJSON_GetObjectItemCaseSensitive(d, "info"), "name"));
-            sb_printf(&b, "</text>\n");
+            bench_text_printf(&b, "</text>\n");
             if (!row) {
-                sb_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#999\">%s</text>\n", label_w, by + 13,
+                bench_text_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#999\">%s</text>\n", label_w, by + 13,
                           strcmp(bench_json_text(d, "status"), "ok") == 0 ? "not run" : "failed");
             } else {
                 bool flops = bench_json_num(row, "flops") > 0;
                 double rate = flops ? bench_json_num(row, "gflops") : bench_json_num(row, "gbps");
                 double len = max_rate > 0 ? (W - label_w - 290) * rate / max_rate : 0;
-                sb_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", label_w, by,
+                bench_text_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", label_w, by,
                           fmax(len, 1), bar_h, palette[(size_t)i % PALETTE]);
                 char rate_text[32];
                 const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(d, "peaks");
                 double bw = bench_json_num(peaks, "bandwidth_gbps"), peak = bench_json_num(peaks, "compute_gflops"), by_ = bench_json_num(row, "bytes");
                 double roof = flops ? (by_ > 0 ? fmin(peak, bw * bench_json_num(row, "flops") / by_) : 0) : bw;
-                sb_printf(&b, "<text x=\"%.1f\" y=\"%.0f\">%s %s", label_w + fmax(len, 1) + 6, by + 13,
+                bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.0f\">%s %s", label_w + fmax(len, 1) + 6, by + 13,
                           bench_format_rate(rate, rate_text, sizeof rate_text), flops ? "GFLOP/s" : "GB/s");
-                if (roof > 0) sb_printf(&b, " (%.0f%% of its roofline)", 100 * rate / roof);
-                sb_printf(&b, "</text>\n");
+                if (roof > 0) bench_text_printf(&b, " (%.0f%% of its roofline)", 100 * rate / roof);
+                bench_text_printf(&b, "</text>\n");
             }
             ++i;
         }
         y += panel_h;
     }
-    sb_printf(&b, "</svg>\n");
-    return sb_finish(&b);
+    bench_text_printf(&b, "</svg>\n");
+    return bench_text_finish(&b);
 }

@@ -381,9 +381,21 @@ static tsr_status measure_host(host_ctx *hc, double budget_s, peak_stat *best, i
 tsr_status peak_measure(tsr_device *dev, const peak_options *opt, peak_result *r) {
     memset(r, 0, sizeof *r);
     size_t bytes = opt->buffer_bytes;
-    if (!bytes) bytes = opt->simulator ? (size_t)64 << 10 : dev->info.type == TSR_DEVICE_CPU ? (size_t)128 << 20
-                                                                                         : (size_t)512 << 20;
-    while (bytes > dev->info.max_alloc_bytes) bytes /= 2;
+    if (bytes) {
+        /* A size the user asked for is measured as asked or refused, never quietly shrunk: two
+         * device buffers of it, and one (two for the host test) on the host. */
+        char what[64];
+        snprintf(what, sizeof what, "peak buffers of %zu MiB", bytes >> 20);
+        size_t pair[2] = {bytes, bytes};
+        tsr_status st = bench_check_memory(dev, what, pair, 2, bytes <= SIZE_MAX / 2 ? 2 * bytes : SIZE_MAX);
+        if (st != TSR_SUCCESS) return st;
+    } else {
+        bytes = opt->simulator ? (size_t)64 << 10 : dev->info.type == TSR_DEVICE_CPU ? (size_t)128 << 20 : (size_t)512 << 20;
+        uint64_t host = bench_host_available();
+        while (bytes > dev->info.max_alloc_bytes || 2 * (uint64_t)bytes > dev->info.global_mem_bytes ||
+               (host && 2 * (uint64_t)bytes > host))
+            bytes /= 2;
+    }
     bytes = bytes / 64 * 64;
     if (bytes < 4096) return tsr_fail(TSR_ERR_UNSUPPORTED, "device '%s' cannot allocate a peak buffer", dev->info.name);
     r->buffer_bytes = bytes;
@@ -548,8 +560,12 @@ tsr_status peak_from_json(const cJSON *o, peak_result *r) {
     memset(r, 0, sizeof *r);
     const cJSON *bw = cJSON_GetObjectItemCaseSensitive(o, "bandwidth_gbps");
     const cJSON *fl = cJSON_GetObjectItemCaseSensitive(o, "compute_gflops");
-    if (!cJSON_IsNumber(bw) || !cJSON_IsNumber(fl) || bw->valuedouble < 0 || fl->valuedouble < 0)
+    if (!cJSON_IsNumber(bw) || !cJSON_IsNumber(fl))
         return tsr_fail(TSR_ERR_CORRUPT, "peaks: bandwidth_gbps and compute_gflops must be numbers");
+    /* 0 is meaningful (not measured: --tests left it out); below 0 or beyond a double is not. */
+    if (!(bw->valuedouble >= 0) || !(fl->valuedouble >= 0) || !isfinite(bw->valuedouble) || !isfinite(fl->valuedouble))
+        return tsr_fail(TSR_ERR_CORRUPT, "peaks: bandwidth_gbps (%g) and compute_gflops (%g) must be >= 0 and finite "
+                        "(0: not measured)", bw->valuedouble, fl->valuedouble);
     r->bandwidth_gbps = bw->valuedouble;
     r->compute_gflops = fl->valuedouble;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "tests"), *t;
@@ -562,7 +578,10 @@ tsr_status peak_from_json(const cJSON *o, peak_result *r) {
         tsr_strlcpy(r->bandwidth_best, v->valuestring, sizeof r->bandwidth_best);
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "compute_best")) && cJSON_IsString(v))
         tsr_strlcpy(r->compute_best, v->valuestring, sizeof r->compute_best);
-    if ((v = cJSON_GetObjectItemCaseSensitive(o, "buffer_bytes")) && cJSON_IsNumber(v)) r->buffer_bytes = (size_t)v->valuedouble;
+    /* A foreign file: a negative or huge count would make the cast undefined. */
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "buffer_bytes")) && cJSON_IsNumber(v) && v->valuedouble >= 0 &&
+        v->valuedouble < 9007199254740992.0)
+        r->buffer_bytes = (size_t)v->valuedouble;
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "budget_s")) && cJSON_IsNumber(v)) r->budget_s = v->valuedouble;
     static const char *const kinds[3] = {"read", "write", "copy"};
     const cJSON *bws = cJSON_GetObjectItemCaseSensitive(o, "bandwidth");

@@ -500,15 +500,6 @@ static double attainable(const cJSON *device, double intensity) {
     return fmin(fl, bw * intensity);
 }
 
-/* The row of `impl` (prefix match) for case `id` of a device, or NULL. */
-static const cJSON *find_row(const cJSON *device, const char *id, const char *impl) {
-    const cJSON *r;
-    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(device, "results")) {
-        if (strcmp(bench_json_text(r, "case"), id) == 0 && strncmp(bench_json_text(r, "impl"), impl, strlen(impl)) == 0) return r;
-    }
-    return NULL;
-}
-
 /* Fraction of the roofline a row reaches (memory-bound rows without FLOPs: of the bandwidth). */
 static double roofline_fraction(const cJSON *device, const cJSON *row) {
     double flops = bench_json_num(row, "flops"), bytes = bench_json_num(row, "bytes");
@@ -535,8 +526,8 @@ static bool validate_report(const cJSON *root, char *why, size_t size) {
     if (strcmp(bench_json_text(root, "format"), REPORT_FORMAT) != 0)
         return snprintf(why, size, "\"format\" is not \"%s\"", REPORT_FORMAT), false;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "schema_version");
-    if (!cJSON_IsNumber(v) || v->valueint != REPORT_SCHEMA)
-        return snprintf(why, size, "unsupported schema_version (this tessera reads %d)", REPORT_SCHEMA), false;
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)REPORT_SCHEMA) /* 1.5 is not 1: valueint would truncate */
+        return snprintf(why, size, "unsupported schema_version (this tessera reads the integer %d)", REPORT_SCHEMA), false;
     const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
     if (!cJSON_IsArray(devices)) return snprintf(why, size, "\"devices\" is not an array"), false;
     int i = 0;
@@ -594,10 +585,13 @@ tsr_status report_merge(const char *const *paths, size_t npaths, cJSON **out) {
     cJSON *devices = cJSON_AddArrayToObject(merged, "devices");
     cJSON *notes = cJSON_AddArrayToObject(merged, "notes");
     cJSON *sources = cJSON_AddArrayToObject(merged, "merged_from");
+    /* (fingerprint, host) -> the kept device entry: one lookup per device, not a scan. */
+    bench_index kept = {0};
     for (size_t f = 0; f < npaths; ++f) {
         cJSON *root = NULL;
         tsr_status st = report_load(paths[f], &root);
         if (st != TSR_SUCCESS) {
+            bench_index_free(&kept);
             cJSON_Delete(merged);
             return st;
         }
@@ -606,15 +600,34 @@ tsr_status report_merge(const char *const *paths, size_t npaths, cJSON **out) {
         while (d) {
             cJSON *next = d->next;
             cJSON_DetachItemViaPointer(cJSON_GetObjectItemCaseSensitive(root, "devices"), d);
+            cJSON_DeleteItemFromObjectCaseSensitive(d, "source"); /* ours, not a copy's */
             cJSON_AddStringToObject(d, "source", paths[f]);
             /* The same device on the same host twice: keep the newer measurement. Identical
-             * devices on different hosts are different machines and both stay. */
-            cJSON *dup = NULL;
-            for (cJSON *e = devices->child; e && !dup; e = e->next)
-                if (strcmp(bench_json_text(e, "fingerprint"), bench_json_text(d, "fingerprint")) == 0 && strcmp(bench_json_text(e, "host"), bench_json_text(d, "host")) == 0)
-                    dup = e;
+             * devices on different hosts are different machines and both stay. The key holds
+             * both strings with their lengths, so no pair of strings can collide. */
+            const char *fp = bench_json_text(d, "fingerprint"), *host = bench_json_text(d, "host");
+            size_t lf = strlen(fp), lh = strlen(host);
+            char *key = malloc(lf + lh + 32);
+            bool found = false;
+            void **slot = NULL;
+            if (key) {
+                int n = snprintf(key, 32, "%zu:", lf);
+                memcpy(key + n, fp, lf);
+                memcpy(key + n + lf, host, lh);
+                slot = bench_index_get(&kept, key, (size_t)n + lf + lh, &found);
+                free(key);
+            }
+            if (!slot) {
+                cJSON_Delete(d);
+                cJSON_Delete(root);
+                bench_index_free(&kept);
+                cJSON_Delete(merged);
+                return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory merging reports");
+            }
+            cJSON *dup = found ? *slot : NULL;
             if (!dup) {
                 cJSON_AddItemToArray(devices, d);
+                *slot = d;
             } else {
                 bool newer = strcmp(bench_json_text(d, "created"), bench_json_text(dup, "created")) > 0;
                 char note[1024];
@@ -623,13 +636,18 @@ tsr_status report_merge(const char *const *paths, size_t npaths, cJSON **out) {
                          bench_json_text(d, "host"), bench_json_text(dup, "source"), paths[f], newer ? "newer" : "earlier",
                          newer ? bench_json_text(d, "created") : bench_json_text(dup, "created"));
                 cJSON_AddItemToArray(notes, cJSON_CreateString(note));
-                if (newer) cJSON_ReplaceItemViaPointer(devices, dup, d);
-                else cJSON_Delete(d);
+                if (newer) {
+                    cJSON_ReplaceItemViaPointer(devices, dup, d);
+                    *slot = d;
+                } else {
+                    cJSON_Delete(d);
+                }
             }
             d = next;
         }
         cJSON_Delete(root);
     }
+    bench_index_free(&kept);
     *out = merged;
     return TSR_SUCCESS;
 }
@@ -658,111 +676,228 @@ static void device_slug(const cJSON *d, int index, char *out, size_t size) {
     out[used] = '\0';
 }
 
-/* Markdown cells must not break the table. */
-static void md_cell(char *out, size_t size, const char *s) {
-    size_t used = 0;
-    for (; *s && used + 2 < size; ++s) {
-        if (*s == '|') out[used++] = '/';
-        else if (*s == '\n') out[used++] = ' ';
-        else out[used++] = *s;
-    }
-    out[used] = '\0';
+/* Every row of every device, grouped by case (cases in first-seen order; within a case, device
+ * order then row order), with each device's first CLBlast row per case: built with indexes, so
+ * that a report of millions of rows renders in linear time. */
+typedef struct md_row {
+    const cJSON *device, *row, *peer;
+    size_t device_index, case_index;
+} md_row;
+
+typedef struct md_rows {
+    md_row *rows;       /* grouped by case */
+    const char **cases; /* case ids, first-seen order */
+    size_t *starts;     /* rows of case c: starts[c] .. starts[c + 1] - 1 */
+    size_t nrows, ncases;
+} md_rows;
+
+static void md_rows_free(md_rows *m) {
+    free(m->rows), free(m->cases), free(m->starts);
+    memset(m, 0, sizeof *m);
 }
 
-/* The cases present, in first-seen order. */
-static size_t case_ids(const cJSON *root, const char **ids, size_t max) {
-    size_t n = 0;
+static tsr_status md_rows_build(const cJSON *root, md_rows *out) {
+    memset(out, 0, sizeof *out);
+    size_t total = 0;
     const cJSON *d, *r;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices"))
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results"))++ total;
+    md_row *flat = calloc(total ? total : 1, sizeof *flat);
+    const char **cases = calloc(total ? total : 1, sizeof *cases);
+    bench_index case_ix = {0}, peer_ix = {0};
+    tsr_status st = flat && cases ? TSR_SUCCESS : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    size_t n = 0, ncases = 0, di = 0;
+    char key[64];
     cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) {
         cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
+            if (st != TSR_SUCCESS) break;
             const char *id = bench_json_text(r, "case");
-            bool seen = false;
-            for (size_t i = 0; i < n && !seen; ++i) seen = strcmp(ids[i], id) == 0;
-            if (!seen && n < max) ids[n++] = id;
+            bool found = false;
+            void **slot = bench_index_get(&case_ix, id, strlen(id), &found);
+            if (!slot) {
+                st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+                break;
+            }
+            if (!found) *slot = (void *)(uintptr_t)ncases, cases[ncases++] = id;
+            size_t ci = (size_t)(uintptr_t)*slot;
+            flat[n++] = (md_row){.device = d, .row = r, .device_index = di, .case_index = ci};
+            if (strncmp(bench_json_text(r, "impl"), "clblast", 7) == 0) { /* the first one per device and case */
+                int len = snprintf(key, sizeof key, "%zu/%zu", di, ci);
+                void **p = bench_index_get(&peer_ix, key, (size_t)len, &found);
+                if (!p) st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+                else if (!found) *p = (void *)r;
+            }
+        }
+        ++di;
+    }
+    /* Counting sort by case, stable: the order within a case stays device order, row order. */
+    size_t *starts = st == TSR_SUCCESS ? calloc(ncases + 1, sizeof *starts) : NULL;
+    md_row *rows = st == TSR_SUCCESS ? calloc(total ? total : 1, sizeof *rows) : NULL;
+    if (st == TSR_SUCCESS && (!starts || !rows)) st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == TSR_SUCCESS) {
+        for (size_t i = 0; i < n; ++i) ++starts[flat[i].case_index + 1];
+        for (size_t c = 0; c < ncases; ++c) starts[c + 1] += starts[c];
+        size_t *next = calloc(ncases + 1, sizeof *next);
+        if (!next) {
+            st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        } else {
+            memcpy(next, starts, (ncases + 1) * sizeof *next);
+            for (size_t i = 0; i < n; ++i) {
+                md_row row = flat[i];
+                if (strncmp(bench_json_text(row.row, "impl"), "tessera", 7) == 0) {
+                    bool found = false;
+                    int len = snprintf(key, sizeof key, "%zu/%zu", row.device_index, row.case_index);
+                    void **p = bench_index_get(&peer_ix, key, (size_t)len, &found);
+                    if (!p) {
+                        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+                        break;
+                    }
+                    row.peer = found ? *p : NULL;
+                }
+                rows[next[row.case_index]++] = row;
+            }
+            free(next);
         }
     }
-    return n;
+    bench_index_free(&case_ix);
+    bench_index_free(&peer_ix);
+    free(flat);
+    if (st != TSR_SUCCESS) {
+        free(cases), free(starts), free(rows);
+        return st;
+    }
+    *out = (md_rows){rows, cases, starts, n, ncases};
+    return TSR_SUCCESS;
 }
 
-static tsr_status write_markdown(const cJSON *root, const char *path, bool png) {
-    FILE *f = fopen(path, "w");
-    if (!f) return tsr_fail(TSR_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+/* A PNG that rsvg-convert did not make: report.md lists it as missing. */
+typedef struct png_result {
+    char name[160];
+    char why[96]; /* "" when written */
+} png_result;
+
+/* report.md, built in memory (written atomically by the caller). Every string that came from a
+ * report (names, hosts, shapes, notes, errors, case ids, alt texts) goes through bench_text_md. */
+static char *build_markdown(const cJSON *root, const png_result *pngs, size_t npngs, bool png_tool, tsr_status *st) {
+    *st = TSR_SUCCESS;
+    md_rows m;
+    if ((*st = md_rows_build(root, &m)) != TSR_SUCCESS) return NULL;
+    bench_text b = {0};
     const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
     int ndev = cJSON_GetArraySize(devices);
-    fprintf(f, "# tessera report\n\nCreated %s by tessera %s: %d device%s, %zu failed.\n", bench_json_text(root, "created"),
-            bench_json_text(root, "tessera_version"), ndev, ndev == 1 ? "" : "s", report_failed_devices(root));
+    bench_text_printf(&b, "# tessera report\n\nCreated ");
+    bench_text_md(&b, bench_json_text(root, "created"));
+    bench_text_printf(&b, " by tessera ");
+    bench_text_md(&b, bench_json_text(root, "tessera_version"));
+    bench_text_printf(&b, ": %d device%s, %zu failed.\n", ndev, ndev == 1 ? "" : "s", report_failed_devices(root));
     const cJSON *src;
-    cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "merged_from")) fprintf(f, "Merged from `%s`.\n", src->valuestring);
+    cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "merged_from")) {
+        bench_text_printf(&b, "Merged from ");
+        bench_text_md(&b, cJSON_GetStringValue(src));
+        bench_text_printf(&b, ".\n");
+    }
     const cJSON *note;
-    cJSON_ArrayForEach(note, cJSON_GetObjectItemCaseSensitive(root, "notes")) fprintf(f, "\nNote: %s\n", note->valuestring);
-    fprintf(f, "\n## Devices\n\n| # | device | type | platform | driver | host | memory roof GB/s | fp32 roof GFLOP/s | "
-               "launch round trip µs | tuning | status |\n|---|---|---|---|---|---|---:|---:|---:|---|---|\n");
+    cJSON_ArrayForEach(note, cJSON_GetObjectItemCaseSensitive(root, "notes")) {
+        bench_text_printf(&b, "\nNote: ");
+        bench_text_md(&b, cJSON_GetStringValue(note));
+        bench_text_printf(&b, "\n");
+    }
+    bench_text_printf(&b, "\n## Devices\n\n| # | device | type | platform | driver | host | memory roof GB/s | fp32 roof GFLOP/s | "
+                          "launch round trip µs | tuning | status |\n|---|---|---|---|---|---|---:|---:|---:|---|---|\n");
     int i = 0;
     const cJSON *d;
     cJSON_ArrayForEach(d, devices) {
         const cJSON *info = cJSON_GetObjectItemCaseSensitive(d, "info"), *peaks = cJSON_GetObjectItemCaseSensitive(d, "peaks");
-        char name[300], status[1300], tuning[300];
-        md_cell(name, sizeof name, device_name(d));
-        md_cell(tuning, sizeof tuning, bench_json_text(d, "tuning"));
-        if (strcmp(bench_json_text(d, "status"), "ok") == 0) snprintf(status, sizeof status, "ok");
-        else {
-            char e[1200];
-            md_cell(e, sizeof e, bench_json_text(d, "error"));
-            snprintf(status, sizeof status, "**failed**: %s", e);
-        }
         const cJSON *rt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(peaks, "launch_us"), "round_trip");
         char bw[32], fl[32], lat[32];
-        fprintf(f, "| %d | %s%s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", ++i, name,
-                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "simulator")) ? " (simulator: times say nothing about hardware)" : "",
-                bench_json_text(info, "type"), bench_json_text(info, "platform_name"), bench_json_text(info, "driver_version"), bench_json_text(d, "host"),
-                bench_format_rate(bench_json_num(peaks, "bandwidth_gbps"), bw, sizeof bw),
-                bench_format_rate(bench_json_num(peaks, "compute_gflops"), fl, sizeof fl),
-                bench_format_rate(bench_json_num(rt, "median"), lat, sizeof lat), tuning, status);
-    }
-    const char *ids[32];
-    size_t nids = case_ids(root, ids, 32);
-    fprintf(f, "\n## Results\n\nMedian time of repeated runs; the rate counts each op's arithmetic (GELU: 8 operations "
-               "per element) or, for the copy kernel, bytes moved; %% of roofline is the rate over min(fp32 roof, "
-               "intensity × memory roof) with this device's measured roofs; \"vs CLBlast\" is CLBlast's time over "
-               "tessera's in the same run.\n");
-    for (size_t c = 0; c < nids; ++c) {
-        fprintf(f, "\n### %s\n\n| device | shape | impl | ms | rate | intensity FLOP/B | %% of roofline | vs CLBlast | rel_err |\n"
-                   "|---|---|---|---:|---:|---:|---:|---:|---:|\n", ids[c]);
-        cJSON_ArrayForEach(d, devices) {
-            const cJSON *r;
-            cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
-                if (strcmp(bench_json_text(r, "case"), ids[c]) != 0) continue;
-                char name[300], vs[32] = "", err[32] = "-", inten[32] = "-";
-                md_cell(name, sizeof name, device_name(d));
-                const cJSON *peer = find_row(d, ids[c], "clblast");
-                if (peer && strncmp(bench_json_text(r, "impl"), "tessera", 7) == 0)
-                    snprintf(vs, sizeof vs, "%.2fx", bench_json_num(peer, "time_ms") / bench_json_num(r, "time_ms"));
-                const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "rel_err");
-                if (cJSON_IsNumber(e)) snprintf(err, sizeof err, "%.1e", e->valuedouble);
-                if (bench_json_num(r, "flops") > 0) snprintf(inten, sizeof inten, "%.2f", bench_json_num(r, "flops") / bench_json_num(r, "bytes"));
-                char rate[32];
-                fprintf(f, "| %s | %s | %s | %.3f | %s %s | %s | %.0f%% | %s | %s |\n", name, bench_json_text(r, "shape"),
-                        bench_json_text(r, "impl"), bench_json_num(r, "time_ms"), bench_format_rate(op_rate(r), rate, sizeof rate), op_unit(r), inten,
-                        100.0 * roofline_fraction(d, r), vs, err);
-            }
+        bench_text_printf(&b, "| %d | ", ++i);
+        bench_text_md(&b, device_name(d));
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "simulator")))
+            bench_text_printf(&b, " (simulator: times say nothing about hardware)");
+        static const char *const fields[] = {"type", "platform_name", "driver_version"};
+        for (size_t f = 0; f < 3; ++f) {
+            bench_text_printf(&b, " | ");
+            bench_text_md(&b, bench_json_text(info, fields[f]));
+        }
+        bench_text_printf(&b, " | ");
+        bench_text_md(&b, bench_json_text(d, "host"));
+        bench_text_printf(&b, " | %s | %s | %s | ", bench_format_rate(bench_json_num(peaks, "bandwidth_gbps"), bw, sizeof bw),
+                          bench_format_rate(bench_json_num(peaks, "compute_gflops"), fl, sizeof fl),
+                          bench_format_rate(bench_json_num(rt, "median"), lat, sizeof lat));
+        bench_text_md(&b, bench_json_text(d, "tuning"));
+        if (strcmp(bench_json_text(d, "status"), "ok") == 0) {
+            bench_text_printf(&b, " | ok |\n");
+        } else {
+            bench_text_printf(&b, " | **failed**: ");
+            bench_text_md(&b, bench_json_text(d, "error"));
+            bench_text_printf(&b, " |\n");
         }
     }
-    fprintf(f, "\n## Charts\n\nOne roofline per device (log-log: x is arithmetic intensity in FLOP per byte that must "
-               "move, y is GFLOP/s). The slanted line is the measured memory roof (bandwidth × intensity), the flat "
-               "one the measured fp32 roof; where they meet is the ridge point. An op left of the ridge is bound by "
-               "memory, right of it by arithmetic; its height under the roof is what is left on the table. Filled "
-               "circles are tessera, hollow squares CLBlast.\n\n");
+    bench_text_printf(&b, "\n## Results\n\nMedian time of repeated runs; the rate counts each op's arithmetic (GELU: 8 operations "
+                          "per element) or, for the copy kernel, bytes moved; %% of roofline is the rate over min(fp32 roof, "
+                          "intensity × memory roof) with this device's measured roofs; \"vs CLBlast\" is CLBlast's time over "
+                          "tessera's in the same run.\n");
+    for (size_t c = 0; c < m.ncases; ++c) {
+        bench_text_printf(&b, "\n### ");
+        bench_text_md(&b, m.cases[c]);
+        bench_text_printf(&b, "\n\n| device | shape | impl | ms | rate | intensity FLOP/B | %% of roofline | vs CLBlast | rel_err |\n"
+                              "|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+        for (size_t k = m.starts[c]; k < m.starts[c + 1]; ++k) {
+            const md_row *w = &m.rows[k];
+            const cJSON *r = w->row;
+            char vs[32] = "", err[32] = "-", inten[32] = "-", rate[32];
+            if (w->peer) snprintf(vs, sizeof vs, "%.2fx", bench_json_num(w->peer, "time_ms") / bench_json_num(r, "time_ms"));
+            const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "rel_err");
+            if (cJSON_IsNumber(e)) snprintf(err, sizeof err, "%.1e", e->valuedouble);
+            if (bench_json_num(r, "flops") > 0)
+                snprintf(inten, sizeof inten, "%.2f", bench_json_num(r, "flops") / bench_json_num(r, "bytes"));
+            bench_text_printf(&b, "| ");
+            bench_text_md(&b, device_name(w->device));
+            bench_text_printf(&b, " | ");
+            bench_text_md(&b, bench_json_text(r, "shape"));
+            bench_text_printf(&b, " | ");
+            bench_text_md(&b, bench_json_text(r, "impl"));
+            bench_text_printf(&b, " | %.3f | %s %s | %s | %.0f%% | %s | %s |\n", bench_json_num(r, "time_ms"),
+                              bench_format_rate(op_rate(r), rate, sizeof rate), op_unit(r), inten,
+                              100.0 * roofline_fraction(w->device, r), vs, err);
+        }
+    }
+    md_rows_free(&m);
+    bench_text_printf(&b, "\n## Charts\n\nOne roofline per device (log-log: x is arithmetic intensity in FLOP per byte that must "
+                          "move, y is GFLOP/s). The slanted line is the measured memory roof (bandwidth × intensity), the flat "
+                          "one the measured fp32 roof; where they meet is the ridge point. An op left of the ridge is bound by "
+                          "memory, right of it by arithmetic; its height under the roof is what is left on the table. Filled "
+                          "circles are tessera, hollow squares CLBlast.\n\n");
     i = 0;
     cJSON_ArrayForEach(d, devices) {
         char slug[128];
         device_slug(d, i++, slug, sizeof slug);
         if (!cJSON_GetObjectItemCaseSensitive(d, "peaks")) continue;
-        fprintf(f, "![roofline of %s](roofline-%s.svg)%s\n\n", device_name(d), slug, png ? "" : "");
+        bench_text_printf(&b, "![roofline of ");
+        bench_text_md(&b, device_name(d));
+        bench_text_printf(&b, "](roofline-%s.svg)\n\n", slug);
     }
-    fprintf(f, "Devices side by side, op by op (tessera's rate; the tables above give the %% of each device's "
-               "roofline):\n\n![devices per op](bars.svg)\n");
-    fclose(f);
-    return TSR_SUCCESS;
+    bench_text_printf(&b, "Devices side by side, op by op (tessera's rate; the tables above give the %% of each device's "
+                          "roofline):\n\n![devices per op](bars.svg)\n");
+    /* The PNG copies: made, missing (and why), or not attempted. */
+    if (!png_tool) {
+        bench_text_printf(&b, "\nPNG copies: none (no rsvg-convert on PATH).\n");
+    } else {
+        bench_text_printf(&b, "\nPNG copies (rsvg-convert):\n\n");
+        for (size_t p = 0; p < npngs; ++p) {
+            bench_text_printf(&b, "- ");
+            bench_text_md(&b, pngs[p].name);
+            if (*pngs[p].why) {
+                bench_text_printf(&b, ": **missing** (");
+                bench_text_md(&b, pngs[p].why);
+                bench_text_printf(&b, ")");
+            }
+            bench_text_printf(&b, "\n");
+        }
+    }
+    char *text = bench_text_finish(&b);
+    if (!text) *st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory building report.md");
+    return text;
 }
 
 static bool have_program(const char *name) {
@@ -779,14 +914,32 @@ static bool have_program(const char *name) {
     return false;
 }
 
-/* svg -> png with rsvg-convert, no shell in between. */
-static bool to_png(const char *svg, const char *png) {
-    char *argv[] = {"rsvg-convert", "-b", "white", "-o", (char *)png, (char *)svg, NULL};
+/* svg -> png with rsvg-convert, no shell in between, into a temporary file renamed on success
+ * (a failed conversion leaves no partial PNG); *why says what went wrong. */
+static bool to_png(const char *svg, const char *png, char *why, size_t why_size) {
+    char tmp[TSR_PATH_MAX + 300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", png, (long)getpid());
+    char *argv[] = {"rsvg-convert", "-b", "white", "-o", tmp, (char *)svg, NULL};
     pid_t pid;
-    if (posix_spawnp(&pid, "rsvg-convert", NULL, NULL, argv, environ) != 0) return false;
+    int err = posix_spawnp(&pid, "rsvg-convert", NULL, NULL, argv, environ);
+    if (err != 0) {
+        snprintf(why, why_size, "cannot run rsvg-convert: %s", strerror(err));
+        return false;
+    }
     int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        unlink(tmp);
+        if (WIFEXITED(status)) snprintf(why, why_size, "rsvg-convert exited with status %d", WEXITSTATUS(status));
+        else snprintf(why, why_size, "rsvg-convert was killed by signal %d", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        return false;
+    }
+    if (rename(tmp, png) != 0) {
+        snprintf(why, why_size, "cannot rename its output: %s", strerror(errno));
+        unlink(tmp);
+        return false;
+    }
+    return true;
 }
 
 static tsr_status write_text(const char *dir, const char *name, const char *content) {
@@ -795,6 +948,22 @@ static tsr_status write_text(const char *dir, const char *name, const char *cont
     return tsr_write_file_atomic(path, content, strlen(content));
 }
 
+/* The PNG of dir/<base>.svg, recorded in pngs[*n]. */
+static void add_png(const char *dir, const char *base, png_result *pngs, size_t *n, bool quiet) {
+    png_result *p = &pngs[(*n)++];
+    char in[TSR_PATH_MAX + 256], out[TSR_PATH_MAX + 256];
+    snprintf(p->name, sizeof p->name, "%s.png", base);
+    snprintf(in, sizeof in, "%s/%s.svg", dir, base);
+    snprintf(out, sizeof out, "%s/%s", dir, p->name);
+    p->why[0] = '\0';
+    if (!to_png(in, out, p->why, sizeof p->why) && !quiet)
+        fprintf(stderr, "tessera report: error: %s not made: %s\n", p->name, p->why);
+}
+
+/* Every output is written atomically (temporary file, fsync, rename) from text built in memory:
+ * a full disk or an unwritable path fails the command and leaves no partial file. A PNG that
+ * rsvg-convert fails to make is listed in report.md as missing, printed as an error line, and
+ * fails the call (TSR_ERR_IO) after everything else has been written. */
 tsr_status report_write(const cJSON *root, const char *dir, bool quiet) {
     tsr_status st = tsr_make_dirs(dir);
     if (st != TSR_SUCCESS) return st;
@@ -802,42 +971,48 @@ tsr_status report_write(const cJSON *root, const char *dir, bool quiet) {
     if (!json) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     st = write_text(dir, "report.json", json);
     free(json);
+    if (st != TSR_SUCCESS) return st;
     bool png = have_program("rsvg-convert");
+    const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
+    size_t npngs = 0, cap = (size_t)cJSON_GetArraySize(devices) + 1;
+    png_result *pngs = calloc(cap, sizeof *pngs);
+    if (!pngs) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     int i = 0;
     const cJSON *d;
-    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) {
-        char slug[128], name[200];
+    cJSON_ArrayForEach(d, devices) {
+        char slug[128], base[160];
         device_slug(d, i++, slug, sizeof slug);
         if (st != TSR_SUCCESS || !cJSON_GetObjectItemCaseSensitive(d, "peaks")) continue;
         char *svg = chart_roofline_svg(d);
-        if (!svg) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        snprintf(name, sizeof name, "roofline-%s.svg", slug);
+        if (!svg) {
+            st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+            break;
+        }
+        snprintf(base, sizeof base, "roofline-%s", slug);
+        char name[170];
+        snprintf(name, sizeof name, "%s.svg", base);
         st = write_text(dir, name, svg);
         free(svg);
-        if (st == TSR_SUCCESS && png) {
-            char in[TSR_PATH_MAX + 256], out[TSR_PATH_MAX + 256];
-            snprintf(in, sizeof in, "%s/%s", dir, name);
-            snprintf(out, sizeof out, "%s/roofline-%s.png", dir, slug);
-            png = to_png(in, out);
-        }
+        if (st == TSR_SUCCESS && png) add_png(dir, base, pngs, &npngs, quiet);
     }
     if (st == TSR_SUCCESS) {
         char *svg = chart_bars_svg(root);
-        if (!svg) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        st = write_text(dir, "bars.svg", svg);
+        st = svg ? write_text(dir, "bars.svg", svg) : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
         free(svg);
-        if (st == TSR_SUCCESS && png) {
-            char in[TSR_PATH_MAX + 256], out[TSR_PATH_MAX + 256];
-            snprintf(in, sizeof in, "%s/bars.svg", dir);
-            snprintf(out, sizeof out, "%s/bars.png", dir);
-            png = to_png(in, out);
-        }
+        if (st == TSR_SUCCESS && png) add_png(dir, "bars", pngs, &npngs, quiet);
     }
-    if (st == TSR_SUCCESS) {
-        char path[TSR_PATH_MAX + 256];
-        snprintf(path, sizeof path, "%s/report.md", dir);
-        st = write_markdown(root, path, png);
-    }
+    char *md = NULL;
+    if (st == TSR_SUCCESS) md = build_markdown(root, pngs, npngs, png, &st);
+    if (st == TSR_SUCCESS) st = write_text(dir, "report.md", md);
+    free(md);
+    size_t missing = 0;
+    const char *first = NULL;
+    for (size_t p = 0; p < npngs; ++p)
+        if (*pngs[p].why) first = first ? first : pngs[p].name, ++missing;
+    if (st == TSR_SUCCESS && missing)
+        st = tsr_fail(TSR_ERR_IO, "%zu PNG chart%s not made by rsvg-convert (first: %s/%s); see %s/report.md", missing,
+                      missing == 1 ? "" : "s", dir, first, dir);
+    free(pngs);
     if (st == TSR_SUCCESS && !quiet)
         printf("wrote %s/report.json, report.md and the charts (SVG%s)\n", dir, png ? " and PNG" : "; no rsvg-convert for PNG");
     return st;

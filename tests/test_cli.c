@@ -298,6 +298,98 @@ static void tune_show_export_import(void **state) {
     th_remove_tree(dir);
 }
 
+/* ---- hardening of bench, peak and report options (numbers, parts, outputs) ---- */
+
+/* One strict parser for every number: no sign, no wrap, no inf/nan, within its range; sizes that
+ * overflow or exceed the device or the host are refused before anything is allocated (each of
+ * these used to crash, wrap to a huge value, be accepted, or allocate tens of GiB). */
+static void bench_numbers_are_strict(void **state) {
+    (void)state;
+    static const struct {
+        const char *args;
+        int rc;
+        const char *message;
+    } cases[] = {
+        {"bench gemm --sizes 4611686018427387904x4x1", 1, "--sizes"}, /* used to overflow a heap buffer */
+        {"bench gemm --sizes 2147483647@2147483647x2147483647x2", 1, "overflow"},
+        {"bench gemm --sizes 65536", 1, "65536x65536x65536"}, /* 3 x 16 GiB: refused, not allocated */
+        {"bench gemm --sizes -5", 1, "--sizes"},
+        {"bench gemm --sizes +5", 1, "--sizes"},
+        {"bench gemm --sizes 8,", 1, "--sizes"},
+        {"bench gemm --sizes 0x4x4", 1, "--sizes"},
+        {"bench gemm --sizes 8x8", 1, "--sizes"},
+        {"bench gelu --sizes -1", 1, "--sizes"},
+        {"bench gelu --sizes 18446744073709551617", 1, "too large"},
+        {"bench gelu --sizes 17179869184M", 1, "too large"}, /* the suffix used to wrap */
+        {"bench attention --sizes -5", 1, "--sizes"},
+        {"bench attention --sizes 16777216", 1, "MiB"},
+        {"bench conv2d --sizes -1", 1, "--sizes"},
+        {"bench conv2d --sizes 4096 --layers conv1", 1, "MiB"},
+        {"bench attention --max-unfused -5", 2, "--max-unfused"},
+        {"bench attention --max-unfused 0", 2, "--max-unfused"},
+        {"bench gemm --part bogus", 1, "gemm has no parts"},
+        {"bench attention --part bogus", 1, "attention has no parts"},
+        {"bench gemm --layers conv1", 1, "--layers"},
+        {"bench gemm --budget inf", 2, "--budget"},
+        {"bench gemm --budget nan", 2, "--budget"},
+        {"bench gemm --budget 1e400", 2, "--budget"},
+        {"bench gemm --budget 0x10", 2, "--budget"},
+        {"bench gemm --budget ' 1'", 2, "--budget"},
+        {"peak --budget inf", 2, "--budget"},
+        {"peak --size -1", 2, "--size"},
+        {"peak --size 1048576", 1, "MiB"}, /* a size asked for is refused, not quietly shrunk */
+        {"report --budget inf", 2, "--budget"},
+        {"report --peak-budget -1", 2, "--peak-budget"},
+        {"report --tune-budget nan", 2, "--tune-budget"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        int rc = run_cli(NULL, cases[i].args, out, sizeof out);
+        if (rc != cases[i].rc || !strstr(out, cases[i].message))
+            fail_msg("'%s': exit %d (expected %d), output: %s", cases[i].args, rc, cases[i].rc, out);
+        assert_null(strstr(out, "GFLOP/s")); /* refused before any benchmark ran */
+    }
+    /* a budget of 0.5 and an exponent are fine */
+    assert_int_equal(run_cli(NULL, "bench gemm --sizes 8 --budget 5e-3 --no-peers", out, sizeof out), 0);
+}
+
+/* --json (bench, peak) and report's --out are checked before anything runs. */
+static void outputs_checked_before_running(void **state) {
+    (void)state;
+    char dir[600], args[2400], path[800];
+    th_tempdir(dir, sizeof dir);
+    snprintf(args, sizeof args, "bench gemm --sizes 8 --budget 0.01 --no-peers --json %s/missing/rows.json", dir);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "rows.json");
+    assert_null(strstr(out, "8x8x8")); /* the benchmark never ran */
+    snprintf(args, sizeof args, "bench gemm --sizes 8 --budget 0.01 --no-peers --json %s", dir);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "is a directory");
+    assert_null(strstr(out, "8x8x8"));
+    snprintf(args, sizeof args, "peak --budget 0.01 --size 1 --json %s/missing/peak.json", dir);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 1);
+    assert_null(strstr(out, "global memory bandwidth"));
+    /* report --out under a regular file: refused before any device is measured */
+    snprintf(path, sizeof path, "%s/file", dir);
+    th_write_file(path, "x", 1);
+    snprintf(args, sizeof args, "report --budget 0.01 --out %s/sub", path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 1);
+    assert_null(strstr(out, "report: "));
+    /* report.md that cannot be written (a directory in its place): exit 1, no partial file */
+    snprintf(path, sizeof path, "%s/a.json", dir);
+    const char *report = "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [{\"fingerprint\": \"f\", "
+                         "\"host\": \"h\", \"status\": \"ok\", \"results\": []}]}";
+    th_write_file(path, report, strlen(report));
+    char md[900];
+    snprintf(md, sizeof md, "%s/out/report.md", dir);
+    TH_ASSERT_OK(tsr_make_dirs(md));
+    snprintf(args, sizeof args, "report --merge %s --out %s/out", path, dir);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "report.md");
+    snprintf(args, sizeof args, "ls %s/out | grep -c tmp", dir);
+    assert_int_not_equal(system(args), 0); /* grep found no temporary file */
+    th_remove_tree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(devices_json_lists_pocl),
@@ -309,6 +401,9 @@ int main(void) {
         cmocka_unit_test(bench_gelu_and_attention),
         cmocka_unit_test(bench_conv2d_peak_report),
         cmocka_unit_test(tune_show_export_import),
+        /* bench, peak and report hardening */
+        cmocka_unit_test(bench_numbers_are_strict),
+        cmocka_unit_test(outputs_checked_before_running),
     };
     return TH_RUN(tests);
 }

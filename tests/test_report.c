@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* The standard cases' runners at small sizes (on every device: their simulator sizes). */
 static const report_case *standard_small(size_t *n) {
@@ -179,8 +181,14 @@ static void damaged_reports(void **state) {
         "\"ok\", \"host\": \"h\", \"results\": [{\"case\": \"c\"}]}]}",
         "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [{\"fingerprint\": \"x\", \"status\": "
         "\"ok\", \"host\": \"h\", \"peaks\": {\"bandwidth_gbps\": \"fast\"}}]}",
+        /* a fractional schema version is not version 1 */
+        "{\"format\": \"tessera-report\", \"schema_version\": 1.5, \"devices\": []}",
+        /* a negative roof: the message says what is wrong with it */
+        "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [{\"fingerprint\": \"x\", \"status\": "
+        "\"ok\", \"host\": \"h\", \"peaks\": {\"bandwidth_gbps\": -1, \"compute_gflops\": 5}}]}",
     };
-    const char *why[] = {"not valid JSON", "not valid JSON", "format", "schema_version", "devices", "fingerprint", "time_ms", "peaks"};
+    const char *why[] = {"not valid JSON", "not valid JSON", "format", "schema_version", "devices", "fingerprint", "time_ms",
+                         "must be numbers", "integer 1", "must be >= 0"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
         th_write_file(path, bad[i], strlen(bad[i]));
         cJSON *root = NULL;
@@ -291,7 +299,7 @@ static void merge_reports(void **state) {
     char *md = read_text(path);
     TH_ASSERT_CONTAINS(md, "host2");
     TH_ASSERT_CONTAINS(md, "duplicate");
-    TH_ASSERT_CONTAINS(md, "Card <Z> & \"/quotes/\""); /* table cells cannot break on '|' */
+    TH_ASSERT_CONTAINS(md, "Card &lt;Z&gt; &amp; \"&#124;quotes&#124;\""); /* table cells cannot break on '|' */
     /* 16000 GFLOP/s under a roof of min(21000, 950 * 2048 / 6) = 21000: 76% */
     TH_ASSERT_CONTAINS(md, "| 16000 GFLOP/s | 341.33 | 76% |");
     free(md);
@@ -345,6 +353,274 @@ static void failing_device(void **state) {
     th_remove_tree(dir);
 }
 
+/* ---- hardening: hostile reports, atomic writes, PNG failures, large merges ---- */
+
+/* Every string field a report carries, set to something that would inject HTML, a link, a
+ * heading or a table column into report.md, or markup into an SVG. */
+static const char *const hostile[] = {
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "[click](javascript:alert(1))",
+    "x\n# injected heading\n| a | b |",
+    "a|b|c\r\n\t`code` *em* _u_ ![i](javascript:x) &amp; \\",
+    "not UTF-8: \xff\xc3( \xed\xa0\x80 end", /* the SVGs must stay well-formed XML */
+};
+#define NHOSTILE (sizeof hostile / sizeof hostile[0])
+
+static cJSON *hostile_device(size_t i) {
+    cJSON *d = fake_device(hostile[i], hostile[(i + 1) % NHOSTILE], "2026-01-01T00:00:00Z", 100, 1000, 500);
+    cJSON *info = cJSON_GetObjectItemCaseSensitive(d, "info");
+    cJSON_ReplaceItemInObjectCaseSensitive(info, "type", cJSON_CreateString(hostile[(i + 2) % NHOSTILE]));
+    cJSON_ReplaceItemInObjectCaseSensitive(info, "platform_name", cJSON_CreateString(hostile[(i + 3) % NHOSTILE]));
+    cJSON_ReplaceItemInObjectCaseSensitive(info, "driver_version", cJSON_CreateString(hostile[(i + 4) % NHOSTILE]));
+    cJSON_AddStringToObject(d, "tuning", hostile[i]);
+    cJSON_ReplaceItemInObjectCaseSensitive(d, "status", cJSON_CreateString("failed"));
+    cJSON_ReplaceItemInObjectCaseSensitive(d, "error", cJSON_CreateString(hostile[(i + 1) % NHOSTILE]));
+    cJSON *peaks = cJSON_GetObjectItemCaseSensitive(d, "peaks");
+    cJSON_AddStringToObject(peaks, "bandwidth_best", hostile[i]);
+    cJSON_AddStringToObject(peaks, "compute_best", hostile[(i + 1) % NHOSTILE]);
+    cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(d, "results"), 0);
+    cJSON_ReplaceItemInObjectCaseSensitive(row, "case", cJSON_CreateString(hostile[i]));
+    cJSON_ReplaceItemInObjectCaseSensitive(row, "shape", cJSON_CreateString(hostile[(i + 2) % NHOSTILE]));
+    cJSON_ReplaceItemInObjectCaseSensitive(row, "impl", cJSON_CreateString("tessera<script>|x"));
+    return d;
+}
+
+static size_t count_char(const char *s, char c) {
+    size_t n = 0;
+    for (; *s; ++s) n += *s == c;
+    return n;
+}
+
+/* No raw element or javascript: link (in markdown: a link target; in SVG: an href). */
+static void assert_inert(const char *path, const char *text, bool markdown) {
+    const char *bad[] = {"<script", "<img", "onerror=alert(1)>", markdown ? "](javascript:" : "href=\"javascript:"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i)
+        if (strstr(text, bad[i])) fail_msg("%s holds a raw '%s'", path, bad[i]);
+}
+
+static void hostile_report_is_inert(void **state) {
+    (void)state;
+    char dir[512], in[700], out[700], path[800];
+    th_tempdir(dir, sizeof dir);
+    snprintf(in, sizeof in, "%s/hostile.json", dir);
+    cJSON *devs[NHOSTILE];
+    for (size_t i = 0; i < NHOSTILE; ++i) devs[i] = hostile_device(i);
+    write_fake_report(in, devs, (int)NHOSTILE);
+    const char *paths[1] = {in};
+    cJSON *root = NULL;
+    TH_ASSERT_OK(report_merge(paths, 1, &root));
+    snprintf(out, sizeof out, "%s/out", dir);
+    TH_ASSERT_OK(report_write(root, out, true));
+    cJSON_Delete(root);
+    snprintf(path, sizeof path, "%s/report.md", out);
+    char *md = read_text(path);
+    assert_inert(path, md, true);
+    TH_ASSERT_CONTAINS(md, "&lt;script&gt;alert\\(1\\)&lt;/script&gt;"); /* shown as text, not dropped */
+    /* No injected heading, and each table intact: the device table has NHOSTILE rows of 11
+     * columns (12 pipes), each case table one row of 9 columns (10 pipes), with nothing else
+     * starting a line with '|' or '#'. */
+    size_t device_rows = 0, result_rows = 0, headings = 0;
+    for (char *line = md, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        if (line[0] == '#') {
+            ++headings;
+            assert_true(strncmp(line, "# tessera report", 16) == 0 || strncmp(line, "## ", 3) == 0 ||
+                        strncmp(line, "### ", 4) == 0);
+        }
+        if (line[0] != '|' || strncmp(line, "|---", 4) == 0 || strncmp(line, "| # |", 5) == 0 ||
+            strncmp(line, "| device |", 10) == 0)
+            continue;
+        size_t pipes = count_char(line, '|');
+        if (pipes == 12) ++device_rows;
+        else if (pipes == 10) ++result_rows;
+        else fail_msg("a broken table row (%zu pipes): %s", pipes, line);
+    }
+    assert_int_equal(device_rows, NHOSTILE);
+    assert_int_equal(result_rows, NHOSTILE); /* one row per (hostile) case */
+    assert_int_equal(headings, 1 + 3 + NHOSTILE); /* title, Devices/Results/Charts, a heading per case */
+    free(md);
+    /* The charts: escaped, and still well-formed XML. */
+    glob_t g;
+    snprintf(path, sizeof path, "%s/*.svg", out);
+    assert_int_equal(glob(path, 0, NULL, &g), 0);
+    assert_int_equal(g.gl_pathc, NHOSTILE + 1);
+    for (size_t i = 0; i < g.gl_pathc; ++i) {
+        char *svg = read_text(g.gl_pathv[i]);
+        assert_inert(g.gl_pathv[i], svg, false);
+        free(svg);
+        assert_xml(g.gl_pathv[i]);
+    }
+    globfree(&g);
+    th_remove_tree(dir);
+}
+
+/* report.md goes through the atomic writer: a report.md that is a link to a full disk is
+ * replaced by a complete file (fprintf into it used to "succeed" with nothing written), and a
+ * report.md that cannot be replaced (a directory) fails the call and leaves no temporary file. */
+static void report_md_is_written_atomically(void **state) {
+    (void)state;
+    char dir[512], in[700], out[700], path[800];
+    th_tempdir(dir, sizeof dir);
+    snprintf(in, sizeof in, "%s/a.json", dir);
+    cJSON *devs[1] = {fake_device("Card X", "host1", "2026-01-01T00:00:00Z", 500, 10000, 8000)};
+    write_fake_report(in, devs, 1);
+    const char *paths[1] = {in};
+    cJSON *root = NULL;
+    TH_ASSERT_OK(report_merge(paths, 1, &root));
+    snprintf(out, sizeof out, "%s/full", dir);
+    TH_ASSERT_OK(tsr_make_dirs(out));
+    snprintf(path, sizeof path, "%s/report.md", out);
+    assert_int_equal(symlink("/dev/full", path), 0);
+    TH_ASSERT_OK(report_write(root, out, true));
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    char *md = read_text(path);
+    TH_ASSERT_CONTAINS(md, "![devices per op](bars.svg)"); /* complete to its last section */
+    free(md);
+    /* report.md a directory: refused, nothing half-written beside it */
+    snprintf(out, sizeof out, "%s/blocked", dir);
+    snprintf(path, sizeof path, "%s/report.md", out);
+    TH_ASSERT_OK(tsr_make_dirs(path));
+    tsr_status status = report_write(root, out, true);
+    assert_int_equal(status, TSR_ERR_IO);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "report.md");
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    glob_t g;
+    snprintf(path, sizeof path, "%s/*.tmp*", out);
+    assert_int_equal(glob(path, 0, NULL, &g), GLOB_NOMATCH);
+    globfree(&g);
+    cJSON_Delete(root);
+    th_remove_tree(dir);
+}
+
+/* A failing rsvg-convert: every SVG and report.md are still written, report.md lists each PNG
+ * as missing with the reason, no partial PNG is left, and the call fails (TSR_ERR_IO). */
+static void failed_png_conversion_is_reported(void **state) {
+    (void)state;
+    char dir[512], bin[700], tool[800], in[700], out[700], path[800];
+    th_tempdir(dir, sizeof dir);
+    snprintf(bin, sizeof bin, "%s/bin", dir);
+    TH_ASSERT_OK(tsr_make_dirs(bin));
+    snprintf(tool, sizeof tool, "%s/rsvg-convert", bin);
+    const char *script = "#!/bin/sh\n# writes half a file, then fails\nwhile [ $# -gt 1 ]; do\n"
+                         "  if [ \"$1\" = -o ]; then printf 'partial' > \"$2\"; fi\n  shift\ndone\nexit 3\n";
+    th_write_file(tool, script, strlen(script));
+    assert_int_equal(chmod(tool, 0755), 0);
+    snprintf(in, sizeof in, "%s/a.json", dir);
+    cJSON *devs[1] = {fake_device("Card X", "host1", "2026-01-01T00:00:00Z", 500, 10000, 8000)};
+    write_fake_report(in, devs, 1);
+    const char *paths[1] = {in};
+    cJSON *root = NULL;
+    TH_ASSERT_OK(report_merge(paths, 1, &root));
+    const char *old = getenv("PATH");
+    char *saved = strdup(old ? old : "");
+    char newpath[4096];
+    snprintf(newpath, sizeof newpath, "%s:%s", bin, saved);
+    setenv("PATH", newpath, 1);
+    snprintf(out, sizeof out, "%s/out", dir);
+    tsr_status status = report_write(root, out, true);
+    setenv("PATH", saved, 1);
+    free(saved);
+    assert_int_equal(status, TSR_ERR_IO);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "rsvg-convert");
+    snprintf(path, sizeof path, "%s/report.md", out);
+    char *md = read_text(path);
+    TH_ASSERT_CONTAINS(md, "bars.png: **missing** (rsvg-convert exited with status 3)");
+    TH_ASSERT_CONTAINS(md, "roofline-1-card-x.png: **missing**");
+    free(md);
+    glob_t g;
+    snprintf(path, sizeof path, "%s/*.png*", out);
+    assert_int_equal(glob(path, 0, NULL, &g), GLOB_NOMATCH);
+    globfree(&g);
+    snprintf(path, sizeof path, "%s/bars.svg", out);
+    assert_true(file_exists(path));
+    cJSON_Delete(root);
+    th_remove_tree(dir);
+}
+
+/* Merging is linear: 100 000 devices, all of them again (newer) in a second report, keep the
+ * newer of each pair with a note; before, each device was compared with every kept one. */
+static void merge_many_devices(void **state) {
+    (void)state;
+    enum { N = 100000 };
+    char dir[512], a[700], b[700];
+    th_tempdir(dir, sizeof dir);
+    snprintf(a, sizeof a, "%s/a.json", dir);
+    snprintf(b, sizeof b, "%s/b.json", dir);
+    for (int f = 0; f < 2; ++f) {
+        bench_text t = {0};
+        bench_text_printf(&t, "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [");
+        for (int i = 0; i < N; ++i)
+            bench_text_printf(&t, "%s{\"fingerprint\": \"P|V|card %d|1.0\", \"host\": \"h%d\", \"status\": \"ok\", "
+                                  "\"created\": \"2026-0%d-01T00:00:00Z\", \"results\": []}", i ? "," : "", i, i % 7,
+                              f + 1);
+        bench_text_printf(&t, "]}");
+        char *text = bench_text_finish(&t);
+        assert_non_null(text);
+        th_write_file(f ? b : a, text, strlen(text));
+        free(text);
+    }
+    const char *paths[2] = {a, b};
+    cJSON *root = NULL;
+    TH_ASSERT_OK(report_merge(paths, 2, &root));
+    const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
+    assert_int_equal(cJSON_GetArraySize(devices), N);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "notes")), N);
+    int i = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, devices) { /* in first-seen order, each the newer copy (from b) */
+        char fp[64];
+        snprintf(fp, sizeof fp, "P|V|card %d|1.0", i++);
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "fingerprint")), fp);
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "source")), b);
+    }
+    cJSON_Delete(root);
+    th_remove_tree(dir);
+}
+
+/* report.md is linear in rows: 200 000 rows of one device in 10 cases, CLBlast's rows last
+ * (each tessera row used to search the whole list for its peer). The peer ratio is unchanged. */
+static void report_many_rows(void **state) {
+    (void)state;
+    enum { ROWS = 200000, CASES = 10 };
+    char dir[512], a[700], out[700], path[800];
+    th_tempdir(dir, sizeof dir);
+    snprintf(a, sizeof a, "%s/a.json", dir);
+    bench_text t = {0};
+    bench_text_printf(&t, "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [{\"fingerprint\": \"f\", "
+                          "\"host\": \"h\", \"status\": \"ok\", \"info\": {\"name\": \"Big\"}, \"results\": [");
+    for (int i = 0; i < ROWS; ++i)
+        bench_text_printf(&t, "%s{\"case\": \"c%d\", \"impl\": \"tessera\", \"shape\": \"s%d\", \"time_ms\": 2, "
+                              "\"gflops\": 1, \"gbps\": 1, \"flops\": 0, \"bytes\": 0}", i ? "," : "", i % CASES, i);
+    for (int c = 0; c < CASES; ++c)
+        bench_text_printf(&t, ",{\"case\": \"c%d\", \"impl\": \"clblast\", \"shape\": \"s\", \"time_ms\": %d, \"gflops\": 1, "
+                              "\"gbps\": 1, \"flops\": 0, \"bytes\": 0}", c, 3 + c);
+    bench_text_printf(&t, "]}]}");
+    char *text = bench_text_finish(&t);
+    assert_non_null(text);
+    th_write_file(a, text, strlen(text));
+    free(text);
+    const char *paths[1] = {a};
+    cJSON *root = NULL;
+    TH_ASSERT_OK(report_merge(paths, 1, &root));
+    snprintf(out, sizeof out, "%s/out", dir);
+    TH_ASSERT_OK(report_write(root, out, true));
+    cJSON_Delete(root);
+    snprintf(path, sizeof path, "%s/report.md", out);
+    char *md = read_text(path);
+    assert_int_equal(count_char(md, '\n') > ROWS, true);
+    TH_ASSERT_CONTAINS(md, "| Big | s0 | tessera | 2.000 | 1 GB/s | - | 0% | 1.50x | - |");       /* c0: 3 / 2 */
+    TH_ASSERT_CONTAINS(md, "| Big | s199999 | tessera | 2.000 | 1 GB/s | - | 0% | 6.00x | - |"); /* c9: 12 / 2 */
+    /* rows grouped by case, cases in first-seen order */
+    assert_true(strstr(md, "| Big | s10 |") < strstr(md, "### c1"));
+    free(md);
+    th_remove_tree(dir);
+}
+
 int main(void) {
     if (two_platforms()) {
         const struct CMUnitTest only[] = {cmocka_unit_test(failing_device)};
@@ -355,6 +631,11 @@ int main(void) {
         cmocka_unit_test(report_files_and_round_trip),
         cmocka_unit_test(damaged_reports),
         cmocka_unit_test(merge_reports),
+        cmocka_unit_test(hostile_report_is_inert),
+        cmocka_unit_test(report_md_is_written_atomically),
+        cmocka_unit_test(failed_png_conversion_is_reported),
+        cmocka_unit_test(merge_many_devices),
+        cmocka_unit_test(report_many_rows),
     };
     return TH_RUN(tests);
 }

@@ -70,6 +70,12 @@ static int fail(tsr_status st) {
     return 1;
 }
 
+/* A bad option value (its message from the strict parsers in bench.c): exit 2 like any usage error. */
+static int usage_error(const char *command) {
+    fprintf(stderr, "tessera %s: %s\n", command, tsr_last_error());
+    return 2;
+}
+
 static void human_bytes(uint64_t b, char *out, size_t size) {
     if (b >= (1ull << 30)) snprintf(out, size, "%.1f GiB", (double)b / (1ull << 30));
     else if (b >= (1ull << 20)) snprintf(out, size, "%.1f MiB", (double)b / (1ull << 20));
@@ -284,27 +290,18 @@ static int cmd_bench(int argc, char **argv) {
         case 'L': bo.layers = optarg; break;
         case 'X': bo.clblast_xgemm = optarg; break;
         case 'U': {
-            char *end = NULL;
-            unsigned long long v = strtoull(optarg, &end, 10);
-            if (*end || v == 0) {
-                fprintf(stderr, "tessera bench: --max-unfused needs a positive sequence length\n");
-                return 2;
-            }
+            uint64_t v = 0;
+            if (bench_parse_count(optarg, "--max-unfused", 1, (uint64_t)1 << 24, &v) != TSR_SUCCESS) return usage_error("bench");
             bo.max_unfused = (size_t)v;
             break;
         }
         case 'd': device = optarg; break;
         case 's': bo.sizes = optarg; break;
         case 'j': json = optarg; break;
-        case 'b': {
-            char *end = NULL;
-            bo.budget_s = strtod(optarg, &end);
-            if (*end || !(bo.budget_s > 0)) {
-                fprintf(stderr, "tessera bench: --budget needs a positive number of seconds\n");
-                return 2;
-            }
+        case 'b':
+            if (bench_parse_seconds(optarg, "--budget", false, BENCH_MAX_SECONDS, &bo.budget_s) != TSR_SUCCESS)
+                return usage_error("bench");
             break;
-        }
         case 'n': bo.peers = false; break;
         default: return usage(c == 'h' ? stdout : stderr);
         }
@@ -320,8 +317,11 @@ static int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "tessera bench: no benchmark for op '%s' (available: gemm, gelu, conv2d, attention)\n", op);
         return 2;
     }
+    /* A --json that cannot be written fails now, not after the benchmark. */
+    tsr_status st = json ? bench_check_output(json) : TSR_SUCCESS;
+    if (st != TSR_SUCCESS) return fail(st);
     tsr_device *dev = NULL;
-    tsr_status st = tsr_device_open(device, &dev);
+    st = tsr_device_open(device, &dev);
     if (st != TSR_SUCCESS) return fail(st);
     const tsr_device_info *info = tsr_device_get_info(dev);
     printf("%s on %d:%d %s (%s, %s)\n", op, info->platform_index, info->device_index, info->name,
@@ -476,14 +476,6 @@ static int cmd_tune(int argc, char **argv) {
     return rc;
 }
 
-static bool parse_seconds(const char *text, double *out, bool allow_zero) {
-    char *end = NULL;
-    double v = strtod(text, &end);
-    if (*end || !(allow_zero ? v >= 0 : v > 0) || !isfinite(v)) return false;
-    *out = v;
-    return true;
-}
-
 static int cmd_peak(int argc, char **argv) {
     static const struct option opts[] = {{"device", required_argument, NULL, 'd'}, {"budget", required_argument, NULL, 'b'},
                                          {"size", required_argument, NULL, 's'},   {"json", required_argument, NULL, 'j'},
@@ -506,18 +498,13 @@ static int cmd_peak(int argc, char **argv) {
             break;
         }
         case 'b':
-            if (!parse_seconds(optarg, &po.budget_s, false)) {
-                fprintf(stderr, "tessera peak: --budget needs a positive number of seconds\n");
-                return 2;
-            }
+            if (bench_parse_seconds(optarg, "--budget", false, BENCH_MAX_SECONDS, &po.budget_s) != TSR_SUCCESS)
+                return usage_error("peak");
             break;
         case 's': {
-            char *end = NULL;
-            unsigned long long mib = strtoull(optarg, &end, 10);
-            if (*end || mib == 0 || mib > (1ull << 20)) {
-                fprintf(stderr, "tessera peak: --size needs a buffer size in MiB (1 to 1048576)\n");
-                return 2;
-            }
+            uint64_t mib = 0;
+            if (bench_parse_count(optarg, "--size (MiB)", 1, (uint64_t)1 << 20, &mib) != TSR_SUCCESS)
+                return usage_error("peak");
             po.buffer_bytes = (size_t)mib << 20;
             break;
         }
@@ -525,8 +512,10 @@ static int cmd_peak(int argc, char **argv) {
         }
     }
     if (optind < argc) return usage(stderr);
+    tsr_status st = json ? bench_check_output(json) : TSR_SUCCESS;
+    if (st != TSR_SUCCESS) return fail(st);
     tsr_device *dev = NULL;
-    tsr_status st = tsr_device_open(device, &dev);
+    st = tsr_device_open(device, &dev);
     if (st != TSR_SUCCESS) return fail(st);
     const tsr_device_info *info = tsr_device_get_info(dev);
     po.simulator = bench_is_simulator(info);
@@ -576,19 +565,23 @@ static int cmd_report(int argc, char **argv) {
         case 'b':
         case 'p':
         case 't':
-            if (!parse_seconds(optarg, c == 'b' ? &ro.budget_s : c == 'p' ? &ro.peak.budget_s : &ro.tune_budget_s, c == 't')) {
-                fprintf(stderr, "tessera report: --%s needs a %s number of seconds\n",
-                        c == 'b' ? "budget" : c == 'p' ? "peak-budget" : "tune-budget", c == 't' ? "non-negative" : "positive");
-                return 2;
-            }
+            if (bench_parse_seconds(optarg, c == 'b' ? "--budget" : c == 'p' ? "--peak-budget" : "--tune-budget", c == 't',
+                                    BENCH_MAX_SECONDS,
+                                    c == 'b' ? &ro.budget_s : c == 'p' ? &ro.peak.budget_s : &ro.tune_budget_s) != TSR_SUCCESS)
+                return usage_error("report");
             break;
         case 'n': ro.peers = false; break;
         case 'm': merge = 1; break;
         default: return usage(c == 'h' ? stdout : stderr);
         }
     }
+    /* The output directory is made and probed before anything runs. */
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/report.json", ro.out_dir);
+    tsr_status st = tsr_make_dirs(ro.out_dir);
+    if (st == TSR_SUCCESS) st = bench_check_output(probe);
+    if (st != TSR_SUCCESS) return fail(st);
     cJSON *root = NULL;
-    tsr_status st;
     if (merge) {
         if (optind >= argc || nsel) {
             fprintf(stderr, "tessera report --merge: name the report.json files to combine (and no --device)\n");

@@ -707,6 +707,14 @@ static void differential_validation(void **state) {
                 *m[th_rand() % 3] = th_rand() % 2 ? small : NULL;
             }
         }
+        if (th_rand() % 4 == 0) { /* a length of 1, where any row stride is allowed */
+            bool keys = th_rand() % 2;
+            size_t *rows = keys ? (th_rand() % 2 ? d.k_strides : d.v_strides)
+                                : (th_rand() % 2 ? d.q_strides : d.o_strides);
+            *(keys ? &d.kv_len : &d.q_len) = 1;
+            if (!rows[0] && !rows[1]) rows[0] = L * H * D, rows[1] = D; /* [B, H, 1, D] */
+            rows[2] = values[th_rand() % 6];                             /* 0 .. D + 1 */
+        }
         if (d.kv_lengths && d.batch > B) d.kv_lengths = NULL; /* the array holds B entries */
         tsr_status st[2];
         char err0[256] = "";
@@ -747,6 +755,36 @@ static void differential_validation(void **state) {
     clReleaseMemObject(lse_buf), clReleaseMemObject(out[0]), clReleaseMemObject(out[1]);
 }
 
+/* Sizes whose products or int kernel indices would overflow are refused up front, by both
+ * entry points alike, with the reason (not a wrapped product that passes, or a later
+ * complaint about buffer sizes). */
+static void size_limits(void **state) {
+    (void)state;
+    enum { N = 64 };
+    cl_mem q = th_buffer(dev, N), k = th_buffer(dev, N), v = th_buffer(dev, N), o = th_buffer(dev, N);
+    const tsr_attention_desc ok = {.batch = 1, .heads = 2, .q_len = 4, .kv_len = 4, .head_dim = 8};
+    for (int f = 0; f < 2; ++f) {
+        att_fn fn = f ? tsr_attention_unfused : tsr_attention;
+        tsr_attention_desc d = ok;
+        d.batch = (size_t)1 << 34, d.heads = (size_t)1 << 30; /* the product wraps to 0 */
+        TH_ASSERT_STATUS(fn(dev, &d, q, k, v, o, NULL, NULL), TSR_ERR_OVERFLOW);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "batch*heads");
+        d = ok, d.batch = 3, d.heads = INT_MAX / 2;
+        TH_ASSERT_STATUS(fn(dev, &d, q, k, v, o, NULL, NULL), TSR_ERR_OVERFLOW);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "batch*heads");
+        /* rows rounded up to a work-group, keys to 16, must still fit the kernels' int indices */
+        d = ok, d.q_len = INT_MAX - 10;
+        TH_ASSERT_STATUS(fn(dev, &d, q, k, v, o, NULL, NULL), TSR_ERR_OVERFLOW);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "q_len and kv_len");
+        d = ok, d.kv_len = INT_MAX - 10;
+        TH_ASSERT_STATUS(fn(dev, &d, q, k, v, o, NULL, NULL), TSR_ERR_OVERFLOW);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "q_len and kv_len");
+        d = ok, d.kv_len = INT_MAX - 64; /* the largest length: then the buffers are what is too small */
+        TH_ASSERT_STATUS(fn(dev, &d, q, k, v, o, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    }
+    clReleaseMemObject(q), clReleaseMemObject(k), clReleaseMemObject(v), clReleaseMemObject(o);
+}
+
 int main(void) {
     if (small_mode()) {
         const struct CMUnitTest tests[] = {
@@ -777,6 +815,7 @@ int main(void) {
         cmocka_unit_test(out_of_order_queue),
         cmocka_unit_test(differential_random),
         cmocka_unit_test(differential_validation),
+        cmocka_unit_test(size_limits),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

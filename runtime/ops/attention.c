@@ -29,6 +29,9 @@ static const tsr_param_def attention_params[ATTENTION_NPARAMS] = {
 static const char *const attention_classes[] = {"long", "short", NULL};
 #define ATTENTION_SHORT_LIMIT 256 /* keys; below this a launch is mostly overhead */
 #define ATTENTION_MAX_DIM 256
+/* The kernels index rows and keys with int, rounded up to a work-group of rows (BR <= 64) or
+ * to 16 keys (the transposed K): leave room for that rounding. */
+#define ATTENTION_MAX_LEN (INT_MAX - 64)
 
 /* A validated call: sizes, and element strides per tensor (batch, head, row). */
 typedef struct attention_problem {
@@ -136,8 +139,13 @@ static tsr_status attention_validate(const tsr_device *dev, const tsr_attention_
     if (d->head_dim > ATTENTION_MAX_DIM)
         return tsr_fail(TSR_ERR_UNSUPPORTED, "head_dim %zu is larger than the supported %d", d->head_dim,
                         ATTENTION_MAX_DIM);
-    if (d->q_len > INT_MAX || d->kv_len > INT_MAX || d->heads > INT_MAX || d->batch * d->heads > INT_MAX)
-        return tsr_fail(TSR_ERR_OVERFLOW, "q_len, kv_len and batch*heads must each be at most %d", INT_MAX);
+    size_t bh;
+    if (d->q_len > ATTENTION_MAX_LEN || d->kv_len > ATTENTION_MAX_LEN)
+        return tsr_fail(TSR_ERR_OVERFLOW, "q_len and kv_len must each be at most %d (got %zu, %zu)", ATTENTION_MAX_LEN,
+                        d->q_len, d->kv_len);
+    if (__builtin_mul_overflow(d->batch, d->heads, &bh) || bh > INT_MAX)
+        return tsr_fail(TSR_ERR_OVERFLOW, "batch*heads must be at most %d (got %zu x %zu)", INT_MAX, d->batch,
+                        d->heads);
     if (!(d->scale == d->scale) || isinf(d->scale)) return tsr_fail(TSR_ERR_INVALID_ARG, "scale must be finite");
     memset(p, 0, sizeof *p);
     p->B = d->batch, p->H = d->heads, p->Lq = d->q_len, p->Lk = d->kv_len, p->D = d->head_dim;
@@ -215,7 +223,14 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
     pthread_mutex_lock(&dev->lock);
     cl_mem kt;
     cl_event wait;
-    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP0, p->B * p->H * p->D * (size_t)Lkp * sizeof(float), &kt, &wait), out);
+    size_t kt_bytes;
+    if (__builtin_mul_overflow(p->B * p->H * p->D, (size_t)Lkp * sizeof(float), &kt_bytes) ||
+        kt_bytes > dev->info.max_alloc_bytes) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "the transposed K needs more than one allocation may hold on this "
+                          "device (%llu bytes)", (unsigned long long)dev->info.max_alloc_bytes);
+        goto out;
+    }
+    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP0, kt_bytes, &kt, &wait), out);
     tk = clCreateKernel(program, "transpose_k", &err);
     TSR_CL_CHECK(err, out);
     kernel = clCreateKernel(program, "attention_vec", &err);

@@ -5,6 +5,7 @@
  * TSR_TEST_MODE=oclgrind runs a small subset. */
 #include "harness.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,6 +305,488 @@ static void invalid_descriptors(void **state) {
     clReleaseMemObject(small);
 }
 
+/* ---- the unfused baseline's contract is tsr_attention's: a differential harness ---- */
+
+typedef tsr_status (*att_fn)(tsr_device *, const tsr_attention_desc *, cl_mem, cl_mem, cl_mem, cl_mem,
+                             cl_command_queue, cl_event *);
+
+/* A descriptor with explicit per-tensor strides (zeros: contiguous), and what to fill. */
+typedef struct dcase {
+    tsr_attention_desc d;
+    int kv[8];      /* kv_lengths when has_kv */
+    bool has_kv;
+    bool poison;    /* K and V rows past a sequence's kv_lengths hold NaN / +-Inf */
+} dcase;
+
+static const float poison_values[3] = {NAN, INFINITY, -INFINITY};
+
+/* Element strides actually used for tensor t (the header's rule: all zeros mean contiguous). */
+static void used_strides(const tsr_attention_desc *d, int t, size_t st[3]) {
+    const size_t *given = t == 0 ? d->q_strides : t == 1 ? d->k_strides : t == 2 ? d->v_strides : d->o_strides;
+    size_t L = t == 1 || t == 2 ? d->kv_len : d->q_len;
+    if (given[0] || given[1] || given[2]) {
+        memcpy(st, given, 3 * sizeof *st);
+    } else {
+        st[2] = d->head_dim, st[1] = L * d->head_dim, st[0] = d->heads * L * d->head_dim;
+    }
+}
+
+static size_t tensor_offset(const tsr_attention_desc *d, int t) {
+    return t == 0 ? d->q_offset : t == 1 ? d->k_offset : t == 2 ? d->v_offset : d->o_offset;
+}
+
+static size_t at(const tsr_attention_desc *d, int t, size_t b, size_t h, size_t i) {
+    size_t st[3];
+    used_strides(d, t, st);
+    return tensor_offset(d, t) + b * st[0] + h * st[1] + i * st[2];
+}
+
+/* Floats a tensor's buffer holds: its extent and 2 guard elements. */
+static size_t tensor_floats(const tsr_attention_desc *d, int t) {
+    size_t L = t == 1 || t == 2 ? d->kv_len : d->q_len;
+    return at(d, t, d->batch - 1, d->heads - 1, L - 1) + d->head_dim + 2;
+}
+
+/* Strides with random padding, innermost dimension first in `order` (0 batch, 1 head, 2 row);
+ * a dimension of extent 1 gets an arbitrary stride (0, 1 or padded), as the contract allows. */
+static void random_strides(size_t D, const size_t count[3], const int order[3], bool share_heads, size_t st[3]) {
+    size_t span = D;
+    for (int a = 0; a < 3; ++a) {
+        int dim = order[a];
+        size_t pad = th_rand() % 3 == 0 ? th_rand() % 5 : 0;
+        if (count[dim] == 1) {
+            uint32_t r = th_rand() % 3;
+            st[dim] = r == 0 ? 0 : r == 1 ? 1 : span + pad;
+            continue;
+        }
+        if (dim == 1 && share_heads) { /* every head reads the same K/V rows (multi-query) */
+            st[dim] = 0;
+            continue;
+        }
+        st[dim] = span + pad;
+        span = st[dim] * (count[dim] - 1) + span;
+    }
+}
+
+static void random_case(dcase *c) {
+    memset(c, 0, sizeof *c);
+    tsr_attention_desc *d = &c->d;
+    static const size_t dims[] = {1, 3, 8, 16, 20, 32, 64};
+    d->batch = 1 + th_rand() % 3;
+    d->heads = 1 + th_rand() % 4;
+    d->q_len = th_rand() % 4 == 0 ? 1 : 1 + th_rand() % 40;
+    d->kv_len = th_rand() % 4 == 0 ? 1 : 1 + th_rand() % 70;
+    d->head_dim = dims[th_rand() % (sizeof dims / sizeof dims[0])];
+    d->causal = th_rand() % 2;
+    d->scale = th_rand() % 2 ? 0.0f : 0.3f;
+    c->poison = th_rand() % 2;
+    c->has_kv = th_rand() % 3 != 0;
+    for (size_t b = 0; b < d->batch; ++b) {
+        uint32_t r = th_rand() % 3;
+        c->kv[b] = r == 0 ? 0 : r == 1 ? (int)d->kv_len : (int)(1 + th_rand() % d->kv_len);
+    }
+    d->kv_lengths = c->has_kv ? c->kv : NULL;
+    d->lse_offset = th_rand() % 3;
+    size_t *given[4] = {d->q_strides, d->k_strides, d->v_strides, d->o_strides};
+    size_t *offs[4] = {&d->q_offset, &d->k_offset, &d->v_offset, &d->o_offset};
+    for (int t = 0; t < 4; ++t) {
+        *offs[t] = th_rand() % 2 ? th_rand() % 7 : 0;
+        uint32_t layout = th_rand() % 3; /* 0: contiguous (zeros), 1: [B, H, L, D], 2: [B, L, H, D] */
+        if (layout == 0) continue;
+        size_t L = t == 1 || t == 2 ? d->kv_len : d->q_len;
+        size_t count[3] = {d->batch, d->heads, L};
+        static const int bhld[3] = {2, 1, 0}, blhd[3] = {1, 2, 0};
+        random_strides(d->head_dim, count, layout == 1 ? bhld : blhd, (t == 1 || t == 2) && th_rand() % 4 == 0, given[t]);
+    }
+}
+
+/* Host data for a case: everything outside the tensors' rows NaN (no path may read it),
+ * masked K/V rows poisoned when asked. */
+typedef struct dhost {
+    float *x[4];
+    size_t n[4];
+    float *lse;
+    size_t nl;
+} dhost;
+
+static void dhost_make(const dcase *c, dhost *hd) {
+    const tsr_attention_desc *d = &c->d;
+    for (int t = 0; t < 4; ++t) {
+        hd->n[t] = tensor_floats(d, t);
+        hd->x[t] = malloc(hd->n[t] * sizeof(float));
+        if (t == 3) {
+            for (size_t i = 0; i < hd->n[t]; ++i) hd->x[t][i] = 777.0f; /* guard outside O's rows */
+        } else {
+            th_poison(hd->x[t], hd->n[t]);
+        }
+        size_t L = t == 1 || t == 2 ? d->kv_len : d->q_len;
+        for (size_t b = 0; b < d->batch; ++b)
+            for (size_t h = 0; h < d->heads; ++h)
+                for (size_t i = 0; i < L; ++i) {
+                    float *row = hd->x[t] + at(d, t, b, h, i);
+                    if (t == 3) {
+                        th_poison(row, d->head_dim);
+                    } else if (t != 0 && c->poison && d->kv_lengths && i >= (size_t)d->kv_lengths[b]) {
+                        for (size_t e = 0; e < d->head_dim; ++e) row[e] = poison_values[(i + e + t) % 3];
+                    } else if (row[0] != row[0] || t == 0) { /* shared (head stride 0) rows: fill once */
+                        th_fill_uniform(row, d->head_dim, -1, 1);
+                    }
+                }
+    }
+    hd->nl = d->lse_offset + d->batch * d->heads * d->q_len + 2;
+    hd->lse = malloc(hd->nl * sizeof(float));
+    th_poison(hd->lse, hd->nl);
+}
+
+static void dhost_free(dhost *hd) {
+    for (int t = 0; t < 4; ++t) free(hd->x[t]);
+    free(hd->lse);
+}
+
+static size_t visible_keys(const tsr_attention_desc *d, size_t b, size_t i) {
+    size_t limit = d->kv_lengths ? (size_t)d->kv_lengths[b] : d->kv_len;
+    if (d->causal) {
+        long long last = (long long)i + (long long)d->kv_len - (long long)d->q_len;
+        limit = last < 0 ? 0 : (size_t)last + 1 < limit ? (size_t)last + 1 : limit;
+    }
+    return limit;
+}
+
+/* Check one result against the double-precision definition; returns the relative error. */
+static double check_result(const char *who, const dcase *c, const dhost *hd, const float *o, const float *lse) {
+    const tsr_attention_desc *d = &c->d;
+    double scale = d->scale != 0.0f ? d->scale : 1.0 / sqrt((double)d->head_dim), num = 0, den = 0;
+    double *s = malloc(d->kv_len * sizeof *s);
+    char *inside = calloc(hd->n[3], 1);
+    for (size_t b = 0; b < d->batch; ++b)
+        for (size_t h = 0; h < d->heads; ++h)
+            for (size_t i = 0; i < d->q_len; ++i) {
+                size_t limit = visible_keys(d, b, i);
+                const float *qi = hd->x[0] + at(d, 0, b, h, i), *oi = o + at(d, 3, b, h, i);
+                memset(inside + at(d, 3, b, h, i), 1, d->head_dim);
+                float got_lse = lse[d->lse_offset + (b * d->heads + h) * d->q_len + i];
+                if (limit == 0) { /* the header: O = 0 and LSE = -inf */
+                    for (size_t e = 0; e < d->head_dim; ++e)
+                        if (oi[e] != 0.0f)
+                            fail_msg("%s: row %zu/%zu/%zu sees no key but O[%zu] = %g", who, b, h, i, e, (double)oi[e]);
+                    if (d->lse && !(isinf(got_lse) && got_lse < 0))
+                        fail_msg("%s: row %zu/%zu/%zu sees no key but LSE = %g", who, b, h, i, (double)got_lse);
+                    continue;
+                }
+                double m = -INFINITY, sum = 0;
+                for (size_t j = 0; j < limit; ++j) {
+                    const float *kj = hd->x[1] + at(d, 1, b, h, j);
+                    double dot = 0;
+                    for (size_t e = 0; e < d->head_dim; ++e) dot += (double)qi[e] * kj[e];
+                    s[j] = dot * scale;
+                    m = fmax(m, s[j]);
+                }
+                for (size_t j = 0; j < limit; ++j) sum += (s[j] = exp(s[j] - m));
+                for (size_t e = 0; e < d->head_dim; ++e) {
+                    double r = 0;
+                    for (size_t j = 0; j < limit; ++j) r += s[j] * hd->x[2][at(d, 2, b, h, j) + e];
+                    r /= sum;
+                    if (!isfinite(oi[e])) fail_msg("%s: O[%zu/%zu/%zu][%zu] = %g", who, b, h, i, e, (double)oi[e]);
+                    num += (oi[e] - r) * (oi[e] - r);
+                    den += r * r;
+                }
+                double ref_lse = m + log(sum);
+                if (d->lse && !(fabs(got_lse - ref_lse) <= 1e-5 * fmax(1.0, fabs(ref_lse))))
+                    fail_msg("%s: LSE of row %zu/%zu/%zu: %.9g, reference %.9g", who, b, h, i, (double)got_lse, ref_lse);
+            }
+    for (size_t i = 0; i < hd->n[3]; ++i)
+        if (!inside[i] && o[i] != 777.0f) fail_msg("%s wrote outside O's rows at element %zu", who, i);
+    size_t nrows = d->batch * d->heads * d->q_len;
+    for (size_t i = 0; i < hd->nl; ++i)
+        if ((!d->lse || i < d->lse_offset || i >= d->lse_offset + nrows) && !isnan(lse[i]))
+            fail_msg("%s wrote LSE element %zu outside its rows", who, i);
+    free(s), free(inside);
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void describe(const dcase *c, char *out, size_t size) {
+    const tsr_attention_desc *d = &c->d;
+    int n = snprintf(out, size, "B%zu H%zu Lq%zu Lk%zu D%zu causal %d poison %d lse %d kv", d->batch, d->heads,
+                     d->q_len, d->kv_len, d->head_dim, d->causal, c->poison, d->lse != NULL);
+    for (size_t b = 0; b < d->batch && n > 0 && (size_t)n < size; ++b)
+        n += snprintf(out + n, size - (size_t)n, " %d", d->kv_lengths ? d->kv_lengths[b] : -1);
+    const size_t *st[4] = {d->q_strides, d->k_strides, d->v_strides, d->o_strides};
+    for (int t = 0; t < 4 && n > 0 && (size_t)n < size; ++t)
+        n += snprintf(out + n, size - (size_t)n, " %c{%zu,%zu,%zu}+%zu", "qkvo"[t], st[t][0], st[t][1], st[t][2],
+                      tensor_offset(d, t));
+}
+
+/* Run both entry points `reps` times each on `queue` (NULL: the device's), all calls enqueued
+ * before any is waited for, each into its own O and LSE buffers, and check every result. */
+static void run_both(const dcase *c, cl_command_queue queue, int reps) {
+    dcase cc = *c;
+    if (cc.has_kv) cc.d.kv_lengths = cc.kv;
+    dhost hd;
+    dhost_make(&cc, &hd);
+    bool use_lse = cc.d.lse_offset % 2 == 1; /* with an LSE buffer or without */
+    cc.d.lse = use_lse ? (cl_mem)1 : NULL;    /* a flag for describe and check_result until set */
+    char what[512];
+    describe(&cc, what, sizeof what);
+    cl_mem in[3];
+    for (int t = 0; t < 3; ++t) in[t] = th_buffer_from(dev, hd.x[t], hd.n[t]);
+    enum { MAX_CALLS = 16 };
+    assert_true(2 * reps <= MAX_CALLS);
+    cl_mem outs[MAX_CALLS], lses[MAX_CALLS];
+    cl_event events[MAX_CALLS];
+
+    for (int call = 0; call < 2 * reps; ++call) {
+        outs[call] = th_buffer_from(dev, hd.x[3], hd.n[3]);
+        lses[call] = th_buffer_from(dev, hd.lse, hd.nl);
+        tsr_attention_desc d = cc.d;
+        d.lse = use_lse ? lses[call] : NULL;
+        att_fn fn = call % 2 ? tsr_attention_unfused : tsr_attention;
+        tsr_status st = fn(dev, &d, in[0], in[1], in[2], outs[call], queue, &events[call]);
+        if (st != TSR_SUCCESS)
+            fail_msg("%s refused %s: %s: %s", call % 2 ? "unfused" : "blocked", what, tsr_status_str(st),
+                     tsr_last_error());
+    }
+    assert_int_equal(clWaitForEvents((cl_uint)(2 * reps), events), CL_SUCCESS);
+    float *o = malloc(hd.n[3] * sizeof(float)), *lse = malloc(hd.nl * sizeof(float));
+    cc.d.lse = use_lse ? lses[0] : NULL; /* only tested for non-NULL */
+    for (int call = 0; call < 2 * reps; ++call) {
+        th_read(dev, outs[call], o, hd.n[3]);
+        th_read(dev, lses[call], lse, hd.nl);
+        char who[600];
+        snprintf(who, sizeof who, "%s (call %d) %s", call % 2 ? "unfused" : "blocked", call, what);
+        double e = check_result(who, &cc, &hd, o, lse);
+        if (!(e <= 1e-5)) fail_msg("%s: relative error %.3e", who, e);
+        clReleaseEvent(events[call]);
+        clReleaseMemObject(outs[call]), clReleaseMemObject(lses[call]);
+    }
+    for (int t = 0; t < 3; ++t) clReleaseMemObject(in[t]);
+    free(o), free(lse);
+    dhost_free(&hd);
+}
+
+/* (a) A length of 1 makes the row stride irrelevant: any stride, below head_dim too, is
+ * accepted by both entry points, for q_len = 1 (Q and O) and kv_len = 1 (K and V). */
+static void unit_length_row_strides(void **state) {
+    (void)state;
+    for (int which = 0; which < 2; ++which)
+        for (size_t rs = 0; rs < 3; ++rs) {
+            dcase c = {0};
+            tsr_attention_desc *d = &c.d;
+            d->batch = 2, d->heads = 3, d->head_dim = 16;
+            d->q_len = which == 0 ? 1 : 5;
+            d->kv_len = which == 1 ? 1 : 9;
+            size_t stride = rs == 0 ? 0 : rs == 1 ? 1 : 7; /* all below head_dim */
+            size_t *unit[2] = {which == 0 ? d->q_strides : d->k_strides, which == 0 ? d->o_strides : d->v_strides};
+            for (int t = 0; t < 2; ++t) /* [B, H, 1, D] with that row stride */
+                unit[t][0] = 3 * 16, unit[t][1] = 16, unit[t][2] = stride;
+            run_both(&c, NULL, 1);
+            d->head_dim = 20; /* the generic kernel too */
+            for (int t = 0; t < 2; ++t) unit[t][0] = 3 * 20, unit[t][1] = 20;
+            run_both(&c, NULL, 1);
+        }
+}
+
+/* (b) K and V rows past a sequence's kv_lengths hold NaN and +-Inf: masked keys contribute
+ * nothing, in either entry point, causal or not, with both kernels. */
+static void masked_rows_poisoned(void **state) {
+    (void)state;
+    static const size_t dims[] = {16, 20};
+    for (int di = 0; di < 2; ++di)
+        for (int causal = 0; causal < 2; ++causal) {
+            dcase c = {.has_kv = true, .poison = true, .kv = {5, 33, 1}};
+            c.d = (tsr_attention_desc){.batch = 3, .heads = 2, .q_len = 7, .kv_len = 33, .head_dim = dims[di],
+                                       .causal = causal, .lse_offset = 1};
+            run_both(&c, NULL, 1);
+        }
+}
+
+/* (c) kv_lengths[b] = 0: every row of that sequence is O = 0 and LSE = -inf (the header),
+ * even when its K/V rows (all masked) hold NaN/Inf and O held NaN before. */
+static void empty_sequence(void **state) {
+    (void)state;
+    for (int poison = 0; poison < 2; ++poison)
+        for (int causal = 0; causal < 2; ++causal) {
+            dcase c = {.has_kv = true, .poison = poison, .kv = {0, 12, 0}};
+            c.d = (tsr_attention_desc){.batch = 3, .heads = 2, .q_len = 4, .kv_len = 12, .head_dim = 32,
+                                       .causal = causal, .lse_offset = 1};
+            run_both(&c, NULL, 1);
+            c.kv[1] = 0; /* every sequence empty */
+            run_both(&c, NULL, 1);
+        }
+}
+
+/* An out-of-order queue: [B, L, H, D] with B > 1 (one output GEMM per head, scores reused by
+ * every batch entry and by back-to-back calls) — each step must wait for the one it needs,
+ * and the returned event must cover every step. Several calls in flight, several rounds. */
+static void out_of_order_queue(void **state) {
+    (void)state;
+    cl_int err;
+    cl_command_queue q = clCreateCommandQueue(tsr_device_context(dev), tsr_device_id(dev),
+                                              CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    size_t B = 4, H = 8, L = small_mode() ? 16 : 128, D = 64;
+    dcase c = {.has_kv = true, .kv = {(int)L, (int)L - 3, (int)L, 1}};
+    c.d = (tsr_attention_desc){.batch = B, .heads = H, .q_len = L, .kv_len = L, .head_dim = D, .lse_offset = 1};
+    size_t blhd[3] = {L * H * D, D, H * D};
+    memcpy(c.d.q_strides, blhd, sizeof blhd), memcpy(c.d.k_strides, blhd, sizeof blhd);
+    memcpy(c.d.v_strides, blhd, sizeof blhd), memcpy(c.d.o_strides, blhd, sizeof blhd);
+    int rounds = small_mode() ? 1 : getenv("ROUNDS") ? atoi(getenv("ROUNDS")) : 4;
+    /* The GEMM's default packs its operands on CPUs, which chains every GEMM after the previous
+     * one through the pack workspaces and hides missing dependencies; without packing (and
+     * with local-memory tiles, the GPU path) nothing but the pipeline's own events orders them. */
+    static const char *const gemm_configs[] = {NULL, "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0",
+                                               "MWI=2 VW=2 NVW=4 KU=2 WGM=4 WGN=8 KWG=8 SA=1 SB=1 PACKA=0 PACKB=0"};
+    for (int g = 0; g < 3; ++g) {
+        if (gemm_configs[g]) setenv("TSR_CONFIG_GEMM", gemm_configs[g], 1);
+        for (int r = 0; r < rounds; ++r) {
+            c.d.causal = r % 2;
+            run_both(&c, q, small_mode() ? 1 : 3);
+        }
+    }
+    unsetenv("TSR_CONFIG_GEMM");
+    clReleaseCommandQueue(q);
+}
+
+/* Random descriptors: layouts, strides above the minimum (and anything for a dimension of
+ * 1), multi-query K/V (head stride 0), offsets, causal, kv_lengths with 0 and full, L = 1,
+ * poisoned masked rows, explicit and default scales, LSE: both entry points against the
+ * double-precision definition. */
+static void differential_random(void **state) {
+    (void)state;
+    int n = small_mode() ? 6 : 60;
+    for (int i = 0; i < n; ++i) {
+        dcase c;
+        random_case(&c);
+        run_both(&c, NULL, 1);
+    }
+}
+
+/* Accept/refuse decisions: every descriptor field (and buffer) set to values around its
+ * limits, one or two at a time; both entry points must return the same status, neither may
+ * write anything when refusing, and when both accept they agree with each other. */
+static void differential_validation(void **state) {
+    (void)state;
+    enum { B = 2, H = 2, L = 6, D = 8, N = B * H * L * D, NB = N + 64 };
+    float host[NB];
+    th_fill_uniform(host, NB, -1, 1);
+    cl_mem q = th_buffer_from(dev, host, NB), k = th_buffer_from(dev, host, NB), v = th_buffer_from(dev, host, NB),
+           small = th_buffer(dev, 8), lse_buf = th_buffer(dev, NB);
+    cl_mem out[2] = {th_buffer(dev, NB), th_buffer(dev, NB)};
+    float got[2][NB], guard[NB];
+    for (int i = 0; i < NB; ++i) guard[i] = 777.0f;
+    static const size_t values[] = {0, 1, 2, 3, D - 1, D, D + 1, L, L * D, H * D, L * H * D, N, NB - D, NB,
+                                    256, 257, (size_t)INT_MAX, (size_t)INT_MAX + 1, SIZE_MAX / 4, SIZE_MAX};
+    size_t nv = sizeof values / sizeof values[0];
+    int bad_lens[B];
+    int iterations = small_mode() ? 40 : 400, accepted = 0;
+    for (int it = 0; it < iterations; ++it) {
+        tsr_attention_desc d = {.batch = B, .heads = H, .q_len = L, .kv_len = L, .head_dim = D};
+        cl_mem mq = q, mk = k, mv = v;
+        int changes = 1 + (int)(th_rand() % 2);
+        for (int ch = 0; ch < changes; ++ch) {
+            size_t val = values[th_rand() % nv];
+            size_t *fields[] = {&d.batch, &d.heads, &d.q_len, &d.kv_len, &d.head_dim, &d.q_offset, &d.k_offset,
+                                &d.v_offset, &d.o_offset, &d.q_strides[0], &d.q_strides[1], &d.q_strides[2],
+                                &d.k_strides[0], &d.k_strides[1], &d.k_strides[2], &d.v_strides[0],
+                                &d.v_strides[1], &d.v_strides[2], &d.o_strides[0], &d.o_strides[1],
+                                &d.o_strides[2], &d.lse_offset};
+            size_t nf = sizeof fields / sizeof fields[0];
+            uint32_t f = th_rand() % (uint32_t)(nf + 5);
+            if (f < nf) {
+                *fields[f] = val;
+            } else if (f == nf) {
+                static const float scales[] = {NAN, INFINITY, -INFINITY, -1.0f, 1e-30f, 0.0f};
+                d.scale = scales[th_rand() % 6];
+            } else if (f == nf + 1) {
+                d.causal = !d.causal;
+            } else if (f == nf + 2) {
+                static const int lens[] = {-1, 0, 1, L, L + 1, INT_MAX};
+                for (int b = 0; b < B; ++b) bad_lens[b] = lens[th_rand() % 6];
+                d.kv_lengths = bad_lens;
+            } else if (f == nf + 3) {
+                d.lse = th_rand() % 2 ? small : lse_buf;
+            } else {
+                cl_mem *m[3] = {&mq, &mk, &mv};
+                *m[th_rand() % 3] = th_rand() % 2 ? small : NULL;
+            }
+        }
+        if (th_rand() % 4 == 0) { /* a length of 1, where any row stride is allowed */
+            bool keys = th_rand() % 2;
+            size_t *rows = keys ? (th_rand() % 2 ? d.k_strides : d.v_strides)
+                                : (th_rand() % 2 ? d.q_strides : d.o_strides);
+            *(keys ? &d.kv_len : &d.q_len) = 1;
+            if (!rows[0] && !rows[1]) rows[0] = L * H * D, rows[1] = D; /* [B, H, 1, D] */
+            rows[2] = values[th_rand() % 6];                             /* 0 .. D + 1 */
+        }
+        if (d.kv_lengths && d.batch > B) d.kv_lengths = NULL; /* the array holds B entries */
+        tsr_status st[2];
+        char err0[256] = "";
+        for (int f = 0; f < 2; ++f) {
+            TH_ASSERT_OK(tsr_upload(dev, out[f], guard, NB));
+            cl_event ev = NULL;
+            st[f] = (f ? tsr_attention_unfused : tsr_attention)(dev, &d, mq, mk, mv, out[f], NULL, &ev);
+            if (f == 0) snprintf(err0, sizeof err0, "%s", tsr_last_error());
+            if (ev) {
+                assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+                clReleaseEvent(ev);
+            }
+            th_read(dev, out[f], got[f], NB);
+        }
+        if (st[0] != st[1])
+            fail_msg("iteration %d: B%zu H%zu Lq%zu Lk%zu D%zu offs %zu %zu %zu %zu q{%zu,%zu,%zu} k{%zu,%zu,%zu} "
+                     "v{%zu,%zu,%zu} o{%zu,%zu,%zu}: blocked %s (%s), unfused %s (%s)",
+                     it, d.batch, d.heads, d.q_len, d.kv_len, d.head_dim, d.q_offset, d.k_offset, d.v_offset,
+                     d.o_offset, d.q_strides[0], d.q_strides[1], d.q_strides[2], d.k_strides[0], d.k_strides[1],
+                     d.k_strides[2], d.v_strides[0], d.v_strides[1], d.v_strides[2], d.o_strides[0], d.o_strides[1],
+                     d.o_strides[2], tsr_status_str(st[0]), err0, tsr_status_str(st[1]), tsr_last_error());
+        if (st[0] != TSR_SUCCESS) {
+            for (int f = 0; f < 2; ++f)
+                for (int i = 0; i < NB; ++i)
+                    if (got[f][i] != 777.0f) fail_msg("iteration %d: refused but wrote O[%d]", it, i);
+            continue;
+        }
+        ++accepted;
+        double num = 0, den = 0;
+        for (int i = 0; i < NB; ++i) {
+            num += ((double)got[0][i] - got[1][i]) * ((double)got[0][i] - got[1][i]);
+            den += (double)got[0][i] * got[0][i];
+        }
+        if (!(num <= 1e-10 * den)) fail_msg("iteration %d: blocked and unfused differ (%.3e)", it, sqrt(num / den));
+    }
+    print_message("# %d of %d mutated descriptors accepted by both\n", accepted, iterations);
+    clReleaseMemObject(q), clReleaseMemObject(k), clReleaseMemObject(v), clReleaseMemObject(small);
+    clReleaseMemObject(lse_buf), clReleaseMemObject(out[0]), clReleaseMemObject(out[1]);
+}
+
+/* Sizes whose products or int kernel indices would overflow are refused up front, by both
+ * entry points alike, with the reason (not a wrapped product that passes, or a later
+ * complaint about buffer sizes). */
+static void size_limits(void **state) {
+    (void)state;
+    enum { N = 64 };
+    cl_mem q = th_buffer(dev, N), k = th_buffer(dev, N), v = th_buffer(dev, N), o = th_buffer(dev, N);
+    const tsr_attention_desc ok = {.batch = 1, .heads = 2, .q_len = 4, .kv_len = 4, .head_dim = 8};
+    for (int f = 0; f < 2; ++f) {
+        att_fn fn = f ? tsr_attention_unfused : tsr_attention;
+        tsr_attention_desc d = ok;
+        d.batch = (size_t)1 << 34, d.heads = (size_t)1 << 30; /* the product wraps to 0 */
+        TH_ASSERT_STATUS(fn(dev, &d, q, k, v, o, NULL, NULL), TSR_ERR_OVERFLOW);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "batch*heads");
+        d = ok, d.batch = 3, d.heads = INT_MAX / 2;
+        TH_ASSERT_STATUS(fn(dev, &d, q, k, v, o, NULL, NULL), TSR_ERR_OVERFLOW);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "batch*heads");
+        /* rows rounded up to a work-group, keys to 16, must still fit the kernels' int indices */
+        d = ok, d.q_len = INT_MAX - 10;
+        TH_ASSERT_STATUS(fn(dev, &d, q, k, v, o, NULL, NULL), TSR_ERR_OVERFLOW);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "q_len and kv_len");
+        d = ok, d.kv_len = INT_MAX - 10;
+        TH_ASSERT_STATUS(fn(dev, &d, q, k, v, o, NULL, NULL), TSR_ERR_OVERFLOW);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "q_len and kv_len");
+        d = ok, d.kv_len = INT_MAX - 64; /* the largest length: then the buffers are what is too small */
+        TH_ASSERT_STATUS(fn(dev, &d, q, k, v, o, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    }
+    clReleaseMemObject(q), clReleaseMemObject(k), clReleaseMemObject(v), clReleaseMemObject(o);
+}
+
 int main(void) {
     if (small_mode()) {
         const struct CMUnitTest tests[] = {
@@ -312,6 +795,9 @@ int main(void) {
             cmocka_unit_test(blocked_extreme_logits),
             cmocka_unit_test(unfused_matches),
             cmocka_unit_test(configurations),
+            cmocka_unit_test(unit_length_row_strides),
+            cmocka_unit_test(masked_rows_poisoned),
+            cmocka_unit_test(empty_sequence),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -323,6 +809,13 @@ int main(void) {
         cmocka_unit_test(configurations),
         cmocka_unit_test(long_sequence),
         cmocka_unit_test(invalid_descriptors),
+        cmocka_unit_test(unit_length_row_strides),
+        cmocka_unit_test(masked_rows_poisoned),
+        cmocka_unit_test(empty_sequence),
+        cmocka_unit_test(out_of_order_queue),
+        cmocka_unit_test(differential_random),
+        cmocka_unit_test(differential_validation),
+        cmocka_unit_test(size_limits),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

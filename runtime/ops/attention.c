@@ -29,6 +29,9 @@ static const tsr_param_def attention_params[ATTENTION_NPARAMS] = {
 static const char *const attention_classes[] = {"long", "short", NULL};
 #define ATTENTION_SHORT_LIMIT 256 /* keys; below this a launch is mostly overhead */
 #define ATTENTION_MAX_DIM 256
+/* The kernels index rows and keys with int, rounded up to a work-group of rows (BR <= 64) or
+ * to 16 keys (the transposed K): leave room for that rounding. */
+#define ATTENTION_MAX_LEN (INT_MAX - 64)
 
 /* A validated call: sizes, and element strides per tensor (batch, head, row). */
 typedef struct attention_problem {
@@ -136,8 +139,13 @@ static tsr_status attention_validate(const tsr_device *dev, const tsr_attention_
     if (d->head_dim > ATTENTION_MAX_DIM)
         return tsr_fail(TSR_ERR_UNSUPPORTED, "head_dim %zu is larger than the supported %d", d->head_dim,
                         ATTENTION_MAX_DIM);
-    if (d->q_len > INT_MAX || d->kv_len > INT_MAX || d->heads > INT_MAX || d->batch * d->heads > INT_MAX)
-        return tsr_fail(TSR_ERR_OVERFLOW, "q_len, kv_len and batch*heads must each be at most %d", INT_MAX);
+    size_t bh;
+    if (d->q_len > ATTENTION_MAX_LEN || d->kv_len > ATTENTION_MAX_LEN)
+        return tsr_fail(TSR_ERR_OVERFLOW, "q_len and kv_len must each be at most %d (got %zu, %zu)", ATTENTION_MAX_LEN,
+                        d->q_len, d->kv_len);
+    if (__builtin_mul_overflow(d->batch, d->heads, &bh) || bh > INT_MAX)
+        return tsr_fail(TSR_ERR_OVERFLOW, "batch*heads must be at most %d (got %zu x %zu)", INT_MAX, d->batch,
+                        d->heads);
     if (!(d->scale == d->scale) || isinf(d->scale)) return tsr_fail(TSR_ERR_INVALID_ARG, "scale must be finite");
     memset(p, 0, sizeof *p);
     p->B = d->batch, p->H = d->heads, p->Lq = d->q_len, p->Lk = d->kv_len, p->D = d->head_dim;
@@ -215,7 +223,14 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
     pthread_mutex_lock(&dev->lock);
     cl_mem kt;
     cl_event wait;
-    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP0, p->B * p->H * p->D * (size_t)Lkp * sizeof(float), &kt, &wait), out);
+    size_t kt_bytes;
+    if (__builtin_mul_overflow(p->B * p->H * p->D, (size_t)Lkp * sizeof(float), &kt_bytes) ||
+        kt_bytes > dev->info.max_alloc_bytes) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "the transposed K needs more than one allocation may hold on this "
+                          "device (%llu bytes)", (unsigned long long)dev->info.max_alloc_bytes);
+        goto out;
+    }
+    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP0, kt_bytes, &kt, &wait), out);
     tk = clCreateKernel(program, "transpose_k", &err);
     TSR_CL_CHECK(err, out);
     kernel = clCreateKernel(program, "attention_vec", &err);
@@ -380,58 +395,83 @@ tsr_status tsr_attention_unfused(tsr_device *dev, const tsr_attention_desc *desc
                         "allocation may hold on this device (%llu)", bytes, (unsigned long long)dev->info.max_alloc_bytes);
     tsr_attention_desc d = *desc;
     d.scale = p.scale;
+    /* With one row a tensor's row stride is never used, and the contract accepts any; the
+     * GEMM wants a leading dimension of at least the row, so give it head_dim. */
+    size_t ld[4];
+    for (int t = 0; t < 4; ++t) ld[t] = (t == 1 || t == 2 ? p.Lk : p.Lq) == 1 ? p.D : p.stride[t][2];
+    /* O = P V: heads whose output rows interleave ([B, L, H, D]) go one GEMM each, since a
+     * strided batch of matrices must not share a span */
+    bool interleaved = p.stride[3][1] < (p.Lq - 1) * ld[3] + p.D;
+    size_t per = interleaved ? 1 : p.H, ngemms = p.H / per;
+    cl_event *outs = calloc(ngemms, sizeof *outs);
+    if (!outs) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     /* The scores live in a workspace (allocated and zeroed once, reused by later calls) held
-     * under the device's (recursive) lock for the whole pipeline. */
+     * under the device's (recursive) lock for the whole pipeline. Every step waits for the
+     * event of the one it needs, so the pipeline is right on out-of-order queues too: QK^T
+     * after the last readers of S (`ready`), the softmax after QK^T, the P V GEMMs after the
+     * softmax, and `ready` becomes a marker over the P V GEMMs of each batch entry. */
     pthread_mutex_lock(&dev->lock);
     cl_mem S;
-    cl_event previous;
-    if ((status = tsr_workspace_get(dev, TSR_WS_TEMP1, bytes, &S, &previous)) != TSR_SUCCESS) {
+    cl_event ready = NULL;
+    if ((status = tsr_workspace_get(dev, TSR_WS_TEMP1, bytes, &S, &ready)) != TSR_SUCCESS) {
         pthread_mutex_unlock(&dev->lock);
+        free(outs);
         return status;
     }
-    if (previous) clWaitForEvents(1, &previous); /* tessera's GEMM takes no wait list */
-    cl_command_queue_properties props = 0;
-    clGetCommandQueueInfo(cq, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
-    bool out_of_order = props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE;
-    cl_event last = NULL;
+    if (ready) clRetainEvent(ready);
     for (size_t b = 0; b < p.B && status == TSR_SUCCESS; ++b) {
+        /* Keys past the sequence's length are masked: neither GEMM touches their rows, so
+         * whatever K and V hold there (NaN, Inf) cannot reach O (0 * NaN is NaN). */
+        size_t len = p.kv_lengths ? (size_t)p.kv_lengths[b] : p.Lk;
         cl_event e1 = NULL, e2 = NULL;
         /* S_h = scale Q_h K_h^T, all heads of this batch entry in one strided-batched GEMM */
-        status = tsr_sgemm_strided_batched(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, p.Lq, p.Lk, p.D, p.scale, q,
-                                           p.off[0] + b * p.stride[0][0], p.stride[0][2], p.stride[0][1], k,
-                                           p.off[1] + b * p.stride[1][0], p.stride[1][2], p.stride[1][1], 0.0f, S, 0,
-                                           p.Lk, p.Lq * p.Lk, p.H, cq, &e1);
-        if (status == TSR_SUCCESS) status = tsr_attention_softmax(dev, &d, b, S, cq, e1, &e2);
-        /* tessera's GEMM takes no wait list: on an out-of-order queue, finish the softmax first */
-        if (status == TSR_SUCCESS && out_of_order) clWaitForEvents(1, &e2);
-        if (status == TSR_SUCCESS) {
-            if (last) clReleaseEvent(last);
-            last = NULL;
-            /* O_h = P_h V_h; heads whose output rows interleave ([B, L, H, D]) go one GEMM each,
-             * since a strided batch of matrices must not share a span */
-            bool interleaved = p.stride[3][1] < (p.Lq - 1) * p.stride[3][2] + p.D;
-            size_t per = interleaved ? 1 : p.H;
-            for (size_t h = 0; h < p.H && status == TSR_SUCCESS; h += per) {
-                if (last) clReleaseEvent(last);
-                last = NULL;
-                status = tsr_sgemm_strided_batched(
-                    dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p.Lq, p.D, p.Lk, 1.0f, S, h * p.Lq * p.Lk, p.Lk,
-                    p.Lq * p.Lk, v, p.off[2] + b * p.stride[2][0] + h * p.stride[2][1], p.stride[2][2], p.stride[2][1],
-                    0.0f, o, p.off[3] + b * p.stride[3][0] + h * p.stride[3][1], p.stride[3][2], p.stride[3][1], per, cq,
-                    &last);
-            }
-        }
+        if (len > 0)
+            status = tsr_sgemm_pipeline(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, p.Lq, len, p.D, p.scale, q,
+                                        p.off[0] + b * p.stride[0][0], ld[0], p.stride[0][1], k,
+                                        p.off[1] + b * p.stride[1][0], ld[1], p.stride[1][1], 0.0f, S, 0, p.Lk,
+                                        p.Lq * p.Lk, p.H, NULL, false, cq, ready, &e1);
+        /* the softmax writes every row of S (zeros past the visible keys) and the LSE */
+        if (status == TSR_SUCCESS) status = tsr_attention_softmax(dev, &d, b, S, cq, e1 ? e1 : ready, &e2);
+        /* k = len: no key past the length is read; len = 0 writes O = 0 (beta = 0) */
+        size_t n = 0;
+        for (size_t h = 0; h < p.H && status == TSR_SUCCESS; h += per, ++n)
+            status = tsr_sgemm_pipeline(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p.Lq, p.D, len, 1.0f, S,
+                                        h * p.Lq * p.Lk, p.Lk, p.Lq * p.Lk, v,
+                                        p.off[2] + b * p.stride[2][0] + h * p.stride[2][1], ld[2], p.stride[2][1],
+                                        0.0f, o, p.off[3] + b * p.stride[3][0] + h * p.stride[3][1], ld[3],
+                                        p.stride[3][1], per, NULL, false, cq, e2, &outs[n]);
         if (e1) clReleaseEvent(e1);
         if (e2) clReleaseEvent(e2);
-        /* The next batch entry reuses S: an in-order queue orders it; otherwise wait here. */
-        if (status == TSR_SUCCESS && last && b + 1 < p.B) clWaitForEvents(1, &last);
+        if (ready) clReleaseEvent(ready);
+        ready = NULL;
+        cl_int err = CL_SUCCESS;
+        if (status == TSR_SUCCESS) {
+            if (n == 1) {
+                ready = outs[0];
+                outs[0] = NULL;
+            } else {
+                err = clEnqueueMarkerWithWaitList(cq, (cl_uint)n, outs, &ready);
+            }
+        }
+        for (size_t i = 0; i < ngemms; ++i) {
+            if (outs[i]) clReleaseEvent(outs[i]);
+            outs[i] = NULL;
+        }
+        if (err != CL_SUCCESS) status = tsr_fail_cl(err, "clEnqueueMarkerWithWaitList", __FILE__, __LINE__);
     }
-    tsr_workspace_set_last_use(dev, TSR_WS_TEMP1, last);
-    if (!last) clFinish(cq);
+    if (status != TSR_SUCCESS) { /* steps already enqueued may still read S: let them finish */
+        clFinish(cq);
+        if (ready) clReleaseEvent(ready);
+        ready = NULL;
+    }
+    /* `ready` follows every step (each batch entry's first step waits for the previous one's
+     * marker): the workspace's next writer and the caller wait for it. */
+    tsr_workspace_set_last_use(dev, TSR_WS_TEMP1, ready);
     pthread_mutex_unlock(&dev->lock);
-    if (last) {
-        if (event && status == TSR_SUCCESS) *event = last;
-        else clReleaseEvent(last);
+    free(outs);
+    if (ready) {
+        if (event) *event = ready;
+        else clReleaseEvent(ready);
     }
     return status;
 }

@@ -72,6 +72,7 @@ typedef enum tsr_device_type {
     TSR_DEVICE_OTHER = 5
 } tsr_device_type;
 
+/* Name of a device type ("CPU", "GPU", ...; "OTHER" for unknown values); never NULL. */
 TSR_API const char *tsr_device_type_str(tsr_device_type type);
 
 #define TSR_INFO_STR 256
@@ -115,6 +116,7 @@ TSR_API tsr_status tsr_discover(tsr_device_info **infos, size_t *count);
  * Free with tsr_free. */
 TSR_API tsr_status tsr_discover_json(char **json);
 
+/* Free memory tessera allocated for the caller (tsr_discover, tsr_discover_json); NULL is a no-op. */
 TSR_API void tsr_free(void *ptr);
 
 typedef struct tsr_device tsr_device;
@@ -132,8 +134,11 @@ TSR_API tsr_status tsr_device_open(const char *selector, tsr_device **device);
 TSR_API tsr_status tsr_device_wrap(cl_context context, cl_device_id device_id,
                            cl_command_queue queue, tsr_device **device);
 
+/* Finish the device's queue and release everything tessera holds for it; NULL is a no-op. */
 TSR_API void tsr_device_close(tsr_device *device);
 
+/* The device's description and its OpenCL handles (owned by the tsr_device; NULL for a NULL
+ * device). */
 TSR_API const tsr_device_info *tsr_device_get_info(const tsr_device *device);
 TSR_API cl_context tsr_device_context(const tsr_device *device);
 TSR_API cl_device_id tsr_device_id(const tsr_device *device);
@@ -154,6 +159,7 @@ typedef struct tsr_cache_info {
     uint64_t memory_hits, disk_hits, builds, binary_loads, disk_rejects;
 } tsr_cache_info;
 
+/* The device's program cache: where it lives, whether it is persistent, and its counters. */
 TSR_API tsr_status tsr_cache_get_info(const tsr_device *device, tsr_cache_info *info);
 
 /* Build (or fetch from the caches) the program made from the embedded kernel
@@ -281,7 +287,8 @@ TSR_API tsr_status tsr_attention(tsr_device *device, const tsr_attention_desc *d
 
 /* The unfused baseline: S = scale Q K^T (tessera GEMM, batched over heads), a row softmax
  * with the same mask, O = P V (tessera GEMM). Needs heads*q_len*kv_len floats of workspace,
- * which tsr_attention_workspace_size reports. Same arguments and results. */
+ * whose size in bytes tsr_attention_unfused_workspace_bytes reports (SIZE_MAX when it
+ * overflows, 0 for a NULL descriptor). Same arguments and results. */
 TSR_API tsr_status tsr_attention_unfused(tsr_device *device, const tsr_attention_desc *desc, cl_mem q, cl_mem k,
                                          cl_mem v, cl_mem o, cl_command_queue queue, cl_event *event);
 TSR_API size_t tsr_attention_unfused_workspace_bytes(const tsr_attention_desc *desc);
@@ -358,6 +365,7 @@ typedef enum tsr_config_source {
     TSR_CONFIG_BUILTIN_DEFAULT = 6   /* tessera's built-in default for the device type */
 } tsr_config_source;
 
+/* A configuration source in words ("tuned on this device", ...); never NULL. */
 TSR_API const char *tsr_config_source_str(tsr_config_source source);
 
 typedef struct tsr_config_info {

@@ -300,6 +300,28 @@ tsr_status tsr_tune_op(tsr_device *device, const tsr_op *op, const tsr_tune_opti
  * with overflow checks; 0 when the matrix is empty. `name` labels messages. */
 tsr_status tsr_matrix_extent(const char *name, size_t offset, size_t lines, size_t line_length, size_t ld,
                              size_t stride, size_t batch, size_t *elements);
+/* a * b + c into *out, or TSR_ERR_OVERFLOW with a message naming `what`: every size an op derives
+ * from caller values (elements, bytes, work sizes, workspaces) goes through this or
+ * __builtin_*_overflow, never plain arithmetic that can wrap. */
+tsr_status tsr_size_mad(const char *what, size_t a, size_t b, size_t c, size_t *out);
+/* Where a buffer's bytes are: the root buffer (sub-buffers resolved through
+ * CL_MEM_ASSOCIATED_MEMOBJECT) and the byte range [origin, origin + size) inside it. */
+typedef struct tsr_mem_region {
+    cl_mem root;
+    size_t origin, size;
+} tsr_mem_region;
+tsr_status tsr_mem_region_of(cl_mem mem, const char *name, tsr_mem_region *region);
+/* How two float ranges [off, off + count) of two buffers relate in memory, comparing byte ranges
+ * of their root buffers, so sub-buffers of one parent (and a sub-buffer and its parent) are seen
+ * to alias. TSR_RANGES_SAME: the very same bytes (in place). Empty ranges never overlap. */
+typedef enum tsr_ranges { TSR_RANGES_DISJOINT, TSR_RANGES_SAME, TSR_RANGES_OVERLAP } tsr_ranges;
+tsr_status tsr_ranges_relate(cl_mem a, size_t a_off, size_t a_count, cl_mem b, size_t b_off, size_t b_count,
+                             tsr_ranges *relation);
+/* Refuse (TSR_ERR_INVALID_ARG, naming both arguments) ranges that share memory; with
+ * `same_ok` the exact in-place case is accepted. `op` prefixes the message. Offsets and counts
+ * are in floats and already checked against the buffers. For attention and any other op. */
+tsr_status tsr_check_disjoint(const char *op, cl_mem a, const char *a_name, size_t a_off, size_t a_count, cl_mem b,
+                              const char *b_name, size_t b_off, size_t b_count, bool same_ok);
 /* Is `mem` a buffer of this device's context holding at least `elements` floats? */
 tsr_status tsr_check_buffer(const tsr_device *device, cl_mem mem, const char *name, size_t elements);
 /* The queue to use: the caller's (checked to belong to the device's context) or the device's. */

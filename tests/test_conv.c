@@ -572,6 +572,120 @@ static void invalid_descriptors(void **state) {
     data_free(&d);
 }
 
+static size_t round_to(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+static cl_mem sub_buffer(cl_mem parent, size_t origin, size_t floats) {
+    cl_buffer_region r = {origin * sizeof(float), floats * sizeof(float)};
+    cl_int err;
+    cl_mem m = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    if (err != CL_SUCCESS) fail_msg("clCreateSubBuffer(%zu, %zu floats): %d", origin, floats, (int)err);
+    return m;
+}
+
+/* Overlap is judged by memory, not by handle: x, w, bias, y and the workspace as sub-buffers of
+ * one parent (sub-buffer origins aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN). y overlapping x, w or
+ * bias, a sub-buffer overlapping its parent, and a workspace overlapping an input are refused
+ * with nothing written; disjoint sub-buffers run on every path and compute the reference. */
+static void sub_buffers_overlap_by_memory(void **state) {
+    (void)state;
+    conv_case c = {.N = 1, .C = 2, .H = 5, .W = 5, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1};
+    size_t P, Q;
+    out_size(&c, &P, &Q);
+    const size_t nx = c.N * c.C * c.H * c.W, nw = c.K * c.C * c.R * c.S, nb = c.K, ny = c.N * c.K * P * Q;
+    const size_t ws_floats = c.C * c.R * c.S * P * Q; /* one image's column matrix */
+    cl_uint bits = 0;
+    assert_int_equal(clGetDeviceInfo(tsr_device_id(dev), CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL),
+                     CL_SUCCESS);
+    const size_t A = bits / 8 / sizeof(float) ? bits / 8 / sizeof(float) : 1;
+    const size_t X = 0, Wo = round_to(nx, A), B = Wo + round_to(nw, A), Y = B + round_to(nb, A);
+    const size_t WS = Y + round_to(ny, A), total = WS + round_to(ws_floats, A) + A;
+    float *host = malloc(total * sizeof *host), *got = malloc(total * sizeof *got);
+    th_fill_uniform(host, total, -1, 1);
+    double *ref = malloc(ny * sizeof *ref);
+    ref_all(&c, host + X, host + Wo, host + B, ref);
+    cl_mem parent = th_buffer_from(dev, host, total);
+    cl_mem sx = sub_buffer(parent, X, nx), sw = sub_buffer(parent, Wo, nw), sb = sub_buffer(parent, B, nb);
+    cl_mem sy = sub_buffer(parent, Y, ny), sws = sub_buffer(parent, WS, ws_floats);
+    cl_mem y_on_x = sub_buffer(parent, X, ny), y_on_w = sub_buffer(parent, Wo, ny), y_on_b = sub_buffer(parent, B, ny);
+    cl_mem ws_on_x = sub_buffer(parent, X, ws_floats);
+    tsr_conv2d_desc d = case_desc(&c, TSR_CONV_AUTO);
+    tsr_conv2d_desc with_parent_x = d, with_parent_y = d, im2col_ws = case_desc(&c, TSR_CONV_IM2COL);
+    with_parent_x.x_offset = X;
+    with_parent_y.y_offset = Wo;
+    im2col_ws.workspace = ws_on_x, im2col_ws.workspace_bytes = ws_floats * sizeof(float);
+    const struct { const tsr_conv2d_desc *d; cl_mem x, w, b, y; const char *text; } bad[] = {
+        {&d, sx, sw, sb, y_on_x, "y overlaps x"},
+        {&d, sx, sw, sb, y_on_w, "y overlaps w"},
+        {&d, sx, sw, sb, y_on_b, "y overlaps bias"},
+        {&with_parent_x, parent, sw, sb, y_on_x, "y overlaps x"}, /* a sub-buffer and its parent */
+        {&with_parent_y, sx, sw, sb, parent, "y overlaps w"},
+        {&im2col_ws, sx, sw, sb, sy, "the workspace overlaps x"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        tsr_status st = tsr_conv2d(dev, bad[i].d, bad[i].x, bad[i].w, bad[i].b, bad[i].y, NULL, NULL);
+        if (st != TSR_ERR_INVALID_ARG)
+            fail_msg("overlap case %zu: %s (expected TSR_ERR_INVALID_ARG): %s", i, tsr_status_str(st), tsr_last_error());
+        TH_ASSERT_CONTAINS(tsr_last_error(), bad[i].text);
+    }
+    assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
+    th_read(dev, parent, got, total);
+    assert_memory_equal(got, host, total * sizeof *host);
+
+    /* Disjoint: every path, then the parent itself as x and a workspace from the same parent. */
+    tsr_conv2d_desc own_ws = im2col_ws;
+    own_ws.workspace = sws;
+    for (size_t run_i = 0; run_i < 6; ++run_i) {
+        tsr_conv2d_desc e = run_i < 4 ? case_desc(&c, all_algos[run_i]) : run_i == 4 ? with_parent_x : own_ws;
+        cl_mem x = run_i == 4 ? parent : sx;
+        for (size_t i = 0; i < ny; ++i) host[Y + i] = NAN;
+        TH_ASSERT_OK(tsr_upload(dev, parent, host, total));
+        TH_ASSERT_OK(tsr_conv2d(dev, &e, x, sw, sb, sy, NULL, NULL));
+        assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
+        th_read(dev, parent, got, total);
+        for (size_t i = 0; i < total; ++i)
+            if ((i < Y || i >= Y + ny) && i < WS && got[i] != host[i]) fail_msg("run %zu wrote outside y at %zu", run_i, i);
+        double num = 0, den = 0;
+        for (size_t i = 0; i < ny; ++i) {
+            double diff = (double)got[Y + i] - ref[i];
+            num += diff * diff, den += ref[i] * ref[i];
+        }
+        if (!(sqrt(num / den) <= TOLERANCE)) fail_msg("run %zu: relative error %.3e", run_i, sqrt(num / den));
+    }
+    cl_mem subs[] = {sx, sw, sb, sy, sws, y_on_x, y_on_w, y_on_b, ws_on_x};
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; ++i) clReleaseMemObject(subs[i]);
+    clReleaseMemObject(parent);
+    free(host), free(got), free(ref);
+}
+
+/* Huge sizes: every wrapped product is TSR_ERR_OVERFLOW before anything runs, y untouched. */
+static void huge_sizes_overflow(void **state) {
+    (void)state;
+    conv_case c = {.N = 1, .C = 4, .H = 6, .W = 6, .K = 4, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true};
+    conv_data d;
+    data_make(&c, &d);
+    poison_output(&c, &d);
+    const tsr_conv2d_desc ok = case_desc(&c, TSR_CONV_AUTO);
+    tsr_conv2d_desc cases[8];
+    for (int i = 0; i < 8; ++i) cases[i] = ok;
+    cases[0].batch = SIZE_MAX / 2;           /* batch * C*H*W */
+    cases[1].y_offset = SIZE_MAX - 10;       /* y_offset + extent */
+    cases[2].w_offset = SIZE_MAX / 4;        /* (w_offset + extent) * sizeof(float) */
+    cases[3].bias_offset = SIZE_MAX - 1;
+    cases[4].batch = ((size_t)1 << 62) / 36; /* x's floats fit, its bytes do not */
+    cases[5].out_channels = cases[5].groups = (size_t)1 << 31; /* beyond the kernels' int */
+    cases[6].pad_h = SIZE_MAX / 2;           /* padded height */
+    cases[7].stride_w = SIZE_MAX;            /* beyond the kernels' int, though the output is 1 wide */
+    for (int i = 0; i < 7; ++i) {
+        tsr_status st = tsr_conv2d(dev, &cases[i], d.dx, d.dw, d.db, d.dy, NULL, NULL);
+        if (st != TSR_ERR_OVERFLOW) fail_msg("case %d: %s (expected TSR_ERR_OVERFLOW): %s", i, tsr_status_str(st), tsr_last_error());
+    }
+    size_t h = 0, w = 0;
+    TH_ASSERT_STATUS(tsr_conv2d_output_size(&cases[7], &h, &w), TSR_ERR_OVERFLOW);
+    th_read(dev, d.dy, d.y, d.ny);
+    for (size_t i = 0; i < d.ny; ++i) assert_true(isnan(d.y[i]));
+    data_free(&d);
+}
+
 int main(void) {
     if (small_mode()) {
         const struct CMUnitTest tests[] = {
@@ -590,6 +704,8 @@ int main(void) {
 #endif
         cmocka_unit_test(plan_and_tune),
         cmocka_unit_test(invalid_descriptors),
+        cmocka_unit_test(sub_buffers_overlap_by_memory),
+        cmocka_unit_test(huge_sizes_overflow),
         cmocka_unit_test(resnet50_batch1),
         cmocka_unit_test(resnet50_batch8),
     };

@@ -186,6 +186,148 @@ static void invalid_arguments(void **state) {
     clReleaseMemObject(y);
 }
 
+/* Sizes whose ends or byte counts wrap: TSR_ERR_OVERFLOW before anything runs, y untouched.
+ * {8, 8, SIZE_MAX - 3} wraps offset + n to 4, which used to pass the buffer checks and launch
+ * ~2^62 work-items. */
+static void huge_sizes_overflow(void **state) {
+    (void)state;
+    enum { N = 16 };
+    float hy[N], after[N];
+    for (int i = 0; i < N; ++i) hy[i] = guard_value;
+    cl_mem x = th_buffer(dev, N), y = th_buffer_from(dev, hy, N);
+    const struct { size_t x_off, y_off, n; } cases[] = {
+        {8, 8, SIZE_MAX - 3},   /* offset + n wraps to 4 */
+        {0, 0, SIZE_MAX / 2},   /* n * sizeof(float) wraps */
+        {0, 0, SIZE_MAX},
+        {SIZE_MAX / 4, 0, 1},   /* (offset + n) * sizeof(float) wraps */
+        {0, SIZE_MAX - 1, 4},   /* y_offset + n wraps */
+        {SIZE_MAX, SIZE_MAX, 1},
+    };
+    const gelu_fn fns[] = {tsr_gelu, tsr_gelu_unfused};
+    for (int f = 0; f < 2; ++f)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+            tsr_status st = fns[f](dev, TSR_GELU_TANH, x, cases[c].x_off, y, cases[c].y_off, cases[c].n, NULL, NULL);
+            if (st != TSR_ERR_OVERFLOW)
+                fail_msg("fn %d case %zu (x_off %zu, y_off %zu, n %zu): %s (expected TSR_ERR_OVERFLOW): %s", f, c,
+                         cases[c].x_off, cases[c].y_off, cases[c].n, tsr_status_str(st), tsr_last_error());
+            TH_ASSERT_CONTAINS(tsr_last_error(), "overflows");
+        }
+    assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
+    th_read(dev, y, after, N);
+    for (int i = 0; i < N; ++i) assert_true(after[i] == guard_value);
+    clReleaseMemObject(x);
+    clReleaseMemObject(y);
+}
+
+/* $TSR_CONFIG_GELU longer than the parser's 511 characters is refused, not truncated: here the
+ * cut would drop "VPT=3" (outside the space) and silently run VW=4 alone. */
+static void config_override_too_long(void **state) {
+    (void)state;
+    enum { N = 8 };
+    float hy[N], after[N];
+    for (int i = 0; i < N; ++i) hy[i] = guard_value;
+    cl_mem x = th_buffer(dev, N), y = th_buffer_from(dev, hy, N);
+    char value[700];
+    memset(value, ' ', sizeof value);
+    memcpy(value, "VW=4", 4);
+    memcpy(value + 600, "VPT=3", 6);
+    setenv("TSR_CONFIG_GELU", value, 1);
+    TH_ASSERT_STATUS(tsr_gelu(dev, TSR_GELU_TANH, x, 0, y, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "TSR_CONFIG_GELU is 605 characters long");
+    tsr_config_info info;
+    TH_ASSERT_STATUS(tsr_config_lookup(dev, "gelu", NULL, &info), TSR_ERR_INVALID_ARG);
+    /* 511 characters still parse in full. */
+    value[511] = '\0';
+    setenv("TSR_CONFIG_GELU", value, 1);
+    TH_ASSERT_OK(tsr_config_lookup(dev, "gelu", NULL, &info));
+    TH_ASSERT_CONTAINS(info.config, "VW=4");
+    unsetenv("TSR_CONFIG_GELU");
+    th_read(dev, y, after, N);
+    for (int i = 0; i < N; ++i) assert_true(after[i] == guard_value);
+    clReleaseMemObject(x);
+    clReleaseMemObject(y);
+}
+
+/* Floats per CL_DEVICE_MEM_BASE_ADDR_ALIGN: sub-buffer origins must be multiples of it. */
+static size_t sub_align(void) {
+    cl_uint bits = 0;
+    assert_int_equal(clGetDeviceInfo(tsr_device_id(dev), CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL),
+                     CL_SUCCESS);
+    size_t floats = bits / 8 / sizeof(float);
+    return floats ? floats : 1;
+}
+
+static cl_mem sub_buffer(cl_mem parent, size_t origin, size_t floats) {
+    cl_buffer_region r = {origin * sizeof(float), floats * sizeof(float)};
+    cl_int err;
+    cl_mem m = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    if (err != CL_SUCCESS) fail_msg("clCreateSubBuffer(%zu, %zu floats): %d", origin, floats, (int)err);
+    return m;
+}
+
+/* Overlap is judged by memory, not by handle: overlapping sub-buffers of one parent (or a
+ * sub-buffer and its parent) are refused, naming x and y, with nothing written; disjoint ones,
+ * and in place through two sub-buffers of the same origin, run and compute the right values. */
+static void sub_buffers_overlap_by_memory(void **state) {
+    (void)state;
+    const size_t A = sub_align(), total = 4 * A;
+    float *host = malloc(total * sizeof *host), *expect = malloc(total * sizeof *expect);
+    float *got = malloc(total * sizeof *got);
+    th_fill_uniform(host, total, -4, 4);
+    memcpy(expect, host, total * sizeof *host);
+    cl_mem parent = th_buffer_from(dev, host, total);
+    cl_mem s0 = sub_buffer(parent, 0, 2 * A), s1 = sub_buffer(parent, A, 2 * A);
+    cl_mem s3a = sub_buffer(parent, 3 * A, A), s3b = sub_buffer(parent, 3 * A, A);
+    cl_mem d0 = sub_buffer(parent, 0, A), d2 = sub_buffer(parent, 2 * A, A);
+    const struct { cl_mem x; size_t xo; cl_mem y; size_t yo; size_t n; } bad[] = {
+        {s0, 0, s1, 0, 2 * A},     /* [0, 2A) and [A, 3A) of the parent */
+        {s1, 0, s0, 0, 2 * A},
+        {s0, 1, s0, 0, A},         /* one sub-buffer, shifted offsets */
+        {s0, A, s1, 1, A},         /* x [A, 2A), y [A + 1, 2A + 1) */
+        {parent, 0, s1, 0, 2 * A}, /* the parent against its sub-buffer */
+        {s1, 0, parent, 0, 2 * A},
+        {parent, A + 1, s1, 0, A}, /* y at A, x at A + 1 */
+    };
+    const gelu_fn fns[] = {tsr_gelu, tsr_gelu_unfused};
+    for (int f = 0; f < 2; ++f)
+        for (size_t c = 0; c < sizeof bad / sizeof bad[0]; ++c) {
+            tsr_status st = fns[f](dev, TSR_GELU_TANH, bad[c].x, bad[c].xo, bad[c].y, bad[c].yo, bad[c].n, NULL, NULL);
+            if (st != TSR_ERR_INVALID_ARG)
+                fail_msg("fn %d overlap case %zu: %s (expected TSR_ERR_INVALID_ARG): %s", f, c, tsr_status_str(st),
+                         tsr_last_error());
+            TH_ASSERT_CONTAINS(tsr_last_error(), "x overlaps y");
+        }
+    assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
+    th_read(dev, parent, got, total);
+    assert_memory_equal(got, host, total * sizeof *host);
+
+    /* Accepted: disjoint sub-buffers, adjacent parent and sub-buffer, and exactly in place. */
+    const struct { cl_mem x; size_t xo; cl_mem y; size_t yo; size_t in, out; } good[] = {
+        {d0, 0, d2, 0, 0, 2 * A},        /* [0, A) -> [2A, 3A) */
+        {parent, 2 * A, d0, 0, 2 * A, 0}, /* parent [2A, 3A) -> sub-buffer [0, A) */
+        {s3a, 0, s3b, 0, 3 * A, 3 * A},  /* two handles, one origin: in place */
+        {parent, 3 * A, s3a, 0, 3 * A, 3 * A}, /* parent and sub-buffer, the same bytes */
+    };
+    for (size_t c = 0; c < sizeof good / sizeof good[0]; ++c) {
+        tsr_gelu_mode mode = modes[c % 2];
+        cl_event ev = NULL;
+        tsr_status st = tsr_gelu(dev, mode, good[c].x, good[c].xo, good[c].y, good[c].yo, A, NULL, &ev);
+        if (st != TSR_SUCCESS) fail_msg("disjoint case %zu: %s: %s", c, tsr_status_str(st), tsr_last_error());
+        assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+        clReleaseEvent(ev);
+        for (size_t i = 0; i < A; ++i)
+            expect[good[c].out + i] = (float)th_ref_activation((int)mode, expect[good[c].in + i]);
+        th_read(dev, parent, got, total);
+        for (size_t i = 0; i < total; ++i)
+            if (!(fabs((double)got[i] - expect[i]) <= 1e-6 * fmax(1.0, fabs((double)expect[i]))))
+                fail_msg("case %zu: parent[%zu] = %.9g, expected %.9g", c, i, (double)got[i], (double)expect[i]);
+    }
+    cl_mem subs[] = {s0, s1, s3a, s3b, d0, d2};
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; ++i) clReleaseMemObject(subs[i]);
+    clReleaseMemObject(parent);
+    free(host), free(expect), free(got);
+}
+
 /* The tuner searches GELU's space like any op's and validates every candidate. */
 static void tuner_tunes_gelu(void **state) {
     (void)state;
@@ -220,6 +362,9 @@ int main(void) {
         cmocka_unit_test(fused_configurations),
         cmocka_unit_test(unfused_baseline_both_forms),
         cmocka_unit_test(invalid_arguments),
+        cmocka_unit_test(huge_sizes_overflow),
+        cmocka_unit_test(config_override_too_long),
+        cmocka_unit_test(sub_buffers_overlap_by_memory),
         cmocka_unit_test(tuner_tunes_gelu),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);

@@ -481,6 +481,40 @@ static void invalid_arguments(void **state) {
     clReleaseMemObject(small);
 }
 
+/* Huge sizes, offsets, strides and batch counts: TSR_ERR_OVERFLOW before anything runs, C untouched
+ * (a shared A and B, stride 0, do not bound the batch: C's extent must). */
+static void huge_sizes_overflow(void **state) {
+    (void)state;
+    enum { M = 4, N = 3, K = 2 };
+    float c_init[M * N], c_after[M * N];
+    th_fill_uniform(c_init, M * N, -1, 1);
+    cl_mem a = th_buffer(dev, M * K), b = th_buffer(dev, K * N), c = th_buffer_from(dev, c_init, M * N);
+    const tsr_layout R = TSR_ROW_MAJOR;
+    const tsr_transpose NT = TSR_NO_TRANS;
+    const size_t batches[] = {SIZE_MAX, SIZE_MAX / 2 + 1, SIZE_MAX / (M * N) + 1, ((size_t)1 << 62) / (M * N) + 1};
+    for (size_t i = 0; i < sizeof batches / sizeof batches[0]; ++i)
+        TH_ASSERT_STATUS(tsr_sgemm_strided_batched(dev, R, NT, NT, M, N, K, 1, a, 0, K, 0, b, 0, N, 0, 0, c, 0, N, M * N,
+                                                   batches[i], NULL, NULL), TSR_ERR_OVERFLOW);
+    TH_ASSERT_STATUS(tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, c, SIZE_MAX - 1, N, NULL, NULL),
+                     TSR_ERR_OVERFLOW);
+    TH_ASSERT_STATUS(tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, SIZE_MAX / 4, N, 0, c, 0, N, NULL, NULL),
+                     TSR_ERR_OVERFLOW);
+    TH_ASSERT_STATUS(tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, c, 0, SIZE_MAX, NULL, NULL),
+                     TSR_ERR_OVERFLOW);
+    TH_ASSERT_STATUS(tsr_sgemm(dev, R, NT, NT, M, N, SIZE_MAX, 1, a, 0, K, b, 0, N, 0, c, 0, N, NULL, NULL),
+                     TSR_ERR_OVERFLOW);
+    tsr_epilogue epi = {.bias = a, .bias_offset = SIZE_MAX - 2, .activation = TSR_ACT_RELU};
+    TH_ASSERT_STATUS(tsr_sgemm_ex(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, c, 0, N, &epi, NULL, NULL),
+                     TSR_ERR_OVERFLOW);
+    epi.bias_offset = 0, epi.bias_stride = SIZE_MAX / 2;
+    TH_ASSERT_STATUS(tsr_sgemm_strided_batched_ex(dev, R, NT, NT, 1, N, K, 1, a, 0, K, 0, b, 0, N, 0, 0, c, 0, N, N, 3,
+                                                  &epi, NULL, NULL), TSR_ERR_OVERFLOW);
+    assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
+    th_read(dev, c, c_after, M * N);
+    assert_memory_equal(c_after, c_init, sizeof c_init);
+    clReleaseMemObject(a), clReleaseMemObject(b), clReleaseMemObject(c);
+}
+
 /* The caller's queue is used and the returned event belongs to it. */
 static void caller_queue_and_event(void **state) {
     (void)state;
@@ -584,6 +618,7 @@ int main(void) {
         cmocka_unit_test(bad_configuration_overrides),
         cmocka_unit_test(packed_panels_are_fully_written),
         cmocka_unit_test(invalid_arguments),
+        cmocka_unit_test(huge_sizes_overflow),
         cmocka_unit_test(caller_queue_and_event),
 #ifdef TSR_HAVE_CLBLAST
         cmocka_unit_test(matches_clblast),

@@ -81,6 +81,40 @@ static void embedded_sources_and_ops_are_listed(void **state) {
     assert_string_equal(ops[0], "gemm");
 }
 
+/* The shared checked size: a * b + c, refused with a message when it wraps. */
+static void checked_sizes(void **state) {
+    (void)state;
+    size_t out = 0;
+    TH_ASSERT_OK(tsr_size_mad("x", 3, 4, 5, &out));
+    assert_int_equal(out, 17);
+    TH_ASSERT_OK(tsr_size_mad("x", SIZE_MAX / 4, 4, 3, &out));
+    assert_true(out == SIZE_MAX);
+    TH_ASSERT_STATUS(tsr_size_mad("the thing", SIZE_MAX / 4 + 1, 4, 0, &out), TSR_ERR_OVERFLOW);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "the thing overflows");
+    TH_ASSERT_STATUS(tsr_size_mad("x", SIZE_MAX / 4, 4, 4, &out), TSR_ERR_OVERFLOW);
+    TH_ASSERT_STATUS(tsr_size_mad("x", 1, SIZE_MAX, 1, &out), TSR_ERR_OVERFLOW);
+}
+
+/* A workspace request near SIZE_MAX used to wrap the geometric growth to a few bytes and hand out
+ * that tiny buffer as if it held the request. */
+static void workspace_growth_never_wraps(void **state) {
+    (void)state;
+    tsr_device *dev = th_open_device();
+    pthread_mutex_lock(&dev->lock);
+    cl_mem buf = NULL;
+    cl_event wait = NULL;
+    const size_t sizes[] = {SIZE_MAX - 8, SIZE_MAX / 5 * 4 + 64, SIZE_MAX};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
+        tsr_status st = tsr_workspace_get(dev, TSR_WS_TEMP0, sizes[i], &buf, &wait);
+        if (st == TSR_SUCCESS) fail_msg("a %zu-byte workspace was handed out as %zu bytes", sizes[i], dev->workspace[TSR_WS_TEMP0].bytes);
+        assert_true(dev->workspace[TSR_WS_TEMP0].bytes == 0 || dev->workspace[TSR_WS_TEMP0].bytes >= sizes[i]);
+    }
+    TH_ASSERT_OK(tsr_workspace_get(dev, TSR_WS_TEMP0, 1000, &buf, &wait));
+    assert_true(dev->workspace[TSR_WS_TEMP0].bytes >= 1000);
+    pthread_mutex_unlock(&dev->lock);
+    tsr_device_close(dev);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_names),
@@ -89,6 +123,8 @@ int main(void) {
         cmocka_unit_test(null_arguments_are_rejected),
         cmocka_unit_test(success_clears_the_last_error),
         cmocka_unit_test(embedded_sources_and_ops_are_listed),
+        cmocka_unit_test(checked_sizes),
+        cmocka_unit_test(workspace_growth_never_wraps),
     };
     return TH_RUN(tests);
 }

@@ -188,17 +188,12 @@ static tsr_status conv_shape(const tsr_conv2d_desc *d, conv_problem *p) {
     return TSR_SUCCESS;
 }
 
-/* offset + count floats, with overflow checks. */
+/* offset + count floats, with overflow checks (of the byte count too). */
 static tsr_status span(const char *name, size_t off, size_t a, size_t b, size_t *end) {
     size_t n;
     if (__builtin_mul_overflow(a, b, &n) || __builtin_add_overflow(n, off, end) || *end > SIZE_MAX / sizeof(float))
         return tsr_fail(TSR_ERR_OVERFLOW, "conv2d: the extent of %s overflows", name);
     return TSR_SUCCESS;
-}
-
-/* Do [a0, a1) and [b0, b1) of the same buffer overlap? */
-static bool overlaps(cl_mem a, size_t a0, size_t a1, cl_mem b, size_t b0, size_t b1) {
-    return a == b && a0 < b1 && b0 < a1;
 }
 
 static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d, cl_mem x, cl_mem w, cl_mem bias,
@@ -217,9 +212,15 @@ static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d,
         (st = tsr_check_buffer(dev, y, "y", y_end)) != TSR_SUCCESS ||
         (bias && (st = tsr_check_buffer(dev, bias, "bias", b_end)) != TSR_SUCCESS))
         return st;
-    if (overlaps(y, p->y_off, y_end, x, p->x_off, x_end) || overlaps(y, p->y_off, y_end, w, p->w_off, w_end) ||
-        (bias && overlaps(y, p->y_off, y_end, bias, p->b_off, b_end)))
-        return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: y overlaps an input (x, w or bias); convolution cannot run in place");
+    /* By memory, not handle: sub-buffers of one parent (or a sub-buffer and its parent) alias. */
+    size_t ny = y_end - p->y_off;
+    if ((st = tsr_check_disjoint("conv2d", y, "y", p->y_off, ny, x, "x", p->x_off, x_end - p->x_off, false)) !=
+            TSR_SUCCESS ||
+        (st = tsr_check_disjoint("conv2d", y, "y", p->y_off, ny, w, "w", p->w_off, w_end - p->w_off, false)) !=
+            TSR_SUCCESS ||
+        (bias && (st = tsr_check_disjoint("conv2d", y, "y", p->y_off, ny, bias, "bias", p->b_off, b_end - p->b_off,
+                                          false)) != TSR_SUCCESS))
+        return st;
     if (p->ws) {
         size_t real = 0;
         if (clGetMemObjectInfo(p->ws, CL_MEM_SIZE, sizeof real, &real, NULL) != CL_SUCCESS)
@@ -228,8 +229,16 @@ static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d,
         if (p->ws_bytes > real)
             return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL, "conv2d: workspace_bytes = %zu but the workspace holds %zu bytes",
                             p->ws_bytes, real);
-        if (p->ws == x || p->ws == w || p->ws == y || (bias && p->ws == bias))
-            return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: the workspace must be a buffer of its own");
+        /* The column matrices are written while x is read and before y is: they must not share memory
+         * with any of them (whole floats covering workspace_bytes). */
+        size_t ws_floats = p->ws_bytes / sizeof(float) + (p->ws_bytes % sizeof(float) != 0);
+        const struct { cl_mem mem; const char *name; size_t off, end; } others[] = {
+            {x, "x", p->x_off, x_end}, {w, "w", p->w_off, w_end}, {y, "y", p->y_off, y_end}, {bias, "bias", p->b_off, b_end}};
+        for (size_t i = 0; i < sizeof others / sizeof others[0]; ++i)
+            if (others[i].mem &&
+                (st = tsr_check_disjoint("conv2d", p->ws, "the workspace", 0, ws_floats, others[i].mem, others[i].name,
+                                         others[i].off, others[i].end - others[i].off, false)) != TSR_SUCCESS)
+                return st;
     }
     p->x = x, p->w = w, p->bias = bias, p->y = y;
     return TSR_SUCCESS;

@@ -82,16 +82,19 @@ static tsr_status gelu_validate(const tsr_device *dev, int mode, cl_mem x, size_
     if (mode != TSR_GELU_TANH && mode != TSR_GELU_ERF)
         return tsr_fail(TSR_ERR_INVALID_ARG, "mode must be TSR_GELU_TANH or TSR_GELU_ERF (got %d)", mode);
     if (n == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "n must be at least 1");
-    if (x_off > SIZE_MAX / sizeof(float) - n || y_off > SIZE_MAX / sizeof(float) - n)
-        return tsr_fail(TSR_ERR_OVERFLOW, "offset + n overflows a byte count");
+    /* Ends and their byte counts, checked: a wrapped end would pass the buffer checks. */
+    size_t x_end, y_end, bytes;
     tsr_status st;
-    if ((st = tsr_check_buffer(dev, x, "x", x_off + n)) != TSR_SUCCESS ||
-        (st = tsr_check_buffer(dev, y, "y", y_off + n)) != TSR_SUCCESS)
+    if ((st = tsr_size_mad("gelu: x_offset + n", n, 1, x_off, &x_end)) != TSR_SUCCESS ||
+        (st = tsr_size_mad("gelu: y_offset + n", n, 1, y_off, &y_end)) != TSR_SUCCESS ||
+        (st = tsr_size_mad("gelu: the bytes x spans", x_end, sizeof(float), 0, &bytes)) != TSR_SUCCESS ||
+        (st = tsr_size_mad("gelu: the bytes y spans", y_end, sizeof(float), 0, &bytes)) != TSR_SUCCESS)
         return st;
-    if (x == y && x_off != y_off && x_off < y_off + n && y_off < x_off + n)
-        return tsr_fail(TSR_ERR_INVALID_ARG,
-                        "x [%zu, %zu) and y [%zu, %zu) overlap in one buffer; in place needs equal offsets", x_off,
-                        x_off + n, y_off, y_off + n);
+    if ((st = tsr_check_buffer(dev, x, "x", x_end)) != TSR_SUCCESS ||
+        (st = tsr_check_buffer(dev, y, "y", y_end)) != TSR_SUCCESS)
+        return st;
+    /* By memory, not handle: sub-buffers of one parent alias too. */
+    if ((st = tsr_check_disjoint("gelu", x, "x", x_off, n, y, "y", y_off, n, true)) != TSR_SUCCESS) return st;
     *p = (gelu_problem){.mode = mode, .n = n, .x = x, .y = y, .x_off = x_off, .y_off = y_off};
     return TSR_SUCCESS;
 }
@@ -201,8 +204,10 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_
     pthread_mutex_lock(&dev->lock);
     cl_mem temp[2];
     cl_event wait[2];
-    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP0, n * sizeof(float), &temp[0], &wait[0]), out);
-    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP1, n * sizeof(float), &temp[1], &wait[1]), out);
+    size_t temp_bytes;
+    TSR_CHECK(tsr_size_mad("gelu: the unfused temporaries", n, sizeof(float), 0, &temp_bytes), out);
+    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP0, temp_bytes, &temp[0], &wait[0]), out);
+    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP1, temp_bytes, &temp[1], &wait[1]), out);
     for (size_t i = 0; i < nsteps; ++i) {
         const ew_step *st = &steps[i];
         cl_mem mems[4] = {x, temp[0], temp[1], y};

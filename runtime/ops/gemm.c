@@ -268,18 +268,25 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
      * and order each pack after the previous reader of its buffer. */
     pthread_mutex_lock(&dev->lock);
     if (pack_a) {
-        size_t stride = ceil_div(p->m, (size_t)v[P_MWI]) * (size_t)v[P_MWI] * p->k;
+        size_t stride, bytes;
         cl_mem ws;
         cl_event wait;
-        TSR_CHECK(tsr_workspace_get(dev, TSR_WS_PACK_A, stride * p->batch * sizeof(float), &ws, &wait), out);
+        /* With a_stride 0 (a shared A) the batch is not bounded by A's buffer: check the panels' size. */
+        TSR_CHECK(tsr_size_mad("gemm: the packed A panels", round_up(p->m, (size_t)v[P_MWI]), p->k, 0, &stride), out);
+        TSR_CHECK(tsr_size_mad("gemm: the packed A panels", stride, p->batch, 0, &bytes), out);
+        TSR_CHECK(tsr_size_mad("gemm: the packed A panels", bytes, sizeof(float), 0, &bytes), out);
+        TSR_CHECK(tsr_workspace_get(dev, TSR_WS_PACK_A, bytes, &ws, &wait), out);
         TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]), out);
         q.a = ws; q.a_off = 0; q.a_stride = stride;
     }
     if (pack_b) {
-        size_t stride = ceil_div(p->n, nwi) * nwi * p->k;
+        size_t stride, bytes;
         cl_mem ws;
         cl_event wait;
-        TSR_CHECK(tsr_workspace_get(dev, TSR_WS_PACK_B, stride * p->batch * sizeof(float), &ws, &wait), out);
+        TSR_CHECK(tsr_size_mad("gemm: the packed B panels", round_up(p->n, nwi), p->k, 0, &stride), out);
+        TSR_CHECK(tsr_size_mad("gemm: the packed B panels", stride, p->batch, 0, &bytes), out);
+        TSR_CHECK(tsr_size_mad("gemm: the packed B panels", bytes, sizeof(float), 0, &bytes), out);
+        TSR_CHECK(tsr_workspace_get(dev, TSR_WS_PACK_B, bytes, &ws, &wait), out);
         TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]), out);
         q.b = ws; q.b_off = 0; q.b_stride = stride;
     }

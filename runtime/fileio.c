@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 void tsr_strlcpy(char *dst, const char *src, size_t size) {
@@ -50,36 +52,77 @@ tsr_status tsr_read_json(const char *path, const char *what, cJSON **root) {
     return TSR_SUCCESS;
 }
 
-tsr_status tsr_read_file(const char *path, char **data, size_t *size) {
+static const char *file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    return "not a regular file";
+}
+
+tsr_status tsr_read_file_stat(const char *path, char **data, size_t *size, struct stat *info) {
     *data = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tsr_fail(errno == ENOENT ? TSR_ERR_NOT_FOUND : TSR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever, before
+     * any fstat could refuse it. Symbolic links are followed (users link their databases);
+     * what they point at must be a regular file. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return tsr_fail(errno == ENOENT || errno == ENOTDIR ? TSR_ERR_NOT_FOUND : TSR_ERR_IO, "cannot open '%s': %s", path,
+                        strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return tsr_fail(TSR_ERR_IO, "'%s' is not a regular file", path);
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return tsr_fail(TSR_ERR_IO, "cannot stat '%s': %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return tsr_fail(TSR_ERR_IO, "'%s' is not a regular file (it is %s); refusing to read it", path,
+                        file_kind(st.st_mode));
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        return tsr_fail(TSR_ERR_IO, "cannot read '%s': %s", path, strerror(e));
     }
     size_t cap = (size_t)st.st_size;
     char *buf = malloc(cap + 1);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory reading '%s' (%zu bytes)", path, cap);
     }
-    size_t got = fread(buf, 1, cap, f);
-    bool failed = ferror(f) != 0;
-    fclose(f);
-    if (failed) {
-        free(buf);
-        return tsr_fail(TSR_ERR_IO, "error reading '%s'", path);
+    /* Read what fstat reported; a file that grows meanwhile is read up to that size. */
+    size_t got = 0;
+    while (got < cap) {
+        ssize_t r = read(fd, buf + got, cap - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            free(buf);
+            return tsr_fail(TSR_ERR_IO, "error reading '%s': %s", path, strerror(e));
+        }
+        if (r == 0) break;
+        got += (size_t)r;
     }
+    close(fd);
     buf[got] = '\0';
     *data = buf;
     *size = got;
+    if (info) *info = st;
     return TSR_SUCCESS;
 }
 
-tsr_status tsr_make_dirs(const char *path) {
+tsr_status tsr_read_file(const char *path, char **data, size_t *size) {
+    return tsr_read_file_stat(path, data, size, NULL);
+}
+
+tsr_status tsr_make_dirs(const char *path) { return tsr_make_dirs_mode(path, 0755); }
+
+tsr_status tsr_make_dirs_mode(const char *path, unsigned mode) {
     char buf[TSR_PATH_MAX];
     if (strlen(path) >= sizeof buf) return tsr_fail(TSR_ERR_INVALID_ARG, "path too long: '%s'", path);
     tsr_strlcpy(buf, path, sizeof buf);
@@ -87,7 +130,7 @@ tsr_status tsr_make_dirs(const char *path) {
         if (*p == '/' || *p == '\0') {
             char saved = *p;
             *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            if (mkdir(buf, (mode_t)mode) != 0 && errno != EEXIST)
                 return tsr_fail(TSR_ERR_IO, "cannot create directory '%s': %s", buf, strerror(errno));
             *p = saved;
             if (saved == '\0') break;
@@ -133,4 +176,36 @@ tsr_status tsr_write_file_atomic(const char *path, const void *data, size_t size
         return tsr_fail(TSR_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(e));
     }
     return TSR_SUCCESS;
+}
+
+/* Is `name` what tsr_write_file_atomic names its temporaries: "*.tmp.<pid>.<counter>"? */
+static bool is_temporary_name(const char *name) {
+    const char *t = strstr(name, ".tmp.");
+    if (!t || t == name) return false;
+    for (const char *next; (next = strstr(t + 1, ".tmp.")) != NULL;) t = next;
+    const char *p = t + 5;
+    size_t pid_digits = strspn(p, "0123456789");
+    if (pid_digits == 0 || p[pid_digits] != '.') return false;
+    p += pid_digits + 1;
+    size_t counter_digits = strspn(p, "0123456789");
+    return counter_digits > 0 && p[counter_digits] == '\0';
+}
+
+size_t tsr_remove_stale_temporaries(const char *dir, double min_age_seconds) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    size_t removed = 0;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!is_temporary_name(e->d_name)) continue;
+        struct stat st;
+        /* Only our own regular files (never follow a link): a writer killed mid-write left it. */
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+            st.st_uid != geteuid() || difftime(now, st.st_mtime) < min_age_seconds)
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0) ++removed;
+    }
+    closedir(d);
+    return removed;
 }

@@ -154,15 +154,27 @@ tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, 
 
 /* ---- files (fileio.c) ---- */
 
-/* Read a whole file; *data is malloc'ed and NUL-terminated. */
+/* Read a whole file; *data is malloc'ed and NUL-terminated. Links are followed, but anything
+ * that is not a regular file (FIFO, device, directory) is refused with TSR_ERR_IO without
+ * blocking; a missing file is TSR_ERR_NOT_FOUND. */
 tsr_status tsr_read_file(const char *path, char **data, size_t *size);
+/* tsr_read_file that also returns the fstat of the file it read (NULL info: none), so callers
+ * can check who owns what they just read without a race between check and read. */
+struct stat;
+tsr_status tsr_read_file_stat(const char *path, char **data, size_t *size, struct stat *info);
 /* Read a whole file as one JSON value: truncation, damage or trailing text is TSR_ERR_CORRUPT,
  * "<what> <path> is unusable: not valid JSON (... near byte N)". */
 tsr_status tsr_read_json(const char *path, const char *what, struct cJSON **root);
 /* Write a file atomically: a temporary file in the same directory, fsync, rename. */
 tsr_status tsr_write_file_atomic(const char *path, const void *data, size_t size);
-/* mkdir -p */
+/* mkdir -p (new directories 0755) */
 tsr_status tsr_make_dirs(const char *path);
+/* mkdir -p creating missing directories with `mode` (e.g. 0700 for private caches). */
+tsr_status tsr_make_dirs_mode(const char *path, unsigned mode);
+/* Remove tsr_write_file_atomic's temporaries ("*.tmp.<pid>.<n>") in `dir` that are regular
+ * files owned by the effective user and at least `min_age_seconds` old (left by a killed
+ * writer). Returns how many were removed. */
+size_t tsr_remove_stale_temporaries(const char *dir, double min_age_seconds);
 
 /* ---- ops (ops/op.c) ---- */
 

@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +17,14 @@
 /* ---- entry file format ----
  * header (48 bytes, host byte order; `byte_order` detects a foreign one):
  *   magic "TSRBIN\0\0", u32 format version, u32 byte_order = 0x01020304,
- *   u64 key text length, u64 payload length, u64 XXH64 of key text + payload, u64 reserved
- * then the key text (what the binary was built from), then the device binary. */
+ *   u64 key text length, u64 payload length, u64 XXH64 of key text + names + payload,
+ *   u64 kernel names length
+ * then the key text (what the binary was built from), then the kernel names the program had
+ * when it was built from source (CL_PROGRAM_KERNEL_NAMES, ';'-separated), then the device
+ * binary. A loaded binary whose kernels differ from the recorded names is rejected: an entry
+ * that loads but lacks its kernels would otherwise fail every later process. */
 #define ENTRY_MAGIC "TSRBIN\0\0"
-#define ENTRY_FORMAT_VERSION 1u
+#define ENTRY_FORMAT_VERSION 2u
 #define ENTRY_BYTE_ORDER 0x01020304u
 
 typedef struct entry_header {
@@ -29,8 +34,11 @@ typedef struct entry_header {
     uint64_t key_length;
     uint64_t payload_length;
     uint64_t checksum;
-    uint64_t reserved;
+    uint64_t names_length;
 } entry_header;
+
+/* Temporaries older than this in the cache directory belong to a writer that died. */
+#define TSR_STALE_TEMPORARY_SECONDS 600.0
 
 struct tsr_program_entry {
     char *key_text;
@@ -63,6 +71,11 @@ tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, 
     char *text = NULL;
     size_t length = 0;
     tsr_status st = tsr_read_file(path, &text, &length);
+    if (st != TSR_SUCCESS) {
+        char why[512];
+        tsr_strlcpy(why, tsr_last_error(), sizeof why);
+        return tsr_fail(st, "kernel source %s.cl from TSR_KERNEL_DIR=%s is unusable: %s", name, dir, why);
+    }
     static const char directive[] = "#include \"";
     size_t from = 0;
     while (st == TSR_SUCCESS) {
@@ -81,7 +94,13 @@ tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, 
         char *inc = NULL;
         size_t inc_length = 0;
         snprintf(path, sizeof path, "%s/%.*s", dir, (int)(quote - file), file);
-        if ((st = tsr_read_file(path, &inc, &inc_length)) != TSR_SUCCESS) break;
+        if ((st = tsr_read_file(path, &inc, &inc_length)) != TSR_SUCCESS) {
+            char why[512];
+            tsr_strlcpy(why, tsr_last_error(), sizeof why);
+            st = tsr_fail(st, "%s/%s.cl includes \"%.*s\", which is unusable: %s", dir, name, (int)(quote - file), file,
+                          why);
+            break;
+        }
         while (inc_length && inc[inc_length - 1] == '\n') --inc_length;
         size_t head = (size_t)(line - text), tail = length - (size_t)(eol - text);
         char *joined = malloc(head + inc_length + tail + 1);
@@ -108,20 +127,27 @@ tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, 
     return TSR_SUCCESS;
 }
 
-/* Source text for `name`: $TSR_KERNEL_DIR/name.cl when set and present, else the embedded copy. */
+/* Source text for `name`: $TSR_KERNEL_DIR/name.cl when set, else the embedded copy. A developer
+ * who set TSR_KERNEL_DIR means to run those files: a missing directory, file or included file is
+ * an error, never a silent fall back to the embedded source (the edited kernel would not be the
+ * one measured). */
 static tsr_status load_source(const char *name, char **owned, const char **text, size_t *length) {
     *owned = NULL;
     const char *dir = getenv("TSR_KERNEL_DIR");
     if (dir && *dir) {
+        struct stat st;
+        if (stat(dir, &st) != 0)
+            return tsr_fail(TSR_ERR_NOT_FOUND, "TSR_KERNEL_DIR=%s: %s (unset it to use the embedded kernel sources)", dir,
+                            strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+            return tsr_fail(TSR_ERR_NOT_FOUND, "TSR_KERNEL_DIR=%s is not a directory (unset it to use the embedded kernel "
+                            "sources)", dir);
         size_t size = 0;
-        tsr_status st = tsr_read_kernel_file(dir, name, owned, &size);
-        if (st == TSR_SUCCESS) {
-            *text = *owned;
-            *length = size;
-            return TSR_SUCCESS;
-        }
-        if (st != TSR_ERR_NOT_FOUND) return st;
-        tsr_warn("TSR_KERNEL_DIR=%s has no %s.cl; using the embedded source", dir, name);
+        tsr_status rc = tsr_read_kernel_file(dir, name, owned, &size);
+        if (rc != TSR_SUCCESS) return rc;
+        *text = *owned;
+        *length = size;
+        return TSR_SUCCESS;
     }
     for (const tsr_embedded_source *s = tsr_embedded_sources; s->name; ++s) {
         if (strcmp(s->name, name) == 0) {
@@ -131,6 +157,64 @@ static tsr_status load_source(const char *name, char **owned, const char **text,
         }
     }
     return tsr_fail(TSR_ERR_NOT_FOUND, "no kernel source named '%s'", name);
+}
+
+/* ---- trust ----
+ * A cache entry or ahead-of-time binary runs inside this process (native code on a CPU device),
+ * and its checksum and key are computable by anyone, so what matters is who could have written
+ * it: only the effective user or root may own the directory and each file, and neither may be
+ * group- or world-writable. Anything else (a shared /tmp, a CI cache, NFS) is refused. */
+/* snprintf for reasons: a long path may truncate one, which is fine for a message. */
+static void reason(char *why, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void reason(char *why, size_t size, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, size, fmt, ap);
+    va_end(ap);
+}
+
+static bool stat_trusted(const struct stat *st, const char *what, const char *path, char *why, size_t size) {
+    uid_t me = geteuid();
+    if (st->st_uid != me && st->st_uid != 0) {
+        reason(why, size, "%s '%s' is owned by uid %u, not by the effective user (uid %u) or root", what, path,
+                 (unsigned)st->st_uid, (unsigned)me);
+        return false;
+    }
+    if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+        reason(why, size, "%s '%s' is group- or world-writable (mode %04o)", what, path, (unsigned)(st->st_mode & 07777));
+        return false;
+    }
+    return true;
+}
+
+/* The directory itself (links followed) and, when `path` is a symbolic link, the link's owner:
+ * a link in a sticky /tmp can be re-pointed only by whoever owns it. */
+static bool dir_trusted(const char *path, const char *what, char *why, size_t size) {
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        reason(why, size, "%s '%s': %s", what, path, strerror(errno));
+        return false;
+    }
+    if (S_ISLNK(st.st_mode) && st.st_uid != geteuid() && st.st_uid != 0) {
+        reason(why, size, "%s '%s' is a symbolic link owned by uid %u", what, path, (unsigned)st.st_uid);
+        return false;
+    }
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        reason(why, size, "%s '%s' is not a directory", what, path);
+        return false;
+    }
+    return stat_trusted(&st, what, path, why, size);
+}
+
+/* TSR_TRUST_BINARY_DIR=1: the user vouches for TSR_BINARY_DIR (e.g. a shared read-only install
+ * written by someone else), and its directory and files are used whoever owns them. */
+static bool binary_dir_vouched(void) {
+    const char *t = getenv("TSR_TRUST_BINARY_DIR");
+    return t && *t && strcmp(t, "0") != 0;
+}
+
+static bool binary_dir_trusted(const char *dir, char *why, size_t size) {
+    return binary_dir_vouched() || dir_trusted(dir, "TSR_BINARY_DIR", why, size);
 }
 
 /* ---- cache setup ---- */
@@ -167,16 +251,23 @@ void tsr_cache_init(tsr_device *dev) {
                  "no cache directory: set TSR_CACHE_DIR, XDG_CACHE_HOME or HOME; using an in-memory cache");
     }
     if (dir[0]) {
-        char why[256] = "";
-        if (tsr_make_dirs(dir) != TSR_SUCCESS) {
+        char why[512] = "";
+        /* Directories tessera creates are private (0700): nobody else may plant entries. */
+        if (tsr_make_dirs_mode(dir, 0700) != TSR_SUCCESS) {
             tsr_strlcpy(why, tsr_last_error(), sizeof why);
-        } else if (dir_is_writable(dir, why, sizeof why)) {
+            snprintf(dev->cache_warning, sizeof dev->cache_warning,
+                     "cache directory '%s' is not writable (%s); using an in-memory cache", dir, why);
+        } else if (!dir_trusted(dir, "cache directory", why, sizeof why)) {
+            snprintf(dev->cache_warning, sizeof dev->cache_warning,
+                     "refusing an unsafe binary cache: %s (others could plant kernels that run in this process; "
+                     "`chmod go-w` it or set TSR_CACHE_DIR to a private directory); using an in-memory cache", why);
+        } else if (!dir_is_writable(dir, why, sizeof why)) {
+            snprintf(dev->cache_warning, sizeof dev->cache_warning,
+                     "cache directory '%s' is not writable (%s); using an in-memory cache", dir, why);
+        } else {
             dev->persistent = true;
             tsr_strlcpy(dev->cache_dir, dir, sizeof dev->cache_dir);
         }
-        if (!dev->persistent)
-            snprintf(dev->cache_warning, sizeof dev->cache_warning,
-                     "cache directory '%s' is not writable (%s); using an in-memory cache", dir, why);
         tsr_clear_error(); /* a degraded cache is a warning, not an error */
     }
     if (dev->cache_warning[0] && !strstr(dev->cache_warning, "disabled by")) tsr_warn("%s", dev->cache_warning);
@@ -185,6 +276,9 @@ void tsr_cache_init(tsr_device *dev) {
     dev->offline = !dev->info.compiler_available || (force && *force && strcmp(force, "0") != 0);
     const char *bdir = getenv("TSR_BINARY_DIR");
     tsr_strlcpy(dev->binary_dir, bdir ? bdir : "", sizeof dev->binary_dir);
+    char why[512];
+    if (dev->offline && dev->binary_dir[0] && !binary_dir_trusted(dev->binary_dir, why, sizeof why))
+        tsr_warn("refusing ahead-of-time binaries: %s (set TSR_TRUST_BINARY_DIR=1 to use it anyway)", why);
 }
 
 void tsr_cache_release(tsr_device *dev) {
@@ -242,25 +336,42 @@ static void entry_file_name(const char *key_text, char *out, size_t size) {
     snprintf(out, size, "%016llx%016llx.bin", (unsigned long long)h.high64, (unsigned long long)h.low64);
 }
 
-static uint64_t entry_checksum(const char *key_text, size_t key_length, const void *payload, size_t payload_length) {
+static uint64_t entry_checksum(const char *key_text, size_t key_length, const char *names, size_t names_length,
+                               const void *payload, size_t payload_length) {
     XXH64_state_t *st = XXH64_createState();
     if (!st) return 0;
     XXH64_reset(st, ENTRY_FORMAT_VERSION);
     XXH64_update(st, key_text, key_length);
+    XXH64_update(st, names, names_length);
     XXH64_update(st, payload, payload_length);
     uint64_t h = XXH64_digest(st);
     XXH64_freeState(st);
     return h;
 }
 
-/* Read and verify an entry; on success *payload (malloc'ed) holds the binary. TSR_ERR_NOT_FOUND
- * when there is no file, TSR_ERR_CORRUPT with the reason in the message otherwise. */
-static tsr_status read_entry(const char *path, const char *key_text, unsigned char **payload, size_t *payload_length) {
+/* Read and verify an entry; on success *payload (malloc'ed) holds the binary and *names
+ * (malloc'ed) the kernel names recorded with it. TSR_ERR_NOT_FOUND when there is no file,
+ * TSR_ERR_CORRUPT with the reason in the message otherwise (a special file, one another user
+ * could have written unless `check_owner` is false, or damage). */
+static tsr_status read_entry(const char *path, const char *key_text, bool check_owner, unsigned char **payload,
+                             size_t *payload_length, char **names) {
     *payload = NULL;
+    *names = NULL;
     char *data = NULL;
     size_t size = 0;
-    tsr_status st = tsr_read_file(path, &data, &size);
-    if (st != TSR_SUCCESS) return st;
+    struct stat info;
+    tsr_status st = tsr_read_file_stat(path, &data, &size, &info);
+    if (st == TSR_ERR_NOT_FOUND) return st;
+    if (st != TSR_SUCCESS) {
+        char why[512];
+        tsr_strlcpy(why, tsr_last_error(), sizeof why);
+        return tsr_fail(TSR_ERR_CORRUPT, "%s: unreadable: %s", path, why);
+    }
+    char untrusted[TSR_PATH_MAX + 128];
+    if (check_owner && !stat_trusted(&info, "entry", path, untrusted, sizeof untrusted)) {
+        free(data);
+        return tsr_fail(TSR_ERR_CORRUPT, "%s: untrusted: %s", path, untrusted);
+    }
     entry_header h;
     const char *reason = NULL;
     size_t key_length = strlen(key_text);
@@ -271,10 +382,12 @@ static tsr_status read_entry(const char *path, const char *key_text, unsigned ch
         if (memcmp(h.magic, ENTRY_MAGIC, 8) != 0) reason = "not a tessera binary (bad magic)";
         else if (h.byte_order != ENTRY_BYTE_ORDER) reason = "written on a machine of another byte order";
         else if (h.format_version != ENTRY_FORMAT_VERSION) reason = "unsupported format version";
-        else if (h.key_length > size || h.payload_length > size || sizeof h + h.key_length + h.payload_length != size)
+        else if (h.key_length > size || h.payload_length > size || h.names_length > size ||
+                 sizeof h + h.key_length + h.names_length + h.payload_length != size)
             reason = "truncated or padded (lengths do not match the file size)";
         else if (h.payload_length == 0) reason = "empty binary";
-        else if (entry_checksum(data + sizeof h, h.key_length, data + sizeof h + h.key_length, h.payload_length) != h.checksum)
+        else if (entry_checksum(data + sizeof h, h.key_length, data + sizeof h + h.key_length, h.names_length,
+                                data + sizeof h + h.key_length + h.names_length, h.payload_length) != h.checksum)
             reason = "checksum mismatch";
         else if (h.key_length != key_length || memcmp(data + sizeof h, key_text, key_length) != 0)
             reason = "built from another source, options or device (key mismatch)";
@@ -284,20 +397,27 @@ static tsr_status read_entry(const char *path, const char *key_text, unsigned ch
         return tsr_fail(TSR_ERR_CORRUPT, "%s: %s", path, reason);
     }
     unsigned char *bin = malloc(h.payload_length);
-    if (!bin) {
+    char *recorded = malloc(h.names_length + 1);
+    if (!bin || !recorded) {
+        free(bin);
+        free(recorded);
         free(data);
         return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory reading %s", path);
     }
-    memcpy(bin, data + sizeof h + h.key_length, h.payload_length);
+    memcpy(recorded, data + sizeof h + h.key_length, h.names_length);
+    recorded[h.names_length] = '\0';
+    memcpy(bin, data + sizeof h + h.key_length + h.names_length, h.payload_length);
     free(data);
     *payload = bin;
     *payload_length = h.payload_length;
+    *names = recorded;
     return TSR_SUCCESS;
 }
 
-static tsr_status write_entry(const char *path, const char *key_text, const unsigned char *payload, size_t length) {
-    size_t key_length = strlen(key_text);
-    size_t total = sizeof(entry_header) + key_length + length;
+static tsr_status write_entry(const char *path, const char *key_text, const char *names, const unsigned char *payload,
+                              size_t length) {
+    size_t key_length = strlen(key_text), names_length = strlen(names);
+    size_t total = sizeof(entry_header) + key_length + names_length + length;
     unsigned char *buf = malloc(total);
     if (!buf) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory writing %s", path);
     entry_header h;
@@ -307,10 +427,12 @@ static tsr_status write_entry(const char *path, const char *key_text, const unsi
     h.byte_order = ENTRY_BYTE_ORDER;
     h.key_length = key_length;
     h.payload_length = length;
-    h.checksum = entry_checksum(key_text, key_length, payload, length);
+    h.names_length = names_length;
+    h.checksum = entry_checksum(key_text, key_length, names, names_length, payload, length);
     memcpy(buf, &h, sizeof h);
     memcpy(buf + sizeof h, key_text, key_length);
-    memcpy(buf + sizeof h + key_length, payload, length);
+    memcpy(buf + sizeof h + key_length, names, names_length);
+    memcpy(buf + sizeof h + key_length + names_length, payload, length);
     tsr_status st = tsr_write_file_atomic(path, buf, total);
     free(buf);
     return st;
@@ -332,6 +454,52 @@ static tsr_status program_binary(cl_program program, unsigned char **binary, siz
 out:
     free(*binary);
     *binary = NULL;
+    return status;
+}
+
+static int compare_strings(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The program's kernel names, sorted and ';'-separated (a driver need not keep one order). */
+static tsr_status program_kernel_names(cl_program program, char **out) {
+    tsr_status status = TSR_SUCCESS;
+    size_t size = 0;
+    char *raw = NULL, *sorted = NULL;
+    char **names = NULL;
+    *out = NULL;
+    TSR_CL_CHECK(clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &size), out);
+    raw = calloc(size + 1, 1);
+    sorted = calloc(size + 1, 1);
+    names = calloc(size / 2 + 2, sizeof *names);
+    if (!raw || !sorted || !names) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    TSR_CL_CHECK(clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, size, raw, NULL), out);
+    size_t n = 0;
+    for (char *save = NULL, *t = strtok_r(raw, ";", &save); t; t = strtok_r(NULL, ";", &save)) names[n++] = t;
+    qsort(names, n, sizeof *names, compare_strings);
+    for (size_t i = 0; i < n; ++i) {
+        if (i) strcat(sorted, ";");
+        strcat(sorted, names[i]);
+    }
+    *out = sorted;
+    sorted = NULL;
+out:
+    free(raw);
+    free(sorted);
+    free(names);
+    return status;
+}
+
+/* A binary that loaded must have the kernels its source had when the entry was written (creating
+ * every kernel as a check is left out: on PoCL it does per-kernel work on each disk hit). */
+static tsr_status check_kernels(cl_program program, const char *recorded) {
+    char *names = NULL;
+    tsr_status status = program_kernel_names(program, &names);
+    if (status != TSR_SUCCESS) return status;
+    if (strcmp(names, recorded) != 0)
+        status = tsr_fail(TSR_ERR_CORRUPT, "its kernels [%s] are not the ones it was built with [%s]", names, recorded);
+    free(names);
     return status;
 }
 
@@ -399,24 +567,38 @@ fail:
     return status;
 }
 
-/* Look for a usable binary in `dir` (the disk cache or the ahead-of-time directory). */
+/* Look for a usable binary in `dir` (the disk cache or the ahead-of-time directory); entries
+ * must be the effective user's unless `check_owner` is false. With `remove_rejected` (the cache,
+ * never a user's ahead-of-time directory) a rejected entry is deleted, so it cannot fail again. */
 static tsr_status load_from_dir(tsr_device *dev, const char *dir, const char *key_text, const char *options,
-                                cl_program *out) {
+                                bool check_owner, bool remove_rejected, cl_program *out) {
     char name[64], path[TSR_PATH_MAX + 64];
     entry_file_name(key_text, name, sizeof name);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     unsigned char *bin = NULL;
     size_t length = 0;
-    tsr_status st = read_entry(path, key_text, &bin, &length);
-    if (st != TSR_SUCCESS) return st;
-    st = build_from_binary(dev, bin, length, options, out);
-    free(bin);
-    if (st != TSR_SUCCESS) {
-        char why[512];
-        tsr_strlcpy(why, tsr_last_error(), sizeof why);
-        return tsr_fail(TSR_ERR_CORRUPT, "%s: the driver rejected the binary: %s", path, why);
+    char *names = NULL;
+    cl_program p = NULL;
+    tsr_status st = read_entry(path, key_text, check_owner, &bin, &length, &names);
+    if (st == TSR_SUCCESS) {
+        st = build_from_binary(dev, bin, length, options, &p);
+        if (st != TSR_SUCCESS) {
+            char why[512];
+            tsr_strlcpy(why, tsr_last_error(), sizeof why);
+            st = tsr_fail(TSR_ERR_CORRUPT, "%s: the driver rejected the binary: %s", path, why);
+        } else if ((st = check_kernels(p, names)) != TSR_SUCCESS) {
+            char why[512];
+            tsr_strlcpy(why, tsr_last_error(), sizeof why);
+            st = tsr_fail(TSR_ERR_CORRUPT, "%s: the binary loads but %s", path, why);
+            clReleaseProgram(p);
+            p = NULL;
+        }
     }
-    return TSR_SUCCESS;
+    free(bin);
+    free(names);
+    if (st == TSR_ERR_CORRUPT && remove_rejected) unlink(path);
+    if (st == TSR_SUCCESS) *out = p;
+    return st;
 }
 
 static void store_in_cache(tsr_device *dev, const char *key_text, cl_program program) {
@@ -425,9 +607,14 @@ static void store_in_cache(tsr_device *dev, const char *key_text, cl_program pro
     size_t length = 0;
     entry_file_name(key_text, name, sizeof name);
     snprintf(path, sizeof path, "%s/%s", dev->cache_dir, name);
+    char *names = NULL;
+    /* Writers killed mid-write (kill -9, power loss) leave temporaries: clear old ones of ours. */
+    tsr_remove_stale_temporaries(dev->cache_dir, TSR_STALE_TEMPORARY_SECONDS);
     tsr_status st = program_binary(program, &bin, &length);
-    if (st == TSR_SUCCESS) st = write_entry(path, key_text, bin, length);
+    if (st == TSR_SUCCESS) st = program_kernel_names(program, &names);
+    if (st == TSR_SUCCESS) st = write_entry(path, key_text, names, bin, length);
     if (st != TSR_SUCCESS) tsr_warn("could not store %s in the binary cache: %s", path, tsr_last_error());
+    free(names);
     free(bin);
     tsr_clear_error(); /* a cache write failure is a warning only */
 }
@@ -481,7 +668,7 @@ static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char
     }
     cl_program p = NULL;
     if (dev->persistent) {
-        status = load_from_dir(dev, dev->cache_dir, key_text, options, &p);
+        status = load_from_dir(dev, dev->cache_dir, key_text, options, true, true, &p);
         if (status == TSR_SUCCESS) {
             dev->disk_hits++;
         } else if (status == TSR_ERR_CORRUPT) {
@@ -498,7 +685,11 @@ static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char
                               dev->info.name, label, options);
             goto done;
         }
-        status = load_from_dir(dev, dev->binary_dir, key_text, options, &p);
+        char why[TSR_PATH_MAX + 128];
+        if (!binary_dir_trusted(dev->binary_dir, why, sizeof why))
+            status = tsr_fail(TSR_ERR_CORRUPT, "refusing it: %s; set TSR_TRUST_BINARY_DIR=1 to use it anyway", why);
+        else
+            status = load_from_dir(dev, dev->binary_dir, key_text, options, !binary_dir_vouched(), false, &p);
         if (status != TSR_SUCCESS) {
             char why[1024];
             tsr_strlcpy(why, tsr_last_error(), sizeof why);
@@ -579,11 +770,14 @@ tsr_status tsr_program_write_binary(tsr_device *dev, const char *source_name, co
     unsigned char *bin = NULL;
     size_t bin_length = 0;
     char *key_text = NULL;
+    char *names = NULL;
     tsr_status st = load_source(source_name, &owned, &text, &length);
     if (st != TSR_SUCCESS) goto out;
     st = tsr_program_from_text(dev, source_name, text, length, options, &program);
     if (st != TSR_SUCCESS) goto out;
     st = program_binary(program, &bin, &bin_length);
+    if (st != TSR_SUCCESS) goto out;
+    st = program_kernel_names(program, &names);
     if (st != TSR_SUCCESS) goto out;
     key_text = make_key_text(dev, source_name, text, length, options);
     if (!key_text) {
@@ -593,8 +787,9 @@ tsr_status tsr_program_write_binary(tsr_device *dev, const char *source_name, co
     char name[64], path[TSR_PATH_MAX + 64];
     entry_file_name(key_text, name, sizeof name);
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    st = write_entry(path, key_text, bin, bin_length);
+    st = write_entry(path, key_text, names, bin, bin_length);
 out:
+    free(names);
     free(key_text);
     free(bin);
     free(owned);

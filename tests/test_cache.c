@@ -5,14 +5,18 @@
 #include "harness.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 extern char **environ;
 
@@ -30,6 +34,7 @@ static int setup(void **state) {
     setenv("TSR_CACHE_DIR", cache_dir, 1);
     unsetenv("TSR_FORCE_OFFLINE");
     unsetenv("TSR_BINARY_DIR");
+    unsetenv("TSR_TRUST_BINARY_DIR");
     unsetenv("TSR_KERNEL_DIR");
     return 0;
 }
@@ -334,11 +339,39 @@ static void kernel_dir_override(void **state) {
     TH_ASSERT_CONTAINS(tsr_last_error(), "'gemm'");
     TH_ASSERT_CONTAINS(tsr_last_error(), "build log");
     tsr_device_close(dev);
-    /* A directory without the file falls back to the embedded source, with a warning. */
-    unlink(path);
+    unsetenv("TSR_KERNEL_DIR");
+    th_remove_tree(dir);
+}
+
+/* With TSR_KERNEL_DIR set, whatever is missing is an error naming it: never a silent fall back
+ * to the embedded source (the developer's edited kernel would not be the one that runs). */
+static void kernel_dir_missing_files_are_errors(void **state) {
+    (void)state;
+    char dir[600], path[700], missing_dir[700];
+    th_tempdir(dir, sizeof dir);
+    setenv("TSR_KERNEL_DIR", dir, 1);
+    tsr_device *dev = th_open_device();
+    /* The directory exists but has no gemm.cl. */
+    TH_ASSERT_STATUS(small_gemm(dev), TSR_ERR_NOT_FOUND);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "gemm.cl");
+    TH_ASSERT_CONTAINS(tsr_last_error(), dir);
+    /* gemm.cl includes a file that is not there. */
+    static const char with_include[] = "#include \"missing_helper.cl\"\n__kernel void gemm(__global float *x) { x[0] = 1.0f; }\n";
+    snprintf(path, sizeof path, "%s/gemm.cl", dir);
+    th_write_file(path, with_include, strlen(with_include));
+    TH_ASSERT_STATUS(small_gemm(dev), TSR_ERR_NOT_FOUND);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "missing_helper.cl");
+    TH_ASSERT_CONTAINS(tsr_last_error(), "gemm.cl");
+    tsr_device_close(dev);
+    /* A directory that does not exist. */
+    snprintf(missing_dir, sizeof missing_dir, "%s/no-such-dir", dir);
+    setenv("TSR_KERNEL_DIR", missing_dir, 1);
     dev = th_open_device();
-    TH_ASSERT_OK(small_gemm(dev));
-    TH_ASSERT_CONTAINS(tsr_last_warning(), "embedded source");
+    TH_ASSERT_STATUS(small_gemm(dev), TSR_ERR_NOT_FOUND);
+    TH_ASSERT_CONTAINS(tsr_last_error(), missing_dir);
+    cl_kernel k = NULL;
+    TH_ASSERT_STATUS(tsr_get_kernel(dev, "gelu", "", "gelu", &k), TSR_ERR_NOT_FOUND);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "no-such-dir");
     tsr_device_close(dev);
     unsetenv("TSR_KERNEL_DIR");
     th_remove_tree(dir);
@@ -390,6 +423,41 @@ static void offline_device_loads_prebuilt_binaries(void **state) {
     assert_int_equal(ci.binary_loads, 1);
     tsr_device_close(dev);
 
+    /* A world-writable binary directory is refused, unless the user vouches for it. */
+    assert_int_equal(chmod(bin_dir, 0777), 0);
+    dev = th_open_device();
+    TH_ASSERT_CONTAINS(tsr_last_warning(), "refusing ahead-of-time binaries");
+    TH_ASSERT_STATUS(small_gemm(dev), TSR_ERR_NO_BINARY);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "world-writable");
+    TH_ASSERT_CONTAINS(tsr_last_error(), "TSR_TRUST_BINARY_DIR=1");
+    tsr_device_close(dev);
+    setenv("TSR_TRUST_BINARY_DIR", "1", 1);
+    dev = th_open_device();
+    TH_ASSERT_OK(small_gemm(dev));
+    assert_int_equal(cache_info(dev).binary_loads, 1);
+    tsr_device_close(dev);
+    unsetenv("TSR_TRUST_BINARY_DIR");
+    assert_int_equal(chmod(bin_dir, 0700), 0);
+    /* So is a group-writable binary in a private directory (the same rule as the cache). */
+    DIR *bd = opendir(bin_dir);
+    struct dirent *be;
+    while ((be = readdir(bd)) != NULL)
+        if (strstr(be->d_name, ".bin")) assert_int_equal(fchmodat(dirfd(bd), be->d_name, 0664, 0), 0);
+    closedir(bd);
+    dev = th_open_device();
+    TH_ASSERT_STATUS(small_gemm(dev), TSR_ERR_NO_BINARY);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "untrusted");
+    tsr_device_close(dev);
+    setenv("TSR_TRUST_BINARY_DIR", "1", 1);
+    dev = th_open_device();
+    TH_ASSERT_OK(small_gemm(dev));
+    tsr_device_close(dev);
+    unsetenv("TSR_TRUST_BINARY_DIR");
+    bd = opendir(bin_dir);
+    while ((be = readdir(bd)) != NULL)
+        if (strstr(be->d_name, ".bin")) assert_int_equal(fchmodat(dirfd(bd), be->d_name, 0644, 0), 0);
+    closedir(bd);
+
     /* Damage every binary: the offline device refuses them with the reason. */
     DIR *d = opendir(bin_dir);
     struct dirent *e;
@@ -415,6 +483,412 @@ static void offline_device_loads_prebuilt_binaries(void **state) {
     th_remove_tree(bin_dir);
 }
 
+/* ---- trust: directories and entries others could write are refused ---- */
+
+/* Names and modification times of a directory's files, to show nothing was read or written. */
+static void snapshot(const char *dir, char *out, size_t size) {
+    out[0] = '\0';
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        assert_int_equal(lstat(path, &st), 0);
+        size_t n = strlen(out);
+        snprintf(out + n, size - n, "%s:%lld.%09ld:%lld.%09ld;", e->d_name, (long long)st.st_mtim.tv_sec,
+                 st.st_mtim.tv_nsec, (long long)st.st_atim.tv_sec, st.st_atim.tv_nsec);
+    }
+    closedir(d);
+}
+
+/* The cache directory `dir` is refused: a warning saying why, correct results from an in-memory
+ * build, and the directory left exactly as it was. */
+static void refused_cache_dir(const char *dir, int salt, const char *why) {
+    char before[4096], after[4096];
+    snapshot(dir, before, sizeof before);
+    tsr_device *dev = th_open_device();
+    TH_ASSERT_CONTAINS(tsr_last_warning(), "unsafe");
+    TH_ASSERT_CONTAINS(tsr_last_warning(), why);
+    TH_ASSERT_CONTAINS(tsr_last_warning(), "in-memory");
+    tsr_cache_info ci = cache_info(dev);
+    assert_false(ci.persistent);
+    TH_ASSERT_OK(build_and_run(dev, salt));
+    TH_ASSERT_OK(build_and_run(dev, salt + 1));
+    ci = cache_info(dev);
+    assert_int_equal(ci.disk_hits, 0);
+    assert_int_equal(ci.builds, 2);
+    tsr_device_close(dev);
+    snapshot(dir, after, sizeof after);
+    assert_string_equal(before, after);
+}
+
+static void unsafe_cache_directory_is_refused(void **state) {
+    (void)state;
+    int salt = fresh_salt();
+    /* A valid entry exists: a refused directory must not even be read. */
+    tsr_device *dev = th_open_device();
+    TH_ASSERT_OK(build_and_run(dev, salt));
+    tsr_device_close(dev);
+    assert_int_equal(chmod(cache_dir, 0777), 0);
+    refused_cache_dir(cache_dir, salt, "world-writable");
+    assert_int_equal(chmod(cache_dir, 0770), 0);
+    refused_cache_dir(cache_dir, salt, "group- or world-writable");
+    assert_int_equal(chmod(cache_dir, 0700), 0);
+    if (geteuid() == 0) {
+        /* Owned by another user (a directory someone made first in a sticky /tmp). */
+        assert_int_equal(chown(cache_dir, 65534, 65534), 0);
+        refused_cache_dir(cache_dir, salt, "owned by uid 65534");
+        assert_int_equal(chown(cache_dir, 0, 0), 0);
+    } else {
+        printf("# skipping the other-owner case: needs root to chown to uid 65534 (euid %u)\n", (unsigned)geteuid());
+    }
+    /* Private again: the entry is used. */
+    dev = th_open_device();
+    TH_ASSERT_OK(build_and_run(dev, salt));
+    assert_int_equal(cache_info(dev).disk_hits, 1);
+    tsr_device_close(dev);
+}
+
+static void created_cache_directory_is_private(void **state) {
+    (void)state;
+    char dir[700], parent[700];
+    snprintf(parent, sizeof parent, "%s/new", cache_dir);
+    snprintf(dir, sizeof dir, "%s/new/tessera", cache_dir);
+    setenv("TSR_CACHE_DIR", dir, 1);
+    mode_t old = umask(0);
+    tsr_device *dev = th_open_device();
+    umask(old);
+    assert_true(cache_info(dev).persistent);
+    tsr_device_close(dev);
+    struct stat st;
+    assert_int_equal(stat(dir, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0700);
+    assert_int_equal(stat(parent, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0700);
+    setenv("TSR_CACHE_DIR", cache_dir, 1);
+}
+
+/* Delete the entries in a directory (so the next one written is the only one). */
+static void remove_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n > 4 && strcmp(e->d_name + n - 4, ".bin") == 0) assert_int_equal(unlinkat(dirfd(d), e->d_name, 0), 0);
+    }
+    closedir(d);
+}
+
+/* An entry others could have written is rejected, deleted and rebuilt as the user's own. */
+static void unsafe_entry_is_rejected(void (*make_unsafe)(const char *path), const char *why) {
+    remove_entries(cache_dir);
+    int salt = fresh_salt();
+    tsr_device *dev = th_open_device();
+    TH_ASSERT_OK(build_and_run(dev, salt));
+    tsr_device_close(dev);
+    char path[1024];
+    int entries, temps;
+    count_files(cache_dir, &entries, &temps, path, sizeof path);
+    assert_int_equal(entries, 1);
+    make_unsafe(path);
+    dev = th_open_device();
+    TH_ASSERT_OK(build_and_run(dev, salt));
+    TH_ASSERT_CONTAINS(tsr_last_warning(), "rejected");
+    TH_ASSERT_CONTAINS(tsr_last_warning(), "untrusted");
+    TH_ASSERT_CONTAINS(tsr_last_warning(), why);
+    tsr_cache_info ci = cache_info(dev);
+    assert_int_equal(ci.disk_rejects, 1);
+    assert_int_equal(ci.disk_hits, 0);
+    assert_int_equal(ci.builds, 1);
+    tsr_device_close(dev);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_uid, geteuid());
+    assert_int_equal(st.st_mode & 022, 0);
+    dev = th_open_device();
+    TH_ASSERT_OK(build_and_run(dev, salt));
+    assert_int_equal(cache_info(dev).disk_hits, 1);
+    tsr_device_close(dev);
+}
+
+static void make_group_writable(const char *path) { assert_int_equal(chmod(path, 0664), 0); }
+static void make_world_writable(const char *path) { assert_int_equal(chmod(path, 0646), 0); }
+static void give_to_nobody(const char *path) { assert_int_equal(chown(path, 65534, 65534), 0); }
+
+static void unsafe_entries_are_rejected(void **state) {
+    (void)state;
+    unsafe_entry_is_rejected(make_group_writable, "group- or world-writable");
+    unsafe_entry_is_rejected(make_world_writable, "group- or world-writable");
+    if (geteuid() == 0)
+        unsafe_entry_is_rejected(give_to_nobody, "owned by uid 65534");
+    else
+        printf("# skipping the other-owner entry case: needs root to chown to uid 65534 (euid %u)\n", (unsigned)geteuid());
+}
+
+/* ---- an entry that loads but lacks its kernels heals ---- */
+
+static const char other_source[] =
+    "__kernel void other(__global float *out) { out[get_global_id(0)] = 42.0f; }\n";
+
+/* The entry format (program.c): 48-byte header, key text, kernel names, binary. */
+typedef struct {
+    char magic[8];
+    uint32_t format_version, byte_order;
+    uint64_t key_length, payload_length, checksum, names_length;
+} th_entry_header;
+
+static void wrong_kernels_entry_is_replaced(void **state) {
+    (void)state;
+    int salt = fresh_salt();
+    char options[64];
+    salt_options(salt, options, sizeof options);
+    tsr_device *dev = th_open_device();
+    TH_ASSERT_OK(build_and_run(dev, salt));
+    char fill_entry[1024], other_entry[1024], other_dir[600];
+    int entries, temps;
+    count_files(cache_dir, &entries, &temps, fill_entry, sizeof fill_entry);
+    assert_int_equal(entries, 1);
+    tsr_device_close(dev);
+    /* The same options, another source, in a directory of its own. */
+    th_tempdir(other_dir, sizeof other_dir);
+    setenv("TSR_CACHE_DIR", other_dir, 1);
+    dev = th_open_device();
+    cl_program program = NULL;
+    TH_ASSERT_OK(tsr_program_from_text(dev, "other-test", other_source, strlen(other_source), options, &program));
+    tsr_device_close(dev);
+    setenv("TSR_CACHE_DIR", cache_dir, 1);
+    count_files(other_dir, &entries, &temps, other_entry, sizeof other_entry);
+    assert_int_equal(entries, 1);
+
+    /* Plant a well-formed entry under fill's key: fill's key and recorded names, other's binary,
+     * a correct checksum. It loads, but has no kernel "fill". */
+    char *fill = NULL, *other = NULL;
+    size_t fill_size = 0, other_size = 0;
+    TH_ASSERT_OK(tsr_read_file(fill_entry, &fill, &fill_size));
+    TH_ASSERT_OK(tsr_read_file(other_entry, &other, &other_size));
+    th_entry_header fh, oh;
+    memcpy(&fh, fill, sizeof fh);
+    memcpy(&oh, other, sizeof oh);
+    assert_int_equal(fh.format_version, 2);
+    const char *key = fill + sizeof fh, *names = key + fh.key_length;
+    const char *payload = other + sizeof oh + oh.key_length + oh.names_length;
+    TH_ASSERT_CONTAINS(names, "fill");
+    th_entry_header ph = fh;
+    ph.payload_length = oh.payload_length;
+    XXH64_state_t *xs = XXH64_createState();
+    XXH64_reset(xs, 2);
+    XXH64_update(xs, key, fh.key_length);
+    XXH64_update(xs, names, fh.names_length);
+    XXH64_update(xs, payload, oh.payload_length);
+    ph.checksum = XXH64_digest(xs);
+    XXH64_freeState(xs);
+    size_t planted_size = sizeof ph + fh.key_length + fh.names_length + oh.payload_length;
+    char *planted = malloc(planted_size);
+    assert_non_null(planted);
+    memcpy(planted, &ph, sizeof ph);
+    memcpy(planted + sizeof ph, key, fh.key_length + fh.names_length);
+    memcpy(planted + sizeof ph + fh.key_length + fh.names_length, payload, oh.payload_length);
+    th_write_file(fill_entry, planted, planted_size);
+
+    for (int process = 0; process < 2; ++process) {
+        dev = th_open_device();
+        TH_ASSERT_OK(build_and_run(dev, salt));
+        char warning[2048];
+        tsr_strlcpy(warning, tsr_last_warning(), sizeof warning);
+        tsr_cache_info ci = cache_info(dev);
+        if (process == 0) {
+            /* Rejected, rebuilt from source, and replaced. */
+            TH_ASSERT_CONTAINS(warning, "rejected");
+            TH_ASSERT_CONTAINS(warning, "not the ones it was built with");
+            assert_int_equal(ci.disk_rejects, 1);
+            assert_int_equal(ci.builds, 1);
+        } else {
+            /* Healed: the next process loads the rebuilt entry. */
+            assert_int_equal(ci.disk_rejects, 0);
+            assert_int_equal(ci.disk_hits, 1);
+            assert_int_equal(ci.builds, 0);
+        }
+        tsr_device_close(dev);
+    }
+    char *now = NULL;
+    size_t now_size = 0;
+    TH_ASSERT_OK(tsr_read_file(fill_entry, &now, &now_size));
+    assert_true(now_size != planted_size || memcmp(now, planted, now_size) != 0);
+    free(now);
+    free(planted);
+    free(fill);
+    free(other);
+    th_remove_tree(other_dir);
+}
+
+/* ---- special files never hang a reader ---- */
+
+static void make_fifo(const char *path) {
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0600), 0);
+}
+
+static void special_files_are_refused_promptly(void **state) {
+    (void)state;
+    /* Before the fix each of these blocked in open() forever: the alarm turns a hang into a failure. */
+    alarm(120);
+    char fifo[700];
+    snprintf(fifo, sizeof fifo, "%s/fifo", cache_dir);
+    make_fifo(fifo);
+    char *data = NULL;
+    size_t size = 0;
+    TH_ASSERT_STATUS(tsr_read_file(fifo, &data, &size), TSR_ERR_IO);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "FIFO");
+    assert_null(data);
+    TH_ASSERT_STATUS(tsr_read_file(cache_dir, &data, &size), TSR_ERR_IO);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "directory");
+    TH_ASSERT_STATUS(tsr_read_file("/dev/null", &data, &size), TSR_ERR_IO);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "character device");
+    struct cJSON *root = NULL;
+    TH_ASSERT_STATUS(tsr_read_json(fifo, "report", &root), TSR_ERR_IO);
+    assert_null(root);
+
+    /* As the tuning database: the public import and export refuse it, and ops run with a warning. */
+    size_t merged = 0;
+    char db[700];
+    snprintf(db, sizeof db, "%s/db.json", cache_dir);
+    TH_ASSERT_STATUS(tsr_tuning_db_import(db, fifo, &merged), TSR_ERR_IO);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "FIFO");
+    TH_ASSERT_STATUS(tsr_tuning_db_export(fifo, db), TSR_ERR_IO);
+    char *saved_db = getenv("TSR_TUNING_DB") ? strdup(getenv("TSR_TUNING_DB")) : NULL;
+    setenv("TSR_TUNING_DB", fifo, 1);
+    tsr_device *dev = th_open_device();
+    TH_ASSERT_OK(small_gemm(dev));
+    TH_ASSERT_CONTAINS(tsr_last_warning(), "FIFO");
+    tsr_device_close(dev);
+    if (saved_db) setenv("TSR_TUNING_DB", saved_db, 1);
+    else unsetenv("TSR_TUNING_DB");
+    free(saved_db);
+
+    /* As TSR_KERNEL_DIR/gemm.cl. */
+    char kdir[700], kfile[800];
+    snprintf(kdir, sizeof kdir, "%s/kernels", cache_dir);
+    assert_int_equal(mkdir(kdir, 0700), 0);
+    snprintf(kfile, sizeof kfile, "%s/gemm.cl", kdir);
+    make_fifo(kfile);
+    setenv("TSR_KERNEL_DIR", kdir, 1);
+    dev = th_open_device();
+    TH_ASSERT_STATUS(small_gemm(dev), TSR_ERR_IO);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "gemm.cl");
+    TH_ASSERT_CONTAINS(tsr_last_error(), "FIFO");
+    tsr_device_close(dev);
+    unsetenv("TSR_KERNEL_DIR");
+
+    /* As a cache entry: rejected and replaced by a real one. */
+    remove_entries(cache_dir);
+    int salt = fresh_salt();
+    dev = th_open_device();
+    TH_ASSERT_OK(build_and_run(dev, salt));
+    tsr_device_close(dev);
+    char entry[1024];
+    int entries, temps;
+    count_files(cache_dir, &entries, &temps, entry, sizeof entry);
+    assert_int_equal(entries, 1);
+    make_fifo(entry);
+    dev = th_open_device();
+    TH_ASSERT_OK(build_and_run(dev, salt));
+    TH_ASSERT_CONTAINS(tsr_last_warning(), "rejected");
+    TH_ASSERT_CONTAINS(tsr_last_warning(), "FIFO");
+    assert_int_equal(cache_info(dev).disk_rejects, 1);
+    tsr_device_close(dev);
+    struct stat st;
+    assert_int_equal(lstat(entry, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    alarm(0);
+}
+
+/* ---- temporaries of killed writers ---- */
+
+/* The CLI next to this test in the build tree. */
+static void cli_path(char *out, size_t size) {
+    char exe[800];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    assert_true(n > 0);
+    exe[n] = '\0';
+    snprintf(out, size, "%s/../tools/tessera", dirname(exe));
+    assert_int_equal(access(out, X_OK), 0);
+}
+
+static int run_cli(char *const argv[]) {
+    pid_t pid;
+    posix_spawn_file_actions_t quiet; /* keep the CLI's output out of the TAP stream */
+    posix_spawn_file_actions_init(&quiet);
+    posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+    assert_int_equal(posix_spawn(&pid, argv[0], &quiet, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&quiet);
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    return WEXITSTATUS(ws);
+}
+
+static void touch_file(const char *dir, const char *name, time_t age) {
+    char path[900];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    th_write_file(path, "partial", 7);
+    struct timeval tv[2];
+    gettimeofday(&tv[0], NULL);
+    tv[0].tv_sec -= age;
+    tv[1] = tv[0];
+    assert_int_equal(utimes(path, tv), 0);
+}
+
+static bool exists_in(const char *dir, const char *name) {
+    char path[900];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+static void stale_temporaries_are_cleaned(void **state) {
+    (void)state;
+    static const char stale[] = "0123456789abcdef0123456789abcdef.bin.tmp.4242.7";
+    static const char fresh[] = "fedcba9876543210fedcba9876543210.bin.tmp.4243.0";
+    static const char unrelated[] = "notes.tmp.txt";
+    touch_file(cache_dir, stale, 3600);
+    touch_file(cache_dir, fresh, 5);
+    touch_file(cache_dir, unrelated, 3600);
+    /* The next write into the directory removes the stale one only (a fresh one may be a live writer's). */
+    tsr_device *dev = th_open_device();
+    TH_ASSERT_OK(build_and_run(dev, fresh_salt()));
+    assert_int_equal(cache_info(dev).builds, 1);
+    tsr_device_close(dev);
+    assert_false(exists_in(cache_dir, stale));
+    assert_true(exists_in(cache_dir, fresh));
+    assert_true(exists_in(cache_dir, unrelated));
+
+    /* `tessera cache` lists without opening entries (a FIFO named like one must not hang it)... */
+    char cli[900];
+    cli_path(cli, sizeof cli);
+    static const char fifo_entry[] = "00000000000000000000000000000000.bin";
+    char fifo[900];
+    snprintf(fifo, sizeof fifo, "%s/%s", cache_dir, fifo_entry);
+    make_fifo(fifo);
+    alarm(120);
+    char *list[] = {cli, (char *)"cache", NULL};
+    assert_int_equal(run_cli(list), 0);
+    /* ...and `tessera cache --clear` removes entries and temporaries, nothing else. */
+    char *clear[] = {cli, (char *)"cache", (char *)"--clear", NULL};
+    assert_int_equal(run_cli(clear), 0);
+    alarm(0);
+    assert_false(exists_in(cache_dir, fresh));
+    assert_false(exists_in(cache_dir, fifo_entry));
+    assert_true(exists_in(cache_dir, unrelated));
+    int entries, temps;
+    count_files(cache_dir, &entries, &temps, NULL, 0);
+    assert_int_equal(entries, 0);
+    assert_int_equal(temps, 1); /* notes.tmp.txt: not a temporary's name, kept */
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--child-build") == 0) return child_build(argv[2], atoi(argv[3]));
     const struct CMUnitTest tests[] = {
@@ -431,6 +905,13 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(concurrent_writers, setup, teardown),
         cmocka_unit_test_setup_teardown(build_errors_carry_the_log, setup, teardown),
         cmocka_unit_test_setup_teardown(kernel_dir_override, setup, teardown),
+        cmocka_unit_test_setup_teardown(kernel_dir_missing_files_are_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(unsafe_cache_directory_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(created_cache_directory_is_private, setup, teardown),
+        cmocka_unit_test_setup_teardown(unsafe_entries_are_rejected, setup, teardown),
+        cmocka_unit_test_setup_teardown(wrong_kernels_entry_is_replaced, setup, teardown),
+        cmocka_unit_test_setup_teardown(special_files_are_refused_promptly, setup, teardown),
+        cmocka_unit_test_setup_teardown(stale_temporaries_are_cleaned, setup, teardown),
         cmocka_unit_test_setup_teardown(offline_device_without_binaries, setup, teardown),
         cmocka_unit_test_setup_teardown(offline_device_loads_prebuilt_binaries, setup, teardown),
     };

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int usage(FILE *out) {
@@ -234,6 +235,7 @@ static int cmd_cache(int argc, char **argv) {
     tsr_cache_info ci;
     tsr_cache_get_info(dev, &ci);
     tsr_device_close(dev);
+    /* An unsafe directory (see README: cache trust) is not persistent: neither listed nor cleared. */
     if (!ci.persistent) {
         printf("no disk cache: %s\n", ci.warning);
         return 0;
@@ -251,18 +253,20 @@ static int cmd_cache(int argc, char **argv) {
         if (len != 36 || strcmp(e->d_name + 32, ".bin") != 0 || strspn(e->d_name, "0123456789abcdef") != 32) continue;
         char path[2048];
         snprintf(path, sizeof path, "%s/%s", ci.dir, e->d_name);
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            fseek(f, 0, SEEK_END);
-            bytes += (size_t)ftell(f);
-            fclose(f);
-        }
+        /* lstat, never open: a FIFO planted under an entry's name must not hang the listing. */
+        struct stat sb;
+        if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) bytes += (size_t)sb.st_size;
         ++entries;
         if (a.clear && unlink(path) == 0) ++removed;
     }
     closedir(d);
     printf("cache directory %s: %zu entries, %.1f MiB\n", ci.dir, entries, (double)bytes / (1 << 20));
-    if (a.clear) printf("removed %zu entries\n", removed);
+    if (a.clear) {
+        /* Temporaries of writers that were killed mid-write go too (of any age: a writer racing
+         * with --clear only loses its entry, with a warning). */
+        size_t temporaries = tsr_remove_stale_temporaries(ci.dir, 0.0);
+        printf("removed %zu entries and %zu temporary files\n", removed, temporaries);
+    }
     return 0;
 }
 

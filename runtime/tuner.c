@@ -561,7 +561,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
             if (strlen(opt.db_path) >= sizeof path) return tsr_fail(TSR_ERR_INVALID_ARG, "tuning database path too long");
             tsr_strlcpy(path, opt.db_path, sizeof path);
         } else if ((st = tsr_tuning_db_path(path, sizeof path)) != TSR_SUCCESS) {
-            tsr_error_append(" (or tune with dry_run)");
+            tsr_error_append(" (or measure without saving: a dry run)");
             return st;
         }
         if ((st = tsr_db_check_writable(path)) != TSR_SUCCESS) return st;

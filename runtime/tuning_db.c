@@ -478,7 +478,8 @@ static tsr_status resolve_db_path(const char *path, char *out, size_t size) {
     for (int hops = 0; hops < 40; ++hops) {
         ssize_t n = readlink(out, target, sizeof target - 1);
         if (n < 0) {
-            if (errno == EINVAL || errno == ENOENT) return TSR_SUCCESS; /* a regular file, or none yet */
+            /* a regular file, or none yet (ENOTDIR: a parent is a file; reported on use) */
+            if (errno == EINVAL || errno == ENOENT || errno == ENOTDIR) return TSR_SUCCESS;
             return tsr_fail(TSR_ERR_IO, "cannot read the link %s: %s", out, strerror(errno));
         }
         target[n] = '\0';
@@ -515,7 +516,7 @@ tsr_status tsr_db_check_writable(const char *path) {
         if (!S_ISREG(sb.st_mode)) return tsr_fail(TSR_ERR_IO, "tuning database %s is not a regular file", file);
         if (access(file, W_OK) != 0)
             return tsr_fail(TSR_ERR_IO, "tuning database %s is not writable: %s", file, strerror(errno));
-    } else if (errno != ENOENT) {
+    } else if (errno != ENOENT && errno != ENOTDIR) {
         return tsr_fail(TSR_ERR_IO, "tuning database %s: %s", file, strerror(errno));
     }
     /* The nearest existing ancestor must be a directory we may create in (the rest is created). */
@@ -529,7 +530,7 @@ tsr_status tsr_db_check_writable(const char *path) {
                                 file, dir, strerror(errno));
             return TSR_SUCCESS;
         }
-        if (errno != ENOENT)
+        if (errno != ENOENT && errno != ENOTDIR)
             return tsr_fail(TSR_ERR_IO, "cannot create the tuning database %s: %s: %s", file, dir, strerror(errno));
         char up[TSR_PATH_MAX];
         parent_dir(dir, up, sizeof up);

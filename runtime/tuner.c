@@ -513,8 +513,8 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     if (opt.strategy == 0) opt.strategy = TSR_TUNE_ANNEAL;
     if (opt.strategy < TSR_TUNE_EXHAUSTIVE || opt.strategy > TSR_TUNE_CLIMB)
         return tsr_fail(TSR_ERR_INVALID_ARG, "unknown tuning strategy %d", (int)opt.strategy);
-    if (!(opt.budget_seconds >= 0) || opt.budget_evaluations < 0)
-        return tsr_fail(TSR_ERR_INVALID_ARG, "tuning budgets must not be negative");
+    if (!(opt.budget_seconds >= 0) || !isfinite(opt.budget_seconds) || opt.budget_evaluations < 0)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "tuning budgets must be finite and not negative"); /* inf: no end */
     if (opt.budget_seconds == 0) opt.budget_seconds = 88; /* with setup, duels and overheads (measured 24 s), within two minutes */
     if (!op->tuning_setup) return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s cannot be tuned", op->name);
     /* By default only the part of the space the op deems worth it on this device; "all": everything. */

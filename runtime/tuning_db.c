@@ -568,13 +568,13 @@ static void remove_stale_temps(const char *path) {
     char dir[TSR_PATH_MAX], prefix[TSR_PATH_MAX];
     parent_dir(path, dir, sizeof dir);
     const char *slash = strrchr(path, '/');
-    snprintf(prefix, sizeof prefix, "%s.tmp.", slash ? slash + 1 : path);
-    size_t plen = strlen(prefix);
+    int plen = snprintf(prefix, sizeof prefix, "%s.tmp.", slash ? slash + 1 : path);
+    if (plen < 0 || (size_t)plen >= sizeof prefix) return;
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, plen) != 0) continue;
+        if (strncmp(e->d_name, prefix, (size_t)plen) != 0) continue;
         const char *rest = e->d_name + plen;
         if (!*rest || strspn(rest, "0123456789.") != strlen(rest)) continue; /* only our own pattern */
         unlinkat(dirfd(d), e->d_name, 0);
@@ -643,7 +643,8 @@ static tsr_status merge_update(cJSON *root, void *ctx) {
 
 tsr_status tsr_tuning_db_import(const char *db_path, const char *file, size_t *merged) {
     tsr_clear_diagnostics();
-    if (!file || !merged) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_import: file and merged must be set");
+    if (!file || !*file || !merged)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_import: file and merged must be set");
     *merged = 0;
     char path[TSR_PATH_MAX];
     tsr_status st = db_path ? (tsr_strlcpy(path, db_path, sizeof path), TSR_SUCCESS) : tsr_tuning_db_path(path, sizeof path);
@@ -661,7 +662,8 @@ tsr_status tsr_tuning_db_import(const char *db_path, const char *file, size_t *m
 
 tsr_status tsr_tuning_db_export(const char *db_path, const char *file) {
     tsr_clear_diagnostics();
-    if (!file) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_export: file must be set");
+    if (!file || !*file) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_export: file must be set");
+    if (db_path && !*db_path) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_export: the database path is empty");
     char path[TSR_PATH_MAX];
     tsr_status st = db_path ? (tsr_strlcpy(path, db_path, sizeof path), TSR_SUCCESS) : tsr_tuning_db_path(path, sizeof path);
     if (st != TSR_SUCCESS) return st;

@@ -233,6 +233,10 @@ static void bad_options(void **state) {
     TH_ASSERT_CONTAINS(tsr_last_error(), "strategy");
     o = (tsr_tune_options){.budget_seconds = -1};
     TH_ASSERT_STATUS(tsr_tune(dev, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
+    o = (tsr_tune_options){.budget_seconds = INFINITY};
+    TH_ASSERT_STATUS(tsr_tune(dev, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
+    o = (tsr_tune_options){.budget_seconds = NAN};
+    TH_ASSERT_STATUS(tsr_tune(dev, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
     o = (tsr_tune_options){.classes = "large,nonsense"};
     TH_ASSERT_STATUS(tsr_tune(dev, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "nonsense");
@@ -481,6 +485,11 @@ static void import_export_merge(void **state) {
     cJSON_Delete(after);
     snprintf(other, sizeof other, "%s/missing.json", dir);
     TH_ASSERT_STATUS(tsr_tuning_db_import(NULL, other, &merged), TSR_ERR_NOT_FOUND);
+    /* An empty name is refused, not taken as the default database. */
+    TH_ASSERT_STATUS(tsr_tuning_db_import("", exported, &merged), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_tuning_db_import(NULL, "", &merged), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_tuning_db_export("", exported), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_tuning_db_export(NULL, ""), TSR_ERR_INVALID_ARG);
     cJSON_Delete(a);
     cJSON_Delete(b);
     cJSON_Delete(c);

@@ -379,7 +379,7 @@ static void tune_progress(const tsr_tune_progress *p, void *user) {
 static int show_tuning(tsr_device *dev, const char *op_filter) {
     const tsr_device_info *info = tsr_device_get_info(dev);
     char path[1024] = "";
-    tsr_tuning_db_path(path, sizeof path);
+    if (tsr_tuning_db_path(path, sizeof path) != TSR_SUCCESS) snprintf(path, sizeof path, "(none: %s)", tsr_last_error());
     printf("device %s (%s, driver %s)\ntuning database %s\n", info->name, info->platform_name, info->driver_version,
            path);
     for (const char *const *op = tsr_op_names(); *op; ++op) {

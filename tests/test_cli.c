@@ -374,7 +374,7 @@ static void cli_tune_refuses_bad_values(void **state) {
         if (rc != 2 || !strstr(out, cases[c].message))
             fail_msg("'%s' gave %d: %s (expected 2 and '%s')", cases[c].args, rc, out, cases[c].message);
     }
-    char longer[400] = "tune --op gemm --dry-run --evals 1 --classes ";
+    char longer[512] = "tune --op gemm --dry-run --evals 1 --classes "; /* + 360 */
     for (int i = 0; i < 60; ++i) strcat(longer, "small,");
     assert_int_equal(run_cli(NULL, longer, out, sizeof out), 1);
     TH_ASSERT_CONTAINS(out, "longer than");

@@ -607,7 +607,8 @@ static void count_warning(const char *message, void *user) {
 
 static void checksum_guards_entries(void **state) {
     (void)state;
-    const char *name = tsr_device_get_info(dev)->name;
+    char name[TSR_INFO_STR]; /* a copy: dev is reopened below */
+    snprintf(name, sizeof name, "%s", tsr_device_get_info(dev)->name);
     char *text = sealed_db_text(12.5);
     tsr_config_info ci = lookup_fresh("large");
     assert_int_equal(ci.source, TSR_CONFIG_TUNED); /* sealed and intact */

@@ -62,6 +62,14 @@ TSR_API const char *tsr_last_error(void);
  * cache directory that made tessera fall back to an in-memory cache. */
 TSR_API const char *tsr_last_warning(void);
 
+/* Called with each warning as it is raised, on the thread that raises it (the text
+ * is only valid during the call), in addition to tsr_last_warning(). Warnings are
+ * also raised inside calls that succeed and by calls whose warning a later call
+ * clears: a damaged tuning database, a rejected binary cache entry, a tuned entry
+ * passed over. The handler must not call tessera. Process-wide; NULL removes it. */
+typedef void (*tsr_warning_handler)(const char *message, void *user);
+TSR_API void tsr_set_warning_handler(tsr_warning_handler handler, void *user);
+
 /* ---------------------------------------------------------------- devices */
 
 typedef enum tsr_device_type {

@@ -289,8 +289,12 @@ tsr_status tsr_db_load(const char *path, struct cJSON **root);
 int tsr_db_find(const struct cJSON *root, const tsr_device_info *info, const char *op, const char *problem_class,
                 const char *source_hash, const struct cJSON **entry, const char **device_key, char *notes,
                 size_t notes_size);
+/* Fails (TSR_ERR_IO, with the reason) unless the database at path can be written: checked
+ * before a long search so it does not end in a failed save. */
+tsr_status tsr_db_check_writable(const char *path);
 /* Read-modify-write of a database file under an exclusive lock; a damaged file is moved aside
- * (reported as a warning) and replaced. `update` edits the tree in place. */
+ * (reported as a warning, never over an earlier copy) and replaced; a symlinked path is written
+ * through to its target; temp files of killed writers are removed. `update` edits the tree in place. */
 tsr_status tsr_db_update(const char *path, tsr_status (*update)(struct cJSON *root, void *ctx), void *ctx);
 /* The device's node in a database tree, created when missing. */
 struct cJSON *tsr_db_device_node(struct cJSON *root, const tsr_device_info *info);

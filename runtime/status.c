@@ -1,6 +1,7 @@
 /* Status names and the thread-local error and warning messages. */
 #include "internal.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +11,15 @@
 
 static _Thread_local char last_error[TSR_ERROR_CAP];
 static _Thread_local char last_warning[TSR_WARNING_CAP];
+
+/* Process-wide: warnings are per call and per thread, a front end wants all of them. */
+static _Atomic(tsr_warning_handler) warning_handler;
+static void *_Atomic warning_user;
+
+void tsr_set_warning_handler(tsr_warning_handler handler, void *user) {
+    atomic_store(&warning_user, user);
+    atomic_store(&warning_handler, handler);
+}
 
 const char *tsr_status_str(tsr_status status) {
     switch (status) {
@@ -76,6 +86,15 @@ void tsr_warn(const char *fmt, ...) {
     va_start(ap, fmt);
     append_v(last_warning, sizeof last_warning, fmt, ap);
     va_end(ap);
+    tsr_warning_handler handler = atomic_load(&warning_handler);
+    if (handler) {
+        /* This warning alone (possibly truncated), not the ones joined before it. */
+        char one[TSR_WARNING_CAP];
+        va_start(ap, fmt);
+        vsnprintf(one, sizeof one, fmt, ap);
+        va_end(ap);
+        handler(one, atomic_load(&warning_user));
+    }
 }
 
 tsr_status tsr_fail_cl(cl_int err, const char *what, const char *file, int line) {

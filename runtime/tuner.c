@@ -513,8 +513,8 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     if (opt.strategy == 0) opt.strategy = TSR_TUNE_ANNEAL;
     if (opt.strategy < TSR_TUNE_EXHAUSTIVE || opt.strategy > TSR_TUNE_CLIMB)
         return tsr_fail(TSR_ERR_INVALID_ARG, "unknown tuning strategy %d", (int)opt.strategy);
-    if (!(opt.budget_seconds >= 0) || opt.budget_evaluations < 0)
-        return tsr_fail(TSR_ERR_INVALID_ARG, "tuning budgets must not be negative");
+    if (!(opt.budget_seconds >= 0) || !isfinite(opt.budget_seconds) || opt.budget_evaluations < 0)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "tuning budgets must be finite and not negative"); /* inf: no end */
     if (opt.budget_seconds == 0) opt.budget_seconds = 88; /* with setup, duels and overheads (measured 24 s), within two minutes */
     if (!op->tuning_setup) return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s cannot be tuned", op->name);
     /* By default only the part of the space the op deems worth it on this device; "all": everything. */
@@ -530,13 +530,21 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     int nclasses = 0;
     if (opt.classes && *opt.classes) {
         char buf[256];
+        /* Never tune a silently shortened list. */
+        if (strlen(opt.classes) >= sizeof buf)
+            return tsr_fail(TSR_ERR_INVALID_ARG, "classes: the list is longer than %zu characters", sizeof buf - 1);
         tsr_strlcpy(buf, opt.classes, sizeof buf);
         char *save = NULL;
-        for (char *c = strtok_r(buf, ",", &save); c && nclasses < 16; c = strtok_r(NULL, ",", &save)) {
+        for (char *c = strtok_r(buf, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
             int idx = tsr_op_class_index(op, c);
             if (idx < 0) return tsr_fail(TSR_ERR_INVALID_ARG, "op %s has no problem class '%s'", op->name, c);
+            bool repeated = false;
+            for (int i = 0; i < nclasses; ++i) repeated |= classes[i] == op->classes[idx];
+            if (repeated) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: '%s' is named twice", c);
+            if (nclasses == 16) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: more than 16");
             classes[nclasses++] = op->classes[idx];
         }
+        if (nclasses == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: '%s' names no class", opt.classes);
     } else {
         while (op->classes[nclasses] && nclasses < 16) {
             classes[nclasses] = op->classes[nclasses];
@@ -545,6 +553,19 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     }
     char hash[17];
     if ((st = tsr_source_hash(op->source_name, hash)) != TSR_SUCCESS) return st;
+    /* Where the results go, checked before the search rather than after it. */
+    char path[TSR_PATH_MAX];
+    if (!opt.dry_run) {
+        if (opt.db_path) {
+            if (!*opt.db_path) return tsr_fail(TSR_ERR_INVALID_ARG, "the tuning database path is empty");
+            if (strlen(opt.db_path) >= sizeof path) return tsr_fail(TSR_ERR_INVALID_ARG, "tuning database path too long");
+            tsr_strlcpy(path, opt.db_path, sizeof path);
+        } else if ((st = tsr_tuning_db_path(path, sizeof path)) != TSR_SUCCESS) {
+            tsr_error_append(" (or measure without saving: a dry run)");
+            return st;
+        }
+        if ((st = tsr_db_check_writable(path)) != TSR_SUCCESS) return st;
+    }
     uint64_t rng = opt.seed ? opt.seed : (uint64_t)time(NULL) * 2654435761u + 1;
     class_outcome *outcomes = calloc((size_t)nclasses, sizeof *outcomes);
     if (!outcomes) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
@@ -636,11 +657,8 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         ++produced;
     }
     if (st == TSR_SUCCESS && !opt.dry_run) {
-        char path[TSR_PATH_MAX];
-        if (opt.db_path) tsr_strlcpy(path, opt.db_path, sizeof path);
-        else st = tsr_tuning_db_path(path, sizeof path);
         save_ctx sc = {.dev = dev, .op = op, .opt = &opt, .outcomes = outcomes, .noutcomes = (int)produced, .hash = hash};
-        if (st == TSR_SUCCESS) st = tsr_db_update(path, save_results, &sc);
+        st = tsr_db_update(path, save_results, &sc);
         tsr_tuning_invalidate(dev);
     }
     free(outcomes);

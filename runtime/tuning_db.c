@@ -4,12 +4,14 @@
 #include "internal.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -77,6 +79,74 @@ cJSON *tsr_db_new(void) {
 
 static bool is_string(const cJSON *o, const char *key) { return cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, key)); }
 
+/* Well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF) without control
+ * characters: a flipped bit inside a name or a hash shows as a bad string. */
+static bool clean_text(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned c = *p;
+        if (c < 0x20 || c == 0x7f) return false;
+        if (c < 0x80) {
+            ++p;
+            continue;
+        }
+        int n = c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
+        if (n < 0) return false;
+        unsigned lo = 0x80, hi = 0xbf; /* the second byte's range excludes overlongs and surrogates */
+        if (c == 0xe0) lo = 0xa0;
+        else if (c == 0xed) hi = 0x9f;
+        else if (c == 0xf0) lo = 0x90;
+        else if (c == 0xf4) hi = 0x8f;
+        if (p[1] < lo || p[1] > hi) return false;
+        for (int i = 2; i <= n; ++i)
+            if (p[i] < 0x80 || p[i] > 0xbf) return false;
+        p += n + 1;
+    }
+    return true;
+}
+
+/* Every key and string value of a tree; the first bad one is named in why. */
+static bool clean_strings(const cJSON *node, char *why, size_t size) {
+    for (const cJSON *c = node ? node->child : NULL; c; c = c->next) {
+        if (c->string && !clean_text(c->string))
+            return snprintf(why, size, "a key holds a control character or invalid UTF-8"), false;
+        if (cJSON_IsString(c) && !clean_text(c->valuestring))
+            return snprintf(why, size, "the string \"%s\" holds a control character or invalid UTF-8",
+                            c->string ? c->string : "(array item)"), false;
+        if (!clean_strings(c, why, size)) return false;
+    }
+    return true;
+}
+
+/* XXH3-64 of the unformatted "devices" object: cJSON prints a parsed tree back to the
+ * same text, so a file's checksum holds across reads and rewrites. */
+static bool devices_checksum(const cJSON *root, char out[17]) {
+    char *text = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(root, "devices"));
+    if (!text) return false;
+    snprintf(out, 17, "%016llx", (unsigned long long)XXH3_64bits(text, strlen(text)));
+    free(text);
+    return true;
+}
+
+/* Stamp the checksum before every write. */
+static tsr_status seal(cJSON *root) {
+    char sum[17];
+    if (!devices_checksum(root, sum)) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    cJSON *item = cJSON_CreateString(sum);
+    if (!item) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    if (cJSON_GetObjectItemCaseSensitive(root, "checksum")) cJSON_ReplaceItemInObjectCaseSensitive(root, "checksum", item);
+    else cJSON_AddItemToObject(root, "checksum", item);
+    return TSR_SUCCESS;
+}
+
+/* The database as text to write: sealed, formatted like the shipped file. */
+static tsr_status db_text(cJSON *root, char **text) {
+    tsr_status st = seal(root);
+    if (st != TSR_SUCCESS) return st;
+    *text = cJSON_Print(root);
+    return *text ? TSR_SUCCESS : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
 /* Every field a lookup relies on has the right type; anything else makes the file untrusted. */
 static bool validate(const cJSON *root, char *why, size_t size) {
     if (!cJSON_IsObject(root)) return snprintf(why, size, "not a JSON object"), false;
@@ -84,11 +154,25 @@ static bool validate(const cJSON *root, char *why, size_t size) {
     if (!cJSON_IsString(format) || strcmp(format->valuestring, DB_FORMAT) != 0)
         return snprintf(why, size, "not a tessera tuning database (no \"format\": \"%s\")", DB_FORMAT), false;
     const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "schema_version");
-    if (!cJSON_IsNumber(version) || version->valueint != DB_SCHEMA_VERSION)
-        return snprintf(why, size, "schema version %d is not the supported %d",
-                        cJSON_IsNumber(version) ? version->valueint : -1, DB_SCHEMA_VERSION), false;
+    if (!cJSON_IsNumber(version) || version->valuedouble != (double)DB_SCHEMA_VERSION) {
+        if (cJSON_IsNumber(version)) snprintf(why, size, "schema version %g is not the supported %d", version->valuedouble,
+                                              DB_SCHEMA_VERSION);
+        else snprintf(why, size, "no numeric \"schema_version\" (the supported one is %d)", DB_SCHEMA_VERSION);
+        return false;
+    }
     const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
     if (!cJSON_IsObject(devices)) return snprintf(why, size, "\"devices\" is not an object"), false;
+    if (!clean_strings(root, why, size)) return false;
+    /* Files written before checksums existed have none and stay readable. */
+    const cJSON *checksum = cJSON_GetObjectItemCaseSensitive(root, "checksum");
+    if (checksum) {
+        char sum[17];
+        if (!cJSON_IsString(checksum)) return snprintf(why, size, "\"checksum\" is not a string"), false;
+        if (!devices_checksum(root, sum)) return snprintf(why, size, "out of memory checking the checksum"), false;
+        if (strcmp(sum, checksum->valuestring) != 0)
+            return snprintf(why, size, "checksum mismatch (the file says %.16s, its entries give %s): damaged or "
+                                       "edited by hand", checksum->valuestring, sum), false;
+    }
     const cJSON *dev;
     cJSON_ArrayForEach(dev, devices) {
         static const char *const fields[] = {"platform", "vendor", "name", "driver", "opencl_c", "type"};
@@ -247,14 +331,17 @@ static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool buil
     if (!db) return false;
     const cJSON *entry = NULL;
     const char *key = NULL;
+    size_t noted = strlen(notes);
     int tier = tsr_db_find(db, &dev->info, op->name, cls, hash, &entry, &key, notes, notes_size);
-    if (!tier) return false;
     char why[128];
-    if (!config_from_json(dev, op, cJSON_GetObjectItemCaseSensitive(entry, "config"), cfg, why, sizeof why)) {
+    bool usable = tier && config_from_json(dev, op, cJSON_GetObjectItemCaseSensitive(entry, "config"), cfg, why, sizeof why);
+    if (tier && !usable)
         add_note(notes, notes_size, "passed over the %s entry for %s/%s: %s", builtin ? "built-in" : "database", op->name,
                  cls, why);
-        return false;
-    }
+    /* The user's own entries passed over are worth a warning (a re-tune brings them back);
+     * the built-in ones are checked by the tests. */
+    if (!builtin && strlen(notes) > noted) tsr_warn("tuning database: %s", notes + noted + (noted ? 2 : 0));
+    if (!usable) return false;
     const cJSON *dev_node = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(db, "devices"), key);
     info->source = builtin ? TSR_CONFIG_BUILTIN_TUNED
                            : (tier == 1 ? TSR_CONFIG_TUNED : tier == 2 ? TSR_CONFIG_TUNED_OTHER_DRIVER
@@ -383,16 +470,127 @@ size_t tsr_db_merge(cJSON *dst, const cJSON *src) {
     return taken;
 }
 
-tsr_status tsr_db_update(const char *path, tsr_status (*update)(cJSON *root, void *ctx), void *ctx) {
-    char dir[TSR_PATH_MAX], lock_path[TSR_PATH_MAX + 8];
-    tsr_strlcpy(dir, path, sizeof dir);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        tsr_status st = tsr_make_dirs(dir);
-        if (st != TSR_SUCCESS) return st;
+/* The file a database path names: a symlinked database is written through to its target
+ * (resolved once, so the lock and the atomic rename act on the target, not on the link). */
+static tsr_status resolve_db_path(const char *path, char *out, size_t size) {
+    char target[TSR_PATH_MAX];
+    tsr_strlcpy(out, path, size);
+    for (int hops = 0; hops < 40; ++hops) {
+        ssize_t n = readlink(out, target, sizeof target - 1);
+        if (n < 0) {
+            /* a regular file, or none yet (ENOTDIR: a parent is a file; reported on use) */
+            if (errno == EINVAL || errno == ENOENT || errno == ENOTDIR) return TSR_SUCCESS;
+            return tsr_fail(TSR_ERR_IO, "cannot read the link %s: %s", out, strerror(errno));
+        }
+        target[n] = '\0';
+        if (target[0] != '/') { /* relative to the link's directory */
+            char joined[TSR_PATH_MAX * 2];
+            const char *slash = strrchr(out, '/');
+            int len = slash ? (int)(slash - out) + 1 : 0;
+            snprintf(joined, sizeof joined, "%.*s%s", len, out, target);
+            if (strlen(joined) >= size) return tsr_fail(TSR_ERR_INVALID_ARG, "tuning database path too long: %s", joined);
+            tsr_strlcpy(out, joined, size);
+        } else {
+            if ((size_t)n >= size) return tsr_fail(TSR_ERR_INVALID_ARG, "tuning database path too long: %s", target);
+            tsr_strlcpy(out, target, size);
+        }
     }
-    snprintf(lock_path, sizeof lock_path, "%s.lock", path);
+    return tsr_fail(TSR_ERR_IO, "too many levels of symbolic links at %s", path);
+}
+
+/* The parent directory of path ("." for a bare name, "/" for a top-level file). */
+static void parent_dir(const char *path, char *dir, size_t size) {
+    tsr_strlcpy(dir, path, size);
+    char *slash = strrchr(dir, '/');
+    if (!slash) tsr_strlcpy(dir, ".", size);
+    else if (slash == dir) dir[1] = '\0';
+    else *slash = '\0';
+}
+
+tsr_status tsr_db_check_writable(const char *path) {
+    char file[TSR_PATH_MAX], dir[TSR_PATH_MAX];
+    tsr_status st = resolve_db_path(path, file, sizeof file);
+    if (st != TSR_SUCCESS) return st;
+    struct stat sb;
+    if (stat(file, &sb) == 0) {
+        if (!S_ISREG(sb.st_mode)) return tsr_fail(TSR_ERR_IO, "tuning database %s is not a regular file", file);
+        if (access(file, W_OK) != 0)
+            return tsr_fail(TSR_ERR_IO, "tuning database %s is not writable: %s", file, strerror(errno));
+    } else if (errno != ENOENT && errno != ENOTDIR) {
+        return tsr_fail(TSR_ERR_IO, "tuning database %s: %s", file, strerror(errno));
+    }
+    /* The nearest existing ancestor must be a directory we may create in (the rest is created). */
+    parent_dir(file, dir, sizeof dir);
+    for (;;) {
+        if (stat(dir, &sb) == 0) {
+            if (!S_ISDIR(sb.st_mode))
+                return tsr_fail(TSR_ERR_IO, "cannot create the tuning database %s: %s is not a directory", file, dir);
+            if (access(dir, W_OK | X_OK) != 0)
+                return tsr_fail(TSR_ERR_IO, "cannot create the tuning database %s: directory %s is not writable: %s",
+                                file, dir, strerror(errno));
+            return TSR_SUCCESS;
+        }
+        if (errno != ENOENT && errno != ENOTDIR)
+            return tsr_fail(TSR_ERR_IO, "cannot create the tuning database %s: %s: %s", file, dir, strerror(errno));
+        char up[TSR_PATH_MAX];
+        parent_dir(dir, up, sizeof up);
+        if (strcmp(up, dir) == 0) return tsr_fail(TSR_ERR_IO, "cannot create the tuning database %s", file);
+        tsr_strlcpy(dir, up, sizeof dir);
+    }
+}
+
+/* Move a damaged file aside without ever replacing an earlier aside copy (two in one second
+ * get -1, -2, ... suffixes). */
+static tsr_status move_aside(const char *path, char *aside, size_t size) {
+    long now = (long)time(NULL);
+    for (int i = 0; i < 1000; ++i) {
+        if (i == 0) snprintf(aside, size, "%s.damaged-%ld", path, now);
+        else snprintf(aside, size, "%s.damaged-%ld-%d", path, now, i);
+        if (renameat2(AT_FDCWD, path, AT_FDCWD, aside, RENAME_NOREPLACE) == 0) return TSR_SUCCESS;
+        if (errno == EEXIST) continue;
+        if (errno != EINVAL && errno != ENOSYS) break;
+        /* No RENAME_NOREPLACE on this file system: a hard link is just as exclusive. */
+        if (link(path, aside) == 0) {
+            if (unlink(path) == 0) return TSR_SUCCESS;
+            int e = errno;
+            unlink(aside);
+            errno = e;
+            break;
+        }
+        if (errno != EEXIST) break;
+    }
+    return TSR_ERR_IO;
+}
+
+/* Temp files of writers killed mid-write (tsr_write_file_atomic names them PATH.tmp.PID.N):
+ * under the database lock no writer is running, so every one left is stale. */
+static void remove_stale_temps(const char *path) {
+    char dir[TSR_PATH_MAX], prefix[TSR_PATH_MAX];
+    parent_dir(path, dir, sizeof dir);
+    const char *slash = strrchr(path, '/');
+    int plen = snprintf(prefix, sizeof prefix, "%s.tmp.", slash ? slash + 1 : path);
+    if (plen < 0 || (size_t)plen >= sizeof prefix) return;
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, (size_t)plen) != 0) continue;
+        const char *rest = e->d_name + plen;
+        if (!*rest || strspn(rest, "0123456789.") != strlen(rest)) continue; /* only our own pattern */
+        unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
+tsr_status tsr_db_update(const char *db_path, tsr_status (*update)(cJSON *root, void *ctx), void *ctx) {
+    char path[TSR_PATH_MAX], dir[TSR_PATH_MAX], lock_path[TSR_PATH_MAX + 8];
+    if (!db_path || !*db_path) return tsr_fail(TSR_ERR_INVALID_ARG, "the tuning database path is empty");
+    tsr_status st = resolve_db_path(db_path, path, sizeof path);
+    if (st != TSR_SUCCESS) return st;
+    parent_dir(path, dir, sizeof dir);
+    if ((st = tsr_make_dirs(dir)) != TSR_SUCCESS) return st;
+    if ((size_t)snprintf(lock_path, sizeof lock_path, "%s.lock", path) >= sizeof lock_path)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "tuning database path too long: %s", path);
     /* Two tuners writing at once: each re-reads and merges under the lock, so neither loses entries. */
     int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lock < 0) return tsr_fail(TSR_ERR_IO, "cannot open lock file %s: %s", lock_path, strerror(errno));
@@ -402,15 +600,15 @@ tsr_status tsr_db_update(const char *path, tsr_status (*update)(cJSON *root, voi
             return tsr_fail(TSR_ERR_IO, "cannot lock %s: %s", lock_path, strerror(errno));
         }
     }
+    remove_stale_temps(path);
     cJSON *root = NULL;
-    tsr_status st = tsr_db_load(path, &root);
+    st = tsr_db_load(path, &root);
     if (st == TSR_ERR_CORRUPT) {
         /* Keep the original aside: never overwrite what a user saved without a copy. */
         char aside[TSR_PATH_MAX + 64];
-        snprintf(aside, sizeof aside, "%s.damaged-%ld", path, (long)time(NULL));
         char why[512];
         tsr_strlcpy(why, tsr_last_error(), sizeof why);
-        if (rename(path, aside) != 0) {
+        if (move_aside(path, aside, sizeof aside) != TSR_SUCCESS) {
             st = tsr_fail(TSR_ERR_IO, "%s, and it could not be moved aside to %s: %s", why, aside, strerror(errno));
             goto out;
         }
@@ -424,11 +622,8 @@ tsr_status tsr_db_update(const char *path, tsr_status (*update)(cJSON *root, voi
     }
     if (st != TSR_SUCCESS) goto out;
     if ((st = update(root, ctx)) != TSR_SUCCESS) goto out;
-    char *text = cJSON_Print(root);
-    if (!text) {
-        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
-    }
+    char *text = NULL;
+    if ((st = db_text(root, &text)) != TSR_SUCCESS) goto out;
     st = tsr_write_file_atomic(path, text, strlen(text));
     free(text);
 out:
@@ -448,7 +643,8 @@ static tsr_status merge_update(cJSON *root, void *ctx) {
 
 tsr_status tsr_tuning_db_import(const char *db_path, const char *file, size_t *merged) {
     tsr_clear_diagnostics();
-    if (!file || !merged) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_import: file and merged must be set");
+    if (!file || !*file || !merged)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_import: file and merged must be set");
     *merged = 0;
     char path[TSR_PATH_MAX];
     tsr_status st = db_path ? (tsr_strlcpy(path, db_path, sizeof path), TSR_SUCCESS) : tsr_tuning_db_path(path, sizeof path);
@@ -466,15 +662,17 @@ tsr_status tsr_tuning_db_import(const char *db_path, const char *file, size_t *m
 
 tsr_status tsr_tuning_db_export(const char *db_path, const char *file) {
     tsr_clear_diagnostics();
-    if (!file) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_export: file must be set");
+    if (!file || !*file) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_export: file must be set");
+    if (db_path && !*db_path) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_export: the database path is empty");
     char path[TSR_PATH_MAX];
     tsr_status st = db_path ? (tsr_strlcpy(path, db_path, sizeof path), TSR_SUCCESS) : tsr_tuning_db_path(path, sizeof path);
     if (st != TSR_SUCCESS) return st;
     cJSON *root = NULL;
     if ((st = tsr_db_load(path, &root)) != TSR_SUCCESS) return st;
-    char *text = cJSON_Print(root);
+    char *text = NULL;
+    st = db_text(root, &text); /* an older file's export gets its checksum */
     cJSON_Delete(root);
-    if (!text) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st != TSR_SUCCESS) return st;
     st = tsr_write_file_atomic(file, text, strlen(text));
     free(text);
     return st;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 /* Run the CLI with arguments (shell-quoted by the caller); capture stdout+stderr. */
 static int run_cli(const char *env, const char *args, char *out, size_t size) {
@@ -390,6 +391,112 @@ static void outputs_checked_before_running(void **state) {
     th_remove_tree(dir);
 }
 
+/* ---- tuning database and tune options (hardening) ---- */
+
+static size_t count_of(const char *haystack, const char *needle) {
+    size_t n = 0;
+    for (const char *p = strstr(haystack, needle); p; p = strstr(p + 1, needle)) ++n;
+    return n;
+}
+
+/* Every command passes library warnings on, each once: a damaged database is not only
+ * reported by tune --show. */
+static void cli_warns_once_about_a_damaged_db(void **state) {
+    (void)state;
+    char dir[600], env[800];
+    th_tempdir(dir, sizeof dir);
+    char path[700];
+    snprintf(path, sizeof path, "%s/db.json", dir);
+    static const char damaged[] = "{\"format\": \"tessera-tuning-db\", \"schema_version\": 1.5, \"devices\": {}}";
+    th_write_file(path, damaged, strlen(damaged));
+    snprintf(env, sizeof env, "TSR_TUNING_DB=%s", path);
+    assert_int_equal(run_cli(env, "demo --device cpu", out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "tessera: warning: tuning database");
+    TH_ASSERT_CONTAINS(out, "schema version 1.5");
+    assert_int_equal(count_of(out, "is unusable"), 1);
+    assert_int_equal(run_cli(env, "bench gelu --sizes 1000 --part elementwise --budget 0.01", out, sizeof out), 0);
+    assert_int_equal(count_of(out, "is unusable"), 1);
+    th_remove_tree(dir);
+}
+
+/* No place to save: tune fails at once, before any candidate is measured. */
+static void cli_tune_checks_destination_first(void **state) {
+    (void)state;
+    char dir[600], env[900], args[900], log[700];
+    th_tempdir(dir, sizeof dir);
+    snprintf(log, sizeof log, "%s/log.jsonl", dir);
+    snprintf(args, sizeof args, "tune --op gemm --classes small --evals 2 --log %s", log);
+    assert_int_equal(run_cli("env -u TSR_TUNING_DB XDG_DATA_HOME=/dev/null/x", args, out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "/dev/null is not a directory");
+    assert_int_not_equal(access(log, F_OK), 0); /* nothing was measured */
+    assert_int_equal(run_cli("env -u TSR_TUNING_DB -u XDG_DATA_HOME -u HOME", args, out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "no tuning database path");
+    assert_int_not_equal(access(log, F_OK), 0);
+    snprintf(env, sizeof env, "TSR_TUNING_DB=%s/log.jsonl/db.json", dir); /* parent is a file once the log exists */
+    th_write_file(log, "", 0);
+    assert_int_equal(run_cli(env, args, out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "is not a directory");
+    th_remove_tree(dir);
+}
+
+/* Option values are taken whole and in range, or refused. */
+static void cli_tune_refuses_bad_values(void **state) {
+    (void)state;
+    static const struct { const char *args, *message; } cases[] = {
+        {"tune --db ''", "--db needs a file name"},
+        {"tune --import a.json --export b.json", "separate commands"},
+        {"tune --show --export b.json", "separate commands"},
+        {"tune --export ''", "--export needs a file name"},
+        {"tune --seed abc", "--seed"},
+        {"tune --seed -1", "--seed"},
+        {"tune --seed 99999999999999999999999", "--seed"},
+        {"tune --budget inf", "--budget"},
+        {"tune --budget nan", "--budget"},
+        {"tune --budget 1e300", "--budget"},
+        {"tune --budget ''", "--budget"},
+        {"tune --evals 99999999999", "--evals"},
+        {"tune --evals 0", "--evals"},
+        {"tune --evals 3x", "--evals"},
+        {"tune --classes ''", "--classes needs a value"},
+        {"tune --space ''", "--space needs a value"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        int rc = run_cli("TSR_TUNING_DB=/nonexistent-dir-for-tessera-tests/db.json", cases[c].args, out, sizeof out);
+        if (rc != 2 || !strstr(out, cases[c].message))
+            fail_msg("'%s' gave %d: %s (expected 2 and '%s')", cases[c].args, rc, out, cases[c].message);
+    }
+    char longer[512] = "tune --op gemm --dry-run --evals 1 --classes "; /* + 360 */
+    for (int i = 0; i < 60; ++i) strcat(longer, "small,");
+    assert_int_equal(run_cli(NULL, longer, out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "longer than");
+}
+
+/* Exports carry the checksum; a hand-edited number makes the file damaged, not trusted. */
+static void cli_export_is_sealed(void **state) {
+    (void)state;
+    char dir[600], env[800], args[1600], path[700];
+    th_tempdir(dir, sizeof dir);
+    snprintf(env, sizeof env, "TSR_TUNING_DB=%s/db.json", dir);
+    assert_int_equal(run_cli(env, "tune --op gemm --classes small --evals 1 --seed 0x5", out, sizeof out), 0);
+    snprintf(path, sizeof path, "%s/out.json", dir);
+    snprintf(args, sizeof args, "tune --export %s", path);
+    assert_int_equal(run_cli(env, args, out, sizeof out), 0);
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    TH_ASSERT_CONTAINS(text, "\"checksum\"");
+    char *g = strstr(text, "\"gflops\":\t");
+    assert_non_null(g);
+    g += strlen("\"gflops\":\t");
+    *g = *g == '9' ? '1' : (char)(*g + 1); /* another first digit */
+    th_write_file(path, text, size);
+    free(text);
+    snprintf(args, sizeof args, "tune --import %s", path);
+    assert_int_equal(run_cli(env, args, out, sizeof out), 1);
+    TH_ASSERT_CONTAINS(out, "checksum mismatch");
+    th_remove_tree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(devices_json_lists_pocl),
@@ -404,6 +511,10 @@ int main(void) {
         /* bench, peak and report hardening */
         cmocka_unit_test(bench_numbers_are_strict),
         cmocka_unit_test(outputs_checked_before_running),
+        cmocka_unit_test(cli_warns_once_about_a_damaged_db),
+        cmocka_unit_test(cli_tune_checks_destination_first),
+        cmocka_unit_test(cli_tune_refuses_bad_values),
+        cmocka_unit_test(cli_export_is_sealed),
     };
     return TH_RUN(tests);
 }

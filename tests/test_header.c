@@ -18,7 +18,8 @@ static const struct {
     const char *name;
     any_fn fn;
 } api[] = {
-    FN(tsr_status_str), FN(tsr_last_error), FN(tsr_last_warning), FN(tsr_device_type_str), FN(tsr_discover),
+    FN(tsr_status_str), FN(tsr_last_error), FN(tsr_last_warning), FN(tsr_set_warning_handler),
+    FN(tsr_device_type_str), FN(tsr_discover),
     FN(tsr_discover_json), FN(tsr_free), FN(tsr_device_open), FN(tsr_device_wrap), FN(tsr_device_close),
     FN(tsr_device_get_info), FN(tsr_device_context), FN(tsr_device_id), FN(tsr_device_queue),
     FN(tsr_device_fingerprint), FN(tsr_cache_get_info), FN(tsr_get_kernel), FN(tsr_kernel_source_names),

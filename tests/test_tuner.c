@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -60,8 +62,11 @@ typedef struct planted_ctx {
 
 static int illegal_builds;
 
+static int planted_setups; /* how many class searches began */
+
 static tsr_status planted_setup(tsr_device *dev, const char *cls, void **out) {
     (void)cls;
+    ++planted_setups;
     planted_ctx *c = calloc(1, sizeof *c);
     th_fill_uniform(c->host, PLANTED_N, -1, 1);
     c->x = th_buffer_from(dev, c->host, PLANTED_N);
@@ -228,6 +233,10 @@ static void bad_options(void **state) {
     TH_ASSERT_CONTAINS(tsr_last_error(), "strategy");
     o = (tsr_tune_options){.budget_seconds = -1};
     TH_ASSERT_STATUS(tsr_tune(dev, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
+    o = (tsr_tune_options){.budget_seconds = INFINITY};
+    TH_ASSERT_STATUS(tsr_tune(dev, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
+    o = (tsr_tune_options){.budget_seconds = NAN};
+    TH_ASSERT_STATUS(tsr_tune(dev, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
     o = (tsr_tune_options){.classes = "large,nonsense"};
     TH_ASSERT_STATUS(tsr_tune(dev, "gemm", &o, r, 1, &n), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "nonsense");
@@ -362,6 +371,7 @@ static void stale_entries_are_passed_over(void **state) {
     tsr_config_info ci = lookup_fresh("large");
     assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || ci.source == TSR_CONFIG_BUILTIN_DEFAULT);
     TH_ASSERT_CONTAINS(ci.origin, "kernel source changed");
+    TH_ASSERT_CONTAINS(tsr_last_warning(), "kernel source changed"); /* the user's own entry: a warning too */
     /* ...while a current entry for the same device under another driver is used, and named. */
     add_entry(root, "otherdriver", i->platform_name, i->vendor, i->name, "0.9-old", type, "large", 4, 20, hash, "2026-01-01");
     write_db(root, db_path);
@@ -387,6 +397,18 @@ static void damaged_files(void **state) {
         {"{\"format\": \"tessera-tuning-db\", \"schema_version\": 1, \"devices\": {\"d\": {\"platform\": 1}}}", "lacks"},
         {"{\"format\": \"tessera-tuning-db\", \"schema_version\": 1, \"devices\": {}} trailing", "not valid JSON"},
         {"", "not valid JSON"},
+        {"{\"format\": \"tessera-tuning-db\", \"schema_version\": 1.5, \"devices\": {}}", "schema version 1.5"},
+        {"{\"format\": \"tessera-tuning-db\", \"schema_version\": 1, \"devices\": {}, \"checksum\": \"0123456789abcdef\"}",
+         "checksum mismatch"},
+        {"{\"format\": \"tessera-tuning-db\", \"schema_version\": 1, \"devices\": {}, \"checksum\": 5}", "checksum"},
+        {"{\"format\": \"tessera-tuning-db\", \"schema_version\": 1, \"devices\": {}, \"note\": \"a\\u0001b\"}",
+         "control character"},
+        {"{\"format\": \"tessera-tuning-db\", \"schema_version\": 1, \"devices\": {}, \"note\": \"a\x01b\"}",
+         "control character"},
+        {"{\"format\": \"tessera-tuning-db\", \"schema_version\": 1, \"devices\": {}, \"note\": \"caf\xc3\"}",
+         "invalid UTF-8"},
+        {"{\"format\": \"tessera-tuning-db\", \"schema_version\": 1, \"devices\": {}, \"n\xed\xa0\x80\": 1}",
+         "invalid UTF-8"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
         th_write_file(db_path, cases[c].text, strlen(cases[c].text));
@@ -463,6 +485,11 @@ static void import_export_merge(void **state) {
     cJSON_Delete(after);
     snprintf(other, sizeof other, "%s/missing.json", dir);
     TH_ASSERT_STATUS(tsr_tuning_db_import(NULL, other, &merged), TSR_ERR_NOT_FOUND);
+    /* An empty name is refused, not taken as the default database. */
+    TH_ASSERT_STATUS(tsr_tuning_db_import("", exported, &merged), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_tuning_db_import(NULL, "", &merged), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_tuning_db_export("", exported), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_tuning_db_export(NULL, ""), TSR_ERR_INVALID_ARG);
     cJSON_Delete(a);
     cJSON_Delete(b);
     cJSON_Delete(c);
@@ -519,6 +546,7 @@ static void builtin_database_is_valid(void **state) {
     (void)state;
     cJSON *root = cJSON_Parse(tsr_builtin_tuning_json);
     assert_non_null(root);
+    assert_true(cJSON_IsString(cJSON_GetObjectItem(root, "checksum"))); /* sealed: checked like user files */
     char path[700];
     snprintf(path, sizeof path, "%s/builtin.json", dir);
     write_db(root, path);
@@ -543,6 +571,216 @@ static void builtin_entries_for_this_device_are_current(void **state) {
     assert_true(classes >= 4);
 }
 
+
+/* ---- integrity: checksums, clean strings ---- */
+
+static tsr_status merge_tree(cJSON *root, void *ctx) {
+    tsr_db_merge(root, ctx);
+    return TSR_SUCCESS;
+}
+
+/* A database for this device written by tessera (so with its checksum), as text. */
+static char *sealed_db_text(double gflops) {
+    const tsr_device_info *i = tsr_device_get_info(dev);
+    char hash[17];
+    TH_ASSERT_OK(tsr_source_hash("gemm", hash));
+    cJSON *root = tsr_db_new();
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, tsr_device_type_str(i->type),
+              "large", 2, gflops, hash, "2026-01-01");
+    unlink(db_path);
+    TH_ASSERT_OK(tsr_db_update(db_path, merge_tree, root));
+    cJSON_Delete(root);
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(db_path, &text, &size));
+    TH_ASSERT_CONTAINS(text, "\"checksum\"");
+    return text;
+}
+
+static int warnings_seen;
+static char last_seen[4096];
+static void count_warning(const char *message, void *user) {
+    (void)user;
+    ++warnings_seen;
+    snprintf(last_seen, sizeof last_seen, "%s", message);
+}
+
+static void checksum_guards_entries(void **state) {
+    (void)state;
+    char name[TSR_INFO_STR]; /* a copy: dev is reopened below */
+    snprintf(name, sizeof name, "%s", tsr_device_get_info(dev)->name);
+    char *text = sealed_db_text(12.5);
+    tsr_config_info ci = lookup_fresh("large");
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED); /* sealed and intact */
+    assert_true(ci.tuned_gflops == 12.5);
+    /* Each change keeps the JSON valid and the schema intact: only the checksum tells. */
+    char *flips[2] = {strdup(text), strdup(text)};
+    char *digit = strstr(flips[0], "12.5");
+    assert_non_null(digit);
+    digit[1] = '3'; /* 13.5 GFLOP/s */
+    char quoted[300];
+    snprintf(quoted, sizeof quoted, "\"name\":\t\"%s\"", name);
+    char *at = strstr(flips[1], quoted);
+    assert_non_null(at);
+    at[strlen(quoted) - 2] ^= 0x01; /* one bit of the device name's last character */
+    tsr_set_warning_handler(count_warning, NULL);
+    for (int f = 0; f < 2; ++f) {
+        th_write_file(db_path, flips[f], strlen(flips[f]));
+        warnings_seen = 0;
+        ci = lookup_fresh("large");
+        assert_int_not_equal(ci.source, TSR_CONFIG_TUNED); /* the entry is not used */
+        TH_ASSERT_CONTAINS(ci.origin, "checksum mismatch");
+        TH_ASSERT_CONTAINS(tsr_last_warning(), "checksum mismatch");
+        assert_int_equal(warnings_seen, 1); /* the handler sees it too */
+        TH_ASSERT_CONTAINS(last_seen, "checksum mismatch");
+        /* A writer does not overwrite it silently: it is moved aside, and the new file is sealed. */
+        tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 1, .classes = "only"};
+        TH_ASSERT_OK(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL));
+        TH_ASSERT_CONTAINS(tsr_last_warning(), "moved it to");
+        cJSON_Delete(load(db_path));
+        free(flips[f]);
+    }
+    tsr_set_warning_handler(NULL, NULL);
+    /* Exports are sealed too, and an intact sealed file still loads. */
+    char exported[700];
+    snprintf(exported, sizeof exported, "%s/exported.json", dir);
+    TH_ASSERT_OK(tsr_tuning_db_export(NULL, exported));
+    cJSON *e = load(exported);
+    assert_true(cJSON_IsString(cJSON_GetObjectItem(e, "checksum")));
+    cJSON_Delete(e);
+    th_write_file(db_path, text, strlen(text));
+    ci = lookup_fresh("large");
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED);
+    free(text);
+    /* A file from before checksums (none at all) is read as it always was. */
+    cJSON *root = load(db_path);
+    cJSON_DeleteItemFromObject(root, "checksum");
+    write_db(root, db_path);
+    cJSON_Delete(root);
+    ci = lookup_fresh("large");
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED);
+    assert_string_equal(tsr_last_warning(), "");
+}
+
+/* Damaged files moved aside in the same second never replace each other (nor anything else). */
+static void asides_are_never_replaced(void **state) {
+    (void)state;
+    long now = (long)time(NULL);
+    char keep[3][800];
+    for (int i = 0; i < 3; ++i) { /* whatever second the moves happen in, its name is taken */
+        snprintf(keep[i], sizeof keep[i], "%s.damaged-%ld", db_path, now + i);
+        th_write_file(keep[i], "keep", 4);
+    }
+    static const char *const damaged[2] = {"{\"first", "{\"second"};
+    for (int d = 0; d < 2; ++d) {
+        th_write_file(db_path, damaged[d], strlen(damaged[d]));
+        tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 1, .classes = "only"};
+        TH_ASSERT_OK(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL));
+        TH_ASSERT_CONTAINS(tsr_last_warning(), "moved it to");
+    }
+    int found[2] = {0, 0}, kept = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strstr(e->d_name, ".damaged-")) continue;
+        char path[900], *data = NULL;
+        size_t size = 0;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        TH_ASSERT_OK(tsr_read_file(path, &data, &size));
+        if (strcmp(data, "keep") == 0) ++kept;
+        for (int k = 0; k < 2; ++k) found[k] += strcmp(data, damaged[k]) == 0;
+        free(data);
+    }
+    closedir(d);
+    assert_int_equal(kept, 3);
+    assert_int_equal(found[0], 1);
+    assert_int_equal(found[1], 1);
+}
+
+/* A symlinked database is written through to its target; temp files of a killed writer go. */
+static void updates_follow_links_and_clean_temps(void **state) {
+    (void)state;
+    char real_dir[700], target[800], link_path[800], stale[900], other[900];
+    snprintf(real_dir, sizeof real_dir, "%s/real", dir);
+    TH_ASSERT_OK(tsr_make_dirs(real_dir));
+    snprintf(target, sizeof target, "%s/db.json", real_dir);
+    snprintf(link_path, sizeof link_path, "%s/link.json", dir);
+    assert_int_equal(symlink("real/db.json", link_path), 0); /* relative, and dangling until written */
+    snprintf(stale, sizeof stale, "%s.tmp.999999.3", target);
+    snprintf(other, sizeof other, "%s.tmp.notours", target);
+    th_write_file(stale, "{\"torn", 6);
+    th_write_file(other, "x", 1);
+    cJSON *root = tsr_db_new();
+    add_entry(root, "k", "P", "V", "one", "1", "GPU", "large", 2, 10, "0123456789abcdef", "2026-01-01");
+    TH_ASSERT_OK(tsr_db_update(link_path, merge_tree, root));
+    TH_ASSERT_OK(tsr_db_update(link_path, merge_tree, root)); /* the second through an existing target */
+    cJSON_Delete(root);
+    struct stat sb;
+    assert_int_equal(lstat(link_path, &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode));
+    root = load(target);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(root, "devices")), 1);
+    cJSON_Delete(root);
+    assert_int_not_equal(access(stale, F_OK), 0);
+    assert_int_equal(access(other, F_OK), 0); /* not tessera's name pattern: left alone */
+    TH_ASSERT_STATUS(tsr_db_update("", merge_tree, NULL), TSR_ERR_INVALID_ARG);
+}
+
+/* No writable destination: the tuner says so before it measures anything. */
+static void tune_checks_destination_first(void **state) {
+    (void)state;
+    char file[700], bad[800];
+    snprintf(file, sizeof file, "%s/a-file", dir);
+    th_write_file(file, "x", 1);
+    snprintf(bad, sizeof bad, "%s/sub/tuning.json", file); /* a parent is a regular file (root ignores modes) */
+    tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 1, .classes = "only", .db_path = bad};
+    planted_setups = 0;
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL), TSR_ERR_IO);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "not a directory");
+    o.db_path = NULL;
+    setenv("TSR_TUNING_DB", bad, 1);
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL), TSR_ERR_IO);
+    snprintf(bad, sizeof bad, "%s", dir); /* a directory where the file should be */
+    o.db_path = bad;
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL), TSR_ERR_IO);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "not a regular file");
+    o.db_path = "";
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL), TSR_ERR_INVALID_ARG);
+    /* No path at all. */
+    o.db_path = NULL;
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    unsetenv("TSR_TUNING_DB");
+    unsetenv("XDG_DATA_HOME");
+    unsetenv("HOME");
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL), TSR_ERR_NOT_FOUND);
+    if (home) setenv("HOME", home, 1);
+    free(home);
+    setenv("TSR_TUNING_DB", db_path, 1);
+    assert_int_equal(planted_setups, 0);
+    /* A dry run needs no destination. */
+    o.dry_run = true;
+    o.db_path = file;
+    TH_ASSERT_OK(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL));
+    assert_int_equal(planted_setups, 1);
+}
+
+/* Class lists are taken whole or refused: never cut at 255 characters or 16 classes. */
+static void class_lists_are_not_truncated(void **state) {
+    (void)state;
+    char many[400] = "";
+    for (int i = 0; i < 70; ++i) strcat(many, i ? ",only" : "only"); /* 349 characters */
+    tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 1, .classes = many, .dry_run = true};
+    planted_setups = 0;
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "longer than");
+    o.classes = "only,other,only";
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "twice");
+    o.classes = ",,,";
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL), TSR_ERR_INVALID_ARG);
+    assert_int_equal(planted_setups, 0);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--child-writes") == 0) return child_writes(argv[2], argv[3], 25);
     const struct CMUnitTest tests[] = {
@@ -556,6 +794,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(concurrent_writers_lose_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(builtin_database_is_valid, setup, teardown),
         cmocka_unit_test_setup_teardown(builtin_entries_for_this_device_are_current, setup, teardown),
+        cmocka_unit_test_setup_teardown(checksum_guards_entries, setup, teardown),
+        cmocka_unit_test_setup_teardown(asides_are_never_replaced, setup, teardown),
+        cmocka_unit_test_setup_teardown(updates_follow_links_and_clean_temps, setup, teardown),
+        cmocka_unit_test_setup_teardown(tune_checks_destination_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(class_lists_are_not_truncated, setup, teardown),
     };
     return TH_RUN(tests);
 }

@@ -1,12 +1,15 @@
 /* tessera: the command-line front end (devices, demo, build-binaries, cache). */
 #define _GNU_SOURCE
+#include "args.h"
 #include "bench.h"
 #include "tessera.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
-#include <math.h>
 #include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +67,35 @@ static int usage(FILE *out) {
             "SEL: cpu, gpu, accelerator, P:D indices, or part of a device name (default: $TSR_DEVICE,\n"
             "     else a GPU, else an accelerator, else a CPU)\n");
     return out == stderr ? 2 : 0;
+}
+
+/* Every library warning of every command, on stderr, each distinct text once: a damaged
+ * tuning database warns again for each device opened, and after each re-read. */
+static pthread_mutex_t warned_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **warned;
+static size_t nwarned;
+
+static void print_warning(const char *message, void *user) {
+    (void)user;
+    pthread_mutex_lock(&warned_lock);
+    bool seen = false;
+    for (size_t i = 0; i < nwarned && !seen; ++i) seen = strcmp(warned[i], message) == 0;
+    if (!seen) {
+        fprintf(stderr, "tessera: warning: %s\n", message);
+        char **grown = realloc(warned, (nwarned + 1) * sizeof *warned);
+        char *copy = strdup(message);
+        if (grown) warned = grown;
+        if (grown && copy) warned[nwarned++] = copy;
+        else free(copy);
+    }
+    pthread_mutex_unlock(&warned_lock);
+}
+
+static void forget_warnings(void) {
+    for (size_t i = 0; i < nwarned; ++i) free(warned[i]);
+    free(warned);
+    warned = NULL;
+    nwarned = 0;
 }
 
 static int fail(tsr_status st) {
@@ -351,7 +383,7 @@ static void tune_progress(const tsr_tune_progress *p, void *user) {
 static int show_tuning(tsr_device *dev, const char *op_filter) {
     const tsr_device_info *info = tsr_device_get_info(dev);
     char path[1024] = "";
-    tsr_tuning_db_path(path, sizeof path);
+    if (tsr_tuning_db_path(path, sizeof path) != TSR_SUCCESS) snprintf(path, sizeof path, "(none: %s)", tsr_last_error());
     printf("device %s (%s, driver %s)\ntuning database %s\n", info->name, info->platform_name, info->driver_version,
            path);
     for (const char *const *op = tsr_op_names(); *op; ++op) {
@@ -380,24 +412,24 @@ static int cmd_tune(int argc, char **argv) {
     tsr_tune_options to = {0};
     const char *device = NULL, *op = "all", *export_file = NULL, *import_file = NULL;
     int show = 0, c;
-    char *end = NULL;
+    long long count = 0;
     while ((c = getopt_long(argc, argv, "d:o:b:e:s:S:c:r:D:nwx:i:l:h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'o': op = optarg; break;
         case 'b':
-            to.budget_seconds = strtod(optarg, &end);
-            if (*end || !(to.budget_seconds > 0)) {
-                fprintf(stderr, "tessera tune: --budget needs a positive number of seconds\n");
+            if (!args_parse_seconds(optarg, false, &to.budget_seconds)) {
+                fprintf(stderr, "tessera tune: --budget needs a positive number of seconds (at most %.0f)\n",
+                        ARGS_MAX_SECONDS);
                 return 2;
             }
             break;
         case 'e':
-            to.budget_evaluations = (int)strtol(optarg, &end, 10);
-            if (*end || to.budget_evaluations <= 0) {
-                fprintf(stderr, "tessera tune: --evals needs a positive count\n");
+            if (!args_parse_long(optarg, 1, INT_MAX, &count)) {
+                fprintf(stderr, "tessera tune: --evals needs a count from 1 to %d\n", INT_MAX);
                 return 2;
             }
+            to.budget_evaluations = (int)count;
             break;
         case 's':
             if (strcmp(optarg, "exhaustive") == 0) to.strategy = TSR_TUNE_EXHAUSTIVE;
@@ -409,10 +441,28 @@ static int cmd_tune(int argc, char **argv) {
                 return 2;
             }
             break;
-        case 'S': to.space = optarg; break;
-        case 'c': to.classes = optarg; break;
-        case 'r': to.seed = strtoull(optarg, NULL, 0); break;
-        case 'D': setenv("TSR_TUNING_DB", optarg, 1); break; /* lookups in this process use it too */
+        case 'S':
+        case 'c':
+            if (!*optarg) { /* an empty list would mean "everything", not what was typed */
+                fprintf(stderr, "tessera tune: --%s needs a value\n", c == 'S' ? "space" : "classes");
+                return 2;
+            }
+            if (c == 'S') to.space = optarg;
+            else to.classes = optarg;
+            break;
+        case 'r':
+            if (!args_parse_u64(optarg, &to.seed)) {
+                fprintf(stderr, "tessera tune: --seed needs an unsigned 64-bit integer (0: from the clock)\n");
+                return 2;
+            }
+            break;
+        case 'D':
+            if (!*optarg) { /* TSR_TUNING_DB="" would silently mean the default database */
+                fprintf(stderr, "tessera tune: --db needs a file name\n");
+                return 2;
+            }
+            setenv("TSR_TUNING_DB", optarg, 1); /* lookups in this process use it too */
+            break;
         case 'n': to.dry_run = true; break;
         case 'w': show = 1; break;
         case 'x': export_file = optarg; break;
@@ -422,6 +472,14 @@ static int cmd_tune(int argc, char **argv) {
         }
     }
     if (optind < argc) return usage(stderr);
+    if ((export_file != NULL) + (import_file != NULL) + show > 1) {
+        fprintf(stderr, "tessera tune: --show, --export and --import are separate commands: give one\n");
+        return 2;
+    }
+    if ((export_file && !*export_file) || (import_file && !*import_file)) {
+        fprintf(stderr, "tessera tune: --%s needs a file name\n", export_file ? "export" : "import");
+        return 2;
+    }
     if (export_file || import_file) {
         tsr_status st;
         if (import_file) {
@@ -432,7 +490,6 @@ static int cmd_tune(int argc, char **argv) {
             st = tsr_tuning_db_export(NULL, export_file);
             if (st == TSR_SUCCESS) printf("wrote %s\n", export_file);
         }
-        if (*tsr_last_warning()) fprintf(stderr, "tessera: warning: %s\n", tsr_last_warning());
         return st == TSR_SUCCESS ? 0 : fail(st);
     }
     if (strcmp(op, "all") != 0 && !tsr_op_classes(op)) {
@@ -442,7 +499,6 @@ static int cmd_tune(int argc, char **argv) {
     tsr_device *dev = NULL;
     tsr_status st = tsr_device_open(device, &dev);
     if (st != TSR_SUCCESS) return fail(st);
-    if (*tsr_last_warning()) fprintf(stderr, "tessera: warning: %s\n", tsr_last_warning());
     if (show) {
         int rc = show_tuning(dev, op);
         tsr_device_close(dev);
@@ -471,7 +527,6 @@ static int cmd_tune(int argc, char **argv) {
         }
         if (st != TSR_SUCCESS) rc = fail(st);
     }
-    if (rc == 0 && *tsr_last_warning()) fprintf(stderr, "tessera: warning: %s\n", tsr_last_warning());
     if (rc == 0 && !to.dry_run) {
         char path[1024];
         if (tsr_tuning_db_path(path, sizeof path) == TSR_SUCCESS) printf("saved to %s\n", path);
@@ -608,7 +663,17 @@ static int cmd_report(int argc, char **argv) {
     return 0;
 }
 
+static int run_command(int argc, char **argv);
+
 int main(int argc, char **argv) {
+    tsr_set_warning_handler(print_warning, NULL);
+    int rc = run_command(argc, argv);
+    tsr_set_warning_handler(NULL, NULL);
+    forget_warnings();
+    return rc;
+}
+
+static int run_command(int argc, char **argv) {
     if (argc < 2) return usage(stderr);
     const char *cmd = argv[1];
     argc -= 1;

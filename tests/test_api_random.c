@@ -86,6 +86,11 @@ static int iterations(int fallback_small) {
                  msg_, cur_iter, cur_desc, base_seed, cur_test, cur_iter);                                    \
     } while (0)
 
+/* $TSR_TEST_VERBOSE: print each iteration's arguments just before its call. */
+static void trace(void) {
+    if (getenv("TSR_TEST_VERBOSE")) fprintf(stderr, "# %s iteration %d: %s\n", cur_test, cur_iter, cur_desc);
+}
+
 #define DESC(...) snprintf(cur_desc + strlen(cur_desc), sizeof cur_desc - strlen(cur_desc), __VA_ARGS__)
 
 /* Sizes: 1, small primes, tile edges, and a few random ones. */
@@ -397,6 +402,7 @@ static void gemm_iteration(rng *r, int api, size_t max) {
     tb_upload(&A), tb_upload(&B), tb_upload(&C);
     if (g.bias) tb_upload(&Bias);
     cl_event ev = NULL;
+    trace();
     tsr_status st = call_gemm(&g, A.mem, B.mem, C.mem, g.bias ? Bias.mem : NULL, qc.q, qc.event ? &ev : NULL);
     if (st != TSR_SUCCESS) FAIL("refused a valid call: %s: %s", tsr_status_str(st), tsr_last_error());
     finish(&qc, ev);
@@ -446,12 +452,12 @@ static void gemm_iteration(rng *r, int api, size_t max) {
 
 static void random_sgemm(void **state) {
     (void)state;
-    FOR_ITERATIONS("random_sgemm", 3, r) gemm_iteration(&r, (int)rpick(&r, 2), small_mode() ? 17 : 70);
+    FOR_ITERATIONS("random_sgemm", 5, r) gemm_iteration(&r, (int)rpick(&r, 2), small_mode() ? 17 : 70);
 }
 
 static void random_sgemm_strided_batched(void **state) {
     (void)state;
-    FOR_ITERATIONS("random_sgemm_strided_batched", 2, r) gemm_iteration(&r, 2 + (int)rpick(&r, 2), small_mode() ? 9 : 40);
+    FOR_ITERATIONS("random_sgemm_strided_batched", 4, r) gemm_iteration(&r, 2 + (int)rpick(&r, 2), small_mode() ? 9 : 40);
 }
 
 /* Invalid argument sets: one perturbation of a valid call. tessera refuses it without writing
@@ -459,7 +465,7 @@ static void random_sgemm_strided_batched(void **state) {
  * CLBlast refuses, is the one documented difference). */
 static void random_gemm_invalid(void **state) {
     (void)state;
-    FOR_ITERATIONS("random_gemm_invalid", 0, r) {
+    FOR_ITERATIONS("random_gemm_invalid", 2, r) {
         gemm_args g;
         int api = rchance(&r, 2) ? 0 : 2;
         gemm_draw(&r, &g, api, 20);
@@ -507,6 +513,7 @@ static void random_gemm_invalid(void **state) {
         if (tessera_accepts) mark_matrix(C.writable, C.origin + g.c_off, row, g.m, g.n, g.ldc);
         for (size_t bi = 1; tessera_accepts && bi < g.batch; ++bi)
             mark_matrix(C.writable, C.origin + g.c_off + bi * g.c_stride, row, g.m, g.n, g.ldc);
+        trace();
         tsr_status st = call_gemm(&g, A.mem, B.mem, C.mem, NULL, NULL, NULL);
         if (tessera_accepts && st != TSR_SUCCESS) FAIL("tessera refused k = 0 or alpha = 0: %s", tsr_last_error());
         if (!tessera_accepts && st == TSR_SUCCESS) FAIL("tessera accepted an invalid call");
@@ -531,7 +538,7 @@ typedef tsr_status (*gelu_fn)(tsr_device *, tsr_gelu_mode, cl_mem, size_t, cl_me
 
 static void random_gelu(void **state) {
     (void)state;
-    FOR_ITERATIONS("random_gelu", 3, r) {
+    FOR_ITERATIONS("random_gelu", 4, r) {
         size_t n = rchance(&r, 4) ? 1 + rpick(&r, small_mode() ? 300 : 20000) : rsize(&r, 65);
         tsr_gelu_mode mode = rchance(&r, 2) ? TSR_GELU_TANH : TSR_GELU_ERF;
         bool unfused = rchance(&r, 3), in_place = rchance(&r, 3);
@@ -563,6 +570,7 @@ static void random_gelu(void **state) {
         tb_upload(&X);
         if (!in_place) tb_upload(&Y);
         cl_event ev = NULL;
+        trace();
         tsr_status st = (unfused ? tsr_gelu_unfused : tsr_gelu)(dev, mode, X.mem, x_off, out->mem, y_off, n, qc.q,
                                                                 qc.event ? &ev : NULL);
         if (st != TSR_SUCCESS) FAIL("refused a valid call: %s: %s", tsr_status_str(st), tsr_last_error());
@@ -691,6 +699,7 @@ static void conv_iteration(rng *r, bool overlapping_subbuffers) {
         clReleaseMemObject(sx), clReleaseMemObject(sy), clReleaseMemObject(parent);
     } else {
         cl_event ev = NULL;
+        trace();
         tsr_status st = tsr_conv2d(dev, &d, X.mem, Wt.mem, bias ? Bs.mem : NULL, Y.mem, qc.q, qc.event ? &ev : NULL);
         if (st != TSR_SUCCESS) FAIL("refused a valid call: %s: %s", tsr_status_str(st), tsr_last_error());
         finish(&qc, ev);
@@ -811,6 +820,7 @@ static void attention_iteration(rng *r, attention_fn fn, const char *fn_name) {
     tb_upload(&Q), tb_upload(&K), tb_upload(&V), tb_upload(&O);
     if (lse) tb_upload(&LS);
     cl_event ev = NULL;
+    trace();
     tsr_status st = fn(dev, &d, Q.mem, K.mem, V.mem, O.mem, qc.q, qc.event ? &ev : NULL);
     if (st != TSR_SUCCESS) FAIL("refused a valid call: %s: %s", tsr_status_str(st), tsr_last_error());
     finish(&qc, ev);
@@ -865,7 +875,7 @@ static void attention_iteration(rng *r, attention_fn fn, const char *fn_name) {
 
 static void random_attention(void **state) {
     (void)state;
-    FOR_ITERATIONS("random_attention", 3, r) attention_iteration(&r, tsr_attention, "tsr_attention");
+    FOR_ITERATIONS("random_attention", 5, r) attention_iteration(&r, tsr_attention, "tsr_attention");
 }
 
 /* ------------------------------------------------- known defects (fixed on other branches) */

@@ -37,6 +37,7 @@ static bool small_mode(void) { return th_oclgrind_mode(); }
 /* ------------------------------------------------------------ seeds, iterations, failures */
 
 static uint64_t base_seed;
+static int clblast_compared; /* iterations also run through CLBlast */
 static const char *cur_test = "";
 static int cur_iter;
 static char cur_desc[2048]; /* the iteration's full arguments */
@@ -437,6 +438,7 @@ static void gemm_iteration(rng *r, int api, size_t max) {
         tb_upload(&C);
         CLBlastStatusCode cs = call_clblast(&g, A.mem, B.mem, C.mem);
         if (cs != CLBlastSuccess) FAIL("CLBlast refused a call tessera ran: status %d", (int)cs);
+        ++clblast_compared;
         tb_download(&C);
         errsum d = {0, 0};
         for (size_t i = 0; i < C.total; ++i)
@@ -452,12 +454,16 @@ static void gemm_iteration(rng *r, int api, size_t max) {
 
 static void random_sgemm(void **state) {
     (void)state;
+    clblast_compared = 0;
     FOR_ITERATIONS("random_sgemm", 5, r) gemm_iteration(&r, (int)rpick(&r, 2), small_mode() ? 17 : 70);
+    fprintf(stderr, "# %d iterations also compared with CLBlast\n", clblast_compared);
 }
 
 static void random_sgemm_strided_batched(void **state) {
     (void)state;
+    clblast_compared = 0;
     FOR_ITERATIONS("random_sgemm_strided_batched", 4, r) gemm_iteration(&r, 2 + (int)rpick(&r, 2), small_mode() ? 9 : 40);
+    fprintf(stderr, "# %d iterations also compared with CLBlast\n", clblast_compared);
 }
 
 /* Invalid argument sets: one perturbation of a valid call. tessera refuses it without writing
@@ -465,6 +471,7 @@ static void random_sgemm_strided_batched(void **state) {
  * CLBlast refuses, is the one documented difference). */
 static void random_gemm_invalid(void **state) {
     (void)state;
+    clblast_compared = 0;
     FOR_ITERATIONS("random_gemm_invalid", 2, r) {
         gemm_args g;
         int api = rchance(&r, 2) ? 0 : 2;
@@ -525,10 +532,12 @@ static void random_gemm_invalid(void **state) {
         if (!small_mode()) {
             CLBlastStatusCode cs = call_clblast(&g, A.mem, B.mem, C.mem);
             if (cs == CLBlastSuccess) FAIL("CLBlast accepted what tessera %s", tessera_accepts ? "accepts (k = 0 or alpha = 0)" : "refuses");
+            ++clblast_compared;
         }
 #endif
         tb_free(&A), tb_free(&B), tb_free(&C);
     }
+    fprintf(stderr, "# %d refusals also compared with CLBlast\n", clblast_compared);
 }
 
 /* ------------------------------------------------------------------------------ GELU */

@@ -3,6 +3,7 @@
 #include "bench.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -188,6 +189,28 @@ tsr_status bench_parse_count(const char *text, const char *option, uint64_t min,
     if (!bench_scan_uint(&p, max, &v) || *p || v < min)
         return tsr_fail(TSR_ERR_INVALID_ARG, "%s: '%s' is not a whole number from %llu to %llu", option, text,
                         (unsigned long long)min, (unsigned long long)max);
+    *out = v;
+    return TSR_SUCCESS;
+}
+
+tsr_status bench_parse_u64(const char *text, const char *option, uint64_t *out) {
+    /* Decimal, or hexadecimal after "0x"; digits only, so no sign can wrap to 2^64 - 1. */
+    bool hex = text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+    const char *p = hex ? text + 2 : text;
+    uint64_t v = 0;
+    bool ok = isxdigit((unsigned char)*p) != 0;
+    for (; ok && *p; ++p) {
+        unsigned d;
+        if (*p >= '0' && *p <= '9') d = (unsigned)(*p - '0');
+        else if (hex && isxdigit((unsigned char)*p)) d = (unsigned)(tolower((unsigned char)*p) - 'a' + 10);
+        else break;
+        unsigned base = hex ? 16 : 10;
+        ok = v <= (UINT64_MAX - d) / base;
+        v = v * base + d;
+    }
+    if (!ok || *p)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: '%s' is not an unsigned 64-bit integer (decimal or 0x-hexadecimal)",
+                        option, text);
     *out = v;
     return TSR_SUCCESS;
 }

@@ -59,6 +59,8 @@ void bench_settle_host_threads(void);
 
 /* Digits only (no sign, space or suffix), no wrap, min <= value <= max; the error names `option`. */
 tsr_status bench_parse_count(const char *text, const char *option, uint64_t min, uint64_t max, uint64_t *out);
+/* Decimal or 0x-hexadecimal digits (no sign or space) that fit in 64 bits. */
+tsr_status bench_parse_u64(const char *text, const char *option, uint64_t *out);
 /* Seconds: plain decimal (digits, '.', exponent; no sign, inf, nan or hex), finite, > 0 (>= 0
  * with allow_zero), at most max. */
 tsr_status bench_parse_seconds(const char *text, const char *option, bool allow_zero, double max, double *out);

@@ -1,6 +1,5 @@
 /* tessera: the command-line front end (devices, demo, build-binaries, cache). */
 #define _GNU_SOURCE
-#include "args.h"
 #include "bench.h"
 #include "tessera.h"
 
@@ -412,25 +411,20 @@ static int cmd_tune(int argc, char **argv) {
     tsr_tune_options to = {0};
     const char *device = NULL, *op = "all", *export_file = NULL, *import_file = NULL;
     int show = 0, c;
-    long long count = 0;
     while ((c = getopt_long(argc, argv, "d:o:b:e:s:S:c:r:D:nwx:i:l:h", opts, NULL)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'o': op = optarg; break;
         case 'b':
-            if (!args_parse_seconds(optarg, false, &to.budget_seconds)) {
-                fprintf(stderr, "tessera tune: --budget needs a positive number of seconds (at most %.0f)\n",
-                        ARGS_MAX_SECONDS);
-                return 2;
-            }
+            if (bench_parse_seconds(optarg, "--budget", false, BENCH_MAX_SECONDS, &to.budget_seconds) != TSR_SUCCESS)
+                return usage_error("tune");
             break;
-        case 'e':
-            if (!args_parse_long(optarg, 1, INT_MAX, &count)) {
-                fprintf(stderr, "tessera tune: --evals needs a count from 1 to %d\n", INT_MAX);
-                return 2;
-            }
+        case 'e': {
+            uint64_t count = 0;
+            if (bench_parse_count(optarg, "--evals", 1, INT_MAX, &count) != TSR_SUCCESS) return usage_error("tune");
             to.budget_evaluations = (int)count;
             break;
+        }
         case 's':
             if (strcmp(optarg, "exhaustive") == 0) to.strategy = TSR_TUNE_EXHAUSTIVE;
             else if (strcmp(optarg, "random") == 0) to.strategy = TSR_TUNE_RANDOM;
@@ -451,10 +445,7 @@ static int cmd_tune(int argc, char **argv) {
             else to.classes = optarg;
             break;
         case 'r':
-            if (!args_parse_u64(optarg, &to.seed)) {
-                fprintf(stderr, "tessera tune: --seed needs an unsigned 64-bit integer (0: from the clock)\n");
-                return 2;
-            }
+            if (bench_parse_u64(optarg, "--seed (0: from the clock)", &to.seed) != TSR_SUCCESS) return usage_error("tune");
             break;
         case 'D':
             if (!*optarg) { /* TSR_TUNING_DB="" would silently mean the default database */

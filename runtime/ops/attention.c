@@ -158,6 +158,7 @@ static tsr_status attention_validate(const tsr_device *dev, const tsr_attention_
     const size_t offs[4] = {d->q_offset, d->k_offset, d->v_offset, d->o_offset};
     const char *names[4] = {"q", "k", "v", "o"};
     const cl_mem mems[4] = {q, k, v, o};
+    size_t span[5] = {0}; /* elements from each tensor's offset to its end: q, k, v, o, lse */
     tsr_status st;
     for (int t = 0; t < 4; ++t) {
         size_t L = t == 0 || t == 3 ? p->Lq : p->Lk;
@@ -176,6 +177,7 @@ static tsr_status attention_validate(const tsr_device *dev, const tsr_attention_
         if ((st = tensor_extent(names[t], p->off[t], p->stride[t], p->B, p->H, L, p->D, &need)) != TSR_SUCCESS ||
             (st = tsr_check_buffer(dev, mems[t], names[t], need)) != TSR_SUCCESS)
             return st;
+        span[t] = need - p->off[t];
     }
     if (!disjoint_rows(p->stride[3], p->B, p->H, p->Lq, p->D))
         return tsr_fail(TSR_ERR_INVALID_ARG, "o: the strides {%zu, %zu, %zu} make output rows overlap",
@@ -190,7 +192,18 @@ static tsr_status attention_validate(const tsr_device *dev, const tsr_attention_
         if (__builtin_mul_overflow(p->B * p->H, p->Lq, &need) || __builtin_add_overflow(need, d->lse_offset, &need))
             return tsr_fail(TSR_ERR_OVERFLOW, "the extent of lse overflows");
         if ((st = tsr_check_buffer(dev, d->lse, "lse", need)) != TSR_SUCCESS) return st;
+        span[4] = need - d->lse_offset;
     }
+    /* Outputs written while other work-groups still read the inputs: any shared byte races. Spans
+     * (first to last element) are compared, so interleaved layouts that never touch are refused too. */
+    const cl_mem all[5] = {q, k, v, o, d->lse};
+    const size_t starts[5] = {p->off[0], p->off[1], p->off[2], p->off[3], d->lse_offset};
+    const char *labels[5] = {"q", "k", "v", "o", "lse"};
+    for (int out = 3; out < 5; ++out)
+        for (int t = 0; t < out && all[out]; ++t)
+            if ((st = tsr_check_disjoint("attention", all[out], labels[out], starts[out], span[out], all[t], labels[t],
+                                         starts[t], span[t], false)) != TSR_SUCCESS)
+                return st;
     return TSR_SUCCESS;
 }
 

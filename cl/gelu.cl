@@ -78,5 +78,8 @@ ELEMENTWISE(ew_scale, s * av)
 ELEMENTWISE(ew_add, av + b[b_off + i])
 ELEMENTWISE(ew_add_scalar, av + s)
 ELEMENTWISE(ew_mul, av * b[b_off + i])
+// The gate (1 + erf or 1 + tanh) times x: where the gate is exactly 0 (x = -inf, or far below
+// zero) the product is the limit 0 with x's sign, not 0 * -inf = NaN, as in the fused kernel.
+ELEMENTWISE(ew_gate, av == 0.0f ? copysign(0.0f, b[b_off + i]) : av * b[b_off + i])
 ELEMENTWISE(ew_tanh, tanh(av))
 ELEMENTWISE(ew_erf, erf(av))

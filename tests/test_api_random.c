@@ -16,8 +16,7 @@
  * own stream derived from the seed, the op and the iteration, so a failure prints its full
  * arguments and a replay line: TSR_TEST_SEED=S TSR_TEST_FILTER=op TSR_RANDOM_API_ITER=i.
  * $TSR_RANDOM_API_ITERS: iterations per op (default 40; the ASan and Oclgrind runs use fewer).
- * TSR_TEST_MODE=oclgrind: a handful of tiny cases (no CLBlast).
- * known_* tests cover defects fixed on other branches; they run when TSR_RANDOM_API_KNOWN=1. */
+ * TSR_TEST_MODE=oclgrind: a handful of tiny cases (no CLBlast). */
 #include "harness.h"
 
 #include <inttypes.h>
@@ -562,8 +561,7 @@ static void random_gelu(void **state) {
         float *x = malloc(n * sizeof *x);
         for (size_t i = 0; i < n; ++i) {
             switch (rpick(&r, 12)) {
-            /* tsr_gelu_unfused computes x * (1 + erf(..)) naively: -Inf gives NaN (reported) */
-            case 0: x[i] = unfused ? NAN : special(&r); break;
+            case 0: x[i] = special(&r); break;
             case 1: x[i] = runi(&r, -1e30f, 1e30f); break;
             case 2: x[i] = rchance(&r, 2) ? 0.0f : -0.0f; break;
             case 3: x[i] = runi(&r, -1e-30f, 1e-30f); break;
@@ -700,7 +698,7 @@ static void conv_iteration(rng *r, bool overlapping_subbuffers) {
         cl_buffer_region rx = {0, span_x * 4}, ry = {a * 4, span_y * 4};
         cl_mem sx = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &rx, &err);
         cl_mem sy = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &ry, &err);
-        if (span_x > a) {
+        if (span_x > a + d.y_offset) { /* x's elements [x_offset, span_x) reach into y's, which start at a + y_offset */
             tsr_status st = tsr_conv2d(dev, &d, sx, Wt.mem, bias ? Bs.mem : NULL, sy, NULL, NULL);
             clFinish(tsr_device_queue(dev));
             if (st == TSR_SUCCESS) FAIL("tsr_conv2d accepted x and y sub-buffers of one parent that overlap");
@@ -887,18 +885,13 @@ static void random_attention(void **state) {
     FOR_ITERATIONS("random_attention", 5, r) attention_iteration(&r, tsr_attention, "tsr_attention");
 }
 
-/* ------------------------------------------------- known defects (fixed on other branches) */
-
-static bool known_enabled(void) {
-    const char *e = getenv("TSR_RANDOM_API_KNOWN");
-    return e && strcmp(e, "1") == 0;
-}
+/* ------------------------------------------------- aliasing and the unfused attention path */
 
 /* Sub-buffers of one parent whose regions overlap, as x and y of gelu (not the same view)
  * and of conv2d: both must be refused, as overlapping ranges of one buffer are. */
-static void known_overlapping_subbuffers(void **state) {
+static void random_overlapping_subbuffers(void **state) {
     (void)state;
-    FOR_ITERATIONS("known_overlapping_subbuffers", 1, r) {
+    FOR_ITERATIONS("random_overlapping_subbuffers", 1, r) {
         size_t n = 2 * align_floats + rpick(&r, 100);
         cur_desc[0] = 0;
         DESC("tsr_gelu(x = sub-buffer [0, %zu), y = sub-buffer [%zu, %zu) of one parent)", n, align_floats,
@@ -923,9 +916,9 @@ static void known_overlapping_subbuffers(void **state) {
 }
 
 /* tsr_attention_unfused on the same random descriptors as tsr_attention. */
-static void known_attention_unfused(void **state) {
+static void random_attention_unfused(void **state) {
     (void)state;
-    FOR_ITERATIONS("known_attention_unfused", 2, r) attention_iteration(&r, tsr_attention_unfused, "tsr_attention_unfused");
+    FOR_ITERATIONS("random_attention_unfused", 2, r) attention_iteration(&r, tsr_attention_unfused, "tsr_attention_unfused");
 }
 
 int main(void) {
@@ -936,18 +929,10 @@ int main(void) {
         setenv("TSR_TEST_SEED", buf, 1);
     }
     base_seed = strtoull(getenv("TSR_TEST_SEED"), NULL, 0);
-#define RANDOM_TESTS                                                                                  \
-    cmocka_unit_test(random_sgemm), cmocka_unit_test(random_sgemm_strided_batched),                   \
-        cmocka_unit_test(random_gemm_invalid), cmocka_unit_test(random_gelu), cmocka_unit_test(random_conv2d), \
-        cmocka_unit_test(random_attention)
-    /* The known defects, fixed on other branches, are registered with TSR_RANDOM_API_KNOWN=1 (a
-     * skipped case prints "not ok # SKIP", which tools/count_tests.py counts as a failure). */
-    if (known_enabled()) {
-        const struct CMUnitTest tests[] = {RANDOM_TESTS, cmocka_unit_test(known_overlapping_subbuffers),
-                                           cmocka_unit_test(known_attention_unfused)};
-        return TH_RUN_GROUP(tests, setup, teardown);
-    }
-    fprintf(stderr, "# known_overlapping_subbuffers, known_attention_unfused: not run (TSR_RANDOM_API_KNOWN=1 runs them)\n");
-    const struct CMUnitTest tests[] = {RANDOM_TESTS};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(random_sgemm),          cmocka_unit_test(random_sgemm_strided_batched),
+        cmocka_unit_test(random_gemm_invalid),   cmocka_unit_test(random_gelu),
+        cmocka_unit_test(random_conv2d),         cmocka_unit_test(random_attention),
+        cmocka_unit_test(random_attention_unfused), cmocka_unit_test(random_overlapping_subbuffers)};
     return TH_RUN_GROUP(tests, setup, teardown);
 }

@@ -169,14 +169,14 @@ static const ew_step tanh_steps[] = {
     {"ew_scale", OPD_T0, OPD_X, 0.7978845608028654f, OPD_T1},
     {"ew_tanh", OPD_T1, OPD_X, 0, OPD_T0},
     {"ew_add_scalar", OPD_T0, OPD_X, 1.0f, OPD_T1},
-    {"ew_mul", OPD_T1, OPD_X, 0, OPD_T0},
+    {"ew_gate", OPD_T1, OPD_X, 0, OPD_T0},
     {"ew_scale", OPD_T0, OPD_X, 0.5f, OPD_Y},
 };
 static const ew_step erf_steps[] = {
     {"ew_scale", OPD_X, OPD_X, 0.7071067811865476f, OPD_T0},
     {"ew_erf", OPD_T0, OPD_X, 0, OPD_T1},
     {"ew_add_scalar", OPD_T1, OPD_X, 1.0f, OPD_T0},
-    {"ew_mul", OPD_T0, OPD_X, 0, OPD_T1},
+    {"ew_gate", OPD_T0, OPD_X, 0, OPD_T1},
     {"ew_scale", OPD_T1, OPD_X, 0.5f, OPD_Y},
 };
 

@@ -154,6 +154,18 @@ static void unfused_baseline_both_forms(void **state) {
     free(x);
 }
 
+/* The same edge values through the baseline: -inf and large negative x give -0 (the gate
+ * 1 + tanh or 1 + erf is exactly 0 there; 0 * -inf used to give NaN). Only |x| near FLT_MAX
+ * is left out: the baseline multiplies (1 + tanh) by x before halving, so 2x overflows. */
+static void unfused_edge_values_both_forms(void **state) {
+    (void)state;
+    const float edges[] = {10.0f, -10.0f, 100.0f, -100.0f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN, -0.0f, 0.0f,
+                           1e-40f, -1e-40f, FLT_MIN, -FLT_MIN, 20.0f, -20.0f, -19.999f, -20.001f, 7e12f, -7e12f,
+                           2.7f, -2.7f, 88.0f, -88.0f, 1.0f, -1.0f, 3e-20f, -3e-20f, 9.0f, -9.0f, -9.001f};
+    size_t n = sizeof edges / sizeof edges[0];
+    for (int m = 0; m < 2; ++m) check_run(tsr_gelu_unfused, "tsr_gelu_unfused", modes[m], edges, n, 0, 0, false);
+}
+
 /* Every invalid argument: a status, a message naming the problem, and y untouched. */
 static void invalid_arguments(void **state) {
     (void)state;
@@ -352,6 +364,8 @@ int main(void) {
             cmocka_unit_test(fused_odd_sizes_offsets_in_place),
             cmocka_unit_test(fused_configurations),
             cmocka_unit_test(unfused_baseline_both_forms),
+        cmocka_unit_test(unfused_edge_values_both_forms),
+            cmocka_unit_test(unfused_edge_values_both_forms),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -361,6 +375,7 @@ int main(void) {
         cmocka_unit_test(fused_odd_sizes_offsets_in_place),
         cmocka_unit_test(fused_configurations),
         cmocka_unit_test(unfused_baseline_both_forms),
+        cmocka_unit_test(unfused_edge_values_both_forms),
         cmocka_unit_test(invalid_arguments),
         cmocka_unit_test(huge_sizes_overflow),
         cmocka_unit_test(config_override_too_long),

@@ -196,7 +196,8 @@ typedef enum tsr_transpose { TSR_NO_TRANS = 111, TSR_TRANS = 112, TSR_CONJ_TRANS
  * k == 0 or alpha == 0 gives C <- beta * C without reading A and B; beta == 0
  * overwrites C without reading it (NaN and Inf in C do not propagate).
  * `queue` may be NULL (the device's queue); `event` may be NULL. Arguments are
- * checked against the real cl_mem sizes before anything is enqueued. */
+ * checked against the real cl_mem sizes before anything is enqueued (A and B also
+ * when alpha == 0; with k == 0 they may be any buffer). */
 TSR_API tsr_status tsr_sgemm(tsr_device *device, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
                      size_t m, size_t n, size_t k, float alpha,
                      cl_mem a, size_t a_offset, size_t lda,

@@ -426,6 +426,11 @@ static void invalid_arguments(void **state) {
         tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 1, K, b, 0, N, 0, c, 0, N, NULL, NULL));
     BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer b holds",
         tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N + 1, 0, c, 0, N, NULL, NULL));
+    /* alpha = 0 does not read A or B, but their buffers must still hold the shapes given */
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer a holds",
+        tsr_sgemm(dev, R, NT, NT, M, N, K, 0, a, 1, K, b, 0, N, 0, c, 0, N, NULL, NULL));
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer b holds",
+        tsr_sgemm(dev, R, NT, NT, M, N, K, 0, a, 0, K, b, 0, N + 1, 0, c, 0, N, NULL, NULL));
     BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer c holds",
         tsr_sgemm(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, c, 3, N, NULL, NULL));
     BAD(TSR_ERR_INVALID_ARG, "layout",

@@ -166,8 +166,10 @@ static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_tr
             return tsr_fail(TSR_ERR_INVALID_ARG, "c_stride = %zu makes the batch's C matrices overlap (each spans %zu)",
                             c_stride, c_span);
     }
-    if ((status = tsr_check_buffer(dev, a, "a", reads_ab ? a_need : 0)) != TSR_SUCCESS ||
-        (status = tsr_check_buffer(dev, b, "b", reads_ab ? b_need : 0)) != TSR_SUCCESS ||
+    /* A and B are checked against the shapes given even when alpha == 0 skips reading them, as
+     * CLBlast does: a buffer too small for its matrix is a caller bug either way. */
+    if ((status = tsr_check_buffer(dev, a, "a", k > 0 ? a_need : 0)) != TSR_SUCCESS ||
+        (status = tsr_check_buffer(dev, b, "b", k > 0 ? b_need : 0)) != TSR_SUCCESS ||
         (status = tsr_check_buffer(dev, c, "c", c_need)) != TSR_SUCCESS)
         return status;
     if (epi) {

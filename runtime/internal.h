@@ -151,6 +151,9 @@ tsr_status tsr_program_write_binary(tsr_device *device, const char *source_name,
 
 /* $dir/name.cl with its `#include "OTHER.cl"` line expanded from the same directory. */
 tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, size_t *size);
+/* The source a program named `name` is built from: $TSR_KERNEL_DIR/name.cl (includes expanded;
+ * any missing file is an error) when set, else the embedded copy. *owned is what to free. */
+tsr_status tsr_load_kernel_source(const char *name, char **owned, const char **text, size_t *length);
 
 /* ---- files (fileio.c) ---- */
 

@@ -131,7 +131,7 @@ tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, 
  * who set TSR_KERNEL_DIR means to run those files: a missing directory, file or included file is
  * an error, never a silent fall back to the embedded source (the edited kernel would not be the
  * one measured). */
-static tsr_status load_source(const char *name, char **owned, const char **text, size_t *length) {
+tsr_status tsr_load_kernel_source(const char *name, char **owned, const char **text, size_t *length) {
     *owned = NULL;
     const char *dir = getenv("TSR_KERNEL_DIR");
     if (dir && *dir) {
@@ -721,7 +721,7 @@ tsr_status tsr_program_get(tsr_device *dev, const char *source_name, const char 
     char *owned = NULL;
     const char *text = NULL;
     size_t length = 0;
-    tsr_status st = load_source(source_name, &owned, &text, &length);
+    tsr_status st = tsr_load_kernel_source(source_name, &owned, &text, &length);
     if (st != TSR_SUCCESS) return st;
     if (!owned) {
         /* Embedded sources never change within a process: a launch that finds its program by
@@ -771,7 +771,7 @@ tsr_status tsr_program_write_binary(tsr_device *dev, const char *source_name, co
     size_t bin_length = 0;
     char *key_text = NULL;
     char *names = NULL;
-    tsr_status st = load_source(source_name, &owned, &text, &length);
+    tsr_status st = tsr_load_kernel_source(source_name, &owned, &text, &length);
     if (st != TSR_SUCCESS) goto out;
     st = tsr_program_from_text(dev, source_name, text, length, options, &program);
     if (st != TSR_SUCCESS) goto out;

@@ -45,25 +45,16 @@ tsr_status tsr_tuning_db_path(char *path, size_t size) {
 }
 
 tsr_status tsr_source_hash(const char *source_name, char out[17]) {
-    for (const tsr_embedded_source *s = tsr_embedded_sources; s->name; ++s) {
-        if (strcmp(s->name, source_name) != 0) continue;
-        const char *text = s->text;
-        size_t length = s->length;
-        char *owned = NULL;
-        const char *dir = getenv("TSR_KERNEL_DIR");
-        if (dir && *dir) { /* the source that will actually be built */
-            size_t size = 0;
-            if (tsr_read_kernel_file(dir, source_name, &owned, &size) == TSR_SUCCESS) {
-                text = owned;
-                length = size;
-            }
-            tsr_clear_error();
-        }
-        snprintf(out, 17, "%016llx", (unsigned long long)XXH3_64bits(text, length));
-        free(owned);
-        return TSR_SUCCESS;
-    }
-    return tsr_fail(TSR_ERR_NOT_FOUND, "no kernel source named '%s'", source_name);
+    /* The source that will actually be built: with TSR_KERNEL_DIR set, its file or an error (a
+     * hash of the embedded copy would let entries tuned for it pass as current). */
+    char *owned = NULL;
+    const char *text = NULL;
+    size_t length = 0;
+    tsr_status st = tsr_load_kernel_source(source_name, &owned, &text, &length);
+    if (st != TSR_SUCCESS) return st;
+    snprintf(out, 17, "%016llx", (unsigned long long)XXH3_64bits(text, length));
+    free(owned);
+    return TSR_SUCCESS;
 }
 
 /* ---- loading and validation ---- */

@@ -355,6 +355,11 @@ static void kernel_dir_missing_files_are_errors(void **state) {
     TH_ASSERT_STATUS(small_gemm(dev), TSR_ERR_NOT_FOUND);
     TH_ASSERT_CONTAINS(tsr_last_error(), "gemm.cl");
     TH_ASSERT_CONTAINS(tsr_last_error(), dir);
+    /* Looking up a tuned configuration hashes the same missing file: an error too, not the
+     * embedded source's hash (which let entries tuned for the embedded kernel pass as current). */
+    tsr_config_info info;
+    TH_ASSERT_STATUS(tsr_config_lookup(dev, "gemm", "small", &info), TSR_ERR_NOT_FOUND);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "gemm.cl");
     /* gemm.cl includes a file that is not there. */
     static const char with_include[] = "#include \"missing_helper.cl\"\n__kernel void gemm(__global float *x) { x[0] = 1.0f; }\n";
     snprintf(path, sizeof path, "%s/gemm.cl", dir);

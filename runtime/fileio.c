@@ -61,6 +61,39 @@ static const char *file_kind(mode_t mode) {
     return "not a regular file";
 }
 
+tsr_status tsr_open_append(const char *path, FILE **out) {
+    *out = NULL;
+    /* O_NONBLOCK: a FIFO with no reader would block the open itself (or fail with ENXIO). */
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
+    struct stat st;
+    if (fd < 0) {
+        int e = errno;
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+            return tsr_fail(TSR_ERR_IO, "'%s' is not a regular file (it is %s); refusing to write to it", path,
+                            file_kind(st.st_mode));
+        return tsr_fail(TSR_ERR_IO, "cannot open '%s' for appending: %s", path, strerror(e));
+    }
+    int flags = -1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (flags = fcntl(fd, F_GETFL)) < 0 ||
+        fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        bool regular = S_ISREG(st.st_mode);
+        close(fd);
+        if (!regular)
+            return tsr_fail(TSR_ERR_IO, "'%s' is not a regular file (it is %s); refusing to write to it", path,
+                            file_kind(st.st_mode));
+        return tsr_fail(TSR_ERR_IO, "cannot open '%s' for appending: %s", path, strerror(e));
+    }
+    FILE *f = fdopen(fd, "a");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        return tsr_fail(TSR_ERR_IO, "cannot open '%s' for appending: %s", path, strerror(e));
+    }
+    *out = f;
+    return TSR_SUCCESS;
+}
+
 tsr_status tsr_read_file_stat(const char *path, char **data, size_t *size, struct stat *info) {
     *data = NULL;
     *size = 0;

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h>
 
 #define TSR_PATH_MAX 1024
 
@@ -168,6 +169,9 @@ tsr_status tsr_read_file_stat(const char *path, char **data, size_t *size, struc
 /* Read a whole file as one JSON value: truncation, damage or trailing text is TSR_ERR_CORRUPT,
  * "<what> <path> is unusable: not valid JSON (... near byte N)". */
 tsr_status tsr_read_json(const char *path, const char *what, struct cJSON **root);
+/* Open a log for appending (created 0644 if missing): only a regular file is accepted, and a
+ * FIFO or device is refused (TSR_ERR_IO) without blocking on it. */
+tsr_status tsr_open_append(const char *path, FILE **out);
 /* Write a file atomically: a temporary file in the same directory, fsync, rename. */
 tsr_status tsr_write_file_atomic(const char *path, const void *data, size_t size);
 /* mkdir -p (new directories 0755) */

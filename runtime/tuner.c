@@ -571,9 +571,9 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     if (!outcomes) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     double per_class = opt.budget_seconds / nclasses;
     FILE *log = NULL;
-    if (opt.log_path && !(log = fopen(opt.log_path, "a"))) {
+    if (opt.log_path && (st = tsr_open_append(opt.log_path, &log)) != TSR_SUCCESS) {
         free(outcomes);
-        return tsr_fail(TSR_ERR_IO, "cannot open tuning log %s", opt.log_path);
+        return st;
     }
     size_t produced = 0;
     for (int c = 0; c < nclasses && st == TSR_SUCCESS; ++c) {

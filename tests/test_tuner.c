@@ -762,6 +762,19 @@ static void tune_checks_destination_first(void **state) {
     o.db_path = file;
     TH_ASSERT_OK(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL));
     assert_int_equal(planted_setups, 1);
+    /* A log that is a FIFO nobody reads: refused at once (fopen used to wait for a reader forever),
+     * before any candidate is measured. */
+    char fifo[700];
+    snprintf(fifo, sizeof fifo, "%s/log.fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    o.log_path = fifo;
+    planted_setups = 0;
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL), TSR_ERR_IO);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "not a regular file");
+    assert_int_equal(planted_setups, 0);
+    o.log_path = dir; /* a directory */
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL), TSR_ERR_IO);
+    unlink(fifo);
 }
 
 /* Class lists are taken whole or refused: never cut at 255 characters or 16 classes. */

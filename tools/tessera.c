@@ -64,7 +64,12 @@ static int usage(FILE *out) {
             "  version                              print the version\n"
             "\n"
             "SEL: cpu, gpu, accelerator, P:D indices, or part of a device name (default: $TSR_DEVICE,\n"
-            "     else a GPU, else an accelerator, else a CPU)\n");
+            "     else a GPU, else an accelerator, else a CPU)\n"
+            "Numbers are taken whole or refused: counts and sizes are plain digits (gelu sizes may end\n"
+            "in K or M), seconds are plain decimals up to 86400 (0 only for --tune-budget: no tuning),\n"
+            "seeds are decimal or 0x-hexadecimal; sizes that do not fit the device or the host are\n"
+            "refused before anything is allocated.\n"
+            "Output files (--json, --out, --log) are checked before anything is measured.\n");
     return out == stderr ? 2 : 0;
 }
 

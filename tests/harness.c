@@ -58,6 +58,22 @@ void th_read(tsr_device *dev, cl_mem mem, float *host, size_t floats) {
     TH_ASSERT_OK(tsr_download(dev, mem, host, floats));
 }
 
+size_t th_sub_buffer_align(tsr_device *dev) {
+    cl_uint bits = 0;
+    assert_int_equal(clGetDeviceInfo(tsr_device_id(dev), CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL),
+                     CL_SUCCESS);
+    size_t floats = bits / 8 / sizeof(float);
+    return floats ? floats : 1;
+}
+
+cl_mem th_sub_buffer(cl_mem parent, size_t origin, size_t floats) {
+    cl_buffer_region r = {origin * sizeof(float), floats * sizeof(float)};
+    cl_int err;
+    cl_mem m = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+    if (err != CL_SUCCESS) fail_msg("clCreateSubBuffer(%zu, %zu floats): %s", origin, floats, tsr_cl_error_name(err));
+    return m;
+}
+
 void th_tempdir(char *path, size_t size) {
     const char *base = getenv("TMPDIR");
     snprintf(path, size, "%s/tessera-test-XXXXXX", base && *base ? base : "/tmp");

@@ -33,6 +33,10 @@ tsr_device *th_open_device(void);
 cl_mem th_buffer(tsr_device *dev, size_t floats);
 cl_mem th_buffer_from(tsr_device *dev, const float *host, size_t floats);
 void th_read(tsr_device *dev, cl_mem mem, float *host, size_t floats);
+/* Floats per CL_DEVICE_MEM_BASE_ADDR_ALIGN (at least 1): sub-buffer origins are multiples of it. */
+size_t th_sub_buffer_align(tsr_device *dev);
+/* A sub-buffer of `floats` floats at float `origin` of `parent`; fails the test on error. */
+cl_mem th_sub_buffer(cl_mem parent, size_t origin, size_t floats);
 
 /* A new empty directory under $TMPDIR (or /tmp); path receives it. */
 void th_tempdir(char *path, size_t size);

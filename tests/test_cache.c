@@ -130,18 +130,24 @@ static void miss_then_memory_then_disk_hit(void **state) {
     assert_int_equal(entries, 2);
 }
 
-typedef enum damage { TRUNCATE_HALF, TRUNCATE_HEADER, EMPTY_FILE, FLIP_PAYLOAD, FLIP_KEY, FLIP_MAGIC, FOREIGN } damage;
-
-static void damaged_entry_is_rejected_and_rebuilt(damage how, const char *reason) {
+/* Build a program of a fresh salt into the cache, which must then hold exactly that one entry;
+ * its path goes to `path`. Returns the salt. */
+static int cache_one_entry(char *path, size_t size) {
     int salt = fresh_salt();
     tsr_device *dev = th_open_device();
     TH_ASSERT_OK(build_and_run(dev, salt));
     tsr_device_close(dev);
-    char path[1024];
     int entries, temps;
-    /* The newest entry is the one just written: use a directory of its own. */
-    count_files(cache_dir, &entries, &temps, path, sizeof path);
+    count_files(cache_dir, &entries, &temps, path, size);
     assert_int_equal(entries, 1);
+    return salt;
+}
+
+typedef enum damage { TRUNCATE_HALF, TRUNCATE_HEADER, EMPTY_FILE, FLIP_PAYLOAD, FLIP_KEY, FLIP_MAGIC, FOREIGN } damage;
+
+static void damaged_entry_is_rejected_and_rebuilt(damage how, const char *reason) {
+    char path[1024];
+    int salt = cache_one_entry(path, sizeof path);
     char *data = NULL;
     size_t size = 0;
     TH_ASSERT_OK(tsr_read_file(path, &data, &size));
@@ -157,7 +163,7 @@ static void damaged_entry_is_rejected_and_rebuilt(damage how, const char *reason
     th_write_file(path, data, size);
     free(data);
 
-    dev = th_open_device();
+    tsr_device *dev = th_open_device();
     TH_ASSERT_OK(build_and_run(dev, salt));
     TH_ASSERT_CONTAINS(tsr_last_warning(), "rejected");
     TH_ASSERT_CONTAINS(tsr_last_warning(), reason);
@@ -173,6 +179,7 @@ static void damaged_entry_is_rejected_and_rebuilt(damage how, const char *reason
     assert_int_equal(ci.disk_hits, 1);
     assert_int_equal(ci.disk_rejects, 0);
     tsr_device_close(dev);
+    int entries, temps;
     count_files(cache_dir, &entries, &temps, NULL, 0);
     assert_int_equal(entries, 1);
     assert_int_equal(temps, 0);
@@ -591,16 +598,10 @@ static void remove_entries(const char *dir) {
 /* An entry others could have written is rejected, deleted and rebuilt as the user's own. */
 static void unsafe_entry_is_rejected(void (*make_unsafe)(const char *path), const char *why) {
     remove_entries(cache_dir);
-    int salt = fresh_salt();
-    tsr_device *dev = th_open_device();
-    TH_ASSERT_OK(build_and_run(dev, salt));
-    tsr_device_close(dev);
     char path[1024];
-    int entries, temps;
-    count_files(cache_dir, &entries, &temps, path, sizeof path);
-    assert_int_equal(entries, 1);
+    int salt = cache_one_entry(path, sizeof path);
     make_unsafe(path);
-    dev = th_open_device();
+    tsr_device *dev = th_open_device();
     TH_ASSERT_OK(build_and_run(dev, salt));
     TH_ASSERT_CONTAINS(tsr_last_warning(), "rejected");
     TH_ASSERT_CONTAINS(tsr_last_warning(), "untrusted");
@@ -790,14 +791,8 @@ static void special_files_are_refused_promptly(void **state) {
 
     /* As a cache entry: rejected and replaced by a real one. */
     remove_entries(cache_dir);
-    int salt = fresh_salt();
-    dev = th_open_device();
-    TH_ASSERT_OK(build_and_run(dev, salt));
-    tsr_device_close(dev);
     char entry[1024];
-    int entries, temps;
-    count_files(cache_dir, &entries, &temps, entry, sizeof entry);
-    assert_int_equal(entries, 1);
+    int salt = cache_one_entry(entry, sizeof entry);
     make_fifo(entry);
     dev = th_open_device();
     TH_ASSERT_OK(build_and_run(dev, salt));

@@ -574,14 +574,6 @@ static void invalid_descriptors(void **state) {
 
 static size_t round_to(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
-static cl_mem sub_buffer(cl_mem parent, size_t origin, size_t floats) {
-    cl_buffer_region r = {origin * sizeof(float), floats * sizeof(float)};
-    cl_int err;
-    cl_mem m = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
-    if (err != CL_SUCCESS) fail_msg("clCreateSubBuffer(%zu, %zu floats): %d", origin, floats, (int)err);
-    return m;
-}
-
 /* Overlap is judged by memory, not by handle: x, w, bias, y and the workspace as sub-buffers of
  * one parent (sub-buffer origins aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN). y overlapping x, w or
  * bias, a sub-buffer overlapping its parent, and a workspace overlapping an input are refused
@@ -593,10 +585,7 @@ static void sub_buffers_overlap_by_memory(void **state) {
     out_size(&c, &P, &Q);
     const size_t nx = c.N * c.C * c.H * c.W, nw = c.K * c.C * c.R * c.S, nb = c.K, ny = c.N * c.K * P * Q;
     const size_t ws_floats = c.C * c.R * c.S * P * Q; /* one image's column matrix */
-    cl_uint bits = 0;
-    assert_int_equal(clGetDeviceInfo(tsr_device_id(dev), CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL),
-                     CL_SUCCESS);
-    const size_t A = bits / 8 / sizeof(float) ? bits / 8 / sizeof(float) : 1;
+    const size_t A = th_sub_buffer_align(dev);
     const size_t X = 0, Wo = round_to(nx, A), B = Wo + round_to(nw, A), Y = B + round_to(nb, A);
     const size_t WS = Y + round_to(ny, A), total = WS + round_to(ws_floats, A) + A;
     float *host = malloc(total * sizeof *host), *got = malloc(total * sizeof *got);
@@ -604,10 +593,10 @@ static void sub_buffers_overlap_by_memory(void **state) {
     double *ref = malloc(ny * sizeof *ref);
     ref_all(&c, host + X, host + Wo, host + B, ref);
     cl_mem parent = th_buffer_from(dev, host, total);
-    cl_mem sx = sub_buffer(parent, X, nx), sw = sub_buffer(parent, Wo, nw), sb = sub_buffer(parent, B, nb);
-    cl_mem sy = sub_buffer(parent, Y, ny), sws = sub_buffer(parent, WS, ws_floats);
-    cl_mem y_on_x = sub_buffer(parent, X, ny), y_on_w = sub_buffer(parent, Wo, ny), y_on_b = sub_buffer(parent, B, ny);
-    cl_mem ws_on_x = sub_buffer(parent, X, ws_floats);
+    cl_mem sx = th_sub_buffer(parent, X, nx), sw = th_sub_buffer(parent, Wo, nw), sb = th_sub_buffer(parent, B, nb);
+    cl_mem sy = th_sub_buffer(parent, Y, ny), sws = th_sub_buffer(parent, WS, ws_floats);
+    cl_mem y_on_x = th_sub_buffer(parent, X, ny), y_on_w = th_sub_buffer(parent, Wo, ny), y_on_b = th_sub_buffer(parent, B, ny);
+    cl_mem ws_on_x = th_sub_buffer(parent, X, ws_floats);
     tsr_conv2d_desc d = case_desc(&c, TSR_CONV_AUTO);
     tsr_conv2d_desc with_parent_x = d, with_parent_y = d, im2col_ws = case_desc(&c, TSR_CONV_IM2COL);
     with_parent_x.x_offset = X;

@@ -260,37 +260,21 @@ static void config_override_too_long(void **state) {
     clReleaseMemObject(y);
 }
 
-/* Floats per CL_DEVICE_MEM_BASE_ADDR_ALIGN: sub-buffer origins must be multiples of it. */
-static size_t sub_align(void) {
-    cl_uint bits = 0;
-    assert_int_equal(clGetDeviceInfo(tsr_device_id(dev), CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL),
-                     CL_SUCCESS);
-    size_t floats = bits / 8 / sizeof(float);
-    return floats ? floats : 1;
-}
-
-static cl_mem sub_buffer(cl_mem parent, size_t origin, size_t floats) {
-    cl_buffer_region r = {origin * sizeof(float), floats * sizeof(float)};
-    cl_int err;
-    cl_mem m = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
-    if (err != CL_SUCCESS) fail_msg("clCreateSubBuffer(%zu, %zu floats): %d", origin, floats, (int)err);
-    return m;
-}
 
 /* Overlap is judged by memory, not by handle: overlapping sub-buffers of one parent (or a
  * sub-buffer and its parent) are refused, naming x and y, with nothing written; disjoint ones,
  * and in place through two sub-buffers of the same origin, run and compute the right values. */
 static void sub_buffers_overlap_by_memory(void **state) {
     (void)state;
-    const size_t A = sub_align(), total = 4 * A;
+    const size_t A = th_sub_buffer_align(dev), total = 4 * A;
     float *host = malloc(total * sizeof *host), *expect = malloc(total * sizeof *expect);
     float *got = malloc(total * sizeof *got);
     th_fill_uniform(host, total, -4, 4);
     memcpy(expect, host, total * sizeof *host);
     cl_mem parent = th_buffer_from(dev, host, total);
-    cl_mem s0 = sub_buffer(parent, 0, 2 * A), s1 = sub_buffer(parent, A, 2 * A);
-    cl_mem s3a = sub_buffer(parent, 3 * A, A), s3b = sub_buffer(parent, 3 * A, A);
-    cl_mem d0 = sub_buffer(parent, 0, A), d2 = sub_buffer(parent, 2 * A, A);
+    cl_mem s0 = th_sub_buffer(parent, 0, 2 * A), s1 = th_sub_buffer(parent, A, 2 * A);
+    cl_mem s3a = th_sub_buffer(parent, 3 * A, A), s3b = th_sub_buffer(parent, 3 * A, A);
+    cl_mem d0 = th_sub_buffer(parent, 0, A), d2 = th_sub_buffer(parent, 2 * A, A);
     const struct { cl_mem x; size_t xo; cl_mem y; size_t yo; size_t n; } bad[] = {
         {s0, 0, s1, 0, 2 * A},     /* [0, 2A) and [A, 3A) of the parent */
         {s1, 0, s0, 0, 2 * A},

@@ -43,6 +43,17 @@ static char *read_text(const char *path) {
     return data;
 }
 
+/* Merge the one report `in` and write it to `out`; returns report.md's text (path in md_path). */
+static char *merge_one_and_render(const char *in, const char *out, char *md_path, size_t size) {
+    const char *paths[1] = {in};
+    cJSON *root = NULL;
+    TH_ASSERT_OK(report_merge(paths, 1, &root));
+    TH_ASSERT_OK(report_write(root, out, true));
+    cJSON_Delete(root);
+    snprintf(md_path, size, "%s/report.md", out);
+    return read_text(md_path);
+}
+
 static bool file_exists(const char *path) {
     FILE *f = fopen(path, "rb");
     if (f) fclose(f);
@@ -407,14 +418,8 @@ static void hostile_report_is_inert(void **state) {
     cJSON *devs[NHOSTILE];
     for (size_t i = 0; i < NHOSTILE; ++i) devs[i] = hostile_device(i);
     write_fake_report(in, devs, (int)NHOSTILE);
-    const char *paths[1] = {in};
-    cJSON *root = NULL;
-    TH_ASSERT_OK(report_merge(paths, 1, &root));
     snprintf(out, sizeof out, "%s/out", dir);
-    TH_ASSERT_OK(report_write(root, out, true));
-    cJSON_Delete(root);
-    snprintf(path, sizeof path, "%s/report.md", out);
-    char *md = read_text(path);
+    char *md = merge_one_and_render(in, out, path, sizeof path);
     assert_inert(path, md, true);
     TH_ASSERT_CONTAINS(md, "&lt;script&gt;alert\\(1\\)&lt;/script&gt;"); /* shown as text, not dropped */
     /* No injected heading, and each table intact: the device table has NHOSTILE rows of 11
@@ -604,14 +609,8 @@ static void report_many_rows(void **state) {
     assert_non_null(text);
     th_write_file(a, text, strlen(text));
     free(text);
-    const char *paths[1] = {a};
-    cJSON *root = NULL;
-    TH_ASSERT_OK(report_merge(paths, 1, &root));
     snprintf(out, sizeof out, "%s/out", dir);
-    TH_ASSERT_OK(report_write(root, out, true));
-    cJSON_Delete(root);
-    snprintf(path, sizeof path, "%s/report.md", out);
-    char *md = read_text(path);
+    char *md = merge_one_and_render(a, out, path, sizeof path);
     assert_int_equal(count_char(md, '\n') > ROWS, true);
     TH_ASSERT_CONTAINS(md, "| Big | s0 | tessera | 2.000 | 1 GB/s | - | 0% | 1.50x | - |");       /* c0: 3 / 2 */
     TH_ASSERT_CONTAINS(md, "| Big | s199999 | tessera | 2.000 | 1 GB/s | - | 0% | 6.00x | - |"); /* c9: 12 / 2 */

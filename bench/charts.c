@@ -17,6 +17,7 @@ static size_t utf8_length(const unsigned char *s) {
     if (n == 2 && s[0] < 0xC2) return 0;                                       /* overlong */
     if (n == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0))) return 0; /* overlong, surrogate */
     if (n == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || s[0] > 0xF4 || (s[0] == 0xF4 && s[1] >= 0x90))) return 0;
+    if (n == 3 && s[0] == 0xEF && s[1] == 0xBF && s[2] >= 0xBE) return 0; /* U+FFFE, U+FFFF: not XML Chars */
     return n;
 }
 

@@ -65,7 +65,7 @@ tsr_status tsr_open_append(const char *path, FILE **out) {
     *out = NULL;
     /* O_NONBLOCK: a FIFO with no reader would block the open itself (or fail with ENXIO). */
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_CLOEXEC, 0644);
-    struct stat st;
+    struct stat st = {0};
     if (fd < 0) {
         int e = errno;
         if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
@@ -74,12 +74,12 @@ tsr_status tsr_open_append(const char *path, FILE **out) {
         return tsr_fail(TSR_ERR_IO, "cannot open '%s' for appending: %s", path, strerror(e));
     }
     int flags = -1;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (flags = fcntl(fd, F_GETFL)) < 0 ||
+    bool stat_ok = fstat(fd, &st) == 0;
+    if (!stat_ok || !S_ISREG(st.st_mode) || (flags = fcntl(fd, F_GETFL)) < 0 ||
         fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
         int e = errno;
-        bool regular = S_ISREG(st.st_mode);
         close(fd);
-        if (!regular)
+        if (stat_ok && !S_ISREG(st.st_mode))
             return tsr_fail(TSR_ERR_IO, "'%s' is not a regular file (it is %s); refusing to write to it", path,
                             file_kind(st.st_mode));
         return tsr_fail(TSR_ERR_IO, "cannot open '%s' for appending: %s", path, strerror(e));

@@ -374,7 +374,7 @@ static const char *const hostile[] = {
     "[click](javascript:alert(1))",
     "x\n# injected heading\n| a | b |",
     "a|b|c\r\n\t`code` *em* _u_ ![i](javascript:x) &amp; \\",
-    "not UTF-8: \xff\xc3( \xed\xa0\x80 end", /* the SVGs must stay well-formed XML */
+    "not UTF-8: \xff\xc3( \xed\xa0\x80 end, not XML: \xef\xbf\xbf \xef\xbf\xbe", /* the SVGs must stay well-formed XML */
 };
 #define NHOSTILE (sizeof hostile / sizeof hostile[0])
 

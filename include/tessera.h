@@ -66,7 +66,9 @@ TSR_API const char *tsr_last_warning(void);
  * is only valid during the call), in addition to tsr_last_warning(). Warnings are
  * also raised inside calls that succeed and by calls whose warning a later call
  * clears: a damaged tuning database, a rejected binary cache entry, a tuned entry
- * passed over. The handler must not call tessera. Process-wide; NULL removes it. */
+ * passed over. The handler must not call tessera. Process-wide; NULL removes it. A handler
+ * always receives the user pointer it was set with; one already running on another thread
+ * may still finish after this call returns. */
 typedef void (*tsr_warning_handler)(const char *message, void *user);
 TSR_API void tsr_set_warning_handler(tsr_warning_handler handler, void *user);
 

@@ -1,7 +1,6 @@
 /* Status names and the thread-local error and warning messages. */
 #include "internal.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,12 +12,15 @@ static _Thread_local char last_error[TSR_ERROR_CAP];
 static _Thread_local char last_warning[TSR_WARNING_CAP];
 
 /* Process-wide: warnings are per call and per thread, a front end wants all of them. */
-static _Atomic(tsr_warning_handler) warning_handler;
-static void *_Atomic warning_user;
+static pthread_mutex_t warning_lock = PTHREAD_MUTEX_INITIALIZER;
+static tsr_warning_handler warning_handler; /* with warning_user: read and written as a pair */
+static void *warning_user;
 
 void tsr_set_warning_handler(tsr_warning_handler handler, void *user) {
-    atomic_store(&warning_user, user);
-    atomic_store(&warning_handler, handler);
+    pthread_mutex_lock(&warning_lock);
+    warning_handler = handler;
+    warning_user = user;
+    pthread_mutex_unlock(&warning_lock);
 }
 
 const char *tsr_status_str(tsr_status status) {
@@ -86,14 +88,17 @@ void tsr_warn(const char *fmt, ...) {
     va_start(ap, fmt);
     append_v(last_warning, sizeof last_warning, fmt, ap);
     va_end(ap);
-    tsr_warning_handler handler = atomic_load(&warning_handler);
+    pthread_mutex_lock(&warning_lock);
+    tsr_warning_handler handler = warning_handler;
+    void *user = warning_user;
+    pthread_mutex_unlock(&warning_lock);
     if (handler) {
         /* This warning alone (possibly truncated), not the ones joined before it. */
         char one[TSR_WARNING_CAP];
         va_start(ap, fmt);
         vsnprintf(one, sizeof one, fmt, ap);
         va_end(ap);
-        handler(one, atomic_load(&warning_user));
+        handler(one, user);
     }
 }
 

@@ -365,6 +365,11 @@ static tsr_status read_entry(const char *path, const char *key_text, bool check_
     if (st != TSR_SUCCESS) {
         char why[512];
         tsr_strlcpy(why, tsr_last_error(), sizeof why);
+        /* A regular file we could not read just now (out of memory or descriptors, EACCES) is
+         * not proven bad: kept, and this process builds from source. */
+        struct stat link;
+        if (st == TSR_ERR_OUT_OF_MEMORY || (lstat(path, &link) == 0 && S_ISREG(link.st_mode)))
+            return tsr_fail(TSR_ERR_IO, "%s: not readable now (kept): %s", path, why);
         return tsr_fail(TSR_ERR_CORRUPT, "%s: unreadable: %s", path, why);
     }
     char untrusted[TSR_PATH_MAX + 128];
@@ -582,7 +587,11 @@ static tsr_status load_from_dir(tsr_device *dev, const char *dir, const char *ke
     tsr_status st = read_entry(path, key_text, check_owner, &bin, &length, &names);
     if (st == TSR_SUCCESS) {
         st = build_from_binary(dev, bin, length, options, &p);
-        if (st != TSR_SUCCESS) {
+        if (st == TSR_ERR_OUT_OF_MEMORY) { /* the driver ran out, the entry may be fine: keep it */
+            char why[512];
+            tsr_strlcpy(why, tsr_last_error(), sizeof why);
+            st = tsr_fail(TSR_ERR_IO, "%s: not loaded now (kept): %s", path, why);
+        } else if (st != TSR_SUCCESS) {
             char why[512];
             tsr_strlcpy(why, tsr_last_error(), sizeof why);
             st = tsr_fail(TSR_ERR_CORRUPT, "%s: the driver rejected the binary: %s", path, why);
@@ -674,6 +683,8 @@ static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char
         } else if (status == TSR_ERR_CORRUPT) {
             dev->disk_rejects++;
             tsr_warn("rejected binary cache entry, rebuilding: %s", tsr_last_error());
+        } else if (status != TSR_ERR_NOT_FOUND) {
+            tsr_warn("binary cache entry not used, building from source: %s", tsr_last_error());
         }
     }
     if (!p && dev->offline) {

@@ -276,6 +276,8 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
     tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, event ? *event : NULL);
     if (!event) clFinish(queue); /* no event to order the next writer of the workspace by */
 out:
+    /* The transpose ran into the workspace although the attention kernel failed to enqueue. */
+    if (status != TSR_SUCCESS && transposed) tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, transposed);
     pthread_mutex_unlock(&dev->lock);
     if (transposed) clReleaseEvent(transposed);
     if (tk) clReleaseKernel(tk);

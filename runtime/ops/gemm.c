@@ -318,6 +318,12 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     if (pack_a) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done);
     if (pack_b) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done);
 out:
+    /* A pack enqueued before a later step failed still writes its panel: the next user of that
+     * workspace must wait for it. */
+    if (status != TSR_SUCCESS) {
+        if (packed[0]) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, packed[0]);
+        if (packed[1]) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, packed[1]);
+    }
     pthread_mutex_unlock(&dev->lock);
 out_unlocked:
     if (first && status == TSR_SUCCESS) {

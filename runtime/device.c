@@ -26,12 +26,14 @@ static void query_str(cl_device_id d, cl_device_info what, char *out) {
     out[0] = '\0';
     if (clGetDeviceInfo(d, what, TSR_INFO_STR, out, NULL) != CL_SUCCESS) out[0] = '\0';
     out[TSR_INFO_STR - 1] = '\0';
+    tsr_text_sanitize(out); /* these strings key the tuning database and fill reports */
 }
 
 static void query_platform_str(cl_platform_id p, cl_platform_info what, char *out) {
     out[0] = '\0';
     if (clGetPlatformInfo(p, what, TSR_INFO_STR, out, NULL) != CL_SUCCESS) out[0] = '\0';
     out[TSR_INFO_STR - 1] = '\0';
+    tsr_text_sanitize(out);
 }
 
 static uint32_t query_uint(cl_device_id d, cl_device_info what) {

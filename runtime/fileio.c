@@ -61,6 +61,36 @@ static const char *file_kind(mode_t mode) {
     return "not a regular file";
 }
 
+size_t tsr_text_char_length(const unsigned char *p) {
+    unsigned c = *p;
+    if (c < 0x20 || c == 0x7f) return 0;
+    if (c < 0x80) return 1;
+    int n = c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
+    if (n < 0) return 0;
+    unsigned lo = 0x80, hi = 0xbf; /* the second byte's range excludes overlongs and surrogates */
+    if (c == 0xe0) lo = 0xa0;
+    else if (c == 0xed) hi = 0x9f;
+    else if (c == 0xf0) lo = 0x90;
+    else if (c == 0xf4) hi = 0x8f;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (int i = 2; i <= n; ++i)
+        if (p[i] < 0x80 || p[i] > 0xbf) return 0;
+    return (size_t)n + 1;
+}
+
+void tsr_text_sanitize(char *s) {
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        size_t n = tsr_text_char_length(p);
+        if (n) {
+            p += n;
+        } else {
+            *p = *p < 0x20 || *p == 0x7f ? ' ' : '?';
+            ++p;
+        }
+    }
+}
+
 tsr_status tsr_open_append(const char *path, FILE **out) {
     *out = NULL;
     /* O_NONBLOCK: a FIFO with no reader would block the open itself (or fail with ENXIO). */

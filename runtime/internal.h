@@ -169,6 +169,12 @@ tsr_status tsr_read_file_stat(const char *path, char **data, size_t *size, struc
 /* Read a whole file as one JSON value: truncation, damage or trailing text is TSR_ERR_CORRUPT,
  * "<what> <path> is unusable: not valid JSON (... near byte N)". */
 tsr_status tsr_read_json(const char *path, const char *what, struct cJSON **root);
+/* Length (1 to 4) of the character at p when it is well-formed UTF-8 and not a control
+ * character (< 0x20, 0x7F); 0 otherwise (also at the terminating NUL). */
+size_t tsr_text_char_length(const unsigned char *p);
+/* In place: control characters become spaces and bytes that are not UTF-8 become '?', so text
+ * from a driver can go into JSON that tessera's own validation accepts. */
+void tsr_text_sanitize(char *s);
 /* Open a log for appending (created 0644 if missing): only a regular file is accepted, and a
  * FIFO or device is refused (TSR_ERR_IO) without blocking on it. */
 tsr_status tsr_open_append(const char *path, FILE **out);

@@ -73,25 +73,10 @@ static bool is_string(const cJSON *o, const char *key) { return cJSON_IsString(c
 /* Well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF) without control
  * characters: a flipped bit inside a name or a hash shows as a bad string. */
 static bool clean_text(const char *s) {
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned c = *p;
-        if (c < 0x20 || c == 0x7f) return false;
-        if (c < 0x80) {
-            ++p;
-            continue;
-        }
-        int n = c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
-        if (n < 0) return false;
-        unsigned lo = 0x80, hi = 0xbf; /* the second byte's range excludes overlongs and surrogates */
-        if (c == 0xe0) lo = 0xa0;
-        else if (c == 0xed) hi = 0x9f;
-        else if (c == 0xf0) lo = 0x90;
-        else if (c == 0xf4) hi = 0x8f;
-        if (p[1] < lo || p[1] > hi) return false;
-        for (int i = 2; i <= n; ++i)
-            if (p[i] < 0x80 || p[i] > 0xbf) return false;
-        p += n + 1;
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = tsr_text_char_length(p);
+        if (!n) return false;
+        p += n;
     }
     return true;
 }

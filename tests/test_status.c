@@ -115,6 +115,22 @@ static void workspace_growth_never_wraps(void **state) {
     tsr_device_close(dev);
 }
 
+/* Driver strings key the tuning database: control characters and bytes that are not UTF-8 are
+ * replaced, so a tune never writes a file its own reader would refuse as damaged. */
+static void driver_text_is_sanitized(void **state) {
+    (void)state;
+    char s[] = "Dev\tice\x7f \xe9t\xc3\xa9 \xed\xa0\x80 \xf0\x9f\x98\x80 end\n";
+    tsr_text_sanitize(s);
+    assert_string_equal(s, "Dev ice  ?t\xc3\xa9 ??? \xf0\x9f\x98\x80 end ");
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        size_t n = tsr_text_char_length(p);
+        assert_true(n > 0);
+        p += n;
+    }
+    assert_int_equal(tsr_text_char_length((const unsigned char *)"\x01"), 0);
+    assert_int_equal(tsr_text_char_length((const unsigned char *)"\xc0\xaf"), 0); /* overlong '/' */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(status_names),
@@ -125,6 +141,7 @@ int main(void) {
         cmocka_unit_test(embedded_sources_and_ops_are_listed),
         cmocka_unit_test(checked_sizes),
         cmocka_unit_test(workspace_growth_never_wraps),
+        cmocka_unit_test(driver_text_is_sanitized),
     };
     return TH_RUN(tests);
 }

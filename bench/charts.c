@@ -9,15 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Length of the well-formed UTF-8 sequence at s (1 to 4), 0 when it is not one. */
-static size_t utf8_length(const unsigned char *s) {
-    size_t n = s[0] < 0x80 ? 1 : (s[0] >> 5) == 0x6 ? 2 : (s[0] >> 4) == 0xE ? 3 : (s[0] >> 3) == 0x1E ? 4 : 0;
-    for (size_t i = 1; i < n; ++i)
-        if ((s[i] & 0xC0) != 0x80) return 0;
-    if (n == 2 && s[0] < 0xC2) return 0;                                       /* overlong */
-    if (n == 3 && ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] >= 0xA0))) return 0; /* overlong, surrogate */
-    if (n == 4 && ((s[0] == 0xF0 && s[1] < 0x90) || s[0] > 0xF4 || (s[0] == 0xF4 && s[1] >= 0x90))) return 0;
-    if (n == 3 && s[0] == 0xEF && s[1] == 0xBF && s[2] >= 0xBE) return 0; /* U+FFFE, U+FFFF: not XML Chars */
+/* Length of the character at s when XML may hold it: well-formed UTF-8 (the runtime's check)
+ * other than U+FFFE and U+FFFF, which are not XML characters; 0 otherwise. */
+static size_t xml_char_length(const unsigned char *s) {
+    size_t n = tsr_text_char_length(s);
+    if (n == 3 && s[0] == 0xEF && s[1] == 0xBF && s[2] >= 0xBE) return 0;
     return n;
 }
 
@@ -26,7 +22,7 @@ static size_t utf8_length(const unsigned char *s) {
 static void sb_escaped(bench_text *b, const char *s) {
     for (; *s; ++s) {
         if ((unsigned char)*s >= 0x80) {
-            size_t n = utf8_length((const unsigned char *)s);
+            size_t n = xml_char_length((const unsigned char *)s);
             if (n == 0) bench_text_printf(b, "\xEF\xBF\xBD");
             else bench_text_printf(b, "%.*s", (int)n, s), s += n - 1;
             continue;

@@ -241,11 +241,19 @@ tsr_status tsr_write_file_atomic(const char *path, const void *data, size_t size
     return TSR_SUCCESS;
 }
 
-/* Is `name` what tsr_write_file_atomic names its temporaries: "*.tmp.<pid>.<counter>"? */
-static bool is_temporary_name(const char *name) {
-    const char *t = strstr(name, ".tmp.");
-    if (!t || t == name) return false;
-    for (const char *next; (next = strstr(t + 1, ".tmp.")) != NULL;) t = next;
+/* Is `name` what tsr_write_file_atomic names a temporary of `file` ("<file>.tmp.<pid>.<n>"), or
+ * of any file when `file` is NULL? */
+static bool is_temporary_name(const char *name, const char *file) {
+    const char *t;
+    if (file) {
+        size_t n = strlen(file);
+        if (strncmp(name, file, n) != 0 || strncmp(name + n, ".tmp.", 5) != 0) return false;
+        t = name + n;
+    } else {
+        t = strstr(name, ".tmp.");
+        if (!t || t == name) return false;
+        for (const char *next; (next = strstr(t + 1, ".tmp.")) != NULL;) t = next;
+    }
     const char *p = t + 5;
     size_t pid_digits = strspn(p, "0123456789");
     if (pid_digits == 0 || p[pid_digits] != '.') return false;
@@ -254,14 +262,14 @@ static bool is_temporary_name(const char *name) {
     return counter_digits > 0 && p[counter_digits] == '\0';
 }
 
-size_t tsr_remove_stale_temporaries(const char *dir, double min_age_seconds) {
+size_t tsr_remove_stale_temporaries(const char *dir, const char *file, double min_age_seconds) {
     DIR *d = opendir(dir);
     if (!d) return 0;
     size_t removed = 0;
     time_t now = time(NULL);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (!is_temporary_name(e->d_name)) continue;
+        if (!is_temporary_name(e->d_name, file)) continue;
         struct stat st;
         /* Only our own regular files (never follow a link): a writer killed mid-write left it. */
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||

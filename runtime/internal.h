@@ -184,10 +184,10 @@ tsr_status tsr_write_file_atomic(const char *path, const void *data, size_t size
 tsr_status tsr_make_dirs(const char *path);
 /* mkdir -p creating missing directories with `mode` (e.g. 0700 for private caches). */
 tsr_status tsr_make_dirs_mode(const char *path, unsigned mode);
-/* Remove tsr_write_file_atomic's temporaries ("*.tmp.<pid>.<n>") in `dir` that are regular
- * files owned by the effective user and at least `min_age_seconds` old (left by a killed
- * writer). Returns how many were removed. */
-size_t tsr_remove_stale_temporaries(const char *dir, double min_age_seconds);
+/* Remove tsr_write_file_atomic's temporaries ("<file>.tmp.<pid>.<n>"; any file's when `file` is
+ * NULL) in `dir` that are regular files owned by the effective user and at least
+ * `min_age_seconds` old (left by a killed writer). Returns how many were removed. */
+size_t tsr_remove_stale_temporaries(const char *dir, const char *file, double min_age_seconds);
 
 /* ---- ops (ops/op.c) ---- */
 

@@ -618,7 +618,7 @@ static void store_in_cache(tsr_device *dev, const char *key_text, cl_program pro
     snprintf(path, sizeof path, "%s/%s", dev->cache_dir, name);
     char *names = NULL;
     /* Writers killed mid-write (kill -9, power loss) leave temporaries: clear old ones of ours. */
-    tsr_remove_stale_temporaries(dev->cache_dir, TSR_STALE_TEMPORARY_SECONDS);
+    tsr_remove_stale_temporaries(dev->cache_dir, NULL, TSR_STALE_TEMPORARY_SECONDS);
     tsr_status st = program_binary(program, &bin, &length);
     if (st == TSR_SUCCESS) st = program_kernel_names(program, &names);
     if (st == TSR_SUCCESS) st = write_entry(path, key_text, names, bin, length);

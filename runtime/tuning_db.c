@@ -4,7 +4,6 @@
 #include "internal.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -538,26 +537,6 @@ static tsr_status move_aside(const char *path, char *aside, size_t size) {
     return TSR_ERR_IO;
 }
 
-/* Temp files of writers killed mid-write (tsr_write_file_atomic names them PATH.tmp.PID.N):
- * under the database lock no writer is running, so every one left is stale. */
-static void remove_stale_temps(const char *path) {
-    char dir[TSR_PATH_MAX], prefix[TSR_PATH_MAX];
-    parent_dir(path, dir, sizeof dir);
-    const char *slash = strrchr(path, '/');
-    int plen = snprintf(prefix, sizeof prefix, "%s.tmp.", slash ? slash + 1 : path);
-    if (plen < 0 || (size_t)plen >= sizeof prefix) return;
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, (size_t)plen) != 0) continue;
-        const char *rest = e->d_name + plen;
-        if (!*rest || strspn(rest, "0123456789.") != strlen(rest)) continue; /* only our own pattern */
-        unlinkat(dirfd(d), e->d_name, 0);
-    }
-    closedir(d);
-}
-
 tsr_status tsr_db_update(const char *db_path, tsr_status (*update)(cJSON *root, void *ctx), void *ctx) {
     char path[TSR_PATH_MAX], dir[TSR_PATH_MAX], lock_path[TSR_PATH_MAX + 8];
     if (!db_path || !*db_path) return tsr_fail(TSR_ERR_INVALID_ARG, "the tuning database path is empty");
@@ -576,7 +555,9 @@ tsr_status tsr_db_update(const char *db_path, tsr_status (*update)(cJSON *root, 
             return tsr_fail(TSR_ERR_IO, "cannot lock %s: %s", lock_path, strerror(errno));
         }
     }
-    remove_stale_temps(path);
+    /* Under the lock no writer of this database is running: every temporary of it left is stale. */
+    const char *base = strrchr(path, '/');
+    tsr_remove_stale_temporaries(dir, base ? base + 1 : path, 0.0);
     cJSON *root = NULL;
     st = tsr_db_load(path, &root);
     if (st == TSR_ERR_CORRUPT) {

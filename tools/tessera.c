@@ -300,7 +300,7 @@ static int cmd_cache(int argc, char **argv) {
     if (a.clear) {
         /* Temporaries of writers that were killed mid-write go too (of any age: a writer racing
          * with --clear only loses its entry, with a warning). */
-        size_t temporaries = tsr_remove_stale_temporaries(ci.dir, 0.0);
+        size_t temporaries = tsr_remove_stale_temporaries(ci.dir, NULL, 0.0);
         printf("removed %zu entries and %zu temporary files\n", removed, temporaries);
     }
     return 0;

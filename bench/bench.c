@@ -169,17 +169,11 @@ bool bench_scan_uint(const char **p, uint64_t max, uint64_t *out) {
     if (*s < '0' || *s > '9') return false;
     for (; *s >= '0' && *s <= '9'; ++s) {
         unsigned d = (unsigned)(*s - '0');
-        if (v > (max - d) / 10) return false; /* v * 10 + d > max, without wrapping */
+        if (d > max || v > (max - d) / 10) return false; /* v * 10 + d > max, without wrapping */
         v = v * 10 + d;
     }
     *p = s;
     *out = v;
-    return true;
-}
-
-bool bench_mul(size_t *acc, size_t factor) {
-    if (factor && *acc > SIZE_MAX / factor) return false;
-    *acc *= factor;
     return true;
 }
 

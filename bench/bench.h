@@ -67,8 +67,6 @@ tsr_status bench_parse_seconds(const char *text, const char *option, bool allow_
 #define BENCH_MAX_SECONDS 86400.0 /* one day: any budget above it is a typo */
 /* Reads a run of digits at *p (advancing it) into *out: false without digits, on overflow or above max. */
 bool bench_scan_uint(const char **p, uint64_t max, uint64_t *out);
-/* *acc *= factor; false (acc unchanged) on size_t overflow. */
-bool bench_mul(size_t *acc, size_t factor);
 
 /* "1024,2048" or "1M,16M" (K and M are powers of two), counts from 1 to max; `what` names them
  * in the error message. */

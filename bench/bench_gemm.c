@@ -71,15 +71,18 @@ static tsr_status parse_shapes(const char *text, gemm_shape **out, size_t *count
 static tsr_status shape_sizes(tsr_device *dev, const gemm_shape *s, size_t *na, size_t *nb, size_t *nc) {
     char name[96];
     snprintf(name, sizeof name, "gemm %zu@%zux%zux%zu", s->batch, s->m, s->n, s->k);
-    size_t a = s->batch, b = s->batch, c = s->batch;
-    bool ok = bench_mul(&a, s->m) && bench_mul(&a, s->k) && bench_mul(&b, s->k) && bench_mul(&b, s->n) &&
-              bench_mul(&c, s->m) && bench_mul(&c, s->n);
-    size_t bytes[3] = {a, b, c};
-    ok = ok && bench_mul(&bytes[0], 4) && bench_mul(&bytes[1], 4) && bench_mul(&bytes[2], 4);
-    ok = ok && bytes[0] <= SIZE_MAX - bytes[1] && bytes[0] + bytes[1] <= SIZE_MAX - bytes[2];
-    if (!ok) return tsr_fail(TSR_ERR_OVERFLOW, "%s: its matrices' sizes overflow", name);
-    tsr_status st = bench_check_memory(dev, name, bytes, 3, bytes[0] + bytes[1] + bytes[2]);
-    if (st != TSR_SUCCESS) return st;
+    size_t a, b, c, bytes[3], total;
+    tsr_status st;
+    if ((st = tsr_size_mad(name, s->batch * s->m, s->k, 0, &a)) != TSR_SUCCESS || /* each below 2^31: pairs fit */
+        (st = tsr_size_mad(name, s->batch * s->k, s->n, 0, &b)) != TSR_SUCCESS ||
+        (st = tsr_size_mad(name, s->batch * s->m, s->n, 0, &c)) != TSR_SUCCESS ||
+        (st = tsr_size_mad(name, a, sizeof(float), 0, &bytes[0])) != TSR_SUCCESS ||
+        (st = tsr_size_mad(name, b, sizeof(float), 0, &bytes[1])) != TSR_SUCCESS ||
+        (st = tsr_size_mad(name, c, sizeof(float), 0, &bytes[2])) != TSR_SUCCESS ||
+        (st = tsr_size_mad(name, bytes[0], 1, bytes[1], &total)) != TSR_SUCCESS ||
+        (st = tsr_size_mad(name, total, 1, bytes[2], &total)) != TSR_SUCCESS ||
+        (st = bench_check_memory(dev, name, bytes, 3, total)) != TSR_SUCCESS)
+        return st;
     *na = a, *nb = b, *nc = c;
     return TSR_SUCCESS;
 }

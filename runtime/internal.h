@@ -112,6 +112,8 @@ struct tsr_device {
     char tuning_db_warning[512];
 };
 
+/* ---- workspaces (workspace.c) ---- */
+
 /* A workspace buffer of at least `bytes` (a tsr_workspace_slot); grows it if needed. Call with
  * device->lock held. *wait receives the event the caller must wait for before writing
  * to it (NULL if none); the caller then stores its own reading event in last_use. */
@@ -280,6 +282,12 @@ tsr_status tsr_config_parse(const tsr_op *op, const char *text, const char *what
 /* "MWI=6 VW=16 ..." for messages and manifests. */
 void tsr_config_format(const tsr_op *op, const tsr_config *config, char *out, size_t size);
 int tsr_op_class_index(const tsr_op *op, const char *problem_class);
+/* Set the parameters that mean nothing under the others to their canonical value (the op's
+ * normalize hook; nothing when it has none). Generic code calls this, never the hook. */
+void tsr_op_normalize(const tsr_op *op, tsr_config *config);
+/* The configurations every tuning search of a class measures first (the op's tuning_seeds hook);
+ * returns how many of at most `max` it wrote. Generic code calls this, never the hook. */
+int tsr_op_seeds(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *seeds, int max);
 
 /* ---- tuning database (tuning_db.c) ---- */
 
@@ -323,7 +331,7 @@ extern const char tsr_builtin_tuning_json[]; /* generated from data/builtin_tuni
 tsr_status tsr_tune_op(tsr_device *device, const tsr_op *op, const tsr_tune_options *options,
                        tsr_tune_result *results, size_t max_results, size_t *nresults);
 
-/* ---- argument checks shared by ops (ops/op.c) ---- */
+/* ---- argument checks shared by ops (checks.c) ---- */
 
 /* Elements a strided-batched matrix spans: offset + (batch-1)*stride + (lines-1)*ld + line_length,
  * with overflow checks; 0 when the matrix is empty. `name` labels messages. */

@@ -312,7 +312,7 @@ static void report(const tuning_state *ts, const progress_ctx *pc) {
 
 static bool legal(const tuning_state *ts, const point *pt, tsr_config *cfg) {
     point_config(ts->sp, pt, cfg);
-    if (ts->op->normalize) ts->op->normalize(cfg);
+    tsr_op_normalize(ts->op, cfg);
     return ts->op->config_ok(ts->dev, NULL, cfg);
 }
 
@@ -600,16 +600,14 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         report(&ts, &pc);
         tsr_config start = def; /* where annealing starts: the best of the default and the seeds */
         double start_g = def_g;
-        if (op->tuning_seeds) {
-            tsr_config seeds[8];
-            int nseeds = op->tuning_seeds(dev, classes[c], seeds, 8);
-            for (int i = 0; i < nseeds && budget_left(&ts, &b); ++i)
-                if (op->config_ok(dev, NULL, &seeds[i]) && !already_seen(&ts, &seeds[i])) {
-                    double g = evaluate(&ts, &seeds[i]);
-                    report(&ts, &pc);
-                    if (g > start_g) start = seeds[i], start_g = g;
-                }
-        }
+        tsr_config seeds[8];
+        int nseeds = tsr_op_seeds(op, dev, classes[c], seeds, 8);
+        for (int i = 0; i < nseeds && budget_left(&ts, &b); ++i)
+            if (op->config_ok(dev, NULL, &seeds[i]) && !already_seen(&ts, &seeds[i])) {
+                double g = evaluate(&ts, &seeds[i]);
+                report(&ts, &pc);
+                if (g > start_g) start = seeds[i], start_g = g;
+            }
         switch (opt.strategy) {
         case TSR_TUNE_EXHAUSTIVE: search_exhaustive(&ts, &b, &pc); break;
         case TSR_TUNE_RANDOM: search_random(&ts, &b, &rng, &pc); break;

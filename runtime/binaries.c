@@ -1,0 +1,67 @@
+/* Ahead-of-time binaries: every program a launch can ask for, written with a manifest, for
+ * devices without an online compiler. */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int count_classes(const tsr_op *op) {
+    int n = 0;
+    while (op->classes[n]) ++n;
+    return n;
+}
+
+tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written) {
+    tsr_clear_diagnostics();
+    if (!dev || !dir || !*dir || !written)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_build_binaries: device, dir and written must be set");
+    *written = 0;
+    if (dev->offline)
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "device '%s' cannot compile kernels (no online compiler or "
+                        "TSR_FORCE_OFFLINE set); build binaries on a device that has one", dev->info.name);
+    tsr_status status = tsr_make_dirs(dir);
+    if (status != TSR_SUCCESS) return status;
+    cJSON *manifest = cJSON_CreateObject();
+    if (!manifest) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    cJSON_AddStringToObject(manifest, "tessera_version", TSR_VERSION_STRING);
+    cJSON_AddStringToObject(manifest, "device", dev->fingerprint);
+    cJSON *entries = cJSON_AddArrayToObject(manifest, "binaries");
+    for (const tsr_op *const *op = tsr_ops; *op; ++op) {
+        const tsr_op *o = *op;
+        /* Per problem class, the configuration launches resolve to (tuned or default) and the
+         * built-in default, in every variant a launch can ask for. */
+        for (int variant = 0; variant < 2 * o->nvariants * count_classes(o); ++variant) {
+            tsr_config config;
+            const char *cls = o->classes[variant / (2 * o->nvariants)];
+            if ((variant / o->nvariants) % 2 == 0) {
+                if ((status = tsr_resolve_config(dev, o, cls, &config, NULL)) != TSR_SUCCESS) goto out;
+            } else {
+                o->default_config(dev, cls, &config);
+            }
+            char options[1024];
+            o->build_options(&config, variant % o->nvariants, options, sizeof options);
+            bool seen = false;
+            for (cJSON *e = entries->child; e && !seen; e = e->next)
+                seen = strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "options")), options) == 0;
+            if (seen) continue; /* classes may share a configuration */
+            status = tsr_program_write_binary(dev, o->source_name, options, dir);
+            if (status != TSR_SUCCESS) goto out;
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "op", o->name);
+            cJSON_AddStringToObject(e, "source", o->source_name);
+            cJSON_AddStringToObject(e, "options", options);
+            cJSON_AddItemToArray(entries, e);
+            ++*written;
+        }
+    }
+    char *text = cJSON_Print(manifest);
+    char path[TSR_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    status = text ? tsr_write_file_atomic(path, text, strlen(text)) : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    free(text);
+out:
+    cJSON_Delete(manifest);
+    return status;
+}

@@ -1,0 +1,136 @@
+/* Argument checks shared by every op: extents, overflow-checked sizes, buffers, aliasing, queues;
+ * and the blocking host transfers demos and tuning fixtures use. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+tsr_status tsr_matrix_extent(const char *name, size_t offset, size_t lines, size_t line_length, size_t ld,
+                             size_t stride, size_t batch, size_t *elements) {
+    *elements = 0;
+    if (lines == 0 || line_length == 0 || batch == 0) return TSR_SUCCESS;
+    size_t last_line, last_batch, total;
+    if (__builtin_mul_overflow(lines - 1, ld, &last_line) || __builtin_mul_overflow(batch - 1, stride, &last_batch) ||
+        __builtin_add_overflow(last_line, line_length, &total) || __builtin_add_overflow(total, last_batch, &total) ||
+        __builtin_add_overflow(total, offset, &total) || total > SIZE_MAX / sizeof(float))
+        return tsr_fail(TSR_ERR_OVERFLOW, "the extent of %s overflows (offset %zu, %zu x %zu, ld %zu, stride %zu, batch %zu)",
+                        name, offset, lines, line_length, ld, stride, batch);
+    *elements = total;
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_size_mad(const char *what, size_t a, size_t b, size_t c, size_t *out) {
+    size_t ab;
+    if (__builtin_mul_overflow(a, b, &ab) || __builtin_add_overflow(ab, c, out))
+        return tsr_fail(TSR_ERR_OVERFLOW, "%s overflows (%zu * %zu + %zu exceeds %zu)", what, a, b, c, (size_t)SIZE_MAX);
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_mem_region_of(cl_mem mem, const char *name, tsr_mem_region *region) {
+    size_t origin = 0, size = 0;
+    cl_mem cur = mem;
+    cl_int err = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+    /* OpenCL 1.2 has one level of sub-buffers; follow a few more in case an implementation nests. */
+    for (int depth = 0; err == CL_SUCCESS && depth < 8; ++depth) {
+        cl_mem parent = NULL;
+        size_t offset = 0;
+        err = clGetMemObjectInfo(cur, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, NULL);
+        if (err != CL_SUCCESS || !parent) break;
+        err = clGetMemObjectInfo(cur, CL_MEM_OFFSET, sizeof offset, &offset, NULL);
+        if (err == CL_SUCCESS && __builtin_add_overflow(origin, offset, &origin)) err = CL_INVALID_MEM_OBJECT;
+        cur = parent;
+    }
+    if (err != CL_SUCCESS)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "buffer %s is not a valid cl_mem (%s)", name, tsr_cl_error_name(err));
+    *region = (tsr_mem_region){.root = cur, .origin = origin, .size = size};
+    return TSR_SUCCESS;
+}
+
+/* Byte range [*begin, *end) of floats [off, off + count) of `mem` in its root buffer. */
+static tsr_status root_range(cl_mem mem, const char *name, size_t off, size_t count, cl_mem *root, size_t *begin,
+                             size_t *end) {
+    tsr_mem_region r = {NULL, 0, 0};
+    tsr_status st = tsr_mem_region_of(mem, name, &r);
+    if (st == TSR_SUCCESS) st = tsr_size_mad("a buffer range's start", off, sizeof(float), r.origin, begin);
+    if (st == TSR_SUCCESS) st = tsr_size_mad("a buffer range's end", count, sizeof(float), *begin, end);
+    *root = r.root;
+    return st;
+}
+
+tsr_status tsr_ranges_relate(cl_mem a, size_t a_off, size_t a_count, cl_mem b, size_t b_off, size_t b_count,
+                             tsr_ranges *relation) {
+    *relation = TSR_RANGES_DISJOINT;
+    if (a_count == 0 || b_count == 0) return TSR_SUCCESS;
+    cl_mem ra = NULL, rb = NULL;
+    size_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+    tsr_status st;
+    if ((st = root_range(a, "a", a_off, a_count, &ra, &a0, &a1)) != TSR_SUCCESS ||
+        (st = root_range(b, "b", b_off, b_count, &rb, &b0, &b1)) != TSR_SUCCESS)
+        return st;
+    if (ra != rb || a1 <= b0 || b1 <= a0) return TSR_SUCCESS;
+    *relation = a0 == b0 && a1 == b1 ? TSR_RANGES_SAME : TSR_RANGES_OVERLAP;
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_check_disjoint(const char *op, cl_mem a, const char *a_name, size_t a_off, size_t a_count, cl_mem b,
+                              const char *b_name, size_t b_off, size_t b_count, bool same_ok) {
+    tsr_ranges rel;
+    tsr_status st = tsr_ranges_relate(a, a_off, a_count, b, b_off, b_count, &rel);
+    if (st != TSR_SUCCESS || rel == TSR_RANGES_DISJOINT || (rel == TSR_RANGES_SAME && same_ok)) return st;
+    cl_mem root;
+    size_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+    root_range(a, a_name, a_off, a_count, &root, &a0, &a1);
+    root_range(b, b_name, b_off, b_count, &root, &b0, &b1);
+    return tsr_fail(TSR_ERR_INVALID_ARG,
+                    "%s: %s overlaps %s: they cover bytes [%zu, %zu) and [%zu, %zu) of one buffer (sub-buffers "
+                    "resolved to their parent); %s", op, a_name, b_name, a0, a1, b0, b1,
+                    same_ok ? "in place needs exactly the same range" : "this op cannot run in place");
+}
+
+tsr_status tsr_check_buffer(const tsr_device *dev, cl_mem mem, const char *name, size_t elements) {
+    if (!mem) return tsr_fail(TSR_ERR_INVALID_ARG, "buffer %s is NULL", name);
+    cl_mem_object_type type = 0;
+    cl_context ctx = NULL;
+    size_t size = 0;
+    cl_int err = clGetMemObjectInfo(mem, CL_MEM_TYPE, sizeof type, &type, NULL);
+    if (err == CL_SUCCESS) err = clGetMemObjectInfo(mem, CL_MEM_CONTEXT, sizeof ctx, &ctx, NULL);
+    if (err == CL_SUCCESS) err = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != CL_SUCCESS)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "buffer %s is not a valid cl_mem (%s)", name, tsr_cl_error_name(err));
+    if (type != CL_MEM_OBJECT_BUFFER) return tsr_fail(TSR_ERR_INVALID_ARG, "%s is an image, not a buffer", name);
+    if (ctx != dev->context)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "buffer %s belongs to another OpenCL context than the device's", name);
+    if (size / sizeof(float) < elements)
+        return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL, "buffer %s holds %zu floats but the call needs %zu", name,
+                        size / sizeof(float), elements);
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_resolve_queue(const tsr_device *dev, cl_command_queue queue, cl_command_queue *out) {
+    *out = dev->queue;
+    if (!queue) return TSR_SUCCESS;
+    cl_context ctx = NULL;
+    cl_device_id id = NULL;
+    if (clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof ctx, &ctx, NULL) != CL_SUCCESS ||
+        clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof id, &id, NULL) != CL_SUCCESS)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "queue is not a valid cl_command_queue");
+    if (ctx != dev->context || id != dev->id)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "queue belongs to another context or device");
+    *out = queue;
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_upload(tsr_device *dev, cl_mem mem, const float *host, size_t count) {
+    tsr_status status = TSR_SUCCESS;
+    TSR_CL_CHECK(clEnqueueWriteBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof(float), host, 0, NULL, NULL), out);
+out:
+    return status;
+}
+
+tsr_status tsr_download(tsr_device *dev, cl_mem mem, float *host, size_t count) {
+    tsr_status status = TSR_SUCCESS;
+    TSR_CL_CHECK(clEnqueueReadBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof(float), host, 0, NULL, NULL), out);
+out:
+    return status;
+}

@@ -38,7 +38,7 @@ tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written)
             if ((variant / o->nvariants) % 2 == 0) {
                 if ((status = tsr_resolve_config(dev, o, cls, &config, NULL)) != TSR_SUCCESS) goto out;
             } else {
-                o->default_config(dev, cls, &config);
+                tsr_op_default_config(o, dev, cls, &config);
             }
             char options[1024];
             o->build_options(&config, variant % o->nvariants, options, sizeof options);

@@ -282,6 +282,9 @@ tsr_status tsr_config_parse(const tsr_op *op, const char *text, const char *what
 /* "MWI=6 VW=16 ..." for messages and manifests. */
 void tsr_config_format(const tsr_op *op, const tsr_config *config, char *out, size_t size);
 int tsr_op_class_index(const tsr_op *op, const char *problem_class);
+/* The op's built-in configuration for this device and class (its default_config hook). Generic
+ * code calls this, never the hook. */
+void tsr_op_default_config(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *config);
 /* Set the parameters that mean nothing under the others to their canonical value (the op's
  * normalize hook; nothing when it has none). Generic code calls this, never the hook. */
 void tsr_op_normalize(const tsr_op *op, tsr_config *config);

@@ -594,7 +594,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         budget b = {.deadline = class_start + per_class, .evaluations = opt.budget_evaluations, .start_evals = 0};
         /* The built-in default first: the yardstick, and a start for the guided search. */
         tsr_config def;
-        op->default_config(dev, classes[c], &def);
+        tsr_op_default_config(op, dev, classes[c], &def);
         double def_g = op->config_ok(dev, NULL, &def) ? evaluate(&ts, &def) : 0;
         res->default_gflops = def_g;
         report(&ts, &pc);

@@ -362,7 +362,7 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
         done = try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
                try_db(dev, op, builtin, true, classes[c], hash, cfg, &found, notes, sizeof notes);
     if (!done) {
-        op->default_config(dev, cls, cfg);
+        tsr_op_default_config(op, dev, cls, cfg);
         found.source = TSR_CONFIG_BUILTIN_DEFAULT;
         tsr_strlcpy(found.used_class, cls, sizeof found.used_class);
         snprintf(found.origin, sizeof found.origin, "tessera's default for %s devices, class %s",

@@ -84,7 +84,7 @@ static tsr_status op_config_info(tsr_device *dev, const tsr_op *op, const char *
     for (char *c = var; *c; ++c) *c = (char)toupper((unsigned char)*c);
     const char *env = getenv(var);
     if (!env || !*env) return tsr_resolve_config(dev, op, cls, config, info);
-    op->default_config(dev, cls, config);
+    tsr_op_default_config(op, dev, cls, config);
     tsr_status st = tsr_config_parse(op, env, var, config);
     if (st != TSR_SUCCESS) return st;
     tsr_op_normalize(op, config);
@@ -138,4 +138,8 @@ void tsr_op_normalize(const tsr_op *op, tsr_config *config) {
 
 int tsr_op_seeds(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *seeds, int max) {
     return op->tuning_seeds ? op->tuning_seeds(device, problem_class, seeds, max) : 0;
+}
+
+void tsr_op_default_config(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *config) {
+    op->default_config(device, problem_class, config);
 }

@@ -31,17 +31,17 @@ tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written)
     for (const tsr_op *const *op = tsr_ops; *op; ++op) {
         const tsr_op *o = *op;
         /* Per problem class, the configuration launches resolve to (tuned or default) and the
-         * built-in default, in every variant a launch can ask for. */
-        for (int variant = 0; variant < 2 * o->nvariants * count_classes(o); ++variant) {
+         * built-in default, in every program variant a launch can ask for. */
+        for (int variant = 0; variant < 2 * o->program_variants * count_classes(o); ++variant) {
             tsr_config config;
-            const char *cls = o->classes[variant / (2 * o->nvariants)];
-            if ((variant / o->nvariants) % 2 == 0) {
+            const char *cls = o->classes[variant / (2 * o->program_variants)];
+            if ((variant / o->program_variants) % 2 == 0) {
                 if ((status = tsr_resolve_config(dev, o, cls, &config, NULL)) != TSR_SUCCESS) goto out;
             } else {
                 tsr_op_default_config(o, dev, cls, &config);
             }
             char options[1024];
-            o->build_options(&config, variant % o->nvariants, options, sizeof options);
+            o->build_options(&config, variant % o->program_variants, options, sizeof options);
             bool seen = false;
             for (cJSON *e = entries->child; e && !seen; e = e->next)
                 seen = strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "options")), options) == 0;

@@ -45,13 +45,36 @@ const char *tsr_cl_error_name(cl_int err);
 
 /* ---- op configurations ---- */
 
+/* Whether the kernel sees a parameter: DEFINE parameters become -DNAME=value (tsr_config_defines);
+ * HOST parameters only steer the host (launch geometry, which kernel or implementation), so
+ * candidates that differ only in them share one program. */
+typedef enum tsr_param_kind { TSR_PARAM_DEFINE, TSR_PARAM_HOST } tsr_param_kind;
+
+/* One tuning parameter of an op, found by name everywhere (parse, format, -D flags, the tuning
+ * database). Declare an op's parameters once, with TSR_PARAMS below. */
 typedef struct tsr_param_def {
-    const char *name;
-    const int *values;
+    const char *name;      /* "MWI": in configuration text, the tuning database and -D flags */
+    const int *values;     /* the values a search and an override may take */
     int nvalues;
+    int default_value;     /* the declared default: built-in configurations are written over it, and
+                            * an implementation that does not read the parameter runs with it */
+    tsr_param_kind kind;
 } tsr_param_def;
 
 #define TSR_MAX_PARAMS 16
+
+/* An op's parameters are one X-macro list, each entry X(NAME, KIND, DEFAULT, values...):
+ *     #define GEMM_PARAMS(X) X(MWI, DEFINE, 1, 1, 2, 4, 6, 8) X(SA, DEFINE, 0, 0, 1)
+ *     enum { GEMM_PARAMS(TSR_PARAM_INDEX) GEMM_NPARAMS };               (P_MWI, P_SA, ...)
+ *     static const tsr_param_def gemm_params[] = {GEMM_PARAMS(TSR_PARAM_DEF)};
+ * so a new parameter is one line here plus its use (kernel, legality rule); the value count
+ * comes from sizeof. */
+#define TSR_PARAM_INDEX(name, kind, def, ...) P_##name,
+#define TSR_PARAM_DEF(name, kind, def, ...)                                                       \
+    {#name, (const int[]){__VA_ARGS__}, (int)(sizeof((const int[]){__VA_ARGS__}) / sizeof(int)), def, \
+     TSR_PARAM_##kind},
+/* Entries of a static array (descriptor counts). */
+#define TSR_COUNT(array) ((int)(sizeof(array) / sizeof((array)[0])))
 
 typedef struct tsr_config {
     int values[TSR_MAX_PARAMS];
@@ -194,31 +217,64 @@ size_t tsr_remove_stale_temporaries(const char *dir, const char *file, double mi
 /* ---- ops (ops/op.c) ---- */
 
 
+/* A built-in configuration: the first row matching the device's type and the problem class is
+ * the op's default there. */
+typedef struct tsr_default {
+    int device_type;           /* a tsr_device_type; 0: any device */
+    const char *problem_class; /* NULL: any class */
+    const char *config;        /* "MWI=6 VW=16 ...", parsed over the declared defaults */
+} tsr_default;
+
+/* One way of computing an op (oneDNN's implementation list), apart from the tile parameters
+ * that shape it. */
+typedef struct tsr_implementation {
+    const char *name;   /* "im2col" */
+    int value;          /* the value of the op's implementation_param that selects it */
+    /* The parameters it reads, "MWI VW ..."; NULL: all of them. The others take their declared
+     * default (tsr_op_normalize), so searches do not measure the same behaviour twice. */
+    const char *params;
+    /* Optional: can it run this problem on this device? NULL: every problem. */
+    bool (*accepts)(const tsr_device *device, const void *problem);
+} tsr_implementation;
+
+/* An op's descriptor. Every field is required unless it says "optional"; generic code reaches
+ * the hooks through the tsr_op_* functions below, and test_ops checks the table's ops. */
 typedef struct tsr_op {
     const char *name;          /* "gemm" */
     const char *source_name;   /* embedded cl/ file without .cl */
-    const tsr_param_def *params;
-    int nparams;
+    const tsr_param_def *params; /* declared with TSR_PARAM_DEF (order of formats, manifests, -D flags) */
+    int nparams;               /* at most TSR_MAX_PARAMS */
     /* Problem classes (tuning buckets, e.g. "large", "small-n", "batched"), NULL-terminated;
      * the first is the generic one. */
     const char *const *classes;
     const char *(*problem_class)(const void *problem);
-    /* Built-in configuration for this device and problem class (used when nothing is tuned). */
-    void (*default_config)(const tsr_device *device, const char *problem_class, tsr_config *config);
-    /* Optional: set parameters that mean nothing under the others to their one canonical value
-     * (e.g. the implicit kernel's shape when another path is chosen), so overrides may name only
-     * what matters and searches do not measure the same behaviour twice. */
+    /* Optional: built-in configurations by device type and class (used when nothing is tuned);
+     * NULL, or no row matching: the declared defaults. */
+    const tsr_default *defaults;
+    int ndefaults;
+    /* Its implementations, at least one. With more than one, implementation_param names the
+     * parameter whose value selects one (the tuning database stores the choice under it). */
+    const tsr_implementation *implementations;
+    int nimplementations;
+    const char *implementation_param; /* optional: NULL with a single implementation */
+    /* Optional: rules within an implementation that tsr_op_normalize applies after resetting the
+     * parameters the implementation does not read (e.g. KWG means nothing without staging).
+     * NULL: none. */
     void (*normalize)(tsr_config *config);
     /* Is this configuration legal on this device? (NULL problem: for any problem) */
     bool (*config_ok)(const tsr_device *device, const void *problem, const tsr_config *config);
-    /* Program variants a launch may need beyond the configuration (e.g. transposes). */
-    int nvariants;
-    /* -D options for a configuration and variant (0 <= variant < nvariants); every program a
-     * launch with this configuration can build is one of these. */
-    void (*build_options)(const tsr_config *config, int variant, char *options, size_t size);
+    /* Programs a launch may need beyond the configuration: their count (at least 1) and what
+     * tells them apart (e.g. "transposes"; optional: NULL when there is one). */
+    int program_variants;
+    const char *program_variant;
+    /* -D options for a configuration and program variant (0 <= program_variant <
+     * program_variants): tsr_config_defines plus what the variant adds; every program a launch
+     * with this configuration can build is one of these. */
+    void (*build_options)(const tsr_config *config, int program_variant, char *options, size_t size);
     /* Run a small self-checking example (the demo); prints nothing, fills a summary. */
     tsr_status (*demo)(tsr_device *device, char *summary, size_t size);
-    /* The class to use when `problem_class` has no tuned entry (NULL: go to the defaults). */
+    /* Optional: the class to use when `problem_class` has no tuned entry (NULL hook, or NULL
+     * returned: go to the defaults). */
     const char *(*nearest_class)(const char *problem_class);
 
     /* Tuning: a representative problem of a class with fresh inputs and a reference. */
@@ -233,13 +289,10 @@ typedef struct tsr_op {
     double (*tuning_flops)(const void *ctx);
     void (*tuning_describe)(const void *ctx, char *out, size_t size);
     void (*tuning_free)(void *ctx);
-    /* The part of the space worth searching on this device ("NAME=v1,v2 ..."), NULL: all of it. */
+    /* Optional: the part of the space worth searching on this device ("NAME=v1,v2 ..");
+     * NULL hook or NULL returned: all of it. */
     const char *(*tuning_space)(const tsr_device *device);
-    /* Configurations every search measures right after the default (NULL: none): e.g. one per
-     * algorithm an op chooses between, so that choice never depends on a search walking there.
-     * Returns how many of at most `max` it wrote. */
-    int (*tuning_seeds)(const tsr_device *device, const char *problem_class, tsr_config *seeds, int max);
-    /* Unit of the tuner's rates: NULL means "GFLOP/s"; memory-bound ops say "GB/s". */
+    /* Optional: unit of the tuner's rates; NULL means "GFLOP/s", memory-bound ops say "GB/s". */
     const char *rate_unit;
 } tsr_op;
 
@@ -281,15 +334,40 @@ tsr_status tsr_op_config(tsr_device *device, const tsr_op *op, const void *probl
 tsr_status tsr_config_parse(const tsr_op *op, const char *text, const char *what, tsr_config *config);
 /* "MWI=6 VW=16 ..." for messages and manifests. */
 void tsr_config_format(const tsr_op *op, const tsr_config *config, char *out, size_t size);
+/* "-DMWI=6 -DVW=16 ..." for every DEFINE parameter, in declared order: the part of an op's
+ * build_options that comes from the configuration. Returns false when `size` cut it short. */
+bool tsr_config_defines(const tsr_op *op, const tsr_config *config, char *out, size_t size);
+/* The declared defaults (every other value zero). */
+void tsr_config_declared(const tsr_op *op, tsr_config *config);
+/* Index of the parameter called `name`, or -1. */
+int tsr_param_index(const tsr_op *op, const char *name);
 int tsr_op_class_index(const tsr_op *op, const char *problem_class);
-/* The op's built-in configuration for this device and class (its default_config hook). Generic
- * code calls this, never the hook. */
+/* The op's built-in configuration for this device and class: the first matching row of its
+ * defaults over the declared defaults. Generic code calls this, never reads the rows. */
 void tsr_op_default_config(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *config);
-/* Set the parameters that mean nothing under the others to their canonical value (the op's
- * normalize hook; nothing when it has none). Generic code calls this, never the hook. */
+/* The implementation a configuration selects (the only one when the op has one); NULL when the
+ * implementation parameter holds a value no implementation claims. */
+const tsr_implementation *tsr_op_implementation(const tsr_op *op, const tsr_config *config);
+/* Does the implementation read this parameter? (its params list; NULL list: every parameter) */
+bool tsr_implementation_uses(const tsr_implementation *impl, const char *param);
+/* Does the implementation take this problem on this device? (its accepts hook; true without) */
+bool tsr_implementation_accepts(const tsr_implementation *impl, const tsr_device *device, const void *problem);
+/* The built-in configuration of one implementation for this device and class: the first row of
+ * the defaults that matches and selects it, else the declared defaults with it selected;
+ * normalized. */
+void tsr_op_implementation_default(const tsr_op *op, const tsr_implementation *impl, const tsr_device *device,
+                                   const char *problem_class, tsr_config *config);
+/* Set the parameters that mean nothing under the others to their declared default: those the
+ * selected implementation does not read, then the op's normalize hook (rules within an
+ * implementation). Generic code calls this, never the hook. */
 void tsr_op_normalize(const tsr_op *op, tsr_config *config);
-/* The configurations every tuning search of a class measures first (the op's tuning_seeds hook);
- * returns how many of at most `max` it wrote. Generic code calls this, never the hook. */
+/* Is the configuration what tsr_op_normalize makes of it? (ops' config_ok refuse the others, so
+ * searches and the database see one configuration per behaviour) */
+bool tsr_op_is_normal(const tsr_op *op, const tsr_config *config);
+/* The configurations every tuning search of a class measures first: one per implementation
+ * (tsr_op_implementation_default) when the op has several, none otherwise, so the choice
+ * between implementations never depends on a search walking there. Returns how many of at most
+ * `max` it wrote. */
 int tsr_op_seeds(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *seeds, int max);
 
 /* ---- tuning database (tuning_db.c) ---- */

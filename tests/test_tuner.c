@@ -32,26 +32,21 @@ static const char planted_source[] =
     "    y[i] = 2.0f * v + (MODE == 1 ? 1.0f : 0.0f);\n"
     "}\n";
 
-enum { P_X, P_MODE };
-static const int x_values[] = {1, 2, 3, 4};
-static const int mode_values[] = {0, 1, 2};
-static const tsr_param_def planted_params[] = {{"X", x_values, 4}, {"MODE", mode_values, 3}};
+/* X=4 is the default: correct but the slowest. (The list macro takes P: X is a parameter here.) */
+#define PLANTED_PARAMS(P) P(X, DEFINE, 4, 1, 2, 3, 4) P(MODE, DEFINE, 0, 0, 1, 2)
+enum { PLANTED_PARAMS(TSR_PARAM_INDEX) PLANTED_NPARAMS };
+static const tsr_param_def planted_params[] = {PLANTED_PARAMS(TSR_PARAM_DEF)};
 static const char *const planted_classes[] = {"only", "other", NULL};
-
-static void planted_default(const tsr_device *dev, const char *cls, tsr_config *cfg) {
-    (void)dev;
-    (void)cls;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->values[P_X] = 4; /* correct but the slowest */
-}
+static const tsr_implementation planted_implementations[] = {{.name = "planted"}};
 static bool planted_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     (void)dev;
     (void)problem;
     return cfg->values[P_X] != 3; /* an illegal value: must never be built */
 }
-static void planted_options(const tsr_config *cfg, int variant, char *out, size_t size) {
-    (void)variant;
-    snprintf(out, size, "-DX=%d -DMODE=%d", cfg->values[P_X], cfg->values[P_MODE]);
+static const tsr_op planted_op;
+static void planted_options(const tsr_config *cfg, int program_variant, char *out, size_t size) {
+    (void)program_variant;
+    tsr_config_defines(&planted_op, cfg, out, size);
 }
 
 enum { PLANTED_N = 1 << 14 };
@@ -128,11 +123,12 @@ static const tsr_op planted_op = {
     .name = "planted",
     .source_name = "gemm", /* only hashed, to tell stale entries */
     .params = planted_params,
-    .nparams = 2,
+    .nparams = PLANTED_NPARAMS,
     .classes = planted_classes,
-    .default_config = planted_default,
+    .implementations = planted_implementations,
+    .nimplementations = 1,
     .config_ok = planted_ok,
-    .nvariants = 1,
+    .program_variants = 1,
     .build_options = planted_options,
     .tuning_setup = planted_setup,
     .tuning_run = planted_run,

@@ -10,21 +10,24 @@
 #include <string.h>
 #include <time.h>
 
-enum { P_BR, P_BC, P_STAGE, P_VEC, P_RW, P_DS, ATTENTION_NPARAMS };
+/* The tuning parameters, X(NAME, KIND, DEFAULT, values...): see TSR_PARAM_DEF. BR, BC, STAGE
+ * and DS (work-items sharing a row, each with a slice of D) shape the generic kernel; VEC picks
+ * the fast path (head dimensions that are multiples of 16) with RW query rows per work-item. */
+#define ATTENTION_PARAMS(X)                                                                     \
+    X(BR, DEFINE, 1, 1, 2, 4, 8, 16, 32, 64) /* query rows per work-group */                   \
+    X(BC, DEFINE, 4, 4, 8, 16, 32, 64)       /* keys per tile */                               \
+    X(STAGE, DEFINE, 0, 0, 1)                /* stage K and V tiles in local memory */         \
+    X(VEC, HOST, 0, 0, 1)                    /* the fast path's kernel when D allows it */     \
+    X(RW, DEFINE, 1, 1, 2, 3, 4)             /* the fast path's query rows per work-item */    \
+    X(DS, DEFINE, 1, 1, 2, 4, 8)             /* work-items sharing a row, a slice of D each */
 
-static const int br_values[] = {1, 2, 4, 8, 16, 32, 64};
-static const int bc_values[] = {4, 8, 16, 32, 64};
+enum { ATTENTION_PARAMS(TSR_PARAM_INDEX) ATTENTION_NPARAMS };
+static const tsr_param_def attention_params[] = {ATTENTION_PARAMS(TSR_PARAM_DEF)};
 
-static const int flag_values[] = {0, 1};
-static const int rw_values[] = {1, 2, 3, 4};
-static const int ds_values[] = {1, 2, 4, 8};
-
-/* BR, BC, STAGE and DS (work-items sharing a row, each with a slice of D) shape the generic
- * kernel; VEC picks the fast path (head dimensions that are multiples of 16) with RW query rows
- * per work-item. */
-static const tsr_param_def attention_params[ATTENTION_NPARAMS] = {
-    {"BR", br_values, 7}, {"BC", bc_values, 5}, {"STAGE", flag_values, 2}, {"VEC", flag_values, 2},
-    {"RW", rw_values, 4}, {"DS", ds_values, 4}};
+/* One implementation: VEC is a kernel within it that falls back to the generic one for head
+ * dimensions it cannot take, reading BR, BC, STAGE and DS then; the unfused baseline
+ * (tsr_attention_unfused) is a separate entry point. */
+static const tsr_implementation attention_implementations[] = {{.name = "blocked"}};
 
 static const char *const attention_classes[] = {"long", "short", NULL};
 #define ATTENTION_SHORT_LIMIT 256 /* keys; below this a launch is mostly overhead */
@@ -48,18 +51,14 @@ static const char *attention_problem_class(const void *problem) {
     return ((const attention_problem *)problem)->Lk < ATTENTION_SHORT_LIMIT ? "short" : "long";
 }
 
-static void attention_default_config(const tsr_device *dev, const char *cls, tsr_config *cfg) {
-    memset(cfg, 0, sizeof *cfg);
-    /* CPUs: PoCL runs a work-group's rows as a loop it can vectorize across rows; GPUs: a
-     * larger group shares each K/V tile among more rows. */
-    bool cpu = dev->info.type == TSR_DEVICE_CPU;
-    cfg->values[P_BR] = cpu ? 16 : 64;
-    cfg->values[P_BC] = strcmp(cls, "short") == 0 ? 16 : (cpu ? 32 : 16);
-    cfg->values[P_STAGE] = !cpu; /* CPUs: K and V rows come through the caches, no barriers */
-    cfg->values[P_VEC] = cpu;
-    cfg->values[P_RW] = cpu ? 4 : 2;
-    cfg->values[P_DS] = 1;
-}
+/* CPUs: PoCL runs a work-group's rows as a loop it can vectorize across rows, K and V rows come
+ * through the caches (no staging, no barriers); GPUs: a larger group shares each K/V tile among
+ * more rows. */
+static const tsr_default attention_defaults[] = {
+    {TSR_DEVICE_CPU, "short", "BR=16 BC=16 STAGE=0 VEC=1 RW=4 DS=1"},
+    {TSR_DEVICE_CPU, NULL, "BR=16 BC=32 STAGE=0 VEC=1 RW=4 DS=1"},
+    {0, NULL, "BR=64 BC=16 STAGE=1 VEC=0 RW=2 DS=1"},
+};
 
 /* Local memory of the generic kernel: staged K and V tiles, and the partial scores of a row's
  * D slices when DS work-items share it. */
@@ -89,12 +88,12 @@ static bool attention_config_ok(const tsr_device *dev, const void *problem, cons
 static const int common_dims[] = {16, 32, 64, 80, 96, 128};
 
 static void options_for_dim(const tsr_config *cfg, size_t D, char *out, size_t size) {
-    snprintf(out, size, "-DHEAD_DIM=%zu -DBR=%d -DBC=%d -DSTAGE=%d -DRW=%d -DDS=%d", D, cfg->values[P_BR],
-             cfg->values[P_BC], cfg->values[P_STAGE], cfg->values[P_RW], cfg->values[P_DS]);
+    int n = snprintf(out, size, "-DHEAD_DIM=%zu ", D);
+    if (n > 0 && (size_t)n < size) tsr_config_defines(&tsr_op_attention, cfg, out + n, size - (size_t)n);
 }
 
-static void attention_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
-    options_for_dim(cfg, (size_t)common_dims[variant], out, size);
+static void attention_build_options(const tsr_config *cfg, int head_dim_index, char *out, size_t size) {
+    options_for_dim(cfg, (size_t)common_dims[head_dim_index], out, size);
 }
 
 /* offset + (B-1) sb + (H-1) sh + (L-1) sl + D, with overflow checks. */
@@ -367,7 +366,7 @@ tsr_status tsr_attention_softmax(tsr_device *dev, const tsr_attention_desc *d, s
                                  cl_command_queue queue, cl_event wait, cl_event *done) {
     tsr_status status = TSR_SUCCESS;
     tsr_config cfg;
-    attention_default_config(dev, "long", &cfg);
+    tsr_op_default_config(&tsr_op_attention, dev, "long", &cfg);
     cfg.values[P_BC] = fitting_bc(dev, cfg.values, 64);
     char options[128];
     options_for_dim(&cfg, 64, options, sizeof options); /* the kernel does not depend on D: any program */
@@ -648,9 +647,13 @@ const tsr_op tsr_op_attention = {
     .nparams = ATTENTION_NPARAMS,
     .classes = attention_classes,
     .problem_class = attention_problem_class,
-    .default_config = attention_default_config,
+    .defaults = attention_defaults,
+    .ndefaults = TSR_COUNT(attention_defaults),
+    .implementations = attention_implementations,
+    .nimplementations = TSR_COUNT(attention_implementations),
     .config_ok = attention_config_ok,
-    .nvariants = (int)(sizeof common_dims / sizeof common_dims[0]),
+    .program_variants = TSR_COUNT(common_dims),
+    .program_variant = "head dimension (16, 32, 64, 80, 96, 128)",
     .build_options = attention_build_options,
     .demo = attention_demo,
     .nearest_class = NULL,

@@ -10,20 +10,20 @@
 #include <string.h>
 #include <time.h>
 
-enum { P_ALGO, P_MWI, P_VW, P_STAGE, P_WGM, P_WGN, P_KWG, CONV_NPARAMS };
+/* The tuning parameters, X(NAME, KIND, DEFAULT, values...): see TSR_PARAM_DEF. ALGO selects the
+ * implementation TSR_CONV_AUTO takes (conv_implementations); the rest shape the implicit kernel
+ * (the im2col path's GEMM has its own tuned configuration). */
+#define CONV_PARAMS(X)                                                                          \
+    X(ALGO, HOST, TSR_CONV_IM2COL, TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT)         \
+    X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)  /* output channels per work-item */                      \
+    X(VW, DEFINE, 1, 1, 2, 4, 8, 16)  /* pixels per work-item (a vector) */                    \
+    X(STAGE, DEFINE, 0, 0, 1)         /* stage tiles in local memory */                        \
+    X(WGM, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along channels */                     \
+    X(WGN, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along pixels */                       \
+    X(KWG, DEFINE, 8, 8, 16, 32)      /* reduction steps per staged tile (only with STAGE) */
 
-static const int algo_values[] = {TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT};
-static const int mwi_values[] = {1, 2, 4, 6, 8};
-static const int vw_values[] = {1, 2, 4, 8, 16};
-static const int flag_values[] = {0, 1};
-static const int wg_values[] = {1, 2, 4, 8, 16};
-static const int kwg_values[] = {8, 16, 32};
-
-/* ALGO is the path TSR_CONV_AUTO takes; the rest shapes the implicit kernel (the im2col path's
- * GEMM has its own tuned configuration). */
-static const tsr_param_def conv_params[CONV_NPARAMS] = {
-    {"ALGO", algo_values, 3}, {"MWI", mwi_values, 5}, {"VW", vw_values, 5},  {"STAGE", flag_values, 2},
-    {"WGM", wg_values, 5},    {"WGN", wg_values, 5},  {"KWG", kwg_values, 3}};
+enum { CONV_PARAMS(TSR_PARAM_INDEX) CONV_NPARAMS };
+static const tsr_param_def conv_params[] = {CONV_PARAMS(TSR_PARAM_DEF)};
 
 static const char *const conv_classes[] = {"3x3", "1x1", "strided", "depthwise", "other", NULL};
 
@@ -61,73 +61,51 @@ static const char *conv_problem_class(const void *problem) {
     return "other";
 }
 
-static void set_implicit(tsr_config *cfg, int mwi, int vw, int stage, int wgm, int wgn, int kwg) {
-    int *v = cfg->values;
-    v[P_MWI] = mwi, v[P_VW] = vw, v[P_STAGE] = stage, v[P_WGM] = wgm, v[P_WGN] = wgn, v[P_KWG] = kwg;
-}
+/* Built-in configurations. CPUs: the GEMM behind im2col is tessera's best-tuned kernel; depthwise
+ * layers have one channel per group, far too little work per GEMM, so they go implicit. GPUs:
+ * implicit, which saves the column matrix's round trip through memory. The implicit kernel's
+ * shape on CPUs: one work-item per group, a register tile of channels x pixels along an output
+ * row (one float per pixel for depthwise layers, which have a single channel per group); on
+ * GPUs: 16x16 work-groups sharing staged tiles. ALGO: 1 im2col, 2 implicit, 3 direct. */
+static const tsr_default conv_defaults[] = {
+    {TSR_DEVICE_CPU, "depthwise", "ALGO=2 MWI=1 VW=16 STAGE=0 WGM=1 WGN=1 KWG=8"},
+    {TSR_DEVICE_CPU, NULL, "ALGO=1"},
+    /* Never a CPU default (the row above matches first): the implicit path's shape there when
+     * a call forces it or a search seeds it. */
+    {TSR_DEVICE_CPU, NULL, "ALGO=2 MWI=6 VW=16 STAGE=0 WGM=1 WGN=1 KWG=8"},
+    {0, NULL, "ALGO=2 MWI=4 VW=4 STAGE=1 WGM=16 WGN=16 KWG=16"},
+};
 
-/* The implicit kernel's built-in shape for a class. CPUs: one work-item per group, a register
- * tile of channels x pixels along an output row (one float per pixel for depthwise layers,
- * which have a single channel per group); GPUs: 16x16 work-groups sharing staged tiles. */
-static void implicit_default(const tsr_device *dev, const char *cls, tsr_config *cfg) {
-    if (dev->info.type == TSR_DEVICE_CPU) {
-        if (strcmp(cls, "depthwise") == 0) set_implicit(cfg, 1, 16, 0, 1, 1, 8);
-        else set_implicit(cfg, 6, 16, 0, 1, 1, 8);
-    } else {
-        set_implicit(cfg, 4, 4, 1, 16, 16, 16);
-    }
-}
+/* The implicit kernel's shape when its built-in one is not legal on a device (e.g. one with a
+ * small work-group limit). */
+static const char implicit_fallback[] = "MWI=4 VW=4 STAGE=0 WGM=1 WGN=1 KWG=8";
 
-/* Under ALGO other than implicit the kernel's parameters mean nothing: one canonical value each,
- * so searches see no duplicates. */
-static void canonical(tsr_config *cfg, int algo) {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->values[P_ALGO] = algo;
-    set_implicit(cfg, mwi_values[0], vw_values[0], 0, 1, 1, kwg_values[0]);
-}
-
+/* Within the implicit kernel KWG only shapes staging: one value without it, so searches see no
+ * duplicates. (The parameters the other paths do not read are reset generically.) */
 static void conv_normalize(tsr_config *cfg) {
-    if (cfg->values[P_ALGO] != TSR_CONV_IMPLICIT) canonical(cfg, cfg->values[P_ALGO]);
-    else if (!cfg->values[P_STAGE]) cfg->values[P_KWG] = kwg_values[0];
-}
-
-static void conv_default_config(const tsr_device *dev, const char *cls, tsr_config *cfg) {
-    /* CPUs: the GEMM behind im2col is tessera's best-tuned kernel; depthwise layers have one
-     * channel per group, far too little work per GEMM, so they go implicit. GPUs: implicit,
-     * which saves the column matrix's round trip through memory. */
-    bool im2col = dev->info.type == TSR_DEVICE_CPU && strcmp(cls, "depthwise") != 0;
-    if (im2col) {
-        canonical(cfg, TSR_CONV_IM2COL);
-    } else {
-        memset(cfg, 0, sizeof *cfg);
-        cfg->values[P_ALGO] = TSR_CONV_IMPLICIT;
-        implicit_default(dev, cls, cfg);
-    }
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && !cfg->values[P_STAGE])
+        cfg->values[P_KWG] = conv_params[P_KWG].default_value;
 }
 
 static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     (void)problem;
     const int *v = cfg->values;
-    if (v[P_ALGO] != TSR_CONV_IMPLICIT) {
-        tsr_config c;
-        canonical(&c, v[P_ALGO]);
-        return memcmp(&c, cfg, sizeof c) == 0;
-    }
+    /* Parameters a path does not read hold their declared default: one configuration per behaviour. */
+    if (!tsr_op_is_normal(&tsr_op_conv, cfg)) return false;
+    if (v[P_ALGO] != TSR_CONV_IMPLICIT) return true;
     if (v[P_MWI] * v[P_VW] > 128) return false; /* beyond this the tile spills on every device we know */
     size_t wg = (size_t)v[P_WGM] * (size_t)v[P_WGN];
     if (wg > dev->info.max_work_group_size || (size_t)v[P_WGM] > dev->info.max_work_item_sizes[0] ||
         (size_t)v[P_WGN] > dev->info.max_work_item_sizes[1])
         return false;
-    if (!v[P_STAGE]) return v[P_KWG] == kwg_values[0]; /* KWG only shapes staging */
+    if (!v[P_STAGE]) return true;
     size_t local = (size_t)v[P_KWG] * ((size_t)v[P_WGM] * v[P_MWI] + (size_t)v[P_WGN] * v[P_VW]) * sizeof(float);
     return local <= dev->info.local_mem_bytes;
 }
 
-static void conv_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
-    (void)variant;
-    const int *v = cfg->values;
-    snprintf(out, size, "-DMWI=%d -DVW=%d -DSTAGE=%d -DWGM=%d -DWGN=%d -DKWG=%d", v[P_MWI], v[P_VW], v[P_STAGE],
-             v[P_WGM], v[P_WGN], v[P_KWG]);
+static void conv_build_options(const tsr_config *cfg, int program_variant, char *out, size_t size) {
+    (void)program_variant;
+    tsr_config_defines(&tsr_op_conv, cfg, out, size);
 }
 
 /* ---- validation ---- */
@@ -314,6 +292,20 @@ static size_t col_bytes_per_image(const conv_problem *p) {
     return is_pointwise(p) ? 0 : p->G * p->CRS * p->PQ * sizeof(float);
 }
 
+/* im2col needs one image's column matrices in one allocation when they go to tessera's own
+ * workspace (a caller's workspace is checked against its size; pointwise layers need none). */
+static bool im2col_accepts(const tsr_device *dev, const void *problem) {
+    const conv_problem *p = problem;
+    return p->ws || col_bytes_per_image(p) <= dev->info.max_alloc_bytes;
+}
+
+/* The paths ALGO selects (tsr_conv_algo values): only the implicit kernel has a shape to tune. */
+static const tsr_implementation conv_implementations[] = {
+    {.name = "im2col", .value = TSR_CONV_IM2COL, .params = "", .accepts = im2col_accepts},
+    {.name = "implicit", .value = TSR_CONV_IMPLICIT, .params = "MWI VW STAGE WGM WGN KWG"},
+    {.name = "direct", .value = TSR_CONV_DIRECT, .params = ""},
+};
+
 /* Images per im2col chunk for a workspace of `bytes`. */
 static size_t chunk_images(const conv_problem *p, size_t bytes) {
     size_t per = col_bytes_per_image(p);
@@ -382,7 +374,7 @@ static tsr_status launch_im2col(tsr_device *dev, const conv_problem *p, const ts
         chunk = chunk_images(p, p->ws_bytes);
     } else {
         chunk = chunk_images(p, workspace_cap(dev) > per ? workspace_cap(dev) : per);
-        if (per > dev->info.max_alloc_bytes) {
+        if (!tsr_implementation_accepts(&conv_implementations[0], dev, p)) {
             status = tsr_fail(TSR_ERR_OUT_OF_MEMORY,
                               "conv2d: one image's column matrices need %zu bytes, more than one allocation may hold on "
                               "this device (%llu); use TSR_CONV_IMPLICIT", per,
@@ -430,14 +422,12 @@ static tsr_status conv_config(tsr_device *dev, const conv_problem *p, tsr_config
     if (st == TSR_SUCCESS && info) st = tsr_config_lookup(dev, "conv2d", conv_problem_class(p), info);
     if (st != TSR_SUCCESS) return st;
     if (p->algo != TSR_CONV_AUTO && cfg->values[P_ALGO] != (int)p->algo) {
-        if (p->algo == TSR_CONV_IMPLICIT) {
-            cfg->values[P_ALGO] = TSR_CONV_IMPLICIT;
-            implicit_default(dev, conv_problem_class(p), cfg);
-            if (!conv_config_ok(dev, p, cfg)) /* e.g. a device with a small work-group limit */
-                set_implicit(cfg, 4, 4, 0, 1, 1, kwg_values[0]);
-        } else {
-            canonical(cfg, (int)p->algo);
-        }
+        tsr_config forced = {.values = {[P_ALGO] = (int)p->algo}};
+        tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &forced), dev,
+                                      conv_problem_class(p), cfg);
+        if (!conv_config_ok(dev, p, cfg) && /* e.g. a device with a small work-group limit */
+            (st = tsr_config_parse(&tsr_op_conv, implicit_fallback, "conv2d's fallback", cfg)) != TSR_SUCCESS)
+            return st;
     }
     return TSR_SUCCESS;
 }
@@ -672,16 +662,6 @@ static void conv_tuning_describe(const void *ctx, char *out, size_t size) {
     snprintf(out, size, "%zux%zux%zux%zu k%zu %zux%zu/%zu g%zu", p->N, p->C, p->H, p->W, p->K, p->R, p->S, p->sh, p->G);
 }
 
-static int conv_tuning_seeds(const tsr_device *dev, const char *cls, tsr_config *seeds, int max) {
-    if (max < 3) return 0;
-    canonical(&seeds[0], TSR_CONV_IM2COL);
-    memset(&seeds[1], 0, sizeof seeds[1]);
-    seeds[1].values[P_ALGO] = TSR_CONV_IMPLICIT;
-    implicit_default(dev, cls, &seeds[1]);
-    canonical(&seeds[2], TSR_CONV_DIRECT);
-    return 3;
-}
-
 static const char *conv_tuning_space(const tsr_device *dev) {
     /* CPUs: no staging or work-groups (barriers only cost on PoCL): the path and register tile. */
     if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0 WGM=1 WGN=1 KWG=8";
@@ -729,10 +709,14 @@ const tsr_op tsr_op_conv = {
     .nparams = CONV_NPARAMS,
     .classes = conv_classes,
     .problem_class = conv_problem_class,
-    .default_config = conv_default_config,
-    .config_ok = conv_config_ok,
+    .defaults = conv_defaults,
+    .ndefaults = TSR_COUNT(conv_defaults),
+    .implementations = conv_implementations,
+    .nimplementations = TSR_COUNT(conv_implementations),
+    .implementation_param = "ALGO",
     .normalize = conv_normalize,
-    .nvariants = 1,
+    .config_ok = conv_config_ok,
+    .program_variants = 1,
     .build_options = conv_build_options,
     .demo = conv_demo,
     .nearest_class = NULL,
@@ -743,5 +727,4 @@ const tsr_op tsr_op_conv = {
     .tuning_describe = conv_tuning_describe,
     .tuning_free = conv_tuning_free,
     .tuning_space = conv_tuning_space,
-    .tuning_seeds = conv_tuning_seeds,
 };

@@ -10,18 +10,21 @@
 #include <string.h>
 #include <time.h>
 
-enum { P_VW, P_VPT, P_WG, P_INTERLEAVE, GELU_NPARAMS };
+/* The tuning parameters, X(NAME, KIND, DEFAULT, values...): see TSR_PARAM_DEF. */
+#define GELU_PARAMS(X)                                                                          \
+    X(VW, DEFINE, 1, 1, 2, 4, 8, 16)          /* vector width */                               \
+    X(VPT, DEFINE, 1, 1, 2, 4, 8, 16, 32)     /* vectors per work-item */                      \
+    X(WG, HOST, 1, 1, 4, 16, 32, 64, 128, 256) /* work-group size: launch geometry only */      \
+    X(INTERLEAVE, DEFINE, 0, 0, 1)            /* work-items of a group read adjacent vectors */
 
-static const int vw_values[] = {1, 2, 4, 8, 16};
-static const int vpt_values[] = {1, 2, 4, 8, 16, 32};
-static const int wg_values[] = {1, 4, 16, 32, 64, 128, 256};
-static const int flag_values[] = {0, 1};
+enum { GELU_PARAMS(TSR_PARAM_INDEX) GELU_NPARAMS };
+static const tsr_param_def gelu_params[] = {GELU_PARAMS(TSR_PARAM_DEF)};
 
-static const tsr_param_def gelu_params[GELU_NPARAMS] = {
-    {"VW", vw_values, 5}, {"VPT", vpt_values, 6}, {"WG", wg_values, 7}, {"INTERLEAVE", flag_values, 2}};
+/* The unfused baseline (tsr_gelu_unfused) is a separate entry point, not a choice of this one. */
+static const tsr_implementation gelu_implementations[] = {{.name = "fused"}};
 
-/* Variants: what the kernel computes (the configuration is the same for all three). */
-enum { VARIANT_TANH, VARIANT_ERF, VARIANT_COPY, GELU_NVARIANTS };
+/* Program variants: what the kernel computes (the configuration is the same for all three). */
+enum { FORM_TANH, FORM_ERF, FORM_COPY, GELU_FORMS };
 
 /* Per form and size: the erf form does more arithmetic per element, so on CPUs its best
  * vector width differs (float16 spills AVX2's 16 registers there). */
@@ -41,24 +44,14 @@ static const char *gelu_problem_class(const void *problem) {
     return p->n <= GELU_SMALL_LIMIT ? "small" : "large";
 }
 
-static void set_config(tsr_config *cfg, int vw, int vpt, int wg, int interleave) {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->values[P_VW] = vw;
-    cfg->values[P_VPT] = vpt;
-    cfg->values[P_WG] = wg;
-    cfg->values[P_INTERLEAVE] = interleave;
-}
-
-static void gelu_default_config(const tsr_device *dev, const char *cls, tsr_config *cfg) {
-    /* CPUs: each work-item streams a contiguous run with wide vectors; GPUs: consecutive
-     * work-items read consecutive vectors, so a work-group's accesses coalesce. */
-    if (dev->info.type == TSR_DEVICE_CPU) {
-        if (strstr(cls, "erf")) set_config(cfg, 8, 8, 16, 0);
-        else set_config(cfg, 16, 4, 16, 0);
-    } else {
-        set_config(cfg, 4, 4, 256, 1);
-    }
-}
+/* CPUs: each work-item streams a contiguous run with wide vectors; GPUs: consecutive work-items
+ * read consecutive vectors, so a work-group's accesses coalesce. */
+static const tsr_default gelu_defaults[] = {
+    {TSR_DEVICE_CPU, "large-erf", "VW=8 VPT=8 WG=16 INTERLEAVE=0"},
+    {TSR_DEVICE_CPU, "small-erf", "VW=8 VPT=8 WG=16 INTERLEAVE=0"},
+    {TSR_DEVICE_CPU, NULL, "VW=16 VPT=4 WG=16 INTERLEAVE=0"},
+    {0, NULL, "VW=4 VPT=4 WG=256 INTERLEAVE=1"},
+};
 
 static bool gelu_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     (void)problem;
@@ -68,10 +61,11 @@ static bool gelu_config_ok(const tsr_device *dev, const void *problem, const tsr
     return v[P_VW] * v[P_VPT] <= 256; /* longer runs per work-item only unbalance the tail */
 }
 
-static void gelu_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
-    static const int modes[GELU_NVARIANTS] = {2, 3, 0}; /* activation.cl's codes; 0: copy */
-    snprintf(out, size, "-DVW=%d -DVPT=%d -DINTERLEAVE=%d -DMODE=%d", cfg->values[P_VW], cfg->values[P_VPT],
-             cfg->values[P_INTERLEAVE], modes[variant]);
+static void gelu_build_options(const tsr_config *cfg, int form, char *out, size_t size) {
+    static const int modes[GELU_FORMS] = {2, 3, 0}; /* activation.cl's codes; 0: copy */
+    tsr_config_defines(&tsr_op_gelu, cfg, out, size);
+    size_t used = strlen(out);
+    snprintf(out + used, size - used, " -DMODE=%d", modes[form]);
 }
 
 static size_t ceil_div(size_t x, size_t to) { return (x + to - 1) / to; }
@@ -99,12 +93,12 @@ static tsr_status gelu_validate(const tsr_device *dev, int mode, cl_mem x, size_
     return TSR_SUCCESS;
 }
 
-/* Enqueue the fused kernel (or, with VARIANT_COPY, the copy of the same geometry). */
-static tsr_status gelu_launch(tsr_device *dev, const gelu_problem *p, const tsr_config *cfg, int variant,
+/* Enqueue the fused kernel (or, with FORM_COPY, the copy of the same geometry). */
+static tsr_status gelu_launch(tsr_device *dev, const gelu_problem *p, const tsr_config *cfg, int form,
                               cl_command_queue queue, cl_event *event) {
     tsr_status status = TSR_SUCCESS;
     char options[256];
-    gelu_build_options(cfg, variant, options, sizeof options);
+    gelu_build_options(cfg, form, options, sizeof options);
     cl_program program = NULL;
     cl_kernel kernel = NULL;
     cl_int err;
@@ -127,7 +121,7 @@ out:
 }
 
 static tsr_status gelu_run(tsr_device *dev, int mode, cl_mem x, size_t x_off, cl_mem y, size_t y_off, size_t n,
-                           cl_command_queue queue, cl_event *event, int variant_override) {
+                           cl_command_queue queue, cl_event *event, int form_override) {
     tsr_clear_diagnostics();
     if (event) *event = NULL;
     gelu_problem p;
@@ -137,8 +131,8 @@ static tsr_status gelu_run(tsr_device *dev, int mode, cl_mem x, size_t x_off, cl
     if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
     tsr_config cfg;
     if ((status = tsr_op_config(dev, &tsr_op_gelu, &p, &cfg)) != TSR_SUCCESS) return status;
-    int variant = variant_override >= 0 ? variant_override : mode == TSR_GELU_ERF ? VARIANT_ERF : VARIANT_TANH;
-    return gelu_launch(dev, &p, &cfg, variant, q, event);
+    int form = form_override >= 0 ? form_override : mode == TSR_GELU_ERF ? FORM_ERF : FORM_TANH;
+    return gelu_launch(dev, &p, &cfg, form, q, event);
 }
 
 tsr_status tsr_gelu(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_t x_off, cl_mem y, size_t y_off, size_t n,
@@ -148,7 +142,7 @@ tsr_status tsr_gelu(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_t x_off,
 
 tsr_status tsr_gelu_copy(tsr_device *dev, cl_mem x, size_t x_off, cl_mem y, size_t y_off, size_t n,
                          cl_command_queue queue, cl_event *event) {
-    return gelu_run(dev, TSR_GELU_TANH, x, x_off, y, y_off, n, queue, event, VARIANT_COPY);
+    return gelu_run(dev, TSR_GELU_TANH, x, x_off, y, y_off, n, queue, event, FORM_COPY);
 }
 
 /* ---- the unfused baseline ---- */
@@ -193,9 +187,9 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_
     size_t nsteps = mode == TSR_GELU_ERF ? sizeof erf_steps / sizeof *erf_steps : sizeof tanh_steps / sizeof *tanh_steps;
     cl_program program = NULL;
     tsr_config cfg;
-    gelu_default_config(dev, "large", &cfg);
+    tsr_op_default_config(&tsr_op_gelu, dev, "large", &cfg);
     char options[256];
-    gelu_build_options(&cfg, VARIANT_TANH, options, sizeof options);
+    gelu_build_options(&cfg, FORM_TANH, options, sizeof options);
     cl_event prev = NULL;
     cl_kernel kernel = NULL;
     cl_int err;
@@ -382,7 +376,7 @@ out:
 
 static tsr_status gelu_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
     gelu_tuning *t = ctx;
-    tsr_status st = gelu_launch(dev, &t->p, cfg, t->p.mode == TSR_GELU_ERF ? VARIANT_ERF : VARIANT_TANH, dev->queue, last);
+    tsr_status st = gelu_launch(dev, &t->p, cfg, t->p.mode == TSR_GELU_ERF ? FORM_ERF : FORM_TANH, dev->queue, last);
     if (st == TSR_SUCCESS) {
         *first = *last;
         clRetainEvent(*first);
@@ -419,9 +413,13 @@ const tsr_op tsr_op_gelu = {
     .nparams = GELU_NPARAMS,
     .classes = gelu_classes,
     .problem_class = gelu_problem_class,
-    .default_config = gelu_default_config,
+    .defaults = gelu_defaults,
+    .ndefaults = TSR_COUNT(gelu_defaults),
+    .implementations = gelu_implementations,
+    .nimplementations = TSR_COUNT(gelu_implementations),
     .config_ok = gelu_config_ok,
-    .nvariants = GELU_NVARIANTS,
+    .program_variants = GELU_FORMS,
+    .program_variant = "form (tanh, erf, copy)",
     .build_options = gelu_build_options,
     .demo = gelu_demo,
     .nearest_class = NULL,

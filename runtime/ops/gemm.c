@@ -8,50 +8,41 @@
 #include <string.h>
 #include <time.h>
 
-enum { P_MWI, P_VW, P_NVW, P_KU, P_WGM, P_WGN, P_KWG, P_SA, P_SB, P_PACKA, P_PACKB, GEMM_NPARAMS };
+/* The tuning parameters, X(NAME, KIND, DEFAULT, values...): see TSR_PARAM_DEF. */
+#define GEMM_PARAMS(X)                                                                          \
+    X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)    /* rows of C per work-item */                          \
+    X(VW, DEFINE, 1, 1, 2, 4, 8, 16)    /* vector width along a row of C */                    \
+    X(NVW, DEFINE, 1, 1, 2, 4)          /* vectors per work-item along a row */                \
+    X(KU, DEFINE, 1, 1, 2, 4, 8)        /* unroll of the k loop */                             \
+    X(WGM, DEFINE, 1, 1, 2, 4, 8, 16)   /* work-group rows */                                  \
+    X(WGN, DEFINE, 1, 1, 2, 4, 8, 16)   /* work-group columns */                               \
+    X(KWG, DEFINE, 8, 8, 16, 32)        /* k per staged tile (only with SA or SB) */           \
+    X(SA, DEFINE, 0, 0, 1)              /* stage A's tile in local memory */                   \
+    X(SB, DEFINE, 0, 0, 1)              /* stage B's tile in local memory */                   \
+    X(PACKA, DEFINE, 0, 0, 1)           /* pack A into contiguous panels first */              \
+    X(PACKB, DEFINE, 0, 0, 1)           /* pack B into contiguous panels first */
 
-static const int mwi_values[] = {1, 2, 4, 6, 8};
-static const int vw_values[] = {1, 2, 4, 8, 16};
-static const int nvw_values[] = {1, 2, 4};
-static const int ku_values[] = {1, 2, 4, 8};
-static const int wg_values[] = {1, 2, 4, 8, 16};
-static const int kwg_values[] = {8, 16, 32};
-static const int flag_values[] = {0, 1};
+enum { GEMM_PARAMS(TSR_PARAM_INDEX) GEMM_NPARAMS };
+static const tsr_param_def gemm_params[] = {GEMM_PARAMS(TSR_PARAM_DEF)};
 
-static const tsr_param_def gemm_params[GEMM_NPARAMS] = {
-    {"MWI", mwi_values, 5}, {"VW", vw_values, 5},   {"NVW", nvw_values, 3},   {"KU", ku_values, 4},
-    {"WGM", wg_values, 5},  {"WGN", wg_values, 5},  {"KWG", kwg_values, 3},   {"SA", flag_values, 2},
-    {"SB", flag_values, 2}, {"PACKA", flag_values, 2}, {"PACKB", flag_values, 2},
-};
+static const tsr_implementation gemm_implementations[] = {{.name = "tiled"}};
 
-/* Variant bits: the transpositions, which a launch adds to the configuration. */
-enum { VARIANT_TA = 1, VARIANT_TB = 2, GEMM_NVARIANTS = 4 };
+/* Program variants: the transpositions (bits), which a launch adds to the configuration. */
+enum { TRANSPOSE_A = 1, TRANSPOSE_B = 2, GEMM_TRANSPOSE_VARIANTS = 4 };
 
 static const char *const gemm_classes[] = {"large", "medium", "small", "small-m", "small-n", "batched", NULL};
 
-static void set_config(tsr_config *cfg, int mwi, int vw, int nvw, int ku, int wgm, int wgn, int kwg, int sa, int sb,
-                       int packa, int packb) {
-    memset(cfg, 0, sizeof *cfg);
-    int *v = cfg->values;
-    v[P_MWI] = mwi; v[P_VW] = vw; v[P_NVW] = nvw; v[P_KU] = ku; v[P_WGM] = wgm; v[P_WGN] = wgn;
-    v[P_KWG] = kwg; v[P_SA] = sa; v[P_SB] = sb; v[P_PACKA] = packa; v[P_PACKB] = packb;
-}
-
-static void gemm_default_config(const tsr_device *dev, const char *cls, tsr_config *cfg) {
-    if (dev->info.type == TSR_DEVICE_CPU) {
-        /* PoCL runs a work-group per thread and loops over its items, and barriers make it
-         * spill: one item per group, a 6x16 tile in float16 accumulators (12 of AVX2's 16
-         * registers), and operands packed into contiguous panels beforehand. */
-        if (strcmp(cls, "small-n") == 0) set_config(cfg, 6, 8, 1, 4, 1, 1, 8, 0, 0, 0, 1);       /* A is large: stream it */
-        else if (strcmp(cls, "small-m") == 0) set_config(cfg, 8, 16, 1, 4, 1, 1, 8, 0, 0, 1, 0); /* B is large */
-        else if (strcmp(cls, "small") == 0) set_config(cfg, 6, 16, 1, 4, 1, 1, 8, 0, 0, 0, 0);   /* packing costs more than it saves */
-        else if (strcmp(cls, "medium") == 0) set_config(cfg, 6, 16, 1, 4, 1, 1, 8, 0, 0, 1, 1);
-        else set_config(cfg, 6, 16, 1, 4, 1, 1, 8, 0, 0, 1, 1);
-    } else {
-        /* GPUs and others: 16x16 work-groups sharing 64x64 tiles staged in local memory. */
-        set_config(cfg, 4, 4, 1, 4, 16, 16, 16, 1, 1, 0, 0);
-    }
-}
+static const tsr_default gemm_defaults[] = {
+    /* PoCL runs a work-group per thread and loops over its items, and barriers make it
+     * spill: one item per group, a 6x16 tile in float16 accumulators (12 of AVX2's 16
+     * registers), and operands packed into contiguous panels beforehand. */
+    {TSR_DEVICE_CPU, "small-n", "MWI=6 VW=8 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1"}, /* A is large: stream it */
+    {TSR_DEVICE_CPU, "small-m", "MWI=8 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0"}, /* B is large */
+    {TSR_DEVICE_CPU, "small", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0"}, /* packing costs more than it saves */
+    {TSR_DEVICE_CPU, NULL, "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1"},
+    /* GPUs and others: 16x16 work-groups sharing 64x64 tiles staged in local memory. */
+    {0, NULL, "MWI=4 VW=4 NVW=1 KU=4 WGM=16 WGN=16 KWG=16 SA=1 SB=1 PACKA=0 PACKB=0"},
+};
 
 static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     (void)problem;
@@ -66,7 +57,7 @@ static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr
     /* Staged tiles are loaded from the matrices: packing would only add a pass. */
     if (staged && (v[P_PACKA] || v[P_PACKB])) return false;
     /* Without staging KWG means nothing: one value, so searches see no duplicates. */
-    if (!staged && v[P_KWG] != kwg_values[0]) return false;
+    if (!staged && v[P_KWG] != gemm_params[P_KWG].default_value) return false;
     size_t local = ((v[P_SA] ? (size_t)v[P_WGM] * v[P_MWI] : 0) + (v[P_SB] ? (size_t)v[P_WGN] * nwi : 0)) *
                    (size_t)v[P_KWG] * sizeof(float);
     if (local > dev->info.local_mem_bytes) return false;
@@ -81,14 +72,16 @@ static bool packs_b(const tsr_config *cfg, bool tb) {
     return cfg->values[P_PACKB] || (tb && !cfg->values[P_SA] && !cfg->values[P_SB]);
 }
 
-static void gemm_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
-    const int *v = cfg->values;
-    bool ta = variant & VARIANT_TA, tb = variant & VARIANT_TB;
-    snprintf(out, size,
-             "-cl-mad-enable -DMWI=%d -DVW=%d -DNVW=%d -DKU=%d -DWGM=%d -DWGN=%d -DKWG=%d -DSA=%d -DSB=%d "
-             "-DPACKA=%d -DPACKB=%d -DTA=%d -DTB=%d",
-             v[P_MWI], v[P_VW], v[P_NVW], v[P_KU], v[P_WGM], v[P_WGN], v[P_KWG], v[P_SA], v[P_SB],
-             packs_a(cfg, ta), packs_b(cfg, tb), ta, tb);
+static void gemm_build_options(const tsr_config *cfg, int transposes, char *out, size_t size) {
+    bool ta = transposes & TRANSPOSE_A, tb = transposes & TRANSPOSE_B;
+    tsr_config compiled = *cfg; /* the kernel reads the packing a launch does */
+    compiled.values[P_PACKA] = packs_a(cfg, ta);
+    compiled.values[P_PACKB] = packs_b(cfg, tb);
+    int n = snprintf(out, size, "-cl-mad-enable ");
+    if (n < 0 || (size_t)n >= size) return;
+    tsr_config_defines(&tsr_op_gemm, &compiled, out + n, size - (size_t)n);
+    size_t used = strlen(out);
+    snprintf(out + used, size - used, " -DTA=%d -DTB=%d", ta, tb);
 }
 
 static bool is_trans(tsr_transpose t) { return t == TSR_TRANS || t == TSR_CONJ_TRANS; }
@@ -251,9 +244,9 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
                               cl_event input_ready, cl_event *event, cl_event *first) {
     tsr_status status = TSR_SUCCESS;
     const int *v = cfg->values;
-    int variant = (p->ta ? VARIANT_TA : 0) | (p->tb ? VARIANT_TB : 0);
+    int transposes = (p->ta ? TRANSPOSE_A : 0) | (p->tb ? TRANSPOSE_B : 0);
     char options[512];
-    gemm_build_options(cfg, variant, options, sizeof options);
+    gemm_build_options(cfg, transposes, options, sizeof options);
     cl_program program = NULL;
     cl_kernel kernel = NULL;
     cl_event packed[2] = {NULL, NULL}, done = NULL;
@@ -641,9 +634,13 @@ const tsr_op tsr_op_gemm = {
     .nparams = GEMM_NPARAMS,
     .classes = gemm_classes,
     .problem_class = gemm_problem_class,
-    .default_config = gemm_default_config,
+    .defaults = gemm_defaults,
+    .ndefaults = TSR_COUNT(gemm_defaults),
+    .implementations = gemm_implementations,
+    .nimplementations = TSR_COUNT(gemm_implementations),
     .config_ok = gemm_config_ok,
-    .nvariants = GEMM_NVARIANTS,
+    .program_variants = GEMM_TRANSPOSE_VARIANTS,
+    .program_variant = "transposes of A and B",
     .build_options = gemm_build_options,
     .demo = gemm_demo,
     .nearest_class = gemm_nearest_class,

@@ -132,14 +132,117 @@ tsr_status tsr_run_demo(tsr_device *dev, const char *op_name, char *summary, siz
     return op->demo(dev, summary, size);
 }
 
-void tsr_op_normalize(const tsr_op *op, tsr_config *config) {
-    if (op->normalize) op->normalize(config);
+/* ---- parameters by name, built-in defaults and implementations ---- */
+
+int tsr_param_index(const tsr_op *op, const char *name) {
+    for (int p = 0; p < op->nparams; ++p)
+        if (strcmp(op->params[p].name, name) == 0) return p;
+    return -1;
 }
 
-int tsr_op_seeds(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *seeds, int max) {
-    return op->tuning_seeds ? op->tuning_seeds(device, problem_class, seeds, max) : 0;
+void tsr_config_declared(const tsr_op *op, tsr_config *config) {
+    memset(config, 0, sizeof *config);
+    for (int p = 0; p < op->nparams; ++p) config->values[p] = op->params[p].default_value;
+}
+
+bool tsr_config_defines(const tsr_op *op, const tsr_config *config, char *out, size_t size) {
+    if (size == 0) return false;
+    size_t used = 0;
+    out[0] = '\0';
+    for (int p = 0; p < op->nparams; ++p) {
+        if (op->params[p].kind != TSR_PARAM_DEFINE) continue;
+        int n = snprintf(out + used, size - used, "%s-D%s=%d", used ? " " : "", op->params[p].name, config->values[p]);
+        if (n < 0 || (size_t)n >= size - used) return false;
+        used += (size_t)n;
+    }
+    return true;
+}
+
+static bool default_matches(const tsr_default *row, const tsr_device *device, const char *problem_class) {
+    return (row->device_type == 0 || row->device_type == (int)device->info.type) &&
+           (!row->problem_class || strcmp(row->problem_class, problem_class) == 0);
+}
+
+/* A row over the declared defaults. Built-in text is checked by test_ops; should a row still
+ * not parse, the declared defaults stand rather than half of it. */
+static void parse_default(const tsr_op *op, const tsr_default *row, tsr_config *config) {
+    tsr_config_declared(op, config);
+    if (tsr_config_parse(op, row->config, "a built-in default", config) != TSR_SUCCESS) tsr_config_declared(op, config);
 }
 
 void tsr_op_default_config(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *config) {
-    op->default_config(device, problem_class, config);
+    for (int r = 0; r < op->ndefaults; ++r)
+        if (default_matches(&op->defaults[r], device, problem_class)) {
+            parse_default(op, &op->defaults[r], config);
+            return;
+        }
+    tsr_config_declared(op, config);
+}
+
+/* Index of the parameter that selects the implementation, or -1 when there is one. */
+static int implementation_index(const tsr_op *op) {
+    return op->implementation_param ? tsr_param_index(op, op->implementation_param) : -1;
+}
+
+const tsr_implementation *tsr_op_implementation(const tsr_op *op, const tsr_config *config) {
+    int sel = implementation_index(op);
+    if (sel < 0) return op->nimplementations > 0 ? &op->implementations[0] : NULL;
+    for (int i = 0; i < op->nimplementations; ++i)
+        if (op->implementations[i].value == config->values[sel]) return &op->implementations[i];
+    return NULL;
+}
+
+bool tsr_implementation_uses(const tsr_implementation *impl, const char *param) {
+    if (!impl->params) return true;
+    size_t len = strlen(param);
+    for (const char *w = impl->params; *w;) {
+        while (*w == ' ') ++w;
+        size_t n = strcspn(w, " ");
+        if (n == len && strncmp(w, param, len) == 0) return true;
+        w += n;
+    }
+    return false;
+}
+
+bool tsr_implementation_accepts(const tsr_implementation *impl, const tsr_device *device, const void *problem) {
+    return !impl->accepts || impl->accepts(device, problem);
+}
+
+void tsr_op_normalize(const tsr_op *op, tsr_config *config) {
+    const tsr_implementation *impl = tsr_op_implementation(op, config);
+    int sel = implementation_index(op);
+    for (int p = 0; impl && p < op->nparams; ++p)
+        if (p != sel && !tsr_implementation_uses(impl, op->params[p].name))
+            config->values[p] = op->params[p].default_value;
+    if (op->normalize) op->normalize(config);
+}
+
+bool tsr_op_is_normal(const tsr_op *op, const tsr_config *config) {
+    tsr_config normal = *config;
+    tsr_op_normalize(op, &normal);
+    return memcmp(&normal, config, sizeof normal) == 0;
+}
+
+void tsr_op_implementation_default(const tsr_op *op, const tsr_implementation *impl, const tsr_device *device,
+                                   const char *problem_class, tsr_config *config) {
+    int sel = implementation_index(op);
+    bool found = false;
+    for (int r = 0; r < op->ndefaults && !found; ++r)
+        if (default_matches(&op->defaults[r], device, problem_class)) {
+            parse_default(op, &op->defaults[r], config);
+            found = sel < 0 || config->values[sel] == impl->value;
+        }
+    if (!found) {
+        tsr_config_declared(op, config);
+        if (sel >= 0) config->values[sel] = impl->value;
+    }
+    tsr_op_normalize(op, config);
+}
+
+int tsr_op_seeds(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *seeds, int max) {
+    if (op->nimplementations < 2) return 0;
+    int n = 0;
+    for (int i = 0; i < op->nimplementations && n < max; ++i)
+        tsr_op_implementation_default(op, &op->implementations[i], device, problem_class, &seeds[n++]);
+    return n;
 }

@@ -1,0 +1,244 @@
+/* The op contract, with no device: every op in the table has its descriptor's required fields;
+ * built-in defaults parse and format back; the -D flags name every compiled parameter;
+ * implementations reset what they do not read and seed searches; and a parameter is declared
+ * in one place. */
+#include "harness.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Devices as the defaults and legality rules see them: only their type and limits. */
+static tsr_device fake_devices[3];
+
+static int make_devices(void **state) {
+    (void)state;
+    const tsr_device_type types[3] = {TSR_DEVICE_CPU, TSR_DEVICE_GPU, TSR_DEVICE_ACCELERATOR};
+    for (int d = 0; d < 3; ++d) {
+        tsr_device_info *info = &fake_devices[d].info;
+        info->type = types[d];
+        info->max_work_group_size = 1024;
+        info->max_work_item_sizes[0] = info->max_work_item_sizes[1] = info->max_work_item_sizes[2] = 1024;
+        info->local_mem_bytes = 64 * 1024;
+        info->max_alloc_bytes = (cl_ulong)1 << 30;
+    }
+    return 0;
+}
+
+static bool in_values(const tsr_param_def *param, int value) {
+    for (int i = 0; i < param->nvalues; ++i)
+        if (param->values[i] == value) return true;
+    return false;
+}
+
+static void descriptors_have_required_fields(void **state) {
+    (void)state;
+    int nops = 0;
+    for (const tsr_op *const *op = tsr_ops; *op; ++op, ++nops) {
+        const tsr_op *o = *op;
+        assert_non_null(o->name);
+        assert_non_null(o->source_name);
+        assert_non_null(o->params);
+        assert_true(o->nparams >= 1 && o->nparams <= TSR_MAX_PARAMS);
+        for (int p = 0; p < o->nparams; ++p) {
+            const tsr_param_def *param = &o->params[p];
+            assert_true(param->name && param->name[0]);
+            assert_int_equal(tsr_param_index(o, param->name), p); /* names are unique */
+            assert_true(param->values && param->nvalues >= 1 && param->nvalues <= 32);
+            if (!in_values(param, param->default_value))
+                fail_msg("%s: %s's default %d is not one of its values", o->name, param->name, param->default_value);
+            assert_true(param->kind == TSR_PARAM_DEFINE || param->kind == TSR_PARAM_HOST);
+        }
+        assert_non_null(o->classes);
+        assert_non_null(o->classes[0]);
+        assert_non_null(o->problem_class);
+        assert_true(o->ndefaults >= 0 && (o->defaults || o->ndefaults == 0));
+        assert_non_null(o->implementations);
+        assert_true(o->nimplementations >= 1);
+        if (o->nimplementations > 1) {
+            /* The choice is stored under a parameter whose values are exactly the implementations. */
+            assert_non_null(o->implementation_param);
+            int sel = tsr_param_index(o, o->implementation_param);
+            assert_true(sel >= 0);
+            assert_int_equal(o->params[sel].nvalues, o->nimplementations);
+            for (int i = 0; i < o->nimplementations; ++i) assert_true(in_values(&o->params[sel], o->implementations[i].value));
+        }
+        for (int i = 0; i < o->nimplementations; ++i) {
+            const tsr_implementation *impl = &o->implementations[i];
+            assert_non_null(impl->name);
+            /* Every name an implementation lists is a parameter. */
+            char words[256];
+            tsr_strlcpy(words, impl->params ? impl->params : "", sizeof words);
+            char *save = NULL;
+            for (char *w = strtok_r(words, " ", &save); w; w = strtok_r(NULL, " ", &save))
+                if (tsr_param_index(o, w) < 0) fail_msg("%s: implementation %s lists no parameter '%s'", o->name, impl->name, w);
+        }
+        assert_non_null(o->config_ok);
+        assert_true(o->program_variants >= 1);
+        if (o->program_variants > 1) assert_non_null(o->program_variant);
+        assert_non_null(o->build_options);
+        assert_non_null(o->demo);
+        assert_non_null(o->tuning_setup);
+        assert_non_null(o->tuning_run);
+        assert_non_null(o->tuning_check);
+        assert_non_null(o->tuning_flops);
+        assert_non_null(o->tuning_describe);
+        assert_non_null(o->tuning_free);
+    }
+    assert_true(nops >= 4);
+}
+
+static void defaults_parse_and_format_back(void **state) {
+    (void)state;
+    for (const tsr_op *const *op = tsr_ops; *op; ++op) {
+        const tsr_op *o = *op;
+        /* Every row is valid text over the declared defaults, already normalized. */
+        for (int r = 0; r < o->ndefaults; ++r) {
+            tsr_config cfg;
+            tsr_config_declared(o, &cfg);
+            if (tsr_config_parse(o, o->defaults[r].config, "row", &cfg) != TSR_SUCCESS)
+                fail_msg("%s: default row %d: %s", o->name, r, tsr_last_error());
+            assert_true(tsr_op_is_normal(o, &cfg));
+        }
+        for (int d = 0; d < 3; ++d)
+            for (int c = 0; o->classes[c]; ++c) {
+                tsr_config cfg, back;
+                char text[512], again[512];
+                tsr_op_default_config(o, &fake_devices[d], o->classes[c], &cfg);
+                if (!o->config_ok(&fake_devices[d], NULL, &cfg))
+                    fail_msg("%s: the default of class %s is not legal on a %s device", o->name, o->classes[c],
+                             tsr_device_type_str(fake_devices[d].info.type));
+                tsr_config_format(o, &cfg, text, sizeof text);
+                tsr_config_declared(o, &back);
+                TH_ASSERT_OK(tsr_config_parse(o, text, "formatted", &back));
+                assert_memory_equal(&back, &cfg, sizeof cfg);
+                tsr_config_format(o, &back, again, sizeof again);
+                assert_string_equal(again, text);
+            }
+    }
+}
+
+static void defines_name_every_compiled_parameter(void **state) {
+    (void)state;
+    for (const tsr_op *const *op = tsr_ops; *op; ++op) {
+        const tsr_op *o = *op;
+        tsr_config cfg;
+        tsr_op_default_config(o, &fake_devices[0], o->classes[0], &cfg);
+        char defines[512];
+        assert_true(tsr_config_defines(o, &cfg, defines, sizeof defines));
+        for (int v = 0; v < o->program_variants; ++v) {
+            char options[1024];
+            o->build_options(&cfg, v, options, sizeof options);
+            for (int p = 0; p < o->nparams; ++p) {
+                char flag[64], exact[64];
+                snprintf(flag, sizeof flag, "-D%s=", o->params[p].name);
+                snprintf(exact, sizeof exact, "-D%s=%d", o->params[p].name, cfg.values[p]);
+                bool compiled = o->params[p].kind == TSR_PARAM_DEFINE;
+                if (compiled != (strstr(options, flag) != NULL))
+                    fail_msg("%s: '%s' %s %s", o->name, options, compiled ? "lacks" : "has", flag);
+                if (compiled != (strstr(defines, exact) != NULL))
+                    fail_msg("%s: '%s' %s %s", o->name, defines, compiled ? "lacks" : "has", exact);
+            }
+        }
+        /* A buffer too small is reported, not overrun. */
+        char small[8];
+        assert_false(tsr_config_defines(o, &cfg, small, sizeof small));
+        assert_true(strlen(small) < sizeof small);
+    }
+}
+
+static void implementations_normalize_and_seed(void **state) {
+    (void)state;
+    const tsr_op *conv = tsr_find_op("conv2d");
+    assert_non_null(conv);
+    /* Parameters the direct path does not read go back to their declared defaults... */
+    tsr_config cfg, canonical;
+    tsr_config_declared(conv, &cfg);
+    TH_ASSERT_OK(tsr_config_parse(conv, "ALGO=3 MWI=8 VW=4 STAGE=1 KWG=32", "test", &cfg));
+    assert_string_equal(tsr_op_implementation(conv, &cfg)->name, "direct");
+    assert_false(tsr_op_is_normal(conv, &cfg));
+    tsr_op_normalize(conv, &cfg);
+    tsr_config_declared(conv, &canonical);
+    TH_ASSERT_OK(tsr_config_parse(conv, "ALGO=3", "test", &canonical));
+    assert_memory_equal(&cfg, &canonical, sizeof cfg);
+    /* ...the implicit kernel keeps its shape, less KWG without staging (the op's own rule). */
+    tsr_config_declared(conv, &cfg);
+    TH_ASSERT_OK(tsr_config_parse(conv, "ALGO=2 MWI=8 VW=4 STAGE=0 KWG=32", "test", &cfg));
+    tsr_op_normalize(conv, &cfg);
+    char text[256];
+    tsr_config_format(conv, &cfg, text, sizeof text);
+    assert_string_equal(text, "ALGO=2 MWI=8 VW=4 STAGE=0 WGM=1 WGN=1 KWG=8");
+    /* One seed per implementation, each its built-in shape, for ops with several; none otherwise. */
+    for (const tsr_op *const *op = tsr_ops; *op; ++op)
+        for (int d = 0; d < 3; ++d) {
+            tsr_config seeds[8];
+            int n = tsr_op_seeds(*op, &fake_devices[d], (*op)->classes[0], seeds, 8);
+            assert_int_equal(n, (*op)->nimplementations > 1 ? (*op)->nimplementations : 0);
+            for (int i = 0; i < n; ++i) {
+                assert_ptr_equal(tsr_op_implementation(*op, &seeds[i]), &(*op)->implementations[i]);
+                assert_true(tsr_op_is_normal(*op, &seeds[i]));
+                assert_true((*op)->config_ok(&fake_devices[d], NULL, &seeds[i]));
+            }
+        }
+    tsr_config seeds[3];
+    assert_int_equal(tsr_op_seeds(conv, &fake_devices[0], "3x3", seeds, 3), 3);
+    tsr_config_format(conv, &seeds[1], text, sizeof text); /* CPUs: the implicit kernel's register tile */
+    assert_string_equal(text, "ALGO=2 MWI=6 VW=16 STAGE=0 WGM=1 WGN=1 KWG=8");
+}
+
+/* ---- a parameter is declared in one place ---- */
+
+/* A small op's parameters, and the same op after a new parameter: one more line in its list. */
+#define SMALL_PARAMS(P) P(TILE, DEFINE, 4, 1, 2, 4, 8) P(GROUP, HOST, 1, 1, 16, 64)
+#define GROWN_PARAMS(P) SMALL_PARAMS(P) P(UNROLL, DEFINE, 2, 1, 2, 4)
+enum { GROWN_PARAMS(TSR_PARAM_INDEX) GROWN_NPARAMS };
+static const tsr_param_def small_params[] = {SMALL_PARAMS(TSR_PARAM_DEF)};
+static const tsr_param_def grown_params[] = {GROWN_PARAMS(TSR_PARAM_DEF)};
+static const char *const one_class[] = {"any", NULL};
+static const tsr_default small_defaults[] = {{TSR_DEVICE_CPU, NULL, "TILE=8 GROUP=16"}};
+static const tsr_implementation one_implementation[] = {{.name = "only"}};
+static const tsr_op small_op = {.name = "small", .params = small_params, .nparams = TSR_COUNT(small_params),
+                                .classes = one_class, .defaults = small_defaults, .ndefaults = 1,
+                                .implementations = one_implementation, .nimplementations = 1};
+static const tsr_op grown_op = {.name = "grown", .params = grown_params, .nparams = TSR_COUNT(grown_params),
+                                .classes = one_class, .defaults = small_defaults, .ndefaults = 1,
+                                .implementations = one_implementation, .nimplementations = 1};
+
+static void a_parameter_is_declared_in_one_place(void **state) {
+    (void)state;
+    char text[128], defines[128];
+    tsr_config cfg;
+    tsr_op_default_config(&small_op, &fake_devices[0], "any", &cfg);
+    tsr_config_format(&small_op, &cfg, text, sizeof text);
+    assert_string_equal(text, "TILE=8 GROUP=16");
+    assert_true(tsr_config_defines(&small_op, &cfg, defines, sizeof defines));
+    assert_string_equal(defines, "-DTILE=8");
+    /* The new line alone gives the index, the count, the default, the text and the -D flag. */
+    assert_int_equal(GROWN_NPARAMS, 3);
+    assert_int_equal(grown_op.nparams, 3);
+    assert_int_equal(grown_params[P_UNROLL].nvalues, 3);
+    tsr_op_default_config(&grown_op, &fake_devices[0], "any", &cfg);
+    assert_int_equal(cfg.values[P_UNROLL], 2);
+    tsr_config_format(&grown_op, &cfg, text, sizeof text);
+    assert_string_equal(text, "TILE=8 GROUP=16 UNROLL=2");
+    assert_true(tsr_config_defines(&grown_op, &cfg, defines, sizeof defines));
+    assert_string_equal(defines, "-DTILE=8 -DUNROLL=2");
+    TH_ASSERT_OK(tsr_config_parse(&grown_op, "UNROLL=4", "test", &cfg));
+    assert_int_equal(cfg.values[P_UNROLL], 4);
+    assert_int_equal(tsr_config_parse(&grown_op, "UNROLL=3", "test", &cfg), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "UNROLL=3 is not in the parameter space");
+    /* Other devices get the declared defaults. */
+    tsr_op_default_config(&grown_op, &fake_devices[1], "any", &cfg);
+    tsr_config_format(&grown_op, &cfg, text, sizeof text);
+    assert_string_equal(text, "TILE=4 GROUP=1 UNROLL=2");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(descriptors_have_required_fields),
+        cmocka_unit_test(defaults_parse_and_format_back),
+        cmocka_unit_test(defines_name_every_compiled_parameter),
+        cmocka_unit_test(implementations_normalize_and_seed),
+        cmocka_unit_test(a_parameter_is_declared_in_one_place),
+    };
+    return TH_RUN_GROUP(tests, make_devices, NULL);
+}

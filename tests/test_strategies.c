@@ -2,7 +2,7 @@
  * table of recorded failures instead of a device: exhaustive finds the optimum; random, anneal
  * and climb keep to their budgets (evaluations, or replayed seconds), never evaluate an illegal
  * or repeated configuration, are reproducible from their seed, and find the optimum of an easy
- * landscape. No OpenCL device is opened. */
+ * landscape. Also the measurement module's summaries and repetitions. No OpenCL device is opened. */
 #include "harness.h"
 
 #include "tuner/tuner.h"
@@ -274,6 +274,55 @@ static void abandoned_and_failed_candidates_score_zero(void **state) {
     tsr_search_free(&r.search);
 }
 
+/* ---- the measurement module's summaries and repetitions ---- */
+
+static void stats_summarize_measurements(void **state) {
+    (void)state;
+    double odd[] = {5, 1, 4, 2, 3};
+    tsr_stats s;
+    tsr_stats_of(odd, 5, &s);
+    assert_int_equal(s.n, 5);
+    assert_true(s.median == 3 && s.min == 1 && s.max == 5 && s.q25 == 2);
+    assert_true(fabs(s.spread - 4.0 / 3.0) < 1e-12);
+    assert_true(odd[0] == 1 && odd[4] == 5); /* sorted in place */
+    double even[] = {4, 1, 3, 2};
+    tsr_stats_of(even, 4, &s);
+    assert_true(s.median == 2.5 && s.q25 == 1);
+    double one[] = {7};
+    tsr_stats_of(one, 1, &s);
+    assert_true(s.median == 7 && s.q25 == 7 && s.spread == 0);
+}
+
+typedef struct counter {
+    int calls, fail_at;
+} counter;
+
+static tsr_status count_call(void *vctx, double *value) {
+    counter *c = vctx;
+    if (++c->calls == c->fail_at) return tsr_fail(TSR_ERR_OPENCL, "replayed failure");
+    *value = c->calls;
+    return TSR_SUCCESS;
+}
+
+static void repeat_keeps_its_bounds(void **state) {
+    (void)state;
+    double v[10];
+    int n = 0;
+    counter c = {0, 0};
+    TH_ASSERT_OK(tsr_repeat(count_call, &c, 0.0, 3, 10, v, &n)); /* no time budget: the minimum */
+    assert_int_equal(n, 3);
+    assert_int_equal(c.calls, 4); /* after one warm-up call, whose value is dropped */
+    assert_true(v[0] == 2 && v[2] == 4);
+    c = (counter){0, 0};
+    TH_ASSERT_OK(tsr_repeat(count_call, &c, 1e9, 3, 10, v, &n)); /* endless budget: the maximum */
+    assert_int_equal(n, 10);
+    c = (counter){0, 3};
+    TH_ASSERT_STATUS(tsr_repeat(count_call, &c, 0.0, 5, 10, v, &n), TSR_ERR_OPENCL);
+    c = (counter){0, 1};
+    TH_ASSERT_STATUS(tsr_repeat(count_call, &c, 0.0, 5, 10, v, &n), TSR_ERR_OPENCL); /* the warm-up's failure */
+    assert_int_equal(n, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exhaustive_finds_the_optimum),
@@ -282,6 +331,8 @@ int main(void) {
         cmocka_unit_test(strategies_are_reproducible_from_the_seed),
         cmocka_unit_test(easy_landscapes_are_solved),
         cmocka_unit_test(abandoned_and_failed_candidates_score_zero),
+        cmocka_unit_test(stats_summarize_measurements),
+        cmocka_unit_test(repeat_keeps_its_bounds),
     };
     return TH_RUN(tests);
 }

@@ -85,7 +85,7 @@ typedef struct tsr_search {
     tsr_device *device;        /* passed to config_ok; NULL when replaying without a device */
     const tsr_space *space;
     tsr_tune_backend backend;
-    double flops;              /* work per run, in the op's rate unit times 1e9 per second */
+    double flops;              /* work per run: FLOPs, or bytes for ops whose rate unit is GB/s */
     uint64_t *rng;             /* shared by the classes of one tuning run */
     double class_start;        /* backend clock when the class began */
     double class_budget_s;     /* ends the search at class_start + class_budget_s */

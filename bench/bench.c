@@ -17,11 +17,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-double bench_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+double bench_now_s(void) { return tsr_now_s(); }
 
 bool bench_is_simulator(const tsr_device_info *info) {
     return tsr_contains_nocase(info->platform_name, "oclgrind") || tsr_contains_nocase(info->name, "oclgrind");
@@ -49,39 +45,41 @@ void bench_settle_host_threads(void) {
     nanosleep(&pause, NULL);
 }
 
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median, min and max of n values (sorts them in place). */
 static void summarize(double *v, int n, double *median, double *min, double *max) {
-    qsort(v, (size_t)n, sizeof *v, compare_doubles);
-    *median = (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-    *min = v[0];
-    *max = v[n - 1];
+    tsr_stats stats;
+    tsr_stats_of(v, n, &stats);
+    *median = stats.median;
+    *min = stats.min;
+    *max = stats.max;
+}
+
+typedef struct wall_timed {
+    bench_fn fn;
+    void *ctx;
+} wall_timed;
+
+/* One call of a benchmark's function, in wall-clock milliseconds. */
+static tsr_status wall_ms(void *vctx, double *ms) {
+    wall_timed *w = vctx;
+    double t0 = bench_now_s();
+    tsr_status st = w->fn(w->ctx);
+    *ms = (bench_now_s() - t0) * 1e3;
+    return st;
 }
 
 tsr_status bench_time(bench_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, bench_row *row) {
-    tsr_status st = fn(ctx); /* warm-up: compilation, first-touch, caches */
-    if (st != TSR_SUCCESS) return st;
     double *t = calloc((size_t)max_runs, sizeof *t);
     if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    wall_timed w = {fn, ctx};
     int n = 0;
-    double start = bench_now_s();
-    while (n < max_runs && (n < min_runs || bench_now_s() - start < budget_s)) {
-        double t0 = bench_now_s();
-        st = fn(ctx);
-        if (st != TSR_SUCCESS) {
-            free(t);
-            return st;
-        }
-        t[n++] = (bench_now_s() - t0) * 1e3;
+    tsr_status st = tsr_repeat(wall_ms, &w, budget_s, min_runs, max_runs, t, &n); /* after a warm-up call */
+    if (st == TSR_SUCCESS) {
+        row->runs = n;
+        summarize(t, n, &row->time_ms, &row->time_min_ms, &row->time_max_ms);
     }
-    row->runs = n;
-    summarize(t, n, &row->time_ms, &row->time_min_ms, &row->time_max_ms);
     free(t);
-    return TSR_SUCCESS;
+    return st;
 }
 
 tsr_status bench_time_paired(bench_fn fn_a, void *ctx_a, bench_fn fn_b, void *ctx_b, double budget_s, int min_pairs,

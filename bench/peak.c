@@ -21,49 +21,33 @@ static const int chain_counts[] = {4, 8, 16};
 static bool reduced(const peak_options *opt) { return opt->reduced || opt->simulator; }
 static bool wanted_width(const peak_options *opt, int w) { return !reduced(opt) || widths[w] == 4; }
 
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* One run of a test: fills *rate (GB/s, GFLOP/s or microseconds). */
 typedef tsr_status (*peak_fn)(void *ctx, double *rate);
 
 /* Repeat fn until the budget is spent (at least 3, at most 2000 runs) after one warm-up. */
 static tsr_status repeat(peak_fn fn, void *ctx, double budget_s, peak_stat *out) {
-    double warm;
-    tsr_status st = fn(ctx, &warm);
-    if (st != TSR_SUCCESS) return st;
     enum { MAX_RUNS = 2000 };
     double *v = malloc(MAX_RUNS * sizeof *v);
     if (!v) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     int n = 0;
-    double start = bench_now_s();
-    while (n < MAX_RUNS && (n < 3 || bench_now_s() - start < budget_s)) {
-        if ((st = fn(ctx, &v[n])) != TSR_SUCCESS) break;
-        ++n;
-    }
+    tsr_status st = tsr_repeat(fn, ctx, budget_s, 3, MAX_RUNS, v, &n);
     if (st == TSR_SUCCESS) {
-        qsort(v, (size_t)n, sizeof *v, compare_doubles);
-        out->median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-        out->min = v[0];
-        out->max = v[n - 1];
+        tsr_stats stats;
+        tsr_stats_of(v, n, &stats);
+        out->median = stats.median;
+        out->min = stats.min;
+        out->max = stats.max;
         out->runs = n;
     }
     free(v);
     return st;
 }
 
-/* Seconds between a kernel's start and end. */
+/* Seconds between a kernel's start and end (releases the event). */
 static tsr_status event_seconds(cl_event ev, double *s) {
-    cl_ulong t0 = 0, t1 = 0;
-    cl_int err = clWaitForEvents(1, &ev);
-    if (err == CL_SUCCESS) err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
-    if (err == CL_SUCCESS) err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+    tsr_status st = tsr_event_seconds(ev, ev, "timing a peak kernel", NULL, s);
     clReleaseEvent(ev);
-    if (err != CL_SUCCESS) return tsr_fail_cl(err, "timing a peak kernel", __FILE__, __LINE__);
-    *s = t1 > t0 ? (double)(t1 - t0) * 1e-9 : 1e-9;
-    return TSR_SUCCESS;
+    return st;
 }
 
 /* ---- bandwidth ---- */

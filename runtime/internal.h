@@ -406,11 +406,45 @@ size_t tsr_db_merge(struct cJSON *dst, const struct cJSON *src);
 struct cJSON *tsr_db_new(void);
 extern const char tsr_builtin_tuning_json[]; /* generated from data/builtin_tuning.json */
 
-/* ---- tuner (tuner.c) ---- */
+/* ---- tuner (tuner/; its private parts in tuner/tuner.h) ---- */
 
 /* tsr_tune for an op descriptor (tests tune ops that no table lists). */
 tsr_status tsr_tune_op(tsr_device *device, const tsr_op *op, const tsr_tune_options *options,
                        tsr_tune_result *results, size_t max_results, size_t *nresults);
+
+/* ---- measurement (measure.c): used by the tuner, bench, peak and report ---- */
+
+/* Seconds on the monotonic clock (wall-clock timing and time budgets). */
+double tsr_now_s(void);
+/* What a series of event timings on one in-order queue has seen, to catch a clock going back;
+ * zero-initialise it before the first timing. */
+typedef struct tsr_event_clock {
+    cl_ulong last_start;
+} tsr_event_clock;
+/* Device seconds from the start of `first` to the end of `last` (the same event for one
+ * command): waits for `last`, releases neither. Timestamps that are zero, an end before its
+ * start, or (with a `clock`, which may be NULL) a start before the previous timing's start are
+ * unusable: TSR_ERR_OPENCL with "<what>: unusable timestamps: ..." rather than a made-up time.
+ * Equal start and end count as 1 ns so rates stay finite. */
+tsr_status tsr_event_seconds(cl_event first, cl_event last, const char *what, tsr_event_clock *clock,
+                             double *seconds);
+/* Summary of n >= 1 measurements. */
+typedef struct tsr_stats {
+    int n;
+    double median; /* the mean of the middle two for even n */
+    double q25;    /* lower quartile: the sorted value at (n - 1) / 4 */
+    double min, max;
+    double spread; /* (max - min) / median */
+} tsr_stats;
+/* Sorts `values` in place and summarizes them. */
+void tsr_stats_of(double *values, int n, tsr_stats *stats);
+/* One measurement of whatever a caller times (seconds, a rate, microseconds...). */
+typedef tsr_status (*tsr_measure_fn)(void *ctx, double *value);
+/* One warm-up call whose value is dropped, then calls until at least `min_runs` were made and
+ * `budget_s` seconds of wall-clock time have passed, at most `max_runs`: `values` (room for
+ * max_runs) receives them, *n how many. The first failure ends it and is returned. */
+tsr_status tsr_repeat(tsr_measure_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, double *values,
+                      int *n);
 
 /* ---- argument checks shared by ops (checks.c) ---- */
 

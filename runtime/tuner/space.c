@@ -1,0 +1,72 @@
+/* The tuner's search space: the values each parameter may take (the op's, optionally narrowed
+ * by "NAME=v1,v2 ..."), points as value indices, and their legality. */
+#define _GNU_SOURCE
+#include "tuner.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+tsr_status tsr_space_make(const tsr_op *op, const char *restrict_to, tsr_space *space) {
+    memset(space, 0, sizeof *space);
+    space->nparams = op->nparams;
+    for (int p = 0; p < op->nparams; ++p) {
+        space->nvalues[p] = op->params[p].nvalues;
+        memcpy(space->values[p], op->params[p].values, (size_t)op->params[p].nvalues * sizeof(int));
+    }
+    if (!restrict_to) return TSR_SUCCESS;
+    char buf[512];
+    tsr_strlcpy(buf, restrict_to, sizeof buf);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq) return tsr_fail(TSR_ERR_INVALID_ARG, "space: '%s' is not NAME=V1,V2,...", tok);
+        *eq = '\0';
+        int p = 0;
+        while (p < op->nparams && strcmp(op->params[p].name, tok) != 0) ++p;
+        if (p == op->nparams) return tsr_fail(TSR_ERR_INVALID_ARG, "space: op %s has no parameter '%s'", op->name, tok);
+        int n = 0;
+        char *vsave = NULL;
+        for (char *v = strtok_r(eq + 1, ",", &vsave); v; v = strtok_r(NULL, ",", &vsave)) {
+            char *end = NULL;
+            long value = strtol(v, &end, 10);
+            bool allowed = false;
+            for (int i = 0; end != v && *end == '\0' && i < op->params[p].nvalues; ++i)
+                allowed |= op->params[p].values[i] == value;
+            if (!allowed) return tsr_fail(TSR_ERR_INVALID_ARG, "space: %s=%s is not in the parameter space", tok, v);
+            if (n < TUNE_MAX_VALUES) space->values[p][n++] = (int)value;
+        }
+        if (n == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "space: %s has no values", tok);
+        space->nvalues[p] = n;
+    }
+    return TSR_SUCCESS;
+}
+
+void tsr_space_config(const tsr_space *space, const tsr_point *point, tsr_config *config) {
+    memset(config, 0, sizeof *config);
+    for (int p = 0; p < space->nparams; ++p) config->values[p] = space->values[p][point->idx[p]];
+}
+
+bool tsr_space_point(const tsr_space *space, const tsr_config *config, tsr_point *point) {
+    for (int p = 0; p < space->nparams; ++p) {
+        point->idx[p] = -1;
+        for (int i = 0; i < space->nvalues[p]; ++i)
+            if (space->values[p][i] == config->values[p]) point->idx[p] = i;
+        if (point->idx[p] < 0) return false;
+    }
+    return true;
+}
+
+bool tsr_space_next(const tsr_space *space, tsr_point *point) {
+    for (int p = space->nparams - 1; p >= 0; --p) {
+        if (++point->idx[p] < space->nvalues[p]) return true;
+        point->idx[p] = 0;
+    }
+    return false;
+}
+
+bool tsr_space_legal(const tsr_op *op, const tsr_device *device, const tsr_space *space, const tsr_point *point,
+                     tsr_config *config) {
+    tsr_space_config(space, point, config);
+    tsr_op_normalize(op, config);
+    return op->config_ok(device, NULL, config);
+}

@@ -1,0 +1,213 @@
+/* The tuning driver: per problem class, the built-in default and the op's seeds first, then
+ * the chosen strategy, then a duel of the best against the default; the results are saved
+ * unless it is a dry run. */
+#define _GNU_SOURCE
+#include "tuner.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TUNE_MAX_CLASSES 16
+
+static const struct {
+    const char *name; /* as the database records it */
+    tsr_strategy_fn run;
+} strategies[] = {
+    [TSR_TUNE_EXHAUSTIVE] = {"exhaustive", tsr_strategy_exhaustive},
+    [TSR_TUNE_RANDOM] = {"random", tsr_strategy_random},
+    [TSR_TUNE_ANNEAL] = {"anneal", tsr_strategy_anneal},
+    [TSR_TUNE_CLIMB] = {"climb", tsr_strategy_climb},
+};
+
+/* The options with defaults filled in, or a failure naming the bad one. */
+static tsr_status check_options(const tsr_op *op, const tsr_tune_options *options, tsr_tune_options *opt) {
+    *opt = *options;
+    if (opt->strategy == 0) opt->strategy = TSR_TUNE_ANNEAL;
+    if (opt->strategy < TSR_TUNE_EXHAUSTIVE || opt->strategy > TSR_TUNE_CLIMB)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "unknown tuning strategy %d", (int)opt->strategy);
+    if (!(opt->budget_seconds >= 0) || !isfinite(opt->budget_seconds) || opt->budget_evaluations < 0)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "tuning budgets must be finite and not negative"); /* inf: no end */
+    if (opt->budget_seconds == 0) opt->budget_seconds = 88; /* with setup, duels and overheads (measured 24 s), within two minutes */
+    if (!op->tuning_setup) return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s cannot be tuned", op->name);
+    return TSR_SUCCESS;
+}
+
+/* The classes to tune: the comma-separated list, or all of the op's. */
+static tsr_status parse_classes(const tsr_op *op, const char *list, const char *classes[TUNE_MAX_CLASSES],
+                                int *nclasses) {
+    *nclasses = 0;
+    if (!list || !*list) {
+        while (op->classes[*nclasses] && *nclasses < TUNE_MAX_CLASSES) {
+            classes[*nclasses] = op->classes[*nclasses];
+            ++*nclasses;
+        }
+        return TSR_SUCCESS;
+    }
+    char buf[256];
+    /* Never tune a silently shortened list. */
+    if (strlen(list) >= sizeof buf)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "classes: the list is longer than %zu characters", sizeof buf - 1);
+    tsr_strlcpy(buf, list, sizeof buf);
+    char *save = NULL;
+    for (char *c = strtok_r(buf, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+        int idx = tsr_op_class_index(op, c);
+        if (idx < 0) return tsr_fail(TSR_ERR_INVALID_ARG, "op %s has no problem class '%s'", op->name, c);
+        bool repeated = false;
+        for (int i = 0; i < *nclasses; ++i) repeated |= classes[i] == op->classes[idx];
+        if (repeated) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: '%s' is named twice", c);
+        if (*nclasses == TUNE_MAX_CLASSES) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: more than 16");
+        classes[(*nclasses)++] = op->classes[idx];
+    }
+    if (*nclasses == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: '%s' names no class", list);
+    return TSR_SUCCESS;
+}
+
+/* Where the results go, checked before the search rather than after it. */
+static tsr_status database_path(const tsr_tune_options *opt, char *path, size_t size) {
+    tsr_status st;
+    if (opt->db_path) {
+        if (!*opt->db_path) return tsr_fail(TSR_ERR_INVALID_ARG, "the tuning database path is empty");
+        if (strlen(opt->db_path) >= size) return tsr_fail(TSR_ERR_INVALID_ARG, "tuning database path too long");
+        tsr_strlcpy(path, opt->db_path, size);
+    } else if ((st = tsr_tuning_db_path(path, size)) != TSR_SUCCESS) {
+        tsr_error_append(" (or measure without saving: a dry run)");
+        return st;
+    }
+    return tsr_db_check_writable(path);
+}
+
+/* Final duel, with warm caches: the best candidate against the default, measured in
+ * alternation so both see the same machine. The default wins ties, so a tuned entry differs
+ * from the default only when it beats it side by side. Expects the search ranked. */
+static void duel_with_default(tsr_search *search, const tsr_config *def, double def_score) {
+    tsr_evaluated *seen = search->seen;
+    if (search->nseen == 0 || seen[0].score <= 0 || def_score <= 0) return;
+    int def_idx = -1;
+    for (int i = 0; i < search->nseen; ++i)
+        if (memcmp(&seen[i].config, def, sizeof *def) == 0) def_idx = i;
+    double dg[2] = {0, 0}, dq[2] = {0, 0};
+    if (def_idx != 0) tsr_search_duel(search, &seen[0].config, def, dg, dq);
+    else search->result->default_gflops = seen[0].gflops; /* the default is the best: nothing to compare */
+    /* The duel alternates runs, so both medians see the same machine: decide on them. */
+    if (dg[1] >= dg[0] && def_idx > 0) { /* the default is really the best: move it first */
+        tsr_evaluated d = seen[def_idx];
+        memmove(&seen[1], &seen[0], (size_t)def_idx * sizeof d);
+        seen[0] = d;
+    }
+    if (dq[0] > 0 && dq[1] > 0) {
+        bool default_won = dg[1] >= dg[0] || def_idx == 0;
+        seen[0].gflops = default_won ? dg[1] : dg[0];
+        seen[0].score = default_won ? dq[1] : dq[0];
+        search->result->default_gflops = dg[1];
+    }
+}
+
+/* The default, the seeds and the strategy, then the duel: leaves the search ranked. */
+static void search_class(tsr_search *search, tsr_strategy_fn strategy) {
+    const tsr_op *op = search->op;
+    /* The built-in default first: the yardstick, and a start for the guided search. */
+    tsr_config def;
+    tsr_op_default_config(op, search->device, search->problem_class, &def);
+    double def_score = 0;
+    if (op->config_ok(search->device, NULL, &def)) def_score = tsr_search_evaluate(search, &def);
+    else tsr_search_report(search);
+    search->result->default_gflops = def_score;
+    search->start = def; /* where annealing starts: the best of the default and the seeds */
+    search->start_score = def_score;
+    tsr_config seeds[8];
+    int nseeds = tsr_op_seeds(op, search->device, search->problem_class, seeds, 8);
+    for (int i = 0; i < nseeds && tsr_search_budget_left(search); ++i)
+        if (op->config_ok(search->device, NULL, &seeds[i]) && !tsr_search_seen(search, &seeds[i])) {
+            double score = tsr_search_evaluate(search, &seeds[i]);
+            if (score > search->start_score) search->start = seeds[i], search->start_score = score;
+        }
+    strategy(search);
+    tsr_search_rank(search);
+    duel_with_default(search, &def, def_score);
+}
+
+/* What the class's search keeps, into its result and its outcome. */
+static void keep_outcome(const tsr_search *search, tsr_tune_result *res, tsr_class_outcome *o) {
+    tsr_strlcpy(o->problem_class, search->problem_class, sizeof o->problem_class);
+    tsr_strlcpy(o->problem, res->problem, sizeof o->problem);
+    o->evaluations = res->evaluated;
+    for (int i = 0; i < search->nseen && o->ntop < TUNE_KEEP; ++i)
+        if (search->seen[i].score > 0) o->top[o->ntop++] = search->seen[i];
+    if (o->ntop) {
+        tsr_config_format(search->op, &o->top[0].config, res->best_config, sizeof res->best_config);
+        res->best_gflops = o->top[0].gflops;
+        res->best_spread = o->top[0].spread;
+    }
+}
+
+tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options *options, tsr_tune_result *results,
+                       size_t max_results, size_t *nresults) {
+    tsr_tune_options opt;
+    tsr_status st = check_options(op, options, &opt);
+    if (st != TSR_SUCCESS) return st;
+    /* By default only the part of the space the op deems worth it on this device; "all": everything. */
+    const char *restrict_to = opt.space;
+    if (!restrict_to) restrict_to = op->tuning_space ? op->tuning_space(dev) : NULL;
+    else if (strcmp(restrict_to, "all") == 0) restrict_to = NULL;
+    tsr_space space;
+    if ((st = tsr_space_make(op, restrict_to, &space)) != TSR_SUCCESS) return st;
+    const char *classes[TUNE_MAX_CLASSES];
+    int nclasses = 0;
+    if ((st = parse_classes(op, opt.classes, classes, &nclasses)) != TSR_SUCCESS) return st;
+    char hash[17];
+    if ((st = tsr_source_hash(op->source_name, hash)) != TSR_SUCCESS) return st;
+    char path[TSR_PATH_MAX];
+    if (!opt.dry_run && (st = database_path(&opt, path, sizeof path)) != TSR_SUCCESS) return st;
+    uint64_t rng = opt.seed ? opt.seed : (uint64_t)time(NULL) * 2654435761u + 1;
+    tsr_class_outcome *outcomes = calloc((size_t)nclasses, sizeof *outcomes);
+    if (!outcomes) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    double per_class = opt.budget_seconds / nclasses;
+    FILE *log = NULL;
+    if (opt.log_path && (st = tsr_open_append(opt.log_path, &log)) != TSR_SUCCESS) {
+        free(outcomes);
+        return st;
+    }
+    size_t produced = 0;
+    for (int c = 0; c < nclasses && st == TSR_SUCCESS; ++c) {
+        tsr_device_runner runner = {.device = dev, .op = op};
+        tsr_search search = {.op = op, .device = dev, .space = &space, .backend = tsr_device_backend(&runner),
+                             .rng = &rng, .class_budget_s = per_class, .max_evaluations = opt.budget_evaluations,
+                             .log = log, .problem_class = classes[c], .options = &opt,
+                             .remaining_after_s = per_class * (nclasses - c - 1)};
+        search.class_start = search.backend.now(search.backend.ctx);
+        tsr_tune_result local;
+        tsr_tune_result *res = (results && (size_t)c < max_results) ? &results[c] : &local;
+        memset(res, 0, sizeof *res);
+        tsr_strlcpy(res->op, op->name, sizeof res->op);
+        tsr_strlcpy(res->problem_class, classes[c], sizeof res->problem_class);
+        tsr_strlcpy(res->unit, op->rate_unit ? op->rate_unit : "GFLOP/s", sizeof res->unit);
+        search.result = res;
+        if ((st = op->tuning_setup(dev, classes[c], &runner.ctx)) != TSR_SUCCESS) break;
+        search.flops = op->tuning_flops(runner.ctx);
+        op->tuning_describe(runner.ctx, res->problem, sizeof res->problem);
+        search_class(&search, strategies[opt.strategy].run);
+        keep_outcome(&search, res, &outcomes[c]);
+        res->seconds = search.backend.now(search.backend.ctx) - search.class_start;
+        op->tuning_free(runner.ctx);
+        tsr_search_free(&search);
+        ++produced;
+    }
+    if (st == TSR_SUCCESS && !opt.dry_run)
+        st = tsr_tuner_save(path, dev, op, strategies[opt.strategy].name, hash, outcomes, (int)produced);
+    free(outcomes);
+    if (log) fclose(log);
+    if (nresults) *nresults = produced < max_results ? produced : max_results;
+    return st;
+}
+
+tsr_status tsr_tune(tsr_device *dev, const char *op_name, const tsr_tune_options *options, tsr_tune_result *results,
+                    size_t max_results, size_t *nresults) {
+    tsr_clear_diagnostics();
+    if (nresults) *nresults = 0;
+    if (!dev || !op_name || !options) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tune: device, op and options must be set");
+    const tsr_op *op = tsr_find_op(op_name);
+    if (!op) return tsr_fail(TSR_ERR_NOT_FOUND, "no op named '%s'", op_name);
+    return tsr_tune_op(dev, op, options, results, max_results, nresults);
+}

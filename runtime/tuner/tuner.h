@@ -1,0 +1,157 @@
+/* Private to runtime/tuner/: the parameter space (space.c), the search object every strategy
+ * works through (search.c), the evaluation of candidates (evaluate.c), the strategies (one
+ * file each, one signature), persistence (persist.c) and the driver (tune.c). */
+#ifndef TSR_TUNER_H
+#define TSR_TUNER_H
+
+#include "internal.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define TUNE_MIN_RUNS 5        /* timed runs of a candidate that survives its first... */
+#define TUNE_MAX_RUNS 60       /* ...continued until TUNE_MIN_SECONDS of device time, at most this many */
+#define TUNE_MIN_SECONDS 0.3   /* short problems need many runs for a stable median on a busy machine */
+#define TUNE_ABANDON_FACTOR 3  /* a first run this much slower than the best ends the candidate */
+#define TUNE_TOLERANCE 1e-4    /* relative error above which a result is wrong */
+#define TUNE_KEEP 4            /* best + runners-up stored per class */
+#define TUNE_MAX_VALUES 32     /* values per parameter a space keeps */
+
+/* ---- the search space: allowed values per parameter (space.c) ---- */
+
+typedef struct tsr_space {
+    int nparams;
+    int nvalues[TSR_MAX_PARAMS];
+    int values[TSR_MAX_PARAMS][TUNE_MAX_VALUES];
+} tsr_space;
+
+/* A configuration as value indices into the space. */
+typedef struct tsr_point {
+    int idx[TSR_MAX_PARAMS];
+} tsr_point;
+
+/* The op's space, narrowed by "NAME=v1,v2 NAME=v3" (`restrict_to` may be NULL: all of it). */
+tsr_status tsr_space_make(const tsr_op *op, const char *restrict_to, tsr_space *space);
+void tsr_space_config(const tsr_space *space, const tsr_point *point, tsr_config *config);
+/* The point of a configuration; false when a value is outside the (restricted) space. */
+bool tsr_space_point(const tsr_space *space, const tsr_config *config, tsr_point *point);
+/* The next point in row-major order (last parameter fastest); false after the last. */
+bool tsr_space_next(const tsr_space *space, tsr_point *point);
+/* The normalized configuration of a point, and whether the op accepts it on this device for
+ * any problem (`device` may be NULL for ops whose config_ok does not look at it). */
+bool tsr_space_legal(const tsr_op *op, const tsr_device *device, const tsr_space *space, const tsr_point *point,
+                     tsr_config *config);
+
+/* ---- random numbers: xorshift64*, one state per tuning run (search.c) ---- */
+
+uint64_t tsr_rng_next(uint64_t *state);
+double tsr_rng_unit(uint64_t *state); /* uniform in [0, 1) */
+
+/* ---- where timings come from ---- */
+
+/* The device in tsr_tune_op; a table of recorded timings in tests/test_strategies.c. */
+typedef struct tsr_tune_backend {
+    /* One run of `config`: its time in seconds (the first run also builds the program). */
+    tsr_status (*run)(void *ctx, const tsr_config *config, double *seconds);
+    /* Relative error of the last run's output against the reference. */
+    tsr_status (*check)(void *ctx, double *rel_err);
+    /* Seconds on a clock that never goes back: time budgets and progress. */
+    double (*now)(void *ctx);
+    void *ctx;
+} tsr_tune_backend;
+
+/* The device backend's state: the op's tuning_run and tuning_check on one class's problem. */
+typedef struct tsr_device_runner {
+    tsr_device *device;
+    const tsr_op *op;
+    void *ctx;             /* from op->tuning_setup */
+    tsr_event_clock clock; /* zero-initialised */
+} tsr_device_runner;
+tsr_tune_backend tsr_device_backend(tsr_device_runner *runner);
+
+/* ---- the search of one problem class (search.c, evaluate.c) ---- */
+
+typedef struct tsr_evaluated {
+    tsr_config config;
+    double gflops; /* from the median time; 0: failed, wrong or abandoned */
+    double score;  /* GFLOP/s from the 25th-percentile time: what candidates are ranked by */
+    double spread;
+    bool expanded; /* climb: every one-step neighbour has been tried */
+} tsr_evaluated;
+
+typedef struct tsr_search {
+    /* Set by whoever runs the search (tsr_tune_op, or a test). */
+    const tsr_op *op;
+    tsr_device *device;        /* passed to config_ok; NULL when replaying without a device */
+    const tsr_space *space;
+    tsr_tune_backend backend;
+    double flops;              /* work per run: FLOPs, or bytes for ops whose rate unit is GB/s */
+    uint64_t *rng;             /* shared by the classes of one tuning run */
+    double class_start;        /* backend clock when the class began */
+    double class_budget_s;     /* ends the search at class_start + class_budget_s */
+    int max_evaluations;       /* 0: no limit */
+    tsr_config start;          /* anneal: where to start (the best of the default and seeds)... */
+    double start_score;        /* ...and its score (0: not measured) */
+    FILE *log;                 /* one JSON line per candidate; may be NULL */
+    const char *problem_class;
+    const tsr_tune_options *options; /* progress callback and user data */
+    double remaining_after_s;  /* budget of the classes after this one, for the ETA */
+    tsr_tune_result *result;   /* counts: evaluated, failures, abandoned */
+
+    /* Filled by the search. */
+    tsr_evaluated *seen;
+    int nseen, capseen;
+    double best_time;          /* seconds at the lower quartile; 0 until something succeeded */
+} tsr_search;
+
+/* Is there budget (evaluations and time) for another evaluation? */
+bool tsr_search_budget_left(const tsr_search *search);
+/* Has this configuration been evaluated already? */
+bool tsr_search_seen(const tsr_search *search, const tsr_config *config);
+/* tsr_space_legal for the search's op, device and space. */
+bool tsr_search_legal(const tsr_search *search, const tsr_point *point, tsr_config *config);
+/* A random legal configuration not evaluated yet; false when 2000 draws found none. */
+bool tsr_search_propose(tsr_search *search, tsr_config *config);
+/* Build, run, validate and time one candidate, record it, log it and report progress; returns
+ * its score (0 when rejected). */
+double tsr_search_evaluate(tsr_search *search, const tsr_config *config);
+/* The best-scoring evaluation so far (NULL when nothing was evaluated). */
+const tsr_evaluated *tsr_search_best(const tsr_search *search);
+/* Call the progress callback, if any. */
+void tsr_search_report(const tsr_search *search);
+/* Sort the evaluations best first. */
+void tsr_search_rank(tsr_search *search);
+/* Free what the search allocated. */
+void tsr_search_free(tsr_search *search);
+
+/* Time two configurations in alternation (3 rounds of runs each); fills GFLOP/s from the
+ * median and the lower-quartile time of all their runs (0 when either ran too few times). */
+void tsr_search_duel(tsr_search *search, const tsr_config *a, const tsr_config *b, double gflops[2],
+                     double score[2]);
+
+/* ---- strategies: one signature, each in its own file ---- */
+
+/* Evaluate configurations through `search` until its budget or its ideas run out. */
+typedef void (*tsr_strategy_fn)(tsr_search *search);
+void tsr_strategy_exhaustive(tsr_search *search);
+void tsr_strategy_random(tsr_search *search);
+void tsr_strategy_anneal(tsr_search *search);
+void tsr_strategy_climb(tsr_search *search);
+
+/* ---- persistence (persist.c) ---- */
+
+/* What a class's search keeps. */
+typedef struct tsr_class_outcome {
+    char problem_class[32];
+    char problem[64];
+    tsr_evaluated top[TUNE_KEEP];
+    int ntop;
+    int evaluations;
+} tsr_class_outcome;
+
+/* Store the best configuration and runners-up of each outcome in the database at `path` for
+ * this device, with their provenance (`strategy` names the search). */
+tsr_status tsr_tuner_save(const char *path, tsr_device *device, const tsr_op *op, const char *strategy,
+                          const char *source_hash, const tsr_class_outcome *outcomes, int noutcomes);
+
+#endif

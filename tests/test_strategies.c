@@ -1,0 +1,338 @@
+/* The tuner's strategies on a synthetic space, with timings replayed from a landscape and a
+ * table of recorded failures instead of a device: exhaustive finds the optimum; random, anneal
+ * and climb keep to their budgets (evaluations, or replayed seconds), never evaluate an illegal
+ * or repeated configuration, are reproducible from their seed, and find the optimum of an easy
+ * landscape. Also the measurement module's summaries and repetitions. No OpenCL device is opened. */
+#include "harness.h"
+
+#include "tuner/tuner.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- a synthetic op: X (1..8) x Y (0..5) x Z (1, 2, 4); X + Y a multiple of 5 is illegal ---- */
+
+enum { P_X, P_Y, P_Z };
+static const int x_values[] = {1, 2, 3, 4, 5, 6, 7, 8};
+static const int y_values[] = {0, 1, 2, 3, 4, 5};
+static const int z_values[] = {1, 2, 4};
+static const tsr_param_def grid_params[] = {
+    {.name = "X", .values = x_values, .nvalues = 8},
+    {.name = "Y", .values = y_values, .nvalues = 6},
+    {.name = "Z", .values = z_values, .nvalues = 3},
+};
+
+static bool grid_ok(const tsr_device *device, const void *problem, const tsr_config *config) {
+    (void)device;
+    (void)problem;
+    return (config->values[P_X] + config->values[P_Y]) % 5 != 0;
+}
+
+static const tsr_op grid_op = {.name = "grid", .params = grid_params, .nparams = 3, .config_ok = grid_ok};
+
+static tsr_config make_config(int x, int y, int z) {
+    tsr_config c;
+    memset(&c, 0, sizeof c);
+    c.values[P_X] = x;
+    c.values[P_Y] = y;
+    c.values[P_Z] = z;
+    return c;
+}
+
+/* Recorded outcomes that are not timings. */
+typedef enum outcome { RUNS, BUILD_FAILS, LAUNCH_FAILS, WRONG_RESULT } outcome;
+static const struct {
+    int x, y, z;
+    outcome what;
+} recorded_failures[] = {
+    {7, 0, 4, BUILD_FAILS}, {7, 1, 4, BUILD_FAILS}, {7, 2, 4, BUILD_FAILS}, {1, 5, 1, LAUNCH_FAILS},
+    {1, 5, 2, LAUNCH_FAILS}, {6, 2, 2, WRONG_RESULT}, {8, 1, 1, WRONG_RESULT}, {5, 2, 2, WRONG_RESULT},
+};
+
+static outcome recorded_outcome(const tsr_config *c) {
+    for (size_t i = 0; i < sizeof recorded_failures / sizeof recorded_failures[0]; ++i)
+        if (recorded_failures[i].x == c->values[P_X] && recorded_failures[i].y == c->values[P_Y] &&
+            recorded_failures[i].z == c->values[P_Z])
+            return recorded_failures[i].what;
+    return RUNS;
+}
+
+/* ---- the replay backend ---- */
+
+typedef struct replay {
+    bool failures;       /* apply recorded_failures (off: an easy landscape) */
+    double clock;        /* replayed seconds */
+    int runs;            /* runs so far, for the jitter */
+    outcome last;        /* of the last run, for check */
+    int illegal_runs;    /* runs of configurations config_ok refuses: must stay 0 */
+    tsr_config started[512]; /* configurations in the order their first run came */
+    double started_at[512];
+    int nstarted;
+} replay;
+
+/* A smooth bowl with its one optimum at X=5 Y=3 Z=2: 0.1 ms there, more away from it. */
+static double landscape_seconds(const tsr_config *c) {
+    double dx = c->values[P_X] - 5, dy = c->values[P_Y] - 3, dz = c->values[P_Z] == 2 ? 0 : 1;
+    return 1e-4 * (1.0 + 0.3 * dx * dx + 0.5 * dy * dy + 0.8 * dz);
+}
+
+static const tsr_config optimum = {.values = {5, 3, 2}};
+
+static tsr_status replay_run(void *vctx, const tsr_config *config, double *seconds) {
+    replay *r = vctx;
+    if (!grid_ok(NULL, NULL, config)) r->illegal_runs++;
+    bool first = true;
+    for (int i = 0; i < r->nstarted && first; ++i) first = memcmp(&r->started[i], config, sizeof *config) != 0;
+    if (first && r->nstarted < 512) {
+        r->started[r->nstarted] = *config;
+        r->started_at[r->nstarted++] = r->clock;
+    }
+    r->clock += 1e-3; /* launch overhead: even failures cost time */
+    r->last = r->failures ? recorded_outcome(config) : RUNS;
+    if (r->last == BUILD_FAILS) return tsr_fail(TSR_ERR_BUILD, "replayed build failure");
+    if (r->last == LAUNCH_FAILS) return tsr_fail(TSR_ERR_OPENCL, "replayed launch failure");
+    /* A few percent of deterministic jitter, as recorded runs have. */
+    *seconds = landscape_seconds(config) * (1.0 + 0.03 * (double)(r->runs++ % 7) / 7.0);
+    r->clock += *seconds;
+    return TSR_SUCCESS;
+}
+
+static tsr_status replay_check(void *vctx, double *rel_err) {
+    replay *r = vctx;
+    *rel_err = r->last == WRONG_RESULT ? 0.5 : 0.0;
+    return TSR_SUCCESS;
+}
+
+static double replay_now(void *vctx) { return ((replay *)vctx)->clock; }
+
+/* ---- running a strategy as tsr_tune_op does: the default first, then the strategy ---- */
+
+typedef struct run {
+    replay replay;
+    tsr_space space;
+    uint64_t rng;
+    tsr_tune_result result;
+    tsr_search search;
+} run;
+
+static void run_strategy(run *r, tsr_strategy_fn strategy, uint64_t seed, int max_evaluations, double budget_s,
+                         bool failures) {
+    memset(r, 0, sizeof *r);
+    r->replay.failures = failures;
+    r->replay.clock = 100.0;
+    r->rng = seed;
+    TH_ASSERT_OK(tsr_space_make(&grid_op, NULL, &r->space));
+    r->search = (tsr_search){.op = &grid_op,
+                             .space = &r->space,
+                             .backend = {.run = replay_run, .check = replay_check, .now = replay_now, .ctx = &r->replay},
+                             .flops = 1e6,
+                             .rng = &r->rng,
+                             .class_start = r->replay.clock,
+                             .class_budget_s = budget_s,
+                             .max_evaluations = max_evaluations,
+                             .problem_class = "only",
+                             .result = &r->result};
+    r->search.start = make_config(1, 0, 1); /* the "default": far from the optimum */
+    r->search.start_score = tsr_search_evaluate(&r->search, &r->search.start);
+    strategy(&r->search);
+}
+
+static int legal_count(void) {
+    int n = 0;
+    for (int x = 0; x < 8; ++x)
+        for (int y = 0; y < 6; ++y) n += (x_values[x] + y_values[y]) % 5 != 0 ? 3 : 0;
+    return n;
+}
+
+/* What every search must keep to: only legal configurations, none twice, each counted. */
+static void assert_clean(const run *r) {
+    assert_int_equal(r->replay.illegal_runs, 0);
+    assert_int_equal(r->search.nseen, r->result.evaluated);
+    for (int i = 0; i < r->search.nseen; ++i) {
+        assert_true(grid_ok(NULL, NULL, &r->search.seen[i].config));
+        for (int j = 0; j < i; ++j)
+            if (memcmp(&r->search.seen[i].config, &r->search.seen[j].config, sizeof(tsr_config)) == 0)
+                fail_msg("evaluation %d repeats evaluation %d", i, j);
+    }
+}
+
+static bool is_optimum(const tsr_evaluated *e) { return e && memcmp(&e->config, &optimum, sizeof optimum) == 0; }
+
+static const struct {
+    const char *name;
+    tsr_strategy_fn fn;
+} guided[] = {{"random", tsr_strategy_random}, {"anneal", tsr_strategy_anneal}, {"climb", tsr_strategy_climb}};
+enum { NGUIDED = sizeof guided / sizeof guided[0] };
+
+static void exhaustive_finds_the_optimum(void **state) {
+    (void)state;
+    run r;
+    run_strategy(&r, tsr_strategy_exhaustive, 1, 0, 1e9, true);
+    assert_clean(&r);
+    assert_int_equal(r.result.evaluated, legal_count()); /* every legal configuration, once */
+    assert_int_equal(r.result.build_failures, 3);
+    assert_int_equal(r.result.launch_failures, 2);
+    assert_int_equal(r.result.wrong_results, 3);
+    assert_true(is_optimum(tsr_search_best(&r.search)));
+    /* In order: after the default, (1, 0, 1) is skipped as seen and (1, 0, 2) comes next. */
+    const tsr_config second = make_config(1, 0, 2);
+    assert_memory_equal(&r.search.seen[1].config, &second, sizeof second);
+    tsr_search_free(&r.search);
+}
+
+static void evaluation_budgets_are_kept(void **state) {
+    (void)state;
+    for (int s = 0; s < NGUIDED; ++s)
+        for (int budget = 1; budget <= 40; budget += 13) {
+            run r;
+            run_strategy(&r, guided[s].fn, 7, budget, 1e9, true);
+            assert_clean(&r);
+            /* The default counts too; the space is large enough to spend all of it. */
+            if (r.result.evaluated != budget)
+                fail_msg("%s: %d evaluations for a budget of %d", guided[s].name, r.result.evaluated, budget);
+            tsr_search_free(&r.search);
+        }
+}
+
+static void replayed_seconds_budgets_are_kept(void **state) {
+    (void)state;
+    const double budget_s = 1.0;
+    for (int s = 0; s < NGUIDED + 1; ++s) {
+        tsr_strategy_fn fn = s < NGUIDED ? guided[s].fn : tsr_strategy_exhaustive;
+        run r;
+        run_strategy(&r, fn, 11, 0, budget_s, true);
+        assert_clean(&r);
+        assert_true(r.result.evaluated >= 3);
+        assert_true(r.result.evaluated < legal_count()); /* the budget ended it, not the space */
+        /* Every evaluation began with budget left; the last may run past the end. */
+        for (int i = 0; i < r.replay.nstarted; ++i)
+            if (r.replay.started_at[i] >= r.search.class_start + budget_s)
+                fail_msg("%s: evaluation %d began at %.3f s, after the budget", s < NGUIDED ? guided[s].name : "exhaustive",
+                         i, r.replay.started_at[i] - r.search.class_start);
+        tsr_search_free(&r.search);
+    }
+}
+
+static void strategies_are_reproducible_from_the_seed(void **state) {
+    (void)state;
+    for (int s = 0; s < NGUIDED; ++s) {
+        run a, b, c;
+        run_strategy(&a, guided[s].fn, 1234, 30, 1e9, true);
+        run_strategy(&b, guided[s].fn, 1234, 30, 1e9, true);
+        run_strategy(&c, guided[s].fn, 99, 30, 1e9, true);
+        assert_int_equal(a.search.nseen, b.search.nseen);
+        for (int i = 0; i < a.search.nseen; ++i) {
+            assert_memory_equal(&a.search.seen[i].config, &b.search.seen[i].config, sizeof(tsr_config));
+            assert_true(a.search.seen[i].score == b.search.seen[i].score);
+        }
+        /* Random search depends on nothing else: another seed takes another path. */
+        if (guided[s].fn == tsr_strategy_random) {
+            bool differs = a.search.nseen != c.search.nseen;
+            for (int i = 0; !differs && i < a.search.nseen; ++i)
+                differs = memcmp(&a.search.seen[i].config, &c.search.seen[i].config, sizeof(tsr_config)) != 0;
+            assert_true(differs);
+        }
+        tsr_search_free(&a.search);
+        tsr_search_free(&b.search);
+        tsr_search_free(&c.search);
+    }
+}
+
+static void easy_landscapes_are_solved(void **state) {
+    (void)state;
+    /* Random search without repetition covers the whole space within that many evaluations. */
+    run r;
+    run_strategy(&r, tsr_strategy_random, 5, legal_count(), 1e9, false);
+    assert_clean(&r);
+    assert_true(is_optimum(tsr_search_best(&r.search)));
+    tsr_search_free(&r.search);
+    /* The guided searches walk down the bowl in far fewer, whatever the seed. */
+    for (uint64_t seed = 1; seed <= 5; ++seed)
+        for (int s = 1; s < NGUIDED; ++s) {
+            run_strategy(&r, guided[s].fn, seed, 40, 1e9, false);
+            assert_clean(&r);
+            if (!is_optimum(tsr_search_best(&r.search)))
+                fail_msg("%s (seed %llu) missed the optimum in 40 of %d evaluations", guided[s].name,
+                         (unsigned long long)seed, legal_count());
+            tsr_search_free(&r.search);
+        }
+}
+
+static void abandoned_and_failed_candidates_score_zero(void **state) {
+    (void)state;
+    run r;
+    run_strategy(&r, tsr_strategy_exhaustive, 1, 0, 1e9, true);
+    int zero = 0;
+    for (int i = 0; i < r.search.nseen; ++i) {
+        outcome o = recorded_outcome(&r.search.seen[i].config);
+        if (o != RUNS) assert_true(r.search.seen[i].score == 0);
+        zero += r.search.seen[i].score == 0;
+    }
+    assert_int_equal(zero, r.result.build_failures + r.result.launch_failures + r.result.wrong_results +
+                               r.result.abandoned);
+    assert_true(r.result.abandoned > 0); /* far from the bowl's bottom: over 3x the best */
+    tsr_search_free(&r.search);
+}
+
+/* ---- the measurement module's summaries and repetitions ---- */
+
+static void stats_summarize_measurements(void **state) {
+    (void)state;
+    double odd[] = {5, 1, 4, 2, 3};
+    tsr_stats s;
+    tsr_stats_of(odd, 5, &s);
+    assert_int_equal(s.n, 5);
+    assert_true(s.median == 3 && s.min == 1 && s.max == 5 && s.q25 == 2);
+    assert_true(fabs(s.spread - 4.0 / 3.0) < 1e-12);
+    assert_true(odd[0] == 1 && odd[4] == 5); /* sorted in place */
+    double even[] = {4, 1, 3, 2};
+    tsr_stats_of(even, 4, &s);
+    assert_true(s.median == 2.5 && s.q25 == 1);
+    double one[] = {7};
+    tsr_stats_of(one, 1, &s);
+    assert_true(s.median == 7 && s.q25 == 7 && s.spread == 0);
+}
+
+typedef struct counter {
+    int calls, fail_at;
+} counter;
+
+static tsr_status count_call(void *vctx, double *value) {
+    counter *c = vctx;
+    if (++c->calls == c->fail_at) return tsr_fail(TSR_ERR_OPENCL, "replayed failure");
+    *value = c->calls;
+    return TSR_SUCCESS;
+}
+
+static void repeat_keeps_its_bounds(void **state) {
+    (void)state;
+    double v[10];
+    int n = 0;
+    counter c = {0, 0};
+    TH_ASSERT_OK(tsr_repeat(count_call, &c, 0.0, 3, 10, v, &n)); /* no time budget: the minimum */
+    assert_int_equal(n, 3);
+    assert_int_equal(c.calls, 4); /* after one warm-up call, whose value is dropped */
+    assert_true(v[0] == 2 && v[2] == 4);
+    c = (counter){0, 0};
+    TH_ASSERT_OK(tsr_repeat(count_call, &c, 1e9, 3, 10, v, &n)); /* endless budget: the maximum */
+    assert_int_equal(n, 10);
+    c = (counter){0, 3};
+    TH_ASSERT_STATUS(tsr_repeat(count_call, &c, 0.0, 5, 10, v, &n), TSR_ERR_OPENCL);
+    c = (counter){0, 1};
+    TH_ASSERT_STATUS(tsr_repeat(count_call, &c, 0.0, 5, 10, v, &n), TSR_ERR_OPENCL); /* the warm-up's failure */
+    assert_int_equal(n, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(exhaustive_finds_the_optimum),
+        cmocka_unit_test(evaluation_budgets_are_kept),
+        cmocka_unit_test(replayed_seconds_budgets_are_kept),
+        cmocka_unit_test(strategies_are_reproducible_from_the_seed),
+        cmocka_unit_test(easy_landscapes_are_solved),
+        cmocka_unit_test(abandoned_and_failed_candidates_score_zero),
+        cmocka_unit_test(stats_summarize_measurements),
+        cmocka_unit_test(repeat_keeps_its_bounds),
+    };
+    return TH_RUN(tests);
+}

@@ -282,17 +282,18 @@ static double mib(uint64_t bytes) { return (double)bytes / 1048576.0; }
 
 tsr_status bench_check_memory(const tsr_device *dev, const char *what, const size_t *buffers, size_t n,
                               size_t host_bytes) {
+    const tsr_device_info *info = tsr_device_get_info(dev);
     uint64_t total = 0;
     for (size_t i = 0; i < n; ++i) {
-        if (buffers[i] > dev->info.max_alloc_bytes)
+        if (buffers[i] > info->max_alloc_bytes)
             return tsr_fail(TSR_ERR_OUT_OF_MEMORY,
                             "%s: a buffer of %.0f MiB is more than one allocation may hold on '%s' (%.0f MiB)", what,
-                            mib(buffers[i]), dev->info.name, mib(dev->info.max_alloc_bytes));
+                            mib(buffers[i]), info->name, mib(info->max_alloc_bytes));
         total += buffers[i]; /* each is below max_alloc_bytes (a uint64_t): a few cannot wrap */
     }
-    if (total > dev->info.global_mem_bytes)
+    if (total > info->global_mem_bytes)
         return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: needs %.0f MiB of device memory, more than '%s' has (%.0f MiB)",
-                        what, mib(total), dev->info.name, mib(dev->info.global_mem_bytes));
+                        what, mib(total), info->name, mib(info->global_mem_bytes));
     uint64_t avail = bench_host_available();
     if (avail && host_bytes > avail)
         return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: needs %.0f MiB of host memory, more than is available (%.0f MiB)",

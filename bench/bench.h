@@ -134,6 +134,34 @@ tsr_status bench_gelu(tsr_device *device, const bench_options *options, bench_re
 tsr_status bench_attention(tsr_device *device, const bench_options *options, bench_report *report);
 tsr_status bench_conv2d(tsr_device *device, const bench_options *options, bench_report *report);
 
+/* ---- the benchmark registry (registry.c): one entry per `tessera bench OP` ---- */
+
+/* A part of an op's benchmark (--part NAME), with what it times when the name does not say. */
+typedef struct bench_part {
+    const char *name;
+    const char *what; /* NULL: the name says it */
+} bench_part;
+
+typedef struct bench_entry {
+    const char *op; /* its name in the runtime's op table, and in the bench rows */
+    tsr_status (*run)(tsr_device *device, const bench_options *options, bench_report *report);
+    const char *sizes;         /* what --sizes lists for it, for the usage */
+    const char *default_sizes; /* the --sizes it runs without one */
+    const bench_part *parts;   /* ended by a NULL name; NULL: no parts */
+    const char *options;       /* its own options and what they do, for the usage; NULL: none */
+} bench_entry;
+
+/* Every entry, in the order the usage lists them. */
+const bench_entry *bench_registry(size_t *count);
+/* The entry for `op`; NULL when no benchmark has that name. */
+const bench_entry *bench_find(const char *op);
+/* "gemm, gelu, conv2d, attention" into out (truncated to size); returns out. */
+const char *bench_op_list(char *out, size_t size);
+/* NULL (every part) or one of the op's parts; otherwise a TSR_ERR_INVALID_ARG naming its parts. */
+tsr_status bench_check_part(const char *op, const char *part);
+/* `sizes` as given, or the op's default --sizes when NULL. */
+const char *bench_sizes_or_default(const char *op, const char *sizes);
+
 /* Is this a simulated device (Oclgrind)? Peaks and reports give it reduced, flagged runs. */
 bool bench_is_simulator(const tsr_device_info *info);
 

@@ -13,7 +13,6 @@
 #endif
 
 enum { BENCH_H = 8, BENCH_D = 64 };
-static const size_t default_lengths[] = {128, 256, 512, 1024, 2048, 4096, 8192};
 #define ATT_MAX_LENGTH ((uint64_t)1 << 24) /* sequence lengths; the memory checks refuse long before */
 #define UNFUSED_MAX_DEFAULT 2048 /* above this the unfused pipelines take minutes per row here */
 
@@ -29,7 +28,7 @@ typedef struct att_run {
 static tsr_status run_attention(void *ctx) {
     att_run *r = ctx;
     tsr_status st = TSR_SUCCESS;
-    cl_command_queue queue = r->dev->queue;
+    cl_command_queue queue = tsr_device_queue(r->dev);
     switch (r->kind) {
     case ATT_BLOCKED: st = tsr_attention(r->dev, &r->d, r->q, r->k, r->v, r->o, NULL, NULL); break;
     case ATT_UNFUSED: st = tsr_attention_unfused(r->dev, &r->d, r->q, r->k, r->v, r->o, NULL, NULL); break;
@@ -92,9 +91,9 @@ static tsr_status bench_length(tsr_device *dev, const bench_options *opt, bench_
     cl_mem *mems[3] = {&r.q, &r.k, &r.v};
     for (int t = 0; t < 3 && err == CL_SUCCESS; ++t) {
         for (size_t i = 0; i < n; ++i) hq[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
-        *mems[t] = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, hq, &err);
+        *mems[t] = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, hq, &err);
     }
-    if (err == CL_SUCCESS) r.o = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, n * 4, NULL, &err);
+    if (err == CL_SUCCESS) r.o = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, n * 4, NULL, &err);
     if (err != CL_SUCCESS) {
         st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
         goto out;
@@ -118,14 +117,15 @@ static tsr_status bench_length(tsr_device *dev, const bench_options *opt, bench_
         }
         if (impls[i].kind == ATT_GEMMS && causal) continue; /* the yardstick for full attention */
         if (impls[i].kind == ATT_CLBLAST || impls[i].kind == ATT_GEMMS) {
-            if ((double)BENCH_H * L * L * 4 > (double)dev->info.max_alloc_bytes) {
+            if ((double)BENCH_H * L * L * 4 > (double)tsr_device_get_info(dev)->max_alloc_bytes) {
                 if (!opt->quiet)
                     printf("%-6zu %-7s %-16s does not run: the scores need %.0f MiB, more than one allocation may "
-                           "hold here (%.0f MiB)\n", L, causal ? "causal" : "full", impls[i].impl,
-                           (double)BENCH_H * L * L * 4 / 1048576.0, (double)dev->info.max_alloc_bytes / 1048576.0);
+                           "hold here (%.0f MiB)\n",
+                           L, causal ? "causal" : "full", impls[i].impl, (double)BENCH_H * L * L * 4 / 1048576.0,
+                           (double)tsr_device_get_info(dev)->max_alloc_bytes / 1048576.0);
                 continue;
             }
-            r.scores = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, BENCH_H * L * L * 4, NULL, &err);
+            r.scores = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, BENCH_H * L * L * 4, NULL, &err);
             if (err != CL_SUCCESS) {
                 st = tsr_fail_cl(err, "clCreateBuffer(scores)", __FILE__, __LINE__);
                 break;
@@ -185,17 +185,14 @@ out:
 tsr_status bench_attention(tsr_device *dev, const bench_options *opt, bench_report *report) {
     size_t *lengths = NULL, count = 0;
     tsr_status st = TSR_SUCCESS;
-    if (opt->sizes) {
-        if ((st = bench_parse_counts(opt->sizes, "sequence lengths", ATT_MAX_LENGTH, &lengths, &count)) != TSR_SUCCESS)
-            return st;
-    } else {
-        count = sizeof default_lengths / sizeof default_lengths[0];
-        if (!(lengths = malloc(sizeof default_lengths))) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        memcpy(lengths, default_lengths, sizeof default_lengths);
-    }
-    if (opt->part) st = tsr_fail(TSR_ERR_INVALID_ARG, "--part: attention has no parts (got '%s')", opt->part);
-    else if (opt->layers) st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
-    else if (opt->clblast_xgemm) st = tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
+    if ((st = bench_parse_counts(bench_sizes_or_default("attention", opt->sizes), "sequence lengths", ATT_MAX_LENGTH,
+                                 &lengths, &count)) != TSR_SUCCESS)
+        return st;
+    st = bench_check_part("attention", opt->part);
+    if (st == TSR_SUCCESS && opt->layers)
+        st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
+    else if (st == TSR_SUCCESS && opt->clblast_xgemm)
+        st = tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
     /* Q, K, V, O and the blocked kernel's transposed K, for every length before the first runs
      * (the unfused pipelines' scores are checked where they run: they are skipped, not fatal). */
     for (size_t i = 0; i < count && st == TSR_SUCCESS; ++i) {

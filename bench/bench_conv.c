@@ -43,7 +43,6 @@ static const resnet_layer resnet50[] = {
  * bottleneck convs of stages 1 and 3. */
 static const char default_layers[] =
     "conv1,l1.3x3,l2.3x3,l3.3x3,l4.3x3,l2.3x3s2,l1.reduce256,l1.expand,l3.reduce1024,l3.expand";
-static const size_t default_batches[] = {1, 8};
 #define CONV_MAX_BATCH 65536u /* keeps every count below in size_t; the memory checks refuse long before */
 
 static tsr_conv2d_desc layer_desc(const resnet_layer *l, size_t batch) {
@@ -70,7 +69,7 @@ typedef struct conv_run {
 static tsr_status run_tessera(void *ctx) {
     conv_run *r = ctx;
     tsr_status st = tsr_conv2d(r->dev, &r->d, r->x, r->w, NULL, r->y, NULL, NULL);
-    if (st == TSR_SUCCESS) clFinish(r->dev->queue);
+    if (st == TSR_SUCCESS) clFinish(tsr_device_queue(r->dev));
     return st;
 }
 
@@ -78,7 +77,7 @@ static tsr_status run_tessera(void *ctx) {
 static tsr_status run_clblast(void *ctx) {
     conv_run *r = ctx;
     const tsr_conv2d_desc *d = &r->d;
-    cl_command_queue q = r->dev->queue;
+    cl_command_queue q = tsr_device_queue(r->dev);
     CLBlastStatusCode cs = CLBlastSconvgemm(CLBlastKernelModeCrossCorrelation, d->in_channels, d->in_height,
                                             d->in_width, d->kernel_h, d->kernel_w, d->pad_h, d->pad_w, d->stride_h,
                                             d->stride_w, 1, 1, d->out_channels, d->batch, r->x, 0, r->w, 0, r->y, 0,
@@ -134,7 +133,7 @@ static tsr_status layer_check(tsr_device *dev, const bench_options *opt, const r
     size_t bytes[3] = {batch * d.in_channels * d.in_height * d.in_width * 4, d.out_channels * k * 4,
                        batch * per_image * 4};
     size_t host = bytes[0] + bytes[1] + bytes[2] + 2 * per_image * sizeof(double);
-    if (opt->peers && dev->info.type == TSR_DEVICE_CPU) host += (k + d.out_channels) * n * 4;
+    if (opt->peers && tsr_device_get_info(dev)->type == TSR_DEVICE_CPU) host += (k + d.out_channels) * n * 4;
     char what[96];
     snprintf(what, sizeof what, "conv2d %s at batch %zu", l->name, batch);
     return bench_check_memory(dev, what, bytes, 3, host);
@@ -161,9 +160,10 @@ static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_r
     for (size_t i = 0; i < nx; ++i) hx[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
     for (size_t i = 0; i < nw; ++i) hw[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
     reference_ends(d, hx, hw, ref, per_image);
-    r.x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nx * 4, hx, &err);
-    if (err == CL_SUCCESS) r.w = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nw * 4, hw, &err);
-    if (err == CL_SUCCESS) r.y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, ny * 4, NULL, &err);
+    r.x = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nx * 4, hx, &err);
+    if (err == CL_SUCCESS)
+        r.w = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nw * 4, hw, &err);
+    if (err == CL_SUCCESS) r.y = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, ny * 4, NULL, &err);
     if (err != CL_SUCCESS) {
         st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
         goto out;
@@ -175,7 +175,7 @@ static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_r
     tsr_conv_algo chosen = TSR_CONV_AUTO;
     tsr_config_info plan;
     if ((st = tsr_conv2d_plan(dev, d, &chosen, &plan)) != TSR_SUCCESS) goto out;
-    bool cpu = dev->info.type == TSR_DEVICE_CPU;
+    bool cpu = tsr_device_get_info(dev)->type == TSR_DEVICE_CPU;
     for (int impl = 0; impl < NIMPLS && st == TSR_SUCCESS; ++impl) {
         bench_fn fn = run_tessera;
         r.d.algo = impl == IMPL_IM2COL ? TSR_CONV_IM2COL : impl == IMPL_IMPLICIT ? TSR_CONV_IMPLICIT
@@ -300,7 +300,7 @@ static tsr_status run_stack(void *ctx) {
             continue;
         }
 #ifdef TSR_HAVE_CLBLAST
-        cl_command_queue q = s->dev->queue;
+        cl_command_queue q = tsr_device_queue(s->dev);
         CLBlastStatusCode cs = CLBlastSconvgemm(CLBlastKernelModeCrossCorrelation, d.in_channels, d.in_height,
                                                 d.in_width, d.kernel_h, d.kernel_w, d.pad_h, d.pad_w, d.stride_h,
                                                 d.stride_w, 1, 1, d.out_channels, d.batch, s->x, 0, s->w, 0, s->y, 0,
@@ -308,7 +308,7 @@ static tsr_status run_stack(void *ctx) {
         if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlastSconvgemm failed with status %d", (int)cs);
 #endif
     }
-    clFinish(s->dev->queue);
+    clFinish(tsr_device_queue(s->dev));
     return TSR_SUCCESS;
 }
 
@@ -356,10 +356,12 @@ static tsr_status bench_stack(tsr_device *dev, const bench_options *opt, bench_r
     if (!h) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
     uint64_t seed = 0x853C49E6748FEA9Bull;
     for (size_t i = 0; i < fill; ++i) h[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
-    s.x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, max_x * 4, h, &err);
-    if (err == CL_SUCCESS) s.w = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, max_w * 4, h, &err);
-    if (err == CL_SUCCESS) s.bias = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, max_k * 4, h, &err);
-    if (err == CL_SUCCESS) s.y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, max_y * 4, NULL, &err);
+    s.x = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, max_x * 4, h, &err);
+    if (err == CL_SUCCESS)
+        s.w = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, max_w * 4, h, &err);
+    if (err == CL_SUCCESS)
+        s.bias = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, max_k * 4, h, &err);
+    if (err == CL_SUCCESS) s.y = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, max_y * 4, NULL, &err);
     free(h);
     if (err != CL_SUCCESS) {
         st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
@@ -405,8 +407,7 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
     tsr_status st = TSR_SUCCESS;
     bool layers = !opt->part || strcmp(opt->part, "layers") == 0;
     bool stack = !opt->part || strcmp(opt->part, "stack") == 0;
-    if (!layers && !stack)
-        return tsr_fail(TSR_ERR_INVALID_ARG, "--part: conv2d has the parts 'layers' and 'stack' (got '%s')", opt->part);
+    if ((st = bench_check_part("conv2d", opt->part)) != TSR_SUCCESS) return st;
     if (opt->max_unfused) return tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
     if (opt->clblast_xgemm) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
     /* Check the layer names before anything runs. */
@@ -433,14 +434,9 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
             if (nchosen < NLAYERS) chosen[nchosen++] = l;
         }
     }
-    if (opt->sizes) {
-        if ((st = bench_parse_counts(opt->sizes, "batch sizes", CONV_MAX_BATCH, &batches, &nbatches)) != TSR_SUCCESS)
-            return st;
-    } else {
-        nbatches = sizeof default_batches / sizeof default_batches[0];
-        if (!(batches = malloc(sizeof default_batches))) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        memcpy(batches, default_batches, sizeof default_batches);
-    }
+    if ((st = bench_parse_counts(bench_sizes_or_default("conv2d", opt->sizes), "batch sizes", CONV_MAX_BATCH, &batches,
+                                 &nbatches)) != TSR_SUCCESS)
+        return st;
     /* Every layer and batch checked before the first one runs. */
     for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && layers; ++b)
         for (size_t i = 0; i < nchosen && st == TSR_SUCCESS; ++i) st = layer_check(dev, opt, chosen[i], batches[b]);

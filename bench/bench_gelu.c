@@ -13,7 +13,6 @@
 #endif
 
 #define GELU_MAX_ELEMENTS ((uint64_t)1 << 40) /* 4 TiB per buffer: the memory checks refuse long before */
-static const size_t default_sizes[] = {(size_t)1 << 20, (size_t)1 << 24, (size_t)1 << 26};
 
 tsr_status bench_gelu_once(void *ctx) {
     gelu_run *r = ctx;
@@ -23,12 +22,13 @@ tsr_status bench_gelu_once(void *ctx) {
     case GELU_RUN_UNFUSED: st = tsr_gelu_unfused(r->dev, r->mode, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
     case GELU_RUN_COPY_KERNEL: st = tsr_gelu_copy(r->dev, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
     case GELU_RUN_COPY_BUFFER: {
-        cl_int err = clEnqueueCopyBuffer(r->dev->queue, r->x, r->y, 0, 0, r->n * sizeof(float), 0, NULL, NULL);
+        cl_int err =
+            clEnqueueCopyBuffer(tsr_device_queue(r->dev), r->x, r->y, 0, 0, r->n * sizeof(float), 0, NULL, NULL);
         if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clEnqueueCopyBuffer", __FILE__, __LINE__);
         break;
     }
     }
-    if (st == TSR_SUCCESS) clFinish(r->dev->queue);
+    if (st == TSR_SUCCESS) clFinish(tsr_device_queue(r->dev));
     return st;
 }
 
@@ -55,8 +55,8 @@ static tsr_status bench_elementwise(tsr_device *dev, const bench_options *opt, b
     }
     uint64_t seed = 0x9E3779B97F4A7C15ull ^ n;
     for (size_t i = 0; i < n; ++i) hx[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 1677721.6f - 5.0f;
-    x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, hx, &err);
-    if (err == CL_SUCCESS) y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, n * 4, NULL, &err);
+    x = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, hx, &err);
+    if (err == CL_SUCCESS) y = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, n * 4, NULL, &err);
     if (err != CL_SUCCESS) {
         st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
         goto out;
@@ -158,7 +158,7 @@ static tsr_status run_epilogue(void *ctx) {
         break;
     case EPI_CLBLAST: {
 #ifdef TSR_HAVE_CLBLAST
-        cl_command_queue q = r->dev->queue;
+        cl_command_queue q = tsr_device_queue(r->dev);
         CLBlastStatusCode cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, r->m, r->n,
                                             r->k, 1.0f, r->x, 0, r->k, r->w, 0, r->k, 0.0f, r->y, 0, r->n, &q, NULL);
         if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlast sgemm failed with status %d", (int)cs);
@@ -169,7 +169,7 @@ static tsr_status run_epilogue(void *ctx) {
         break;
     }
     }
-    if (st == TSR_SUCCESS) clFinish(r->dev->queue);
+    if (st == TSR_SUCCESS) clFinish(tsr_device_queue(r->dev));
     return st;
 }
 
@@ -205,10 +205,12 @@ static tsr_status bench_epilogue(tsr_device *dev, const bench_options *opt, benc
     for (size_t i = 0; i < m * k; ++i) hx[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
     for (size_t i = 0; i < n * k; ++i) hw[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
     for (size_t i = 0; i < n; ++i) hb[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
-    x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, m * k * 4, hx, &err);
-    if (err == CL_SUCCESS) w = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * k * 4, hw, &err);
-    if (err == CL_SUCCESS) b = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, hb, &err);
-    if (err == CL_SUCCESS) y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, m * n * 4, NULL, &err);
+    x = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, m * k * 4, hx, &err);
+    if (err == CL_SUCCESS)
+        w = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * k * 4, hw, &err);
+    if (err == CL_SUCCESS)
+        b = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, hb, &err);
+    if (err == CL_SUCCESS) y = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, m * n * 4, NULL, &err);
     if (err != CL_SUCCESS) {
         st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
         goto out;
@@ -295,22 +297,18 @@ out:
 tsr_status bench_gelu(tsr_device *dev, const bench_options *opt, bench_report *report) {
     size_t *sizes = NULL, nsizes = 0;
     tsr_status st = TSR_SUCCESS;
-    if (opt->sizes) {
-        if ((st = bench_parse_counts(opt->sizes, "elements", GELU_MAX_ELEMENTS, &sizes, &nsizes)) != TSR_SUCCESS)
-            return st;
-    } else {
-        nsizes = sizeof default_sizes / sizeof default_sizes[0];
-        if (!(sizes = malloc(sizeof default_sizes))) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        memcpy(sizes, default_sizes, sizeof default_sizes);
-    }
+    if ((st = bench_parse_counts(bench_sizes_or_default("gelu", opt->sizes), "elements", GELU_MAX_ELEMENTS, &sizes,
+                                 &nsizes)) != TSR_SUCCESS)
+        return st;
     bool elementwise = !opt->part || strcmp(opt->part, "elementwise") == 0;
     bool epilogue = !opt->part || strcmp(opt->part, "epilogue") == 0;
-    if (!elementwise && !epilogue)
-        st = tsr_fail(TSR_ERR_INVALID_ARG, "--part: gelu has the parts 'elementwise' and 'epilogue' (got '%s')",
-                      opt->part);
-    else if (opt->layers) st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
-    else if (opt->max_unfused) st = tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
-    else if (opt->clblast_xgemm) st = tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
+    st = bench_check_part("gelu", opt->part);
+    if (st == TSR_SUCCESS && opt->layers)
+        st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
+    else if (st == TSR_SUCCESS && opt->max_unfused)
+        st = tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
+    else if (st == TSR_SUCCESS && opt->clblast_xgemm)
+        st = tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
     /* Every size checked against the device and the host before the first one runs. */
     for (size_t i = 0; elementwise && i < nsizes && st == TSR_SUCCESS; ++i) {
         char what[64];

@@ -17,12 +17,6 @@ typedef struct gemm_shape {
     size_t batch, m, n, k;
 } gemm_shape;
 
-static const gemm_shape default_shapes[] = {
-    {1, 256, 256, 256},    {1, 512, 512, 512},   {1, 1024, 1024, 1024}, {1, 2048, 2048, 2048},
-    {1, 4096, 4096, 4096}, {1, 512, 768, 768},   {1, 512, 3072, 768},   {1, 512, 768, 3072},
-    {1, 4096, 8, 4096},    {1, 8, 4096, 4096},   {64, 128, 128, 128},
-};
-
 #define GEMM_DIM_MAX 2147483647u /* OpenBLAS and CLBlast take int extents */
 
 /* "1024", "512x768x3072" or "64@128x128x128", comma separated; every number from 1 to
@@ -100,7 +94,7 @@ static tsr_status run_tessera(void *ctx) {
     tsr_status st = tsr_sgemm_strided_batched(r->dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, s->m, s->n, s->k, 1.0f,
                                               r->a, 0, s->k, s->m * s->k, r->b, 0, s->n, s->k * s->n, 0.0f, r->c, 0,
                                               s->n, s->m * s->n, s->batch, NULL, NULL);
-    if (st == TSR_SUCCESS) clFinish(r->dev->queue);
+    if (st == TSR_SUCCESS) clFinish(tsr_device_queue(r->dev));
     return st;
 }
 
@@ -108,7 +102,7 @@ static tsr_status run_tessera(void *ctx) {
 static tsr_status run_clblast(void *ctx) {
     gemm_run *r = ctx;
     const gemm_shape *s = &r->s;
-    cl_command_queue q = r->dev->queue;
+    cl_command_queue q = tsr_device_queue(r->dev);
     CLBlastStatusCode cs;
     if (s->batch == 1)
         cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, s->m, s->n, s->k, 1.0f, r->a,
@@ -220,7 +214,8 @@ static tsr_status clblast_override(tsr_device *dev, const char *params) {
         names[n] = tok;
         values[n++] = (size_t)v;
     }
-    CLBlastStatusCode cs = CLBlastOverrideParameters(dev->id, "Xgemm", CLBlastPrecisionSingle, n, names, values);
+    CLBlastStatusCode cs =
+        CLBlastOverrideParameters(tsr_device_id(dev), "Xgemm", CLBlastPrecisionSingle, n, names, values);
     if (cs != CLBlastSuccess)
         return tsr_fail(TSR_ERR_INVALID_ARG, "CLBlastOverrideParameters(Xgemm) failed with status %d", (int)cs);
     return TSR_SUCCESS;
@@ -233,7 +228,7 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
     tsr_status st = TSR_SUCCESS;
     const char *clblast_impl = "clblast";
     (void)clblast_impl; /* unused without CLBlast */
-    if (opt->part) return tsr_fail(TSR_ERR_INVALID_ARG, "--part: gemm has no parts (got '%s')", opt->part);
+    if ((st = bench_check_part("gemm", opt->part)) != TSR_SUCCESS) return st;
     if (opt->layers) return tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
     if (opt->max_unfused) return tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
     if (opt->clblast_xgemm) {
@@ -244,14 +239,7 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
         return tsr_fail(TSR_ERR_UNSUPPORTED, "--clblast-xgemm: built without CLBlast");
 #endif
     }
-    if (opt->sizes) {
-        if ((st = parse_shapes(opt->sizes, &shapes, &nshapes)) != TSR_SUCCESS) return st;
-    } else {
-        nshapes = sizeof default_shapes / sizeof default_shapes[0];
-        shapes = malloc(sizeof default_shapes);
-        if (!shapes) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        memcpy(shapes, default_shapes, sizeof default_shapes);
-    }
+    if ((st = parse_shapes(bench_sizes_or_default("gemm", opt->sizes), &shapes, &nshapes)) != TSR_SUCCESS) return st;
     /* Every shape checked before the first one runs. */
     for (size_t i = 0; i < nshapes && st == TSR_SUCCESS; ++i) {
         size_t na, nb, nc;
@@ -261,7 +249,7 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
         free(shapes);
         return st;
     }
-    bool cpu = dev->info.type == TSR_DEVICE_CPU;
+    bool cpu = tsr_device_get_info(dev)->type == TSR_DEVICE_CPU;
     if (!opt->quiet) {
         printf("%-18s %10s %9s %9s %9s %11s %12s %10s\n", "shape", "tessera ms", "tessera", "clblast", "openblas",
                "tsr/clblast", "tsr/openblas", "rel_err");
@@ -282,9 +270,10 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
         uint64_t seed = 0x2545F4914F6CDD1Dull ^ i;
         for (size_t j = 0; j < na; ++j) ha[j] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
         for (size_t j = 0; j < nb; ++j) hb[j] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
-        r.a = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, na * 4, ha, &err);
-        if (err == CL_SUCCESS) r.b = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nb * 4, hb, &err);
-        if (err == CL_SUCCESS) r.c = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, nc * 4, NULL, &err);
+        r.a = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, na * 4, ha, &err);
+        if (err == CL_SUCCESS)
+            r.b = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nb * 4, hb, &err);
+        if (err == CL_SUCCESS) r.c = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, nc * 4, NULL, &err);
         if (err != CL_SUCCESS) {
             st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
             goto next;

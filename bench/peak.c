@@ -62,8 +62,8 @@ typedef struct bw_ctx {
 static tsr_status run_kernel_rate(void *vctx, double *rate) {
     bw_ctx *c = vctx;
     cl_event ev = NULL;
-    cl_int err = clEnqueueNDRangeKernel(c->dev->queue, c->kernel, 1, NULL, &c->global, c->local ? &c->local : NULL, 0,
-                                        NULL, &ev);
+    cl_int err = clEnqueueNDRangeKernel(tsr_device_queue(c->dev), c->kernel, 1, NULL, &c->global,
+                                        c->local ? &c->local : NULL, 0, NULL, &ev);
     if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueNDRangeKernel(peak)", __FILE__, __LINE__);
     double s = 0;
     tsr_status st = event_seconds(ev, &s);
@@ -75,7 +75,8 @@ static tsr_status run_kernel_rate(void *vctx, double *rate) {
  * want a few per compute unit, each its own work-group (no work-item vectorization that would
  * turn a run into strided gathers). */
 static void layout_geometry(const tsr_device *dev, int interleave, size_t vectors, size_t *global, size_t *local) {
-    size_t cu = dev->info.compute_units ? dev->info.compute_units : 1;
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    size_t cu = info->compute_units ? info->compute_units : 1;
     if (interleave) {
         size_t g = cu * 4096 > 1024 ? cu * 4096 : 1024;
         *global = g < vectors ? g : vectors;
@@ -146,8 +147,9 @@ static tsr_status measure_bandwidth(tsr_device *dev, const peak_options *opt, pe
 static tsr_status measure_compute(tsr_device *dev, const peak_options *opt, peak_result *r, cl_mem sink,
                                   size_t sink_floats) {
     tsr_status st = TSR_SUCCESS;
-    size_t cu = dev->info.compute_units ? dev->info.compute_units : 1;
-    bool cpu = dev->info.type == TSR_DEVICE_CPU;
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    size_t cu = info->compute_units ? info->compute_units : 1;
+    bool cpu = info->type == TSR_DEVICE_CPU;
     size_t global = opt->simulator ? 64 : cpu ? cu * 8 : cu * 2048;
     if (global > sink_floats) global = sink_floats;
     for (int w = 0; w < PEAK_WIDTHS && st == TSR_SUCCESS; ++w) {
@@ -210,11 +212,11 @@ static tsr_status run_launches(void *vctx, double *us) {
     size_t one = 1;
     double t0 = bench_now_s();
     for (int i = 0; i < c->batch; ++i) {
-        cl_int err = clEnqueueNDRangeKernel(c->dev->queue, c->kernel, 1, NULL, &one, NULL, 0, NULL, NULL);
+        cl_int err = clEnqueueNDRangeKernel(tsr_device_queue(c->dev), c->kernel, 1, NULL, &one, NULL, 0, NULL, NULL);
         if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueNDRangeKernel(empty)", __FILE__, __LINE__);
-        if (c->batch == 1) clFinish(c->dev->queue);
+        if (c->batch == 1) clFinish(tsr_device_queue(c->dev));
     }
-    clFinish(c->dev->queue);
+    clFinish(tsr_device_queue(c->dev));
     *us = (bench_now_s() - t0) * 1e6 / c->batch;
     return TSR_SUCCESS;
 }
@@ -246,7 +248,7 @@ typedef struct xfer_ctx {
 
 static tsr_status run_transfer(void *vctx, double *gbps) {
     xfer_ctx *c = vctx;
-    cl_command_queue q = c->dev->queue;
+    cl_command_queue q = tsr_device_queue(c->dev);
     cl_int err = CL_SUCCESS;
     double t0 = bench_now_s();
     if (c->kind == 0) {
@@ -363,6 +365,7 @@ static tsr_status measure_host(host_ctx *hc, double budget_s, peak_stat *best, i
 /* ---- all of it ---- */
 
 tsr_status peak_measure(tsr_device *dev, const peak_options *opt, peak_result *r) {
+    const tsr_device_info *info = tsr_device_get_info(dev);
     memset(r, 0, sizeof *r);
     size_t bytes = opt->buffer_bytes;
     if (bytes) {
@@ -374,14 +377,16 @@ tsr_status peak_measure(tsr_device *dev, const peak_options *opt, peak_result *r
         tsr_status st = bench_check_memory(dev, what, pair, 2, bytes <= SIZE_MAX / 2 ? 2 * bytes : SIZE_MAX);
         if (st != TSR_SUCCESS) return st;
     } else {
-        bytes = opt->simulator ? (size_t)64 << 10 : dev->info.type == TSR_DEVICE_CPU ? (size_t)128 << 20 : (size_t)512 << 20;
+        bytes = opt->simulator                 ? (size_t)64 << 10
+                : info->type == TSR_DEVICE_CPU ? (size_t)128 << 20
+                                               : (size_t)512 << 20;
         uint64_t host = bench_host_available();
-        while (bytes > dev->info.max_alloc_bytes || 2 * (uint64_t)bytes > dev->info.global_mem_bytes ||
+        while (bytes > info->max_alloc_bytes || 2 * (uint64_t)bytes > info->global_mem_bytes ||
                (host && 2 * (uint64_t)bytes > host))
             bytes /= 2;
     }
     bytes = bytes / 64 * 64;
-    if (bytes < 4096) return tsr_fail(TSR_ERR_UNSUPPORTED, "device '%s' cannot allocate a peak buffer", dev->info.name);
+    if (bytes < 4096) return tsr_fail(TSR_ERR_UNSUPPORTED, "device '%s' cannot allocate a peak buffer", info->name);
     r->buffer_bytes = bytes;
     r->budget_s = opt->budget_s;
     const unsigned tests = opt->tests ? opt->tests & PEAK_ALL : PEAK_ALL;
@@ -390,14 +395,15 @@ tsr_status peak_measure(tsr_device *dev, const peak_options *opt, peak_result *r
     cl_int err;
     cl_mem a = NULL, b = NULL, sink = NULL;
     float *host = malloc(bytes);
-    size_t sink_floats = (size_t)(dev->info.compute_units ? dev->info.compute_units : 1) * 4096;
+    size_t sink_floats = (size_t)(info->compute_units ? info->compute_units : 1) * 4096;
     if (!host) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory for %zu bytes", bytes);
     uint64_t seed = 0x9E3779B97F4A7C15ull;
     for (size_t i = 0; i < bytes / sizeof(float); ++i)
         host[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f; /* random: incompressible */
-    a = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, host, &err);
-    if (err == CL_SUCCESS) b = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
-    if (err == CL_SUCCESS) sink = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, sink_floats * 4, NULL, &err);
+    a = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, host, &err);
+    if (err == CL_SUCCESS) b = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (err == CL_SUCCESS)
+        sink = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, sink_floats * 4, NULL, &err);
     if (err != CL_SUCCESS) {
         st = tsr_fail_cl(err, "clCreateBuffer(peak)", __FILE__, __LINE__);
         goto out;
@@ -422,15 +428,17 @@ tsr_status peak_measure(tsr_device *dev, const peak_options *opt, peak_result *r
             st = repeat(run_transfer, &c, opt->budget_s, xfers[kind]);
         }
     }
-    if (st == TSR_SUCCESS && (tests & PEAK_HOST) && dev->info.type == TSR_DEVICE_CPU && !opt->simulator) {
+    if (st == TSR_SUCCESS && (tests & PEAK_HOST) && info->type == TSR_DEVICE_CPU && !opt->simulator) {
         char *dst = malloc(bytes);
         if (!dst) {
             st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
             goto out;
         }
         memset(dst, 1, bytes); /* first touch outside the timing */
-        host_ctx hc = {.src = (const char *)host, .dst = dst, .bytes = bytes,
-                       .threads = dev->info.compute_units > 64 ? 64 : (int)dev->info.compute_units};
+        host_ctx hc = {.src = (const char *)host,
+                       .dst = dst,
+                       .bytes = bytes,
+                       .threads = info->compute_units > 64 ? 64 : (int)info->compute_units};
         if (hc.threads < 1) hc.threads = 1;
         st = measure_host(&hc, opt->budget_s, &r->host_copy_gbps, &r->host_copy_streams);
         hc.read_only = true;

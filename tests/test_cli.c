@@ -497,6 +497,70 @@ static void cli_export_is_sealed(void **state) {
     th_remove_tree(dir);
 }
 
+/* ---- per-command help ---- */
+
+/* Every command the usage lists answers --help, -h and `help COMMAND` with its own usage on
+ * stdout and exit 0 (the list comes from the usage, so a new command is covered too). */
+static void every_command_has_help(void **state) {
+    (void)state;
+    static char usage[1 << 16], own[1 << 16];
+    assert_int_equal(run_cli(NULL, "help", usage, sizeof usage), 0);
+    TH_ASSERT_CONTAINS(usage, "commands:");
+    int checked = 0;
+    for (const char *line = usage; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        /* "  NAME ..." starts a command's lines; continuation lines are indented further */
+        if (strncmp(line, "  ", 2) != 0 || line[2] < 'a' || line[2] > 'z') continue;
+        char name[32];
+        size_t len = strspn(line + 2, "abcdefghijklmnopqrstuvwxyz-");
+        assert_true(len > 0 && len < sizeof name);
+        memcpy(name, line + 2, len);
+        name[len] = '\0';
+        if (strcmp(name, "help") == 0) continue;
+        char args[96], first[64];
+        snprintf(args, sizeof args, "%s --help", name);
+        if (run_cli(NULL, args, own, sizeof own) != 0) fail_msg("'%s' exits non-zero: %s", args, own);
+        snprintf(first, sizeof first, "usage:\n  %s", name);
+        if (strncmp(own, first, strlen(first)) != 0) fail_msg("'%s' does not print its own usage: %s", args, own);
+        assert_null(strstr(own, "commands:")); /* its own, not the whole list */
+        static char again[1 << 16];
+        snprintf(args, sizeof args, "%s -h", name);
+        assert_int_equal(run_cli(NULL, args, again, sizeof again), 0);
+        assert_string_equal(again, own);
+        snprintf(args, sizeof args, "help %s", name);
+        assert_int_equal(run_cli(NULL, args, again, sizeof again), 0);
+        assert_string_equal(again, own);
+        ++checked;
+    }
+    assert_true(checked >= 9); /* devices demo build-binaries cache bench tune peak report version */
+    assert_int_equal(run_cli(NULL, "help frobnicate", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "unknown command 'frobnicate'");
+    assert_int_equal(run_cli(NULL, "--help", out, sizeof out), 0);
+    assert_string_equal(out, usage);
+}
+
+/* Every op of the runtime's table has a benchmark: `bench --help` describes it, `bench OP
+ * --help` works, and the errors name the ops. */
+static void bench_help_lists_every_op(void **state) {
+    (void)state;
+    static char help[1 << 16];
+    assert_int_equal(run_cli(NULL, "bench --help", help, sizeof help), 0);
+    TH_ASSERT_CONTAINS(help, "default sizes");
+    for (const char *const *op = tsr_op_names(); *op; ++op) {
+        char needle[64], args[96];
+        snprintf(needle, sizeof needle, "%s sizes:", *op);
+        if (!strstr(help, needle)) fail_msg("bench --help does not describe %s: %s", *op, help);
+        snprintf(args, sizeof args, "bench %s --help", *op);
+        assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+        assert_string_equal(out, help);
+        assert_int_equal(run_cli(NULL, "bench", out, sizeof out), 2);
+        TH_ASSERT_CONTAINS(out, *op);
+        assert_int_equal(run_cli(NULL, "bench nosuchop", out, sizeof out), 2);
+        TH_ASSERT_CONTAINS(out, *op);
+        assert_int_equal(run_cli(NULL, "tune --op nosuchop", out, sizeof out), 2);
+        TH_ASSERT_CONTAINS(out, *op);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(devices_json_lists_pocl),
@@ -515,6 +579,9 @@ int main(void) {
         cmocka_unit_test(cli_tune_checks_destination_first),
         cmocka_unit_test(cli_tune_refuses_bad_values),
         cmocka_unit_test(cli_export_is_sealed),
+        /* per-command help */
+        cmocka_unit_test(every_command_has_help),
+        cmocka_unit_test(bench_help_lists_every_op),
     };
     return TH_RUN(tests);
 }

@@ -1,0 +1,66 @@
+/* The benchmark registry: the one list of `tessera bench` ops. Adding an op's benchmark is its
+ * bench file and one line here; the CLI's dispatch, usage and errors read this table. */
+#include "bench.h"
+
+#include <string.h>
+
+static const bench_part gelu_parts[] = {{"elementwise", NULL}, {"epilogue", "bias+GELU in GEMM"}, {NULL, NULL}};
+static const bench_part conv2d_parts[] = {{"layers", NULL}, {"stack", NULL}, {NULL, NULL}};
+
+static const bench_entry registry[] = {
+    {"gemm", bench_gemm, "N, MxNxK or B@MxNxK, comma separated",
+     "256,512,1024,2048,4096,512x768x768,512x3072x768,512x768x3072,4096x8x4096,8x4096x4096,64@128x128x128", NULL,
+     "--clblast-xgemm: CLBlast's Xgemm parameters from its tuner (clblast_tuner_xgemm) instead of defaults"},
+    {"gelu", bench_gelu, "N, NK or NM elements", "1M,16M,64M", gelu_parts, NULL},
+    {"conv2d", bench_conv2d, "batch sizes", "1,8", conv2d_parts, "--layers: ResNet-50 layer names or all"},
+    {"attention", bench_attention, "sequence lengths (B=1 H=8 D=64)", "128,256,512,1024,2048,4096,8192", NULL,
+     "--max-unfused: longest L for the unfused pipelines"},
+};
+
+const bench_entry *bench_registry(size_t *count) {
+    *count = sizeof registry / sizeof registry[0];
+    return registry;
+}
+
+const bench_entry *bench_find(const char *op) {
+    for (size_t i = 0; i < sizeof registry / sizeof registry[0]; ++i)
+        if (strcmp(registry[i].op, op) == 0) return &registry[i];
+    return NULL;
+}
+
+const char *bench_op_list(char *out, size_t size) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof registry / sizeof registry[0] && used < size; ++i) {
+        int n = snprintf(out + used, size - used, "%s%s", i ? ", " : "", registry[i].op);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+    return out;
+}
+
+tsr_status bench_check_part(const char *op, const char *part) {
+    const bench_entry *e = bench_find(op);
+    if (!part || !e) return TSR_SUCCESS;
+    size_t nparts = 0;
+    for (const bench_part *p = e->parts; p && p->name; ++p, ++nparts)
+        if (strcmp(p->name, part) == 0) return TSR_SUCCESS;
+    if (nparts == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "--part: %s has no parts (got '%s')", op, part);
+    /* "the parts 'a' and 'b'", "the parts 'a', 'b' and 'c'" */
+    char names[256] = "";
+    for (size_t i = 0; i < nparts; ++i) {
+        size_t used = strlen(names);
+        snprintf(names + used, sizeof names - used, "%s'%s'",
+                 i == 0            ? ""
+                 : i + 1 == nparts ? " and "
+                                   : ", ",
+                 e->parts[i].name);
+    }
+    return tsr_fail(TSR_ERR_INVALID_ARG, "--part: %s has the parts %s (got '%s')", op, names, part);
+}
+
+const char *bench_sizes_or_default(const char *op, const char *sizes) {
+    if (sizes) return sizes;
+    const bench_entry *e = bench_find(op);
+    return e ? e->default_sizes : NULL;
+}

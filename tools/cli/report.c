@@ -1,0 +1,83 @@
+/* tessera report: peaks, a budgeted tune and the op suite on every device, or merged reports. */
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+
+static int run_report(int argc, char **argv) {
+    static const struct option options[] = {CLI_OPTION_DEVICE,
+                                            {"out", required_argument, NULL, 'o'},
+                                            {"budget", required_argument, NULL, 'b'},
+                                            {"peak-budget", required_argument, NULL, 'p'},
+                                            {"tune-budget", required_argument, NULL, 't'},
+                                            {"no-peers", no_argument, NULL, 'n'},
+                                            {"merge", no_argument, NULL, 'm'},
+                                            CLI_OPTION_HELP,
+                                            {0}};
+    report_options ro = {.out_dir = "tessera-report", .budget_s = 0.5, .peak = {.budget_s = 0.25}, .tune_budget_s = 120,
+                         .peers = true};
+    const char *selectors[64];
+    size_t nsel = 0;
+    bool merge = false;
+    int c, rc = 0;
+    while ((c = cli_next_option(&cli_report, argc, argv, "d:o:b:p:t:nmh", options, &rc)) != -1) {
+        switch (c) {
+        case CLI_STOP: return rc;
+        case 'd':
+            if (nsel == 64) return cli_misuse("report", "at most 64 --device options");
+            selectors[nsel++] = optarg;
+            break;
+        case 'o': ro.out_dir = optarg; break;
+        case 'b':
+            if ((rc = cli_seconds("report", optarg, "--budget", false, &ro.budget_s))) return rc;
+            break;
+        case 'p':
+            if ((rc = cli_seconds("report", optarg, "--peak-budget", false, &ro.peak.budget_s))) return rc;
+            break;
+        case 't': /* 0: no tuning */
+            if ((rc = cli_seconds("report", optarg, "--tune-budget", true, &ro.tune_budget_s))) return rc;
+            break;
+        case 'n': ro.peers = false; break;
+        case 'm': merge = true; break;
+        }
+    }
+    /* The output directory is made and probed before anything runs. */
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/report.json", ro.out_dir);
+    tsr_status st = tsr_make_dirs(ro.out_dir);
+    if (st == TSR_SUCCESS) st = bench_check_output(probe);
+    if (st != TSR_SUCCESS) return cli_fail(st);
+    cJSON *root = NULL;
+    if (merge) {
+        if (optind >= argc || nsel)
+            return cli_misuse("report --merge", "name the report.json files to combine (and no --device)");
+        st = report_merge((const char *const *)&argv[optind], (size_t)(argc - optind), &root);
+    } else {
+        if (optind < argc) return cli_usage(stderr);
+        st = report_run(nsel ? selectors : NULL, nsel, &ro, &root);
+    }
+    if (st == TSR_SUCCESS) st = report_write(root, ro.out_dir, false);
+    size_t failed = st == TSR_SUCCESS ? report_failed_devices(root) : 0;
+    cJSON_Delete(root);
+    if (st != TSR_SUCCESS) return cli_fail(st);
+    if (failed) {
+        fprintf(stderr, "tessera report: %zu device%s failed; see %s/report.md\n", failed, failed == 1 ? "" : "s",
+                ro.out_dir);
+        return 1;
+    }
+    return 0;
+}
+
+const cli_command cli_report = {
+    .name = "report",
+    .summary = "  report [--device SEL]... [--out DIR] [--budget SECONDS] [--peak-budget SECONDS]\n"
+               "         [--tune-budget SECONDS] [--no-peers]\n"
+               "                                       peaks, a budgeted tune where nothing is tuned, and\n"
+               "                                       the op suite on every device (or each --device):\n"
+               "                                       DIR/report.json, report.md, roofline and bar charts\n"
+               "  report --merge A.json B.json ... [--out DIR]\n"
+               "                                       combine reports made on different machines\n",
+    .details = "Defaults: --out tessera-report, --budget 0.5 (per row), --peak-budget 0.25 (per test),\n"
+               "--tune-budget 120 (per device; 0: no tuning).\n",
+    .notes = CLI_NOTE_DEVICE | CLI_NOTE_NUMBERS,
+    .run = run_report,
+};

@@ -1,0 +1,210 @@
+/* tessera tune: auto-tune ops into the tuning database; --show, --export and --import. */
+#include "cli.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The search strategies by the names --strategy takes. */
+static const struct {
+    const char *name;
+    tsr_tune_strategy strategy;
+} strategies[] = {
+    {"exhaustive", TSR_TUNE_EXHAUSTIVE},
+    {"random", TSR_TUNE_RANDOM},
+    {"anneal", TSR_TUNE_ANNEAL},
+    {"climb", TSR_TUNE_CLIMB},
+};
+#define NSTRATEGIES (sizeof strategies / sizeof strategies[0])
+
+static void tune_progress(const tsr_tune_progress *p, void *user) {
+    (void)user;
+    char planned[32] = "";
+    if (p->planned > 0) snprintf(planned, sizeof planned, "/%d", p->planned);
+    fprintf(stderr, "\r\033[K[%s/%s] %d%s evaluated, best %.1f %s, ETA %.0f s", p->op, p->problem_class,
+            p->evaluated, planned, p->best_gflops, p->unit, p->eta_s);
+    fflush(stderr);
+}
+
+static int show_tuning(tsr_device *dev, const char *op_filter) {
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    char path[1024] = "";
+    if (tsr_tuning_db_path(path, sizeof path) != TSR_SUCCESS) snprintf(path, sizeof path, "(none: %s)", tsr_last_error());
+    printf("device %s (%s, driver %s)\ntuning database %s\n", info->name, info->platform_name, info->driver_version,
+           path);
+    for (const char *const *op = tsr_op_names(); *op; ++op) {
+        if (op_filter && strcmp(op_filter, "all") != 0 && strcmp(op_filter, *op) != 0) continue;
+        for (const char *const *cls = tsr_op_classes(*op); *cls; ++cls) {
+            tsr_config_info ci;
+            tsr_status st = tsr_config_lookup(dev, *op, *cls, &ci);
+            if (st != TSR_SUCCESS) return cli_fail(st);
+            printf("%-8s %-9s %-44s %s\n", *op, *cls, tsr_config_source_str(ci.source), ci.config);
+            printf("%-18s %s\n", "", ci.origin);
+        }
+    }
+    return 0;
+}
+
+/* "gemm, gelu, attention, conv2d" from the runtime's op table. */
+static const char *op_names(char *out, size_t size) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (const char *const *op = tsr_op_names(); *op && used < size; ++op) {
+        int n = snprintf(out + used, size - used, "%s%s", used ? ", " : "", *op);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+    return out;
+}
+
+static int run_tune(int argc, char **argv) {
+    static const struct option options[] = {
+        CLI_OPTION_DEVICE,
+        {"op", required_argument, NULL, 'o'},
+        {"budget", required_argument, NULL, 'b'},
+        {"evals", required_argument, NULL, 'e'},
+        {"strategy", required_argument, NULL, 's'},
+        {"space", required_argument, NULL, 'S'},
+        {"classes", required_argument, NULL, 'c'},
+        {"seed", required_argument, NULL, 'r'},
+        {"db", required_argument, NULL, 'D'},
+        {"dry-run", no_argument, NULL, 'n'},
+        {"show", no_argument, NULL, 'w'},
+        {"export", required_argument, NULL, 'x'},
+        {"import", required_argument, NULL, 'i'},
+        {"log", required_argument, NULL, 'l'},
+        CLI_OPTION_HELP,
+        {0}};
+    tsr_tune_options to = {0};
+    const char *device = NULL, *op = "all", *export_file = NULL, *import_file = NULL;
+    bool show = false;
+    int c, rc = 0;
+    while ((c = cli_next_option(&cli_tune, argc, argv, "d:o:b:e:s:S:c:r:D:nwx:i:l:h", options, &rc)) != -1) {
+        switch (c) {
+        case CLI_STOP: return rc;
+        case 'd': device = optarg; break;
+        case 'o': op = optarg; break;
+        case 'b':
+            if ((rc = cli_seconds("tune", optarg, "--budget", false, &to.budget_seconds))) return rc;
+            break;
+        case 'e': {
+            uint64_t count = 0;
+            if ((rc = cli_count("tune", optarg, "--evals", 1, INT_MAX, &count))) return rc;
+            to.budget_evaluations = (int)count;
+            break;
+        }
+        case 's': {
+            size_t i = 0;
+            while (i < NSTRATEGIES && strcmp(optarg, strategies[i].name) != 0) ++i;
+            if (i == NSTRATEGIES) {
+                char names[128] = "";
+                for (size_t k = 0; k < NSTRATEGIES; ++k)
+                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "",
+                             strategies[k].name);
+                return cli_misuse("tune", "unknown strategy '%s' (%s)", optarg, names);
+            }
+            to.strategy = strategies[i].strategy;
+            break;
+        }
+        case 'S':
+        case 'c':
+            if (!*optarg) /* an empty list would mean "everything", not what was typed */
+                return cli_misuse("tune", "--%s needs a value", c == 'S' ? "space" : "classes");
+            if (c == 'S') to.space = optarg;
+            else to.classes = optarg;
+            break;
+        case 'r':
+            if ((rc = cli_u64("tune", optarg, "--seed (0: from the clock)", &to.seed))) return rc;
+            break;
+        case 'D':
+            if (!*optarg) /* TSR_TUNING_DB="" would silently mean the default database */
+                return cli_misuse("tune", "--db needs a file name");
+            setenv("TSR_TUNING_DB", optarg, 1); /* lookups in this process use it too */
+            break;
+        case 'n': to.dry_run = true; break;
+        case 'w': show = true; break;
+        case 'x': export_file = optarg; break;
+        case 'i': import_file = optarg; break;
+        case 'l': to.log_path = optarg; break;
+        }
+    }
+    if (optind < argc) return cli_usage(stderr);
+    if ((export_file != NULL) + (import_file != NULL) + show > 1)
+        return cli_misuse("tune", "--show, --export and --import are separate commands: give one");
+    if ((export_file && !*export_file) || (import_file && !*import_file))
+        return cli_misuse("tune", "--%s needs a file name", export_file ? "export" : "import");
+    if (export_file || import_file) {
+        tsr_status st;
+        if (import_file) {
+            size_t merged = 0;
+            st = tsr_tuning_db_import(NULL, import_file, &merged);
+            if (st == TSR_SUCCESS) printf("merged %zu entries from %s\n", merged, import_file);
+        } else {
+            st = tsr_tuning_db_export(NULL, export_file);
+            if (st == TSR_SUCCESS) printf("wrote %s\n", export_file);
+        }
+        return st == TSR_SUCCESS ? 0 : cli_fail(st);
+    }
+    if (strcmp(op, "all") != 0 && !tsr_op_classes(op)) {
+        char names[256];
+        return cli_misuse("tune", "no op named '%s' (%s, or all)", op, op_names(names, sizeof names));
+    }
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(device, &dev);
+    if (st != TSR_SUCCESS) return cli_fail(st);
+    if (show) {
+        rc = show_tuning(dev, op);
+        tsr_device_close(dev);
+        return rc;
+    }
+    if (isatty(STDERR_FILENO)) to.progress = tune_progress; /* quiet when not on a terminal */
+    int nops = 0;
+    for (const char *const *o = tsr_op_names(); *o; ++o) nops += strcmp(op, "all") == 0 || strcmp(op, *o) == 0;
+    if (to.budget_seconds > 0) to.budget_seconds /= nops;
+    printf("tuning on %s (%s)\n", tsr_device_get_info(dev)->name, tsr_device_get_info(dev)->platform_name);
+    printf("%-8s %-9s %-16s %9s %9s %-7s %7s %5s %5s %5s %5s  %s\n", "op", "class", "problem", "default", "best",
+           "unit", "gain", "evals", "wrong", "build", "aband", "best configuration");
+    for (const char *const *o = tsr_op_names(); *o && rc == 0; ++o) {
+        if (strcmp(op, "all") != 0 && strcmp(op, *o) != 0) continue;
+        tsr_tune_result results[16];
+        size_t n = 0;
+        st = tsr_tune(dev, *o, &to, results, 16, &n);
+        if (to.progress) fprintf(stderr, "\r\033[K");
+        for (size_t i = 0; i < n; ++i) {
+            const tsr_tune_result *r = &results[i];
+            printf("%-8s %-9s %-16s %9.1f %9.1f %-7s %6.2fx %5d %5d %5d %5d  %s\n", r->op, r->problem_class,
+                   r->problem, r->default_gflops, r->best_gflops, r->unit,
+                   r->default_gflops > 0 ? r->best_gflops / r->default_gflops : 0,
+                   r->evaluated, r->wrong_results, r->build_failures, r->abandoned, r->best_config);
+        }
+        if (st != TSR_SUCCESS) rc = cli_fail(st);
+    }
+    if (rc == 0 && !to.dry_run) {
+        char path[1024];
+        if (tsr_tuning_db_path(path, sizeof path) == TSR_SUCCESS) printf("saved to %s\n", path);
+    }
+    tsr_device_close(dev);
+    return rc;
+}
+
+static void print_details(FILE *out) {
+    char names[256];
+    fprintf(out, "NAME: an op of the runtime's op table (%s), or all.\n", op_names(names, sizeof names));
+    fputs("The database is TSR_TUNING_DB, else under XDG_DATA_HOME or HOME; --db names another one.\n", out);
+}
+
+const cli_command cli_tune = {
+    .name = "tune",
+    .summary = "  tune [--device SEL] [--op NAME|all] [--budget SECONDS] [--evals N]\n"
+               "       [--strategy exhaustive|random|anneal|climb] [--space SPEC|all] [--classes LIST]\n"
+               "       [--seed N] [--dry-run] [--db FILE] [--log FILE]\n"
+               "                                       auto-tune ops on a device into the tuning database\n"
+               "  tune --show [--device SEL] [--op NAME|all] [--db FILE]\n"
+               "                                       the configuration each op and class uses, and why\n"
+               "  tune --export FILE | --import FILE [--db FILE]\n"
+               "                                       copy the database out, or merge another one in\n",
+    .print_details = print_details,
+    .notes = CLI_NOTE_DEVICE | CLI_NOTE_NUMBERS,
+    .run = run_tune,
+};

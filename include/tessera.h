@@ -368,14 +368,16 @@ TSR_API tsr_status tsr_run_demo(tsr_device *device, const char *op_name, char *s
 
 /* ------------------------------------------------------------------ tuning */
 
-/* Where a launch's configuration comes from, best first. */
+/* Where a launch's configuration comes from, best first (the two overrides rank together: an
+ * op has at most one, the environment's until tsr_config_override replaces or clears it). */
 typedef enum tsr_config_source {
-    TSR_CONFIG_ENV_OVERRIDE = 1,     /* $TSR_CONFIG_<OP> */
+    TSR_CONFIG_ENV_OVERRIDE = 1,     /* $TSR_CONFIG_<OP>, as read when the device was opened */
     TSR_CONFIG_TUNED = 2,            /* the tuning database: this device, driver and kernel source */
     TSR_CONFIG_TUNED_OTHER_DRIVER = 3, /* the tuning database: this device under another driver */
     TSR_CONFIG_TUNED_SAME_VENDOR = 4,  /* the tuning database: another device of this vendor and type */
     TSR_CONFIG_BUILTIN_TUNED = 5,    /* tuned results shipped with tessera for a matching device */
-    TSR_CONFIG_BUILTIN_DEFAULT = 6   /* tessera's built-in default for the device type */
+    TSR_CONFIG_BUILTIN_DEFAULT = 6,  /* tessera's built-in default for the device type */
+    TSR_CONFIG_API_OVERRIDE = 7      /* set through tsr_config_override */
 } tsr_config_source;
 
 /* A configuration source in words ("tuned on this device", ...); never NULL. */
@@ -394,6 +396,17 @@ typedef struct tsr_config_info {
 /* The configuration op `op` uses on this device for a problem class, and where it comes from. */
 TSR_API tsr_status tsr_config_lookup(tsr_device *device, const char *op, const char *problem_class,
                                      tsr_config_info *info);
+
+/* Override the configuration op `op` launches with on this device, for every problem class:
+ * `config_text` names parameters over each class's default ("MWI=6 VW=16 ...", the syntax of
+ * $TSR_CONFIG_<OP>, which is read when the device opens and is only the initial override); NULL
+ * or "" clears the override, the environment's included, so launches go back to the tuning
+ * database and the defaults. For experiments and tests. TSR_ERR_NOT_FOUND for an unknown op,
+ * TSR_ERR_INVALID_ARG for an unknown parameter or a value outside the parameter space,
+ * TSR_ERR_UNSUPPORTED for a configuration this device cannot run; a launch whose own class or
+ * problem rules the configuration out fails with TSR_ERR_UNSUPPORTED. tsr_config_lookup
+ * reports it as TSR_CONFIG_API_OVERRIDE. */
+TSR_API tsr_status tsr_config_override(tsr_device *device, const char *op, const char *config_text);
 
 /* The problem class and configuration tsr_sgemm_strided_batched uses for these sizes. */
 TSR_API tsr_status tsr_sgemm_plan(tsr_device *device, size_t m, size_t n, size_t k, size_t batch_count,

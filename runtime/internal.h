@@ -43,7 +43,7 @@ const char *tsr_cl_error_name(cl_int err);
         if (status != TSR_SUCCESS) goto label;                                    \
     } while (0)
 
-/* ---- op configurations ---- */
+/* ---- op configurations (values; parsed and formatted in ops/op.c) ---- */
 
 /* Whether the kernel sees a parameter: DEFINE parameters become -DNAME=value (tsr_config_defines);
  * HOST parameters only steer the host (launch geometry, which kernel or implementation), so
@@ -81,7 +81,7 @@ typedef struct tsr_config {
 } tsr_config;
 struct tsr_op;
 
-/* ---- devices (device.c) ---- */
+/* ---- devices (device.c: discovery, selectors, open and close; device_info.c: what a device is) ---- */
 
 typedef struct tsr_program_entry tsr_program_entry;
 
@@ -121,15 +121,23 @@ struct tsr_device {
         cl_event last_use;
     } workspace[TSR_WORKSPACE_SLOTS];
 
-    /* Resolved launch configurations per (op, class), filled on first use (guarded by `lock`);
+    /* Configuration state of config.c, guarded by `lock`. Overrides per op, keyed by the op's
+     * environment variable: the TSR_CONFIG_* variables read at open, then tsr_config_override. */
+    struct tsr_override {
+        char var[64];              /* "TSR_CONFIG_GEMM" */
+        char *text;                /* "MWI=6 VW=16 ..." as given */
+        bool from_api;             /* set by tsr_config_override, not read from the environment */
+    } *overrides;
+    size_t noverrides;
+    /* Resolved launch configurations per (op, class), filled on first use, growing as needed;
      * the user's tuning database is parsed once per device. */
     struct tsr_resolved {
         const struct tsr_op *op;
         char problem_class[32];
         tsr_config config;
         tsr_config_info info;
-    } resolved[32];
-    int nresolved;
+    } *resolved;
+    size_t nresolved, resolved_capacity;
     struct cJSON *tuning_db;       /* NULL when absent or damaged */
     bool tuning_db_loaded;
     char tuning_db_warning[512];
@@ -144,9 +152,13 @@ tsr_status tsr_workspace_get(tsr_device *device, int slot, size_t bytes, cl_mem 
 void tsr_workspace_set_last_use(tsr_device *device, int slot, cl_event event);
 void tsr_workspace_release(tsr_device *device);
 
+/* ---- what a device is (device_info.c) ---- */
+
 /* Fill `info` for one device (indices are set by the caller). */
 tsr_status tsr_query_device_info(cl_platform_id platform, cl_device_id device, tsr_device_info *info);
-/* Fill a cJSON object from a device info (device.c; used by the CLI and reports). */
+/* A platform's string (name, vendor, version), sanitized for JSON; "" when the query fails. */
+void tsr_query_platform_str(cl_platform_id platform, cl_platform_info what, char *out);
+/* Fill a cJSON object from a device info (used by the CLI and reports). */
 struct cJSON;
 struct cJSON *tsr_device_info_to_json(const tsr_device_info *info);
 
@@ -214,8 +226,7 @@ tsr_status tsr_make_dirs_mode(const char *path, unsigned mode);
  * `min_age_seconds` old (left by a killed writer). Returns how many were removed. */
 size_t tsr_remove_stale_temporaries(const char *dir, const char *file, double min_age_seconds);
 
-/* ---- ops (ops/op.c) ---- */
-
+/* ---- ops: the descriptor (each ops/<op>.c), the table (ops/registry.c) ---- */
 
 /* A built-in configuration: the first row matching the device's type and the problem class is
  * the op's default there. */
@@ -296,7 +307,7 @@ typedef struct tsr_op {
     const char *rate_unit;
 } tsr_op;
 
-extern const tsr_op *const tsr_ops[]; /* NULL-terminated */
+extern const tsr_op *const tsr_ops[]; /* NULL-terminated (ops/registry.c) */
 extern const tsr_op tsr_op_gemm;
 extern const tsr_op tsr_op_gelu;
 extern const tsr_op tsr_op_attention;
@@ -324,12 +335,11 @@ tsr_status tsr_gelu_copy(tsr_device *device, cl_mem x, size_t x_offset, cl_mem y
                          cl_command_queue queue, cl_event *event);
 /* GELU in double (mode: TSR_GELU_TANH or TSR_GELU_ERF), with the kernel's limits at +-Inf. */
 double tsr_gelu_reference(int mode, double x);
+/* The op of the table with this name, NULL if none (ops/registry.c). */
 const tsr_op *tsr_find_op(const char *name);
 
-/* The configuration an op launches with on this device for a problem: $TSR_CONFIG_<OP>
- * ("MWI=6 VW=16 ...", for experiments and tests), else the tuning database through its
- * fallback chain, else the built-in default; always legal for the device. */
-tsr_status tsr_op_config(tsr_device *device, const tsr_op *op, const void *problem, tsr_config *config);
+/* ---- configuration text and hook wrappers (ops/op.c) ---- */
+
 /* Parse "NAME=VALUE ..." over a base configuration; `what` labels messages. */
 tsr_status tsr_config_parse(const tsr_op *op, const char *text, const char *what, tsr_config *config);
 /* "MWI=6 VW=16 ..." for messages and manifests. */
@@ -370,9 +380,20 @@ bool tsr_op_is_normal(const tsr_op *op, const tsr_config *config);
  * `max` it wrote. */
 int tsr_op_seeds(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *seeds, int max);
 
-/* ---- tuning database (tuning_db.c) ---- */
+/* ---- the resolver: which configuration a launch uses (config.c) ---- */
 
-/* Resolve the configuration of (op, class) for this device (no env override), with where it
+/* The configuration an op launches with on this device for a problem: the op's override
+ * ("MWI=6 VW=16 ...": $TSR_CONFIG_<OP> as read at open, or tsr_config_override; for experiments
+ * and tests), else the tuning database through its fallback chain, else the built-in default;
+ * always legal for the device. */
+tsr_status tsr_op_config(tsr_device *device, const tsr_op *op, const void *problem, tsr_config *config);
+/* tsr_config_lookup for an op descriptor (the class is not checked; no diagnostics cleared). */
+tsr_status tsr_op_config_lookup(tsr_device *device, const tsr_op *op, const char *problem_class,
+                                tsr_config_info *info);
+/* Set (text) or clear (NULL or "") the op's override, checking the text first: tsr_config_override
+ * for an op descriptor. */
+tsr_status tsr_config_set_override(tsr_device *device, const tsr_op *op, const char *text);
+/* Resolve the configuration of (op, class) for this device (no override), with where it
  * came from. Caches per device. */
 tsr_status tsr_resolve_config(tsr_device *device, const tsr_op *op, const char *problem_class, tsr_config *config,
                               tsr_config_info *info);
@@ -380,8 +401,18 @@ tsr_status tsr_resolve_config(tsr_device *device, const tsr_op *op, const char *
 size_t tsr_tuning_entries_for_device(tsr_device *device);
 /* Forget resolved configurations and the parsed database (after the database changed). */
 void tsr_tuning_invalidate(tsr_device *device);
+/* At open (device lock created): read the TSR_CONFIG_* variables as the initial overrides. */
+tsr_status tsr_config_device_init(tsr_device *device);
+/* At close: free the overrides, the resolved configurations and the parsed database. */
+void tsr_config_device_release(tsr_device *device);
+
+/* ---- tuning database storage (tuning_db.c): knows device info, not ops nor open devices ---- */
+
 /* XXH3-64 of a kernel source as 16 hex digits (stale entries are detected with it). */
 tsr_status tsr_source_hash(const char *source_name, char out[17]);
+/* Every field a lookup relies on has the right type (and the checksum matches); false with the
+ * reason in `why` otherwise. */
+bool tsr_db_validate(const struct cJSON *root, char *why, size_t size);
 /* Load and validate a database file: TSR_ERR_NOT_FOUND when absent, TSR_ERR_CORRUPT (with the
  * reason) when damaged or foreign. */
 tsr_status tsr_db_load(const char *path, struct cJSON **root);
@@ -391,6 +422,10 @@ tsr_status tsr_db_load(const char *path, struct cJSON **root);
 int tsr_db_find(const struct cJSON *root, const tsr_device_info *info, const char *op, const char *problem_class,
                 const char *source_hash, const struct cJSON **entry, const char **device_key, char *notes,
                 size_t notes_size);
+/* Entries a database holds for this very device (tiers 1 and 2: any driver); 0 for NULL. */
+size_t tsr_db_count_for_device(const struct cJSON *root, const tsr_device_info *info);
+/* Append a note to a "; "-separated list (silently cut at `size`). */
+void tsr_note_append(char *notes, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Fails (TSR_ERR_IO, with the reason) unless the database at path can be written: checked
  * before a long search so it does not end in a failed save. */
 tsr_status tsr_db_check_writable(const char *path);

@@ -1,5 +1,7 @@
-/* The tuning database: a JSON file of tuned configurations per device fingerprint, op
- * and problem class; lookups through a fallback chain; locked, atomic updates. */
+/* The tuning database as storage: a JSON file of tuned configurations per device fingerprint,
+ * op and problem class; loading and validation, lookups through the device tiers, merges, locked
+ * atomic updates, import and export. It knows device info, not ops nor open devices: which
+ * configuration a launch uses is decided in config.c. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -17,18 +19,6 @@
 
 #define DB_FORMAT "tessera-tuning-db"
 #define DB_SCHEMA_VERSION 1
-
-const char *tsr_config_source_str(tsr_config_source source) {
-    switch (source) {
-    case TSR_CONFIG_ENV_OVERRIDE: return "environment override";
-    case TSR_CONFIG_TUNED: return "tuned on this device";
-    case TSR_CONFIG_TUNED_OTHER_DRIVER: return "tuned on this device under another driver";
-    case TSR_CONFIG_TUNED_SAME_VENDOR: return "tuned on another device of the same vendor and type";
-    case TSR_CONFIG_BUILTIN_TUNED: return "built-in tuned for a matching device";
-    case TSR_CONFIG_BUILTIN_DEFAULT: return "built-in default";
-    }
-    return "unknown";
-}
 
 tsr_status tsr_tuning_db_path(char *path, size_t size) {
     if (!path || size == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tuning_db_path: path must be set");
@@ -123,7 +113,7 @@ static tsr_status db_text(cJSON *root, char **text) {
 }
 
 /* Every field a lookup relies on has the right type; anything else makes the file untrusted. */
-static bool validate(const cJSON *root, char *why, size_t size) {
+bool tsr_db_validate(const cJSON *root, char *why, size_t size) {
     if (!cJSON_IsObject(root)) return snprintf(why, size, "not a JSON object"), false;
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (!cJSON_IsString(format) || strcmp(format->valuestring, DB_FORMAT) != 0)
@@ -181,7 +171,7 @@ tsr_status tsr_db_load(const char *path, cJSON **root) {
     tsr_status st = tsr_read_json(path, "tuning database", &parsed);
     if (st != TSR_SUCCESS) return st;
     char why[256];
-    if (!validate(parsed, why, sizeof why)) {
+    if (!tsr_db_validate(parsed, why, sizeof why)) {
         cJSON_Delete(parsed);
         return tsr_fail(TSR_ERR_CORRUPT, "tuning database %s is unusable: %s", path, why);
     }
@@ -208,8 +198,7 @@ static int device_tier(const cJSON *dev, const tsr_device_info *info) {
     return 0;
 }
 
-static void add_note(char *notes, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void add_note(char *notes, size_t size, const char *fmt, ...) {
+void tsr_note_append(char *notes, size_t size, const char *fmt, ...) {
     size_t used = strlen(notes);
     if (used + 3 >= size) return;
     if (used) used += (size_t)snprintf(notes + used, size - used, "; ");
@@ -232,7 +221,7 @@ int tsr_db_find(const cJSON *root, const tsr_device_info *info, const char *op, 
                 cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(dev, "ops"), op), problem_class);
             if (!e) continue;
             if (strcmp(str(e, "source_hash"), source_hash) != 0) {
-                add_note(notes, notes_size, "passed over %s/%s tuned on '%s' (driver %s): kernel source changed since",
+                tsr_note_append(notes, notes_size, "passed over %s/%s tuned on '%s' (driver %s): kernel source changed since",
                          op, problem_class, str(dev, "name"), str(dev, "driver"));
                 continue;
             }
@@ -242,148 +231,6 @@ int tsr_db_find(const cJSON *root, const tsr_device_info *info, const char *op, 
         }
     }
     return 0;
-}
-
-/* Config from an entry's JSON object; false (with a note) when it does not fit this build or device. */
-static bool config_from_json(const tsr_device *dev, const tsr_op *op, const cJSON *json, tsr_config *cfg, char *why,
-                             size_t size) {
-    memset(cfg, 0, sizeof *cfg);
-    int found = 0;
-    for (int p = 0; p < op->nparams; ++p) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(json, op->params[p].name);
-        if (!cJSON_IsNumber(v)) return snprintf(why, size, "parameter %s missing", op->params[p].name), false;
-        bool in_space = false;
-        for (int i = 0; i < op->params[p].nvalues; ++i) in_space |= op->params[p].values[i] == v->valueint;
-        if (!in_space || v->valuedouble != (double)v->valueint)
-            return snprintf(why, size, "%s=%g is outside the parameter space", op->params[p].name, v->valuedouble), false;
-        cfg->values[p] = v->valueint;
-        ++found;
-    }
-    if (cJSON_GetArraySize(json) != found) return snprintf(why, size, "unknown parameters"), false;
-    if (!op->config_ok(dev, NULL, cfg)) return snprintf(why, size, "not legal on this device"), false;
-    return true;
-}
-
-static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
-static cJSON *builtin_db;
-
-static void parse_builtin(void) {
-    cJSON *root = cJSON_Parse(tsr_builtin_tuning_json);
-    char why[256];
-    if (root && validate(root, why, sizeof why)) builtin_db = root;
-    else cJSON_Delete(root); /* a broken built-in file is caught by the tests */
-}
-
-static void load_user_db(tsr_device *dev) {
-    if (dev->tuning_db_loaded) return;
-    dev->tuning_db_loaded = true;
-    char path[TSR_PATH_MAX];
-    if (tsr_tuning_db_path(path, sizeof path) != TSR_SUCCESS) {
-        tsr_clear_error();
-        return;
-    }
-    tsr_status st = tsr_db_load(path, &dev->tuning_db);
-    if (st == TSR_ERR_CORRUPT || st == TSR_ERR_IO) {
-        snprintf(dev->tuning_db_warning, sizeof dev->tuning_db_warning, "%s; ignoring it", tsr_last_error());
-        tsr_warn("%s", dev->tuning_db_warning);
-    }
-    tsr_clear_error();
-}
-
-void tsr_tuning_invalidate(tsr_device *dev) {
-    pthread_mutex_lock(&dev->lock);
-    dev->nresolved = 0;
-    cJSON_Delete(dev->tuning_db);
-    dev->tuning_db = NULL;
-    dev->tuning_db_loaded = false;
-    dev->tuning_db_warning[0] = '\0';
-    pthread_mutex_unlock(&dev->lock);
-}
-
-/* Try one database for one class; fills cfg and info on success. */
-static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool builtin, const char *cls,
-                   const char *hash, tsr_config *cfg, tsr_config_info *info, char *notes, size_t notes_size) {
-    if (!db) return false;
-    const cJSON *entry = NULL;
-    const char *key = NULL;
-    size_t noted = strlen(notes);
-    int tier = tsr_db_find(db, &dev->info, op->name, cls, hash, &entry, &key, notes, notes_size);
-    char why[128];
-    bool usable = tier && config_from_json(dev, op, cJSON_GetObjectItemCaseSensitive(entry, "config"), cfg, why, sizeof why);
-    if (tier && !usable)
-        add_note(notes, notes_size, "passed over the %s entry for %s/%s: %s", builtin ? "built-in" : "database", op->name,
-                 cls, why);
-    /* The user's own entries passed over are worth a warning (a re-tune brings them back);
-     * the built-in ones are checked by the tests. */
-    if (!builtin && strlen(notes) > noted) tsr_warn("tuning database: %s", notes + noted + (noted ? 2 : 0));
-    if (!usable) return false;
-    const cJSON *dev_node = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(db, "devices"), key);
-    info->source = builtin ? TSR_CONFIG_BUILTIN_TUNED
-                           : (tier == 1 ? TSR_CONFIG_TUNED : tier == 2 ? TSR_CONFIG_TUNED_OTHER_DRIVER
-                                                                       : TSR_CONFIG_TUNED_SAME_VENDOR);
-    info->tuned_gflops = cJSON_GetObjectItemCaseSensitive(entry, "gflops")->valuedouble;
-    tsr_strlcpy(info->used_class, cls, sizeof info->used_class);
-    char where[TSR_PATH_MAX] = "built into tessera";
-    if (!builtin && tsr_tuning_db_path(where, sizeof where) != TSR_SUCCESS) tsr_clear_error();
-    const char *unit = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "unit"));
-    snprintf(info->origin, sizeof info->origin, "%s entry %s/%s for '%s' (driver %s), tuned %s on %s at %.1f %s",
-             builtin ? "built-in" : where, op->name, cls, str(dev_node, "name"), str(dev_node, "driver"),
-             str(entry, "date"), str(entry, "problem"), info->tuned_gflops, unit ? unit : "GFLOP/s");
-    return true;
-}
-
-tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls, tsr_config *cfg,
-                              tsr_config_info *info) {
-    tsr_status status = TSR_SUCCESS;
-    pthread_mutex_lock(&dev->lock);
-    for (int i = 0; i < dev->nresolved; ++i) {
-        if (dev->resolved[i].op == op && strcmp(dev->resolved[i].problem_class, cls) == 0) {
-            *cfg = dev->resolved[i].config;
-            if (info) *info = dev->resolved[i].info;
-            goto out;
-        }
-    }
-    pthread_once(&builtin_once, parse_builtin);
-    load_user_db(dev);
-    char hash[17];
-    if ((status = tsr_source_hash(op->source_name, hash)) != TSR_SUCCESS) goto out;
-    tsr_config_info found;
-    memset(&found, 0, sizeof found);
-    tsr_strlcpy(found.op, op->name, sizeof found.op);
-    tsr_strlcpy(found.problem_class, cls, sizeof found.problem_class);
-    char notes[512] = "";
-    if (dev->tuning_db_warning[0]) add_note(notes, sizeof notes, "%s", dev->tuning_db_warning);
-    const char *classes[2] = {cls, op->nearest_class ? op->nearest_class(cls) : NULL};
-    /* TSR_BUILTIN_TUNING=off: ignore the tuned entries shipped in the library. */
-    const char *builtin_env = getenv("TSR_BUILTIN_TUNING");
-    const cJSON *builtin = (builtin_env && strcmp(builtin_env, "off") == 0) ? NULL : builtin_db;
-    bool done = false;
-    for (int c = 0; c < 2 && !done && classes[c]; ++c)
-        done = try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
-               try_db(dev, op, builtin, true, classes[c], hash, cfg, &found, notes, sizeof notes);
-    if (!done) {
-        tsr_op_default_config(op, dev, cls, cfg);
-        found.source = TSR_CONFIG_BUILTIN_DEFAULT;
-        tsr_strlcpy(found.used_class, cls, sizeof found.used_class);
-        snprintf(found.origin, sizeof found.origin, "tessera's default for %s devices, class %s",
-                 tsr_device_type_str(dev->info.type), cls);
-    }
-    if (notes[0]) {
-        size_t used = strlen(found.origin);
-        snprintf(found.origin + used, sizeof found.origin - used, " (%s)", notes);
-    }
-    tsr_config_format(op, cfg, found.config, sizeof found.config);
-    if (dev->nresolved < (int)(sizeof dev->resolved / sizeof dev->resolved[0])) {
-        struct tsr_resolved *r = &dev->resolved[dev->nresolved++];
-        r->op = op;
-        tsr_strlcpy(r->problem_class, cls, sizeof r->problem_class);
-        r->config = *cfg;
-        r->info = found;
-    }
-    if (info) *info = found;
-out:
-    pthread_mutex_unlock(&dev->lock);
-    return status;
 }
 
 /* ---- updates ---- */
@@ -635,21 +482,14 @@ tsr_status tsr_tuning_db_export(const char *db_path, const char *file) {
     return st;
 }
 
-size_t tsr_tuning_entries_for_device(tsr_device *dev) {
+size_t tsr_db_count_for_device(const cJSON *root, const tsr_device_info *info) {
     size_t n = 0;
-    pthread_mutex_lock(&dev->lock);
-    pthread_once(&builtin_once, parse_builtin);
-    load_user_db(dev);
-    const cJSON *dbs[2] = {dev->tuning_db, builtin_db};
-    for (int d = 0; d < 2; ++d) {
-        const cJSON *node;
-        cJSON_ArrayForEach(node, cJSON_GetObjectItemCaseSensitive(dbs[d], "devices")) {
-            int tier = device_tier(node, &dev->info);
-            if (tier != 1 && tier != 2) continue;
-            const cJSON *op;
-            cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(node, "ops")) n += (size_t)cJSON_GetArraySize(op);
-        }
+    const cJSON *node;
+    cJSON_ArrayForEach(node, cJSON_GetObjectItemCaseSensitive(root, "devices")) {
+        int tier = device_tier(node, info);
+        if (tier != 1 && tier != 2) continue;
+        const cJSON *op;
+        cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(node, "ops")) n += (size_t)cJSON_GetArraySize(op);
     }
-    pthread_mutex_unlock(&dev->lock);
     return n;
 }

@@ -249,13 +249,13 @@ static void configurations(void **state) {
                              "VEC=0 STAGE=1 BR=4 BC=64",      "VEC=1 RW=4",  "VEC=0 STAGE=1 BR=16 BC=4 DS=8"};
     size_t n = small_mode() ? 4 : 9;
     for (size_t i = 0; i < n; ++i) {
-        setenv("TSR_CONFIG_ATTENTION", configs[i], 1);
+        TH_ASSERT_OK(tsr_config_override(dev, "attention", configs[i]));
         /* the fast path needs D % 16 == 0; others take any D */
         size_t D = strstr(configs[i], "VEC=1") ? 32 : 20;
         att_case c = {.B = 2, .H = 1, .Lq = 70, .Lk = 45, .D = D, .causal = i % 2 == 0, .lse = true};
         expect_accurate(&c, false);
     }
-    unsetenv("TSR_CONFIG_ATTENTION");
+    TH_ASSERT_OK(tsr_config_override(dev, "attention", NULL));
 }
 
 static void invalid_descriptors(void **state) {
@@ -664,13 +664,13 @@ static void out_of_order_queue(void **state) {
     static const char *const gemm_configs[] = {NULL, "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0",
                                                "MWI=2 VW=2 NVW=4 KU=2 WGM=4 WGN=8 KWG=8 SA=1 SB=1 PACKA=0 PACKB=0"};
     for (int g = 0; g < 3; ++g) {
-        if (gemm_configs[g]) setenv("TSR_CONFIG_GEMM", gemm_configs[g], 1);
+        TH_ASSERT_OK(tsr_config_override(dev, "gemm", gemm_configs[g]));
         for (int r = 0; r < rounds; ++r) {
             c.d.causal = r % 2;
             run_both(&c, q, small_mode() ? 1 : 3);
         }
     }
-    unsetenv("TSR_CONFIG_GEMM");
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
     clReleaseCommandQueue(q);
 }
 

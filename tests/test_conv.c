@@ -362,7 +362,7 @@ static void workspace(void **state) {
     data_free(&d);
 }
 
-/* Implicit kernel shapes through $TSR_CONFIG_CONV2D, the staged (GPU) form included. */
+/* Implicit kernel shapes through tsr_config_override, the staged (GPU) form included. */
 static void configurations(void **state) {
     (void)state;
     const char *configs[] = {"ALGO=2 MWI=1 VW=1",
@@ -381,24 +381,18 @@ static void configurations(void **state) {
     size_t nconfigs = sizeof configs / sizeof configs[0];
     for (size_t i = 0; i < nconfigs; ++i) {
         if (small_mode() && i % 2) continue;
-        setenv("TSR_CONFIG_CONV2D", configs[i], 1);
+        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[i]));
         for (size_t j = 0; j < sizeof cases / sizeof cases[0]; ++j) {
             tsr_conv_algo auto_only[1] = {TSR_CONV_AUTO};
             expect_accurate(&cases[j], auto_only, 1);
         }
     }
     /* An override outside the space, or illegal, is refused with its name. */
-    setenv("TSR_CONFIG_CONV2D", "ALGO=7", 1);
-    conv_data d;
-    data_make(&cases[0], &d);
-    tsr_conv2d_desc desc = case_desc(&cases[0], TSR_CONV_AUTO);
-    TH_ASSERT_STATUS(tsr_conv2d(dev, &desc, d.dx, d.dw, NULL, d.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
-    TH_ASSERT_CONTAINS(tsr_last_error(), "TSR_CONFIG_CONV2D");
-    setenv("TSR_CONFIG_CONV2D", "ALGO=2 MWI=8 VW=32", 1);
-    TH_ASSERT_STATUS(tsr_conv2d(dev, &desc, d.dx, d.dw, NULL, d.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_config_override(dev, "conv2d", "ALGO=7"), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "tsr_config_override(conv2d)");
+    TH_ASSERT_STATUS(tsr_config_override(dev, "conv2d", "ALGO=2 MWI=8 VW=32"), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "VW=32");
-    unsetenv("TSR_CONFIG_CONV2D");
-    data_free(&d);
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
 }
 
 #ifdef TSR_HAVE_CLBLAST

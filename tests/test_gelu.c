@@ -124,20 +124,16 @@ static void fused_configurations(void **state) {
     float *x = malloc(n * sizeof *x);
     th_fill_uniform(x, n, -8, 8);
     for (size_t c = 0; c < count; ++c) {
-        setenv("TSR_CONFIG_GELU", configs[c], 1);
+        TH_ASSERT_OK(tsr_config_override(dev, "gelu", configs[c]));
         for (int m = 0; m < 2; ++m) {
             check_run(tsr_gelu, configs[c], modes[m], x, n, 3, 1, false);
             check_run(tsr_gelu, configs[c], modes[m], x, 5, 0, 2, false);
         }
     }
     /* A value outside the space is refused with its name, before anything runs. */
-    setenv("TSR_CONFIG_GELU", "VW=2 VPT=3", 1);
-    cl_mem dx = th_buffer_from(dev, x, 4), dy = th_buffer(dev, 4);
-    TH_ASSERT_STATUS(tsr_gelu(dev, TSR_GELU_TANH, dx, 0, dy, 0, 4, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_config_override(dev, "gelu", "VW=2 VPT=3"), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "VPT");
-    unsetenv("TSR_CONFIG_GELU");
-    clReleaseMemObject(dx);
-    clReleaseMemObject(dy);
+    TH_ASSERT_OK(tsr_config_override(dev, "gelu", NULL));
     free(x);
 }
 
@@ -231,33 +227,51 @@ static void huge_sizes_overflow(void **state) {
     clReleaseMemObject(y);
 }
 
-/* $TSR_CONFIG_GELU longer than the parser's 511 characters is refused, not truncated: here the
- * cut would drop "VPT=3" (outside the space) and silently run VW=4 alone. */
+/* $TSR_CONFIG_GELU, read when the device opens, longer than the parser's 511 characters is
+ * refused at launch, not truncated: here the cut would drop "VPT=3" (outside the space) and
+ * silently run VW=4 alone. The same text through tsr_config_override is refused at the call. */
 static void config_override_too_long(void **state) {
     (void)state;
     enum { N = 8 };
     float hy[N], after[N];
     for (int i = 0; i < N; ++i) hy[i] = guard_value;
-    cl_mem x = th_buffer(dev, N), y = th_buffer_from(dev, hy, N);
     char value[700];
     memset(value, ' ', sizeof value);
     memcpy(value, "VW=4", 4);
     memcpy(value + 600, "VPT=3", 6);
     setenv("TSR_CONFIG_GELU", value, 1);
-    TH_ASSERT_STATUS(tsr_gelu(dev, TSR_GELU_TANH, x, 0, y, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
+    tsr_device *opened = th_open_device();
+    unsetenv("TSR_CONFIG_GELU"); /* read at open: unsetting it now changes nothing for `opened` */
+    cl_mem x = th_buffer(opened, N), y = th_buffer_from(opened, hy, N);
+    TH_ASSERT_STATUS(tsr_gelu(opened, TSR_GELU_TANH, x, 0, y, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "TSR_CONFIG_GELU is 605 characters long");
     tsr_config_info info;
-    TH_ASSERT_STATUS(tsr_config_lookup(dev, "gelu", NULL, &info), TSR_ERR_INVALID_ARG);
-    /* 511 characters still parse in full. */
-    value[511] = '\0';
-    setenv("TSR_CONFIG_GELU", value, 1);
-    TH_ASSERT_OK(tsr_config_lookup(dev, "gelu", NULL, &info));
-    TH_ASSERT_CONTAINS(info.config, "VW=4");
-    unsetenv("TSR_CONFIG_GELU");
-    th_read(dev, y, after, N);
+    TH_ASSERT_STATUS(tsr_config_lookup(opened, "gelu", NULL, &info), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_config_override(dev, "gelu", value), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "tsr_config_override(gelu) is 605 characters long");
+    th_read(opened, y, after, N);
     for (int i = 0; i < N; ++i) assert_true(after[i] == guard_value);
     clReleaseMemObject(x);
     clReleaseMemObject(y);
+    /* Clearing the override clears the environment's too. */
+    TH_ASSERT_OK(tsr_config_override(opened, "gelu", NULL));
+    TH_ASSERT_OK(tsr_config_lookup(opened, "gelu", NULL, &info));
+    assert_int_not_equal(info.source, TSR_CONFIG_ENV_OVERRIDE);
+    tsr_device_close(opened);
+    /* 511 characters still parse in full. */
+    value[511] = '\0';
+    setenv("TSR_CONFIG_GELU", value, 1);
+    opened = th_open_device();
+    unsetenv("TSR_CONFIG_GELU");
+    TH_ASSERT_OK(tsr_config_lookup(opened, "gelu", NULL, &info));
+    TH_ASSERT_CONTAINS(info.config, "VW=4");
+    assert_int_equal(info.source, TSR_CONFIG_ENV_OVERRIDE);
+    TH_ASSERT_CONTAINS(info.origin, "$TSR_CONFIG_GELU");
+    tsr_device_close(opened);
+    TH_ASSERT_OK(tsr_config_override(dev, "gelu", value));
+    TH_ASSERT_OK(tsr_config_lookup(dev, "gelu", NULL, &info));
+    TH_ASSERT_CONTAINS(info.config, "VW=4");
+    TH_ASSERT_OK(tsr_config_override(dev, "gelu", NULL));
 }
 
 

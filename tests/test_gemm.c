@@ -16,6 +16,14 @@
 
 static bool small_mode(void) { return th_oclgrind_mode(); }
 
+/* The configuration override the cases run under (NULL: none), named in verbose output. */
+static const char *gemm_override;
+
+static void set_gemm_override(const char *config) {
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", config));
+    gemm_override = config;
+}
+
 typedef struct gemm_case {
     int row_major, ta, tb;
     size_t m, n, k;
@@ -62,7 +70,7 @@ static double run_case(const gemm_case *g) {
     if (getenv("TSR_TEST_VERBOSE"))
         fprintf(stderr, "# case %s ta=%d tb=%d %zux%zux%zu batch %zu pads %zu/%zu/%zu offs %zu/%zu/%zu beta %g [%s]\n",
                 g->row_major ? "row" : "col", g->ta, g->tb, g->m, g->n, g->k, g->batch, g->lda_pad, g->ldb_pad,
-                g->ldc_pad, g->a_off, g->b_off, g->c_off, g->beta, getenv("TSR_CONFIG_GEMM") ? getenv("TSR_CONFIG_GEMM") : "default");
+                g->ldc_pad, g->a_off, g->b_off, g->c_off, g->beta, gemm_override ? gemm_override : "default");
     size_t bias_stride = g->bias_shared ? 0 : g->n + g->bias_gap;
     size_t nbias = g->bias_off + (g->batch - 1) * bias_stride + g->n;
     float *bias = malloc(nbias * sizeof *bias);
@@ -329,7 +337,7 @@ static void configurations(void **state) {
     };
     size_t nconfigs = small_mode() ? 4 : sizeof configs / sizeof configs[0];
     for (size_t c = 0; c < nconfigs; ++c) {
-        setenv("TSR_CONFIG_GEMM", configs[c], 1);
+        set_gemm_override(configs[c]);
         for (int t = 0; t < (small_mode() ? 2 : 6); ++t) {
             size_t max = small_mode() ? 20 : 90;
             gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = t & 1, .tb = (t >> 1) & 1, .m = rand_size(max),
@@ -338,14 +346,14 @@ static void configurations(void **state) {
             expect_accurate(&g);
         }
     }
-    unsetenv("TSR_CONFIG_GEMM");
+    set_gemm_override(NULL);
 }
 
 /* Packed panels are written in full before they are read: fill the workspaces with NaN
  * (it would show in C), then run packed GEMMs of every shape class into them. */
 static void packed_panels_are_fully_written(void **state) {
     (void)state;
-    setenv("TSR_CONFIG_GEMM", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1", 1);
+    set_gemm_override("MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1");
     gemm_case big = {.row_major = 1, .m = 200, .n = 190, .k = 180, .alpha = 1, .beta = 0, .batch = 2};
     expect_accurate(&big); /* grows both workspaces */
     for (int t = 0; t < 12; ++t) {
@@ -360,9 +368,10 @@ static void packed_panels_are_fully_written(void **state) {
                        .n = rand_size(120), .k = rand_size(120), .alpha = 1, .beta = 0.5f, .batch = 1 + (size_t)(t % 3 == 0)};
         expect_accurate(&g);
     }
-    unsetenv("TSR_CONFIG_GEMM");
+    set_gemm_override(NULL);
 }
 
+/* A bad override is refused by tsr_config_override with its reason, and leaves launches as they were. */
 static void bad_configuration_overrides(void **state) {
     (void)state;
     cl_mem a = th_buffer(dev, 16), b = th_buffer(dev, 16), c = th_buffer(dev, 16);
@@ -376,14 +385,12 @@ static void bad_configuration_overrides(void **state) {
         {"MWI=8 VW=16 NVW=4", "not legal", TSR_ERR_UNSUPPORTED},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
-        setenv("TSR_CONFIG_GEMM", bad[i].config, 1);
-        TH_ASSERT_STATUS(tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 4, 4, 4, 1, a, 0, 4, b, 0, 4, 0, c, 0,
-                                   4, NULL, NULL),
-                         bad[i].status);
-        TH_ASSERT_CONTAINS(tsr_last_error(), "TSR_CONFIG_GEMM");
+        TH_ASSERT_STATUS(tsr_config_override(dev, "gemm", bad[i].config), bad[i].status);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "tsr_config_override(gemm)");
         TH_ASSERT_CONTAINS(tsr_last_error(), bad[i].needle);
+        TH_ASSERT_OK(tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 4, 4, 4, 1, a, 0, 4, b, 0, 4, 0, c, 0, 4,
+                               NULL, NULL));
     }
-    unsetenv("TSR_CONFIG_GEMM");
     clReleaseMemObject(a);
     clReleaseMemObject(b);
     clReleaseMemObject(c);

@@ -27,6 +27,7 @@ static const struct {
     FN(tsr_sgemm_ex), FN(tsr_sgemm_strided_batched_ex), FN(tsr_attention), FN(tsr_attention_unfused),
     FN(tsr_attention_unfused_workspace_bytes), FN(tsr_conv2d_output_size), FN(tsr_conv2d_workspace_size),
     FN(tsr_conv2d), FN(tsr_op_names), FN(tsr_run_demo), FN(tsr_config_source_str), FN(tsr_config_lookup),
+    FN(tsr_config_override),
     FN(tsr_sgemm_plan), FN(tsr_conv2d_plan), FN(tsr_op_classes), FN(tsr_tune), FN(tsr_tuning_db_path),
     FN(tsr_tuning_db_import), FN(tsr_tuning_db_export),
 };

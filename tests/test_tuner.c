@@ -339,18 +339,95 @@ static void fallback_chain(void **state) {
     ci = lookup_fresh("batched"); /* this machine's built-in batched entry (if any) comes before the nearest class */
     assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || strcmp(ci.used_class, "small") == 0);
 
-    /* The environment wins over everything, and says so. */
-    setenv("TSR_CONFIG_GEMM", "MWI=1", 1);
-    ci = lookup_fresh("small");
-    assert_int_equal(ci.source, TSR_CONFIG_ENV_OVERRIDE);
+    /* An override wins over everything, and says so. */
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", "MWI=1"));
+    TH_ASSERT_OK(tsr_config_lookup(dev, "gemm", "small", &ci));
+    assert_int_equal(ci.source, TSR_CONFIG_API_OVERRIDE);
     TH_ASSERT_CONTAINS(ci.config, "MWI=1");
-    unsetenv("TSR_CONFIG_GEMM");
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
     /* tsr_sgemm_plan names the class of a shape. */
     TH_ASSERT_OK(tsr_sgemm_plan(dev, 2048, 8, 512, 1, &ci));
     assert_string_equal(ci.problem_class, "small-n");
     TH_ASSERT_OK(tsr_sgemm_plan(dev, 64, 64, 64, 10, &ci));
     assert_string_equal(ci.problem_class, "batched");
     cJSON_Delete(root);
+}
+
+/* tsr_config_override: for every class of its op and no other, checked when it is set (a refused
+ * text leaves the override as it was), replaced and cleared; $TSR_CONFIG_<OP> is the override a
+ * device starts with, read when it opens and not at launch. */
+static void config_overrides(void **state) {
+    (void)state;
+    tsr_config_info ci;
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", "MWI=1"));
+    const char *const *classes = tsr_op_classes("gemm");
+    for (int c = 0; classes[c]; ++c) {
+        TH_ASSERT_OK(tsr_config_lookup(dev, "gemm", classes[c], &ci));
+        assert_int_equal(ci.source, TSR_CONFIG_API_OVERRIDE);
+        TH_ASSERT_CONTAINS(ci.config, "MWI=1");
+        TH_ASSERT_CONTAINS(ci.origin, "tsr_config_override");
+    }
+    assert_string_equal(tsr_config_source_str(ci.source), "override set through tsr_config_override");
+    TH_ASSERT_OK(tsr_config_lookup(dev, "gelu", NULL, &ci));
+    assert_true(ci.source != TSR_CONFIG_API_OVERRIDE && ci.source != TSR_CONFIG_ENV_OVERRIDE);
+
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", "MWI=2"));
+    static const struct { const char *op, *config, *needle; tsr_status status; } bad[] = {
+        {"nosuchop", "MWI=1", "no op named 'nosuchop'", TSR_ERR_NOT_FOUND},
+        {"gemm", "FOO=1", "no parameter 'FOO'", TSR_ERR_INVALID_ARG},
+        {"gemm", "MWI=3", "MWI=3 is not in the parameter space", TSR_ERR_INVALID_ARG},
+        {"gemm", "MWI", "not NAME=VALUE", TSR_ERR_INVALID_ARG},
+        {"gemm", "SA=1 PACKA=1", "is not legal on device", TSR_ERR_UNSUPPORTED},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        TH_ASSERT_STATUS(tsr_config_override(dev, bad[i].op, bad[i].config), bad[i].status);
+        TH_ASSERT_CONTAINS(tsr_last_error(), bad[i].needle);
+        TH_ASSERT_OK(tsr_config_lookup(dev, "gemm", "small", &ci));
+        assert_int_equal(ci.source, TSR_CONFIG_API_OVERRIDE);
+        TH_ASSERT_CONTAINS(ci.config, "MWI=2");
+    }
+    TH_ASSERT_STATUS(tsr_config_override(NULL, "gemm", "MWI=1"), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_config_override(dev, NULL, "MWI=1"), TSR_ERR_INVALID_ARG);
+
+    /* NULL and "" clear it (clearing none is fine too). */
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
+    TH_ASSERT_OK(tsr_config_lookup(dev, "gemm", "small", &ci));
+    assert_true(ci.source != TSR_CONFIG_API_OVERRIDE && ci.source != TSR_CONFIG_ENV_OVERRIDE);
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", "MWI=2"));
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", ""));
+    TH_ASSERT_OK(tsr_config_lookup(dev, "gemm", "small", &ci));
+    assert_true(ci.source != TSR_CONFIG_API_OVERRIDE && ci.source != TSR_CONFIG_ENV_OVERRIDE);
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
+
+    /* The environment: a device opened before the variable was set does not see it. */
+    setenv("TSR_CONFIG_GEMM", "MWI=1", 1);
+    TH_ASSERT_OK(tsr_config_lookup(dev, "gemm", "small", &ci));
+    assert_int_not_equal(ci.source, TSR_CONFIG_ENV_OVERRIDE);
+    tsr_device *opened = th_open_device();
+    unsetenv("TSR_CONFIG_GEMM");
+    TH_ASSERT_OK(tsr_config_lookup(opened, "gemm", "small", &ci));
+    assert_int_equal(ci.source, TSR_CONFIG_ENV_OVERRIDE);
+    TH_ASSERT_CONTAINS(ci.config, "MWI=1");
+    TH_ASSERT_CONTAINS(ci.origin, "$TSR_CONFIG_GEMM");
+    TH_ASSERT_OK(tsr_config_override(opened, "gemm", "MWI=2"));
+    TH_ASSERT_OK(tsr_config_lookup(opened, "gemm", "small", &ci));
+    assert_int_equal(ci.source, TSR_CONFIG_API_OVERRIDE);
+    TH_ASSERT_CONTAINS(ci.config, "MWI=2");
+    tsr_device_close(opened);
+}
+
+/* Resolved configurations are cached for every (op, class) pair, however many there are. */
+static void resolved_cache_grows(void **state) {
+    (void)state;
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int i = 0; i < 100; ++i) {
+            char cls[32];
+            snprintf(cls, sizeof cls, "class-%d", i);
+            tsr_config cfg;
+            TH_ASSERT_OK(tsr_resolve_config(dev, &tsr_op_gemm, cls, &cfg, NULL));
+        }
+        assert_int_equal(dev->nresolved, 100); /* the second pass found every one cached */
+    }
 }
 
 static void stale_entries_are_passed_over(void **state) {
@@ -797,6 +874,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(strategies_respect_budgets, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_options, setup, teardown),
         cmocka_unit_test_setup_teardown(fallback_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(config_overrides, setup, teardown),
+        cmocka_unit_test_setup_teardown(resolved_cache_grows, setup, teardown),
         cmocka_unit_test_setup_teardown(stale_entries_are_passed_over, setup, teardown),
         cmocka_unit_test_setup_teardown(damaged_files, setup, teardown),
         cmocka_unit_test_setup_teardown(import_export_merge, setup, teardown),

@@ -419,7 +419,7 @@ out_unlocked:
  * it is that path, else the built-in shape of that path for the class. */
 static tsr_status conv_config(tsr_device *dev, const conv_problem *p, tsr_config *cfg, tsr_config_info *info) {
     tsr_status st = tsr_op_config(dev, &tsr_op_conv, p, cfg);
-    if (st == TSR_SUCCESS && info) st = tsr_config_lookup(dev, "conv2d", conv_problem_class(p), info);
+    if (st == TSR_SUCCESS && info) st = tsr_op_config_lookup(dev, &tsr_op_conv, conv_problem_class(p), info);
     if (st != TSR_SUCCESS) return st;
     if (p->algo != TSR_CONV_AUTO && cfg->values[P_ALGO] != (int)p->algo) {
         tsr_config forced = {.values = {[P_ALGO] = (int)p->algo}};

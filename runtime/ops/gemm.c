@@ -393,7 +393,7 @@ tsr_status tsr_sgemm_plan(tsr_device *dev, size_t m, size_t n, size_t k, size_t 
     gemm_problem p;
     memset(&p, 0, sizeof p);
     p.m = m; p.n = n; p.k = k; p.batch = batch;
-    return tsr_config_lookup(dev, "gemm", gemm_problem_class(&p), info);
+    return tsr_op_config_lookup(dev, &tsr_op_gemm, gemm_problem_class(&p), info);
 }
 
 /* ---- demo: one GEMM on random data, checked against a double-precision reference ---- */

@@ -1,0 +1,360 @@
+/* The one resolver: which configuration a launch uses. First the override of the op (the
+ * environment's $TSR_CONFIG_<OP>, read once when the device opens, or tsr_config_override), else
+ * the user's tuning database and then the built-in one through the device tiers and the op's
+ * nearest class, passing over entries tuned for another kernel source (stale) or not legal here,
+ * else the op's built-in default. Results are cached per device and (op, class).
+ * Generic code: ops are reached through the tsr_op_* wrappers of ops/op.c, storage through
+ * tuning_db.c; the op table is above this file (ops/registry.c). */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern char **environ;
+
+const char *tsr_config_source_str(tsr_config_source source) {
+    switch (source) {
+    case TSR_CONFIG_ENV_OVERRIDE: return "environment override";
+    case TSR_CONFIG_API_OVERRIDE: return "override set through tsr_config_override";
+    case TSR_CONFIG_TUNED: return "tuned on this device";
+    case TSR_CONFIG_TUNED_OTHER_DRIVER: return "tuned on this device under another driver";
+    case TSR_CONFIG_TUNED_SAME_VENDOR: return "tuned on another device of the same vendor and type";
+    case TSR_CONFIG_BUILTIN_TUNED: return "built-in tuned for a matching device";
+    case TSR_CONFIG_BUILTIN_DEFAULT: return "built-in default";
+    }
+    return "unknown";
+}
+
+static const char *str(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+/* ---- tuned and built-in configurations ---- */
+
+/* Config from an entry's JSON object; false (with a note) when it does not fit this build or device. */
+static bool config_from_json(const tsr_device *dev, const tsr_op *op, const cJSON *json, tsr_config *cfg, char *why,
+                             size_t size) {
+    memset(cfg, 0, sizeof *cfg);
+    int found = 0;
+    for (int p = 0; p < op->nparams; ++p) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(json, op->params[p].name);
+        if (!cJSON_IsNumber(v)) return snprintf(why, size, "parameter %s missing", op->params[p].name), false;
+        bool in_space = false;
+        for (int i = 0; i < op->params[p].nvalues; ++i) in_space |= op->params[p].values[i] == v->valueint;
+        if (!in_space || v->valuedouble != (double)v->valueint)
+            return snprintf(why, size, "%s=%g is outside the parameter space", op->params[p].name, v->valuedouble), false;
+        cfg->values[p] = v->valueint;
+        ++found;
+    }
+    if (cJSON_GetArraySize(json) != found) return snprintf(why, size, "unknown parameters"), false;
+    if (!op->config_ok(dev, NULL, cfg)) return snprintf(why, size, "not legal on this device"), false;
+    return true;
+}
+
+static pthread_once_t builtin_once = PTHREAD_ONCE_INIT;
+static cJSON *builtin_db;
+
+static void parse_builtin(void) {
+    cJSON *root = cJSON_Parse(tsr_builtin_tuning_json);
+    char why[256];
+    if (root && tsr_db_validate(root, why, sizeof why)) builtin_db = root;
+    else cJSON_Delete(root); /* a broken built-in file is caught by the tests */
+}
+
+static void load_user_db(tsr_device *dev) {
+    if (dev->tuning_db_loaded) return;
+    dev->tuning_db_loaded = true;
+    char path[TSR_PATH_MAX];
+    if (tsr_tuning_db_path(path, sizeof path) != TSR_SUCCESS) {
+        tsr_clear_error();
+        return;
+    }
+    tsr_status st = tsr_db_load(path, &dev->tuning_db);
+    if (st == TSR_ERR_CORRUPT || st == TSR_ERR_IO) {
+        snprintf(dev->tuning_db_warning, sizeof dev->tuning_db_warning, "%s; ignoring it", tsr_last_error());
+        tsr_warn("%s", dev->tuning_db_warning);
+    }
+    tsr_clear_error();
+}
+
+void tsr_tuning_invalidate(tsr_device *dev) {
+    pthread_mutex_lock(&dev->lock);
+    dev->nresolved = 0;
+    cJSON_Delete(dev->tuning_db);
+    dev->tuning_db = NULL;
+    dev->tuning_db_loaded = false;
+    dev->tuning_db_warning[0] = '\0';
+    pthread_mutex_unlock(&dev->lock);
+}
+
+/* Try one database for one class; fills cfg and info on success. */
+static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool builtin, const char *cls,
+                   const char *hash, tsr_config *cfg, tsr_config_info *info, char *notes, size_t notes_size) {
+    if (!db) return false;
+    const cJSON *entry = NULL;
+    const char *key = NULL;
+    size_t noted = strlen(notes);
+    int tier = tsr_db_find(db, &dev->info, op->name, cls, hash, &entry, &key, notes, notes_size);
+    char why[128];
+    bool usable = tier && config_from_json(dev, op, cJSON_GetObjectItemCaseSensitive(entry, "config"), cfg, why, sizeof why);
+    if (tier && !usable)
+        tsr_note_append(notes, notes_size, "passed over the %s entry for %s/%s: %s", builtin ? "built-in" : "database", op->name,
+                 cls, why);
+    /* The user's own entries passed over are worth a warning (a re-tune brings them back);
+     * the built-in ones are checked by the tests. */
+    if (!builtin && strlen(notes) > noted) tsr_warn("tuning database: %s", notes + noted + (noted ? 2 : 0));
+    if (!usable) return false;
+    const cJSON *dev_node = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(db, "devices"), key);
+    info->source = builtin ? TSR_CONFIG_BUILTIN_TUNED
+                           : (tier == 1 ? TSR_CONFIG_TUNED : tier == 2 ? TSR_CONFIG_TUNED_OTHER_DRIVER
+                                                                       : TSR_CONFIG_TUNED_SAME_VENDOR);
+    info->tuned_gflops = cJSON_GetObjectItemCaseSensitive(entry, "gflops")->valuedouble;
+    tsr_strlcpy(info->used_class, cls, sizeof info->used_class);
+    char where[TSR_PATH_MAX] = "built into tessera";
+    if (!builtin && tsr_tuning_db_path(where, sizeof where) != TSR_SUCCESS) tsr_clear_error();
+    const char *unit = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "unit"));
+    snprintf(info->origin, sizeof info->origin, "%s entry %s/%s for '%s' (driver %s), tuned %s on %s at %.1f %s",
+             builtin ? "built-in" : where, op->name, cls, str(dev_node, "name"), str(dev_node, "driver"),
+             str(entry, "date"), str(entry, "problem"), info->tuned_gflops, unit ? unit : "GFLOP/s");
+    return true;
+}
+
+tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls, tsr_config *cfg,
+                              tsr_config_info *info) {
+    tsr_status status = TSR_SUCCESS;
+    pthread_mutex_lock(&dev->lock);
+    for (size_t i = 0; i < dev->nresolved; ++i) {
+        if (dev->resolved[i].op == op && strcmp(dev->resolved[i].problem_class, cls) == 0) {
+            *cfg = dev->resolved[i].config;
+            if (info) *info = dev->resolved[i].info;
+            goto out;
+        }
+    }
+    pthread_once(&builtin_once, parse_builtin);
+    load_user_db(dev);
+    char hash[17];
+    if ((status = tsr_source_hash(op->source_name, hash)) != TSR_SUCCESS) goto out;
+    tsr_config_info found;
+    memset(&found, 0, sizeof found);
+    tsr_strlcpy(found.op, op->name, sizeof found.op);
+    tsr_strlcpy(found.problem_class, cls, sizeof found.problem_class);
+    char notes[512] = "";
+    if (dev->tuning_db_warning[0]) tsr_note_append(notes, sizeof notes, "%s", dev->tuning_db_warning);
+    const char *classes[2] = {cls, op->nearest_class ? op->nearest_class(cls) : NULL};
+    /* TSR_BUILTIN_TUNING=off: ignore the tuned entries shipped in the library. */
+    const char *builtin_env = getenv("TSR_BUILTIN_TUNING");
+    const cJSON *builtin = (builtin_env && strcmp(builtin_env, "off") == 0) ? NULL : builtin_db;
+    bool done = false;
+    for (int c = 0; c < 2 && !done && classes[c]; ++c)
+        done = try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
+               try_db(dev, op, builtin, true, classes[c], hash, cfg, &found, notes, sizeof notes);
+    if (!done) {
+        tsr_op_default_config(op, dev, cls, cfg);
+        found.source = TSR_CONFIG_BUILTIN_DEFAULT;
+        tsr_strlcpy(found.used_class, cls, sizeof found.used_class);
+        snprintf(found.origin, sizeof found.origin, "tessera's default for %s devices, class %s",
+                 tsr_device_type_str(dev->info.type), cls);
+    }
+    if (notes[0]) {
+        size_t used = strlen(found.origin);
+        snprintf(found.origin + used, sizeof found.origin - used, " (%s)", notes);
+    }
+    tsr_config_format(op, cfg, found.config, sizeof found.config);
+    /* The cache grows with the (op, class) pairs launched: a fixed size would silently stop
+     * caching (and re-read the database on every launch) past its end. */
+    if (dev->nresolved == dev->resolved_capacity) {
+        size_t capacity = dev->resolved_capacity ? 2 * dev->resolved_capacity : 16;
+        struct tsr_resolved *grown = realloc(dev->resolved, capacity * sizeof *grown);
+        if (!grown) {
+            status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory caching the configuration of %s/%s", op->name, cls);
+            goto out;
+        }
+        dev->resolved = grown;
+        dev->resolved_capacity = capacity;
+    }
+    struct tsr_resolved *r = &dev->resolved[dev->nresolved++];
+    r->op = op;
+    tsr_strlcpy(r->problem_class, cls, sizeof r->problem_class);
+    r->config = *cfg;
+    r->info = found;
+    if (info) *info = found;
+out:
+    pthread_mutex_unlock(&dev->lock);
+    return status;
+}
+
+size_t tsr_tuning_entries_for_device(tsr_device *dev) {
+    size_t n = 0;
+    pthread_mutex_lock(&dev->lock);
+    pthread_once(&builtin_once, parse_builtin);
+    load_user_db(dev);
+    n = tsr_db_count_for_device(dev->tuning_db, &dev->info) + tsr_db_count_for_device(builtin_db, &dev->info);
+    pthread_mutex_unlock(&dev->lock);
+    return n;
+}
+
+/* ---- overrides ---- */
+
+#define OVERRIDE_PREFIX "TSR_CONFIG_"
+
+/* The environment variable that overrides an op: "TSR_CONFIG_" and the op's name in capitals.
+ * It also keys the op's override in the device, whichever way it was set. */
+static void override_var(const tsr_op *op, char *var, size_t size) {
+    snprintf(var, size, OVERRIDE_PREFIX "%s", op->name);
+    for (char *c = var; *c; ++c) *c = (char)toupper((unsigned char)*c);
+}
+
+static struct tsr_override *find_override(tsr_device *dev, const char *var) {
+    for (size_t i = 0; i < dev->noverrides; ++i)
+        if (strcmp(dev->overrides[i].var, var) == 0) return &dev->overrides[i];
+    return NULL;
+}
+
+/* Set (text) or clear (NULL) the override keyed `var`; call with dev->lock held. */
+static tsr_status put_override(tsr_device *dev, const char *var, const char *text, bool from_api) {
+    struct tsr_override *o = find_override(dev, var);
+    if (!text) {
+        if (o) {
+            free(o->text);
+            *o = dev->overrides[--dev->noverrides];
+        }
+        return TSR_SUCCESS;
+    }
+    char *copy = strdup(text);
+    if (!copy) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory storing the override %s", var);
+    if (!o) {
+        struct tsr_override *grown = realloc(dev->overrides, (dev->noverrides + 1) * sizeof *grown);
+        if (!grown) {
+            free(copy);
+            return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory storing the override %s", var);
+        }
+        dev->overrides = grown;
+        o = &dev->overrides[dev->noverrides++];
+        tsr_strlcpy(o->var, var, sizeof o->var);
+        o->text = NULL;
+    }
+    free(o->text);
+    o->text = copy;
+    o->from_api = from_api;
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_config_device_init(tsr_device *dev) {
+    /* Every TSR_CONFIG_* variable, whether or not an op answers to it: this layer does not know
+     * the op table, and a launch looks its own op's variable up. Texts are checked at launch,
+     * as they always were, so a bad one fails the launch that uses it and not the open. */
+    for (char **env = environ; env && *env; ++env) {
+        const char *eq = strchr(*env, '=');
+        size_t name_length = eq ? (size_t)(eq - *env) : 0;
+        if (!eq || strncmp(*env, OVERRIDE_PREFIX, strlen(OVERRIDE_PREFIX)) != 0 || !eq[1] ||
+            name_length >= sizeof dev->overrides[0].var)
+            continue;
+        char var[sizeof dev->overrides[0].var];
+        memcpy(var, *env, name_length);
+        var[name_length] = '\0';
+        tsr_status st = put_override(dev, var, eq + 1, false);
+        if (st != TSR_SUCCESS) return st;
+    }
+    return TSR_SUCCESS;
+}
+
+void tsr_config_device_release(tsr_device *dev) {
+    tsr_tuning_invalidate(dev); /* frees the parsed tuning database */
+    for (size_t i = 0; i < dev->noverrides; ++i) free(dev->overrides[i].text);
+    free(dev->overrides);
+    dev->overrides = NULL;
+    dev->noverrides = 0;
+    free(dev->resolved);
+    dev->resolved = NULL;
+    dev->resolved_capacity = 0;
+}
+
+/* What an override is called in messages: the environment variable, or the call that set it. */
+static void override_label(const tsr_op *op, const struct tsr_override *o, char *label, size_t size) {
+    if (o->from_api) snprintf(label, size, "tsr_config_override(%s)", op->name);
+    else tsr_strlcpy(label, o->var, size);
+}
+
+tsr_status tsr_config_set_override(tsr_device *dev, const tsr_op *op, const char *text) {
+    char var[sizeof dev->overrides[0].var];
+    override_var(op, var, sizeof var);
+    tsr_status st = TSR_SUCCESS;
+    if (text && *text) {
+        /* Checked now, so a mistake shows where it was made: over the generic class's default,
+         * which launches check again against their own class and problem. */
+        char what[96];
+        snprintf(what, sizeof what, "tsr_config_override(%s)", op->name);
+        tsr_config config;
+        tsr_op_default_config(op, dev, op->classes[0], &config);
+        if ((st = tsr_config_parse(op, text, what, &config)) != TSR_SUCCESS) return st;
+        tsr_op_normalize(op, &config);
+        if (!op->config_ok(dev, NULL, &config)) {
+            char desc[256];
+            tsr_config_format(op, &config, desc, sizeof desc);
+            return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: configuration '%s' is not legal on device '%s'", what, desc,
+                            dev->info.name);
+        }
+    }
+    pthread_mutex_lock(&dev->lock);
+    st = put_override(dev, var, text && *text ? text : NULL, true);
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
+/* The override's configuration over the class default, checked for this device and problem;
+ * call with dev->lock held. */
+static tsr_status apply_override(tsr_device *dev, const tsr_op *op, const char *cls, const void *problem,
+                                 const struct tsr_override *o, tsr_config *config, tsr_config_info *info) {
+    char label[64];
+    override_label(op, o, label, sizeof label);
+    tsr_op_default_config(op, dev, cls, config);
+    tsr_status st = tsr_config_parse(op, o->text, label, config);
+    if (st != TSR_SUCCESS) return st;
+    tsr_op_normalize(op, config);
+    if (!op->config_ok(dev, problem, config)) {
+        char desc[256];
+        tsr_config_format(op, config, desc, sizeof desc);
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: configuration '%s' is not legal on device '%s'", label, desc,
+                        dev->info.name);
+    }
+    if (info) {
+        memset(info, 0, sizeof *info);
+        tsr_strlcpy(info->op, op->name, sizeof info->op);
+        tsr_strlcpy(info->problem_class, cls, sizeof info->problem_class);
+        tsr_strlcpy(info->used_class, cls, sizeof info->used_class);
+        tsr_config_format(op, config, info->config, sizeof info->config);
+        info->source = o->from_api ? TSR_CONFIG_API_OVERRIDE : TSR_CONFIG_ENV_OVERRIDE;
+        if (o->from_api) snprintf(info->origin, sizeof info->origin, "tsr_config_override over the class default");
+        else snprintf(info->origin, sizeof info->origin, "$%s over the class default", o->var);
+    }
+    return TSR_SUCCESS;
+}
+
+/* ---- what a launch uses ---- */
+
+/* The configuration and its origin for a problem class; `problem` (may be NULL) only refines
+ * the legality check. */
+static tsr_status op_config_info(tsr_device *dev, const tsr_op *op, const char *cls, const void *problem,
+                                 tsr_config *config, tsr_config_info *info) {
+    char var[sizeof dev->overrides[0].var];
+    override_var(op, var, sizeof var);
+    pthread_mutex_lock(&dev->lock);
+    const struct tsr_override *o = find_override(dev, var);
+    tsr_status st = o ? apply_override(dev, op, cls, problem, o, config, info)
+                      : tsr_resolve_config(dev, op, cls, config, info);
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
+tsr_status tsr_op_config(tsr_device *dev, const tsr_op *op, const void *problem, tsr_config *config) {
+    return op_config_info(dev, op, problem ? op->problem_class(problem) : op->classes[0], problem, config, NULL);
+}
+
+tsr_status tsr_op_config_lookup(tsr_device *dev, const tsr_op *op, const char *problem_class, tsr_config_info *info) {
+    tsr_config config;
+    return op_config_info(dev, op, problem_class, NULL, &config, info);
+}

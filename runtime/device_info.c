@@ -1,0 +1,172 @@
+/* What a device is: its info queried from OpenCL, its type in words, its JSON form. The bottom
+ * of the device layer: the tuning database and the resolver use it, and it uses nothing above. */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *tsr_device_type_str(tsr_device_type type) {
+    switch (type) {
+    case TSR_DEVICE_CPU: return "CPU";
+    case TSR_DEVICE_GPU: return "GPU";
+    case TSR_DEVICE_ACCELERATOR: return "ACCELERATOR";
+    case TSR_DEVICE_CUSTOM: return "CUSTOM";
+    case TSR_DEVICE_OTHER: break;
+    }
+    return "OTHER";
+}
+
+static void query_str(cl_device_id d, cl_device_info what, char *out) {
+    out[0] = '\0';
+    if (clGetDeviceInfo(d, what, TSR_INFO_STR, out, NULL) != CL_SUCCESS) out[0] = '\0';
+    out[TSR_INFO_STR - 1] = '\0';
+    tsr_text_sanitize(out); /* these strings key the tuning database and fill reports */
+}
+
+void tsr_query_platform_str(cl_platform_id p, cl_platform_info what, char *out) {
+    out[0] = '\0';
+    if (clGetPlatformInfo(p, what, TSR_INFO_STR, out, NULL) != CL_SUCCESS) out[0] = '\0';
+    out[TSR_INFO_STR - 1] = '\0';
+    tsr_text_sanitize(out);
+}
+
+static uint32_t query_uint(cl_device_id d, cl_device_info what) {
+    cl_uint v = 0;
+    if (clGetDeviceInfo(d, what, sizeof v, &v, NULL) != CL_SUCCESS) v = 0;
+    return v;
+}
+
+static uint64_t query_ulong(cl_device_id d, cl_device_info what) {
+    cl_ulong v = 0;
+    if (clGetDeviceInfo(d, what, sizeof v, &v, NULL) != CL_SUCCESS) v = 0;
+    return v;
+}
+
+static bool query_bool(cl_device_id d, cl_device_info what) {
+    cl_bool v = CL_FALSE;
+    if (clGetDeviceInfo(d, what, sizeof v, &v, NULL) != CL_SUCCESS) v = CL_FALSE;
+    return v == CL_TRUE;
+}
+
+static bool has_extension(cl_device_id d, const char *ext) {
+    size_t size = 0;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &size) != CL_SUCCESS || size == 0) return false;
+    char *buf = malloc(size + 1);
+    if (!buf) return false;
+    bool found = false;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, size, buf, NULL) == CL_SUCCESS) {
+        buf[size] = '\0';
+        size_t n = strlen(ext);
+        for (char *p = strstr(buf, ext); p; p = strstr(p + 1, ext)) {
+            bool starts = p == buf || p[-1] == ' ';
+            bool ends = p[n] == '\0' || p[n] == ' ';
+            if (starts && ends) { found = true; break; }
+        }
+    }
+    free(buf);
+    return found;
+}
+
+tsr_status tsr_query_device_info(cl_platform_id platform, cl_device_id d, tsr_device_info *info) {
+    int pi = info->platform_index, di = info->device_index;
+    memset(info, 0, sizeof *info);
+    info->platform_index = pi;
+    info->device_index = di;
+    tsr_query_platform_str(platform, CL_PLATFORM_NAME, info->platform_name);
+    tsr_query_platform_str(platform, CL_PLATFORM_VENDOR, info->platform_vendor);
+    tsr_query_platform_str(platform, CL_PLATFORM_VERSION, info->platform_version);
+    query_str(d, CL_DEVICE_NAME, info->name);
+    query_str(d, CL_DEVICE_VENDOR, info->vendor);
+    query_str(d, CL_DEVICE_VERSION, info->device_version);
+    query_str(d, CL_DRIVER_VERSION, info->driver_version);
+    query_str(d, CL_DEVICE_OPENCL_C_VERSION, info->opencl_c_version);
+
+    cl_device_type type = 0;
+    clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    if (type & CL_DEVICE_TYPE_GPU) info->type = TSR_DEVICE_GPU;
+    else if (type & CL_DEVICE_TYPE_ACCELERATOR) info->type = TSR_DEVICE_ACCELERATOR;
+    else if (type & CL_DEVICE_TYPE_CPU) info->type = TSR_DEVICE_CPU;
+    else if (type & CL_DEVICE_TYPE_CUSTOM) info->type = TSR_DEVICE_CUSTOM;
+    else info->type = TSR_DEVICE_OTHER;
+
+    info->compute_units = query_uint(d, CL_DEVICE_MAX_COMPUTE_UNITS);
+    info->max_clock_mhz = query_uint(d, CL_DEVICE_MAX_CLOCK_FREQUENCY);
+    info->global_mem_bytes = query_ulong(d, CL_DEVICE_GLOBAL_MEM_SIZE);
+    info->max_alloc_bytes = query_ulong(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+    info->local_mem_bytes = query_ulong(d, CL_DEVICE_LOCAL_MEM_SIZE);
+    cl_device_local_mem_type lmt = CL_GLOBAL;
+    clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_TYPE, sizeof lmt, &lmt, NULL);
+    info->local_mem_is_dedicated = lmt == CL_LOCAL;
+    size_t wg = 0;
+    clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+    info->max_work_group_size = wg;
+    info->max_work_item_dims = query_uint(d, CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS);
+    size_t sizes[16] = {0};
+    clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof sizes, sizes, NULL);
+    for (int i = 0; i < 3; ++i) info->max_work_item_sizes[i] = sizes[i];
+
+    static const cl_device_info preferred[7] = {
+        CL_DEVICE_PREFERRED_VECTOR_WIDTH_CHAR, CL_DEVICE_PREFERRED_VECTOR_WIDTH_SHORT,
+        CL_DEVICE_PREFERRED_VECTOR_WIDTH_INT, CL_DEVICE_PREFERRED_VECTOR_WIDTH_LONG,
+        CL_DEVICE_PREFERRED_VECTOR_WIDTH_FLOAT, CL_DEVICE_PREFERRED_VECTOR_WIDTH_DOUBLE,
+        CL_DEVICE_PREFERRED_VECTOR_WIDTH_HALF};
+    static const cl_device_info native[7] = {
+        CL_DEVICE_NATIVE_VECTOR_WIDTH_CHAR, CL_DEVICE_NATIVE_VECTOR_WIDTH_SHORT,
+        CL_DEVICE_NATIVE_VECTOR_WIDTH_INT, CL_DEVICE_NATIVE_VECTOR_WIDTH_LONG,
+        CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, CL_DEVICE_NATIVE_VECTOR_WIDTH_DOUBLE,
+        CL_DEVICE_NATIVE_VECTOR_WIDTH_HALF};
+    for (int i = 0; i < 7; ++i) {
+        info->preferred_vector_width[i] = query_uint(d, preferred[i]);
+        info->native_vector_width[i] = query_uint(d, native[i]);
+    }
+    info->fp16 = has_extension(d, "cl_khr_fp16");
+    cl_device_fp_config fp64 = 0;
+    clGetDeviceInfo(d, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp64, &fp64, NULL);
+    info->fp64 = fp64 != 0 || has_extension(d, "cl_khr_fp64");
+    info->compiler_available = query_bool(d, CL_DEVICE_COMPILER_AVAILABLE) && query_bool(d, CL_DEVICE_LINKER_AVAILABLE);
+    info->available = query_bool(d, CL_DEVICE_AVAILABLE);
+    return TSR_SUCCESS;
+}
+
+cJSON *tsr_device_info_to_json(const tsr_device_info *info) {
+    static const char *const width_names[7] = {"char", "short", "int", "long", "float", "double", "half"};
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    char sel[32];
+    snprintf(sel, sizeof sel, "%d:%d", info->platform_index, info->device_index);
+    cJSON_AddStringToObject(o, "selector", sel);
+    cJSON_AddNumberToObject(o, "platform_index", info->platform_index);
+    cJSON_AddNumberToObject(o, "device_index", info->device_index);
+    cJSON_AddStringToObject(o, "type", tsr_device_type_str(info->type));
+    cJSON_AddStringToObject(o, "name", info->name);
+    cJSON_AddStringToObject(o, "vendor", info->vendor);
+    cJSON_AddStringToObject(o, "platform_name", info->platform_name);
+    cJSON_AddStringToObject(o, "platform_vendor", info->platform_vendor);
+    cJSON_AddStringToObject(o, "platform_version", info->platform_version);
+    cJSON_AddStringToObject(o, "device_version", info->device_version);
+    cJSON_AddStringToObject(o, "driver_version", info->driver_version);
+    cJSON_AddStringToObject(o, "opencl_c_version", info->opencl_c_version);
+    cJSON_AddNumberToObject(o, "compute_units", info->compute_units);
+    cJSON_AddNumberToObject(o, "max_clock_mhz", info->max_clock_mhz);
+    cJSON_AddNumberToObject(o, "global_mem_bytes", (double)info->global_mem_bytes);
+    cJSON_AddNumberToObject(o, "max_alloc_bytes", (double)info->max_alloc_bytes);
+    cJSON_AddNumberToObject(o, "local_mem_bytes", (double)info->local_mem_bytes);
+    cJSON_AddBoolToObject(o, "local_mem_dedicated", info->local_mem_is_dedicated);
+    cJSON_AddNumberToObject(o, "max_work_group_size", (double)info->max_work_group_size);
+    cJSON *sizes = cJSON_AddArrayToObject(o, "max_work_item_sizes");
+    for (uint32_t i = 0; i < info->max_work_item_dims && i < 3; ++i)
+        cJSON_AddItemToArray(sizes, cJSON_CreateNumber((double)info->max_work_item_sizes[i]));
+    cJSON *pref = cJSON_AddObjectToObject(o, "preferred_vector_width");
+    cJSON *nat = cJSON_AddObjectToObject(o, "native_vector_width");
+    for (int i = 0; i < 7; ++i) {
+        cJSON_AddNumberToObject(pref, width_names[i], info->preferred_vector_width[i]);
+        cJSON_AddNumberToObject(nat, width_names[i], info->native_vector_width[i]);
+    }
+    cJSON_AddBoolToObject(o, "fp16", info->fp16);
+    cJSON_AddBoolToObject(o, "fp64", info->fp64);
+    cJSON_AddBoolToObject(o, "compiler_available", info->compiler_available);
+    cJSON_AddBoolToObject(o, "available", info->available);
+    return o;
+}

@@ -240,17 +240,19 @@ typedef struct report_options {
 } report_options;
 
 /* One entry of a suite: runs on a device and appends result rows (JSON objects) to `results`;
- * a failure status marks the device failed. params: the case's sizes. */
+ * a failure status marks the device failed. shape: the op fixture's shape text for this device. */
 typedef struct report_case {
     const char *id;     /* "gemm-square" */
     const char *op;
-    size_t params[6];
-    size_t simulator_params[6]; /* smaller sizes for simulated devices */
-    tsr_status (*run)(tsr_device *device, const struct report_case *c, const size_t *params,
+    const char *shape;            /* "2048x2048x2048": the op's fixture grammar, the rows' "shape" */
+    const char *simulator_shape;  /* smaller, for simulated devices */
+    /* NULL: the generic runner (the op's fixture, then its peers); tests pass their own */
+    tsr_status (*run)(tsr_device *device, const struct report_case *c, const char *shape,
                       const report_options *options, struct cJSON *results);
 } report_case;
 
-/* The standard suite (each case with its sizes for real and for simulated devices). */
+/* The standard suite: every op's report cases from the op table (each descriptor declares its
+ * cases with shapes for real and for simulated devices). */
 const report_case *report_standard_suite(size_t *n);
 /* Peaks, a budgeted tune where nothing is tuned, and the suite on every device of `devices`
  * (selectors, NULL: every device); *root receives the report tree (free with cJSON_Delete).

@@ -27,17 +27,6 @@ extern char **environ;
 #define REPORT_SCHEMA 1
 #define TOLERANCE 1e-5
 
-static uint64_t rng_next(uint64_t *s) { return *s = *s * 6364136223846793005ull + 1442695040888963407ull; }
-static float rng_float(uint64_t *s) { return (float)(rng_next(s) >> 40) / 8388608.0f - 1.0f; } /* [-1, 1) */
-
-static cl_mem buffer_from(tsr_device *dev, const float *host, size_t n, tsr_status *st) {
-    cl_int err;
-    cl_mem m = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), n * sizeof(float),
-                              (void *)host, &err);
-    if (err != CL_SUCCESS) *st = tsr_fail_cl(err, "clCreateBuffer(report)", __FILE__, __LINE__);
-    return m;
-}
-
 /* A result row: the bench row plus what the roofline needs (work and bytes that must move). */
 static tsr_status add_result(cJSON *results, const char *id, const char *op, const char *shape, const char *impl,
                              const bench_row *row, double flops, double bytes, double rel_err) {
@@ -67,298 +56,161 @@ static tsr_status check_error(const char *what, double rel_err, double tolerance
                     rel_err, tolerance);
 }
 
-/* ---- GEMM: C = A B, row-major, checked with probe vectors (bench_gemm_error) ---- */
+/* ---- the suite: every op's report cases, each run on the op's fixture ---- */
 
-typedef struct gemm_ctx {
-    tsr_device *dev;
+/* Something else that runs a fixture's problem on the same buffers, shown beside tessera's row:
+ * CLBlast where it has the op, and GELU's copy kernel (the bandwidth yardstick). */
+typedef struct report_peer {
+    const char *op, *impl;
+    bool library;    /* a peer library: only with peers on, and its failure is not tessera's */
+    bool counts_op;  /* its row counts the op's FLOPs (the copy kernel's does not) */
+    tsr_status (*run)(tsr_device *device, const char *shape, const cl_mem *buffers, cl_command_queue queue);
+    /* NULL: the op's own check against the reference; else its own (rel_err, tolerance) */
+    tsr_status (*check)(tsr_device *device, const cl_mem *buffers, double *rel_err, double *tolerance);
+} report_peer;
+
+#ifdef TSR_HAVE_CLBLAST
+static tsr_status clblast_gemm(tsr_device *dev, const char *shape, const cl_mem *b, cl_command_queue q) {
     size_t m, n, k;
-    cl_mem a, b, c;
-    bool clblast;
-} gemm_ctx;
-
-static tsr_status run_gemm_once(void *vctx) {
-    gemm_ctx *g = vctx;
-    cl_command_queue q = g->dev->queue;
-    if (g->clblast) {
-#ifdef TSR_HAVE_CLBLAST
-        CLBlastStatusCode cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, g->m, g->n,
-                                            g->k, 1.0f, g->a, 0, g->k, g->b, 0, g->n, 0.0f, g->c, 0, g->n, &q, NULL);
-        if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlastSgemm failed with status %d", (int)cs);
-#endif
-    } else {
-        tsr_status st = tsr_sgemm(g->dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, g->m, g->n, g->k, 1.0f, g->a, 0,
-                                  g->k, g->b, 0, g->n, 0.0f, g->c, 0, g->n, NULL, NULL);
-        if (st != TSR_SUCCESS) return st;
-    }
-    clFinish(q);
+    char extra;
+    (void)dev;
+    if (sscanf(shape, "%zux%zux%zu%c", &m, &n, &k, &extra) != 3)
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "no CLBlast peer for gemm shape '%s'", shape);
+    CLBlastStatusCode cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, n, k, 1.0f,
+                                        b[0], 0, k, b[1], 0, n, 0.0f, b[2], 0, n, &q, NULL);
+    if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlastSgemm failed with status %d", (int)cs);
     return TSR_SUCCESS;
 }
 
-static tsr_status case_gemm(tsr_device *dev, const report_case *c, const size_t *p, const report_options *opt,
-                            cJSON *results) {
-    gemm_ctx g = {.dev = dev, .m = p[0], .n = p[1], .k = p[2]};
-    size_t na = g.m * g.k, nb = g.k * g.n, nc = g.m * g.n;
-    float *a = malloc(na * 4), *b = malloc(nb * 4), *cc = malloc(nc * 4);
-    tsr_status st = TSR_SUCCESS;
-    if (!a || !b || !cc) {
-        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
-        goto out;
-    }
-    uint64_t seed = 42;
-    for (size_t i = 0; i < na; ++i) a[i] = rng_float(&seed);
-    for (size_t i = 0; i < nb; ++i) b[i] = rng_float(&seed);
-    g.a = buffer_from(dev, a, na, &st);
-    if (st == TSR_SUCCESS) g.b = buffer_from(dev, b, nb, &st);
-    if (st == TSR_SUCCESS) g.c = buffer_from(dev, NULL, nc, &st);
-    if (st != TSR_SUCCESS) goto out;
-    char shape[64];
-    snprintf(shape, sizeof shape, "%zux%zux%zu", g.m, g.n, g.k);
-    double flops = 2.0 * g.m * g.n * g.k, bytes = 4.0 * (na + nb + nc);
-    for (int peer = 0; peer < 2 && st == TSR_SUCCESS; ++peer) {
-#ifndef TSR_HAVE_CLBLAST
-        if (peer) break;
+static tsr_status clblast_conv(tsr_device *dev, const char *shape, const cl_mem *b, cl_command_queue q) {
+    size_t N, C, H, W, K, R, S, pad;
+    char extra;
+    (void)dev;
+    if (sscanf(shape, "%zux%zux%zux%zu k%zu %zux%zu p%zu%c", &N, &C, &H, &W, &K, &R, &S, &pad, &extra) != 8 || b[2])
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "no CLBlast peer for conv2d shape '%s'", shape);
+    CLBlastStatusCode cs = CLBlastSconvgemm(CLBlastKernelModeCrossCorrelation, C, H, W, R, S, pad, pad, 1, 1, 1, 1, K,
+                                            N, b[0], 0, b[1], 0, b[3], 0, &q, NULL);
+    if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlastSconvgemm failed with status %d", (int)cs);
+    return TSR_SUCCESS;
+}
 #endif
-        if (peer && !opt->peers) break;
-        g.clblast = peer;
-        bench_row row = {0};
-        if ((st = bench_time(run_gemm_once, &g, opt->budget_s, 3, 100, &row)) != TSR_SUCCESS) {
-            if (!peer) break;
-            st = TSR_SUCCESS; /* a peer that fails is not tessera's failure */
-            break;
-        }
-        if ((st = tsr_download(dev, g.c, cc, nc)) != TSR_SUCCESS) break;
-        double e = bench_gemm_error(1, g.m, g.n, g.k, a, b, cc);
-        if ((st = add_result(results, c->id, c->op, shape, peer ? "clblast" : "tessera", &row, flops, bytes, e)) !=
-            TSR_SUCCESS)
-            break;
-        if (!peer) st = check_error("gemm", e, TOLERANCE);
-    }
-out:
-    if (g.a) clReleaseMemObject(g.a);
-    if (g.b) clReleaseMemObject(g.b);
-    if (g.c) clReleaseMemObject(g.c);
-    free(a), free(b), free(cc);
-    return st;
+
+static size_t buffer_floats(cl_mem mem) {
+    size_t bytes = 0;
+    clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
+    return bytes / sizeof(float);
 }
 
-/* ---- GELU (tanh form) and the copy kernel of the same geometry ---- */
+static tsr_status copy_kernel(tsr_device *dev, const char *shape, const cl_mem *b, cl_command_queue q) {
+    (void)shape;
+    return tsr_gelu_copy(dev, b[0], 0, b[1], 0, buffer_floats(b[0]), q, NULL);
+}
 
-static tsr_status case_gelu(tsr_device *dev, const report_case *c, const size_t *p, const report_options *opt,
-                            cJSON *results) {
-    gelu_run g = {.dev = dev, .mode = TSR_GELU_TANH, .n = p[0]};
-    float *x = malloc(g.n * 4), *y = malloc(g.n * 4);
-    tsr_status st = TSR_SUCCESS;
-    if (!x || !y) {
-        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
-        goto out;
+/* The copy must return its input exactly: sampled elements, in GELU's metric. */
+static tsr_status copy_check(tsr_device *dev, const cl_mem *b, double *rel_err, double *tolerance) {
+    size_t n = buffer_floats(b[0]);
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    tsr_status st = x && y ? tsr_download(dev, b[0], x, n) : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (st == TSR_SUCCESS) st = tsr_download(dev, b[1], y, n);
+    double worst = 0;
+    for (size_t i = 0; st == TSR_SUCCESS && i < n; i += 1 + n / 4096) {
+        double e = fabs((double)y[i] - x[i]) / fmax(1.0, fabs((double)x[i]));
+        worst = isnan(e) ? INFINITY : fmax(worst, e);
     }
-    uint64_t seed = 7;
-    for (size_t i = 0; i < g.n; ++i) x[i] = 5.0f * rng_float(&seed);
-    g.x = buffer_from(dev, x, g.n, &st);
-    if (st == TSR_SUCCESS) g.y = buffer_from(dev, NULL, g.n, &st);
-    if (st != TSR_SUCCESS) goto out;
-    char shape[64];
-    snprintf(shape, sizeof shape, "%zu", g.n);
-    /* 8 elementary operations per element (the unfused baseline's kernels); 8 bytes must move */
-    double flops = 8.0 * g.n, bytes = 8.0 * g.n;
-    for (int copy = 0; copy < 2 && st == TSR_SUCCESS; ++copy) {
-        g.kind = copy ? GELU_RUN_COPY_KERNEL : GELU_RUN_FUSED;
-        bench_row row = {0};
-        if ((st = bench_time(bench_gelu_once, &g, opt->budget_s, 3, 200, &row)) != TSR_SUCCESS) break;
-        if ((st = tsr_download(dev, g.y, y, g.n)) != TSR_SUCCESS) break;
-        double worst = 0;
-        for (size_t i = 0; i < g.n; i += 1 + g.n / 4096) {
-            double ref = copy ? x[i] : tsr_gelu_reference(TSR_GELU_TANH, x[i]);
-            double e = fabs((double)y[i] - ref) / fmax(1.0, fabs((double)x[i]));
-            worst = isnan(e) ? INFINITY : fmax(worst, e);
-        }
-        if ((st = add_result(results, c->id, c->op, shape, copy ? "copy-kernel" : "tessera", &row, copy ? 0 : flops,
-                             bytes, worst)) != TSR_SUCCESS)
-            break;
-        st = check_error(copy ? "copy kernel" : "gelu", worst, copy ? 0.0 : 1e-6);
-    }
-out:
-    if (g.x) clReleaseMemObject(g.x);
-    if (g.y) clReleaseMemObject(g.y);
     free(x), free(y);
+    *rel_err = worst;
+    *tolerance = 0.0;
     return st;
 }
 
-/* ---- conv2d: one layer, p = {N, C, H(=W), K, R(=S), pad} ---- */
-
-typedef struct conv_ctx {
-    tsr_device *dev;
-    tsr_conv2d_desc d;
-    cl_mem x, w, y;
-    bool clblast;
-} conv_ctx;
-
-static tsr_status run_conv_once(void *vctx) {
-    conv_ctx *r = vctx;
-    cl_command_queue q = r->dev->queue;
-    if (r->clblast) {
+static const report_peer peers[] = {
 #ifdef TSR_HAVE_CLBLAST
-        const tsr_conv2d_desc *d = &r->d;
-        CLBlastStatusCode cs = CLBlastSconvgemm(CLBlastKernelModeCrossCorrelation, d->in_channels, d->in_height,
-                                                d->in_width, d->kernel_h, d->kernel_w, d->pad_h, d->pad_w, 1, 1, 1, 1,
-                                                d->out_channels, d->batch, r->x, 0, r->w, 0, r->y, 0, &q, NULL);
-        if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlastSconvgemm failed with status %d", (int)cs);
+    {"gemm", "clblast", true, true, clblast_gemm, NULL},
+    {"conv2d", "clblast", true, true, clblast_conv, NULL},
 #endif
-    } else {
-        tsr_status st = tsr_conv2d(r->dev, &r->d, r->x, r->w, NULL, r->y, NULL, NULL);
-        if (st != TSR_SUCCESS) return st;
-    }
-    clFinish(q);
-    return TSR_SUCCESS;
-}
-
-static tsr_status case_conv(tsr_device *dev, const report_case *c, const size_t *p, const report_options *opt,
-                            cJSON *results) {
-    conv_ctx r = {.dev = dev,
-                  .d = {.batch = p[0], .in_channels = p[1], .in_height = p[2], .in_width = p[2], .out_channels = p[3],
-                        .kernel_h = p[4], .kernel_w = p[4], .pad_h = p[5], .pad_w = p[5]}};
-    size_t P, Q;
-    tsr_status st = tsr_conv2d_output_size(&r.d, &P, &Q);
-    if (st != TSR_SUCCESS) return st;
-    size_t nx = p[0] * p[1] * p[2] * p[2], nw = p[3] * p[1] * p[4] * p[4], ny = p[0] * p[3] * P * Q;
-    float *x = malloc(nx * 4), *w = malloc(nw * 4), *y = malloc(ny * 4);
-    double *ref = malloc(ny * sizeof *ref);
-    if (!x || !w || !y || !ref) {
-        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
-        goto out;
-    }
-    uint64_t seed = 11;
-    for (size_t i = 0; i < nx; ++i) x[i] = rng_float(&seed);
-    for (size_t i = 0; i < nw; ++i) w[i] = rng_float(&seed);
-    tsr_conv2d_reference(&r.d, x, w, NULL, ref);
-    r.x = buffer_from(dev, x, nx, &st);
-    if (st == TSR_SUCCESS) r.w = buffer_from(dev, w, nw, &st);
-    if (st == TSR_SUCCESS) r.y = buffer_from(dev, NULL, ny, &st);
-    if (st != TSR_SUCCESS) goto out;
-    char shape[64];
-    snprintf(shape, sizeof shape, "%zux%zux%zux%zu k%zu %zux%zu p%zu", p[0], p[1], p[2], p[2], p[3], p[4], p[4], p[5]);
-    double flops = tsr_conv2d_flops(&r.d), bytes = 4.0 * (nx + nw + ny);
-    for (int peer = 0; peer < 2 && st == TSR_SUCCESS; ++peer) {
-#ifndef TSR_HAVE_CLBLAST
-        if (peer) break;
-#endif
-        if (peer && !opt->peers) break;
-        r.clblast = peer;
-        bench_row row = {0};
-        if ((st = bench_time(run_conv_once, &r, opt->budget_s, 3, 100, &row)) != TSR_SUCCESS) {
-            if (peer) st = TSR_SUCCESS;
-            break;
-        }
-        if ((st = tsr_download(dev, r.y, y, ny)) != TSR_SUCCESS) break;
-        double num = 0, den = 0;
-        for (size_t i = 0; i < ny; ++i) num += (y[i] - ref[i]) * (y[i] - ref[i]), den += ref[i] * ref[i];
-        double e = isnan(num) ? INFINITY : sqrt(num / den);
-        char impl[32] = "clblast";
-        if (!peer) {
-            tsr_conv_algo algo;
-            tsr_config_info info;
-            static const char *const names[] = {"auto", "im2col", "implicit", "direct"};
-            snprintf(impl, sizeof impl, "tessera");
-            if (tsr_conv2d_plan(dev, &r.d, &algo, &info) == TSR_SUCCESS)
-                snprintf(impl, sizeof impl, "tessera(%s)", names[algo]);
-        }
-        if ((st = add_result(results, c->id, c->op, shape, impl, &row, flops, bytes, e)) != TSR_SUCCESS) break;
-        if (!peer) st = check_error("conv2d", e, TOLERANCE);
-    }
-out:
-    if (r.x) clReleaseMemObject(r.x);
-    if (r.w) clReleaseMemObject(r.w);
-    if (r.y) clReleaseMemObject(r.y);
-    free(x), free(w), free(y), free(ref);
-    return st;
-}
-
-/* ---- attention: p = {B, H, L, D}, blocked, checked on sampled rows ---- */
-
-typedef struct att_ctx {
-    tsr_device *dev;
-    tsr_attention_desc d;
-    cl_mem q, k, v, o;
-} att_ctx;
-
-static tsr_status run_attention_once(void *vctx) {
-    att_ctx *a = vctx;
-    tsr_status st = tsr_attention(a->dev, &a->d, a->q, a->k, a->v, a->o, NULL, NULL);
-    if (st == TSR_SUCCESS) clFinish(a->dev->queue);
-    return st;
-}
-
-static tsr_status case_attention(tsr_device *dev, const report_case *c, const size_t *p, const report_options *opt,
-                                 cJSON *results) {
-    att_ctx a = {.dev = dev, .d = {.batch = p[0], .heads = p[1], .q_len = p[2], .kv_len = p[2], .head_dim = p[3]}};
-    size_t B = p[0], H = p[1], L = p[2], D = p[3], n = B * H * L * D;
-    float *q = malloc(n * 4), *k = malloc(n * 4), *v = malloc(n * 4), *o = malloc(n * 4);
-    double *s = malloc(L * sizeof *s);
-    tsr_status st = TSR_SUCCESS;
-    if (!q || !k || !v || !o || !s) {
-        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
-        goto out;
-    }
-    uint64_t seed = 13;
-    for (size_t i = 0; i < n; ++i) q[i] = rng_float(&seed), k[i] = rng_float(&seed), v[i] = rng_float(&seed);
-    a.q = buffer_from(dev, q, n, &st);
-    if (st == TSR_SUCCESS) a.k = buffer_from(dev, k, n, &st);
-    if (st == TSR_SUCCESS) a.v = buffer_from(dev, v, n, &st);
-    if (st == TSR_SUCCESS) a.o = buffer_from(dev, NULL, n, &st);
-    if (st != TSR_SUCCESS) goto out;
-    bench_row row = {0};
-    if ((st = bench_time(run_attention_once, &a, opt->budget_s, 3, 100, &row)) != TSR_SUCCESS) goto out;
-    if ((st = tsr_download(dev, a.o, o, n)) != TSR_SUCCESS) goto out;
-    /* Rows 0, L/2 and L-1 of every head against the double-precision definition. */
-    double num = 0, den = 0, scale = 1.0 / sqrt((double)D);
-    for (size_t bh = 0; bh < B * H; ++bh)
-        for (int which = 0; which < 3; ++which) {
-            size_t i = which == 0 ? 0 : which == 1 ? L / 2 : L - 1;
-            const float *qi = q + (bh * L + i) * D;
-            double m = -INFINITY, sum = 0;
-            for (size_t j = 0; j < L; ++j) {
-                double dot = 0;
-                for (size_t d = 0; d < D; ++d) dot += (double)qi[d] * k[(bh * L + j) * D + d];
-                s[j] = dot * scale;
-                m = fmax(m, s[j]);
-            }
-            for (size_t j = 0; j < L; ++j) sum += (s[j] = exp(s[j] - m));
-            for (size_t d = 0; d < D; ++d) {
-                double ref = 0;
-                for (size_t j = 0; j < L; ++j) ref += s[j] * v[(bh * L + j) * D + d];
-                ref /= sum;
-                double got = o[(bh * L + i) * D + d];
-                num += (got - ref) * (got - ref);
-                den += ref * ref;
-            }
-        }
-    double e = isnan(num) ? INFINITY : sqrt(num / den);
-    char shape[64];
-    snprintf(shape, sizeof shape, "B%zu H%zu L%zu D%zu", B, H, L, D);
-    double flops = 4.0 * B * H * L * L * D, bytes = 4.0 * 4 * n;
-    if ((st = add_result(results, c->id, c->op, shape, "tessera", &row, flops, bytes, e)) == TSR_SUCCESS)
-        st = check_error("attention", e, TOLERANCE);
-out:
-    if (a.q) clReleaseMemObject(a.q);
-    if (a.k) clReleaseMemObject(a.k);
-    if (a.v) clReleaseMemObject(a.v);
-    if (a.o) clReleaseMemObject(a.o);
-    free(q), free(k), free(v), free(o), free(s);
-    return st;
-}
-
-/* The standard suite: GEMM square and BERT, GELU 16M, ResNet-50's 3x3 at 28x28, attention
- * L = 2048 D = 64; simulated devices run small sizes of the same ops. */
-static const report_case standard_suite[] = {
-    {"gemm-square", "gemm", {2048, 2048, 2048}, {64, 64, 64}, case_gemm},
-    {"gemm-bert", "gemm", {512, 3072, 768}, {32, 96, 48}, case_gemm},
-    {"gelu-16M", "gelu", {16u << 20}, {1u << 16}, case_gelu},
-    {"conv-resnet50-3x3", "conv2d", {1, 128, 28, 128, 3, 1}, {1, 8, 10, 8, 3, 1}, case_conv},
-    {"attention-2048", "attention", {1, 8, 2048, 64}, {1, 1, 64, 16}, case_attention},
+    {"gelu", "copy-kernel", false, false, copy_kernel, copy_check},
 };
 
+typedef struct fixture_timing {
+    tsr_device *dev;
+    const tsr_op *op;
+    void *fixture;
+    const report_peer *peer; /* NULL: tessera */
+    const char *shape;
+    cl_mem buffers[8];
+} fixture_timing;
+
+static tsr_status run_fixture_once(void *vctx) {
+    fixture_timing *f = vctx;
+    cl_command_queue q = tsr_device_queue(f->dev);
+    tsr_status st = f->peer ? f->peer->run(f->dev, f->shape, f->buffers, q)
+                            : f->op->fixture_run(f->dev, f->fixture, NULL, q, NULL, NULL);
+    if (st == TSR_SUCCESS) clFinish(q);
+    return st;
+}
+
+/* One row: tessera's (peer NULL) or a peer's, timed, checked, appended; a tessera result or a
+ * yardstick beyond its tolerance fails the case. */
+static tsr_status measure_row(fixture_timing *f, const report_case *c, const char *shape, const report_options *opt,
+                              cJSON *results) {
+    const tsr_op *op = f->op;
+    bench_row row = {0};
+    /* memory-bound ops run short: more repetitions fit the budget */
+    int max_runs = op->rate_unit && strcmp(op->rate_unit, "GB/s") == 0 ? 200 : 100;
+    tsr_status st = bench_time(run_fixture_once, f, opt->budget_s, 3, max_runs, &row);
+    if (st != TSR_SUCCESS) return st;
+    double e = INFINITY, tolerance = op->tolerance, flops = 0, bytes = 0;
+    if (f->peer && f->peer->check) st = f->peer->check(f->dev, f->buffers, &e, &tolerance);
+    else st = op->fixture_check(f->dev, f->fixture, &e);
+    if (st != TSR_SUCCESS) return st;
+    op->fixture_work(f->fixture, &flops, &bytes);
+    char impl[64] = "tessera";
+    if (f->peer) snprintf(impl, sizeof impl, "%s", f->peer->impl);
+    else if (op->fixture_impl) op->fixture_impl(f->dev, f->fixture, impl, sizeof impl);
+    if ((st = add_result(results, c->id, c->op, shape, impl, &row, !f->peer || f->peer->counts_op ? flops : 0, bytes,
+                         e)) != TSR_SUCCESS)
+        return st;
+    if (f->peer && f->peer->library) return TSR_SUCCESS;
+    return check_error(f->peer ? f->peer->impl : op->name, e, tolerance);
+}
+
+/* The generic case: the op's fixture at `shape` (fixed inputs), tessera's row, then its peers. */
+static tsr_status run_case(tsr_device *dev, const report_case *c, const char *shape, const report_options *opt,
+                           cJSON *results) {
+    const tsr_op *op = tsr_find_op(c->op);
+    if (!op || !op->fixture_setup) return tsr_fail(TSR_ERR_INVALID_ARG, "report case %s: op '%s' has no fixture", c->id, c->op);
+    fixture_timing f = {.dev = dev, .op = op, .shape = shape};
+    tsr_status st = op->fixture_setup(dev, shape, 42, &f.fixture);
+    if (st != TSR_SUCCESS) return st;
+    if (op->fixture_buffers) op->fixture_buffers(f.fixture, f.buffers, (int)(sizeof f.buffers / sizeof f.buffers[0]));
+    st = measure_row(&f, c, shape, opt, results);
+    for (size_t i = 0; st == TSR_SUCCESS && i < sizeof peers / sizeof peers[0]; ++i) {
+        if (strcmp(peers[i].op, op->name) != 0 || (peers[i].library && !opt->peers)) continue;
+        f.peer = &peers[i];
+        st = measure_row(&f, c, shape, opt, results);
+        if (st != TSR_SUCCESS && peers[i].library) st = TSR_SUCCESS; /* a peer that fails is not tessera's failure */
+    }
+    op->fixture_free(f.fixture);
+    return st;
+}
+
+/* The standard suite: every op's report cases in table order (GEMM square and BERT, GELU 16M,
+ * ResNet-50's 3x3 at 28x28, attention L = 2048 D = 64); simulated devices run their small shapes. */
+#define SUITE_MAX 64
+static report_case standard_suite[SUITE_MAX];
+static size_t standard_count;
+static pthread_once_t standard_once = PTHREAD_ONCE_INIT;
+
+static void build_standard_suite(void) {
+    for (const tsr_op *const *op = tsr_ops; *op; ++op)
+        for (const tsr_report_shape *r = (*op)->report_shapes; r && r->id && standard_count < SUITE_MAX; ++r)
+            standard_suite[standard_count++] =
+                (report_case){r->id, (*op)->name, r->shape, r->simulator_shape, run_case};
+}
+
 const report_case *report_standard_suite(size_t *n) {
-    *n = sizeof standard_suite / sizeof standard_suite[0];
+    pthread_once(&standard_once, build_standard_suite);
+    *n = standard_count;
     return standard_suite;
 }
 
@@ -422,14 +274,16 @@ static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *
     cJSON_AddItemToObject(entry, "peaks", peak_to_json(&pr));
     maybe_tune(dev, opt, sim, entry);
     cJSON *results = cJSON_AddArrayToObject(entry, "results");
-    const report_case *suite = opt->suite ? opt->suite : standard_suite;
-    size_t n = opt->suite ? opt->nsuite : sizeof standard_suite / sizeof standard_suite[0];
+    size_t n = opt->nsuite;
+    const report_case *suite = opt->suite ? opt->suite : report_standard_suite(&n);
     report_options local = *opt;
     if (sim) local.peers = false, local.budget_s = 0.0; /* three runs each: simulated time says nothing */
     for (size_t i = 0; i < n; ++i) {
         if (!opt->quiet) fprintf(stderr, "report:   %s\n", suite[i].id);
         tsr_clear_diagnostics();
-        st = suite[i].run(dev, &suite[i], sim ? suite[i].simulator_params : suite[i].params, &local, results);
+        tsr_status (*run)(tsr_device *, const report_case *, const char *, const report_options *, cJSON *) =
+            suite[i].run ? suite[i].run : run_case;
+        st = run(dev, &suite[i], sim ? suite[i].simulator_shape : suite[i].shape, &local, results);
         if (st != TSR_SUCCESS) {
             fail_device(entry, suite[i].id, st); /* the rest of this device's suite is skipped */
             break;

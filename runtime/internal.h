@@ -305,7 +305,44 @@ typedef struct tsr_op {
     const char *(*tuning_space)(const tsr_device *device);
     /* Optional: unit of the tuner's rates; NULL means "GFLOP/s", memory-bound ops say "GB/s". */
     const char *rate_unit;
+
+    /* ---- the fixture: one problem of the op with fresh inputs, device buffers and a double-
+     * precision reference, shared by the tuning hooks, the demo and the report (optional: an op
+     * without one has no report cases; its tuning hooks are then its own). ---- */
+    /* A problem given by its shape text (the op's grammar, e.g. "1024x1024x1024"), inputs drawn
+     * from `seed`, the output poisoned with NaN so a run must write all of it. */
+    tsr_status (*fixture_setup)(tsr_device *device, const char *shape, uint64_t seed, void **fixture);
+    /* Enqueue one run on `queue`: with `config` (the tuner) or, NULL, the configuration a caller of
+     * the public API gets. first/last: NULL, or as tuning_run (retained events). */
+    tsr_status (*fixture_run)(tsr_device *device, void *fixture, const tsr_config *config, cl_command_queue queue,
+                              cl_event *first, cl_event *last);
+    /* Relative error of the last run's output against the reference (the op's metric); the output
+     * is poisoned again afterwards, so the next run cannot pass on this one's values. */
+    tsr_status (*fixture_check)(tsr_device *device, void *fixture, double *rel_err);
+    /* Work of one run: FLOPs and the bytes that must move (the roofline's intensity). */
+    void (*fixture_work)(const void *fixture, double *flops, double *bytes);
+    /* The tuner's description of the problem ("1024x1024x1024"). */
+    void (*fixture_describe)(const void *fixture, char *out, size_t size);
+    /* Optional: the report's implementation label ("tessera(im2col)"); NULL: "tessera". */
+    void (*fixture_impl)(tsr_device *device, const void *fixture, char *out, size_t size);
+    /* The device buffers in the order of the op's public call (a, b, c; x, w, bias, y ...; a NULL
+     * where the problem has none), so a peer library can run the same problem. Returns the count. */
+    int (*fixture_buffers)(const void *fixture, cl_mem *buffers, int max);
+    void (*fixture_free)(void *fixture);
+    /* Largest rel_err a correct result has (the demo's and the report's check). */
+    double tolerance;
+    /* The shape each class is tuned on, in the order of `classes`. */
+    const char *const *class_shapes;
+    /* The report's cases of this op, ended by an entry with a NULL id. */
+    const struct tsr_report_shape *report_shapes;
 } tsr_op;
+
+/* One case of the report's standard suite, declared by its op. */
+typedef struct tsr_report_shape {
+    const char *id;              /* "gemm-square" */
+    const char *shape;           /* the fixture's shape text, also the report rows' "shape" */
+    const char *simulator_shape; /* smaller, for simulated devices */
+} tsr_report_shape;
 
 extern const tsr_op *const tsr_ops[]; /* NULL-terminated (ops/registry.c) */
 extern const tsr_op tsr_op_gemm;
@@ -379,6 +416,52 @@ bool tsr_op_is_normal(const tsr_op *op, const tsr_config *config);
  * between implementations never depends on a search walking there. Returns how many of at most
  * `max` it wrote. */
 int tsr_op_seeds(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *seeds, int max);
+
+/* ---- host references (reference.c): one copy of each, for fixtures, tests and benchmarks ---- */
+
+/* The seeded generator of every input tessera makes (a 64-bit LCG): next state, a float in [lo, hi). */
+uint64_t tsr_random_next(uint64_t *state);
+float tsr_random_float(uint64_t *state, float lo, float hi);
+void tsr_random_fill(float *x, size_t n, uint64_t *state, float lo, float hi);
+/* A seed that differs per call and per run (tuning draws fresh inputs every time). */
+uint64_t tsr_random_fresh_seed(void);
+/* The relative error sqrt(sum (got - ref)^2 / sum ref^2), accumulated element by element; a NaN
+ * anywhere (an unwritten, poisoned element) makes it infinite. */
+typedef struct tsr_error_sum {
+    double num, den;
+} tsr_error_sum;
+void tsr_error_add(tsr_error_sum *sum, double got, double ref);
+double tsr_error_value(const tsr_error_sum *sum);
+double tsr_rel_error(const float *got, const double *ref, size_t n);
+/* C = A B in double for `batch` contiguous row-major matrices (A m x k, B k x n, C m x n). */
+void tsr_gemm_reference(size_t batch, size_t m, size_t n, size_t k, const float *a, const float *b, double *c);
+/* The O(n^2) check of large GEMMs: A (B t) for `nprobes` probe vectors t (n values each), into
+ * out[(batch entry * nprobes + probe) * m + row]; and the relative error of C t against it. */
+tsr_status tsr_gemm_probe_reference(size_t batch, size_t m, size_t n, size_t k, const float *a, const float *b,
+                                    const double *probes, int nprobes, double *out);
+double tsr_gemm_probe_error(size_t batch, size_t m, size_t n, const float *c, const double *probes, int nprobes,
+                            const double *reference);
+/* GELU's metric: max |y - ref| / max(1, |x|) (a NaN where the reference is not NaN: infinite). */
+double tsr_gelu_max_error(int mode, const float *x, const float *y, size_t n);
+/* One query row of softmax(q K^T scale) V in double: k and v are the head's kv_len x head_dim
+ * rows; scores holds kv_len values of scratch; out receives head_dim values. */
+void tsr_attention_reference_row(const float *q_row, const float *k, const float *v, size_t kv_len, size_t head_dim,
+                                 double scale, double *scores, double *out);
+
+/* ---- fixtures (fixture.c): the generic parts of the op fixtures ---- */
+
+/* tuning_setup on the fixture: the class's shape with fresh inputs; `label` names the op in the
+ * message for an unknown class. */
+tsr_status tsr_fixture_tuning_setup(tsr_device *device, const tsr_op *op, const char *problem_class, const char *label,
+                                    void **fixture);
+/* The demo's measurement: `runs` runs as a caller of the public API gets them, the best device
+ * time (first to last event) in *best_ms, then the check. */
+tsr_status tsr_fixture_measure(tsr_device *device, const tsr_op *op, void *fixture, int runs, double *best_ms,
+                               double *rel_err);
+/* The tuner's rate work of a fixture: bytes for ops whose rate_unit is "GB/s", else FLOPs. */
+double tsr_fixture_rate_work(const tsr_op *op, const void *fixture);
+/* Fill `host` (count floats) with NaN and upload it to `mem`: an output a run must overwrite. */
+tsr_status tsr_fixture_poison(tsr_device *device, cl_mem mem, float *host, size_t count);
 
 /* ---- the resolver: which configuration a launch uses (config.c) ---- */
 

@@ -18,17 +18,10 @@ void th_seed(void) {
     rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
 }
 
-uint32_t th_rand(void) {
-    /* xorshift64*: fast, good enough for test data */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 2685821657736338717ull) >> 32);
-}
+/* The runtime's seeded generator (reference.c), so tests and fixtures draw inputs one way. */
+uint32_t th_rand(void) { return (uint32_t)(tsr_random_next(&rng_state) >> 32); }
 
-void th_fill_uniform(float *x, size_t n, float lo, float hi) {
-    for (size_t i = 0; i < n; ++i) x[i] = lo + (hi - lo) * (float)(th_rand() >> 8) / 16777216.0f;
-}
+void th_fill_uniform(float *x, size_t n, float lo, float hi) { tsr_random_fill(x, n, &rng_state, lo, hi); }
 
 void th_poison(float *x, size_t n) {
     for (size_t i = 0; i < n; ++i) x[i] = NAN;
@@ -116,16 +109,13 @@ void th_ref_sgemm(int row_major, int ta, int tb, size_t m, size_t n, size_t k, d
 }
 
 double th_rel_error_matrix(int row_major, size_t m, size_t n, const float *got, const double *ref, size_t ld) {
-    double num = 0, den = 0;
+    tsr_error_sum sum = {0, 0};
     for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) {
             size_t idx = row_major ? i * ld + j : j * ld + i;
-            double d = (double)got[idx] - ref[idx];
-            num += d * d;
-            den += ref[idx] * ref[idx];
+            tsr_error_add(&sum, got[idx], ref[idx]);
         }
-    if (isnan(num)) return INFINITY;
-    return den > 0 ? sqrt(num / den) : sqrt(num);
+    return tsr_error_value(&sum);
 }
 
 double th_ref_activation(int act, double x) {

@@ -150,14 +150,7 @@ static const char *case_name(const conv_case *c, char *buf, size_t size) {
 }
 
 static double rel_error_full(const conv_data *d, const double *ref, size_t off) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < d->ny; ++i) {
-        double e = (double)d->y[off + i] - ref[i];
-        num += e * e;
-        den += ref[i] * ref[i];
-    }
-    if (isnan(num)) return INFINITY;
-    return den > 0 ? sqrt(num / den) : sqrt(num);
+    return tsr_rel_error(d->y + off, ref, d->ny);
 }
 
 static const tsr_conv_algo all_algos[] = {TSR_CONV_AUTO, TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT};

@@ -25,7 +25,7 @@ static const report_case *standard_small(size_t *n) {
     for (size_t i = 0; i < count; ++i) {
         suite[i] = std[i];
         suite[i].id = ids[i];
-        memcpy(suite[i].params, std[i].simulator_params, sizeof suite[i].params);
+        suite[i].shape = std[i].simulator_shape;
     }
     *n = count;
     return suite;
@@ -70,9 +70,9 @@ static void assert_xml(const char *path) {
     if (rc != 0) fail_msg("%s is not well-formed SVG (python3 exit %d)", path, rc);
 }
 
-static tsr_status injected_failure(tsr_device *dev, const report_case *c, const size_t *p, const report_options *opt,
-                                   cJSON *results) {
-    (void)c, (void)p, (void)opt, (void)results;
+static tsr_status injected_failure(tsr_device *dev, const report_case *c, const char *shape,
+                                   const report_options *opt, cJSON *results) {
+    (void)c, (void)shape, (void)opt, (void)results;
     if (tsr_contains_nocase(tsr_device_get_info(dev)->platform_name, "oclgrind"))
         return tsr_fail(TSR_ERR_UNSUPPORTED, "failure injected by the test on the simulator");
     return TSR_SUCCESS;
@@ -330,7 +330,7 @@ static void failing_device(void **state) {
     th_tempdir(dir, sizeof dir);
     size_t n = 0;
     const report_case *std = standard_small(&n);
-    report_case suite[3] = {std[0], {"injected", "gemm", {0}, {0}, injected_failure}, std[1]};
+    report_case suite[3] = {std[0], {"injected", "gemm", "", "", injected_failure}, std[1]};
     report_options o = quick_options(dir, suite, 3);
     cJSON *root = NULL;
     TH_ASSERT_OK(report_run(NULL, 0, &o, &root)); /* every device */

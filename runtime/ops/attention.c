@@ -490,153 +490,165 @@ tsr_status tsr_attention_unfused(tsr_device *dev, const tsr_attention_desc *desc
     return status;
 }
 
-/* ---- tuning: B=1, H=4, D=64 on fresh inputs, checked against a double reference ---- */
+/* ---- the fixture: "B1 H4 L1024 D64" (q_len = kv_len = L), checked against a double reference ---- */
 
-typedef struct attention_tuning {
+typedef struct attention_fixture {
+    tsr_attention_desc d;
     attention_problem p;
     cl_mem q, k, v, o;
-    float *hq, *hk, *hv, *ho;
-    double *ref;
-} attention_tuning;
+    float *ho;
+    size_t nrows;    /* query rows checked per head: every row, or 0, L/2 and L-1 beyond the limit */
+    double *ref;     /* [B*H][nrows][D] */
+} attention_fixture;
 
-static void attention_tuning_free(void *ctx) {
-    attention_tuning *t = ctx;
+/* Above this many multiply-adds per product the check samples three rows of every head. */
+#define FIXTURE_EXACT_LIMIT (1u << 29)
+
+static const char *const attention_class_shapes[] = {"B1 H4 L1024 D64", "B1 H4 L128 D64"};
+static const tsr_report_shape attention_report_shapes[] = {
+    {"attention-2048", "B1 H8 L2048 D64", "B1 H1 L64 D16"},
+    {NULL, NULL, NULL},
+};
+
+static size_t checked_row(const attention_fixture *t, size_t i) {
+    if (t->nrows == t->p.Lq) return i;
+    return i == 0 ? 0 : i == 1 ? t->p.Lq / 2 : t->p.Lq - 1;
+}
+
+static void attention_fixture_free(void *ctx) {
+    attention_fixture *t = ctx;
     if (!t) return;
     cl_mem mems[4] = {t->q, t->k, t->v, t->o};
     for (int i = 0; i < 4; ++i)
         if (mems[i]) clReleaseMemObject(mems[i]);
-    free(t->hq), free(t->hk), free(t->hv), free(t->ho), free(t->ref);
+    free(t->ho), free(t->ref);
     free(t);
 }
 
-static tsr_status attention_tuning_setup(tsr_device *dev, const char *cls, void **out) {
-    if (tsr_op_class_index(&tsr_op_attention, cls) < 0)
-        return tsr_fail(TSR_ERR_INVALID_ARG, "no attention class '%s'", cls);
-    attention_tuning *t = calloc(1, sizeof *t);
+static tsr_status attention_fixture_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
+    size_t B, H, L, D;
+    char extra;
+    if (sscanf(shape, "B%zu H%zu L%zu D%zu%c", &B, &H, &L, &D, &extra) != 4)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "attention: shape '%s' is not 'B1 H4 L1024 D64'", shape);
+    attention_fixture *t = calloc(1, sizeof *t);
     if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-    attention_problem *p = &t->p;
-    p->B = 1, p->H = 4, p->D = 64;
-    p->Lq = p->Lk = strcmp(cls, "short") == 0 ? 128 : 1024;
-    p->scale = 0.125f;
-    for (int i = 0; i < 4; ++i) {
-        size_t L = i == 1 || i == 2 ? p->Lk : p->Lq;
-        p->stride[i][2] = p->D, p->stride[i][1] = L * p->D, p->stride[i][0] = p->H * L * p->D;
-    }
-    size_t n = p->H * p->Lq * p->D;
-    t->hq = malloc(n * 4), t->hk = malloc(n * 4), t->hv = malloc(n * 4), t->ho = malloc(n * 4);
-    t->ref = malloc(n * sizeof(double));
+    t->d = (tsr_attention_desc){.batch = B, .heads = H, .q_len = L, .kv_len = L, .head_dim = D};
     tsr_status status = TSR_SUCCESS;
+    float *hq = NULL, *hk = NULL, *hv = NULL;
+    double *s = NULL;
+    size_t n;
+    if ((status = tsr_size_mad("attention fixture", B * H, L * D, 0, &n)) != TSR_SUCCESS) goto out;
+    t->nrows = (double)B * H * L * L * D <= FIXTURE_EXACT_LIMIT ? L : (L < 3 ? L : 3);
+    hq = malloc(n * 4), hk = malloc(n * 4), hv = malloc(n * 4), t->ho = malloc(n * 4);
+    t->ref = malloc(B * H * t->nrows * D * sizeof(double));
+    s = malloc(L * sizeof *s);
+    if (!hq || !hk || !hv || !t->ho || !t->ref || !s) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
+    tsr_random_fill(hq, n, &seed, -1.0f, 1.0f);
+    tsr_random_fill(hk, n, &seed, -1.0f, 1.0f);
+    tsr_random_fill(hv, n, &seed, -1.0f, 1.0f);
+    for (size_t i = 0; i < n; ++i) t->ho[i] = NAN; /* poisoned: a run must write every element */
     cl_int err = CL_SUCCESS;
-    if (!t->hq || !t->hk || !t->hv || !t->ho || !t->ref) {
-        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
-    }
-    uint64_t seed = (uint64_t)time(NULL) ^ 0xA0761D6478BD642Full;
-    float *fill[3] = {t->hq, t->hk, t->hv};
-    for (int a = 0; a < 3; ++a)
-        for (size_t i = 0; i < n; ++i)
-            fill[a][i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
-    double *s = malloc(p->Lk * sizeof *s);
-    if (!s) {
-        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
-    }
-    for (size_t h = 0; h < p->H; ++h)
-        for (size_t i = 0; i < p->Lq; ++i) {
-            const float *qi = t->hq + (h * p->Lq + i) * p->D;
-            double m = -INFINITY, sum = 0;
-            for (size_t j = 0; j < p->Lk; ++j) {
-                const float *kj = t->hk + (h * p->Lk + j) * p->D;
-                double dot = 0;
-                for (size_t d = 0; d < p->D; ++d) dot += (double)qi[d] * kj[d];
-                s[j] = dot * p->scale;
-                m = fmax(m, s[j]);
-            }
-            for (size_t j = 0; j < p->Lk; ++j) sum += (s[j] = exp(s[j] - m));
-            for (size_t d = 0; d < p->D; ++d) {
-                double acc = 0;
-                for (size_t j = 0; j < p->Lk; ++j) acc += s[j] * t->hv[(h * p->Lk + j) * p->D + d];
-                t->ref[(h * p->Lq + i) * p->D + d] = acc / sum;
-            }
-        }
-    free(s);
-    for (size_t i = 0; i < n; ++i) t->ho[i] = NAN;
-    t->q = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, t->hq, &err);
-    if (err == CL_SUCCESS) t->k = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, t->hk, &err);
-    if (err == CL_SUCCESS) t->v = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, t->hv, &err);
+    t->q = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, hq, &err);
+    if (err == CL_SUCCESS) t->k = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, hk, &err);
+    if (err == CL_SUCCESS) t->v = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, hv, &err);
     if (err == CL_SUCCESS) t->o = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * 4, t->ho, &err);
     TSR_CL_CHECK(err, out);
+    if ((status = attention_validate(dev, &t->d, t->q, t->k, t->v, t->o, &t->p)) != TSR_SUCCESS) goto out;
+    for (size_t bh = 0; bh < B * H; ++bh)
+        for (size_t r = 0; r < t->nrows; ++r)
+            tsr_attention_reference_row(hq + (bh * L + checked_row(t, r)) * D, hk + bh * L * D, hv + bh * L * D, L, D,
+                                        t->p.scale, s, t->ref + (bh * t->nrows + r) * D);
 out:
+    free(hq), free(hk), free(hv), free(s);
     if (status != TSR_SUCCESS) {
-        attention_tuning_free(t);
+        attention_fixture_free(t);
         return status;
     }
     *out = t;
     return TSR_SUCCESS;
 }
 
-static tsr_status attention_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first,
-                                       cl_event *last) {
-    attention_tuning *t = ctx;
-    tsr_status st = attention_launch(dev, &t->p, cfg, t->q, t->k, t->v, t->o, dev->queue, last);
-    if (st == TSR_SUCCESS) {
-        *first = *last;
-        clRetainEvent(*first);
-    }
-    return st;
+static tsr_status attention_fixture_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_command_queue queue,
+                                        cl_event *first, cl_event *last) {
+    attention_fixture *t = ctx;
+    cl_event done = NULL;
+    tsr_status st = cfg ? attention_launch(dev, &t->p, cfg, t->q, t->k, t->v, t->o, queue, first || last ? &done : NULL)
+                        : tsr_attention(dev, &t->d, t->q, t->k, t->v, t->o, queue, first || last ? &done : NULL);
+    if (st != TSR_SUCCESS) return st;
+    /* one kernel: the first event is the last */
+    if (first) *first = done, clRetainEvent(done);
+    if (last) *last = done;
+    else if (done) clReleaseEvent(done);
+    return TSR_SUCCESS;
 }
 
-static tsr_status attention_tuning_check(tsr_device *dev, void *ctx, double *rel_err) {
-    attention_tuning *t = ctx;
-    size_t n = t->p.H * t->p.Lq * t->p.D;
+static tsr_status attention_fixture_check(tsr_device *dev, void *ctx, double *rel_err) {
+    attention_fixture *t = ctx;
+    const attention_problem *p = &t->p;
+    size_t n = p->B * p->H * p->Lq * p->D;
     tsr_status st = tsr_download(dev, t->o, t->ho, n);
     if (st != TSR_SUCCESS) return st;
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; ++i) {
-        double d = t->ho[i] - t->ref[i];
-        num += d * d;
-        den += t->ref[i] * t->ref[i];
-    }
-    *rel_err = isnan(num) ? INFINITY : sqrt(num / den);
-    for (size_t i = 0; i < n; ++i) t->ho[i] = NAN;
-    return tsr_upload(dev, t->o, t->ho, n);
+    tsr_error_sum sum = {0, 0};
+    for (size_t bh = 0; bh < p->B * p->H; ++bh)
+        for (size_t r = 0; r < t->nrows; ++r) {
+            const float *got = t->ho + (bh * p->Lq + checked_row(t, r)) * p->D;
+            const double *ref = t->ref + (bh * t->nrows + r) * p->D;
+            for (size_t d = 0; d < p->D; ++d) tsr_error_add(&sum, got[d], ref[d]);
+        }
+    *rel_err = tsr_error_value(&sum);
+    return tsr_fixture_poison(dev, t->o, t->ho, n); /* the next run cannot pass on this one's output */
 }
 
-static double attention_tuning_flops(const void *ctx) {
-    const attention_problem *p = &((const attention_tuning *)ctx)->p;
-    return 4.0 * p->B * p->H * p->Lq * p->Lk * p->D;
+static void attention_fixture_work(const void *ctx, double *flops, double *bytes) {
+    const attention_problem *p = &((const attention_fixture *)ctx)->p;
+    *flops = 4.0 * p->B * p->H * p->Lq * p->Lk * p->D;
+    *bytes = 4.0 * 4 * p->B * p->H * p->Lq * p->D; /* q, k, v and o (q_len = kv_len) */
 }
 
-static void attention_tuning_describe(const void *ctx, char *out, size_t size) {
-    const attention_problem *p = &((const attention_tuning *)ctx)->p;
+static void attention_fixture_describe(const void *ctx, char *out, size_t size) {
+    const attention_problem *p = &((const attention_fixture *)ctx)->p;
     snprintf(out, size, "%zux%zux%zux%zu", p->B, p->H, p->Lq, p->D);
 }
+
+static int attention_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
+    const attention_fixture *t = ctx;
+    cl_mem all[4] = {t->q, t->k, t->v, t->o};
+    for (int i = 0; i < 4 && i < max; ++i) buffers[i] = all[i];
+    return 4;
+}
+
+/* ---- tuning hooks: the fixture at each class's length, fresh inputs every run ---- */
+
+static tsr_status attention_tuning_setup(tsr_device *dev, const char *cls, void **out) {
+    return tsr_fixture_tuning_setup(dev, &tsr_op_attention, cls, "attention", out);
+}
+
+static tsr_status attention_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first,
+                                       cl_event *last) {
+    return attention_fixture_run(dev, ctx, cfg, dev->queue, first, last);
+}
+
+static double attention_tuning_flops(const void *ctx) { return tsr_fixture_rate_work(&tsr_op_attention, ctx); }
 
 /* ---- demo ---- */
 
 static tsr_status attention_demo(tsr_device *dev, char *summary, size_t size) {
-    void *ctx = NULL;
-    tsr_status st = attention_tuning_setup(dev, "short", &ctx);
+    void *fx = NULL;
+    tsr_status st = attention_fixture_setup(dev, attention_class_shapes[1], tsr_random_fresh_seed(), &fx);
     if (st != TSR_SUCCESS) return st;
-    attention_tuning *t = ctx;
-    tsr_config cfg;
-    cl_event first = NULL, last = NULL;
-    double rel = INFINITY, ms = 0;
-    if ((st = tsr_op_config(dev, &tsr_op_attention, &t->p, &cfg)) != TSR_SUCCESS) goto out;
-    if ((st = attention_tuning_run(dev, t, &cfg, &first, &last)) != TSR_SUCCESS) goto out;
-    clWaitForEvents(1, &last);
-    cl_ulong t0 = 0, t1 = 0;
-    clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
-    clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
-    ms = t1 > t0 ? (double)(t1 - t0) * 1e-6 : 0;
-    if ((st = attention_tuning_check(dev, t, &rel)) != TSR_SUCCESS) goto out;
+    attention_fixture *t = fx;
+    double rel = INFINITY, ms = 0, flops = 0, bytes = 0;
+    if ((st = tsr_fixture_measure(dev, &tsr_op_attention, fx, 1, &ms, &rel)) != TSR_SUCCESS) goto out;
+    attention_fixture_work(fx, &flops, &bytes);
     snprintf(summary, size, "attention B=1 H=4 L=%zu D=64: %.3f ms, %.1f GFLOP/s, relative error %.2e%s", t->p.Lq, ms,
-             ms > 0 ? attention_tuning_flops(t) / (ms * 1e6) : 0, rel, rel <= 1e-5 ? "" : "  (WRONG)");
-    if (!(rel <= 1e-5)) st = tsr_fail(TSR_ERR_OPENCL, "attention demo: relative error %.3e exceeds 1e-5", rel);
+             ms > 0 ? flops / (ms * 1e6) : 0, rel, rel <= tsr_op_attention.tolerance ? "" : "  (WRONG)");
+    if (!(rel <= tsr_op_attention.tolerance))
+        st = tsr_fail(TSR_ERR_OPENCL, "attention demo: relative error %.3e exceeds 1e-5", rel);
 out:
-    if (first) clReleaseEvent(first);
-    if (last) clReleaseEvent(last);
-    attention_tuning_free(t);
+    attention_fixture_free(fx);
     return st;
 }
 
@@ -659,9 +671,19 @@ const tsr_op tsr_op_attention = {
     .nearest_class = NULL,
     .tuning_setup = attention_tuning_setup,
     .tuning_run = attention_tuning_run,
-    .tuning_check = attention_tuning_check,
+    .tuning_check = attention_fixture_check,
     .tuning_flops = attention_tuning_flops,
-    .tuning_describe = attention_tuning_describe,
-    .tuning_free = attention_tuning_free,
+    .tuning_describe = attention_fixture_describe,
+    .tuning_free = attention_fixture_free,
     .tuning_space = NULL,
+    .fixture_setup = attention_fixture_setup,
+    .fixture_run = attention_fixture_run,
+    .fixture_check = attention_fixture_check,
+    .fixture_work = attention_fixture_work,
+    .fixture_describe = attention_fixture_describe,
+    .fixture_buffers = attention_fixture_buffers,
+    .fixture_free = attention_fixture_free,
+    .tolerance = 1e-5,
+    .class_shapes = attention_class_shapes,
+    .report_shapes = attention_report_shapes,
 };

@@ -499,47 +499,27 @@ tsr_status tsr_conv2d_plan(tsr_device *dev, const tsr_conv2d_desc *desc, tsr_con
     return TSR_SUCCESS;
 }
 
-/* ---- double-precision reference (tuning, demo, benchmarks) ---- */
+/* ---- the fixture: one layer, "NxCxHxW kK RxS" with optional " pPAD sSTRIDE gGROUPS +bias" ---- */
 
-void tsr_conv2d_reference(const tsr_conv2d_desc *d, const float *x, const float *w, const float *bias, double *y) {
-    conv_problem p;
-    if (conv_shape(d, &p) != TSR_SUCCESS) return;
-    for (size_t n = 0; n < p.N; ++n)
-        for (size_t k = 0; k < p.K; ++k) {
-            size_t g = k / p.Kg;
-            double *yk = y + (n * p.K + k) * p.PQ;
-            for (size_t i = 0; i < p.PQ; ++i) yk[i] = bias ? bias[k] : 0.0;
-            for (size_t c = 0; c < p.Cg; ++c)
-                for (size_t r = 0; r < p.R; ++r)
-                    for (size_t s = 0; s < p.S; ++s) {
-                        double wv = w[((k * p.Cg + c) * p.R + r) * p.S + s];
-                        const float *xc = x + (n * p.C + g * p.Cg + c) * p.H * p.W;
-                        for (size_t oh = 0; oh < p.P; ++oh) {
-                            long ih = (long)(oh * p.sh + r * p.dh) - (long)p.ph;
-                            if (ih < 0 || ih >= (long)p.H) continue;
-                            for (size_t ow = 0; ow < p.Q; ++ow) {
-                                long iw = (long)(ow * p.sw + s * p.dw) - (long)p.pw;
-                                if (iw >= 0 && iw < (long)p.W) yk[oh * p.Q + ow] += wv * xc[ih * (long)p.W + iw];
-                            }
-                        }
-                    }
-            if (p.act != TSR_ACT_NONE)
-                for (size_t i = 0; i < p.PQ; ++i)
-                    yk[i] = p.act == TSR_ACT_RELU ? (yk[i] < 0 ? 0.0 : yk[i]) : tsr_gelu_reference(p.act, yk[i]);
-        }
-}
-
-/* ---- tuning: a representative layer per class on fresh inputs ---- */
-
-typedef struct conv_tuning {
+typedef struct conv_fixture {
     tsr_conv2d_desc d;
     conv_problem p;
     float *hy;
     double *ref;
-} conv_tuning;
+} conv_fixture;
 
-static void conv_tuning_free(void *ctx) {
-    conv_tuning *t = ctx;
+/* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
+ * layer, and a 5x5 for the rest), in the order of conv_classes. */
+static const char *const conv_class_shapes[] = {
+    "1x128x28x28 k128 3x3 p1 +bias",      "1x512x28x28 k128 1x1 +bias", "1x128x56x56 k128 3x3 p1 s2 +bias",
+    "1x256x28x28 k256 3x3 p1 g256 +bias", "1x64x28x28 k64 5x5 p2 +bias"};
+static const tsr_report_shape conv_report_shapes[] = {
+    {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
+    {NULL, NULL, NULL},
+};
+
+static void conv_fixture_free(void *ctx) {
+    conv_fixture *t = ctx;
     if (!t) return;
     cl_mem mems[4] = {t->p.x, t->p.w, t->p.bias, t->p.y};
     for (int i = 0; i < 4; ++i)
@@ -548,38 +528,35 @@ static void conv_tuning_free(void *ctx) {
     free(t);
 }
 
-/* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
- * layer, and a 5x5 for the rest). */
-static bool tuning_layer(const char *cls, tsr_conv2d_desc *d) {
+static bool parse_layer(const char *shape, tsr_conv2d_desc *d, bool *bias) {
     memset(d, 0, sizeof *d);
-    d->batch = 1;
-    if (strcmp(cls, "3x3") == 0) {
-        d->in_channels = d->out_channels = 128, d->in_height = d->in_width = 28, d->kernel_h = d->kernel_w = 3;
-        d->pad_h = d->pad_w = 1;
-    } else if (strcmp(cls, "1x1") == 0) {
-        d->in_channels = 512, d->out_channels = 128, d->in_height = d->in_width = 28, d->kernel_h = d->kernel_w = 1;
-    } else if (strcmp(cls, "strided") == 0) {
-        d->in_channels = d->out_channels = 128, d->in_height = d->in_width = 56, d->kernel_h = d->kernel_w = 3;
-        d->pad_h = d->pad_w = 1, d->stride_h = d->stride_w = 2;
-    } else if (strcmp(cls, "depthwise") == 0) {
-        d->in_channels = d->out_channels = d->groups = 256, d->in_height = d->in_width = 28;
-        d->kernel_h = d->kernel_w = 3, d->pad_h = d->pad_w = 1;
-    } else if (strcmp(cls, "other") == 0) {
-        d->in_channels = d->out_channels = 64, d->in_height = d->in_width = 28, d->kernel_h = d->kernel_w = 5;
-        d->pad_h = d->pad_w = 2;
-    } else {
+    *bias = false;
+    int used = 0;
+    if (sscanf(shape, "%zux%zux%zux%zu k%zu %zux%zu%n", &d->batch, &d->in_channels, &d->in_height, &d->in_width,
+               &d->out_channels, &d->kernel_h, &d->kernel_w, &used) != 7)
         return false;
+    for (const char *at = shape + used; *at;) {
+        size_t v = 0;
+        int len = 0;
+        if (strncmp(at, " +bias", 6) == 0) *bias = true, len = 6;
+        else if (sscanf(at, " p%zu%n", &v, &len) == 1) d->pad_h = d->pad_w = v;
+        else if (sscanf(at, " s%zu%n", &v, &len) == 1) d->stride_h = d->stride_w = v;
+        else if (sscanf(at, " g%zu%n", &v, &len) == 1) d->groups = v;
+        else return false;
+        at += len;
     }
     return true;
 }
 
-static tsr_status conv_tuning_setup(tsr_device *dev, const char *cls, void **out) {
-    conv_tuning *t = calloc(1, sizeof *t);
+static tsr_status conv_fixture_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
+    conv_fixture *t = calloc(1, sizeof *t);
     if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     tsr_status status = TSR_SUCCESS;
     float *hx = NULL, *hw = NULL, *hb = NULL;
-    if (!tuning_layer(cls, &t->d)) {
-        status = tsr_fail(TSR_ERR_INVALID_ARG, "no conv class '%s'", cls);
+    bool bias = false;
+    if (!parse_layer(shape, &t->d, &bias)) {
+        status = tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: shape '%s' is not 'NxCxHxW kK RxS [pP] [sS] [gG] [+bias]'",
+                          shape);
         goto out;
     }
     if ((status = conv_shape(&t->d, &t->p)) != TSR_SUCCESS) goto out;
@@ -591,62 +568,58 @@ static tsr_status conv_tuning_setup(tsr_device *dev, const char *cls, void **out
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
-    uint64_t seed = (uint64_t)time(NULL) ^ 0x2545F4914F6CDD1Dull; /* fresh inputs every tuning run */
-    float *fill[3] = {hx, hw, hb};
-    size_t counts[3] = {nx, nw, p->K};
-    for (int a = 0; a < 3; ++a)
-        for (size_t i = 0; i < counts[a]; ++i)
-            fill[a][i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
-    tsr_conv2d_reference(&t->d, hx, hw, hb, t->ref);
-    for (size_t i = 0; i < ny; ++i) t->hy[i] = NAN;
+    tsr_random_fill(hx, nx, &seed, -1.0f, 1.0f);
+    tsr_random_fill(hw, nw, &seed, -1.0f, 1.0f);
+    tsr_random_fill(hb, p->K, &seed, -1.0f, 1.0f);
+    tsr_conv2d_reference(&t->d, hx, hw, bias ? hb : NULL, t->ref);
+    for (size_t i = 0; i < ny; ++i) t->hy[i] = NAN; /* poisoned: a run must write every element */
     cl_int err;
     p->x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nx * 4, hx, &err);
     TSR_CL_CHECK(err, out);
     p->w = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nw * 4, hw, &err);
     TSR_CL_CHECK(err, out);
-    p->bias = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, p->K * 4, hb, &err);
-    TSR_CL_CHECK(err, out);
+    if (bias) {
+        p->bias = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, p->K * 4, hb, &err);
+        TSR_CL_CHECK(err, out);
+    }
     p->y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, ny * 4, t->hy, &err);
     TSR_CL_CHECK(err, out);
 out:
     free(hx), free(hw), free(hb);
     if (status != TSR_SUCCESS) {
-        conv_tuning_free(t);
+        conv_fixture_free(t);
         return status;
     }
     *out = t;
     return TSR_SUCCESS;
 }
 
-static tsr_status conv_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
-    conv_tuning *t = ctx;
+static tsr_status conv_fixture_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_command_queue queue,
+                                   cl_event *first, cl_event *last) {
+    conv_fixture *t = ctx;
     /* im2col's GEMMs enqueue after the im2col: time from a marker before it to the last GEMM */
     cl_event start = NULL;
-    cl_int err = clEnqueueMarkerWithWaitList(dev->queue, 0, NULL, &start);
-    if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueMarkerWithWaitList", __FILE__, __LINE__);
-    tsr_status st = conv_launch(dev, &t->p, cfg, dev->queue, last);
+    if (first) {
+        cl_int err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &start);
+        if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueMarkerWithWaitList", __FILE__, __LINE__);
+    }
+    tsr_status st = cfg ? conv_launch(dev, &t->p, cfg, queue, last)
+                        : tsr_conv2d(dev, &t->d, t->p.x, t->p.w, t->p.bias, t->p.y, queue, last);
     if (st != TSR_SUCCESS) {
-        clReleaseEvent(start);
+        if (start) clReleaseEvent(start);
         return st;
     }
-    *first = start;
+    if (first) *first = start;
     return TSR_SUCCESS;
 }
 
-static tsr_status conv_tuning_check(tsr_device *dev, void *ctx, double *rel_err) {
-    conv_tuning *t = ctx;
+static tsr_status conv_fixture_check(tsr_device *dev, void *ctx, double *rel_err) {
+    conv_fixture *t = ctx;
     size_t ny = t->p.N * t->p.K * t->p.PQ;
     tsr_status st = tsr_download(dev, t->p.y, t->hy, ny);
     if (st != TSR_SUCCESS) return st;
-    double num = 0, den = 0;
-    for (size_t i = 0; i < ny; ++i) {
-        double d = t->hy[i] - t->ref[i];
-        num += d * d;
-        den += t->ref[i] * t->ref[i];
-    }
-    *rel_err = isnan(num) ? INFINITY : sqrt(num / den);
-    for (size_t i = 0; i < ny; ++i) t->hy[i] = NAN;
-    return tsr_upload(dev, t->p.y, t->hy, ny);
+    *rel_err = tsr_rel_error(t->hy, t->ref, ny);
+    return tsr_fixture_poison(dev, t->p.y, t->hy, ny); /* the next run cannot pass on this one's output */
 }
 
 double tsr_conv2d_flops(const tsr_conv2d_desc *desc) {
@@ -655,12 +628,47 @@ double tsr_conv2d_flops(const tsr_conv2d_desc *desc) {
     return 2.0 * p.N * p.K * p.PQ * p.CRS;
 }
 
-static double conv_tuning_flops(const void *ctx) { return tsr_conv2d_flops(&((const conv_tuning *)ctx)->d); }
+static void conv_fixture_work(const void *ctx, double *flops, double *bytes) {
+    const conv_fixture *t = ctx;
+    const conv_problem *p = &t->p;
+    *flops = tsr_conv2d_flops(&t->d);
+    *bytes = 4.0 * ((double)p->N * p->C * p->H * p->W + (double)p->K * p->CRS + (double)p->N * p->K * p->PQ +
+                    (p->bias ? (double)p->K : 0.0));
+}
 
-static void conv_tuning_describe(const void *ctx, char *out, size_t size) {
-    const conv_problem *p = &((const conv_tuning *)ctx)->p;
+static void conv_fixture_describe(const void *ctx, char *out, size_t size) {
+    const conv_problem *p = &((const conv_fixture *)ctx)->p;
     snprintf(out, size, "%zux%zux%zux%zu k%zu %zux%zu/%zu g%zu", p->N, p->C, p->H, p->W, p->K, p->R, p->S, p->sh, p->G);
 }
+
+/* "tessera(im2col)": the path the public call takes for this layer */
+static void conv_fixture_impl(tsr_device *dev, const void *ctx, char *out, size_t size) {
+    static const char *const names[] = {"auto", "im2col", "implicit", "direct"};
+    tsr_conv_algo algo;
+    tsr_config_info info;
+    snprintf(out, size, "tessera");
+    if (tsr_conv2d_plan(dev, &((const conv_fixture *)ctx)->d, &algo, &info) == TSR_SUCCESS)
+        snprintf(out, size, "tessera(%s)", names[algo]);
+}
+
+static int conv_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
+    const conv_problem *p = &((const conv_fixture *)ctx)->p;
+    cl_mem all[4] = {p->x, p->w, p->bias, p->y};
+    for (int i = 0; i < 4 && i < max; ++i) buffers[i] = all[i];
+    return 4;
+}
+
+/* ---- tuning hooks: the fixture at each class's layer, fresh inputs every run ---- */
+
+static tsr_status conv_tuning_setup(tsr_device *dev, const char *cls, void **out) {
+    return tsr_fixture_tuning_setup(dev, &tsr_op_conv, cls, "conv", out);
+}
+
+static tsr_status conv_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
+    return conv_fixture_run(dev, ctx, cfg, dev->queue, first, last);
+}
+
+static double conv_tuning_flops(const void *ctx) { return tsr_fixture_rate_work(&tsr_op_conv, ctx); }
 
 static const char *conv_tuning_space(const tsr_device *dev) {
     /* CPUs: no staging or work-groups (barriers only cost on PoCL): the path and register tile. */
@@ -671,34 +679,22 @@ static const char *conv_tuning_space(const tsr_device *dev) {
 /* ---- demo ---- */
 
 static tsr_status conv_demo(tsr_device *dev, char *summary, size_t size) {
-    void *ctx = NULL;
-    tsr_status st = conv_tuning_setup(dev, "3x3", &ctx);
+    void *fx = NULL;
+    tsr_status st = conv_fixture_setup(dev, conv_class_shapes[0], tsr_random_fresh_seed(), &fx);
     if (st != TSR_SUCCESS) return st;
-    conv_tuning *t = ctx;
-    tsr_config cfg;
-    cl_event first = NULL, last = NULL;
-    double rel = INFINITY, ms = 0;
-    if ((st = conv_config(dev, &t->p, &cfg, NULL)) != TSR_SUCCESS) goto out;
-    for (int rep = 0; rep < 2; ++rep) { /* the second run is timed: the first builds programs */
-        if (first) clReleaseEvent(first), first = NULL;
-        if (last) clReleaseEvent(last), last = NULL;
-        if ((st = conv_tuning_run(dev, t, &cfg, &first, &last)) != TSR_SUCCESS) goto out;
-        clWaitForEvents(1, &last);
-    }
-    cl_ulong t0 = 0, t1 = 0;
-    clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
-    clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
-    ms = t1 > t0 ? (double)(t1 - t0) * 1e-6 : 0;
-    if ((st = conv_tuning_check(dev, t, &rel)) != TSR_SUCCESS) goto out;
-    static const char *const names[] = {"", "im2col", "implicit", "direct"};
+    double rel = INFINITY, ms = 0, flops = 0, bytes = 0;
+    char impl[32];
+    /* the best of two runs: the first builds programs */
+    if ((st = tsr_fixture_measure(dev, &tsr_op_conv, fx, 2, &ms, &rel)) != TSR_SUCCESS) goto out;
+    conv_fixture_work(fx, &flops, &bytes);
+    conv_fixture_impl(dev, fx, impl, sizeof impl);
+    char *algo = strchr(impl, '('); /* "tessera(im2col)" -> "im2col" */
+    if (algo) *strchr(++algo, ')') = '\0';
     snprintf(summary, size, "conv2d 1x128x28x28 k128 3x3 (%s): %.3f ms, %.1f GFLOP/s, relative error %.2e%s",
-             names[cfg.values[P_ALGO]], ms, ms > 0 ? conv_tuning_flops(t) / (ms * 1e6) : 0, rel,
-             rel <= 1e-5 ? "" : "  (WRONG)");
-    if (!(rel <= 1e-5)) st = tsr_fail(TSR_ERR_OPENCL, "conv2d demo: relative error %.3e exceeds 1e-5", rel);
+             algo ? algo : "", ms, ms > 0 ? flops / (ms * 1e6) : 0, rel, rel <= tsr_op_conv.tolerance ? "" : "  (WRONG)");
+    if (!(rel <= tsr_op_conv.tolerance)) st = tsr_fail(TSR_ERR_OPENCL, "conv2d demo: relative error %.3e exceeds 1e-5", rel);
 out:
-    if (first) clReleaseEvent(first);
-    if (last) clReleaseEvent(last);
-    conv_tuning_free(t);
+    conv_fixture_free(fx);
     return st;
 }
 
@@ -722,9 +718,20 @@ const tsr_op tsr_op_conv = {
     .nearest_class = NULL,
     .tuning_setup = conv_tuning_setup,
     .tuning_run = conv_tuning_run,
-    .tuning_check = conv_tuning_check,
+    .tuning_check = conv_fixture_check,
     .tuning_flops = conv_tuning_flops,
-    .tuning_describe = conv_tuning_describe,
-    .tuning_free = conv_tuning_free,
+    .tuning_describe = conv_fixture_describe,
+    .tuning_free = conv_fixture_free,
     .tuning_space = conv_tuning_space,
+    .fixture_setup = conv_fixture_setup,
+    .fixture_run = conv_fixture_run,
+    .fixture_check = conv_fixture_check,
+    .fixture_work = conv_fixture_work,
+    .fixture_describe = conv_fixture_describe,
+    .fixture_impl = conv_fixture_impl,
+    .fixture_buffers = conv_fixture_buffers,
+    .fixture_free = conv_fixture_free,
+    .tolerance = 1e-5,
+    .class_shapes = conv_class_shapes,
+    .report_shapes = conv_report_shapes,
 };

@@ -244,97 +244,22 @@ out_unlocked:
     return status;
 }
 
-/* ---- host reference (double precision) ---- */
+/* ---- the fixture: GELU of "N" elements (tanh form) or "N erf" ---- */
 
-double tsr_gelu_reference(int mode, double x) {
-    if (isnan(x)) return x;
-    if (isinf(x)) return x > 0 ? x : -0.0;
-    if (mode == TSR_GELU_ERF) return 0.5 * x * erfc(-x / sqrt(2.0));
-    double u = sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x);
-    return 0.5 * x * (1.0 + tanh(u));
-}
-
-/* Fresh inputs in [lo, hi) (a 64-bit LCG seeded by the caller). */
-static void fill_uniform(float *x, size_t n, uint64_t *seed, float lo, float hi) {
-    for (size_t i = 0; i < n; ++i) {
-        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-        x[i] = lo + (hi - lo) * (float)((double)(*seed >> 40) / 16777216.0);
-    }
-}
-
-/* max |y - ref| / max(1, |x|): the accuracy measure of README's tolerance. */
-static double gelu_error(int mode, const float *x, const float *y, size_t n) {
-    double worst = 0;
-    for (size_t i = 0; i < n; ++i) {
-        double r = tsr_gelu_reference(mode, x[i]);
-        double e = isnan(r) ? (isnan(y[i]) ? 0 : INFINITY) : fabs((double)y[i] - r) / fmax(1.0, fabs((double)x[i]));
-        if (isnan(e)) e = INFINITY;
-        worst = fmax(worst, e);
-    }
-    return worst;
-}
-
-/* ---- demo ---- */
-
-static tsr_status gelu_demo(tsr_device *dev, char *summary, size_t size) {
-    const size_t n = (size_t)1 << 20;
-    tsr_status status = TSR_SUCCESS;
-    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-    cl_mem dx = NULL, dy = NULL;
-    cl_event ev = NULL;
-    double err_by_mode[2] = {0, 0}, ms_by_mode[2] = {0, 0};
-    if (!x || !y) {
-        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
-    }
-    uint64_t seed = (uint64_t)time(NULL);
-    fill_uniform(x, n, &seed, -5.0f, 5.0f);
-    cl_int err;
-    dx = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof(float), x, &err);
-    TSR_CL_CHECK(err, out);
-    dy = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, n * sizeof(float), NULL, &err);
-    TSR_CL_CHECK(err, out);
-    for (int m = 0; m < 2; ++m) {
-        tsr_gelu_mode mode = m ? TSR_GELU_ERF : TSR_GELU_TANH;
-        double best = 1e30;
-        for (int rep = 0; rep < 3; ++rep) {
-            TSR_CHECK(tsr_gelu(dev, mode, dx, 0, dy, 0, n, NULL, &ev), out);
-            TSR_CL_CHECK(clWaitForEvents(1, &ev), out);
-            cl_ulong t0 = 0, t1 = 0;
-            if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
-                clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS && t1 > t0)
-                best = fmin(best, (double)(t1 - t0) * 1e-6);
-            clReleaseEvent(ev);
-            ev = NULL;
-        }
-        TSR_CHECK(tsr_download(dev, dy, y, n), out);
-        err_by_mode[m] = gelu_error(mode, x, y, n);
-        ms_by_mode[m] = best;
-    }
-    snprintf(summary, size, "gelu %zu elements: tanh %.3f ms (%.1f GB/s, max error %.1e), erf %.3f ms (%.1f GB/s, "
-             "max error %.1e)%s", n, ms_by_mode[0], 8.0 * n / (ms_by_mode[0] * 1e6), err_by_mode[0], ms_by_mode[1],
-             8.0 * n / (ms_by_mode[1] * 1e6), err_by_mode[1],
-             err_by_mode[0] <= 1e-6 && err_by_mode[1] <= 1e-6 ? "" : "  (WRONG)");
-    if (!(err_by_mode[0] <= 1e-6 && err_by_mode[1] <= 1e-6))
-        status = tsr_fail(TSR_ERR_OPENCL, "gelu demo: error %.2e / %.2e exceeds 1e-6", err_by_mode[0], err_by_mode[1]);
-out:
-    if (ev) clReleaseEvent(ev);
-    if (dx) clReleaseMemObject(dx);
-    if (dy) clReleaseMemObject(dy);
-    free(x);
-    free(y);
-    return status;
-}
-
-/* ---- tuning: the class's form and size on fresh inputs ---- */
-
-typedef struct gelu_tuning {
+typedef struct gelu_fixture {
     gelu_problem p;
     float *x, *y;
-} gelu_tuning;
+} gelu_fixture;
 
-static void gelu_tuning_free(void *ctx) {
-    gelu_tuning *t = ctx;
+/* not a multiple of any vector width: the tail path is checked too */
+static const char *const gelu_class_shapes[] = {"16777219", "65539", "16777219 erf", "65539 erf"};
+static const tsr_report_shape gelu_report_shapes[] = {
+    {"gelu-16M", "16777216", "65536"},
+    {NULL, NULL, NULL},
+};
+
+static void gelu_fixture_free(void *ctx) {
+    gelu_fixture *t = ctx;
     if (!t) return;
     if (t->p.x) clReleaseMemObject(t->p.x);
     if (t->p.y) clReleaseMemObject(t->p.y);
@@ -343,62 +268,113 @@ static void gelu_tuning_free(void *ctx) {
     free(t);
 }
 
-static tsr_status gelu_tuning_setup(tsr_device *dev, const char *cls, void **out) {
-    if (tsr_op_class_index(&tsr_op_gelu, cls) < 0) return tsr_fail(TSR_ERR_INVALID_ARG, "no GELU class '%s'", cls);
-    size_t n = strncmp(cls, "small", 5) == 0 ? (size_t)1 << 16 : (size_t)1 << 24;
-    gelu_tuning *t = calloc(1, sizeof *t);
+static tsr_status gelu_fixture_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
+    size_t n = 0;
+    int used = 0;
+    if (sscanf(shape, "%zu%n", &n, &used) != 1 || n == 0 || (strcmp(shape + used, "") != 0 && strcmp(shape + used, " erf") != 0))
+        return tsr_fail(TSR_ERR_INVALID_ARG, "gelu: shape '%s' is not N or 'N erf' (N >= 1)", shape);
+    if (n > SIZE_MAX / sizeof(float)) return tsr_fail(TSR_ERR_OVERFLOW, "gelu: shape '%s' is too large", shape);
+    gelu_fixture *t = calloc(1, sizeof *t);
     if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-    t->p.mode = strstr(cls, "erf") ? TSR_GELU_ERF : TSR_GELU_TANH;
-    t->p.n = n + 3; /* not a multiple of any vector width: the tail path is checked too */
-    t->x = malloc(t->p.n * sizeof(float));
-    t->y = malloc(t->p.n * sizeof(float));
+    t->p.mode = strstr(shape, "erf") ? TSR_GELU_ERF : TSR_GELU_TANH;
+    t->p.n = n;
+    t->x = malloc(n * sizeof(float));
+    t->y = malloc(n * sizeof(float));
     tsr_status status = TSR_SUCCESS;
     cl_int err;
     if (!t->x || !t->y) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
-    uint64_t seed = (uint64_t)time(NULL) ^ 0x5DEECE66Dull;
-    fill_uniform(t->x, t->p.n, &seed, -5.0f, 5.0f);
-    for (size_t i = 0; i < t->p.n; ++i) t->y[i] = NAN;
-    t->p.x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, t->p.n * sizeof(float), t->x, &err);
+    tsr_random_fill(t->x, n, &seed, -5.0f, 5.0f);
+    for (size_t i = 0; i < n; ++i) t->y[i] = NAN; /* poisoned: a run must write every element */
+    t->p.x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * sizeof(float), t->x, &err);
     TSR_CL_CHECK(err, out);
-    t->p.y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, t->p.n * sizeof(float), t->y, &err);
+    t->p.y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof(float), t->y, &err);
     TSR_CL_CHECK(err, out);
 out:
     if (status != TSR_SUCCESS) {
-        gelu_tuning_free(t);
+        gelu_fixture_free(t);
         return status;
     }
     *out = t;
     return TSR_SUCCESS;
 }
 
-static tsr_status gelu_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
-    gelu_tuning *t = ctx;
-    tsr_status st = gelu_launch(dev, &t->p, cfg, t->p.mode == TSR_GELU_ERF ? FORM_ERF : FORM_TANH, dev->queue, last);
-    if (st == TSR_SUCCESS) {
-        *first = *last;
-        clRetainEvent(*first);
-    }
-    return st;
+static tsr_status gelu_fixture_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_command_queue queue,
+                                   cl_event *first, cl_event *last) {
+    gelu_fixture *t = ctx;
+    cl_event done = NULL;
+    tsr_status st = cfg ? gelu_launch(dev, &t->p, cfg, t->p.mode == TSR_GELU_ERF ? FORM_ERF : FORM_TANH, queue,
+                                      first || last ? &done : NULL)
+                        : tsr_gelu(dev, (tsr_gelu_mode)t->p.mode, t->p.x, 0, t->p.y, 0, t->p.n, queue,
+                                   first || last ? &done : NULL);
+    if (st != TSR_SUCCESS) return st;
+    /* one kernel: the first event is the last */
+    if (first) *first = done, clRetainEvent(done);
+    if (last) *last = done;
+    else if (done) clReleaseEvent(done);
+    return TSR_SUCCESS;
 }
 
-static tsr_status gelu_tuning_check(tsr_device *dev, void *ctx, double *rel_err) {
-    gelu_tuning *t = ctx;
+static tsr_status gelu_fixture_check(tsr_device *dev, void *ctx, double *rel_err) {
+    gelu_fixture *t = ctx;
     tsr_status st = tsr_download(dev, t->p.y, t->y, t->p.n);
     if (st != TSR_SUCCESS) return st;
     /* The tuner rejects above 1e-4; a correct candidate is within 1e-6 (README). */
-    *rel_err = gelu_error(t->p.mode, t->x, t->y, t->p.n);
-    for (size_t i = 0; i < t->p.n; ++i) t->y[i] = NAN; /* poison for the next candidate */
-    return tsr_upload(dev, t->p.y, t->y, t->p.n);
+    *rel_err = tsr_gelu_max_error(t->p.mode, t->x, t->y, t->p.n);
+    return tsr_fixture_poison(dev, t->p.y, t->y, t->p.n); /* the next run cannot pass on this one's output */
 }
 
-static double gelu_tuning_bytes(const void *ctx) { return 8.0 * ((const gelu_tuning *)ctx)->p.n; }
-
-static void gelu_tuning_describe(const void *ctx, char *out, size_t size) {
-    snprintf(out, size, "%zu", ((const gelu_tuning *)ctx)->p.n);
+/* 8 elementary operations per element (the unfused baseline's kernels); 8 bytes must move */
+static void gelu_fixture_work(const void *ctx, double *flops, double *bytes) {
+    *flops = *bytes = 8.0 * ((const gelu_fixture *)ctx)->p.n;
 }
+
+static void gelu_fixture_describe(const void *ctx, char *out, size_t size) {
+    snprintf(out, size, "%zu", ((const gelu_fixture *)ctx)->p.n);
+}
+
+static int gelu_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
+    const gelu_problem *p = &((const gelu_fixture *)ctx)->p;
+    if (max > 0) buffers[0] = p->x;
+    if (max > 1) buffers[1] = p->y;
+    return 2;
+}
+
+/* ---- demo ---- */
+
+static tsr_status gelu_demo(tsr_device *dev, char *summary, size_t size) {
+    static const char *const shapes[2] = {"1048576", "1048576 erf"};
+    const size_t n = (size_t)1 << 20;
+    double err_by_mode[2] = {0, 0}, ms_by_mode[2] = {0, 0};
+    for (int m = 0; m < 2; ++m) {
+        void *fx = NULL;
+        tsr_status status = gelu_fixture_setup(dev, shapes[m], tsr_random_fresh_seed(), &fx);
+        if (status == TSR_SUCCESS)
+            status = tsr_fixture_measure(dev, &tsr_op_gelu, fx, 3, &ms_by_mode[m], &err_by_mode[m]);
+        gelu_fixture_free(fx);
+        if (status != TSR_SUCCESS) return status;
+    }
+    bool ok = err_by_mode[0] <= tsr_op_gelu.tolerance && err_by_mode[1] <= tsr_op_gelu.tolerance;
+    snprintf(summary, size, "gelu %zu elements: tanh %.3f ms (%.1f GB/s, max error %.1e), erf %.3f ms (%.1f GB/s, "
+             "max error %.1e)%s", n, ms_by_mode[0], 8.0 * n / (ms_by_mode[0] * 1e6), err_by_mode[0], ms_by_mode[1],
+             8.0 * n / (ms_by_mode[1] * 1e6), err_by_mode[1], ok ? "" : "  (WRONG)");
+    if (!ok) return tsr_fail(TSR_ERR_OPENCL, "gelu demo: error %.2e / %.2e exceeds 1e-6", err_by_mode[0], err_by_mode[1]);
+    return TSR_SUCCESS;
+}
+
+/* ---- tuning hooks: the fixture at each class's form and size, fresh inputs every run ---- */
+
+static tsr_status gelu_tuning_setup(tsr_device *dev, const char *cls, void **out) {
+    return tsr_fixture_tuning_setup(dev, &tsr_op_gelu, cls, "GELU", out);
+}
+
+static tsr_status gelu_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
+    return gelu_fixture_run(dev, ctx, cfg, dev->queue, first, last);
+}
+
+static double gelu_tuning_bytes(const void *ctx) { return tsr_fixture_rate_work(&tsr_op_gelu, ctx); }
 
 static const char *gelu_tuning_space(const tsr_device *dev) {
     /* On CPUs interleaving only scatters each thread's stream. */
@@ -425,10 +401,20 @@ const tsr_op tsr_op_gelu = {
     .nearest_class = NULL,
     .tuning_setup = gelu_tuning_setup,
     .tuning_run = gelu_tuning_run,
-    .tuning_check = gelu_tuning_check,
+    .tuning_check = gelu_fixture_check,
     .tuning_flops = gelu_tuning_bytes,
-    .tuning_describe = gelu_tuning_describe,
-    .tuning_free = gelu_tuning_free,
+    .tuning_describe = gelu_fixture_describe,
+    .tuning_free = gelu_fixture_free,
     .tuning_space = gelu_tuning_space,
     .rate_unit = "GB/s",
+    .fixture_setup = gelu_fixture_setup,
+    .fixture_run = gelu_fixture_run,
+    .fixture_check = gelu_fixture_check,
+    .fixture_work = gelu_fixture_work,
+    .fixture_describe = gelu_fixture_describe,
+    .fixture_buffers = gelu_fixture_buffers,
+    .fixture_free = gelu_fixture_free,
+    .tolerance = 1e-6,
+    .class_shapes = gelu_class_shapes,
+    .report_shapes = gelu_report_shapes,
 };

@@ -399,60 +399,18 @@ tsr_status tsr_sgemm_plan(tsr_device *dev, size_t m, size_t n, size_t k, size_t 
 /* ---- demo: one GEMM on random data, checked against a double-precision reference ---- */
 
 static tsr_status gemm_demo(tsr_device *dev, char *summary, size_t size) {
-    const size_t M = 256, N = 256, K = 256;
-    tsr_status status = TSR_SUCCESS;
-    float *a = malloc(M * K * sizeof *a), *b = malloc(K * N * sizeof *b), *c = malloc(M * N * sizeof *c);
-    cl_mem da = NULL, db = NULL, dc = NULL;
-    cl_event ev = NULL;
-    if (!a || !b || !c) {
-        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
-    }
-    unsigned seed = 12345u;
-    for (size_t i = 0; i < M * K; ++i) a[i] = (float)((seed = seed * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
-    for (size_t i = 0; i < K * N; ++i) b[i] = (float)((seed = seed * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
-    cl_int err;
-    da = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, M * K * sizeof(float), NULL, &err);
-    TSR_CL_CHECK(err, out);
-    db = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, K * N * sizeof(float), NULL, &err);
-    TSR_CL_CHECK(err, out);
-    dc = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, M * N * sizeof(float), NULL, &err);
-    TSR_CL_CHECK(err, out);
-    TSR_CHECK(tsr_upload(dev, da, a, M * K), out);
-    TSR_CHECK(tsr_upload(dev, db, b, K * N), out);
-    double best_ms = 1e30;
-    for (int rep = 0; rep < 3; ++rep) {
-        TSR_CHECK(tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, M, N, K, 1.0f, da, 0, K, db, 0, N, 0.0f, dc,
-                            0, N, NULL, &ev), out);
-        TSR_CL_CHECK(clWaitForEvents(1, &ev), out);
-        cl_ulong t0 = 0, t1 = 0;
-        if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
-            clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS && t1 > t0)
-            best_ms = fmin(best_ms, (double)(t1 - t0) * 1e-6);
-        clReleaseEvent(ev);
-        ev = NULL;
-    }
-    TSR_CHECK(tsr_download(dev, dc, c, M * N), out);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < M; ++i)
-        for (size_t j = 0; j < N; ++j) {
-            double r = 0;
-            for (size_t l = 0; l < K; ++l) r += (double)a[i * K + l] * b[l * N + j];
-            num += (c[i * N + j] - r) * (c[i * N + j] - r);
-            den += r * r;
-        }
-    double rel = sqrt(num / den);
-    snprintf(summary, size, "sgemm %zux%zux%zu: %.3f ms, %.1f GFLOP/s, relative error %.2e%s", M, N, K, best_ms,
-             2.0 * M * N * K / (best_ms * 1e6), rel, rel <= 1e-5 ? "" : "  (WRONG)");
-    if (!(rel <= 1e-5)) status = tsr_fail(TSR_ERR_OPENCL, "gemm demo: relative error %.3e exceeds 1e-5", rel);
-out:
-    if (ev) clReleaseEvent(ev);
-    if (da) clReleaseMemObject(da);
-    if (db) clReleaseMemObject(db);
-    if (dc) clReleaseMemObject(dc);
-    free(a);
-    free(b);
-    free(c);
+    void *fx = NULL;
+    tsr_status status = tsr_op_gemm.fixture_setup(dev, "256x256x256", tsr_random_fresh_seed(), &fx);
+    if (status != TSR_SUCCESS) return status;
+    double best_ms = 0, rel = INFINITY, flops = 0, bytes = 0;
+    status = tsr_fixture_measure(dev, &tsr_op_gemm, fx, 3, &best_ms, &rel);
+    tsr_op_gemm.fixture_work(fx, &flops, &bytes);
+    tsr_op_gemm.fixture_free(fx);
+    if (status != TSR_SUCCESS) return status;
+    snprintf(summary, size, "sgemm %zux%zux%zu: %.3f ms, %.1f GFLOP/s, relative error %.2e%s", (size_t)256, (size_t)256,
+             (size_t)256, best_ms, flops / (best_ms * 1e6), rel, rel <= tsr_op_gemm.tolerance ? "" : "  (WRONG)");
+    if (!(rel <= tsr_op_gemm.tolerance))
+        status = tsr_fail(TSR_ERR_OPENCL, "gemm demo: relative error %.3e exceeds 1e-5", rel);
     return status;
 }
 
@@ -473,20 +431,30 @@ static const char *gemm_tuning_space(const tsr_device *dev) {
     return NULL;
 }
 
-typedef struct gemm_tuning {
+/* ---- the fixture: C = A B, row-major, "MxNxK" or "BATCHxMxNxK" ---- */
+
+typedef struct gemm_fixture {
     gemm_problem p;
     float *host_c;
-    double *ref;     /* C in double, or for large problems (A (B t)) for TUNING_PROBES probe vectors t */
+    double *ref;     /* C in double, or for large problems (A (B t)) for FIXTURE_PROBES probe vectors t */
     double *probes;  /* the probe vectors (n each), NULL when ref is the whole C */
-} gemm_tuning;
+} gemm_fixture;
 
 /* Above this many multiply-adds the check compares C t with A (B t) for random probe vectors
  * t: O(n^2) instead of O(n^3), and any wrong or unwritten (NaN) element still shows. */
-#define TUNING_EXACT_LIMIT (1u << 27)
-#define TUNING_PROBES 2
+#define FIXTURE_EXACT_LIMIT (1u << 27)
+#define FIXTURE_PROBES 2
 
-static void gemm_tuning_free(void *ctx) {
-    gemm_tuning *t = ctx;
+static const char *const gemm_class_shapes[] = {"1024x1024x1024", "256x256x256", "96x96x96",
+                                                "8x4096x2048",    "4096x8x2048", "32x96x96x96"};
+static const tsr_report_shape gemm_report_shapes[] = {
+    {"gemm-square", "2048x2048x2048", "64x64x64"},
+    {"gemm-bert", "512x3072x768", "32x96x48"},
+    {NULL, NULL, NULL},
+};
+
+static void gemm_fixture_free(void *ctx) {
+    gemm_fixture *t = ctx;
     if (!t) return;
     if (t->p.a) clReleaseMemObject(t->p.a);
     if (t->p.b) clReleaseMemObject(t->p.b);
@@ -497,74 +465,51 @@ static void gemm_tuning_free(void *ctx) {
     free(t);
 }
 
-static tsr_status gemm_tuning_setup(tsr_device *dev, const char *cls, void **out) {
-    static const struct { const char *cls; size_t batch, m, n, k; } problems[] = {
-        {"large", 1, 1024, 1024, 1024}, {"medium", 1, 256, 256, 256}, {"small", 1, 96, 96, 96},
-        {"small-m", 1, 8, 4096, 2048},  {"small-n", 1, 4096, 8, 2048},  {"batched", 32, 96, 96, 96},
-    };
-    size_t i = 0;
-    while (i < sizeof problems / sizeof problems[0] && strcmp(problems[i].cls, cls) != 0) ++i;
-    if (i == sizeof problems / sizeof problems[0]) return tsr_fail(TSR_ERR_INVALID_ARG, "no GEMM class '%s'", cls);
-    gemm_tuning *t = calloc(1, sizeof *t);
+static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
+    size_t v[4] = {0}, batch = 1, m, n, k;
+    char extra;
+    int got = sscanf(shape, "%zux%zux%zux%zu%c", &v[0], &v[1], &v[2], &v[3], &extra);
+    if (got == 3) m = v[0], n = v[1], k = v[2];
+    else if (got == 4) batch = v[0], m = v[1], n = v[2], k = v[3];
+    else return tsr_fail(TSR_ERR_INVALID_ARG, "gemm: shape '%s' is not MxNxK or BATCHxMxNxK", shape);
+    size_t na, nb, nc;
+    tsr_status status;
+    if ((status = tsr_size_mad("gemm fixture A", batch, m * k, 0, &na)) != TSR_SUCCESS ||
+        (status = tsr_size_mad("gemm fixture B", batch, k * n, 0, &nb)) != TSR_SUCCESS ||
+        (status = tsr_size_mad("gemm fixture C", batch, m * n, 0, &nc)) != TSR_SUCCESS)
+        return status;
+    if (!na || !nb || !nc) return tsr_fail(TSR_ERR_INVALID_ARG, "gemm: shape '%s' is empty", shape);
+    gemm_fixture *t = calloc(1, sizeof *t);
     if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     gemm_problem *p = &t->p;
-    p->batch = problems[i].batch; p->m = problems[i].m; p->n = problems[i].n; p->k = problems[i].k;
+    p->batch = batch; p->m = m; p->n = n; p->k = k;
     p->alpha = 1.0f; p->beta = 0.0f;
     p->lda = p->k; p->ldb = p->n; p->ldc = p->n;
     p->a_stride = p->m * p->k; p->b_stride = p->k * p->n; p->c_stride = p->m * p->n;
-    size_t na = p->batch * p->a_stride, nb = p->batch * p->b_stride, nc = p->batch * p->c_stride;
     float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
-    bool exact = (double)p->batch * p->m * p->n * p->k <= TUNING_EXACT_LIMIT;
+    bool exact = (double)p->batch * p->m * p->n * p->k <= FIXTURE_EXACT_LIMIT;
     t->host_c = malloc(nc * sizeof(float));
-    t->ref = malloc((exact ? nc : TUNING_PROBES * p->batch * p->m) * sizeof(double));
-    if (!exact) t->probes = malloc(TUNING_PROBES * p->n * sizeof(double));
-    tsr_status status = TSR_SUCCESS;
+    t->ref = malloc((exact ? nc : FIXTURE_PROBES * p->batch * p->m) * sizeof(double));
+    if (!exact) t->probes = malloc(FIXTURE_PROBES * p->n * sizeof(double));
     cl_int err;
     if (!a || !b || !t->host_c || !t->ref || (!exact && !t->probes)) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
-    uint64_t seed = (uint64_t)time(NULL) ^ 0x9E3779B97F4A7C15ull; /* fresh inputs every tuning run */
-    for (size_t j = 0; j < na; ++j) a[j] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
-    for (size_t j = 0; j < nb; ++j) b[j] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
+    tsr_random_fill(a, na, &seed, -1.0f, 1.0f);
+    tsr_random_fill(b, nb, &seed, -1.0f, 1.0f);
     if (exact) {
-        for (size_t bi = 0; bi < p->batch; ++bi)
-            for (size_t r = 0; r < p->m; ++r)
-                for (size_t c = 0; c < p->n; ++c) {
-                    double s = 0;
-                    for (size_t l = 0; l < p->k; ++l)
-                        s += (double)a[bi * p->a_stride + r * p->k + l] * b[bi * p->b_stride + l * p->n + c];
-                    t->ref[bi * p->c_stride + r * p->n + c] = s;
-                }
+        tsr_gemm_reference(p->batch, p->m, p->n, p->k, a, b, t->ref);
     } else {
-        double *bt = malloc(p->k * sizeof *bt);
-        if (!bt) {
-            status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-            goto out;
-        }
-        for (size_t j = 0; j < TUNING_PROBES * p->n; ++j)
-            t->probes[j] = (double)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0 - 0.5;
-        for (size_t bi = 0; bi < p->batch; ++bi)
-            for (int q = 0; q < TUNING_PROBES; ++q) {
-                const double *tv = t->probes + (size_t)q * p->n;
-                for (size_t l = 0; l < p->k; ++l) {
-                    double s = 0;
-                    for (size_t c = 0; c < p->n; ++c) s += (double)b[bi * p->b_stride + l * p->n + c] * tv[c];
-                    bt[l] = s;
-                }
-                for (size_t r = 0; r < p->m; ++r) {
-                    double s = 0;
-                    for (size_t l = 0; l < p->k; ++l) s += (double)a[bi * p->a_stride + r * p->k + l] * bt[l];
-                    t->ref[(bi * TUNING_PROBES + (size_t)q) * p->m + r] = s;
-                }
-            }
-        free(bt);
+        for (size_t j = 0; j < FIXTURE_PROBES * p->n; ++j) t->probes[j] = tsr_random_float(&seed, -0.5f, 0.5f);
+        status = tsr_gemm_probe_reference(p->batch, p->m, p->n, p->k, a, b, t->probes, FIXTURE_PROBES, t->ref);
+        if (status != TSR_SUCCESS) goto out;
     }
     p->a = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, na * sizeof(float), a, &err);
     TSR_CL_CHECK(err, out);
     p->b = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nb * sizeof(float), b, &err);
     TSR_CL_CHECK(err, out);
-    for (size_t j = 0; j < nc; ++j) t->host_c[j] = NAN; /* poisoned: a candidate must write every element */
+    for (size_t j = 0; j < nc; ++j) t->host_c[j] = NAN; /* poisoned: a run must write every element */
     p->c = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, nc * sizeof(float), t->host_c, &err);
     TSR_CL_CHECK(err, out);
     p->bias = p->c; /* no epilogue: a valid buffer the kernel does not read */
@@ -572,60 +517,79 @@ out:
     free(a);
     free(b);
     if (status != TSR_SUCCESS) {
-        gemm_tuning_free(t);
+        gemm_fixture_free(t);
         return status;
     }
     *out = t;
     return TSR_SUCCESS;
 }
 
-static tsr_status gemm_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
-    gemm_tuning *t = ctx;
-    return gemm_launch(dev, &t->p, cfg, dev->queue, NULL, last, first);
-}
-
-static tsr_status gemm_tuning_check(tsr_device *dev, void *ctx, double *rel_err) {
-    gemm_tuning *t = ctx;
-    size_t nc = t->p.batch * t->p.c_stride;
-    tsr_status status = tsr_download(dev, t->p.c, t->host_c, nc);
-    if (status != TSR_SUCCESS) return status;
-    double num = 0, den = 0;
-    if (!t->probes) {
-        for (size_t j = 0; j < nc; ++j) {
-            double d = t->host_c[j] - t->ref[j];
-            num += d * d;
-            den += t->ref[j] * t->ref[j];
-        }
-    } else {
-        const gemm_problem *p = &t->p;
-        for (size_t bi = 0; bi < p->batch; ++bi)
-            for (int q = 0; q < TUNING_PROBES; ++q)
-                for (size_t r = 0; r < p->m; ++r) {
-                    const float *row = t->host_c + bi * p->c_stride + r * p->n;
-                    const double *tv = t->probes + (size_t)q * p->n;
-                    double got = 0;
-                    for (size_t c = 0; c < p->n; ++c) got += (double)row[c] * tv[c];
-                    double ref = t->ref[(bi * TUNING_PROBES + (size_t)q) * p->m + r];
-                    num += (got - ref) * (got - ref);
-                    den += ref * ref;
-                }
+static tsr_status gemm_fixture_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_command_queue queue,
+                                   cl_event *first, cl_event *last) {
+    gemm_fixture *t = ctx;
+    const gemm_problem *p = &t->p;
+    if (cfg) return gemm_launch(dev, p, cfg, queue, NULL, last, first);
+    /* as a caller gets it: through the public call, timed from a marker before it */
+    cl_event start = NULL;
+    if (first) {
+        cl_int err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &start);
+        if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueMarkerWithWaitList", __FILE__, __LINE__);
     }
-    *rel_err = isnan(num) ? INFINITY : sqrt(num / den);
-    /* Poison again, so the next candidate cannot pass on this one's output. */
-    for (size_t j = 0; j < nc; ++j) t->host_c[j] = NAN;
-    return tsr_upload(dev, t->p.c, t->host_c, nc);
+    tsr_status st = p->batch > 1
+                        ? tsr_sgemm_strided_batched(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->m, p->n, p->k,
+                                                    1.0f, p->a, 0, p->lda, p->a_stride, p->b, 0, p->ldb, p->b_stride,
+                                                    0.0f, p->c, 0, p->ldc, p->c_stride, p->batch, queue, last)
+                        : tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->m, p->n, p->k, 1.0f, p->a, 0,
+                                    p->lda, p->b, 0, p->ldb, 0.0f, p->c, 0, p->ldc, queue, last);
+    if (st != TSR_SUCCESS) {
+        if (start) clReleaseEvent(start);
+        return st;
+    }
+    if (first) *first = start;
+    return TSR_SUCCESS;
 }
 
-static double gemm_tuning_flops(const void *ctx) {
-    const gemm_problem *p = &((const gemm_tuning *)ctx)->p;
-    return 2.0 * p->batch * p->m * p->n * p->k;
+static tsr_status gemm_fixture_check(tsr_device *dev, void *ctx, double *rel_err) {
+    gemm_fixture *t = ctx;
+    const gemm_problem *p = &t->p;
+    size_t nc = p->batch * p->c_stride;
+    tsr_status status = tsr_download(dev, p->c, t->host_c, nc);
+    if (status != TSR_SUCCESS) return status;
+    *rel_err = t->probes ? tsr_gemm_probe_error(p->batch, p->m, p->n, t->host_c, t->probes, FIXTURE_PROBES, t->ref)
+                         : tsr_rel_error(t->host_c, t->ref, nc);
+    return tsr_fixture_poison(dev, p->c, t->host_c, nc); /* the next run cannot pass on this one's output */
 }
 
-static void gemm_tuning_describe(const void *ctx, char *out, size_t size) {
-    const gemm_problem *p = &((const gemm_tuning *)ctx)->p;
+static void gemm_fixture_work(const void *ctx, double *flops, double *bytes) {
+    const gemm_problem *p = &((const gemm_fixture *)ctx)->p;
+    *flops = 2.0 * p->batch * p->m * p->n * p->k;
+    *bytes = 4.0 * p->batch * (p->a_stride + p->b_stride + p->c_stride);
+}
+
+static void gemm_fixture_describe(const void *ctx, char *out, size_t size) {
+    const gemm_problem *p = &((const gemm_fixture *)ctx)->p;
     if (p->batch > 1) snprintf(out, size, "%zux%zux%zux%zu", p->batch, p->m, p->n, p->k);
     else snprintf(out, size, "%zux%zux%zu", p->m, p->n, p->k);
 }
+
+static int gemm_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
+    const gemm_problem *p = &((const gemm_fixture *)ctx)->p;
+    cl_mem all[3] = {p->a, p->b, p->c};
+    for (int i = 0; i < 3 && i < max; ++i) buffers[i] = all[i];
+    return 3;
+}
+
+/* ---- tuning hooks: the fixture at each class's shape, fresh inputs every run ---- */
+
+static tsr_status gemm_tuning_setup(tsr_device *dev, const char *cls, void **out) {
+    return tsr_fixture_tuning_setup(dev, &tsr_op_gemm, cls, "GEMM", out);
+}
+
+static tsr_status gemm_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
+    return gemm_fixture_run(dev, ctx, cfg, dev->queue, first, last);
+}
+
+static double gemm_tuning_flops(const void *ctx) { return tsr_fixture_rate_work(&tsr_op_gemm, ctx); }
 
 const tsr_op tsr_op_gemm = {
     .name = "gemm",
@@ -646,9 +610,19 @@ const tsr_op tsr_op_gemm = {
     .nearest_class = gemm_nearest_class,
     .tuning_setup = gemm_tuning_setup,
     .tuning_run = gemm_tuning_run,
-    .tuning_check = gemm_tuning_check,
+    .tuning_check = gemm_fixture_check,
     .tuning_flops = gemm_tuning_flops,
-    .tuning_describe = gemm_tuning_describe,
-    .tuning_free = gemm_tuning_free,
+    .tuning_describe = gemm_fixture_describe,
+    .tuning_free = gemm_fixture_free,
     .tuning_space = gemm_tuning_space,
+    .fixture_setup = gemm_fixture_setup,
+    .fixture_run = gemm_fixture_run,
+    .fixture_check = gemm_fixture_check,
+    .fixture_work = gemm_fixture_work,
+    .fixture_describe = gemm_fixture_describe,
+    .fixture_buffers = gemm_fixture_buffers,
+    .fixture_free = gemm_fixture_free,
+    .tolerance = 1e-5,
+    .class_shapes = gemm_class_shapes,
+    .report_shapes = gemm_report_shapes,
 };

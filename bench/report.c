@@ -247,7 +247,7 @@ static void maybe_tune(tsr_device *dev, const report_options *opt, bool simulato
         tsr_tune_options to = {.budget_seconds = opt->tune_budget_s / nops};
         int ok = 0;
         for (const char *const *o = tsr_op_names(); *o; ++o) {
-            if (!opt->quiet) fprintf(stderr, "report: tuning %s on %s (%.0f s)\n", *o, dev->info.name, to.budget_seconds);
+            if (!opt->quiet) fprintf(stderr, "report: tuning %s on %s (%.0f s)\n", *o, tsr_device_get_info(dev)->name, to.budget_seconds);
             size_t n = 0;
             ok += tsr_tune(dev, *o, &to, NULL, 0, &n) == TSR_SUCCESS;
         }
@@ -258,9 +258,10 @@ static void maybe_tune(tsr_device *dev, const report_options *opt, bool simulato
 }
 
 static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *entry) {
-    bool sim = bench_is_simulator(&dev->info);
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    bool sim = bench_is_simulator(info);
     cJSON_AddBoolToObject(entry, "simulator", sim);
-    if (!opt->quiet) fprintf(stderr, "report: %s (%s)%s\n", dev->info.name, dev->info.platform_name, sim ? ", simulated" : "");
+    if (!opt->quiet) fprintf(stderr, "report: %s (%s)%s\n", info->name, info->platform_name, sim ? ", simulated" : "");
     peak_options po = opt->peak;
     po.simulator = sim;
     po.quiet = opt->quiet;
@@ -332,8 +333,8 @@ tsr_status report_run(const char *const *selectors, size_t nselectors, const rep
             cJSON_AddItemToArray(devices, entry);
             continue;
         }
-        cJSON_AddStringToObject(entry, "fingerprint", dev->fingerprint);
-        cJSON_AddItemToObject(entry, "info", tsr_device_info_to_json(&dev->info));
+        cJSON_AddStringToObject(entry, "fingerprint", tsr_device_fingerprint(dev));
+        cJSON_AddItemToObject(entry, "info", tsr_device_info_to_json(tsr_device_get_info(dev)));
         cJSON_AddItemToArray(devices, entry);
         run_device(dev, opt, entry);
         tsr_device_close(dev);

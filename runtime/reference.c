@@ -125,11 +125,15 @@ double tsr_gelu_max_error(int mode, const float *x, const float *y, size_t n) {
 static size_t or_one(size_t v) { return v ? v : 1; }
 
 void tsr_conv2d_reference(const tsr_conv2d_desc *d, const float *x, const float *w, const float *bias, double *y) {
-    size_t P, Q;
-    if (tsr_conv2d_output_size(d, &P, &Q) != TSR_SUCCESS) return; /* also validates the descriptor */
     size_t N = d->batch, C = d->in_channels, H = d->in_height, W = d->in_width, K = d->out_channels;
-    size_t R = d->kernel_h, S = d->kernel_w, G = or_one(d->groups), Cg = C / G, Kg = K / G, PQ = P * Q;
+    size_t R = d->kernel_h, S = d->kernel_w, G = or_one(d->groups), Cg = C / G, Kg = K / G;
     size_t sh = or_one(d->stride_h), sw = or_one(d->stride_w), dh = or_one(d->dilation_h), dw = or_one(d->dilation_w);
+    /* The output size from the header's formula, worked out here rather than taken from the op,
+     * so the reference does not share the implementation's shape arithmetic (callers pass
+     * descriptors the op accepted). */
+    size_t span_h = dh * (R - 1) + 1, span_w = dw * (S - 1) + 1;
+    if (R == 0 || S == 0 || H + 2 * d->pad_h < span_h || W + 2 * d->pad_w < span_w) return;
+    size_t P = (H + 2 * d->pad_h - span_h) / sh + 1, Q = (W + 2 * d->pad_w - span_w) / sw + 1, PQ = P * Q;
     for (size_t n = 0; n < N; ++n)
         for (size_t k = 0; k < K; ++k) {
             size_t g = k / Kg;

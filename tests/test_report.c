@@ -3,7 +3,7 @@
  * merging reports with overlapping and distinct devices, and a device that fails mid-suite
  * reported as failed while the rest of the report completes (TSR_TEST_MODE=two-platforms:
  * PoCL and Oclgrind). */
-#include "bench.h"
+#include "report.h"
 #include "harness.h"
 
 #include <cjson/cJSON.h>

@@ -1,5 +1,6 @@
 /* tessera peak: the device's limits (bandwidth, fp32 throughput, launch latency, transfers). */
 #include "cli.h"
+#include "report.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

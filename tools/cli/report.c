@@ -1,5 +1,6 @@
 /* tessera report: peaks, a budgeted tune and the op suite on every device, or merged reports. */
 #include "cli.h"
+#include "report.h"
 
 #include <cjson/cJSON.h>
 

@@ -4,7 +4,7 @@
  * different machines. The report lives as one JSON tree: a fresh run and a merge render the
  * same way. */
 #define _GNU_SOURCE
-#include "bench.h"
+#include "report.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

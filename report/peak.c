@@ -4,7 +4,7 @@
  * trip), host <-> device transfers (read, write, map), and on CPU devices the host's own
  * multi-threaded memcpy for comparison. Every test repeats until its time budget is spent (at
  * least 3 runs) and reports the median and the spread. */
-#include "bench.h"
+#include "report.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* SVG charts for `tessera report`: a log-log roofline per device (its measured memory and fp32
  * roofs, each op at its arithmetic intensity and achieved rate) and a bar chart per op across
  * devices. Plain SVG 1.1 text, no dependencies; every label is XML-escaped. */
-#include "bench.h"
+#include "report.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -1,0 +1,105 @@
+/* The product side of tessera's measurements: `tessera peak` (device peaks) and `tessera report`
+ * (cross-device reports with a roofline, report.md and charts), built on the benchmark harness. */
+#ifndef TSR_REPORT_H
+#define TSR_REPORT_H
+
+#include "bench.h"
+
+/* ---- device peaks (peak.c) ---- */
+
+#define PEAK_WIDTHS 5 /* float1, 2, 4, 8, 16 */
+
+typedef struct peak_stat {
+    double median, min, max;
+    int runs;
+} peak_stat;
+
+/* The parts of `tessera peak`, as bits; names for --tests: bandwidth, compute, launch, transfers,
+ * host (the host's own read and memcpy, CPU devices only). */
+enum { PEAK_BANDWIDTH = 1, PEAK_COMPUTE = 2, PEAK_LAUNCH = 4, PEAK_TRANSFERS = 8, PEAK_HOST = 16, PEAK_ALL = 31 };
+
+/* "bandwidth,host" -> bits; false (with *bad at the unknown name) for an unknown or empty name. */
+bool peak_parse_tests(const char *list, unsigned *tests, char *bad, size_t bad_size);
+
+typedef struct peak_options {
+    double budget_s;     /* per test */
+    unsigned tests;      /* PEAK_* bits; 0: all */
+    size_t buffer_bytes; /* 0: 128 MiB on CPUs, 512 MiB elsewhere (halved until one allocation holds it) */
+    bool reduced;        /* one vector width, layout and chain count (simulators, quick checks) */
+    bool simulator;      /* reduced, on small buffers, with short runs: a simulated device finishes */
+    bool quiet;
+} peak_options;
+
+typedef struct peak_result {
+    unsigned tests; /* PEAK_* bits: what was measured (the rest is zero) */
+    size_t buffer_bytes;
+    double budget_s;
+    peak_stat read[PEAK_WIDTHS], write[PEAK_WIDTHS], copy[PEAK_WIDTHS]; /* GB/s, the better layout */
+    int layout[3][PEAK_WIDTHS];                                           /* 1: interleaved, 0: contiguous */
+    double bandwidth_gbps;                                                /* the best of them */
+    char bandwidth_best[64];
+    peak_stat compute[PEAK_WIDTHS]; /* GFLOP/s, the best chain count */
+    int chains[PEAK_WIDTHS];
+    double compute_gflops;
+    char compute_best[64];
+    peak_stat dispatch_us, round_trip_us;
+    peak_stat write_gbps, read_gbps, map_read_gbps, map_write_gbps;
+    peak_stat host_copy_gbps; /* CPU devices: the host's multi-threaded copy (read + write) */
+    peak_stat host_read_gbps; /* and its multi-threaded read */
+    int host_threads;
+    int host_copy_streams, host_read_streams; /* concurrent streams per thread of the better run */
+} peak_result;
+
+tsr_status peak_measure(tsr_device *device, const peak_options *options, peak_result *result);
+struct cJSON *peak_to_json(const peak_result *result);
+tsr_status peak_from_json(const struct cJSON *json, peak_result *result);
+void peak_print(FILE *out, const peak_result *result);
+
+/* ---- cross-device reports (report.c, charts.c) ---- */
+
+struct report_case;
+typedef struct report_options {
+    const char *out_dir;
+    double budget_s;       /* timing per row */
+    peak_options peak;     /* budget per peak test, buffer size, reduced set */
+    double tune_budget_s;  /* per device with nothing tuned for it; 0: never tune */
+    bool peers;            /* CLBlast alongside, where it has the op */
+    bool quiet;
+    const struct report_case *suite; /* NULL: the standard suite (tests pass their own) */
+    size_t nsuite;
+} report_options;
+
+/* One entry of a suite: runs on a device and appends result rows (JSON objects) to `results`;
+ * a failure status marks the device failed. shape: the op fixture's shape text for this device. */
+typedef struct report_case {
+    const char *id;     /* "gemm-square" */
+    const char *op;
+    const char *shape;            /* "2048x2048x2048": the op's fixture grammar, the rows' "shape" */
+    const char *simulator_shape;  /* smaller, for simulated devices */
+    /* NULL: the generic runner (the op's fixture, then its peers); tests pass their own */
+    tsr_status (*run)(tsr_device *device, const struct report_case *c, const char *shape,
+                      const report_options *options, struct cJSON *results);
+} report_case;
+
+/* The standard suite: every op's report cases from the op table (each descriptor declares its
+ * cases with shapes for real and for simulated devices). */
+const report_case *report_standard_suite(size_t *n);
+/* Peaks, a budgeted tune where nothing is tuned, and the suite on every device of `devices`
+ * (selectors, NULL: every device); *root receives the report tree (free with cJSON_Delete).
+ * A device that fails is recorded as failed and the others still run. */
+tsr_status report_run(const char *const *devices, size_t ndevices, const report_options *options,
+                      struct cJSON **root);
+/* report.json, report.md and the charts (SVG; PNG too when rsvg-convert is on PATH) into dir. */
+tsr_status report_write(const struct cJSON *root, const char *dir, bool quiet);
+/* Load and validate a report.json. */
+tsr_status report_load(const char *path, struct cJSON **root);
+/* Combine reports: every device of every file, in order; the same device of the same host in
+ * two files is kept once (the newer) and noted. */
+tsr_status report_merge(const char *const *paths, size_t npaths, struct cJSON **root);
+size_t report_failed_devices(const struct cJSON *root);
+
+/* Charts: a roofline per device and a bar chart per op across devices, as SVG text (malloc'ed). */
+char *chart_roofline_svg(const struct cJSON *device);
+char *chart_bars_svg(const struct cJSON *root);
+
+#endif

@@ -152,9 +152,8 @@ double bench_gemm_error(size_t batch, size_t m, size_t n, size_t k, const float 
         error = tsr_error_value(&sum);
     } else {
         double *probes = scratch, *reference = scratch + PROBES * n;
-        for (int q = 0; q < PROBES; ++q)
-            for (size_t j = 0; j < n; ++j)
-                probes[(size_t)q * n + j] = ((j * 2654435761u + (size_t)q * 40503u) % 1000) / 500.0 - 1.0;
+        uint64_t seed = 0x9E3779B97F4A7C15ull; /* the same probes every call */
+        for (size_t j = 0; j < PROBES * n; ++j) probes[j] = tsr_random_float(&seed, -1.0f, 1.0f);
         error = tsr_gemm_probe_reference(batch, m, n, k, a, b, probes, PROBES, reference) == TSR_SUCCESS
                     ? tsr_gemm_probe_error(batch, m, n, c, probes, PROBES, reference)
                     : NAN;
@@ -187,17 +186,17 @@ static tsr_status clblast_override(tsr_device *dev, const char *params) {
     tsr_strlcpy(buf, params, sizeof buf);
     const char *names[32];
     size_t values[32], n = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
-        char *eq = strchr(tok, '=');
-        if (!eq || n == 32) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: cannot read '%s' (NAME=VALUE ...)", tok);
-        *eq = '\0';
-        const char *num = eq + 1;
+    char *cursor = buf, *name, *value;
+    while (tsr_next_pair(&cursor, " ,", &name, &value)) {
+        if (!value || n == 32)
+            return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: cannot read '%s%s%s' (NAME=VALUE ...)", name,
+                            value ? "=" : "", value ? value : "");
+        const char *num = value;
         uint64_t v = 0;
         if (!bench_scan_uint(&num, 1u << 20, &v) || *num)
-            return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: %s needs a whole number from 0 to 1048576", tok);
-        if (strcmp(tok, "PRECISION") == 0) continue;
-        names[n] = tok;
+            return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: %s needs a whole number from 0 to 1048576", name);
+        if (strcmp(name, "PRECISION") == 0) continue;
+        names[n] = name;
         values[n++] = (size_t)v;
     }
     CLBlastStatusCode cs =

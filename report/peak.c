@@ -458,6 +458,17 @@ out:
 static const char *const test_names[] = {"bandwidth", "compute", "launch", "transfers", "host"};
 #define PEAK_TEST_COUNT (int)(sizeof test_names / sizeof test_names[0])
 
+const char *peak_test_list(char *out, size_t size) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < PEAK_TEST_COUNT && used < size; ++i) {
+        int n = snprintf(out + used, size - used, "%s%s", i ? ", " : "", test_names[i]);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+    return out;
+}
+
 bool peak_parse_tests(const char *list, unsigned *tests, char *bad, size_t bad_size) {
     *tests = 0;
     const char *p = list;

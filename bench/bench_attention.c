@@ -67,13 +67,11 @@ static tsr_status run_attention(void *ctx) {
     return st;
 }
 
+/* The relative error of a against another implementation's result (floats, not a double reference). */
 static double rel_diff(const float *a, const float *ref, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; ++i) {
-        num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
-        den += (double)ref[i] * ref[i];
-    }
-    return isnan(num) ? INFINITY : sqrt(num / den);
+    tsr_error_sum sum = {0, 0};
+    for (size_t i = 0; i < n; ++i) tsr_error_add(&sum, a[i], ref[i]);
+    return tsr_error_value(&sum);
 }
 
 static tsr_status bench_length(tsr_device *dev, const bench_options *opt, bench_report *report, size_t L, bool causal) {
@@ -90,7 +88,7 @@ static tsr_status bench_length(tsr_device *dev, const bench_options *opt, bench_
     uint64_t seed = 0x9E3779B97F4A7C15ull ^ L;
     cl_mem *mems[3] = {&r.q, &r.k, &r.v};
     for (int t = 0; t < 3 && err == CL_SUCCESS; ++t) {
-        for (size_t i = 0; i < n; ++i) hq[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+        tsr_random_fill(hq, n, &seed, -1.0f, 1.0f);
         *mems[t] = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, hq, &err);
     }
     if (err == CL_SUCCESS) r.o = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, n * 4, NULL, &err);

@@ -100,17 +100,13 @@ static tsr_status run_openblas(void *ctx) {
 
 /* ||y - ref|| / ||ref|| over the images the reference holds (the first and the last). */
 static double conv_error(const float *y, const double *ref, size_t per_image, size_t batch) {
-    double num = 0, den = 0;
+    tsr_error_sum sum = {0, 0};
     for (size_t part = 0; part < (batch > 1 ? 2u : 1u); ++part) {
         const float *yy = y + (part ? (batch - 1) * per_image : 0);
         const double *rr = ref + part * per_image;
-        for (size_t i = 0; i < per_image; ++i) {
-            double e = (double)yy[i] - rr[i];
-            num += e * e;
-            den += rr[i] * rr[i];
-        }
+        for (size_t i = 0; i < per_image; ++i) tsr_error_add(&sum, yy[i], rr[i]);
     }
-    return isnan(num) ? INFINITY : sqrt(num / den);
+    return tsr_error_value(&sum);
 }
 
 /* Reference of the first and last image: one-image descriptors over their slices of x. */
@@ -157,8 +153,8 @@ static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_r
         goto out;
     }
     uint64_t seed = 0x9E3779B97F4A7C15ull ^ (uint64_t)l->c * 131 ^ batch;
-    for (size_t i = 0; i < nx; ++i) hx[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
-    for (size_t i = 0; i < nw; ++i) hw[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+    tsr_random_fill(hx, nx, &seed, -1.0f, 1.0f);
+    tsr_random_fill(hw, nw, &seed, -1.0f, 1.0f);
     reference_ends(d, hx, hw, ref, per_image);
     r.x = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nx * 4, hx, &err);
     if (err == CL_SUCCESS)
@@ -355,7 +351,7 @@ static tsr_status bench_stack(tsr_device *dev, const bench_options *opt, bench_r
     float *h = malloc(fill * 4);
     if (!h) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
     uint64_t seed = 0x853C49E6748FEA9Bull;
-    for (size_t i = 0; i < fill; ++i) h[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 8388608.0f - 1.0f;
+    tsr_random_fill(h, fill, &seed, -1.0f, 1.0f);
     s.x = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, max_x * 4, h, &err);
     if (err == CL_SUCCESS)
         s.w = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, max_w * 4, h, &err);

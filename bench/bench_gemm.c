@@ -136,45 +136,30 @@ static tsr_status run_openblas(void *ctx) {
 #endif
 
 double bench_gemm_error(size_t batch, size_t m, size_t n, size_t k, const float *a, const float *b, const float *c) {
-    const gemm_shape shape = {batch, m, n, k}, *s = &shape;
-    double num = 0, den = 0;
-    bool exact = (double)s->batch * s->m * s->n * s->k <= (double)(1 << 27);
-    double *t = exact ? NULL : malloc(s->n * sizeof *t), *bt = exact ? NULL : malloc(s->k * sizeof *bt);
-    if (!exact && (!t || !bt)) { /* unchecked: NaN fails every tolerance */
-        free(t), free(bt);
-        return NAN;
-    }
-    for (size_t bi = 0; bi < s->batch; ++bi) {
-        const float *A = a + bi * s->m * s->k, *B = b + bi * s->k * s->n, *C = c + bi * s->m * s->n;
-        if (exact) {
-            for (size_t i = 0; i < s->m; ++i)
-                for (size_t j = 0; j < s->n; ++j) {
-                    double r = 0;
-                    for (size_t l = 0; l < s->k; ++l) r += (double)A[i * s->k + l] * B[l * s->n + j];
-                    num += (C[i * s->n + j] - r) * (C[i * s->n + j] - r);
-                    den += r * r;
-                }
-            continue;
+    enum { PROBES = 2 };
+    bool exact = (double)batch * m * n * k <= (double)(1 << 27);
+    /* exact: one row of A B at a time (n values); else the probes and A (B t) for each */
+    double *scratch = malloc((exact ? n : PROBES * n + PROBES * batch * m) * sizeof *scratch);
+    if (!scratch) return NAN; /* unchecked: NaN fails every tolerance */
+    double error;
+    if (exact) {
+        tsr_error_sum sum = {0, 0};
+        for (size_t row = 0; row < batch * m; ++row) {
+            size_t bi = row / m;
+            tsr_gemm_reference(1, 1, n, k, a + row * k, b + bi * k * n, scratch);
+            for (size_t j = 0; j < n; ++j) tsr_error_add(&sum, c[row * n + j], scratch[j]);
         }
-        for (int probe = 0; probe < 2; ++probe) {
-            for (size_t j = 0; j < s->n; ++j) t[j] = ((j * 2654435761u + (size_t)probe * 40503u) % 1000) / 500.0 - 1.0;
-            for (size_t l = 0; l < s->k; ++l) {
-                double v = 0;
-                for (size_t j = 0; j < s->n; ++j) v += (double)B[l * s->n + j] * t[j];
-                bt[l] = v;
-            }
-            for (size_t i = 0; i < s->m; ++i) {
-                double ref = 0, got = 0;
-                for (size_t l = 0; l < s->k; ++l) ref += (double)A[i * s->k + l] * bt[l];
-                for (size_t j = 0; j < s->n; ++j) got += (double)C[i * s->n + j] * t[j];
-                num += (got - ref) * (got - ref);
-                den += ref * ref;
-            }
-        }
+        error = tsr_error_value(&sum);
+    } else {
+        double *probes = scratch, *reference = scratch + PROBES * n;
+        uint64_t seed = 0x9E3779B97F4A7C15ull; /* the same probes every call */
+        for (size_t j = 0; j < PROBES * n; ++j) probes[j] = tsr_random_float(&seed, -1.0f, 1.0f);
+        error = tsr_gemm_probe_reference(batch, m, n, k, a, b, probes, PROBES, reference) == TSR_SUCCESS
+                    ? tsr_gemm_probe_error(batch, m, n, c, probes, PROBES, reference)
+                    : NAN;
     }
-    free(t);
-    free(bt);
-    return den > 0 ? sqrt(num / den) : sqrt(num);
+    free(scratch);
+    return error;
 }
 
 static void shape_name(const gemm_shape *s, char *out, size_t size) {
@@ -201,17 +186,17 @@ static tsr_status clblast_override(tsr_device *dev, const char *params) {
     tsr_strlcpy(buf, params, sizeof buf);
     const char *names[32];
     size_t values[32], n = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
-        char *eq = strchr(tok, '=');
-        if (!eq || n == 32) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: cannot read '%s' (NAME=VALUE ...)", tok);
-        *eq = '\0';
-        const char *num = eq + 1;
+    char *cursor = buf, *name, *value;
+    while (tsr_next_pair(&cursor, " ,", &name, &value)) {
+        if (!value || n == 32)
+            return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: cannot read '%s%s%s' (NAME=VALUE ...)", name,
+                            value ? "=" : "", value ? value : "");
+        const char *num = value;
         uint64_t v = 0;
         if (!bench_scan_uint(&num, 1u << 20, &v) || *num)
-            return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: %s needs a whole number from 0 to 1048576", tok);
-        if (strcmp(tok, "PRECISION") == 0) continue;
-        names[n] = tok;
+            return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: %s needs a whole number from 0 to 1048576", name);
+        if (strcmp(name, "PRECISION") == 0) continue;
+        names[n] = name;
         values[n++] = (size_t)v;
     }
     CLBlastStatusCode cs =
@@ -268,8 +253,8 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
             goto next;
         }
         uint64_t seed = 0x2545F4914F6CDD1Dull ^ i;
-        for (size_t j = 0; j < na; ++j) ha[j] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
-        for (size_t j = 0; j < nb; ++j) hb[j] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f - 0.5f;
+        tsr_random_fill(ha, na, &seed, -0.5f, 0.5f);
+        tsr_random_fill(hb, nb, &seed, -0.5f, 0.5f);
         r.a = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, na * 4, ha, &err);
         if (err == CL_SUCCESS)
             r.b = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nb * 4, hb, &err);

@@ -398,8 +398,7 @@ tsr_status peak_measure(tsr_device *dev, const peak_options *opt, peak_result *r
     size_t sink_floats = (size_t)(info->compute_units ? info->compute_units : 1) * 4096;
     if (!host) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory for %zu bytes", bytes);
     uint64_t seed = 0x9E3779B97F4A7C15ull;
-    for (size_t i = 0; i < bytes / sizeof(float); ++i)
-        host[i] = (float)((seed = seed * 6364136223846793005ull + 1) >> 40) / 16777216.0f; /* random: incompressible */
+    tsr_random_fill(host, bytes / sizeof(float), &seed, 0.0f, 1.0f); /* random: incompressible */
     a = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, host, &err);
     if (err == CL_SUCCESS) b = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (err == CL_SUCCESS)
@@ -458,6 +457,17 @@ out:
 
 static const char *const test_names[] = {"bandwidth", "compute", "launch", "transfers", "host"};
 #define PEAK_TEST_COUNT (int)(sizeof test_names / sizeof test_names[0])
+
+const char *peak_test_list(char *out, size_t size) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < PEAK_TEST_COUNT && used < size; ++i) {
+        int n = snprintf(out + used, size - used, "%s%s", i ? ", " : "", test_names[i]);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+    return out;
+}
 
 bool peak_parse_tests(const char *list, unsigned *tests, char *bad, size_t bad_size) {
     *tests = 0;

@@ -20,6 +20,9 @@ enum { PEAK_BANDWIDTH = 1, PEAK_COMPUTE = 2, PEAK_LAUNCH = 4, PEAK_TRANSFERS = 8
 
 /* "bandwidth,host" -> bits; false (with *bad at the unknown name) for an unknown or empty name. */
 bool peak_parse_tests(const char *list, unsigned *tests, char *bad, size_t bad_size);
+/* "bandwidth, compute, launch, transfers, host": the names peak_parse_tests takes, for messages
+ * (truncated to size); returns out. */
+const char *peak_test_list(char *out, size_t size);
 
 typedef struct peak_options {
     double budget_s;     /* per test */

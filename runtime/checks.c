@@ -6,17 +6,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool tsr_strided_extent(size_t offset, size_t ndims, const size_t *counts, const size_t *strides, size_t inner,
+                        size_t *elements) {
+    size_t total = offset;
+    *elements = 0;
+    for (size_t i = 0; i < ndims; ++i) {
+        size_t last;
+        if (__builtin_mul_overflow(counts[i] - 1, strides[i], &last) || __builtin_add_overflow(total, last, &total))
+            return false;
+    }
+    if (__builtin_add_overflow(total, inner, &total) || total > SIZE_MAX / sizeof(float)) return false;
+    *elements = total;
+    return true;
+}
+
 tsr_status tsr_matrix_extent(const char *name, size_t offset, size_t lines, size_t line_length, size_t ld,
                              size_t stride, size_t batch, size_t *elements) {
     *elements = 0;
     if (lines == 0 || line_length == 0 || batch == 0) return TSR_SUCCESS;
-    size_t last_line, last_batch, total;
-    if (__builtin_mul_overflow(lines - 1, ld, &last_line) || __builtin_mul_overflow(batch - 1, stride, &last_batch) ||
-        __builtin_add_overflow(last_line, line_length, &total) || __builtin_add_overflow(total, last_batch, &total) ||
-        __builtin_add_overflow(total, offset, &total) || total > SIZE_MAX / sizeof(float))
+    if (!tsr_strided_extent(offset, 2, (const size_t[]){batch, lines}, (const size_t[]){stride, ld}, line_length,
+                            elements))
         return tsr_fail(TSR_ERR_OVERFLOW, "the extent of %s overflows (offset %zu, %zu x %zu, ld %zu, stride %zu, batch %zu)",
                         name, offset, lines, line_length, ld, stride, batch);
-    *elements = total;
     return TSR_SUCCESS;
 }
 
@@ -133,4 +144,20 @@ tsr_status tsr_download(tsr_device *dev, cl_mem mem, float *host, size_t count) 
     TSR_CL_CHECK(clEnqueueReadBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof(float), host, 0, NULL, NULL), out);
 out:
     return status;
+}
+
+bool tsr_next_pair(char **cursor, const char *separators, char **name, char **value) {
+    char *token = *cursor + strspn(*cursor, separators);
+    size_t length = strcspn(token, separators);
+    if (length == 0) {
+        *cursor = token;
+        return false;
+    }
+    *cursor = token[length] ? token + length + 1 : token + length;
+    token[length] = '\0';
+    char *eq = strchr(token, '=');
+    if (eq) *eq = '\0';
+    *name = token;
+    *value = eq ? eq + 1 : NULL;
+    return true;
 }

@@ -388,6 +388,12 @@ bool tsr_config_defines(const tsr_op *op, const tsr_config *config, char *out, s
 void tsr_config_declared(const tsr_op *op, tsr_config *config);
 /* Index of the parameter called `name`, or -1. */
 int tsr_param_index(const tsr_op *op, const char *name);
+/* tsr_param_index, or TSR_ERR_INVALID_ARG "<what>: op <op> has no parameter '<name>'". */
+tsr_status tsr_param_lookup(const tsr_op *op, const char *name, const char *what, int *param);
+/* Decimal `text` as a value of parameter `param`: one of its declared values, or TSR_ERR_INVALID_ARG
+ * "<what>: NAME=<text> is not in the parameter space". The one value reader of overrides, built-in
+ * defaults and tuner spaces. */
+tsr_status tsr_param_value(const tsr_op *op, int param, const char *text, const char *what, int *value);
 int tsr_op_class_index(const tsr_op *op, const char *problem_class);
 /* The op's built-in configuration for this device and class: the first matching row of its
  * defaults over the declared defaults. Generic code calls this, never reads the rows. */
@@ -455,7 +461,8 @@ void tsr_attention_reference_row(const float *q_row, const float *k, const float
 tsr_status tsr_fixture_tuning_setup(tsr_device *device, const tsr_op *op, const char *problem_class, const char *label,
                                     void **fixture);
 /* The demo's measurement: `runs` runs as a caller of the public API gets them, the best device
- * time (first to last event) in *best_ms, then the check. */
+ * time (first to last event, through tsr_event_seconds: unusable timestamps fail) in *best_ms,
+ * then the check. */
 tsr_status tsr_fixture_measure(tsr_device *device, const tsr_op *op, void *fixture, int runs, double *best_ms,
                                double *rel_err);
 /* The tuner's rate work of a fixture: bytes for ops whose rate_unit is "GB/s", else FLOPs. */
@@ -566,6 +573,11 @@ tsr_status tsr_repeat(tsr_measure_fn fn, void *ctx, double budget_s, int min_run
 
 /* ---- argument checks shared by ops (checks.c) ---- */
 
+/* The extent arithmetic of every op: offset + sum of (counts[i] - 1) * strides[i] + inner elements,
+ * every count at least 1; false (and *elements 0) when it, or its size in bytes as floats, overflows.
+ * Callers word their own messages. */
+bool tsr_strided_extent(size_t offset, size_t ndims, const size_t *counts, const size_t *strides, size_t inner,
+                        size_t *elements);
 /* Elements a strided-batched matrix spans: offset + (batch-1)*stride + (lines-1)*ld + line_length,
  * with overflow checks; 0 when the matrix is empty. `name` labels messages. */
 tsr_status tsr_matrix_extent(const char *name, size_t offset, size_t lines, size_t line_length, size_t ld,
@@ -604,5 +616,10 @@ tsr_status tsr_download(tsr_device *device, cl_mem mem, float *host, size_t coun
 bool tsr_contains_nocase(const char *haystack, const char *needle);
 /* Format into buf like snprintf but always terminated and truncated safely. */
 void tsr_strlcpy(char *dst, const char *src, size_t size);
+/* The tokenizer of every "NAME=VALUE ..." text (configurations, tuner spaces, CLBlast's parameters):
+ * the next token of the writable string at *cursor, which it cuts at any of `separators` (runs of
+ * them count as one) and advances past. *name is the token up to '=' and *value what follows it;
+ * a token without '=' gives the whole token in *name and a NULL *value. False at the end. */
+bool tsr_next_pair(char **cursor, const char *separators, char **name, char **value);
 
 #endif

@@ -237,9 +237,7 @@ static float special(rng *r) {
 }
 
 /* Compare got with ref: NaN where ref is NaN, equal infinities, the finite rest by relative norm. */
-typedef struct errsum { double num, den; } errsum;
-
-static void compare_value(errsum *e, float got, double ref, const char *what, size_t index) {
+static void compare_value(tsr_error_sum *e, float got, double ref, const char *what, size_t index) {
     if (isnan(ref)) {
         if (!isnan(got)) FAIL("%s[%zu] = %g, reference NaN", what, index, (double)got);
         return;
@@ -249,11 +247,8 @@ static void compare_value(errsum *e, float got, double ref, const char *what, si
         return;
     }
     if (!isfinite(got)) FAIL("%s[%zu] = %g, reference %.9g", what, index, (double)got, ref);
-    e->num += ((double)got - ref) * ((double)got - ref);
-    e->den += ref * ref;
+    tsr_error_add(e, got, ref);
 }
-
-static double rel(const errsum *e) { return e->den > 0 ? sqrt(e->num / e->den) : sqrt(e->num); }
 
 /* ------------------------------------------------------------------------------ GEMM */
 
@@ -429,7 +424,7 @@ static void gemm_iteration(rng *r, int api, size_t max) {
     if (g.bias) tb_download(&Bias), tb_check_untouched(&Bias, "bias");
 
     double *ref = malloc((g.c_span ? g.c_span : 1) * sizeof *ref);
-    errsum e = {0, 0};
+    tsr_error_sum e = {0, 0};
     for (size_t bi = 0; bi < g.batch; ++bi) {
         size_t cb = C.origin + g.c_off + bi * g.c_stride;
         th_ref_sgemm(row, ta, tb, g.m, g.n, g.k, g.alpha, tb_at(&A, g.a_off + bi * g.a_stride), g.lda,
@@ -441,7 +436,7 @@ static void gemm_iteration(rng *r, int api, size_t max) {
                 compare_value(&e, C.host[cb + idx], th_ref_activation((int)g.act, v), "c", cb + idx - C.origin);
             }
     }
-    if (!(rel(&e) <= 1e-5)) FAIL("relative error %.3e (tolerance 1e-5)", rel(&e));
+    if (!(tsr_error_value(&e) <= 1e-5)) FAIL("relative error %.3e (tolerance 1e-5)", tsr_error_value(&e));
 
 #ifdef TSR_HAVE_CLBLAST
     /* CLBlast on the same buffers (its C finite: it computes beta * C even for beta = 0). */
@@ -455,10 +450,10 @@ static void gemm_iteration(rng *r, int api, size_t max) {
         if (cs != CLBlastSuccess) FAIL("CLBlast refused a call tessera ran: status %d", (int)cs);
         ++clblast_compared;
         tb_download(&C);
-        errsum d = {0, 0};
+        tsr_error_sum d = {0, 0};
         for (size_t i = 0; i < C.total; ++i)
             if (C.writable[i]) compare_value(&d, C.host[i], tessera_c[i], "clblast c", i);
-        if (!(rel(&d) <= 1e-5)) FAIL("tessera and CLBlast differ by %.3e", rel(&d));
+        if (!(tsr_error_value(&d) <= 1e-5)) FAIL("tessera and CLBlast differ by %.3e", tsr_error_value(&d));
         free(tessera_c);
     }
 #endif
@@ -733,9 +728,9 @@ static void conv_iteration(rng *r, bool overlapping_subbuffers) {
         double *ref = malloc(ny * sizeof *ref);
         conv_ref(&c, tb_at(&X, d.x_offset), tb_at(&Wt, d.w_offset), bias ? tb_at(&Bs, d.bias_offset) : NULL,
                  (int)d.activation, P, Q, ref);
-        errsum e = {0, 0};
+        tsr_error_sum e = {0, 0};
         for (size_t i = 0; i < ny; ++i) compare_value(&e, Y.host[Y.origin + d.y_offset + i], ref[i], "y", i);
-        if (!(rel(&e) <= 1e-5)) FAIL("relative error %.3e (tolerance 1e-5)", rel(&e));
+        if (!(tsr_error_value(&e) <= 1e-5)) FAIL("relative error %.3e (tolerance 1e-5)", tsr_error_value(&e));
         free(ref);
     }
     if (ws) clReleaseMemObject(ws);
@@ -854,7 +849,7 @@ static void attention_iteration(rng *r, attention_fn fn, const char *fn_name) {
     if (lse) tb_download(&LS), tb_check_untouched(&LS, "lse");
     double scale = d.scale ? d.scale : 1.0 / sqrt((double)D);
     double *s = malloc(Lk * sizeof *s);
-    errsum e = {0, 0};
+    tsr_error_sum e = {0, 0};
     for (size_t b = 0; b < B; ++b) {
         size_t kv = use_kvl ? (size_t)kvl[b] : Lk;
         for (size_t h = 0; h < H; ++h)
@@ -889,7 +884,7 @@ static void attention_iteration(rng *r, attention_fn fn, const char *fn_name) {
                 }
             }
     }
-    if (!(rel(&e) <= 1e-5)) FAIL("relative error %.3e (tolerance 1e-5)", rel(&e));
+    if (!(tsr_error_value(&e) <= 1e-5)) FAIL("relative error %.3e (tolerance 1e-5)", tsr_error_value(&e));
     free(s);
     tb_free(&Q), tb_free(&K), tb_free(&V), tb_free(&O);
     if (lse) tb_free(&LS);

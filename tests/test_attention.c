@@ -68,7 +68,8 @@ static double run_case(const att_case *c, tsr_status (*fn)(tsr_device *, const t
     th_read(dev, dout, o, nq);
     th_read(dev, dl, lse, nl);
 
-    double num = 0, den = 0, scale = 1.0 / sqrt((double)c->D);
+    double scale = 1.0 / sqrt((double)c->D);
+    tsr_error_sum err = {0, 0};
     double *s = malloc(c->Lk * sizeof *s);
     char *inside = calloc(nq, 1);
     for (size_t b = 0; b < c->B; ++b) {
@@ -103,8 +104,7 @@ static double run_case(const att_case *c, tsr_status (*fn)(tsr_device *, const t
                     double r = 0;
                     for (size_t j = 0; j < limit; ++j) r += s[j] * v[elem(c, c->Lk, b, h, j) + e];
                     r /= sum;
-                    num += (oi[e] - r) * (oi[e] - r);
-                    den += r * r;
+                    tsr_error_add(&err, oi[e], r);
                 }
                 if (c->lse) {
                     double ref_lse = m + log(sum);
@@ -119,8 +119,7 @@ static double run_case(const att_case *c, tsr_status (*fn)(tsr_device *, const t
     clReleaseMemObject(dq), clReleaseMemObject(dk), clReleaseMemObject(dv), clReleaseMemObject(dout);
     clReleaseMemObject(dl);
     free(q), free(k), free(v), free(o), free(lse), free(s), free(inside);
-    if (isnan(num)) return INFINITY;
-    return den > 0 ? sqrt(num / den) : sqrt(num);
+    return tsr_error_value(&err);
 }
 
 static void expect_accurate(const att_case *c, bool unfused) {
@@ -175,27 +174,16 @@ static void long_sequence(void **state) {
     th_read(dev, dout, o, n);
     for (size_t i = 0; i < n; ++i)
         if (!isfinite(o[i])) fail_msg("o[%zu] = %g", i, o[i]);
-    double num = 0, den = 0;
+    tsr_error_sum err = {0, 0};
+    double ref[D];
     for (size_t h = 0; h < H; ++h)
         for (size_t row = 0; row < 3; ++row) {
             size_t i = row == 0 ? 0 : row == 1 ? L / 2 : L - 1;
-            double m = -INFINITY, sum = 0;
-            for (size_t j = 0; j < L; ++j) {
-                double dot = 0;
-                for (size_t e = 0; e < D; ++e) dot += (double)q[(h * L + i) * D + e] * k[(h * L + j) * D + e];
-                s[j] = dot / 8.0; /* 1 / sqrt(64) */
-                m = fmax(m, s[j]);
-            }
-            for (size_t j = 0; j < L; ++j) sum += (s[j] = exp(s[j] - m));
-            for (size_t e = 0; e < D; ++e) {
-                double ref = 0;
-                for (size_t j = 0; j < L; ++j) ref += s[j] * v[(h * L + j) * D + e];
-                ref /= sum;
-                num += (o[(h * L + i) * D + e] - ref) * (o[(h * L + i) * D + e] - ref);
-                den += ref * ref;
-            }
+            tsr_attention_reference_row(q + (h * L + i) * D, k + h * L * D, v + h * L * D, L, D, 1.0 / 8.0 /* 1 / sqrt(64) */,
+                                        s, ref);
+            for (size_t e = 0; e < D; ++e) tsr_error_add(&err, o[(h * L + i) * D + e], ref[e]);
         }
-    double e = sqrt(num / den);
+    double e = tsr_error_value(&err);
     if (!(e <= 1e-5)) fail_msg("relative error %.3e on the sampled rows", e);
     clReleaseMemObject(dq), clReleaseMemObject(dk), clReleaseMemObject(dv), clReleaseMemObject(dout);
     free(q), free(k), free(v), free(o), free(s);
@@ -483,7 +471,8 @@ static size_t visible_keys(const tsr_attention_desc *d, size_t b, size_t i) {
 /* Check one result against the double-precision definition; returns the relative error. */
 static double check_result(const char *who, const dcase *c, const dhost *hd, const float *o, const float *lse) {
     const tsr_attention_desc *d = &c->d;
-    double scale = d->scale != 0.0f ? d->scale : 1.0 / sqrt((double)d->head_dim), num = 0, den = 0;
+    double scale = d->scale != 0.0f ? d->scale : 1.0 / sqrt((double)d->head_dim);
+    tsr_error_sum err = {0, 0};
     double *s = malloc(d->kv_len * sizeof *s);
     char *inside = calloc(hd->n[3], 1);
     for (size_t b = 0; b < d->batch; ++b)
@@ -515,8 +504,7 @@ static double check_result(const char *who, const dcase *c, const dhost *hd, con
                     for (size_t j = 0; j < limit; ++j) r += s[j] * hd->x[2][at(d, 2, b, h, j) + e];
                     r /= sum;
                     if (!isfinite(oi[e])) fail_msg("%s: O[%zu/%zu/%zu][%zu] = %g", who, b, h, i, e, (double)oi[e]);
-                    num += (oi[e] - r) * (oi[e] - r);
-                    den += r * r;
+                    tsr_error_add(&err, oi[e], r);
                 }
                 double ref_lse = m + log(sum);
                 if (d->lse && !(fabs(got_lse - ref_lse) <= 1e-5 * fmax(1.0, fabs(ref_lse))))
@@ -529,7 +517,7 @@ static double check_result(const char *who, const dcase *c, const dhost *hd, con
         if ((!d->lse || i < d->lse_offset || i >= d->lse_offset + nrows) && !isnan(lse[i]))
             fail_msg("%s wrote LSE element %zu outside its rows", who, i);
     free(s), free(inside);
-    return den > 0 ? sqrt(num / den) : sqrt(num);
+    return tsr_error_value(&err);
 }
 
 static void describe(const dcase *c, char *out, size_t size) {
@@ -773,12 +761,10 @@ static void differential_validation(void **state) {
             continue;
         }
         ++accepted;
-        double num = 0, den = 0;
-        for (int i = 0; i < NB; ++i) {
-            num += ((double)got[0][i] - got[1][i]) * ((double)got[0][i] - got[1][i]);
-            den += (double)got[0][i] * got[0][i];
-        }
-        if (!(num <= 1e-10 * den)) fail_msg("iteration %d: blocked and unfused differ (%.3e)", it, sqrt(num / den));
+        tsr_error_sum diff = {0, 0};
+        for (int i = 0; i < NB; ++i) tsr_error_add(&diff, got[1][i], got[0][i]);
+        double e = tsr_error_value(&diff);
+        if (!(e <= 1e-5)) fail_msg("iteration %d: blocked and unfused differ (%.3e)", it, e);
     }
     print_message("# %d of %d mutated descriptors accepted by both\n", accepted, iterations);
     clReleaseMemObject(q), clReleaseMemObject(k), clReleaseMemObject(v), clReleaseMemObject(small);

@@ -194,13 +194,9 @@ static void expect_accurate_sampled(const conv_case *c, const tsr_conv_algo *alg
         run(c, &d, algos[a], name);
         for (size_t i = 0; i < d.ny; ++i)
             if (!isfinite(d.y[c->off + i])) fail_msg("%s algo %d: y[%zu] = %g", name, (int)algos[a], i, d.y[c->off + i]);
-        double num = 0, den = 0;
-        for (size_t i = 0; i < ns; ++i) {
-            double e = (double)d.y[c->off + idx[i]] - ref[i];
-            num += e * e;
-            den += ref[i] * ref[i];
-        }
-        double e = sqrt(num / den);
+        tsr_error_sum sum = {0, 0};
+        for (size_t i = 0; i < ns; ++i) tsr_error_add(&sum, d.y[c->off + idx[i]], ref[i]);
+        double e = tsr_error_value(&sum);
         if (!(e <= TOLERANCE)) fail_msg("%s algo %d: relative error %.3e over %zu samples", name, (int)algos[a], e, ns);
     }
     free(idx), free(ref);
@@ -411,12 +407,9 @@ static void matches_clblast(void **state) {
         th_read(dev, d.dy, theirs, d.ny);
         for (size_t a = 0; a < 4; ++a) {
             run(c, &d, all_algos[a], "clblast agreement");
-            double num = 0, den = 0;
-            for (size_t j = 0; j < d.ny; ++j) {
-                num += ((double)d.y[j] - theirs[j]) * ((double)d.y[j] - theirs[j]);
-                den += (double)theirs[j] * theirs[j];
-            }
-            double e = sqrt(num / den);
+            tsr_error_sum sum = {0, 0};
+            for (size_t j = 0; j < d.ny; ++j) tsr_error_add(&sum, d.y[j], theirs[j]);
+            double e = tsr_error_value(&sum);
             if (!(e <= TOLERANCE)) fail_msg("case %zu algo %d: %.3e from CLBlast's convgemm", i, (int)all_algos[a], e);
         }
         free(theirs);
@@ -620,12 +613,8 @@ static void sub_buffers_overlap_by_memory(void **state) {
         th_read(dev, parent, got, total);
         for (size_t i = 0; i < total; ++i)
             if ((i < Y || i >= Y + ny) && i < WS && got[i] != host[i]) fail_msg("run %zu wrote outside y at %zu", run_i, i);
-        double num = 0, den = 0;
-        for (size_t i = 0; i < ny; ++i) {
-            double diff = (double)got[Y + i] - ref[i];
-            num += diff * diff, den += ref[i] * ref[i];
-        }
-        if (!(sqrt(num / den) <= TOLERANCE)) fail_msg("run %zu: relative error %.3e", run_i, sqrt(num / den));
+        double error = tsr_rel_error(got + Y, ref, ny);
+        if (!(error <= TOLERANCE)) fail_msg("run %zu: relative error %.3e", run_i, error);
     }
     cl_mem subs[] = {sx, sw, sb, sy, sws, y_on_x, y_on_w, y_on_b, ws_on_x};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; ++i) clReleaseMemObject(subs[i]);

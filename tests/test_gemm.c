@@ -584,13 +584,10 @@ static void matches_clblast(void **state) {
                              CLBlastSuccess);
             th_read(dev, dc1, c1, m * n);
             th_read(dev, dc2, c2, m * n);
-            double num = 0, den = 0;
-            for (size_t i = 0; i < m * n; ++i) {
-                num += ((double)c1[i] - c2[i]) * ((double)c1[i] - c2[i]);
-                den += (double)c2[i] * c2[i];
-            }
-            if (!(sqrt(num / den) <= 1e-5))
-                fail_msg("tessera and CLBlast differ by %.3e (combo %d, %zux%zux%zu)", sqrt(num / den), combo, m, n, k);
+            tsr_error_sum diff = {0, 0};
+            for (size_t i = 0; i < m * n; ++i) tsr_error_add(&diff, c1[i], c2[i]);
+            double e = tsr_error_value(&diff);
+            if (!(e <= 1e-5)) fail_msg("tessera and CLBlast differ by %.3e (combo %d, %zux%zux%zu)", e, combo, m, n, k);
             clReleaseMemObject(da);
             clReleaseMemObject(db);
             clReleaseMemObject(dc1);

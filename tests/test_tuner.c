@@ -93,13 +93,9 @@ static tsr_status planted_check(tsr_device *dev, void *vctx, double *rel_err) {
     planted_ctx *c = vctx;
     static float y[PLANTED_N];
     th_read(dev, c->y, y, PLANTED_N);
-    double num = 0, den = 0;
-    for (int i = 0; i < PLANTED_N; ++i) {
-        double r = 2.0 * c->host[i];
-        num += (y[i] - r) * (y[i] - r);
-        den += r * r;
-    }
-    *rel_err = sqrt(num / den);
+    tsr_error_sum sum = {0, 0};
+    for (int i = 0; i < PLANTED_N; ++i) tsr_error_add(&sum, y[i], 2.0 * c->host[i]);
+    *rel_err = tsr_error_value(&sum);
     float nan[1] = {NAN};
     for (int i = 0; i < PLANTED_N; ++i) y[i] = nan[0];
     return tsr_upload(dev, c->y, y, PLANTED_N);

@@ -99,13 +99,8 @@ static void attention_build_options(const tsr_config *cfg, int head_dim_index, c
 /* offset + (B-1) sb + (H-1) sh + (L-1) sl + D, with overflow checks. */
 static tsr_status tensor_extent(const char *name, size_t off, const size_t st[3], size_t B, size_t H, size_t L,
                                 size_t D, size_t *need) {
-    size_t t[3], total = off;
-    if (__builtin_mul_overflow(B - 1, st[0], &t[0]) || __builtin_mul_overflow(H - 1, st[1], &t[1]) ||
-        __builtin_mul_overflow(L - 1, st[2], &t[2]) || __builtin_add_overflow(total, t[0], &total) ||
-        __builtin_add_overflow(total, t[1], &total) || __builtin_add_overflow(total, t[2], &total) ||
-        __builtin_add_overflow(total, D, &total) || total > SIZE_MAX / sizeof(float))
+    if (!tsr_strided_extent(off, 3, (const size_t[]){B, H, L}, st, D, need))
         return tsr_fail(TSR_ERR_OVERFLOW, "the extent of %s overflows", name);
-    *need = total;
     return TSR_SUCCESS;
 }
 

@@ -168,8 +168,7 @@ static tsr_status conv_shape(const tsr_conv2d_desc *d, conv_problem *p) {
 
 /* offset + count floats, with overflow checks (of the byte count too). */
 static tsr_status span(const char *name, size_t off, size_t a, size_t b, size_t *end) {
-    size_t n;
-    if (__builtin_mul_overflow(a, b, &n) || __builtin_add_overflow(n, off, end) || *end > SIZE_MAX / sizeof(float))
+    if (!tsr_strided_extent(off, 1, &a, &b, b, end)) /* a rows of b: off + (a - 1) b + b */
         return tsr_fail(TSR_ERR_OVERFLOW, "conv2d: the extent of %s overflows", name);
     return TSR_SUCCESS;
 }

@@ -30,22 +30,31 @@ tsr_status tsr_config_parse(const tsr_op *op, const char *text, const char *what
         return tsr_fail(TSR_ERR_INVALID_ARG, "%s is %zu characters long; at most %zu are accepted", what, len,
                         sizeof buf - 1);
     tsr_strlcpy(buf, text, sizeof buf);
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
-        char *eq = strchr(tok, '=');
-        if (!eq) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: '%s' is not NAME=VALUE", what, tok);
-        *eq = '\0';
-        int p = 0;
-        while (p < op->nparams && strcmp(op->params[p].name, tok) != 0) ++p;
-        if (p == op->nparams) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: op %s has no parameter '%s'", what, op->name, tok);
-        char *end = NULL;
-        long v = strtol(eq + 1, &end, 10);
-        bool allowed = false;
-        for (int i = 0; end != eq + 1 && *end == '\0' && i < op->params[p].nvalues; ++i)
-            allowed |= op->params[p].values[i] == v;
-        if (!allowed) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %s=%s is not in the parameter space", what, tok, eq + 1);
-        config->values[p] = (int)v;
+    char *cursor = buf, *name, *value;
+    while (tsr_next_pair(&cursor, " ,", &name, &value)) {
+        if (!value) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: '%s' is not NAME=VALUE", what, name);
+        int p;
+        tsr_status st = tsr_param_lookup(op, name, what, &p);
+        if (st == TSR_SUCCESS) st = tsr_param_value(op, p, value, what, &config->values[p]);
+        if (st != TSR_SUCCESS) return st;
     }
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_param_lookup(const tsr_op *op, const char *name, const char *what, int *param) {
+    *param = tsr_param_index(op, name);
+    if (*param < 0) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: op %s has no parameter '%s'", what, op->name, name);
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_param_value(const tsr_op *op, int param, const char *text, const char *what, int *value) {
+    const tsr_param_def *def = &op->params[param];
+    char *end = NULL;
+    long v = strtol(text, &end, 10);
+    bool allowed = false;
+    for (int i = 0; end != text && *end == '\0' && i < def->nvalues; ++i) allowed |= def->values[i] == v;
+    if (!allowed) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %s=%s is not in the parameter space", what, def->name, text);
+    *value = (int)v;
     return TSR_SUCCESS;
 }
 

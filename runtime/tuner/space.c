@@ -16,26 +16,19 @@ tsr_status tsr_space_make(const tsr_op *op, const char *restrict_to, tsr_space *
     if (!restrict_to) return TSR_SUCCESS;
     char buf[512];
     tsr_strlcpy(buf, restrict_to, sizeof buf);
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
-        char *eq = strchr(tok, '=');
-        if (!eq) return tsr_fail(TSR_ERR_INVALID_ARG, "space: '%s' is not NAME=V1,V2,...", tok);
-        *eq = '\0';
-        int p = 0;
-        while (p < op->nparams && strcmp(op->params[p].name, tok) != 0) ++p;
-        if (p == op->nparams) return tsr_fail(TSR_ERR_INVALID_ARG, "space: op %s has no parameter '%s'", op->name, tok);
-        int n = 0;
+    char *cursor = buf, *name, *list;
+    while (tsr_next_pair(&cursor, " ", &name, &list)) {
+        if (!list) return tsr_fail(TSR_ERR_INVALID_ARG, "space: '%s' is not NAME=V1,V2,...", name);
+        int p, n = 0;
+        tsr_status st = tsr_param_lookup(op, name, "space", &p);
+        if (st != TSR_SUCCESS) return st;
         char *vsave = NULL;
-        for (char *v = strtok_r(eq + 1, ",", &vsave); v; v = strtok_r(NULL, ",", &vsave)) {
-            char *end = NULL;
-            long value = strtol(v, &end, 10);
-            bool allowed = false;
-            for (int i = 0; end != v && *end == '\0' && i < op->params[p].nvalues; ++i)
-                allowed |= op->params[p].values[i] == value;
-            if (!allowed) return tsr_fail(TSR_ERR_INVALID_ARG, "space: %s=%s is not in the parameter space", tok, v);
-            if (n < TUNE_MAX_VALUES) space->values[p][n++] = (int)value;
+        for (char *v = strtok_r(list, ",", &vsave); v; v = strtok_r(NULL, ",", &vsave)) {
+            int value;
+            if ((st = tsr_param_value(op, p, v, "space", &value)) != TSR_SUCCESS) return st;
+            if (n < TUNE_MAX_VALUES) space->values[p][n++] = value;
         }
-        if (n == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "space: %s has no values", tok);
+        if (n == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "space: %s has no values", name);
         space->nvalues[p] = n;
     }
     return TSR_SUCCESS;

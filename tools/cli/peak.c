@@ -23,10 +23,9 @@ static int run_peak(int argc, char **argv) {
         case 'd': device = optarg; break;
         case 'j': json = optarg; break;
         case 't': {
-            char bad[64];
+            char bad[64], names[128];
             if (!peak_parse_tests(optarg, &po.tests, bad, sizeof bad))
-                return cli_misuse("peak", "unknown test '%s' in --tests (bandwidth, compute, launch, transfers, host)",
-                                  bad);
+                return cli_misuse("peak", "unknown test '%s' in --tests (%s)", bad, peak_test_list(names, sizeof names));
             break;
         }
         case 'b':

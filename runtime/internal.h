@@ -461,8 +461,9 @@ void tsr_attention_reference_row(const float *q_row, const float *k, const float
 tsr_status tsr_fixture_tuning_setup(tsr_device *device, const tsr_op *op, const char *problem_class, const char *label,
                                     void **fixture);
 /* The demo's measurement: `runs` runs as a caller of the public API gets them, the best device
- * time (first to last event, through tsr_event_seconds: unusable timestamps fail) in *best_ms,
- * then the check. */
+ * time (first to last event, through tsr_event_seconds) in *best_ms, then the check. A device
+ * whose timestamps are unusable is timed with the host clock around each run instead, with a
+ * warning: the demo's point is the check, and a time it prints is one that was measured. */
 tsr_status tsr_fixture_measure(tsr_device *device, const tsr_op *op, void *fixture, int runs, double *best_ms,
                                double *rel_err);
 /* The tuner's rate work of a fixture: bytes for ops whose rate_unit is "GB/s", else FLOPs. */
@@ -549,7 +550,8 @@ typedef struct tsr_event_clock {
 /* Device seconds from the start of `first` to the end of `last` (the same event for one
  * command): waits for `last`, releases neither. Timestamps that are zero, an end before its
  * start, or (with a `clock`, which may be NULL) a start before the previous timing's start are
- * unusable: TSR_ERR_OPENCL with "<what>: unusable timestamps: ..." rather than a made-up time.
+ * unusable: TSR_ERR_UNSUPPORTED with "<what>: unusable timestamps: ..." rather than a made-up time
+ * (a failing OpenCL call is TSR_ERR_OPENCL).
  * Equal start and end count as 1 ns so rates stay finite. */
 tsr_status tsr_event_seconds(cl_event first, cl_event last, const char *what, tsr_event_clock *clock,
                              double *seconds);

@@ -22,14 +22,15 @@ tsr_status tsr_event_seconds(cl_event first, cl_event last, const char *what, ts
     /* A driver that leaves timestamps unset, or whose clock runs backwards, would otherwise
      * produce an absurd time that a tuner or benchmark takes for the truth. */
     if (start == 0 || end == 0)
-        return tsr_fail(TSR_ERR_OPENCL, "%s: unusable timestamps: the device reported %s 0 for a profiled command",
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: unusable timestamps: the device reported %s 0 for a profiled command",
                         what, start == 0 ? "a start of" : "an end of");
     if (end < start)
-        return tsr_fail(TSR_ERR_OPENCL, "%s: unusable timestamps: the command ended (%llu ns) before it started (%llu ns)",
+        return tsr_fail(TSR_ERR_UNSUPPORTED,
+                        "%s: unusable timestamps: the command ended (%llu ns) before it started (%llu ns)",
                         what, (unsigned long long)end, (unsigned long long)start);
     if (clock) {
         if (start < clock->last_start)
-            return tsr_fail(TSR_ERR_OPENCL,
+            return tsr_fail(TSR_ERR_UNSUPPORTED,
                             "%s: unusable timestamps: the device clock went back (a command started at %llu ns after "
                             "an earlier one started at %llu ns)",
                             what, (unsigned long long)start, (unsigned long long)clock->last_start);

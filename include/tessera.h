@@ -234,7 +234,7 @@ typedef enum tsr_gelu_mode {
  * (x == y, equal offsets) is allowed; other overlaps are rejected. Both forms are computed
  * without cancellation or overflow: GELU(+Inf) = +Inf, GELU(-Inf) = -0, GELU(x) = -0 for
  * x < -20 (the exact value is below fp32's range), NaN propagates. Accuracy against a
- * double-precision reference: |error| <= 1e-6 * max(1, |x|) (see README). */
+ * double-precision reference: |error| <= 1e-6 * max(1, |x|) (see docs/gelu.md). */
 TSR_API tsr_status tsr_gelu(tsr_device *device, tsr_gelu_mode mode, cl_mem x, size_t x_offset, cl_mem y,
                             size_t y_offset, size_t n, cl_command_queue queue, cl_event *event);
 

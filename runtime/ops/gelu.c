@@ -321,7 +321,7 @@ static tsr_status gelu_fixture_check(tsr_device *dev, void *ctx, double *rel_err
     gelu_fixture *t = ctx;
     tsr_status st = tsr_download(dev, t->p.y, t->y, t->p.n);
     if (st != TSR_SUCCESS) return st;
-    /* The tuner rejects above 1e-4; a correct candidate is within 1e-6 (README). */
+    /* The tuner rejects above 1e-4; a correct candidate is within 1e-6 (docs/gelu.md). */
     *rel_err = tsr_gelu_max_error(t->p.mode, t->x, t->y, t->p.n);
     return tsr_fixture_poison(dev, t->p.y, t->y, t->p.n); /* the next run cannot pass on this one's output */
 }

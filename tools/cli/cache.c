@@ -17,7 +17,7 @@ static int run_cache(int argc, char **argv) {
     tsr_cache_info ci;
     tsr_cache_get_info(dev, &ci);
     tsr_device_close(dev);
-    /* An unsafe directory (see README: cache trust) is not persistent: neither listed nor cleared. */
+    /* An unsafe directory (see docs/cache.md: what is trusted) is not persistent: neither listed nor cleared. */
     if (!ci.persistent) {
         printf("no disk cache: %s\n", ci.warning);
         return 0;

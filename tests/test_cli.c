@@ -532,6 +532,13 @@ static void every_command_has_help(void **state) {
         ++checked;
     }
     assert_true(checked >= 9); /* devices demo build-binaries cache bench tune peak report version */
+    /* help's own help is the general usage; an unknown name is a usage error */
+    const char *general[] = {"help --help", "help -h", "help help", "--help", "-h"};
+    for (size_t i = 0; i < sizeof general / sizeof general[0]; ++i) {
+        if (run_cli(NULL, general[i], own, sizeof own) != 0) fail_msg("'%s' exits non-zero: %s", general[i], own);
+        assert_string_equal(own, usage);
+    }
+    assert_int_equal(run_cli(NULL, "help nosuch", own, sizeof own), 2);
     assert_int_equal(run_cli(NULL, "help frobnicate", out, sizeof out), 2);
     TH_ASSERT_CONTAINS(out, "unknown command 'frobnicate'");
     assert_int_equal(run_cli(NULL, "--help", out, sizeof out), 0);

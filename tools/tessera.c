@@ -94,7 +94,9 @@ static int run_command(int argc, char **argv) {
     const char *name = argv[1];
     if (strcmp(name, "--version") == 0) name = "version";
     if (strcmp(name, "help") == 0 || strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
-        if (argc < 3) return cli_usage(stdout);
+        /* "help", "help --help" and "help help" all mean the general usage */
+        if (argc < 3 || strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "help") == 0)
+            return cli_usage(stdout);
         const cli_command *command = find_command(argv[2]);
         return command ? cli_help(command) : unknown_command(argv[2]);
     }

@@ -30,6 +30,17 @@ static bool grid_ok(const tsr_device *device, const void *problem, const tsr_con
 
 static const tsr_op grid_op = {.name = "grid", .params = grid_params, .nparams = 3, .config_ok = grid_ok};
 
+/* The same grid where odd X stands for an implementation that does not read Z: normalizing sets Z
+ * to a value the searched space does not hold (as conv2d's im2col sets VW=1 while a CPU search
+ * narrows VW to 4, 8, 16). */
+enum { Z_UNUSED = 99 };
+static void fold_z(tsr_config *config) {
+    if (config->values[P_X] % 2) config->values[P_Z] = Z_UNUSED;
+}
+static const tsr_op folded_op = {
+    .name = "folded", .params = grid_params, .nparams = 3, .config_ok = grid_ok, .normalize = fold_z};
+static const tsr_op *run_op = &grid_op; /* the op run_strategy searches */
+
 static tsr_config make_config(int x, int y, int z) {
     tsr_config c;
     memset(&c, 0, sizeof c);
@@ -121,8 +132,8 @@ static void run_strategy(run *r, tsr_strategy_fn strategy, uint64_t seed, int ma
     r->replay.failures = failures;
     r->replay.clock = 100.0;
     r->rng = seed;
-    TH_ASSERT_OK(tsr_space_make(&grid_op, NULL, &r->space));
-    r->search = (tsr_search){.op = &grid_op,
+    TH_ASSERT_OK(tsr_space_make(run_op, NULL, &r->space));
+    r->search = (tsr_search){.op = run_op,
                              .space = &r->space,
                              .backend = {.run = replay_run, .check = replay_check, .now = replay_now, .ctx = &r->replay},
                              .flops = 1e6,
@@ -258,6 +269,46 @@ static void easy_landscapes_are_solved(void **state) {
         }
 }
 
+/* Normalized configurations outside the space (the start among them) never make a strategy step
+ * off the space's arrays: every evaluated value is one the space holds, or Z's folded value. */
+static void normalized_points_outside_the_space(void **state) {
+    (void)state;
+    run_op = &folded_op;
+    for (uint64_t seed = 1; seed <= 5; ++seed)
+        for (int s = 0; s < NGUIDED; ++s) {
+            run r;
+            memset(&r, 0, sizeof r);
+            r.replay.clock = 100.0;
+            r.rng = seed;
+            TH_ASSERT_OK(tsr_space_make(run_op, NULL, &r.space));
+            r.search = (tsr_search){.op = run_op,
+                                    .space = &r.space,
+                                    .backend = {.run = replay_run, .check = replay_check, .now = replay_now,
+                                                .ctx = &r.replay},
+                                    .flops = 1e6,
+                                    .rng = &r.rng,
+                                    .class_start = r.replay.clock,
+                                    .class_budget_s = 1e9,
+                                    .max_evaluations = 60,
+                                    .problem_class = "only",
+                                    .result = &r.result};
+            r.search.start = make_config(1, 0, Z_UNUSED); /* normalized, not a point of the space */
+            r.search.start_score = tsr_search_evaluate(&r.search, &r.search.start);
+            guided[s].fn(&r.search);
+            assert_clean(&r);
+            assert_int_equal(r.result.evaluated, 60);
+            for (int i = 0; i < r.search.nseen; ++i) {
+                const int *v = r.search.seen[i].config.values;
+                bool z_ok = v[P_X] % 2 ? v[P_Z] == Z_UNUSED : (v[P_Z] == 1 || v[P_Z] == 2 || v[P_Z] == 4);
+                if (v[P_X] < 1 || v[P_X] > 8 || v[P_Y] < 0 || v[P_Y] > 5 || !z_ok)
+                    fail_msg("%s (seed %llu) evaluated X=%d Y=%d Z=%d, outside the space", guided[s].name,
+                             (unsigned long long)seed, v[P_X], v[P_Y], v[P_Z]);
+            }
+            tsr_search_free(&r.search);
+        }
+    run_op = &grid_op;
+}
+
 static void abandoned_and_failed_candidates_score_zero(void **state) {
     (void)state;
     run r;
@@ -330,6 +381,7 @@ int main(void) {
         cmocka_unit_test(replayed_seconds_budgets_are_kept),
         cmocka_unit_test(strategies_are_reproducible_from_the_seed),
         cmocka_unit_test(easy_landscapes_are_solved),
+        cmocka_unit_test(normalized_points_outside_the_space),
         cmocka_unit_test(abandoned_and_failed_candidates_score_zero),
         cmocka_unit_test(stats_summarize_measurements),
         cmocka_unit_test(repeat_keeps_its_bounds),

@@ -6,16 +6,19 @@
 
 const tsr_op *const tsr_ops[] = {&tsr_op_gemm, &tsr_op_gelu, &tsr_op_conv, &tsr_op_attention, NULL};
 
+enum { MAX_OPS = 64 };
+static const char *op_names[MAX_OPS + 1];
+static pthread_once_t op_names_once = PTHREAD_ONCE_INIT;
+
+static void fill_op_names(void) {
+    int n = 0;
+    for (const tsr_op *const *op = tsr_ops; *op && n < MAX_OPS; ++op) op_names[n++] = (*op)->name;
+    op_names[n] = NULL;
+}
+
 const char *const *tsr_op_names(void) {
-    static const char *names[TSR_MAX_PARAMS + 1];
-    static bool filled;
-    if (!filled) {
-        int n = 0;
-        for (const tsr_op *const *op = tsr_ops; *op && n < TSR_MAX_PARAMS; ++op) names[n++] = (*op)->name;
-        names[n] = NULL;
-        filled = true;
-    }
-    return names;
+    pthread_once(&op_names_once, fill_op_names); /* callers may come from several threads at once */
+    return op_names;
 }
 
 const tsr_op *tsr_find_op(const char *name) {

@@ -40,13 +40,18 @@ void tsr_space_config(const tsr_space *space, const tsr_point *point, tsr_config
 }
 
 bool tsr_space_point(const tsr_space *space, const tsr_config *config, tsr_point *point) {
+    /* Every index is set, a value outside the space to the first: normalizing puts parameters an
+     * implementation does not read at their declared default, which a narrowed space may leave
+     * out, and a strategy that goes on from such a point must never index outside the space. */
+    bool inside = true;
     for (int p = 0; p < space->nparams; ++p) {
-        point->idx[p] = -1;
+        int found = -1;
         for (int i = 0; i < space->nvalues[p]; ++i)
-            if (space->values[p][i] == config->values[p]) point->idx[p] = i;
-        if (point->idx[p] < 0) return false;
+            if (space->values[p][i] == config->values[p]) found = i;
+        inside &= found >= 0;
+        point->idx[p] = found >= 0 ? found : 0;
     }
-    return true;
+    return inside;
 }
 
 bool tsr_space_next(const tsr_space *space, tsr_point *point) {

@@ -33,7 +33,8 @@ typedef struct tsr_point {
 /* The op's space, narrowed by "NAME=v1,v2 NAME=v3" (`restrict_to` may be NULL: all of it). */
 tsr_status tsr_space_make(const tsr_op *op, const char *restrict_to, tsr_space *space);
 void tsr_space_config(const tsr_space *space, const tsr_point *point, tsr_config *config);
-/* The point of a configuration; false when a value is outside the (restricted) space. */
+/* The point of a configuration; false when a value is outside the (restricted) space (that
+ * parameter then gets index 0, so the point is always inside the space). */
 bool tsr_space_point(const tsr_space *space, const tsr_config *config, tsr_point *point);
 /* The next point in row-major order (last parameter fastest); false after the last. */
 bool tsr_space_next(const tsr_space *space, tsr_point *point);

@@ -1,4 +1,4 @@
-/* The generic parts of the op fixtures: the tuning hooks' setup by class, the demo's timing and
+/* The generic parts of the op fixtures: the tuner's calls on them, the demo's timing and
  * the poisoning of outputs. Each op's fixture (in its file) knows its problem; this does not. */
 #include "internal.h"
 
@@ -6,10 +6,45 @@
 #include <stdlib.h>
 #include <string.h>
 
-tsr_status tsr_fixture_tuning_setup(tsr_device *dev, const tsr_op *op, const char *cls, const char *label, void **out) {
+tsr_status tsr_op_tuning_setup(const tsr_op *op, tsr_device *dev, const char *cls, void **out) {
+    if (op->tuning_setup) return op->tuning_setup(dev, cls, out);
+    if (!op->fixture_setup || !op->class_shapes) return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s cannot be tuned", op->name);
     int index = tsr_op_class_index(op, cls);
-    if (index < 0 || !op->class_shapes) return tsr_fail(TSR_ERR_INVALID_ARG, "no %s class '%s'", label, cls);
+    if (index < 0) return tsr_fail(TSR_ERR_INVALID_ARG, "no %s class '%s'", op->name, cls);
     return op->fixture_setup(dev, op->class_shapes[index], tsr_random_fresh_seed(), out);
+}
+
+tsr_status tsr_op_tuning_run(const tsr_op *op, tsr_device *dev, void *ctx, const tsr_config *config, cl_event *first,
+                             cl_event *last) {
+    if (op->tuning_run) return op->tuning_run(dev, ctx, config, first, last);
+    return op->fixture_run(dev, ctx, config, tsr_device_queue(dev), first, last);
+}
+
+tsr_status tsr_op_tuning_check(const tsr_op *op, tsr_device *dev, void *ctx, double *rel_err) {
+    return op->tuning_check ? op->tuning_check(dev, ctx, rel_err) : op->fixture_check(dev, ctx, rel_err);
+}
+
+double tsr_op_tuning_work(const tsr_op *op, const void *ctx) {
+    if (op->tuning_flops) return op->tuning_flops(ctx);
+    double flops = 0, bytes = 0;
+    op->fixture_work(ctx, &flops, &bytes);
+    return op->rate_unit && strcmp(op->rate_unit, "GB/s") == 0 ? bytes : flops;
+}
+
+void tsr_op_tuning_describe(const tsr_op *op, const void *ctx, char *out, size_t size) {
+    if (op->tuning_describe) op->tuning_describe(ctx, out, size);
+    else op->fixture_describe(ctx, out, size);
+}
+
+void tsr_op_tuning_free(const tsr_op *op, void *ctx) {
+    if (op->tuning_free) op->tuning_free(ctx);
+    else op->fixture_free(ctx);
+}
+
+void tsr_fixture_single_event(cl_event done, cl_event *first, cl_event *last) {
+    if (first) *first = done, clRetainEvent(done);
+    if (last) *last = done;
+    else if (done) clReleaseEvent(done);
 }
 
 tsr_status tsr_fixture_measure(tsr_device *dev, const tsr_op *op, void *fx, int runs, double *best_ms,
@@ -44,12 +79,6 @@ tsr_status tsr_fixture_measure(tsr_device *dev, const tsr_op *op, void *fx, int 
     }
     *best_ms = isinf(best) ? 0 : best;
     return op->fixture_check(dev, fx, rel_err);
-}
-
-double tsr_fixture_rate_work(const tsr_op *op, const void *fx) {
-    double flops = 0, bytes = 0;
-    op->fixture_work(fx, &flops, &bytes);
-    return op->rate_unit && strcmp(op->rate_unit, "GB/s") == 0 ? bytes : flops;
 }
 
 tsr_status tsr_fixture_poison(tsr_device *dev, cl_mem mem, float *host, size_t count) {

@@ -288,7 +288,9 @@ typedef struct tsr_op {
      * returned: go to the defaults). */
     const char *(*nearest_class)(const char *problem_class);
 
-    /* Tuning: a representative problem of a class with fresh inputs and a reference. */
+    /* Tuning hooks, optional: an op with a fixture leaves them NULL and the tuner runs the
+     * fixture at the class's shape (tsr_op_tuning_*); an op without one sets all six.
+     * Tuning: a representative problem of a class with fresh inputs and a reference. */
     tsr_status (*tuning_setup)(tsr_device *device, const char *problem_class, void **ctx);
     /* Enqueue one run with `config`; *first and *last bracket the device work (retained
      * events, the caller releases them; they may be the same event). */
@@ -456,18 +458,24 @@ void tsr_attention_reference_row(const float *q_row, const float *k, const float
 
 /* ---- fixtures (fixture.c): the generic parts of the op fixtures ---- */
 
-/* tuning_setup on the fixture: the class's shape with fresh inputs; `label` names the op in the
- * message for an unknown class. */
-tsr_status tsr_fixture_tuning_setup(tsr_device *device, const tsr_op *op, const char *problem_class, const char *label,
-                                    void **fixture);
+/* What the tuner calls: the op's tuning hooks when it has them, else its fixture (the class's
+ * shape from class_shapes with fresh inputs; runs on the device's queue). An op with neither
+ * cannot be tuned: tsr_op_tuning_setup says so (TSR_ERR_UNSUPPORTED). */
+tsr_status tsr_op_tuning_setup(const tsr_op *op, tsr_device *device, const char *problem_class, void **ctx);
+tsr_status tsr_op_tuning_run(const tsr_op *op, tsr_device *device, void *ctx, const tsr_config *config,
+                             cl_event *first, cl_event *last);
+tsr_status tsr_op_tuning_check(const tsr_op *op, tsr_device *device, void *ctx, double *rel_err);
+double tsr_op_tuning_work(const tsr_op *op, const void *ctx);
+void tsr_op_tuning_describe(const tsr_op *op, const void *ctx, char *out, size_t size);
+void tsr_op_tuning_free(const tsr_op *op, void *ctx);
+/* A fixture_run of one kernel: `done` (may be NULL) is both the first and the last event. */
+void tsr_fixture_single_event(cl_event done, cl_event *first, cl_event *last);
 /* The demo's measurement: `runs` runs as a caller of the public API gets them, the best device
  * time (first to last event, through tsr_event_seconds) in *best_ms, then the check. A device
  * whose timestamps are unusable is timed with the host clock around each run instead, with a
  * warning: the demo's point is the check, and a time it prints is one that was measured. */
 tsr_status tsr_fixture_measure(tsr_device *device, const tsr_op *op, void *fixture, int runs, double *best_ms,
                                double *rel_err);
-/* The tuner's rate work of a fixture: bytes for ops whose rate_unit is "GB/s", else FLOPs. */
-double tsr_fixture_rate_work(const tsr_op *op, const void *fixture);
 /* Fill `host` (count floats) with NaN and upload it to `mem`: an output a run must overwrite. */
 tsr_status tsr_fixture_poison(tsr_device *device, cl_mem mem, float *host, size_t count);
 

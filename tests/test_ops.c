@@ -77,12 +77,14 @@ static void descriptors_have_required_fields(void **state) {
         if (o->program_variants > 1) assert_non_null(o->program_variant);
         assert_non_null(o->build_options);
         assert_non_null(o->demo);
-        assert_non_null(o->tuning_setup);
-        assert_non_null(o->tuning_run);
-        assert_non_null(o->tuning_check);
-        assert_non_null(o->tuning_flops);
-        assert_non_null(o->tuning_describe);
-        assert_non_null(o->tuning_free);
+        /* tunable: all six tuning hooks, or a fixture with a shape per class */
+        bool hooks = o->tuning_setup && o->tuning_run && o->tuning_check && o->tuning_flops && o->tuning_describe &&
+                     o->tuning_free;
+        bool fixture = o->fixture_setup && o->fixture_run && o->fixture_check && o->fixture_work &&
+                       o->fixture_describe && o->fixture_free && o->class_shapes;
+        if (!hooks && !fixture) fail_msg("%s: neither tuning hooks nor a fixture", o->name);
+        if (fixture)
+            for (int c = 0; o->classes[c]; ++c) assert_non_null(o->class_shapes[c]);
     }
     assert_true(nops >= 4);
 }

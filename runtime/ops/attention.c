@@ -573,10 +573,7 @@ static tsr_status attention_fixture_run(tsr_device *dev, void *ctx, const tsr_co
     tsr_status st = cfg ? attention_launch(dev, &t->p, cfg, t->q, t->k, t->v, t->o, queue, first || last ? &done : NULL)
                         : tsr_attention(dev, &t->d, t->q, t->k, t->v, t->o, queue, first || last ? &done : NULL);
     if (st != TSR_SUCCESS) return st;
-    /* one kernel: the first event is the last */
-    if (first) *first = done, clRetainEvent(done);
-    if (last) *last = done;
-    else if (done) clReleaseEvent(done);
+    tsr_fixture_single_event(done, first, last);
     return TSR_SUCCESS;
 }
 
@@ -615,19 +612,6 @@ static int attention_fixture_buffers(const void *ctx, cl_mem *buffers, int max) 
     return 4;
 }
 
-/* ---- tuning hooks: the fixture at each class's length, fresh inputs every run ---- */
-
-static tsr_status attention_tuning_setup(tsr_device *dev, const char *cls, void **out) {
-    return tsr_fixture_tuning_setup(dev, &tsr_op_attention, cls, "attention", out);
-}
-
-static tsr_status attention_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first,
-                                       cl_event *last) {
-    return attention_fixture_run(dev, ctx, cfg, dev->queue, first, last);
-}
-
-static double attention_tuning_flops(const void *ctx) { return tsr_fixture_rate_work(&tsr_op_attention, ctx); }
-
 /* ---- demo ---- */
 
 static tsr_status attention_demo(tsr_device *dev, char *summary, size_t size) {
@@ -664,12 +648,6 @@ const tsr_op tsr_op_attention = {
     .build_options = attention_build_options,
     .demo = attention_demo,
     .nearest_class = NULL,
-    .tuning_setup = attention_tuning_setup,
-    .tuning_run = attention_tuning_run,
-    .tuning_check = attention_fixture_check,
-    .tuning_flops = attention_tuning_flops,
-    .tuning_describe = attention_fixture_describe,
-    .tuning_free = attention_fixture_free,
     .tuning_space = NULL,
     .fixture_setup = attention_fixture_setup,
     .fixture_run = attention_fixture_run,

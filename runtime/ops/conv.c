@@ -657,18 +657,6 @@ static int conv_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
     return 4;
 }
 
-/* ---- tuning hooks: the fixture at each class's layer, fresh inputs every run ---- */
-
-static tsr_status conv_tuning_setup(tsr_device *dev, const char *cls, void **out) {
-    return tsr_fixture_tuning_setup(dev, &tsr_op_conv, cls, "conv", out);
-}
-
-static tsr_status conv_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
-    return conv_fixture_run(dev, ctx, cfg, dev->queue, first, last);
-}
-
-static double conv_tuning_flops(const void *ctx) { return tsr_fixture_rate_work(&tsr_op_conv, ctx); }
-
 static const char *conv_tuning_space(const tsr_device *dev) {
     /* CPUs: no staging or work-groups (barriers only cost on PoCL): the path and register tile. */
     if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0 WGM=1 WGN=1 KWG=8";
@@ -715,12 +703,6 @@ const tsr_op tsr_op_conv = {
     .build_options = conv_build_options,
     .demo = conv_demo,
     .nearest_class = NULL,
-    .tuning_setup = conv_tuning_setup,
-    .tuning_run = conv_tuning_run,
-    .tuning_check = conv_fixture_check,
-    .tuning_flops = conv_tuning_flops,
-    .tuning_describe = conv_fixture_describe,
-    .tuning_free = conv_fixture_free,
     .tuning_space = conv_tuning_space,
     .fixture_setup = conv_fixture_setup,
     .fixture_run = conv_fixture_run,

@@ -310,10 +310,7 @@ static tsr_status gelu_fixture_run(tsr_device *dev, void *ctx, const tsr_config 
                         : tsr_gelu(dev, (tsr_gelu_mode)t->p.mode, t->p.x, 0, t->p.y, 0, t->p.n, queue,
                                    first || last ? &done : NULL);
     if (st != TSR_SUCCESS) return st;
-    /* one kernel: the first event is the last */
-    if (first) *first = done, clRetainEvent(done);
-    if (last) *last = done;
-    else if (done) clReleaseEvent(done);
+    tsr_fixture_single_event(done, first, last);
     return TSR_SUCCESS;
 }
 
@@ -364,18 +361,6 @@ static tsr_status gelu_demo(tsr_device *dev, char *summary, size_t size) {
     return TSR_SUCCESS;
 }
 
-/* ---- tuning hooks: the fixture at each class's form and size, fresh inputs every run ---- */
-
-static tsr_status gelu_tuning_setup(tsr_device *dev, const char *cls, void **out) {
-    return tsr_fixture_tuning_setup(dev, &tsr_op_gelu, cls, "GELU", out);
-}
-
-static tsr_status gelu_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
-    return gelu_fixture_run(dev, ctx, cfg, dev->queue, first, last);
-}
-
-static double gelu_tuning_bytes(const void *ctx) { return tsr_fixture_rate_work(&tsr_op_gelu, ctx); }
-
 static const char *gelu_tuning_space(const tsr_device *dev) {
     /* On CPUs interleaving only scatters each thread's stream. */
     if (dev->info.type == TSR_DEVICE_CPU) return "VW=4,8,16 VPT=1,2,4,8,16 WG=1,4,16,64,256 INTERLEAVE=0";
@@ -399,12 +384,6 @@ const tsr_op tsr_op_gelu = {
     .build_options = gelu_build_options,
     .demo = gelu_demo,
     .nearest_class = NULL,
-    .tuning_setup = gelu_tuning_setup,
-    .tuning_run = gelu_tuning_run,
-    .tuning_check = gelu_fixture_check,
-    .tuning_flops = gelu_tuning_bytes,
-    .tuning_describe = gelu_fixture_describe,
-    .tuning_free = gelu_fixture_free,
     .tuning_space = gelu_tuning_space,
     .rate_unit = "GB/s",
     .fixture_setup = gelu_fixture_setup,

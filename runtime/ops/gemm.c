@@ -579,18 +579,6 @@ static int gemm_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
     return 3;
 }
 
-/* ---- tuning hooks: the fixture at each class's shape, fresh inputs every run ---- */
-
-static tsr_status gemm_tuning_setup(tsr_device *dev, const char *cls, void **out) {
-    return tsr_fixture_tuning_setup(dev, &tsr_op_gemm, cls, "GEMM", out);
-}
-
-static tsr_status gemm_tuning_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
-    return gemm_fixture_run(dev, ctx, cfg, dev->queue, first, last);
-}
-
-static double gemm_tuning_flops(const void *ctx) { return tsr_fixture_rate_work(&tsr_op_gemm, ctx); }
-
 const tsr_op tsr_op_gemm = {
     .name = "gemm",
     .source_name = "gemm",
@@ -608,12 +596,6 @@ const tsr_op tsr_op_gemm = {
     .build_options = gemm_build_options,
     .demo = gemm_demo,
     .nearest_class = gemm_nearest_class,
-    .tuning_setup = gemm_tuning_setup,
-    .tuning_run = gemm_tuning_run,
-    .tuning_check = gemm_fixture_check,
-    .tuning_flops = gemm_tuning_flops,
-    .tuning_describe = gemm_fixture_describe,
-    .tuning_free = gemm_fixture_free,
     .tuning_space = gemm_tuning_space,
     .fixture_setup = gemm_fixture_setup,
     .fixture_run = gemm_fixture_run,

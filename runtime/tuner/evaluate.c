@@ -11,7 +11,7 @@
 static tsr_status device_run(void *vrunner, const tsr_config *config, double *seconds) {
     tsr_device_runner *r = vrunner;
     cl_event first = NULL, last = NULL;
-    tsr_status st = r->op->tuning_run(r->device, r->ctx, config, &first, &last);
+    tsr_status st = tsr_op_tuning_run(r->op, r->device, r->ctx, config, &first, &last);
     if (st != TSR_SUCCESS) return st;
     st = tsr_event_seconds(first, last, "timing a tuning run", &r->clock, seconds);
     clReleaseEvent(first);
@@ -21,7 +21,7 @@ static tsr_status device_run(void *vrunner, const tsr_config *config, double *se
 
 static tsr_status device_check(void *vrunner, double *rel_err) {
     tsr_device_runner *r = vrunner;
-    return r->op->tuning_check(r->device, r->ctx, rel_err);
+    return tsr_op_tuning_check(r->op, r->device, r->ctx, rel_err);
 }
 
 static double device_now(void *vrunner) {

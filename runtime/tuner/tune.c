@@ -30,7 +30,8 @@ static tsr_status check_options(const tsr_op *op, const tsr_tune_options *option
     if (!(opt->budget_seconds >= 0) || !isfinite(opt->budget_seconds) || opt->budget_evaluations < 0)
         return tsr_fail(TSR_ERR_INVALID_ARG, "tuning budgets must be finite and not negative"); /* inf: no end */
     if (opt->budget_seconds == 0) opt->budget_seconds = 88; /* with setup, duels and overheads (measured 24 s), within two minutes */
-    if (!op->tuning_setup) return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s cannot be tuned", op->name);
+    if (!op->tuning_setup && !(op->fixture_setup && op->class_shapes))
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s cannot be tuned", op->name);
     return TSR_SUCCESS;
 }
 
@@ -184,13 +185,13 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         tsr_strlcpy(res->problem_class, classes[c], sizeof res->problem_class);
         tsr_strlcpy(res->unit, op->rate_unit ? op->rate_unit : "GFLOP/s", sizeof res->unit);
         search.result = res;
-        if ((st = op->tuning_setup(dev, classes[c], &runner.ctx)) != TSR_SUCCESS) break;
-        search.flops = op->tuning_flops(runner.ctx);
-        op->tuning_describe(runner.ctx, res->problem, sizeof res->problem);
+        if ((st = tsr_op_tuning_setup(op, dev, classes[c], &runner.ctx)) != TSR_SUCCESS) break;
+        search.flops = tsr_op_tuning_work(op, runner.ctx);
+        tsr_op_tuning_describe(op, runner.ctx, res->problem, sizeof res->problem);
         search_class(&search, strategies[opt.strategy].run);
         keep_outcome(&search, res, &outcomes[c]);
         res->seconds = search.backend.now(search.backend.ctx) - search.class_start;
-        op->tuning_free(runner.ctx);
+        tsr_op_tuning_free(op, runner.ctx);
         tsr_search_free(&search);
         ++produced;
     }

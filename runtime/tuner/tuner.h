@@ -61,11 +61,11 @@ typedef struct tsr_tune_backend {
     void *ctx;
 } tsr_tune_backend;
 
-/* The device backend's state: the op's tuning_run and tuning_check on one class's problem. */
+/* The device backend's state: the op's tuning run and check (tsr_op_tuning_*) on one class's problem. */
 typedef struct tsr_device_runner {
     tsr_device *device;
     const tsr_op *op;
-    void *ctx;             /* from op->tuning_setup */
+    void *ctx;             /* from tsr_op_tuning_setup */
     tsr_event_clock clock; /* zero-initialised */
 } tsr_device_runner;
 tsr_tune_backend tsr_device_backend(tsr_device_runner *runner);

@@ -279,6 +279,23 @@ static void override_label(const tsr_op *op, const struct tsr_override *o, char 
     else tsr_strlcpy(label, o->var, size);
 }
 
+/* An override text over the class default, normalized and checked for this device and problem
+ * (NULL: any); `label` names the text in messages. */
+static tsr_status override_config(const tsr_device *dev, const tsr_op *op, const char *cls, const void *problem,
+                                  const char *text, const char *label, tsr_config *config) {
+    tsr_op_default_config(op, dev, cls, config);
+    tsr_status st = tsr_config_parse(op, text, label, config);
+    if (st != TSR_SUCCESS) return st;
+    tsr_op_normalize(op, config);
+    if (!op->config_ok(dev, problem, config)) {
+        char desc[256];
+        tsr_config_format(op, config, desc, sizeof desc);
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: configuration '%s' is not legal on device '%s'", label, desc,
+                        dev->info.name);
+    }
+    return TSR_SUCCESS;
+}
+
 tsr_status tsr_config_set_override(tsr_device *dev, const tsr_op *op, const char *text) {
     char var[sizeof dev->overrides[0].var];
     override_var(op, var, sizeof var);
@@ -289,15 +306,7 @@ tsr_status tsr_config_set_override(tsr_device *dev, const tsr_op *op, const char
         char what[96];
         snprintf(what, sizeof what, "tsr_config_override(%s)", op->name);
         tsr_config config;
-        tsr_op_default_config(op, dev, op->classes[0], &config);
-        if ((st = tsr_config_parse(op, text, what, &config)) != TSR_SUCCESS) return st;
-        tsr_op_normalize(op, &config);
-        if (!op->config_ok(dev, NULL, &config)) {
-            char desc[256];
-            tsr_config_format(op, &config, desc, sizeof desc);
-            return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: configuration '%s' is not legal on device '%s'", what, desc,
-                            dev->info.name);
-        }
+        if ((st = override_config(dev, op, op->classes[0], NULL, text, what, &config)) != TSR_SUCCESS) return st;
     }
     pthread_mutex_lock(&dev->lock);
     st = put_override(dev, var, text && *text ? text : NULL, true);
@@ -311,16 +320,8 @@ static tsr_status apply_override(tsr_device *dev, const tsr_op *op, const char *
                                  const struct tsr_override *o, tsr_config *config, tsr_config_info *info) {
     char label[64];
     override_label(op, o, label, sizeof label);
-    tsr_op_default_config(op, dev, cls, config);
-    tsr_status st = tsr_config_parse(op, o->text, label, config);
+    tsr_status st = override_config(dev, op, cls, problem, o->text, label, config);
     if (st != TSR_SUCCESS) return st;
-    tsr_op_normalize(op, config);
-    if (!op->config_ok(dev, problem, config)) {
-        char desc[256];
-        tsr_config_format(op, config, desc, sizeof desc);
-        return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: configuration '%s' is not legal on device '%s'", label, desc,
-                        dev->info.name);
-    }
     if (info) {
         memset(info, 0, sizeof *info);
         tsr_strlcpy(info->op, op->name, sizeof info->op);
@@ -341,9 +342,12 @@ static tsr_status apply_override(tsr_device *dev, const tsr_op *op, const char *
 static tsr_status op_config_info(tsr_device *dev, const tsr_op *op, const char *cls, const void *problem,
                                  tsr_config *config, tsr_config_info *info) {
     char var[sizeof dev->overrides[0].var];
-    override_var(op, var, sizeof var);
     pthread_mutex_lock(&dev->lock);
-    const struct tsr_override *o = find_override(dev, var);
+    const struct tsr_override *o = NULL;
+    if (dev->noverrides) { /* the common case has none: no name to build on every launch */
+        override_var(op, var, sizeof var);
+        o = find_override(dev, var);
+    }
     tsr_status st = o ? apply_override(dev, op, cls, problem, o, config, info)
                       : tsr_resolve_config(dev, op, cls, config, info);
     pthread_mutex_unlock(&dev->lock);

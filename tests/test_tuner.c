@@ -374,7 +374,18 @@ static void config_overrides(void **state) {
         {"gemm", "MWI=3", "MWI=3 is not in the parameter space", TSR_ERR_INVALID_ARG},
         {"gemm", "MWI", "not NAME=VALUE", TSR_ERR_INVALID_ARG},
         {"gemm", "SA=1 PACKA=1", "is not legal on device", TSR_ERR_UNSUPPORTED},
+        {"gemm", "MWI=0", "MWI=0 is not in the parameter space", TSR_ERR_INVALID_ARG},
+        {"gemm", "MWI=-1", "MWI=-1 is not in the parameter space", TSR_ERR_INVALID_ARG},
+        {"gemm", "MWI=18446744073709551622", "is not in the parameter space", TSR_ERR_INVALID_ARG}, /* 2^64 + 6 */
+        {"gemm", "MWI=6x", "MWI=6x is not in the parameter space", TSR_ERR_INVALID_ARG},
+        {"gemm", "<b>MWI</b>=6", "no parameter '<b>MWI</b>'", TSR_ERR_INVALID_ARG},
     };
+    /* longer than any configuration: refused whole, never cut to a different configuration */
+    static char long_text[700];
+    memset(long_text, ' ', sizeof long_text - 8);
+    memcpy(long_text + sizeof long_text - 8, "MWI=1", 6);
+    TH_ASSERT_STATUS(tsr_config_override(dev, "gemm", long_text), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "characters long");
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
         TH_ASSERT_STATUS(tsr_config_override(dev, bad[i].op, bad[i].config), bad[i].status);
         TH_ASSERT_CONTAINS(tsr_last_error(), bad[i].needle);

@@ -260,7 +260,8 @@ typedef struct tsr_op {
     const char *const *classes;
     const char *(*problem_class)(const void *problem);
     /* Optional: built-in configurations by device type and class (used when nothing is tuned);
-     * NULL, or no row matching: the declared defaults. */
+     * NULL, or no row matching: the declared defaults. Static data: each row is parsed once and
+     * kept by address (with its op). */
     const tsr_default *defaults;
     int ndefaults;
     /* Its implementations, at least one. With more than one, implementation_param names the

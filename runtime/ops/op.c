@@ -92,8 +92,30 @@ static bool default_matches(const tsr_default *row, const tsr_device *device, co
 /* A row over the declared defaults. Built-in text is checked by test_ops; should a row still
  * not parse, the declared defaults stand rather than half of it. */
 static void parse_default(const tsr_op *op, const tsr_default *row, tsr_config *config) {
+    /* Rows are static text, parsed once each: unfused GELU, attention's softmax and forced conv
+     * paths ask for a default on every call. */
+    static struct {
+        const tsr_op *op; /* two ops may share a row over different parameters */
+        const tsr_default *row;
+        tsr_config config;
+    } parsed[128];
+    static int nparsed;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < nparsed; ++i)
+        if (parsed[i].op == op && parsed[i].row == row) {
+            *config = parsed[i].config;
+            pthread_mutex_unlock(&lock);
+            return;
+        }
     tsr_config_declared(op, config);
     if (tsr_config_parse(op, row->config, "a built-in default", config) != TSR_SUCCESS) tsr_config_declared(op, config);
+    if (nparsed < (int)(sizeof parsed / sizeof parsed[0])) {
+        parsed[nparsed].op = op;
+        parsed[nparsed].row = row;
+        parsed[nparsed++].config = *config;
+    }
+    pthread_mutex_unlock(&lock);
 }
 
 void tsr_op_default_config(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *config) {

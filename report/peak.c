@@ -43,13 +43,6 @@ static tsr_status repeat(peak_fn fn, void *ctx, double budget_s, peak_stat *out)
     return st;
 }
 
-/* Seconds between a kernel's start and end (releases the event). */
-static tsr_status event_seconds(cl_event ev, double *s) {
-    tsr_status st = tsr_event_seconds(ev, ev, "timing a peak kernel", NULL, s);
-    clReleaseEvent(ev);
-    return st;
-}
-
 /* ---- bandwidth ---- */
 
 typedef struct bw_ctx {
@@ -57,18 +50,33 @@ typedef struct bw_ctx {
     cl_kernel kernel;
     size_t global, local; /* local 0: the runtime's choice */
     double bytes;         /* that must move per run */
+    tsr_timer timer;      /* by the device's timing method */
 } bw_ctx;
 
-static tsr_status run_kernel_rate(void *vctx, double *rate) {
+static tsr_status launch_kernel(void *vctx, cl_event *first, cl_event *last) {
     bw_ctx *c = vctx;
     cl_event ev = NULL;
     cl_int err = clEnqueueNDRangeKernel(tsr_device_queue(c->dev), c->kernel, 1, NULL, &c->global,
-                                        c->local ? &c->local : NULL, 0, NULL, &ev);
+                                        c->local ? &c->local : NULL, 0, NULL, first || last ? &ev : NULL);
     if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueNDRangeKernel(peak)", __FILE__, __LINE__);
+    if (first) *first = ev, clRetainEvent(ev);
+    if (last) *last = ev;
+    else if (ev) clReleaseEvent(ev);
+    return TSR_SUCCESS;
+}
+
+static tsr_status run_kernel_rate(void *vctx, double *rate) {
+    bw_ctx *c = vctx;
     double s = 0;
-    tsr_status st = event_seconds(ev, &s);
+    if (!c->timer.what) c->timer.what = "timing a peak kernel";
+    tsr_status st = tsr_timer_run(&c->timer, c->dev, launch_kernel, c, &s);
     if (st == TSR_SUCCESS) *rate = c->bytes / s * 1e-9;
     return st;
+}
+
+/* Host timing as soon as any measurement of the tests used it. */
+static void note_timing(peak_result *r, const bw_ctx *c) {
+    if (c->timer.host_runs) r->host_timed = true;
 }
 
 /* Work-items for a layout: grid-stride loops want many (each GPU core busy), contiguous runs
@@ -126,6 +134,7 @@ static tsr_status measure_bandwidth(tsr_device *dev, const peak_options *opt, pe
                 peak_stat s = {0};
                 if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clSetKernelArg(peak)", __FILE__, __LINE__);
                 else st = repeat(run_kernel_rate, &c, opt->budget_s, &s);
+                note_timing(r, &c);
                 clReleaseKernel(c.kernel);
                 peak_stat *dst = kind == 0 ? &r->read[w] : kind == 1 ? &r->write[w] : &r->copy[w];
                 int *lay = &r->layout[kind][w];
@@ -188,6 +197,7 @@ static tsr_status measure_compute(tsr_device *dev, const peak_options *opt, peak
             peak_stat s = {0};
             if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clSetKernelArg(fma_peak)", __FILE__, __LINE__);
             else if (st == TSR_SUCCESS) st = repeat(run_kernel_rate, &c, opt->budget_s, &s);
+            note_timing(r, &c);
             clReleaseKernel(c.kernel);
             if (st == TSR_SUCCESS && s.median > r->compute[w].median) r->compute[w] = s, r->chains[w] = chains;
         }
@@ -407,6 +417,13 @@ tsr_status peak_measure(tsr_device *dev, const peak_options *opt, peak_result *r
         st = tsr_fail_cl(err, "clCreateBuffer(peak)", __FILE__, __LINE__);
         goto out;
     }
+    if (tests & (PEAK_BANDWIDTH | PEAK_COMPUTE)) { /* decided once per device; kept in the result */
+        tsr_timing_method method;
+        const char *why = "";
+        if ((st = tsr_device_timing(dev, &method, &why)) != TSR_SUCCESS) goto out;
+        r->host_timed = method == TSR_TIMING_HOST;
+        if (!opt->quiet && r->host_timed) fprintf(stderr, "peak: timing with the host clock: %s\n", why);
+    }
     if (tests & PEAK_BANDWIDTH) {
         if (!opt->quiet) fprintf(stderr, "peak: bandwidth ...\n");
         if ((st = measure_bandwidth(dev, opt, r, a, b, sink, bytes)) != TSR_SUCCESS) goto out;
@@ -446,6 +463,12 @@ tsr_status peak_measure(tsr_device *dev, const peak_options *opt, peak_result *r
         free(dst);
     }
 out:
+    if (r->host_timed) { /* a test may have switched the device to host timing mid-way */
+        const char *why = "";
+        tsr_device_timing(dev, NULL, &why);
+        tsr_strlcpy(r->timing_reason, why, sizeof r->timing_reason);
+    }
+    r->empty_launch_us = tsr_device_empty_launch_s(dev) * 1e6;
     if (a) clReleaseMemObject(a);
     if (b) clReleaseMemObject(b);
     if (sink) clReleaseMemObject(sink);
@@ -513,6 +536,11 @@ cJSON *peak_to_json(const peak_result *r) {
     cJSON *tests = cJSON_AddArrayToObject(o, "tests");
     for (int i = 0; i < PEAK_TEST_COUNT; ++i)
         if (r->tests & (1u << i)) cJSON_AddItemToArray(tests, cJSON_CreateString(test_names[i]));
+    if (r->tests & (PEAK_BANDWIDTH | PEAK_COMPUTE)) {
+        cJSON_AddStringToObject(o, "timing", r->host_timed ? "host" : "device");
+        if (r->host_timed) cJSON_AddStringToObject(o, "timing_reason", r->timing_reason);
+        cJSON_AddNumberToObject(o, "empty_launch_us", r->empty_launch_us);
+    }
     cJSON_AddNumberToObject(o, "buffer_bytes", (double)r->buffer_bytes);
     cJSON_AddNumberToObject(o, "budget_s", r->budget_s);
     cJSON_AddNumberToObject(o, "bandwidth_gbps", r->bandwidth_gbps);
@@ -539,6 +567,7 @@ cJSON *peak_to_json(const peak_result *r) {
         cJSON_AddItemToArray(comp, e);
     }
     cJSON *launch = cJSON_AddObjectToObject(o, "launch_us");
+    cJSON_AddStringToObject(launch, "timing", "host"); /* enqueue to clFinish on the host clock, always */
     cJSON_AddItemToObject(launch, "dispatch", stat_json(&r->dispatch_us));
     cJSON_AddItemToObject(launch, "round_trip", stat_json(&r->round_trip_us));
     cJSON *xfer = cJSON_AddObjectToObject(o, "transfer_gbps");
@@ -576,6 +605,12 @@ tsr_status peak_from_json(const cJSON *o, peak_result *r) {
         for (int i = 0; i < PEAK_TEST_COUNT; ++i)
             if (cJSON_IsString(t) && strcmp(t->valuestring, test_names[i]) == 0) r->tests |= 1u << i;
     }
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "timing")) && cJSON_IsString(v))
+        r->host_timed = strcmp(v->valuestring, "host") == 0;
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "timing_reason")) && cJSON_IsString(v))
+        tsr_strlcpy(r->timing_reason, v->valuestring, sizeof r->timing_reason);
+    if ((v = cJSON_GetObjectItemCaseSensitive(o, "empty_launch_us")) && cJSON_IsNumber(v))
+        r->empty_launch_us = v->valuedouble;
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "bandwidth_best")) && cJSON_IsString(v))
         tsr_strlcpy(r->bandwidth_best, v->valuestring, sizeof r->bandwidth_best);
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "compute_best")) && cJSON_IsString(v))
@@ -633,6 +668,11 @@ static void spread(const peak_stat *s, char *out, size_t size) {
 
 void peak_print(FILE *f, const peak_result *r) {
     char t[3][64];
+    if (r->host_timed)
+        fprintf(f, "timing: host clock (batches of launches, less the %.1f us empty-launch cost, per launch): %s\n",
+                r->empty_launch_us, r->timing_reason);
+    else if (r->tests & (PEAK_BANDWIDTH | PEAK_COMPUTE))
+        fprintf(f, "timing: device (profiling events, checked against the host clock)\n");
     if (r->tests & PEAK_BANDWIDTH) {
         fprintf(f, "global memory bandwidth, GB/s (median [min, max] n=runs; %.0f MiB buffers of random data; copy "
                    "counts bytes read + written)\n", (double)r->buffer_bytes / 1048576.0);
@@ -663,7 +703,8 @@ void peak_print(FILE *f, const peak_result *r) {
     if (r->tests & PEAK_LAUNCH) {
         spread(&r->dispatch_us, t[0], sizeof t[0]);
         spread(&r->round_trip_us, t[1], sizeof t[1]);
-        fprintf(f, "kernel launch, microseconds: dispatch %s; round trip %s\n", t[0], t[1]);
+        fprintf(f, "kernel launch, microseconds on the host clock: dispatch %s; round trip (enqueue to clFinish) %s\n",
+                t[0], t[1]);
     }
     if (r->tests & PEAK_TRANSFERS) {
         fprintf(f, "host <-> device, GB/s\n");

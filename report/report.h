@@ -51,6 +51,12 @@ typedef struct peak_result {
     peak_stat host_read_gbps; /* and its multi-threaded read */
     int host_threads;
     int host_copy_streams, host_read_streams; /* concurrent streams per thread of the better run */
+    /* How the kernel tests were timed (tsr_device_timing): profiling events, or the host clock
+     * over batches of launches less the empty-launch cost (host_timed, with the reason). Launch
+     * latency and transfers are host wall-clock either way. */
+    bool host_timed;
+    char timing_reason[512];
+    double empty_launch_us; /* the empty-launch cost host timing subtracts */
 } peak_result;
 
 tsr_status peak_measure(tsr_device *device, const peak_options *options, peak_result *result);

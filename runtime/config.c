@@ -120,6 +120,10 @@ static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool buil
     snprintf(info->origin, sizeof info->origin, "%s entry %s/%s for '%s' (driver %s), tuned %s on %s at %.1f %s",
              builtin ? "built-in" : where, op->name, cls, str(dev_node, "name"), str(dev_node, "driver"),
              str(entry, "date"), str(entry, "problem"), info->tuned_gflops, unit ? unit : "GFLOP/s");
+    if (strcmp(str(entry, "timing"), "host") == 0) { /* the driver's timestamps were unusable: say so */
+        size_t used = strlen(info->origin);
+        snprintf(info->origin + used, sizeof info->origin - used, ", timed with the host clock");
+    }
     return true;
 }
 

@@ -47,37 +47,36 @@ void tsr_fixture_single_event(cl_event done, cl_event *first, cl_event *last) {
     else if (done) clReleaseEvent(done);
 }
 
+typedef struct demo_launch {
+    tsr_device *device;
+    const tsr_op *op;
+    void *fixture;
+} demo_launch;
+
+static tsr_status launch_demo_run(void *vctx, cl_event *first, cl_event *last) {
+    demo_launch *d = vctx;
+    return d->op->fixture_run(d->device, d->fixture, NULL, tsr_device_queue(d->device), first, last);
+}
+
 tsr_status tsr_fixture_measure(tsr_device *dev, const tsr_op *op, void *fx, int runs, double *best_ms,
                                double *rel_err) {
     *best_ms = 0;
     *rel_err = INFINITY;
     double best = INFINITY;
-    tsr_event_clock clock = {0}; /* the runs share one in-order queue */
-    bool host_clock = false;
+    tsr_timer timer = {.what = "timing a demo run"}; /* by the device's method: events, or the host clock */
+    demo_launch d = {dev, op, fx};
     for (int rep = 0; rep < runs; ++rep) {
-        cl_event first = NULL, last = NULL;
-        double seconds = 0, t0 = tsr_now_s();
-        tsr_status st = op->fixture_run(dev, fx, NULL, tsr_device_queue(dev), &first, &last);
-        if (st == TSR_SUCCESS && !host_clock) {
-            st = tsr_event_seconds(first, last, "timing a demo run", &clock, &seconds);
-            if (st == TSR_ERR_UNSUPPORTED) { /* timestamps unusable: the host clock from here on */
-                tsr_warn("%s; the %s demo is timed with the host clock", tsr_last_error(), op->name);
-                tsr_clear_error();
-                host_clock = true;
-                st = TSR_SUCCESS;
-            }
-        }
-        if (st == TSR_SUCCESS && host_clock) {
-            cl_int err = clWaitForEvents(1, &last);
-            if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clWaitForEvents(demo run)", __FILE__, __LINE__);
-            seconds = tsr_now_s() - t0;
-        }
-        if (first) clReleaseEvent(first);
-        if (last) clReleaseEvent(last);
+        double seconds = 0;
+        tsr_status st = tsr_timer_run(&timer, dev, launch_demo_run, &d, &seconds);
         if (st != TSR_SUCCESS) return st;
         best = fmin(best, seconds * 1e3);
     }
     *best_ms = isinf(best) ? 0 : best;
+    if (timer.host_runs) { /* a time the demo prints says how it was measured */
+        const char *why = "";
+        tsr_device_timing(dev, NULL, &why);
+        tsr_warn("the %s demo was timed with the host clock over batches of runs (%s)", op->name, why);
+    }
     return op->fixture_check(dev, fx, rel_err);
 }
 

@@ -141,6 +141,15 @@ struct tsr_device {
     struct cJSON *tuning_db;       /* NULL when absent or damaged */
     bool tuning_db_loaded;
     char tuning_db_warning[512];
+
+    /* How measurements time this device (measure.c), decided at the first measurement, not at
+     * open: a plain GEMM call should not pay for a probe kernel. Guarded by `lock`. */
+    struct tsr_timing_state {
+        int method;               /* a tsr_timing_method; 0: not decided yet */
+        bool forced;              /* TSR_TIMING=device|host chose it, not the probe */
+        char reason[512];         /* why host timing ("" for device timing) */
+        double empty_launch_s;    /* median enqueue + clFinish of an empty kernel */
+    } timing;
 };
 
 /* ---- workspaces (workspace.c) ---- */
@@ -471,10 +480,10 @@ void tsr_op_tuning_describe(const tsr_op *op, const void *ctx, char *out, size_t
 void tsr_op_tuning_free(const tsr_op *op, void *ctx);
 /* A fixture_run of one kernel: `done` (may be NULL) is both the first and the last event. */
 void tsr_fixture_single_event(cl_event done, cl_event *first, cl_event *last);
-/* The demo's measurement: `runs` runs as a caller of the public API gets them, the best device
- * time (first to last event, through tsr_event_seconds) in *best_ms, then the check. A device
- * whose timestamps are unusable is timed with the host clock around each run instead, with a
- * warning: the demo's point is the check, and a time it prints is one that was measured. */
+/* The demo's measurement: `runs` runs as a caller of the public API gets them, the best time per
+ * run by the device's timing method (tsr_timer_run: first to last event, or the host clock over a
+ * batch of runs where timestamps are unusable, then with a warning saying so) in *best_ms, then
+ * the check. */
 tsr_status tsr_fixture_measure(tsr_device *device, const tsr_op *op, void *fixture, int runs, double *best_ms,
                                double *rel_err);
 /* Fill `host` (count floats) with NaN and upload it to `mem`: an output a run must overwrite. */
@@ -551,19 +560,58 @@ tsr_status tsr_tune_op(tsr_device *device, const tsr_op *op, const tsr_tune_opti
 
 /* Seconds on the monotonic clock (wall-clock timing and time budgets). */
 double tsr_now_s(void);
-/* What a series of event timings on one in-order queue has seen, to catch a clock going back;
- * zero-initialise it before the first timing. */
+/* What a series of event timings on one in-order queue has seen, to catch a clock that goes
+ * back or stands still; zero-initialise it before the first timing. */
 typedef struct tsr_event_clock {
-    cl_ulong last_start;
+    cl_ulong last_start, last_end;
 } tsr_event_clock;
+/* The checks of one timing, on its numbers alone (so tests can feed it any): a start or end of
+ * 0, an end at or before its start (a command takes time), or, with a `clock` (may be NULL), a
+ * start before the previous timing's end (an in-order queue runs one command after the other)
+ * are unusable: TSR_ERR_UNSUPPORTED with "<what>: unusable timestamps: ...". Otherwise *seconds
+ * and the clock are updated. */
+tsr_status tsr_timestamps_check(cl_ulong start, cl_ulong end, tsr_event_clock *clock, const char *what,
+                                double *seconds);
 /* Device seconds from the start of `first` to the end of `last` (the same event for one
- * command): waits for `last`, releases neither. Timestamps that are zero, an end before its
- * start, or (with a `clock`, which may be NULL) a start before the previous timing's start are
- * unusable: TSR_ERR_UNSUPPORTED with "<what>: unusable timestamps: ..." rather than a made-up time
- * (a failing OpenCL call is TSR_ERR_OPENCL).
- * Equal start and end count as 1 ns so rates stay finite. */
+ * command): waits for `last`, releases neither, and checks the timestamps with
+ * tsr_timestamps_check, so a made-up time is never returned (a failing OpenCL call is
+ * TSR_ERR_OPENCL). */
 tsr_status tsr_event_seconds(cl_event first, cl_event last, const char *what, tsr_event_clock *clock,
                              double *seconds);
+
+/* How a device's kernels are timed. DEVICE: profiling events (their timestamps checked every
+ * time). HOST: the host's monotonic clock around batches of launches (enqueue N, clFinish),
+ * less the device's empty-launch cost, over N: for drivers whose timestamps are unusable
+ * (Mesa rusticl 22.x reports start 2 ns and end 3 ns for every command). */
+typedef enum tsr_timing_method { TSR_TIMING_UNDECIDED = 0, TSR_TIMING_DEVICE = 1, TSR_TIMING_HOST = 2 } tsr_timing_method;
+/* "device", "host" (or "undecided"). */
+const char *tsr_timing_name(tsr_timing_method method);
+/* The device's timing method, decided at the first call and kept: $TSR_TIMING=device|host
+ * forces one; auto (or unset) runs the probe: a calibrated kernel (about 20 ms) timed 5 times
+ * with profiling and with the host clock around clFinish; its timestamps must be non-zero,
+ * ordered, advancing from run to run, and the device time within the host time and not a small
+ * fraction of it. *reason (may be NULL) says why host timing was chosen ("" for device). Also
+ * measures the empty-launch cost. A bad $TSR_TIMING is TSR_ERR_INVALID_ARG. */
+tsr_status tsr_device_timing(tsr_device *device, tsr_timing_method *method, const char **reason);
+/* The median enqueue + clFinish of an empty kernel on the device's queue, in seconds (measured
+ * by tsr_device_timing; 0 before it). */
+double tsr_device_empty_launch_s(tsr_device *device);
+/* One launch of what a timer measures, on the device's queue: *first and *last (either may be
+ * NULL: host timing asks for no events) receive the first and last command's events. */
+typedef tsr_status (*tsr_launch_fn)(void *ctx, cl_event *first, cl_event *last);
+/* Times launches by the device's method. Zero-initialise; `what` names it in messages. */
+typedef struct tsr_timer {
+    const char *what;
+    tsr_event_clock clock;
+    int batch;                 /* host timing: launches per measurement, adapted to the launch's length */
+    int device_runs, host_runs; /* measurements made each way */
+} tsr_timer;
+/* Seconds per launch of `launch` by the device's method: one launch timed by its events, or a
+ * batch of launches on the host clock (long enough that the empty-launch cost, subtracted, is
+ * small). A timing whose events fail the checks switches the device to host timing, with a
+ * warning, and is taken again on the host clock (unless TSR_TIMING=device forced events: then
+ * it is the error). The result is finite and positive, or an error: never 0. */
+tsr_status tsr_timer_run(tsr_timer *timer, tsr_device *device, tsr_launch_fn launch, void *ctx, double *seconds);
 /* Summary of n >= 1 measurements. */
 typedef struct tsr_stats {
     int n;

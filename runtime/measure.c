@@ -1,9 +1,13 @@
 /* Measurement shared by the tuner and the benchmarks: the monotonic clock, device time from
- * profiling events with their timestamps checked, repetitions under a time budget, and the
- * median, quartile and spread of what was measured. */
+ * profiling events with their timestamps checked, each device's timing method (decided once by a
+ * probe kernel: profiling events, or the host clock over batches of launches where the driver's
+ * timestamps cannot be trusted), timers that measure by that method, repetitions under a time
+ * budget, and the median, quartile and spread of what was measured. */
 #include "internal.h"
 
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 double tsr_now_s(void) {
@@ -12,15 +16,10 @@ double tsr_now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-tsr_status tsr_event_seconds(cl_event first, cl_event last, const char *what, tsr_event_clock *clock,
-                             double *seconds) {
-    cl_ulong start = 0, end = 0;
-    cl_int err = clWaitForEvents(1, &last);
-    if (err == CL_SUCCESS) err = clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_START, sizeof start, &start, NULL);
-    if (err == CL_SUCCESS) err = clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
-    if (err != CL_SUCCESS) return tsr_fail_cl(err, what, __FILE__, __LINE__);
-    /* A driver that leaves timestamps unset, or whose clock runs backwards, would otherwise
-     * produce an absurd time that a tuner or benchmark takes for the truth. */
+tsr_status tsr_timestamps_check(cl_ulong start, cl_ulong end, tsr_event_clock *clock, const char *what,
+                                double *seconds) {
+    /* A driver that leaves timestamps unset, stands them still or runs them backwards would
+     * otherwise produce an absurd time that a tuner or benchmark takes for the truth. */
     if (start == 0 || end == 0)
         return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: unusable timestamps: the device reported %s 0 for a profiled command",
                         what, start == 0 ? "a start of" : "an end of");
@@ -28,16 +27,307 @@ tsr_status tsr_event_seconds(cl_event first, cl_event last, const char *what, ts
         return tsr_fail(TSR_ERR_UNSUPPORTED,
                         "%s: unusable timestamps: the command ended (%llu ns) before it started (%llu ns)",
                         what, (unsigned long long)end, (unsigned long long)start);
-    if (clock) {
-        if (start < clock->last_start)
+    if (end == start) /* a time of 0 is never a result */
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: unusable timestamps: the command took 0 ns (start = end = %llu ns)",
+                        what, (unsigned long long)start);
+    if (clock && clock->last_end) {
+        if (start < clock->last_end)
             return tsr_fail(TSR_ERR_UNSUPPORTED,
-                            "%s: unusable timestamps: the device clock went back (a command started at %llu ns after "
-                            "an earlier one started at %llu ns)",
-                            what, (unsigned long long)start, (unsigned long long)clock->last_start);
-        clock->last_start = start;
+                            "%s: unusable timestamps: a command started (%llu ns) before the one before it on the "
+                            "same in-order queue ended (%llu ns)",
+                            what, (unsigned long long)start, (unsigned long long)clock->last_end);
     }
-    /* Equal timestamps are legal (a coarse clock): one nanosecond keeps rates finite. */
-    *seconds = end > start ? (double)(end - start) * 1e-9 : 1e-9;
+    if (clock) clock->last_start = start, clock->last_end = end;
+    *seconds = (double)(end - start) * 1e-9;
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_event_seconds(cl_event first, cl_event last, const char *what, tsr_event_clock *clock,
+                             double *seconds) {
+    cl_ulong start = 0, end = 0;
+    cl_int err = clWaitForEvents(1, &last);
+    if (err == CL_SUCCESS) err = clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_START, sizeof start, &start, NULL);
+    if (err == CL_SUCCESS) err = clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
+    /* A queue without profiling: no timestamps at all, which host timing can replace. */
+    if (err == CL_PROFILING_INFO_NOT_AVAILABLE)
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: unusable timestamps: profiling information is not available "
+                        "(CL_PROFILING_INFO_NOT_AVAILABLE: a queue created without CL_QUEUE_PROFILING_ENABLE?)", what);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, what, __FILE__, __LINE__);
+    return tsr_timestamps_check(start, end, clock, what, seconds);
+}
+
+/* ---- the device's timing method ---- */
+
+const char *tsr_timing_name(tsr_timing_method method) {
+    return method == TSR_TIMING_DEVICE ? "device" : method == TSR_TIMING_HOST ? "host" : "undecided";
+}
+
+/* The probe: a dependent multiply-add chain per work-item, cheap to compile, its length set by the
+ * number of work-items: llvmpipe (Mesa) silently ends any loop after about 65535 iterations, so
+ * a longer loop would not make a longer kernel there. The store never happens (the chain tends
+ * to 1) but keeps the loop from being dropped. And an empty kernel for the launch cost. */
+static const char probe_source[] =
+    "kernel void tsr_timing_probe(global float *out, float m, float c) {\n"
+    "    float a = (float)(get_global_id(0) & 1023) * 1e-3f;\n"
+    "    for (int i = 0; i < 16384; ++i) a = mad(a, m, c);\n"
+    "    if (a == -1.0f) out[0] = a;\n"
+    "}\n"
+    "kernel void tsr_timing_empty(global float *out) { (void)out; }\n";
+
+#define PROBE_ITEMS 32          /* work-items of the first calibration run */
+#define PROBE_TARGET_S 0.02     /* one probe run: long against any launch cost */
+#define PROBE_RUNS 5
+#define PROBE_MAX_ITEMS ((size_t)1 << 26)
+#define EMPTY_RUNS 15
+
+typedef struct probe {
+    cl_command_queue queue;
+    cl_program program;
+    cl_kernel spin, empty;
+    cl_mem out;
+} probe;
+
+static void probe_release(probe *p) {
+    if (p->spin) clReleaseKernel(p->spin);
+    if (p->empty) clReleaseKernel(p->empty);
+    if (p->program) clReleaseProgram(p->program);
+    if (p->out) clReleaseMemObject(p->out);
+}
+
+static tsr_status probe_build(tsr_device *dev, probe *p) {
+    tsr_status status = TSR_SUCCESS;
+    cl_int err;
+    const char *text = probe_source;
+    p->queue = dev->queue;
+    p->program = clCreateProgramWithSource(dev->context, 1, &text, NULL, &err);
+    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(clBuildProgram(p->program, 1, &dev->id, "", NULL, NULL), out);
+    p->spin = clCreateKernel(p->program, "tsr_timing_probe", &err);
+    TSR_CL_CHECK(err, out);
+    p->empty = clCreateKernel(p->program, "tsr_timing_empty", &err);
+    TSR_CL_CHECK(err, out);
+    p->out = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, sizeof(float), NULL, &err);
+    TSR_CL_CHECK(err, out);
+    float m = 0.999f, c = 1e-3f;
+    TSR_CL_CHECK(clSetKernelArg(p->spin, 0, sizeof p->out, &p->out), out);
+    TSR_CL_CHECK(clSetKernelArg(p->spin, 1, sizeof m, &m), out);
+    TSR_CL_CHECK(clSetKernelArg(p->spin, 2, sizeof c, &c), out);
+    TSR_CL_CHECK(clSetKernelArg(p->empty, 0, sizeof p->out, &p->out), out);
+out:
+    if (status != TSR_SUCCESS) tsr_error_append(" (building the timing probe on '%s')", dev->info.name);
+    return status;
+}
+
+/* One probe run of `items` work-items: host seconds around enqueue + clFinish, and its event. */
+static tsr_status probe_run(probe *p, size_t items, double *host_s, cl_event *event) {
+    double t0 = tsr_now_s();
+    cl_int err = clEnqueueNDRangeKernel(p->queue, p->spin, 1, NULL, &items, NULL, 0, NULL, event);
+    if (err == CL_SUCCESS) err = clFinish(p->queue);
+    *host_s = tsr_now_s() - t0;
+    if (err != CL_SUCCESS) {
+        if (event && *event) clReleaseEvent(*event), *event = NULL;
+        return tsr_fail_cl(err, "running the timing probe", __FILE__, __LINE__);
+    }
+    return TSR_SUCCESS;
+}
+
+static int compare_doubles(const void *a, const void *b);
+
+/* Median enqueue + clFinish of the empty kernel (after warm-ups: the first launch may compile). */
+static tsr_status probe_empty_launch(probe *p, double *seconds) {
+    double t[EMPTY_RUNS];
+    size_t one = 1;
+    for (int i = -3; i < EMPTY_RUNS; ++i) {
+        double t0 = tsr_now_s();
+        cl_int err = clEnqueueNDRangeKernel(p->queue, p->empty, 1, NULL, &one, NULL, 0, NULL, NULL);
+        if (err == CL_SUCCESS) err = clFinish(p->queue);
+        if (err != CL_SUCCESS) return tsr_fail_cl(err, "timing an empty launch", __FILE__, __LINE__);
+        if (i >= 0) t[i] = tsr_now_s() - t0;
+    }
+    qsort(t, EMPTY_RUNS, sizeof t[0], compare_doubles);
+    *seconds = t[EMPTY_RUNS / 2];
+    return TSR_SUCCESS;
+}
+
+/* Are the device's timestamps usable? Fills `why` when they are not; an OpenCL failure of the
+ * probe itself is returned. */
+static tsr_status probe_timestamps(tsr_device *dev, probe *p, bool *usable, char *why, size_t size) {
+    *usable = false;
+    /* Calibrate on the host clock (the device's is what is on trial): the first run also compiles
+     * (rusticl compiles at the first enqueue). */
+    size_t items = PROBE_ITEMS;
+    double host_s = 0;
+    tsr_status st = probe_run(p, items, &host_s, NULL);
+    for (int step = 0; st == TSR_SUCCESS && step < 16; ++step) {
+        if ((st = probe_run(p, items, &host_s, NULL)) != TSR_SUCCESS) break;
+        if (host_s >= PROBE_TARGET_S || items >= PROBE_MAX_ITEMS) break;
+        double grow = host_s > 0 ? 1.25 * PROBE_TARGET_S / host_s : 16;
+        grow = grow < 2 ? 2 : grow > 16 ? 16 : grow;
+        items = (size_t)fmin((double)PROBE_MAX_ITEMS, ceil(items * grow / 32) * 32);
+    }
+    if (st != TSR_SUCCESS) return st;
+    const char *device = dev->info.name, *platform = dev->info.platform_name;
+    double ratios[PROBE_RUNS], host[PROBE_RUNS];
+    tsr_event_clock clock = {0};
+    for (int run = 0; run < PROBE_RUNS; ++run) {
+        cl_event ev = NULL;
+        if ((st = probe_run(p, items, &host[run], &ev)) != TSR_SUCCESS) return st;
+        double device_s = 0;
+        char what[TSR_INFO_STR * 2 + 64];
+        snprintf(what, sizeof what, "%s (%s)", platform, device);
+        st = tsr_event_seconds(ev, ev, what, &clock, &device_s);
+        clReleaseEvent(ev);
+        if (st == TSR_ERR_UNSUPPORTED) {
+            snprintf(why, size, "%s, in a %.1f ms probe kernel (host clock)", tsr_last_error(), host[run] * 1e3);
+            tsr_clear_error();
+            return TSR_SUCCESS;
+        }
+        if (st != TSR_SUCCESS) return st;
+        ratios[run] = device_s / host[run];
+    }
+    qsort(ratios, PROBE_RUNS, sizeof ratios[0], compare_doubles);
+    qsort(host, PROBE_RUNS, sizeof host[0], compare_doubles);
+    double ratio = ratios[PROBE_RUNS / 2], h = host[PROBE_RUNS / 2];
+    /* The command runs inside enqueue .. clFinish: its device time cannot exceed the host's (2%
+     * and 0.2 ms for clocks read at different moments), and with a ~20 ms kernel the launch
+     * cost is small, so it is most of it (half leaves room for a busy machine). */
+    if (ratio > 1.02 + 2e-4 / h)
+        snprintf(why, size, "%.100s (%.100s): unusable timestamps: a %.2f ms probe kernel (host clock around clFinish) "
+                 "reported %.2f ms of device time, more than the host saw", platform, device, h * 1e3, ratio * h * 1e3);
+    else if (ratio < 0.5)
+        snprintf(why, size, "%.100s (%.100s): unusable timestamps: a %.2f ms probe kernel (host clock around clFinish) "
+                 "reported %.4g ms of device time, %.2g%% of it", platform, device, h * 1e3, ratio * h * 1e3,
+                 100 * ratio);
+    else *usable = true;
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_device_timing(tsr_device *dev, tsr_timing_method *method, const char **reason) {
+    pthread_mutex_lock(&dev->lock);
+    tsr_status st = TSR_SUCCESS;
+    struct tsr_timing_state *t = &dev->timing;
+    if (t->method == TSR_TIMING_UNDECIDED) {
+        const char *env = getenv("TSR_TIMING");
+        bool force_device = env && strcmp(env, "device") == 0, force_host = env && strcmp(env, "host") == 0;
+        if (env && *env && !force_device && !force_host && strcmp(env, "auto") != 0) {
+            st = tsr_fail(TSR_ERR_INVALID_ARG, "TSR_TIMING='%.64s': expected device, host or auto", env);
+            goto out;
+        }
+        probe p = {0};
+        bool usable = force_device;
+        char why[sizeof t->reason] = "";
+        if ((st = probe_build(dev, &p)) == TSR_SUCCESS) st = probe_empty_launch(&p, &t->empty_launch_s);
+        if (st == TSR_SUCCESS && !force_device && !force_host) st = probe_timestamps(dev, &p, &usable, why, sizeof why);
+        probe_release(&p);
+        if (st != TSR_SUCCESS) goto out;
+        if (force_host) snprintf(why, sizeof why, "TSR_TIMING=host");
+        t->forced = force_device || force_host;
+        t->method = usable ? TSR_TIMING_DEVICE : TSR_TIMING_HOST;
+        tsr_strlcpy(t->reason, usable ? "" : why, sizeof t->reason);
+    }
+out:
+    if (method) *method = (tsr_timing_method)t->method;
+    if (reason) *reason = t->reason;
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
+double tsr_device_empty_launch_s(tsr_device *dev) {
+    pthread_mutex_lock(&dev->lock);
+    double s = dev->timing.empty_launch_s;
+    pthread_mutex_unlock(&dev->lock);
+    return s;
+}
+
+/* After a timing whose events failed the checks: host timing from now on, said once. */
+static void fall_back_to_host(tsr_device *dev, const char *why) {
+    pthread_mutex_lock(&dev->lock);
+    if (dev->timing.method != TSR_TIMING_HOST) {
+        dev->timing.method = TSR_TIMING_HOST;
+        tsr_strlcpy(dev->timing.reason, why, sizeof dev->timing.reason);
+        tsr_warn("%s; timing '%s' with the host clock from now on", why, dev->info.name);
+    }
+    pthread_mutex_unlock(&dev->lock);
+}
+
+/* ---- timers ---- */
+
+#define HOST_BATCH_MIN_S 0.005 /* a host-timed batch lasts at least this... */
+#define HOST_BATCH_EMPTY 50    /* ...and this many empty-launch costs, so subtracting one is a small correction */
+#define HOST_MAX_BATCH 4096
+
+static tsr_status host_batch(tsr_timer *timer, tsr_device *dev, tsr_launch_fn launch, void *ctx, double *seconds) {
+    double empty = tsr_device_empty_launch_s(dev);
+    double target = fmax(HOST_BATCH_MIN_S, HOST_BATCH_EMPTY * empty);
+    if (timer->batch < 1) { /* the timer's first launch builds programs and touches memory: not timed */
+        tsr_status st = launch(ctx, NULL, NULL);
+        cl_int err = clFinish(dev->queue);
+        if (st != TSR_SUCCESS) return st;
+        if (err != CL_SUCCESS) return tsr_fail_cl(err, "clFinish(a first launch)", __FILE__, __LINE__);
+        timer->batch = 1;
+    }
+    for (int attempt = 0;; ++attempt) {
+        int n = timer->batch;
+        double t0 = tsr_now_s();
+        for (int i = 0; i < n; ++i) {
+            tsr_status st = launch(ctx, NULL, NULL);
+            if (st != TSR_SUCCESS) {
+                clFinish(dev->queue);
+                return st;
+            }
+        }
+        cl_int err = clFinish(dev->queue);
+        double wall = tsr_now_s() - t0;
+        if (err != CL_SUCCESS) return tsr_fail_cl(err, "clFinish(timing a batch of launches)", __FILE__, __LINE__);
+        if (wall < target && n < HOST_MAX_BATCH && attempt < 8) { /* too short to time: a longer batch, this one discarded */
+            double grow = wall > 0 ? 1.2 * target / wall : 16;
+            timer->batch = (int)fmin(HOST_MAX_BATCH, ceil(n * fmin(fmax(grow, 2), 64)));
+            continue;
+        }
+        if (wall > 8 * target && n > 1) /* the next one need not be this long */
+            timer->batch = (int)fmax(1, floor(n * 2 * target / wall));
+        double net = wall - empty;
+        if (!(net > 0.5 * wall))
+            return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: a batch of %d launches took %.3f ms on the host clock, hardly more "
+                            "than one empty launch (%.3f ms): too short to time", timer->what ? timer->what : "timing",
+                            n, wall * 1e3, empty * 1e3);
+        *seconds = net / n;
+        return TSR_SUCCESS;
+    }
+}
+
+tsr_status tsr_timer_run(tsr_timer *timer, tsr_device *dev, tsr_launch_fn launch, void *ctx, double *seconds) {
+    *seconds = 0;
+    tsr_timing_method method;
+    tsr_status st = tsr_device_timing(dev, &method, NULL);
+    if (st != TSR_SUCCESS) return st;
+    const char *what = timer->what ? timer->what : "timing a launch";
+    double s = 0;
+    if (method == TSR_TIMING_DEVICE) {
+        cl_event first = NULL, last = NULL;
+        if ((st = launch(ctx, &first, &last)) != TSR_SUCCESS) return st;
+        st = tsr_event_seconds(first, last, what, &timer->clock, &s);
+        if (first) clReleaseEvent(first);
+        if (last) clReleaseEvent(last);
+        if (st == TSR_ERR_UNSUPPORTED && !dev->timing.forced) {
+            char why[sizeof dev->timing.reason];
+            tsr_strlcpy(why, tsr_last_error(), sizeof why);
+            tsr_clear_error();
+            fall_back_to_host(dev, why);
+            method = TSR_TIMING_HOST;
+        } else if (st != TSR_SUCCESS) {
+            return st;
+        } else {
+            timer->device_runs++;
+        }
+    }
+    if (method == TSR_TIMING_HOST) {
+        if ((st = host_batch(timer, dev, launch, ctx, &s)) != TSR_SUCCESS) return st;
+        timer->host_runs++;
+    }
+    if (!(s > 0) || !isfinite(s)) /* the checks above make this unreachable; a zero is never a result */
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: the measured time %g s is not a positive number", what, s);
+    *seconds = s;
     return TSR_SUCCESS;
 }
 

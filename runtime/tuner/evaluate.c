@@ -8,15 +8,24 @@
 
 /* ---- the device backend ---- */
 
+/* One tuning run of a configuration, as a timer launches it. */
+typedef struct tuning_launch {
+    tsr_device_runner *runner;
+    const tsr_config *config;
+} tuning_launch;
+
+static tsr_status launch_tuning_run(void *vctx, cl_event *first, cl_event *last) {
+    tuning_launch *l = vctx;
+    return tsr_op_tuning_run(l->runner->op, l->runner->device, l->runner->ctx, l->config, first, last);
+}
+
+/* Seconds per run by the device's timing method (events, or the host clock over batches where
+ * the driver's timestamps are unusable). */
 static tsr_status device_run(void *vrunner, const tsr_config *config, double *seconds) {
     tsr_device_runner *r = vrunner;
-    cl_event first = NULL, last = NULL;
-    tsr_status st = tsr_op_tuning_run(r->op, r->device, r->ctx, config, &first, &last);
-    if (st != TSR_SUCCESS) return st;
-    st = tsr_event_seconds(first, last, "timing a tuning run", &r->clock, seconds);
-    clReleaseEvent(first);
-    clReleaseEvent(last);
-    return st;
+    tuning_launch l = {r, config};
+    if (!r->timer.what) r->timer.what = "timing a tuning run";
+    return tsr_timer_run(&r->timer, r->device, launch_tuning_run, &l, seconds);
 }
 
 static tsr_status device_check(void *vrunner, double *rel_err) {
@@ -44,9 +53,11 @@ static void log_candidate(const tsr_search *search, const tsr_config *config, co
     if (!search->log) return;
     char desc[256];
     tsr_config_format(search->op, config, desc, sizeof desc);
+    tsr_timing_method timing = TSR_TIMING_UNDECIDED; /* replays without a device: "undecided" */
+    if (search->device && tsr_device_timing(search->device, &timing, NULL) != TSR_SUCCESS) tsr_clear_error();
     fprintf(search->log, "{\"op\": \"%s\", \"class\": \"%s\", \"config\": \"%s\", \"outcome\": \"%s\", "
-            "\"gflops\": %.3f, \"gflops_q25\": %.3f, \"spread\": %.3f}\n", search->op->name, search->problem_class,
-            desc, outcome, gflops, score, spread);
+            "\"gflops\": %.3f, \"gflops_q25\": %.3f, \"spread\": %.3f, \"timing\": \"%s\"}\n", search->op->name,
+            search->problem_class, desc, outcome, gflops, score, spread, tsr_timing_name(timing));
     fflush(search->log);
 }
 

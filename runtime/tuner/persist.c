@@ -58,6 +58,11 @@ static tsr_status save_results(cJSON *root, void *vctx) {
         cJSON_AddStringToObject(e, "date", date);
         cJSON_AddStringToObject(e, "strategy", sc->strategy);
         cJSON_AddNumberToObject(e, "evaluations", o->evaluations);
+        /* How the candidates were timed: "host" where the driver's timestamps were unusable (or
+         * TSR_TIMING=host), so a reader knows the rates are host wall-clock over batches. */
+        tsr_timing_method timing = TSR_TIMING_UNDECIDED;
+        if (tsr_device_timing(sc->device, &timing, NULL) != TSR_SUCCESS) tsr_clear_error();
+        if (timing != TSR_TIMING_UNDECIDED) cJSON_AddStringToObject(e, "timing", tsr_timing_name(timing));
         /* A fresh measurement of this very device replaces the old one. */
         if (cJSON_GetObjectItemCaseSensitive(op, o->problem_class))
             cJSON_ReplaceItemInObjectCaseSensitive(op, o->problem_class, e);

@@ -66,7 +66,7 @@ typedef struct tsr_device_runner {
     tsr_device *device;
     const tsr_op *op;
     void *ctx;             /* from tsr_op_tuning_setup */
-    tsr_event_clock clock; /* zero-initialised */
+    tsr_timer timer;       /* zero-initialised: times runs by the device's timing method */
 } tsr_device_runner;
 tsr_tune_backend tsr_device_backend(tsr_device_runner *runner);
 

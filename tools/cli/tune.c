@@ -180,6 +180,11 @@ static int run_tune(int argc, char **argv) {
         }
         if (st != TSR_SUCCESS) rc = cli_fail(st);
     }
+    tsr_timing_method timing = TSR_TIMING_UNDECIDED;
+    const char *why = "";
+    if (tsr_device_timing(dev, &timing, &why) == TSR_SUCCESS && timing != TSR_TIMING_UNDECIDED)
+        printf("timing: %s%s%s\n", timing == TSR_TIMING_HOST ? "host clock over batches of runs" : "device (profiling events)",
+               *why ? ": " : "", why);
     if (rc == 0 && !to.dry_run) {
         char path[1024];
         if (tsr_tuning_db_path(path, sizeof path) == TSR_SUCCESS) printf("saved to %s\n", path);

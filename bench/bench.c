@@ -149,6 +149,7 @@ tsr_status bench_write_json(const bench_report *r, const char *path) {
         if (w->mem_mib > 0) cJSON_AddNumberToObject(o, "device_mib", w->mem_mib);
         if (w->rel_err >= 0) cJSON_AddNumberToObject(o, "rel_err", w->rel_err);
         else cJSON_AddNullToObject(o, "rel_err");
+        cJSON_AddStringToObject(o, "timing", w->timing[0] ? w->timing : "host");
         cJSON_AddItemToArray(arr, o);
     }
     char *text = cJSON_Print(arr);

@@ -17,6 +17,8 @@ typedef struct bench_row {
     double gbps;         /* bytes that must move / time; 0 when not meaningful */
     double rel_err;      /* against a double-precision reference; < 0 when not checked */
     double mem_mib;      /* device memory the implementation allocates (0: not reported) */
+    char timing[8];      /* how time_ms was measured: "device" (profiling events) or "host" (wall clock);
+                          * "" is "host": bench_time's wall clock around each call */
 } bench_row;
 
 typedef struct bench_report {
@@ -43,7 +45,7 @@ tsr_status bench_time_paired(bench_fn fn_a, void *ctx_a, bench_fn fn_b, void *ct
 
 tsr_status bench_add(bench_report *report, const bench_row *row);
 void bench_report_free(bench_report *report);
-/* Write rows as a JSON array of objects (op, shape, impl, device, time_ms, gflops, gbps, rel_err, ...). */
+/* Write rows as a JSON array of objects (op, shape, impl, device, time_ms, gflops, gbps, rel_err, timing, ...). */
 tsr_status bench_write_json(const bench_report *report, const char *path);
 
 double bench_now_s(void);

@@ -46,6 +46,7 @@ static tsr_status add_result(cJSON *results, const char *id, const char *op, con
     cJSON_AddNumberToObject(r, "gbps", bytes / (row->time_ms * 1e6));
     if (rel_err >= 0) cJSON_AddNumberToObject(r, "rel_err", rel_err);
     else cJSON_AddNullToObject(r, "rel_err");
+    cJSON_AddStringToObject(r, "timing", row->timing[0] ? row->timing : "host"); /* bench_time: wall clock */
     cJSON_AddItemToArray(results, r);
     return TSR_SUCCESS;
 }
@@ -257,6 +258,31 @@ static void maybe_tune(tsr_device *dev, const report_options *opt, bool simulato
     cJSON_AddStringToObject(entry, "tuning", text);
 }
 
+/* A rate this far above the device's measured roof is a measurement error, not a result: the
+ * roof and the row are measured minutes apart on a machine whose load moves rows by up to 20%
+ * (bench.h), so 1.25 leaves room for that and for a peak test that misses a little; any driver
+ * clock that runs slow or stops (rusticl's timestamps) is off by far more. Rows with FLOPs are
+ * checked against the fp32 roof, rows without (copies) against the bandwidth roof: a row with
+ * FLOPs may rightly beat the memory roof from cache. */
+#define ROOF_MARGIN 1.25
+
+static void check_roofs(cJSON *entry) {
+    const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(entry, "peaks");
+    double compute = bench_json_num(peaks, "compute_gflops"), bandwidth = bench_json_num(peaks, "bandwidth_gbps");
+    cJSON *row;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(entry, "results")) {
+        bool flops = bench_json_num(row, "flops") > 0;
+        double rate = bench_json_num(row, flops ? "gflops" : "gbps"), roof = flops ? compute : bandwidth;
+        if (!(roof > 0) || rate <= ROOF_MARGIN * roof) continue;
+        char msg[256];
+        snprintf(msg, sizeof msg, "measurement error: %.4g %s is above the measured roof (%.4g %s, with a %.2fx margin)",
+                 rate, flops ? "GFLOP/s" : "GB/s", roof, flops ? "GFLOP/s" : "GB/s", ROOF_MARGIN);
+        cJSON_AddStringToObject(row, "error", msg);
+        cJSON_ReplaceItemInObjectCaseSensitive(row, "gflops", cJSON_CreateNumber(0)); /* never shown as a rate */
+        cJSON_ReplaceItemInObjectCaseSensitive(row, "gbps", cJSON_CreateNumber(0));
+    }
+}
+
 static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *entry) {
     const tsr_device_info *info = tsr_device_get_info(dev);
     bool sim = bench_is_simulator(info);
@@ -290,6 +316,7 @@ static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *
             break;
         }
     }
+    check_roofs(entry);
     return TSR_SUCCESS;
 }
 
@@ -688,6 +715,16 @@ static char *build_markdown(const cJSON *root, const png_result *pngs, size_t np
             bench_text_printf(&b, " |\n");
         }
     }
+    cJSON_ArrayForEach(d, devices) { /* where the driver's timestamps could not be used */
+        const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(d, "peaks");
+        if (strcmp(bench_json_text(peaks, "timing"), "host") != 0) continue;
+        bench_text_printf(&b, "\nTiming on ");
+        bench_text_md(&b, device_name(d));
+        bench_text_printf(&b, ": host clock (batches of launches less the %.0f µs empty-launch cost) for its peaks and "
+                              "tuning: ", bench_json_num(peaks, "empty_launch_us"));
+        bench_text_md(&b, bench_json_text(peaks, "timing_reason"));
+        bench_text_printf(&b, "\n");
+    }
     bench_text_printf(&b, "\n## Results\n\nMedian time of repeated runs; the rate counts each op's arithmetic (GELU: 8 operations "
                           "per element) or, for the copy kernel, bytes moved; %% of roofline is the rate over min(fp32 roof, "
                           "intensity × memory roof) with this device's measured roofs; \"vs CLBlast\" is CLBlast's time over "
@@ -712,6 +749,13 @@ static char *build_markdown(const cJSON *root, const png_result *pngs, size_t np
             bench_text_md(&b, bench_json_text(r, "shape"));
             bench_text_printf(&b, " | ");
             bench_text_md(&b, bench_json_text(r, "impl"));
+            const char *error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "error"));
+            if (error) { /* a measurement error in place of the rate */
+                bench_text_printf(&b, " | %.3f | **", bench_json_num(r, "time_ms"));
+                bench_text_md(&b, error);
+                bench_text_printf(&b, "** | %s | - | %s | %s |\n", inten, vs, err);
+                continue;
+            }
             bench_text_printf(&b, " | %.3f | %s %s | %s | %.0f%% | %s | %s |\n", bench_json_num(r, "time_ms"),
                               bench_format_rate(op_rate(r), rate, sizeof rate), op_unit(r), inten,
                               100.0 * roofline_fraction(w->device, r), vs, err);

@@ -1,8 +1,8 @@
 /* Timing that cannot lie: the timestamp checks on made-up numbers (rusticl's among them), the
  * probe's verdict on PoCL, TSR_TIMING (a bad value refused; host forced), the tuner and the peaks
  * under host timing (a configuration chosen by distinct, plausible times; the database entry and
- * the peaks marked "host"; bandwidth plausible against the host's own copy), and the bench JSON's
- * timing field. Each test that sets TSR_TIMING opens its own device: the method is decided per
+ * the peaks marked "host"; bandwidth plausible against the host's own copy), the bench JSON's
+ * timing field, and a report row above the measured roof turned into a measurement error. Each test that sets TSR_TIMING opens its own device: the method is decided per
  * device at its first measurement. */
 #include "harness.h"
 #include "report.h"
@@ -254,6 +254,68 @@ static void bench_rows_carry_timing(void **state) {
     th_remove_tree(dir);
 }
 
+/* ---- the report's roof check ---- */
+
+/* Two made-up rows: one far above any fp32 roof (what a clock that stands still produces), one
+ * far below it. */
+static tsr_status absurd_rows(tsr_device *dev, const report_case *c, const char *shape, const report_options *opt,
+                              cJSON *results) {
+    (void)dev, (void)shape, (void)opt;
+    static const double gflops[2] = {1e9, 1e-3};
+    for (int i = 0; i < 2; ++i) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "case", c->id);
+        cJSON_AddStringToObject(r, "op", c->op);
+        cJSON_AddStringToObject(r, "shape", i ? "slow" : "absurd");
+        cJSON_AddStringToObject(r, "impl", "tessera");
+        cJSON_AddNumberToObject(r, "time_ms", 1);
+        cJSON_AddNumberToObject(r, "flops", gflops[i] * 1e6);
+        cJSON_AddNumberToObject(r, "bytes", 1e6);
+        cJSON_AddNumberToObject(r, "gflops", gflops[i]);
+        cJSON_AddNumberToObject(r, "gbps", 1);
+        cJSON_AddNumberToObject(r, "rel_err", 0);
+        cJSON_AddStringToObject(r, "timing", "host");
+        cJSON_AddItemToArray(results, r);
+    }
+    return TSR_SUCCESS;
+}
+
+static void report_rate_above_roof_is_an_error(void **state) {
+    (void)state;
+    char dir[1024], md[1100];
+    th_tempdir(dir, sizeof dir);
+    static const report_case suite[] = {{"made-up", "gemm", "1x1x1", "1x1x1", absurd_rows}};
+    report_options o = {.out_dir = dir, .budget_s = 0.01,
+                        .peak = {.budget_s = 0.005, .buffer_bytes = 1 << 20, .reduced = true,
+                                 .tests = PEAK_BANDWIDTH | PEAK_COMPUTE},
+                        .quiet = true, .suite = suite, .nsuite = 1};
+    const char *sel[1] = {getenv("TSR_DEVICE") ? getenv("TSR_DEVICE") : "0:0"};
+    cJSON *root = NULL;
+    setenv("TSR_TIMING", "host", 1); /* and report.md notes the device's host timing */
+    TH_ASSERT_OK(report_run(sel, 1, &o, &root));
+    unsetenv("TSR_TIMING");
+    const cJSON *dev = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "devices"), 0);
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(dev, "results");
+    assert_int_equal(cJSON_GetArraySize(rows), 2);
+    const cJSON *absurd = cJSON_GetArrayItem(rows, 0), *slow = cJSON_GetArrayItem(rows, 1);
+    TH_ASSERT_CONTAINS(bench_json_text(absurd, "error"), "measurement error");
+    TH_ASSERT_CONTAINS(bench_json_text(absurd, "error"), "above the measured roof");
+    assert_true(bench_json_num(absurd, "gflops") == 0); /* never shown as a rate */
+    assert_null(cJSON_GetObjectItemCaseSensitive(slow, "error"));
+    assert_true(bench_json_num(slow, "gflops") > 0);
+    TH_ASSERT_OK(report_write(root, dir, true));
+    snprintf(md, sizeof md, "%s/report.md", dir);
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(md, &text, &size));
+    TH_ASSERT_CONTAINS(text, "measurement error");
+    TH_ASSERT_CONTAINS(text, "Timing on ");
+    TH_ASSERT_CONTAINS(text, "TSR\\_TIMING=host"); /* markdown-escaped */
+    free(text);
+    cJSON_Delete(root);
+    th_remove_tree(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(timestamps_rejected),
@@ -263,6 +325,7 @@ int main(void) {
         cmocka_unit_test(tuner_under_host_timing),
         cmocka_unit_test(peaks_under_host_timing),
         cmocka_unit_test(bench_rows_carry_timing),
+        cmocka_unit_test(report_rate_above_roof_is_an_error),
     };
     return TH_RUN(tests);
 }

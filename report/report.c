@@ -328,6 +328,7 @@ static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *
     po.simulator = sim;
     po.quiet = opt->quiet;
     if (sim) po.budget_s = 0.0; /* three runs: simulated time says nothing */
+    if (opt->quick) po.reduced = true; /* one width and layout: llvmpipe's full set ran over 7 minutes */
     peak_result pr;
     tsr_clear_diagnostics();
     tsr_status st = peak_measure(dev, &po, &pr);

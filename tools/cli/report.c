@@ -88,7 +88,7 @@ const cli_command cli_report = {
     .details = "Defaults: --out tessera-report, --budget 0.5 (per row), --peak-budget 0.25 (per test),\n"
                "--tune-budget 120 (per device; 0: no tuning), --device-budget 900 (per device: no case\n"
                "starts after that many seconds on it; 0: no limit). --quick runs every case at a mid-size\n"
-               "shape, the same on every device: for slow implementations.\n",
+               "shape, the same on every device, and the reduced peak set: for slow implementations.\n",
     .notes = CLI_NOTE_DEVICE | CLI_NOTE_NUMBERS,
     .run = run_report,
 };

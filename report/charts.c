@@ -177,6 +177,11 @@ char *chart_bars_svg(const cJSON *root) {
         }
     }
     int ndev = cJSON_GetArraySize(devices);
+    /* each bar's ratio to the baseline device's bar where both ran the same shape */
+    cJSON *cmp = report_compare(root);
+    const cJSON *base = cmp ? cJSON_GetArrayItem(devices, (int)bench_json_num(cmp, "baseline")) : NULL;
+    int base_index = cmp ? (int)bench_json_num(cmp, "baseline") : -1;
+    cJSON_Delete(cmp);
     const double W = 900, label_w = 250, bar_h = 18, gap = 6, panel_head = 28;
     double panel_h = panel_head + ndev * (bar_h + gap) + 10;
     double H = 50 + 22 * ((ndev + 2) / 3) + nids * panel_h + 10;
@@ -224,7 +229,7 @@ char *chart_bars_svg(const cJSON *root) {
             } else {
                 bool flops = bench_json_num(row, "flops") > 0;
                 double rate = flops ? bench_json_num(row, "gflops") : bench_json_num(row, "gbps");
-                double len = max_rate > 0 ? (W - label_w - 290) * rate / max_rate : 0;
+                double len = max_rate > 0 ? (W - label_w - 330) * rate / max_rate : 0;
                 bench_text_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", label_w, by,
                           fmax(len, 1), bar_h, palette[(size_t)i % PALETTE]);
                 char rate_text[32];
@@ -234,6 +239,13 @@ char *chart_bars_svg(const cJSON *root) {
                 bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.0f\">%s %s", label_w + fmax(len, 1) + 6, by + 13,
                           bench_format_rate(rate, rate_text, sizeof rate_text), flops ? "GFLOP/s" : "GB/s");
                 if (roof > 0) bench_text_printf(&b, " (%.0f%% of its roofline)", 100 * rate / roof);
+                const cJSON *brow = NULL;
+                cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(base, "results")) {
+                    if (!brow && strcmp(bench_json_text(r, "case"), ids[c]) == 0 && strncmp(bench_json_text(r, "impl"), "tessera", 7) == 0) brow = r;
+                }
+                if (brow && d != base && strcmp(bench_json_text(brow, "shape"), bench_json_text(row, "shape")) == 0 &&
+                    bench_json_num(row, "time_ms") > 0)
+                    bench_text_printf(&b, ", %.3g× #%d", bench_json_num(brow, "time_ms") / bench_json_num(row, "time_ms"), base_index + 1);
                 bench_text_printf(&b, "</text>\n");
             }
             ++i;

@@ -27,6 +27,8 @@ extern char **environ;
 #define REPORT_SCHEMA 1
 #define TOLERANCE 1e-5
 
+static void attach_comparison(cJSON *root);
+
 /* A result row: the bench row plus what the roofline needs (work and bytes that must move). */
 static tsr_status add_result(cJSON *results, const char *id, const char *op, const char *shape, const char *impl,
                              const bench_row *row, double flops, double bytes, double rel_err) {
@@ -224,11 +226,31 @@ static void now_iso(char *out, size_t size) {
     strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static void fail_device(cJSON *entry, const char *what, tsr_status status) {
-    cJSON_ReplaceItemInObjectCaseSensitive(entry, "status", cJSON_CreateString("failed"));
+/* A device that could not be used at all: "skipped" with the reason. */
+static void skip_device(cJSON *entry, const char *what, tsr_status status) {
+    cJSON_ReplaceItemInObjectCaseSensitive(entry, "status", cJSON_CreateString("skipped"));
     char msg[1200];
     snprintf(msg, sizeof msg, "%s: %s: %s", what, tsr_status_str(status), tsr_last_error());
     cJSON_ReplaceItemInObjectCaseSensitive(entry, "error", cJSON_CreateString(msg));
+}
+
+/* One part of a device's run that failed or did not run ("peaks", or a case at its shape): listed
+ * in the device's "failures"; the rest of the device's run goes on. */
+static void add_failure(cJSON *entry, const char *part, const char *op, const char *shape, const char *error) {
+    cJSON *failures = cJSON_GetObjectItemCaseSensitive(entry, "failures");
+    if (!failures) failures = cJSON_AddArrayToObject(entry, "failures");
+    cJSON *f = cJSON_CreateObject();
+    cJSON_AddStringToObject(f, "case", part);
+    if (op) cJSON_AddStringToObject(f, "op", op);
+    if (shape) cJSON_AddStringToObject(f, "shape", shape);
+    cJSON_AddStringToObject(f, "error", error);
+    cJSON_AddItemToArray(failures, f);
+}
+
+static void add_failed_status(cJSON *entry, const char *part, const char *op, const char *shape, tsr_status status) {
+    char msg[1200];
+    snprintf(msg, sizeof msg, "%s: %s", tsr_status_str(status), tsr_last_error());
+    add_failure(entry, part, op, shape, msg);
 }
 
 /* Tune the device when neither the user's database nor tessera's built-in one has an entry for
@@ -283,22 +305,62 @@ static void check_roofs(cJSON *entry) {
     }
 }
 
+/* Quick shapes, by case id: the same on every device (so devices compare), a few to tens of
+ * milliseconds per run on a 2-core CPU device, small enough for a slow implementation (llvmpipe
+ * runs GEMM at well under 1 GFLOP/s with a configuration that compiles in reasonable time). */
+static const struct {
+    const char *id, *shape;
+} quick_shapes[] = {
+    {"gemm-square", "256x256x256"},
+    {"gemm-bert", "128x768x192"},
+    {"gelu-16M", "1048576"},
+    {"conv-resnet50-3x3", "1x32x28x28 k32 3x3 p1"},
+    {"attention-2048", "B1 H2 L256 D64"},
+};
+
+const char *report_quick_shape(const report_case *c) {
+    for (size_t i = 0; i < sizeof quick_shapes / sizeof quick_shapes[0]; ++i)
+        if (strcmp(quick_shapes[i].id, c->id) == 0) return quick_shapes[i].shape;
+    return c->simulator_shape;
+}
+
+/* A device's status from what ran: "ok", "partial" (some part failed or did not run: listed in
+ * "failures", summarized in "error"), or "skipped" (nothing was measured). */
+static void settle_status(cJSON *entry) {
+    const cJSON *failures = cJSON_GetObjectItemCaseSensitive(entry, "failures");
+    int nfail = cJSON_GetArraySize(failures);
+    if (nfail == 0) return;
+    bool measured = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(entry, "results")) > 0 ||
+                    cJSON_GetObjectItemCaseSensitive(entry, "peaks");
+    const cJSON *first = cJSON_GetArrayItem(failures, 0);
+    char msg[1400];
+    if (measured)
+        snprintf(msg, sizeof msg, "%d part%s failed or not run (first: %s: %s)", nfail, nfail == 1 ? "" : "s",
+                 bench_json_text(first, "case"), bench_json_text(first, "error"));
+    else
+        snprintf(msg, sizeof msg, "nothing could be measured (first: %s: %s)", bench_json_text(first, "case"),
+                 bench_json_text(first, "error"));
+    cJSON_ReplaceItemInObjectCaseSensitive(entry, "status", cJSON_CreateString(measured ? "partial" : "skipped"));
+    cJSON_ReplaceItemInObjectCaseSensitive(entry, "error", cJSON_CreateString(msg));
+}
+
 static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *entry) {
     const tsr_device_info *info = tsr_device_get_info(dev);
     bool sim = bench_is_simulator(info);
+    double started = bench_now_s();
     cJSON_AddBoolToObject(entry, "simulator", sim);
     if (!opt->quiet) fprintf(stderr, "report: %s (%s)%s\n", info->name, info->platform_name, sim ? ", simulated" : "");
     peak_options po = opt->peak;
     po.simulator = sim;
     po.quiet = opt->quiet;
     if (sim) po.budget_s = 0.0; /* three runs: simulated time says nothing */
+    if (opt->quick) po.reduced = true; /* one width and layout: llvmpipe's full set ran over 7 minutes */
     peak_result pr;
+    tsr_clear_diagnostics();
     tsr_status st = peak_measure(dev, &po, &pr);
-    if (st != TSR_SUCCESS) {
-        fail_device(entry, "peaks", st);
-        return TSR_SUCCESS;
-    }
-    cJSON_AddItemToObject(entry, "peaks", peak_to_json(&pr));
+    /* without peaks there is no roofline, but the suite's rows still say how fast each op runs */
+    if (st == TSR_SUCCESS) cJSON_AddItemToObject(entry, "peaks", peak_to_json(&pr));
+    else add_failed_status(entry, "peaks", NULL, NULL, st);
     maybe_tune(dev, opt, sim, entry);
     cJSON *results = cJSON_AddArrayToObject(entry, "results");
     size_t n = opt->nsuite;
@@ -306,17 +368,28 @@ static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *
     report_options local = *opt;
     if (sim) local.peers = false, local.budget_s = 0.0; /* three runs each: simulated time says nothing */
     for (size_t i = 0; i < n; ++i) {
-        if (!opt->quiet) fprintf(stderr, "report:   %s\n", suite[i].id);
+        const char *shape = sim ? suite[i].simulator_shape : opt->quick ? report_quick_shape(&suite[i]) : suite[i].shape;
+        double spent = bench_now_s() - started;
+        if (opt->device_budget_s > 0 && spent >= opt->device_budget_s) {
+            char why[160];
+            snprintf(why, sizeof why, "not run: %.0f s of the device's %.0f s budget (--device-budget) were spent", spent,
+                     opt->device_budget_s);
+            add_failure(entry, suite[i].id, suite[i].op, shape, why);
+            continue;
+        }
+        if (!opt->quiet) fprintf(stderr, "report:   %s %s\n", suite[i].id, shape);
         tsr_clear_diagnostics();
         tsr_status (*run)(tsr_device *, const report_case *, const char *, const report_options *, cJSON *) =
             suite[i].run ? suite[i].run : run_case;
-        st = run(dev, &suite[i], sim ? suite[i].simulator_shape : suite[i].shape, &local, results);
-        if (st != TSR_SUCCESS) {
-            fail_device(entry, suite[i].id, st); /* the rest of this device's suite is skipped */
-            break;
+        st = run(dev, &suite[i], shape, &local, results);
+        if (st != TSR_SUCCESS) { /* this case only: the next one may well run */
+            if (!opt->quiet) fprintf(stderr, "report:   %s failed: %s\n", suite[i].id, tsr_last_error());
+            add_failed_status(entry, suite[i].id, suite[i].op, shape, st);
         }
     }
     check_roofs(entry);
+    cJSON_AddNumberToObject(entry, "seconds", bench_now_s() - started);
+    settle_status(entry);
     return TSR_SUCCESS;
 }
 
@@ -356,7 +429,10 @@ tsr_status report_run(const char *const *selectors, size_t nselectors, const rep
         tsr_status ost = tsr_device_open(selector, &dev);
         if (ost != TSR_SUCCESS) {
             cJSON_AddStringToObject(entry, "fingerprint", "");
-            fail_device(entry, "open", ost);
+            /* what discovery knows of it names it in the report (by selector alone otherwise) */
+            if (!selectors) cJSON_AddItemToObject(entry, "info", tsr_device_info_to_json(&infos[s]));
+            if (!opt->quiet) fprintf(stderr, "report: %s skipped: %s\n", selector, tsr_last_error());
+            skip_device(entry, "open", ost);
             cJSON_AddItemToArray(devices, entry);
             continue;
         }
@@ -367,6 +443,7 @@ tsr_status report_run(const char *const *selectors, size_t nselectors, const rep
         tsr_device_close(dev);
     }
     tsr_free(infos);
+    attach_comparison(root);
     *out = root;
     return TSR_SUCCESS;
 }
@@ -399,6 +476,179 @@ size_t report_failed_devices(const cJSON *root) {
     const cJSON *d;
     cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) n += strcmp(bench_json_text(d, "status"), "ok") != 0;
     return n;
+}
+
+/* ---- the devices side by side ---- */
+
+static const char *device_name(const cJSON *d);
+static const char *op_unit(const cJSON *row);
+static double op_rate(const cJSON *row);
+
+/* A row's implementation family: tessera's rows compare across devices whatever path each took
+ * ("tessera(im2col)" on one, "tessera(direct)" on another); a peer's by its name. */
+static const char *impl_family(const char *impl) { return strncmp(impl, "tessera", 7) == 0 ? "tessera" : impl; }
+
+/* (case, shape, family) as one index key, each part with its length so no two triples collide. */
+static char *comparison_key(const char *id, const char *shape, const char *family, size_t *len) {
+    size_t a = strlen(id), b = strlen(shape), c = strlen(family);
+    char *key = malloc(a + b + c + 64);
+    if (!key) return NULL;
+    int n = snprintf(key, 64, "%zu:%zu:", a, b);
+    memcpy(key + n, id, a);
+    memcpy(key + n + a, shape, b);
+    memcpy(key + n + a + b, family, c);
+    *len = (size_t)n + a + b + c;
+    return key;
+}
+
+static bool is_cpu(const cJSON *d) {
+    const char *type = bench_json_text(cJSON_GetObjectItemCaseSensitive(d, "info"), "type");
+    return tsr_contains_nocase(type, "cpu");
+}
+
+/* The comparison row of (case, shape, family), made with an empty entry per participant. */
+static cJSON *comparison_row(bench_index *ix, cJSON *rows, const char *id, const char *op, const char *shape,
+                             const char *family, int participants) {
+    size_t len = 0;
+    char *key = comparison_key(id, shape, family, &len);
+    bool found = false;
+    void **slot = key ? bench_index_get(ix, key, len, &found) : NULL;
+    free(key);
+    if (!slot) return NULL;
+    if (found) return *slot;
+    cJSON *row = cJSON_CreateObject();
+    cJSON_AddStringToObject(row, "case", id);
+    if (op) cJSON_AddStringToObject(row, "op", op);
+    cJSON_AddStringToObject(row, "shape", shape);
+    cJSON_AddStringToObject(row, "impl", family);
+    cJSON *entries = cJSON_AddArrayToObject(row, "entries");
+    for (int i = 0; i < participants; ++i) cJSON_AddItemToArray(entries, cJSON_CreateNull());
+    cJSON_AddItemToArray(rows, row);
+    *slot = row;
+    return row;
+}
+
+/* Sets the participant's entry if it is still empty (a device's first row of a key counts). */
+static void set_entry(cJSON *row, int participant, cJSON *entry) {
+    cJSON *entries = cJSON_GetObjectItemCaseSensitive(row, "entries");
+    if (cJSON_IsNull(cJSON_GetArrayItem(entries, participant))) cJSON_ReplaceItemInArray(entries, participant, entry);
+    else cJSON_Delete(entry);
+}
+
+cJSON *report_compare(const cJSON *root) {
+    const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices"), *d, *r;
+    /* participants: devices with a result or a failed case; the baseline: the first with a result */
+    int ndev = cJSON_GetArraySize(devices), nparts = 0, baseline = -1;
+    bool baseline_sim = false;
+    int *part_of = calloc(ndev ? (size_t)ndev : 1, sizeof *part_of);
+    if (!part_of) return NULL;
+    int di = 0;
+    cJSON_ArrayForEach(d, devices) {
+        bool results = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(d, "results")) > 0, failed_case = false;
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "failures")) failed_case |= strcmp(bench_json_text(r, "case"), "peaks") != 0;
+        part_of[di] = results || failed_case ? nparts++ : -1;
+        /* a simulator's times say nothing about hardware: the baseline only where all are */
+        bool sim = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "simulator"));
+        if (results && (baseline < 0 || (baseline_sim && !sim))) baseline = di, baseline_sim = sim;
+        ++di;
+    }
+    if (nparts < 2 || baseline < 0) {
+        free(part_of);
+        return NULL;
+    }
+    cJSON *cmp = cJSON_CreateObject();
+    cJSON_AddNumberToObject(cmp, "baseline", baseline);
+    cJSON_AddStringToObject(cmp, "ratio", "the baseline's median time over the device's, at the same case, shape and "
+                                          "implementation: above 1 is faster than the baseline");
+    cJSON *parts = cJSON_AddArrayToObject(cmp, "devices");
+    cJSON *rows = cJSON_AddArrayToObject(cmp, "rows");
+    const cJSON *base = cJSON_GetArrayItem(devices, baseline);
+    bench_index ix = {0};
+    bool oom = false;
+    di = 0;
+    cJSON_ArrayForEach(d, devices) {
+        int p = part_of[di];
+        if (p < 0) {
+            ++di;
+            continue;
+        }
+        cJSON *pd = cJSON_CreateObject();
+        cJSON_AddNumberToObject(pd, "device", di);
+        cJSON_AddStringToObject(pd, "name", device_name(d));
+        cJSON_AddStringToObject(pd, "platform", bench_json_text(cJSON_GetObjectItemCaseSensitive(d, "info"), "platform_name"));
+        cJSON_AddStringToObject(pd, "host", bench_json_text(d, "host"));
+        /* Same hardware only where it is certain: CPU devices on one host run on that host's
+         * processor. Identical names on one host may be two cards, so GPUs are never assumed. */
+        bool same = di != baseline && is_cpu(d) && is_cpu(base) && *bench_json_text(d, "host") &&
+                    strcmp(bench_json_text(d, "host"), bench_json_text(base, "host")) == 0;
+        if (di != baseline) cJSON_AddBoolToObject(pd, "same_hardware_as_baseline", same);
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "simulator"))) cJSON_AddTrueToObject(pd, "simulator");
+        cJSON_AddItemToArray(parts, pd);
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
+            const char *impl = bench_json_text(r, "impl");
+            cJSON *row = comparison_row(&ix, rows, bench_json_text(r, "case"), cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "op")),
+                                        bench_json_text(r, "shape"), impl_family(impl), nparts);
+            if (!row) {
+                oom = true;
+                break;
+            }
+            if (!cJSON_GetObjectItemCaseSensitive(row, "unit")) cJSON_AddStringToObject(row, "unit", op_unit(r));
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "device", di);
+            cJSON_AddStringToObject(e, "impl", impl);
+            cJSON_AddNumberToObject(e, "time_ms", bench_json_num(r, "time_ms"));
+            cJSON_AddNumberToObject(e, "rate", op_rate(r));
+            const cJSON *timing = cJSON_GetObjectItemCaseSensitive(r, "timing");
+            if (cJSON_IsString(timing)) cJSON_AddStringToObject(e, "timing", timing->valuestring);
+            set_entry(row, p, e);
+        }
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "failures")) {
+            if (oom || strcmp(bench_json_text(r, "case"), "peaks") == 0) continue;
+            cJSON *row = comparison_row(&ix, rows, bench_json_text(r, "case"), cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "op")),
+                                        bench_json_text(r, "shape"), "tessera", nparts);
+            if (!row) {
+                oom = true;
+                break;
+            }
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "device", di);
+            cJSON_AddStringToObject(e, "error", bench_json_text(r, "error"));
+            set_entry(row, p, e);
+        }
+        ++di;
+    }
+    bench_index_free(&ix);
+    /* Rows at least two devices have; each measured entry's ratio to the baseline's. */
+    int bp = part_of[baseline];
+    free(part_of);
+    cJSON *row = rows->child;
+    while (row) {
+        cJSON *next = row->next, *entries = cJSON_GetObjectItemCaseSensitive(row, "entries"), *e;
+        int present = 0;
+        cJSON_ArrayForEach(e, entries) present += !cJSON_IsNull(e);
+        if (present < 2) {
+            cJSON_Delete(cJSON_DetachItemViaPointer(rows, row));
+        } else {
+            double base_ms = bench_json_num(cJSON_GetArrayItem(entries, bp), "time_ms");
+            cJSON_ArrayForEach(e, entries) {
+                double ms = bench_json_num(e, "time_ms");
+                if (cJSON_IsObject(e) && base_ms > 0 && ms > 0) cJSON_AddNumberToObject(e, "ratio", base_ms / ms);
+            }
+        }
+        row = next;
+    }
+    if (oom || cJSON_GetArraySize(rows) == 0) {
+        cJSON_Delete(cmp);
+        return NULL;
+    }
+    return cmp;
+}
+
+/* root["comparison"], replaced by a fresh one (or removed where there is nothing to compare). */
+static void attach_comparison(cJSON *root) {
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "comparison");
+    cJSON *cmp = report_compare(root);
+    if (cmp) cJSON_AddItemToObject(root, "comparison", cmp);
 }
 
 /* ---- validation, loading and merging ---- */
@@ -530,6 +780,7 @@ tsr_status report_merge(const char *const *paths, size_t npaths, cJSON **out) {
         cJSON_Delete(root);
     }
     bench_index_free(&kept);
+    attach_comparison(merged);
     *out = merged;
     return TSR_SUCCESS;
 }
@@ -564,6 +815,7 @@ static void device_slug(const cJSON *d, int index, char *out, size_t size) {
 typedef struct md_row {
     const cJSON *device, *row, *peer;
     size_t device_index, case_index;
+    bool failure; /* row is one of the device's "failures": a case that failed or did not run */
 } md_row;
 
 typedef struct md_rows {
@@ -582,8 +834,10 @@ static tsr_status md_rows_build(const cJSON *root, md_rows *out) {
     memset(out, 0, sizeof *out);
     size_t total = 0;
     const cJSON *d, *r;
-    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices"))
-        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results"))++ total;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) {
+        total += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(d, "results"));
+        total += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(d, "failures"));
+    }
     md_row *flat = calloc(total ? total : 1, sizeof *flat);
     const char **cases = calloc(total ? total : 1, sizeof *cases);
     bench_index case_ix = {0}, peer_ix = {0};
@@ -610,6 +864,19 @@ static tsr_status md_rows_build(const cJSON *root, md_rows *out) {
                 else if (!found) *p = (void *)r;
             }
         }
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "failures")) { /* after the device's rows */
+            const char *id = bench_json_text(r, "case");
+            if (st != TSR_SUCCESS || strcmp(id, "peaks") == 0) continue; /* peaks: in the device table */
+            bool found = false;
+            void **slot = bench_index_get(&case_ix, id, strlen(id), &found);
+            if (!slot) {
+                st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+                break;
+            }
+            if (!found) *slot = (void *)(uintptr_t)ncases, cases[ncases++] = id;
+            flat[n++] = (md_row){.device = d, .row = r, .device_index = di, .case_index = (size_t)(uintptr_t)*slot,
+                                 .failure = true};
+        }
         ++di;
     }
     /* Counting sort by case, stable: the order within a case stays device order, row order. */
@@ -626,7 +893,7 @@ static tsr_status md_rows_build(const cJSON *root, md_rows *out) {
             memcpy(next, starts, (ncases + 1) * sizeof *next);
             for (size_t i = 0; i < n; ++i) {
                 md_row row = flat[i];
-                if (strncmp(bench_json_text(row.row, "impl"), "tessera", 7) == 0) {
+                if (!row.failure && strncmp(bench_json_text(row.row, "impl"), "tessera", 7) == 0) {
                     bool found = false;
                     int len = snprintf(key, sizeof key, "%zu/%zu", row.device_index, row.case_index);
                     void **p = bench_index_get(&peer_ix, key, (size_t)len, &found);
@@ -658,6 +925,116 @@ typedef struct png_result {
     char why[96]; /* "" when written */
 } png_result;
 
+/* How a device's rows were timed, from their "timing" fields (device: profiling events; host:
+ * the host clock): one method, "mixed", or "-" where the rows do not say. */
+static const char *timing_method(const cJSON *d) {
+    const char *seen = NULL;
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
+        const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "timing"));
+        if (!t) continue;
+        const char *method = strcmp(t, "device") == 0 ? "device" : strcmp(t, "host") == 0 ? "host" : "other";
+        if (seen && strcmp(seen, method) != 0) return "mixed";
+        seen = method;
+    }
+    return seen ? seen : "-";
+}
+
+/* "#2 name (platform)": a device as the comparison names it. */
+static void comparison_device(bench_text *b, const cJSON *pd) {
+    bench_text_printf(b, "#%d ", (int)bench_json_num(pd, "device") + 1);
+    bench_text_md(b, bench_json_text(pd, "name"));
+    const char *platform = bench_json_text(pd, "platform");
+    if (*platform) {
+        bench_text_printf(b, " (");
+        bench_text_md(b, platform);
+        bench_text_printf(b, ")");
+    }
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pd, "simulator"))) bench_text_printf(b, " (simulator)");
+}
+
+/* The "Side by side" section: a column per device, a ratio column per device after the baseline. */
+static void comparison_markdown(bench_text *b, const cJSON *cmp) {
+    const cJSON *parts = cJSON_GetObjectItemCaseSensitive(cmp, "devices"), *pd, *row, *e;
+    int base = (int)bench_json_num(cmp, "baseline"), bp = 0, np = cJSON_GetArraySize(parts), k = 0;
+    const cJSON *bdev = NULL;
+    cJSON_ArrayForEach(pd, parts) {
+        if ((int)bench_json_num(pd, "device") == base) bp = k, bdev = pd;
+        ++k;
+    }
+    bench_text_printf(b, "\n## Side by side\n\nBaseline: ");
+    comparison_device(b, bdev);
+    bench_text_printf(b, ", the first device with results in the report's order (the order of `--device`; with "
+                         "`--merge`, the order of the files), passing over simulators. Each ratio is the baseline's median time over the device's at the same case, "
+                         "shape and implementation: above 1 is faster than the baseline.\n\n");
+    cJSON_ArrayForEach(pd, parts) {
+        const cJSON *same = cJSON_GetObjectItemCaseSensitive(pd, "same_hardware_as_baseline");
+        if (!same) continue;
+        bench_text_printf(b, "- ");
+        comparison_device(b, pd);
+        if (cJSON_IsTrue(same)) {
+            bool same_platform = strcmp(bench_json_text(pd, "platform"), bench_json_text(bdev, "platform")) == 0;
+            bench_text_printf(b, ": the same processor as the baseline (CPU devices of host ");
+            bench_text_md(b, bench_json_text(pd, "host"));
+            bench_text_printf(b, "), %s: the ratio compares software on one CPU.\n",
+                              same_platform ? "another device of the same OpenCL implementation"
+                                            : "through another OpenCL implementation");
+        } else {
+            bench_text_printf(b, ": not known to be the same hardware as the baseline: the ratio compares devices%s.\n",
+                              cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pd, "simulator"))
+                                  ? " (a simulator's times say nothing about hardware)" : "");
+        }
+    }
+    bench_text_printf(b, "\n| case | shape | impl |");
+    cJSON_ArrayForEach(pd, parts) {
+        bench_text_printf(b, " ");
+        comparison_device(b, pd);
+        bench_text_printf(b, " |");
+    }
+    cJSON_ArrayForEach(pd, parts) if ((int)bench_json_num(pd, "device") != base) bench_text_printf(b, " #%d / #%d |", (int)bench_json_num(pd, "device") + 1, base + 1);
+    bench_text_printf(b, "\n|---|---|---|");
+    for (int i = 0; i < 2 * np - 1; ++i) bench_text_printf(b, "---:|");
+    bench_text_printf(b, "\n");
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(cmp, "rows")) {
+        static const char *const fields[] = {"case", "shape", "impl"};
+        for (size_t f = 0; f < 3; ++f) {
+            bench_text_printf(b, "| ");
+            bench_text_md(b, bench_json_text(row, fields[f]));
+            bench_text_printf(b, " ");
+        }
+        const cJSON *entries = cJSON_GetObjectItemCaseSensitive(row, "entries");
+        cJSON_ArrayForEach(e, entries) {
+            char rate[32];
+            if (cJSON_IsNull(e)) {
+                bench_text_printf(b, "| - ");
+            } else if (cJSON_GetObjectItemCaseSensitive(e, "error")) {
+                const char *error = bench_json_text(e, "error");
+                bench_text_printf(b, "| %s", strncmp(error, "not run", 7) == 0 ? "" : "failed: ");
+                bench_text_md(b, error);
+                bench_text_printf(b, " ");
+            } else {
+                bench_text_printf(b, "| %s %s (%.3f ms", bench_format_rate(bench_json_num(e, "rate"), rate, sizeof rate),
+                                  bench_json_text(row, "unit"), bench_json_num(e, "time_ms"));
+                const char *impl = bench_json_text(e, "impl");
+                if (strcmp(impl, bench_json_text(row, "impl")) != 0) { /* tessera's path on this device */
+                    bench_text_printf(b, ", ");
+                    bench_text_md(b, impl);
+                }
+                bench_text_printf(b, ") ");
+            }
+        }
+        k = 0;
+        cJSON_ArrayForEach(e, entries) {
+            if (k++ == bp) continue;
+            const cJSON *ratio = cJSON_GetObjectItemCaseSensitive(e, "ratio");
+            if (!cJSON_IsNumber(ratio)) bench_text_printf(b, "| - ");
+            else if (ratio->valuedouble >= 100) bench_text_printf(b, "| **%.0f** ", ratio->valuedouble);
+            else bench_text_printf(b, "| **%.3g** ", ratio->valuedouble); /* 0.0412 as such, not 0.04 */
+        }
+        bench_text_printf(b, "|\n");
+    }
+}
+
 /* report.md, built in memory (written atomically by the caller). Every string that came from a
  * report (names, hosts, shapes, notes, errors, case ids, alt texts) goes through bench_text_md. */
 static char *build_markdown(const cJSON *root, const png_result *pngs, size_t npngs, bool png_tool, tsr_status *st) {
@@ -685,7 +1062,7 @@ static char *build_markdown(const cJSON *root, const png_result *pngs, size_t np
         bench_text_printf(&b, "\n");
     }
     bench_text_printf(&b, "\n## Devices\n\n| # | device | type | platform | driver | host | memory roof GB/s | fp32 roof GFLOP/s | "
-                          "launch round trip µs | tuning | status |\n|---|---|---|---|---|---|---:|---:|---:|---|---|\n");
+                          "launch round trip µs | tuning | timing | status |\n|---|---|---|---|---|---|---:|---:|---:|---|---|---|\n");
     int i = 0;
     const cJSON *d;
     cJSON_ArrayForEach(d, devices) {
@@ -707,10 +1084,14 @@ static char *build_markdown(const cJSON *root, const png_result *pngs, size_t np
                           bench_format_rate(bench_json_num(peaks, "compute_gflops"), fl, sizeof fl),
                           bench_format_rate(bench_json_num(rt, "median"), lat, sizeof lat));
         bench_text_md(&b, bench_json_text(d, "tuning"));
-        if (strcmp(bench_json_text(d, "status"), "ok") == 0) {
+        bench_text_printf(&b, " | %s", timing_method(d));
+        const char *status = bench_json_text(d, "status");
+        if (strcmp(status, "ok") == 0) {
             bench_text_printf(&b, " | ok |\n");
         } else {
-            bench_text_printf(&b, " | **failed**: ");
+            bench_text_printf(&b, " | **");
+            bench_text_md(&b, *status ? status : "failed"); /* skipped, partial; failed in older reports */
+            bench_text_printf(&b, "**: ");
             bench_text_md(&b, bench_json_text(d, "error"));
             bench_text_printf(&b, " |\n");
         }
@@ -725,6 +1106,9 @@ static char *build_markdown(const cJSON *root, const png_result *pngs, size_t np
         bench_text_md(&b, bench_json_text(peaks, "timing_reason"));
         bench_text_printf(&b, "\n");
     }
+    cJSON *cmp = report_compare(root); /* recomputed: report.json's copy may come from an older tessera */
+    if (cmp) comparison_markdown(&b, cmp);
+    cJSON_Delete(cmp);
     bench_text_printf(&b, "\n## Results\n\nMedian time of repeated runs; the rate counts each op's arithmetic (GELU: 8 operations "
                           "per element) or, for the copy kernel, bytes moved; %% of roofline is the rate over min(fp32 roof, "
                           "intensity × memory roof) with this device's measured roofs; \"vs CLBlast\" is CLBlast's time over "
@@ -737,6 +1121,17 @@ static char *build_markdown(const cJSON *root, const png_result *pngs, size_t np
         for (size_t k = m.starts[c]; k < m.starts[c + 1]; ++k) {
             const md_row *w = &m.rows[k];
             const cJSON *r = w->row;
+            if (w->failure) { /* the error in the impl column, the numbers empty */
+                const char *error = bench_json_text(r, "error");
+                bench_text_printf(&b, "| ");
+                bench_text_md(&b, device_name(w->device));
+                bench_text_printf(&b, " | ");
+                bench_text_md(&b, bench_json_text(r, "shape"));
+                bench_text_printf(&b, " | %s", strncmp(error, "not run", 7) == 0 ? "" : "**failed**: ");
+                bench_text_md(&b, error);
+                bench_text_printf(&b, " | - | - | - | - | | - |\n");
+                continue;
+            }
             char vs[32] = "", err[32] = "-", inten[32] = "-", rate[32];
             if (w->peer) snprintf(vs, sizeof vs, "%.2fx", bench_json_num(w->peer, "time_ms") / bench_json_num(r, "time_ms"));
             const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "rel_err");

@@ -73,6 +73,8 @@ typedef struct report_options {
     peak_options peak;     /* budget per peak test, buffer size, reduced set */
     double tune_budget_s;  /* per device with nothing tuned for it; 0: never tune */
     bool peers;            /* CLBlast alongside, where it has the op */
+    bool quick;            /* every device runs each case at its quick shape (report_quick_shape) */
+    double device_budget_s; /* per device: no case starts once this much wall time went on it; 0: no limit */
     bool quiet;
     const struct report_case *suite; /* NULL: the standard suite (tests pass their own) */
     size_t nsuite;
@@ -93,9 +95,15 @@ typedef struct report_case {
 /* The standard suite: every op's report cases from the op table (each descriptor declares its
  * cases with shapes for real and for simulated devices). */
 const report_case *report_standard_suite(size_t *n);
+/* The shape a case runs at under --quick on every device: a mid-size shape (tens of
+ * milliseconds on a 2-core CPU device) where the report knows the case, else its simulator shape. */
+const char *report_quick_shape(const report_case *c);
 /* Peaks, a budgeted tune where nothing is tuned, and the suite on every device of `devices`
  * (selectors, NULL: every device); *root receives the report tree (free with cJSON_Delete).
- * A device that fails is recorded as failed and the others still run. */
+ * A device that cannot be opened or measured at all is recorded as "skipped" with the reason;
+ * a case that fails (or is not run for lack of time) is listed in the device's "failures" and
+ * the device is "partial"; the other cases and devices still run. The tree holds the
+ * comparison of the devices (report_compare). */
 tsr_status report_run(const char *const *devices, size_t ndevices, const report_options *options,
                       struct cJSON **root);
 /* report.json, report.md and the charts (SVG; PNG too when rsvg-convert is on PATH) into dir. */
@@ -105,7 +113,14 @@ tsr_status report_load(const char *path, struct cJSON **root);
 /* Combine reports: every device of every file, in order; the same device of the same host in
  * two files is kept once (the newer) and noted. */
 tsr_status report_merge(const char *const *paths, size_t npaths, struct cJSON **root);
+/* Devices whose status is not "ok" (skipped, partial, or failed in a schema-1 report made
+ * before "partial" existed). */
 size_t report_failed_devices(const struct cJSON *root);
+/* The devices side by side: the baseline (the first device with results), and per case, shape
+ * and implementation each device's median time and rate with its ratio to the baseline (the
+ * baseline's time over the device's: above 1 is faster), as root["comparison"] (replaced if
+ * present). NULL without two devices with results. */
+struct cJSON *report_compare(const struct cJSON *root);
 
 /* Charts: a roofline per device and a bar chart per op across devices, as SVG text (malloc'ed). */
 char *chart_roofline_svg(const struct cJSON *device);

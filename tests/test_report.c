@@ -323,7 +323,79 @@ static void merge_reports(void **state) {
     th_remove_tree(dir);
 }
 
-/* Two platforms: the simulator fails mid-suite (after a case that succeeded), PoCL completes. */
+/* The comparison's entry of device `device` in the row of (case, shape, impl); NULL if none. */
+static const cJSON *comparison_entry(const cJSON *cmp, const char *id, const char *shape, const char *impl, int device) {
+    const cJSON *row, *e;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(cmp, "rows")) {
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "case")), id) != 0 ||
+            strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "shape")), shape) != 0 ||
+            strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "impl")), impl) != 0)
+            continue;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(row, "entries")) {
+            const cJSON *d = cJSON_GetObjectItemCaseSensitive(e, "device");
+            if (cJSON_IsNumber(d) && d->valueint == device) return e;
+        }
+    }
+    return NULL;
+}
+
+static const cJSON *device_row(const cJSON *root, int device, const char *id, const char *impl_prefix) {
+    const cJSON *r;
+    const cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "devices"), device);
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results"))
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "case")), id) == 0 &&
+            strncmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "impl")), impl_prefix, strlen(impl_prefix)) == 0)
+            return r;
+    return NULL;
+}
+
+static double num(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v)) fail_msg("\"%s\" is not a number", key);
+    return v->valuedouble;
+}
+
+/* Every ratio of the comparison is the baseline's time over the device's, from the devices' own
+ * rows, and report.md shows it (two decimals) in the row of its case. */
+static void check_comparison_numbers(const cJSON *root, const char *md) {
+    const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(root, "comparison"), *row, *e;
+    assert_non_null(cmp);
+    int base = (int)num(cmp, "baseline"), checked = 0;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(cmp, "rows")) {
+        const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "case"));
+        const char *impl = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "impl"));
+        const cJSON *b = device_row(root, base, id, impl);
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(row, "entries")) {
+            if (!cJSON_GetObjectItemCaseSensitive(e, "ratio")) continue;
+            const cJSON *r = device_row(root, (int)num(e, "device"), id, impl);
+            assert_non_null(b), assert_non_null(r);
+            double want = num(b, "time_ms") / num(r, "time_ms");
+            assert_true(fabs(num(e, "ratio") - want) <= 1e-12 * want);
+            /* the same ratio from the rates (same shape, same work) */
+            if (num(r, "flops") > 0) assert_true(fabs(num(r, "gflops") / num(b, "gflops") - want) <= 1e-9 * want);
+            if ((int)num(e, "device") == base) continue;
+            char cell[64];
+            snprintf(cell, sizeof cell, want >= 100 ? "| **%.0f** |" : "| **%.3g** |", want); /* report.md's format */
+            char start[128]; /* the line of this case and shape holds the ratio */
+            snprintf(start, sizeof start, "| %s | %s | %s |", id, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "shape")), impl);
+            const char *line = strstr(md, start);
+            if (!line) fail_msg("report.md has no side-by-side line '%s'", start);
+            const char *end = strchr(line, '\n');
+            const char *hit = strstr(line, "**");
+            assert_true(hit && hit < end);
+            bool found = false;
+            for (const char *p = line; p && p < end && !found; p = strstr(p + 1, "| **"))
+                found = strncmp(p, cell, strlen(cell)) == 0;
+            if (!found) fail_msg("the line '%s' lacks the ratio %s", start, cell);
+            ++checked;
+        }
+    }
+    assert_true(checked > 0);
+}
+
+/* Two platforms: the simulator fails one case (after a case that succeeded); that case is
+ * recorded as failed, the next case still runs there, PoCL completes, and the two devices are
+ * side by side (same small shapes on both). */
 static void failing_device(void **state) {
     (void)state;
     char dir[512];
@@ -336,31 +408,246 @@ static void failing_device(void **state) {
     TH_ASSERT_OK(report_run(NULL, 0, &o, &root)); /* every device */
     assert_int_equal(report_failed_devices(root), 1);
     const cJSON *d;
-    int ok = 0, failed = 0;
+    int ok = 0, partial = 0;
     cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) {
         const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "status"));
         int rows = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(d, "results"));
+        assert_true(rows >= 2); /* both real cases ran everywhere */
         if (strcmp(status, "ok") == 0) {
             ++ok;
-            assert_true(rows >= 2); /* both real cases ran */
+            assert_null(cJSON_GetObjectItemCaseSensitive(d, "failures"));
         } else {
-            ++failed;
+            ++partial;
+            assert_string_equal(status, "partial");
             assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "simulator")));
+            const cJSON *failures = cJSON_GetObjectItemCaseSensitive(d, "failures");
+            assert_int_equal(cJSON_GetArraySize(failures), 1);
+            const cJSON *f = cJSON_GetArrayItem(failures, 0);
+            assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "case")), "injected");
+            TH_ASSERT_CONTAINS(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(f, "error")), "failure injected");
             TH_ASSERT_CONTAINS(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error")), "injected");
-            TH_ASSERT_CONTAINS(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error")), "failure injected");
-            assert_true(rows >= 1); /* the case before the failure is kept, the one after is not run */
         }
     }
     assert_int_equal(ok, 1);
-    assert_int_equal(failed, 1);
+    assert_int_equal(partial, 1);
     TH_ASSERT_OK(report_write(root, dir, true));
     char path[700];
     snprintf(path, sizeof path, "%s/report.md", dir);
     char *md = read_text(path);
-    TH_ASSERT_CONTAINS(md, "**failed**");
+    TH_ASSERT_CONTAINS(md, "**partial**");
+    TH_ASSERT_CONTAINS(md, "**failed**: TSR\\_ERR\\_UNSUPPORTED"); /* the injected case's row in its table */
     TH_ASSERT_CONTAINS(md, "simulator");
+    TH_ASSERT_CONTAINS(md, "## Side by side");
+    TH_ASSERT_CONTAINS(md, "### injected"); /* the failed case has its table */
+    check_comparison_numbers(root, md);
+    free(md);
+    /* the baseline is PoCL's device, not the simulator (whichever platform came first) */
+    const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(root, "comparison");
+    const cJSON *base = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "devices"), (int)num(cmp, "baseline"));
+    assert_false(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(base, "simulator")));
+    cJSON_Delete(root);
+    th_remove_tree(dir);
+}
+
+/* One real device twice and a selector that opens nothing: the broken one is skipped with the
+ * reason, the two others report in full, side by side (the same processor: ratio near 1, not
+ * asserted: timings), and report.json on disk holds the same comparison. */
+static void skipped_device_and_side_by_side(void **state) {
+    (void)state;
+    char dir[512], path[700];
+    th_tempdir(dir, sizeof dir);
+    size_t n = 0;
+    const report_case *suite = standard_small(&n);
+    report_options o = quick_options(dir, suite, 2);
+    cJSON *root = NULL;
+    const char *sel[3] = {"", "no-such-device-anywhere", ""};
+    TH_ASSERT_OK(report_run(sel, 3, &o, &root));
+    assert_int_equal(report_failed_devices(root), 1);
+    const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
+    const cJSON *broken = cJSON_GetArrayItem(devices, 1);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(broken, "status")), "skipped");
+    TH_ASSERT_CONTAINS(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(broken, "error")), "open: ");
+    for (int i = 0; i < 3; i += 2) {
+        const cJSON *d = cJSON_GetArrayItem(devices, i);
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "status")), "ok");
+        assert_true(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(d, "results")) >= 2);
+    }
+    const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(root, "comparison");
+    assert_non_null(cmp);
+    assert_int_equal((int)num(cmp, "baseline"), 0);
+    const cJSON *parts = cJSON_GetObjectItemCaseSensitive(cmp, "devices");
+    assert_int_equal(cJSON_GetArraySize(parts), 2); /* the skipped device has nothing to compare */
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(parts, 1), "same_hardware_as_baseline")));
+    const cJSON *e = comparison_entry(cmp, "gemm-small", suite[0].shape, "tessera", 2);
+    assert_non_null(e);
+    assert_true(num(e, "ratio") > 0);
+    TH_ASSERT_OK(report_write(root, dir, true));
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    char *md = read_text(path);
+    TH_ASSERT_CONTAINS(md, "| **skipped**: open: ");
+    TH_ASSERT_CONTAINS(md, "another device of the same OpenCL implementation");
+    check_comparison_numbers(root, md);
+    free(md);
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    cJSON *loaded = NULL;
+    TH_ASSERT_OK(report_load(path, &loaded));
+    char *a = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(loaded, "comparison"));
+    char *b = cJSON_PrintUnformatted(cmp);
+    assert_string_equal(a, b);
+    free(a), free(b);
+    cJSON_Delete(loaded);
+    cJSON_Delete(root);
+    th_remove_tree(dir);
+}
+
+/* TSR_TEST_MODE=rusticl (OCL_ICD_VENDORS with PoCL and rusticl, RUSTICL_ENABLE=llvmpipe): the
+ * report on PoCL's CPU device and llvmpipe, small shapes, both side by side as two
+ * implementations of the same processor; the ratios agree with the rows. */
+static void pocl_and_rusticl_side_by_side(void **state) {
+    (void)state;
+    char dir[512], path[700];
+    th_tempdir(dir, sizeof dir);
+    size_t n = 0;
+    const report_case *suite = standard_small(&n);
+    report_options o = quick_options(dir, suite, n);
+    cJSON *root = NULL;
+    const char *sel[2] = {"pthread", "llvmpipe"};
+    TH_ASSERT_OK(report_run(sel, 2, &o, &root));
+    const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices"), *d;
+    cJSON_ArrayForEach(d, devices) {
+        const char *status = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "status"));
+        if (strcmp(status, "ok") != 0)
+            fail_msg("%s: %s: %s", cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "selector")), status,
+                     cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(d, "error")));
+    }
+    TH_ASSERT_CONTAINS(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                           cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(devices, 1), "info"), "platform_name")),
+                       "rusticl");
+    const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(root, "comparison");
+    assert_non_null(cmp);
+    int tessera_rows = 0; /* every case of tessera's on both, beside its peers' rows */
+    const cJSON *row;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(cmp, "rows")) {
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "impl")), "tessera") != 0) continue;
+        ++tessera_rows;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(row, "entries")) assert_true(num(e, "ratio") > 0);
+    }
+    assert_int_equal(tessera_rows, (int)n);
+    TH_ASSERT_OK(report_write(root, dir, true));
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    char *md = read_text(path);
+    TH_ASSERT_CONTAINS(md, "through another OpenCL implementation");
+    check_comparison_numbers(root, md);
     free(md);
     cJSON_Delete(root);
+    th_remove_tree(dir);
+}
+
+/* Two reports made apart (say, on two machines) merged: the same side-by-side table as one
+ * report with both devices. Devices: PoCL and rusticl on host1 (same processor), a GPU, and a
+ * device skipped with its reason; a case failed on one device. */
+static cJSON *cpu_device(const char *name, const char *platform, const char *host, double gemm_gflops) {
+    cJSON *d = fake_device(name, host, "2026-01-01T00:00:00Z", 20, 200, gemm_gflops);
+    cJSON *info = cJSON_GetObjectItemCaseSensitive(d, "info");
+    cJSON_ReplaceItemInObjectCaseSensitive(info, "type", cJSON_CreateString("CPU"));
+    cJSON_ReplaceItemInObjectCaseSensitive(info, "platform_name", cJSON_CreateString(platform));
+    char fp[256];
+    snprintf(fp, sizeof fp, "%s|%s|1.0", platform, name);
+    cJSON_ReplaceItemInObjectCaseSensitive(d, "fingerprint", cJSON_CreateString(fp));
+    return d;
+}
+
+static void add_gemm_row(cJSON *d, const char *id, size_t m, size_t n, size_t k, double gflops) {
+    cJSON *r = cJSON_CreateObject();
+    char shape[64];
+    snprintf(shape, sizeof shape, "%zux%zux%zu", m, n, k);
+    double flops = 2.0 * m * n * k;
+    cJSON_AddStringToObject(r, "case", id);
+    cJSON_AddStringToObject(r, "op", "gemm");
+    cJSON_AddStringToObject(r, "shape", shape);
+    cJSON_AddStringToObject(r, "impl", "tessera");
+    cJSON_AddNumberToObject(r, "time_ms", flops / (gflops * 1e6));
+    cJSON_AddNumberToObject(r, "flops", flops);
+    cJSON_AddNumberToObject(r, "bytes", 4.0 * (m * k + k * n + m * n));
+    cJSON_AddNumberToObject(r, "gflops", gflops);
+    cJSON_AddNumberToObject(r, "gbps", 0);
+    cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(d, "results"), r);
+}
+
+static void merged_side_by_side(void **state) {
+    (void)state;
+    char dir[512], a[700], b[700], both[700], out[700], path[800];
+    th_tempdir(dir, sizeof dir);
+    snprintf(a, sizeof a, "%s/a.json", dir);
+    snprintf(b, sizeof b, "%s/b.json", dir);
+    snprintf(both, sizeof both, "%s/both.json", dir);
+    for (int f = 0; f < 2; ++f) {
+        cJSON *devs[4] = {cpu_device("pthread-cpu", "Portable Computing Language", "host1", 150),
+                          cpu_device("llvmpipe", "rusticl", "host1", 6),
+                          fake_device("Card G", "host1", "2026-01-01T00:00:00Z", 900, 20000, 12000),
+                          cpu_device("broken", "Broken ICD", "host1", 1)};
+        add_gemm_row(devs[0], "gemm-bert", 512, 3072, 768, 120);
+        /* llvmpipe: a failed case; the broken device: skipped, nothing measured */
+        cJSON *fail = cJSON_AddArrayToObject(devs[1], "failures");
+        cJSON *fc = cJSON_CreateObject();
+        cJSON_AddStringToObject(fc, "case", "gemm-bert");
+        cJSON_AddStringToObject(fc, "op", "gemm");
+        cJSON_AddStringToObject(fc, "shape", "512x3072x768");
+        cJSON_AddStringToObject(fc, "error", "build: the kernel did not build");
+        cJSON_AddItemToArray(fail, fc);
+        cJSON_ReplaceItemInObjectCaseSensitive(devs[1], "status", cJSON_CreateString("partial"));
+        cJSON_ReplaceItemInObjectCaseSensitive(devs[3], "status", cJSON_CreateString("skipped"));
+        cJSON_ReplaceItemInObjectCaseSensitive(devs[3], "error", cJSON_CreateString("open: the device reports 0 compute units"));
+        cJSON_DeleteItemFromObjectCaseSensitive(devs[3], "results");
+        cJSON_DeleteItemFromObjectCaseSensitive(devs[3], "peaks");
+        if (f == 0) {
+            write_fake_report(both, devs, 4);
+        } else {
+            write_fake_report(a, devs, 1);
+            write_fake_report(b, devs + 1, 3);
+        }
+    }
+    cJSON *one = NULL, *two = NULL;
+    const char *p1[1] = {both}, *p2[2] = {a, b};
+    TH_ASSERT_OK(report_merge(p1, 1, &one));
+    TH_ASSERT_OK(report_merge(p2, 2, &two));
+    char *c1 = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(one, "comparison"));
+    char *c2 = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(two, "comparison"));
+    assert_string_equal(c1, c2);
+    free(c1), free(c2);
+    const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(two, "comparison");
+    assert_int_equal((int)num(cmp, "baseline"), 0);
+    const cJSON *parts = cJSON_GetObjectItemCaseSensitive(cmp, "devices");
+    assert_int_equal(cJSON_GetArraySize(parts), 3); /* the skipped device is not compared */
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(parts, 1), "same_hardware_as_baseline")));
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(parts, 2), "same_hardware_as_baseline")));
+    /* 2048^3 at 150 and 6 GFLOP/s: the rusticl device is 6/150 = 0.04 of the baseline */
+    const cJSON *e = comparison_entry(cmp, "gemm-square", "2048x2048x2048", "tessera", 1);
+    assert_non_null(e);
+    assert_true(fabs(num(e, "ratio") - 0.04) < 1e-9);
+    e = comparison_entry(cmp, "gemm-bert", "512x3072x768", "tessera", 1);
+    assert_non_null(e); /* the failed case: in the comparison with its error, no ratio */
+    TH_ASSERT_CONTAINS(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "error")), "did not build");
+    assert_null(cJSON_GetObjectItemCaseSensitive(e, "ratio"));
+    snprintf(out, sizeof out, "%s/out", dir);
+    TH_ASSERT_OK(report_write(two, out, true));
+    snprintf(path, sizeof path, "%s/report.md", out);
+    char *md = read_text(path);
+    if (getenv("DEBUG_MD")) fputs(md, stderr);
+    TH_ASSERT_CONTAINS(md, "Baseline: #1 pthread-cpu (Portable Computing Language)");
+    TH_ASSERT_CONTAINS(md, "#2 llvmpipe (rusticl): the same processor as the baseline (CPU devices of host host1), "
+                           "through another OpenCL implementation");
+    TH_ASSERT_CONTAINS(md, "#3 Card G (Vendor Platform): not known to be the same hardware");
+    TH_ASSERT_CONTAINS(md, "| gemm-square | 2048x2048x2048 | tessera | 150.0 GFLOP/s (114.532 ms) | 6 GFLOP/s (2863.312 ms) "
+                           "| 12000 GFLOP/s (1.432 ms) | **0.04** | **80** |");
+    TH_ASSERT_CONTAINS(md, "| gemm-bert | 512x3072x768 | tessera | 120.0 GFLOP/s (20.133 ms) | failed: build: the kernel did not build | - | - | - |");
+    TH_ASSERT_CONTAINS(md, "| **skipped**: open: the device reports 0 compute units |");
+    TH_ASSERT_CONTAINS(md, "| llvmpipe | 512x3072x768 | **failed**: build: the kernel did not build |");
+    check_comparison_numbers(two, md);
+    free(md);
+    cJSON_Delete(one);
+    cJSON_Delete(two);
     th_remove_tree(dir);
 }
 
@@ -422,8 +709,8 @@ static void hostile_report_is_inert(void **state) {
     char *md = merge_one_and_render(in, out, path, sizeof path);
     assert_inert(path, md, true);
     TH_ASSERT_CONTAINS(md, "&lt;script&gt;alert\\(1\\)&lt;/script&gt;"); /* shown as text, not dropped */
-    /* No injected heading, and each table intact: the device table has NHOSTILE rows of 11
-     * columns (12 pipes), each case table one row of 9 columns (10 pipes), with nothing else
+    /* No injected heading, and each table intact: the device table has NHOSTILE rows of 12
+     * columns (13 pipes), each case table one row of 9 columns (10 pipes), with nothing else
      * starting a line with '|' or '#'. */
     size_t device_rows = 0, result_rows = 0, headings = 0;
     for (char *line = md, *next; line && *line; line = next) {
@@ -438,7 +725,7 @@ static void hostile_report_is_inert(void **state) {
             strncmp(line, "| device |", 10) == 0)
             continue;
         size_t pipes = count_char(line, '|');
-        if (pipes == 12) ++device_rows;
+        if (pipes == 13) ++device_rows;
         else if (pipes == 10) ++result_rows;
         else fail_msg("a broken table row (%zu pipes): %s", pipes, line);
     }
@@ -625,11 +912,18 @@ int main(void) {
         const struct CMUnitTest only[] = {cmocka_unit_test(failing_device)};
         return TH_RUN(only);
     }
+    const char *mode = getenv("TSR_TEST_MODE");
+    if (mode && strcmp(mode, "rusticl") == 0) {
+        const struct CMUnitTest only[] = {cmocka_unit_test(pocl_and_rusticl_side_by_side)};
+        return TH_RUN(only);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(peaks_small),
         cmocka_unit_test(report_files_and_round_trip),
         cmocka_unit_test(damaged_reports),
         cmocka_unit_test(merge_reports),
+        cmocka_unit_test(merged_side_by_side),
+        cmocka_unit_test(skipped_device_and_side_by_side),
         cmocka_unit_test(hostile_report_is_inert),
         cmocka_unit_test(report_md_is_written_atomically),
         cmocka_unit_test(failed_png_conversion_is_reported),

@@ -11,16 +11,18 @@ static int run_report(int argc, char **argv) {
                                             {"peak-budget", required_argument, NULL, 'p'},
                                             {"tune-budget", required_argument, NULL, 't'},
                                             {"no-peers", no_argument, NULL, 'n'},
+                                            {"quick", no_argument, NULL, 'q'},
+                                            {"device-budget", required_argument, NULL, 'B'},
                                             {"merge", no_argument, NULL, 'm'},
                                             CLI_OPTION_HELP,
                                             {0}};
     report_options ro = {.out_dir = "tessera-report", .budget_s = 0.5, .peak = {.budget_s = 0.25}, .tune_budget_s = 120,
-                         .peers = true};
+                         .peers = true, .device_budget_s = 900};
     const char *selectors[64];
     size_t nsel = 0;
     bool merge = false;
     int c, rc = 0;
-    while ((c = cli_next_option(&cli_report, argc, argv, "d:o:b:p:t:nmh", options, &rc)) != -1) {
+    while ((c = cli_next_option(&cli_report, argc, argv, "d:o:b:p:t:nqB:mh", options, &rc)) != -1) {
         switch (c) {
         case CLI_STOP: return rc;
         case 'd':
@@ -38,6 +40,10 @@ static int run_report(int argc, char **argv) {
             if ((rc = cli_seconds("report", optarg, "--tune-budget", true, &ro.tune_budget_s))) return rc;
             break;
         case 'n': ro.peers = false; break;
+        case 'q': ro.quick = true; break;
+        case 'B': /* 0: no limit */
+            if ((rc = cli_seconds("report", optarg, "--device-budget", true, &ro.device_budget_s))) return rc;
+            break;
         case 'm': merge = true; break;
         }
     }
@@ -71,14 +77,18 @@ static int run_report(int argc, char **argv) {
 const cli_command cli_report = {
     .name = "report",
     .summary = "  report [--device SEL]... [--out DIR] [--budget SECONDS] [--peak-budget SECONDS]\n"
-               "         [--tune-budget SECONDS] [--no-peers]\n"
+               "         [--tune-budget SECONDS] [--device-budget SECONDS] [--quick] [--no-peers]\n"
                "                                       peaks, a budgeted tune where nothing is tuned, and\n"
                "                                       the op suite on every device (or each --device):\n"
-               "                                       DIR/report.json, report.md, roofline and bar charts\n"
+               "                                       DIR/report.json, report.md, roofline and bar charts;\n"
+               "                                       two or more devices side by side (the first is the\n"
+               "                                       baseline); a device that cannot run is skipped\n"
                "  report --merge A.json B.json ... [--out DIR]\n"
                "                                       combine reports made on different machines\n",
     .details = "Defaults: --out tessera-report, --budget 0.5 (per row), --peak-budget 0.25 (per test),\n"
-               "--tune-budget 120 (per device; 0: no tuning).\n",
+               "--tune-budget 120 (per device; 0: no tuning), --device-budget 900 (per device: no case\n"
+               "starts after that many seconds on it; 0: no limit). --quick runs every case at a mid-size\n"
+               "shape, the same on every device, and the reduced peak set: for slow implementations.\n",
     .notes = CLI_NOTE_DEVICE | CLI_NOTE_NUMBERS,
     .run = run_report,
 };

@@ -13,7 +13,7 @@
 
 #define dev th_dev /* the group's device (harness) */
 
-static bool small_mode(void) { return th_oclgrind_mode(); }
+static bool small_mode(void) { return th_small_mode(); }
 
 typedef struct att_case {
     size_t B, H, Lq, Lk, D;

@@ -18,7 +18,7 @@
 #define dev th_dev /* the group's device (harness) */
 #define TOLERANCE 1e-5
 
-static bool small_mode(void) { return th_oclgrind_mode(); }
+static bool small_mode(void) { return th_small_mode(); }
 
 typedef struct conv_case {
     size_t N, C, H, W, K, R, S, sh, sw, ph, pw, dh, dw, G;

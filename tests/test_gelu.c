@@ -18,7 +18,7 @@
 #define dev th_dev /* the group's device (harness) */
 static const float guard_value = 12345.0f; /* outside [y_off, y_off + n): must survive */
 
-static bool small_mode(void) { return th_oclgrind_mode(); }
+static bool small_mode(void) { return th_small_mode(); }
 
 static const char *form_name(tsr_gelu_mode mode) { return mode == TSR_GELU_ERF ? "erf form" : "tanh form"; }
 

@@ -14,7 +14,7 @@
 
 #define dev th_dev /* the group's device (harness) */
 
-static bool small_mode(void) { return th_oclgrind_mode(); }
+static bool small_mode(void) { return th_small_mode(); }
 
 /* The configuration override the cases run under (NULL: none), named in verbose output. */
 static const char *gemm_override;

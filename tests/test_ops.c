@@ -196,7 +196,7 @@ enum { GROWN_PARAMS(TSR_PARAM_INDEX) GROWN_NPARAMS };
 static const tsr_param_def small_params[] = {SMALL_PARAMS(TSR_PARAM_DEF)};
 static const tsr_param_def grown_params[] = {GROWN_PARAMS(TSR_PARAM_DEF)};
 static const char *const one_class[] = {"any", NULL};
-static const tsr_default small_defaults[] = {{TSR_DEVICE_CPU, NULL, "TILE=8 GROUP=16"}};
+static const tsr_default small_defaults[] = {{TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "TILE=8 GROUP=16"}};
 static const tsr_implementation one_implementation[] = {{.name = "only"}};
 static const tsr_op small_op = {.name = "small", .params = small_params, .nparams = TSR_COUNT(small_params),
                                 .classes = one_class, .defaults = small_defaults, .ndefaults = 1,

@@ -55,9 +55,9 @@ static const char *attention_problem_class(const void *problem) {
  * through the caches (no staging, no barriers); GPUs: a larger group shares each K/V tile among
  * more rows. */
 static const tsr_default attention_defaults[] = {
-    {TSR_DEVICE_CPU, "short", "BR=16 BC=16 STAGE=0 VEC=1 RW=4 DS=1"},
-    {TSR_DEVICE_CPU, NULL, "BR=16 BC=32 STAGE=0 VEC=1 RW=4 DS=1"},
-    {0, NULL, "BR=64 BC=16 STAGE=1 VEC=0 RW=2 DS=1"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "short", "BR=16 BC=16 STAGE=0 VEC=1 RW=4 DS=1"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "BR=16 BC=32 STAGE=0 VEC=1 RW=4 DS=1"},
+    {0, TSR_LANES_ANY, NULL, "BR=64 BC=16 STAGE=1 VEC=0 RW=2 DS=1"},
 };
 
 /* Local memory of the generic kernel: staged K and V tiles, and the partial scores of a row's

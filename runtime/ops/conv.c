@@ -68,12 +68,12 @@ static const char *conv_problem_class(const void *problem) {
  * row (one float per pixel for depthwise layers, which have a single channel per group); on
  * GPUs: 16x16 work-groups sharing staged tiles. ALGO: 1 im2col, 2 implicit, 3 direct. */
 static const tsr_default conv_defaults[] = {
-    {TSR_DEVICE_CPU, "depthwise", "ALGO=2 MWI=1 VW=16 STAGE=0 WGM=1 WGN=1 KWG=8"},
-    {TSR_DEVICE_CPU, NULL, "ALGO=1"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=1 VW=16 STAGE=0 WGM=1 WGN=1 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=1"},
     /* Never a CPU default (the row above matches first): the implicit path's shape there when
      * a call forces it or a search seeds it. */
-    {TSR_DEVICE_CPU, NULL, "ALGO=2 MWI=6 VW=16 STAGE=0 WGM=1 WGN=1 KWG=8"},
-    {0, NULL, "ALGO=2 MWI=4 VW=4 STAGE=1 WGM=16 WGN=16 KWG=16"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=2 MWI=6 VW=16 STAGE=0 WGM=1 WGN=1 KWG=8"},
+    {0, TSR_LANES_ANY, NULL, "ALGO=2 MWI=4 VW=4 STAGE=1 WGM=16 WGN=16 KWG=16"},
 };
 
 /* The implicit kernel's shape when its built-in one is not legal on a device (e.g. one with a

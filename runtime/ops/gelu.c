@@ -47,16 +47,24 @@ static const char *gelu_problem_class(const void *problem) {
 /* CPUs: each work-item streams a contiguous run with wide vectors; GPUs: consecutive work-items
  * read consecutive vectors, so a work-group's accesses coalesce. */
 static const tsr_default gelu_defaults[] = {
-    {TSR_DEVICE_CPU, "large-erf", "VW=8 VPT=8 WG=16 INTERLEAVE=0"},
-    {TSR_DEVICE_CPU, "small-erf", "VW=8 VPT=8 WG=16 INTERLEAVE=0"},
-    {TSR_DEVICE_CPU, NULL, "VW=16 VPT=4 WG=16 INTERLEAVE=0"},
-    {0, NULL, "VW=4 VPT=4 WG=256 INTERLEAVE=1"},
+    /* CPUs that vectorize across work-items (llvmpipe): scalar items in groups of 64, adjacent
+     * items reading adjacent floats, as on a GPU. */
+    {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "VW=1 VPT=4 WG=64 INTERLEAVE=1"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "large-erf", "VW=8 VPT=8 WG=16 INTERLEAVE=0"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "small-erf", "VW=8 VPT=8 WG=16 INTERLEAVE=0"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "VW=16 VPT=4 WG=16 INTERLEAVE=0"},
+    {0, TSR_LANES_ANY, NULL, "VW=4 VPT=4 WG=256 INTERLEAVE=1"},
 };
 
 static bool gelu_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     (void)problem;
     const int *v = cfg->values;
     if ((size_t)v[P_WG] > dev->info.max_work_group_size || (size_t)v[P_WG] > dev->info.max_work_item_sizes[0])
+        return false;
+    /* A CPU that vectorizes across work-items (llvmpipe) wants groups of light items: long
+     * vector runs per item only lengthen its slow compiles. */
+    if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS &&
+        (v[P_WG] < 16 || v[P_VW] * v[P_VPT] > 32))
         return false;
     return v[P_VW] * v[P_VPT] <= 256; /* longer runs per work-item only unbalance the tail */
 }

@@ -20,6 +20,7 @@ static int make_devices(void **state) {
         info->max_work_item_sizes[0] = info->max_work_item_sizes[1] = info->max_work_item_sizes[2] = 1024;
         info->local_mem_bytes = 64 * 1024;
         info->max_alloc_bytes = (cl_ulong)1 << 30;
+        info->preferred_vector_width[4] = info->native_vector_width[4] = types[d] == TSR_DEVICE_CPU ? 8 : 1; /* PoCL-like */
     }
     return 0;
 }

@@ -54,6 +54,32 @@ static void lanes_from_vector_widths(void **state) {
     assert_int_equal(tsr_device_lanes(&pocl), TSR_LANES_IN_ITEM);
 }
 
+/* On a CPU whose lanes run work-items (llvmpipe), every op's default in every class is legal
+ * there and differs from the PoCL-like CPU's (the rows keyed by lanes are found). */
+static void lane_defaults_legal(void **state) {
+    (void)state;
+    static tsr_device simt, simd;
+    simt.info = rusticl_cpu();
+    simd.info = pocl_cpu();
+    simt.info.local_mem_bytes = simd.info.local_mem_bytes = 32 * 1024;
+    simt.info.max_work_item_sizes[1] = simt.info.max_work_item_sizes[2] = 1024;
+    simd.info.max_work_item_sizes[1] = simd.info.max_work_item_sizes[2] = 1024;
+    simt.info.max_work_group_size = simt.info.max_work_item_sizes[0] = 1024;
+    for (const tsr_op *const *op = tsr_ops; *op; ++op) {
+        bool differs = false;
+        for (int c = 0; (*op)->classes[c]; ++c) {
+            tsr_config a, b;
+            tsr_op_default_config(*op, &simt, (*op)->classes[c], &a);
+            tsr_op_default_config(*op, &simd, (*op)->classes[c], &b);
+            char text[256];
+            tsr_config_format(*op, &a, text, sizeof text);
+            if (!(*op)->config_ok(&simt, NULL, &a)) fail_msg("%s/%s: default %s is not legal on llvmpipe", (*op)->name, (*op)->classes[c], text);
+            differs |= memcmp(&a, &b, sizeof a) != 0;
+        }
+        if ((*op)->defaults && !differs) fail_msg("%s: llvmpipe gets the PoCL CPU defaults", (*op)->name);
+    }
+}
+
 static void unusable_devices_named(void **state) {
     (void)state;
     tsr_device_info info = pocl_cpu();
@@ -245,6 +271,7 @@ int main(void) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lanes_from_vector_widths),
+        cmocka_unit_test(lane_defaults_legal),
         cmocka_unit_test(unusable_devices_named),
         cmocka_unit_test(tuning_never_crosses_platforms),
     };

@@ -160,6 +160,16 @@ const char *th_mode_unavailable(void) {
     return why;
 }
 
+bool th_try_override(tsr_device *dev, const char *op, const char *config) {
+    tsr_status st = tsr_config_override(dev, op, config);
+    if (st == TSR_ERR_UNSUPPORTED && th_rusticl_mode()) {
+        printf("# %s '%s' passed over: %s\n", op, config, tsr_last_error());
+        return false;
+    }
+    if (st != TSR_SUCCESS) fail_msg("tsr_config_override(%s, %s) -> %s: %s", op, config, tsr_status_str(st), tsr_last_error());
+    return true;
+}
+
 int th_skip_all(const char *why) {
     printf("1..0 # SKIP %s\n", why);
     return 0;

@@ -442,6 +442,13 @@ bool tsr_op_is_normal(const tsr_op *op, const tsr_config *config);
  * between implementations never depends on a search walking there. Returns how many of at most
  * `max` it wrote. */
 int tsr_op_seeds(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *seeds, int max);
+/* After a launch with `config` ended in `status`: when that is TSR_ERR_BUILD (the driver could not
+ * compile this kernel variant, e.g. a compiler bug) and a different configuration that is legal
+ * here exists (the declared defaults, else the op's built-in rows from the most generic one),
+ * records the build error as a warning ("falling back to ..."), sets *config to it and returns
+ * true: the caller launches once more. False otherwise (the error stands). */
+bool tsr_op_build_fallback(tsr_device *device, const tsr_op *op, const void *problem, tsr_status status,
+                           tsr_config *config);
 
 /* ---- host references (reference.c): one copy of each, for fixtures, tests and benchmarks ---- */
 

@@ -146,6 +146,50 @@ static void tuning_never_crosses_platforms(void **state) {
     cJSON_Delete(root);
 }
 
+/* A kernel variant the driver cannot compile (here: gemm.cl from TSR_KERNEL_DIR refuses MWI=8
+ * with #error, as a compiler bug would) is named in a warning and the launch runs the op's
+ * plainest legal configuration instead, with a right answer. */
+static void build_failure_falls_back(void **state) {
+    (void)state;
+    char dir[512];
+    th_tempdir(dir, sizeof dir);
+    for (const tsr_embedded_source *src = tsr_embedded_sources; src->name; ++src) {
+        char path[700];
+        snprintf(path, sizeof path, "%s/%s.cl", dir, src->name);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        if (strcmp(src->name, "gemm") == 0) fputs("#if MWI == 8\n#error \"tessera test: MWI=8 does not build\"\n#endif\n", f);
+        fwrite(src->text, 1, src->length, f);
+        fclose(f);
+    }
+    setenv("TSR_KERNEL_DIR", dir, 1);
+    tsr_device *dev = NULL;
+    TH_ASSERT_OK(tsr_device_open(NULL, &dev));
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", "MWI=8 VW=1 NVW=1 KU=1 WGM=4 WGN=4 PACKA=0 PACKB=0"));
+    enum { M = 13, N = 11, K = 7 };
+    float a[M * K], b[K * N], c[M * N];
+    double ref[M * N];
+    th_fill_uniform(a, M * K, -1, 1);
+    th_fill_uniform(b, K * N, -1, 1);
+    cl_mem da = th_buffer_from(dev, a, M * K), db = th_buffer_from(dev, b, K * N), dc = th_buffer(dev, M * N);
+    TH_ASSERT_OK(tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, M, N, K, 1.0f, da, 0, K, db, 0, N, 0.0f, dc, 0,
+                           N, NULL, NULL));
+    const char *warning = tsr_last_warning();
+    TH_ASSERT_CONTAINS(warning, "does not build on device");
+    TH_ASSERT_CONTAINS(warning, "kernel source 'gemm'");
+    TH_ASSERT_CONTAINS(warning, tsr_device_get_info(dev)->platform_name);
+    TH_ASSERT_CONTAINS(warning, "tessera test: MWI=8 does not build"); /* the build log */
+    TH_ASSERT_CONTAINS(warning, "falling back to 'MWI=1");
+    th_read(dev, dc, c, M * N);
+    th_ref_sgemm(1, 0, 0, M, N, K, 1.0, a, K, b, N, 0.0, NULL, ref, N);
+    double err = th_rel_error_matrix(1, M, N, c, ref, N);
+    if (!(err < 1e-5)) fail_msg("relative error %g after the fall back", err);
+    clReleaseMemObject(da), clReleaseMemObject(db), clReleaseMemObject(dc);
+    tsr_device_close(dev);
+    unsetenv("TSR_KERNEL_DIR");
+    th_remove_tree(dir);
+}
+
 /* ---- TSR_TEST_MODE=bad-icd and bad-icd-only ---- */
 
 static void broken_vendor_files_named(void **state) {
@@ -275,6 +319,7 @@ int main(void) {
         cmocka_unit_test(lane_defaults_legal),
         cmocka_unit_test(unusable_devices_named),
         cmocka_unit_test(tuning_never_crosses_platforms),
+        cmocka_unit_test(build_failure_falls_back),
     };
     return TH_RUN(tests);
 }

@@ -350,7 +350,10 @@ tsr_status tsr_attention(tsr_device *dev, const tsr_attention_desc *desc, cl_mem
     if (status != TSR_SUCCESS) return status;
     tsr_config cfg;
     if ((status = tsr_op_config(dev, &tsr_op_attention, &p, &cfg)) != TSR_SUCCESS) return status;
-    return attention_launch(dev, &p, &cfg, q, k, v, o, cq, event);
+    status = attention_launch(dev, &p, &cfg, q, k, v, o, cq, event);
+    if (tsr_op_build_fallback(dev, &tsr_op_attention, &p, status, &cfg))
+        status = attention_launch(dev, &p, &cfg, q, k, v, o, cq, event);
+    return status;
 }
 
 /* ---- the unfused baseline ---- */

@@ -465,7 +465,12 @@ tsr_status tsr_conv2d(tsr_device *dev, const tsr_conv2d_desc *desc, cl_mem x, cl
         return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL,
                         "conv2d: the workspace holds %zu bytes, less than one image's column matrices (%zu bytes)",
                         p.ws_bytes, col_bytes_per_image(&p));
-    return conv_launch(dev, &p, &cfg, q, event);
+    st = conv_launch(dev, &p, &cfg, q, event);
+    /* Only an automatic choice falls back: a forced path is the caller's contract, and a caller's
+     * workspace was sized for the path chosen. */
+    if (desc->algo == TSR_CONV_AUTO && !p.ws && tsr_op_build_fallback(dev, &tsr_op_conv, &p, st, &cfg))
+        st = conv_launch(dev, &p, &cfg, q, event);
+    return st;
 }
 
 tsr_status tsr_conv2d_output_size(const tsr_conv2d_desc *desc, size_t *out_h, size_t *out_w) {

@@ -140,7 +140,9 @@ static tsr_status gelu_run(tsr_device *dev, int mode, cl_mem x, size_t x_off, cl
     tsr_config cfg;
     if ((status = tsr_op_config(dev, &tsr_op_gelu, &p, &cfg)) != TSR_SUCCESS) return status;
     int form = form_override >= 0 ? form_override : mode == TSR_GELU_ERF ? FORM_ERF : FORM_TANH;
-    return gelu_launch(dev, &p, &cfg, form, q, event);
+    status = gelu_launch(dev, &p, &cfg, form, q, event);
+    if (tsr_op_build_fallback(dev, &tsr_op_gelu, &p, status, &cfg)) status = gelu_launch(dev, &p, &cfg, form, q, event);
+    return status;
 }
 
 tsr_status tsr_gelu(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_t x_off, cl_mem y, size_t y_off, size_t n,

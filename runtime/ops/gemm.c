@@ -370,7 +370,9 @@ tsr_status tsr_sgemm_pipeline(tsr_device *dev, tsr_layout layout, tsr_transpose 
     gemm_problem one = p;
     if (class_by_shape) one.batch = 1; /* classify by one matrix's shape */
     if ((status = tsr_op_config(dev, &tsr_op_gemm, &one, &cfg)) != TSR_SUCCESS) return status;
-    return gemm_launch(dev, &p, &cfg, q, input_ready, event, NULL);
+    status = gemm_launch(dev, &p, &cfg, q, input_ready, event, NULL);
+    if (tsr_op_build_fallback(dev, &tsr_op_gemm, &one, status, &cfg)) status = gemm_launch(dev, &p, &cfg, q, input_ready, event, NULL);
+    return status;
 }
 
 tsr_status tsr_sgemm_strided_batched(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,

@@ -373,6 +373,9 @@ static tsr_status gelu_demo(tsr_device *dev, char *summary, size_t size) {
 
 static const char *gelu_tuning_space(const tsr_device *dev) {
     /* On CPUs interleaving only scatters each thread's stream. */
+    /* CPUs that vectorize across work-items (llvmpipe): scalar or short vectors, GPU-like groups. */
+    if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)
+        return "VW=1,2,4 VPT=1,2,4,8 WG=16,64,256 INTERLEAVE=0,1";
     if (dev->info.type == TSR_DEVICE_CPU) return "VW=4,8,16 VPT=1,2,4,8,16 WG=1,4,16,64,256 INTERLEAVE=0";
     return NULL;
 }

@@ -439,6 +439,10 @@ static const char *gemm_nearest_class(const char *cls) {
 static const char *gemm_tuning_space(const tsr_device *dev) {
     /* On CPUs (PoCL) barriers and large work-groups only cost: search the register tile,
      * vector shape, unrolling and packing. */
+    /* CPUs that vectorize across work-items (llvmpipe): groups of light items, as on a GPU,
+     * without packing (each pack kernel is one more slow compile there). */
+    if (simt_cpu(dev))
+        return "MWI=1,2,4 VW=1,2,4 NVW=1,2,4 KU=1,2,4 WGM=4,8,16 WGN=4,8,16 KWG=8,16 SA=0,1 SB=0,1 PACKA=0 PACKB=0";
     if (dev->info.type == TSR_DEVICE_CPU)
         return "MWI=2,4,6,8 VW=4,8,16 NVW=1,2 KU=1,2,4,8 WGM=1,2,4 WGN=1 KWG=8 SA=0 SB=0 PACKA=0,1 PACKB=0,1";
     return NULL;

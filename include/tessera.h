@@ -115,6 +115,10 @@ typedef struct tsr_device_info {
     bool fp64;
     bool compiler_available;        /* CL_DEVICE_COMPILER_AVAILABLE && CL_DEVICE_LINKER_AVAILABLE */
     bool available;                 /* CL_DEVICE_AVAILABLE */
+    /* Why tessera cannot use the device ("": it can), e.g. "the device reports zero compute
+     * units": such a device is listed but never chosen by default, and tsr_device_open refuses
+     * it with TSR_ERR_UNSUPPORTED. */
+    char unusable[TSR_INFO_STR];
 } tsr_device_info;
 
 /* Every device of every platform the ICD loader offers. *infos is allocated
@@ -125,6 +129,12 @@ TSR_API tsr_status tsr_discover(tsr_device_info **infos, size_t *count);
 /* A JSON array describing every device (the same fields as tsr_device_info).
  * Free with tsr_free. */
 TSR_API tsr_status tsr_discover_json(char **json);
+
+/* The vendor files (.icd) of $OCL_ICD_VENDORS or /etc/OpenCL/vendors whose library does not load
+ * or is no OpenCL driver, each with the reason, "; "-separated ("" when none): the ICD loader
+ * skips them silently, so their platforms are simply missing from tsr_discover. Free *text with
+ * tsr_free. */
+TSR_API tsr_status tsr_icd_problems(char **text);
 
 /* Free memory tessera allocated for the caller (tsr_discover, tsr_discover_json); NULL is a no-op. */
 TSR_API void tsr_free(void *ptr);
@@ -374,7 +384,7 @@ typedef enum tsr_config_source {
     TSR_CONFIG_ENV_OVERRIDE = 1,     /* $TSR_CONFIG_<OP>, as read when the device was opened */
     TSR_CONFIG_TUNED = 2,            /* the tuning database: this device, driver and kernel source */
     TSR_CONFIG_TUNED_OTHER_DRIVER = 3, /* the tuning database: this device under another driver */
-    TSR_CONFIG_TUNED_SAME_VENDOR = 4,  /* the tuning database: another device of this vendor and type */
+    TSR_CONFIG_TUNED_SAME_VENDOR = 4,  /* the tuning database: another device of this platform, vendor and type */
     TSR_CONFIG_BUILTIN_TUNED = 5,    /* tuned results shipped with tessera for a matching device */
     TSR_CONFIG_BUILTIN_DEFAULT = 6,  /* tessera's built-in default for the device type */
     TSR_CONFIG_API_OVERRIDE = 7      /* set through tsr_config_override */

@@ -4,6 +4,8 @@
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,67 @@ typedef struct found_device {
     tsr_device_info info;
 } found_device;
 
+/* ---- vendor files the ICD loader could not use ---- */
+
+/* One .icd file: the library it names, and why that library is no OpenCL driver (appended to
+ * `out`), like the loader would find (ocl-icd skips such files without a word). */
+static void check_icd_file(const char *path, char *out, size_t size) {
+    char *text = NULL;
+    size_t length = 0;
+    if (tsr_read_file(path, &text, &length) != TSR_SUCCESS) {
+        tsr_note_append(out, size, "%s: unreadable", path);
+        tsr_clear_error();
+        return;
+    }
+    text[strcspn(text, "\r\n")] = '\0';
+    void *lib = text[0] ? dlopen(text, RTLD_LAZY | RTLD_LOCAL) : NULL;
+    if (!text[0]) tsr_note_append(out, size, "%s names no library", path);
+    else if (!lib) tsr_note_append(out, size, "%s: library %s does not load (%s)", path, text, dlerror());
+    else {
+        /* The loader's own test: the library hands out clIcdGetPlatformIDsKHR through
+         * clGetExtensionFunctionAddress. */
+        void *(*get_address)(const char *) = NULL;
+        void *symbol = dlsym(lib, "clGetExtensionFunctionAddress");
+        memcpy(&get_address, &symbol, sizeof symbol); /* object to function pointer, as POSIX allows */
+        if (!get_address || !get_address("clIcdGetPlatformIDsKHR"))
+            tsr_note_append(out, size, "%s: library %s is not an OpenCL ICD (no clIcdGetPlatformIDsKHR)", path, text);
+    }
+    if (lib) dlclose(lib);
+    free(text);
+}
+
+/* The vendor files of $OCL_ICD_VENDORS (a folder or one .icd file) or /etc/OpenCL/vendors that
+ * name no loadable OpenCL driver, "; "-separated in `out` ("" when none). */
+static void icd_problems(char *out, size_t size) {
+    out[0] = '\0';
+    const char *where = getenv("OCL_ICD_VENDORS");
+    if (!where || !*where) where = "/etc/OpenCL/vendors";
+    size_t len = strlen(where);
+    if (len > 4 && strcmp(where + len - 4, ".icd") == 0) {
+        check_icd_file(where, out, size);
+        return;
+    }
+    DIR *dir = opendir(where);
+    if (!dir) return;
+    for (struct dirent *e; (e = readdir(dir));) {
+        size_t n = strlen(e->d_name);
+        if (n <= 4 || strcmp(e->d_name + n - 4, ".icd") != 0) continue;
+        char path[TSR_PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", where, e->d_name);
+        check_icd_file(path, out, size);
+    }
+    closedir(dir);
+}
+
+tsr_status tsr_icd_problems(char **text) {
+    tsr_clear_diagnostics();
+    if (!text) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_icd_problems: text must not be NULL");
+    *text = malloc(4096);
+    if (!*text) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    icd_problems(*text, 4096);
+    return TSR_SUCCESS;
+}
+
 /* Names of platforms that offer no device, for "nothing found" messages. */
 static _Thread_local char empty_platforms[1024];
 
@@ -30,12 +93,17 @@ static tsr_status enumerate(found_device **out, size_t *count, cl_uint *nplatfor
     cl_uint np = 0;
     cl_int err = clGetPlatformIDs(0, NULL, &np);
     /* ocl-icd answers CL_PLATFORM_NOT_FOUND_KHR when no vendor file names a loadable platform. */
-    if (err == -1001 || (err == CL_SUCCESS && np == 0))
-        return tsr_fail(TSR_ERR_NO_PLATFORM,
-                        "no OpenCL platform found: the ICD loader found no usable vendor file "
-                        "(searched %s%s); install a driver such as pocl-opencl-icd",
-                        getenv("OCL_ICD_VENDORS") ? "OCL_ICD_VENDORS=" : "/etc/OpenCL/vendors",
-                        getenv("OCL_ICD_VENDORS") ? getenv("OCL_ICD_VENDORS") : "");
+    if (err == -1001 || (err == CL_SUCCESS && np == 0)) {
+        tsr_fail(TSR_ERR_NO_PLATFORM,
+                 "no OpenCL platform found: the ICD loader found no usable vendor file "
+                 "(searched %s%s); install a driver such as pocl-opencl-icd",
+                 getenv("OCL_ICD_VENDORS") ? "OCL_ICD_VENDORS=" : "/etc/OpenCL/vendors",
+                 getenv("OCL_ICD_VENDORS") ? getenv("OCL_ICD_VENDORS") : "");
+        char broken[2048];
+        icd_problems(broken, sizeof broken);
+        if (broken[0]) tsr_error_append("; broken vendor files: %s", broken);
+        return TSR_ERR_NO_PLATFORM;
+    }
     if (err != CL_SUCCESS) return tsr_fail_cl(err, "clGetPlatformIDs", __FILE__, __LINE__);
     if (nplatforms_out) *nplatforms_out = np;
     cl_platform_id *platforms = calloc(np, sizeof *platforms);

@@ -127,7 +127,27 @@ tsr_status tsr_query_device_info(cl_platform_id platform, cl_device_id d, tsr_de
     info->fp64 = fp64 != 0 || has_extension(d, "cl_khr_fp64");
     info->compiler_available = query_bool(d, CL_DEVICE_COMPILER_AVAILABLE) && query_bool(d, CL_DEVICE_LINKER_AVAILABLE);
     info->available = query_bool(d, CL_DEVICE_AVAILABLE);
+    const char *why = tsr_device_unusable_reason(info);
+    tsr_strlcpy(info->unusable, why ? why : "", sizeof info->unusable);
     return TSR_SUCCESS;
+}
+
+tsr_lanes tsr_device_lanes(const tsr_device_info *info) {
+    enum { FLOAT = 4 }; /* index of float in the vector width arrays */
+    return info->preferred_vector_width[FLOAT] <= 1 && info->native_vector_width[FLOAT] <= 1 ? TSR_LANES_ACROSS_ITEMS
+                                                                                             : TSR_LANES_IN_ITEM;
+}
+
+const char *tsr_device_unusable_reason(const tsr_device_info *info) {
+    /* What a driver reports when it is broken or half-installed: a kernel could not run there, or
+     * every size tessera derives from these would be zero. */
+    if (!info->available) return "the device reports itself unavailable (CL_DEVICE_AVAILABLE is false)";
+    if (info->compute_units == 0) return "the device reports zero compute units";
+    if (info->global_mem_bytes == 0) return "the device reports zero global memory";
+    if (info->max_alloc_bytes == 0) return "the device reports a zero maximum allocation";
+    if (info->max_work_group_size == 0 || info->max_work_item_sizes[0] == 0)
+        return "the device reports a zero maximum work-group size";
+    return NULL;
 }
 
 cJSON *tsr_device_info_to_json(const tsr_device_info *info) {
@@ -168,5 +188,6 @@ cJSON *tsr_device_info_to_json(const tsr_device_info *info) {
     cJSON_AddBoolToObject(o, "fp64", info->fp64);
     cJSON_AddBoolToObject(o, "compiler_available", info->compiler_available);
     cJSON_AddBoolToObject(o, "available", info->available);
+    if (info->unusable[0]) cJSON_AddStringToObject(o, "unusable", info->unusable);
     return o;
 }

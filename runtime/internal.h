@@ -163,6 +163,22 @@ void tsr_workspace_release(tsr_device *device);
 
 /* ---- what a device is (device_info.c) ---- */
 
+/* How a device fills its SIMD lanes, which decides the shape of a good kernel more than its type
+ * does. PoCL's CPU device puts a work-item's vector code in the lanes (preferred float vector
+ * width > 1): few heavy work-items with float16 tiles. GPUs and Mesa's llvmpipe run one work-item
+ * per lane (width 1) and want many light work-items; llvmpipe also compiles a heavy one for
+ * minutes. */
+typedef enum tsr_lanes {
+    TSR_LANES_ANY = 0,          /* in a tsr_default: any device */
+    TSR_LANES_IN_ITEM = 1,      /* vectors inside a work-item */
+    TSR_LANES_ACROSS_ITEMS = 2  /* one work-item per lane (preferred and native float width 1) */
+} tsr_lanes;
+tsr_lanes tsr_device_lanes(const tsr_device_info *info);
+/* Why a device cannot be used (zero compute units, zero global memory, unavailable, no float
+ * work-group...), or NULL when it can: discovery lists it with this reason, tsr_device_open
+ * refuses it (TSR_ERR_UNSUPPORTED) and reports skip it. */
+const char *tsr_device_unusable_reason(const tsr_device_info *info);
+
 /* Fill `info` for one device (indices are set by the caller). */
 tsr_status tsr_query_device_info(cl_platform_id platform, cl_device_id device, tsr_device_info *info);
 /* A platform's string (name, vendor, version), sanitized for JSON; "" when the query fails. */
@@ -237,10 +253,11 @@ size_t tsr_remove_stale_temporaries(const char *dir, const char *file, double mi
 
 /* ---- ops: the descriptor (each ops/<op>.c), the table (ops/registry.c) ---- */
 
-/* A built-in configuration: the first row matching the device's type and the problem class is
- * the op's default there. */
+/* A built-in configuration: the first row matching the device's type, its lanes and the problem
+ * class is the op's default there. */
 typedef struct tsr_default {
     int device_type;           /* a tsr_device_type; 0: any device */
+    int lanes;                 /* a tsr_lanes (declared below); 0, TSR_LANES_ANY: any device */
     const char *problem_class; /* NULL: any class */
     const char *config;        /* "MWI=6 VW=16 ...", parsed over the declared defaults */
 } tsr_default;
@@ -434,6 +451,13 @@ bool tsr_op_is_normal(const tsr_op *op, const tsr_config *config);
  * between implementations never depends on a search walking there. Returns how many of at most
  * `max` it wrote. */
 int tsr_op_seeds(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *seeds, int max);
+/* After a launch with `config` ended in `status`: when that is TSR_ERR_BUILD (the driver could not
+ * compile this kernel variant, e.g. a compiler bug) and a different configuration that is legal
+ * here exists (the declared defaults, else the op's built-in rows from the most generic one),
+ * records the build error as a warning ("falling back to ..."), sets *config to it and returns
+ * true: the caller launches once more. False otherwise (the error stands). */
+bool tsr_op_build_fallback(tsr_device *device, const tsr_op *op, const void *problem, tsr_status status,
+                           tsr_config *config);
 
 /* ---- host references (reference.c): one copy of each, for fixtures, tests and benchmarks ---- */
 

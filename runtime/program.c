@@ -560,8 +560,11 @@ static tsr_status build_from_source(tsr_device *dev, const char *label, const ch
     TSR_CL_CHECK(err, fail);
     err = clBuildProgram(p, 1, &dev->id, opts, NULL, NULL);
     if (err != CL_SUCCESS) {
-        status = tsr_fail(TSR_ERR_BUILD, "building kernel source '%s' with options '%s' for device '%s' failed: %s (%d)",
-                          label, options, dev->info.name, tsr_cl_error_name(err), (int)err);
+        status = tsr_fail(TSR_ERR_BUILD,
+                          "building kernel source '%s' with options '%s' for device '%s' of platform '%s' (driver %s) "
+                          "failed: %s (%d)",
+                          label, options, dev->info.name, dev->info.platform_name, dev->info.driver_version,
+                          tsr_cl_error_name(err), (int)err);
         append_build_log(dev, p);
         goto fail;
     }

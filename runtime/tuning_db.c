@@ -193,7 +193,11 @@ static int device_tier(const cJSON *dev, const tsr_device_info *info) {
         strcmp(str(dev, "opencl_c"), info->opencl_c_version) == 0)
         return 1;
     if (same_device) return 2;
-    if (strcmp(str(dev, "vendor"), info->vendor) == 0 && strcmp(str(dev, "type"), tsr_device_type_str(info->type)) == 0)
+    /* A sibling device of the same vendor and type, on the same platform only: another OpenCL
+     * implementation of the same hardware (PoCL and rusticl on one CPU) compiles the same kernel
+     * into something else, so its tuning says nothing here. */
+    if (strcmp(str(dev, "platform"), info->platform_name) == 0 && strcmp(str(dev, "vendor"), info->vendor) == 0 &&
+        strcmp(str(dev, "type"), tsr_device_type_str(info->type)) == 0)
         return 3;
     return 0;
 }

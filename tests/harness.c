@@ -136,13 +136,54 @@ bool th_oclgrind_mode(void) {
     return m && strcmp(m, "oclgrind") == 0;
 }
 
+bool th_rusticl_mode(void) {
+    const char *m = getenv("TSR_TEST_MODE");
+    return m && strcmp(m, "rusticl") == 0;
+}
+
+bool th_small_mode(void) { return th_oclgrind_mode() || th_rusticl_mode(); }
+
+const char *th_mode_unavailable(void) {
+    if (!th_rusticl_mode()) return NULL;
+    static char why[512];
+    tsr_device_info *infos = NULL;
+    size_t n = 0;
+    tsr_status st = tsr_discover(&infos, &n);
+    bool found = false;
+    for (size_t i = 0; st == TSR_SUCCESS && i < n && !found; ++i)
+        found = strstr(infos[i].platform_name, "rusticl") && !infos[i].unusable[0];
+    tsr_free(infos);
+    if (found) return NULL;
+    snprintf(why, sizeof why, "no usable Mesa rusticl device (install mesa-opencl-icd; RUSTICL_ENABLE=%s): %s",
+             getenv("RUSTICL_ENABLE") ? getenv("RUSTICL_ENABLE") : "unset",
+             st == TSR_SUCCESS ? "discovery found none" : tsr_last_error());
+    return why;
+}
+
+bool th_try_override(tsr_device *dev, const char *op, const char *config) {
+    tsr_status st = tsr_config_override(dev, op, config);
+    if (st == TSR_ERR_UNSUPPORTED && th_rusticl_mode()) {
+        printf("# %s '%s' passed over: %s\n", op, config, tsr_last_error());
+        return false;
+    }
+    if (st != TSR_SUCCESS) fail_msg("tsr_config_override(%s, %s) -> %s: %s", op, config, tsr_status_str(st), tsr_last_error());
+    return true;
+}
+
+int th_skip_all(const char *why) {
+    printf("1..0 # SKIP %s\n", why);
+    return 0;
+}
+
 tsr_device *th_dev;
 
 int th_group_setup(void **state) {
     (void)state;
     th_dev = th_open_device();
-    if (th_oclgrind_mode() && !strstr(tsr_device_get_info(th_dev)->platform_name, "Oclgrind")) {
-        fprintf(stderr, "TSR_TEST_MODE=oclgrind but the device is %s\n", tsr_device_get_info(th_dev)->name);
+    const char *want = th_oclgrind_mode() ? "Oclgrind" : th_rusticl_mode() ? "rusticl" : NULL;
+    if (want && !strstr(tsr_device_get_info(th_dev)->platform_name, want)) {
+        fprintf(stderr, "TSR_TEST_MODE=%s but the device is %s\n", getenv("TSR_TEST_MODE"),
+                tsr_device_get_info(th_dev)->name);
         return -1;
     }
     return 0;

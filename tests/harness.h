@@ -22,6 +22,19 @@ void th_poison(float *x, size_t n);
 
 /* TSR_TEST_MODE=oclgrind: the run is the small subset under Oclgrind's checkers. */
 bool th_oclgrind_mode(void);
+/* TSR_TEST_MODE=rusticl: the small subset on Mesa rusticl (llvmpipe), whose every new kernel
+ * compiles for seconds. */
+bool th_rusticl_mode(void);
+/* Either mode: tests pick small shapes and few configurations. */
+bool th_small_mode(void);
+/* tsr_config_override for a configurations test: true when the configuration is set. In rusticl
+ * mode one that the device's legality rules refuse (TSR_ERR_UNSUPPORTED: tiles too big for
+ * llvmpipe) is passed over with a note and false; any other failure fails the test. */
+bool th_try_override(tsr_device *dev, const char *op, const char *config);
+/* Why this mode's platform is missing (rusticl mode without a rusticl device), or NULL. */
+const char *th_mode_unavailable(void);
+/* Report the whole program as skipped, with the reason, in TAP ("1..0 # SKIP why"). */
+int th_skip_all(const char *why);
 /* The device of a kernel suite's group: th_group_setup opens it (in Oclgrind mode it refuses,
  * returning -1, unless the device really is Oclgrind), th_group_teardown closes it. */
 extern tsr_device *th_dev;
@@ -59,9 +72,11 @@ double th_rel_error_matrix(int row_major, size_t m, size_t n, const float *got, 
 #define TH_RUN(tests) TH_RUN_GROUP(tests, NULL, NULL)
 /* $TSR_TEST_FILTER (a cmocka pattern such as "config*") runs a subset. */
 #define TH_RUN_GROUP(tests, setup, teardown)                                                          \
-    (th_seed(), cmocka_set_message_output(CM_OUTPUT_TAP),                                             \
-     getenv("TSR_TEST_FILTER") ? cmocka_set_test_filter(getenv("TSR_TEST_FILTER")) : (void)0,         \
-     cmocka_run_group_tests(tests, setup, teardown))
+    (th_mode_unavailable() ? th_skip_all(th_mode_unavailable())                                       \
+                           : (th_seed(), cmocka_set_message_output(CM_OUTPUT_TAP),                    \
+                              getenv("TSR_TEST_FILTER") ? cmocka_set_test_filter(getenv("TSR_TEST_FILTER")) \
+                                                        : (void)0,                                    \
+                              cmocka_run_group_tests(tests, setup, teardown)))
 
 #define TH_ASSERT_OK(expr)                                                                            \
     do {                                                                                              \

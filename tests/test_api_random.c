@@ -31,7 +31,7 @@
 #define dev th_dev /* the group's device (harness) */
 #define DEFAULT_SEED 20240611ull
 
-static bool small_mode(void) { return th_oclgrind_mode(); }
+static bool small_mode(void) { return th_small_mode(); }
 
 /* ------------------------------------------------------------ seeds, iterations, failures */
 

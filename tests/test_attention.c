@@ -13,7 +13,7 @@
 
 #define dev th_dev /* the group's device (harness) */
 
-static bool small_mode(void) { return th_oclgrind_mode(); }
+static bool small_mode(void) { return th_small_mode(); }
 
 typedef struct att_case {
     size_t B, H, Lq, Lk, D;
@@ -237,7 +237,7 @@ static void configurations(void **state) {
                              "VEC=0 STAGE=1 BR=4 BC=64",      "VEC=1 RW=4",  "VEC=0 STAGE=1 BR=16 BC=4 DS=8"};
     size_t n = small_mode() ? 4 : 9;
     for (size_t i = 0; i < n; ++i) {
-        TH_ASSERT_OK(tsr_config_override(dev, "attention", configs[i]));
+        if (!th_try_override(dev, "attention", configs[i])) continue;
         /* the fast path needs D % 16 == 0; others take any D */
         size_t D = strstr(configs[i], "VEC=1") ? 32 : 20;
         att_case c = {.B = 2, .H = 1, .Lq = 70, .Lk = 45, .D = D, .causal = i % 2 == 0, .lse = true};

@@ -20,7 +20,7 @@ static const struct {
 } api[] = {
     FN(tsr_status_str), FN(tsr_last_error), FN(tsr_last_warning), FN(tsr_set_warning_handler),
     FN(tsr_device_type_str), FN(tsr_discover),
-    FN(tsr_discover_json), FN(tsr_free), FN(tsr_device_open), FN(tsr_device_wrap), FN(tsr_device_close),
+    FN(tsr_discover_json), FN(tsr_icd_problems), FN(tsr_free), FN(tsr_device_open), FN(tsr_device_wrap), FN(tsr_device_close),
     FN(tsr_device_get_info), FN(tsr_device_context), FN(tsr_device_id), FN(tsr_device_queue),
     FN(tsr_device_fingerprint), FN(tsr_cache_get_info), FN(tsr_get_kernel), FN(tsr_kernel_source_names),
     FN(tsr_build_binaries), FN(tsr_sgemm), FN(tsr_sgemm_strided_batched), FN(tsr_gelu), FN(tsr_gelu_unfused),

@@ -20,6 +20,7 @@ static int make_devices(void **state) {
         info->max_work_item_sizes[0] = info->max_work_item_sizes[1] = info->max_work_item_sizes[2] = 1024;
         info->local_mem_bytes = 64 * 1024;
         info->max_alloc_bytes = (cl_ulong)1 << 30;
+        info->preferred_vector_width[4] = info->native_vector_width[4] = types[d] == TSR_DEVICE_CPU ? 8 : 1; /* PoCL-like */
     }
     return 0;
 }
@@ -196,7 +197,7 @@ enum { GROWN_PARAMS(TSR_PARAM_INDEX) GROWN_NPARAMS };
 static const tsr_param_def small_params[] = {SMALL_PARAMS(TSR_PARAM_DEF)};
 static const tsr_param_def grown_params[] = {GROWN_PARAMS(TSR_PARAM_DEF)};
 static const char *const one_class[] = {"any", NULL};
-static const tsr_default small_defaults[] = {{TSR_DEVICE_CPU, NULL, "TILE=8 GROUP=16"}};
+static const tsr_default small_defaults[] = {{TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "TILE=8 GROUP=16"}};
 static const tsr_implementation one_implementation[] = {{.name = "only"}};
 static const tsr_op small_op = {.name = "small", .params = small_params, .nparams = TSR_COUNT(small_params),
                                 .classes = one_class, .defaults = small_defaults, .ndefaults = 1,

@@ -297,7 +297,7 @@ static void fallback_chain(void **state) {
     cJSON *root = tsr_db_new();
     add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "large", 2, 10, hash, "2026-01-01");
     add_entry(root, "otherdriver", i->platform_name, i->vendor, i->name, "0.9-old", type, "large", 4, 20, hash, "2026-01-01");
-    add_entry(root, "sibling", "Some Platform", i->vendor, "a sibling device", "1.0", type, "large", 8, 30, hash, "2026-01-01");
+    add_entry(root, "sibling", i->platform_name, i->vendor, "a sibling device", "1.0", type, "large", 8, 30, hash, "2026-01-01");
     add_entry(root, "stranger", "Other", "OtherVendor", "x", "1", type, "large", 6, 99, hash, "2026-01-01");
     write_db(root, db_path);
     tsr_config_info ci = lookup_fresh("large");

@@ -55,9 +55,12 @@ static const char *attention_problem_class(const void *problem) {
  * through the caches (no staging, no barriers); GPUs: a larger group shares each K/V tile among
  * more rows. */
 static const tsr_default attention_defaults[] = {
-    {TSR_DEVICE_CPU, "short", "BR=16 BC=16 STAGE=0 VEC=1 RW=4 DS=1"},
-    {TSR_DEVICE_CPU, NULL, "BR=16 BC=32 STAGE=0 VEC=1 RW=4 DS=1"},
-    {0, NULL, "BR=64 BC=16 STAGE=1 VEC=0 RW=2 DS=1"},
+    /* CPUs that vectorize across work-items (llvmpipe): the generic kernel, a row per item. The
+     * CPU rows' float4 fast path with 4 rows per item took 55 s to compile there; this 1-2 s. */
+    {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "BR=16 BC=16 STAGE=0 VEC=0 RW=1 DS=1"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "short", "BR=16 BC=16 STAGE=0 VEC=1 RW=4 DS=1"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "BR=16 BC=32 STAGE=0 VEC=1 RW=4 DS=1"},
+    {0, TSR_LANES_ANY, NULL, "BR=64 BC=16 STAGE=1 VEC=0 RW=2 DS=1"},
 };
 
 /* Local memory of the generic kernel: staged K and V tiles, and the partial scores of a row's
@@ -75,6 +78,11 @@ static int fitting_bc(const tsr_device *dev, const int *v, size_t D) {
 
 static bool attention_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     const int *v = cfg->values;
+    /* llvmpipe-like CPUs (lanes across work-items): several float4 rows per item compile for
+     * close to a minute. */
+    if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS && v[P_VEC] &&
+        v[P_RW] > 1)
+        return false;
     size_t group = (size_t)v[P_BR] * v[P_DS];
     if (group > dev->info.max_work_group_size || (size_t)v[P_DS] > dev->info.max_work_item_sizes[0] ||
         (size_t)v[P_BR] > dev->info.max_work_item_sizes[1])
@@ -342,7 +350,10 @@ tsr_status tsr_attention(tsr_device *dev, const tsr_attention_desc *desc, cl_mem
     if (status != TSR_SUCCESS) return status;
     tsr_config cfg;
     if ((status = tsr_op_config(dev, &tsr_op_attention, &p, &cfg)) != TSR_SUCCESS) return status;
-    return attention_launch(dev, &p, &cfg, q, k, v, o, cq, event);
+    status = attention_launch(dev, &p, &cfg, q, k, v, o, cq, event);
+    if (tsr_op_build_fallback(dev, &tsr_op_attention, &p, status, &cfg))
+        status = attention_launch(dev, &p, &cfg, q, k, v, o, cq, event);
+    return status;
 }
 
 /* ---- the unfused baseline ---- */

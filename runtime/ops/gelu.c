@@ -47,16 +47,24 @@ static const char *gelu_problem_class(const void *problem) {
 /* CPUs: each work-item streams a contiguous run with wide vectors; GPUs: consecutive work-items
  * read consecutive vectors, so a work-group's accesses coalesce. */
 static const tsr_default gelu_defaults[] = {
-    {TSR_DEVICE_CPU, "large-erf", "VW=8 VPT=8 WG=16 INTERLEAVE=0"},
-    {TSR_DEVICE_CPU, "small-erf", "VW=8 VPT=8 WG=16 INTERLEAVE=0"},
-    {TSR_DEVICE_CPU, NULL, "VW=16 VPT=4 WG=16 INTERLEAVE=0"},
-    {0, NULL, "VW=4 VPT=4 WG=256 INTERLEAVE=1"},
+    /* CPUs that vectorize across work-items (llvmpipe): scalar items in groups of 64, adjacent
+     * items reading adjacent floats, as on a GPU. */
+    {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "VW=1 VPT=4 WG=64 INTERLEAVE=1"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "large-erf", "VW=8 VPT=8 WG=16 INTERLEAVE=0"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "small-erf", "VW=8 VPT=8 WG=16 INTERLEAVE=0"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "VW=16 VPT=4 WG=16 INTERLEAVE=0"},
+    {0, TSR_LANES_ANY, NULL, "VW=4 VPT=4 WG=256 INTERLEAVE=1"},
 };
 
 static bool gelu_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     (void)problem;
     const int *v = cfg->values;
     if ((size_t)v[P_WG] > dev->info.max_work_group_size || (size_t)v[P_WG] > dev->info.max_work_item_sizes[0])
+        return false;
+    /* A CPU that vectorizes across work-items (llvmpipe) wants groups of light items: long
+     * vector runs per item only lengthen its slow compiles. */
+    if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS &&
+        (v[P_WG] < 16 || v[P_VW] * v[P_VPT] > 32))
         return false;
     return v[P_VW] * v[P_VPT] <= 256; /* longer runs per work-item only unbalance the tail */
 }
@@ -132,7 +140,9 @@ static tsr_status gelu_run(tsr_device *dev, int mode, cl_mem x, size_t x_off, cl
     tsr_config cfg;
     if ((status = tsr_op_config(dev, &tsr_op_gelu, &p, &cfg)) != TSR_SUCCESS) return status;
     int form = form_override >= 0 ? form_override : mode == TSR_GELU_ERF ? FORM_ERF : FORM_TANH;
-    return gelu_launch(dev, &p, &cfg, form, q, event);
+    status = gelu_launch(dev, &p, &cfg, form, q, event);
+    if (tsr_op_build_fallback(dev, &tsr_op_gelu, &p, status, &cfg)) status = gelu_launch(dev, &p, &cfg, form, q, event);
+    return status;
 }
 
 tsr_status tsr_gelu(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_t x_off, cl_mem y, size_t y_off, size_t n,
@@ -363,6 +373,9 @@ static tsr_status gelu_demo(tsr_device *dev, char *summary, size_t size) {
 
 static const char *gelu_tuning_space(const tsr_device *dev) {
     /* On CPUs interleaving only scatters each thread's stream. */
+    /* CPUs that vectorize across work-items (llvmpipe): scalar or short vectors, GPU-like groups. */
+    if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)
+        return "VW=1,2,4 VPT=1,2,4,8 WG=16,64,256 INTERLEAVE=0,1";
     if (dev->info.type == TSR_DEVICE_CPU) return "VW=4,8,16 VPT=1,2,4,8,16 WG=1,4,16,64,256 INTERLEAVE=0";
     return NULL;
 }

@@ -33,16 +33,24 @@ enum { TRANSPOSE_A = 1, TRANSPOSE_B = 2, GEMM_TRANSPOSE_VARIANTS = 4 };
 static const char *const gemm_classes[] = {"large", "medium", "small", "small-m", "small-n", "batched", NULL};
 
 static const tsr_default gemm_defaults[] = {
+    /* CPUs that vectorize across work-items (Mesa's llvmpipe): 8x8 groups of light work-items
+     * with 4x4 scalar tiles. llvmpipe compiles this in seconds; a float16 tile in a one-item group
+     * took more than 8 minutes. No packing: each pack kernel is one more slow compile. */
+    {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "MWI=4 VW=1 NVW=4 KU=1 WGM=8 WGN=8 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0"},
     /* PoCL runs a work-group per thread and loops over its items, and barriers make it
      * spill: one item per group, a 6x16 tile in float16 accumulators (12 of AVX2's 16
      * registers), and operands packed into contiguous panels beforehand. */
-    {TSR_DEVICE_CPU, "small-n", "MWI=6 VW=8 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1"}, /* A is large: stream it */
-    {TSR_DEVICE_CPU, "small-m", "MWI=8 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0"}, /* B is large */
-    {TSR_DEVICE_CPU, "small", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0"}, /* packing costs more than it saves */
-    {TSR_DEVICE_CPU, NULL, "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "small-n", "MWI=6 VW=8 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1"}, /* A is large: stream it */
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "small-m", "MWI=8 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0"}, /* B is large */
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "small", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0"}, /* packing costs more than it saves */
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1"},
     /* GPUs and others: 16x16 work-groups sharing 64x64 tiles staged in local memory. */
-    {0, NULL, "MWI=4 VW=4 NVW=1 KU=4 WGM=16 WGN=16 KWG=16 SA=1 SB=1 PACKA=0 PACKB=0"},
+    {0, TSR_LANES_ANY, NULL, "MWI=4 VW=4 NVW=1 KU=4 WGM=16 WGN=16 KWG=16 SA=1 SB=1 PACKA=0 PACKB=0"},
 };
+
+static bool simt_cpu(const tsr_device *dev) {
+    return dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS;
+}
 
 static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     (void)problem;
@@ -50,6 +58,9 @@ static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr
     int nwi = v[P_VW] * v[P_NVW];
     bool staged = v[P_SA] || v[P_SB];
     if (nwi > 64 || v[P_MWI] * nwi > 128) return false; /* beyond this the tile spills on every device we know */
+    /* A CPU that vectorizes across work-items wants groups of light items: one-item groups
+     * leave lanes idle, and large tiles compile for minutes on llvmpipe. */
+    if (simt_cpu(dev) && ((size_t)v[P_WGM] * v[P_WGN] < 16 || v[P_MWI] * nwi > 32 || v[P_KU] > 4)) return false;
     size_t wg = (size_t)v[P_WGM] * (size_t)v[P_WGN];
     if (wg > dev->info.max_work_group_size) return false;
     if ((size_t)v[P_WGM] > dev->info.max_work_item_sizes[0] || (size_t)v[P_WGN] > dev->info.max_work_item_sizes[1])
@@ -359,7 +370,9 @@ tsr_status tsr_sgemm_pipeline(tsr_device *dev, tsr_layout layout, tsr_transpose 
     gemm_problem one = p;
     if (class_by_shape) one.batch = 1; /* classify by one matrix's shape */
     if ((status = tsr_op_config(dev, &tsr_op_gemm, &one, &cfg)) != TSR_SUCCESS) return status;
-    return gemm_launch(dev, &p, &cfg, q, input_ready, event, NULL);
+    status = gemm_launch(dev, &p, &cfg, q, input_ready, event, NULL);
+    if (tsr_op_build_fallback(dev, &tsr_op_gemm, &one, status, &cfg)) status = gemm_launch(dev, &p, &cfg, q, input_ready, event, NULL);
+    return status;
 }
 
 tsr_status tsr_sgemm_strided_batched(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
@@ -426,6 +439,10 @@ static const char *gemm_nearest_class(const char *cls) {
 static const char *gemm_tuning_space(const tsr_device *dev) {
     /* On CPUs (PoCL) barriers and large work-groups only cost: search the register tile,
      * vector shape, unrolling and packing. */
+    /* CPUs that vectorize across work-items (llvmpipe): groups of light items, as on a GPU,
+     * without packing (each pack kernel is one more slow compile there). */
+    if (simt_cpu(dev))
+        return "MWI=1,2,4 VW=1,2,4 NVW=1,2,4 KU=1,2,4 WGM=4,8,16 WGN=4,8,16 KWG=8,16 SA=0,1 SB=0,1 PACKA=0 PACKB=0";
     if (dev->info.type == TSR_DEVICE_CPU)
         return "MWI=2,4,6,8 VW=4,8,16 NVW=1,2 KU=1,2,4,8 WGM=1,2,4 WGN=1 KWG=8 SA=0 SB=0 PACKA=0,1 PACKB=0,1";
     return NULL;

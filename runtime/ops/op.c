@@ -86,6 +86,7 @@ bool tsr_config_defines(const tsr_op *op, const tsr_config *config, char *out, s
 
 static bool default_matches(const tsr_default *row, const tsr_device *device, const char *problem_class) {
     return (row->device_type == 0 || row->device_type == (int)device->info.type) &&
+           (row->lanes == TSR_LANES_ANY || row->lanes == (int)tsr_device_lanes(&device->info)) &&
            (!row->problem_class || strcmp(row->problem_class, problem_class) == 0);
 }
 
@@ -193,4 +194,28 @@ int tsr_op_seeds(const tsr_op *op, const tsr_device *device, const char *problem
     for (int i = 0; i < op->nimplementations && n < max; ++i)
         tsr_op_implementation_default(op, &op->implementations[i], device, problem_class, &seeds[n++]);
     return n;
+}
+
+bool tsr_op_build_fallback(tsr_device *device, const tsr_op *op, const void *problem, tsr_status status,
+                           tsr_config *config) {
+    if (status != TSR_ERR_BUILD) return false;
+    /* The declared defaults are the plainest kernel; where they are not legal (llvmpipe refuses
+     * one-item groups), the built-in rows from the last, most generic, one. */
+    tsr_config safe;
+    bool found = false;
+    for (int r = -1; r < op->ndefaults && !found; ++r) {
+        if (r < 0) tsr_config_declared(op, &safe);
+        else parse_default(op, &op->defaults[op->ndefaults - 1 - r], &safe);
+        tsr_op_normalize(op, &safe);
+        found = memcmp(&safe, config, sizeof safe) != 0 && op->config_ok(device, problem, &safe);
+    }
+    if (!found) return false;
+    char failed[256], text[256];
+    tsr_config_format(op, config, failed, sizeof failed);
+    tsr_config_format(op, &safe, text, sizeof text);
+    tsr_warn("%s: configuration '%s' does not build on device '%s' (%s); falling back to '%s'", op->name, failed,
+             device->info.name, tsr_last_error(), text);
+    tsr_clear_error();
+    *config = safe;
+    return true;
 }

@@ -33,6 +33,7 @@ static void print_device(const tsr_device_info *d) {
     printf("      fp16 / fp64       %s / %s\n", d->fp16 ? "yes" : "no", d->fp64 ? "yes" : "no");
     printf("      online compiler   %s%s\n", d->compiler_available ? "yes" : "no",
            d->available ? "" : "  (device reports itself unavailable)");
+    if (d->unusable[0]) printf("      UNUSABLE          %s\n", d->unusable);
 }
 
 static int run_devices(int argc, char **argv) {
@@ -61,10 +62,13 @@ static int run_devices(int argc, char **argv) {
         char sel[16], gmem[32];
         snprintf(sel, sizeof sel, "%d:%d", infos[i].platform_index, infos[i].device_index);
         human_bytes(infos[i].global_mem_bytes, gmem, sizeof gmem);
-        printf("%-5s %-11s %-36.36s %-30.30s %5u %9s\n", sel, tsr_device_type_str(infos[i].type), infos[i].name,
-               infos[i].platform_name, infos[i].compute_units, gmem);
+        printf("%-5s %-11s %-36.36s %-30.30s %5u %9s%s\n", sel, tsr_device_type_str(infos[i].type), infos[i].name,
+               infos[i].platform_name, infos[i].compute_units, gmem, infos[i].unusable[0] ? "  (unusable)" : "");
     }
     if (n == 0) printf("(the installed platforms offer no device)\n");
+    char *broken = NULL;
+    if (tsr_icd_problems(&broken) == TSR_SUCCESS && broken[0]) printf("broken vendor files: %s\n", broken);
+    tsr_free(broken);
     printf("\n");
     for (size_t i = 0; i < n; ++i) print_device(&infos[i]);
     tsr_free(infos);

@@ -95,14 +95,19 @@ __kernel void bw_copy(__global const floatv *src, __global floatv *dst, const ui
 }
 
 // CHAINS independent chains of a = a * m + c (converging to c / (1 - m): no overflow, no
-// denormals), `iters` steps each; 2 * CHAINS * VW * iters FLOPs per work-item.
+// denormals), `iters` steps each; 2 * CHAINS * VW * iters FLOPs per work-item. fma(), or mad()
+// with -DPEAK_MAD (faster where fma() is not one instruction, as on llvmpipe).
 __kernel void fma_peak(__global float *sink, const float m, const float c, const int iters) {
     const uint gid = get_global_id(0);
     floatv a[CHAINS];
     for (int j = 0; j < CHAINS; ++j) a[j] = (floatv)((float)(gid & 255) * 1e-3f + (float)j * 1e-2f);
     const floatv mv = (floatv)(m), cv = (floatv)(c);
     for (int it = 0; it < iters; ++it) {
+#ifdef PEAK_MAD
+        _Pragma("unroll") for (int j = 0; j < CHAINS; ++j) a[j] = mad(a[j], mv, cv);
+#else
         _Pragma("unroll") for (int j = 0; j < CHAINS; ++j) a[j] = fma(a[j], mv, cv);
+#endif
     }
     floatv s = a[0];
     for (int j = 1; j < CHAINS; ++j) s += a[j];

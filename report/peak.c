@@ -82,6 +82,27 @@ static void note_timing(peak_result *r, const bw_ctx *c) {
 /* Work-items for a layout: grid-stride loops want many (each GPU core busy), contiguous runs
  * want a few per compute unit, each its own work-group (no work-item vectorization that would
  * turn a run into strided gathers). */
+/* Devices that run one work-item per SIMD lane (GPUs, Mesa's llvmpipe) want many light work-items:
+ * a CPU-shaped kernel there leaves lanes idle, and llvmpipe also ends any loop after 65535
+ * iterations without a word, so a long per-item loop would count work that never ran. */
+static bool lanes_across_items(const tsr_device *dev) {
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    return info->type != TSR_DEVICE_CPU || tsr_device_lanes(info) == TSR_LANES_ACROSS_ITEMS;
+}
+
+#define PEAK_MAX_LOOP 65535 /* iterations per work-item on devices that run items across lanes */
+
+/* The layouts a bandwidth test tries, [first, last] of 0 (contiguous) and 1 (interleaved): both on a
+ * full run, the one that fits how the device fills its lanes on a reduced one; only interleaved
+ * on a CPU that runs items across lanes, where a contiguous range per item is a long loop. */
+static void bandwidth_layouts(const tsr_device *dev, const peak_options *opt, int *first, int *last) {
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    bool simt_cpu = info->type == TSR_DEVICE_CPU && tsr_device_lanes(info) == TSR_LANES_ACROSS_ITEMS;
+    bool vector_cpu = info->type == TSR_DEVICE_CPU && !simt_cpu;
+    *first = simt_cpu || (reduced(opt) && !vector_cpu) ? 1 : 0;
+    *last = reduced(opt) || simt_cpu ? *first : 1;
+}
+
 static void layout_geometry(const tsr_device *dev, int interleave, size_t vectors, size_t *global, size_t *local) {
     const tsr_device_info *info = tsr_device_get_info(dev);
     size_t cu = info->compute_units ? info->compute_units : 1;
@@ -103,7 +124,9 @@ static tsr_status measure_bandwidth(tsr_device *dev, const peak_options *opt, pe
         if (!wanted_width(opt, w)) continue;
         cl_uint vectors = (cl_uint)(bytes / sizeof(float) / (size_t)widths[w]);
         for (int kind = 0; kind < 3 && st == TSR_SUCCESS; ++kind) {
-            for (int interleave = reduced(opt); interleave < 2 && st == TSR_SUCCESS; ++interleave) {
+            int first_layout, last_layout;
+            bandwidth_layouts(dev, opt, &first_layout, &last_layout);
+            for (int interleave = first_layout; interleave <= last_layout && st == TSR_SUCCESS; ++interleave) {
                 char options[64];
                 snprintf(options, sizeof options, "-DVW=%d -DINTERLEAVE=%d", widths[w], interleave);
                 cl_program program;
@@ -158,20 +181,27 @@ static tsr_status measure_compute(tsr_device *dev, const peak_options *opt, peak
     tsr_status st = TSR_SUCCESS;
     const tsr_device_info *info = tsr_device_get_info(dev);
     size_t cu = info->compute_units ? info->compute_units : 1;
-    bool cpu = info->type == TSR_DEVICE_CPU;
-    size_t global = opt->simulator ? 64 : cpu ? cu * 8 : cu * 2048;
+    bool across = lanes_across_items(dev);
+    size_t global = opt->simulator ? 64 : across ? cu * 2048 : cu * 8;
     if (global > sink_floats) global = sink_floats;
+    int max_iters = across ? PEAK_MAX_LOOP : 1 << 22;
+    enum { NCHAINS = sizeof chain_counts / sizeof chain_counts[0] };
     for (int w = 0; w < PEAK_WIDTHS && st == TSR_SUCCESS; ++w) {
         if (!wanted_width(opt, w)) continue;
-        for (size_t ci = 0; ci < sizeof chain_counts / sizeof chain_counts[0] && st == TSR_SUCCESS; ++ci) {
-            int chains = chain_counts[ci];
+        /* Every chain count with fma(), then the best one with mad(): where fma() is not one
+         * instruction (llvmpipe computes it exactly in software) mad() is the device's fastest
+         * multiply-add, and what kernels built with -cl-mad-enable get. */
+        for (size_t ci = 0; ci <= NCHAINS && st == TSR_SUCCESS; ++ci) {
+            bool mad = ci == NCHAINS;
+            int chains = mad ? r->chains[w] : chain_counts[ci];
+            if (mad && chains == 0) break; /* no fma run succeeded */
             if (reduced(opt) && chains != 8) continue;
             char options[64];
-            snprintf(options, sizeof options, "-DVW=%d -DCHAINS=%d", widths[w], chains);
+            snprintf(options, sizeof options, "-DVW=%d -DCHAINS=%d%s", widths[w], chains, mad ? " -DPEAK_MAD" : "");
             cl_program program;
             if ((st = tsr_program_get(dev, "peak", options, &program)) != TSR_SUCCESS) break;
             cl_int err;
-            bw_ctx c = {.dev = dev, .global = global, .local = cpu ? 1 : 0};
+            bw_ctx c = {.dev = dev, .global = global, .local = across ? 0 : 1};
             c.kernel = clCreateKernel(program, "fma_peak", &err);
             if (err != CL_SUCCESS) {
                 st = tsr_fail_cl(err, "clCreateKernel(fma_peak)", __FILE__, __LINE__);
@@ -190,8 +220,8 @@ static tsr_status measure_compute(tsr_device *dev, const peak_options *opt, peak
                 double rate;
                 if (err == CL_SUCCESS && (st = run_kernel_rate(&c, &rate)) == TSR_SUCCESS) {
                     seconds = c.bytes * 1e-9 / rate;
-                    if (seconds > 0.01 || opt->simulator || iters >= (1 << 22)) break;
-                    iters *= seconds < 0.0005 ? 16 : 4;
+                    if (seconds > 0.01 || opt->simulator || iters >= max_iters) break;
+                    iters = iters * (seconds < 0.0005 ? 16 : 4) > max_iters ? max_iters : iters * (seconds < 0.0005 ? 16 : 4);
                 }
             }
             peak_stat s = {0};
@@ -199,11 +229,13 @@ static tsr_status measure_compute(tsr_device *dev, const peak_options *opt, peak
             else if (st == TSR_SUCCESS) st = repeat(run_kernel_rate, &c, opt->budget_s, &s);
             note_timing(r, &c);
             clReleaseKernel(c.kernel);
-            if (st == TSR_SUCCESS && s.median > r->compute[w].median) r->compute[w] = s, r->chains[w] = chains;
+            if (st == TSR_SUCCESS && s.median > r->compute[w].median)
+                r->compute[w] = s, r->chains[w] = chains, r->compute_mad[w] = mad;
         }
         if (st == TSR_SUCCESS && r->compute[w].median > r->compute_gflops) {
             r->compute_gflops = r->compute[w].median;
-            snprintf(r->compute_best, sizeof r->compute_best, "float%d, %d chains", widths[w], r->chains[w]);
+            snprintf(r->compute_best, sizeof r->compute_best, "float%d, %d chains, %s", widths[w], r->chains[w],
+                     r->compute_mad[w] ? "mad" : "fma");
         }
     }
     return st;
@@ -399,6 +431,7 @@ tsr_status peak_measure(tsr_device *dev, const peak_options *opt, peak_result *r
     if (bytes < 4096) return tsr_fail(TSR_ERR_UNSUPPORTED, "device '%s' cannot allocate a peak buffer", info->name);
     r->buffer_bytes = bytes;
     r->budget_s = opt->budget_s;
+    r->reduced = reduced(opt);
     const unsigned tests = opt->tests ? opt->tests & PEAK_ALL : PEAK_ALL;
     r->tests = tests;
     tsr_status st = TSR_SUCCESS;
@@ -536,6 +569,7 @@ cJSON *peak_to_json(const peak_result *r) {
     cJSON *tests = cJSON_AddArrayToObject(o, "tests");
     for (int i = 0; i < PEAK_TEST_COUNT; ++i)
         if (r->tests & (1u << i)) cJSON_AddItemToArray(tests, cJSON_CreateString(test_names[i]));
+    if (r->reduced) cJSON_AddBoolToObject(o, "reduced", true); /* a floor of the device's limits, not a roof */
     if (r->tests & (PEAK_BANDWIDTH | PEAK_COMPUTE)) {
         cJSON_AddStringToObject(o, "timing", r->host_timed ? "host" : "device");
         if (r->host_timed) cJSON_AddStringToObject(o, "timing_reason", r->timing_reason);
@@ -564,6 +598,7 @@ cJSON *peak_to_json(const peak_result *r) {
         cJSON *e = stat_json(&r->compute[w]);
         cJSON_AddNumberToObject(e, "vector_width", widths[w]);
         cJSON_AddNumberToObject(e, "chains", r->chains[w]);
+        cJSON_AddStringToObject(e, "form", r->compute_mad[w] ? "mad" : "fma");
         cJSON_AddItemToArray(comp, e);
     }
     cJSON *launch = cJSON_AddObjectToObject(o, "launch_us");
@@ -613,6 +648,7 @@ tsr_status peak_from_json(const cJSON *o, peak_result *r) {
         r->empty_launch_us = v->valuedouble;
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "bandwidth_best")) && cJSON_IsString(v))
         tsr_strlcpy(r->bandwidth_best, v->valuestring, sizeof r->bandwidth_best);
+    r->reduced = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "reduced"));
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "compute_best")) && cJSON_IsString(v))
         tsr_strlcpy(r->compute_best, v->valuestring, sizeof r->compute_best);
     /* A foreign file: a negative or huge count would make the cast undefined. */
@@ -637,6 +673,8 @@ tsr_status peak_from_json(const cJSON *o, peak_result *r) {
         stat_from(e, &r->compute[w]);
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "chains");
         r->chains[w] = cJSON_IsNumber(c) ? c->valueint : 0;
+        const cJSON *form = cJSON_GetObjectItemCaseSensitive(e, "form");
+        r->compute_mad[w] = cJSON_IsString(form) && strcmp(form->valuestring, "mad") == 0;
     }
     const cJSON *launch = cJSON_GetObjectItemCaseSensitive(o, "launch_us");
     stat_from(cJSON_GetObjectItemCaseSensitive(launch, "dispatch"), &r->dispatch_us);
@@ -696,7 +734,7 @@ void peak_print(FILE *f, const peak_result *r) {
         fprintf(f, "fp32 multiply-add throughput, GFLOP/s\n");
         for (int w = 0; w < PEAK_WIDTHS; ++w) {
             spread(&r->compute[w], t[0], sizeof t[0]);
-            fprintf(f, "  float%-3d %-38s (%d chains)\n", widths[w], t[0], r->chains[w]);
+            fprintf(f, "  float%-3d %-38s (%d chains, %s)\n", widths[w], t[0], r->chains[w], r->compute_mad[w] ? "mad" : "fma");
         }
         fprintf(f, "  best: %.1f GFLOP/s (%s)\n", r->compute_gflops, r->compute_best);
     }

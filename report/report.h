@@ -37,12 +37,14 @@ typedef struct peak_result {
     unsigned tests; /* PEAK_* bits: what was measured (the rest is zero) */
     size_t buffer_bytes;
     double budget_s;
+    bool reduced; /* the reduced set: one width, layout and chain count, a floor of the limits rather than a roof */
     peak_stat read[PEAK_WIDTHS], write[PEAK_WIDTHS], copy[PEAK_WIDTHS]; /* GB/s, the better layout */
     int layout[3][PEAK_WIDTHS];                                           /* 1: interleaved, 0: contiguous */
     double bandwidth_gbps;                                                /* the best of them */
     char bandwidth_best[64];
     peak_stat compute[PEAK_WIDTHS]; /* GFLOP/s, the best chain count */
     int chains[PEAK_WIDTHS];
+    bool compute_mad[PEAK_WIDTHS]; /* the best run used mad() rather than fma() */
     double compute_gflops;
     char compute_best[64];
     peak_stat dispatch_us, round_trip_us;

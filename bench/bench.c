@@ -124,6 +124,23 @@ tsr_status bench_add(bench_report *r, const bench_row *row) {
     return TSR_SUCCESS;
 }
 
+bool bench_predicted_too_slow(const bench_report *r, const char *op, const char *impl, double flops, int min_runs,
+                              char *why, size_t size) {
+    const bench_row *fastest = NULL;
+    for (size_t i = 0; i < r->nrows; ++i) {
+        const bench_row *w = &r->rows[i];
+        if (strcmp(w->op, op) == 0 && strcmp(w->impl, impl) == 0 && w->gflops > 0 &&
+            (!fastest || w->gflops > fastest->gflops))
+            fastest = w;
+    }
+    if (!fastest) return false;
+    double per_run = flops / (fastest->gflops * 1e9);
+    if (per_run * (min_runs + 1) <= BENCH_MAX_PREDICTED_S) return false;
+    snprintf(why, size, "not run: about %.0f s per run at the %.3g GFLOP/s %s reached on %s (name it in --sizes to run it)",
+             per_run, fastest->gflops, impl, fastest->shape);
+    return true;
+}
+
 void bench_report_free(bench_report *r) {
     free(r->rows);
     r->rows = NULL;

@@ -44,6 +44,14 @@ tsr_status bench_time_paired(bench_fn fn_a, void *ctx_a, bench_fn fn_b, void *ct
                              int max_pairs, bench_row *row_a, bench_row *row_b, double ratio[3]);
 
 tsr_status bench_add(bench_report *report, const bench_row *row);
+
+/* Default shapes on a slow device (llvmpipe runs GEMM at 0.1 GFLOP/s: 4096^3 would take 20 minutes
+ * a run): would a row of `flops` for `impl` take more than BENCH_MAX_PREDICTED_S seconds for its
+ * warm-up and minimum runs, at the fastest rate `impl` reached on an earlier row of `op` in this
+ * report? Then true, with the reason in `why`. False without an earlier row to go by. */
+#define BENCH_MAX_PREDICTED_S 120.0
+bool bench_predicted_too_slow(const bench_report *report, const char *op, const char *impl, double flops,
+                              int min_runs, char *why, size_t size);
 void bench_report_free(bench_report *report);
 /* Write rows as a JSON array of objects (op, shape, impl, device, time_ms, gflops, gbps, rel_err, timing, ...). */
 tsr_status bench_write_json(const bench_report *report, const char *path);

@@ -247,6 +247,14 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
         float *ha = NULL, *hb = NULL, *hc = NULL;
         cl_int err = CL_SUCCESS;
         if ((st = shape_sizes(dev, s, &na, &nb, &nc)) != TSR_SUCCESS) goto next;
+        char why[256];
+        if (!opt->sizes && bench_predicted_too_slow(report, "gemm", "tessera", 2.0 * s->batch * s->m * s->n * s->k, 3,
+                                                    why, sizeof why)) {
+            char name[64];
+            shape_name(s, name, sizeof name);
+            if (!opt->quiet) printf("%-18s %s\n", name, why);
+            goto next;
+        }
         ha = malloc(na * 4), hb = malloc(nb * 4), hc = malloc(nc * 4);
         if (!ha || !hb || !hc) {
             st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory for shape %zu", i);

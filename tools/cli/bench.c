@@ -98,6 +98,9 @@ static int run_bench(int argc, char **argv) {
     const tsr_device_info *info = tsr_device_get_info(dev);
     printf("%s on %d:%d %s (%s, %s)\n", op, info->platform_index, info->device_index, info->name,
            tsr_device_type_str(info->type), info->platform_name);
+    /* Every implementation (tessera's and its peers') is timed the same way, whatever the
+     * driver's profiling timestamps are worth: the JSON rows say "timing": "host". */
+    printf("timing: host clock around each call (enqueue to completion, launch cost included); median of the runs\n");
     bench_report report = {0};
     snprintf(report.device, sizeof report.device, "%s", info->name);
     st = entry->run(dev, &bo, &report);

@@ -37,6 +37,8 @@ tsr_tune_backend tsr_device_backend(tsr_device_runner *runner) {
 
 /* Every run goes through here: a run leaves its output for the next check to see. */
 static tsr_status timed_run(tsr_search *search, const tsr_config *config, double *seconds) {
+    if (!search->output_dirty) search->output_writer = *config, search->output_single = true;
+    else if (memcmp(&search->output_writer, config, sizeof *config) != 0) search->output_single = false;
     search->output_dirty = true;
     return search->backend.run(search->backend.ctx, config, seconds);
 }
@@ -71,38 +73,45 @@ static void log_candidate(const tsr_search *search, const tsr_config *config, co
     fflush(search->log);
 }
 
-/* Is a candidate with these n timed runs clearly slower than the incumbent? One run (which may
- * still carry warm-up) must be TUNE_FIRST_RUN_FACTOR times slower; from two on, the lower bound
- * of its lower quartile must lie TUNE_STOP_MARGIN above the upper bound of the incumbent's: on a
- * shared machine other tenants add time to some runs, rarely to all of them. */
-static bool clearly_slower(const tsr_search *search, const double *t, int n) {
-    if (search->best_time <= 0) return false; /* no incumbent yet */
-    if (n == 1) return t[0] > TUNE_FIRST_RUN_FACTOR * search->best_time_high;
-    double sorted[TUNE_MAX_RUNS], low, high;
+/* The lower quartile of n runs and its confidence bounds (`t` is left as it was). */
+static double lower_quartile(const double *t, int n, double *low, double *high) {
+    double sorted[TUNE_MAX_RUNS];
     memcpy(sorted, t, (size_t)n * sizeof *t);
     tsr_stats s;
     tsr_stats_of(sorted, n, &s);
-    tsr_quantile_bounds(sorted, n, 0.25, &low, &high);
-    return low > (1.0 + TUNE_STOP_MARGIN) * search->best_time_high;
+    tsr_quantile_bounds(sorted, n, 0.25, low, high);
+    return s.q25;
+}
+
+/* Is a candidate with these n timed runs clearly slower than the incumbent, whose m runs `u`
+ * were taken in alternation with them (the load of a shared machine moves within seconds, so
+ * the incumbent's own evaluation is no yardstick for a later one)? One run (which may still
+ * carry warm-up) must be TUNE_FIRST_RUN_FACTOR times slower than the incumbent's; from two on,
+ * the lower bound of the candidate's lower quartile must lie TUNE_STOP_MARGIN above the upper
+ * bound of the incumbent's. */
+static bool clearly_slower(const double *t, int n, const double *u, int m) {
+    if (m == 0) return false; /* no incumbent */
+    if (n == 1) return t[0] > TUNE_FIRST_RUN_FACTOR * u[0];
+    double low, high, ignored;
+    lower_quartile(t, n, &low, &ignored);
+    lower_quartile(u, m, &ignored, &high);
+    return low > (1.0 + TUNE_STOP_MARGIN) * high;
 }
 
 /* Is the lower quartile of these n runs known within TUNE_PRECISION? */
 static bool known_well_enough(const double *t, int n) {
-    double sorted[TUNE_MAX_RUNS], low, high;
-    memcpy(sorted, t, (size_t)n * sizeof *t);
-    tsr_stats s;
-    tsr_stats_of(sorted, n, &s);
-    tsr_quantile_bounds(sorted, n, 0.25, &low, &high);
-    return 0.5 * (high - low) <= TUNE_PRECISION * s.q25;
+    double low, high, q25 = lower_quartile(t, n, &low, &high);
+    return 0.5 * (high - low) <= TUNE_PRECISION * q25;
 }
 
 /* Does the output of `config` match the reference? The output checked must be this candidate's
- * alone: a kernel that writes nothing would otherwise pass on an earlier candidate's correct
- * output. It is when a check poisoned the output before the candidate's first run; if not, one
+ * alone: a kernel that writes nothing would otherwise pass on another configuration's correct
+ * output. It is when only this candidate ran since a check poisoned the output; if not, one
  * check poisons it now and one more run writes it. */
-static outcome validate(tsr_search *search, const tsr_config *config, bool started_clean) {
+static outcome validate(tsr_search *search, const tsr_config *config) {
     double err = INFINITY, seconds;
-    if (!started_clean) {
+    if (!(search->output_dirty && search->output_single &&
+          memcmp(&search->output_writer, config, sizeof *config) == 0)) {
         if (check_output(search, &err) != TSR_SUCCESS) return WRONG_RESULT;
         if (timed_run(search, config, &seconds) != TSR_SUCCESS) return LAUNCH_FAILED;
     }
@@ -115,20 +124,24 @@ static outcome validate(tsr_search *search, const tsr_config *config, bool start
 static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *config, phase_times *ph) {
     double warm, clock = search->backend.now(search->backend.ctx), was;
 #define PHASE(field) (was = clock, clock = search->backend.now(search->backend.ctx), ph->field += clock - was)
-    bool started_clean = !search->output_dirty;
     tsr_status st = timed_run(search, config, &warm); /* also builds the program; caches, pages, thread pool */
     PHASE(first_run);
     if (st != TSR_SUCCESS) return st == TSR_ERR_BUILD ? BUILD_FAILED : LAUNCH_FAILED;
-    double t[TUNE_MAX_RUNS], total = 0;
-    int n = 0;
+    double t[TUNE_MAX_RUNS], u[TUNE_MIN_RUNS], total = 0;
+    int n = 0, m = 0;
     bool slower = false;
     while (n < TUNE_MAX_RUNS) {
         st = timed_run(search, config, &t[n]);
-        PHASE(timed);
         if (st != TSR_SUCCESS) return LAUNCH_FAILED;
         total += t[n++];
         ph->runs = n;
-        if ((slower = clearly_slower(search, t, n))) break;
+        /* The incumbent's runs alongside the first ones: what they decide on. */
+        if (search->best_time > 0 && m < TUNE_MIN_RUNS) {
+            if (timed_run(search, &search->incumbent, &u[m]) == TSR_SUCCESS) ++m;
+            else tsr_clear_error();
+        }
+        PHASE(timed);
+        if ((slower = clearly_slower(t, n, u, m))) break;
         if (n >= TUNE_MIN_RUNS && (total >= TUNE_MAX_SECONDS || known_well_enough(t, n))) break;
     }
     tsr_stats s;
@@ -140,16 +153,16 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
     e->spread = s.spread;
     /* Only what could be chosen is validated: candidates within TUNE_VALIDATE_MARGIN of the
      * incumbent or faster. The others keep their score as an estimate for the strategies. */
-    if (slower || (search->best_time > 0 && s.q25 > (1.0 + TUNE_VALIDATE_MARGIN) * search->best_time)) return SLOWER;
-    outcome valid = validate(search, config, started_clean);
+    double ignored, incumbent_q25 = m > 0 ? lower_quartile(u, m, &ignored, &ignored) : 0;
+    if (slower || (m > 0 && s.q25 > (1.0 + TUNE_VALIDATE_MARGIN) * incumbent_q25)) return SLOWER;
+    outcome valid = validate(search, config);
     PHASE(check);
 #undef PHASE
     if (valid != OK) return valid;
     e->validated = true;
-    if (search->best_time == 0 || s.q25 < search->best_time) {
-        double low;
+    if (search->best_time == 0 || (m > 0 && s.q25 < incumbent_q25)) {
+        search->incumbent = *config;
         search->best_time = s.q25;
-        tsr_quantile_bounds(t, n, 0.25, &low, &search->best_time_high);
     }
     return OK;
 }

@@ -112,9 +112,11 @@ typedef struct tsr_search {
     /* Filled by the search. */
     tsr_evaluated *seen;
     int nseen, capseen;
-    double best_time;          /* the incumbent's lower-quartile seconds; 0 until a candidate was validated */
-    double best_time_high;     /* ...and the upper confidence bound of that quartile */
-    bool output_dirty;         /* a run since the last check: the output is not poisoned */
+    tsr_config incumbent;      /* the best validated candidate, timed alongside the next ones */
+    double best_time;          /* its lower-quartile seconds; 0 until a candidate was validated */
+    bool output_dirty;         /* a run since the last check: the output is not poisoned... */
+    bool output_single;        /* ...and all those runs were of output_writer */
+    tsr_config output_writer;
 } tsr_search;
 
 /* Is there budget (evaluations and time) for another evaluation? */

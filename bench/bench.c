@@ -76,8 +76,8 @@ static bool median_known(const double *v, int n, double *scratch) {
     tsr_stats stats;
     tsr_stats_of(scratch, n, &stats);
     double low, high;
-    tsr_quantile_bounds(scratch, n, 0.5, &low, &high);
-    return 0.5 * (high - low) <= BENCH_PRECISION * stats.median;
+    bool enough = tsr_quantile_bounds(scratch, n, 0.5, &low, &high); /* from 8 values on */
+    return enough && 0.5 * (high - low) <= BENCH_PRECISION * stats.median;
 }
 
 tsr_status bench_time(bench_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, bench_row *row) {

@@ -577,8 +577,10 @@ typedef struct tsr_stats {
 void tsr_stats_of(double *values, int n, tsr_stats *stats);
 /* Distribution-free ~95% confidence bounds for the p-quantile (0 < p < 1) of what n >= 1 sorted
  * values were drawn from: the order statistics at ranks n p -/+ 1.96 sqrt(n p (1 - p)), clamped
- * to the smallest and largest value. Adaptive measurements stop once these are close enough. */
-void tsr_quantile_bounds(const double *sorted, int n, double p, double *lo, double *hi);
+ * to the smallest and largest value. False when a rank was clamped: too few values for that
+ * confidence (the median needs 8, the lower quartile 12), and the bounds are then wider in truth.
+ * Adaptive measurements stop once these are close enough. */
+bool tsr_quantile_bounds(const double *sorted, int n, double p, double *lo, double *hi);
 /* One measurement of whatever a caller times (seconds, a rate, microseconds...). */
 typedef tsr_status (*tsr_measure_fn)(void *ctx, double *value);
 /* One warm-up call whose value is dropped, then calls until at least `min_runs` were made and

@@ -459,6 +459,21 @@ static void stats_summarize_measurements(void **state) {
     assert_true(s.median == 7 && s.q25 == 7 && s.spread == 0);
 }
 
+static void quantile_bounds_widen_with_few_values(void **state) {
+    (void)state;
+    double v[20], lo, hi;
+    for (int i = 0; i < 20; ++i) v[i] = i + 1;
+    assert_true(tsr_quantile_bounds(v, 20, 0.5, &lo, &hi)); /* ranks 10 -/+ 4.4 */
+    assert_true(lo == 6 && hi == 16);
+    assert_false(tsr_quantile_bounds(v, 5, 0.5, &lo, &hi)); /* too few: the extremes */
+    assert_true(lo == 1 && hi == 5);
+    assert_false(tsr_quantile_bounds(v, 7, 0.5, &lo, &hi));
+    assert_true(tsr_quantile_bounds(v, 8, 0.5, &lo, &hi));  /* the median needs 8 values */
+    assert_false(tsr_quantile_bounds(v, 11, 0.25, &lo, &hi));
+    assert_true(tsr_quantile_bounds(v, 12, 0.25, &lo, &hi)); /* the lower quartile 12 */
+    assert_true(lo == 1 && hi == 7); /* ranks 3 -/+ 2.9, 0-based */
+}
+
 typedef struct counter {
     int calls, fail_at;
 } counter;
@@ -501,6 +516,7 @@ int main(void) {
         cmocka_unit_test(slower_candidates_stop_early_unvalidated),
         cmocka_unit_test(fast_but_wrong_never_wins),
         cmocka_unit_test(stats_summarize_measurements),
+        cmocka_unit_test(quantile_bounds_widen_with_few_values),
         cmocka_unit_test(repeat_keeps_its_bounds),
     };
     return TH_RUN(tests);

@@ -30,13 +30,17 @@ typedef struct bench_report {
 /* Something to time: runs the work once and waits for it. */
 typedef tsr_status (*bench_fn)(void *ctx);
 
-/* Warm up once, then time runs until `budget_s` seconds are spent (at least
- * min_runs, at most max_runs) with a wall clock around each call; fills the
- * time fields of `row`. */
+/* Half the median's ~95% confidence interval, relative, below which timing a row stops. */
+#define BENCH_PRECISION 0.02
+
+/* Warm up once, then time runs with a wall clock around each call: at least min_runs, then
+ * until the median is known within BENCH_PRECISION or `budget_s` seconds are spent, at most
+ * max_runs; fills the time fields of `row`. */
 tsr_status bench_time(bench_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, bench_row *row);
 
-/* A and B timed in alternation (A, B, A, B, ...) after a warm-up of each, until `budget_s` is
- * spent (at least min_pairs, at most max_pairs), so that both see the same machine: on a shared
+/* A and B timed in alternation (A, B, A, B, ...) after a warm-up of each, at least min_pairs,
+ * then until the medians of both and of their ratio are known within BENCH_PRECISION or
+ * `budget_s` is spent, at most max_pairs, so that both see the same machine: on a shared
  * machine the load moves on a scale of seconds and rows timed one after the other can differ by
  * 20% for that alone. Fills the time fields of row_a and row_b, and *ratio (and its extremes)
  * with the median over pairs of time(A) / time(B). */

@@ -106,6 +106,7 @@ struct tsr_device {
     pthread_mutex_t lock;          /* recursive; guards the program cache, counters and workspaces */
     tsr_program_entry *programs;   /* in-memory program cache */
     bool persistent;               /* on-disk cache usable */
+    int cache_store_paused;        /* > 0: new builds stay in memory only (the tuner's candidates) */
     char cache_dir[TSR_PATH_MAX];
     char cache_warning[TSR_PATH_MAX];
     bool offline;                  /* no online compiler: load ahead-of-time binaries */
@@ -646,6 +647,12 @@ typedef struct tsr_stats {
 } tsr_stats;
 /* Sorts `values` in place and summarizes them. */
 void tsr_stats_of(double *values, int n, tsr_stats *stats);
+/* Distribution-free ~95% confidence bounds for the p-quantile (0 < p < 1) of what n >= 1 sorted
+ * values were drawn from: the order statistics at ranks n p -/+ 1.96 sqrt(n p (1 - p)), clamped
+ * to the smallest and largest value. False when a rank was clamped: too few values for that
+ * confidence (the median needs 8, the lower quartile 12), and the bounds are then wider in truth.
+ * Adaptive measurements stop once these are close enough. */
+bool tsr_quantile_bounds(const double *sorted, int n, double p, double *lo, double *hi);
 /* One measurement of whatever a caller times (seconds, a rate, microseconds...). */
 typedef tsr_status (*tsr_measure_fn)(void *ctx, double *value);
 /* One warm-up call whose value is dropped, then calls until at least `min_runs` were made and

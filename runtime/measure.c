@@ -346,6 +346,14 @@ void tsr_stats_of(double *values, int n, tsr_stats *stats) {
     stats->spread = (stats->max - stats->min) / stats->median;
 }
 
+bool tsr_quantile_bounds(const double *sorted, int n, double p, double *lo, double *hi) {
+    double center = n * p, half = 1.96 * sqrt(n * p * (1.0 - p));
+    int low = (int)floor(center - half), high = (int)ceil(center + half); /* 0-based ranks */
+    *lo = sorted[low < 0 ? 0 : low > n - 1 ? n - 1 : low];
+    *hi = sorted[high < 0 ? 0 : high > n - 1 ? n - 1 : high];
+    return low >= 0 && high <= n - 1;
+}
+
 tsr_status tsr_repeat(tsr_measure_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, double *values,
                       int *n) {
     *n = 0;

@@ -720,7 +720,9 @@ static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char
         status = build_from_source(dev, label, text, length, options, &p);
         if (status != TSR_SUCCESS) goto done;
         dev->builds++;
-        if (dev->persistent) store_in_cache(dev, key_text, p);
+        /* On PoCL, fetching a binary to store compiles every kernel of the program again (for any
+         * work-group size): most of a build's cost, wasted on a tuning candidate never used again. */
+        if (dev->persistent && dev->cache_store_paused == 0) store_in_cache(dev, key_text, p);
     }
     status = insert_entry(dev, key_text, embedded ? text : NULL, options, p);
     key_text = NULL;

@@ -51,7 +51,7 @@ static tsr_config make_config(int x, int y, int z) {
 }
 
 /* Recorded outcomes that are not timings. */
-typedef enum outcome { RUNS, BUILD_FAILS, LAUNCH_FAILS, WRONG_RESULT } outcome;
+typedef enum outcome { RUNS, BUILD_FAILS, LAUNCH_FAILS, WRONG_RESULT, WRITES_NOTHING } outcome;
 static const struct {
     int x, y, z;
     outcome what;
@@ -70,8 +70,16 @@ static outcome recorded_outcome(const tsr_config *c) {
 
 /* ---- the replay backend ---- */
 
+/* What the output buffer holds: the fixture starts it poisoned, each check poisons it again. */
+typedef enum output { POISONED, CORRECT, WRONG } output;
+
 typedef struct replay {
     bool failures;       /* apply recorded_failures (off: an easy landscape) */
+    const tsr_config *fast_wrong; /* faster than the optimum, with this outcome (NULL: none) */
+    outcome fast_wrong_is;
+    output output;
+    int checks;          /* calls of check */
+    int runs_of[512], checks_of[512]; /* per configuration, in started[] order */
     double clock;        /* replayed seconds */
     int runs;            /* runs so far, for the jitter */
     outcome last;        /* of the last run, for check */
@@ -99,18 +107,27 @@ static tsr_status replay_run(void *vctx, const tsr_config *config, double *secon
         r->started_at[r->nstarted++] = r->clock;
     }
     r->clock += 1e-3; /* launch overhead: even failures cost time */
-    r->last = r->failures ? recorded_outcome(config) : RUNS;
+    bool fast_wrong = r->fast_wrong && memcmp(r->fast_wrong, config, sizeof *config) == 0;
+    r->last = fast_wrong ? r->fast_wrong_is : r->failures ? recorded_outcome(config) : RUNS;
+    for (int i = 0; i < r->nstarted; ++i)
+        if (memcmp(&r->started[i], config, sizeof *config) == 0) r->runs_of[i]++;
     if (r->last == BUILD_FAILS) return tsr_fail(TSR_ERR_BUILD, "replayed build failure");
     if (r->last == LAUNCH_FAILS) return tsr_fail(TSR_ERR_OPENCL, "replayed launch failure");
+    if (r->last == WRONG_RESULT) r->output = WRONG;
+    else if (r->last == RUNS) r->output = CORRECT; /* WRITES_NOTHING leaves what was there */
     /* A few percent of deterministic jitter, as recorded runs have. */
-    *seconds = landscape_seconds(config) * (1.0 + 0.03 * (double)(r->runs++ % 7) / 7.0);
+    *seconds = (fast_wrong ? 0.5e-4 : landscape_seconds(config)) * (1.0 + 0.03 * (double)(r->runs++ % 7) / 7.0);
     r->clock += *seconds;
     return TSR_SUCCESS;
 }
 
+/* As a fixture's check: compares the output with the reference, then poisons it. */
 static tsr_status replay_check(void *vctx, double *rel_err) {
     replay *r = vctx;
-    *rel_err = r->last == WRONG_RESULT ? 0.5 : 0.0;
+    *rel_err = r->output == CORRECT ? 0.0 : r->output == WRONG ? 0.5 : NAN;
+    r->output = POISONED;
+    r->checks++;
+    if (r->nstarted > 0) r->checks_of[r->nstarted - 1]++; /* the candidate being evaluated */
     return TSR_SUCCESS;
 }
 
@@ -183,7 +200,10 @@ static void exhaustive_finds_the_optimum(void **state) {
     assert_int_equal(r.result.evaluated, legal_count()); /* every legal configuration, once */
     assert_int_equal(r.result.build_failures, 3);
     assert_int_equal(r.result.launch_failures, 2);
-    assert_int_equal(r.result.wrong_results, 3);
+    /* Wrong results are found only where a candidate is validated: when it could be chosen. */
+    assert_true(r.result.wrong_results <= 3);
+    for (int i = 0; i < r.search.nseen; ++i)
+        if (recorded_outcome(&r.search.seen[i].config) == WRONG_RESULT) assert_false(r.search.seen[i].validated);
     assert_true(is_optimum(tsr_search_best(&r.search)));
     /* In order: after the default, (1, 0, 1) is skipped as seen and (1, 0, 2) comes next. */
     const tsr_config second = make_config(1, 0, 2);
@@ -207,7 +227,7 @@ static void evaluation_budgets_are_kept(void **state) {
 
 static void replayed_seconds_budgets_are_kept(void **state) {
     (void)state;
-    const double budget_s = 1.0;
+    const double budget_s = 0.2; /* replayed seconds: a fraction of what the whole space takes */
     for (int s = 0; s < NGUIDED + 1; ++s) {
         tsr_strategy_fn fn = s < NGUIDED ? guided[s].fn : tsr_strategy_exhaustive;
         run r;
@@ -313,16 +333,111 @@ static void abandoned_and_failed_candidates_score_zero(void **state) {
     (void)state;
     run r;
     run_strategy(&r, tsr_strategy_exhaustive, 1, 0, 1e9, true);
-    int zero = 0;
+    int zero = 0, unvalidated = 0;
     for (int i = 0; i < r.search.nseen; ++i) {
         outcome o = recorded_outcome(&r.search.seen[i].config);
-        if (o != RUNS) assert_true(r.search.seen[i].score == 0);
+        if (o == BUILD_FAILS || o == LAUNCH_FAILS) assert_true(r.search.seen[i].score == 0);
+        if (o != RUNS) assert_false(r.search.seen[i].validated);
         zero += r.search.seen[i].score == 0;
+        unvalidated += !r.search.seen[i].validated;
     }
-    assert_int_equal(zero, r.result.build_failures + r.result.launch_failures + r.result.wrong_results +
-                               r.result.abandoned);
-    assert_true(r.result.abandoned > 0); /* far from the bowl's bottom: over 3x the best */
+    assert_int_equal(zero, r.result.build_failures + r.result.launch_failures + r.result.wrong_results);
+    /* Stopped as slower: a score for the strategies, but never validated. */
+    assert_int_equal(unvalidated, zero + r.result.abandoned);
+    assert_true(r.result.abandoned > 0);
     tsr_search_free(&r.search);
+}
+
+static int started_index(const replay *r, const tsr_config *c) {
+    for (int i = 0; i < r->nstarted; ++i)
+        if (memcmp(&r->started[i], c, sizeof *c) == 0) return i;
+    fail_msg("a configuration was recorded but never run");
+    return -1;
+}
+
+/* Timing stops once a candidate is clearly slower than the incumbent, and only candidates that
+ * could be chosen are validated: with replayed timings, each one left unvalidated is slower than
+ * the incumbent of its time, each validated one was timed TUNE_MIN_RUNS times at least, and most
+ * are neither timed long nor checked. */
+static void slower_candidates_stop_early_unvalidated(void **state) {
+    (void)state;
+    run r;
+    run_strategy(&r, tsr_strategy_exhaustive, 1, 0, 1e9, false);
+    assert_clean(&r);
+    double incumbent = 0;
+    int stopped_early = 0, validated = 0;
+    for (int i = 0; i < r.search.nseen; ++i) {
+        const tsr_evaluated *e = &r.search.seen[i];
+        int runs = r.replay.runs_of[started_index(&r.replay, &e->config)];
+        double seconds = landscape_seconds(&e->config);
+        if (e->validated) {
+            assert_true(runs >= 1 + TUNE_MIN_RUNS); /* the build run, then the timed ones */
+            if (incumbent == 0 || seconds < incumbent) incumbent = seconds;
+            ++validated;
+        } else {
+            assert_true(e->score > 0); /* an estimate for the strategies */
+            if (!(seconds > incumbent))
+                fail_msg("candidate %d (%.3g s) was not validated, but the incumbent took %.3g s", i, seconds, incumbent);
+            stopped_early += runs < 1 + TUNE_MIN_RUNS;
+        }
+    }
+    assert_int_equal(r.result.abandoned, r.search.nseen - validated);
+    assert_true(stopped_early > r.search.nseen / 2);
+    assert_true(r.replay.checks < r.search.nseen / 2);
+    assert_true(is_optimum(tsr_search_best(&r.search)));
+    tsr_search_free(&r.search);
+}
+
+/* A configuration faster than the optimum that computes a wrong result, or writes nothing (its
+ * output then holds whatever the previous candidate left), is validated because it could win,
+ * found wrong and never chosen, whichever strategy meets it. */
+static void fast_but_wrong_never_wins(void **state) {
+    (void)state;
+    static const tsr_config fast = {.values = {4, 3, 2}};
+    for (int kind = 0; kind < 2; ++kind)
+        for (int s = 0; s <= NGUIDED; ++s) {
+            tsr_strategy_fn fn = s < NGUIDED ? guided[s].fn : tsr_strategy_exhaustive;
+            run r;
+            memset(&r, 0, sizeof r);
+            r.replay.fast_wrong = &fast;
+            r.replay.fast_wrong_is = kind ? WRITES_NOTHING : WRONG_RESULT;
+            r.replay.clock = 100.0;
+            r.rng = 3;
+            TH_ASSERT_OK(tsr_space_make(run_op, NULL, &r.space));
+            r.search = (tsr_search){.op = run_op,
+                                    .space = &r.space,
+                                    .backend = {.run = replay_run, .check = replay_check, .now = replay_now,
+                                                .ctx = &r.replay},
+                                    .flops = 1e6,
+                                    .rng = &r.rng,
+                                    .class_start = r.replay.clock,
+                                    .class_budget_s = 1e9,
+                                    .max_evaluations = s < NGUIDED ? 80 : 0,
+                                    .problem_class = "only",
+                                    .result = &r.result};
+            r.search.start = make_config(1, 0, 1);
+            r.search.start_score = tsr_search_evaluate(&r.search, &r.search.start);
+            fn(&r.search);
+            assert_clean(&r);
+            bool met = false;
+            for (int i = 0; i < r.search.nseen; ++i)
+                if (memcmp(&r.search.seen[i].config, &fast, sizeof fast) == 0) {
+                    met = true;
+                    assert_false(r.search.seen[i].validated);
+                    assert_true(r.search.seen[i].score == 0);
+                }
+            const tsr_evaluated *best = tsr_search_best(&r.search);
+            assert_non_null(best);
+            assert_true(memcmp(&best->config, &fast, sizeof fast) != 0);
+            if (met) assert_int_equal(r.result.wrong_results, 1);
+            if (fn == tsr_strategy_exhaustive) {
+                assert_true(met);
+                assert_true(is_optimum(best));
+            }
+            tsr_search_rank(&r.search);
+            assert_true(r.search.seen[0].validated); /* what the duel and the database take */
+            tsr_search_free(&r.search);
+        }
 }
 
 /* ---- the measurement module's summaries and repetitions ---- */
@@ -342,6 +457,21 @@ static void stats_summarize_measurements(void **state) {
     double one[] = {7};
     tsr_stats_of(one, 1, &s);
     assert_true(s.median == 7 && s.q25 == 7 && s.spread == 0);
+}
+
+static void quantile_bounds_widen_with_few_values(void **state) {
+    (void)state;
+    double v[20], lo, hi;
+    for (int i = 0; i < 20; ++i) v[i] = i + 1;
+    assert_true(tsr_quantile_bounds(v, 20, 0.5, &lo, &hi)); /* ranks 10 -/+ 4.4 */
+    assert_true(lo == 6 && hi == 16);
+    assert_false(tsr_quantile_bounds(v, 5, 0.5, &lo, &hi)); /* too few: the extremes */
+    assert_true(lo == 1 && hi == 5);
+    assert_false(tsr_quantile_bounds(v, 7, 0.5, &lo, &hi));
+    assert_true(tsr_quantile_bounds(v, 8, 0.5, &lo, &hi));  /* the median needs 8 values */
+    assert_false(tsr_quantile_bounds(v, 11, 0.25, &lo, &hi));
+    assert_true(tsr_quantile_bounds(v, 12, 0.25, &lo, &hi)); /* the lower quartile 12 */
+    assert_true(lo == 1 && hi == 7); /* ranks 3 -/+ 2.9, 0-based */
 }
 
 typedef struct counter {
@@ -383,7 +513,10 @@ int main(void) {
         cmocka_unit_test(easy_landscapes_are_solved),
         cmocka_unit_test(normalized_points_outside_the_space),
         cmocka_unit_test(abandoned_and_failed_candidates_score_zero),
+        cmocka_unit_test(slower_candidates_stop_early_unvalidated),
+        cmocka_unit_test(fast_but_wrong_never_wins),
         cmocka_unit_test(stats_summarize_measurements),
+        cmocka_unit_test(quantile_bounds_widen_with_few_values),
         cmocka_unit_test(repeat_keeps_its_bounds),
     };
     return TH_RUN(tests);

@@ -44,61 +44,120 @@ tsr_tune_backend tsr_device_backend(tsr_device_runner *runner) {
 
 /* ---- one candidate ---- */
 
+/* Every run goes through here: a run leaves its output for the next check to see. */
 static tsr_status timed_run(tsr_search *search, const tsr_config *config, double *seconds) {
+    if (!search->output_dirty) search->output_writer = *config, search->output_single = true;
+    else if (memcmp(&search->output_writer, config, sizeof *config) != 0) search->output_single = false;
+    search->output_dirty = true;
     return search->backend.run(search->backend.ctx, config, seconds);
 }
 
+/* The check compares the last run's output with the reference and poisons it (NaN). */
+static tsr_status check_output(tsr_search *search, double *rel_err) {
+    tsr_status st = search->backend.check(search->backend.ctx, rel_err);
+    if (st == TSR_SUCCESS) search->output_dirty = false;
+    return st;
+}
+
+/* Where one candidate's time went (backend clock, seconds), for the log. */
+typedef struct phase_times {
+    double first_run; /* the first run: builds the program, first touch */
+    double timed;     /* the timed runs, wall time around them */
+    double check;     /* validation: checks and the run they need */
+    int runs;         /* timed runs */
+} phase_times;
+
+typedef enum outcome { OK, SLOWER, BUILD_FAILED, LAUNCH_FAILED, WRONG_RESULT } outcome;
+static const char *const outcome_names[] = {"ok", "slower", "build-failed", "launch-failed", "wrong-result"};
+
 static void log_candidate(const tsr_search *search, const tsr_config *config, const char *outcome, double gflops,
-                          double score, double spread) {
+                          double score, double spread, const phase_times *ph) {
     if (!search->log) return;
     char desc[256];
     tsr_config_format(search->op, config, desc, sizeof desc);
     tsr_timing_method timing = TSR_TIMING_UNDECIDED; /* replays without a device: "undecided" */
     if (search->device && tsr_device_timing(search->device, &timing, NULL) != TSR_SUCCESS) tsr_clear_error();
     fprintf(search->log, "{\"op\": \"%s\", \"class\": \"%s\", \"config\": \"%s\", \"outcome\": \"%s\", "
-            "\"gflops\": %.3f, \"gflops_q25\": %.3f, \"spread\": %.3f, \"timing\": \"%s\"}\n", search->op->name,
-            search->problem_class, desc, outcome, gflops, score, spread, tsr_timing_name(timing));
+            "\"gflops\": %.3f, \"gflops_q25\": %.3f, \"spread\": %.3f, \"first_run_s\": %.4f, \"timed_s\": %.4f, "
+            "\"check_s\": %.4f, \"runs\": %d, \"timing\": \"%s\"}\n", search->op->name, search->problem_class, desc,
+            outcome, gflops, score, spread, ph->first_run, ph->timed, ph->check, ph->runs, tsr_timing_name(timing));
     fflush(search->log);
 }
 
-/* Measure a new entry `e` for `config`; returns its score, 0 when rejected (and counted). */
-static double measure(tsr_search *search, tsr_evaluated *e, const tsr_config *config) {
-    tsr_tune_result *res = search->result;
-    res->evaluated++;
-    double warm;
-    tsr_status st = timed_run(search, config, &warm); /* also builds the program */
-    if (st != TSR_SUCCESS) {
-        if (st == TSR_ERR_BUILD) res->build_failures++;
-        else res->launch_failures++;
-        tsr_clear_error();
-        return 0;
+/* The lower quartile of n runs and its confidence bounds (`t` is left as it was; *enough: the
+ * bounds have their confidence, see tsr_quantile_bounds; may be NULL). With few runs they are the
+ * extremes: never narrower than the truth, so stops on them stay on the safe side. */
+static double lower_quartile(const double *t, int n, double *low, double *high, bool *enough) {
+    double sorted[TUNE_MAX_RUNS];
+    memcpy(sorted, t, (size_t)n * sizeof *t);
+    tsr_stats s;
+    tsr_stats_of(sorted, n, &s);
+    bool full = tsr_quantile_bounds(sorted, n, 0.25, low, high);
+    if (enough) *enough = full;
+    return s.q25;
+}
+
+/* Is a candidate with these n timed runs clearly slower than the incumbent, whose m runs `u`
+ * were taken in alternation with them (the load of a shared machine moves within seconds, so
+ * the incumbent's own evaluation is no yardstick for a later one)? One run (which may still
+ * carry warm-up) must be TUNE_FIRST_RUN_FACTOR times slower than the incumbent's; from two on,
+ * the lower bound of the candidate's lower quartile must lie TUNE_STOP_MARGIN above the upper
+ * bound of the incumbent's. */
+static bool clearly_slower(const double *t, int n, const double *u, int m) {
+    if (m == 0) return false; /* no incumbent */
+    if (n == 1) return t[0] > TUNE_FIRST_RUN_FACTOR * u[0];
+    double low, high, ignored;
+    lower_quartile(t, n, &low, &ignored, NULL);
+    lower_quartile(u, m, &ignored, &high, NULL);
+    return low > (1.0 + TUNE_STOP_MARGIN) * high;
+}
+
+/* Is the lower quartile of these n runs known within TUNE_PRECISION? */
+static bool known_well_enough(const double *t, int n) {
+    bool enough;
+    double low, high, q25 = lower_quartile(t, n, &low, &high, &enough);
+    return enough && 0.5 * (high - low) <= TUNE_PRECISION * q25;
+}
+
+/* Does the output of `config` match the reference? The output checked must be this candidate's
+ * alone: a kernel that writes nothing would otherwise pass on another configuration's correct
+ * output. It is when only this candidate ran since a check poisoned the output; if not, one
+ * check poisons it now and one more run writes it. */
+static outcome validate(tsr_search *search, const tsr_config *config) {
+    double err = INFINITY, seconds;
+    if (!(search->output_dirty && search->output_single &&
+          memcmp(&search->output_writer, config, sizeof *config) == 0)) {
+        if (check_output(search, &err) != TSR_SUCCESS) return WRONG_RESULT;
+        if (timed_run(search, config, &seconds) != TSR_SUCCESS) return LAUNCH_FAILED;
     }
-    double err = INFINITY;
-    if (search->backend.check(search->backend.ctx, &err) != TSR_SUCCESS || !(err <= TUNE_TOLERANCE)) {
-        res->wrong_results++;
-        tsr_clear_error();
-        return 0;
-    }
-    double t[TUNE_MAX_RUNS], settle, total = 0;
-    if (timed_run(search, config, &settle) != TSR_SUCCESS) { /* one more untimed run: caches, pages, thread pool */
-        res->launch_failures++;
-        tsr_clear_error();
-        return 0;
-    }
-    int n = 0;
+    err = INFINITY;
+    if (check_output(search, &err) != TSR_SUCCESS || !(err <= TUNE_TOLERANCE)) return WRONG_RESULT;
+    return OK;
+}
+
+/* Measure a new entry `e` for `config`, validating it if it could be chosen. */
+static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *config, phase_times *ph) {
+    double warm, clock = search->backend.now(search->backend.ctx), was;
+#define PHASE(field) (was = clock, clock = search->backend.now(search->backend.ctx), ph->field += clock - was)
+    tsr_status st = timed_run(search, config, &warm); /* also builds the program; caches, pages, thread pool */
+    PHASE(first_run);
+    if (st != TSR_SUCCESS) return st == TSR_ERR_BUILD ? BUILD_FAILED : LAUNCH_FAILED;
+    double t[TUNE_MAX_RUNS], u[TUNE_MIN_RUNS], total = 0;
+    int n = 0, m = 0;
+    bool slower = false;
     while (n < TUNE_MAX_RUNS) {
-        if (timed_run(search, config, &t[n]) != TSR_SUCCESS) {
-            res->launch_failures++;
-            tsr_clear_error();
-            return 0;
-        }
+        st = timed_run(search, config, &t[n]);
+        if (st != TSR_SUCCESS) return LAUNCH_FAILED;
         total += t[n++];
-        /* Clearly slower than the best after one run: not worth more runs. */
-        if (n == 1 && search->best_time > 0 && t[0] > TUNE_ABANDON_FACTOR * search->best_time) {
-            res->abandoned++;
-            return 0;
+        ph->runs = n;
+        /* The incumbent's runs alongside the first ones: what they decide on. */
+        if (search->best_time > 0 && m < TUNE_MIN_RUNS) {
+            if (timed_run(search, &search->incumbent, &u[m]) == TSR_SUCCESS) ++m;
+            else tsr_clear_error();
         }
-        if (n >= TUNE_MIN_RUNS && total >= TUNE_MIN_SECONDS) break;
+        PHASE(timed);
+        if ((slower = clearly_slower(t, n, u, m))) break;
+        if (n >= TUNE_MIN_RUNS && (total >= TUNE_MAX_SECONDS || known_well_enough(t, n))) break;
     }
     tsr_stats s;
     tsr_stats_of(t, n, &s);
@@ -107,8 +166,20 @@ static double measure(tsr_search *search, tsr_evaluated *e, const tsr_config *co
     e->gflops = search->flops / s.median * 1e-9;
     e->score = search->flops / s.q25 * 1e-9;
     e->spread = s.spread;
-    if (search->best_time == 0 || s.q25 < search->best_time) search->best_time = s.q25;
-    return e->score;
+    /* Only what could be chosen is validated: candidates within TUNE_VALIDATE_MARGIN of the
+     * incumbent or faster. The others keep their score as an estimate for the strategies. */
+    double ignored, incumbent_q25 = m > 0 ? lower_quartile(u, m, &ignored, &ignored, NULL) : 0;
+    if (slower || (m > 0 && s.q25 > (1.0 + TUNE_VALIDATE_MARGIN) * incumbent_q25)) return SLOWER;
+    outcome valid = validate(search, config);
+    PHASE(check);
+#undef PHASE
+    if (valid != OK) return valid;
+    e->validated = true;
+    if (search->best_time == 0 || (m > 0 && s.q25 < incumbent_q25)) {
+        search->incumbent = *config;
+        search->best_time = s.q25;
+    }
+    return OK;
 }
 
 double tsr_search_evaluate(tsr_search *search, const tsr_config *config) {
@@ -116,7 +187,7 @@ double tsr_search_evaluate(tsr_search *search, const tsr_config *config) {
         int cap = search->capseen ? 2 * search->capseen : 64;
         tsr_evaluated *grown = realloc(search->seen, (size_t)cap * sizeof *grown);
         if (!grown) { /* not recorded, not counted: the search goes on without it */
-            log_candidate(search, config, "failed", 0, 0, 0);
+            log_candidate(search, config, "failed", 0, 0, 0, &(phase_times){0});
             tsr_search_report(search);
             return 0;
         }
@@ -126,18 +197,24 @@ double tsr_search_evaluate(tsr_search *search, const tsr_config *config) {
     tsr_evaluated *e = &search->seen[search->nseen++];
     memset(e, 0, sizeof *e);
     e->config = *config;
-    const tsr_tune_result *res = search->result;
-    int before[4] = {res->build_failures, res->launch_failures, res->wrong_results, res->abandoned};
-    double score = measure(search, e, config);
-    const char *outcome = score > 0 ? "ok"
-                          : res->build_failures > before[0]  ? "build-failed"
-                          : res->launch_failures > before[1] ? "launch-failed"
-                          : res->wrong_results > before[2]   ? "wrong-result"
-                          : res->abandoned > before[3]       ? "abandoned"
-                                                             : "failed";
-    log_candidate(search, config, outcome, score > 0 ? e->gflops : 0, score, score > 0 ? e->spread : 0);
+    tsr_tune_result *res = search->result;
+    res->evaluated++;
+    phase_times ph = {0};
+    outcome what = measure(search, e, config, &ph);
+    switch (what) {
+    case OK: break;
+    case SLOWER: res->abandoned++; break;
+    case BUILD_FAILED: res->build_failures++; break;
+    case LAUNCH_FAILED: res->launch_failures++; break;
+    case WRONG_RESULT: res->wrong_results++; break;
+    }
+    if (what != OK && what != SLOWER) {
+        tsr_clear_error();
+        e->gflops = e->score = e->spread = 0;
+    }
+    log_candidate(search, config, outcome_names[what], e->gflops, e->score, e->spread, &ph);
     tsr_search_report(search);
-    return score;
+    return e->score;
 }
 
 /* ---- duels ---- */
@@ -146,11 +223,12 @@ void tsr_search_duel(tsr_search *search, const tsr_config *a, const tsr_config *
                      double score[2]) {
     double t[2][3 * TUNE_MAX_RUNS];
     int n[2] = {0, 0};
+    double began = search->backend.now(search->backend.ctx);
     for (int round = 0; round < 3; ++round)
         for (int w = 0; w < 2; ++w) {
             double total = 0;
             int runs = 0;
-            while (runs < TUNE_MAX_RUNS && (runs < TUNE_MIN_RUNS || total < TUNE_MIN_SECONDS / 3) &&
+            while (runs < TUNE_MAX_RUNS && (runs < TUNE_MIN_RUNS || total < TUNE_MAX_SECONDS / 3) &&
                    timed_run(search, w ? b : a, &t[w][n[w]]) == TSR_SUCCESS) {
                 total += t[w][n[w]++];
                 ++runs;
@@ -166,5 +244,15 @@ void tsr_search_duel(tsr_search *search, const tsr_config *a, const tsr_config *
          * middle ones: kept, so a re-tune decides as before. */
         gflops[w] = search->flops / t[w][n[w] / 2] * 1e-9;
         score[w] = search->flops / s.q25 * 1e-9;
+    }
+    if (search->log) {
+        char desc[2][256];
+        tsr_config_format(search->op, a, desc[0], sizeof desc[0]);
+        tsr_config_format(search->op, b, desc[1], sizeof desc[1]);
+        fprintf(search->log, "{\"op\": \"%s\", \"class\": \"%s\", \"outcome\": \"duel\", \"config\": \"%s\", "
+                "\"against\": \"%s\", \"gflops\": [%.3f, %.3f], \"runs\": [%d, %d], \"duel_s\": %.4f}\n",
+                search->op->name, search->problem_class, desc[0], desc[1], gflops[0], gflops[1], n[0], n[1],
+                search->backend.now(search->backend.ctx) - began);
+        fflush(search->log);
     }
 }

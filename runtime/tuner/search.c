@@ -43,7 +43,7 @@ bool tsr_search_propose(tsr_search *search, tsr_config *config) {
 const tsr_evaluated *tsr_search_best(const tsr_search *search) {
     const tsr_evaluated *best = NULL;
     for (int i = 0; i < search->nseen; ++i)
-        if (!best || search->seen[i].score > best->score) best = &search->seen[i];
+        if (search->seen[i].validated && (!best || search->seen[i].score > best->score)) best = &search->seen[i];
     return best;
 }
 
@@ -69,8 +69,9 @@ void tsr_search_report(const tsr_search *search) {
 }
 
 static int by_score_desc(const void *a, const void *b) {
-    double x = ((const tsr_evaluated *)a)->score, y = ((const tsr_evaluated *)b)->score;
-    return (x < y) - (x > y);
+    const tsr_evaluated *p = a, *q = b;
+    if (p->validated != q->validated) return p->validated ? -1 : 1;
+    return (p->score < q->score) - (p->score > q->score);
 }
 
 void tsr_search_rank(tsr_search *search) {

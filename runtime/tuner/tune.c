@@ -84,7 +84,7 @@ static tsr_status database_path(const tsr_tune_options *opt, char *path, size_t 
  * from the default only when it beats it side by side. Expects the search ranked. */
 static void duel_with_default(tsr_search *search, const tsr_config *def, double def_score) {
     tsr_evaluated *seen = search->seen;
-    if (search->nseen == 0 || seen[0].score <= 0 || def_score <= 0) return;
+    if (search->nseen == 0 || !seen[0].validated || seen[0].score <= 0 || def_score <= 0) return;
     int def_idx = -1;
     for (int i = 0; i < search->nseen; ++i)
         if (memcmp(&seen[i].config, def, sizeof *def) == 0) def_idx = i;
@@ -103,6 +103,12 @@ static void duel_with_default(tsr_search *search, const tsr_config *def, double 
         seen[0].score = default_won ? dq[1] : dq[0];
         search->result->default_gflops = dg[1];
     }
+}
+
+static void pause_cache_store(tsr_device *dev, bool pause) {
+    pthread_mutex_lock(&dev->lock);
+    dev->cache_store_paused += pause ? 1 : -1;
+    pthread_mutex_unlock(&dev->lock);
 }
 
 /* The default, the seeds and the strategy, then the duel: leaves the search ranked. */
@@ -135,7 +141,7 @@ static void keep_outcome(const tsr_search *search, tsr_tune_result *res, tsr_cla
     tsr_strlcpy(o->problem, res->problem, sizeof o->problem);
     o->evaluations = res->evaluated;
     for (int i = 0; i < search->nseen && o->ntop < TUNE_KEEP; ++i)
-        if (search->seen[i].score > 0) o->top[o->ntop++] = search->seen[i];
+        if (search->seen[i].validated && search->seen[i].score > 0) o->top[o->ntop++] = search->seen[i];
     if (o->ntop) {
         tsr_config_format(search->op, &o->top[0].config, res->best_config, sizeof res->best_config);
         res->best_gflops = o->top[0].gflops;
@@ -188,7 +194,12 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         if ((st = tsr_op_tuning_setup(op, dev, classes[c], &runner.ctx)) != TSR_SUCCESS) break;
         search.flops = tsr_op_tuning_work(op, runner.ctx);
         tsr_op_tuning_describe(op, runner.ctx, res->problem, sizeof res->problem);
+        /* Candidates' programs stay in memory: storing each in the disk cache would cost more than
+         * building it (PoCL compiles every kernel again for the binary), for programs mostly never
+         * used again. The configuration chosen is built and stored by the first launch that uses it. */
+        pause_cache_store(dev, true);
         search_class(&search, strategies[opt.strategy].run);
+        pause_cache_store(dev, false);
         keep_outcome(&search, res, &outcomes[c]);
         res->seconds = search.backend.now(search.backend.ctx) - search.class_start;
         tsr_op_tuning_free(op, runner.ctx);

@@ -9,10 +9,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define TUNE_MIN_RUNS 5        /* timed runs of a candidate that survives its first... */
-#define TUNE_MAX_RUNS 60       /* ...continued until TUNE_MIN_SECONDS of device time, at most this many */
-#define TUNE_MIN_SECONDS 0.3   /* short problems need many runs for a stable median on a busy machine */
-#define TUNE_ABANDON_FACTOR 3  /* a first run this much slower than the best ends the candidate */
+/* How long a candidate is timed (evaluate.c): after its first run (which builds the program),
+ * timed runs until it is clearly slower than the incumbent (the best validated candidate), or,
+ * after TUNE_MIN_RUNS, until its lower quartile is known within TUNE_PRECISION, TUNE_MAX_SECONDS
+ * of device time have been spent or TUNE_MAX_RUNS were made. */
+#define TUNE_MIN_RUNS 5
+#define TUNE_MAX_RUNS 60
+#define TUNE_MAX_SECONDS 0.3
+#define TUNE_PRECISION 0.02    /* half the width of the lower quartile's confidence interval, relative */
+#define TUNE_FIRST_RUN_FACTOR 2 /* one timed run this much slower than the incumbent ends a candidate */
+#define TUNE_STOP_MARGIN 0.10  /* later: the lower bound of its lower quartile this much above the incumbent's upper bound */
+#define TUNE_VALIDATE_MARGIN 0.10 /* candidates within this of the incumbent (or faster) are validated */
 #define TUNE_TOLERANCE 1e-4    /* relative error above which a result is wrong */
 #define TUNE_KEEP 4            /* best + runners-up stored per class */
 #define TUNE_MAX_VALUES 32     /* values per parameter a space keeps */
@@ -74,9 +81,12 @@ tsr_tune_backend tsr_device_backend(tsr_device_runner *runner);
 
 typedef struct tsr_evaluated {
     tsr_config config;
-    double gflops; /* from the median time; 0: failed, wrong or abandoned */
+    double gflops; /* from the median time; 0: failed or wrong */
     double score;  /* GFLOP/s from the 25th-percentile time: what candidates are ranked by */
     double spread;
+    /* Checked against the reference: only these can be chosen or kept. The others were clearly
+     * slower than the incumbent; their score is an estimate from few runs, for the strategies. */
+    bool validated;
     bool expanded; /* climb: every one-step neighbour has been tried */
 } tsr_evaluated;
 
@@ -97,12 +107,16 @@ typedef struct tsr_search {
     const char *problem_class;
     const tsr_tune_options *options; /* progress callback and user data */
     double remaining_after_s;  /* budget of the classes after this one, for the ETA */
-    tsr_tune_result *result;   /* counts: evaluated, failures, abandoned */
+    tsr_tune_result *result;   /* counts: evaluated, failures, abandoned (stopped as slower) */
 
     /* Filled by the search. */
     tsr_evaluated *seen;
     int nseen, capseen;
-    double best_time;          /* seconds at the lower quartile; 0 until something succeeded */
+    tsr_config incumbent;      /* the best validated candidate, timed alongside the next ones */
+    double best_time;          /* its lower-quartile seconds; 0 until a candidate was validated */
+    bool output_dirty;         /* a run since the last check: the output is not poisoned... */
+    bool output_single;        /* ...and all those runs were of output_writer */
+    tsr_config output_writer;
 } tsr_search;
 
 /* Is there budget (evaluations and time) for another evaluation? */
@@ -113,14 +127,15 @@ bool tsr_search_seen(const tsr_search *search, const tsr_config *config);
 bool tsr_search_legal(const tsr_search *search, const tsr_point *point, tsr_config *config);
 /* A random legal configuration not evaluated yet; false when 2000 draws found none. */
 bool tsr_search_propose(tsr_search *search, tsr_config *config);
-/* Build, run, validate and time one candidate, record it, log it and report progress; returns
- * its score (0 when rejected). */
+/* Build, run and time one candidate and validate it if it could be chosen; record it, log it and
+ * report progress. Returns its score: 0 when it failed or was wrong, an estimate when it was
+ * stopped as clearly slower (not validated). */
 double tsr_search_evaluate(tsr_search *search, const tsr_config *config);
-/* The best-scoring evaluation so far (NULL when nothing was evaluated). */
+/* The best-scoring validated evaluation so far (NULL when none). */
 const tsr_evaluated *tsr_search_best(const tsr_search *search);
 /* Call the progress callback, if any. */
 void tsr_search_report(const tsr_search *search);
-/* Sort the evaluations best first. */
+/* Sort the evaluations best first, the validated ones before the others. */
 void tsr_search_rank(tsr_search *search);
 /* Free what the search allocated. */
 void tsr_search_free(tsr_search *search);

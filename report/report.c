@@ -287,25 +287,29 @@ static void maybe_tune(tsr_device *dev, const report_options *opt, bool simulato
  * checked against the fp32 roof, rows without (copies) against the bandwidth roof: a row with
  * FLOPs may rightly beat the memory roof from cache. */
 #define ROOF_MARGIN 1.25
-/* The reduced peak set measures one width and layout: a floor of the device's limits that a good
- * kernel may rightly beat several times over, but not by the orders of magnitude a clock that
- * stands still produces. */
-#define REDUCED_ROOF_MARGIN 100.0
+/* Where the measured value is no roof, only orders of magnitude are an error (what a clock that
+ * stands still produces): the reduced peak set (one width and layout: a floor that a good kernel
+ * may beat several times over), and a copy whose bytes are fewer than the bandwidth test's
+ * buffers (it may run from cache, at several times the memory's rate: a 1M-float copy moved
+ * 42 GB/s on PoCL against a 21 GB/s roof measured on 128 MiB). */
+#define LOOSE_ROOF_MARGIN 100.0
 
 static void check_roofs(cJSON *entry) {
     const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(entry, "peaks");
     bool reduced = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(peaks, "reduced"));
-    double margin = reduced ? REDUCED_ROOF_MARGIN : ROOF_MARGIN;
     double compute = bench_json_num(peaks, "compute_gflops"), bandwidth = bench_json_num(peaks, "bandwidth_gbps");
+    double peak_buffer = bench_json_num(peaks, "buffer_bytes");
     cJSON *row;
     cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(entry, "results")) {
         bool flops = bench_json_num(row, "flops") > 0;
         double rate = bench_json_num(row, flops ? "gflops" : "gbps"), roof = flops ? compute : bandwidth;
+        bool from_cache = !flops && bench_json_num(row, "bytes") < peak_buffer;
+        double margin = reduced || from_cache ? LOOSE_ROOF_MARGIN : ROOF_MARGIN;
         if (!(roof > 0) || rate <= margin * roof) continue;
         char msg[256];
         snprintf(msg, sizeof msg, "measurement error: %.4g %s is above the measured roof (%.4g %s, with a %.4gx margin%s)",
                  rate, flops ? "GFLOP/s" : "GB/s", roof, flops ? "GFLOP/s" : "GB/s", margin,
-                 reduced ? " for the reduced peak set" : "");
+                 reduced ? " for the reduced peak set" : from_cache ? " for a copy that may run from cache" : "");
         cJSON_AddStringToObject(row, "error", msg);
         cJSON_ReplaceItemInObjectCaseSensitive(row, "gflops", cJSON_CreateNumber(0)); /* never shown as a rate */
         cJSON_ReplaceItemInObjectCaseSensitive(row, "gbps", cJSON_CreateNumber(0));

@@ -70,17 +70,22 @@ typedef struct phase_times {
 typedef enum outcome { OK, SLOWER, BUILD_FAILED, LAUNCH_FAILED, WRONG_RESULT } outcome;
 static const char *const outcome_names[] = {"ok", "slower", "build-failed", "launch-failed", "wrong-result"};
 
+/* How the search's device times candidates, for the log ("undecided" for replays without a device). */
+static const char *log_timing(const tsr_search *search) {
+    tsr_timing_method timing = TSR_TIMING_UNDECIDED;
+    if (search->device && tsr_device_timing(search->device, &timing, NULL) != TSR_SUCCESS) tsr_clear_error();
+    return tsr_timing_name(timing);
+}
+
 static void log_candidate(const tsr_search *search, const tsr_config *config, const char *outcome, double gflops,
                           double score, double spread, const phase_times *ph) {
     if (!search->log) return;
     char desc[256];
     tsr_config_format(search->op, config, desc, sizeof desc);
-    tsr_timing_method timing = TSR_TIMING_UNDECIDED; /* replays without a device: "undecided" */
-    if (search->device && tsr_device_timing(search->device, &timing, NULL) != TSR_SUCCESS) tsr_clear_error();
     fprintf(search->log, "{\"op\": \"%s\", \"class\": \"%s\", \"config\": \"%s\", \"outcome\": \"%s\", "
             "\"gflops\": %.3f, \"gflops_q25\": %.3f, \"spread\": %.3f, \"first_run_s\": %.4f, \"timed_s\": %.4f, "
             "\"check_s\": %.4f, \"runs\": %d, \"timing\": \"%s\"}\n", search->op->name, search->problem_class, desc,
-            outcome, gflops, score, spread, ph->first_run, ph->timed, ph->check, ph->runs, tsr_timing_name(timing));
+            outcome, gflops, score, spread, ph->first_run, ph->timed, ph->check, ph->runs, log_timing(search));
     fflush(search->log);
 }
 
@@ -250,9 +255,9 @@ void tsr_search_duel(tsr_search *search, const tsr_config *a, const tsr_config *
         tsr_config_format(search->op, a, desc[0], sizeof desc[0]);
         tsr_config_format(search->op, b, desc[1], sizeof desc[1]);
         fprintf(search->log, "{\"op\": \"%s\", \"class\": \"%s\", \"outcome\": \"duel\", \"config\": \"%s\", "
-                "\"against\": \"%s\", \"gflops\": [%.3f, %.3f], \"runs\": [%d, %d], \"duel_s\": %.4f}\n",
-                search->op->name, search->problem_class, desc[0], desc[1], gflops[0], gflops[1], n[0], n[1],
-                search->backend.now(search->backend.ctx) - began);
+                "\"against\": \"%s\", \"gflops\": [%.3f, %.3f], \"runs\": [%d, %d], \"duel_s\": %.4f, "
+                "\"timing\": \"%s\"}\n", search->op->name, search->problem_class, desc[0], desc[1], gflops[0],
+                gflops[1], n[0], n[1], search->backend.now(search->backend.ctx) - began, log_timing(search));
         fflush(search->log);
     }
 }

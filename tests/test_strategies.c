@@ -87,6 +87,7 @@ typedef struct replay {
     tsr_config started[512]; /* configurations in the order their first run came */
     double started_at[512];
     int nstarted;
+    double slowdown;     /* every run this many times longer (0: as the landscape says) */
 } replay;
 
 /* A smooth bowl with its one optimum at X=5 Y=3 Z=2: 0.1 ms there, more away from it. */
@@ -116,7 +117,8 @@ static tsr_status replay_run(void *vctx, const tsr_config *config, double *secon
     if (r->last == WRONG_RESULT) r->output = WRONG;
     else if (r->last == RUNS) r->output = CORRECT; /* WRITES_NOTHING leaves what was there */
     /* A few percent of deterministic jitter, as recorded runs have. */
-    *seconds = (fast_wrong ? 0.5e-4 : landscape_seconds(config)) * (1.0 + 0.03 * (double)(r->runs++ % 7) / 7.0);
+    *seconds = (fast_wrong ? 0.5e-4 : landscape_seconds(config)) * (1.0 + 0.03 * (double)(r->runs++ % 7) / 7.0) *
+               (r->slowdown > 0 ? r->slowdown : 1.0);
     r->clock += *seconds;
     return TSR_SUCCESS;
 }
@@ -161,6 +163,27 @@ static void run_strategy(run *r, tsr_strategy_fn strategy, uint64_t seed, int ma
                              .problem_class = "only",
                              .result = &r->result};
     r->search.start = make_config(1, 0, 1); /* the "default": far from the optimum */
+    r->search.start_score = tsr_search_evaluate(&r->search, &r->search.start);
+    strategy(&r->search);
+}
+
+/* run_strategy with every run `slowdown` times longer. */
+static void run_strategy_slow(run *r, tsr_strategy_fn strategy, uint64_t seed, double budget_s, double slowdown) {
+    memset(r, 0, sizeof *r);
+    r->replay.clock = 100.0;
+    r->replay.slowdown = slowdown;
+    r->rng = seed;
+    TH_ASSERT_OK(tsr_space_make(run_op, NULL, &r->space));
+    r->search = (tsr_search){.op = run_op,
+                             .space = &r->space,
+                             .backend = {.run = replay_run, .check = replay_check, .now = replay_now, .ctx = &r->replay},
+                             .flops = 1e6,
+                             .rng = &r->rng,
+                             .class_start = r->replay.clock,
+                             .class_budget_s = budget_s,
+                             .problem_class = "only",
+                             .result = &r->result};
+    r->search.start = make_config(1, 0, 1);
     r->search.start_score = tsr_search_evaluate(&r->search, &r->search.start);
     strategy(&r->search);
 }
@@ -240,6 +263,27 @@ static void replayed_seconds_budgets_are_kept(void **state) {
             if (r.replay.started_at[i] >= r.search.class_start + budget_s)
                 fail_msg("%s: evaluation %d began at %.3f s, after the budget", s < NGUIDED ? guided[s].name : "exhaustive",
                          i, r.replay.started_at[i] - r.search.class_start);
+        tsr_search_free(&r.search);
+    }
+}
+
+/* A slow device (llvmpipe: one run of the class's problem takes seconds): a candidate's timing
+ * stops when the class's time is up, so the budget is overrun by about a run, not by the minimum
+ * number of runs of every candidate. The default's run takes 1 s here; the budget is 2.5 s. */
+static void slow_runs_end_at_the_budget(void **state) {
+    (void)state;
+    const double budget_s = 2.5, default_run_s = 1.0;
+    for (int s = 0; s < NGUIDED + 1; ++s) {
+        tsr_strategy_fn fn = s < NGUIDED ? guided[s].fn : tsr_strategy_exhaustive;
+        run r;
+        memset(&r, 0, sizeof r);
+        run_strategy_slow(&r, fn, 11, budget_s, default_run_s / landscape_seconds(&(tsr_config){.values = {1, 0, 1}}));
+        double spent = r.replay.clock - r.search.class_start;
+        print_message("# %s: %d evaluations, %d runs, %.2f s of a %.1f s budget\n",
+                      s < NGUIDED ? guided[s].name : "exhaustive", r.result.evaluated, r.replay.runs, spent, budget_s);
+        assert_true(r.result.evaluated >= 1);
+        /* At most the run that crossed the end and the check's run after it (1.1 s each at most). */
+        assert_true(spent <= budget_s + 2 * 1.1 * default_run_s);
         tsr_search_free(&r.search);
     }
 }
@@ -509,6 +553,7 @@ int main(void) {
         cmocka_unit_test(exhaustive_finds_the_optimum),
         cmocka_unit_test(evaluation_budgets_are_kept),
         cmocka_unit_test(replayed_seconds_budgets_are_kept),
+        cmocka_unit_test(slow_runs_end_at_the_budget),
         cmocka_unit_test(strategies_are_reproducible_from_the_seed),
         cmocka_unit_test(easy_landscapes_are_solved),
         cmocka_unit_test(normalized_points_outside_the_space),

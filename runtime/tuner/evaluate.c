@@ -163,6 +163,9 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
         PHASE(timed);
         if ((slower = clearly_slower(t, n, u, m))) break;
         if (n >= TUNE_MIN_RUNS && (total >= TUNE_MAX_SECONDS || known_well_enough(t, n))) break;
+        /* Out of time: what was measured stands (a slow device, where one run of the class's
+         * problem takes seconds, would otherwise overrun the budget many times over). */
+        if (!tsr_search_time_left(search)) break;
     }
     tsr_stats s;
     tsr_stats_of(t, n, &s);

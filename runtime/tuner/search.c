@@ -15,9 +15,13 @@ uint64_t tsr_rng_next(uint64_t *state) {
 
 double tsr_rng_unit(uint64_t *state) { return (double)(tsr_rng_next(state) >> 11) * (1.0 / 9007199254740992.0); }
 
+bool tsr_search_time_left(const tsr_search *search) {
+    return search->backend.now(search->backend.ctx) < search->class_start + search->class_budget_s;
+}
+
 bool tsr_search_budget_left(const tsr_search *search) {
     if (search->max_evaluations && search->result->evaluated >= search->max_evaluations) return false;
-    return search->backend.now(search->backend.ctx) < search->class_start + search->class_budget_s;
+    return tsr_search_time_left(search);
 }
 
 bool tsr_search_seen(const tsr_search *search, const tsr_config *config) {

@@ -89,6 +89,19 @@ static void duel_with_default(tsr_search *search, const tsr_config *def, double 
     for (int i = 0; i < search->nseen; ++i)
         if (memcmp(&seen[i].config, def, sizeof *def) == 0) def_idx = i;
     double dg[2] = {0, 0}, dq[2] = {0, 0};
+    /* A duel takes 3 rounds of at least TUNE_MIN_RUNS runs of each side. Where that is more than
+     * the class's whole budget (a slow device, where a run takes seconds), no duel: the default
+     * stays first unless the best was validated and beat it, by lower quartile, by over 10%. */
+    double duel_s = 3.0 * 2 * TUNE_MIN_RUNS * (search->best_time > 0 ? search->best_time : 0);
+    if (def_idx > 0 && duel_s > search->class_budget_s) {
+        search->result->default_gflops = seen[def_idx].gflops;
+        if (seen[def_idx].validated && seen[0].score < 1.1 * seen[def_idx].score) {
+            tsr_evaluated d = seen[def_idx];
+            memmove(&seen[1], &seen[0], (size_t)def_idx * sizeof d);
+            seen[0] = d;
+        }
+        return;
+    }
     if (def_idx != 0) tsr_search_duel(search, &seen[0].config, def, dg, dq);
     else search->result->default_gflops = seen[0].gflops; /* the default is the best: nothing to compare */
     /* The duel alternates runs, so both medians see the same machine: decide on them. */

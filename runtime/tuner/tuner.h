@@ -121,6 +121,8 @@ typedef struct tsr_search {
 
 /* Is there budget (evaluations and time) for another evaluation? */
 bool tsr_search_budget_left(const tsr_search *search);
+/* Is there time left in the class's budget (evaluations aside)? */
+bool tsr_search_time_left(const tsr_search *search);
 /* Has this configuration been evaluated already? */
 bool tsr_search_seen(const tsr_search *search, const tsr_config *config);
 /* tsr_space_legal for the search's op, device and space. */

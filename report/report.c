@@ -840,6 +840,16 @@ static void md_rows_free(md_rows *m) {
     memset(m, 0, sizeof *m);
 }
 
+/* The index of case `id` in `cases`, appended (with the next index) when it is new. */
+static tsr_status case_index(bench_index *ix, const char *id, const char **cases, size_t *ncases, size_t *index) {
+    bool found = false;
+    void **slot = bench_index_get(ix, id, strlen(id), &found);
+    if (!slot) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!found) *slot = (void *)(uintptr_t)*ncases, cases[(*ncases)++] = id;
+    *index = (size_t)(uintptr_t)*slot;
+    return TSR_SUCCESS;
+}
+
 static tsr_status md_rows_build(const cJSON *root, md_rows *out) {
     memset(out, 0, sizeof *out);
     size_t total = 0;
@@ -857,15 +867,9 @@ static tsr_status md_rows_build(const cJSON *root, md_rows *out) {
     cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) {
         cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
             if (st != TSR_SUCCESS) break;
-            const char *id = bench_json_text(r, "case");
+            size_t ci = 0;
+            if ((st = case_index(&case_ix, bench_json_text(r, "case"), cases, &ncases, &ci)) != TSR_SUCCESS) break;
             bool found = false;
-            void **slot = bench_index_get(&case_ix, id, strlen(id), &found);
-            if (!slot) {
-                st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-                break;
-            }
-            if (!found) *slot = (void *)(uintptr_t)ncases, cases[ncases++] = id;
-            size_t ci = (size_t)(uintptr_t)*slot;
             flat[n++] = (md_row){.device = d, .row = r, .device_index = di, .case_index = ci};
             if (strncmp(bench_json_text(r, "impl"), "clblast", 7) == 0) { /* the first one per device and case */
                 int len = snprintf(key, sizeof key, "%zu/%zu", di, ci);
@@ -877,15 +881,9 @@ static tsr_status md_rows_build(const cJSON *root, md_rows *out) {
         cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "failures")) { /* after the device's rows */
             const char *id = bench_json_text(r, "case");
             if (st != TSR_SUCCESS || strcmp(id, "peaks") == 0) continue; /* peaks: in the device table */
-            bool found = false;
-            void **slot = bench_index_get(&case_ix, id, strlen(id), &found);
-            if (!slot) {
-                st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-                break;
-            }
-            if (!found) *slot = (void *)(uintptr_t)ncases, cases[ncases++] = id;
-            flat[n++] = (md_row){.device = d, .row = r, .device_index = di, .case_index = (size_t)(uintptr_t)*slot,
-                                 .failure = true};
+            size_t ci = 0;
+            if ((st = case_index(&case_ix, id, cases, &ncases, &ci)) != TSR_SUCCESS) break;
+            flat[n++] = (md_row){.device = d, .row = r, .device_index = di, .case_index = ci, .failure = true};
         }
         ++di;
     }

@@ -145,10 +145,12 @@ typedef struct run {
     tsr_search search;
 } run;
 
-static void run_strategy(run *r, tsr_strategy_fn strategy, uint64_t seed, int max_evaluations, double budget_s,
-                         bool failures) {
+/* As run_strategy, with every run `slowdown` times longer (0: as the landscape says). */
+static void run_strategy_slowed(run *r, tsr_strategy_fn strategy, uint64_t seed, int max_evaluations, double budget_s,
+                                bool failures, double slowdown) {
     memset(r, 0, sizeof *r);
     r->replay.failures = failures;
+    r->replay.slowdown = slowdown;
     r->replay.clock = 100.0;
     r->rng = seed;
     TH_ASSERT_OK(tsr_space_make(run_op, NULL, &r->space));
@@ -167,25 +169,9 @@ static void run_strategy(run *r, tsr_strategy_fn strategy, uint64_t seed, int ma
     strategy(&r->search);
 }
 
-/* run_strategy with every run `slowdown` times longer. */
-static void run_strategy_slow(run *r, tsr_strategy_fn strategy, uint64_t seed, double budget_s, double slowdown) {
-    memset(r, 0, sizeof *r);
-    r->replay.clock = 100.0;
-    r->replay.slowdown = slowdown;
-    r->rng = seed;
-    TH_ASSERT_OK(tsr_space_make(run_op, NULL, &r->space));
-    r->search = (tsr_search){.op = run_op,
-                             .space = &r->space,
-                             .backend = {.run = replay_run, .check = replay_check, .now = replay_now, .ctx = &r->replay},
-                             .flops = 1e6,
-                             .rng = &r->rng,
-                             .class_start = r->replay.clock,
-                             .class_budget_s = budget_s,
-                             .problem_class = "only",
-                             .result = &r->result};
-    r->search.start = make_config(1, 0, 1);
-    r->search.start_score = tsr_search_evaluate(&r->search, &r->search.start);
-    strategy(&r->search);
+static void run_strategy(run *r, tsr_strategy_fn strategy, uint64_t seed, int max_evaluations, double budget_s,
+                         bool failures) {
+    run_strategy_slowed(r, strategy, seed, max_evaluations, budget_s, failures, 0);
 }
 
 static int legal_count(void) {
@@ -276,8 +262,8 @@ static void slow_runs_end_at_the_budget(void **state) {
     for (int s = 0; s < NGUIDED + 1; ++s) {
         tsr_strategy_fn fn = s < NGUIDED ? guided[s].fn : tsr_strategy_exhaustive;
         run r;
-        memset(&r, 0, sizeof r);
-        run_strategy_slow(&r, fn, 11, budget_s, default_run_s / landscape_seconds(&(tsr_config){.values = {1, 0, 1}}));
+        run_strategy_slowed(&r, fn, 11, 0, budget_s, false,
+                            default_run_s / landscape_seconds(&(tsr_config){.values = {1, 0, 1}}));
         double spent = r.replay.clock - r.search.class_start;
         print_message("# %s: %d evaluations, %d runs, %.2f s of a %.1f s budget\n",
                       s < NGUIDED ? guided[s].name : "exhaustive", r.result.evaluated, r.replay.runs, spent, budget_s);

@@ -151,6 +151,10 @@ struct tsr_device {
         char reason[512];         /* why host timing ("" for device timing) */
         double empty_launch_s;    /* median enqueue + clFinish of an empty kernel */
     } timing;
+    /* Loop iterations a work-item may run before the device cuts its loops short (llvmpipe:
+     * about 65535 in all, silently); 0: not probed yet, UINT64_MAX: no limit found. Guarded by
+     * `lock`; see tsr_device_loop_limit. */
+    uint64_t loop_limit;
 };
 
 /* ---- workspaces (workspace.c) ---- */
@@ -621,6 +625,12 @@ tsr_status tsr_device_timing(tsr_device *device, tsr_timing_method *method, cons
 /* The median enqueue + clFinish of an empty kernel on the device's queue, in seconds (measured
  * by tsr_device_timing; 0 before it). */
 double tsr_device_empty_launch_s(tsr_device *device);
+/* How many loop iterations one work-item may run on this device before its loops end early
+ * without an error (Mesa's llvmpipe ends them after about 65535 in all, nested loops counted
+ * together): *limit, or UINT64_MAX where a probe of LOOP_PROBE_ITERATIONS found none. Probed
+ * once per device at the first call (a one-work-item kernel), so that a kernel whose loops
+ * would pass the limit is refused instead of returning wrong results. */
+tsr_status tsr_device_loop_limit(tsr_device *device, uint64_t *limit);
 /* One launch of what a timer measures, on the device's queue: *first and *last (either may be
  * NULL: host timing asks for no events) receive the first and last command's events. */
 typedef tsr_status (*tsr_launch_fn)(void *ctx, cl_event *first, cl_event *last);

@@ -250,6 +250,66 @@ static void fall_back_to_host(tsr_device *dev, const char *why) {
     pthread_mutex_unlock(&dev->lock);
 }
 
+/* ---- the device's loop limit ---- */
+
+#define LOOP_PROBE_ITERATIONS 1000000u
+
+/* A linear congruential step per iteration: no compiler folds the loop into a closed form, and
+ * the host finds how many steps ran from the value left. */
+static const char loop_probe_source[] =
+    "kernel void tsr_loop_probe(global uint *out, uint n) {\n"
+    "    uint x = 1u;\n"
+    "    for (uint i = 0; i < n; ++i) x = x * 1103515245u + 12345u;\n"
+    "    out[0] = x;\n"
+    "}\n";
+
+static tsr_status probe_loop_limit(tsr_device *dev, uint64_t *limit) {
+    tsr_status status = TSR_SUCCESS;
+    cl_int err;
+    cl_program program = NULL;
+    cl_kernel kernel = NULL;
+    cl_mem out = NULL;
+    const char *text = loop_probe_source;
+    cl_uint n = LOOP_PROBE_ITERATIONS, x = 0;
+    size_t one = 1;
+    program = clCreateProgramWithSource(dev->context, 1, &text, NULL, &err);
+    TSR_CL_CHECK(err, done);
+    TSR_CL_CHECK(clBuildProgram(program, 1, &dev->id, "", NULL, NULL), done);
+    kernel = clCreateKernel(program, "tsr_loop_probe", &err);
+    TSR_CL_CHECK(err, done);
+    out = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, sizeof x, NULL, &err);
+    TSR_CL_CHECK(err, done);
+    TSR_CL_CHECK(clSetKernelArg(kernel, 0, sizeof out, &out), done);
+    TSR_CL_CHECK(clSetKernelArg(kernel, 1, sizeof n, &n), done);
+    TSR_CL_CHECK(clEnqueueNDRangeKernel(dev->queue, kernel, 1, NULL, &one, NULL, 0, NULL, NULL), done);
+    TSR_CL_CHECK(clEnqueueReadBuffer(dev->queue, out, CL_TRUE, 0, sizeof x, &x, 0, NULL, NULL), done);
+    /* The number of steps that leaves x: all of them, or where the device stopped. */
+    *limit = UINT64_MAX;
+    cl_uint h = 1u;
+    for (cl_uint steps = 0; steps < n; ++steps) {
+        if (h == x) {
+            *limit = steps ? steps : 1; /* 0 means "not probed" */
+            break;
+        }
+        h = h * 1103515245u + 12345u;
+    }
+done:
+    if (status != TSR_SUCCESS) tsr_error_append(" (probing the loop limit of '%s')", dev->info.name);
+    if (out) clReleaseMemObject(out);
+    if (kernel) clReleaseKernel(kernel);
+    if (program) clReleaseProgram(program);
+    return status;
+}
+
+tsr_status tsr_device_loop_limit(tsr_device *dev, uint64_t *limit) {
+    pthread_mutex_lock(&dev->lock);
+    tsr_status st = TSR_SUCCESS;
+    if (dev->loop_limit == 0) st = probe_loop_limit(dev, &dev->loop_limit);
+    *limit = dev->loop_limit;
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
 /* ---- timers ---- */
 
 #define HOST_BATCH_MIN_S 0.005 /* a host-timed batch lasts at least this... */

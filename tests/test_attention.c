@@ -189,6 +189,38 @@ static void long_sequence(void **state) {
     free(q), free(k), free(v), free(o), free(s);
 }
 
+/* A device that cuts loops short (llvmpipe: 65535 iterations per work-item in all) refuses a
+ * configuration whose loops would pass its limit (L = 512 with one work-item per query row and
+ * D = 64 needs about 69,000) instead of returning a wrong result; the same problem with four
+ * work-items per row, and any device without a limit, compute it right. */
+static void loops_within_the_device_limit(void **state) {
+    (void)state;
+    if (th_oclgrind_mode()) skip(); /* Oclgrind would simulate L = 512 for minutes */
+    uint64_t limit = 0;
+    TH_ASSERT_OK(tsr_device_loop_limit(dev, &limit));
+    if (limit == UINT64_MAX) print_message("# loop limit of %s: none found\n", tsr_device_get_info(dev)->name);
+    else print_message("# loop limit of %s: %llu iterations\n", tsr_device_get_info(dev)->name, (unsigned long long)limit);
+    att_case c = {.B = 1, .H = 1, .Lq = 512, .Lk = 512, .D = 64};
+    TH_ASSERT_OK(tsr_config_override(dev, "attention", "BR=16 BC=16 STAGE=0 VEC=0 RW=1 DS=1"));
+    if (limit < 70000) { /* the 69,000 iterations do not fit */
+        size_t n = c.Lq * c.D;
+        float *x = malloc(n * 4);
+        th_fill_uniform(x, n, -1, 1);
+        cl_mem dq = th_buffer_from(dev, x, n), dk = th_buffer_from(dev, x, n), dv = th_buffer_from(dev, x, n),
+               dout = th_buffer_from(dev, x, n);
+        tsr_attention_desc d = {.batch = 1, .heads = 1, .q_len = c.Lq, .kv_len = c.Lk, .head_dim = c.D};
+        assert_int_equal(tsr_attention(dev, &d, dq, dk, dv, dout, NULL, NULL), TSR_ERR_UNSUPPORTED);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "ends a work-item's loops");
+        clReleaseMemObject(dq), clReleaseMemObject(dk), clReleaseMemObject(dv), clReleaseMemObject(dout);
+        free(x);
+    } else {
+        expect_accurate(&c, false);
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "attention", "BR=16 BC=16 STAGE=0 VEC=0 RW=1 DS=4"));
+    expect_accurate(&c, false);
+    TH_ASSERT_OK(tsr_config_override(dev, "attention", NULL));
+}
+
 /* Padded batches (one with no keys at all), [B, L, H, D] strides, offsets, LSE. */
 static void blocked_padding_strides_lse(void **state) {
     (void)state;
@@ -812,6 +844,7 @@ int main(void) {
             cmocka_unit_test(unit_length_row_strides),
             cmocka_unit_test(masked_rows_poisoned),
             cmocka_unit_test(empty_sequence),
+            cmocka_unit_test(loops_within_the_device_limit),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -822,6 +855,7 @@ int main(void) {
         cmocka_unit_test(unfused_matches),
         cmocka_unit_test(configurations),
         cmocka_unit_test(long_sequence),
+        cmocka_unit_test(loops_within_the_device_limit),
         cmocka_unit_test(invalid_descriptors),
         cmocka_unit_test(unit_length_row_strides),
         cmocka_unit_test(masked_rows_poisoned),

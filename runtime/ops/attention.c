@@ -57,7 +57,9 @@ static const char *attention_problem_class(const void *problem) {
 static const tsr_default attention_defaults[] = {
     /* CPUs that vectorize across work-items (llvmpipe): the generic kernel, a row per item. The
      * CPU rows' float4 fast path with 4 rows per item took 55 s to compile there; this 1-2 s. */
-    {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "BR=16 BC=16 STAGE=0 VEC=0 RW=1 DS=1"},
+    /* DS=4: a quarter of the loop iterations per work-item of DS=1, which llvmpipe's limit of
+     * 65535 iterations cut short from L = 512 (DS=4 holds to about L = 1600). */
+    {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "BR=16 BC=16 STAGE=0 VEC=0 RW=1 DS=4"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "short", "BR=16 BC=16 STAGE=0 VEC=1 RW=4 DS=1"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "BR=16 BC=32 STAGE=0 VEC=1 RW=4 DS=1"},
     {0, TSR_LANES_ANY, NULL, "BR=64 BC=16 STAGE=1 VEC=0 RW=2 DS=1"},
@@ -287,12 +289,39 @@ out:
     return status;
 }
 
+/* Loop iterations one work-item of the generic kernel runs (every loop counted, nested ones in
+ * full): per key tile the staging, the scores (BC keys, DSL elements each), the slices' sums,
+ * the rescale and P V; its query row and output around them. */
+static uint64_t generic_loop_iterations(const int *v, int bc, size_t Lk, size_t D) {
+    uint64_t ds = (uint64_t)v[P_DS], dsl = (D + ds - 1) / ds, tiles = (Lk + (uint64_t)bc - 1) / (uint64_t)bc;
+    uint64_t stage = v[P_STAGE] ? ((uint64_t)bc * D + (uint64_t)v[P_BR] * ds - 1) / ((uint64_t)v[P_BR] * ds) : 0;
+    uint64_t per_tile = stage + 2 * (uint64_t)bc * (dsl + 1) + (ds > 1 ? (uint64_t)bc * (ds + 1) : 0) + dsl + 1;
+    return tiles * (per_tile + 1) + 2 * dsl;
+}
+
+/* Loops this long are checked against the device's loop limit (tsr_device_loop_limit): below
+ * it no device tessera knows cuts loops, and the probe is not worth a compile. */
+#define LOOPS_WORTH_CHECKING 30000u
+
 static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, const tsr_config *requested,
                                    cl_mem q, cl_mem k, cl_mem v, cl_mem o, cl_command_queue queue, cl_event *event) {
     tsr_status status = TSR_SUCCESS;
     tsr_config cfg = *requested;
     bool vec = cfg.values[P_VEC] && p->D % 16 == 0;
     cfg.values[P_BC] = fitting_bc(dev, cfg.values, p->D);
+    uint64_t loops = vec ? 0 : generic_loop_iterations(cfg.values, cfg.values[P_BC], p->Lk, p->D), limit = UINT64_MAX;
+    if (loops > LOOPS_WORTH_CHECKING) {
+        tsr_status probed = tsr_device_loop_limit(dev, &limit);
+        if (probed != TSR_SUCCESS) return probed;
+        /* 10% of margin for the estimate: a wrong answer is worse than a refusal. */
+        if ((double)loops > 0.9 * (double)limit)
+            return tsr_fail(TSR_ERR_UNSUPPORTED,
+                            "attention: '%s' ends a work-item's loops after %llu iterations without an error "
+                            "(llvmpipe does), and L = %zu with BC=%d DS=%d needs about %llu: the result would be "
+                            "wrong; a configuration with more slices of D (DS) or shorter sequences stays within it",
+                            dev->info.name, (unsigned long long)limit, p->Lk, cfg.values[P_BC], cfg.values[P_DS],
+                            (unsigned long long)loops);
+    }
     char options[160];
     options_for_dim(&cfg, p->D, options, sizeof options);
     cl_program program = NULL;

@@ -146,11 +146,9 @@ typedef struct run {
 } run;
 
 /* As run_strategy, with every run `slowdown` times longer (0: as the landscape says). */
-static void run_strategy_slowed(run *r, tsr_strategy_fn strategy, uint64_t seed, int max_evaluations, double budget_s,
-                                bool failures, double slowdown) {
-    memset(r, 0, sizeof *r);
-    r->replay.failures = failures;
-    r->replay.slowdown = slowdown;
+/* The search over the replay in `r` (whose replay fields the caller may have set after zeroing it),
+ * as tsr_tune_op makes it. */
+static void search_setup(run *r, uint64_t seed, int max_evaluations, double budget_s) {
     r->replay.clock = 100.0;
     r->rng = seed;
     TH_ASSERT_OK(tsr_space_make(run_op, NULL, &r->space));
@@ -164,6 +162,14 @@ static void run_strategy_slowed(run *r, tsr_strategy_fn strategy, uint64_t seed,
                              .max_evaluations = max_evaluations,
                              .problem_class = "only",
                              .result = &r->result};
+}
+
+static void run_strategy_slowed(run *r, tsr_strategy_fn strategy, uint64_t seed, int max_evaluations, double budget_s,
+                                bool failures, double slowdown) {
+    memset(r, 0, sizeof *r);
+    r->replay.failures = failures;
+    r->replay.slowdown = slowdown;
+    search_setup(r, seed, max_evaluations, budget_s);
     r->search.start = make_config(1, 0, 1); /* the "default": far from the optimum */
     r->search.start_score = tsr_search_evaluate(&r->search, &r->search.start);
     strategy(&r->search);
@@ -328,20 +334,7 @@ static void normalized_points_outside_the_space(void **state) {
         for (int s = 0; s < NGUIDED; ++s) {
             run r;
             memset(&r, 0, sizeof r);
-            r.replay.clock = 100.0;
-            r.rng = seed;
-            TH_ASSERT_OK(tsr_space_make(run_op, NULL, &r.space));
-            r.search = (tsr_search){.op = run_op,
-                                    .space = &r.space,
-                                    .backend = {.run = replay_run, .check = replay_check, .now = replay_now,
-                                                .ctx = &r.replay},
-                                    .flops = 1e6,
-                                    .rng = &r.rng,
-                                    .class_start = r.replay.clock,
-                                    .class_budget_s = 1e9,
-                                    .max_evaluations = 60,
-                                    .problem_class = "only",
-                                    .result = &r.result};
+            search_setup(&r, seed, 60, 1e9);
             r.search.start = make_config(1, 0, Z_UNUSED); /* normalized, not a point of the space */
             r.search.start_score = tsr_search_evaluate(&r.search, &r.search.start);
             guided[s].fn(&r.search);
@@ -431,20 +424,7 @@ static void fast_but_wrong_never_wins(void **state) {
             memset(&r, 0, sizeof r);
             r.replay.fast_wrong = &fast;
             r.replay.fast_wrong_is = kind ? WRITES_NOTHING : WRONG_RESULT;
-            r.replay.clock = 100.0;
-            r.rng = 3;
-            TH_ASSERT_OK(tsr_space_make(run_op, NULL, &r.space));
-            r.search = (tsr_search){.op = run_op,
-                                    .space = &r.space,
-                                    .backend = {.run = replay_run, .check = replay_check, .now = replay_now,
-                                                .ctx = &r.replay},
-                                    .flops = 1e6,
-                                    .rng = &r.rng,
-                                    .class_start = r.replay.clock,
-                                    .class_budget_s = 1e9,
-                                    .max_evaluations = s < NGUIDED ? 80 : 0,
-                                    .problem_class = "only",
-                                    .result = &r.result};
+            search_setup(&r, 3, s < NGUIDED ? 80 : 0, 1e9);
             r.search.start = make_config(1, 0, 1);
             r.search.start_score = tsr_search_evaluate(&r.search, &r.search.start);
             fn(&r.search);

@@ -68,29 +68,12 @@ static tsr_status wall_ms(void *vctx, double *ms) {
     return st;
 }
 
-/* Is the median of these n values known within BENCH_PRECISION (half its ~95% confidence
- * interval, relative)? `scratch` has room for n values. */
-static bool median_known(const double *v, int n, double *scratch) {
-    if (n < 1) return false;
-    memcpy(scratch, v, (size_t)n * sizeof *v);
-    tsr_stats stats;
-    tsr_stats_of(scratch, n, &stats);
-    double low, high;
-    bool enough = tsr_quantile_bounds(scratch, n, 0.5, &low, &high); /* from 8 values on */
-    return enough && 0.5 * (high - low) <= BENCH_PRECISION * stats.median;
-}
-
 tsr_status bench_time(bench_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, bench_row *row) {
-    double *t = calloc(2 * (size_t)max_runs, sizeof *t);
+    double *t = calloc((size_t)max_runs, sizeof *t);
     if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     wall_timed w = {fn, ctx};
     int n = 0;
-    double warm;
-    tsr_status st = wall_ms(&w, &warm); /* warm-up: compilation, first touch, caches */
-    double start = bench_now_s();
-    while (st == TSR_SUCCESS && n < max_runs &&
-           (n < min_runs || (bench_now_s() - start < budget_s && !median_known(t, n, t + max_runs))))
-        if ((st = wall_ms(&w, &t[n])) == TSR_SUCCESS) ++n;
+    tsr_status st = tsr_repeat(wall_ms, &w, budget_s, min_runs, max_runs, BENCH_PRECISION, t, &n); /* after a warm-up call */
     if (st == TSR_SUCCESS) {
         row->runs = n;
         summarize(t, n, &row->time_ms, &row->time_min_ms, &row->time_max_ms);
@@ -111,8 +94,9 @@ tsr_status bench_time_paired(bench_fn fn_a, void *ctx_a, bench_fn fn_b, void *ct
     double start = bench_now_s();
     while (st == TSR_SUCCESS && n < max_pairs &&
            (n < min_pairs || (bench_now_s() - start < budget_s &&
-                              !(median_known(r, n, scratch) && median_known(ta, n, scratch) &&
-                                median_known(tb, n, scratch))))) {
+                              !(tsr_quantile_known(r, n, 0.5, BENCH_PRECISION, scratch) &&
+                                tsr_quantile_known(ta, n, 0.5, BENCH_PRECISION, scratch) &&
+                                tsr_quantile_known(tb, n, 0.5, BENCH_PRECISION, scratch))))) {
         double t0 = bench_now_s();
         if ((st = fn_a(ctx_a)) != TSR_SUCCESS) break;
         double t1 = bench_now_s();

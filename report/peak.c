@@ -30,7 +30,7 @@ static tsr_status repeat(peak_fn fn, void *ctx, double budget_s, peak_stat *out)
     double *v = malloc(MAX_RUNS * sizeof *v);
     if (!v) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     int n = 0;
-    tsr_status st = tsr_repeat(fn, ctx, budget_s, 3, MAX_RUNS, v, &n);
+    tsr_status st = tsr_repeat(fn, ctx, budget_s, 3, MAX_RUNS, 0, v, &n);
     if (st == TSR_SUCCESS) {
         tsr_stats stats;
         tsr_stats_of(v, n, &stats);

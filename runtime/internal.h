@@ -665,11 +665,15 @@ void tsr_stats_of(double *values, int n, tsr_stats *stats);
 bool tsr_quantile_bounds(const double *sorted, int n, double p, double *lo, double *hi);
 /* One measurement of whatever a caller times (seconds, a rate, microseconds...). */
 typedef tsr_status (*tsr_measure_fn)(void *ctx, double *value);
+/* Is the p-quantile of these n values known within `precision` (half its ~95% confidence
+ * interval, relative to it)? False with too few values for the bounds; `scratch` has room for n. */
+bool tsr_quantile_known(const double *values, int n, double p, double precision, double *scratch);
 /* One warm-up call whose value is dropped, then calls until at least `min_runs` were made and
- * `budget_s` seconds of wall-clock time have passed, at most `max_runs`: `values` (room for
- * max_runs) receives them, *n how many. The first failure ends it and is returned. */
-tsr_status tsr_repeat(tsr_measure_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, double *values,
-                      int *n);
+ * `budget_s` seconds of wall-clock time have passed, or sooner once the median is known within
+ * `precision` (0: spend the budget), at most `max_runs`: `values` (room for max_runs) receives
+ * them, *n how many. The first failure ends it and is returned. */
+tsr_status tsr_repeat(tsr_measure_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, double precision,
+                      double *values, int *n);
 
 /* ---- argument checks shared by ops (checks.c) ---- */
 

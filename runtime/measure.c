@@ -94,14 +94,22 @@ static void probe_release(probe *p) {
     if (p->out) clReleaseMemObject(p->out);
 }
 
+/* A probe's program, built straight from its source: probes sit below the program cache (they
+ * decide how that layer's users are timed), and are small enough to build each time. */
+static tsr_status probe_program(tsr_device *dev, const char *source, cl_program *program) {
+    cl_int err;
+    *program = clCreateProgramWithSource(dev->context, 1, &source, NULL, &err);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "clCreateProgramWithSource(a probe)", __FILE__, __LINE__);
+    err = clBuildProgram(*program, 1, &dev->id, "", NULL, NULL);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "clBuildProgram(a probe)", __FILE__, __LINE__);
+    return TSR_SUCCESS;
+}
+
 static tsr_status probe_build(tsr_device *dev, probe *p) {
     tsr_status status = TSR_SUCCESS;
     cl_int err;
-    const char *text = probe_source;
     p->queue = dev->queue;
-    p->program = clCreateProgramWithSource(dev->context, 1, &text, NULL, &err);
-    TSR_CL_CHECK(err, out);
-    TSR_CL_CHECK(clBuildProgram(p->program, 1, &dev->id, "", NULL, NULL), out);
+    TSR_CHECK(probe_program(dev, probe_source, &p->program), out);
     p->spin = clCreateKernel(p->program, "tsr_timing_probe", &err);
     TSR_CL_CHECK(err, out);
     p->empty = clCreateKernel(p->program, "tsr_timing_empty", &err);
@@ -269,12 +277,9 @@ static tsr_status probe_loop_limit(tsr_device *dev, uint64_t *limit) {
     cl_program program = NULL;
     cl_kernel kernel = NULL;
     cl_mem out = NULL;
-    const char *text = loop_probe_source;
     cl_uint n = LOOP_PROBE_ITERATIONS, x = 0;
     size_t one = 1;
-    program = clCreateProgramWithSource(dev->context, 1, &text, NULL, &err);
-    TSR_CL_CHECK(err, done);
-    TSR_CL_CHECK(clBuildProgram(program, 1, &dev->id, "", NULL, NULL), done);
+    TSR_CHECK(probe_program(dev, loop_probe_source, &program), done);
     kernel = clCreateKernel(program, "tsr_loop_probe", &err);
     TSR_CL_CHECK(err, done);
     out = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, sizeof x, NULL, &err);
@@ -414,16 +419,30 @@ bool tsr_quantile_bounds(const double *sorted, int n, double p, double *lo, doub
     return low >= 0 && high <= n - 1;
 }
 
-tsr_status tsr_repeat(tsr_measure_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, double *values,
-                      int *n) {
+bool tsr_quantile_known(const double *values, int n, double p, double precision, double *scratch) {
+    if (n < 1) return false;
+    memcpy(scratch, values, (size_t)n * sizeof *values);
+    tsr_stats stats;
+    tsr_stats_of(scratch, n, &stats); /* sorts scratch */
+    double low, high, at = p == 0.5 ? stats.median : scratch[(int)floor(p * (n - 1))]; /* the quantile tsr_stats_of reports */
+    bool enough = tsr_quantile_bounds(scratch, n, p, &low, &high);
+    return enough && 0.5 * (high - low) <= precision * at;
+}
+
+tsr_status tsr_repeat(tsr_measure_fn fn, void *ctx, double budget_s, int min_runs, int max_runs, double precision,
+                      double *values, int *n) {
     *n = 0;
     double warm;
     tsr_status st = fn(ctx, &warm); /* warm-up: compilation, first touch, caches */
     if (st != TSR_SUCCESS) return st;
+    double *scratch = precision > 0 ? malloc((size_t)max_runs * sizeof *scratch) : NULL;
+    if (precision > 0 && !scratch) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     double start = tsr_now_s();
-    while (*n < max_runs && (*n < min_runs || tsr_now_s() - start < budget_s)) {
-        if ((st = fn(ctx, &values[*n])) != TSR_SUCCESS) return st;
+    while (*n < max_runs && (*n < min_runs || (tsr_now_s() - start < budget_s &&
+                                               !(scratch && tsr_quantile_known(values, *n, 0.5, precision, scratch))))) {
+        if ((st = fn(ctx, &values[*n])) != TSR_SUCCESS) break;
         ++*n;
     }
-    return TSR_SUCCESS;
+    free(scratch);
+    return st;
 }

@@ -486,12 +486,13 @@ static void quantile_bounds_widen_with_few_values(void **state) {
 
 typedef struct counter {
     int calls, fail_at;
+    double steady; /* > 0: values wobble within 0.2% around this instead of counting the calls */
 } counter;
 
 static tsr_status count_call(void *vctx, double *value) {
     counter *c = vctx;
     if (++c->calls == c->fail_at) return tsr_fail(TSR_ERR_OPENCL, "replayed failure");
-    *value = c->calls;
+    *value = c->steady > 0 ? c->steady * (1.0 + 0.001 * (c->calls % 3)) : c->calls;
     return TSR_SUCCESS;
 }
 
@@ -499,19 +500,29 @@ static void repeat_keeps_its_bounds(void **state) {
     (void)state;
     double v[10];
     int n = 0;
-    counter c = {0, 0};
-    TH_ASSERT_OK(tsr_repeat(count_call, &c, 0.0, 3, 10, v, &n)); /* no time budget: the minimum */
+    counter c = {0, 0, 0};
+    TH_ASSERT_OK(tsr_repeat(count_call, &c, 0.0, 3, 10, 0, v, &n)); /* no time budget: the minimum */
     assert_int_equal(n, 3);
     assert_int_equal(c.calls, 4); /* after one warm-up call, whose value is dropped */
     assert_true(v[0] == 2 && v[2] == 4);
-    c = (counter){0, 0};
-    TH_ASSERT_OK(tsr_repeat(count_call, &c, 1e9, 3, 10, v, &n)); /* endless budget: the maximum */
+    c = (counter){0, 0, 0};
+    TH_ASSERT_OK(tsr_repeat(count_call, &c, 1e9, 3, 10, 0, v, &n)); /* endless budget: the maximum */
     assert_int_equal(n, 10);
-    c = (counter){0, 3};
-    TH_ASSERT_STATUS(tsr_repeat(count_call, &c, 0.0, 5, 10, v, &n), TSR_ERR_OPENCL);
-    c = (counter){0, 1};
-    TH_ASSERT_STATUS(tsr_repeat(count_call, &c, 0.0, 5, 10, v, &n), TSR_ERR_OPENCL); /* the warm-up's failure */
+    c = (counter){0, 3, 0};
+    TH_ASSERT_STATUS(tsr_repeat(count_call, &c, 0.0, 5, 10, 0, v, &n), TSR_ERR_OPENCL);
+    c = (counter){0, 1, 0};
+    TH_ASSERT_STATUS(tsr_repeat(count_call, &c, 0.0, 5, 10, 0, v, &n), TSR_ERR_OPENCL); /* the warm-up's failure */
     assert_int_equal(n, 0);
+    /* With a precision: steady values stop once the median's bounds have their confidence (8
+     * values) and lie within 2%; values spread far (the call count) use the whole budget. */
+    double w[20];
+    c = (counter){0, 0, 1000.0};
+    TH_ASSERT_OK(tsr_repeat(count_call, &c, 1e9, 3, 20, 0.02, w, &n));
+    assert_int_equal(n, 8);
+    c = (counter){0, 0, 0};
+    TH_ASSERT_OK(tsr_repeat(count_call, &c, 1e9, 3, 20, 0.02, w, &n));
+    assert_int_equal(n, 20);
+    assert_false(tsr_quantile_known(w, 7, 0.5, 1.0, v)); /* too few values for the confidence */
 }
 
 int main(void) {

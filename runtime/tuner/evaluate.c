@@ -89,16 +89,15 @@ static void log_candidate(const tsr_search *search, const tsr_config *config, co
     fflush(search->log);
 }
 
-/* The lower quartile of n runs and its confidence bounds (`t` is left as it was; *enough: the
- * bounds have their confidence, see tsr_quantile_bounds; may be NULL). With few runs they are the
- * extremes: never narrower than the truth, so stops on them stay on the safe side. */
-static double lower_quartile(const double *t, int n, double *low, double *high, bool *enough) {
+/* The lower quartile of n runs and its confidence bounds (`t` is left as it was). With few runs
+ * the bounds are the extremes: never narrower than the truth, so stops on them stay on the safe
+ * side. */
+static double lower_quartile(const double *t, int n, double *low, double *high) {
     double sorted[TUNE_MAX_RUNS];
     memcpy(sorted, t, (size_t)n * sizeof *t);
     tsr_stats s;
     tsr_stats_of(sorted, n, &s);
-    bool full = tsr_quantile_bounds(sorted, n, 0.25, low, high);
-    if (enough) *enough = full;
+    tsr_quantile_bounds(sorted, n, 0.25, low, high);
     return s.q25;
 }
 
@@ -112,16 +111,15 @@ static bool clearly_slower(const double *t, int n, const double *u, int m) {
     if (m == 0) return false; /* no incumbent */
     if (n == 1) return t[0] > TUNE_FIRST_RUN_FACTOR * u[0];
     double low, high, ignored;
-    lower_quartile(t, n, &low, &ignored, NULL);
-    lower_quartile(u, m, &ignored, &high, NULL);
+    lower_quartile(t, n, &low, &ignored);
+    lower_quartile(u, m, &ignored, &high);
     return low > (1.0 + TUNE_STOP_MARGIN) * high;
 }
 
 /* Is the lower quartile of these n runs known within TUNE_PRECISION? */
 static bool known_well_enough(const double *t, int n) {
-    bool enough;
-    double low, high, q25 = lower_quartile(t, n, &low, &high, &enough);
-    return enough && 0.5 * (high - low) <= TUNE_PRECISION * q25;
+    double scratch[TUNE_MAX_RUNS];
+    return tsr_quantile_known(t, n, 0.25, TUNE_PRECISION, scratch);
 }
 
 /* Does the output of `config` match the reference? The output checked must be this candidate's
@@ -176,7 +174,7 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
     e->spread = s.spread;
     /* Only what could be chosen is validated: candidates within TUNE_VALIDATE_MARGIN of the
      * incumbent or faster. The others keep their score as an estimate for the strategies. */
-    double ignored, incumbent_q25 = m > 0 ? lower_quartile(u, m, &ignored, &ignored, NULL) : 0;
+    double ignored, incumbent_q25 = m > 0 ? lower_quartile(u, m, &ignored, &ignored) : 0;
     if (slower || (m > 0 && s.q25 > (1.0 + TUNE_VALIDATE_MARGIN) * incumbent_q25)) return SLOWER;
     outcome valid = validate(search, config);
     PHASE(check);

@@ -23,6 +23,13 @@ typedef struct found_device {
 
 /* ---- vendor files the ICD loader could not use ---- */
 
+/* No control characters (a file anyone could have written reaches terminals only when it is printable). */
+static bool printable(const char *text) {
+    for (const unsigned char *c = (const unsigned char *)text; *c; ++c)
+        if (*c < 0x20 || *c == 0x7f) return false;
+    return true;
+}
+
 /* One .icd file: the library it names, and why that library is no OpenCL driver (appended to
  * `out`), like the loader would find (ocl-icd skips such files without a word). */
 static void check_icd_file(const char *path, char *out, size_t size) {
@@ -34,8 +41,10 @@ static void check_icd_file(const char *path, char *out, size_t size) {
         return;
     }
     text[strcspn(text, "\r\n")] = '\0';
-    void *lib = text[0] ? dlopen(text, RTLD_LAZY | RTLD_LOCAL) : NULL;
+    bool shown = printable(text);
+    void *lib = text[0] && shown ? dlopen(text, RTLD_LAZY | RTLD_LOCAL) : NULL;
     if (!text[0]) tsr_note_append(out, size, "%s names no library", path);
+    else if (!shown) tsr_note_append(out, size, "%s: the library path holds control characters", path);
     else if (!lib) tsr_note_append(out, size, "%s: library %s does not load (%s)", path, text, dlerror());
     else {
         /* The loader's own test: the library hands out clIcdGetPlatformIDsKHR through
@@ -66,6 +75,10 @@ static void icd_problems(char *out, size_t size) {
     for (struct dirent *e; (e = readdir(dir));) {
         size_t n = strlen(e->d_name);
         if (n <= 4 || strcmp(e->d_name + n - 4, ".icd") != 0) continue;
+        if (!printable(e->d_name)) {
+            tsr_note_append(out, size, "%s: a vendor file whose name holds control characters", where);
+            continue;
+        }
         char path[TSR_PATH_MAX];
         snprintf(path, sizeof path, "%s/%s", where, e->d_name);
         check_icd_file(path, out, size);

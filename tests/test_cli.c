@@ -342,6 +342,9 @@ static void bench_numbers_are_strict(void **state) {
         {"report --budget inf", 2, "--budget"},
         {"report --peak-budget -1", 2, "--peak-budget"},
         {"report --tune-budget nan", 2, "--tune-budget"},
+        {"report --device-budget -1", 2, "--device-budget"},
+        {"report --device-budget 1e400", 2, "--device-budget"},
+        {"report --device-budget 'x<b>'", 2, "--device-budget"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         int rc = run_cli(NULL, cases[i].args, out, sizeof out);

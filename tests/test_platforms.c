@@ -200,6 +200,9 @@ static void broken_vendor_files_named(void **state) {
     TH_ASSERT_CONTAINS(text, "does not load");
     TH_ASSERT_CONTAINS(text, "not-opencl.icd");
     TH_ASSERT_CONTAINS(text, "is not an OpenCL ICD");
+    TH_ASSERT_CONTAINS(text, "control.icd: the library path holds control characters");
+    TH_ASSERT_CONTAINS(text, "a vendor file whose name holds control characters");
+    if (strchr(text, '\x1b')) fail_msg("an escape character from a vendor file reached the text: %s", text);
     if (strstr(text, "pocl.icd")) fail_msg("PoCL's vendor file is reported broken: %s", text);
     tsr_free(text);
     TH_ASSERT_STATUS(tsr_icd_problems(NULL), TSR_ERR_INVALID_ARG);

@@ -92,16 +92,23 @@ static tsr_status bench_elementwise(tsr_device *dev, const bench_options *opt, b
     if (st == TSR_SUCCESS && !opt->quiet)
         printf("%-10zu fused-tanh = %.2f x copy-kernel, %.2f x unfused-tanh; fused-erf = %.2f x copy-kernel, %.2f x "
                "unfused-erf\n", n, gbps[2] / gbps[0], gbps[2] / gbps[3], gbps[4] / gbps[0], gbps[4] / gbps[5]);
-    /* The copy kernel and fused tanh once more, in alternation: their ratio, the GELU target, with
-     * both timed under the same load. Each is checked once more afterwards on a poisoned output. */
-    if (st == TSR_SUCCESS) {
-        gelu_run pair[2] = {{.dev = dev, .kind = GELU_RUN_COPY_KERNEL, .mode = TSR_GELU_TANH, .x = x, .y = y, .n = n},
-                            {.dev = dev, .kind = GELU_RUN_FUSED, .mode = TSR_GELU_TANH, .x = x, .y = y, .n = n}};
+    /* The copy kernel and each fused form once more, in alternation: their ratio, the GELU
+     * target, with both timed under the same load. Each is checked once more afterwards on a
+     * poisoned output. */
+    static const struct {
+        tsr_gelu_mode mode;
+        const char *copy_name, *fused_name, *form;
+    } paired[] = {{TSR_GELU_TANH, "copy-kernel-paired", "fused-tanh-paired", "fused-tanh"},
+                  {TSR_GELU_ERF, "copy-kernel-paired-erf", "fused-erf-paired", "fused-erf"}};
+    for (size_t f = 0; f < sizeof paired / sizeof paired[0] && st == TSR_SUCCESS; ++f) {
+        gelu_run pair[2] = {{.dev = dev, .kind = GELU_RUN_COPY_KERNEL, .mode = paired[f].mode, .x = x, .y = y, .n = n},
+                            {.dev = dev, .kind = GELU_RUN_FUSED, .mode = paired[f].mode, .x = x, .y = y, .n = n}};
         bench_row rows[2];
         memset(rows, 0, sizeof rows);
         double ratio[3];
-        st = bench_time_paired(bench_gelu_once, &pair[0], bench_gelu_once, &pair[1], opt->budget_s, 5, 400, &rows[0], &rows[1], ratio);
-        static const char *const names[2] = {"copy-kernel-paired", "fused-tanh-paired"};
+        st = bench_time_paired(bench_gelu_once, &pair[0], bench_gelu_once, &pair[1], opt->budget_s, 5, 400, &rows[0],
+                               &rows[1], ratio);
+        const char *const names[2] = {paired[f].copy_name, paired[f].fused_name};
         for (int k = 0; k < 2 && st == TSR_SUCCESS; ++k) {
             for (size_t i = 0; i < n; ++i) hy[i] = NAN;
             if ((st = tsr_upload(dev, y, hy, n)) != TSR_SUCCESS) break;
@@ -114,12 +121,12 @@ static tsr_status bench_elementwise(tsr_device *dev, const bench_options *opt, b
             rows[k].rel_err = gelu_max_error(&pair[k], hx, hy);
             if ((st = bench_add(report, &rows[k])) != TSR_SUCCESS) break;
             if (!opt->quiet)
-                printf("%-10zu %-20s %10.3f %8.1f %9.1e\n", n, rows[k].impl, rows[k].time_ms, rows[k].gbps,
+                printf("%-10zu %-22s %10.3f %8.1f %9.1e\n", n, rows[k].impl, rows[k].time_ms, rows[k].gbps,
                        rows[k].rel_err);
         }
         if (st == TSR_SUCCESS && !opt->quiet)
-            printf("%-10zu timed in alternation (%d pairs): fused-tanh = %.2f x copy-kernel (pairs: median; %.2f to "
-                   "%.2f)\n", n, rows[0].runs, ratio[0], ratio[1], ratio[2]);
+            printf("%-10zu timed in alternation (%d pairs): %s = %.2f x copy-kernel (pairs: median; %.2f to %.2f)\n", n,
+                   rows[0].runs, paired[f].form, ratio[0], ratio[1], ratio[2]);
     }
 out:
     if (x) clReleaseMemObject(x);

@@ -116,6 +116,14 @@ tsr_status bench_time_paired(bench_fn fn_a, void *ctx_a, bench_fn fn_b, void *ct
     return st;
 }
 
+tsr_status bench_checked_run(bench_fn fn, void *ctx, tsr_device *dev, cl_mem out, float *host, size_t n) {
+    for (size_t i = 0; i < n; ++i) host[i] = NAN;
+    tsr_status st = out ? tsr_upload(dev, out, host, n) : TSR_SUCCESS;
+    if (st == TSR_SUCCESS) st = fn(ctx);
+    if (st == TSR_SUCCESS && out) st = tsr_download(dev, out, host, n);
+    return st;
+}
+
 tsr_status bench_add(bench_report *r, const bench_row *row) {
     if (r->nrows == r->cap) {
         size_t cap = r->cap ? 2 * r->cap : 32;
@@ -171,6 +179,8 @@ tsr_status bench_write_json(const bench_report *r, const char *path) {
         if (w->rel_err >= 0) cJSON_AddNumberToObject(o, "rel_err", w->rel_err);
         else cJSON_AddNullToObject(o, "rel_err");
         cJSON_AddStringToObject(o, "timing", w->timing[0] ? w->timing : "host");
+        if (w->mask[0]) cJSON_AddStringToObject(o, "mask", w->mask);
+        if (w->variant[0]) cJSON_AddStringToObject(o, "variant", w->variant);
         cJSON_AddItemToArray(arr, o);
     }
     char *text = cJSON_Print(arr);

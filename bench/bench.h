@@ -19,6 +19,8 @@ typedef struct bench_row {
     double mem_mib;      /* device memory the implementation allocates (0: not reported) */
     char timing[8];      /* how time_ms was measured: "device" (profiling events) or "host" (wall clock);
                           * "" is "host": bench_time's wall clock around each call */
+    char mask[16];       /* attention: "none" or "causal"; "" (not written) for other ops */
+    char variant[64];    /* what exactly ran, when impl alone does not say; "" (not written) otherwise */
 } bench_row;
 
 typedef struct bench_report {
@@ -29,6 +31,11 @@ typedef struct bench_report {
 
 /* Something to time: runs the work once and waits for it. */
 typedef tsr_status (*bench_fn)(void *ctx);
+
+/* Poison an output with NaN, run fn once and read the output back into host[0..n): the check
+ * that follows sees only what this run wrote (a peer that writes nothing reads as NaN, not as
+ * the previous implementation's result). out NULL: fn writes host itself (a host library). */
+tsr_status bench_checked_run(bench_fn fn, void *ctx, tsr_device *dev, cl_mem out, float *host, size_t n);
 
 /* Half the median's ~95% confidence interval, relative, below which timing a row stops. */
 #define BENCH_PRECISION 0.02

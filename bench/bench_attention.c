@@ -1,7 +1,8 @@
 /* `tessera bench attention`: B=1, H=8, D=64 over sequence lengths, causal and not: the
  * blocked kernel, tessera's unfused pipeline (GEMM, softmax, GEMM) and the same pipeline on
  * CLBlast's strided-batched GEMM with tessera's softmax; time, GFLOP/s (4 B H Lq Lk D, halved
- * when causal), device memory each allocates, and the error against the blocked result. */
+ * when causal), device memory each allocates, and each one's own error against a double-precision
+ * reference (its output poisoned before the checked run). */
 #include "bench.h"
 
 #include <math.h>
@@ -67,35 +68,91 @@ static tsr_status run_attention(void *ctx) {
     return st;
 }
 
-/* The relative error of a against another implementation's result (floats, not a double reference). */
-static double rel_diff(const float *a, const float *ref, size_t n) {
+/* Rows of each head checked against the double-precision reference: all of them up to this
+ * length, else this many spread evenly, first and last included (the reference costs
+ * O(L D) per row in double precision on one host thread: every row at L = 16384 would take
+ * minutes per implementation). */
+#define CHECKED_ROWS 128
+
+static size_t checked_row(size_t L, size_t r) {
+    size_t rows = L < CHECKED_ROWS ? L : CHECKED_ROWS;
+    return rows == 1 ? 0 : r * (L - 1) / (rows - 1);
+}
+
+/* The double-precision reference on the checked rows: softmax attention (with the causal mask
+ * when asked: Lq == Lk here, so row i sees keys 0..i) or, for the GEMM-only yardstick,
+ * (scale Q K^T) V without a softmax. ref holds H x rows x D values. */
+static void attention_reference(const float *q, const float *k, const float *v, size_t L, bool causal, bool softmax,
+                                double *ref, double *scratch) {
+    size_t rows = L < CHECKED_ROWS ? L : CHECKED_ROWS, D = BENCH_D;
+    double scale = 1.0 / sqrt((double)D);
+    for (size_t h = 0; h < BENCH_H; ++h)
+        for (size_t r = 0; r < rows; ++r) {
+            size_t i = checked_row(L, r);
+            const float *qh = q + h * L * D, *kh = k + h * L * D, *vh = v + h * L * D;
+            double *out = ref + (h * rows + r) * D;
+            if (softmax) {
+                tsr_attention_reference_row(qh + i * D, kh, vh, causal ? i + 1 : L, D, scale, scratch, out);
+                continue;
+            }
+            for (size_t d = 0; d < D; ++d) out[d] = 0;
+            for (size_t j = 0; j < L; ++j) {
+                double s = 0;
+                for (size_t d = 0; d < D; ++d) s += (double)qh[i * D + d] * kh[j * D + d];
+                s *= (float)scale; /* the yardstick's GEMM takes alpha = 0.125f */
+                for (size_t d = 0; d < D; ++d) out[d] += s * vh[j * D + d];
+            }
+        }
+}
+
+/* Relative error of an implementation's output on the checked rows; an unwritten (still
+ * poisoned) element makes it infinite. */
+static double checked_error(const float *o, const double *ref, size_t L) {
+    size_t rows = L < CHECKED_ROWS ? L : CHECKED_ROWS, D = BENCH_D;
     tsr_error_sum sum = {0, 0};
-    for (size_t i = 0; i < n; ++i) tsr_error_add(&sum, a[i], ref[i]);
+    for (size_t h = 0; h < BENCH_H; ++h)
+        for (size_t r = 0; r < rows; ++r)
+            for (size_t d = 0; d < D; ++d)
+                tsr_error_add(&sum, o[(h * L + checked_row(L, r)) * D + d], ref[(h * rows + r) * D + d]);
     return tsr_error_value(&sum);
 }
 
+static const char *att_variant(att_kind kind) {
+    switch (kind) {
+    case ATT_BLOCKED: return "blocked, online softmax";
+    case ATT_UNFUSED: return "tessera GEMM, row softmax, tessera GEMM";
+    case ATT_CLBLAST: return "CLBlast GEMM, tessera row softmax, CLBlast GEMM";
+    case ATT_GEMMS: return "the two GEMMs alone, no softmax (yardstick)";
+    }
+    return "";
+}
+
 static tsr_status bench_length(tsr_device *dev, const bench_options *opt, bench_report *report, size_t L, bool causal) {
-    size_t n = BENCH_H * L * BENCH_D;
+    size_t n = BENCH_H * L * BENCH_D, rows = L < CHECKED_ROWS ? L : CHECKED_ROWS;
     tsr_status st = TSR_SUCCESS;
-    float *hq = malloc(n * 4), *ho = malloc(n * 4), *ref = malloc(n * 4);
+    float *host[3] = {malloc(n * 4), malloc(n * 4), malloc(n * 4)}, *ho = malloc(n * 4);
+    double *ref_softmax = malloc(BENCH_H * rows * BENCH_D * sizeof(double));
+    double *ref_gemms = malloc(BENCH_H * rows * BENCH_D * sizeof(double)), *scratch = malloc(L * sizeof(double));
+    bool have_gemms_ref = false;
     att_run r = {.dev = dev, .d = {.batch = 1, .heads = BENCH_H, .q_len = L, .kv_len = L, .head_dim = BENCH_D,
                                    .causal = causal}};
     cl_int err = CL_SUCCESS;
-    if (!hq || !ho || !ref) {
+    if (!host[0] || !host[1] || !host[2] || !ho || !ref_softmax || !ref_gemms || !scratch) {
         st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
         goto out;
     }
     uint64_t seed = 0x9E3779B97F4A7C15ull ^ L;
     cl_mem *mems[3] = {&r.q, &r.k, &r.v};
     for (int t = 0; t < 3 && err == CL_SUCCESS; ++t) {
-        tsr_random_fill(hq, n, &seed, -1.0f, 1.0f);
-        *mems[t] = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, hq, &err);
+        tsr_random_fill(host[t], n, &seed, -1.0f, 1.0f);
+        *mems[t] = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * 4, host[t], &err);
     }
     if (err == CL_SUCCESS) r.o = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, n * 4, NULL, &err);
     if (err != CL_SUCCESS) {
         st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
         goto out;
     }
+    attention_reference(host[0], host[1], host[2], L, causal, true, ref_softmax, scratch);
     size_t unfused_max = opt->max_unfused ? opt->max_unfused : UNFUSED_MAX_DEFAULT;
     static const struct {
         const char *impl;
@@ -140,25 +197,29 @@ static tsr_status bench_length(tsr_device *dev, const bench_options *opt, bench_
             if (r.scores) clReleaseMemObject(r.scores), r.scores = NULL;
             continue;
         }
-        if ((st = tsr_download(dev, r.o, i == 0 ? ref : ho, n)) != TSR_SUCCESS) break;
+        if ((st = bench_checked_run(run_attention, &r, dev, r.o, ho, n)) != TSR_SUCCESS) break;
+        if (r.kind == ATT_GEMMS && !have_gemms_ref) {
+            attention_reference(host[0], host[1], host[2], L, false, false, ref_gemms, scratch);
+            have_gemms_ref = true;
+        }
         strcpy(row.op, causal ? "attention-causal" : "attention");
-        snprintf(row.shape, sizeof row.shape, "1x%dx%zux%d", BENCH_H, L, BENCH_D);
+        snprintf(row.shape, sizeof row.shape, "1x%dx%zux%d%s", BENCH_H, L, BENCH_D, causal ? " causal" : "");
         tsr_strlcpy(row.impl, impls[i].impl, sizeof row.impl);
+        strcpy(row.mask, causal ? "causal" : "none");
+        tsr_strlcpy(row.variant, att_variant(r.kind), sizeof row.variant);
         row.gflops = 4.0 * BENCH_H * L * L * BENCH_D / (causal ? 2.0 : 1.0) / (row.time_ms * 1e6);
         /* device memory the implementation allocates: Q, K, V, O plus its scratch */
         double mib = 4.0 * n * 4 / 1048576.0;
         if (r.kind == ATT_BLOCKED) mib += (double)n * 4 / 1048576.0 + 4.0 / 1048576.0; /* transposed K, key lengths */
         else mib += (double)BENCH_H * L * L * 4 / 1048576.0;                          /* the scores */
         row.gbps = 0;
-        row.rel_err = i == 0 || r.kind == ATT_GEMMS ? -1 : rel_diff(ho, ref, n); /* against the blocked result */
+        row.rel_err = checked_error(ho, r.kind == ATT_GEMMS ? ref_gemms : ref_softmax, L);
         row.mem_mib = mib;
         ms[i] = row.time_ms;
         if ((st = bench_add(report, &row)) != TSR_SUCCESS) break;
         if (!opt->quiet) {
-            char diff[16] = "-";
-            if (row.rel_err >= 0) snprintf(diff, sizeof diff, "%.1e", row.rel_err);
-            printf("%-6zu %-7s %-16s %10.2f %8.1f %10.1f %10s\n", L, causal ? "causal" : "full", row.impl, row.time_ms,
-                   row.gflops, mib, diff);
+            printf("%-6zu %-7s %-18s %10.2f %8.1f %10.1f %9.1e\n", L, causal ? "causal" : "full", row.impl, row.time_ms,
+                   row.gflops, mib, row.rel_err);
             fflush(stdout);
         }
         if (r.scores) clReleaseMemObject(r.scores), r.scores = NULL;
@@ -176,7 +237,8 @@ out:
     if (r.v) clReleaseMemObject(r.v);
     if (r.o) clReleaseMemObject(r.o);
     if (r.scores) clReleaseMemObject(r.scores);
-    free(hq), free(ho), free(ref);
+    for (int t = 0; t < 3; ++t) free(host[t]);
+    free(ho), free(ref_softmax), free(ref_gemms), free(scratch);
     return st;
 }
 
@@ -205,7 +267,7 @@ tsr_status bench_attention(tsr_device *dev, const bench_options *opt, bench_repo
         return st;
     }
     if (!opt->quiet)
-        printf("%-6s %-7s %-16s %10s %8s %10s %10s\n", "L", "mask", "impl", "ms", "GFLOP/s", "dev MiB", "rel_diff");
+        printf("%-6s %-7s %-18s %10s %8s %10s %9s\n", "L", "mask", "impl", "ms", "GFLOP/s", "dev MiB", "rel_err");
     for (size_t i = 0; i < count && st == TSR_SUCCESS; ++i)
         for (int causal = 0; causal < 2 && st == TSR_SUCCESS; ++causal)
             st = bench_length(dev, opt, report, lengths[i], causal);

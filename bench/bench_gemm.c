@@ -274,7 +274,7 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
         double gf[3] = {0, 0, 0};
         bench_row row = {0};
         if ((st = bench_time(run_tessera, &r, opt->budget_s, 3, 50, &row)) != TSR_SUCCESS) goto next;
-        if ((st = tsr_download(dev, r.c, hc, nc)) != TSR_SUCCESS) goto next;
+        if ((st = bench_checked_run(run_tessera, &r, dev, r.c, hc, nc)) != TSR_SUCCESS) goto next;
         if ((st = add_row(report, s, "tessera", &row, ha, hb, hc)) != TSR_SUCCESS) goto next;
         gf[0] = row.gflops;
         double err_tsr = row.rel_err;
@@ -282,7 +282,7 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
         if (opt->peers) {
             bench_row crow = {0};
             if ((st = bench_time(run_clblast, &r, opt->budget_s, 3, 50, &crow)) != TSR_SUCCESS) goto next;
-            if ((st = tsr_download(dev, r.c, hc, nc)) != TSR_SUCCESS) goto next;
+            if ((st = bench_checked_run(run_clblast, &r, dev, r.c, hc, nc)) != TSR_SUCCESS) goto next;
             if ((st = add_row(report, s, clblast_impl, &crow, ha, hb, hc)) != TSR_SUCCESS) goto next;
             gf[1] = crow.gflops;
         }
@@ -292,6 +292,7 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
             host_run hr = {.s = *s, .a = ha, .b = hb, .c = hc};
             bench_row orow = {0};
             if ((st = bench_time(run_openblas, &hr, opt->budget_s, 3, 50, &orow)) != TSR_SUCCESS) goto next;
+            if ((st = bench_checked_run(run_openblas, &hr, dev, NULL, hc, nc)) != TSR_SUCCESS) goto next;
             if ((st = add_row(report, s, "openblas", &orow, ha, hb, hc)) != TSR_SUCCESS) goto next;
             gf[2] = orow.gflops;
             bench_settle_host_threads();

@@ -1165,6 +1165,8 @@ static char *build_markdown(const cJSON *root, const png_result *pngs, size_t np
         }
     }
     md_rows_free(&m);
+    const cJSON *pytorch = cJSON_GetObjectItemCaseSensitive(root, "pytorch");
+    if (pytorch) report_pytorch_markdown(&b, pytorch);
     bench_text_printf(&b, "\n## Charts\n\nOne roofline per device (log-log: x is arithmetic intensity in FLOP per byte that must "
                           "move, y is GFLOP/s). The slanted line is the measured memory roof (bandwidth × intensity), the flat "
                           "one the measured fp32 roof; where they meet is the ridge point. An op left of the ridge is bound by "

@@ -115,6 +115,12 @@ tsr_status report_load(const char *path, struct cJSON **root);
 /* Combine reports: every device of every file, in order; the same device of the same host in
  * two files is kept once (the newer) and noted. */
 tsr_status report_merge(const char *const *paths, size_t npaths, struct cJSON **root);
+/* `--pytorch FILE`: load and check the output of bench/pytorch_peer.py (foreign input: only known
+ * fields of the right type and range are copied; anything malformed is TSR_ERR_CORRUPT naming
+ * the row and field). The caller puts *out into the report as root["pytorch"]. */
+tsr_status report_load_pytorch(const char *path, struct cJSON **out);
+/* report.md's "Against PyTorch" section from root["pytorch"]. */
+void report_pytorch_markdown(bench_text *b, const struct cJSON *pytorch);
 /* Devices whose status is not "ok" (skipped, partial, or failed in a schema-1 report made
  * before "partial" existed). */
 size_t report_failed_devices(const struct cJSON *root);

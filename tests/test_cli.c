@@ -162,8 +162,8 @@ static void bench_gelu_and_attention(void **state) {
     cJSON *rows = cJSON_Parse(text);
     free(text);
     assert_non_null(rows);
-    /* 2 sizes x (2 copies + 2 forms x fused/unfused + copy and fused tanh timed in alternation) */
-    assert_int_equal(cJSON_GetArraySize(rows), 16);
+    /* 2 sizes x (2 copies + 2 forms x fused/unfused + copy and each fused form timed in alternation) */
+    assert_int_equal(cJSON_GetArraySize(rows), 20);
     cJSON *r;
     cJSON_ArrayForEach(r, rows) {
         assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(r, "op")), "gelu");
@@ -178,14 +178,20 @@ static void bench_gelu_and_attention(void **state) {
     rows = cJSON_Parse(text);
     free(text);
     assert_non_null(rows);
-    int unfused = 0;
+    int unfused = 0, causal = 0;
     cJSON_ArrayForEach(r, rows) {
         assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "device_mib")) > 0);
-        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl")), "tessera-unfused") != 0) continue;
-        ++unfused; /* checked against the blocked kernel's result */
+        /* every row: its mask, what ran, and its own error against the double reference */
+        const char *mask = cJSON_GetStringValue(cJSON_GetObjectItem(r, "mask"));
+        assert_non_null(mask);
+        causal += strcmp(mask, "causal") == 0;
+        assert_non_null(cJSON_GetStringValue(cJSON_GetObjectItem(r, "variant")));
+        assert_true(cJSON_IsNumber(cJSON_GetObjectItem(r, "rel_err")));
         assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= 1e-5);
+        unfused += strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl")), "tessera-unfused") == 0;
     }
     assert_int_equal(unfused, 2); /* full and causal */
+    assert_int_equal(causal, 2);  /* blocked and unfused */
     cJSON_Delete(rows);
     th_remove_tree(dir);
     assert_int_equal(run_cli(NULL, "bench gelu --part nope", out, sizeof out), 1);
@@ -394,6 +400,76 @@ static void outputs_checked_before_running(void **state) {
     th_remove_tree(dir);
 }
 
+/* report --pytorch: the peer script's JSON becomes report.md's PyTorch section; a file that is not
+ * the script's, or whose rows are malformed (a control character, a negative time, Infinity,
+ * a ratio of the wrong type), is refused before anything runs, naming the row and field. */
+static void report_pytorch_peer_file(void **state) {
+    (void)state;
+    char dir[600], path[700], peer[700], args[2400];
+    th_tempdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/a.json", dir);
+    const char *report = "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [{\"fingerprint\": \"f\", "
+                         "\"host\": \"h\", \"status\": \"ok\", \"results\": []}]}";
+    th_write_file(path, report, strlen(report));
+    snprintf(peer, sizeof peer, "%s/peer.json", dir);
+    const char *good =
+        "{\"tool\": \"bench/pytorch_peer.py\", \"torch\": \"2.9.0\", \"threads\": 2, \"rounds\": 3, \"extra\": [1], "
+        "\"rows\": [{\"op\": \"gemm\", \"shape\": \"256x256x256\", \"impl\": \"tessera\", \"time_ms\": 0.5, "
+        "\"gflops\": 67.1, \"rel_err\": 2.9e-7, \"vs_pytorch\": {\"peer\": \"pytorch\", \"ratio\": 1.25, \"min\": 1.1, "
+        "\"max\": 1.4}}, {\"op\": \"gemm\", \"shape\": \"256x256x256\", \"impl\": \"pytorch\", \"time_ms\": 0.625, "
+        "\"gflops\": 53.7, \"rel_err\": null, \"unknown\": {\"x\": 1}}]}";
+    th_write_file(peer, good, strlen(good));
+    snprintf(args, sizeof args, "report --merge %s --pytorch %s --out %s/out", path, peer, dir);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    char md[800], *text = NULL;
+    size_t size = 0;
+    snprintf(md, sizeof md, "%s/out/report.md", dir);
+    TH_ASSERT_OK(tsr_read_file(md, &text, &size));
+    TH_ASSERT_CONTAINS(text, "## Against PyTorch");
+    TH_ASSERT_CONTAINS(text, "| gemm | 256x256x256 | tessera | 67.1 | 53.7 | GFLOP/s | 1.25 (1.10–1.40) | 2.9e-07 | - |");
+    free(text);
+    snprintf(md, sizeof md, "%s/out/report.json", dir);
+    TH_ASSERT_OK(tsr_read_file(md, &text, &size));
+    assert_null(strstr(text, "unknown")); /* only checked fields are copied */
+    assert_null(strstr(text, "extra"));
+    free(text);
+    static const struct {
+        const char *json, *message;
+    } bad[] = {
+        {"{\"tool\": \"other\", \"rows\": []}", "not the output of bench/pytorch_peer.py"},
+        {"{\"tool\": \"bench/pytorch_peer.py\", \"torch\": \"t\", \"threads\": 2, \"rounds\": 1, \"rows\": []}",
+         "\"rows\" is not an array"},
+        {"{\"tool\": \"bench/pytorch_peer.py\", \"torch\": \"t\", \"threads\": 2, \"rounds\": 1, \"rows\": "
+         "[{\"op\": \"gemm\", \"shape\": \"1\\u001b[2J\", \"impl\": \"t\", \"time_ms\": 1}]}",
+         "row 0: \"shape\" holds a control character"},
+        {"{\"tool\": \"bench/pytorch_peer.py\", \"torch\": \"t\", \"threads\": 2, \"rounds\": 1, \"rows\": "
+         "[{\"op\": \"gemm\", \"shape\": \"1\", \"impl\": \"t\", \"time_ms\": 1}, {\"op\": \"gemm\", \"shape\": \"1\", "
+         "\"impl\": \"t\", \"time_ms\": -1}]}",
+         "row 1: \"time_ms\" is not a number"},
+        {"{\"tool\": \"bench/pytorch_peer.py\", \"torch\": \"t\", \"threads\": 2, \"rounds\": 1, \"rows\": "
+         "[{\"op\": \"gemm\", \"shape\": \"1\", \"impl\": \"t\", \"time_ms\": Infinity}]}",
+         "not valid JSON"},
+        {"{\"tool\": \"bench/pytorch_peer.py\", \"torch\": \"t\", \"threads\": 2, \"rounds\": 1, \"rows\": "
+         "[{\"op\": \"gemm\", \"shape\": \"1\", \"impl\": \"t\", \"time_ms\": 1, \"vs_pytorch\": {\"peer\": \"p\", "
+         "\"ratio\": \"fast\", \"min\": 1, \"max\": 1}}]}",
+         "row 0: \"ratio\" is not a number"},
+        {"{\"tool\": \"bench/pytorch_peer.py\", \"torch\": \"t\", \"threads\": 0, \"rounds\": 1, \"rows\": "
+         "[{\"op\": \"gemm\", \"shape\": \"1\", \"impl\": \"t\", \"time_ms\": 1}]}",
+         "\"threads\" is not a number"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        th_write_file(peer, bad[i].json, strlen(bad[i].json));
+        snprintf(args, sizeof args, "report --merge %s --pytorch %s --out %s/out2", path, peer, dir);
+        assert_int_equal(run_cli(NULL, args, out, sizeof out), 1);
+        TH_ASSERT_CONTAINS(out, "TSR_ERR_CORRUPT");
+        TH_ASSERT_CONTAINS(out, bad[i].message);
+        assert_null(strstr(out, "\x1b"));
+    }
+    snprintf(md, sizeof md, "%s/out2/report.md", dir);
+    assert_int_equal(access(md, F_OK), -1); /* refused before anything was written */
+    th_remove_tree(dir);
+}
+
 /* ---- tuning database and tune options (hardening) ---- */
 
 static size_t count_of(const char *haystack, const char *needle) {
@@ -592,6 +668,7 @@ int main(void) {
         /* per-command help */
         cmocka_unit_test(every_command_has_help),
         cmocka_unit_test(bench_help_lists_every_op),
+        cmocka_unit_test(report_pytorch_peer_file),
     };
     return TH_RUN(tests);
 }

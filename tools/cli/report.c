@@ -14,6 +14,7 @@ static int run_report(int argc, char **argv) {
                                             {"quick", no_argument, NULL, 'q'},
                                             {"device-budget", required_argument, NULL, 'B'},
                                             {"merge", no_argument, NULL, 'm'},
+                                            {"pytorch", required_argument, NULL, 'P'},
                                             CLI_OPTION_HELP,
                                             {0}};
     report_options ro = {.out_dir = "tessera-report", .budget_s = 0.5, .peak = {.budget_s = 0.25}, .tune_budget_s = 120,
@@ -21,8 +22,9 @@ static int run_report(int argc, char **argv) {
     const char *selectors[64];
     size_t nsel = 0;
     bool merge = false;
+    const char *pytorch_file = NULL;
     int c, rc = 0;
-    while ((c = cli_next_option(&cli_report, argc, argv, "d:o:b:p:t:nqB:mh", options, &rc)) != -1) {
+    while ((c = cli_next_option(&cli_report, argc, argv, "d:o:b:p:t:nqB:mP:h", options, &rc)) != -1) {
         switch (c) {
         case CLI_STOP: return rc;
         case 'd':
@@ -45,6 +47,7 @@ static int run_report(int argc, char **argv) {
             if ((rc = cli_seconds("report", optarg, "--device-budget", true, &ro.device_budget_s))) return rc;
             break;
         case 'm': merge = true; break;
+        case 'P': pytorch_file = optarg; break;
         }
     }
     /* The output directory is made and probed before anything runs. */
@@ -53,7 +56,8 @@ static int run_report(int argc, char **argv) {
     tsr_status st = tsr_make_dirs(ro.out_dir);
     if (st == TSR_SUCCESS) st = bench_check_output(probe);
     if (st != TSR_SUCCESS) return cli_fail(st);
-    cJSON *root = NULL;
+    cJSON *root = NULL, *pytorch = NULL;
+    if (pytorch_file && (st = report_load_pytorch(pytorch_file, &pytorch)) != TSR_SUCCESS) return cli_fail(st);
     if (merge) {
         if (optind >= argc || nsel)
             return cli_misuse("report --merge", "name the report.json files to combine (and no --device)");
@@ -62,6 +66,12 @@ static int run_report(int argc, char **argv) {
         if (optind < argc) return cli_usage(stderr);
         st = report_run(nsel ? selectors : NULL, nsel, &ro, &root);
     }
+    if (st == TSR_SUCCESS && pytorch) {
+        cJSON_DeleteItemFromObjectCaseSensitive(root, "pytorch");
+        cJSON_AddItemToObject(root, "pytorch", pytorch);
+        pytorch = NULL;
+    }
+    cJSON_Delete(pytorch);
     if (st == TSR_SUCCESS) st = report_write(root, ro.out_dir, false);
     size_t failed = st == TSR_SUCCESS ? report_failed_devices(root) : 0;
     cJSON_Delete(root);
@@ -78,17 +88,20 @@ const cli_command cli_report = {
     .name = "report",
     .summary = "  report [--device SEL]... [--out DIR] [--budget SECONDS] [--peak-budget SECONDS]\n"
                "         [--tune-budget SECONDS] [--device-budget SECONDS] [--quick] [--no-peers]\n"
+               "         [--pytorch FILE]\n"
                "                                       peaks, a budgeted tune where nothing is tuned, and\n"
                "                                       the op suite on every device (or each --device):\n"
                "                                       DIR/report.json, report.md, roofline and bar charts;\n"
                "                                       two or more devices side by side (the first is the\n"
                "                                       baseline); a device that cannot run is skipped\n"
-               "  report --merge A.json B.json ... [--out DIR]\n"
+               "  report --merge A.json B.json ... [--out DIR] [--pytorch FILE]\n"
                "                                       combine reports made on different machines\n",
     .details = "Defaults: --out tessera-report, --budget 0.5 (per row), --peak-budget 0.25 (per test),\n"
                "--tune-budget 120 (per device; 0: no tuning), --device-budget 900 (per device: no case\n"
                "starts after that many seconds on it; 0: no limit). --quick runs every case at a mid-size\n"
-               "shape, the same on every device, and the reduced peak set: for slow implementations.\n",
+               "shape, the same on every device, and the reduced peak set: for slow implementations.\n"
+               "--pytorch FILE: the JSON of bench/pytorch_peer.py (tessera and PyTorch side by side), checked\n"
+               "and shown as report.md's \"Against PyTorch\" section (also with --merge).\n",
     .notes = CLI_NOTE_DEVICE | CLI_NOTE_NUMBERS,
     .run = run_report,
 };

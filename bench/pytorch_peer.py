@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""PyTorch's CPU kernels as a benchmark peer of `tessera bench`, side by side.
+
+For each op asked for, each round runs `tessera bench OP` (its rows are medians of runs) and
+then times PyTorch on the very shapes that run reported, with as many threads as the OpenCL
+device has compute units; rounds alternate the two, and every number kept is the median over
+rounds (the ratio printed is the median of the per-round ratios, with its range). Each PyTorch
+row carries its own error against the same computation in float64, on its own random inputs,
+with the output buffer poisoned (NaN) before the checked call.
+
+    python3 bench/pytorch_peer.py --install                 # once: CPU PyTorch into .venv-torch
+    python3 bench/pytorch_peer.py --ops gemm,attention --rounds 3 --json docs/bench-pytorch-pocl.json
+
+What PyTorch runs, per tessera row:
+  gemm       "MxNxK" / "BxMxNxK"   torch.matmul (torch.bmm for batches), fp32, out=
+  gelu       "N" elements          torch._C._nn.gelu(x, approximate='tanh' | 'none', out=y) against
+                                   tessera's fused-tanh and fused-erf; the copy kernel against y.copy_(x)
+  conv2d     a ResNet-50 layer      torch.nn.functional.conv2d, no bias on either side (tessera's layer
+                                   rows run without bias); the stack rows are not timed here
+  attention  "1xHxLxD" (+ causal)  torch.nn.functional.scaled_dot_product_attention, is_causal for the
+                                   causal rows (Lq = Lk: both mask key j > query i)
+
+The script is not part of the test suite (PyTorch is a multi-GB install). It re-runs itself under
+the virtual environment's Python when the current one has no torch.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DEFAULT_VENV = os.path.join(ROOT, ".venv-torch")
+OPS = ("gemm", "gelu", "conv2d", "attention")
+
+
+def die(msg):
+    print(f"pytorch_peer: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+# ---------------------------------------------------------------- environment
+
+def venv_python(venv):
+    return os.path.join(venv, "bin", "python")
+
+
+def install(venv):
+    """CPU PyTorch into a virtual environment: the CPU wheel index where it is reachable, else PyPI."""
+    if not os.path.exists(venv_python(venv)):
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    pip = [venv_python(venv), "-m", "pip", "install", "--quiet"]
+    cpu_index = ["--index-url", "https://download.pytorch.org/whl/cpu", "--retries", "1", "--timeout", "15"]
+    if subprocess.run(pip + cpu_index + ["torch"]).returncode != 0:
+        print("pytorch_peer: the CPU wheel index is not reachable; installing torch from PyPI", file=sys.stderr)
+        subprocess.run(pip + ["torch"], check=True)
+    subprocess.run(pip + ["numpy"], check=True)
+    out = subprocess.run([venv_python(venv), "-c", "import torch; print(torch.__version__)"], check=True,
+                         capture_output=True, text=True)
+    print(f"pytorch_peer: torch {out.stdout.strip()} in {venv}")
+
+
+def ensure_torch(args):
+    try:
+        import torch  # noqa: F401
+        return
+    except ImportError:
+        pass
+    py = venv_python(args.venv)
+    if not os.path.exists(py):
+        die(f"no torch here and no virtual environment at {args.venv}: run with --install first")
+    if os.path.realpath(sys.prefix) == os.path.realpath(args.venv):
+        die(f"{args.venv} has no torch: run with --install")
+    os.execv(py, [py, os.path.abspath(__file__)] + sys.argv[1:])
+
+
+# ---------------------------------------------------------------- tessera side
+
+def tessera_device(args):
+    out = subprocess.run([args.tessera, "devices", "--json"], check=True, capture_output=True, text=True).stdout
+    devices = json.loads(out)
+    if args.device is None:
+        cpus = [d for d in devices if d.get("type") == "CPU" and not d.get("unusable")]
+        if not cpus:
+            die("no usable OpenCL CPU device: PyTorch here runs on the CPU, so compare with a CPU device")
+        return cpus[0]
+    for d in devices:
+        if d.get("selector") == args.device or args.device.lower() in d.get("name", "").lower():
+            return d
+    die(f"no device matches --device {args.device}")
+
+
+def run_tessera(args, op, device):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "rows.json")
+        cmd = [args.tessera, "bench", op, "--device", device["selector"], "--budget", str(args.budget), "--json", path]
+        if args.sizes.get(op):
+            cmd += ["--sizes", args.sizes[op]]
+        if op == "conv2d":
+            cmd += ["--part", "layers"]
+            if args.layers:
+                cmd += ["--layers", args.layers]
+        if op == "gelu":
+            cmd += ["--part", "elementwise"]
+        if not args.peers or op == "attention":  # CLBlast's attention pipeline is not what is compared here
+            cmd += ["--no-peers"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            die(f"{' '.join(cmd)} failed:\n{proc.stderr}")
+        with open(path) as f:
+            return json.load(f), cmd
+
+
+# ---------------------------------------------------------------- PyTorch side
+
+def median_time(fn, budget_s, min_runs=3, max_runs=200):
+    fn()  # warm-up: allocation, oneDNN primitive creation
+    times = []
+    start = time.perf_counter()
+    while len(times) < max_runs and (len(times) < min_runs or time.perf_counter() - start < budget_s):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times), min(times), max(times), len(times)
+
+
+def rel_err(got, ref):
+    import torch
+    got = got.double()
+    if torch.isnan(got).any():
+        return math.inf  # unwritten (still poisoned) or broken
+    den = torch.linalg.vector_norm(ref)
+    num = torch.linalg.vector_norm(got - ref)
+    return float(num / den) if den > 0 else float(num)
+
+
+CONV_SHAPE = re.compile(r"^(\d+)x(\d+)x(\d+)x(\d+) k(\d+) (\d+)x(\d+)/(\d+) p(\d+)(?: g(\d+))?(?: d(\d+))?$")
+
+
+def torch_workload(row):
+    """(impl, description, run, check) for a tessera row, or None when PyTorch has no counterpart."""
+    import torch
+    import torch.nn.functional as F
+    op, shape, impl = row["op"], row["shape"], row["impl"]
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{op}|{shape}|{impl}".encode()))
+
+    def rand(*size, lo=-1.0, hi=1.0):
+        return torch.rand(*size, generator=gen, dtype=torch.float32) * (hi - lo) + lo
+
+    if op == "gemm" and impl == "tessera":
+        dims = [int(v) for v in shape.split("x")]
+        batch, m, n, k = dims if len(dims) == 4 else [1] + dims
+        a, b = rand(batch, m, k, lo=-0.5, hi=0.5), rand(batch, k, n, lo=-0.5, hi=0.5)
+        c = torch.empty(batch, m, n)
+        if batch == 1:
+            a2, b2, c2 = a[0], b[0], c[0]
+            run = lambda: torch.matmul(a2, b2, out=c2)  # noqa: E731
+        else:
+            run = lambda: torch.bmm(a, b, out=c)  # noqa: E731
+        ref = lambda: torch.matmul(a.double(), b.double())  # noqa: E731
+        flops, nbytes = 2.0 * batch * m * n * k, 4.0 * batch * (m * k + k * n + m * n)
+        return "pytorch", "torch.matmul (bmm for batches)", run, c, ref, flops, nbytes
+    if op == "gelu" and impl in ("fused-tanh", "fused-erf", "copy-kernel"):
+        n = int(shape)
+        x, y = rand(n, lo=-5, hi=5), torch.empty(n)
+        if impl == "copy-kernel":
+            return "pytorch-copy", "y.copy_(x)", lambda: y.copy_(x), y, lambda: x.double(), 0.0, 8.0 * n
+        approx = "tanh" if impl == "fused-tanh" else "none"
+        run = lambda: torch._C._nn.gelu(x, approximate=approx, out=y)  # noqa: E731
+        ref = lambda: F.gelu(x.double(), approximate=approx)  # noqa: E731
+        return f"pytorch-{impl.split('-')[1]}", f"torch gelu(approximate='{approx}', out=)", run, y, ref, 0.0, 8.0 * n
+    if op == "conv2d" and impl.startswith("tessera(") and "resnet50" not in shape:
+        mt = CONV_SHAPE.match(shape)
+        if not mt:
+            return None
+        nb, c, h, w, k, r, s, stride, pad = (int(v) for v in mt.groups()[:9])
+        groups = int(mt.group(10) or 1)
+        dilation = int(mt.group(11) or 1)
+        x = rand(nb, c, h, w)
+        wt = rand(k, c // groups, r, s, lo=-0.1, hi=0.1)
+        run = lambda: F.conv2d(x, wt, None, stride, pad, dilation, groups)  # noqa: E731
+        ref = lambda: F.conv2d(x.double(), wt.double(), None, stride, pad, dilation, groups)  # noqa: E731
+        p = (h + 2 * pad - dilation * (r - 1) - 1) // stride + 1
+        q = (w + 2 * pad - dilation * (s - 1) - 1) // stride + 1
+        flops = 2.0 * nb * k * p * q * (c // groups) * r * s
+        nbytes = 4.0 * (nb * c * h * w + k * (c // groups) * r * s + nb * k * p * q)
+        return "pytorch", "torch.nn.functional.conv2d, no bias", run, None, ref, flops, nbytes
+    if op in ("attention", "attention-causal") and impl == "tessera-blocked":
+        b, h, l, d = (int(v) for v in shape.split()[0].split("x"))
+        causal = op == "attention-causal"
+        q, k, v = rand(b, h, l, d), rand(b, h, l, d), rand(b, h, l, d)
+        run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
+        ref = lambda: F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)  # noqa: E731
+        flops = 4.0 * b * h * l * l * d / (2.0 if causal else 1.0)
+        what = "scaled_dot_product_attention" + (", is_causal=True" if causal else "")
+        return "pytorch", what, run, None, ref, flops, 0.0
+    return None
+
+
+def time_torch(row, budget, checks):
+    import torch
+    w = torch_workload(row)
+    if w is None:
+        return None
+    impl, what, run, out, ref, flops, nbytes = w
+    key = (row["op"], row["shape"], impl)
+    if key not in checks:  # the error, once per shape: poisoned output, one call, float64 reference
+        if out is not None:
+            out.fill_(float("nan"))
+            run()
+            got = out
+        else:
+            got = run()
+        checks[key] = rel_err(got, ref())  # inf: NaN in the output, written as null with a note
+    ms, lo, hi, runs = median_time(run, budget)
+    return {"op": row["op"], "shape": row["shape"], "impl": impl, "variant": what, "time_ms": ms, "time_min_ms": lo,
+            "time_max_ms": hi, "runs": runs, "gflops": flops / (ms * 1e6) if flops else 0.0,
+            "gbps": nbytes / (ms * 1e6) if nbytes and not flops else 0.0, "rel_err": checks[key],
+            "timing": "host", "mask": row.get("mask", "")} | (
+               {"rel_err": None, "error": "NaN in the output"} if not math.isfinite(checks[key]) else {})
+
+
+# ---------------------------------------------------------------- the rounds
+
+PAIRS = {  # tessera impl -> PyTorch impl it is compared with, per op
+    "gemm": {"tessera": "pytorch"},
+    "gelu": {"fused-tanh": "pytorch-tanh", "fused-erf": "pytorch-erf", "copy-kernel": "pytorch-copy"},
+    "conv2d": {"tessera(": "pytorch"},
+    "attention": {"tessera-blocked": "pytorch"},
+    "attention-causal": {"tessera-blocked": "pytorch"},
+}
+
+
+def peer_of(row):
+    for prefix, peer in PAIRS.get(row["op"], {}).items():
+        if row["impl"] == prefix or (prefix.endswith("(") and row["impl"].startswith(prefix)):
+            return peer
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--install", action="store_true", help="install CPU PyTorch into --venv and exit")
+    ap.add_argument("--venv", default=DEFAULT_VENV, help="virtual environment with torch (default: .venv-torch)")
+    ap.add_argument("--tessera", default=os.path.join(ROOT, "build", "tools", "tessera"))
+    ap.add_argument("--device", help="OpenCL device selector (default: the first CPU device)")
+    ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=1.0, help="seconds per row and round, each side")
+    ap.add_argument("--threads", type=int, help="PyTorch threads (default: the device's compute units)")
+    ap.add_argument("--no-peers", dest="peers", action="store_false", help="pass --no-peers to tessera bench")
+    for op in OPS:
+        ap.add_argument(f"--{op}-sizes", dest=f"sizes_{op.replace('2d', '')}", help=f"tessera bench {op} --sizes")
+    ap.add_argument("--layers", help="tessera bench conv2d --layers")
+    ap.add_argument("--json", help="write every row (tessera's and PyTorch's medians over rounds) here")
+    args = ap.parse_args()
+    if args.install:
+        install(args.venv)
+        return
+    ops = [o for o in args.ops.split(",") if o]
+    for o in ops:
+        if o not in OPS:
+            die(f"--ops: no op '{o}' (some of {', '.join(OPS)})")
+    if args.rounds < 1 or args.budget <= 0:
+        die("--rounds and --budget must be positive")
+    if not os.access(args.tessera, os.X_OK):
+        die(f"{args.tessera}: not an executable (build first, or give --tessera)")
+    args.sizes = {op: getattr(args, f"sizes_{op.replace('2d', '')}") for op in OPS}
+    if args.json:
+        parent = os.path.dirname(os.path.abspath(args.json))
+        if not os.access(parent, os.W_OK):
+            die(f"--json: cannot write in {parent}")
+    # Idle PyTorch threads must not spin while tessera's process runs: the two alternate.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    os.environ.setdefault("KMP_BLOCKTIME", "0")
+    ensure_torch(args)
+    import torch
+
+    device = tessera_device(args)
+    threads = args.threads or int(device["compute_units"])
+    torch.set_num_threads(threads)
+    print(f"tessera on {device['selector']} {device['name']} ({device['platform_name']}), "
+          f"PyTorch {torch.__version__} on {threads} threads; {args.rounds} rounds, medians", flush=True)
+
+    rows_by_round, commands, checks = [], {}, {}
+    for rnd in range(args.rounds):
+        got = []
+        for op in ops:
+            trows, cmd = run_tessera(args, op, device)
+            commands[op] = " ".join(cmd[0:1] + [c for c in cmd[1:] if not c.startswith("/tmp")])
+            for r in trows:
+                r["round"] = rnd
+                got.append(r)
+                if peer_of(r):
+                    p = time_torch(r, args.budget, checks)
+                    if p:
+                        p["device"] = f"PyTorch {torch.__version__} CPU, {threads} threads"
+                        p["round"] = rnd
+                        got.append(p)
+        rows_by_round.append(got)
+        print(f"round {rnd + 1}/{args.rounds} done", flush=True)
+
+    # medians over rounds, per (op, shape, impl); ratios per round, then their median
+    def key(r):
+        return (r["op"], r["shape"], r["impl"])
+
+    keys = []
+    for r in rows_by_round[0]:
+        if key(r) not in keys:
+            keys.append(key(r))
+    merged = []
+    for k in keys:
+        rs = [r for rnd in rows_by_round for r in rnd if key(r) == k]
+        m = dict(rs[0])
+        m.pop("round", None)
+        for f in ("time_ms", "gflops", "gbps"):
+            m[f] = statistics.median(r[f] for r in rs)
+        m["time_min_ms"] = min(r["time_min_ms"] for r in rs)
+        m["time_max_ms"] = max(r["time_max_ms"] for r in rs)
+        m["rounds"] = len(rs)
+        errs = [r["rel_err"] for r in rs if r.get("rel_err") is not None]
+        m["rel_err"] = max(errs) if errs else None
+        merged.append(m)
+    print(f"\n{'op':<17} {'shape':<32} {'tessera impl':<24} {'tessera':>9} {'pytorch':>9} {'speed tessera/pytorch':>22}")
+    for m in merged:
+        peer = peer_of(m)
+        if not peer:
+            continue
+        ratios = []
+        for rnd in rows_by_round:
+            t = next((r for r in rnd if key(r) == key(m)), None)
+            p = next((r for r in rnd if key(r) == (m["op"], m["shape"], peer)), None)
+            if t and p:
+                ratios.append(p["time_ms"] / t["time_ms"])
+        if not ratios:
+            continue
+        m["vs_pytorch"] = {"peer": peer, "ratio": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+                           "meaning": "PyTorch's time over tessera's, per round: above 1 tessera is faster"}
+        pm = next(x for x in merged if key(x) == (m["op"], m["shape"], peer))
+        unit = "GB/s" if m["op"] == "gelu" else "GFLOP/s"
+        rate = (lambda r: r["gbps"]) if m["op"] == "gelu" else (lambda r: r["gflops"])
+        print(f"{m['op']:<17} {m['shape']:<32} {m['impl']:<24} {rate(m):9.1f} {rate(pm):9.1f} "
+              f"{m['vs_pytorch']['ratio']:6.2f}x ({min(ratios):.2f}-{max(ratios):.2f})  {unit}")
+    if args.json:
+        doc = {"tool": "bench/pytorch_peer.py", "argv": sys.argv[1:], "rounds": args.rounds, "threads": threads,
+               "torch": torch.__version__, "tessera_commands": commands, "rows": merged}
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1, allow_nan=False)
+        os.replace(tmp, args.json)
+        print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

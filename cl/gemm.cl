@@ -16,6 +16,7 @@
 //                unguarded loads whatever the layout, transposition or edge
 //   TA, TB       transposition of the (unpacked) operands
 //   PK           k-steps per work-item of the pack kernels
+//   NT           column tiles per work-item, computed one after the other (1 with SA or SB)
 // K blocking (the host's KC parameter): the host may split K into blocks and launch once per
 // block, accumulating into C with beta = 1 after the first, so the packed panels a launch walks
 // stay in cache. Each launch sees its block as K and starts at a_off / b_off; packed panels
@@ -69,6 +70,9 @@
 #endif
 #ifndef PK
 #define PK 16
+#endif
+#ifndef NT
+#define NT 1
 #endif
 
 #define NWI (VW * NVW)
@@ -167,11 +171,16 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
                    __global float *C, const ulong c_off, const int ldc, const ulong c_stride,
                    __global const float *bias, const ulong bias_off, const ulong bias_stride, const int bias_axis,
                    const int act) {
-    const int it = (int)get_global_id(0), jt = (int)get_global_id(1);
+    const int it = (int)get_global_id(0);
     const size_t batch = get_global_id(2);
-    const int i0 = it * MWI, j0 = jt * NWI;
+    const int i0 = it * MWI;
+    // NT column tiles per work-item, one after the other: fewer, longer work-items (PoCL pays
+    // for each work-group it schedules), and the rows of A stay in L1 from one tile to the next.
+    for (int tile_ = 0; tile_ < NT; ++tile_) {
+    const int jt = (int)get_global_id(1) * NT + tile_;
+    const int j0 = jt * NWI;
 #if !(SA || SB)
-    // Without barriers, work-items past the edge can leave at once.
+    // Without barriers, work-items past the edge can leave at once (the tiles after it too).
     if (i0 >= M || j0 >= N) return;
 #endif
     floatv acc[MWI][NVW];
@@ -337,4 +346,5 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
             }
         }
     }
+    } // NT
 }

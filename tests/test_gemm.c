@@ -341,6 +341,9 @@ static void configurations(void **state) {
         "MWI=4 VW=16 NVW=2 KU=8 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1",
         "MWI=8 VW=8 NVW=2 KU=2 WGM=4 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0",
         "MWI=6 VW=1 NVW=4 KU=4 WGM=1 WGN=2 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1",
+        /* several column tiles per work-item, the last ones past the edge of N */
+        "MWI=4 VW=8 NVW=1 KU=2 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0 NT=4",
+        "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1 PK=64 NT=8",
     };
     size_t nconfigs = small_mode() ? 4 : sizeof configs / sizeof configs[0];
     for (size_t c = 0; c < nconfigs; ++c) {
@@ -364,7 +367,7 @@ static void configurations(void **state) {
 static void k_blocked_accumulation(void **state) {
     (void)state;
     static const char *const configs[] = {
-        "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 KC=128",
+        "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 KC=128 NT=2",
         "MWI=4 VW=8 NVW=1 KU=2 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 KC=128",
         "MWI=2 VW=2 NVW=4 KU=2 WGM=4 WGN=8 KWG=8 SA=1 SB=1 PACKA=0 PACKB=0 KC=128",
     };

@@ -16,6 +16,12 @@
 //                unguarded loads whatever the layout, transposition or edge
 //   TA, TB       transposition of the (unpacked) operands
 //   PK           k-steps per work-item of the pack kernels
+//   NT           column tiles per work-item, computed one after the other (1 with SA or SB)
+// K blocking (the host's KC parameter): the host may split K into blocks and launch once per
+// block, accumulating into C with beta = 1 after the first, so the packed panels a launch walks
+// stay in cache. Each launch sees its block as K and starts at a_off / b_off; packed panels
+// are laid out for the whole K (KP k-steps per tile), a_off / b_off then pointing at the block's
+// first k-step inside each tile's panel.
 // Edges: rows of A are clamped (duplicated rows are never stored), columns of B are
 // zero-filled, stores are guarded. beta == 0 never reads C, so NaN in C is overwritten.
 // Epilogue (run-time arguments, so it costs no program variants): before C is written,
@@ -64,6 +70,9 @@
 #endif
 #ifndef PK
 #define PK 16
+#endif
+#ifndef NT
+#define NT 1
 #endif
 
 #define NWI (VW * NVW)
@@ -156,17 +165,22 @@ __kernel void pack_b(const int N, const int K, __global const float *B, const ul
         for (; k < (k_end); ++k) BODY(k)                                                           \
     }
 
-__kernel void gemm(const int M, const int N, const int K, const float alpha, const float beta,
+__kernel void gemm(const int M, const int N, const int K, const int KP, const float alpha, const float beta,
                    __global const float *A, const ulong a_off, const int lda, const ulong a_stride,
                    __global const float *B, const ulong b_off, const int ldb, const ulong b_stride,
                    __global float *C, const ulong c_off, const int ldc, const ulong c_stride,
                    __global const float *bias, const ulong bias_off, const ulong bias_stride, const int bias_axis,
                    const int act) {
-    const int it = (int)get_global_id(0), jt = (int)get_global_id(1);
+    const int it = (int)get_global_id(0);
     const size_t batch = get_global_id(2);
-    const int i0 = it * MWI, j0 = jt * NWI;
+    const int i0 = it * MWI;
+    // NT column tiles per work-item, one after the other: fewer, longer work-items (PoCL pays
+    // for each work-group it schedules), and the rows of A stay in L1 from one tile to the next.
+    for (int tile_ = 0; tile_ < NT; ++tile_) {
+    const int jt = (int)get_global_id(1) * NT + tile_;
+    const int j0 = jt * NWI;
 #if !(SA || SB)
-    // Without barriers, work-items past the edge can leave at once.
+    // Without barriers, work-items past the edge can leave at once (the tiles after it too).
     if (i0 >= M || j0 >= N) return;
 #endif
     floatv acc[MWI][NVW];
@@ -175,7 +189,7 @@ __kernel void gemm(const int M, const int N, const int K, const float alpha, con
 
     // ---- where A values come from
 #if PACKA
-    const __global float *ap = A + batch * a_stride + (size_t)it * K * MWI;
+    const __global float *ap = A + a_off + batch * a_stride + (size_t)it * KP * MWI;
 #define A_GLOBAL(m, k) ap[(size_t)(k) * MWI + (m)]
 #else
     const __global float *abase = A + a_off + batch * a_stride;
@@ -187,7 +201,7 @@ __kernel void gemm(const int M, const int N, const int K, const float alpha, con
 #endif
     // ---- where B vectors come from
 #if PACKB
-    const __global float *bp = B + batch * b_stride + (size_t)jt * K * NWI;
+    const __global float *bp = B + b_off + batch * b_stride + (size_t)jt * KP * NWI;
 #define B_LOAD_FULL(k) _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = VLOAD(bp + (size_t)(k) * NWI + v * VW);
 #define B_LOAD_EDGE(k) B_LOAD_FULL(k)
 #else
@@ -332,4 +346,5 @@ __kernel void gemm(const int M, const int N, const int K, const float alpha, con
             }
         }
     }
+    } // NT
 }

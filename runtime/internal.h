@@ -176,7 +176,10 @@ void tsr_workspace_release(tsr_device *device);
 typedef enum tsr_lanes {
     TSR_LANES_ANY = 0,          /* in a tsr_default: any device */
     TSR_LANES_IN_ITEM = 1,      /* vectors inside a work-item */
-    TSR_LANES_ACROSS_ITEMS = 2  /* one work-item per lane (preferred and native float width 1) */
+    TSR_LANES_ACROSS_ITEMS = 2, /* one work-item per lane (preferred and native float width 1) */
+    /* In a tsr_default only: vectors inside a work-item on a device preferring float vectors of 16
+     * or more (AVX-512 CPUs under PoCL, whose 32 registers of 16 floats hold larger tiles). */
+    TSR_LANES_IN_ITEM_WIDE = 3
 } tsr_lanes;
 tsr_lanes tsr_device_lanes(const tsr_device_info *info);
 /* Why a device cannot be used (zero compute units, zero global memory, unavailable, no float
@@ -554,12 +557,18 @@ bool tsr_db_validate(const struct cJSON *root, char *why, size_t size);
 /* Load and validate a database file: TSR_ERR_NOT_FOUND when absent, TSR_ERR_CORRUPT (with the
  * reason) when damaged or foreign. */
 tsr_status tsr_db_load(const char *path, struct cJSON **root);
-/* Look a class up in one database through the device tiers (exact, other driver, same vendor
- * and type). Returns the tier (1-3) or 0; entries whose source hash differs are passed over
- * and described in `notes`. */
+/* Look a class up in one database through the device tiers (exact, other driver, then a device
+ * of the same platform, vendor and type: of the same LLVM target, of the same preferred float
+ * vector width, of unknown ISA; never one of another ISA). Returns the tier (1 to TSR_DB_TIERS)
+ * or 0; entries whose source hash or ISA differs are passed over and described in `notes`. */
+#define TSR_DB_TIERS 5
 int tsr_db_find(const struct cJSON *root, const tsr_device_info *info, const char *op, const char *problem_class,
                 const char *source_hash, const struct cJSON **entry, const char **device_key, char *notes,
                 size_t notes_size);
+/* The LLVM CPU target in a PoCL device name ("pthread-skylake-avx512-Intel..." gives
+ * "skylake-avx512") and its float SIMD width (16 there, 8 for AVX2 targets); 0 and NULL when the
+ * name is no PoCL CPU name or names a target tessera does not know. */
+int tsr_llvm_target_of_name(const char *name, const char **target);
 /* Entries a database holds for this very device (tiers 1 and 2: any driver); 0 for NULL. */
 size_t tsr_db_count_for_device(const struct cJSON *root, const tsr_device_info *info);
 /* Append a note to a "; "-separated list (silently cut at `size`). */

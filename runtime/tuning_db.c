@@ -186,6 +186,71 @@ static const char *str(const cJSON *o, const char *key) {
     return cJSON_IsString(v) ? v->valuestring : "";
 }
 
+/* The SIMD instruction set a CPU kernel was compiled for decides its best register tile (16
+ * ymm registers of 8 floats under AVX2, 32 zmm of 16 under AVX-512), so a sibling's tuning only
+ * carries over between devices of one ISA. PoCL names its CPU device "<driver>-<LLVM target>-<model>"
+ * ("pthread-haswell-AMD EPYC", "cpu-skylake-avx512-Intel(R) Xeon(R) ..."): the target, and the
+ * float vector width the device prefers, which new device nodes record ("float_width"). */
+static const struct {
+    const char *target;
+    int float_width; /* floats per SIMD register of the widest float unit LLVM uses there */
+} llvm_targets[] = {
+    {"skylake-avx512", 16}, {"cascadelake", 16}, {"cooperlake", 16}, {"cannonlake", 16}, {"icelake-client", 16},
+    {"icelake-server", 16}, {"tigerlake", 16}, {"rocketlake", 16}, {"sapphirerapids", 16}, {"emeraldrapids", 16},
+    {"graniterapids", 16}, {"znver4", 16}, {"znver5", 16}, {"knl", 16}, {"knm", 16},
+    {"haswell", 8}, {"broadwell", 8}, {"skylake", 8}, {"alderlake", 8}, {"raptorlake", 8}, {"meteorlake", 8},
+    {"znver1", 8}, {"znver2", 8}, {"znver3", 8}, {"core-avx2", 8}, {"sandybridge", 8}, {"ivybridge", 8},
+    {"bdver1", 8}, {"bdver2", 8}, {"bdver3", 8}, {"bdver4", 8}, {"btver2", 8},
+    {"x86-64", 4}, {"nehalem", 4}, {"westmere", 4}, {"core2", 4}, {"silvermont", 4}, {"goldmont", 4},
+};
+
+int tsr_llvm_target_of_name(const char *name, const char **target) {
+    *target = NULL;
+    const char *rest = NULL;
+    if (strncmp(name, "pthread-", 8) == 0) rest = name + 8;
+    else if (strncmp(name, "cpu-", 4) == 0) rest = name + 4;
+    else if (strncmp(name, "basic-", 6) == 0) rest = name + 6;
+    if (!rest) return 0;
+    size_t best = 0;
+    int width = 0;
+    /* the longest target followed by '-' or the end: "skylake-avx512" before "skylake" */
+    for (size_t i = 0; i < sizeof llvm_targets / sizeof llvm_targets[0]; ++i) {
+        size_t n = strlen(llvm_targets[i].target);
+        if (n > best && strncmp(rest, llvm_targets[i].target, n) == 0 && (rest[n] == '-' || rest[n] == '\0')) {
+            best = n;
+            width = llvm_targets[i].float_width;
+            *target = llvm_targets[i].target;
+        }
+    }
+    return width;
+}
+
+/* How alike the ISA of the device an entry was tuned on and this device are: 2 the same LLVM
+ * target, 1 the same preferred float vector width, 0 unknown (a node without "float_width" whose
+ * name says nothing), -1 different widths. */
+static int isa_likeness(const cJSON *dev, const tsr_device_info *info) {
+    const char *node_target, *my_target;
+    int node_width = tsr_llvm_target_of_name(str(dev, "name"), &node_target);
+    tsr_llvm_target_of_name(info->name, &my_target);
+    const cJSON *fw = cJSON_GetObjectItemCaseSensitive(dev, "float_width");
+    if (cJSON_IsNumber(fw) && fw->valueint > 0) node_width = fw->valueint;
+    int my_width = (int)info->preferred_vector_width[4];
+    if (node_width && my_width && node_width != my_width) return -1;
+    if (node_target && my_target && strcmp(node_target, my_target) != 0 && node_width != my_width) return -1;
+    if (node_target && my_target && strcmp(node_target, my_target) == 0) return 2;
+    if (node_width && node_width == my_width) return 1;
+    return 0;
+}
+
+static int sibling_width(const cJSON *dev) {
+    const char *target;
+    const cJSON *fw = cJSON_GetObjectItemCaseSensitive(dev, "float_width");
+    return cJSON_IsNumber(fw) && fw->valueint > 0 ? fw->valueint : tsr_llvm_target_of_name(str(dev, "name"), &target);
+}
+
+/* 1: this device and driver, 2: this device under another driver, 3-5: a sibling of the same
+ * ISA by LLVM target (3), by float vector width (4), of unknown ISA (5); 0: none, also for a
+ * sibling of another ISA (-1: that case, so a lookup can say why it passed the entry over). */
 static int device_tier(const cJSON *dev, const tsr_device_info *info) {
     bool same_device = strcmp(str(dev, "platform"), info->platform_name) == 0 &&
                        strcmp(str(dev, "vendor"), info->vendor) == 0 && strcmp(str(dev, "name"), info->name) == 0;
@@ -197,8 +262,10 @@ static int device_tier(const cJSON *dev, const tsr_device_info *info) {
      * implementation of the same hardware (PoCL and rusticl on one CPU) compiles the same kernel
      * into something else, so its tuning says nothing here. */
     if (strcmp(str(dev, "platform"), info->platform_name) == 0 && strcmp(str(dev, "vendor"), info->vendor) == 0 &&
-        strcmp(str(dev, "type"), tsr_device_type_str(info->type)) == 0)
-        return 3;
+        strcmp(str(dev, "type"), tsr_device_type_str(info->type)) == 0) {
+        int isa = isa_likeness(dev, info);
+        return isa == 2 ? 3 : isa == 1 ? 4 : isa == 0 ? 5 : -1;
+    }
     return 0;
 }
 
@@ -217,13 +284,19 @@ int tsr_db_find(const cJSON *root, const tsr_device_info *info, const char *op, 
                 size_t notes_size) {
     *entry = NULL;
     const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
-    for (int tier = 1; tier <= 3; ++tier) {
+    for (int tier = 1; tier <= TSR_DB_TIERS; ++tier) {
         const cJSON *dev;
         cJSON_ArrayForEach(dev, devices) {
-            if (device_tier(dev, info) != tier) continue;
+            int t = device_tier(dev, info);
+            if (t != tier && !(t < 0 && tier == TSR_DB_TIERS)) continue;
             const cJSON *e = cJSON_GetObjectItemCaseSensitive(
                 cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(dev, "ops"), op), problem_class);
             if (!e) continue;
+            if (t < 0) { /* said once, after every usable tier came up empty */
+                tsr_note_append(notes, notes_size, "passed over %s/%s tuned on '%s': another instruction set (float vector width %d, here %u)",
+                                op, problem_class, str(dev, "name"), sibling_width(dev), info->preferred_vector_width[4]);
+                continue;
+            }
             if (strcmp(str(e, "source_hash"), source_hash) != 0) {
                 tsr_note_append(notes, notes_size, "passed over %s/%s tuned on '%s' (driver %s): kernel source changed since",
                          op, problem_class, str(dev, "name"), str(dev, "driver"));
@@ -254,6 +327,7 @@ cJSON *tsr_db_device_node(cJSON *root, const tsr_device_info *info) {
     cJSON_AddStringToObject(dev, "driver", info->driver_version);
     cJSON_AddStringToObject(dev, "opencl_c", info->opencl_c_version);
     cJSON_AddStringToObject(dev, "type", tsr_device_type_str(info->type));
+    cJSON_AddNumberToObject(dev, "float_width", info->preferred_vector_width[4]); /* the ISA, for siblings */
     cJSON_AddObjectToObject(dev, "ops");
     return dev;
 }
@@ -270,6 +344,10 @@ size_t tsr_db_merge(cJSON *dst, const cJSON *src) {
             cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(sdev, "ops")) taken += (size_t)cJSON_GetArraySize(op);
             continue;
         }
+        /* a node written before nodes recorded their ISA learns it from a newer one */
+        const cJSON *fw = cJSON_GetObjectItemCaseSensitive(sdev, "float_width");
+        if (cJSON_IsNumber(fw) && !cJSON_GetObjectItemCaseSensitive(ddev, "float_width"))
+            cJSON_AddNumberToObject(ddev, "float_width", fw->valuedouble);
         cJSON *dops = cJSON_GetObjectItemCaseSensitive(ddev, "ops");
         const cJSON *sop;
         cJSON_ArrayForEach(sop, cJSON_GetObjectItemCaseSensitive(sdev, "ops")) {

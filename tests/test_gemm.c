@@ -341,6 +341,9 @@ static void configurations(void **state) {
         "MWI=4 VW=16 NVW=2 KU=8 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1",
         "MWI=8 VW=8 NVW=2 KU=2 WGM=4 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0",
         "MWI=6 VW=1 NVW=4 KU=4 WGM=1 WGN=2 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1",
+        /* several column tiles per work-item, the last ones past the edge of N */
+        "MWI=4 VW=8 NVW=1 KU=2 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0 NT=4",
+        "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1 PK=64 NT=8",
     };
     size_t nconfigs = small_mode() ? 4 : sizeof configs / sizeof configs[0];
     for (size_t c = 0; c < nconfigs; ++c) {
@@ -350,6 +353,35 @@ static void configurations(void **state) {
             gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = t & 1, .tb = (t >> 1) & 1, .m = rand_size(max),
                            .n = rand_size(max), .k = rand_size(max), .alpha = 1.0f, .beta = 0.5f,
                            .batch = 1 + (size_t)(t == 5)};
+            expect_accurate(&g);
+        }
+    }
+    set_gemm_override(NULL);
+}
+
+/* K blocking (KC): K split into launches that accumulate into C. The first block alone may
+ * apply beta (with beta = 0 C's NaN must not leak in), later ones add to it, and the epilogue
+ * (bias, activation: neither commutes with a second application) runs once, after the last
+ * block. Packed, unpacked and staged kernels, every transposition, batches, K below, at and
+ * past multiples of KC, odd edges. */
+static void k_blocked_accumulation(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 KC=128 NT=2",
+        "MWI=4 VW=8 NVW=1 KU=2 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 KC=128",
+        "MWI=2 VW=2 NVW=4 KU=2 WGM=4 WGN=8 KWG=8 SA=1 SB=1 PACKA=0 PACKB=0 KC=128",
+    };
+    static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
+    static const size_t ks[] = {128, 129, 256, 300, 385, 77};
+    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; ++c) {
+        if (!try_gemm_override(configs[c])) continue;
+        for (int t = 0; t < 8; ++t) {
+            gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = t & 1, .tb = (t >> 1) & 1, .m = rand_size(45),
+                           .n = rand_size(45), .k = t < 6 ? ks[t] : 130 + th_rand() % 300, .lda_pad = th_rand() % 3,
+                           .ldb_pad = th_rand() % 3, .ldc_pad = th_rand() % 3, .a_off = th_rand() % 4,
+                           .b_off = th_rand() % 4, .c_off = th_rand() % 4, .alpha = (t & 2) ? -0.8f : 1.1f,
+                           .beta = (t % 3 == 0) ? 0.0f : 0.7f, .batch = 1 + th_rand() % 3, .c_gap = th_rand() % 3,
+                           .act = acts[t % 4], .bias = t % 4 != 1, .bias_shared = t == 6, .bias_off = th_rand() % 3};
             expect_accurate(&g);
         }
     }
@@ -631,6 +663,7 @@ int main(void) {
         cmocka_unit_test(epilogue_batched_and_degenerate),
         cmocka_unit_test(epilogue_invalid),
         cmocka_unit_test(configurations),
+        cmocka_unit_test(k_blocked_accumulation),
         cmocka_unit_test(bad_configuration_overrides),
         cmocka_unit_test(packed_panels_are_fully_written),
         cmocka_unit_test(invalid_arguments),

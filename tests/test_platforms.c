@@ -130,9 +130,9 @@ static void tuning_never_crosses_platforms(void **state) {
     tsr_device_info other_driver = pocl;
     strcpy(other_driver.driver_version, "4.0");
     assert_int_equal(find_tier(root, &other_driver), 2);
-    tsr_device_info sibling = pocl; /* another CPU of the same vendor, same platform */
+    tsr_device_info sibling = pocl; /* another AVX2 CPU of the same vendor, same platform */
     strcpy(sibling.name, "cpu-skylake-AMD EPYC");
-    assert_int_equal(find_tier(root, &sibling), 3);
+    assert_int_equal(find_tier(root, &sibling), 4);
     /* Same vendor, name and type, another implementation: no tier at all. */
     assert_int_equal(find_tier(root, &rusticl), 0);
 
@@ -144,6 +144,112 @@ static void tuning_never_crosses_platforms(void **state) {
     assert_int_equal(find_tier(mine, &pocl), 1);
     cJSON_Delete(mine);
     cJSON_Delete(root);
+}
+
+/* Sibling devices (same platform, vendor and type) share tuning only within one instruction
+ * set: an entry tuned on the same LLVM target ranks first, then one of the same preferred float
+ * vector width, then one of unknown ISA; an AVX2 entry never reaches an AVX-512 device (its tiles
+ * are sized for 16 registers of 8 floats), and the lookup says why it passed it over. */
+static void tuning_siblings_follow_the_isa(void **state) {
+    (void)state;
+    const char *target = NULL;
+    assert_int_equal(tsr_llvm_target_of_name("pthread-haswell-AMD EPYC", &target), 8);
+    assert_string_equal(target, "haswell");
+    assert_int_equal(tsr_llvm_target_of_name("pthread-skylake-avx512-Intel(R) Xeon(R)", &target), 16);
+    assert_string_equal(target, "skylake-avx512"); /* the longest target, not "skylake" */
+    assert_int_equal(tsr_llvm_target_of_name("cpu-skylake-Intel(R) Core(TM)", &target), 8);
+    assert_string_equal(target, "skylake");
+    assert_int_equal(tsr_llvm_target_of_name("pthread-znver4", &target), 16);
+    assert_int_equal(tsr_llvm_target_of_name("pthread-skylakefoo-X", &target), 0); /* not a target */
+    assert_null(target);
+    assert_int_equal(tsr_llvm_target_of_name("NVIDIA H100 80GB HBM3", &target), 0);
+
+    tsr_device_info haswell = pocl_cpu(); /* cpu-haswell-AMD EPYC, float width 8 */
+    tsr_device_info avx512 = pocl_cpu();
+    strcpy(avx512.name, "cpu-skylake-avx512-AMD EPYC");
+    avx512.preferred_vector_width[4] = avx512.native_vector_width[4] = 16;
+    tsr_device_info haswell2 = haswell; /* the same target, another model */
+    strcpy(haswell2.name, "cpu-haswell-AMD EPYC 7B12");
+
+    cJSON *root = db_with_entry(&haswell, "0123456789abcdef");
+    const cJSON *node = cJSON_GetObjectItem(root, "devices")->child;
+    assert_int_equal(cJSON_GetObjectItem(node, "float_width")->valueint, 8); /* recorded when written */
+    assert_int_equal(find_tier(root, &haswell2), 3);
+    const cJSON *entry;
+    const char *key;
+    char notes[512] = "";
+    assert_int_equal(tsr_db_find(root, &avx512, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes), 0);
+    assert_null(entry);
+    TH_ASSERT_CONTAINS(notes, "another instruction set (float vector width 8, here 16)");
+    /* A node written before nodes recorded their width: the name's target still tells. */
+    cJSON_DeleteItemFromObject((cJSON *)node, "float_width");
+    assert_int_equal(find_tier(root, &avx512), 0);
+    assert_int_equal(find_tier(root, &haswell2), 3);
+    /* Neither a width nor a known target: usable, but after every known-alike sibling. */
+    cJSON *unknown = db_with_entry(&haswell, "0123456789abcdef");
+    cJSON *unode = cJSON_GetObjectItem(unknown, "devices")->child;
+    cJSON_DeleteItemFromObject(unode, "float_width");
+    cJSON_ReplaceItemInObject(unode, "name", cJSON_CreateString("cpu-futurecore-AMD EPYC"));
+    assert_int_equal(find_tier(unknown, &avx512), 5);
+    assert_int_equal(find_tier(unknown, &haswell), 5);
+    cJSON_Delete(unknown);
+
+    /* Two siblings, the AVX2 one listed first: an AVX-512 device takes the AVX-512 entry, an
+     * AVX2 device the AVX2 one, whatever the order. */
+    tsr_device_info xeon = avx512;
+    strcpy(xeon.name, "cpu-skylake-avx512-Intel Xeon");
+    cJSON *both = db_with_entry(&haswell, "0123456789abcdef");
+    cJSON *other = db_with_entry(&xeon, "0123456789abcdef");
+    cJSON *other_config = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(other, "devices")->child, "ops"), "gemm"),
+                            "large"),
+        "config");
+    cJSON_ReplaceItemInObject(other_config, "MWI", cJSON_CreateNumber(8));
+    assert_int_equal(tsr_db_merge(both, other), 1);
+    notes[0] = '\0';
+    assert_int_equal(tsr_db_find(both, &avx512, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes), 3);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(entry, "config"), "MWI")->valueint, 8);
+    assert_int_equal(tsr_db_find(both, &haswell2, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes), 3);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(entry, "config"), "MWI")->valueint, 1);
+    /* A merge teaches an older node of the same device its width. */
+    cJSON *old = db_with_entry(&haswell, "0123456789abcdef");
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(old, "devices")->child, "float_width");
+    cJSON *fresh = db_with_entry(&haswell, "fedcba9876543210");
+    tsr_db_merge(old, fresh);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(old, "devices")->child, "float_width")->valueint, 8);
+    cJSON_Delete(old);
+    cJSON_Delete(fresh);
+    cJSON_Delete(other);
+    cJSON_Delete(both);
+    cJSON_Delete(root);
+}
+
+/* Defaults follow the ISA too: a PoCL CPU preferring 16-float vectors (AVX-512) gets GEMM tiles
+ * for 32 registers, legal there and not on an AVX2 CPU; AVX2 keeps its own. */
+static void gemm_defaults_follow_the_isa(void **state) {
+    (void)state;
+    static tsr_device avx2, avx512;
+    avx2.info = pocl_cpu();
+    avx512.info = pocl_cpu();
+    strcpy(avx512.info.name, "cpu-skylake-avx512-Intel Xeon");
+    avx512.info.preferred_vector_width[4] = avx512.info.native_vector_width[4] = 16;
+    avx2.info.local_mem_bytes = avx512.info.local_mem_bytes = 32 * 1024;
+    avx2.info.max_work_item_sizes[1] = avx512.info.max_work_item_sizes[1] = 4096;
+    const tsr_op *gemm = tsr_find_op("gemm");
+    for (int c = 0; gemm->classes[c]; ++c) {
+        tsr_config a, b;
+        tsr_op_default_config(gemm, &avx2, gemm->classes[c], &a);
+        tsr_op_default_config(gemm, &avx512, gemm->classes[c], &b);
+        char ta[256], tb[256];
+        tsr_config_format(gemm, &a, ta, sizeof ta);
+        tsr_config_format(gemm, &b, tb, sizeof tb);
+        if (!gemm->config_ok(&avx2, NULL, &a)) fail_msg("%s: AVX2 default %s not legal", gemm->classes[c], ta);
+        if (!gemm->config_ok(&avx512, NULL, &b)) fail_msg("%s: AVX-512 default %s not legal", gemm->classes[c], tb);
+        if (strcmp(gemm->classes[c], "large") == 0) {
+            TH_ASSERT_CONTAINS(tb, "MWI=8 VW=16 NVW=2");
+            assert_false(gemm->config_ok(&avx2, NULL, &b)); /* 256 accumulators spill 16 registers */
+        }
+    }
 }
 
 /* A kernel variant the driver cannot compile (here: gemm.cl from TSR_KERNEL_DIR refuses MWI=8
@@ -322,6 +428,8 @@ int main(void) {
         cmocka_unit_test(lane_defaults_legal),
         cmocka_unit_test(unusable_devices_named),
         cmocka_unit_test(tuning_never_crosses_platforms),
+        cmocka_unit_test(tuning_siblings_follow_the_isa),
+        cmocka_unit_test(gemm_defaults_follow_the_isa),
         cmocka_unit_test(build_failure_falls_back),
     };
     return TH_RUN(tests);

@@ -264,9 +264,9 @@ static void add_entry(cJSON *root, const char *key, const char *platform, const 
     cJSON *gemm = cJSON_GetObjectItem(cJSON_GetObjectItem(d, "ops"), "gemm");
     cJSON *e = cJSON_CreateObject();
     cJSON *c = cJSON_AddObjectToObject(e, "config");
-    const char *names[] = {"MWI", "VW", "NVW", "KU", "WGM", "WGN", "KWG", "SA", "SB", "PACKA", "PACKB"};
-    const int values[] = {mwi, 8, 1, 2, 1, 1, 8, 0, 0, 1, 1};
-    for (int i = 0; i < 11; ++i) cJSON_AddNumberToObject(c, names[i], values[i]);
+    const char *names[] = {"MWI", "VW", "NVW", "KU", "WGM", "WGN", "KWG", "SA", "SB", "PACKA", "PACKB", "KC", "PK", "NT"};
+    const int values[] = {mwi, 8, 1, 2, 1, 1, 8, 0, 0, 1, 1, 0, 16, 1};
+    for (int i = 0; i < 14; ++i) cJSON_AddNumberToObject(c, names[i], values[i]);
     cJSON_AddNumberToObject(e, "gflops", gflops);
     cJSON_AddStringToObject(e, "source_hash", hash);
     cJSON_AddStringToObject(e, "date", date);

@@ -20,7 +20,10 @@
     X(SA, DEFINE, 0, 0, 1)              /* stage A's tile in local memory */                   \
     X(SB, DEFINE, 0, 0, 1)              /* stage B's tile in local memory */                   \
     X(PACKA, DEFINE, 0, 0, 1)           /* pack A into contiguous panels first */              \
-    X(PACKB, DEFINE, 0, 0, 1)           /* pack B into contiguous panels first */
+    X(PACKB, DEFINE, 0, 0, 1)           /* pack B into contiguous panels first */                \
+    X(KC, HOST, 0, 0, 128, 256, 512, 1024) /* k per launch (0: all of K in one launch) */       \
+    X(PK, DEFINE, 16, 16, 64, 256)      /* k-steps per work-item of the pack kernels */        \
+    X(NT, DEFINE, 1, 1, 2, 4, 8)        /* column tiles per work-item, one after the other */
 
 enum { GEMM_PARAMS(TSR_PARAM_INDEX) GEMM_NPARAMS };
 static const tsr_param_def gemm_params[] = {GEMM_PARAMS(TSR_PARAM_DEF)};
@@ -37,13 +40,25 @@ static const tsr_default gemm_defaults[] = {
      * with 4x4 scalar tiles. llvmpipe compiles this in seconds; a float16 tile in a one-item group
      * took more than 8 minutes. No packing: each pack kernel is one more slow compile. */
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "MWI=4 VW=1 NVW=4 KU=1 WGM=8 WGN=8 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0"},
+    /* AVX-512 CPUs (PoCL preferring float16): 32 registers of 16 floats, so an 8x32 tile in
+     * 16 of them. Not measured here (no such machine): a first guess that follows the ISA, so
+     * tiles tuned for AVX2's 16 registers are not used there. */
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-n", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-m", "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small", "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "batched", "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, NULL, "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 NT=4"},
     /* PoCL runs a work-group per thread and loops over its items, and barriers make it
      * spill: one item per group, a 6x16 tile in float16 accumulators (12 of AVX2's 16
      * registers), and operands packed into contiguous panels beforehand. */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "small-n", "MWI=6 VW=8 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1"}, /* A is large: stream it */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "small-m", "MWI=8 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0"}, /* B is large */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "small", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0"}, /* packing costs more than it saves */
-    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "batched", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1"},
+    /* Four column tiles per work-item: the work-item's rows of A are read from memory once for
+     * 64 columns instead of 16, which is what keeps 4096^3 from streaming A (0.72 -> 0.97 of
+     * OpenBLAS here); K blocking by launches (KC) measured slower on PoCL at 1024-4096. */
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 NT=4"},
     /* GPUs and others: 16x16 work-groups sharing 64x64 tiles staged in local memory. */
     {0, TSR_LANES_ANY, NULL, "MWI=4 VW=4 NVW=1 KU=4 WGM=16 WGN=16 KWG=16 SA=1 SB=1 PACKA=0 PACKB=0"},
 };
@@ -57,7 +72,10 @@ static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr
     const int *v = cfg->values;
     int nwi = v[P_VW] * v[P_NVW];
     bool staged = v[P_SA] || v[P_SB];
-    if (nwi > 64 || v[P_MWI] * nwi > 128) return false; /* beyond this the tile spills on every device we know */
+    /* Beyond this the tile spills on every device we know: 128 floats (16 AVX2 registers),
+     * twice that where the device prefers 16-float vectors (AVX-512's 32 registers). */
+    int max_tile = dev->info.preferred_vector_width[4] >= 16 ? 256 : 128;
+    if (nwi > 64 || v[P_MWI] * nwi > max_tile) return false;
     /* A CPU that vectorizes across work-items wants groups of light items: one-item groups
      * leave lanes idle, and large tiles compile for minutes on llvmpipe. */
     if (simt_cpu(dev) && ((size_t)v[P_WGM] * v[P_WGN] < 16 || v[P_MWI] * nwi > 32 || v[P_KU] > 4)) return false;
@@ -67,8 +85,10 @@ static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr
         return false;
     /* Staged tiles are loaded from the matrices: packing would only add a pass. */
     if (staged && (v[P_PACKA] || v[P_PACKB])) return false;
-    /* Without staging KWG means nothing: one value, so searches see no duplicates. */
+    /* Without staging KWG means nothing, nor PK without packing: one value, so searches see no
+     * duplicates. */
     if (!staged && v[P_KWG] != gemm_params[P_KWG].default_value) return false;
+    if (staged && v[P_PK] != gemm_params[P_PK].default_value) return false;
     size_t local = ((v[P_SA] ? (size_t)v[P_WGM] * v[P_MWI] : 0) + (v[P_SB] ? (size_t)v[P_WGN] * nwi : 0)) *
                    (size_t)v[P_KWG] * sizeof(float);
     if (local > dev->info.local_mem_bytes) return false;
@@ -83,11 +103,18 @@ static bool packs_b(const tsr_config *cfg, bool tb) {
     return cfg->values[P_PACKB] || (tb && !cfg->values[P_SA] && !cfg->values[P_SB]);
 }
 
+/* Column tiles per work-item: staged tiles take one (a work-group stages one tile of B at a
+ * time), so an override of SA or SB over a default with NT > 1 still runs. */
+static int tiles_per_item(const tsr_config *cfg) {
+    return cfg->values[P_SA] || cfg->values[P_SB] ? 1 : cfg->values[P_NT];
+}
+
 static void gemm_build_options(const tsr_config *cfg, int transposes, char *out, size_t size) {
     bool ta = transposes & TRANSPOSE_A, tb = transposes & TRANSPOSE_B;
     tsr_config compiled = *cfg; /* the kernel reads the packing a launch does */
     compiled.values[P_PACKA] = packs_a(cfg, ta);
     compiled.values[P_PACKB] = packs_b(cfg, tb);
+    compiled.values[P_NT] = tiles_per_item(cfg);
     int n = snprintf(out, size, "-cl-mad-enable ");
     if (n < 0 || (size_t)n >= size) return;
     tsr_config_defines(&tsr_op_gemm, &compiled, out + n, size - (size_t)n);
@@ -236,7 +263,7 @@ static tsr_status enqueue_pack(tsr_device *dev, cl_program program, cl_command_q
     SET(rows); SET(K); SET(src); SET(off); SET(ld); SET(stride); SET(dst); SET(dstride);
 #undef SET
     size_t tile = which == 'a' ? (size_t)cfg->values[P_MWI] : (size_t)cfg->values[P_VW] * cfg->values[P_NVW];
-    size_t global[3] = {ceil_div(p->k, 16), ceil_div(which == 'a' ? p->m : p->n, tile), p->batch};
+    size_t global[3] = {ceil_div(p->k, (size_t)cfg->values[P_PK]), ceil_div(which == 'a' ? p->m : p->n, tile), p->batch};
     cl_event waits[2];
     cl_uint nwaits = 0;
     if (wait) waits[nwaits++] = wait;
@@ -260,7 +287,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     gemm_build_options(cfg, transposes, options, sizeof options);
     cl_program program = NULL;
     cl_kernel kernel = NULL;
-    cl_event packed[2] = {NULL, NULL}, done = NULL;
+    cl_event packed[2] = {NULL, NULL}, done = NULL, first_launch = NULL;
     cl_int err;
     size_t nwi = (size_t)v[P_VW] * v[P_NVW];
     /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
@@ -296,44 +323,70 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]), out);
         q.b = ws; q.b_off = 0; q.b_stride = stride;
     }
-    cl_int M = (cl_int)q.m, N = (cl_int)q.n, K = (cl_int)q.k;
+    /* K blocking: one launch per block of KC k-steps, each accumulating into C (beta = 1 after
+     * the first), so the block of A's panels a launch walks for every column tile stays in the
+     * cache instead of streaming from memory; the epilogue runs in the last launch only. */
+    size_t kc = v[P_KC] > 0 && (size_t)v[P_KC] < q.k ? (size_t)v[P_KC] : q.k;
+    size_t nblocks = q.k ? ceil_div(q.k, kc) : 1;
+    cl_int M = (cl_int)q.m, N = (cl_int)q.n, KP = (cl_int)q.k;
     cl_int lda = (cl_int)q.lda, ldb = (cl_int)q.ldb, ldc = (cl_int)q.ldc;
-    cl_ulong ao = q.a_off, bo = q.b_off, co = q.c_off, as = q.a_stride, bs = q.b_stride, cs = q.c_stride;
-    cl_uint arg = 0;
-#define SET(x) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(x), &(x)), out)
-    SET(M); SET(N); SET(K); SET(q.alpha); SET(q.beta);
-    SET(q.a); SET(ao); SET(lda); SET(as);
-    SET(q.b); SET(bo); SET(ldb); SET(bs);
-    SET(q.c); SET(co); SET(ldc); SET(cs);
+    cl_ulong co = q.c_off, as = q.a_stride, bs = q.b_stride, cs = q.c_stride;
     cl_ulong bias_off = q.bias_off, bias_stride = q.bias_stride;
-    cl_int bias_axis = q.bias_axis, act = q.act;
-    SET(q.bias); SET(bias_off); SET(bias_stride); SET(bias_axis); SET(act);
-#undef SET
     size_t local[3] = {(size_t)v[P_WGM], (size_t)v[P_WGN], 1};
-    size_t global[3] = {round_up(ceil_div(q.m, (size_t)v[P_MWI]), local[0]), round_up(ceil_div(q.n, nwi), local[1]),
-                        q.batch};
-    cl_event waits[3];
-    cl_uint nwaits = 0;
-    if (packed[0]) waits[nwaits++] = packed[0];
-    if (packed[1]) waits[nwaits++] = packed[1];
-    if (input_ready) waits[nwaits++] = input_ready;
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &done),
-                 out);
+    size_t global[3] = {round_up(ceil_div(q.m, (size_t)v[P_MWI]), local[0]),
+                        round_up(ceil_div(ceil_div(q.n, nwi), (size_t)tiles_per_item(cfg)), local[1]), q.batch};
+    for (size_t blk = 0; blk < nblocks; ++blk) {
+        size_t k0 = blk * kc;
+        bool last = blk + 1 == nblocks;
+        cl_int K = (cl_int)(q.k ? (k0 + kc <= q.k ? kc : q.k - k0) : 0);
+        float beta = blk == 0 ? q.beta : 1.0f;
+        /* where the block starts: inside each packed tile's panel, or in the matrix */
+        cl_ulong ao = pack_a ? k0 * (size_t)v[P_MWI] : q.a_off + (q.ta ? k0 * q.lda : k0);
+        cl_ulong bo = pack_b ? k0 * nwi : q.b_off + (q.tb ? k0 : k0 * q.ldb);
+        cl_int bias_axis = last ? q.bias_axis : 0, act = last ? q.act : TSR_ACT_NONE;
+        cl_uint arg = 0;
+#define SET(x) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(x), &(x)), out)
+        SET(M); SET(N); SET(K); SET(KP); SET(q.alpha); SET(beta);
+        SET(q.a); SET(ao); SET(lda); SET(as);
+        SET(q.b); SET(bo); SET(ldb); SET(bs);
+        SET(q.c); SET(co); SET(ldc); SET(cs);
+        SET(q.bias); SET(bias_off); SET(bias_stride); SET(bias_axis); SET(act);
+#undef SET
+        /* each block after the packs (and the caller's event), and after the block before it:
+         * the queue may be out of order */
+        cl_event waits[3];
+        cl_uint nwaits = 0;
+        if (blk == 0) {
+            if (packed[0]) waits[nwaits++] = packed[0];
+            if (packed[1]) waits[nwaits++] = packed[1];
+            if (input_ready) waits[nwaits++] = input_ready;
+        } else {
+            waits[nwaits++] = done;
+        }
+        cl_event ev = NULL;
+        TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &ev),
+                     out);
+        if (blk == 0) first_launch = ev, clRetainEvent(ev);
+        if (done) clReleaseEvent(done);
+        done = ev;
+    }
     if (pack_a) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done);
     if (pack_b) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done);
 out:
     /* A pack enqueued before a later step failed still writes its panel: the next user of that
      * workspace must wait for it. */
     if (status != TSR_SUCCESS) {
-        if (packed[0]) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, packed[0]);
-        if (packed[1]) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, packed[1]);
+        /* ...and so do the K blocks enqueued before the failing one (done: the last of them) */
+        if (packed[0]) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done ? done : packed[0]);
+        if (packed[1]) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done ? done : packed[1]);
     }
     pthread_mutex_unlock(&dev->lock);
 out_unlocked:
     if (first && status == TSR_SUCCESS) {
-        *first = packed[0] ? packed[0] : packed[1] ? packed[1] : done;
+        *first = packed[0] ? packed[0] : packed[1] ? packed[1] : first_launch;
         clRetainEvent(*first);
     }
+    if (first_launch) clReleaseEvent(first_launch);
     for (int i = 0; i < 2; ++i)
         if (packed[i]) clReleaseEvent(packed[i]);
     if (done) {
@@ -442,9 +495,9 @@ static const char *gemm_tuning_space(const tsr_device *dev) {
     /* CPUs that vectorize across work-items (llvmpipe): groups of light items, as on a GPU,
      * without packing (each pack kernel is one more slow compile there). */
     if (simt_cpu(dev))
-        return "MWI=1,2,4 VW=1,2,4 NVW=1,2,4 KU=1,2,4 WGM=4,8,16 WGN=4,8,16 KWG=8,16 SA=0,1 SB=0,1 PACKA=0 PACKB=0";
+        return "MWI=1,2,4 VW=1,2,4 NVW=1,2,4 KU=1,2,4 WGM=4,8,16 WGN=4,8,16 KWG=8,16 SA=0,1 SB=0,1 PACKA=0 PACKB=0 KC=0 NT=1";
     if (dev->info.type == TSR_DEVICE_CPU)
-        return "MWI=2,4,6,8 VW=4,8,16 NVW=1,2 KU=1,2,4,8 WGM=1,2,4 WGN=1 KWG=8 SA=0 SB=0 PACKA=0,1 PACKB=0,1";
+        return "MWI=2,4,6,8 VW=4,8,16 NVW=1,2 KU=1,2,4,8 WGM=1,2,4 WGN=1 KWG=8 SA=0 SB=0 PACKA=0,1 PACKB=0,1 KC=0,512 NT=1,2,4,8";
     return NULL;
 }
 

@@ -86,7 +86,9 @@ bool tsr_config_defines(const tsr_op *op, const tsr_config *config, char *out, s
 
 static bool default_matches(const tsr_default *row, const tsr_device *device, const char *problem_class) {
     return (row->device_type == 0 || row->device_type == (int)device->info.type) &&
-           (row->lanes == TSR_LANES_ANY || row->lanes == (int)tsr_device_lanes(&device->info)) &&
+           (row->lanes == TSR_LANES_ANY || row->lanes == (int)tsr_device_lanes(&device->info) ||
+            (row->lanes == TSR_LANES_IN_ITEM_WIDE && tsr_device_lanes(&device->info) == TSR_LANES_IN_ITEM &&
+             device->info.preferred_vector_width[4] >= 16)) &&
            (!row->problem_class || strcmp(row->problem_class, problem_class) == 0);
 }
 

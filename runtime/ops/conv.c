@@ -74,11 +74,11 @@ static const tsr_default conv_defaults[] = {
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=3"},
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=2 MWI=2 VW=1 STAGE=0 WGM=8 WGN=8 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=1"},
-    {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=1 VW=16 STAGE=0 WGM=1 WGN=1 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=2 VW=8 STAGE=3 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=1"},
     /* Never a CPU default (the row above matches first): the implicit path's shape there when
      * a call forces it or a search seeds it. */
-    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=2 MWI=6 VW=16 STAGE=0 WGM=1 WGN=1 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {0, TSR_LANES_ANY, NULL, "ALGO=2 MWI=4 VW=4 STAGE=1 WGM=16 WGN=16 KWG=16"},
 };
 
@@ -361,7 +361,8 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     cl_int err;
     cl_event last = NULL;
     bool locked = false;
-    size_t per = padded_bytes_per_image(p, v[P_VW]), Hp = padded_rows(p, v[P_VW]), Wp = p->W + 2 * p->pw;
+    size_t per = padded_bytes_per_image(p, v[P_VW]), Wp = p->W + 2 * p->pw;
+    size_t Hp = per ? padded_rows(p, v[P_VW]) : p->H; /* x itself when unpadded: its own planes */
     TSR_CHECK(tsr_program_get(dev, "conv", options, &program), out);
     kernel = clCreateKernel(program, "conv_implicit", &err);
     TSR_CL_CHECK(err, out);

@@ -38,18 +38,6 @@
 //   STAGE 1  (GPUs) WGM x WGN work-items share a (WGM MWI) x (WGN VW) tile of channels x
 //            flattened pixels; KWG reduction steps of weights and gathered input at a time are
 //            staged in local memory
-//   STAGE 2  (CPUs, stride 1) the host first copies x into zero-padded planes (or passes x
-//            itself when the layer has no padding) and hands the kernel the padded geometry, so
-//            every kernel tap of a VW-pixel tile is one unit-stride vector load: pixels are
-//            flattened over the padded width (j = oh W + ow), columns ow >= Q are computed and
-//            dropped. A work-item holds MWI channels x VW pixels; WGN neighbouring tiles share a
-//            work-group (one thread on PoCL), so the MWI weight rows stay in L1 across them.
-//            Layers with another stride run the STAGE 0 form.
-//   STAGE 3  (CPUs, depthwise) a work-item computes MWI output rows of one channel (VW pixels
-//            at a time along each row); up to WGN such items per work-group. Meant for one input
-//            channel per group (memory-bound layers), correct for any layer.
-// KR, KS (optional, set by the host for STAGE 2 and 3): the kernel size at compile time, so the
-// taps unroll.
 #include "activation.cl"
 
 #ifndef MWI
@@ -69,16 +57,6 @@
 #endif
 #ifndef KWG
 #define KWG 16
-#endif
-#ifdef KR
-#define KR_ KR
-#else
-#define KR_ GEO_R
-#endif
-#ifdef KS
-#define KS_ KS
-#else
-#define KS_ GEO_S
 #endif
 
 #include "vector.cl"
@@ -144,7 +122,7 @@ __kernel void conv_direct(const int16 geo, __global const float *x, const ulong 
 
 // ---------------------------------------------------------------- implicit GEMM
 
-#if STAGE == 0
+#if !STAGE
 // global = (ceil(Kg / MWI), P ceil(Q / VW), N G), local = (WGM, WGN, 1).
 __kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
                             const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
@@ -223,7 +201,7 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
     }
 }
 
-#elif STAGE == 1
+#else // STAGE
 #define MWG (WGM * MWI)
 #define NWG (WGN * VW)
 // global = (ceil(Kg / MWG) WGM, ceil(P Q / NWG) WGN, N G), local = (WGM, WGN, 1). Pixels are
@@ -286,197 +264,4 @@ void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, 
         }
     }
 }
-
-#elif STAGE == 2
-// x is the padded input: the host's geometry has H, W = the padded sizes and no padding; the
-// output keeps its true P x Q. global = (ceil(Kg / MWI), ceil(P W / VW) rounded to WGN, N G),
-// local = (1, WGN, 1).
-__kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
-                            const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
-                            const int act, __global float *y, const ulong y_off) {
-    const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
-    const int R = KR_, S = KS_, RS = R * S;
-    const int span = GEO_P * GEO_W; // flattened outputs, padded columns included
-    const int k0 = (int)get_global_id(0) * MWI, j0 = (int)get_global_id(1) * VW, ng = (int)get_global_id(2);
-    if (k0 >= Kg || j0 >= span) return;
-    const int n = ng / GEO_G, g = ng - n * GEO_G;
-    const __global float *xc = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW + j0;
-    // Rows past Kg repeat the last one (computed, never stored), so the tile needs no guards.
-    const __global float *wrow[MWI];
-    _Pragma("unroll") for (int m = 0; m < MWI; ++m)
-        wrow[m] = w + w_off + (size_t)(g * Kg + min(k0 + m, Kg - 1)) * Cg * RS;
-    floatv acc[MWI];
-    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
-    const int rstep = GEO_DH * GEO_W;
-#define FMA_TILE(wi, bvec)                                                                         \
-    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = fma((floatv)(wrow[m][wi]), (bvec), acc[m]);
-    if (j0 + VW - 1 + (R - 1) * rstep + (S - 1) * GEO_DW < HW) {
-        for (int c = 0; c < Cg; ++c, xc += HW) {
-            _Pragma("unroll") for (int r = 0; r < R; ++r)
-                _Pragma("unroll") for (int s = 0; s < S; ++s) {
-                    const floatv b = VLOAD(xc + r * rstep + s * GEO_DW);
-                    FMA_TILE(r * S + s, b)
-                }
-            _Pragma("unroll") for (int m = 0; m < MWI; ++m) wrow[m] += RS;
-        }
-    } else {
-        // The plane's last tile: lanes past the plane (padded columns only) read its last element.
-        const int lim = HW - 1 - j0;
-        for (int c = 0; c < Cg; ++c, xc += HW) {
-            for (int r = 0; r < R; ++r)
-                for (int s = 0; s < S; ++s) {
-                    const int o = r * rstep + s * GEO_DW;
-                    float t[VW];
-                    _Pragma("unroll") for (int e = 0; e < VW; ++e) t[e] = xc[min(o + e, lim)];
-                    const floatv b = VLOAD(t);
-                    FMA_TILE(r * S + s, b)
-                }
-            _Pragma("unroll") for (int m = 0; m < MWI; ++m) wrow[m] += RS;
-        }
-    }
-#undef FMA_TILE
-    __global float *yk = y + y_off + ((size_t)n * GEO_K + g * Kg + k0) * (size_t)(GEO_P * GEO_Q);
-    const int oh0 = j0 / GEO_W, ow0 = j0 - oh0 * GEO_W;
-    const bool whole = ow0 + VW <= GEO_Q; // the tile lies inside one output row
-    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
-        if (k0 + m >= Kg) break;
-        floatv v = acc[m];
-        if (has_bias) v += bias[bias_off + g * Kg + k0 + m];
-        if (act != TSR_ACT_NONE) v = activate_floatv(v, act);
-        __global float *yp = yk + (size_t)m * GEO_P * GEO_Q;
-        if (whole) {
-            VSTORE(v, yp + oh0 * GEO_Q + ow0);
-        } else {
-            float t[VW];
-            VSTORE(v, t);
-            int oh = oh0, ow = ow0;
-            for (int e = 0; e < VW; ++e) {
-                if (ow < GEO_Q && oh < GEO_P) yp[oh * GEO_Q + ow] = t[e];
-                if (++ow == GEO_W) ow = 0, ++oh;
-            }
-        }
-    }
-}
-
-#else // STAGE 3
-#if VW == 1
-#define IOTA 0
-#define MASKED(v, m) ((m) ? (v) : 0.0f)
-typedef int intv;
-#else
-#define IOTA CAT(IOTA_, VW)
-#define IOTA_2 (int2)(0, 1)
-#define IOTA_4 (int4)(0, 1, 2, 3)
-#define IOTA_8 (int8)(0, 1, 2, 3, 4, 5, 6, 7)
-#define IOTA_16 (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
-#define MASKED(v, m) CAT(as_float, VW)(CAT(as_int, VW)(v) & (m)) /* m: -1 keeps a lane, 0 zeroes it */
-typedef CAT(int, VW) intv;
 #endif
-// global = (ceil(P / MWI), N K), each rounded to the work-group; local = (L0, L1) with L0 L1 <= WGN
-// (L1 > 1 when a plane has fewer than WGN items: few, heavy work-groups): MWI output rows
-// of one channel per work-item, VW pixels at a time along each row. A tap's vector load reads
-// x as it lies; lanes whose input column falls outside the row (padding, or a tile past the row's
-// end reading the next row) are zeroed with select(), so edge tiles stay vector code. Only loads
-// that would leave the channel's plane (first and last rows) and strides above 2 go lane by lane.
-__kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
-                            const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
-                            const int act, __global float *y, const ulong y_off) {
-    const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
-    const int R = KR_, S = KS_, RS = R * S;
-    const int oh_first = (int)get_global_id(0) * MWI, nk = (int)get_global_id(1);
-    if (oh_first >= GEO_P || nk >= geo.sf) return; // geo.sf: N K
-    const int n = nk / GEO_K, k = nk - n * GEO_K, g = k / Kg;
-    const __global float *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
-    const __global float *wk = w + w_off + (size_t)k * Cg * RS;
-    const float b0 = has_bias ? bias[bias_off + k] : 0.0f;
-    // Input columns one load covers: VW (stride 1), 2 VW (stride 2, every second one kept).
-    const int need = GEO_SW == 1 ? VW : 2 * VW;
-    const bool vec_ok = GEO_SW <= 2;
-    const intv lane_col = IOTA * GEO_SW;
-    for (int oh = oh_first; oh < min(oh_first + MWI, GEO_P); ++oh) {
-        __global float *yr = y + y_off + ((size_t)nk * GEO_P + oh) * GEO_Q;
-        const int ih0 = oh * GEO_SH - GEO_PH;
-        int r_lo = 0, r_hi = R; // kernel rows inside the image (a row of zeros adds nothing)
-        while (r_lo < R && ih0 + r_lo * GEO_DH < 0) ++r_lo;
-        while (r_hi > r_lo && ih0 + (r_hi - 1) * GEO_DH >= GEO_H) --r_hi;
-        for (int t0 = 0; t0 < GEO_Q; t0 += VW) {
-            // The row's last tile ends at its last pixel (overlapping the one before) when it can.
-            const int ow0 = GEO_Q >= VW ? min(t0, GEO_Q - VW) : t0;
-            floatv acc = (floatv)(b0);
-            const int iwb = ow0 * GEO_SW - GEO_PW;
-            // Every tap's load inside the row: plain vector code.
-            const bool inside = vec_ok && iwb >= 0 && iwb + (S - 1) * GEO_DW + need <= GEO_W;
-            if (inside) {
-                for (int c = 0; c < Cg; ++c) {
-                    const __global float *xc = xg + (size_t)c * HW + iwb;
-                    const __global float *wc = wk + c * RS;
-                    for (int r = r_lo; r < r_hi; ++r) {
-                        const __global float *xr = xc + (ih0 + r * GEO_DH) * GEO_W;
-                        if (GEO_SW == 1) {
-                            _Pragma("unroll") for (int s = 0; s < S; ++s)
-                                acc = fma((floatv)(wc[r * S + s]), VLOAD(xr + s * GEO_DW), acc);
-                        } else {
-                            _Pragma("unroll") for (int s = 0; s < S; ++s)
-                                acc = fma((floatv)(wc[r * S + s]), VLOAD_STRIDE2(xr + s * GEO_DW), acc);
-                        }
-                    }
-                }
-            } else {
-            for (int c = 0; c < Cg; ++c) {
-                const __global float *xc = xg + (size_t)c * HW;
-                const __global float *wc = wk + c * RS;
-                for (int r = r_lo; r < r_hi; ++r) {
-                    const int row = (ih0 + r * GEO_DH) * GEO_W;
-                    for (int s = 0; s < S; ++s) {
-                        const int iw0 = iwb + s * GEO_DW;
-                        floatv b;
-                        if (vec_ok && row + iw0 >= 0 && row + iw0 + need <= HW) {
-                            b = GEO_SW == 1 ? VLOAD(xc + row + iw0) : VLOAD_STRIDE2(xc + row + iw0);
-                            if (iw0 < 0 || iw0 + need > GEO_W) {
-                                const intv col = iw0 + lane_col;
-                                b = MASKED(b, col >= 0 && col < GEO_W);
-                            }
-                        } else {
-                            float t[VW];
-                            _Pragma("unroll") for (int e = 0; e < VW; ++e) {
-                                const int iw = iw0 + e * GEO_SW;
-                                const float v = xc[row + clamp(iw, 0, GEO_W - 1)];
-                                t[e] = iw >= 0 && iw < GEO_W ? v : 0.0f;
-                            }
-                            b = VLOAD(t);
-                        }
-                        acc = fma((floatv)(wc[r * S + s]), b, acc);
-                    }
-                }
-            }
-            }
-            if (act != TSR_ACT_NONE) acc = activate_floatv(acc, act);
-            if (ow0 + VW <= GEO_Q) {
-                VSTORE(acc, yr + ow0);
-            } else {
-                float t[VW];
-                VSTORE(acc, t);
-                for (int e = 0; e < GEO_Q - ow0; ++e) yr[ow0 + e] = t[e];
-            }
-        }
-    }
-}
-#endif
-
-// ---------------------------------------------------------------- padding (STAGE 2's input)
-// xp[i][c][hp][wp] = x[i][c][hp - PH][wp - PW], zero outside; planes of Hp >= H + 2 PH rows (the
-// rows past the padding are slack for the last tile's loads); global = (Hp, C, images).
-__kernel void pad_input(const int16 geo, __global const float *x, const ulong x_off, __global float *xp,
-                        const int Hp) {
-    const int hp = (int)get_global_id(0), c = (int)get_global_id(1), i = (int)get_global_id(2);
-    const int Wp = GEO_W + 2 * GEO_PW, ih = hp - GEO_PH;
-    __global float *dst = xp + (((size_t)i * GEO_C + c) * Hp + hp) * (size_t)Wp;
-    if (ih < 0 || ih >= GEO_H) {
-        for (int e = 0; e < Wp; ++e) dst[e] = 0.0f;
-        return;
-    }
-    const __global float *src = x + x_off + (((size_t)i * GEO_C + c) * GEO_H + ih) * (size_t)GEO_W;
-    for (int e = 0; e < GEO_PW; ++e) dst[e] = 0.0f;
-    for (int e = 0; e < GEO_W; ++e) dst[GEO_PW + e] = src[e];
-    for (int e = GEO_PW + GEO_W; e < Wp; ++e) dst[e] = 0.0f;
-}

@@ -74,7 +74,8 @@ static const tsr_default conv_defaults[] = {
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=3"},
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=2 MWI=2 VW=1 STAGE=0 WGM=8 WGN=8 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=1"},
-    {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=2 VW=8 STAGE=3 WGM=1 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=4 VW=16 STAGE=3 WGM=1 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=1"},
     /* Never a CPU default (the row above matches first): the implicit path's shape there when
      * a call forces it or a search seeds it. */
@@ -292,7 +293,8 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     cl_program program;
     cl_kernel kernel = NULL;
     cl_int err;
-    TSR_CHECK(tsr_program_get(dev, "conv", options, &program), out);
+    /* The CPU forms live in conv_cpu.cl (conv.cl, and the entries tuned against its hash, unchanged). */
+    TSR_CHECK(tsr_program_get(dev, stage >= 2 ? "conv_cpu" : "conv", options, &program), out);
     kernel = clCreateKernel(program, implicit ? "conv_implicit" : "conv_direct", &err);
     TSR_CL_CHECK(err, out);
     cl_int geo[16];
@@ -363,7 +365,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     bool locked = false;
     size_t per = padded_bytes_per_image(p, v[P_VW]), Wp = p->W + 2 * p->pw;
     size_t Hp = per ? padded_rows(p, v[P_VW]) : p->H; /* x itself when unpadded: its own planes */
-    TSR_CHECK(tsr_program_get(dev, "conv", options, &program), out);
+    TSR_CHECK(tsr_program_get(dev, "conv_cpu", options, &program), out);
     kernel = clCreateKernel(program, "conv_implicit", &err);
     TSR_CL_CHECK(err, out);
     cl_int geo[16], pgeo[16];

@@ -821,11 +821,13 @@ static int conv_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
 }
 
 static const char *conv_tuning_space(const tsr_device *dev) {
-    /* CPUs: no staging or work-groups (barriers only cost on PoCL): the path and register tile. */
-    /* CPUs that vectorize across work-items (llvmpipe): small tiles in GPU-like groups. */
+    /* CPUs: no local-memory staging (barriers only cost on PoCL): the path, the form and the
+     * register tile. CPUs that vectorize across work-items (llvmpipe): small tiles in GPU-like groups. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)
         return "MWI=1,2,4 VW=1,2,4 STAGE=0,1 WGM=4,8,16 WGN=4,8,16 KWG=8,16";
-    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0 WGM=1 WGN=1 KWG=8";
+    /* Other CPUs: the row forms (STAGE 0), the padded form (2) and the depthwise form (3), with
+     * one work-item or a few per work-group. */
+    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3 WGM=1 WGN=1,4,16 KWG=8";
     return NULL;
 }
 

@@ -190,25 +190,36 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
             const __global float *xc = xg + (size_t)c * HW;
             const __global float *wc = wk + c * RS;
             for (int r = 0; r < R; ++r) {
+                // Per output row: whether kernel row r lands inside the image, where its input
+                // row starts, and whether the tile's loads stay inside the plane (masked vectors).
+                int at[MWI];
+                bool ok[MWI], safe[MWI];
+                _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                    const int ih = (oh0 + m) * GEO_SH - GEO_PH + r * GEO_DH;
+                    ok[m] = m < rows && ih >= 0 && ih < GEO_H; // a row of zeros adds nothing
+                    at[m] = ih * GEO_W + iwb;
+                    safe[m] = vec_ok && at[m] >= 0 && at[m] + (S - 1) * GEO_DW + need <= HW;
+                }
                 _Pragma("unroll") for (int s = 0; s < S; ++s) {
                     const floatv wv = (floatv)(wc[r * S + s]);
                     const int iw0 = iwb + s * GEO_DW;
+                    const intv col = iw0 + lane_col;
+                    const intv keep = col >= 0 && col < GEO_W;
                     _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
-                        const int ih = (oh0 + m) * GEO_SH - GEO_PH + r * GEO_DH;
-                        if (m >= rows || ih < 0 || ih >= GEO_H) continue; // a row of zeros adds nothing
-                        const int at = ih * GEO_W + iw0;
+                        if (!ok[m]) continue;
+                        const __global float *xp = xc + at[m] + s * GEO_DW;
                         floatv b;
                         if (inside) {
-                            b = GEO_SW == 1 ? VLOAD(xc + at) : VLOAD_STRIDE2(xc + at);
-                        } else if (vec_ok && at >= 0 && at + need <= HW) {
-                            b = GEO_SW == 1 ? VLOAD(xc + at) : VLOAD_STRIDE2(xc + at);
-                            const intv col = iw0 + lane_col;
-                            b = MASKED(b, col >= 0 && col < GEO_W);
+                            b = GEO_SW == 1 ? VLOAD(xp) : VLOAD_STRIDE2(xp);
+                        } else if (safe[m]) {
+                            b = GEO_SW == 1 ? VLOAD(xp) : VLOAD_STRIDE2(xp);
+                            b = MASKED(b, keep);
                         } else {
                             float t[VW];
+                            const __global float *xr = xc + at[m] - iwb;
                             _Pragma("unroll") for (int e = 0; e < VW; ++e) {
                                 const int iw = iw0 + e * GEO_SW;
-                                const float v = xc[ih * GEO_W + clamp(iw, 0, GEO_W - 1)];
+                                const float v = xr[clamp(iw, 0, GEO_W - 1)];
                                 t[e] = iw >= 0 && iw < GEO_W ? v : 0.0f;
                             }
                             b = VLOAD(t);

@@ -217,7 +217,7 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
                         } else {
                             float t[VW];
                             const __global float *xr = xc + at[m] - iwb;
-                            _Pragma("unroll") for (int e = 0; e < VW; ++e) {
+                            _Pragma("unroll 1") for (int e = 0; e < VW; ++e) { // rare: kept small (code size)
                                 const int iw = iw0 + e * GEO_SW;
                                 const float v = xr[clamp(iw, 0, GEO_W - 1)];
                                 t[e] = iw >= 0 && iw < GEO_W ? v : 0.0f;

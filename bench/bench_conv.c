@@ -21,21 +21,25 @@
 typedef struct resnet_layer {
     const char *name;
     int c, h, k, r, stride, pad, count;
+    int groups; /* 0: 1 */
 } resnet_layer;
 
 static const resnet_layer resnet50[] = {
-    {"conv1", 3, 224, 64, 7, 2, 3, 1},
-    {"l1.reduce64", 64, 56, 64, 1, 1, 0, 1},     {"l1.reduce256", 256, 56, 64, 1, 1, 0, 2},
-    {"l1.3x3", 64, 56, 64, 3, 1, 1, 3},          {"l1.expand", 64, 56, 256, 1, 1, 0, 4},
-    {"l2.reduce256", 256, 56, 128, 1, 1, 0, 1},  {"l2.3x3s2", 128, 56, 128, 3, 2, 1, 1},
-    {"l2.expand", 128, 28, 512, 1, 1, 0, 4},     {"l2.down", 256, 56, 512, 1, 2, 0, 1},
-    {"l2.reduce512", 512, 28, 128, 1, 1, 0, 3},  {"l2.3x3", 128, 28, 128, 3, 1, 1, 3},
-    {"l3.reduce512", 512, 28, 256, 1, 1, 0, 1},  {"l3.3x3s2", 256, 28, 256, 3, 2, 1, 1},
-    {"l3.expand", 256, 14, 1024, 1, 1, 0, 6},    {"l3.down", 512, 28, 1024, 1, 2, 0, 1},
-    {"l3.reduce1024", 1024, 14, 256, 1, 1, 0, 5}, {"l3.3x3", 256, 14, 256, 3, 1, 1, 5},
-    {"l4.reduce1024", 1024, 14, 512, 1, 1, 0, 1}, {"l4.3x3s2", 512, 14, 512, 3, 2, 1, 1},
-    {"l4.expand", 512, 7, 2048, 1, 1, 0, 3},     {"l4.down", 1024, 14, 2048, 1, 2, 0, 1},
-    {"l4.reduce2048", 2048, 7, 512, 1, 1, 0, 2}, {"l4.3x3", 512, 7, 512, 3, 1, 1, 2},
+    {"conv1", 3, 224, 64, 7, 2, 3, 1, 1},
+    {"l1.reduce64", 64, 56, 64, 1, 1, 0, 1, 1},     {"l1.reduce256", 256, 56, 64, 1, 1, 0, 2, 1},
+    {"l1.3x3", 64, 56, 64, 3, 1, 1, 3, 1},          {"l1.expand", 64, 56, 256, 1, 1, 0, 4, 1},
+    {"l2.reduce256", 256, 56, 128, 1, 1, 0, 1, 1},  {"l2.3x3s2", 128, 56, 128, 3, 2, 1, 1, 1},
+    {"l2.expand", 128, 28, 512, 1, 1, 0, 4, 1},     {"l2.down", 256, 56, 512, 1, 2, 0, 1, 1},
+    {"l2.reduce512", 512, 28, 128, 1, 1, 0, 3, 1},  {"l2.3x3", 128, 28, 128, 3, 1, 1, 3, 1},
+    {"l3.reduce512", 512, 28, 256, 1, 1, 0, 1, 1},  {"l3.3x3s2", 256, 28, 256, 3, 2, 1, 1, 1},
+    {"l3.expand", 256, 14, 1024, 1, 1, 0, 6, 1},    {"l3.down", 512, 28, 1024, 1, 2, 0, 1, 1},
+    {"l3.reduce1024", 1024, 14, 256, 1, 1, 0, 5, 1}, {"l3.3x3", 256, 14, 256, 3, 1, 1, 5, 1},
+    {"l4.reduce1024", 1024, 14, 512, 1, 1, 0, 1, 1}, {"l4.3x3s2", 512, 14, 512, 3, 2, 1, 1, 1},
+    {"l4.expand", 512, 7, 2048, 1, 1, 0, 3, 1},     {"l4.down", 1024, 14, 2048, 1, 2, 0, 1, 1},
+    {"l4.reduce2048", 2048, 7, 512, 1, 1, 0, 2, 1}, {"l4.3x3", 512, 7, 512, 3, 1, 1, 2, 1},
+    /* Not ResNet-50: MobileNet-style depthwise 3x3 layers (one channel per group), --part depthwise. */
+    {"dw.56", 256, 56, 256, 3, 1, 1, 0, 256},    {"dw.56s2", 256, 56, 256, 3, 2, 1, 0, 256},
+    {"dw.14", 512, 14, 512, 3, 1, 1, 0, 512},
 };
 #define NLAYERS (sizeof resnet50 / sizeof resnet50[0])
 
@@ -43,13 +47,14 @@ static const resnet_layer resnet50[] = {
  * bottleneck convs of stages 1 and 3. */
 static const char default_layers[] =
     "conv1,l1.3x3,l2.3x3,l3.3x3,l4.3x3,l2.3x3s2,l1.reduce256,l1.expand,l3.reduce1024,l3.expand";
+static const char default_depthwise[] = "dw.56,dw.56s2,dw.14";
 #define CONV_MAX_BATCH 65536u /* keeps every count below in size_t; the memory checks refuse long before */
 
 static tsr_conv2d_desc layer_desc(const resnet_layer *l, size_t batch) {
     tsr_conv2d_desc d = {.batch = batch, .in_channels = (size_t)l->c, .in_height = (size_t)l->h,
                          .in_width = (size_t)l->h, .out_channels = (size_t)l->k, .kernel_h = (size_t)l->r,
                          .kernel_w = (size_t)l->r, .stride_h = (size_t)l->stride, .stride_w = (size_t)l->stride,
-                         .pad_h = (size_t)l->pad, .pad_w = (size_t)l->pad};
+                         .pad_h = (size_t)l->pad, .pad_w = (size_t)l->pad, .groups = (size_t)(l->groups ? l->groups : 1)};
     return d;
 }
 
@@ -125,7 +130,7 @@ static tsr_status layer_check(tsr_device *dev, const bench_options *opt, const r
     size_t P, Q;
     tsr_status st = tsr_conv2d_output_size(&d, &P, &Q);
     if (st != TSR_SUCCESS) return st;
-    size_t k = d.in_channels * d.kernel_h * d.kernel_w, n = batch * P * Q, per_image = d.out_channels * P * Q;
+    size_t k = d.in_channels / d.groups * d.kernel_h * d.kernel_w, n = batch * P * Q, per_image = d.out_channels * P * Q;
     size_t bytes[3] = {batch * d.in_channels * d.in_height * d.in_width * 4, d.out_channels * k * 4,
                        batch * per_image * 4};
     size_t host = bytes[0] + bytes[1] + bytes[2] + 2 * per_image * sizeof(double);
@@ -143,7 +148,7 @@ static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_r
     if (st != TSR_SUCCESS) return st;
     const tsr_conv2d_desc *d = &r.d;
     size_t in_image = d->in_channels * d->in_height * d->in_width, per_image = d->out_channels * r.P * r.Q;
-    size_t nx = batch * in_image, nw = d->out_channels * d->in_channels * d->kernel_h * d->kernel_w;
+    size_t nx = batch * in_image, nw = d->out_channels * (d->in_channels / d->groups) * d->kernel_h * d->kernel_w;
     size_t ny = batch * per_image;
     float *hx = malloc(nx * 4), *hw = malloc(nw * 4), *hy = malloc(ny * 4);
     double *ref = malloc(2 * per_image * sizeof *ref);
@@ -167,6 +172,11 @@ static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_r
     char shape[64];
     snprintf(shape, sizeof shape, "%zux%dx%dx%d k%d %dx%d/%d p%d", batch, l->c, l->h, l->h, l->k, l->r, l->r,
              l->stride, l->pad);
+    bool grouped = d->groups > 1; /* CLBlast's convgemm and the GEMM peer have no groups */
+    if (grouped) {
+        size_t len = strlen(shape);
+        snprintf(shape + len, sizeof shape - len, " g%zu", d->groups);
+    }
     double gf[NIMPLS] = {0};
     tsr_conv_algo chosen = TSR_CONV_AUTO;
     tsr_config_info plan;
@@ -178,7 +188,7 @@ static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_r
                    : impl == IMPL_DIRECT ? TSR_CONV_DIRECT : TSR_CONV_AUTO;
         if (impl == IMPL_CLBLAST) {
 #ifdef TSR_HAVE_CLBLAST
-            if (!opt->peers) continue;
+            if (!opt->peers || grouped) continue;
             fn = run_clblast;
 #else
             continue;
@@ -186,7 +196,7 @@ static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_r
         }
         if (impl == IMPL_OPENBLAS) {
 #ifdef TSR_HAVE_OPENBLAS
-            if (!opt->peers || !cpu) continue;
+            if (!opt->peers || !cpu || grouped) continue;
             fn = run_openblas;
             size_t k = d->in_channels * d->kernel_h * d->kernel_w, n = batch * r.P * r.Q;
             r.ga = hw; /* the weights are the GEMM's A as they are */
@@ -215,6 +225,8 @@ static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_r
             tsr_strlcpy(row.impl, impl_names[impl], sizeof row.impl);
         }
         row.gflops = tsr_conv2d_flops(d) / (row.time_ms * 1e6);
+        /* x read once, weights, y written once */
+        row.gbps = 4.0 * (double)(nx + nw + ny) / (row.time_ms * 1e6);
         if (impl == IMPL_OPENBLAS) {
             row.rel_err = -1; /* a GEMM of the same shape, not this convolution */
         } else {
@@ -232,7 +244,9 @@ static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_r
         if (!opt->quiet) {
             char e[16] = "-";
             if (row.rel_err >= 0) snprintf(e, sizeof e, "%.1e", row.rel_err);
-            printf("%-14s %-30s %-20s %10.3f %9.1f %9s\n", l->name, shape, row.impl, row.time_ms, row.gflops, e);
+            printf("%-14s %-30s %-20s %10.3f %9.1f %9s", l->name, shape, row.impl, row.time_ms, row.gflops, e);
+            if (grouped) printf(" %6.2f GB/s", row.gbps);
+            printf("\n");
             fflush(stdout);
         }
         if (impl == IMPL_OPENBLAS) {
@@ -401,13 +415,14 @@ out:
 tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report *report) {
     size_t *batches = NULL, nbatches = 0;
     tsr_status st = TSR_SUCCESS;
-    bool layers = !opt->part || strcmp(opt->part, "layers") == 0;
+    bool depthwise = opt->part && strcmp(opt->part, "depthwise") == 0;
+    bool layers = !opt->part || strcmp(opt->part, "layers") == 0 || depthwise;
     bool stack = !opt->part || strcmp(opt->part, "stack") == 0;
     if ((st = bench_check_part("conv2d", opt->part)) != TSR_SUCCESS) return st;
     if (opt->max_unfused) return tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
     if (opt->clblast_xgemm) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
     /* Check the layer names before anything runs. */
-    const char *names = opt->layers ? opt->layers : default_layers;
+    const char *names = opt->layers ? opt->layers : depthwise ? default_depthwise : default_layers;
     const resnet_layer *chosen[NLAYERS];
     size_t nchosen = 0;
     char buf[1024];

@@ -5,7 +5,8 @@
 #include <string.h>
 
 static const bench_part gelu_parts[] = {{"elementwise", NULL}, {"epilogue", "bias+GELU in GEMM"}, {NULL, NULL}};
-static const bench_part conv2d_parts[] = {{"layers", NULL}, {"stack", NULL}, {NULL, NULL}};
+static const bench_part conv2d_parts[] = {
+    {"layers", NULL}, {"stack", NULL}, {"depthwise", "3x3 depthwise layers (GB/s: x once + weights + y once)"}, {NULL, NULL}};
 
 static const bench_entry registry[] = {
     {"gemm", bench_gemm, "N, MxNxK or B@MxNxK, comma separated",

@@ -384,6 +384,103 @@ static void configurations(void **state) {
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
 }
 
+/* The CPU forms of the implicit kernel (STAGE 2: padded input, flattened pixels; STAGE 3: rows
+ * of one channel, masked edge vectors) exist only on CPUs that vectorize within a work-item. */
+static bool cpu_forms_here(void) {
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    return info->type == TSR_DEVICE_CPU && (info->preferred_vector_width[4] > 1 || info->native_vector_width[4] > 1);
+}
+
+/* Inf in x reaches only the outputs whose windows hold it (the padded copy, the masked edge
+ * loads and the dropped columns must not carry it elsewhere), under the current override. */
+static void expect_inf_contained(const char *what) {
+    conv_case c = {.N = 1, .C = 2, .H = 6, .W = 20, .K = 3, .R = 3, .S = 3, .ph = 2, .pw = 2};
+    for (int where = 0; where < 3; ++where) {
+        conv_data d;
+        data_make(&c, &d);
+        /* the last column of row 0, the first column of row 3, the last element of the plane */
+        size_t ih = where == 0 ? 0 : where == 1 ? 3 : c.H - 1, iw = where == 1 ? 0 : c.W - 1;
+        d.x[ih * c.W + iw] = INFINITY;
+        TH_ASSERT_OK(tsr_upload(dev, d.dx, d.x, d.nx));
+        run(&c, &d, TSR_CONV_AUTO, what);
+        size_t bad = 0;
+        for (size_t k = 0; k < c.K; ++k)
+            for (size_t oh = 0; oh < d.P; ++oh)
+                for (size_t ow = 0; ow < d.Q; ++ow) {
+                    float v = d.y[(k * d.P + oh) * d.Q + ow];
+                    long ih0 = (long)oh - 2, iw0 = (long)ow - 2;
+                    bool covers = ih0 <= (long)ih && ih0 + 2 >= (long)ih && iw0 <= (long)iw && iw0 + 2 >= (long)iw;
+                    if (!covers && !isfinite(v)) ++bad;
+                }
+        if (bad) fail_msg("%s: Inf at (%zu, %zu): %zu outputs away from it became non-finite", what, ih, iw, bad);
+        data_free(&d);
+    }
+}
+
+/* STAGE 2 and 3 in several shapes (tiles, rows per item, work-group sizes) on layers that reach
+ * every branch: padded and unpadded, tiles crossing rows and planes, planes narrower than a
+ * vector, kernels other than 3x3 (taps from the geometry), dilation, strides 1, 2 and 3 (STAGE 2
+ * falls back to STAGE 0 for strides above 1), groups, channel multipliers, offsets with guards. */
+static void cpu_forms(void **state) {
+    (void)state;
+    if (!cpu_forms_here()) {
+        printf("# the STAGE 2 and 3 forms are CPU-only: passed over\n");
+        return;
+    }
+    const char *configs[] = {"ALGO=2 MWI=6 VW=16 STAGE=2 WGN=16", "ALGO=2 MWI=4 VW=8 STAGE=2 WGN=4",
+                             "ALGO=2 MWI=1 VW=4 STAGE=2 WGN=1",   "ALGO=2 MWI=8 VW=2 STAGE=2 WGN=2",
+                             "ALGO=2 MWI=2 VW=8 STAGE=3 WGN=16",  "ALGO=2 MWI=1 VW=16 STAGE=3 WGN=4",
+                             "ALGO=2 MWI=8 VW=1 STAGE=3 WGN=1",   "ALGO=2 MWI=4 VW=4 STAGE=3 WGN=8"};
+    const conv_case cases[] = {
+        {.N = 2, .C = 5, .H = 11, .W = 27, .K = 10, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1},
+        {.N = 3, .C = 9, .H = 7, .W = 7, .K = 13, .R = 3, .S = 3, .ph = 1, .pw = 1, .act = 2, .off = 3},
+        {.N = 1, .C = 4, .H = 14, .W = 14, .K = 7, .R = 3, .S = 3, .bias = true},                 /* unpadded */
+        {.N = 2, .C = 6, .H = 9, .W = 13, .K = 5, .R = 1, .S = 1, .act = 1},                      /* 1x1 */
+        {.N = 1, .C = 3, .H = 19, .W = 23, .K = 6, .R = 5, .S = 3, .ph = 4, .pw = 2, .dh = 2, .dw = 2, .bias = true},
+        {.N = 1, .C = 6, .H = 13, .W = 40, .K = 7, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .act = 3},
+        {.N = 2, .C = 8, .H = 10, .W = 10, .K = 12, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 4, .bias = true},
+        {.N = 2, .C = 16, .H = 14, .W = 14, .K = 16, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 16, .bias = true,
+         .act = 1},                                                                              /* depthwise */
+        {.N = 1, .C = 5, .H = 13, .W = 29, .K = 5, .R = 3, .S = 3, .ph = 2, .pw = 2, .dh = 2, .dw = 2, .G = 5,
+         .act = 2},                                                                              /* dilated */
+        {.N = 1, .C = 6, .H = 9, .W = 9, .K = 12, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .G = 6,
+         .bias = true},                                                                          /* x2, stride 2 */
+        {.N = 2, .C = 7, .H = 23, .W = 57, .K = 7, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .G = 7,
+         .act = 1, .off = 7},                                                                    /* stride 2, odd */
+        {.N = 1, .C = 4, .H = 17, .W = 31, .K = 4, .R = 3, .S = 3, .sh = 3, .sw = 3, .ph = 1, .pw = 1, .G = 4},
+        {.N = 1, .C = 3, .H = 12, .W = 3, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 3, .bias = true},
+        {.N = 1, .C = 4, .H = 9, .W = 1, .K = 8, .R = 3, .S = 1, .ph = 1, .G = 4, .act = 1},     /* one column */
+        {.N = 1, .C = 6, .H = 21, .W = 35, .K = 6, .R = 5, .S = 5, .ph = 2, .pw = 2, .G = 6, .bias = true},
+        {.N = 3, .C = 8, .H = 16, .W = 16, .K = 8, .R = 3, .S = 3, .G = 8, .off = 5},             /* unpadded */
+    };
+    size_t nconfigs = sizeof configs / sizeof configs[0], ncases = sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < nconfigs; ++i) {
+        if (small_mode() && i % 2) continue;
+        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[i]));
+        for (size_t j = 0; j < ncases; ++j) {
+            tsr_conv_algo auto_only[1] = {TSR_CONV_AUTO};
+            expect_accurate(&cases[j], auto_only, 1);
+        }
+        expect_inf_contained(configs[i]);
+    }
+    /* A ResNet-50 layer with a 7x7 plane and many channels (tiles span rows; the last tile's loads
+     * need the slack rows), and a MobileNet-sized depthwise layer, sampled. */
+    conv_case big[] = {{.N = 2, .C = 64, .H = 7, .W = 7, .K = 70, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true},
+                       {.N = 2, .C = 32, .H = 56, .W = 56, .K = 32, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 32,
+                        .bias = true, .act = 1}};
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[0]));
+    expect_accurate(&big[0], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[4]));
+    expect_accurate(&big[1], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    /* The built-in choice for depthwise layers (and the forced implicit path) takes STAGE 3. */
+    tsr_conv2d_desc desc = case_desc(&cases[7], TSR_CONV_IMPLICIT);
+    tsr_conv_algo algo;
+    tsr_config_info info;
+    TH_ASSERT_OK(tsr_conv2d_plan(dev, &desc, &algo, &info));
+    TH_ASSERT_CONTAINS(info.config, "STAGE=3");
+}
+
 #ifdef TSR_HAVE_CLBLAST
 /* CLBlast's convgemm computes the same layers (no groups, no bias or activation). */
 static void matches_clblast(void **state) {
@@ -656,6 +753,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(shapes),
             cmocka_unit_test(configurations),
+            cmocka_unit_test(cpu_forms),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -664,6 +762,7 @@ int main(void) {
         cmocka_unit_test(padding_never_reads),
         cmocka_unit_test(workspace),
         cmocka_unit_test(configurations),
+        cmocka_unit_test(cpu_forms),
 #ifdef TSR_HAVE_CLBLAST
         cmocka_unit_test(matches_clblast),
 #endif

@@ -15,9 +15,9 @@
  * (the im2col path's GEMM has its own tuned configuration). */
 #define CONV_PARAMS(X)                                                                          \
     X(ALGO, HOST, TSR_CONV_IM2COL, TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT)         \
-    X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)  /* output channels per work-item */                      \
+    X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)  /* output channels per work-item (STAGE 3: output rows) */                      \
     X(VW, DEFINE, 1, 1, 2, 4, 8, 16)  /* pixels per work-item (a vector) */                    \
-    X(STAGE, DEFINE, 0, 0, 1)         /* stage tiles in local memory */                        \
+    X(STAGE, DEFINE, 0, 0, 1, 2, 3)   /* 1: local-memory tiles, 2: padded input, 3: row per item */                        \
     X(WGM, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along channels */                     \
     X(WGN, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along pixels */                       \
     X(KWG, DEFINE, 8, 8, 16, 32)      /* reduction steps per staged tile (only with STAGE) */
@@ -74,11 +74,12 @@ static const tsr_default conv_defaults[] = {
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=3"},
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=2 MWI=2 VW=1 STAGE=0 WGM=8 WGN=8 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=1"},
-    {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=1 VW=16 STAGE=0 WGM=1 WGN=1 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=4 VW=16 STAGE=3 WGM=1 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=1"},
     /* Never a CPU default (the row above matches first): the implicit path's shape there when
      * a call forces it or a search seeds it. */
-    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=2 MWI=6 VW=16 STAGE=0 WGM=1 WGN=1 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {0, TSR_LANES_ANY, NULL, "ALGO=2 MWI=4 VW=4 STAGE=1 WGM=16 WGN=16 KWG=16"},
 };
 
@@ -89,17 +90,25 @@ static const char implicit_fallback[] = "MWI=4 VW=4 STAGE=0 WGM=1 WGN=1 KWG=8";
 /* Within the implicit kernel KWG only shapes staging: one value without it, so searches see no
  * duplicates. (The parameters the other paths do not read are reset generically.) */
 static void conv_normalize(tsr_config *cfg) {
-    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && !cfg->values[P_STAGE])
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] != 1)
         cfg->values[P_KWG] = conv_params[P_KWG].default_value;
+    /* The padded and row forms have no work-group extent along channels. */
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 2)
+        cfg->values[P_WGM] = conv_params[P_WGM].default_value;
 }
 
 static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
-    (void)problem;
     const int *v = cfg->values;
     /* Parameters a path does not read hold their declared default: one configuration per behaviour. */
     if (!tsr_op_is_normal(&tsr_op_conv, cfg)) return false;
     if (v[P_ALGO] != TSR_CONV_IMPLICIT) return true;
     if (v[P_MWI] * v[P_VW] > 128) return false; /* beyond this the tile spills on every device we know */
+    /* The padded and row-per-item forms are written for CPUs that vectorize within a work-item. */
+    if (v[P_STAGE] >= 2 &&
+        (dev->info.type != TSR_DEVICE_CPU || tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS))
+        return false;
+    const conv_problem *p = problem;
+    if (v[P_STAGE] == 3 && p && p->N * p->K > INT_MAX) return false; /* the kernel's plane index is an int */
     /* llvmpipe-like CPUs (lanes across work-items) compile big per-item tiles for minutes. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS &&
         v[P_MWI] * v[P_VW] > 16)
@@ -108,7 +117,7 @@ static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr
     if (wg > dev->info.max_work_group_size || (size_t)v[P_WGM] > dev->info.max_work_item_sizes[0] ||
         (size_t)v[P_WGN] > dev->info.max_work_item_sizes[1])
         return false;
-    if (!v[P_STAGE]) return true;
+    if (v[P_STAGE] != 1) return true;
     size_t local = (size_t)v[P_KWG] * ((size_t)v[P_WGM] * v[P_MWI] + (size_t)v[P_WGN] * v[P_VW]) * sizeof(float);
     return local <= dev->info.local_mem_bytes;
 }
@@ -242,6 +251,13 @@ static void geometry(const conv_problem *p, cl_int geo[16]) {
     }
 }
 
+/* The geometry as the layer states it (no pointwise flattening). */
+static void geometry_plain(const conv_problem *p, cl_int geo[16]) {
+    const size_t v[15] = {p->C, p->H, p->W, p->K, p->R, p->S, p->P, p->Q, p->sh, p->sw, p->ph, p->pw, p->dh, p->dw, p->G};
+    for (int i = 0; i < 15; ++i) geo[i] = (cl_int)v[i];
+    geo[15] = 0;
+}
+
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 /* The bias, activation and output arguments every path's kernel shares. */
@@ -258,29 +274,48 @@ out:
     return status;
 }
 
+/* The kernel size at compile time for the STAGE 2 and 3 forms (taps unroll) when it is one of
+ * the common ones; others read it from the geometry. */
+static void kernel_size_options(const conv_problem *p, char *options, size_t size) {
+    size_t len = strlen(options);
+    if (p->R <= 3 && p->S <= 3 && p->R == p->S && len < size)
+        snprintf(options + len, size - len, " -DKR=%zu -DKS=%zu", p->R, p->S);
+}
+
 static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const tsr_config *cfg, bool implicit,
                                 cl_command_queue queue, cl_event *event) {
     tsr_status status = TSR_SUCCESS;
     char options[256];
     conv_build_options(cfg, 0, options, sizeof options);
+    const int *v = cfg->values;
+    int stage = implicit ? v[P_STAGE] : 0;
+    if (stage >= 2) kernel_size_options(p, options, sizeof options);
     cl_program program;
     cl_kernel kernel = NULL;
     cl_int err;
-    TSR_CHECK(tsr_program_get(dev, "conv", options, &program), out);
+    /* The CPU forms live in conv_cpu.cl (conv.cl, and the entries tuned against its hash, unchanged). */
+    TSR_CHECK(tsr_program_get(dev, stage >= 2 ? "conv_cpu" : "conv", options, &program), out);
     kernel = clCreateKernel(program, implicit ? "conv_implicit" : "conv_direct", &err);
     TSR_CL_CHECK(err, out);
     cl_int geo[16];
     geometry(p, geo);
+    if (stage >= 2) geometry_plain(p, geo); /* these forms take the true rows */
     cl_ulong x_off = p->x_off;
     TSR_CL_CHECK(clSetKernelArg(kernel, 0, sizeof geo, geo), out);
     TSR_CL_CHECK(clSetKernelArg(kernel, 1, sizeof p->x, &p->x), out);
     TSR_CL_CHECK(clSetKernelArg(kernel, 2, sizeof x_off, &x_off), out);
     TSR_CHECK(set_common_args(kernel, p, 3), out);
-    const int *v = cfg->values;
     size_t global[3], local[3] = {(size_t)v[P_WGM], (size_t)v[P_WGN], 1};
     if (!implicit) {
         global[0] = (size_t)geo[7], global[1] = (size_t)geo[6], global[2] = p->N * p->K;
-    } else if (!v[P_STAGE]) {
+    } else if (stage == 3) { /* MWI rows per item, up to WGN items per work-group */
+        size_t items = ceil_div(p->P, (size_t)v[P_MWI]);
+        local[0] = items < (size_t)v[P_WGN] ? items : (size_t)v[P_WGN], local[1] = (size_t)v[P_WGN] / local[0];
+        global[0] = ceil_div(items, local[0]) * local[0], global[1] = ceil_div(p->N * p->K, local[1]) * local[1];
+        global[2] = 1;
+        geo[15] = (cl_int)(p->N * p->K);
+        TSR_CL_CHECK(clSetKernelArg(kernel, 0, sizeof geo, geo), out);
+    } else if (stage == 0) {
         size_t rows = (size_t)geo[6], qt = ceil_div((size_t)geo[7], (size_t)v[P_VW]);
         global[0] = ceil_div(ceil_div(p->Kg, (size_t)v[P_MWI]), local[0]) * local[0];
         global[1] = ceil_div(rows * qt, local[1]) * local[1];
@@ -293,6 +328,117 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, implicit ? local : NULL, 0, NULL, event), out);
 out:
     if (kernel) clReleaseKernel(kernel);
+    return status;
+}
+
+/* Rows of one padded plane (STAGE 2): the padded height and enough zero rows after it that the
+ * last pixel tile's vector loads stay inside the plane (they only feed dropped columns). */
+static size_t padded_rows(const conv_problem *p, int vw) {
+    size_t Wp = p->W + 2 * p->pw;
+    return p->H + 2 * p->ph + ceil_div((size_t)vw - 1 + (p->S - 1) * p->dw, Wp);
+}
+
+/* Bytes of one image's zero-padded input (STAGE 2), 0 when the layer has no padding. */
+static size_t padded_bytes_per_image(const conv_problem *p, int vw) {
+    return p->ph || p->pw ? p->C * padded_rows(p, vw) * (p->W + 2 * p->pw) * sizeof(float) : 0;
+}
+
+/* The STAGE 2 form (stride 1): x copied into zero-padded planes in tessera's workspace, in chunks
+ * of images that stay in the last-level cache (as im2col's), then the kernel over each chunk with
+ * the padded geometry. Unpadded layers read x as it is. Other strides run the STAGE 0 form. */
+static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
+                                cl_command_queue queue, cl_event *event) {
+    if (p->sh != 1 || p->sw != 1) {
+        tsr_config c0 = *cfg;
+        c0.values[P_STAGE] = 0;
+        return launch_kernel(dev, p, &c0, true, queue, event);
+    }
+    tsr_status status = TSR_SUCCESS;
+    const int *v = cfg->values;
+    char options[256];
+    conv_build_options(cfg, 0, options, sizeof options);
+    kernel_size_options(p, options, sizeof options);
+    cl_program program;
+    cl_kernel kernel = NULL, pad = NULL;
+    cl_int err;
+    cl_event last = NULL;
+    bool locked = false;
+    size_t per = padded_bytes_per_image(p, v[P_VW]), Wp = p->W + 2 * p->pw;
+    size_t Hp = per ? padded_rows(p, v[P_VW]) : p->H; /* x itself when unpadded: its own planes */
+    TSR_CHECK(tsr_program_get(dev, "conv_cpu", options, &program), out);
+    kernel = clCreateKernel(program, "conv_implicit", &err);
+    TSR_CL_CHECK(err, out);
+    cl_int geo[16], pgeo[16];
+    geometry_plain(p, geo);
+    memcpy(pgeo, geo, sizeof geo);
+    pgeo[1] = (cl_int)Hp, pgeo[2] = (cl_int)Wp, pgeo[10] = pgeo[11] = 0; /* the kernel sees no padding */
+    TSR_CL_CHECK(clSetKernelArg(kernel, 0, sizeof pgeo, pgeo), out);
+    size_t span = p->P * Wp, tiles = ceil_div(span, (size_t)v[P_VW]);
+    /* WGN tiles per work-group, fewer when the plane has fewer (small layers keep both cores busy) */
+    size_t local[3] = {1, tiles < (size_t)v[P_WGN] ? tiles : (size_t)v[P_WGN], 1};
+    size_t global[3] = {ceil_div(p->Kg, (size_t)v[P_MWI]), ceil_div(tiles, local[1]) * local[1], 0};
+    conv_problem q = *p;
+    if (!per) { /* no padding: x is already what the kernel reads */
+        global[2] = p->N * p->G;
+        TSR_CL_CHECK(clSetKernelArg(kernel, 1, sizeof p->x, &p->x), out);
+        cl_ulong x_off = p->x_off;
+        TSR_CL_CHECK(clSetKernelArg(kernel, 2, sizeof x_off, &x_off), out);
+        TSR_CHECK(set_common_args(kernel, p, 3), out);
+        TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 0, NULL, &last), out);
+        goto out;
+    }
+    if (per > dev->info.max_alloc_bytes) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY,
+                          "conv2d: one image's padded input needs %zu bytes, more than one allocation may hold", per);
+        goto out;
+    }
+    pad = clCreateKernel(program, "pad_input", &err);
+    TSR_CL_CHECK(err, out);
+    pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
+    locked = true;
+    size_t cap = workspace_cap(dev) > per ? workspace_cap(dev) : per;
+    size_t chunk = cap / per < p->N ? cap / per : p->N;
+    cl_mem xp = NULL;
+    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_CONV_COL, chunk * per, &xp, &last), out);
+    if (last) clRetainEvent(last);
+    TSR_CL_CHECK(clSetKernelArg(pad, 0, sizeof geo, geo), out);
+    TSR_CL_CHECK(clSetKernelArg(pad, 1, sizeof p->x, &p->x), out);
+    TSR_CL_CHECK(clSetKernelArg(pad, 3, sizeof xp, &xp), out);
+    TSR_CL_CHECK(clSetKernelArg(kernel, 1, sizeof xp, &xp), out);
+    cl_ulong zero = 0;
+    TSR_CL_CHECK(clSetKernelArg(kernel, 2, sizeof zero, &zero), out);
+    for (size_t n0 = 0; n0 < p->N; n0 += chunk) {
+        size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
+        cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
+        TSR_CL_CHECK(clSetKernelArg(pad, 2, sizeof x_off, &x_off), out);
+        size_t pglobal[3] = {Hp, p->C, nc};
+        cl_int hq = (cl_int)Hp;
+        TSR_CL_CHECK(clSetKernelArg(pad, 4, sizeof hq, &hq), out);
+        cl_event padded = NULL;
+        /* The previous chunk's kernel (or the workspace's last reader) must be done with it. */
+        err = clEnqueueNDRangeKernel(queue, pad, 3, NULL, pglobal, NULL, last ? 1 : 0, last ? &last : NULL, &padded);
+        if (last) clReleaseEvent(last);
+        last = NULL;
+        TSR_CL_CHECK(err, out);
+        q.y_off = p->y_off + n0 * p->K * p->PQ;
+        if ((status = set_common_args(kernel, &q, 3)) != TSR_SUCCESS) {
+            clReleaseEvent(padded);
+            goto out;
+        }
+        global[2] = nc * p->G;
+        err = clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 1, &padded, &last);
+        clReleaseEvent(padded);
+        TSR_CL_CHECK(err, out);
+    }
+    tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, last);
+out:
+    if (locked) pthread_mutex_unlock(&dev->lock);
+    if (kernel) clReleaseKernel(kernel);
+    if (pad) clReleaseKernel(pad);
+    if (last) {
+        if (event && status == TSR_SUCCESS) *event = last;
+        else clReleaseEvent(last);
+    }
     return status;
 }
 
@@ -445,7 +591,9 @@ static tsr_status conv_launch(tsr_device *dev, const conv_problem *p, const tsr_
                               cl_event *event) {
     switch (cfg->values[P_ALGO]) {
     case TSR_CONV_IM2COL: return launch_im2col(dev, p, cfg, queue, event);
-    case TSR_CONV_IMPLICIT: return launch_kernel(dev, p, cfg, true, queue, event);
+    case TSR_CONV_IMPLICIT:
+        return cfg->values[P_STAGE] == 2 ? launch_padded(dev, p, cfg, queue, event)
+                                         : launch_kernel(dev, p, cfg, true, queue, event);
     default: return launch_kernel(dev, p, cfg, false, queue, event);
     }
 }
@@ -673,11 +821,13 @@ static int conv_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
 }
 
 static const char *conv_tuning_space(const tsr_device *dev) {
-    /* CPUs: no staging or work-groups (barriers only cost on PoCL): the path and register tile. */
-    /* CPUs that vectorize across work-items (llvmpipe): small tiles in GPU-like groups. */
+    /* CPUs: no local-memory staging (barriers only cost on PoCL): the path, the form and the
+     * register tile. CPUs that vectorize across work-items (llvmpipe): small tiles in GPU-like groups. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)
         return "MWI=1,2,4 VW=1,2,4 STAGE=0,1 WGM=4,8,16 WGN=4,8,16 KWG=8,16";
-    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0 WGM=1 WGN=1 KWG=8";
+    /* Other CPUs: the row forms (STAGE 0), the padded form (2) and the depthwise form (3), with
+     * one work-item or a few per work-group. */
+    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3 WGM=1 WGN=1,4,16 KWG=8";
     return NULL;
 }
 

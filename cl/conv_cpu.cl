@@ -1,0 +1,265 @@
+// 2-D convolution, the CPU forms of the implicit GEMM (OpenCL C 1.2): the same computation and
+// kernel arguments as conv.cl's conv_implicit (see there), shaped for CPUs that vectorize inside a
+// work-item. A file of its own so that conv.cl, and the tuned entries keyed by its hash, stay as
+// they are for the other devices.
+//
+//   STAGE 2  (stride 1) the host first copies x into zero-padded planes (pad_input below; x itself
+//            when the layer has no padding) and hands the kernel the padded geometry, so every
+//            kernel tap of a VW-pixel tile is one unit-stride vector load: pixels are flattened
+//            over the padded width (j = oh W + ow), columns ow >= Q are computed and dropped. A
+//            work-item holds MWI channels x VW pixels; up to WGN neighbouring tiles share a
+//            work-group (one thread on PoCL), so the MWI weight rows stay in L1 across them.
+//            Layers with another stride run conv.cl's STAGE 0 form (the host's choice).
+//   STAGE 3  (depthwise) a work-item computes MWI output rows of one channel, VW pixels at a time
+//            along each row; up to WGN such items per work-group. Meant for one input channel per
+//            group (memory-bound layers), correct for any layer.
+// KR, KS (optional, from the host): the kernel size at compile time, so the taps unroll.
+//
+// The layer's geometry arrives at run time in one int16, so one program serves every layer:
+#define GEO_C geo.s0  // input channels (all groups)
+#define GEO_H geo.s1  // input height
+#define GEO_W geo.s2  // input width
+#define GEO_K geo.s3  // output channels (all groups)
+#define GEO_R geo.s4  // kernel height
+#define GEO_S geo.s5  // kernel width
+#define GEO_P geo.s6  // output height
+#define GEO_Q geo.s7  // output width
+#define GEO_SH geo.s8 // strides
+#define GEO_SW geo.s9
+#define GEO_PH geo.sa // zero padding
+#define GEO_PW geo.sb
+#define GEO_DH geo.sc // dilations
+#define GEO_DW geo.sd
+#define GEO_G geo.se  // groups
+#include "activation.cl"
+
+#ifndef MWI
+#define MWI 6
+#endif
+#ifndef VW
+#define VW 16
+#endif
+#ifndef STAGE
+#define STAGE 2
+#endif
+#ifdef KR
+#define KR_ KR
+#else
+#define KR_ GEO_R
+#endif
+#ifdef KS
+#define KS_ KS
+#else
+#define KS_ GEO_S
+#endif
+
+#include "vector.cl"
+
+// Every second float from p (VW of them; reads 2 VW floats).
+#if VW == 1
+#define VLOAD_STRIDE2(p) (*(p))
+#elif VW == 16
+#define VLOAD_STRIDE2(p) ((float16)(vload16(0, (p)).even, vload16(0, (p) + 16).even))
+#elif VW == 8
+#define VLOAD_STRIDE2(p) (vload16(0, (p)).even)
+#elif VW == 4
+#define VLOAD_STRIDE2(p) (vload8(0, (p)).even)
+#else
+#define VLOAD_STRIDE2(p) (vload4(0, (p)).even)
+#endif
+
+#if STAGE == 2
+// x is the padded input: the host's geometry has H, W = the padded sizes and no padding; the
+// output keeps its true P x Q. global = (ceil(Kg / MWI), ceil(P W / VW) rounded to WGN, N G),
+// local = (1, WGN, 1).
+__kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
+                            const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
+                            const int act, __global float *y, const ulong y_off) {
+    const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
+    const int R = KR_, S = KS_, RS = R * S;
+    const int span = GEO_P * GEO_W; // flattened outputs, padded columns included
+    const int k0 = (int)get_global_id(0) * MWI, j0 = (int)get_global_id(1) * VW, ng = (int)get_global_id(2);
+    if (k0 >= Kg || j0 >= span) return;
+    const int n = ng / GEO_G, g = ng - n * GEO_G;
+    const __global float *xc = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW + j0;
+    // Rows past Kg repeat the last one (computed, never stored), so the tile needs no guards.
+    const __global float *wrow[MWI];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m)
+        wrow[m] = w + w_off + (size_t)(g * Kg + min(k0 + m, Kg - 1)) * Cg * RS;
+    floatv acc[MWI];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+    const int rstep = GEO_DH * GEO_W;
+#define FMA_TILE(wi, bvec)                                                                         \
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = fma((floatv)(wrow[m][wi]), (bvec), acc[m]);
+    if (j0 + VW - 1 + (R - 1) * rstep + (S - 1) * GEO_DW < HW) {
+        for (int c = 0; c < Cg; ++c, xc += HW) {
+            _Pragma("unroll") for (int r = 0; r < R; ++r)
+                _Pragma("unroll") for (int s = 0; s < S; ++s) {
+                    const floatv b = VLOAD(xc + r * rstep + s * GEO_DW);
+                    FMA_TILE(r * S + s, b)
+                }
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) wrow[m] += RS;
+        }
+    } else {
+        // The plane's last tile: lanes past the plane (padded columns only) read its last element.
+        const int lim = HW - 1 - j0;
+        for (int c = 0; c < Cg; ++c, xc += HW) {
+            for (int r = 0; r < R; ++r)
+                for (int s = 0; s < S; ++s) {
+                    const int o = r * rstep + s * GEO_DW;
+                    float t[VW];
+                    _Pragma("unroll") for (int e = 0; e < VW; ++e) t[e] = xc[min(o + e, lim)];
+                    const floatv b = VLOAD(t);
+                    FMA_TILE(r * S + s, b)
+                }
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) wrow[m] += RS;
+        }
+    }
+#undef FMA_TILE
+    __global float *yk = y + y_off + ((size_t)n * GEO_K + g * Kg + k0) * (size_t)(GEO_P * GEO_Q);
+    const int oh0 = j0 / GEO_W, ow0 = j0 - oh0 * GEO_W;
+    const bool whole = ow0 + VW <= GEO_Q; // the tile lies inside one output row
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+        if (k0 + m >= Kg) break;
+        floatv v = acc[m];
+        if (has_bias) v += bias[bias_off + g * Kg + k0 + m];
+        if (act != TSR_ACT_NONE) v = activate_floatv(v, act);
+        __global float *yp = yk + (size_t)m * GEO_P * GEO_Q;
+        if (whole) {
+            VSTORE(v, yp + oh0 * GEO_Q + ow0);
+        } else {
+            float t[VW];
+            VSTORE(v, t);
+            int oh = oh0, ow = ow0;
+            for (int e = 0; e < VW; ++e) {
+                if (ow < GEO_Q && oh < GEO_P) yp[oh * GEO_Q + ow] = t[e];
+                if (++ow == GEO_W) ow = 0, ++oh;
+            }
+        }
+    }
+}
+
+#else // STAGE 3
+#if VW == 1
+#define IOTA 0
+#define MASKED(v, m) ((m) ? (v) : 0.0f)
+typedef int intv;
+#else
+#define IOTA CAT(IOTA_, VW)
+#define IOTA_2 (int2)(0, 1)
+#define IOTA_4 (int4)(0, 1, 2, 3)
+#define IOTA_8 (int8)(0, 1, 2, 3, 4, 5, 6, 7)
+#define IOTA_16 (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#define MASKED(v, m) CAT(as_float, VW)(CAT(as_int, VW)(v) & (m)) /* m: -1 keeps a lane, 0 zeroes it */
+typedef CAT(int, VW) intv;
+#endif
+// global = (ceil(P / MWI), N K), each rounded to the work-group; local = (L0, L1) with L0 L1 <= WGN
+// (L1 > 1 when a plane has fewer than WGN items: few, heavy work-groups). A work-item computes MWI
+// output rows of one channel together, VW pixels at a time along them: MWI independent
+// accumulator chains (one chain would wait on the FMA latency at every tap). A tap's vector load
+// reads x as it lies; in edge tiles the lanes whose input column falls outside the row (padding,
+// or a tile past the row's end reading the next row) are zeroed with a bit mask, so they stay
+// vector code. Only loads that would leave the channel's plane (first and last rows) and strides
+// above 2 go lane by lane.
+__kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
+                            const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
+                            const int act, __global float *y, const ulong y_off) {
+    const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
+    const int R = KR_, S = KS_, RS = R * S;
+    const int oh0 = (int)get_global_id(0) * MWI, nk = (int)get_global_id(1);
+    if (oh0 >= GEO_P || nk >= geo.sf) return; // geo.sf: N K
+    const int n = nk / GEO_K, k = nk - n * GEO_K, g = k / Kg;
+    const __global float *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
+    const __global float *wk = w + w_off + (size_t)k * Cg * RS;
+    __global float *yp = y + y_off + (size_t)nk * GEO_P * GEO_Q;
+    const float b0 = has_bias ? bias[bias_off + k] : 0.0f;
+    // Input columns one load covers: VW (stride 1), 2 VW (stride 2, every second one kept).
+    const int need = GEO_SW == 1 ? VW : 2 * VW;
+    const bool vec_ok = GEO_SW <= 2;
+    const intv lane_col = IOTA * GEO_SW;
+    const int rows = min(MWI, GEO_P - oh0);
+    for (int t0 = 0; t0 < GEO_Q; t0 += VW) {
+        // The row's last tile ends at its last pixel (overlapping the one before) when it can.
+        const int ow0 = GEO_Q >= VW ? min(t0, GEO_Q - VW) : t0;
+        const int iwb = ow0 * GEO_SW - GEO_PW;
+        floatv acc[MWI];
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(b0);
+        // Every tap's load inside the row: plain vector code.
+        const bool inside = vec_ok && iwb >= 0 && iwb + (S - 1) * GEO_DW + need <= GEO_W;
+        for (int c = 0; c < Cg; ++c) {
+            const __global float *xc = xg + (size_t)c * HW;
+            const __global float *wc = wk + c * RS;
+            for (int r = 0; r < R; ++r) {
+                // Per output row: whether kernel row r lands inside the image, where its input
+                // row starts, and whether the tile's loads stay inside the plane (masked vectors).
+                int at[MWI];
+                bool ok[MWI], safe[MWI];
+                _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                    const int ih = (oh0 + m) * GEO_SH - GEO_PH + r * GEO_DH;
+                    ok[m] = m < rows && ih >= 0 && ih < GEO_H; // a row of zeros adds nothing
+                    at[m] = ih * GEO_W + iwb;
+                    safe[m] = vec_ok && at[m] >= 0 && at[m] + (S - 1) * GEO_DW + need <= HW;
+                }
+                _Pragma("unroll") for (int s = 0; s < S; ++s) {
+                    const floatv wv = (floatv)(wc[r * S + s]);
+                    const int iw0 = iwb + s * GEO_DW;
+                    const intv col = iw0 + lane_col;
+                    const intv keep = col >= 0 && col < GEO_W;
+                    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                        if (!ok[m]) continue;
+                        const __global float *xp = xc + at[m] + s * GEO_DW;
+                        floatv b;
+                        if (inside) {
+                            b = GEO_SW == 1 ? VLOAD(xp) : VLOAD_STRIDE2(xp);
+                        } else if (safe[m]) {
+                            b = GEO_SW == 1 ? VLOAD(xp) : VLOAD_STRIDE2(xp);
+                            b = MASKED(b, keep);
+                        } else {
+                            float t[VW];
+                            const __global float *xr = xc + at[m] - iwb;
+                            _Pragma("unroll 1") for (int e = 0; e < VW; ++e) { // rare: kept small (code size)
+                                const int iw = iw0 + e * GEO_SW;
+                                const float v = xr[clamp(iw, 0, GEO_W - 1)];
+                                t[e] = iw >= 0 && iw < GEO_W ? v : 0.0f;
+                            }
+                            b = VLOAD(t);
+                        }
+                        acc[m] = fma(wv, b, acc[m]);
+                    }
+                }
+            }
+        }
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+            if (m >= rows) break;
+            floatv v = acc[m];
+            if (act != TSR_ACT_NONE) v = activate_floatv(v, act);
+            __global float *yr = yp + (size_t)(oh0 + m) * GEO_Q;
+            if (ow0 + VW <= GEO_Q) {
+                VSTORE(v, yr + ow0);
+            } else {
+                float t[VW];
+                VSTORE(v, t);
+                for (int e = 0; e < GEO_Q - ow0; ++e) yr[ow0 + e] = t[e];
+            }
+        }
+    }
+}
+#endif
+
+// ---------------------------------------------------------------- padding (STAGE 2's input)
+// xp[i][c][hp][wp] = x[i][c][hp - PH][wp - PW], zero outside; planes of Hp >= H + 2 PH rows (the
+// rows past the padding are slack for the last tile's loads); global = (Hp, C, images).
+__kernel void pad_input(const int16 geo, __global const float *x, const ulong x_off, __global float *xp,
+                        const int Hp) {
+    const int hp = (int)get_global_id(0), c = (int)get_global_id(1), i = (int)get_global_id(2);
+    const int Wp = GEO_W + 2 * GEO_PW, ih = hp - GEO_PH;
+    __global float *dst = xp + (((size_t)i * GEO_C + c) * Hp + hp) * (size_t)Wp;
+    if (ih < 0 || ih >= GEO_H) {
+        for (int e = 0; e < Wp; ++e) dst[e] = 0.0f;
+        return;
+    }
+    const __global float *src = x + x_off + (((size_t)i * GEO_C + c) * GEO_H + ih) * (size_t)GEO_W;
+    for (int e = 0; e < GEO_PW; ++e) dst[e] = 0.0f;
+    for (int e = 0; e < GEO_W; ++e) dst[GEO_PW + e] = src[e];
+    for (int e = GEO_PW + GEO_W; e < Wp; ++e) dst[e] = 0.0f;
+}

@@ -141,7 +141,7 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     pthread_once(&builtin_once, parse_builtin);
     load_user_db(dev);
     char hash[17];
-    if ((status = tsr_source_hash(op->source_name, hash)) != TSR_SUCCESS) goto out;
+    if ((status = tsr_op_source_hash(op, hash)) != TSR_SUCCESS) goto out;
     tsr_config_info found;
     memset(&found, 0, sizeof found);
     tsr_strlcpy(found.op, op->name, sizeof found.op);

@@ -287,6 +287,9 @@ typedef struct tsr_implementation {
 typedef struct tsr_op {
     const char *name;          /* "gemm" */
     const char *source_name;   /* embedded cl/ file without .cl */
+    /* Optional: the other sources its programs are built from (NULL-terminated), so that a change
+     * to any of them marks the op's tuned entries stale too (tsr_op_source_hash). */
+    const char *const *more_sources;
     const tsr_param_def *params; /* declared with TSR_PARAM_DEF (order of formats, manifests, -D flags) */
     int nparams;               /* at most TSR_MAX_PARAMS */
     /* Problem classes (tuning buckets, e.g. "large", "small-n", "batched"), NULL-terminated;
@@ -551,6 +554,10 @@ void tsr_config_device_release(tsr_device *device);
 
 /* XXH3-64 of a kernel source as 16 hex digits (stale entries are detected with it). */
 tsr_status tsr_source_hash(const char *source_name, char out[17]);
+/* The hash tuned entries of `op` carry: tsr_source_hash of its source alone, or, with
+ * more_sources, of all its sources' texts in order. */
+struct tsr_op;
+tsr_status tsr_op_source_hash(const struct tsr_op *op, char out[17]);
 /* Every field a lookup relies on has the right type (and the checksum matches); false with the
  * reason in `why` otherwise. */
 bool tsr_db_validate(const struct cJSON *root, char *why, size_t size);

@@ -46,6 +46,29 @@ tsr_status tsr_source_hash(const char *source_name, char out[17]) {
     return TSR_SUCCESS;
 }
 
+tsr_status tsr_op_source_hash(const tsr_op *op, char out[17]) {
+    if (!op->more_sources) return tsr_source_hash(op->source_name, out);
+    XXH3_state_t *state = XXH3_createState();
+    if (!state) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory hashing kernel sources");
+    XXH3_64bits_reset(state);
+    tsr_status st = TSR_SUCCESS;
+    for (int i = -1; st == TSR_SUCCESS && (i < 0 || op->more_sources[i]); ++i) {
+        char *owned = NULL;
+        const char *text = NULL;
+        size_t length = 0;
+        st = tsr_load_kernel_source(i < 0 ? op->source_name : op->more_sources[i], &owned, &text, &length);
+        if (st == TSR_SUCCESS) { /* each text after its length, so no two lists of texts hash alike by accident */
+            uint64_t n = length;
+            XXH3_64bits_update(state, &n, sizeof n);
+            XXH3_64bits_update(state, text, length);
+        }
+        free(owned);
+    }
+    if (st == TSR_SUCCESS) snprintf(out, 17, "%016llx", (unsigned long long)XXH3_64bits_digest(state));
+    XXH3_freeState(state);
+    return st;
+}
+
 /* ---- loading and validation ---- */
 
 cJSON *tsr_db_new(void) {

@@ -350,6 +350,47 @@ static void kernel_dir_override(void **state) {
     th_remove_tree(dir);
 }
 
+/* Tuned entries of an op built from several sources (conv: conv.cl and conv_cpu.cl) go stale
+ * when any of them changes: the hash covers every source, and a missing one is an error. */
+static void op_hash_covers_every_source(void **state) {
+    (void)state;
+    char embedded[17], same[17], changed[17], dir[600], path[700];
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_conv, embedded));
+    th_tempdir(dir, sizeof dir);
+    const char *names[] = {"conv", "conv_cpu"};
+    char *texts[2] = {NULL, NULL};
+    size_t lengths[2] = {0, 0};
+    for (int i = 0; i < 2; ++i) { /* the embedded texts (includes already in place) as files */
+        char *owned = NULL;
+        const char *text = NULL;
+        TH_ASSERT_OK(tsr_load_kernel_source(names[i], &owned, &text, &lengths[i]));
+        texts[i] = malloc(lengths[i] + 32);
+        memcpy(texts[i], text, lengths[i]);
+        free(owned);
+    }
+    snprintf(path, sizeof path, "%s/conv.cl", dir);
+    th_write_file(path, texts[0], lengths[0]);
+    setenv("TSR_KERNEL_DIR", dir, 1);
+    TH_ASSERT_STATUS(tsr_op_source_hash(&tsr_op_conv, same), TSR_ERR_NOT_FOUND); /* no conv_cpu.cl */
+    TH_ASSERT_CONTAINS(tsr_last_error(), "conv_cpu.cl");
+    snprintf(path, sizeof path, "%s/conv_cpu.cl", dir);
+    th_write_file(path, texts[1], lengths[1]);
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_conv, same));
+    assert_string_equal(same, embedded);
+    memcpy(texts[1] + lengths[1], "\n// edited\n", 11);
+    th_write_file(path, texts[1], lengths[1] + 11);
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_conv, changed));
+    assert_string_not_equal(changed, embedded);
+    unsetenv("TSR_KERNEL_DIR");
+    /* an op with one source keeps that source's plain hash (its shipped entries stay current) */
+    char gemm_op[17], gemm_file[17];
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_gemm, gemm_op));
+    TH_ASSERT_OK(tsr_source_hash("gemm", gemm_file));
+    assert_string_equal(gemm_op, gemm_file);
+    free(texts[0]), free(texts[1]);
+    th_remove_tree(dir);
+}
+
 /* With TSR_KERNEL_DIR set, whatever is missing is an error naming it: never a silent fall back
  * to the embedded source (the developer's edited kernel would not be the one that runs). */
 static void kernel_dir_missing_files_are_errors(void **state) {
@@ -906,6 +947,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(build_errors_carry_the_log, setup, teardown),
         cmocka_unit_test_setup_teardown(kernel_dir_override, setup, teardown),
         cmocka_unit_test_setup_teardown(kernel_dir_missing_files_are_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(op_hash_covers_every_source, setup, teardown),
         cmocka_unit_test_setup_teardown(unsafe_cache_directory_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(created_cache_directory_is_private, setup, teardown),
         cmocka_unit_test_setup_teardown(unsafe_entries_are_rejected, setup, teardown),

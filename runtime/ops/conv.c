@@ -25,6 +25,8 @@
 enum { CONV_PARAMS(TSR_PARAM_INDEX) CONV_NPARAMS };
 static const tsr_param_def conv_params[] = {CONV_PARAMS(TSR_PARAM_DEF)};
 
+/* The CPU forms (padded implicit, depthwise) are built from conv_cpu.cl. */
+static const char *const conv_more_sources[] = {"conv_cpu", NULL};
 static const char *const conv_classes[] = {"3x3", "1x1", "strided", "depthwise", "other", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
@@ -856,6 +858,7 @@ out:
 const tsr_op tsr_op_conv = {
     .name = "conv2d",
     .source_name = "conv",
+    .more_sources = conv_more_sources,
     .params = conv_params,
     .nparams = CONV_NPARAMS,
     .classes = conv_classes,

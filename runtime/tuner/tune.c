@@ -177,7 +177,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     int nclasses = 0;
     if ((st = parse_classes(op, opt.classes, classes, &nclasses)) != TSR_SUCCESS) return st;
     char hash[17];
-    if ((st = tsr_source_hash(op->source_name, hash)) != TSR_SUCCESS) return st;
+    if ((st = tsr_op_source_hash(op, hash)) != TSR_SUCCESS) return st;
     char path[TSR_PATH_MAX];
     if (!opt.dry_run && (st = database_path(&opt, path, sizeof path)) != TSR_SUCCESS) return st;
     uint64_t rng = opt.seed ? opt.seed : (uint64_t)time(NULL) * 2654435761u + 1;

@@ -277,9 +277,8 @@ def main():
         parent = os.path.dirname(os.path.abspath(args.json))
         if not os.access(parent, os.W_OK):
             die(f"--json: cannot write in {parent}")
-    # Idle PyTorch threads must not spin while tessera's process runs: the two alternate.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    os.environ.setdefault("KMP_BLOCKTIME", "0")
+    # PyTorch keeps its default OpenMP wait policy (what users run): its threads spin only
+    # briefly after each call, and tessera runs in its own process between PyTorch's rows.
     ensure_torch(args)
     import torch
 

@@ -12,13 +12,16 @@
 
 /* The tuning parameters, X(NAME, KIND, DEFAULT, values...): see TSR_PARAM_DEF. BR, BC, STAGE
  * and DS (work-items sharing a row, each with a slice of D) shape the generic kernel; VEC picks
- * the fast path (head dimensions that are multiples of 16) with RW query rows per work-item. */
+ * a fast path for head dimensions that are multiples of 16: 1, attention_vec with RW query rows
+ * per work-item; 2, attention_blk, where a work-item owns BR groups of RW rows and takes keys in
+ * blocks of BC (BR and BC reused with that meaning rather than new parameters, so that tuned
+ * entries written before VEC=2 existed still parse). */
 #define ATTENTION_PARAMS(X)                                                                     \
     X(BR, DEFINE, 1, 1, 2, 4, 8, 16, 32, 64) /* query rows per work-group */                   \
     X(BC, DEFINE, 4, 4, 8, 16, 32, 64)       /* keys per tile */                               \
     X(STAGE, DEFINE, 0, 0, 1)                /* stage K and V tiles in local memory */         \
-    X(VEC, HOST, 0, 0, 1)                    /* the fast path's kernel when D allows it */     \
-    X(RW, DEFINE, 1, 1, 2, 3, 4)             /* the fast path's query rows per work-item */    \
+    X(VEC, HOST, 0, 0, 1, 2)                 /* the fast path's kernel when D allows it */     \
+    X(RW, DEFINE, 1, 1, 2, 3, 4, 6, 8)       /* the fast path's query rows per work-item */    \
     X(DS, DEFINE, 1, 1, 2, 4, 8)             /* work-items sharing a row, a slice of D each */
 
 enum { ATTENTION_PARAMS(TSR_PARAM_INDEX) ATTENTION_NPARAMS };
@@ -83,8 +86,9 @@ static bool attention_config_ok(const tsr_device *dev, const void *problem, cons
     /* llvmpipe-like CPUs (lanes across work-items): several float4 rows per item compile for
      * close to a minute. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS && v[P_VEC] &&
-        v[P_RW] > 1)
+        (v[P_RW] > 1 || v[P_VEC] == 2))
         return false;
+    if (v[P_VEC] == 2 && v[P_BC] < 16) return false; /* attention_blk: keys in float16 chunks */
     size_t group = (size_t)v[P_BR] * v[P_DS];
     if (group > dev->info.max_work_group_size || (size_t)v[P_DS] > dev->info.max_work_item_sizes[0] ||
         (size_t)v[P_BR] > dev->info.max_work_item_sizes[1])
@@ -223,7 +227,8 @@ static tsr_status kv_length_buffer(tsr_device *dev, const attention_problem *p, 
     return TSR_SUCCESS;
 }
 
-/* The fast path: K transposed into a workspace, then attention_vec. */
+/* The fast paths: K transposed (VEC=1) or packed in panels of BC keys (VEC=2) into a workspace,
+ * then attention_vec or attention_blk. */
 static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem *p, cl_program program, cl_mem lens,
                                        const tsr_config *cfg, cl_mem q, cl_mem k, cl_mem v, cl_mem o,
                                        cl_command_queue queue, cl_event *event) {
@@ -232,7 +237,9 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
     cl_event transposed = NULL;
     cl_int err;
     cl_int Lq = (cl_int)p->Lq, Lk = (cl_int)p->Lk, H = (cl_int)p->H, causal = p->causal;
-    cl_int Lkp = (cl_int)((p->Lk + 15) / 16 * 16);
+    const bool blk = cfg->values[P_VEC] == 2;
+    const size_t kpad = blk ? (size_t)cfg->values[P_BC] : 16; /* keys zero-padded to whole blocks */
+    cl_int Lkp = (cl_int)((p->Lk + kpad - 1) / kpad * kpad);
     cl_int write_lse = p->lse != NULL;
     cl_mem lse = p->lse ? p->lse : o;
     cl_ulong lse_off = p->lse_off;
@@ -248,9 +255,9 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
         goto out;
     }
     TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP0, kt_bytes, &kt, &wait), out);
-    tk = clCreateKernel(program, "transpose_k", &err);
+    tk = clCreateKernel(program, blk ? "pack_k" : "transpose_k", &err);
     TSR_CL_CHECK(err, out);
-    kernel = clCreateKernel(program, "attention_vec", &err);
+    kernel = clCreateKernel(program, blk ? "attention_blk" : "attention_vec", &err);
     TSR_CL_CHECK(err, out);
     cl_uint arg = 0;
     cl_ulong ko = p->off[1], ksb = p->stride[1][0], ksh = p->stride[1][1], ksl = p->stride[1][2];
@@ -270,7 +277,7 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
     SET(kernel, o); SET(kernel, oo); SET(kernel, osb); SET(kernel, osh); SET(kernel, osl);
     SET(kernel, lens); SET(kernel, lse); SET(kernel, lse_off); SET(kernel, write_lse);
 #undef SET
-    size_t rw = (size_t)cfg->values[P_RW];
+    size_t rw = (size_t)cfg->values[P_RW] * (blk ? (size_t)cfg->values[P_BR] : 1); /* rows per work-item */
     /* An explicit work-group of one: left to itself PoCL groups up to 512 work-items and its
      * work-group function then keeps every item's private tiles at once, which overflowed its
      * thread stack at L = 4096 once the rescale became a branch. The kernel is vectorized

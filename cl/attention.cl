@@ -322,6 +322,9 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
     const int r0 = (int)get_global_id(0) * (RW * BR), bh = (int)get_global_id(1), b = bh / H, h = bh - b * H;
     if (r0 >= Lq) return;
     const int kv_end = kv_len[b], shift = Lk - Lq;
+    // Scores in base 2 (scale log2 e folded into Q): the softmax takes 2^x, one multiply and
+    // the two-step reduction by ln 2 fewer per score than e^x; m is kept in base 2 too.
+    const float scale2 = scale * M_LOG2E_F;
     // Per row: its last key + 1 (limit); per group: the fewest (lo) and the most (hi) keys a row sees.
     int limit[BR][RW], lo[BR], hi[BR], all_hi = 0;
     float qr[BR][RW][HEAD_DIM], m[BR][RW], l[BR][RW];
@@ -337,7 +340,7 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
             lo[g] = min(lo[g], lim);
             hi[g] = max(hi[g], lim);
             const __global float *qp = q + q_off + b * qsb + h * qsh + (size_t)min(i, Lq - 1) * qsl;
-            for (int d = 0; d < HEAD_DIM; ++d) qr[g][r][d] = qp[d] * scale;
+            for (int d = 0; d < HEAD_DIM; ++d) qr[g][r][d] = qp[d] * scale2;
             for (int dv = 0; dv < NDV; ++dv) acc[g][r][dv] = (float16)(0.0f);
             m[g][r] = -INFINITY;
             l[g][r] = 0.0f;
@@ -377,10 +380,10 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
                     for (int c = 0; c < NKC; ++c) mx = fmax(mx, vload16(c, s[r]));
                 }
                 const float m_old = m[g][r], m_new = fmax(m_old, hmax16(mx));
-                corr[r] = m_new > m_old ? exp(m_old - m_new) : 1.0f; // 0 on a row's first keys
+                corr[r] = m_new > m_old ? exp2(m_old - m_new) : 1.0f; // 0 on a row's first keys
                 float16 sum = (float16)(0.0f);
                 for (int c = 0; c < NKC; ++c) {
-                    float16 p = tsr_exp_float16(vload16(c, s[r]) - m_new);
+                    float16 p = tsr_exp2_float16(vload16(c, s[r]) - m_new);
                     if (edge) p = select(p, (float16)(0.0f), lane + (j0 + c * 16) >= (int16)(limit[g][r]));
                     vstore16(p, c, s[r]);
                     sum += p;
@@ -410,7 +413,8 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
             __global float *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
             const float inv = l[g][r] > 0.0f ? 1.0f / l[g][r] : 0.0f;
             for (int dv = 0; dv < NDV; ++dv) vstore16(acc[g][r][dv] * inv, dv, op);
-            if (write_lse) lse[lse_off + (size_t)bh * Lq + i] = l[g][r] > 0.0f ? m[g][r] + log(l[g][r]) : -INFINITY;
+            if (write_lse)
+                lse[lse_off + (size_t)bh * Lq + i] = l[g][r] > 0.0f ? m[g][r] * M_LN2_F + log(l[g][r]) : -INFINITY;
         }
 }
 #endif

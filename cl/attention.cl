@@ -297,8 +297,9 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
 //           causal diagonal, the sequence's end), blocks past every row's last key skipped;
 //   P V:     per float16 slice of D, RW accumulators rescaled once, then every key of the block
 //           as a broadcast of P times one row of V (the same micro-kernel, keys as the k loop).
-// All BR groups take the block while its K panel and V rows are in the cache: K and V stream
-// from memory once per BR x RW rows instead of once per RW rows.
+// Per block, first the scores and softmax of all BR groups (the K panel stays in L1), then P V
+// of all groups (the block's rows of V stay in L1; the two phases together would not fit):
+// K and V stream from memory once per BR x RW rows instead of once per RW rows.
 #if HEAD_DIM % 16 == 0
 // kp[((bh * nblk + j / BC) * D + d) * BC + j % BC] = K[b, h, j, d], 0 past Lk (nblk = Lkp / BC).
 // global = (Lkp, D, B*H)
@@ -308,6 +309,21 @@ __kernel void pack_k(const int Lk, const int Lkp, const int H, __global const fl
     const int b = bh / H, h = bh - b * H, blk = j / BC;
     kp[(((size_t)bh * (Lkp / BC) + blk) * HEAD_DIM + d) * BC + (j - blk * BC)] =
         j < Lk ? k[k_off + b * ksb + h * ksh + (size_t)j * ksl + d] : 0.0f;
+}
+
+// max and the clamp of 2^x as compare-and-select: fmax's NaN rules cost two more instructions
+// per vector, and NaN cannot reach a row's result here (masked keys are selected away below).
+#define MAX16(a, b) select((a), (b), (b) > (a))
+// 2^t for t <= 0 as tsr_exp2 (t below -125 gives 2^-125, which no sum of >= 1 can see).
+float16 blk_exp2(float16 t) {
+    t = select(t, (float16)(-125.0f), t < (float16)(-125.0f));
+    const float16 k_shifted = t + 12582912.0f;
+    const float16 f = t - (k_shifted - 12582912.0f);
+    float16 q = fma(f, (float16)(0.0013381302537320797f), (float16)(0.009666368515385448f));
+    q = fma(f, q, (float16)(0.05550381013796457f));
+    q = fma(f, q, (float16)(0.2402234903802036f));
+    q = fma(f, q, (float16)(0.6931471805599453f));
+    return tsr_scale2_float16(fma(f, q, (float16)(1.0f)), k_shifted);
 }
 
 #define NKC (BC / 16)       // float16 chunks of keys in a block
@@ -349,7 +365,7 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
     }
     const __global float *vb = v + v_off + b * vsb + h * vsh;
     const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    float s[RW][BC];
+    float s[BR][RW][BC], corr[BR][RW];
     for (int j0 = 0; j0 < all_hi; j0 += BC) {
         const __global float *panel = kpk + ((size_t)bh * (Lkp / BC) + j0 / BC) * HEAD_DIM * BC;
         for (int g = 0; g < BR; ++g) {
@@ -363,44 +379,47 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
                     const float16 kv = vload16(0, kc + d * BC);
                     _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = fma((float16)(qr[g][r][d]), kv, a[r]);
                 }
-                _Pragma("unroll") for (int r = 0; r < RW; ++r) vstore16(a[r], c, s[r]);
+                _Pragma("unroll") for (int r = 0; r < RW; ++r) vstore16(a[r], c, s[g][r]);
             }
             const bool edge = j0 + BC > lo[g]; // some row of the group stops inside the block
-            float corr[RW];
             _Pragma("unroll") for (int r = 0; r < RW; ++r) {
                 float16 mx = (float16)(-INFINITY);
                 if (edge) {
                     for (int c = 0; c < NKC; ++c) {
                         const int16 masked = lane + (j0 + c * 16) >= (int16)(limit[g][r]);
-                        const float16 sc = select(vload16(c, s[r]), (float16)(-INFINITY), masked);
-                        vstore16(sc, c, s[r]);
-                        mx = fmax(mx, sc);
+                        const float16 sc = select(vload16(c, s[g][r]), (float16)(-INFINITY), masked);
+                        vstore16(sc, c, s[g][r]);
+                        mx = MAX16(mx, sc);
                     }
                 } else {
-                    for (int c = 0; c < NKC; ++c) mx = fmax(mx, vload16(c, s[r]));
+                    for (int c = 0; c < NKC; ++c) mx = MAX16(mx, vload16(c, s[g][r]));
                 }
                 const float m_old = m[g][r], m_new = fmax(m_old, hmax16(mx));
-                corr[r] = m_new > m_old ? exp2(m_old - m_new) : 1.0f; // 0 on a row's first keys
+                corr[g][r] = m_new > m_old ? exp2(m_old - m_new) : 1.0f; // 0 on a row's first keys
                 float16 sum = (float16)(0.0f);
                 for (int c = 0; c < NKC; ++c) {
-                    float16 p = tsr_exp2_float16(vload16(c, s[r]) - m_new);
+                    float16 p = blk_exp2(vload16(c, s[g][r]) - m_new);
                     if (edge) p = select(p, (float16)(0.0f), lane + (j0 + c * 16) >= (int16)(limit[g][r]));
-                    vstore16(p, c, s[r]);
+                    vstore16(p, c, s[g][r]);
                     sum += p;
                 }
-                l[g][r] = l[g][r] * corr[r] + hsum16(sum);
+                l[g][r] = l[g][r] * corr[g][r] + hsum16(sum);
                 m[g][r] = m_new;
             }
+        }
+        // Then P V for every group, while the block's rows of V stay in the cache.
+        for (int g = 0; g < BR; ++g) {
+            if (j0 >= hi[g]) continue;
             // V rows past the group's last key are never read (they may lie past the buffer or
             // hold NaN: 0 * NaN would reach O).
             const int keys = min(BC, hi[g] - j0);
             const __global float *vr0 = vb + (size_t)j0 * vsl;
             for (int dv = 0; dv < NDV; ++dv) {
                 float16 a[RW];
-                _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = acc[g][r][dv] * corr[r];
+                _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = acc[g][r][dv] * corr[g][r];
                 for (int jj = 0; jj < keys; ++jj) {
                     const float16 vv = vload16(dv, vr0 + (size_t)jj * vsl);
-                    _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = fma((float16)(s[r][jj]), vv, a[r]);
+                    _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = fma((float16)(s[g][r][jj]), vv, a[r]);
                 }
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) acc[g][r][dv] = a[r];
             }

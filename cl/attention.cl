@@ -287,7 +287,7 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
 // ---------------------------------------------------------------- blocked micro-kernels (VEC=2)
 // The CPU path of a GEMM: a work-item owns BR groups of RW query rows and walks the keys in
 // blocks of BC (16..64) keys. K comes packed (`pack_k`): for each block of BC keys a contiguous
-// [D][BC] panel, so a block's scores read one sequential 4-16 KiB panel (the transposed copy of
+// panel, [D][16] per chunk of 16 keys, so the scores read it in order (the transposed copy of
 // `transpose_k` puts its D rows Lkp floats apart, all in the same L1 sets at L = 2048). Per
 // block and row group:
 //   scores: RW rows x 16 keys at a time, RW float16 accumulators fed by one panel load and RW
@@ -301,13 +301,14 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
 // of all groups (the block's rows of V stay in L1; the two phases together would not fit):
 // K and V stream from memory once per BR x RW rows instead of once per RW rows.
 #if HEAD_DIM % 16 == 0
-// kp[((bh * nblk + j / BC) * D + d) * BC + j % BC] = K[b, h, j, d], 0 past Lk (nblk = Lkp / BC).
-// global = (Lkp, D, B*H)
+// K packed per block of BC keys and, within it, per chunk of 16 keys: chunk c of block blk is
+// [D][16] at kp + (bh * nblk + blk) * D * BC + c * D * 16 (nblk = Lkp / BC), 0 past Lk, so the
+// scores of a chunk read 4 KiB (D = 64) in order. global = (Lkp, D, B*H)
 __kernel void pack_k(const int Lk, const int Lkp, const int H, __global const float *k, const ulong k_off,
                      const ulong ksb, const ulong ksh, const ulong ksl, __global float *kp) {
     const int j = (int)get_global_id(0), d = (int)get_global_id(1), bh = (int)get_global_id(2);
-    const int b = bh / H, h = bh - b * H, blk = j / BC;
-    kp[(((size_t)bh * (Lkp / BC) + blk) * HEAD_DIM + d) * BC + (j - blk * BC)] =
+    const int b = bh / H, h = bh - b * H, blk = j / BC, c = (j - blk * BC) / 16;
+    kp[((size_t)bh * (Lkp / BC) + blk) * HEAD_DIM * BC + (c * HEAD_DIM + d) * 16 + (j & 15)] =
         j < Lk ? k[k_off + b * ksb + h * ksh + (size_t)j * ksl + d] : 0.0f;
 }
 
@@ -374,9 +375,9 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
                 if (j0 + c * 16 >= hi[g]) break; // masked below
                 float16 a[RW];
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = (float16)(0.0f);
-                const __global float *kc = panel + c * 16;
+                const __global float *kc = panel + c * 16 * HEAD_DIM;
                 for (int d = 0; d < HEAD_DIM; ++d) {
-                    const float16 kv = vload16(0, kc + d * BC);
+                    const float16 kv = vload16(d, kc);
                     _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = fma((float16)(qr[g][r][d]), kv, a[r]);
                 }
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) vstore16(a[r], c, s[g][r]);

@@ -299,8 +299,9 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
 //           as a broadcast of P times one row of V (the same micro-kernel, keys as the k loop).
 // Per block, first the scores and softmax of all BR groups (the K panel stays in L1), then P V
 // of all groups (the block's rows of V stay in L1; the two phases together would not fit):
-// K and V stream from memory once per BR x RW rows instead of once per RW rows.
-#if HEAD_DIM % 16 == 0
+// K and V stream from memory once per BR x RW rows instead of once per RW rows. Compiled only
+// for VEC=2 (the host defines VEC_BLK).
+#if HEAD_DIM % 16 == 0 && defined(VEC_BLK)
 // K packed per block of BC keys and, within it, per chunk of 16 keys: chunk c of block blk is
 // [D][16] at kp + (bh * nblk + blk) * D * BC + c * D * 16 (nblk = Lkp / BC), 0 past Lk, so the
 // scores of a chunk read 4 KiB (D = 64) in order. global = (Lkp, D, B*H)

@@ -105,7 +105,9 @@ static bool attention_config_ok(const tsr_device *dev, const void *problem, cons
 static const int common_dims[] = {16, 32, 64, 80, 96, 128};
 
 static void options_for_dim(const tsr_config *cfg, size_t D, char *out, size_t size) {
-    int n = snprintf(out, size, "-DHEAD_DIM=%zu ", D);
+    /* attention_blk only in programs that launch it (VEC=2): elsewhere (GPUs) its private arrays,
+     * sized by BR, RW and D, would only cost compile time. */
+    int n = snprintf(out, size, "-DHEAD_DIM=%zu %s", D, cfg->values[P_VEC] == 2 ? "-DVEC_BLK=1 " : "");
     if (n > 0 && (size_t)n < size) tsr_config_defines(&tsr_op_attention, cfg, out + n, size - (size_t)n);
 }
 

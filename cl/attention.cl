@@ -283,3 +283,159 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
     }
 }
 #endif
+
+// ---------------------------------------------------------------- blocked micro-kernels (VEC=2)
+// The CPU path of a GEMM: a work-item owns BR groups of RW query rows and walks the keys in
+// blocks of BC (16..64) keys. K comes packed (`pack_k`): for each block of BC keys a contiguous
+// panel, [D][16] per chunk of 16 keys, so the scores read it in order (the transposed copy of
+// `transpose_k` puts its D rows Lkp floats apart, all in the same L1 sets at L = 2048). Per
+// block and row group:
+//   scores: RW rows x 16 keys at a time, RW float16 accumulators fed by one panel load and RW
+//           broadcasts of Q per d (a register-blocked GEMM micro-kernel);
+//   softmax: the block's maximum per row, one rescale factor per row and block, the vector exp
+//           over the whole block; the mask only on a block that crosses a row's last key (the
+//           causal diagonal, the sequence's end), blocks past every row's last key skipped;
+//   P V:     per float16 slice of D, RW accumulators rescaled once, then every key of the block
+//           as a broadcast of P times one row of V (the same micro-kernel, keys as the k loop).
+// Per block, first the scores and softmax of all BR groups (the K panel stays in L1), then P V
+// of all groups (the block's rows of V stay in L1; the two phases together would not fit):
+// K and V stream from memory once per BR x RW rows instead of once per RW rows. Compiled only
+// for VEC=2 (the host defines VEC_BLK).
+#if HEAD_DIM % 16 == 0 && defined(VEC_BLK)
+// K packed per block of BC keys and, within it, per chunk of 16 keys: chunk c of block blk is
+// [D][16] at kp + (bh * nblk + blk) * D * BC + c * D * 16 (nblk = Lkp / BC), 0 past Lk, so the
+// scores of a chunk read 4 KiB (D = 64) in order. global = (Lkp, D, B*H)
+__kernel void pack_k(const int Lk, const int Lkp, const int H, __global const float *k, const ulong k_off,
+                     const ulong ksb, const ulong ksh, const ulong ksl, __global float *kp) {
+    const int j = (int)get_global_id(0), d = (int)get_global_id(1), bh = (int)get_global_id(2);
+    const int b = bh / H, h = bh - b * H, blk = j / BC, c = (j - blk * BC) / 16;
+    kp[((size_t)bh * (Lkp / BC) + blk) * HEAD_DIM * BC + (c * HEAD_DIM + d) * 16 + (j & 15)] =
+        j < Lk ? k[k_off + b * ksb + h * ksh + (size_t)j * ksl + d] : 0.0f;
+}
+
+// max and the clamp of 2^x as compare-and-select: fmax's NaN rules cost two more instructions
+// per vector, and NaN cannot reach a row's result here (masked keys are selected away below).
+#define MAX16(a, b) select((a), (b), (b) > (a))
+// 2^t for t <= 0 as tsr_exp2 (t below -125 gives 2^-125, which no sum of >= 1 can see).
+float16 blk_exp2(float16 t) {
+    t = select(t, (float16)(-125.0f), t < (float16)(-125.0f));
+    const float16 k_shifted = t + 12582912.0f;
+    const float16 f = t - (k_shifted - 12582912.0f);
+    float16 q = fma(f, (float16)(0.0013381302537320797f), (float16)(0.009666368515385448f));
+    q = fma(f, q, (float16)(0.05550381013796457f));
+    q = fma(f, q, (float16)(0.2402234903802036f));
+    q = fma(f, q, (float16)(0.6931471805599453f));
+    return tsr_scale2_float16(fma(f, q, (float16)(1.0f)), k_shifted);
+}
+
+#define NKC (BC / 16)       // float16 chunks of keys in a block
+#define NDV (HEAD_DIM / 16) // float16 slices of a row of V and O
+__kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int H, const float scale,
+                            const int causal, __global const float *q, const ulong q_off, const ulong qsb,
+                            const ulong qsh, const ulong qsl, __global const float *kpk, __global const float *v,
+                            const ulong v_off, const ulong vsb, const ulong vsh, const ulong vsl, __global float *o,
+                            const ulong o_off, const ulong osb, const ulong osh, const ulong osl,
+                            __global const int *kv_len, __global float *lse, const ulong lse_off,
+                            const int write_lse) {
+    const int r0 = (int)get_global_id(0) * (RW * BR), bh = (int)get_global_id(1), b = bh / H, h = bh - b * H;
+    if (r0 >= Lq) return;
+    const int kv_end = kv_len[b], shift = Lk - Lq;
+    // Scores in base 2 (scale log2 e folded into Q): the softmax takes 2^x, one multiply and
+    // the two-step reduction by ln 2 fewer per score than e^x; m is kept in base 2 too.
+    const float scale2 = scale * M_LOG2E_F;
+    // Per row: its last key + 1 (limit); per group: the fewest (lo) and the most (hi) keys a row sees.
+    int limit[BR][RW], lo[BR], hi[BR], all_hi = 0;
+    float qr[BR][RW][HEAD_DIM], m[BR][RW], l[BR][RW];
+    float16 acc[BR][RW][NDV];
+    for (int g = 0; g < BR; ++g) {
+        lo[g] = INT_MAX;
+        hi[g] = 0;
+        _Pragma("unroll") for (int r = 0; r < RW; ++r) {
+            const int i = r0 + g * RW + r;
+            int lim = i < Lq ? kv_end : 0;
+            if (causal) lim = max(0, min(lim, i + shift + 1));
+            limit[g][r] = lim;
+            lo[g] = min(lo[g], lim);
+            hi[g] = max(hi[g], lim);
+            const __global float *qp = q + q_off + b * qsb + h * qsh + (size_t)min(i, Lq - 1) * qsl;
+            for (int d = 0; d < HEAD_DIM; ++d) qr[g][r][d] = qp[d] * scale2;
+            for (int dv = 0; dv < NDV; ++dv) acc[g][r][dv] = (float16)(0.0f);
+            m[g][r] = -INFINITY;
+            l[g][r] = 0.0f;
+        }
+        all_hi = max(all_hi, hi[g]);
+    }
+    const __global float *vb = v + v_off + b * vsb + h * vsh;
+    const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    float s[BR][RW][BC], corr[BR][RW];
+    for (int j0 = 0; j0 < all_hi; j0 += BC) {
+        const __global float *panel = kpk + ((size_t)bh * (Lkp / BC) + j0 / BC) * HEAD_DIM * BC;
+        for (int g = 0; g < BR; ++g) {
+            if (j0 >= hi[g]) continue; // no row of this group sees a key of the block (causal)
+            for (int c = 0; c < NKC; ++c) {
+                if (j0 + c * 16 >= hi[g]) break; // masked below
+                float16 a[RW];
+                _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = (float16)(0.0f);
+                const __global float *kc = panel + c * 16 * HEAD_DIM;
+                for (int d = 0; d < HEAD_DIM; ++d) {
+                    const float16 kv = vload16(d, kc);
+                    _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = fma((float16)(qr[g][r][d]), kv, a[r]);
+                }
+                _Pragma("unroll") for (int r = 0; r < RW; ++r) vstore16(a[r], c, s[g][r]);
+            }
+            const bool edge = j0 + BC > lo[g]; // some row of the group stops inside the block
+            _Pragma("unroll") for (int r = 0; r < RW; ++r) {
+                float16 mx = (float16)(-INFINITY);
+                if (edge) {
+                    for (int c = 0; c < NKC; ++c) {
+                        const int16 masked = lane + (j0 + c * 16) >= (int16)(limit[g][r]);
+                        const float16 sc = select(vload16(c, s[g][r]), (float16)(-INFINITY), masked);
+                        vstore16(sc, c, s[g][r]);
+                        mx = MAX16(mx, sc);
+                    }
+                } else {
+                    for (int c = 0; c < NKC; ++c) mx = MAX16(mx, vload16(c, s[g][r]));
+                }
+                const float m_old = m[g][r], m_new = fmax(m_old, hmax16(mx));
+                corr[g][r] = m_new > m_old ? exp2(m_old - m_new) : 1.0f; // 0 on a row's first keys
+                float16 sum = (float16)(0.0f);
+                for (int c = 0; c < NKC; ++c) {
+                    float16 p = blk_exp2(vload16(c, s[g][r]) - m_new);
+                    if (edge) p = select(p, (float16)(0.0f), lane + (j0 + c * 16) >= (int16)(limit[g][r]));
+                    vstore16(p, c, s[g][r]);
+                    sum += p;
+                }
+                l[g][r] = l[g][r] * corr[g][r] + hsum16(sum);
+                m[g][r] = m_new;
+            }
+        }
+        // Then P V for every group, while the block's rows of V stay in the cache.
+        for (int g = 0; g < BR; ++g) {
+            if (j0 >= hi[g]) continue;
+            // V rows past the group's last key are never read (they may lie past the buffer or
+            // hold NaN: 0 * NaN would reach O).
+            const int keys = min(BC, hi[g] - j0);
+            const __global float *vr0 = vb + (size_t)j0 * vsl;
+            for (int dv = 0; dv < NDV; ++dv) {
+                float16 a[RW];
+                _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = acc[g][r][dv] * corr[g][r];
+                for (int jj = 0; jj < keys; ++jj) {
+                    const float16 vv = vload16(dv, vr0 + (size_t)jj * vsl);
+                    _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = fma((float16)(s[g][r][jj]), vv, a[r]);
+                }
+                _Pragma("unroll") for (int r = 0; r < RW; ++r) acc[g][r][dv] = a[r];
+            }
+        }
+    }
+    for (int g = 0; g < BR; ++g)
+        _Pragma("unroll") for (int r = 0; r < RW; ++r) {
+            const int i = r0 + g * RW + r;
+            if (i >= Lq) break;
+            __global float *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
+            const float inv = l[g][r] > 0.0f ? 1.0f / l[g][r] : 0.0f;
+            for (int dv = 0; dv < NDV; ++dv) vstore16(acc[g][r][dv] * inv, dv, op);
+            if (write_lse)
+                lse[lse_off + (size_t)bh * Lq + i] = l[g][r] > 0.0f ? m[g][r] * M_LN2_F + log(l[g][r]) : -INFINITY;
+        }
+}
+#endif

@@ -269,12 +269,13 @@ static void configurations(void **state) {
     (void)state;
     const char *configs[] = {"VEC=0 STAGE=1 BR=1 BC=4",       "VEC=1 RW=3",  "VEC=0 STAGE=1 BR=8 BC=8 DS=4",
                              "VEC=0 STAGE=0 BR=64 BC=8",      "VEC=1 RW=1",  "VEC=0 STAGE=0 BR=4 BC=16 DS=2",
-                             "VEC=0 STAGE=1 BR=4 BC=64",      "VEC=1 RW=4",  "VEC=0 STAGE=1 BR=16 BC=4 DS=8"};
-    size_t n = small_mode() ? 4 : 9;
+                             "VEC=0 STAGE=1 BR=4 BC=64",      "VEC=1 RW=4",  "VEC=0 STAGE=1 BR=16 BC=4 DS=8",
+                             "VEC=2 RW=6 BR=8 BC=64",         "VEC=2 RW=4 BR=1 BC=32"};
+    size_t n = small_mode() ? 4 : 11;
     for (size_t i = 0; i < n; ++i) {
         if (!th_try_override(dev, "attention", configs[i])) continue;
         /* the fast path needs D % 16 == 0; others take any D */
-        size_t D = strstr(configs[i], "VEC=1") ? 32 : 20;
+        size_t D = strstr(configs[i], "VEC=0") ? 20 : 32;
         att_case c = {.B = 2, .H = 1, .Lq = 70, .Lk = 45, .D = D, .causal = i % 2 == 0, .lse = true};
         expect_accurate(&c, false);
     }
@@ -650,6 +651,39 @@ static void masked_rows_poisoned(void **state) {
         }
 }
 
+/* The blocked micro-kernel path (VEC=2, attention_blk) under every shape of its parameters:
+ * RW rows x BR groups per work-item, blocks of BC keys. Lengths just below, at and past a
+ * block and a work-item's rows (also Lq != Lk, so the causal diagonal crosses blocks at an
+ * offset and early rows of Lq > Lk see no key), head dimensions 16 to 256, padded batches
+ * whose masked K/V rows hold NaN and Inf, with and without the LSE. */
+static void blocked_micro_kernel(void **state) {
+    (void)state;
+    static const char *const configs[] = {"VEC=2 RW=6 BR=8 BC=64 STAGE=0 DS=1", "VEC=2 RW=4 BR=1 BC=32 STAGE=0 DS=1",
+                                          "VEC=2 RW=1 BR=2 BC=16 STAGE=0 DS=1", "VEC=2 RW=3 BR=4 BC=64 STAGE=0 DS=1",
+                                          "VEC=2 RW=8 BR=1 BC=16 STAGE=0 DS=1", "VEC=2 RW=2 BR=16 BC=32 STAGE=0 DS=1"};
+    static const size_t lens[][2] = {{1, 1}, {6, 63}, {48, 64}, {49, 65}, {100, 129}, {130, 97}, {7, 200}};
+    static const size_t dims[] = {16, 64, 32, 128, 256, 48, 64};
+    size_t nconfigs = small_mode() ? 2 : sizeof configs / sizeof configs[0];
+    size_t nlens = small_mode() ? 3 : sizeof lens / sizeof lens[0];
+    for (size_t ci = 0; ci < nconfigs; ++ci) {
+        if (!th_try_override(dev, "attention", configs[ci])) continue;
+        for (size_t li = 0; li < nlens; ++li)
+            for (int causal = 0; causal < 2; ++causal) {
+                size_t D = dims[(ci + li) % (sizeof dims / sizeof dims[0])];
+                att_case c = {.B = 1, .H = 2, .Lq = lens[li][0], .Lk = lens[li][1], .D = D, .causal = causal,
+                              .lse = (li + causal) % 2 == 0};
+                expect_accurate(&c, false);
+                /* padded batch: one sequence cut mid-block, one empty, one full; masked rows poisoned */
+                dcase p = {.has_kv = true, .poison = true,
+                           .kv = {(int)(lens[li][1] / 2 + 1), 0, (int)lens[li][1]}};
+                p.d = (tsr_attention_desc){.batch = 3, .heads = 2, .q_len = lens[li][0], .kv_len = lens[li][1],
+                                           .head_dim = D, .causal = causal, .lse_offset = (size_t)li % 2};
+                run_both(&p, NULL, 1);
+            }
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "attention", NULL));
+}
+
 /* (c) kv_lengths[b] = 0: every row of that sequence is O = 0 and LSE = -inf (the header),
  * even when its K/V rows (all masked) hold NaN/Inf and O held NaN before. */
 static void empty_sequence(void **state) {
@@ -844,6 +878,7 @@ int main(void) {
             cmocka_unit_test(blocked_extreme_logits),
             cmocka_unit_test(unfused_matches),
             cmocka_unit_test(configurations),
+            cmocka_unit_test(blocked_micro_kernel),
             cmocka_unit_test(unit_length_row_strides),
             cmocka_unit_test(masked_rows_poisoned),
             cmocka_unit_test(empty_sequence),
@@ -857,6 +892,7 @@ int main(void) {
         cmocka_unit_test(blocked_extreme_logits),
         cmocka_unit_test(unfused_matches),
         cmocka_unit_test(configurations),
+        cmocka_unit_test(blocked_micro_kernel),
         cmocka_unit_test(long_sequence),
         cmocka_unit_test(loops_within_the_device_limit),
         cmocka_unit_test(invalid_descriptors),

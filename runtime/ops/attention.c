@@ -12,13 +12,16 @@
 
 /* The tuning parameters, X(NAME, KIND, DEFAULT, values...): see TSR_PARAM_DEF. BR, BC, STAGE
  * and DS (work-items sharing a row, each with a slice of D) shape the generic kernel; VEC picks
- * the fast path (head dimensions that are multiples of 16) with RW query rows per work-item. */
+ * a fast path for head dimensions that are multiples of 16: 1, attention_vec with RW query rows
+ * per work-item; 2, attention_blk, where a work-item owns BR groups of RW rows and takes keys in
+ * blocks of BC (BR and BC reused with that meaning rather than new parameters, so that tuned
+ * entries written before VEC=2 existed still parse). */
 #define ATTENTION_PARAMS(X)                                                                     \
     X(BR, DEFINE, 1, 1, 2, 4, 8, 16, 32, 64) /* query rows per work-group */                   \
     X(BC, DEFINE, 4, 4, 8, 16, 32, 64)       /* keys per tile */                               \
     X(STAGE, DEFINE, 0, 0, 1)                /* stage K and V tiles in local memory */         \
-    X(VEC, HOST, 0, 0, 1)                    /* the fast path's kernel when D allows it */     \
-    X(RW, DEFINE, 1, 1, 2, 3, 4)             /* the fast path's query rows per work-item */    \
+    X(VEC, HOST, 0, 0, 1, 2)                 /* the fast path's kernel when D allows it */     \
+    X(RW, DEFINE, 1, 1, 2, 3, 4, 6, 8)       /* the fast path's query rows per work-item */    \
     X(DS, DEFINE, 1, 1, 2, 4, 8)             /* work-items sharing a row, a slice of D each */
 
 enum { ATTENTION_PARAMS(TSR_PARAM_INDEX) ATTENTION_NPARAMS };
@@ -60,8 +63,11 @@ static const tsr_default attention_defaults[] = {
     /* DS=4: a quarter of the loop iterations per work-item of DS=1, which llvmpipe's limit of
      * 65535 iterations cut short from L = 512 (DS=4 holds to about L = 1600). */
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "BR=16 BC=16 STAGE=0 VEC=0 RW=1 DS=4"},
-    {TSR_DEVICE_CPU, TSR_LANES_ANY, "short", "BR=16 BC=16 STAGE=0 VEC=1 RW=4 DS=1"},
-    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "BR=16 BC=32 STAGE=0 VEC=1 RW=4 DS=1"},
+    /* PoCL: attention_blk (VEC=2), 6 rows x 16 keys per FMA micro-kernel, 8 groups of 6 rows
+     * sharing each block of 64 keys (short sequences: one group, blocks of 32, so that the few
+     * rows still make enough work-items). About twice VEC=1's rate at every L measured. */
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "short", "BR=1 BC=32 STAGE=0 VEC=2 RW=4 DS=1"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "BR=8 BC=64 STAGE=0 VEC=2 RW=6 DS=1"},
     {0, TSR_LANES_ANY, NULL, "BR=64 BC=16 STAGE=1 VEC=0 RW=2 DS=1"},
 };
 
@@ -83,8 +89,9 @@ static bool attention_config_ok(const tsr_device *dev, const void *problem, cons
     /* llvmpipe-like CPUs (lanes across work-items): several float4 rows per item compile for
      * close to a minute. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS && v[P_VEC] &&
-        v[P_RW] > 1)
+        (v[P_RW] > 1 || v[P_VEC] == 2))
         return false;
+    if (v[P_VEC] == 2 && v[P_BC] < 16) return false; /* attention_blk: keys in float16 chunks */
     size_t group = (size_t)v[P_BR] * v[P_DS];
     if (group > dev->info.max_work_group_size || (size_t)v[P_DS] > dev->info.max_work_item_sizes[0] ||
         (size_t)v[P_BR] > dev->info.max_work_item_sizes[1])
@@ -98,7 +105,9 @@ static bool attention_config_ok(const tsr_device *dev, const void *problem, cons
 static const int common_dims[] = {16, 32, 64, 80, 96, 128};
 
 static void options_for_dim(const tsr_config *cfg, size_t D, char *out, size_t size) {
-    int n = snprintf(out, size, "-DHEAD_DIM=%zu ", D);
+    /* attention_blk only in programs that launch it (VEC=2): elsewhere (GPUs) its private arrays,
+     * sized by BR, RW and D, would only cost compile time. */
+    int n = snprintf(out, size, "-DHEAD_DIM=%zu %s", D, cfg->values[P_VEC] == 2 ? "-DVEC_BLK=1 " : "");
     if (n > 0 && (size_t)n < size) tsr_config_defines(&tsr_op_attention, cfg, out + n, size - (size_t)n);
 }
 
@@ -223,7 +232,8 @@ static tsr_status kv_length_buffer(tsr_device *dev, const attention_problem *p, 
     return TSR_SUCCESS;
 }
 
-/* The fast path: K transposed into a workspace, then attention_vec. */
+/* The fast paths: K transposed (VEC=1) or packed in panels of BC keys (VEC=2) into a workspace,
+ * then attention_vec or attention_blk. */
 static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem *p, cl_program program, cl_mem lens,
                                        const tsr_config *cfg, cl_mem q, cl_mem k, cl_mem v, cl_mem o,
                                        cl_command_queue queue, cl_event *event) {
@@ -232,7 +242,9 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
     cl_event transposed = NULL;
     cl_int err;
     cl_int Lq = (cl_int)p->Lq, Lk = (cl_int)p->Lk, H = (cl_int)p->H, causal = p->causal;
-    cl_int Lkp = (cl_int)((p->Lk + 15) / 16 * 16);
+    const bool blk = cfg->values[P_VEC] == 2;
+    const size_t kpad = blk ? (size_t)cfg->values[P_BC] : 16; /* keys zero-padded to whole blocks */
+    cl_int Lkp = (cl_int)((p->Lk + kpad - 1) / kpad * kpad);
     cl_int write_lse = p->lse != NULL;
     cl_mem lse = p->lse ? p->lse : o;
     cl_ulong lse_off = p->lse_off;
@@ -248,9 +260,9 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
         goto out;
     }
     TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP0, kt_bytes, &kt, &wait), out);
-    tk = clCreateKernel(program, "transpose_k", &err);
+    tk = clCreateKernel(program, blk ? "pack_k" : "transpose_k", &err);
     TSR_CL_CHECK(err, out);
-    kernel = clCreateKernel(program, "attention_vec", &err);
+    kernel = clCreateKernel(program, blk ? "attention_blk" : "attention_vec", &err);
     TSR_CL_CHECK(err, out);
     cl_uint arg = 0;
     cl_ulong ko = p->off[1], ksb = p->stride[1][0], ksh = p->stride[1][1], ksl = p->stride[1][2];
@@ -270,7 +282,7 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
     SET(kernel, o); SET(kernel, oo); SET(kernel, osb); SET(kernel, osh); SET(kernel, osl);
     SET(kernel, lens); SET(kernel, lse); SET(kernel, lse_off); SET(kernel, write_lse);
 #undef SET
-    size_t rw = (size_t)cfg->values[P_RW];
+    size_t rw = (size_t)cfg->values[P_RW] * (blk ? (size_t)cfg->values[P_BR] : 1); /* rows per work-item */
     /* An explicit work-group of one: left to itself PoCL groups up to 512 work-items and its
      * work-group function then keeps every item's private tiles at once, which overflowed its
      * thread stack at L = 4096 once the rescale became a branch. The kernel is vectorized

@@ -17,6 +17,7 @@ What PyTorch runs, per tessera row:
                                    tessera's fused-tanh and fused-erf; the copy kernel against y.copy_(x)
   conv2d     a ResNet-50 layer      torch.nn.functional.conv2d, no bias on either side (tessera's layer
                                    rows run without bias); the stack rows are not timed here
+  depthwise  a depthwise layer      the same, groups = channels (`tessera bench conv2d --part depthwise`)
   attention  "1xHxLxD" (+ causal)  torch.nn.functional.scaled_dot_product_attention, is_causal for the
                                    causal rows (Lq = Lk: both mask key j > query i)
 
@@ -38,7 +39,7 @@ import zlib
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 DEFAULT_VENV = os.path.join(ROOT, ".venv-torch")
-OPS = ("gemm", "gelu", "conv2d", "attention")
+OPS = ("gemm", "gelu", "conv2d", "depthwise", "attention")  # depthwise: bench conv2d --part depthwise
 
 
 def die(msg):
@@ -100,9 +101,13 @@ def tessera_device(args):
 def run_tessera(args, op, device):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "rows.json")
-        cmd = [args.tessera, "bench", op, "--device", device["selector"], "--budget", str(args.budget), "--json", path]
+        bench_op = "conv2d" if op == "depthwise" else op
+        cmd = [args.tessera, "bench", bench_op, "--device", device["selector"], "--budget", str(args.budget), "--json",
+               path]
         if args.sizes.get(op):
             cmd += ["--sizes", args.sizes[op]]
+        if op == "depthwise":
+            cmd += ["--part", "depthwise"]
         if op == "conv2d":
             cmd += ["--part", "layers"]
             if args.layers:

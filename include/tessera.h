@@ -324,7 +324,9 @@ typedef enum tsr_conv_algo {
     TSR_CONV_IM2COL = 1,   /* im2col into a workspace, then tessera's GEMM with the bias/activation
                               epilogue (1x1 stride-1 unpadded layers skip the im2col: x is the matrix) */
     TSR_CONV_IMPLICIT = 2, /* implicit GEMM: the im2col indexing folded into the GEMM's tile loads,
-                              no workspace */
+                              no caller workspace (on CPUs a padded layer's input may be copied into
+                              zero-padded planes in tessera's own workspace, chunk by chunk; where
+                              that cannot be had, the form without the copy runs) */
     TSR_CONV_DIRECT = 3    /* a naive direct convolution, one work-item per output: the baseline */
 } tsr_conv_algo;
 

@@ -224,7 +224,7 @@ static const struct {
     {"haswell", 8}, {"broadwell", 8}, {"skylake", 8}, {"alderlake", 8}, {"raptorlake", 8}, {"meteorlake", 8},
     {"znver1", 8}, {"znver2", 8}, {"znver3", 8}, {"core-avx2", 8}, {"sandybridge", 8}, {"ivybridge", 8},
     {"bdver1", 8}, {"bdver2", 8}, {"bdver3", 8}, {"bdver4", 8}, {"btver2", 8},
-    {"x86-64", 4}, {"nehalem", 4}, {"westmere", 4}, {"core2", 4}, {"silvermont", 4}, {"goldmont", 4},
+    {"x86-64-v4", 16}, {"x86-64-v3", 8}, {"x86-64-v2", 4}, {"x86-64", 4}, {"nehalem", 4}, {"westmere", 4}, {"core2", 4}, {"silvermont", 4}, {"goldmont", 4},
 };
 
 int tsr_llvm_target_of_name(const char *name, const char **target) {
@@ -258,9 +258,9 @@ static int isa_likeness(const cJSON *dev, const tsr_device_info *info) {
     const cJSON *fw = cJSON_GetObjectItemCaseSensitive(dev, "float_width");
     if (cJSON_IsNumber(fw) && fw->valueint > 0) node_width = fw->valueint;
     int my_width = (int)info->preferred_vector_width[4];
+    if (node_target && my_target && strcmp(node_target, my_target) == 0) return 2; /* before any width guess */
     if (node_width && my_width && node_width != my_width) return -1;
-    if (node_target && my_target && strcmp(node_target, my_target) != 0 && node_width != my_width) return -1;
-    if (node_target && my_target && strcmp(node_target, my_target) == 0) return 2;
+    if (node_target && my_target && node_width != my_width) return -1;
     if (node_width && node_width == my_width) return 1;
     return 0;
 }

@@ -864,7 +864,9 @@ static void size_limits(void **state) {
         d = ok, d.kv_len = INT_MAX - 10;
         TH_ASSERT_STATUS(fn(dev, &d, q, k, v, o, NULL, NULL), TSR_ERR_OVERFLOW);
         TH_ASSERT_CONTAINS(tsr_last_error(), "q_len and kv_len");
-        d = ok, d.kv_len = INT_MAX - 64; /* the largest length: then the buffers are what is too small */
+        d = ok, d.q_len = INT_MAX - 511; /* VEC=2 rows run up to 512 past the last */
+        TH_ASSERT_STATUS(fn(dev, &d, q, k, v, o, NULL, NULL), TSR_ERR_OVERFLOW);
+        d = ok, d.kv_len = INT_MAX - 512; /* the largest length: then the buffers are what is too small */
         TH_ASSERT_STATUS(fn(dev, &d, q, k, v, o, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
     }
     clReleaseMemObject(q), clReleaseMemObject(k), clReleaseMemObject(v), clReleaseMemObject(o);

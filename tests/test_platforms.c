@@ -160,6 +160,10 @@ static void tuning_siblings_follow_the_isa(void **state) {
     assert_int_equal(tsr_llvm_target_of_name("cpu-skylake-Intel(R) Core(TM)", &target), 8);
     assert_string_equal(target, "skylake");
     assert_int_equal(tsr_llvm_target_of_name("pthread-znver4", &target), 16);
+    assert_int_equal(tsr_llvm_target_of_name("pthread-x86-64-v3-AMD EPYC", &target), 8); /* not plain x86-64 */
+    assert_string_equal(target, "x86-64-v3");
+    assert_int_equal(tsr_llvm_target_of_name("pthread-x86-64-v4", &target), 16);
+    assert_int_equal(tsr_llvm_target_of_name("pthread-x86-64-AMD", &target), 4);
     assert_int_equal(tsr_llvm_target_of_name("pthread-skylakefoo-X", &target), 0); /* not a target */
     assert_null(target);
     assert_int_equal(tsr_llvm_target_of_name("NVIDIA H100 80GB HBM3", &target), 0);

@@ -37,7 +37,7 @@ static const char *const attention_classes[] = {"long", "short", NULL};
 #define ATTENTION_MAX_DIM 256
 /* The kernels index rows and keys with int, rounded up to a work-group of rows (BR <= 64) or
  * to 16 keys (the transposed K): leave room for that rounding. */
-#define ATTENTION_MAX_LEN (INT_MAX - 64)
+#define ATTENTION_MAX_LEN (INT_MAX - 512) /* row indices run up to RW*BR (<= 512) past the last row */
 
 /* A validated call: sizes, and element strides per tensor (batch, head, row). */
 typedef struct attention_problem {
@@ -92,11 +92,14 @@ static bool attention_config_ok(const tsr_device *dev, const void *problem, cons
         (v[P_RW] > 1 || v[P_VEC] == 2))
         return false;
     if (v[P_VEC] == 2 && v[P_BC] < 16) return false; /* attention_blk: keys in float16 chunks */
+    size_t D = problem ? ((const attention_problem *)problem)->D : 64;
+    /* attention_blk keeps BR x RW rows of Q, scores and accumulators in private memory: a CPU
+     * work-item's stack, a GPU's registers. Past 256 KiB it is no design, only a stack overflow. */
+    if (v[P_VEC] == 2 && (size_t)v[P_BR] * v[P_RW] * (2 * D + v[P_BC] + 8) * sizeof(float) > 256 * 1024) return false;
     size_t group = (size_t)v[P_BR] * v[P_DS];
     if (group > dev->info.max_work_group_size || (size_t)v[P_DS] > dev->info.max_work_item_sizes[0] ||
         (size_t)v[P_BR] > dev->info.max_work_item_sizes[1])
         return false;
-    size_t D = problem ? ((const attention_problem *)problem)->D : 64;
     return local_bytes(v, v[P_BC], D) <= dev->info.local_mem_bytes;
 }
 

@@ -350,11 +350,14 @@ static size_t padded_bytes_per_image(const conv_problem *p, int vw) {
  * the padded geometry. Unpadded layers read x as it is. Other strides run the STAGE 0 form. */
 static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
                                 cl_command_queue queue, cl_event *event) {
-    if (p->sh != 1 || p->sw != 1) {
-        tsr_config c0 = *cfg;
-        c0.values[P_STAGE] = 0;
+    tsr_config c0 = *cfg; /* the STAGE 0 form: same tile, no workspace, any stride and size */
+    c0.values[P_STAGE] = 0;
+    size_t Wp0 = p->W + 2 * p->pw, per0 = padded_bytes_per_image(p, cfg->values[P_VW]);
+    /* Other strides, padded planes whose index math would leave int, and images whose padded copy
+     * one allocation cannot hold all run the STAGE 0 form, which needs none of it. */
+    if (p->sh != 1 || p->sw != 1 || padded_rows(p, cfg->values[P_VW]) * Wp0 > INT_MAX || p->P * Wp0 > INT_MAX ||
+        per0 > dev->info.max_alloc_bytes)
         return launch_kernel(dev, p, &c0, true, queue, event);
-    }
     tsr_status status = TSR_SUCCESS;
     const int *v = cfg->values;
     char options[256];
@@ -364,7 +367,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     cl_kernel kernel = NULL, pad = NULL;
     cl_int err;
     cl_event last = NULL;
-    bool locked = false;
+    bool locked = false, holding = false; /* holding: the workspace is ours, `last` its newest user */
     size_t per = padded_bytes_per_image(p, v[P_VW]), Wp = p->W + 2 * p->pw;
     size_t Hp = per ? padded_rows(p, v[P_VW]) : p->H; /* x itself when unpadded: its own planes */
     TSR_CHECK(tsr_program_get(dev, "conv_cpu", options, &program), out);
@@ -389,11 +392,6 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
         TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 0, NULL, &last), out);
         goto out;
     }
-    if (per > dev->info.max_alloc_bytes) {
-        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY,
-                          "conv2d: one image's padded input needs %zu bytes, more than one allocation may hold", per);
-        goto out;
-    }
     pad = clCreateKernel(program, "pad_input", &err);
     TSR_CL_CHECK(err, out);
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
@@ -401,7 +399,14 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     size_t cap = workspace_cap(dev) > per ? workspace_cap(dev) : per;
     size_t chunk = cap / per < p->N ? cap / per : p->N;
     cl_mem xp = NULL;
-    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_CONV_COL, chunk * per, &xp, &last), out);
+    if (tsr_workspace_get(dev, TSR_WS_CONV_COL, chunk * per, &xp, &last) != TSR_SUCCESS) {
+        /* no room for the padded copy: the STAGE 0 form needs none */
+        pthread_mutex_unlock(&dev->lock);
+        clReleaseKernel(kernel);
+        clReleaseKernel(pad);
+        return launch_kernel(dev, p, &c0, true, queue, event);
+    }
+    holding = true;
     if (last) clRetainEvent(last);
     TSR_CL_CHECK(clSetKernelArg(pad, 0, sizeof geo, geo), out);
     TSR_CL_CHECK(clSetKernelArg(pad, 1, sizeof p->x, &p->x), out);
@@ -416,24 +421,23 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
         size_t pglobal[3] = {Hp, p->C, nc};
         cl_int hq = (cl_int)Hp;
         TSR_CL_CHECK(clSetKernelArg(pad, 4, sizeof hq, &hq), out);
-        cl_event padded = NULL;
-        /* The previous chunk's kernel (or the workspace's last reader) must be done with it. */
-        err = clEnqueueNDRangeKernel(queue, pad, 3, NULL, pglobal, NULL, last ? 1 : 0, last ? &last : NULL, &padded);
+        /* `last` is always the newest command that touches the workspace (recorded at out:,
+         * also on an error, so the next user waits for whatever was enqueued). The previous
+         * chunk's kernel (or the workspace's last user) must be done with it before the pad. */
+        cl_event padded = NULL, done = NULL;
+        TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, pad, 3, NULL, pglobal, NULL, last ? 1 : 0, last ? &last : NULL,
+                                            &padded), out);
         if (last) clReleaseEvent(last);
-        last = NULL;
-        TSR_CL_CHECK(err, out);
+        last = padded;
         q.y_off = p->y_off + n0 * p->K * p->PQ;
-        if ((status = set_common_args(kernel, &q, 3)) != TSR_SUCCESS) {
-            clReleaseEvent(padded);
-            goto out;
-        }
+        TSR_CHECK(set_common_args(kernel, &q, 3), out);
         global[2] = nc * p->G;
-        err = clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 1, &padded, &last);
-        clReleaseEvent(padded);
-        TSR_CL_CHECK(err, out);
+        TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 1, &last, &done), out);
+        clReleaseEvent(last);
+        last = done;
     }
-    tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, last);
 out:
+    if (holding) tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, last);
     if (locked) pthread_mutex_unlock(&dev->lock);
     if (kernel) clReleaseKernel(kernel);
     if (pad) clReleaseKernel(pad);

@@ -59,11 +59,16 @@ static int run_report(int argc, char **argv) {
     cJSON *root = NULL, *pytorch = NULL;
     if (pytorch_file && (st = report_load_pytorch(pytorch_file, &pytorch)) != TSR_SUCCESS) return cli_fail(st);
     if (merge) {
-        if (optind >= argc || nsel)
+        if (optind >= argc || nsel) {
+            cJSON_Delete(pytorch);
             return cli_misuse("report --merge", "name the report.json files to combine (and no --device)");
+        }
         st = report_merge((const char *const *)&argv[optind], (size_t)(argc - optind), &root);
     } else {
-        if (optind < argc) return cli_usage(stderr);
+        if (optind < argc) {
+            cJSON_Delete(pytorch);
+            return cli_usage(stderr);
+        }
         st = report_run(nsel ? selectors : NULL, nsel, &ro, &root);
     }
     if (st == TSR_SUCCESS && pytorch) {

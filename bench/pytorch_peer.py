@@ -10,6 +10,7 @@ with the output buffer poisoned (NaN) before the checked call.
 
     python3 bench/pytorch_peer.py --install                 # once: CPU PyTorch into .venv-torch
     python3 bench/pytorch_peer.py --ops gemm,attention --rounds 3 --json docs/bench-pytorch-pocl.json
+    python3 bench/pytorch_peer.py --table docs/bench-pytorch-pocl.json    # the README's table
 
 What PyTorch runs, per tessera row:
   gemm       "MxNxK" / "BxMxNxK"   torch.matmul (torch.bmm for batches), fp32, out=
@@ -250,6 +251,40 @@ def peer_of(row):
     return None
 
 
+def markdown_table(path):
+    """The README's table from a --json file: tessera, PyTorch and (GEMM) OpenBLAS side by side."""
+    with open(path) as f:
+        doc = json.load(f)
+    rows = doc["rows"]
+
+    def find(op, shape, impl):
+        return next((r for r in rows if r["op"] == op and r["shape"] == shape and r["impl"] == impl), None)
+
+    print("| op | shape | tessera | PyTorch | OpenBLAS | unit | tessera ÷ PyTorch speed, median (range) "
+          "| tessera ÷ OpenBLAS speed |")
+    print("|---|---|---:|---:|---:|---|---:|---:|")
+    for r in rows:
+        vs = r.get("vs_pytorch")
+        if not vs:
+            continue
+        p = find(r["op"], r["shape"], vs["peer"])
+        gbps = r["op"] == "gelu" or (r["op"] == "conv2d" and " g" in r["shape"] and r.get("gbps"))
+        unit = "GB/s" if gbps else "GFLOP/s"
+
+        def rate(x):
+            return x["gbps"] if gbps else x["gflops"]
+
+        if p and gbps and r["op"] == "conv2d":  # PyTorch's rows carry FLOP rates: same bytes, its time
+            p = dict(p, gbps=r["gbps"] * r["time_ms"] / p["time_ms"])
+        ob = find(r["op"], r["shape"], "openblas") if r["op"] == "gemm" else None
+        label = {"copy-kernel": "copy kernel vs `y.copy_(x)`", "fused-tanh": "GELU tanh", "fused-erf": "GELU erf"}
+        what = r["op"] if r["op"] != "gelu" else "gelu: " + label.get(r["impl"], r["impl"])
+        obs = f"{ob['gflops']:.1f}" if ob else "–"
+        obr = f"{ob['time_ms'] / r['time_ms']:.2f}" if ob else "–"
+        print(f"| {what} | {r['shape']} | {rate(r):.1f} | {rate(p):.1f} | {obs} | {unit} | "
+              f"**{vs['ratio']:.2f}** ({vs['min']:.2f}–{vs['max']:.2f}) | {obr} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--install", action="store_true", help="install CPU PyTorch into --venv and exit")
@@ -265,7 +300,11 @@ def main():
         ap.add_argument(f"--{op}-sizes", dest=f"sizes_{op.replace('2d', '')}", help=f"tessera bench {op} --sizes")
     ap.add_argument("--layers", help="tessera bench conv2d --layers")
     ap.add_argument("--json", help="write every row (tessera's and PyTorch's medians over rounds) here")
+    ap.add_argument("--table", metavar="FILE", help="print the markdown table of a --json file and exit")
     args = ap.parse_args()
+    if args.table:
+        markdown_table(args.table)
+        return
     if args.install:
         install(args.venv)
         return

@@ -174,6 +174,14 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
     const int it = (int)get_global_id(0);
     const size_t batch = get_global_id(2);
     const int i0 = it * MWI;
+    // Local tiles at the kernel's outermost scope, as OpenCL C requires (Mesa refuses them in the
+    // NT loop below).
+#if SA
+    __local float As[KWG * MWG];
+#endif
+#if SB
+    __local float Bs[KWG * NWG];
+#endif
     // NT column tiles per work-item, one after the other: fewer, longer work-items (PoCL pays
     // for each work-group it schedules), and the rows of A stay in L1 from one tile to the next.
     for (int tile_ = 0; tile_ < NT; ++tile_) {
@@ -230,13 +238,11 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
     const int tid = ln * WGM + lm;
     const int tile_i0 = (int)get_group_id(0) * MWG, tile_j0 = (int)get_group_id(1) * NWG;
 #if SA
-    __local float As[KWG * MWG];
 #define A_VALUE(m, kk) As[(kk) * MWG + lm * MWI + (m)]
 #else
 #define A_VALUE(m, kk) A_GLOBAL(m, k0 + (kk))
 #endif
 #if SB
-    __local float Bs[KWG * NWG];
 #define B_LOAD(kk) _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = VLOAD(Bs + (kk) * NWG + ln * NWI + v * VW);
 #else
 #define B_LOAD(kk) if (full_n) { B_LOAD_FULL(k0 + (kk)) } else { B_LOAD_EDGE(k0 + (kk)) }

@@ -42,15 +42,17 @@ tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written)
             }
             char options[1024];
             o->build_options(&config, variant % o->program_variants, options, sizeof options);
+            const char *source = o->program_source ? o->program_source(&config) : o->source_name;
             bool seen = false;
             for (cJSON *e = entries->child; e && !seen; e = e->next)
-                seen = strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "options")), options) == 0;
-            if (seen) continue; /* classes may share a configuration */
-            status = tsr_program_write_binary(dev, o->source_name, options, dir);
+                seen = strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "options")), options) == 0 &&
+                       strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "source")), source) == 0;
+            if (seen) continue; /* classes (and variants) may share a program */
+            status = tsr_program_write_binary(dev, source, options, dir);
             if (status != TSR_SUCCESS) goto out;
             cJSON *e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "op", o->name);
-            cJSON_AddStringToObject(e, "source", o->source_name);
+            cJSON_AddStringToObject(e, "source", source);
             cJSON_AddStringToObject(e, "options", options);
             cJSON_AddItemToArray(entries, e);
             ++*written;

@@ -320,6 +320,9 @@ typedef struct tsr_op {
      * program_variants): tsr_config_defines plus what the variant adds; every program a launch
      * with this configuration can build is one of these. */
     void (*build_options)(const tsr_config *config, int program_variant, char *options, size_t size);
+    /* Optional: the source a configuration's programs are built from, when it is not always
+     * source_name (conv2d's CPU forms live in conv_cpu.cl); NULL hook: source_name. */
+    const char *(*program_source)(const tsr_config *config);
     /* Run a small self-checking example (the demo); prints nothing, fills a summary. */
     tsr_status (*demo)(tsr_device *device, char *summary, size_t size);
     /* Optional: the class to use when `problem_class` has no tuned entry (NULL hook, or NULL

@@ -184,8 +184,8 @@ static void implementations_normalize_and_seed(void **state) {
         }
     tsr_config seeds[3];
     assert_int_equal(tsr_op_seeds(conv, &fake_devices[0], "3x3", seeds, 3), 3);
-    tsr_config_format(conv, &seeds[1], text, sizeof text); /* CPUs: the implicit kernel's register tile */
-    assert_string_equal(text, "ALGO=2 MWI=6 VW=16 STAGE=0 WGM=1 WGN=1 KWG=8");
+    tsr_config_format(conv, &seeds[1], text, sizeof text); /* CPUs: the padded implicit form's tile for 3x3 */
+    assert_string_equal(text, "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8");
 }
 
 /* ---- a parameter is declared in one place ---- */

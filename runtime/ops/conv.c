@@ -124,9 +124,18 @@ static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr
     return local <= dev->info.local_mem_bytes;
 }
 
+/* Program variants: the CPU forms (STAGE 2, 3) are also built with the kernel size compiled in
+ * for square kernels up to 3x3 (kernel_size_options): variant k in 1..3 is KR = KS = k, 0 none. */
+#define CONV_KERNEL_SIZE_VARIANTS 4
 static void conv_build_options(const tsr_config *cfg, int program_variant, char *out, size_t size) {
-    (void)program_variant;
     tsr_config_defines(&tsr_op_conv, cfg, out, size);
+    size_t len = strlen(out);
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 2 && program_variant > 0 && len < size)
+        snprintf(out + len, size - len, " -DKR=%d -DKS=%d", program_variant, program_variant);
+}
+
+static const char *conv_program_source(const tsr_config *cfg) {
+    return cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 2 ? "conv_cpu" : "conv";
 }
 
 /* ---- validation ---- */
@@ -874,8 +883,10 @@ const tsr_op tsr_op_conv = {
     .implementation_param = "ALGO",
     .normalize = conv_normalize,
     .config_ok = conv_config_ok,
-    .program_variants = 1,
+    .program_variants = CONV_KERNEL_SIZE_VARIANTS,
+    .program_variant = "kernel size compiled in (none, 1x1, 2x2, 3x3; the CPU forms)",
     .build_options = conv_build_options,
+    .program_source = conv_program_source,
     .demo = conv_demo,
     .nearest_class = NULL,
     .tuning_space = conv_tuning_space,

@@ -276,6 +276,21 @@ static void shapes(void **state) {
     }
 }
 
+/* Outputs of a 3x3, pad-2, stride-1 layer whose windows do not hold input (ih, iw) of image 0,
+ * channel 0, yet are not finite: an Inf placed there must reach none of them. */
+static size_t nonfinite_away_from(const conv_case *c, const conv_data *d, size_t ih, size_t iw) {
+    size_t bad = 0;
+    for (size_t k = 0; k < c->K; ++k)
+        for (size_t oh = 0; oh < d->P; ++oh)
+            for (size_t ow = 0; ow < d->Q; ++ow) {
+                float v = d->y[(k * d->P + oh) * d->Q + ow];
+                long ih0 = (long)oh - 2, iw0 = (long)ow - 2;
+                bool covers = ih0 <= (long)ih && ih0 + 2 >= (long)ih && iw0 <= (long)iw && iw0 + 2 >= (long)iw;
+                if (!covers && !isfinite(v)) ++bad;
+            }
+    return bad;
+}
+
 /* Extreme inputs: NaN and Inf in x reach only the outputs whose windows contain them, never
  * through padding. */
 static void padding_never_reads(void **state) {
@@ -288,15 +303,7 @@ static void padding_never_reads(void **state) {
         d.x[c.W - 1] = INFINITY;
         TH_ASSERT_OK(tsr_upload(dev, d.dx, d.x, d.nx));
         run(&c, &d, all_algos[a], "inf input");
-        size_t bad = 0;
-        for (size_t k = 0; k < c.K; ++k)
-            for (size_t oh = 0; oh < d.P; ++oh)
-                for (size_t ow = 0; ow < d.Q; ++ow) {
-                    float v = d.y[(k * d.P + oh) * d.Q + ow];
-                    long ih0 = (long)oh - 2, iw0 = (long)ow - 2;
-                    bool covers = ih0 <= 0 && ih0 + 2 >= 0 && iw0 <= (long)c.W - 1 && iw0 + 2 >= (long)c.W - 1;
-                    if (!covers && !isfinite(v)) ++bad;
-                }
+        size_t bad = nonfinite_away_from(&c, &d, 0, c.W - 1);
         if (bad) fail_msg("algo %d: %zu outputs away from the Inf became non-finite", (int)all_algos[a], bad);
         data_free(&d);
     }
@@ -403,15 +410,7 @@ static void expect_inf_contained(const char *what) {
         d.x[ih * c.W + iw] = INFINITY;
         TH_ASSERT_OK(tsr_upload(dev, d.dx, d.x, d.nx));
         run(&c, &d, TSR_CONV_AUTO, what);
-        size_t bad = 0;
-        for (size_t k = 0; k < c.K; ++k)
-            for (size_t oh = 0; oh < d.P; ++oh)
-                for (size_t ow = 0; ow < d.Q; ++ow) {
-                    float v = d.y[(k * d.P + oh) * d.Q + ow];
-                    long ih0 = (long)oh - 2, iw0 = (long)ow - 2;
-                    bool covers = ih0 <= (long)ih && ih0 + 2 >= (long)ih && iw0 <= (long)iw && iw0 + 2 >= (long)iw;
-                    if (!covers && !isfinite(v)) ++bad;
-                }
+        size_t bad = nonfinite_away_from(&c, &d, ih, iw);
         if (bad) fail_msg("%s: Inf at (%zu, %zu): %zu outputs away from it became non-finite", what, ih, iw, bad);
         data_free(&d);
     }

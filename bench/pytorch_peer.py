@@ -312,8 +312,9 @@ def main():
     for o in ops:
         if o not in OPS:
             die(f"--ops: no op '{o}' (some of {', '.join(OPS)})")
-    if args.rounds < 1 or args.budget <= 0:
-        die("--rounds and --budget must be positive")
+    if args.rounds < 1 or not args.budget > 0 or not math.isfinite(args.budget) or (args.threads is not None
+                                                                                      and args.threads < 1):
+        die("--rounds, --budget and --threads must be positive (and --budget finite)")
     if not os.access(args.tessera, os.X_OK):
         die(f"{args.tessera}: not an executable (build first, or give --tessera)")
     args.sizes = {op: getattr(args, f"sizes_{op.replace('2d', '')}") for op in OPS}

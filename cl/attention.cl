@@ -340,9 +340,9 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
     const int r0 = (int)get_global_id(0) * (RW * BR), bh = (int)get_global_id(1), b = bh / H, h = bh - b * H;
     if (r0 >= Lq) return;
     const int kv_end = kv_len[b], shift = Lk - Lq;
-    // Scores in base 2 (scale log2 e folded into Q): the softmax takes 2^x, one multiply and
-    // the two-step reduction by ln 2 fewer per score than e^x; m is kept in base 2 too.
-    const float scale2 = scale * M_LOG2E_F;
+    // Scores in natural units (scale alone in Q: with integer Q K^T and a power-of-two scale
+    // they are exact, as in the other forms); the softmax takes 2^((s - m) log2 e), so the
+    // difference is exact before the one multiply, and large logits lose no digits.
     // Per row: its last key + 1 (limit); per group: the fewest (lo) and the most (hi) keys a row sees.
     int limit[BR][RW], lo[BR], hi[BR], all_hi = 0;
     float qr[BR][RW][HEAD_DIM], m[BR][RW], l[BR][RW];
@@ -358,7 +358,7 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
             lo[g] = min(lo[g], lim);
             hi[g] = max(hi[g], lim);
             const __global float *qp = q + q_off + b * qsb + h * qsh + (size_t)min(i, Lq - 1) * qsl;
-            for (int d = 0; d < HEAD_DIM; ++d) qr[g][r][d] = qp[d] * scale2;
+            for (int d = 0; d < HEAD_DIM; ++d) qr[g][r][d] = qp[d] * scale;
             for (int dv = 0; dv < NDV; ++dv) acc[g][r][dv] = (float16)(0.0f);
             m[g][r] = -INFINITY;
             l[g][r] = 0.0f;
@@ -397,10 +397,10 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
                     for (int c = 0; c < NKC; ++c) mx = MAX16(mx, vload16(c, s[g][r]));
                 }
                 const float m_old = m[g][r], m_new = fmax(m_old, hmax16(mx));
-                corr[g][r] = m_new > m_old ? exp2(m_old - m_new) : 1.0f; // 0 on a row's first keys
+                corr[g][r] = m_new > m_old ? exp2((m_old - m_new) * M_LOG2E_F) : 1.0f; // 0 on a row's first keys
                 float16 sum = (float16)(0.0f);
                 for (int c = 0; c < NKC; ++c) {
-                    float16 p = blk_exp2(vload16(c, s[g][r]) - m_new);
+                    float16 p = blk_exp2((vload16(c, s[g][r]) - m_new) * M_LOG2E_F);
                     if (edge) p = select(p, (float16)(0.0f), lane + (j0 + c * 16) >= (int16)(limit[g][r]));
                     vstore16(p, c, s[g][r]);
                     sum += p;
@@ -435,7 +435,7 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
             const float inv = l[g][r] > 0.0f ? 1.0f / l[g][r] : 0.0f;
             for (int dv = 0; dv < NDV; ++dv) vstore16(acc[g][r][dv] * inv, dv, op);
             if (write_lse)
-                lse[lse_off + (size_t)bh * Lq + i] = l[g][r] > 0.0f ? m[g][r] * M_LN2_F + log(l[g][r]) : -INFINITY;
+                lse[lse_off + (size_t)bh * Lq + i] = l[g][r] > 0.0f ? m[g][r] + log(l[g][r]) : -INFINITY;
         }
 }
 #endif

@@ -181,6 +181,7 @@ tsr_status bench_write_json(const bench_report *r, const char *path) {
         cJSON_AddStringToObject(o, "timing", w->timing[0] ? w->timing : "host");
         if (w->mask[0]) cJSON_AddStringToObject(o, "mask", w->mask);
         if (w->variant[0]) cJSON_AddStringToObject(o, "variant", w->variant);
+        if (w->dtype[0]) cJSON_AddStringToObject(o, "dtype", w->dtype);
         cJSON_AddItemToArray(arr, o);
     }
     char *text = cJSON_Print(arr);

@@ -21,6 +21,8 @@ typedef struct bench_row {
                           * "" is "host": bench_time's wall clock around each call */
     char mask[16];       /* attention: "none" or "causal"; "" (not written) for other ops */
     char variant[64];    /* what exactly ran, when impl alone does not say; "" (not written) otherwise */
+    char dtype[16];      /* storage types when not fp32 throughout: "f16" (inputs and output), "bf16/f32"
+                          * (inputs / output), as tsr_dtype_spec_format; "" (not written) for fp32 */
 } bench_row;
 
 typedef struct bench_report {
@@ -137,6 +139,10 @@ typedef struct bench_options {
     const char *clblast_xgemm; /* "NAME=V ..." for CLBlast's Xgemm kernel (from its tuner), NULL: its defaults */
     size_t max_unfused;  /* attention: longest sequence the unfused pipelines run (0: 2048) */
     const char *layers;  /* conv2d: ResNet-50 layer names, comma separated, or "all"; NULL: a selection */
+    /* --dtype IN[/OUT]: the storage of the op's inputs and output (f32 when not given). With a 16-bit
+     * type each shape's tessera row is timed in alternation with the same shape in fp32, and both
+     * rows are written (the ratio is the point: same machine, same moment). */
+    tsr_dtype in_type, out_type;
 } bench_options;
 
 tsr_status bench_gemm(tsr_device *device, const bench_options *options, bench_report *report);

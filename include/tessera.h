@@ -197,6 +197,34 @@ TSR_API const char *const *tsr_kernel_source_names(void);
  * $TSR_BINARY_DIR). *written receives the number of binaries written. */
 TSR_API tsr_status tsr_build_binaries(tsr_device *device, const char *dir, size_t *written);
 
+/* -------------------------------------------------------------- data types */
+
+/* How a tensor's elements are stored. Every op computes in fp32 (products and sums), whatever its
+ * tensors' storage: loads widen to fp32 in registers, stores round to the output's type. Rounding
+ * to a 16-bit type is to nearest, ties to even; NaN stays NaN (bf16: a quiet NaN); a finite value
+ * beyond the type's range becomes Inf of its sign, as IEEE 754 rounds. Offsets, leading dimensions
+ * and strides count elements of the tensor's own type. fp16 and bf16 need no device extension:
+ * storage goes through OpenCL C 1.2's vload_half/vstore_half and 16-bit integer loads. */
+typedef enum tsr_dtype {
+    TSR_F32 = 0,  /* IEEE 754 binary32; the zero value, so zero-initialised descriptors mean fp32 */
+    TSR_F16 = 1,  /* IEEE 754 binary16 (half): 11 significant bits, largest finite 65504 */
+    TSR_BF16 = 2  /* bfloat16: the upper 16 bits of a binary32, 8 significant bits, fp32's range */
+} tsr_dtype;
+
+/* Name of a data type ("f32", "f16", "bf16"); "?" for a value outside the enum; never NULL. */
+TSR_API const char *tsr_dtype_str(tsr_dtype dtype);
+
+/* Bytes per element (4, 2, 2); 0 for a value outside the enum. */
+TSR_API size_t tsr_dtype_size(tsr_dtype dtype);
+
+/* A data type by name: "f32"/"fp32"/"float32"/"float", "f16"/"fp16"/"float16"/"half",
+ * "bf16"/"bfloat16" (case-insensitive). TSR_ERR_INVALID_ARG naming the accepted names otherwise. */
+TSR_API tsr_status tsr_dtype_parse(const char *name, tsr_dtype *dtype);
+
+/* Convert n elements on the host, src in src_type to dst in dst_type (rounding as above; f32 to
+ * f32 and the like copy). src and dst must not overlap. */
+TSR_API tsr_status tsr_convert_host(tsr_dtype src_type, const void *src, tsr_dtype dst_type, void *dst, size_t n);
+
 /* -------------------------------------------------------------------- ops */
 
 /* Layout and transposition, with CLBlast's values so its callers can swap calls. */

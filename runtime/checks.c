@@ -58,26 +58,32 @@ tsr_status tsr_mem_region_of(cl_mem mem, const char *name, tsr_mem_region *regio
     return TSR_SUCCESS;
 }
 
-/* Byte range [*begin, *end) of floats [off, off + count) of `mem` in its root buffer. */
-static tsr_status root_range(cl_mem mem, const char *name, size_t off, size_t count, cl_mem *root, size_t *begin,
-                             size_t *end) {
+/* Byte range [*begin, *end) of elements [off, off + count) (of `elem` bytes) of `mem` in its root
+ * buffer. */
+static tsr_status root_range(cl_mem mem, const char *name, size_t off, size_t count, size_t elem, cl_mem *root,
+                             size_t *begin, size_t *end) {
     tsr_mem_region r = {NULL, 0, 0};
     tsr_status st = tsr_mem_region_of(mem, name, &r);
-    if (st == TSR_SUCCESS) st = tsr_size_mad("a buffer range's start", off, sizeof(float), r.origin, begin);
-    if (st == TSR_SUCCESS) st = tsr_size_mad("a buffer range's end", count, sizeof(float), *begin, end);
+    if (st == TSR_SUCCESS) st = tsr_size_mad("a buffer range's start", off, elem, r.origin, begin);
+    if (st == TSR_SUCCESS) st = tsr_size_mad("a buffer range's end", count, elem, *begin, end);
     *root = r.root;
     return st;
 }
 
 tsr_status tsr_ranges_relate(cl_mem a, size_t a_off, size_t a_count, cl_mem b, size_t b_off, size_t b_count,
                              tsr_ranges *relation) {
+    return tsr_ranges_relate_typed(a, a_off, a_count, TSR_F32, b, b_off, b_count, TSR_F32, relation);
+}
+
+tsr_status tsr_ranges_relate_typed(cl_mem a, size_t a_off, size_t a_count, tsr_dtype a_type, cl_mem b, size_t b_off,
+                                   size_t b_count, tsr_dtype b_type, tsr_ranges *relation) {
     *relation = TSR_RANGES_DISJOINT;
     if (a_count == 0 || b_count == 0) return TSR_SUCCESS;
     cl_mem ra = NULL, rb = NULL;
     size_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
     tsr_status st;
-    if ((st = root_range(a, "a", a_off, a_count, &ra, &a0, &a1)) != TSR_SUCCESS ||
-        (st = root_range(b, "b", b_off, b_count, &rb, &b0, &b1)) != TSR_SUCCESS)
+    if ((st = root_range(a, "a", a_off, a_count, tsr_dtype_size(a_type), &ra, &a0, &a1)) != TSR_SUCCESS ||
+        (st = root_range(b, "b", b_off, b_count, tsr_dtype_size(b_type), &rb, &b0, &b1)) != TSR_SUCCESS)
         return st;
     if (ra != rb || a1 <= b0 || b1 <= a0) return TSR_SUCCESS;
     *relation = a0 == b0 && a1 == b1 ? TSR_RANGES_SAME : TSR_RANGES_OVERLAP;
@@ -86,13 +92,20 @@ tsr_status tsr_ranges_relate(cl_mem a, size_t a_off, size_t a_count, cl_mem b, s
 
 tsr_status tsr_check_disjoint(const char *op, cl_mem a, const char *a_name, size_t a_off, size_t a_count, cl_mem b,
                               const char *b_name, size_t b_off, size_t b_count, bool same_ok) {
+    return tsr_check_disjoint_typed(op, a, a_name, a_off, a_count, TSR_F32, b, b_name, b_off, b_count, TSR_F32,
+                                    same_ok);
+}
+
+tsr_status tsr_check_disjoint_typed(const char *op, cl_mem a, const char *a_name, size_t a_off, size_t a_count,
+                                    tsr_dtype a_type, cl_mem b, const char *b_name, size_t b_off, size_t b_count,
+                                    tsr_dtype b_type, bool same_ok) {
     tsr_ranges rel;
-    tsr_status st = tsr_ranges_relate(a, a_off, a_count, b, b_off, b_count, &rel);
+    tsr_status st = tsr_ranges_relate_typed(a, a_off, a_count, a_type, b, b_off, b_count, b_type, &rel);
     if (st != TSR_SUCCESS || rel == TSR_RANGES_DISJOINT || (rel == TSR_RANGES_SAME && same_ok)) return st;
     cl_mem root;
     size_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
-    root_range(a, a_name, a_off, a_count, &root, &a0, &a1);
-    root_range(b, b_name, b_off, b_count, &root, &b0, &b1);
+    root_range(a, a_name, a_off, a_count, tsr_dtype_size(a_type), &root, &a0, &a1);
+    root_range(b, b_name, b_off, b_count, tsr_dtype_size(b_type), &root, &b0, &b1);
     return tsr_fail(TSR_ERR_INVALID_ARG,
                     "%s: %s overlaps %s: they cover bytes [%zu, %zu) and [%zu, %zu) of one buffer (sub-buffers "
                     "resolved to their parent); %s", op, a_name, b_name, a0, a1, b0, b1,
@@ -100,6 +113,14 @@ tsr_status tsr_check_disjoint(const char *op, cl_mem a, const char *a_name, size
 }
 
 tsr_status tsr_check_buffer(const tsr_device *dev, cl_mem mem, const char *name, size_t elements) {
+    return tsr_check_buffer_typed(dev, mem, name, elements, TSR_F32);
+}
+
+tsr_status tsr_check_buffer_typed(const tsr_device *dev, cl_mem mem, const char *name, size_t elements,
+                                  tsr_dtype dtype) {
+    tsr_status st = tsr_dtype_check(name, dtype);
+    if (st != TSR_SUCCESS) return st;
+    const size_t elem = tsr_dtype_size(dtype);
     if (!mem) return tsr_fail(TSR_ERR_INVALID_ARG, "buffer %s is NULL", name);
     cl_mem_object_type type = 0;
     cl_context ctx = NULL;
@@ -112,9 +133,9 @@ tsr_status tsr_check_buffer(const tsr_device *dev, cl_mem mem, const char *name,
     if (type != CL_MEM_OBJECT_BUFFER) return tsr_fail(TSR_ERR_INVALID_ARG, "%s is an image, not a buffer", name);
     if (ctx != dev->context)
         return tsr_fail(TSR_ERR_INVALID_ARG, "buffer %s belongs to another OpenCL context than the device's", name);
-    if (size / sizeof(float) < elements)
-        return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL, "buffer %s holds %zu floats but the call needs %zu", name,
-                        size / sizeof(float), elements);
+    if (size / elem < elements)
+        return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL, "buffer %s holds %zu %s but the call needs %zu", name, size / elem,
+                        dtype == TSR_F32 ? "floats" : dtype == TSR_F16 ? "f16 elements" : "bf16 elements", elements);
     return TSR_SUCCESS;
 }
 
@@ -136,6 +157,30 @@ tsr_status tsr_upload(tsr_device *dev, cl_mem mem, const float *host, size_t cou
     tsr_status status = TSR_SUCCESS;
     TSR_CL_CHECK(clEnqueueWriteBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof(float), host, 0, NULL, NULL), out);
 out:
+    return status;
+}
+
+tsr_status tsr_upload_typed(tsr_device *dev, cl_mem mem, tsr_dtype dtype, const float *host, size_t count) {
+    if (dtype == TSR_F32) return tsr_upload(dev, mem, host, count);
+    tsr_status status = TSR_SUCCESS;
+    uint16_t *packed = malloc(count ? count * sizeof *packed : 1);
+    if (!packed) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "no host memory for %zu 16-bit elements", count);
+    TSR_CHECK(tsr_convert_host(TSR_F32, host, dtype, packed, count), out);
+    TSR_CL_CHECK(clEnqueueWriteBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof *packed, packed, 0, NULL, NULL), out);
+out:
+    free(packed);
+    return status;
+}
+
+tsr_status tsr_download_typed(tsr_device *dev, cl_mem mem, tsr_dtype dtype, float *host, size_t count) {
+    if (dtype == TSR_F32) return tsr_download(dev, mem, host, count);
+    tsr_status status = TSR_SUCCESS;
+    uint16_t *packed = malloc(count ? count * sizeof *packed : 1);
+    if (!packed) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "no host memory for %zu 16-bit elements", count);
+    TSR_CL_CHECK(clEnqueueReadBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof *packed, packed, 0, NULL, NULL), out);
+    TSR_CHECK(tsr_convert_host(dtype, packed, TSR_F32, host, count), out);
+out:
+    free(packed);
     return status;
 }
 

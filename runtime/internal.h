@@ -43,6 +43,39 @@ const char *tsr_cl_error_name(cl_int err);
         if (status != TSR_SUCCESS) goto label;                                    \
     } while (0)
 
+/* ---- storage types (dtype.c; the device side is cl/dtype.cl) ---- */
+
+bool tsr_dtype_valid(tsr_dtype dtype);
+/* TSR_ERR_INVALID_ARG naming `what` unless dtype is one of the enum's values. */
+tsr_status tsr_dtype_check(const char *what, tsr_dtype dtype);
+/* Scalar conversions, rounding to nearest even, NaN kept (quiet), overflow to Inf. */
+uint16_t tsr_f32_to_f16(float value);
+float tsr_f16_to_f32(uint16_t half);
+uint16_t tsr_f32_to_bf16(float value);
+float tsr_bf16_to_f32(uint16_t bf16);
+/* The value `value` reads back as after a store in dtype (fixtures round their inputs with it, so
+ * references are computed from exactly what the device sees). */
+float tsr_dtype_round(tsr_dtype dtype, float value);
+void tsr_dtype_round_array(tsr_dtype dtype, float *values, size_t n);
+/* 2^-24, 2^-11, 2^-8: half the distance from 1 to the next value of the type. */
+double tsr_dtype_unit_roundoff(tsr_dtype dtype);
+/* The error bound tests and fixtures hold a result to when its inputs were rounded to their types
+ * before the double-precision reference was computed from them: the output's rounding (its unit
+ * roundoff when 16-bit) plus fp32 accumulation over `reduction` terms (K for GEMM, C*R*S for
+ * conv2d, the key count for attention), 8 sqrt(reduction) 2^-24: rounding errors of random-signed
+ * terms add like a random walk, and 8 is the margin. Relative, in the op's own norm. */
+double tsr_dtype_error_bound(tsr_dtype out, double reduction);
+/* The dtype token of a shape text: "f16" (inputs and output), "bf16/f32" (inputs / output). True
+ * when `token` is one (names as tsr_dtype_parse), without recording an error when it is not. */
+bool tsr_dtype_spec_parse(const char *token, tsr_dtype *in, tsr_dtype *out);
+/* The token back ("" for f32 throughout, "f16", "f16/f32"). */
+const char *tsr_dtype_spec_format(tsr_dtype in, tsr_dtype out, char *buf, size_t size);
+/* A problem class's dtype suffix: "-f16" when any of the types is f16, else "-bf16" when any is
+ * bf16, else "" (fp32 classes keep their names, and their tuned entries). */
+const char *tsr_dtype_class_suffix(const tsr_dtype *types, size_t n);
+/* The fp32 class a 16-bit class falls back to ("large-f16" -> "large" in buf), NULL if none. */
+const char *tsr_dtype_class_base(const char *problem_class, char *buf, size_t size);
+
 /* ---- op configurations (values; parsed and formatted in ops/op.c) ---- */
 
 /* Whether the kernel sees a parameter: DEFINE parameters become -DNAME=value (tsr_config_defines);
@@ -396,16 +429,21 @@ extern const tsr_op tsr_op_conv;
  * descriptor's bias and activation; and the op's FLOP count (2 N K P Q Cg R S). */
 void tsr_conv2d_reference(const tsr_conv2d_desc *desc, const float *x, const float *w, const float *bias, double *y);
 double tsr_conv2d_flops(const tsr_conv2d_desc *desc);
+/* Storage types of a GEMM's A, B and C (the bias stays fp32). */
+typedef struct tsr_gemm_types {
+    tsr_dtype a, b, c;
+} tsr_gemm_types;
 /* tsr_sgemm_strided_batched_ex for another op's pipeline (conv's im2col path): keeps the
  * caller's diagnostics, waits for `input_ready` (may be NULL) before reading, and with
  * class_by_shape picks the configuration by one matrix's shape rather than the "batched"
- * class (a batch of large per-image GEMMs is not a batch of small ones). */
+ * class (a batch of large per-image GEMMs is not a batch of small ones); `types` NULL: fp32 A, B, C,
+ * otherwise offsets, leading dimensions and strides count elements of each operand's type. */
 tsr_status tsr_sgemm_pipeline(tsr_device *device, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
                               size_t m, size_t n, size_t k, float alpha, cl_mem a, size_t a_offset, size_t lda,
                               size_t a_stride, cl_mem b, size_t b_offset, size_t ldb, size_t b_stride, float beta,
                               cl_mem c, size_t c_offset, size_t ldc, size_t c_stride, size_t batch_count,
-                              const tsr_epilogue *epilogue, bool class_by_shape, cl_command_queue queue,
-                              cl_event input_ready, cl_event *event);
+                              const tsr_epilogue *epilogue, const tsr_gemm_types *types, bool class_by_shape,
+                              cl_command_queue queue, cl_event input_ready, cl_event *event);
 /* The unfused attention baseline's masked row softmax over S (one batch entry b, all heads;
  * S already scaled), for the benchmark's CLBlast-based pipeline too. */
 tsr_status tsr_attention_softmax(tsr_device *device, const tsr_attention_desc *desc, size_t b, cl_mem scores,
@@ -727,12 +765,26 @@ tsr_status tsr_ranges_relate(cl_mem a, size_t a_off, size_t a_count, cl_mem b, s
  * are in floats and already checked against the buffers. For attention and any other op. */
 tsr_status tsr_check_disjoint(const char *op, cl_mem a, const char *a_name, size_t a_off, size_t a_count, cl_mem b,
                               const char *b_name, size_t b_off, size_t b_count, bool same_ok);
+/* tsr_ranges_relate and tsr_check_disjoint for tensors of other types: offsets and counts in
+ * elements of each tensor's own dtype. */
+tsr_status tsr_ranges_relate_typed(cl_mem a, size_t a_off, size_t a_count, tsr_dtype a_type, cl_mem b, size_t b_off,
+                                   size_t b_count, tsr_dtype b_type, tsr_ranges *relation);
+tsr_status tsr_check_disjoint_typed(const char *op, cl_mem a, const char *a_name, size_t a_off, size_t a_count,
+                                    tsr_dtype a_type, cl_mem b, const char *b_name, size_t b_off, size_t b_count,
+                                    tsr_dtype b_type, bool same_ok);
 /* Is `mem` a buffer of this device's context holding at least `elements` floats? */
 tsr_status tsr_check_buffer(const tsr_device *device, cl_mem mem, const char *name, size_t elements);
+/* tsr_check_buffer for a tensor of `dtype` (elements of its size; an invalid dtype is refused). */
+tsr_status tsr_check_buffer_typed(const tsr_device *device, cl_mem mem, const char *name, size_t elements,
+                                  tsr_dtype dtype);
 /* The queue to use: the caller's (checked to belong to the device's context) or the device's. */
 tsr_status tsr_resolve_queue(const tsr_device *device, cl_command_queue queue, cl_command_queue *out);
 /* Fill a buffer of `count` floats from a host array (blocking), for demos and tests. */
 tsr_status tsr_upload(tsr_device *device, cl_mem mem, const float *host, size_t count);
+/* The same for a tensor stored in `dtype`: host holds fp32 values, converted (rounded to nearest
+ * even) on the way up and widened on the way down; the buffer's first count elements. */
+tsr_status tsr_upload_typed(tsr_device *device, cl_mem mem, tsr_dtype dtype, const float *host, size_t count);
+tsr_status tsr_download_typed(tsr_device *device, cl_mem mem, tsr_dtype dtype, float *host, size_t count);
 tsr_status tsr_download(tsr_device *device, cl_mem mem, float *host, size_t count);
 
 /* Case-insensitive substring test. */

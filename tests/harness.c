@@ -51,6 +51,29 @@ void th_read(tsr_device *dev, cl_mem mem, float *host, size_t floats) {
     TH_ASSERT_OK(tsr_download(dev, mem, host, floats));
 }
 
+void th_fill_uniform_typed(tsr_dtype dtype, float *x, size_t n, float lo, float hi) {
+    th_fill_uniform(x, n, lo, hi);
+    tsr_dtype_round_array(dtype, x, n);
+}
+
+cl_mem th_buffer_typed(tsr_device *dev, tsr_dtype dtype, size_t n) {
+    cl_int err;
+    const size_t bytes = (n ? n : 1) * tsr_dtype_size(dtype);
+    cl_mem m = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (err != CL_SUCCESS) fail_msg("clCreateBuffer(%zu %s): %s", n, tsr_dtype_str(dtype), tsr_cl_error_name(err));
+    return m;
+}
+
+cl_mem th_buffer_from_typed(tsr_device *dev, tsr_dtype dtype, const float *host, size_t n) {
+    cl_mem m = th_buffer_typed(dev, dtype, n);
+    if (n) TH_ASSERT_OK(tsr_upload_typed(dev, m, dtype, host, n));
+    return m;
+}
+
+void th_read_typed(tsr_device *dev, tsr_dtype dtype, cl_mem mem, float *host, size_t n) {
+    TH_ASSERT_OK(tsr_download_typed(dev, mem, dtype, host, n));
+}
+
 size_t th_sub_buffer_align(tsr_device *dev) {
     cl_uint bits = 0;
     assert_int_equal(clGetDeviceInfo(tsr_device_id(dev), CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL),

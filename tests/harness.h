@@ -46,6 +46,13 @@ tsr_device *th_open_device(void);
 cl_mem th_buffer(tsr_device *dev, size_t floats);
 cl_mem th_buffer_from(tsr_device *dev, const float *host, size_t floats);
 void th_read(tsr_device *dev, cl_mem mem, float *host, size_t floats);
+/* Tensors stored in a dtype: th_fill_uniform then rounding to `dtype` (so a reference computed from
+ * the host values sees exactly what the device reads); a buffer of n elements of the type, one
+ * uploaded from fp32 host values (converted, nearest even), and a read widened to fp32. */
+void th_fill_uniform_typed(tsr_dtype dtype, float *x, size_t n, float lo, float hi);
+cl_mem th_buffer_typed(tsr_device *dev, tsr_dtype dtype, size_t n);
+cl_mem th_buffer_from_typed(tsr_device *dev, tsr_dtype dtype, const float *host, size_t n);
+void th_read_typed(tsr_device *dev, tsr_dtype dtype, cl_mem mem, float *host, size_t n);
 /* Floats per CL_DEVICE_MEM_BASE_ADDR_ALIGN (at least 1): sub-buffer origins are multiples of it. */
 size_t th_sub_buffer_align(tsr_device *dev);
 /* A sub-buffer of `floats` floats at float `origin` of `parent`; fails the test on error. */

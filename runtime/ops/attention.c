@@ -493,7 +493,7 @@ tsr_status tsr_attention_unfused(tsr_device *dev, const tsr_attention_desc *desc
             status = tsr_sgemm_pipeline(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, p.Lq, len, p.D, p.scale, q,
                                         p.off[0] + b * p.stride[0][0], ld[0], p.stride[0][1], k,
                                         p.off[1] + b * p.stride[1][0], ld[1], p.stride[1][1], 0.0f, S, 0, p.Lk,
-                                        p.Lq * p.Lk, p.H, NULL, false, cq, ready, &e1);
+                                        p.Lq * p.Lk, p.H, NULL, NULL, false, cq, ready, &e1);
         /* the softmax writes every row of S (zeros past the visible keys) and the LSE */
         if (status == TSR_SUCCESS) status = tsr_attention_softmax(dev, &d, b, S, cq, e1 ? e1 : ready, &e2);
         /* k = len: no key past the length is read; len = 0 writes O = 0 (beta = 0) */
@@ -503,7 +503,7 @@ tsr_status tsr_attention_unfused(tsr_device *dev, const tsr_attention_desc *desc
                                         h * p.Lq * p.Lk, p.Lk, p.Lq * p.Lk, v,
                                         p.off[2] + b * p.stride[2][0] + h * p.stride[2][1], ld[2], p.stride[2][1],
                                         0.0f, o, p.off[3] + b * p.stride[3][0] + h * p.stride[3][1], ld[3],
-                                        p.stride[3][1], per, NULL, false, cq, e2, &outs[n]);
+                                        p.stride[3][1], per, NULL, NULL, false, cq, e2, &outs[n]);
         if (e1) clReleaseEvent(e1);
         if (e2) clReleaseEvent(e2);
         if (ready) clReleaseEvent(ready);

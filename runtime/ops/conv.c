@@ -507,7 +507,7 @@ static tsr_status chunk_gemms(tsr_device *dev, const conv_problem *p, cl_mem col
         status = tsr_sgemm_pipeline(dev, TSR_COL_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->PQ, p->Kg, p->CRS, 1.0f, col,
                                     col_off + i * img_b, p->PQ, p->G == 1 ? img_b : grp_b, p->w, p->w_off, p->CRS,
                                     p->G == 1 ? 0 : p->Kg * p->CRS, 0.0f, p->y, p->y_off + (n0 + i) * img_y, p->PQ,
-                                    p->G == 1 ? img_y : p->Kg * p->PQ, batch, &epi, true, queue, prev, &done);
+                                    p->G == 1 ? img_y : p->Kg * p->PQ, batch, &epi, NULL, true, queue, prev, &done);
         if (prev) clReleaseEvent(prev);
         prev = done;
     }

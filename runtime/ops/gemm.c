@@ -404,15 +404,18 @@ tsr_status tsr_sgemm_strided_batched_ex(tsr_device *dev, tsr_layout layout, tsr_
                                         const tsr_epilogue *epilogue, cl_command_queue queue, cl_event *event) {
     tsr_clear_diagnostics();
     return tsr_sgemm_pipeline(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, a_stride, b, b_off, ldb, b_stride,
-                              beta, c, c_off, ldc, c_stride, batch, epilogue, false, queue, NULL, event);
+                              beta, c, c_off, ldc, c_stride, batch, epilogue, NULL, false, queue, NULL, event);
 }
 
 tsr_status tsr_sgemm_pipeline(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
                               size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
                               cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta, cl_mem c, size_t c_off,
                               size_t ldc, size_t c_stride, size_t batch, const tsr_epilogue *epilogue,
-                              bool class_by_shape, cl_command_queue queue, cl_event input_ready, cl_event *event) {
+                              const tsr_gemm_types *types, bool class_by_shape, cl_command_queue queue,
+                              cl_event input_ready, cl_event *event) {
     if (event) *event = NULL;
+    if (types && (types->a != TSR_F32 || types->b != TSR_F32 || types->c != TSR_F32))
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "gemm: 16-bit operands are not wired into the pipeline yet");
     gemm_problem p;
     tsr_status status = gemm_validate(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, a_stride, b, b_off, ldb,
                                       b_stride, beta, c, c_off, ldc, c_stride, batch, epilogue, &p);

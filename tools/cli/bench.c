@@ -7,7 +7,8 @@
 
 static void print_summary(FILE *out) {
     fputs("  bench OP [--device SEL] [--sizes LIST] [--json FILE] [--budget SECONDS] [--no-peers]\n"
-          "        [--part NAME] [--clblast-xgemm \"GEMMK=0 MWG=64 ...\"] [--max-unfused L] [--layers LIST]\n",
+          "        [--part NAME] [--clblast-xgemm \"GEMMK=0 MWG=64 ...\"] [--max-unfused L] [--layers LIST]\n"
+          "        [--dtype IN[/OUT]]\n",
           out);
     /* What it does, then per op what --sizes lists, its parts and its own options: each op's
      * lines from its registry entry. */
@@ -41,6 +42,9 @@ static void print_details(FILE *out) {
     for (size_t i = 0; i < n; ++i) fprintf(out, "  %-10s %s\n", entries[i].op, entries[i].default_sizes);
     fputs("--json FILE: the rows as a JSON array (op, shape, impl, device, time_ms, gflops, gbps, rel_err, ...).\n",
           out);
+    fputs("--dtype IN[/OUT]: inputs (and output) stored as f16 or bf16 (computation stays fp32): each shape runs\n"
+          "  in that type and in fp32, in alternation, and both rows are written (their \"dtype\" field).\n",
+          out);
 }
 
 static int run_bench(int argc, char **argv) {
@@ -60,6 +64,7 @@ static int run_bench(int argc, char **argv) {
                                             {"clblast-xgemm", required_argument, NULL, 'X'},
                                             {"max-unfused", required_argument, NULL, 'U'},
                                             {"layers", required_argument, NULL, 'L'},
+                                            {"dtype", required_argument, NULL, 'T'},
                                             {0}};
     bench_options bo = {.budget_s = 1.0, .peers = true};
     const char *device = NULL, *json = NULL;
@@ -70,6 +75,11 @@ static int run_bench(int argc, char **argv) {
         case 'p': bo.part = optarg; break;
         case 'L': bo.layers = optarg; break;
         case 'X': bo.clblast_xgemm = optarg; break;
+        case 'T':
+            if (!tsr_dtype_spec_parse(optarg, &bo.in_type, &bo.out_type))
+                return cli_misuse("bench", "--dtype: '%s' is not f32, f16, bf16 or IN/OUT of them (e.g. f16/f32)",
+                                  optarg);
+            break;
         case 'U': {
             uint64_t v = 0;
             if ((rc = cli_count("bench", optarg, "--max-unfused", 1, (uint64_t)1 << 24, &v))) return rc;

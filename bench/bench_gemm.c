@@ -1,5 +1,7 @@
 /* `tessera bench gemm`: tessera, CLBlast (its default parameters) and OpenBLAS
- * (CPU devices) on the same inputs, in one process and one run. */
+ * (CPU devices) on the same inputs, in one process and one run. With --dtype IN[/OUT] (16-bit
+ * storage): tessera's 16-bit row timed in alternation with its fp32 row, and CLBlast's HGEMM
+ * beside them where the device can run it (cl_khr_fp16, everything f16). */
 #include "bench.h"
 
 #include <math.h>
@@ -86,7 +88,18 @@ typedef struct gemm_run {
     gemm_shape s;
     cl_mem a, b, c;
     float *ha, *hb;
+    tsr_dtype in, out; /* storage of A and B, and of C */
 } gemm_run;
+
+static tsr_status run_tessera_typed(void *ctx) {
+    gemm_run *r = ctx;
+    const gemm_shape *s = &r->s;
+    tsr_status st = tsr_gemm(r->dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, s->m, s->n, s->k, 1.0f, r->in, r->a, 0,
+                             s->k, s->m * s->k, r->in, r->b, 0, s->n, s->k * s->n, 0.0f, r->out, r->c, 0, s->n,
+                             s->m * s->n, s->batch, NULL, NULL, NULL);
+    if (st == TSR_SUCCESS) clFinish(tsr_device_queue(r->dev));
+    return st;
+}
 
 static tsr_status run_tessera(void *ctx) {
     gemm_run *r = ctx;
@@ -115,7 +128,37 @@ static tsr_status run_clblast(void *ctx) {
     clFinish(q);
     return TSR_SUCCESS;
 }
+
+/* CLBlast's HGEMM: fp16 storage and fp16 arithmetic, so only on devices with cl_khr_fp16. */
+static tsr_status run_clblast_half(void *ctx) {
+    gemm_run *r = ctx;
+    const gemm_shape *s = &r->s;
+    cl_command_queue q = tsr_device_queue(r->dev);
+    const cl_half one = 0x3c00, zero = 0;
+    CLBlastStatusCode cs;
+    if (s->batch == 1)
+        cs = CLBlastHgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, s->m, s->n, s->k, one, r->a, 0,
+                          s->k, r->b, 0, s->n, zero, r->c, 0, s->n, &q, NULL);
+    else
+        cs = CLBlastHgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, s->m, s->n, s->k,
+                                        one, r->a, 0, s->k, s->m * s->k, r->b, 0, s->n, s->k * s->n, zero, r->c, 0,
+                                        s->n, s->m * s->n, s->batch, &q, NULL);
+    if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlast hgemm failed with status %d", (int)cs);
+    clFinish(q);
+    return TSR_SUCCESS;
+}
 #endif
+
+/* bench_checked_run for an output stored in `type`: poisoned, run, read back widened to fp32. */
+static tsr_status checked_run_typed(bench_fn fn, void *ctx, tsr_device *dev, cl_mem out, tsr_dtype type, float *host,
+                                    size_t n) {
+    for (size_t i = 0; i < n; ++i)
+        host[i] = NAN;
+    tsr_status st = tsr_upload_typed(dev, out, type, host, n);
+    if (st == TSR_SUCCESS) st = fn(ctx);
+    if (st == TSR_SUCCESS) st = tsr_download_typed(dev, out, type, host, n);
+    return st;
+}
 
 #ifdef TSR_HAVE_OPENBLAS
 typedef struct host_run {
@@ -167,15 +210,24 @@ static void shape_name(const gemm_shape *s, char *out, size_t size) {
     else snprintf(out, size, "%zux%zux%zu", s->m, s->n, s->k);
 }
 
-static tsr_status add_row(bench_report *report, const gemm_shape *s, const char *impl, bench_row *row,
-                          const float *a, const float *b, const float *c) {
+/* A row; in and out: the storage of A and B, and of C (a, b: the values as stored, widened). */
+static tsr_status add_row_typed(bench_report *report, const gemm_shape *s, const char *impl, bench_row *row,
+                                tsr_dtype in, tsr_dtype out, const float *a, const float *b, const float *c) {
     strcpy(row->op, "gemm");
     shape_name(s, row->shape, sizeof row->shape);
     tsr_strlcpy(row->impl, impl, sizeof row->impl);
+    tsr_dtype_spec_format(in, out, row->dtype, sizeof row->dtype);
     row->gflops = 2.0 * s->batch * s->m * s->n * s->k / (row->time_ms * 1e6);
-    row->gbps = 4.0 * s->batch * (s->m * s->k + s->k * s->n + s->m * s->n) / (row->time_ms * 1e6);
+    row->gbps = (double)s->batch *
+                ((double)tsr_dtype_size(in) * (s->m * s->k + s->k * s->n) + (double)tsr_dtype_size(out) * s->m * s->n) /
+                (row->time_ms * 1e6);
     row->rel_err = bench_gemm_error(s->batch, s->m, s->n, s->k, a, b, c);
     return bench_add(report, row);
+}
+
+static tsr_status add_row(bench_report *report, const gemm_shape *s, const char *impl, bench_row *row, const float *a,
+                          const float *b, const float *c) {
+    return add_row_typed(report, s, impl, row, TSR_F32, TSR_F32, a, b, c);
 }
 
 #ifdef TSR_HAVE_CLBLAST
@@ -207,6 +259,99 @@ static tsr_status clblast_override(tsr_device *dev, const char *params) {
 }
 #endif
 
+/* One shape with 16-bit storage: tessera's 16-bit row and its fp32 row, timed in alternation
+ * (the ratio is the point: same machine, same moment), both written; CLBlast's HGEMM beside
+ * them where the device has cl_khr_fp16 and everything is f16, else a line saying why not. */
+static tsr_status typed_shape(tsr_device *dev, const bench_options *opt, bench_report *report, const gemm_shape *s,
+                              size_t index, size_t na, size_t nb, size_t nc) {
+    gemm_run r32 = {.dev = dev, .s = *s, .in = TSR_F32, .out = TSR_F32};
+    gemm_run r16 = {.dev = dev, .s = *s, .in = opt->in_type, .out = opt->out_type};
+    float *ha = malloc(na * 4), *hb = malloc(nb * 4), *hc = malloc(nc * 4);
+    tsr_status st = TSR_SUCCESS;
+    cl_int err = CL_SUCCESS;
+    cl_context ctx = tsr_device_context(dev);
+    char name[64], spec[32];
+    shape_name(s, name, sizeof name);
+    tsr_dtype_spec_format(r16.in, r16.out, spec, sizeof spec);
+    if (!ha || !hb || !hc) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory for shape %zu", index);
+        goto out;
+    }
+    uint64_t seed = 0x2545F4914F6CDD1Dull ^ index;
+    /* the inputs as the 16-bit type holds them, so both rows multiply the same numbers */
+    tsr_random_fill(ha, na, &seed, -0.5f, 0.5f);
+    tsr_random_fill(hb, nb, &seed, -0.5f, 0.5f);
+    tsr_dtype_round_array(r16.in, ha, na);
+    tsr_dtype_round_array(r16.in, hb, nb);
+    gemm_run *runs[2] = {&r32, &r16};
+    size_t counts[3] = {na, nb, nc};
+    for (int w = 0; w < 2 && err == CL_SUCCESS; ++w) {
+        cl_mem *mems[3] = {&runs[w]->a, &runs[w]->b, &runs[w]->c};
+        tsr_dtype types[3] = {runs[w]->in, runs[w]->in, runs[w]->out};
+        for (int i = 0; i < 3 && err == CL_SUCCESS; ++i)
+            *mems[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, counts[i] * tsr_dtype_size(types[i]), NULL, &err);
+    }
+    if (err != CL_SUCCESS) {
+        st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
+        goto out;
+    }
+    if ((st = tsr_upload(dev, r32.a, ha, na)) != TSR_SUCCESS || (st = tsr_upload(dev, r32.b, hb, nb)) != TSR_SUCCESS ||
+        (st = tsr_upload_typed(dev, r16.a, r16.in, ha, na)) != TSR_SUCCESS ||
+        (st = tsr_upload_typed(dev, r16.b, r16.in, hb, nb)) != TSR_SUCCESS)
+        goto out;
+    bench_row row16 = {0}, row32 = {0};
+    double ratio[3];
+    if ((st = bench_time_paired(run_tessera_typed, &r16, run_tessera, &r32, opt->budget_s, 3, 50, &row16, &row32,
+                                ratio)) != TSR_SUCCESS)
+        goto out;
+    if ((st = checked_run_typed(run_tessera, &r32, dev, r32.c, TSR_F32, hc, nc)) != TSR_SUCCESS ||
+        (st = add_row(report, s, "tessera", &row32, ha, hb, hc)) != TSR_SUCCESS ||
+        (st = checked_run_typed(run_tessera_typed, &r16, dev, r16.c, r16.out, hc, nc)) != TSR_SUCCESS ||
+        (st = add_row_typed(report, s, "tessera", &row16, r16.in, r16.out, ha, hb, hc)) != TSR_SUCCESS)
+        goto out;
+    if (!opt->quiet) {
+        printf("%-18s %10.3f %9.1f %9.1f %10.1e %10.1e   %s/fp32 %.2fx (paired median, %.2f-%.2f)\n", name,
+               row16.time_ms, row16.gflops, row32.gflops, row16.rel_err, row32.rel_err, spec, 1.0 / ratio[0],
+               1.0 / ratio[2], 1.0 / ratio[1]);
+        fflush(stdout);
+    }
+    if (!opt->peers) goto out;
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    bool all_f16 = r16.in == TSR_F16 && r16.out == TSR_F16;
+#ifdef TSR_HAVE_CLBLAST
+    if (all_f16 && info->fp16) {
+        bench_row hrow = {0};
+        if ((st = bench_time(run_clblast_half, &r16, opt->budget_s, 3, 50, &hrow)) != TSR_SUCCESS ||
+            (st = checked_run_typed(run_clblast_half, &r16, dev, r16.c, TSR_F16, hc, nc)) != TSR_SUCCESS ||
+            (st = add_row_typed(report, s, "clblast-hgemm", &hrow, TSR_F16, TSR_F16, ha, hb, hc)) != TSR_SUCCESS)
+            goto out;
+        if (!opt->quiet)
+            printf("%-18s %10.3f %9.1f   CLBlast HGEMM, rel_err %.1e\n", name, hrow.time_ms, hrow.gflops, hrow.rel_err);
+        goto out;
+    }
+#endif
+    if (!opt->quiet && index == 0) {
+        if (!all_f16)
+            printf("CLBlast has no GEMM for %s storage (its HGEMM is f16 throughout): no peer row\n", spec);
+        else if (!info->fp16)
+            printf("CLBlast's HGEMM cannot run on this device: %s lacks cl_khr_fp16, and HGEMM computes in half "
+                   "(tessera only stores in it, computing in fp32)\n",
+                   info->name);
+        else
+            printf("CLBlast's HGEMM: this build has no CLBlast\n");
+    }
+out:
+    for (int w = 0; w < 2; ++w) {
+        if (runs[w]->a) clReleaseMemObject(runs[w]->a);
+        if (runs[w]->b) clReleaseMemObject(runs[w]->b);
+        if (runs[w]->c) clReleaseMemObject(runs[w]->c);
+    }
+    free(ha);
+    free(hb);
+    free(hc);
+    return st;
+}
+
 tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *report) {
     gemm_shape *shapes = NULL;
     size_t nshapes = 0;
@@ -235,7 +380,13 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
         return st;
     }
     bool cpu = tsr_device_get_info(dev)->type == TSR_DEVICE_CPU;
-    if (!opt->quiet) {
+    bool typed = opt->in_type != TSR_F32 || opt->out_type != TSR_F32;
+    if (!opt->quiet && typed) {
+        char spec[32];
+        tsr_dtype_spec_format(opt->in_type, opt->out_type, spec, sizeof spec);
+        printf("%-18s %10s %9s %9s %10s %10s   %s\n", "shape", "ms", spec, "fp32", "rel_err", "rel_err", "rate ratio");
+        printf("%-18s %10s %9s %9s %10s %10s\n", "", spec, "GFLOP/s", "GFLOP/s", spec, "fp32");
+    } else if (!opt->quiet) {
         printf("%-18s %10s %9s %9s %9s %11s %12s %10s\n", "shape", "tessera ms", "tessera", "clblast", "openblas",
                "tsr/clblast", "tsr/openblas", "rel_err");
         printf("%-18s %10s %9s %9s %9s %11s %12s %10s\n", "", "", "GFLOP/s", "GFLOP/s", "GFLOP/s", "", "", "tessera");
@@ -247,6 +398,10 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
         float *ha = NULL, *hb = NULL, *hc = NULL;
         cl_int err = CL_SUCCESS;
         if ((st = shape_sizes(dev, s, &na, &nb, &nc)) != TSR_SUCCESS) goto next;
+        if (typed) {
+            st = typed_shape(dev, opt, report, s, i, na, nb, nc);
+            goto next;
+        }
         char why[256];
         if (!opt->sizes && bench_predicted_too_slow(report, "gemm", "tessera", 2.0 * s->batch * s->m * s->n * s->k, 3,
                                                     why, sizeof why)) {

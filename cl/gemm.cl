@@ -28,7 +28,13 @@
 //   C(i,j) <- act(alpha * acc + beta * C(i,j) + bias), bias = bias[j] (bias_axis 1) or
 //   bias[i] (bias_axis 2, the column-major case after the host's transposition) or 0,
 //   act as in activation.cl.
+// Storage types (-D A_TYPE, B_TYPE, C_TYPE: 0 f32, 1 f16, 2 bf16, codes as dtype.cl's): A and B
+// widen to fp32 as they are loaded (pack_a / pack_b write fp32 panels, so a packed hot loop is
+// the fp32 one), accumulation is fp32, and C is read (beta) and written through its type,
+// rounding to nearest even. Offsets, leading dimensions and strides count elements of each
+// operand's type. With every code 0 the loads and stores are the plain float ones.
 #include "activation.cl"
+#include "dtype.cl"
 #ifndef MWI
 #define MWI 6
 #endif
@@ -74,6 +80,15 @@
 #ifndef NT
 #define NT 1
 #endif
+#ifndef A_TYPE
+#define A_TYPE 0
+#endif
+#ifndef B_TYPE
+#define B_TYPE 0
+#endif
+#ifndef C_TYPE
+#define C_TYPE 0
+#endif
 
 #define NWI (VW * NVW)
 #define MWG (WGM * MWI)
@@ -81,28 +96,71 @@
 
 #include "vector.cl"
 
+// Element types of the operands, and the type the GEMM kernel reads A (B) as: fp32 when it
+// reads the packed panels.
+#define A_ELT TSR_ELT(A_TYPE)
+#define B_ELT TSR_ELT(B_TYPE)
+#define C_ELT TSR_ELT(C_TYPE)
+#if PACKA
+#define AK_TYPE 0
+#else
+#define AK_TYPE A_TYPE
+#endif
+#if PACKB
+#define BK_TYPE 0
+#else
+#define BK_TYPE B_TYPE
+#endif
+#define AK_ELT TSR_ELT(AK_TYPE)
+#define BK_ELT TSR_ELT(BK_TYPE)
+// VW consecutive elements of type T at p as a floatv (float for VW = 1); type 0 is VLOAD.
+#if VW == 1
+#define TYPED_VLOAD(T, p) TSR_LD(T, p, 0)
+#define TYPED_VSTORE(T, v, p) TSR_ST(T, v, p, 0)
+#else
+#define TYPED_VLOAD(T, p) TSR_VLD(T, VW, p)
+#define TYPED_VSTORE(T, v, p) TSR_VST(T, VW, v, p)
+#endif
+#if BK_TYPE == 0
+#define B_VLOAD(p) VLOAD(p)
+#else
+#define B_VLOAD(p) TYPED_VLOAD(BK_TYPE, p)
+#endif
+#if B_TYPE == 0
+#define B_PACK_VLOAD(p) VLOAD(p)
+#else
+#define B_PACK_VLOAD(p) TYPED_VLOAD(B_TYPE, p)
+#endif
+#if C_TYPE == 0
+#define C_VLOAD(p) VLOAD(p)
+#define C_VSTORE(v, p) VSTORE(v, p)
+#else
+#define C_VLOAD(p) TYPED_VLOAD(C_TYPE, p)
+#define C_VSTORE(v, p) TYPED_VSTORE(C_TYPE, v, p)
+#endif
+
 // ---------------------------------------------------------------- packing
 // Ap per batch: [row tile][k][MWI], Bp per batch: [column tile][k][NWI], zero-padded past
 // M (N). One work-item copies PK k-steps of one tile: global = (ceil(K/PK), tiles, batch).
 
-__kernel void pack_a(const int M, const int K, __global const float *A, const ulong a_off, const int lda,
+__kernel void pack_a(const int M, const int K, __global const A_ELT *A, const ulong a_off, const int lda,
                      const ulong a_stride, __global float *Ap, const ulong ap_stride) {
     const int k0 = (int)get_global_id(0) * PK;
     const int tile = (int)get_global_id(1);
     if (k0 >= K) return;
-    const __global float *a = A + a_off + get_global_id(2) * a_stride;
+    const __global A_ELT *a = A + a_off + get_global_id(2) * a_stride;
     __global float *d = Ap + get_global_id(2) * ap_stride + ((size_t)tile * K + k0) * MWI;
     const int i0 = tile * MWI;
     if (k0 + PK <= K && i0 + MWI <= M) {
 #if TA
         for (int kk = 0; kk < PK; ++kk) {
-            const __global float *src = a + (size_t)(k0 + kk) * lda + i0;
-            for (int m = 0; m < MWI; ++m) d[kk * MWI + m] = src[m];
+            const __global A_ELT *src = a + (size_t)(k0 + kk) * lda + i0;
+            for (int m = 0; m < MWI; ++m) d[kk * MWI + m] = TSR_LD(A_TYPE, src, m);
         }
 #else
         for (int m = 0; m < MWI; ++m) {
-            const __global float *src = a + (size_t)(i0 + m) * lda + k0;
-            for (int kk = 0; kk < PK; ++kk) d[kk * MWI + m] = src[kk];
+            const __global A_ELT *src = a + (size_t)(i0 + m) * lda + k0;
+            for (int kk = 0; kk < PK; ++kk) d[kk * MWI + m] = TSR_LD(A_TYPE, src, kk);
         }
 #endif
         return;
@@ -112,31 +170,31 @@ __kernel void pack_a(const int M, const int K, __global const float *A, const ul
         for (int m = 0; m < MWI; ++m) {
             const int i = i0 + m, k = k0 + kk;
 #if TA
-            d[kk * MWI + m] = i < M ? a[(size_t)k * lda + i] : 0.0f;
+            d[kk * MWI + m] = i < M ? TSR_LD(A_TYPE, a, (size_t)k * lda + i) : 0.0f;
 #else
-            d[kk * MWI + m] = i < M ? a[(size_t)i * lda + k] : 0.0f;
+            d[kk * MWI + m] = i < M ? TSR_LD(A_TYPE, a, (size_t)i * lda + k) : 0.0f;
 #endif
         }
 }
 
-__kernel void pack_b(const int N, const int K, __global const float *B, const ulong b_off, const int ldb,
+__kernel void pack_b(const int N, const int K, __global const B_ELT *B, const ulong b_off, const int ldb,
                      const ulong b_stride, __global float *Bp, const ulong bp_stride) {
     const int k0 = (int)get_global_id(0) * PK;
     const int tile = (int)get_global_id(1);
     if (k0 >= K) return;
-    const __global float *b = B + b_off + get_global_id(2) * b_stride;
+    const __global B_ELT *b = B + b_off + get_global_id(2) * b_stride;
     __global float *d = Bp + get_global_id(2) * bp_stride + ((size_t)tile * K + k0) * NWI;
     const int j0 = tile * NWI;
     if (k0 + PK <= K && j0 + NWI <= N) {
 #if TB
         for (int n = 0; n < NWI; ++n) {
-            const __global float *src = b + (size_t)(j0 + n) * ldb + k0;
-            for (int kk = 0; kk < PK; ++kk) d[kk * NWI + n] = src[kk];
+            const __global B_ELT *src = b + (size_t)(j0 + n) * ldb + k0;
+            for (int kk = 0; kk < PK; ++kk) d[kk * NWI + n] = TSR_LD(B_TYPE, src, kk);
         }
 #else
         for (int kk = 0; kk < PK; ++kk) {
-            const __global float *src = b + (size_t)(k0 + kk) * ldb + j0;
-            for (int v = 0; v < NVW; ++v) VSTORE(VLOAD(src + v * VW), d + kk * NWI + v * VW);
+            const __global B_ELT *src = b + (size_t)(k0 + kk) * ldb + j0;
+            for (int v = 0; v < NVW; ++v) VSTORE(B_PACK_VLOAD(src + v * VW), d + kk * NWI + v * VW);
         }
 #endif
         return;
@@ -146,9 +204,9 @@ __kernel void pack_b(const int N, const int K, __global const float *B, const ul
         for (int n = 0; n < NWI; ++n) {
             const int j = j0 + n, k = k0 + kk;
 #if TB
-            d[kk * NWI + n] = j < N ? b[(size_t)j * ldb + k] : 0.0f;
+            d[kk * NWI + n] = j < N ? TSR_LD(B_TYPE, b, (size_t)j * ldb + k) : 0.0f;
 #else
-            d[kk * NWI + n] = j < N ? b[(size_t)k * ldb + j] : 0.0f;
+            d[kk * NWI + n] = j < N ? TSR_LD(B_TYPE, b, (size_t)k * ldb + j) : 0.0f;
 #endif
         }
 }
@@ -166,9 +224,9 @@ __kernel void pack_b(const int N, const int K, __global const float *B, const ul
     }
 
 __kernel void gemm(const int M, const int N, const int K, const int KP, const float alpha, const float beta,
-                   __global const float *A, const ulong a_off, const int lda, const ulong a_stride,
-                   __global const float *B, const ulong b_off, const int ldb, const ulong b_stride,
-                   __global float *C, const ulong c_off, const int ldc, const ulong c_stride,
+                   __global const AK_ELT *A, const ulong a_off, const int lda, const ulong a_stride,
+                   __global const BK_ELT *B, const ulong b_off, const int ldb, const ulong b_stride,
+                   __global C_ELT *C, const ulong c_off, const int ldc, const ulong c_stride,
                    __global const float *bias, const ulong bias_off, const ulong bias_stride, const int bias_axis,
                    const int act) {
     const int it = (int)get_global_id(0);
@@ -200,11 +258,11 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
     const __global float *ap = A + a_off + batch * a_stride + (size_t)it * KP * MWI;
 #define A_GLOBAL(m, k) ap[(size_t)(k) * MWI + (m)]
 #else
-    const __global float *abase = A + a_off + batch * a_stride;
+    const __global AK_ELT *abase = A + a_off + batch * a_stride;
 #if TA
-#define A_GLOBAL(m, k) abase[(size_t)(k) * lda + min(i0 + (m), M - 1)]
+#define A_GLOBAL(m, k) TSR_LD(AK_TYPE, abase, (size_t)(k) * lda + min(i0 + (m), M - 1))
 #else
-#define A_GLOBAL(m, k) abase[(size_t)min(i0 + (m), M - 1) * lda + (k)]
+#define A_GLOBAL(m, k) TSR_LD(AK_TYPE, abase, (size_t)min(i0 + (m), M - 1) * lda + (k))
 #endif
 #endif
     // ---- where B vectors come from
@@ -213,16 +271,16 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #define B_LOAD_FULL(k) _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = VLOAD(bp + (size_t)(k) * NWI + v * VW);
 #define B_LOAD_EDGE(k) B_LOAD_FULL(k)
 #else
-    const __global float *bbase = B + b_off + batch * b_stride;
+    const __global BK_ELT *bbase = B + b_off + batch * b_stride;
 #if TB
-#define B_AT(k, j) bbase[(size_t)(j) * ldb + (k)]
+#define B_AT(k, j) TSR_LD(BK_TYPE, bbase, (size_t)(j) * ldb + (k))
 #else
-#define B_AT(k, j) bbase[(size_t)(k) * ldb + (j)]
+#define B_AT(k, j) TSR_LD(BK_TYPE, bbase, (size_t)(k) * ldb + (j))
 #endif
 #if TB || VW == 1
 #define B_LOAD_FULL(k) B_LOAD_EDGE(k)
 #else
-#define B_LOAD_FULL(k) _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = VLOAD(bbase + (size_t)(k) * ldb + j0 + v * VW);
+#define B_LOAD_FULL(k) _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = B_VLOAD(bbase + (size_t)(k) * ldb + j0 + v * VW);
 #endif
 #define B_LOAD_EDGE(k)                                                                             \
     {                                                                                              \
@@ -267,9 +325,9 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #if PACKA
             As[e] = 0.0f; // not reached: the host never combines SA with PACKA
 #elif TA
-            As[e] = (i < M && kk < kn) ? abase[(size_t)k * lda + i] : 0.0f;
+            As[e] = (i < M && kk < kn) ? TSR_LD(AK_TYPE, abase, (size_t)k * lda + i) : 0.0f;
 #else
-            As[e] = (i < M && kk < kn) ? abase[(size_t)i * lda + k] : 0.0f;
+            As[e] = (i < M && kk < kn) ? TSR_LD(AK_TYPE, abase, (size_t)i * lda + k) : 0.0f;
 #endif
         }
 #endif
@@ -315,37 +373,37 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #endif
 
     // ---- store act(alpha * acc + beta * C + bias)
-    __global float *cbase = C + c_off + batch * c_stride + (size_t)i0 * ldc + j0;
+    __global C_ELT *cbase = C + c_off + batch * c_stride + (size_t)i0 * ldc + j0;
     const __global float *bias_row = bias + bias_off + batch * bias_stride + i0; // bias_axis 2
     const __global float *bias_col = bias + bias_off + batch * bias_stride + j0; // bias_axis 1
     if (j0 + NWI <= N) {
         _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
             if (i0 + m < M) {
-                __global float *cp = cbase + (size_t)m * ldc;
+                __global C_ELT *cp = cbase + (size_t)m * ldc;
                 _Pragma("unroll") for (int v = 0; v < NVW; ++v) {
                     floatv r = alpha * acc[m][v];
-                    if (beta != 0.0f) r = fma((floatv)(beta), VLOAD(cp + v * VW), r);
+                    if (beta != 0.0f) r = fma((floatv)(beta), C_VLOAD(cp + v * VW), r);
                     if (bias_axis == 1) r += VLOAD(bias_col + v * VW);
                     else if (bias_axis == 2) r += bias_row[m];
                     if (act != TSR_ACT_NONE) r = activate_floatv(r, act);
-                    VSTORE(r, cp + v * VW);
+                    C_VSTORE(r, cp + v * VW);
                 }
             }
         }
     } else {
         _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
             if (i0 + m < M) {
-                __global float *cp = cbase + (size_t)m * ldc;
+                __global C_ELT *cp = cbase + (size_t)m * ldc;
                 _Pragma("unroll") for (int v = 0; v < NVW; ++v) {
                     float t[VW];
                     VSTORE(acc[m][v], t);
                     for (int e = 0; e < VW; ++e) {
                         const int n = v * VW + e;
                         if (j0 + n < N) {
-                            float r = beta != 0.0f ? fma(beta, cp[n], alpha * t[e]) : alpha * t[e];
+                            float r = beta != 0.0f ? fma(beta, TSR_LD(C_TYPE, cp, n), alpha * t[e]) : alpha * t[e];
                             if (bias_axis == 1) r += bias_col[n];
                             else if (bias_axis == 2) r += bias_row[m];
-                            cp[n] = act != TSR_ACT_NONE ? activate_float(r, act) : r;
+                            TSR_ST(C_TYPE, act != TSR_ACT_NONE ? activate_float(r, act) : r, cp, n);
                         }
                     }
                 }

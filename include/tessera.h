@@ -237,7 +237,8 @@ typedef enum tsr_transpose { TSR_NO_TRANS = 111, TSR_TRANS = 112, TSR_CONJ_TRANS
  * overwrites C without reading it (NaN and Inf in C do not propagate).
  * `queue` may be NULL (the device's queue); `event` may be NULL. Arguments are
  * checked against the real cl_mem sizes before anything is enqueued (A and B also
- * when alpha == 0; with k == 0 they may be any buffer). */
+ * when alpha == 0; with k == 0 they may be any buffer). C must not share memory with an A or B
+ * it reads (TSR_ERR_INVALID_ARG). fp16/bf16 operands: tsr_gemm. */
 TSR_API tsr_status tsr_sgemm(tsr_device *device, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
                      size_t m, size_t n, size_t k, float alpha,
                      cl_mem a, size_t a_offset, size_t lda,
@@ -309,6 +310,25 @@ TSR_API tsr_status tsr_sgemm_strided_batched_ex(tsr_device *device, tsr_layout l
                                                 cl_mem c, size_t c_offset, size_t ldc, size_t c_stride,
                                                 size_t batch_count, const tsr_epilogue *epilogue,
                                                 cl_command_queue queue, cl_event *event);
+
+/* GEMM with each operand stored in its own type, modelled on cublasGemmStridedBatchedEx:
+ *   C <- act(alpha * op(A) * op(B) + beta * C + bias)   for batch_count matrices,
+ * with A in a_type, B in b_type and C in c_type (TSR_F32, TSR_F16, TSR_BF16, any combination).
+ * Offsets, leading dimensions and strides count elements of each operand's own type (a_offset
+ * of an fp16 A is in halves), and so do the buffer-size checks. Products and sums are fp32:
+ * A and B widen to fp32 as they are loaded, beta != 0 reads C in c_type, and the result is
+ * rounded (to nearest even) to c_type once, when stored. The epilogue's bias stays fp32. C must
+ * not share memory with A or B (TSR_ERR_INVALID_ARG naming both). Otherwise the semantics and
+ * checks of tsr_sgemm_strided_batched_ex: the tsr_sgemm* calls are this call with every type
+ * TSR_F32. A type outside the enum: TSR_ERR_INVALID_ARG naming the operand. fp16 and bf16 need
+ * no device extension (no cl_khr_fp16): only storage is 16-bit, never arithmetic. */
+TSR_API tsr_status tsr_gemm(tsr_device *device, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
+                            size_t m, size_t n, size_t k, float alpha,
+                            tsr_dtype a_type, cl_mem a, size_t a_offset, size_t lda, size_t a_stride,
+                            tsr_dtype b_type, cl_mem b, size_t b_offset, size_t ldb, size_t b_stride, float beta,
+                            tsr_dtype c_type, cl_mem c, size_t c_offset, size_t ldc, size_t c_stride,
+                            size_t batch_count, const tsr_epilogue *epilogue, cl_command_queue queue,
+                            cl_event *event);
 
 /* ------------------------------------------------------------------ attention */
 

@@ -73,15 +73,34 @@ typedef struct report_peer {
 } report_peer;
 
 #ifdef TSR_HAVE_CLBLAST
+/* CLBlast's GEMM on the fixture's buffers: SGEMM for fp32, HGEMM for f16 throughout where the
+ * device has cl_khr_fp16 (HGEMM computes in half); anything else it cannot run is refused with
+ * TSR_ERR_UNSUPPORTED and the reason (never SGEMM on 16-bit buffers). */
 static tsr_status clblast_gemm(tsr_device *dev, const char *shape, const cl_mem *b, cl_command_queue q) {
     size_t m, n, k;
-    char extra;
-    (void)dev;
-    if (sscanf(shape, "%zux%zux%zu%c", &m, &n, &k, &extra) != 3)
+    char token[32] = "", extra[2];
+    tsr_dtype in = TSR_F32, out = TSR_F32;
+    int got = sscanf(shape, "%zux%zux%zu %31s %1s", &m, &n, &k, token, extra);
+    /* a batched "BxMxNxK" leaves "xK" as the token: refused below */
+    if (got < 3 || got > 4 || (got == 4 && !tsr_dtype_spec_parse(token, &in, &out)))
         return tsr_fail(TSR_ERR_UNSUPPORTED, "no CLBlast peer for gemm shape '%s'", shape);
-    CLBlastStatusCode cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, n, k, 1.0f,
-                                        b[0], 0, k, b[1], 0, n, 0.0f, b[2], 0, n, &q, NULL);
-    if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlastSgemm failed with status %d", (int)cs);
+    if (in == TSR_F32 && out == TSR_F32) {
+        CLBlastStatusCode cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, n, k,
+                                            1.0f, b[0], 0, k, b[1], 0, n, 0.0f, b[2], 0, n, &q, NULL);
+        if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlastSgemm failed with status %d", (int)cs);
+        return TSR_SUCCESS;
+    }
+    if (in != TSR_F16 || out != TSR_F16)
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "CLBlast has no GEMM for %s/%s storage (HGEMM is f16 throughout)",
+                        tsr_dtype_str(in), tsr_dtype_str(out));
+    if (!tsr_device_get_info(dev)->fp16)
+        return tsr_fail(TSR_ERR_UNSUPPORTED,
+                        "CLBlast's HGEMM cannot run on device '%s': it lacks cl_khr_fp16 (HGEMM computes in half)",
+                        tsr_device_get_info(dev)->name);
+    const cl_half one = 0x3c00, zero = 0;
+    CLBlastStatusCode cs = CLBlastHgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, m, n, k, one,
+                                        b[0], 0, k, b[1], 0, n, zero, b[2], 0, n, &q, NULL);
+    if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlastHgemm failed with status %d", (int)cs);
     return TSR_SUCCESS;
 }
 
@@ -162,7 +181,8 @@ static tsr_status measure_row(fixture_timing *f, const report_case *c, const cha
     int max_runs = op->rate_unit && strcmp(op->rate_unit, "GB/s") == 0 ? 200 : 100;
     tsr_status st = bench_time(run_fixture_once, f, opt->budget_s, 3, max_runs, &row);
     if (st != TSR_SUCCESS) return st;
-    double e = INFINITY, tolerance = op->tolerance, flops = 0, bytes = 0;
+    double e = INFINITY, flops = 0, bytes = 0;
+    double tolerance = op->fixture_tolerance ? op->fixture_tolerance(f->fixture) : op->tolerance;
     if (f->peer && f->peer->check) st = f->peer->check(f->dev, f->buffers, &e, &tolerance);
     else st = op->fixture_check(f->dev, f->fixture, &e);
     if (st != TSR_SUCCESS) return st;

@@ -407,6 +407,9 @@ typedef struct tsr_op {
     void (*fixture_free)(void *fixture);
     /* Largest rel_err a correct result has (the demo's and the report's check). */
     double tolerance;
+    /* Optional: the largest rel_err for this fixture's problem when it is not `tolerance` (16-bit
+     * outputs: max(tolerance, tsr_dtype_error_bound(out, reduction))); NULL: tolerance. */
+    double (*fixture_tolerance)(const void *fixture);
     /* The shape each class is tuned on, in the order of `classes`. */
     const char *const *class_shapes;
     /* The report's cases of this op, ended by an entry with a NULL id. */

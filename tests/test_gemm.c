@@ -1,6 +1,7 @@
 /* SGEMM and strided-batched SGEMM against a double-precision reference:
  * every layout x transpose combination, odd sizes, padding, offsets, alpha/beta
- * edge cases, batches, guard zones around C, and every invalid argument.
+ * edge cases, batches, guard zones around C, and every invalid argument; tsr_gemm with
+ * every combination of fp32/fp16/bf16 storage for A, B and C.
  * TSR_TEST_MODE=oclgrind runs a small subset (for `oclgrind --data-races --uninitialized`). */
 #include "harness.h"
 
@@ -44,7 +45,19 @@ typedef struct gemm_case {
     tsr_activation act;
     bool bias, bias_shared;
     size_t bias_off, bias_gap;
+    /* storage types (zero: fp32, through the tsr_sgemm calls; otherwise through tsr_gemm) */
+    tsr_dtype at, bt, ct;
 } gemm_case;
+
+static bool typed_case(const gemm_case *g) { return g->at != TSR_F32 || g->bt != TSR_F32 || g->ct != TSR_F32; }
+
+/* The bound a case is held to: the fp32 tolerance, or for 16-bit storage the rounding of C plus
+ * fp32 accumulation over K (tsr_dtype_error_bound; the reference is computed from the inputs as
+ * rounded to their types, so their own rounding is not part of the error). */
+static double case_tolerance(const gemm_case *g) {
+    double bound = tsr_dtype_error_bound(g->ct, (double)(g->k ? g->k : 1));
+    return bound > 1e-5 ? bound : 1e-5;
+}
 
 /* Stored shape of op(X) (rows x cols of the logical matrix) under a layout: lines, line length. */
 static void stored(int row_major, int trans, size_t rows, size_t cols, size_t *lines, size_t *len) {
@@ -68,16 +81,22 @@ static double run_case(const gemm_case *g) {
     float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *c0 = malloc(nc * sizeof *c0),
           *c = malloc(nc * sizeof *c);
     double *ref = malloc(c_span * sizeof *ref);
-    th_fill_uniform(a, na, -1, 1);
-    th_fill_uniform(b, nb, -1, 1);
-    th_fill_uniform(c0, nc, -1, 1);
+    /* inputs rounded to their types: the reference sees exactly what the device reads */
+    th_fill_uniform_typed(g->at, a, na, -1, 1);
+    th_fill_uniform_typed(g->bt, b, nb, -1, 1);
+    th_fill_uniform_typed(g->ct, c0, nc, -1, 1);
     if (g->beta == 0.0f) /* C's old contents must not leak into the result, not even NaN */
         for (size_t i = 0; i < nc; ++i) c0[i] = (i % 3 == 0) ? NAN : INFINITY;
-    cl_mem da = th_buffer_from(dev, a, na), db = th_buffer_from(dev, b, nb), dc = th_buffer_from(dev, c0, nc);
+    cl_mem da = th_buffer_from_typed(dev, g->at, a, na), db = th_buffer_from_typed(dev, g->bt, b, nb),
+           dc = th_buffer_from_typed(dev, g->ct, c0, nc);
+    th_read_typed(dev, g->ct, dc, c0, nc); /* C as stored (NaN as its type keeps it), for the guard zones */
     if (getenv("TSR_TEST_VERBOSE"))
-        fprintf(stderr, "# case %s ta=%d tb=%d %zux%zux%zu batch %zu pads %zu/%zu/%zu offs %zu/%zu/%zu beta %g [%s]\n",
+        fprintf(stderr,
+                "# case %s ta=%d tb=%d %zux%zux%zu batch %zu pads %zu/%zu/%zu offs %zu/%zu/%zu beta %g types "
+                "%s/%s/%s [%s]\n",
                 g->row_major ? "row" : "col", g->ta, g->tb, g->m, g->n, g->k, g->batch, g->lda_pad, g->ldb_pad,
-                g->ldc_pad, g->a_off, g->b_off, g->c_off, g->beta, gemm_override ? gemm_override : "default");
+                g->ldc_pad, g->a_off, g->b_off, g->c_off, g->beta, tsr_dtype_str(g->at), tsr_dtype_str(g->bt),
+                tsr_dtype_str(g->ct), gemm_override ? gemm_override : "default");
     size_t bias_stride = g->bias_shared ? 0 : g->n + g->bias_gap;
     size_t nbias = g->bias_off + (g->batch - 1) * bias_stride + g->n;
     float *bias = malloc(nbias * sizeof *bias);
@@ -86,16 +105,22 @@ static double run_case(const gemm_case *g) {
     tsr_epilogue epi = {.bias = dbias, .bias_offset = g->bias_off, .bias_stride = bias_stride, .activation = g->act};
     bool with_epilogue = g->bias || g->act != TSR_ACT_NONE;
     cl_event ev = NULL;
-    tsr_status st = tsr_sgemm_strided_batched_ex(
-        dev, g->row_major ? TSR_ROW_MAJOR : TSR_COL_MAJOR, g->ta ? TSR_TRANS : TSR_NO_TRANS,
-        g->tb ? TSR_TRANS : TSR_NO_TRANS, g->m, g->n, g->k, g->alpha, da, g->a_off, lda, a_stride, db, g->b_off, ldb,
-        b_stride, g->beta, dc, g->c_off, ldc, c_stride, g->batch, with_epilogue ? &epi : NULL, NULL, &ev);
+    tsr_layout layout = g->row_major ? TSR_ROW_MAJOR : TSR_COL_MAJOR;
+    tsr_transpose ta = g->ta ? TSR_TRANS : TSR_NO_TRANS, tb = g->tb ? TSR_TRANS : TSR_NO_TRANS;
+    tsr_status st =
+        typed_case(g) ? tsr_gemm(dev, layout, ta, tb, g->m, g->n, g->k, g->alpha, g->at, da, g->a_off, lda, a_stride,
+                                 g->bt, db, g->b_off, ldb, b_stride, g->beta, g->ct, dc, g->c_off, ldc, c_stride,
+                                 g->batch, with_epilogue ? &epi : NULL, NULL, &ev)
+                      : tsr_sgemm_strided_batched_ex(dev, layout, ta, tb, g->m, g->n, g->k, g->alpha, da, g->a_off, lda,
+                                                     a_stride, db, g->b_off, ldb, b_stride, g->beta, dc, g->c_off, ldc,
+                                                     c_stride, g->batch, with_epilogue ? &epi : NULL, NULL, &ev);
     if (st != TSR_SUCCESS)
-        fail_msg("sgemm %zux%zux%zu: %s: %s", g->m, g->n, g->k, tsr_status_str(st), tsr_last_error());
+        fail_msg("gemm %zux%zux%zu (%s/%s/%s): %s: %s", g->m, g->n, g->k, tsr_dtype_str(g->at), tsr_dtype_str(g->bt),
+                 tsr_dtype_str(g->ct), tsr_status_str(st), tsr_last_error());
     assert_non_null(ev);
     assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
     clReleaseEvent(ev);
-    th_read(dev, dc, c, nc);
+    th_read_typed(dev, g->ct, dc, c, nc);
 
     /* Guard zones: nothing outside the batch's m x n windows may change. */
     char *inside = calloc(nc, 1);
@@ -136,11 +161,12 @@ static double run_case(const gemm_case *g) {
 }
 
 static void expect_accurate(const gemm_case *g) {
-    double e = run_case(g);
-    if (!(e <= 1e-5))
-        fail_msg("%s ta=%d tb=%d %zux%zux%zu batch %zu alpha %g beta %g bias %d act %d: relative error %.3e",
+    double e = run_case(g), tolerance = case_tolerance(g);
+    if (!(e <= tolerance))
+        fail_msg("%s ta=%d tb=%d %zux%zux%zu batch %zu alpha %g beta %g bias %d act %d types %s/%s/%s: relative "
+                 "error %.3e exceeds %.3e",
                  g->row_major ? "row" : "col", g->ta, g->tb, g->m, g->n, g->k, g->batch, g->alpha, g->beta, g->bias,
-                 (int)g->act, e);
+                 (int)g->act, tsr_dtype_str(g->at), tsr_dtype_str(g->bt), tsr_dtype_str(g->ct), e, tolerance);
 }
 
 static size_t rand_size(size_t max) { return 1 + th_rand() % max; }
@@ -435,6 +461,226 @@ static void bad_configuration_overrides(void **state) {
     clReleaseMemObject(c);
 }
 
+/* ---- 16-bit storage: tsr_gemm with every (a, b, c) type combination ---- */
+
+static const tsr_dtype all_types[3] = {TSR_F32, TSR_F16, TSR_BF16};
+
+/* The 27 combinations of A, B and C types (index a + 3 b + 9 c), three cases each: a plain GEMM
+ * (beta = 0 over NaN in C), a strided batch with beta != 0 reading the 16-bit C, and the epilogue
+ * (bias, GELU) rounded once to C's type. Layouts and transpositions rotate over the combinations
+ * (each combination sees both layouts and at least two transpositions); sizes are not multiples
+ * of any tile, with padding and offsets. Sizes stay in one problem class ("small", or "batched"),
+ * so the programs compiled are few per combination. Error bound: max(1e-5,
+ * tsr_dtype_error_bound(c_type, k)), against a double reference from the inputs as rounded to
+ * their types. */
+static void type_combinations(void **state) {
+    (void)state;
+    size_t max = small_mode() ? 13 : 40;
+    for (int combo = 0; combo < 27; ++combo) {
+        if (th_oclgrind_mode() && combo % 4 != 1) continue; /* Oclgrind: a few combinations (all-f16 among them) */
+        tsr_dtype at = all_types[combo % 3], bt = all_types[combo / 3 % 3], ct = all_types[combo / 9];
+        int cases = small_mode() ? 2 : 3;
+        for (int t = 0; t < cases; ++t) {
+            int shape = combo + t; /* layout and transpositions rotate through the combinations */
+            gemm_case g = {.row_major = (combo + t) & 1,
+                           .ta = (shape >> 1) & 1,
+                           .tb = ((shape >> 2) ^ t) & 1,
+                           .m = 16 + rand_size(max),
+                           .n = 16 + rand_size(max),
+                           .k = rand_size(max + 20),
+                           .lda_pad = th_rand() % 3,
+                           .ldb_pad = th_rand() % 3,
+                           .ldc_pad = th_rand() % 3,
+                           .a_off = th_rand() % 5,
+                           .b_off = th_rand() % 5,
+                           .c_off = th_rand() % 5,
+                           .alpha = t == 2 ? -0.75f : 1.25f,
+                           .beta = t ? 0.5f : 0.0f,
+                           .batch = 1,
+                           .at = at,
+                           .bt = bt,
+                           .ct = ct};
+            if (t == 1) { /* a strided batch, beta reading C in its type */
+                g.batch = 2 + th_rand() % 3;
+                g.a_gap = th_rand() % 4, g.b_gap = th_rand() % 4, g.c_gap = th_rand() % 4;
+                g.a_shared = combo % 5 == 0;
+            }
+            if (t == 2 || (small_mode() && t == 0)) { /* the epilogue, rounded once to C's type */
+                g.act = combo % 2 ? TSR_ACT_GELU_TANH : TSR_ACT_GELU_ERF;
+                g.bias = true;
+                g.bias_off = th_rand() % 3;
+            }
+            expect_accurate(&g);
+        }
+    }
+}
+
+/* The uniform 16-bit sets on larger shapes (full tiles, vector loads and stores of C) and on the
+ * batched class's shape, beta != 0 and an epilogue. */
+static void types_larger_shapes(void **state) {
+    (void)state;
+    static const tsr_dtype sets[][3] = {{TSR_F16, TSR_F16, TSR_F16},
+                                        {TSR_BF16, TSR_BF16, TSR_BF16},
+                                        {TSR_F16, TSR_F16, TSR_F32},
+                                        {TSR_BF16, TSR_BF16, TSR_F32}};
+    for (size_t s = 0; s < 4; ++s) {
+        gemm_case g = {.row_major = 1,
+                       .m = 193,
+                       .n = 257,
+                       .k = 300,
+                       .alpha = 1.0f,
+                       .beta = 0.25f,
+                       .batch = 1,
+                       .at = sets[s][0],
+                       .bt = sets[s][1],
+                       .ct = sets[s][2],
+                       .act = TSR_ACT_GELU_TANH,
+                       .bias = true};
+        expect_accurate(&g);
+        gemm_case batch = {.row_major = (int)(s & 1),
+                           .tb = 1,
+                           .m = 64,
+                           .n = 48,
+                           .k = 72,
+                           .alpha = 1.0f,
+                           .beta = 0.0f,
+                           .batch = 9,
+                           .at = sets[s][0],
+                           .bt = sets[s][1],
+                           .ct = sets[s][2]};
+        expect_accurate(&batch);
+    }
+}
+
+/* Every configuration family member with 16-bit storage: packed panels (written fp32 from 16-bit
+ * operands), unpacked vector loads, and the GPU-shaped staged tiles (SA, SB) loading 16-bit
+ * values into local memory. */
+static void types_configurations(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        "MWI=2 VW=2 NVW=4 KU=2 WGM=4 WGN=8 KWG=8 SA=1 SB=1 PACKA=0 PACKB=0",
+        "MWI=4 VW=4 NVW=1 KU=4 WGM=16 WGN=16 KWG=16 SA=1 SB=1 PACKA=0 PACKB=0",
+        "MWI=4 VW=4 NVW=1 KU=4 WGM=8 WGN=16 KWG=16 SA=1 SB=0 PACKA=0 PACKB=0",
+        "MWI=1 VW=16 NVW=1 KU=1 WGM=2 WGN=2 KWG=32 SA=0 SB=1 PACKA=0 PACKB=0",
+        "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 NT=4",
+        "MWI=1 VW=4 NVW=1 KU=1 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0",
+        "MWI=4 VW=16 NVW=2 KU=8 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1",
+        "MWI=6 VW=1 NVW=4 KU=4 WGM=1 WGN=2 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1",
+        "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 KC=128",
+    };
+    size_t nconfigs = small_mode() ? 2 : sizeof configs / sizeof configs[0];
+    for (size_t c = 0; c < nconfigs; ++c) {
+        if (!try_gemm_override(configs[c])) continue;
+        for (int t = 0; t < (small_mode() ? 2 : 5); ++t) {
+            size_t max = small_mode() ? 20 : 90;
+            int combo = (int)(th_rand() % 27);
+            gemm_case g = {.row_major = (int)(th_rand() & 1),
+                           .ta = t & 1,
+                           .tb = (t >> 1) & 1,
+                           .m = rand_size(max),
+                           .n = rand_size(max),
+                           .k = t == 4 ? 130 + th_rand() % 200 : rand_size(max),
+                           .c_off = th_rand() % 3,
+                           .alpha = 1.0f,
+                           .beta = 0.5f,
+                           .batch = 1 + (size_t)(t == 2),
+                           .at = t == 0 ? TSR_F16 : all_types[combo % 3],
+                           .bt = t == 0 ? TSR_F16 : all_types[combo / 3 % 3],
+                           .ct = t == 0 ? TSR_F16 : all_types[combo / 9],
+                           .act = t == 3 ? TSR_ACT_GELU_ERF : TSR_ACT_NONE,
+                           .bias = t == 3};
+            if (!typed_case(&g)) g.ct = TSR_BF16;
+            expect_accurate(&g);
+        }
+    }
+    set_gemm_override(NULL);
+}
+
+/* 16-bit arguments checked in their own element sizes: an invalid type names its operand, buffer
+ * sizes count 16-bit elements, and C may not overlap A or B whatever their types. C untouched. */
+static void types_invalid_arguments(void **state) {
+    (void)state;
+    enum { M = 8, N = 6, K = 5 };
+    const tsr_layout R = TSR_ROW_MAJOR;
+    const tsr_transpose NT = TSR_NO_TRANS;
+    const tsr_dtype H = TSR_F16, BF = TSR_BF16, F = TSR_F32;
+    float c_init[M * N], c_after[M * N];
+    th_fill_uniform_typed(H, c_init, M * N, -1, 1);
+    cl_mem a = th_buffer_typed(dev, H, M * K), b = th_buffer_typed(dev, BF, K * N),
+           c = th_buffer_from_typed(dev, H, c_init, M * N);
+    cl_mem short_c = th_buffer_typed(dev, H, M * N - 1);
+#define BAD(expected, needle, call)                                                                                    \
+    do {                                                                                                               \
+        TH_ASSERT_STATUS(call, expected);                                                                              \
+        TH_ASSERT_CONTAINS(tsr_last_error(), needle);                                                                  \
+    } while (0)
+    BAD(TSR_ERR_INVALID_ARG, "a_type",
+        tsr_gemm(dev, R, NT, NT, M, N, K, 1, (tsr_dtype)3, a, 0, K, 0, BF, b, 0, N, 0, 0, H, c, 0, N, 0, 1, NULL, NULL,
+                 NULL));
+    BAD(TSR_ERR_INVALID_ARG, "b_type",
+        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, (tsr_dtype)-1, b, 0, N, 0, 0, H, c, 0, N, 0, 1, NULL, NULL,
+                 NULL));
+    BAD(TSR_ERR_INVALID_ARG, "c_type",
+        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, BF, b, 0, N, 0, 0, (tsr_dtype)7, c, 0, N, 0, 1, NULL, NULL,
+                 NULL));
+    /* sizes in elements of each operand's type: M*K halves fit A in f16, not in f32 */
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer a holds",
+        tsr_gemm(dev, R, NT, NT, M, N, K, 1, F, a, 0, K, 0, BF, b, 0, N, 0, 0, H, c, 0, N, 0, 1, NULL, NULL, NULL));
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer a holds",
+        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 1, K, 0, BF, b, 0, N, 0, 0, H, c, 0, N, 0, 1, NULL, NULL, NULL));
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer b holds",
+        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, BF, b, 0, N + 1, 0, 0, H, c, 0, N, 0, 1, NULL, NULL, NULL));
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer c holds",
+        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, BF, b, 0, N, 0, 0, H, short_c, 0, N, 0, 1, NULL, NULL,
+                 NULL));
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer c holds",
+        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, BF, b, 0, N, 0, 0, F, c, 0, N, 0, 1, NULL, NULL, NULL));
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer c holds",
+        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, BF, b, 0, N, 0, 0.5f, H, c, 0, N, M * N, 2, NULL, NULL,
+                 NULL));
+    /* C overlapping A across types: one buffer, A in f16 at [0, 2 M K) bytes, C in f32 after it */
+    size_t a_halves = M * K, c_floats = M * N;
+    cl_mem shared = th_buffer_typed(dev, F, a_halves / 2 + 1 + c_floats);
+    BAD(TSR_ERR_INVALID_ARG, "overlaps",
+        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, shared, 0, K, 0, BF, b, 0, N, 0, 0, F, shared, a_halves / 2 - 1, N, 0,
+                 1, NULL, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "overlaps", /* the same bytes seen the other way round: C in bf16 inside an f32 A */
+        tsr_gemm(dev, R, NT, NT, M, N, K, 1, F, shared, 0, K, 0, BF, b, 0, N, 0, 0, BF, shared, 2 * M * K - 2, N, 0, 1,
+                 NULL, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "overlaps",
+        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, H, shared, 0, N, 0, 0, F, shared, 1, N, 0, 1, NULL, NULL,
+                 NULL));
+    /* right after A's last byte: no overlap */
+    TH_ASSERT_OK(tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, shared, 0, K, 0, BF, b, 0, N, 0, 0, F, shared,
+                          (a_halves + 1) / 2, N, 0, 1, NULL, NULL, NULL));
+#undef BAD
+    assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
+    th_read_typed(dev, H, c, c_after, M * N);
+    assert_memory_equal(c_after, c_init, sizeof c_init);
+    clReleaseMemObject(a), clReleaseMemObject(b), clReleaseMemObject(c), clReleaseMemObject(short_c);
+    clReleaseMemObject(shared);
+}
+
+/* The tsr_sgemm calls are tsr_gemm with fp32 throughout: the same bits. */
+static void sgemm_is_gemm_f32(void **state) {
+    (void)state;
+    enum { M = 37, N = 29, K = 41 };
+    float a[M * K], b[K * N], c[M * N], c1[M * N], c2[M * N];
+    th_fill_uniform(a, M * K, -1, 1);
+    th_fill_uniform(b, K * N, -1, 1);
+    th_fill_uniform(c, M * N, -1, 1);
+    cl_mem da = th_buffer_from(dev, a, M * K), db = th_buffer_from(dev, b, K * N);
+    cl_mem dc1 = th_buffer_from(dev, c, M * N), dc2 = th_buffer_from(dev, c, M * N);
+    TH_ASSERT_OK(tsr_sgemm(dev, TSR_COL_MAJOR, TSR_TRANS, TSR_NO_TRANS, M, N, K, 0.5f, da, 0, K, db, 0, K, 0.25f, dc1,
+                           0, M, NULL, NULL));
+    TH_ASSERT_OK(tsr_gemm(dev, TSR_COL_MAJOR, TSR_TRANS, TSR_NO_TRANS, M, N, K, 0.5f, TSR_F32, da, 0, K, 0, TSR_F32, db,
+                          0, K, 0, 0.25f, TSR_F32, dc2, 0, M, 0, 1, NULL, NULL, NULL));
+    th_read(dev, dc1, c1, M * N);
+    th_read(dev, dc2, c2, M * N);
+    assert_memory_equal(c1, c2, sizeof c1);
+    clReleaseMemObject(da), clReleaseMemObject(db), clReleaseMemObject(dc1), clReleaseMemObject(dc2);
+}
+
 /* ---- invalid arguments: a status, a message naming the argument, and C untouched ---- */
 
 static void invalid_arguments(void **state) {
@@ -648,6 +894,8 @@ int main(void) {
             cmocka_unit_test(epilogue_all_layouts_and_activations),
             cmocka_unit_test(epilogue_batched_and_degenerate),
             cmocka_unit_test(configurations),
+            cmocka_unit_test(type_combinations),
+            cmocka_unit_test(types_configurations),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -669,6 +917,11 @@ int main(void) {
         cmocka_unit_test(invalid_arguments),
         cmocka_unit_test(huge_sizes_overflow),
         cmocka_unit_test(caller_queue_and_event),
+        cmocka_unit_test(type_combinations),
+        cmocka_unit_test(types_larger_shapes),
+        cmocka_unit_test(types_configurations),
+        cmocka_unit_test(types_invalid_arguments),
+        cmocka_unit_test(sgemm_is_gemm_f32),
 #ifdef TSR_HAVE_CLBLAST
         cmocka_unit_test(matches_clblast),
 #endif

@@ -30,10 +30,37 @@ static const tsr_param_def gemm_params[] = {GEMM_PARAMS(TSR_PARAM_DEF)};
 
 static const tsr_implementation gemm_implementations[] = {{.name = "tiled"}};
 
-/* Program variants: the transpositions (bits), which a launch adds to the configuration. */
-enum { TRANSPOSE_A = 1, TRANSPOSE_B = 2, GEMM_TRANSPOSE_VARIANTS = 4 };
+/* Program variants, which a launch adds to the configuration: the transpositions (bits 0-1)
+ * and the storage types, variant / 4 indexing gemm_type_sets. The first GEMM_ENUMERATED_TYPE_SETS
+ * (fp32 and the uniform 16-bit sets) are the op's program_variants, so `tessera build-binaries`
+ * writes them; the mixed sets after them are valid variants too, built when a launch asks. */
+enum { TRANSPOSE_A = 1, TRANSPOSE_B = 2, GEMM_TRANSPOSES = 4 };
+static const tsr_gemm_types gemm_type_sets[27] = {
+    {TSR_F32, TSR_F32, TSR_F32},   {TSR_F16, TSR_F16, TSR_F16},   {TSR_BF16, TSR_BF16, TSR_BF16},
+    {TSR_F16, TSR_F16, TSR_F32},   {TSR_BF16, TSR_BF16, TSR_F32}, {TSR_F32, TSR_F32, TSR_F16},
+    {TSR_F32, TSR_F32, TSR_BF16},  {TSR_F32, TSR_F16, TSR_F32},   {TSR_F16, TSR_F32, TSR_F32},
+    {TSR_F32, TSR_BF16, TSR_F32},  {TSR_BF16, TSR_F32, TSR_F32},  {TSR_F32, TSR_F16, TSR_F16},
+    {TSR_F16, TSR_F32, TSR_F16},   {TSR_F32, TSR_BF16, TSR_BF16}, {TSR_BF16, TSR_F32, TSR_BF16},
+    {TSR_F16, TSR_F16, TSR_BF16},  {TSR_BF16, TSR_BF16, TSR_F16}, {TSR_F16, TSR_BF16, TSR_F32},
+    {TSR_BF16, TSR_F16, TSR_F32},  {TSR_F16, TSR_BF16, TSR_F16},  {TSR_BF16, TSR_F16, TSR_F16},
+    {TSR_F16, TSR_BF16, TSR_BF16}, {TSR_BF16, TSR_F16, TSR_BF16}, {TSR_F32, TSR_F16, TSR_BF16},
+    {TSR_F16, TSR_F32, TSR_BF16},  {TSR_F32, TSR_BF16, TSR_F16},  {TSR_BF16, TSR_F32, TSR_F16},
+};
+enum { GEMM_ENUMERATED_TYPE_SETS = 5, GEMM_PROGRAM_VARIANTS = GEMM_TRANSPOSES * GEMM_ENUMERATED_TYPE_SETS };
 
-static const char *const gemm_classes[] = {"large", "medium", "small", "small-m", "small-n", "batched", NULL};
+static int gemm_type_set_index(const tsr_gemm_types *t) {
+    for (int i = 0; i < (int)TSR_COUNT(gemm_type_sets); ++i)
+        if (gemm_type_sets[i].a == t->a && gemm_type_sets[i].b == t->b && gemm_type_sets[i].c == t->c) return i;
+    return 0; /* not reached: validated types are always in the table */
+}
+
+/* The fp32 classes, then the same with "-f16" and with "-bf16" (tsr_dtype_class_suffix): a
+ * 16-bit class without a tuned entry of its own uses its fp32 class's. */
+#define GEMM_BASE_CLASSES 6
+static const char *const gemm_classes[] = {"large",        "medium",       "small",        "small-m",     "small-n",
+                                           "batched",      "large-f16",    "medium-f16",   "small-f16",   "small-m-f16",
+                                           "small-n-f16",  "batched-f16",  "large-bf16",   "medium-bf16", "small-bf16",
+                                           "small-m-bf16", "small-n-bf16", "batched-bf16", NULL};
 
 static const tsr_default gemm_defaults[] = {
     /* CPUs that vectorize across work-items (Mesa's llvmpipe): 8x8 groups of light work-items
@@ -109,8 +136,9 @@ static int tiles_per_item(const tsr_config *cfg) {
     return cfg->values[P_SA] || cfg->values[P_SB] ? 1 : cfg->values[P_NT];
 }
 
-static void gemm_build_options(const tsr_config *cfg, int transposes, char *out, size_t size) {
-    bool ta = transposes & TRANSPOSE_A, tb = transposes & TRANSPOSE_B;
+static void gemm_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
+    bool ta = variant & TRANSPOSE_A, tb = variant & TRANSPOSE_B;
+    const tsr_gemm_types *types = &gemm_type_sets[variant / GEMM_TRANSPOSES % (int)TSR_COUNT(gemm_type_sets)];
     tsr_config compiled = *cfg; /* the kernel reads the packing a launch does */
     compiled.values[P_PACKA] = packs_a(cfg, ta);
     compiled.values[P_PACKB] = packs_b(cfg, tb);
@@ -119,7 +147,13 @@ static void gemm_build_options(const tsr_config *cfg, int transposes, char *out,
     if (n < 0 || (size_t)n >= size) return;
     tsr_config_defines(&tsr_op_gemm, &compiled, out + n, size - (size_t)n);
     size_t used = strlen(out);
-    snprintf(out + used, size - used, " -DTA=%d -DTB=%d", ta, tb);
+    int n2 = snprintf(out + used, size - used, " -DTA=%d -DTB=%d", ta, tb);
+    if (n2 < 0 || (size_t)n2 >= size - used) return;
+    used += (size_t)n2;
+    /* fp32 adds nothing: its programs (and their cache entries) stay what they were */
+    if (types->a != TSR_F32 || types->b != TSR_F32 || types->c != TSR_F32)
+        snprintf(out + used, size - used, " -DA_TYPE=%d -DB_TYPE=%d -DC_TYPE=%d", (int)types->a, (int)types->b,
+                 (int)types->c);
 }
 
 static bool is_trans(tsr_transpose t) { return t == TSR_TRANS || t == TSR_CONJ_TRANS; }
@@ -128,6 +162,7 @@ static bool is_trans(tsr_transpose t) { return t == TSR_TRANS || t == TSR_CONJ_T
 typedef struct gemm_problem {
     size_t m, n, k, batch;
     bool ta, tb;
+    tsr_gemm_types types; /* of the canonical A, B and C */
     float alpha, beta;
     cl_mem a, b, c;
     size_t a_off, b_off, c_off, lda, ldb, ldc, a_stride, b_stride, c_stride;
@@ -137,15 +172,22 @@ typedef struct gemm_problem {
     int bias_axis, act;
 } gemm_problem;
 
+static int gemm_base_class(const gemm_problem *p) {
+    if (p->batch > 1) return 5; /* batched */
+    if (p->n <= 16) return 4;   /* small-n */
+    if (p->m <= 16) return 3;   /* small-m */
+    double volume = (double)p->m * p->n * p->k;
+    if (volume <= 128.0 * 128 * 128) return 2; /* small */
+    if (volume <= 512.0 * 512 * 512) return 1; /* medium: the panels still fit in L2, packing matters less */
+    return 0;                                  /* large */
+}
+
 static const char *gemm_problem_class(const void *problem) {
     const gemm_problem *p = problem;
-    if (p->batch > 1) return "batched";
-    if (p->n <= 16) return "small-n";
-    if (p->m <= 16) return "small-m";
-    double volume = (double)p->m * p->n * p->k;
-    if (volume <= 128.0 * 128 * 128) return "small";
-    if (volume <= 512.0 * 512 * 512) return "medium"; /* the panels still fit in L2: packing matters less */
-    return "large";
+    tsr_dtype types[3] = {p->types.a, p->types.b, p->types.c};
+    const char *suffix = tsr_dtype_class_suffix(types, 3);
+    int group = strcmp(suffix, "-f16") == 0 ? 1 : strcmp(suffix, "-bf16") == 0 ? 2 : 0;
+    return gemm_classes[group * GEMM_BASE_CLASSES + gemm_base_class(p)];
 }
 
 static tsr_status check_transpose(tsr_transpose t, const char *name) {
@@ -158,9 +200,13 @@ static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_tr
                                 size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
                                 cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta, cl_mem c, size_t c_off,
                                 size_t ldc, size_t c_stride, size_t batch, const tsr_epilogue *epi,
-                                gemm_problem *p) {
+                                const tsr_gemm_types *types, gemm_problem *p) {
     tsr_status status;
     if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
+    if ((status = tsr_dtype_check("gemm: a_type", types->a)) != TSR_SUCCESS ||
+        (status = tsr_dtype_check("gemm: b_type", types->b)) != TSR_SUCCESS ||
+        (status = tsr_dtype_check("gemm: c_type", types->c)) != TSR_SUCCESS)
+        return status;
     if (layout != TSR_ROW_MAJOR && layout != TSR_COL_MAJOR)
         return tsr_fail(TSR_ERR_INVALID_ARG, "layout must be TSR_ROW_MAJOR or TSR_COL_MAJOR (got %d)", (int)layout);
     if ((status = check_transpose(ta, "trans_a")) != TSR_SUCCESS) return status;
@@ -199,9 +245,16 @@ static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_tr
     }
     /* A and B are checked against the shapes given even when alpha == 0 skips reading them, as
      * CLBlast does: a buffer too small for its matrix is a caller bug either way. */
-    if ((status = tsr_check_buffer(dev, a, "a", k > 0 ? a_need : 0)) != TSR_SUCCESS ||
-        (status = tsr_check_buffer(dev, b, "b", k > 0 ? b_need : 0)) != TSR_SUCCESS ||
-        (status = tsr_check_buffer(dev, c, "c", c_need)) != TSR_SUCCESS)
+    if ((status = tsr_check_buffer_typed(dev, a, "a", k > 0 ? a_need : 0, types->a)) != TSR_SUCCESS ||
+        (status = tsr_check_buffer_typed(dev, b, "b", k > 0 ? b_need : 0, types->b)) != TSR_SUCCESS ||
+        (status = tsr_check_buffer_typed(dev, c, "c", c_need, types->c)) != TSR_SUCCESS)
+        return status;
+    /* C written while A or B is read would race: their extents (in bytes of each one's type)
+     * must not share memory. Operands that are not read may be anything. */
+    if (reads_ab && ((status = tsr_check_disjoint_typed("gemm", c, "c", c_off, c_need - c_off, types->c, a, "a", a_off,
+                                                        a_need - a_off, types->a, false)) != TSR_SUCCESS ||
+                     (status = tsr_check_disjoint_typed("gemm", c, "c", c_off, c_need - c_off, types->c, b, "b", b_off,
+                                                        b_need - b_off, types->b, false)) != TSR_SUCCESS))
         return status;
     if (epi) {
         if ((int)epi->activation < TSR_ACT_NONE || epi->activation > TSR_ACT_GELU_ERF)
@@ -232,10 +285,12 @@ static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_tr
     }
     if (row) {
         p->m = m; p->n = n; p->ta = is_trans(ta); p->tb = is_trans(tb);
+        p->types = *types;
         p->a = a; p->a_off = a_off; p->lda = lda; p->a_stride = a_stride;
         p->b = b; p->b_off = b_off; p->ldb = ldb; p->b_stride = b_stride;
     } else {
         p->m = n; p->n = m; p->ta = is_trans(tb); p->tb = is_trans(ta);
+        p->types = (tsr_gemm_types){types->b, types->a, types->c}; /* A and B trade places, types too */
         p->a = b; p->a_off = b_off; p->lda = ldb; p->a_stride = b_stride;
         p->b = a; p->b_off = a_off; p->ldb = lda; p->b_stride = a_stride;
     }
@@ -282,9 +337,10 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
                               cl_event input_ready, cl_event *event, cl_event *first) {
     tsr_status status = TSR_SUCCESS;
     const int *v = cfg->values;
-    int transposes = (p->ta ? TRANSPOSE_A : 0) | (p->tb ? TRANSPOSE_B : 0);
+    int variant = (p->ta ? TRANSPOSE_A : 0) | (p->tb ? TRANSPOSE_B : 0);
+    variant += GEMM_TRANSPOSES * gemm_type_set_index(&p->types);
     char options[512];
-    gemm_build_options(cfg, transposes, options, sizeof options);
+    gemm_build_options(cfg, variant, options, sizeof options);
     cl_program program = NULL;
     cl_kernel kernel = NULL;
     cl_event packed[2] = {NULL, NULL}, done = NULL, first_launch = NULL;
@@ -397,6 +453,17 @@ out_unlocked:
     return status;
 }
 
+tsr_status tsr_gemm(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n,
+                    size_t k, float alpha, tsr_dtype a_type, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
+                    tsr_dtype b_type, cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta, tsr_dtype c_type,
+                    cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch, const tsr_epilogue *epilogue,
+                    cl_command_queue queue, cl_event *event) {
+    tsr_clear_diagnostics();
+    const tsr_gemm_types types = {a_type, b_type, c_type};
+    return tsr_sgemm_pipeline(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, a_stride, b, b_off, ldb, b_stride,
+                              beta, c, c_off, ldc, c_stride, batch, epilogue, &types, false, queue, NULL, event);
+}
+
 tsr_status tsr_sgemm_strided_batched_ex(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb,
                                         size_t m, size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
                                         size_t a_stride, cl_mem b, size_t b_off, size_t ldb, size_t b_stride,
@@ -414,11 +481,11 @@ tsr_status tsr_sgemm_pipeline(tsr_device *dev, tsr_layout layout, tsr_transpose 
                               const tsr_gemm_types *types, bool class_by_shape, cl_command_queue queue,
                               cl_event input_ready, cl_event *event) {
     if (event) *event = NULL;
-    if (types && (types->a != TSR_F32 || types->b != TSR_F32 || types->c != TSR_F32))
-        return tsr_fail(TSR_ERR_UNSUPPORTED, "gemm: 16-bit operands are not wired into the pipeline yet");
+    static const tsr_gemm_types fp32 = {TSR_F32, TSR_F32, TSR_F32};
     gemm_problem p;
-    tsr_status status = gemm_validate(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, a_stride, b, b_off, ldb,
-                                      b_stride, beta, c, c_off, ldc, c_stride, batch, epilogue, &p);
+    tsr_status status =
+        gemm_validate(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, a_stride, b, b_off, ldb, b_stride, beta, c,
+                      c_off, ldc, c_stride, batch, epilogue, types ? types : &fp32, &p);
     if (status != TSR_SUCCESS) return status;
     cl_command_queue q;
     if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
@@ -504,7 +571,8 @@ static const char *gemm_tuning_space(const tsr_device *dev) {
     return NULL;
 }
 
-/* ---- the fixture: C = A B, row-major, "MxNxK" or "BATCHxMxNxK" ---- */
+/* ---- the fixture: C = A B, row-major, "MxNxK" or "BATCHxMxNxK", then an optional dtype token
+ * ("f16": A, B and C in f16; "bf16/f32": A and B in bf16, C in f32) ---- */
 
 typedef struct gemm_fixture {
     gemm_problem p;
@@ -518,11 +586,30 @@ typedef struct gemm_fixture {
 #define FIXTURE_EXACT_LIMIT (1u << 27)
 #define FIXTURE_PROBES 2
 
-static const char *const gemm_class_shapes[] = {"1024x1024x1024", "256x256x256", "96x96x96",
-                                                "8x4096x2048",    "4096x8x2048", "32x96x96x96"};
+/* The 16-bit classes are tuned with 16-bit A and B and an fp32 C: A and B are what the tile shapes
+ * stream (C is written once), and an fp32 C keeps the result within the tuner's fp32 tolerance. */
+static const char *const gemm_class_shapes[] = {"1024x1024x1024",
+                                                "256x256x256",
+                                                "96x96x96",
+                                                "8x4096x2048",
+                                                "4096x8x2048",
+                                                "32x96x96x96",
+                                                "1024x1024x1024 f16/f32",
+                                                "256x256x256 f16/f32",
+                                                "96x96x96 f16/f32",
+                                                "8x4096x2048 f16/f32",
+                                                "4096x8x2048 f16/f32",
+                                                "32x96x96x96 f16/f32",
+                                                "1024x1024x1024 bf16/f32",
+                                                "256x256x256 bf16/f32",
+                                                "96x96x96 bf16/f32",
+                                                "8x4096x2048 bf16/f32",
+                                                "4096x8x2048 bf16/f32",
+                                                "32x96x96x96 bf16/f32"};
 static const tsr_report_shape gemm_report_shapes[] = {
     {"gemm-square", "2048x2048x2048", "64x64x64"},
     {"gemm-bert", "512x3072x768", "32x96x48"},
+    {"gemm-square-f16", "2048x2048x2048 f16", "64x64x64 f16"},
     {NULL, NULL, NULL},
 };
 
@@ -540,11 +627,20 @@ static void gemm_fixture_free(void *ctx) {
 
 static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
     size_t v[4] = {0}, batch = 1, m, n, k;
-    char extra;
-    int got = sscanf(shape, "%zux%zux%zux%zu%c", &v[0], &v[1], &v[2], &v[3], &extra);
+    char dims[128], token[32], extra[2];
+    tsr_dtype in = TSR_F32, out_type = TSR_F32;
+    int words = sscanf(shape, "%127s %31s %1s", dims, token, extra);
+    bool typed_ok = words == 2 && tsr_dtype_spec_parse(token, &in, &out_type);
+    char tail;
+    int got = words >= 1 ? sscanf(dims, "%zux%zux%zux%zu%c", &v[0], &v[1], &v[2], &v[3], &tail) : 0;
+    if ((words != 1 && !typed_ok) || (got != 3 && got != 4))
+        return tsr_fail(TSR_ERR_INVALID_ARG,
+                        "gemm: shape '%s' is not MxNxK or BATCHxMxNxK, optionally followed by a dtype (f16, bf16, "
+                        "f16/f32, ...)",
+                        shape);
     if (got == 3) m = v[0], n = v[1], k = v[2];
-    else if (got == 4) batch = v[0], m = v[1], n = v[2], k = v[3];
-    else return tsr_fail(TSR_ERR_INVALID_ARG, "gemm: shape '%s' is not MxNxK or BATCHxMxNxK", shape);
+    else
+        batch = v[0], m = v[1], n = v[2], k = v[3];
     size_t na, nb, nc;
     tsr_status status;
     if ((status = tsr_size_mad("gemm fixture A", batch, m * k, 0, &na)) != TSR_SUCCESS ||
@@ -556,6 +652,7 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     gemm_problem *p = &t->p;
     p->batch = batch; p->m = m; p->n = n; p->k = k;
+    p->types = (tsr_gemm_types){in, in, out_type};
     p->alpha = 1.0f; p->beta = 0.0f;
     p->lda = p->k; p->ldb = p->n; p->ldc = p->n;
     p->a_stride = p->m * p->k; p->b_stride = p->k * p->n; p->c_stride = p->m * p->n;
@@ -571,6 +668,9 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     }
     tsr_random_fill(a, na, &seed, -1.0f, 1.0f);
     tsr_random_fill(b, nb, &seed, -1.0f, 1.0f);
+    /* the reference is computed from exactly what the device reads */
+    tsr_dtype_round_array(in, a, na);
+    tsr_dtype_round_array(in, b, nb);
     if (exact) {
         tsr_gemm_reference(p->batch, p->m, p->n, p->k, a, b, t->ref);
     } else {
@@ -578,13 +678,18 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
         status = tsr_gemm_probe_reference(p->batch, p->m, p->n, p->k, a, b, t->probes, FIXTURE_PROBES, t->ref);
         if (status != TSR_SUCCESS) goto out;
     }
-    p->a = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, na * sizeof(float), a, &err);
+    p->a = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, na * tsr_dtype_size(in), NULL, &err);
     TSR_CL_CHECK(err, out);
-    p->b = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nb * sizeof(float), b, &err);
+    p->b = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, nb * tsr_dtype_size(in), NULL, &err);
     TSR_CL_CHECK(err, out);
-    for (size_t j = 0; j < nc; ++j) t->host_c[j] = NAN; /* poisoned: a run must write every element */
-    p->c = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, nc * sizeof(float), t->host_c, &err);
+    p->c = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, nc * tsr_dtype_size(out_type), NULL, &err);
     TSR_CL_CHECK(err, out);
+    if ((status = tsr_upload_typed(dev, p->a, in, a, na)) != TSR_SUCCESS ||
+        (status = tsr_upload_typed(dev, p->b, in, b, nb)) != TSR_SUCCESS)
+        goto out;
+    for (size_t j = 0; j < nc; ++j)
+        t->host_c[j] = NAN; /* poisoned: a run must write every element */
+    if ((status = tsr_upload_typed(dev, p->c, out_type, t->host_c, nc)) != TSR_SUCCESS) goto out;
     p->bias = p->c; /* no epilogue: a valid buffer the kernel does not read */
 out:
     free(a);
@@ -608,7 +713,11 @@ static tsr_status gemm_fixture_run(tsr_device *dev, void *ctx, const tsr_config 
         cl_int err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &start);
         if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueMarkerWithWaitList", __FILE__, __LINE__);
     }
-    tsr_status st = p->batch > 1
+    bool fp32 = p->types.a == TSR_F32 && p->types.b == TSR_F32 && p->types.c == TSR_F32;
+    tsr_status st = !fp32 ? tsr_gemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->m, p->n, p->k, 1.0f, p->types.a,
+                                     p->a, 0, p->lda, p->a_stride, p->types.b, p->b, 0, p->ldb, p->b_stride, 0.0f,
+                                     p->types.c, p->c, 0, p->ldc, p->c_stride, p->batch, NULL, queue, last)
+                    : p->batch > 1
                         ? tsr_sgemm_strided_batched(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->m, p->n, p->k,
                                                     1.0f, p->a, 0, p->lda, p->a_stride, p->b, 0, p->ldb, p->b_stride,
                                                     0.0f, p->c, 0, p->ldc, p->c_stride, p->batch, queue, last)
@@ -626,23 +735,38 @@ static tsr_status gemm_fixture_check(tsr_device *dev, void *ctx, double *rel_err
     gemm_fixture *t = ctx;
     const gemm_problem *p = &t->p;
     size_t nc = p->batch * p->c_stride;
-    tsr_status status = tsr_download(dev, p->c, t->host_c, nc);
+    tsr_status status = tsr_download_typed(dev, p->c, p->types.c, t->host_c, nc);
     if (status != TSR_SUCCESS) return status;
     *rel_err = t->probes ? tsr_gemm_probe_error(p->batch, p->m, p->n, t->host_c, t->probes, FIXTURE_PROBES, t->ref)
                          : tsr_rel_error(t->host_c, t->ref, nc);
-    return tsr_fixture_poison(dev, p->c, t->host_c, nc); /* the next run cannot pass on this one's output */
+    /* the next run cannot pass on this one's output */
+    for (size_t j = 0; j < nc; ++j)
+        t->host_c[j] = NAN;
+    return tsr_upload_typed(dev, p->c, p->types.c, t->host_c, nc);
 }
 
 static void gemm_fixture_work(const void *ctx, double *flops, double *bytes) {
     const gemm_problem *p = &((const gemm_fixture *)ctx)->p;
     *flops = 2.0 * p->batch * p->m * p->n * p->k;
-    *bytes = 4.0 * p->batch * (p->a_stride + p->b_stride + p->c_stride);
+    *bytes = (double)p->batch *
+             ((double)tsr_dtype_size(p->types.a) * p->a_stride + (double)tsr_dtype_size(p->types.b) * p->b_stride +
+              (double)tsr_dtype_size(p->types.c) * p->c_stride);
+}
+
+static double gemm_fixture_tolerance(const void *ctx) {
+    const gemm_problem *p = &((const gemm_fixture *)ctx)->p;
+    double bound = tsr_dtype_error_bound(p->types.c, (double)(p->k ? p->k : 1));
+    return bound > tsr_op_gemm.tolerance ? bound : tsr_op_gemm.tolerance;
 }
 
 static void gemm_fixture_describe(const void *ctx, char *out, size_t size) {
     const gemm_problem *p = &((const gemm_fixture *)ctx)->p;
-    if (p->batch > 1) snprintf(out, size, "%zux%zux%zux%zu", p->batch, p->m, p->n, p->k);
-    else snprintf(out, size, "%zux%zux%zu", p->m, p->n, p->k);
+    char spec[32];
+    tsr_dtype_spec_format(p->types.a, p->types.c, spec, sizeof spec);
+    if (p->batch > 1)
+        snprintf(out, size, "%zux%zux%zux%zu%s%s", p->batch, p->m, p->n, p->k, *spec ? " " : "", spec);
+    else
+        snprintf(out, size, "%zux%zux%zu%s%s", p->m, p->n, p->k, *spec ? " " : "", spec);
 }
 
 static int gemm_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
@@ -664,8 +788,9 @@ const tsr_op tsr_op_gemm = {
     .implementations = gemm_implementations,
     .nimplementations = TSR_COUNT(gemm_implementations),
     .config_ok = gemm_config_ok,
-    .program_variants = GEMM_TRANSPOSE_VARIANTS,
-    .program_variant = "transposes of A and B",
+    .program_variants = GEMM_PROGRAM_VARIANTS,
+    .program_variant =
+        "transposes of A and B, and storage types (fp32 and the uniform 16-bit sets; mixed sets built on demand)",
     .build_options = gemm_build_options,
     .demo = gemm_demo,
     .nearest_class = gemm_nearest_class,
@@ -678,6 +803,7 @@ const tsr_op tsr_op_gemm = {
     .fixture_buffers = gemm_fixture_buffers,
     .fixture_free = gemm_fixture_free,
     .tolerance = 1e-5,
+    .fixture_tolerance = gemm_fixture_tolerance,
     .class_shapes = gemm_class_shapes,
     .report_shapes = gemm_report_shapes,
 };

@@ -19,13 +19,15 @@
 static const report_case *standard_small(size_t *n) {
     static report_case suite[8];
     static const char *const ids[] = {"gemm-small", "gemm-small-bert", "gelu-small", "conv-small", "attention-small"};
-    size_t count = 0;
-    const report_case *std = report_standard_suite(&count);
-    if (count > 5) count = 5;
-    for (size_t i = 0; i < count; ++i) {
-        suite[i] = std[i];
-        suite[i].id = ids[i];
-        suite[i].shape = std[i].simulator_shape;
+    size_t total = 0, count = 0;
+    const report_case *std = report_standard_suite(&total);
+    /* the fp32 cases: the 16-bit ones ("gemm-square-f16") are their ops' tests' business */
+    for (size_t i = 0; i < total && count < 5; ++i) {
+        if (strstr(std[i].id, "-f16") || strstr(std[i].id, "-bf16")) continue;
+        suite[count] = std[i];
+        suite[count].id = ids[count];
+        suite[count].shape = std[i].simulator_shape;
+        ++count;
     }
     *n = count;
     return suite;

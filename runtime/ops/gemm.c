@@ -556,6 +556,9 @@ static const char *gemm_nearest_class(const char *cls) {
     /* A batch of small GEMMs behaves like one small GEMM. The other classes differ enough
      * in shape (packing pays off or not) that their own defaults beat another class's tuning. */
     if (strcmp(cls, "batched") == 0) return "small";
+    /* the same for 16-bit storage, before the fp32 classes (config.c tries them next) */
+    if (strcmp(cls, "batched-f16") == 0) return "small-f16";
+    if (strcmp(cls, "batched-bf16") == 0) return "small-bf16";
     return NULL;
 }
 

@@ -349,6 +349,10 @@ typedef struct tsr_op {
      * tells them apart (e.g. "transposes"; optional: NULL when there is one). */
     int program_variants;
     const char *program_variant;
+    /* Optional: can a launch of this problem class ask for this program variant? `tessera
+     * build-binaries` writes only those (GELU's variants are forms times storage types, and a class
+     * launches few of them). NULL: every variant serves every class. */
+    bool (*variant_serves_class)(const char *problem_class, int program_variant);
     /* -D options for a configuration and program variant (0 <= program_variant <
      * program_variants): tsr_config_defines plus what the variant adds; every program a launch
      * with this configuration can build is one of these. */

@@ -63,6 +63,20 @@ static const char *gelu_problem_class(const void *problem) {
     return gelu_classes[4 * group + base];
 }
 
+/* A class launches its own form (the tanh form's classes the copy too, for tsr_gelu_copy and
+ * tsr_convert) and the type pairs whose class suffix it carries. */
+static bool gelu_variant_serves_class(const char *problem_class, int variant) {
+    const int form = variant % GELU_FORMS, types = variant / GELU_FORMS;
+    for (int large = 0; large < 2; ++large) {
+        const gelu_problem p = {.mode = form == FORM_ERF ? TSR_GELU_ERF : TSR_GELU_TANH,
+                                .n = large ? GELU_SMALL_LIMIT + 1 : 1,
+                                .x_type = (tsr_dtype)(types / GELU_TYPES),
+                                .y_type = (tsr_dtype)(types % GELU_TYPES)};
+        if (strcmp(gelu_problem_class(&p), problem_class) == 0) return true;
+    }
+    return false;
+}
+
 /* CPUs: each work-item streams a contiguous run with wide vectors; GPUs: consecutive work-items
  * read consecutive vectors, so a work-group's accesses coalesce. */
 static const tsr_default gelu_defaults[] = {
@@ -501,6 +515,7 @@ const tsr_op tsr_op_gelu = {
     .config_ok = gelu_config_ok,
     .program_variants = GELU_VARIANTS,
     .program_variant = "form (tanh, erf, copy) and the storage types of x and y (f32, f16, bf16 each)",
+    .variant_serves_class = gelu_variant_serves_class,
     .build_options = gelu_build_options,
     .demo = gelu_demo,
     .nearest_class = NULL,

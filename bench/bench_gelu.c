@@ -28,8 +28,8 @@ tsr_status bench_gelu_once(void *ctx) {
         st = tsr_gelu_copy(r->dev, r->x_type, r->x, 0, r->y_type, r->y, 0, r->n, NULL, NULL);
         break;
     case GELU_RUN_COPY_BUFFER: {
-        cl_int err = clEnqueueCopyBuffer(tsr_device_queue(r->dev), r->x, r->y, 0, 0, r->n * tsr_dtype_size(r->x_type), 0,
-                                         NULL, NULL);
+        cl_int err = clEnqueueCopyBuffer(tsr_device_queue(r->dev), r->x, r->y, 0, 0, r->n * tsr_dtype_size(r->x_type),
+                                         0, NULL, NULL);
         if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clEnqueueCopyBuffer", __FILE__, __LINE__);
         break;
     }
@@ -146,7 +146,8 @@ out:
 /* A paired row checked once more on a poisoned output, named, with the dtype its types make. */
 static tsr_status add_checked_row(tsr_device *dev, bench_report *report, const bench_options *opt, const gelu_run *r,
                                   const char *impl, bench_row *row, const float *hx, float *hy) {
-    for (size_t i = 0; i < r->n; ++i) hy[i] = NAN;
+    for (size_t i = 0; i < r->n; ++i)
+        hy[i] = NAN;
     tsr_status st = tsr_upload_typed(dev, r->y, r->y_type, hy, r->n);
     if (st == TSR_SUCCESS) st = bench_gelu_once((void *)r);
     if (st == TSR_SUCCESS) st = tsr_download_typed(dev, r->y, r->y_type, hy, r->n);
@@ -202,11 +203,17 @@ static tsr_status bench_elementwise_typed(tsr_device *dev, const bench_options *
     } forms[] = {{TSR_GELU_TANH, "tanh"}, {TSR_GELU_ERF, "erf"}};
     for (size_t f = 0; f < 2 && st == TSR_SUCCESS; ++f) {
         const tsr_gelu_mode mode = forms[f].mode;
-        const gelu_run fused16 = {.dev = dev, .kind = GELU_RUN_FUSED, .mode = mode, .x = x16, .y = y16, .n = n,
-                                  .x_type = xt, .y_type = yt};
+        const gelu_run fused16 = {
+            .dev = dev, .kind = GELU_RUN_FUSED, .mode = mode, .x = x16, .y = y16, .n = n, .x_type = xt, .y_type = yt};
         const gelu_run fused32 = {.dev = dev, .kind = GELU_RUN_FUSED, .mode = mode, .x = x, .y = y, .n = n};
-        const gelu_run copy16 = {.dev = dev, .kind = GELU_RUN_COPY_KERNEL, .mode = mode, .x = x16, .y = y16, .n = n,
-                                 .x_type = xt, .y_type = yt};
+        const gelu_run copy16 = {.dev = dev,
+                                 .kind = GELU_RUN_COPY_KERNEL,
+                                 .mode = mode,
+                                 .x = x16,
+                                 .y = y16,
+                                 .n = n,
+                                 .x_type = xt,
+                                 .y_type = yt};
         char names[4][32];
         snprintf(names[0], sizeof names[0], "fused-%s-paired", forms[f].form);
         snprintf(names[1], sizeof names[1], "fused-%s-paired", forms[f].form);
@@ -217,13 +224,14 @@ static tsr_status bench_elementwise_typed(tsr_device *dev, const bench_options *
         memset(rows, 0, sizeof rows);
         double vs32[3], vscopy[3];
         gelu_run a = fused16, b = fused32, c = fused16, d = copy16;
-        st = bench_time_paired(bench_gelu_once, &a, bench_gelu_once, &b, opt->budget_s, 5, 400, &rows[0], &rows[1], vs32);
+        st = bench_time_paired(bench_gelu_once, &a, bench_gelu_once, &b, opt->budget_s, 5, 400, &rows[0], &rows[1],
+                               vs32);
         if (st == TSR_SUCCESS) st = add_checked_row(dev, report, opt, &a, names[0], &rows[0], hx, hy);
         if (st == TSR_SUCCESS) st = add_checked_row(dev, report, opt, &b, names[1], &rows[1], hx, hy);
         if (st == TSR_SUCCESS && !opt->quiet)
             printf("%-10zu timed in alternation (%d pairs): fused-%s %s = %.2f x the elements/s of fp32 (pairs: "
-                   "median; %.2f to %.2f)\n", n, rows[0].runs, forms[f].form, types, 1.0 / vs32[0], 1.0 / vs32[2],
-                   1.0 / vs32[1]);
+                   "median; %.2f to %.2f)\n",
+                   n, rows[0].runs, forms[f].form, types, 1.0 / vs32[0], 1.0 / vs32[2], 1.0 / vs32[1]);
         /* 16-bit against the 16-bit copy: time(copy) / time(fused) is the share of the copy's rate. */
         if (st == TSR_SUCCESS)
             st = bench_time_paired(bench_gelu_once, &c, bench_gelu_once, &d, opt->budget_s, 5, 400, &rows[2], &rows[3],
@@ -232,8 +240,8 @@ static tsr_status bench_elementwise_typed(tsr_device *dev, const bench_options *
         if (st == TSR_SUCCESS) st = add_checked_row(dev, report, opt, &d, names[3], &rows[3], hx, hy);
         if (st == TSR_SUCCESS && !opt->quiet)
             printf("%-10zu timed in alternation (%d pairs): fused-%s %s = %.2f x the %s copy-kernel (pairs: median; "
-                   "%.2f to %.2f)\n", n, rows[2].runs, forms[f].form, types, 1.0 / vscopy[0], types,
-                   1.0 / vscopy[2], 1.0 / vscopy[1]);
+                   "%.2f to %.2f)\n",
+                   n, rows[2].runs, forms[f].form, types, 1.0 / vscopy[0], types, 1.0 / vscopy[2], 1.0 / vscopy[1]);
     }
 out:
     if (x) clReleaseMemObject(x);
@@ -437,11 +445,14 @@ tsr_status bench_gelu(tsr_device *dev, const bench_options *opt, bench_report *r
         return st;
     }
     if (elementwise && !opt->quiet) {
-        if (typed) printf("%-10s %-22s %-8s %10s %8s %9s\n", "elements", "impl", "dtype", "ms", "GB/s", "max_err");
-        else printf("%-10s %-20s %10s %8s %9s\n", "elements", "impl", "ms", "GB/s", "max_err");
+        if (typed)
+            printf("%-10s %-22s %-8s %10s %8s %9s\n", "elements", "impl", "dtype", "ms", "GB/s", "max_err");
+        else
+            printf("%-10s %-20s %10s %8s %9s\n", "elements", "impl", "ms", "GB/s", "max_err");
     }
     for (size_t i = 0; elementwise && i < nsizes && st == TSR_SUCCESS; ++i)
-        st = typed ? bench_elementwise_typed(dev, opt, report, sizes[i]) : bench_elementwise(dev, opt, report, sizes[i]);
+        st =
+            typed ? bench_elementwise_typed(dev, opt, report, sizes[i]) : bench_elementwise(dev, opt, report, sizes[i]);
     free(sizes);
     if (st == TSR_SUCCESS && epilogue && typed && !opt->quiet)
         printf("epilogue: fp32 only (GEMM's bias + GELU epilogue; --dtype applies to the elementwise part)\n");

@@ -119,8 +119,9 @@ double tsr_gelu_max_error_stored(int mode, tsr_dtype y_type, const float *x, con
     for (size_t i = 0; i < n; ++i) {
         double r = tsr_gelu_reference(mode, x[i]);
         double e = isnan(r) ? (isnan(y[i]) ? 0 : INFINITY)
-                   : (double)y[i] == r ? 0 /* also GELU(+Inf) = +Inf */
-                            : fmax(0.0, fabs((double)y[i] - r) - u * fabs(r)) / fmax(1.0, fabs((double)x[i]));
+                   : (double)y[i] == r
+                       ? 0 /* also GELU(+Inf) = +Inf */
+                       : fmax(0.0, fabs((double)y[i] - r) - u * fabs(r)) / fmax(1.0, fabs((double)x[i]));
         if (isnan(e)) e = INFINITY;
         worst = fmax(worst, e);
     }

@@ -367,7 +367,8 @@ static uint32_t raw_sign(tsr_dtype t, uint32_t v) { return t == TSR_F32 ? v >> 3
 
 static cl_mem raw_buffer(const void *host, size_t bytes) {
     cl_int err;
-    cl_mem m = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, (void *)host, &err);
+    cl_mem m =
+        clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, (void *)host, &err);
     if (err != CL_SUCCESS) fail_msg("clCreateBuffer(%zu bytes): %s", bytes, tsr_cl_error_name(err));
     return m;
 }
@@ -387,21 +388,26 @@ static void *conversion_sources(tsr_dtype src_type, size_t stride, size_t *count
     if (src_type != TSR_F32) {
         const size_t n = 65536 / stride;
         uint16_t *v = malloc(n * 2);
-        for (size_t i = 0; i < n; ++i) v[i] = (uint16_t)(i * stride + (stride > 1 ? th_rand() % stride : 0));
+        for (size_t i = 0; i < n; ++i)
+            v[i] = (uint16_t)(i * stride + (stride > 1 ? th_rand() % stride : 0));
         *count = n;
         return v;
     }
-    const float edges[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN,
-                           1e-40f, -1e-40f, 0x1p-149f, -0x1p-149f, 0x1p-24f, -0x1p-24f, 0x1p-25f, -0x1p-25f,
-                           0x1.000002p-25f, 0x1.8p-24f, 0x1p-14f, 0x1.ff8p-15f, 65504.0f, -65504.0f, 65519.996f,
-                           65520.0f, -65520.0f, 65536.0f, 1e30f, 1.0f, -1.0f, 1.00048828125f, 1.00146484375f,
-                           3.14159265f, 0.1f, -2.5f};
+    const float edges[] = {NAN,       -NAN,           INFINITY,       -INFINITY,       0.0f,
+                           -0.0f,     FLT_MAX,        -FLT_MAX,       FLT_MIN,         -FLT_MIN,
+                           1e-40f,    -1e-40f,        0x1p-149f,      -0x1p-149f,      0x1p-24f,
+                           -0x1p-24f, 0x1p-25f,       -0x1p-25f,      0x1.000002p-25f, 0x1.8p-24f,
+                           0x1p-14f,  0x1.ff8p-15f,   65504.0f,       -65504.0f,       65519.996f,
+                           65520.0f,  -65520.0f,      65536.0f,       1e30f,           1.0f,
+                           -1.0f,     1.00048828125f, 1.00146484375f, 3.14159265f,     0.1f,
+                           -2.5f};
     const size_t nedges = sizeof edges / sizeof edges[0];
     const size_t f16_ties = 0x7c00 / stride, bf16_ties = 0x7f80 / stride, random = 20000 / stride;
     const size_t n = nedges + 2 * f16_ties + 2 * bf16_ties + random + 6;
     uint32_t *v = malloc(n * 4);
     size_t k = 0;
-    for (size_t i = 0; i < nedges; ++i) v[k++] = f32_bits(edges[i]);
+    for (size_t i = 0; i < nedges; ++i)
+        v[k++] = f32_bits(edges[i]);
     v[k++] = 0x7f800001u; /* a signalling NaN, NaNs with payloads of both signs */
     v[k++] = 0xffc12345u;
     v[k++] = 0x7fbfffffu;
@@ -419,7 +425,8 @@ static void *conversion_sources(tsr_dtype src_type, size_t stride, size_t *count
         v[k++] = (h << 16) | 0x8000u;
         v[k++] = (h << 16) | 0x80008000u;
     }
-    for (size_t i = 0; i < random; ++i) v[k++] = th_rand();
+    for (size_t i = 0; i < random; ++i)
+        v[k++] = th_rand();
     *count = k;
     return v;
 }
@@ -456,9 +463,9 @@ static void check_convert(tsr_dtype src_type, const void *src, size_t n, tsr_dty
     }
     for (size_t i = 0; i < n; ++i) {
         const uint32_t got = raw_get(dst_type, hd, dst_off + i), want = raw_get(dst_type, expect, i);
-        const bool ok = raw_is_nan(dst_type, want) ? raw_is_nan(dst_type, got) && raw_sign(dst_type, got) ==
-                                                                                    raw_sign(dst_type, want)
-                                                   : got == want;
+        const bool ok = raw_is_nan(dst_type, want)
+                            ? raw_is_nan(dst_type, got) && raw_sign(dst_type, got) == raw_sign(dst_type, want)
+                            : got == want;
         if (!ok)
             fail_msg("%s: tsr_convert %s -> %s, element %zu (source bits 0x%x): got 0x%x, tsr_convert_host 0x%x", what,
                      tsr_dtype_str(src_type), tsr_dtype_str(dst_type), i, raw_get(src_type, src, i), got, want);
@@ -522,11 +529,13 @@ static void check_typed_run(tsr_gelu_mode mode, tsr_dtype x_type, tsr_dtype y_ty
     if (in_place) y_off = x_off;
     const size_t nx = x_off + n + 3, ny = y_off + n + 3;
     float *hx = malloc(nx * sizeof *hx), *hy = malloc(ny * sizeof *hy);
-    for (size_t i = 0; i < nx; ++i) hx[i] = guard_value;
+    for (size_t i = 0; i < nx; ++i)
+        hx[i] = guard_value;
     memcpy(hx + x_off, x, n * sizeof *x);
     cl_mem dx = th_buffer_from_typed(dev, x_type, hx, nx), dy = dx;
     if (!in_place) {
-        for (size_t i = 0; i < ny; ++i) hy[i] = guard_value;
+        for (size_t i = 0; i < ny; ++i)
+            hy[i] = guard_value;
         th_poison(hy + y_off, n);
         dy = th_buffer_from_typed(dev, y_type, hy, ny);
     }
@@ -549,9 +558,12 @@ static void check_typed_run(tsr_gelu_mode mode, tsr_dtype x_type, tsr_dtype y_ty
         const double r = th_ref_activation((int)mode, x[i]), got = hy[y_off + i];
         const float stored = tsr_dtype_round(y_type, (float)r); /* what y_type holds of the exact result */
         bool ok;
-        if (isnan(r)) ok = isnan(got);
-        else if (isinf(stored)) ok = got == stored; /* +-Inf, and finite results beyond y_type's range */
-        else ok = got == r || fabs(got - r) <= bound * fmax(1.0, fabs((double)x[i]));
+        if (isnan(r))
+            ok = isnan(got);
+        else if (isinf(stored))
+            ok = got == stored; /* +-Inf, and finite results beyond y_type's range */
+        else
+            ok = got == r || fabs(got - r) <= bound * fmax(1.0, fabs((double)x[i]));
         if (!ok)
             fail_msg("%s n=%zu: GELU(%.9g) = %.9g, reference %.9g (error %.3g, bound %.3g x max(1, |x|))", what, n,
                      (double)x[i], got, r, fabs(got - r), bound);
@@ -577,7 +589,8 @@ static void gelu_every_type_pair(void **state) {
                 th_fill_uniform_typed(all_types[xt], x, n, -6, 6);
                 check_typed_run(modes[m], all_types[xt], all_types[yt], x, n, 1 + th_rand() % 7, th_rand() % 9, false,
                                 false);
-                if (xt == yt) check_typed_run(modes[m], all_types[xt], all_types[yt], x, n, th_rand() % 5, 0, true, false);
+                if (xt == yt)
+                    check_typed_run(modes[m], all_types[xt], all_types[yt], x, n, th_rand() % 5, 0, true, false);
             }
     th_fill_uniform_typed(TSR_F32, x, n, -6, 6);
     check_typed_run(TSR_GELU_TANH, TSR_F32, TSR_F32, x, n, 2, 3, false, true);
@@ -589,9 +602,10 @@ static void gelu_every_type_pair(void **state) {
  * FLT_MAX is Inf in a bf16 y (it rounds past bf16's largest value). */
 static void gelu_special_values_through_16_bit(void **state) {
     (void)state;
-    const float edges[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 65504.0f, -65504.0f, 1e5f, -1e5f, 65536.0f,
-                           FLT_MAX, -FLT_MAX, 1e30f, -1e30f, 0x1p-24f, -0x1p-24f, 0x1p-14f, 1e-40f, -1e-40f, 10.0f,
-                           -10.0f, 20.0f, -20.0f, 2.7f, -2.7f, 1.0f, -1.0f, 0.5f};
+    const float edges[] = {NAN,       -NAN,     INFINITY, -INFINITY, 0.0f,     -0.0f,  65504.0f, -65504.0f,
+                           1e5f,      -1e5f,    65536.0f, FLT_MAX,   -FLT_MAX, 1e30f,  -1e30f,   0x1p-24f,
+                           -0x1p-24f, 0x1p-14f, 1e-40f,   -1e-40f,   10.0f,    -10.0f, 20.0f,    -20.0f,
+                           2.7f,      -2.7f,    1.0f,     -1.0f,     0.5f};
     const size_t n = sizeof edges / sizeof edges[0];
     float x[sizeof edges / sizeof edges[0]];
     for (int xt = 0; xt < 3; ++xt)
@@ -599,7 +613,8 @@ static void gelu_special_values_through_16_bit(void **state) {
             if (xt == 0 && yt == 0) continue; /* fused_edge_values_both_forms */
             memcpy(x, edges, sizeof edges);
             tsr_dtype_round_array(all_types[xt], x, n); /* what x_type stores of them (f16: 1e5 is Inf) */
-            for (int m = 0; m < 2; ++m) check_typed_run(modes[m], all_types[xt], all_types[yt], x, n, 1, 2, false, false);
+            for (int m = 0; m < 2; ++m)
+                check_typed_run(modes[m], all_types[xt], all_types[yt], x, n, 1, 2, false, false);
         }
 }
 
@@ -609,9 +624,10 @@ static void typed_invalid_arguments(void **state) {
     (void)state;
     enum { N = 64 };
     uint16_t guard[4 * N];
-    for (size_t i = 0; i < 4 * N; ++i) guard[i] = 0x3c00; /* 1.0 in f16 */
+    for (size_t i = 0; i < 4 * N; ++i)
+        guard[i] = 0x3c00;                      /* 1.0 in f16 */
     cl_mem a = raw_buffer(guard, sizeof guard); /* 256 16-bit elements, 128 floats */
-    cl_mem b = raw_buffer(guard, N * 2);         /* 64 16-bit elements, 32 floats */
+    cl_mem b = raw_buffer(guard, N * 2);        /* 64 16-bit elements, 32 floats */
     /* Invalid types name the tensor. */
     TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_TANH, (tsr_dtype)3, a, 0, TSR_F16, b, 0, N, NULL, NULL),
                      TSR_ERR_INVALID_ARG);
@@ -640,14 +656,16 @@ static void typed_invalid_arguments(void **state) {
     TH_ASSERT_CONTAINS(tsr_last_error(), "buffer x holds 32 floats");
     TH_ASSERT_STATUS(tsr_convert(dev, TSR_F16, a, SIZE_MAX / 2, TSR_F32, b, 0, 4, NULL, NULL), TSR_ERR_OVERFLOW);
     /* Overlaps in bytes across types: f32 x over bytes [0, 64), f16 y over [16, 48). */
-    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_TANH, TSR_F32, a, 0, TSR_F16, a, 8, 16, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_TANH, TSR_F32, a, 0, TSR_F16, a, 8, 16, NULL, NULL),
+                     TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "bytes [0, 64) and [16, 48)");
     TH_ASSERT_STATUS(tsr_convert(dev, TSR_BF16, a, 8, TSR_F32, a, 4, 16, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "bytes [16, 48) and [16, 80)");
     /* The same bytes in two 16-bit types is not in place. */
     TH_ASSERT_STATUS(tsr_convert(dev, TSR_F16, a, 4, TSR_BF16, a, 4, 16, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "in place needs one type");
-    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_ERF, TSR_BF16, a, 4, TSR_F16, a, 4, 16, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_ERF, TSR_BF16, a, 4, TSR_F16, a, 4, 16, NULL, NULL),
+                     TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "in place needs one type");
     assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
     uint16_t after[4 * N];

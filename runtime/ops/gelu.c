@@ -40,10 +40,9 @@ static int gelu_variant(int form, tsr_dtype x_type, tsr_dtype y_type) {
  * bytes per element and changes the loads (vload_halfN, the bf16 shifts), so each fp32 class has
  * its "-f16" and "-bf16" twin (tsr_dtype_class_suffix), which uses the fp32 class's entry until
  * it is tuned itself. Order: the four fp32 classes, then the same four per suffix. */
-static const char *const gelu_classes[] = {"large",     "small",     "large-erf",     "small-erf",
-                                           "large-f16", "small-f16", "large-erf-f16", "small-erf-f16",
-                                           "large-bf16", "small-bf16", "large-erf-bf16", "small-erf-bf16",
-                                           NULL};
+static const char *const gelu_classes[] = {
+    "large",         "small",      "large-erf",  "small-erf",      "large-f16",      "small-f16", "large-erf-f16",
+    "small-erf-f16", "large-bf16", "small-bf16", "large-erf-bf16", "small-erf-bf16", NULL};
 #define GELU_SMALL_LIMIT (1u << 18) /* elements; below this launch overhead dominates */
 
 typedef struct gelu_problem {
@@ -109,8 +108,10 @@ static void gelu_build_options(const tsr_config *cfg, int variant, char *out, si
     const int x_type = types / GELU_TYPES, y_type = types % GELU_TYPES;
     tsr_config_defines(&tsr_op_gelu, cfg, out, size);
     size_t used = strlen(out);
-    if (x_type == 0 && y_type == 0) snprintf(out + used, size - used, " -DMODE=%d", modes[form]);
-    else snprintf(out + used, size - used, " -DMODE=%d -DX_TYPE=%d -DY_TYPE=%d", modes[form], x_type, y_type);
+    if (x_type == 0 && y_type == 0)
+        snprintf(out + used, size - used, " -DMODE=%d", modes[form]);
+    else
+        snprintf(out + used, size - used, " -DMODE=%d -DX_TYPE=%d -DY_TYPE=%d", modes[form], x_type, y_type);
 }
 
 static size_t ceil_div(size_t x, size_t to) { return (x + to - 1) / to; }
@@ -192,9 +193,9 @@ out:
     return status;
 }
 
-static tsr_status gelu_run(tsr_device *dev, const gelu_names *names, int mode, tsr_dtype x_type, cl_mem x,
-                           size_t x_off, tsr_dtype y_type, cl_mem y, size_t y_off, size_t n, cl_command_queue queue,
-                           cl_event *event, int form_override) {
+static tsr_status gelu_run(tsr_device *dev, const gelu_names *names, int mode, tsr_dtype x_type, cl_mem x, size_t x_off,
+                           tsr_dtype y_type, cl_mem y, size_t y_off, size_t n, cl_command_queue queue, cl_event *event,
+                           int form_override) {
     tsr_clear_diagnostics();
     if (event) *event = NULL;
     gelu_problem p;
@@ -210,8 +211,8 @@ static tsr_status gelu_run(tsr_device *dev, const gelu_names *names, int mode, t
     return status;
 }
 
-tsr_status tsr_gelu_ex(tsr_device *dev, tsr_gelu_mode mode, tsr_dtype x_type, cl_mem x, size_t x_off,
-                       tsr_dtype y_type, cl_mem y, size_t y_off, size_t n, cl_command_queue queue, cl_event *event) {
+tsr_status tsr_gelu_ex(tsr_device *dev, tsr_gelu_mode mode, tsr_dtype x_type, cl_mem x, size_t x_off, tsr_dtype y_type,
+                       cl_mem y, size_t y_off, size_t n, cl_command_queue queue, cl_event *event) {
     return gelu_run(dev, &gelu_call, (int)mode, x_type, x, x_off, y_type, y, y_off, n, queue, event, -1);
 }
 
@@ -225,8 +226,8 @@ tsr_status tsr_gelu_copy(tsr_device *dev, tsr_dtype x_type, cl_mem x, size_t x_o
     return gelu_run(dev, &gelu_call, TSR_GELU_TANH, x_type, x, x_off, y_type, y, y_off, n, queue, event, FORM_COPY);
 }
 
-tsr_status tsr_convert(tsr_device *dev, tsr_dtype src_type, cl_mem src, size_t src_off, tsr_dtype dst_type,
-                       cl_mem dst, size_t dst_off, size_t n, cl_command_queue queue, cl_event *event) {
+tsr_status tsr_convert(tsr_device *dev, tsr_dtype src_type, cl_mem src, size_t src_off, tsr_dtype dst_type, cl_mem dst,
+                       size_t dst_off, size_t n, cl_command_queue queue, cl_event *event) {
     return gelu_run(dev, &convert_call, TSR_GELU_TANH, src_type, src, src_off, dst_type, dst, dst_off, n, queue, event,
                     FORM_COPY);
 }
@@ -337,7 +338,8 @@ tsr_status tsr_gelu_shape_parse(const char *shape, size_t *n, int *mode, tsr_dty
     char words[3][32];
     int count = 0, used = 0, length = 0;
     const char *rest = shape;
-    while (count < 3 && sscanf(rest, "%31s%n", words[count], &used) == 1) rest += used, ++count;
+    while (count < 3 && sscanf(rest, "%31s%n", words[count], &used) == 1)
+        rest += used, ++count;
     if (count > 0 && sscanf(rest, " %n", &length) >= 0 && rest[length] == '\0') {
         size_t value = 0;
         int digits = 0;
@@ -352,8 +354,10 @@ tsr_status tsr_gelu_shape_parse(const char *shape, size_t *n, int *mode, tsr_dty
         }
     }
     *mode = TSR_GELU_TANH, *x_type = *y_type = TSR_F32;
-    return tsr_fail(TSR_ERR_INVALID_ARG, "gelu: shape '%s' is not 'N [erf] [DTYPE]' (N >= 1; DTYPE f16, bf16 or "
-                    "IN/OUT of f32, f16, bf16, e.g. f16/f32)", shape);
+    return tsr_fail(TSR_ERR_INVALID_ARG,
+                    "gelu: shape '%s' is not 'N [erf] [DTYPE]' (N >= 1; DTYPE f16, bf16 or "
+                    "IN/OUT of f32, f16, bf16, e.g. f16/f32)",
+                    shape);
 }
 
 typedef struct gelu_fixture {
@@ -363,9 +367,8 @@ typedef struct gelu_fixture {
 
 /* not a multiple of any vector width: the tail path is checked too; in the order of gelu_classes */
 static const char *const gelu_class_shapes[] = {
-    "16777219",          "65539",          "16777219 erf",          "65539 erf",
-    "16777219 f16",      "65539 f16",      "16777219 erf f16",      "65539 erf f16",
-    "16777219 bf16",     "65539 bf16",     "16777219 erf bf16",     "65539 erf bf16",
+    "16777219",         "65539",         "16777219 erf",  "65539 erf",  "16777219 f16",      "65539 f16",
+    "16777219 erf f16", "65539 erf f16", "16777219 bf16", "65539 bf16", "16777219 erf bf16", "65539 erf bf16",
 };
 static const tsr_report_shape gelu_report_shapes[] = {
     {"gelu-16M", "16777216", "65536"},
@@ -385,7 +388,8 @@ static void gelu_fixture_free(void *ctx) {
 
 /* y poisoned with NaN (stored in y's type): a run must write every element */
 static tsr_status gelu_fixture_poison(tsr_device *dev, gelu_fixture *t) {
-    for (size_t i = 0; i < t->p.n; ++i) t->y[i] = NAN;
+    for (size_t i = 0; i < t->p.n; ++i)
+        t->y[i] = NAN;
     return tsr_upload_typed(dev, t->p.y, t->p.y_type, t->y, t->p.n);
 }
 

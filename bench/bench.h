@@ -155,6 +155,7 @@ typedef struct gelu_run {
     tsr_gelu_mode mode;
     cl_mem x, y;
     size_t n;
+    tsr_dtype x_type, y_type; /* fused and copy kernel: storage of x and y (zero: fp32) */
 } gelu_run;
 tsr_status bench_gelu_once(void *gelu_run_ctx);
 tsr_status bench_gelu(tsr_device *device, const bench_options *options, bench_report *report);

@@ -1,7 +1,9 @@
 /* `tessera bench gelu`: the fused GELU kernel, the unfused baseline and a copy kernel of the
  * same size (the achievable bandwidth), in GB/s counted as the bytes that must move (read x
  * once, write y once); then GEMM's bias + GELU epilogue against a separate GELU pass and
- * against CLBlast's sgemm followed by tessera's GELU, at a BERT feed-forward shape. */
+ * against CLBlast's sgemm followed by tessera's GELU, at a BERT feed-forward shape. With a
+ * 16-bit --dtype the elementwise part times the 16-bit fused GELU in alternation with the fp32
+ * one and with the 16-bit copy kernel instead; the epilogue stays fp32. */
 #include "bench.h"
 
 #include <math.h>
@@ -18,12 +20,16 @@ tsr_status bench_gelu_once(void *ctx) {
     gelu_run *r = ctx;
     tsr_status st = TSR_SUCCESS;
     switch (r->kind) {
-    case GELU_RUN_FUSED: st = tsr_gelu(r->dev, r->mode, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
+    case GELU_RUN_FUSED:
+        st = tsr_gelu_ex(r->dev, r->mode, r->x_type, r->x, 0, r->y_type, r->y, 0, r->n, NULL, NULL);
+        break;
     case GELU_RUN_UNFUSED: st = tsr_gelu_unfused(r->dev, r->mode, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
-    case GELU_RUN_COPY_KERNEL: st = tsr_gelu_copy(r->dev, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
+    case GELU_RUN_COPY_KERNEL:
+        st = tsr_gelu_copy(r->dev, r->x_type, r->x, 0, r->y_type, r->y, 0, r->n, NULL, NULL);
+        break;
     case GELU_RUN_COPY_BUFFER: {
-        cl_int err =
-            clEnqueueCopyBuffer(tsr_device_queue(r->dev), r->x, r->y, 0, 0, r->n * sizeof(float), 0, NULL, NULL);
+        cl_int err = clEnqueueCopyBuffer(tsr_device_queue(r->dev), r->x, r->y, 0, 0, r->n * tsr_dtype_size(r->x_type),
+                                         0, NULL, NULL);
         if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clEnqueueCopyBuffer", __FILE__, __LINE__);
         break;
     }
@@ -32,12 +38,13 @@ tsr_status bench_gelu_once(void *ctx) {
     return st;
 }
 
-/* GELU's metric, max |y - GELU(x)| / max(1, |x|), or for copies max |y - x| / max(1, |x|). */
+/* GELU's metric, max |y - GELU(x)| / max(1, |x|) (with a 16-bit y its rounding included), or for
+ * copies max |y - x| / max(1, |x|) with x rounded to y's type (a copy must be exact). */
 static double gelu_max_error(const gelu_run *r, const float *x, const float *y) {
     if (r->kind == GELU_RUN_FUSED || r->kind == GELU_RUN_UNFUSED) return tsr_gelu_max_error(r->mode, x, y, r->n);
     double worst = 0;
     for (size_t i = 0; i < r->n; ++i) {
-        double e = fabs((double)y[i] - x[i]) / fmax(1.0, fabs((double)x[i]));
+        double e = fabs((double)y[i] - tsr_dtype_round(r->y_type, x[i])) / fmax(1.0, fabs((double)x[i]));
         worst = isnan(e) ? INFINITY : fmax(worst, e);
     }
     return worst;
@@ -131,6 +138,116 @@ static tsr_status bench_elementwise(tsr_device *dev, const bench_options *opt, b
 out:
     if (x) clReleaseMemObject(x);
     if (y) clReleaseMemObject(y);
+    free(hx);
+    free(hy);
+    return st;
+}
+
+/* A paired row checked once more on a poisoned output, named, with the dtype its types make. */
+static tsr_status add_checked_row(tsr_device *dev, bench_report *report, const bench_options *opt, const gelu_run *r,
+                                  const char *impl, bench_row *row, const float *hx, float *hy) {
+    for (size_t i = 0; i < r->n; ++i)
+        hy[i] = NAN;
+    tsr_status st = tsr_upload_typed(dev, r->y, r->y_type, hy, r->n);
+    if (st == TSR_SUCCESS) st = bench_gelu_once((void *)r);
+    if (st == TSR_SUCCESS) st = tsr_download_typed(dev, r->y, r->y_type, hy, r->n);
+    if (st != TSR_SUCCESS) return st;
+    strcpy(row->op, "gelu");
+    snprintf(row->shape, sizeof row->shape, "%zu", r->n);
+    tsr_strlcpy(row->impl, impl, sizeof row->impl);
+    tsr_dtype_spec_format(r->x_type, r->y_type, row->dtype, sizeof row->dtype);
+    row->gbps = (double)r->n * (double)(tsr_dtype_size(r->x_type) + tsr_dtype_size(r->y_type)) / (row->time_ms * 1e6);
+    row->rel_err = gelu_max_error(r, hx, hy);
+    if ((st = bench_add(report, row)) != TSR_SUCCESS) return st;
+    if (!opt->quiet) {
+        printf("%-10zu %-22s %-8s %10.3f %8.1f %9.1e\n", r->n, row->impl, row->dtype[0] ? row->dtype : "f32",
+               row->time_ms, row->gbps, row->rel_err);
+        fflush(stdout);
+    }
+    return TSR_SUCCESS;
+}
+
+/* --dtype with a 16-bit type: per form, the 16-bit fused GELU in alternation with the fp32 one
+ * (the ratio of elements per second is what 16-bit storage buys), then in alternation with the
+ * 16-bit copy kernel (the bandwidth yardstick at the same bytes). hx: fp32 inputs rounded to the
+ * input type, so both rows read the same values. */
+static tsr_status bench_elementwise_typed(tsr_device *dev, const bench_options *opt, bench_report *report, size_t n) {
+    const tsr_dtype xt = opt->in_type, yt = opt->out_type;
+    tsr_status st = TSR_SUCCESS;
+    float *hx = malloc(n * sizeof *hx), *hy = malloc(n * sizeof *hy);
+    cl_mem x = NULL, y = NULL, x16 = NULL, y16 = NULL;
+    cl_int err = CL_SUCCESS;
+    if (!hx || !hy) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory for %zu elements", n);
+        goto out;
+    }
+    uint64_t seed = 0x9E3779B97F4A7C15ull ^ n;
+    tsr_random_fill(hx, n, &seed, -5.0f, 5.0f);
+    tsr_dtype_round_array(xt, hx, n);
+    cl_context ctx = tsr_device_context(dev);
+    x = clCreateBuffer(ctx, CL_MEM_READ_ONLY, n * 4, NULL, &err);
+    if (err == CL_SUCCESS) y = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * 4, NULL, &err);
+    if (err == CL_SUCCESS) x16 = clCreateBuffer(ctx, CL_MEM_READ_ONLY, n * tsr_dtype_size(xt), NULL, &err);
+    if (err == CL_SUCCESS) y16 = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * tsr_dtype_size(yt), NULL, &err);
+    if (err != CL_SUCCESS) {
+        st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
+        goto out;
+    }
+    if ((st = tsr_upload(dev, x, hx, n)) != TSR_SUCCESS || (st = tsr_upload_typed(dev, x16, xt, hx, n)) != TSR_SUCCESS)
+        goto out;
+    char types[16];
+    tsr_dtype_spec_format(xt, yt, types, sizeof types);
+    static const struct {
+        tsr_gelu_mode mode;
+        const char *form;
+    } forms[] = {{TSR_GELU_TANH, "tanh"}, {TSR_GELU_ERF, "erf"}};
+    for (size_t f = 0; f < 2 && st == TSR_SUCCESS; ++f) {
+        const tsr_gelu_mode mode = forms[f].mode;
+        const gelu_run fused16 = {
+            .dev = dev, .kind = GELU_RUN_FUSED, .mode = mode, .x = x16, .y = y16, .n = n, .x_type = xt, .y_type = yt};
+        const gelu_run fused32 = {.dev = dev, .kind = GELU_RUN_FUSED, .mode = mode, .x = x, .y = y, .n = n};
+        const gelu_run copy16 = {.dev = dev,
+                                 .kind = GELU_RUN_COPY_KERNEL,
+                                 .mode = mode,
+                                 .x = x16,
+                                 .y = y16,
+                                 .n = n,
+                                 .x_type = xt,
+                                 .y_type = yt};
+        char names[4][32];
+        snprintf(names[0], sizeof names[0], "fused-%s-paired", forms[f].form);
+        snprintf(names[1], sizeof names[1], "fused-%s-paired", forms[f].form);
+        snprintf(names[2], sizeof names[2], "fused-%s-paired-copy", forms[f].form);
+        snprintf(names[3], sizeof names[3], "copy-kernel-paired-%s", forms[f].form);
+        /* 16-bit against fp32: time(16) / time(32) is the inverse of the elements-per-second ratio. */
+        bench_row rows[4];
+        memset(rows, 0, sizeof rows);
+        double vs32[3], vscopy[3];
+        gelu_run a = fused16, b = fused32, c = fused16, d = copy16;
+        st = bench_time_paired(bench_gelu_once, &a, bench_gelu_once, &b, opt->budget_s, 5, 400, &rows[0], &rows[1],
+                               vs32);
+        if (st == TSR_SUCCESS) st = add_checked_row(dev, report, opt, &a, names[0], &rows[0], hx, hy);
+        if (st == TSR_SUCCESS) st = add_checked_row(dev, report, opt, &b, names[1], &rows[1], hx, hy);
+        if (st == TSR_SUCCESS && !opt->quiet)
+            printf("%-10zu timed in alternation (%d pairs): fused-%s %s = %.2f x the elements/s of fp32 (pairs: "
+                   "median; %.2f to %.2f)\n",
+                   n, rows[0].runs, forms[f].form, types, 1.0 / vs32[0], 1.0 / vs32[2], 1.0 / vs32[1]);
+        /* 16-bit against the 16-bit copy: time(copy) / time(fused) is the share of the copy's rate. */
+        if (st == TSR_SUCCESS)
+            st = bench_time_paired(bench_gelu_once, &c, bench_gelu_once, &d, opt->budget_s, 5, 400, &rows[2], &rows[3],
+                                   vscopy);
+        if (st == TSR_SUCCESS) st = add_checked_row(dev, report, opt, &c, names[2], &rows[2], hx, hy);
+        if (st == TSR_SUCCESS) st = add_checked_row(dev, report, opt, &d, names[3], &rows[3], hx, hy);
+        if (st == TSR_SUCCESS && !opt->quiet)
+            printf("%-10zu timed in alternation (%d pairs): fused-%s %s = %.2f x the %s copy-kernel (pairs: median; "
+                   "%.2f to %.2f)\n",
+                   n, rows[2].runs, forms[f].form, types, 1.0 / vscopy[0], types, 1.0 / vscopy[2], 1.0 / vscopy[1]);
+    }
+out:
+    if (x) clReleaseMemObject(x);
+    if (y) clReleaseMemObject(y);
+    if (x16) clReleaseMemObject(x16);
+    if (y16) clReleaseMemObject(y16);
     free(hx);
     free(hy);
     return st;
@@ -313,21 +430,32 @@ tsr_status bench_gelu(tsr_device *dev, const bench_options *opt, bench_report *r
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
     else if (st == TSR_SUCCESS && opt->clblast_xgemm)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
+    const bool typed = opt->in_type != TSR_F32 || opt->out_type != TSR_F32;
     /* Every size checked against the device and the host before the first one runs. */
     for (size_t i = 0; elementwise && i < nsizes && st == TSR_SUCCESS; ++i) {
         char what[64];
         snprintf(what, sizeof what, "gelu of %zu elements", sizes[i]);
-        size_t bytes[2] = {sizes[i] * 4, sizes[i] * 4}; /* sizes[i] <= 2^40: no wrap */
-        st = bench_check_memory(dev, what, bytes, 2, 2 * bytes[0]);
+        /* sizes[i] <= 2^40: no wrap; with --dtype the fp32 pair and the typed pair */
+        size_t bytes[4] = {sizes[i] * 4, sizes[i] * 4, sizes[i] * tsr_dtype_size(opt->in_type),
+                           sizes[i] * tsr_dtype_size(opt->out_type)};
+        st = bench_check_memory(dev, what, bytes, typed ? 4 : 2, 2 * bytes[0]);
     }
     if (st != TSR_SUCCESS) {
         free(sizes);
         return st;
     }
-    if (elementwise && !opt->quiet) printf("%-10s %-20s %10s %8s %9s\n", "elements", "impl", "ms", "GB/s", "max_err");
+    if (elementwise && !opt->quiet) {
+        if (typed)
+            printf("%-10s %-22s %-8s %10s %8s %9s\n", "elements", "impl", "dtype", "ms", "GB/s", "max_err");
+        else
+            printf("%-10s %-20s %10s %8s %9s\n", "elements", "impl", "ms", "GB/s", "max_err");
+    }
     for (size_t i = 0; elementwise && i < nsizes && st == TSR_SUCCESS; ++i)
-        st = bench_elementwise(dev, opt, report, sizes[i]);
+        st =
+            typed ? bench_elementwise_typed(dev, opt, report, sizes[i]) : bench_elementwise(dev, opt, report, sizes[i]);
     free(sizes);
+    if (st == TSR_SUCCESS && epilogue && typed && !opt->quiet)
+        printf("epilogue: fp32 only (GEMM's bias + GELU epilogue; --dtype applies to the elementwise part)\n");
     if (st == TSR_SUCCESS && epilogue) st = bench_epilogue(dev, opt, report);
     return st;
 }

@@ -58,7 +58,14 @@ TSR_DT_BF16_VEC(16)
 #define TSR_ST(T, v, p, i) TSR_DT_CAT(TSR_ST_, T)(v, p, i)
 
 #define TSR_VLD_0(N, p) vload##N(0, (p))
-#define TSR_VLD_1(N, p) vload_half##N(0, (p))
+// PoCL 3.1 (x86-64) compiles vload_half8 to an aligned 16-byte move (vmovdqa) and faults on an
+// address that is only 2-byte aligned, as vload_halfN allows (an f16 tensor at an odd offset):
+// eight halves are read as two vload_half4 (8-byte moves) instead. p is evaluated twice.
+#define TSR_VLD_1_2(p) vload_half2(0, (p))
+#define TSR_VLD_1_4(p) vload_half4(0, (p))
+#define TSR_VLD_1_8(p) ((float8)(vload_half4(0, (p)), vload_half4(1, (p))))
+#define TSR_VLD_1_16(p) vload_half16(0, (p))
+#define TSR_VLD_1(N, p) TSR_VLD_1_##N(p)
 #define TSR_VLD_2(N, p) tsr_bf16_to_f32_##N(vload##N(0, (p)))
 #define TSR_VLD(T, N, p) TSR_DT_CAT(TSR_VLD_, T)(N, p)
 

@@ -6,13 +6,17 @@
 //   VPT      vectors per work-item
 //   INTERLEAVE  0: a work-item owns VW*VPT consecutive elements (CPUs: one stream per thread);
 //            1: consecutive work-items take consecutive vectors (GPUs: coalesced accesses)
-//   MODE     0 copy (the bandwidth yardstick, same geometry), 2 GELU tanh, 3 GELU erf
+//   MODE     0 copy (the bandwidth yardstick and tsr_convert, same geometry), 2 GELU tanh, 3 GELU erf
+//   X_TYPE, Y_TYPE  storage of x and y (dtype.cl's codes: 0 f32, 1 f16, 2 bf16; default 0):
+//            loads widen to float, GELU runs in float, stores round to nearest even; with both 0
+//            the loads and stores are the plain float ones
 // The host launches ceil(n / (VW*VPT)) work-items rounded up to the work-group size; the
 // work-item holding the tail finishes it element by element.
 //
 // Unfused baseline: one kernel per elementary operation, one element per work-item, every
 // intermediate written to and read back from global memory.
 #include "activation.cl"
+#include "dtype.cl"
 
 #ifndef VW
 #define VW 8
@@ -27,7 +31,26 @@
 #define MODE TSR_ACT_GELU_TANH
 #endif
 
+#ifndef X_TYPE
+#define X_TYPE 0
+#endif
+#ifndef Y_TYPE
+#define Y_TYPE 0
+#endif
+
 #include "vector.cl"
+
+// VW elements of x at p as floatv, and floatv v stored as VW elements of y at p; element e of x
+// and y for the tail. For type 0 these are VLOAD/VSTORE's own vloadN/vstoreN and plain accesses.
+#if VW == 1
+#define LOAD_X(p) TSR_LD(X_TYPE, p, 0)
+#define STORE_Y(v, p) TSR_ST(Y_TYPE, v, p, 0)
+#else
+#define LOAD_X(p) TSR_VLD(X_TYPE, VW, p)
+#define STORE_Y(v, p) TSR_VST(Y_TYPE, VW, v, p)
+#endif
+#define LOAD_X1(p, e) TSR_LD(X_TYPE, p, e)
+#define STORE_Y1(v, p, e) TSR_ST(Y_TYPE, v, p, e)
 
 #if MODE == 0
 #define APPLY(T, x) (x)
@@ -35,9 +58,10 @@
 #define APPLY(T, x) CAT(activate_, T)((x), MODE)
 #endif
 
-__kernel void gelu(const ulong n, __global const float *x, const ulong x_off, __global float *y, const ulong y_off) {
-    const __global float *xs = x + x_off;
-    __global float *ys = y + y_off;
+__kernel void gelu(const ulong n, __global const TSR_ELT(X_TYPE) *x, const ulong x_off, __global TSR_ELT(Y_TYPE) *y,
+                   const ulong y_off) {
+    const __global TSR_ELT(X_TYPE) *xs = x + x_off;
+    __global TSR_ELT(Y_TYPE) *ys = y + y_off;
 #if INTERLEAVE
     // Vector v of work-group g, item l: g*(VPT*WG) + v*WG + l, in vectors.
     const size_t wg = get_local_size(0);
@@ -45,18 +69,19 @@ __kernel void gelu(const ulong n, __global const float *x, const ulong x_off, __
     for (int v = 0; v < VPT; ++v) {
         const size_t i = (base + (size_t)v * wg) * VW;
         if (i + VW <= n) {
-            VSTORE(APPLY(floatv, VLOAD(xs + i)), ys + i);
+            STORE_Y(APPLY(floatv, LOAD_X(xs + i)), ys + i);
         } else {
-            for (size_t e = i; e < n; ++e) ys[e] = APPLY(float, xs[e]);
+            for (size_t e = i; e < n; ++e) STORE_Y1(APPLY(float, LOAD_X1(xs, e)), ys, e);
         }
     }
 #else
     const size_t i0 = get_global_id(0) * (VW * VPT);
     if (i0 >= n) return;
     if (i0 + VW * VPT <= n) {
-        _Pragma("unroll") for (int v = 0; v < VPT; ++v) VSTORE(APPLY(floatv, VLOAD(xs + i0 + v * VW)), ys + i0 + v * VW);
+        _Pragma("unroll") for (int v = 0; v < VPT; ++v)
+            STORE_Y(APPLY(floatv, LOAD_X(xs + i0 + v * VW)), ys + i0 + v * VW);
     } else {
-        for (size_t e = i0; e < n; ++e) ys[e] = APPLY(float, xs[e]);
+        for (size_t e = i0; e < n; ++e) STORE_Y1(APPLY(float, LOAD_X1(xs, e)), ys, e);
     }
 #endif
 }

@@ -225,6 +225,18 @@ TSR_API tsr_status tsr_dtype_parse(const char *name, tsr_dtype *dtype);
  * f32 and the like copy). src and dst must not overlap. */
 TSR_API tsr_status tsr_convert_host(tsr_dtype src_type, const void *src, tsr_dtype dst_type, void *dst, size_t n);
 
+/* The same on the device: dst[dst_offset + i] = src[src_offset + i] converted from src_type to
+ * dst_type, for i < n (n >= 1), enqueued on `queue` (NULL: the device's queue; `event` may be
+ * NULL). Any pair of types, rounding as tsr_convert_host does and bit for bit equal to it (f32 to
+ * f32 and the like copy). Offsets count elements of each buffer's own type; both buffers are
+ * checked for size in those elements. src and dst may be the same bytes only when the types are
+ * equal; any other overlap is refused with the byte ranges. A status naming src or dst refuses a
+ * type outside the enum. It runs GELU's copy kernel with typed loads and stores (its tuned
+ * geometry; see docs/gelu.md). */
+TSR_API tsr_status tsr_convert(tsr_device *device, tsr_dtype src_type, cl_mem src, size_t src_offset,
+                               tsr_dtype dst_type, cl_mem dst, size_t dst_offset, size_t n, cl_command_queue queue,
+                               cl_event *event);
+
 /* -------------------------------------------------------------------- ops */
 
 /* Layout and transposition, with CLBlast's values so its callers can swap calls. */
@@ -277,10 +289,22 @@ typedef enum tsr_gelu_mode {
 TSR_API tsr_status tsr_gelu(tsr_device *device, tsr_gelu_mode mode, cl_mem x, size_t x_offset, cl_mem y,
                             size_t y_offset, size_t n, cl_command_queue queue, cl_event *event);
 
+/* tsr_gelu with x stored as x_type and y as y_type (any pair of TSR_F32, TSR_F16, TSR_BF16;
+ * tsr_gelu is the f32/f32 call). Loads widen to fp32, GELU runs in fp32 as above, and the store
+ * rounds to y_type (nearest even; a 16-bit y holds NaN as NaN, +-Inf as +-Inf, and an f16 y turns
+ * results beyond 65504 into Inf). Offsets count elements of each one's type; buffer sizes are
+ * checked in those elements. In place only when x and y are the same bytes and the same type;
+ * any other overlap (across types too) is refused with the byte ranges. Accuracy: the fp32
+ * bound above plus y's own rounding, |error| <= 1e-6 * max(1, |x|) + u |GELU(x)| with u = 2^-11
+ * (f16) or 2^-8 (bf16). An invalid type is TSR_ERR_INVALID_ARG naming x or y. */
+TSR_API tsr_status tsr_gelu_ex(tsr_device *device, tsr_gelu_mode mode, tsr_dtype x_type, cl_mem x, size_t x_offset,
+                               tsr_dtype y_type, cl_mem y, size_t y_offset, size_t n, cl_command_queue queue,
+                               cl_event *event);
+
 /* The same result the way a naive framework computes it, for comparison: one kernel per
  * elementary operation (tanh form: x^3, *0.044715, +x, *sqrt(2/pi), tanh, +1, *x, *0.5;
  * erf form: *1/sqrt(2), erf, +1, *x, *0.5), each intermediate written to a temporary in
- * global memory. Same arguments and checks as tsr_gelu. */
+ * global memory. Same arguments and checks as tsr_gelu (fp32 only). */
 TSR_API tsr_status tsr_gelu_unfused(tsr_device *device, tsr_gelu_mode mode, cl_mem x, size_t x_offset, cl_mem y,
                                     size_t y_offset, size_t n, cl_command_queue queue, cl_event *event);
 

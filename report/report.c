@@ -69,7 +69,8 @@ typedef struct report_peer {
     bool counts_op;  /* its row counts the op's FLOPs (the copy kernel's does not) */
     tsr_status (*run)(tsr_device *device, const char *shape, const cl_mem *buffers, cl_command_queue queue);
     /* NULL: the op's own check against the reference; else its own (rel_err, tolerance) */
-    tsr_status (*check)(tsr_device *device, const cl_mem *buffers, double *rel_err, double *tolerance);
+    tsr_status (*check)(tsr_device *device, const char *shape, const cl_mem *buffers, double *rel_err,
+                        double *tolerance);
 } report_peer;
 
 #ifdef TSR_HAVE_CLBLAST
@@ -117,26 +118,30 @@ static tsr_status clblast_conv(tsr_device *dev, const char *shape, const cl_mem 
 }
 #endif
 
-static size_t buffer_floats(cl_mem mem) {
-    size_t bytes = 0;
-    clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
-    return bytes / sizeof(float);
-}
-
+/* GELU's copy kernel on the case's elements, with its storage types of x and y. */
 static tsr_status copy_kernel(tsr_device *dev, const char *shape, const cl_mem *b, cl_command_queue q) {
-    (void)shape;
-    return tsr_gelu_copy(dev, b[0], 0, b[1], 0, buffer_floats(b[0]), q, NULL);
+    size_t n;
+    int mode;
+    tsr_dtype x_type, y_type;
+    tsr_status st = tsr_gelu_shape_parse(shape, &n, &mode, &x_type, &y_type);
+    return st == TSR_SUCCESS ? tsr_gelu_copy(dev, x_type, b[0], 0, y_type, b[1], 0, n, q, NULL) : st;
 }
 
-/* The copy must return its input exactly: sampled elements, in GELU's metric. */
-static tsr_status copy_check(tsr_device *dev, const cl_mem *b, double *rel_err, double *tolerance) {
-    size_t n = buffer_floats(b[0]);
+/* The copy must return its input exactly (rounded to y's type when that is another): sampled
+ * elements, in GELU's metric. */
+static tsr_status copy_check(tsr_device *dev, const char *shape, const cl_mem *b, double *rel_err, double *tolerance) {
+    size_t n;
+    int mode;
+    tsr_dtype x_type, y_type;
+    tsr_status st = tsr_gelu_shape_parse(shape, &n, &mode, &x_type, &y_type);
+    if (st != TSR_SUCCESS) return st;
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-    tsr_status st = x && y ? tsr_download(dev, b[0], x, n) : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
-    if (st == TSR_SUCCESS) st = tsr_download(dev, b[1], y, n);
+    st = x && y ? tsr_download_typed(dev, b[0], x_type, x, n) : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (st == TSR_SUCCESS) st = tsr_download_typed(dev, b[1], y_type, y, n);
     double worst = 0;
     for (size_t i = 0; st == TSR_SUCCESS && i < n; i += 1 + n / 4096) {
-        double e = fabs((double)y[i] - x[i]) / fmax(1.0, fabs((double)x[i]));
+        double expect = tsr_dtype_round(y_type, x[i]);
+        double e = fabs((double)y[i] - expect) / fmax(1.0, fabs((double)x[i]));
         worst = isnan(e) ? INFINITY : fmax(worst, e);
     }
     free(x), free(y);
@@ -183,7 +188,7 @@ static tsr_status measure_row(fixture_timing *f, const report_case *c, const cha
     if (st != TSR_SUCCESS) return st;
     double e = INFINITY, flops = 0, bytes = 0;
     double tolerance = op->fixture_tolerance ? op->fixture_tolerance(f->fixture) : op->tolerance;
-    if (f->peer && f->peer->check) st = f->peer->check(f->dev, f->buffers, &e, &tolerance);
+    if (f->peer && f->peer->check) st = f->peer->check(f->dev, f->shape, f->buffers, &e, &tolerance);
     else st = op->fixture_check(f->dev, f->fixture, &e);
     if (st != TSR_SUCCESS) return st;
     op->fixture_work(f->fixture, &flops, &bytes);
@@ -345,6 +350,7 @@ static const struct {
     {"gemm-square", "256x256x256"},
     {"gemm-bert", "128x768x192"},
     {"gelu-16M", "1048576"},
+    {"gelu-f16", "1048576 f16"},
     {"conv-resnet50-3x3", "1x32x28x28 k32 3x3 p1"},
     {"attention-2048", "B1 H2 L256 D64"},
 };

@@ -35,6 +35,7 @@ tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written)
         for (int variant = 0; variant < 2 * o->program_variants * count_classes(o); ++variant) {
             tsr_config config;
             const char *cls = o->classes[variant / (2 * o->program_variants)];
+            if (o->variant_serves_class && !o->variant_serves_class(cls, variant % o->program_variants)) continue;
             if ((variant / o->program_variants) % 2 == 0) {
                 if ((status = tsr_resolve_config(dev, o, cls, &config, NULL)) != TSR_SUCCESS) goto out;
             } else {

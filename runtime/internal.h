@@ -349,6 +349,10 @@ typedef struct tsr_op {
      * tells them apart (e.g. "transposes"; optional: NULL when there is one). */
     int program_variants;
     const char *program_variant;
+    /* Optional: can a launch of this problem class ask for this program variant? `tessera
+     * build-binaries` writes only those (GELU's variants are forms times storage types, and a class
+     * launches few of them). NULL: every variant serves every class. */
+    bool (*variant_serves_class)(const char *problem_class, int program_variant);
     /* -D options for a configuration and program variant (0 <= program_variant <
      * program_variants): tsr_config_defines plus what the variant adds; every program a launch
      * with this configuration can build is one of these. */
@@ -451,9 +455,13 @@ tsr_status tsr_sgemm_pipeline(tsr_device *device, tsr_layout layout, tsr_transpo
  * S already scaled), for the benchmark's CLBlast-based pipeline too. */
 tsr_status tsr_attention_softmax(tsr_device *device, const tsr_attention_desc *desc, size_t b, cl_mem scores,
                                  cl_command_queue queue, cl_event wait, cl_event *done);
-/* A copy kernel with the fused GELU's geometry and configuration: the bandwidth yardstick. */
-tsr_status tsr_gelu_copy(tsr_device *device, cl_mem x, size_t x_offset, cl_mem y, size_t y_offset, size_t n,
-                         cl_command_queue queue, cl_event *event);
+/* A copy kernel with the fused GELU's geometry and configuration: the bandwidth yardstick (with
+ * x_type != y_type it converts, as tsr_convert; offsets count elements of each one's type). */
+tsr_status tsr_gelu_copy(tsr_device *device, tsr_dtype x_type, cl_mem x, size_t x_offset, tsr_dtype y_type, cl_mem y,
+                         size_t y_offset, size_t n, cl_command_queue queue, cl_event *event);
+/* GELU's fixture grammar, "N [erf] [DTYPE]" ("16777216", "65536 erf bf16/f32"; DTYPE as
+ * tsr_dtype_spec_parse: the types of x and y), for the fixture and the report's copy peer. */
+tsr_status tsr_gelu_shape_parse(const char *shape, size_t *n, int *mode, tsr_dtype *x_type, tsr_dtype *y_type);
 /* GELU in double (mode: TSR_GELU_TANH or TSR_GELU_ERF), with the kernel's limits at +-Inf. */
 double tsr_gelu_reference(int mode, double x);
 /* The op of the table with this name, NULL if none (ops/registry.c). */
@@ -540,6 +548,11 @@ double tsr_gemm_probe_error(size_t batch, size_t m, size_t n, const float *c, co
                             const double *reference);
 /* GELU's metric: max |y - ref| / max(1, |x|) (a NaN where the reference is not NaN: infinite). */
 double tsr_gelu_max_error(int mode, const float *x, const float *y, size_t n);
+/* The same metric for a y stored in y_type, beyond that storage's rounding: max over elements of
+ * max(0, |y - ref| - u |ref|) / max(1, |x|), u the unit roundoff of y_type (0 for f32, where it is
+ * tsr_gelu_max_error). A correct result stays within the fp32 kernel's 1e-6 whatever the type; a
+ * store that truncates, or rounds through another type, exceeds it. */
+double tsr_gelu_max_error_stored(int mode, tsr_dtype y_type, const float *x, const float *y, size_t n);
 /* One query row of softmax(q K^T scale) V in double: k and v are the head's kv_len x head_dim
  * rows; scores holds kv_len values of scratch; out receives head_dim values. */
 void tsr_attention_reference_row(const float *q_row, const float *k, const float *v, size_t kv_len, size_t head_dim,

@@ -171,6 +171,27 @@ static void bench_gelu_and_attention(void **state) {
         assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= 1e-6);
     }
     cJSON_Delete(rows);
+    /* --dtype f16/bf16: per form, 16-bit fused against fp32 fused and against the 16-bit copy, in
+     * alternation; the 16-bit rows carry their dtype and their bytes, within the output's rounding. */
+    snprintf(path, sizeof path, "%s/gelu16.json", dir);
+    snprintf(args, sizeof args, "bench gelu --sizes 1001 --dtype f16/bf16 --budget 0.02 --part elementwise --json %s",
+             path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "x the elements/s of fp32");
+    TH_ASSERT_CONTAINS(out, "x the f16/bf16 copy-kernel");
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    rows = cJSON_Parse(text);
+    free(text);
+    assert_non_null(rows);
+    assert_int_equal(cJSON_GetArraySize(rows), 8); /* 2 forms x 2 pairs x 2 rows */
+    int typed = 0;
+    cJSON_ArrayForEach(r, rows) {
+        const char *dtype = cJSON_GetStringValue(cJSON_GetObjectItem(r, "dtype"));
+        typed += dtype && strcmp(dtype, "f16/bf16") == 0;
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= (dtype ? 4e-3 : 1e-6));
+    }
+    assert_int_equal(typed, 6);
+    cJSON_Delete(rows);
     snprintf(path, sizeof path, "%s/attention.json", dir);
     snprintf(args, sizeof args, "bench attention --sizes 48 --budget 0.02 --no-peers --json %s", path);
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);

@@ -6,6 +6,9 @@
  * more ulps; 1e-6 leaves room for devices whose builtins are at OpenCL's limits (division
  * 2.5 ulp, exp 3 ulp) and still catches any wrong coefficient (the two forms differ by
  * 4.7e-4) or lost digits (the textbook 1 + tanh loses all of them for x < -5).
+ * 16-bit storage (tsr_gelu_ex, tsr_convert): conversions bit for bit against tsr_convert_host;
+ * GELU within max(1e-6, tsr_dtype_error_bound(y_type, 1)) in the same metric, from inputs rounded
+ * to x's type (the output's rounding, 2^-11 for f16 and 2^-8 for bf16, is the larger).
  * TSR_TEST_MODE=oclgrind runs a small subset. */
 #include "harness.h"
 
@@ -338,6 +341,350 @@ static void sub_buffers_overlap_by_memory(void **state) {
     free(host), free(expect), free(got);
 }
 
+/* ---------------------------------------------------------------- 16-bit storage and tsr_convert */
+
+static const tsr_dtype all_types[3] = {TSR_F32, TSR_F16, TSR_BF16};
+
+/* Element i of a host array of type t, as its bits (16 or 32 of them). */
+static uint32_t raw_get(tsr_dtype t, const void *a, size_t i) {
+    if (t == TSR_F32) {
+        uint32_t u;
+        memcpy(&u, (const char *)a + 4 * i, 4);
+        return u;
+    }
+    uint16_t h;
+    memcpy(&h, (const char *)a + 2 * i, 2);
+    return h;
+}
+
+static bool raw_is_nan(tsr_dtype t, uint32_t v) {
+    if (t == TSR_F32) return (v & 0x7fffffffu) > 0x7f800000u;
+    if (t == TSR_F16) return (v & 0x7fffu) > 0x7c00u;
+    return (v & 0x7fffu) > 0x7f80u;
+}
+
+static uint32_t raw_sign(tsr_dtype t, uint32_t v) { return t == TSR_F32 ? v >> 31 : v >> 15; }
+
+static cl_mem raw_buffer(const void *host, size_t bytes) {
+    cl_int err;
+    cl_mem m =
+        clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes, (void *)host, &err);
+    if (err != CL_SUCCESS) fail_msg("clCreateBuffer(%zu bytes): %s", bytes, tsr_cl_error_name(err));
+    return m;
+}
+
+static uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* Source values of a conversion test, as bits of src_type (*count of them, malloc'd): for 16-bit
+ * sources every one of the 65536 patterns; for f32 the edges (NaN, +-Inf, +-0, FLT_MAX, f32 and
+ * f16 subnormals, 65504, 65520 and its neighbours), the midpoint between every two adjacent
+ * finite f16 and every two adjacent bf16 values of both signs (ties at each rounding boundary),
+ * and random bit patterns. `stride` > 1 keeps every stride-th tie and pattern (small mode). */
+static void *conversion_sources(tsr_dtype src_type, size_t stride, size_t *count) {
+    if (src_type != TSR_F32) {
+        const size_t n = 65536 / stride;
+        uint16_t *v = malloc(n * 2);
+        for (size_t i = 0; i < n; ++i)
+            v[i] = (uint16_t)(i * stride + (stride > 1 ? th_rand() % stride : 0));
+        *count = n;
+        return v;
+    }
+    const float edges[] = {NAN,       -NAN,           INFINITY,       -INFINITY,       0.0f,
+                           -0.0f,     FLT_MAX,        -FLT_MAX,       FLT_MIN,         -FLT_MIN,
+                           1e-40f,    -1e-40f,        0x1p-149f,      -0x1p-149f,      0x1p-24f,
+                           -0x1p-24f, 0x1p-25f,       -0x1p-25f,      0x1.000002p-25f, 0x1.8p-24f,
+                           0x1p-14f,  0x1.ff8p-15f,   65504.0f,       -65504.0f,       65519.996f,
+                           65520.0f,  -65520.0f,      65536.0f,       1e30f,           1.0f,
+                           -1.0f,     1.00048828125f, 1.00146484375f, 3.14159265f,     0.1f,
+                           -2.5f};
+    const size_t nedges = sizeof edges / sizeof edges[0];
+    const size_t f16_ties = 0x7c00 / stride, bf16_ties = 0x7f80 / stride, random = 20000 / stride;
+    const size_t n = nedges + 2 * f16_ties + 2 * bf16_ties + random + 6;
+    uint32_t *v = malloc(n * 4);
+    size_t k = 0;
+    for (size_t i = 0; i < nedges; ++i)
+        v[k++] = f32_bits(edges[i]);
+    v[k++] = 0x7f800001u; /* a signalling NaN, NaNs with payloads of both signs */
+    v[k++] = 0xffc12345u;
+    v[k++] = 0x7fbfffffu;
+    v[k++] = 0x3f808000u; /* bf16 ties: to even below, to even above, and up to Inf */
+    v[k++] = 0x3f818000u;
+    v[k++] = 0x7f7f8000u;
+    for (size_t i = 0; i < f16_ties; ++i) { /* the midpoint above finite positive f16 h, exact in f32 */
+        const uint16_t h = (uint16_t)(i * stride + (stride > 1 ? th_rand() % stride : 0));
+        const float mid = (float)(((double)tsr_f16_to_f32(h) + (double)tsr_f16_to_f32((uint16_t)(h + 1))) / 2);
+        v[k++] = f32_bits(mid);
+        v[k++] = f32_bits(-mid);
+    }
+    for (size_t i = 0; i < bf16_ties; ++i) {
+        const uint32_t h = (uint32_t)(i * stride + (stride > 1 ? th_rand() % stride : 0));
+        v[k++] = (h << 16) | 0x8000u;
+        v[k++] = (h << 16) | 0x80008000u;
+    }
+    for (size_t i = 0; i < random; ++i)
+        v[k++] = th_rand();
+    *count = k;
+    return v;
+}
+
+/* tsr_convert of src (n elements of src_type) at src_off into dst_type at dst_off, with guard
+ * zones both sides of each, against tsr_convert_host bit for bit (a NaN: a NaN of the same sign,
+ * its payload is the device's). */
+static void check_convert(tsr_dtype src_type, const void *src, size_t n, tsr_dtype dst_type, size_t src_off,
+                          size_t dst_off, const char *what) {
+    const size_t ss = tsr_dtype_size(src_type), ds = tsr_dtype_size(dst_type);
+    const size_t ns = src_off + n + 3, nd = dst_off + n + 3;
+    unsigned char *hs = malloc(ns * ss), *hd = malloc(nd * ds), *expect = malloc(n * ds);
+    memset(hs, 0x5a, ns * ss);
+    memcpy(hs + src_off * ss, src, n * ss);
+    memset(hd, 0xa5, nd * ds); /* guard zones and a poisoned output (0xa5a5: a finite value in every type) */
+    TH_ASSERT_OK(tsr_convert_host(src_type, src, dst_type, expect, n));
+    cl_mem ds_mem = raw_buffer(hs, ns * ss), dd_mem = raw_buffer(hd, nd * ds);
+    cl_event ev = NULL;
+    tsr_status st = tsr_convert(dev, src_type, ds_mem, src_off, dst_type, dd_mem, dst_off, n, NULL, &ev);
+    if (st != TSR_SUCCESS)
+        fail_msg("%s: tsr_convert %s -> %s, n=%zu: %s: %s", what, tsr_dtype_str(src_type), tsr_dtype_str(dst_type), n,
+                 tsr_status_str(st), tsr_last_error());
+    assert_non_null(ev);
+    assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+    clReleaseEvent(ev);
+    assert_int_equal(clEnqueueReadBuffer(tsr_device_queue(dev), dd_mem, CL_TRUE, 0, nd * ds, hd, 0, NULL, NULL),
+                     CL_SUCCESS);
+    for (size_t i = 0; i < nd; ++i) {
+        if (i >= dst_off && i < dst_off + n) continue;
+        for (size_t b = 0; b < ds; ++b)
+            if (hd[i * ds + b] != 0xa5)
+                fail_msg("%s: tsr_convert %s -> %s wrote outside dst at element %zu", what, tsr_dtype_str(src_type),
+                         tsr_dtype_str(dst_type), i);
+    }
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t got = raw_get(dst_type, hd, dst_off + i), want = raw_get(dst_type, expect, i);
+        const bool ok = raw_is_nan(dst_type, want)
+                            ? raw_is_nan(dst_type, got) && raw_sign(dst_type, got) == raw_sign(dst_type, want)
+                            : got == want;
+        if (!ok)
+            fail_msg("%s: tsr_convert %s -> %s, element %zu (source bits 0x%x): got 0x%x, tsr_convert_host 0x%x", what,
+                     tsr_dtype_str(src_type), tsr_dtype_str(dst_type), i, raw_get(src_type, src, i), got, want);
+    }
+    clReleaseMemObject(ds_mem);
+    clReleaseMemObject(dd_mem);
+    free(hs), free(hd), free(expect);
+}
+
+/* Every (src, dst) pair of types on the special values, every tie and random patterns, at odd
+ * offsets with n not a multiple of any vector width. */
+static void convert_every_pair_bit_for_bit(void **state) {
+    (void)state;
+    const size_t stride = small_mode() ? 61 : 1;
+    for (int s = 0; s < 3; ++s) {
+        size_t n = 0;
+        void *src = conversion_sources(all_types[s], stride, &n);
+        n -= (n % 16 == 0); /* never a whole number of vectors */
+        for (int d = 0; d < 3; ++d) {
+            check_convert(all_types[s], src, n, all_types[d], 3, 5, "special values");
+            check_convert(all_types[s], src, 1 + th_rand() % 40, all_types[d], th_rand() % 9, th_rand() % 9, "short");
+        }
+        free(src);
+    }
+}
+
+/* Every vector width, both layouts: the same bits. Each configuration converts from every type
+ * and into every type (three pairs, rotating with the configuration, so each program is built once
+ * and the ten configurations cover every pair), through vector loads and stores and the tail. */
+static void convert_configurations(void **state) {
+    (void)state;
+    const int widths[] = {1, 2, 4, 8, 16};
+    const size_t stride = small_mode() ? 257 : 7;
+    for (int c = 0; c < 10; ++c) {
+        const int vw = widths[c / 2], interleave = c % 2;
+        if (small_mode() && c != 3 && c != 8) continue; /* VW=2 interleaved, VW=16 contiguous */
+        char config[96];
+        snprintf(config, sizeof config, "VW=%d VPT=%d WG=%d INTERLEAVE=%d", vw, vw == 16 ? 2 : 4, interleave ? 16 : 4,
+                 interleave);
+        if (!th_try_override(dev, "gelu", config)) continue;
+        for (int s = 0; s < 3; ++s) {
+            size_t n = 0;
+            void *src = conversion_sources(all_types[s], stride, &n);
+            n -= (n % 16 == 0);
+            check_convert(all_types[s], src, n, all_types[(s + c) % 3], 1, 7, config);
+            free(src);
+        }
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "gelu", NULL));
+}
+
+/* The bound a 16-bit GELU is held to: the fp32 kernel's tolerance or y's own rounding. */
+static double typed_bound(tsr_dtype y_type) { return fmax(1e-6, tsr_dtype_error_bound(y_type, 1)); }
+
+/* tsr_gelu_ex (or, with x and y f32, tsr_gelu) on x (n values, already rounded to x_type) at the
+ * given offsets, in place when asked: every output against the double reference from the rounded
+ * input within typed_bound (GELU's metric); a value whose rounding to y_type overflows or is
+ * special must be exactly that; guard zones intact. */
+static void check_typed_run(tsr_gelu_mode mode, tsr_dtype x_type, tsr_dtype y_type, const float *x, size_t n,
+                            size_t x_off, size_t y_off, bool in_place, bool shorthand) {
+    if (in_place) y_off = x_off;
+    const size_t nx = x_off + n + 3, ny = y_off + n + 3;
+    float *hx = malloc(nx * sizeof *hx), *hy = malloc(ny * sizeof *hy);
+    for (size_t i = 0; i < nx; ++i)
+        hx[i] = guard_value;
+    memcpy(hx + x_off, x, n * sizeof *x);
+    cl_mem dx = th_buffer_from_typed(dev, x_type, hx, nx), dy = dx;
+    if (!in_place) {
+        for (size_t i = 0; i < ny; ++i)
+            hy[i] = guard_value;
+        th_poison(hy + y_off, n);
+        dy = th_buffer_from_typed(dev, y_type, hy, ny);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "%s %s (x %s, y %s)%s", shorthand ? "tsr_gelu" : "tsr_gelu_ex", form_name(mode),
+             tsr_dtype_str(x_type), tsr_dtype_str(y_type), in_place ? " in place" : "");
+    cl_event ev = NULL;
+    tsr_status st = shorthand ? tsr_gelu(dev, mode, dx, x_off, dy, y_off, n, NULL, &ev)
+                              : tsr_gelu_ex(dev, mode, x_type, dx, x_off, y_type, dy, y_off, n, NULL, &ev);
+    if (st != TSR_SUCCESS) fail_msg("%s n=%zu: %s: %s", what, n, tsr_status_str(st), tsr_last_error());
+    assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+    clReleaseEvent(ev);
+    th_read_typed(dev, y_type, dy, hy, ny);
+    for (size_t i = 0; i < ny; ++i) {
+        if (i >= y_off && i < y_off + n) continue;
+        if (hy[i] != tsr_dtype_round(y_type, guard_value)) fail_msg("%s n=%zu wrote outside y at %zu", what, n, i);
+    }
+    const double bound = typed_bound(y_type);
+    for (size_t i = 0; i < n; ++i) {
+        const double r = th_ref_activation((int)mode, x[i]), got = hy[y_off + i];
+        const float stored = tsr_dtype_round(y_type, (float)r); /* what y_type holds of the exact result */
+        bool ok;
+        if (isnan(r))
+            ok = isnan(got);
+        else if (isinf(stored))
+            ok = got == stored; /* +-Inf, and finite results beyond y_type's range */
+        else
+            ok = got == r || fabs(got - r) <= bound * fmax(1.0, fabs((double)x[i]));
+        if (!ok)
+            fail_msg("%s n=%zu: GELU(%.9g) = %.9g, reference %.9g (error %.3g, bound %.3g x max(1, |x|))", what, n,
+                     (double)x[i], got, r, fabs(got - r), bound);
+        if (r == 0 && got == 0 && x[i] == 0 && !signbit(r) != !signbit(got))
+            fail_msg("%s: GELU(%g) has the wrong sign of zero", what, (double)x[i]);
+    }
+    if (!in_place) clReleaseMemObject(dy);
+    clReleaseMemObject(dx);
+    free(hx);
+    free(hy);
+}
+
+/* Both forms for all 9 (x, y) pairs of types, on fresh inputs rounded to x's type, at offsets and
+ * in place (same type), and tsr_gelu as the f32 shorthand of the same path. */
+static void gelu_every_type_pair(void **state) {
+    (void)state;
+    const size_t n = small_mode() ? 203 : 40009;
+    float *x = malloc(n * sizeof *x);
+    for (int xt = 0; xt < 3; ++xt)
+        for (int yt = 0; yt < 3; ++yt)
+            for (int m = 0; m < 2; ++m) {
+                if (small_mode() && m != (xt + yt) % 2) continue; /* each pair once, both forms among them */
+                th_fill_uniform_typed(all_types[xt], x, n, -6, 6);
+                check_typed_run(modes[m], all_types[xt], all_types[yt], x, n, 1 + th_rand() % 7, th_rand() % 9, false,
+                                false);
+                if (xt == yt)
+                    check_typed_run(modes[m], all_types[xt], all_types[yt], x, n, th_rand() % 5, 0, true, false);
+            }
+    th_fill_uniform_typed(TSR_F32, x, n, -6, 6);
+    check_typed_run(TSR_GELU_TANH, TSR_F32, TSR_F32, x, n, 2, 3, false, true);
+    free(x);
+}
+
+/* NaN, +-Inf, +-0, subnormals and values at the edge of f16's range through 16-bit storage: NaN
+ * stays NaN, GELU(+Inf) = +Inf, GELU(-Inf) = -0, results beyond 65504 are Inf in an f16 y, and
+ * FLT_MAX is Inf in a bf16 y (it rounds past bf16's largest value). */
+static void gelu_special_values_through_16_bit(void **state) {
+    (void)state;
+    const float edges[] = {NAN,       -NAN,     INFINITY, -INFINITY, 0.0f,     -0.0f,  65504.0f, -65504.0f,
+                           1e5f,      -1e5f,    65536.0f, FLT_MAX,   -FLT_MAX, 1e30f,  -1e30f,   0x1p-24f,
+                           -0x1p-24f, 0x1p-14f, 1e-40f,   -1e-40f,   10.0f,    -10.0f, 20.0f,    -20.0f,
+                           2.7f,      -2.7f,    1.0f,     -1.0f,     0.5f};
+    const size_t n = sizeof edges / sizeof edges[0];
+    float x[sizeof edges / sizeof edges[0]];
+    for (int xt = 0; xt < 3; ++xt)
+        for (int yt = 0; yt < 3; ++yt) {
+            if (xt == 0 && yt == 0) continue; /* fused_edge_values_both_forms */
+            memcpy(x, edges, sizeof edges);
+            tsr_dtype_round_array(all_types[xt], x, n); /* what x_type stores of them (f16: 1e5 is Inf) */
+            for (int m = 0; m < 2; ++m)
+                check_typed_run(modes[m], all_types[xt], all_types[yt], x, n, 1, 2, false, false);
+        }
+}
+
+/* Wrong types, buffers too small in 16-bit elements, overlaps across types: refused with the
+ * name and the numbers, nothing written; in place in one 16-bit type runs. */
+static void typed_invalid_arguments(void **state) {
+    (void)state;
+    enum { N = 64 };
+    uint16_t guard[4 * N];
+    for (size_t i = 0; i < 4 * N; ++i)
+        guard[i] = 0x3c00;                      /* 1.0 in f16 */
+    cl_mem a = raw_buffer(guard, sizeof guard); /* 256 16-bit elements, 128 floats */
+    cl_mem b = raw_buffer(guard, N * 2);        /* 64 16-bit elements, 32 floats */
+    /* Invalid types name the tensor. */
+    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_TANH, (tsr_dtype)3, a, 0, TSR_F16, b, 0, N, NULL, NULL),
+                     TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "gelu: x");
+    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_ERF, TSR_F16, a, 0, (tsr_dtype)-1, b, 0, N, NULL, NULL),
+                     TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "gelu: y");
+    TH_ASSERT_STATUS(tsr_convert(dev, (tsr_dtype)7, a, 0, TSR_F16, b, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "tsr_convert: src");
+    TH_ASSERT_STATUS(tsr_convert(dev, TSR_BF16, a, 0, (tsr_dtype)3, b, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "tsr_convert: dst");
+    TH_ASSERT_STATUS(tsr_convert(NULL, TSR_F32, a, 0, TSR_F16, b, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_convert(dev, TSR_F32, a, 0, TSR_F16, b, 0, 0, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "n must be");
+    /* Sizes count each buffer's own elements: b holds 64 f16 but only 32 floats. */
+    TH_ASSERT_OK(tsr_convert(dev, TSR_F16, a, 0, TSR_BF16, b, 0, N, NULL, NULL));
+    TH_ASSERT_STATUS(tsr_convert(dev, TSR_F16, a, 0, TSR_BF16, b, 1, N, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "buffer dst holds 64 bf16 elements but the call needs 65");
+    TH_ASSERT_STATUS(tsr_convert(dev, TSR_F16, a, 0, TSR_F32, b, 0, N, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "buffer dst holds 32 floats but the call needs 64");
+    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_TANH, TSR_F16, b, 1, TSR_F16, a, 0, N, NULL, NULL),
+                     TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "buffer x holds 64 f16 elements but the call needs 65");
+    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_TANH, TSR_F32, b, 0, TSR_F16, a, 0, N, NULL, NULL),
+                     TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "buffer x holds 32 floats");
+    TH_ASSERT_STATUS(tsr_convert(dev, TSR_F16, a, SIZE_MAX / 2, TSR_F32, b, 0, 4, NULL, NULL), TSR_ERR_OVERFLOW);
+    /* Overlaps in bytes across types: f32 x over bytes [0, 64), f16 y over [16, 48). */
+    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_TANH, TSR_F32, a, 0, TSR_F16, a, 8, 16, NULL, NULL),
+                     TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "bytes [0, 64) and [16, 48)");
+    TH_ASSERT_STATUS(tsr_convert(dev, TSR_BF16, a, 8, TSR_F32, a, 4, 16, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "bytes [16, 48) and [16, 80)");
+    /* The same bytes in two 16-bit types is not in place. */
+    TH_ASSERT_STATUS(tsr_convert(dev, TSR_F16, a, 4, TSR_BF16, a, 4, 16, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "in place needs one type");
+    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_ERF, TSR_BF16, a, 4, TSR_F16, a, 4, 16, NULL, NULL),
+                     TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "in place needs one type");
+    assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
+    uint16_t after[4 * N];
+    assert_int_equal(clEnqueueReadBuffer(tsr_device_queue(dev), a, CL_TRUE, 0, sizeof after, after, 0, NULL, NULL),
+                     CL_SUCCESS);
+    assert_memory_equal(after, guard, sizeof guard);
+    /* In place in one 16-bit type: GELU(1) = 0.841 in f16 (0x3abb / 0x3aba, tanh form) over the
+     * first 16 elements, the rest untouched. */
+    TH_ASSERT_OK(tsr_gelu_ex(dev, TSR_GELU_TANH, TSR_F16, a, 0, TSR_F16, a, 0, 16, NULL, NULL));
+    float back[4 * N];
+    th_read_typed(dev, TSR_F16, a, back, 4 * N);
+    for (size_t i = 0; i < 4 * N; ++i) {
+        const double want = i < 16 ? th_ref_activation(TSR_GELU_TANH, 1.0) : 1.0;
+        if (!(fabs(back[i] - want) <= typed_bound(TSR_F16))) fail_msg("in place f16: element %zu = %g", i, back[i]);
+    }
+    clReleaseMemObject(a);
+    clReleaseMemObject(b);
+}
+
 /* The tuner searches GELU's space like any op's and validates every candidate. */
 static void tuner_tunes_gelu(void **state) {
     (void)state;
@@ -362,8 +709,11 @@ int main(void) {
             cmocka_unit_test(fused_odd_sizes_offsets_in_place),
             cmocka_unit_test(fused_configurations),
             cmocka_unit_test(unfused_baseline_both_forms),
-        cmocka_unit_test(unfused_edge_values_both_forms),
             cmocka_unit_test(unfused_edge_values_both_forms),
+            cmocka_unit_test(convert_every_pair_bit_for_bit),
+            cmocka_unit_test(convert_configurations),
+            cmocka_unit_test(gelu_every_type_pair),
+            cmocka_unit_test(gelu_special_values_through_16_bit),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -379,6 +729,11 @@ int main(void) {
         cmocka_unit_test(config_override_too_long),
         cmocka_unit_test(sub_buffers_overlap_by_memory),
         cmocka_unit_test(tuner_tunes_gelu),
+        cmocka_unit_test(convert_every_pair_bit_for_bit),
+        cmocka_unit_test(convert_configurations),
+        cmocka_unit_test(gelu_every_type_pair),
+        cmocka_unit_test(gelu_special_values_through_16_bit),
+        cmocka_unit_test(typed_invalid_arguments),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

@@ -76,6 +76,19 @@ static void descriptors_have_required_fields(void **state) {
         assert_non_null(o->config_ok);
         assert_true(o->program_variants >= 1);
         if (o->program_variants > 1) assert_non_null(o->program_variant);
+        /* build-binaries' filter leaves no class without a program and no program unwritten */
+        for (int c = 0; o->variant_serves_class && o->classes[c]; ++c) {
+            bool served = false;
+            for (int v = 0; v < o->program_variants; ++v)
+                served |= o->variant_serves_class(o->classes[c], v);
+            if (!served) fail_msg("%s: no program variant serves class %s", o->name, o->classes[c]);
+        }
+        for (int v = 0; o->variant_serves_class && v < o->program_variants; ++v) {
+            bool used = false;
+            for (int c = 0; o->classes[c]; ++c)
+                used |= o->variant_serves_class(o->classes[c], v);
+            if (!used) fail_msg("%s: program variant %d serves no class", o->name, v);
+        }
         assert_non_null(o->build_options);
         assert_non_null(o->demo);
         /* tunable: all six tuning hooks, or a fixture with a shape per class */

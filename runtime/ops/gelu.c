@@ -1,8 +1,10 @@
 /* The GELU op: the fused single-pass kernel of cl/gelu.cl (tunable), the unfused baseline
  * that runs one kernel per elementary operation, and a copy kernel of the same geometry as
- * the bandwidth yardstick. */
+ * the bandwidth yardstick, which with typed loads and stores is also tsr_convert. x and y may
+ * be stored as f32, f16 or bf16 each; the arithmetic is fp32. */
 #include "internal.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,25 +25,55 @@ static const tsr_param_def gelu_params[] = {GELU_PARAMS(TSR_PARAM_DEF)};
 /* The unfused baseline (tsr_gelu_unfused) is a separate entry point, not a choice of this one. */
 static const tsr_implementation gelu_implementations[] = {{.name = "fused"}};
 
-/* Program variants: what the kernel computes (the configuration is the same for all three). */
+/* Program variants: what the kernel computes, times the storage types of x and y (every pair of
+ * f32, f16, bf16: GELU and tsr_convert take any). The configuration is the same for all. */
 enum { FORM_TANH, FORM_ERF, FORM_COPY, GELU_FORMS };
+#define GELU_TYPES 3 /* tsr_dtype's values 0, 1, 2 */
+#define GELU_VARIANTS (GELU_FORMS * GELU_TYPES * GELU_TYPES)
+
+static int gelu_variant(int form, tsr_dtype x_type, tsr_dtype y_type) {
+    return form + GELU_FORMS * ((int)x_type * GELU_TYPES + (int)y_type);
+}
 
 /* Per form and size: the erf form does more arithmetic per element, so on CPUs its best
- * vector width differs (float16 spills AVX2's 16 registers there). */
-static const char *const gelu_classes[] = {"large", "small", "large-erf", "small-erf", NULL};
+ * vector width differs (float16 spills AVX2's 16 registers there). 16-bit storage halves the
+ * bytes per element and changes the loads (vload_halfN, the bf16 shifts), so each fp32 class has
+ * its "-f16" and "-bf16" twin (tsr_dtype_class_suffix), which uses the fp32 class's entry until
+ * it is tuned itself. Order: the four fp32 classes, then the same four per suffix. */
+static const char *const gelu_classes[] = {
+    "large",         "small",      "large-erf",  "small-erf",      "large-f16",      "small-f16", "large-erf-f16",
+    "small-erf-f16", "large-bf16", "small-bf16", "large-erf-bf16", "small-erf-bf16", NULL};
 #define GELU_SMALL_LIMIT (1u << 18) /* elements; below this launch overhead dominates */
 
 typedef struct gelu_problem {
-    int mode; /* TSR_GELU_TANH or TSR_GELU_ERF */
+    int mode; /* TSR_GELU_TANH or TSR_GELU_ERF (the copy uses the tanh form's classes) */
     size_t n;
     cl_mem x, y;
-    size_t x_off, y_off;
+    size_t x_off, y_off; /* in elements of x's and y's own type */
+    tsr_dtype x_type, y_type;
 } gelu_problem;
 
 static const char *gelu_problem_class(const void *problem) {
     const gelu_problem *p = problem;
-    if (p->mode == TSR_GELU_ERF) return p->n <= GELU_SMALL_LIMIT ? "small-erf" : "large-erf";
-    return p->n <= GELU_SMALL_LIMIT ? "small" : "large";
+    const tsr_dtype types[2] = {p->x_type, p->y_type};
+    const char *suffix = tsr_dtype_class_suffix(types, 2);
+    int group = strcmp(suffix, "-f16") == 0 ? 1 : strcmp(suffix, "-bf16") == 0 ? 2 : 0;
+    int base = (p->mode == TSR_GELU_ERF ? 2 : 0) + (p->n <= GELU_SMALL_LIMIT ? 1 : 0);
+    return gelu_classes[4 * group + base];
+}
+
+/* A class launches its own form (the tanh form's classes the copy too, for tsr_gelu_copy and
+ * tsr_convert) and the type pairs whose class suffix it carries. */
+static bool gelu_variant_serves_class(const char *problem_class, int variant) {
+    const int form = variant % GELU_FORMS, types = variant / GELU_FORMS;
+    for (int large = 0; large < 2; ++large) {
+        const gelu_problem p = {.mode = form == FORM_ERF ? TSR_GELU_ERF : TSR_GELU_TANH,
+                                .n = large ? GELU_SMALL_LIMIT + 1 : 1,
+                                .x_type = (tsr_dtype)(types / GELU_TYPES),
+                                .y_type = (tsr_dtype)(types % GELU_TYPES)};
+        if (strcmp(gelu_problem_class(&p), problem_class) == 0) return true;
+    }
+    return false;
 }
 
 /* CPUs: each work-item streams a contiguous run with wide vectors; GPUs: consecutive work-items
@@ -69,44 +101,77 @@ static bool gelu_config_ok(const tsr_device *dev, const void *problem, const tsr
     return v[P_VW] * v[P_VPT] <= 256; /* longer runs per work-item only unbalance the tail */
 }
 
-static void gelu_build_options(const tsr_config *cfg, int form, char *out, size_t size) {
+/* fp32 programs keep the options they always had (the kernel's types default to 0). */
+static void gelu_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
     static const int modes[GELU_FORMS] = {2, 3, 0}; /* activation.cl's codes; 0: copy */
+    const int form = variant % GELU_FORMS, types = variant / GELU_FORMS;
+    const int x_type = types / GELU_TYPES, y_type = types % GELU_TYPES;
     tsr_config_defines(&tsr_op_gelu, cfg, out, size);
     size_t used = strlen(out);
-    snprintf(out + used, size - used, " -DMODE=%d", modes[form]);
+    if (x_type == 0 && y_type == 0)
+        snprintf(out + used, size - used, " -DMODE=%d", modes[form]);
+    else
+        snprintf(out + used, size - used, " -DMODE=%d -DX_TYPE=%d -DY_TYPE=%d", modes[form], x_type, y_type);
 }
 
 static size_t ceil_div(size_t x, size_t to) { return (x + to - 1) / to; }
 
-static tsr_status gelu_validate(const tsr_device *dev, int mode, cl_mem x, size_t x_off, cl_mem y, size_t y_off,
-                                size_t n, gelu_problem *p) {
+/* The names a call's messages use: GELU's x and y, or tsr_convert's src and dst. */
+typedef struct gelu_names {
+    const char *op, *x, *y;
+} gelu_names;
+static const gelu_names gelu_call = {"gelu", "x", "y"};
+static const gelu_names convert_call = {"tsr_convert", "src", "dst"};
+
+static tsr_status gelu_validate(const tsr_device *dev, const gelu_names *names, int mode, tsr_dtype x_type, cl_mem x,
+                                size_t x_off, tsr_dtype y_type, cl_mem y, size_t y_off, size_t n, gelu_problem *p) {
     if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
     if (mode != TSR_GELU_TANH && mode != TSR_GELU_ERF)
         return tsr_fail(TSR_ERR_INVALID_ARG, "mode must be TSR_GELU_TANH or TSR_GELU_ERF (got %d)", mode);
-    if (n == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "n must be at least 1");
+    char what[64];
+    tsr_status st;
+    snprintf(what, sizeof what, "%s: %s", names->op, names->x);
+    if ((st = tsr_dtype_check(what, x_type)) != TSR_SUCCESS) return st;
+    snprintf(what, sizeof what, "%s: %s", names->op, names->y);
+    if ((st = tsr_dtype_check(what, y_type)) != TSR_SUCCESS) return st;
+    if (n == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: n must be at least 1", names->op);
     /* Ends and their byte counts, checked: a wrapped end would pass the buffer checks. */
     size_t x_end, y_end, bytes;
-    tsr_status st;
-    if ((st = tsr_size_mad("gelu: x_offset + n", n, 1, x_off, &x_end)) != TSR_SUCCESS ||
-        (st = tsr_size_mad("gelu: y_offset + n", n, 1, y_off, &y_end)) != TSR_SUCCESS ||
-        (st = tsr_size_mad("gelu: the bytes x spans", x_end, sizeof(float), 0, &bytes)) != TSR_SUCCESS ||
-        (st = tsr_size_mad("gelu: the bytes y spans", y_end, sizeof(float), 0, &bytes)) != TSR_SUCCESS)
+    char x_what[64], y_what[64];
+    snprintf(x_what, sizeof x_what, "%s: %s_offset + n", names->op, names->x);
+    snprintf(y_what, sizeof y_what, "%s: %s_offset + n", names->op, names->y);
+    if ((st = tsr_size_mad(x_what, n, 1, x_off, &x_end)) != TSR_SUCCESS ||
+        (st = tsr_size_mad(y_what, n, 1, y_off, &y_end)) != TSR_SUCCESS)
         return st;
-    if ((st = tsr_check_buffer(dev, x, "x", x_end)) != TSR_SUCCESS ||
-        (st = tsr_check_buffer(dev, y, "y", y_end)) != TSR_SUCCESS)
+    snprintf(x_what, sizeof x_what, "%s: the bytes %s spans", names->op, names->x);
+    snprintf(y_what, sizeof y_what, "%s: the bytes %s spans", names->op, names->y);
+    if ((st = tsr_size_mad(x_what, x_end, tsr_dtype_size(x_type), 0, &bytes)) != TSR_SUCCESS ||
+        (st = tsr_size_mad(y_what, y_end, tsr_dtype_size(y_type), 0, &bytes)) != TSR_SUCCESS)
         return st;
-    /* By memory, not handle: sub-buffers of one parent alias too. */
-    if ((st = tsr_check_disjoint("gelu", x, "x", x_off, n, y, "y", y_off, n, true)) != TSR_SUCCESS) return st;
-    *p = (gelu_problem){.mode = mode, .n = n, .x = x, .y = y, .x_off = x_off, .y_off = y_off};
+    if ((st = tsr_check_buffer_typed(dev, x, names->x, x_end, x_type)) != TSR_SUCCESS ||
+        (st = tsr_check_buffer_typed(dev, y, names->y, y_end, y_type)) != TSR_SUCCESS)
+        return st;
+    /* By memory, not handle: sub-buffers of one parent alias too. In place only on the same bytes
+     * in the same type: an f16 x read as it is overwritten with bf16 would be another call. */
+    tsr_ranges relation;
+    if ((st = tsr_ranges_relate_typed(x, x_off, n, x_type, y, y_off, n, y_type, &relation)) != TSR_SUCCESS) return st;
+    if (relation == TSR_RANGES_SAME && x_type != y_type)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %s (%s) and %s (%s) are the same bytes: in place needs one type",
+                        names->op, names->x, tsr_dtype_str(x_type), names->y, tsr_dtype_str(y_type));
+    if ((st = tsr_check_disjoint_typed(names->op, x, names->x, x_off, n, x_type, y, names->y, y_off, n, y_type,
+                                       x_type == y_type)) != TSR_SUCCESS)
+        return st;
+    *p = (gelu_problem){
+        .mode = mode, .n = n, .x = x, .y = y, .x_off = x_off, .y_off = y_off, .x_type = x_type, .y_type = y_type};
     return TSR_SUCCESS;
 }
 
-/* Enqueue the fused kernel (or, with FORM_COPY, the copy of the same geometry). */
+/* Enqueue the fused kernel (or, with FORM_COPY, the copy of the same geometry) for p's types. */
 static tsr_status gelu_launch(tsr_device *dev, const gelu_problem *p, const tsr_config *cfg, int form,
                               cl_command_queue queue, cl_event *event) {
     tsr_status status = TSR_SUCCESS;
     char options[256];
-    gelu_build_options(cfg, form, options, sizeof options);
+    gelu_build_options(cfg, gelu_variant(form, p->x_type, p->y_type), options, sizeof options);
     cl_program program = NULL;
     cl_kernel kernel = NULL;
     cl_int err;
@@ -128,12 +193,13 @@ out:
     return status;
 }
 
-static tsr_status gelu_run(tsr_device *dev, int mode, cl_mem x, size_t x_off, cl_mem y, size_t y_off, size_t n,
-                           cl_command_queue queue, cl_event *event, int form_override) {
+static tsr_status gelu_run(tsr_device *dev, const gelu_names *names, int mode, tsr_dtype x_type, cl_mem x, size_t x_off,
+                           tsr_dtype y_type, cl_mem y, size_t y_off, size_t n, cl_command_queue queue, cl_event *event,
+                           int form_override) {
     tsr_clear_diagnostics();
     if (event) *event = NULL;
     gelu_problem p;
-    tsr_status status = gelu_validate(dev, mode, x, x_off, y, y_off, n, &p);
+    tsr_status status = gelu_validate(dev, names, mode, x_type, x, x_off, y_type, y, y_off, n, &p);
     if (status != TSR_SUCCESS) return status;
     cl_command_queue q;
     if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
@@ -145,14 +211,25 @@ static tsr_status gelu_run(tsr_device *dev, int mode, cl_mem x, size_t x_off, cl
     return status;
 }
 
-tsr_status tsr_gelu(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_t x_off, cl_mem y, size_t y_off, size_t n,
-                    cl_command_queue queue, cl_event *event) {
-    return gelu_run(dev, (int)mode, x, x_off, y, y_off, n, queue, event, -1);
+tsr_status tsr_gelu_ex(tsr_device *dev, tsr_gelu_mode mode, tsr_dtype x_type, cl_mem x, size_t x_off, tsr_dtype y_type,
+                       cl_mem y, size_t y_off, size_t n, cl_command_queue queue, cl_event *event) {
+    return gelu_run(dev, &gelu_call, (int)mode, x_type, x, x_off, y_type, y, y_off, n, queue, event, -1);
 }
 
-tsr_status tsr_gelu_copy(tsr_device *dev, cl_mem x, size_t x_off, cl_mem y, size_t y_off, size_t n,
-                         cl_command_queue queue, cl_event *event) {
-    return gelu_run(dev, TSR_GELU_TANH, x, x_off, y, y_off, n, queue, event, FORM_COPY);
+tsr_status tsr_gelu(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_t x_off, cl_mem y, size_t y_off, size_t n,
+                    cl_command_queue queue, cl_event *event) {
+    return gelu_run(dev, &gelu_call, (int)mode, TSR_F32, x, x_off, TSR_F32, y, y_off, n, queue, event, -1);
+}
+
+tsr_status tsr_gelu_copy(tsr_device *dev, tsr_dtype x_type, cl_mem x, size_t x_off, tsr_dtype y_type, cl_mem y,
+                         size_t y_off, size_t n, cl_command_queue queue, cl_event *event) {
+    return gelu_run(dev, &gelu_call, TSR_GELU_TANH, x_type, x, x_off, y_type, y, y_off, n, queue, event, FORM_COPY);
+}
+
+tsr_status tsr_convert(tsr_device *dev, tsr_dtype src_type, cl_mem src, size_t src_off, tsr_dtype dst_type, cl_mem dst,
+                       size_t dst_off, size_t n, cl_command_queue queue, cl_event *event) {
+    return gelu_run(dev, &convert_call, TSR_GELU_TANH, src_type, src, src_off, dst_type, dst, dst_off, n, queue, event,
+                    FORM_COPY);
 }
 
 /* ---- the unfused baseline ---- */
@@ -189,7 +266,7 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_
     tsr_clear_diagnostics();
     if (event) *event = NULL;
     gelu_problem p;
-    tsr_status status = gelu_validate(dev, (int)mode, x, x_off, y, y_off, n, &p);
+    tsr_status status = gelu_validate(dev, &gelu_call, (int)mode, TSR_F32, x, x_off, TSR_F32, y, y_off, n, &p);
     if (status != TSR_SUCCESS) return status;
     cl_command_queue q;
     if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
@@ -199,7 +276,7 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_
     tsr_config cfg;
     tsr_op_default_config(&tsr_op_gelu, dev, "large", &cfg);
     char options[256];
-    gelu_build_options(&cfg, FORM_TANH, options, sizeof options);
+    gelu_build_options(&cfg, gelu_variant(FORM_TANH, TSR_F32, TSR_F32), options, sizeof options);
     cl_event prev = NULL;
     cl_kernel kernel = NULL;
     cl_int err;
@@ -254,17 +331,48 @@ out_unlocked:
     return status;
 }
 
-/* ---- the fixture: GELU of "N" elements (tanh form) or "N erf" ---- */
+/* ---- the fixture: GELU of "N" elements (tanh form), "N erf", either with a dtype token ---- */
+
+tsr_status tsr_gelu_shape_parse(const char *shape, size_t *n, int *mode, tsr_dtype *x_type, tsr_dtype *y_type) {
+    *n = 0, *mode = TSR_GELU_TANH, *x_type = *y_type = TSR_F32;
+    char words[3][32];
+    int count = 0, used = 0, length = 0;
+    const char *rest = shape;
+    while (count < 3 && sscanf(rest, "%31s%n", words[count], &used) == 1)
+        rest += used, ++count;
+    if (count > 0 && sscanf(rest, " %n", &length) >= 0 && rest[length] == '\0') {
+        size_t value = 0;
+        int digits = 0;
+        bool ok = isdigit((unsigned char)words[0][0]) && sscanf(words[0], "%zu%n", &value, &digits) == 1 &&
+                  words[0][digits] == '\0' && value > 0;
+        int w = 1;
+        if (ok && w < count && strcmp(words[w], "erf") == 0) *mode = TSR_GELU_ERF, ++w;
+        if (ok && w < count && tsr_dtype_spec_parse(words[w], x_type, y_type)) ++w;
+        if (ok && w == count) {
+            *n = value;
+            return TSR_SUCCESS;
+        }
+    }
+    *mode = TSR_GELU_TANH, *x_type = *y_type = TSR_F32;
+    return tsr_fail(TSR_ERR_INVALID_ARG,
+                    "gelu: shape '%s' is not 'N [erf] [DTYPE]' (N >= 1; DTYPE f16, bf16 or "
+                    "IN/OUT of f32, f16, bf16, e.g. f16/f32)",
+                    shape);
+}
 
 typedef struct gelu_fixture {
     gelu_problem p;
-    float *x, *y;
+    float *x, *y; /* host copies, in fp32: x as rounded to x_type (what the device reads) */
 } gelu_fixture;
 
-/* not a multiple of any vector width: the tail path is checked too */
-static const char *const gelu_class_shapes[] = {"16777219", "65539", "16777219 erf", "65539 erf"};
+/* not a multiple of any vector width: the tail path is checked too; in the order of gelu_classes */
+static const char *const gelu_class_shapes[] = {
+    "16777219",         "65539",         "16777219 erf",  "65539 erf",  "16777219 f16",      "65539 f16",
+    "16777219 erf f16", "65539 erf f16", "16777219 bf16", "65539 bf16", "16777219 erf bf16", "65539 erf bf16",
+};
 static const tsr_report_shape gelu_report_shapes[] = {
     {"gelu-16M", "16777216", "65536"},
+    {"gelu-f16", "16777216 f16", "65536 f16"},
     {NULL, NULL, NULL},
 };
 
@@ -278,30 +386,39 @@ static void gelu_fixture_free(void *ctx) {
     free(t);
 }
 
+/* y poisoned with NaN (stored in y's type): a run must write every element */
+static tsr_status gelu_fixture_poison(tsr_device *dev, gelu_fixture *t) {
+    for (size_t i = 0; i < t->p.n; ++i)
+        t->y[i] = NAN;
+    return tsr_upload_typed(dev, t->p.y, t->p.y_type, t->y, t->p.n);
+}
+
 static tsr_status gelu_fixture_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
     size_t n = 0;
-    int used = 0;
-    if (sscanf(shape, "%zu%n", &n, &used) != 1 || n == 0 || (strcmp(shape + used, "") != 0 && strcmp(shape + used, " erf") != 0))
-        return tsr_fail(TSR_ERR_INVALID_ARG, "gelu: shape '%s' is not N or 'N erf' (N >= 1)", shape);
+    int mode = 0;
+    tsr_dtype x_type, y_type;
+    tsr_status status = tsr_gelu_shape_parse(shape, &n, &mode, &x_type, &y_type);
+    if (status != TSR_SUCCESS) return status;
     if (n > SIZE_MAX / sizeof(float)) return tsr_fail(TSR_ERR_OVERFLOW, "gelu: shape '%s' is too large", shape);
     gelu_fixture *t = calloc(1, sizeof *t);
     if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-    t->p.mode = strstr(shape, "erf") ? TSR_GELU_ERF : TSR_GELU_TANH;
-    t->p.n = n;
+    t->p = (gelu_problem){.mode = mode, .n = n, .x_type = x_type, .y_type = y_type};
     t->x = malloc(n * sizeof(float));
     t->y = malloc(n * sizeof(float));
-    tsr_status status = TSR_SUCCESS;
     cl_int err;
     if (!t->x || !t->y) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
         goto out;
     }
+    /* Rounded to x's type: the reference is computed from exactly what the device reads. */
     tsr_random_fill(t->x, n, &seed, -5.0f, 5.0f);
-    for (size_t i = 0; i < n; ++i) t->y[i] = NAN; /* poisoned: a run must write every element */
-    t->p.x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * sizeof(float), t->x, &err);
+    tsr_dtype_round_array(x_type, t->x, n);
+    t->p.x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, n * tsr_dtype_size(x_type), NULL, &err);
     TSR_CL_CHECK(err, out);
-    t->p.y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof(float), t->y, &err);
+    t->p.y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, n * tsr_dtype_size(y_type), NULL, &err);
     TSR_CL_CHECK(err, out);
+    TSR_CHECK(tsr_upload_typed(dev, t->p.x, x_type, t->x, n), out);
+    TSR_CHECK(gelu_fixture_poison(dev, t), out);
 out:
     if (status != TSR_SUCCESS) {
         gelu_fixture_free(t);
@@ -314,11 +431,12 @@ out:
 static tsr_status gelu_fixture_run(tsr_device *dev, void *ctx, const tsr_config *cfg, cl_command_queue queue,
                                    cl_event *first, cl_event *last) {
     gelu_fixture *t = ctx;
+    const gelu_problem *p = &t->p;
     cl_event done = NULL;
-    tsr_status st = cfg ? gelu_launch(dev, &t->p, cfg, t->p.mode == TSR_GELU_ERF ? FORM_ERF : FORM_TANH, queue,
+    tsr_status st = cfg ? gelu_launch(dev, p, cfg, p->mode == TSR_GELU_ERF ? FORM_ERF : FORM_TANH, queue,
                                       first || last ? &done : NULL)
-                        : tsr_gelu(dev, (tsr_gelu_mode)t->p.mode, t->p.x, 0, t->p.y, 0, t->p.n, queue,
-                                   first || last ? &done : NULL);
+                        : tsr_gelu_ex(dev, (tsr_gelu_mode)p->mode, p->x_type, p->x, 0, p->y_type, p->y, 0, p->n, queue,
+                                      first || last ? &done : NULL);
     if (st != TSR_SUCCESS) return st;
     tsr_fixture_single_event(done, first, last);
     return TSR_SUCCESS;
@@ -326,20 +444,27 @@ static tsr_status gelu_fixture_run(tsr_device *dev, void *ctx, const tsr_config 
 
 static tsr_status gelu_fixture_check(tsr_device *dev, void *ctx, double *rel_err) {
     gelu_fixture *t = ctx;
-    tsr_status st = tsr_download(dev, t->p.y, t->y, t->p.n);
+    tsr_status st = tsr_download_typed(dev, t->p.y, t->p.y_type, t->y, t->p.n);
     if (st != TSR_SUCCESS) return st;
-    /* The tuner rejects above 1e-4; a correct candidate is within 1e-6 (docs/gelu.md). */
-    *rel_err = tsr_gelu_max_error(t->p.mode, t->x, t->y, t->p.n);
-    return tsr_fixture_poison(dev, t->p.y, t->y, t->p.n); /* the next run cannot pass on this one's output */
+    /* The tuner rejects above 1e-4; a correct candidate is within 1e-6 (docs/gelu.md) beyond the
+     * rounding of a 16-bit y. */
+    *rel_err = tsr_gelu_max_error_stored(t->p.mode, t->p.y_type, t->x, t->y, t->p.n);
+    return gelu_fixture_poison(dev, t); /* the next run cannot pass on this one's output */
 }
 
-/* 8 elementary operations per element (the unfused baseline's kernels); 8 bytes must move */
+/* 8 elementary operations per element (the unfused baseline's kernels); the bytes that must move
+ * are x read once and y written once, each in its own type (8 per element in fp32) */
 static void gelu_fixture_work(const void *ctx, double *flops, double *bytes) {
-    *flops = *bytes = 8.0 * ((const gelu_fixture *)ctx)->p.n;
+    const gelu_problem *p = &((const gelu_fixture *)ctx)->p;
+    *flops = 8.0 * p->n;
+    *bytes = (double)p->n * (double)(tsr_dtype_size(p->x_type) + tsr_dtype_size(p->y_type));
 }
 
 static void gelu_fixture_describe(const void *ctx, char *out, size_t size) {
-    snprintf(out, size, "%zu", ((const gelu_fixture *)ctx)->p.n);
+    const gelu_problem *p = &((const gelu_fixture *)ctx)->p;
+    char types[16];
+    tsr_dtype_spec_format(p->x_type, p->y_type, types, sizeof types);
+    snprintf(out, size, "%zu%s%s%s", p->n, p->mode == TSR_GELU_ERF ? " erf" : "", types[0] ? " " : "", types);
 }
 
 static int gelu_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
@@ -392,8 +517,9 @@ const tsr_op tsr_op_gelu = {
     .implementations = gelu_implementations,
     .nimplementations = TSR_COUNT(gelu_implementations),
     .config_ok = gelu_config_ok,
-    .program_variants = GELU_FORMS,
-    .program_variant = "form (tanh, erf, copy)",
+    .program_variants = GELU_VARIANTS,
+    .program_variant = "form (tanh, erf, copy) and the storage types of x and y (f32, f16, bf16 each)",
+    .variant_serves_class = gelu_variant_serves_class,
     .build_options = gelu_build_options,
     .demo = gelu_demo,
     .nearest_class = NULL,

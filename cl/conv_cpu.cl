@@ -83,8 +83,9 @@
 #if STAGE == 2
 // x is the padded input: the host's geometry has H, W = the padded sizes and no padding; the
 // output keeps its true P x Q. global = (ceil(Kg / MWI), ceil(P W / VW) rounded to WGN, N G),
-// local = (1, WGN, 1).
-__kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
+// local = (1, WGN, 1). x is fp32 whatever X_TYPE: a 16-bit x always comes through pad_input's fp32
+// copy (unpadded layers too), so its vector loads convert nothing.
+__kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const WELT *w,
                             const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
                             const int act, __global YELT *y, const ulong y_off) {
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
@@ -93,7 +94,7 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
     const int k0 = (int)get_global_id(0) * MWI, j0 = (int)get_global_id(1) * VW, ng = (int)get_global_id(2);
     if (k0 >= Kg || j0 >= span) return;
     const int n = ng / GEO_G, g = ng - n * GEO_G;
-    const __global XELT *xc = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW + j0;
+    const __global float *xc = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW + j0;
     // Rows past Kg repeat the last one (computed, never stored), so the tile needs no guards.
     const __global WELT *wrow[MWI];
     _Pragma("unroll") for (int m = 0; m < MWI; ++m)
@@ -107,7 +108,7 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
         for (int c = 0; c < Cg; ++c, xc += HW) {
             _Pragma("unroll") for (int r = 0; r < R; ++r)
                 _Pragma("unroll") for (int s = 0; s < S; ++s) {
-                    const floatv b = VLOADX(xc + r * rstep + s * GEO_DW);
+                    const floatv b = VLOAD(xc + r * rstep + s * GEO_DW);
                     FMA_TILE(r * S + s, b)
                 }
             _Pragma("unroll") for (int m = 0; m < MWI; ++m) wrow[m] += RS;
@@ -120,7 +121,7 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
                 for (int s = 0; s < S; ++s) {
                     const int o = r * rstep + s * GEO_DW;
                     float t[VW];
-                    _Pragma("unroll") for (int e = 0; e < VW; ++e) t[e] = LDX(xc, min(o + e, lim));
+                    _Pragma("unroll") for (int e = 0; e < VW; ++e) t[e] = xc[min(o + e, lim)];
                     const floatv b = VLOAD(t);
                     FMA_TILE(r * S + s, b)
                 }
@@ -261,18 +262,18 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 // ---------------------------------------------------------------- padding (STAGE 2's input)
 // xp[i][c][hp][wp] = x[i][c][hp - PH][wp - PW], zero outside; planes of Hp >= H + 2 PH rows (the
 // rows past the padding are slack for the last tile's loads); global = (Hp, C, images). The planes
-// keep x's type (a 16-bit value widens and narrows back exactly).
-__kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_off, __global XELT *xp,
+// are fp32: a 16-bit x is widened here, once per element, not at each of the kernel's taps.
+__kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_off, __global float *xp,
                         const int Hp) {
     const int hp = (int)get_global_id(0), c = (int)get_global_id(1), i = (int)get_global_id(2);
     const int Wp = GEO_W + 2 * GEO_PW, ih = hp - GEO_PH;
-    __global XELT *dst = xp + (((size_t)i * GEO_C + c) * Hp + hp) * (size_t)Wp;
+    __global float *dst = xp + (((size_t)i * GEO_C + c) * Hp + hp) * (size_t)Wp;
     if (ih < 0 || ih >= GEO_H) {
-        for (int e = 0; e < Wp; ++e) TSR_ST(X_TYPE, 0.0f, dst, e);
+        for (int e = 0; e < Wp; ++e) dst[e] = 0.0f;
         return;
     }
     const __global XELT *src = x + x_off + (((size_t)i * GEO_C + c) * GEO_H + ih) * (size_t)GEO_W;
-    for (int e = 0; e < GEO_PW; ++e) TSR_ST(X_TYPE, 0.0f, dst, e);
-    for (int e = 0; e < GEO_W; ++e) TSR_ST(X_TYPE, LDX(src, e), dst, GEO_PW + e);
-    for (int e = GEO_PW + GEO_W; e < Wp; ++e) TSR_ST(X_TYPE, 0.0f, dst, e);
+    for (int e = 0; e < GEO_PW; ++e) dst[e] = 0.0f;
+    for (int e = 0; e < GEO_W; ++e) dst[GEO_PW + e] = LDX(src, e);
+    for (int e = GEO_PW + GEO_W; e < Wp; ++e) dst[e] = 0.0f;
 }

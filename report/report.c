@@ -334,6 +334,7 @@ static const struct {
     {"gemm-bert", "128x768x192"},
     {"gelu-16M", "1048576"},
     {"conv-resnet50-3x3", "1x32x28x28 k32 3x3 p1"},
+    {"conv-resnet50-3x3-f16", "1x32x28x28 k32 3x3 p1 f16"},
     {"attention-2048", "B1 H2 L256 D64"},
 };
 

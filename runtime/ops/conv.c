@@ -411,14 +411,17 @@ static size_t padded_rows(const conv_problem *p, int vw) {
     return p->H + 2 * p->ph + ceil_div((size_t)vw - 1 + (p->S - 1) * p->dw, Wp);
 }
 
-/* Bytes of one image's zero-padded input (STAGE 2; in x's type), 0 when the layer has no padding. */
+/* Bytes of one image's zero-padded fp32 input (STAGE 2), 0 when the kernel reads x itself (an
+ * unpadded fp32 layer; a 16-bit x is always copied, widened once rather than at every tap). */
 static size_t padded_bytes_per_image(const conv_problem *p, int vw) {
-    return p->ph || p->pw ? p->C * padded_rows(p, vw) * (p->W + 2 * p->pw) * tsr_dtype_size(p->types[0]) : 0;
+    return p->ph || p->pw || p->types[0] != TSR_F32 ? p->C * padded_rows(p, vw) * (p->W + 2 * p->pw) * sizeof(float)
+                                                    : 0;
 }
 
-/* The STAGE 2 form (stride 1): x copied into zero-padded planes in tessera's workspace, in chunks
- * of images that stay in the last-level cache (as im2col's), then the kernel over each chunk with
- * the padded geometry. Unpadded layers read x as it is. Other strides run the STAGE 0 form. */
+/* The STAGE 2 form (stride 1): x copied into zero-padded fp32 planes in tessera's workspace, in
+ * chunks of images that stay in the last-level cache (as im2col's), then the kernel over each
+ * chunk with the padded geometry. Unpadded fp32 layers read x as it is. Other strides run the
+ * STAGE 0 form. */
 static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
                                 cl_command_queue queue, cl_event *event) {
     tsr_config c0 = *cfg; /* the STAGE 0 form: same tile, no workspace, any stride and size */
@@ -453,7 +456,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     size_t local[3] = {1, tiles < (size_t)v[P_WGN] ? tiles : (size_t)v[P_WGN], 1};
     size_t global[3] = {ceil_div(p->Kg, (size_t)v[P_MWI]), ceil_div(tiles, local[1]) * local[1], 0};
     conv_problem q = *p;
-    if (!per) { /* no padding: x is already what the kernel reads */
+    if (!per) { /* no padding, fp32: x is already what the kernel reads */
         global[2] = p->N * p->G;
         TSR_CL_CHECK(clSetKernelArg(kernel, 1, sizeof p->x, &p->x), out);
         cl_ulong x_off = p->x_off;

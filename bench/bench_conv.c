@@ -2,7 +2,9 @@
  * chosen path and each path alone (im2col + GEMM, implicit GEMM, naive direct), CLBlast's
  * convgemm, and OpenBLAS on the equivalent GEMM shape (CPU devices); then the whole ResNet-50
  * conv stack (53 layers) end to end. GFLOP/s count 2 N K P Q Cg R S; rel_err is against a
- * double-precision direct convolution of the first and last image. */
+ * double-precision direct convolution of the first and last image. With --dtype IN[/OUT] (16-bit
+ * storage) each layer's tessera row runs in those types, timed in alternation with the same layer
+ * in fp32; CLBlast's convgemm and OpenBLAS are fp32-only and do not run. */
 #include "bench.h"
 
 #include <math.h>
@@ -140,8 +142,106 @@ static tsr_status layer_check(tsr_device *dev, const bench_options *opt, const r
     return bench_check_memory(dev, what, bytes, 3, host);
 }
 
+/* A 16-bit layer (--dtype): tessera's chosen path in the given storage types, timed in alternation
+ * with the same layer in fp32 (bench_time_paired: both see the same machine), both rows written;
+ * the inputs are rounded to the 16-bit types for both, so one reference checks both. */
+static tsr_status bench_layer_typed(tsr_device *dev, const bench_options *opt, bench_report *report,
+                                    const resnet_layer *l, size_t batch) {
+    conv_run r[2] = {{.dev = dev, .d = layer_desc(l, batch)}, {.dev = dev, .d = layer_desc(l, batch)}};
+    r[0].d.x_type = r[0].d.w_type = opt->in_type, r[0].d.y_type = opt->out_type; /* r[1]: fp32 */
+    tsr_status st = layer_check(dev, opt, l, batch);
+    if (st == TSR_SUCCESS) st = tsr_conv2d_output_size(&r[0].d, &r[0].P, &r[0].Q);
+    if (st != TSR_SUCCESS) return st;
+    const tsr_conv2d_desc *d = &r[1].d;
+    size_t in_image = d->in_channels * d->in_height * d->in_width, per_image = d->out_channels * r[0].P * r[0].Q;
+    size_t nx = batch * in_image, nw = d->out_channels * (d->in_channels / d->groups) * d->kernel_h * d->kernel_w;
+    size_t ny = batch * per_image;
+    float *hx = malloc(nx * 4), *hw = malloc(nw * 4), *hy = malloc(ny * 4);
+    double *ref = malloc(2 * per_image * sizeof *ref);
+    if (!hx || !hw || !hy || !ref) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto out;
+    }
+    uint64_t seed = 0x9E3779B97F4A7C15ull ^ (uint64_t)l->c * 131 ^ batch;
+    tsr_random_fill(hx, nx, &seed, -1.0f, 1.0f);
+    tsr_random_fill(hw, nw, &seed, -1.0f, 1.0f);
+    tsr_dtype_round_array(opt->in_type, hx, nx);
+    tsr_dtype_round_array(opt->in_type, hw, nw);
+    reference_ends(d, hx, hw, ref, per_image);
+    cl_context ctx = tsr_device_context(dev);
+    for (int i = 0; i < 2 && st == TSR_SUCCESS; ++i) {
+        cl_int err = CL_SUCCESS;
+        const tsr_conv2d_desc *di = &r[i].d;
+        r[i].x = clCreateBuffer(ctx, CL_MEM_READ_ONLY, nx * tsr_dtype_size(di->x_type), NULL, &err);
+        if (err == CL_SUCCESS)
+            r[i].w = clCreateBuffer(ctx, CL_MEM_READ_ONLY, nw * tsr_dtype_size(di->w_type), NULL, &err);
+        if (err == CL_SUCCESS)
+            r[i].y = clCreateBuffer(ctx, CL_MEM_READ_WRITE, ny * tsr_dtype_size(di->y_type), NULL, &err);
+        if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
+        if (st == TSR_SUCCESS) st = tsr_upload_typed(dev, r[i].x, di->x_type, hx, nx);
+        if (st == TSR_SUCCESS) st = tsr_upload_typed(dev, r[i].w, di->w_type, hw, nw);
+    }
+    if (st != TSR_SUCCESS) goto out;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%zux%dx%dx%d k%d %dx%d/%d p%d", batch, l->c, l->h, l->h, l->k, l->r, l->r, l->stride,
+             l->pad);
+    if (d->groups > 1) {
+        size_t len = strlen(shape);
+        snprintf(shape + len, sizeof shape - len, " g%zu", d->groups);
+    }
+    bench_row rows[2];
+    memset(rows, 0, sizeof rows);
+    double ratio[3];
+    if ((st = bench_time_paired(run_tessera, &r[0], run_tessera, &r[1], opt->budget_s, 3, 50, &rows[0], &rows[1],
+                                ratio)) != TSR_SUCCESS)
+        goto out;
+    static const char *const algos[] = {"auto", "im2col", "implicit", "direct"};
+    for (int i = 0; i < 2 && st == TSR_SUCCESS; ++i) {
+        const tsr_conv2d_desc *di = &r[i].d;
+        tsr_conv_algo chosen = TSR_CONV_AUTO;
+        tsr_config_info plan;
+        if ((st = tsr_conv2d_plan(dev, di, &chosen, &plan)) != TSR_SUCCESS) break;
+        /* one more checked run: the output is this configuration's */
+        for (size_t e = 0; e < ny; ++e)
+            hy[e] = NAN;
+        if ((st = tsr_upload_typed(dev, r[i].y, di->y_type, hy, ny)) != TSR_SUCCESS ||
+            (st = run_tessera(&r[i])) != TSR_SUCCESS ||
+            (st = tsr_download_typed(dev, r[i].y, di->y_type, hy, ny)) != TSR_SUCCESS)
+            break;
+        strcpy(rows[i].op, "conv2d");
+        tsr_strlcpy(rows[i].shape, shape, sizeof rows[i].shape);
+        snprintf(rows[i].impl, sizeof rows[i].impl, "tessera(%s)", algos[chosen]);
+        tsr_dtype_spec_format(di->x_type, di->y_type, rows[i].dtype, sizeof rows[i].dtype);
+        snprintf(rows[i].variant, sizeof rows[i].variant, "paired with the %s row", i ? "16-bit" : "fp32");
+        rows[i].gflops = tsr_conv2d_flops(di) / (rows[i].time_ms * 1e6);
+        rows[i].gbps = ((double)tsr_dtype_size(di->x_type) * nx + (double)tsr_dtype_size(di->w_type) * nw +
+                        (double)tsr_dtype_size(di->y_type) * ny) /
+                       (rows[i].time_ms * 1e6);
+        rows[i].rel_err = conv_error(hy, ref, per_image, batch);
+        if ((st = bench_add(report, &rows[i])) != TSR_SUCCESS) break;
+        if (!opt->quiet) {
+            printf("%-14s %-30s %-20s %10.3f %9.1f %9.1e %s\n", l->name, shape, rows[i].impl, rows[i].time_ms,
+                   rows[i].gflops, rows[i].rel_err, rows[i].dtype[0] ? rows[i].dtype : "f32");
+            fflush(stdout);
+        }
+    }
+    if (st == TSR_SUCCESS && !opt->quiet)
+        printf("%-14s %-30s timed in alternation (%d pairs): %s runs at %.2fx the fp32 rate (pairs: median; %.2f to "
+               "%.2f)\n",
+               l->name, shape, rows[0].runs, rows[0].dtype, 1.0 / ratio[0], 1.0 / ratio[2], 1.0 / ratio[1]);
+out:
+    for (int i = 0; i < 2; ++i) {
+        if (r[i].x) clReleaseMemObject(r[i].x);
+        if (r[i].w) clReleaseMemObject(r[i].w);
+        if (r[i].y) clReleaseMemObject(r[i].y);
+    }
+    free(hx), free(hw), free(hy), free(ref);
+    return st;
+}
+
 static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_report *report,
                               const resnet_layer *l, size_t batch) {
+    if (opt->in_type != TSR_F32 || opt->out_type != TSR_F32) return bench_layer_typed(dev, opt, report, l, batch);
     conv_run r = {.dev = dev, .d = layer_desc(l, batch)};
     tsr_status st = layer_check(dev, opt, l, batch);
     if (st == TSR_SUCCESS) st = tsr_conv2d_output_size(&r.d, &r.P, &r.Q);
@@ -459,9 +559,15 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
     if (!opt->quiet)
         printf("%-14s %-30s %-20s %10s %9s %9s\n", "layer", "shape (NxCxHxW kK RxS/stride pad)", "impl", "ms",
                "GFLOP/s", "rel_err");
+    bool typed = opt->in_type != TSR_F32 || opt->out_type != TSR_F32;
+    if (typed && !opt->quiet)
+        printf("# 16-bit storage: only tessera runs (each layer paired with fp32); CLBlast's convgemm "
+               "(CLBlastSconvgemm) and OpenBLAS are fp32-only, so they do not run on these buffers%s\n",
+               stack ? "; the ResNet-50 stack runs in fp32 only and is passed over" : "");
     for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && layers; ++b)
         for (size_t i = 0; i < nchosen && st == TSR_SUCCESS; ++i) st = bench_layer(dev, opt, report, chosen[i], batches[b]);
-    for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && stack; ++b) st = bench_stack(dev, opt, report, batches[b]);
+    for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && stack && !typed; ++b)
+        st = bench_stack(dev, opt, report, batches[b]);
     free(batches);
     return st;
 }

@@ -13,6 +13,9 @@
 // The layer's geometry arrives at run time in one int16, so one program serves every layer:
 #include "conv_geometry.cl"
 // Offsets into x and y are size_t; everything within one image fits an int (checked on the host).
+// x, w and y are stored in X_TYPE, W_TYPE, Y_TYPE (cl/dtype.cl codes, fp32 by default; offsets in
+// elements of each): loads widen to float, arithmetic is fp32, y's stores round to nearest even.
+// im2col's column matrices and the bias are always fp32.
 //
 // conv_implicit's shape, from -D defines:
 //   MWI      output channels per work-item
@@ -47,24 +50,50 @@
 
 #include "vector.cl"
 
-// Every second float from p (VW of them; reads 2 VW floats).
+// Storage types of x, w and y (tsr_dtype codes, cl/dtype.cl; 0 fp32 when not defined): loads
+// widen to float, y's stores round. With code 0 every macro below is the plain float access.
+#ifndef X_TYPE
+#define X_TYPE 0
+#endif
+#ifndef W_TYPE
+#define W_TYPE 0
+#endif
+#ifndef Y_TYPE
+#define Y_TYPE 0
+#endif
+#include "dtype.cl"
+#define XELT TSR_ELT(X_TYPE)
+#define WELT TSR_ELT(W_TYPE)
+#define YELT TSR_ELT(Y_TYPE)
+#define LDX(p, i) TSR_LD(X_TYPE, p, i)
+#define LDW(p, i) TSR_LD(W_TYPE, p, i)
+#define STY(v, p, i) TSR_ST(Y_TYPE, v, p, i)
 #if VW == 1
-#define VLOAD_STRIDE2(p) (*(p))
-#elif VW == 16
-#define VLOAD_STRIDE2(p) ((float16)(vload16(0, (p)).even, vload16(0, (p) + 16).even))
-#elif VW == 8
-#define VLOAD_STRIDE2(p) (vload16(0, (p)).even)
-#elif VW == 4
-#define VLOAD_STRIDE2(p) (vload8(0, (p)).even)
+#define VLOADX(p) TSR_LD(X_TYPE, p, 0)
+#define VSTOREY(v, p) TSR_ST(Y_TYPE, v, p, 0)
 #else
-#define VLOAD_STRIDE2(p) (vload4(0, (p)).even)
+#define VLOADX(p) TSR_VLD(X_TYPE, VW, p)
+#define VSTOREY(v, p) TSR_VST(Y_TYPE, VW, v, p)
+#endif
+
+// Every second element of x from p, as floats (VW of them; reads 2 VW elements).
+#if VW == 1
+#define VLOAD_STRIDE2(p) TSR_LD(X_TYPE, p, 0)
+#elif VW == 16
+#define VLOAD_STRIDE2(p) ((float16)(TSR_VLD(X_TYPE, 16, (p)).even, TSR_VLD(X_TYPE, 16, (p) + 16).even))
+#elif VW == 8
+#define VLOAD_STRIDE2(p) (TSR_VLD(X_TYPE, 16, (p)).even)
+#elif VW == 4
+#define VLOAD_STRIDE2(p) (TSR_VLD(X_TYPE, 8, (p)).even)
+#else
+#define VLOAD_STRIDE2(p) (TSR_VLD(X_TYPE, 4, (p)).even)
 #endif
 
 // ---------------------------------------------------------------- im2col
 // col[ig][kk][p], ig = i G + g over the chunk's images i (x_off points at the first one),
 // kk = (c R + r) S + s, p = oh Q + ow. global = (P, Cg R S, images G); a work-item writes one
 // output row of one kk.
-__kernel void im2col(const int16 geo, __global const float *x, const ulong x_off, __global float *col) {
+__kernel void im2col(const int16 geo, __global const XELT *x, const ulong x_off, __global float *col) {
     const int oh = (int)get_global_id(0), kk = (int)get_global_id(1), ig = (int)get_global_id(2);
     const int Cg = GEO_C / GEO_G, RS = GEO_R * GEO_S, CRS = Cg * RS;
     const int c = kk / RS, rs = kk - c * RS, r = rs / GEO_S, s = rs - r * GEO_S;
@@ -75,22 +104,22 @@ __kernel void im2col(const int16 geo, __global const float *x, const ulong x_off
         for (int ow = 0; ow < GEO_Q; ++ow) dst[ow] = 0.0f;
         return;
     }
-    const __global float *src =
+    const __global XELT *src =
         x + x_off + ((size_t)i * GEO_C + g * Cg + c) * (size_t)(GEO_H * GEO_W) + (size_t)ih * GEO_W;
     int iw = s * GEO_DW - GEO_PW;
-    for (int ow = 0; ow < GEO_Q; ++ow, iw += GEO_SW) dst[ow] = (iw >= 0 && iw < GEO_W) ? src[iw] : 0.0f;
+    for (int ow = 0; ow < GEO_Q; ++ow, iw += GEO_SW) dst[ow] = (iw >= 0 && iw < GEO_W) ? LDX(src, iw) : 0.0f;
 }
 
 // ---------------------------------------------------------------- direct (baseline)
 // global = (Q, P, N K): one output each, loops over c, r, s.
-__kernel void conv_direct(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
+__kernel void conv_direct(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
                           const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
-                          const int act, __global float *y, const ulong y_off) {
+                          const int act, __global YELT *y, const ulong y_off) {
     const int ow = (int)get_global_id(0), oh = (int)get_global_id(1), nk = (int)get_global_id(2);
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
     const int n = nk / GEO_K, k = nk - n * GEO_K, g = k / Kg;
-    const __global float *xn = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
-    const __global float *wk = w + w_off + (size_t)k * Cg * GEO_R * GEO_S;
+    const __global XELT *xn = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
+    const __global WELT *wk = w + w_off + (size_t)k * Cg * GEO_R * GEO_S;
     float acc = 0.0f;
     for (int c = 0; c < Cg; ++c)
         for (int r = 0; r < GEO_R; ++r) {
@@ -99,20 +128,20 @@ __kernel void conv_direct(const int16 geo, __global const float *x, const ulong 
             for (int s = 0; s < GEO_S; ++s) {
                 const int iw = ow * GEO_SW - GEO_PW + s * GEO_DW;
                 if (iw >= 0 && iw < GEO_W)
-                    acc = fma(wk[(c * GEO_R + r) * GEO_S + s], xn[(size_t)c * HW + ih * GEO_W + iw], acc);
+                    acc = fma(LDW(wk, (c * GEO_R + r) * GEO_S + s), LDX(xn, (size_t)c * HW + ih * GEO_W + iw), acc);
             }
         }
     if (has_bias) acc += bias[bias_off + k];
-    y[y_off + ((size_t)n * GEO_K + k) * (size_t)(GEO_P * GEO_Q) + oh * GEO_Q + ow] = activate_float(acc, act);
+    STY(activate_float(acc, act), y, y_off + ((size_t)n * GEO_K + k) * (size_t)(GEO_P * GEO_Q) + oh * GEO_Q + ow);
 }
 
 // ---------------------------------------------------------------- implicit GEMM
 
 #if !STAGE
 // global = (ceil(Kg / MWI), P ceil(Q / VW), N G), local = (WGM, WGN, 1).
-__kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
+__kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
                             const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
-                            const int act, __global float *y, const ulong y_off) {
+                            const int act, __global YELT *y, const ulong y_off) {
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W, RS = GEO_R * GEO_S;
     const int QT = (GEO_Q + VW - 1) / VW;
     const int k0 = (int)get_global_id(0) * MWI, pt = (int)get_global_id(1), ng = (int)get_global_id(2);
@@ -120,27 +149,27 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
     if (k0 >= Kg || oh >= GEO_P) return;
     const int ow0 = (pt - oh * QT) * VW;
     const int n = ng / GEO_G, g = ng - n * GEO_G;
-    const __global float *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
+    const __global XELT *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
     // Rows past Kg repeat the last one (computed, never stored), so the tile needs no guards.
-    const __global float *wrow[MWI];
+    const __global WELT *wrow[MWI];
     _Pragma("unroll") for (int m = 0; m < MWI; ++m)
         wrow[m] = w + w_off + (size_t)(g * Kg + min(k0 + m, Kg - 1)) * Cg * RS;
     floatv acc[MWI];
     _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
 
 #define FMA_TILE(wi, bvec)                                                                         \
-    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = fma((floatv)(wrow[m][wi]), (bvec), acc[m]);
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = fma((floatv)(LDW(wrow[m], wi)), (bvec), acc[m]);
 
     for (int r = 0; r < GEO_R; ++r) {
         const int ih = oh * GEO_SH - GEO_PH + r * GEO_DH;
         if (ih < 0 || ih >= GEO_H) continue; // a row of zeros adds nothing
-        const __global float *xr = xg + (size_t)ih * GEO_W;
+        const __global XELT *xr = xg + (size_t)ih * GEO_W;
         for (int s = 0; s < GEO_S; ++s) {
             const int iw0 = ow0 * GEO_SW - GEO_PW + s * GEO_DW;
             const int tap = r * GEO_S + s;
             if (GEO_SW == 1 && iw0 >= 0 && iw0 + VW <= GEO_W) {
                 for (int c = 0; c < Cg; ++c) {
-                    const floatv b = VLOAD(xr + (size_t)c * HW + iw0);
+                    const floatv b = VLOADX(xr + (size_t)c * HW + iw0);
                     FMA_TILE(c * RS + tap, b)
                 }
             } else if (GEO_SW == 2 && iw0 >= 0 && iw0 + 2 * VW <= GEO_W) {
@@ -159,9 +188,9 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
                     off[e] = clamp(iw, 0, GEO_W - 1);
                 }
                 for (int c = 0; c < Cg; ++c) {
-                    const __global float *xc = xr + (size_t)c * HW;
+                    const __global XELT *xc = xr + (size_t)c * HW;
                     float t[VW];
-                    _Pragma("unroll") for (int e = 0; e < VW; ++e) t[e] = inside[e] ? xc[off[e]] : 0.0f;
+                    _Pragma("unroll") for (int e = 0; e < VW; ++e) t[e] = inside[e] ? LDX(xc, off[e]) : 0.0f;
                     const floatv b = VLOAD(t);
                     FMA_TILE(c * RS + tap, b)
                 }
@@ -169,20 +198,20 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
         }
     }
 #undef FMA_TILE
-    __global float *yrow = y + y_off + ((size_t)n * GEO_K + g * Kg + k0) * (size_t)(GEO_P * GEO_Q) +
+    __global YELT *yrow = y + y_off + ((size_t)n * GEO_K + g * Kg + k0) * (size_t)(GEO_P * GEO_Q) +
                            (size_t)oh * GEO_Q + ow0;
     _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
         if (k0 + m >= Kg) break;
         floatv v = acc[m];
         if (has_bias) v += bias[bias_off + g * Kg + k0 + m];
         if (act != TSR_ACT_NONE) v = activate_floatv(v, act);
-        __global float *yp = yrow + (size_t)m * GEO_P * GEO_Q;
+        __global YELT *yp = yrow + (size_t)m * GEO_P * GEO_Q;
         if (ow0 + VW <= GEO_Q) {
-            VSTORE(v, yp);
+            VSTOREY(v, yp);
         } else {
             float t[VW];
             VSTORE(v, t);
-            for (int e = 0; e < GEO_Q - ow0; ++e) yp[e] = t[e];
+            for (int e = 0; e < GEO_Q - ow0; ++e) STY(t[e], yp, e);
         }
     }
 }
@@ -193,16 +222,16 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 // global = (ceil(Kg / MWG) WGM, ceil(P Q / NWG) WGN, N G), local = (WGM, WGN, 1). Pixels are
 // flattened (p = oh Q + ow), so tiles run across output rows.
 __kernel __attribute__((reqd_work_group_size(WGM, WGN, 1)))
-void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
+void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
                    const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
-                   const int act, __global float *y, const ulong y_off) {
+                   const int act, __global YELT *y, const ulong y_off) {
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W, RS = GEO_R * GEO_S;
     const int CRS = Cg * RS, PQ = GEO_P * GEO_Q;
     const int lm = (int)get_local_id(0), ln = (int)get_local_id(1), tid = ln * WGM + lm;
     const int tile_k0 = (int)get_group_id(0) * MWG, tile_p0 = (int)get_group_id(1) * NWG;
     const int ng = (int)get_global_id(2), n = ng / GEO_G, g = ng - n * GEO_G;
-    const __global float *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
-    const __global float *wg = w + w_off + (size_t)g * Kg * CRS;
+    const __global XELT *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
+    const __global WELT *wg = w + w_off + (size_t)g * Kg * CRS;
     __local float As[KWG * MWG];
     __local float Bs[KWG * NWG];
     floatv acc[MWI];
@@ -210,7 +239,7 @@ void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, 
     for (int kk0 = 0; kk0 < CRS; kk0 += KWG) {
         for (int e = tid; e < KWG * MWG; e += WGM * WGN) { // neighbours read neighbouring weights
             const int mm = e / KWG, kk = e - mm * KWG, k = tile_k0 + mm;
-            As[kk * MWG + mm] = (k < Kg && kk0 + kk < CRS) ? wg[(size_t)k * CRS + kk0 + kk] : 0.0f;
+            As[kk * MWG + mm] = (k < Kg && kk0 + kk < CRS) ? LDW(wg, (size_t)k * CRS + kk0 + kk) : 0.0f;
         }
         for (int e = tid; e < KWG * NWG; e += WGM * WGN) {
             const int kk = e / NWG, pp = e - kk * NWG, p = tile_p0 + pp, kidx = kk0 + kk;
@@ -219,7 +248,7 @@ void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, 
                 const int c = kidx / RS, rs = kidx - c * RS, r = rs / GEO_S, s = rs - r * GEO_S;
                 const int oh = p / GEO_Q, ow = p - oh * GEO_Q;
                 const int ih = oh * GEO_SH - GEO_PH + r * GEO_DH, iw = ow * GEO_SW - GEO_PW + s * GEO_DW;
-                if (ih >= 0 && ih < GEO_H && iw >= 0 && iw < GEO_W) v = xg[(size_t)c * HW + ih * GEO_W + iw];
+                if (ih >= 0 && ih < GEO_H && iw >= 0 && iw < GEO_W) v = LDX(xg, (size_t)c * HW + ih * GEO_W + iw);
             }
             Bs[e] = v;
         }
@@ -240,13 +269,13 @@ void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, 
         floatv v = acc[m];
         if (has_bias) v += bias[bias_off + g * Kg + k];
         if (act != TSR_ACT_NONE) v = activate_floatv(v, act);
-        __global float *yp = y + y_off + ((size_t)n * GEO_K + g * Kg + k) * (size_t)PQ + p0;
+        __global YELT *yp = y + y_off + ((size_t)n * GEO_K + g * Kg + k) * (size_t)PQ + p0;
         if (p0 + VW <= PQ) {
-            VSTORE(v, yp);
+            VSTOREY(v, yp);
         } else {
             float t[VW];
             VSTORE(v, t);
-            for (int e = 0; e < PQ - p0; ++e) yp[e] = t[e];
+            for (int e = 0; e < PQ - p0; ++e) STY(t[e], yp, e);
         }
     }
 }

@@ -41,26 +41,53 @@
 
 #include "vector.cl"
 
-// Every second float from p (VW of them; reads 2 VW floats).
+// Storage types of x, w and y (tsr_dtype codes, cl/dtype.cl; 0 fp32 when not defined): loads
+// widen to float, y's stores round. With code 0 every macro below is the plain float access.
+#ifndef X_TYPE
+#define X_TYPE 0
+#endif
+#ifndef W_TYPE
+#define W_TYPE 0
+#endif
+#ifndef Y_TYPE
+#define Y_TYPE 0
+#endif
+#include "dtype.cl"
+#define XELT TSR_ELT(X_TYPE)
+#define WELT TSR_ELT(W_TYPE)
+#define YELT TSR_ELT(Y_TYPE)
+#define LDX(p, i) TSR_LD(X_TYPE, p, i)
+#define LDW(p, i) TSR_LD(W_TYPE, p, i)
+#define STY(v, p, i) TSR_ST(Y_TYPE, v, p, i)
 #if VW == 1
-#define VLOAD_STRIDE2(p) (*(p))
-#elif VW == 16
-#define VLOAD_STRIDE2(p) ((float16)(vload16(0, (p)).even, vload16(0, (p) + 16).even))
-#elif VW == 8
-#define VLOAD_STRIDE2(p) (vload16(0, (p)).even)
-#elif VW == 4
-#define VLOAD_STRIDE2(p) (vload8(0, (p)).even)
+#define VLOADX(p) TSR_LD(X_TYPE, p, 0)
+#define VSTOREY(v, p) TSR_ST(Y_TYPE, v, p, 0)
 #else
-#define VLOAD_STRIDE2(p) (vload4(0, (p)).even)
+#define VLOADX(p) TSR_VLD(X_TYPE, VW, p)
+#define VSTOREY(v, p) TSR_VST(Y_TYPE, VW, v, p)
+#endif
+
+// Every second element of x from p, as floats (VW of them; reads 2 VW elements).
+#if VW == 1
+#define VLOAD_STRIDE2(p) TSR_LD(X_TYPE, p, 0)
+#elif VW == 16
+#define VLOAD_STRIDE2(p) ((float16)(TSR_VLD(X_TYPE, 16, (p)).even, TSR_VLD(X_TYPE, 16, (p) + 16).even))
+#elif VW == 8
+#define VLOAD_STRIDE2(p) (TSR_VLD(X_TYPE, 16, (p)).even)
+#elif VW == 4
+#define VLOAD_STRIDE2(p) (TSR_VLD(X_TYPE, 8, (p)).even)
+#else
+#define VLOAD_STRIDE2(p) (TSR_VLD(X_TYPE, 4, (p)).even)
 #endif
 
 #if STAGE == 2
 // x is the padded input: the host's geometry has H, W = the padded sizes and no padding; the
 // output keeps its true P x Q. global = (ceil(Kg / MWI), ceil(P W / VW) rounded to WGN, N G),
-// local = (1, WGN, 1).
-__kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
+// local = (1, WGN, 1). x is fp32 whatever X_TYPE: a 16-bit x always comes through pad_input's fp32
+// copy (unpadded layers too), so its vector loads convert nothing.
+__kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const WELT *w,
                             const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
-                            const int act, __global float *y, const ulong y_off) {
+                            const int act, __global YELT *y, const ulong y_off) {
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
     const int R = KR_, S = KS_, RS = R * S;
     const int span = GEO_P * GEO_W; // flattened outputs, padded columns included
@@ -69,14 +96,14 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
     const int n = ng / GEO_G, g = ng - n * GEO_G;
     const __global float *xc = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW + j0;
     // Rows past Kg repeat the last one (computed, never stored), so the tile needs no guards.
-    const __global float *wrow[MWI];
+    const __global WELT *wrow[MWI];
     _Pragma("unroll") for (int m = 0; m < MWI; ++m)
         wrow[m] = w + w_off + (size_t)(g * Kg + min(k0 + m, Kg - 1)) * Cg * RS;
     floatv acc[MWI];
     _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
     const int rstep = GEO_DH * GEO_W;
 #define FMA_TILE(wi, bvec)                                                                         \
-    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = fma((floatv)(wrow[m][wi]), (bvec), acc[m]);
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = fma((floatv)(LDW(wrow[m], wi)), (bvec), acc[m]);
     if (j0 + VW - 1 + (R - 1) * rstep + (S - 1) * GEO_DW < HW) {
         for (int c = 0; c < Cg; ++c, xc += HW) {
             _Pragma("unroll") for (int r = 0; r < R; ++r)
@@ -102,7 +129,7 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
         }
     }
 #undef FMA_TILE
-    __global float *yk = y + y_off + ((size_t)n * GEO_K + g * Kg + k0) * (size_t)(GEO_P * GEO_Q);
+    __global YELT *yk = y + y_off + ((size_t)n * GEO_K + g * Kg + k0) * (size_t)(GEO_P * GEO_Q);
     const int oh0 = j0 / GEO_W, ow0 = j0 - oh0 * GEO_W;
     const bool whole = ow0 + VW <= GEO_Q; // the tile lies inside one output row
     _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
@@ -110,15 +137,15 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
         floatv v = acc[m];
         if (has_bias) v += bias[bias_off + g * Kg + k0 + m];
         if (act != TSR_ACT_NONE) v = activate_floatv(v, act);
-        __global float *yp = yk + (size_t)m * GEO_P * GEO_Q;
+        __global YELT *yp = yk + (size_t)m * GEO_P * GEO_Q;
         if (whole) {
-            VSTORE(v, yp + oh0 * GEO_Q + ow0);
+            VSTOREY(v, yp + oh0 * GEO_Q + ow0);
         } else {
             float t[VW];
             VSTORE(v, t);
             int oh = oh0, ow = ow0;
             for (int e = 0; e < VW; ++e) {
-                if (ow < GEO_Q && oh < GEO_P) yp[oh * GEO_Q + ow] = t[e];
+                if (ow < GEO_Q && oh < GEO_P) STY(t[e], yp, oh * GEO_Q + ow);
                 if (++ow == GEO_W) ow = 0, ++oh;
             }
         }
@@ -147,17 +174,17 @@ typedef CAT(int, VW) intv;
 // or a tile past the row's end reading the next row) are zeroed with a bit mask, so they stay
 // vector code. Only loads that would leave the channel's plane (first and last rows) and strides
 // above 2 go lane by lane.
-__kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
+__kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
                             const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
-                            const int act, __global float *y, const ulong y_off) {
+                            const int act, __global YELT *y, const ulong y_off) {
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
     const int R = KR_, S = KS_, RS = R * S;
     const int oh0 = (int)get_global_id(0) * MWI, nk = (int)get_global_id(1);
     if (oh0 >= GEO_P || nk >= geo.sf) return; // geo.sf: N K
     const int n = nk / GEO_K, k = nk - n * GEO_K, g = k / Kg;
-    const __global float *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
-    const __global float *wk = w + w_off + (size_t)k * Cg * RS;
-    __global float *yp = y + y_off + (size_t)nk * GEO_P * GEO_Q;
+    const __global XELT *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
+    const __global WELT *wk = w + w_off + (size_t)k * Cg * RS;
+    __global YELT *yp = y + y_off + (size_t)nk * GEO_P * GEO_Q;
     const float b0 = has_bias ? bias[bias_off + k] : 0.0f;
     // Input columns one load covers: VW (stride 1), 2 VW (stride 2, every second one kept).
     const int need = GEO_SW == 1 ? VW : 2 * VW;
@@ -173,8 +200,8 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
         // Every tap's load inside the row: plain vector code.
         const bool inside = vec_ok && iwb >= 0 && iwb + (S - 1) * GEO_DW + need <= GEO_W;
         for (int c = 0; c < Cg; ++c) {
-            const __global float *xc = xg + (size_t)c * HW;
-            const __global float *wc = wk + c * RS;
+            const __global XELT *xc = xg + (size_t)c * HW;
+            const __global WELT *wc = wk + c * RS;
             for (int r = 0; r < R; ++r) {
                 // Per output row: whether kernel row r lands inside the image, where its input
                 // row starts, and whether the tile's loads stay inside the plane (masked vectors).
@@ -187,25 +214,25 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
                     safe[m] = vec_ok && at[m] >= 0 && at[m] + (S - 1) * GEO_DW + need <= HW;
                 }
                 _Pragma("unroll") for (int s = 0; s < S; ++s) {
-                    const floatv wv = (floatv)(wc[r * S + s]);
+                    const floatv wv = (floatv)(LDW(wc, r * S + s));
                     const int iw0 = iwb + s * GEO_DW;
                     const intv col = iw0 + lane_col;
                     const intv keep = col >= 0 && col < GEO_W;
                     _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
                         if (!ok[m]) continue;
-                        const __global float *xp = xc + at[m] + s * GEO_DW;
+                        const __global XELT *xp = xc + at[m] + s * GEO_DW;
                         floatv b;
                         if (inside) {
-                            b = GEO_SW == 1 ? VLOAD(xp) : VLOAD_STRIDE2(xp);
+                            b = GEO_SW == 1 ? VLOADX(xp) : VLOAD_STRIDE2(xp);
                         } else if (safe[m]) {
-                            b = GEO_SW == 1 ? VLOAD(xp) : VLOAD_STRIDE2(xp);
+                            b = GEO_SW == 1 ? VLOADX(xp) : VLOAD_STRIDE2(xp);
                             b = MASKED(b, keep);
                         } else {
                             float t[VW];
-                            const __global float *xr = xc + at[m] - iwb;
+                            const __global XELT *xr = xc + at[m] - iwb;
                             _Pragma("unroll 1") for (int e = 0; e < VW; ++e) { // rare: kept small (code size)
                                 const int iw = iw0 + e * GEO_SW;
-                                const float v = xr[clamp(iw, 0, GEO_W - 1)];
+                                const float v = LDX(xr, clamp(iw, 0, GEO_W - 1));
                                 t[e] = iw >= 0 && iw < GEO_W ? v : 0.0f;
                             }
                             b = VLOAD(t);
@@ -219,13 +246,13 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
             if (m >= rows) break;
             floatv v = acc[m];
             if (act != TSR_ACT_NONE) v = activate_floatv(v, act);
-            __global float *yr = yp + (size_t)(oh0 + m) * GEO_Q;
+            __global YELT *yr = yp + (size_t)(oh0 + m) * GEO_Q;
             if (ow0 + VW <= GEO_Q) {
-                VSTORE(v, yr + ow0);
+                VSTOREY(v, yr + ow0);
             } else {
                 float t[VW];
                 VSTORE(v, t);
-                for (int e = 0; e < GEO_Q - ow0; ++e) yr[ow0 + e] = t[e];
+                for (int e = 0; e < GEO_Q - ow0; ++e) STY(t[e], yr, ow0 + e);
             }
         }
     }
@@ -234,8 +261,9 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 
 // ---------------------------------------------------------------- padding (STAGE 2's input)
 // xp[i][c][hp][wp] = x[i][c][hp - PH][wp - PW], zero outside; planes of Hp >= H + 2 PH rows (the
-// rows past the padding are slack for the last tile's loads); global = (Hp, C, images).
-__kernel void pad_input(const int16 geo, __global const float *x, const ulong x_off, __global float *xp,
+// rows past the padding are slack for the last tile's loads); global = (Hp, C, images). The planes
+// are fp32: a 16-bit x is widened here, once per element, not at each of the kernel's taps.
+__kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_off, __global float *xp,
                         const int Hp) {
     const int hp = (int)get_global_id(0), c = (int)get_global_id(1), i = (int)get_global_id(2);
     const int Wp = GEO_W + 2 * GEO_PW, ih = hp - GEO_PH;
@@ -244,8 +272,8 @@ __kernel void pad_input(const int16 geo, __global const float *x, const ulong x_
         for (int e = 0; e < Wp; ++e) dst[e] = 0.0f;
         return;
     }
-    const __global float *src = x + x_off + (((size_t)i * GEO_C + c) * GEO_H + ih) * (size_t)GEO_W;
+    const __global XELT *src = x + x_off + (((size_t)i * GEO_C + c) * GEO_H + ih) * (size_t)GEO_W;
     for (int e = 0; e < GEO_PW; ++e) dst[e] = 0.0f;
-    for (int e = 0; e < GEO_W; ++e) dst[GEO_PW + e] = src[e];
+    for (int e = 0; e < GEO_W; ++e) dst[GEO_PW + e] = LDX(src, e);
     for (int e = GEO_PW + GEO_W; e < Wp; ++e) dst[e] = 0.0f;
 }

@@ -402,7 +402,7 @@ typedef enum tsr_conv_algo {
     TSR_CONV_DIRECT = 3    /* a naive direct convolution, one work-item per output: the baseline */
 } tsr_conv_algo;
 
-/* A 2-D convolution (cross-correlation, as deep-learning frameworks define it), fp32, in the
+/* A 2-D convolution (cross-correlation, as deep-learning frameworks define it), in the
  * layouts of PyTorch and CLBlastSconvgemm: x is NCHW [batch][in_channels][in_height][in_width],
  * w is OIHW [out_channels][in_channels / groups][kernel_h][kernel_w], y is NCHW
  * [batch][out_channels][out_h][out_w] with out_h = (in_height + 2 pad_h - dilation_h (kernel_h - 1)
@@ -420,10 +420,13 @@ typedef struct tsr_conv2d_desc {
     size_t dilation_h, dilation_w;
     size_t groups;                 /* divides in_channels and out_channels; = in_channels: depthwise */
     tsr_activation activation;     /* applied after the bias */
-    size_t x_offset, w_offset, bias_offset, y_offset; /* in floats */
+    size_t x_offset, w_offset, bias_offset, y_offset; /* in elements of each tensor's own type */
     tsr_conv_algo algo;
     cl_mem workspace;              /* TSR_CONV_IM2COL's column matrices; NULL: tessera's own (kept per device) */
     size_t workspace_bytes;        /* usable bytes of `workspace` from its start */
+    /* Storage types of x, w and y, any combination (0: fp32). Loads widen to fp32, the sum
+     * accumulates in fp32 and y is rounded to nearest even on its store; the bias stays fp32. */
+    tsr_dtype x_type, w_type, y_type;
 } tsr_conv2d_desc;
 
 /* The output height and width of a descriptor, or an error naming what is wrong with it. */
@@ -433,11 +436,12 @@ TSR_API tsr_status tsr_conv2d_output_size(const tsr_conv2d_desc *desc, size_t *o
  * desc->algo is AUTO): *bytes is what tessera would take itself (column matrices for as many
  * images as it processes at once), *min_bytes (may be NULL) the least a caller-supplied
  * workspace may hold (one image's column matrices; a smaller batch chunk means more GEMM
- * launches). Both are 0 when the path needs none. */
+ * launches). Both are 0 when the path needs none. The column matrices are fp32 whatever the
+ * storage types (the GEMM reads them as its fp32 operand), so 16-bit layers need as many bytes. */
 TSR_API tsr_status tsr_conv2d_workspace_size(tsr_device *device, const tsr_conv2d_desc *desc, size_t *bytes,
                                              size_t *min_bytes);
 
-/* y = act(conv2d(x, w) + bias). bias (out_channels floats at bias_offset) may be NULL. Every
+/* y = act(conv2d(x, w) + bias). bias (out_channels fp32 values at bias_offset) may be NULL. Every
  * size and buffer is checked before anything is enqueued; a rejected call writes nothing. */
 TSR_API tsr_status tsr_conv2d(tsr_device *device, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem bias,
                               cl_mem y, cl_command_queue queue, cl_event *event);

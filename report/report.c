@@ -109,6 +109,14 @@ static tsr_status clblast_conv(tsr_device *dev, const char *shape, const cl_mem 
     size_t N, C, H, W, K, R, S, pad;
     char extra;
     (void)dev;
+    /* A shape's last word may be its storage types ("... p1 f16"): CLBlastSconvgemm reads fp32 only. */
+    const char *last = strrchr(shape, ' ');
+    tsr_dtype in = TSR_F32, out = TSR_F32;
+    if (last && tsr_dtype_spec_parse(last + 1, &in, &out) && (in != TSR_F32 || out != TSR_F32))
+        return tsr_fail(TSR_ERR_UNSUPPORTED,
+                        "CLBlastSconvgemm is fp32-only: no CLBlast peer for the 16-bit conv2d "
+                        "shape '%s'",
+                        shape);
     if (sscanf(shape, "%zux%zux%zux%zu k%zu %zux%zu p%zu%c", &N, &C, &H, &W, &K, &R, &S, &pad, &extra) != 8 || b[2])
         return tsr_fail(TSR_ERR_UNSUPPORTED, "no CLBlast peer for conv2d shape '%s'", shape);
     CLBlastStatusCode cs = CLBlastSconvgemm(CLBlastKernelModeCrossCorrelation, C, H, W, R, S, pad, pad, 1, 1, 1, 1, K,
@@ -352,6 +360,7 @@ static const struct {
     {"gelu-16M", "1048576"},
     {"gelu-f16", "1048576 f16"},
     {"conv-resnet50-3x3", "1x32x28x28 k32 3x3 p1"},
+    {"conv-resnet50-3x3-f16", "1x32x28x28 k32 3x3 p1 f16"},
     {"attention-2048", "B1 H2 L256 D64"},
 };
 

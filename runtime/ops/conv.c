@@ -27,7 +27,13 @@ static const tsr_param_def conv_params[] = {CONV_PARAMS(TSR_PARAM_DEF)};
 
 /* The CPU forms (padded implicit, depthwise) are built from conv_cpu.cl. */
 static const char *const conv_more_sources[] = {"conv_cpu", NULL};
-static const char *const conv_classes[] = {"3x3", "1x1", "strided", "depthwise", "other", NULL};
+/* The fp32 classes, then the same with 16-bit storage (tsr_dtype_class_suffix of x, w, y), which
+ * take their fp32 class's configuration until tuned themselves. */
+#define CONV_BASE_CLASSES 5
+static const char *const conv_classes[] = {"3x3",      "1x1",      "strided",      "depthwise",      "other",
+                                           "3x3-f16",  "1x1-f16",  "strided-f16",  "depthwise-f16",  "other-f16",
+                                           "3x3-bf16", "1x1-bf16", "strided-bf16", "depthwise-bf16", "other-bf16",
+                                           NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -42,7 +48,8 @@ typedef struct conv_problem {
     size_t N, C, H, W, K, R, S, P, Q, sh, sw, ph, pw, dh, dw, G;
     size_t Cg, Kg, CRS, PQ;
     int act;
-    size_t x_off, w_off, b_off, y_off;
+    size_t x_off, w_off, b_off, y_off; /* in elements of each tensor's type */
+    tsr_dtype types[3];                /* x, w, y (the bias is fp32) */
     cl_mem x, w, bias, y;
     cl_mem ws;          /* the caller's workspace, or NULL */
     size_t ws_bytes;
@@ -54,13 +61,22 @@ static bool is_pointwise(const conv_problem *p) {
     return p->R == 1 && p->S == 1 && p->sh == 1 && p->sw == 1 && p->ph == 0 && p->pw == 0;
 }
 
+/* Index of the layer's fp32 class in conv_classes. */
+static int conv_base_index(const conv_problem *p) {
+    if (p->Cg == 1 && p->G > 1) return 3;
+    if (p->sh > 1 || p->sw > 1) return 2;
+    if (p->R == 1 && p->S == 1) return 1;
+    if (p->R == 3 && p->S == 3) return 0;
+    return 4;
+}
+
+static const char *conv_base_class(const conv_problem *p) { return conv_classes[conv_base_index(p)]; }
+
 static const char *conv_problem_class(const void *problem) {
     const conv_problem *p = problem;
-    if (p->Cg == 1 && p->G > 1) return "depthwise";
-    if (p->sh > 1 || p->sw > 1) return "strided";
-    if (p->R == 1 && p->S == 1) return "1x1";
-    if (p->R == 3 && p->S == 3) return "3x3";
-    return "other";
+    const char *suffix = tsr_dtype_class_suffix(p->types, 3);
+    int set = strcmp(suffix, "-f16") == 0 ? 1 : strcmp(suffix, "-bf16") == 0 ? 2 : 0;
+    return conv_classes[set * CONV_BASE_CLASSES + conv_base_index(p)];
 }
 
 /* Built-in configurations. CPUs: the GEMM behind im2col is tessera's best-tuned kernel; depthwise
@@ -125,13 +141,35 @@ static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr
 }
 
 /* Program variants: the CPU forms (STAGE 2, 3) are also built with the kernel size compiled in
- * for square kernels up to 3x3 (kernel_size_options): variant k in 1..3 is KR = KS = k, 0 none. */
+ * for square kernels up to 3x3 (kernel_size_options): variant % 4 = k in 1..3 is KR = KS = k, 0
+ * none. variant / 4 picks the storage types (x, w, y) from conv_type_variants: the ones
+ * build-binaries prepares (fp32, all f16, all bf16, 16-bit inputs with an fp32 output); other
+ * combinations build on first use. */
 #define CONV_KERNEL_SIZE_VARIANTS 4
+static const tsr_dtype conv_type_variants[][3] = {{TSR_F32, TSR_F32, TSR_F32},
+                                                  {TSR_F16, TSR_F16, TSR_F16},
+                                                  {TSR_BF16, TSR_BF16, TSR_BF16},
+                                                  {TSR_F16, TSR_F16, TSR_F32},
+                                                  {TSR_BF16, TSR_BF16, TSR_F32}};
+#define CONV_PROGRAM_VARIANTS (CONV_KERNEL_SIZE_VARIANTS * (int)TSR_COUNT(conv_type_variants))
+
+/* -DX_TYPE=... for the tensors that are not fp32 (fp32 programs keep their options). The im2col
+ * path's program runs only the im2col kernel, which reads x alone: X_TYPE only. */
+static void type_options(const tsr_config *cfg, const tsr_dtype types[3], char *out, size_t size) {
+    static const char *const names[3] = {"X_TYPE", "W_TYPE", "Y_TYPE"};
+    for (int i = 0; i < (cfg->values[P_ALGO] == TSR_CONV_IM2COL ? 1 : 3); ++i) {
+        size_t len = strlen(out);
+        if (types[i] != TSR_F32 && len < size) snprintf(out + len, size - len, " -D%s=%d", names[i], (int)types[i]);
+    }
+}
+
 static void conv_build_options(const tsr_config *cfg, int program_variant, char *out, size_t size) {
     tsr_config_defines(&tsr_op_conv, cfg, out, size);
     size_t len = strlen(out);
-    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 2 && program_variant > 0 && len < size)
-        snprintf(out + len, size - len, " -DKR=%d -DKS=%d", program_variant, program_variant);
+    int ks = program_variant % CONV_KERNEL_SIZE_VARIANTS;
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 2 && ks > 0 && len < size)
+        snprintf(out + len, size - len, " -DKR=%d -DKS=%d", ks, ks);
+    type_options(cfg, conv_type_variants[program_variant / CONV_KERNEL_SIZE_VARIANTS], out, size);
 }
 
 static const char *conv_program_source(const tsr_config *cfg) {
@@ -191,12 +229,18 @@ static tsr_status conv_shape(const tsr_conv2d_desc *d, conv_problem *p) {
         return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: algo must be a tsr_conv_algo (got %d)", (int)d->algo);
     p->act = (int)d->activation;
     p->algo = d->algo;
+    tsr_status st;
+    if ((st = tsr_dtype_check("conv2d: x_type", d->x_type)) != TSR_SUCCESS ||
+        (st = tsr_dtype_check("conv2d: w_type", d->w_type)) != TSR_SUCCESS ||
+        (st = tsr_dtype_check("conv2d: y_type", d->y_type)) != TSR_SUCCESS)
+        return st;
+    p->types[0] = d->x_type, p->types[1] = d->w_type, p->types[2] = d->y_type;
     p->x_off = d->x_offset, p->w_off = d->w_offset, p->b_off = d->bias_offset, p->y_off = d->y_offset;
     p->ws = d->workspace, p->ws_bytes = d->workspace_bytes;
     return TSR_SUCCESS;
 }
 
-/* offset + count floats, with overflow checks (of the byte count too). */
+/* offset + count elements, with overflow checks (of the byte count too). */
 static tsr_status span(const char *name, size_t off, size_t a, size_t b, size_t *end) {
     if (!tsr_strided_extent(off, 1, &a, &b, b, end)) /* a rows of b: off + (a - 1) b + b */
         return tsr_fail(TSR_ERR_OVERFLOW, "conv2d: the extent of %s overflows", name);
@@ -214,19 +258,21 @@ static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d,
         (st = span("y", p->y_off, p->N, p->K * p->PQ, &y_end)) != TSR_SUCCESS ||
         (bias && (st = span("bias", p->b_off, 1, p->K, &b_end)) != TSR_SUCCESS))
         return st;
-    if ((st = tsr_check_buffer(dev, x, "x", x_end)) != TSR_SUCCESS ||
-        (st = tsr_check_buffer(dev, w, "w", w_end)) != TSR_SUCCESS ||
-        (st = tsr_check_buffer(dev, y, "y", y_end)) != TSR_SUCCESS ||
+    const tsr_dtype xt = p->types[0], wt = p->types[1], yt = p->types[2];
+    if ((st = tsr_check_buffer_typed(dev, x, "x", x_end, xt)) != TSR_SUCCESS ||
+        (st = tsr_check_buffer_typed(dev, w, "w", w_end, wt)) != TSR_SUCCESS ||
+        (st = tsr_check_buffer_typed(dev, y, "y", y_end, yt)) != TSR_SUCCESS ||
         (bias && (st = tsr_check_buffer(dev, bias, "bias", b_end)) != TSR_SUCCESS))
         return st;
-    /* By memory, not handle: sub-buffers of one parent (or a sub-buffer and its parent) alias. */
+    /* By memory, not handle: sub-buffers of one parent (or a sub-buffer and its parent) alias;
+     * ranges in bytes of each tensor's type. */
     size_t ny = y_end - p->y_off;
-    if ((st = tsr_check_disjoint("conv2d", y, "y", p->y_off, ny, x, "x", p->x_off, x_end - p->x_off, false)) !=
-            TSR_SUCCESS ||
-        (st = tsr_check_disjoint("conv2d", y, "y", p->y_off, ny, w, "w", p->w_off, w_end - p->w_off, false)) !=
-            TSR_SUCCESS ||
-        (bias && (st = tsr_check_disjoint("conv2d", y, "y", p->y_off, ny, bias, "bias", p->b_off, b_end - p->b_off,
-                                          false)) != TSR_SUCCESS))
+    if ((st = tsr_check_disjoint_typed("conv2d", y, "y", p->y_off, ny, yt, x, "x", p->x_off, x_end - p->x_off, xt,
+                                       false)) != TSR_SUCCESS ||
+        (st = tsr_check_disjoint_typed("conv2d", y, "y", p->y_off, ny, yt, w, "w", p->w_off, w_end - p->w_off, wt,
+                                       false)) != TSR_SUCCESS ||
+        (bias && (st = tsr_check_disjoint_typed("conv2d", y, "y", p->y_off, ny, yt, bias, "bias", p->b_off,
+                                                b_end - p->b_off, TSR_F32, false)) != TSR_SUCCESS))
         return st;
     if (p->ws) {
         size_t real = 0;
@@ -239,12 +285,20 @@ static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d,
         /* The column matrices are written while x is read and before y is: they must not share memory
          * with any of them (whole floats covering workspace_bytes). */
         size_t ws_floats = p->ws_bytes / sizeof(float) + (p->ws_bytes % sizeof(float) != 0);
-        const struct { cl_mem mem; const char *name; size_t off, end; } others[] = {
-            {x, "x", p->x_off, x_end}, {w, "w", p->w_off, w_end}, {y, "y", p->y_off, y_end}, {bias, "bias", p->b_off, b_end}};
+        const struct {
+            cl_mem mem;
+            const char *name;
+            size_t off, end;
+            tsr_dtype type;
+        } others[] = {{x, "x", p->x_off, x_end, xt},
+                      {w, "w", p->w_off, w_end, wt},
+                      {y, "y", p->y_off, y_end, yt},
+                      {bias, "bias", p->b_off, b_end, TSR_F32}};
         for (size_t i = 0; i < sizeof others / sizeof others[0]; ++i)
             if (others[i].mem &&
-                (st = tsr_check_disjoint("conv2d", p->ws, "the workspace", 0, ws_floats, others[i].mem, others[i].name,
-                                         others[i].off, others[i].end - others[i].off, false)) != TSR_SUCCESS)
+                (st = tsr_check_disjoint_typed("conv2d", p->ws, "the workspace", 0, ws_floats, TSR_F32, others[i].mem,
+                                               others[i].name, others[i].off, others[i].end - others[i].off,
+                                               others[i].type, false)) != TSR_SUCCESS)
                 return st;
     }
     p->x = x, p->w = w, p->bias = bias, p->y = y;
@@ -293,14 +347,22 @@ static void kernel_size_options(const conv_problem *p, char *options, size_t siz
         snprintf(options + len, size - len, " -DKR=%zu -DKS=%zu", p->R, p->S);
 }
 
+/* A launch's program options: as conv_build_options' variant for the layer's kernel size (the
+ * CPU forms) and storage types. */
+static void program_options(const conv_problem *p, const tsr_config *cfg, bool kernel_size, char *options,
+                            size_t size) {
+    conv_build_options(cfg, 0, options, size);
+    if (kernel_size) kernel_size_options(p, options, size);
+    type_options(cfg, p->types, options, size);
+}
+
 static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const tsr_config *cfg, bool implicit,
                                 cl_command_queue queue, cl_event *event) {
     tsr_status status = TSR_SUCCESS;
     char options[256];
-    conv_build_options(cfg, 0, options, sizeof options);
     const int *v = cfg->values;
     int stage = implicit ? v[P_STAGE] : 0;
-    if (stage >= 2) kernel_size_options(p, options, sizeof options);
+    program_options(p, cfg, stage >= 2, options, sizeof options);
     cl_program program;
     cl_kernel kernel = NULL;
     cl_int err;
@@ -349,14 +411,17 @@ static size_t padded_rows(const conv_problem *p, int vw) {
     return p->H + 2 * p->ph + ceil_div((size_t)vw - 1 + (p->S - 1) * p->dw, Wp);
 }
 
-/* Bytes of one image's zero-padded input (STAGE 2), 0 when the layer has no padding. */
+/* Bytes of one image's zero-padded fp32 input (STAGE 2), 0 when the kernel reads x itself (an
+ * unpadded fp32 layer; a 16-bit x is always copied, widened once rather than at every tap). */
 static size_t padded_bytes_per_image(const conv_problem *p, int vw) {
-    return p->ph || p->pw ? p->C * padded_rows(p, vw) * (p->W + 2 * p->pw) * sizeof(float) : 0;
+    return p->ph || p->pw || p->types[0] != TSR_F32 ? p->C * padded_rows(p, vw) * (p->W + 2 * p->pw) * sizeof(float)
+                                                    : 0;
 }
 
-/* The STAGE 2 form (stride 1): x copied into zero-padded planes in tessera's workspace, in chunks
- * of images that stay in the last-level cache (as im2col's), then the kernel over each chunk with
- * the padded geometry. Unpadded layers read x as it is. Other strides run the STAGE 0 form. */
+/* The STAGE 2 form (stride 1): x copied into zero-padded fp32 planes in tessera's workspace, in
+ * chunks of images that stay in the last-level cache (as im2col's), then the kernel over each
+ * chunk with the padded geometry. Unpadded fp32 layers read x as it is. Other strides run the
+ * STAGE 0 form. */
 static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
                                 cl_command_queue queue, cl_event *event) {
     tsr_config c0 = *cfg; /* the STAGE 0 form: same tile, no workspace, any stride and size */
@@ -370,8 +435,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     tsr_status status = TSR_SUCCESS;
     const int *v = cfg->values;
     char options[256];
-    conv_build_options(cfg, 0, options, sizeof options);
-    kernel_size_options(p, options, sizeof options);
+    program_options(p, cfg, true, options, sizeof options);
     cl_program program;
     cl_kernel kernel = NULL, pad = NULL;
     cl_int err;
@@ -392,7 +456,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     size_t local[3] = {1, tiles < (size_t)v[P_WGN] ? tiles : (size_t)v[P_WGN], 1};
     size_t global[3] = {ceil_div(p->Kg, (size_t)v[P_MWI]), ceil_div(tiles, local[1]) * local[1], 0};
     conv_problem q = *p;
-    if (!per) { /* no padding: x is already what the kernel reads */
+    if (!per) { /* no padding, fp32: x is already what the kernel reads */
         global[2] = p->N * p->G;
         TSR_CL_CHECK(clSetKernelArg(kernel, 1, sizeof p->x, &p->x), out);
         cl_ulong x_off = p->x_off;
@@ -457,7 +521,8 @@ out:
     return status;
 }
 
-/* Bytes of column matrices per image (all groups), 0 when the layer needs none. */
+/* Bytes of column matrices per image (all groups; fp32 whatever x's type), 0 when the layer
+ * needs none. */
 static size_t col_bytes_per_image(const conv_problem *p) {
     return is_pointwise(p) ? 0 : p->G * p->CRS * p->PQ * sizeof(float);
 }
@@ -495,6 +560,10 @@ static tsr_status chunk_gemms(tsr_device *dev, const conv_problem *p, cl_mem col
     size_t img_b = direct_x ? p->C * p->H * p->W : p->G * p->CRS * p->PQ; /* B per image */
     size_t grp_b = direct_x ? p->Cg * p->H * p->W : p->CRS * p->PQ;       /* B per group */
     size_t img_y = p->K * p->PQ;
+    /* A = the column matrices (fp32) or x itself (x's type), B = w, C = y; offsets, leading
+     * dimensions and strides count elements of each. fp32 layers pass NULL, as before. */
+    const tsr_gemm_types types = {direct_x ? p->types[0] : TSR_F32, p->types[1], p->types[2]};
+    const bool typed = types.a != TSR_F32 || types.b != TSR_F32 || types.c != TSR_F32;
     cl_event prev = ready;
     if (prev) clRetainEvent(prev);
     /* One group: a batch of images. Several: per image, a batch of groups. */
@@ -507,7 +576,8 @@ static tsr_status chunk_gemms(tsr_device *dev, const conv_problem *p, cl_mem col
         status = tsr_sgemm_pipeline(dev, TSR_COL_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->PQ, p->Kg, p->CRS, 1.0f, col,
                                     col_off + i * img_b, p->PQ, p->G == 1 ? img_b : grp_b, p->w, p->w_off, p->CRS,
                                     p->G == 1 ? 0 : p->Kg * p->CRS, 0.0f, p->y, p->y_off + (n0 + i) * img_y, p->PQ,
-                                    p->G == 1 ? img_y : p->Kg * p->PQ, batch, &epi, NULL, true, queue, prev, &done);
+                                    p->G == 1 ? img_y : p->Kg * p->PQ, batch, &epi, typed ? &types : NULL, true, queue,
+                                    prev, &done);
         if (prev) clReleaseEvent(prev);
         prev = done;
     }
@@ -527,7 +597,7 @@ static tsr_status launch_im2col(tsr_device *dev, const conv_problem *p, const ts
     tsr_status status = TSR_SUCCESS;
     size_t per = col_bytes_per_image(p);
     char options[256];
-    conv_build_options(cfg, 0, options, sizeof options);
+    program_options(p, cfg, false, options, sizeof options);
     cl_program program;
     cl_kernel kernel = NULL;
     cl_int err;
@@ -594,7 +664,7 @@ static tsr_status conv_config(tsr_device *dev, const conv_problem *p, tsr_config
     if (p->algo != TSR_CONV_AUTO && cfg->values[P_ALGO] != (int)p->algo) {
         tsr_config forced = {.values = {[P_ALGO] = (int)p->algo}};
         tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &forced), dev,
-                                      conv_problem_class(p), cfg);
+                                      conv_base_class(p), cfg); /* the built-in rows name fp32 classes */
         if (!conv_config_ok(dev, p, cfg) && /* e.g. a device with a small work-group limit */
             (st = tsr_config_parse(&tsr_op_conv, implicit_fallback, "conv2d's fallback", cfg)) != TSR_SUCCESS)
             return st;
@@ -676,7 +746,8 @@ tsr_status tsr_conv2d_plan(tsr_device *dev, const tsr_conv2d_desc *desc, tsr_con
     return TSR_SUCCESS;
 }
 
-/* ---- the fixture: one layer, "NxCxHxW kK RxS" with optional " pPAD sSTRIDE gGROUPS +bias" ---- */
+/* ---- the fixture: one layer, "NxCxHxW kK RxS" with optional " pPAD sSTRIDE gGROUPS +bias DTYPE"
+ * (DTYPE as tsr_dtype_spec_parse: "f16" x, w and y f16; "bf16/f32" x and w bf16, y fp32) ---- */
 
 typedef struct conv_fixture {
     tsr_conv2d_desc d;
@@ -687,11 +758,24 @@ typedef struct conv_fixture {
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
  * layer, and a 5x5 for the rest), in the order of conv_classes. */
-static const char *const conv_class_shapes[] = {
-    "1x128x28x28 k128 3x3 p1 +bias",      "1x512x28x28 k128 1x1 +bias", "1x128x56x56 k128 3x3 p1 s2 +bias",
-    "1x256x28x28 k256 3x3 p1 g256 +bias", "1x64x28x28 k64 5x5 p2 +bias"};
+static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias",
+                                                "1x512x28x28 k128 1x1 +bias",
+                                                "1x128x56x56 k128 3x3 p1 s2 +bias",
+                                                "1x256x28x28 k256 3x3 p1 g256 +bias",
+                                                "1x64x28x28 k64 5x5 p2 +bias",
+                                                "1x128x28x28 k128 3x3 p1 +bias f16",
+                                                "1x512x28x28 k128 1x1 +bias f16",
+                                                "1x128x56x56 k128 3x3 p1 s2 +bias f16",
+                                                "1x256x28x28 k256 3x3 p1 g256 +bias f16",
+                                                "1x64x28x28 k64 5x5 p2 +bias f16",
+                                                "1x128x28x28 k128 3x3 p1 +bias bf16",
+                                                "1x512x28x28 k128 1x1 +bias bf16",
+                                                "1x128x56x56 k128 3x3 p1 s2 +bias bf16",
+                                                "1x256x28x28 k256 3x3 p1 g256 +bias bf16",
+                                                "1x64x28x28 k64 5x5 p2 +bias bf16"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
+    {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},
     {NULL, NULL, NULL},
 };
 
@@ -703,6 +787,15 @@ static void conv_fixture_free(void *ctx) {
         if (mems[i]) clReleaseMemObject(mems[i]);
     free(t->hy), free(t->ref);
     free(t);
+}
+
+/* " f16" or " bf16/f32" at `at`: x and w take the first type, y the second. */
+static bool dtype_token(const char *at, tsr_conv2d_desc *d, int *len) {
+    char word[24];
+    tsr_dtype in, out;
+    if (sscanf(at, " %23s%n", word, len) != 1 || !tsr_dtype_spec_parse(word, &in, &out)) return false;
+    d->x_type = d->w_type = in, d->y_type = out;
+    return true;
 }
 
 static bool parse_layer(const char *shape, tsr_conv2d_desc *d, bool *bias) {
@@ -719,7 +812,8 @@ static bool parse_layer(const char *shape, tsr_conv2d_desc *d, bool *bias) {
         else if (sscanf(at, " p%zu%n", &v, &len) == 1) d->pad_h = d->pad_w = v;
         else if (sscanf(at, " s%zu%n", &v, &len) == 1) d->stride_h = d->stride_w = v;
         else if (sscanf(at, " g%zu%n", &v, &len) == 1) d->groups = v;
-        else return false;
+        else if (!dtype_token(at, d, &len))
+            return false;
         at += len;
     }
     return true;
@@ -732,8 +826,8 @@ static tsr_status conv_fixture_setup(tsr_device *dev, const char *shape, uint64_
     float *hx = NULL, *hw = NULL, *hb = NULL;
     bool bias = false;
     if (!parse_layer(shape, &t->d, &bias)) {
-        status = tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: shape '%s' is not 'NxCxHxW kK RxS [pP] [sS] [gG] [+bias]'",
-                          shape);
+        status = tsr_fail(TSR_ERR_INVALID_ARG,
+                          "conv2d: shape '%s' is not 'NxCxHxW kK RxS [pP] [sS] [gG] [+bias] [DTYPE]'", shape);
         goto out;
     }
     if ((status = conv_shape(&t->d, &t->p)) != TSR_SUCCESS) goto out;
@@ -748,19 +842,26 @@ static tsr_status conv_fixture_setup(tsr_device *dev, const char *shape, uint64_
     tsr_random_fill(hx, nx, &seed, -1.0f, 1.0f);
     tsr_random_fill(hw, nw, &seed, -1.0f, 1.0f);
     tsr_random_fill(hb, p->K, &seed, -1.0f, 1.0f);
+    /* The reference sees exactly what the device reads: the inputs rounded to their types. */
+    tsr_dtype_round_array(p->types[0], hx, nx);
+    tsr_dtype_round_array(p->types[1], hw, nw);
     tsr_conv2d_reference(&t->d, hx, hw, bias ? hb : NULL, t->ref);
     for (size_t i = 0; i < ny; ++i) t->hy[i] = NAN; /* poisoned: a run must write every element */
     cl_int err;
-    p->x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nx * 4, hx, &err);
+    p->x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, nx * tsr_dtype_size(p->types[0]), NULL, &err);
     TSR_CL_CHECK(err, out);
-    p->w = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nw * 4, hw, &err);
+    p->w = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, nw * tsr_dtype_size(p->types[1]), NULL, &err);
     TSR_CL_CHECK(err, out);
+    if ((status = tsr_upload_typed(dev, p->x, p->types[0], hx, nx)) != TSR_SUCCESS ||
+        (status = tsr_upload_typed(dev, p->w, p->types[1], hw, nw)) != TSR_SUCCESS)
+        goto out;
     if (bias) {
         p->bias = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, p->K * 4, hb, &err);
         TSR_CL_CHECK(err, out);
     }
-    p->y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, ny * 4, t->hy, &err);
+    p->y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, ny * tsr_dtype_size(p->types[2]), NULL, &err);
     TSR_CL_CHECK(err, out);
+    status = tsr_upload_typed(dev, p->y, p->types[2], t->hy, ny);
 out:
     free(hx), free(hw), free(hb);
     if (status != TSR_SUCCESS) {
@@ -790,13 +891,22 @@ static tsr_status conv_fixture_run(tsr_device *dev, void *ctx, const tsr_config 
     return TSR_SUCCESS;
 }
 
+/* The relative error, except for a 16-bit y: its rounding alone exceeds the fp32 tolerance the
+ * report and the tuner hold every result to, so its error is reported in those units: err times
+ * tolerance / tsr_dtype_error_bound(y_type, Cg R S), within the tolerance exactly when within
+ * the bound. */
 static tsr_status conv_fixture_check(tsr_device *dev, void *ctx, double *rel_err) {
     conv_fixture *t = ctx;
     size_t ny = t->p.N * t->p.K * t->p.PQ;
-    tsr_status st = tsr_download(dev, t->p.y, t->hy, ny);
+    tsr_dtype yt = t->p.types[2];
+    tsr_status st = tsr_download_typed(dev, t->p.y, yt, t->hy, ny);
     if (st != TSR_SUCCESS) return st;
-    *rel_err = tsr_rel_error(t->hy, t->ref, ny);
-    return tsr_fixture_poison(dev, t->p.y, t->hy, ny); /* the next run cannot pass on this one's output */
+    double bound = tsr_dtype_error_bound(yt, (double)t->p.CRS), tol = tsr_op_conv.tolerance;
+    *rel_err = tsr_rel_error(t->hy, t->ref, ny) * (bound > tol ? tol / bound : 1.0);
+    /* the next run cannot pass on this one's output */
+    for (size_t i = 0; i < ny; ++i)
+        t->hy[i] = NAN;
+    return tsr_upload_typed(dev, t->p.y, yt, t->hy, ny);
 }
 
 double tsr_conv2d_flops(const tsr_conv2d_desc *desc) {
@@ -809,13 +919,17 @@ static void conv_fixture_work(const void *ctx, double *flops, double *bytes) {
     const conv_fixture *t = ctx;
     const conv_problem *p = &t->p;
     *flops = tsr_conv2d_flops(&t->d);
-    *bytes = 4.0 * ((double)p->N * p->C * p->H * p->W + (double)p->K * p->CRS + (double)p->N * p->K * p->PQ +
-                    (p->bias ? (double)p->K : 0.0));
+    *bytes = (double)tsr_dtype_size(p->types[0]) * p->N * p->C * p->H * p->W +
+             (double)tsr_dtype_size(p->types[1]) * p->K * p->CRS +
+             (double)tsr_dtype_size(p->types[2]) * p->N * p->K * p->PQ + (p->bias ? 4.0 * p->K : 0.0);
 }
 
 static void conv_fixture_describe(const void *ctx, char *out, size_t size) {
     const conv_problem *p = &((const conv_fixture *)ctx)->p;
-    snprintf(out, size, "%zux%zux%zux%zu k%zu %zux%zu/%zu g%zu", p->N, p->C, p->H, p->W, p->K, p->R, p->S, p->sh, p->G);
+    char dt[24];
+    tsr_dtype_spec_format(p->types[0], p->types[2], dt, sizeof dt); /* x and w share a type in fixtures */
+    snprintf(out, size, "%zux%zux%zux%zu k%zu %zux%zu/%zu g%zu%s%s", p->N, p->C, p->H, p->W, p->K, p->R, p->S, p->sh,
+             p->G, dt[0] ? " " : "", dt);
 }
 
 /* "tessera(im2col)": the path the public call takes for this layer */
@@ -883,8 +997,9 @@ const tsr_op tsr_op_conv = {
     .implementation_param = "ALGO",
     .normalize = conv_normalize,
     .config_ok = conv_config_ok,
-    .program_variants = CONV_KERNEL_SIZE_VARIANTS,
-    .program_variant = "kernel size compiled in (none, 1x1, 2x2, 3x3; the CPU forms)",
+    .program_variants = CONV_PROGRAM_VARIANTS,
+    .program_variant = "kernel size compiled in (none, 1x1, 2x2, 3x3; the CPU forms) x storage types (fp32, f16, "
+                       "bf16, f16/f32, bf16/f32)",
     .build_options = conv_build_options,
     .program_source = conv_program_source,
     .demo = conv_demo,

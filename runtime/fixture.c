@@ -20,6 +20,12 @@ tsr_status tsr_op_tuning_run(const tsr_op *op, tsr_device *dev, void *ctx, const
     return op->fixture_run(dev, ctx, config, tsr_device_queue(dev), first, last);
 }
 
+double tsr_op_tuning_tolerance(const tsr_op *op, const void *ctx, double tolerance) {
+    if (op->tuning_check || !op->fixture_tolerance) return tolerance;
+    double own = op->fixture_tolerance(ctx);
+    return own > tolerance ? own : tolerance;
+}
+
 tsr_status tsr_op_tuning_check(const tsr_op *op, tsr_device *dev, void *ctx, double *rel_err) {
     return op->tuning_check ? op->tuning_check(dev, ctx, rel_err) : op->fixture_check(dev, ctx, rel_err);
 }

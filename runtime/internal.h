@@ -566,6 +566,9 @@ void tsr_attention_reference_row(const float *q_row, const float *k, const float
 tsr_status tsr_op_tuning_setup(const tsr_op *op, tsr_device *device, const char *problem_class, void **ctx);
 tsr_status tsr_op_tuning_run(const tsr_op *op, tsr_device *device, void *ctx, const tsr_config *config,
                              cl_event *first, cl_event *last);
+/* The tuner's limit on a candidate's relative error: `tolerance`, or the fixture's own bound when
+ * larger (a 16-bit output's rounding alone exceeds the fp32 limit). */
+double tsr_op_tuning_tolerance(const tsr_op *op, const void *ctx, double tolerance);
 tsr_status tsr_op_tuning_check(const tsr_op *op, tsr_device *device, void *ctx, double *rel_err);
 double tsr_op_tuning_work(const tsr_op *op, const void *ctx);
 void tsr_op_tuning_describe(const tsr_op *op, const void *ctx, char *out, size_t size);

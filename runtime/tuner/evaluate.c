@@ -134,7 +134,8 @@ static outcome validate(tsr_search *search, const tsr_config *config) {
         if (timed_run(search, config, &seconds) != TSR_SUCCESS) return LAUNCH_FAILED;
     }
     err = INFINITY;
-    if (check_output(search, &err) != TSR_SUCCESS || !(err <= TUNE_TOLERANCE)) return WRONG_RESULT;
+    if (check_output(search, &err) != TSR_SUCCESS || !(err <= (search->tolerance > 0 ? search->tolerance : TUNE_TOLERANCE)))
+        return WRONG_RESULT;
     return OK;
 }
 

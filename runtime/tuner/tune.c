@@ -206,6 +206,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         search.result = res;
         if ((st = tsr_op_tuning_setup(op, dev, classes[c], &runner.ctx)) != TSR_SUCCESS) break;
         search.flops = tsr_op_tuning_work(op, runner.ctx);
+        search.tolerance = tsr_op_tuning_tolerance(op, runner.ctx, TUNE_TOLERANCE);
         tsr_op_tuning_describe(op, runner.ctx, res->problem, sizeof res->problem);
         /* Candidates' programs stay in memory: storing each in the disk cache would cost more than
          * building it (PoCL compiles every kernel again for the binary), for programs mostly never

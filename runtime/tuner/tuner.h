@@ -97,6 +97,8 @@ typedef struct tsr_search {
     const tsr_space *space;
     tsr_tune_backend backend;
     double flops;              /* work per run: FLOPs, or bytes for ops whose rate unit is GB/s */
+    double tolerance;          /* relative error above which a result is wrong: the fixture's own bound
+                                * when larger than TUNE_TOLERANCE (16-bit outputs); 0: TUNE_TOLERANCE */
     uint64_t *rng;             /* shared by the classes of one tuning run */
     double class_start;        /* backend clock when the class began */
     double class_budget_s;     /* ends the search at class_start + class_budget_s */

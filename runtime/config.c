@@ -149,7 +149,8 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     char notes[512] = "";
     if (dev->tuning_db_warning[0]) tsr_note_append(notes, sizeof notes, "%s", dev->tuning_db_warning);
     /* A 16-bit class ("large-f16") without an entry of its own takes its fp32 class's: the same
-     * tile shapes suit it, since loads widen to fp32 before any arithmetic. */
+     * tile shapes suit it, since loads widen to fp32 before any arithmetic (its default rows too:
+     * ops/op.c). */
     char base_buf[32];
     const char *base = tsr_dtype_class_base(cls, base_buf, sizeof base_buf);
     const char *classes[4] = {cls, op->nearest_class ? op->nearest_class(cls) : NULL, base,
@@ -163,7 +164,7 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
             classes[c] && (try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
                            try_db(dev, op, builtin, true, classes[c], hash, cfg, &found, notes, sizeof notes));
     if (!done) {
-        tsr_op_default_config(op, dev, base ? base : cls, cfg);
+        tsr_op_default_config(op, dev, cls, cfg);
         found.source = TSR_CONFIG_BUILTIN_DEFAULT;
         tsr_strlcpy(found.used_class, cls, sizeof found.used_class);
         snprintf(found.origin, sizeof found.origin, "tessera's default for %s devices, class %s",

@@ -84,12 +84,16 @@ bool tsr_config_defines(const tsr_op *op, const tsr_config *config, char *out, s
     return true;
 }
 
+/* A row of class X serves X's 16-bit classes too (X-f16, X-bf16): loads widen to fp32 before any
+ * arithmetic, so the shapes that suit X suit them. */
 static bool default_matches(const tsr_default *row, const tsr_device *device, const char *problem_class) {
+    char base[32];
     return (row->device_type == 0 || row->device_type == (int)device->info.type) &&
            (row->lanes == TSR_LANES_ANY || row->lanes == (int)tsr_device_lanes(&device->info) ||
             (row->lanes == TSR_LANES_IN_ITEM_WIDE && tsr_device_lanes(&device->info) == TSR_LANES_IN_ITEM &&
              device->info.preferred_vector_width[4] >= 16)) &&
-           (!row->problem_class || strcmp(row->problem_class, problem_class) == 0);
+           (!row->problem_class || strcmp(row->problem_class, problem_class) == 0 ||
+            strcmp(row->problem_class, tsr_dtype_class_base(problem_class, base, sizeof base) ? base : "") == 0);
 }
 
 /* A row over the declared defaults. Built-in text is checked by test_ops; should a row still

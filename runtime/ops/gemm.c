@@ -122,12 +122,14 @@ static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr
     return true;
 }
 
-/* Transposed operands are packed unless staged: strided loads in the hot loop cost 5-15x. */
-static bool packs_a(const tsr_config *cfg, bool ta) {
-    return cfg->values[P_PACKA] || (ta && !cfg->values[P_SA] && !cfg->values[P_SB]);
+/* Transposed operands are packed unless staged: strided loads in the hot loop cost 5-15x. So
+ * are 16-bit ones (into fp32 panels): widening once per element beats widening in the hot loop,
+ * where PoCL's vload_half measured 0.3x of fp32 at 128^3 and 64@128^3. */
+static bool packs_a(const tsr_config *cfg, bool ta, tsr_dtype type) {
+    return cfg->values[P_PACKA] || ((ta || type != TSR_F32) && !cfg->values[P_SA] && !cfg->values[P_SB]);
 }
-static bool packs_b(const tsr_config *cfg, bool tb) {
-    return cfg->values[P_PACKB] || (tb && !cfg->values[P_SA] && !cfg->values[P_SB]);
+static bool packs_b(const tsr_config *cfg, bool tb, tsr_dtype type) {
+    return cfg->values[P_PACKB] || ((tb || type != TSR_F32) && !cfg->values[P_SA] && !cfg->values[P_SB]);
 }
 
 /* Column tiles per work-item: staged tiles take one (a work-group stages one tile of B at a
@@ -140,8 +142,8 @@ static void gemm_build_options(const tsr_config *cfg, int variant, char *out, si
     bool ta = variant & TRANSPOSE_A, tb = variant & TRANSPOSE_B;
     const tsr_gemm_types *types = &gemm_type_sets[variant / GEMM_TRANSPOSES % (int)TSR_COUNT(gemm_type_sets)];
     tsr_config compiled = *cfg; /* the kernel reads the packing a launch does */
-    compiled.values[P_PACKA] = packs_a(cfg, ta);
-    compiled.values[P_PACKB] = packs_b(cfg, tb);
+    compiled.values[P_PACKA] = packs_a(cfg, ta, types->a);
+    compiled.values[P_PACKB] = packs_b(cfg, tb, types->b);
     compiled.values[P_NT] = tiles_per_item(cfg);
     int n = snprintf(out, size, "-cl-mad-enable ");
     if (n < 0 || (size_t)n >= size) return;
@@ -347,7 +349,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     cl_int err;
     size_t nwi = (size_t)v[P_VW] * v[P_NVW];
     /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
-    bool pack_a = packs_a(cfg, p->ta) && p->k > 0, pack_b = packs_b(cfg, p->tb) && p->k > 0;
+    bool pack_a = packs_a(cfg, p->ta, p->types.a) && p->k > 0, pack_b = packs_b(cfg, p->tb, p->types.b) && p->k > 0;
     TSR_CHECK(tsr_program_get(dev, "gemm", options, &program), out_unlocked);
     kernel = clCreateKernel(program, "gemm", &err);
     TSR_CL_CHECK(err, out_unlocked);

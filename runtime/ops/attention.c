@@ -124,8 +124,8 @@ static const tsr_dtype common_types[][4] = {
 
 /* The type of the fast paths' copy of K (transposed for VEC=1, packed for VEC=2): fp32 whatever
  * K's type. Converting once while packing keeps the hot score loop on plain fp32 loads; 16-bit
- * panels halve their bytes, but the scores are compute-bound and widening 16 keys per d in the
- * inner loop measured slower (docs/attention.md). */
+ * panels halve their bytes, but the scores are compute-bound: measured side by side at L = 4096 they
+ * were no faster (docs/attention.md), and the kernels keep KP_TYPE for devices where they are. */
 static tsr_dtype packed_k_type(const tsr_dtype types[4]) {
     (void)types;
     return TSR_F32;

@@ -306,7 +306,8 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
         if (i >= Lq) break;
         __global O_T *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
         const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-        _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv) TSR_VST(O_TYPE, 16, acc[r][dv] * inv, op + dv * 16);
+        _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv)
+            TSR_VST(O_TYPE, 16, acc[r][dv] * inv, op + dv * 16);
         if (write_lse) lse[lse_off + (size_t)bh * Lq + i] = l[r] > 0.0f ? m[r] + log(l[r]) : -INFINITY;
     }
 }

@@ -307,7 +307,8 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
     cl_mem kt;
     cl_event wait;
     size_t kt_bytes;
-    if (__builtin_mul_overflow(p->B * p->H * p->D, (size_t)Lkp * tsr_dtype_size(packed_k_type(p->type)), &kt_bytes) ||
+    if (__builtin_mul_overflow(p->B * p->H * p->D, (size_t)Lkp * tsr_dtype_size(packed_k_type(p->type)),
+                               &kt_bytes) ||
         kt_bytes > dev->info.max_alloc_bytes) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "the transposed K needs more than one allocation may hold on this "
                           "device (%llu bytes)", (unsigned long long)dev->info.max_alloc_bytes);
@@ -675,7 +676,8 @@ static tsr_status attention_fixture_setup(tsr_device *dev, const char *shape, ui
     t->q = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, n * tsr_dtype_size(in), NULL, &err);
     if (err == CL_SUCCESS) t->k = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, n * tsr_dtype_size(in), NULL, &err);
     if (err == CL_SUCCESS) t->v = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, n * tsr_dtype_size(in), NULL, &err);
-    if (err == CL_SUCCESS) t->o = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, n * tsr_dtype_size(out_type), NULL, &err);
+    if (err == CL_SUCCESS)
+        t->o = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, n * tsr_dtype_size(out_type), NULL, &err);
     TSR_CL_CHECK(err, out);
     TSR_CHECK(tsr_upload_typed(dev, t->q, in, hq, n), out);
     TSR_CHECK(tsr_upload_typed(dev, t->k, in, hk, n), out);

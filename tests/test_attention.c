@@ -947,10 +947,11 @@ static void unfused_16bit(void **state) {
         {.B = 1, .H = 1, .Lq = 20, .Lk = 7, .D = 24, .causal = true, .type = {TSR_BF16, TSR_F16, TSR_F16, TSR_F32}},
     };
     /* probe: is the GEMM pipeline able to take 16-bit operands yet? */
-    cl_mem x = th_buffer(dev, 64), y = th_buffer(dev, 64);
+    cl_mem x = th_buffer(dev, 16), y = th_buffer(dev, 16), z = th_buffer(dev, 16), w = th_buffer(dev, 16);
     tsr_attention_desc d = {.batch = 1, .heads = 1, .q_len = 4, .kv_len = 4, .head_dim = 4, .q_type = TSR_F16};
-    tsr_status st = tsr_attention_unfused(dev, &d, x, x, x, y, NULL, NULL);
-    clReleaseMemObject(x), clReleaseMemObject(y);
+    tsr_status st = tsr_attention_unfused(dev, &d, x, y, z, w, NULL, NULL);
+    assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
+    clReleaseMemObject(x), clReleaseMemObject(y), clReleaseMemObject(z), clReleaseMemObject(w);
     if (st == TSR_ERR_UNSUPPORTED && strstr(tsr_last_error(), "not wired into the pipeline yet")) {
         print_message("# unfused 16-bit attention waits for the GEMM pipeline's 16-bit operands: %s\n",
                       tsr_last_error());

@@ -2,7 +2,10 @@
  * blocked kernel, tessera's unfused pipeline (GEMM, softmax, GEMM) and the same pipeline on
  * CLBlast's strided-batched GEMM with tessera's softmax; time, GFLOP/s (4 B H Lq Lk D, halved
  * when causal), device memory each allocates, and each one's own error against a double-precision
- * reference (its output poisoned before the checked run). */
+ * reference (its output poisoned before the checked run).
+ * With --dtype IN[/OUT] (f16, bf16, f16/f32 ...): per length and mask, the blocked kernel with Q,
+ * K and V stored in IN and O in OUT, timed in alternation with the same problem in fp32 (the same
+ * values: the inputs are rounded to IN for both), both rows written and the rate ratio printed. */
 #include "bench.h"
 
 #include <math.h>
@@ -127,7 +130,101 @@ static const char *att_variant(att_kind kind) {
     return "";
 }
 
+/* The checked run of a 16-bit output: poisoned, run once, read back widened to fp32. */
+static tsr_status checked_run_typed(att_run *r, tsr_dtype o_type, float *host, size_t n) {
+    for (size_t i = 0; i < n; ++i) host[i] = NAN;
+    tsr_status st = tsr_upload_typed(r->dev, r->o, o_type, host, n);
+    if (st == TSR_SUCCESS) st = run_attention(r);
+    if (st == TSR_SUCCESS) st = tsr_download_typed(r->dev, r->o, o_type, host, n);
+    return st;
+}
+
+/* --dtype: the blocked kernel in 16-bit storage against itself in fp32, timed in alternation. */
+static tsr_status bench_length_dtype(tsr_device *dev, const bench_options *opt, bench_report *report, size_t L,
+                                     bool causal) {
+    size_t n = BENCH_H * L * BENCH_D, rows = L < CHECKED_ROWS ? L : CHECKED_ROWS;
+    tsr_dtype in = opt->in_type, out_type = opt->out_type;
+    tsr_status st = TSR_SUCCESS;
+    float *host[3] = {malloc(n * 4), malloc(n * 4), malloc(n * 4)}, *ho = malloc(n * 4);
+    double *ref = malloc(BENCH_H * rows * BENCH_D * sizeof(double)), *scratch = malloc(L * sizeof(double));
+    tsr_attention_desc d = {.batch = 1, .heads = BENCH_H, .q_len = L, .kv_len = L, .head_dim = BENCH_D,
+                            .causal = causal};
+    att_run r32 = {.dev = dev, .kind = ATT_BLOCKED, .d = d}, r16 = r32;
+    r16.d.q_type = r16.d.k_type = r16.d.v_type = in;
+    r16.d.o_type = out_type;
+    att_run *runs[2] = {&r16, &r32};
+    if (!host[0] || !host[1] || !host[2] || !ho || !ref || !scratch) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto out;
+    }
+    uint64_t seed = 0x9E3779B97F4A7C15ull ^ L;
+    for (int t = 0; t < 3; ++t) {
+        tsr_random_fill(host[t], n, &seed, -1.0f, 1.0f);
+        tsr_dtype_round_array(in, host[t], n); /* both rows compute on the values IN holds */
+    }
+    for (int i = 0; i < 2 && st == TSR_SUCCESS; ++i) {
+        att_run *r = runs[i];
+        const tsr_dtype types[4] = {r->d.q_type, r->d.k_type, r->d.v_type, r->d.o_type};
+        cl_mem *mems[4] = {&r->q, &r->k, &r->v, &r->o};
+        cl_int err = CL_SUCCESS;
+        for (int t = 0; t < 4 && st == TSR_SUCCESS; ++t) {
+            *mems[t] = clCreateBuffer(tsr_device_context(dev), t < 3 ? CL_MEM_READ_ONLY : CL_MEM_READ_WRITE,
+                                      n * tsr_dtype_size(types[t]), NULL, &err);
+            if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
+            else if (t < 3) st = tsr_upload_typed(dev, *mems[t], types[t], host[t], n);
+        }
+    }
+    if (st != TSR_SUCCESS) goto out;
+    attention_reference(host[0], host[1], host[2], L, causal, true, ref, scratch);
+    bench_row rows16 = {0}, rows32 = {0};
+    bench_row *row[2] = {&rows16, &rows32};
+    double ratio[3];
+    if ((st = bench_time_paired(run_attention, &r16, run_attention, &r32, opt->budget_s, 3, 50, &rows16, &rows32,
+                                ratio)) != TSR_SUCCESS)
+        goto out;
+    char dtype[16];
+    tsr_dtype_spec_format(in, out_type, dtype, sizeof dtype);
+    double rate_ratio = 1.0 / ratio[0]; /* 16-bit rate / fp32 rate: the median of time32 / time16 */
+    for (int i = 0; i < 2 && st == TSR_SUCCESS; ++i) {
+        if ((st = checked_run_typed(runs[i], runs[i]->d.o_type, ho, n)) != TSR_SUCCESS) break;
+        strcpy(row[i]->op, causal ? "attention-causal" : "attention");
+        snprintf(row[i]->shape, sizeof row[i]->shape, "1x%dx%zux%d%s", BENCH_H, L, BENCH_D, causal ? " causal" : "");
+        tsr_strlcpy(row[i]->impl, "tessera-blocked", sizeof row[i]->impl);
+        strcpy(row[i]->mask, causal ? "causal" : "none");
+        if (i == 0) {
+            tsr_strlcpy(row[i]->dtype, dtype, sizeof row[i]->dtype);
+            snprintf(row[i]->variant, sizeof row[i]->variant, "blocked, online softmax; %.2fx the fp32 rate",
+                     rate_ratio);
+        } else {
+            tsr_strlcpy(row[i]->variant, "blocked, online softmax (fp32 pair)", sizeof row[i]->variant);
+        }
+        row[i]->gflops = 4.0 * BENCH_H * L * L * BENCH_D / (causal ? 2.0 : 1.0) / (row[i]->time_ms * 1e6);
+        double element_bytes = 3.0 * tsr_dtype_size(runs[i]->d.q_type) + tsr_dtype_size(runs[i]->d.o_type);
+        row[i]->mem_mib = (element_bytes + 4.0) * n / 1048576.0; /* and K packed in fp32 */
+        row[i]->rel_err = checked_error(ho, ref, L);
+        if ((st = bench_add(report, row[i])) != TSR_SUCCESS) break;
+        if (!opt->quiet)
+            printf("%-6zu %-7s %-18s %-8s %10.2f %8.1f %10.1f %9.1e\n", L, causal ? "causal" : "full", row[i]->impl,
+                   i == 0 ? dtype : "f32", row[i]->time_ms, row[i]->gflops, row[i]->mem_mib, row[i]->rel_err);
+    }
+    if (st == TSR_SUCCESS && !opt->quiet) {
+        printf("%-6zu %-7s %s is %.2fx the fp32 rate (pairs: %.2f..%.2f)\n", L, causal ? "causal" : "full", dtype,
+               rate_ratio, 1.0 / ratio[2], 1.0 / ratio[1]);
+        fflush(stdout);
+    }
+out:
+    for (int i = 0; i < 2; ++i) {
+        cl_mem mems[4] = {runs[i]->q, runs[i]->k, runs[i]->v, runs[i]->o};
+        for (int t = 0; t < 4; ++t)
+            if (mems[t]) clReleaseMemObject(mems[t]);
+    }
+    for (int t = 0; t < 3; ++t) free(host[t]);
+    free(ho), free(ref), free(scratch);
+    return st;
+}
+
 static tsr_status bench_length(tsr_device *dev, const bench_options *opt, bench_report *report, size_t L, bool causal) {
+    if (opt->in_type != TSR_F32 || opt->out_type != TSR_F32) return bench_length_dtype(dev, opt, report, L, causal);
     size_t n = BENCH_H * L * BENCH_D, rows = L < CHECKED_ROWS ? L : CHECKED_ROWS;
     tsr_status st = TSR_SUCCESS;
     float *host[3] = {malloc(n * 4), malloc(n * 4), malloc(n * 4)}, *ho = malloc(n * 4);
@@ -266,7 +363,10 @@ tsr_status bench_attention(tsr_device *dev, const bench_options *opt, bench_repo
         free(lengths);
         return st;
     }
-    if (!opt->quiet)
+    if (!opt->quiet && (opt->in_type != TSR_F32 || opt->out_type != TSR_F32))
+        printf("%-6s %-7s %-18s %-8s %10s %8s %10s %9s\n", "L", "mask", "impl", "dtype", "ms", "GFLOP/s", "dev MiB",
+               "rel_err");
+    else if (!opt->quiet)
         printf("%-6s %-7s %-18s %10s %8s %10s %9s\n", "L", "mask", "impl", "ms", "GFLOP/s", "dev MiB", "rel_err");
     for (size_t i = 0; i < count && st == TSR_SUCCESS; ++i)
         for (int causal = 0; causal < 2 && st == TSR_SUCCESS; ++causal)

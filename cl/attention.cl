@@ -25,7 +25,34 @@
 // keys, O(B H L D) memory), so the scores of a tile are RW independent chains of D vector
 // FMAs instead of scalar dot products (whose dependent FMA chains starve a CPU's
 // pipelines); P V accumulates float16 slices of D per row.
+//
+// Storage types (cl/dtype.cl codes, 0 fp32, 1 f16, 2 bf16): Q_TYPE, K_TYPE, V_TYPE and O_TYPE
+// for the four tensors, KP_TYPE for the transposed or packed copy of K that the fast paths
+// read. Loads widen to fp32 (the staged tiles of STAGE=1 hold fp32), every sum is fp32, O is
+// rounded once at the store; with every code 0 the loads and stores are the plain fp32 ones.
 #include "activation.cl"
+#include "dtype.cl"
+
+#ifndef Q_TYPE
+#define Q_TYPE 0
+#endif
+#ifndef K_TYPE
+#define K_TYPE 0
+#endif
+#ifndef V_TYPE
+#define V_TYPE 0
+#endif
+#ifndef O_TYPE
+#define O_TYPE 0
+#endif
+#ifndef KP_TYPE
+#define KP_TYPE 0
+#endif
+#define Q_T TSR_ELT(Q_TYPE)
+#define K_T TSR_ELT(K_TYPE)
+#define V_T TSR_ELT(V_TYPE)
+#define O_T TSR_ELT(O_TYPE)
+#define KP_T TSR_ELT(KP_TYPE)
 
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -46,10 +73,10 @@
 
 __kernel __attribute__((reqd_work_group_size(DS, BR, 1)))
 void attention(const int Lq, const int Lk, const int H, const float scale, const int causal,
-               __global const float *q, const ulong q_off, const ulong qsb, const ulong qsh, const ulong qsl,
-               __global const float *k, const ulong k_off, const ulong ksb, const ulong ksh, const ulong ksl,
-               __global const float *v, const ulong v_off, const ulong vsb, const ulong vsh, const ulong vsl,
-               __global float *o, const ulong o_off, const ulong osb, const ulong osh, const ulong osl,
+               __global const Q_T *q, const ulong q_off, const ulong qsb, const ulong qsh, const ulong qsl,
+               __global const K_T *k, const ulong k_off, const ulong ksb, const ulong ksh, const ulong ksl,
+               __global const V_T *v, const ulong v_off, const ulong vsb, const ulong vsh, const ulong vsl,
+               __global O_T *o, const ulong o_off, const ulong osb, const ulong osh, const ulong osl,
                __global const int *kv_len, __global float *lse, const ulong lse_off, const int write_lse) {
 #if STAGE
     __local float Ks[BC * HEAD_DIM];
@@ -57,8 +84,8 @@ void attention(const int Lq, const int Lk, const int H, const float scale, const
 #define K_AT(jj, d) Ks[(jj) * HEAD_DIM + (d)]
 #define V_AT(jj, d) Vs[(jj) * HEAD_DIM + (d)]
 #else
-#define K_AT(jj, d) kb[(size_t)min(j0 + (jj), kv_end - 1) * ksl + (d)]
-#define V_AT(jj, d) vb[(size_t)min(j0 + (jj), kv_end - 1) * vsl + (d)]
+#define K_AT(jj, d) TSR_LD(K_TYPE, kb, (size_t)min(j0 + (jj), kv_end - 1) * ksl + (d))
+#define V_AT(jj, d) TSR_LD(V_TYPE, vb, (size_t)min(j0 + (jj), kv_end - 1) * vsl + (d))
 #endif
 #if DS > 1
     __local float partial[BR * DS * BC]; // each slice's part of each score, per row
@@ -76,12 +103,12 @@ void attention(const int Lq, const int Lk, const int H, const float scale, const
     int group_limit = kv_end;
     if (causal) group_limit = min(group_limit, min((int)get_group_id(1) * BR + BR, Lq) - 1 + shift + 1);
 
-    const __global float *kb = k + k_off + b * ksb + h * ksh;
-    const __global float *vb = v + v_off + b * vsb + h * vsh;
+    const __global K_T *kb = k + k_off + b * ksb + h * ksh;
+    const __global V_T *vb = v + v_off + b * vsb + h * vsh;
     float qr[DSL], acc[DSL];
-    const __global float *qp = q + q_off + b * qsb + h * qsh + (size_t)(active ? i : 0) * qsl;
+    const __global Q_T *qp = q + q_off + b * qsb + h * qsh + (size_t)(active ? i : 0) * qsl;
     for (int dd = 0; dd < DSL; ++dd) {
-        qr[dd] = active && d0 + dd < HEAD_DIM ? qp[d0 + dd] * scale : 0.0f;
+        qr[dd] = active && d0 + dd < HEAD_DIM ? TSR_LD(Q_TYPE, qp, d0 + dd) * scale : 0.0f;
         acc[dd] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
@@ -91,8 +118,8 @@ void attention(const int Lq, const int Lk, const int H, const float scale, const
         const int rows = min(BC, group_limit - j0);
         for (int e = lid; e < BC * HEAD_DIM; e += BR * DS) {
             const int r = e / HEAD_DIM, d = e - r * HEAD_DIM;
-            Ks[e] = r < rows ? kb[(size_t)(j0 + r) * ksl + d] : 0.0f;
-            Vs[e] = r < rows ? vb[(size_t)(j0 + r) * vsl + d] : 0.0f;
+            Ks[e] = r < rows ? TSR_LD(K_TYPE, kb, (size_t)(j0 + r) * ksl + d) : 0.0f;
+            Vs[e] = r < rows ? TSR_LD(V_TYPE, vb, (size_t)(j0 + r) * vsl + d) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif
@@ -134,9 +161,9 @@ void attention(const int Lq, const int Lk, const int H, const float scale, const
 #endif
     }
     if (!active) return;
-    __global float *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
+    __global O_T *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
     const float inv = l > 0.0f ? 1.0f / l : 0.0f; // all keys masked: zeros
-    for (int dd = 0; dd < DSL && d0 + dd < HEAD_DIM; ++dd) op[d0 + dd] = acc[dd] * inv;
+    for (int dd = 0; dd < DSL && d0 + dd < HEAD_DIM; ++dd) TSR_ST(O_TYPE, acc[dd] * inv, op, d0 + dd);
     if (write_lse && slice == 0) lse[lse_off + (size_t)bh * Lq + i] = l > 0.0f ? m + log(l) : -INFINITY;
 }
 
@@ -171,11 +198,12 @@ __kernel void softmax_rows(const int Lq, const int Lk, const int H, const int ca
 TSR_DEFINE_ACTIVATIONS(float16, int16)
 
 // kt[(bh * D + d) * Lkp + j] = K[b, h, j, d] for j < Lk, 0 up to Lkp. global = (Lkp, D, B*H)
-__kernel void transpose_k(const int Lk, const int Lkp, const int H, __global const float *k, const ulong k_off,
-                          const ulong ksb, const ulong ksh, const ulong ksl, __global float *kt) {
+__kernel void transpose_k(const int Lk, const int Lkp, const int H, __global const K_T *k, const ulong k_off,
+                          const ulong ksb, const ulong ksh, const ulong ksl, __global KP_T *kt) {
     const int j = (int)get_global_id(0), d = (int)get_global_id(1), bh = (int)get_global_id(2);
     const int b = bh / H, h = bh - b * H;
-    kt[((size_t)bh * HEAD_DIM + d) * Lkp + j] = j < Lk ? k[k_off + b * ksb + h * ksh + (size_t)j * ksl + d] : 0.0f;
+    TSR_ST(KP_TYPE, j < Lk ? TSR_LD(K_TYPE, k, k_off + b * ksb + h * ksh + (size_t)j * ksl + d) : 0.0f, kt,
+           ((size_t)bh * HEAD_DIM + d) * Lkp + j);
 }
 
 #if HEAD_DIM % 16 == 0
@@ -211,9 +239,9 @@ float hsum16(const float16 v) {
 #endif
 
 __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int H, const float scale,
-                            const int causal, __global const float *q, const ulong q_off, const ulong qsb,
-                            const ulong qsh, const ulong qsl, __global const float *kt, __global const float *v,
-                            const ulong v_off, const ulong vsb, const ulong vsh, const ulong vsl, __global float *o,
+                            const int causal, __global const Q_T *q, const ulong q_off, const ulong qsb,
+                            const ulong qsh, const ulong qsl, __global const KP_T *kt, __global const V_T *v,
+                            const ulong v_off, const ulong vsb, const ulong vsh, const ulong vsl, __global O_T *o,
                             const ulong o_off, const ulong osb, const ulong osh, const ulong osl,
                             __global const int *kv_len, __global float *lse, const ulong lse_off,
                             const int write_lse) {
@@ -228,20 +256,20 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
         limit[r] = i < Lq ? kv_end : 0;
         if (causal) limit[r] = min(limit[r], i + shift + 1);
         group_limit = max(group_limit, limit[r]);
-        const __global float *qp = q + q_off + b * qsb + h * qsh + (size_t)min(i, Lq - 1) * qsl;
-        for (int d = 0; d < HEAD_DIM; ++d) qr[r][d] = qp[d] * scale;
+        const __global Q_T *qp = q + q_off + b * qsb + h * qsh + (size_t)min(i, Lq - 1) * qsl;
+        for (int d = 0; d < HEAD_DIM; ++d) qr[r][d] = TSR_LD(Q_TYPE, qp, d) * scale;
         _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv) acc[r][dv] = (float16)(0.0f);
         m[r] = -INFINITY;
         l[r] = 0.0f;
     }
-    const __global float *ktb = kt + (size_t)bh * HEAD_DIM * Lkp;
-    const __global float *vb = v + v_off + b * vsb + h * vsh;
+    const __global KP_T *ktb = kt + (size_t)bh * HEAD_DIM * Lkp;
+    const __global V_T *vb = v + v_off + b * vsb + h * vsh;
     const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (int j0 = 0; j0 < group_limit; j0 += 16) {
         float16 s[RW];
         _Pragma("unroll") for (int r = 0; r < RW; ++r) s[r] = (float16)(0.0f);
         for (int d = 0; d < HEAD_DIM; ++d) {
-            const float16 kv = vload16(0, ktb + (size_t)d * Lkp + j0);
+            const float16 kv = TSR_VLD(KP_TYPE, 16, ktb + (size_t)d * Lkp + j0);
             _Pragma("unroll") for (int r = 0; r < RW; ++r) s[r] = fma((float16)(qr[r][d]), kv, s[r]);
         }
         _Pragma("unroll") for (int r = 0; r < RW; ++r) {
@@ -266,9 +294,9 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
         }
         const int keys = min(16, group_limit - j0);
         for (int jj = 0; jj < keys; ++jj) {
-            const __global float *vr = vb + (size_t)(j0 + jj) * vsl;
+            const __global V_T *vr = vb + (size_t)(j0 + jj) * vsl;
             _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv) {
-                const float16 vv = vload16(dv, vr);
+                const float16 vv = TSR_VLD(V_TYPE, 16, vr + dv * 16);
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) acc[r][dv] = fma((float16)(pbuf[r][jj]), vv, acc[r][dv]);
             }
         }
@@ -276,9 +304,10 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
     _Pragma("unroll") for (int r = 0; r < RW; ++r) {
         const int i = r0 + r;
         if (i >= Lq) break;
-        __global float *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
+        __global O_T *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
         const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-        _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv) vstore16(acc[r][dv] * inv, dv, op);
+        _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv)
+            TSR_VST(O_TYPE, 16, acc[r][dv] * inv, op + dv * 16);
         if (write_lse) lse[lse_off + (size_t)bh * Lq + i] = l[r] > 0.0f ? m[r] + log(l[r]) : -INFINITY;
     }
 }
@@ -305,12 +334,12 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
 // K packed per block of BC keys and, within it, per chunk of 16 keys: chunk c of block blk is
 // [D][16] at kp + (bh * nblk + blk) * D * BC + c * D * 16 (nblk = Lkp / BC), 0 past Lk, so the
 // scores of a chunk read 4 KiB (D = 64) in order. global = (Lkp, D, B*H)
-__kernel void pack_k(const int Lk, const int Lkp, const int H, __global const float *k, const ulong k_off,
-                     const ulong ksb, const ulong ksh, const ulong ksl, __global float *kp) {
+__kernel void pack_k(const int Lk, const int Lkp, const int H, __global const K_T *k, const ulong k_off,
+                     const ulong ksb, const ulong ksh, const ulong ksl, __global KP_T *kp) {
     const int j = (int)get_global_id(0), d = (int)get_global_id(1), bh = (int)get_global_id(2);
     const int b = bh / H, h = bh - b * H, blk = j / BC, c = (j - blk * BC) / 16;
-    kp[((size_t)bh * (Lkp / BC) + blk) * HEAD_DIM * BC + (c * HEAD_DIM + d) * 16 + (j & 15)] =
-        j < Lk ? k[k_off + b * ksb + h * ksh + (size_t)j * ksl + d] : 0.0f;
+    TSR_ST(KP_TYPE, j < Lk ? TSR_LD(K_TYPE, k, k_off + b * ksb + h * ksh + (size_t)j * ksl + d) : 0.0f, kp,
+           ((size_t)bh * (Lkp / BC) + blk) * HEAD_DIM * BC + (c * HEAD_DIM + d) * 16 + (j & 15));
 }
 
 // max and the clamp of 2^x as compare-and-select: fmax's NaN rules cost two more instructions
@@ -331,9 +360,9 @@ float16 blk_exp2(float16 t) {
 #define NKC (BC / 16)       // float16 chunks of keys in a block
 #define NDV (HEAD_DIM / 16) // float16 slices of a row of V and O
 __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int H, const float scale,
-                            const int causal, __global const float *q, const ulong q_off, const ulong qsb,
-                            const ulong qsh, const ulong qsl, __global const float *kpk, __global const float *v,
-                            const ulong v_off, const ulong vsb, const ulong vsh, const ulong vsl, __global float *o,
+                            const int causal, __global const Q_T *q, const ulong q_off, const ulong qsb,
+                            const ulong qsh, const ulong qsl, __global const KP_T *kpk, __global const V_T *v,
+                            const ulong v_off, const ulong vsb, const ulong vsh, const ulong vsl, __global O_T *o,
                             const ulong o_off, const ulong osb, const ulong osh, const ulong osl,
                             __global const int *kv_len, __global float *lse, const ulong lse_off,
                             const int write_lse) {
@@ -357,28 +386,28 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
             limit[g][r] = lim;
             lo[g] = min(lo[g], lim);
             hi[g] = max(hi[g], lim);
-            const __global float *qp = q + q_off + b * qsb + h * qsh + (size_t)min(i, Lq - 1) * qsl;
-            for (int d = 0; d < HEAD_DIM; ++d) qr[g][r][d] = qp[d] * scale;
+            const __global Q_T *qp = q + q_off + b * qsb + h * qsh + (size_t)min(i, Lq - 1) * qsl;
+            for (int d = 0; d < HEAD_DIM; ++d) qr[g][r][d] = TSR_LD(Q_TYPE, qp, d) * scale;
             for (int dv = 0; dv < NDV; ++dv) acc[g][r][dv] = (float16)(0.0f);
             m[g][r] = -INFINITY;
             l[g][r] = 0.0f;
         }
         all_hi = max(all_hi, hi[g]);
     }
-    const __global float *vb = v + v_off + b * vsb + h * vsh;
+    const __global V_T *vb = v + v_off + b * vsb + h * vsh;
     const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     float s[BR][RW][BC], corr[BR][RW];
     for (int j0 = 0; j0 < all_hi; j0 += BC) {
-        const __global float *panel = kpk + ((size_t)bh * (Lkp / BC) + j0 / BC) * HEAD_DIM * BC;
+        const __global KP_T *panel = kpk + ((size_t)bh * (Lkp / BC) + j0 / BC) * HEAD_DIM * BC;
         for (int g = 0; g < BR; ++g) {
             if (j0 >= hi[g]) continue; // no row of this group sees a key of the block (causal)
             for (int c = 0; c < NKC; ++c) {
                 if (j0 + c * 16 >= hi[g]) break; // masked below
                 float16 a[RW];
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = (float16)(0.0f);
-                const __global float *kc = panel + c * 16 * HEAD_DIM;
+                const __global KP_T *kc = panel + c * 16 * HEAD_DIM;
                 for (int d = 0; d < HEAD_DIM; ++d) {
-                    const float16 kv = vload16(d, kc);
+                    const float16 kv = TSR_VLD(KP_TYPE, 16, kc + d * 16);
                     _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = fma((float16)(qr[g][r][d]), kv, a[r]);
                 }
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) vstore16(a[r], c, s[g][r]);
@@ -415,12 +444,12 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
             // V rows past the group's last key are never read (they may lie past the buffer or
             // hold NaN: 0 * NaN would reach O).
             const int keys = min(BC, hi[g] - j0);
-            const __global float *vr0 = vb + (size_t)j0 * vsl;
+            const __global V_T *vr0 = vb + (size_t)j0 * vsl;
             for (int dv = 0; dv < NDV; ++dv) {
                 float16 a[RW];
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = acc[g][r][dv] * corr[g][r];
                 for (int jj = 0; jj < keys; ++jj) {
-                    const float16 vv = vload16(dv, vr0 + (size_t)jj * vsl);
+                    const float16 vv = TSR_VLD(V_TYPE, 16, vr0 + (size_t)jj * vsl + dv * 16);
                     _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = fma((float16)(s[g][r][jj]), vv, a[r]);
                 }
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) acc[g][r][dv] = a[r];
@@ -431,9 +460,9 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
         _Pragma("unroll") for (int r = 0; r < RW; ++r) {
             const int i = r0 + g * RW + r;
             if (i >= Lq) break;
-            __global float *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
+            __global O_T *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
             const float inv = l[g][r] > 0.0f ? 1.0f / l[g][r] : 0.0f;
-            for (int dv = 0; dv < NDV; ++dv) vstore16(acc[g][r][dv] * inv, dv, op);
+            for (int dv = 0; dv < NDV; ++dv) TSR_VST(O_TYPE, 16, acc[g][r][dv] * inv, op + dv * 16);
             if (write_lse)
                 lse[lse_off + (size_t)bh * Lq + i] = l[g][r] > 0.0f ? m[g][r] + log(l[g][r]) : -INFINITY;
         }

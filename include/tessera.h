@@ -356,10 +356,11 @@ TSR_API tsr_status tsr_gemm(tsr_device *device, tsr_layout layout, tsr_transpose
 
 /* ------------------------------------------------------------------ attention */
 
-/* O = softmax(scale * Q K^T + mask) V per batch entry b and head h. Tensors hold fp32
- * rows of head_dim values, element (b, h, row, d) at offset + b*stride[0] + h*stride[1] +
- * row*stride[2] + d; all-zero strides mean contiguous [B, H, L, D]. For the [B, L, H, D]
- * layout that projections produce, use strides {L*H*D, D, H*D}.
+/* O = softmax(scale * Q K^T + mask) V per batch entry b and head h. Tensors hold rows of
+ * head_dim values (fp32 unless q_type .. o_type below say otherwise), element (b, h, row, d)
+ * at offset + b*stride[0] + h*stride[1] + row*stride[2] + d; all-zero strides mean contiguous
+ * [B, H, L, D]. For the [B, L, H, D] layout that projections produce, use strides
+ * {L*H*D, D, H*D}.
  * Mask: key j is visible to query i when j < kv_lengths[b] (all keys if kv_lengths is NULL)
  * and, if causal, j <= i + (kv_len - q_len) (decoding with a KV cache). A query row that
  * sees no key gets O = 0 (and LSE = -inf), not NaN. Q, K and V may share memory (a packed
@@ -374,6 +375,11 @@ typedef struct tsr_attention_desc {
     const int *kv_lengths;       /* host array of `batch` valid key counts (0..kv_len), NULL: all */
     cl_mem lse;                  /* optional: per-row log-sum-exp of the scaled, masked scores, [B, H, q_len] */
     size_t lse_offset;
+    /* Storage types of Q, K, V and O, any combination (zero: fp32 throughout, the layout of
+     * callers written before these fields). Offsets and strides count elements of each tensor's
+     * own type; lse stays fp32. Loads widen to fp32, every sum and the softmax are fp32, O is
+     * rounded to nearest even once. Q, K and V may share a packed buffer only when of one type. */
+    tsr_dtype q_type, k_type, v_type, o_type;
 } tsr_attention_desc;
 
 /* Blocked (flash-style) attention: never materializes the q_len x kv_len scores. */

@@ -933,8 +933,7 @@ static void dtype_kernels(void **state) {
 }
 
 /* The unfused baseline with 16-bit tensors: its GEMMs read Q, K and V in their types and store
- * O in its own. Until the GEMM pipeline takes 16-bit operands it refuses them, and this test
- * says so and skips; once it does, the results are checked like the blocked ones. */
+ * O in its own; the results are checked like the blocked ones. */
 static void unfused_16bit(void **state) {
     (void)state;
     const int lens[2] = {40, 0};
@@ -946,18 +945,6 @@ static void unfused_16bit(void **state) {
          .type = {TSR_F16, TSR_BF16, TSR_F32, TSR_F16}},
         {.B = 1, .H = 1, .Lq = 20, .Lk = 7, .D = 24, .causal = true, .type = {TSR_BF16, TSR_F16, TSR_F16, TSR_F32}},
     };
-    /* probe: is the GEMM pipeline able to take 16-bit operands yet? */
-    cl_mem x = th_buffer(dev, 16), y = th_buffer(dev, 16), z = th_buffer(dev, 16), w = th_buffer(dev, 16);
-    tsr_attention_desc d = {.batch = 1, .heads = 1, .q_len = 4, .kv_len = 4, .head_dim = 4, .q_type = TSR_F16};
-    tsr_status st = tsr_attention_unfused(dev, &d, x, y, z, w, NULL, NULL);
-    assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
-    clReleaseMemObject(x), clReleaseMemObject(y), clReleaseMemObject(z), clReleaseMemObject(w);
-    if (st == TSR_ERR_UNSUPPORTED && strstr(tsr_last_error(), "not wired into the pipeline yet")) {
-        print_message("# unfused 16-bit attention waits for the GEMM pipeline's 16-bit operands: %s\n",
-                      tsr_last_error());
-        skip();
-    }
-    TH_ASSERT_OK(st);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) expect_accurate(&cases[i], true);
 }
 

@@ -63,7 +63,7 @@ def targets(rows, dtype):
         r32 = find(gemm, shape=r16["shape"], dtype="")
         target = 1.3 if "@" in r16["shape"] or r16["shape"].count("x") == 3 else 0.95
         out.append(("GEMM, GFLOP/s vs fp32", r16["shape"], r16["gflops"] / r32["gflops"], target))
-    att = [r for r in rows if r["op"] == "attention"]
+    att = [r for r in rows if r["op"] in ("attention", "attention-causal")]
     for r16 in [r for r in att if r.get("dtype", "") == dtype]:
         r32 = find(att, shape=r16["shape"], mask=r16.get("mask", ""), impl=r16["impl"], dtype="")
         out.append(("attention %s, GFLOP/s vs fp32" % r16.get("mask", ""), r16["shape"],
@@ -78,9 +78,16 @@ def main():
     ap.add_argument("--budget", type=float, default=2.0, help="seconds per paired row (default 2)")
     ap.add_argument("--device", help="device selector (default: tessera's default)")
     ap.add_argument("--tessera", default=TESSERA)
+    ap.add_argument("--from", dest="saved", help="recompute the table from this script's saved --json, running nothing")
     args = ap.parse_args()
     rows, logs, table = [], [], []
-    for dtype in ("f16", "bf16"):
+    if args.saved:
+        with open(args.saved) as f:
+            saved = json.load(f)
+        rows, logs = saved["rows"], saved["log"]
+        for dtype in ("f16", "bf16"):
+            table += [(dtype,) + t for t in targets([r for r in rows if r["run_dtype"] == dtype], dtype)]
+    for dtype in () if args.saved else ("f16", "bf16"):
         got = []
         for op, extra in RUNS:
             r, log = bench(args.tessera, op, extra, dtype, args.budget, args.device)
@@ -96,7 +103,7 @@ def main():
         print("\n".join(lines))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"command": " ".join(sys.argv), "rows": rows,
+            json.dump({"command": saved["command"] if args.saved else " ".join(sys.argv), "rows": rows,
                        "targets": [{"dtype": d, "what": w, "shape": s, "ratio": r, "target": t}
                                    for d, w, s, r, t in table], "log": logs}, f, indent=1)
             f.write("\n")

@@ -194,8 +194,10 @@ TSR_API const char *const *tsr_kernel_source_names(void);
 
 /* Write ahead-of-time binaries of every op's built-in configurations for this
  * device into `dir`, for devices without an online compiler (load them with
- * $TSR_BINARY_DIR). *written receives the number of binaries written. */
+ * $TSR_BINARY_DIR). *written receives the number of binaries written. fp32 programs only:
+ * tsr_build_binaries_typed adds the 16-bit ones. */
 TSR_API tsr_status tsr_build_binaries(tsr_device *device, const char *dir, size_t *written);
+
 
 /* -------------------------------------------------------------- data types */
 
@@ -236,6 +238,13 @@ TSR_API tsr_status tsr_convert_host(tsr_dtype src_type, const void *src, tsr_dty
 TSR_API tsr_status tsr_convert(tsr_device *device, tsr_dtype src_type, cl_mem src, size_t src_offset,
                                tsr_dtype dst_type, cl_mem dst, size_t dst_offset, size_t n, cl_command_queue queue,
                                cl_event *event);
+
+/* tsr_build_binaries with the programs of problems whose tensors are stored in the `count` types of
+ * `dtypes` (TSR_F16, TSR_BF16; TSR_F32's are always written): fp32 and the uniform 16-bit storage
+ * sets of each op (all-f16, all-bf16, 16-bit inputs with an fp32 output; GELU every pair). A launch
+ * on a device without a compiler that needs a program not written gets TSR_ERR_NO_BINARY. */
+TSR_API tsr_status tsr_build_binaries_typed(tsr_device *device, const char *dir, const tsr_dtype *dtypes,
+                                            size_t count, size_t *written);
 
 /* -------------------------------------------------------------------- ops */
 

@@ -13,11 +13,32 @@ static int count_classes(const tsr_op *op) {
     return n;
 }
 
+/* Is a class's storage among the chosen ones (fp32 classes always)? */
+static bool class_chosen(const char *problem_class, bool f16, bool bf16) {
+    char base[32];
+    if (!tsr_dtype_class_base(problem_class, base, sizeof base)) return true;
+    const char *suffix = problem_class + strlen(base);
+    return strcmp(suffix, "-f16") == 0 ? f16 : strcmp(suffix, "-bf16") == 0 ? bf16 : true;
+}
+
 tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written) {
+    return tsr_build_binaries_typed(dev, dir, NULL, 0, written);
+}
+
+tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_dtype *dtypes, size_t count,
+                                    size_t *written) {
     tsr_clear_diagnostics();
     if (!dev || !dir || !*dir || !written)
         return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_build_binaries: device, dir and written must be set");
     *written = 0;
+    if (count && !dtypes) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_build_binaries_typed: dtypes is NULL");
+    bool f16 = false, bf16 = false;
+    for (size_t i = 0; i < count; ++i) {
+        tsr_status st = tsr_dtype_check("tsr_build_binaries_typed: dtypes", dtypes[i]);
+        if (st != TSR_SUCCESS) return st;
+        f16 |= dtypes[i] == TSR_F16;
+        bf16 |= dtypes[i] == TSR_BF16;
+    }
     if (dev->offline)
         return tsr_fail(TSR_ERR_UNSUPPORTED, "device '%s' cannot compile kernels (no online compiler or "
                         "TSR_FORCE_OFFLINE set); build binaries on a device that has one", dev->info.name);
@@ -35,6 +56,7 @@ tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written)
         for (int variant = 0; variant < 2 * o->program_variants * count_classes(o); ++variant) {
             tsr_config config;
             const char *cls = o->classes[variant / (2 * o->program_variants)];
+            if (!class_chosen(cls, f16, bf16)) continue;
             if (o->variant_serves_class && !o->variant_serves_class(cls, variant % o->program_variants)) continue;
             if ((variant / o->program_variants) % 2 == 0) {
                 if ((status = tsr_resolve_config(dev, o, cls, &config, NULL)) != TSR_SUCCESS) goto out;

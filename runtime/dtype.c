@@ -252,3 +252,9 @@ const char *tsr_dtype_class_base(const char *problem_class, char *buf, size_t si
     }
     return NULL;
 }
+
+bool tsr_dtype_types_serve_class(const tsr_dtype *types, size_t n, const char *problem_class) {
+    char base[32];
+    const char *suffix = tsr_dtype_class_base(problem_class, base, sizeof base) ? problem_class + strlen(base) : "";
+    return strcmp(tsr_dtype_class_suffix(types, n), suffix) == 0;
+}

@@ -441,6 +441,13 @@ static void offline_device_without_binaries(void **state) {
     TH_ASSERT_CONTAINS(tsr_last_error(), "build-binaries");
     size_t written = 0;
     TH_ASSERT_STATUS(tsr_build_binaries(dev, cache_dir, &written), TSR_ERR_UNSUPPORTED);
+    /* the 16-bit selection is checked before anything else */
+    TH_ASSERT_STATUS(tsr_build_binaries_typed(dev, cache_dir, NULL, 1, &written), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_build_binaries_typed(dev, cache_dir, (const tsr_dtype[]){(tsr_dtype)7}, 1, &written),
+                     TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "dtypes");
+    TH_ASSERT_STATUS(tsr_build_binaries_typed(dev, cache_dir, (const tsr_dtype[]){TSR_F16}, 1, &written),
+                     TSR_ERR_UNSUPPORTED);
     tsr_device_close(dev);
     /* An empty binary directory names what is missing. */
     setenv("TSR_BINARY_DIR", cache_dir, 1);

@@ -82,6 +82,8 @@ static void failures_have_clear_messages(void **state) {
     TH_ASSERT_CONTAINS(out, "available devices");
     assert_int_equal(run_cli(NULL, "build-binaries --device cpu", out, sizeof out), 2);
     TH_ASSERT_CONTAINS(out, "--out");
+    assert_int_equal(run_cli(NULL, "build-binaries --device cpu --out /nonexistent-dir --dtypes f16,f8", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "--dtypes");
     const char *empty = getenv("TSR_TEST_ICD_EMPTY");
     char env[1024];
     snprintf(env, sizeof env, "OCL_ICD_VENDORS=%s", empty);

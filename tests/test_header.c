@@ -23,7 +23,7 @@ static const struct {
     FN(tsr_discover_json), FN(tsr_icd_problems), FN(tsr_free), FN(tsr_device_open), FN(tsr_device_wrap), FN(tsr_device_close),
     FN(tsr_device_get_info), FN(tsr_device_context), FN(tsr_device_id), FN(tsr_device_queue),
     FN(tsr_device_fingerprint), FN(tsr_cache_get_info), FN(tsr_get_kernel), FN(tsr_kernel_source_names),
-    FN(tsr_build_binaries), FN(tsr_sgemm), FN(tsr_sgemm_strided_batched), FN(tsr_gelu), FN(tsr_gelu_unfused),
+    FN(tsr_build_binaries), FN(tsr_build_binaries_typed), FN(tsr_sgemm), FN(tsr_sgemm_strided_batched), FN(tsr_gelu), FN(tsr_gelu_unfused),
     FN(tsr_sgemm_ex), FN(tsr_sgemm_strided_batched_ex), FN(tsr_gemm), FN(tsr_attention), FN(tsr_attention_unfused),
     FN(tsr_attention_unfused_workspace_bytes), FN(tsr_conv2d_output_size), FN(tsr_conv2d_workspace_size),
     FN(tsr_conv2d), FN(tsr_op_names), FN(tsr_run_demo), FN(tsr_config_source_str), FN(tsr_config_lookup),

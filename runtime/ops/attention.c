@@ -775,6 +775,11 @@ out:
     return st;
 }
 
+/* A class's programs are in its own storage types (fp32 classes fp32, "-f16" ones the f16 sets). */
+static bool attention_variant_serves_class(const char *problem_class, int variant) {
+    return tsr_dtype_types_serve_class(common_types[variant / COMMON_DIMS], 4, problem_class);
+}
+
 const tsr_op tsr_op_attention = {
     .name = "attention",
     .source_name = "attention",
@@ -788,6 +793,7 @@ const tsr_op tsr_op_attention = {
     .nimplementations = TSR_COUNT(attention_implementations),
     .config_ok = attention_config_ok,
     .program_variants = COMMON_DIMS * (int)TSR_COUNT(common_types),
+    .variant_serves_class = attention_variant_serves_class,
     .program_variant = "head dimension (16, 32, 64, 80, 96, 128) x storage types (f32, f16, bf16, f16/f32, bf16/f32)",
     .build_options = attention_build_options,
     .demo = attention_demo,

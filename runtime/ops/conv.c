@@ -985,6 +985,11 @@ out:
     return st;
 }
 
+/* A class's programs are in its own storage types (fp32 classes fp32, "-f16" ones the f16 sets). */
+static bool conv_variant_serves_class(const char *problem_class, int variant) {
+    return tsr_dtype_types_serve_class(conv_type_variants[variant / CONV_KERNEL_SIZE_VARIANTS], 3, problem_class);
+}
+
 const tsr_op tsr_op_conv = {
     .name = "conv2d",
     .source_name = "conv",
@@ -1001,6 +1006,7 @@ const tsr_op tsr_op_conv = {
     .normalize = conv_normalize,
     .config_ok = conv_config_ok,
     .program_variants = CONV_PROGRAM_VARIANTS,
+    .variant_serves_class = conv_variant_serves_class,
     .program_variant = "kernel size compiled in (none, 1x1, 2x2, 3x3; the CPU forms) x storage types (fp32, f16, "
                        "bf16, f16/f32, bf16/f32)",
     .build_options = conv_build_options,

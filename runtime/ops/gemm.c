@@ -781,6 +781,12 @@ static int gemm_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
     return 3;
 }
 
+/* A class's programs are in its own storage types (fp32 classes fp32, "-f16" ones the f16 sets). */
+static bool gemm_variant_serves_class(const char *problem_class, int variant) {
+    const tsr_gemm_types *t = &gemm_type_sets[variant / GEMM_TRANSPOSES % (int)TSR_COUNT(gemm_type_sets)];
+    return tsr_dtype_types_serve_class((const tsr_dtype[]){t->a, t->b, t->c}, 3, problem_class);
+}
+
 const tsr_op tsr_op_gemm = {
     .name = "gemm",
     .source_name = "gemm",
@@ -794,6 +800,7 @@ const tsr_op tsr_op_gemm = {
     .nimplementations = TSR_COUNT(gemm_implementations),
     .config_ok = gemm_config_ok,
     .program_variants = GEMM_PROGRAM_VARIANTS,
+    .variant_serves_class = gemm_variant_serves_class,
     .program_variant =
         "transposes of A and B, and storage types (fp32 and the uniform 16-bit sets; mixed sets built on demand)",
     .build_options = gemm_build_options,

@@ -23,14 +23,19 @@ int cli_next_option(const cli_command *command, int argc, char **argv, const cha
 
 bool cli_parse_device_args(const cli_command *command, int argc, char **argv, bool allow_out, bool allow_clear,
                            cli_device_args *args, int *exit_code) {
-    static const struct option options[] = {CLI_OPTION_DEVICE, {"out", required_argument, NULL, 'o'},
-                                            {"clear", no_argument, NULL, 'c'}, CLI_OPTION_HELP, {0}};
+    static const struct option options[] = {CLI_OPTION_DEVICE,
+                                            {"out", required_argument, NULL, 'o'},
+                                            {"clear", no_argument, NULL, 'c'},
+                                            {"dtypes", required_argument, NULL, 'T'},
+                                            CLI_OPTION_HELP,
+                                            {0}};
     memset(args, 0, sizeof *args);
     int c;
     while ((c = cli_next_option(command, argc, argv, "d:o:ch", options, exit_code)) != -1) {
         if (c == CLI_STOP) return false;
         if (c == 'd') args->device = optarg;
         else if (c == 'o' && allow_out) args->out = optarg;
+        else if (c == 'T' && allow_out) args->dtypes = optarg; /* build-binaries, the command with --out */
         else if (c == 'c' && allow_clear) args->clear = true;
         else { /* an option of another of these commands */
             *exit_code = cli_usage(stderr);

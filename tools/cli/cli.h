@@ -59,6 +59,7 @@ typedef struct cli_device_args {
     const char *device;
     const char *out;
     bool clear;
+    const char *dtypes; /* build-binaries' --dtypes LIST (only with allow_out) */
 } cli_device_args;
 bool cli_parse_device_args(const cli_command *command, int argc, char **argv, bool allow_out, bool allow_clear,
                            cli_device_args *args, int *exit_code);

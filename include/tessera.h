@@ -546,7 +546,8 @@ typedef struct tsr_tune_options {
     int budget_evaluations;      /* per class; 0: no limit besides time */
     uint64_t seed;               /* 0: from the clock */
     const char *space;           /* restrict the space, e.g. "MWI=4,6 VW=8,16"; NULL: the op's space */
-    const char *classes;         /* comma-separated classes to tune; NULL: all */
+    const char *classes;         /* comma-separated classes to tune; NULL: the op's fp32 classes (a 16-bit
+                                  * class such as "large-f16" uses its fp32 class's entry until named here) */
     const char *db_path;         /* NULL: $TSR_TUNING_DB or the default path */
     bool dry_run;                /* measure but do not write the database */
     const char *log_path;        /* append one JSON line per evaluated candidate (NULL: none) */

@@ -35,15 +35,15 @@ static tsr_status check_options(const tsr_op *op, const tsr_tune_options *option
     return TSR_SUCCESS;
 }
 
-/* The classes to tune: the comma-separated list, or all of the op's. */
+/* The classes to tune: the comma-separated list, or the op's fp32 classes (its 16-bit classes take
+ * their fp32 class's entry until they are named: a default tune keeps its budget per class). */
 static tsr_status parse_classes(const tsr_op *op, const char *list, const char *classes[TUNE_MAX_CLASSES],
                                 int *nclasses) {
     *nclasses = 0;
     if (!list || !*list) {
-        while (op->classes[*nclasses] && *nclasses < TUNE_MAX_CLASSES) {
-            classes[*nclasses] = op->classes[*nclasses];
-            ++*nclasses;
-        }
+        char base[32];
+        for (int i = 0; op->classes[i] && *nclasses < TUNE_MAX_CLASSES; ++i)
+            if (!tsr_dtype_class_base(op->classes[i], base, sizeof base)) classes[(*nclasses)++] = op->classes[i];
         return TSR_SUCCESS;
     }
     char buf[256];

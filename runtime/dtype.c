@@ -230,13 +230,18 @@ const char *tsr_dtype_spec_format(tsr_dtype in, tsr_dtype out, char *buf, size_t
     return buf;
 }
 
-const char *tsr_dtype_class_suffix(const tsr_dtype *types, size_t n) {
+int tsr_dtype_class_group(const tsr_dtype *types, size_t n) {
     bool f16 = false, bf16 = false;
     for (size_t i = 0; i < n; ++i) {
         f16 |= types[i] == TSR_F16;
         bf16 |= types[i] == TSR_BF16;
     }
-    return f16 ? "-f16" : bf16 ? "-bf16" : "";
+    return f16 ? 1 : bf16 ? 2 : 0;
+}
+
+const char *tsr_dtype_class_suffix(const tsr_dtype *types, size_t n) {
+    static const char *const suffixes[3] = {"", "-f16", "-bf16"};
+    return suffixes[tsr_dtype_class_group(types, n)];
 }
 
 const char *tsr_dtype_class_base(const char *problem_class, char *buf, size_t size) {

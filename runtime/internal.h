@@ -73,6 +73,9 @@ const char *tsr_dtype_spec_format(tsr_dtype in, tsr_dtype out, char *buf, size_t
 /* A problem class's dtype suffix: "-f16" when any of the types is f16, else "-bf16" when any is
  * bf16, else "" (fp32 classes keep their names, and their tuned entries). */
 const char *tsr_dtype_class_suffix(const tsr_dtype *types, size_t n);
+/* The same rule as an index (0 fp32, 1 f16, 2 bf16), for ops whose class tables run fp32 classes,
+ * then their -f16 twins, then their -bf16 twins. */
+int tsr_dtype_class_group(const tsr_dtype *types, size_t n);
 /* Do programs for tensors of these types serve this class (their class suffix is the class's)? An
  * op's variant_serves_class, so build-binaries writes a class's programs in its own types only. */
 bool tsr_dtype_types_serve_class(const tsr_dtype *types, size_t n, const char *problem_class);

@@ -57,9 +57,7 @@ typedef struct attention_problem {
 
 static const char *attention_problem_class(const void *problem) {
     const attention_problem *p = problem;
-    const char *suffix = tsr_dtype_class_suffix(p->type, 4);
-    int dtype = suffix[0] ? (strcmp(suffix, "-f16") == 0 ? 1 : 2) : 0;
-    return attention_classes[2 * dtype + (p->Lk < ATTENTION_SHORT_LIMIT)];
+    return attention_classes[2 * tsr_dtype_class_group(p->type, 4) + (p->Lk < ATTENTION_SHORT_LIMIT)];
 }
 
 /* CPUs: PoCL runs a work-group's rows as a loop it can vectorize across rows, K and V rows come

@@ -74,9 +74,7 @@ static const char *conv_base_class(const conv_problem *p) { return conv_classes[
 
 static const char *conv_problem_class(const void *problem) {
     const conv_problem *p = problem;
-    const char *suffix = tsr_dtype_class_suffix(p->types, 3);
-    int set = strcmp(suffix, "-f16") == 0 ? 1 : strcmp(suffix, "-bf16") == 0 ? 2 : 0;
-    return conv_classes[set * CONV_BASE_CLASSES + conv_base_index(p)];
+    return conv_classes[tsr_dtype_class_group(p->types, 3) * CONV_BASE_CLASSES + conv_base_index(p)];
 }
 
 /* Built-in configurations. CPUs: the GEMM behind im2col is tessera's best-tuned kernel; depthwise

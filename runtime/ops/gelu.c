@@ -56,8 +56,7 @@ typedef struct gelu_problem {
 static const char *gelu_problem_class(const void *problem) {
     const gelu_problem *p = problem;
     const tsr_dtype types[2] = {p->x_type, p->y_type};
-    const char *suffix = tsr_dtype_class_suffix(types, 2);
-    int group = strcmp(suffix, "-f16") == 0 ? 1 : strcmp(suffix, "-bf16") == 0 ? 2 : 0;
+    int group = tsr_dtype_class_group(types, 2);
     int base = (p->mode == TSR_GELU_ERF ? 2 : 0) + (p->n <= GELU_SMALL_LIMIT ? 1 : 0);
     return gelu_classes[4 * group + base];
 }

@@ -187,8 +187,7 @@ static int gemm_base_class(const gemm_problem *p) {
 static const char *gemm_problem_class(const void *problem) {
     const gemm_problem *p = problem;
     tsr_dtype types[3] = {p->types.a, p->types.b, p->types.c};
-    const char *suffix = tsr_dtype_class_suffix(types, 3);
-    int group = strcmp(suffix, "-f16") == 0 ? 1 : strcmp(suffix, "-bf16") == 0 ? 2 : 0;
+    int group = tsr_dtype_class_group(types, 3);
     return gemm_classes[group * GEMM_BASE_CLASSES + gemm_base_class(p)];
 }
 

@@ -84,6 +84,9 @@ static void failures_have_clear_messages(void **state) {
     TH_ASSERT_CONTAINS(out, "--out");
     assert_int_equal(run_cli(NULL, "build-binaries --device cpu --out /nonexistent-dir --dtypes f16,f8", out, sizeof out), 2);
     TH_ASSERT_CONTAINS(out, "--dtypes");
+    assert_int_equal(run_cli(NULL, "bench gelu --dtype f8", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "--dtype");
+    assert_int_equal(run_cli(NULL, "bench gelu --dtype f16/", out, sizeof out), 2);
     const char *empty = getenv("TSR_TEST_ICD_EMPTY");
     char env[1024];
     snprintf(env, sizeof env, "OCL_ICD_VENDORS=%s", empty);

@@ -100,7 +100,7 @@ typedef struct tsr_param_def {
     tsr_param_kind kind;
 } tsr_param_def;
 
-#define TSR_MAX_PARAMS 16
+#define TSR_MAX_PARAMS 20
 
 /* An op's parameters are one X-macro list, each entry X(NAME, KIND, DEFAULT, values...):
  *     #define GEMM_PARAMS(X) X(MWI, DEFINE, 1, 1, 2, 4, 6, 8) X(SA, DEFINE, 0, 0, 1)

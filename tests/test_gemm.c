@@ -385,6 +385,52 @@ static void configurations(void **state) {
     set_gemm_override(NULL);
 }
 
+/* The gpu implementation (cl/gemm_gpu.cl) forced on the device under test, GPU-shaped: 8x8 and
+ * rectangular register tiles, groups whose staging loads do and do not divide evenly, every k-tile
+ * size, with and without padding and double buffering. Each configuration sees every layout and
+ * transposition, sizes below, at and across tile edges (so edge tiles are zero-filled and stores
+ * guarded), odd leading dimensions and offsets (unaligned vector loads), batches with a shared A,
+ * K = 0 and K shorter than a k-tile, alpha = 0, beta = 0 over a NaN C, the epilogue, and 16-bit
+ * storage of each operand. */
+static void gpu_kernel(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        "KERNEL=1 MWI=8 VW=4 NVW=2 KU=4 WGM=16 WGN=16 KWG=16 PAD=1 DB=1",
+        "KERNEL=1 MWI=4 VW=4 NVW=1 KU=2 WGM=8 WGN=8 KWG=8 PAD=0 DB=0",
+        "KERNEL=1 MWI=2 VW=4 NVW=1 KU=4 WGM=8 WGN=32 KWG=16 PAD=1 DB=1",
+        "KERNEL=1 MWI=4 VW=2 NVW=4 KU=8 WGM=32 WGN=4 KWG=32 PAD=0 DB=1",
+        "KERNEL=1 MWI=1 VW=4 NVW=1 KU=1 WGM=4 WGN=4 KWG=8 PAD=1 DB=0",
+        "KERNEL=1 MWI=8 VW=8 NVW=1 KU=4 WGM=4 WGN=8 KWG=16 PAD=1 DB=1",
+        "KERNEL=1 MWI=4 VW=1 NVW=4 KU=4 WGM=8 WGN=16 KWG=8 PAD=1 DB=1",
+    };
+    static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
+    size_t nconfigs = small_mode() ? 3 : sizeof configs / sizeof configs[0];
+    int cases = small_mode() ? 4 : 12;
+    for (size_t c = 0; c < nconfigs; ++c) {
+        if (!try_gemm_override(configs[c])) continue;
+        for (int t = 0; t < cases; ++t) {
+            size_t max = small_mode() ? 40 : 300;
+            gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = t & 1, .tb = (t >> 1) & 1, .m = rand_size(max),
+                           .n = rand_size(max), .k = rand_size(max), .lda_pad = th_rand() % 3,
+                           .ldb_pad = th_rand() % 3, .ldc_pad = th_rand() % 3, .a_off = th_rand() % 5,
+                           .b_off = th_rand() % 5, .c_off = th_rand() % 5, .alpha = 1.25f,
+                           .beta = (t % 3 == 0) ? 0.0f : -0.5f, .batch = 1 + (size_t)(t % 4 == 3) * (1 + th_rand() % 3),
+                           .act = acts[t % 4], .bias = t % 3 == 1};
+            g.a_shared = g.batch > 1 && t % 8 == 7;
+            if (t == 4) g.k = 0;                      /* C = beta C (+ epilogue) */
+            if (t == 5) g.k = 1 + th_rand() % 7;      /* shorter than any k-tile */
+            if (t == 6) g.alpha = 0.0f;               /* A and B not read */
+            if (t >= 8) {                             /* 16-bit storage, one operand at a time or all */
+                g.at = (t == 8 || t == 11) ? TSR_F16 : TSR_F32;
+                g.bt = (t == 9 || t == 11) ? TSR_BF16 : TSR_F32;
+                g.ct = (t == 10 || t == 11) ? TSR_F16 : TSR_F32;
+            }
+            expect_accurate(&g);
+        }
+    }
+    set_gemm_override(NULL);
+}
+
 /* K blocking (KC): K split into launches that accumulate into C. The first block alone may
  * apply beta (with beta = 0 C's NaN must not leak in), later ones add to it, and the epilogue
  * (bias, activation: neither commutes with a second application) runs once, after the last
@@ -895,6 +941,7 @@ int main(void) {
             cmocka_unit_test(epilogue_all_layouts_and_activations),
             cmocka_unit_test(epilogue_batched_and_degenerate),
             cmocka_unit_test(configurations),
+            cmocka_unit_test(gpu_kernel),
             cmocka_unit_test(type_combinations),
             cmocka_unit_test(types_configurations),
         };
@@ -912,6 +959,7 @@ int main(void) {
         cmocka_unit_test(epilogue_batched_and_degenerate),
         cmocka_unit_test(epilogue_invalid),
         cmocka_unit_test(configurations),
+        cmocka_unit_test(gpu_kernel),
         cmocka_unit_test(k_blocked_accumulation),
         cmocka_unit_test(bad_configuration_overrides),
         cmocka_unit_test(packed_panels_are_fully_written),

@@ -1,4 +1,6 @@
-/* The GEMM op: parameter space, defaults, argument checks and launch of cl/gemm.cl. */
+/* The GEMM op: parameter space, defaults, argument checks and launch of its two implementations,
+ * cl/gemm.cl ("tiled": packed panels or staged tiles, the CPU design) and cl/gemm_gpu.cl ("gpu":
+ * 2-D register tiles over double-buffered local tiles). */
 #include "internal.h"
 
 #include <limits.h>
@@ -14,8 +16,8 @@
     X(VW, DEFINE, 1, 1, 2, 4, 8, 16)    /* vector width along a row of C */                    \
     X(NVW, DEFINE, 1, 1, 2, 4)          /* vectors per work-item along a row */                \
     X(KU, DEFINE, 1, 1, 2, 4, 8)        /* unroll of the k loop */                             \
-    X(WGM, DEFINE, 1, 1, 2, 4, 8, 16)   /* work-group rows */                                  \
-    X(WGN, DEFINE, 1, 1, 2, 4, 8, 16)   /* work-group columns */                               \
+    X(WGM, DEFINE, 1, 1, 2, 4, 8, 16, 32) /* work-group rows */                                \
+    X(WGN, DEFINE, 1, 1, 2, 4, 8, 16, 32) /* work-group columns */                             \
     X(KWG, DEFINE, 8, 8, 16, 32)        /* k per staged tile (only with SA or SB) */           \
     X(SA, DEFINE, 0, 0, 1)              /* stage A's tile in local memory */                   \
     X(SB, DEFINE, 0, 0, 1)              /* stage B's tile in local memory */                   \
@@ -23,12 +25,22 @@
     X(PACKB, DEFINE, 0, 0, 1)           /* pack B into contiguous panels first */                \
     X(KC, HOST, 0, 0, 128, 256, 512, 1024) /* k per launch (0: all of K in one launch) */       \
     X(PK, DEFINE, 16, 16, 64, 256)      /* k-steps per work-item of the pack kernels */        \
-    X(NT, DEFINE, 1, 1, 2, 4, 8)        /* column tiles per work-item, one after the other */
+    X(NT, DEFINE, 1, 1, 2, 4, 8)        /* column tiles per work-item, one after the other */  \
+    X(KERNEL, HOST, 0, 0, 1)            /* the implementation: 0 tiled (gemm.cl), 1 gpu */     \
+    X(PAD, DEFINE, 0, 0, 1)             /* gpu: local rows padded by VW floats */              \
+    X(DB, DEFINE, 0, 0, 1)              /* gpu: double-buffered local tiles */
 
 enum { GEMM_PARAMS(TSR_PARAM_INDEX) GEMM_NPARAMS };
 static const tsr_param_def gemm_params[] = {GEMM_PARAMS(TSR_PARAM_DEF)};
 
-static const tsr_implementation gemm_implementations[] = {{.name = "tiled"}};
+/* KERNEL selects the kernel file; each reads only its own parameters (the others normalize to
+ * their declared defaults, so a search never measures one kernel twice). */
+enum { GEMM_TILED = 0, GEMM_GPU = 1 };
+static const tsr_implementation gemm_implementations[] = {
+    {.name = "tiled", .value = GEMM_TILED, .params = "MWI VW NVW KU WGM WGN KWG SA SB PACKA PACKB KC PK NT"},
+    {.name = "gpu", .value = GEMM_GPU, .params = "MWI VW NVW KU WGM WGN KWG PAD DB"},
+};
+static const char *const gemm_more_sources[] = {"gemm_gpu", NULL};
 
 /* Program variants, which a launch adds to the configuration: the transpositions (bits 0-1)
  * and the storage types, variant / 4 indexing gemm_type_sets. The first GEMM_ENUMERATED_TYPE_SETS
@@ -86,7 +98,15 @@ static const tsr_default gemm_defaults[] = {
      * 64 columns instead of 16, which is what keeps 4096^3 from streaming A (0.72 -> 0.97 of
      * OpenBLAS here); K blocking by launches (KC) measured slower on PoCL at 1024-4096. */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 NT=4"},
-    /* GPUs and others: 16x16 work-groups sharing 64x64 tiles staged in local memory. */
+    /* GPUs: the gpu kernel, 8x8 register tiles in 16x16 groups (128x128 tiles) where there are
+     * enough of them to fill the device, 4x4 (64x64) below; thin tiles for thin matrices. */
+    {TSR_DEVICE_GPU, TSR_LANES_ANY, "small-m", "KERNEL=1 MWI=2 VW=4 NVW=1 KU=4 WGM=8 WGN=32 KWG=16 PAD=1 DB=1"},
+    {TSR_DEVICE_GPU, TSR_LANES_ANY, "small-n", "KERNEL=1 MWI=4 VW=4 NVW=1 KU=4 WGM=32 WGN=4 KWG=16 PAD=1 DB=1"},
+    {TSR_DEVICE_GPU, TSR_LANES_ANY, "small", "KERNEL=1 MWI=4 VW=4 NVW=1 KU=4 WGM=16 WGN=16 KWG=16 PAD=1 DB=1"},
+    {TSR_DEVICE_GPU, TSR_LANES_ANY, "medium", "KERNEL=1 MWI=4 VW=4 NVW=1 KU=4 WGM=16 WGN=16 KWG=16 PAD=1 DB=1"},
+    {TSR_DEVICE_GPU, TSR_LANES_ANY, "batched", "KERNEL=1 MWI=4 VW=4 NVW=1 KU=4 WGM=16 WGN=16 KWG=16 PAD=1 DB=1"},
+    {TSR_DEVICE_GPU, TSR_LANES_ANY, NULL, "KERNEL=1 MWI=8 VW=4 NVW=2 KU=4 WGM=16 WGN=16 KWG=16 PAD=1 DB=1"},
+    /* Other devices: 16x16 work-groups sharing 64x64 tiles staged in local memory. */
     {0, TSR_LANES_ANY, NULL, "MWI=4 VW=4 NVW=1 KU=4 WGM=16 WGN=16 KWG=16 SA=1 SB=1 PACKA=0 PACKB=0"},
 };
 
@@ -94,9 +114,34 @@ static bool simt_cpu(const tsr_device *dev) {
     return dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS;
 }
 
+/* Bytes of local memory the gpu kernel declares (cl/gemm_gpu.cl: k-major tiles, rows padded by
+ * VW floats with PAD, two of each with DB, each rounded up to whole float4s). */
+static size_t gpu_local_bytes(const int *v) {
+    size_t pad = v[P_PAD] ? (size_t)v[P_VW] : 0;
+    size_t a_tile = (size_t)v[P_KWG] * ((size_t)v[P_WGM] * v[P_MWI] + pad);
+    size_t b_tile = (size_t)v[P_KWG] * ((size_t)v[P_WGN] * v[P_VW] * v[P_NVW] + pad);
+    return (v[P_DB] ? 2 : 1) * ((a_tile + 3) / 4 + (b_tile + 3) / 4) * 16;
+}
+
+static bool gpu_config_ok(const tsr_device *dev, const int *v) {
+    size_t mwg = (size_t)v[P_WGM] * v[P_MWI], nwg = (size_t)v[P_WGN] * v[P_VW] * v[P_NVW];
+    /* tiles are staged in 4-element vectors along either dimension */
+    if (mwg % 4 || nwg % 4) return false;
+    /* 128 accumulators: with the operand slices and the next tile in flight, near the 255
+     * registers a GPU thread can have */
+    if (v[P_MWI] * v[P_VW] * v[P_NVW] > 128) return false;
+    if (v[P_KU] > v[P_KWG]) return false;
+    size_t wg = (size_t)v[P_WGM] * (size_t)v[P_WGN];
+    if (wg > dev->info.max_work_group_size || (size_t)v[P_WGN] > dev->info.max_work_item_sizes[0] ||
+        (size_t)v[P_WGM] > dev->info.max_work_item_sizes[1])
+        return false;
+    return gpu_local_bytes(v) <= dev->info.local_mem_bytes;
+}
+
 static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     (void)problem;
     const int *v = cfg->values;
+    if (v[P_KERNEL] == GEMM_GPU) return gpu_config_ok(dev, v);
     int nwi = v[P_VW] * v[P_NVW];
     bool staged = v[P_SA] || v[P_SB];
     /* Beyond this the tile spills on every device we know: 128 floats (16 AVX2 registers),
@@ -126,16 +171,22 @@ static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr
  * are 16-bit ones (into fp32 panels): widening once per element beats widening in the hot loop,
  * where PoCL's vload_half measured 0.3x of fp32 at 128^3 and 64@128^3. */
 static bool packs_a(const tsr_config *cfg, bool ta, tsr_dtype type) {
+    if (cfg->values[P_KERNEL] == GEMM_GPU) return false; /* it reads any layout and type itself */
     return cfg->values[P_PACKA] || ((ta || type != TSR_F32) && !cfg->values[P_SA] && !cfg->values[P_SB]);
 }
 static bool packs_b(const tsr_config *cfg, bool tb, tsr_dtype type) {
+    if (cfg->values[P_KERNEL] == GEMM_GPU) return false;
     return cfg->values[P_PACKB] || ((tb || type != TSR_F32) && !cfg->values[P_SA] && !cfg->values[P_SB]);
 }
 
 /* Column tiles per work-item: staged tiles take one (a work-group stages one tile of B at a
  * time), so an override of SA or SB over a default with NT > 1 still runs. */
 static int tiles_per_item(const tsr_config *cfg) {
-    return cfg->values[P_SA] || cfg->values[P_SB] ? 1 : cfg->values[P_NT];
+    return cfg->values[P_SA] || cfg->values[P_SB] || cfg->values[P_KERNEL] == GEMM_GPU ? 1 : cfg->values[P_NT];
+}
+
+static const char *gemm_program_source(const tsr_config *cfg) {
+    return cfg->values[P_KERNEL] == GEMM_GPU ? "gemm_gpu" : "gemm";
 }
 
 static void gemm_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
@@ -349,7 +400,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     size_t nwi = (size_t)v[P_VW] * v[P_NVW];
     /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
     bool pack_a = packs_a(cfg, p->ta, p->types.a) && p->k > 0, pack_b = packs_b(cfg, p->tb, p->types.b) && p->k > 0;
-    TSR_CHECK(tsr_program_get(dev, "gemm", options, &program), out_unlocked);
+    TSR_CHECK(tsr_program_get(dev, gemm_program_source(cfg), options, &program), out_unlocked);
     kernel = clCreateKernel(program, "gemm", &err);
     TSR_CL_CHECK(err, out_unlocked);
 
@@ -392,6 +443,11 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     size_t local[3] = {(size_t)v[P_WGM], (size_t)v[P_WGN], 1};
     size_t global[3] = {round_up(ceil_div(q.m, (size_t)v[P_MWI]), local[0]),
                         round_up(ceil_div(ceil_div(q.n, nwi), (size_t)tiles_per_item(cfg)), local[1]), q.batch};
+    if (v[P_KERNEL] == GEMM_GPU) { /* dimension 0 walks columns there, one group per MWG x NWG tile */
+        local[0] = (size_t)v[P_WGN], local[1] = (size_t)v[P_WGM];
+        global[0] = ceil_div(q.n, nwi * local[0]) * local[0];
+        global[1] = ceil_div(q.m, (size_t)v[P_MWI] * local[1]) * local[1];
+    }
     for (size_t blk = 0; blk < nblocks; ++blk) {
         size_t k0 = blk * kc;
         bool last = blk + 1 == nblocks;
@@ -569,10 +625,15 @@ static const char *gemm_tuning_space(const tsr_device *dev) {
     /* CPUs that vectorize across work-items (llvmpipe): groups of light items, as on a GPU,
      * without packing (each pack kernel is one more slow compile there). */
     if (simt_cpu(dev))
-        return "MWI=1,2,4 VW=1,2,4 NVW=1,2,4 KU=1,2,4 WGM=4,8,16 WGN=4,8,16 KWG=8,16 SA=0,1 SB=0,1 PACKA=0 PACKB=0 KC=0 NT=1";
+        return "KERNEL=0 MWI=1,2,4 VW=1,2,4 NVW=1,2,4 KU=1,2,4 WGM=4,8,16 WGN=4,8,16 KWG=8,16 SA=0,1 SB=0,1 PACKA=0 "
+               "PACKB=0 KC=0 NT=1";
     if (dev->info.type == TSR_DEVICE_CPU)
-        return "MWI=2,4,6,8 VW=4,8,16 NVW=1,2 KU=1,2,4,8 WGM=1,2,4 WGN=1 KWG=8 SA=0 SB=0 PACKA=0,1 PACKB=0,1 KC=0,512 NT=1,2,4,8";
-    return NULL;
+        return "KERNEL=0 MWI=2,4,6,8 VW=4,8,16 NVW=1,2 KU=1,2,4,8 WGM=1,2,4 WGN=1 KWG=8 SA=0 SB=0 PACKA=0,1 PACKB=0,1 "
+               "KC=0,512 NT=1,2,4,8";
+    /* GPUs and others: both kernels (each implementation's default is measured first), the gpu
+     * kernel's register tiles, group shapes, k-tiles, padding and double buffering. */
+    return "KERNEL=0,1 MWI=1,2,4,8 VW=1,2,4,8 NVW=1,2,4 KU=1,2,4,8 WGM=4,8,16,32 WGN=4,8,16,32 KWG=8,16,32 SA=0,1 "
+           "SB=0,1 PACKA=0 PACKB=0 KC=0 NT=1 PAD=0,1 DB=0,1";
 }
 
 /* ---- the fixture: C = A B, row-major, "MxNxK" or "BATCHxMxNxK", then an optional dtype token
@@ -795,14 +856,17 @@ const tsr_op tsr_op_gemm = {
     .problem_class = gemm_problem_class,
     .defaults = gemm_defaults,
     .ndefaults = TSR_COUNT(gemm_defaults),
+    .more_sources = gemm_more_sources,
     .implementations = gemm_implementations,
     .nimplementations = TSR_COUNT(gemm_implementations),
+    .implementation_param = "KERNEL",
     .config_ok = gemm_config_ok,
     .program_variants = GEMM_PROGRAM_VARIANTS,
     .variant_serves_class = gemm_variant_serves_class,
     .program_variant =
         "transposes of A and B, and storage types (fp32 and the uniform 16-bit sets; mixed sets built on demand)",
     .build_options = gemm_build_options,
+    .program_source = gemm_program_source,
     .demo = gemm_demo,
     .nearest_class = gemm_nearest_class,
     .tuning_space = gemm_tuning_space,

@@ -91,14 +91,16 @@ void tsr_tuning_invalidate(tsr_device *dev) {
     pthread_mutex_unlock(&dev->lock);
 }
 
-/* Try one database for one class; fills cfg and info on success. */
+/* Try one database for one class; fills cfg and info on success, and counts the entries it passed
+ * over as stale into info->stale_passed_over either way. */
 static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool builtin, const char *cls,
                    const char *hash, tsr_config *cfg, tsr_config_info *info, char *notes, size_t notes_size) {
     if (!db) return false;
     const cJSON *entry = NULL;
     const char *key = NULL;
     size_t noted = strlen(notes);
-    int tier = tsr_db_find(db, &dev->info, op->name, cls, hash, &entry, &key, notes, notes_size);
+    int tier = tsr_db_find(db, &dev->info, op->name, cls, hash, &entry, &key, notes, notes_size,
+                           &info->stale_passed_over);
     char why[128];
     bool usable = tier && config_from_json(dev, op, cJSON_GetObjectItemCaseSensitive(entry, "config"), cfg, why, sizeof why);
     if (tier && !usable)
@@ -206,6 +208,44 @@ size_t tsr_tuning_entries_for_device(tsr_device *dev) {
     n = tsr_db_count_for_device(dev->tuning_db, &dev->info) + tsr_db_count_for_device(builtin_db, &dev->info);
     pthread_mutex_unlock(&dev->lock);
     return n;
+}
+
+/* ---- seeds for a re-tune ---- */
+
+typedef struct seed_ctx {
+    const tsr_device *dev;
+    const tsr_op *op;
+    bool want_stale; /* this pass takes the stale entries, the other the current ones */
+    tsr_tuning_seed *seeds;
+    int n, max;
+} seed_ctx;
+
+static void take_seed(const cJSON *entry, const cJSON *device_node, int tier, bool stale, void *vctx) {
+    (void)device_node;
+    (void)tier;
+    seed_ctx *sc = vctx;
+    if (stale != sc->want_stale || sc->n == sc->max) return;
+    tsr_config cfg;
+    char why[128];
+    if (!config_from_json(sc->dev, sc->op, cJSON_GetObjectItemCaseSensitive(entry, "config"), &cfg, why, sizeof why))
+        return; /* tuned for parameters this build no longer has: no start */
+    for (int i = 0; i < sc->n; ++i)
+        if (memcmp(&sc->seeds[i].config, &cfg, sizeof cfg) == 0) return;
+    sc->seeds[sc->n++] = (tsr_tuning_seed){.config = cfg, .stale = stale};
+}
+
+int tsr_tuning_seeds(tsr_device *dev, const tsr_op *op, const cJSON *user_db, const char *cls, const char *hash,
+                     tsr_tuning_seed *seeds, int max) {
+    pthread_once(&builtin_once, parse_builtin);
+    const char *builtin_env = getenv("TSR_BUILTIN_TUNING");
+    const cJSON *dbs[2] = {user_db, (builtin_env && strcmp(builtin_env, "off") == 0) ? NULL : builtin_db};
+    seed_ctx sc = {.dev = dev, .op = op, .seeds = seeds, .max = max};
+    for (int pass = 0; pass < 2; ++pass) {
+        sc.want_stale = pass == 1;
+        for (int d = 0; d < 2; ++d)
+            if (dbs[d]) tsr_db_each_entry(dbs[d], &dev->info, op->name, cls, hash, take_seed, &sc);
+    }
+    return sc.n;
 }
 
 /* ---- overrides ---- */

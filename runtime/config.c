@@ -161,10 +161,13 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     const char *builtin_env = getenv("TSR_BUILTIN_TUNING");
     const cJSON *builtin = (builtin_env && strcmp(builtin_env, "off") == 0) ? NULL : builtin_db;
     bool done = false;
-    for (int c = 0; c < 4 && !done; ++c)
-        done =
-            classes[c] && (try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
-                           try_db(dev, op, builtin, true, classes[c], hash, cfg, &found, notes, sizeof notes));
+    for (int c = 0; c < 4 && !done; ++c) {
+        bool tried = false; /* a chain may name a class twice ("small-f16": small as nearest and base) */
+        for (int p = 0; p < c; ++p) tried |= classes[p] && classes[c] && strcmp(classes[p], classes[c]) == 0;
+        done = !tried && classes[c] &&
+               (try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
+                try_db(dev, op, builtin, true, classes[c], hash, cfg, &found, notes, sizeof notes));
+    }
     if (!done) {
         tsr_op_default_config(op, dev, cls, cfg);
         found.source = TSR_CONFIG_BUILTIN_DEFAULT;

@@ -129,6 +129,23 @@ static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool buil
     return true;
 }
 
+/* The classes whose entries serve `cls`, in order, each once: itself, its nearest class (GEMM:
+ * batched -> small), and for a 16-bit class ("large-f16") its fp32 class and that one's nearest:
+ * the same tile shapes suit it, since loads widen to fp32 before any arithmetic (its default rows
+ * too: ops/op.c). `base_buf` holds the fp32 class's name. Returns how many. */
+static int class_chain(const tsr_op *op, const char *cls, char base_buf[32], const char *chain[4]) {
+    const char *base = tsr_dtype_class_base(cls, base_buf, 32);
+    const char *candidates[4] = {cls, op->nearest_class ? op->nearest_class(cls) : NULL, base,
+                                 base && op->nearest_class ? op->nearest_class(base) : NULL};
+    int n = 0;
+    for (int c = 0; c < 4; ++c) {
+        bool repeated = !candidates[c]; /* "small-f16": small as its nearest class and as its base */
+        for (int p = 0; p < n && !repeated; ++p) repeated = strcmp(chain[p], candidates[c]) == 0;
+        if (!repeated) chain[n++] = candidates[c];
+    }
+    return n;
+}
+
 tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls, tsr_config *cfg,
                               tsr_config_info *info) {
     tsr_status status = TSR_SUCCESS;
@@ -150,24 +167,16 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     tsr_strlcpy(found.problem_class, cls, sizeof found.problem_class);
     char notes[512] = "";
     if (dev->tuning_db_warning[0]) tsr_note_append(notes, sizeof notes, "%s", dev->tuning_db_warning);
-    /* A 16-bit class ("large-f16") without an entry of its own takes its fp32 class's: the same
-     * tile shapes suit it, since loads widen to fp32 before any arithmetic (its default rows too:
-     * ops/op.c). */
     char base_buf[32];
-    const char *base = tsr_dtype_class_base(cls, base_buf, sizeof base_buf);
-    const char *classes[4] = {cls, op->nearest_class ? op->nearest_class(cls) : NULL, base,
-                              base && op->nearest_class ? op->nearest_class(base) : NULL};
+    const char *classes[4];
+    int nclasses = class_chain(op, cls, base_buf, classes);
     /* TSR_BUILTIN_TUNING=off: ignore the tuned entries shipped in the library. */
     const char *builtin_env = getenv("TSR_BUILTIN_TUNING");
     const cJSON *builtin = (builtin_env && strcmp(builtin_env, "off") == 0) ? NULL : builtin_db;
     bool done = false;
-    for (int c = 0; c < 4 && !done; ++c) {
-        bool tried = false; /* a chain may name a class twice ("small-f16": small as nearest and base) */
-        for (int p = 0; p < c; ++p) tried |= classes[p] && classes[c] && strcmp(classes[p], classes[c]) == 0;
-        done = !tried && classes[c] &&
-               (try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
-                try_db(dev, op, builtin, true, classes[c], hash, cfg, &found, notes, sizeof notes));
-    }
+    for (int c = 0; c < nclasses && !done; ++c)
+        done = try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
+               try_db(dev, op, builtin, true, classes[c], hash, cfg, &found, notes, sizeof notes);
     if (!done) {
         tsr_op_default_config(op, dev, cls, cfg);
         found.source = TSR_CONFIG_BUILTIN_DEFAULT;
@@ -242,11 +251,16 @@ int tsr_tuning_seeds(tsr_device *dev, const tsr_op *op, const cJSON *user_db, co
     pthread_once(&builtin_once, parse_builtin);
     const char *builtin_env = getenv("TSR_BUILTIN_TUNING");
     const cJSON *dbs[2] = {user_db, (builtin_env && strcmp(builtin_env, "off") == 0) ? NULL : builtin_db};
+    char base_buf[32];
+    const char *classes[4];
+    int nclasses = class_chain(op, cls, base_buf, classes);
     seed_ctx sc = {.dev = dev, .op = op, .seeds = seeds, .max = max};
+    /* The class's own entries, then those it falls back to when it has none (what it runs now) */
     for (int pass = 0; pass < 2; ++pass) {
         sc.want_stale = pass == 1;
-        for (int d = 0; d < 2; ++d)
-            if (dbs[d]) tsr_db_each_entry(dbs[d], &dev->info, op->name, cls, hash, take_seed, &sc);
+        for (int c = 0; c < nclasses; ++c)
+            for (int d = 0; d < 2; ++d)
+                if (dbs[d]) tsr_db_each_entry(dbs[d], &dev->info, op->name, classes[c], hash, take_seed, &sc);
     }
     return sc.n;
 }

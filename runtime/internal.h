@@ -615,8 +615,9 @@ typedef struct tsr_tuning_seed {
     bool stale; /* from an entry tuned for another kernel source */
 } tsr_tuning_seed;
 /* What a re-tune of (op, class) starts from: the configurations of the entries for this device
- * (the tiers of tsr_db_find) in `user_db` (may be NULL) and the built-in database, current ones
- * first, then stale ones. An entry whose configuration no longer fits this build (a parameter
+ * (the tiers of tsr_db_find) in `user_db` (may be NULL) and the built-in database, for the class
+ * and the classes a lookup falls back to (nearest, fp32 of a 16-bit class), current ones first,
+ * then stale ones. An entry whose configuration no longer fits this build (a parameter
  * renamed, dropped or added, a value outside the space) or this device is skipped; each
  * configuration comes once. Returns how many were written (at most max). */
 int tsr_tuning_seeds(tsr_device *device, const tsr_op *op, const struct cJSON *user_db, const char *problem_class,

@@ -577,6 +577,39 @@ static void stale_entries_seed_a_retune(void **state) {
     cJSON_Delete(root);
 }
 
+/* A re-tune of a class starts from what the class runs now: its own entries, else those it falls
+ * back to (GEMM: batched -> small; a 16-bit class -> its fp32 class), current ones first. */
+static void seeds_follow_the_class_chain(void **state) {
+    (void)state;
+    const tsr_device_info *i = tsr_device_get_info(dev);
+    const char *type = tsr_device_type_str(i->type);
+    char hash[17];
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_gemm, hash));
+    cJSON *root = tsr_db_new();
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "small", 2, 10, hash,
+              "2026-01-01");
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "batched", 4, 10,
+              "0123456789abcdef", "2025-01-01");
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "large", 4, 10,
+              "0123456789abcdef", "2025-01-01");
+    setenv("TSR_BUILTIN_TUNING", "off", 1); /* this machine's built-in entries aside */
+    tsr_tuning_seed seeds[8];
+    int mwi = tsr_param_index(&tsr_op_gemm, "MWI");
+    int n = tsr_tuning_seeds(dev, &tsr_op_gemm, root, "batched", hash, seeds, 8);
+    assert_int_equal(n, 2);
+    assert_false(seeds[0].stale); /* small's current entry, which batched runs now */
+    assert_int_equal(seeds[0].config.values[mwi], 2);
+    assert_true(seeds[1].stale);
+    assert_int_equal(seeds[1].config.values[mwi], 4);
+    n = tsr_tuning_seeds(dev, &tsr_op_gemm, root, "large-f16", hash, seeds, 8);
+    assert_int_equal(n, 1); /* large's stale entry */
+    assert_true(seeds[0].stale);
+    assert_int_equal(tsr_tuning_seeds(dev, &tsr_op_gemm, root, "batched", hash, seeds, 1), 1); /* at most max */
+    assert_int_equal(tsr_tuning_seeds(dev, &tsr_op_gemm, NULL, "batched", hash, seeds, 8), 0);
+    unsetenv("TSR_BUILTIN_TUNING");
+    cJSON_Delete(root);
+}
+
 static void damaged_files(void **state) {
     (void)state;
     static const struct { const char *text, *reason; } cases[] = {
@@ -994,6 +1027,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(resolved_cache_grows, setup, teardown),
         cmocka_unit_test_setup_teardown(stale_entries_are_passed_over, setup, teardown),
         cmocka_unit_test_setup_teardown(stale_entries_seed_a_retune, setup, teardown),
+        cmocka_unit_test_setup_teardown(seeds_follow_the_class_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(damaged_files, setup, teardown),
         cmocka_unit_test_setup_teardown(import_export_merge, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_writers_lose_nothing, setup, teardown),

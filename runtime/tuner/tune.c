@@ -162,9 +162,10 @@ static void search_class(tsr_search *search, tsr_strategy_fn strategy, const cJS
     search->result->default_gflops = def_score;
     search->start = def; /* where annealing starts: the best of the default and the seeds */
     search->start_score = def_score;
-    /* The entries this device's class has: the current one (a re-tune never starts worse than what
-     * is there), then stale ones, tuned for an older kernel source: a small edit seldom moves the
-     * best far. Starts only; lookups never launch a stale entry. */
+    /* The entries for this device's class (or the classes it falls back to): the current ones (a
+     * re-tune never starts worse than what is there), then stale ones, tuned for an older kernel
+     * source: a small edit seldom moves the best far. Starts only; lookups never launch a stale
+     * entry. They count against the evaluation budget like any candidate. */
     tsr_tuning_seed known[8];
     int nknown = tsr_tuning_seeds(search->device, op, known_db, search->problem_class, hash, known, 8);
     for (int i = 0; i < nknown && tsr_search_budget_left(search); ++i) {

@@ -494,6 +494,11 @@ typedef struct tsr_config_info {
     tsr_config_source source;
     char origin[768];        /* in words: which entry, and what was passed over and why */
     double tuned_gflops;     /* measured when tuned; 0 for defaults */
+    /* Tuned entries passed over because their kernel source changed since they were tuned
+     * (stale; 0 for overrides). With TSR_CONFIG_BUILTIN_DEFAULT and a count above 0 the device
+     * runs untuned only because its tuning is stale: a re-tune (which starts from those entries)
+     * brings it back. */
+    int stale_passed_over;
 } tsr_config_info;
 
 /* The configuration op `op` uses on this device for a problem class, and where it comes from. */
@@ -566,6 +571,9 @@ typedef struct tsr_tune_result {
     double best_spread;          /* (max - min) / median of the best candidate's timed runs */
     int evaluated, wrong_results, build_failures, abandoned, launch_failures;
     double seconds;
+    /* Entries for this device and class tuned for an older kernel source (stale: lookups pass
+     * them over) whose configurations the search started from, after the default. */
+    int stale_seeds;
 } tsr_tune_result;
 
 /* Tune `op` on this device. results (may be NULL) receives up to max_results classes.

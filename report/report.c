@@ -313,6 +313,30 @@ static void maybe_tune(tsr_device *dev, const report_options *opt, bool simulato
     cJSON_AddStringToObject(entry, "tuning", text);
 }
 
+/* Where each op's configuration comes from on this device, per class ("configs": op -> class ->
+ * state): "tuned" (the database or built in, this device or a matching one), "override", "default"
+ * (never tuned), or "default-stale": tuned entries exist, but every one for a kernel source that
+ * has changed since, so the class runs the built-in default until it is re-tuned. */
+static void record_configs(tsr_device *dev, cJSON *entry) {
+    cJSON *configs = cJSON_AddObjectToObject(entry, "configs");
+    for (const char *const *op = tsr_op_names(); *op; ++op) {
+        cJSON *classes = cJSON_AddObjectToObject(configs, *op);
+        for (const char *const *cls = tsr_op_classes(*op); *cls; ++cls) {
+            tsr_config_info ci;
+            if (tsr_config_lookup(dev, *op, *cls, &ci) != TSR_SUCCESS) {
+                tsr_clear_error(); /* the suite's own rows report what fails */
+                continue;
+            }
+            const char *state = ci.source == TSR_CONFIG_BUILTIN_DEFAULT
+                                    ? (ci.stale_passed_over > 0 ? "default-stale" : "default")
+                                : ci.source == TSR_CONFIG_ENV_OVERRIDE || ci.source == TSR_CONFIG_API_OVERRIDE
+                                    ? "override"
+                                    : "tuned";
+            cJSON_AddStringToObject(classes, *cls, state);
+        }
+    }
+}
+
 /* A rate this far above the device's measured roof is a measurement error, not a result: the
  * roof and the row are measured minutes apart on a machine whose load moves rows by up to 20%
  * (bench.h), so 1.25 leaves room for that and for a peak test that misses a little; any driver
@@ -407,6 +431,7 @@ static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *
     if (st == TSR_SUCCESS) cJSON_AddItemToObject(entry, "peaks", peak_to_json(&pr));
     else add_failed_status(entry, "peaks", NULL, NULL, st);
     maybe_tune(dev, opt, sim, entry);
+    record_configs(dev, entry);
     cJSON *results = cJSON_AddArrayToObject(entry, "results");
     size_t n = opt->nsuite;
     const report_case *suite = opt->suite ? opt->suite : report_standard_suite(&n);
@@ -983,6 +1008,38 @@ static const char *timing_method(const cJSON *d) {
     return seen ? seen : "-";
 }
 
+/* A line per device some of whose classes run untuned because their tuned entries are stale:
+ * never tuned is a device's ordinary start, tuned for an older kernel source a silent loss. */
+static void stale_markdown(bench_text *b, const cJSON *d) {
+    int ops_listed = 0;
+    const cJSON *op;
+    cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(d, "configs")) {
+        bool listed = false;
+        const cJSON *cls;
+        cJSON_ArrayForEach(cls, op) {
+            const char *state = cJSON_GetStringValue(cls);
+            if (!op->string || !cls->string || !state || strcmp(state, "default-stale") != 0) continue;
+            if (!ops_listed && !listed) {
+                bench_text_printf(b, "\n**Untuned because stale** on ");
+                bench_text_md(b, device_name(d));
+                bench_text_printf(b, " (tuned entries exist, for a kernel source that has changed since: these run the "
+                                     "built-in default until `tessera tune` re-tunes them):");
+            }
+            if (!listed) {
+                bench_text_printf(b, "%s", ops_listed ? "; " : " ");
+                bench_text_md(b, op->string);
+                bench_text_printf(b, " ");
+            } else {
+                bench_text_printf(b, ", ");
+            }
+            bench_text_md(b, cls->string);
+            listed = true;
+        }
+        ops_listed += listed;
+    }
+    if (ops_listed) bench_text_printf(b, ".\n");
+}
+
 /* "#2 name (platform)": a device as the comparison names it. */
 static void comparison_device(bench_text *b, const cJSON *pd) {
     bench_text_printf(b, "#%d ", (int)bench_json_num(pd, "device") + 1);
@@ -1149,6 +1206,7 @@ static char *build_markdown(const cJSON *root, const png_result *pngs, size_t np
         bench_text_md(&b, bench_json_text(peaks, "timing_reason"));
         bench_text_printf(&b, "\n");
     }
+    cJSON_ArrayForEach(d, devices) stale_markdown(&b, d);
     cJSON *cmp = report_compare(root); /* recomputed: report.json's copy may come from an older tessera */
     if (cmp) comparison_markdown(&b, cmp);
     cJSON_Delete(cmp);

@@ -91,14 +91,16 @@ void tsr_tuning_invalidate(tsr_device *dev) {
     pthread_mutex_unlock(&dev->lock);
 }
 
-/* Try one database for one class; fills cfg and info on success. */
+/* Try one database for one class; fills cfg and info on success, and counts the entries it passed
+ * over as stale into info->stale_passed_over either way. */
 static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool builtin, const char *cls,
                    const char *hash, tsr_config *cfg, tsr_config_info *info, char *notes, size_t notes_size) {
     if (!db) return false;
     const cJSON *entry = NULL;
     const char *key = NULL;
     size_t noted = strlen(notes);
-    int tier = tsr_db_find(db, &dev->info, op->name, cls, hash, &entry, &key, notes, notes_size);
+    int tier = tsr_db_find(db, &dev->info, op->name, cls, hash, &entry, &key, notes, notes_size,
+                           &info->stale_passed_over);
     char why[128];
     bool usable = tier && config_from_json(dev, op, cJSON_GetObjectItemCaseSensitive(entry, "config"), cfg, why, sizeof why);
     if (tier && !usable)
@@ -127,6 +129,23 @@ static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool buil
     return true;
 }
 
+/* The classes whose entries serve `cls`, in order, each once: itself, its nearest class (GEMM:
+ * batched -> small), and for a 16-bit class ("large-f16") its fp32 class and that one's nearest:
+ * the same tile shapes suit it, since loads widen to fp32 before any arithmetic (its default rows
+ * too: ops/op.c). `base_buf` holds the fp32 class's name. Returns how many. */
+static int class_chain(const tsr_op *op, const char *cls, char base_buf[32], const char *chain[4]) {
+    const char *base = tsr_dtype_class_base(cls, base_buf, 32);
+    const char *candidates[4] = {cls, op->nearest_class ? op->nearest_class(cls) : NULL, base,
+                                 base && op->nearest_class ? op->nearest_class(base) : NULL};
+    int n = 0;
+    for (int c = 0; c < 4; ++c) {
+        bool repeated = !candidates[c]; /* "small-f16": small as its nearest class and as its base */
+        for (int p = 0; p < n && !repeated; ++p) repeated = strcmp(chain[p], candidates[c]) == 0;
+        if (!repeated) chain[n++] = candidates[c];
+    }
+    return n;
+}
+
 tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls, tsr_config *cfg,
                               tsr_config_info *info) {
     tsr_status status = TSR_SUCCESS;
@@ -148,21 +167,16 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     tsr_strlcpy(found.problem_class, cls, sizeof found.problem_class);
     char notes[512] = "";
     if (dev->tuning_db_warning[0]) tsr_note_append(notes, sizeof notes, "%s", dev->tuning_db_warning);
-    /* A 16-bit class ("large-f16") without an entry of its own takes its fp32 class's: the same
-     * tile shapes suit it, since loads widen to fp32 before any arithmetic (its default rows too:
-     * ops/op.c). */
     char base_buf[32];
-    const char *base = tsr_dtype_class_base(cls, base_buf, sizeof base_buf);
-    const char *classes[4] = {cls, op->nearest_class ? op->nearest_class(cls) : NULL, base,
-                              base && op->nearest_class ? op->nearest_class(base) : NULL};
+    const char *classes[4];
+    int nclasses = class_chain(op, cls, base_buf, classes);
     /* TSR_BUILTIN_TUNING=off: ignore the tuned entries shipped in the library. */
     const char *builtin_env = getenv("TSR_BUILTIN_TUNING");
     const cJSON *builtin = (builtin_env && strcmp(builtin_env, "off") == 0) ? NULL : builtin_db;
     bool done = false;
-    for (int c = 0; c < 4 && !done; ++c)
-        done =
-            classes[c] && (try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
-                           try_db(dev, op, builtin, true, classes[c], hash, cfg, &found, notes, sizeof notes));
+    for (int c = 0; c < nclasses && !done; ++c)
+        done = try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
+               try_db(dev, op, builtin, true, classes[c], hash, cfg, &found, notes, sizeof notes);
     if (!done) {
         tsr_op_default_config(op, dev, cls, cfg);
         found.source = TSR_CONFIG_BUILTIN_DEFAULT;
@@ -206,6 +220,49 @@ size_t tsr_tuning_entries_for_device(tsr_device *dev) {
     n = tsr_db_count_for_device(dev->tuning_db, &dev->info) + tsr_db_count_for_device(builtin_db, &dev->info);
     pthread_mutex_unlock(&dev->lock);
     return n;
+}
+
+/* ---- seeds for a re-tune ---- */
+
+typedef struct seed_ctx {
+    const tsr_device *dev;
+    const tsr_op *op;
+    bool want_stale; /* this pass takes the stale entries, the other the current ones */
+    tsr_tuning_seed *seeds;
+    int n, max;
+} seed_ctx;
+
+static void take_seed(const cJSON *entry, const cJSON *device_node, int tier, bool stale, void *vctx) {
+    (void)device_node;
+    (void)tier;
+    seed_ctx *sc = vctx;
+    if (stale != sc->want_stale || sc->n == sc->max) return;
+    tsr_config cfg;
+    char why[128];
+    if (!config_from_json(sc->dev, sc->op, cJSON_GetObjectItemCaseSensitive(entry, "config"), &cfg, why, sizeof why))
+        return; /* tuned for parameters this build no longer has: no start */
+    for (int i = 0; i < sc->n; ++i)
+        if (memcmp(&sc->seeds[i].config, &cfg, sizeof cfg) == 0) return;
+    sc->seeds[sc->n++] = (tsr_tuning_seed){.config = cfg, .stale = stale};
+}
+
+int tsr_tuning_seeds(tsr_device *dev, const tsr_op *op, const cJSON *user_db, const char *cls, const char *hash,
+                     tsr_tuning_seed *seeds, int max) {
+    pthread_once(&builtin_once, parse_builtin);
+    const char *builtin_env = getenv("TSR_BUILTIN_TUNING");
+    const cJSON *dbs[2] = {user_db, (builtin_env && strcmp(builtin_env, "off") == 0) ? NULL : builtin_db};
+    char base_buf[32];
+    const char *classes[4];
+    int nclasses = class_chain(op, cls, base_buf, classes);
+    seed_ctx sc = {.dev = dev, .op = op, .seeds = seeds, .max = max};
+    /* The class's own entries, then those it falls back to when it has none (what it runs now) */
+    for (int pass = 0; pass < 2; ++pass) {
+        sc.want_stale = pass == 1;
+        for (int c = 0; c < nclasses; ++c)
+            for (int d = 0; d < 2; ++d)
+                if (dbs[d]) tsr_db_each_entry(dbs[d], &dev->info, op->name, classes[c], hash, take_seed, &sc);
+    }
+    return sc.n;
 }
 
 /* ---- overrides ---- */

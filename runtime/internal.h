@@ -609,6 +609,19 @@ tsr_status tsr_resolve_config(tsr_device *device, const tsr_op *op, const char *
                               tsr_config_info *info);
 /* Entries the user's database and the built-in one hold for this very device (any driver). */
 size_t tsr_tuning_entries_for_device(tsr_device *device);
+/* A configuration a re-tune starts from: a tuning entry's for this device and class. */
+typedef struct tsr_tuning_seed {
+    tsr_config config;
+    bool stale; /* from an entry tuned for another kernel source */
+} tsr_tuning_seed;
+/* What a re-tune of (op, class) starts from: the configurations of the entries for this device
+ * (the tiers of tsr_db_find) in `user_db` (may be NULL) and the built-in database, for the class
+ * and the classes a lookup falls back to (nearest, fp32 of a 16-bit class), current ones first,
+ * then stale ones. An entry whose configuration no longer fits this build (a parameter
+ * renamed, dropped or added, a value outside the space) or this device is skipped; each
+ * configuration comes once. Returns how many were written (at most max). */
+int tsr_tuning_seeds(tsr_device *device, const tsr_op *op, const struct cJSON *user_db, const char *problem_class,
+                     const char *source_hash, tsr_tuning_seed *seeds, int max);
 /* Forget resolved configurations and the parsed database (after the database changed). */
 void tsr_tuning_invalidate(tsr_device *device);
 /* At open (device lock created): read the TSR_CONFIG_* variables as the initial overrides. */
@@ -633,11 +646,19 @@ tsr_status tsr_db_load(const char *path, struct cJSON **root);
 /* Look a class up in one database through the device tiers (exact, other driver, then a device
  * of the same platform, vendor and type: of the same LLVM target, of the same preferred float
  * vector width, of unknown ISA; never one of another ISA). Returns the tier (1 to TSR_DB_TIERS)
- * or 0; entries whose source hash or ISA differs are passed over and described in `notes`. */
+ * or 0; entries whose source hash or ISA differs are passed over and described in `notes`, and
+ * those whose source hash differs (stale) are counted into *stale (may be NULL). */
 #define TSR_DB_TIERS 5
 int tsr_db_find(const struct cJSON *root, const tsr_device_info *info, const char *op, const char *problem_class,
                 const char *source_hash, const struct cJSON **entry, const char **device_key, char *notes,
-                size_t notes_size);
+                size_t notes_size, int *stale);
+/* Every entry of op/class that tsr_db_find would weigh for this device, in its tier order, current
+ * or stale (its source hash differs), whether or not its configuration fits: what a re-tune
+ * starts from. */
+typedef void (*tsr_db_visit_fn)(const struct cJSON *entry, const struct cJSON *device_node, int tier, bool stale,
+                                void *ctx);
+void tsr_db_each_entry(const struct cJSON *root, const tsr_device_info *info, const char *op,
+                       const char *problem_class, const char *source_hash, tsr_db_visit_fn visit, void *ctx);
 /* The LLVM CPU target in a PoCL device name ("pthread-skylake-avx512-Intel..." gives
  * "skylake-avx512") and its float SIMD width (16 there, 8 for AVX2 targets); 0 and NULL when the
  * name is no PoCL CPU name or names a target tessera does not know. */

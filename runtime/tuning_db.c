@@ -304,7 +304,7 @@ void tsr_note_append(char *notes, size_t size, const char *fmt, ...) {
 
 int tsr_db_find(const cJSON *root, const tsr_device_info *info, const char *op, const char *problem_class,
                 const char *source_hash, const cJSON **entry, const char **device_key, char *notes,
-                size_t notes_size) {
+                size_t notes_size, int *stale) {
     *entry = NULL;
     const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
     for (int tier = 1; tier <= TSR_DB_TIERS; ++tier) {
@@ -323,6 +323,7 @@ int tsr_db_find(const cJSON *root, const tsr_device_info *info, const char *op, 
             if (strcmp(str(e, "source_hash"), source_hash) != 0) {
                 tsr_note_append(notes, notes_size, "passed over %s/%s tuned on '%s' (driver %s): kernel source changed since",
                          op, problem_class, str(dev, "name"), str(dev, "driver"));
+                if (stale) ++*stale;
                 continue;
             }
             *entry = e;
@@ -331,6 +332,20 @@ int tsr_db_find(const cJSON *root, const tsr_device_info *info, const char *op, 
         }
     }
     return 0;
+}
+
+void tsr_db_each_entry(const cJSON *root, const tsr_device_info *info, const char *op, const char *problem_class,
+                       const char *source_hash, tsr_db_visit_fn visit, void *ctx) {
+    const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
+    for (int tier = 1; tier <= TSR_DB_TIERS; ++tier) {
+        const cJSON *dev;
+        cJSON_ArrayForEach(dev, devices) {
+            if (device_tier(dev, info) != tier) continue; /* never another ISA's (-1) */
+            const cJSON *e = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(dev, "ops"), op), problem_class);
+            if (e) visit(e, dev, tier, strcmp(str(e, "source_hash"), source_hash) != 0, ctx);
+        }
+    }
 }
 
 /* ---- updates ---- */

@@ -504,6 +504,58 @@ static size_t count_of(const char *haystack, const char *needle) {
     return n;
 }
 
+/* A device whose tuned entry went stale (its kernel source changed since) is flagged, not
+ * silently run on the defaults: tune --show and demo say so, and a re-tune starts from it. */
+static void stale_tuning_is_flagged(void **state) {
+    (void)state;
+    char dir[600], db[700], env[800], args[1600];
+    th_tempdir(dir, sizeof dir);
+    snprintf(db, sizeof db, "%s/db.json", dir);
+    snprintf(env, sizeof env, "TSR_BUILTIN_TUNING=off"); /* no shipped entry for this machine in the way */
+    snprintf(args, sizeof args, "tune --op gemm --classes small --evals 1 --seed 5 --db %s", db);
+    assert_int_equal(run_cli(env, args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "tune --show --op gemm --db %s", db);
+    assert_int_equal(run_cli(env, args, out, sizeof out), 0);
+    assert_int_equal(count_of(out, "UNTUNED"), 0);
+    TH_ASSERT_CONTAINS(out, "0 of them untuned because their tuned entries are stale");
+    /* The entry as an older kernel source left it (a file without a checksum, like a hand-made one). */
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(db, &text, &size));
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    assert_non_null(root);
+    cJSON_DeleteItemFromObject(root, "checksum");
+    cJSON *node = cJSON_GetObjectItem(root, "devices")->child;
+    cJSON *entry = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "ops"), "gemm"), "small");
+    assert_non_null(entry);
+    cJSON_ReplaceItemInObject(entry, "source_hash", cJSON_CreateString("0123456789abcdef"));
+    text = cJSON_Print(root);
+    th_write_file(db, text, strlen(text));
+    free(text);
+    cJSON_Delete(root);
+
+    snprintf(args, sizeof args, "tune --show --op gemm --db %s", db);
+    assert_int_equal(run_cli(env, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "UNTUNED: gemm/small on '");
+    TH_ASSERT_CONTAINS(out, "runs the built-in default: its tuned entry is stale (kernel source changed since); "
+                            "run tessera tune --op gemm");
+    assert_int_equal(count_of(out, "UNTUNED: gemm/large "), 0); /* never tuned: no alarm */
+    TH_ASSERT_CONTAINS(out, "0 of 18 op/classes tuned");
+    assert_true(strstr(out, "of them untuned because their tuned entries are stale") &&
+                !strstr(out, " 0 of them untuned because"));
+    snprintf(args, sizeof args, "TSR_BUILTIN_TUNING=off TSR_TUNING_DB=%s", db);
+    assert_int_equal(run_cli(args, "demo --device cpu", out, sizeof out), 0);
+    assert_int_equal(count_of(out, "warning: runs untuned"), 1); /* one line for the op */
+    TH_ASSERT_CONTAINS(out, "for classes small, ");
+    TH_ASSERT_CONTAINS(out, "run tessera tune --op gemm");
+    /* A re-tune starts from the stale entry. */
+    snprintf(args, sizeof args, "tune --op gemm --classes small --evals 2 --seed 5 --dry-run --db %s", db);
+    assert_int_equal(run_cli(env, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "seeded from 1 stale entry");
+    th_remove_tree(dir);
+}
+
 /* Every command passes library warnings on, each once: a damaged database is not only
  * reported by tune --show. */
 static void cli_warns_once_about_a_damaged_db(void **state) {
@@ -684,6 +736,7 @@ int main(void) {
         cmocka_unit_test(bench_gelu_and_attention),
         cmocka_unit_test(bench_conv2d_peak_report),
         cmocka_unit_test(tune_show_export_import),
+        cmocka_unit_test(stale_tuning_is_flagged),
         /* bench, peak and report hardening */
         cmocka_unit_test(bench_numbers_are_strict),
         cmocka_unit_test(outputs_checked_before_running),

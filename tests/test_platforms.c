@@ -119,7 +119,7 @@ static int find_tier(const cJSON *root, const tsr_device_info *info) {
     const cJSON *entry;
     const char *key;
     char notes[256] = "";
-    return tsr_db_find(root, info, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes);
+    return tsr_db_find(root, info, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes, NULL);
 }
 
 static void tuning_never_crosses_platforms(void **state) {
@@ -182,7 +182,7 @@ static void tuning_siblings_follow_the_isa(void **state) {
     const cJSON *entry;
     const char *key;
     char notes[512] = "";
-    assert_int_equal(tsr_db_find(root, &avx512, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes), 0);
+    assert_int_equal(tsr_db_find(root, &avx512, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes, NULL), 0);
     assert_null(entry);
     TH_ASSERT_CONTAINS(notes, "another instruction set (float vector width 8, here 16)");
     /* A node written before nodes recorded their width: the name's target still tells. */
@@ -211,9 +211,9 @@ static void tuning_siblings_follow_the_isa(void **state) {
     cJSON_ReplaceItemInObject(other_config, "MWI", cJSON_CreateNumber(8));
     assert_int_equal(tsr_db_merge(both, other), 1);
     notes[0] = '\0';
-    assert_int_equal(tsr_db_find(both, &avx512, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes), 3);
+    assert_int_equal(tsr_db_find(both, &avx512, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes, NULL), 3);
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(entry, "config"), "MWI")->valueint, 8);
-    assert_int_equal(tsr_db_find(both, &haswell2, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes), 3);
+    assert_int_equal(tsr_db_find(both, &haswell2, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes, NULL), 3);
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(entry, "config"), "MWI")->valueint, 1);
     /* A merge teaches an older node of the same device its width. */
     cJSON *old = db_with_entry(&haswell, "0123456789abcdef");

@@ -120,6 +120,41 @@ static void peaks_small(void **state) {
 }
 
 
+/* A tuning database at `path` whose one entry, gemm/small on this device, was tuned for an older
+ * kernel source (its configuration: the class's default). */
+static void write_stale_db(const char *path) {
+    tsr_device *dev = th_open_device();
+    const tsr_device_info *i = tsr_device_get_info(dev);
+    tsr_config_info ci;
+    TH_ASSERT_OK(tsr_config_lookup(dev, "gemm", "small", &ci));
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format", "tessera-tuning-db");
+    cJSON_AddNumberToObject(root, "schema_version", 1);
+    cJSON *node = cJSON_AddObjectToObject(cJSON_AddObjectToObject(root, "devices"), "this");
+    cJSON_AddStringToObject(node, "platform", i->platform_name);
+    cJSON_AddStringToObject(node, "vendor", i->vendor);
+    cJSON_AddStringToObject(node, "name", i->name);
+    cJSON_AddStringToObject(node, "driver", i->driver_version);
+    cJSON_AddStringToObject(node, "opencl_c", i->opencl_c_version);
+    cJSON_AddStringToObject(node, "type", tsr_device_type_str(i->type));
+    cJSON *entry = cJSON_AddObjectToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(node, "ops"), "gemm"), "small");
+    cJSON *config = cJSON_AddObjectToObject(entry, "config");
+    char *save = NULL;
+    for (char *pair = strtok_r(ci.config, " ", &save); pair; pair = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(pair, '=');
+        assert_non_null(eq);
+        *eq = '\0';
+        cJSON_AddNumberToObject(config, pair, atoi(eq + 1));
+    }
+    cJSON_AddNumberToObject(entry, "gflops", 1);
+    cJSON_AddStringToObject(entry, "source_hash", "0123456789abcdef");
+    char *text = cJSON_Print(root);
+    th_write_file(path, text, strlen(text));
+    free(text);
+    cJSON_Delete(root);
+    tsr_device_close(dev);
+}
+
 static void report_files_and_round_trip(void **state) {
     (void)state;
     char dir[512];
@@ -129,10 +164,27 @@ static void report_files_and_round_trip(void **state) {
     report_options o = quick_options(dir, suite, n);
     cJSON *root = NULL;
     const char *sel[1] = {""}; /* the default device */
+    /* gemm/small tuned, but for an older kernel source (no built-in entry in the way) */
+    char db[700], *saved_db = getenv("TSR_TUNING_DB") ? strdup(getenv("TSR_TUNING_DB")) : NULL;
+    snprintf(db, sizeof db, "%s/stale-tuning.json", dir);
+    setenv("TSR_BUILTIN_TUNING", "off", 1);
+    write_stale_db(db);
+    setenv("TSR_TUNING_DB", db, 1);
     TH_ASSERT_OK(report_run(sel, 1, &o, &root));
+    unsetenv("TSR_BUILTIN_TUNING");
+    if (saved_db) setenv("TSR_TUNING_DB", saved_db, 1);
+    else unsetenv("TSR_TUNING_DB");
+    free(saved_db);
     assert_int_equal(report_failed_devices(root), 0);
     const cJSON *dev = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "devices"), 0);
     assert_non_null(cJSON_GetObjectItemCaseSensitive(dev, "peaks"));
+    /* Per op and class, where the configuration came from: the stale class is told from one
+     * never tuned. */
+    const cJSON *gemm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(dev, "configs"), "gemm");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(gemm, "small")), "default-stale");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(gemm, "large")), "default");
+    const cJSON *gelu = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(dev, "configs"), "gelu");
+    assert_true(cJSON_GetArraySize(gelu) > 0);
     const cJSON *results = cJSON_GetObjectItemCaseSensitive(dev, "results");
     assert_true(cJSON_GetArraySize(results) >= (int)n); /* tessera rows, plus peers and the copy kernel */
     const cJSON *r;
@@ -168,6 +220,8 @@ static void report_files_and_round_trip(void **state) {
     char *md = read_text(path);
     for (size_t i = 0; i < n; ++i) TH_ASSERT_CONTAINS(md, suite[i].id);
     TH_ASSERT_CONTAINS(md, "% of roofline");
+    TH_ASSERT_CONTAINS(md, "**Untuned because stale** on ");
+    TH_ASSERT_CONTAINS(md, "re-tunes them): gemm small, batched");
     free(md);
     /* JSON round trip: load, print, identical */
     snprintf(path, sizeof path, "%s/report.json", dir);
@@ -686,6 +740,9 @@ static cJSON *hostile_device(size_t i) {
     cJSON_ReplaceItemInObjectCaseSensitive(row, "case", cJSON_CreateString(hostile[i]));
     cJSON_ReplaceItemInObjectCaseSensitive(row, "shape", cJSON_CreateString(hostile[(i + 2) % NHOSTILE]));
     cJSON_ReplaceItemInObjectCaseSensitive(row, "impl", cJSON_CreateString("tessera<script>|x"));
+    cJSON *op = cJSON_AddObjectToObject(cJSON_AddObjectToObject(d, "configs"), hostile[(i + 1) % NHOSTILE]);
+    cJSON_AddStringToObject(op, hostile[(i + 2) % NHOSTILE], "default-stale"); /* flagged in report.md */
+    cJSON_AddNumberToObject(op, "not-a-state", 1);
     return d;
 }
 

@@ -469,6 +469,147 @@ static void stale_entries_are_passed_over(void **state) {
     cJSON_Delete(root);
 }
 
+/* An entry of the planted op for this device (under `driver`: its own or another one), its
+ * configuration given as JSON text. */
+static void add_planted_entry(cJSON *root, const char *driver, const char *cls, const char *config, const char *hash) {
+    const tsr_device_info *i = tsr_device_get_info(dev);
+    cJSON *devs = cJSON_GetObjectItem(root, "devices");
+    cJSON *d = cJSON_GetObjectItem(devs, driver);
+    if (!d) {
+        d = cJSON_AddObjectToObject(devs, driver);
+        cJSON_AddStringToObject(d, "platform", i->platform_name);
+        cJSON_AddStringToObject(d, "vendor", i->vendor);
+        cJSON_AddStringToObject(d, "name", i->name);
+        cJSON_AddStringToObject(d, "driver", driver);
+        cJSON_AddStringToObject(d, "opencl_c", i->opencl_c_version);
+        cJSON_AddStringToObject(d, "type", tsr_device_type_str(i->type));
+        cJSON_AddObjectToObject(cJSON_AddObjectToObject(d, "ops"), "planted");
+    }
+    cJSON *op = cJSON_GetObjectItem(cJSON_GetObjectItem(d, "ops"), "planted");
+    cJSON *e = cJSON_CreateObject();
+    cJSON *c = cJSON_Parse(config);
+    assert_non_null(c);
+    cJSON_AddItemToObject(e, "config", c);
+    cJSON_AddNumberToObject(e, "gflops", 1);
+    cJSON_AddStringToObject(e, "source_hash", hash);
+    cJSON_AddStringToObject(e, "date", "2025-01-01");
+    if (cJSON_GetObjectItem(op, cls)) cJSON_ReplaceItemInObject(op, cls, e);
+    else cJSON_AddItemToObject(op, cls, e);
+}
+
+/* The log lines of a tuning run that carry both texts. */
+static int log_lines_with(const char *log, const char *a, const char *b) {
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(log, &text, &size));
+    int n = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) n += strstr(line, a) && strstr(line, b);
+    free(text);
+    return n;
+}
+
+/* Stale entries are never launched, but a re-tune starts from them (after the default); so does
+ * the current entry. Entries whose configuration this build cannot read are skipped. */
+static void stale_entries_seed_a_retune(void **state) {
+    (void)state;
+    const char *driver = tsr_device_get_info(dev)->driver_version;
+    char hash[17], log[700];
+    TH_ASSERT_OK(tsr_source_hash("gemm", hash)); /* the planted op hashes gemm's source */
+    snprintf(log, sizeof log, "%s/tune.jsonl", dir);
+    cJSON *root = tsr_db_new();
+    add_planted_entry(root, driver, "only", "{\"X\": 1, \"MODE\": 0}", "0123456789abcdef");
+    add_planted_entry(root, "0.9-old", "only", "{\"X\": 2, \"MODE\": 0, \"RENAMED\": 1}", "0123456789abcdef");
+    add_planted_entry(root, "0.8-old", "only", "{\"X\": 2}", "0123456789abcdef");           /* MODE missing */
+    add_planted_entry(root, "0.7-old", "only", "{\"X\": 7, \"MODE\": 0}", "0123456789abcdef"); /* not in the space */
+    add_planted_entry(root, "0.6-old", "only", "{\"X\": 3, \"MODE\": 0}", "0123456789abcdef"); /* not legal */
+    write_db(root, db_path);
+
+    /* Lookups pass every one over and say the class runs untuned because of them. */
+    tsr_device_close(dev);
+    dev = th_open_device();
+    tsr_config cfg;
+    tsr_config_info ci;
+    TH_ASSERT_OK(tsr_resolve_config(dev, &planted_op, "only", &cfg, &ci));
+    assert_int_equal(ci.source, TSR_CONFIG_BUILTIN_DEFAULT);
+    assert_int_equal(ci.stale_passed_over, 5);
+    assert_int_equal(cfg.values[P_X], 4);
+    TH_ASSERT_CONTAINS(ci.origin, "kernel source changed since");
+    TH_ASSERT_OK(tsr_resolve_config(dev, &planted_op, "other", &cfg, &ci)); /* never tuned: no stale entry */
+    assert_int_equal(ci.source, TSR_CONFIG_BUILTIN_DEFAULT);
+    assert_int_equal(ci.stale_passed_over, 0);
+
+    /* A re-tune measures the default, then the one stale configuration that still fits. */
+    illegal_builds = 0;
+    tsr_tune_options o = {.strategy = TSR_TUNE_CLIMB, .budget_evaluations = 2, .classes = "only", .seed = 11,
+                          .dry_run = true, .log_path = log};
+    tsr_tune_result r[1];
+    size_t n = 0;
+    TH_ASSERT_OK(tsr_tune_op(dev, &planted_op, &o, r, 1, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(r[0].evaluated, 2);
+    assert_int_equal(r[0].stale_seeds, 1);
+    assert_int_equal(illegal_builds, 0);
+    assert_int_equal(log_lines_with(log, "\"config\": \"X=4 MODE=0\"", "\"seed\": \"default\""), 1);
+    assert_int_equal(log_lines_with(log, "\"config\": \"X=1 MODE=0\"", "\"seed\": \"stale entry\""), 1);
+    assert_int_equal(log_lines_with(log, "\"seed\": \"stale entry\"", "\"class\": \"only\""), 1);
+
+    /* The current entry starts a re-tune too, before the stale ones; a stale entry of the same
+     * configuration adds nothing. */
+    unlink(log);
+    add_planted_entry(root, driver, "only", "{\"X\": 2, \"MODE\": 0}", hash);
+    add_planted_entry(root, "0.5-old", "only", "{\"X\": 1, \"MODE\": 0}", "fedcba9876543210");
+    add_planted_entry(root, "0.4-old", "only", "{\"X\": 2, \"MODE\": 0}", "fedcba9876543210");
+    write_db(root, db_path);
+    o.budget_evaluations = 3;
+    TH_ASSERT_OK(tsr_tune_op(dev, &planted_op, &o, r, 1, &n));
+    assert_int_equal(r[0].evaluated, 3);
+    assert_int_equal(r[0].stale_seeds, 1);
+    assert_int_equal(log_lines_with(log, "\"config\": \"X=2 MODE=0\"", "\"seed\": \"current entry\""), 1);
+    assert_int_equal(log_lines_with(log, "\"config\": \"X=1 MODE=0\"", "\"seed\": \"stale entry\""), 1);
+    assert_int_equal(log_lines_with(log, "\"seed\": \"stale entry\"", "\"class\": \"only\""), 1);
+    assert_int_equal(illegal_builds, 0);
+    /* The lookup takes the current entry; the stale ones stay starts. */
+    tsr_device_close(dev);
+    dev = th_open_device();
+    TH_ASSERT_OK(tsr_resolve_config(dev, &planted_op, "only", &cfg, &ci));
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED);
+    assert_int_equal(cfg.values[P_X], 2);
+    cJSON_Delete(root);
+}
+
+/* A re-tune of a class starts from what the class runs now: its own entries, else those it falls
+ * back to (GEMM: batched -> small; a 16-bit class -> its fp32 class), current ones first. */
+static void seeds_follow_the_class_chain(void **state) {
+    (void)state;
+    const tsr_device_info *i = tsr_device_get_info(dev);
+    const char *type = tsr_device_type_str(i->type);
+    char hash[17];
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_gemm, hash));
+    cJSON *root = tsr_db_new();
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "small", 2, 10, hash,
+              "2026-01-01");
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "batched", 4, 10,
+              "0123456789abcdef", "2025-01-01");
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "large", 4, 10,
+              "0123456789abcdef", "2025-01-01");
+    setenv("TSR_BUILTIN_TUNING", "off", 1); /* this machine's built-in entries aside */
+    tsr_tuning_seed seeds[8];
+    int mwi = tsr_param_index(&tsr_op_gemm, "MWI");
+    int n = tsr_tuning_seeds(dev, &tsr_op_gemm, root, "batched", hash, seeds, 8);
+    assert_int_equal(n, 2);
+    assert_false(seeds[0].stale); /* small's current entry, which batched runs now */
+    assert_int_equal(seeds[0].config.values[mwi], 2);
+    assert_true(seeds[1].stale);
+    assert_int_equal(seeds[1].config.values[mwi], 4);
+    n = tsr_tuning_seeds(dev, &tsr_op_gemm, root, "large-f16", hash, seeds, 8);
+    assert_int_equal(n, 1); /* large's stale entry */
+    assert_true(seeds[0].stale);
+    assert_int_equal(tsr_tuning_seeds(dev, &tsr_op_gemm, root, "batched", hash, seeds, 1), 1); /* at most max */
+    assert_int_equal(tsr_tuning_seeds(dev, &tsr_op_gemm, NULL, "batched", hash, seeds, 8), 0);
+    unsetenv("TSR_BUILTIN_TUNING");
+    cJSON_Delete(root);
+}
+
 static void damaged_files(void **state) {
     (void)state;
     static const struct { const char *text, *reason; } cases[] = {
@@ -885,6 +1026,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(config_overrides, setup, teardown),
         cmocka_unit_test_setup_teardown(resolved_cache_grows, setup, teardown),
         cmocka_unit_test_setup_teardown(stale_entries_are_passed_over, setup, teardown),
+        cmocka_unit_test_setup_teardown(stale_entries_seed_a_retune, setup, teardown),
+        cmocka_unit_test_setup_teardown(seeds_follow_the_class_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(damaged_files, setup, teardown),
         cmocka_unit_test_setup_teardown(import_export_merge, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_writers_lose_nothing, setup, teardown),

@@ -84,8 +84,9 @@ static void log_candidate(const tsr_search *search, const tsr_config *config, co
     tsr_config_format(search->op, config, desc, sizeof desc);
     fprintf(search->log, "{\"op\": \"%s\", \"class\": \"%s\", \"config\": \"%s\", \"outcome\": \"%s\", "
             "\"gflops\": %.3f, \"gflops_q25\": %.3f, \"spread\": %.3f, \"first_run_s\": %.4f, \"timed_s\": %.4f, "
-            "\"check_s\": %.4f, \"runs\": %d, \"timing\": \"%s\"}\n", search->op->name, search->problem_class, desc,
-            outcome, gflops, score, spread, ph->first_run, ph->timed, ph->check, ph->runs, log_timing(search));
+            "\"check_s\": %.4f, \"runs\": %d, \"timing\": \"%s\"%s%s%s}\n", search->op->name, search->problem_class,
+            desc, outcome, gflops, score, spread, ph->first_run, ph->timed, ph->check, ph->runs, log_timing(search),
+            search->seed ? ", \"seed\": \"" : "", search->seed ? search->seed : "", search->seed ? "\"" : "");
     fflush(search->log);
 }
 

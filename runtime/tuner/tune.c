@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "tuner.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,25 +125,60 @@ static void pause_cache_store(tsr_device *dev, bool pause) {
     pthread_mutex_unlock(&dev->lock);
 }
 
-/* The default, the seeds and the strategy, then the duel: leaves the search ranked. */
-static void search_class(tsr_search *search, tsr_strategy_fn strategy) {
+/* Evaluate a configuration the search may start from (once). */
+static void try_start(tsr_search *search, const tsr_config *config) {
+    if (tsr_search_seen(search, config)) return;
+    double score = tsr_search_evaluate(search, config);
+    if (score > search->start_score) search->start = *config, search->start_score = score;
+}
+
+/* The database the results go to, as it stands (NULL when absent or unreadable: the search then
+ * starts from the defaults alone; a damaged file is dealt with when the results are saved). */
+static cJSON *load_known_entries(const tsr_tune_options *opt) {
+    char path[TSR_PATH_MAX];
+    cJSON *root = NULL;
+    if (opt->db_path) {
+        if (!*opt->db_path || strlen(opt->db_path) >= sizeof path) return NULL;
+        tsr_strlcpy(path, opt->db_path, sizeof path);
+    } else if (tsr_tuning_db_path(path, sizeof path) != TSR_SUCCESS) {
+        tsr_clear_error();
+        return NULL;
+    }
+    if (tsr_db_load(path, &root) != TSR_SUCCESS) tsr_clear_error();
+    return root;
+}
+
+/* The default, the known entries, the op's seeds and the strategy, then the duel: leaves the
+ * search ranked. */
+static void search_class(tsr_search *search, tsr_strategy_fn strategy, const cJSON *known_db, const char *hash) {
     const tsr_op *op = search->op;
     /* The built-in default first: the yardstick, and a start for the guided search. */
     tsr_config def;
     tsr_op_default_config(op, search->device, search->problem_class, &def);
     double def_score = 0;
+    search->seed = "default";
     if (op->config_ok(search->device, NULL, &def)) def_score = tsr_search_evaluate(search, &def);
     else tsr_search_report(search);
     search->result->default_gflops = def_score;
     search->start = def; /* where annealing starts: the best of the default and the seeds */
     search->start_score = def_score;
+    /* The entries for this device's class (or the classes it falls back to): the current ones (a
+     * re-tune never starts worse than what is there), then stale ones, tuned for an older kernel
+     * source: a small edit seldom moves the best far. Starts only; lookups never launch a stale
+     * entry. They count against the evaluation budget like any candidate. */
+    tsr_tuning_seed known[8];
+    int nknown = tsr_tuning_seeds(search->device, op, known_db, search->problem_class, hash, known, 8);
+    for (int i = 0; i < nknown && tsr_search_budget_left(search); ++i) {
+        search->seed = known[i].stale ? "stale entry" : "current entry";
+        try_start(search, &known[i].config);
+        search->result->stale_seeds += known[i].stale;
+    }
+    search->seed = "op seed";
     tsr_config seeds[8];
     int nseeds = tsr_op_seeds(op, search->device, search->problem_class, seeds, 8);
     for (int i = 0; i < nseeds && tsr_search_budget_left(search); ++i)
-        if (op->config_ok(search->device, NULL, &seeds[i]) && !tsr_search_seen(search, &seeds[i])) {
-            double score = tsr_search_evaluate(search, &seeds[i]);
-            if (score > search->start_score) search->start = seeds[i], search->start_score = score;
-        }
+        if (op->config_ok(search->device, NULL, &seeds[i])) try_start(search, &seeds[i]);
+    search->seed = NULL;
     strategy(search);
     tsr_search_rank(search);
     duel_with_default(search, &def, def_score);
@@ -189,6 +225,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         free(outcomes);
         return st;
     }
+    cJSON *known_db = load_known_entries(&opt);
     size_t produced = 0;
     for (int c = 0; c < nclasses && st == TSR_SUCCESS; ++c) {
         tsr_device_runner runner = {.device = dev, .op = op};
@@ -212,7 +249,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
          * building it (PoCL compiles every kernel again for the binary), for programs mostly never
          * used again. The configuration chosen is built and stored by the first launch that uses it. */
         pause_cache_store(dev, true);
-        search_class(&search, strategies[opt.strategy].run);
+        search_class(&search, strategies[opt.strategy].run, known_db, hash);
         pause_cache_store(dev, false);
         keep_outcome(&search, res, &outcomes[c]);
         res->seconds = search.backend.now(search.backend.ctx) - search.class_start;
@@ -222,6 +259,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     }
     if (st == TSR_SUCCESS && !opt.dry_run)
         st = tsr_tuner_save(path, dev, op, strategies[opt.strategy].name, hash, outcomes, (int)produced);
+    cJSON_Delete(known_db);
     free(outcomes);
     if (log) fclose(log);
     if (nresults) *nresults = produced < max_results ? produced : max_results;

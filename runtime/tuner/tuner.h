@@ -110,6 +110,7 @@ typedef struct tsr_search {
     const tsr_tune_options *options; /* progress callback and user data */
     double remaining_after_s;  /* budget of the classes after this one, for the ETA */
     tsr_tune_result *result;   /* counts: evaluated, failures, abandoned (stopped as slower) */
+    const char *seed;          /* while seeds are evaluated, what they are ("stale entry"), for the log */
 
     /* Filled by the search. */
     tsr_evaluated *seen;

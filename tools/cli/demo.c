@@ -1,6 +1,26 @@
 /* tessera demo: run each op of the runtime's op table once on a device and check it. */
 #include "cli.h"
 
+#include <string.h>
+
+/* One line when the op runs untuned on this device for some class because every tuned entry of
+ * it is stale (tuned for a kernel source that has changed since); never tuned says nothing. */
+static void warn_stale(tsr_device *dev, const char *op) {
+    char list[256] = "";
+    int stale = 0;
+    for (const char *const *cls = tsr_op_classes(op); cls && *cls; ++cls) {
+        tsr_config_info ci;
+        if (tsr_config_lookup(dev, op, *cls, &ci) != TSR_SUCCESS) continue; /* the demo line reports failures */
+        if (ci.source != TSR_CONFIG_BUILTIN_DEFAULT || ci.stale_passed_over == 0) continue;
+        size_t used = strlen(list);
+        snprintf(list + used, sizeof list - used, "%s%s", stale++ ? ", " : "", *cls);
+    }
+    if (stale)
+        printf("  %-10s warning: runs untuned (the built-in default) for class%s %s: %s stale (kernel source changed "
+               "since); run tessera tune --op %s\n",
+               op, stale > 1 ? "es" : "", list, stale > 1 ? "their tuned entries are" : "its tuned entry is", op);
+}
+
 static int run_demo(int argc, char **argv) {
     cli_device_args a;
     int rc = 0;
@@ -24,6 +44,7 @@ static int run_demo(int argc, char **argv) {
             printf("  %-10s FAIL  %s: %s\n", *op, tsr_status_str(st), tsr_last_error());
             ++failures;
         }
+        warn_stale(dev, *op);
     }
     tsr_device_close(dev);
     return failures ? 1 : 0;

@@ -33,6 +33,7 @@ static int show_tuning(tsr_device *dev, const char *op_filter) {
     if (tsr_tuning_db_path(path, sizeof path) != TSR_SUCCESS) snprintf(path, sizeof path, "(none: %s)", tsr_last_error());
     printf("device %s (%s, driver %s)\ntuning database %s\n", info->name, info->platform_name, info->driver_version,
            path);
+    int classes = 0, tuned = 0, defaults = 0, stale = 0;
     for (const char *const *op = tsr_op_names(); *op; ++op) {
         if (op_filter && strcmp(op_filter, "all") != 0 && strcmp(op_filter, *op) != 0) continue;
         for (const char *const *cls = tsr_op_classes(*op); *cls; ++cls) {
@@ -41,8 +42,23 @@ static int show_tuning(tsr_device *dev, const char *op_filter) {
             if (st != TSR_SUCCESS) return cli_fail(st);
             printf("%-8s %-9s %-44s %s\n", *op, *cls, tsr_config_source_str(ci.source), ci.config);
             printf("%-18s %s\n", "", ci.origin);
+            ++classes;
+            if (ci.source == TSR_CONFIG_BUILTIN_DEFAULT) ++defaults;
+            else if (ci.source != TSR_CONFIG_ENV_OVERRIDE && ci.source != TSR_CONFIG_API_OVERRIDE) ++tuned;
+            /* Never tuned is the ordinary state of a new device; tuned, but for a kernel source
+             * that has changed since, is a loss nobody would notice otherwise. */
+            if (ci.source == TSR_CONFIG_BUILTIN_DEFAULT && ci.stale_passed_over > 0) {
+                ++stale;
+                printf("UNTUNED: %s/%s on '%s' runs the built-in default: %s stale (kernel source changed since); "
+                       "run tessera tune --op %s\n",
+                       *op, *cls, info->name,
+                       ci.stale_passed_over > 1 ? "its tuned entries are" : "its tuned entry is", *op);
+            }
         }
     }
+    printf("%d of %d op/classes tuned, %d on the built-in default, %d of them untuned because their tuned entries "
+           "are stale\n",
+           tuned, classes, defaults, stale);
     return 0;
 }
 
@@ -177,6 +193,9 @@ static int run_tune(int argc, char **argv) {
                    r->problem, r->default_gflops, r->best_gflops, r->unit,
                    r->default_gflops > 0 ? r->best_gflops / r->default_gflops : 0,
                    r->evaluated, r->wrong_results, r->build_failures, r->abandoned, r->best_config);
+            if (r->stale_seeds > 0)
+                printf("%-18s seeded from %d stale entr%s (tuned for an older kernel source)\n", "", r->stale_seeds,
+                       r->stale_seeds > 1 ? "ies" : "y");
         }
         if (st != TSR_SUCCESS) rc = cli_fail(st);
     }

@@ -36,12 +36,18 @@ static const char *str(const cJSON *o, const char *key) {
 /* ---- tuned and built-in configurations ---- */
 
 /* Config from an entry's JSON object; false (with a note) when it does not fit this build or device. */
-static bool config_from_json(const tsr_device *dev, const tsr_op *op, const cJSON *json, tsr_config *cfg, char *why,
-                             size_t size) {
+/* With `missing_ok` (seeds from stale entries) a parameter added since the entry was tuned takes its
+ * declared default, which keeps the kernel the entry measured. */
+static bool config_from_json(const tsr_device *dev, const tsr_op *op, const cJSON *json, tsr_config *cfg,
+                             bool missing_ok, char *why, size_t size) {
     memset(cfg, 0, sizeof *cfg);
     int found = 0;
     for (int p = 0; p < op->nparams; ++p) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(json, op->params[p].name);
+        if (!v && missing_ok && cJSON_IsObject(json)) {
+            cfg->values[p] = op->params[p].default_value;
+            continue;
+        }
         if (!cJSON_IsNumber(v)) return snprintf(why, size, "parameter %s missing", op->params[p].name), false;
         bool in_space = false;
         for (int i = 0; i < op->params[p].nvalues; ++i) in_space |= op->params[p].values[i] == v->valueint;
@@ -102,7 +108,7 @@ static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool buil
     int tier = tsr_db_find(db, &dev->info, op->name, cls, hash, &entry, &key, notes, notes_size,
                            &info->stale_passed_over);
     char why[128];
-    bool usable = tier && config_from_json(dev, op, cJSON_GetObjectItemCaseSensitive(entry, "config"), cfg, why, sizeof why);
+    bool usable = tier && config_from_json(dev, op, cJSON_GetObjectItemCaseSensitive(entry, "config"), cfg, false, why, sizeof why);
     if (tier && !usable)
         tsr_note_append(notes, notes_size, "passed over the %s entry for %s/%s: %s", builtin ? "built-in" : "database", op->name,
                  cls, why);
@@ -239,7 +245,8 @@ static void take_seed(const cJSON *entry, const cJSON *device_node, int tier, bo
     if (stale != sc->want_stale || sc->n == sc->max) return;
     tsr_config cfg;
     char why[128];
-    if (!config_from_json(sc->dev, sc->op, cJSON_GetObjectItemCaseSensitive(entry, "config"), &cfg, why, sizeof why))
+    if (!config_from_json(sc->dev, sc->op, cJSON_GetObjectItemCaseSensitive(entry, "config"), &cfg, stale, why,
+                          sizeof why))
         return; /* tuned for parameters this build no longer has: no start */
     for (int i = 0; i < sc->n; ++i)
         if (memcmp(&sc->seeds[i].config, &cfg, sizeof cfg) == 0) return;
@@ -349,9 +356,41 @@ static void override_label(const tsr_op *op, const struct tsr_override *o, char 
 
 /* An override text over the class default, normalized and checked for this device and problem
  * (NULL: any); `label` names the text in messages. */
+/* Does every NAME=VALUE word of the text name a parameter `impl` reads (or the implementation
+ * parameter itself)? Sets *names_impl when the text names the implementation parameter. */
+static bool override_fits(const tsr_op *op, const tsr_implementation *impl, const char *text, bool *names_impl) {
+    bool fits = true;
+    *names_impl = false;
+    for (const char *w = text; *w;) {
+        while (isspace((unsigned char)*w)) ++w;
+        size_t n = 0;
+        while (w[n] && w[n] != '=' && !isspace((unsigned char)w[n])) ++n;
+        if (n) {
+            char name[32];
+            snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), w);
+            if (op->implementation_param && strcmp(name, op->implementation_param) == 0) *names_impl = true;
+            else if (!tsr_implementation_uses(impl, name)) fits = false;
+        }
+        w += n;
+        while (*w && !isspace((unsigned char)*w)) ++w;
+    }
+    return fits;
+}
+
 static tsr_status override_config(const tsr_device *dev, const tsr_op *op, const char *cls, const void *problem,
                                   const char *text, const char *label, tsr_config *config) {
     tsr_op_default_config(op, dev, cls, config);
+    /* A text that does not say which implementation but names parameters only another one reads
+     * ("PACKA=1" where the default is GEMM's gpu kernel) means that implementation: start from
+     * its default, rather than from a default that ignores what the text asks for. */
+    const tsr_implementation *impl = tsr_op_implementation(op, config);
+    bool names_impl = false;
+    if (impl && op->nimplementations > 1 && !override_fits(op, impl, text, &names_impl) && !names_impl)
+        for (int i = 0; i < op->nimplementations; ++i)
+            if (override_fits(op, &op->implementations[i], text, &names_impl)) {
+                tsr_op_implementation_default(op, &op->implementations[i], dev, cls, config);
+                break;
+            }
     tsr_status st = tsr_config_parse(op, text, label, config);
     if (st != TSR_SUCCESS) return st;
     tsr_op_normalize(op, config);

@@ -340,6 +340,8 @@ static void kernel_dir_override(void **state) {
     th_tempdir(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/gemm.cl", dir);
     th_write_file(path, "this is not OpenCL C\n", 21);
+    snprintf(path, sizeof path, "%s/gemm_gpu.cl", dir); /* GEMM's other source, hashed with it */
+    th_write_file(path, "this is not OpenCL C either\n", 28);
     setenv("TSR_KERNEL_DIR", dir, 1);
     tsr_device *dev = th_open_device();
     TH_ASSERT_STATUS(small_gemm(dev), TSR_ERR_BUILD);
@@ -383,10 +385,10 @@ static void op_hash_covers_every_source(void **state) {
     assert_string_not_equal(changed, embedded);
     unsetenv("TSR_KERNEL_DIR");
     /* an op with one source keeps that source's plain hash (its shipped entries stay current) */
-    char gemm_op[17], gemm_file[17];
-    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_gemm, gemm_op));
-    TH_ASSERT_OK(tsr_source_hash("gemm", gemm_file));
-    assert_string_equal(gemm_op, gemm_file);
+    char gelu_op[17], gelu_file[17];
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_gelu, gelu_op));
+    TH_ASSERT_OK(tsr_source_hash("gelu", gelu_file));
+    assert_string_equal(gelu_op, gelu_file);
     free(texts[0]), free(texts[1]);
     th_remove_tree(dir);
 }

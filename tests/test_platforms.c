@@ -353,7 +353,7 @@ static void pocl_entry_not_used_on_rusticl(void **state) {
     TH_ASSERT_OK(tsr_device_open("Portable Computing Language", &pocl));
     TH_ASSERT_OK(tsr_device_open("rusticl", &rusticl));
     char hash[17];
-    TH_ASSERT_OK(tsr_source_hash("gemm", hash));
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_gemm, hash));
     cJSON *root = db_with_entry(tsr_device_get_info(pocl), hash);
     char *text = cJSON_PrintUnformatted(root);
     th_write_file(path, text, strlen(text));

@@ -264,9 +264,10 @@ static void add_entry(cJSON *root, const char *key, const char *platform, const 
     cJSON *gemm = cJSON_GetObjectItem(cJSON_GetObjectItem(d, "ops"), "gemm");
     cJSON *e = cJSON_CreateObject();
     cJSON *c = cJSON_AddObjectToObject(e, "config");
-    const char *names[] = {"MWI", "VW", "NVW", "KU", "WGM", "WGN", "KWG", "SA", "SB", "PACKA", "PACKB", "KC", "PK", "NT"};
-    const int values[] = {mwi, 8, 1, 2, 1, 1, 8, 0, 0, 1, 1, 0, 16, 1};
-    for (int i = 0; i < 14; ++i) cJSON_AddNumberToObject(c, names[i], values[i]);
+    const char *names[] = {"MWI", "VW", "NVW", "KU",    "WGM",    "WGN", "KWG", "SA", "SB",
+                           "PACKA", "PACKB", "KC", "PK", "NT", "KERNEL", "PAD", "DB"};
+    const int values[] = {mwi, 8, 1, 2, 1, 1, 8, 0, 0, 1, 1, 0, 16, 1, 0, 0, 0};
+    for (int i = 0; i < 17; ++i) cJSON_AddNumberToObject(c, names[i], values[i]);
     cJSON_AddNumberToObject(e, "gflops", gflops);
     cJSON_AddStringToObject(e, "source_hash", hash);
     cJSON_AddStringToObject(e, "date", date);
@@ -293,7 +294,7 @@ static void fallback_chain(void **state) {
     (void)state;
     const tsr_device_info info = *tsr_device_get_info(dev), *i = &info; /* dev is reopened below */
     char hash[17];
-    TH_ASSERT_OK(tsr_source_hash("gemm", hash));
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_gemm, hash));
     const char *type = tsr_device_type_str(i->type);
     cJSON *root = tsr_db_new();
     add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "large", 2, 10, hash, "2026-01-01");
@@ -442,7 +443,7 @@ static void stale_entries_are_passed_over(void **state) {
     (void)state;
     const tsr_device_info info = *tsr_device_get_info(dev), *i = &info; /* dev is reopened below */
     char hash[17];
-    TH_ASSERT_OK(tsr_source_hash("gemm", hash));
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_gemm, hash));
     const char *type = tsr_device_type_str(i->type);
     cJSON *root = tsr_db_new();
     /* Tuned for an older kernel source on this exact device and driver... */
@@ -670,7 +671,7 @@ static void damaged_files(void **state) {
 static void import_export_merge(void **state) {
     (void)state;
     char hash[17];
-    TH_ASSERT_OK(tsr_source_hash("gemm", hash));
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_gemm, hash));
     cJSON *a = tsr_db_new(), *b = tsr_db_new();
     add_entry(a, "dev1", "P", "V", "one", "1", "GPU", "large", 2, 10, hash, "2026-01-01");
     add_entry(a, "dev1", "P", "V", "one", "1", "GPU", "small", 2, 50, hash, "2026-01-01");
@@ -805,7 +806,7 @@ static tsr_status merge_tree(cJSON *root, void *ctx) {
 static char *sealed_db_text(double gflops) {
     const tsr_device_info *i = tsr_device_get_info(dev);
     char hash[17];
-    TH_ASSERT_OK(tsr_source_hash("gemm", hash));
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_gemm, hash));
     cJSON *root = tsr_db_new();
     add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, tsr_device_type_str(i->type),
               "large", 2, gflops, hash, "2026-01-01");

@@ -108,6 +108,9 @@ static const tsr_default gemm_defaults[] = {
     {TSR_DEVICE_GPU, TSR_LANES_ANY, NULL, "KERNEL=1 MWI=8 VW=4 NVW=2 KU=4 WGM=16 WGN=16 KWG=16 PAD=1 DB=1"},
     /* Other devices: 16x16 work-groups sharing 64x64 tiles staged in local memory. */
     {0, TSR_LANES_ANY, NULL, "MWI=4 VW=4 NVW=1 KU=4 WGM=16 WGN=16 KWG=16 SA=1 SB=1 PACKA=0 PACKB=0"},
+    /* Never a default (the row above matches first): the gpu kernel's start on any device, which
+     * a tuning search measures as that implementation's seed. */
+    {0, TSR_LANES_ANY, NULL, "KERNEL=1 MWI=4 VW=4 NVW=1 KU=4 WGM=8 WGN=8 KWG=16 PAD=1 DB=1"},
 };
 
 static bool simt_cpu(const tsr_device *dev) {

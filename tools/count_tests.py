@@ -1,15 +1,40 @@
 #!/usr/bin/env python3
 """Count test cases across meson test logs (TAP subtests; a test program that
-fails without reporting a failing case counts as one failure) and print the
-closing line 'N passed, N failed'. Exits 1 when anything failed."""
+fails without reporting a failing case counts as one failure) and pytest's junit
+XML files, and print the closing line 'N passed, N failed'. A file named but
+missing counts as one failure (its suite did not run). Exits 1 when anything failed."""
 import json
+import os
 import re
 import sys
+import xml.etree.ElementTree as ET
+
+
+def count_junit(path):
+    """(passed, failed) of a pytest junit XML file; skipped cases count as neither."""
+    passed = failed = 0
+    for case in ET.parse(path).getroot().iter('testcase'):
+        outcome = {child.tag for child in case}
+        if outcome & {'failure', 'error'}:
+            failed += 1
+            print('%s: %s::%s failed' % (path, case.get('classname'), case.get('name')))
+        elif 'skipped' not in outcome:
+            passed += 1
+    return passed, failed
 
 
 def main():
     passed = failed = 0
     for path in sys.argv[1:]:
+        if not os.path.exists(path):
+            print('%s: missing (its suite did not run)' % path)
+            failed += 1
+            continue
+        if path.endswith('.xml'):
+            p, f = count_junit(path)
+            passed += p
+            failed += f
+            continue
         build = path.split('/meson-logs/')[0]
         for line in open(path):
             test = json.loads(line)

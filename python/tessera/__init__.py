@@ -1,0 +1,19 @@
+"""tessera: tuned GEMM, GELU, conv2d and attention on any OpenCL device, from Python.
+
+    import numpy as np, tessera
+    print(tessera.devices())
+    c = tessera.matmul(np.random.rand(256, 128).astype(np.float32), np.random.rand(128, 64).astype(np.float32))
+
+Ops take NumPy arrays (copied to the device and back), tessera.Arrays (kept on the device) and
+pyopencl arrays (used in place). Failures raise tessera.TesseraError (status and message);
+bad arguments raise tessera.InvalidArgument, which is also a ValueError.
+"""
+from ._core import (Array, Device, DeviceInfo, InvalidArgument, TesseraError, default_device, devices, empty,
+                    set_default_device, to_device, version)
+from ._ops import attention, conv2d, gelu, gemm, matmul
+from ._tools import bench, cli, cli_path, report, tune
+
+__version__ = version()
+__all__ = ['Array', 'Device', 'DeviceInfo', 'InvalidArgument', 'TesseraError', 'attention', 'bench', 'cli',
+           'cli_path', 'conv2d', 'default_device', 'devices', 'empty', 'gelu', 'gemm', 'matmul', 'report',
+           'set_default_device', 'to_device', 'tune', 'version']

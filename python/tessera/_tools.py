@@ -1,0 +1,138 @@
+"""Tuning (through the C API) and the CLI's bench, report and peak (through the `tessera`
+executable installed beside the package)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+from ._core import TesseraError, _as_device, _check, _invalid, _text, ffi, lib
+
+__all__ = ['tune', 'bench', 'report', 'cli', 'cli_path']
+
+_STRATEGIES = {None: 0, 'exhaustive': lib.TSR_TUNE_EXHAUSTIVE, 'random': lib.TSR_TUNE_RANDOM,
+               'anneal': lib.TSR_TUNE_ANNEAL, 'climb': lib.TSR_TUNE_CLIMB}
+
+
+def tune(op, device=None, *, budget=None, evaluations=0, strategy=None, classes=None, space=None, db=None,
+         seed=0, dry_run=False, log=None, progress=None):
+    """Auto-tune `op` ("gemm", "gelu", "conv2d", "attention") on a device into the tuning
+    database (db: a path; None: $TSR_TUNING_DB or the default). budget: seconds for the whole op
+    (None: the library's default); evaluations: per class (0: no limit); strategy: "anneal"
+    (default), "climb", "random" or "exhaustive"; classes: a list or comma-separated names;
+    progress(dict) is called after each candidate. Returns one dict per tuned class."""
+    if strategy not in _STRATEGIES:
+        raise _invalid('strategy must be one of anneal, climb, random, exhaustive, not %r' % (strategy,))
+    dev = _as_device(device)
+    keep = []
+
+    def c_str(value):
+        if value is None:
+            return ffi.NULL
+        buf = ffi.new('char[]', str(value).encode())
+        keep.append(buf)
+        return buf
+
+    opts = ffi.new('tsr_tune_options *')
+    opts.strategy = _STRATEGIES[strategy]
+    opts.budget_seconds = float(budget) if budget is not None else 0.0
+    opts.budget_evaluations = int(evaluations)
+    opts.seed = int(seed)
+    opts.space = c_str(space)
+    opts.classes = c_str(','.join(classes) if isinstance(classes, (list, tuple)) else classes)
+    opts.db_path = c_str(os.fspath(db) if db is not None else None)
+    opts.dry_run = bool(dry_run)
+    opts.log_path = c_str(os.fspath(log) if log is not None else None)
+    errors = []
+    if progress is not None:
+        def on_progress(p, user):
+            try:
+                progress({'op': _text(p.op), 'class': _text(p.problem_class), 'unit': _text(p.unit),
+                          'evaluated': p.evaluated, 'planned': p.planned, 'best': p.best_gflops,
+                          'elapsed_s': p.elapsed_s, 'eta_s': p.eta_s})
+            except BaseException as exc:  # reported after the C call returns
+                errors.append(exc)
+        callback = ffi.callback('void(*)(const struct tsr_tune_progress *, void *)', on_progress)
+        keep.append(callback)
+        opts.progress = callback
+    results = ffi.new('tsr_tune_result[32]')
+    count = ffi.new('size_t *')
+    _check(lib.tsr_tune(dev.handle, op.encode(), opts, results, 32, count))
+    if errors:
+        raise errors[0]
+    out = []
+    for i in range(count[0]):
+        r = results[i]
+        out.append({'op': _text(r.op), 'class': _text(r.problem_class), 'problem': _text(r.problem),
+                    'best_config': _text(r.best_config), 'best': r.best_gflops, 'default': r.default_gflops,
+                    'unit': _text(r.unit), 'spread': r.best_spread, 'evaluated': r.evaluated,
+                    'wrong_results': r.wrong_results, 'build_failures': r.build_failures,
+                    'seconds': r.seconds, 'stale_seeds': r.stale_seeds})
+    return out
+
+
+def cli_path():
+    """The `tessera` executable installed with the package ($TESSERA_CLI overrides)."""
+    candidates = [os.environ.get('TESSERA_CLI'),
+                  os.path.join(sysconfig.get_path('scripts'), 'tessera'),
+                  os.path.join(os.path.dirname(sys.executable), 'tessera'),
+                  shutil.which('tessera')]
+    for path in candidates:
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise TesseraError(lib.TSR_ERR_NOT_FOUND, 'the tessera executable is not installed beside the package '
+                       '(set TESSERA_CLI to its path)')
+
+
+def cli(*args, check=True, capture=False):
+    """Run the CLI with `args` (`tessera.cli("devices")`); returns the CompletedProcess. With
+    check, a non-zero exit raises TesseraError with its stderr."""
+    proc = subprocess.run([cli_path()] + [str(a) for a in args], capture_output=capture or check, text=True)
+    if check and proc.returncode != 0:
+        raise TesseraError(lib.TSR_ERR_INVALID_ARG if proc.returncode == 2 else lib.TSR_ERR_OPENCL,
+                           'tessera %s exited %d: %s' % (' '.join(map(str, args)), proc.returncode,
+                                                         proc.stderr.strip()))
+    if not capture and check:
+        sys.stdout.write(proc.stdout)
+    return proc
+
+
+def _selector(device):
+    if device is None:
+        return []
+    if isinstance(device, str):
+        return ['--device', device]
+    return ['--device', device.info.selector]
+
+
+def bench(op, *, sizes=None, device=None, budget=None, peers=True, extra=()):
+    """`tessera bench OP` (against CLBlast/OpenBLAS where present); returns its JSON rows."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, 'bench.json')
+        args = ['bench', op, '--json', path] + _selector(device)
+        if sizes is not None:
+            args += ['--sizes', ','.join(map(str, sizes)) if isinstance(sizes, (list, tuple)) else str(sizes)]
+        if budget is not None:
+            args += ['--budget', str(budget)]
+        if not peers:
+            args.append('--no-peers')
+        cli(*(args + list(extra)), capture=True)
+        with open(path) as f:
+            return json.load(f)
+
+
+def report(out='tessera-report', *, device=None, quick=False, budget=None, tune_budget=None, extra=()):
+    """`tessera report` (peaks, tuning where untuned, the op suite, charts) into directory `out`;
+    returns report.json's content."""
+    args = ['report', '--out', os.fspath(out)] + _selector(device)
+    if quick:
+        args.append('--quick')
+    if budget is not None:
+        args += ['--budget', str(budget)]
+    if tune_budget is not None:
+        args += ['--tune-budget', str(tune_budget)]
+    cli(*(args + list(extra)), capture=True)
+    with open(os.path.join(os.fspath(out), 'report.json')) as f:
+        return json.load(f)

@@ -1,0 +1,79 @@
+"""Devices, errors, tuning and the CLI from Python."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tessera
+
+
+def test_devices_and_selectors(device):
+    infos = tessera.devices()
+    assert infos and all(isinstance(i, tessera.DeviceInfo) for i in infos)
+    first = infos[0]
+    assert first.selector == '%d:%d' % (first.platform_index, first.device_index)
+    assert first.type in ('CPU', 'GPU', 'ACCELERATOR', 'CUSTOM', 'OTHER') and first.name and first.compute_units > 0
+    assert set(first.as_dict()) >= {'name', 'vendor', 'global_mem_bytes', 'unusable'}
+    with tessera.Device(first.selector) as dev:
+        assert dev.name == first.name and dev.fingerprint
+        assert 'MWI=' in dev.config('gemm', 'large')['config']
+    assert dev.closed
+    with pytest.raises(tessera.TesseraError) as info:
+        tessera.Device('no such device anywhere')
+    assert info.value.status_name == 'TSR_ERR_NO_DEVICE' and info.value.status == -3
+    assert first.name in info.value.message  # the message lists the devices there are
+    with pytest.raises(tessera.InvalidArgument):
+        tessera.Device(3)
+
+
+def test_override_and_config(device, rng):
+    dev = tessera.Device('cpu')
+    try:
+        dev.override('gemm', 'MWI=2 VW=2 NVW=1 KU=2 WGM=4 WGN=4 KWG=8')
+        assert 'tsr_config_override' in dev.config('gemm', 'large')['source']
+        a, b = rng.random((20, 30), np.float32), rng.random((30, 10), np.float32)
+        c = tessera.matmul(a, b, device=dev)
+        assert np.allclose(c, a.astype(np.float64) @ b, atol=1e-5)
+        with pytest.raises(tessera.InvalidArgument):
+            dev.override('gemm', 'MWI=3000')
+        with pytest.raises(tessera.TesseraError) as info:
+            dev.override('nosuchop', 'MWI=2')
+        assert info.value.status_name == 'TSR_ERR_NOT_FOUND'
+        dev.override('gemm', None)
+    finally:
+        dev.close()
+
+
+def test_tune_dry_run(device, tmp_path):
+    seen = []
+    results = tessera.tune('gelu', device=device, evaluations=3, budget=20, classes=['large'], dry_run=True,
+                           db=tmp_path / 'db.json', seed=7, progress=seen.append)
+    assert len(results) == 1 and results[0]['class'] == 'large' and results[0]['best'] > 0
+    assert results[0]['unit'] == 'GB/s' and '=' in results[0]['best_config'] and results[0]['evaluated'] >= 1
+    assert seen and seen[-1]['op'] == 'gelu'
+    assert not (tmp_path / 'db.json').exists()  # dry run: nothing written
+    with pytest.raises(tessera.TesseraError):
+        tessera.tune('nosuchop', device=device, budget=1)
+    with pytest.raises(tessera.InvalidArgument):
+        tessera.tune('gelu', device=device, strategy='genetic')
+
+
+def test_progress_callback_exception_propagates(device, tmp_path):
+    def boom(progress):
+        raise KeyboardInterrupt('stop')
+    with pytest.raises(KeyboardInterrupt):
+        tessera.tune('gelu', device=device, evaluations=1, budget=10, classes='large', dry_run=True,
+                     db=tmp_path / 'db.json', progress=boom)
+
+
+def test_cli_from_python(device, tmp_path):
+    proc = subprocess.run([sys.executable, '-m', 'tessera', 'devices', '--json'], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)[0]['name'] == tessera.devices()[0].name
+    rows = tessera.bench('gelu', sizes='64K', device='cpu', budget=0.05, peers=False)
+    assert any(r['op'] == 'gelu' and r['impl'] == 'fused-erf' and r['time_ms'] > 0 for r in rows)
+    with pytest.raises(tessera.TesseraError, match='exited 2'):
+        tessera.cli('bench', 'nosuchop')

@@ -1,0 +1,186 @@
+"""tessera.gemm / matmul against a float64 NumPy reference: layouts read in place (transposed
+views), transposition flags, broadcast batches, bias and activation epilogues, beta, 16-bit
+storage, and the three operand kinds."""
+import numpy as np
+import pytest
+
+import tessera
+from conftest import act_ref, assert_close, uniform
+
+
+def ref(a, b, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None, bias=None, activation=None):
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    if trans_a:
+        a = np.swapaxes(a, -1, -2)
+    if trans_b:
+        b = np.swapaxes(b, -1, -2)
+    y = alpha * np.matmul(a, b)
+    if beta:
+        y = y + beta * np.asarray(c, np.float64)
+    if bias is not None:
+        y = y + (np.asarray(bias, np.float64)[..., None, :] if np.ndim(bias) == 2 else np.asarray(bias, np.float64))
+    return act_ref(y, activation)
+
+
+def tol(k, dtype=np.float32):
+    return 4e-7 * k + 2e-6 if dtype == np.float32 else 2e-3
+
+
+@pytest.mark.parametrize('trans_a', [False, True])
+@pytest.mark.parametrize('trans_b', [False, True])
+def test_transposition_flags(device, rng, trans_a, trans_b):
+    for _ in range(3):
+        m, n, k = (int(x) for x in rng.integers(1, 150, 3))
+        a = uniform(rng, (k, m) if trans_a else (m, k))
+        b = uniform(rng, (n, k) if trans_b else (k, n))
+        c = tessera.gemm(a, b, trans_a=trans_a, trans_b=trans_b, alpha=1.5)
+        assert isinstance(c, np.ndarray) and c.dtype == np.float32
+        assert_close(c, ref(a, b, trans_a, trans_b, alpha=1.5), tol(k), 'gemm %dx%dx%d' % (m, n, k))
+
+
+def test_transposed_views_are_read_in_place(device, rng):
+    a = uniform(rng, (90, 37))
+    b = uniform(rng, (61, 90))
+    # a.T and b.T are column-major views: uploaded as stored, read transposed
+    assert_close(tessera.matmul(a.T, b.T), ref(a.T, b.T), tol(90), 'a.T @ b.T')
+    lhs, rhs = a[:, 3:20].T, b.T[:, 5:50]  # column slices of transposed views: strided, read in place
+    assert_close(tessera.matmul(lhs, rhs), ref(lhs, rhs), tol(90), 'strided views')
+
+
+def test_batched_and_broadcast(device, rng):
+    a = uniform(rng, (4, 33, 20))
+    b = uniform(rng, (4, 20, 47))
+    assert_close(tessera.matmul(a, b), ref(a, b), tol(20), 'batched')
+    shared = uniform(rng, (20, 47))
+    assert_close(tessera.matmul(a, shared), ref(a, shared), tol(20), 'B shared')
+    assert_close(tessera.matmul(shared.T, np.swapaxes(a, 1, 2)), ref(shared.T, np.swapaxes(a, 1, 2)), tol(20),
+                 'A shared, B transposed')
+    four = uniform(rng, (2, 3, 9, 20))
+    assert_close(tessera.matmul(four, shared), ref(four, shared), tol(20), '4-D batch')
+    assert_close(tessera.matmul(np.broadcast_to(shared.T, (5, 47, 20)), a[0].T), ref(np.broadcast_to(shared.T, (5, 47, 20)), a[0].T),
+                 tol(20), 'broadcast view')
+
+
+@pytest.mark.parametrize('activation', [None, 'relu', 'gelu', 'gelu_tanh'])
+def test_bias_and_activation_epilogue(device, rng, activation):
+    a = uniform(rng, (3, 40, 64))
+    w = uniform(rng, (96, 64))
+    shared = uniform(rng, (96,))
+    per_batch = uniform(rng, (3, 96))
+    got = tessera.gemm(a, w, trans_b=True, bias=shared, activation=activation)
+    assert_close(got, ref(a, w, trans_b=True, bias=shared, activation=activation), tol(64), 'shared bias')
+    got = tessera.gemm(a, w, trans_b=True, bias=per_batch, activation=activation)
+    assert_close(got, ref(a, w, trans_b=True, bias=per_batch, activation=activation), tol(64), 'per-batch bias')
+
+
+def test_beta_reads_out(device, rng):
+    a, b = uniform(rng, (30, 12)), uniform(rng, (12, 25))
+    c0 = uniform(rng, (30, 25))
+    c = c0.copy()
+    got = tessera.gemm(a, b, c, alpha=0.5, beta=-2.0)
+    assert got is c
+    assert_close(c, ref(a, b, alpha=0.5, beta=-2.0, c=c0), tol(12), 'beta')
+    # beta = 0 never reads out: NaN in it must not leak
+    c[:] = np.nan
+    tessera.gemm(a, b, c)
+    assert_close(c, ref(a, b), tol(12), 'beta 0 over NaN')
+
+
+def test_16_bit_storage(device, rng):
+    a = uniform(rng, (50, 70), np.float16)
+    b = uniform(rng, (70, 20), np.float16)
+    got = tessera.matmul(a, b)
+    assert got.dtype == np.float32
+    assert_close(got, ref(a, b), tol(70), 'f16 in, f32 out')
+    got = tessera.matmul(a, b, out_dtype=np.float16)
+    assert got.dtype == np.float16
+    assert_close(got, ref(a, b), 2e-3, 'f16 out')
+
+
+def test_device_resident_arrays(device, rng):
+    a, b = uniform(rng, (64, 48)), uniform(rng, (48, 32))
+    da, db = tessera.to_device(a), tessera.to_device(b)
+    dc = tessera.matmul(da, db)
+    assert isinstance(dc, tessera.Array) and dc.shape == (64, 32)
+    assert_close(dc.get(), ref(a, b), tol(48), 'Array in, Array out')
+    kept = tessera.matmul(a, b, keep_on_device=True)
+    assert isinstance(kept, tessera.Array)
+    # chained on the device: (a @ b) @ b.T without a host round trip
+    chained = tessera.matmul(kept, db, trans_b=True)
+    assert_close(np.asarray(chained), ref(ref(a, b), b, trans_b=True), tol(48) * 4, 'chained')
+    assert_close(tessera.matmul(da[8:40], db).get(), ref(a[8:40], b), tol(48), 'row slice view')
+
+
+def test_pyopencl_arrays_in_place(device, rng):
+    cl = pytest.importorskip('pyopencl')
+    cla = pytest.importorskip('pyopencl.array')
+    ctx = cl.Context([cl.get_platforms()[device.info.platform_index].get_devices()[device.info.device_index]])
+    queue = cl.CommandQueue(ctx)
+    a, b = uniform(rng, (3, 40, 30)), uniform(rng, (30, 20))
+    ga, gb = cla.to_device(queue, a), cla.to_device(queue, b)
+    gc = tessera.matmul(ga, gb)
+    assert isinstance(gc, cla.Array) and gc.queue is queue
+    assert_close(gc.get(), ref(a, b), tol(30), 'pyopencl')
+    out = cla.zeros(queue, (3, 40, 20), np.float32)
+    assert tessera.matmul(ga, gb, out, bias=cla.to_device(queue, np.ones(20, np.float32))) is out
+    assert_close(out.get(), ref(a, b) + 1.0, tol(30), 'pyopencl out with bias')
+    # a transposed pyopencl view (strides swapped) is read in place
+    gt = cla.to_device(queue, np.ascontiguousarray(b.T))
+    assert_close(tessera.matmul(ga, gt.T).get(), ref(a, b), tol(30), 'pyopencl transposed view')
+    # one device wrapping the queue
+    dev = tessera.Device.from_pyopencl(queue)
+    assert_close(tessera.matmul(ga, gb, device=dev).get(), ref(a, b), tol(30), 'explicit wrapped device')
+    dev.close()
+
+
+def test_bad_input_raises_and_writes_nothing(device, rng):
+    a, b = uniform(rng, (10, 8)), uniform(rng, (8, 6))
+    out = np.full((10, 6), 7.0, np.float32)
+    cases = [
+        (lambda: tessera.matmul(a.astype(np.float64), b), 'dtype float64'),
+        (lambda: tessera.matmul(a, uniform(rng, (9, 6))), 'inner dimensions'),
+        (lambda: tessera.matmul(a, b, np.zeros((10, 7), np.float32)), 'shape'),
+        (lambda: tessera.matmul(a, b, out, out_dtype=np.float16, bias=np.ones(5, np.float32)), 'bias'),
+        (lambda: tessera.gemm(a, b, beta=1.0), 'pass out='),
+        (lambda: tessera.matmul(a[0], b), 'rank'),
+        (lambda: tessera.gemm(a, b, out, activation='swish'), 'activation'),
+        (lambda: tessera.matmul(uniform(rng, (2, 10, 8)), uniform(rng, (3, 8, 6))), 'broadcast'),
+        (lambda: tessera.matmul(a, b, device='no such device'), 'TSR_ERR_NO_DEVICE'),
+    ]
+    for call, words in cases:
+        with pytest.raises(tessera.TesseraError) as info:
+            call()
+        assert words in str(info.value), str(info.value)
+        assert np.all(out == 7.0), 'a refused call wrote out (%s)' % words
+    ro = np.zeros((10, 6), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(tessera.InvalidArgument, match='read-only'):
+        tessera.matmul(a, b, ro)
+    assert isinstance(tessera.InvalidArgument(-1, 'x'), ValueError)
+
+
+def test_closed_device_and_released_array(rng):
+    dev = tessera.Device('cpu')
+    a = tessera.to_device(uniform(rng, (4, 4)), device=dev)
+    dev.close()
+    with pytest.raises(tessera.TesseraError, match='closed'):
+        tessera.matmul(a, a)
+    with pytest.raises(tessera.TesseraError, match='closed'):
+        tessera.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), device=dev)
+    dev2 = tessera.Device('cpu')
+    b = tessera.to_device(uniform(rng, (4, 4)), device=dev2)
+    b.release()
+    with pytest.raises(tessera.TesseraError, match='released'):
+        b.get()
+    dev2.close()
+
+
+def test_pyopencl_array_of_another_context(device, rng):
+    cl = pytest.importorskip('pyopencl')
+    cla = pytest.importorskip('pyopencl.array')
+    ctx = cl.Context([cl.get_platforms()[device.info.platform_index].get_devices()[device.info.device_index]])
+    queue = cl.CommandQueue(ctx)
+    ga = cla.to_device(queue, uniform(rng, (8, 8)))
+    with pytest.raises(tessera.InvalidArgument, match='another OpenCL context'):
+        tessera.matmul(ga, ga, device=device)

@@ -1,0 +1,135 @@
+"""gelu, conv2d and attention against float64 NumPy references, on NumPy, tessera.Array and
+pyopencl operands; their bad inputs."""
+import numpy as np
+import pytest
+
+import tessera
+from conftest import act_ref, assert_close, attention_ref, conv2d_ref, gelu_ref, uniform
+
+
+@pytest.mark.parametrize('approximate', ['none', 'tanh'])
+def test_gelu(device, rng, approximate):
+    x = uniform(rng, (3, 1000, 7), lo=-8, hi=8)
+    assert_close(tessera.gelu(x, approximate=approximate), gelu_ref(x, approximate), 2e-6, 'gelu')
+    specials = np.array([np.inf, -np.inf, np.nan, -30.0, 0.0, 30.0], np.float32)
+    got = tessera.gelu(specials, approximate=approximate)
+    assert got[0] == np.inf and got[1] == 0 and np.signbit(got[1]) and np.isnan(got[2])
+    assert got[3] == 0 and got[4] == 0 and got[5] == 30.0
+    h = tessera.gelu(x.astype(np.float16), approximate=approximate)
+    assert h.dtype == np.float16
+    assert_close(h, gelu_ref(x.astype(np.float16), approximate), 2e-3, 'gelu f16')
+
+
+def test_gelu_in_place_on_device(device, rng):
+    x = uniform(rng, (5000,), lo=-4, hi=4)
+    dx = tessera.to_device(x)
+    assert tessera.gelu(dx, dx) is dx
+    assert_close(dx.get(), gelu_ref(x), 2e-6, 'in place')
+    with pytest.raises(tessera.InvalidArgument, match='approximate'):
+        tessera.gelu(x, approximate='fast')
+    with pytest.raises(tessera.InvalidArgument, match='contiguous'):
+        tessera.gelu(tessera.to_device(uniform(rng, (4, 6))).__class__(dx.device, dx._mem, (2, 2), np.float32,
+                                                                         strides=(4, 2)))
+
+
+CONV_CASES = [
+    # x shape, weight shape, stride, padding, dilation, groups
+    ((2, 3, 17, 15), (8, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ((1, 8, 20, 20), (16, 8, 1, 1), (1, 1), (0, 0), (1, 1), 1),
+    ((3, 6, 19, 13), (6, 2, 3, 5), (2, 1), (1, 2), (1, 1), 3),
+    ((1, 4, 16, 16), (4, 1, 3, 3), (1, 1), (2, 2), (2, 2), 4),   # depthwise, dilated
+    ((2, 5, 11, 9), (7, 5, 4, 2), (3, 2), (0, 1), (1, 2), 1),
+]
+
+
+@pytest.mark.parametrize('case', range(len(CONV_CASES)))
+@pytest.mark.parametrize('algo', ['auto', 'im2col', 'implicit', 'direct'])
+def test_conv2d(device, rng, case, algo):
+    xs, ws, stride, padding, dilation, groups = CONV_CASES[case]
+    x, w, bias = uniform(rng, xs), uniform(rng, ws), uniform(rng, (ws[0],))
+    activation = [None, 'relu', 'gelu', 'gelu_tanh'][case % 4]
+    got = tessera.conv2d(x, w, bias, stride, padding, dilation, groups, activation=activation, algo=algo)
+    want = act_ref(conv2d_ref(x, w, bias, stride, padding, dilation, groups), activation)
+    assert_close(got, want, 1e-5, 'conv2d case %d %s' % (case, algo))
+
+
+def test_conv2d_same_padding_and_bad_input(device, rng):
+    x, w = uniform(rng, (1, 3, 10, 10)), uniform(rng, (4, 3, 3, 3))
+    assert tessera.conv2d(x, w, padding='same').shape == (1, 4, 10, 10)
+    out = np.full((1, 4, 8, 8), 5.0, np.float32)
+    for call, words in [
+        (lambda: tessera.conv2d(x, uniform(rng, (4, 2, 3, 3)), out=out), 'input channels'),
+        (lambda: tessera.conv2d(x, w, uniform(rng, (5,)), out=out), 'bias'),
+        (lambda: tessera.conv2d(x[0], w, out=out), '4-D'),
+        (lambda: tessera.conv2d(x, w, stride=0, out=out), 'stride'),
+        (lambda: tessera.conv2d(x, w, padding='same', stride=2), 'same'),
+        (lambda: tessera.conv2d(x, w, out=np.zeros((1, 4, 9, 8), np.float32)), 'shape'),
+        (lambda: tessera.conv2d(x, w, algo='winograd'), 'algo'),
+    ]:
+        with pytest.raises(tessera.TesseraError) as info:
+            call()
+        assert words in str(info.value), str(info.value)
+        assert np.all(out == 5.0)
+
+
+@pytest.mark.parametrize('causal', [False, 'bottom_right', 'top_left'])
+@pytest.mark.parametrize('lq,lk', [(37, 37), (20, 53), (53, 20), (1, 40), (64, 128)])
+def test_attention(device, rng, causal, lq, lk):
+    b, h, d = 2, 3, 32
+    q, k, v = uniform(rng, (b, h, lq, d)), uniform(rng, (b, h, lk, d)), uniform(rng, (b, h, lk, d))
+    got, lse = tessera.attention(q, k, v, causal=causal, return_lse=True)
+    want, want_lse = attention_ref(q, k, v, causal or None)
+    assert_close(got, want, 2e-5, 'attention %s %dx%d' % (causal, lq, lk))
+    assert np.array_equal(np.isinf(lse), np.isinf(want_lse))
+    assert_close(np.where(np.isinf(lse), 0, lse), np.where(np.isinf(want_lse), 0, want_lse), 2e-5, 'lse')
+    lens = [int(rng.integers(0, lk + 1)), lk]
+    got = tessera.attention(q, k, v, causal=causal, kv_lengths=lens, scale=0.3)
+    assert_close(got, attention_ref(q, k, v, causal or None, lens, 0.3)[0], 2e-5, 'kv_lengths %s' % lens)
+
+
+def test_attention_layouts_in_place(device, rng):
+    # projections in [B, L, H, D]: their transposed views are read as they are
+    b, lq, h, d = 2, 30, 4, 16
+    qkv = uniform(rng, (b, lq, 3, h, d))
+    q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
+    want = attention_ref(q, k, v, 'bottom_right')[0]
+    assert_close(tessera.attention(q, k, v, causal=True), want, 2e-5, 'numpy views')
+    dqkv = tessera.to_device(qkv.reshape(b, lq, 3 * h * d))
+    # the same views on the device: element strides (L*3*H*D, D, 3*H*D) over one buffer
+    views = [tessera.Array(dqkv.device, dqkv._mem, (b, h, lq, d), np.float32, (lq * 3 * h * d, d, 3 * h * d, 1),
+                           i * h * d) for i in range(3)]
+    out = tessera.attention(*views, causal=True)
+    assert isinstance(out, tessera.Array)
+    assert_close(out.get(), want, 2e-5, 'packed QKV on the device')
+    got = tessera.attention(q[0], k[0], v[0], causal='top_left')
+    assert got.shape == (h, lq, d)
+    assert_close(got, want[0], 2e-5, '3-D')
+
+
+def test_attention_pyopencl_and_16_bit(device, rng):
+    cl = pytest.importorskip('pyopencl')
+    cla = pytest.importorskip('pyopencl.array')
+    ctx = cl.Context([cl.get_platforms()[device.info.platform_index].get_devices()[device.info.device_index]])
+    queue = cl.CommandQueue(ctx)
+    q, k, v = (uniform(rng, (1, 2, 24, 64), np.float16) for _ in range(3))
+    got = tessera.attention(*(cla.to_device(queue, t) for t in (q, k, v)), causal='top_left')
+    assert isinstance(got, cla.Array) and got.dtype == np.float16
+    assert_close(got.get(), attention_ref(q, k, v, 'top_left')[0], 3e-3, 'pyopencl f16')
+
+
+def test_attention_bad_input(device, rng):
+    q, k = uniform(rng, (1, 2, 8, 16)), uniform(rng, (1, 2, 9, 16))
+    out = np.full((1, 2, 8, 16), 3.0, np.float32)
+    for call, words in [
+        (lambda: tessera.attention(q, k, k[..., :8], out=out), 'shapes disagree'),
+        (lambda: tessera.attention(q, k, k, causal='left', out=out), 'causal'),
+        (lambda: tessera.attention(q, k, k, kv_lengths=[10], out=out), 'kv_lengths'),
+        (lambda: tessera.attention(q, k, k, kv_lengths=[1, 2], out=out), 'kv_lengths'),
+        (lambda: tessera.attention(q[0, 0], k, k, out=out), '[B, H, L, D]'),
+        (lambda: tessera.attention(q, k, k, scale=float('nan'), out=out), 'scale'),
+        (lambda: tessera.attention(q, k.astype(np.float64), k, out=out), 'dtype'),
+    ]:
+        with pytest.raises(tessera.TesseraError) as info:
+            call()
+        assert words in str(info.value), str(info.value)
+        assert np.all(out == 3.0)

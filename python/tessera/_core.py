@@ -6,6 +6,7 @@ takes (a cl_mem, an element offset, element strides, a storage type):
   - tessera.Array: a buffer tessera allocated and keeps on the device;
   - pyopencl arrays: used in place, zero-copy, when they live in the device's context.
 """
+import math
 import threading
 
 import numpy as np
@@ -13,7 +14,7 @@ import numpy as np
 from ._tessera_cffi import ffi, lib
 
 __all__ = ['TesseraError', 'InvalidArgument', 'DeviceInfo', 'Device', 'Array', 'devices', 'default_device',
-           'set_default_device', 'to_device', 'empty', 'version']
+           'set_default_device', 'to_device', 'empty', 'from_buffer', 'version']
 
 
 def _text(cstr):
@@ -70,6 +71,9 @@ except ImportError:
 
 
 def _tsr_type(dtype, role):
+    found = _DTYPES.get(dtype)
+    if found is not None:
+        return found
     dtype = np.dtype(dtype)
     if dtype not in _DTYPES:
         names = ', '.join(str(d) for d in _DTYPES)
@@ -339,7 +343,7 @@ class Array:
         return self._mem
 
     ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    size = property(lambda self: math.prod(self.shape))
     nbytes = property(lambda self: self.size * self.dtype.itemsize)
 
     def is_contiguous(self):
@@ -366,6 +370,22 @@ class Array:
         if self._mem is not None:
             ffi.release(self._mem)
             self._mem = None
+
+    def view(self, shape, strides=None, offset=0):
+        """Another Array over the same buffer: `shape`, element `strides` (default contiguous) and
+        an element `offset` from this array's start, checked to stay within the buffer."""
+        shape = tuple(int(e) for e in shape)
+        strides = tuple(int(e) for e in strides) if strides is not None else _contiguous_strides(shape)
+        if len(strides) != len(shape) or any(e < 0 for e in shape + strides) or offset < 0:
+            raise _invalid('view: shape %s, strides %s and offset %d must be non-negative and match'
+                           % (shape, strides, offset))
+        start = self.offset + int(offset)
+        needed = (start + _span(shape, strides)) * self.dtype.itemsize
+        size = _mem_info_size(self.mem, lib.CL_MEM_SIZE)
+        if needed > size:
+            raise TesseraError(lib.TSR_ERR_BUFFER_TOO_SMALL, 'view: %d bytes needed, the buffer has %d'
+                               % (needed, size))
+        return Array(self.device, self._mem, shape, self.dtype, strides, start)
 
     def __getitem__(self, index):
         """Views along the leading dimension: a[i] and a[i:j] (step 1) share the buffer."""
@@ -397,6 +417,41 @@ def to_device(x, device=None, dtype=None):
     return Array(dev, _create_buffer(dev, host.nbytes, host if host.nbytes else None), host.shape, host.dtype)
 
 
+def from_buffer(buffer, shape, dtype=np.float32, *, offset=0, strides=None, device=None):
+    """A tessera.Array over an existing OpenCL buffer, zero-copy: a pyopencl.Buffer (anything with
+    `int_ptr`) or a cffi cl_mem. shape, dtype, an element offset and element strides (default
+    contiguous) say what it holds; they are checked against the buffer's size. The buffer must
+    belong to the device's context (device: a Device, e.g. Device.from_pyopencl(queue); None: the
+    default). The Array holds a reference (clRetainMemObject) until it is released."""
+    dev = _as_device(device)
+    dtype = np.dtype(dtype)
+    _tsr_type(dtype, 'from_buffer')
+    if hasattr(buffer, 'int_ptr'):
+        mem = ffi.cast('cl_mem', buffer.int_ptr)
+    elif isinstance(buffer, ffi.CData) and ffi.typeof(buffer) is ffi.typeof('cl_mem'):
+        mem = buffer
+    else:
+        raise _invalid('from_buffer takes a pyopencl.Buffer or a cl_mem, not %s' % type(buffer).__name__)
+    if mem == ffi.NULL:
+        raise _invalid('from_buffer: a NULL buffer')
+    if _mem_context(mem) != lib.tsr_device_context(dev.handle):
+        raise _invalid('from_buffer: the buffer lives in another OpenCL context than device %r '
+                       '(pass device=tessera.Device.from_pyopencl(queue))' % (dev,))
+    shape = tuple(int(e) for e in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    strides = tuple(int(e) for e in strides) if strides is not None else _contiguous_strides(shape)
+    if len(strides) != len(shape) or any(e < 0 for e in shape + strides) or offset < 0:
+        raise _invalid('from_buffer: shape %s, strides %s and offset %d must be non-negative and match'
+                       % (shape, strides, offset))
+    needed = (offset + _span(shape, strides)) * dtype.itemsize
+    size = _mem_info_size(mem, lib.CL_MEM_SIZE)
+    if needed > size:
+        raise TesseraError(lib.TSR_ERR_BUFFER_TOO_SMALL,
+                              'from_buffer: shape %s, strides %s at offset %d need %d bytes; the buffer has %d'
+                              % (shape, strides, offset, needed, size))
+    _cl_check(lib.clRetainMemObject(mem), 'clRetainMemObject')
+    return Array(dev, ffi.gc(mem, lib.clReleaseMemObject), shape, dtype, strides, offset)
+
+
 def empty(shape, dtype=np.float32, device=None):
     """An uninitialised tessera.Array."""
     dev = _as_device(device)
@@ -405,7 +460,7 @@ def empty(shape, dtype=np.float32, device=None):
         raise _invalid('negative extent in shape %s' % (shape,))
     dtype = np.dtype(dtype)
     _tsr_type(dtype, 'empty')
-    return Array(dev, _create_buffer(dev, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize), shape, dtype)
+    return Array(dev, _create_buffer(dev, math.prod(shape) * dtype.itemsize), shape, dtype)
 
 
 # ------------------------------------------------------------------ operands

@@ -2,6 +2,8 @@
 arrays. Shapes and strides come from the arrays; outputs are allocated when not given, of the
 kind of the inputs (pyopencl in, pyopencl out; tessera.Array in or keep_on_device=True,
 tessera.Array out; otherwise NumPy)."""
+import math
+
 import numpy as np
 
 from ._core import Call, _invalid, _tsr_type, ffi, lib
@@ -37,6 +39,11 @@ def _numpy_matrix(x):
     return x, False
 
 
+def _shape(x):
+    shape = getattr(x, 'shape', None)
+    return tuple(shape) if shape is not None else np.shape(x)
+
+
 def _flatten_batch(op, role):
     """(batch, batch_stride) of an operand of rank >= 2; leading dimensions merge when their
     strides allow (a contiguous [B, H, M, K] is B*H matrices). Rank 2: one matrix, stride 0."""
@@ -44,7 +51,7 @@ def _flatten_batch(op, role):
     if not lead:
         return 1, 0
     strides = op.strides[:-2]
-    batch = int(np.prod(lead))
+    batch = math.prod(lead)
     # merge dims: stride[i] == shape[i+1] * stride[i+1] for every adjacent pair of size > 1
     dims = [(e, s) for e, s in zip(lead, strides) if e != 1]
     for (e0, s0), (e1, s1) in zip(dims, dims[1:]):
@@ -80,7 +87,7 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, b
     if beta != 0 and out is None:
         raise _invalid('beta != 0 reads C: pass out=')
     call = Call(device, (a, b, out, bias), keep_on_device)
-    lead_a, lead_b = tuple(np.shape(a))[:-2], tuple(np.shape(b))[:-2]
+    lead_a, lead_b = _shape(a)[:-2], _shape(b)[:-2]
     a_host, a_swapped = _numpy_matrix(a)
     b_host, b_swapped = _numpy_matrix(b)
     A = call.operand(a_host, 'a')
@@ -99,11 +106,16 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, b
         raise _invalid('inner dimensions disagree: op(a) is %dx%d, op(b) is %dx%d' % (m, k, k2, n))
     a_batch, a_stride = _flatten_batch(A, 'a')
     b_batch, b_stride = _flatten_batch(B, 'b')
-    try:
-        lead = np.broadcast_shapes(lead_a, lead_b)
-    except ValueError:
-        raise _invalid('batch dimensions %s and %s do not broadcast' % (lead_a, lead_b)) from None
-    batch = int(np.prod(lead)) if lead else 1
+    if lead_a == lead_b or not lead_b:
+        lead = lead_a
+    elif not lead_a:
+        lead = lead_b
+    else:
+        try:
+            lead = np.broadcast_shapes(lead_a, lead_b)
+        except ValueError:
+            raise _invalid('batch dimensions %s and %s do not broadcast' % (lead_a, lead_b)) from None
+    batch = math.prod(lead)
     if a_batch not in (1, batch) or b_batch not in (1, batch) or (lead_a and lead_a != lead and a_batch != 1) \
             or (lead_b and lead_b != lead and b_batch != 1):
         raise _invalid('batch dimensions %s and %s: each must equal the other or hold one matrix' % (lead_a, lead_b))
@@ -170,7 +182,7 @@ def gelu(x, out=None, *, approximate='none', out_dtype=None, device=None, keep_o
         Y = call.output(out, X.shape, out.dtype if out is not None else (out_dtype or X.dtype))
         if Y.kind != 'numpy' and tuple(Y.strides) != tuple(_cstrides(Y.shape)) and min(Y.shape, default=1) > 0:
             raise _invalid('out must be contiguous')
-    n = int(np.prod(X.shape, dtype=np.int64))
+    n = math.prod(X.shape)
     if n:
         call.check(lib.tsr_gelu_ex(call.handle, modes[approximate], X.tsr_type, X.mem, X.offset, Y.tsr_type, Y.mem,
                                    Y.offset, n, call.queue, ffi.NULL))

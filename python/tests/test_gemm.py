@@ -184,3 +184,28 @@ def test_pyopencl_array_of_another_context(device, rng):
     ga = cla.to_device(queue, uniform(rng, (8, 8)))
     with pytest.raises(tessera.InvalidArgument, match='another OpenCL context'):
         tessera.matmul(ga, ga, device=device)
+
+
+def test_raw_pyopencl_buffers(device, rng):
+    cl = pytest.importorskip('pyopencl')
+    ctx = cl.Context([cl.get_platforms()[device.info.platform_index].get_devices()[device.info.device_index]])
+    queue = cl.CommandQueue(ctx)
+    dev = tessera.Device.from_pyopencl(queue)
+    a, b = uniform(rng, (24, 16)), uniform(rng, (16, 8))
+    mf = cl.mem_flags
+    ba = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a)
+    bb = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=b)
+    bc = cl.Buffer(ctx, mf.READ_WRITE, size=24 * 8 * 4 + 64)
+    ta, tb = tessera.from_buffer(ba, (24, 16), device=dev), tessera.from_buffer(bb, (16, 8), device=dev)
+    tc = tessera.from_buffer(bc, (24, 8), offset=16, device=dev)
+    assert tessera.matmul(ta, tb, tc) is tc
+    host = np.empty(24 * 8 + 16, np.float32)
+    cl.enqueue_copy(queue, host, bc)
+    assert_close(host[16:].reshape(24, 8), ref(a, b), tol(16), 'raw buffers, offset out')
+    with pytest.raises(tessera.TesseraError) as info:
+        tessera.from_buffer(ba, (25, 16), device=dev)
+    assert info.value.status_name == 'TSR_ERR_BUFFER_TOO_SMALL'
+    with pytest.raises(tessera.InvalidArgument, match='another OpenCL context'):
+        tessera.from_buffer(ba, (24, 16), device=device)
+    del ta, tb, tc
+    dev.close()

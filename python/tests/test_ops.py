@@ -28,8 +28,11 @@ def test_gelu_in_place_on_device(device, rng):
     with pytest.raises(tessera.InvalidArgument, match='approximate'):
         tessera.gelu(x, approximate='fast')
     with pytest.raises(tessera.InvalidArgument, match='contiguous'):
-        tessera.gelu(tessera.to_device(uniform(rng, (4, 6))).__class__(dx.device, dx._mem, (2, 2), np.float32,
-                                                                         strides=(4, 2)))
+        tessera.gelu(dx.view((2, 2), (4, 2)))
+    with pytest.raises(tessera.TesseraError) as info:
+        dx.view((5001,))
+    assert info.value.status_name == 'TSR_ERR_BUFFER_TOO_SMALL'
+
 
 
 CONV_CASES = [
@@ -96,8 +99,7 @@ def test_attention_layouts_in_place(device, rng):
     assert_close(tessera.attention(q, k, v, causal=True), want, 2e-5, 'numpy views')
     dqkv = tessera.to_device(qkv.reshape(b, lq, 3 * h * d))
     # the same views on the device: element strides (L*3*H*D, D, 3*H*D) over one buffer
-    views = [tessera.Array(dqkv.device, dqkv._mem, (b, h, lq, d), np.float32, (lq * 3 * h * d, d, 3 * h * d, 1),
-                           i * h * d) for i in range(3)]
+    views = [dqkv.view((b, h, lq, d), (lq * 3 * h * d, d, 3 * h * d, 1), i * h * d) for i in range(3)]
     out = tessera.attention(*views, causal=True)
     assert isinstance(out, tessera.Array)
     assert_close(out.get(), want, 2e-5, 'packed QKV on the device')

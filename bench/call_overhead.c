@@ -1,0 +1,81 @@
+/* The cost of one tessera call from C, the baseline of the Python package's overhead
+ * (bench/python_overhead.py runs this and the same calls from Python, alternating):
+ *   call_overhead [--device SEL] [--size N] [--calls N]
+ * times N row-major N x N x N tsr_sgemm calls two ways, after warm-up calls:
+ *   synchronous: each call followed by clFinish (what one blocking call costs);
+ *   pipelined:   the calls enqueued back to back, one clFinish at the end.
+ * Prints one JSON object with the microseconds per call of each. */
+#include "tessera.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+static int fail(const char *what, tsr_status st) {
+    fprintf(stderr, "call_overhead: %s: %s: %s\n", what, tsr_status_str(st), tsr_last_error());
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    const char *selector = NULL;
+    long size = 256, calls = 200;
+    for (int i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) selector = argv[++i];
+        else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) size = strtol(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc) calls = strtol(argv[++i], NULL, 10);
+        else {
+            fprintf(stderr, "usage: call_overhead [--device SEL] [--size N] [--calls N]\n");
+            return 2;
+        }
+    }
+    if (size < 1 || size > 8192 || calls < 1 || calls > 1000000) {
+        fprintf(stderr, "call_overhead: --size 1..8192, --calls 1..1000000\n");
+        return 2;
+    }
+    size_t n = (size_t)size;
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(selector, &dev);
+    if (st != TSR_SUCCESS) return fail("device", st);
+    cl_context ctx = tsr_device_context(dev);
+    cl_command_queue q = tsr_device_queue(dev);
+    float *host = malloc(n * n * sizeof(float));
+    if (!host) return 1;
+    for (size_t i = 0; i < n * n; ++i) host[i] = (float)(i % 17) * 0.125f - 1.0f;
+    cl_int err_a, err_b, err_c;
+    cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * n * sizeof(float), host, &err_a);
+    cl_mem b = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * n * sizeof(float), host, &err_b);
+    cl_mem c = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * n * sizeof(float), NULL, &err_c);
+    if (err_a != CL_SUCCESS || err_b != CL_SUCCESS || err_c != CL_SUCCESS) {
+        fprintf(stderr, "call_overhead: clCreateBuffer failed\n");
+        return 1;
+    }
+#define GEMM() tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, n, n, n, 1.0f, a, 0, n, b, 0, n, 0.0f, c, 0, n, NULL, NULL)
+    for (int i = 0; i < 10; ++i)
+        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_sgemm", st);
+    clFinish(q);
+    double t0 = now_us();
+    for (long i = 0; i < calls; ++i) {
+        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_sgemm", st);
+        clFinish(q);
+    }
+    double t1 = now_us();
+    for (long i = 0; i < calls; ++i)
+        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_sgemm", st);
+    clFinish(q);
+    double t2 = now_us();
+    printf("{\"size\": %zu, \"calls\": %ld, \"device\": \"%s\", \"synchronous_us\": %.3f, \"pipelined_us\": %.3f}\n", n,
+           calls, tsr_device_get_info(dev)->name, (t1 - t0) / (double)calls, (t2 - t1) / (double)calls);
+    clReleaseMemObject(a);
+    clReleaseMemObject(b);
+    clReleaseMemObject(c);
+    free(host);
+    tsr_device_close(dev);
+    return 0;
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""What a tessera call costs from Python against the same call from C.
+
+    build/python-venv/bin/python bench/python_overhead.py [--device cpu] [--size 256]
+        [--calls 200] [--reps 7] [--c-binary build/bench/call_overhead] [--json FILE]
+
+Alternates, --reps times: the C program bench/call_overhead (N x N x N tsr_sgemm, synchronous
+and pipelined) and the same calls through the package, tessera.matmul(a, b, out) on pyopencl
+arrays (zero-copy; synchronous: queue.finish() after each call). NumPy arrays (copied in and
+out on every call) are timed too, for scale. Medians over the reps; the ratio and the per-call
+Python overhead (Python minus C, microseconds) are printed and written as JSON.
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cla
+
+import tessera
+
+
+def python_rep(a, b, c, queue, calls, na, nb, nc):
+    for _ in range(10):
+        tessera.matmul(a, b, c)
+    queue.finish()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        tessera.matmul(a, b, c)
+        queue.finish()
+    t1 = time.perf_counter()
+    for _ in range(calls):
+        tessera.matmul(a, b, c)
+    queue.finish()
+    t2 = time.perf_counter()
+    numpy_calls = max(calls // 4, 5)
+    for _ in range(numpy_calls):
+        tessera.matmul(na, nb, nc)
+    t3 = time.perf_counter()
+    return {'synchronous_us': (t1 - t0) / calls * 1e6, 'pipelined_us': (t2 - t1) / calls * 1e6,
+            'numpy_us': (t3 - t2) / numpy_calls * 1e6}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--device', default='cpu')
+    ap.add_argument('--size', type=int, default=256)
+    ap.add_argument('--calls', type=int, default=200)
+    ap.add_argument('--reps', type=int, default=7)
+    ap.add_argument('--c-binary', default='build/bench/call_overhead')
+    ap.add_argument('--json')
+    args = ap.parse_args()
+    info = tessera.Device(args.device).info
+    cl_device = cl.get_platforms()[info.platform_index].get_devices()[info.device_index]
+    queue = cl.CommandQueue(cl.Context([cl_device]))
+    n = args.size
+    rng = np.random.default_rng(1)
+    na, nb = (rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(2))
+    nc = np.empty((n, n), np.float32)
+    a, b, c = cla.to_device(queue, na), cla.to_device(queue, nb), cla.empty(queue, (n, n), np.float32)
+    tessera.matmul(a, b, c)
+    assert np.allclose(c.get(), na.astype(np.float64) @ nb, atol=1e-4), 'wrong result'
+    c_runs, py_runs = [], []
+    for rep in range(args.reps):
+        out = subprocess.run([args.c_binary, '--device', args.device, '--size', str(n), '--calls', str(args.calls)],
+                             capture_output=True, text=True, check=True)
+        c_runs.append(json.loads(out.stdout))
+        py_runs.append(python_rep(a, b, c, queue, args.calls, na, nb, nc))
+        print('rep %d: C %.1f / %.1f us, Python %.1f / %.1f us (synchronous / pipelined), NumPy arrays %.1f us'
+              % (rep, c_runs[-1]['synchronous_us'], c_runs[-1]['pipelined_us'], py_runs[-1]['synchronous_us'],
+                 py_runs[-1]['pipelined_us'], py_runs[-1]['numpy_us']), file=sys.stderr)
+    med = lambda runs, key: statistics.median(r[key] for r in runs)  # noqa: E731
+    result = {'device': info.name, 'size': n, 'calls': args.calls, 'reps': args.reps,
+              'c': {k: med(c_runs, k) for k in ('synchronous_us', 'pipelined_us')},
+              'python_pyopencl': {k: med(py_runs, k) for k in ('synchronous_us', 'pipelined_us')},
+              'python_numpy_us': med(py_runs, 'numpy_us'), 'c_runs': c_runs, 'python_runs': py_runs}
+    for key in ('synchronous_us', 'pipelined_us'):
+        result['ratio_' + key[:-3]] = result['python_pyopencl'][key] / result['c'][key]
+        result['python_overhead_' + key] = result['python_pyopencl'][key] - result['c'][key]
+    print('%dx%dx%d GEMM on %s: Python/C %.3f synchronous, %.3f pipelined; Python adds %.1f us per call '
+          '(pipelined: %.1f us); with NumPy arrays (copies) %.1f us per call'
+          % (n, n, n, info.name, result['ratio_synchronous'], result['ratio_pipelined'],
+             result['python_overhead_synchronous_us'], result['python_overhead_pipelined_us'],
+             result['python_numpy_us']))
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == '__main__':
+    main()

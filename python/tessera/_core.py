@@ -7,6 +7,7 @@ takes (a cl_mem, an element offset, element strides, a storage type):
   - pyopencl arrays: used in place, zero-copy, when they live in the device's context.
 """
 import math
+import sys
 import threading
 
 import numpy as np
@@ -139,6 +140,7 @@ class Device:
         _check(lib.tsr_device_open(selector.encode() if selector else ffi.NULL, handle))
         self._handle = handle[0]
         self._pyopencl = None
+        self._context_int = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -163,6 +165,7 @@ class Device:
                                    handle))
         self._handle = handle[0]
         self._pyopencl = (context, cl_device, queue)  # keep the pyopencl objects alive with us
+        self._context_int = None
         self._lock = threading.Lock()
         return self
 
@@ -172,6 +175,15 @@ class Device:
         if self._handle is None:
             raise TesseraError(lib.TSR_ERR_INVALID_ARG, 'the device is closed')
         return self._handle
+
+    @property
+    def context_int(self):
+        """The device's cl_context as an integer (pyopencl's int_ptr)."""
+        value = self._context_int
+        if value is None:
+            value = self._context_int = int(ffi.cast('intptr_t', lib.tsr_device_context(self.handle)))
+        self.handle  # noqa: B018 (raises when closed)
+        return value
 
     @property
     def closed(self):
@@ -466,8 +478,8 @@ def empty(shape, dtype=np.float32, device=None):
 # ------------------------------------------------------------------ operands
 
 def _is_pyopencl(x):
-    mod = type(x).__module__
-    return mod.startswith('pyopencl') and hasattr(x, 'base_data') and hasattr(x, 'queue')
+    cla = sys.modules.get('pyopencl.array')  # not imported by the caller: no pyopencl array can exist
+    return cla is not None and isinstance(x, cla.Array)
 
 
 _wrapped = {}  # pyopencl queue's cl_command_queue -> the Device wrapping it (the latest few)
@@ -489,10 +501,13 @@ class Operand:
     strides, dtype and storage type. `kind` is 'numpy', 'array' or 'pyopencl'; a NumPy operand
     owns a temporary device buffer holding its data (`upload` False: allocated, not filled)."""
 
+    __slots__ = ('kind', 'mem', 'offset', 'shape', 'strides', 'dtype', 'source', 'result', 'numpy_result')
+
     def __init__(self, kind, mem, offset, shape, strides, dtype, source):
         self.kind, self.mem, self.offset = kind, mem, offset
-        self.shape, self.strides, self.dtype = tuple(shape), tuple(strides), np.dtype(dtype)
+        self.shape, self.strides, self.dtype = shape, strides, dtype  # tuples, np.dtype
         self.source = source  # the caller's object (kept alive for the call)
+        self.result = self.numpy_result = None
 
     @property
     def tsr_type(self):
@@ -534,9 +549,10 @@ class Call:
             raise _invalid('a tessera.Array of device %r passed to a call on device %r' % (arrays_device, self.device))
         self.handle = self.device.handle
         self.context = lib.tsr_device_context(self.handle)
+        self.context_int = self.device.context_int
         # Work is ordered with the caller's pyopencl queue when it belongs to the device's context.
         self.queue = ffi.NULL
-        if self.pyopencl_queue is not None and self.pyopencl_queue.context.int_ptr == int(ffi.cast('intptr_t', self.context)):
+        if self.pyopencl_queue is not None and self.pyopencl_queue.context.int_ptr == self.context_int:
             self.queue = ffi.cast('cl_command_queue', self.pyopencl_queue.int_ptr)
         self.out_kind = ('pyopencl' if self.pyopencl_queue is not None else
                          'array' if arrays_device is not None or keep_on_device else 'numpy')
@@ -550,20 +566,25 @@ class Call:
         if _is_pyopencl(x):
             if x.base_data is None and x.size != 0:
                 raise _invalid('%s: pyopencl array without a buffer' % role)
-            _tsr_type(x.dtype, role)
-            item = x.dtype.itemsize
-            if x.offset % item or any(s % item or s < 0 for s in x.strides):
-                raise _invalid('%s: offset and strides must be non-negative multiples of the element size' % role)
+            dtype = x.dtype
+            _tsr_type(dtype, role)
+            item = dtype.itemsize
+            strides = x.strides
+            for s in strides:
+                if s % item or s < 0:
+                    raise _invalid('%s: strides must be non-negative multiples of the element size' % role)
+            if x.offset % item:
+                raise _invalid('%s: the offset must be a multiple of the element size' % role)
             if x.size == 0:
                 return Operand('pyopencl', ffi.NULL, 0, x.shape, _contiguous_strides(x.shape), x.dtype, x)
             mem = ffi.cast('cl_mem', x.base_data.int_ptr)
-            if _mem_context(mem) != self.context:
+            if x.context.int_ptr != self.context_int:  # pyopencl's record of the buffer's context
                 raise _invalid('%s: the pyopencl array lives in another OpenCL context than device %r '
                                '(wrap its queue: tessera.Device.from_pyopencl(queue))' % (role, self.device))
             if x.events:  # pyopencl work still writing it
                 import pyopencl as cl
                 cl.wait_for_events(x.events)
-            op = Operand('pyopencl', mem, x.offset // item, x.shape, [s // item for s in x.strides], x.dtype, x)
+            op = Operand('pyopencl', mem, x.offset // item, x.shape, tuple([s // item for s in strides]), dtype, x)
         elif isinstance(x, Array):
             _tsr_type(x.dtype, role)
             op = Operand('array', x.mem, x.offset, x.shape, x.strides, x.dtype, x)
@@ -578,9 +599,7 @@ class Call:
             if not host.flags.c_contiguous:
                 host = np.ascontiguousarray(host)
             mem = _create_buffer(self.device, host.nbytes, host if host.nbytes else None)
-            op = Operand('numpy', mem, 0, host.shape, _contiguous_strides(host.shape), host.dtype, host)
-            op.host_view = host
-            return op
+            return Operand('numpy', mem, 0, host.shape, _contiguous_strides(host.shape), host.dtype, host)
         if contiguous and tuple(op.strides) != _contiguous_strides(op.shape) and op.shape and min(op.shape) > 0:
             raise _invalid('%s: a contiguous tensor is needed (shape %s, element strides %s): copy it first'
                            % (role, op.shape, tuple(op.strides)))
@@ -590,7 +609,8 @@ class Call:
         """The output operand: `out` if given (checked: shape, dtype, kind), else a new tensor
         of the call's output kind. `needs_input`: the op reads it (beta != 0), so a NumPy `out`
         is uploaded first."""
-        shape = tuple(int(s) for s in shape)
+        if type(shape) is not tuple:
+            shape = tuple(int(s) for s in shape)
         if out is None:
             dtype = np.dtype(dtype)
             _tsr_type(dtype, role)
@@ -628,6 +648,11 @@ class Call:
             raise _invalid('%s: unsupported strides %s' % (role, tuple(op.strides)))
         op.result = out
         return op
+
+    def scratch(self, shape, dtype=np.float32):
+        """A temporary device tensor for the call (freed with the operand)."""
+        arr = empty(shape, dtype, self.device)
+        return Operand('array', arr.mem, 0, arr.shape, arr.strides, arr.dtype, arr)
 
     def finish(self, *outputs):
         """Copy NumPy results back (blocking) and return the caller's result objects."""

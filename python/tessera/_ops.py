@@ -358,9 +358,7 @@ def attention(q, k, v, *, causal=False, kv_lengths=None, scale=None, out=None, r
         for first, rows, flag in ((0, lk, True), (lk, lq - lk, False)):
             if rows == 0:
                 continue
-            part_lse = call.output(None, (b, h, rows), np.float32, role='lse') if return_lse else None
-            if part_lse is not None:
-                call._readbacks.remove(part_lse) if part_lse in call._readbacks else None
+            part_lse = call.scratch((b, h, rows)) if return_lse else None
             run(desc_for(rows, first, lk, flag, lens, part_lse))
             parts.append((first, rows, part_lse))
         if return_lse:

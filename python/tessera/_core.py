@@ -6,16 +6,18 @@ takes (a cl_mem, an element offset, element strides, a storage type):
   - tessera.Array: a buffer tessera allocated and keeps on the device;
   - pyopencl arrays: used in place, zero-copy, when they live in the device's context.
 """
+import contextlib
 import math
 import sys
 import threading
+import time
 
 import numpy as np
 
 from ._tessera_cffi import ffi, lib
 
 __all__ = ['TesseraError', 'InvalidArgument', 'DeviceInfo', 'Device', 'Array', 'devices', 'default_device',
-           'set_default_device', 'to_device', 'empty', 'from_buffer', 'version']
+           'set_default_device', 'to_device', 'empty', 'from_buffer', 'profile', 'version']
 
 
 def _text(cstr):
@@ -363,6 +365,13 @@ class Array:
 
     def get(self):
         """A NumPy copy (waits for the work that writes it)."""
+        started = time.perf_counter()
+        host = self._get()
+        if _profile is not None:
+            _profile.add('transfer', started)
+        return host
+
+    def _get(self):
         span = _span(self.shape, self.strides)
         flat = np.empty(span, self.dtype)
         _read(self.device, self.mem, self.offset * self.dtype.itemsize, flat)
@@ -423,10 +432,14 @@ class Array:
 
 def to_device(x, device=None, dtype=None):
     """Copy a NumPy array (or anything np.asarray takes) to a new tessera.Array."""
+    started = time.perf_counter()
     dev = _as_device(device)
     host = np.ascontiguousarray(x, dtype=dtype)
     _tsr_type(host.dtype, 'to_device')
-    return Array(dev, _create_buffer(dev, host.nbytes, host if host.nbytes else None), host.shape, host.dtype)
+    result = Array(dev, _create_buffer(dev, host.nbytes, host if host.nbytes else None), host.shape, host.dtype)
+    if _profile is not None:
+        _profile.add('transfer', started)
+    return result
 
 
 def from_buffer(buffer, shape, dtype=np.float32, *, offset=0, strides=None, device=None):
@@ -473,6 +486,43 @@ def empty(shape, dtype=np.float32, device=None):
     dtype = np.dtype(dtype)
     _tsr_type(dtype, 'empty')
     return Array(dev, _create_buffer(dev, math.prod(shape) * dtype.itemsize), shape, dtype)
+
+
+# ------------------------------------------------------------------ profiling
+
+_profile = None
+
+
+class Profile:
+    """Time per op name, filled while a profile() block runs: each op call (and each transfer of
+    to_device / Array.get) waits for its queue and adds the wall time from its start. Waiting
+    serialises host and device, so the total is a little above an unprofiled run's."""
+
+    def __init__(self):
+        self.seconds, self.calls = {}, {}
+
+    def add(self, name, started, device=None, queue=None):
+        if queue is not None:
+            _cl_check(lib.clFinish(queue), 'clFinish')
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+    def table(self):
+        """Rows (name, calls, seconds, share), largest first."""
+        total = sum(self.seconds.values()) or 1.0
+        return [(name, self.calls[name], sec, sec / total)
+                for name, sec in sorted(self.seconds.items(), key=lambda item: -item[1])]
+
+
+@contextlib.contextmanager
+def profile():
+    """with tessera.profile() as p: ...; p.table() -> [(op, calls, seconds, share)]."""
+    global _profile
+    outer, _profile = _profile, Profile()
+    try:
+        yield _profile
+    finally:
+        _profile = outer
 
 
 # ------------------------------------------------------------------ operands
@@ -523,7 +573,9 @@ class Call:
     lives in the device's context, uploads NumPy inputs, allocates outputs of the right kind
     (NumPy, tessera.Array or pyopencl) and copies NumPy results back once the op ran."""
 
-    def __init__(self, device, tensors, keep_on_device=False):
+    def __init__(self, device, tensors, keep_on_device=False, op=None):
+        self.op = op
+        self.started = time.perf_counter() if _profile is not None else None
         self.pyopencl_queue = None
         arrays_device = None
         for t in tensors:
@@ -666,6 +718,9 @@ class Call:
                 host[...] = tmp
             op.result = host
         results = tuple(op.result for op in outputs)
+        if self.started is not None and _profile is not None:
+            _profile.add(self.op, self.started, self.device,
+                         self.queue if self.queue != ffi.NULL else lib.tsr_device_queue(self.handle))
         return results[0] if len(results) == 1 else results
 
     def check(self, status):

@@ -86,7 +86,7 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, b
     then be given. Returns out (allocated as out_dtype when not given)."""
     if beta != 0 and out is None:
         raise _invalid('beta != 0 reads C: pass out=')
-    call = Call(device, (a, b, out, bias), keep_on_device)
+    call = Call(device, (a, b, out, bias), keep_on_device, op='gemm')
     lead_a, lead_b = _shape(a)[:-2], _shape(b)[:-2]
     a_host, a_swapped = _numpy_matrix(a)
     b_host, b_swapped = _numpy_matrix(b)
@@ -173,7 +173,7 @@ def gelu(x, out=None, *, approximate='none', out_dtype=None, device=None, keep_o
     modes = {'none': lib.TSR_GELU_ERF, 'erf': lib.TSR_GELU_ERF, 'tanh': lib.TSR_GELU_TANH}
     if approximate not in modes:
         raise _invalid('approximate must be "none" or "tanh", not %r' % (approximate,))
-    call = Call(device, (x, out), keep_on_device)
+    call = Call(device, (x, out), keep_on_device, op='gelu')
     X = call.operand(x, 'x', contiguous=True)
     if out is not None and out is x and X.kind != 'numpy':
         Y = X
@@ -218,7 +218,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, a
     Contiguous NCHW/OIHW tensors; algo "auto" (tuned), "im2col", "implicit" or "direct"."""
     if algo not in _ALGOS:
         raise _invalid('algo must be one of %s, not %r' % (', '.join(_ALGOS), algo))
-    call = Call(device, (x, weight, bias, out), keep_on_device)
+    call = Call(device, (x, weight, bias, out), keep_on_device, op='conv2d')
     X = call.operand(x, 'x', contiguous=True)
     W = call.operand(weight, 'weight', contiguous=True)
     if X.ndim != 4 or W.ndim != 4:
@@ -301,7 +301,7 @@ def attention(q, k, v, *, causal=False, kv_lengths=None, scale=None, out=None, r
     if causal not in _CAUSAL if isinstance(causal, (bool, str, type(None))) else True:
         raise _invalid('causal must be False, True, "bottom_right" or "top_left", not %r' % (causal,))
     align = _CAUSAL[causal]
-    call = Call(device, (q, k, v, out), keep_on_device)
+    call = Call(device, (q, k, v, out), keep_on_device, op='attention')
     Q, K, V = call.operand(q, 'q'), call.operand(k, 'k'), call.operand(v, 'v')
     (b, h, lq, dq), qs = _heads(Q, 'q')
     (bk, hk, lk, dk), ks = _heads(K, 'k')

@@ -77,3 +77,18 @@ def test_cli_from_python(device, tmp_path):
     assert any(r['op'] == 'gelu' and r['impl'] == 'fused-erf' and r['time_ms'] > 0 for r in rows)
     with pytest.raises(tessera.TesseraError, match='exited 2'):
         tessera.cli('bench', 'nosuchop')
+
+
+def test_profile_counts_ops_and_transfers(device):
+    a = np.ones((64, 64), np.float32)
+    with tessera.profile() as p:
+        da = tessera.to_device(a)
+        tessera.matmul(da, da)
+        tessera.gelu(da, da)
+        da.get()
+    table = {name: (calls, sec) for name, calls, sec, share in p.table()}
+    assert table['gemm'][0] == 1 and table['gelu'][0] == 1 and table['transfer'][0] == 2
+    assert all(sec > 0 for _, sec in table.values())
+    assert abs(sum(share for *_, share in p.table()) - 1.0) < 1e-9
+    tessera.matmul(a, a)  # outside the block: not counted
+    assert p.calls['gemm'] == 1

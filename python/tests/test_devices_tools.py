@@ -92,3 +92,12 @@ def test_profile_counts_ops_and_transfers(device):
     assert abs(sum(share for *_, share in p.table()) - 1.0) < 1e-9
     tessera.matmul(a, a)  # outside the block: not counted
     assert p.calls['gemm'] == 1
+
+
+def test_report_from_python(device, tmp_path):
+    report = tessera.report(tmp_path / 'rep', device='cpu', quick=True, budget=0.05, tune_budget=0,
+                            extra=['--peak-budget', '0.05', '--no-peers'])
+    assert (tmp_path / 'rep' / 'report.md').is_file()
+    entry = report['devices'][0]
+    assert entry['info']['name'] == device.name and entry['fingerprint'] == device.fingerprint
+    assert entry['results'] and entry['peaks']

@@ -8,7 +8,7 @@ import numpy as np
 
 from ._core import Call, _invalid, _tsr_type, ffi, lib
 
-__all__ = ['gemm', 'matmul', 'gelu', 'conv2d', 'attention']
+__all__ = ['gemm', 'matmul', 'gelu', 'conv2d', 'attention', 'layernorm', 'embedding']
 
 _ACTIVATIONS = {None: lib.TSR_ACT_NONE, 'none': lib.TSR_ACT_NONE, 'relu': lib.TSR_ACT_RELU,
                 'gelu': lib.TSR_ACT_GELU_ERF, 'gelu_erf': lib.TSR_ACT_GELU_ERF,
@@ -378,3 +378,115 @@ def _copy_rows(call, src, dst, first, rows, lq, planes):
     if err != 0:
         from ._core import _cl_check
         _cl_check(err, 'clEnqueueCopyBufferRect')
+
+
+# ------------------------------------------------------------------ LayerNorm, embedding
+
+def _rows(op, role, cols):
+    """(rows, row stride) of a [..., cols] operand whose leading dimensions merge into rows."""
+    if op.ndim < 1 or op.shape[-1] != cols:
+        raise _invalid('%s has shape %s: [..., %d] expected' % (role, op.shape, cols))
+    if op.strides[-1] != 1 and cols > 1:
+        raise _invalid('%s: the last dimension must be contiguous (element strides %s)' % (role, op.strides))
+    lead, strides = op.shape[:-1], op.strides[:-1]
+    rows = math.prod(lead)
+    dims = [(e, s) for e, s in zip(lead, strides) if e != 1]
+    for (e0, s0), (e1, s1) in zip(dims, dims[1:]):
+        if s0 != e1 * s1:
+            raise _invalid('%s: leading dimensions %s with element strides %s do not merge into rows' % (role, lead, strides))
+    stride = dims[-1][1] if dims else cols
+    if rows > 1 and stride < cols:
+        raise _invalid('%s: rows overlap (row stride %d < %d columns)' % (role, stride, cols))
+    return rows, stride
+
+
+def layernorm(x, weight, bias, *, residual=None, eps=1e-5, out=None, out_dtype=None, device=None,
+              keep_on_device=False):
+    """torch.nn.functional.layer_norm(x + residual, (cols,), weight, bias, eps) over the last
+    dimension, fused (one pass, fp32 arithmetic). x and residual [..., cols], weight and bias [cols]
+    fp32. out may be x or residual themselves (in place, a transformer's Add & Norm)."""
+    if not isinstance(eps, (int, float, np.floating)) or not np.isfinite(eps) or eps <= 0:
+        raise _invalid('eps must be a finite number > 0, not %r' % (eps,))
+    call = Call(device, (x, residual, weight, bias, out), keep_on_device, op='layernorm')
+    X = call.operand(x, 'x')
+    cols = X.shape[-1] if X.ndim else 0
+    rows, x_stride = _rows(X, 'x', cols)
+    R = None
+    if residual is not None:
+        R = call.operand(residual, 'residual')
+        if R.shape != X.shape:
+            raise _invalid('residual has shape %s, x %s' % (R.shape, X.shape))
+        _, r_stride = _rows(R, 'residual', cols)
+    G, B = call.operand(weight, 'weight'), call.operand(bias, 'bias')
+    for op, role in ((G, 'weight'), (B, 'bias')):
+        if op.shape != (cols,) or op.dtype != np.float32:
+            raise _invalid('%s must be float32 of shape [%d], not %s %s' % (role, cols, op.dtype, op.shape))
+    if out is not None and X.kind != 'numpy' and (out is x or out is residual):
+        Y = X if out is x else R
+        Y.result = out
+    else:
+        Y = call.output(out, X.shape, out.dtype if out is not None else (out_dtype or X.dtype))
+    _, y_stride = _rows(Y, 'out', cols)
+    d = ffi.new('tsr_layernorm_desc *')
+    d.rows, d.cols, d.eps = rows, cols, float(eps)
+    d.x_offset, d.gamma_offset, d.beta_offset, d.y_offset = X.offset, G.offset, B.offset, Y.offset
+    d.x_stride, d.y_stride = x_stride, y_stride
+    d.x_type, d.y_type = X.tsr_type, Y.tsr_type
+    if R is not None:
+        d.residual_offset, d.residual_stride, d.residual_type = R.offset, r_stride, R.tsr_type
+    if rows:
+        call.check(lib.tsr_layernorm(call.handle, d, X.mem, R.mem if R is not None else ffi.NULL, G.mem, B.mem, Y.mem,
+                                     call.queue, ffi.NULL))
+    return call.finish(Y)
+
+
+def embedding(ids, word, position=None, token_type=None, *, type_ids=None, position_start=0, out=None,
+              out_dtype=np.float32, device=None, keep_on_device=False):
+    """BERT's embedding sum: out[b, t] = word[ids[b, t]] + position[position_start + t] +
+    token_type[type_ids[b, t]] (position, token_type optional; type_ids None: type 0).
+    ids and type_ids are host integer arrays [batch, seq] (or [seq]), checked on the host; the
+    tables are fp32 [rows, hidden] (keep them on the device as tessera.Arrays: a NumPy table is
+    uploaded on every call). Returns [batch, seq, hidden] ([seq, hidden] for 1-D ids)."""
+    ids = np.asarray(ids)
+    if ids.dtype.kind not in 'iu' or ids.ndim not in (1, 2) or ids.size == 0:
+        raise _invalid('ids must be a non-empty 1-D or 2-D integer array, not %s %s' % (ids.dtype, ids.shape))
+    if np.any(ids < 0) or np.any(ids > np.iinfo(np.int32).max):
+        bad = int(np.flatnonzero((ids.reshape(-1) < 0) | (ids.reshape(-1) > np.iinfo(np.int32).max))[0])
+        raise _invalid('ids: token %d has id %d, outside 0..vocab-1' % (bad, int(ids.reshape(-1)[bad])))
+    seq = ids.shape[-1]
+    host_ids = np.ascontiguousarray(ids.reshape(-1), dtype=np.int32)
+    host_types = None
+    if type_ids is not None:
+        type_ids = np.asarray(type_ids)
+        if type_ids.shape != ids.shape or type_ids.dtype.kind not in 'iu' or np.any(type_ids < 0) \
+                or np.any(type_ids > np.iinfo(np.int32).max):
+            raise _invalid('type_ids must be non-negative integers of the shape of ids %s' % (ids.shape,))
+        host_types = np.ascontiguousarray(type_ids.reshape(-1), dtype=np.int32)
+    call = Call(device, (word, position, token_type, out), keep_on_device, op='embedding')
+    tables = []
+    for table, role in ((word, 'word'), (position, 'position'), (token_type, 'token_type')):
+        op = call.operand(table, role) if table is not None else None
+        if op is not None and (op.ndim != 2 or op.dtype != np.float32 or
+                               op.strides != (op.shape[1], 1)):
+            raise _invalid('%s must be a contiguous float32 [rows, hidden] table, not %s %s' % (role, op.dtype, op.shape))
+        tables.append(op)
+    W, P, T = tables
+    hidden = W.shape[1]
+    for op, role in ((P, 'position'), (T, 'token_type')):
+        if op is not None and op.shape[1] != hidden:
+            raise _invalid('%s has %d columns, word has %d' % (role, op.shape[1], hidden))
+    Y = call.output(out, ids.shape + (hidden,), out.dtype if out is not None else out_dtype)
+    _, y_stride = _rows(Y, 'out', hidden)
+    d = ffi.new('tsr_embedding_desc *')
+    d.tokens, d.seq_len, d.hidden, d.vocab = host_ids.size, seq, hidden, W.shape[0]
+    d.position_start = int(position_start)
+    d.word_offset, d.y_offset, d.y_stride, d.y_type = W.offset, Y.offset, y_stride, Y.tsr_type
+    if P is not None:
+        d.max_positions, d.position_offset = P.shape[0], P.offset
+    if T is not None:
+        d.type_vocab, d.token_type_offset = T.shape[0], T.offset
+    call.check(lib.tsr_embedding(call.handle, d, ffi.from_buffer('int32_t[]', host_ids),
+                                 ffi.from_buffer('int32_t[]', host_types) if host_types is not None else ffi.NULL,
+                                 W.mem, P.mem if P is not None else ffi.NULL, T.mem if T is not None else ffi.NULL,
+                                 Y.mem, call.queue, ffi.NULL))
+    return call.finish(Y)

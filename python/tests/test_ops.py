@@ -135,3 +135,73 @@ def test_attention_bad_input(device, rng):
             call()
         assert words in str(info.value), str(info.value)
         assert np.all(out == 3.0)
+
+
+def layernorm_ref(x, weight, bias, residual=None, eps=1e-5):
+    s = np.asarray(x, np.float64) + (np.asarray(residual, np.float64) if residual is not None else 0.0)
+    mean = s.mean(axis=-1, keepdims=True)
+    var = ((s - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (s - mean) / np.sqrt(var + eps) * np.asarray(weight, np.float64) + np.asarray(bias, np.float64)
+
+
+@pytest.mark.parametrize('cols', [1, 3, 384, 1000])
+def test_layernorm(device, rng, cols):
+    x, r = uniform(rng, (2, 7, cols), lo=-3, hi=5), uniform(rng, (2, 7, cols))
+    g, b = uniform(rng, (cols,)), uniform(rng, (cols,))
+    assert_close(tessera.layernorm(x, g, b), layernorm_ref(x, g, b), 1e-5, 'layernorm')
+    assert_close(tessera.layernorm(x, g, b, residual=r, eps=1e-12), layernorm_ref(x, g, b, r, 1e-12), 1e-5,
+                 'with residual')
+    half = tessera.layernorm(x.astype(np.float16), g, b, residual=r, out_dtype=np.float16)
+    assert half.dtype == np.float16
+    assert_close(half, layernorm_ref(x.astype(np.float16), g, b, r), 4e-3, 'f16')
+
+
+def test_layernorm_in_place_and_strided(device, rng):
+    x, r = uniform(rng, (40, 96)), uniform(rng, (40, 96))
+    g, b = uniform(rng, (96,)), uniform(rng, (96,))
+    dx, dr = tessera.to_device(x), tessera.to_device(r)
+    assert tessera.layernorm(dx, g, b, residual=dr, out=dr) is dr  # Add & Norm into the residual stream
+    assert_close(dr.get(), layernorm_ref(x, g, b, r), 1e-5, 'in place on residual')
+    wide = tessera.to_device(uniform(rng, (40, 128)))
+    view = wide.view((40, 96), (128, 1))  # rows 128 apart
+    want = layernorm_ref(wide.get()[:, :96], g, b)
+    assert tessera.layernorm(view, g, b, out=view) is view
+    assert_close(wide.get()[:, :96], want, 1e-5, 'strided rows in place')
+    out = np.full((40, 96), 2.0, np.float32)
+    for call, words in [
+        (lambda: tessera.layernorm(x, g, b, eps=0, out=out), 'eps'),
+        (lambda: tessera.layernorm(x, g[:95], b, out=out), 'weight'),
+        (lambda: tessera.layernorm(x, g, b, residual=r[:39], out=out), 'residual'),
+        (lambda: tessera.layernorm(x, g.astype(np.float16), b, out=out), 'weight'),
+        (lambda: tessera.layernorm(x, g, b, out=np.zeros((40, 95), np.float32)), 'shape'),
+    ]:
+        with pytest.raises(tessera.TesseraError) as info:
+            call()
+        assert words in str(info.value), str(info.value)
+        assert np.all(out == 2.0)
+
+
+def test_embedding(device, rng):
+    vocab, positions, types, hidden = 50, 16, 2, 24
+    word, pos, typ = uniform(rng, (vocab, hidden)), uniform(rng, (positions, hidden)), uniform(rng, (types, hidden))
+    ids = rng.integers(0, vocab, (3, 10))
+    type_ids = rng.integers(0, types, (3, 10))
+    dw, dp, dt = tessera.to_device(word), tessera.to_device(pos), tessera.to_device(typ)
+    got = tessera.embedding(ids, dw, dp, dt, type_ids=type_ids)
+    want = word[ids].astype(np.float64) + pos[:10] + typ[type_ids]
+    assert isinstance(got, tessera.Array) and got.shape == (3, 10, hidden)
+    assert_close(got.get(), want, 1e-6, 'embedding')
+    assert_close(tessera.embedding(ids[0], word), word[ids[0]], 0, 'word only, NumPy table')
+    assert_close(tessera.embedding(ids, dw, dp, position_start=6).get(), word[ids] + pos[6:16], 1e-6,
+                 'position start')
+    for call, words in [
+        (lambda: tessera.embedding(np.array([[1, vocab]]), dw), 'token 1'),
+        (lambda: tessera.embedding(np.array([[-1, 2]]), dw), 'token 0'),
+        (lambda: tessera.embedding(ids, dw, dp, position_start=7), 'position'),
+        (lambda: tessera.embedding(ids, dw, None, dt, type_ids=type_ids + 1), 'type'),
+        (lambda: tessera.embedding(ids.astype(np.float32), dw), 'integer'),
+        (lambda: tessera.embedding(ids, dw, tessera.to_device(pos[:, :5])), 'columns'),
+    ]:
+        with pytest.raises(tessera.TesseraError) as info:
+            call()
+        assert words in str(info.value), str(info.value)

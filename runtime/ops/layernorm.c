@@ -22,20 +22,22 @@ static const tsr_param_def layernorm_params[] = {LAYERNORM_PARAMS(TSR_PARAM_DEF)
 
 static const tsr_implementation layernorm_implementations[] = {{.name = "fused"}};
 
-/* Program variants: with or without the residual, times the storage types of x, residual, y. */
+/* Program variants: the residual (none, or its storage type) times the storage types of x and y. */
 #define LN_TYPES 3 /* tsr_dtype's values 0, 1, 2 */
-#define LN_VARIANTS (2 * LN_TYPES * LN_TYPES * LN_TYPES)
+#define LN_RESIDUALS (1 + LN_TYPES)
+#define LN_VARIANTS (LN_RESIDUALS * LN_TYPES * LN_TYPES)
 
 static int layernorm_variant(bool residual, tsr_dtype x_type, tsr_dtype r_type, tsr_dtype y_type) {
-    return (residual ? 1 : 0) + 2 * (((int)x_type * LN_TYPES + (int)r_type) * LN_TYPES + (int)y_type);
+    return (residual ? 1 + (int)r_type : 0) + LN_RESIDUALS * ((int)x_type * LN_TYPES + (int)y_type);
 }
 
+/* types[1] is f32 without a residual (the kernel does not read it). */
 static void layernorm_variant_types(int variant, bool *residual, tsr_dtype types[3]) {
-    *residual = variant % 2 == 1;
-    int t = variant / 2;
+    const int r = variant % LN_RESIDUALS, t = variant / LN_RESIDUALS;
+    *residual = r > 0;
+    types[0] = (tsr_dtype)(t / LN_TYPES);
+    types[1] = (tsr_dtype)(r > 0 ? r - 1 : 0);
     types[2] = (tsr_dtype)(t % LN_TYPES);
-    types[1] = (tsr_dtype)(t / LN_TYPES % LN_TYPES);
-    types[0] = (tsr_dtype)(t / (LN_TYPES * LN_TYPES));
 }
 
 /* By row length: short rows want several rows per work-group (and on GPUs few items a row), long
@@ -67,7 +69,6 @@ static bool layernorm_variant_serves_class(const char *problem_class, int varian
     bool residual;
     tsr_dtype types[3];
     layernorm_variant_types(variant, &residual, types);
-    if (!residual && types[1] != TSR_F32) return false; /* without a residual its type is not read */
     return tsr_dtype_types_serve_class(types, 3, problem_class);
 }
 

@@ -304,6 +304,45 @@ static void invalid_arguments(void **state) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
 }
 
+/* A device without a compiler runs the gather (and LayerNorm) from `tessera build-binaries`' set:
+ * the embedding programs are written beside the table ops'. */
+static void offline_device_runs_from_binaries(void **state) {
+    (void)state;
+    char dir[600];
+    th_tempdir(dir, sizeof dir);
+    size_t written = 0;
+    TH_ASSERT_OK(tsr_build_binaries(dev, dir, &written));
+    const char *old_cache = getenv("TSR_CACHE_DIR");
+    char saved[700] = "";
+    if (old_cache) snprintf(saved, sizeof saved, "%s", old_cache);
+    setenv("TSR_FORCE_OFFLINE", "1", 1);
+    setenv("TSR_BINARY_DIR", dir, 1);
+    setenv("TSR_CACHE_DIR", "off", 1);
+    tsr_device *offline = th_open_device();
+    enum { H = 8, T = 4 };
+    float w[2 * H], got[T * H];
+    for (int i = 0; i < 2 * H; ++i) w[i] = (float)i;
+    cl_mem dw = clCreateBuffer(tsr_device_context(offline), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof w, w, NULL);
+    cl_mem y = clCreateBuffer(tsr_device_context(offline), CL_MEM_READ_WRITE, sizeof got, NULL, NULL);
+    const int32_t ids[T] = {1, 0, 1, 1};
+    const tsr_embedding_desc d = {.tokens = T, .seq_len = T, .hidden = H, .vocab = 2};
+    TH_ASSERT_OK(tsr_embedding(offline, &d, ids, NULL, dw, NULL, NULL, y, NULL, NULL));
+    assert_int_equal(clEnqueueReadBuffer(tsr_device_queue(offline), y, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL),
+                     CL_SUCCESS);
+    for (int i = 0; i < T * H; ++i) assert_true(got[i] == w[ids[i / H] * H + i % H]);
+    const tsr_layernorm_desc ln = {.rows = T, .cols = H, .eps = 1e-5f};
+    TH_ASSERT_OK(tsr_layernorm(offline, &ln, y, NULL, dw, dw, y, NULL, NULL));
+    assert_int_equal(clFinish(tsr_device_queue(offline)), CL_SUCCESS);
+    clReleaseMemObject(dw);
+    clReleaseMemObject(y);
+    tsr_device_close(offline);
+    unsetenv("TSR_FORCE_OFFLINE");
+    unsetenv("TSR_BINARY_DIR");
+    if (old_cache) setenv("TSR_CACHE_DIR", saved, 1);
+    else unsetenv("TSR_CACHE_DIR");
+    th_remove_tree(dir);
+}
+
 int main(void) {
     if (th_small_mode()) {
         const struct CMUnitTest tests[] = {
@@ -320,6 +359,7 @@ int main(void) {
         cmocka_unit_test(random_cases),
         cmocka_unit_test(back_to_back_calls_keep_their_ids),
         cmocka_unit_test(invalid_arguments),
+        cmocka_unit_test(offline_device_runs_from_binaries),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

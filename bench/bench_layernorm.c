@@ -2,9 +2,9 @@
  * baseline written the way a framework without fusion runs it (four kernels through global
  * memory: s = x + r, the row means, the row variances, the normalization; the reductions one
  * work-item a row) and against GELU's copy kernel (the
- * achievable bandwidth; its row copies rows x cols floats, 8 bytes an element). GB/s count the bytes that must move: x, r and y once each, gamma and
- * beta once. With a 16-bit --dtype, x and r are stored in the input type and y in the output type
- * for the fused rows (the baseline stays fp32). */
+ * achievable bandwidth; its row copies rows x cols floats, 8 bytes an element). GB/s count the bytes that must move: x,
+ * r and y once each, gamma and beta once. With a 16-bit --dtype, x and r are stored in the input type and y in the
+ * output type for the fused rows (the baseline stays fp32). */
 #include "bench.h"
 
 #include <math.h>
@@ -49,8 +49,8 @@ typedef struct ln_run {
     size_t rows, cols;
     tsr_dtype in_type, out_type; /* fused: x and r, y */
     cl_mem x, r, gamma, beta, y;
-    cl_mem s, mean, var;         /* the baseline's temporaries */
-    cl_kernel kernels[4];        /* ln_add, ln_row_mean, ln_row_var, ln_normalize */
+    cl_mem s, mean, var;  /* the baseline's temporaries */
+    cl_kernel kernels[4]; /* ln_add, ln_row_mean, ln_row_var, ln_normalize */
 } ln_run;
 
 static tsr_status ln_once(void *ctx) {
@@ -73,7 +73,8 @@ static tsr_status ln_once(void *ctx) {
         const size_t sizes[4] = {n, t->rows, t->rows, n};
         for (int k = 0; k < 4 && st == TSR_SUCCESS; ++k) {
             cl_int err = clEnqueueNDRangeKernel(q, t->kernels[k], 1, NULL, &sizes[k], NULL, 0, NULL, NULL);
-            if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clEnqueueNDRangeKernel(unfused layernorm)", __FILE__, __LINE__);
+            if (err != CL_SUCCESS)
+                st = tsr_fail_cl(err, "clEnqueueNDRangeKernel(unfused layernorm)", __FILE__, __LINE__);
         }
     }
     if (st == TSR_SUCCESS) clFinish(q);
@@ -89,7 +90,8 @@ static tsr_status ln_unfused_setup(ln_run *t) {
     err = clGetCommandQueueInfo(tsr_device_queue(t->dev), CL_QUEUE_DEVICE, sizeof id, &id, NULL);
     if (err == CL_SUCCESS) err = clBuildProgram(program, 1, &id, "", NULL, NULL);
     static const char *const names[4] = {"ln_add", "ln_row_mean", "ln_row_var", "ln_normalize"};
-    for (int k = 0; k < 4 && err == CL_SUCCESS; ++k) t->kernels[k] = clCreateKernel(program, names[k], &err);
+    for (int k = 0; k < 4 && err == CL_SUCCESS; ++k)
+        t->kernels[k] = clCreateKernel(program, names[k], &err);
     clReleaseProgram(program);
     if (err != CL_SUCCESS) return tsr_fail_cl(err, "building the unfused layernorm baseline", __FILE__, __LINE__);
     cl_ulong cols = t->cols;
@@ -116,8 +118,8 @@ static tsr_status ln_parse_sizes(const char *text, size_t (**out)[2], size_t *co
             rows == 0 || cols == 0 || (*p != ',' && *p != '\0')) {
             free(*out);
             *out = NULL;
-            return tsr_fail(TSR_ERR_INVALID_ARG, "--sizes: '%s' is not a list of ROWSxCOLS (each 1 to 2^32, e.g. 4096x768)",
-                            text);
+            return tsr_fail(TSR_ERR_INVALID_ARG,
+                            "--sizes: '%s' is not a list of ROWSxCOLS (each 1 to 2^32, e.g. 4096x768)", text);
         }
         if (*count == cap) {
             cap = cap ? 2 * cap : 8;
@@ -174,7 +176,8 @@ static tsr_status ln_bench_shape(tsr_device *dev, const bench_options *opt, benc
     }
     const bool typed = t.x != NULL;
     if ((st = tsr_upload(dev, x32, hx, n)) != TSR_SUCCESS || (st = tsr_upload(dev, r32, hr, n)) != TSR_SUCCESS ||
-        (st = tsr_upload(dev, t.gamma, hg, cols)) != TSR_SUCCESS || (st = tsr_upload(dev, t.beta, hb, cols)) != TSR_SUCCESS ||
+        (st = tsr_upload(dev, t.gamma, hg, cols)) != TSR_SUCCESS ||
+        (st = tsr_upload(dev, t.beta, hb, cols)) != TSR_SUCCESS ||
         (typed && ((st = tsr_upload_typed(dev, t.x, it, hx, n)) != TSR_SUCCESS ||
                    (st = tsr_upload_typed(dev, t.r, it, hr, n)) != TSR_SUCCESS)))
         goto out;
@@ -196,7 +199,8 @@ static tsr_status ln_bench_shape(tsr_device *dev, const bench_options *opt, benc
         r.kind = impls[k].kind;
         if (!impls[k].typed) r.x = x32, r.r = r32, r.y = y32, r.in_type = r.out_type = TSR_F32;
         if (r.kind == LN_UNFUSED && (st = ln_unfused_setup(&r)) != TSR_SUCCESS) break;
-        for (size_t i = 0; i < n; ++i) hy[i] = NAN;
+        for (size_t i = 0; i < n; ++i)
+            hy[i] = NAN;
         bench_row row = {0};
         if ((st = tsr_upload_typed(dev, r.y, r.out_type, hy, n)) == TSR_SUCCESS &&
             (st = bench_time(ln_once, &r, opt->budget_s, 5, 200, &row)) == TSR_SUCCESS && r.kind != LN_COPY)
@@ -208,8 +212,8 @@ static tsr_status ln_bench_shape(tsr_device *dev, const bench_options *opt, benc
         snprintf(row.shape, sizeof row.shape, "%zux%zu +res", rows, cols);
         tsr_strlcpy(row.impl, impls[k].impl, sizeof row.impl);
         tsr_dtype_spec_format(r.in_type, r.out_type, row.dtype, sizeof row.dtype);
-        const double bytes = (double)n * (double)(2 * tsr_dtype_size(r.in_type) + tsr_dtype_size(r.out_type)) +
-                             8.0 * (double)cols;
+        const double bytes =
+            (double)n * (double)(2 * tsr_dtype_size(r.in_type) + tsr_dtype_size(r.out_type)) + 8.0 * (double)cols;
         row.gbps = (r.kind == LN_COPY ? 8.0 * (double)n : bytes) / (row.time_ms * 1e6);
         row.rel_err = r.kind == LN_COPY ? -1 : tsr_rel_error(hy, ref, n);
         gbps[k] = row.gbps;
@@ -243,7 +247,8 @@ out:
 tsr_status bench_layernorm(tsr_device *dev, const bench_options *opt, bench_report *report) {
     size_t(*sizes)[2] = NULL, nsizes = 0;
     tsr_status st = bench_check_part("layernorm", opt->part);
-    if (st == TSR_SUCCESS && opt->layers) st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
+    if (st == TSR_SUCCESS && opt->layers)
+        st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
     else if (st == TSR_SUCCESS && opt->max_unfused)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
     else if (st == TSR_SUCCESS && opt->clblast_xgemm)
@@ -259,13 +264,14 @@ tsr_status bench_layernorm(tsr_device *dev, const bench_options *opt, bench_repo
             st = tsr_fail(TSR_ERR_OVERFLOW, "--sizes: %s is too large", what);
             break;
         }
-        const size_t bytes[6] = {4 * n, 4 * n, 4 * n, 4 * n, n * tsr_dtype_size(opt->in_type) * 2,
-                                 n * tsr_dtype_size(opt->out_type)};
+        const size_t bytes[6] = {
+            4 * n, 4 * n, 4 * n, 4 * n, n * tsr_dtype_size(opt->in_type) * 2, n * tsr_dtype_size(opt->out_type)};
         st = bench_check_memory(dev, what, bytes, 6, 5 * 4 * n + 8 * n);
     }
     if (st == TSR_SUCCESS && !opt->quiet)
         printf("%-14s %-12s %-8s %10s %8s %9s\n", "shape", "impl", "dtype", "ms", "GB/s", "rel_err");
-    for (size_t i = 0; i < nsizes && st == TSR_SUCCESS; ++i) st = ln_bench_shape(dev, opt, report, sizes[i][0], sizes[i][1]);
+    for (size_t i = 0; i < nsizes && st == TSR_SUCCESS; ++i)
+        st = ln_bench_shape(dev, opt, report, sizes[i][0], sizes[i][1]);
     free(sizes);
     return st;
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define dev th_dev /* the group's device (harness) */
+#define dev th_dev                        /* the group's device (harness) */
 static const float guard_value = 1536.0f; /* exact in f32, f16 and bf16 */
 enum { GUARD = 3 };
 
@@ -28,7 +28,8 @@ static size_t rand_below(size_t n) { return (size_t)th_rand() % n; }
 static float *table(size_t rows, size_t hidden, size_t off, size_t *total) {
     *total = off + rows * hidden + GUARD;
     float *t = malloc(*total * sizeof *t);
-    for (size_t i = 0; i < *total; ++i) t[i] = guard_value;
+    for (size_t i = 0; i < *total; ++i)
+        t[i] = guard_value;
     th_fill_uniform(t + off, rows * hidden, -2, 2);
     return t;
 }
@@ -47,8 +48,10 @@ static void run_case(const emb_case *c) {
     }
     const size_t ny = c->y_off + (tokens - 1) * ys + H + GUARD;
     float *hy = malloc(ny * sizeof *hy), *after = malloc(ny * sizeof *after);
-    for (size_t i = 0; i < ny; ++i) hy[i] = guard_value;
-    for (size_t i = 0; i < tokens; ++i) th_poison(hy + c->y_off + i * ys, H);
+    for (size_t i = 0; i < ny; ++i)
+        hy[i] = guard_value;
+    for (size_t i = 0; i < tokens; ++i)
+        th_poison(hy + c->y_off + i * ys, H);
     cl_mem dw = th_buffer_from(dev, w, nw), dp = p ? th_buffer_from(dev, p, np) : NULL;
     cl_mem dt = t ? th_buffer_from(dev, t, nt) : NULL, dy = th_buffer_from_typed(dev, c->y_type, hy, ny);
     const tsr_embedding_desc d = {.tokens = tokens,
@@ -82,7 +85,8 @@ static void run_case(const emb_case *c) {
     const double u = ldexp(1.0, -23), u_y = c->y_type == TSR_F32 ? 0 : tsr_dtype_unit_roundoff(c->y_type);
     size_t token = 0;
     for (size_t i = 0; i < ny; ++i) {
-        while (token < tokens && i >= c->y_off + token * ys + H) ++token;
+        while (token < tokens && i >= c->y_off + token * ys + H)
+            ++token;
         if (!(token < tokens && i >= c->y_off + token * ys) && !(after[i] == guard_value))
             fail_msg("%s: wrote outside y's rows at element %zu (%g)", what, i, (double)after[i]);
     }
@@ -191,19 +195,23 @@ static void back_to_back_calls_keep_their_ids(void **state) {
     (void)state;
     enum { V = 4, H = 256, T = 512 };
     float *w = malloc(V * H * sizeof *w), *got = malloc(T * H * sizeof *got);
-    for (size_t i = 0; i < V * H; ++i) w[i] = (float)(i / H); /* row v holds v */
+    for (size_t i = 0; i < V * H; ++i)
+        w[i] = (float)(i / H); /* row v holds v */
     int32_t ids_a[T], ids_b[T];
-    for (int i = 0; i < T; ++i) ids_a[i] = (int32_t)rand_below(V), ids_b[i] = (int32_t)(V - 1 - ids_a[i]);
+    for (int i = 0; i < T; ++i)
+        ids_a[i] = (int32_t)rand_below(V), ids_b[i] = (int32_t)(V - 1 - ids_a[i]);
     cl_mem dw = th_buffer_from(dev, w, V * H), ya = th_buffer(dev, T * H), yb = th_buffer(dev, T * H);
     const tsr_embedding_desc d = {.tokens = T, .seq_len = T, .hidden = H, .vocab = V};
     TH_ASSERT_OK(tsr_embedding(dev, &d, ids_a, NULL, dw, NULL, NULL, ya, NULL, NULL));
     TH_ASSERT_OK(tsr_embedding(dev, &d, ids_b, NULL, dw, NULL, NULL, yb, NULL, NULL));
     th_read(dev, ya, got, T * H);
     for (size_t i = 0; i < T * H; ++i)
-        if (got[i] != (float)ids_a[i / H]) fail_msg("first call: y[%zu][%zu] = %g, want %d", i / H, i % H, (double)got[i], (int)ids_a[i / H]);
+        if (got[i] != (float)ids_a[i / H])
+            fail_msg("first call: y[%zu][%zu] = %g, want %d", i / H, i % H, (double)got[i], (int)ids_a[i / H]);
     th_read(dev, yb, got, T * H);
     for (size_t i = 0; i < T * H; ++i)
-        if (got[i] != (float)ids_b[i / H]) fail_msg("second call: y[%zu][%zu] = %g, want %d", i / H, i % H, (double)got[i], (int)ids_b[i / H]);
+        if (got[i] != (float)ids_b[i / H])
+            fail_msg("second call: y[%zu][%zu] = %g, want %d", i / H, i % H, (double)got[i], (int)ids_b[i / H]);
     clReleaseMemObject(dw);
     clReleaseMemObject(ya);
     clReleaseMemObject(yb);
@@ -219,18 +227,19 @@ static void invalid_arguments(void **state) {
     th_fill_uniform(w, V * H, -1, 1);
     th_fill_uniform(p, P * H, -1, 1);
     th_fill_uniform(tt, TV * H, -1, 1);
-    for (int i = 0; i < NY; ++i) hy[i] = guard_value;
+    for (int i = 0; i < NY; ++i)
+        hy[i] = guard_value;
     cl_mem dw = th_buffer_from(dev, w, V * H), dp = th_buffer_from(dev, p, P * H), dt = th_buffer_from(dev, tt, TV * H);
     cl_mem y = th_buffer_from(dev, hy, NY), small = th_buffer(dev, NY - 1), wsmall = th_buffer(dev, V * H - 1);
     int32_t ids[T] = {0, 1, 2, 3, 4, 0}, types[T] = {0, 1, 0, 1, 0, 1};
-    const tsr_embedding_desc ok = {.tokens = T, .seq_len = 3, .hidden = H, .vocab = V, .max_positions = P,
-                                   .type_vocab = TV};
+    const tsr_embedding_desc ok = {
+        .tokens = T, .seq_len = 3, .hidden = H, .vocab = V, .max_positions = P, .type_vocab = TV};
     tsr_embedding_desc d;
     cl_event ev = (cl_event)1;
-#define EXPECT(expr, status, text)                                                                                   \
-    do {                                                                                                             \
-        TH_ASSERT_STATUS(expr, status);                                                                              \
-        TH_ASSERT_CONTAINS(tsr_last_error(), text);                                                                  \
+#define EXPECT(expr, status, text)                                                                                     \
+    do {                                                                                                               \
+        TH_ASSERT_STATUS(expr, status);                                                                                \
+        TH_ASSERT_CONTAINS(tsr_last_error(), text);                                                                    \
     } while (0)
     EXPECT(tsr_embedding(NULL, &ok, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_INVALID_ARG, "device");
     EXPECT(tsr_embedding(dev, NULL, ids, types, dw, dp, dt, y, NULL, &ev), TSR_ERR_INVALID_ARG, "desc");
@@ -272,19 +281,23 @@ static void invalid_arguments(void **state) {
     clReleaseMemObject(y2);
     /* Positions: seq_len 3 from 6 in a table of 8 reaches position 8 at token 2. */
     d = ok, d.position_start = 6;
-    EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_INVALID_ARG, "token 2 is at position 8");
+    EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_INVALID_ARG,
+           "token 2 is at position 8");
     d = ok, d.position_start = 9;
-    EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_INVALID_ARG, "token 0 is at position 9");
+    EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_INVALID_ARG,
+           "token 0 is at position 9");
     d = ok, d.seq_len = 9; /* 6 tokens of one sequence: positions 0..5 fit */
     d.max_positions = 5;
-    EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_INVALID_ARG, "token 5 is at position 5");
+    EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_INVALID_ARG,
+           "token 5 is at position 5");
     /* Buffers too small, by one element or an offset. */
     EXPECT(tsr_embedding(dev, &ok, ids, types, wsmall, dp, dt, y, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL, "buffer word");
     EXPECT(tsr_embedding(dev, &ok, ids, types, dw, dp, dt, small, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL, "buffer y");
     d = ok, d.position_offset = 1;
     EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL, "buffer position");
     d = ok, d.token_type_offset = 1;
-    EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL, "buffer token_type");
+    EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL,
+           "buffer token_type");
     d = ok, d.y_stride = H + 1;
     EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL, "buffer y");
     d = ok, d.hidden = SIZE_MAX / 2;
@@ -301,7 +314,8 @@ static void invalid_arguments(void **state) {
     for (int i = 0; i < NY; ++i)
         if (after[i] != guard_value) fail_msg("a refused call wrote y[%d]", i);
     cl_mem all[] = {dw, dp, dt, y, small, wsmall};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        clReleaseMemObject(all[i]);
 }
 
 /* A device without a compiler runs the gather (and LayerNorm) from `tessera build-binaries`' set:
@@ -321,15 +335,18 @@ static void offline_device_runs_from_binaries(void **state) {
     tsr_device *offline = th_open_device();
     enum { H = 8, T = 4 };
     float w[2 * H], got[T * H];
-    for (int i = 0; i < 2 * H; ++i) w[i] = (float)i;
-    cl_mem dw = clCreateBuffer(tsr_device_context(offline), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof w, w, NULL);
+    for (int i = 0; i < 2 * H; ++i)
+        w[i] = (float)i;
+    cl_mem dw =
+        clCreateBuffer(tsr_device_context(offline), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof w, w, NULL);
     cl_mem y = clCreateBuffer(tsr_device_context(offline), CL_MEM_READ_WRITE, sizeof got, NULL, NULL);
     const int32_t ids[T] = {1, 0, 1, 1};
     const tsr_embedding_desc d = {.tokens = T, .seq_len = T, .hidden = H, .vocab = 2};
     TH_ASSERT_OK(tsr_embedding(offline, &d, ids, NULL, dw, NULL, NULL, y, NULL, NULL));
     assert_int_equal(clEnqueueReadBuffer(tsr_device_queue(offline), y, CL_TRUE, 0, sizeof got, got, 0, NULL, NULL),
                      CL_SUCCESS);
-    for (int i = 0; i < T * H; ++i) assert_true(got[i] == w[ids[i / H] * H + i % H]);
+    for (int i = 0; i < T * H; ++i)
+        assert_true(got[i] == w[ids[i / H] * H + i % H]);
     const tsr_layernorm_desc ln = {.rows = T, .cols = H, .eps = 1e-5f};
     TH_ASSERT_OK(tsr_layernorm(offline, &ln, y, NULL, dw, dw, y, NULL, NULL));
     assert_int_equal(clFinish(tsr_device_queue(offline)), CL_SUCCESS);
@@ -338,8 +355,10 @@ static void offline_device_runs_from_binaries(void **state) {
     tsr_device_close(offline);
     unsetenv("TSR_FORCE_OFFLINE");
     unsetenv("TSR_BINARY_DIR");
-    if (old_cache) setenv("TSR_CACHE_DIR", saved, 1);
-    else unsetenv("TSR_CACHE_DIR");
+    if (old_cache)
+        setenv("TSR_CACHE_DIR", saved, 1);
+    else
+        unsetenv("TSR_CACHE_DIR");
     th_remove_tree(dir);
 }
 
@@ -354,12 +373,9 @@ int main(void) {
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(bert_and_odd_widths),
-        cmocka_unit_test(optional_terms_offsets_and_types),
-        cmocka_unit_test(random_cases),
-        cmocka_unit_test(back_to_back_calls_keep_their_ids),
-        cmocka_unit_test(invalid_arguments),
-        cmocka_unit_test(offline_device_runs_from_binaries),
+        cmocka_unit_test(bert_and_odd_widths), cmocka_unit_test(optional_terms_offsets_and_types),
+        cmocka_unit_test(random_cases),        cmocka_unit_test(back_to_back_calls_keep_their_ids),
+        cmocka_unit_test(invalid_arguments),   cmocka_unit_test(offline_device_runs_from_binaries),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

@@ -42,7 +42,8 @@ static size_t resolved(size_t stride, size_t cols) { return stride ? stride : co
 static size_t ln_layout(size_t rows, size_t cols, size_t off, size_t stride, float **host) {
     const size_t total = off + (rows - 1) * stride + cols + GUARD;
     *host = malloc(total * sizeof **host);
-    for (size_t i = 0; i < total; ++i) (*host)[i] = guard_value;
+    for (size_t i = 0; i < total; ++i)
+        (*host)[i] = guard_value;
     return total;
 }
 
@@ -79,11 +80,14 @@ static void run_case(const ln_case *c) {
     cl_mem dg = th_buffer_from(dev, hg, ng), db = th_buffer_from(dev, hb, nb), dy;
     size_t ny;
     float *expect_y; /* what y's buffer must hold afterwards outside y's rows */
-    if (k.in_place == IN_PLACE_X) dy = dx, ny = nx, expect_y = hx;
-    else if (k.in_place == IN_PLACE_RESIDUAL) dy = dr, ny = nr, expect_y = hr;
+    if (k.in_place == IN_PLACE_X)
+        dy = dx, ny = nx, expect_y = hx;
+    else if (k.in_place == IN_PLACE_RESIDUAL)
+        dy = dr, ny = nr, expect_y = hr;
     else {
         ny = ln_layout(rows, cols, k.y_off, ys, &hy);
-        for (size_t i = 0; i < rows; ++i) th_poison(hy + k.y_off + i * ys, cols);
+        for (size_t i = 0; i < rows; ++i)
+            th_poison(hy + k.y_off + i * ys, cols);
         dy = th_buffer_from_typed(dev, k.y_type, hy, ny);
         expect_y = hy;
     }
@@ -117,7 +121,8 @@ static void run_case(const ln_case *c) {
     th_read_typed(dev, k.y_type, dy, after, ny);
     /* Guards: everything outside y's rows is as it was (inputs in place included). */
     for (size_t i = 0, row = 0; i < ny; ++i) {
-        while (row < rows && i >= k.y_off + row * ys + cols) ++row;
+        while (row < rows && i >= k.y_off + row * ys + cols)
+            ++row;
         const bool inside = row < rows && i >= k.y_off + row * ys;
         if (!inside && !(after[i] == expect_y[i]))
             fail_msg("%s: wrote outside y's rows at element %zu (%g, was %g)", what, i, (double)after[i],
@@ -132,14 +137,16 @@ static void run_case(const ln_case *c) {
             sum += s;
         }
         for (size_t j = 0; j < cols; ++j) {
-            const double dv = (double)x[i * cols + j] + (k.residual ? (double)r[i * cols + j] : 0.0) - sum / (double)cols;
+            const double dv =
+                (double)x[i * cols + j] + (k.residual ? (double)r[i * cols + j] : 0.0) - sum / (double)cols;
             squares += dv * dv;
         }
         const double sd = sqrt(squares / (double)cols + (double)k.eps);
         for (size_t j = 0; j < cols; ++j) {
             const double want = ref[i * cols + j], have = after[k.y_off + i * ys + j];
-            const double bound = u * (32 + 4 * sqrt((double)cols)) * (fabs(g[j]) * largest / sd + fabs(b[j]) + fabs(want)) +
-                                 u_y * fabs(want);
+            const double bound =
+                u * (32 + 4 * sqrt((double)cols)) * (fabs(g[j]) * largest / sd + fabs(b[j]) + fabs(want)) +
+                u_y * fabs(want);
             if (!(fabs(have - want) <= bound))
                 fail_msg("%s: y[%zu][%zu] = %.9g, reference %.9g (error %.3g, bound %.3g)", what, i, j, have, want,
                          fabs(have - want), bound);
@@ -196,7 +203,8 @@ static void eps_and_large_means(void **state) {
         {.rows = 6, .cols = 1024, .eps = 1e-12f, .residual = false, .x_center = 300.0f, .x_width = 1.0f},
         {.rows = 3, .cols = 777, .eps = 1e-5f, .residual = true, .x_center = -1000.0f, .x_width = 10.0f},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(&cases[i]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        run_case(&cases[i]);
 }
 
 /* y = x and y = residual, exactly (same buffer, offset, stride and type), in every storage type. */
@@ -281,9 +289,8 @@ static void random_shapes(void **state) {
  * group, on lengths below, at and above a group's vector span. */
 static void configurations(void **state) {
     (void)state;
-    const char *configs[] = {"WG=1 VW=1 RPG=1",   "WG=256 VW=4 RPG=2", "WG=8 VW=16 RPG=16",
-                             "WG=1 VW=16 RPG=4",  "WG=64 VW=8 RPG=1",  "WG=2 VW=2 RPG=8",
-                             "WG=32 VW=1 RPG=4",  "WG=128 VW=16 RPG=1"};
+    const char *configs[] = {"WG=1 VW=1 RPG=1",  "WG=256 VW=4 RPG=2", "WG=8 VW=16 RPG=16", "WG=1 VW=16 RPG=4",
+                             "WG=64 VW=8 RPG=1", "WG=2 VW=2 RPG=8",   "WG=32 VW=1 RPG=4",  "WG=128 VW=16 RPG=1"};
     const size_t lengths[] = {1, 7, 768, 4097};
     const size_t nconfigs = th_small_mode() ? 3 : sizeof configs / sizeof configs[0];
     const size_t nlengths = th_small_mode() ? 3 : 4;
@@ -319,17 +326,18 @@ static void invalid_arguments(void **state) {
     float hx[N], hy[N], hg[C], after[N];
     th_fill_uniform(hx, N, -1, 1);
     th_fill_uniform(hg, C, 0.5f, 1);
-    for (int i = 0; i < N; ++i) hy[i] = guard_value;
+    for (int i = 0; i < N; ++i)
+        hy[i] = guard_value;
     cl_mem x = th_buffer_from(dev, hx, N), r = th_buffer_from(dev, hx, N), y = th_buffer_from(dev, hy, N);
     cl_mem g = th_buffer_from(dev, hg, C), b = th_buffer_from(dev, hg, C), small = th_buffer(dev, N - 1);
     cl_mem gsmall = th_buffer(dev, C - 1);
     const tsr_layernorm_desc ok = {.rows = R, .cols = C, .eps = 1e-5f};
     tsr_layernorm_desc d;
     cl_event ev = (cl_event)1;
-#define EXPECT(expr, status, text)                                                                                   \
-    do {                                                                                                             \
-        TH_ASSERT_STATUS(expr, status);                                                                              \
-        TH_ASSERT_CONTAINS(tsr_last_error(), text);                                                                  \
+#define EXPECT(expr, status, text)                                                                                     \
+    do {                                                                                                               \
+        TH_ASSERT_STATUS(expr, status);                                                                                \
+        TH_ASSERT_CONTAINS(tsr_last_error(), text);                                                                    \
     } while (0)
     EXPECT(tsr_layernorm(NULL, &ok, x, r, g, b, y, NULL, NULL), TSR_ERR_INVALID_ARG, "device");
     EXPECT(tsr_layernorm(dev, NULL, x, r, g, b, y, NULL, &ev), TSR_ERR_INVALID_ARG, "desc");
@@ -401,7 +409,8 @@ static void invalid_arguments(void **state) {
     for (int i = 0; i < N; ++i)
         if (after[i] != guard_value) fail_msg("a refused call wrote y[%d]", i);
     cl_mem all[] = {x, r, y, g, b, small, gsmall};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        clReleaseMemObject(all[i]);
 }
 
 /* Sub-buffers of one parent alias: y's sub-buffer over x's is refused, one exactly on x's bytes
@@ -412,7 +421,8 @@ static void sub_buffers_overlap_by_memory(void **state) {
     float *host = malloc(4 * C * sizeof *host), *g = malloc(C * sizeof *g);
     th_fill_uniform(host, 4 * C, -2, 2);
     th_fill_uniform(g, C, 0.5f, 1);
-    cl_mem parent = th_buffer_from(dev, host, 4 * C), gamma = th_buffer_from(dev, g, C), beta = th_buffer_from(dev, g, C);
+    cl_mem parent = th_buffer_from(dev, host, 4 * C), gamma = th_buffer_from(dev, g, C),
+           beta = th_buffer_from(dev, g, C);
     cl_mem first = th_sub_buffer(parent, 0, 2 * C), second = th_sub_buffer(parent, C, 2 * C);
     cl_mem same = th_sub_buffer(parent, 0, 2 * C);
     const tsr_layernorm_desc d = {.rows = 2, .cols = C, .eps = 1e-5f};
@@ -428,9 +438,11 @@ static void sub_buffers_overlap_by_memory(void **state) {
     tsr_layernorm_reference(2, C, 1e-5, host, NULL, g, g, ref);
     th_read(dev, same, got, 2 * C);
     for (size_t i = 0; i < 2 * C; ++i)
-        if (!(fabs(got[i] - ref[i]) <= 1e-5 * (1 + fabs(ref[i])))) fail_msg("in place through a sub-buffer: y[%zu] = %g, reference %g", i, (double)got[i], ref[i]);
+        if (!(fabs(got[i] - ref[i]) <= 1e-5 * (1 + fabs(ref[i]))))
+            fail_msg("in place through a sub-buffer: y[%zu] = %g, reference %g", i, (double)got[i], ref[i]);
     cl_mem all[] = {first, second, same, parent, gamma, beta};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) clReleaseMemObject(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+        clReleaseMemObject(all[i]);
     free(host);
     free(g);
     free(got);
@@ -440,8 +452,11 @@ static void sub_buffers_overlap_by_memory(void **state) {
 /* The tuner searches the op's space like any op's, validating every candidate. */
 static void tuner_tunes_layernorm(void **state) {
     (void)state;
-    tsr_tune_options o = {.strategy = TSR_TUNE_CLIMB, .budget_evaluations = 3, .classes = "narrow,medium-f16",
-                          .dry_run = true, .seed = 5};
+    tsr_tune_options o = {.strategy = TSR_TUNE_CLIMB,
+                          .budget_evaluations = 3,
+                          .classes = "narrow,medium-f16",
+                          .dry_run = true,
+                          .seed = 5};
     tsr_tune_result r[2];
     size_t n = 0;
     TH_ASSERT_OK(tsr_tune(dev, "layernorm", &o, r, 2, &n));
@@ -456,9 +471,12 @@ static void tuner_tunes_layernorm(void **state) {
 int main(void) {
     if (th_small_mode()) {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(bert_rows_and_odd_lengths), cmocka_unit_test(eps_and_large_means),
-            cmocka_unit_test(in_place_on_x_and_residual), cmocka_unit_test(every_type_combination),
-            cmocka_unit_test(random_shapes),              cmocka_unit_test(configurations),
+            cmocka_unit_test(bert_rows_and_odd_lengths),
+            cmocka_unit_test(eps_and_large_means),
+            cmocka_unit_test(in_place_on_x_and_residual),
+            cmocka_unit_test(every_type_combination),
+            cmocka_unit_test(random_shapes),
+            cmocka_unit_test(configurations),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }

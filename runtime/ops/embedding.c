@@ -32,8 +32,8 @@ static tsr_status embedding_check_table(const tsr_device *dev, const embedding_p
 }
 
 static tsr_status embedding_validate(const tsr_device *dev, const tsr_embedding_desc *desc, const int32_t *ids,
-                                     const int32_t *type_ids, cl_mem word, cl_mem position, cl_mem token_type,
-                                     cl_mem y, embedding_problem *p) {
+                                     const int32_t *type_ids, cl_mem word, cl_mem position, cl_mem token_type, cl_mem y,
+                                     embedding_problem *p) {
     if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
     if (!desc) return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: desc is NULL");
     if (!ids) return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: ids is NULL");
@@ -43,20 +43,23 @@ static tsr_status embedding_validate(const tsr_device *dev, const tsr_embedding_
     if (st != TSR_SUCCESS) return st;
     const tsr_embedding_desc *d = desc;
     if (d->tokens == 0 || d->seq_len == 0 || d->hidden == 0 || d->vocab == 0)
-        return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: tokens, seq_len, hidden and vocab must be at least 1 (got %zu, "
-                        "%zu, %zu, %zu)", d->tokens, d->seq_len, d->hidden, d->vocab);
+        return tsr_fail(TSR_ERR_INVALID_ARG,
+                        "embedding: tokens, seq_len, hidden and vocab must be at least 1 (got %zu, "
+                        "%zu, %zu, %zu)",
+                        d->tokens, d->seq_len, d->hidden, d->vocab);
     if (position && d->max_positions == 0)
         return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: max_positions must be at least 1 with a position table");
     if (token_type && d->type_vocab == 0)
         return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: type_vocab must be at least 1 with a token_type table");
     if (d->y_stride != 0 && d->y_stride < d->hidden)
-        return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: y_stride must be 0 (contiguous) or at least hidden (got %zu < %zu)",
-                        d->y_stride, d->hidden);
+        return tsr_fail(TSR_ERR_INVALID_ARG,
+                        "embedding: y_stride must be 0 (contiguous) or at least hidden (got %zu < %zu)", d->y_stride,
+                        d->hidden);
     /* The ids, on the host, before anything is enqueued. */
     for (size_t t = 0; t < d->tokens; ++t)
         if (ids[t] < 0 || (uint64_t)ids[t] >= (uint64_t)d->vocab)
-            return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: ids[%zu] = %d is outside 0..%zu (vocab %zu)", t, (int)ids[t],
-                            d->vocab - 1, d->vocab);
+            return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: ids[%zu] = %d is outside 0..%zu (vocab %zu)", t,
+                            (int)ids[t], d->vocab - 1, d->vocab);
     if (token_type && type_ids)
         for (size_t t = 0; t < d->tokens; ++t)
             if (type_ids[t] < 0 || (uint64_t)type_ids[t] >= (uint64_t)d->type_vocab)
@@ -86,9 +89,9 @@ static tsr_status embedding_validate(const tsr_device *dev, const tsr_embedding_
     if ((st = tsr_check_buffer_typed(dev, y, "y", p->y_end, d->y_type)) != TSR_SUCCESS ||
         (st = embedding_check_table(dev, p, word, "word", d->vocab, d->word_offset, y)) != TSR_SUCCESS ||
         (position && (st = embedding_check_table(dev, p, position, "position", d->max_positions, d->position_offset,
-                                                  y)) != TSR_SUCCESS) ||
+                                                 y)) != TSR_SUCCESS) ||
         (token_type && (st = embedding_check_table(dev, p, token_type, "token_type", d->type_vocab,
-                                                    d->token_type_offset, y)) != TSR_SUCCESS))
+                                                   d->token_type_offset, y)) != TSR_SUCCESS))
         return st;
     return TSR_SUCCESS;
 }
@@ -134,11 +137,23 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     cl_int has_position = position != NULL, has_token_type = token_type != NULL, has_types = has_type_ids;
     cl_uint arg = 0;
 #define SET(value) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(value), &(value)), out)
-    SET(tokens); SET(hidden); SET(seq_len); SET(position_start);
+    SET(tokens);
+    SET(hidden);
+    SET(seq_len);
+    SET(position_start);
     SET(scratch); /* the ids, then the type ids at element `tokens` */
-    SET(has_position); SET(has_token_type); SET(has_types);
-    SET(word); SET(wo); SET(position_arg); SET(po); SET(token_type_arg); SET(to);
-    SET(y); SET(yo); SET(ys);
+    SET(has_position);
+    SET(has_token_type);
+    SET(has_types);
+    SET(word);
+    SET(wo);
+    SET(position_arg);
+    SET(po);
+    SET(token_type_arg);
+    SET(to);
+    SET(y);
+    SET(yo);
+    SET(ys);
 #undef SET
     /* Up to 64 items a token, each taking every 64th column: adjacent items, adjacent floats. */
     size_t global[2] = {d->hidden < 64 ? d->hidden : 64, d->tokens};
@@ -150,8 +165,10 @@ out_unlocked:
     if (kernel) clReleaseKernel(kernel);
     if (written) clReleaseEvent(written);
     if (done) {
-        if (event && status == TSR_SUCCESS) *event = done;
-        else clReleaseEvent(done);
+        if (event && status == TSR_SUCCESS)
+            *event = done;
+        else
+            clReleaseEvent(done);
     }
     return status;
 }

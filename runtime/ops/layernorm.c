@@ -12,9 +12,9 @@
 #include <string.h>
 
 /* The tuning parameters, X(NAME, KIND, DEFAULT, values...): see TSR_PARAM_DEF. */
-#define LAYERNORM_PARAMS(X)                                                                            \
-    X(WG, DEFINE, 1, 1, 2, 4, 8, 16, 32, 64, 128, 256) /* work-items per row (the reduction's size) */ \
-    X(VW, DEFINE, 8, 1, 2, 4, 8, 16)                   /* vector width */                              \
+#define LAYERNORM_PARAMS(X)                                                                                            \
+    X(WG, DEFINE, 1, 1, 2, 4, 8, 16, 32, 64, 128, 256) /* work-items per row (the reduction's size) */                 \
+    X(VW, DEFINE, 8, 1, 2, 4, 8, 16)                   /* vector width */                                              \
     X(RPG, HOST, 1, 1, 2, 4, 8, 16)                    /* rows a work-group takes, one after the other */
 
 enum { LAYERNORM_PARAMS(TSR_PARAM_INDEX) LAYERNORM_NPARAMS };
@@ -43,9 +43,8 @@ static void layernorm_variant_types(int variant, bool *residual, tsr_dtype types
 /* By row length: short rows want several rows per work-group (and on GPUs few items a row), long
  * ones a whole group a row; BERT's 384, 768 and 1024 are "medium". Each has "-f16" and "-bf16"
  * twins (tsr_dtype_class_suffix) that use the fp32 class's entry until tuned themselves. */
-static const char *const layernorm_classes[] = {"medium",      "narrow",      "wide",         "medium-f16",
-                                                "narrow-f16",  "wide-f16",    "medium-bf16",  "narrow-bf16",
-                                                "wide-bf16",   NULL};
+static const char *const layernorm_classes[] = {"medium",   "narrow",      "wide",        "medium-f16", "narrow-f16",
+                                                "wide-f16", "medium-bf16", "narrow-bf16", "wide-bf16",  NULL};
 #define LN_NARROW_BELOW 256 /* cols */
 #define LN_WIDE_ABOVE 2048
 
@@ -115,16 +114,19 @@ static tsr_status layernorm_check_output(const layernorm_problem *p, cl_mem in, 
                                          size_t in_span, tsr_dtype in_type, size_t in_stride, size_t y_span,
                                          bool allow_same) {
     tsr_ranges relation;
-    tsr_status st = tsr_ranges_relate_typed(in, in_off, in_span, in_type, p->y, p->y_off, y_span, p->types[2], &relation);
+    tsr_status st =
+        tsr_ranges_relate_typed(in, in_off, in_span, in_type, p->y, p->y_off, y_span, p->types[2], &relation);
     if (st != TSR_SUCCESS) return st;
     if (relation == TSR_RANGES_SAME && allow_same) {
         if (in_type != p->types[2])
-            return tsr_fail(TSR_ERR_INVALID_ARG, "layernorm: y (%s) and %s (%s) are the same bytes: in place needs one type",
+            return tsr_fail(TSR_ERR_INVALID_ARG,
+                            "layernorm: y (%s) and %s (%s) are the same bytes: in place needs one type",
                             tsr_dtype_str(p->types[2]), in_name, tsr_dtype_str(in_type));
         if (p->rows > 1 && in_stride != p->y_stride)
             return tsr_fail(TSR_ERR_INVALID_ARG,
                             "layernorm: y and %s start at the same byte but their strides differ (%zu and %zu): in "
-                            "place needs the same layout", in_name, p->y_stride, in_stride);
+                            "place needs the same layout",
+                            in_name, p->y_stride, in_stride);
         return TSR_SUCCESS;
     }
     return tsr_check_disjoint_typed("layernorm", in, in_name, in_off, in_span, in_type, p->y, "y", p->y_off, y_span,
@@ -152,11 +154,13 @@ static tsr_status layernorm_validate(const tsr_device *dev, const tsr_layernorm_
     const struct {
         const char *name;
         size_t stride;
-    } strides[3] = {{"x_stride", d->x_stride}, {"residual_stride", r ? d->residual_stride : 0}, {"y_stride", d->y_stride}};
+    } strides[3] = {
+        {"x_stride", d->x_stride}, {"residual_stride", r ? d->residual_stride : 0}, {"y_stride", d->y_stride}};
     for (int i = 0; i < 3; ++i)
         if (strides[i].stride != 0 && strides[i].stride < d->cols)
-            return tsr_fail(TSR_ERR_INVALID_ARG, "layernorm: %s must be 0 (contiguous) or at least cols (got %zu < %zu)",
-                            strides[i].name, strides[i].stride, d->cols);
+            return tsr_fail(TSR_ERR_INVALID_ARG,
+                            "layernorm: %s must be 0 (contiguous) or at least cols (got %zu < %zu)", strides[i].name,
+                            strides[i].stride, d->cols);
     *p = (layernorm_problem){.rows = d->rows,
                              .cols = d->cols,
                              .eps = d->eps,
@@ -178,7 +182,8 @@ static tsr_status layernorm_validate(const tsr_device *dev, const tsr_layernorm_
     size_t x_span, r_span = 0, y_span, x_end, r_end = 0, y_end, gamma_end, beta_end, bytes;
     if ((st = layernorm_span("layernorm: the elements x spans", p, p->x_stride, &x_span)) != TSR_SUCCESS ||
         (st = layernorm_span("layernorm: the elements y spans", p, p->y_stride, &y_span)) != TSR_SUCCESS ||
-        (r && (st = layernorm_span("layernorm: the elements residual spans", p, p->r_stride, &r_span)) != TSR_SUCCESS) ||
+        (r &&
+         (st = layernorm_span("layernorm: the elements residual spans", p, p->r_stride, &r_span)) != TSR_SUCCESS) ||
         (st = tsr_size_mad("layernorm: x_offset + x's span", x_span, 1, p->x_off, &x_end)) != TSR_SUCCESS ||
         (st = tsr_size_mad("layernorm: y_offset + y's span", y_span, 1, p->y_off, &y_end)) != TSR_SUCCESS ||
         (r && (st = tsr_size_mad("layernorm: residual_offset + residual's span", r_span, 1, p->r_off, &r_end)) !=
@@ -237,11 +242,23 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
     cl_float eps = p->eps;
     cl_uint arg = 0;
 #define SET(value) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(value), &(value)), out)
-    SET(rows); SET(cols); SET(eps); SET(rows_per_group);
-    SET(p->x); SET(xo); SET(xs);
-    SET(r); SET(ro); SET(rs);
-    SET(p->gamma); SET(go); SET(p->beta); SET(bo);
-    SET(p->y); SET(yo); SET(ys);
+    SET(rows);
+    SET(cols);
+    SET(eps);
+    SET(rows_per_group);
+    SET(p->x);
+    SET(xo);
+    SET(xs);
+    SET(r);
+    SET(ro);
+    SET(rs);
+    SET(p->gamma);
+    SET(go);
+    SET(p->beta);
+    SET(bo);
+    SET(p->y);
+    SET(yo);
+    SET(ys);
 #undef SET
     TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), out);
 out:
@@ -261,7 +278,8 @@ tsr_status tsr_layernorm(tsr_device *dev, const tsr_layernorm_desc *desc, cl_mem
     tsr_config cfg;
     if ((status = tsr_op_config(dev, &tsr_op_layernorm, &p, &cfg)) != TSR_SUCCESS) return status;
     status = layernorm_launch(dev, &p, &cfg, q, event);
-    if (tsr_op_build_fallback(dev, &tsr_op_layernorm, &p, status, &cfg)) status = layernorm_launch(dev, &p, &cfg, q, event);
+    if (tsr_op_build_fallback(dev, &tsr_op_layernorm, &p, status, &cfg))
+        status = layernorm_launch(dev, &p, &cfg, q, event);
     return status;
 }
 
@@ -272,7 +290,8 @@ void tsr_layernorm_reference(size_t rows, size_t cols, double eps, const float *
     for (size_t i = 0; i < rows; ++i) {
         const float *xr = x + i * cols, *rr = r ? r + i * cols : NULL;
         double sum = 0, squares = 0;
-        for (size_t j = 0; j < cols; ++j) sum += (double)xr[j] + (rr ? (double)rr[j] : 0.0);
+        for (size_t j = 0; j < cols; ++j)
+            sum += (double)xr[j] + (rr ? (double)rr[j] : 0.0);
         const double mean = sum / (double)cols;
         for (size_t j = 0; j < cols; ++j) {
             const double d = (double)xr[j] + (rr ? (double)rr[j] : 0.0) - mean;
@@ -294,12 +313,14 @@ tsr_status tsr_layernorm_shape_parse(const char *shape, size_t *rows, size_t *co
     char words[3][32];
     int count = 0, used = 0, length = 0;
     const char *rest = shape;
-    while (count < 3 && sscanf(rest, "%31s%n", words[count], &used) == 1) rest += used, ++count;
+    while (count < 3 && sscanf(rest, "%31s%n", words[count], &used) == 1)
+        rest += used, ++count;
     if (count > 0 && sscanf(rest, " %n", &length) >= 0 && rest[length] == '\0') {
         size_t r = 0, c = 0;
         int digits = 0;
         bool ok = isdigit((unsigned char)words[0][0]) && sscanf(words[0], "%zux%zu%n", &r, &c, &digits) == 2 &&
-                  words[0][digits] == '\0' && r > 0 && c > 0 && isdigit((unsigned char)words[0][strcspn(words[0], "x") + 1]);
+                  words[0][digits] == '\0' && r > 0 && c > 0 &&
+                  isdigit((unsigned char)words[0][strcspn(words[0], "x") + 1]);
         int w = 1;
         if (ok && w < count && strcmp(words[w], "+res") == 0) *residual = true, ++w;
         if (ok && w < count && tsr_dtype_spec_parse(words[w], in_type, out_type)) ++w;
@@ -323,7 +344,7 @@ typedef struct layernorm_fixture {
 
 /* Not multiples of any vector width, so the tails run too; in the order of layernorm_classes. */
 static const char *const layernorm_class_shapes[] = {
-    "4099x768 +res",     "16387x67 +res",      "259x16389 +res",      "4099x768 +res f16", "16387x67 +res f16",
+    "4099x768 +res",      "16387x67 +res",      "259x16389 +res",     "4099x768 +res f16",   "16387x67 +res f16",
     "259x16389 +res f16", "4099x768 +res bf16", "16387x67 +res bf16", "259x16389 +res bf16",
 };
 static const tsr_report_shape layernorm_report_shapes[] = {
@@ -348,7 +369,8 @@ static void layernorm_fixture_free(void *ctx) {
 
 static tsr_status layernorm_fixture_poison(tsr_device *dev, layernorm_fixture *t) {
     const size_t n = t->p.rows * t->p.cols;
-    for (size_t i = 0; i < n; ++i) t->y[i] = NAN;
+    for (size_t i = 0; i < n; ++i)
+        t->y[i] = NAN;
     return tsr_upload_typed(dev, t->p.y, t->p.types[2], t->y, n);
 }
 
@@ -470,7 +492,8 @@ static void layernorm_fixture_describe(const void *ctx, char *out, size_t size) 
 static int layernorm_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
     const layernorm_problem *p = &((const layernorm_fixture *)ctx)->p;
     const cl_mem mems[5] = {p->x, p->r, p->gamma, p->beta, p->y};
-    for (int i = 0; i < 5 && i < max; ++i) buffers[i] = mems[i];
+    for (int i = 0; i < 5 && i < max; ++i)
+        buffers[i] = mems[i];
     return 5;
 }
 
@@ -492,7 +515,9 @@ static tsr_status layernorm_demo(tsr_device *dev, char *summary, size_t size) {
     const bool ok = err <= tsr_op_layernorm.tolerance;
     snprintf(summary, size, "layernorm 4096x768 + residual: %.3f ms (%.1f GB/s, relative error %.1e)%s", ms,
              bytes / (ms * 1e6), err, ok ? "" : "  (WRONG)");
-    if (!ok) return tsr_fail(TSR_ERR_OPENCL, "layernorm demo: relative error %.2e exceeds %.0e", err, tsr_op_layernorm.tolerance);
+    if (!ok)
+        return tsr_fail(TSR_ERR_OPENCL, "layernorm demo: relative error %.2e exceeds %.0e", err,
+                        tsr_op_layernorm.tolerance);
     return TSR_SUCCESS;
 }
 

@@ -61,7 +61,17 @@ typedef TSR_DT_CAT(float, VW) floatv;
 #endif
 
 // The sum of a floatv's lanes. Swizzles by index, not .lo/.hi (Oclgrind 21.10 mishandles those
-// on float16).
+// on float16); under Oclgrind (program.c defines TSR_OCLGRIND), whose uninitialized-value checker
+// crashes on these swizzles too, lane by lane through private memory: the same sum in another order.
+#if defined(TSR_OCLGRIND) && TSR_OCLGRIND && VW > 1
+float lanes_sum(const floatv v) {
+    float lanes[VW];
+    TSR_DT_CAT(vstore, VW)(v, 0, lanes);
+    float total = 0.0f;
+    for (int e = 0; e < VW; ++e) total += lanes[e];
+    return total;
+}
+#else
 float lanes_sum(const floatv v) {
 #if VW == 1
     return v;
@@ -81,6 +91,7 @@ float lanes_sum(const floatv v) {
     return h.s0 + h.s1;
 #endif
 }
+#endif
 
 #if WG > 1
 // The sum of `value` over the work-group, returned to every item. Every item must call it (it

@@ -113,6 +113,7 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     cl_program program = NULL;
     cl_kernel kernel = NULL;
     cl_event written = NULL, done = NULL;
+    int32_t *staging = NULL;
     cl_int err;
     TSR_CHECK(tsr_program_get(dev, "embedding", options, &program), out_unlocked);
     kernel = clCreateKernel(program, "embedding", &err);
@@ -124,11 +125,19 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     cl_event previous_reader;
     const size_t id_bytes = d->tokens * sizeof(int32_t);
     TSR_CHECK(tsr_workspace_get(dev, TSR_WS_IDS, 2 * id_bytes, &scratch, &previous_reader), out);
-    TSR_CL_CHECK(clEnqueueWriteBuffer(q, scratch, CL_TRUE, 0, id_bytes, ids, previous_reader ? 1 : 0,
-                                      previous_reader ? &previous_reader : NULL, has_type_ids ? NULL : &written),
+    /* One write of both arrays (Oclgrind 21.10 reports the ids as uninitialized after a second
+     * write at an offset into the same buffer). */
+    const size_t write_bytes = has_type_ids ? 2 * id_bytes : id_bytes;
+    staging = malloc(write_bytes);
+    if (!staging) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "embedding: out of host memory staging %zu ids", d->tokens);
+        goto out;
+    }
+    memcpy(staging, ids, id_bytes);
+    if (has_type_ids) memcpy(staging + d->tokens, type_ids, id_bytes);
+    TSR_CL_CHECK(clEnqueueWriteBuffer(q, scratch, CL_TRUE, 0, write_bytes, staging, previous_reader ? 1 : 0,
+                                      previous_reader ? &previous_reader : NULL, &written),
                  out);
-    if (has_type_ids)
-        TSR_CL_CHECK(clEnqueueWriteBuffer(q, scratch, CL_TRUE, id_bytes, id_bytes, type_ids, 0, NULL, &written), out);
     /* Absent tables: the kernel does not read them, another valid buffer stands in. */
     cl_mem position_arg = position ? position : word, token_type_arg = token_type ? token_type : word;
     cl_ulong tokens = d->tokens, hidden = d->hidden, seq_len = d->seq_len, position_start = d->position_start,
@@ -163,6 +172,7 @@ out:
     pthread_mutex_unlock(&dev->lock);
 out_unlocked:
     if (kernel) clReleaseKernel(kernel);
+    free(staging);
     if (written) clReleaseEvent(written);
     if (done) {
         if (event && status == TSR_SUCCESS)

@@ -290,7 +290,9 @@ static void random_shapes(void **state) {
 static void configurations(void **state) {
     (void)state;
     const char *configs[] = {"WG=1 VW=1 RPG=1",  "WG=256 VW=4 RPG=2", "WG=8 VW=16 RPG=16", "WG=1 VW=16 RPG=4",
-                             "WG=64 VW=8 RPG=1", "WG=2 VW=2 RPG=8",   "WG=32 VW=1 RPG=4",  "WG=128 VW=16 RPG=1"};
+                             "WG=64 VW=8 RPG=1", "WG=2 VW=2 RPG=8",   "WG=32 VW=1 RPG=4",  "WG=128 VW=16 RPG=1",
+                             /* loops long enough to be checked against the device's loop limit */
+                             "WG=1 VW=1 RPG=16"};
     const size_t lengths[] = {1, 7, 768, 4097};
     const size_t nconfigs = th_small_mode() ? 3 : sizeof configs / sizeof configs[0];
     const size_t nlengths = th_small_mode() ? 3 : 4;

@@ -231,6 +231,23 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
     const size_t local = (size_t)v[P_WG], groups = ceil_div(p->rows, (size_t)v[P_RPG]);
     size_t global;
     TSR_CHECK(tsr_size_mad("layernorm: the work-items", groups, local, 0, &global), out);
+    /* A device that silently ends long loops (llvmpipe, tsr_device_loop_limit) would leave rows
+     * half normalized: refuse instead. Probed only for loops this long (a probe costs a compile). */
+    const uint64_t per_pass = ceil_div(p->cols / (size_t)v[P_VW], local) + ceil_div(p->cols % (size_t)v[P_VW], local);
+    const uint64_t loops = (uint64_t)v[P_RPG] * (3 * per_pass + 2 * 9);
+    if (loops > 30000u) {
+        uint64_t limit = UINT64_MAX;
+        TSR_CHECK(tsr_device_loop_limit(dev, &limit), out);
+        if ((double)loops > 0.9 * (double)limit) {
+            status = tsr_fail(TSR_ERR_UNSUPPORTED,
+                              "layernorm: '%s' ends a work-item's loops after %llu iterations without an error "
+                              "(llvmpipe does), and rows of %zu with WG=%d VW=%d RPG=%d need about %llu: the result "
+                              "would be wrong; a configuration with a larger WG or VW stays within it",
+                              dev->info.name, (unsigned long long)limit, p->cols, v[P_WG], v[P_VW], v[P_RPG],
+                              (unsigned long long)loops);
+            goto out;
+        }
+    }
     TSR_CHECK(tsr_program_get(dev, "layernorm", options, &program), out);
     kernel = clCreateKernel(program, "layernorm", &err);
     TSR_CL_CHECK(err, out);

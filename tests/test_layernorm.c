@@ -289,8 +289,8 @@ static void random_shapes(void **state) {
  * group, on lengths below, at and above a group's vector span. */
 static void configurations(void **state) {
     (void)state;
-    const char *configs[] = {"WG=1 VW=1 RPG=1",  "WG=256 VW=4 RPG=2", "WG=8 VW=16 RPG=16", "WG=1 VW=16 RPG=4",
-                             "WG=64 VW=8 RPG=1", "WG=2 VW=2 RPG=8",   "WG=32 VW=1 RPG=4",  "WG=128 VW=16 RPG=1",
+    const char *configs[] = {"WG=1 VW=1 RPG=1", "WG=256 VW=4 RPG=2", "WG=8 VW=16 RPG=16", "WG=1 VW=16 RPG=4",
+                             "WG=64 VW=8 RPG=1", "WG=2 VW=2 RPG=8", "WG=32 VW=1 RPG=4", "WG=128 VW=16 RPG=1",
                              /* loops long enough to be checked against the device's loop limit */
                              "WG=1 VW=1 RPG=16"};
     const size_t lengths[] = {1, 7, 768, 4097};
@@ -451,6 +451,25 @@ static void sub_buffers_overlap_by_memory(void **state) {
     free(ref);
 }
 
+/* The fixture's shape texts (tuner, report, bench): "ROWSxCOLS [+res] [DTYPE]", nothing else. */
+static void shape_texts(void **state) {
+    (void)state;
+    size_t rows, cols;
+    bool residual;
+    tsr_dtype in, out;
+    TH_ASSERT_OK(tsr_layernorm_shape_parse("4096x768 +res bf16/f32", &rows, &cols, &residual, &in, &out));
+    assert_true(rows == 4096 && cols == 768 && residual && in == TSR_BF16 && out == TSR_F32);
+    TH_ASSERT_OK(tsr_layernorm_shape_parse("3x1", &rows, &cols, &residual, &in, &out));
+    assert_true(rows == 3 && cols == 1 && !residual && in == TSR_F32 && out == TSR_F32);
+    const char *const bad[] = {"",          "768",    "0x768",          "4x0", "4x-5", "-4x5", "4x5x6",
+                               "4x5 +bias", "4x5 f8", "4x5 +res f16 x", "x5",  "4x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        if (tsr_layernorm_shape_parse(bad[i], &rows, &cols, &residual, &in, &out) != TSR_ERR_INVALID_ARG)
+            fail_msg("shape '%s' was accepted", bad[i]);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "ROWSxCOLS");
+    }
+}
+
 /* The tuner searches the op's space like any op's, validating every candidate. */
 static void tuner_tunes_layernorm(void **state) {
     (void)state;
@@ -491,6 +510,7 @@ int main(void) {
         cmocka_unit_test(configurations),
         cmocka_unit_test(invalid_arguments),
         cmocka_unit_test(sub_buffers_overlap_by_memory),
+        cmocka_unit_test(shape_texts),
         cmocka_unit_test(tuner_tunes_layernorm),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);

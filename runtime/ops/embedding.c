@@ -140,9 +140,10 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
                  out);
     /* Absent tables: the kernel does not read them, another valid buffer stands in. */
     cl_mem position_arg = position ? position : word, token_type_arg = token_type ? token_type : word;
-    cl_ulong tokens = d->tokens, hidden = d->hidden, seq_len = d->seq_len, position_start = d->position_start,
-             wo = d->word_offset, po = position ? d->position_offset : 0, to = token_type ? d->token_type_offset : 0,
-             yo = d->y_offset, ys = d->y_stride;
+    cl_ulong tokens = d->tokens, hidden = d->hidden, seq_len = d->seq_len,
+             position_start = position ? d->position_start : 0, wo = d->word_offset,
+             po = position ? d->position_offset : 0, to = token_type ? d->token_type_offset : 0, yo = d->y_offset,
+             ys = d->y_stride;
     cl_int has_position = position != NULL, has_token_type = token_type != NULL, has_types = has_type_ids;
     cl_uint arg = 0;
 #define SET(value) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(value), &(value)), out)

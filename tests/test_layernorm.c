@@ -451,6 +451,68 @@ static void sub_buffers_overlap_by_memory(void **state) {
     free(ref);
 }
 
+/* NaN and Inf stay in their rows (a NaN in gamma in its column), as in PyTorch. The calls run on
+ * the caller's queue, in-order or out-of-order, their events from that queue; a second pair of
+ * calls, y = LN(x) and then in place y = LN(y + x), gives the double result of the two. */
+static void special_values_and_queues(void **state) {
+    (void)state;
+    enum { R = 6, C = 40 };
+    float x[R * C], xs[R * C], g[C], gs[C], b[C], got[R * C], first[R * C];
+    double ref[R * C], once[R * C], twice[R * C];
+    th_fill_uniform(x, R * C, -2, 2);
+    th_fill_uniform(g, C, 0.5f, 1.5f);
+    th_fill_uniform(b, C, -1, 1);
+    memcpy(xs, x, sizeof x);
+    memcpy(gs, g, sizeof g);
+    xs[1 * C + 7] = NAN;
+    xs[2 * C + 0] = INFINITY;
+    xs[3 * C + 39] = -INFINITY;
+    gs[5] = NAN;
+    tsr_layernorm_reference(R, C, 1e-5, xs, NULL, gs, b, ref);
+    tsr_layernorm_reference(R, C, 1e-5, x, NULL, g, b, once);
+    for (int i = 0; i < R * C; ++i)
+        first[i] = (float)once[i];
+    tsr_layernorm_reference(R, C, 1e-5, first, x, g, b, twice);
+    const cl_command_queue_properties props[2] = {0, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE};
+    const tsr_layernorm_desc d = {.rows = R, .cols = C, .eps = 1e-5f};
+    for (int k = 0; k < 2; ++k) {
+        cl_int err;
+        cl_command_queue q = clCreateCommandQueue(tsr_device_context(dev), tsr_device_id(dev), props[k], &err);
+        if (err != CL_SUCCESS) continue; /* out-of-order queues are optional */
+        cl_mem dxs = th_buffer_from(dev, xs, R * C), dgs = th_buffer_from(dev, gs, C), db = th_buffer_from(dev, b, C);
+        cl_mem dx = th_buffer_from(dev, x, R * C), dg = th_buffer_from(dev, g, C), dy = th_buffer(dev, R * C);
+        cl_event ev = NULL;
+        TH_ASSERT_OK(tsr_layernorm(dev, &d, dxs, NULL, dgs, db, dy, q, &ev));
+        cl_command_queue evq = NULL;
+        assert_int_equal(clGetEventInfo(ev, CL_EVENT_COMMAND_QUEUE, sizeof evq, &evq, NULL), CL_SUCCESS);
+        assert_ptr_equal(evq, q);
+        assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+        clReleaseEvent(ev);
+        th_read(dev, dy, got, R * C);
+        for (int i = 0; i < R * C; ++i) {
+            const bool nan_expected = (i / C >= 1 && i / C <= 3) || i % C == 5;
+            if (nan_expected ? !isnan(got[i]) : !(fabs(got[i] - ref[i]) <= 1e-5 * (1 + fabs(ref[i]))))
+                fail_msg("queue %d: y[%d][%d] = %.9g, reference %.9g", k, i / C, i % C, (double)got[i], ref[i]);
+        }
+        TH_ASSERT_OK(tsr_layernorm(dev, &d, dx, NULL, dg, db, dy, q, &ev));
+        assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+        clReleaseEvent(ev);
+        TH_ASSERT_OK(tsr_layernorm(dev, &d, dy, dx, dg, db, dy, q, &ev));
+        assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+        clReleaseEvent(ev);
+        th_read(dev, dy, got, R * C);
+        for (int i = 0; i < R * C; ++i)
+            if (!(fabs(got[i] - twice[i]) <= 1e-5 * (1 + fabs(twice[i]))))
+                fail_msg("queue %d, twice: y[%d][%d] = %.9g, reference %.9g", k, i / C, i % C, (double)got[i],
+                         twice[i]);
+        assert_int_equal(clFinish(q), CL_SUCCESS);
+        cl_mem all[] = {dxs, dgs, db, dx, dg, dy};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+            clReleaseMemObject(all[i]);
+        clReleaseCommandQueue(q);
+    }
+}
+
 /* The fixture's shape texts (tuner, report, bench): "ROWSxCOLS [+res] [DTYPE]", nothing else. */
 static void shape_texts(void **state) {
     (void)state;
@@ -511,6 +573,7 @@ int main(void) {
         cmocka_unit_test(invalid_arguments),
         cmocka_unit_test(sub_buffers_overlap_by_memory),
         cmocka_unit_test(shape_texts),
+        cmocka_unit_test(special_values_and_queues),
         cmocka_unit_test(tuner_tunes_layernorm),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);

@@ -16,6 +16,8 @@ static const bench_entry registry[] = {
     {"conv2d", bench_conv2d, "batch sizes", "1,8", conv2d_parts, "--layers: ResNet-50 layer names or all"},
     {"attention", bench_attention, "sequence lengths (B=1 H=8 D=64)", "128,256,512,1024,2048,4096,8192", NULL,
      "--max-unfused: longest L for the unfused pipelines"},
+    {"layernorm", bench_layernorm, "ROWSxCOLS shapes (with the residual add)", "512x768,4096x768,4096x1024,16384x384",
+     NULL, NULL},
 };
 
 const bench_entry *bench_registry(size_t *count) {

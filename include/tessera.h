@@ -461,6 +461,71 @@ TSR_API tsr_status tsr_conv2d_workspace_size(tsr_device *device, const tsr_conv2
 TSR_API tsr_status tsr_conv2d(tsr_device *device, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem bias,
                               cl_mem y, cl_command_queue queue, cl_event *event);
 
+/* ------------------------------------------------------------ transformer layers */
+
+/* LayerNorm over rows, with an optional residual added first (a transformer's Add & Norm):
+ *   s = x[row] + residual[row]   (residual NULL: s = x[row])
+ *   y[row][j] = (s[j] - mean(s)) / sqrt(var(s) + eps) * gamma[j] + beta[j]
+ * for row < rows and j < cols, with the biased variance (divided by cols), as PyTorch's
+ * LayerNorm. Row r of x starts at x[x_offset + r * x_stride] (likewise residual and y); gamma and
+ * beta are cols fp32 values at their offsets. Offsets and strides count elements of each tensor's
+ * own type. Zero-initialised fields take defaults: strides 0 mean cols (contiguous rows), types 0
+ * mean fp32. */
+typedef struct tsr_layernorm_desc {
+    size_t rows, cols; /* each at least 1 */
+    float eps;         /* added to the variance: > 0 and finite (BERT uses 1e-12, PyTorch's default is 1e-5) */
+    size_t x_offset, residual_offset, gamma_offset, beta_offset, y_offset;
+    size_t x_stride, residual_stride, y_stride; /* elements between rows: 0 or at least cols */
+    /* Storage of x, residual and y (any combination of TSR_F32, TSR_F16, TSR_BF16; gamma and beta
+     * are fp32). residual_type and residual_stride are not read when residual is NULL. */
+    tsr_dtype x_type, residual_type, y_type;
+} tsr_layernorm_desc;
+
+/* The fused LayerNorm above: one pass of work-groups over the rows, each row read from global
+ * memory once (its sums of s and of (s - mean)^2 are two passes over it in the caches: the
+ * two-pass variance, never E[s^2] - mean^2), all arithmetic in fp32, y rounded to its type once.
+ * y may be exactly x or exactly residual (same buffer, offset, stride and type: in place, as a
+ * transformer layer wants); any other overlap of y with x, residual, gamma or beta (compared as
+ * byte spans from a tensor's first to its last element, sub-buffers resolved to their parent) is
+ * refused. Every size is checked against the real buffers before anything is enqueued.
+ * Accuracy against a double-precision reference from the same stored inputs: for fp32 y,
+ * |y - ref| <= 2^-24 (32 + 4 sqrt(cols)) (|gamma| max|s| / sd + |beta| + |ref|) per element,
+ * sd = sqrt(var + eps) (see docs/layernorm.md); a 16-bit y adds its own rounding. The work-group,
+ * rows per group and vector width are the op "layernorm"'s tuned configuration (classes by cols). */
+TSR_API tsr_status tsr_layernorm(tsr_device *device, const tsr_layernorm_desc *desc, cl_mem x, cl_mem residual,
+                                 cl_mem gamma, cl_mem beta, cl_mem y, cl_command_queue queue, cl_event *event);
+
+/* BERT's embedding sum, a gather: for token t < tokens,
+ *   y[t][j] = word[ids[t]][j] + position[position_start + t % seq_len][j] + token_type[type_ids[t]][j]
+ * for j < hidden. The tables are row-major fp32 with `hidden` values a row: word holds vocab
+ * rows at word_offset, position max_positions rows at position_offset, token_type type_vocab
+ * rows at token_type_offset. Row t of y starts at y[y_offset + t * y_stride] (y_stride 0:
+ * hidden), stored as y_type (0: fp32; the sum is fp32, rounded once). */
+typedef struct tsr_embedding_desc {
+    size_t tokens;      /* batch * seq_len rows of y, at least 1 */
+    size_t seq_len;     /* positions restart every seq_len tokens; at least 1 */
+    size_t hidden;      /* columns, at least 1 */
+    size_t vocab;       /* rows of word; ids must lie in 0..vocab-1 */
+    size_t max_positions; /* rows of position; position_start + min(tokens, seq_len) - 1 must be below it */
+    size_t type_vocab;  /* rows of token_type; type ids must lie in 0..type_vocab-1 */
+    size_t position_start; /* the position of each sequence's first token (0 for BERT) */
+    size_t word_offset, position_offset, token_type_offset, y_offset, y_stride;
+    tsr_dtype y_type;
+} tsr_embedding_desc;
+
+/* The gather above. ids (tokens values) and type_ids are HOST arrays, as a tokenizer makes them:
+ * every id is checked on the host (an id outside 0..vocab-1, a type id outside 0..type_vocab-1
+ * or a position at or past max_positions is TSR_ERR_INVALID_ARG naming the token index and the
+ * value, and nothing is enqueued), then copied (a blocking write) into a device scratch buffer
+ * tessera owns per device, so the arrays may be reused as soon as the call returns. position and
+ * token_type may be NULL: that term is left out (max_positions, type_vocab and their offsets are
+ * then not read). type_ids NULL with a token_type table means type 0 for every token. y may not
+ * overlap a table; every table and y is checked against its real buffer size. A plain call, not a
+ * tuned op: a gather has nothing worth tuning (one work-item per column slice of a token). */
+TSR_API tsr_status tsr_embedding(tsr_device *device, const tsr_embedding_desc *desc, const int32_t *ids,
+                                 const int32_t *type_ids, cl_mem word, cl_mem position, cl_mem token_type, cl_mem y,
+                                 cl_command_queue queue, cl_event *event);
+
 /* Names of the ops this build provides, NULL-terminated. */
 TSR_API const char *const *tsr_op_names(void);
 

@@ -81,6 +81,19 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
             ++*written;
         }
     }
+    /* tsr_embedding, a plain call outside the table: its program per storage type of y. */
+    for (int y_type = 0; y_type < 3; ++y_type) {
+        if ((y_type == TSR_F16 && !f16) || (y_type == TSR_BF16 && !bf16)) continue;
+        char options[32] = "";
+        if (y_type != TSR_F32) snprintf(options, sizeof options, "-DY_TYPE=%d", y_type);
+        if ((status = tsr_program_write_binary(dev, "embedding", options, dir)) != TSR_SUCCESS) goto out;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "op", "embedding");
+        cJSON_AddStringToObject(e, "source", "embedding");
+        cJSON_AddStringToObject(e, "options", options);
+        cJSON_AddItemToArray(entries, e);
+        ++*written;
+    }
     char *text = cJSON_Print(manifest);
     char path[TSR_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/manifest.json", dir);

@@ -131,6 +131,7 @@ enum tsr_workspace_slot {
     TSR_WS_TEMP0 = 2,  /* temporaries: unfused GELU; attention's transposed K */
     TSR_WS_TEMP1 = 3,  /* temporaries: unfused GELU; unfused attention's scores */
     TSR_WS_CONV_COL = 4, /* conv's im2col column matrices */
+    TSR_WS_IDS = 5,      /* tsr_embedding's token ids, copied from the host */
     TSR_WORKSPACE_SLOTS
 };
 
@@ -438,6 +439,14 @@ extern const tsr_op tsr_op_gemm;
 extern const tsr_op tsr_op_gelu;
 extern const tsr_op tsr_op_attention;
 extern const tsr_op tsr_op_conv;
+extern const tsr_op tsr_op_layernorm;
+/* LayerNorm in double on the host: rows x cols contiguous x (and r, NULL: none), gamma and beta
+ * of cols values, into y (rows x cols). */
+void tsr_layernorm_reference(size_t rows, size_t cols, double eps, const float *x, const float *r, const float *gamma,
+                             const float *beta, double *y);
+/* LayerNorm's shape text "ROWSxCOLS [+res] [DTYPE]" (the fixture's, the tuner's and the bench's). */
+tsr_status tsr_layernorm_shape_parse(const char *shape, size_t *rows, size_t *cols, bool *residual, tsr_dtype *in_type,
+                                     tsr_dtype *out_type);
 /* conv2d in double on the host (y: batch * out_channels * out_h * out_w values), with the
  * descriptor's bias and activation; and the op's FLOP count (2 N K P Q Cg R S). */
 void tsr_conv2d_reference(const tsr_conv2d_desc *desc, const float *x, const float *w, const float *bias, double *y);

@@ -227,6 +227,45 @@ static void bench_gelu_and_attention(void **state) {
     assert_int_equal(run_cli(NULL, "bench attention --max-unfused x", out, sizeof out), 2);
 }
 
+/* The LayerNorm benchmark: fused, unfused and copy rows per shape, the checked ones within
+ * LayerNorm's tolerance (a 16-bit output's rounding with --dtype), and malformed shapes refused. */
+static void bench_layernorm_rows(void **state) {
+    (void)state;
+    char dir[600], args[900], path[700];
+    th_tempdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/layernorm.json", dir);
+    snprintf(args, sizeof args, "bench layernorm --sizes 9x768,5x33 --dtype f16/bf16 --budget 0.02 --json %s", path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "x unfused");
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    cJSON *rows = cJSON_Parse(text);
+    free(text);
+    assert_non_null(rows);
+    assert_int_equal(cJSON_GetArraySize(rows), 8); /* 2 shapes x (16-bit fused, fused, unfused, copy) */
+    int typed = 0;
+    cJSON *r;
+    cJSON_ArrayForEach(r, rows) {
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(r, "op")), "layernorm");
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "gbps")) > 0);
+        const char *dtype = cJSON_GetStringValue(cJSON_GetObjectItem(r, "dtype"));
+        typed += dtype != NULL;
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl")), "copy-kernel") != 0)
+            assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= (dtype ? 4e-3 : 1e-5));
+    }
+    assert_int_equal(typed, 2);
+    cJSON_Delete(rows);
+    th_remove_tree(dir);
+    const char *const bad[] = {"bench layernorm --sizes 768", "bench layernorm --sizes 0x768",
+                               "bench layernorm --sizes 4x-5", "bench layernorm --sizes 4x5,",
+                               "bench layernorm --sizes 99999999999x99999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        assert_int_equal(run_cli(NULL, bad[i], out, sizeof out), 1);
+        TH_ASSERT_CONTAINS(out, "--sizes");
+    }
+}
+
 static void bench_conv2d_peak_report(void **state) {
     (void)state;
     char dir[600], args[1400], path[700];
@@ -734,6 +773,7 @@ int main(void) {
         cmocka_unit_test(demo_and_build_binaries),
         cmocka_unit_test(bench_rows),
         cmocka_unit_test(bench_gelu_and_attention),
+        cmocka_unit_test(bench_layernorm_rows),
         cmocka_unit_test(bench_conv2d_peak_report),
         cmocka_unit_test(tune_show_export_import),
         cmocka_unit_test(stale_tuning_is_flagged),

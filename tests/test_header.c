@@ -31,7 +31,7 @@ static const struct {
     FN(tsr_sgemm_plan), FN(tsr_conv2d_plan), FN(tsr_op_classes), FN(tsr_tune), FN(tsr_tuning_db_path),
     FN(tsr_tuning_db_import), FN(tsr_tuning_db_export), FN(tsr_dtype_str), FN(tsr_dtype_size), FN(tsr_dtype_parse),
     FN(tsr_convert_host),
-    FN(tsr_gelu_ex), FN(tsr_convert),
+    FN(tsr_gelu_ex), FN(tsr_convert), FN(tsr_layernorm), FN(tsr_embedding),
 };
 
 static void every_function_links(void **state) {

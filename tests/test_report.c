@@ -19,8 +19,10 @@
  * per op and GEMM's two, picked by id (ops add cases, such as their 16-bit ones, in between). */
 static const report_case *standard_small(size_t *n) {
     static report_case suite[8];
-    static const char *const picked[] = {"gemm-square", "gemm-bert", "gelu-16M", "conv-resnet50-3x3", "attention-2048"};
-    static const char *const ids[] = {"gemm-small", "gemm-small-bert", "gelu-small", "conv-small", "attention-small"};
+    static const char *const picked[] = {"gemm-square", "gemm-bert", "gelu-16M", "conv-resnet50-3x3", "attention-2048",
+                                         "layernorm-bert"};
+    static const char *const ids[] = {"gemm-small", "gemm-small-bert", "gelu-small", "conv-small", "attention-small",
+                                         "layernorm-small"};
     size_t count = 0, k = 0;
     const report_case *std = report_standard_suite(&count);
     for (size_t i = 0; i < count; ++i)
@@ -31,7 +33,7 @@ static const report_case *standard_small(size_t *n) {
                 suite[k].shape = std[i].simulator_shape;
                 ++k;
             }
-    assert_int_equal(k, 5);
+    assert_int_equal(k, 6);
     *n = k;
     return suite;
 }

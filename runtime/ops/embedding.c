@@ -1,0 +1,185 @@
+/* BERT's embedding sum (cl/embedding.cl): a gather of word, position and token-type rows per
+ * token. A plain call, not a tuned op: it has nothing to tune (one pass, every byte read once),
+ * so it is not in the op table. The ids come from the host (a tokenizer), are checked there, and
+ * travel to the device in a workspace slot of their own. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct embedding_problem {
+    tsr_embedding_desc d; /* y_stride resolved */
+    size_t y_end;
+} embedding_problem;
+
+/* An fp32 table of `table_rows` x hidden at `offset`: its end, checked against the buffer, and y
+ * disjoint from it. */
+static tsr_status embedding_check_table(const tsr_device *dev, const embedding_problem *p, cl_mem table,
+                                        const char *name, size_t table_rows, size_t offset, cl_mem y) {
+    char what[96];
+    size_t elements, end, bytes;
+    tsr_status st;
+    snprintf(what, sizeof what, "embedding: the %s table's elements", name);
+    if ((st = tsr_size_mad(what, table_rows, p->d.hidden, 0, &elements)) != TSR_SUCCESS ||
+        (st = tsr_size_mad(what, elements, 1, offset, &end)) != TSR_SUCCESS ||
+        (st = tsr_size_mad(what, end, sizeof(float), 0, &bytes)) != TSR_SUCCESS)
+        return st;
+    if ((st = tsr_check_buffer_typed(dev, table, name, end, TSR_F32)) != TSR_SUCCESS) return st;
+    const size_t y_span = p->y_end - p->d.y_offset;
+    return tsr_check_disjoint_typed("embedding", table, name, offset, elements, TSR_F32, y, "y", p->d.y_offset, y_span,
+                                    p->d.y_type, false);
+}
+
+static tsr_status embedding_validate(const tsr_device *dev, const tsr_embedding_desc *desc, const int32_t *ids,
+                                     const int32_t *type_ids, cl_mem word, cl_mem position, cl_mem token_type, cl_mem y,
+                                     embedding_problem *p) {
+    if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
+    if (!desc) return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: desc is NULL");
+    if (!ids) return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: ids is NULL");
+    if (!word) return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: buffer word is NULL");
+    if (!y) return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: buffer y is NULL");
+    tsr_status st = tsr_dtype_check("embedding: y_type", desc->y_type);
+    if (st != TSR_SUCCESS) return st;
+    const tsr_embedding_desc *d = desc;
+    if (d->tokens == 0 || d->seq_len == 0 || d->hidden == 0 || d->vocab == 0)
+        return tsr_fail(TSR_ERR_INVALID_ARG,
+                        "embedding: tokens, seq_len, hidden and vocab must be at least 1 (got %zu, "
+                        "%zu, %zu, %zu)",
+                        d->tokens, d->seq_len, d->hidden, d->vocab);
+    if (position && d->max_positions == 0)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: max_positions must be at least 1 with a position table");
+    if (token_type && d->type_vocab == 0)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: type_vocab must be at least 1 with a token_type table");
+    if (d->y_stride != 0 && d->y_stride < d->hidden)
+        return tsr_fail(TSR_ERR_INVALID_ARG,
+                        "embedding: y_stride must be 0 (contiguous) or at least hidden (got %zu < %zu)", d->y_stride,
+                        d->hidden);
+    /* The ids, on the host, before anything is enqueued. */
+    for (size_t t = 0; t < d->tokens; ++t)
+        if (ids[t] < 0 || (uint64_t)ids[t] >= (uint64_t)d->vocab)
+            return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: ids[%zu] = %d is outside 0..%zu (vocab %zu)", t,
+                            (int)ids[t], d->vocab - 1, d->vocab);
+    if (token_type && type_ids)
+        for (size_t t = 0; t < d->tokens; ++t)
+            if (type_ids[t] < 0 || (uint64_t)type_ids[t] >= (uint64_t)d->type_vocab)
+                return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: type_ids[%zu] = %d is outside 0..%zu (type_vocab %zu)",
+                                t, (int)type_ids[t], d->type_vocab - 1, d->type_vocab);
+    if (position) {
+        /* Token t is at position_start + t % seq_len: the first too far is the one at max_positions. */
+        const size_t used = d->tokens < d->seq_len ? d->tokens : d->seq_len;
+        if (d->position_start >= d->max_positions || used > d->max_positions - d->position_start) {
+            const size_t t = d->position_start >= d->max_positions ? 0 : d->max_positions - d->position_start;
+            return tsr_fail(TSR_ERR_INVALID_ARG,
+                            "embedding: token %zu is at position %zu, past the table's max_positions %zu "
+                            "(position_start %zu, seq_len %zu)",
+                            t, d->position_start + t, d->max_positions, d->position_start, d->seq_len);
+        }
+    }
+    *p = (embedding_problem){.d = *d};
+    if (!p->d.y_stride) p->d.y_stride = d->hidden;
+    size_t y_span, bytes;
+    if ((st = tsr_size_mad("embedding: the elements y spans", d->tokens - 1, p->d.y_stride, d->hidden, &y_span)) !=
+            TSR_SUCCESS ||
+        (st = tsr_size_mad("embedding: y_offset + y's span", y_span, 1, d->y_offset, &p->y_end)) != TSR_SUCCESS ||
+        (st = tsr_size_mad("embedding: the bytes y spans", p->y_end, tsr_dtype_size(d->y_type), 0, &bytes)) !=
+            TSR_SUCCESS ||
+        (st = tsr_size_mad("embedding: the ids' bytes", d->tokens, 2 * sizeof(int32_t), 0, &bytes)) != TSR_SUCCESS)
+        return st;
+    if ((st = tsr_check_buffer_typed(dev, y, "y", p->y_end, d->y_type)) != TSR_SUCCESS ||
+        (st = embedding_check_table(dev, p, word, "word", d->vocab, d->word_offset, y)) != TSR_SUCCESS ||
+        (position && (st = embedding_check_table(dev, p, position, "position", d->max_positions, d->position_offset,
+                                                 y)) != TSR_SUCCESS) ||
+        (token_type && (st = embedding_check_table(dev, p, token_type, "token_type", d->type_vocab,
+                                                   d->token_type_offset, y)) != TSR_SUCCESS))
+        return st;
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const int32_t *ids, const int32_t *type_ids,
+                         cl_mem word, cl_mem position, cl_mem token_type, cl_mem y, cl_command_queue queue,
+                         cl_event *event) {
+    tsr_clear_diagnostics();
+    if (event) *event = NULL;
+    embedding_problem p;
+    tsr_status status = embedding_validate(dev, desc, ids, type_ids, word, position, token_type, y, &p);
+    if (status != TSR_SUCCESS) return status;
+    cl_command_queue q;
+    if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
+    const tsr_embedding_desc *d = &p.d;
+    const bool has_type_ids = token_type && type_ids;
+    char options[64] = "";
+    if (d->y_type != TSR_F32) snprintf(options, sizeof options, "-DY_TYPE=%d", (int)d->y_type);
+    cl_program program = NULL;
+    cl_kernel kernel = NULL;
+    cl_event written = NULL, done = NULL;
+    int32_t *staging = NULL;
+    cl_int err;
+    TSR_CHECK(tsr_program_get(dev, "embedding", options, &program), out_unlocked);
+    kernel = clCreateKernel(program, "embedding", &err);
+    TSR_CL_CHECK(err, out_unlocked);
+    /* The ids' scratch: written here (blocking, so the caller's arrays are free on return) after
+     * the previous call's kernel has read it, and read by this call's kernel. */
+    pthread_mutex_lock(&dev->lock);
+    cl_mem scratch;
+    cl_event previous_reader;
+    const size_t id_bytes = d->tokens * sizeof(int32_t);
+    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_IDS, 2 * id_bytes, &scratch, &previous_reader), out);
+    /* One write of both arrays (Oclgrind 21.10 reports the ids as uninitialized after a second
+     * write at an offset into the same buffer). */
+    const size_t write_bytes = has_type_ids ? 2 * id_bytes : id_bytes;
+    staging = malloc(write_bytes);
+    if (!staging) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "embedding: out of host memory staging %zu ids", d->tokens);
+        goto out;
+    }
+    memcpy(staging, ids, id_bytes);
+    if (has_type_ids) memcpy(staging + d->tokens, type_ids, id_bytes);
+    TSR_CL_CHECK(clEnqueueWriteBuffer(q, scratch, CL_TRUE, 0, write_bytes, staging, previous_reader ? 1 : 0,
+                                      previous_reader ? &previous_reader : NULL, &written),
+                 out);
+    /* Absent tables: the kernel does not read them, another valid buffer stands in. */
+    cl_mem position_arg = position ? position : word, token_type_arg = token_type ? token_type : word;
+    cl_ulong tokens = d->tokens, hidden = d->hidden, seq_len = d->seq_len,
+             position_start = position ? d->position_start : 0, wo = d->word_offset,
+             po = position ? d->position_offset : 0, to = token_type ? d->token_type_offset : 0, yo = d->y_offset,
+             ys = d->y_stride;
+    cl_int has_position = position != NULL, has_token_type = token_type != NULL, has_types = has_type_ids;
+    cl_uint arg = 0;
+#define SET(value) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(value), &(value)), out)
+    SET(tokens);
+    SET(hidden);
+    SET(seq_len);
+    SET(position_start);
+    SET(scratch); /* the ids, then the type ids at element `tokens` */
+    SET(has_position);
+    SET(has_token_type);
+    SET(has_types);
+    SET(word);
+    SET(wo);
+    SET(position_arg);
+    SET(po);
+    SET(token_type_arg);
+    SET(to);
+    SET(y);
+    SET(yo);
+    SET(ys);
+#undef SET
+    /* Up to 64 items a token, each taking every 64th column: adjacent items, adjacent floats. */
+    size_t global[2] = {d->hidden < 64 ? d->hidden : 64, d->tokens};
+    TSR_CL_CHECK(clEnqueueNDRangeKernel(q, kernel, 2, NULL, global, NULL, 1, &written, &done), out);
+    tsr_workspace_set_last_use(dev, TSR_WS_IDS, done);
+out:
+    pthread_mutex_unlock(&dev->lock);
+out_unlocked:
+    if (kernel) clReleaseKernel(kernel);
+    free(staging);
+    if (written) clReleaseEvent(written);
+    if (done) {
+        if (event && status == TSR_SUCCESS)
+            *event = done;
+        else
+            clReleaseEvent(done);
+    }
+    return status;
+}

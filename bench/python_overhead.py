@@ -6,7 +6,9 @@
 
 Alternates, --reps times: the C program bench/call_overhead (N x N x N tsr_sgemm, synchronous
 and pipelined) and the same calls through the package, tessera.matmul(a, b, out) on pyopencl
-arrays (zero-copy; synchronous: queue.finish() after each call). NumPy arrays (copied in and
+arrays (zero-copy; synchronous: queue.finish() after each call), and the bare cffi call
+(lib.tsr_gemm + clFinish, no package code) in the same process, which separates what the
+package costs from what calling from an interpreter costs. NumPy arrays (copied in and
 out on every call) are timed too, for scale. Medians over the reps; the ratio and the per-call
 Python overhead (Python minus C, microseconds) are printed and written as JSON.
 """
@@ -24,10 +26,31 @@ import pyopencl.array as cla
 import tessera
 
 
+def direct_call(a, b, c, queue):
+    """The same call through the cffi module, without the package: what the interpreter alone costs."""
+    from tessera._core import ffi, lib
+    dev = tessera._core._device_for_queue(queue)
+    n = a.shape[0]
+    mems = [ffi.cast('cl_mem', x.base_data.int_ptr) for x in (a, b, c)]
+    q = lib.tsr_device_queue(dev.handle)
+
+    def call():
+        lib.tsr_gemm(dev.handle, lib.TSR_ROW_MAJOR, lib.TSR_NO_TRANS, lib.TSR_NO_TRANS, n, n, n, 1.0, lib.TSR_F32,
+                     mems[0], 0, n, 0, lib.TSR_F32, mems[1], 0, n, 0, 0.0, lib.TSR_F32, mems[2], 0, n, 0, 1, ffi.NULL,
+                     q, ffi.NULL)
+    return call, q, lib
+
+
 def python_rep(a, b, c, queue, calls, na, nb, nc):
     for _ in range(10):
         tessera.matmul(a, b, c)
     queue.finish()
+    direct, q, lib = direct_call(a, b, c, queue)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        direct()
+        lib.clFinish(q)
+    direct_us = (time.perf_counter() - t0) / calls * 1e6
     t0 = time.perf_counter()
     for _ in range(calls):
         tessera.matmul(a, b, c)
@@ -42,7 +65,7 @@ def python_rep(a, b, c, queue, calls, na, nb, nc):
         tessera.matmul(na, nb, nc)
     t3 = time.perf_counter()
     return {'synchronous_us': (t1 - t0) / calls * 1e6, 'pipelined_us': (t2 - t1) / calls * 1e6,
-            'numpy_us': (t3 - t2) / numpy_calls * 1e6}
+            'numpy_us': (t3 - t2) / numpy_calls * 1e6, 'direct_cffi_synchronous_us': direct_us}
 
 
 def main():
@@ -70,22 +93,29 @@ def main():
                              capture_output=True, text=True, check=True)
         c_runs.append(json.loads(out.stdout))
         py_runs.append(python_rep(a, b, c, queue, args.calls, na, nb, nc))
-        print('rep %d: C %.1f / %.1f us, Python %.1f / %.1f us (synchronous / pipelined), NumPy arrays %.1f us'
-              % (rep, c_runs[-1]['synchronous_us'], c_runs[-1]['pipelined_us'], py_runs[-1]['synchronous_us'],
-                 py_runs[-1]['pipelined_us'], py_runs[-1]['numpy_us']), file=sys.stderr)
+        print('rep %d: C %.1f / %.1f us, Python %.1f / %.1f us (synchronous / pipelined), cffi alone %.1f us, '
+              'NumPy arrays %.1f us' % (rep, c_runs[-1]['synchronous_us'], c_runs[-1]['pipelined_us'],
+                                       py_runs[-1]['synchronous_us'], py_runs[-1]['pipelined_us'],
+                                       py_runs[-1]['direct_cffi_synchronous_us'], py_runs[-1]['numpy_us']),
+              file=sys.stderr)
     med = lambda runs, key: statistics.median(r[key] for r in runs)  # noqa: E731
     result = {'device': info.name, 'size': n, 'calls': args.calls, 'reps': args.reps,
               'c': {k: med(c_runs, k) for k in ('synchronous_us', 'pipelined_us')},
               'python_pyopencl': {k: med(py_runs, k) for k in ('synchronous_us', 'pipelined_us')},
-              'python_numpy_us': med(py_runs, 'numpy_us'), 'c_runs': c_runs, 'python_runs': py_runs}
+              'python_numpy_us': med(py_runs, 'numpy_us'),
+              'python_direct_cffi_synchronous_us': med(py_runs, 'direct_cffi_synchronous_us'),
+              'c_runs': c_runs, 'python_runs': py_runs}
     for key in ('synchronous_us', 'pipelined_us'):
         result['ratio_' + key[:-3]] = result['python_pyopencl'][key] / result['c'][key]
         result['python_overhead_' + key] = result['python_pyopencl'][key] - result['c'][key]
+    result['package_overhead_synchronous_us'] = (result['python_pyopencl']['synchronous_us']
+                                                 - result['python_direct_cffi_synchronous_us'])
     print('%dx%dx%d GEMM on %s: Python/C %.3f synchronous, %.3f pipelined; Python adds %.1f us per call '
-          '(pipelined: %.1f us); with NumPy arrays (copies) %.1f us per call'
+          '(pipelined: %.1f us), of which the package (tessera.matmul against the bare cffi call in the same '
+          'process) %.1f us; with NumPy arrays (copies) %.1f us per call'
           % (n, n, n, info.name, result['ratio_synchronous'], result['ratio_pipelined'],
              result['python_overhead_synchronous_us'], result['python_overhead_pipelined_us'],
-             result['python_numpy_us']))
+             result['package_overhead_synchronous_us'], result['python_numpy_us']))
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(result, f, indent=1)

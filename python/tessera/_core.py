@@ -578,10 +578,11 @@ class Call:
         self.started = time.perf_counter() if _profile is not None else None
         self.pyopencl_queue = None
         arrays_device = None
+        cla = sys.modules.get('pyopencl.array')
         for t in tensors:
             if t is None:
                 continue
-            if _is_pyopencl(t):
+            if cla is not None and isinstance(t, cla.Array):
                 if self.pyopencl_queue is None:
                     self.pyopencl_queue = t.queue
             elif isinstance(t, Array):
@@ -600,12 +601,16 @@ class Call:
         if arrays_device is not None and arrays_device is not self.device:
             raise _invalid('a tessera.Array of device %r passed to a call on device %r' % (arrays_device, self.device))
         self.handle = self.device.handle
-        self.context = lib.tsr_device_context(self.handle)
         self.context_int = self.device.context_int
         # Work is ordered with the caller's pyopencl queue when it belongs to the device's context.
         self.queue = ffi.NULL
-        if self.pyopencl_queue is not None and self.pyopencl_queue.context.int_ptr == self.context_int:
-            self.queue = ffi.cast('cl_command_queue', self.pyopencl_queue.int_ptr)
+        pq = self.pyopencl_queue
+        if pq is not None:
+            wrapped = self.device._pyopencl
+            if wrapped is not None and wrapped[2] is pq:  # the queue the device wraps: its own
+                self.queue = lib.tsr_device_queue(self.handle)
+            elif pq.context.int_ptr == self.context_int:
+                self.queue = ffi.cast('cl_command_queue', pq.int_ptr)
         self.out_kind = ('pyopencl' if self.pyopencl_queue is not None else
                          'array' if arrays_device is not None or keep_on_device else 'numpy')
         self._readbacks = []

@@ -3,10 +3,12 @@ arrays. Shapes and strides come from the arrays; outputs are allocated when not 
 kind of the inputs (pyopencl in, pyopencl out; tessera.Array in or keep_on_device=True,
 tessera.Array out; otherwise NumPy)."""
 import math
+import sys
 
 import numpy as np
 
-from ._core import Call, _invalid, _tsr_type, ffi, lib
+from . import _core
+from ._core import Array, Call, Device, _check, _invalid, _tsr_type, ffi, lib
 
 __all__ = ['gemm', 'matmul', 'gelu', 'conv2d', 'attention', 'layernorm', 'embedding']
 
@@ -74,6 +76,71 @@ def _matrix(op, role):
                    % (role, tuple(op.strides[-2:])))
 
 
+# A repeated call with the same device-resident operands (same buffers, offsets, shapes, strides,
+# types and arguments, `out` given: a model's layers, a benchmark loop) skips the resolution and
+# checks above and replays the C call it made; the C library still checks every call. Entries
+# hold their operands' buffers, so an address cannot be reused under them, and are dropped when
+# their device closes. NumPy operands are never replayed (they are copied on every call).
+_replays = {}
+_REPLAYS_MAX = 256
+
+
+def _tensor_key(x):
+    cla = sys.modules.get('pyopencl.array')
+    if cla is not None and isinstance(x, cla.Array):
+        if x.base_data is None:
+            return None
+        return (1, x.base_data.int_ptr, x.offset, x.shape, x.strides, x.dtype.num, x.context.int_ptr, x.queue.int_ptr)
+    if isinstance(x, Array):
+        if x._mem is None:
+            return None
+        return (2, id(x._mem), x.offset, x.shape, x.strides, x.dtype.num, id(x.device))
+    return None
+
+
+def _replay_key(a, b, out, bias, device, scalars):
+    if out is None or not (device is None or isinstance(device, Device)) or _core._profile is not None:
+        return None
+    key = [id(device), scalars]
+    for t in (a, b, out, bias):
+        if t is None:
+            key.append(None)
+            continue
+        tk = _tensor_key(t)
+        if tk is None:
+            return None
+        key.append(tk)
+    key = tuple(key)
+    try:
+        hash(key)
+    except TypeError:  # an unhashable argument (a list as activation, say): no replay
+        return None
+    return key
+
+
+class _Replay:
+    def __init__(self, call, args, operands, epilogue):
+        self.device, self.args, self.epilogue = call.device, args, epilogue
+        self.operands = operands  # keeps the buffers (and the epilogue's bias) alive
+        self.waits = [op.source for op in operands if op is not None and op.kind == 'pyopencl']
+
+    def replay(self):
+        if self.device._handle is None:  # closed since: its handle must not be used
+            return False
+        for x in self.waits:
+            if x.events:
+                import pyopencl as cl
+                cl.wait_for_events(x.events)
+        _check(lib.tsr_gemm(*self.args))
+        return True
+
+
+def _remember(key, entry):
+    while len(_replays) >= _REPLAYS_MAX:
+        _replays.pop(next(iter(_replays)))
+    _replays[key] = entry
+
+
 def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, bias=None, activation=None,
          out_dtype=np.float32, device=None, keep_on_device=False):
     """out = activation(alpha * op(a) @ op(b) + beta * out + bias), op(x) = x.T when trans_x.
@@ -86,6 +153,11 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, b
     then be given. Returns out (allocated as out_dtype when not given)."""
     if beta != 0 and out is None:
         raise _invalid('beta != 0 reads C: pass out=')
+    key = _replay_key(a, b, out, bias, device, (alpha, beta, trans_a, trans_b, activation))
+    if key is not None:
+        entry = _replays.get(key)
+        if entry is not None and entry.replay():
+            return out
     call = Call(device, (a, b, out, bias), keep_on_device, op='gemm')
     lead_a, lead_b = _shape(a)[:-2], _shape(b)[:-2]
     a_host, a_swapped = _numpy_matrix(a)
@@ -149,12 +221,15 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, b
             epilogue.bias_offset = bias_op.offset
             epilogue.bias_stride = bias_op.strides[0] if bias_op.ndim == 2 and bias_op.shape[0] > 1 else 0
     T = (lib.TSR_NO_TRANS, lib.TSR_TRANS)
-    call.check(lib.tsr_gemm(call.handle, lib.TSR_ROW_MAJOR, T[bool(trans_a) != a_st], T[bool(trans_b) != b_st],
-                            m, n, k, float(alpha),
-                            A.tsr_type, A.mem, A.offset, lda, a_stride,
-                            B.tsr_type, B.mem, B.offset, ldb, b_stride, float(beta),
-                            C.tsr_type, C.mem, C.offset, ldc, c_stride if batch > 1 else 0,
-                            batch, epilogue, call.queue, ffi.NULL))
+    args = (call.handle, lib.TSR_ROW_MAJOR, T[bool(trans_a) != a_st], T[bool(trans_b) != b_st],
+            m, n, k, float(alpha),
+            A.tsr_type, A.mem, A.offset, lda, a_stride,
+            B.tsr_type, B.mem, B.offset, ldb, b_stride, float(beta),
+            C.tsr_type, C.mem, C.offset, ldc, c_stride if batch > 1 else 0,
+            batch, epilogue, call.queue, ffi.NULL)
+    call.check(lib.tsr_gemm(*args))
+    if key is not None and call.started is None:
+        _remember(key, _Replay(call, args, (A, B, C, bias_op), epilogue))
     return call.finish(C)
 
 
@@ -452,7 +527,7 @@ def embedding(ids, word, position=None, token_type=None, *, type_ids=None, posit
         raise _invalid('ids must be a non-empty 1-D or 2-D integer array, not %s %s' % (ids.dtype, ids.shape))
     if np.any(ids < 0) or np.any(ids > np.iinfo(np.int32).max):
         bad = int(np.flatnonzero((ids.reshape(-1) < 0) | (ids.reshape(-1) > np.iinfo(np.int32).max))[0])
-        raise _invalid('ids: token %d has id %d, outside 0..vocab-1' % (bad, int(ids.reshape(-1)[bad])))
+        raise _invalid('embedding: ids[%d] = %d is outside 0..vocab-1' % (bad, int(ids.reshape(-1)[bad])))
     seq = ids.shape[-1]
     host_ids = np.ascontiguousarray(ids.reshape(-1), dtype=np.int32)
     host_types = None

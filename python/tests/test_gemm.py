@@ -209,3 +209,26 @@ def test_raw_pyopencl_buffers(device, rng):
         tessera.from_buffer(ba, (24, 16), device=device)
     del ta, tb, tc
     dev.close()
+
+
+def test_repeated_calls_replay_and_stay_correct(device, rng):
+    """Repeated calls on the same device-resident operands replay the C call they resolved; new
+    contents, other scalars, another out or a closed device must all still be honoured."""
+    dev = tessera.Device('cpu')
+    a, b = uniform(rng, (30, 20)), uniform(rng, (20, 10))
+    da, db = tessera.to_device(a, device=dev), tessera.to_device(b, device=dev)
+    dc, dc2 = tessera.empty((30, 10), device=dev), tessera.empty((30, 10), device=dev)
+    for i in range(3):
+        a2 = uniform(rng, (30, 20))
+        da2 = tessera.to_device(a2, device=dev)
+        for alpha in (1.0, -2.0):
+            assert tessera.matmul(da, db, dc, alpha=alpha) is dc
+            assert_close(dc.get(), ref(a, b, alpha=alpha), tol(20), 'replay alpha %g' % alpha)
+        tessera.matmul(da2, db, dc2)
+        assert_close(dc2.get(), ref(a2, b), tol(20), 'other operand')
+    tessera.gemm(da, db, dc, beta=1.0)  # C += A B, replayed twice: reads what the last call wrote
+    tessera.gemm(da, db, dc, beta=1.0)
+    assert_close(dc.get(), ref(a, b, alpha=-2.0) + 2 * ref(a, b), tol(20) * 3, 'beta replayed')
+    dev.close()
+    with pytest.raises(tessera.TesseraError, match='closed'):
+        tessera.matmul(da, db, dc)

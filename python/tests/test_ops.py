@@ -195,8 +195,8 @@ def test_embedding(device, rng):
     assert_close(tessera.embedding(ids, dw, dp, position_start=6).get(), word[ids] + pos[6:16], 1e-6,
                  'position start')
     for call, words in [
-        (lambda: tessera.embedding(np.array([[1, vocab]]), dw), 'token 1'),
-        (lambda: tessera.embedding(np.array([[-1, 2]]), dw), 'token 0'),
+        (lambda: tessera.embedding(np.array([[1, vocab]]), dw), 'ids[1] = 50'),
+        (lambda: tessera.embedding(np.array([[-1, 2]]), dw), 'ids[0] = -1'),
         (lambda: tessera.embedding(ids, dw, dp, position_start=7), 'position'),
         (lambda: tessera.embedding(ids, dw, None, dt, type_ids=type_ids + 1), 'type'),
         (lambda: tessera.embedding(ids.astype(np.float32), dw), 'integer'),

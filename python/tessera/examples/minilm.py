@@ -170,18 +170,20 @@ class Runner:
         self.token_type = up(w['embeddings.token_type_embeddings.weight'])
         self.ln0 = (up(w['embeddings.LayerNorm.weight']), up(w['embeddings.LayerNorm.bias']))
         self.layers = []
+        # Linear weights go up transposed, [in, out]: op(B) = B is the faster GEMM form on small
+        # batches here (2.5x at 16 tokens on PoCL), and the same at large ones.
         for i in range(LAYERS):
             p = 'encoder.layer.%d.' % i
             qkv = [p + 'attention.self.' + s for s in ('query', 'key', 'value')]
             self.layers.append({
-                'qkv_w': up(np.concatenate([w[n + '.weight'] for n in qkv]), wtype),
+                'qkv_w': up(np.concatenate([w[n + '.weight'] for n in qkv]).T, wtype),
                 'qkv_b': up(np.concatenate([w[n + '.bias'] for n in qkv])),
-                'out_w': up(w[p + 'attention.output.dense.weight'], wtype),
+                'out_w': up(w[p + 'attention.output.dense.weight'].T, wtype),
                 'out_b': up(w[p + 'attention.output.dense.bias']),
                 'ln1': (up(w[p + 'attention.output.LayerNorm.weight']), up(w[p + 'attention.output.LayerNorm.bias'])),
-                'ffn1_w': up(w[p + 'intermediate.dense.weight'], wtype),
+                'ffn1_w': up(w[p + 'intermediate.dense.weight'].T, wtype),
                 'ffn1_b': up(w[p + 'intermediate.dense.bias']),
-                'ffn2_w': up(w[p + 'output.dense.weight'], wtype),
+                'ffn2_w': up(w[p + 'output.dense.weight'].T, wtype),
                 'ffn2_b': up(w[p + 'output.dense.bias']),
                 'ln2': (up(w[p + 'output.LayerNorm.weight']), up(w[p + 'output.LayerNorm.bias'])),
             })
@@ -204,12 +206,12 @@ class Runner:
         q, k, v = (qkv.view((batch, HEADS, seq, head_dim), (seq * row, head_dim, row, 1), i * HIDDEN) for i in range(3))
         o = context.view((batch, HEADS, seq, head_dim), (seq * HIDDEN, head_dim, HIDDEN, 1))
         for layer in self.layers:
-            tessera.gemm(x, layer['qkv_w'], qkv, trans_b=True, bias=layer['qkv_b'])
+            tessera.gemm(x, layer['qkv_w'], qkv, bias=layer['qkv_b'])
             tessera.attention(q, k, v, kv_lengths=lengths, out=o)
-            tessera.gemm(context, layer['out_w'], projected, trans_b=True, bias=layer['out_b'])
+            tessera.gemm(context, layer['out_w'], projected, bias=layer['out_b'])
             tessera.layernorm(projected, *layer['ln1'], residual=x, eps=eps, out=x)
-            tessera.gemm(x, layer['ffn1_w'], hidden, trans_b=True, bias=layer['ffn1_b'], activation='gelu')
-            tessera.gemm(hidden, layer['ffn2_w'], projected, trans_b=True, bias=layer['ffn2_b'])
+            tessera.gemm(x, layer['ffn1_w'], hidden, bias=layer['ffn1_b'], activation='gelu')
+            tessera.gemm(hidden, layer['ffn2_w'], projected, bias=layer['ffn2_b'])
             tessera.layernorm(projected, *layer['ln2'], residual=x, eps=eps, out=x)
         # mean pooling: per sentence a [1, L] row of 1/length over its tokens, times its [L, 384]
         weights = (np.arange(seq)[None, :] < lengths[:, None]) / lengths[:, None].astype(np.float64)

@@ -382,6 +382,20 @@ class Array:
 
     numpy = get
 
+    def set(self, x):
+        """Copy a NumPy array (or anything np.asarray takes) of this array's shape into it, in
+        place (a contiguous Array; the values are converted to its dtype)."""
+        host = np.ascontiguousarray(x, dtype=self.dtype)
+        if host.shape != self.shape:
+            raise _invalid('set: the values have shape %s, the array %s' % (host.shape, self.shape))
+        if not self.is_contiguous():
+            raise _invalid('set: the array is a strided view (strides %s)' % (self.strides,))
+        started = time.perf_counter()
+        _write(self.device, self.mem, self.offset * self.dtype.itemsize, host)
+        if _profile is not None:
+            _profile.add('transfer', started)
+        return self
+
     def __array__(self, dtype=None, copy=None):
         host = self.get()
         return host.astype(dtype) if dtype is not None else host

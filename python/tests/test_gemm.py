@@ -110,6 +110,13 @@ def test_device_resident_arrays(device, rng):
     chained = tessera.matmul(kept, db, trans_b=True)
     assert_close(np.asarray(chained), ref(ref(a, b), b, trans_b=True), tol(48) * 4, 'chained')
     assert_close(tessera.matmul(da[8:40], db).get(), ref(a[8:40], b), tol(48), 'row slice view')
+    a2 = uniform(rng, (64, 48))
+    assert da.set(a2) is da  # new values, same buffer
+    assert_close(tessera.matmul(da, db).get(), ref(a2, b), tol(48), 'after set')
+    with pytest.raises(tessera.InvalidArgument, match='shape'):
+        da.set(a2[:3])
+    with pytest.raises(tessera.InvalidArgument, match='strided'):
+        da.view((32, 48), (96, 1)).set(a2[:32])
 
 
 def test_pyopencl_arrays_in_place(device, rng):

@@ -616,15 +616,17 @@ class Call:
             raise _invalid('a tessera.Array of device %r passed to a call on device %r' % (arrays_device, self.device))
         self.handle = self.device.handle
         self.context_int = self.device.context_int
-        # Work is ordered with the caller's pyopencl queue when it belongs to the device's context.
-        self.queue = ffi.NULL
+        # Everything (op, uploads, read-backs) goes on the device's queue. A pyopencl queue that
+        # is not the one the device wraps is finished before and the device's queue after the
+        # call, so that work on either side is ordered with this call.
+        self.queue = lib.tsr_device_queue(self.handle)
+        self.foreign_queue = None
         pq = self.pyopencl_queue
         if pq is not None:
             wrapped = self.device._pyopencl
-            if wrapped is not None and wrapped[2] is pq:  # the queue the device wraps: its own
-                self.queue = lib.tsr_device_queue(self.handle)
-            elif pq.context.int_ptr == self.context_int:
-                self.queue = ffi.cast('cl_command_queue', pq.int_ptr)
+            if wrapped is None or wrapped[2] is not pq:
+                self.foreign_queue = pq
+                pq.finish()
         self.out_kind = ('pyopencl' if self.pyopencl_queue is not None else
                          'array' if arrays_device is not None or keep_on_device else 'numpy')
         self._readbacks = []
@@ -730,16 +732,17 @@ class Call:
         for op in self._readbacks:
             host = op.numpy_result
             if host.flags.c_contiguous:
-                _read(self.device, op.mem, 0, host)
+                _read(self.device, op.mem, 0, host, self.queue)
             else:
                 tmp = np.empty(host.shape, host.dtype)
-                _read(self.device, op.mem, 0, tmp)
+                _read(self.device, op.mem, 0, tmp, self.queue)
                 host[...] = tmp
             op.result = host
         results = tuple(op.result for op in outputs)
+        if self.foreign_queue is not None:
+            _cl_check(lib.clFinish(self.queue), 'clFinish')
         if self.started is not None and _profile is not None:
-            _profile.add(self.op, self.started, self.device,
-                         self.queue if self.queue != ffi.NULL else lib.tsr_device_queue(self.handle))
+            _profile.add(self.op, self.started, self.device, self.queue)
         return results[0] if len(results) == 1 else results
 
     def check(self, status):

@@ -228,7 +228,7 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, b
             C.tsr_type, C.mem, C.offset, ldc, c_stride if batch > 1 else 0,
             batch, epilogue, call.queue, ffi.NULL)
     call.check(lib.tsr_gemm(*args))
-    if key is not None and call.started is None:
+    if key is not None and call.started is None and call.foreign_queue is None:
         _remember(key, _Replay(call, args, (A, B, C, bias_op), epilogue))
     return call.finish(C)
 
@@ -447,8 +447,7 @@ def _copy_rows(call, src, dst, first, rows, lq, planes):
     src_origin = ffi.new('size_t[3]', [src.offset * 4, 0, 0])
     dst_origin = ffi.new('size_t[3]', [(dst.offset + first) * 4, 0, 0])
     region = ffi.new('size_t[3]', [rows * 4, planes, 1])
-    queue = call.queue if call.queue != ffi.NULL else lib.tsr_device_queue(call.handle)
-    err = lib.clEnqueueCopyBufferRect(queue, src.mem, dst.mem, src_origin, dst_origin, region, rows * 4, 0, lq * 4, 0,
+    err = lib.clEnqueueCopyBufferRect(call.queue, src.mem, dst.mem, src_origin, dst_origin, region, rows * 4, 0, lq * 4, 0,
                                       0, ffi.NULL, ffi.NULL)
     if err != 0:
         from ._core import _cl_check

@@ -139,6 +139,16 @@ def test_pyopencl_arrays_in_place(device, rng):
     dev = tessera.Device.from_pyopencl(queue)
     assert_close(tessera.matmul(ga, gb, device=dev).get(), ref(a, b), tol(30), 'explicit wrapped device')
     dev.close()
+    # a device on another queue of the context: the call is ordered with both queues
+    other = tessera.Device.from_pyopencl(cl.CommandQueue(ctx))
+    for _ in range(3):
+        gc = tessera.matmul(ga, gb, device=other)
+        assert_close(gc.get(), ref(a, b), tol(30), 'device on another queue')
+    out = cla.zeros(queue, (3, 40, 20), np.float32)
+    tessera.matmul(ga, gb, out, device=other)
+    tessera.matmul(ga, gb, out, device=other, beta=1.0)  # not replayed: it must stay ordered
+    assert_close(out.get(), 2 * ref(a, b), tol(30) * 2, 'another queue, beta')
+    other.close()
 
 
 def test_bad_input_raises_and_writes_nothing(device, rng):

@@ -1162,10 +1162,46 @@ static void random_layernorm(void **state) {
 
 /* ------------------------------------------------------------------------------ embedding */
 
+/* y's rows against the double sum of the table rows ids and type_ids pick (P, T, type_ids NULL:
+ * absent). The device adds two or three fp32 values: 2^-23 (|word| + |position| + |token_type|),
+ * plus a 16-bit y's rounding. */
+static void embedding_check(const tsr_embedding_desc *d, tbuf *W, tbuf *P, tbuf *T, tbuf *Y, const int32_t *ids,
+                            const int32_t *type_ids, const char *name) {
+    const size_t H = d->hidden, ys = d->y_stride ? d->y_stride : H;
+    const double u = ldexp(1.0, -23), u_y = d->y_type == TSR_F32 ? 0 : tsr_dtype_unit_roundoff(d->y_type);
+    for (size_t t = 0; t < d->tokens; ++t) {
+        const float *wr = tb_at(W, d->word_offset + (size_t)ids[t] * H);
+        const float *pr = P ? tb_at(P, d->position_offset + (d->position_start + t % d->seq_len) * H) : NULL;
+        const float *tr = T ? tb_at(T, d->token_type_offset + (size_t)(type_ids ? type_ids[t] : 0) * H) : NULL;
+        for (size_t j = 0; j < H; ++j) {
+            const double ref = (double)wr[j] + (pr ? (double)pr[j] : 0.0) + (tr ? (double)tr[j] : 0.0);
+            const double size = fabs(wr[j]) + (pr ? fabs(pr[j]) : 0.0) + (tr ? fabs(tr[j]) : 0.0);
+            const double got = Y->host[Y->origin + d->y_offset + t * ys + j];
+            const double bound = u * size + u_y * fabs(ref) + y_subnormal_floor(d->y_type);
+            if (!(fabs(got - ref) <= bound))
+                FAIL("%s[%zu][%zu] = %.9g, reference %.9g (id %d, error %.3g, bound %.3g)", name, t, j, got, ref,
+                     (int)ids[t], fabs(got - ref), bound);
+        }
+    }
+}
+
+/* y's rows poisoned and writable. */
+static void embedding_prepare_y(const tsr_embedding_desc *d, tbuf *Y) {
+    const size_t ys = d->y_stride ? d->y_stride : d->hidden;
+    for (size_t t = 0; t < d->tokens; ++t)
+        for (size_t j = 0; j < d->hidden; ++j) {
+            size_t at = Y->origin + d->y_offset + t * ys + j;
+            Y->init[at] = NAN, Y->writable[at] = 1;
+        }
+}
+
 /* One random tsr_embedding call: tokens (whole sequences or not), seq_len, hidden (BERT's 384 and
  * 768 often), vocab, optional position and token_type tables, position_start, type ids or NULL,
  * offsets, y_stride and y_type. One call in six gets one bad id, type id or position instead: it
- * must be TSR_ERR_INVALID_ARG naming the token and the value, with no event, leaving y as it was. */
+ * must be TSR_ERR_INVALID_ARG naming the token and the value, with no event, leaving y as it was.
+ * One valid call in three is followed at once, before either is waited for, by a second gather
+ * with other ids into another y on another random queue: both pass through tessera's one ids
+ * scratch buffer, so the second write must wait for the first kernel. */
 static void embedding_iteration(rng *r) {
     static const size_t bert_hidden[] = {384, 768};
     enum { VALID, BAD_ID, BAD_TYPE_ID, BAD_POSITION };
@@ -1233,19 +1269,30 @@ static void embedding_iteration(rng *r) {
     if (position) tb_make(r, &P, d.position_offset + d.max_positions * H, bg_nan, "position");
     if (token_type) tb_make(r, &T, d.token_type_offset + d.type_vocab * H, bg_nan, "token_type");
     tb_make_typed(r, &Y, d.y_offset + (d.tokens - 1) * ys + H, rchance(r, 2), "y", d.y_type);
-    qchoice qc = pick_queue(r, true);
+    qchoice qc = pick_queue(r, true), qc2 = {0};
+    const bool twice = kind == VALID && rchance(r, 3);
+    tbuf Y2 = {0};
+    int32_t *ids2 = NULL, *type_ids2 = NULL, *kept2 = NULL;
+    if (twice) {
+        DESC(" then a second call:");
+        tb_make_typed(r, &Y2, d.y_offset + (d.tokens - 1) * ys + H, rchance(r, 2), "y2", d.y_type);
+        qc2 = pick_queue(r, true);
+        ids2 = malloc(d.tokens * sizeof *ids2), type_ids2 = malloc(d.tokens * sizeof *type_ids2);
+        kept2 = malloc(d.tokens * sizeof *kept2);
+        for (size_t t = 0; t < d.tokens; ++t) {
+            kept2[t] = ids2[t] = (int32_t)rpick(r, d.vocab);
+            type_ids2[t] = (int32_t)rpick(r, d.type_vocab);
+        }
+        embedding_prepare_y(&d, &Y2);
+        tb_upload(&Y2);
+    }
     for (size_t i = 0; i < d.vocab * H; ++i)
         *tb_at(&W, d.word_offset + i) = runi(r, -2, 2);
     for (size_t i = 0; position && i < d.max_positions * H; ++i)
         *tb_at(&P, d.position_offset + i) = runi(r, -2, 2);
     for (size_t i = 0; token_type && i < d.type_vocab * H; ++i)
         *tb_at(&T, d.token_type_offset + i) = runi(r, -2, 2);
-    if (kind == VALID)
-        for (size_t t = 0; t < d.tokens; ++t)
-            for (size_t j = 0; j < H; ++j) {
-                size_t at = Y.origin + d.y_offset + t * ys + j;
-                Y.init[at] = NAN, Y.writable[at] = 1;
-            }
+    if (kind == VALID) embedding_prepare_y(&d, &Y);
     tb_upload(&W), tb_upload(&Y);
     if (position) tb_upload(&P);
     if (token_type) tb_upload(&T);
@@ -1257,6 +1304,14 @@ static void embedding_iteration(rng *r) {
     if (kind == VALID) {
         if (st != TSR_SUCCESS) FAIL("refused a valid call: %s: %s", tsr_status_str(st), tsr_last_error());
         memset(ids, 0xff, d.tokens * sizeof *ids); /* the caller's again on return: nothing may read them later */
+        if (twice) {
+            cl_event ev2 = NULL;
+            st = tsr_embedding(dev, &d, ids2, with_type_ids ? type_ids2 : NULL, W.mem, position ? P.mem : NULL,
+                               token_type ? T.mem : NULL, Y2.mem, qc2.q, qc2.event ? &ev2 : NULL);
+            if (st != TSR_SUCCESS) FAIL("refused the second call: %s: %s", tsr_status_str(st), tsr_last_error());
+            memset(ids2, 0xff, d.tokens * sizeof *ids2);
+            finish(&qc2, ev2);
+        }
         finish(&qc, ev);
     } else {
         if (st != TSR_ERR_INVALID_ARG)
@@ -1278,24 +1333,16 @@ static void embedding_iteration(rng *r) {
     tb_check_untouched(&Y, "y");
     if (position) tb_download(&P), tb_check_untouched(&P, "position");
     if (token_type) tb_download(&T), tb_check_untouched(&T, "token_type");
-    /* The device adds two or three fp32 values: 2^-23 (|word| + |position| + |token_type|), plus a 16-bit y's rounding.
-     */
-    const double u = ldexp(1.0, -23), u_y = d.y_type == TSR_F32 ? 0 : tsr_dtype_unit_roundoff(d.y_type);
-    for (size_t t = 0; kind == VALID && t < d.tokens; ++t) {
-        const float *wr = tb_at(&W, d.word_offset + (size_t)kept[t] * H);
-        const float *pr = position ? tb_at(&P, d.position_offset + (d.position_start + t % d.seq_len) * H) : NULL;
-        const float *tr =
-            token_type ? tb_at(&T, d.token_type_offset + (size_t)(with_type_ids ? type_ids[t] : 0) * H) : NULL;
-        for (size_t j = 0; j < H; ++j) {
-            const double ref = (double)wr[j] + (pr ? (double)pr[j] : 0.0) + (tr ? (double)tr[j] : 0.0);
-            const double size = fabs(wr[j]) + (pr ? fabs(pr[j]) : 0.0) + (tr ? fabs(tr[j]) : 0.0);
-            const double got = Y.host[Y.origin + d.y_offset + t * ys + j];
-            const double bound = u * size + u_y * fabs(ref) + y_subnormal_floor(d.y_type);
-            if (!(fabs(got - ref) <= bound))
-                FAIL("y[%zu][%zu] = %.9g, reference %.9g (id %d, error %.3g, bound %.3g)", t, j, got, ref, (int)kept[t],
-                     fabs(got - ref), bound);
-        }
+    if (kind == VALID)
+        embedding_check(&d, &W, position ? &P : NULL, token_type ? &T : NULL, &Y, kept,
+                        token_type && with_type_ids ? type_ids : NULL, "y");
+    if (twice) {
+        tb_download(&Y2), tb_check_untouched(&Y2, "y2");
+        embedding_check(&d, &W, position ? &P : NULL, token_type ? &T : NULL, &Y2, kept2,
+                        token_type && with_type_ids ? type_ids2 : NULL, "y2");
+        tb_free(&Y2);
     }
+    free(ids2), free(type_ids2), free(kept2);
     free(ids), free(type_ids), free(kept);
     tb_free(&W), tb_free(&Y);
     if (position) tb_free(&P);

@@ -1,7 +1,8 @@
 /* A seeded randomized differential test of the public API: tsr_sgemm(_ex),
- * tsr_sgemm_strided_batched(_ex), tsr_gelu (fused and unfused), tsr_conv2d and tsr_attention
- * on random arguments, against a double-precision reference and, where CLBlast has the same
- * call, against CLBlast (results, and whether invalid argument sets are refused).
+ * tsr_sgemm_strided_batched(_ex), tsr_gelu (fused and unfused), tsr_conv2d, tsr_attention,
+ * tsr_layernorm and tsr_embedding on random arguments, against a double-precision reference and,
+ * where CLBlast has the same call, against CLBlast (results, and whether invalid argument sets are
+ * refused).
  *
  * Every iteration draws: shapes (1, primes, tile edges 15/16/17, 31/32/33, 63/64/65), every
  * layout and transposition, leading dimensions and strides above the minimum, offsets,
@@ -9,8 +10,14 @@
  * the needed size or larger, batches (stride 0 for A or B), bias per column (shared or per
  * batch entry), every activation, beta = 0 over NaN, NaN/Inf inputs, NaN in every element an
  * op must not read (padding, masked keys), the NULL / device / in-order / out-of-order queue,
- * with or without an event. Outputs are poisoned first and every byte of every buffer outside
- * what the op may write is compared before and after.
+ * with or without an event. LayerNorm adds rows of any length (BERT's 384/768/1024 often), row
+ * strides, the residual or none, in place on x or on the residual, eps from 1e-12 to 1 and fp32,
+ * fp16 or bf16 storage for x, the residual and y, checked per element with the header's error
+ * bound; the embedding gather adds optional position and token-type tables, position_start,
+ * partial sequences, y's stride and type, and, one call in six, a bad id, type id or position
+ * that must be refused naming it, with y untouched. 16-bit tensors are compared by their stored
+ * bits. Outputs are poisoned first and every byte of every buffer outside what the op may write
+ * is compared before and after.
  *
  * Seeds: $TSR_TEST_SEED (default: a fixed seed, so CI is reproducible); each iteration has its
  * own stream derived from the seed, the op and the iteration, so a failure prints its full
@@ -174,44 +181,86 @@ static void finish(const qchoice *c, cl_event ev) {
  * and `host` are parent indices; element i of the op's view is parent index origin + i. */
 typedef struct tbuf {
     cl_mem parent, mem;
-    size_t origin, size, total; /* floats */
-    float *init, *host;         /* the parent before and after */
-    char *writable;             /* per parent element: the op may write it */
+    tsr_dtype dtype;               /* storage; init and host hold the values widened to fp32 */
+    size_t origin, size, total;    /* elements of dtype */
+    float *init, *host;            /* the parent before and after */
+    uint16_t *init_raw, *host_raw; /* 16-bit storage: the stored bits before and after */
+    char *writable;                /* per parent element: the op may write it */
 } tbuf;
 
-/* A buffer holding at least `need` floats, its background `bg_nan` ? NaN : random. */
-static void tb_make(rng *r, tbuf *t, size_t need, bool bg_nan, const char *name) {
+/* A buffer of `dtype` elements holding at least `need`, its background `bg_nan` ? NaN : random. */
+static void tb_make_typed(rng *r, tbuf *t, size_t need, bool bg_nan, const char *name, tsr_dtype dtype) {
     memset(t, 0, sizeof *t);
+    t->dtype = dtype;
+    const size_t esize = tsr_dtype_size(dtype), align = align_floats * sizeof(float) / esize;
     bool sub = rchance(r, 3);
     t->size = need + (rchance(r, 2) ? 0 : 1 + rpick(r, 7));
     if (!t->size) t->size = 1;
-    t->origin = sub ? align_floats * (1 + rpick(r, 2)) : 0;
+    t->origin = sub ? align * (1 + rpick(r, 2)) : 0;
     t->total = t->origin + t->size + (sub ? rpick(r, 9) : 0);
     t->init = malloc(t->total * sizeof(float));
     t->host = malloc(t->total * sizeof(float));
+    if (dtype != TSR_F32) {
+        t->init_raw = malloc(t->total * sizeof(uint16_t));
+        t->host_raw = malloc(t->total * sizeof(uint16_t));
+    }
     t->writable = calloc(t->total, 1);
-    for (size_t i = 0; i < t->total; ++i) t->init[i] = bg_nan ? NAN : runi(r, -1, 1);
-    t->parent = th_buffer(dev, t->total);
+    for (size_t i = 0; i < t->total; ++i)
+        t->init[i] = bg_nan ? NAN : runi(r, -1, 1);
+    t->parent = dtype == TSR_F32 ? th_buffer(dev, t->total) : th_buffer_typed(dev, dtype, t->total);
     t->mem = t->parent;
     if (sub) {
-        cl_buffer_region reg = {t->origin * sizeof(float), t->size * sizeof(float)};
+        cl_buffer_region reg = {t->origin * esize, t->size * esize};
         cl_int err;
         t->mem = clCreateSubBuffer(t->parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &reg, &err);
         if (err != CL_SUCCESS) FAIL("clCreateSubBuffer: %s", tsr_cl_error_name(err));
     }
-    DESC(" %s=%s(%zu of %zu at %zu)", name, sub ? "sub" : "buf", t->size, t->total, t->origin);
+    DESC(" %s=%s(%zu of %zu at %zu%s%s)", name, sub ? "sub" : "buf", t->size, t->total, t->origin,
+         dtype == TSR_F32 ? "" : " ", dtype == TSR_F32 ? "" : tsr_dtype_str(dtype));
+}
+
+/* A buffer of floats holding at least `need`. */
+static void tb_make(rng *r, tbuf *t, size_t need, bool bg_nan, const char *name) {
+    tb_make_typed(r, t, need, bg_nan, name, TSR_F32);
 }
 
 static float *tb_at(tbuf *t, size_t i) { return &t->init[t->origin + i]; }
-static void tb_upload(tbuf *t) { TH_ASSERT_OK(tsr_upload(dev, t->parent, t->init, t->total)); }
-static void tb_download(tbuf *t) { TH_ASSERT_OK(tsr_download(dev, t->parent, t->host, t->total)); }
 
-/* Every element the op may not write is bit for bit what it was. */
+/* Uploads init; a 16-bit buffer's init is first rounded to its type, so a reference computed from
+ * init afterwards sees exactly what the device reads. */
+static void tb_upload(tbuf *t) {
+    if (t->dtype == TSR_F32) {
+        TH_ASSERT_OK(tsr_upload(dev, t->parent, t->init, t->total));
+        return;
+    }
+    tsr_dtype_round_array(t->dtype, t->init, t->total);
+    TH_ASSERT_OK(tsr_convert_host(TSR_F32, t->init, t->dtype, t->init_raw, t->total));
+    cl_int err = clEnqueueWriteBuffer(tsr_device_queue(dev), t->parent, CL_TRUE, 0, t->total * sizeof(uint16_t),
+                                      t->init_raw, 0, NULL, NULL);
+    if (err != CL_SUCCESS) FAIL("clEnqueueWriteBuffer: %s", tsr_cl_error_name(err));
+}
+
+static void tb_download(tbuf *t) {
+    if (t->dtype == TSR_F32) {
+        TH_ASSERT_OK(tsr_download(dev, t->parent, t->host, t->total));
+        return;
+    }
+    cl_int err = clEnqueueReadBuffer(tsr_device_queue(dev), t->parent, CL_TRUE, 0, t->total * sizeof(uint16_t),
+                                     t->host_raw, 0, NULL, NULL);
+    if (err != CL_SUCCESS) FAIL("clEnqueueReadBuffer: %s", tsr_cl_error_name(err));
+    TH_ASSERT_OK(tsr_convert_host(t->dtype, t->host_raw, TSR_F32, t->host, t->total));
+}
+
+/* Every element the op may not write is bit for bit what it was (the stored bits for 16-bit types). */
 static void tb_check_untouched(tbuf *t, const char *name) {
-    for (size_t i = 0; i < t->total; ++i)
-        if (!t->writable[i] && memcmp(&t->host[i], &t->init[i], sizeof(float)) != 0)
-            FAIL("%s: element %zu of the buffer (view element %lld) changed from %g to %g: written outside the output", name,
-                 i, (long long)i - (long long)t->origin, (double)t->init[i], (double)t->host[i]);
+    for (size_t i = 0; i < t->total; ++i) {
+        if (t->writable[i]) continue;
+        bool same = t->dtype == TSR_F32 ? memcmp(&t->host[i], &t->init[i], sizeof(float)) == 0
+                                        : t->host_raw[i] == t->init_raw[i];
+        if (!same)
+            FAIL("%s: element %zu of the buffer (view element %lld) changed from %g to %g: written outside the output",
+                 name, i, (long long)i - (long long)t->origin, (double)t->init[i], (double)t->host[i]);
+    }
 }
 
 static void tb_free(tbuf *t) {
@@ -223,7 +272,7 @@ static void tb_free(tbuf *t) {
         }
     }
     if (t->parent) clReleaseMemObject(t->parent);
-    free(t->init), free(t->host), free(t->writable);
+    free(t->init), free(t->host), free(t->init_raw), free(t->host_raw), free(t->writable);
     memset(t, 0, sizeof *t);
 }
 
@@ -931,6 +980,380 @@ static void random_attention_unfused(void **state) {
     FOR_ITERATIONS("random_attention_unfused", 2, r) attention_iteration(&r, tsr_attention_unfused, "tsr_attention_unfused");
 }
 
+/* ------------------------------------------------------------------------------ LayerNorm */
+
+static const tsr_dtype storage_types[] = {TSR_F32, TSR_F16, TSR_BF16};
+
+/* The absolute rounding a 16-bit y may add beyond u(y) |ref|: half of f16's subnormal spacing
+ * (bf16 has fp32's range, so its subnormals are fp32's and below every bound here). */
+static double y_subnormal_floor(tsr_dtype y_type) { return y_type == TSR_F16 ? ldexp(1.0, -25) : 0.0; }
+
+/* One random tsr_layernorm call: any rows and cols (BERT's 384, 768, 1024 often), strides and
+ * offsets, residual or not, in place on x or on the residual, eps from 1e-12 to 1, every storage
+ * combination, a NaN/Inf in a row of x or the residual or a NaN in gamma now and then. Checked
+ * per element against a double reference with the header's bound, and every guard. */
+static void layernorm_iteration(rng *r) {
+    static const size_t bert_cols[] = {384, 768, 768, 1024};
+    enum { NOT_IN_PLACE, ON_X, ON_RESIDUAL };
+    static const char *in_place_names[] = {"no", "x", "residual"};
+    size_t cols;
+    switch (rpick(r, 3)) {
+    case 0:
+        cols = small_mode() ? rsize(r, 65) : bert_cols[rpick(r, 4)];
+        break;
+    case 1:
+        cols = rsize(r, 65);
+        break;
+    default:
+        cols = 1 + rpick(r, small_mode() ? 100 : (rchance(r, 3) ? 4200 : 1100));
+        break;
+    }
+    size_t rows = small_mode() ? 1 + rpick(r, 4) : rchance(r, 3) ? rsize(r, 65) : 1 + rpick(r, 8);
+    if (rows * cols > 100000) rows = 1 + 100000 / cols; /* keeps the host reference quick */
+    tsr_layernorm_desc d = {.rows = rows, .cols = cols};
+    bool residual = !rchance(r, 3);
+    int in_place = (int)rpick(r, 4);
+    if (in_place > ON_RESIDUAL || (in_place == ON_RESIDUAL && !residual)) in_place = NOT_IN_PLACE;
+    switch (rpick(r, 4)) {
+    case 0:
+        d.eps = 1e-12f;
+        break;
+    case 1:
+        d.eps = 1e-5f;
+        break;
+    default:
+        d.eps = powf(10.0f, runi(r, -12.0f, 0.0f));
+        break;
+    }
+    d.x_type = storage_types[rpick(r, 3)];
+    d.residual_type = residual ? storage_types[rpick(r, 3)] : (tsr_dtype)rpick(r, 3); /* not read without one */
+    d.y_type = storage_types[rpick(r, 3)];
+    d.x_offset = rchance(r, 2) ? 0 : rpick(r, 40), d.residual_offset = rchance(r, 2) ? 0 : rpick(r, 40);
+    d.gamma_offset = rchance(r, 2) ? 0 : rpick(r, 40), d.beta_offset = rchance(r, 2) ? 0 : rpick(r, 40);
+    d.y_offset = rchance(r, 2) ? 0 : rpick(r, 40);
+    d.x_stride = rchance(r, 2) ? 0 : cols + rpick(r, 9);
+    d.residual_stride = rchance(r, 2) ? 0 : cols + rpick(r, 9);
+    d.y_stride = rchance(r, 2) ? 0 : cols + rpick(r, 9);
+    if (!residual && rchance(r, 2)) { /* not read without a residual, so not checked either */
+        d.residual_type = (tsr_dtype)(3 + rpick(r, 5));
+        d.residual_stride = rpick(r, cols);
+        d.residual_offset = SIZE_MAX - rpick(r, 9);
+    }
+    if (in_place == ON_X) d.y_offset = d.x_offset, d.y_stride = d.x_stride, d.y_type = d.x_type;
+    if (in_place == ON_RESIDUAL)
+        d.y_offset = d.residual_offset, d.y_stride = d.residual_stride, d.y_type = d.residual_type;
+    static const float centers[] = {0.0f, 0.0f, 1.0f, -3.0f, 300.0f, -1000.0f};
+    const float center = centers[rpick(r, 6)],
+                width = center > 100 || center < -100 ? runi(r, 0.5f, 10.0f) : runi(r, 0.01f, 4.0f);
+    const size_t xs = d.x_stride ? d.x_stride : cols, rs = d.residual_stride ? d.residual_stride : cols;
+    const size_t ys = d.y_stride ? d.y_stride : cols;
+    cur_desc[0] = 0;
+    DESC("tsr_layernorm(rows=%zu cols=%zu eps=%.9g residual=%d in_place=%s types x=%s r=%s y=%s offsets x=%zu r=%zu "
+         "gamma=%zu beta=%zu y=%zu strides x=%zu r=%zu y=%zu) x in %g +- %g",
+         rows, cols, (double)d.eps, residual, in_place_names[in_place], tsr_dtype_str(d.x_type),
+         tsr_dtype_str(d.residual_type), tsr_dtype_str(d.y_type), d.x_offset, d.residual_offset, d.gamma_offset,
+         d.beta_offset, d.y_offset, d.x_stride, d.residual_stride, d.y_stride, (double)center, (double)width);
+    bool bg_nan = rchance(r, 2);
+    tbuf X, R = {0}, G, B, Y = {0};
+    tb_make_typed(r, &X, d.x_offset + (rows - 1) * xs + cols, bg_nan, "x", d.x_type);
+    if (residual) tb_make_typed(r, &R, d.residual_offset + (rows - 1) * rs + cols, bg_nan, "r", d.residual_type);
+    tb_make(r, &G, d.gamma_offset + cols, bg_nan, "gamma");
+    tb_make(r, &B, d.beta_offset + cols, bg_nan, "beta");
+    tbuf *out = in_place == ON_X ? &X : in_place == ON_RESIDUAL ? &R : &Y;
+    if (in_place == NOT_IN_PLACE)
+        tb_make_typed(r, &Y, d.y_offset + (rows - 1) * ys + cols, rchance(r, 2), "y", d.y_type);
+    /* In place through another handle: a second sub-buffer on exactly x's region (an x that is a
+     * sub-buffer already, so its parent outlives the handle; see oclgrind_parents). */
+    cl_mem y_alias = NULL;
+    if (in_place == ON_X && X.mem != X.parent && rchance(r, 2)) {
+        const size_t esize = tsr_dtype_size(X.dtype);
+        cl_buffer_region reg = {X.origin * esize, X.size * esize};
+        cl_int err;
+        y_alias = clCreateSubBuffer(X.parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &reg, &err);
+        if (err != CL_SUCCESS) FAIL("clCreateSubBuffer: %s", tsr_cl_error_name(err));
+        DESC(" y=another sub-buffer on x's region");
+    }
+    qchoice qc = pick_queue(r, true);
+    for (size_t i = 0; i < rows; ++i)
+        for (size_t j = 0; j < cols; ++j) {
+            *tb_at(&X, d.x_offset + i * xs + j) = center + runi(r, -width, width);
+            if (residual) *tb_at(&R, d.residual_offset + i * rs + j) = runi(r, -2, 2);
+        }
+    for (size_t j = 0; j < cols; ++j) {
+        *tb_at(&G, d.gamma_offset + j) = (rchance(r, 2) ? 1 : -1) * runi(r, 0.25f, 1.5f);
+        *tb_at(&B, d.beta_offset + j) = runi(r, -1, 1);
+    }
+    for (size_t i = 0; i < rows; ++i)
+        for (size_t j = 0; j < cols; ++j) {
+            size_t at = out->origin + d.y_offset + i * ys + j;
+            out->writable[at] = 1;
+            if (in_place == NOT_IN_PLACE) out->init[at] = NAN;
+        }
+    if (rchance(r, 6)) { /* PyTorch's rule: a NaN or Inf makes its row NaN, a NaN in gamma its column */
+        size_t where = rpick(r, residual ? 3 : 2), row = rpick(r, rows), col = rpick(r, cols);
+        float v = special(r);
+        if (where == 0) *tb_at(&X, d.x_offset + row * xs + col) = v;
+        if (where == 1) *tb_at(&G, d.gamma_offset + col) = NAN;
+        if (where == 2) *tb_at(&R, d.residual_offset + row * rs + col) = v;
+        if (where == 1)
+            DESC(" special gamma[%zu] = NaN", col);
+        else
+            DESC(" special %s row %zu col %zu = %g", where == 0 ? "x" : "r", row, col, (double)v);
+    }
+    tb_upload(&X), tb_upload(&G), tb_upload(&B);
+    if (residual) tb_upload(&R);
+    if (in_place == NOT_IN_PLACE) tb_upload(&Y);
+    cl_event ev = NULL;
+    trace();
+    tsr_status st = tsr_layernorm(dev, &d, X.mem, residual ? R.mem : NULL, G.mem, B.mem, y_alias ? y_alias : out->mem,
+                                  qc.q, qc.event ? &ev : NULL);
+    if (st != TSR_SUCCESS) FAIL("refused a valid call: %s: %s", tsr_status_str(st), tsr_last_error());
+    finish(&qc, ev);
+    tb_download(&X), tb_download(&G), tb_download(&B);
+    tb_check_untouched(&X, "x");
+    tb_check_untouched(&G, "gamma");
+    tb_check_untouched(&B, "beta");
+    if (residual) tb_download(&R), tb_check_untouched(&R, "residual");
+    if (in_place == NOT_IN_PLACE) tb_download(&Y), tb_check_untouched(&Y, "y");
+    /* The header's bound: 2^-24 (32 + 4 sqrt(cols)) (|gamma| M / sd + |beta| + |ref|), plus a 16-bit y's rounding. */
+    const double u = ldexp(1.0, -24), u_y = d.y_type == TSR_F32 ? 0 : tsr_dtype_unit_roundoff(d.y_type);
+    double *s = malloc(cols * sizeof *s), worst = 0;
+    for (size_t i = 0; i < rows; ++i) {
+        double largest = 0, sum = 0, squares = 0;
+        for (size_t j = 0; j < cols; ++j) {
+            s[j] = (double)*tb_at(&X, d.x_offset + i * xs + j) +
+                   (residual ? (double)*tb_at(&R, d.residual_offset + i * rs + j) : 0.0);
+            largest = fmax(largest, fabs(s[j]));
+            sum += s[j];
+        }
+        const double mean = sum / (double)cols;
+        for (size_t j = 0; j < cols; ++j)
+            squares += (s[j] - mean) * (s[j] - mean);
+        const double sd = sqrt(squares / (double)cols + (double)d.eps);
+        for (size_t j = 0; j < cols; ++j) {
+            const double g = *tb_at(&G, d.gamma_offset + j), b = *tb_at(&B, d.beta_offset + j);
+            const double ref = (s[j] - mean) / sd * g + b;
+            const float got = out->host[out->origin + d.y_offset + i * ys + j];
+            if (isnan(ref) || isinf(ref)) {
+                if (!isnan(got) && (double)got != ref) FAIL("y[%zu][%zu] = %.9g, reference %g", i, j, (double)got, ref);
+                continue;
+            }
+            const double bound = u * (32 + 4 * sqrt((double)cols)) * (fabs(g) * largest / sd + fabs(b) + fabs(ref)) +
+                                 u_y * fabs(ref) + y_subnormal_floor(d.y_type);
+            const double err = fabs((double)got - ref);
+            if (!(err <= bound))
+                FAIL("y[%zu][%zu] = %.9g, reference %.9g (error %.3g, bound %.3g; row mean %.9g sd %.9g max|s| %g)", i,
+                     j, (double)got, ref, err, bound, mean, sd, largest);
+            worst = fmax(worst, err / bound);
+        }
+    }
+    if (getenv("TSR_TEST_VERBOSE")) fprintf(stderr, "# worst error / bound %.3f\n", worst);
+    free(s);
+    if (y_alias) clReleaseMemObject(y_alias);
+    tb_free(&X), tb_free(&G), tb_free(&B);
+    if (residual) tb_free(&R);
+    if (in_place == NOT_IN_PLACE) tb_free(&Y);
+}
+
+static void random_layernorm(void **state) {
+    (void)state;
+    FOR_ITERATIONS("random_layernorm", 3, r) layernorm_iteration(&r);
+}
+
+/* ------------------------------------------------------------------------------ embedding */
+
+/* y's rows against the double sum of the table rows ids and type_ids pick (P, T, type_ids NULL:
+ * absent). The device adds two or three fp32 values: 2^-23 (|word| + |position| + |token_type|),
+ * plus a 16-bit y's rounding. */
+static void embedding_check(const tsr_embedding_desc *d, tbuf *W, tbuf *P, tbuf *T, tbuf *Y, const int32_t *ids,
+                            const int32_t *type_ids, const char *name) {
+    const size_t H = d->hidden, ys = d->y_stride ? d->y_stride : H;
+    const double u = ldexp(1.0, -23), u_y = d->y_type == TSR_F32 ? 0 : tsr_dtype_unit_roundoff(d->y_type);
+    for (size_t t = 0; t < d->tokens; ++t) {
+        const float *wr = tb_at(W, d->word_offset + (size_t)ids[t] * H);
+        const float *pr = P ? tb_at(P, d->position_offset + (d->position_start + t % d->seq_len) * H) : NULL;
+        const float *tr = T ? tb_at(T, d->token_type_offset + (size_t)(type_ids ? type_ids[t] : 0) * H) : NULL;
+        for (size_t j = 0; j < H; ++j) {
+            const double ref = (double)wr[j] + (pr ? (double)pr[j] : 0.0) + (tr ? (double)tr[j] : 0.0);
+            const double size = fabs(wr[j]) + (pr ? fabs(pr[j]) : 0.0) + (tr ? fabs(tr[j]) : 0.0);
+            const double got = Y->host[Y->origin + d->y_offset + t * ys + j];
+            const double bound = u * size + u_y * fabs(ref) + y_subnormal_floor(d->y_type);
+            if (!(fabs(got - ref) <= bound))
+                FAIL("%s[%zu][%zu] = %.9g, reference %.9g (id %d, error %.3g, bound %.3g)", name, t, j, got, ref,
+                     (int)ids[t], fabs(got - ref), bound);
+        }
+    }
+}
+
+/* y's rows poisoned and writable. */
+static void embedding_prepare_y(const tsr_embedding_desc *d, tbuf *Y) {
+    const size_t ys = d->y_stride ? d->y_stride : d->hidden;
+    for (size_t t = 0; t < d->tokens; ++t)
+        for (size_t j = 0; j < d->hidden; ++j) {
+            size_t at = Y->origin + d->y_offset + t * ys + j;
+            Y->init[at] = NAN, Y->writable[at] = 1;
+        }
+}
+
+/* One random tsr_embedding call: tokens (whole sequences or not), seq_len, hidden (BERT's 384 and
+ * 768 often), vocab, optional position and token_type tables, position_start, type ids or NULL,
+ * offsets, y_stride and y_type. One call in six gets one bad id, type id or position instead: it
+ * must be TSR_ERR_INVALID_ARG naming the token and the value, with no event, leaving y as it was.
+ * One valid call in three is followed at once, before either is waited for, by a second gather
+ * with other ids into another y on another random queue: both pass through tessera's one ids
+ * scratch buffer, so the second write must wait for the first kernel. */
+static void embedding_iteration(rng *r) {
+    static const size_t bert_hidden[] = {384, 768};
+    enum { VALID, BAD_ID, BAD_TYPE_ID, BAD_POSITION };
+    static const char *kinds[] = {"valid", "bad id", "bad type id", "bad position"};
+    tsr_embedding_desc d = {0};
+    d.seq_len = rsize(r, small_mode() ? 9 : 65);
+    d.tokens = rchance(r, 4) ? 1 + rpick(r, 3 * d.seq_len) : d.seq_len * (1 + rpick(r, 3));
+    d.hidden = small_mode()    ? 1 + rpick(r, 70)
+               : rchance(r, 3) ? bert_hidden[rpick(r, 2)]
+               : rchance(r, 2) ? rsize(r, 65)
+                               : 1 + rpick(r, 1100);
+    d.vocab = 1 + rpick(r, small_mode() ? 20 : 100);
+    bool position = !rchance(r, 3), token_type = !rchance(r, 3), with_type_ids = !rchance(r, 3);
+    const size_t used_positions = d.tokens < d.seq_len ? d.tokens : d.seq_len;
+    d.position_start = rchance(r, 2) ? 0 : rpick(r, 5);
+    d.max_positions = d.position_start + used_positions + rpick(r, 5);
+    d.type_vocab = 1 + rpick(r, 3);
+    d.word_offset = rchance(r, 2) ? 0 : rpick(r, 40);
+    d.position_offset = rchance(r, 2) ? 0 : rpick(r, 40);
+    d.token_type_offset = rchance(r, 2) ? 0 : rpick(r, 40);
+    d.y_offset = rchance(r, 2) ? 0 : rpick(r, 40);
+    d.y_stride = rchance(r, 2) ? 0 : d.hidden + rpick(r, 9);
+    d.y_type = storage_types[rpick(r, 3)];
+    int kind = rchance(r, 6) ? 1 + (int)rpick(r, 3) : VALID;
+    if (kind == BAD_TYPE_ID && !(token_type && with_type_ids)) kind = BAD_ID;
+    if (kind == BAD_POSITION && !position) kind = BAD_ID;
+    int32_t *ids = malloc(d.tokens * sizeof *ids), *type_ids = malloc(d.tokens * sizeof *type_ids);
+    int32_t *kept = malloc(d.tokens * sizeof *kept);
+    for (size_t t = 0; t < d.tokens; ++t) {
+        ids[t] = (int32_t)rpick(r, d.vocab);
+        type_ids[t] = (int32_t)rpick(r, d.type_vocab);
+    }
+    size_t bad_token = rpick(r, d.tokens);
+    int32_t bad_value = 0;
+    if (kind == BAD_ID) {
+        bad_value = rchance(r, 2) ? -1 - (int32_t)rpick(r, 3) : (int32_t)(d.vocab + rpick(r, 3));
+        if (rchance(r, 8)) bad_value = INT32_MIN;
+        ids[bad_token] = bad_value;
+    }
+    if (kind == BAD_TYPE_ID) {
+        bad_value = rchance(r, 2) ? -1 : (int32_t)(d.type_vocab + rpick(r, 3));
+        type_ids[bad_token] = bad_value;
+    }
+    if (kind == BAD_POSITION) { /* the table one row short of the last position, or starting past it */
+        if (rchance(r, 2) && d.position_start + used_positions > 1) {
+            d.max_positions = d.position_start + used_positions - 1;
+        } else {
+            d.max_positions = 1 + rpick(r, 4);
+            d.position_start = d.max_positions + rpick(r, 3);
+        }
+    }
+    cur_desc[0] = 0;
+    DESC("tsr_embedding([%s] tokens=%zu seq_len=%zu hidden=%zu vocab=%zu max_positions=%zu type_vocab=%zu "
+         "position_start=%zu offsets word=%zu position=%zu token_type=%zu y=%zu y_stride=%zu y_type=%s position=%d "
+         "token_type=%d type_ids=%s",
+         kinds[kind], d.tokens, d.seq_len, d.hidden, d.vocab, d.max_positions, d.type_vocab, d.position_start,
+         d.word_offset, d.position_offset, d.token_type_offset, d.y_offset, d.y_stride, tsr_dtype_str(d.y_type),
+         position, token_type, with_type_ids ? "set" : "NULL");
+    if (kind == BAD_ID || kind == BAD_TYPE_ID) DESC(" bad token %zu = %d", bad_token, (int)bad_value);
+    DESC(")");
+    const size_t H = d.hidden, ys = d.y_stride ? d.y_stride : H;
+    bool bg_nan = rchance(r, 2);
+    tbuf W, P = {0}, T = {0}, Y;
+    tb_make(r, &W, d.word_offset + d.vocab * H, bg_nan, "word");
+    if (position) tb_make(r, &P, d.position_offset + d.max_positions * H, bg_nan, "position");
+    if (token_type) tb_make(r, &T, d.token_type_offset + d.type_vocab * H, bg_nan, "token_type");
+    tb_make_typed(r, &Y, d.y_offset + (d.tokens - 1) * ys + H, rchance(r, 2), "y", d.y_type);
+    qchoice qc = pick_queue(r, true), qc2 = {0};
+    const bool twice = kind == VALID && rchance(r, 3);
+    tbuf Y2 = {0};
+    int32_t *ids2 = NULL, *type_ids2 = NULL, *kept2 = NULL;
+    if (twice) {
+        DESC(" then a second call:");
+        tb_make_typed(r, &Y2, d.y_offset + (d.tokens - 1) * ys + H, rchance(r, 2), "y2", d.y_type);
+        qc2 = pick_queue(r, true);
+        ids2 = malloc(d.tokens * sizeof *ids2), type_ids2 = malloc(d.tokens * sizeof *type_ids2);
+        kept2 = malloc(d.tokens * sizeof *kept2);
+        for (size_t t = 0; t < d.tokens; ++t) {
+            kept2[t] = ids2[t] = (int32_t)rpick(r, d.vocab);
+            type_ids2[t] = (int32_t)rpick(r, d.type_vocab);
+        }
+        embedding_prepare_y(&d, &Y2);
+        tb_upload(&Y2);
+    }
+    for (size_t i = 0; i < d.vocab * H; ++i)
+        *tb_at(&W, d.word_offset + i) = runi(r, -2, 2);
+    for (size_t i = 0; position && i < d.max_positions * H; ++i)
+        *tb_at(&P, d.position_offset + i) = runi(r, -2, 2);
+    for (size_t i = 0; token_type && i < d.type_vocab * H; ++i)
+        *tb_at(&T, d.token_type_offset + i) = runi(r, -2, 2);
+    if (kind == VALID) embedding_prepare_y(&d, &Y);
+    tb_upload(&W), tb_upload(&Y);
+    if (position) tb_upload(&P);
+    if (token_type) tb_upload(&T);
+    memcpy(kept, ids, d.tokens * sizeof *ids);
+    cl_event ev = NULL;
+    trace();
+    tsr_status st = tsr_embedding(dev, &d, ids, with_type_ids ? type_ids : NULL, W.mem, position ? P.mem : NULL,
+                                  token_type ? T.mem : NULL, Y.mem, qc.q, qc.event ? &ev : NULL);
+    if (kind == VALID) {
+        if (st != TSR_SUCCESS) FAIL("refused a valid call: %s: %s", tsr_status_str(st), tsr_last_error());
+        memset(ids, 0xff, d.tokens * sizeof *ids); /* the caller's again on return: nothing may read them later */
+        if (twice) {
+            cl_event ev2 = NULL;
+            st = tsr_embedding(dev, &d, ids2, with_type_ids ? type_ids2 : NULL, W.mem, position ? P.mem : NULL,
+                               token_type ? T.mem : NULL, Y2.mem, qc2.q, qc2.event ? &ev2 : NULL);
+            if (st != TSR_SUCCESS) FAIL("refused the second call: %s: %s", tsr_status_str(st), tsr_last_error());
+            memset(ids2, 0xff, d.tokens * sizeof *ids2);
+            finish(&qc2, ev2);
+        }
+        finish(&qc, ev);
+    } else {
+        if (st != TSR_ERR_INVALID_ARG)
+            FAIL("%s: %s (expected TSR_ERR_INVALID_ARG): %s", kinds[kind], tsr_status_str(st), tsr_last_error());
+        if (ev) FAIL("a refused call returned an event");
+        char named[96];
+        if (kind == BAD_POSITION) { /* the first token whose position reaches max_positions */
+            size_t t = d.position_start >= d.max_positions ? 0 : d.max_positions - d.position_start;
+            snprintf(named, sizeof named, "token %zu is at position %zu", t, d.position_start + t);
+        } else {
+            snprintf(named, sizeof named, "%s[%zu] = %d", kind == BAD_ID ? "ids" : "type_ids", bad_token,
+                     (int)bad_value);
+        }
+        if (!strstr(tsr_last_error(), named)) FAIL("the refusal does not name \"%s\": %s", named, tsr_last_error());
+        if (clFinish(qc.q ? qc.q : tsr_device_queue(dev)) != CL_SUCCESS) FAIL("clFinish failed");
+    }
+    tb_download(&W), tb_download(&Y);
+    tb_check_untouched(&W, "word");
+    tb_check_untouched(&Y, "y");
+    if (position) tb_download(&P), tb_check_untouched(&P, "position");
+    if (token_type) tb_download(&T), tb_check_untouched(&T, "token_type");
+    if (kind == VALID)
+        embedding_check(&d, &W, position ? &P : NULL, token_type ? &T : NULL, &Y, kept,
+                        token_type && with_type_ids ? type_ids : NULL, "y");
+    if (twice) {
+        tb_download(&Y2), tb_check_untouched(&Y2, "y2");
+        embedding_check(&d, &W, position ? &P : NULL, token_type ? &T : NULL, &Y2, kept2,
+                        token_type && with_type_ids ? type_ids2 : NULL, "y2");
+        tb_free(&Y2);
+    }
+    free(ids2), free(type_ids2), free(kept2);
+    free(ids), free(type_ids), free(kept);
+    tb_free(&W), tb_free(&Y);
+    if (position) tb_free(&P);
+    if (token_type) tb_free(&T);
+}
+
+static void random_embedding(void **state) {
+    (void)state;
+    FOR_ITERATIONS("random_embedding", 4, r) embedding_iteration(&r);
+}
+
 int main(void) {
     const char *seed = getenv("TSR_TEST_SEED");
     if (!seed || !*seed) { /* a fixed default, so CI runs are reproducible; any seed by hand */
@@ -939,10 +1362,15 @@ int main(void) {
         setenv("TSR_TEST_SEED", buf, 1);
     }
     base_seed = strtoull(getenv("TSR_TEST_SEED"), NULL, 0);
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(random_sgemm),          cmocka_unit_test(random_sgemm_strided_batched),
-        cmocka_unit_test(random_gemm_invalid),   cmocka_unit_test(random_gelu),
-        cmocka_unit_test(random_conv2d),         cmocka_unit_test(random_attention),
-        cmocka_unit_test(random_attention_unfused), cmocka_unit_test(random_overlapping_subbuffers)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(random_sgemm),
+                                       cmocka_unit_test(random_sgemm_strided_batched),
+                                       cmocka_unit_test(random_gemm_invalid),
+                                       cmocka_unit_test(random_gelu),
+                                       cmocka_unit_test(random_conv2d),
+                                       cmocka_unit_test(random_attention),
+                                       cmocka_unit_test(random_attention_unfused),
+                                       cmocka_unit_test(random_overlapping_subbuffers),
+                                       cmocka_unit_test(random_layernorm),
+                                       cmocka_unit_test(random_embedding)};
     return TH_RUN_GROUP(tests, setup, teardown);
 }

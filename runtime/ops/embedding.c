@@ -135,9 +135,11 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     }
     memcpy(staging, ids, id_bytes);
     if (has_type_ids) memcpy(staging + d->tokens, type_ids, id_bytes);
-    TSR_CL_CHECK(clEnqueueWriteBuffer(q, scratch, CL_TRUE, 0, write_bytes, staging, previous_reader ? 1 : 0,
-                                      previous_reader ? &previous_reader : NULL, &written),
-                 out);
+    /* The previous call's kernel, maybe on another queue, must have read the scratch: a host wait
+     * (which flushes that kernel's queue) rather than a wait list on the blocking write, which
+     * rusticl never completes while the kernel is still unflushed in its queue. */
+    if (previous_reader) TSR_CL_CHECK(clWaitForEvents(1, &previous_reader), out);
+    TSR_CL_CHECK(clEnqueueWriteBuffer(q, scratch, CL_TRUE, 0, write_bytes, staging, 0, NULL, &written), out);
     /* Absent tables: the kernel does not read them, another valid buffer stands in. */
     cl_mem position_arg = position ? position : word, token_type_arg = token_type ? token_type : word;
     cl_ulong tokens = d->tokens, hidden = d->hidden, seq_len = d->seq_len,

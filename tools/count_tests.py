@@ -2,7 +2,9 @@
 """Count test cases across meson test logs (TAP subtests; a test program that
 fails without reporting a failing case counts as one failure) and pytest's junit
 XML files, and print the closing line 'N passed, N failed'. A file named but
-missing counts as one failure (its suite did not run). Exits 1 when anything failed."""
+missing counts as one failure (its suite did not run), except a "-retry.json" log of
+tools/lsan_retry.py, whose entries replace the same tests' earlier results. Exits 1 when
+anything failed."""
 import json
 import os
 import re
@@ -25,10 +27,13 @@ def count_junit(path):
 
 def main():
     passed = failed = 0
+    meson = {}  # (build, test name) -> (ok, not ok, result): a later log's entry replaces an earlier one
     for path in sys.argv[1:]:
+        optional = path.endswith('-retry.json')  # tools/lsan_retry.py's re-runs, when there were any
         if not os.path.exists(path):
-            print('%s: missing (its suite did not run)' % path)
-            failed += 1
+            if not optional:
+                print('%s: missing (its suite did not run)' % path)
+                failed += 1
             continue
         if path.endswith('.xml'):
             p, f = count_junit(path)
@@ -43,11 +48,16 @@ def main():
             not_ok = len(re.findall(r'^not ok \d+', stdout, re.M))
             if test['result'] not in ('OK', 'EXPECTEDFAIL', 'SKIP') and not_ok == 0:
                 not_ok = 1
-                print('%s: %s %s' % (build, test['name'], test['result']))
             if ok == 0 and not_ok == 0 and test['result'] == 'OK':
                 ok = 1  # a plain (non-TAP) test that passed
-            passed += ok
-            failed += not_ok
+            if optional and (build, test['name']) in meson:
+                print('%s: %s re-run after a LeakSanitizer crash: %s' % (build, test['name'], test['result']))
+            meson[(build, test['name'])] = (ok, not_ok, test['result'])
+    for (build, name), (ok, not_ok, result) in meson.items():
+        if not_ok and result not in ('OK', 'EXPECTEDFAIL', 'SKIP'):
+            print('%s: %s %s' % (build, name, result))
+        passed += ok
+        failed += not_ok
     print('%d passed, %d failed' % (passed, failed))
     return 1 if failed else 0
 

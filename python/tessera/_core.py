@@ -631,9 +631,8 @@ class Call:
                          'array' if arrays_device is not None or keep_on_device else 'numpy')
         self._readbacks = []
 
-    def operand(self, x, role, contiguous=False, host_layout=None):
-        """Resolve input `x`. `host_layout(np_array) -> np_array` may pick how a NumPy input is laid
-        out on the device (a transposed view uploaded as is, say); by default a C-contiguous copy."""
+    def operand(self, x, role, contiguous=False):
+        """Resolve input `x`; a NumPy input goes to the device as a C-contiguous copy."""
         if x is None:
             return None
         if _is_pyopencl(x):
@@ -668,9 +667,7 @@ class Call:
                 else:
                     x = np.asarray(x, dtype=np.float32)  # lists and scalars
             _tsr_type(x.dtype, role)
-            host = host_layout(x) if host_layout is not None else np.ascontiguousarray(x)
-            if not host.flags.c_contiguous:
-                host = np.ascontiguousarray(host)
+            host = np.ascontiguousarray(x)
             mem = _create_buffer(self.device, host.nbytes, host if host.nbytes else None)
             return Operand('numpy', mem, 0, host.shape, _contiguous_strides(host.shape), host.dtype, host)
         if contiguous and tuple(op.strides) != _contiguous_strides(op.shape) and op.shape and min(op.shape) > 0:
@@ -678,7 +675,7 @@ class Call:
                            % (role, op.shape, tuple(op.strides)))
         return op
 
-    def output(self, out, shape, dtype, role='out', needs_input=False, strides_ok=None):
+    def output(self, out, shape, dtype, role='out', needs_input=False):
         """The output operand: `out` if given (checked: shape, dtype, kind), else a new tensor
         of the call's output kind. `needs_input`: the op reads it (beta != 0), so a NumPy `out`
         is uploaded first."""
@@ -717,8 +714,6 @@ class Call:
         if not (_is_pyopencl(out) or isinstance(out, Array)):
             raise _invalid('%s must be a NumPy array, a tessera.Array or a pyopencl array' % role)
         op = self.operand(out, role)
-        if strides_ok is not None and not strides_ok(op):
-            raise _invalid('%s: unsupported strides %s' % (role, tuple(op.strides)))
         op.result = out
         return op
 

@@ -46,21 +46,24 @@ def _shape(x):
     return tuple(shape) if shape is not None else np.shape(x)
 
 
+def _merged_stride(lead, strides, role, what):
+    """The element stride of leading dimensions `lead` merged into one (None when all are 1):
+    stride[i] == shape[i+1] * stride[i+1] for every adjacent pair of extent > 1."""
+    dims = [(e, s) for e, s in zip(lead, strides) if e != 1]
+    for (e0, s0), (e1, s1) in zip(dims, dims[1:]):
+        if s0 != e1 * s1:
+            raise _invalid('%s: %s %s with element strides %s cannot be merged into one' % (role, what, lead, strides))
+    return dims[-1][1] if dims else None
+
+
 def _flatten_batch(op, role):
     """(batch, batch_stride) of an operand of rank >= 2; leading dimensions merge when their
     strides allow (a contiguous [B, H, M, K] is B*H matrices). Rank 2: one matrix, stride 0."""
     lead = op.shape[:-2]
     if not lead:
         return 1, 0
-    strides = op.strides[:-2]
-    batch = math.prod(lead)
-    # merge dims: stride[i] == shape[i+1] * stride[i+1] for every adjacent pair of size > 1
-    dims = [(e, s) for e, s in zip(lead, strides) if e != 1]
-    for (e0, s0), (e1, s1) in zip(dims, dims[1:]):
-        if s0 != e1 * s1:
-            raise _invalid('%s: batch dimensions %s with element strides %s cannot be merged into one'
-                           % (role, lead, strides))
-    return batch, (dims[-1][1] if dims else 0)
+    stride = _merged_stride(lead, op.strides[:-2], role, 'batch dimensions')
+    return math.prod(lead), stride if stride is not None else 0
 
 
 def _matrix(op, role):
@@ -373,7 +376,7 @@ def attention(q, k, v, *, causal=False, kv_lengths=None, scale=None, out=None, r
     number of valid keys (padding at the end); the causal diagonal stays anchored at Lk, not at
     each entry's length. A query that sees no key gets zeros (PyTorch: NaN). return_lse: also
     the per-row log-sum-exp [B, H, Lq] (fp32; -inf for rows that see no key)."""
-    if causal not in _CAUSAL if isinstance(causal, (bool, str, type(None))) else True:
+    if not isinstance(causal, (bool, str, type(None))) or causal not in _CAUSAL:
         raise _invalid('causal must be False, True, "bottom_right" or "top_left", not %r' % (causal,))
     align = _CAUSAL[causal]
     call = Call(device, (q, k, v, out), keep_on_device, op='attention')
@@ -462,13 +465,11 @@ def _rows(op, role, cols):
         raise _invalid('%s has shape %s: [..., %d] expected' % (role, op.shape, cols))
     if op.strides[-1] != 1 and cols > 1:
         raise _invalid('%s: the last dimension must be contiguous (element strides %s)' % (role, op.strides))
-    lead, strides = op.shape[:-1], op.strides[:-1]
+    lead = op.shape[:-1]
     rows = math.prod(lead)
-    dims = [(e, s) for e, s in zip(lead, strides) if e != 1]
-    for (e0, s0), (e1, s1) in zip(dims, dims[1:]):
-        if s0 != e1 * s1:
-            raise _invalid('%s: leading dimensions %s with element strides %s do not merge into rows' % (role, lead, strides))
-    stride = dims[-1][1] if dims else cols
+    stride = _merged_stride(lead, op.strides[:-1], role, 'leading dimensions')
+    if stride is None:
+        stride = cols
     if rows > 1 and stride < cols:
         raise _invalid('%s: rows overlap (row stride %d < %d columns)' % (role, stride, cols))
     return rows, stride

@@ -205,3 +205,18 @@ def test_embedding(device, rng):
         with pytest.raises(tessera.TesseraError) as info:
             call()
         assert words in str(info.value), str(info.value)
+
+
+def test_leading_dimensions_that_do_not_merge_are_refused(device, rng):
+    buf = tessera.to_device(uniform(rng, (200,)))
+    four = buf.view((2, 3, 4, 5), (100, 20, 5, 1))  # batch stride 100 is not 3 * 20
+    with pytest.raises(tessera.InvalidArgument, match='batch dimensions .* cannot be merged'):
+        tessera.matmul(four, uniform(rng, (5, 2)), keep_on_device=True)
+    rows = buf.view((2, 3, 5), (100, 20, 1))
+    g, b = uniform(rng, (5,)), uniform(rng, (5,))
+    with pytest.raises(tessera.InvalidArgument, match='leading dimensions .* cannot be merged'):
+        tessera.layernorm(rows, g, b)
+    before = buf.get()
+    with pytest.raises(tessera.InvalidArgument):
+        tessera.layernorm(rows, g, b, out=rows)
+    assert np.array_equal(buf.get(), before)  # refused: nothing written

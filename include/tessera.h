@@ -526,6 +526,85 @@ TSR_API tsr_status tsr_embedding(tsr_device *device, const tsr_embedding_desc *d
                                  const int32_t *type_ids, cl_mem word, cl_mem position, cl_mem token_type, cl_mem y,
                                  cl_command_queue queue, cl_event *event);
 
+/* ------------------------------------------------------------------ several devices */
+
+/* A group of open devices that share one call between them (tensor parallelism in one process):
+ * a GPU and the CPU, two GPUs, or PoCL's pthread and basic devices. Devices may come from
+ * different platforms, so the group's calls take HOST arrays: each device receives only the
+ * operands of its tiles. The group holds three queues and its transfer buffers per device; the
+ * caller keeps the devices, which must stay open until tsr_group_destroy. */
+typedef struct tsr_device_group tsr_device_group;
+
+/* A group of `count` devices (the same device twice is allowed: two streams of work on it). */
+TSR_API tsr_status tsr_group_create(tsr_device *const *devices, size_t count, tsr_device_group **group);
+/* Release the group's queues and buffers (not its devices); NULL is a no-op. */
+TSR_API void tsr_group_destroy(tsr_device_group *group);
+/* Devices in the group (0 for NULL). */
+TSR_API size_t tsr_group_size(const tsr_device_group *group);
+/* Fix the share of work each device gets: weights[i] >= 0 (finite, at least one positive) is
+ * device i's relative rate; a device with weight 0 takes no work. NULL goes back to measured rates:
+ * each call splits by the rates the group measured on its earlier calls of the same problem class,
+ * else by the tuning database's rates for that class when every device has a tuned entry, else
+ * equally, and measures the rates for the next call. */
+TSR_API tsr_status tsr_group_set_weights(tsr_device_group *group, const double *weights);
+
+/* A tile of a group call: units [first, first + count) computed on device `device` by one
+ * single-device call (tsr_sgemm_strided_batched or tsr_attention) on copies of that tile's operands,
+ * so its result is bitwise what that device gives for the tile alone. Units are rows of C (in the
+ * row-major view: columns of a TSR_COL_MAJOR C) for tsr_sgemm_multi, batch entries for
+ * tsr_sgemm_strided_batched_multi, and (batch, head) pairs b * heads + h for tsr_attention_multi. */
+typedef struct tsr_group_tile {
+    size_t device;
+    size_t first, count;
+} tsr_group_tile;
+
+typedef struct tsr_group_device_stats {
+    double weight;   /* the share of units the split planned for the device, 0..1 */
+    size_t units;    /* units it computed (a device that runs out of work takes tiles from the back
+                      * of the share that would finish last) */
+    size_t tiles;
+    double busy_s;   /* from its first upload to its last result on the host */
+    double gflops;   /* its units' flops / busy_s: the rate the next call's split uses */
+} tsr_group_device_stats;
+
+typedef struct tsr_group_stats {
+    double seconds;           /* the whole call, checks to results */
+    const char *weights_from; /* "given", "measured", "tuning database", "equal" ("none" before a call) */
+    size_t tile_count;
+    const tsr_group_tile *tiles;            /* valid until the group's next call or destruction */
+    const tsr_group_device_stats *devices;  /* tsr_group_size entries, same lifetime */
+} tsr_group_stats;
+
+/* What the group's last successful call did (zeros after a failed one). */
+TSR_API tsr_status tsr_group_last_stats(tsr_device_group *group, tsr_group_stats *stats);
+
+/* C <- alpha * op(A) * op(B) + beta * C over host arrays, split by rows of C across the group:
+ * tsr_sgemm's semantics and argument rules (ld >= a stored row, no memory shared between C and
+ * A or B), with every device working through its share two tiles at a time (the next tile's
+ * upload overlaps the current tile's GEMM). Results are staged and copied into C once every tile
+ * has succeeded, so a failed call (an error names the device) leaves C as it was; the staging
+ * costs one host copy of C. Host arrays cannot be size-checked: they must hold what the sizes
+ * say. One call at a time per group (others wait). */
+TSR_API tsr_status tsr_sgemm_multi(tsr_device_group *group, tsr_layout layout, tsr_transpose trans_a,
+                                   tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha, const float *a,
+                                   size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc);
+
+/* tsr_sgemm_strided_batched over host arrays, split by batch entries; an operand with stride 0 is
+ * uploaded once per device. C's matrices may not overlap (c_stride at least their span). */
+TSR_API tsr_status tsr_sgemm_strided_batched_multi(tsr_device_group *group, tsr_layout layout,
+                                                   tsr_transpose trans_a, tsr_transpose trans_b, size_t m, size_t n,
+                                                   size_t k, float alpha, const float *a, size_t lda,
+                                                   size_t a_stride, const float *b, size_t ldb, size_t b_stride,
+                                                   float beta, float *c, size_t ldc, size_t c_stride,
+                                                   size_t batch_count);
+
+/* tsr_attention over host fp32 arrays, split by heads: desc as for tsr_attention (offsets and
+ * strides in floats of these arrays; kv_lengths a host array), except that every type must be
+ * fp32 (0) and lse NULL (TSR_ERR_UNSUPPORTED otherwise), and rows must not overlap (row stride >=
+ * head_dim). A tile holds heads of one batch entry. */
+TSR_API tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc *desc, const float *q,
+                                       const float *k, const float *v, float *o);
+
 /* Names of the ops this build provides, NULL-terminated. */
 TSR_API const char *const *tsr_op_names(void);
 

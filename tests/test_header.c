@@ -32,6 +32,8 @@ static const struct {
     FN(tsr_tuning_db_import), FN(tsr_tuning_db_export), FN(tsr_dtype_str), FN(tsr_dtype_size), FN(tsr_dtype_parse),
     FN(tsr_convert_host),
     FN(tsr_gelu_ex), FN(tsr_convert), FN(tsr_layernorm), FN(tsr_embedding),
+    FN(tsr_group_create), FN(tsr_group_destroy), FN(tsr_group_size), FN(tsr_group_set_weights),
+    FN(tsr_group_last_stats), FN(tsr_sgemm_multi), FN(tsr_sgemm_strided_batched_multi), FN(tsr_attention_multi),
 };
 
 static void every_function_links(void **state) {

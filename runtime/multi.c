@@ -1,0 +1,999 @@
+/* One GEMM, strided-batched GEMM or attention split across a group of devices.
+ *
+ * Devices of a group may live on different platforms, so operands are host arrays. A call's
+ * work is a row of units (rows of C, batch entries, or (batch, head) pairs); each device gets a
+ * contiguous share in proportion to its rate and works through it in tiles on its own thread,
+ * with two tiles in flight: the next tile's upload overlaps the current tile's compute, and its
+ * result comes back while the next one runs. A device that runs out of work takes tiles from the
+ * back of the share that would finish last, when it can finish one before that device would.
+ * Every tile is one ordinary single-device call (tsr_sgemm_strided_batched, tsr_attention) on
+ * copies of that tile's operands, so its result is bitwise what that device gives for the tile
+ * alone. Results land in a staging copy and reach the caller's output only when every tile has
+ * succeeded: a failed call leaves the output untouched. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SLOTS 2            /* tiles in flight per device */
+#define ROLES 3            /* per-slot buffers: A (or packed Q, K, V), B, C (or O) */
+#define TILES_PER_DEVICE 6 /* a share is cut into about this many tiles: overlap and balance */
+#define MAX_RATE_KEYS 64
+
+#define RETURN_IF_FAILED(expr)                                                                                         \
+    do {                                                                                                               \
+        tsr_status failed_ = (expr);                                                                                   \
+        if (failed_ != TSR_SUCCESS) return failed_;                                                                    \
+    } while (0)
+
+typedef struct member {
+    tsr_device *device;
+    cl_command_queue upload, compute, download;
+    cl_mem buf[SLOTS][ROLES];
+    size_t buf_bytes[SLOTS][ROLES];
+    cl_mem shared[2]; /* operands every tile reads (GEMM's B; a batch's A or B with stride 0) */
+    size_t shared_bytes[2];
+} member;
+
+typedef struct learned_rates {
+    char key[64];
+    double *gflops; /* per device; 0 where not measured */
+} learned_rates;
+
+struct tsr_device_group {
+    size_t count;
+    member *members;
+    double *weights; /* given by tsr_group_set_weights, or NULL */
+    learned_rates learned[MAX_RATE_KEYS];
+    size_t nlearned, next_evict;
+    pthread_mutex_t call_lock; /* one call at a time */
+    /* what the last call did */
+    tsr_group_tile *tiles;
+    size_t ntiles, tiles_cap;
+    bool tiles_lost; /* out of host memory while recording them */
+    tsr_group_device_stats *stats;
+    const char *weights_from;
+    double seconds;
+};
+
+/* ------------------------------------------------------------------ jobs */
+
+typedef struct job job;
+struct job {
+    const char *op;
+    size_t units, chunk, boundary; /* tiles never cross a multiple of boundary (0: none) */
+    double flops_per_unit;
+    size_t out_unit_floats; /* staging floats per unit */
+    float *staging;
+    /* per-slot buffer bytes for a tile of `count` units */
+    tsr_status (*sizes)(const job *j, size_t count, size_t bytes[ROLES]);
+    /* operands shared by every tile, uploaded once per device (NULL: none) */
+    tsr_status (*prepare)(const job *j, member *m);
+    /* upload, compute and download one tile; *done: the download's event */
+    tsr_status (*enqueue)(const job *j, member *m, int slot, size_t first, size_t count, cl_event *done);
+    /* copy the staging results to the caller's output */
+    void (*scatter)(const job *j);
+    const void *params;
+};
+
+/* GEMM in row-major terms (column-major calls are transposed into this on entry). */
+typedef struct gemm_params {
+    bool trans_a, trans_b;
+    size_t m, n, k;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+    size_t lda, ldb, ldc;
+    size_t a_stride, b_stride, c_stride, batch;
+} gemm_params;
+
+typedef struct attention_params {
+    tsr_attention_desc desc; /* strides made explicit */
+    const float *q, *k, *v;
+    float *o;
+} attention_params;
+
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+
+/* Rows and row length of a stored (not transposed) operand. */
+static void stored_shape(bool trans, size_t rows, size_t cols, size_t *srows, size_t *scols) {
+    *srows = trans ? cols : rows;
+    *scols = trans ? rows : cols;
+}
+
+/* Floats a stored matrix spans: (rows - 1) * ld + cols. */
+static size_t matrix_span(size_t rows, size_t cols, size_t ld) { return rows && cols ? (rows - 1) * ld + cols : 0; }
+
+static tsr_status write_rect(cl_command_queue q, cl_mem buf, size_t buf_offset_floats, const float *host, size_t rows,
+                             size_t row_floats, size_t host_ld, size_t buf_ld) {
+    if (!rows || !row_floats) return TSR_SUCCESS;
+    tsr_status status = TSR_SUCCESS;
+    const size_t buf_origin[3] = {buf_offset_floats * sizeof(float), 0, 0}, host_origin[3] = {0, 0, 0};
+    const size_t region[3] = {row_floats * sizeof(float), rows, 1};
+    TSR_CL_CHECK(clEnqueueWriteBufferRect(q, buf, CL_FALSE, buf_origin, host_origin, region, buf_ld * sizeof(float), 0,
+                                          host_ld * sizeof(float), 0, host, 0, NULL, NULL),
+                 out);
+out:
+    return status;
+}
+
+/* ---- GEMM: a unit is one row of C ---- */
+
+static tsr_status gemm_sizes(const job *j, size_t count, size_t bytes[ROLES]) {
+    const gemm_params *p = j->params;
+    bytes[0] = (p->k ? count * p->k : 1) * sizeof(float);
+    bytes[1] = sizeof(float);
+    bytes[2] = count * p->n * sizeof(float);
+    return TSR_SUCCESS;
+}
+
+static tsr_status gemm_prepare(const job *j, member *m) {
+    const gemm_params *p = j->params;
+    if (!p->k) return TSR_SUCCESS;
+    size_t rows, cols;
+    stored_shape(p->trans_b, p->k, p->n, &rows, &cols);
+    return write_rect(m->upload, m->shared[0], 0, p->b, rows, cols, p->ldb, cols);
+}
+
+static tsr_status gemm_enqueue(const job *j, member *m, int slot, size_t first, size_t count, cl_event *done) {
+    const gemm_params *p = j->params;
+    tsr_status status = TSR_SUCCESS;
+    cl_event uploaded = NULL, computed = NULL;
+    cl_mem a = m->buf[slot][0], c = m->buf[slot][2];
+    /* the tile's A is packed: a stored row holds k floats, or `count` when A is stored k x m */
+    size_t a_ld = p->trans_a ? count : (p->k ? p->k : 1), b_ld = p->trans_b ? (p->k ? p->k : 1) : p->n;
+    if (p->k) {
+        if (p->trans_a) /* the tile is columns [first, first + count) of every row of A */
+            status = write_rect(m->upload, a, 0, p->a + first, p->k, count, p->lda, count);
+        else
+            status = write_rect(m->upload, a, 0, p->a + first * p->lda, count, p->k, p->lda, p->k);
+        if (status != TSR_SUCCESS) goto out;
+    }
+    if (p->beta != 0.0f && (status = write_rect(m->upload, c, 0, p->c + first * p->ldc, count, p->n, p->ldc, p->n)))
+        goto out;
+    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), out);
+    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), out);
+    TSR_CHECK(tsr_sgemm(m->device, TSR_ROW_MAJOR, p->trans_a ? TSR_TRANS : TSR_NO_TRANS,
+                        p->trans_b ? TSR_TRANS : TSR_NO_TRANS, count, p->n, p->k, p->alpha, a, 0, a_ld, m->shared[0], 0,
+                        b_ld, p->beta, c, 0, p->n, m->compute, &computed),
+              out);
+    TSR_CL_CHECK(clEnqueueReadBuffer(m->download, c, CL_FALSE, 0, count * p->n * sizeof(float),
+                                     j->staging + first * p->n, 1, &computed, done),
+                 out);
+out:
+    if (uploaded) clReleaseEvent(uploaded);
+    if (computed) clReleaseEvent(computed);
+    return status;
+}
+
+static void gemm_scatter(const job *j) {
+    const gemm_params *p = j->params;
+    for (size_t r = 0; r < p->m; r++)
+        memcpy(p->c + r * p->ldc, j->staging + r * p->n, p->n * sizeof(float));
+}
+
+/* ---- strided-batched GEMM: a unit is one batch entry ---- */
+
+static void batched_spans(const gemm_params *p, size_t *a_span, size_t *b_span) {
+    size_t rows, cols;
+    stored_shape(p->trans_a, p->m, p->k, &rows, &cols);
+    *a_span = matrix_span(rows, cols, p->lda);
+    stored_shape(p->trans_b, p->k, p->n, &rows, &cols);
+    *b_span = matrix_span(rows, cols, p->ldb);
+}
+
+static size_t batch_floats(size_t count, size_t stride, size_t span) {
+    return span ? (stride ? (count - 1) * stride + span : span) : 1;
+}
+
+static tsr_status batched_sizes(const job *j, size_t count, size_t bytes[ROLES]) {
+    const gemm_params *p = j->params;
+    size_t a_span, b_span;
+    batched_spans(p, &a_span, &b_span);
+    bytes[0] = (p->a_stride ? batch_floats(count, p->a_stride, a_span) : 1) * sizeof(float);
+    bytes[1] = (p->b_stride ? batch_floats(count, p->b_stride, b_span) : 1) * sizeof(float);
+    bytes[2] = count * p->m * p->n * sizeof(float);
+    return TSR_SUCCESS;
+}
+
+static tsr_status batched_prepare(const job *j, member *m) {
+    const gemm_params *p = j->params;
+    size_t a_span, b_span;
+    tsr_status status = TSR_SUCCESS;
+    batched_spans(p, &a_span, &b_span);
+    if (!p->a_stride && a_span)
+        TSR_CL_CHECK(
+            clEnqueueWriteBuffer(m->upload, m->shared[0], CL_FALSE, 0, a_span * sizeof(float), p->a, 0, NULL, NULL),
+            out);
+    if (!p->b_stride && b_span)
+        TSR_CL_CHECK(
+            clEnqueueWriteBuffer(m->upload, m->shared[1], CL_FALSE, 0, b_span * sizeof(float), p->b, 0, NULL, NULL),
+            out);
+out:
+    return status;
+}
+
+static tsr_status batched_enqueue(const job *j, member *m, int slot, size_t first, size_t count, cl_event *done) {
+    const gemm_params *p = j->params;
+    tsr_status status = TSR_SUCCESS;
+    cl_event uploaded = NULL, computed = NULL;
+    size_t a_span, b_span;
+    batched_spans(p, &a_span, &b_span);
+    cl_mem a = p->a_stride ? m->buf[slot][0] : m->shared[0];
+    cl_mem b = p->b_stride ? m->buf[slot][1] : m->shared[1];
+    cl_mem c = m->buf[slot][2];
+    if (p->a_stride && a_span)
+        TSR_CL_CHECK(clEnqueueWriteBuffer(m->upload, a, CL_FALSE, 0,
+                                          batch_floats(count, p->a_stride, a_span) * sizeof(float),
+                                          p->a + first * p->a_stride, 0, NULL, NULL),
+                     out);
+    if (p->b_stride && b_span)
+        TSR_CL_CHECK(clEnqueueWriteBuffer(m->upload, b, CL_FALSE, 0,
+                                          batch_floats(count, p->b_stride, b_span) * sizeof(float),
+                                          p->b + first * p->b_stride, 0, NULL, NULL),
+                     out);
+    if (p->beta != 0.0f)
+        for (size_t e = 0; e < count; e++)
+            TSR_CHECK(
+                write_rect(m->upload, c, e * p->m * p->n, p->c + (first + e) * p->c_stride, p->m, p->n, p->ldc, p->n),
+                out);
+    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), out);
+    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), out);
+    TSR_CHECK(tsr_sgemm_strided_batched(m->device, TSR_ROW_MAJOR, p->trans_a ? TSR_TRANS : TSR_NO_TRANS,
+                                        p->trans_b ? TSR_TRANS : TSR_NO_TRANS, p->m, p->n, p->k, p->alpha, a, 0,
+                                        a_span ? p->lda : 1, p->a_stride, b, 0, b_span ? p->ldb : 1, p->b_stride,
+                                        p->beta, c, 0, p->n, p->m * p->n, count, m->compute, &computed),
+              out);
+    TSR_CL_CHECK(clEnqueueReadBuffer(m->download, c, CL_FALSE, 0, count * p->m * p->n * sizeof(float),
+                                     j->staging + first * p->m * p->n, 1, &computed, done),
+                 out);
+out:
+    if (uploaded) clReleaseEvent(uploaded);
+    if (computed) clReleaseEvent(computed);
+    return status;
+}
+
+static void batched_scatter(const job *j) {
+    const gemm_params *p = j->params;
+    for (size_t e = 0; e < p->batch; e++)
+        for (size_t r = 0; r < p->m; r++)
+            memcpy(p->c + e * p->c_stride + r * p->ldc, j->staging + (e * p->m + r) * p->n, p->n * sizeof(float));
+}
+
+/* ---- attention: a unit is one (batch, head) pair, b * heads + h; tiles stay inside one batch entry ---- */
+
+static tsr_status attention_sizes(const job *j, size_t count, size_t bytes[ROLES]) {
+    const tsr_attention_desc *d = &((const attention_params *)j->params)->desc;
+    bytes[0] = count * (d->q_len + 2 * d->kv_len) * d->head_dim * sizeof(float);
+    bytes[1] = sizeof(float);
+    bytes[2] = count * d->q_len * d->head_dim * sizeof(float);
+    return TSR_SUCCESS;
+}
+
+static tsr_status attention_enqueue(const job *j, member *m, int slot, size_t first, size_t count, cl_event *done) {
+    const attention_params *p = j->params;
+    const tsr_attention_desc *d = &p->desc;
+    tsr_status status = TSR_SUCCESS;
+    cl_event uploaded = NULL, computed = NULL;
+    size_t b = first / d->heads, h0 = first % d->heads, dim = d->head_dim;
+    size_t k_base = count * d->q_len * dim, v_base = k_base + count * d->kv_len * dim;
+    cl_mem in = m->buf[slot][0], o = m->buf[slot][2];
+    for (size_t i = 0; i < count; i++) { /* pack the tile's heads as [count, rows, head_dim] */
+        size_t h = h0 + i;
+        TSR_CHECK(write_rect(m->upload, in, i * d->q_len * dim,
+                             p->q + d->q_offset + b * d->q_strides[0] + h * d->q_strides[1], d->q_len, dim,
+                             d->q_strides[2], dim),
+                  out);
+        TSR_CHECK(write_rect(m->upload, in, k_base + i * d->kv_len * dim,
+                             p->k + d->k_offset + b * d->k_strides[0] + h * d->k_strides[1], d->kv_len, dim,
+                             d->k_strides[2], dim),
+                  out);
+        TSR_CHECK(write_rect(m->upload, in, v_base + i * d->kv_len * dim,
+                             p->v + d->v_offset + b * d->v_strides[0] + h * d->v_strides[1], d->kv_len, dim,
+                             d->v_strides[2], dim),
+                  out);
+    }
+    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), out);
+    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), out);
+    tsr_attention_desc tile = {.batch = 1,
+                               .heads = count,
+                               .q_len = d->q_len,
+                               .kv_len = d->kv_len,
+                               .head_dim = dim,
+                               .k_offset = k_base,
+                               .v_offset = v_base,
+                               .scale = d->scale,
+                               .causal = d->causal,
+                               .kv_lengths = d->kv_lengths ? d->kv_lengths + b : NULL};
+    TSR_CHECK(tsr_attention(m->device, &tile, in, in, in, o, m->compute, &computed), out);
+    TSR_CL_CHECK(clEnqueueReadBuffer(m->download, o, CL_FALSE, 0, count * d->q_len * dim * sizeof(float),
+                                     j->staging + first * d->q_len * dim, 1, &computed, done),
+                 out);
+out:
+    if (uploaded) clReleaseEvent(uploaded);
+    if (computed) clReleaseEvent(computed);
+    return status;
+}
+
+static void attention_scatter(const job *j) {
+    const attention_params *p = j->params;
+    const tsr_attention_desc *d = &p->desc;
+    for (size_t u = 0; u < j->units; u++) {
+        size_t b = u / d->heads, h = u % d->heads;
+        for (size_t r = 0; r < d->q_len; r++)
+            memcpy(p->o + d->o_offset + b * d->o_strides[0] + h * d->o_strides[1] + r * d->o_strides[2],
+                   j->staging + (u * d->q_len + r) * d->head_dim, d->head_dim * sizeof(float));
+    }
+}
+
+/* ------------------------------------------------------------------ scheduling */
+
+typedef struct schedule {
+    pthread_mutex_t lock;
+    size_t count, chunk, boundary;
+    size_t *lo, *hi;    /* each device's remaining share [lo, hi) */
+    const double *rate; /* relative rates, for deciding whether taking work pays */
+    bool stop;
+} schedule;
+
+/* The next tile for device d: the front of its own share, else the back of the share that would
+ * finish last, if d can compute that tile before its owner would reach it. */
+static bool schedule_next(schedule *s, size_t d, size_t *first, size_t *count) {
+    bool got = false;
+    pthread_mutex_lock(&s->lock);
+    if (s->stop || s->rate[d] <= 0) goto out;
+    if (s->lo[d] < s->hi[d]) {
+        size_t f = s->lo[d], c = min_size(s->chunk, s->hi[d] - f);
+        if (s->boundary) c = min_size(c, s->boundary - f % s->boundary);
+        s->lo[d] += c;
+        *first = f, *count = c, got = true;
+        goto out;
+    }
+    size_t victim = s->count;
+    double longest = 0;
+    for (size_t v = 0; v < s->count; v++) {
+        double left = s->rate[v] > 0 ? (double)(s->hi[v] - s->lo[v]) / s->rate[v] : 0;
+        if (left > longest) longest = left, victim = v;
+    }
+    if (victim == s->count) goto out;
+    size_t end = s->hi[victim], f = end - min_size(s->chunk, end - s->lo[victim]);
+    if (s->boundary) {
+        size_t start_of_entry = (end - 1) / s->boundary * s->boundary;
+        if (f < start_of_entry) f = start_of_entry;
+    }
+    if ((double)(end - f) / s->rate[d] >= longest) goto out; /* its owner finishes sooner */
+    s->hi[victim] = f;
+    *first = f, *count = end - f, got = true;
+out:
+    pthread_mutex_unlock(&s->lock);
+    return got;
+}
+
+static void schedule_stop(schedule *s) {
+    pthread_mutex_lock(&s->lock);
+    s->stop = true;
+    pthread_mutex_unlock(&s->lock);
+}
+
+typedef struct worker {
+    tsr_device_group *group;
+    size_t index;
+    const job *job;
+    schedule *schedule;
+    tsr_status status;
+    char error[1024];
+    size_t units, tiles;
+    double busy_s;
+    bool compiled;         /* it built or loaded a program during the call */
+    bool fail_second_tile; /* $TSR_TEST_MULTI_FAIL names this device: the failure path's test */
+} worker;
+
+static tsr_status ensure_buffer(member *m, cl_mem *buf, size_t *have, size_t bytes) {
+    if (*buf && *have >= bytes) return TSR_SUCCESS;
+    if (*buf) clReleaseMemObject(*buf);
+    *buf = NULL, *have = 0;
+    cl_int err;
+    *buf = clCreateBuffer(tsr_device_context(m->device), CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (err != CL_SUCCESS) {
+        *buf = NULL;
+        return tsr_fail(err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
+                                err == CL_INVALID_BUFFER_SIZE
+                            ? TSR_ERR_OUT_OF_MEMORY
+                            : TSR_ERR_OPENCL,
+                        "could not allocate %zu bytes on the device: %s", bytes, tsr_cl_error_name(err));
+    }
+    *have = bytes;
+    return TSR_SUCCESS;
+}
+
+static void record_tile(worker *w, size_t first, size_t count) {
+    tsr_device_group *g = w->group;
+    pthread_mutex_lock(&w->schedule->lock);
+    if (g->ntiles == g->tiles_cap) {
+        size_t cap = g->tiles_cap ? 2 * g->tiles_cap : 64;
+        tsr_group_tile *grown = realloc(g->tiles, cap * sizeof *grown);
+        if (grown) g->tiles = grown, g->tiles_cap = cap;
+    }
+    if (g->ntiles < g->tiles_cap)
+        g->tiles[g->ntiles++] = (tsr_group_tile){w->index, first, count};
+    else
+        g->tiles_lost = true;
+    pthread_mutex_unlock(&w->schedule->lock);
+}
+
+/* Programs the device built or loaded so far: a call that compiled is no measure of its rate. */
+static uint64_t programs_made(tsr_device *dev) {
+    pthread_mutex_lock(&dev->lock);
+    uint64_t made = dev->builds + dev->disk_hits + dev->binary_loads;
+    pthread_mutex_unlock(&dev->lock);
+    return made;
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    member *m = &w->group->members[w->index];
+    const job *j = w->job;
+    cl_event done[SLOTS] = {NULL};
+    tsr_status status = TSR_SUCCESS;
+    double start = tsr_now_s();
+    bool began = false;
+    uint64_t programs_before = programs_made(m->device);
+    for (size_t i = 0;; i++) {
+        int slot = (int)(i % SLOTS);
+        if (done[slot]) { /* the slot's previous tile is home: its buffers are free */
+            cl_int err = clWaitForEvents(1, &done[slot]);
+            clReleaseEvent(done[slot]);
+            done[slot] = NULL;
+            if (err != CL_SUCCESS) {
+                status = tsr_fail_cl(err, "clWaitForEvents (a tile's result)", __FILE__, __LINE__);
+                break;
+            }
+        }
+        size_t first, count;
+        if (!schedule_next(w->schedule, w->index, &first, &count)) break;
+        if (!began) {
+            began = true, start = tsr_now_s();
+            if (j->prepare && (status = j->prepare(j, m)) != TSR_SUCCESS) break;
+        }
+        size_t bytes[ROLES];
+        if ((status = j->sizes(j, count, bytes)) != TSR_SUCCESS) break;
+        for (int r = 0; r < ROLES && status == TSR_SUCCESS; r++)
+            status = ensure_buffer(m, &m->buf[slot][r], &m->buf_bytes[slot][r], bytes[r]);
+        if (status == TSR_SUCCESS && i == 1 && w->fail_second_tile)
+            status = tsr_fail(TSR_ERR_OPENCL, "failure injected for tests (TSR_TEST_MULTI_FAIL=%zu)", w->index);
+        if (status == TSR_SUCCESS) status = j->enqueue(j, m, slot, first, count, &done[slot]);
+        if (status != TSR_SUCCESS) break;
+        clFlush(m->upload), clFlush(m->compute), clFlush(m->download);
+        record_tile(w, first, count);
+        w->units += count, w->tiles++;
+    }
+    for (int s = 0; s < SLOTS; s++) {
+        if (!done[s]) continue;
+        cl_int err = clWaitForEvents(1, &done[s]);
+        clReleaseEvent(done[s]);
+        if (err != CL_SUCCESS && status == TSR_SUCCESS)
+            status = tsr_fail_cl(err, "clWaitForEvents (a tile's result)", __FILE__, __LINE__);
+    }
+    /* nothing may still read or write the buffers when the call returns */
+    clFinish(m->upload), clFinish(m->compute), clFinish(m->download);
+    w->busy_s = began ? tsr_now_s() - start : 0;
+    w->compiled = programs_made(m->device) != programs_before;
+    if (status != TSR_SUCCESS) {
+        w->status = status;
+        snprintf(w->error, sizeof w->error, "%s", tsr_last_error());
+        schedule_stop(w->schedule);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ weights */
+
+static learned_rates *learned_for(tsr_device_group *g, const char *key, bool create) {
+    for (size_t i = 0; i < g->nlearned; i++)
+        if (!strcmp(g->learned[i].key, key)) return &g->learned[i];
+    if (!create) return NULL;
+    learned_rates *slot;
+    if (g->nlearned < MAX_RATE_KEYS) {
+        slot = &g->learned[g->nlearned++];
+        slot->gflops = calloc(g->count, sizeof(double));
+        if (!slot->gflops) {
+            g->nlearned--;
+            return NULL;
+        }
+    } else { /* full: reuse the oldest */
+        slot = &g->learned[g->next_evict];
+        g->next_evict = (g->next_evict + 1) % MAX_RATE_KEYS;
+        memset(slot->gflops, 0, g->count * sizeof(double));
+    }
+    snprintf(slot->key, sizeof slot->key, "%s", key);
+    return slot;
+}
+
+/* Weights for a call, best source first: the caller's, rates this group measured on earlier
+ * calls of the problem class, the tuning database's rates for the class, else equal shares (the
+ * call then measures the rates, and taking work from slower shares evens out the first split). */
+static void choose_weights(tsr_device_group *g, const char *key, const double *tuned, double *weights) {
+    if (g->weights) {
+        memcpy(weights, g->weights, g->count * sizeof(double));
+        g->weights_from = "given";
+        return;
+    }
+    learned_rates *l = learned_for(g, key, false);
+    bool all = l != NULL;
+    for (size_t d = 0; all && d < g->count; d++)
+        all = l->gflops[d] > 0;
+    if (all) {
+        memcpy(weights, l->gflops, g->count * sizeof(double));
+        g->weights_from = "measured";
+        return;
+    }
+    all = tuned != NULL;
+    for (size_t d = 0; all && d < g->count; d++)
+        all = tuned[d] > 0;
+    if (all) {
+        memcpy(weights, tuned, g->count * sizeof(double));
+        g->weights_from = "tuning database";
+        return;
+    }
+    for (size_t d = 0; d < g->count; d++)
+        weights[d] = 1;
+    g->weights_from = "equal";
+}
+
+/* ------------------------------------------------------------------ running a job */
+
+static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, const double *tuned) {
+    size_t n = g->count;
+    tsr_status status = TSR_SUCCESS;
+    double t0 = tsr_now_s();
+    g->ntiles = 0;
+    g->tiles_lost = false;
+    memset(g->stats, 0, n * sizeof *g->stats);
+    g->seconds = 0;
+    if (!j->units) return TSR_SUCCESS;
+    size_t staging_floats;
+    if (__builtin_mul_overflow(j->units, j->out_unit_floats, &staging_floats) ||
+        staging_floats > SIZE_MAX / sizeof(float))
+        return tsr_fail(TSR_ERR_OVERFLOW, "%s: the output's size overflows", j->op);
+    j->staging = malloc(staging_floats ? staging_floats * sizeof(float) : 1);
+    double *weights = calloc(n, sizeof(double));
+    size_t *lo = calloc(n, sizeof(size_t)), *hi = calloc(n, sizeof(size_t));
+    worker *workers = calloc(n, sizeof(worker));
+    pthread_t *threads = calloc(n, sizeof(pthread_t));
+    if (!j->staging || !weights || !lo || !hi || !workers || !threads) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory for a %zu-device split", j->op, n);
+        goto out;
+    }
+    choose_weights(g, rate_key, tuned, weights);
+    double total = 0;
+    size_t active = 0;
+    for (size_t d = 0; d < n; d++) {
+        if (!(weights[d] > 0) || !isfinite(weights[d])) weights[d] = 0;
+        total += weights[d];
+        active += weights[d] > 0;
+    }
+    if (!active) {
+        status = tsr_fail(TSR_ERR_INVALID_ARG, "%s: every device of the group has weight 0", j->op);
+        goto out;
+    }
+    /* contiguous shares in proportion to the weights; tiles cut each share into a few pieces */
+    double cumulative = 0;
+    for (size_t d = 0; d < n; d++) {
+        lo[d] = d ? hi[d - 1] : 0;
+        cumulative += weights[d];
+        hi[d] = d + 1 == n ? j->units : (size_t)llround((double)j->units * (cumulative / total));
+        if (hi[d] < lo[d]) hi[d] = lo[d];
+        if (hi[d] > j->units) hi[d] = j->units;
+        g->stats[d].weight = weights[d] / total;
+    }
+    size_t target = (j->units + active * TILES_PER_DEVICE - 1) / (active * TILES_PER_DEVICE);
+    if (j->chunk < target) j->chunk = target;
+    schedule s = {.count = n, .chunk = j->chunk, .boundary = j->boundary, .lo = lo, .hi = hi, .rate = weights};
+    pthread_mutex_init(&s.lock, NULL);
+    size_t started = 0;
+    const char *fail = getenv("TSR_TEST_MULTI_FAIL");
+    for (size_t d = 0; d < n; d++) {
+        workers[d] = (worker){.group = g, .index = d, .job = j, .schedule = &s};
+        workers[d].fail_second_tile = fail && *fail && strtoul(fail, NULL, 10) == d;
+        if (pthread_create(&threads[d], NULL, worker_main, &workers[d]) != 0) {
+            status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: could not start a thread for device %zu", j->op, d);
+            schedule_stop(&s);
+            break;
+        }
+        started++;
+    }
+    for (size_t d = 0; d < started; d++)
+        pthread_join(threads[d], NULL);
+    pthread_mutex_destroy(&s.lock);
+    for (size_t d = 0; d < started && status == TSR_SUCCESS; d++)
+        if (workers[d].status != TSR_SUCCESS)
+            status = tsr_fail(workers[d].status, "%s: device %zu (%s): %s", j->op, d,
+                              tsr_device_get_info(g->members[d].device)->name, workers[d].error);
+    size_t done = 0;
+    for (size_t d = 0; d < started; d++)
+        done += workers[d].units;
+    if (status == TSR_SUCCESS && done != j->units) /* cannot happen: every share is drained */
+        status = tsr_fail(TSR_ERR_OPENCL, "%s: %zu of %zu units computed", j->op, done, j->units);
+    if (status == TSR_SUCCESS && g->tiles_lost)
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory recording the tiles", j->op);
+    if (status != TSR_SUCCESS) goto out;
+    j->scatter(j);
+    learned_rates *l = learned_for(g, rate_key, true);
+    for (size_t d = 0; d < n; d++) {
+        tsr_group_device_stats *st = &g->stats[d];
+        st->units = workers[d].units;
+        st->tiles = workers[d].tiles;
+        st->busy_s = workers[d].busy_s;
+        st->gflops = st->busy_s > 0 ? (double)st->units * j->flops_per_unit / st->busy_s * 1e-9 : 0;
+        if (l && st->gflops > 0 && !workers[d].compiled) l->gflops[d] = st->gflops;
+    }
+out:
+    g->seconds = tsr_now_s() - t0;
+    if (status != TSR_SUCCESS) { /* nothing of a failed call is reported as done */
+        g->ntiles = 0;
+        memset(g->stats, 0, n * sizeof *g->stats);
+        g->seconds = 0;
+    }
+    free(j->staging);
+    j->staging = NULL;
+    free(weights), free(lo), free(hi), free(workers), free(threads);
+    return status;
+}
+
+/* ------------------------------------------------------------------ the group */
+
+static void member_release(member *m) {
+    for (int s = 0; s < SLOTS; s++)
+        for (int r = 0; r < ROLES; r++)
+            if (m->buf[s][r]) clReleaseMemObject(m->buf[s][r]);
+    for (int i = 0; i < 2; i++)
+        if (m->shared[i]) clReleaseMemObject(m->shared[i]);
+    if (m->upload) clReleaseCommandQueue(m->upload);
+    if (m->compute) clReleaseCommandQueue(m->compute);
+    if (m->download) clReleaseCommandQueue(m->download);
+}
+
+tsr_status tsr_group_create(tsr_device *const *devices, size_t count, tsr_device_group **group) {
+    tsr_clear_diagnostics();
+    if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_group_create: group is NULL");
+    *group = NULL;
+    if (!devices || !count) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_group_create: no devices");
+    for (size_t d = 0; d < count; d++)
+        if (!devices[d]) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_group_create: devices[%zu] is NULL", d);
+    tsr_device_group *g = calloc(1, sizeof *g);
+    if (!g || !(g->members = calloc(count, sizeof(member))) || !(g->stats = calloc(count, sizeof *g->stats))) {
+        if (g) free(g->members);
+        free(g);
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "tsr_group_create: out of host memory");
+    }
+    g->count = count;
+    g->weights_from = "none";
+    pthread_mutex_init(&g->call_lock, NULL);
+    tsr_status status = TSR_SUCCESS;
+    for (size_t d = 0; d < count; d++) {
+        member *m = &g->members[d];
+        m->device = devices[d];
+        cl_context ctx = tsr_device_context(devices[d]);
+        cl_device_id id = tsr_device_id(devices[d]);
+        cl_command_queue *queues[3] = {&m->upload, &m->compute, &m->download};
+        for (int q = 0; q < 3; q++) {
+            cl_int err;
+            *queues[q] = clCreateCommandQueue(ctx, id, 0, &err);
+            if (err != CL_SUCCESS) {
+                *queues[q] = NULL;
+                status = tsr_fail_cl(err, "clCreateCommandQueue (a group's transfer and compute queues)", __FILE__,
+                                     __LINE__);
+                goto out;
+            }
+        }
+    }
+out:
+    if (status != TSR_SUCCESS) {
+        tsr_group_destroy(g);
+        return status;
+    }
+    *group = g;
+    return TSR_SUCCESS;
+}
+
+void tsr_group_destroy(tsr_device_group *group) {
+    if (!group) return;
+    for (size_t d = 0; d < group->count; d++)
+        member_release(&group->members[d]);
+    for (size_t i = 0; i < group->nlearned; i++)
+        free(group->learned[i].gflops);
+    pthread_mutex_destroy(&group->call_lock);
+    free(group->members);
+    free(group->weights);
+    free(group->tiles);
+    free(group->stats);
+    free(group);
+}
+
+size_t tsr_group_size(const tsr_device_group *group) { return group ? group->count : 0; }
+
+tsr_status tsr_group_set_weights(tsr_device_group *group, const double *weights) {
+    tsr_clear_diagnostics();
+    if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_group_set_weights: group is NULL");
+    if (!weights) {
+        pthread_mutex_lock(&group->call_lock);
+        free(group->weights);
+        group->weights = NULL;
+        pthread_mutex_unlock(&group->call_lock);
+        return TSR_SUCCESS;
+    }
+    bool any = false;
+    for (size_t d = 0; d < group->count; d++) {
+        if (!isfinite(weights[d]) || weights[d] < 0)
+            return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_group_set_weights: weights[%zu] = %g (finite, >= 0)", d,
+                            weights[d]);
+        any |= weights[d] > 0;
+    }
+    if (!any) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_group_set_weights: every weight is 0");
+    double *copy = malloc(group->count * sizeof(double));
+    if (!copy) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "tsr_group_set_weights: out of host memory");
+    memcpy(copy, weights, group->count * sizeof(double));
+    pthread_mutex_lock(&group->call_lock);
+    free(group->weights);
+    group->weights = copy;
+    pthread_mutex_unlock(&group->call_lock);
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_group_last_stats(tsr_device_group *group, tsr_group_stats *stats) {
+    tsr_clear_diagnostics();
+    if (!group || !stats) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_group_last_stats: group or stats is NULL");
+    pthread_mutex_lock(&group->call_lock);
+    *stats = (tsr_group_stats){.seconds = group->seconds,
+                               .weights_from = group->weights_from,
+                               .tile_count = group->ntiles,
+                               .tiles = group->tiles,
+                               .devices = group->stats};
+    pthread_mutex_unlock(&group->call_lock);
+    return TSR_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ entry points */
+
+/* The operand checks of a row-major GEMM view (column-major calls are transposed first). */
+static tsr_status check_gemm(const char *fn, const gemm_params *p, bool batched) {
+    if (!p->m || !p->n) return TSR_SUCCESS;
+    size_t rows, cols;
+    const struct {
+        const char *name;
+        bool trans;
+        size_t r, c, ld;
+        const void *ptr;
+        bool read;
+    } ops[3] = {{"A", p->trans_a, p->m, p->k, p->lda, p->a, p->k > 0},
+                {"B", p->trans_b, p->k, p->n, p->ldb, p->b, p->k > 0},
+                {"C", false, p->m, p->n, p->ldc, p->c, true}};
+    for (int i = 0; i < 3; i++) {
+        if (!ops[i].read) continue;
+        if (!ops[i].ptr) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %s is NULL", fn, ops[i].name);
+        stored_shape(ops[i].trans, ops[i].r, ops[i].c, &rows, &cols);
+        if (ops[i].ld < cols)
+            return tsr_fail(TSR_ERR_INVALID_ARG, "%s: ld%c = %zu is less than the %zu elements of a stored row", fn,
+                            ops[i].name[0] + 32, ops[i].ld, cols);
+        size_t elements;
+        size_t stride = !batched ? 0 : i == 0 ? p->a_stride : i == 1 ? p->b_stride : p->c_stride;
+        RETURN_IF_FAILED(
+            tsr_matrix_extent(ops[i].name, 0, rows, cols, ops[i].ld, stride, batched ? p->batch : 1, &elements));
+    }
+    if (batched && p->batch > 1 && p->c_stride < matrix_span(p->m, p->n, p->ldc))
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: c_stride = %zu makes the %zu x %zu matrices of C overlap", fn,
+                        p->c_stride, p->m, p->n);
+    size_t m_n, work;
+    if (__builtin_mul_overflow(p->m, p->n, &m_n) || __builtin_mul_overflow(m_n, batched ? p->batch : 1, &work) ||
+        work > SIZE_MAX / sizeof(float) || (p->k && (p->m > SIZE_MAX / sizeof(float) / p->k)))
+        return tsr_fail(TSR_ERR_OVERFLOW, "%s: the problem's size overflows", fn);
+    return TSR_SUCCESS;
+}
+
+/* Column-major C = op(A) op(B) is row-major C^T = op(B)^T op(A)^T: swap the operands. */
+static gemm_params row_major_view(tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n, size_t k,
+                                  float alpha, const float *a, size_t lda, size_t a_stride, const float *b, size_t ldb,
+                                  size_t b_stride, float beta, float *c, size_t ldc, size_t c_stride, size_t batch) {
+    bool trans_a = ta != TSR_NO_TRANS, trans_b = tb != TSR_NO_TRANS;
+    if (layout == TSR_ROW_MAJOR)
+        return (gemm_params){trans_a, trans_b, m,   n,   k,        alpha,    beta,     a,    b,
+                             c,       lda,     ldb, ldc, a_stride, b_stride, c_stride, batch};
+    return (gemm_params){trans_b, trans_a, n,   m,   k,        alpha,    beta,     b,    a,
+                         c,       ldb,     lda, ldc, b_stride, a_stride, c_stride, batch};
+}
+
+static tsr_status check_enums(const char *fn, tsr_layout layout, tsr_transpose ta, tsr_transpose tb) {
+    if (layout != TSR_ROW_MAJOR && layout != TSR_COL_MAJOR)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: layout %d is neither TSR_ROW_MAJOR nor TSR_COL_MAJOR", fn,
+                        (int)layout);
+    if ((ta != TSR_NO_TRANS && ta != TSR_TRANS && ta != TSR_CONJ_TRANS) ||
+        (tb != TSR_NO_TRANS && tb != TSR_TRANS && tb != TSR_CONJ_TRANS))
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: a transpose argument is not a tsr_transpose", fn);
+    return TSR_SUCCESS;
+}
+
+/* Host ranges [lo, hi) of two operands must not meet (C is written, A and B read). */
+static bool spans_meet(const float *a, size_t a_n, const float *c, size_t c_n) {
+    if (!a || !c || !a_n || !c_n) return false;
+    uintptr_t a0 = (uintptr_t)a, a1 = a0 + a_n * sizeof(float), c0 = (uintptr_t)c, c1 = c0 + c_n * sizeof(float);
+    return a0 < c1 && c0 < a1;
+}
+
+static tsr_status gemm_class_key(tsr_device_group *g, const char *op, const gemm_params *p, char *key, size_t size,
+                                 double *tuned) {
+    for (size_t d = 0; d < g->count; d++) {
+        tsr_config_info info;
+        if (tsr_sgemm_plan(g->members[d].device, p->m, p->n, p->k, p->batch ? p->batch : 1, &info) != TSR_SUCCESS) {
+            tsr_clear_error(); /* a class name is only a key for remembered rates */
+            snprintf(info.problem_class, sizeof info.problem_class, "m%zu", p->m);
+            info.tuned_gflops = 0;
+        }
+        tuned[d] = info.source == TSR_CONFIG_TUNED ? info.tuned_gflops : 0;
+        if (!d) snprintf(key, size, "%s %s", op, info.problem_class);
+    }
+    return TSR_SUCCESS;
+}
+
+static tsr_status gemm_multi(tsr_device_group *group, const char *fn, bool batched, gemm_params p) {
+    tsr_status status = check_gemm(fn, &p, batched);
+    if (status != TSR_SUCCESS || !p.m || !p.n || (batched && !p.batch)) return status;
+    size_t a_rows, a_cols, b_rows, b_cols;
+    stored_shape(p.trans_a, p.m, p.k, &a_rows, &a_cols);
+    stored_shape(p.trans_b, p.k, p.n, &b_rows, &b_cols);
+    size_t nb = batched ? p.batch : 1;
+    size_t a_n = p.k ? (nb - 1) * p.a_stride + matrix_span(a_rows, a_cols, p.lda) : 0;
+    size_t b_n = p.k ? (nb - 1) * p.b_stride + matrix_span(b_rows, b_cols, p.ldb) : 0;
+    size_t c_n = (nb - 1) * p.c_stride + matrix_span(p.m, p.n, p.ldc);
+    if (spans_meet(p.a, a_n, p.c, c_n) || spans_meet(p.b, b_n, p.c, c_n))
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: C shares memory with %s", fn,
+                        spans_meet(p.a, a_n, p.c, c_n) ? "A" : "B");
+    char key[64];
+    double *tuned = calloc(group->count, sizeof(double));
+    if (!tuned) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    if (!batched) p.batch = 0;
+    gemm_class_key(group, batched ? "gemm_batched" : "gemm", &p, key, sizeof key, tuned);
+    tsr_clear_diagnostics();
+    job j = {.op = fn, .params = &p};
+    if (batched) {
+        j.units = p.batch, j.chunk = 1, j.flops_per_unit = 2.0 * (double)p.m * (double)p.n * (double)p.k;
+        j.out_unit_floats = p.m * p.n;
+        j.sizes = batched_sizes, j.prepare = batched_prepare, j.enqueue = batched_enqueue, j.scatter = batched_scatter;
+    } else {
+        j.units = p.m, j.chunk = 16, j.flops_per_unit = 2.0 * (double)p.n * (double)p.k;
+        j.out_unit_floats = p.n;
+        j.sizes = gemm_sizes, j.prepare = gemm_prepare, j.enqueue = gemm_enqueue, j.scatter = gemm_scatter;
+    }
+    status = TSR_SUCCESS;
+    for (size_t d = 0; d < group->count && status == TSR_SUCCESS; d++) {
+        member *m = &group->members[d];
+        if (batched) {
+            size_t a_span, b_span;
+            batched_spans(&p, &a_span, &b_span);
+            status = ensure_buffer(m, &m->shared[0], &m->shared_bytes[0],
+                                   (!p.a_stride && a_span ? a_span : 1) * sizeof(float));
+            if (status == TSR_SUCCESS)
+                status = ensure_buffer(m, &m->shared[1], &m->shared_bytes[1],
+                                       (!p.b_stride && b_span ? b_span : 1) * sizeof(float));
+        } else {
+            status = ensure_buffer(m, &m->shared[0], &m->shared_bytes[0], (p.k ? p.k * p.n : 1) * sizeof(float));
+        }
+        if (status != TSR_SUCCESS)
+            status = tsr_fail(status, "%s: device %zu (%s): %s", fn, d, tsr_device_get_info(m->device)->name,
+                              tsr_last_error());
+    }
+    if (status == TSR_SUCCESS) status = run_job(group, &j, key, tuned);
+    free(tuned);
+    return status;
+}
+
+tsr_status tsr_sgemm_multi(tsr_device_group *group, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
+                           size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
+                           size_t ldb, float beta, float *c, size_t ldc) {
+    tsr_clear_diagnostics();
+    const char *fn = "tsr_sgemm_multi";
+    if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: group is NULL", fn);
+    RETURN_IF_FAILED(check_enums(fn, layout, trans_a, trans_b));
+    pthread_mutex_lock(&group->call_lock);
+    tsr_status status =
+        gemm_multi(group, fn, false,
+                   row_major_view(layout, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1));
+    pthread_mutex_unlock(&group->call_lock);
+    return status;
+}
+
+tsr_status tsr_sgemm_strided_batched_multi(tsr_device_group *group, tsr_layout layout, tsr_transpose trans_a,
+                                           tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha,
+                                           const float *a, size_t lda, size_t a_stride, const float *b, size_t ldb,
+                                           size_t b_stride, float beta, float *c, size_t ldc, size_t c_stride,
+                                           size_t batch_count) {
+    tsr_clear_diagnostics();
+    const char *fn = "tsr_sgemm_strided_batched_multi";
+    if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: group is NULL", fn);
+    RETURN_IF_FAILED(check_enums(fn, layout, trans_a, trans_b));
+    pthread_mutex_lock(&group->call_lock);
+    tsr_status status = gemm_multi(group, fn, true,
+                                   row_major_view(layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb,
+                                                  b_stride, beta, c, ldc, c_stride, batch_count));
+    pthread_mutex_unlock(&group->call_lock);
+    return status;
+}
+
+/* Explicit strides (zeros mean contiguous [B, H, L, D]) and the host checks of one tensor. */
+static tsr_status attention_tensor(const char *fn, const char *name, const float *ptr, size_t len, size_t heads,
+                                   size_t dim, size_t batch, size_t offset, size_t strides[3], size_t *span) {
+    if (!strides[0] && !strides[1] && !strides[2]) {
+        strides[2] = dim, strides[1] = len * dim, strides[0] = heads * len * dim;
+    }
+    if (!ptr) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %s is NULL", fn, name);
+    if (len > 1 && strides[2] < dim)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %s's row stride %zu is less than head_dim %zu", fn, name, strides[2],
+                        dim);
+    size_t counts[3] = {batch, heads, len};
+    if (!tsr_strided_extent(offset, 3, counts, strides, dim, span))
+        return tsr_fail(TSR_ERR_OVERFLOW, "%s: %s's extent overflows", fn, name);
+    return TSR_SUCCESS;
+}
+
+tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc *desc, const float *q, const float *k,
+                               const float *v, float *o) {
+    tsr_clear_diagnostics();
+    const char *fn = "tsr_attention_multi";
+    if (!group || !desc) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: group or desc is NULL", fn);
+    attention_params p = {.desc = *desc, .q = q, .k = k, .v = v, .o = o};
+    tsr_attention_desc *d = &p.desc;
+    const tsr_dtype types[4] = {d->q_type, d->k_type, d->v_type, d->o_type};
+    for (int i = 0; i < 4; i++)
+        if (types[i] != 0 && types[i] != TSR_F32)
+            return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: host tensors are fp32 (a %s tensor was given)", fn,
+                            tsr_dtype_str(types[i]));
+    if (d->lse) return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: lse is not offered across devices (set it to NULL)", fn);
+    if (!d->batch || !d->heads || !d->q_len) return TSR_SUCCESS;
+    if (!d->head_dim || d->head_dim > 256)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: head_dim = %zu (1..256)", fn, d->head_dim);
+    if (!(isfinite(d->scale) && d->scale >= 0))
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: scale = %g (finite, >= 0; 0: 1/sqrt(head_dim))", fn,
+                        (double)d->scale);
+    if (d->kv_lengths)
+        for (size_t b = 0; b < d->batch; b++)
+            if (d->kv_lengths[b] < 0 || (size_t)d->kv_lengths[b] > d->kv_len)
+                return tsr_fail(TSR_ERR_INVALID_ARG, "%s: kv_lengths[%zu] = %d (0..%zu)", fn, b, d->kv_lengths[b],
+                                d->kv_len);
+    size_t q_span, k_span = 0, v_span = 0, o_span;
+    RETURN_IF_FAILED(
+        attention_tensor(fn, "O", o, d->q_len, d->heads, d->head_dim, d->batch, d->o_offset, d->o_strides, &o_span));
+    RETURN_IF_FAILED(
+        attention_tensor(fn, "Q", q, d->q_len, d->heads, d->head_dim, d->batch, d->q_offset, d->q_strides, &q_span));
+    if (d->kv_len) {
+        RETURN_IF_FAILED(attention_tensor(fn, "K", k, d->kv_len, d->heads, d->head_dim, d->batch, d->k_offset,
+                                          d->k_strides, &k_span));
+        RETURN_IF_FAILED(attention_tensor(fn, "V", v, d->kv_len, d->heads, d->head_dim, d->batch, d->v_offset,
+                                          d->v_strides, &v_span));
+    }
+    if (spans_meet(q, q_span, o, o_span) || spans_meet(k, k_span, o, o_span) || spans_meet(v, v_span, o, o_span))
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: O shares memory with Q, K or V", fn);
+    size_t units, per_unit, rows;
+    if (__builtin_mul_overflow(d->batch, d->heads, &units) ||
+        __builtin_mul_overflow(d->q_len, d->head_dim, &per_unit) ||
+        __builtin_add_overflow(d->q_len, 2 * d->kv_len, &rows) || rows > SIZE_MAX / sizeof(float) / d->head_dim)
+        return tsr_fail(TSR_ERR_OVERFLOW, "%s: the problem's size overflows", fn);
+    job j = {.op = fn,
+             .params = &p,
+             .units = units,
+             .chunk = 1,
+             .boundary = d->heads,
+             .flops_per_unit = 4.0 * (double)d->q_len * (double)d->kv_len * (double)d->head_dim,
+             .out_unit_floats = per_unit,
+             .sizes = attention_sizes,
+             .enqueue = attention_enqueue,
+             .scatter = attention_scatter};
+    char key[64];
+    unsigned bucket = 0;
+    while (bucket < 40 && ((size_t)1 << bucket) < d->kv_len)
+        bucket++;
+    snprintf(key, sizeof key, "attention d%zu kv2^%u%s", d->head_dim, bucket, d->causal ? " causal" : "");
+    pthread_mutex_lock(&group->call_lock);
+    tsr_status status = run_job(group, &j, key, NULL);
+    pthread_mutex_unlock(&group->call_lock);
+    return status;
+}

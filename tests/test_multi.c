@@ -1,0 +1,486 @@
+/* One call split across a device group: GEMM, strided-batched GEMM and attention against double
+ * references, every tile bitwise equal to the same tile run alone on the device that computed it,
+ * guards and poisoned outputs, the split's weights and statistics, and refusals that leave the
+ * output untouched. Devices: $TSR_MULTI_DEVICES ("pthread,basic" in the suite: PoCL's two CPU
+ * devices), else the default device twice. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEVICES 4
+static tsr_device *devices[MAX_DEVICES];
+static size_t ndevices;
+static tsr_device_group *group;
+
+static int open_group(void **state) {
+    (void)state;
+    const char *list = getenv("TSR_MULTI_DEVICES");
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list && *list ? list : ",");
+    char *save = NULL;
+    for (char *sel = strtok_r(buf, ",", &save); sel && ndevices < MAX_DEVICES; sel = strtok_r(NULL, ",", &save))
+        if (tsr_device_open(sel, &devices[ndevices]) == TSR_SUCCESS) ndevices++;
+    while (ndevices < 2 && tsr_device_open(NULL, &devices[ndevices]) == TSR_SUCCESS)
+        ndevices++;
+    if (ndevices < 2) return -1;
+    for (size_t d = 0; d < ndevices; d++)
+        printf("# device %zu: %s\n", d, tsr_device_get_info(devices[d])->name);
+    return tsr_group_create(devices, ndevices, &group) == TSR_SUCCESS ? 0 : -1;
+}
+
+static int close_group(void **state) {
+    (void)state;
+    tsr_group_destroy(group);
+    for (size_t d = 0; d < ndevices; d++)
+        tsr_device_close(devices[d]);
+    return 0;
+}
+
+static size_t rand_in(size_t lo, size_t hi) { return lo + th_rand() % (hi - lo + 1); }
+
+static float *random_floats(size_t n) {
+    float *x = malloc((n ? n : 1) * sizeof(float));
+    assert_non_null(x);
+    th_fill_uniform(x, n, -1, 1);
+    return x;
+}
+
+/* The tiles of the last call cover [0, units) exactly once, and every device's counts add up. */
+static void check_tiles(size_t units) {
+    tsr_group_stats st;
+    TH_ASSERT_OK(tsr_group_last_stats(group, &st));
+    unsigned char *seen = calloc(units, 1);
+    assert_non_null(seen);
+    size_t per_device[MAX_DEVICES] = {0};
+    for (size_t t = 0; t < st.tile_count; t++) {
+        const tsr_group_tile *tile = &st.tiles[t];
+        assert_true(tile->device < ndevices && tile->count > 0 && tile->first + tile->count <= units);
+        per_device[tile->device] += tile->count;
+        for (size_t u = tile->first; u < tile->first + tile->count; u++) {
+            if (seen[u]) fail_msg("unit %zu computed twice", u);
+            seen[u] = 1;
+        }
+    }
+    for (size_t u = 0; u < units; u++)
+        if (!seen[u]) fail_msg("unit %zu never computed", u);
+    double weights = 0;
+    for (size_t d = 0; d < ndevices; d++) {
+        assert_int_equal(per_device[d], st.devices[d].units);
+        weights += st.devices[d].weight;
+    }
+    assert_true(fabs(weights - 1) < 1e-9);
+    free(seen);
+}
+
+/* ---- GEMM ---- */
+
+typedef struct gemm_case {
+    int row_major, ta, tb;
+    size_t m, n, k, lda, ldb, ldc;
+    float alpha, beta;
+    float *a, *b, *c;
+    size_t a_n, b_n, c_n; /* floats of each array, guards included */
+} gemm_case;
+
+static size_t stored_rows(int row_major, int trans, size_t r, size_t c) {
+    return row_major ? (trans ? c : r) : (trans ? r : c);
+}
+static size_t stored_cols(int row_major, int trans, size_t r, size_t c) {
+    return row_major ? (trans ? r : c) : (trans ? c : r);
+}
+
+static gemm_case random_gemm(int row_major, int ta, int tb, float beta) {
+    gemm_case g = {
+        .row_major = row_major, .ta = ta, .tb = tb, .beta = beta, .alpha = 0.5f + (float)(th_rand() % 100) / 100};
+    g.m = rand_in(40, 200), g.n = rand_in(20, 150), g.k = rand_in(10, 120);
+    g.lda = stored_cols(row_major, ta, g.m, g.k) + rand_in(0, 5);
+    g.ldb = stored_cols(row_major, tb, g.k, g.n) + rand_in(0, 5);
+    g.ldc = stored_cols(row_major, 0, g.m, g.n) + rand_in(0, 5);
+    g.a_n = stored_rows(row_major, ta, g.m, g.k) * g.lda;
+    g.b_n = stored_rows(row_major, tb, g.k, g.n) * g.ldb;
+    g.c_n = stored_rows(row_major, 0, g.m, g.n) * g.ldc + 7; /* 7 guard floats past the end */
+    g.a = random_floats(g.a_n), g.b = random_floats(g.b_n), g.c = random_floats(g.c_n);
+    if (beta == 0) th_poison(g.c, g.c_n - 7); /* beta 0 never reads C: NaN must not come through */
+    return g;
+}
+
+static void free_gemm(gemm_case *g) { free(g->a), free(g->b), free(g->c); }
+
+static void run_gemm_case(int row_major, int ta, int tb, float beta) {
+    gemm_case g = random_gemm(row_major, ta, tb, beta);
+    tsr_layout layout = row_major ? TSR_ROW_MAJOR : TSR_COL_MAJOR;
+    tsr_transpose tra = ta ? TSR_TRANS : TSR_NO_TRANS, trb = tb ? TSR_TRANS : TSR_NO_TRANS;
+    float *before = malloc(g.c_n * sizeof(float));
+    double *ref = malloc(g.c_n * sizeof(double));
+    assert_non_null(before), assert_non_null(ref);
+    memcpy(before, g.c, g.c_n * sizeof(float));
+    th_ref_sgemm(row_major, ta, tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, ref, g.ldc);
+    TH_ASSERT_OK(
+        tsr_sgemm_multi(group, layout, tra, trb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc));
+    double err = th_rel_error_matrix(row_major, g.m, g.n, g.c, ref, g.ldc);
+    if (!(err < 2e-6))
+        fail_msg("relative error %.3g (%s, ta %d, tb %d, %zux%zux%zu)", err, row_major ? "row" : "col", ta, tb, g.m,
+                 g.n, g.k);
+    /* padding between lines and the guard past the end are untouched (NaN-safe: compare bits) */
+    size_t lines = row_major ? g.m : g.n, line = row_major ? g.n : g.m;
+    for (size_t i = 0; i < lines; i++)
+        for (size_t j = line; j < g.ldc; j++)
+            assert_memory_equal(&g.c[i * g.ldc + j], &before[i * g.ldc + j], sizeof(float));
+    assert_memory_equal(g.c + g.c_n - 7, before + g.c_n - 7, 7 * sizeof(float));
+    check_tiles(row_major ? g.m : g.n);
+
+    /* every tile equals the same tile run alone on its device, bit for bit */
+    tsr_group_stats st;
+    TH_ASSERT_OK(tsr_group_last_stats(group, &st));
+    for (size_t t = 0; t < st.tile_count; t++) {
+        tsr_group_tile tile = st.tiles[t];
+        tsr_device *dev = devices[tile.device];
+        cl_mem a = th_buffer_from(dev, g.a, g.a_n), b = th_buffer_from(dev, g.b, g.b_n),
+               c = th_buffer_from(dev, before, g.c_n);
+        size_t f = tile.first, cnt = tile.count;
+        if (row_major) /* rows of C; rows of op(A) */
+            TH_ASSERT_OK(tsr_sgemm(dev, layout, tra, trb, cnt, g.n, g.k, g.alpha, a, ta ? f : f * g.lda, g.lda, b, 0,
+                                   g.ldb, g.beta, c, f * g.ldc, g.ldc, NULL, NULL));
+        else /* columns of C; columns of op(B) */
+            TH_ASSERT_OK(tsr_sgemm(dev, layout, tra, trb, g.m, cnt, g.k, g.alpha, a, 0, g.lda, b, tb ? f : f * g.ldb,
+                                   g.ldb, g.beta, c, f * g.ldc, g.ldc, NULL, NULL));
+        float *alone = malloc(g.c_n * sizeof(float));
+        assert_non_null(alone);
+        th_read(dev, c, alone, g.c_n);
+        for (size_t u = f; u < f + cnt; u++)
+            if (memcmp(alone + u * g.ldc, g.c + u * g.ldc, line * sizeof(float)))
+                fail_msg("tile %zu (device %zu, units %zu+%zu): line %zu differs from the device's own run", t,
+                         tile.device, f, cnt, u);
+        free(alone);
+        clReleaseMemObject(a), clReleaseMemObject(b), clReleaseMemObject(c);
+    }
+    free(before), free(ref);
+    free_gemm(&g);
+}
+
+static void gemm_every_layout(void **state) {
+    (void)state;
+    for (int row_major = 0; row_major < 2; row_major++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                run_gemm_case(row_major, ta, tb, (ta ^ tb) ? 0.0f : 0.75f);
+}
+
+static void gemm_weights_and_stats(void **state) {
+    (void)state;
+    gemm_case g = random_gemm(1, 0, 0, 0.0f);
+    tsr_group_stats st;
+    TH_ASSERT_OK(tsr_group_set_weights(group, NULL));
+    /* a shape class of its own: the first call splits equally, the second by measured rates */
+    g.m = 333;
+    free(g.a), free(g.c);
+    g.a_n = g.m * g.lda, g.c_n = g.m * g.ldc;
+    g.a = random_floats(g.a_n), g.c = random_floats(g.c_n);
+    for (int call = 0; call < 2; call++) {
+        TH_ASSERT_OK(tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, g.m, g.n, g.k, 1, g.a, g.lda,
+                                     g.b, g.ldb, 0, g.c, g.ldc));
+        TH_ASSERT_OK(tsr_group_last_stats(group, &st));
+        printf("# call %d: weights %s, %.1f ms;", call, st.weights_from, st.seconds * 1e3);
+        for (size_t d = 0; d < ndevices; d++)
+            printf(" device %zu: %.2f planned, %zu rows, %.2f GFLOP/s;", d, st.devices[d].weight, st.devices[d].units,
+                   st.devices[d].gflops);
+        printf("\n");
+        assert_true(st.seconds > 0);
+        check_tiles(g.m);
+    }
+    assert_true(!strcmp(st.weights_from, "measured") || !strcmp(st.weights_from, "tuning database"));
+    double w[MAX_DEVICES] = {0};
+    w[ndevices - 1] = 2.5; /* everything on the last device */
+    TH_ASSERT_OK(tsr_group_set_weights(group, w));
+    TH_ASSERT_OK(tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, g.m, g.n, g.k, 1, g.a, g.lda, g.b,
+                                 g.ldb, 0, g.c, g.ldc));
+    TH_ASSERT_OK(tsr_group_last_stats(group, &st));
+    assert_string_equal(st.weights_from, "given");
+    assert_int_equal(st.devices[ndevices - 1].units, g.m);
+    for (size_t d = 0; d + 1 < ndevices; d++)
+        assert_int_equal(st.devices[d].units, 0);
+    check_tiles(g.m);
+    /* bad weights are refused and leave the given ones in place */
+    double zeros[MAX_DEVICES] = {0}, bad[MAX_DEVICES] = {1, 1, 1, 1};
+    TH_ASSERT_STATUS(tsr_group_set_weights(group, zeros), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "every weight is 0");
+    bad[0] = NAN;
+    TH_ASSERT_STATUS(tsr_group_set_weights(group, bad), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "weights[0]");
+    bad[0] = -1;
+    TH_ASSERT_STATUS(tsr_group_set_weights(group, bad), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_OK(tsr_group_set_weights(group, NULL));
+    free_gemm(&g);
+}
+
+/* alpha = 0 and k = 0: C <- beta C without reading A and B */
+static void gemm_degenerate(void **state) {
+    (void)state;
+    size_t m = 37, n = 19;
+    float *c = random_floats(m * n), *want = malloc(m * n * sizeof(float));
+    assert_non_null(want);
+    for (size_t i = 0; i < m * n; i++)
+        want[i] = 0.5f * c[i];
+    float one = 1;
+    TH_ASSERT_OK(
+        tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, 0, 1, &one, 1, &one, n, 0.5f, c, n));
+    assert_memory_equal(c, want, m * n * sizeof(float));
+    /* m = 0: nothing happens, not even a look at the pointers */
+    TH_ASSERT_OK(
+        tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 0, n, 5, 1, NULL, 5, NULL, n, 0, NULL, n));
+    free(c), free(want);
+}
+
+static void gemm_refusals(void **state) {
+    (void)state;
+    size_t m = 20, n = 10, k = 8;
+    float *a = random_floats(m * k), *b = random_floats(k * n), *c = malloc(m * n * sizeof(float));
+    float *poisoned = malloc(m * n * sizeof(float));
+    assert_non_null(c), assert_non_null(poisoned);
+    th_poison(c, m * n);
+    memcpy(poisoned, c, m * n * sizeof(float));
+    TH_ASSERT_STATUS(tsr_sgemm_multi(NULL, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0, c, n),
+                     TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_sgemm_multi(group, (tsr_layout)7, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0, c, n),
+                     TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "layout");
+    TH_ASSERT_STATUS(
+        tsr_sgemm_multi(group, TSR_ROW_MAJOR, (tsr_transpose)0, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0, c, n),
+        TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(
+        tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k - 1, b, n, 0, c, n),
+        TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "lda");
+    TH_ASSERT_STATUS(
+        tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, NULL, k, b, n, 0, c, n),
+        TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "A is NULL");
+    /* C overlapping A */
+    TH_ASSERT_STATUS(
+        tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, k, k, 1, a, k, b, n, 0, a + 3, k),
+        TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "shares memory");
+    TH_ASSERT_STATUS(
+        tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, SIZE_MAX / 2, n, k, 1, a, k, b, n, 0, c, n),
+        TSR_ERR_OVERFLOW);
+    assert_memory_equal(c, poisoned, m * n * sizeof(float));
+    tsr_device_group *g2 = NULL;
+    TH_ASSERT_STATUS(tsr_group_create(devices, 0, &g2), TSR_ERR_INVALID_ARG);
+    tsr_device *with_null[2] = {devices[0], NULL};
+    TH_ASSERT_STATUS(tsr_group_create(with_null, 2, &g2), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "devices[1]");
+    assert_null(g2);
+    assert_int_equal(tsr_group_size(NULL), 0);
+    assert_int_equal(tsr_group_size(group), ndevices);
+    tsr_group_destroy(NULL);
+    free(a), free(b), free(c), free(poisoned);
+}
+
+/* A device that fails mid-call (its second tile, by the test hook TSR_TEST_MULTI_FAIL): the error
+ * names it, the other devices stop, and C keeps its old contents. */
+static void gemm_failure_leaves_c(void **state) {
+    (void)state;
+    size_t m = 300, n = 40, k = 30;
+    float *a = random_floats(m * k), *b = random_floats(k * n), *c = random_floats(m * n);
+    float *before = malloc(m * n * sizeof(float));
+    assert_non_null(before);
+    memcpy(before, c, m * n * sizeof(float));
+    char index[16];
+    snprintf(index, sizeof index, "%zu", ndevices - 1);
+    double equal[MAX_DEVICES] = {1, 1, 1, 1}; /* the failing device surely gets two tiles */
+    TH_ASSERT_OK(tsr_group_set_weights(group, equal));
+    setenv("TSR_TEST_MULTI_FAIL", index, 1);
+    tsr_status st =
+        tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0.5f, c, n);
+    unsetenv("TSR_TEST_MULTI_FAIL");
+    TH_ASSERT_STATUS(st, TSR_ERR_OPENCL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), tsr_device_get_info(devices[ndevices - 1])->name);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "injected");
+    assert_memory_equal(c, before, m * n * sizeof(float));
+    tsr_group_stats stats;
+    TH_ASSERT_OK(tsr_group_last_stats(group, &stats));
+    assert_int_equal(stats.tile_count, 0);
+    TH_ASSERT_OK(tsr_group_set_weights(group, NULL));
+    /* and the group still works */
+    TH_ASSERT_OK(tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0.5f, c, n));
+    check_tiles(m);
+    free(a), free(b), free(c), free(before);
+}
+
+/* ---- strided-batched GEMM ---- */
+
+static void batched_matches(void **state) {
+    (void)state;
+    for (int shared_b = 0; shared_b < 2; shared_b++) {
+        size_t batch = rand_in(5, 11), m = rand_in(8, 40), n = rand_in(8, 40), k = rand_in(4, 40);
+        size_t lda = k + rand_in(0, 3), ldb = k + rand_in(0, 3), ldc = n + rand_in(0, 3); /* A m x k, B^T: n x k */
+        size_t sa = m * lda + rand_in(0, 9), sb = shared_b ? 0 : n * ldb + rand_in(0, 9), sc = m * ldc + rand_in(0, 9);
+        size_t a_n = batch * sa, b_n = shared_b ? n * ldb : batch * sb, c_n = batch * sc;
+        float *a = random_floats(a_n), *b = random_floats(b_n), *c = random_floats(c_n);
+        float *before = malloc(c_n * sizeof(float));
+        double *ref = malloc(c_n * sizeof(double));
+        assert_non_null(before), assert_non_null(ref);
+        memcpy(before, c, c_n * sizeof(float));
+        float alpha = 0.75f, beta = shared_b ? 0.5f : 0.0f;
+        if (beta == 0) th_poison(c, c_n), memcpy(before, c, c_n * sizeof(float));
+        TH_ASSERT_OK(tsr_sgemm_strided_batched_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, m, n, k, alpha, a,
+                                                     lda, sa, b, ldb, sb, beta, c, ldc, sc, batch));
+        for (size_t e = 0; e < batch; e++) {
+            th_ref_sgemm(1, 0, 1, m, n, k, alpha, a + e * sa, lda, b + e * sb, ldb, beta, before + e * sc, ref, ldc);
+            double err = th_rel_error_matrix(1, m, n, c + e * sc, ref, ldc);
+            if (!(err < 2e-6)) fail_msg("batch entry %zu: relative error %.3g", e, err);
+            for (size_t i = 0; i < m; i++) /* padding untouched */
+                assert_memory_equal(c + e * sc + i * ldc + n, before + e * sc + i * ldc + n, (ldc - n) * sizeof(float));
+            size_t gap_start = e * sc + (m - 1) * ldc + ldc, gap_end = (e + 1) * sc;
+            if (gap_end > gap_start)
+                assert_memory_equal(c + gap_start, before + gap_start, (gap_end - gap_start) * sizeof(float));
+        }
+        check_tiles(batch);
+        tsr_group_stats st;
+        TH_ASSERT_OK(tsr_group_last_stats(group, &st));
+        for (size_t t = 0; t < st.tile_count; t++) {
+            tsr_group_tile tile = st.tiles[t];
+            tsr_device *dev = devices[tile.device];
+            cl_mem da = th_buffer_from(dev, a, a_n), db = th_buffer_from(dev, b, b_n),
+                   dc = th_buffer_from(dev, before, c_n);
+            TH_ASSERT_OK(tsr_sgemm_strided_batched(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, m, n, k, alpha, da,
+                                                   tile.first * sa, lda, sa, db, tile.first * sb, ldb, sb, beta, dc,
+                                                   tile.first * sc, ldc, sc, tile.count, NULL, NULL));
+            float *alone = malloc(c_n * sizeof(float));
+            assert_non_null(alone);
+            th_read(dev, dc, alone, c_n);
+            for (size_t e = tile.first; e < tile.first + tile.count; e++)
+                for (size_t i = 0; i < m; i++)
+                    if (memcmp(alone + e * sc + i * ldc, c + e * sc + i * ldc, n * sizeof(float)))
+                        fail_msg("batch entry %zu row %zu differs from device %zu's own run", e, i, tile.device);
+            free(alone);
+            clReleaseMemObject(da), clReleaseMemObject(db), clReleaseMemObject(dc);
+        }
+        TH_ASSERT_STATUS(tsr_sgemm_strided_batched_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, m, n, k, alpha,
+                                                         a, lda, sa, b, ldb, sb, beta, c, ldc, 1, batch),
+                         TSR_ERR_INVALID_ARG);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "c_stride");
+        free(a), free(b), free(c), free(before), free(ref);
+    }
+}
+
+/* ---- attention ---- */
+
+static void attention_matches(void **state) {
+    (void)state;
+    for (int variant = 0; variant < 2; variant++) {
+        bool causal = variant == 1;
+        size_t B = 2, H = rand_in(2, 5), Lq = rand_in(5, 24), Lk = causal ? Lq + rand_in(0, 6) : rand_in(5, 30),
+               D = rand_in(4, 40);
+        /* [B, L, H, D] rows, as projections produce them */
+        size_t qs[3] = {Lq * H * D, D, H * D}, ks[3] = {Lk * H * D, D, H * D};
+        size_t q_n = B * Lq * H * D, k_n = B * Lk * H * D;
+        float *q = random_floats(q_n), *k = random_floats(k_n), *v = random_floats(k_n);
+        float *o = malloc((q_n + 5) * sizeof(float));
+        assert_non_null(o);
+        th_poison(o, q_n + 5);
+        int kv_lengths[2] = {(int)Lk, (int)rand_in(1, Lk)};
+        tsr_attention_desc d = {.batch = B,
+                                .heads = H,
+                                .q_len = Lq,
+                                .kv_len = Lk,
+                                .head_dim = D,
+                                .causal = causal,
+                                .kv_lengths = variant ? kv_lengths : NULL};
+        memcpy(d.q_strides, qs, sizeof qs), memcpy(d.k_strides, ks, sizeof ks), memcpy(d.v_strides, ks, sizeof ks),
+            memcpy(d.o_strides, qs, sizeof qs);
+        TH_ASSERT_OK(tsr_attention_multi(group, &d, q, k, v, o));
+        float guard[5];
+        th_poison(guard, 5);
+        assert_memory_equal(o + q_n, guard, sizeof guard);
+        double *scores = malloc(Lk * sizeof(double)), *want = malloc(D * sizeof(double));
+        float *kh = malloc(Lk * D * sizeof(float)), *vh = malloc(Lk * D * sizeof(float));
+        assert_non_null(scores), assert_non_null(want), assert_non_null(kh), assert_non_null(vh);
+        double worst = 0;
+        for (size_t b = 0; b < B; b++)
+            for (size_t h = 0; h < H; h++) {
+                for (size_t j = 0; j < Lk; j++)
+                    for (size_t x = 0; x < D; x++) {
+                        kh[j * D + x] = k[b * ks[0] + h * ks[1] + j * ks[2] + x];
+                        vh[j * D + x] = v[b * ks[0] + h * ks[1] + j * ks[2] + x];
+                    }
+                for (size_t i = 0; i < Lq; i++) {
+                    long visible = d.kv_lengths ? kv_lengths[b] : (long)Lk;
+                    if (causal && (long)(i + Lk - Lq + 1) < visible) visible = (long)(i + Lk - Lq + 1);
+                    if (visible > 0)
+                        tsr_attention_reference_row(q + b * qs[0] + h * qs[1] + i * qs[2], kh, vh, (size_t)visible, D,
+                                                    1.0 / sqrt((double)D), scores, want);
+                    else
+                        memset(want, 0, D * sizeof(double));
+                    for (size_t x = 0; x < D; x++) {
+                        double got = o[b * qs[0] + h * qs[1] + i * qs[2] + x], e = fabs(got - want[x]);
+                        if (!(e <= worst)) worst = e; /* NaN lands here too */
+                        if (!(e < 1e-5 + 1e-5 * fabs(want[x])))
+                            fail_msg("O[%zu,%zu,%zu,%zu] = %.9g, reference %.9g", b, i, h, x, got, want[x]);
+                    }
+                }
+            }
+        printf("# attention %zux%zux%zux%zux%zu%s: max error %.3g\n", B, H, Lq, Lk, D, causal ? " causal" : "", worst);
+        check_tiles(B * H);
+        tsr_group_stats st;
+        TH_ASSERT_OK(tsr_group_last_stats(group, &st));
+        for (size_t t = 0; t < st.tile_count; t++) {
+            tsr_group_tile tile = st.tiles[t];
+            tsr_device *dev = devices[tile.device];
+            size_t b = tile.first / H, h = tile.first % H;
+            assert_true(h + tile.count <= H); /* tiles stay inside one batch entry */
+            cl_mem dq = th_buffer_from(dev, q, q_n), dk = th_buffer_from(dev, k, k_n), dv = th_buffer_from(dev, v, k_n);
+            cl_mem dout = th_buffer(dev, q_n);
+            tsr_attention_desc one = d;
+            one.batch = 1, one.heads = tile.count;
+            one.q_offset = one.o_offset = b * qs[0] + h * qs[1];
+            one.k_offset = one.v_offset = b * ks[0] + h * ks[1];
+            one.kv_lengths = d.kv_lengths ? d.kv_lengths + b : NULL;
+            TH_ASSERT_OK(tsr_attention(dev, &one, dq, dk, dv, dout, NULL, NULL));
+            float *alone = malloc(q_n * sizeof(float));
+            assert_non_null(alone);
+            th_read(dev, dout, alone, q_n);
+            for (size_t hh = h; hh < h + tile.count; hh++)
+                for (size_t i = 0; i < Lq; i++) {
+                    size_t at = b * qs[0] + hh * qs[1] + i * qs[2];
+                    if (memcmp(alone + at, o + at, D * sizeof(float)))
+                        fail_msg("head %zu row %zu differs from device %zu's own run", hh, i, tile.device);
+                }
+            free(alone);
+            clReleaseMemObject(dq), clReleaseMemObject(dk), clReleaseMemObject(dv), clReleaseMemObject(dout);
+        }
+        /* refusals leave O alone */
+        float *kept = malloc(q_n * sizeof(float));
+        assert_non_null(kept);
+        memcpy(kept, o, q_n * sizeof(float));
+        tsr_attention_desc bad = d;
+        bad.lse = (cl_mem)1;
+        TH_ASSERT_STATUS(tsr_attention_multi(group, &bad, q, k, v, o), TSR_ERR_UNSUPPORTED);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "lse");
+        bad = d, bad.o_type = TSR_F16;
+        TH_ASSERT_STATUS(tsr_attention_multi(group, &bad, q, k, v, o), TSR_ERR_UNSUPPORTED);
+        bad = d, bad.head_dim = 0;
+        TH_ASSERT_STATUS(tsr_attention_multi(group, &bad, q, k, v, o), TSR_ERR_INVALID_ARG);
+        int too_long[2] = {(int)Lk + 1, 1};
+        bad = d, bad.kv_lengths = too_long;
+        TH_ASSERT_STATUS(tsr_attention_multi(group, &bad, q, k, v, o), TSR_ERR_INVALID_ARG);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "kv_lengths[0]");
+        TH_ASSERT_STATUS(tsr_attention_multi(group, &d, q, k, v, q), TSR_ERR_INVALID_ARG);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "shares memory");
+        TH_ASSERT_STATUS(tsr_attention_multi(group, &d, q, NULL, v, o), TSR_ERR_INVALID_ARG);
+        assert_memory_equal(o, kept, q_n * sizeof(float));
+        free(kept), free(scores), free(want), free(kh), free(vh), free(q), free(k), free(v), free(o);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gemm_every_layout),     cmocka_unit_test(gemm_weights_and_stats),
+        cmocka_unit_test(gemm_degenerate),       cmocka_unit_test(gemm_refusals),
+        cmocka_unit_test(gemm_failure_leaves_c), cmocka_unit_test(batched_matches),
+        cmocka_unit_test(attention_matches),
+    };
+    return TH_RUN_GROUP(tests, open_group, close_group);
+}

@@ -10,10 +10,11 @@ bad arguments raise tessera.InvalidArgument, which is also a ValueError.
 """
 from ._core import (Array, Device, DeviceInfo, InvalidArgument, TesseraError, default_device, devices, empty,
                     from_buffer, profile, set_default_device, to_device, version)
+from ._group import DeviceGroup
 from ._ops import attention, conv2d, embedding, gelu, gemm, layernorm, matmul
 from ._tools import bench, cli, cli_path, report, tune
 
 __version__ = version()
-__all__ = ['Array', 'Device', 'DeviceInfo', 'InvalidArgument', 'TesseraError', 'attention', 'bench', 'cli',
+__all__ = ['Array', 'Device', 'DeviceGroup', 'DeviceInfo', 'InvalidArgument', 'TesseraError', 'attention', 'bench', 'cli',
            'cli_path', 'conv2d', 'default_device', 'devices', 'embedding', 'empty', 'from_buffer', 'gelu', 'profile', 'gemm', 'layernorm', 'matmul', 'report',
            'set_default_device', 'to_device', 'tune', 'version']

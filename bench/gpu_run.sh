@@ -5,10 +5,12 @@
 #   bench/gpu_run.sh --pack            copy build/ binaries and their libraries into .gpu/
 #   bench/gpu_run.sh gemm              tests, tune GEMM, bench GEMM against CLBlast
 #   bench/gpu_run.sh others            tune conv2d, attention, gelu; bench conv2d and attention
+#   bench/gpu_run.sh multi             device groups on the GPU: test_multi, bench/multi_device
 set -u
 if [ "${1:-}" = --pack ]; then
     rm -rf .gpu && mkdir -p .gpu/lib .gpu/bin || exit 1
-    cp build/tools/tessera build/tests/test_gemm build/tests/test_conv build/tests/test_attention .gpu/bin/ || exit 1
+    cp build/tools/tessera build/tests/test_gemm build/tests/test_conv build/tests/test_attention build/tests/test_multi \
+       build/bench/multi_device .gpu/bin/ || exit 1
     for exe in .gpu/bin/*; do ldd "$exe"; done | awk '/=> \//{print $3}' | sort -u |
         grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl)\.so' | xargs -I{} cp -L {} .gpu/lib/ || exit 1
     du -sh .gpu
@@ -51,5 +53,18 @@ others)
     log "bench conv2d"
     $T bench conv2d --budget 0.4 --json $OUT/bench-conv2d.json 2>&1 | tail -40
     log done ;;
-*) echo "usage: $0 --pack | gemm | others" >&2; exit 2 ;;
+multi)
+    nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv | tee $OUT/gpu.txt
+    log "test_multi on the GPU twice (two handles, two contexts)"
+    TSR_MULTI_DEVICES=gpu,gpu timeout 120 .gpu/bin/test_multi >$OUT/test-multi.txt 2>&1; echo "test_multi rc=$?"
+    grep -E "^not ok|^ok|^# (ok|fail|call|attention)" $OUT/test-multi.txt
+    log "GEMM 4096: the GPU alone (pipelined tiles) and plain, then two streams of it"
+    timeout 150 .gpu/bin/multi_device --device gpu --size 4096 --reps 7 --json $OUT/multi-gpu.json 2>&1 | tail -3
+    timeout 150 .gpu/bin/multi_device --device gpu --device gpu --size 4096 --reps 7 --json $OUT/multi-gpu-twice.json 2>&1 | tail -3
+    log "GEMM 8192, the GPU alone"
+    timeout 120 .gpu/bin/multi_device --device gpu --size 8192 --reps 3 --json $OUT/multi-gpu-8192.json 2>&1 | tail -2
+    log "attention L = 4096, the GPU twice"
+    timeout 120 .gpu/bin/multi_device --op attention --device gpu --device gpu --size 4096 --reps 3 --json $OUT/multi-gpu-attention.json 2>&1 | tail -2
+    log done ;;
+*) echo "usage: $0 --pack | gemm | others | multi" >&2; exit 2 ;;
 esac

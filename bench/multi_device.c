@@ -6,9 +6,10 @@
  * compiled, the split's rates measured), each repetition times every device alone and then the
  * split, in rotating order; the medians give each device's rate, the split's rate, and the split
  * as a fraction of the sum of the rates alone (1.0: every device as busy as alone). The split's
- * result is compared with device 0's alone. Devices default to "pthread" and "basic" (PoCL's two
- * CPU devices with POCL_DEVICES="pthread basic"). gemm: N x N x N; attention: 1 x 12 heads x N
- * queries x N keys x 64. */
+ * result is compared with device 0's alone. For GEMM, device 0 also runs without a group: blocking
+ * upload, one tsr_sgemm, blocking download ("plain": nothing overlapped). Devices default to "pthread" and "basic"
+ * (PoCL's two CPU devices with POCL_DEVICES="pthread basic"). gemm: N x N x N; attention: 1 x 12 heads x N queries x N
+ * keys x 64. */
 #include "tessera.h"
 
 #include <cjson/cJSON.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_DEVICES 8
 
@@ -49,6 +51,30 @@ static tsr_status run(tsr_device_group *g, problem *p) {
                                p->n, 0, p->c, p->n);
     size_t tensor = p->desc.heads * p->n * p->desc.head_dim;
     return tsr_attention_multi(g, &p->desc, p->a, p->a + tensor, p->a + 2 * tensor, p->c);
+}
+
+/* Device 0 without a group: blocking upload of A and B, one tsr_sgemm, blocking download of C,
+ * nothing overlapped; what the split's pipelining is measured against. */
+typedef struct plain {
+    tsr_device *dev;
+    cl_mem a, b, c;
+} plain;
+
+static tsr_status plain_run(plain *pl, problem *p, double *seconds) {
+    cl_command_queue q = tsr_device_queue(pl->dev);
+    size_t bytes = p->n * p->n * sizeof(float);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (clEnqueueWriteBuffer(q, pl->a, CL_TRUE, 0, bytes, p->a, 0, NULL, NULL) != CL_SUCCESS ||
+        clEnqueueWriteBuffer(q, pl->b, CL_TRUE, 0, bytes, p->b, 0, NULL, NULL) != CL_SUCCESS)
+        return TSR_ERR_OPENCL;
+    tsr_status st = tsr_sgemm(pl->dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->n, p->n, p->n, 1, pl->a, 0, p->n,
+                              pl->b, 0, p->n, 0, pl->c, 0, p->n, NULL, NULL);
+    if (st != TSR_SUCCESS) return st;
+    if (clEnqueueReadBuffer(q, pl->c, CL_TRUE, 0, bytes, p->c, 0, NULL, NULL) != CL_SUCCESS) return TSR_ERR_OPENCL;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    return TSR_SUCCESS;
 }
 
 int main(int argc, char **argv) {
@@ -136,6 +162,19 @@ int main(int argc, char **argv) {
     for (int w = 0; w < 2; w++)
         if ((st = run(all, &p)) != TSR_SUCCESS) return fail("warm-up split", st);
 
+    plain pl = {.dev = devs[0]};
+    double plain_seconds;
+    if (!p.attention) {
+        cl_int e1, e2, e3;
+        size_t bytes = n * n * sizeof(float);
+        cl_context ctx = tsr_device_context(devs[0]);
+        pl.a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes, NULL, &e1);
+        pl.b = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes, NULL, &e2);
+        pl.c = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes, NULL, &e3);
+        if (e1 || e2 || e3) return fprintf(stderr, "multi_device: cannot allocate the plain run's buffers\n"), 1;
+        if ((st = plain_run(&pl, &p, &plain_seconds)) != TSR_SUCCESS) return fail("warm-up plain", st);
+    }
+    double *rate_plain = calloc((size_t)reps, sizeof(double));
     double *rate_alone = calloc((size_t)reps * nsel, sizeof(double)),
            *rate_split = calloc((size_t)reps, sizeof(double));
     double *seconds_split = calloc((size_t)reps, sizeof(double));
@@ -158,7 +197,12 @@ int main(int argc, char **argv) {
                     units[(size_t)r * nsel + d] = stats.devices[d].units;
             }
         }
+        if (!p.attention) {
+            if ((st = plain_run(&pl, &p, &plain_seconds)) != TSR_SUCCESS) return fail("plain", st);
+            rate_plain[r] = p.flops / plain_seconds * 1e-9;
+        }
         printf("rep %ld:", r + 1);
+        if (!p.attention) printf(" %s plain %.1f", selectors[0], rate_plain[r]);
         for (size_t d = 0; d < nsel; d++)
             printf(" %s %.1f", selectors[d], rate_alone[d * (size_t)reps + (size_t)r]);
         printf(" split %.1f GFLOP/s\n", rate_split[r]);
@@ -197,6 +241,8 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(root, "sum_alone_gflops", sum);
     cJSON_AddNumberToObject(root, "split_over_sum", split / sum);
     cJSON_AddStringToObject(root, "weights_from_last", stats.weights_from);
+    if (!p.attention) /* device 0: one blocking upload, tsr_sgemm, one blocking download */
+        cJSON_AddNumberToObject(root, "device0_plain_gflops_median", median(rate_plain, (int)reps));
     cJSON_AddNumberToObject(root, "max_abs_diff_vs_device0", max_diff);
     cJSON_AddNumberToObject(root, "max_abs_reference", max_ref);
     const char *pocl = getenv("POCL_DEVICES"), *threads = getenv("POCL_MAX_PTHREAD_COUNT");
@@ -222,6 +268,12 @@ int main(int argc, char **argv) {
     tsr_group_destroy(all);
     for (size_t d = 0; d < nsel; d++)
         tsr_device_close(devs[d]);
+    if (pl.a) {
+        clReleaseMemObject(pl.a);
+        clReleaseMemObject(pl.b);
+        clReleaseMemObject(pl.c);
+    }
+    free(rate_plain);
     free(p.a), free(p.c), free(reference), free(rate_alone), free(rate_split), free(seconds_split), free(units);
     return 0;
 }

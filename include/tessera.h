@@ -545,7 +545,8 @@ TSR_API size_t tsr_group_size(const tsr_device_group *group);
  * device i's relative rate; a device with weight 0 takes no work. NULL goes back to measured rates:
  * each call splits by the rates the group measured on its earlier calls of the same problem class,
  * else by the tuning database's rates for that class when every device has a tuned entry, else
- * equally, and measures the rates for the next call. */
+ * equally, and measures the rates for the next call (not from a device that compiled kernels
+ * during the call: that time says nothing about its rate). */
 TSR_API tsr_status tsr_group_set_weights(tsr_device_group *group, const double *weights);
 
 /* A tile of a group call: units [first, first + count) computed on device `device` by one
@@ -581,10 +582,11 @@ TSR_API tsr_status tsr_group_last_stats(tsr_device_group *group, tsr_group_stats
 /* C <- alpha * op(A) * op(B) + beta * C over host arrays, split by rows of C across the group:
  * tsr_sgemm's semantics and argument rules (ld >= a stored row, no memory shared between C and
  * A or B), with every device working through its share two tiles at a time (the next tile's
- * upload overlaps the current tile's GEMM). Results are staged and copied into C once every tile
- * has succeeded, so a failed call (an error names the device) leaves C as it was; the staging
- * costs one host copy of C. Host arrays cannot be size-checked: they must hold what the sizes
- * say. One call at a time per group (others wait). */
+ * upload overlaps the current tile's GEMM, and its result is read back into C while the next one
+ * runs). Every argument is checked before anything runs, and a refused call writes nothing; a
+ * device failing mid-call stops the others, names itself in the error, and may leave C partly
+ * written. Host arrays cannot be size-checked: they must hold what the sizes say. One call at a
+ * time per group (others wait). */
 TSR_API tsr_status tsr_sgemm_multi(tsr_device_group *group, tsr_layout layout, tsr_transpose trans_a,
                                    tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha, const float *a,
                                    size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc);

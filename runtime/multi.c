@@ -8,8 +8,9 @@
  * back of the share that would finish last, when it can finish one before that device would.
  * Every tile is one ordinary single-device call (tsr_sgemm_strided_batched, tsr_attention) on
  * copies of that tile's operands, so its result is bitwise what that device gives for the tile
- * alone. Results land in a staging copy and reach the caller's output only when every tile has
- * succeeded: a failed call leaves the output untouched. */
+ * alone. Results are read straight into the caller's output (no staging copy); every argument is checked before
+ * anything runs, so only a device failing mid-call can leave an output partly written, and the error then names that
+ * device. */
 #include "internal.h"
 
 #include <math.h>
@@ -64,16 +65,12 @@ struct job {
     const char *op;
     size_t units, chunk, boundary; /* tiles never cross a multiple of boundary (0: none) */
     double flops_per_unit;
-    size_t out_unit_floats; /* staging floats per unit */
-    float *staging;
     /* per-slot buffer bytes for a tile of `count` units */
     tsr_status (*sizes)(const job *j, size_t count, size_t bytes[ROLES]);
     /* operands shared by every tile, uploaded once per device (NULL: none) */
     tsr_status (*prepare)(const job *j, member *m);
     /* upload, compute and download one tile; *done: the download's event */
     tsr_status (*enqueue)(const job *j, member *m, int slot, size_t first, size_t count, cl_event *done);
-    /* copy the staging results to the caller's output */
-    void (*scatter)(const job *j);
     const void *params;
 };
 
@@ -105,17 +102,43 @@ static void stored_shape(bool trans, size_t rows, size_t cols, size_t *srows, si
 /* Floats a stored matrix spans: (rows - 1) * ld + cols. */
 static size_t matrix_span(size_t rows, size_t cols, size_t ld) { return rows && cols ? (rows - 1) * ld + cols : 0; }
 
-static tsr_status write_rect(cl_command_queue q, cl_mem buf, size_t buf_offset_floats, const float *host, size_t rows,
-                             size_t row_floats, size_t host_ld, size_t buf_ld) {
-    if (!rows || !row_floats) return TSR_SUCCESS;
+/* Copy `rows` rows of `row_floats` floats between the host (rows host_ld apart) and a buffer (rows
+ * buf_ld apart from float buf_offset): one linear copy when both sides are contiguous (drivers
+ * move those fastest), else a rectangle. Reads wait for `wait` and return their event in *done. */
+static tsr_status copy_rows(cl_command_queue q, bool to_device, cl_mem buf, size_t buf_offset, float *host, size_t rows,
+                            size_t row_floats, size_t host_ld, size_t buf_ld, cl_event wait, cl_event *done) {
     tsr_status status = TSR_SUCCESS;
-    const size_t buf_origin[3] = {buf_offset_floats * sizeof(float), 0, 0}, host_origin[3] = {0, 0, 0};
+    cl_uint nwait = wait ? 1 : 0;
+    const cl_event *wait_list = wait ? &wait : NULL;
+    if (!rows || !row_floats) { /* nothing to move; still hand back an event that follows `wait` */
+        if (done) TSR_CL_CHECK(clEnqueueMarkerWithWaitList(q, nwait, wait_list, done), out);
+        return TSR_SUCCESS;
+    }
+    if ((host_ld == row_floats && buf_ld == row_floats) || rows == 1) {
+        size_t bytes = rows * row_floats * sizeof(float), offset = buf_offset * sizeof(float);
+        if (to_device)
+            TSR_CL_CHECK(clEnqueueWriteBuffer(q, buf, CL_FALSE, offset, bytes, host, nwait, wait_list, done), out);
+        else
+            TSR_CL_CHECK(clEnqueueReadBuffer(q, buf, CL_FALSE, offset, bytes, host, nwait, wait_list, done), out);
+        return TSR_SUCCESS;
+    }
+    const size_t buf_origin[3] = {buf_offset * sizeof(float), 0, 0}, host_origin[3] = {0, 0, 0};
     const size_t region[3] = {row_floats * sizeof(float), rows, 1};
-    TSR_CL_CHECK(clEnqueueWriteBufferRect(q, buf, CL_FALSE, buf_origin, host_origin, region, buf_ld * sizeof(float), 0,
-                                          host_ld * sizeof(float), 0, host, 0, NULL, NULL),
-                 out);
+    if (to_device)
+        TSR_CL_CHECK(clEnqueueWriteBufferRect(q, buf, CL_FALSE, buf_origin, host_origin, region, buf_ld * sizeof(float),
+                                              0, host_ld * sizeof(float), 0, host, nwait, wait_list, done),
+                     out);
+    else
+        TSR_CL_CHECK(clEnqueueReadBufferRect(q, buf, CL_FALSE, buf_origin, host_origin, region, buf_ld * sizeof(float),
+                                             0, host_ld * sizeof(float), 0, host, nwait, wait_list, done),
+                     out);
 out:
     return status;
+}
+
+static tsr_status write_rect(cl_command_queue q, cl_mem buf, size_t buf_offset_floats, const float *host, size_t rows,
+                             size_t row_floats, size_t host_ld, size_t buf_ld) {
+    return copy_rows(q, true, buf, buf_offset_floats, (float *)host, rows, row_floats, host_ld, buf_ld, NULL, NULL);
 }
 
 /* ---- GEMM: a unit is one row of C ---- */
@@ -158,19 +181,12 @@ static tsr_status gemm_enqueue(const job *j, member *m, int slot, size_t first, 
                         p->trans_b ? TSR_TRANS : TSR_NO_TRANS, count, p->n, p->k, p->alpha, a, 0, a_ld, m->shared[0], 0,
                         b_ld, p->beta, c, 0, p->n, m->compute, &computed),
               out);
-    TSR_CL_CHECK(clEnqueueReadBuffer(m->download, c, CL_FALSE, 0, count * p->n * sizeof(float),
-                                     j->staging + first * p->n, 1, &computed, done),
-                 out);
+    TSR_CHECK(copy_rows(m->download, false, c, 0, p->c + first * p->ldc, count, p->n, p->ldc, p->n, computed, done),
+              out);
 out:
     if (uploaded) clReleaseEvent(uploaded);
     if (computed) clReleaseEvent(computed);
     return status;
-}
-
-static void gemm_scatter(const job *j) {
-    const gemm_params *p = j->params;
-    for (size_t r = 0; r < p->m; r++)
-        memcpy(p->c + r * p->ldc, j->staging + r * p->n, p->n * sizeof(float));
 }
 
 /* ---- strided-batched GEMM: a unit is one batch entry ---- */
@@ -245,20 +261,16 @@ static tsr_status batched_enqueue(const job *j, member *m, int slot, size_t firs
                                         a_span ? p->lda : 1, p->a_stride, b, 0, b_span ? p->ldb : 1, p->b_stride,
                                         p->beta, c, 0, p->n, p->m * p->n, count, m->compute, &computed),
               out);
-    TSR_CL_CHECK(clEnqueueReadBuffer(m->download, c, CL_FALSE, 0, count * p->m * p->n * sizeof(float),
-                                     j->staging + first * p->m * p->n, 1, &computed, done),
-                 out);
+    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->download, 1, &computed, NULL), out);
+    for (size_t e = 0; e < count; e++)
+        TSR_CHECK(copy_rows(m->download, false, c, e * p->m * p->n, p->c + (first + e) * p->c_stride, p->m, p->n,
+                            p->ldc, p->n, NULL, NULL),
+                  out);
+    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->download, 0, NULL, done), out);
 out:
     if (uploaded) clReleaseEvent(uploaded);
     if (computed) clReleaseEvent(computed);
     return status;
-}
-
-static void batched_scatter(const job *j) {
-    const gemm_params *p = j->params;
-    for (size_t e = 0; e < p->batch; e++)
-        for (size_t r = 0; r < p->m; r++)
-            memcpy(p->c + e * p->c_stride + r * p->ldc, j->staging + (e * p->m + r) * p->n, p->n * sizeof(float));
 }
 
 /* ---- attention: a unit is one (batch, head) pair, b * heads + h; tiles stay inside one batch entry ---- */
@@ -307,24 +319,17 @@ static tsr_status attention_enqueue(const job *j, member *m, int slot, size_t fi
                                .causal = d->causal,
                                .kv_lengths = d->kv_lengths ? d->kv_lengths + b : NULL};
     TSR_CHECK(tsr_attention(m->device, &tile, in, in, in, o, m->compute, &computed), out);
-    TSR_CL_CHECK(clEnqueueReadBuffer(m->download, o, CL_FALSE, 0, count * d->q_len * dim * sizeof(float),
-                                     j->staging + first * d->q_len * dim, 1, &computed, done),
-                 out);
+    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->download, 1, &computed, NULL), out);
+    for (size_t i = 0; i < count; i++)
+        TSR_CHECK(copy_rows(m->download, false, o, i * d->q_len * dim,
+                            p->o + d->o_offset + b * d->o_strides[0] + (h0 + i) * d->o_strides[1], d->q_len, dim,
+                            d->o_strides[2], dim, NULL, NULL),
+                  out);
+    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->download, 0, NULL, done), out);
 out:
     if (uploaded) clReleaseEvent(uploaded);
     if (computed) clReleaseEvent(computed);
     return status;
-}
-
-static void attention_scatter(const job *j) {
-    const attention_params *p = j->params;
-    const tsr_attention_desc *d = &p->desc;
-    for (size_t u = 0; u < j->units; u++) {
-        size_t b = u / d->heads, h = u % d->heads;
-        for (size_t r = 0; r < d->q_len; r++)
-            memcpy(p->o + d->o_offset + b * d->o_strides[0] + h * d->o_strides[1] + r * d->o_strides[2],
-                   j->staging + (u * d->q_len + r) * d->head_dim, d->head_dim * sizeof(float));
-    }
 }
 
 /* ------------------------------------------------------------------ scheduling */
@@ -552,16 +557,11 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
     memset(g->stats, 0, n * sizeof *g->stats);
     g->seconds = 0;
     if (!j->units) return TSR_SUCCESS;
-    size_t staging_floats;
-    if (__builtin_mul_overflow(j->units, j->out_unit_floats, &staging_floats) ||
-        staging_floats > SIZE_MAX / sizeof(float))
-        return tsr_fail(TSR_ERR_OVERFLOW, "%s: the output's size overflows", j->op);
-    j->staging = malloc(staging_floats ? staging_floats * sizeof(float) : 1);
     double *weights = calloc(n, sizeof(double));
     size_t *lo = calloc(n, sizeof(size_t)), *hi = calloc(n, sizeof(size_t));
     worker *workers = calloc(n, sizeof(worker));
     pthread_t *threads = calloc(n, sizeof(pthread_t));
-    if (!j->staging || !weights || !lo || !hi || !workers || !threads) {
+    if (!weights || !lo || !hi || !workers || !threads) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory for a %zu-device split", j->op, n);
         goto out;
     }
@@ -618,7 +618,6 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
     if (status == TSR_SUCCESS && g->tiles_lost)
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory recording the tiles", j->op);
     if (status != TSR_SUCCESS) goto out;
-    j->scatter(j);
     learned_rates *l = learned_for(g, rate_key, true);
     for (size_t d = 0; d < n; d++) {
         tsr_group_device_stats *st = &g->stats[d];
@@ -635,8 +634,6 @@ out:
         memset(g->stats, 0, n * sizeof *g->stats);
         g->seconds = 0;
     }
-    free(j->staging);
-    j->staging = NULL;
     free(weights), free(lo), free(hi), free(workers), free(threads);
     return status;
 }
@@ -857,12 +854,10 @@ static tsr_status gemm_multi(tsr_device_group *group, const char *fn, bool batch
     job j = {.op = fn, .params = &p};
     if (batched) {
         j.units = p.batch, j.chunk = 1, j.flops_per_unit = 2.0 * (double)p.m * (double)p.n * (double)p.k;
-        j.out_unit_floats = p.m * p.n;
-        j.sizes = batched_sizes, j.prepare = batched_prepare, j.enqueue = batched_enqueue, j.scatter = batched_scatter;
+        j.sizes = batched_sizes, j.prepare = batched_prepare, j.enqueue = batched_enqueue;
     } else {
         j.units = p.m, j.chunk = 16, j.flops_per_unit = 2.0 * (double)p.n * (double)p.k;
-        j.out_unit_floats = p.n;
-        j.sizes = gemm_sizes, j.prepare = gemm_prepare, j.enqueue = gemm_enqueue, j.scatter = gemm_scatter;
+        j.sizes = gemm_sizes, j.prepare = gemm_prepare, j.enqueue = gemm_enqueue;
     }
     status = TSR_SUCCESS;
     for (size_t d = 0; d < group->count && status == TSR_SUCCESS; d++) {
@@ -983,10 +978,8 @@ tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc
              .chunk = 1,
              .boundary = d->heads,
              .flops_per_unit = 4.0 * (double)d->q_len * (double)d->kv_len * (double)d->head_dim,
-             .out_unit_floats = per_unit,
              .sizes = attention_sizes,
-             .enqueue = attention_enqueue,
-             .scatter = attention_scatter};
+             .enqueue = attention_enqueue};
     char key[64];
     unsigned bucket = 0;
     while (bucket < 40 && ((size_t)1 << bucket) < d->kv_len)

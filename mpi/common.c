@@ -329,3 +329,37 @@ tsr_status tsr_mpi_open_device(MPI_Comm comm, const char *selector, tsr_device *
     *device = dev;
     return TSR_SUCCESS;
 }
+
+double tsr_mpi_wait_while(MPI_Comm comm, int count, MPI_Request *reqs, const char *what, cl_event busy, double *idle) {
+    double limit = tsr_mpi_timeout(), start = tsr_now_s(), busy_done = busy ? -1.0 : start;
+    long sleep_ns = 1000;
+    for (;;) {
+        int done = 1;
+        for (int i = 0; i < count; ++i)
+            done &= tsr_mpi_test(comm, &reqs[i], what);
+        double now = tsr_now_s();
+        if (busy_done < 0) {
+            cl_int state = CL_QUEUED;
+            if (clGetEventInfo(busy, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL) != CL_SUCCESS ||
+                state <= CL_COMPLETE) /* complete, or failed: either way the device is not busy with it */
+                busy_done = now;
+        }
+        if (done) {
+            if (idle) *idle = busy_done >= 0 ? now - busy_done : 0;
+            return now - start;
+        }
+        if (now - start > limit)
+            tsr_mpi_abort(comm,
+                          "timed out after %g s waiting for %s (a peer rank died or stalled?; TSR_MPI_TIMEOUT sets "
+                          "the limit)",
+                          limit, what);
+        if (now - start < SPIN_S) {
+            sched_yield();
+        } else {
+            struct timespec pause = {0, sleep_ns};
+            nanosleep(&pause, NULL);
+            if (sleep_ns < MAX_SLEEP_NS) sleep_ns *= 2;
+            if (sleep_ns > MAX_SLEEP_NS) sleep_ns = MAX_SLEEP_NS;
+        }
+    }
+}

@@ -250,6 +250,24 @@ tsr_status tsr_mpi_sgemm_summa(tsr_device *device, const tsr_mpi_grid *grid, siz
                 b_dev[b] = clCreateBuffer(ctx, CL_MEM_READ_ONLY, b_panel_floats * sizeof(float), NULL, &err);
         }
         if (err == CL_SUCCESS) c_dev = clCreateBuffer(ctx, CL_MEM_READ_WRITE, c_floats * sizeof(float), NULL, &err);
+        /* Panels narrower than the widest leave the ends of the panel buffers unwritten, and the
+         * GEMM kernel may load (and then discard) beyond its operands: start from zeros, never
+         * from uninitialized memory. (Written from the host: Oclgrind does not count
+         * clEnqueueFillBuffer as initializing.) */
+        size_t most = a_panel_floats > b_panel_floats ? a_panel_floats : b_panel_floats;
+        if (c_floats > most) most = c_floats;
+        float *zeros = calloc(most, sizeof(float));
+        if (!zeros) tsr_mpi_abort(grid->comm, "SUMMA: out of host memory");
+        for (int b = 0; b < 2 && err == CL_SUCCESS; ++b) {
+            err =
+                clEnqueueWriteBuffer(queue, a_dev[b], CL_TRUE, 0, a_panel_floats * sizeof(float), zeros, 0, NULL, NULL);
+            if (err == CL_SUCCESS)
+                err = clEnqueueWriteBuffer(queue, b_dev[b], CL_TRUE, 0, b_panel_floats * sizeof(float), zeros, 0, NULL,
+                                           NULL);
+        }
+        if (err == CL_SUCCESS)
+            err = clEnqueueWriteBuffer(queue, c_dev, CL_TRUE, 0, c_floats * sizeof(float), zeros, 0, NULL, NULL);
+        free(zeros);
         if (err != CL_SUCCESS) {
             /* Peers would wait for this rank's broadcasts: end the job with the reason. */
             tsr_fail_cl(err, "clCreateBuffer (SUMMA panels and C block)", __FILE__, __LINE__);

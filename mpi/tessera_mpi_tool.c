@@ -301,6 +301,14 @@ static cl_mem device_buffer(MPI_Comm comm, tsr_device *dev, size_t floats, const
         clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, (floats ? floats : 1) * sizeof(float), NULL, &err);
     if (err == CL_SUCCESS && init && floats)
         err = clEnqueueWriteBuffer(tsr_device_queue(dev), mem, CL_TRUE, 0, floats * sizeof(float), init, 0, NULL, NULL);
+    if (err == CL_SUCCESS && !init && floats) { /* warm-ups read what they are given: never uninitialized memory */
+        float *zeros = calloc(floats, sizeof(float));
+        if (!zeros) tsr_mpi_abort(comm, "out of host memory for %zu floats", floats);
+        err =
+            clEnqueueWriteBuffer(tsr_device_queue(dev), mem, CL_TRUE, 0, floats * sizeof(float), zeros, 0, NULL, NULL);
+        free(zeros);
+    }
+    if (err == CL_SUCCESS) err = clFinish(tsr_device_queue(dev));
     if (err != CL_SUCCESS) {
         tsr_fail_cl(err, "clCreateBuffer/clEnqueueWriteBuffer", __FILE__, __LINE__);
         tsr_mpi_abort(comm, "%zu floats on the device: %s", floats, tsr_last_error());

@@ -20,8 +20,9 @@
 
 #define DEFAULT_TIMEOUT_S 600.0
 #define MAX_TIMEOUT_S (7.0 * 24 * 3600)
-#define SPIN_S 1e-4         /* poll without sleeping this long: short waits stay short */
-#define MAX_SLEEP_NS 500000 /* then sleep up to 0.5 ms between polls */
+#define SPIN_S 1e-4           /* poll without sleeping this long: short waits stay short */
+#define MAX_SLEEP_NS 500000   /* then sleep up to 0.5 ms between polls */
+#define BUSY_SLEEP_NS 2000000 /* or 2 ms while the device is still busy (tsr_mpi_wait_while) */
 
 const char *tsr_mpi_whoami(void) {
     static char who[MPI_MAX_PROCESSOR_NAME + 32];
@@ -353,13 +354,15 @@ double tsr_mpi_wait_while(MPI_Comm comm, int count, MPI_Request *reqs, const cha
                           "timed out after %g s waiting for %s (a peer rank died or stalled?; TSR_MPI_TIMEOUT sets "
                           "the limit)",
                           limit, what);
+        /* While the device still computes, poll rarely: each wake-up takes a core from the GEMM
+         * when ranks share cores, and a panel's GEMM takes far longer than a poll interval. */
+        long cap = busy_done < 0 ? BUSY_SLEEP_NS : MAX_SLEEP_NS;
         if (now - start < SPIN_S) {
             sched_yield();
         } else {
-            struct timespec pause = {0, sleep_ns};
+            struct timespec pause = {0, sleep_ns < cap ? sleep_ns : cap};
             nanosleep(&pause, NULL);
-            if (sleep_ns < MAX_SLEEP_NS) sleep_ns *= 2;
-            if (sleep_ns > MAX_SLEEP_NS) sleep_ns = MAX_SLEEP_NS;
+            if (sleep_ns < BUSY_SLEEP_NS) sleep_ns *= 2;
         }
     }
 }

@@ -278,10 +278,11 @@ tsr_status tsr_mpi_open_device(MPI_Comm comm, const char *selector, tsr_device *
     MPI_Comm_size(comm, &ranks);
     tsr_device *dev = NULL;
     tsr_status status = tsr_device_open(selector, &dev);
-    char note[4096] = "";
-    if (status != TSR_SUCCESS)
-        snprintf(note, sizeof note, "tessera-mpi: %s: no OpenCL device: %s (%s); excluded", tsr_mpi_whoami(),
-                 tsr_last_error(), tsr_status_str(status));
+    char reason[3072] = "", note[4096] = "";
+    if (status != TSR_SUCCESS) {
+        snprintf(reason, sizeof reason, "%s (%s)", tsr_last_error(), tsr_status_str(status));
+        snprintf(note, sizeof note, "tessera-mpi: %s: no OpenCL device: %s; excluded", tsr_mpi_whoami(), reason);
+    }
     tsr_mpi_fault_point("device");
 
     int have = status == TSR_SUCCESS;
@@ -307,7 +308,7 @@ tsr_status tsr_mpi_open_device(MPI_Comm comm, const char *selector, tsr_device *
         free(haves);
         return tsr_fail(TSR_ERR_NO_DEVICE,
                         "no rank of the job could open an OpenCL device (rank 0 printed each rank's reason)%s%s",
-                        have ? "" : "; this rank: ", have ? "" : note);
+                        have ? "" : "; this rank: ", have ? "" : reason);
     }
     if (count == ranks) {
         MPI_Comm_idup(comm, active, &req);

@@ -53,7 +53,8 @@ int tsr_mpi_test(MPI_Comm comm, MPI_Request *req, const char *what);
 /* Complete `count` requests like tsr_mpi_wait, while the device works on `busy` (a cl_event, may be
  * NULL): returns the seconds spent waiting and, in *idle (may be NULL), the part of them after
  * `busy` had completed (when it was seen complete at the first poll, all of them): the time the
- * device sat idle for want of these messages. */
+ * device sat idle for want of these messages. While `busy` runs it polls only every 2 ms (each
+ * wake-up takes a core from the device when ranks share the cores), after that every 0.5 ms. */
 double tsr_mpi_wait_while(MPI_Comm comm, int count, MPI_Request *reqs, const char *what, cl_event busy, double *idle);
 
 /* Refuse a job whose ranks got different command lines: each rank hashes argv[1..argc-1]
@@ -69,8 +70,8 @@ void tsr_mpi_check_args(MPI_Comm comm, int argc, char **argv);
  * with a device (rank order kept; free it with MPI_Comm_free, close the device with
  * tsr_device_close); ranks without get *device = NULL and *active = MPI_COMM_NULL and
  * TSR_SUCCESS, so they can skip the work and go to MPI_Finalize. When no rank has a device every
- * rank gets TSR_ERR_NO_DEVICE (tsr_last_error() names each rank's reason), *device = NULL and
- * *active = MPI_COMM_NULL. Collective over comm. */
+ * rank gets TSR_ERR_NO_DEVICE (rank 0 has printed each rank's reason; tsr_last_error() says so
+ * and gives this rank's), *device = NULL and *active = MPI_COMM_NULL. Collective over comm. */
 tsr_status tsr_mpi_open_device(MPI_Comm comm, const char *selector, tsr_device **device, MPI_Comm *active);
 
 /* Gather each rank's NUL-terminated text (NULL counts as "") to rank 0 of comm, in rank order.

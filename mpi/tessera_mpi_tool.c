@@ -845,6 +845,9 @@ static int run_model(tsr_device *dev, MPI_Comm comm, const options *o) {
         printf("  %-22s %12.3f %12.3f\n", "parallel efficiency", p.efficiency, efficiency);
         double diff = fabs(p.efficiency - efficiency) / efficiency;
         printf("  prediction vs measurement: efficiency differs by %.1f%%\n", 100 * diff);
+        if (res.total < 0.1) /* 0.1 s: a few ms per panel of fixed costs are then no longer small */
+            printf("  note: a run this short is dominated by fixed costs per panel (launches, polls every 0.5-2 ms,\n"
+                   "  message latency under shared cores) that the model leaves out; use a larger --n\n");
         printf("  (local work: predicted = panel uploads + GEMMs + C read back at the shared rate; measured =\n"
                "  the GEMMs' device time alone. Communication: predicted = the broadcasts' modelled time;\n"
                "  measured = the time the host waited for broadcasts in flight, hidden or not)\n");

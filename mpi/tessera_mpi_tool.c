@@ -1,0 +1,934 @@
+/* tessera-mpi: the MPI component's tool. Run under mpirun; every rank gets the same arguments
+ * (checked). Commands:
+ *   gemm       distributed SUMMA GEMM against a single-rank run of the same matrices
+ *   allreduce  the data-parallel all-reduce of a device buffer, checked against a host sum
+ *   model      the alpha-beta model's prediction beside the measurement, or for a described cluster */
+#include "tessera_mpi.h"
+
+#include "bench.h"
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DIM 65536
+#define MAX_REPS 1000
+#define DEFAULT_SEED 20261126u
+
+static const char usage_text[] =
+    "usage: mpirun [-np P] tessera-mpi COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  gemm       C = A B (fp32) by SUMMA on a 2-D grid of the ranks, one OpenCL device each; also\n"
+    "             times the same GEMM on rank 0 alone and reports the parallel efficiency against it\n"
+    "  allreduce  sum a device buffer of floats across the ranks (pipelined chunks); checked\n"
+    "  model      the alpha-beta model: predicted vs measured SUMMA (measures alpha, beta and the\n"
+    "             local GEMM rate with all ranks running), or with --cluster a described cluster\n"
+    "\n"
+    "options:\n"
+    "  --n N          matrix size (gemm, model; default 4096 for model --cluster, else required)\n"
+    "  --m M, --k K   other GEMM extents (default N): A is M x K, B is K x N\n"
+    "  --panel B      SUMMA panel width (default 256)\n"
+    "  --reps R       timed repetitions, after one warm-up (default 3); the median is reported\n"
+    "  --check        gemm: compare the gathered C with the single-rank result (and, for small\n"
+    "                 sizes, a double-precision host reference) within fp32 rounding bounds\n"
+    "  --floats N     allreduce: floats per rank (required)\n"
+    "  --chunk C      allreduce: floats per pipelined chunk (default 1048576)\n"
+    "  --cluster SPEC model: P=RANKS,link=BANDWIDTH,latency=TIME,gemm=RATE, e.g.\n"
+    "                 P=64,link=100Gbit,latency=2us,gemm=50TFLOPs (units: Gbit Mbit GB MB per s;\n"
+    "                 s ms us ns; TFLOPs GFLOPs)\n"
+    "  --grad G       model --cluster: gradient floats of the all-reduce example (default 110000000)\n"
+    "  --tokens T     model --cluster: tokens per rank per step in that example (default 8192)\n"
+    "  --device SEL   the OpenCL device of every rank (tsr_device_open selector)\n"
+    "  --seed S       input seed (default 20261126)\n"
+    "  --json FILE    write the results as JSON (rank 0; checked before anything runs)\n"
+    "  -h, --help     this text\n"
+    "\n"
+    "environment: TSR_MPI_TIMEOUT (seconds any rank waits for a peer, default 600),\n"
+    "TSR_MPI_FAULT (test hook, see tessera_mpi.h), POCL_MAX_PTHREAD_COUNT (PoCL threads per rank)\n";
+
+typedef struct options {
+    const char *command;
+    size_t m, n, k, panel, floats, chunk, grad, tokens;
+    int reps;
+    bool check, help;
+    const char *json, *device, *cluster;
+    uint64_t seed;
+} options;
+
+typedef struct cluster_spec {
+    int ranks;
+    double link_bytes_s, latency_s, rate;
+} cluster_spec;
+
+static int rank_world(void) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+}
+
+/* A usage error: the arguments are the same on every rank (checked), so every rank comes here;
+ * rank 0 says why. */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+    if (rank_world() == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(stderr, "tessera-mpi: ");
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "\n(tessera-mpi --help lists the commands and options)\n");
+    }
+    return 2;
+}
+
+/* "100Gbit" -> bytes per second etc.: a positive number and one of the listed units. */
+static bool parse_quantity(const char *text, const char *const *units, const double *scales, double *out) {
+    char *end = NULL;
+    if (!text[0] || strspn(text, "0123456789.") == 0) return false;
+    double value = strtod(text, &end);
+    if (!(value > 0) || !isfinite(value)) return false;
+    for (int i = 0; units[i]; ++i)
+        if (strcmp(end, units[i]) == 0) {
+            *out = value * scales[i];
+            return true;
+        }
+    return false;
+}
+
+static int parse_cluster(const char *text, cluster_spec *spec) {
+    static const char *const link_units[] = {"Gbit", "Mbit", "GB", "MB", NULL};
+    static const double link_scales[] = {1e9 / 8, 1e6 / 8, 1e9, 1e6};
+    static const char *const time_units[] = {"s", "ms", "us", "ns", NULL};
+    static const double time_scales[] = {1, 1e-3, 1e-6, 1e-9};
+    static const char *const rate_units[] = {"TFLOPs", "GFLOPs", NULL};
+    static const double rate_scales[] = {1e12, 1e9};
+    memset(spec, 0, sizeof *spec);
+    char copy[256];
+    if (strlen(text) >= sizeof copy) return usage_error("--cluster: '%s' is too long", text);
+    strcpy(copy, text);
+    int seen = 0;
+    for (char *save = NULL, *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        if (!eq) return usage_error("--cluster: '%s' is not KEY=VALUE (keys P, link, latency, gemm)", item);
+        *eq = '\0';
+        const char *key = item, *value = eq + 1;
+        if (strcmp(key, "P") == 0) {
+            uint64_t p = 0;
+            if (bench_parse_count(value, "--cluster P", 1, 1 << 20, &p) != TSR_SUCCESS)
+                return usage_error("%s", tsr_last_error());
+            spec->ranks = (int)p, seen |= 1;
+        } else if (strcmp(key, "link") == 0) {
+            if (!parse_quantity(value, link_units, link_scales, &spec->link_bytes_s))
+                return usage_error("--cluster link: '%s' is not a bandwidth such as 100Gbit, 400Mbit, 25GB, 900MB "
+                                   "(per second)",
+                                   value);
+            seen |= 2;
+        } else if (strcmp(key, "latency") == 0) {
+            if (!parse_quantity(value, time_units, time_scales, &spec->latency_s))
+                return usage_error("--cluster latency: '%s' is not a time such as 2us, 500ns, 1ms", value);
+            seen |= 4;
+        } else if (strcmp(key, "gemm") == 0) {
+            if (!parse_quantity(value, rate_units, rate_scales, &spec->rate))
+                return usage_error("--cluster gemm: '%s' is not a rate such as 50TFLOPs or 900GFLOPs", value);
+            seen |= 8;
+        } else {
+            return usage_error("--cluster: unknown key '%s' (keys P, link, latency, gemm)", key);
+        }
+    }
+    if (seen != 15) return usage_error("--cluster needs all of P, link, latency and gemm (got '%s')", text);
+    return 0;
+}
+
+static int parse_size(const char *text, const char *option, uint64_t min, uint64_t max, size_t *out) {
+    uint64_t v = 0;
+    if (bench_parse_count(text, option, min, max, &v) != TSR_SUCCESS) return usage_error("%s", tsr_last_error());
+    *out = (size_t)v;
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, options *o) {
+    memset(o, 0, sizeof *o);
+    o->reps = 3;
+    o->seed = DEFAULT_SEED;
+    o->grad = 110000000;
+    o->tokens = 8192;
+    if (argc < 2) return usage_error("no command (gemm, allreduce or model)");
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        o->help = true;
+        return 0;
+    }
+    o->command = argv[1];
+    if (strcmp(o->command, "gemm") && strcmp(o->command, "allreduce") && strcmp(o->command, "model"))
+        return usage_error("unknown command '%s' (gemm, allreduce or model)", o->command);
+    static const struct option longs[] = {
+        {"n", required_argument, NULL, 'n'},       {"m", required_argument, NULL, 'm'},
+        {"k", required_argument, NULL, 'k'},       {"panel", required_argument, NULL, 'p'},
+        {"reps", required_argument, NULL, 'r'},    {"check", no_argument, NULL, 'c'},
+        {"floats", required_argument, NULL, 'f'},  {"chunk", required_argument, NULL, 'u'},
+        {"cluster", required_argument, NULL, 'C'}, {"grad", required_argument, NULL, 'g'},
+        {"tokens", required_argument, NULL, 't'},  {"device", required_argument, NULL, 'd'},
+        {"seed", required_argument, NULL, 's'},    {"json", required_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    opterr = 0; /* our own messages, printed by rank 0 only */
+    optind = 2;
+    int c, err = 0;
+    uint64_t reps = 0;
+    while (!err && (c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            err = parse_size(optarg, "--n", 1, MAX_DIM, &o->n);
+            break;
+        case 'm':
+            err = parse_size(optarg, "--m", 1, MAX_DIM, &o->m);
+            break;
+        case 'k':
+            err = parse_size(optarg, "--k", 1, MAX_DIM, &o->k);
+            break;
+        case 'p':
+            err = parse_size(optarg, "--panel", 1, MAX_DIM, &o->panel);
+            break;
+        case 'f':
+            err = parse_size(optarg, "--floats", 1, (uint64_t)1 << 31, &o->floats);
+            break;
+        case 'u':
+            err = parse_size(optarg, "--chunk", 1, (uint64_t)1 << 30, &o->chunk);
+            break;
+        case 'g':
+            err = parse_size(optarg, "--grad", 1, (uint64_t)1 << 40, &o->grad);
+            break;
+        case 't':
+            err = parse_size(optarg, "--tokens", 1, (uint64_t)1 << 30, &o->tokens);
+            break;
+        case 'r':
+            if (bench_parse_count(optarg, "--reps", 1, MAX_REPS, &reps) != TSR_SUCCESS)
+                err = usage_error("%s", tsr_last_error());
+            o->reps = (int)reps;
+            break;
+        case 's':
+            if (bench_parse_u64(optarg, "--seed", &o->seed) != TSR_SUCCESS) err = usage_error("%s", tsr_last_error());
+            break;
+        case 'c':
+            o->check = true;
+            break;
+        case 'C':
+            o->cluster = optarg;
+            break;
+        case 'd':
+            o->device = optarg;
+            break;
+        case 'j':
+            o->json = optarg;
+            break;
+        case 'h':
+            o->help = true;
+            break;
+        case ':':
+            err = usage_error("%s needs a value", argv[optind - 1]);
+            break;
+        default:
+            err = usage_error("unknown option '%s' for %s", argv[optind - 1], o->command);
+            break;
+        }
+    }
+    if (err) return err;
+    if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+    if (o->help) return 0;
+    bool gemm = strcmp(o->command, "gemm") == 0, model = strcmp(o->command, "model") == 0;
+    bool allreduce = !gemm && !model;
+    if (allreduce && (o->n || o->m || o->k || o->panel || o->check || o->cluster))
+        return usage_error("allreduce takes --floats, --chunk, --reps, --seed, --device and --json");
+    if (!allreduce && (o->floats || o->chunk)) return usage_error("--floats and --chunk belong to allreduce");
+    if (gemm && o->cluster) return usage_error("--cluster belongs to model");
+    if (!model && (o->grad != 110000000 || o->tokens != 8192))
+        return usage_error("--grad and --tokens belong to model");
+    if (model && o->check) return usage_error("--check belongs to gemm");
+    if (allreduce && !o->floats) return usage_error("allreduce needs --floats N");
+    if (!allreduce && !o->n) {
+        if (model && o->cluster)
+            o->n = 4096;
+        else
+            return usage_error("%s needs --n N", o->command);
+    }
+    if (!o->m) o->m = o->n;
+    if (!o->k) o->k = o->n;
+    if (!o->panel) o->panel = 256;
+    return 0;
+}
+
+/* ---- measurement pieces ---- */
+
+static int compare_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *values, int count) {
+    qsort(values, (size_t)count, sizeof *values, compare_double);
+    return count % 2 ? values[count / 2] : 0.5 * (values[count / 2 - 1] + values[count / 2]);
+}
+
+static void sync_ranks(MPI_Comm comm, const char *what) {
+    MPI_Request req;
+    MPI_Ibarrier(comm, &req);
+    tsr_mpi_wait(comm, &req, what);
+}
+
+static double max_over_ranks(MPI_Comm comm, double value) {
+    double out = 0;
+    MPI_Request req;
+    MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, comm, &req);
+    tsr_mpi_wait(comm, &req, "the slowest rank's time (MPI_Iallreduce)");
+    return out;
+}
+
+static double sum_over_ranks(MPI_Comm comm, double value) {
+    double out = 0;
+    MPI_Request req;
+    MPI_Iallreduce(&value, &out, 1, MPI_DOUBLE, MPI_SUM, comm, &req);
+    tsr_mpi_wait(comm, &req, "a sum over the ranks (MPI_Iallreduce)");
+    return out;
+}
+
+static cl_mem device_buffer(MPI_Comm comm, tsr_device *dev, size_t floats, const float *init) {
+    cl_int err = CL_SUCCESS;
+    cl_mem mem =
+        clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE, (floats ? floats : 1) * sizeof(float), NULL, &err);
+    if (err == CL_SUCCESS && init && floats)
+        err = clEnqueueWriteBuffer(tsr_device_queue(dev), mem, CL_TRUE, 0, floats * sizeof(float), init, 0, NULL, NULL);
+    if (err == CL_SUCCESS && !init && floats) { /* warm-ups read what they are given: never uninitialized memory */
+        float *zeros = calloc(floats, sizeof(float));
+        if (!zeros) tsr_mpi_abort(comm, "out of host memory for %zu floats", floats);
+        err =
+            clEnqueueWriteBuffer(tsr_device_queue(dev), mem, CL_TRUE, 0, floats * sizeof(float), zeros, 0, NULL, NULL);
+        free(zeros);
+    }
+    if (err == CL_SUCCESS) err = clFinish(tsr_device_queue(dev));
+    if (err != CL_SUCCESS) {
+        tsr_fail_cl(err, "clCreateBuffer/clEnqueueWriteBuffer", __FILE__, __LINE__);
+        tsr_mpi_abort(comm, "%zu floats on the device: %s", floats, tsr_last_error());
+    }
+    return mem;
+}
+
+/* One tsr_sgemm of m x n x k on this rank, waited for; returns its wall time. */
+static double local_sgemm(MPI_Comm comm, tsr_device *dev, size_t m, size_t n, size_t k, cl_mem a, cl_mem b, cl_mem c,
+                          float beta) {
+    double start = tsr_now_s();
+    tsr_status st = tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1.0f, a, 0, k, b, 0, n, beta, c,
+                              0, n, NULL, NULL);
+    if (st == TSR_SUCCESS) st = clFinish(tsr_device_queue(dev)) == CL_SUCCESS ? TSR_SUCCESS : TSR_ERR_OPENCL;
+    if (st != TSR_SUCCESS) tsr_mpi_abort(comm, "tsr_sgemm %zu x %zu x %zu: %s", m, n, k, tsr_last_error());
+    return tsr_now_s() - start;
+}
+
+/* The single-rank run: rank 0 of comm alone computes C = A B (the others wait, asleep), after a
+ * warm-up on the first panel's shape; median of reps. c_out (rank 0) receives C, abs_out (may be
+ * NULL) |A| |B| for the rounding bound. */
+static double single_rank_gemm(MPI_Comm comm, tsr_device *dev, const options *o, const float *a, const float *b,
+                               float *c_out, float *abs_out) {
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    double result = 0;
+    if (rank == 0) {
+        cl_mem da = device_buffer(comm, dev, o->m * o->k, a), db = device_buffer(comm, dev, o->k * o->n, b);
+        cl_mem dc = device_buffer(comm, dev, o->m * o->n, NULL);
+        size_t warm_k = o->k < o->panel ? o->k : o->panel;
+        local_sgemm(comm, dev, o->m, o->n, warm_k, da, db, dc, 0.0f);
+        double *times = malloc((size_t)o->reps * sizeof *times);
+        for (int r = 0; r < o->reps; ++r)
+            times[r] = local_sgemm(comm, dev, o->m, o->n, o->k, da, db, dc, 0.0f);
+        result = median(times, o->reps);
+        free(times);
+        if (c_out &&
+            clEnqueueReadBuffer(tsr_device_queue(dev), dc, CL_TRUE, 0, o->m * o->n * 4, c_out, 0, NULL, NULL) != 0)
+            tsr_mpi_abort(comm, "reading the single-rank result failed");
+        if (abs_out) { /* |A| |B| on the device: the scale of each element's rounding error */
+            float *abs_a = malloc(o->m * o->k * 4), *abs_b = malloc(o->k * o->n * 4);
+            if (!abs_a || !abs_b) tsr_mpi_abort(comm, "out of host memory for |A| and |B|");
+            for (size_t i = 0; i < o->m * o->k; ++i)
+                abs_a[i] = fabsf(a[i]);
+            for (size_t i = 0; i < o->k * o->n; ++i)
+                abs_b[i] = fabsf(b[i]);
+            clEnqueueWriteBuffer(tsr_device_queue(dev), da, CL_TRUE, 0, o->m * o->k * 4, abs_a, 0, NULL, NULL);
+            clEnqueueWriteBuffer(tsr_device_queue(dev), db, CL_TRUE, 0, o->k * o->n * 4, abs_b, 0, NULL, NULL);
+            local_sgemm(comm, dev, o->m, o->n, o->k, da, db, dc, 0.0f);
+            if (clEnqueueReadBuffer(tsr_device_queue(dev), dc, CL_TRUE, 0, o->m * o->n * 4, abs_out, 0, NULL, NULL))
+                tsr_mpi_abort(comm, "reading |A| |B| failed");
+            free(abs_a);
+            free(abs_b);
+        }
+        clReleaseMemObject(da);
+        clReleaseMemObject(db);
+        clReleaseMemObject(dc);
+    }
+    sync_ranks(comm, "rank 0's single-rank GEMM (MPI_Ibarrier)");
+    MPI_Request req;
+    MPI_Ibcast(&result, 1, MPI_DOUBLE, 0, comm, &req);
+    tsr_mpi_wait(comm, &req, "the single-rank time (MPI_Ibcast)");
+    return result;
+}
+
+/* The matrices of a run: A and B on rank 0, from the seed. */
+static void make_inputs(const options *o, int rank, float **a, float **b) {
+    *a = *b = NULL;
+    if (rank != 0) return;
+    *a = malloc(o->m * o->k * sizeof(float));
+    *b = malloc(o->k * o->n * sizeof(float));
+    if (!*a || !*b) tsr_mpi_abort(MPI_COMM_WORLD, "out of host memory for A and B");
+    uint64_t state = o->seed;
+    tsr_random_fill(*a, o->m * o->k, &state, -1.0f, 1.0f);
+    tsr_random_fill(*b, o->k * o->n, &state, -1.0f, 1.0f);
+}
+
+typedef struct summa_result {
+    double total, local_gemm, comm_wait, comm_total; /* the median rep: the slowest rank's total; means of the rest */
+    double comm_share;                               /* mean over ranks of comm_wait / total */
+    int panels;
+} summa_result;
+
+/* Warm-up plus reps of SUMMA on scattered blocks; the last rep's C blocks stay in c_local. */
+static summa_result run_summa(tsr_device *dev, const tsr_mpi_grid *grid, const options *o, const float *a_local,
+                              const float *b_local, float *c_local) {
+    summa_result res = {0, 0, 0, 0, 0, 0};
+    /* Warm-up: one local GEMM of the first panel's shape compiles and loads the kernels. */
+    size_t r0, mi, c0, nj;
+    tsr_mpi_block(o->m, grid->pr, grid->my_row, &r0, &mi);
+    tsr_mpi_block(o->n, grid->pc, grid->my_col, &c0, &nj);
+    size_t w = o->panel < o->k ? o->panel : o->k;
+    if (mi && nj) {
+        cl_mem wa = device_buffer(grid->comm, dev, mi * w, NULL), wb = device_buffer(grid->comm, dev, w * nj, NULL);
+        cl_mem wc = device_buffer(grid->comm, dev, mi * nj, NULL);
+        local_sgemm(grid->comm, dev, mi, nj, w, wa, wb, wc, 0.0f);
+        clReleaseMemObject(wa);
+        clReleaseMemObject(wb);
+        clReleaseMemObject(wc);
+    }
+    double *totals = malloc((size_t)o->reps * sizeof *totals);
+    tsr_mpi_gemm_times *all = malloc((size_t)o->reps * sizeof *all);
+    double *job = malloc((size_t)o->reps * sizeof *job);
+    for (int r = 0; r < o->reps; ++r) {
+        sync_ranks(grid->comm, "every rank before a SUMMA repetition (MPI_Ibarrier)");
+        tsr_mpi_sgemm_summa(dev, grid, o->m, o->n, o->k, a_local, b_local, c_local, o->panel, &all[r]);
+        job[r] = totals[r] = max_over_ranks(grid->comm, all[r].total);
+    }
+    double med = median(totals, o->reps);
+    int pick = 0; /* the rep whose job time is the median (the lower middle for an even count) */
+    for (int r = 0; r < o->reps; ++r)
+        if (fabs(job[r] - med) < fabs(job[pick] - med)) pick = r;
+    res.total = job[pick];
+    double ranks = grid->ranks;
+    res.local_gemm = sum_over_ranks(grid->comm, all[pick].local_gemm) / ranks;
+    res.comm_wait = sum_over_ranks(grid->comm, all[pick].comm_wait) / ranks;
+    res.comm_total = sum_over_ranks(grid->comm, all[pick].comm_total) / ranks;
+    res.comm_share = sum_over_ranks(grid->comm, all[pick].comm_wait / all[pick].total) / ranks;
+    res.panels = all[pick].panels;
+    free(totals);
+    free(all);
+    free(job);
+    return res;
+}
+
+/* ---- JSON output ---- */
+
+static void check_json(MPI_Comm comm, const options *o, int *failed) {
+    int rank = 0, bad = 0;
+    MPI_Comm_rank(comm, &rank);
+    if (rank == 0 && o->json && bench_check_output(o->json) != TSR_SUCCESS) {
+        fprintf(stderr, "tessera-mpi: --json %s: %s\n", o->json, tsr_last_error());
+        bad = 1;
+    }
+    MPI_Request req;
+    MPI_Ibcast(&bad, 1, MPI_INT, 0, comm, &req);
+    tsr_mpi_wait(comm, &req, "rank 0's check of --json (MPI_Ibcast)");
+    *failed = bad;
+}
+
+static int write_json(const options *o, cJSON *root) {
+    int rc = 0;
+    if (o->json) {
+        char *text = cJSON_Print(root);
+        if (!text || tsr_write_file_atomic(o->json, text, strlen(text)) != TSR_SUCCESS) {
+            fprintf(stderr, "tessera-mpi: writing %s: %s\n", o->json, text ? tsr_last_error() : "out of memory");
+            rc = 1;
+        }
+        free(text);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+static cJSON *json_header(const options *o, tsr_device *dev, int ranks, int pr, int pc) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "command", o->command);
+    cJSON_AddStringToObject(root, "device", dev ? tsr_device_get_info(dev)->name : "");
+    cJSON_AddNumberToObject(root, "ranks", ranks);
+    if (pr) {
+        char grid[32];
+        snprintf(grid, sizeof grid, "%dx%d", pr, pc);
+        cJSON_AddStringToObject(root, "grid", grid);
+    }
+    const char *threads = getenv("POCL_MAX_PTHREAD_COUNT");
+    cJSON_AddStringToObject(root, "POCL_MAX_PTHREAD_COUNT", threads ? threads : "(unset)");
+    return root;
+}
+
+/* ---- gemm ---- */
+
+/* The distributed C against the single-rank C: |Cd - C1| <= 2 gamma_k (|A| |B|) element by
+ * element (each is within gamma_k |A||B| of the exact product, gamma_k = k u / (1 - k u)), with a
+ * factor 1.05 for the rounding of |A| |B| itself. Returns the largest ratio to that bound. */
+static double rounding_ratio(const options *o, const float *got, const float *single, const float *abs_ab,
+                             double *rel_error) {
+    double u = ldexp(1.0, -24), ku = (double)o->k * u, gamma = ku / (1 - ku), worst = 0;
+    tsr_error_sum sum = {0, 0};
+    for (size_t i = 0; i < o->m * o->n; ++i) {
+        double diff = fabs((double)got[i] - (double)single[i]);
+        double bound = 2.1 * gamma * abs_ab[i] + 1e-30;
+        double ratio = isnan(got[i]) ? INFINITY : diff / bound;
+        if (ratio > worst) worst = ratio;
+        tsr_error_add(&sum, got[i], single[i]);
+    }
+    *rel_error = tsr_error_value(&sum);
+    return worst;
+}
+
+static int run_gemm(tsr_device *dev, MPI_Comm comm, const options *o) {
+    tsr_mpi_grid grid;
+    tsr_mpi_grid_init(comm, &grid);
+    float *a = NULL, *b = NULL;
+    make_inputs(o, grid.rank, &a, &b);
+    float *a_local, *b_local;
+    size_t ar, ac, br, bc, cr, cc;
+    tsr_mpi_scatter_matrix(&grid, a, o->m, o->k, &a_local, &ar, &ac);
+    tsr_mpi_scatter_matrix(&grid, b, o->k, o->n, &b_local, &br, &bc);
+    size_t c0;
+    tsr_mpi_block(o->m, grid.pr, grid.my_row, &c0, &cr);
+    tsr_mpi_block(o->n, grid.pc, grid.my_col, &c0, &cc);
+    float *c_local = malloc(cr && cc ? cr * cc * sizeof(float) : 1);
+    if (!c_local) tsr_mpi_abort(comm, "out of host memory for the C block");
+    for (size_t i = 0; i < cr * cc; ++i)
+        c_local[i] = NAN; /* poisoned: SUMMA must write all of it */
+
+    summa_result res = run_summa(dev, &grid, o, a_local, b_local, c_local);
+    float *c = NULL, *c_single = NULL, *abs_ab = NULL;
+    if (grid.rank == 0 && o->check) {
+        c = malloc(o->m * o->n * sizeof(float));
+        c_single = malloc(o->m * o->n * sizeof(float));
+        abs_ab = malloc(o->m * o->n * sizeof(float));
+        if (!c || !c_single || !abs_ab) tsr_mpi_abort(comm, "out of host memory for the check");
+        for (size_t i = 0; i < o->m * o->n; ++i)
+            c[i] = NAN;
+    }
+    if (o->check) tsr_mpi_gather_matrix(&grid, c_local, o->m, o->n, c);
+    double single = single_rank_gemm(comm, dev, o, a, b, c_single, abs_ab);
+
+    double flops = 2.0 * (double)o->m * (double)o->n * (double)o->k;
+    double efficiency = single / (grid.ranks * res.total);
+    int rc = 0;
+    if (grid.rank == 0) {
+        printf("tessera-mpi gemm: %zu x %zu x %zu on %d rank(s), grid %d x %d, panel %zu (%d steps), device %s, "
+               "POCL_MAX_PTHREAD_COUNT=%s\n",
+               o->m, o->n, o->k, grid.ranks, grid.pr, grid.pc, o->panel, res.panels, tsr_device_get_info(dev)->name,
+               getenv("POCL_MAX_PTHREAD_COUNT") ? getenv("POCL_MAX_PTHREAD_COUNT") : "(unset)");
+        printf("  distributed  %.4f s (median of %d, slowest rank)  %.2f GFLOP/s per rank  %.2f GFLOP/s total\n",
+               res.total, o->reps, flops / res.total / grid.ranks * 1e-9, flops / res.total * 1e-9);
+        printf("  per rank     local GEMM %.4f s, communication wait %.4f s (%.1f%% of the time: exposed), "
+               "broadcasts in flight %.4f s (means over ranks)\n",
+               res.local_gemm, res.comm_wait, 100 * res.comm_share, res.comm_total);
+        printf("  single rank  %.4f s (rank 0 alone, measured in this run, median of %d)  %.2f GFLOP/s\n", single,
+               o->reps, flops / single * 1e-9);
+        printf("  parallel efficiency %.3f = single / (%d x distributed)\n", efficiency, grid.ranks);
+        cJSON *root = json_header(o, dev, grid.ranks, grid.pr, grid.pc);
+        cJSON_AddNumberToObject(root, "m", (double)o->m);
+        cJSON_AddNumberToObject(root, "n", (double)o->n);
+        cJSON_AddNumberToObject(root, "k", (double)o->k);
+        cJSON_AddNumberToObject(root, "panel", (double)o->panel);
+        cJSON_AddNumberToObject(root, "reps", o->reps);
+        cJSON_AddNumberToObject(root, "time_s", res.total);
+        cJSON_AddNumberToObject(root, "gflops_per_rank", flops / res.total / grid.ranks * 1e-9);
+        cJSON_AddNumberToObject(root, "local_gemm_s", res.local_gemm);
+        cJSON_AddNumberToObject(root, "comm_wait_s", res.comm_wait);
+        cJSON_AddNumberToObject(root, "comm_in_flight_s", res.comm_total);
+        cJSON_AddNumberToObject(root, "comm_share", res.comm_share);
+        cJSON_AddNumberToObject(root, "single_rank_time_s", single);
+        cJSON_AddStringToObject(root, "single_rank_source", "measured in the same run: rank 0 alone, others idle");
+        cJSON_AddNumberToObject(root, "parallel_efficiency", efficiency);
+        if (o->check) {
+            double rel = 0, worst = rounding_ratio(o, c, c_single, abs_ab, &rel);
+            bool ok = worst <= 1.0;
+            printf("  check vs single rank: max |Cd - C1| / (2.1 gamma_k (|A||B|)) = %.3g, relative error %.3g: %s\n",
+                   worst, rel, ok ? "passed" : "FAILED");
+            cJSON_AddNumberToObject(root, "check_bound_ratio", worst);
+            cJSON_AddNumberToObject(root, "check_relative_error", rel);
+            if (!ok) rc = 1;
+            if ((double)o->m * o->n * o->k <= 1.0 * (1 << 24)) { /* small: a double reference as well */
+                double *ref = malloc(o->m * o->n * sizeof *ref);
+                tsr_gemm_reference(1, o->m, o->n, o->k, a, b, ref);
+                double u = ldexp(1.0, -24), gamma = o->k * u / (1 - o->k * u), worst_ref = 0;
+                for (size_t i = 0; i < o->m * o->n; ++i) {
+                    double r = fabs(c[i] - ref[i]) / (1.05 * gamma * abs_ab[i] + 1e-30);
+                    if (isnan(c[i])) r = INFINITY;
+                    if (r > worst_ref) worst_ref = r;
+                }
+                free(ref);
+                printf("  check vs double reference: max |Cd - C| / (1.05 gamma_k (|A||B|)) = %.3g: %s\n", worst_ref,
+                       worst_ref <= 1.0 ? "passed" : "FAILED");
+                cJSON_AddNumberToObject(root, "check_reference_ratio", worst_ref);
+                if (worst_ref > 1.0) rc = 1;
+            }
+            cJSON_AddBoolToObject(root, "check_passed", rc == 0);
+        }
+        if (write_json(o, root)) rc = 1;
+    }
+    free(a);
+    free(b);
+    free(a_local);
+    free(b_local);
+    free(c_local);
+    free(c);
+    free(c_single);
+    free(abs_ab);
+    tsr_mpi_grid_free(&grid);
+    return rc;
+}
+
+/* ---- allreduce ---- */
+
+static int run_allreduce(tsr_device *dev, MPI_Comm comm, const options *o) {
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &ranks);
+    size_t count = o->floats;
+    float *host = malloc(count * sizeof *host), *got = malloc(count * sizeof *got);
+    double *expect = calloc(count, sizeof *expect), *magnitude = calloc(count, sizeof *magnitude);
+    if (!host || !got || !expect || !magnitude) tsr_mpi_abort(comm, "out of host memory for %zu floats", count);
+    /* Each rank's data comes from seed + rank, so every rank can form the exact sum itself. */
+    for (int r = 0; r < ranks; ++r) {
+        uint64_t state = o->seed + (uint64_t)r;
+        tsr_random_fill(got, count, &state, -1.0f, 1.0f);
+        for (size_t i = 0; i < count; ++i) {
+            expect[i] += got[i];
+            magnitude[i] += fabs(got[i]);
+        }
+        if (r == rank) memcpy(host, got, count * sizeof *host);
+    }
+    cl_mem buf = device_buffer(comm, dev, count, host);
+    double *times = malloc((size_t)o->reps * sizeof *times);
+    tsr_mpi_allreduce_times t = {0, 0, 0, 0};
+    for (int r = 0; r < o->reps + 1; ++r) { /* the first is the warm-up */
+        clEnqueueWriteBuffer(tsr_device_queue(dev), buf, CL_TRUE, 0, count * 4, host, 0, NULL, NULL);
+        sync_ranks(comm, "every rank before an all-reduce (MPI_Ibarrier)");
+        tsr_status st = tsr_mpi_allreduce_device(dev, comm, buf, 0, count, o->chunk, &t);
+        if (st != TSR_SUCCESS) tsr_mpi_abort(comm, "all-reduce: %s", tsr_last_error());
+        double job = max_over_ranks(comm, t.total);
+        if (r > 0) times[r - 1] = job;
+    }
+    double time = median(times, o->reps);
+    free(times);
+    if (clEnqueueReadBuffer(tsr_device_queue(dev), buf, CL_TRUE, 0, count * 4, got, 0, NULL, NULL) != CL_SUCCESS)
+        tsr_mpi_abort(comm, "reading the all-reduced buffer failed");
+    /* Sums of P floats in any order: within (P - 1) u sum |x| of the exact sum, plus the final rounding. */
+    double u = ldexp(1.0, -24), worst = 0;
+    for (size_t i = 0; i < count; ++i) {
+        double bound = (ranks - 1) * u * magnitude[i] + u * fabs(expect[i]) + 1e-30;
+        double ratio = isnan(got[i]) ? INFINITY : fabs(got[i] - expect[i]) / bound;
+        if (ratio > worst) worst = ratio;
+    }
+    double worst_all = max_over_ranks(comm, worst);
+    double alpha = 0, beta = 0;
+    tsr_mpi_measure_link(comm, 0, 5, &alpha, &beta);
+    tsr_mpi_model model = {ranks, alpha, beta, 1, 1};
+    double predicted = tsr_mpi_model_allreduce(&model, 4.0 * count);
+    int rc = worst_all <= 1.0 ? 0 : 1;
+    if (rank == 0) {
+        double bytes = 4.0 * count;
+        printf("tessera-mpi allreduce: %zu floats on %d rank(s), chunks of %zu, device %s\n", count, ranks,
+               o->chunk ? o->chunk : (size_t)1 << 20, tsr_device_get_info(dev)->name);
+        printf("  time %.4f s (median of %d, slowest rank)  algorithm bandwidth %.2f GB/s  bus bandwidth %.2f GB/s\n",
+               time, o->reps, bytes / time * 1e-9, ranks > 1 ? 2.0 * (ranks - 1) / ranks * bytes / time * 1e-9 : 0);
+        printf("  this rank: waits for reductions %.4f s, for device transfers %.4f s (last repetition)\n", t.comm_wait,
+               t.transfer);
+        printf("  model (ring, alpha %.2f us, beta %.3f ns/B measured by ping-pong): %.4f s\n", alpha * 1e6, beta * 1e9,
+               predicted);
+        printf("  check: max error / bound = %.3g over all ranks: %s\n", worst_all, rc ? "FAILED" : "passed");
+        cJSON *root = json_header(o, dev, ranks, 0, 0);
+        cJSON_AddNumberToObject(root, "floats", (double)count);
+        cJSON_AddNumberToObject(root, "time_s", time);
+        cJSON_AddNumberToObject(root, "algorithm_gb_s", bytes / time * 1e-9);
+        cJSON_AddNumberToObject(root, "alpha_s", alpha);
+        cJSON_AddNumberToObject(root, "beta_s_per_byte", beta);
+        cJSON_AddNumberToObject(root, "predicted_s", predicted);
+        cJSON_AddNumberToObject(root, "check_bound_ratio", worst_all);
+        cJSON_AddBoolToObject(root, "check_passed", rc == 0);
+        if (write_json(o, root)) rc = 1;
+    }
+    clReleaseMemObject(buf);
+    free(host);
+    free(got);
+    free(expect);
+    free(magnitude);
+    return rc;
+}
+
+/* ---- model ---- */
+
+/* The local rate with every rank computing at once: each rank runs the device work of its own
+ * SUMMA block as SUMMA does it (per panel: upload A and B panels from host memory into one of two
+ * device buffers, the beta = 1 GEMM; then the C block read back), with no communication, all
+ * ranks at the same time; the slowest sets the rate. Returns FLOP/s per rank of the slowest block. */
+static double shared_rate(tsr_device *dev, const tsr_mpi_grid *grid, const options *o, double *slowest_s) {
+    size_t r0, mi, c0, nj;
+    tsr_mpi_block(o->m, grid->pr, grid->my_row, &r0, &mi);
+    tsr_mpi_block(o->n, grid->pc, grid->my_col, &c0, &nj);
+    size_t w = o->panel < o->k ? o->panel : o->k, panels = (o->k + w - 1) / w;
+    float *a_host = calloc(mi * w + 1, sizeof(float)), *b_host = calloc(w * nj + 1, sizeof(float));
+    float *c_host = malloc((mi * nj + 1) * sizeof(float));
+    if (!a_host || !b_host || !c_host) tsr_mpi_abort(grid->comm, "out of host memory for the local-rate panels");
+    cl_mem a[2], b[2];
+    for (int i = 0; i < 2; ++i) {
+        a[i] = device_buffer(grid->comm, dev, mi * w, NULL);
+        b[i] = device_buffer(grid->comm, dev, w * nj, NULL);
+    }
+    cl_mem c = device_buffer(grid->comm, dev, mi * nj, NULL);
+    cl_command_queue queue = tsr_device_queue(dev);
+    local_sgemm(grid->comm, dev, mi, nj, w, a[0], b[0], c, 0.0f); /* warm-up */
+    double *times = malloc((size_t)o->reps * sizeof *times);
+    for (int r = 0; r < o->reps; ++r) {
+        sync_ranks(grid->comm, "every rank before the local-rate measurement (MPI_Ibarrier)");
+        double start = tsr_now_s();
+        for (size_t p = 0; p < panels && mi && nj; ++p) {
+            size_t width = p + 1 < panels ? w : o->k - p * w;
+            int buf = (int)(p % 2);
+            cl_int err = clEnqueueWriteBuffer(queue, a[buf], CL_FALSE, 0, mi * width * 4, a_host, 0, NULL, NULL);
+            if (err == CL_SUCCESS)
+                err = clEnqueueWriteBuffer(queue, b[buf], CL_FALSE, 0, width * nj * 4, b_host, 0, NULL, NULL);
+            if (err != CL_SUCCESS ||
+                tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, mi, nj, width, 1.0f, a[buf], 0, width, b[buf],
+                          0, nj, p ? 1.0f : 0.0f, c, 0, nj, NULL, NULL) != TSR_SUCCESS)
+                tsr_mpi_abort(grid->comm, "the local-rate measurement failed: %s", tsr_last_error());
+            clFlush(queue);
+        }
+        if (mi && nj && clEnqueueReadBuffer(queue, c, CL_TRUE, 0, mi * nj * 4, c_host, 0, NULL, NULL) != CL_SUCCESS)
+            tsr_mpi_abort(grid->comm, "the local-rate measurement failed reading C");
+        times[r] = max_over_ranks(grid->comm, tsr_now_s() - start);
+    }
+    *slowest_s = median(times, o->reps);
+    free(times);
+    for (int i = 0; i < 2; ++i) {
+        clReleaseMemObject(a[i]);
+        clReleaseMemObject(b[i]);
+    }
+    clReleaseMemObject(c);
+    free(a_host);
+    free(b_host);
+    free(c_host);
+    /* The largest block is the slowest: its work over the slowest time. */
+    double mi_max = ceil((double)o->m / grid->pr), nj_max = ceil((double)o->n / grid->pc);
+    return 2.0 * mi_max * nj_max * (double)o->k / *slowest_s;
+}
+
+static void print_cluster(const options *o, const cluster_spec *cs) {
+    tsr_mpi_model model = {cs->ranks, cs->latency_s, 1.0 / cs->link_bytes_s, cs->rate, cs->rate};
+    int pr, pc;
+    tsr_mpi_grid_shape(cs->ranks, &pr, &pc);
+    printf("tessera-mpi model --cluster: predictions only (nothing measured). Assumptions:\n"
+           "  P = %d ranks on a %d x %d grid, one GPU-class device each, local GEMM at %.1f TFLOP/s on every\n"
+           "  rank (the rate of the blocks as given, whatever their size), links of %.1f Gbit/s (beta = %.3g s/B)\n"
+           "  with %.2f us latency (alpha), binomial-tree broadcasts, no overlap lost to the network stack,\n"
+           "  panel width %zu, fp32; efficiency against one such rank doing the whole GEMM.\n",
+           cs->ranks, pr, pc, cs->rate * 1e-12, cs->link_bytes_s * 8e-9, model.beta, cs->latency_s * 1e6, o->panel);
+    printf("\n  %8s %12s %12s %12s %10s %10s\n", "n", "time s", "GEMM s", "comm s", "comm%", "efficiency");
+    for (size_t n = 1024; n <= 131072; n *= 2) {
+        tsr_mpi_summa_prediction p;
+        tsr_mpi_model_summa(&model, n, n, n, o->panel, &p);
+        printf("  %8zu %12.4g %12.4g %12.4g %9.1f%% %10.3f%s\n", n, p.total, p.compute, p.comm, 100 * p.comm_share,
+               p.efficiency, n == o->n ? "  <- --n" : "");
+    }
+    if (o->n & (o->n - 1) || o->n < 1024 || o->n > 131072) {
+        tsr_mpi_summa_prediction p;
+        tsr_mpi_model_summa(&model, o->n, o->n, o->n, o->panel, &p);
+        printf("  %8zu %12.4g %12.4g %12.4g %9.1f%% %10.3f  <- --n\n", o->n, p.total, p.compute, p.comm,
+               100 * p.comm_share, p.efficiency);
+    }
+    /* Communication dominates while a panel's broadcasts take longer than its GEMM; both grow with
+     * n (n^2 against n), so there is one crossing: bisect for it. */
+    size_t lo = 1, hi = (size_t)1 << 24;
+    for (int i = 0; i < 64 && lo + 1 < hi; ++i) {
+        size_t mid = lo + (hi - lo) / 2;
+        tsr_mpi_summa_prediction p;
+        tsr_mpi_model_summa(&model, mid, mid, mid, o->panel, &p);
+        if (p.comm > p.compute)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    printf("\n  communication dominates (broadcasts of a panel take longer than its GEMM) below n = %zu;\n"
+           "  above it the broadcasts hide behind the GEMM and only the first panel's are exposed.\n",
+           hi);
+    /* All-reduce vs compute: a data-parallel step over G parameters and T tokens per rank does
+     * about 6 T G FLOPs of GEMMs (2 forward, 4 backward) and one all-reduce of G floats. */
+    double g = (double)o->grad, tokens = (double)o->tokens;
+    double reduce = tsr_mpi_model_allreduce(&model, 4.0 * g), compute = 6.0 * tokens * g / cs->rate;
+    double even_tokens = reduce * cs->rate / (6.0 * g);
+    printf("\n  all-reduce vs compute, one data-parallel step: a gradient of G = %.3g floats (%.2f GB), T = %zu\n"
+           "  tokens per rank. GEMMs: 6 T G = %.3g FLOP -> %.4f s at %.1f TFLOP/s. Ring all-reduce:\n"
+           "  2 (P-1) alpha + 2 (P-1)/P 4G beta = %.4f s. Ratio all-reduce / compute = %.2f; they are equal at\n"
+           "  T = %.0f tokens per rank (more tokens hide the all-reduce behind the backward pass, fewer expose it).\n",
+           g, 4 * g * 1e-9, o->tokens, 6 * tokens * g, compute, cs->rate * 1e-12, reduce, reduce / compute,
+           even_tokens);
+}
+
+static int run_model(tsr_device *dev, MPI_Comm comm, const options *o) {
+    tsr_mpi_grid grid;
+    tsr_mpi_grid_init(comm, &grid);
+    double alpha = 0, beta = 0;
+    tsr_mpi_measure_link(comm, 0, 5, &alpha, &beta);
+    float *a = NULL, *b = NULL;
+    make_inputs(o, grid.rank, &a, &b);
+    float *a_local, *b_local;
+    size_t ar, ac, br, bc, cr, cc, c0;
+    tsr_mpi_scatter_matrix(&grid, a, o->m, o->k, &a_local, &ar, &ac);
+    tsr_mpi_scatter_matrix(&grid, b, o->k, o->n, &b_local, &br, &bc);
+    tsr_mpi_block(o->m, grid.pr, grid.my_row, &c0, &cr);
+    tsr_mpi_block(o->n, grid.pc, grid.my_col, &c0, &cc);
+    float *c_local = malloc(cr && cc ? cr * cc * sizeof(float) : 1);
+    /* The local rate and the distributed run alternate, one repetition each, so that load from
+     * outside the job falls on both alike; the medians are compared. */
+    options once = *o;
+    once.reps = 1;
+    double *rates = malloc((size_t)o->reps * sizeof *rates);
+    summa_result *runs = malloc((size_t)o->reps * sizeof *runs);
+    double *totals = malloc((size_t)o->reps * sizeof *totals);
+    for (int r = 0; r < o->reps; ++r) {
+        double slowest = 0;
+        rates[r] = shared_rate(dev, &grid, &once, &slowest);
+        runs[r] = run_summa(dev, &grid, &once, a_local, b_local, c_local);
+        totals[r] = runs[r].total;
+    }
+    double rate_shared = median(rates, o->reps), med = median(totals, o->reps);
+    summa_result res = runs[0];
+    for (int r = 0; r < o->reps; ++r)
+        if (fabs(runs[r].total - med) < fabs(res.total - med)) res = runs[r];
+    free(rates);
+    free(runs);
+    free(totals);
+    double single = single_rank_gemm(comm, dev, o, a, b, NULL, NULL);
+    double flops = 2.0 * (double)o->m * o->n * o->k;
+    tsr_mpi_model model = {grid.ranks, alpha, beta, rate_shared, flops / single};
+    tsr_mpi_summa_prediction p;
+    tsr_mpi_model_summa(&model, o->m, o->n, o->k, o->panel, &p);
+    double efficiency = single / (grid.ranks * res.total);
+    int rc = 0;
+    if (grid.rank == 0) {
+        printf("tessera-mpi model: %zu x %zu x %zu on %d rank(s), grid %d x %d, panel %zu, device %s, "
+               "POCL_MAX_PTHREAD_COUNT=%s\n",
+               o->m, o->n, o->k, grid.ranks, grid.pr, grid.pc, o->panel, tsr_device_get_info(dev)->name,
+               getenv("POCL_MAX_PTHREAD_COUNT") ? getenv("POCL_MAX_PTHREAD_COUNT") : "(unset)");
+        printf("  measured inputs: alpha %.2f us, beta %.4f ns/B (%.2f GB/s) by ping-pong of ranks 0 and 1;\n"
+               "  local rate %.2f GFLOP/s per rank measured with all %d ranks computing at once (each its SUMMA\n"
+               "  block's device work: panel uploads, panel GEMMs, C read back; no communication: the same\n"
+               "  sharing of the cores as the run%s);\n"
+               "  single-rank rate %.2f GFLOP/s (rank 0 alone).\n",
+               alpha * 1e6, beta * 1e9, beta > 0 ? 1e-9 / beta : 0, rate_shared * 1e-9, grid.ranks,
+               grid.ranks > 2 ? ", oversubscribed: more ranks than cores" : "", model.rate_single * 1e-9);
+        printf("\n  %-22s %12s %12s\n", "", "predicted", "measured");
+        printf("  %-22s %12.4f %12.4f\n", "time s", p.total, res.total);
+        printf("  %-22s %12.4f %12.4f\n", "local work s", p.compute, res.local_gemm);
+        printf("  %-22s %12.4f %12.4f\n", "communication s", p.comm, res.comm_total);
+        printf("  %-22s %11.1f%% %11.1f%%\n", "exposed comm share", 100 * p.comm_share, 100 * res.comm_share);
+        printf("  %-22s %12.3f %12.3f\n", "parallel efficiency", p.efficiency, efficiency);
+        double diff = fabs(p.efficiency - efficiency) / efficiency;
+        printf("  prediction vs measurement: efficiency differs by %.1f%%\n", 100 * diff);
+        if (res.total < 0.1) /* 0.1 s: a few ms per panel of fixed costs are then no longer small */
+            printf("  note: a run this short is dominated by fixed costs per panel (launches, polls every 0.5-2 ms,\n"
+                   "  message latency under shared cores) that the model leaves out; use a larger --n\n");
+        printf("  (local work: predicted = panel uploads + GEMMs + C read back at the shared rate; measured =\n"
+               "  the GEMMs' device time alone. Communication: predicted = the broadcasts' modelled time;\n"
+               "  measured = the time the host waited for broadcasts in flight, hidden or not)\n");
+        cJSON *root = json_header(o, dev, grid.ranks, grid.pr, grid.pc);
+        cJSON_AddNumberToObject(root, "n", (double)o->n);
+        cJSON_AddNumberToObject(root, "m", (double)o->m);
+        cJSON_AddNumberToObject(root, "k", (double)o->k);
+        cJSON_AddNumberToObject(root, "panel", (double)o->panel);
+        cJSON_AddNumberToObject(root, "reps", o->reps);
+        cJSON_AddNumberToObject(root, "alpha_s", alpha);
+        cJSON_AddNumberToObject(root, "beta_s_per_byte", beta);
+        cJSON_AddNumberToObject(root, "rate_shared_flops", rate_shared);
+        cJSON_AddNumberToObject(root, "rate_single_flops", model.rate_single);
+        cJSON_AddNumberToObject(root, "predicted_time_s", p.total);
+        cJSON_AddNumberToObject(root, "predicted_compute_s", p.compute);
+        cJSON_AddNumberToObject(root, "predicted_comm_s", p.comm);
+        cJSON_AddNumberToObject(root, "predicted_efficiency", p.efficiency);
+        cJSON_AddNumberToObject(root, "measured_time_s", res.total);
+        cJSON_AddNumberToObject(root, "measured_local_gemm_s", res.local_gemm);
+        cJSON_AddNumberToObject(root, "measured_comm_wait_s", res.comm_wait);
+        cJSON_AddNumberToObject(root, "measured_comm_share", res.comm_share);
+        cJSON_AddNumberToObject(root, "single_rank_time_s", single);
+        cJSON_AddNumberToObject(root, "measured_efficiency", efficiency);
+        cJSON_AddNumberToObject(root, "efficiency_relative_difference", diff);
+        if (write_json(o, root)) rc = 1;
+    }
+    free(a);
+    free(b);
+    free(a_local);
+    free(b_local);
+    free(c_local);
+    tsr_mpi_grid_free(&grid);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    tsr_mpi_check_args(MPI_COMM_WORLD, argc, argv);
+    options o;
+    int rc = parse_options(argc, argv, &o);
+    cluster_spec cs;
+    if (!rc && o.cluster) rc = parse_cluster(o.cluster, &cs);
+    if (rc || o.help) {
+        if (o.help && !rc && rank_world() == 0) fputs(usage_text, stdout);
+        MPI_Finalize();
+        return rc;
+    }
+    if (o.cluster) { /* predictions only: no device, no communication */
+        if (rank_world() == 0) print_cluster(&o, &cs);
+        MPI_Finalize();
+        return 0;
+    }
+    int failed = 0;
+    check_json(MPI_COMM_WORLD, &o, &failed);
+    if (failed) {
+        MPI_Finalize();
+        return 2;
+    }
+    tsr_device *dev = NULL;
+    MPI_Comm active = MPI_COMM_NULL;
+    if (tsr_mpi_open_device(MPI_COMM_WORLD, o.device, &dev, &active) != TSR_SUCCESS) {
+        if (rank_world() == 0) fprintf(stderr, "tessera-mpi: %s\n", tsr_last_error());
+        MPI_Finalize();
+        return 1;
+    }
+    if (active != MPI_COMM_NULL) {
+        if (strcmp(o.command, "gemm") == 0)
+            rc = run_gemm(dev, active, &o);
+        else if (strcmp(o.command, "allreduce") == 0)
+            rc = run_allreduce(dev, active, &o);
+        else
+            rc = run_model(dev, active, &o);
+        MPI_Comm_free(&active);
+    }
+    tsr_device_close(dev);
+    /* Every rank exits with the worst result (the check and the output are on the first active rank). */
+    int worst = 0;
+    MPI_Request req;
+    MPI_Iallreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req);
+    tsr_mpi_wait(MPI_COMM_WORLD, &req, "every rank's result (MPI_Iallreduce)");
+    rc = worst;
+    MPI_Finalize();
+    return rc;
+}

@@ -1,0 +1,60 @@
+/* The component's job-control helpers under mpirun: the argument check, device opening with
+ * exclusion, gathering text, and (through mpi_test.py's environment) the timeout, the fault hook
+ * and bad settings. Rank 0 prints "test_mpi_common: ok, N ranks with a device" only when every
+ * check passed; mpi_test.py looks for it. */
+#include "tessera_mpi.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    (void)tsr_mpi_timeout(); /* a bad TSR_MPI_TIMEOUT ends the job here */
+    tsr_mpi_check_args(MPI_COMM_WORLD, argc, argv);
+
+    tsr_device *device = NULL;
+    MPI_Comm active = MPI_COMM_NULL;
+    tsr_status status = tsr_mpi_open_device(MPI_COMM_WORLD, NULL, &device, &active);
+    if (status != TSR_SUCCESS) tsr_mpi_abort(MPI_COMM_WORLD, "no device anywhere: %s", tsr_last_error());
+    int failed = 0;
+    if (active != MPI_COMM_NULL) {
+        int rank = 0, ranks = 0;
+        MPI_Comm_rank(active, &rank);
+        MPI_Comm_size(active, &ranks);
+        /* Texts of different lengths, one empty, so offsets and terminators are exercised. */
+        char mine[64];
+        if (rank == 1)
+            mine[0] = '\0';
+        else
+            snprintf(mine, sizeof mine, "text of rank %d%.*s", rank, rank, "xxxxxxxx");
+        size_t *offsets = NULL;
+        char *all = tsr_mpi_gather_text(active, mine, &offsets);
+        if (rank == 0) {
+            size_t expected_offset = 0;
+            for (int r = 0; r < ranks; ++r) {
+                char want[64] = "";
+                if (r != 1) snprintf(want, sizeof want, "text of rank %d%.*s", r, r, "xxxxxxxx");
+                if (offsets[r] != expected_offset || strcmp(all + offsets[r], want) != 0) {
+                    fprintf(stderr, "test_mpi_common: rank %d's text: got \"%s\" at %zu, want \"%s\" at %zu\n", r,
+                            all + offsets[r], offsets[r], want, expected_offset);
+                    failed = 1;
+                }
+                expected_offset += strlen(want) + 1;
+            }
+            if (!failed) printf("test_mpi_common: ok, %d ranks with a device\n", ranks);
+        } else if (all || offsets) {
+            fprintf(stderr, "test_mpi_common: rank %d got gathered text; only rank 0 should\n", rank);
+            failed = 1;
+        }
+        free(all);
+        free(offsets);
+        MPI_Comm_free(&active);
+    } else if (device) {
+        fprintf(stderr, "test_mpi_common: a device without an active communicator\n");
+        failed = 1;
+    }
+    tsr_device_close(device);
+    MPI_Finalize();
+    return failed;
+}

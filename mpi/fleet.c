@@ -378,6 +378,8 @@ int fleet_tune(int argc, char **argv, const fleet_tune_job *job) {
                 ++failed;
                 continue;
             }
+            printf("rank %d: %zu of its entries taken%s\n", r, merged,
+                   merged ? "" : " (the database had them, or faster ones)");
             total += merged;
         }
         printf("fleet: %d rank%s tuned, %d failed, %d without a device\n", tuned, tuned == 1 ? "" : "s", failed,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run one fleet test (tessera report --mpi / tune --mpi) through mpirun, then check its results.
 
-usage: fleet_test.py TESSERA MPIRUN [--expect-rc 0|nonzero|N] [--expect REGEX]... [--reject REGEX]...
+usage: fleet_test.py TESSERA MPIRUN|- [--expect-rc 0|nonzero|N] [--expect REGEX]... [--reject REGEX]...
                      [--env NAME=VALUE]... [--timeout S] [--fresh PATH]... [--seed-db SRC DST]
                      [--report DIR NDEVICES] [--fleet-db FILE KEY-REGEX]... -- MPIRUN-ARGS...
 
@@ -120,7 +120,8 @@ def main(argv):
         shutil.copyfile(seed[0], seed[1])
         with open(seed[1]) as f:
             seeded = list(json.load(f)['devices'])
-    cmd = [mpirun, '--oversubscribe', '--bind-to', 'none'] + exports + args[1:]
+    # MPIRUN "-": the command alone, without mpirun (a singleton: a fleet of one)
+    cmd = args[1:] if mpirun == '-' else [mpirun, '--oversubscribe', '--bind-to', 'none'] + exports + args[1:]
     print('+', ' '.join(cmd), flush=True)
     try:
         proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)

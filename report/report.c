@@ -259,6 +259,23 @@ static void now_iso(char *out, size_t size) {
     strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+cJSON *report_new(const char *created) {
+    char now[32];
+    if (!created) now_iso(now, sizeof now), created = now;
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    cJSON_AddStringToObject(root, "format", REPORT_FORMAT);
+    cJSON_AddNumberToObject(root, "schema_version", REPORT_SCHEMA);
+    cJSON_AddStringToObject(root, "tessera_version", TSR_VERSION_STRING);
+    cJSON_AddStringToObject(root, "created", created);
+    cJSON_AddArrayToObject(root, "devices");
+    if (!cJSON_AddArrayToObject(root, "notes")) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
 /* A device that could not be used at all: "skipped" with the reason. */
 static void skip_device(cJSON *entry, const char *what, tsr_status status) {
     cJSON_ReplaceItemInObjectCaseSensitive(entry, "status", cJSON_CreateString("skipped"));
@@ -469,20 +486,15 @@ tsr_status report_run(const char *const *selectors, size_t nselectors, const rep
     size_t count = 0;
     tsr_status st = tsr_discover(&infos, &count);
     if (st != TSR_SUCCESS) return st;
-    cJSON *root = cJSON_CreateObject();
+    char created[32], host[256] = "";
+    now_iso(created, sizeof created);
+    gethostname(host, sizeof host - 1);
+    cJSON *root = report_new(created);
     if (!root) {
         tsr_free(infos);
         return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     }
-    char created[32], host[256] = "";
-    now_iso(created, sizeof created);
-    gethostname(host, sizeof host - 1);
-    cJSON_AddStringToObject(root, "format", REPORT_FORMAT);
-    cJSON_AddNumberToObject(root, "schema_version", REPORT_SCHEMA);
-    cJSON_AddStringToObject(root, "tessera_version", TSR_VERSION_STRING);
-    cJSON_AddStringToObject(root, "created", created);
-    cJSON *devices = cJSON_AddArrayToObject(root, "devices");
-    cJSON_AddArrayToObject(root, "notes");
+    cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
     /* The selected devices, in discovery order, each once. */
     size_t nsel = selectors ? nselectors : count;
     for (size_t s = 0; s < nsel; ++s) {
@@ -723,15 +735,31 @@ static void attach_comparison(cJSON *root) {
 
 /* ---- validation, loading and merging ---- */
 
+/* A device's "mpi" record (`report --mpi`): which rank of which run measured it. */
+static bool valid_mpi_record(const cJSON *mpi) {
+    const cJSON *rank = cJSON_GetObjectItemCaseSensitive(mpi, "rank"),
+                *ranks = cJSON_GetObjectItemCaseSensitive(mpi, "ranks");
+    if (!cJSON_IsObject(mpi) || !cJSON_IsNumber(rank) || !cJSON_IsNumber(ranks) ||
+        !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(mpi, "run")))
+        return false;
+    double r = rank->valuedouble, n = ranks->valuedouble;
+    return r >= 0 && r < n && n <= 1e7 && r == floor(r) && n == floor(n);
+}
+
 static bool validate_report(const cJSON *root, char *why, size_t size) {
     if (!cJSON_IsObject(root)) return snprintf(why, size, "not a JSON object"), false;
     if (strcmp(bench_json_text(root, "format"), REPORT_FORMAT) != 0)
         return snprintf(why, size, "\"format\" is not \"%s\"", REPORT_FORMAT), false;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "schema_version");
     if (!cJSON_IsNumber(v) || v->valuedouble != (double)REPORT_SCHEMA) /* 1.5 is not 1: valueint would truncate */
-        return snprintf(why, size, "unsupported schema_version (this tessera reads the integer %d)", REPORT_SCHEMA), false;
+        return snprintf(why, size, "unsupported schema_version (this tessera reads the integer %d)", REPORT_SCHEMA),
+               false;
     const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
     if (!cJSON_IsArray(devices)) return snprintf(why, size, "\"devices\" is not an array"), false;
+    const cJSON *notes = cJSON_GetObjectItemCaseSensitive(root, "notes"), *note;
+    if (notes && !cJSON_IsArray(notes)) return snprintf(why, size, "\"notes\" is not an array"), false;
+    cJSON_ArrayForEach(note, notes) if (!cJSON_IsString(note)) return snprintf(why, size, "a note is not a string"),
+        false;
     int i = 0;
     const cJSON *d;
     cJSON_ArrayForEach(d, devices) {
@@ -739,6 +767,9 @@ static bool validate_report(const cJSON *root, char *why, size_t size) {
             !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(d, "status")) ||
             !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(d, "host")))
             return snprintf(why, size, "device %d lacks fingerprint, status or host", i), false;
+        const cJSON *mpi = cJSON_GetObjectItemCaseSensitive(d, "mpi");
+        if (mpi && !valid_mpi_record(mpi))
+            return snprintf(why, size, "device %d: \"mpi\" is not {rank, ranks, run} with 0 <= rank < ranks", i), false;
         const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(d, "peaks");
         peak_result pr;
         if (peaks && !cJSON_IsNull(peaks) && peak_from_json(peaks, &pr) != TSR_SUCCESS)
@@ -774,57 +805,140 @@ tsr_status report_load(const char *path, cJSON **root) {
     return TSR_SUCCESS;
 }
 
-tsr_status report_merge(const char *const *paths, size_t npaths, cJSON **out) {
-    *out = NULL;
-    if (npaths == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "--merge needs at least one report");
-    cJSON *merged = cJSON_CreateObject();
-    char created[32];
-    now_iso(created, sizeof created);
-    cJSON_AddStringToObject(merged, "format", REPORT_FORMAT);
-    cJSON_AddNumberToObject(merged, "schema_version", REPORT_SCHEMA);
-    cJSON_AddStringToObject(merged, "tessera_version", TSR_VERSION_STRING);
-    cJSON_AddStringToObject(merged, "created", created);
-    cJSON *devices = cJSON_AddArrayToObject(merged, "devices");
-    cJSON *notes = cJSON_AddArrayToObject(merged, "notes");
-    cJSON *sources = cJSON_AddArrayToObject(merged, "merged_from");
-    /* (fingerprint, host) -> the kept device entry: one lookup per device, not a scan. */
-    bench_index kept = {0};
-    for (size_t f = 0; f < npaths; ++f) {
-        cJSON *root = NULL;
-        tsr_status st = report_load(paths[f], &root);
-        if (st != TSR_SUCCESS) {
-            bench_index_free(&kept);
-            cJSON_Delete(merged);
-            return st;
+tsr_status report_parse(const char *text, size_t size, const char *name, cJSON **root) {
+    *root = NULL;
+    if (!text || memchr(text, '\0', size) || text[size] != '\0')
+        return tsr_fail(TSR_ERR_CORRUPT, "report %s is unusable: not NUL-terminated text of %zu bytes", name, size);
+    const char *end = NULL;
+    /* As tsr_read_json: the NUL is part of the input, so trailing garbage is an error too. */
+    cJSON *r = cJSON_ParseWithLengthOpts(text, size + 1, &end, true);
+    if (!r)
+        return tsr_fail(TSR_ERR_CORRUPT, "report %s is unusable: not valid JSON (truncated or damaged near byte %ld)",
+                        name, end ? (long)(end - text) : -1L);
+    char why[256];
+    if (!validate_report(r, why, sizeof why)) {
+        cJSON_Delete(r);
+        return tsr_fail(TSR_ERR_CORRUPT, "%s is not a tessera report: %s", name, why);
+    }
+    *root = r;
+    return TSR_SUCCESS;
+}
+
+/* The key of (a, b) for a bench_index: both strings with the first one's length, so no two pairs
+ * collide. malloc'ed (NULL when out of memory); *len receives its length. */
+static char *pair_key(const char *a, const char *b, size_t *len) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *key = malloc(la + lb + 32);
+    if (!key) return NULL;
+    int n = snprintf(key, 32, "%zu:", la);
+    memcpy(key + n, a, la);
+    memcpy(key + n + la, b, lb);
+    *len = (size_t)n + la + lb;
+    return key;
+}
+
+/* A note, unless the merged report has it already (merging a report twice, or a merged report
+ * with one of its sources, says it once). */
+static void add_note(cJSON *notes, const char *text) {
+    const cJSON *n;
+    cJSON_ArrayForEach(n, notes) if (strcmp(cJSON_GetStringValue(n), text) == 0) return;
+    cJSON_AddItemToArray(notes, cJSON_CreateString(text));
+}
+
+/* Ranks of one MPI run (`report --mpi`) that measured on one host did so at the same time: a
+ * note per such host, from the devices' "mpi" records. `hosts` holds, per (run, host) in the
+ * order first seen, an object {"run", "host", "ranks": [...]}. */
+static tsr_status note_rank_host(bench_index *ix, cJSON *hosts, const cJSON *device) {
+    const cJSON *mpi = cJSON_GetObjectItemCaseSensitive(device, "mpi");
+    if (!mpi) return TSR_SUCCESS;
+    const char *run = bench_json_text(mpi, "run"), *host = bench_json_text(device, "host");
+    int rank = (int)bench_json_num(mpi, "rank");
+    size_t len = 0;
+    bool found = false;
+    char *key = pair_key(run, host, &len);
+    void **slot = key ? bench_index_get(ix, key, len, &found) : NULL;
+    free(key);
+    if (!slot) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory merging reports");
+    cJSON *group = found ? *slot : NULL;
+    if (!group) {
+        group = cJSON_CreateObject();
+        cJSON_AddStringToObject(group, "run", run);
+        cJSON_AddStringToObject(group, "host", host);
+        cJSON_AddArrayToObject(group, "ranks");
+        cJSON_AddItemToArray(hosts, group);
+        *slot = group;
+    }
+    cJSON *ranks = cJSON_GetObjectItemCaseSensitive(group, "ranks"), *r;
+    cJSON_ArrayForEach(r, ranks) if (r->valueint == rank) return TSR_SUCCESS;
+    cJSON_AddItemToArray(ranks, cJSON_CreateNumber(rank));
+    return TSR_SUCCESS;
+}
+
+static void add_shared_host_notes(cJSON *notes, const cJSON *hosts) {
+    const cJSON *group;
+    cJSON_ArrayForEach(group, hosts) {
+        const cJSON *ranks = cJSON_GetObjectItemCaseSensitive(group, "ranks"), *r;
+        int n = cJSON_GetArraySize(ranks), i = 0;
+        if (n < 2) continue;
+        char list[512] = "";
+        size_t used = 0;
+        cJSON_ArrayForEach(r, ranks) {
+            const char *sep = i == 0 ? "" : i == n - 1 ? " and " : ", ";
+            int w = snprintf(list + used, sizeof list - used, "%s%d", sep, r->valueint);
+            if (w < 0 || (size_t)w >= sizeof list - used) break;
+            used += (size_t)w, ++i;
         }
-        cJSON_AddItemToArray(sources, cJSON_CreateString(paths[f]));
+        char note[1200];
+        snprintf(note, sizeof note,
+                 "ranks %s of MPI run %s measured on one host, '%s', at the same time: their timings competed for "
+                 "its processors and memory",
+                 list, bench_json_text(group, "run"), bench_json_text(group, "host"));
+        add_note(notes, note);
+    }
+}
+
+tsr_status report_merge_roots(cJSON **roots, const char *const *names, size_t n, cJSON **out) {
+    *out = NULL;
+    tsr_status st = TSR_SUCCESS;
+    if (n == 0) st = tsr_fail(TSR_ERR_INVALID_ARG, "--merge needs at least one report");
+    /* "created": the newest source's, so merging the same reports again gives the same bytes. */
+    const char *created = NULL;
+    for (size_t f = 0; f < n; ++f) {
+        const char *c = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(roots[f], "created"));
+        if (c && (!created || strcmp(c, created) > 0)) created = c;
+    }
+    cJSON *merged = st == TSR_SUCCESS ? report_new(created) : NULL;
+    cJSON *sources = merged ? cJSON_AddArrayToObject(merged, "merged_from") : NULL;
+    cJSON *hosts = cJSON_CreateArray();
+    if (st == TSR_SUCCESS && (!sources || !hosts))
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory merging reports");
+    cJSON *devices = cJSON_GetObjectItemCaseSensitive(merged, "devices");
+    cJSON *notes = cJSON_GetObjectItemCaseSensitive(merged, "notes");
+    /* (fingerprint, host) -> the kept device entry: one lookup per device, not a scan. */
+    bench_index kept = {0}, rank_hosts = {0};
+    for (size_t f = 0; f < n && st == TSR_SUCCESS; ++f) {
+        cJSON *root = roots[f];
+        cJSON_AddItemToArray(sources, cJSON_CreateString(names[f]));
+        const cJSON *note;
+        cJSON_ArrayForEach(note, cJSON_GetObjectItemCaseSensitive(root, "notes")) add_note(notes, note->valuestring);
         cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "devices")->child;
-        while (d) {
+        while (d && st == TSR_SUCCESS) {
             cJSON *next = d->next;
             cJSON_DetachItemViaPointer(cJSON_GetObjectItemCaseSensitive(root, "devices"), d);
             cJSON_DeleteItemFromObjectCaseSensitive(d, "source"); /* ours, not a copy's */
-            cJSON_AddStringToObject(d, "source", paths[f]);
+            cJSON_AddStringToObject(d, "source", names[f]);
+            st = note_rank_host(&rank_hosts, hosts, d);
             /* The same device on the same host twice: keep the newer measurement. Identical
-             * devices on different hosts are different machines and both stay. The key holds
-             * both strings with their lengths, so no pair of strings can collide. */
-            const char *fp = bench_json_text(d, "fingerprint"), *host = bench_json_text(d, "host");
-            size_t lf = strlen(fp), lh = strlen(host);
-            char *key = malloc(lf + lh + 32);
+             * devices on different hosts are different machines and both stay. */
+            size_t len = 0;
             bool found = false;
-            void **slot = NULL;
-            if (key) {
-                int n = snprintf(key, 32, "%zu:", lf);
-                memcpy(key + n, fp, lf);
-                memcpy(key + n + lf, host, lh);
-                slot = bench_index_get(&kept, key, (size_t)n + lf + lh, &found);
-                free(key);
-            }
-            if (!slot) {
+            char *key = pair_key(bench_json_text(d, "fingerprint"), bench_json_text(d, "host"), &len);
+            void **slot = key ? bench_index_get(&kept, key, len, &found) : NULL;
+            free(key);
+            if (st == TSR_SUCCESS && !slot) st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory merging reports");
+            if (st != TSR_SUCCESS) {
                 cJSON_Delete(d);
-                cJSON_Delete(root);
-                bench_index_free(&kept);
-                cJSON_Delete(merged);
-                return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory merging reports");
+                break;
             }
             cJSON *dup = found ? *slot : NULL;
             if (!dup) {
@@ -832,12 +946,15 @@ tsr_status report_merge(const char *const *paths, size_t npaths, cJSON **out) {
                 *slot = d;
             } else {
                 bool newer = strcmp(bench_json_text(d, "created"), bench_json_text(dup, "created")) > 0;
-                char note[1024];
-                snprintf(note, sizeof note, "duplicate: '%s' on host '%s' is in %s and %s; kept the %s one (%s)",
-                         cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d, "info"), "name")) ?: bench_json_text(d, "fingerprint"),
-                         bench_json_text(d, "host"), bench_json_text(dup, "source"), paths[f], newer ? "newer" : "earlier",
+                char text[1024];
+                snprintf(text, sizeof text, "duplicate: '%s' on host '%s' is in %s and %s; kept the %s one (%s)",
+                         cJSON_GetStringValue(
+                             cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d, "info"), "name"))
+                             ?: bench_json_text(d, "fingerprint"),
+                         bench_json_text(d, "host"), bench_json_text(dup, "source"), names[f],
+                         newer ? "newer" : "earlier",
                          newer ? bench_json_text(d, "created") : bench_json_text(dup, "created"));
-                cJSON_AddItemToArray(notes, cJSON_CreateString(note));
+                cJSON_AddItemToArray(notes, cJSON_CreateString(text));
                 if (newer) {
                     cJSON_ReplaceItemViaPointer(devices, dup, d);
                     *slot = d;
@@ -847,12 +964,35 @@ tsr_status report_merge(const char *const *paths, size_t npaths, cJSON **out) {
             }
             d = next;
         }
-        cJSON_Delete(root);
     }
+    for (size_t f = 0; f < n; ++f)
+        cJSON_Delete(roots[f]), roots[f] = NULL;
     bench_index_free(&kept);
+    bench_index_free(&rank_hosts);
+    if (st == TSR_SUCCESS) add_shared_host_notes(notes, hosts);
+    cJSON_Delete(hosts);
+    if (st != TSR_SUCCESS) {
+        cJSON_Delete(merged);
+        return st;
+    }
     attach_comparison(merged);
     *out = merged;
     return TSR_SUCCESS;
+}
+
+tsr_status report_merge(const char *const *paths, size_t npaths, cJSON **out) {
+    *out = NULL;
+    if (npaths == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "--merge needs at least one report");
+    cJSON **roots = calloc(npaths, sizeof *roots);
+    if (!roots) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory merging reports");
+    tsr_status st = TSR_SUCCESS;
+    for (size_t f = 0; f < npaths && st == TSR_SUCCESS; ++f)
+        st = report_load(paths[f], &roots[f]);
+    if (st == TSR_SUCCESS) st = report_merge_roots(roots, paths, npaths, out);
+    for (size_t f = 0; f < npaths; ++f)
+        cJSON_Delete(roots[f]);
+    free(roots);
+    return st;
 }
 
 /* ---- writing ---- */

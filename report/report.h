@@ -112,8 +112,20 @@ tsr_status report_run(const char *const *devices, size_t ndevices, const report_
 tsr_status report_write(const struct cJSON *root, const char *dir, bool quiet);
 /* Load and validate a report.json. */
 tsr_status report_load(const char *path, struct cJSON **root);
-/* Combine reports: every device of every file, in order; the same device of the same host in
- * two files is kept once (the newer) and noted. */
+/* An empty report tree (format, versions, "created" (NULL: now), no devices, no notes); NULL when
+ * out of memory. */
+struct cJSON *report_new(const char *created);
+/* report_load for text in memory (say, a report another MPI rank sent): `text` holds `size` bytes
+ * and a NUL after them; `name` names it in messages. */
+tsr_status report_parse(const char *text, size_t size, const char *name, struct cJSON **root);
+/* Combine reports: every device of every report, in order, each marked with the name of its
+ * report ("source"); the same device of the same host in two reports is kept once (the newer)
+ * and noted. The reports' notes are kept (each once); ranks of one `report --mpi` run that shared
+ * a host are noted (they measured at the same time). "created" is the newest report's, so the
+ * same reports merge to the same bytes. Takes the trees (validated, as report_load and
+ * report_parse give them): every roots[i] is freed and set to NULL, also on failure. */
+tsr_status report_merge_roots(struct cJSON **roots, const char *const *names, size_t n, struct cJSON **root);
+/* report_merge_roots over report.json files (report_load), each named by its path. */
 tsr_status report_merge(const char *const *paths, size_t npaths, struct cJSON **root);
 /* `--pytorch FILE`: load and check the output of bench/pytorch_peer.py (foreign input: only known
  * fields of the right type and range are copied; anything malformed is TSR_ERR_CORRUPT naming

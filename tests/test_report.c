@@ -384,6 +384,97 @@ static void merge_reports(void **state) {
     th_remove_tree(dir);
 }
 
+/* The in-memory merge (`report --mpi` on rank 0) and the file merge give the same bytes: reports
+ * as text, each parsed and merged under the name of the file it is written to; the notes of the
+ * sources are kept once each, "created" is the newest source's (no clock in it), ranks of one MPI
+ * run on one host are noted, and a bad "notes" or "mpi" record is refused. */
+static char *report_text(const char *created, const char *note, cJSON *devices[], int n) {
+    cJSON *root = report_new(created);
+    if (note) cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(root, "notes"), cJSON_CreateString(note));
+    for (int i = 0; i < n; ++i)
+        cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(root, "devices"), devices[i]);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    return text;
+}
+
+static void mark_rank(cJSON *d, int rank) {
+    cJSON *mpi = cJSON_AddObjectToObject(d, "mpi");
+    cJSON_AddNumberToObject(mpi, "rank", rank);
+    cJSON_AddNumberToObject(mpi, "ranks", 3);
+    cJSON_AddStringToObject(mpi, "run", "run-1");
+}
+
+static void merge_in_memory(void **state) {
+    (void)state;
+    char dir[512], path[3][700];
+    th_tempdir(dir, sizeof dir);
+    cJSON *d0[2] = {fake_device("Card X", "host1", "2026-03-01T00:00:00Z", 500, 10000, 8000),
+                    fake_device("Card Y", "host1", "2026-03-01T00:00:00Z", 900, 20000, 15000)};
+    cJSON *d1[1] = {
+        fake_device("Card Y", "host1", "2026-03-01T00:00:00Z", 950, 21000, 16000)}; /* a tie: rank 0's stays */
+    mark_rank(d0[0], 0), mark_rank(d0[1], 0), mark_rank(d1[0], 1);
+    char *text[3] = {report_text("2026-03-01T00:00:00Z", NULL, d0, 2),
+                     report_text("2026-03-01T00:00:05Z", "rank 1: a note", d1, 1),
+                     report_text("2026-02-01T00:00:00Z", "rank 2 of 3: no report from it", NULL, 0)};
+    cJSON *roots[3] = {0}, *from_text = NULL, *from_files = NULL;
+    const char *names[3] = {path[0], path[1], path[2]};
+    for (int r = 0; r < 3; ++r) {
+        snprintf(path[r], sizeof path[r], "%s/rank-%d.json", dir, r);
+        th_write_file(path[r], text[r], strlen(text[r]));
+        TH_ASSERT_OK(report_parse(text[r], strlen(text[r]), names[r], &roots[r]));
+    }
+    TH_ASSERT_OK(report_merge_roots(roots, names, 3, &from_text));
+    for (int r = 0; r < 3; ++r)
+        assert_null(roots[r]); /* taken */
+    TH_ASSERT_OK(report_merge(names, 3, &from_files));
+    char *a = cJSON_Print(from_text), *b = cJSON_Print(from_files);
+    assert_string_equal(a, b);
+    free(a), free(b);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(from_text, "created")),
+                        "2026-03-01T00:00:05Z");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(from_text, "devices")), 2);
+    const cJSON *notes = cJSON_GetObjectItemCaseSensitive(from_text, "notes");
+    assert_int_equal(cJSON_GetArraySize(notes), 4);
+    assert_string_equal(cJSON_GetArrayItem(notes, 0)->valuestring, "rank 1: a note");
+    TH_ASSERT_CONTAINS(cJSON_GetArrayItem(notes, 1)->valuestring, "duplicate: 'Card Y'");
+    assert_string_equal(cJSON_GetArrayItem(notes, 2)->valuestring, "rank 2 of 3: no report from it");
+    TH_ASSERT_CONTAINS(cJSON_GetArrayItem(notes, 3)->valuestring,
+                       "ranks 0 and 1 of MPI run run-1 measured on one host, 'host1'");
+    /* merged again with one of its sources: every note once */
+    char merged_path[800];
+    snprintf(merged_path, sizeof merged_path, "%s/merged.json", dir);
+    char *merged_text = cJSON_Print(from_files);
+    th_write_file(merged_path, merged_text, strlen(merged_text));
+    free(merged_text);
+    const char *again[2] = {merged_path, path[1]};
+    cJSON *twice = NULL;
+    TH_ASSERT_OK(report_merge(again, 2, &twice));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(twice, "notes")), 5); /* + Card Y again */
+    cJSON_Delete(twice);
+    cJSON_Delete(from_text);
+    cJSON_Delete(from_files);
+    for (int r = 0; r < 3; ++r)
+        free(text[r]);
+    /* foreign text: damaged JSON, a note that is not a string, a rank outside its run */
+    static const char *const bad[] = {
+        "{\"format\": \"tessera-report\"",
+        "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [], \"notes\": [1]}",
+        "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [{\"fingerprint\": \"x\", \"status\": "
+        "\"ok\", \"host\": \"h\", \"mpi\": {\"rank\": 2, \"ranks\": 2, \"run\": \"r\"}}]}",
+    };
+    static const char *const why[] = {"rank-x is unusable: not valid JSON", "a note is not a string", "\"mpi\""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        cJSON *root = NULL;
+        TH_ASSERT_STATUS(report_parse(bad[i], strlen(bad[i]), "rank-x", &root), TSR_ERR_CORRUPT);
+        TH_ASSERT_CONTAINS(tsr_last_error(), why[i]);
+        assert_null(root);
+    }
+    cJSON *none = NULL;
+    TH_ASSERT_STATUS(report_merge_roots(NULL, NULL, 0, &none), TSR_ERR_INVALID_ARG);
+    th_remove_tree(dir);
+}
+
 /* The comparison's entry of device `device` in the row of (case, shape, impl); NULL if none. */
 static const cJSON *comparison_entry(const cJSON *cmp, const char *id, const char *shape, const char *impl, int device) {
     const cJSON *row, *e;
@@ -987,6 +1078,7 @@ int main(void) {
         cmocka_unit_test(damaged_reports),
         cmocka_unit_test(merge_reports),
         cmocka_unit_test(merged_side_by_side),
+        cmocka_unit_test(merge_in_memory),
         cmocka_unit_test(skipped_device_and_side_by_side),
         cmocka_unit_test(hostile_report_is_inert),
         cmocka_unit_test(report_md_is_written_atomically),

@@ -3,6 +3,9 @@
 #include "report.h"
 
 #include <cjson/cJSON.h>
+#ifdef TSR_HAVE_MPI
+#include "fleet.h"
+#endif
 
 static int run_report(int argc, char **argv) {
     static const struct option options[] = {CLI_OPTION_DEVICE,
@@ -15,16 +18,17 @@ static int run_report(int argc, char **argv) {
                                             {"device-budget", required_argument, NULL, 'B'},
                                             {"merge", no_argument, NULL, 'm'},
                                             {"pytorch", required_argument, NULL, 'P'},
+                                            {"mpi", no_argument, NULL, 'M'},
                                             CLI_OPTION_HELP,
                                             {0}};
     report_options ro = {.out_dir = "tessera-report", .budget_s = 0.5, .peak = {.budget_s = 0.25}, .tune_budget_s = 120,
                          .peers = true, .device_budget_s = 900};
     const char *selectors[64];
     size_t nsel = 0;
-    bool merge = false;
+    bool merge = false, mpi = false;
     const char *pytorch_file = NULL;
     int c, rc = 0;
-    while ((c = cli_next_option(&cli_report, argc, argv, "d:o:b:p:t:nqB:mP:h", options, &rc)) != -1) {
+    while ((c = cli_next_option(&cli_report, argc, argv, "d:o:b:p:t:nqB:mP:Mh", options, &rc)) != -1) {
         switch (c) {
         case CLI_STOP: return rc;
         case 'd':
@@ -48,7 +52,20 @@ static int run_report(int argc, char **argv) {
             break;
         case 'm': merge = true; break;
         case 'P': pytorch_file = optarg; break;
+        case 'M': mpi = true; break;
         }
+    }
+    if (mpi) {
+        if (merge) return cli_misuse("report", "--mpi and --merge are separate commands: give one");
+        if (optind < argc) return cli_usage(stderr);
+#ifdef TSR_HAVE_MPI
+        /* Rank 0 checks the output directory and the --pytorch file; the others write nothing. */
+        return fleet_report(argc, argv, nsel ? selectors : NULL, nsel, &ro, pytorch_file);
+#else
+        fprintf(stderr, "tessera report: --mpi: this tessera was built without MPI (install Open MPI and "
+                        "reconfigure; -Dmpi=enabled insists)\n");
+        return 1;
+#endif
     }
     /* The output directory is made and probed before anything runs. */
     char probe[4096];
@@ -100,13 +117,20 @@ const cli_command cli_report = {
                "                                       two or more devices side by side (the first is the\n"
                "                                       baseline); a device that cannot run is skipped\n"
                "  report --merge A.json B.json ... [--out DIR] [--pytorch FILE]\n"
-               "                                       combine reports made on different machines\n",
+               "                                       combine reports made on different machines\n"
+               "  report --mpi [--device SEL]... [--out DIR] [the options above]   (under mpirun)\n"
+               "                                       a report on every rank's devices, merged on rank 0\n",
     .details = "Defaults: --out tessera-report, --budget 0.5 (per row), --peak-budget 0.25 (per test),\n"
                "--tune-budget 120 (per device; 0: no tuning), --device-budget 900 (per device: no case\n"
                "starts after that many seconds on it; 0: no limit). --quick runs every case at a mid-size\n"
                "shape, the same on every device, and the reduced peak set: for slow implementations.\n"
                "--pytorch FILE: the JSON of bench/pytorch_peer.py (tessera and PyTorch side by side), checked\n"
-               "and shown as report.md's \"Against PyTorch\" section (also with --merge).\n",
+               "and shown as report.md's \"Against PyTorch\" section (also with --merge).\n"
+               "--mpi (under mpirun, or alone as a fleet of one; builds with Open MPI only): every rank reports\n"
+               "on its own devices, and rank 0 writes DIR/ranks/rank-R/ for each rank and their merge in DIR,\n"
+               "the same bytes as report --merge DIR/ranks/rank-*/report.json. Every rank gets the same\n"
+               "arguments; a rank without a device is noted and left out; a rank that stalls ends the job\n"
+               "after TSR_MPI_TIMEOUT seconds (600; ranks finishing further apart need more). See docs/fleet.md.\n",
     .notes = CLI_NOTE_DEVICE | CLI_NOTE_NUMBERS,
     .run = run_report,
 };

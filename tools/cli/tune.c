@@ -1,5 +1,8 @@
 /* tessera tune: auto-tune ops into the tuning database; --show, --export and --import. */
 #include "cli.h"
+#ifdef TSR_HAVE_MPI
+#include "fleet.h"
+#endif
 
 #include <limits.h>
 #include <stdlib.h>
@@ -74,6 +77,47 @@ static const char *op_names(char *out, size_t size) {
     return out;
 }
 
+/* Tune `op_name` (a name or "all") on the device, the results as a table on `out`; returns the
+ * exit status. The CLI's own run and each rank of tune --mpi. */
+static int tune_device(tsr_device *dev, tsr_tune_options *options, FILE *out, void *op_name) {
+    const char *op = op_name;
+    tsr_tune_options to = *options;
+    int rc = 0;
+    tsr_status st;
+    int nops = 0;
+    for (const char *const *o = tsr_op_names(); *o; ++o)
+        nops += strcmp(op, "all") == 0 || strcmp(op, *o) == 0;
+    if (to.budget_seconds > 0) to.budget_seconds /= nops;
+    fprintf(out, "tuning on %s (%s)\n", tsr_device_get_info(dev)->name, tsr_device_get_info(dev)->platform_name);
+    fprintf(out, "%-8s %-9s %-16s %9s %9s %-7s %7s %5s %5s %5s %5s  %s\n", "op", "class", "problem", "default", "best",
+            "unit", "gain", "evals", "wrong", "build", "aband", "best configuration");
+    for (const char *const *o = tsr_op_names(); *o && rc == 0; ++o) {
+        if (strcmp(op, "all") != 0 && strcmp(op, *o) != 0) continue;
+        tsr_tune_result results[16];
+        size_t n = 0;
+        st = tsr_tune(dev, *o, &to, results, 16, &n);
+        if (to.progress) fprintf(stderr, "\r\033[K");
+        for (size_t i = 0; i < n; ++i) {
+            const tsr_tune_result *r = &results[i];
+            fprintf(out, "%-8s %-9s %-16s %9.1f %9.1f %-7s %6.2fx %5d %5d %5d %5d  %s\n", r->op, r->problem_class,
+                    r->problem, r->default_gflops, r->best_gflops, r->unit,
+                    r->default_gflops > 0 ? r->best_gflops / r->default_gflops : 0, r->evaluated, r->wrong_results,
+                    r->build_failures, r->abandoned, r->best_config);
+            if (r->stale_seeds > 0)
+                fprintf(out, "%-18s seeded from %d stale entr%s (tuned for an older kernel source)\n", "",
+                        r->stale_seeds, r->stale_seeds > 1 ? "ies" : "y");
+        }
+        if (st != TSR_SUCCESS) rc = cli_fail(st);
+    }
+    tsr_timing_method timing = TSR_TIMING_UNDECIDED;
+    const char *why = "";
+    if (tsr_device_timing(dev, &timing, &why) == TSR_SUCCESS && timing != TSR_TIMING_UNDECIDED)
+        fprintf(out, "timing: %s%s%s\n",
+                timing == TSR_TIMING_HOST ? "host clock over batches of runs" : "device (profiling events)",
+                *why ? ": " : "", why);
+    return rc;
+}
+
 static int run_tune(int argc, char **argv) {
     static const struct option options[] = {
         CLI_OPTION_DEVICE,
@@ -90,13 +134,15 @@ static int run_tune(int argc, char **argv) {
         {"export", required_argument, NULL, 'x'},
         {"import", required_argument, NULL, 'i'},
         {"log", required_argument, NULL, 'l'},
+        {"mpi", no_argument, NULL, 'M'},
+        {"out", required_argument, NULL, 'O'},
         CLI_OPTION_HELP,
         {0}};
     tsr_tune_options to = {0};
-    const char *device = NULL, *op = "all", *export_file = NULL, *import_file = NULL;
-    bool show = false;
+    const char *device = NULL, *op = "all", *export_file = NULL, *import_file = NULL, *fleet_db = NULL, *db = NULL;
+    bool show = false, mpi = false;
     int c, rc = 0;
-    while ((c = cli_next_option(&cli_tune, argc, argv, "d:o:b:e:s:S:c:r:D:nwx:i:l:h", options, &rc)) != -1) {
+    while ((c = cli_next_option(&cli_tune, argc, argv, "d:o:b:e:s:S:c:r:D:nwx:i:l:MO:h", options, &rc)) != -1) {
         switch (c) {
         case CLI_STOP: return rc;
         case 'd': device = optarg; break;
@@ -136,16 +182,46 @@ static int run_tune(int argc, char **argv) {
         case 'D':
             if (!*optarg) /* TSR_TUNING_DB="" would silently mean the default database */
                 return cli_misuse("tune", "--db needs a file name");
-            setenv("TSR_TUNING_DB", optarg, 1); /* lookups in this process use it too */
+            db = optarg;
             break;
         case 'n': to.dry_run = true; break;
         case 'w': show = true; break;
         case 'x': export_file = optarg; break;
         case 'i': import_file = optarg; break;
         case 'l': to.log_path = optarg; break;
+        case 'M':
+            mpi = true;
+            break;
+        case 'O':
+            if (!*optarg) return cli_misuse("tune", "--out needs a file name");
+            fleet_db = optarg;
+            break;
         }
     }
     if (optind < argc) return cli_usage(stderr);
+    if (mpi || fleet_db) {
+        if (!mpi) return cli_misuse("tune", "--out names the fleet database of tune --mpi");
+        if (export_file || import_file || show)
+            return cli_misuse("tune", "--mpi tunes: --show, --export and --import are separate commands");
+        if (db)
+            return cli_misuse("tune", "--mpi: each rank tunes into a database of its own; --out FILE names the "
+                                      "database rank 0 merges them into");
+        if (!fleet_db && !to.dry_run) return cli_misuse("tune", "--mpi needs --out FILE (or --dry-run)");
+        if (strcmp(op, "all") != 0 && !tsr_op_classes(op)) {
+            char names[256];
+            return cli_misuse("tune", "no op named '%s' (%s, or all)", op, op_names(names, sizeof names));
+        }
+#ifdef TSR_HAVE_MPI
+        fleet_tune_job job = {
+            .device = device, .out = fleet_db, .options = to, .tune = tune_device, .context = (void *)op};
+        return fleet_tune(argc, argv, &job);
+#else
+        fprintf(stderr, "tessera tune: --mpi: this tessera was built without MPI (install Open MPI and reconfigure; "
+                        "-Dmpi=enabled insists)\n");
+        return 1;
+#endif
+    }
+    if (db) setenv("TSR_TUNING_DB", db, 1); /* lookups in this process use it too */
     if ((export_file != NULL) + (import_file != NULL) + show > 1)
         return cli_misuse("tune", "--show, --export and --import are separate commands: give one");
     if ((export_file && !*export_file) || (import_file && !*import_file))
@@ -175,35 +251,7 @@ static int run_tune(int argc, char **argv) {
         return rc;
     }
     if (isatty(STDERR_FILENO)) to.progress = tune_progress; /* quiet when not on a terminal */
-    int nops = 0;
-    for (const char *const *o = tsr_op_names(); *o; ++o) nops += strcmp(op, "all") == 0 || strcmp(op, *o) == 0;
-    if (to.budget_seconds > 0) to.budget_seconds /= nops;
-    printf("tuning on %s (%s)\n", tsr_device_get_info(dev)->name, tsr_device_get_info(dev)->platform_name);
-    printf("%-8s %-9s %-16s %9s %9s %-7s %7s %5s %5s %5s %5s  %s\n", "op", "class", "problem", "default", "best",
-           "unit", "gain", "evals", "wrong", "build", "aband", "best configuration");
-    for (const char *const *o = tsr_op_names(); *o && rc == 0; ++o) {
-        if (strcmp(op, "all") != 0 && strcmp(op, *o) != 0) continue;
-        tsr_tune_result results[16];
-        size_t n = 0;
-        st = tsr_tune(dev, *o, &to, results, 16, &n);
-        if (to.progress) fprintf(stderr, "\r\033[K");
-        for (size_t i = 0; i < n; ++i) {
-            const tsr_tune_result *r = &results[i];
-            printf("%-8s %-9s %-16s %9.1f %9.1f %-7s %6.2fx %5d %5d %5d %5d  %s\n", r->op, r->problem_class,
-                   r->problem, r->default_gflops, r->best_gflops, r->unit,
-                   r->default_gflops > 0 ? r->best_gflops / r->default_gflops : 0,
-                   r->evaluated, r->wrong_results, r->build_failures, r->abandoned, r->best_config);
-            if (r->stale_seeds > 0)
-                printf("%-18s seeded from %d stale entr%s (tuned for an older kernel source)\n", "", r->stale_seeds,
-                       r->stale_seeds > 1 ? "ies" : "y");
-        }
-        if (st != TSR_SUCCESS) rc = cli_fail(st);
-    }
-    tsr_timing_method timing = TSR_TIMING_UNDECIDED;
-    const char *why = "";
-    if (tsr_device_timing(dev, &timing, &why) == TSR_SUCCESS && timing != TSR_TIMING_UNDECIDED)
-        printf("timing: %s%s%s\n", timing == TSR_TIMING_HOST ? "host clock over batches of runs" : "device (profiling events)",
-               *why ? ": " : "", why);
+    rc = tune_device(dev, &to, stdout, (void *)op);
     if (rc == 0 && !to.dry_run) {
         char path[1024];
         if (tsr_tuning_db_path(path, sizeof path) == TSR_SUCCESS) printf("saved to %s\n", path);
@@ -216,6 +264,12 @@ static void print_details(FILE *out) {
     char names[256];
     fprintf(out, "NAME: an op of the runtime's op table (%s), or all.\n", op_names(names, sizeof names));
     fputs("The database is TSR_TUNING_DB, else under XDG_DATA_HOME or HOME; --db names another one.\n", out);
+    fputs("--mpi (under mpirun, or alone as a fleet of one; builds with Open MPI only): each rank tunes its\n"
+          "--device into a temporary database of its own (never the shared one) and rank 0 imports every\n"
+          "rank's entries into --out FILE (checked like any imported file; an existing FILE is merged into,\n"
+          "the faster entry winning). Use FILE as TSR_TUNING_DB, or tessera tune --import FILE. --log FILE\n"
+          "becomes FILE.rank-R per rank. See docs/fleet.md.\n",
+          out);
 }
 
 const cli_command cli_tune = {
@@ -227,7 +281,10 @@ const cli_command cli_tune = {
                "  tune --show [--device SEL] [--op NAME|all] [--db FILE]\n"
                "                                       the configuration each op and class uses, and why\n"
                "  tune --export FILE | --import FILE [--db FILE]\n"
-               "                                       copy the database out, or merge another one in\n",
+               "                                       copy the database out, or merge another one in\n"
+               "  tune --mpi --out FILE [the tuning options above, no --db]   (under mpirun)\n"
+               "                                       tune every rank's device; rank 0 merges the entries\n"
+               "                                       into FILE\n",
     .print_details = print_details,
     .notes = CLI_NOTE_DEVICE | CLI_NOTE_NUMBERS,
     .run = run_tune,

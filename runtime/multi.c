@@ -19,7 +19,11 @@
 
 #define SLOTS 2            /* tiles in flight per device */
 #define ROLES 3            /* per-slot buffers: A (or packed Q, K, V), B, C (or O) */
-#define TILES_PER_DEVICE 6 /* a share is cut into about this many tiles: overlap and balance */
+/* A share is cut into about this many tiles. Devices with their own memory get more: their
+ * transfers overlap compute only from the second tile on. CPU devices get fewer: every tile
+ * re-reads (and GEMM re-packs) the shared operand in the same memory the compute uses. */
+#define TILES_PER_DEVICE 6
+#define TILES_PER_CPU_DEVICE 3
 #define MAX_RATE_KEYS 64
 
 #define RETURN_IF_FAILED(expr)                                                                                         \
@@ -64,6 +68,7 @@ typedef struct job job;
 struct job {
     const char *op;
     size_t units, chunk, boundary; /* tiles never cross a multiple of boundary (0: none) */
+    size_t align;                  /* tile sizes are multiples of this where the share allows */
     double flops_per_unit;
     /* per-slot buffer bytes for a tile of `count` units */
     tsr_status (*sizes)(const job *j, size_t count, size_t bytes[ROLES]);
@@ -336,20 +341,22 @@ out:
 
 typedef struct schedule {
     pthread_mutex_t lock;
-    size_t count, chunk, boundary;
+    size_t count, boundary, align;
+    size_t *chunk;       /* each device's tile size */
     size_t *lo, *hi;    /* each device's remaining share [lo, hi) */
     const double *rate; /* relative rates, for deciding whether taking work pays */
     bool stop;
 } schedule;
 
 /* The next tile for device d: the front of its own share, else the back of the share that would
- * finish last, if d can compute that tile before its owner would reach it. */
+ * finish last: the part of it that lets both finish together (at most d's tile size), if d can
+ * compute that before its owner would reach it. */
 static bool schedule_next(schedule *s, size_t d, size_t *first, size_t *count) {
     bool got = false;
     pthread_mutex_lock(&s->lock);
     if (s->stop || s->rate[d] <= 0) goto out;
     if (s->lo[d] < s->hi[d]) {
-        size_t f = s->lo[d], c = min_size(s->chunk, s->hi[d] - f);
+        size_t f = s->lo[d], c = min_size(s->chunk[d], s->hi[d] - f);
         if (s->boundary) c = min_size(c, s->boundary - f % s->boundary);
         s->lo[d] += c;
         *first = f, *count = c, got = true;
@@ -362,7 +369,13 @@ static bool schedule_next(schedule *s, size_t d, size_t *first, size_t *count) {
         if (left > longest) longest = left, victim = v;
     }
     if (victim == s->count) goto out;
-    size_t end = s->hi[victim], f = end - min_size(s->chunk, end - s->lo[victim]);
+    /* take the part that makes both finish together: x / rate[d] = (left - x) / rate[victim] */
+    size_t left = s->hi[victim] - s->lo[victim];
+    size_t take = (size_t)((double)left * s->rate[d] / (s->rate[d] + s->rate[victim]));
+    if (take > s->chunk[d]) take = s->chunk[d];
+    if (s->align > 1 && take > s->align) take = take / s->align * s->align;
+    if (!take) goto out;
+    size_t end = s->hi[victim], f = end - take;
     if (s->boundary) {
         size_t start_of_entry = (end - 1) / s->boundary * s->boundary;
         if (f < start_of_entry) f = start_of_entry;
@@ -558,10 +571,10 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
     g->seconds = 0;
     if (!j->units) return TSR_SUCCESS;
     double *weights = calloc(n, sizeof(double));
-    size_t *lo = calloc(n, sizeof(size_t)), *hi = calloc(n, sizeof(size_t));
+    size_t *lo = calloc(n, sizeof(size_t)), *hi = calloc(n, sizeof(size_t)), *chunk = calloc(n, sizeof(size_t));
     worker *workers = calloc(n, sizeof(worker));
     pthread_t *threads = calloc(n, sizeof(pthread_t));
-    if (!weights || !lo || !hi || !workers || !threads) {
+    if (!weights || !lo || !hi || !chunk || !workers || !threads) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory for a %zu-device split", j->op, n);
         goto out;
     }
@@ -587,9 +600,14 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
         if (hi[d] > j->units) hi[d] = j->units;
         g->stats[d].weight = weights[d] / total;
     }
-    size_t target = (j->units + active * TILES_PER_DEVICE - 1) / (active * TILES_PER_DEVICE);
-    if (j->chunk < target) j->chunk = target;
-    schedule s = {.count = n, .chunk = j->chunk, .boundary = j->boundary, .lo = lo, .hi = hi, .rate = weights};
+    for (size_t d = 0; d < n; d++) {
+        bool cpu = tsr_device_get_info(g->members[d].device)->type == TSR_DEVICE_CPU;
+        size_t tiles = cpu ? TILES_PER_CPU_DEVICE : TILES_PER_DEVICE, share = hi[d] - lo[d];
+        size_t c = (share + tiles - 1) / tiles;
+        if (j->align > 1 && c > j->align) c = (c + j->align - 1) / j->align * j->align;
+        chunk[d] = c > j->chunk ? c : j->chunk;
+    }
+    schedule s = {.count = n, .chunk = chunk, .boundary = j->boundary, .align = j->align, .lo = lo, .hi = hi, .rate = weights};
     pthread_mutex_init(&s.lock, NULL);
     size_t started = 0;
     const char *fail = getenv("TSR_TEST_MULTI_FAIL");
@@ -634,7 +652,7 @@ out:
         memset(g->stats, 0, n * sizeof *g->stats);
         g->seconds = 0;
     }
-    free(weights), free(lo), free(hi), free(workers), free(threads);
+    free(weights), free(lo), free(hi), free(chunk), free(workers), free(threads);
     return status;
 }
 
@@ -856,7 +874,7 @@ static tsr_status gemm_multi(tsr_device_group *group, const char *fn, bool batch
         j.units = p.batch, j.chunk = 1, j.flops_per_unit = 2.0 * (double)p.m * (double)p.n * (double)p.k;
         j.sizes = batched_sizes, j.prepare = batched_prepare, j.enqueue = batched_enqueue;
     } else {
-        j.units = p.m, j.chunk = 16, j.flops_per_unit = 2.0 * (double)p.n * (double)p.k;
+        j.units = p.m, j.chunk = 16, j.align = 64, j.flops_per_unit = 2.0 * (double)p.n * (double)p.k;
         j.sizes = gemm_sizes, j.prepare = gemm_prepare, j.enqueue = gemm_enqueue;
     }
     status = TSR_SUCCESS;

@@ -26,15 +26,17 @@ tsr_status tsr_matrix_extent(const char *name, size_t offset, size_t lines, size
     if (lines == 0 || line_length == 0 || batch == 0) return TSR_SUCCESS;
     if (!tsr_strided_extent(offset, 2, (const size_t[]){batch, lines}, (const size_t[]){stride, ld}, line_length,
                             elements))
-        return tsr_fail(TSR_ERR_OVERFLOW, "the extent of %s overflows (offset %zu, %zu x %zu, ld %zu, stride %zu, batch %zu)",
-                        name, offset, lines, line_length, ld, stride, batch);
+        return tsr_fail(TSR_ERR_OVERFLOW,
+                        "the extent of %s overflows (offset %zu, %zu x %zu, ld %zu, stride %zu, batch %zu)", name,
+                        offset, lines, line_length, ld, stride, batch);
     return TSR_SUCCESS;
 }
 
 tsr_status tsr_size_mad(const char *what, size_t a, size_t b, size_t c, size_t *out) {
     size_t ab;
     if (__builtin_mul_overflow(a, b, &ab) || __builtin_add_overflow(ab, c, out))
-        return tsr_fail(TSR_ERR_OVERFLOW, "%s overflows (%zu * %zu + %zu exceeds %zu)", what, a, b, c, (size_t)SIZE_MAX);
+        return tsr_fail(TSR_ERR_OVERFLOW, "%s overflows (%zu * %zu + %zu exceeds %zu)", what, a, b, c,
+                        (size_t)SIZE_MAX);
     return TSR_SUCCESS;
 }
 
@@ -108,7 +110,8 @@ tsr_status tsr_check_disjoint_typed(const char *op, cl_mem a, const char *a_name
     root_range(b, b_name, b_off, b_count, tsr_dtype_size(b_type), &root, &b0, &b1);
     return tsr_fail(TSR_ERR_INVALID_ARG,
                     "%s: %s overlaps %s: they cover bytes [%zu, %zu) and [%zu, %zu) of one buffer (sub-buffers "
-                    "resolved to their parent); %s", op, a_name, b_name, a0, a1, b0, b1,
+                    "resolved to their parent); %s",
+                    op, a_name, b_name, a0, a1, b0, b1,
                     same_ok ? "in place needs exactly the same range" : "this op cannot run in place");
 }
 
@@ -135,7 +138,10 @@ tsr_status tsr_check_buffer_typed(const tsr_device *dev, cl_mem mem, const char 
         return tsr_fail(TSR_ERR_INVALID_ARG, "buffer %s belongs to another OpenCL context than the device's", name);
     if (size / elem < elements)
         return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL, "buffer %s holds %zu %s but the call needs %zu", name, size / elem,
-                        dtype == TSR_F32 ? "floats" : dtype == TSR_F16 ? "f16 elements" : "bf16 elements", elements);
+                        dtype == TSR_F32   ? "floats"
+                        : dtype == TSR_F16 ? "f16 elements"
+                                           : "bf16 elements",
+                        elements);
     return TSR_SUCCESS;
 }
 
@@ -204,5 +210,23 @@ bool tsr_next_pair(char **cursor, const char *separators, char **name, char **va
     if (eq) *eq = '\0';
     *name = token;
     *value = eq ? eq + 1 : NULL;
+    return true;
+}
+
+bool tsr_rows_disjoint(const size_t strides[3], const size_t counts[3], size_t row) {
+    size_t dims[3][2] = {{strides[0], counts[0]}, {strides[1], counts[1]}, {strides[2], counts[2]}};
+    for (int a = 0; a < 3; ++a) /* sort by stride */
+        for (int c = a + 1; c < 3; ++c)
+            if (dims[c][0] < dims[a][0]) {
+                size_t tmp[2] = {dims[a][0], dims[a][1]};
+                dims[a][0] = dims[c][0], dims[a][1] = dims[c][1];
+                dims[c][0] = tmp[0], dims[c][1] = tmp[1];
+            }
+    size_t span = row; /* elements covered by the dims inside the current one */
+    for (int a = 0; a < 3; ++a) {
+        if (dims[a][1] == 1) continue;
+        if (dims[a][0] < span) return false;
+        span = dims[a][0] * (dims[a][1] - 1) + span;
+    }
     return true;
 }

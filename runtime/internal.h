@@ -4,6 +4,7 @@
 
 #include "tessera.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -788,6 +789,12 @@ tsr_status tsr_repeat(tsr_measure_fn fn, void *ctx, double budget_s, int min_run
                       double *values, int *n);
 
 /* ---- argument checks shared by ops (checks.c) ---- */
+
+/* Rows of `row` elements at every index of three strided dimensions (strides, counts) never
+ * share an element: sorted by stride, each stride covers everything inside it. For outputs. */
+bool tsr_rows_disjoint(const size_t strides[3], const size_t counts[3], size_t row);
+/* Attention's longest q_len and kv_len: row indices run up to 512 past the last row in int. */
+#define TSR_ATTENTION_MAX_LEN (INT_MAX - 512)
 
 /* The extent arithmetic of every op: offset + sum of (counts[i] - 1) * strides[i] + inner elements,
  * every count at least 1; false (and *elements 0) when it, or its size in bytes as floats, overflows.

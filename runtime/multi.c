@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SLOTS 2            /* tiles in flight per device */
-#define ROLES 3            /* per-slot buffers: A (or packed Q, K, V), B, C (or O) */
+#define SLOTS 2 /* tiles in flight per device */
+#define ROLES 3 /* per-slot buffers: A (or packed Q, K, V), B, C (or O) */
 /* A share is cut into about this many tiles. Devices with their own memory get more: their
  * transfers overlap compute only from the second tile on. CPU devices get fewer: every tile
  * re-reads (and GEMM re-packs) the shared operand in the same memory the compute uses. */
@@ -342,7 +342,7 @@ out:
 typedef struct schedule {
     pthread_mutex_t lock;
     size_t count, boundary, align;
-    size_t *chunk;       /* each device's tile size */
+    size_t *chunk;      /* each device's tile size */
     size_t *lo, *hi;    /* each device's remaining share [lo, hi) */
     const double *rate; /* relative rates, for deciding whether taking work pays */
     bool stop;
@@ -606,8 +606,25 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
         size_t c = (share + tiles - 1) / tiles;
         if (j->align > 1 && c > j->align) c = (c + j->align - 1) / j->align * j->align;
         chunk[d] = c > j->chunk ? c : j->chunk;
+        /* a tile's buffers must fit the device's largest allocation: halve until they do */
+        uint64_t max_alloc = tsr_device_get_info(g->members[d].device)->max_alloc_bytes;
+        for (;;) {
+            size_t bytes[ROLES];
+            if ((status = j->sizes(j, chunk[d], bytes)) != TSR_SUCCESS) goto out;
+            bool fits = !max_alloc || (bytes[0] <= max_alloc && bytes[1] <= max_alloc && bytes[2] <= max_alloc);
+            if (fits) break;
+            if (chunk[d] == 1) {
+                status =
+                    tsr_fail(TSR_ERR_OUT_OF_MEMORY,
+                             "%s: device %zu (%s): one unit's tile needs more than its largest allocation (%llu bytes)",
+                             j->op, d, tsr_device_get_info(g->members[d].device)->name, (unsigned long long)max_alloc);
+                goto out;
+            }
+            chunk[d] = (chunk[d] + 1) / 2;
+        }
     }
-    schedule s = {.count = n, .chunk = chunk, .boundary = j->boundary, .align = j->align, .lo = lo, .hi = hi, .rate = weights};
+    schedule s = {
+        .count = n, .chunk = chunk, .boundary = j->boundary, .align = j->align, .lo = lo, .hi = hi, .rate = weights};
     pthread_mutex_init(&s.lock, NULL);
     size_t started = 0;
     const char *fail = getenv("TSR_TEST_MULTI_FAIL");
@@ -891,9 +908,11 @@ static tsr_status gemm_multi(tsr_device_group *group, const char *fn, bool batch
         } else {
             status = ensure_buffer(m, &m->shared[0], &m->shared_bytes[0], (p.k ? p.k * p.n : 1) * sizeof(float));
         }
-        if (status != TSR_SUCCESS)
-            status = tsr_fail(status, "%s: device %zu (%s): %s", fn, d, tsr_device_get_info(m->device)->name,
-                              tsr_last_error());
+        if (status != TSR_SUCCESS) { /* tsr_fail rewrites the buffer tsr_last_error points into */
+            char why[512];
+            snprintf(why, sizeof why, "%s", tsr_last_error());
+            status = tsr_fail(status, "%s: device %zu (%s): %s", fn, d, tsr_device_get_info(m->device)->name, why);
+        }
     }
     if (status == TSR_SUCCESS) status = run_job(group, &j, key, tuned);
     free(tuned);
@@ -961,12 +980,17 @@ tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc
             return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: host tensors are fp32 (a %s tensor was given)", fn,
                             tsr_dtype_str(types[i]));
     if (d->lse) return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: lse is not offered across devices (set it to NULL)", fn);
-    if (!d->batch || !d->heads || !d->q_len) return TSR_SUCCESS;
-    if (!d->head_dim || d->head_dim > 256)
-        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: head_dim = %zu (1..256)", fn, d->head_dim);
-    if (!(isfinite(d->scale) && d->scale >= 0))
-        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: scale = %g (finite, >= 0; 0: 1/sqrt(head_dim))", fn,
-                        (double)d->scale);
+    /* tsr_attention's own rules, checked here so that no tile can fail on them */
+    if (!d->batch || !d->heads || !d->q_len || !d->kv_len || !d->head_dim)
+        return tsr_fail(TSR_ERR_INVALID_ARG,
+                        "%s: batch, heads, q_len, kv_len and head_dim must be at least 1 (got %zu, %zu, %zu, %zu, %zu)",
+                        fn, d->batch, d->heads, d->q_len, d->kv_len, d->head_dim);
+    if (d->head_dim > 256)
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: head_dim %zu is larger than the supported 256", fn, d->head_dim);
+    if (d->q_len > TSR_ATTENTION_MAX_LEN || d->kv_len > TSR_ATTENTION_MAX_LEN || d->heads > INT_MAX)
+        return tsr_fail(TSR_ERR_OVERFLOW, "%s: q_len and kv_len must each be at most %d, heads at most %d", fn,
+                        TSR_ATTENTION_MAX_LEN, INT_MAX);
+    if (!isfinite(d->scale)) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: scale must be finite", fn);
     if (d->kv_lengths)
         for (size_t b = 0; b < d->batch; b++)
             if (d->kv_lengths[b] < 0 || (size_t)d->kv_lengths[b] > d->kv_len)
@@ -977,12 +1001,13 @@ tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc
         attention_tensor(fn, "O", o, d->q_len, d->heads, d->head_dim, d->batch, d->o_offset, d->o_strides, &o_span));
     RETURN_IF_FAILED(
         attention_tensor(fn, "Q", q, d->q_len, d->heads, d->head_dim, d->batch, d->q_offset, d->q_strides, &q_span));
-    if (d->kv_len) {
-        RETURN_IF_FAILED(attention_tensor(fn, "K", k, d->kv_len, d->heads, d->head_dim, d->batch, d->k_offset,
-                                          d->k_strides, &k_span));
-        RETURN_IF_FAILED(attention_tensor(fn, "V", v, d->kv_len, d->heads, d->head_dim, d->batch, d->v_offset,
-                                          d->v_strides, &v_span));
-    }
+    RETURN_IF_FAILED(
+        attention_tensor(fn, "K", k, d->kv_len, d->heads, d->head_dim, d->batch, d->k_offset, d->k_strides, &k_span));
+    RETURN_IF_FAILED(
+        attention_tensor(fn, "V", v, d->kv_len, d->heads, d->head_dim, d->batch, d->v_offset, d->v_strides, &v_span));
+    if (!tsr_rows_disjoint(d->o_strides, (const size_t[]){d->batch, d->heads, d->q_len}, d->head_dim))
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: O's strides {%zu, %zu, %zu} make output rows overlap", fn,
+                        d->o_strides[0], d->o_strides[1], d->o_strides[2]);
     if (spans_meet(q, q_span, o, o_span) || spans_meet(k, k_span, o, o_span) || spans_meet(v, v_span, o, o_span))
         return tsr_fail(TSR_ERR_INVALID_ARG, "%s: O shares memory with Q, K or V", fn);
     size_t units, per_unit, rows;

@@ -475,6 +475,13 @@ static void attention_matches(void **state) {
         bad = d, bad.kv_lengths = too_long;
         TH_ASSERT_STATUS(tsr_attention_multi(group, &bad, q, k, v, o), TSR_ERR_INVALID_ARG);
         TH_ASSERT_CONTAINS(tsr_last_error(), "kv_lengths[0]");
+        bad = d, bad.o_strides[0] = 0, bad.o_strides[1] = 0; /* every head writing the same rows */
+        TH_ASSERT_STATUS(tsr_attention_multi(group, &bad, q, k, v, o), TSR_ERR_INVALID_ARG);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "overlap");
+        bad = d, bad.kv_len = 0, bad.kv_lengths = NULL;
+        TH_ASSERT_STATUS(tsr_attention_multi(group, &bad, q, k, v, o), TSR_ERR_INVALID_ARG);
+        bad = d, bad.head_dim = 300;
+        TH_ASSERT_STATUS(tsr_attention_multi(group, &bad, q, k, v, o), TSR_ERR_UNSUPPORTED);
         TH_ASSERT_STATUS(tsr_attention_multi(group, &d, q, k, v, q), TSR_ERR_INVALID_ARG);
         TH_ASSERT_CONTAINS(tsr_last_error(), "shares memory");
         TH_ASSERT_STATUS(tsr_attention_multi(group, &d, q, NULL, v, o), TSR_ERR_INVALID_ARG);

@@ -40,7 +40,7 @@ static const char *const attention_classes[] = {"long", "short", "long-f16", "sh
 #define ATTENTION_MAX_DIM 256
 /* The kernels index rows and keys with int, rounded up to a work-group of rows (BR <= 64) or
  * to 16 keys (the transposed K): leave room for that rounding. */
-#define ATTENTION_MAX_LEN (INT_MAX - 512) /* row indices run up to RW*BR (<= 512) past the last row */
+#define ATTENTION_MAX_LEN TSR_ATTENTION_MAX_LEN
 
 /* A validated call: sizes, and element strides per tensor (batch, head, row), in elements of
  * each tensor's type. */
@@ -153,25 +153,6 @@ static tsr_status tensor_extent(const char *name, size_t off, const size_t st[3]
     return TSR_SUCCESS;
 }
 
-/* Output rows must not overlap: sorted by stride, each stride covers the dims inside it. */
-static bool disjoint_rows(const size_t st[3], size_t B, size_t H, size_t L, size_t D) {
-    size_t dims[3][2] = {{st[0], B}, {st[1], H}, {st[2], L}};
-    for (int a = 0; a < 3; ++a)
-        for (int c = a + 1; c < 3; ++c)
-            if (dims[c][0] < dims[a][0]) {
-                size_t tmp[2] = {dims[a][0], dims[a][1]};
-                dims[a][0] = dims[c][0], dims[a][1] = dims[c][1];
-                dims[c][0] = tmp[0], dims[c][1] = tmp[1];
-            }
-    size_t span = D; /* elements covered by the dims inside the current one */
-    for (int a = 0; a < 3; ++a) {
-        if (dims[a][1] == 1) continue;
-        if (dims[a][0] < span) return false;
-        span = dims[a][0] * (dims[a][1] - 1) + span;
-    }
-    return true;
-}
-
 static tsr_status attention_validate(const tsr_device *dev, const tsr_attention_desc *d, cl_mem q, cl_mem k, cl_mem v,
                                      cl_mem o, attention_problem *p) {
     if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
@@ -228,7 +209,7 @@ static tsr_status attention_validate(const tsr_device *dev, const tsr_attention_
             return st;
         span[t] = need - p->off[t];
     }
-    if (!disjoint_rows(p->stride[3], p->B, p->H, p->Lq, p->D))
+    if (!tsr_rows_disjoint(p->stride[3], (const size_t[]){p->B, p->H, p->Lq}, p->D))
         return tsr_fail(TSR_ERR_INVALID_ARG, "o: the strides {%zu, %zu, %zu} make output rows overlap",
                         p->stride[3][0], p->stride[3][1], p->stride[3][2]);
     if (d->kv_lengths)

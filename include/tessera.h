@@ -535,7 +535,9 @@ TSR_API tsr_status tsr_embedding(tsr_device *device, const tsr_embedding_desc *d
  * caller keeps the devices, which must stay open until tsr_group_destroy. */
 typedef struct tsr_device_group tsr_device_group;
 
-/* A group of `count` devices (the same device twice is allowed: two streams of work on it). */
+/* A group of `count` devices (the same device twice is allowed: two streams of work on it). A
+ * warning (tsr_last_warning) says when members compete for one processor: the same device twice,
+ * or CPU devices with more compute units between them than the host has processors. */
 TSR_API tsr_status tsr_group_create(tsr_device *const *devices, size_t count, tsr_device_group **group);
 /* Release the group's queues and buffers (not its devices); NULL is a no-op. */
 TSR_API void tsr_group_destroy(tsr_device_group *group);

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define SLOTS 2 /* tiles in flight per device */
 #define ROLES 3 /* per-slot buffers: A (or packed Q, K, V), B, C (or O) */
@@ -686,6 +687,30 @@ static void member_release(member *m) {
     if (m->download) clReleaseCommandQueue(m->download);
 }
 
+/* Members that compete for one processor split a call worse than their rates alone promise: say
+ * so once, at creation (the call still works; weights can give the work to one of them). */
+static void warn_about_sharing(tsr_device *const *devices, size_t count) {
+    for (size_t a = 0; a < count; a++)
+        for (size_t b = a + 1; b < count; b++)
+            if (tsr_device_id(devices[a]) == tsr_device_id(devices[b])) {
+                tsr_warn("device group: members %zu and %zu are the same device (%s): they take turns on it, so a "
+                         "split helps only where one's transfers can overlap the other's compute",
+                         a, b, tsr_device_get_info(devices[a])->name);
+                return;
+            }
+    unsigned long cpu_units = 0, cpus = 0;
+    for (size_t d = 0; d < count; d++) {
+        const tsr_device_info *info = tsr_device_get_info(devices[d]);
+        if (info->type == TSR_DEVICE_CPU) cpu_units += info->compute_units, cpus++;
+    }
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus > 1 && online > 0 && cpu_units > (unsigned long)online)
+        tsr_warn("device group: its %lu CPU devices have %lu compute units between them on a host with %ld "
+                 "processors: they compete for them, and a split can be slower than the fastest alone (weights "
+                 "can give it all the work)",
+                 cpus, cpu_units, online);
+}
+
 tsr_status tsr_group_create(tsr_device *const *devices, size_t count, tsr_device_group **group) {
     tsr_clear_diagnostics();
     if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_group_create: group is NULL");
@@ -725,6 +750,7 @@ out:
         tsr_group_destroy(g);
         return status;
     }
+    warn_about_sharing(devices, count);
     *group = g;
     return TSR_SUCCESS;
 }

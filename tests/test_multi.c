@@ -275,6 +275,12 @@ static void gemm_refusals(void **state) {
     TH_ASSERT_STATUS(tsr_group_create(with_null, 2, &g2), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "devices[1]");
     assert_null(g2);
+    /* the same device twice: allowed, with a warning */
+    tsr_device *twice[2] = {devices[0], devices[0]};
+    TH_ASSERT_OK(tsr_group_create(twice, 2, &g2));
+    TH_ASSERT_CONTAINS(tsr_last_warning(), "same device");
+    tsr_group_destroy(g2);
+    g2 = NULL;
     assert_int_equal(tsr_group_size(NULL), 0);
     assert_int_equal(tsr_group_size(group), ndevices);
     tsr_group_destroy(NULL);

@@ -929,13 +929,15 @@ tsr_status report_merge_roots(cJSON **roots, const char *const *names, size_t n,
             cJSON_AddStringToObject(d, "source", names[f]);
             st = note_rank_host(&rank_hosts, hosts, d);
             /* The same device on the same host twice: keep the newer measurement. Identical
-             * devices on different hosts are different machines and both stay. */
+             * devices on different hosts are different machines and both stay. A device that
+             * could not be opened has no fingerprint to say which it is: each such entry stays. */
             size_t len = 0;
-            bool found = false;
-            char *key = pair_key(bench_json_text(d, "fingerprint"), bench_json_text(d, "host"), &len);
+            bool found = false, unknown = bench_json_text(d, "fingerprint")[0] == '\0';
+            char *key = unknown ? NULL : pair_key(bench_json_text(d, "fingerprint"), bench_json_text(d, "host"), &len);
             void **slot = key ? bench_index_get(&kept, key, len, &found) : NULL;
             free(key);
-            if (st == TSR_SUCCESS && !slot) st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory merging reports");
+            if (st == TSR_SUCCESS && !unknown && !slot)
+                st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory merging reports");
             if (st != TSR_SUCCESS) {
                 cJSON_Delete(d);
                 break;
@@ -943,7 +945,7 @@ tsr_status report_merge_roots(cJSON **roots, const char *const *names, size_t n,
             cJSON *dup = found ? *slot : NULL;
             if (!dup) {
                 cJSON_AddItemToArray(devices, d);
-                *slot = d;
+                if (slot) *slot = d;
             } else {
                 bool newer = strcmp(bench_json_text(d, "created"), bench_json_text(dup, "created")) > 0;
                 char text[1024];

@@ -150,7 +150,9 @@ typedef struct tsr_mpi_gemm_times {
  * panel, 1 after). The broadcast of panel p+1 is posted before panel p's GEMM runs and host and
  * device panel buffers are double-buffered, so communication overlaps the local GEMM. `times`
  * (may be NULL) receives the split. A device error on any rank aborts the job with its message
- * (its peers would otherwise wait for its broadcasts), so this returns TSR_SUCCESS or not at all.
+ * (its peers would otherwise wait for its broadcasts), and so does a local GEMM that fails while
+ * it runs on the device (every panel's GEMM event is checked), so this returns TSR_SUCCESS or not
+ * at all. k = 0 is allowed: there are no panels and every C block is set to zeros (A B = 0).
  * Collective over grid->comm. */
 tsr_status tsr_mpi_sgemm_summa(tsr_device *device, const tsr_mpi_grid *grid, size_t m, size_t n, size_t k,
                                const float *a_local, const float *b_local, float *c_local, size_t panel,

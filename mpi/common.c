@@ -78,19 +78,84 @@ int tsr_mpi_test(MPI_Comm comm, MPI_Request *req, const char *what) {
     return done;
 }
 
+/* ---- heartbeats ---- */
+
+#define HEARTBEAT_TAG 0x7e57   /* on MPI_COMM_WORLD; under the 32767 every MPI allows */
+#define MAX_HEARTBEAT_S 5.0    /* a heartbeat at most this often, and at least a quarter of the time-out */
+#define HEARTBEAT_CHECK_S 0.01 /* a waiting rank looks for heartbeats this often */
+
+static double heartbeat_interval(void) {
+    double quarter = tsr_mpi_timeout() / 4;
+    return quarter < MAX_HEARTBEAT_S ? quarter : MAX_HEARTBEAT_S;
+}
+
+void tsr_mpi_heartbeat(void) {
+    static double last = -1e300;
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized) return;
+    double now = tsr_now_s();
+    if (now - last < heartbeat_interval()) return;
+    last = now;
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    /* Zero bytes, sent eagerly: the request completes locally and is freed at once, so nothing
+     * piles up in this rank whether or not the peer is listening. */
+    for (int r = 0; r < ranks; ++r) {
+        if (r == rank) continue;
+        MPI_Request req;
+        if (MPI_Isend(NULL, 0, MPI_BYTE, r, HEARTBEAT_TAG, MPI_COMM_WORLD, &req) == MPI_SUCCESS) MPI_Request_free(&req);
+    }
+}
+
+/* Receive every heartbeat that has arrived: 1 when there was one. */
+static int heard_heartbeat(void) {
+    int heard = 0;
+    for (;;) {
+        int flag = 0;
+        MPI_Status status;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, HEARTBEAT_TAG, MPI_COMM_WORLD, &flag, &status) != MPI_SUCCESS || !flag)
+            return heard;
+        MPI_Recv(NULL, 0, MPI_BYTE, status.MPI_SOURCE, HEARTBEAT_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        heard = 1;
+    }
+}
+
+/* The deadline of a wait: TSR_MPI_TIMEOUT seconds of silence, counted again from each heartbeat. */
+typedef struct wait_clock {
+    double start, quiet_since, checked;
+} wait_clock;
+
+static void clock_start(wait_clock *clock) { clock->start = clock->quiet_since = clock->checked = tsr_now_s(); }
+
+static void clock_check(wait_clock *clock, double now, MPI_Comm comm, const char *what) {
+    if (now - clock->checked >= HEARTBEAT_CHECK_S) {
+        clock->checked = now;
+        if (heard_heartbeat()) clock->quiet_since = now;
+    }
+    double limit = tsr_mpi_timeout();
+    if (now - clock->quiet_since > limit)
+        tsr_mpi_abort(comm,
+                      "timed out after %g s waiting for %s (no rank reported progress for that long: a peer rank "
+                      "died or stalled?; TSR_MPI_TIMEOUT sets the limit)",
+                      limit, what);
+}
+
 double tsr_mpi_wait(MPI_Comm comm, MPI_Request *req, const char *what) {
     if (*req == MPI_REQUEST_NULL) return 0;
-    double limit = tsr_mpi_timeout(), start = tsr_now_s();
+    wait_clock clock;
+    clock_start(&clock);
     long sleep_ns = 1000;
     for (;;) {
-        if (tsr_mpi_test(comm, req, what)) return tsr_now_s() - start;
-        double waited = tsr_now_s() - start;
-        if (waited > limit)
-            tsr_mpi_abort(comm,
-                          "timed out after %g s waiting for %s (a peer rank died or stalled?; TSR_MPI_TIMEOUT sets "
-                          "the limit)",
-                          limit, what);
-        if (waited < SPIN_S) {
+        if (tsr_mpi_test(comm, req, what)) {
+            tsr_mpi_heartbeat(); /* an operation completed: this rank makes progress */
+            return tsr_now_s() - clock.start;
+        }
+        double now = tsr_now_s();
+        clock_check(&clock, now, comm, what);
+        if (now - clock.start < SPIN_S) {
             sched_yield();
         } else {
             struct timespec pause = {0, sleep_ns};
@@ -98,6 +163,25 @@ double tsr_mpi_wait(MPI_Comm comm, MPI_Request *req, const char *what) {
             if (sleep_ns < MAX_SLEEP_NS) sleep_ns *= 2;
             if (sleep_ns > MAX_SLEEP_NS) sleep_ns = MAX_SLEEP_NS;
         }
+    }
+}
+
+tsr_status tsr_mpi_wait_device(cl_event event, const char *what) {
+    cl_command_queue queue = NULL;
+    cl_int err = clGetEventInfo(event, CL_EVENT_COMMAND_QUEUE, sizeof queue, &queue, NULL);
+    if (err == CL_SUCCESS && queue) err = clFlush(queue); /* polling alone would never start it */
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, what, __FILE__, __LINE__);
+    long sleep_ns = 1000;
+    for (;;) {
+        cl_int state = CL_QUEUED;
+        err = clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+        if (err != CL_SUCCESS || state < 0)
+            return tsr_fail_cl(err != CL_SUCCESS ? err : state, what, __FILE__, __LINE__);
+        if (state == CL_COMPLETE) return TSR_SUCCESS;
+        tsr_mpi_heartbeat(); /* the device is working on it */
+        struct timespec pause = {0, sleep_ns};
+        nanosleep(&pause, NULL);
+        if (sleep_ns < BUSY_SLEEP_NS) sleep_ns *= 2;
     }
 }
 
@@ -333,7 +417,9 @@ tsr_status tsr_mpi_open_device(MPI_Comm comm, const char *selector, tsr_device *
 }
 
 double tsr_mpi_wait_while(MPI_Comm comm, int count, MPI_Request *reqs, const char *what, cl_event busy, double *idle) {
-    double limit = tsr_mpi_timeout(), start = tsr_now_s(), busy_done = busy ? -1.0 : start;
+    wait_clock clock;
+    clock_start(&clock);
+    double start = clock.start, busy_done = busy ? -1.0 : start;
     long sleep_ns = 1000;
     for (;;) {
         int done = 1;
@@ -348,13 +434,10 @@ double tsr_mpi_wait_while(MPI_Comm comm, int count, MPI_Request *reqs, const cha
         }
         if (done) {
             if (idle) *idle = busy_done >= 0 ? now - busy_done : 0;
+            tsr_mpi_heartbeat();
             return now - start;
         }
-        if (now - start > limit)
-            tsr_mpi_abort(comm,
-                          "timed out after %g s waiting for %s (a peer rank died or stalled?; TSR_MPI_TIMEOUT sets "
-                          "the limit)",
-                          limit, what);
+        clock_check(&clock, now, comm, what);
         /* While the device still computes, poll rarely: each wake-up takes a core from the GEMM
          * when ranks share cores, and a panel's GEMM takes far longer than a poll interval. */
         long cap = busy_done < 0 ? BUSY_SLEEP_NS : MAX_SLEEP_NS;

@@ -54,16 +54,27 @@ static void run_name(char *out, size_t size) {
     snprintf(out, size, "%s-%ld-%s", host, (long)getpid(), when);
 }
 
-/* Every rank is done with its own work: the point where a stalled or dead rank shows. `what`
- * names the work for the time-out message. */
+/* Every rank is done with its own work: the point where a stalled or dead rank shows. A rank
+ * that is done early (no device, a quick report) waits here as long as the others work: their
+ * heartbeats (fleet_progress) reset its deadline; only TSR_MPI_TIMEOUT seconds in which no rank
+ * made progress end the job. `what` names the work for the time-out message. */
 static void wait_for_everyone(const char *what) {
     char text[256];
-    snprintf(text, sizeof text,
-             "every rank to finish %s (a rank still working this long after this one needs a larger TSR_MPI_TIMEOUT)",
-             what);
+    snprintf(text, sizeof text, "every rank to finish %s", what);
     MPI_Request req;
     MPI_Ibarrier(MPI_COMM_WORLD, &req);
     tsr_mpi_wait(MPI_COMM_WORLD, &req, text);
+}
+
+/* A step of this rank's report or tuning: tell the waiting ranks this one is alive and working. */
+static void fleet_progress(void *user) {
+    (void)user;
+    tsr_mpi_heartbeat();
+}
+
+static void fleet_tune_progress(const tsr_tune_progress *progress, void *user) {
+    (void)progress;
+    fleet_progress(user);
 }
 
 /* Decimal digits of the highest rank: rank directories sort in rank order. */
@@ -221,7 +232,9 @@ int fleet_report(int argc, char **argv, const char *const *selectors, size_t nse
         return rank == 0 ? rc : 1;
     }
     cJSON *root = NULL;
-    tsr_status st = report_run(selectors, nselectors, options, &root);
+    report_options mine = *options;
+    mine.progress = fleet_progress;
+    tsr_status st = report_run(selectors, nselectors, &mine, &root);
     if (st != TSR_SUCCESS) root = no_report(st, ranks);
     if (!root) tsr_mpi_abort(MPI_COMM_WORLD, "out of memory making this rank's report");
     mark_devices(root, rank, ranks, start.run);
@@ -324,7 +337,8 @@ int fleet_tune(int argc, char **argv, const fleet_tune_job *job) {
     if (device) {
         tsr_tune_options options = job->options;
         options.db_path = db;
-        options.progress = NULL; /* ranks share a terminal */
+        options.progress = fleet_tune_progress; /* heartbeats; no progress line: ranks share a terminal */
+        options.user = NULL;
         char log[4200];
         if (options.log_path) {
             snprintf(log, sizeof log, "%s.rank-%d", options.log_path, rank);

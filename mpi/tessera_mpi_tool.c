@@ -316,13 +316,16 @@ static cl_mem device_buffer(MPI_Comm comm, tsr_device *dev, size_t floats, const
     return mem;
 }
 
-/* One tsr_sgemm of m x n x k on this rank, waited for; returns its wall time. */
+/* One tsr_sgemm of m x n x k on this rank, waited for with heartbeats (peers may be waiting on
+ * this rank for many such GEMMs); returns its wall time. */
 static double local_sgemm(MPI_Comm comm, tsr_device *dev, size_t m, size_t n, size_t k, cl_mem a, cl_mem b, cl_mem c,
                           float beta) {
     double start = tsr_now_s();
+    cl_event done = NULL;
     tsr_status st = tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1.0f, a, 0, k, b, 0, n, beta, c,
-                              0, n, NULL, NULL);
-    if (st == TSR_SUCCESS) st = clFinish(tsr_device_queue(dev)) == CL_SUCCESS ? TSR_SUCCESS : TSR_ERR_OPENCL;
+                              0, n, NULL, &done);
+    if (st == TSR_SUCCESS) st = tsr_mpi_wait_device(done, "the local tsr_sgemm");
+    if (done) clReleaseEvent(done);
     if (st != TSR_SUCCESS) tsr_mpi_abort(comm, "tsr_sgemm %zu x %zu x %zu: %s", m, n, k, tsr_last_error());
     return tsr_now_s() - start;
 }

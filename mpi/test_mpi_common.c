@@ -1,13 +1,43 @@
 /* The component's job-control helpers under mpirun: the argument check, device opening with
  * exclusion, gathering text, SUMMA with k = 0, and (through mpi_test.py's environment) the
  * timeout, the fault hook and bad settings. Rank 0 prints "test_mpi_common: ok, N ranks with a
- * device" only when every check passed; mpi_test.py looks for it. */
+ * device" only when every check passed; mpi_test.py looks for it.
+ *
+ * With the first argument "long-phase", world rank 0 first works alone for four times
+ * TSR_MPI_TIMEOUT (sleeping in short steps, each a step of progress: tsr_mpi_heartbeat) while the
+ * others wait for it in a barrier: they must not time out. The fault point "phase" (at the start
+ * of that work) lets a test stall it instead: then they must. */
 #include "tessera_mpi.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void long_phase(void) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    double start = now_s();
+    if (rank == 0) {
+        tsr_mpi_fault_point("phase");
+        while (now_s() - start < 4 * tsr_mpi_timeout()) {
+            struct timespec step = {0, 20000000};
+            nanosleep(&step, NULL);
+            tsr_mpi_heartbeat();
+        }
+    }
+    MPI_Request req;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    tsr_mpi_wait(MPI_COMM_WORLD, &req, "world rank 0's long phase (MPI_Ibarrier)");
+    if (rank != 0) printf("test_mpi_common: rank %d waited %.1f s for the long phase\n", rank, now_s() - start);
+}
 
 /* k = 0: no panels, and every C block is zeros (A B = 0), whatever it held. */
 static int summa_k0(tsr_device *device, MPI_Comm comm) {
@@ -35,6 +65,7 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     (void)tsr_mpi_timeout(); /* a bad TSR_MPI_TIMEOUT ends the job here */
     tsr_mpi_check_args(MPI_COMM_WORLD, argc, argv);
+    if (argc > 1 && strcmp(argv[1], "long-phase") == 0) long_phase();
 
     tsr_device *device = NULL;
     MPI_Comm active = MPI_COMM_NULL;

@@ -187,10 +187,12 @@ tsr_status tsr_mpi_wait_device(cl_event event, const char *what) {
 
 /* ---- the fault hook ---- */
 
+enum { FAULT_STALL, FAULT_EXIT, FAULT_CORRUPT };
+
 typedef struct fault_spec {
     int parsed, fired;
-    int stall; /* 1 stall, 0 exit */
-    int rank;  /* -1: no fault */
+    int kind; /* FAULT_STALL, FAULT_EXIT or FAULT_CORRUPT */
+    int rank; /* -1: no fault */
     char point[64];
 } fault_spec;
 
@@ -203,32 +205,35 @@ static void parse_fault(void) {
     char kind[16] = "";
     const char *colon = strchr(text, ':');
     if (colon && (size_t)(colon - text) < sizeof kind) memcpy(kind, text, (size_t)(colon - text));
-    int stall = strcmp(kind, "stall") == 0, exit_kind = strcmp(kind, "exit") == 0;
+    int stall = strcmp(kind, "stall") == 0, exit_kind = strcmp(kind, "exit") == 0,
+        corrupt = strcmp(kind, "corrupt") == 0;
     const char *rank_text = colon ? colon + 1 : "";
     size_t rank_digits = strspn(rank_text, "0123456789");
     const char *rest = rank_text + rank_digits;
     long rank = rank_digits && rank_digits < 8 ? strtol(rank_text, NULL, 10) : -1;
-    if ((!stall && !exit_kind) || rank < 0 || (*rest && (*rest != ':' || !rest[1])) ||
+    if ((!stall && !exit_kind && !corrupt) || rank < 0 || (*rest && (*rest != ':' || !rest[1])) ||
         strlen(rest) >= sizeof fault.point)
         tsr_mpi_abort(MPI_COMM_WORLD,
-                      "TSR_MPI_FAULT=\"%s\" is not KIND:RANK[:POINT] with KIND stall or exit (e.g. stall:1:summa)",
+                      "TSR_MPI_FAULT=\"%s\" is not KIND:RANK[:POINT] with KIND stall, exit or corrupt (e.g. "
+                      "stall:1:summa)",
                       text);
-    fault.stall = stall;
+    fault.kind = stall ? FAULT_STALL : exit_kind ? FAULT_EXIT : FAULT_CORRUPT;
     fault.rank = (int)rank;
     if (*rest) strcpy(fault.point, rest + 1);
 }
 
-void tsr_mpi_fault_point(const char *point) {
+int tsr_mpi_fault_point(const char *point) {
     if (!fault.parsed) parse_fault();
-    if (fault.rank < 0 || fault.fired) return;
+    if (fault.rank < 0 || fault.fired) return 0;
     int rank = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank != fault.rank || (fault.point[0] && strcmp(fault.point, point) != 0)) return;
+    if (rank != fault.rank || (fault.point[0] && strcmp(fault.point, point) != 0)) return 0;
     fault.fired = 1;
-    fprintf(stderr, "tessera-mpi: %s: TSR_MPI_FAULT: %s at %s\n", tsr_mpi_whoami(),
-            fault.stall ? "stalling" : "exiting", point);
+    static const char *const doing[] = {"stalling", "exiting", "corrupting its output"};
+    fprintf(stderr, "tessera-mpi: %s: TSR_MPI_FAULT: %s at %s\n", tsr_mpi_whoami(), doing[fault.kind], point);
     fflush(stderr);
-    if (!fault.stall) exit(1);
+    if (fault.kind == FAULT_CORRUPT) return 1;
+    if (fault.kind == FAULT_EXIT) exit(1);
     for (;;)
         pause();
 }

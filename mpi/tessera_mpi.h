@@ -110,7 +110,9 @@ tsr_status tsr_mpi_open_device(MPI_Comm comm, const char *selector, tsr_device *
 char *tsr_mpi_gather_text(MPI_Comm comm, const char *mine, size_t **offsets_out);
 
 /* The test hook: TSR_MPI_FAULT=KIND:RANK[:POINT], KIND "stall" (sleep forever, never answering
- * peers) or "exit" (exit(1) at once, without MPI_Finalize), RANK a rank in MPI_COMM_WORLD. The
+ * peers), "exit" (exit(1) at once, without MPI_Finalize) or "corrupt" (return 1: the caller
+ * garbles what it sends next, where the point supports it: "report"), RANK a rank in
+ * MPI_COMM_WORLD. The
  * fault fires when that rank reaches the fault point named POINT, or, without POINT, the first
  * fault point it reaches. The points in this component (call tsr_mpi_fault_point with a new name
  * to add one):
@@ -118,9 +120,12 @@ char *tsr_mpi_gather_text(MPI_Comm comm, const char *mine, size_t **offsets_out)
  *   "device"    tsr_mpi_open_device, after the device is opened, before the exchange
  *   "summa"     tsr_mpi_sgemm_summa, after the first panel's local GEMM is enqueued (mid-run)
  *   "allreduce" tsr_mpi_allreduce_device, after the first chunk's reduction is posted
+ *   "report"    tessera report --mpi, after this rank's report is made, before it is sent
+ *   "tune"      tessera tune --mpi, after this rank's tuning
  * A malformed value aborts the job naming it; other ranks ignore the hook. The firing rank prints
- * "tessera-mpi: rank R (host): TSR_MPI_FAULT: stalling at POINT" (or "exiting at") first. */
-void tsr_mpi_fault_point(const char *point);
+ * "tessera-mpi: rank R (host): TSR_MPI_FAULT: stalling at POINT" (or "exiting at", "corrupting
+ * its output at") first. Returns 1 when a "corrupt" fault fired here, else 0. */
+int tsr_mpi_fault_point(const char *point);
 
 /* ------------------------------------------------------ distributed GEMM */
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -166,23 +167,74 @@ double tsr_mpi_wait(MPI_Comm comm, MPI_Request *req, const char *what) {
     }
 }
 
+/* tsr_mpi_wait_device's completion flag, set by the event's callback (a driver thread). The
+ * waiter may return before the callback runs (it saw the status by polling): whichever of the
+ * two comes second frees it. */
+typedef struct device_wait {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done, abandoned;
+    cl_int status;
+} device_wait;
+
+static void free_device_wait(device_wait *w) {
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+}
+
+static void CL_CALLBACK device_wait_done(cl_event event, cl_int status, void *user) {
+    (void)event;
+    device_wait *w = user;
+    pthread_mutex_lock(&w->lock);
+    int abandoned = w->abandoned;
+    w->status = status;
+    w->done = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    if (abandoned) free_device_wait(w);
+}
+
 tsr_status tsr_mpi_wait_device(cl_event event, const char *what) {
     cl_command_queue queue = NULL;
     cl_int err = clGetEventInfo(event, CL_EVENT_COMMAND_QUEUE, sizeof queue, &queue, NULL);
-    if (err == CL_SUCCESS && queue) err = clFlush(queue); /* polling alone would never start it */
+    if (err == CL_SUCCESS && queue) err = clFlush(queue); /* waiting alone would never start it */
     if (err != CL_SUCCESS) return tsr_fail_cl(err, what, __FILE__, __LINE__);
+    /* Poll its status with a growing pause (as tsr_mpi_wait_while does), sending heartbeats; a
+     * completion callback, where the platform runs one, ends the pause at once, so the end of a
+     * short command is seen without waiting for the next poll. No lock is held across an OpenCL
+     * call: a platform may run the callback inside one. */
+    device_wait *w = calloc(1, sizeof *w);
+    if (!w) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory", what);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    int callback = clSetEventCallback(event, CL_COMPLETE, device_wait_done, w) == CL_SUCCESS;
     long sleep_ns = 1000;
+    cl_int state = CL_QUEUED;
     for (;;) {
-        cl_int state = CL_QUEUED;
-        err = clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
-        if (err != CL_SUCCESS || state < 0)
-            return tsr_fail_cl(err != CL_SUCCESS ? err : state, what, __FILE__, __LINE__);
-        if (state == CL_COMPLETE) return TSR_SUCCESS;
-        tsr_mpi_heartbeat(); /* the device is working on it */
-        struct timespec pause = {0, sleep_ns};
-        nanosleep(&pause, NULL);
+        pthread_mutex_lock(&w->lock);
+        int done = w->done;
+        state = w->status;
+        pthread_mutex_unlock(&w->lock);
+        err = done ? CL_SUCCESS : clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+        if (err != CL_SUCCESS || state <= CL_COMPLETE) break; /* complete, or failed */
+        tsr_mpi_heartbeat();                                  /* the device is working on it */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += sleep_ns;
+        if (until.tv_nsec >= 1000000000L) until.tv_sec += 1, until.tv_nsec -= 1000000000L;
+        pthread_mutex_lock(&w->lock);
+        if (!w->done) pthread_cond_timedwait(&w->cond, &w->lock, &until);
+        pthread_mutex_unlock(&w->lock);
         if (sleep_ns < BUSY_SLEEP_NS) sleep_ns *= 2;
     }
+    pthread_mutex_lock(&w->lock);
+    int free_now = !callback || w->done;
+    w->abandoned = 1;
+    pthread_mutex_unlock(&w->lock);
+    if (free_now) free_device_wait(w);
+    if (err != CL_SUCCESS || state < 0) return tsr_fail_cl(err != CL_SUCCESS ? err : state, what, __FILE__, __LINE__);
+    return TSR_SUCCESS;
 }
 
 /* ---- the fault hook ---- */

@@ -50,8 +50,9 @@ static const char usage_text[] =
     "                 it before the run)\n"
     "  -h, --help     this text\n"
     "\n"
-    "environment: TSR_MPI_TIMEOUT (seconds any rank waits for a peer, default 600),\n"
-    "TSR_MPI_FAULT (test hook, see tessera_mpi.h), POCL_MAX_PTHREAD_COUNT (PoCL threads per rank)\n";
+    "environment: TSR_MPI_TIMEOUT (seconds a waiting rank goes without any sign of progress from\n"
+    "the others before it aborts the job, default 600), TSR_MPI_FAULT (test hook, see tessera_mpi.h),\n"
+    "POCL_MAX_PTHREAD_COUNT (PoCL threads per rank)\n";
 
 typedef struct options {
     const char *command;

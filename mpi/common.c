@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -78,19 +79,84 @@ int tsr_mpi_test(MPI_Comm comm, MPI_Request *req, const char *what) {
     return done;
 }
 
+/* ---- heartbeats ---- */
+
+#define HEARTBEAT_TAG 0x7e57   /* on MPI_COMM_WORLD; under the 32767 every MPI allows */
+#define MAX_HEARTBEAT_S 5.0    /* a heartbeat at most this often, and at least a quarter of the time-out */
+#define HEARTBEAT_CHECK_S 0.01 /* a waiting rank looks for heartbeats this often */
+
+static double heartbeat_interval(void) {
+    double quarter = tsr_mpi_timeout() / 4;
+    return quarter < MAX_HEARTBEAT_S ? quarter : MAX_HEARTBEAT_S;
+}
+
+void tsr_mpi_heartbeat(void) {
+    static double last = -1e300;
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized) return;
+    double now = tsr_now_s();
+    if (now - last < heartbeat_interval()) return;
+    last = now;
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    /* Zero bytes, sent eagerly: the request completes locally and is freed at once, so nothing
+     * piles up in this rank whether or not the peer is listening. */
+    for (int r = 0; r < ranks; ++r) {
+        if (r == rank) continue;
+        MPI_Request req;
+        if (MPI_Isend(NULL, 0, MPI_BYTE, r, HEARTBEAT_TAG, MPI_COMM_WORLD, &req) == MPI_SUCCESS) MPI_Request_free(&req);
+    }
+}
+
+/* Receive every heartbeat that has arrived: 1 when there was one. */
+static int heard_heartbeat(void) {
+    int heard = 0;
+    for (;;) {
+        int flag = 0;
+        MPI_Status status;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, HEARTBEAT_TAG, MPI_COMM_WORLD, &flag, &status) != MPI_SUCCESS || !flag)
+            return heard;
+        MPI_Recv(NULL, 0, MPI_BYTE, status.MPI_SOURCE, HEARTBEAT_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        heard = 1;
+    }
+}
+
+/* The deadline of a wait: TSR_MPI_TIMEOUT seconds of silence, counted again from each heartbeat. */
+typedef struct wait_clock {
+    double start, quiet_since, checked;
+} wait_clock;
+
+static void clock_start(wait_clock *clock) { clock->start = clock->quiet_since = clock->checked = tsr_now_s(); }
+
+static void clock_check(wait_clock *clock, double now, MPI_Comm comm, const char *what) {
+    if (now - clock->checked >= HEARTBEAT_CHECK_S) {
+        clock->checked = now;
+        if (heard_heartbeat()) clock->quiet_since = now;
+    }
+    double limit = tsr_mpi_timeout();
+    if (now - clock->quiet_since > limit)
+        tsr_mpi_abort(comm,
+                      "timed out after %g s waiting for %s (no rank reported progress for that long: a peer rank "
+                      "died or stalled?; TSR_MPI_TIMEOUT sets the limit)",
+                      limit, what);
+}
+
 double tsr_mpi_wait(MPI_Comm comm, MPI_Request *req, const char *what) {
     if (*req == MPI_REQUEST_NULL) return 0;
-    double limit = tsr_mpi_timeout(), start = tsr_now_s();
+    wait_clock clock;
+    clock_start(&clock);
     long sleep_ns = 1000;
     for (;;) {
-        if (tsr_mpi_test(comm, req, what)) return tsr_now_s() - start;
-        double waited = tsr_now_s() - start;
-        if (waited > limit)
-            tsr_mpi_abort(comm,
-                          "timed out after %g s waiting for %s (a peer rank died or stalled?; TSR_MPI_TIMEOUT sets "
-                          "the limit)",
-                          limit, what);
-        if (waited < SPIN_S) {
+        if (tsr_mpi_test(comm, req, what)) {
+            tsr_mpi_heartbeat(); /* an operation completed: this rank makes progress */
+            return tsr_now_s() - clock.start;
+        }
+        double now = tsr_now_s();
+        clock_check(&clock, now, comm, what);
+        if (now - clock.start < SPIN_S) {
             sched_yield();
         } else {
             struct timespec pause = {0, sleep_ns};
@@ -101,12 +167,84 @@ double tsr_mpi_wait(MPI_Comm comm, MPI_Request *req, const char *what) {
     }
 }
 
+/* tsr_mpi_wait_device's completion flag, set by the event's callback (a driver thread). The
+ * waiter may return before the callback runs (it saw the status by polling): whichever of the
+ * two comes second frees it. */
+typedef struct device_wait {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int done, abandoned;
+    cl_int status;
+} device_wait;
+
+static void free_device_wait(device_wait *w) {
+    pthread_cond_destroy(&w->cond);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+}
+
+static void CL_CALLBACK device_wait_done(cl_event event, cl_int status, void *user) {
+    (void)event;
+    device_wait *w = user;
+    pthread_mutex_lock(&w->lock);
+    int abandoned = w->abandoned;
+    w->status = status;
+    w->done = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+    if (abandoned) free_device_wait(w);
+}
+
+tsr_status tsr_mpi_wait_device(cl_event event, const char *what) {
+    cl_command_queue queue = NULL;
+    cl_int err = clGetEventInfo(event, CL_EVENT_COMMAND_QUEUE, sizeof queue, &queue, NULL);
+    if (err == CL_SUCCESS && queue) err = clFlush(queue); /* waiting alone would never start it */
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, what, __FILE__, __LINE__);
+    /* Poll its status with a growing pause (as tsr_mpi_wait_while does), sending heartbeats; a
+     * completion callback, where the platform runs one, ends the pause at once, so the end of a
+     * short command is seen without waiting for the next poll. No lock is held across an OpenCL
+     * call: a platform may run the callback inside one. */
+    device_wait *w = calloc(1, sizeof *w);
+    if (!w) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory", what);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    int callback = clSetEventCallback(event, CL_COMPLETE, device_wait_done, w) == CL_SUCCESS;
+    long sleep_ns = 1000;
+    cl_int state = CL_QUEUED;
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        int done = w->done;
+        state = w->status;
+        pthread_mutex_unlock(&w->lock);
+        err = done ? CL_SUCCESS : clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+        if (err != CL_SUCCESS || state <= CL_COMPLETE) break; /* complete, or failed */
+        tsr_mpi_heartbeat();                                  /* the device is working on it */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += sleep_ns;
+        if (until.tv_nsec >= 1000000000L) until.tv_sec += 1, until.tv_nsec -= 1000000000L;
+        pthread_mutex_lock(&w->lock);
+        if (!w->done) pthread_cond_timedwait(&w->cond, &w->lock, &until);
+        pthread_mutex_unlock(&w->lock);
+        if (sleep_ns < BUSY_SLEEP_NS) sleep_ns *= 2;
+    }
+    pthread_mutex_lock(&w->lock);
+    int free_now = !callback || w->done;
+    w->abandoned = 1;
+    pthread_mutex_unlock(&w->lock);
+    if (free_now) free_device_wait(w);
+    if (err != CL_SUCCESS || state < 0) return tsr_fail_cl(err != CL_SUCCESS ? err : state, what, __FILE__, __LINE__);
+    return TSR_SUCCESS;
+}
+
 /* ---- the fault hook ---- */
+
+enum { FAULT_STALL, FAULT_EXIT, FAULT_CORRUPT };
 
 typedef struct fault_spec {
     int parsed, fired;
-    int stall; /* 1 stall, 0 exit */
-    int rank;  /* -1: no fault */
+    int kind; /* FAULT_STALL, FAULT_EXIT or FAULT_CORRUPT */
+    int rank; /* -1: no fault */
     char point[64];
 } fault_spec;
 
@@ -119,32 +257,35 @@ static void parse_fault(void) {
     char kind[16] = "";
     const char *colon = strchr(text, ':');
     if (colon && (size_t)(colon - text) < sizeof kind) memcpy(kind, text, (size_t)(colon - text));
-    int stall = strcmp(kind, "stall") == 0, exit_kind = strcmp(kind, "exit") == 0;
+    int stall = strcmp(kind, "stall") == 0, exit_kind = strcmp(kind, "exit") == 0,
+        corrupt = strcmp(kind, "corrupt") == 0;
     const char *rank_text = colon ? colon + 1 : "";
     size_t rank_digits = strspn(rank_text, "0123456789");
     const char *rest = rank_text + rank_digits;
     long rank = rank_digits && rank_digits < 8 ? strtol(rank_text, NULL, 10) : -1;
-    if ((!stall && !exit_kind) || rank < 0 || (*rest && (*rest != ':' || !rest[1])) ||
+    if ((!stall && !exit_kind && !corrupt) || rank < 0 || (*rest && (*rest != ':' || !rest[1])) ||
         strlen(rest) >= sizeof fault.point)
         tsr_mpi_abort(MPI_COMM_WORLD,
-                      "TSR_MPI_FAULT=\"%s\" is not KIND:RANK[:POINT] with KIND stall or exit (e.g. stall:1:summa)",
+                      "TSR_MPI_FAULT=\"%s\" is not KIND:RANK[:POINT] with KIND stall, exit or corrupt (e.g. "
+                      "stall:1:summa)",
                       text);
-    fault.stall = stall;
+    fault.kind = stall ? FAULT_STALL : exit_kind ? FAULT_EXIT : FAULT_CORRUPT;
     fault.rank = (int)rank;
     if (*rest) strcpy(fault.point, rest + 1);
 }
 
-void tsr_mpi_fault_point(const char *point) {
+int tsr_mpi_fault_point(const char *point) {
     if (!fault.parsed) parse_fault();
-    if (fault.rank < 0 || fault.fired) return;
+    if (fault.rank < 0 || fault.fired) return 0;
     int rank = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank != fault.rank || (fault.point[0] && strcmp(fault.point, point) != 0)) return;
+    if (rank != fault.rank || (fault.point[0] && strcmp(fault.point, point) != 0)) return 0;
     fault.fired = 1;
-    fprintf(stderr, "tessera-mpi: %s: TSR_MPI_FAULT: %s at %s\n", tsr_mpi_whoami(),
-            fault.stall ? "stalling" : "exiting", point);
+    static const char *const doing[] = {"stalling", "exiting", "corrupting its output"};
+    fprintf(stderr, "tessera-mpi: %s: TSR_MPI_FAULT: %s at %s\n", tsr_mpi_whoami(), doing[fault.kind], point);
     fflush(stderr);
-    if (!fault.stall) exit(1);
+    if (fault.kind == FAULT_CORRUPT) return 1;
+    if (fault.kind == FAULT_EXIT) exit(1);
     for (;;)
         pause();
 }
@@ -333,7 +474,9 @@ tsr_status tsr_mpi_open_device(MPI_Comm comm, const char *selector, tsr_device *
 }
 
 double tsr_mpi_wait_while(MPI_Comm comm, int count, MPI_Request *reqs, const char *what, cl_event busy, double *idle) {
-    double limit = tsr_mpi_timeout(), start = tsr_now_s(), busy_done = busy ? -1.0 : start;
+    wait_clock clock;
+    clock_start(&clock);
+    double start = clock.start, busy_done = busy ? -1.0 : start;
     long sleep_ns = 1000;
     for (;;) {
         int done = 1;
@@ -348,13 +491,10 @@ double tsr_mpi_wait_while(MPI_Comm comm, int count, MPI_Request *reqs, const cha
         }
         if (done) {
             if (idle) *idle = busy_done >= 0 ? now - busy_done : 0;
+            tsr_mpi_heartbeat();
             return now - start;
         }
-        if (now - start > limit)
-            tsr_mpi_abort(comm,
-                          "timed out after %g s waiting for %s (a peer rank died or stalled?; TSR_MPI_TIMEOUT sets "
-                          "the limit)",
-                          limit, what);
+        clock_check(&clock, now, comm, what);
         /* While the device still computes, poll rarely: each wake-up takes a core from the GEMM
          * when ranks share cores, and a panel's GEMM takes far longer than a poll interval. */
         long cap = busy_done < 0 ? BUSY_SLEEP_NS : MAX_SLEEP_NS;

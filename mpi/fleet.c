@@ -54,16 +54,27 @@ static void run_name(char *out, size_t size) {
     snprintf(out, size, "%s-%ld-%s", host, (long)getpid(), when);
 }
 
-/* Every rank is done with its own work: the point where a stalled or dead rank shows. `what`
- * names the work for the time-out message. */
+/* Every rank is done with its own work: the point where a stalled or dead rank shows. A rank
+ * that is done early (no device, a quick report) waits here as long as the others work: their
+ * heartbeats (fleet_progress) reset its deadline; only TSR_MPI_TIMEOUT seconds in which no rank
+ * made progress end the job. `what` names the work for the time-out message. */
 static void wait_for_everyone(const char *what) {
     char text[256];
-    snprintf(text, sizeof text,
-             "every rank to finish %s (a rank still working this long after this one needs a larger TSR_MPI_TIMEOUT)",
-             what);
+    snprintf(text, sizeof text, "every rank to finish %s", what);
     MPI_Request req;
     MPI_Ibarrier(MPI_COMM_WORLD, &req);
     tsr_mpi_wait(MPI_COMM_WORLD, &req, text);
+}
+
+/* A step of this rank's report or tuning: tell the waiting ranks this one is alive and working. */
+static void fleet_progress(void *user) {
+    (void)user;
+    tsr_mpi_heartbeat();
+}
+
+static void fleet_tune_progress(const tsr_tune_progress *progress, void *user) {
+    (void)progress;
+    fleet_progress(user);
 }
 
 /* Decimal digits of the highest rank: rank directories sort in rank order. */
@@ -159,6 +170,18 @@ static int write_fleet_report(const char *texts, const size_t *offsets, int rank
         snprintf(dir, dir_size, "%s/ranks/%s", options->out_dir, rank_name);
         snprintf(names[r], dir_size + 16, "%s/report.json", dir);
         st = report_parse(text, strlen(text), names[r], &roots[r]);
+        if (st != TSR_SUCCESS && st != TSR_ERR_OUT_OF_MEMORY) {
+            /* One rank's bad text costs that rank's report, not the fleet's: a report without
+             * devices and a note that says why, like a rank that had no report. */
+            char note[2048];
+            snprintf(note, sizeof note, "rank %d of %d: its report was rejected: %s: %s; excluded", r, ranks,
+                     tsr_status_str(st), tsr_last_error());
+            fprintf(stderr, "tessera-mpi: %s\n", note);
+            roots[r] = report_new(NULL);
+            st = roots[r] ? TSR_SUCCESS : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+            if (st == TSR_SUCCESS)
+                cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(roots[r], "notes"), cJSON_CreateString(note));
+        }
         if (st == TSR_SUCCESS && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(roots[r], "devices")) == 0)
             ++excluded;
         /* A rank's own report, as a report of its own: a report --merge of these files gives
@@ -221,14 +244,16 @@ int fleet_report(int argc, char **argv, const char *const *selectors, size_t nse
         return rank == 0 ? rc : 1;
     }
     cJSON *root = NULL;
-    tsr_status st = report_run(selectors, nselectors, options, &root);
+    report_options mine = *options;
+    mine.progress = fleet_progress;
+    tsr_status st = report_run(selectors, nselectors, &mine, &root);
     if (st != TSR_SUCCESS) root = no_report(st, ranks);
     if (!root) tsr_mpi_abort(MPI_COMM_WORLD, "out of memory making this rank's report");
     mark_devices(root, rank, ranks, start.run);
     char *text = cJSON_Print(root); /* as report_write prints report.json */
     cJSON_Delete(root);
     if (!text) tsr_mpi_abort(MPI_COMM_WORLD, "out of memory printing this rank's report");
-    tsr_mpi_fault_point("report");
+    if (tsr_mpi_fault_point("report")) text[strlen(text) / 2] = '\0'; /* the test of a report rank 0 rejects */
     wait_for_everyone("its report");
     size_t *offsets = NULL;
     char *texts = tsr_mpi_gather_text(MPI_COMM_WORLD, text, &offsets);
@@ -324,7 +349,8 @@ int fleet_tune(int argc, char **argv, const fleet_tune_job *job) {
     if (device) {
         tsr_tune_options options = job->options;
         options.db_path = db;
-        options.progress = NULL; /* ranks share a terminal */
+        options.progress = fleet_tune_progress; /* heartbeats; no progress line: ranks share a terminal */
+        options.user = NULL;
         char log[4200];
         if (options.log_path) {
             snprintf(log, sizeof log, "%s.rank-%d", options.log_path, rank);

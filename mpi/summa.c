@@ -201,6 +201,19 @@ static double event_span(cl_event from_end_of, cl_event to_end_of) {
     return (double)(end - start) * 1e-9;
 }
 
+/* A panel's GEMM failing at execution leaves garbage in C: wait for its event and check how it
+ * ended; any error aborts the job (peers would otherwise go on and report a wrong product). */
+static void check_gemm(const tsr_mpi_grid *grid, cl_event event, size_t panel, size_t panels) {
+    cl_int state = CL_COMPLETE;
+    cl_int err = clWaitForEvents(1, &event);
+    if (err == CL_SUCCESS) err = clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+    if (err != CL_SUCCESS || state < 0) {
+        tsr_fail_cl(err != CL_SUCCESS ? err : state, "the local GEMM (clWaitForEvents)", __FILE__, __LINE__);
+        tsr_mpi_abort(grid->comm, "SUMMA: the local GEMM of panel %zu of %zu failed on the device: %s", panel, panels,
+                      tsr_last_error());
+    }
+}
+
 static void release_event(cl_event *event) {
     if (*event) clReleaseEvent(*event);
     *event = NULL;
@@ -296,7 +309,7 @@ tsr_status tsr_mpi_sgemm_summa(tsr_device *device, const tsr_mpi_grid *grid, siz
         if (!compute) continue;
         size_t w = steps[p].width;
         if (gemm_done[buf]) { /* panel p - 2, finished or about to be: the queue is in order */
-            clWaitForEvents(1, &gemm_done[buf]);
+            check_gemm(grid, gemm_done[buf], p - 1, count);
             t.local_gemm += event_span(b_written[buf], gemm_done[buf]);
         }
         release_event(&a_written[buf]);
@@ -320,6 +333,9 @@ tsr_status tsr_mpi_sgemm_summa(tsr_device *device, const tsr_mpi_grid *grid, siz
         if (p == 0) tsr_mpi_fault_point("summa");
     }
     if (compute) {
+        /* The last two panels' GEMMs: panel count - 1 in buffer (count - 1) % 2, the one before in the other. */
+        for (int b = 0; b < 2; ++b)
+            if (gemm_done[b]) check_gemm(grid, gemm_done[b], (size_t)b == (count - 1) % 2 ? count : count - 1, count);
         err = clEnqueueReadBuffer(queue, c_dev, CL_TRUE, 0, c_floats * sizeof(float), c_local, 0, NULL, NULL);
         if (err != CL_SUCCESS) {
             tsr_fail_cl(err, "clEnqueueReadBuffer (SUMMA C block)", __FILE__, __LINE__);
@@ -328,6 +344,8 @@ tsr_status tsr_mpi_sgemm_summa(tsr_device *device, const tsr_mpi_grid *grid, siz
         /* Each panel's GEMM runs from the end of its B upload (in-order queue) to its event's end. */
         for (int b = 0; b < 2; ++b)
             if (gemm_done[b]) t.local_gemm += event_span(b_written[b], gemm_done[b]);
+    } else if (count == 0 && c_floats) { /* k = 0: A B is the zero matrix */
+        memset(c_local, 0, c_floats * sizeof(float));
     }
     t.total = tsr_now_s() - start;
     t.panels = (int)count;

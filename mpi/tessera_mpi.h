@@ -5,10 +5,20 @@
  * Conventions shared by every function here:
  * - "rank R (host)" in messages is the rank in MPI_COMM_WORLD and the processor name, whatever
  *   communicator the call got, so messages from split communicators still name the process.
- * - Every collective is nonblocking and completed by tsr_mpi_wait, so a rank whose peer died or
- *   stalled aborts the job after tsr_mpi_timeout() seconds with a message naming the operation
- *   instead of hanging. (MPI_Comm_create_group, which has no nonblocking form, is the one
- *   exception; it runs right after an all-gather that proved every member alive.)
+ * - Every collective of the work is nonblocking and completed by tsr_mpi_wait, so a rank whose
+ *   peer died or stalled aborts the job with a message naming the operation instead of hanging.
+ *   The exceptions build communicators, which have no nonblocking form: MPI_Comm_create_group in
+ *   tsr_mpi_open_device (right after an all-gather that proved every member alive) and the two
+ *   MPI_Comm_split calls of tsr_mpi_grid_init (every rank of the communicator takes part).
+ * - The time-out bounds silence, not work: a rank that makes progress (an MPI operation of it
+ *   completes, its device runs a command it waits for with tsr_mpi_wait_device, or its code calls
+ *   tsr_mpi_heartbeat) sends every other rank a heartbeat at most every few seconds, and a waiting
+ *   rank counts its tsr_mpi_timeout() seconds again from each heartbeat it receives. A rank idle
+ *   while its peers run a long phase therefore waits as long as they work; when no rank has made
+ *   progress for tsr_mpi_timeout() seconds (a stalled or dead rank sends nothing, and ranks that
+ *   only wait for it send nothing either), the waiting ranks abort. Heartbeats are zero-byte
+ *   messages with tag 32343 (0x7e57) on MPI_COMM_WORLD: an application's receives on
+ *   MPI_COMM_WORLD with MPI_ANY_TAG could take one.
  * - Errors a rank cannot recover from (a timeout, arguments that differ between ranks) end the
  *   whole job through tsr_mpi_abort; errors of one rank's own work (a device that fails) are
  *   tessera statuses with tsr_last_error() set, as in the library. */
@@ -34,17 +44,34 @@ void tsr_mpi_abort(MPI_Comm comm, const char *fmt, ...) __attribute__((noreturn,
  * life of the process). */
 const char *tsr_mpi_whoami(void);
 
-/* Seconds a rank waits for any one MPI operation before it gives up: $TSR_MPI_TIMEOUT (a positive
+/* Seconds a waiting rank goes without hearing of progress (its operation completing, or a
+ * heartbeat from any rank) before it gives up: $TSR_MPI_TIMEOUT (a positive
  * decimal number of seconds, at most one week), 600 when unset or empty. A value that is not such
  * a number aborts the job naming it. Read once per process. */
 double tsr_mpi_timeout(void);
 
 /* Complete *req: poll MPI_Test (which also drives Open MPI's progress) until it completes, first
  * spinning briefly and then sleeping up to 0.5 ms between polls so oversubscribed ranks leave the
- * cores to the ones computing. After tsr_mpi_timeout() seconds it aborts the job with
- * "timed out after S s waiting for <what> (a peer rank died or stalled?)". *req becomes
- * MPI_REQUEST_NULL; a null request returns at once. Returns the seconds spent waiting. */
+ * cores to the ones computing. After tsr_mpi_timeout() seconds without a heartbeat from any rank
+ * it aborts the job with "timed out after S s waiting for <what> (no rank reported progress for
+ * that long: a peer rank died or stalled?; ...)". When the request completes it sends a heartbeat
+ * (tsr_mpi_heartbeat). *req becomes MPI_REQUEST_NULL; a null request returns at once. Returns
+ * the seconds spent waiting. */
 double tsr_mpi_wait(MPI_Comm comm, MPI_Request *req, const char *what);
+
+/* This rank makes progress: unless it sent one less than min(5, tsr_mpi_timeout() / 4) seconds
+ * ago, send every other rank of MPI_COMM_WORLD a heartbeat (a zero-byte nonblocking send, freed
+ * at once), which resets the deadline of their waits. Call it from long work that makes no MPI
+ * calls of its own (a long host loop, a library call with a progress callback); does nothing
+ * before MPI_Init or after MPI_Finalize. Never call it from a loop that only waits for a peer:
+ * a heartbeat must mean that work advances. */
+void tsr_mpi_heartbeat(void);
+
+/* Wait for the OpenCL command of `event` (its queue is flushed first), sending heartbeats while it
+ * runs, so peers waiting on this rank do not time out however long the device computes. Returns
+ * TSR_SUCCESS when it completed, or TSR_ERR_OPENCL (tsr_last_error() names `what`) when the wait
+ * failed or the command ended with an error status. Does not release the event. */
+tsr_status tsr_mpi_wait_device(cl_event event, const char *what);
 
 /* Test *req once without blocking: 1 when complete (or null), 0 otherwise; aborts the job when
  * MPI_Test fails. For loops that overlap polling with other work. */
@@ -83,7 +110,9 @@ tsr_status tsr_mpi_open_device(MPI_Comm comm, const char *selector, tsr_device *
 char *tsr_mpi_gather_text(MPI_Comm comm, const char *mine, size_t **offsets_out);
 
 /* The test hook: TSR_MPI_FAULT=KIND:RANK[:POINT], KIND "stall" (sleep forever, never answering
- * peers) or "exit" (exit(1) at once, without MPI_Finalize), RANK a rank in MPI_COMM_WORLD. The
+ * peers), "exit" (exit(1) at once, without MPI_Finalize) or "corrupt" (return 1: the caller
+ * garbles what it sends next, where the point supports it: "report"), RANK a rank in
+ * MPI_COMM_WORLD. The
  * fault fires when that rank reaches the fault point named POINT, or, without POINT, the first
  * fault point it reaches. The points in this component (call tsr_mpi_fault_point with a new name
  * to add one):
@@ -91,9 +120,12 @@ char *tsr_mpi_gather_text(MPI_Comm comm, const char *mine, size_t **offsets_out)
  *   "device"    tsr_mpi_open_device, after the device is opened, before the exchange
  *   "summa"     tsr_mpi_sgemm_summa, after the first panel's local GEMM is enqueued (mid-run)
  *   "allreduce" tsr_mpi_allreduce_device, after the first chunk's reduction is posted
+ *   "report"    tessera report --mpi, after this rank's report is made, before it is sent
+ *   "tune"      tessera tune --mpi, after this rank's tuning
  * A malformed value aborts the job naming it; other ranks ignore the hook. The firing rank prints
- * "tessera-mpi: rank R (host): TSR_MPI_FAULT: stalling at POINT" (or "exiting at") first. */
-void tsr_mpi_fault_point(const char *point);
+ * "tessera-mpi: rank R (host): TSR_MPI_FAULT: stalling at POINT" (or "exiting at", "corrupting
+ * its output at") first. Returns 1 when a "corrupt" fault fired here, else 0. */
+int tsr_mpi_fault_point(const char *point);
 
 /* ------------------------------------------------------ distributed GEMM */
 
@@ -117,7 +149,8 @@ typedef struct tsr_mpi_grid {
     int my_row, my_col;
 } tsr_mpi_grid;
 
-/* Make the grid over comm (collective; row and column communicators by MPI_Comm_split) and free it. */
+/* Make the grid over comm (collective; row and column communicators by two blocking MPI_Comm_split
+ * calls, the exception to the nonblocking rule above) and free it. */
 void tsr_mpi_grid_init(MPI_Comm comm, tsr_mpi_grid *grid);
 void tsr_mpi_grid_free(tsr_mpi_grid *grid);
 
@@ -150,7 +183,9 @@ typedef struct tsr_mpi_gemm_times {
  * panel, 1 after). The broadcast of panel p+1 is posted before panel p's GEMM runs and host and
  * device panel buffers are double-buffered, so communication overlaps the local GEMM. `times`
  * (may be NULL) receives the split. A device error on any rank aborts the job with its message
- * (its peers would otherwise wait for its broadcasts), so this returns TSR_SUCCESS or not at all.
+ * (its peers would otherwise wait for its broadcasts), and so does a local GEMM that fails while
+ * it runs on the device (every panel's GEMM event is checked), so this returns TSR_SUCCESS or not
+ * at all. k = 0 is allowed: there are no panels and every C block is set to zeros (A B = 0).
  * Collective over grid->comm. */
 tsr_status tsr_mpi_sgemm_summa(tsr_device *device, const tsr_mpi_grid *grid, size_t m, size_t n, size_t k,
                                const float *a_local, const float *b_local, float *c_local, size_t panel,

@@ -46,11 +46,13 @@ static const char usage_text[] =
     "  --tokens T     model --cluster: tokens per rank per step in that example (default 8192)\n"
     "  --device SEL   the OpenCL device of every rank (tsr_device_open selector)\n"
     "  --seed S       input seed (default 20261126)\n"
-    "  --json FILE    write the results as JSON (rank 0; checked before anything runs)\n"
+    "  --json FILE    write the results as JSON (the first rank with a device writes it, and checks\n"
+    "                 it before the run)\n"
     "  -h, --help     this text\n"
     "\n"
-    "environment: TSR_MPI_TIMEOUT (seconds any rank waits for a peer, default 600),\n"
-    "TSR_MPI_FAULT (test hook, see tessera_mpi.h), POCL_MAX_PTHREAD_COUNT (PoCL threads per rank)\n";
+    "environment: TSR_MPI_TIMEOUT (seconds a waiting rank goes without any sign of progress from\n"
+    "the others before it aborts the job, default 600), TSR_MPI_FAULT (test hook, see tessera_mpi.h),\n"
+    "POCL_MAX_PTHREAD_COUNT (PoCL threads per rank)\n";
 
 typedef struct options {
     const char *command;
@@ -316,13 +318,16 @@ static cl_mem device_buffer(MPI_Comm comm, tsr_device *dev, size_t floats, const
     return mem;
 }
 
-/* One tsr_sgemm of m x n x k on this rank, waited for; returns its wall time. */
+/* One tsr_sgemm of m x n x k on this rank, waited for with heartbeats (peers may be waiting on
+ * this rank for many such GEMMs); returns its wall time. */
 static double local_sgemm(MPI_Comm comm, tsr_device *dev, size_t m, size_t n, size_t k, cl_mem a, cl_mem b, cl_mem c,
                           float beta) {
     double start = tsr_now_s();
+    cl_event done = NULL;
     tsr_status st = tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1.0f, a, 0, k, b, 0, n, beta, c,
-                              0, n, NULL, NULL);
-    if (st == TSR_SUCCESS) st = clFinish(tsr_device_queue(dev)) == CL_SUCCESS ? TSR_SUCCESS : TSR_ERR_OPENCL;
+                              0, n, NULL, &done);
+    if (st == TSR_SUCCESS) st = tsr_mpi_wait_device(done, "the local tsr_sgemm");
+    if (done) clReleaseEvent(done);
     if (st != TSR_SUCCESS) tsr_mpi_abort(comm, "tsr_sgemm %zu x %zu x %zu: %s", m, n, k, tsr_last_error());
     return tsr_now_s() - start;
 }
@@ -436,11 +441,13 @@ static summa_result run_summa(tsr_device *dev, const tsr_mpi_grid *grid, const o
 
 /* ---- JSON output ---- */
 
+/* --json is written by rank 0 of the ranks with a device (comm), which need not be world rank 0
+ * (its working directory, its host's file system): that rank checks it, before the run. */
 static void check_json(MPI_Comm comm, const options *o, int *failed) {
     int rank = 0, bad = 0;
     MPI_Comm_rank(comm, &rank);
     if (rank == 0 && o->json && bench_check_output(o->json) != TSR_SUCCESS) {
-        fprintf(stderr, "tessera-mpi: --json %s: %s\n", o->json, tsr_last_error());
+        fprintf(stderr, "tessera-mpi: %s: --json %s: %s\n", tsr_mpi_whoami(), o->json, tsr_last_error());
         bad = 1;
     }
     MPI_Request req;
@@ -900,12 +907,6 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 0;
     }
-    int failed = 0;
-    check_json(MPI_COMM_WORLD, &o, &failed);
-    if (failed) {
-        MPI_Finalize();
-        return 2;
-    }
     tsr_device *dev = NULL;
     MPI_Comm active = MPI_COMM_NULL;
     if (tsr_mpi_open_device(MPI_COMM_WORLD, o.device, &dev, &active) != TSR_SUCCESS) {
@@ -913,17 +914,23 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 1;
     }
-    if (active != MPI_COMM_NULL) {
+    int json_failed = 0;
+    if (active != MPI_COMM_NULL) check_json(active, &o, &json_failed);
+    if (json_failed) {
+        rc = 2;
+    } else if (active != MPI_COMM_NULL) {
         if (strcmp(o.command, "gemm") == 0)
             rc = run_gemm(dev, active, &o);
         else if (strcmp(o.command, "allreduce") == 0)
             rc = run_allreduce(dev, active, &o);
         else
             rc = run_model(dev, active, &o);
-        MPI_Comm_free(&active);
     }
+    if (active != MPI_COMM_NULL) MPI_Comm_free(&active);
     tsr_device_close(dev);
-    /* Every rank exits with the worst result (the check and the output are on the first active rank). */
+    /* Every rank exits with the worst result (the check and the output are on the first active rank).
+     * Ranks without a device wait here for the whole run: the working ranks' heartbeats keep them
+     * from timing out while they work (tessera_mpi.h). */
     int worst = 0;
     MPI_Request req;
     MPI_Iallreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req);

@@ -24,8 +24,10 @@ static bool wanted_width(const peak_options *opt, int w) { return !reduced(opt) 
 /* One run of a test: fills *rate (GB/s, GFLOP/s or microseconds). */
 typedef tsr_status (*peak_fn)(void *ctx, double *rate);
 
-/* Repeat fn until the budget is spent (at least 3, at most 2000 runs) after one warm-up. */
-static tsr_status repeat(peak_fn fn, void *ctx, double budget_s, peak_stat *out) {
+/* Repeat fn until the budget is spent (at least 3, at most 2000 runs) after one warm-up; each
+ * measurement is a step of progress for opt->progress (opt may be NULL). */
+static tsr_status repeat(const peak_options *opt, peak_fn fn, void *ctx, double budget_s, peak_stat *out) {
+    if (opt && opt->progress) opt->progress(opt->progress_user);
     enum { MAX_RUNS = 2000 };
     double *v = malloc(MAX_RUNS * sizeof *v);
     if (!v) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
@@ -156,7 +158,7 @@ static tsr_status measure_bandwidth(tsr_device *dev, const peak_options *opt, pe
                 c.bytes = (double)vectors * widths[w] * sizeof(float) * (kind == 2 ? 2 : 1);
                 peak_stat s = {0};
                 if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clSetKernelArg(peak)", __FILE__, __LINE__);
-                else st = repeat(run_kernel_rate, &c, opt->budget_s, &s);
+                else st = repeat(opt, run_kernel_rate, &c, opt->budget_s, &s);
                 note_timing(r, &c);
                 clReleaseKernel(c.kernel);
                 peak_stat *dst = kind == 0 ? &r->read[w] : kind == 1 ? &r->write[w] : &r->copy[w];
@@ -226,7 +228,7 @@ static tsr_status measure_compute(tsr_device *dev, const peak_options *opt, peak
             }
             peak_stat s = {0};
             if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clSetKernelArg(fma_peak)", __FILE__, __LINE__);
-            else if (st == TSR_SUCCESS) st = repeat(run_kernel_rate, &c, opt->budget_s, &s);
+            else if (st == TSR_SUCCESS) st = repeat(opt, run_kernel_rate, &c, opt->budget_s, &s);
             note_timing(r, &c);
             clReleaseKernel(c.kernel);
             if (st == TSR_SUCCESS && s.median > r->compute[w].median)
@@ -271,9 +273,9 @@ static tsr_status measure_launch(tsr_device *dev, const peak_options *opt, peak_
     launch_ctx c = {.dev = dev, .batch = opt->simulator ? 8 : 100};
     c.kernel = clCreateKernel(program, "empty", &err);
     if (err != CL_SUCCESS) return tsr_fail_cl(err, "clCreateKernel(empty)", __FILE__, __LINE__);
-    st = repeat(run_launches, &c, opt->budget_s, &r->dispatch_us);
+    st = repeat(opt, run_launches, &c, opt->budget_s, &r->dispatch_us);
     c.batch = 1;
-    if (st == TSR_SUCCESS) st = repeat(run_launches, &c, opt->budget_s, &r->round_trip_us);
+    if (st == TSR_SUCCESS) st = repeat(opt, run_launches, &c, opt->budget_s, &r->round_trip_us);
     clReleaseKernel(c.kernel);
     return st;
 }
@@ -394,7 +396,7 @@ static tsr_status measure_host(host_ctx *hc, double budget_s, peak_stat *best, i
     for (int i = 0; i < 2; ++i) {
         peak_stat st;
         hc->streams = choices[i];
-        tsr_status status = repeat(run_host_copy, hc, budget_s, &st);
+        tsr_status status = repeat(NULL, run_host_copy, hc, budget_s, &st);
         if (status != TSR_SUCCESS) return status;
         if (st.median > best->median) {
             *best = st;
@@ -474,7 +476,7 @@ tsr_status peak_measure(tsr_device *dev, const peak_options *opt, peak_result *r
         peak_stat *xfers[4] = {&r->write_gbps, &r->read_gbps, &r->map_read_gbps, &r->map_write_gbps};
         for (int kind = 0; kind < 4 && st == TSR_SUCCESS; ++kind) {
             xfer_ctx c = {.dev = dev, .buf = a, .host = host, .bytes = bytes, .kind = kind};
-            st = repeat(run_transfer, &c, opt->budget_s, xfers[kind]);
+            st = repeat(opt, run_transfer, &c, opt->budget_s, xfers[kind]);
         }
     }
     if (st == TSR_SUCCESS && (tests & PEAK_HOST) && info->type == TSR_DEVICE_CPU && !opt->simulator) {

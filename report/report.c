@@ -303,6 +303,15 @@ static void add_failed_status(cJSON *entry, const char *part, const char *op, co
     add_failure(entry, part, op, shape, msg);
 }
 
+static void step(const report_options *opt) {
+    if (opt->progress) opt->progress(opt->progress_user);
+}
+
+static void tune_step(const tsr_tune_progress *progress, void *user) {
+    (void)progress;
+    step(user);
+}
+
 /* Tune the device when neither the user's database nor tessera's built-in one has an entry for
  * it (any driver); say what was done. */
 static void maybe_tune(tsr_device *dev, const report_options *opt, bool simulator, cJSON *entry) {
@@ -317,7 +326,9 @@ static void maybe_tune(tsr_device *dev, const report_options *opt, bool simulato
     } else {
         int nops = 0;
         for (const char *const *o = tsr_op_names(); *o; ++o) ++nops;
-        tsr_tune_options to = {.budget_seconds = opt->tune_budget_s / nops};
+        tsr_tune_options to = {.budget_seconds = opt->tune_budget_s / nops,
+                               .progress = opt->progress ? tune_step : NULL,
+                               .user = (void *)opt};
         int ok = 0;
         for (const char *const *o = tsr_op_names(); *o; ++o) {
             if (!opt->quiet) fprintf(stderr, "report: tuning %s on %s (%.0f s)\n", *o, tsr_device_get_info(dev)->name, to.budget_seconds);
@@ -440,6 +451,8 @@ static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *
     peak_options po = opt->peak;
     po.simulator = sim;
     po.quiet = opt->quiet;
+    po.progress = opt->progress;
+    po.progress_user = opt->progress_user;
     if (sim) po.budget_s = 0.0; /* three runs: simulated time says nothing */
     peak_result pr;
     tsr_clear_diagnostics();
@@ -447,6 +460,7 @@ static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *
     /* without peaks there is no roofline, but the suite's rows still say how fast each op runs */
     if (st == TSR_SUCCESS) cJSON_AddItemToObject(entry, "peaks", peak_to_json(&pr));
     else add_failed_status(entry, "peaks", NULL, NULL, st);
+    step(opt);
     maybe_tune(dev, opt, sim, entry);
     record_configs(dev, entry);
     cJSON *results = cJSON_AddArrayToObject(entry, "results");
@@ -464,6 +478,7 @@ static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *
             add_failure(entry, suite[i].id, suite[i].op, shape, why);
             continue;
         }
+        step(opt);
         if (!opt->quiet) fprintf(stderr, "report:   %s %s\n", suite[i].id, shape);
         tsr_clear_diagnostics();
         tsr_status (*run)(tsr_device *, const report_case *, const char *, const report_options *, cJSON *) =
@@ -501,6 +516,7 @@ tsr_status report_run(const char *const *selectors, size_t nselectors, const rep
         char sel[32];
         if (!selectors) snprintf(sel, sizeof sel, "%d:%d", infos[s].platform_index, infos[s].device_index);
         const char *selector = selectors ? selectors[s] : sel;
+        step(opt);
         tsr_device *dev = NULL;
         cJSON *entry = cJSON_CreateObject();
         cJSON_AddStringToObject(entry, "selector", selector);
@@ -929,13 +945,15 @@ tsr_status report_merge_roots(cJSON **roots, const char *const *names, size_t n,
             cJSON_AddStringToObject(d, "source", names[f]);
             st = note_rank_host(&rank_hosts, hosts, d);
             /* The same device on the same host twice: keep the newer measurement. Identical
-             * devices on different hosts are different machines and both stay. */
+             * devices on different hosts are different machines and both stay. A device that
+             * could not be opened has no fingerprint to say which it is: each such entry stays. */
             size_t len = 0;
-            bool found = false;
-            char *key = pair_key(bench_json_text(d, "fingerprint"), bench_json_text(d, "host"), &len);
+            bool found = false, unknown = bench_json_text(d, "fingerprint")[0] == '\0';
+            char *key = unknown ? NULL : pair_key(bench_json_text(d, "fingerprint"), bench_json_text(d, "host"), &len);
             void **slot = key ? bench_index_get(&kept, key, len, &found) : NULL;
             free(key);
-            if (st == TSR_SUCCESS && !slot) st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory merging reports");
+            if (st == TSR_SUCCESS && !unknown && !slot)
+                st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory merging reports");
             if (st != TSR_SUCCESS) {
                 cJSON_Delete(d);
                 break;
@@ -943,7 +961,7 @@ tsr_status report_merge_roots(cJSON **roots, const char *const *names, size_t n,
             cJSON *dup = found ? *slot : NULL;
             if (!dup) {
                 cJSON_AddItemToArray(devices, d);
-                *slot = d;
+                if (slot) *slot = d;
             } else {
                 bool newer = strcmp(bench_json_text(d, "created"), bench_json_text(dup, "created")) > 0;
                 char text[1024];

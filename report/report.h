@@ -31,6 +31,8 @@ typedef struct peak_options {
     bool reduced;        /* one vector width, layout and chain count (simulators, quick checks) */
     bool simulator;      /* reduced, on small buffers, with short runs: a simulated device finishes */
     bool quiet;
+    void (*progress)(void *user); /* called (when not NULL) before each measurement: report_options' */
+    void *progress_user;
 } peak_options;
 
 typedef struct peak_result {
@@ -80,6 +82,11 @@ typedef struct report_options {
     bool quiet;
     const struct report_case *suite; /* NULL: the standard suite (tests pass their own) */
     size_t nsuite;
+    /* Called (when not NULL) at each step of report_run: each device, after its peaks, each tuning
+     * candidate and each case; `report --mpi` sends MPI heartbeats from it so that ranks waiting for
+     * this one do not time out while it works. */
+    void (*progress)(void *user);
+    void *progress_user;
 } report_options;
 
 /* One entry of a suite: runs on a device and appends result rows (JSON objects) to `results`;

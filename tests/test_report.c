@@ -989,6 +989,43 @@ static void failed_png_conversion_is_reported(void **state) {
     th_remove_tree(dir);
 }
 
+/* Devices that could not be opened have no fingerprint (""): they say nothing of which device
+ * each was, so merging keeps every one of them (two ranks on one host whose devices both failed
+ * are two failures, not a duplicate), while a device with a fingerprint is still de-duplicated. */
+static void merge_keeps_failed_devices(void **state) {
+    (void)state;
+    char dir[512], a[700], b[700];
+    th_tempdir(dir, sizeof dir);
+    snprintf(a, sizeof a, "%s/a.json", dir);
+    snprintf(b, sizeof b, "%s/b.json", dir);
+    static const char device_fmt[] = "{\"fingerprint\": \"%s\", \"host\": \"h\", \"selector\": \"%s\", "
+                                     "\"status\": \"%s\", \"created\": \"2026-0%d-01T00:00:00Z\", \"results\": []}";
+    for (int f = 0; f < 2; ++f) {
+        bench_text t = {0};
+        bench_text_printf(&t, "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [");
+        bench_text_printf(&t, device_fmt, "", "0:0", "skipped", f + 1);
+        bench_text_printf(&t, ",");
+        bench_text_printf(&t, device_fmt, "", "0:1", "skipped", f + 1);
+        bench_text_printf(&t, ",");
+        bench_text_printf(&t, device_fmt, "P|V|card|1.0", "1:0", "ok", f + 1);
+        bench_text_printf(&t, "]}");
+        char *text = bench_text_finish(&t);
+        assert_non_null(text);
+        th_write_file(f ? b : a, text, strlen(text));
+        free(text);
+    }
+    const char *paths[2] = {a, b};
+    cJSON *root = NULL;
+    TH_ASSERT_OK(report_merge(paths, 2, &root));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "devices")), 5);
+    assert_int_equal(report_failed_devices(root), 4);
+    const cJSON *notes = cJSON_GetObjectItemCaseSensitive(root, "notes");
+    assert_int_equal(cJSON_GetArraySize(notes), 1); /* the card with a fingerprint, once */
+    TH_ASSERT_CONTAINS(cJSON_GetArrayItem(notes, 0)->valuestring, "duplicate: 'P|V|card|1.0'");
+    cJSON_Delete(root);
+    th_remove_tree(dir);
+}
+
 /* Merging is linear: 100 000 devices, all of them again (newer) in a second report, keep the
  * newer of each pair with a note; before, each device was compared with every kept one. */
 static void merge_many_devices(void **state) {
@@ -1084,6 +1121,7 @@ int main(void) {
         cmocka_unit_test(report_md_is_written_atomically),
         cmocka_unit_test(failed_png_conversion_is_reported),
         cmocka_unit_test(merge_many_devices),
+        cmocka_unit_test(merge_keeps_failed_devices),
         cmocka_unit_test(report_many_rows),
     };
     return TH_RUN(tests);

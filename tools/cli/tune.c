@@ -96,7 +96,7 @@ static int tune_device(tsr_device *dev, tsr_tune_options *options, FILE *out, vo
         tsr_tune_result results[16];
         size_t n = 0;
         st = tsr_tune(dev, *o, &to, results, 16, &n);
-        if (to.progress) fprintf(stderr, "\r\033[K");
+        if (to.progress == tune_progress) fprintf(stderr, "\r\033[K"); /* the line tune_progress drew */
         for (size_t i = 0; i < n; ++i) {
             const tsr_tune_result *r = &results[i];
             fprintf(out, "%-8s %-9s %-16s %9.1f %9.1f %-7s %6.2fx %5d %5d %5d %5d  %s\n", r->op, r->problem_class,

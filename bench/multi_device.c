@@ -205,7 +205,12 @@ int main(int argc, char **argv) {
         if (!p.attention) printf(" %s plain %.1f", selectors[0], rate_plain[r]);
         for (size_t d = 0; d < nsel; d++)
             printf(" %s %.1f", selectors[d], rate_alone[d * (size_t)reps + (size_t)r]);
-        printf(" split %.1f GFLOP/s\n", rate_split[r]);
+        printf(" split %.1f GFLOP/s (", rate_split[r]);
+        tsr_group_last_stats(all, &stats);
+        for (size_t d = 0; d < nsel; d++)
+            printf("%s%s %zu units, %zu tiles, busy %.1f", d ? "; " : "", selectors[d], stats.devices[d].units,
+                   stats.devices[d].tiles, stats.devices[d].gflops);
+        printf(")\n");
     }
     /* the split's result against device 0 alone (the last repetition of each) */
     run(all, &p);

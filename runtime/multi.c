@@ -20,11 +20,9 @@
 
 #define SLOTS 2 /* tiles in flight per device */
 #define ROLES 3 /* per-slot buffers: A (or packed Q, K, V), B, C (or O) */
-/* A share is cut into about this many tiles. Devices with their own memory get more: their
- * transfers overlap compute only from the second tile on. CPU devices get fewer: every tile
- * re-reads (and GEMM re-packs) the shared operand in the same memory the compute uses. */
+/* A share is cut into about this many tiles on a device with its own memory: its transfers
+ * overlap compute from the second tile on (CPU devices: see run_job). */
 #define TILES_PER_DEVICE 6
-#define TILES_PER_CPU_DEVICE 3
 #define MAX_RATE_KEYS 64
 
 #define RETURN_IF_FAILED(expr)                                                                                         \
@@ -349,10 +347,12 @@ typedef struct schedule {
     bool stop;
 } schedule;
 
-/* The next tile for device d: the front of its own share, else the back of the share that would
- * finish last: the part of it that lets both finish together (at most d's tile size), if d can
- * compute that before its owner would reach it. */
-static bool schedule_next(schedule *s, size_t d, size_t *first, size_t *count) {
+/* The next tile for device d: the front of its own share, else (when d is about to idle:
+ * may_steal) the back of the share that would finish last: the part of it that lets both finish
+ * together (at most d's tile size), if d can compute that before its owner would reach it. Only
+ * an idle device steals: one still busy would take work from a device whose thread has not yet
+ * claimed its first tile. */
+static bool schedule_next(schedule *s, size_t d, bool may_steal, size_t *first, size_t *count) {
     bool got = false;
     pthread_mutex_lock(&s->lock);
     if (s->stop || s->rate[d] <= 0) goto out;
@@ -363,6 +363,7 @@ static bool schedule_next(schedule *s, size_t d, size_t *first, size_t *count) {
         *first = f, *count = c, got = true;
         goto out;
     }
+    if (!may_steal) goto out;
     size_t victim = s->count;
     double longest = 0;
     for (size_t v = 0; v < s->count; v++) {
@@ -405,7 +406,7 @@ typedef struct worker {
     size_t units, tiles;
     double busy_s;
     bool compiled;         /* it built or loaded a program during the call */
-    bool fail_second_tile; /* $TSR_TEST_MULTI_FAIL names this device: the failure path's test */
+    bool fail_first_tile; /* $TSR_TEST_MULTI_FAIL names this device: the failure path's test */
 } worker;
 
 static tsr_status ensure_buffer(member *m, cl_mem *buf, size_t *have, size_t bytes) {
@@ -470,7 +471,19 @@ static void *worker_main(void *arg) {
             }
         }
         size_t first, count;
-        if (!schedule_next(w->schedule, w->index, &first, &count)) break;
+        cl_event *other = &done[(slot + 1) % SLOTS];
+        if (!schedule_next(w->schedule, w->index, *other == NULL, &first, &count)) {
+            if (!*other) break;
+            /* own share done, a tile still running: wait for it, then look for work to take */
+            cl_int err = clWaitForEvents(1, other);
+            clReleaseEvent(*other);
+            *other = NULL;
+            if (err != CL_SUCCESS) {
+                status = tsr_fail_cl(err, "clWaitForEvents (a tile's result)", __FILE__, __LINE__);
+                break;
+            }
+            if (!schedule_next(w->schedule, w->index, true, &first, &count)) break;
+        }
         if (!began) {
             began = true, start = tsr_now_s();
             if (j->prepare && (status = j->prepare(j, m)) != TSR_SUCCESS) break;
@@ -479,7 +492,7 @@ static void *worker_main(void *arg) {
         if ((status = j->sizes(j, count, bytes)) != TSR_SUCCESS) break;
         for (int r = 0; r < ROLES && status == TSR_SUCCESS; r++)
             status = ensure_buffer(m, &m->buf[slot][r], &m->buf_bytes[slot][r], bytes[r]);
-        if (status == TSR_SUCCESS && i == 1 && w->fail_second_tile)
+        if (status == TSR_SUCCESS && w->fail_first_tile)
             status = tsr_fail(TSR_ERR_OPENCL, "failure injected for tests (TSR_TEST_MULTI_FAIL=%zu)", w->index);
         if (status == TSR_SUCCESS) status = j->enqueue(j, m, slot, first, count, &done[slot]);
         if (status != TSR_SUCCESS) break;
@@ -597,13 +610,18 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
         lo[d] = d ? hi[d - 1] : 0;
         cumulative += weights[d];
         hi[d] = d + 1 == n ? j->units : (size_t)llround((double)j->units * (cumulative / total));
+        if (j->align > 1 && d + 1 < n) /* share edges on the alignment: GEMM runs whole tiles */
+            hi[d] = (hi[d] + j->align / 2) / j->align * j->align;
         if (hi[d] < lo[d]) hi[d] = lo[d];
         if (hi[d] > j->units) hi[d] = j->units;
         g->stats[d].weight = weights[d] / total;
     }
     for (size_t d = 0; d < n; d++) {
         bool cpu = tsr_device_get_info(g->members[d].device)->type == TSR_DEVICE_CPU;
-        size_t tiles = cpu ? TILES_PER_CPU_DEVICE : TILES_PER_DEVICE, share = hi[d] - lo[d];
+        /* on a CPU device a tile costs a pass over the shared operand (GEMM packs B per call) and
+         * transfers are copies within the same memory: one tile, or two while the rates are
+         * unknown (equal weights), so that stealing can even out the second half */
+        size_t tiles = !cpu ? TILES_PER_DEVICE : strcmp(g->weights_from, "equal") ? 1 : 2, share = hi[d] - lo[d];
         size_t c = (share + tiles - 1) / tiles;
         if (j->align > 1 && c > j->align) c = (c + j->align - 1) / j->align * j->align;
         chunk[d] = c > j->chunk ? c : j->chunk;
@@ -631,7 +649,7 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
     const char *fail = getenv("TSR_TEST_MULTI_FAIL");
     for (size_t d = 0; d < n; d++) {
         workers[d] = (worker){.group = g, .index = d, .job = j, .schedule = &s};
-        workers[d].fail_second_tile = fail && *fail && strtoul(fail, NULL, 10) == d;
+        workers[d].fail_first_tile = fail && *fail && strtoul(fail, NULL, 10) == d;
         if (pthread_create(&threads[d], NULL, worker_main, &workers[d]) != 0) {
             status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: could not start a thread for device %zu", j->op, d);
             schedule_stop(&s);
@@ -661,7 +679,8 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
         st->tiles = workers[d].tiles;
         st->busy_s = workers[d].busy_s;
         st->gflops = st->busy_s > 0 ? (double)st->units * j->flops_per_unit / st->busy_s * 1e-9 : 0;
-        if (l && st->gflops > 0 && !workers[d].compiled) l->gflops[d] = st->gflops;
+        if (l && st->gflops > 0 && !workers[d].compiled) /* smoothed: one noisy call moves it halfway */
+            l->gflops[d] = l->gflops[d] > 0 ? 0.5 * (l->gflops[d] + st->gflops) : st->gflops;
     }
 out:
     g->seconds = tsr_now_s() - t0;

@@ -1,6 +1,7 @@
 /* One call split across several devices against each device alone (tsr_sgemm_multi,
  * tsr_attention_multi):
- *   multi_device [--device SEL]... [--op gemm|attention] [--size N] [--reps R] [--weights W,...] [--json FILE]
+ *   multi_device [--device SEL]... [--op gemm|attention] [--size N] [--reps R] [--weights W,...]
+ *                [--config I:TEXT]... [--json FILE]
  * Every timed call is host to host (operands uploaded, results downloaded), on a group of one
  * device for "alone" and on the group of all for "split". After one warm-up call of each (kernels
  * compiled, the split's rates measured), each repetition times every device alone and then the
@@ -84,7 +85,8 @@ int main(int argc, char **argv) {
         {"json", required_argument, NULL, 'j'},   {"weights", required_argument, NULL, 'w'},
         {"help", no_argument, NULL, 'h'},         {0}};
     const char *selectors[MAX_DEVICES], *json_path = NULL, *op = "gemm";
-    size_t nsel = 0, nweights = 0;
+    size_t nsel = 0, nweights = 0, nconfigs = 0;
+    const char *configs[MAX_DEVICES]; /* "I:TEXT": device I's GEMM configuration */
     double weights[MAX_DEVICES];
     long size = 4096, reps = 5;
     int c;
@@ -118,7 +120,7 @@ int main(int argc, char **argv) {
             break;
         default:
             fprintf(stderr, "usage: multi_device [--device SEL]... [--op gemm|attention] [--size N] [--reps R] "
-                            "[--weights W1,W2,...] [--json FILE]\n");
+                            "[--weights W1,W2,...] [--config I:TEXT]... [--json FILE]\n");
             return c == 'h' ? 0 : 2;
         }
     }
@@ -134,6 +136,13 @@ int main(int argc, char **argv) {
     }
     tsr_status st = tsr_group_create(devs, nsel, &all);
     if (st != TSR_SUCCESS) return fail("tsr_group_create", st);
+    for (size_t i = 0; i < nconfigs; i++) { /* e.g. a slower GEMM on one device: unequal rates on equal cores */
+        char *colon = strchr(configs[i], ':');
+        unsigned long index = strtoul(configs[i], &end, 10);
+        if (end != colon || index >= nsel)
+            return fprintf(stderr, "multi_device: --config %s: no such device\n", configs[i]), 2;
+        if ((st = tsr_config_override(devs[index], "gemm", colon + 1)) != TSR_SUCCESS) return fail("--config", st);
+    }
     if (nweights && nweights != nsel) return fprintf(stderr, "multi_device: one weight per device\n"), 2;
     if (nweights && (st = tsr_group_set_weights(all, weights)) != TSR_SUCCESS) return fail("--weights", st);
 
@@ -253,6 +262,9 @@ int main(int argc, char **argv) {
     const char *pocl = getenv("POCL_DEVICES"), *threads = getenv("POCL_MAX_PTHREAD_COUNT");
     cJSON_AddStringToObject(root, "POCL_DEVICES", pocl ? pocl : "");
     cJSON_AddStringToObject(root, "POCL_MAX_PTHREAD_COUNT", threads ? threads : "");
+    cJSON *overrides = cJSON_AddArrayToObject(root, "gemm_config_overrides");
+    for (size_t i = 0; i < nconfigs; i++)
+        cJSON_AddItemToArray(overrides, cJSON_CreateString(configs[i]));
     printf("median GFLOP/s:");
     for (size_t d = 0; d < nsel; d++)
         printf(" %s alone %.1f (split share %zu units),", selectors[d],

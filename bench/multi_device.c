@@ -79,11 +79,15 @@ static tsr_status plain_run(plain *pl, problem *p, double *seconds) {
 }
 
 int main(int argc, char **argv) {
-    static const struct option options[] = {
-        {"device", required_argument, NULL, 'd'}, {"op", required_argument, NULL, 'o'},
-        {"size", required_argument, NULL, 's'},   {"reps", required_argument, NULL, 'r'},
-        {"json", required_argument, NULL, 'j'},   {"weights", required_argument, NULL, 'w'},
-        {"help", no_argument, NULL, 'h'},         {0}};
+    static const struct option options[] = {{"device", required_argument, NULL, 'd'},
+                                            {"op", required_argument, NULL, 'o'},
+                                            {"size", required_argument, NULL, 's'},
+                                            {"reps", required_argument, NULL, 'r'},
+                                            {"json", required_argument, NULL, 'j'},
+                                            {"weights", required_argument, NULL, 'w'},
+                                            {"config", required_argument, NULL, 'c'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {0}};
     const char *selectors[MAX_DEVICES], *json_path = NULL, *op = "gemm";
     size_t nsel = 0, nweights = 0, nconfigs = 0;
     const char *configs[MAX_DEVICES]; /* "I:TEXT": device I's GEMM configuration */
@@ -91,7 +95,7 @@ int main(int argc, char **argv) {
     long size = 4096, reps = 5;
     int c;
     char *end;
-    while ((c = getopt_long(argc, argv, "d:o:s:r:j:h", options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:o:s:r:j:w:c:h", options, NULL)) != -1) {
         switch (c) {
         case 'd':
             if (nsel == MAX_DEVICES) return fprintf(stderr, "multi_device: at most %d devices\n", MAX_DEVICES), 2;
@@ -110,6 +114,11 @@ int main(int argc, char **argv) {
             break;
         case 'j':
             json_path = optarg;
+            break;
+        case 'c':
+            if (nconfigs == MAX_DEVICES || !strchr(optarg, ':'))
+                return fprintf(stderr, "multi_device: --config I:TEXT (device index, GEMM configuration)\n"), 2;
+            configs[nconfigs++] = optarg;
             break;
         case 'w': /* fixed shares instead of measured rates */
             for (char *w = optarg; nweights < MAX_DEVICES; w = end + 1) {

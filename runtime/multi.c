@@ -405,7 +405,7 @@ typedef struct worker {
     char error[1024];
     size_t units, tiles;
     double busy_s;
-    bool compiled;         /* it built or loaded a program during the call */
+    bool compiled;        /* it built or loaded a program during the call */
     bool fail_first_tile; /* $TSR_TEST_MULTI_FAIL names this device: the failure path's test */
 } worker;
 
@@ -417,11 +417,7 @@ static tsr_status ensure_buffer(member *m, cl_mem *buf, size_t *have, size_t byt
     *buf = clCreateBuffer(tsr_device_context(m->device), CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (err != CL_SUCCESS) {
         *buf = NULL;
-        return tsr_fail(err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
-                                err == CL_INVALID_BUFFER_SIZE
-                            ? TSR_ERR_OUT_OF_MEMORY
-                            : TSR_ERR_OPENCL,
-                        "could not allocate %zu bytes on the device: %s", bytes, tsr_cl_error_name(err));
+        return tsr_fail_cl(err, "clCreateBuffer (a group tile's buffer)", __FILE__, __LINE__);
     }
     *have = bytes;
     return TSR_SUCCESS;

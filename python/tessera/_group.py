@@ -8,25 +8,23 @@ Operands are NumPy arrays: the devices may sit on different platforms, so each o
 only the operands of its own tiles. Every tile is one ordinary single-device call, so its
 result is bitwise what that device gives for the tile alone.
 """
+import types
+
 import numpy as np
 
 from ._core import Device, _check, _invalid, _text
+from ._ops import _flatten_batch, _matrix
 from ._tessera_cffi import ffi, lib
 
 
-def _float_matrix(x, name):
-    """A 2-D float32 NumPy array as (pointer, transposed, ld): rows contiguous (ld = row stride)
-    or columns contiguous (a transposed view, read in place)."""
-    if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 2:
-        raise _invalid('%s must be a 2-D float32 NumPy array' % name)
-    item = x.itemsize
-    rows, cols = x.shape
-    s0, s1 = x.strides
-    if (s1 == item or cols == 1) and s0 % item == 0 and s0 >= max(cols, 1) * item:
-        return False, s0 // item if rows > 1 else max(cols, 1)
-    if (s0 == item or rows == 1) and s1 % item == 0 and s1 >= max(rows, 1) * item:
-        return True, s1 // item if cols > 1 else max(rows, 1)
-    raise _invalid('%s: one of its dimensions must be contiguous (strides %s)' % (name, x.strides))
+def _elements(x, name, ndim):
+    """A float32 NumPy array of `ndim` axes as a view with element strides, for the package's
+    shared operand helpers (_matrix, _flatten_batch); negative or unaligned strides refused."""
+    if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != ndim:
+        raise _invalid('%s must be a %d-D float32 NumPy array' % (name, ndim))
+    if any(s < 0 or s % x.itemsize for s in x.strides):
+        raise _invalid('%s: strides must be positive multiples of 4 bytes (strides %s)' % (name, x.strides))
+    return types.SimpleNamespace(shape=x.shape, strides=tuple(s // x.itemsize for s in x.strides))
 
 
 class DeviceGroup:
@@ -126,8 +124,8 @@ class DeviceGroup:
         (m, k), (k2, n) = a.shape, b.shape
         if k != k2:
             raise _invalid('matmul: inner dimensions differ (%s @ %s)' % (a.shape, b.shape))
-        ta, lda = _float_matrix(a, 'a')
-        tb, ldb = _float_matrix(b, 'b')
+        _, _, ta, lda = _matrix(_elements(a, 'a', 2), 'a')
+        _, _, tb, ldb = _matrix(_elements(b, 'b', 2), 'b')
         c = self._output(out, (m, n), beta)
         _check(lib.tsr_sgemm_multi(self.handle, lib.TSR_ROW_MAJOR, lib.TSR_TRANS if ta else lib.TSR_NO_TRANS,
                                    lib.TSR_TRANS if tb else lib.TSR_NO_TRANS, m, n, k, float(alpha),
@@ -141,13 +139,11 @@ class DeviceGroup:
         if k != k2 or not (ba == bb or ba == 1 or bb == 1):
             raise _invalid('matmul: shapes %s @ %s do not agree' % (a.shape, b.shape))
         batch = max(ba, bb)
-        ta, lda = _float_matrix(a[0], 'a[0]')
-        tb, ldb = _float_matrix(b[0], 'b[0]')
-        sa = 0 if ba == 1 else a.strides[0] // 4
-        sb = 0 if bb == 1 else b.strides[0] // 4
-        if (ba > 1 and a.strides[0] % 4) or (bb > 1 and b.strides[0] % 4) or (ba > 1 and a.strides[0] < 0) or (
-                bb > 1 and b.strides[0] < 0):
-            raise _invalid('matmul: batch strides must be positive multiples of 4 bytes')
+        ea, eb = _elements(a, 'a', 3), _elements(b, 'b', 3)
+        _, _, ta, lda = _matrix(ea, 'a')
+        _, _, tb, ldb = _matrix(eb, 'b')
+        _, sa = _flatten_batch(ea, 'a')
+        _, sb = _flatten_batch(eb, 'b')
         c = self._output(out, (batch, m, n), beta)
         _check(lib.tsr_sgemm_strided_batched_multi(
             self.handle, lib.TSR_ROW_MAJOR, lib.TSR_TRANS if ta else lib.TSR_NO_TRANS,

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Count test cases across meson test logs (TAP subtests; a test program that
 fails without reporting a failing case counts as one failure) and pytest's junit
-XML files, and print the closing line 'N passed, N failed'. A file named but
+XML files, and print the closing line 'N passed, N failed'. With --started EPOCH (the second the
+test command began), the suite's wall time is printed on its own line just before it. A file named but
 missing counts as one failure (its suite did not run), except a "-retry.json" log of
 tools/lsan_retry.py, whose entries replace the same tests' earlier results. Exits 1 when
 anything failed."""
@@ -9,6 +10,7 @@ import json
 import os
 import re
 import sys
+import time
 import xml.etree.ElementTree as ET
 
 
@@ -27,8 +29,13 @@ def count_junit(path):
 
 def main():
     passed = failed = 0
+    args = sys.argv[1:]
+    started = None
+    if len(args) >= 2 and args[0] == '--started':
+        started = float(args[1])
+        args = args[2:]
     meson = {}  # (build, test name) -> (ok, not ok, result): a later log's entry replaces an earlier one
-    for path in sys.argv[1:]:
+    for path in args:
         optional = path.endswith('-retry.json')  # tools/lsan_retry.py's re-runs, when there were any
         if not os.path.exists(path):
             if not optional:
@@ -58,6 +65,9 @@ def main():
             print('%s: %s %s' % (build, name, result))
         passed += ok
         failed += not_ok
+    if started is not None:
+        wall = time.time() - started
+        print('suite wall time: %d s (%d min %02d s)' % (wall, wall // 60, wall % 60))
     print('%d passed, %d failed' % (passed, failed))
     return 1 if failed else 0
 

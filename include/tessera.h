@@ -582,8 +582,9 @@ typedef struct tsr_group_stats {
 TSR_API tsr_status tsr_group_last_stats(tsr_device_group *group, tsr_group_stats *stats);
 
 /* C <- alpha * op(A) * op(B) + beta * C over host arrays, split by rows of C across the group:
- * tsr_sgemm's semantics and argument rules (ld >= a stored row, no memory shared between C and
- * A or B), with every device working through its share two tiles at a time (the next tile's
+ * tsr_sgemm's semantics and argument rules, checked by the same code (m, n >= 1, k may be 0; sizes
+ * and leading dimensions at most INT_MAX, ld >= a stored row; no NULL array; no memory shared
+ * between C and A or B where those are read, k > 0 and alpha != 0), with every device working through its share two tiles at a time (the next tile's
  * upload overlaps the current tile's GEMM, and its result is read back into C while the next one
  * runs). Every argument is checked before anything runs, and a refused call writes nothing; a
  * device failing mid-call stops the others, names itself in the error, and may leave C partly
@@ -593,8 +594,9 @@ TSR_API tsr_status tsr_sgemm_multi(tsr_device_group *group, tsr_layout layout, t
                                    tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha, const float *a,
                                    size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc);
 
-/* tsr_sgemm_strided_batched over host arrays, split by batch entries; an operand with stride 0 is
- * uploaded once per device. C's matrices may not overlap (c_stride at least their span). */
+/* tsr_sgemm_strided_batched over host arrays, split by batch entries, with its rules (batch_count
+ * >= 1 besides tsr_sgemm_multi's); an operand with stride 0 is uploaded once per device. C's
+ * matrices may not overlap (c_stride at least their span). */
 TSR_API tsr_status tsr_sgemm_strided_batched_multi(tsr_device_group *group, tsr_layout layout,
                                                    tsr_transpose trans_a, tsr_transpose trans_b, size_t m, size_t n,
                                                    size_t k, float alpha, const float *a, size_t lda,
@@ -602,10 +604,11 @@ TSR_API tsr_status tsr_sgemm_strided_batched_multi(tsr_device_group *group, tsr_
                                                    float beta, float *c, size_t ldc, size_t c_stride,
                                                    size_t batch_count);
 
-/* tsr_attention over host fp32 arrays, split by heads: desc as for tsr_attention (offsets and
- * strides in floats of these arrays; kv_lengths a host array), except that every type must be
- * fp32 (0) and lse NULL (TSR_ERR_UNSUPPORTED otherwise), and rows must not overlap (row stride >=
- * head_dim). A tile holds heads of one batch entry. */
+/* tsr_attention over host fp32 arrays, split by heads: desc as for tsr_attention, with its rules
+ * (offsets and strides in floats of these arrays; kv_lengths a host array), except that every type
+ * must be fp32 (0; a value outside the enum is TSR_ERR_INVALID_ARG) and lse NULL
+ * (TSR_ERR_UNSUPPORTED otherwise), and rows must not overlap (row stride >= head_dim). A tile
+ * holds heads of one batch entry. */
 TSR_API tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc *desc, const float *q,
                                        const float *k, const float *v, float *o);
 

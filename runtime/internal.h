@@ -456,6 +456,13 @@ double tsr_conv2d_flops(const tsr_conv2d_desc *desc);
 typedef struct tsr_gemm_types {
     tsr_dtype a, b, c;
 } tsr_gemm_types;
+/* GEMM's argument rules that need no buffer, shared by tsr_sgemm* and the device groups (ops/gemm.c):
+ * layout, transposes, m, n, batch_count >= 1, sizes and leading dimensions <= INT_MAX, ld >= a
+ * stored row, extents that do not overflow (need[]: A's, B's and C's from offset 0, in elements),
+ * C's matrices apart. The error names the argument, without a function prefix. */
+tsr_status tsr_gemm_check_args(tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n, size_t k,
+                               size_t a_off, size_t lda, size_t a_stride, size_t b_off, size_t ldb, size_t b_stride,
+                               size_t c_off, size_t ldc, size_t c_stride, size_t batch, size_t need[3]);
 /* tsr_sgemm_strided_batched_ex for another op's pipeline (conv's im2col path): keeps the
  * caller's diagnostics, waits for `input_ready` (may be NULL) before reading, and with
  * class_by_shape picks the configuration by one matrix's shape rather than the "batched"

@@ -262,7 +262,7 @@ static tsr_status batched_enqueue(const job *j, member *m, int slot, size_t firs
     TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), out);
     TSR_CHECK(tsr_sgemm_strided_batched(m->device, TSR_ROW_MAJOR, p->trans_a ? TSR_TRANS : TSR_NO_TRANS,
                                         p->trans_b ? TSR_TRANS : TSR_NO_TRANS, p->m, p->n, p->k, p->alpha, a, 0,
-                                        a_span ? p->lda : 1, p->a_stride, b, 0, b_span ? p->ldb : 1, p->b_stride,
+                                        p->lda, p->a_stride, b, 0, p->ldb, p->b_stride,
                                         p->beta, c, 0, p->n, p->m * p->n, count, m->compute, &computed),
               out);
     TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->download, 1, &computed, NULL), out);
@@ -829,37 +829,45 @@ tsr_status tsr_group_last_stats(tsr_device_group *group, tsr_group_stats *stats)
 
 /* ------------------------------------------------------------------ entry points */
 
-/* The operand checks of a row-major GEMM view (column-major calls are transposed first). */
-static tsr_status check_gemm(const char *fn, const gemm_params *p, bool batched) {
-    if (!p->m || !p->n) return TSR_SUCCESS;
-    size_t rows, cols;
-    const struct {
-        const char *name;
-        bool trans;
-        size_t r, c, ld;
-        const void *ptr;
-        bool read;
-    } ops[3] = {{"A", p->trans_a, p->m, p->k, p->lda, p->a, p->k > 0},
-                {"B", p->trans_b, p->k, p->n, p->ldb, p->b, p->k > 0},
-                {"C", false, p->m, p->n, p->ldc, p->c, true}};
+/* A failed shared check's error, with the group call's name in front. */
+static tsr_status prefixed(tsr_status status, const char *fn) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", tsr_last_error());
+    return tsr_fail(status, "%s: %s", fn, why);
+}
+
+/* Host ranges [lo, hi) of two operands must not meet (C is written, A and B read). */
+static bool spans_meet(const float *a, size_t a_n, const float *c, size_t c_n) {
+    if (!a || !c || !a_n || !c_n) return false;
+    uintptr_t a0 = (uintptr_t)a, a1 = a0 + a_n * sizeof(float), c0 = (uintptr_t)c, c1 = c0 + c_n * sizeof(float);
+    return a0 < c1 && c0 < a1;
+}
+
+/* tsr_sgemm's argument rules, by the same code (tsr_gemm_check_args: m, n and batch_count >= 1,
+ * sizes, leading dimensions, extents, C's matrices apart), then the host arrays': none NULL (as
+ * tsr_sgemm refuses a NULL buffer), spans whose bytes fit a size_t, and C apart from A and B where
+ * those are read (k > 0 and alpha != 0, as tsr_sgemm). In the caller's layout, before the
+ * row-major view, so messages name the caller's arguments. */
+static tsr_status check_gemm(const char *fn, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n,
+                             size_t k, float alpha, const float *a, size_t lda, size_t a_stride, const float *b,
+                             size_t ldb, size_t b_stride, const float *c, size_t ldc, size_t c_stride, size_t batch) {
+    size_t need[3];
+    tsr_status status =
+        tsr_gemm_check_args(layout, ta, tb, m, n, k, 0, lda, a_stride, 0, ldb, b_stride, 0, ldc, c_stride, batch, need);
+    if (status != TSR_SUCCESS) return prefixed(status, fn);
+    const float *ptrs[3] = {a, b, c};
     for (int i = 0; i < 3; i++) {
-        if (!ops[i].read) continue;
-        if (!ops[i].ptr) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %s is NULL", fn, ops[i].name);
-        stored_shape(ops[i].trans, ops[i].r, ops[i].c, &rows, &cols);
-        if (ops[i].ld < cols)
-            return tsr_fail(TSR_ERR_INVALID_ARG, "%s: ld%c = %zu is less than the %zu elements of a stored row", fn,
-                            ops[i].name[0] + 32, ops[i].ld, cols);
-        size_t elements;
-        size_t stride = !batched ? 0 : i == 0 ? p->a_stride : i == 1 ? p->b_stride : p->c_stride;
-        RETURN_IF_FAILED(
-            tsr_matrix_extent(ops[i].name, 0, rows, cols, ops[i].ld, stride, batched ? p->batch : 1, &elements));
+        if (!ptrs[i]) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %c is NULL", fn, "ABC"[i]);
+        if (need[i] > SIZE_MAX / sizeof(float))
+            return tsr_fail(TSR_ERR_OVERFLOW, "%s: the bytes %c spans overflow a size_t", fn, "ABC"[i]);
     }
-    if (batched && p->batch > 1 && p->c_stride < matrix_span(p->m, p->n, p->ldc))
-        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: c_stride = %zu makes the %zu x %zu matrices of C overlap", fn,
-                        p->c_stride, p->m, p->n);
+    if (k > 0 && alpha != 0.0f && (spans_meet(a, need[0], c, need[2]) || spans_meet(b, need[1], c, need[2])))
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: C shares memory with %s", fn,
+                        spans_meet(a, need[0], c, need[2]) ? "A" : "B");
+    /* a tile's buffers: C's rows (m n floats at most per entry) and A's (m k) */
     size_t m_n, work;
-    if (__builtin_mul_overflow(p->m, p->n, &m_n) || __builtin_mul_overflow(m_n, batched ? p->batch : 1, &work) ||
-        work > SIZE_MAX / sizeof(float) || (p->k && (p->m > SIZE_MAX / sizeof(float) / p->k)))
+    if (__builtin_mul_overflow(m, n, &m_n) || __builtin_mul_overflow(m_n, batch, &work) ||
+        work > SIZE_MAX / sizeof(float) || (k && (m > SIZE_MAX / sizeof(float) / k || n > SIZE_MAX / sizeof(float) / k)))
         return tsr_fail(TSR_ERR_OVERFLOW, "%s: the problem's size overflows", fn);
     return TSR_SUCCESS;
 }
@@ -874,23 +882,6 @@ static gemm_params row_major_view(tsr_layout layout, tsr_transpose ta, tsr_trans
                              c,       lda,     ldb, ldc, a_stride, b_stride, c_stride, batch};
     return (gemm_params){trans_b, trans_a, n,   m,   k,        alpha,    beta,     b,    a,
                          c,       ldb,     lda, ldc, b_stride, a_stride, c_stride, batch};
-}
-
-static tsr_status check_enums(const char *fn, tsr_layout layout, tsr_transpose ta, tsr_transpose tb) {
-    if (layout != TSR_ROW_MAJOR && layout != TSR_COL_MAJOR)
-        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: layout %d is neither TSR_ROW_MAJOR nor TSR_COL_MAJOR", fn,
-                        (int)layout);
-    if ((ta != TSR_NO_TRANS && ta != TSR_TRANS && ta != TSR_CONJ_TRANS) ||
-        (tb != TSR_NO_TRANS && tb != TSR_TRANS && tb != TSR_CONJ_TRANS))
-        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: a transpose argument is not a tsr_transpose", fn);
-    return TSR_SUCCESS;
-}
-
-/* Host ranges [lo, hi) of two operands must not meet (C is written, A and B read). */
-static bool spans_meet(const float *a, size_t a_n, const float *c, size_t c_n) {
-    if (!a || !c || !a_n || !c_n) return false;
-    uintptr_t a0 = (uintptr_t)a, a1 = a0 + a_n * sizeof(float), c0 = (uintptr_t)c, c1 = c0 + c_n * sizeof(float);
-    return a0 < c1 && c0 < a1;
 }
 
 static tsr_status gemm_class_key(tsr_device_group *g, const char *op, const gemm_params *p, char *key, size_t size,
@@ -908,19 +899,11 @@ static tsr_status gemm_class_key(tsr_device_group *g, const char *op, const gemm
     return TSR_SUCCESS;
 }
 
+/* After check_gemm. A and B are not read when k = 0 or alpha = 0 (C <- beta C, as tsr_sgemm):
+ * nothing of them is uploaded. */
 static tsr_status gemm_multi(tsr_device_group *group, const char *fn, bool batched, gemm_params p) {
-    tsr_status status = check_gemm(fn, &p, batched);
-    if (status != TSR_SUCCESS || !p.m || !p.n || (batched && !p.batch)) return status;
-    size_t a_rows, a_cols, b_rows, b_cols;
-    stored_shape(p.trans_a, p.m, p.k, &a_rows, &a_cols);
-    stored_shape(p.trans_b, p.k, p.n, &b_rows, &b_cols);
-    size_t nb = batched ? p.batch : 1;
-    size_t a_n = p.k ? (nb - 1) * p.a_stride + matrix_span(a_rows, a_cols, p.lda) : 0;
-    size_t b_n = p.k ? (nb - 1) * p.b_stride + matrix_span(b_rows, b_cols, p.ldb) : 0;
-    size_t c_n = (nb - 1) * p.c_stride + matrix_span(p.m, p.n, p.ldc);
-    if (spans_meet(p.a, a_n, p.c, c_n) || spans_meet(p.b, b_n, p.c, c_n))
-        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: C shares memory with %s", fn,
-                        spans_meet(p.a, a_n, p.c, c_n) ? "A" : "B");
+    tsr_status status;
+    if (p.alpha == 0.0f) p.k = 0;
     char key[64];
     double *tuned = calloc(group->count, sizeof(double));
     if (!tuned) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
@@ -966,7 +949,7 @@ tsr_status tsr_sgemm_multi(tsr_device_group *group, tsr_layout layout, tsr_trans
     tsr_clear_diagnostics();
     const char *fn = "tsr_sgemm_multi";
     if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: group is NULL", fn);
-    RETURN_IF_FAILED(check_enums(fn, layout, trans_a, trans_b));
+    RETURN_IF_FAILED(check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, c, ldc, 0, 1));
     pthread_mutex_lock(&group->call_lock);
     tsr_status status =
         gemm_multi(group, fn, false,
@@ -983,7 +966,8 @@ tsr_status tsr_sgemm_strided_batched_multi(tsr_device_group *group, tsr_layout l
     tsr_clear_diagnostics();
     const char *fn = "tsr_sgemm_strided_batched_multi";
     if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: group is NULL", fn);
-    RETURN_IF_FAILED(check_enums(fn, layout, trans_a, trans_b));
+    RETURN_IF_FAILED(check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb, b_stride, c, ldc,
+                                c_stride, batch_count));
     pthread_mutex_lock(&group->call_lock);
     tsr_status status = gemm_multi(group, fn, true,
                                    row_major_view(layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb,
@@ -1016,6 +1000,9 @@ tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc
     attention_params p = {.desc = *desc, .q = q, .k = k, .v = v, .o = o};
     tsr_attention_desc *d = &p.desc;
     const tsr_dtype types[4] = {d->q_type, d->k_type, d->v_type, d->o_type};
+    static const char *const type_names[4] = {"q_type", "k_type", "v_type", "o_type"};
+    for (int i = 0; i < 4; i++) /* a value outside the enum is an invalid argument, as for tsr_attention */
+        if (tsr_dtype_check(type_names[i], types[i]) != TSR_SUCCESS) return prefixed(TSR_ERR_INVALID_ARG, fn);
     for (int i = 0; i < 4; i++)
         if (types[i] != 0 && types[i] != TSR_F32)
             return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: host tensors are fp32 (a %s tensor was given)", fn,
@@ -1028,8 +1015,10 @@ tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc
                         fn, d->batch, d->heads, d->q_len, d->kv_len, d->head_dim);
     if (d->head_dim > 256)
         return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: head_dim %zu is larger than the supported 256", fn, d->head_dim);
-    if (d->q_len > TSR_ATTENTION_MAX_LEN || d->kv_len > TSR_ATTENTION_MAX_LEN || d->heads > INT_MAX)
-        return tsr_fail(TSR_ERR_OVERFLOW, "%s: q_len and kv_len must each be at most %d, heads at most %d", fn,
+    size_t pairs;
+    if (d->q_len > TSR_ATTENTION_MAX_LEN || d->kv_len > TSR_ATTENTION_MAX_LEN ||
+        __builtin_mul_overflow(d->batch, d->heads, &pairs) || pairs > INT_MAX)
+        return tsr_fail(TSR_ERR_OVERFLOW, "%s: q_len and kv_len must each be at most %d, batch*heads at most %d", fn,
                         TSR_ATTENTION_MAX_LEN, INT_MAX);
     if (!isfinite(d->scale)) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: scale must be finite", fn);
     if (d->kv_lengths)

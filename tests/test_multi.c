@@ -5,6 +5,7 @@
  * devices), else the default device twice. */
 #include "harness.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,10 +231,124 @@ static void gemm_degenerate(void **state) {
     TH_ASSERT_OK(
         tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, 0, 1, &one, 1, &one, n, 0.5f, c, n));
     assert_memory_equal(c, want, m * n * sizeof(float));
-    /* m = 0: nothing happens, not even a look at the pointers */
-    TH_ASSERT_OK(
-        tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 0, n, 5, 1, NULL, 5, NULL, n, 0, NULL, n));
-    free(c), free(want);
+    /* alpha = 0 reads neither A nor B, so C may overlap them (tsr_sgemm allows it too) */
+    float *ab = random_floats(m * n + 8);
+    memcpy(want, ab, m * n * sizeof(float));
+    for (size_t i = 0; i < m * n; i++)
+        want[i] *= 2;
+    TH_ASSERT_OK(tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, 4, 0, ab + 1, 4, ab, n, 2, ab,
+                                 n));
+    assert_memory_equal(ab, want, m * n * sizeof(float));
+    /* batched, k = 0: every entry C <- beta C */
+    float *cb = random_floats(3 * m * n);
+    memcpy(want, cb, m * n * sizeof(float)); /* the first entry */
+    TH_ASSERT_OK(tsr_sgemm_strided_batched_multi(group, TSR_ROW_MAJOR, TSR_TRANS, TSR_NO_TRANS, m, n, 0, 1, &one, m, 0,
+                                                 &one, n, 0, 0.25f, cb, n, m * n, 3));
+    for (size_t i = 0; i < m * n; i++)
+        assert_true(cb[i] == 0.25f * want[i]);
+    free(c), free(want), free(ab), free(cb);
+}
+
+/* The group calls take tsr_sgemm's and tsr_attention's argument rules: every case below gets the
+ * same status from the single-device call (on buffers as large as the host arrays) and from the
+ * group call, whose output stays untouched when it refuses. */
+typedef struct rule_case {
+    const char *what;
+    int layout, ta, tb;
+    size_t m, n, k, lda, ldb, ldc, sa, sb, sc, batch;
+    bool null_a;
+} rule_case;
+
+static void group_calls_follow_the_single_device_rules(void **state) {
+    (void)state;
+    enum { F = 4096 };
+    const rule_case cases[] = {
+        {"m = 0", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 0, 8, 4, 4, 8, 8, 32, 32, 64, 2, false},
+        {"n = 0", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 0, 4, 4, 8, 8, 32, 32, 64, 2, false},
+        {"batch = 0", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 4, 4, 8, 8, 32, 32, 64, 0, false},
+        {"m = 0, k = 0", TSR_COL_MAJOR, TSR_TRANS, TSR_NO_TRANS, 0, 8, 0, 4, 8, 8, 32, 32, 64, 2, false},
+        {"k = 0 with A NULL", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 0, 4, 8, 8, 32, 32, 64, 2, true},
+        {"layout 7", 7, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 4, 4, 8, 8, 32, 32, 64, 2, false},
+        {"trans_b 0", TSR_ROW_MAJOR, TSR_NO_TRANS, 0, 8, 8, 4, 4, 8, 8, 32, 32, 64, 2, false},
+        {"lda short (k = 0 still needs 1)", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 0, 0, 8, 8, 0, 0, 64, 2,
+         false},
+        {"ldc short, column-major", TSR_COL_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 6, 4, 8, 4, 7, 32, 32, 64, 2, false},
+        {"m past INT_MAX", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, (size_t)INT_MAX + 1, 8, 4, 4, 8, 8, 32, 32, 64, 1,
+         false},
+        {"k past INT_MAX", TSR_ROW_MAJOR, TSR_TRANS, TSR_NO_TRANS, 8, 8, (size_t)INT_MAX + 1, 8, 8, 8, 32, 32, 64, 1,
+         false},
+        {"ldb past INT_MAX", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 4, 4, (size_t)INT_MAX + 1, 8, 32, 0, 64, 1,
+         false},
+        {"C matrices overlap", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 4, 4, 8, 8, 32, 32, 63, 2, false},
+        {"extent overflows", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 4, 4, 8, 8, SIZE_MAX / 4, 32, 64, 3,
+         false},
+        {"valid (the control)", TSR_COL_MAJOR, TSR_TRANS, TSR_TRANS, 8, 6, 5, 5, 6, 9, 40, 30, 54, 2, false},
+    };
+    float *a = random_floats(F), *b = random_floats(F), *c = random_floats(F), *kept = malloc(F * sizeof(float));
+    assert_non_null(kept);
+    memcpy(kept, c, F * sizeof(float));
+    cl_mem da = th_buffer_from(devices[0], a, F), db = th_buffer_from(devices[0], b, F),
+           dc = th_buffer_from(devices[0], c, F);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const rule_case *r = &cases[i];
+        for (int batched = 0; batched < 2; batched++) {
+            if (!batched && r->batch != 1 && r->batch != 2) continue; /* a batch rule */
+            tsr_status single, multi;
+            char single_error[512];
+            if (batched)
+                single = tsr_sgemm_strided_batched(devices[0], (tsr_layout)r->layout, (tsr_transpose)r->ta,
+                                                   (tsr_transpose)r->tb, r->m, r->n, r->k, 1, r->null_a ? NULL : da, 0,
+                                                   r->lda, r->sa, db, 0, r->ldb, r->sb, 0.5f, dc, 0, r->ldc, r->sc,
+                                                   r->batch, NULL, NULL);
+            else
+                single = tsr_sgemm(devices[0], (tsr_layout)r->layout, (tsr_transpose)r->ta, (tsr_transpose)r->tb, r->m,
+                                   r->n, r->k, 1, r->null_a ? NULL : da, 0, r->lda, db, 0, r->ldb, 0.5f, dc, 0, r->ldc,
+                                   NULL, NULL);
+            snprintf(single_error, sizeof single_error, "%s", tsr_last_error());
+            if (batched)
+                multi = tsr_sgemm_strided_batched_multi(group, (tsr_layout)r->layout, (tsr_transpose)r->ta,
+                                                        (tsr_transpose)r->tb, r->m, r->n, r->k, 1,
+                                                        r->null_a ? NULL : a, r->lda, r->sa, b, r->ldb, r->sb, 0.5f,
+                                                        c, r->ldc, r->sc, r->batch);
+            else
+                multi = tsr_sgemm_multi(group, (tsr_layout)r->layout, (tsr_transpose)r->ta, (tsr_transpose)r->tb, r->m,
+                                        r->n, r->k, 1, r->null_a ? NULL : a, r->lda, b, r->ldb, 0.5f, c, r->ldc);
+            printf("# %s%s: single %s, group %s\n", r->what, batched ? " (batched)" : "", tsr_status_str(single),
+                   tsr_status_str(multi));
+            if (single != multi)
+                fail_msg("%s%s: tsr_sgemm%s says %s (%s), the group call %s (%s)", r->what, batched ? " (batched)" : "",
+                         batched ? "_strided_batched" : "", tsr_status_str(single), single_error,
+                         tsr_status_str(multi), tsr_last_error());
+            if (multi != TSR_SUCCESS) {
+                TH_ASSERT_CONTAINS(tsr_last_error(), batched ? "tsr_sgemm_strided_batched_multi" : "tsr_sgemm_multi");
+                assert_memory_equal(c, kept, F * sizeof(float));
+            } else {
+                memcpy(c, kept, F * sizeof(float));
+            }
+        }
+    }
+    assert_int_equal(clFinish(tsr_device_queue(devices[0])), CL_SUCCESS);
+    clReleaseMemObject(da), clReleaseMemObject(db), clReleaseMemObject(dc);
+
+    /* attention: a type outside the enum is an invalid argument (not "unsupported"), and
+     * batch * heads past INT_MAX is refused as tsr_attention refuses it */
+    float *o = malloc(F * sizeof(float));
+    assert_non_null(o);
+    th_poison(o, F);
+    memcpy(kept, o, F * sizeof(float));
+    tsr_attention_desc d = {.batch = 2, .heads = 2, .q_len = 4, .kv_len = 4, .head_dim = 8, .k_type = (tsr_dtype)7};
+    cl_mem dq = th_buffer_from(devices[0], a, F), dout = th_buffer(devices[0], F);
+    TH_ASSERT_STATUS(tsr_attention(devices[0], &d, dq, dq, dq, dout, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_attention_multi(group, &d, a, a, a, o), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "k_type");
+    d.k_type = TSR_F32, d.batch = 65536, d.heads = 65536, d.q_len = d.kv_len = 1, d.head_dim = 1;
+    d.q_strides[0] = d.k_strides[0] = d.v_strides[0] = d.o_strides[0] = 0; /* contiguous: heads overlap-free */
+    TH_ASSERT_STATUS(tsr_attention(devices[0], &d, dq, dq, dq, dout, NULL, NULL), TSR_ERR_OVERFLOW);
+    TH_ASSERT_STATUS(tsr_attention_multi(group, &d, a, a, a, o), TSR_ERR_OVERFLOW);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "batch*heads");
+    assert_memory_equal(o, kept, F * sizeof(float));
+    clReleaseMemObject(dq), clReleaseMemObject(dout);
+    free(a), free(b), free(c), free(kept), free(o);
 }
 
 static void gemm_refusals(void **state) {
@@ -504,6 +619,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gemm_every_layout),         cmocka_unit_test(gemm_weights_and_stats),
         cmocka_unit_test(gemm_degenerate),           cmocka_unit_test(gemm_refusals),
+        cmocka_unit_test(group_calls_follow_the_single_device_rules),
         cmocka_unit_test(gemm_failure_names_device), cmocka_unit_test(batched_matches),
         cmocka_unit_test(attention_matches),
     };

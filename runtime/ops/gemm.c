@@ -250,18 +250,15 @@ static tsr_status check_transpose(tsr_transpose t, const char *name) {
     return tsr_fail(TSR_ERR_INVALID_ARG, "%s must be TSR_NO_TRANS, TSR_TRANS or TSR_CONJ_TRANS (got %d)", name, (int)t);
 }
 
-/* Check every argument against the real buffers, then describe the call in canonical form. */
-static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
-                                size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
-                                cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta, cl_mem c, size_t c_off,
-                                size_t ldc, size_t c_stride, size_t batch, const tsr_epilogue *epi,
-                                const tsr_gemm_types *types, gemm_problem *p) {
+/* The argument rules of every GEMM entry point that need no buffer (layout and transposes, sizes,
+ * leading dimensions, extents, C's matrices apart), in this order; need[] receives the elements A, B
+ * and C span from their buffers' starts (offset included). tsr_sgemm and the device groups' calls
+ * share them. */
+tsr_status tsr_gemm_check_args(tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n, size_t k,
+                               size_t a_off, size_t lda, size_t a_stride, size_t b_off, size_t ldb, size_t b_stride,
+                               size_t c_off, size_t ldc, size_t c_stride, size_t batch, size_t need[3]) {
     tsr_status status;
-    if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
-    if ((status = tsr_dtype_check("gemm: a_type", types->a)) != TSR_SUCCESS ||
-        (status = tsr_dtype_check("gemm: b_type", types->b)) != TSR_SUCCESS ||
-        (status = tsr_dtype_check("gemm: c_type", types->c)) != TSR_SUCCESS)
-        return status;
+    need[0] = need[1] = need[2] = 0;
     if (layout != TSR_ROW_MAJOR && layout != TSR_COL_MAJOR)
         return tsr_fail(TSR_ERR_INVALID_ARG, "layout must be TSR_ROW_MAJOR or TSR_COL_MAJOR (got %d)", (int)layout);
     if ((status = check_transpose(ta, "trans_a")) != TSR_SUCCESS) return status;
@@ -277,7 +274,6 @@ static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_tr
     size_t a_lines = (row != is_trans(ta)) ? m : k, a_len = (row != is_trans(ta)) ? k : m;
     size_t b_lines = (row != is_trans(tb)) ? k : n, b_len = (row != is_trans(tb)) ? n : k;
     size_t c_lines = row ? m : n, c_len = row ? n : m;
-    bool reads_ab = k > 0 && alpha != 0.0f;
     if (lda < (a_len ? a_len : 1))
         return tsr_fail(TSR_ERR_INVALID_ARG, "lda = %zu is smaller than the %zu it must be at least", lda, a_len ? a_len : 1);
     if (ldb < (b_len ? b_len : 1))
@@ -291,6 +287,7 @@ static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_tr
         (status = tsr_matrix_extent("b", b_off, b_lines, b_len, ldb, b_stride, batch, &b_need)) != TSR_SUCCESS ||
         (status = tsr_matrix_extent("c", c_off, c_lines, c_len, ldc, c_stride, batch, &c_need)) != TSR_SUCCESS)
         return status;
+    need[0] = a_need, need[1] = b_need, need[2] = c_need;
     if (batch > 1) {
         /* Overlapping outputs would race; inputs may alias (a shared weight, stride 0). */
         size_t c_span = (c_lines - 1) * ldc + c_len;
@@ -298,6 +295,27 @@ static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_tr
             return tsr_fail(TSR_ERR_INVALID_ARG, "c_stride = %zu makes the batch's C matrices overlap (each spans %zu)",
                             c_stride, c_span);
     }
+    return TSR_SUCCESS;
+}
+
+/* Check every argument against the real buffers, then describe the call in canonical form. */
+static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
+                                size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
+                                cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta, cl_mem c, size_t c_off,
+                                size_t ldc, size_t c_stride, size_t batch, const tsr_epilogue *epi,
+                                const tsr_gemm_types *types, gemm_problem *p) {
+    tsr_status status;
+    if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
+    if ((status = tsr_dtype_check("gemm: a_type", types->a)) != TSR_SUCCESS ||
+        (status = tsr_dtype_check("gemm: b_type", types->b)) != TSR_SUCCESS ||
+        (status = tsr_dtype_check("gemm: c_type", types->c)) != TSR_SUCCESS)
+        return status;
+    size_t need[3];
+    if ((status = tsr_gemm_check_args(layout, ta, tb, m, n, k, a_off, lda, a_stride, b_off, ldb, b_stride, c_off, ldc,
+                                      c_stride, batch, need)) != TSR_SUCCESS)
+        return status;
+    const bool row = layout == TSR_ROW_MAJOR, reads_ab = k > 0 && alpha != 0.0f;
+    const size_t a_need = need[0], b_need = need[1], c_need = need[2];
     /* A and B are checked against the shapes given even when alpha == 0 skips reading them, as
      * CLBlast does: a buffer too small for its matrix is a caller bug either way. */
     if ((status = tsr_check_buffer_typed(dev, a, "a", k > 0 ? a_need : 0, types->a)) != TSR_SUCCESS ||

@@ -544,7 +544,8 @@ TSR_API void tsr_group_destroy(tsr_device_group *group);
 /* Devices in the group (0 for NULL). */
 TSR_API size_t tsr_group_size(const tsr_device_group *group);
 /* Fix the share of work each device gets: weights[i] >= 0 (finite, at least one positive) is
- * device i's relative rate; a device with weight 0 takes no work. NULL goes back to measured rates:
+ * device i's relative rate; a device with weight 0 takes no work (every unit goes to a device of
+ * positive weight, however few units a call has). NULL goes back to measured rates:
  * each call splits by the rates the group measured on its earlier calls of the same problem class,
  * else by the tuning database's rates for that class when every device has a tuned entry, else
  * equally, and measures the rates for the next call (not from a device that compiled kernels
@@ -578,7 +579,9 @@ typedef struct tsr_group_stats {
     const tsr_group_device_stats *devices;  /* tsr_group_size entries, same lifetime */
 } tsr_group_stats;
 
-/* What the group's last successful call did (zeros after a failed one). */
+/* What the group's last call did. After a failed call: only the tiles whose results reached the
+ * output in full (the units it wrote), with each device's units and tiles of them; every other field
+ * zero. */
 TSR_API tsr_status tsr_group_last_stats(tsr_device_group *group, tsr_group_stats *stats);
 
 /* C <- alpha * op(A) * op(B) + beta * C over host arrays, split by rows of C across the group:
@@ -587,8 +590,11 @@ TSR_API tsr_status tsr_group_last_stats(tsr_device_group *group, tsr_group_stats
  * between C and A or B where those are read, k > 0 and alpha != 0), with every device working through its share two tiles at a time (the next tile's
  * upload overlaps the current tile's GEMM, and its result is read back into C while the next one
  * runs). Every argument is checked before anything runs, and a refused call writes nothing; a
- * device failing mid-call stops the others, names itself in the error, and may leave C partly
- * written. Host arrays cannot be size-checked: they must hold what the sizes say. One call at a
+ * device failing mid-call stops the others and names itself in the error, which then says exactly
+ * which rows of C were written (tiles whose results had reached C in full: tsr_group_last_stats
+ * lists them), which may be partly written (a tile whose reads back failed, rare), and that every
+ * other row is as it was; the batched and attention calls say the same of batch entries and
+ * (batch, head) pairs. Host arrays cannot be size-checked: they must hold what the sizes say. One call at a
  * time per group (others wait). */
 TSR_API tsr_status tsr_sgemm_multi(tsr_device_group *group, tsr_layout layout, tsr_transpose trans_a,
                                    tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha, const float *a,

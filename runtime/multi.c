@@ -9,8 +9,9 @@
  * Every tile is one ordinary single-device call (tsr_sgemm_strided_batched, tsr_attention) on
  * copies of that tile's operands, so its result is bitwise what that device gives for the tile
  * alone. Results are read straight into the caller's output (no staging copy); every argument is checked before
- * anything runs, so only a device failing mid-call can leave an output partly written, and the error then names that
- * device. */
+ * anything runs, so only a device failing mid-call can leave an output partly written: the error then names that
+ * device and the units whose results reached the output (tiles whose reads completed), and tsr_group_last_stats lists
+ * those tiles. A device of weight 0 gets no units. */
 #include "internal.h"
 
 #include <math.h>
@@ -54,6 +55,7 @@ struct tsr_device_group {
     pthread_mutex_t call_lock; /* one call at a time */
     /* what the last call did */
     tsr_group_tile *tiles;
+    unsigned char *tile_state; /* per tile: a tile_state (in flight, written, maybe partly written) */
     size_t ntiles, tiles_cap;
     bool tiles_lost; /* out of host memory while recording them */
     tsr_group_device_stats *stats;
@@ -63,18 +65,28 @@ struct tsr_device_group {
 
 /* ------------------------------------------------------------------ jobs */
 
+/* What became of a tile's results: still in flight, in the output in full (its reads completed),
+ * or possibly part of them (a read failed, or a failure came after some of its reads were enqueued). */
+enum tile_state { TILE_IN_FLIGHT, TILE_WRITTEN, TILE_MAYBE };
+
 typedef struct job job;
 struct job {
     const char *op;
+    const char *unit_word, *units_word, *output; /* what a unit is, of which output: "row", "rows", "C" */
     size_t units, chunk, boundary; /* tiles never cross a multiple of boundary (0: none) */
     size_t align;                  /* tile sizes are multiples of this where the share allows */
     double flops_per_unit;
     /* per-slot buffer bytes for a tile of `count` units */
     tsr_status (*sizes)(const job *j, size_t count, size_t bytes[ROLES]);
+    /* buffers for the operands shared by every tile, made before the call starts on every device that
+     * may take work, so that running out of memory writes nothing (NULL: none) */
+    tsr_status (*reserve)(const job *j, member *m);
     /* operands shared by every tile, uploaded once per device (NULL: none) */
     tsr_status (*prepare)(const job *j, member *m);
-    /* upload, compute and download one tile; *done: the download's event */
-    tsr_status (*enqueue)(const job *j, member *m, int slot, size_t first, size_t count, cl_event *done);
+    /* upload, compute and download one tile; *done: the download's event; *writing: set before the
+     * first read into the output is enqueued (a failure after it may have written part of the tile) */
+    tsr_status (*enqueue)(const job *j, member *m, int slot, size_t first, size_t count, cl_event *done,
+                          bool *writing);
     const void *params;
 };
 
@@ -155,6 +167,13 @@ static tsr_status gemm_sizes(const job *j, size_t count, size_t bytes[ROLES]) {
     return TSR_SUCCESS;
 }
 
+static tsr_status ensure_buffer(member *m, cl_mem *buf, size_t *have, size_t bytes);
+
+static tsr_status gemm_reserve(const job *j, member *m) {
+    const gemm_params *p = j->params;
+    return ensure_buffer(m, &m->shared[0], &m->shared_bytes[0], (p->k ? p->k * p->n : 1) * sizeof(float));
+}
+
 static tsr_status gemm_prepare(const job *j, member *m) {
     const gemm_params *p = j->params;
     if (!p->k) return TSR_SUCCESS;
@@ -163,7 +182,8 @@ static tsr_status gemm_prepare(const job *j, member *m) {
     return write_rect(m->upload, m->shared[0], 0, p->b, rows, cols, p->ldb, cols);
 }
 
-static tsr_status gemm_enqueue(const job *j, member *m, int slot, size_t first, size_t count, cl_event *done) {
+static tsr_status gemm_enqueue(const job *j, member *m, int slot, size_t first, size_t count, cl_event *done,
+                               bool *writing) {
     const gemm_params *p = j->params;
     tsr_status status = TSR_SUCCESS;
     cl_event uploaded = NULL, computed = NULL;
@@ -185,6 +205,7 @@ static tsr_status gemm_enqueue(const job *j, member *m, int slot, size_t first, 
                         p->trans_b ? TSR_TRANS : TSR_NO_TRANS, count, p->n, p->k, p->alpha, a, 0, a_ld, m->shared[0], 0,
                         b_ld, p->beta, c, 0, p->n, m->compute, &computed),
               out);
+    *writing = true;
     TSR_CHECK(copy_rows(m->download, false, c, 0, p->c + first * p->ldc, count, p->n, p->ldc, p->n, computed, done),
               out);
 out:
@@ -217,6 +238,18 @@ static tsr_status batched_sizes(const job *j, size_t count, size_t bytes[ROLES])
     return TSR_SUCCESS;
 }
 
+static tsr_status batched_reserve(const job *j, member *m) {
+    const gemm_params *p = j->params;
+    size_t a_span, b_span;
+    batched_spans(p, &a_span, &b_span);
+    tsr_status status =
+        ensure_buffer(m, &m->shared[0], &m->shared_bytes[0], (!p->a_stride && a_span ? a_span : 1) * sizeof(float));
+    if (status == TSR_SUCCESS)
+        status =
+            ensure_buffer(m, &m->shared[1], &m->shared_bytes[1], (!p->b_stride && b_span ? b_span : 1) * sizeof(float));
+    return status;
+}
+
 static tsr_status batched_prepare(const job *j, member *m) {
     const gemm_params *p = j->params;
     size_t a_span, b_span;
@@ -234,7 +267,8 @@ out:
     return status;
 }
 
-static tsr_status batched_enqueue(const job *j, member *m, int slot, size_t first, size_t count, cl_event *done) {
+static tsr_status batched_enqueue(const job *j, member *m, int slot, size_t first, size_t count, cl_event *done,
+                                  bool *writing) {
     const gemm_params *p = j->params;
     tsr_status status = TSR_SUCCESS;
     cl_event uploaded = NULL, computed = NULL;
@@ -266,6 +300,7 @@ static tsr_status batched_enqueue(const job *j, member *m, int slot, size_t firs
                                         p->beta, c, 0, p->n, p->m * p->n, count, m->compute, &computed),
               out);
     TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->download, 1, &computed, NULL), out);
+    *writing = true;
     for (size_t e = 0; e < count; e++)
         TSR_CHECK(copy_rows(m->download, false, c, e * p->m * p->n, p->c + (first + e) * p->c_stride, p->m, p->n,
                             p->ldc, p->n, NULL, NULL),
@@ -287,7 +322,8 @@ static tsr_status attention_sizes(const job *j, size_t count, size_t bytes[ROLES
     return TSR_SUCCESS;
 }
 
-static tsr_status attention_enqueue(const job *j, member *m, int slot, size_t first, size_t count, cl_event *done) {
+static tsr_status attention_enqueue(const job *j, member *m, int slot, size_t first, size_t count, cl_event *done,
+                                    bool *writing) {
     const attention_params *p = j->params;
     const tsr_attention_desc *d = &p->desc;
     tsr_status status = TSR_SUCCESS;
@@ -324,6 +360,7 @@ static tsr_status attention_enqueue(const job *j, member *m, int slot, size_t fi
                                .kv_lengths = d->kv_lengths ? d->kv_lengths + b : NULL};
     TSR_CHECK(tsr_attention(m->device, &tile, in, in, in, o, m->compute, &computed), out);
     TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->download, 1, &computed, NULL), out);
+    *writing = true;
     for (size_t i = 0; i < count; i++)
         TSR_CHECK(copy_rows(m->download, false, o, i * d->q_len * dim,
                             p->o + d->o_offset + b * d->o_strides[0] + (h0 + i) * d->o_strides[1], d->q_len, dim,
@@ -405,8 +442,9 @@ typedef struct worker {
     char error[1024];
     size_t units, tiles;
     double busy_s;
-    bool compiled;        /* it built or loaded a program during the call */
-    bool fail_first_tile; /* $TSR_TEST_MULTI_FAIL names this device: the failure path's test */
+    bool compiled;      /* it built or loaded a program during the call */
+    size_t fail_at_tile; /* $TSR_TEST_MULTI_FAIL=DEVICE[:TILE] names this device: its tile TILE (counted from 0)
+                          * fails before it is enqueued, the failure path's test; SIZE_MAX: none */
 } worker;
 
 static tsr_status ensure_buffer(member *m, cl_mem *buf, size_t *have, size_t bytes) {
@@ -423,19 +461,44 @@ static tsr_status ensure_buffer(member *m, cl_mem *buf, size_t *have, size_t byt
     return TSR_SUCCESS;
 }
 
-static void record_tile(worker *w, size_t first, size_t count) {
+/* Record a tile of the call in state `state`; its index, or SIZE_MAX where host memory ran out. */
+static size_t record_tile(worker *w, size_t first, size_t count, enum tile_state state) {
     tsr_device_group *g = w->group;
+    size_t index = SIZE_MAX;
     pthread_mutex_lock(&w->schedule->lock);
     if (g->ntiles == g->tiles_cap) {
         size_t cap = g->tiles_cap ? 2 * g->tiles_cap : 64;
         tsr_group_tile *grown = realloc(g->tiles, cap * sizeof *grown);
-        if (grown) g->tiles = grown, g->tiles_cap = cap;
+        if (grown) g->tiles = grown;
+        unsigned char *states = grown ? realloc(g->tile_state, cap) : NULL;
+        if (states) g->tile_state = states, g->tiles_cap = cap;
     }
-    if (g->ntiles < g->tiles_cap)
-        g->tiles[g->ntiles++] = (tsr_group_tile){w->index, first, count};
-    else
+    if (g->ntiles < g->tiles_cap) {
+        index = g->ntiles++;
+        g->tiles[index] = (tsr_group_tile){w->index, first, count};
+        g->tile_state[index] = (unsigned char)state;
+    } else {
         g->tiles_lost = true;
+    }
     pthread_mutex_unlock(&w->schedule->lock);
+    return index;
+}
+
+static void set_tile_state(worker *w, size_t index, enum tile_state state) {
+    if (index == SIZE_MAX) return;
+    pthread_mutex_lock(&w->schedule->lock);
+    w->group->tile_state[index] = (unsigned char)state;
+    pthread_mutex_unlock(&w->schedule->lock);
+}
+
+/* Wait for a tile's results: in the output in full, or not known to be. */
+static cl_int wait_tile(worker *w, cl_event *done, size_t *tile) {
+    cl_int err = clWaitForEvents(1, done);
+    clReleaseEvent(*done);
+    *done = NULL;
+    set_tile_state(w, *tile, err == CL_SUCCESS ? TILE_WRITTEN : TILE_MAYBE);
+    *tile = SIZE_MAX;
+    return err;
 }
 
 /* Programs the device built or loaded so far: a call that compiled is no measure of its rate. */
@@ -451,6 +514,9 @@ static void *worker_main(void *arg) {
     member *m = &w->group->members[w->index];
     const job *j = w->job;
     cl_event done[SLOTS] = {NULL};
+    size_t tile_of[SLOTS]; /* the recorded tile whose results done[slot] brings */
+    for (int s = 0; s < SLOTS; s++)
+        tile_of[s] = SIZE_MAX;
     tsr_status status = TSR_SUCCESS;
     double start = tsr_now_s();
     bool began = false;
@@ -458,9 +524,7 @@ static void *worker_main(void *arg) {
     for (size_t i = 0;; i++) {
         int slot = (int)(i % SLOTS);
         if (done[slot]) { /* the slot's previous tile is home: its buffers are free */
-            cl_int err = clWaitForEvents(1, &done[slot]);
-            clReleaseEvent(done[slot]);
-            done[slot] = NULL;
+            cl_int err = wait_tile(w, &done[slot], &tile_of[slot]);
             if (err != CL_SUCCESS) {
                 status = tsr_fail_cl(err, "clWaitForEvents (a tile's result)", __FILE__, __LINE__);
                 break;
@@ -471,9 +535,7 @@ static void *worker_main(void *arg) {
         if (!schedule_next(w->schedule, w->index, *other == NULL, &first, &count)) {
             if (!*other) break;
             /* own share done, a tile still running: wait for it, then look for work to take */
-            cl_int err = clWaitForEvents(1, other);
-            clReleaseEvent(*other);
-            *other = NULL;
+            cl_int err = wait_tile(w, other, &tile_of[(slot + 1) % SLOTS]);
             if (err != CL_SUCCESS) {
                 status = tsr_fail_cl(err, "clWaitForEvents (a tile's result)", __FILE__, __LINE__);
                 break;
@@ -488,18 +550,22 @@ static void *worker_main(void *arg) {
         if ((status = j->sizes(j, count, bytes)) != TSR_SUCCESS) break;
         for (int r = 0; r < ROLES && status == TSR_SUCCESS; r++)
             status = ensure_buffer(m, &m->buf[slot][r], &m->buf_bytes[slot][r], bytes[r]);
-        if (status == TSR_SUCCESS && w->fail_first_tile)
-            status = tsr_fail(TSR_ERR_OPENCL, "failure injected for tests (TSR_TEST_MULTI_FAIL=%zu)", w->index);
-        if (status == TSR_SUCCESS) status = j->enqueue(j, m, slot, first, count, &done[slot]);
-        if (status != TSR_SUCCESS) break;
+        if (status == TSR_SUCCESS && w->tiles == w->fail_at_tile)
+            status = tsr_fail(TSR_ERR_OPENCL, "failure injected for tests (TSR_TEST_MULTI_FAIL=%zu:%zu)", w->index,
+                              w->fail_at_tile);
+        bool writing = false;
+        if (status == TSR_SUCCESS) status = j->enqueue(j, m, slot, first, count, &done[slot], &writing);
+        if (status != TSR_SUCCESS) {
+            if (writing) record_tile(w, first, count, TILE_MAYBE); /* its reads that were enqueued still run */
+            break;
+        }
         clFlush(m->upload), clFlush(m->compute), clFlush(m->download);
-        record_tile(w, first, count);
+        tile_of[slot] = record_tile(w, first, count, TILE_IN_FLIGHT);
         w->units += count, w->tiles++;
     }
     for (int s = 0; s < SLOTS; s++) {
         if (!done[s]) continue;
-        cl_int err = clWaitForEvents(1, &done[s]);
-        clReleaseEvent(done[s]);
+        cl_int err = wait_tile(w, &done[s], &tile_of[s]);
         if (err != CL_SUCCESS && status == TSR_SUCCESS)
             status = tsr_fail_cl(err, "clWaitForEvents (a tile's result)", __FILE__, __LINE__);
     }
@@ -571,6 +637,79 @@ static void choose_weights(tsr_device_group *g, const char *key, const double *t
 
 /* ------------------------------------------------------------------ running a job */
 
+/* $TSR_TEST_MULTI_FAIL, the failure path's test hook: DEVICE or DEVICE:TILE (decimal, DEVICE below
+ * the group's size) fails that device's tile TILE (0 when not given) before it is enqueued. Anything
+ * else is refused, so a mistyped hook never passes for device 0. */
+static tsr_status test_failure_hook(const char *fn, size_t count, size_t *device, size_t *tile) {
+    const char *text = getenv("TSR_TEST_MULTI_FAIL");
+    if (!text) return TSR_SUCCESS;
+    unsigned long long d = 0, t = 0;
+    int used = 0, used2 = 0;
+    bool ok = text[0] >= '0' && text[0] <= '9' && sscanf(text, "%llu%n", &d, &used) == 1;
+    if (ok && text[used] == ':')
+        ok = text[used + 1] >= '0' && text[used + 1] <= '9' && sscanf(text + used + 1, "%llu%n", &t, &used2) == 1,
+        used += 1 + used2;
+    if (!ok || text[used] != '\0' || d >= count || t >= SIZE_MAX)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: TSR_TEST_MULTI_FAIL='%.40s' is not DEVICE[:TILE] with DEVICE below %zu",
+                        fn, text, count);
+    *device = (size_t)d, *tile = (size_t)t;
+    return TSR_SUCCESS;
+}
+
+static int by_first(const void *a, const void *b) {
+    const size_t x = ((const size_t *)a)[0], y = ((const size_t *)b)[0];
+    return x < y ? -1 : x > y;
+}
+
+/* The units of tiles in `state` as merged ranges "0-63, 128-191" into out; false when there are none. */
+static bool describe_ranges(const tsr_device_group *g, enum tile_state state, char *out, size_t size) {
+    size_t count = 0;
+    size_t(*r)[2] = malloc((g->ntiles ? g->ntiles : 1) * sizeof *r);
+    if (!r) {
+        snprintf(out, size, "(out of host memory listing them)");
+        return true;
+    }
+    for (size_t t = 0; t < g->ntiles; t++)
+        if (g->tile_state[t] == state) r[count][0] = g->tiles[t].first, r[count++][1] = g->tiles[t].first + g->tiles[t].count;
+    qsort(r, count, sizeof *r, by_first);
+    size_t used = 0, ranges = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < count;) {
+        size_t lo = r[i][0], hi = r[i][1];
+        for (i++; i < count && r[i][0] <= hi; i++)
+            hi = r[i][1] > hi ? r[i][1] : hi;
+        if (used + 48 < size)
+            used += (size_t)snprintf(out + used, size - used, "%s%zu-%zu", ranges ? ", " : "", lo, hi - 1);
+        else if (used + 4 < size && !strstr(out, "..."))
+            used += (size_t)snprintf(out + used, size - used, ", ...");
+        ranges++;
+    }
+    free(r);
+    return count > 0;
+}
+
+/* What a failed call did to the output, exactly: the units whose results reached it in full (the
+ * tiles tsr_group_last_stats then lists), those a failed read may have written in part, and that
+ * every other unit is as it was. */
+static void describe_writes(const tsr_device_group *g, const job *j, char *out, size_t size) {
+    if (g->tiles_lost) {
+        snprintf(out, size, "the record of its tiles was lost (out of host memory): any of %s's %s may be written",
+                 j->output, j->units_word);
+        return;
+    }
+    char written[400], maybe[400];
+    bool any_written = describe_ranges(g, TILE_WRITTEN, written, sizeof written);
+    bool any_maybe = describe_ranges(g, TILE_MAYBE, maybe, sizeof maybe);
+    if (!any_written && !any_maybe) {
+        snprintf(out, size, "%s was not written (none of its %s)", j->output, j->units_word);
+        return;
+    }
+    snprintf(out, size, "%s of %s written: %s%s%s%s; every other %s of %s is as it was", j->units_word, j->output,
+             any_written ? written : "none", any_maybe ? "; " : "", any_maybe ? "may be partly written: " : "",
+             any_maybe ? maybe : "", j->unit_word, j->output);
+}
+
+
 static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, const double *tuned) {
     size_t n = g->count;
     tsr_status status = TSR_SUCCESS;
@@ -600,19 +739,31 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
         status = tsr_fail(TSR_ERR_INVALID_ARG, "%s: every device of the group has weight 0", j->op);
         goto out;
     }
-    /* contiguous shares in proportion to the weights; tiles cut each share into a few pieces */
+    /* contiguous shares in proportion to the weights; tiles cut each share into a few pieces. A
+     * device of weight 0 gets an empty share (and never takes work: schedule_next), so the last
+     * device of positive weight ends at the last unit: rounding never leaves units without an owner. */
+    size_t last = 0;
+    for (size_t d = 0; d < n; d++)
+        if (weights[d] > 0) last = d;
     double cumulative = 0;
+    size_t edge = 0;
     for (size_t d = 0; d < n; d++) {
-        lo[d] = d ? hi[d - 1] : 0;
-        cumulative += weights[d];
-        hi[d] = d + 1 == n ? j->units : (size_t)llround((double)j->units * (cumulative / total));
-        if (j->align > 1 && d + 1 < n) /* share edges on the alignment: GEMM runs whole tiles */
-            hi[d] = (hi[d] + j->align / 2) / j->align * j->align;
-        if (hi[d] < lo[d]) hi[d] = lo[d];
-        if (hi[d] > j->units) hi[d] = j->units;
+        lo[d] = edge;
+        if (weights[d] > 0) {
+            cumulative += weights[d];
+            size_t h = d == last ? j->units : (size_t)llround((double)j->units * (cumulative / total));
+            if (j->align > 1 && d != last) /* share edges on the alignment: GEMM runs whole tiles */
+                h = (h + j->align / 2) / j->align * j->align;
+            edge = h < edge ? edge : h > j->units ? j->units : h;
+        }
+        hi[d] = edge;
         g->stats[d].weight = weights[d] / total;
     }
     for (size_t d = 0; d < n; d++) {
+        if (!(weights[d] > 0)) { /* takes no work: nothing to size or reserve */
+            chunk[d] = 1;
+            continue;
+        }
         bool cpu = tsr_device_get_info(g->members[d].device)->type == TSR_DEVICE_CPU;
         /* on a CPU device a tile costs a pass over the shared operand (GEMM packs B per call) and
          * transfers are copies within the same memory: one tile, or two while the rates are
@@ -637,15 +788,25 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
             }
             chunk[d] = (chunk[d] + 1) / 2;
         }
+        if (j->reserve && (status = j->reserve(j, &g->members[d])) != TSR_SUCCESS) {
+            char why[512]; /* tsr_fail rewrites the buffer tsr_last_error points into */
+            snprintf(why, sizeof why, "%s", tsr_last_error());
+            status = tsr_fail(status, "%s: device %zu (%s): %s", j->op, d,
+                              tsr_device_get_info(g->members[d].device)->name, why);
+            goto out;
+        }
     }
     schedule s = {
         .count = n, .chunk = chunk, .boundary = j->boundary, .align = j->align, .lo = lo, .hi = hi, .rate = weights};
     pthread_mutex_init(&s.lock, NULL);
-    size_t started = 0;
-    const char *fail = getenv("TSR_TEST_MULTI_FAIL");
+    size_t started = 0, fail_device = SIZE_MAX, fail_tile = SIZE_MAX;
+    if ((status = test_failure_hook(j->op, n, &fail_device, &fail_tile)) != TSR_SUCCESS) {
+        pthread_mutex_destroy(&s.lock);
+        goto out;
+    }
     for (size_t d = 0; d < n; d++) {
-        workers[d] = (worker){.group = g, .index = d, .job = j, .schedule = &s};
-        workers[d].fail_first_tile = fail && *fail && strtoul(fail, NULL, 10) == d;
+        workers[d] = (worker){.group = g, .index = d, .job = j, .schedule = &s, .fail_at_tile = SIZE_MAX};
+        if (d == fail_device) workers[d].fail_at_tile = fail_tile;
         if (pthread_create(&threads[d], NULL, worker_main, &workers[d]) != 0) {
             status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: could not start a thread for device %zu", j->op, d);
             schedule_stop(&s);
@@ -657,16 +818,26 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
         pthread_join(threads[d], NULL);
     pthread_mutex_destroy(&s.lock);
     for (size_t d = 0; d < started && status == TSR_SUCCESS; d++)
-        if (workers[d].status != TSR_SUCCESS)
-            status = tsr_fail(workers[d].status, "%s: device %zu (%s): %s", j->op, d,
-                              tsr_device_get_info(g->members[d].device)->name, workers[d].error);
+        if (workers[d].status != TSR_SUCCESS) {
+            char writes[1024];
+            describe_writes(g, j, writes, sizeof writes);
+            status = tsr_fail(workers[d].status, "%s: device %zu (%s): %s; %s", j->op, d,
+                              tsr_device_get_info(g->members[d].device)->name, workers[d].error, writes);
+        }
     size_t done = 0;
     for (size_t d = 0; d < started; d++)
         done += workers[d].units;
-    if (status == TSR_SUCCESS && done != j->units) /* cannot happen: every share is drained */
-        status = tsr_fail(TSR_ERR_OPENCL, "%s: %zu of %zu units computed", j->op, done, j->units);
+    if (status == TSR_SUCCESS && done != j->units) { /* cannot happen: every share has an owner that drains it */
+        char writes[1024];
+        describe_writes(g, j, writes, sizeof writes);
+        status = tsr_fail(TSR_ERR_OPENCL, "%s: %zu of %zu %s computed; %s", j->op, done, j->units, j->units_word,
+                          writes);
+    }
     if (status == TSR_SUCCESS && g->tiles_lost)
-        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory recording the tiles", j->op);
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY,
+                          "%s: out of host memory recording the tiles (%s was computed in full; the call's statistics "
+                          "are lost)",
+                          j->op, j->output);
     if (status != TSR_SUCCESS) goto out;
     learned_rates *l = learned_for(g, rate_key, true);
     for (size_t d = 0; d < n; d++) {
@@ -680,10 +851,18 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
     }
 out:
     g->seconds = tsr_now_s() - t0;
-    if (status != TSR_SUCCESS) { /* nothing of a failed call is reported as done */
-        g->ntiles = 0;
+    if (status != TSR_SUCCESS) { /* a failed call reports the tiles it wrote in full, and nothing else */
         memset(g->stats, 0, n * sizeof *g->stats);
         g->seconds = 0;
+        size_t kept = 0;
+        for (size_t t = 0; t < g->ntiles && !g->tiles_lost; t++)
+            if (g->tile_state[t] == TILE_WRITTEN) {
+                g->tiles[kept] = g->tiles[t];
+                g->tile_state[kept++] = TILE_WRITTEN;
+                g->stats[g->tiles[t].device].units += g->tiles[t].count;
+                g->stats[g->tiles[t].device].tiles++;
+            }
+        g->ntiles = kept;
     }
     free(weights), free(lo), free(hi), free(chunk), free(workers), free(threads);
     return status;
@@ -780,6 +959,7 @@ void tsr_group_destroy(tsr_device_group *group) {
     free(group->members);
     free(group->weights);
     free(group->tiles);
+    free(group->tile_state);
     free(group->stats);
     free(group);
 }
@@ -901,7 +1081,7 @@ static tsr_status gemm_class_key(tsr_device_group *g, const char *op, const gemm
 
 /* After check_gemm. A and B are not read when k = 0 or alpha = 0 (C <- beta C, as tsr_sgemm):
  * nothing of them is uploaded. */
-static tsr_status gemm_multi(tsr_device_group *group, const char *fn, bool batched, gemm_params p) {
+static tsr_status gemm_multi(tsr_device_group *group, const char *fn, bool batched, bool col_major, gemm_params p) {
     tsr_status status;
     if (p.alpha == 0.0f) p.k = 0;
     char key[64];
@@ -910,35 +1090,18 @@ static tsr_status gemm_multi(tsr_device_group *group, const char *fn, bool batch
     if (!batched) p.batch = 0;
     gemm_class_key(group, batched ? "gemm_batched" : "gemm", &p, key, sizeof key, tuned);
     tsr_clear_diagnostics();
-    job j = {.op = fn, .params = &p};
+    job j = {.op = fn, .params = &p, .output = "C"};
+    j.reserve = batched ? batched_reserve : gemm_reserve;
     if (batched) {
+        j.unit_word = "batch entry", j.units_word = "batch entries";
         j.units = p.batch, j.chunk = 1, j.flops_per_unit = 2.0 * (double)p.m * (double)p.n * (double)p.k;
         j.sizes = batched_sizes, j.prepare = batched_prepare, j.enqueue = batched_enqueue;
     } else {
+        j.unit_word = col_major ? "column" : "row", j.units_word = col_major ? "columns" : "rows";
         j.units = p.m, j.chunk = 16, j.align = 64, j.flops_per_unit = 2.0 * (double)p.n * (double)p.k;
         j.sizes = gemm_sizes, j.prepare = gemm_prepare, j.enqueue = gemm_enqueue;
     }
-    status = TSR_SUCCESS;
-    for (size_t d = 0; d < group->count && status == TSR_SUCCESS; d++) {
-        member *m = &group->members[d];
-        if (batched) {
-            size_t a_span, b_span;
-            batched_spans(&p, &a_span, &b_span);
-            status = ensure_buffer(m, &m->shared[0], &m->shared_bytes[0],
-                                   (!p.a_stride && a_span ? a_span : 1) * sizeof(float));
-            if (status == TSR_SUCCESS)
-                status = ensure_buffer(m, &m->shared[1], &m->shared_bytes[1],
-                                       (!p.b_stride && b_span ? b_span : 1) * sizeof(float));
-        } else {
-            status = ensure_buffer(m, &m->shared[0], &m->shared_bytes[0], (p.k ? p.k * p.n : 1) * sizeof(float));
-        }
-        if (status != TSR_SUCCESS) { /* tsr_fail rewrites the buffer tsr_last_error points into */
-            char why[512];
-            snprintf(why, sizeof why, "%s", tsr_last_error());
-            status = tsr_fail(status, "%s: device %zu (%s): %s", fn, d, tsr_device_get_info(m->device)->name, why);
-        }
-    }
-    if (status == TSR_SUCCESS) status = run_job(group, &j, key, tuned);
+    status = run_job(group, &j, key, tuned);
     free(tuned);
     return status;
 }
@@ -952,7 +1115,7 @@ tsr_status tsr_sgemm_multi(tsr_device_group *group, tsr_layout layout, tsr_trans
     RETURN_IF_FAILED(check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, c, ldc, 0, 1));
     pthread_mutex_lock(&group->call_lock);
     tsr_status status =
-        gemm_multi(group, fn, false,
+        gemm_multi(group, fn, false, layout == TSR_COL_MAJOR,
                    row_major_view(layout, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1));
     pthread_mutex_unlock(&group->call_lock);
     return status;
@@ -969,7 +1132,7 @@ tsr_status tsr_sgemm_strided_batched_multi(tsr_device_group *group, tsr_layout l
     RETURN_IF_FAILED(check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb, b_stride, c, ldc,
                                 c_stride, batch_count));
     pthread_mutex_lock(&group->call_lock);
-    tsr_status status = gemm_multi(group, fn, true,
+    tsr_status status = gemm_multi(group, fn, true, layout == TSR_COL_MAJOR,
                                    row_major_view(layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb,
                                                   b_stride, beta, c, ldc, c_stride, batch_count));
     pthread_mutex_unlock(&group->call_lock);
@@ -1048,6 +1211,9 @@ tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc
     job j = {.op = fn,
              .params = &p,
              .units = units,
+             .unit_word = "(batch, head) pair",
+             .units_word = "(batch, head) pairs b * heads + h",
+             .output = "O",
              .chunk = 1,
              .boundary = d->heads,
              .flops_per_unit = 4.0 * (double)d->q_len * (double)d->kv_len * (double)d->head_dim,

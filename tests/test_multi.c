@@ -48,16 +48,16 @@ static float *random_floats(size_t n) {
     return x;
 }
 
-/* The tiles of the last call cover [0, units) exactly once, and every device's counts add up. */
-static void check_tiles(size_t units) {
+/* The tiles of g's last call cover [0, units) exactly once, and every device's counts add up. */
+static void check_tiles_of(tsr_device_group *g, size_t members, size_t units) {
     tsr_group_stats st;
-    TH_ASSERT_OK(tsr_group_last_stats(group, &st));
+    TH_ASSERT_OK(tsr_group_last_stats(g, &st));
     unsigned char *seen = calloc(units, 1);
     assert_non_null(seen);
-    size_t per_device[MAX_DEVICES] = {0};
+    size_t per_device[MAX_DEVICES + 1] = {0};
     for (size_t t = 0; t < st.tile_count; t++) {
         const tsr_group_tile *tile = &st.tiles[t];
-        assert_true(tile->device < ndevices && tile->count > 0 && tile->first + tile->count <= units);
+        assert_true(tile->device < members && tile->count > 0 && tile->first + tile->count <= units);
         per_device[tile->device] += tile->count;
         for (size_t u = tile->first; u < tile->first + tile->count; u++) {
             if (seen[u]) fail_msg("unit %zu computed twice", u);
@@ -67,13 +67,15 @@ static void check_tiles(size_t units) {
     for (size_t u = 0; u < units; u++)
         if (!seen[u]) fail_msg("unit %zu never computed", u);
     double weights = 0;
-    for (size_t d = 0; d < ndevices; d++) {
+    for (size_t d = 0; d < members; d++) {
         assert_int_equal(per_device[d], st.devices[d].units);
         weights += st.devices[d].weight;
     }
     assert_true(fabs(weights - 1) < 1e-9);
     free(seen);
 }
+
+static void check_tiles(size_t units) { check_tiles_of(group, ndevices, units); }
 
 /* ---- GEMM ---- */
 
@@ -402,44 +404,306 @@ static void gemm_refusals(void **state) {
     free(a), free(b), free(c), free(poisoned);
 }
 
-/* A device that fails mid-call (its first tile, by the test hook TSR_TEST_MULTI_FAIL, while the others compute): the error
- * names it, the other devices stop, nothing is reported as done, and the group works afterwards. */
+
+/* ---- weights of 0 ---- */
+
+/* After a call with `weights`: every unit computed once, none by a device of weight 0. */
+static void check_zero_weights(tsr_device_group *g, size_t members, const double *weights, size_t units,
+                               const char *what) {
+    check_tiles_of(g, members, units);
+    tsr_group_stats st;
+    TH_ASSERT_OK(tsr_group_last_stats(g, &st));
+    for (size_t d = 0; d < members; d++)
+        if (weights[d] == 0 && st.devices[d].units)
+            fail_msg("%s: device %zu has weight 0 but computed %zu units", what, d, st.devices[d].units);
+}
+
+/* A device of weight 0 takes no units, and every unit is computed by a device of positive weight,
+ * whatever the rounding of share edges (GEMM's are on 64 rows): weights {1, 0}, {0, 1} and, in a
+ * group holding device 0 twice, {1, 0, 1}; GEMM with m below the group's size, at and around 64
+ * and not a multiple of it, in both layouts; batches and attention with fewer units than devices. */
+static void zero_weight_devices_take_no_work(void **state) {
+    (void)state;
+    tsr_device *three[3] = {devices[0], devices[1], devices[0]};
+    tsr_device_group *g3 = NULL;
+    TH_ASSERT_OK(tsr_group_create(three, 3, &g3));
+    double w10[MAX_DEVICES] = {1}, w01[MAX_DEVICES] = {0}, w101[3] = {1, 0, 1};
+    w01[ndevices - 1] = 1;
+    const struct {
+        tsr_device_group *g;
+        size_t members;
+        const double *w;
+        const char *name;
+    } splits[] = {{group, ndevices, w10, "{1, 0}"}, {group, ndevices, w01, "{0, 1}"}, {g3, 3, w101, "{1, 0, 1}"}};
+    const size_t ms[] = {1, 2, 63, 64, 65, 70, 129};
+    for (size_t sp = 0; sp < sizeof splits / sizeof splits[0]; sp++) {
+        tsr_device_group *g = splits[sp].g;
+        TH_ASSERT_OK(tsr_group_set_weights(g, splits[sp].w));
+        char what[96];
+        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+            const int row_major = i % 2 == 0;
+            const size_t m = ms[i], n = 9, k = 7, lines = row_major ? m : n, line = row_major ? n : m;
+            float *a = random_floats(m * k), *b = random_floats(k * n), *c = random_floats(m * n);
+            double *ref = malloc(m * n * sizeof(double));
+            assert_non_null(ref);
+            th_ref_sgemm(row_major, 0, 0, m, n, k, 1, a, row_major ? k : m, b, row_major ? n : k, 0.5, c, ref, line);
+            snprintf(what, sizeof what, "GEMM m = %zu (%s), weights %s", m, row_major ? "row-major" : "column-major",
+                     splits[sp].name);
+            tsr_status st = tsr_sgemm_multi(g, row_major ? TSR_ROW_MAJOR : TSR_COL_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m,
+                                            n, k, 1, a, row_major ? k : m, b, row_major ? n : k, 0.5f, c, line);
+            if (st != TSR_SUCCESS) fail_msg("%s: %s: %s", what, tsr_status_str(st), tsr_last_error());
+            double err = th_rel_error_matrix(row_major, m, n, c, ref, line);
+            if (!(err < 2e-6)) fail_msg("%s: relative error %.3g", what, err);
+            check_zero_weights(g, splits[sp].members, splits[sp].w, row_major ? m : n, what);
+            (void)lines;
+            free(a), free(b), free(c), free(ref);
+        }
+        for (size_t batch = 1; batch <= 3; batch++) {
+            const size_t m = 5, n = 6, k = 4;
+            float *a = random_floats(batch * m * k), *b = random_floats(k * n), *c = random_floats(batch * m * n);
+            double *ref = malloc(batch * m * n * sizeof(double));
+            assert_non_null(ref);
+            for (size_t e = 0; e < batch; e++)
+                th_ref_sgemm(1, 0, 0, m, n, k, 1, a + e * m * k, k, b, n, 0.5, c + e * m * n, ref + e * m * n, n);
+            snprintf(what, sizeof what, "batched GEMM, batch %zu, weights %s", batch, splits[sp].name);
+            tsr_status st = tsr_sgemm_strided_batched_multi(g, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a,
+                                                            k, m * k, b, n, 0, 0.5f, c, n, m * n, batch);
+            if (st != TSR_SUCCESS) fail_msg("%s: %s: %s", what, tsr_status_str(st), tsr_last_error());
+            for (size_t e = 0; e < batch; e++)
+                if (!(th_rel_error_matrix(1, m, n, c + e * m * n, ref + e * m * n, n) < 2e-6))
+                    fail_msg("%s: entry %zu is wrong", what, e);
+            check_zero_weights(g, splits[sp].members, splits[sp].w, batch, what);
+            free(a), free(b), free(c), free(ref);
+        }
+        const size_t shapes[][2] = {{1, 1}, {1, 2}, {1, 3}, {2, 3}}; /* (batch, heads) */
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            const size_t B = shapes[i][0], H = shapes[i][1], L = 5, D = 8, total = B * H * L * D;
+            float *q = random_floats(total), *kk = random_floats(total), *v = random_floats(total),
+                  *o = malloc(total * sizeof(float));
+            double *scores = malloc(L * sizeof(double)), *want = malloc(D * sizeof(double));
+            assert_non_null(o), assert_non_null(scores), assert_non_null(want);
+            th_poison(o, total);
+            tsr_attention_desc d = {.batch = B, .heads = H, .q_len = L, .kv_len = L, .head_dim = D};
+            snprintf(what, sizeof what, "attention %zu x %zu, weights %s", B, H, splits[sp].name);
+            tsr_status st = tsr_attention_multi(g, &d, q, kk, v, o);
+            if (st != TSR_SUCCESS) fail_msg("%s: %s: %s", what, tsr_status_str(st), tsr_last_error());
+            for (size_t bh = 0; bh < B * H; bh++) /* contiguous [B, H, L, D]: head bh's rows follow each other */
+                for (size_t r = 0; r < L; r++) {
+                    tsr_attention_reference_row(q + (bh * L + r) * D, kk + bh * L * D, v + bh * L * D, L, D,
+                                                1.0 / sqrt((double)D), scores, want);
+                    for (size_t x = 0; x < D; x++)
+                        if (!(fabs(o[(bh * L + r) * D + x] - want[x]) < 1e-5 + 1e-5 * fabs(want[x])))
+                            fail_msg("%s: O[pair %zu, row %zu, %zu] = %g, reference %g", what, bh, r, x,
+                                     (double)o[(bh * L + r) * D + x], want[x]);
+                }
+            check_zero_weights(g, splits[sp].members, splits[sp].w, B * H, what);
+            free(q), free(kk), free(v), free(o), free(scores), free(want);
+        }
+        TH_ASSERT_OK(tsr_group_set_weights(g, NULL));
+    }
+    tsr_group_destroy(g3);
+}
+
+/* The units a failed call reports as written (the tiles tsr_group_last_stats lists after it): a
+ * mask over [0, units), each unit listed once, by a device of the group. */
+static unsigned char *written_units(tsr_device_group *g, size_t members, size_t units) {
+    tsr_group_stats st;
+    TH_ASSERT_OK(tsr_group_last_stats(g, &st));
+    unsigned char *mask = calloc(units, 1);
+    assert_non_null(mask);
+    size_t total = 0;
+    for (size_t t = 0; t < st.tile_count; t++) {
+        const tsr_group_tile *tile = &st.tiles[t];
+        assert_true(tile->device < members && tile->count > 0 && tile->first + tile->count <= units);
+        for (size_t u = tile->first; u < tile->first + tile->count; u++) {
+            if (mask[u]) fail_msg("unit %zu reported written twice", u);
+            mask[u] = 1;
+        }
+        total += tile->count;
+    }
+    size_t per_device = 0;
+    for (size_t d = 0; d < members; d++)
+        per_device += st.devices[d].units;
+    assert_int_equal(per_device, total);
+    assert_true(st.seconds == 0);
+    return mask;
+}
+
+/* One GEMM call under TSR_TEST_MULTI_FAIL=`hook` on g: it fails naming the device and saying what it
+ * wrote; each row it reports written holds its result, every other row is as it was. Returns whether
+ * the injected failure was reached (false: the call succeeded, another device took the tile). */
+static bool gemm_fails_and_says_what_it_wrote(tsr_device_group *g, size_t members, tsr_device *failing,
+                                             const char *hook, size_t *rows_written) {
+    const size_t m = 300, n = 40, k = 30;
+    float *a = random_floats(m * k), *b = random_floats(k * n), *c = random_floats(m * n);
+    float *before = malloc(m * n * sizeof(float));
+    double *ref = malloc(m * n * sizeof(double));
+    assert_non_null(before), assert_non_null(ref);
+    memcpy(before, c, m * n * sizeof(float));
+    th_ref_sgemm(1, 0, 0, m, n, k, 1, a, k, b, n, 0.5, c, ref, n);
+    setenv("TSR_TEST_MULTI_FAIL", hook, 1);
+    tsr_status st = tsr_sgemm_multi(g, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0.5f, c, n);
+    unsetenv("TSR_TEST_MULTI_FAIL");
+    if (st == TSR_SUCCESS) {
+        free(a), free(b), free(c), free(before), free(ref);
+        return false;
+    }
+    TH_ASSERT_STATUS(st, TSR_ERR_OPENCL);
+    char error[2048]; /* tsr_group_last_stats clears it */
+    snprintf(error, sizeof error, "%s", tsr_last_error());
+    printf("# TSR_TEST_MULTI_FAIL=%s: %s\n", hook, error);
+    TH_ASSERT_CONTAINS(error, tsr_device_get_info(failing)->name);
+    TH_ASSERT_CONTAINS(error, "injected");
+    unsigned char *mask = written_units(g, members, m);
+    size_t count = 0;
+    for (size_t i = 0; i < m; i++) {
+        count += mask[i];
+        if (mask[i]) {
+            for (size_t j = 0; j < n; j++)
+                if (!(fabs(c[i * n + j] - ref[i * n + j]) <= 1e-5 * (1 + fabs(ref[i * n + j]))))
+                    fail_msg("%s: row %zu is reported written but C[%zu][%zu] = %g, reference %g", hook, i, i, j,
+                             (double)c[i * n + j], ref[i * n + j]);
+        } else if (memcmp(c + i * n, before + i * n, n * sizeof(float))) {
+            fail_msg("%s: row %zu is not reported written but changed", hook, i);
+        }
+    }
+    /* the message says the same: the written rows as ranges, or that C was not written */
+    if (count) {
+        TH_ASSERT_CONTAINS(error, "rows of C written: ");
+        TH_ASSERT_CONTAINS(error, "every other row of C is as it was");
+        char first_range[64];
+        size_t lo = 0;
+        while (!mask[lo])
+            lo++;
+        size_t hi = lo;
+        while (hi + 1 < m && mask[hi + 1])
+            hi++;
+        snprintf(first_range, sizeof first_range, "written: %zu-%zu", lo, hi);
+        TH_ASSERT_CONTAINS(error, first_range);
+    } else {
+        TH_ASSERT_CONTAINS(error, "C was not written");
+    }
+    *rows_written = count;
+    free(mask);
+    free(a), free(b), free(c), free(before), free(ref);
+    return true;
+}
+
+/* A device that fails mid-call (by the test hook TSR_TEST_MULTI_FAIL=DEVICE[:TILE], while the others
+ * compute): the error names it, the other devices stop, the call says exactly which rows of C it
+ * wrote (tsr_group_last_stats lists those tiles) and leaves every other row as it was, and the group
+ * works afterwards. A hook that is not DEVICE[:TILE] with DEVICE in the group is refused. */
 static void gemm_failure_names_device(void **state) {
     (void)state;
-    size_t m = 300, n = 40, k = 30;
+    char hook[32];
+    size_t rows = 0;
+    /* a group of its own, so the failure leaves the shared group's learned rates alone */
+    tsr_device_group *fresh = NULL;
+    TH_ASSERT_OK(tsr_group_create(devices, ndevices, &fresh));
+    snprintf(hook, sizeof hook, "%zu", ndevices - 1); /* its first tile: always reached */
+    assert_true(gemm_fails_and_says_what_it_wrote(fresh, ndevices, devices[ndevices - 1], hook, &rows));
+    /* device 0's second tile (equal weights: a CPU device cuts its share in two), so its first one is
+     * written; another device may take that second tile before device 0 claims it, so a few tries */
+    bool reached = false;
+    for (int attempt = 0; attempt < 4 && !reached; attempt++) {
+        tsr_device_group *g = NULL;
+        TH_ASSERT_OK(tsr_group_create(devices, ndevices, &g));
+        reached = gemm_fails_and_says_what_it_wrote(g, ndevices, devices[0], "0:1", &rows);
+        tsr_group_destroy(g);
+    }
+    assert_true(reached);
+    assert_true(rows > 0);
+
+    /* the hook is read strictly: anything but DEVICE[:TILE] with DEVICE in the group is refused
+     * before anything runs */
+    const size_t m = 70, n = 5, k = 3;
     float *a = random_floats(m * k), *b = random_floats(k * n), *c = random_floats(m * n);
     float *before = malloc(m * n * sizeof(float));
     assert_non_null(before);
     memcpy(before, c, m * n * sizeof(float));
-    char index[16];
-    snprintf(index, sizeof index, "%zu", ndevices - 1);
-    /* a group of its own, so the failure leaves the shared group's learned rates alone */
-    tsr_device_group *fresh = NULL;
-    TH_ASSERT_OK(tsr_group_create(devices, ndevices, &fresh));
-    setenv("TSR_TEST_MULTI_FAIL", index, 1);
-    tsr_status st =
-        tsr_sgemm_multi(fresh, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0.5f, c, n);
-    unsetenv("TSR_TEST_MULTI_FAIL");
-    TH_ASSERT_STATUS(st, TSR_ERR_OPENCL);
-    TH_ASSERT_CONTAINS(tsr_last_error(), tsr_device_get_info(devices[ndevices - 1])->name);
-    TH_ASSERT_CONTAINS(tsr_last_error(), "injected");
-    tsr_group_stats stats;
-    TH_ASSERT_OK(tsr_group_last_stats(fresh, &stats));
-    assert_int_equal(stats.tile_count, 0);
-    /* and the group still works (from C as it was: the failed call may have written part of it) */
+    const char *bad[] = {"", "x", "1x", "-1", " 1", "1:", ":1", "0:x", "99", "0:1:2", "18446744073709551616"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("TSR_TEST_MULTI_FAIL", bad[i], 1);
+        tsr_status st =
+            tsr_sgemm_multi(fresh, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0.5f, c, n);
+        unsetenv("TSR_TEST_MULTI_FAIL");
+        if (st != TSR_ERR_INVALID_ARG)
+            fail_msg("TSR_TEST_MULTI_FAIL='%s': %s (%s)", bad[i], tsr_status_str(st), tsr_last_error());
+        TH_ASSERT_CONTAINS(tsr_last_error(), "TSR_TEST_MULTI_FAIL");
+        assert_memory_equal(c, before, m * n * sizeof(float));
+    }
+    /* and the group still works */
     double *ref = malloc(m * n * sizeof(double));
     assert_non_null(ref);
-    memcpy(c, before, m * n * sizeof(float));
     th_ref_sgemm(1, 0, 0, m, n, k, 1, a, k, b, n, 0.5, c, ref, n);
     TH_ASSERT_OK(tsr_sgemm_multi(fresh, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0.5f, c, n));
     assert_true(th_rel_error_matrix(1, m, n, c, ref, n) < 2e-6);
-    tsr_device_group *saved = group;
-    group = fresh; /* check_tiles reads the shared group */
-    check_tiles(m);
-    group = saved;
+    check_tiles_of(fresh, ndevices, m);
     tsr_group_destroy(fresh);
-    free(ref);
-    free(a), free(b), free(c), free(before);
+    free(ref), free(a), free(b), free(c), free(before);
+}
+
+/* The same for batch entries and (batch, head) pairs: a failed call's written units hold their
+ * results, every other one is as it was, and the message names the units. */
+static void batched_and_attention_failures_say_what_they_wrote(void **state) {
+    (void)state;
+    tsr_device_group *fresh = NULL;
+    TH_ASSERT_OK(tsr_group_create(devices, ndevices, &fresh));
+    char hook[32];
+    snprintf(hook, sizeof hook, "%zu", ndevices - 1);
+    const size_t batch = 9, m = 6, n = 7, k = 5;
+    float *a = random_floats(batch * m * k), *b = random_floats(batch * k * n), *c = random_floats(batch * m * n);
+    float *before = malloc(batch * m * n * sizeof(float));
+    double *ref = malloc(batch * m * n * sizeof(double));
+    assert_non_null(before), assert_non_null(ref);
+    memcpy(before, c, batch * m * n * sizeof(float));
+    for (size_t e = 0; e < batch; e++)
+        th_ref_sgemm(1, 0, 0, m, n, k, 1, a + e * m * k, k, b + e * k * n, n, 0.5, c + e * m * n, ref + e * m * n, n);
+    setenv("TSR_TEST_MULTI_FAIL", hook, 1);
+    tsr_status st = tsr_sgemm_strided_batched_multi(fresh, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k,
+                                                    m * k, b, n, k * n, 0.5f, c, n, m * n, batch);
+    unsetenv("TSR_TEST_MULTI_FAIL");
+    TH_ASSERT_STATUS(st, TSR_ERR_OPENCL);
+    printf("# batched: %s\n", tsr_last_error());
+    TH_ASSERT_CONTAINS(tsr_last_error(), "batch entr");
+    unsigned char *mask = written_units(fresh, ndevices, batch);
+    for (size_t e = 0; e < batch; e++)
+        if (mask[e] ? !(th_rel_error_matrix(1, m, n, c + e * m * n, ref + e * m * n, n) < 2e-6)
+                    : memcmp(c + e * m * n, before + e * m * n, m * n * sizeof(float)) != 0)
+            fail_msg("batch entry %zu (%s written) is wrong", e, mask[e] ? "reported" : "not reported");
+    free(mask), free(a), free(b), free(c), free(before), free(ref);
+
+    const size_t B = 2, H = 4, L = 6, D = 8, total = B * H * L * D;
+    float *q = random_floats(total), *kk = random_floats(total), *v = random_floats(total);
+    float *o = malloc(total * sizeof(float)), *o_before = malloc(total * sizeof(float));
+    double *scores = malloc(L * sizeof(double)), *want = malloc(D * sizeof(double));
+    assert_non_null(o), assert_non_null(o_before), assert_non_null(scores), assert_non_null(want);
+    th_poison(o, total);
+    memcpy(o_before, o, total * sizeof(float));
+    tsr_attention_desc d = {.batch = B, .heads = H, .q_len = L, .kv_len = L, .head_dim = D};
+    setenv("TSR_TEST_MULTI_FAIL", hook, 1);
+    st = tsr_attention_multi(fresh, &d, q, kk, v, o);
+    unsetenv("TSR_TEST_MULTI_FAIL");
+    TH_ASSERT_STATUS(st, TSR_ERR_OPENCL);
+    printf("# attention: %s\n", tsr_last_error());
+    TH_ASSERT_CONTAINS(tsr_last_error(), "(batch, head) pair");
+    mask = written_units(fresh, ndevices, B * H);
+    for (size_t bh = 0; bh < B * H; bh++) {
+        if (!mask[bh]) {
+            if (memcmp(o + bh * L * D, o_before + bh * L * D, L * D * sizeof(float)))
+                fail_msg("(batch, head) pair %zu is not reported written but changed", bh);
+            continue;
+        }
+        for (size_t r = 0; r < L; r++) {
+            tsr_attention_reference_row(q + (bh * L + r) * D, kk + bh * L * D, v + bh * L * D, L, D,
+                                        1.0 / sqrt((double)D), scores, want);
+            for (size_t x = 0; x < D; x++)
+                if (!(fabs(o[(bh * L + r) * D + x] - want[x]) < 1e-5 + 1e-5 * fabs(want[x])))
+                    fail_msg("(batch, head) pair %zu is reported written but wrong", bh);
+        }
+    }
+    free(mask), free(q), free(kk), free(v), free(o), free(o_before), free(scores), free(want);
+    tsr_group_destroy(fresh);
 }
 
 /* ---- strided-batched GEMM ---- */
@@ -620,7 +884,8 @@ int main(void) {
         cmocka_unit_test(gemm_every_layout),         cmocka_unit_test(gemm_weights_and_stats),
         cmocka_unit_test(gemm_degenerate),           cmocka_unit_test(gemm_refusals),
         cmocka_unit_test(group_calls_follow_the_single_device_rules),
-        cmocka_unit_test(gemm_failure_names_device), cmocka_unit_test(batched_matches),
+        cmocka_unit_test(zero_weight_devices_take_no_work),
+        cmocka_unit_test(gemm_failure_names_device), cmocka_unit_test(batched_and_attention_failures_say_what_they_wrote), cmocka_unit_test(batched_matches),
         cmocka_unit_test(attention_matches),
     };
     return TH_RUN_GROUP(tests, open_group, close_group);

@@ -2,20 +2,23 @@
 """Run one MPI test through mpirun and check its exit status and output.
 
 usage: mpi_test.py MPIRUN [--expect-rc 0|nonzero|N] [--expect REGEX]... [--reject REGEX]...
-                          [--env NAME=VALUE]... [--timeout S] -- MPIRUN-ARGS...
+                          [--env NAME=VALUE]... [--timeout S] [--max-memory GIB] -- MPIRUN-ARGS...
 
 Every --expect must match somewhere in stdout+stderr, no --reject may; the exit status must be
 as given. --env settings are exported to every rank (mpirun -x). A run past --timeout fails:
-the point of the fault tests is that nothing hangs."""
+the point of the fault tests is that nothing hangs. --max-memory limits the address space of
+mpirun and its ranks (RLIMIT_AS), so that a test of sizes too large for memory fails with a
+refused allocation, not the OOM killer, when the tool does not refuse them first."""
 import os
 import re
+import resource
 import subprocess
 import sys
 
 
 def main(argv):
     mpirun, args = argv[1], argv[2:]
-    expect_rc, expects, rejects, env_sets, timeout = '0', [], [], [], 60.0
+    expect_rc, expects, rejects, env_sets, timeout, max_memory = '0', [], [], [], 60.0, None
     while args and args[0] != '--':
         opt, value = args[0], args[1]
         args = args[2:]
@@ -29,6 +32,8 @@ def main(argv):
             env_sets.append(value)
         elif opt == '--timeout':
             timeout = float(value)
+        elif opt == '--max-memory':
+            max_memory = int(float(value) * 2**30)
         else:
             sys.exit(f'mpi_test.py: unknown option {opt}')
     run_args = args[1:]
@@ -45,7 +50,9 @@ def main(argv):
     cmd = [mpirun, '--oversubscribe', '--bind-to', 'none'] + exports + run_args
     print('+', ' '.join(cmd), flush=True)
     try:
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_AS, (max_memory, max_memory))) if max_memory else None
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout,
+                              preexec_fn=limit)
     except subprocess.TimeoutExpired as e:
         print((e.stdout or b'').decode(errors='replace'))
         print(f'FAIL: mpirun still running after {timeout} s (a hang)')

@@ -9,7 +9,9 @@
 #include "internal.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -41,7 +43,9 @@ static const char usage_text[] =
     "  --chunk C      allreduce: floats per pipelined chunk (default 1048576)\n"
     "  --cluster SPEC model: P=RANKS,link=BANDWIDTH,latency=TIME,gemm=RATE, e.g.\n"
     "                 P=64,link=100Gbit,latency=2us,gemm=50TFLOPs (units: Gbit Mbit GB MB per s;\n"
-    "                 s ms us ns; TFLOPs GFLOPs)\n"
+    "                 s ms us ns; TFLOPs GFLOPs; P 1 to 1048576, link 1Mbit to 1000000GB, latency\n"
+    "                 1ns to 1000s, gemm 0.001GFLOPs to 1000000TFLOPs); predictions only, so with\n"
+    "                 it model takes just --n, --panel, --grad and --tokens\n"
     "  --grad G       model --cluster: gradient floats of the all-reduce example (default 110000000)\n"
     "  --tokens T     model --cluster: tokens per rank per step in that example (default 8192)\n"
     "  --device SEL   the OpenCL device of every rank (tsr_device_open selector)\n"
@@ -50,9 +54,14 @@ static const char usage_text[] =
     "                 it before the run)\n"
     "  -h, --help     this text\n"
     "\n"
+    "Before anything is allocated, every size is checked against each rank's device (largest\n"
+    "allocation, global memory) and host memory (the ranks of one host together) and against MPI's\n"
+    "message counts; a refusal is one line and exit status 2 on every rank.\n"
+    "\n"
     "environment: TSR_MPI_TIMEOUT (seconds a waiting rank goes without any sign of progress from\n"
     "the others before it aborts the job, default 600), TSR_MPI_FAULT (test hook, see tessera_mpi.h),\n"
-    "POCL_MAX_PTHREAD_COUNT (PoCL threads per rank)\n";
+    "TSR_MPI_HOST_MEMORY (test hook: bytes of host memory the size check takes as available, when\n"
+    "lower than the real figure), POCL_MAX_PTHREAD_COUNT (PoCL threads per rank)\n";
 
 typedef struct options {
     const char *command;
@@ -61,6 +70,8 @@ typedef struct options {
     bool check, help;
     const char *json, *device, *cluster;
     uint64_t seed;
+    /* which options were given (a default is never mistaken for a choice) */
+    bool has_m, has_k, has_panel, has_chunk, has_grad, has_tokens, has_reps, has_seed;
 } options;
 
 typedef struct cluster_spec {
@@ -89,15 +100,31 @@ static int usage_error(const char *fmt, ...) {
     return 2;
 }
 
-/* "100Gbit" -> bytes per second etc.: a positive number and one of the listed units. */
-static bool parse_quantity(const char *text, const char *const *units, const double *scales, double *out) {
-    char *end = NULL;
-    if (!text[0] || strspn(text, "0123456789.") == 0) return false;
-    double value = strtod(text, &end);
-    if (!(value > 0) || !isfinite(value)) return false;
+/* "100Gbit" -> bytes per second etc.: a plain decimal number (digits with at most one point, an
+ * optional exponent; no sign, hex, inf or nan, which strtod would take), one of the listed units,
+ * and a value in base units from lo to hi (so nothing derived from it overflows or vanishes). */
+static bool parse_quantity(const char *text, const char *const *units, const double *scales, double lo, double hi,
+                           double *out) {
+    const char *p = text;
+    size_t int_digits = strspn(p, "0123456789");
+    p += int_digits;
+    size_t frac_digits = 0;
+    if (*p == '.') frac_digits = strspn(++p, "0123456789"), p += frac_digits;
+    if (int_digits + frac_digits == 0) return false;
+    if ((*p == 'e' || *p == 'E') &&
+        (isdigit((unsigned char)p[1]) || ((p[1] == '+' || p[1] == '-') && isdigit((unsigned char)p[2]))))
+        p += 2, p += strspn(p, "0123456789");
+    char number[64];
+    if ((size_t)(p - text) >= sizeof number) return false;
+    memcpy(number, text, (size_t)(p - text));
+    number[p - text] = '\0';
+    double value = strtod(number, NULL);
     for (int i = 0; units[i]; ++i)
-        if (strcmp(end, units[i]) == 0) {
-            *out = value * scales[i];
+        if (strcmp(p, units[i]) == 0) {
+            double scaled = value * scales[i];
+            if (!isfinite(scaled) || scaled < lo * (1 - 1e-9) || scaled > hi * (1 + 1e-9))
+                return false; /* a relative tolerance: 0.001 * 1e9 is not exactly 1e6 */
+            *out = scaled;
             return true;
         }
     return false;
@@ -113,6 +140,9 @@ static int parse_cluster(const char *text, cluster_spec *spec) {
     memset(spec, 0, sizeof *spec);
     char copy[256];
     if (strlen(text) >= sizeof copy) return usage_error("--cluster: '%s' is too long", text);
+    size_t len = strlen(text);
+    if (!len || text[0] == ',' || text[len - 1] == ',' || strstr(text, ",,"))
+        return usage_error("--cluster: '%s' has an empty item (KEY=VALUE items separated by single commas)", text);
     strcpy(copy, text);
     int seen = 0;
     for (char *save = NULL, *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
@@ -120,27 +150,33 @@ static int parse_cluster(const char *text, cluster_spec *spec) {
         if (!eq) return usage_error("--cluster: '%s' is not KEY=VALUE (keys P, link, latency, gemm)", item);
         *eq = '\0';
         const char *key = item, *value = eq + 1;
-        if (strcmp(key, "P") == 0) {
+        int bit = strcmp(key, "P") == 0         ? 1
+                  : strcmp(key, "link") == 0    ? 2
+                  : strcmp(key, "latency") == 0 ? 4
+                  : strcmp(key, "gemm") == 0    ? 8
+                                                : 0;
+        if (!bit) return usage_error("--cluster: unknown key '%s' (keys P, link, latency, gemm)", key);
+        if (seen & bit) return usage_error("--cluster: %s is given twice", key);
+        seen |= bit;
+        if (bit == 1) {
             uint64_t p = 0;
             if (bench_parse_count(value, "--cluster P", 1, 1 << 20, &p) != TSR_SUCCESS)
                 return usage_error("%s", tsr_last_error());
-            spec->ranks = (int)p, seen |= 1;
-        } else if (strcmp(key, "link") == 0) {
-            if (!parse_quantity(value, link_units, link_scales, &spec->link_bytes_s))
+            spec->ranks = (int)p;
+        } else if (bit == 2) {
+            if (!parse_quantity(value, link_units, link_scales, 1e6 / 8, 1e15, &spec->link_bytes_s))
                 return usage_error("--cluster link: '%s' is not a bandwidth such as 100Gbit, 400Mbit, 25GB, 900MB "
-                                   "(per second)",
+                                   "(per second), from 1Mbit to 1000000GB",
                                    value);
-            seen |= 2;
-        } else if (strcmp(key, "latency") == 0) {
-            if (!parse_quantity(value, time_units, time_scales, &spec->latency_s))
-                return usage_error("--cluster latency: '%s' is not a time such as 2us, 500ns, 1ms", value);
-            seen |= 4;
-        } else if (strcmp(key, "gemm") == 0) {
-            if (!parse_quantity(value, rate_units, rate_scales, &spec->rate))
-                return usage_error("--cluster gemm: '%s' is not a rate such as 50TFLOPs or 900GFLOPs", value);
-            seen |= 8;
+        } else if (bit == 4) {
+            if (!parse_quantity(value, time_units, time_scales, 1e-9, 1e3, &spec->latency_s))
+                return usage_error("--cluster latency: '%s' is not a time such as 2us, 500ns, 1ms, from 1ns to 1000s",
+                                   value);
         } else {
-            return usage_error("--cluster: unknown key '%s' (keys P, link, latency, gemm)", key);
+            if (!parse_quantity(value, rate_units, rate_scales, 1e6, 1e18, &spec->rate))
+                return usage_error("--cluster gemm: '%s' is not a rate such as 50TFLOPs or 900GFLOPs, from 0.001GFLOPs "
+                                   "to 1000000TFLOPs",
+                                   value);
         }
     }
     if (seen != 15) return usage_error("--cluster needs all of P, link, latency and gemm (got '%s')", text);
@@ -188,32 +224,41 @@ static int parse_options(int argc, char **argv, options *o) {
             break;
         case 'm':
             err = parse_size(optarg, "--m", 1, MAX_DIM, &o->m);
+            o->has_m = true;
             break;
         case 'k':
             err = parse_size(optarg, "--k", 1, MAX_DIM, &o->k);
+            o->has_k = true;
             break;
         case 'p':
             err = parse_size(optarg, "--panel", 1, MAX_DIM, &o->panel);
+            o->has_panel = true;
             break;
         case 'f':
-            err = parse_size(optarg, "--floats", 1, (uint64_t)1 << 31, &o->floats);
+            /* any count whose bytes fit in size_t: the memory check (check_sizes) decides */
+            err = parse_size(optarg, "--floats", 1, SIZE_MAX / sizeof(float), &o->floats);
             break;
         case 'u':
-            err = parse_size(optarg, "--chunk", 1, (uint64_t)1 << 30, &o->chunk);
+            err = parse_size(optarg, "--chunk", 1, (uint64_t)1 << 30, &o->chunk); /* one MPI message: an int count */
+            o->has_chunk = true;
             break;
         case 'g':
             err = parse_size(optarg, "--grad", 1, (uint64_t)1 << 40, &o->grad);
+            o->has_grad = true;
             break;
         case 't':
             err = parse_size(optarg, "--tokens", 1, (uint64_t)1 << 30, &o->tokens);
+            o->has_tokens = true;
             break;
         case 'r':
             if (bench_parse_count(optarg, "--reps", 1, MAX_REPS, &reps) != TSR_SUCCESS)
                 err = usage_error("%s", tsr_last_error());
             o->reps = (int)reps;
+            o->has_reps = true;
             break;
         case 's':
             if (bench_parse_u64(optarg, "--seed", &o->seed) != TSR_SUCCESS) err = usage_error("%s", tsr_last_error());
+            o->has_seed = true;
             break;
         case 'c':
             o->check = true;
@@ -245,11 +290,14 @@ static int parse_options(int argc, char **argv, options *o) {
     bool allreduce = !gemm && !model;
     if (allreduce && (o->n || o->m || o->k || o->panel || o->check || o->cluster))
         return usage_error("allreduce takes --floats, --chunk, --reps, --seed, --device and --json");
-    if (!allreduce && (o->floats || o->chunk)) return usage_error("--floats and --chunk belong to allreduce");
+    if (!allreduce && (o->floats || o->has_chunk)) return usage_error("--floats and --chunk belong to allreduce");
     if (gemm && o->cluster) return usage_error("--cluster belongs to model");
-    if (!model && (o->grad != 110000000 || o->tokens != 8192))
-        return usage_error("--grad and --tokens belong to model");
+    if ((o->has_grad || o->has_tokens) && !o->cluster)
+        return usage_error("--grad and --tokens belong to model --cluster");
     if (model && o->check) return usage_error("--check belongs to gemm");
+    if (o->cluster && (o->has_m || o->has_k || o->has_reps || o->has_seed || o->device || o->json))
+        return usage_error("model --cluster only predicts (square n x n GEMMs, nothing measured or written): it takes "
+                           "--cluster, --n, --panel, --grad and --tokens");
     if (allreduce && !o->floats) return usage_error("allreduce needs --floats N");
     if (!allreduce && !o->n) {
         if (model && o->cluster)
@@ -765,7 +813,11 @@ static void print_cluster(const options *o, const cluster_spec *cs) {
     }
     /* Communication dominates while a panel's broadcasts take longer than its GEMM; both grow with
      * n (n^2 against n), so there is one crossing: bisect for it. */
-    size_t lo = 1, hi = (size_t)1 << 24;
+    const size_t top = (size_t)1 << 24;
+    size_t lo = 1, hi = top;
+    tsr_mpi_summa_prediction ends[2];
+    tsr_mpi_model_summa(&model, lo, lo, lo, o->panel, &ends[0]);
+    tsr_mpi_model_summa(&model, hi, hi, hi, o->panel, &ends[1]);
     for (int i = 0; i < 64 && lo + 1 < hi; ++i) {
         size_t mid = lo + (hi - lo) / 2;
         tsr_mpi_summa_prediction p;
@@ -775,9 +827,15 @@ static void print_cluster(const options *o, const cluster_spec *cs) {
         else
             hi = mid;
     }
-    printf("\n  communication dominates (broadcasts of a panel take longer than its GEMM) below n = %zu;\n"
-           "  above it the broadcasts hide behind the GEMM and only the first panel's are exposed.\n",
-           hi);
+    if (!(ends[0].comm > ends[0].compute)) /* one rank, or links so fast that no n is communication bound */
+        printf("\n  communication never dominates: the broadcasts of a panel take no longer than its GEMM at any n.\n");
+    else if (ends[1].comm > ends[1].compute)
+        printf("\n  communication dominates (broadcasts of a panel take longer than its GEMM) at every n up to %zu.\n",
+               top);
+    else
+        printf("\n  communication dominates (broadcasts of a panel take longer than its GEMM) below n = %zu;\n"
+               "  above it the broadcasts hide behind the GEMM and only the first panel's are exposed.\n",
+               hi);
     /* All-reduce vs compute: a data-parallel step over G parameters and T tokens per rank does
      * about 6 T G FLOPs of GEMMs (2 forward, 4 backward) and one all-reduce of G floats. */
     double g = (double)o->grad, tokens = (double)o->tokens;
@@ -890,6 +948,277 @@ static int run_model(tsr_device *dev, MPI_Comm comm, const options *o) {
     return rc;
 }
 
+/* ---- sizes against memory, before anything is allocated ---- */
+
+/* A stretch of one rank's run: the device buffers alive together and the host bytes in use then. */
+#define MAX_PHASE_BUFFERS 8
+typedef struct phase {
+    const char *name;
+    size_t buffers[MAX_PHASE_BUFFERS];
+    size_t nbuffers;
+    size_t host;
+} phase;
+
+/* Byte counts from the options, every product and sum checked: the first overflow stays in st
+ * (with its message) and every later result is SIZE_MAX. */
+typedef struct sizer {
+    tsr_status st;
+    char what[160]; /* the size options as given: "--n 65536 --check" */
+} sizer;
+
+static size_t sz_mad(sizer *z, size_t a, size_t b, size_t c) {
+    size_t out = SIZE_MAX;
+    if (z->st == TSR_SUCCESS) {
+        char what[224];
+        snprintf(what, sizeof what, "%s: a byte count", z->what);
+        z->st = tsr_size_mad(what, a, b, c, &out);
+    }
+    return z->st == TSR_SUCCESS ? out : SIZE_MAX;
+}
+static size_t sz_floats(sizer *z, size_t a, size_t b) { return sz_mad(z, sz_mad(z, a, b, 0), sizeof(float), 0); }
+static size_t sz_add(sizer *z, size_t a, size_t b) { return sz_mad(z, a, 1, b); }
+static size_t sz_max(size_t a, size_t b) { return a > b ? a : b; }
+
+static void push_buffer(phase *ph, size_t bytes) {
+    if (bytes && ph->nbuffers < MAX_PHASE_BUFFERS) ph->buffers[ph->nbuffers++] = bytes;
+}
+
+/* GEMM's pack workspace (CPU devices: the tiled kernel packs A and B into buffers the device keeps
+ * for later calls, which tsr_workspace_get grows by a quarter and zeroes from a host copy): rows of
+ * A and columns of B rounded up to 128, the largest tile. Returns the host bytes of that zeroing. */
+static size_t push_pack_workspace(sizer *z, phase *ph, const tsr_device_info *info, size_t m, size_t n, size_t k) {
+    size_t rows[2] = {m, n}, most = 0;
+    for (int i = 0; i < 2; ++i) {
+        size_t bytes = sz_floats(z, (rows[i] + 127) / 128 * 128, k);
+        size_t grown = sz_mad(z, bytes / 4, 1, sz_add(z, bytes, 63)) / 64 * 64;
+        if (grown > info->max_alloc_bytes) grown = bytes;
+        push_buffer(ph, grown);
+        most = sz_max(most, grown);
+    }
+    return most;
+}
+
+/* The options that set the sizes of o's command, as given. */
+static void size_options_text(const options *o, char *out, size_t size) {
+    size_t used = 0;
+#define ADD(...) (used += (size_t)snprintf(out + used, used < size ? size - used : 0, __VA_ARGS__))
+    out[0] = '\0';
+    if (strcmp(o->command, "allreduce") == 0) {
+        ADD("--floats %zu", o->floats);
+        if (o->has_chunk) ADD(" --chunk %zu", o->chunk);
+    } else {
+        if (o->has_m) ADD("--m %zu ", o->m);
+        ADD("--n %zu", o->n);
+        if (o->has_k) ADD(" --k %zu", o->k);
+        if (o->has_panel) ADD(" --panel %zu", o->panel);
+        if (o->check) ADD(" --check");
+    }
+#undef ADD
+}
+
+/* The host memory this rank may count on: bench_host_available(), or TSR_MPI_HOST_MEMORY (bytes; a
+ * test hook) when that is lower; 0 when unknown. A malformed TSR_MPI_HOST_MEMORY is an error. */
+static tsr_status host_available(uint64_t *out) {
+    *out = bench_host_available();
+    const char *text = getenv("TSR_MPI_HOST_MEMORY");
+    if (!text || !*text) return TSR_SUCCESS;
+    uint64_t limit = 0;
+    if (bench_parse_count(text, "TSR_MPI_HOST_MEMORY", 1, UINT64_MAX, &limit) != TSR_SUCCESS)
+        return TSR_ERR_INVALID_ARG;
+    if (!*out || limit < *out) *out = limit;
+    return TSR_SUCCESS;
+}
+
+static double mib(uint64_t bytes) { return (double)bytes / 1048576.0; }
+
+/* This rank's own checks of o's command, as rank `rank` of `ranks` ranks with a device: byte counts
+ * that overflow, MPI messages over INT_MAX elements, device buffers over the device's largest
+ * allocation or, together, its global memory (bench_check_memory, phase by phase), and its peak
+ * host bytes (*host_need; device buffers count too on a CPU device, whose memory is the host's)
+ * over what the host has available. Returns false with the reason in msg. */
+static bool check_sizes_local(tsr_device *dev, const options *o, int rank, int ranks, uint64_t available,
+                              size_t *host_need, char *msg, size_t size) {
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    bool cpu = info->type == TSR_DEVICE_CPU;
+    sizer z = {TSR_SUCCESS, ""};
+    size_options_text(o, z.what, sizeof z.what);
+    phase ph[2];
+    memset(ph, 0, sizeof ph);
+    size_t nph = 0;
+    if (strcmp(o->command, "allreduce") == 0) {
+        size_t c = o->floats, chunk = o->chunk ? o->chunk : (size_t)1 << 20;
+        /* the rank's data, the result read back, the exact sum and the magnitudes (doubles), and
+         * the all-reduce's three chunk slots */
+        ph[0].name = "the all-reduce buffer and its host arrays";
+        push_buffer(&ph[0], sz_floats(&z, c, 1));
+        ph[0].host = sz_add(&z, sz_floats(&z, c, 6), sz_floats(&z, chunk < c ? chunk : c, 3));
+        nph = 1;
+    } else {
+        bool gemm = strcmp(o->command, "gemm") == 0;
+        int pr, pc;
+        tsr_mpi_grid_shape(ranks, &pr, &pc);
+        size_t r0, mi, nj, ka, kb, w = o->panel < o->k ? o->panel : o->k;
+        tsr_mpi_block(o->m, pr, rank / pc, &r0, &mi);
+        tsr_mpi_block(o->n, pc, rank % pc, &r0, &nj);
+        tsr_mpi_block(o->k, pc, rank % pc, &r0, &ka);
+        tsr_mpi_block(o->k, pr, rank / pc, &r0, &kb);
+        /* MPI messages count elements in an int: the largest block of A and B scattered (and of C
+         * gathered by --check) to the other ranks, and the panels broadcast, on every rank alike. */
+        size_t bm = (o->m + (size_t)pr - 1) / (size_t)pr, bn = (o->n + (size_t)pc - 1) / (size_t)pc;
+        size_t bka = (o->k + (size_t)pc - 1) / (size_t)pc, bkb = (o->k + (size_t)pr - 1) / (size_t)pr;
+        struct {
+            const char *name;
+            size_t rows, cols;
+            bool sent;
+        } msgs[] = {{"a block of A", bm, bka, ranks > 1},
+                    {"a block of B", bkb, bn, ranks > 1},
+                    {"a block of C", bm, bn, ranks > 1 && gemm && o->check},
+                    {"a panel of A", bm, w, true},
+                    {"a panel of B", w, bn, true}};
+        for (size_t i = 0; i < sizeof msgs / sizeof *msgs; ++i)
+            if (msgs[i].sent && sz_mad(&z, msgs[i].rows, msgs[i].cols, 0) > INT_MAX && z.st == TSR_SUCCESS) {
+                snprintf(msg, size,
+                         "%s: %s on the %d x %d grid is %zu x %zu = %zu floats, more than one MPI message holds "
+                         "(%d)",
+                         z.what, msgs[i].name, pr, pc, msgs[i].rows, msgs[i].cols, msgs[i].rows * msgs[i].cols,
+                         INT_MAX);
+                return false;
+            }
+        /* Held for the whole run: this rank's blocks of A, B and C; on rank 0 A and B, and with
+         * --check the gathered C, the single-rank C and |A||B|. */
+        size_t held = sz_add(&z, sz_add(&z, sz_floats(&z, mi, ka), sz_floats(&z, kb, nj)), sz_floats(&z, mi, nj));
+        if (rank == 0) held = sz_add(&z, held, sz_add(&z, sz_floats(&z, o->m, o->k), sz_floats(&z, o->k, o->n)));
+        if (rank == 0 && gemm && o->check) held = sz_add(&z, held, sz_mad(&z, sz_floats(&z, o->m, o->n), 3, 0));
+        size_t a_panel = sz_floats(&z, mi, w), b_panel = sz_floats(&z, w, nj), c_block = sz_floats(&z, mi, nj);
+        size_t zeros = sz_max(sz_max(a_panel, b_panel), c_block); /* device buffers start from host zeros */
+        bool computes = mi && nj && w;
+        /* SUMMA: two panels of A and of B on the host and the device, the C block on the device
+         * (the warm-up GEMM before it has one of each; model: the local-rate measurement has the
+         * same device buffers and one set of host panels) */
+        phase *p = &ph[nph++];
+        p->name = "SUMMA's panels and C block";
+        size_t transient = zeros;
+        if (computes) {
+            push_buffer(p, a_panel), push_buffer(p, a_panel), push_buffer(p, b_panel), push_buffer(p, b_panel);
+            push_buffer(p, c_block);
+            if (cpu) transient = sz_max(transient, push_pack_workspace(&z, p, info, mi, nj, w));
+        }
+        size_t panels = sz_add(&z, sz_mad(&z, a_panel, 2, 0), sz_mad(&z, b_panel, 2, 0));
+        if (!gemm) panels = sz_max(panels, sz_add(&z, sz_add(&z, a_panel, b_panel), c_block));
+        p->host = sz_add(&z, held, sz_add(&z, panels, transient));
+        /* rank 0 alone: A, B and C whole on the device; with --check |A| and |B| on the host */
+        if (rank == 0) {
+            p = &ph[nph++];
+            p->name = "the single-rank GEMM on rank 0";
+            size_t a = sz_floats(&z, o->m, o->k), b = sz_floats(&z, o->k, o->n), c = sz_floats(&z, o->m, o->n);
+            push_buffer(p, a), push_buffer(p, b), push_buffer(p, c);
+            transient = c;
+            if (gemm && o->check) transient = sz_max(transient, sz_mad(&z, c, 2, 0)); /* the double reference */
+            if (cpu) transient = sz_max(transient, push_pack_workspace(&z, p, info, o->m, o->n, o->k));
+            if (gemm && o->check) transient = sz_add(&z, transient, sz_add(&z, a, b));
+            p->host = sz_add(&z, held, transient);
+        }
+    }
+    char what[256];
+    size_t need = 0;
+    for (size_t i = 0; i < nph && z.st == TSR_SUCCESS; ++i) {
+        snprintf(what, sizeof what, "%s: %s", z.what, ph[i].name);
+        size_t host = ph[i].host, device = 0;
+        for (size_t b = 0; b < ph[i].nbuffers; ++b)
+            device = sz_add(&z, device, ph[i].buffers[b]);
+        if (cpu) host = sz_add(&z, host, device); /* a CPU device's buffers are host memory */
+        if (z.st != TSR_SUCCESS) break;
+        if (bench_check_memory(dev, what, ph[i].buffers, ph[i].nbuffers, 0) != TSR_SUCCESS) {
+            snprintf(msg, size, "%s", tsr_last_error());
+            return false;
+        }
+        if (available && host > available) {
+            snprintf(msg, size, "%s: needs %.0f MiB of host memory%s, more than is available (%.0f MiB)", what,
+                     mib(host), cpu ? " (with the CPU device's buffers)" : "", mib(available));
+            return false;
+        }
+        need = sz_max(need, host);
+    }
+    if (z.st != TSR_SUCCESS) {
+        snprintf(msg, size, "%s", tsr_last_error());
+        return false;
+    }
+    *host_need = need;
+    return true;
+}
+
+/* What each rank with a device tells the others before anything is allocated. */
+typedef struct size_record {
+    char host[MPI_MAX_PROCESSOR_NAME];
+    uint64_t need;      /* its peak host bytes */
+    uint64_t available; /* its host's available memory; 0: unknown */
+    int32_t refused;    /* refused by its own checks */
+    int32_t pad;
+} size_record;
+
+/* Every size of o's command against every rank's device and host memory, before anything is
+ * allocated: each rank's own checks (check_sizes_local), then the ranks on one host together
+ * against that host's available memory. The records are all-gathered, so every rank reaches the
+ * same verdict; on a refusal one rank prints one line (the lowest rank that refused, else the
+ * lowest rank of the first host over its memory) and every rank returns 2. Collective over comm. */
+static int check_sizes(MPI_Comm comm, tsr_device *dev, const options *o) {
+    int rank = 0, ranks = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &ranks);
+    char msg[1024] = "";
+    size_record mine;
+    memset(&mine, 0, sizeof mine);
+    int len = 0;
+    MPI_Get_processor_name(mine.host, &len);
+    uint64_t available = 0;
+    size_t need = 0;
+    if (host_available(&available) != TSR_SUCCESS) {
+        snprintf(msg, sizeof msg, "%s", tsr_last_error());
+        mine.refused = 1;
+    } else {
+        mine.refused = !check_sizes_local(dev, o, rank, ranks, available, &need, msg, sizeof msg);
+    }
+    mine.need = need;
+    mine.available = available;
+    size_record *all = malloc((size_t)ranks * sizeof *all);
+    if (!all) tsr_mpi_abort(comm, "checking sizes: out of host memory");
+    MPI_Request req;
+    MPI_Iallgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, comm, &req);
+    tsr_mpi_wait(comm, &req, "every rank's sizes against its memory (MPI_Iallgather)");
+    int printer = -1;
+    for (int r = 0; r < ranks && printer < 0; ++r)
+        if (all[r].refused) printer = r;
+    for (int r = 0; r < ranks && printer < 0; ++r) {
+        int first = 1, count = 0; /* r is the lowest rank of its host */
+        uint64_t sum = 0, most = 0, avail = 0;
+        for (int q = 0; q < ranks; ++q) {
+            if (strncmp(all[q].host, all[r].host, sizeof all[r].host) != 0) continue;
+            if (q < r) first = 0;
+            ++count;
+            sum = all[q].need > UINT64_MAX - sum ? UINT64_MAX : sum + all[q].need;
+            most = all[q].need > most ? all[q].need : most;
+            if (all[q].available && (!avail || all[q].available < avail)) avail = all[q].available;
+        }
+        if (!first || !avail || sum <= avail) continue;
+        printer = r;
+        if (r == rank) {
+            char what[160];
+            size_options_text(o, what, sizeof what);
+            snprintf(msg, sizeof msg,
+                     "%s: the %d ranks on host %s need %.0f MiB of host memory together (up to %.0f MiB each), more "
+                     "than is available (%.0f MiB)",
+                     what, count, all[r].host, mib(sum), mib(most), mib(avail));
+        }
+    }
+    free(all);
+    if (printer < 0) return 0;
+    if (printer == rank) {
+        fprintf(stderr, "tessera-mpi: %s: %s\n", tsr_mpi_whoami(), msg);
+        fflush(stderr);
+    }
+    return 2;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     tsr_mpi_check_args(MPI_COMM_WORLD, argc, argv);
@@ -915,10 +1244,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     int json_failed = 0;
-    if (active != MPI_COMM_NULL) check_json(active, &o, &json_failed);
+    if (active != MPI_COMM_NULL) rc = check_sizes(active, dev, &o);
+    if (active != MPI_COMM_NULL && !rc) check_json(active, &o, &json_failed);
     if (json_failed) {
         rc = 2;
-    } else if (active != MPI_COMM_NULL) {
+    } else if (active != MPI_COMM_NULL && !rc) {
         if (strcmp(o.command, "gemm") == 0)
             rc = run_gemm(dev, active, &o);
         else if (strcmp(o.command, "allreduce") == 0)

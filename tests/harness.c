@@ -166,6 +166,35 @@ bool th_rusticl_mode(void) {
 
 bool th_small_mode(void) { return th_oclgrind_mode() || th_rusticl_mode(); }
 
+bool th_long_mode(void) {
+    const char *m = getenv("TSR_TEST_LONG");
+    return m && strcmp(m, "1") == 0 && !th_small_mode();
+}
+
+int th_run_group(const char *name, const struct CMUnitTest *tests, size_t count, CMFixtureFunction setup,
+                 CMFixtureFunction teardown) {
+    th_seed();
+    cmocka_set_message_output(CM_OUTPUT_TAP);
+    if (getenv("TSR_TEST_FILTER")) cmocka_set_test_filter(getenv("TSR_TEST_FILTER"));
+    const char *shard = getenv("TSR_TEST_SHARD");
+    if (!shard) return _cmocka_run_group_tests(name, tests, count, setup, teardown);
+    unsigned index, total;
+    char tail;
+    if (sscanf(shard, "%u/%u%c", &index, &total, &tail) != 2 || total == 0 || index >= total) {
+        fprintf(stderr, "TSR_TEST_SHARD='%s': expected I/N with 0 <= I < N\n", shard);
+        return 1;
+    }
+    struct CMUnitTest *mine = calloc(count ? count : 1, sizeof *mine);
+    if (!mine) return 1;
+    size_t n = 0;
+    for (size_t i = 0; i < count; ++i)
+        if (i % total == index) mine[n++] = tests[i];
+    printf("# shard %u/%u: %zu of %zu cases\n", index, total, n, count);
+    int failed = n ? _cmocka_run_group_tests(name, mine, n, setup, teardown) : (printf("1..0 # SKIP empty shard\n"), 0);
+    free(mine);
+    return failed;
+}
+
 const char *th_mode_unavailable(void) {
     if (!th_rusticl_mode()) return NULL;
     static char why[512];

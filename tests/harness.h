@@ -75,15 +75,19 @@ double th_ref_activation(int act, double x);
 /* ||got - ref|| / ||ref|| over the m x n window of a matrix with leading dimension ld. */
 double th_rel_error_matrix(int row_major, size_t m, size_t n, const float *got, const double *ref, size_t ld);
 
-/* Run a cmocka group with TAP output (so meson counts each test case). */
+/* Run a cmocka group with TAP output (so meson counts each test case).
+ * $TSR_TEST_FILTER (a cmocka pattern such as "config*") runs a subset; $TSR_TEST_SHARD="I/N" runs
+ * the cases whose index is I modulo N (tests/meson.build splits the long suites into shards that run
+ * in parallel, each case in exactly one of them). */
 #define TH_RUN(tests) TH_RUN_GROUP(tests, NULL, NULL)
-/* $TSR_TEST_FILTER (a cmocka pattern such as "config*") runs a subset. */
 #define TH_RUN_GROUP(tests, setup, teardown)                                                          \
     (th_mode_unavailable() ? th_skip_all(th_mode_unavailable())                                       \
-                           : (th_seed(), cmocka_set_message_output(CM_OUTPUT_TAP),                    \
-                              getenv("TSR_TEST_FILTER") ? cmocka_set_test_filter(getenv("TSR_TEST_FILTER")) \
-                                                        : (void)0,                                    \
-                              cmocka_run_group_tests(tests, setup, teardown)))
+                           : th_run_group(#tests, tests, sizeof(tests) / sizeof((tests)[0]), setup, teardown))
+int th_run_group(const char *name, const struct CMUnitTest *tests, size_t count, CMFixtureFunction setup,
+                 CMFixtureFunction teardown);
+/* True with $TSR_TEST_LONG=1: the long tier (every configuration, transposition and type set of
+ * the sweeps, larger random counts). The default tier keeps every case class, with fewer draws. */
+bool th_long_mode(void);
 
 #define TH_ASSERT_OK(expr)                                                                            \
     do {                                                                                              \

@@ -16,6 +16,12 @@
 #define dev th_dev /* the group's device (harness) */
 
 static bool small_mode(void) { return th_small_mode(); }
+/* The sweeps over configurations and type sets: every member in every tier; the default tier gives
+ * each member fewer draws, rotating the case kinds across members so every kind still runs
+ * (TSR_TEST_LONG=1: every member sees every kind). */
+static bool long_mode(void) { return th_long_mode(); }
+/* Case kind `j` of `per` drawn for member `c` of a sweep whose members take `kinds` kinds each. */
+static int rotated_kind(size_t c, int j, int per, int kinds) { return (int)(((size_t)per * c + (size_t)j) % (size_t)kinds); }
 
 /* The configuration override the cases run under (NULL: none), named in verbose output. */
 static const char *gemm_override;
@@ -178,6 +184,8 @@ static void all_layouts_and_transposes(void **state) {
     size_t nshapes = small_mode() ? 5 : sizeof shapes / sizeof shapes[0];
     for (int combo = 0; combo < 8; ++combo)
         for (size_t s = 0; s < nshapes; ++s) {
+            /* default tier: the degenerate shapes on every combination, the rest on alternate ones */
+            if (!long_mode() && s >= 4 && (s + (size_t)combo) % 2) continue;
             gemm_case g = {.row_major = combo & 1, .ta = (combo >> 1) & 1, .tb = (combo >> 2) & 1,
                            .m = shapes[s][0], .n = shapes[s][1], .k = shapes[s][2],
                            .alpha = 1.0f, .beta = 0.0f, .batch = 1};
@@ -374,7 +382,9 @@ static void configurations(void **state) {
     size_t nconfigs = small_mode() ? 4 : sizeof configs / sizeof configs[0];
     for (size_t c = 0; c < nconfigs; ++c) {
         if (!try_gemm_override(configs[c])) continue;
-        for (int t = 0; t < (small_mode() ? 2 : 6); ++t) {
+        int per = small_mode() ? 2 : long_mode() ? 6 : 2;
+        for (int j = 0; j < per; ++j) {
+            int t = small_mode() || long_mode() ? j : rotated_kind(c, j, per, 6);
             size_t max = small_mode() ? 20 : 90;
             gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = t & 1, .tb = (t >> 1) & 1, .m = rand_size(max),
                            .n = rand_size(max), .k = rand_size(max), .alpha = 1.0f, .beta = 0.5f,
@@ -407,10 +417,11 @@ static void gpu_kernel(void **state) {
     };
     static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
     size_t nconfigs = small_mode() ? 3 : sizeof configs / sizeof configs[0];
-    int cases = small_mode() ? 4 : 12;
+    int cases = small_mode() ? 4 : long_mode() ? 12 : 4;
     for (size_t c = 0; c < nconfigs; ++c) {
         if (!try_gemm_override(configs[c])) continue;
-        for (int t = 0; t < cases; ++t) {
+        for (int j = 0; j < cases; ++j) {
+            int t = small_mode() || long_mode() ? j : rotated_kind(c, j, cases, 12);
             size_t max = small_mode() ? 40 : 300;
             gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = t & 1, .tb = (t >> 1) & 1, .m = rand_size(max),
                            .n = rand_size(max), .k = rand_size(max), .lda_pad = th_rand() % 3,
@@ -447,9 +458,11 @@ static void k_blocked_accumulation(void **state) {
     };
     static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
     static const size_t ks[] = {128, 129, 256, 300, 385, 77};
+    int per = long_mode() ? 8 : 4;
     for (size_t c = 0; c < sizeof configs / sizeof configs[0]; ++c) {
         if (!try_gemm_override(configs[c])) continue;
-        for (int t = 0; t < 8; ++t) {
+        for (int j = 0; j < per; ++j) {
+            int t = rotated_kind(c, j, per, 8);
             gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = t & 1, .tb = (t >> 1) & 1, .m = rand_size(45),
                            .n = rand_size(45), .k = t < 6 ? ks[t] : 130 + th_rand() % 300, .lda_pad = th_rand() % 3,
                            .ldb_pad = th_rand() % 3, .ldc_pad = th_rand() % 3, .a_off = th_rand() % 4,
@@ -530,6 +543,8 @@ static void type_combinations(void **state) {
         if (small_mode() && combo % 4 != 1) continue;
         tsr_dtype at = all_types[combo % 3], bt = all_types[combo / 3 % 3], ct = all_types[combo / 9];
         for (int t = 0; t < 2; ++t) {
+            /* default tier: one of the two cases per combination, alternating */
+            if (!small_mode() && !long_mode() && t != combo % 2) continue;
             int shape = combo + t; /* layout and transpositions rotate through the combinations */
             gemm_case g = {.row_major = (combo + t) & 1,
                            .ta = (shape >> 1) & 1,
@@ -620,7 +635,9 @@ static void types_configurations(void **state) {
     size_t nconfigs = small_mode() ? 2 : sizeof configs / sizeof configs[0];
     for (size_t c = 0; c < nconfigs; ++c) {
         if (!try_gemm_override(configs[c])) continue;
-        for (int t = 0; t < (small_mode() ? 2 : 4); ++t) {
+        int per = small_mode() || !long_mode() ? 2 : 4;
+        for (int j = 0; j < per; ++j) {
+            int t = small_mode() || long_mode() ? j : rotated_kind(c, j, per, 4);
             size_t max = small_mode() ? 20 : 90;
             int combo = (int)(th_rand() % 27);
             gemm_case g = {.row_major = (int)(th_rand() & 1),

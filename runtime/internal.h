@@ -654,9 +654,12 @@ tsr_status tsr_source_hash(const char *source_name, char out[17]);
  * more_sources, of all its sources' texts in order. */
 struct tsr_op;
 tsr_status tsr_op_source_hash(const struct tsr_op *op, char out[17]);
-/* Every field a lookup relies on has the right type (and the checksum matches); false with the
+/* Every field a lookup relies on has the right type and range, the top level holds only format,
+ * schema_version, devices and checksum, and the checksum is there and matches; false with the
  * reason in `why` otherwise. */
 bool tsr_db_validate(const struct cJSON *root, char *why, size_t size);
+/* Stamp root's "checksum" (what every write does; tests seal the files they make by hand). */
+tsr_status tsr_db_seal(struct cJSON *root);
 /* Load and validate a database file: TSR_ERR_NOT_FOUND when absent, TSR_ERR_CORRUPT (with the
  * reason) when damaged or foreign. */
 tsr_status tsr_db_load(const char *path, struct cJSON **root);

@@ -8,6 +8,8 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,7 +119,7 @@ static bool devices_checksum(const cJSON *root, char out[17]) {
 }
 
 /* Stamp the checksum before every write. */
-static tsr_status seal(cJSON *root) {
+tsr_status tsr_db_seal(cJSON *root) {
     char sum[17];
     if (!devices_checksum(root, sum)) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     cJSON *item = cJSON_CreateString(sum);
@@ -129,13 +131,83 @@ static tsr_status seal(cJSON *root) {
 
 /* The database as text to write: sealed, formatted like the shipped file. */
 static tsr_status db_text(cJSON *root, char **text) {
-    tsr_status st = seal(root);
+    tsr_status st = tsr_db_seal(root);
     if (st != TSR_SUCCESS) return st;
     *text = cJSON_Print(root);
     return *text ? TSR_SUCCESS : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
 }
 
-/* Every field a lookup relies on has the right type; anything else makes the file untrusted. */
+/* The keys a database holds at its top level: anything else is damage (a flipped bit in a key) or
+ * another program's file. */
+static const char *const top_level_keys[] = {"format", "schema_version", "devices", "checksum"};
+
+/* Bounds on the numbers of an entry (a file may come from anywhere; cJSON reads 1e999 as
+ * infinity): rates (in the entry's "unit") a device could have measured, counts and parameters
+ * integers an int holds. */
+#define DB_MAX_RATE 1e12
+#define DB_MAX_COUNT 1e9
+
+/* o[key]: absent (unless required), or a finite number in [lo, hi], integral where asked. */
+static bool db_number(const cJSON *o, const char *key, bool required, double lo, double hi, bool integer,
+                      const char *where, char *why, size_t size) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v && !required) return true;
+    if (!cJSON_IsNumber(v)) return snprintf(why, size, "%s: \"%s\" is %s", where, key, v ? "not a number" : "missing"), false;
+    double x = v->valuedouble;
+    if (isfinite(x) && x >= lo && x <= hi && (!integer || x == floor(x))) return true;
+    snprintf(why, size, "%s: \"%s\" is %g: it must be %s in [%g, %g]", where, key, x,
+             integer ? "an integer" : "a finite number", lo, hi);
+    return false;
+}
+
+/* A configuration: parameter names to integers (an int each). */
+static bool db_config(const cJSON *config, const char *where, char *why, size_t size) {
+    if (!cJSON_IsObject(config)) return snprintf(why, size, "%s: \"config\" is not an object", where), false;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, config) {
+        if (!cJSON_IsNumber(v)) return snprintf(why, size, "%s: parameter %s is not a number", where, v->string), false;
+        if (!db_number(config, v->string, true, INT_MIN, INT_MAX, true, where, why, size)) return false;
+    }
+    return true;
+}
+
+/* An entry: its configuration, rate and the other numbers a reader shows or compares. */
+static bool db_entry(const cJSON *entry, const char *where, char *why, size_t size) {
+    const cJSON *config = cJSON_GetObjectItemCaseSensitive(entry, "config");
+    const cJSON *gflops = cJSON_GetObjectItemCaseSensitive(entry, "gflops");
+    if (!cJSON_IsObject(config) || !cJSON_IsNumber(gflops) || !is_string(entry, "source_hash"))
+        return snprintf(why, size, "%s lacks config, gflops or source_hash", where), false;
+    if (!db_config(config, where, why, size) || !db_number(entry, "gflops", true, 0, DB_MAX_RATE, false, where, why, size) ||
+        !db_number(entry, "gflops_q25", false, 0, DB_MAX_RATE, false, where, why, size) ||
+        !db_number(entry, "spread", false, 0, DB_MAX_RATE, false, where, why, size) ||
+        !db_number(entry, "evaluations", false, 0, DB_MAX_COUNT, true, where, why, size))
+        return false;
+    const cJSON *runners = cJSON_GetObjectItemCaseSensitive(entry, "runners_up"), *r;
+    if (runners && !cJSON_IsArray(runners)) return snprintf(why, size, "%s: \"runners_up\" is not an array", where), false;
+    cJSON_ArrayForEach(r, runners) {
+        char at[320];
+        snprintf(at, sizeof at, "%.300s, a runner-up", where);
+        if (!db_config(cJSON_GetObjectItemCaseSensitive(r, "config"), at, why, size) ||
+            !db_number(r, "gflops", true, 0, DB_MAX_RATE, false, at, why, size))
+            return false;
+    }
+    return true;
+}
+
+/* The first number under `node` that is not finite, or NULL. */
+static const cJSON *db_non_finite(const cJSON *node) {
+    if (cJSON_IsNumber(node)) return isfinite(node->valuedouble) ? NULL : node;
+    for (const cJSON *c = node ? node->child : NULL; c; c = c->next) {
+        const cJSON *bad = db_non_finite(c);
+        if (bad) return bad;
+    }
+    return NULL;
+}
+
+/* Every field a lookup relies on has the right type and range, the top level holds only its four
+ * keys, and the checksum matches: anything else makes the file untrusted. Every file tessera has
+ * written since schema 1 carries its checksum, so a file without one is damaged (a bit flipped in
+ * the key "checksum", a line lost) or made by hand, never one to trust. */
 bool tsr_db_validate(const cJSON *root, char *why, size_t size) {
     if (!cJSON_IsObject(root)) return snprintf(why, size, "not a JSON object"), false;
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
@@ -151,15 +223,13 @@ bool tsr_db_validate(const cJSON *root, char *why, size_t size) {
     const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
     if (!cJSON_IsObject(devices)) return snprintf(why, size, "\"devices\" is not an object"), false;
     if (!clean_strings(root, why, size)) return false;
-    /* Files written before checksums existed have none and stay readable. */
-    const cJSON *checksum = cJSON_GetObjectItemCaseSensitive(root, "checksum");
-    if (checksum) {
-        char sum[17];
-        if (!cJSON_IsString(checksum)) return snprintf(why, size, "\"checksum\" is not a string"), false;
-        if (!devices_checksum(root, sum)) return snprintf(why, size, "out of memory checking the checksum"), false;
-        if (strcmp(sum, checksum->valuestring) != 0)
-            return snprintf(why, size, "checksum mismatch (the file says %.16s, its entries give %s): damaged or "
-                                       "edited by hand", checksum->valuestring, sum), false;
+    for (const cJSON *k = root->child; k; k = k->next) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof top_level_keys / sizeof top_level_keys[0]; ++i)
+            known |= strcmp(k->string, top_level_keys[i]) == 0;
+        if (!known)
+            return snprintf(why, size, "unknown top-level key \"%.64s\" (a database holds only format, schema_version, "
+                                       "devices and checksum)", k->string), false;
     }
     const cJSON *dev;
     cJSON_ArrayForEach(dev, devices) {
@@ -167,6 +237,9 @@ bool tsr_db_validate(const cJSON *root, char *why, size_t size) {
         for (size_t f = 0; f < sizeof fields / sizeof fields[0]; ++f)
             if (!is_string(dev, fields[f]))
                 return snprintf(why, size, "device '%s' lacks the string \"%s\"", dev->string, fields[f]), false;
+        char where[300];
+        snprintf(where, sizeof where, "device '%.200s'", dev->string);
+        if (!db_number(dev, "float_width", false, 0, DB_MAX_COUNT, true, where, why, size)) return false;
         const cJSON *ops = cJSON_GetObjectItemCaseSensitive(dev, "ops");
         if (!cJSON_IsObject(ops)) return snprintf(why, size, "device '%s' has no \"ops\" object", dev->string), false;
         const cJSON *op;
@@ -174,18 +247,25 @@ bool tsr_db_validate(const cJSON *root, char *why, size_t size) {
             if (!cJSON_IsObject(op)) return snprintf(why, size, "op '%s' is not an object", op->string), false;
             const cJSON *entry;
             cJSON_ArrayForEach(entry, op) {
-                const cJSON *config = cJSON_GetObjectItemCaseSensitive(entry, "config");
-                const cJSON *gflops = cJSON_GetObjectItemCaseSensitive(entry, "gflops");
-                if (!cJSON_IsObject(config) || !cJSON_IsNumber(gflops) || !is_string(entry, "source_hash"))
-                    return snprintf(why, size, "entry %s/%s lacks config, gflops or source_hash", op->string,
-                                    entry->string), false;
-                const cJSON *v;
-                cJSON_ArrayForEach(v, config) if (!cJSON_IsNumber(v)) return snprintf(
-                    why, size, "entry %s/%s: parameter %s is not a number", op->string, entry->string, v->string),
-                                                                   false;
+                snprintf(where, sizeof where, "entry %.100s/%.100s", op->string, entry->string);
+                if (!db_entry(entry, where, why, size)) return false;
             }
         }
     }
+    const cJSON *bad = db_non_finite(root);
+    if (bad)
+        return snprintf(why, size, "\"%s\" is %g: not a finite number", bad->string ? bad->string : "(array item)",
+                        bad->valuedouble), false;
+    const cJSON *checksum = cJSON_GetObjectItemCaseSensitive(root, "checksum");
+    if (!checksum)
+        return snprintf(why, size, "no \"checksum\" (every database tessera writes has one: damaged, or made or edited "
+                                   "by hand)"), false;
+    char sum[17];
+    if (!cJSON_IsString(checksum)) return snprintf(why, size, "\"checksum\" is not a string"), false;
+    if (!devices_checksum(root, sum)) return snprintf(why, size, "out of memory checking the checksum"), false;
+    if (strcmp(sum, checksum->valuestring) != 0)
+        return snprintf(why, size, "checksum mismatch (the file says %.16s, its entries give %s): damaged or "
+                                   "edited by hand", checksum->valuestring, sum), false;
     return true;
 }
 
@@ -413,10 +493,12 @@ size_t tsr_db_merge(cJSON *dst, const cJSON *src) {
 }
 
 /* The file a database path names: a symlinked database is written through to its target
- * (resolved once, so the lock and the atomic rename act on the target, not on the link). */
-static tsr_status resolve_db_path(const char *path, char *out, size_t size) {
+ * (resolved once, so the lock and the atomic rename act on the target, not on the link).
+ * *linked: whether `path` was a link. */
+static tsr_status resolve_db_path(const char *path, char *out, size_t size, bool *linked) {
     char target[TSR_PATH_MAX];
     tsr_strlcpy(out, path, size);
+    *linked = false;
     for (int hops = 0; hops < 40; ++hops) {
         ssize_t n = readlink(out, target, sizeof target - 1);
         if (n < 0) {
@@ -425,6 +507,7 @@ static tsr_status resolve_db_path(const char *path, char *out, size_t size) {
             return tsr_fail(TSR_ERR_IO, "cannot read the link %s: %s", out, strerror(errno));
         }
         target[n] = '\0';
+        *linked = true;
         if (target[0] != '/') { /* relative to the link's directory */
             char joined[TSR_PATH_MAX * 2];
             const char *slash = strrchr(out, '/');
@@ -449,9 +532,25 @@ static void parent_dir(const char *path, char *dir, size_t size) {
     else *slash = '\0';
 }
 
+/* A database path that is a symbolic link is written through to its target, but tessera creates
+ * no directories for a link: a dangling link whose target's directory is missing is an error
+ * (the directories of a plain path are created, as for the default location). */
+static tsr_status check_link_target_dir(const char *path, const char *file, const char *dir) {
+    struct stat sb;
+    int rc = stat(dir, &sb);
+    if (rc == 0 && S_ISDIR(sb.st_mode)) return TSR_SUCCESS;
+    const char *what = rc == 0 ? "is not a directory"
+                       : errno == ENOENT || errno == ENOTDIR ? "does not exist" : strerror(errno);
+    return tsr_fail(TSR_ERR_IO,
+                    "tuning database %s is a symbolic link to %s, whose directory %s %s: tessera writes through a "
+                    "link but creates no directories for one (create it, or point the link elsewhere)",
+                    path, file, dir, what);
+}
+
 tsr_status tsr_db_check_writable(const char *path) {
     char file[TSR_PATH_MAX], dir[TSR_PATH_MAX];
-    tsr_status st = resolve_db_path(path, file, sizeof file);
+    bool linked = false;
+    tsr_status st = resolve_db_path(path, file, sizeof file, &linked);
     if (st != TSR_SUCCESS) return st;
     struct stat sb;
     if (stat(file, &sb) == 0) {
@@ -461,8 +560,10 @@ tsr_status tsr_db_check_writable(const char *path) {
     } else if (errno != ENOENT && errno != ENOTDIR) {
         return tsr_fail(TSR_ERR_IO, "tuning database %s: %s", file, strerror(errno));
     }
-    /* The nearest existing ancestor must be a directory we may create in (the rest is created). */
+    /* The nearest existing ancestor must be a directory we may create in (the rest is created;
+     * never for a link's target). */
     parent_dir(file, dir, sizeof dir);
+    if (linked && (st = check_link_target_dir(path, file, dir)) != TSR_SUCCESS) return st;
     for (;;) {
         if (stat(dir, &sb) == 0) {
             if (!S_ISDIR(sb.st_mode))
@@ -507,10 +608,13 @@ static tsr_status move_aside(const char *path, char *aside, size_t size) {
 tsr_status tsr_db_update(const char *db_path, tsr_status (*update)(cJSON *root, void *ctx), void *ctx) {
     char path[TSR_PATH_MAX], dir[TSR_PATH_MAX], lock_path[TSR_PATH_MAX + 8];
     if (!db_path || !*db_path) return tsr_fail(TSR_ERR_INVALID_ARG, "the tuning database path is empty");
-    tsr_status st = resolve_db_path(db_path, path, sizeof path);
+    bool linked = false;
+    tsr_status st = resolve_db_path(db_path, path, sizeof path, &linked);
     if (st != TSR_SUCCESS) return st;
     parent_dir(path, dir, sizeof dir);
-    if ((st = tsr_make_dirs(dir)) != TSR_SUCCESS) return st;
+    if (linked) st = check_link_target_dir(db_path, path, dir);
+    else st = tsr_make_dirs(dir);
+    if (st != TSR_SUCCESS) return st;
     if ((size_t)snprintf(lock_path, sizeof lock_path, "%s.lock", path) >= sizeof lock_path)
         return tsr_fail(TSR_ERR_INVALID_ARG, "tuning database path too long: %s", path);
     /* Two tuners writing at once: each re-reads and merges under the lock, so neither loses entries. */

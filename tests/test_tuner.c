@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 extern char **environ;
 
@@ -276,10 +277,17 @@ static void add_entry(cJSON *root, const char *key, const char *platform, const 
     else cJSON_AddItemToObject(gemm, cls, e);
 }
 
-static void write_db(cJSON *root, const char *path) {
+/* The tree as it is (checksum or not). */
+static void write_db_as_is(const cJSON *root, const char *path) {
     char *text = cJSON_Print(root);
     th_write_file(path, text, strlen(text));
     free(text);
+}
+
+/* The tree sealed, as tessera writes every database. */
+static void write_db(cJSON *root, const char *path) {
+    TH_ASSERT_OK(tsr_db_seal(root));
+    write_db_as_is(root, path);
 }
 
 static tsr_config_info lookup_fresh(const char *cls) {
@@ -772,7 +780,7 @@ static void builtin_database_is_valid(void **state) {
     assert_true(cJSON_IsString(cJSON_GetObjectItem(root, "checksum"))); /* sealed: checked like user files */
     char path[700];
     snprintf(path, sizeof path, "%s/builtin.json", dir);
-    write_db(root, path);
+    write_db_as_is(root, path); /* its own checksum, not a fresh one */
     cJSON_Delete(root);
     cJSON_Delete(load(path)); /* passes the same validation as user files */
 }
@@ -875,14 +883,157 @@ static void checksum_guards_entries(void **state) {
     ci = lookup_fresh("large");
     assert_int_equal(ci.source, TSR_CONFIG_TUNED);
     free(text);
-    /* A file from before checksums (none at all) is read as it always was. */
-    cJSON *root = load(db_path);
+}
+
+/* Two bit flips used to defeat the checksum: one in the key "checksum" (the file read as one from
+ * before checksums), one in a rate. Every file tessera writes carries its checksum, so a file
+ * without one is damaged; the top level holds only its four keys; and every number of an entry is
+ * finite and in range (1e999 reads as infinity). */
+static void checksum_cannot_be_flipped_away(void **state) {
+    (void)state;
+    char *text = sealed_db_text(12.5);
+    static const struct {
+        const char *from, *to, *reason;
+    } edits[] = {
+        {"\"checksum\"", "\"checksuo\"", "unknown top-level key \"checksuo\""}, /* one flip: the key */
+        {"\"checksum\"", "\"chucksum\"", "unknown top-level key"},
+        {"\"format\"", "\"formaT\"", "not a tessera tuning database"},
+        {"\"devices\"", "\"devicas\"", "\"devices\" is not an object"},
+    };
+    for (size_t e = 0; e < sizeof edits / sizeof edits[0]; ++e) {
+        for (int digit = 0; digit < 2; ++digit) { /* the key alone, and with a second flip in the rate */
+            char *t = strdup(text);
+            char *at = strstr(t, edits[e].from);
+            assert_non_null(at);
+            memcpy(at, edits[e].to, strlen(edits[e].to));
+            if (digit) strstr(t, "12.5")[1] = '3'; /* 13.5 GFLOP/s */
+            th_write_file(db_path, t, strlen(t));
+            tsr_config_info ci = lookup_fresh("large");
+            assert_int_not_equal(ci.source, TSR_CONFIG_TUNED);
+            TH_ASSERT_CONTAINS(ci.origin, edits[e].reason);
+            cJSON *root = (cJSON *)1;
+            TH_ASSERT_STATUS(tsr_db_load(db_path, &root), TSR_ERR_CORRUPT);
+            free(t);
+        }
+    }
+    /* No checksum at all (the line lost, or a hand-made file): damaged, not "from before checksums". */
+    cJSON *root = cJSON_Parse(text);
     cJSON_DeleteItemFromObject(root, "checksum");
-    write_db(root, db_path);
+    write_db_as_is(root, db_path);
+    tsr_config_info ci = lookup_fresh("large");
+    assert_int_not_equal(ci.source, TSR_CONFIG_TUNED);
+    TH_ASSERT_CONTAINS(ci.origin, "no \"checksum\"");
+    /* A key of another program at the top level, sealed or not. */
+    cJSON_AddStringToObject(root, "comment", "mine");
+    TH_ASSERT_OK(tsr_db_seal(root));
+    write_db_as_is(root, db_path);
+    ci = lookup_fresh("large");
+    assert_int_not_equal(ci.source, TSR_CONFIG_TUNED);
+    TH_ASSERT_CONTAINS(ci.origin, "unknown top-level key \"comment\"");
     cJSON_Delete(root);
+    /* Numbers out of range, each in a file sealed over it (a checksum is computable by anyone). */
+    static const struct {
+        const char *field, *value, *reason;
+    } numbers[] = {
+        {"gflops", "1e999", "\"gflops\" is inf"},
+        {"gflops", "-1e999", "\"gflops\" is -inf"},
+        {"gflops", "-2", "\"gflops\" is -2"},
+        {"gflops", "1e13", "\"gflops\" is 1e+13"},
+        {"gflops_q25", "1e999", "\"gflops_q25\" is inf"},
+        {"spread", "-1", "\"spread\" is -1"},
+        {"evaluations", "1.5", "\"evaluations\" is 1.5"},
+        {"MWI", "1e999", "\"MWI\" is inf"},
+        {"MWI", "4294967296", "\"MWI\" is 4.29497e+09"},
+        {"float_width", "1e999", "\"float_width\" is inf"},
+        {"runner", "1e999", "a runner-up: \"gflops\" is inf"},
+    };
+    for (size_t n = 0; n < sizeof numbers / sizeof numbers[0]; ++n) {
+        root = cJSON_Parse(text);
+        cJSON *node = cJSON_GetObjectItem(root, "devices")->child;
+        cJSON *entry = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(node, "ops"), "gemm"), "large");
+        cJSON *at = strcmp(numbers[n].field, "MWI") == 0 ? cJSON_GetObjectItem(entry, "config")
+                    : strcmp(numbers[n].field, "float_width") == 0 ? node : entry;
+        const char *key = numbers[n].field;
+        if (strcmp(key, "runner") == 0) {
+            cJSON *ru = cJSON_CreateObject();
+            cJSON_AddItemToObject(ru, "config", cJSON_Duplicate(cJSON_GetObjectItem(entry, "config"), true));
+            cJSON_AddItemToArray(cJSON_AddArrayToObject(entry, "runners_up"), ru);
+            at = ru, key = "gflops";
+        }
+        cJSON_DeleteItemFromObject(at, key);
+        cJSON_AddNumberToObject(at, key, 424242.0); /* a placeholder the text form replaces */
+        char *t = cJSON_Print(root);
+        cJSON_Delete(root);
+        char *mark = strstr(t, "424242");
+        assert_non_null(mark);
+        char edited[65536];
+        snprintf(edited, sizeof edited, "%.*s%s%s", (int)(mark - t), t, numbers[n].value, mark + 6);
+        free(t);
+        /* seal the edited text for real: parse it (cJSON reads 1e999 as inf) and stamp the checksum
+         * that text's tree gives, so only the range check can refuse it */
+        cJSON *edited_root = cJSON_Parse(edited);
+        assert_non_null(edited_root);
+        char *sum_text = cJSON_PrintUnformatted(cJSON_GetObjectItem(edited_root, "devices"));
+        char sum[17];
+        snprintf(sum, sizeof sum, "%016llx", (unsigned long long)XXH3_64bits(sum_text, strlen(sum_text)));
+        free(sum_text);
+        cJSON_Delete(edited_root);
+        char *old_sum = strstr(edited, "\"checksum\":");
+        assert_non_null(old_sum);
+        old_sum = strchr(old_sum + 11, '"');
+        memcpy(old_sum + 1, sum, 16);
+        th_write_file(db_path, edited, strlen(edited));
+        ci = lookup_fresh("large");
+        assert_int_not_equal(ci.source, TSR_CONFIG_TUNED);
+        TH_ASSERT_CONTAINS(ci.origin, numbers[n].reason);
+    }
+    /* What tessera writes stays valid, and so does the shipped database (builtin_database_is_valid). */
+    th_write_file(db_path, text, strlen(text));
     ci = lookup_fresh("large");
     assert_int_equal(ci.source, TSR_CONFIG_TUNED);
     assert_string_equal(tsr_last_warning(), "");
+    free(text);
+}
+
+/* A dangling --db link is written through, but tessera creates no directory for its target (it
+ * used to create the target's parents anywhere the link pointed); a plain path's parents are
+ * created as before. */
+static void dangling_link_creates_no_directories(void **state) {
+    (void)state;
+    char link_path[800], nowhere[800], plain[800];
+    snprintf(nowhere, sizeof nowhere, "%s/not/yet/there", dir);
+    snprintf(link_path, sizeof link_path, "%s/dangling.json", dir);
+    char target[900];
+    snprintf(target, sizeof target, "%s/db.json", nowhere);
+    assert_int_equal(symlink(target, link_path), 0);
+    cJSON *root = tsr_db_new();
+    add_entry(root, "k", "P", "V", "one", "1", "GPU", "large", 2, 10, "0123456789abcdef", "2026-01-01");
+    TH_ASSERT_STATUS(tsr_db_update(link_path, merge_tree, root), TSR_ERR_IO);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "symbolic link");
+    TH_ASSERT_CONTAINS(tsr_last_error(), "does not exist");
+    TH_ASSERT_STATUS(tsr_db_check_writable(link_path), TSR_ERR_IO);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "creates no directories");
+    char top[800];
+    snprintf(top, sizeof top, "%s/not", dir);
+    assert_int_not_equal(access(top, F_OK), 0); /* nothing created */
+    /* The tuner refuses it before measuring. */
+    tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 1, .classes = "only", .db_path = link_path};
+    planted_setups = 0;
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL), TSR_ERR_IO);
+    assert_int_equal(planted_setups, 0);
+    assert_int_not_equal(access(top, F_OK), 0);
+    /* Once its directory exists, the link is written through. */
+    TH_ASSERT_OK(tsr_make_dirs(nowhere));
+    TH_ASSERT_OK(tsr_db_update(link_path, merge_tree, root));
+    cJSON_Delete(load(target));
+    struct stat sb;
+    assert_int_equal(lstat(link_path, &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode));
+    /* A plain path still gets its directories. */
+    snprintf(plain, sizeof plain, "%s/made/for/it/db.json", dir);
+    TH_ASSERT_OK(tsr_db_update(plain, merge_tree, root));
+    cJSON_Delete(load(plain));
+    cJSON_Delete(root);
 }
 
 /* Damaged files moved aside in the same second never replace each other (nor anything else). */
@@ -1035,6 +1186,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(builtin_database_is_valid, setup, teardown),
         cmocka_unit_test_setup_teardown(builtin_entries_for_this_device_are_current, setup, teardown),
         cmocka_unit_test_setup_teardown(checksum_guards_entries, setup, teardown),
+        cmocka_unit_test_setup_teardown(checksum_cannot_be_flipped_away, setup, teardown),
+        cmocka_unit_test_setup_teardown(dangling_link_creates_no_directories, setup, teardown),
         cmocka_unit_test_setup_teardown(asides_are_never_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(updates_follow_links_and_clean_temps, setup, teardown),
         cmocka_unit_test_setup_teardown(tune_checks_destination_first, setup, teardown),

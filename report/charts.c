@@ -51,30 +51,74 @@ static void axis_label(double v, char *out, size_t size) {
     else snprintf(out, size, "%.0f", v);
 }
 
+/* A positive finite number, or `fallback` (a report's numbers are checked when it is loaded; the
+ * charts do not rely on it). */
+static double usable(double v, double fallback) { return v > 0 && isfinite(v) ? v : fallback; }
+
+/* A row the roofline can place: work, bytes and rate positive and finite, and a finite intensity. */
+static bool roofline_point(const cJSON *r, double *intensity, double *gflops) {
+    double fl = bench_json_num(r, "flops"), by = bench_json_num(r, "bytes"), g = bench_json_num(r, "gflops");
+    if (!(fl > 0 && by > 0 && g > 0 && isfinite(fl) && isfinite(by) && isfinite(g))) return false;
+    double ai = fl / by;
+    if (!(ai > 0 && isfinite(ai))) return false;
+    *intensity = ai, *gflops = g;
+    return true;
+}
+
+/* The chart's span in decades, at most: wider ranges are cut around the roof, and each axis has
+ * at most this many grid lines (every loop below is bounded by a count). */
+#define CHART_MAX_DECADES 24.0
+#define CHART_MIN_VALUE 1e-150
+#define CHART_MAX_VALUE 1e150
+
+/* [lo, hi] in log10 clamped to the values a double and the chart hold: finite, lo < hi, at most
+ * CHART_MAX_DECADES wide (cut away from `keep`, a log10 inside the range that must stay). */
+static void clamp_range(double *lo, double *hi, double keep) {
+    double min = log10(CHART_MIN_VALUE), max = log10(CHART_MAX_VALUE);
+    if (!isfinite(*lo) || *lo < min) *lo = min;
+    if (!isfinite(*hi) || *hi > max) *hi = max;
+    if (!isfinite(keep)) keep = 0;
+    keep = fmin(fmax(keep, min), max);
+    if (*hi - *lo > CHART_MAX_DECADES) {
+        *lo = fmax(*lo, keep - CHART_MAX_DECADES / 2);
+        *hi = fmin(*hi, *lo + CHART_MAX_DECADES);
+    }
+    if (!(*hi > *lo)) *hi = *lo + 1;
+}
+
 char *chart_roofline_svg(const cJSON *device) {
     const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(device, "peaks");
     const cJSON *info = cJSON_GetObjectItemCaseSensitive(device, "info");
-    double bw = bench_json_num(peaks, "bandwidth_gbps"), peak = bench_json_num(peaks, "compute_gflops");
-    if (bw <= 0) bw = 1;
-    if (peak <= 0) peak = 1;
+    double bw = usable(bench_json_num(peaks, "bandwidth_gbps"), 1), peak = usable(bench_json_num(peaks, "compute_gflops"), 1);
     const double W = 1060, H = 520, left = 78, right = 370, top = 64, bottom = 56; /* legend on the right */
     const double pw = W - left - right, ph = H - top - bottom;
     /* Ranges: every point, the ridge, and a margin, in powers of 4 (x) and 10 (y). */
-    double ridge = peak / bw, xmin = 1.0 / 16, xmax = 256, ymin = INFINITY, ymax = peak * 2;
+    double ridge = usable(peak / bw, 1), xmin = 1.0 / 16, xmax = 256, ymin = INFINITY, ymax = peak * 2;
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(device, "results"), *r;
+    double ai, g;
     cJSON_ArrayForEach(r, rows) {
-        double fl = bench_json_num(r, "flops"), by = bench_json_num(r, "bytes"), g = bench_json_num(r, "gflops");
-        if (fl <= 0 || by <= 0 || g <= 0) continue;
-        xmin = fmin(xmin, fl / by / 2), xmax = fmax(xmax, fl / by * 3);
+        if (!roofline_point(r, &ai, &g)) continue;
+        xmin = fmin(xmin, ai / 2), xmax = fmax(xmax, ai * 3);
         ymin = fmin(ymin, g / 2), ymax = fmax(ymax, g * 2);
     }
     xmin = fmin(xmin, ridge / 4), xmax = fmax(xmax, ridge * 4);
     ymin = fmin(ymin, bw * xmin);
     if (ymin < ymax * 1e-7) ymin = ymax * 1e-7;
-    double lx0 = floor(log(xmin) / log(4)) * log10(4), lx1 = ceil(log(xmax) / log(4)) * log10(4);
+    /* In log10, each end finite and the span bounded whatever the numbers (0, inf and 1e300 included). */
+    const double l4 = log10(4);
+    double lx0 = floor(log(xmin) / log(4)) * l4, lx1 = ceil(log(xmax) / log(4)) * l4;
     double ly0 = floor(log10(ymin)), ly1 = ceil(log10(ymax));
-#define X(v) (left + (log10(v) - lx0) / (lx1 - lx0) * pw)
-#define Y(v) (top + ph - (log10(v) - ly0) / (ly1 - ly0) * ph)
+    double was[4] = {lx0, lx1, ly0, ly1};
+    clamp_range(&lx0, &lx1, log10(ridge));
+    clamp_range(&ly0, &ly1, log10(peak));
+    if (lx0 != was[0] || lx1 != was[1]) lx0 = floor(lx0 / l4) * l4, lx1 = ceil(lx1 / l4) * l4; /* on the grid again */
+    if (ly0 != was[2] || ly1 != was[3]) ly0 = floor(ly0), ly1 = ceil(ly1);
+    int nx = (int)lround((lx1 - lx0) / l4), ny = (int)lround(ly1 - ly0); /* grid lines: at most ~42 and 26 */
+    if (nx < 1) nx = 1, lx1 = lx0 + l4;
+    if (ny < 1) ny = 1, ly1 = ly0 + 1;
+    /* Coordinates clamped to the plot (a point beyond a cut range sits on its edge). */
+#define X(v) (left + fmin(fmax((log10(v) - lx0) / (lx1 - lx0), 0), 1) * pw)
+#define Y(v) (top + ph - fmin(fmax((log10(v) - ly0) / (ly1 - ly0), 0), 1) * ph)
     bench_text b = {0};
     bench_text_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
                   "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
@@ -91,20 +135,26 @@ char *chart_roofline_svg(const cJSON *device) {
     bench_text_printf(&b, "</text>\n");
     /* grid and axes */
     bench_text_printf(&b, "<g stroke=\"#ddd\" stroke-width=\"1\">\n");
-    for (double lx = lx0; lx <= lx1 + 1e-9; lx += log10(4))
-        bench_text_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", X(pow(10, lx)), top, X(pow(10, lx)), top + ph);
-    for (double ly = ly0; ly <= ly1 + 1e-9; ly += 1)
-        bench_text_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", left, Y(pow(10, ly)), left + pw, Y(pow(10, ly)));
+    for (int i = 0; i <= nx; ++i) {
+        double x = X(pow(10, lx0 + i * l4));
+        bench_text_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x, top, x, top + ph);
+    }
+    for (int i = 0; i <= ny; ++i) {
+        double y = Y(pow(10, ly0 + i));
+        bench_text_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", left, y, left + pw, y);
+    }
     bench_text_printf(&b, "</g>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n", left,
               top, pw, ph);
     char lab[32];
-    for (double lx = lx0; lx <= lx1 + 1e-9; lx += log10(4)) {
-        axis_label(pow(10, lx), lab, sizeof lab);
-        bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", X(pow(10, lx)), top + ph + 16, lab);
+    for (int i = 0; i <= nx; ++i) {
+        double v = pow(10, lx0 + i * l4);
+        axis_label(v, lab, sizeof lab);
+        bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", X(v), top + ph + 16, lab);
     }
-    for (double ly = ly0; ly <= ly1 + 1e-9; ly += 1) {
-        axis_label(pow(10, ly), lab, sizeof lab);
-        bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", left - 6, Y(pow(10, ly)) + 4, lab);
+    for (int i = 0; i <= ny; ++i) {
+        double v = pow(10, ly0 + i);
+        axis_label(v, lab, sizeof lab);
+        bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", left - 6, Y(v) + 4, lab);
     }
     bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">arithmetic intensity (FLOP per byte that must move)"
                   "</text>\n", left + pw / 2, H - 14);
@@ -133,13 +183,12 @@ char *chart_roofline_svg(const cJSON *device) {
     bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\">op, implementation: GFLOP/s (%% of roof)</text>\n",
               lx, ly);
     cJSON_ArrayForEach(r, rows) {
-        double fl = bench_json_num(r, "flops"), by = bench_json_num(r, "bytes"), g = bench_json_num(r, "gflops");
-        if (fl <= 0 || by <= 0 || g <= 0) continue;
+        if (!roofline_point(r, &ai, &g)) continue;
         size_t ci = 0;
         while (ci < ncases && strcmp(cases[ci], bench_json_text(r, "case")) != 0) ++ci;
         if (ci == ncases && ncases < 32) cases[ncases++] = bench_json_text(r, "case");
         bool tessera = strncmp(bench_json_text(r, "impl"), "tessera", 7) == 0;
-        double ai = fl / by, px = X(ai), py = Y(g);
+        double px = X(ai), py = Y(g);
         const char *color = palette[ci % PALETTE];
         ++k;
         if (tessera)
@@ -154,8 +203,10 @@ char *chart_roofline_svg(const cJSON *device) {
         sb_escaped(&b, bench_json_text(r, "case"));
         bench_text_printf(&b, ", ");
         sb_escaped(&b, bench_json_text(r, "impl"));
-        char rate[32];
-        bench_text_printf(&b, ": %s (%.0f%%)</text>\n", bench_format_rate(g, rate, sizeof rate), roof > 0 ? 100 * g / roof : 0);
+        char rate[32], share[32] = "-";
+        double pct = roof > 0 ? 100 * g / roof : 0;
+        if (isfinite(pct)) snprintf(share, sizeof share, "%.0f%%", pct);
+        bench_text_printf(&b, ": %s (%s)</text>\n", bench_format_rate(g, rate, sizeof rate), share);
     }
     bench_text_printf(&b, "</svg>\n");
 #undef X
@@ -207,7 +258,8 @@ char *chart_bars_svg(const cJSON *root) {
         cJSON_ArrayForEach(d, devices) {
             cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
                 if (strcmp(bench_json_text(r, "case"), ids[c]) == 0 && strncmp(bench_json_text(r, "impl"), "tessera", 7) == 0)
-                    max_rate = fmax(max_rate, bench_json_num(r, "flops") > 0 ? bench_json_num(r, "gflops") : bench_json_num(r, "gbps"));
+                    max_rate = fmax(max_rate, usable(bench_json_num(r, "flops") > 0 ? bench_json_num(r, "gflops")
+                                                                                    : bench_json_num(r, "gbps"), 0));
             }
         }
         bench_text_printf(&b, "<text x=\"10\" y=\"%.0f\" font-weight=\"bold\">", y + 18);
@@ -228,24 +280,26 @@ char *chart_bars_svg(const cJSON *root) {
                           strcmp(bench_json_text(d, "status"), "ok") == 0 ? "not run" : "failed");
             } else {
                 bool flops = bench_json_num(row, "flops") > 0;
-                double rate = flops ? bench_json_num(row, "gflops") : bench_json_num(row, "gbps");
-                double len = max_rate > 0 ? (W - label_w - 330) * rate / max_rate : 0;
+                double rate = usable(flops ? bench_json_num(row, "gflops") : bench_json_num(row, "gbps"), 0);
+                double len = max_rate > 0 ? (W - label_w - 330) * (rate / max_rate) : 0;
                 bench_text_printf(&b, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n", label_w, by,
                           fmax(len, 1), bar_h, palette[(size_t)i % PALETTE]);
                 char rate_text[32];
                 const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(d, "peaks");
-                double bw = bench_json_num(peaks, "bandwidth_gbps"), peak = bench_json_num(peaks, "compute_gflops"), by_ = bench_json_num(row, "bytes");
+                double bw = usable(bench_json_num(peaks, "bandwidth_gbps"), 0);
+                double peak = usable(bench_json_num(peaks, "compute_gflops"), 0), by_ = bench_json_num(row, "bytes");
                 double roof = flops ? (by_ > 0 ? fmin(peak, bw * bench_json_num(row, "flops") / by_) : 0) : bw;
                 bench_text_printf(&b, "<text x=\"%.1f\" y=\"%.0f\">%s %s", label_w + fmax(len, 1) + 6, by + 13,
                           bench_format_rate(rate, rate_text, sizeof rate_text), flops ? "GFLOP/s" : "GB/s");
-                if (roof > 0) bench_text_printf(&b, " (%.0f%% of its roofline)", 100 * rate / roof);
+                if (roof > 0 && isfinite(100 * rate / roof)) bench_text_printf(&b, " (%.0f%% of its roofline)", 100 * rate / roof);
                 const cJSON *brow = NULL;
                 cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(base, "results")) {
                     if (!brow && strcmp(bench_json_text(r, "case"), ids[c]) == 0 && strncmp(bench_json_text(r, "impl"), "tessera", 7) == 0) brow = r;
                 }
+                double ratio = bench_json_num(brow, "time_ms") / bench_json_num(row, "time_ms");
                 if (brow && d != base && strcmp(bench_json_text(brow, "shape"), bench_json_text(row, "shape")) == 0 &&
-                    bench_json_num(row, "time_ms") > 0)
-                    bench_text_printf(&b, ", %.3g× #%d", bench_json_num(brow, "time_ms") / bench_json_num(row, "time_ms"), base_index + 1);
+                    ratio > 0 && isfinite(ratio))
+                    bench_text_printf(&b, ", %.3g× #%d", ratio, base_index + 1);
                 bench_text_printf(&b, "</text>\n");
             }
             ++i;

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -556,13 +557,42 @@ static cJSON *stat_json(const peak_stat *s) {
     return o;
 }
 
-static void stat_from(const cJSON *o, peak_stat *s) {
-    const cJSON *v;
+/* Bounds on the numbers of a peaks section read back (a report from elsewhere): generous for any
+ * device, and finite, so nothing derived from them (roofs, ridges, chart ranges) is not. */
+#define PEAK_MAX_RATE 1e12  /* GB/s, GFLOP/s, microseconds */
+#define PEAK_MAX_COUNT 1e9  /* runs, chains, threads, streams, vector widths */
+#define PEAK_MIN_ROOF 1e-9  /* GB/s or GFLOP/s: the smallest roof other than 0 (not measured) */
+
+/* The number at `o`[key] (absent: *out unchanged): finite, in [0, hi], an integer where asked;
+ * TSR_ERR_CORRUPT naming the field (`where`.key) otherwise. */
+static tsr_status peak_number(const cJSON *o, const char *where, const char *key, double hi, bool integer,
+                              double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v) return TSR_SUCCESS;
+    if (!cJSON_IsNumber(v)) return tsr_fail(TSR_ERR_CORRUPT, "peaks: %s%s%s is not a number", where, *where ? "." : "", key);
+    double x = v->valuedouble;
+    if (!isfinite(x) || x < 0 || x > hi || (integer && x != floor(x)))
+        return tsr_fail(TSR_ERR_CORRUPT, "peaks: %s%s%s is %g: it must be %s in [0, %g]", where, *where ? "." : "", key,
+                        x, integer ? "an integer" : "a finite number", hi);
+    *out = x;
+    return TSR_SUCCESS;
+}
+
+static tsr_status peak_int(const cJSON *o, const char *where, const char *key, int *out) {
+    double x = *out;
+    tsr_status st = peak_number(o, where, key, PEAK_MAX_COUNT, true, &x);
+    *out = (int)x;
+    return st;
+}
+
+/* A measurement {median, min, max, runs}; `where` names it in messages. */
+static tsr_status stat_from(const cJSON *o, const char *where, peak_stat *s) {
     memset(s, 0, sizeof *s);
-    if ((v = cJSON_GetObjectItemCaseSensitive(o, "median")) && cJSON_IsNumber(v)) s->median = v->valuedouble;
-    if ((v = cJSON_GetObjectItemCaseSensitive(o, "min")) && cJSON_IsNumber(v)) s->min = v->valuedouble;
-    if ((v = cJSON_GetObjectItemCaseSensitive(o, "max")) && cJSON_IsNumber(v)) s->max = v->valuedouble;
-    if ((v = cJSON_GetObjectItemCaseSensitive(o, "runs")) && cJSON_IsNumber(v)) s->runs = v->valueint;
+    tsr_status st = peak_number(o, where, "median", PEAK_MAX_RATE, false, &s->median);
+    if (st == TSR_SUCCESS) st = peak_number(o, where, "min", PEAK_MAX_RATE, false, &s->min);
+    if (st == TSR_SUCCESS) st = peak_number(o, where, "max", PEAK_MAX_RATE, false, &s->max);
+    if (st == TSR_SUCCESS) st = peak_int(o, where, "runs", &s->runs);
+    return st;
 }
 
 cJSON *peak_to_json(const peak_result *r) {
@@ -624,16 +654,23 @@ cJSON *peak_to_json(const peak_result *r) {
     return o;
 }
 
+/* Every number is checked (a report from elsewhere may hold anything cJSON parses, 1e999 as
+ * infinity): the first bad one is TSR_ERR_CORRUPT naming its field. */
 tsr_status peak_from_json(const cJSON *o, peak_result *r) {
     memset(r, 0, sizeof *r);
     const cJSON *bw = cJSON_GetObjectItemCaseSensitive(o, "bandwidth_gbps");
     const cJSON *fl = cJSON_GetObjectItemCaseSensitive(o, "compute_gflops");
     if (!cJSON_IsNumber(bw) || !cJSON_IsNumber(fl))
         return tsr_fail(TSR_ERR_CORRUPT, "peaks: bandwidth_gbps and compute_gflops must be numbers");
-    /* 0 is meaningful (not measured: --tests left it out); below 0 or beyond a double is not. */
-    if (!(bw->valuedouble >= 0) || !(fl->valuedouble >= 0) || !isfinite(bw->valuedouble) || !isfinite(fl->valuedouble))
-        return tsr_fail(TSR_ERR_CORRUPT, "peaks: bandwidth_gbps (%g) and compute_gflops (%g) must be >= 0 and finite "
-                        "(0: not measured)", bw->valuedouble, fl->valuedouble);
+    /* 0 is meaningful (not measured: --tests left it out); below 0, beyond a double or so small that
+     * a rate over the roof overflows is not. */
+    for (int i = 0; i < 2; ++i) {
+        double x = (i ? fl : bw)->valuedouble;
+        if (!(x == 0 || (x >= PEAK_MIN_ROOF && x <= PEAK_MAX_RATE)))
+            return tsr_fail(TSR_ERR_CORRUPT, "peaks: bandwidth_gbps (%g) and compute_gflops (%g) must be >= 0 and finite "
+                            "(0: not measured; otherwise in [%g, %g])", bw->valuedouble, fl->valuedouble,
+                            PEAK_MIN_ROOF, PEAK_MAX_RATE);
+    }
     r->bandwidth_gbps = bw->valuedouble;
     r->compute_gflops = fl->valuedouble;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "tests"), *t;
@@ -646,25 +683,28 @@ tsr_status peak_from_json(const cJSON *o, peak_result *r) {
         r->host_timed = strcmp(v->valuestring, "host") == 0;
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "timing_reason")) && cJSON_IsString(v))
         tsr_strlcpy(r->timing_reason, v->valuestring, sizeof r->timing_reason);
-    if ((v = cJSON_GetObjectItemCaseSensitive(o, "empty_launch_us")) && cJSON_IsNumber(v))
-        r->empty_launch_us = v->valuedouble;
+    tsr_status st = peak_number(o, "", "empty_launch_us", PEAK_MAX_RATE, false, &r->empty_launch_us);
+    if (st != TSR_SUCCESS) return st;
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "bandwidth_best")) && cJSON_IsString(v))
         tsr_strlcpy(r->bandwidth_best, v->valuestring, sizeof r->bandwidth_best);
     r->reduced = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "reduced"));
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "compute_best")) && cJSON_IsString(v))
         tsr_strlcpy(r->compute_best, v->valuestring, sizeof r->compute_best);
     /* A foreign file: a negative or huge count would make the cast undefined. */
-    if ((v = cJSON_GetObjectItemCaseSensitive(o, "buffer_bytes")) && cJSON_IsNumber(v) && v->valuedouble >= 0 &&
-        v->valuedouble < 9007199254740992.0)
-        r->buffer_bytes = (size_t)v->valuedouble;
-    if ((v = cJSON_GetObjectItemCaseSensitive(o, "budget_s")) && cJSON_IsNumber(v)) r->budget_s = v->valuedouble;
+    double buffer = 0;
+    if ((st = peak_number(o, "", "buffer_bytes", 9007199254740992.0, true, &buffer)) != TSR_SUCCESS) return st;
+    r->buffer_bytes = (size_t)buffer;
+    if ((st = peak_number(o, "", "budget_s", PEAK_MAX_RATE, false, &r->budget_s)) != TSR_SUCCESS) return st;
     static const char *const kinds[3] = {"read", "write", "copy"};
     const cJSON *bws = cJSON_GetObjectItemCaseSensitive(o, "bandwidth");
+    char where[64];
     for (int k = 0; k < 3; ++k) {
         const cJSON *arr = cJSON_GetObjectItemCaseSensitive(bws, kinds[k]);
         int w = 0;
         for (const cJSON *e = arr ? arr->child : NULL; e && w < PEAK_WIDTHS; e = e->next, ++w) {
-            stat_from(e, k == 0 ? &r->read[w] : k == 1 ? &r->write[w] : &r->copy[w]);
+            snprintf(where, sizeof where, "bandwidth.%s[%d]", kinds[k], w);
+            if ((st = stat_from(e, where, k == 0 ? &r->read[w] : k == 1 ? &r->write[w] : &r->copy[w])) != TSR_SUCCESS)
+                return st;
             const cJSON *l = cJSON_GetObjectItemCaseSensitive(e, "layout");
             r->layout[k][w] = cJSON_IsString(l) && strcmp(l->valuestring, "interleaved") == 0;
         }
@@ -672,31 +712,40 @@ tsr_status peak_from_json(const cJSON *o, peak_result *r) {
     int w = 0;
     const cJSON *comp = cJSON_GetObjectItemCaseSensitive(o, "compute");
     for (const cJSON *e = comp ? comp->child : NULL; e && w < PEAK_WIDTHS; e = e->next, ++w) {
-        stat_from(e, &r->compute[w]);
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "chains");
-        r->chains[w] = cJSON_IsNumber(c) ? c->valueint : 0;
+        snprintf(where, sizeof where, "compute[%d]", w);
+        if ((st = stat_from(e, where, &r->compute[w])) != TSR_SUCCESS) return st;
+        if ((st = peak_int(e, where, "chains", &r->chains[w])) != TSR_SUCCESS) return st;
         const cJSON *form = cJSON_GetObjectItemCaseSensitive(e, "form");
         r->compute_mad[w] = cJSON_IsString(form) && strcmp(form->valuestring, "mad") == 0;
     }
-    const cJSON *launch = cJSON_GetObjectItemCaseSensitive(o, "launch_us");
-    stat_from(cJSON_GetObjectItemCaseSensitive(launch, "dispatch"), &r->dispatch_us);
-    stat_from(cJSON_GetObjectItemCaseSensitive(launch, "round_trip"), &r->round_trip_us);
-    const cJSON *xfer = cJSON_GetObjectItemCaseSensitive(o, "transfer_gbps");
-    stat_from(cJSON_GetObjectItemCaseSensitive(xfer, "write"), &r->write_gbps);
-    stat_from(cJSON_GetObjectItemCaseSensitive(xfer, "read"), &r->read_gbps);
-    stat_from(cJSON_GetObjectItemCaseSensitive(xfer, "map_read"), &r->map_read_gbps);
-    stat_from(cJSON_GetObjectItemCaseSensitive(xfer, "map_write"), &r->map_write_gbps);
+    static const struct {
+        const char *section, *key;
+        size_t offset;
+    } stats[] = {
+        {"launch_us", "dispatch", offsetof(peak_result, dispatch_us)},
+        {"launch_us", "round_trip", offsetof(peak_result, round_trip_us)},
+        {"transfer_gbps", "write", offsetof(peak_result, write_gbps)},
+        {"transfer_gbps", "read", offsetof(peak_result, read_gbps)},
+        {"transfer_gbps", "map_read", offsetof(peak_result, map_read_gbps)},
+        {"transfer_gbps", "map_write", offsetof(peak_result, map_write_gbps)},
+    };
+    for (size_t i = 0; i < sizeof stats / sizeof stats[0]; ++i) {
+        snprintf(where, sizeof where, "%s.%s", stats[i].section, stats[i].key);
+        const cJSON *sec = cJSON_GetObjectItemCaseSensitive(o, stats[i].section);
+        if ((st = stat_from(cJSON_GetObjectItemCaseSensitive(sec, stats[i].key), where,
+                            (peak_stat *)((char *)r + stats[i].offset))) != TSR_SUCCESS)
+            return st;
+    }
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "host_copy_gbps");
     if (h) {
-        stat_from(h, &r->host_copy_gbps);
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(h, "threads");
-        r->host_threads = cJSON_IsNumber(t) ? t->valueint : 0;
-        t = cJSON_GetObjectItemCaseSensitive(h, "streams_per_thread");
-        r->host_copy_streams = cJSON_IsNumber(t) ? t->valueint : 1; /* older files: memcpy */
+        if ((st = stat_from(h, "host_copy_gbps", &r->host_copy_gbps)) != TSR_SUCCESS) return st;
+        if ((st = peak_int(h, "host_copy_gbps", "threads", &r->host_threads)) != TSR_SUCCESS) return st;
+        r->host_copy_streams = 1; /* older files: memcpy */
+        if ((st = peak_int(h, "host_copy_gbps", "streams_per_thread", &r->host_copy_streams)) != TSR_SUCCESS) return st;
         const cJSON *hr = cJSON_GetObjectItemCaseSensitive(o, "host_read_gbps");
-        stat_from(hr, &r->host_read_gbps);
-        t = cJSON_GetObjectItemCaseSensitive(hr, "streams_per_thread");
-        r->host_read_streams = cJSON_IsNumber(t) ? t->valueint : 1;
+        if ((st = stat_from(hr, "host_read_gbps", &r->host_read_gbps)) != TSR_SUCCESS) return st;
+        r->host_read_streams = 1;
+        if ((st = peak_int(hr, "host_read_gbps", "streams_per_thread", &r->host_read_streams)) != TSR_SUCCESS) return st;
     }
     return TSR_SUCCESS;
 }

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -28,6 +29,8 @@ extern char **environ;
 #define TOLERANCE 1e-5
 
 static void attach_comparison(cJSON *root);
+static bool valid_result(const cJSON *r, char *why, size_t size);
+static bool validate_report(const cJSON *root, char *why, size_t size);
 
 /* A result row: the bench row plus what the roofline needs (work and bytes that must move). */
 static tsr_status add_result(cJSON *results, const char *id, const char *op, const char *shape, const char *impl,
@@ -46,9 +49,16 @@ static tsr_status add_result(cJSON *results, const char *id, const char *op, con
     cJSON_AddNumberToObject(r, "bytes", bytes);
     cJSON_AddNumberToObject(r, "gflops", flops / (row->time_ms * 1e6));
     cJSON_AddNumberToObject(r, "gbps", bytes / (row->time_ms * 1e6));
-    if (rel_err >= 0) cJSON_AddNumberToObject(r, "rel_err", rel_err);
-    else cJSON_AddNullToObject(r, "rel_err");
+    if (rel_err >= 0 && isfinite(rel_err)) cJSON_AddNumberToObject(r, "rel_err", rel_err);
+    else cJSON_AddNullToObject(r, "rel_err"); /* none, or a check that failed (check_error says so) */
     cJSON_AddStringToObject(r, "timing", row->timing[0] ? row->timing : "host"); /* bench_time: wall clock */
+    /* The row must read back as any other report's would: a time of 0 (an infinite rate) fails
+     * the case here rather than the charts later. */
+    char why[200];
+    if (!valid_result(r, why, sizeof why)) {
+        cJSON_Delete(r);
+        return tsr_fail(TSR_ERR_OPENCL, "%s at %s: the measurement is unusable: %s", impl, shape, why);
+    }
     cJSON_AddItemToArray(results, r);
     return TSR_SUCCESS;
 }
@@ -458,8 +468,11 @@ static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *
     tsr_clear_diagnostics();
     tsr_status st = peak_measure(dev, &po, &pr);
     /* without peaks there is no roofline, but the suite's rows still say how fast each op runs */
-    if (st == TSR_SUCCESS) cJSON_AddItemToObject(entry, "peaks", peak_to_json(&pr));
-    else add_failed_status(entry, "peaks", NULL, NULL, st);
+    cJSON *peaks = st == TSR_SUCCESS ? peak_to_json(&pr) : NULL;
+    if (st == TSR_SUCCESS && !peaks) st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st == TSR_SUCCESS) st = peak_from_json(peaks, &pr); /* they must read back as any report's would */
+    if (st == TSR_SUCCESS) cJSON_AddItemToObject(entry, "peaks", peaks);
+    else cJSON_Delete(peaks), add_failed_status(entry, "peaks", NULL, NULL, st);
     step(opt);
     maybe_tune(dev, opt, sim, entry);
     record_configs(dev, entry);
@@ -762,6 +775,77 @@ static bool valid_mpi_record(const cJSON *mpi) {
     return r >= 0 && r < n && n <= 1e7 && r == floor(r) && n == floor(n);
 }
 
+/* Bounds on the numbers of a report from elsewhere (cJSON reads 1e999 as infinity and 1e-999 as
+ * 0): generous for any real device, narrow enough that every rate, ratio and chart range derived
+ * from them (a time over a time, a rate over a roof, FLOPs over bytes) is finite. */
+#define REPORT_MAX_RATE 1e12  /* GFLOP/s or GB/s (a zettaflop) */
+#define REPORT_MIN_MS 1e-9    /* milliseconds (a picosecond) */
+#define REPORT_MAX_MS 1e12    /* milliseconds (about 30 years) */
+#define REPORT_MAX_WORK 1e30  /* FLOPs or bytes of one run */
+#define REPORT_MAX_COUNT 1e9  /* repetitions */
+#define REPORT_MAX_SECONDS 1e9
+
+enum { NUM_REQUIRED = 1, NUM_INTEGER = 2, NUM_ZERO = 4 /* 0 too, besides [lo, hi] */ };
+
+/* The number `key` of `o`: absent (unless NUM_REQUIRED), or finite and in [lo, hi] (or 0 with
+ * NUM_ZERO), integral with NUM_INTEGER. False with the field and the rule in why. */
+static bool report_number(const cJSON *o, const char *key, unsigned rules, double lo, double hi, char *why,
+                          size_t size) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v) {
+        if (!(rules & NUM_REQUIRED)) return true;
+        return snprintf(why, size, "\"%s\" is missing", key), false;
+    }
+    if (!cJSON_IsNumber(v)) return snprintf(why, size, "\"%s\" is not a number", key), false;
+    double x = v->valuedouble;
+    if (isfinite(x) && ((x >= lo && x <= hi) || (rules & NUM_ZERO && x == 0)) && (!(rules & NUM_INTEGER) || x == floor(x)))
+        return true;
+    char range[96];
+    if (hi == DBL_MAX) snprintf(range, sizeof range, "%s >= %g", rules & NUM_INTEGER ? "an integer" : "a finite number", lo);
+    else snprintf(range, sizeof range, "%s%s in [%g, %g]", rules & NUM_ZERO ? "0 or " : "",
+                  rules & NUM_INTEGER ? "an integer" : "a number", lo, hi);
+    snprintf(why, size, "\"%s\" is %g: it must be %s", key, x, range);
+    return false;
+}
+
+/* The first number under `node` that is not finite (a report's own numbers always are), or NULL. */
+static const cJSON *non_finite(const cJSON *node) {
+    if (cJSON_IsNumber(node)) return isfinite(node->valuedouble) ? NULL : node;
+    for (const cJSON *c = node ? node->child : NULL; c; c = c->next) {
+        const cJSON *bad = non_finite(c);
+        if (bad) return bad;
+    }
+    return NULL;
+}
+
+/* A result row: the strings the report shows, and every number finite and in range (the rates and
+ * ratios report.md and the charts derive from them are then finite too). */
+static bool valid_result(const cJSON *r, char *why, size_t size) {
+    if (!cJSON_IsObject(r)) return snprintf(why, size, "not an object"), false;
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(r, "case")) ||
+        !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(r, "impl")))
+        return snprintf(why, size, "case, impl, time_ms or gflops missing"), false;
+    static const char *const texts[] = {"op", "shape", "timing", "error"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; ++i) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(r, texts[i]);
+        if (t && !cJSON_IsString(t)) return snprintf(why, size, "\"%s\" is not a string", texts[i]), false;
+    }
+    if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(r, "time_ms")) ||
+        !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(r, "gflops")))
+        return snprintf(why, size, "case, impl, time_ms or gflops missing"), false;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "rel_err");
+    bool ok = report_number(r, "time_ms", NUM_REQUIRED, REPORT_MIN_MS, REPORT_MAX_MS, why, size) &&
+              report_number(r, "time_min_ms", NUM_ZERO, REPORT_MIN_MS, REPORT_MAX_MS, why, size) &&
+              report_number(r, "time_max_ms", NUM_ZERO, REPORT_MIN_MS, REPORT_MAX_MS, why, size) &&
+              report_number(r, "runs", NUM_INTEGER, 0, REPORT_MAX_COUNT, why, size) &&
+              report_number(r, "flops", NUM_ZERO, 1, REPORT_MAX_WORK, why, size) &&
+              report_number(r, "bytes", bench_json_num(r, "flops") > 0 ? NUM_REQUIRED : NUM_ZERO, 1, REPORT_MAX_WORK, why,
+                            size) && /* 0 only where there is no intensity to take */
+              report_number(r, "gflops", NUM_REQUIRED, 0, REPORT_MAX_RATE, why, size) &&
+              report_number(r, "gbps", 0, 0, REPORT_MAX_RATE, why, size);
+    return ok && (!e || cJSON_IsNull(e) || report_number(r, "rel_err", 0, 0, DBL_MAX, why, size));
+}
+
 static bool validate_report(const cJSON *root, char *why, size_t size) {
     if (!cJSON_IsObject(root)) return snprintf(why, size, "not a JSON object"), false;
     if (strcmp(bench_json_text(root, "format"), REPORT_FORMAT) != 0)
@@ -778,6 +862,7 @@ static bool validate_report(const cJSON *root, char *why, size_t size) {
         false;
     int i = 0;
     const cJSON *d;
+    char detail[200];
     cJSON_ArrayForEach(d, devices) {
         if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(d, "fingerprint")) ||
             !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(d, "status")) ||
@@ -786,6 +871,8 @@ static bool validate_report(const cJSON *root, char *why, size_t size) {
         const cJSON *mpi = cJSON_GetObjectItemCaseSensitive(d, "mpi");
         if (mpi && !valid_mpi_record(mpi))
             return snprintf(why, size, "device %d: \"mpi\" is not {rank, ranks, run} with 0 <= rank < ranks", i), false;
+        if (!report_number(d, "seconds", 0, 0, REPORT_MAX_SECONDS, detail, sizeof detail))
+            return snprintf(why, size, "device %d: %s", i, detail), false;
         const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(d, "peaks");
         peak_result pr;
         if (peaks && !cJSON_IsNull(peaks) && peak_from_json(peaks, &pr) != TSR_SUCCESS)
@@ -795,15 +882,18 @@ static bool validate_report(const cJSON *root, char *why, size_t size) {
         int j = 0;
         const cJSON *r;
         cJSON_ArrayForEach(r, results) {
-            if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(r, "case")) ||
-                !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(r, "impl")) ||
-                !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(r, "time_ms")) ||
-                !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(r, "gflops")))
-                return snprintf(why, size, "device %d, result %d: case, impl, time_ms or gflops missing", i, j), false;
+            if (!valid_result(r, detail, sizeof detail))
+                return snprintf(why, size, "device %d, result %d: %s", i, j, detail), false;
             ++j;
         }
         ++i;
     }
+    /* Numbers nothing above checks (the device's "info", a "comparison" an older tessera wrote, ...):
+     * finite, as every report tessera writes has them. */
+    const cJSON *bad = non_finite(root);
+    if (bad)
+        return snprintf(why, size, "\"%s\" is %g: not a finite number", bad->string ? bad->string : "(array item)",
+                        bad->valuedouble), false;
     return true;
 }
 
@@ -1520,6 +1610,11 @@ static void add_png(const char *dir, const char *base, png_result *pngs, size_t 
  * rsvg-convert fails to make is listed in report.md as missing, printed as an error line, and
  * fails the call (TSR_ERR_IO) after everything else has been written. */
 tsr_status report_write(const cJSON *root, const char *dir, bool quiet) {
+    /* What is written must load back (report --merge of it): a tree that would not is refused
+     * before anything is written, whoever made it. */
+    char why[512];
+    if (!validate_report(root, why, sizeof why))
+        return tsr_fail(TSR_ERR_INVALID_ARG, "report_write: the report is not valid: %s", why);
     tsr_status st = tsr_make_dirs(dir);
     if (st != TSR_SUCCESS) return st;
     char *json = cJSON_Print(root);

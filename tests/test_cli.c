@@ -535,6 +535,56 @@ static void report_pytorch_peer_file(void **state) {
     th_remove_tree(dir);
 }
 
+/* report --merge of reports whose numbers are not finite (cJSON reads 1e999 as infinity, 1e-999
+ * as 0): it used to loop forever on an infinite rate or intensity, and to print "inf ms",
+ * "-inf GFLOP/s" and "-nan×" with exit 0. Each is refused naming the file and the field, before
+ * anything is written; `timeout` bounds every run, so a regression fails instead of hanging. */
+static void report_merge_refuses_non_finite_numbers(void **state) {
+    (void)state;
+    char dir[400], path[500], args[1200], md[600];
+    th_tempdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/foreign.json", dir);
+    static const struct {
+        const char *field, *value, *message;
+    } cases[] = {
+        {"gflops", "1e999", "\"gflops\" is inf"},     {"flops", "1e999", "\"flops\" is inf"},
+        {"bytes", "1e-999", "\"bytes\" is 0"},        {"time_ms", "1e999", "\"time_ms\" is inf"},
+        {"gflops", "-1e999", "\"gflops\" is -inf"},   {"time_ms", "1e-999", "\"time_ms\" is 0"},
+        {"gbps", "1e999", "\"gbps\" is inf"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        char report[2048];
+        /* two devices with one row each, the second device's row carrying the number */
+        const char *row = "{\"case\": \"gemm-square\", \"op\": \"gemm\", \"shape\": \"64x64x64\", \"impl\": \"tessera\", "
+                          "\"time_ms\": %s, \"flops\": %s, \"bytes\": %s, \"gflops\": %s, \"gbps\": %s}";
+        char first[512], second[512];
+        snprintf(first, sizeof first, row, "1", "524288", "49152", "0.5", "0.05");
+        snprintf(second, sizeof second, row, strcmp(cases[c].field, "time_ms") == 0 ? cases[c].value : "2",
+                 strcmp(cases[c].field, "flops") == 0 ? cases[c].value : "524288",
+                 strcmp(cases[c].field, "bytes") == 0 ? cases[c].value : "49152",
+                 strcmp(cases[c].field, "gflops") == 0 ? cases[c].value : "0.25",
+                 strcmp(cases[c].field, "gbps") == 0 ? cases[c].value : "0.02");
+        snprintf(report, sizeof report,
+                 "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [{\"fingerprint\": \"a\", "
+                 "\"host\": \"h\", \"status\": \"ok\", \"info\": {\"name\": \"A\"}, \"peaks\": {\"bandwidth_gbps\": 10, "
+                 "\"compute_gflops\": 100}, \"results\": [%s]}, {\"fingerprint\": \"b\", \"host\": \"h\", \"status\": "
+                 "\"ok\", \"info\": {\"name\": \"B\"}, \"peaks\": {\"bandwidth_gbps\": 10, \"compute_gflops\": 100}, "
+                 "\"results\": [%s]}]}",
+                 first, second);
+        th_write_file(path, report, strlen(report));
+        snprintf(args, sizeof args, "report --merge %s --out %s/out", path, dir);
+        int rc = run_cli("timeout 60", args, out, sizeof out);
+        if (rc != 1) fail_msg("%s = %s: exit %d (124: it hung), output: %s", cases[c].field, cases[c].value, rc, out);
+        TH_ASSERT_CONTAINS(out, "TSR_ERR_CORRUPT");
+        TH_ASSERT_CONTAINS(out, path);
+        TH_ASSERT_CONTAINS(out, "device 1, result 0");
+        TH_ASSERT_CONTAINS(out, cases[c].message);
+        snprintf(md, sizeof md, "%s/out/report.md", dir);
+        assert_int_equal(access(md, F_OK), -1); /* refused before anything was written */
+    }
+    th_remove_tree(dir);
+}
+
 /* ---- tuning database and tune options (hardening) ---- */
 
 static size_t count_of(const char *haystack, const char *needle) {
@@ -789,6 +839,7 @@ int main(void) {
         cmocka_unit_test(every_command_has_help),
         cmocka_unit_test(bench_help_lists_every_op),
         cmocka_unit_test(report_pytorch_peer_file),
+        cmocka_unit_test(report_merge_refuses_non_finite_numbers),
     };
     return TH_RUN(tests);
 }

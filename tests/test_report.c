@@ -1100,6 +1100,154 @@ static void report_many_rows(void **state) {
     th_remove_tree(dir);
 }
 
+/* ---- numbers from elsewhere: checked where they are read, and harmless to the charts ---- */
+
+/* A one-device report whose `key` at `where` ("result", "device", "peaks", "peaks.launch_us.round_trip",
+ * "info") holds the raw JSON number text `value` (1e999, which cJSON reads as infinity, included). */
+static char *report_with_number(const char *where, const char *key, const char *value) {
+    cJSON *d = fake_device("Card N", "host1", "2026-01-01T00:00:00Z", 500, 10000, 8000);
+    cJSON *at = where[0] == 'r' ? cJSON_GetArrayItem(cJSON_GetObjectItem(d, "results"), 0) : d;
+    char path[128];
+    snprintf(path, sizeof path, "%s", where[0] == 'r' || strcmp(where, "device") == 0 ? "" : where);
+    char *save = NULL;
+    for (char *part = strtok_r(path, ".", &save); part; part = strtok_r(NULL, ".", &save)) {
+        cJSON *next = cJSON_GetObjectItem(at, part);
+        at = next ? next : cJSON_AddObjectToObject(at, part);
+    }
+    cJSON_DeleteItemFromObject(at, key);
+    cJSON_AddStringToObject(at, key, "@NUMBER@");
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "format", "tessera-report");
+    cJSON_AddNumberToObject(root, "schema_version", 1);
+    cJSON_AddStringToObject(root, "created", "2026-01-01T00:00:00Z");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "devices"), d);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    char *mark = strstr(text, "\"@NUMBER@\"");
+    assert_non_null(mark);
+    size_t head = (size_t)(mark - text), tail = strlen(mark + 10);
+    char *out = malloc(head + strlen(value) + tail + 1);
+    assert_non_null(out);
+    memcpy(out, text, head);
+    strcpy(out + head, value);
+    strcat(out + head, mark + 10);
+    free(text);
+    return out;
+}
+
+/* report --merge used to loop forever (at ~85 MB/s until the OOM killer) on an infinite rate or an
+ * intensity of 0 or infinity, and print "inf ms" or "-nan×" for others: every number of a report
+ * is now checked when it is loaded, the file refused naming the file and the field. alarm() bounds
+ * the test should a check go missing. */
+static void foreign_numbers_are_refused(void **state) {
+    (void)state;
+    char dir[512], path[700];
+    th_tempdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/foreign.json", dir);
+    static const struct {
+        const char *where, *key, *value, *message;
+    } cases[] = {
+        {"result", "gflops", "1e999", "device 0, result 0: \"gflops\" is inf"},
+        {"result", "gflops", "-1e999", "\"gflops\" is -inf"},
+        {"result", "gflops", "-3", "\"gflops\" is -3"},
+        {"result", "gflops", "1e13", "\"gflops\" is 1e+13"},
+        {"result", "flops", "1e999", "\"flops\" is inf"},
+        {"result", "flops", "0.5", "\"flops\" is 0.5"},
+        {"result", "bytes", "1e-999", "\"bytes\" is 0"},
+        {"result", "bytes", "1e-300", "\"bytes\" is 1e-300"},
+        {"result", "bytes", "1e999", "\"bytes\" is inf"},
+        {"result", "time_ms", "1e999", "\"time_ms\" is inf"},
+        {"result", "time_ms", "0", "\"time_ms\" is 0"},
+        {"result", "time_ms", "1e-999", "\"time_ms\" is 0"},
+        {"result", "time_ms", "-1e999", "\"time_ms\" is -inf"},
+        {"result", "time_min_ms", "-1", "\"time_min_ms\" is -1"},
+        {"result", "gbps", "1e999", "\"gbps\" is inf"},
+        {"result", "rel_err", "1e999", "\"rel_err\" is inf"},
+        {"result", "runs", "2.5", "\"runs\" is 2.5"},
+        {"peaks", "bandwidth_gbps", "1e999", "bandwidth_gbps (inf)"},
+        {"peaks", "compute_gflops", "1e-300", "compute_gflops (1e-300)"},
+        {"peaks", "empty_launch_us", "1e999", "empty_launch_us is inf"},
+        {"peaks.launch_us.round_trip", "median", "1e999", "launch_us.round_trip.median is inf"},
+        {"peaks.transfer_gbps.read", "runs", "-1", "transfer_gbps.read.runs is -1"},
+        {"peaks.host_copy_gbps", "threads", "1e999", "host_copy_gbps.threads is inf"},
+        {"device", "seconds", "1e999", "\"seconds\" is inf"},
+        {"info", "compute_units", "1e999", "\"compute_units\" is inf"},
+    };
+    alarm(60);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        char *text = report_with_number(cases[c].where, cases[c].key, cases[c].value);
+        th_write_file(path, text, strlen(text));
+        cJSON *root = (cJSON *)1;
+        TH_ASSERT_STATUS(report_load(path, &root), TSR_ERR_CORRUPT);
+        assert_null(root);
+        TH_ASSERT_CONTAINS(tsr_last_error(), path);
+        TH_ASSERT_CONTAINS(tsr_last_error(), cases[c].message);
+        const char *paths[1] = {path};
+        TH_ASSERT_STATUS(report_merge(paths, 1, &root), TSR_ERR_CORRUPT);
+        TH_ASSERT_CONTAINS(tsr_last_error(), cases[c].message);
+        TH_ASSERT_STATUS(report_parse(text, strlen(text), "rank 3", &root), TSR_ERR_CORRUPT);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "rank 3");
+        TH_ASSERT_CONTAINS(tsr_last_error(), cases[c].message);
+        free(text);
+    }
+    /* The same file with ordinary numbers loads (the cases above differ in one number each). */
+    char *text = report_with_number("result", "gflops", "8000");
+    th_write_file(path, text, strlen(text));
+    free(text);
+    cJSON *root = NULL;
+    TH_ASSERT_OK(report_load(path, &root));
+    cJSON_Delete(root);
+    alarm(0);
+    th_remove_tree(dir);
+}
+
+/* Lines of an SVG text, counted; no coordinate or label may be infinite or NaN. */
+static size_t svg_lines(const char *svg) {
+    size_t n = 0;
+    for (const char *p = svg; (p = strstr(p, "<line")) != NULL; ++p) ++n;
+    const char *bad = strstr(svg, "inf");
+    if (!bad) bad = strstr(svg, "nan");
+    if (bad) fail_msg("a non-finite number in the chart: ...%.120s...", bad > svg + 60 ? bad - 60 : svg);
+    return n;
+}
+
+/* The charts on their own (trees that never went through report_load, as report_run's do):
+ * infinite, NaN, zero, negative and extreme numbers give a bounded chart with finite
+ * coordinates. Bounded by alarm(): the grid loops used to never end. */
+static void charts_survive_any_numbers(void **state) {
+    (void)state;
+    static const double odd[] = {INFINITY, -INFINITY, NAN, 0, -1, 1e-300, 1e300, 5e-324, 1.7e308};
+    alarm(60);
+    for (size_t field = 0; field < 5; ++field) {
+        for (size_t v = 0; v < sizeof odd / sizeof odd[0]; ++v) {
+            cJSON *d = fake_device("Card Z", "host1", "2026-01-01T00:00:00Z", 500, 10000, 8000);
+            cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(d, "results"), 0);
+            cJSON *peaks = cJSON_GetObjectItem(d, "peaks");
+            static const char *const keys[] = {"gflops", "flops", "bytes", "bandwidth_gbps", "compute_gflops"};
+            cJSON_ReplaceItemInObject(field < 3 ? row : peaks, keys[field], cJSON_CreateNumber(odd[v]));
+            /* a second row at the extreme the other way */
+            cJSON *other = cJSON_Duplicate(row, true);
+            cJSON_ReplaceItemInObject(other, keys[field < 3 ? field : 0], cJSON_CreateNumber(1.0 / odd[v]));
+            cJSON_AddItemToArray(cJSON_GetObjectItem(d, "results"), other);
+            char *svg = chart_roofline_svg(d);
+            assert_non_null(svg);
+            assert_true(strlen(svg) < 100000);
+            assert_true(svg_lines(svg) <= 100);
+            free(svg);
+            cJSON *root = cJSON_CreateObject();
+            cJSON_AddItemToArray(cJSON_AddArrayToObject(root, "devices"), d);
+            cJSON_AddItemToArray(cJSON_GetObjectItem(root, "devices"),
+                                 fake_device("Card Y", "host2", "2026-01-01T00:00:00Z", 500, 10000, 8000));
+            svg = chart_bars_svg(root);
+            assert_non_null(svg);
+            svg_lines(svg);
+            free(svg);
+            cJSON_Delete(root);
+        }
+    }
+    alarm(0);
+}
+
 int main(void) {
     if (two_platforms()) {
         const struct CMUnitTest only[] = {cmocka_unit_test(failing_device)};
@@ -1124,6 +1272,8 @@ int main(void) {
         cmocka_unit_test(merge_many_devices),
         cmocka_unit_test(merge_keeps_failed_devices),
         cmocka_unit_test(report_many_rows),
+        cmocka_unit_test(foreign_numbers_are_refused),
+        cmocka_unit_test(charts_survive_any_numbers),
     };
     return TH_RUN(tests);
 }

@@ -6,7 +6,9 @@
 //   VPT      vectors per work-item
 //   INTERLEAVE  0: a work-item owns VW*VPT consecutive elements (CPUs: one stream per thread);
 //            1: consecutive work-items take consecutive vectors (GPUs: coalesced accesses)
-//   MODE     0 copy (the bandwidth yardstick and tsr_convert, same geometry), 2 GELU tanh, 3 GELU erf
+//   MODE     0 copy (the bandwidth yardstick and tsr_convert, same geometry), 2 GELU tanh, 3 GELU erf.
+//            The copy moves integer bits only (dtype.cl's tsr_*b_to_*b between types, a plain copy
+//            within one): bit for bit tsr_convert_host, signalling NaNs included
 //   X_TYPE, Y_TYPE  storage of x and y (dtype.cl's codes: 0 f32, 1 f16, 2 bf16; default 0):
 //            loads widen to float, GELU runs in float, stores round to nearest even; with both 0
 //            the loads and stores are the plain float ones
@@ -53,9 +55,41 @@
 #define STORE_Y1(v, p, e) TSR_ST(Y_TYPE, v, p, e)
 
 #if MODE == 0
-#define APPLY(T, x) (x)
+// The copy on bits: x's elements as uint (f32 bits, f16 or bf16 bits widened), converted between
+// the types' encodings on integers (never through a float register), stored in y's encoding.
+#define BITS_T_0 uint
+#define BITS_T_1 ushort
+#define BITS_T_2 ushort
+#define XB TSR_DT_CAT(BITS_T_, X_TYPE)
+#define YB TSR_DT_CAT(BITS_T_, Y_TYPE)
+#define WIDEN_0(SUF, b) (b)
+#define WIDEN_1(SUF, b) tsr_f16b_to_f32b##SUF(b)
+#define WIDEN_2(SUF, b) ((b) << 16)
+#define NARROW_0(SUF, b) (b)
+#define NARROW_1(SUF, b) tsr_f32b_to_f16b##SUF(b)
+#define NARROW_2(SUF, b) tsr_f32b_to_bf16b##SUF(b)
+#if X_TYPE == Y_TYPE
+#define CONVERT_BITS(SUF, b) (b)
+#else
+#define CONVERT_BITS(SUF, b) TSR_DT_CAT(NARROW_, Y_TYPE)(SUF, TSR_DT_CAT(WIDEN_, X_TYPE)(SUF, b))
+#endif
+#define LOADB1(p, e) ((uint)((__global const XB *)(p))[e])
+#define STOREB1(v, p, e) (((__global YB *)(p))[e] = (YB)(v))
+#if VW == 1
+#define STEP(in, out) STOREB1(CONVERT_BITS(, LOADB1(in, 0)), out, 0)
+#else
+#define BSUF TSR_DT_CAT(_, VW)
+#define LOADB(p) TSR_DT_CAT(convert_uint, VW)(TSR_DT_CAT(vload, VW)(0, (__global const XB *)(p)))
+#define STOREB(v, p) TSR_DT_CAT(vstore, VW)(TSR_DT_CAT(TSR_DT_CAT(convert_, YB), VW)(v), 0, (__global YB *)(p))
+#define CONVERT_V(b) CONVERT_V_(BSUF, b)
+#define CONVERT_V_(SUF, b) CONVERT_BITS(SUF, b)
+#define STEP(in, out) STOREB(CONVERT_V(LOADB(in)), out)
+#endif
+#define STEP1(xs, ys, e) STOREB1(CONVERT_BITS(, LOADB1(xs, e)), ys, e)
 #else
 #define APPLY(T, x) CAT(activate_, T)((x), MODE)
+#define STEP(in, out) STORE_Y(APPLY(floatv, LOAD_X(in)), out)
+#define STEP1(xs, ys, e) STORE_Y1(APPLY(float, LOAD_X1(xs, e)), ys, e)
 #endif
 
 __kernel void gelu(const ulong n, __global const TSR_ELT(X_TYPE) *x, const ulong x_off, __global TSR_ELT(Y_TYPE) *y,
@@ -69,19 +103,18 @@ __kernel void gelu(const ulong n, __global const TSR_ELT(X_TYPE) *x, const ulong
     for (int v = 0; v < VPT; ++v) {
         const size_t i = (base + (size_t)v * wg) * VW;
         if (i + VW <= n) {
-            STORE_Y(APPLY(floatv, LOAD_X(xs + i)), ys + i);
+            STEP(xs + i, ys + i);
         } else {
-            for (size_t e = i; e < n; ++e) STORE_Y1(APPLY(float, LOAD_X1(xs, e)), ys, e);
+            for (size_t e = i; e < n; ++e) STEP1(xs, ys, e);
         }
     }
 #else
     const size_t i0 = get_global_id(0) * (VW * VPT);
     if (i0 >= n) return;
     if (i0 + VW * VPT <= n) {
-        _Pragma("unroll") for (int v = 0; v < VPT; ++v)
-            STORE_Y(APPLY(floatv, LOAD_X(xs + i0 + v * VW)), ys + i0 + v * VW);
+        _Pragma("unroll") for (int v = 0; v < VPT; ++v) STEP(xs + i0 + v * VW, ys + i0 + v * VW);
     } else {
-        for (size_t e = i0; e < n; ++e) STORE_Y1(APPLY(float, LOAD_X1(xs, e)), ys, e);
+        for (size_t e = i0; e < n; ++e) STEP1(xs, ys, e);
     }
 #endif
 }

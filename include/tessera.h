@@ -203,7 +203,7 @@ TSR_API tsr_status tsr_build_binaries(tsr_device *device, const char *dir, size_
 
 /* How a tensor's elements are stored. Every op computes in fp32 (products and sums), whatever its
  * tensors' storage: loads widen to fp32 in registers, stores round to the output's type. Rounding
- * to a 16-bit type is to nearest, ties to even; NaN stays NaN (bf16: a quiet NaN); a finite value
+ * to a 16-bit type is to nearest, ties to even; NaN stays NaN (a quiet NaN); a finite value
  * beyond the type's range becomes Inf of its sign, as IEEE 754 rounds. Offsets, leading dimensions
  * and strides count elements of the tensor's own type. fp16 and bf16 need no device extension:
  * storage goes through OpenCL C 1.2's vload_half/vstore_half and 16-bit integer loads. */
@@ -229,12 +229,13 @@ TSR_API tsr_status tsr_convert_host(tsr_dtype src_type, const void *src, tsr_dty
 
 /* The same on the device: dst[dst_offset + i] = src[src_offset + i] converted from src_type to
  * dst_type, for i < n (n >= 1), enqueued on `queue` (NULL: the device's queue; `event` may be
- * NULL). Any pair of types, rounding as tsr_convert_host does and bit for bit equal to it (f32 to
- * f32 and the like copy). Offsets count elements of each buffer's own type; both buffers are
- * checked for size in those elements. src and dst may be the same bytes only when the types are
- * equal; any other overlap is refused with the byte ranges. A status naming src or dst refuses a
- * type outside the enum. It runs GELU's copy kernel with typed loads and stores (its tuned
- * geometry; see docs/gelu.md). */
+ * NULL). Any pair of types, rounding as tsr_convert_host does and bit for bit equal to it, NaN
+ * payloads included (a widened signalling NaN stays signalling; f32 to f32 and the like copy).
+ * Offsets count elements of each buffer's own type; both buffers are checked for size in those
+ * elements. src and dst may be the same bytes only when the types are equal; any other overlap is
+ * refused with the byte ranges. A status naming src or dst refuses a type outside the enum. It
+ * runs GELU's copy kernel on integer bits (its tuned geometry; no float operation touches a value;
+ * see docs/gelu.md). */
 TSR_API tsr_status tsr_convert(tsr_device *device, tsr_dtype src_type, cl_mem src, size_t src_offset,
                                tsr_dtype dst_type, cl_mem dst, size_t dst_offset, size_t n, cl_command_queue queue,
                                cl_event *event);

@@ -1,8 +1,12 @@
 /* Storage types on the host: names, sizes, parsing, and the fp32 <-> f16/bf16 conversions that
  * fixtures, references and tsr_convert_host use, against independent references: GCC's _Float16
  * (IEEE conversion, to nearest even) for f16, and the nearer of the two bf16 neighbours (ties to
- * the even one) computed in double for bf16. The device side (cl/dtype.cl) is checked against
- * these in test_gelu through tsr_convert. */
+ * the even one) computed in double for bf16. tsr_convert (the device side, cl/dtype.cl's integer
+ * conversions in GELU's copy kernel) is checked bit for bit against tsr_convert_host: every 16-bit
+ * pattern in every pair of types, f32 edges (signalling and quiet NaNs with payloads, zeros,
+ * subnormals, the f16 range's edges, ties), alone (n = 1) and in long runs with odd tails, in the
+ * default configuration and at vector widths 1 and 16 (test_gelu sweeps the configurations).
+ * TSR_TEST_MODE=oclgrind runs a small subset of the device cases. */
 #include "harness.h"
 
 #include <float.h>
@@ -210,6 +214,151 @@ static void error_bounds_scale_with_the_reduction(void **state) {
     assert_true(tsr_dtype_error_bound(TSR_F16, 0) == tsr_dtype_error_bound(TSR_F16, 1));
 }
 
+/* ---------------------------------------------------------------- tsr_convert on the device */
+
+static const tsr_dtype every_type[3] = {TSR_F32, TSR_F16, TSR_BF16};
+
+static uint32_t element_bits(tsr_dtype t, const void *a, size_t i) {
+    if (t == TSR_F32) {
+        uint32_t u;
+        memcpy(&u, (const char *)a + 4 * i, 4);
+        return u;
+    }
+    uint16_t h;
+    memcpy(&h, (const char *)a + 2 * i, 2);
+    return h;
+}
+
+/* Patterns each conversion must keep bit for bit: NaNs signalling and quiet with payloads of both
+ * signs, infinities, zeros, subnormals, the largest finite values, the edges of f16's normal and
+ * subnormal ranges and of its overflow (65504, 65520), and bf16 ties. */
+static const uint16_t f16_specials[] = {0x7c01, 0xfc01, 0x7dff, 0x7e00, 0x7e01, 0x7fff, 0xffff, 0x7c00, 0xfc00,
+                                        0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x0400, 0x7bff, 0x3c00};
+static const uint16_t bf16_specials[] = {0x7f81, 0xff81, 0x7fbf, 0x7fc0, 0x7fc1, 0xffff, 0x7f80, 0xff80,
+                                         0x0000, 0x8000, 0x0001, 0x807f, 0x0080, 0x7f7f, 0x3f80};
+static const uint32_t f32_specials[] = {
+    0x7f800001u, 0x7fbfffffu, 0xff800001u, 0x7f802000u, 0x7fc00000u, 0x7fc12345u, 0xffffffffu, 0x7f800000u,
+    0xff800000u, 0x00000000u, 0x80000000u, 0x00000001u, 0x007fffffu, 0x80000001u, 0x7f7fffffu, 0xff7fffffu,
+    0x477fe000u, 0x477fefffu, 0x477ff000u, 0xc77ff000u, 0x38800000u, 0x387fffffu, 0x33000000u, 0x33000001u,
+    0x337fffffu, 0x33800000u, 0x33c00000u, 0x3f808000u, 0x3f818000u, 0x7f7f8000u, 0x3f800000u};
+
+static const void *specials_of(tsr_dtype t, size_t *n) {
+    if (t == TSR_F16) return *n = sizeof f16_specials / sizeof f16_specials[0], (const void *)f16_specials;
+    if (t == TSR_BF16) return *n = sizeof bf16_specials / sizeof bf16_specials[0], (const void *)bf16_specials;
+    return *n = sizeof f32_specials / sizeof f32_specials[0], (const void *)f32_specials;
+}
+
+/* A long run of source patterns (malloc'd, *n of them, never a multiple of a vector width): for
+ * 16-bit types every one of the 65536 patterns, then the specials again; for f32 the specials, every
+ * f16 value widened and its two f32 neighbours (the rounding boundaries), and random patterns. In
+ * small mode every 97th pattern. */
+static void *long_run(tsr_dtype t, size_t *n) {
+    const size_t step = th_small_mode() ? 97 : 1;
+    size_t ns;
+    const void *sp = specials_of(t, &ns);
+    if (t != TSR_F32) {
+        const size_t all = 65536 / step;
+        uint16_t *v = malloc((all + ns) * 2);
+        assert_non_null(v);
+        for (size_t i = 0; i < all; ++i)
+            v[i] = (uint16_t)(i * step);
+        memcpy(v + all, sp, ns * 2);
+        *n = all + ns;
+        return v;
+    }
+    const size_t widened = 65536 / step, random = 20000 / step;
+    uint32_t *v = malloc((ns + 3 * widened + random) * 4);
+    assert_non_null(v);
+    memcpy(v, sp, ns * 4);
+    size_t k = ns;
+    for (size_t i = 0; i < widened; ++i) {
+        const uint32_t u = bits_of(tsr_f16_to_f32((uint16_t)(i * step)));
+        v[k++] = u, v[k++] = u + 1, v[k++] = u - 1;
+    }
+    for (size_t i = 0; i < random; ++i)
+        v[k++] = th_rand();
+    *n = k - (k % 16 == 0);
+    return v;
+}
+
+/* tsr_convert of n elements of src (src_type) at element src_off of a buffer into dst_type at
+ * dst_off, guard bytes around both; every element bit for bit tsr_convert_host's, nothing outside
+ * dst's elements written. */
+static void device_convert(tsr_device *dev, tsr_dtype src_type, const void *src, size_t n, tsr_dtype dst_type,
+                           size_t src_off, size_t dst_off, const char *what) {
+    const size_t ss = tsr_dtype_size(src_type), ds = tsr_dtype_size(dst_type);
+    const size_t ns = src_off + n + 3, nd = dst_off + n + 3;
+    unsigned char *hs = malloc(ns * ss), *hd = malloc(nd * ds), *expect = malloc(n * ds);
+    assert_non_null(hs), assert_non_null(hd), assert_non_null(expect);
+    memset(hs, 0x5a, ns * ss);
+    memcpy(hs + src_off * ss, src, n * ss);
+    memset(hd, 0xa5, nd * ds);
+    TH_ASSERT_OK(tsr_convert_host(src_type, src, dst_type, expect, n));
+    cl_int err;
+    cl_mem dsrc = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, ns * ss, hs, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    cl_mem ddst = clCreateBuffer(tsr_device_context(dev), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, nd * ds, hd, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    tsr_status st = tsr_convert(dev, src_type, dsrc, src_off, dst_type, ddst, dst_off, n, NULL, NULL);
+    if (st != TSR_SUCCESS) fail_msg("%s: tsr_convert: %s: %s", what, tsr_status_str(st), tsr_last_error());
+    assert_int_equal(clEnqueueReadBuffer(tsr_device_queue(dev), ddst, CL_TRUE, 0, nd * ds, hd, 0, NULL, NULL),
+                     CL_SUCCESS);
+    for (size_t i = 0; i < nd * ds; ++i)
+        if ((i < dst_off * ds || i >= (dst_off + n) * ds) && hd[i] != 0xa5)
+            fail_msg("%s: %s -> %s wrote outside dst (byte %zu)", what, tsr_dtype_str(src_type),
+                     tsr_dtype_str(dst_type), i);
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t got = element_bits(dst_type, hd, dst_off + i), want = element_bits(dst_type, expect, i);
+        if (got != want)
+            fail_msg("%s: %s -> %s, n = %zu, element %zu (source 0x%x): device 0x%x, tsr_convert_host 0x%x", what,
+                     tsr_dtype_str(src_type), tsr_dtype_str(dst_type), n, i, element_bits(src_type, src, i), got, want);
+    }
+    clReleaseMemObject(dsrc), clReleaseMemObject(ddst);
+    free(hs), free(hd), free(expect);
+}
+
+/* Each special pattern alone (n = 1: the kernel's tail path) in every pair of types, at offset 0
+ * and at odd offsets. */
+static void device_convert_single_elements(void **state) {
+    (void)state;
+    tsr_device *dev = th_open_device();
+    printf("# device: %s\n", tsr_device_get_info(dev)->name);
+    for (int s = 0; s < 3; ++s) {
+        size_t ns;
+        const unsigned char *sp = specials_of(every_type[s], &ns);
+        const size_t size = tsr_dtype_size(every_type[s]);
+        for (int d = 0; d < 3; ++d) {
+            if (th_small_mode() && d != (s + 1) % 3 && d != s) continue;
+            for (size_t i = 0; i < ns; ++i)
+                device_convert(dev, every_type[s], sp + i * size, 1, every_type[d], i % 2 ? 3 : 0, i % 2 ? 0 : 5,
+                               "one element");
+        }
+    }
+    tsr_device_close(dev);
+}
+
+/* Long runs (vector loads and stores, then a tail) in every pair of types, in the default
+ * configuration and with one element per vector (VW=1) and sixteen, interleaved. */
+static void device_convert_every_pattern(void **state) {
+    (void)state;
+    tsr_device *dev = th_open_device();
+    const char *configs[] = {NULL, "VW=1 VPT=4 WG=16 INTERLEAVE=0", "VW=16 VPT=2 WG=16 INTERLEAVE=1"};
+    const int nconfigs = th_small_mode() ? 1 : 3;
+    for (int c = 0; c < nconfigs; ++c) {
+        if (configs[c] && !th_try_override(dev, "gelu", configs[c])) continue;
+        for (int s = 0; s < 3; ++s) {
+            size_t n;
+            void *src = long_run(every_type[s], &n);
+            for (int d = 0; d < 3; ++d)
+                device_convert(dev, every_type[s], src, n, every_type[d], 1 + (size_t)d, 2 + (size_t)s,
+                               configs[c] ? configs[c] : "default configuration");
+            free(src);
+        }
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "gelu", NULL));
+    tsr_device_close(dev);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(names_sizes_and_parsing),
@@ -219,6 +368,15 @@ int main(void) {
         cmocka_unit_test(f32_to_bf16_rounds_to_nearest_even),
         cmocka_unit_test(convert_host_checks_and_converts),
         cmocka_unit_test(error_bounds_scale_with_the_reduction),
+        cmocka_unit_test(device_convert_single_elements),
+        cmocka_unit_test(device_convert_every_pattern),
     };
+    if (th_small_mode()) { /* under Oclgrind: the device cases, small */
+        const struct CMUnitTest device_tests[] = {
+            cmocka_unit_test(device_convert_single_elements),
+            cmocka_unit_test(device_convert_every_pattern),
+        };
+        return TH_RUN(device_tests);
+    }
     return TH_RUN(tests);
 }

@@ -42,47 +42,6 @@ TSR_DT_BF16_VEC(4)
 TSR_DT_BF16_VEC(8)
 TSR_DT_BF16_VEC(16)
 
-// Conversions on integer bits, for tsr_convert: bit for bit tsr_convert_host (runtime/dtype.c),
-// where no float instruction ever holds a value, so a signalling NaN keeps its bits (x86, like
-// most hardware, quiets one in any float operation, vload_half and vstore_half included):
-//   tsr_f16b_to_f32b    widens exactly (NaN payloads shifted up, signalling ones kept)
-//   tsr_f32b_to_f16b    rounds to nearest even; NaN: sign | 0x7e00 | the payload's top 10 bits
-//   tsr_f32b_to_bf16b   rounds to nearest even; NaN: the top 16 bits | 0x40 (quiet)
-// (bf16 widens by a shift.) Each on uint and uint2..uint16 (suffix _N); every value is in a uint.
-#define TSR_DT_BITS(SUF, U)                                                                        \
-    TSR_DT_INLINE U tsr_f16b_to_f32b##SUF(const U h) {                                             \
-        const U sg = (h & (U)(0x8000u)) << 16, e = (h >> 10) & (U)(0x1fu), mant = h & (U)(0x3ffu); \
-        /* a subnormal mant 2^-24: its top bit p (0..9) becomes the implicit bit of 2^(p - 24) */ \
-        const U p = (U)(31u) - clz(mant);                                                          \
-        const U sub = ((p + (U)(103u)) << 23) | ((mant << ((U)(23u) - p)) & (U)(0x7fffffu));       \
-        U r = select(((e + (U)(112u)) << 23) | (mant << 13), (U)(0x7f800000u) | (mant << 13),      \
-                     e == (U)(31u));                                                               \
-        r = select(r, select((U)(0u), sub, mant != (U)(0u)), e == (U)(0u));                         \
-        return sg | r;                                                                           \
-    }                                                                                              \
-    TSR_DT_INLINE U tsr_f32b_to_f16b##SUF(const U u) {                                             \
-        const U sg = (u >> 16) & (U)(0x8000u), a = u & (U)(0x7fffffffu), e = a >> 23;            \
-        const U normal = (a + (U)(0xfffu) + ((a >> 13) & (U)(1u)) - (U)(0x38000000u)) >> 13;       \
-        /* below f16's normal range: round(|v| 2^24) = the significand m shifted right by s >= 14 */ \
-        const U m = (a & (U)(0x7fffffu)) | select((U)(0u), (U)(0x800000u), e != (U)(0u));          \
-        const U s = min((U)(126u) - max(e, (U)(1u)), (U)(31u));                                    \
-        const U q = m >> s, rem = m & (((U)(1u) << s) - (U)(1u)), tie = (U)(1u) << (s - (U)(1u)); \
-        const U sub = q + select((U)(0u), (U)(1u), (rem > tie) | ((rem == tie) & ((q & (U)(1u)) != (U)(0u)))); \
-        U r = select(sub, normal, a >= (U)(0x38800000u));                                          \
-        r = select(r, (U)(0x7c00u), a >= (U)(0x477ff000u)); /* 65520 and up: Inf */                \
-        r = select(r, (U)(0x7e00u) | ((a >> 13) & (U)(0x3ffu)), a > (U)(0x7f800000u));             \
-        return sg | r;                                                                           \
-    }                                                                                              \
-    TSR_DT_INLINE U tsr_f32b_to_bf16b##SUF(const U u) {                                            \
-        const U rounded = (u + (U)(0x7fffu) + ((u >> 16) & (U)(1u))) >> 16;                        \
-        return select(rounded, (u >> 16) | (U)(0x40u), (u & (U)(0x7fffffffu)) > (U)(0x7f800000u));  \
-    }
-TSR_DT_BITS(, uint)
-TSR_DT_BITS(_2, uint2)
-TSR_DT_BITS(_4, uint4)
-TSR_DT_BITS(_8, uint8)
-TSR_DT_BITS(_16, uint16)
-
 #define TSR_ELT_0 float
 #define TSR_ELT_1 half
 #define TSR_ELT_2 ushort

@@ -2,7 +2,10 @@
 //
 //   O[b,h,i,:] = sum_j softmax_j(scale * Q[b,h,i,:] . K[b,h,j,:] + mask(i, j)) V[b,h,j,:]
 //   mask(i, j) = -inf unless j < kv_len[b] and, when causal, j <= i + (Lk - Lq)
-// A row whose keys are all masked gets O = 0 and LSE = -inf (documented in the header).
+// A row whose keys are all masked gets O = 0 and LSE = -inf (documented in the header). A NaN
+// among a row's visible scores (a NaN in its query, or in a key it sees) makes its O and LSE
+// NaN, as the softmax's definition does: the running maximum (fmax) passes NaN over, so each
+// kernel notes NaN scores and sets l = NaN, which the final 1/l and log(l) carry.
 //
 // Geometry, from -D defines:
 //   HEAD_DIM  D, compiled in so the loops over it unroll and vectorize
@@ -112,6 +115,7 @@ void attention(const int Lq, const int Lk, const int H, const float scale, const
         acc[dd] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
+    int nan_score = 0;
 
     for (int j0 = 0; j0 < group_limit; j0 += BC) {
 #if STAGE
@@ -139,6 +143,7 @@ void attention(const int Lq, const int Lk, const int H, const float scale, const
 #endif
             s[jj] = j0 + jj < limit ? dot : -INFINITY;
             tile_max = fmax(tile_max, s[jj]);
+            nan_score |= isnan(s[jj]);
         }
 #if DS > 1
         barrier(CLK_LOCAL_MEM_FENCE); // the parts are read before the next tile writes them
@@ -161,10 +166,11 @@ void attention(const int Lq, const int Lk, const int H, const float scale, const
 #endif
     }
     if (!active) return;
+    if (nan_score) l = NAN;
     __global O_T *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f; // all keys masked: zeros
+    const float inv = l == 0.0f ? 0.0f : 1.0f / l; // all keys masked: zeros
     for (int dd = 0; dd < DSL && d0 + dd < HEAD_DIM; ++dd) TSR_ST(O_TYPE, acc[dd] * inv, op, d0 + dd);
-    if (write_lse && slice == 0) lse[lse_off + (size_t)bh * Lq + i] = l > 0.0f ? m + log(l) : -INFINITY;
+    if (write_lse && slice == 0) lse[lse_off + (size_t)bh * Lq + i] = l == 0.0f ? -INFINITY : m + log(l);
 }
 
 // Row softmax of the unfused baseline over S = [b*h][Lq][Lk] (scale already applied by the
@@ -186,9 +192,9 @@ __kernel void softmax_rows(const int Lq, const int Lk, const int H, const int ca
         row[j] = p;
         sum += p;
     }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum; // NaN scores: sum NaN (exp(NaN)), the row NaN
     for (int j = 0; j < Lk; ++j) row[j] = j < limit ? row[j] * inv : 0.0f;
-    if (write_lse) lse[lse_off + (size_t)bh * Lq + i] = sum > 0.0f ? m + log(sum) : -INFINITY;
+    if (write_lse) lse[lse_off + (size_t)bh * Lq + i] = sum == 0.0f ? -INFINITY : m + log(sum);
 }
 
 // ---------------------------------------------------------------- fast path (D % 16 == 0)
@@ -250,6 +256,7 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
     const int kv_end = kv_len[b], shift = Lk - Lq;
     int limit[RW], group_limit = 0;
     float qr[RW][HEAD_DIM], m[RW], l[RW], pbuf[RW][16];
+    int nan_score[RW];
     float16 acc[RW][HEAD_DIM / 16];
     _Pragma("unroll") for (int r = 0; r < RW; ++r) {
         const int i = r0 + r;
@@ -261,6 +268,7 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
         _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv) acc[r][dv] = (float16)(0.0f);
         m[r] = -INFINITY;
         l[r] = 0.0f;
+        nan_score[r] = 0;
     }
     const __global KP_T *ktb = kt + (size_t)bh * HEAD_DIM * Lkp;
     const __global V_T *vb = v + v_off + b * vsb + h * vsh;
@@ -275,6 +283,7 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
         _Pragma("unroll") for (int r = 0; r < RW; ++r) {
             const int16 masked = lane + j0 >= (int16)(limit[r]);
             const float16 sr = select(s[r], (float16)(-INFINITY), masked);
+            nan_score[r] |= any(isnan(sr));
             vstore16(sr, 0, pbuf[r]);
             const float tile_max = hmax16(sr);
             if (tile_max > -INFINITY) {
@@ -305,10 +314,11 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
         const int i = r0 + r;
         if (i >= Lq) break;
         __global O_T *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
-        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+        if (nan_score[r]) l[r] = NAN;
+        const float inv = l[r] == 0.0f ? 0.0f : 1.0f / l[r];
         _Pragma("unroll") for (int dv = 0; dv < HEAD_DIM / 16; ++dv)
             TSR_VST(O_TYPE, 16, acc[r][dv] * inv, op + dv * 16);
-        if (write_lse) lse[lse_off + (size_t)bh * Lq + i] = l[r] > 0.0f ? m[r] + log(l[r]) : -INFINITY;
+        if (write_lse) lse[lse_off + (size_t)bh * Lq + i] = l[r] == 0.0f ? -INFINITY : m[r] + log(l[r]);
     }
 }
 #endif
@@ -461,10 +471,11 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
             const int i = r0 + g * RW + r;
             if (i >= Lq) break;
             __global O_T *op = o + o_off + b * osb + h * osh + (size_t)i * osl;
-            const float inv = l[g][r] > 0.0f ? 1.0f / l[g][r] : 0.0f;
+            // a NaN score reached l through blk_exp2 (NaN in, NaN out): 1/l and log(l) carry it
+            const float inv = l[g][r] == 0.0f ? 0.0f : 1.0f / l[g][r];
             for (int dv = 0; dv < NDV; ++dv) TSR_VST(O_TYPE, 16, acc[g][r][dv] * inv, op + dv * 16);
             if (write_lse)
-                lse[lse_off + (size_t)bh * Lq + i] = l[g][r] > 0.0f ? m[g][r] + log(l[g][r]) : -INFINITY;
+                lse[lse_off + (size_t)bh * Lq + i] = l[g][r] == 0.0f ? -INFINITY : m[g][r] + log(l[g][r]);
         }
 }
 #endif

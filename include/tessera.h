@@ -373,9 +373,11 @@ TSR_API tsr_status tsr_gemm(tsr_device *device, tsr_layout layout, tsr_transpose
  * {L*H*D, D, H*D}.
  * Mask: key j is visible to query i when j < kv_lengths[b] (all keys if kv_lengths is NULL)
  * and, if causal, j <= i + (kv_len - q_len) (decoding with a KV cache). A query row that
- * sees no key gets O = 0 (and LSE = -inf), not NaN. Q, K and V may share memory (a packed
- * QKV buffer); O and lse may not overlap any tensor: their spans, from the first to the last
- * element, must be disjoint from every other span (sub-buffers are resolved to their parent). */
+ * sees no key gets O = 0 (and LSE = -inf), not NaN; a NaN among the scores a row sees (a NaN in
+ * its query, or in a key it sees) makes its O and LSE NaN, as the softmax's definition does (and
+ * NumPy and PyTorch). Q, K and V may share memory (a packed QKV buffer); O and lse may not
+ * overlap any tensor: their spans, from the first to the last element, must be disjoint from
+ * every other span (sub-buffers are resolved to their parent). */
 typedef struct tsr_attention_desc {
     size_t batch, heads, q_len, kv_len, head_dim; /* head_dim 1..256 */
     size_t q_offset, k_offset, v_offset, o_offset;

@@ -717,6 +717,67 @@ static void empty_sequence(void **state) {
         }
 }
 
+/* One attention call on host data, O and LSE read back (B = 1, H = 2, Lq = 5, Lk = 7). */
+static void run_nan_case(bool unfused, bool causal, size_t D, const float *q, const float *k, const float *v,
+                         float *o, float *lse) {
+    size_t nq = 2 * 5 * D, nk = 2 * 7 * D;
+    cl_mem dq = th_buffer_from(dev, q, nq), dk = th_buffer_from(dev, k, nk), dv = th_buffer_from(dev, v, nk),
+           dout = th_buffer(dev, nq), dl = th_buffer(dev, 10);
+    tsr_attention_desc d = {.batch = 1, .heads = 2, .q_len = 5, .kv_len = 7, .head_dim = D, .causal = causal,
+                            .lse = dl};
+    TH_ASSERT_OK((unfused ? tsr_attention_unfused : tsr_attention)(dev, &d, dq, dk, dv, dout, NULL, NULL));
+    th_read(dev, dout, o, nq);
+    th_read(dev, dl, lse, 10);
+    clReleaseMemObject(dq), clReleaseMemObject(dk), clReleaseMemObject(dv), clReleaseMemObject(dout);
+    clReleaseMemObject(dl);
+}
+
+/* A NaN in a query row makes that row's O and LSE NaN, as the softmax's definition (NumPy's,
+ * PyTorch's) does; a NaN in a key makes every row that sees it NaN. The kernels' running maximum
+ * (fmax) passes NaN over, and a query row of NaN scores once came back as zeros (LSE -inf), like
+ * a row that sees no key. Every other row is bitwise what it is without the NaN. Each kernel
+ * (generic, staged or not, D split or not; VEC=1; VEC=2) and the unfused path, causal or not. */
+static void nan_scores(void **state) {
+    (void)state;
+    static const char *const configs[] = {NULL, "VEC=0 STAGE=0 BR=16 BC=16 DS=4", "VEC=0 STAGE=1 BR=4 BC=8 DS=1",
+                                          "VEC=1 RW=2", "VEC=2 RW=6 BR=8 BC=64"};
+    static const size_t dims[] = {16, 20};
+    size_t nconfigs = small_mode() ? 1 : sizeof configs / sizeof configs[0];
+    float q[2 * 5 * 20], k[2 * 7 * 20], v[2 * 7 * 20], o0[2 * 5 * 20], o1[2 * 5 * 20], l0[10], l1[10];
+    for (size_t ci = 0; ci < nconfigs; ++ci) {
+        if (!th_try_override(dev, "attention", configs[ci])) continue;
+        for (int di = 0; di < 2; ++di)
+            for (int where = 0; where < 2; ++where) /* 0: q[0, 1, 2, 3]; 1: k[0, 1, 4, 3] */
+                for (int unfused = 0; unfused < 2; ++unfused)
+                    for (int causal = 0; causal < 2; ++causal) {
+                        size_t D = dims[di];
+                        th_fill_uniform(q, 2 * 5 * D, -1, 1);
+                        th_fill_uniform(k, 2 * 7 * D, -1, 1);
+                        th_fill_uniform(v, 2 * 7 * D, -1, 1);
+                        run_nan_case(unfused, causal, D, q, k, v, o0, l0);
+                        if (where == 0) q[(5 + 2) * D + 3] = NAN;
+                        else k[(7 + 4) * D + 3] = NAN;
+                        run_nan_case(unfused, causal, D, q, k, v, o1, l1);
+                        for (size_t row = 0; row < 10; ++row) { /* rows of head 1 are 5..9 */
+                            /* causal (bottom-right, shift 2): row i sees keys j <= i + 2 */
+                            bool nan_row = where == 0 ? row == 7 : row >= 5 && (!causal || row - 5 + 2 >= 4);
+                            for (size_t e = 0; e < D; ++e)
+                                if (nan_row ? !isnan(o1[row * D + e])
+                                            : memcmp(&o1[row * D + e], &o0[row * D + e], sizeof(float)))
+                                    fail_msg("%s D%zu %s %s NaN in %s: O[row %zu][%zu] = %g (without the NaN %g)",
+                                             configs[ci] ? configs[ci] : "default", D, unfused ? "unfused" : "blocked",
+                                             causal ? "causal" : "full", where ? "k" : "q", row, e,
+                                             (double)o1[row * D + e], (double)o0[row * D + e]);
+                            if (nan_row ? !isnan(l1[row]) : memcmp(&l1[row], &l0[row], sizeof(float)))
+                                fail_msg("%s D%zu %s NaN in %s: LSE[%zu] = %g (without the NaN %g)",
+                                         configs[ci] ? configs[ci] : "default", D, unfused ? "unfused" : "blocked",
+                                         where ? "k" : "q", row, (double)l1[row], (double)l0[row]);
+                        }
+                    }
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "attention", NULL));
+}
+
 /* An out-of-order queue: [B, L, H, D] with B > 1 (one output GEMM per head, scores reused by
  * every batch entry and by back-to-back calls) — each step must wait for the one it needs,
  * and the returned event must cover every step. Several calls in flight, several rounds. */
@@ -1032,6 +1093,7 @@ int main(void) {
             cmocka_unit_test(unit_length_row_strides),
             cmocka_unit_test(masked_rows_poisoned),
             cmocka_unit_test(empty_sequence),
+            cmocka_unit_test(nan_scores),
             cmocka_unit_test(loops_within_the_device_limit),
             cmocka_unit_test(dtype_every_combination),
             cmocka_unit_test(dtype_kernels),
@@ -1051,6 +1113,7 @@ int main(void) {
         cmocka_unit_test(unit_length_row_strides),
         cmocka_unit_test(masked_rows_poisoned),
         cmocka_unit_test(empty_sequence),
+        cmocka_unit_test(nan_scores),
         cmocka_unit_test(out_of_order_queue),
         cmocka_unit_test(differential_random),
         cmocka_unit_test(differential_validation),

@@ -4,9 +4,13 @@
 // A work-group of WG work-items takes rows_per_group consecutive rows, one after the other; the
 // items of a group split a row's VW-wide vectors round robin (item l: vectors l, l + WG, ...: a
 // GPU's adjacent items read adjacent vectors) and its tail (cols % VW elements) element by element.
-// Three passes over the row: the sum of s (mean), the sum of (s - mean)^2 (variance: two-pass,
-// so no cancellation of E[s^2] - mean^2), then the store. The first pass reads global memory; a
-// row of a few thousand values is still in the caches for the other two.
+// Three passes over the row: the sum of s and its largest |s| (M), the sum of (s - mean)^2
+// (variance: two-pass, so no cancellation of E[s^2] - mean^2), then the store. The first pass
+// reads global memory; a row of a few thousand values is still in the caches for the other two.
+// The last two work on s scaled by a power of two 2^k that brings M into [0.5, 1) (exact, so for
+// ordinary rows the same roundings as unscaled): squares of rows near 1e30 no longer overflow and
+// those of rows near 1e-22 no longer underflow; eps is scaled alike (k is capped so that eps 4^k
+// stays below 2^125). Only a row whose plain sum overflows (values near FLT_MAX) sums again, scaled.
 //
 // -D defines:
 //   WG        work-group size (a power of two, 1..256): the tree reduction's local array
@@ -93,6 +97,66 @@ float lanes_sum(const floatv v) {
 }
 #endif
 
+// The largest of a floatv's lanes (NaN lanes are passed over, as fmax does).
+#if defined(TSR_OCLGRIND) && TSR_OCLGRIND && VW > 1
+float lanes_max(const floatv v) {
+    float lanes[VW];
+    TSR_DT_CAT(vstore, VW)(v, 0, lanes);
+    float m = lanes[0];
+    for (int e = 1; e < VW; ++e) m = fmax(m, lanes[e]);
+    return m;
+}
+#else
+float lanes_max(const floatv v) {
+#if VW == 1
+    return v;
+#elif VW == 2
+    return fmax(v.s0, v.s1);
+#elif VW == 4
+    const float2 h = fmax(v.s01, v.s23);
+    return fmax(h.s0, h.s1);
+#elif VW == 8
+    const float4 q = fmax(v.s0123, v.s4567);
+    const float2 h = fmax(q.s01, q.s23);
+    return fmax(h.s0, h.s1);
+#else
+    const float8 o = fmax(v.s01234567, v.s89abcdef);
+    const float4 q = fmax(o.s0123, o.s4567);
+    const float2 h = fmax(q.s01, q.s23);
+    return fmax(h.s0, h.s1);
+#endif
+}
+#endif
+
+// 2^k for k in [-126, 127], exactly.
+float pow2(const int k) { return as_float((uint)(k + 127) << 23); }
+
+#if WG > 1
+// The sum of `value` and the largest `big` over the work-group, returned to every item in
+// *out_sum and *out_max (two scalar arrays: Oclgrind 21.10 takes a float2 built from two values
+// for uninitialized). Every item must call it; the last barrier frees the arrays for the next call.
+void group_sum_max(const float value, const float big, __local float *scratch, __local float *scratch_max,
+                   float *out_sum, float *out_max) {
+    const uint lid = get_local_id(0);
+    scratch[lid] = value;
+    scratch_max[lid] = big;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint half_size = WG / 2; half_size > 0; half_size >>= 1) {
+        if (lid < half_size) {
+            scratch[lid] += scratch[lid + half_size];
+            scratch_max[lid] = fmax(scratch_max[lid], scratch_max[lid + half_size]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    *out_sum = scratch[0];
+    *out_max = scratch_max[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+#define GROUP_SUM_MAX(v, b, s, m) group_sum_max((v), (b), scratch, scratch_max, (s), (m))
+#else
+#define GROUP_SUM_MAX(v, b, s, m) (*(s) = (v), *(m) = (b))
+#endif
+
 #if WG > 1
 // The sum of `value` over the work-group, returned to every item. Every item must call it (it
 // holds barriers); the last barrier frees `scratch` for the next call.
@@ -119,7 +183,7 @@ __kernel void layernorm(const ulong rows, const ulong cols, const float eps, con
                         __global const float *gamma, const ulong gamma_off, __global const float *beta,
                         const ulong beta_off, __global TSR_ELT(Y_TYPE) *y, const ulong y_off, const ulong y_stride) {
 #if WG > 1
-    __local float scratch[WG];
+    __local float scratch[WG], scratch_max[WG];
     const ulong lid = get_local_id(0);
 #else
     const ulong lid = 0;
@@ -136,29 +200,58 @@ __kernel void layernorm(const ulong rows, const ulong cols, const float eps, con
 #endif
         __global TSR_ELT(Y_TYPE) *ys = y + y_off + row * y_stride;
 
-        floatv acc = 0.0f;
-        float acc1 = 0.0f;
-        for (ulong v = lid; v < vectors; v += WG) acc += SV(v);
-        for (ulong i = tail + lid; i < cols; i += WG) acc1 += S1(i);
-        const float mean = GROUP_SUM(lanes_sum(acc) + acc1) / (float)cols;
+        floatv acc = 0.0f, big = 0.0f;
+        float acc1 = 0.0f, big1 = 0.0f;
+        for (ulong v = lid; v < vectors; v += WG) {
+            const floatv sv = SV(v);
+            acc += sv;
+            big = fmax(big, fabs(sv));
+        }
+        for (ulong i = tail + lid; i < cols; i += WG) {
+            const float s1 = S1(i);
+            acc1 += s1;
+            big1 = fmax(big1, fabs(s1));
+        }
+        float sum, largest;
+        GROUP_SUM_MAX(lanes_sum(acc) + acc1, fmax(lanes_max(big), big1), &sum, &largest);
+        // The scale 2^k: M 2^k in [0.5, 1) (M = 0 or below FLT_MIN: k = 126; M Inf or NaN: k = 0,
+        // the row is NaN anyway), capped so that eps 4^k < 2^125, within [-126, 126]. From bits,
+        // so a device that flushes subnormals agrees.
+        const int m_exp = (int)(as_uint(largest) >> 23), eps_exp = (int)((as_uint(eps) >> 23) & 0xffu);
+        const int k = clamp(min(m_exp == 255 ? 0 : 126 - m_exp, (251 - eps_exp) / 2), -126, 126);
+        const float scale = pow2(k);
+        if (!isfinite(sum) && isfinite(largest)) { // the plain sum overflowed: sum s 2^k again
+            acc = 0.0f;
+            acc1 = 0.0f;
+            for (ulong v = lid; v < vectors; v += WG) acc += SV(v) * scale;
+            for (ulong i = tail + lid; i < cols; i += WG) acc1 += S1(i) * scale;
+            sum = GROUP_SUM(lanes_sum(acc) + acc1);
+        } else {
+            sum *= scale;
+        }
+        const float mean = sum / (float)cols; // of s 2^k, as are the variance and sd below
 
         acc = 0.0f;
         acc1 = 0.0f;
         for (ulong v = lid; v < vectors; v += WG) {
-            const floatv d = SV(v) - mean;
+            const floatv d = SV(v) * scale - mean;
             acc = fma(d, d, acc);
         }
         for (ulong i = tail + lid; i < cols; i += WG) {
-            const float d = S1(i) - mean;
+            const float d = S1(i) * scale - mean;
             acc1 = fma(d, d, acc1);
         }
         const float variance = GROUP_SUM(lanes_sum(acc) + acc1) / (float)cols;
-        const float inv_sd = rsqrt(variance + eps);
+        // eps 4^k: exact unless it falls below FLT_MIN, where the variance (of values near 1, or
+        // 0 with every s equal) makes it vanish; a zero sum leaves every (s - mean) zero: y = beta.
+        const float var_eps = variance + eps * scale * scale;
+        const float inv_sd = var_eps > 0.0f ? rsqrt(var_eps) : 0.0f;
 
         for (ulong v = lid; v < vectors; v += WG) {
-            const floatv normalized = (SV(v) - mean) * inv_sd;
+            const floatv normalized = (SV(v) * scale - mean) * inv_sd;
             ST_Y(fma(normalized, LD_F(g + v * VW), LD_F(b + v * VW)), ys + v * VW);
         }
-        for (ulong i = tail + lid; i < cols; i += WG) TSR_ST(Y_TYPE, fma((S1(i) - mean) * inv_sd, g[i], b[i]), ys, i);
+        for (ulong i = tail + lid; i < cols; i += WG)
+            TSR_ST(Y_TYPE, fma((S1(i) * scale - mean) * inv_sd, g[i], b[i]), ys, i);
     }
 }

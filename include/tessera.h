@@ -487,13 +487,19 @@ typedef struct tsr_layernorm_desc {
 /* The fused LayerNorm above: one pass of work-groups over the rows, each row read from global
  * memory once (its sums of s and of (s - mean)^2 are two passes over it in the caches: the
  * two-pass variance, never E[s^2] - mean^2), all arithmetic in fp32, y rounded to its type once.
+ * s is rounded to fp32 first (x + residual beyond FLT_MAX is Inf, and its row NaN, as in any fp32
+ * framework); every row whose s is finite works, whatever its magnitude (1e-38 to FLT_MAX): the
+ * mean, variance and eps are taken on s scaled by a power of two that brings max|s| near 1, so no
+ * sum or square overflows or underflows (on a device that flushes fp32 subnormals, values below
+ * FLT_MIN read as 0).
  * y may be exactly x or exactly residual (same buffer, offset, stride and type: in place, as a
  * transformer layer wants); any other overlap of y with x, residual, gamma or beta (compared as
  * byte spans from a tensor's first to its last element, sub-buffers resolved to their parent) is
  * refused. Every size is checked against the real buffers before anything is enqueued.
- * Accuracy against a double-precision reference from the same stored inputs: for fp32 y,
- * |y - ref| <= 2^-24 (32 + 4 sqrt(cols)) (|gamma| max|s| / sd + |beta| + |ref|) per element,
- * sd = sqrt(var + eps) (see docs/layernorm.md); a 16-bit y adds its own rounding. The work-group,
+ * Accuracy against a double-precision reference from the same stored inputs, for any such row: for
+ * fp32 y, |y - ref| <= 2^-24 (32 + 4 sqrt(cols)) (|gamma| max|s| / sd + |beta| + |ref|) + 2^-150
+ * per element, sd = sqrt(var + eps) (see docs/layernorm.md); a 16-bit y adds its own rounding
+ * (u(y) |ref|, and half its smallest subnormal in place of 2^-150). The work-group,
  * rows per group and vector width are the op "layernorm"'s tuned configuration (classes by cols). */
 TSR_API tsr_status tsr_layernorm(tsr_device *device, const tsr_layernorm_desc *desc, cl_mem x, cl_mem residual,
                                  cl_mem gamma, cl_mem beta, cl_mem y, cl_command_queue queue, cl_event *event);

@@ -6,7 +6,8 @@
  * times |gamma| / sd; the scale and shift add a few ulps of |ref|. It still catches a variance
  * divided by cols - 1 (a relative 1 / (2 cols): 6.5e-4 at 768 against a bound near 3e-5), a
  * missing eps (the eps cases below make it matter) or a lost residual. A 16-bit y adds its own
- * rounding, u(y) |ref|. Every case poisons y, surrounds every tensor with guard values (also
+ * rounding, u(y) |ref|, and every y half the smallest subnormal of its type (a value below y's
+ * normal range). The bound holds for rows of any magnitude (extreme_row_magnitudes). Every case poisons y, surrounds every tensor with guard values (also
  * between strided rows) and checks that nothing outside y's rows changed.
  * TSR_TEST_MODE=oclgrind runs a small subset. */
 #include "harness.h"
@@ -32,6 +33,7 @@ typedef struct ln_case {
     size_t x_stride, r_stride, y_stride; /* 0: contiguous */
     int in_place;
     float x_center, x_width; /* x uniform in center +- width */
+    float x_big;             /* nonzero: about every other x replaced by +-x_big times U(0.5, 1) */
     const char *config;      /* for messages */
 } ln_case;
 
@@ -62,6 +64,11 @@ static void run_case(const ln_case *c) {
           *b = malloc(cols * sizeof *b), *got = malloc(n * sizeof *got);
     double *ref = malloc(n * sizeof *ref);
     th_fill_uniform_typed(k.x_type, x, n, k.x_center - k.x_width, k.x_center + k.x_width);
+    if (k.x_big != 0)
+        for (size_t i = 0; i < n; ++i)
+            if (th_rand() & 1)
+                x[i] = tsr_dtype_round(k.x_type, (th_rand() & 2 ? 1.0f : -1.0f) * k.x_big *
+                                                     (0.5f + 0.5f * (float)(th_rand() % 4096) / 4096.0f));
     th_fill_uniform_typed(k.r_type, r, n, -2, 2);
     th_fill_uniform(g, cols, 0.25f, 1.5f);
     for (size_t j = 0; j < cols; ++j)
@@ -129,6 +136,8 @@ static void run_case(const ln_case *c) {
                      (double)expect_y[i]);
     }
     const double u = ldexp(1.0, -24), u_y = k.y_type == TSR_F32 ? 0 : tsr_dtype_unit_roundoff(k.y_type);
+    /* half the smallest subnormal of y's type: rounding a value below its normal range */
+    const double t_y = ldexp(1.0, k.y_type == TSR_F32 ? -150 : k.y_type == TSR_F16 ? -25 : -134);
     for (size_t i = 0; i < rows; ++i) {
         double largest = 0, sum = 0, squares = 0;
         for (size_t j = 0; j < cols; ++j) {
@@ -146,7 +155,7 @@ static void run_case(const ln_case *c) {
             const double want = ref[i * cols + j], have = after[k.y_off + i * ys + j];
             const double bound =
                 u * (32 + 4 * sqrt((double)cols)) * (fabs(g[j]) * largest / sd + fabs(b[j]) + fabs(want)) +
-                u_y * fabs(want);
+                u_y * fabs(want) + t_y;
             if (!(fabs(have - want) <= bound))
                 fail_msg("%s: y[%zu][%zu] = %.9g, reference %.9g (error %.3g, bound %.3g)", what, i, j, have, want,
                          fabs(have - want), bound);
@@ -205,6 +214,43 @@ static void eps_and_large_means(void **state) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
         run_case(&cases[i]);
+}
+
+
+/* Rows of any finite magnitude, against the same bound: around 1e30 (the fp32 sum of squares would
+ * overflow: every y came out as beta), values near FLT_MAX mixed with small ones (the plain sum
+ * overflows too), a constant row of 1e20 (variance 0, eps far below the row's scale), and rows
+ * near 1e-22 with the smallest eps (squares below FLT_MIN, where they lost their digits) and with
+ * BERT's eps; in fp32 and 16-bit storage (bf16 has fp32's range), across configurations. */
+static void extreme_row_magnitudes(void **state) {
+    (void)state;
+    const size_t wide = th_small_mode() ? 67 : 771;
+    const ln_case cases[] = {
+        {.rows = 5, .cols = 768, .eps = 1e-12f, .residual = true, .x_width = 1e30f},
+        {.rows = 4, .cols = 1000, .eps = 1e-5f, .x_width = 1.0f, .x_big = 3e38f},
+        {.rows = 3, .cols = 64, .eps = 1e-5f, .x_center = 1e20f, .x_width = 0.0f},
+        {.rows = 4, .cols = 384, .eps = 0x1p-149f, .x_width = 1e-22f},
+        {.rows = 3, .cols = 130, .eps = 1e-12f, .x_width = 1e-22f},
+        {.rows = 4, .cols = wide, .eps = 1e-12f, .residual = true, .x_type = TSR_BF16, .y_type = TSR_F16,
+         .x_width = 1e30f},
+        {.rows = 3, .cols = wide, .eps = 1e-5f, .x_type = TSR_BF16, .y_type = TSR_BF16, .x_width = 1.0f,
+         .x_big = 3e38f},
+        {.rows = 3, .cols = 130, .eps = 0x1p-149f, .x_type = TSR_BF16, .y_type = TSR_BF16, .x_width = 1e-22f},
+        {.rows = 3, .cols = wide, .eps = 1e-5f, .residual = true, .x_type = TSR_F16, .r_type = TSR_BF16,
+         .x_width = 6e4f, .in_place = IN_PLACE_RESIDUAL},
+    };
+    const char *configs[] = {NULL, "WG=1 VW=1 RPG=1", "WG=64 VW=4 RPG=2", "WG=256 VW=16 RPG=1"};
+    const size_t nconfigs = th_small_mode() ? 2 : sizeof configs / sizeof configs[0];
+    for (size_t c = 0; c < nconfigs; ++c) {
+        if (configs[c] && !th_try_override(dev, "layernorm", configs[c])) continue;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+            ln_case k = cases[i];
+            k.config = configs[c];
+            if (k.in_place == IN_PLACE_RESIDUAL) k.r_type = TSR_BF16; /* y = the residual: bf16 holds 1e30 */
+            run_case(&k);
+        }
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "layernorm", NULL));
 }
 
 /* y = x and y = residual, exactly (same buffer, offset, stride and type), in every storage type. */
@@ -556,6 +602,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(bert_rows_and_odd_lengths),
             cmocka_unit_test(eps_and_large_means),
+            cmocka_unit_test(extreme_row_magnitudes),
             cmocka_unit_test(in_place_on_x_and_residual),
             cmocka_unit_test(every_type_combination),
             cmocka_unit_test(random_shapes),
@@ -566,6 +613,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bert_rows_and_odd_lengths),
         cmocka_unit_test(eps_and_large_means),
+        cmocka_unit_test(extreme_row_magnitudes),
         cmocka_unit_test(in_place_on_x_and_residual),
         cmocka_unit_test(every_type_combination),
         cmocka_unit_test(random_shapes),

@@ -14,6 +14,7 @@
  * those tiles. A device of weight 0 gets no units. */
 #include "internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -643,16 +644,23 @@ static void choose_weights(tsr_device_group *g, const char *key, const double *t
 static tsr_status test_failure_hook(const char *fn, size_t count, size_t *device, size_t *tile) {
     const char *text = getenv("TSR_TEST_MULTI_FAIL");
     if (!text) return TSR_SUCCESS;
-    unsigned long long d = 0, t = 0;
-    int used = 0, used2 = 0;
-    bool ok = text[0] >= '0' && text[0] <= '9' && sscanf(text, "%llu%n", &d, &used) == 1;
-    if (ok && text[used] == ':')
-        ok = text[used + 1] >= '0' && text[used + 1] <= '9' && sscanf(text + used + 1, "%llu%n", &t, &used2) == 1,
-        used += 1 + used2;
-    if (!ok || text[used] != '\0' || d >= count || t >= SIZE_MAX)
+    /* decimal digits only (strtoull alone would take a sign or spaces), each number within range */
+    const char *p = text;
+    unsigned long long values[2] = {0, 0};
+    int parts = 0;
+    bool ok = true;
+    while (ok && parts < 2) {
+        char *end = NULL;
+        errno = 0;
+        ok = *p >= '0' && *p <= '9';
+        if (ok) values[parts++] = strtoull(p, &end, 10), ok = errno == 0, p = end;
+        if (ok && *p != ':') break;
+        if (ok) p++;
+    }
+    if (!ok || *p != '\0' || values[0] >= count || values[1] >= SIZE_MAX)
         return tsr_fail(TSR_ERR_INVALID_ARG, "%s: TSR_TEST_MULTI_FAIL='%.40s' is not DEVICE[:TILE] with DEVICE below %zu",
                         fn, text, count);
-    *device = (size_t)d, *tile = (size_t)t;
+    *device = (size_t)values[0], *tile = (size_t)values[1];
     return TSR_SUCCESS;
 }
 

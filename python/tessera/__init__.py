@@ -11,7 +11,8 @@ bad arguments raise tessera.InvalidArgument, which is also a ValueError.
 from ._core import (Array, Device, DeviceInfo, InvalidArgument, TesseraError, default_device, devices, empty,
                     from_buffer, profile, set_default_device, to_device, version)
 from ._group import DeviceGroup
-from ._ops import attention, conv2d, embedding, gelu, gemm, layernorm, matmul
+from ._gemm import gemm, matmul
+from ._ops import attention, conv2d, embedding, gelu, layernorm
 from ._tools import bench, cli, cli_path, report, tune
 
 __version__ = version()

@@ -8,12 +8,16 @@ Operands are NumPy arrays: the devices may sit on different platforms, so each o
 only the operands of its own tiles. Every tile is one ordinary single-device call, so its
 result is bitwise what that device gives for the tile alone.
 """
+import contextlib
 import types
 
 import numpy as np
 
-from ._core import Device, _check, _invalid, _text
-from ._ops import _flatten_batch, _matrix
+from . import _args
+from ._core import Device, _check, _closed, _invalid, _text
+from ._gemm import _flatten_batch, _matrix
+from ._lifetime import Uses
+from ._ops import _gqa_shapes, _scale
 from ._tessera_cffi import ffi, lib
 
 
@@ -30,36 +34,95 @@ def _elements(x, name, ndim):
 class DeviceGroup:
     """Several devices sharing one call. `devices`: Device objects or selectors ("pthread",
     "gpu", "0:1", ...); the same device may appear twice. Devices opened here from selectors are
-    closed with the group."""
+    closed with the group. The group holds its devices: closing one of them closes the group
+    first (after the group's calls in flight), and a later call raises TesseraError."""
 
     def __init__(self, devices):
-        devices = list(devices)
+        self._group = None
+        self._uses = Uses()
+        self._owned = []
+        if isinstance(devices, (str, Device)):
+            raise _invalid('a device group takes a list of devices, not one %s' % type(devices).__name__)
+        try:
+            devices = list(devices)
+        except TypeError:
+            raise _invalid('a device group takes a list of devices, not %s' % type(devices).__name__) from None
         if not devices:
             raise _invalid('a device group needs at least one device')
-        self._owned = []
         self.devices = []
-        for d in devices:
-            if isinstance(d, Device):
-                self.devices.append(d)
-            else:
-                dev = Device(d)
-                self._owned.append(dev)
-                self.devices.append(dev)
-        handles = ffi.new('tsr_device *[]', [d.handle for d in self.devices])
-        out = ffi.new('tsr_device_group **')
-        _check(lib.tsr_group_create(handles, len(self.devices), out))
-        self._group = out[0]
+        try:
+            for i, d in enumerate(devices):
+                if isinstance(d, Device):
+                    self.devices.append(d)
+                elif isinstance(d, str):
+                    dev = Device(d)
+                    self._owned.append(dev)
+                    self.devices.append(dev)
+                else:
+                    raise _invalid('devices[%d] must be a tessera.Device or a selector string, not %s'
+                                   % (i, type(d).__name__))
+            with self._members() as held:
+                handles = ffi.new('tsr_device *[]', held)
+                out = ffi.new('tsr_device_group **')
+                _check(lib.tsr_group_create(handles, len(self.devices), out))
+                self._group = out[0]
+                for d in self.devices:
+                    d._groups.add(self)
+        except BaseException:
+            self.close()
+            raise
+
+    @contextlib.contextmanager
+    def _members(self):
+        """Hold a use of every member (each distinct device once); yields their handles."""
+        held = []
+        try:
+            for d in dict.fromkeys(self.devices):
+                d._acquire()
+                held.append(d)
+            yield [d._handle for d in self.devices]
+        finally:
+            for d in held:
+                d._release()
+
+    def _call(self, fn, *args):
+        """fn(group handle, *args) holding the group and its members: close() (of the group or of
+        a member, on another thread) waits for it, and a closed group raises TesseraError."""
+        if self._group is None and self._uses.open:
+            raise _closed('the device group is closed')
+        self._uses.acquire('the device group')
+        try:
+            with self._members():
+                return fn(self._group, *args)
+        finally:
+            self._uses.release()
 
     @property
     def handle(self):
-        if self._group is None:
-            raise _invalid('the device group is closed')
+        if self._group is None or not self._uses.open:
+            raise _closed('the device group is closed%s' % (': ' + self._uses.reason if self._uses.reason else ''))
         return self._group
 
-    def close(self):
-        if getattr(self, '_group', None) is not None:
-            lib.tsr_group_destroy(self._group)
+    def _member_closed(self, device):
+        """A member device is closing (Device.close, after its own calls): the C group goes first."""
+        index = next(i for i, d in enumerate(self.devices) if d is device)
+        self._close_group('its device %d was closed' % index)
+
+    def _close_group(self, reason=None):
+        uses = getattr(self, '_uses', None)
+        if uses is None or not uses.begin_close('the device group', reason):
+            return
+        try:
+            if self._group is not None:
+                lib.tsr_group_destroy(self._group)
+        finally:
             self._group = None
+            uses.end_close()
+
+    def close(self):
+        """Release the group (after its calls in flight on other threads) and the devices it
+        opened from selectors; idempotent."""
+        self._close_group()
         for d in getattr(self, '_owned', []):
             d.close()
         self._owned = []
@@ -79,28 +142,33 @@ class DeviceGroup:
     def set_weights(self, weights):
         """Fix each device's share (relative rates, >= 0, one per device); None: measured rates."""
         if weights is None:
-            _check(lib.tsr_group_set_weights(self.handle, ffi.NULL))
+            self._call(lambda g: _check(lib.tsr_group_set_weights(g, ffi.NULL)))
             return
-        w = [float(x) for x in weights]
+        if isinstance(weights, (str, bytes)) or not hasattr(weights, '__len__'):
+            raise _invalid('weights must be a sequence of numbers, one per device, not %r' % (weights,))
+        w = [_args.real(x, 'weights[%d]' % i) for i, x in enumerate(weights)]
         if len(w) != len(self.devices):
             raise _invalid('one weight per device: %d given for %d devices' % (len(w), len(self.devices)))
-        _check(lib.tsr_group_set_weights(self.handle, ffi.new('double[]', w)))
+        self._call(lambda g: _check(lib.tsr_group_set_weights(g, ffi.new('double[]', w))))
 
     def stats(self):
         """What the last call did: seconds, where the weights came from, per device (weight, units,
         tiles, busy seconds, GFLOP/s) and the tiles (device, first unit, unit count)."""
-        st = ffi.new('tsr_group_stats *')
-        _check(lib.tsr_group_last_stats(self.handle, st))
-        per = [dict(weight=st.devices[i].weight, units=st.devices[i].units, tiles=st.devices[i].tiles,
-                    busy_s=st.devices[i].busy_s, gflops=st.devices[i].gflops) for i in range(len(self.devices))]
-        tiles = [(st.tiles[i].device, st.tiles[i].first, st.tiles[i].count) for i in range(st.tile_count)]
-        return dict(seconds=st.seconds, weights_from=_text(st.weights_from), devices=per, tiles=tiles)
+        def read(g):
+            st = ffi.new('tsr_group_stats *')
+            _check(lib.tsr_group_last_stats(g, st))
+            per = [dict(weight=st.devices[i].weight, units=st.devices[i].units, tiles=st.devices[i].tiles,
+                        busy_s=st.devices[i].busy_s, gflops=st.devices[i].gflops) for i in range(len(self.devices))]
+            tiles = [(st.tiles[i].device, st.tiles[i].first, st.tiles[i].count) for i in range(st.tile_count)]
+            return dict(seconds=st.seconds, weights_from=_text(st.weights_from), devices=per, tiles=tiles)
+        return self._call(read)
 
     def matmul(self, a, b, out=None, *, alpha=1.0, beta=0.0):
         """alpha a @ b + beta out, split by rows of the result (2-D) or by batch entries (3-D:
         [batch, m, k] @ [batch, k, n], a batch of 1 broadcast). float32 NumPy arrays; transposed
         views are read in place. out: a float32 C-contiguous array to accumulate into (beta) or
         write; returned."""
+        alpha, beta = _args.c_float(alpha, 'alpha'), _args.c_float(beta, 'beta')
         if not isinstance(a, np.ndarray) or not isinstance(b, np.ndarray):
             raise _invalid('DeviceGroup.matmul takes NumPy arrays')
         if a.ndim == 2 and b.ndim == 2:
@@ -127,11 +195,10 @@ class DeviceGroup:
         _, _, ta, lda = _matrix(_elements(a, 'a', 2), 'a')
         _, _, tb, ldb = _matrix(_elements(b, 'b', 2), 'b')
         c = self._output(out, (m, n), beta)
-        _check(lib.tsr_sgemm_multi(self.handle, lib.TSR_ROW_MAJOR, lib.TSR_TRANS if ta else lib.TSR_NO_TRANS,
-                                   lib.TSR_TRANS if tb else lib.TSR_NO_TRANS, m, n, k, float(alpha),
-                                   ffi.cast('const float *', a.ctypes.data), lda,
-                                   ffi.cast('const float *', b.ctypes.data), ldb, float(beta),
-                                   ffi.cast('float *', c.ctypes.data), max(n, 1)))
+        self._call(lambda g: _check(lib.tsr_sgemm_multi(
+            g, lib.TSR_ROW_MAJOR, lib.TSR_TRANS if ta else lib.TSR_NO_TRANS, lib.TSR_TRANS if tb else lib.TSR_NO_TRANS,
+            m, n, k, alpha, ffi.cast('const float *', a.ctypes.data), lda, ffi.cast('const float *', b.ctypes.data),
+            ldb, beta, ffi.cast('float *', c.ctypes.data), max(n, 1))))
         return c
 
     def _matmul3(self, a, b, out, alpha, beta):
@@ -145,49 +212,54 @@ class DeviceGroup:
         _, sa = _flatten_batch(ea, 'a')
         _, sb = _flatten_batch(eb, 'b')
         c = self._output(out, (batch, m, n), beta)
-        _check(lib.tsr_sgemm_strided_batched_multi(
-            self.handle, lib.TSR_ROW_MAJOR, lib.TSR_TRANS if ta else lib.TSR_NO_TRANS,
-            lib.TSR_TRANS if tb else lib.TSR_NO_TRANS, m, n, k, float(alpha),
+        self._call(lambda g: _check(lib.tsr_sgemm_strided_batched_multi(
+            g, lib.TSR_ROW_MAJOR, lib.TSR_TRANS if ta else lib.TSR_NO_TRANS,
+            lib.TSR_TRANS if tb else lib.TSR_NO_TRANS, m, n, k, alpha,
             ffi.cast('const float *', a.ctypes.data), lda, sa, ffi.cast('const float *', b.ctypes.data), ldb, sb,
-            float(beta), ffi.cast('float *', c.ctypes.data), max(n, 1), m * n, batch))
+            beta, ffi.cast('float *', c.ctypes.data), max(n, 1), m * n, batch)))
         return c
 
     def attention(self, q, k, v, *, causal=False, kv_lengths=None, scale=None):
-        """softmax(scale q k^T + mask) v split by heads: q [B, H, Lq, D], k and v [B, H, Lk, D]
+        """softmax(scale q k^T + mask) v split by heads: q [B, H, Lq, D], k and v [B, Hkv, Lk, D]
         float32 NumPy arrays, any element strides over B, H and L ([B, L, H, D] projections
-        .transpose(0, 2, 1, 3) are read in place), D contiguous. causal True: query i sees keys
-        j <= i + Lk - Lq (tessera's convention, PyTorch's causal_lower_right). kv_lengths: valid
-        keys per batch entry. Returns a new [B, H, Lq, D] array."""
-        if causal not in (False, True):
-            raise _invalid('DeviceGroup.attention: causal is True or False (bottom-right alignment)')
-        arrays = []
+        .transpose(0, 2, 1, 3) are read in place), D contiguous; Hkv may divide H (grouped-query
+        attention, as tessera.attention). causal True: query i sees keys j <= i + Lk - Lq
+        (tessera's convention, PyTorch's causal_lower_right). kv_lengths: valid keys per batch
+        entry. scale: None is 1/sqrt(D); 0 is refused. Returns a new [B, H, Lq, D] array."""
+        causal = _args.flag(causal, 'DeviceGroup.attention: causal (bottom-right alignment; True or False)')
+        c_scale = _scale(scale)
         for x, name in ((q, 'q'), (k, 'k'), (v, 'v')):
             if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim != 4:
                 raise _invalid('%s must be a 4-D float32 NumPy array [B, H, L, D]' % name)
             if x.strides[3] != 4 or any(s < 0 or s % 4 for s in x.strides):
                 raise _invalid('%s: D must be contiguous and strides positive (strides %s)' % (name, x.strides))
-            arrays.append(x)
-        (b, h, lq, d), (bk, hk, lk, dk) = q.shape, k.shape
-        if (bk, hk, dk) != (b, h, d) or v.shape != k.shape:
-            raise _invalid('shapes disagree: q %s, k %s, v %s' % (q.shape, k.shape, v.shape))
+        group = _gqa_shapes(q.shape, k.shape, v.shape)
+        (b, h, lq, d), (_, hk, lk, _) = q.shape, k.shape
         o = np.empty((b, h, lq, d), np.float32)
-        desc = ffi.new('tsr_attention_desc *')
-        desc.batch, desc.heads, desc.q_len, desc.kv_len, desc.head_dim = b, h, lq, lk, d
-        for field, x in (('q_strides', q), ('k_strides', k), ('v_strides', v), ('o_strides', o)):
-            getattr(desc, field)[0:3] = [s // 4 for s in x.strides[:3]]
-        desc.scale = 0.0 if scale is None else float(scale)
-        desc.causal = bool(causal)
-        lens = None
-        if kv_lengths is not None:
-            values = [int(x) for x in np.asarray(kv_lengths).reshape(-1)]
-            if len(values) != b:
-                raise _invalid('kv_lengths must hold %d counts, not %d' % (b, len(values)))
-            lens = ffi.new('int[]', values)
-            desc.kv_lengths = lens
-        _check(lib.tsr_attention_multi(self.handle, desc, ffi.cast('const float *', q.ctypes.data),
-                                       ffi.cast('const float *', k.ctypes.data),
-                                       ffi.cast('const float *', v.ctypes.data), ffi.cast('float *', o.ctypes.data)))
+        lens = ffi.new('int[]', _args.counts(kv_lengths, 'kv_lengths', b, 0, lk)) if kv_lengths is not None else None
+        descs = []
+        for r in range(group):  # query heads r, r + group, ... against the key heads
+            desc = ffi.new('tsr_attention_desc *')
+            desc.batch, desc.heads, desc.q_len, desc.kv_len, desc.head_dim = b, hk, lq, lk, d
+            for field, x, step in (('q_strides', q, group), ('k_strides', k, 1), ('v_strides', v, 1),
+                                   ('o_strides', o, group)):
+                getattr(desc, field)[0:3] = [x.strides[0] // 4, x.strides[1] // 4 * step, x.strides[2] // 4]
+            desc.scale = c_scale
+            desc.causal = causal
+            if lens is not None:
+                desc.kv_lengths = lens
+            descs.append((desc, q.ctypes.data + r * q.strides[1], o.ctypes.data + r * o.strides[1]))
+
+        def run(g):
+            for desc, qp, op in descs:
+                _check(lib.tsr_attention_multi(g, desc, ffi.cast('const float *', qp),
+                                               ffi.cast('const float *', k.ctypes.data),
+                                               ffi.cast('const float *', v.ctypes.data), ffi.cast('float *', op)))
+        if b * h * lq:
+            self._call(run)
         return o
 
     def __repr__(self):
+        if not self._uses.open:
+            return 'DeviceGroup(closed)'
         return 'DeviceGroup(%s)' % ', '.join(d.name for d in self.devices)

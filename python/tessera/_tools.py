@@ -8,6 +8,7 @@ import sys
 import sysconfig
 import tempfile
 
+from . import _args
 from ._core import TesseraError, _as_device, _check, _invalid, _text, ffi, lib
 
 __all__ = ['tune', 'bench', 'report', 'cli', 'cli_path']
@@ -23,28 +24,41 @@ def tune(op, device=None, *, budget=None, evaluations=0, strategy=None, classes=
     (None: the library's default); evaluations: per class (0: no limit); strategy: "anneal"
     (default), "climb", "random" or "exhaustive"; classes: a list or comma-separated names;
     progress(dict) is called after each candidate. Returns one dict per tuned class."""
-    if strategy not in _STRATEGIES:
-        raise _invalid('strategy must be one of anneal, climb, random, exhaustive, not %r' % (strategy,))
-    dev = _as_device(device)
+    strategy = _args.choice(strategy, 'strategy', _STRATEGIES, 'one of anneal, climb, random, exhaustive')
+    op = _args.text(op, 'op')
+    budget = _args.real(budget, 'budget', positive=True) if budget is not None else 0.0
+    evaluations = _args.integer(evaluations, 'evaluations', 0, 2 ** 31 - 1)
+    seed = _args.integer(seed, 'seed', 0, 2 ** 64 - 1)
+    dry_run = _args.flag(dry_run, 'dry_run')
+    if isinstance(classes, (list, tuple)):
+        classes = ','.join(_args.text(c, 'classes[%d]' % i).decode() for i, c in enumerate(classes))
+    if progress is not None and not callable(progress):
+        raise _invalid('progress must be callable, not %s' % type(progress).__name__)
     keep = []
 
-    def c_str(value):
+    def c_str(value, name):
         if value is None:
             return ffi.NULL
-        buf = ffi.new('char[]', str(value).encode())
+        if name in ('db', 'log'):
+            try:
+                value = os.fsdecode(os.fspath(value))
+            except TypeError:
+                raise _invalid('%s must be a path, not %s' % (name, type(value).__name__)) from None
+        buf = ffi.new('char[]', _args.text(value, name))
         keep.append(buf)
         return buf
 
     opts = ffi.new('tsr_tune_options *')
-    opts.strategy = _STRATEGIES[strategy]
-    opts.budget_seconds = float(budget) if budget is not None else 0.0
-    opts.budget_evaluations = int(evaluations)
-    opts.seed = int(seed)
-    opts.space = c_str(space)
-    opts.classes = c_str(','.join(classes) if isinstance(classes, (list, tuple)) else classes)
-    opts.db_path = c_str(os.fspath(db) if db is not None else None)
-    opts.dry_run = bool(dry_run)
-    opts.log_path = c_str(os.fspath(log) if log is not None else None)
+    opts.strategy = strategy
+    opts.budget_seconds = budget
+    opts.budget_evaluations = evaluations
+    opts.seed = seed
+    opts.space = c_str(space, 'space')
+    opts.classes = c_str(classes, 'classes')
+    opts.db_path = c_str(db, 'db')
+    opts.dry_run = dry_run
+    opts.log_path = c_str(log, 'log')
+    dev = _as_device(device)
     errors = []
     if progress is not None:
         def on_progress(p, user):
@@ -59,7 +73,8 @@ def tune(op, device=None, *, budget=None, evaluations=0, strategy=None, classes=
         opts.progress = callback
     results = ffi.new('tsr_tune_result[32]')
     count = ffi.new('size_t *')
-    _check(lib.tsr_tune(dev.handle, op.encode(), opts, results, 32, count))
+    with dev._held() as handle:
+        _check(lib.tsr_tune(handle, op, opts, results, 32, count))
     if errors:
         raise errors[0]
     out = []
@@ -89,7 +104,11 @@ def cli_path():
 def cli(*args, check=True, capture=False):
     """Run the CLI with `args` (`tessera.cli("devices")`); returns the CompletedProcess. With
     check, a non-zero exit raises TesseraError with its stderr."""
-    proc = subprocess.run([cli_path()] + [str(a) for a in args], capture_output=capture or check, text=True)
+    argv = [os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args]
+    for i, a in enumerate(argv):
+        if '\0' in a:
+            raise _invalid('cli: argument %d contains a NUL character: %r' % (i, a))
+    proc = subprocess.run([cli_path()] + argv, capture_output=capture or check, text=True)
     if check and proc.returncode != 0:
         raise TesseraError(lib.TSR_ERR_INVALID_ARG if proc.returncode == 2 else lib.TSR_ERR_OPENCL,
                            'tessera %s exited %d: %s' % (' '.join(map(str, args)), proc.returncode,

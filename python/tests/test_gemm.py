@@ -90,12 +90,17 @@ def test_beta_reads_out(device, rng):
 def test_16_bit_storage(device, rng):
     a = uniform(rng, (50, 70), np.float16)
     b = uniform(rng, (70, 20), np.float16)
-    got = tessera.matmul(a, b)
+    got = tessera.gemm(a, b)  # gemm: fp32 C by default, as a BLAS
     assert got.dtype == np.float32
     assert_close(got, ref(a, b), tol(70), 'f16 in, f32 out')
-    got = tessera.matmul(a, b, out_dtype=np.float16)
-    assert got.dtype == np.float16
-    assert_close(got, ref(a, b), 2e-3, 'f16 out')
+    got = tessera.matmul(a, b, out_dtype=np.float32)
+    assert got.dtype == np.float32
+    assert_close(got, ref(a, b), tol(70), 'matmul f16 in, f32 out')
+    for out_dtype in (None, np.float16, np.dtype(np.float16)):  # matmul: NumPy's result type by default
+        got = tessera.matmul(a, b, out_dtype=out_dtype)
+        assert got.dtype == np.float16 and np.matmul(a, b).dtype == np.float16
+        assert_close(got, ref(a, b), 2e-3, 'f16 out')
+    assert tessera.matmul(a, b.astype(np.float32)).dtype == np.float32  # mixed: float32, as NumPy
 
 
 def test_device_resident_arrays(device, rng):
@@ -160,7 +165,7 @@ def test_bad_input_raises_and_writes_nothing(device, rng):
         (lambda: tessera.matmul(a, b, np.zeros((10, 7), np.float32)), 'shape'),
         (lambda: tessera.matmul(a, b, out, out_dtype=np.float16, bias=np.ones(5, np.float32)), 'bias'),
         (lambda: tessera.gemm(a, b, beta=1.0), 'pass out='),
-        (lambda: tessera.matmul(a[0], b), 'rank'),
+        (lambda: tessera.gemm(a[0], b), 'rank'),
         (lambda: tessera.gemm(a, b, out, activation='swish'), 'activation'),
         (lambda: tessera.matmul(uniform(rng, (2, 10, 8)), uniform(rng, (3, 8, 6))), 'broadcast'),
         (lambda: tessera.matmul(a, b, device='no such device'), 'TSR_ERR_NO_DEVICE'),
@@ -249,3 +254,62 @@ def test_repeated_calls_replay_and_stay_correct(device, rng):
     dev.close()
     with pytest.raises(tessera.TesseraError, match='closed'):
         tessera.matmul(da, db, dc)
+
+
+BROADCASTS = [((2, 3), (3,)), ((3,), (3, 4)), ((5,), (5,)), ((2, 3, 4, 5), (5,)), ((5,), (2, 3, 5, 4)),
+              ((2, 1, 4, 5), (1, 3, 5, 2)), ((6, 1, 4, 5), (3, 5, 2)), ((1, 4, 5), (3, 5, 2)),
+              ((2, 3, 4, 5), (3, 5, 6)), ((2, 1), (1, 3)), ((3, 0, 5), (5, 2)), ((4, 0), (0, 3))]
+
+
+@pytest.mark.parametrize('case', range(len(BROADCASTS)))
+def test_matmul_broadcasts_as_numpy(device, rng, case):
+    """NumPy's matmul: leading dimensions broadcast (also partly: [2, 1] with [1, 3]), a 1-D
+    operand is a vector, the result has NumPy's shape; NumPy, Array and pyopencl operands, and
+    a given out (poisoned first)."""
+    sa, sb = BROADCASTS[case]
+    a, b = uniform(rng, sa), uniform(rng, sb)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    got = tessera.matmul(a, b)
+    assert got.shape == want.shape
+    assert_close(got, want, tol(sa[-1]), 'matmul %s @ %s' % (sa, sb))
+    da, db = tessera.to_device(a), tessera.to_device(b)
+    out = tessera.to_device(np.full(want.shape, np.nan, np.float32))
+    assert tessera.matmul(da, db, out) is out
+    assert_close(out.get(), want, tol(sa[-1]), 'Arrays into out')
+    if len(sa) >= 2 and len(sb) >= 2 and want.size:  # a per-entry bias over the broadcast batch
+        batch = int(np.prod(want.shape[:-2]))
+        bias = uniform(rng, (batch, want.shape[-1]))
+        got = tessera.matmul(da, db, bias=bias.reshape(batch, -1) if batch > 1 else bias[0])
+        want_b = want + (bias.reshape(want.shape[:-2] + (1, want.shape[-1])) if batch > 1 else bias[0])
+        assert_close(got.get(), want_b, tol(sa[-1]), 'per-entry bias')
+    cla = pytest.importorskip('pyopencl.array')
+    cl = pytest.importorskip('pyopencl')
+    ctx = cl.Context([cl.get_platforms()[device.info.platform_index].get_devices()[device.info.device_index]])
+    queue = cl.CommandQueue(ctx)
+    got = tessera.matmul(cla.to_device(queue, a), cla.to_device(queue, b))
+    assert isinstance(got, cla.Array) and got.shape == want.shape
+    assert_close(got.get(), want, tol(sa[-1]), 'pyopencl')
+
+
+def test_matmul_refusals(device, rng):
+    a, v = uniform(rng, (4, 3)), uniform(rng, (3,))
+    out = tessera.to_device(np.full((4,), 7.0, np.float32))
+    for call, words in [
+        (lambda: tessera.matmul(a, uniform(rng, (4,)), out), 'inner dimensions'),
+        (lambda: tessera.matmul(np.float32(2), a), '0-d'),
+        (lambda: tessera.matmul(v, a.T, trans_a=True), '1-D operand'),
+        (lambda: tessera.gemm(a, v), 'rank'),
+        (lambda: tessera.matmul(a, v, tessera.to_device(np.zeros((4, 1), np.float32))), 'shape'),
+        (lambda: tessera.matmul(uniform(rng, (2, 4, 3)), uniform(rng, (3, 3, 2))), 'do not broadcast'),
+        (lambda: tessera.matmul(a, uniform(rng, (3, 2)), tessera.empty((4, 2)).view((4, 2), (1, 4))),
+         'contiguous rows'),
+        (lambda: tessera.matmul(uniform(rng, (3, 4, 3)), uniform(rng, (3, 2)),
+                                tessera.empty((3, 4, 2)).view((3, 4, 2), (4, 2, 1))), 'overlap'),
+    ]:
+        with pytest.raises(tessera.InvalidArgument) as info:
+            call()
+        assert words in str(info.value), str(info.value)
+        assert np.all(out.get() == 7.0)
+    # a row of one with strided columns is refused too (it was written as if contiguous)
+    with pytest.raises(tessera.InvalidArgument, match='contiguous rows'):
+        tessera.matmul(uniform(rng, (1, 3)), uniform(rng, (3, 4)), tessera.empty((1, 8)).view((1, 4), (8, 2)))

@@ -78,3 +78,15 @@ def test_weights_and_refusals(group, rng):
         group.attention(a[None, None], a[None, None], a[None, None], causal='top_left')
     with pytest.raises(tessera.InvalidArgument):
         tessera.DeviceGroup([])
+
+
+def test_attention_grouped_query_split(group, rng):
+    bsz, heads, kv_heads, lq, lk, d = 2, 6, 2, 5, 9, 16
+    q = uniform(rng, (bsz, heads, lq, d))
+    k, v = uniform(rng, (bsz, kv_heads, lk, d)), uniform(rng, (bsz, kv_heads, lk, d))
+    o = group.attention(q, k, v, causal=True, kv_lengths=[lk, 4], scale=0.7)
+    ek, ev = np.repeat(k, heads // kv_heads, axis=1), np.repeat(v, heads // kv_heads, axis=1)
+    want = tessera.attention(q, ek, ev, causal=True, kv_lengths=[lk, 4], scale=0.7)
+    assert np.abs(o - want).max() < 1e-6
+    with pytest.raises(tessera.InvalidArgument, match='grouped-query'):
+        group.attention(q, k[:, :1].repeat(4, axis=1), v[:, :1].repeat(4, axis=1))

@@ -207,11 +207,12 @@ def test_embedding(device, rng):
         assert words in str(info.value), str(info.value)
 
 
-def test_leading_dimensions_that_do_not_merge_are_refused(device, rng):
+def test_leading_dimensions_that_do_not_merge(device, rng):
     buf = tessera.to_device(uniform(rng, (200,)))
     four = buf.view((2, 3, 4, 5), (100, 20, 5, 1))  # batch stride 100 is not 3 * 20
-    with pytest.raises(tessera.InvalidArgument, match='batch dimensions .* cannot be merged'):
-        tessera.matmul(four, uniform(rng, (5, 2)), keep_on_device=True)
+    w = uniform(rng, (5, 2))
+    got = tessera.matmul(four, w, keep_on_device=True)  # GEMM: one batched call per leading index
+    assert_close(got.get(), np.matmul(four.get().astype(np.float64), w), 1e-6, 'unmerged batch dimensions')
     rows = buf.view((2, 3, 5), (100, 20, 1))
     g, b = uniform(rng, (5,)), uniform(rng, (5,))
     with pytest.raises(tessera.InvalidArgument, match='leading dimensions .* cannot be merged'):
@@ -220,3 +221,68 @@ def test_leading_dimensions_that_do_not_merge_are_refused(device, rng):
     with pytest.raises(tessera.InvalidArgument):
         tessera.layernorm(rows, g, b, out=rows)
     assert np.array_equal(buf.get(), before)  # refused: nothing written
+
+
+@pytest.mark.parametrize('d', [16, 24])  # the vectorized kernels (D % 16 == 0) and the generic one
+def test_attention_nan_scores_give_nan_rows(device, rng, d):
+    q, k, v = uniform(rng, (2, 3, 9, d)), uniform(rng, (2, 3, 12, d)), uniform(rng, (2, 3, 12, d))
+    clean, clean_lse = tessera.attention(q, k, v, return_lse=True)
+    q[1, 2, 4, 0] = np.nan  # one query row: that row's scores are all NaN (NumPy's softmax: a NaN row)
+    k[0, 1, 5, 3] = np.nan  # one key: every row of that head sees it
+    got, lse = tessera.attention(q, k, v, return_lse=True)
+    nan_rows = np.zeros((2, 3, 9), bool)
+    nan_rows[1, 2, 4] = nan_rows[0, 1, :] = True
+    assert np.isnan(got[nan_rows]).all() and np.isnan(lse[nan_rows]).all()
+    assert np.array_equal(got[~nan_rows], clean[~nan_rows]) and np.array_equal(lse[~nan_rows], clean_lse[~nan_rows])
+    causal = tessera.attention(q, k, v, causal='top_left')  # rows before key 5 of head (0, 1) do not see it
+    assert np.isfinite(causal[0, 1, :5]).all() and np.isnan(causal[0, 1, 5:]).all() and np.isnan(causal[1, 2, 4]).all()
+
+
+def test_attention_scale_is_literal_or_refused(device, rng):
+    q, k, v = uniform(rng, (1, 2, 5, 16)), uniform(rng, (1, 2, 7, 16)), uniform(rng, (1, 2, 7, 16))
+    out = np.full((1, 2, 5, 16), 3.0, np.float32)
+    for bad in (0, 0.0, -0.0, np.float32(0), 1e-50, True, '0.5', float('inf'), 1e39, 2j):
+        with pytest.raises(tessera.InvalidArgument, match='scale'):
+            tessera.attention(q, k, v, scale=bad, out=out)
+        assert np.all(out == 3.0)
+    for scale in (-0.3, 1e-30, 2.5):  # negative and tiny scales are taken as given
+        assert_close(tessera.attention(q, k, v, scale=scale), attention_ref(q, k, v, scale=scale)[0], 2e-5,
+                     'scale %g' % scale)
+
+
+@pytest.mark.parametrize('hk', [1, 2])
+@pytest.mark.parametrize('causal', [False, 'bottom_right', 'top_left'])
+def test_attention_grouped_query(device, rng, hk, causal):
+    b, h, lq, lk, d = 2, 4, 11, 7, 16
+    q = uniform(rng, (b, lq, h, d)).transpose(0, 2, 1, 3)  # [B, L, H, D] projections, read in place
+    k, v = uniform(rng, (b, hk, lk, d)), uniform(rng, (b, hk, lk, d))
+    lens = [lk, 3]
+    ek, ev = np.repeat(k, h // hk, axis=1), np.repeat(v, h // hk, axis=1)  # PyTorch's enable_gqa=True
+    want, want_lse = attention_ref(q, ek, ev, causal or None, lens)
+    got, lse = tessera.attention(q, k, v, causal=causal, kv_lengths=lens, return_lse=True)
+    assert_close(got, want, 2e-5, 'GQA %d key heads, %s' % (hk, causal))
+    assert np.array_equal(np.isinf(lse), np.isinf(want_lse))
+    assert_close(np.where(np.isinf(lse), 0, lse), np.where(np.isinf(want_lse), 0, want_lse), 2e-5, 'GQA lse')
+    dq, dk, dv = (tessera.to_device(np.ascontiguousarray(t)) for t in (q, k, v))
+    out = tessera.to_device(np.full((b, h, lq, d), np.nan, np.float32))
+    assert tessera.attention(dq, dk, dv, causal=causal, kv_lengths=lens, out=out) is out
+    assert_close(out.get(), want, 2e-5, 'GQA on the device')
+    assert_close(tessera.attention(q[1], k[1], v[1], causal=causal), attention_ref(q, ek, ev, causal or None)[0][1],
+                 2e-5, 'GQA 3-D')
+
+
+def test_attention_refusals(device, rng):
+    """What tessera's attention does not do (docs/python.md): a mask tensor, a value head size
+    other than the query's, key heads that do not divide the query heads."""
+    q, k = uniform(rng, (1, 4, 8, 16)), uniform(rng, (1, 4, 9, 16))
+    out = np.full((1, 4, 8, 16), 3.0, np.float32)
+    for call, words in [
+        (lambda: tessera.attention(q, k, k, attn_mask=np.zeros((8, 9), bool), out=out), 'attn_mask is not supported'),
+        (lambda: tessera.attention(q, k, uniform(rng, (1, 4, 9, 32)), out=out), 'value head size'),
+        (lambda: tessera.attention(q, k[:, :3], k[:, :3], out=out), 'grouped-query'),
+        (lambda: tessera.attention(q, k[:, :2], k[:, :1], out=out), 'shapes disagree'),
+    ]:
+        with pytest.raises(tessera.InvalidArgument) as info:
+            call()
+        assert words in str(info.value), str(info.value)
+        assert np.all(out == 3.0)

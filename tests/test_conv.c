@@ -229,9 +229,9 @@ static conv_case resnet_case(size_t i, size_t batch) {
     return c;
 }
 
-static void resnet50_batch1(void **state) {
-    (void)state;
-    for (size_t i = 0; i < NRESNET; ++i) {
+/* The ResNet-50 sweeps run as three cases each (layers i mod 3), so shards spread them. */
+static void resnet50_batch1_part(size_t part) {
+    for (size_t i = part; i < NRESNET; i += 3) {
         conv_case c = resnet_case(i, 1);
         /* the naive direct path takes seconds a layer: the default tier runs it on every third
          * layer (conv1, 3x3, 3x3/2 and 1x1 among them) */
@@ -239,14 +239,20 @@ static void resnet50_batch1(void **state) {
     }
 }
 
-static void resnet50_batch8(void **state) {
-    (void)state;
-    for (size_t i = 0; i < NRESNET; ++i) {
+static void resnet50_batch8_part(size_t part) {
+    for (size_t i = part; i < NRESNET; i += 3) {
         if (default_tier() && i % 2) continue; /* every kind of layer is among the even ones */
         conv_case c = resnet_case(i, 8);
         expect_accurate_sampled(&c, all_algos, 3, 3000); /* the naive direct path only at batch 1: it takes seconds */
     }
 }
+
+static void resnet50_batch1_a(void **state) { (void)state, resnet50_batch1_part(0); }
+static void resnet50_batch1_b(void **state) { (void)state, resnet50_batch1_part(1); }
+static void resnet50_batch1_c(void **state) { (void)state, resnet50_batch1_part(2); }
+static void resnet50_batch8_a(void **state) { (void)state, resnet50_batch8_part(0); }
+static void resnet50_batch8_b(void **state) { (void)state, resnet50_batch8_part(1); }
+static void resnet50_batch8_c(void **state) { (void)state, resnet50_batch8_part(2); }
 
 static void shapes(void **state) {
     (void)state;
@@ -879,11 +885,10 @@ static bool combo_in_covering_set(int i) {
 
 /* All 27 (x, w, y) combinations through the implicit kernel's STAGE 0 form and the direct
  * kernel; the covering set through STAGE 1 (GPU-shaped) and the CPU forms. */
-static void storage_types(void **state) {
-    (void)state;
+static void storage_types_configs(size_t first, size_t last) {
     size_t nconfigs = sizeof typed_configs / sizeof typed_configs[0],
            ncases = sizeof typed_cases / sizeof typed_cases[0];
-    for (size_t k = 0; k < nconfigs; ++k) {
+    for (size_t k = first; k < nconfigs && k <= last; ++k) {
         if (strstr(typed_configs[k], "STAGE=2") || strstr(typed_configs[k], "STAGE=3")) {
             if (!cpu_forms_here()) continue;
         }
@@ -903,6 +908,21 @@ static void storage_types(void **state) {
         }
     }
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+}
+
+/* Split in three cases so shards spread them: STAGE 0 and 1, the CPU forms, direct; then the
+ * forced paths. */
+static void storage_types(void **state) {
+    (void)state;
+    storage_types_configs(0, 1);
+}
+static void storage_types_cpu_forms(void **state) {
+    (void)state;
+    storage_types_configs(2, 3);
+}
+static void storage_types_direct(void **state) {
+    (void)state;
+    storage_types_configs(4, 4);
     /* Forced paths with their built-in shapes, and the automatic choice. */
     for (int i = 0; i < 27; ++i) {
         if (th_small_mode() ? i != 13 : i != 13 && i != 8) continue;
@@ -1037,31 +1057,41 @@ int main(void) {
             cmocka_unit_test(configurations),
             cmocka_unit_test(cpu_forms),
             cmocka_unit_test(storage_types),
+            cmocka_unit_test(storage_types_cpu_forms),
+            cmocka_unit_test(storage_types_direct),
             cmocka_unit_test(storage_types_im2col),
             cmocka_unit_test(storage_types_inf_contained),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
+    /* The long cases first, in an order that deals them across tests/meson.build's shards (case i
+     * runs in shard i mod N). */
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(resnet50_batch1_a),
+        cmocka_unit_test(resnet50_batch1_b),
+        cmocka_unit_test(resnet50_batch1_c),
+        cmocka_unit_test(storage_types),
+        cmocka_unit_test(storage_types_cpu_forms),
+        cmocka_unit_test(storage_types_direct),
+        cmocka_unit_test(resnet50_batch8_a),
+        cmocka_unit_test(resnet50_batch8_b),
+        cmocka_unit_test(resnet50_batch8_c),
+        cmocka_unit_test(storage_types_im2col),
+        cmocka_unit_test(cpu_forms),
+        cmocka_unit_test(plan_and_tune),
+        cmocka_unit_test(configurations),
         cmocka_unit_test(shapes),
+        cmocka_unit_test(storage_types_inf_contained),
         cmocka_unit_test(padding_never_reads),
         cmocka_unit_test(workspace),
-        cmocka_unit_test(configurations),
-        cmocka_unit_test(cpu_forms),
-#ifdef TSR_HAVE_CLBLAST
-        cmocka_unit_test(matches_clblast),
-#endif
-        cmocka_unit_test(plan_and_tune),
         cmocka_unit_test(invalid_descriptors),
         cmocka_unit_test(sub_buffers_overlap_by_memory),
         cmocka_unit_test(huge_sizes_overflow),
-        cmocka_unit_test(storage_types),
-        cmocka_unit_test(storage_types_im2col),
-        cmocka_unit_test(storage_types_inf_contained),
         cmocka_unit_test(storage_types_invalid),
         cmocka_unit_test(storage_types_classes),
-        cmocka_unit_test(resnet50_batch1),
-        cmocka_unit_test(resnet50_batch8),
+#ifdef TSR_HAVE_CLBLAST
+        cmocka_unit_test(matches_clblast),
+#endif
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

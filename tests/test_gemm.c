@@ -363,8 +363,7 @@ static void epilogue_invalid(void **state) {
 
 /* Every configuration family member computes the same thing: tiles that do and do
  * not divide the sizes, vector widths, work-group shapes. */
-static void configurations(void **state) {
-    (void)state;
+static void configurations_part(size_t part) {
     static const char *const configs[] = {
         /* the CPU default (packed panels), then staged local-memory tiles (the GPU path) */
         "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1",
@@ -380,7 +379,7 @@ static void configurations(void **state) {
         "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1 PK=64 NT=8",
     };
     size_t nconfigs = small_mode() ? 4 : sizeof configs / sizeof configs[0];
-    for (size_t c = 0; c < nconfigs; ++c) {
+    for (size_t c = part; c < nconfigs; c += 2) {
         if (!try_gemm_override(configs[c])) continue;
         int per = small_mode() ? 2 : long_mode() ? 6 : 2;
         for (int j = 0; j < per; ++j) {
@@ -402,8 +401,7 @@ static void configurations(void **state) {
  * guarded), odd leading dimensions and offsets (unaligned vector loads), batches with a shared A,
  * K = 0 and K shorter than a k-tile, alpha = 0, beta = 0 over a NaN C, the epilogue, and 16-bit
  * storage of each operand. */
-static void gpu_kernel(void **state) {
-    (void)state;
+static void gpu_kernel_part(size_t part) {
     static const char *const configs[] = {
         /* 128x128 tiles, double-buffered: KWG=8 so the small (Oclgrind) subset fits its 32 KiB */
         "KERNEL=1 MWI=8 VW=4 NVW=2 KU=4 WGM=16 WGN=16 KWG=8 PAD=1 DB=1",
@@ -418,7 +416,7 @@ static void gpu_kernel(void **state) {
     static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
     size_t nconfigs = small_mode() ? 3 : sizeof configs / sizeof configs[0];
     int cases = small_mode() ? 4 : long_mode() ? 12 : 4;
-    for (size_t c = 0; c < nconfigs; ++c) {
+    for (size_t c = part; c < nconfigs; c += 2) {
         if (!try_gemm_override(configs[c])) continue;
         for (int j = 0; j < cases; ++j) {
             int t = small_mode() || long_mode() ? j : rotated_kind(c, j, cases, 12);
@@ -443,6 +441,12 @@ static void gpu_kernel(void **state) {
     }
     set_gemm_override(NULL);
 }
+
+/* The two sweeps above as two cases each (even and odd members), so shards spread them. */
+static void configurations_even(void **state) { (void)state, configurations_part(0); }
+static void configurations_odd(void **state) { (void)state, configurations_part(1); }
+static void gpu_kernel_even(void **state) { (void)state, gpu_kernel_part(0); }
+static void gpu_kernel_odd(void **state) { (void)state, gpu_kernel_part(1); }
 
 /* K blocking (KC): K split into launches that accumulate into C. The first block alone may
  * apply beta (with beta = 0 C's NaN must not leak in), later ones add to it, and the epilogue
@@ -959,35 +963,41 @@ int main(void) {
             cmocka_unit_test(batched),
             cmocka_unit_test(epilogue_all_layouts_and_activations),
             cmocka_unit_test(epilogue_batched_and_degenerate),
-            cmocka_unit_test(configurations),
-            cmocka_unit_test(gpu_kernel),
+            cmocka_unit_test(configurations_even),
+            cmocka_unit_test(configurations_odd),
+            cmocka_unit_test(gpu_kernel_even),
+            cmocka_unit_test(gpu_kernel_odd),
             cmocka_unit_test(type_combinations),
             cmocka_unit_test(types_configurations),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
+    /* The long cases first, in an order that deals them across tests/meson.build's shards (case i
+     * runs in shard i mod N). */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(all_layouts_and_transposes),
-        cmocka_unit_test(random_shapes_padding_offsets),
-        cmocka_unit_test(alpha_beta_edge_cases),
-        cmocka_unit_test(blas_semantics),
+        cmocka_unit_test(configurations_even),
+        cmocka_unit_test(configurations_odd),
+        cmocka_unit_test(gpu_kernel_even),
+        cmocka_unit_test(gpu_kernel_odd),
+        cmocka_unit_test(type_combinations),
+        cmocka_unit_test(types_configurations),
+        cmocka_unit_test(k_blocked_accumulation),
         cmocka_unit_test(tall_and_skinny),
-        cmocka_unit_test(large_square),
         cmocka_unit_test(batched),
+        cmocka_unit_test(types_larger_shapes),
+        cmocka_unit_test(large_square),
+        cmocka_unit_test(random_shapes_padding_offsets),
         cmocka_unit_test(epilogue_all_layouts_and_activations),
         cmocka_unit_test(epilogue_batched_and_degenerate),
-        cmocka_unit_test(epilogue_invalid),
-        cmocka_unit_test(configurations),
-        cmocka_unit_test(gpu_kernel),
-        cmocka_unit_test(k_blocked_accumulation),
-        cmocka_unit_test(bad_configuration_overrides),
         cmocka_unit_test(packed_panels_are_fully_written),
+        cmocka_unit_test(alpha_beta_edge_cases),
+        cmocka_unit_test(blas_semantics),
+        cmocka_unit_test(epilogue_invalid),
+        cmocka_unit_test(bad_configuration_overrides),
         cmocka_unit_test(invalid_arguments),
         cmocka_unit_test(huge_sizes_overflow),
         cmocka_unit_test(caller_queue_and_event),
-        cmocka_unit_test(type_combinations),
-        cmocka_unit_test(types_larger_shapes),
-        cmocka_unit_test(types_configurations),
         cmocka_unit_test(types_invalid_arguments),
         cmocka_unit_test(sgemm_is_gemm_f32),
 #ifdef TSR_HAVE_CLBLAST

@@ -133,7 +133,7 @@ static tsr_status measure_bandwidth(tsr_device *dev, const peak_options *opt, pe
                 char options[64];
                 snprintf(options, sizeof options, "-DVW=%d -DINTERLEAVE=%d", widths[w], interleave);
                 cl_program program;
-                if ((st = tsr_program_get(dev, "peak", options, &program)) != TSR_SUCCESS) break;
+                if ((st = tsr_program_for(dev, "peak", options, names[kind], &program)) != TSR_SUCCESS) break;
                 cl_int err;
                 bw_ctx c = {.dev = dev};
                 c.kernel = clCreateKernel(program, names[kind], &err);
@@ -202,7 +202,7 @@ static tsr_status measure_compute(tsr_device *dev, const peak_options *opt, peak
             char options[64];
             snprintf(options, sizeof options, "-DVW=%d -DCHAINS=%d%s", widths[w], chains, mad ? " -DPEAK_MAD" : "");
             cl_program program;
-            if ((st = tsr_program_get(dev, "peak", options, &program)) != TSR_SUCCESS) break;
+            if ((st = tsr_program_for(dev, "peak", options, "fma_peak", &program)) != TSR_SUCCESS) break;
             cl_int err;
             bw_ctx c = {.dev = dev, .global = global, .local = across ? 0 : 1};
             c.kernel = clCreateKernel(program, "fma_peak", &err);
@@ -268,7 +268,7 @@ static tsr_status run_launches(void *vctx, double *us) {
 
 static tsr_status measure_launch(tsr_device *dev, const peak_options *opt, peak_result *r) {
     cl_program program;
-    tsr_status st = tsr_program_get(dev, "peak", "-DVW=1", &program);
+    tsr_status st = tsr_program_for(dev, "peak", "-DVW=1", "empty", &program);
     if (st != TSR_SUCCESS) return st;
     cl_int err;
     launch_ctx c = {.dev = dev, .batch = opt->simulator ? 8 : 100};

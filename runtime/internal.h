@@ -254,6 +254,12 @@ void tsr_cache_release(tsr_device *device);
  * with options; the returned program is owned by the cache (do not release). */
 tsr_status tsr_program_get(tsr_device *device, const char *source_name, const char *options,
                            cl_program *program);
+/* tsr_program_get for a caller that creates the kernels `kernels` (';'-separated): a program
+ * loaded from a binary that lacks one (a forged or stale entry: the right key and checksum around
+ * another program's binary) is dropped, its cache file deleted, and the program rebuilt from
+ * source; an ahead-of-time binary that lacks one is TSR_ERR_NO_BINARY naming the file. */
+tsr_status tsr_program_for(tsr_device *device, const char *source_name, const char *options, const char *kernels,
+                           cl_program *program);
 /* The same for explicit source text; `label` names it in messages. */
 tsr_status tsr_program_from_text(tsr_device *device, const char *label, const char *text,
                                  size_t length, const char *options, cl_program *program);

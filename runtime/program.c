@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -45,6 +46,14 @@ struct tsr_program_entry {
     const char *embedded_text; /* the embedded source it was built from, NULL otherwise */
     char *options;
     cl_program program;
+    /* Loaded from a binary (the disk cache or TSR_BINARY_DIR): the file, whether it is an
+     * ahead-of-time one, and the program's kernel names (sorted, ';'-separated). NULL for a
+     * program built from source. */
+    char *origin, *kernels;
+    bool from_aot;
+    /* Dropped (a binary that lacked a kernel a caller needs): no lookup finds it, but callers may
+     * still hold its program, so it is released with the device. */
+    bool retired;
     tsr_program_entry *next;
 };
 
@@ -288,6 +297,8 @@ void tsr_cache_release(tsr_device *dev) {
         clReleaseProgram(e->program);
         free(e->key_text);
         free(e->options);
+        free(e->origin);
+        free(e->kernels);
         free(e);
         e = next;
     }
@@ -575,14 +586,45 @@ fail:
     return status;
 }
 
+/* Does every ';'-separated name appear in the source text as a whole identifier? Each kernel of a
+ * program built from it does (its name is there, or in the invocation of a macro that makes it),
+ * so a binary with another kernel is another program's: an entry forged, or gone stale, around
+ * the right key. *bad receives the first name that does not. */
+static bool names_in_source(const char *names, const char *text, size_t length, char *bad, size_t bad_size) {
+    for (const char *p = names; *p;) {
+        const char *end = strchr(p, ';');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        bool found = n == 0;
+        for (const char *at = text, *stop = text + length; !found && at < stop;) {
+            const char *hit = memmem(at, (size_t)(stop - at), p, n);
+            if (!hit) break;
+            bool before = hit > text && (isalnum((unsigned char)hit[-1]) || hit[-1] == '_');
+            bool after = hit + n < stop && (isalnum((unsigned char)hit[n]) || hit[n] == '_');
+            found = !before && !after;
+            at = hit + 1;
+        }
+        if (!found) {
+            snprintf(bad, bad_size, "%.*s", (int)n, p);
+            return false;
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+    return true;
+}
+
 /* Look for a usable binary in `dir` (the disk cache or the ahead-of-time directory); entries
  * must be the effective user's unless `check_owner` is false. With `remove_rejected` (the cache,
- * never a user's ahead-of-time directory) a rejected entry is deleted, so it cannot fail again. */
+ * never a user's ahead-of-time directory) a rejected entry is deleted, so it cannot fail again.
+ * `label`, `text`, `text_length`: the source the key names (a binary's kernels must be in it).
+ * On success *path receives the file (TSR_PATH_MAX + 64 bytes) and *kernels its kernel names. */
 static tsr_status load_from_dir(tsr_device *dev, const char *dir, const char *key_text, const char *options,
-                                bool check_owner, bool remove_rejected, cl_program *out) {
-    char name[64], path[TSR_PATH_MAX + 64];
+                                const char *label, const char *text, size_t text_length, bool check_owner,
+                                bool remove_rejected, cl_program *out, char *path, char **kernels) {
+    char name[64];
     entry_file_name(key_text, name, sizeof name);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(path, TSR_PATH_MAX + 64, "%s/%s", dir, name);
+    *kernels = NULL;
     unsigned char *bin = NULL;
     size_t length = 0;
     char *names = NULL;
@@ -604,12 +646,20 @@ static tsr_status load_from_dir(tsr_device *dev, const char *dir, const char *ke
             st = tsr_fail(TSR_ERR_CORRUPT, "%s: the binary loads but %s", path, why);
             clReleaseProgram(p);
             p = NULL;
+        } else {
+            char bad[128];
+            if (!names_in_source(names, text, text_length, bad, sizeof bad)) {
+                st = tsr_fail(TSR_ERR_CORRUPT, "%s: the binary's kernels [%s] are another program's (kernel '%s' is "
+                              "not in source '%s'): forged or stale", path, names, bad, label);
+                clReleaseProgram(p);
+                p = NULL;
+            }
         }
     }
     free(bin);
-    free(names);
     if (st == TSR_ERR_CORRUPT && remove_rejected) unlink(path);
-    if (st == TSR_SUCCESS) *out = p;
+    if (st == TSR_SUCCESS) *out = p, *kernels = names; /* check_kernels: the program's own names */
+    else free(names);
     return st;
 }
 
@@ -631,36 +681,43 @@ static void store_in_cache(tsr_device *dev, const char *key_text, cl_program pro
     tsr_clear_error(); /* a cache write failure is a warning only */
 }
 
+/* Takes key_text and kernels (NULL for a build from source); origin is copied. */
 static tsr_status insert_entry(tsr_device *dev, char *key_text, const char *embedded_text, const char *options,
-                               cl_program program) {
+                               cl_program program, const char *origin, char *kernels, bool from_aot) {
     tsr_program_entry *e = calloc(1, sizeof *e);
-    char *opts = strdup(options);
-    if (!e || !opts) {
+    char *opts = strdup(options), *from = origin ? strdup(origin) : NULL;
+    if (!e || !opts || (origin && !from)) {
         clReleaseProgram(program);
         free(key_text);
         free(e);
         free(opts);
+        free(from);
+        free(kernels);
         return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     }
     e->key_text = key_text;
     e->embedded_text = embedded_text;
     e->options = opts;
     e->program = program;
+    e->origin = from;
+    e->kernels = kernels;
+    e->from_aot = from_aot;
     e->next = dev->programs;
     dev->programs = e;
     return TSR_SUCCESS;
 }
 
 static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char *text, size_t length,
-                                  const char *options, bool embedded, cl_program *program);
+                                  const char *options, bool embedded, bool skip_cache, cl_program *program);
 
 tsr_status tsr_program_from_text(tsr_device *dev, const char *label, const char *text, size_t length,
                                  const char *options, cl_program *program) {
-    return lookup_or_build(dev, label, text, length, options, false, program);
+    return lookup_or_build(dev, label, text, length, options, false, false, program);
 }
 
+/* skip_cache: not from the disk cache (its entry for this key was just dropped). */
 static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char *text, size_t length,
-                                  const char *options, bool embedded, cl_program *program) {
+                                  const char *options, bool embedded, bool skip_cache, cl_program *program) {
     if (!dev || !label || !text || !program)
         return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_program_from_text: NULL argument");
     if (!options) options = "";
@@ -672,15 +729,19 @@ static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char
     pthread_mutex_lock(&dev->lock);
     tsr_status status = TSR_SUCCESS;
     for (tsr_program_entry *e = dev->programs; e; e = e->next) {
-        if (strcmp(e->key_text, key_text) == 0) {
+        if (!e->retired && strcmp(e->key_text, key_text) == 0) {
             dev->memory_hits++;
             *program = e->program;
             goto done;
         }
     }
     cl_program p = NULL;
-    if (dev->persistent) {
-        status = load_from_dir(dev, dev->cache_dir, key_text, options, true, true, &p);
+    char origin[TSR_PATH_MAX + 64];
+    char *kernels = NULL;
+    bool from_aot = false;
+    if (dev->persistent && !skip_cache) {
+        status = load_from_dir(dev, dev->cache_dir, key_text, options, label, text, length, true, true, &p, origin,
+                               &kernels);
         if (status == TSR_SUCCESS) {
             dev->disk_hits++;
         } else if (status == TSR_ERR_CORRUPT) {
@@ -703,7 +764,8 @@ static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char
         if (!binary_dir_trusted(dev->binary_dir, why, sizeof why))
             status = tsr_fail(TSR_ERR_CORRUPT, "refusing it: %s; set TSR_TRUST_BINARY_DIR=1 to use it anyway", why);
         else
-            status = load_from_dir(dev, dev->binary_dir, key_text, options, !binary_dir_vouched(), false, &p);
+            status = load_from_dir(dev, dev->binary_dir, key_text, options, label, text, length, !binary_dir_vouched(),
+                                   false, &p, origin, &kernels);
         if (status != TSR_SUCCESS) {
             char why[1024];
             tsr_strlcpy(why, tsr_last_error(), sizeof why);
@@ -715,6 +777,7 @@ static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char
             goto done;
         }
         dev->binary_loads++;
+        from_aot = true;
     }
     if (!p) {
         status = build_from_source(dev, label, text, length, options, &p);
@@ -724,7 +787,7 @@ static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char
          * work-group size): most of a build's cost, wasted on a tuning candidate never used again. */
         if (dev->persistent && dev->cache_store_paused == 0) store_in_cache(dev, key_text, p);
     }
-    status = insert_entry(dev, key_text, embedded ? text : NULL, options, p);
+    status = insert_entry(dev, key_text, embedded ? text : NULL, options, p, kernels ? origin : NULL, kernels, from_aot);
     key_text = NULL;
     if (status == TSR_SUCCESS) *program = p;
 done:
@@ -744,7 +807,7 @@ tsr_status tsr_program_get(tsr_device *dev, const char *source_name, const char 
          * source and options skips hashing the source and building the key (the hot path). */
         pthread_mutex_lock(&dev->lock);
         for (tsr_program_entry *e = dev->programs; e; e = e->next) {
-            if (e->embedded_text == text && strcmp(e->options, options) == 0) {
+            if (!e->retired && e->embedded_text == text && strcmp(e->options, options) == 0) {
                 dev->memory_hits++;
                 *program = e->program;
                 pthread_mutex_unlock(&dev->lock);
@@ -753,8 +816,94 @@ tsr_status tsr_program_get(tsr_device *dev, const char *source_name, const char 
         }
         pthread_mutex_unlock(&dev->lock);
     }
-    st = lookup_or_build(dev, source_name, text, length, options, owned == NULL, program);
+    st = lookup_or_build(dev, source_name, text, length, options, owned == NULL, false, program);
     free(owned);
+    return st;
+}
+
+/* Is `name` one of the ';'-separated `names`? */
+static bool has_kernel(const char *names, const char *name, size_t length) {
+    for (const char *p = names; *p;) {
+        const char *end = strchr(p, ';');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == length && memcmp(p, name, length) == 0) return true;
+        if (!end) break;
+        p = end + 1;
+    }
+    return false;
+}
+
+/* The program `program` was loaded from a binary that cannot give kernel `kernel` (missing from
+ * its names, or clCreateKernel failed with `err`): a forged or stale entry (the right key and
+ * checksum around another program's binary). Drop it from memory and, for the cache, from disk,
+ * and rebuild (*rebuild); an ahead-of-time binary is an error naming the file. Under no lock. */
+static tsr_status drop_binary(tsr_device *dev, cl_program program, const char *source_name, const char *options,
+                              const char *kernel, size_t kernel_length, cl_int err, bool *rebuild) {
+    *rebuild = false;
+    pthread_mutex_lock(&dev->lock);
+    tsr_program_entry *e = dev->programs;
+    while (e && (e->retired || e->program != program)) e = e->next;
+    if (!e || !e->origin) { /* built from source, or already dropped by another thread: nothing to heal */
+        pthread_mutex_unlock(&dev->lock);
+        *rebuild = e == NULL;
+        return TSR_SUCCESS;
+    }
+    e->retired = true;
+    char why[160];
+    if (err == CL_SUCCESS) snprintf(why, sizeof why, "lacks kernel '%.*s'", (int)kernel_length, kernel);
+    else snprintf(why, sizeof why, "cannot give kernel '%.*s' (clCreateKernel: %s)", (int)kernel_length, kernel,
+                  tsr_cl_error_name(err));
+    tsr_status st = TSR_SUCCESS;
+    if (e->from_aot) {
+        st = tsr_fail(TSR_ERR_NO_BINARY,
+                      "the ahead-of-time binary %s (kernel source '%s', options '%s') %s: its kernels are [%s], forged "
+                      "or stale; write it again with `tessera build-binaries`",
+                      e->origin, source_name, options, why, e->kernels);
+    } else {
+        unlink(e->origin); /* the cache's own file: it would fail every later process too */
+        dev->disk_rejects++;
+        tsr_warn("rejected binary cache entry %s, rebuilding from source: it %s (its kernels are [%s]): forged or stale",
+                 e->origin, why, e->kernels);
+        *rebuild = true;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
+/* The program again, from source (or, without a compiler, from TSR_BINARY_DIR), past the cache. */
+static tsr_status rebuild_program(tsr_device *dev, const char *source_name, const char *options, cl_program *program) {
+    char *owned = NULL;
+    const char *text = NULL;
+    size_t length = 0;
+    tsr_status st = tsr_load_kernel_source(source_name, &owned, &text, &length);
+    if (st != TSR_SUCCESS) return st;
+    st = lookup_or_build(dev, source_name, text, length, options, owned == NULL, true, program);
+    free(owned);
+    return st;
+}
+
+tsr_status tsr_program_for(tsr_device *dev, const char *source_name, const char *options, const char *kernels,
+                           cl_program *program) {
+    tsr_status st = tsr_program_get(dev, source_name, options, program);
+    /* at most: the cache's binary dropped, then an ahead-of-time one loaded and checked */
+    for (int attempt = 0; st == TSR_SUCCESS && attempt < 3; ++attempt) {
+        pthread_mutex_lock(&dev->lock);
+        const tsr_program_entry *e = dev->programs;
+        while (e && (e->retired || e->program != *program)) e = e->next;
+        const char *missing = NULL;
+        size_t missing_length = 0;
+        for (const char *p = kernels; e && e->kernels && p && *p && !missing;) {
+            const char *end = strchr(p, ';');
+            size_t n = end ? (size_t)(end - p) : strlen(p);
+            if (n && !has_kernel(e->kernels, p, n)) missing = p, missing_length = n;
+            p = end ? end + 1 : p + n;
+        }
+        pthread_mutex_unlock(&dev->lock);
+        if (!missing) return TSR_SUCCESS;
+        bool rebuild = false;
+        st = drop_binary(dev, *program, source_name, options, missing, missing_length, CL_SUCCESS, &rebuild);
+        if (st == TSR_SUCCESS && rebuild) st = rebuild_program(dev, source_name, options, program);
+    }
     return st;
 }
 
@@ -764,11 +913,20 @@ tsr_status tsr_get_kernel(tsr_device *dev, const char *source_name, const char *
     if (!dev || !source_name || !kernel_name || !kernel)
         return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_get_kernel: device, source_name, kernel_name and kernel must not be NULL");
     *kernel = NULL;
+    if (!options) options = "";
     cl_program program = NULL;
-    tsr_status status = tsr_program_get(dev, source_name, options ? options : "", &program);
+    tsr_status status = tsr_program_for(dev, source_name, options, kernel_name, &program);
     if (status != TSR_SUCCESS) return status;
     cl_int err = CL_SUCCESS;
     *kernel = clCreateKernel(program, kernel_name, &err);
+    if (err != CL_SUCCESS && err != CL_OUT_OF_HOST_MEMORY && err != CL_OUT_OF_RESOURCES) {
+        /* a binary whose kernel cannot be created: dropped and rebuilt once (never a source build) */
+        bool rebuild = false;
+        status = drop_binary(dev, program, source_name, options, kernel_name, strlen(kernel_name), err, &rebuild);
+        if (status != TSR_SUCCESS) return status;
+        if (rebuild && (status = rebuild_program(dev, source_name, options, &program)) != TSR_SUCCESS) return status;
+        if (rebuild) *kernel = clCreateKernel(program, kernel_name, &err);
+    }
     if (err != CL_SUCCESS) {
         *kernel = NULL;
         return tsr_fail(err == CL_INVALID_KERNEL_NAME ? TSR_ERR_NOT_FOUND : TSR_ERR_OPENCL,

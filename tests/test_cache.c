@@ -781,6 +781,189 @@ static void wrong_kernels_entry_is_replaced(void **state) {
     th_remove_tree(other_dir);
 }
 
+/* Rewrite the entry at `path` as its own key around the names and binary of the entry at `donor`,
+ * with a correct checksum: what a forged (or stale) entry looks like. It loads (its recorded names
+ * are its binary's), but lacks the kernels its key's program has. */
+static void forge_entry(const char *path, const char *donor) {
+    char *own = NULL, *other = NULL;
+    size_t own_size = 0, other_size = 0;
+    TH_ASSERT_OK(tsr_read_file(path, &own, &own_size));
+    TH_ASSERT_OK(tsr_read_file(donor, &other, &other_size));
+    th_entry_header h, oh;
+    memcpy(&h, own, sizeof h);
+    memcpy(&oh, other, sizeof oh);
+    assert_int_equal(h.format_version, 2);
+    const char *key = own + sizeof h, *names = other + sizeof oh + oh.key_length;
+    const char *payload = names + oh.names_length;
+    h.names_length = oh.names_length;
+    h.payload_length = oh.payload_length;
+    XXH64_state_t *xs = XXH64_createState();
+    XXH64_reset(xs, 2);
+    XXH64_update(xs, key, h.key_length);
+    XXH64_update(xs, names, oh.names_length);
+    XXH64_update(xs, payload, oh.payload_length);
+    h.checksum = XXH64_digest(xs);
+    XXH64_freeState(xs);
+    size_t size = sizeof h + h.key_length + oh.names_length + oh.payload_length;
+    char *forged = malloc(size);
+    assert_non_null(forged);
+    memcpy(forged, &h, sizeof h);
+    memcpy(forged + sizeof h, key, h.key_length);
+    memcpy(forged + sizeof h + h.key_length, names, oh.names_length + oh.payload_length);
+    th_write_file(path, forged, size);
+    free(forged);
+    free(own);
+    free(other);
+}
+
+/* Forge every entry of `dir` whose key starts with `key_prefix` ("source=gemm ") with donor's
+ * binary; returns how many. */
+static int forge_all(const char *dir, const char *key_prefix, const char *donor) {
+    int n = 0;
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!strstr(e->d_name, ".bin")) continue;
+        char *data = NULL;
+        size_t size = 0;
+        TH_ASSERT_OK(tsr_read_file(path, &data, &size));
+        bool match = size > sizeof(th_entry_header) + strlen(key_prefix) &&
+                     memcmp(data + sizeof(th_entry_header), key_prefix, strlen(key_prefix)) == 0;
+        free(data);
+        if (!match) continue;
+        forge_entry(path, donor);
+        ++n;
+    }
+    closedir(d);
+    return n;
+}
+
+/* A program of one kernel named `kernel` as an entry file (its path in entry) in a directory of
+ * its own (dir). */
+static void donor_entry(const char *kernel, char *dir, size_t dir_size, char *entry, size_t entry_size) {
+    th_tempdir(dir, dir_size);
+    char *saved = strdup(getenv("TSR_CACHE_DIR"));
+    setenv("TSR_CACHE_DIR", dir, 1);
+    tsr_device *dev = th_open_device();
+    char source[256];
+    snprintf(source, sizeof source, "__kernel void %s(__global float *out) { out[get_global_id(0)] = 42.0f; }\n", kernel);
+    cl_program program = NULL;
+    TH_ASSERT_OK(tsr_program_from_text(dev, "donor", source, strlen(source), "", &program));
+    tsr_device_close(dev);
+    setenv("TSR_CACHE_DIR", saved, 1);
+    free(saved);
+    int entries, temps;
+    count_files(dir, &entries, &temps, entry, entry_size);
+    assert_int_equal(entries, 1);
+}
+
+/* A well-formed entry (the right key and checksum) around another program's binary used to fail
+ * every op with CL_INVALID_KERNEL_NAME, in every later process, until `tessera cache --clear`. Two
+ * forgeries: a binary whose kernels are not in the key's source at all (refused when loaded), and
+ * one whose kernel is in it but is not the one the caller creates (an op through tsr_program_for,
+ * tsr_get_kernel through the same). Each entry is dropped and rebuilt from source, and the next
+ * process loads the rebuilt entry. */
+static void forged_entry_heals(void **state) {
+    (void)state;
+    char foreign_dir[600], foreign[1024], pack_dir[600], pack[1024], read_dir[600], bw_read[1024];
+    donor_entry("zz_foreign_kernel", foreign_dir, sizeof foreign_dir, foreign, sizeof foreign);
+    donor_entry("pack_a", pack_dir, sizeof pack_dir, pack, sizeof pack);         /* a kernel of gemm.cl */
+    donor_entry("bw_read", read_dir, sizeof read_dir, bw_read, sizeof bw_read); /* a kernel of peak.cl */
+    for (int forgery = 0; forgery < 2; ++forgery) {
+        tsr_device *dev = th_open_device();
+        TH_ASSERT_OK(small_gemm(dev));
+        cl_kernel k = NULL;
+        TH_ASSERT_OK(tsr_get_kernel(dev, "peak", "-DVW=1", "empty", &k));
+        clReleaseKernel(k);
+        tsr_device_close(dev);
+        assert_true(forge_all(cache_dir, "source=gemm ", forgery ? pack : foreign) >= 1);
+        assert_int_equal(forge_all(cache_dir, "source=peak ", forgery ? bw_read : foreign), 1);
+        for (int process = 0; process < 2; ++process) {
+            dev = th_open_device();
+            TH_ASSERT_OK(small_gemm(dev));
+            char warning[2048];
+            tsr_strlcpy(warning, tsr_last_warning(), sizeof warning);
+            tsr_cache_info ci = cache_info(dev);
+            if (process == 0) {
+                TH_ASSERT_CONTAINS(warning, "rejected binary cache entry");
+                TH_ASSERT_CONTAINS(warning, forgery ? "lacks kernel 'gemm'"
+                                                    : "kernel 'zz_foreign_kernel' is not in source 'gemm'");
+                TH_ASSERT_CONTAINS(warning, forgery ? "[pack_a]" : "[zz_foreign_kernel]");
+                assert_true(ci.disk_rejects >= 1);
+                assert_true(ci.builds >= 1);
+            } else {
+                assert_int_equal(ci.disk_rejects, 0);
+                assert_int_equal(ci.builds, 0);
+                assert_true(ci.disk_hits >= 1);
+            }
+            uint64_t rejects = ci.disk_rejects;
+            TH_ASSERT_OK(tsr_get_kernel(dev, "peak", "-DVW=1", "empty", &k));
+            assert_non_null(k);
+            clReleaseKernel(k);
+            if (process == 0)
+                TH_ASSERT_CONTAINS(tsr_last_warning(), forgery ? "lacks kernel 'empty'" : "not in source 'peak'");
+            ci = cache_info(dev);
+            assert_int_equal(ci.disk_rejects, rejects + (process == 0)); /* peak's entry, the first time */
+            /* A second call finds the rebuilt program in memory. */
+            TH_ASSERT_OK(tsr_get_kernel(dev, "peak", "-DVW=1", "empty", &k));
+            clReleaseKernel(k);
+            assert_int_equal(cache_info(dev).disk_rejects, rejects + (process == 0));
+            tsr_device_close(dev);
+        }
+    }
+    th_remove_tree(foreign_dir);
+    th_remove_tree(pack_dir);
+    th_remove_tree(read_dir);
+}
+
+/* The same forgeries among ahead-of-time binaries (TSR_BINARY_DIR, a device without a compiler):
+ * nothing to rebuild from, so an error naming the file, in place of CL_INVALID_KERNEL_NAME. */
+static void forged_ahead_of_time_binary_is_named(void **state) {
+    (void)state;
+    char foreign_dir[600], foreign[1024], read_dir[600], bw_read[1024], bin_dir[600];
+    donor_entry("zz_foreign_kernel", foreign_dir, sizeof foreign_dir, foreign, sizeof foreign);
+    donor_entry("bw_read", read_dir, sizeof read_dir, bw_read, sizeof bw_read);
+    th_tempdir(bin_dir, sizeof bin_dir);
+    tsr_device *dev = th_open_device();
+    TH_ASSERT_OK(tsr_program_write_binary(dev, "peak", "-DVW=1", bin_dir));
+    tsr_device_close(dev);
+    char forged[1024];
+    int entries, temps;
+    count_files(bin_dir, &entries, &temps, forged, sizeof forged);
+    assert_int_equal(entries, 1);
+    setenv("TSR_FORCE_OFFLINE", "1", 1);
+    setenv("TSR_BINARY_DIR", bin_dir, 1);
+    setenv("TSR_CACHE_DIR", "off", 1);
+    dev = th_open_device();
+    cl_kernel k = NULL;
+    TH_ASSERT_OK(tsr_get_kernel(dev, "peak", "-DVW=1", "empty", &k)); /* intact: it loads */
+    clReleaseKernel(k);
+    tsr_device_close(dev);
+    for (int forgery = 0; forgery < 2; ++forgery) {
+        assert_int_equal(forge_all(bin_dir, "source=peak ", forgery ? bw_read : foreign), 1);
+        for (int call = 0; call < 2; ++call) { /* and again: the file is named each time */
+            dev = th_open_device();
+            k = (cl_kernel)1;
+            TH_ASSERT_STATUS(tsr_get_kernel(dev, "peak", "-DVW=1", "empty", &k), TSR_ERR_NO_BINARY);
+            assert_null(k);
+            TH_ASSERT_CONTAINS(tsr_last_error(), forged);
+            TH_ASSERT_CONTAINS(tsr_last_error(), forgery ? "lacks kernel 'empty'" : "not in source 'peak'");
+            TH_ASSERT_CONTAINS(tsr_last_error(), "build-binaries");
+            assert_int_equal(cache_info(dev).builds, 0);
+            tsr_device_close(dev);
+        }
+    }
+    unsetenv("TSR_FORCE_OFFLINE");
+    unsetenv("TSR_BINARY_DIR");
+    setenv("TSR_CACHE_DIR", cache_dir, 1);
+    th_remove_tree(bin_dir);
+    th_remove_tree(foreign_dir);
+    th_remove_tree(read_dir);
+}
+
 /* ---- special files never hang a reader ---- */
 
 static void make_fifo(const char *path) {
@@ -961,6 +1144,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(created_cache_directory_is_private, setup, teardown),
         cmocka_unit_test_setup_teardown(unsafe_entries_are_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(wrong_kernels_entry_is_replaced, setup, teardown),
+        cmocka_unit_test_setup_teardown(forged_entry_heals, setup, teardown),
+        cmocka_unit_test_setup_teardown(forged_ahead_of_time_binary_is_named, setup, teardown),
         cmocka_unit_test_setup_teardown(special_files_are_refused_promptly, setup, teardown),
         cmocka_unit_test_setup_teardown(stale_temporaries_are_cleaned, setup, teardown),
         cmocka_unit_test_setup_teardown(offline_device_without_binaries, setup, teardown),

@@ -374,7 +374,9 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
     cl_kernel kernel = NULL;
     cl_mem lens = NULL;
     cl_int err;
-    TSR_CHECK(tsr_program_get(dev, "attention", options, &program), out);
+    /* the kernels this call creates (attention_launch_vec's two, or "attention") */
+    const char *kernels = !vec ? "attention" : cfg.values[P_VEC] == 2 ? "pack_k;attention_blk" : "transpose_k;attention_vec";
+    TSR_CHECK(tsr_program_for(dev, "attention", options, kernels, &program), out);
     TSR_CHECK(kv_length_buffer(dev, p, &lens), out);
     if (vec) {
         status = attention_launch_vec(dev, p, program, lens, &cfg, q, k, v, o, queue, event);
@@ -457,7 +459,7 @@ tsr_status tsr_attention_softmax(tsr_device *dev, const tsr_attention_desc *d, s
     cl_int err;
     int len = d->kv_lengths ? d->kv_lengths[b] : (int)d->kv_len;
     cl_mem lens = NULL;
-    TSR_CHECK(tsr_program_get(dev, "attention", options, &program), out);
+    TSR_CHECK(tsr_program_for(dev, "attention", options, "softmax_rows", &program), out);
     lens = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof len, &len, &err);
     TSR_CL_CHECK(err, out);
     kernel = clCreateKernel(program, "softmax_rows", &err);

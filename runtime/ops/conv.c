@@ -365,7 +365,8 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     cl_kernel kernel = NULL;
     cl_int err;
     /* The CPU forms live in conv_cpu.cl (conv.cl, and the entries tuned against its hash, unchanged). */
-    TSR_CHECK(tsr_program_get(dev, stage >= 2 ? "conv_cpu" : "conv", options, &program), out);
+    TSR_CHECK(tsr_program_for(dev, stage >= 2 ? "conv_cpu" : "conv", options, implicit ? "conv_implicit" : "conv_direct",
+                              &program), out);
     kernel = clCreateKernel(program, implicit ? "conv_implicit" : "conv_direct", &err);
     TSR_CL_CHECK(err, out);
     cl_int geo[16];
@@ -441,7 +442,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     bool locked = false, holding = false; /* holding: the workspace is ours, `last` its newest user */
     size_t per = padded_bytes_per_image(p, v[P_VW]), Wp = p->W + 2 * p->pw;
     size_t Hp = per ? padded_rows(p, v[P_VW]) : p->H; /* x itself when unpadded: its own planes */
-    TSR_CHECK(tsr_program_get(dev, "conv_cpu", options, &program), out);
+    TSR_CHECK(tsr_program_for(dev, "conv_cpu", options, per ? "conv_implicit;pad_input" : "conv_implicit", &program), out);
     kernel = clCreateKernel(program, "conv_implicit", &err);
     TSR_CL_CHECK(err, out);
     cl_int geo[16], pgeo[16];
@@ -600,7 +601,7 @@ static tsr_status launch_im2col(tsr_device *dev, const conv_problem *p, const ts
     cl_kernel kernel = NULL;
     cl_int err;
     cl_event last = NULL;
-    TSR_CHECK(tsr_program_get(dev, "conv", options, &program), out_unlocked);
+    TSR_CHECK(tsr_program_for(dev, "conv", options, "im2col", &program), out_unlocked);
     kernel = clCreateKernel(program, "im2col", &err);
     TSR_CL_CHECK(err, out_unlocked);
     /* Tessera's own workspace is shared by every call on this device: hold the (recursive) lock

@@ -115,7 +115,7 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     cl_event written = NULL, done = NULL;
     int32_t *staging = NULL;
     cl_int err;
-    TSR_CHECK(tsr_program_get(dev, "embedding", options, &program), out_unlocked);
+    TSR_CHECK(tsr_program_for(dev, "embedding", options, "embedding", &program), out_unlocked);
     kernel = clCreateKernel(program, "embedding", &err);
     TSR_CL_CHECK(err, out_unlocked);
     /* The ids' scratch: written here (blocking, so the caller's arrays are free on return) after

@@ -174,7 +174,7 @@ static tsr_status gelu_launch(tsr_device *dev, const gelu_problem *p, const tsr_
     cl_program program = NULL;
     cl_kernel kernel = NULL;
     cl_int err;
-    TSR_CHECK(tsr_program_get(dev, "gelu", options, &program), out);
+    TSR_CHECK(tsr_program_for(dev, "gelu", options, "gelu", &program), out);
     kernel = clCreateKernel(program, "gelu", &err);
     TSR_CL_CHECK(err, out);
     cl_ulong n = p->n, xo = p->x_off, yo = p->y_off;
@@ -279,7 +279,10 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_
     cl_event prev = NULL;
     cl_kernel kernel = NULL;
     cl_int err;
-    TSR_CHECK(tsr_program_get(dev, "gelu", options, &program), out_unlocked);
+    char kernels[256] = ""; /* every step's kernel: a binary without one is dropped and rebuilt */
+    for (size_t i = 0, used = 0; i < nsteps && used < sizeof kernels; ++i)
+        used += (size_t)snprintf(kernels + used, sizeof kernels - used, "%s%s", i ? ";" : "", steps[i].kernel);
+    TSR_CHECK(tsr_program_for(dev, "gelu", options, kernels, &program), out_unlocked);
     /* The temporaries are device workspaces, like a framework's caching allocator hands out. */
     pthread_mutex_lock(&dev->lock);
     cl_mem temp[2];

@@ -421,7 +421,9 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     size_t nwi = (size_t)v[P_VW] * v[P_NVW];
     /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
     bool pack_a = packs_a(cfg, p->ta, p->types.a) && p->k > 0, pack_b = packs_b(cfg, p->tb, p->types.b) && p->k > 0;
-    TSR_CHECK(tsr_program_get(dev, gemm_program_source(cfg), options, &program), out_unlocked);
+    char kernels[32]; /* what this call creates: a binary without one is dropped and rebuilt */
+    snprintf(kernels, sizeof kernels, "gemm%s%s", pack_a ? ";pack_a" : "", pack_b ? ";pack_b" : "");
+    TSR_CHECK(tsr_program_for(dev, gemm_program_source(cfg), options, kernels, &program), out_unlocked);
     kernel = clCreateKernel(program, "gemm", &err);
     TSR_CL_CHECK(err, out_unlocked);
 

@@ -914,8 +914,18 @@ tsr_status tsr_get_kernel(tsr_device *dev, const char *source_name, const char *
         return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_get_kernel: device, source_name, kernel_name and kernel must not be NULL");
     *kernel = NULL;
     if (!options) options = "";
+    /* A name the source does not hold is the caller's mistake, not a reason to doubt a cached binary. */
+    char *owned = NULL;
+    const char *text = NULL;
+    size_t length = 0;
+    tsr_status status = tsr_load_kernel_source(source_name, &owned, &text, &length);
+    if (status != TSR_SUCCESS) return status;
+    char bad[128];
+    bool named = !strchr(kernel_name, ';') && names_in_source(kernel_name, text, length, bad, sizeof bad);
+    free(owned);
+    if (!named) return tsr_fail(TSR_ERR_NOT_FOUND, "kernel source '%s' has no kernel '%s'", source_name, kernel_name);
     cl_program program = NULL;
-    tsr_status status = tsr_program_for(dev, source_name, options, kernel_name, &program);
+    status = tsr_program_for(dev, source_name, options, kernel_name, &program);
     if (status != TSR_SUCCESS) return status;
     cl_int err = CL_SUCCESS;
     *kernel = clCreateKernel(program, kernel_name, &err);

@@ -911,6 +911,11 @@ static void forged_entry_heals(void **state) {
             TH_ASSERT_OK(tsr_get_kernel(dev, "peak", "-DVW=1", "empty", &k));
             clReleaseKernel(k);
             assert_int_equal(cache_info(dev).disk_rejects, rejects + (process == 0));
+            /* A name the source does not have is the caller's mistake: the entry stays. */
+            TH_ASSERT_STATUS(tsr_get_kernel(dev, "peak", "-DVW=1", "emptyy", &k), TSR_ERR_NOT_FOUND);
+            TH_ASSERT_CONTAINS(tsr_last_error(), "has no kernel 'emptyy'");
+            TH_ASSERT_STATUS(tsr_get_kernel(dev, "peak", "-DVW=1", "empty;bw_read", &k), TSR_ERR_NOT_FOUND);
+            assert_int_equal(cache_info(dev).disk_rejects, rejects + (process == 0));
             tsr_device_close(dev);
         }
     }

@@ -468,8 +468,10 @@ class Array:
         return self
 
     def __array__(self, dtype=None, copy=None):
+        if copy is False:  # NumPy 2's protocol: the values live on the device, a copy is needed
+            raise ValueError('a tessera.Array cannot be viewed as a NumPy array without a copy (np.asarray(a, copy=False))')
         host = self.get()
-        return host.astype(dtype) if dtype is not None else host
+        return host.astype(dtype, copy=False) if dtype is not None else host
 
     def release(self):
         """Free the device buffer now: this array, the array it is a view of and every other view

@@ -145,6 +145,9 @@ def test_array_and_device_arguments(device, rng):
         (lambda: device.config('gemm\x00', 'large'), 'NUL'),
         (lambda: device.override('gemm', 5), 'config'),
     ])
+    with pytest.raises(ValueError, match='without a copy'):  # NumPy 2's __array__ protocol
+        np.asarray(a, copy=False)
+    assert np.asarray(a, dtype=np.float64).dtype == np.float64
     assert a[np.int64(1)].shape == (6,) and a[-1].offset == 18
     assert tessera.to_device(np.float32(2.0)).shape == ()  # a 0-d array stays 0-d
     assert tessera.empty(np.int64(3)).shape == (3,)

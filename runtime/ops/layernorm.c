@@ -248,7 +248,7 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
             goto out;
         }
     }
-    TSR_CHECK(tsr_program_get(dev, "layernorm", options, &program), out);
+    TSR_CHECK(tsr_program_for(dev, "layernorm", options, "layernorm", &program), out);
     kernel = clCreateKernel(program, "layernorm", &err);
     TSR_CL_CHECK(err, out);
     /* Without a residual the kernel does not read r; x stands in for the argument. */

@@ -42,6 +42,17 @@ def _device_for_queue(queue):
         return dev
 
 
+def result_dtype(out, out_dtype, default):
+    """The dtype of an op's result: out's (checked to be an output at all), else out_dtype, else
+    the op's default."""
+    if out is not None:
+        if not (isinstance(out, (np.ndarray, Array)) or _is_pyopencl(out)):
+            raise _invalid('out must be a NumPy array, a tessera.Array or a pyopencl array, not %s'
+                           % type(out).__name__)
+        return out.dtype
+    return out_dtype if out_dtype is not None else default
+
+
 class Operand:
     """An op's tensor argument resolved for one call: buffer, element offset, shape, element
     strides, dtype and storage type. `kind` is 'numpy', 'array' or 'pyopencl'; a NumPy operand

@@ -9,7 +9,7 @@ import threading
 import numpy as np
 
 from . import _args, _core
-from ._call import Call
+from ._call import Call, result_dtype
 from ._core import Array, Device
 from ._errors import TesseraError, _check, _invalid
 from ._tessera_cffi import ffi, lib
@@ -42,9 +42,14 @@ def _numpy_matrix(x):
     return x, False
 
 
-def _shape(x):
+def _shape(x, role):
     shape = getattr(x, 'shape', None)
-    return tuple(shape) if shape is not None else np.shape(x)
+    if shape is not None:
+        return tuple(shape)
+    try:
+        return np.shape(x)
+    except ValueError as exc:  # a ragged list
+        raise _invalid('%s: %s cannot be read as an array (%s)' % (role, type(x).__name__, exc)) from None
 
 
 def _merged_stride(lead, strides, role, what):
@@ -247,7 +252,7 @@ def _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype,
 
 
 def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, out_dtype, vectors):
-    shape_a, shape_b = _shape(a), _shape(b)
+    shape_a, shape_b = _shape(a, 'a'), _shape(b, 'b')
     a_host, a_swapped = _numpy_matrix(a)
     b_host, b_swapped = _numpy_matrix(b)
     A = call.operand(a_host, 'a')
@@ -287,14 +292,7 @@ def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, o
         return [s if e == extent and e > 1 else 0 for e, s, extent in zip(own, st, lead)]
 
     sa, sb = over_lead(A, lead_a), over_lead(B, lead_b)
-    if out is not None:
-        dtype = out.dtype
-    elif out_dtype is not None:
-        dtype = out_dtype
-    elif vectors and A.dtype == B.dtype:
-        dtype = A.dtype
-    else:
-        dtype = np.float32
+    dtype = result_dtype(out, out_dtype, A.dtype if vectors and A.dtype == B.dtype else np.float32)
     shape = tuple(lead) + ((() if a_vec else (m,)) + (() if b_vec else (n,)))
     C = call.output(out, shape, dtype, needs_input=beta != 0)
     c_strides = list(C.strides)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from . import _args
-from ._call import Call
+from ._call import Call, result_dtype
 from ._core import _cl_check, _contiguous_strides, _invalid
 from ._gemm import _activation, _merged_stride, gemm, matmul  # noqa: F401 (the package's ops, one import)
 from ._tessera_cffi import ffi, lib
@@ -15,8 +15,7 @@ from ._tessera_cffi import ffi, lib
 __all__ = ['gemm', 'matmul', 'gelu', 'conv2d', 'attention', 'layernorm', 'embedding']
 
 
-def _out_dtype(out, out_dtype, default):
-    return out.dtype if out is not None else (out_dtype if out_dtype is not None else default)
+_out_dtype = result_dtype
 
 
 # ------------------------------------------------------------------ GELU
@@ -49,16 +48,17 @@ def gelu(x, out=None, *, approximate='none', out_dtype=None, device=None, keep_o
 
 def _pair(value, name, least):
     if isinstance(value, (tuple, list)) and len(value) == 2:
-        pair = tuple(_args.integer(v, name) for v in value)
+        pair = tuple(_args.integer(v, name, high=_INT_MAX) for v in value)
     elif isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         pair = (int(value), int(value))
     else:
         raise _invalid('%s must be an int or a pair of ints, not %r' % (name, value))
-    if min(pair) < least:
-        raise _invalid('%s must be at least %d, not %r' % (name, least, pair))
+    if min(pair) < least or max(pair) > _INT_MAX:
+        raise _invalid('%s must be in %d..%d, not %r' % (name, least, _INT_MAX, pair))
     return pair
 
 
+_INT_MAX = 2 ** 31 - 1
 _ALGOS = {'auto': lib.TSR_CONV_AUTO, 'im2col': lib.TSR_CONV_IM2COL, 'implicit': lib.TSR_CONV_IMPLICIT,
           'direct': lib.TSR_CONV_DIRECT}
 
@@ -72,7 +72,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, a
     algo = _args.choice(algo, 'algo', _ALGOS, 'one of %s' % ', '.join(_ALGOS))
     act = _activation(activation)
     stride, dilation = _pair(stride, 'stride', 1), _pair(dilation, 'dilation', 1)
-    groups = _args.integer(groups, 'groups', 1)
+    groups = _args.integer(groups, 'groups', 1, _INT_MAX)
     if isinstance(padding, str) and padding not in ('valid', 'same'):
         raise _invalid('padding must be an int, a pair, "valid" or "same", not %r' % (padding,))
     with Call(device, (x, weight, bias, out), keep_on_device, op='conv2d') as call:
@@ -322,7 +322,10 @@ def layernorm(x, weight, bias, *, residual=None, eps=1e-5, out=None, out_dtype=N
 
 def _host_ids(values, name, shape=None):
     """A host integer array (ids, type_ids) as contiguous int32, each in 0..INT32_MAX."""
-    arr = np.asarray(values)
+    try:
+        arr = np.asarray(values)
+    except ValueError as exc:  # a ragged list
+        raise _invalid('%s cannot be read as an array (%s)' % (name, exc)) from None
     if arr.dtype.kind not in 'iu' or arr.ndim not in (1, 2) or arr.size == 0:
         raise _invalid('%s must be a non-empty 1-D or 2-D integer array, not %s %s' % (name, arr.dtype, arr.shape))
     if shape is not None and arr.shape != shape:

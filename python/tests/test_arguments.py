@@ -52,7 +52,13 @@ def test_op_arguments(device, rng):
         (lambda: tessera.gemm(None, b, out), 'a is required'),
         (lambda: tessera.gemm(a, 'b', out), 'b: str cannot be read'),
         (lambda: tessera.matmul(a, b, out, device=3), 'device must be'),
+        (lambda: tessera.matmul([[1, 2], [3]], b, out), 'a: list cannot be read'),
     ], out, poison)
+    for op in (lambda o: tessera.gemm(a, b, o), lambda o: tessera.gelu(a, o),
+               lambda o: tessera.layernorm(a, None, None, out=o)):
+        for bad in (True, [1], 'out', 2.5):
+            with pytest.raises(tessera.InvalidArgument, match='out must be a NumPy array'):
+                op(bad)
     x = uniform(rng, (1, 3, 8, 8))
     w = uniform(rng, (4, 3, 3, 3))
     _refused([
@@ -67,6 +73,9 @@ def test_op_arguments(device, rng):
         (lambda: tessera.conv2d(x, w, padding=np.array([1, 1])), 'padding'),
         (lambda: tessera.conv2d(x, w, groups=True), 'groups'),
         (lambda: tessera.conv2d(x, w, groups=1.0), 'groups'),
+        (lambda: tessera.conv2d(x, w, groups=2 ** 70), 'groups'),
+        (lambda: tessera.conv2d(x, w, padding=2 ** 70), 'padding'),
+        (lambda: tessera.conv2d(x, w, stride=(1, 2 ** 40)), 'stride'),
         (lambda: tessera.conv2d(x, w, algo=['auto']), 'algo'),
         (lambda: tessera.conv2d(x, w, activation=[1]), 'activation'),
         (lambda: tessera.layernorm(a, None, None, eps=True), 'eps'),
@@ -113,6 +122,7 @@ def test_embedding_arguments(device, rng):
         (lambda: tessera.embedding(ids, word, pos, typ, type_ids=np.zeros((2, 5))), 'type_ids'),
         (lambda: tessera.embedding(ids.astype(bool), word), 'ids'),
         (lambda: tessera.embedding([[1.5, 2]], word), 'ids'),
+        (lambda: tessera.embedding([[1, 2], [3]], word), 'ids cannot be read'),
         (lambda: tessera.embedding(ids, word, pos, uniform(rng, (2, 8, 1))), 'token_type'),
     ])
     got = tessera.embedding(ids, word, pos, position_start=np.int64(5))

@@ -139,3 +139,48 @@ def test_close_from_inside_a_call_on_the_same_thread_raises(tmp_path):
     tessera.gelu(np.ones(4, np.float32), device=dev)
     dev.close()
     dev.close()
+
+
+def _loop_until_refused(fn, started, errors, words):
+    try:
+        for _ in range(100000):
+            fn()
+            started.set()
+    except tessera.TesseraError as exc:
+        if words not in str(exc):
+            errors.append(exc)
+        started.set()
+        return
+    except BaseException as exc:  # noqa: BLE001 (reported by the test)
+        errors.append(exc)
+    errors.append(AssertionError('a worker never saw the object closed'))
+
+
+def _race(workers, close, words):
+    errors, threads = [], []
+    for fn in workers:
+        started = threading.Event()
+        t = threading.Thread(target=_loop_until_refused, args=(fn, started, errors, words))
+        t.start()
+        threads.append((t, started))
+    for _, started in threads:
+        started.wait()
+    close()
+    for t, _ in threads:
+        t.join(600)  # a guard against a hang, not a timing check
+        assert not t.is_alive(), 'a worker hung'
+    assert not errors, errors
+
+
+def test_group_and_buffer_closed_under_threads(rng):
+    a, b = uniform(rng, (64, 32)), uniform(rng, (32, 16))
+    q = uniform(rng, (1, 4, 16, 16))
+    g = tessera.DeviceGroup(['cpu', 'cpu'])
+    _race([lambda: g.matmul(a, b), lambda: g.attention(q, q, q), g.stats], g.close, 'closed')
+    dev = tessera.Device('cpu')
+    x = tessera.to_device(uniform(rng, (64, 64)), device=dev)
+    views = [x[0:32], x.view((64, 64)), x[5]]
+    out = tessera.empty((32, 64), device=dev)
+    _race([lambda: tessera.matmul(views[0], views[1], out), lambda: tessera.gelu(views[2]), views[1].get],
+          x.release, 'released')
+    dev.close()

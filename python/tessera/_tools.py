@@ -9,7 +9,7 @@ import sysconfig
 import tempfile
 
 from . import _args
-from ._core import TesseraError, _as_device, _check, _invalid, _text, ffi, lib
+from ._core import Device, TesseraError, _as_device, _check, _invalid, _text, ffi, lib
 
 __all__ = ['tune', 'bench', 'report', 'cli', 'cli_path']
 
@@ -122,22 +122,45 @@ def _selector(device):
     if device is None:
         return []
     if isinstance(device, str):
+        _args.text(device, 'device')
         return ['--device', device]
-    return ['--device', device.info.selector]
+    if isinstance(device, Device):
+        return ['--device', device.info.selector]
+    raise _invalid('device must be a tessera.Device or a selector string, not %s' % type(device).__name__)
+
+
+def _extra(extra):
+    if isinstance(extra, (str, bytes)) or not isinstance(extra, (list, tuple)):
+        raise _invalid('extra must be a list of CLI arguments, not %r' % (extra,))
+    return [_args.text(a, 'extra[%d]' % i).decode() for i, a in enumerate(extra)]
+
+
+def _seconds(value, name):
+    value = _args.real(value, name)
+    if value < 0:
+        raise _invalid('%s must be >= 0, not %r' % (name, value))
+    return repr(value)
 
 
 def bench(op, *, sizes=None, device=None, budget=None, peers=True, extra=()):
     """`tessera bench OP` (against CLBlast/OpenBLAS where present); returns its JSON rows."""
+    args = _selector(device)
+    if sizes is not None:
+        if isinstance(sizes, (list, tuple)):
+            sizes = ','.join(str(_args.integer(x, 'sizes[%d]' % i, 1)) if not isinstance(x, str) else x
+                             for i, x in enumerate(sizes))
+        elif not isinstance(sizes, str):
+            sizes = str(_args.integer(sizes, 'sizes', 1))
+        args += ['--sizes', _args.text(sizes, 'sizes').decode()]
+    if budget is not None:
+        args += ['--budget', _seconds(budget, 'budget')]
+    if not _args.flag(peers, 'peers'):
+        args.append('--no-peers')
+    args += _extra(extra)
+    op = _args.text(op, 'op').decode()
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, 'bench.json')
-        args = ['bench', op, '--json', path] + _selector(device)
-        if sizes is not None:
-            args += ['--sizes', ','.join(map(str, sizes)) if isinstance(sizes, (list, tuple)) else str(sizes)]
-        if budget is not None:
-            args += ['--budget', str(budget)]
-        if not peers:
-            args.append('--no-peers')
-        cli(*(args + list(extra)), capture=True)
+        cli(*(['bench', op, '--json', path] + args), capture=True)
         with open(path) as f:
             return json.load(f)
 
@@ -145,13 +168,17 @@ def bench(op, *, sizes=None, device=None, budget=None, peers=True, extra=()):
 def report(out='tessera-report', *, device=None, quick=False, budget=None, tune_budget=None, extra=()):
     """`tessera report` (peaks, tuning where untuned, the op suite, charts) into directory `out`;
     returns report.json's content."""
-    args = ['report', '--out', os.fspath(out)] + _selector(device)
-    if quick:
+    try:
+        out = os.fsdecode(os.fspath(out))
+    except TypeError:
+        raise _invalid('out must be a path, not %s' % type(out).__name__) from None
+    args = ['report', '--out', _args.text(out, 'out').decode()] + _selector(device)
+    if _args.flag(quick, 'quick'):
         args.append('--quick')
     if budget is not None:
-        args += ['--budget', str(budget)]
+        args += ['--budget', _seconds(budget, 'budget')]
     if tune_budget is not None:
-        args += ['--tune-budget', str(tune_budget)]
-    cli(*(args + list(extra)), capture=True)
-    with open(os.path.join(os.fspath(out), 'report.json')) as f:
+        args += ['--tune-budget', _seconds(tune_budget, 'tune_budget')]
+    cli(*(args + _extra(extra)), capture=True)
+    with open(os.path.join(out, 'report.json')) as f:
         return json.load(f)

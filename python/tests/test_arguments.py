@@ -178,6 +178,15 @@ def test_tools_and_group_arguments(device, rng, tmp_path):
         (lambda: tessera.tune('gelu', device=device, db=3), 'db'),
         (lambda: tessera.tune('gelu', device=device, db=str(tmp_path) + '\x00x'), 'NUL'),
         (lambda: tessera.cli('devices\x00'), 'NUL'),
+        (lambda: tessera.bench('gelu', extra='--no-peers'), 'extra'),
+        (lambda: tessera.bench('gelu', peers=0), 'peers'),
+        (lambda: tessera.bench('gelu', budget=-1), 'budget'),
+        (lambda: tessera.bench('gelu', sizes=[64, 2.5]), 'sizes[1]'),
+        (lambda: tessera.bench(None), 'op'),
+        (lambda: tessera.bench('gelu', device=3), 'device'),
+        (lambda: tessera.report(tmp_path, quick='yes'), 'quick'),
+        (lambda: tessera.report(tmp_path, tune_budget=True), 'tune_budget'),
+        (lambda: tessera.report(3), 'out'),
     ])
     q = uniform(rng, (1, 2, 4, 16))
     a, b = uniform(rng, (8, 4)), uniform(rng, (4, 3))

@@ -25,10 +25,28 @@ static bool wanted_width(const peak_options *opt, int w) { return !reduced(opt) 
 /* One run of a test: fills *rate (GB/s, GFLOP/s or microseconds). */
 typedef tsr_status (*peak_fn)(void *ctx, double *rate);
 
+/* fn with opt->progress called before every run: one run of a slow layout can take a second or
+ * more, and a fleet's ranks count a gap in progress longer than TSR_MPI_TIMEOUT as a stall. */
+typedef struct stepped_ctx {
+    const peak_options *opt;
+    peak_fn fn;
+    void *ctx;
+} stepped_ctx;
+
+static tsr_status stepped_run(void *vctx, double *rate) {
+    stepped_ctx *c = vctx;
+    c->opt->progress(c->opt->progress_user);
+    return c->fn(c->ctx, rate);
+}
+
 /* Repeat fn until the budget is spent (at least 3, at most 2000 runs) after one warm-up; each
- * measurement is a step of progress for opt->progress (opt may be NULL). */
+ * run is a step of progress for opt->progress (opt may be NULL). */
 static tsr_status repeat(const peak_options *opt, peak_fn fn, void *ctx, double budget_s, peak_stat *out) {
-    if (opt && opt->progress) opt->progress(opt->progress_user);
+    stepped_ctx stepped = {.opt = opt, .fn = fn, .ctx = ctx};
+    if (opt && opt->progress) {
+        fn = stepped_run;
+        ctx = &stepped;
+    }
     enum { MAX_RUNS = 2000 };
     double *v = malloc(MAX_RUNS * sizeof *v);
     if (!v) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");

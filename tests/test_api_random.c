@@ -1,8 +1,9 @@
 /* A seeded randomized differential test of the public API: tsr_sgemm(_ex),
- * tsr_sgemm_strided_batched(_ex), tsr_gelu (fused and unfused), tsr_conv2d, tsr_attention,
- * tsr_layernorm and tsr_embedding on random arguments, against a double-precision reference and,
- * where CLBlast has the same call, against CLBlast (results, and whether invalid argument sets are
- * refused).
+ * tsr_sgemm_strided_batched(_ex), tsr_gemm, tsr_gelu (fused, unfused and typed), tsr_conv2d,
+ * tsr_attention (fused and unfused), tsr_layernorm, tsr_embedding and the device-group calls
+ * (tsr_sgemm_multi, tsr_sgemm_strided_batched_multi, tsr_attention_multi) on random arguments,
+ * against a double-precision reference and, where CLBlast has the same call, against CLBlast
+ * (results, and whether invalid argument sets are refused).
  *
  * Every iteration draws: shapes (1, primes, tile edges 15/16/17, 31/32/33, 63/64/65), every
  * layout and transposition, leading dimensions and strides above the minimum, offsets,
@@ -10,20 +11,35 @@
  * the needed size or larger, batches (stride 0 for A or B), bias per column (shared or per
  * batch entry), every activation, beta = 0 over NaN, NaN/Inf inputs, NaN in every element an
  * op must not read (padding, masked keys), the NULL / device / in-order / out-of-order queue,
- * with or without an event. LayerNorm adds rows of any length (BERT's 384/768/1024 often), row
- * strides, the residual or none, in place on x or on the residual, eps from 1e-12 to 1 and fp32,
- * fp16 or bf16 storage for x, the residual and y, checked per element with the header's error
- * bound; the embedding gather adds optional position and token-type tables, position_start,
- * partial sequences, y's stride and type, and, one call in six, a bad id, type id or position
- * that must be refused naming it, with y untouched. 16-bit tensors are compared by their stored
- * bits. Outputs are poisoned first and every byte of every buffer outside what the op may write
- * is compared before and after.
+ * with or without an event. Storage types: tsr_gemm's A, B and C (any of the 27 combinations of
+ * f32, f16 and bf16), one conv2d layer in eight (x, w, y), one attention call in eight (q, k, v, o;
+ * the unfused path in sweeps only), one fused GELU in six (tsr_gelu_ex, x and y), each checked against the reference from the
+ * inputs as stored with the header's bound for a 16-bit output (tsr_dtype_error_bound in the
+ * op's norm; GELU's per-element bound); the types come from a second stream of the iteration, so
+ * every other argument is what the fp32 draws make it. LayerNorm adds rows of any length (BERT's
+ * 384/768/1024 often), row strides, the residual or none, in place on x or on the residual, eps
+ * from 1e-12 to 1 and fp32, fp16 or bf16 storage for x, the residual and y, checked per element
+ * with the header's error bound; the embedding gather adds optional position and token-type
+ * tables, position_start, partial sequences, y's stride and type, and, one call in six, a bad id,
+ * type id or position that must be refused naming it, with y untouched. 16-bit tensors are
+ * compared by their stored bits. Outputs are poisoned first and every byte of every buffer outside
+ * what the op may write is compared before and after.
+ *
+ * Device groups: 1 to 3 members drawn from the suite's device and two more handles opened on it
+ * (one handle may repeat), weights measured, equal, unequal or with zeros; host arrays with guard
+ * elements on both sides; the split's tiles must cover every unit once and leave a device of
+ * weight 0 idle. Invalid sets (m, n or batch_count 0, leading dimensions and c_stride too small,
+ * NULL arrays, C or O inside an input, overlapping output rows, bad enums, kv_lengths, lse or 16-bit
+ * types, head_dim, scale, bad weights and group creations) must be refused with the header's status
+ * and a message, every array untouched.
  *
  * Seeds: $TSR_TEST_SEED (default: a fixed seed, so CI is reproducible); each iteration has its
  * own stream derived from the seed, the op and the iteration, so a failure prints its full
  * arguments and a replay line: TSR_TEST_SEED=S TSR_TEST_FILTER=op TSR_RANDOM_API_ITER=i.
- * $TSR_RANDOM_API_ITERS: iterations per op (default 40; the ASan and Oclgrind runs use fewer).
- * TSR_TEST_MODE=oclgrind: a handful of tiny cases (no CLBlast). */
+ * $TSR_RANDOM_API_ITERS: iterations per op (default 40; the tests with fewer by default, tsr_gemm's
+ * types (3) and the groups (12, 24), scale with it; the ASan and rusticl runs use fewer). Above 40 it
+ * is a sweep, which also gives tsr_attention_unfused its storage types. TSR_TEST_MODE=oclgrind: a
+ * handful of tiny cases (no CLBlast). */
 #include "harness.h"
 
 #include <inttypes.h>
@@ -70,17 +86,38 @@ static rng iter_rng(const char *test, int iter) {
     return r;
 }
 
-static int iterations(int fallback_small) {
-    const char *e = getenv("TSR_RANDOM_API_ITERS");
-    if (e && *e) return atoi(e);
-    return small_mode() ? fallback_small : 40;
+/* The iteration's second stream, for the storage types of ops that also run in fp32: drawing them
+ * there leaves every other argument of the iteration as the fp32 draws make it (so adding the
+ * types changed no fp32 case, and compiled no new fp32 program). */
+static rng types_rng(void) {
+    char name[96];
+    snprintf(name, sizeof name, "%s/types", cur_test);
+    return iter_rng(name, cur_iter);
 }
 
-/* Run body(iteration) for each iteration (or only $TSR_RANDOM_API_ITER). */
-#define FOR_ITERATIONS(test_name, small_count, r)                                                             \
+/* Iterations of a test whose default is `fallback` (40 for most): $TSR_RANDOM_API_ITERS scaled by
+ * fallback / 40 (at least 1), so the tests with fewer iterations keep their share of a smaller or
+ * larger run; else the default, or in the small modes `fallback_small`. */
+static int iterations(int fallback_small, int fallback) {
+    const char *e = getenv("TSR_RANDOM_API_ITERS");
+    if (e && *e) {
+        long n = atol(e) * fallback / 40;
+        return atol(e) <= 0 ? 0 : n < 1 ? 1 : (int)n;
+    }
+    return small_mode() ? fallback_small : fallback;
+}
+
+/* A sweep: $TSR_RANDOM_API_ITERS above the default 40. */
+static bool sweep(void) { return iterations(0, 40) > 40; }
+
+/* Run body(iteration) for each iteration (or only $TSR_RANDOM_API_ITER): `count` (40 for
+ * FOR_ITERATIONS; fewer for the tests whose programs are many and compile slowly), as iterations()
+ * scales it. */
+#define FOR_ITERATIONS(test_name, small_count, r) FOR_ITERATIONS_N(test_name, small_count, 40, r)
+#define FOR_ITERATIONS_N(test_name, small_count, count, r)                                                    \
     cur_test = test_name;                                                                                     \
     const char *only_ = getenv("TSR_RANDOM_API_ITER");                                                        \
-    int count_ = iterations(small_count);                                                                     \
+    int count_ = iterations(small_count, count);                                                              \
     fprintf(stderr, "# %s: %d iterations, seed %" PRIu64 "\n", test_name, only_ ? 1 : count_, base_seed);     \
     for (cur_iter = only_ ? atoi(only_) : 0; cur_iter < (only_ ? atoi(only_) + 1 : count_); ++cur_iter)       \
         for (rng r = iter_rng(test_name, cur_iter), *once_ = &r; once_; once_ = NULL)
@@ -136,7 +173,10 @@ static int setup(void **state) {
     return 0;
 }
 
+static void close_pool(void);
+
 static int teardown(void **state) {
+    close_pool();
     for (size_t i = 0; i < n_oclgrind_parents; ++i) clReleaseMemObject(oclgrind_parents[i]);
     n_oclgrind_parents = 0;
     if (q_in_order) clReleaseCommandQueue(q_in_order);
@@ -276,6 +316,15 @@ static void tb_free(tbuf *t) {
     memset(t, 0, sizeof *t);
 }
 
+static const tsr_dtype storage_types[] = {TSR_F32, TSR_F16, TSR_BF16};
+
+static tsr_dtype draw_type(rng *r) { return storage_types[rpick(r, 3)]; }
+
+/* The bound of a 16-bit output in the ops' relative norm, as the op tests and fixtures hold it
+ * (tsr_dtype_error_bound: the output's rounding plus fp32 accumulation over `reduction` terms), and
+ * never below the fp32 tolerance 1e-5 of this file. */
+static double typed_tolerance(tsr_dtype out, double reduction) { return fmax(1e-5, tsr_dtype_error_bound(out, reduction)); }
+
 /* A NaN or an infinity for an input element. */
 static float special(rng *r) {
     switch (rpick(r, 3)) {
@@ -308,7 +357,7 @@ static void stored(bool row_major, bool trans, size_t rows, size_t cols, size_t 
 }
 
 typedef struct gemm_args {
-    int api; /* 0 sgemm, 1 sgemm_ex, 2 strided_batched, 3 strided_batched_ex */
+    int api; /* 0 sgemm, 1 sgemm_ex, 2 strided_batched, 3 strided_batched_ex, 4 tsr_gemm (typed) */
     tsr_layout layout;
     tsr_transpose ta, tb;
     size_t m, n, k, lda, ldb, ldc, a_off, b_off, c_off, a_stride, b_stride, c_stride, batch;
@@ -317,6 +366,7 @@ typedef struct gemm_args {
     bool epi_null, bias;
     tsr_activation act;
     size_t bias_off, bias_stride;
+    tsr_dtype at, bt, ct; /* storage of A, B and C (api 4; fp32 otherwise) */
 } gemm_args;
 
 static tsr_status call_gemm(const gemm_args *g, cl_mem a, cl_mem b, cl_mem c, cl_mem bias, cl_command_queue q,
@@ -334,6 +384,10 @@ static tsr_status call_gemm(const gemm_args *g, cl_mem a, cl_mem b, cl_mem c, cl
         return tsr_sgemm_strided_batched(dev, g->layout, g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->a_off, g->lda,
                                          g->a_stride, b, g->b_off, g->ldb, g->b_stride, g->beta, c, g->c_off, g->ldc,
                                          g->c_stride, g->batch, q, ev);
+    case 4:
+        return tsr_gemm(dev, g->layout, g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->at, a, g->a_off, g->lda,
+                        g->a_stride, g->bt, b, g->b_off, g->ldb, g->b_stride, g->beta, g->ct, c, g->c_off, g->ldc,
+                        g->c_stride, g->batch, e, q, ev);
     default:
         return tsr_sgemm_strided_batched_ex(dev, g->layout, g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->a_off,
                                             g->lda, g->a_stride, b, g->b_off, g->ldb, g->b_stride, g->beta, c, g->c_off,
@@ -391,24 +445,29 @@ static void gemm_draw(rng *r, gemm_args *g, int api, size_t max) {
     g->a_stride = g->api >= 2 && rchance(r, 4) ? 0 : g->a_span + (rchance(r, 2) ? 0 : rpick(r, 9));
     g->b_stride = g->api >= 2 && rchance(r, 4) ? 0 : g->b_span + (rchance(r, 2) ? 0 : rpick(r, 9));
     g->c_stride = g->c_span + (rchance(r, 2) ? 0 : rpick(r, 9));
-    if (g->api == 1 || g->api == 3) {
+    if (g->api == 1 || g->api >= 3) {
         g->epi_null = rchance(r, 5);
         g->bias = !g->epi_null && rchance(r, 3) != 0;
         g->act = g->epi_null ? TSR_ACT_NONE : (tsr_activation)rpick(r, 4);
         g->bias_off = rpick(r, 6);
-        g->bias_stride = g->api == 3 && !rchance(r, 3) ? g->n + rpick(r, 4) : 0;
+        g->bias_stride = g->api >= 3 && !rchance(r, 3) ? g->n + rpick(r, 4) : 0;
     }
+    if (g->api == 4) g->at = draw_type(r), g->bt = draw_type(r), g->ct = draw_type(r); /* any of the 27 */
 }
 
 static void gemm_describe(const gemm_args *g) {
-    static const char *apis[] = {"tsr_sgemm", "tsr_sgemm_ex", "tsr_sgemm_strided_batched", "tsr_sgemm_strided_batched_ex"};
+    static const char *apis[] = {"tsr_sgemm", "tsr_sgemm_ex", "tsr_sgemm_strided_batched", "tsr_sgemm_strided_batched_ex",
+                                 "tsr_gemm", "tsr_sgemm_multi", "tsr_sgemm_strided_batched_multi"};
     DESC("%s(%s, ta=%d, tb=%d, m=%zu, n=%zu, k=%zu, alpha=%g, a_off=%zu, lda=%zu, a_stride=%zu, b_off=%zu, ldb=%zu, "
-         "b_stride=%zu, beta=%g, c_off=%zu, ldc=%zu, c_stride=%zu, batch=%zu, epilogue=%s bias=%d bias_off=%zu "
-         "bias_stride=%zu act=%d)",
+         "b_stride=%zu, beta=%g, c_off=%zu, ldc=%zu, c_stride=%zu, batch=%zu",
          apis[g->api], g->layout == TSR_ROW_MAJOR ? "row" : "col", (int)g->ta, (int)g->tb, g->m, g->n, g->k,
          (double)g->alpha, g->a_off, g->lda, g->a_stride, g->b_off, g->ldb, g->b_stride, (double)g->beta, g->c_off,
-         g->ldc, g->c_stride, g->batch, g->epi_null ? "NULL" : "set", g->bias, g->bias_off, g->bias_stride,
-         (int)g->act);
+         g->ldc, g->c_stride, g->batch);
+    if (g->api < 5) /* the multi calls have no epilogue */
+        DESC(", epilogue=%s bias=%d bias_off=%zu bias_stride=%zu act=%d", g->epi_null ? "NULL" : "set", g->bias,
+             g->bias_off, g->bias_stride, (int)g->act);
+    DESC(")");
+    if (g->api == 4) DESC(" types a=%s b=%s c=%s", tsr_dtype_str(g->at), tsr_dtype_str(g->bt), tsr_dtype_str(g->ct));
 }
 
 /* Mark an m x n window (or the used elements of a stored matrix) in a tbuf. */
@@ -417,48 +476,80 @@ static void mark_matrix(char *mask, size_t base, bool row_major, size_t rows, si
         for (size_t j = 0; j < cols; ++j) mask[base + (row_major ? i * ld + j : j * ld + i)] = 1;
 }
 
+/* The elements a GEMM reads get finite values (a special one when injecting), C's windows are
+ * marked writable and, for beta = 0, poisoned with NaN and Inf, which must not leak. Each pointer is
+ * its operand's element 0 (offset applied); bias may be NULL. */
+static void gemm_fill(rng *r, const gemm_args *g, float *a, float *b, float *c, char *c_writable, float *bias,
+                      bool inject) {
+    bool row = g->layout == TSR_ROW_MAJOR;
+    size_t al, alen, bl, blen;
+    stored(row, g->ta != TSR_NO_TRANS, g->m, g->k, &al, &alen);
+    stored(row, g->tb != TSR_NO_TRANS, g->k, g->n, &bl, &blen);
+    for (size_t bi = 0; bi < g->batch; ++bi) {
+        for (size_t l = 0; l < al; ++l)
+            for (size_t e = 0; e < alen; ++e) a[bi * g->a_stride + l * g->lda + e] = runi(r, -1, 1);
+        for (size_t l = 0; l < bl; ++l)
+            for (size_t e = 0; e < blen; ++e) b[bi * g->b_stride + l * g->ldb + e] = runi(r, -1, 1);
+        mark_matrix(c_writable, bi * g->c_stride, row, g->m, g->n, g->ldc);
+        for (size_t i = 0; i < g->m; ++i)
+            for (size_t j = 0; j < g->n; ++j)
+                c[bi * g->c_stride + (row ? i * g->ldc + j : j * g->ldc + i)] =
+                    g->beta == 0.0f ? ((i + j) % 2 ? NAN : INFINITY) : runi(r, -1, 1);
+        for (size_t j = 0; bias && j < g->n; ++j) bias[bi * g->bias_stride + j] = runi(r, -1, 1);
+    }
+    if (inject && g->k && g->alpha != 0.0f) {
+        bool on_a = rchance(r, 2);
+        size_t lines = on_a ? al : bl, len = on_a ? alen : blen, ld = on_a ? g->lda : g->ldb;
+        size_t stride = on_a ? g->a_stride : g->b_stride;
+        size_t at = rpick(r, g->batch) * stride;
+        at += rpick(r, lines) * ld;
+        at += rpick(r, len);
+        float *x = (on_a ? a : b) + at;
+        *x = special(r);
+        DESC(" special %s at %zu = %g", on_a ? "a" : "b", (on_a ? g->a_off : g->b_off) + at, (double)*x);
+    }
+}
+
+/* C's m x n windows against a double reference computed from A, B and C as they were (each pointer at
+ * its view's first element, offsets applied; bias NULL: none), the epilogue's activation applied:
+ * NaN and infinities exactly, the finite rest within `tol` in relative norm. */
+static void gemm_check(const gemm_args *g, const float *a, const float *b, const float *c_init, const float *c_got,
+                       const float *bias, double tol) {
+    bool row = g->layout == TSR_ROW_MAJOR, ta = g->ta != TSR_NO_TRANS, tb = g->tb != TSR_NO_TRANS;
+    double *ref = malloc((g->c_span ? g->c_span : 1) * sizeof *ref);
+    tsr_error_sum e = {0, 0};
+    for (size_t bi = 0; bi < g->batch; ++bi) {
+        th_ref_sgemm(row, ta, tb, g->m, g->n, g->k, g->alpha, a + bi * g->a_stride, g->lda, b + bi * g->b_stride,
+                     g->ldb, g->beta, c_init + bi * g->c_stride, ref, g->ldc);
+        for (size_t i = 0; i < g->m; ++i)
+            for (size_t j = 0; j < g->n; ++j) {
+                size_t idx = row ? i * g->ldc + j : j * g->ldc + i;
+                double v = ref[idx] + (bias ? bias[bi * g->bias_stride + j] : 0.0);
+                compare_value(&e, c_got[bi * g->c_stride + idx], th_ref_activation((int)g->act, v), "c",
+                              g->c_off + bi * g->c_stride + idx);
+            }
+    }
+    free(ref);
+    if (!(tsr_error_value(&e) <= tol)) FAIL("relative error %.3e (tolerance %.3g)", tsr_error_value(&e), tol);
+}
+
 static void gemm_iteration(rng *r, int api, size_t max) {
     gemm_args g;
     gemm_draw(r, &g, api, max);
     cur_desc[0] = 0;
     gemm_describe(&g);
-    bool row = g.layout == TSR_ROW_MAJOR, ta = g.ta != TSR_NO_TRANS, tb = g.tb != TSR_NO_TRANS;
     bool bg_nan = rchance(r, 2), inject = rchance(r, 5);
     DESC(" background=%s inject=%d", bg_nan ? "NaN" : "random", inject);
     tbuf A, B, C, Bias = {0};
     size_t na = g.a_off + (g.batch - 1) * g.a_stride + g.a_span, nb = g.b_off + (g.batch - 1) * g.b_stride + g.b_span;
     size_t nc = g.c_off + (g.batch - 1) * g.c_stride + g.c_span;
-    tb_make(r, &A, na, bg_nan, "a");
-    tb_make(r, &B, nb, bg_nan, "b");
-    tb_make(r, &C, nc, rchance(r, 2), "c");
+    tb_make_typed(r, &A, na, bg_nan, "a", g.at);
+    tb_make_typed(r, &B, nb, bg_nan, "b", g.bt);
+    tb_make_typed(r, &C, nc, rchance(r, 2), "c", g.ct);
     if (g.bias) tb_make(r, &Bias, g.bias_off + (g.batch - 1) * g.bias_stride + g.n, bg_nan, "bias");
     qchoice qc = pick_queue(r, true);
-    /* The elements each op reads get finite values (a few specials when injecting). */
-    size_t al, alen, bl, blen;
-    stored(row, ta, g.m, g.k, &al, &alen);
-    stored(row, tb, g.k, g.n, &bl, &blen);
-    for (size_t bi = 0; bi < g.batch; ++bi) {
-        for (size_t l = 0; l < al; ++l)
-            for (size_t e = 0; e < alen; ++e) *tb_at(&A, g.a_off + bi * g.a_stride + l * g.lda + e) = runi(r, -1, 1);
-        for (size_t l = 0; l < bl; ++l)
-            for (size_t e = 0; e < blen; ++e) *tb_at(&B, g.b_off + bi * g.b_stride + l * g.ldb + e) = runi(r, -1, 1);
-        mark_matrix(C.writable, C.origin + g.c_off + bi * g.c_stride, row, g.m, g.n, g.ldc);
-        for (size_t i = 0; i < g.m; ++i)
-            for (size_t j = 0; j < g.n; ++j) {
-                float *c = tb_at(&C, g.c_off + bi * g.c_stride + (row ? i * g.ldc + j : j * g.ldc + i));
-                /* beta = 0: C's old contents (NaN, Inf) must not leak */
-                *c = g.beta == 0.0f ? ((i + j) % 2 ? NAN : INFINITY) : runi(r, -1, 1);
-            }
-        for (size_t j = 0; g.bias && j < g.n; ++j) *tb_at(&Bias, g.bias_off + bi * g.bias_stride + j) = runi(r, -1, 1);
-    }
-    if (inject && g.k && g.alpha != 0.0f) {
-        tbuf *t = rchance(r, 2) ? &A : &B;
-        size_t lines = t == &A ? al : bl, len = t == &A ? alen : blen, ld = t == &A ? g.lda : g.ldb;
-        size_t off = t == &A ? g.a_off : g.b_off, stride = t == &A ? g.a_stride : g.b_stride;
-        size_t at = off + rpick(r, g.batch) * stride + rpick(r, lines) * ld + rpick(r, len);
-        *tb_at(t, at) = special(r);
-        DESC(" special %s at %zu = %g", t == &A ? "a" : "b", at, (double)*tb_at(t, at));
-    }
+    gemm_fill(r, &g, tb_at(&A, g.a_off), tb_at(&B, g.b_off), tb_at(&C, g.c_off), &C.writable[C.origin + g.c_off],
+              g.bias ? tb_at(&Bias, g.bias_off) : NULL, inject);
     tb_upload(&A), tb_upload(&B), tb_upload(&C);
     if (g.bias) tb_upload(&Bias);
     cl_event ev = NULL;
@@ -472,20 +563,9 @@ static void gemm_iteration(rng *r, int api, size_t max) {
     tb_check_untouched(&C, "c");
     if (g.bias) tb_download(&Bias), tb_check_untouched(&Bias, "bias");
 
-    double *ref = malloc((g.c_span ? g.c_span : 1) * sizeof *ref);
-    tsr_error_sum e = {0, 0};
-    for (size_t bi = 0; bi < g.batch; ++bi) {
-        size_t cb = C.origin + g.c_off + bi * g.c_stride;
-        th_ref_sgemm(row, ta, tb, g.m, g.n, g.k, g.alpha, tb_at(&A, g.a_off + bi * g.a_stride), g.lda,
-                     tb_at(&B, g.b_off + bi * g.b_stride), g.ldb, g.beta, &C.init[cb], ref, g.ldc);
-        for (size_t i = 0; i < g.m; ++i)
-            for (size_t j = 0; j < g.n; ++j) {
-                size_t idx = row ? i * g.ldc + j : j * g.ldc + i;
-                double v = ref[idx] + (g.bias ? *tb_at(&Bias, g.bias_off + bi * g.bias_stride + j) : 0.0);
-                compare_value(&e, C.host[cb + idx], th_ref_activation((int)g.act, v), "c", cb + idx - C.origin);
-            }
-    }
-    if (!(tsr_error_value(&e) <= 1e-5)) FAIL("relative error %.3e (tolerance 1e-5)", tsr_error_value(&e));
+    /* inputs as tb_upload rounded them to their types; a 16-bit C within the header's bound for its type */
+    gemm_check(&g, tb_at(&A, g.a_off), tb_at(&B, g.b_off), tb_at(&C, g.c_off), &C.host[C.origin + g.c_off],
+               g.bias ? tb_at(&Bias, g.bias_off) : NULL, typed_tolerance(g.ct, (double)(g.k ? g.k : 1)));
 
 #ifdef TSR_HAVE_CLBLAST
     /* CLBlast on the same buffers (its C finite: it computes beta * C even for beta = 0). */
@@ -506,7 +586,6 @@ static void gemm_iteration(rng *r, int api, size_t max) {
         free(tessera_c);
     }
 #endif
-    free(ref);
     tb_free(&A), tb_free(&B), tb_free(&C);
     if (g.bias) tb_free(&Bias);
 }
@@ -525,15 +604,28 @@ static void random_sgemm_strided_batched(void **state) {
     fprintf(stderr, "# %d iterations also compared with CLBlast\n", clblast_compared);
 }
 
+/* tsr_gemm: the strided-batched GEMM with the epilogue and A, B and C each stored as f32, f16 or bf16
+ * (any of the 27 combinations), drawn like every other argument. Three iterations by default: each
+ * combination, transposition and class is a program of its own, compiled on first use (PoCL took
+ * 15 to 30 s for an iteration's programs on a loaded 2-core machine); sweeps scale them. */
+static void random_gemm_typed(void **state) {
+    (void)state;
+    FOR_ITERATIONS_N("random_gemm_typed", 2, 3, r) gemm_iteration(&r, 4, small_mode() ? 13 : 48);
+}
+
 /* Invalid argument sets: one perturbation of a valid call. tessera refuses it without writing
  * anything, and CLBlast refuses it too (k = 0, which tessera defines as C <- beta C and
- * CLBlast refuses, is the one documented difference). */
+ * CLBlast refuses, is the one documented difference). One call in four goes through tsr_gemm with
+ * random storage types (sizes then count elements of each operand's type), where a type outside the
+ * enum must be refused too, naming the operand. */
 static void random_gemm_invalid(void **state) {
     (void)state;
     clblast_compared = 0;
     FOR_ITERATIONS("random_gemm_invalid", 2, r) {
         gemm_args g;
+        rng tr = types_rng();
         int api = rchance(&r, 2) ? 0 : 2;
+        if (rchance(&tr, 4)) api = 4;
         gemm_draw(&r, &g, api, 20);
         if (g.k == 0) g.k = 1 + rpick(&r, 5);
         /* redo the spans for the new k */
@@ -549,9 +641,10 @@ static void random_gemm_invalid(void **state) {
         g.c_stride = g.c_span;
         size_t na = g.a_off + (g.batch - 1) * g.a_stride + g.a_span, nb = g.b_off + (g.batch - 1) * g.b_stride + g.b_span;
         size_t nc = g.c_off + (g.batch - 1) * g.c_stride + g.c_span;
-        int kind = (int)rpick(&r, 8);
-        static const char *kinds[] = {"lda too small", "ldb too small", "ldc too small", "a buffer one float short",
-                                      "b offset beyond the buffer", "c buffer one float short", "m or n = 0", "k = 0"};
+        int kind = (int)rpick(&r, api == 4 ? 9 : 8);
+        static const char *kinds[] = {"lda too small", "ldb too small", "ldc too small", "a buffer one element short",
+                                      "b offset beyond the buffer", "c buffer one element short", "m or n = 0", "k = 0",
+                                      "a type outside the enum"};
         bool tessera_accepts = false;
         switch (kind) {
         case 0: if (alen < 2) { kind = 6; break; } g.lda = alen - 1; break;
@@ -561,14 +654,22 @@ static void random_gemm_invalid(void **state) {
         }
         if (kind == 6) { if (rchance(&r, 2)) g.m = 0; else g.n = 0; }
         if (kind == 7) g.k = 0, tessera_accepts = true;
+        static const char *type_names[] = {"a_type", "b_type", "c_type"};
+        size_t bad_which = 0;
+        tsr_dtype bad_value = TSR_F32;
+        if (kind == 8) {
+            bad_which = rpick(&r, 3);
+            bad_value = rchance(&r, 2) ? (tsr_dtype)-1 : (tsr_dtype)(3 + rpick(&r, 4));
+        }
         /* alpha = 0 reads neither A nor B, but their buffers must still hold the shapes given (as in CLBlast) */
         cur_desc[0] = 0;
         DESC("[%s] ", kinds[kind]);
         gemm_describe(&g);
+        if (kind == 8) DESC(" then %s=%d", type_names[bad_which], (int)bad_value);
         tbuf A, B, C;
-        tb_make(&r, &A, na, false, "a");
-        tb_make(&r, &B, nb, false, "b");
-        tb_make(&r, &C, nc, false, "c");
+        tb_make_typed(&r, &A, na, false, "a", g.at);
+        tb_make_typed(&r, &B, nb, false, "b", g.bt);
+        tb_make_typed(&r, &C, nc, false, "c", g.ct);
         /* exact sizes for the short-buffer cases */
         if (kind == 3) g.a_off += A.size - na + 1;
         if (kind == 4) g.b_off = B.size + rpick(&r, 5);
@@ -579,15 +680,20 @@ static void random_gemm_invalid(void **state) {
         for (size_t bi = 1; tessera_accepts && bi < g.batch; ++bi)
             mark_matrix(C.writable, C.origin + g.c_off + bi * g.c_stride, row, g.m, g.n, g.ldc);
         trace();
-        tsr_status st = call_gemm(&g, A.mem, B.mem, C.mem, NULL, NULL, NULL);
+        gemm_args called = g; /* the buffers above are of the valid types */
+        if (kind == 8) *(bad_which == 0 ? &called.at : bad_which == 1 ? &called.bt : &called.ct) = bad_value;
+        tsr_status st = call_gemm(&called, A.mem, B.mem, C.mem, NULL, NULL, NULL);
         if (tessera_accepts && st != TSR_SUCCESS) FAIL("tessera refused k = 0: %s", tsr_last_error());
         if (!tessera_accepts && st == TSR_SUCCESS) FAIL("tessera accepted an invalid call");
         if (!tessera_accepts && !*tsr_last_error()) FAIL("tessera refused without a message");
+        if (kind == 8 && (st != TSR_ERR_INVALID_ARG || !strstr(tsr_last_error(), type_names[bad_which])))
+            FAIL("%s: %s, not TSR_ERR_INVALID_ARG naming %s: %s", kinds[kind], tsr_status_str(st),
+                 type_names[bad_which], tsr_last_error());
         clFinish(tsr_device_queue(dev));
         tb_download(&C);
         tb_check_untouched(&C, "c");
 #ifdef TSR_HAVE_CLBLAST
-        if (!small_mode()) {
+        if (!small_mode() && api != 4) {
             CLBlastStatusCode cs = call_clblast(&g, A.mem, B.mem, C.mem);
             if (cs == CLBlastSuccess) FAIL("CLBlast accepted what tessera %s", tessera_accepts ? "accepts (k = 0)" : "refuses");
             ++clblast_compared;
@@ -603,6 +709,9 @@ static void random_gemm_invalid(void **state) {
 typedef tsr_status (*gelu_fn)(tsr_device *, tsr_gelu_mode, cl_mem, size_t, cl_mem, size_t, size_t, cl_command_queue,
                               cl_event *);
 
+/* tsr_gelu, tsr_gelu_unfused and, one fused call in six, tsr_gelu_ex with x and y stored in any pair of
+ * types (in place: one type), held to the header's bound 1e-6 max(1, |x|) + u |GELU(x)| from x as
+ * stored (an f16 y whose GELU rounds beyond 65504 holds Inf). */
 static void random_gelu(void **state) {
     (void)state;
     FOR_ITERATIONS("random_gelu", 4, r) {
@@ -610,12 +719,17 @@ static void random_gelu(void **state) {
         tsr_gelu_mode mode = rchance(&r, 2) ? TSR_GELU_TANH : TSR_GELU_ERF;
         bool unfused = rchance(&r, 3), in_place = rchance(&r, 3);
         size_t x_off = rchance(&r, 2) ? 0 : rpick(&r, 50), y_off = in_place ? x_off : (rchance(&r, 2) ? 0 : rpick(&r, 50));
+        rng tr = types_rng();
+        bool typed = !unfused && rchance(&tr, 6);
+        tsr_dtype x_type = typed ? draw_type(&tr) : TSR_F32, y_type = typed && !in_place ? draw_type(&tr) : x_type;
         cur_desc[0] = 0;
-        DESC("%s(%s, x_off=%zu, y_off=%zu, n=%zu, in_place=%d)", unfused ? "tsr_gelu_unfused" : "tsr_gelu",
+        DESC("%s(%s, x_off=%zu, y_off=%zu, n=%zu, in_place=%d", unfused ? "tsr_gelu_unfused" : typed ? "tsr_gelu_ex" : "tsr_gelu",
              mode == TSR_GELU_TANH ? "tanh" : "erf", x_off, y_off, n, in_place);
+        if (typed) DESC(", x_type=%s, y_type=%s", tsr_dtype_str(x_type), tsr_dtype_str(y_type));
+        DESC(")");
         tbuf X, Y;
-        tb_make(&r, &X, x_off + n, rchance(&r, 2), "x");
-        if (!in_place) tb_make(&r, &Y, y_off + n, rchance(&r, 2), "y");
+        tb_make_typed(&r, &X, x_off + n, rchance(&r, 2), "x", x_type);
+        if (!in_place) tb_make_typed(&r, &Y, y_off + n, rchance(&r, 2), "y", y_type);
         qchoice qc = pick_queue(&r, true);
         float *x = malloc(n * sizeof *x);
         for (size_t i = 0; i < n; ++i) {
@@ -635,19 +749,27 @@ static void random_gelu(void **state) {
         }
         tb_upload(&X);
         if (!in_place) tb_upload(&Y);
+        for (size_t i = 0; i < n; ++i) x[i] = *tb_at(&X, x_off + i); /* as stored in x_type */
         cl_event ev = NULL;
         trace();
-        tsr_status st = (unfused ? tsr_gelu_unfused : tsr_gelu)(dev, mode, X.mem, x_off, out->mem, y_off, n, qc.q,
-                                                                qc.event ? &ev : NULL);
+        tsr_status st = typed ? tsr_gelu_ex(dev, mode, x_type, X.mem, x_off, y_type, out->mem, y_off, n, qc.q,
+                                            qc.event ? &ev : NULL)
+                              : (unfused ? tsr_gelu_unfused : tsr_gelu)(dev, mode, X.mem, x_off, out->mem, y_off, n,
+                                                                        qc.q, qc.event ? &ev : NULL);
         if (st != TSR_SUCCESS) FAIL("refused a valid call: %s: %s", tsr_status_str(st), tsr_last_error());
         finish(&qc, ev);
         tb_download(&X);
         tb_check_untouched(&X, "x");
         if (!in_place) tb_download(&Y), tb_check_untouched(&Y, "y");
+        const double u_y = y_type == TSR_F32 ? 0.0 : tsr_dtype_unit_roundoff(y_type);
         for (size_t i = 0; i < n; ++i) {
             double ref = th_ref_activation((int)mode, x[i]), got = out->host[out->origin + y_off + i];
-            bool ok = isnan(ref) ? isnan(got) : got == ref || fabs(got - ref) <= 1e-6 * fmax(1.0, fabs((double)x[i]));
-            if (!ok) FAIL("y[%zu] = GELU(%.9g) = %.9g, reference %.9g", i, (double)x[i], got, ref);
+            double bound = 1e-6 * fmax(1.0, fabs((double)x[i])) + u_y * fabs(ref);
+            bool ok = isnan(ref) ? isnan(got) : got == ref || fabs(got - ref) <= bound;
+            /* a finite result beyond y's range is stored as Inf of its sign */
+            if (!ok && isfinite(ref) && isinf(tsr_dtype_round(y_type, (float)ref)))
+                ok = got == (double)tsr_dtype_round(y_type, (float)ref);
+            if (!ok) FAIL("y[%zu] = GELU(%.9g) = %.9g, reference %.9g (bound %.3g)", i, (double)x[i], got, ref, bound);
         }
         free(x);
         tb_free(&X);
@@ -713,18 +835,22 @@ static void conv_iteration(rng *r, bool overlapping_subbuffers) {
     d.x_offset = rchance(r, 2) ? 0 : rpick(r, 30), d.w_offset = rchance(r, 2) ? 0 : rpick(r, 30);
     d.y_offset = rchance(r, 2) ? 0 : rpick(r, 30), d.bias_offset = rpick(r, 10);
     bool bias = rchance(r, 3) != 0, own_ws = d.algo == TSR_CONV_IM2COL && rchance(r, 3);
+    rng tr = types_rng();
+    if (!overlapping_subbuffers && rchance(&tr, 8)) /* one layer in eight stores x, w and y in any types */
+        d.x_type = draw_type(&tr), d.w_type = draw_type(&tr), d.y_type = draw_type(&tr);
     size_t nx = c.N * c.C * c.H * c.W, nw = c.K * (c.C / or1(c.G)) * c.R * c.S, ny = c.N * c.K * P * Q;
     cur_desc[0] = 0;
     DESC("tsr_conv2d(N=%zu C=%zu H=%zu W=%zu K=%zu R=%zu S=%zu stride=%zu,%zu pad=%zu,%zu dil=%zu,%zu groups=%zu act=%d "
-         "algo=%d offsets x=%zu w=%zu bias=%zu y=%zu bias=%d own_workspace=%d)",
+         "algo=%d offsets x=%zu w=%zu bias=%zu y=%zu bias=%d own_workspace=%d types x=%s w=%s y=%s)",
          c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.G, (int)d.activation, (int)d.algo,
-         d.x_offset, d.w_offset, d.bias_offset, d.y_offset, bias, own_ws);
+         d.x_offset, d.w_offset, d.bias_offset, d.y_offset, bias, own_ws, tsr_dtype_str(d.x_type),
+         tsr_dtype_str(d.w_type), tsr_dtype_str(d.y_type));
     bool inject = rchance(r, 6);
     tbuf X, Wt, Bs = {0}, Y;
-    tb_make(r, &X, d.x_offset + nx, rchance(r, 2), "x");
-    tb_make(r, &Wt, d.w_offset + nw, rchance(r, 2), "w");
+    tb_make_typed(r, &X, d.x_offset + nx, rchance(r, 2), "x", d.x_type);
+    tb_make_typed(r, &Wt, d.w_offset + nw, rchance(r, 2), "w", d.w_type);
     if (bias) tb_make(r, &Bs, d.bias_offset + c.K, rchance(r, 2), "bias");
-    tb_make(r, &Y, d.y_offset + ny, rchance(r, 2), "y");
+    tb_make_typed(r, &Y, d.y_offset + ny, rchance(r, 2), "y", d.y_type);
     qchoice qc = pick_queue(r, true);
     for (size_t i = 0; i < nx; ++i) *tb_at(&X, d.x_offset + i) = runi(r, -1, 1);
     for (size_t i = 0; i < nw; ++i) *tb_at(&Wt, d.w_offset + i) = runi(r, -1, 1);
@@ -779,7 +905,8 @@ static void conv_iteration(rng *r, bool overlapping_subbuffers) {
                  (int)d.activation, P, Q, ref);
         tsr_error_sum e = {0, 0};
         for (size_t i = 0; i < ny; ++i) compare_value(&e, Y.host[Y.origin + d.y_offset + i], ref[i], "y", i);
-        if (!(tsr_error_value(&e) <= 1e-5)) FAIL("relative error %.3e (tolerance 1e-5)", tsr_error_value(&e));
+        const double tol = typed_tolerance(d.y_type, (double)(c.C / or1(c.G) * c.R * c.S));
+        if (!(tsr_error_value(&e) <= tol)) FAIL("relative error %.3e (tolerance %.3g)", tsr_error_value(&e), tol);
         free(ref);
     }
     if (ws) clReleaseMemObject(ws);
@@ -823,65 +950,133 @@ static size_t extent(const size_t s[3], size_t B, size_t H, size_t L, size_t D) 
     return elem(s, H, L, D, B - 1, H - 1, L - 1) + D;
 }
 
-/* One random attention call through fn; `stress_unfused` draws the cases the unfused path
- * mishandled (L = 1 strides, NaN in masked rows, kv_lengths 0, out-of-order queue) more often. */
-static void attention_iteration(rng *r, attention_fn fn, const char *fn_name) {
+/* Draw an attention call's shape, mask, strides and offsets into d (fp32 unless types are drawn
+ * later); kvl holds kv_lengths (up to 4 batch entries) when d->kv_lengths is set. */
+static void attention_draw(rng *r, tsr_attention_desc *d, int kvl[4], size_t max_batch, const char *fn_name) {
     static const size_t lens[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 65};
     static const size_t dims[] = {1, 2, 3, 8, 16, 17, 32, 64, 80, 128};
-    size_t B = 1 + rpick(r, 2), H = 1 + rpick(r, 3);
+    size_t B = 1 + rpick(r, max_batch), H = 1 + rpick(r, 3);
     size_t Lq = lens[rpick(r, small_mode() ? 5 : 11)], Lk = lens[rpick(r, small_mode() ? 5 : 11)];
     size_t D = dims[rpick(r, small_mode() ? 5 : (rchance(r, 8) ? 10 : 8))];
-    tsr_attention_desc d = {.batch = B, .heads = H, .q_len = Lq, .kv_len = Lk, .head_dim = D};
-    d.causal = rchance(r, 2);
-    d.scale = rchance(r, 2) ? 0.0f : runi(r, 0.05f, 1.0f);
-    int kvl[2];
+    memset(d, 0, sizeof *d);
+    d->batch = B, d->heads = H, d->q_len = Lq, d->kv_len = Lk, d->head_dim = D;
+    d->causal = rchance(r, 2);
+    d->scale = rchance(r, 2) ? 0.0f : runi(r, 0.05f, 1.0f);
     bool use_kvl = rchance(r, 2);
     for (size_t b = 0; b < B; ++b) kvl[b] = rchance(r, 5) ? 0 : (int)rpick(r, Lk + 1);
-    if (use_kvl) d.kv_lengths = kvl;
-    cur_desc[0] = 0;
-    DESC("%s(B=%zu H=%zu Lq=%zu Lk=%zu D=%zu causal=%d scale=%g kv_lengths=", fn_name, B, H, Lq, Lk, D, d.causal,
-         (double)d.scale);
+    if (use_kvl) d->kv_lengths = kvl;
+    DESC("%s(B=%zu H=%zu Lq=%zu Lk=%zu D=%zu causal=%d scale=%g kv_lengths=", fn_name, B, H, Lq, Lk, D, d->causal,
+         (double)d->scale);
     if (use_kvl) for (size_t b = 0; b < B; ++b) DESC("%d%s", kvl[b], b + 1 < B ? "," : "");
     else DESC("NULL");
-    draw_strides(r, H, Lq, D, d.q_strides, "q");
-    draw_strides(r, H, Lk, D, d.k_strides, "k");
-    draw_strides(r, H, Lk, D, d.v_strides, "v");
-    draw_strides(r, H, Lq, D, d.o_strides, "o");
-    d.q_offset = rpick(r, 9), d.k_offset = rpick(r, 9), d.v_offset = rpick(r, 9), d.o_offset = rpick(r, 9);
-    bool lse = rchance(r, 2);
-    d.lse_offset = lse ? rpick(r, 6) : 0;
-    DESC(" offsets q=%zu k=%zu v=%zu o=%zu lse=%d lse_offset=%zu)", d.q_offset, d.k_offset, d.v_offset, d.o_offset, lse,
-         d.lse_offset);
-    tbuf Q, K, V, O, LS = {0};
-    bool nan_bg = rchance(r, 2);
-    tb_make(r, &Q, d.q_offset + extent(d.q_strides, B, H, Lq, D), nan_bg, "q");
-    tb_make(r, &K, d.k_offset + extent(d.k_strides, B, H, Lk, D), nan_bg, "k");
-    tb_make(r, &V, d.v_offset + extent(d.v_strides, B, H, Lk, D), nan_bg, "v");
-    tb_make(r, &O, d.o_offset + extent(d.o_strides, B, H, Lq, D), rchance(r, 2), "o");
-    if (lse) tb_make(r, &LS, d.lse_offset + B * H * Lq, rchance(r, 2), "lse"), d.lse = LS.mem;
-    qchoice qc = pick_queue(r, true);
-    bool masked_nan = rchance(r, 2); /* keys beyond kv_lengths hold NaN: the mask hides them */
-    DESC(" masked_nan=%d background=%s", masked_nan, nan_bg ? "NaN" : "random");
+    draw_strides(r, H, Lq, D, d->q_strides, "q");
+    draw_strides(r, H, Lk, D, d->k_strides, "k");
+    draw_strides(r, H, Lk, D, d->v_strides, "v");
+    draw_strides(r, H, Lq, D, d->o_strides, "o");
+    d->q_offset = rpick(r, 9), d->k_offset = rpick(r, 9), d->v_offset = rpick(r, 9), d->o_offset = rpick(r, 9);
+}
+
+/* Q, K and V get random rows (keys past kv_lengths NaN when masked_nan: the mask must hide them),
+ * O's rows NaN and writable. Each pointer is its tensor's element 0 (offset applied). */
+static void attention_fill(rng *r, const tsr_attention_desc *d, bool masked_nan, float *q, float *k, float *v,
+                           float *o, char *o_writable) {
+    const size_t B = d->batch, H = d->heads, Lq = d->q_len, Lk = d->kv_len, D = d->head_dim;
     for (size_t b = 0; b < B; ++b) {
-        size_t kv = use_kvl ? (size_t)kvl[b] : Lk;
+        size_t kv = d->kv_lengths ? (size_t)d->kv_lengths[b] : Lk;
         for (size_t h = 0; h < H; ++h) {
             for (size_t i = 0; i < Lq; ++i)
                 for (size_t e = 0; e < D; ++e) {
-                    *tb_at(&Q, d.q_offset + elem(d.q_strides, H, Lq, D, b, h, i) + e) = runi(r, -1.5f, 1.5f);
-                    size_t o = O.origin + d.o_offset + elem(d.o_strides, H, Lq, D, b, h, i) + e;
-                    O.init[o] = NAN, O.writable[o] = 1;
+                    q[elem(d->q_strides, H, Lq, D, b, h, i) + e] = runi(r, -1.5f, 1.5f);
+                    size_t at = elem(d->o_strides, H, Lq, D, b, h, i) + e;
+                    o[at] = NAN, o_writable[at] = 1;
                 }
             for (size_t j = 0; j < Lk; ++j)
                 for (size_t e = 0; e < D; ++e) {
                     bool hidden = masked_nan && j >= kv;
-                    *tb_at(&K, d.k_offset + elem(d.k_strides, H, Lk, D, b, h, j) + e) = hidden ? NAN : runi(r, -1.5f, 1.5f);
-                    *tb_at(&V, d.v_offset + elem(d.v_strides, H, Lk, D, b, h, j) + e) = hidden ? NAN : runi(r, -1, 1);
+                    k[elem(d->k_strides, H, Lk, D, b, h, j) + e] = hidden ? NAN : runi(r, -1.5f, 1.5f);
+                    v[elem(d->v_strides, H, Lk, D, b, h, j) + e] = hidden ? NAN : runi(r, -1, 1);
                 }
-            for (size_t i = 0; lse && i < Lq; ++i) {
-                size_t at = LS.origin + d.lse_offset + (b * H + h) * Lq + i;
-                LS.init[at] = NAN, LS.writable[at] = 1;
-            }
         }
+    }
+}
+
+/* O (and lse unless NULL) against a double reference from Q, K and V as stored (each pointer its
+ * tensor's element 0): O within `tol` in relative norm, lse within 1e-5 relative. */
+static void attention_check(const tsr_attention_desc *d, const float *q, const float *k, const float *v,
+                            const float *o, const float *lse, double tol) {
+    const size_t B = d->batch, H = d->heads, Lq = d->q_len, Lk = d->kv_len, D = d->head_dim;
+    double scale = d->scale ? d->scale : 1.0 / sqrt((double)D);
+    double *s = malloc(Lk * sizeof *s);
+    tsr_error_sum e = {0, 0};
+    for (size_t b = 0; b < B; ++b) {
+        size_t kv = d->kv_lengths ? (size_t)d->kv_lengths[b] : Lk;
+        for (size_t h = 0; h < H; ++h)
+            for (size_t i = 0; i < Lq; ++i) {
+                size_t limit = kv;
+                if (d->causal) {
+                    long long last = (long long)i + (long long)Lk - (long long)Lq;
+                    limit = last < 0 ? 0 : (size_t)last + 1 < limit ? (size_t)last + 1 : limit;
+                }
+                const float *qi = q + elem(d->q_strides, H, Lq, D, b, h, i);
+                const float *oi = o + elem(d->o_strides, H, Lq, D, b, h, i);
+                double m = -INFINITY, sum = 0;
+                for (size_t j = 0; j < limit; ++j) {
+                    const float *kj = k + elem(d->k_strides, H, Lk, D, b, h, j);
+                    double dot = 0;
+                    for (size_t x = 0; x < D; ++x) dot += (double)qi[x] * kj[x];
+                    s[j] = dot * scale;
+                    m = fmax(m, s[j]);
+                }
+                for (size_t j = 0; j < limit; ++j) sum += (s[j] = exp(s[j] - m));
+                for (size_t x = 0; x < D; ++x) {
+                    double ref = 0;
+                    for (size_t j = 0; j < limit; ++j) ref += s[j] * v[elem(d->v_strides, H, Lk, D, b, h, j) + x];
+                    compare_value(&e, oi[x], limit ? ref / sum : 0.0, "o row", (b * H + h) * Lq + i);
+                }
+                if (lse) {
+                    float got = lse[(b * H + h) * Lq + i];
+                    double want = limit ? m + log(sum) : -INFINITY;
+                    if (!(got == want || fabs(got - want) <= 1e-5 * fmax(1.0, fabs(want))))
+                        FAIL("lse of row %zu/%zu/%zu = %.9g, reference %.9g", b, h, i, (double)got, want);
+                }
+            }
+    }
+    free(s);
+    if (!(tsr_error_value(&e) <= tol)) FAIL("relative error %.3e (tolerance %.3g)", tsr_error_value(&e), tol);
+}
+
+/* One random attention call through fn. One call in eight stores Q, K, V and O in any types (the
+ * unfused path: in sweeps only), O held to the header's 16-bit bound (lse stays fp32). */
+static void attention_iteration(rng *r, attention_fn fn, const char *fn_name) {
+    tsr_attention_desc d;
+    int kvl[4];
+    cur_desc[0] = 0;
+    attention_draw(r, &d, kvl, 2, fn_name);
+    const size_t B = d.batch, H = d.heads, Lq = d.q_len, Lk = d.kv_len, D = d.head_dim;
+    bool lse = rchance(r, 2);
+    d.lse_offset = lse ? rpick(r, 6) : 0;
+    /* tsr_attention_unfused runs two typed GEMMs a call, whose programs compile slowly: typed only in sweeps */
+    rng tr = types_rng();
+    if ((fn != tsr_attention_unfused || sweep()) && rchance(&tr, 8))
+        d.q_type = draw_type(&tr), d.k_type = draw_type(&tr), d.v_type = draw_type(&tr), d.o_type = draw_type(&tr);
+    DESC(" offsets q=%zu k=%zu v=%zu o=%zu lse=%d lse_offset=%zu types q=%s k=%s v=%s o=%s)", d.q_offset, d.k_offset,
+         d.v_offset, d.o_offset, lse, d.lse_offset, tsr_dtype_str(d.q_type), tsr_dtype_str(d.k_type),
+         tsr_dtype_str(d.v_type), tsr_dtype_str(d.o_type));
+    tbuf Q, K, V, O, LS = {0};
+    bool nan_bg = rchance(r, 2);
+    tb_make_typed(r, &Q, d.q_offset + extent(d.q_strides, B, H, Lq, D), nan_bg, "q", d.q_type);
+    tb_make_typed(r, &K, d.k_offset + extent(d.k_strides, B, H, Lk, D), nan_bg, "k", d.k_type);
+    tb_make_typed(r, &V, d.v_offset + extent(d.v_strides, B, H, Lk, D), nan_bg, "v", d.v_type);
+    tb_make_typed(r, &O, d.o_offset + extent(d.o_strides, B, H, Lq, D), rchance(r, 2), "o", d.o_type);
+    if (lse) tb_make(r, &LS, d.lse_offset + B * H * Lq, rchance(r, 2), "lse"), d.lse = LS.mem;
+    qchoice qc = pick_queue(r, true);
+    bool masked_nan = rchance(r, 2); /* keys beyond kv_lengths hold NaN: the mask hides them */
+    DESC(" masked_nan=%d background=%s", masked_nan, nan_bg ? "NaN" : "random");
+    attention_fill(r, &d, masked_nan, tb_at(&Q, d.q_offset), tb_at(&K, d.k_offset), tb_at(&V, d.v_offset),
+                   tb_at(&O, d.o_offset), &O.writable[O.origin + d.o_offset]);
+    for (size_t i = 0; lse && i < B * H * Lq; ++i) {
+        size_t at = LS.origin + d.lse_offset + i;
+        LS.init[at] = NAN, LS.writable[at] = 1;
     }
     tb_upload(&Q), tb_upload(&K), tb_upload(&V), tb_upload(&O);
     if (lse) tb_upload(&LS);
@@ -896,45 +1091,10 @@ static void attention_iteration(rng *r, attention_fn fn, const char *fn_name) {
     tb_check_untouched(&V, "v");
     tb_check_untouched(&O, "o");
     if (lse) tb_download(&LS), tb_check_untouched(&LS, "lse");
-    double scale = d.scale ? d.scale : 1.0 / sqrt((double)D);
-    double *s = malloc(Lk * sizeof *s);
-    tsr_error_sum e = {0, 0};
-    for (size_t b = 0; b < B; ++b) {
-        size_t kv = use_kvl ? (size_t)kvl[b] : Lk;
-        for (size_t h = 0; h < H; ++h)
-            for (size_t i = 0; i < Lq; ++i) {
-                size_t limit = kv;
-                if (d.causal) {
-                    long long last = (long long)i + (long long)Lk - (long long)Lq;
-                    limit = last < 0 ? 0 : (size_t)last + 1 < limit ? (size_t)last + 1 : limit;
-                }
-                const float *qi = tb_at(&Q, d.q_offset + elem(d.q_strides, H, Lq, D, b, h, i));
-                const float *oi = &O.host[O.origin + d.o_offset + elem(d.o_strides, H, Lq, D, b, h, i)];
-                double m = -INFINITY, sum = 0;
-                for (size_t j = 0; j < limit; ++j) {
-                    const float *kj = tb_at(&K, d.k_offset + elem(d.k_strides, H, Lk, D, b, h, j));
-                    double dot = 0;
-                    for (size_t x = 0; x < D; ++x) dot += (double)qi[x] * kj[x];
-                    s[j] = dot * scale;
-                    m = fmax(m, s[j]);
-                }
-                for (size_t j = 0; j < limit; ++j) sum += (s[j] = exp(s[j] - m));
-                for (size_t x = 0; x < D; ++x) {
-                    double ref = 0;
-                    for (size_t j = 0; j < limit; ++j)
-                        ref += s[j] * *tb_at(&V, d.v_offset + elem(d.v_strides, H, Lk, D, b, h, j) + x);
-                    compare_value(&e, oi[x], limit ? ref / sum : 0.0, "o row", (b * H + h) * Lq + i);
-                }
-                if (lse) {
-                    float got = LS.host[LS.origin + d.lse_offset + (b * H + h) * Lq + i];
-                    double want = limit ? m + log(sum) : -INFINITY;
-                    if (!(got == want || fabs(got - want) <= 1e-5 * fmax(1.0, fabs(want))))
-                        FAIL("lse of row %zu/%zu/%zu = %.9g, reference %.9g", b, h, i, (double)got, want);
-                }
-            }
-    }
-    if (!(tsr_error_value(&e) <= 1e-5)) FAIL("relative error %.3e (tolerance 1e-5)", tsr_error_value(&e));
-    free(s);
+    /* inputs as tb_upload rounded them to their types */
+    attention_check(&d, tb_at(&Q, d.q_offset), tb_at(&K, d.k_offset), tb_at(&V, d.v_offset),
+                    &O.host[O.origin + d.o_offset], lse ? &LS.host[LS.origin + d.lse_offset] : NULL,
+                    typed_tolerance(d.o_type, (double)Lk));
     tb_free(&Q), tb_free(&K), tb_free(&V), tb_free(&O);
     if (lse) tb_free(&LS);
 }
@@ -981,8 +1141,6 @@ static void random_attention_unfused(void **state) {
 }
 
 /* ------------------------------------------------------------------------------ LayerNorm */
-
-static const tsr_dtype storage_types[] = {TSR_F32, TSR_F16, TSR_BF16};
 
 /* The absolute rounding a 16-bit y may add beyond u(y) |ref|: half of f16's subnormal spacing
  * (bf16 has fp32's range, so its subnormals are fp32's and below every bound here). */
@@ -1354,6 +1512,476 @@ static void random_embedding(void **state) {
     FOR_ITERATIONS("random_embedding", 4, r) embedding_iteration(&r);
 }
 
+/* ------------------------------------------------------------------------------ device groups */
+
+/* The groups' devices: the suite's device and two more handles opened on the same selector
+ * ($TSR_DEVICE or the default, as tests/test_multi.c does without $TSR_MULTI_DEVICES), so a group of
+ * 1 to 3 members mixes one handle given several times with distinct handles of one device. */
+static tsr_device *pool[3];
+
+static void open_pool(void) {
+    pool[0] = dev;
+    for (size_t i = 1; i < 3; ++i)
+        if (!pool[i]) pool[i] = th_open_device();
+}
+
+/* Oclgrind simulates one kernel at a time per process: a group's devices launching from their own
+ * threads abort it (Context::notifyKernelBegin asserts no kernel is running), so the group tests skip
+ * there (tests/test_multi.c has no Oclgrind run either). */
+static void skip_groups_under_oclgrind(void) {
+    if (!th_oclgrind_mode()) return;
+    fprintf(stderr, "# skipped: Oclgrind runs one kernel at a time; a group launches from several threads\n");
+    skip();
+}
+
+static void close_pool(void) {
+    for (size_t i = 1; i < 3; ++i) tsr_device_close(pool[i]), pool[i] = NULL;
+    pool[0] = NULL;
+}
+
+typedef struct group_draw {
+    tsr_device_group *group;
+    size_t count;
+    double weights[3];
+    bool given; /* weights set: the split must follow them (weight 0: no work) */
+} group_draw;
+
+/* A group of 1 to 3 pool members (repeats allowed) and its weights: measured (none given), equal,
+ * unequal, or unequal with zeros (at least one positive). */
+static void group_make(rng *r, group_draw *g) {
+    open_pool();
+    memset(g, 0, sizeof *g);
+    g->count = 1 + rpick(r, 3);
+    tsr_device *members[3];
+    DESC(" group=[");
+    for (size_t i = 0; i < g->count; ++i) {
+        size_t p = rpick(r, 3);
+        members[i] = pool[p];
+        DESC("%shandle %zu", i ? ", " : "", p);
+    }
+    tsr_status st = tsr_group_create(members, g->count, &g->group);
+    if (st != TSR_SUCCESS) FAIL("tsr_group_create: %s: %s", tsr_status_str(st), tsr_last_error());
+    size_t kind = rpick(r, 4);
+    g->given = kind != 0;
+    for (size_t i = 0; i < g->count; ++i)
+        g->weights[i] = kind == 1 ? 1.0 : kind == 2 ? runi(r, 0.1f, 4.0f) : rchance(r, 2) ? 0.0 : runi(r, 0.1f, 4.0f);
+    if (kind == 3) {
+        bool any = false;
+        for (size_t i = 0; i < g->count; ++i) any = any || g->weights[i] > 0;
+        if (!any) g->weights[rpick(r, g->count)] = runi(r, 0.5f, 3.0f);
+    }
+    if (!g->given) {
+        DESC("] weights=measured");
+        return;
+    }
+    DESC("] weights={");
+    for (size_t i = 0; i < g->count; ++i) DESC("%s%.9g", i ? ", " : "", g->weights[i]);
+    DESC("}");
+    st = tsr_group_set_weights(g->group, g->weights);
+    if (st != TSR_SUCCESS) FAIL("tsr_group_set_weights: %s: %s", tsr_status_str(st), tsr_last_error());
+}
+
+/* The last call's tiles cover units [0, units) exactly once, each device's count adds up, a device
+ * of weight 0 computed nothing, and given weights are reported as such. */
+static void group_check_tiles(const group_draw *g, size_t units) {
+    tsr_group_stats st;
+    tsr_status status = tsr_group_last_stats(g->group, &st);
+    if (status != TSR_SUCCESS) FAIL("tsr_group_last_stats: %s: %s", tsr_status_str(status), tsr_last_error());
+    unsigned char *seen = calloc(units ? units : 1, 1);
+    size_t per_device[3] = {0};
+    for (size_t t = 0; t < st.tile_count; ++t) {
+        const tsr_group_tile *tile = &st.tiles[t];
+        if (tile->device >= g->count || !tile->count || tile->first > units || tile->count > units - tile->first)
+            FAIL("tile %zu (device %zu, units %zu+%zu) is not within the %zu units of the %zu devices", t, tile->device,
+                 tile->first, tile->count, units, g->count);
+        per_device[tile->device] += tile->count;
+        for (size_t u = tile->first; u < tile->first + tile->count; ++u) {
+            if (seen[u]) FAIL("unit %zu computed twice (tile %zu, device %zu)", u, t, tile->device);
+            seen[u] = 1;
+        }
+    }
+    for (size_t u = 0; u < units; ++u)
+        if (!seen[u]) FAIL("unit %zu of %zu never computed (%zu tiles)", u, units, st.tile_count);
+    free(seen);
+    for (size_t d = 0; d < g->count; ++d) {
+        if (per_device[d] != st.devices[d].units)
+            FAIL("device %zu: its tiles hold %zu units, its statistics say %zu", d, per_device[d], st.devices[d].units);
+        if (g->given && g->weights[d] == 0 && per_device[d])
+            FAIL("device %zu has weight 0 but computed %zu units", d, per_device[d]);
+    }
+    if (g->given && strcmp(st.weights_from, "given")) FAIL("weights were given, the split says \"%s\"", st.weights_from);
+}
+
+/* A host array: guard elements before and after the data, its contents before the call kept. */
+typedef struct harr {
+    float *mem, *init;   /* what the call sees; the contents before */
+    size_t lo, total;    /* guard elements before the data; all elements */
+    char *writable;      /* per element: the call may write it */
+} harr;
+
+static void ha_make(rng *r, harr *h, size_t n, bool bg_nan, const char *name) {
+    h->lo = rpick(r, 5);
+    h->total = h->lo + n + 1 + rpick(r, 7);
+    h->mem = malloc(h->total * sizeof(float));
+    h->init = malloc(h->total * sizeof(float));
+    h->writable = calloc(h->total, 1);
+    for (size_t i = 0; i < h->total; ++i) h->init[i] = bg_nan ? NAN : runi(r, -1, 1);
+    DESC(" %s=host(%zu, guards %zu + %zu)", name, n, h->lo, h->total - h->lo - n);
+}
+
+static float *ha_at(harr *h, size_t i) { return &h->init[h->lo + i]; } /* before the call */
+static float *ha_data(harr *h) { return h->mem + h->lo; }              /* what the call gets */
+static void ha_ready(harr *h) { memcpy(h->mem, h->init, h->total * sizeof(float)); }
+
+static void ha_check_untouched(const harr *h, const char *name) {
+    for (size_t i = 0; i < h->total; ++i)
+        if (!h->writable[i] && memcmp(&h->mem[i], &h->init[i], sizeof(float)))
+            FAIL("%s: element %lld changed from %g to %g: written outside the output", name,
+                 (long long)i - (long long)h->lo, (double)h->init[i], (double)h->mem[i]);
+}
+
+static void ha_free(harr *h) {
+    free(h->mem), free(h->init), free(h->writable);
+    memset(h, 0, sizeof *h);
+}
+
+static tsr_status call_gemm_multi(tsr_device_group *group, const gemm_args *g, const float *a, const float *b,
+                                  float *c) {
+    if (g->api == 6)
+        return tsr_sgemm_strided_batched_multi(group, g->layout, g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->lda,
+                                               g->a_stride, b, g->ldb, g->b_stride, g->beta, c, g->ldc, g->c_stride,
+                                               g->batch);
+    return tsr_sgemm_multi(group, g->layout, g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->lda, b, g->ldb, g->beta,
+                           c, g->ldc);
+}
+
+/* One valid tsr_sgemm_multi or tsr_sgemm_strided_batched_multi call on a group: the arguments of
+ * the single-device draws (every layout and transposition, k = 0, alpha = 0, leading dimensions and
+ * strides above the minimum, stride 0 for A or B), host arrays with guards (the offsets drawn are
+ * more leading guard), beta = 0 over NaN/Inf in C, NaN/Inf in A or B now and then. */
+static void group_gemm_run(rng *r, group_draw *grp, bool batched) {
+    gemm_args g;
+    gemm_draw(r, &g, batched ? 2 : 0, !batched && rchance(r, 3) ? 200 : 64);
+    g.api = batched ? 6 : 5;
+    gemm_describe(&g);
+    bool bg_nan = rchance(r, 2), inject = rchance(r, 5);
+    DESC(" background=%s", bg_nan ? "NaN" : "random");
+    harr A, B, C;
+    ha_make(r, &A, g.a_off + (g.batch - 1) * g.a_stride + g.a_span, bg_nan, "a");
+    ha_make(r, &B, g.b_off + (g.batch - 1) * g.b_stride + g.b_span, bg_nan, "b");
+    ha_make(r, &C, g.c_off + (g.batch - 1) * g.c_stride + g.c_span, rchance(r, 2), "c");
+    gemm_fill(r, &g, ha_at(&A, g.a_off), ha_at(&B, g.b_off), ha_at(&C, g.c_off), &C.writable[C.lo + g.c_off], NULL,
+              inject);
+    ha_ready(&A), ha_ready(&B), ha_ready(&C);
+    trace();
+    tsr_status st = call_gemm_multi(grp->group, &g, ha_data(&A) + g.a_off, ha_data(&B) + g.b_off, ha_data(&C) + g.c_off);
+    if (st != TSR_SUCCESS) FAIL("refused a valid call: %s: %s", tsr_status_str(st), tsr_last_error());
+    ha_check_untouched(&A, "a");
+    ha_check_untouched(&B, "b");
+    ha_check_untouched(&C, "c");
+    gemm_check(&g, ha_at(&A, g.a_off), ha_at(&B, g.b_off), ha_at(&C, g.c_off), ha_data(&C) + g.c_off, NULL, 1e-5);
+    group_check_tiles(grp, batched ? g.batch : g.layout == TSR_ROW_MAJOR ? g.m : g.n);
+    ha_free(&A), ha_free(&B), ha_free(&C);
+}
+
+static void group_gemm_iteration(rng *r, bool batched) {
+    group_draw grp;
+    cur_desc[0] = 0;
+    group_make(r, &grp);
+    DESC(": ");
+    group_gemm_run(r, &grp, batched);
+    tsr_group_destroy(grp.group);
+}
+
+static void random_group_sgemm(void **state) {
+    (void)state;
+    skip_groups_under_oclgrind();
+    FOR_ITERATIONS_N("random_group_sgemm", 2, 12, r) group_gemm_iteration(&r, false);
+}
+
+static void random_group_sgemm_strided_batched(void **state) {
+    (void)state;
+    skip_groups_under_oclgrind();
+    FOR_ITERATIONS_N("random_group_sgemm_strided_batched", 2, 12, r) group_gemm_iteration(&r, true);
+}
+
+/* One valid tsr_attention_multi call: the single-device draws (fp32, no lse; up to 4 batch entries),
+ * host arrays with guards, O poisoned. */
+static void random_group_attention(void **state) {
+    (void)state;
+    skip_groups_under_oclgrind();
+    FOR_ITERATIONS_N("random_group_attention", 2, 12, r) {
+        group_draw grp;
+        cur_desc[0] = 0;
+        group_make(&r, &grp);
+        DESC(": ");
+        tsr_attention_desc d;
+        int kvl[4];
+        attention_draw(&r, &d, kvl, 4, "tsr_attention_multi");
+        const size_t B = d.batch, H = d.heads, Lq = d.q_len, Lk = d.kv_len, D = d.head_dim;
+        DESC(" offsets q=%zu k=%zu v=%zu o=%zu)", d.q_offset, d.k_offset, d.v_offset, d.o_offset);
+        bool nan_bg = rchance(&r, 2), masked_nan = rchance(&r, 2);
+        DESC(" masked_nan=%d background=%s", masked_nan, nan_bg ? "NaN" : "random");
+        harr Q, K, V, O;
+        ha_make(&r, &Q, d.q_offset + extent(d.q_strides, B, H, Lq, D), nan_bg, "q");
+        ha_make(&r, &K, d.k_offset + extent(d.k_strides, B, H, Lk, D), nan_bg, "k");
+        ha_make(&r, &V, d.v_offset + extent(d.v_strides, B, H, Lk, D), nan_bg, "v");
+        ha_make(&r, &O, d.o_offset + extent(d.o_strides, B, H, Lq, D), rchance(&r, 2), "o");
+        attention_fill(&r, &d, masked_nan, ha_at(&Q, d.q_offset), ha_at(&K, d.k_offset), ha_at(&V, d.v_offset),
+                       ha_at(&O, d.o_offset), &O.writable[O.lo + d.o_offset]);
+        ha_ready(&Q), ha_ready(&K), ha_ready(&V), ha_ready(&O);
+        trace();
+        tsr_status st = tsr_attention_multi(grp.group, &d, ha_data(&Q), ha_data(&K), ha_data(&V), ha_data(&O));
+        if (st != TSR_SUCCESS) FAIL("refused a valid call: %s: %s", tsr_status_str(st), tsr_last_error());
+        ha_check_untouched(&Q, "q");
+        ha_check_untouched(&K, "k");
+        ha_check_untouched(&V, "v");
+        ha_check_untouched(&O, "o");
+        attention_check(&d, ha_at(&Q, d.q_offset), ha_at(&K, d.k_offset), ha_at(&V, d.v_offset),
+                        ha_data(&O) + d.o_offset, NULL, 1e-5);
+        group_check_tiles(&grp, B * H);
+        ha_free(&Q), ha_free(&K), ha_free(&V), ha_free(&O);
+        tsr_group_destroy(grp.group);
+    }
+}
+
+/* Invalid GEMM calls on a group: one perturbation of a valid call (k >= 1), refused with
+ * TSR_ERR_INVALID_ARG and a message, every array untouched. */
+static void group_gemm_invalid(rng *r, group_draw *grp, bool batched) {
+    enum { M0, N0, BATCH0, LDA, LDB, LDC, NULL_A, NULL_B, NULL_C, C_ON_A, C_ON_B, C_STRIDE, LAYOUT, TRANS, NULL_GROUP,
+           KINDS };
+    static const char *kinds[] = {"m = 0",        "n = 0",        "batch_count = 0",
+                                  "lda too small", "ldb too small", "ldc too small",
+                                  "a NULL",       "b NULL",       "c NULL",
+                                  "c inside a",   "c inside b",   "c_stride makes C's matrices overlap",
+                                  "bad layout",   "bad transpose", "group NULL"};
+    gemm_args g;
+    do gemm_draw(r, &g, batched ? 2 : 0, 40);
+    while (!g.k);
+    g.api = batched ? 6 : 5;
+    int kind = (int)rpick(r, KINDS);
+    if (kind == BATCH0 && !batched) kind = M0;
+    if (kind == C_STRIDE && g.batch < 2) kind = LDC;
+    if (g.alpha == 0.0f) g.alpha = 1.0f; /* A and B are read: C may share no memory with them */
+    DESC("[%s] ", kinds[kind]);
+    gemm_describe(&g);
+    bool row = g.layout == TSR_ROW_MAJOR;
+    size_t al, alen, bl, blen, cl, clen;
+    stored(row, g.ta != TSR_NO_TRANS, g.m, g.k, &al, &alen);
+    stored(row, g.tb != TSR_NO_TRANS, g.k, g.n, &bl, &blen);
+    stored(row, false, g.m, g.n, &cl, &clen);
+    size_t na = g.a_off + (g.batch - 1) * g.a_stride + g.a_span, nb = g.b_off + (g.batch - 1) * g.b_stride + g.b_span;
+    size_t nc = g.c_off + (g.batch - 1) * g.c_stride + g.c_span;
+    /* C placed inside A's (B's) data: that array holds all of C too, so even a wrongly accepted
+     * call stays within memory */
+    size_t c_at = kind == C_ON_A ? g.a_off + rpick(r, g.a_span) : kind == C_ON_B ? g.b_off + rpick(r, g.b_span) : 0;
+    harr A, B, C;
+    ha_make(r, &A, kind == C_ON_A && c_at + nc > na ? c_at + nc : na, false, "a");
+    ha_make(r, &B, kind == C_ON_B && c_at + nc > nb ? c_at + nc : nb, false, "b");
+    ha_make(r, &C, nc, rchance(r, 2), "c");
+    ha_ready(&A), ha_ready(&B), ha_ready(&C);
+    float *a = ha_data(&A) + g.a_off, *b = ha_data(&B) + g.b_off, *c = ha_data(&C) + g.c_off;
+    tsr_device_group *group = grp->group;
+    switch (kind) {
+    case M0: g.m = 0; break;
+    case N0: g.n = 0; break;
+    case BATCH0: g.batch = 0; break;
+    case LDA: g.lda = alen - 1; break;
+    case LDB: g.ldb = blen - 1; break;
+    case LDC: g.ldc = clen - 1; break;
+    case NULL_A: a = NULL; break;
+    case NULL_B: b = NULL; break;
+    case NULL_C: c = NULL; break;
+    case C_ON_A: c = ha_data(&A) + c_at; break;
+    case C_ON_B: c = ha_data(&B) + c_at; break;
+    case C_STRIDE: g.c_stride = rpick(r, g.c_span); break;
+    case LAYOUT: g.layout = rchance(r, 2) ? (tsr_layout)0 : (tsr_layout)(103 + rpick(r, 5)); break;
+    case TRANS:
+        if (rchance(r, 2)) g.ta = (tsr_transpose)(114 + rpick(r, 5));
+        else g.tb = (tsr_transpose)0;
+        break;
+    default: group = NULL; break;
+    }
+    DESC(" -> layout=%d ta=%d tb=%d m=%zu n=%zu lda=%zu ldb=%zu ldc=%zu c_stride=%zu batch=%zu c at %s%zu",
+         (int)g.layout, (int)g.ta, (int)g.tb, g.m, g.n, g.lda, g.ldb, g.ldc, g.c_stride, g.batch,
+         kind == C_ON_A ? "a+" : kind == C_ON_B ? "b+" : "c+", kind == C_ON_A || kind == C_ON_B ? c_at : g.c_off);
+    trace();
+    tsr_status st = call_gemm_multi(group, &g, a, b, c);
+    if (st != TSR_ERR_INVALID_ARG)
+        FAIL("%s: %s (expected TSR_ERR_INVALID_ARG): %s", kinds[kind], tsr_status_str(st), tsr_last_error());
+    if (!*tsr_last_error()) FAIL("%s: refused without a message", kinds[kind]);
+    ha_check_untouched(&A, "a");
+    ha_check_untouched(&B, "b");
+    ha_check_untouched(&C, "c");
+    ha_free(&A), ha_free(&B), ha_free(&C);
+}
+
+/* Invalid attention calls on a group: one perturbation of a valid call; the status the header gives
+ * (TSR_ERR_UNSUPPORTED for lse, a 16-bit type, head_dim over 256; TSR_ERR_INVALID_ARG otherwise)
+ * and a message, every array untouched. */
+static void group_attention_invalid(rng *r, group_draw *grp) {
+    enum { BATCH0, HEADS0, QLEN0, KVLEN0, DIM0, NULL_Q, NULL_K, NULL_V, NULL_O, O_ON_Q, O_ON_KV, O_ROWS, KV_LENGTHS,
+           LSE, TYPE16, DIM_BIG, SCALE, NULL_DESC, NULL_GROUP, KINDS };
+    static const char *kinds[] = {"batch = 0",     "heads = 0",          "q_len = 0",   "kv_len = 0",
+                                  "head_dim = 0",  "q NULL",             "k NULL",      "v NULL",
+                                  "o NULL",        "o inside q",         "o inside k or v", "o rows overlap",
+                                  "kv_lengths out of range", "lse set", "a 16-bit type", "head_dim over 256",
+                                  "scale not finite", "desc NULL",       "group NULL"};
+    tsr_attention_desc d;
+    int kvl[4];
+    attention_draw(r, &d, kvl, 4, "tsr_attention_multi");
+    DESC(" offsets q=%zu k=%zu v=%zu o=%zu)", d.q_offset, d.k_offset, d.v_offset, d.o_offset);
+    const size_t B = d.batch, H = d.heads, Lq = d.q_len, Lk = d.kv_len, D = d.head_dim;
+    int kind = (int)rpick(r, KINDS);
+    if (kind == O_ROWS && B * H == 1 && (Lq == 1)) kind = KV_LENGTHS;
+    DESC(" [%s]", kinds[kind]);
+    size_t nq = d.q_offset + extent(d.q_strides, B, H, Lq, D), nk = d.k_offset + extent(d.k_strides, B, H, Lk, D);
+    size_t nv = d.v_offset + extent(d.v_strides, B, H, Lk, D), no = d.o_offset + extent(d.o_strides, B, H, Lq, D);
+    tsr_attention_desc bad = d;
+    if (kind == DIM_BIG) { /* contiguous tensors of the larger rows, so even a wrong acceptance stays in memory */
+        bad.head_dim = 257 + rpick(r, 100);
+        memset(bad.q_strides, 0, sizeof bad.q_strides), memset(bad.k_strides, 0, sizeof bad.k_strides);
+        memset(bad.v_strides, 0, sizeof bad.v_strides), memset(bad.o_strides, 0, sizeof bad.o_strides);
+        nq = d.q_offset + B * H * Lq * bad.head_dim, nk = d.k_offset + B * H * Lk * bad.head_dim;
+        nv = d.v_offset + B * H * Lk * bad.head_dim, no = d.o_offset + B * H * Lq * bad.head_dim;
+    }
+    bool on_k = rchance(r, 2);
+    size_t o_at = kind == O_ON_Q ? rpick(r, nq) : kind == O_ON_KV ? rpick(r, on_k ? nk : nv) : 0;
+    harr Q, K, V, O;
+    ha_make(r, &Q, kind == O_ON_Q && o_at + no > nq ? o_at + no : nq, false, "q");
+    ha_make(r, &K, kind == O_ON_KV && on_k && o_at + no > nk ? o_at + no : nk, false, "k");
+    ha_make(r, &V, kind == O_ON_KV && !on_k && o_at + no > nv ? o_at + no : nv, false, "v");
+    ha_make(r, &O, no, rchance(r, 2), "o");
+    ha_ready(&Q), ha_ready(&K), ha_ready(&V), ha_ready(&O);
+    const float *q = ha_data(&Q), *k = ha_data(&K), *v = ha_data(&V);
+    float *o = ha_data(&O);
+    tsr_device_group *group = grp->group;
+    const tsr_attention_desc *desc = &bad;
+    cl_mem lse = NULL;
+    tsr_status expected = TSR_ERR_INVALID_ARG;
+    switch (kind) {
+    case BATCH0: bad.batch = 0; break;
+    case HEADS0: bad.heads = 0; break;
+    case QLEN0: bad.q_len = 0; break;
+    case KVLEN0: bad.kv_len = 0, bad.kv_lengths = NULL; break;
+    case DIM0: bad.head_dim = 0; break;
+    case NULL_Q: q = NULL; break;
+    case NULL_K: k = NULL; break;
+    case NULL_V: v = NULL; break;
+    case NULL_O: o = NULL; break;
+    case O_ON_Q: o = ha_data(&Q) + o_at, bad.o_offset = 0; break;
+    case O_ON_KV: o = (on_k ? ha_data(&K) : ha_data(&V)) + o_at, bad.o_offset = 0; break;
+    case O_ROWS: /* every head's rows on the same elements, or rows closer than head_dim */
+        if (B * H > 1) bad.o_strides[0] = 0, bad.o_strides[1] = 0, bad.o_strides[2] = D + rpick(r, 3);
+        else bad.o_strides[0] = bad.o_strides[1] = Lq * D, bad.o_strides[2] = D - 1;
+        break;
+    case KV_LENGTHS: {
+        size_t b = rpick(r, B);
+        kvl[b] = rchance(r, 2) ? -1 - (int)rpick(r, 3) : (int)(Lk + 1 + rpick(r, 3));
+        bad.kv_lengths = kvl;
+        break;
+    }
+    case LSE:
+        lse = th_buffer(dev, B * H * Lq);
+        bad.lse = lse, expected = TSR_ERR_UNSUPPORTED;
+        break;
+    case TYPE16: {
+        tsr_dtype t = rchance(r, 2) ? TSR_F16 : TSR_BF16;
+        switch (rpick(r, 4)) {
+        case 0: bad.q_type = t; break;
+        case 1: bad.k_type = t; break;
+        case 2: bad.v_type = t; break;
+        default: bad.o_type = t; break;
+        }
+        expected = TSR_ERR_UNSUPPORTED;
+        break;
+    }
+    case DIM_BIG: expected = TSR_ERR_UNSUPPORTED; break;
+    case SCALE: bad.scale = rchance(r, 2) ? NAN : rchance(r, 2) ? INFINITY : -INFINITY; break;
+    case NULL_DESC: desc = NULL; break;
+    default: group = NULL; break;
+    }
+    DESC(" -> B=%zu H=%zu Lq=%zu Lk=%zu D=%zu o_strides={%zu,%zu,%zu} scale=%g types %s %s %s %s o at %zu",
+         bad.batch, bad.heads, bad.q_len, bad.kv_len, bad.head_dim, bad.o_strides[0], bad.o_strides[1],
+         bad.o_strides[2], (double)bad.scale, tsr_dtype_str(bad.q_type), tsr_dtype_str(bad.k_type),
+         tsr_dtype_str(bad.v_type), tsr_dtype_str(bad.o_type), o_at);
+    trace();
+    tsr_status st = tsr_attention_multi(group, desc, q, k, v, o);
+    if (st != expected)
+        FAIL("%s: %s (expected %s): %s", kinds[kind], tsr_status_str(st), tsr_status_str(expected), tsr_last_error());
+    if (!*tsr_last_error()) FAIL("%s: refused without a message", kinds[kind]);
+    ha_check_untouched(&Q, "q");
+    ha_check_untouched(&K, "k");
+    ha_check_untouched(&V, "v");
+    ha_check_untouched(&O, "o");
+    if (lse) clReleaseMemObject(lse);
+    ha_free(&Q), ha_free(&K), ha_free(&V), ha_free(&O);
+}
+
+/* Invalid weights and group creations: refused with TSR_ERR_INVALID_ARG and a message; a refused
+ * tsr_group_set_weights keeps the weights in force (a valid GEMM follows and must split by them),
+ * a refused tsr_group_create leaves *group NULL. */
+static void group_setup_invalid(rng *r, group_draw *grp) {
+    enum { ALL_ZERO, NEGATIVE, NOT_A_NUMBER, INFINITE, WEIGHTS_NULL_GROUP, CREATE_COUNT0, CREATE_NULL_MEMBER,
+           CREATE_NULL_DEVICES, CREATE_NULL_OUT, KINDS };
+    static const char *kinds[] = {"every weight 0", "a negative weight", "a NaN weight", "an infinite weight",
+                                  "set_weights on a NULL group", "create with count 0",
+                                  "create with a NULL member", "create with devices NULL", "create with group NULL"};
+    int kind = (int)rpick(r, KINDS);
+    DESC(" [%s]", kinds[kind]);
+    tsr_status st;
+    if (kind <= WEIGHTS_NULL_GROUP) {
+        double w[3];
+        size_t at = rpick(r, grp->count);
+        for (size_t i = 0; i < grp->count; ++i) w[i] = kind == ALL_ZERO ? 0.0 : runi(r, 0.1f, 3.0f);
+        if (kind == NEGATIVE) w[at] = -runi(r, 0.001f, 2.0f);
+        if (kind == NOT_A_NUMBER) w[at] = NAN;
+        if (kind == INFINITE) w[at] = INFINITY;
+        DESC(" weights[%zu] = %g", at, w[at]);
+        trace();
+        st = tsr_group_set_weights(kind == WEIGHTS_NULL_GROUP ? NULL : grp->group, w);
+    } else {
+        tsr_device *members[2] = {dev, dev}; /* one NULL member, or members that are fine */
+        if (kind == CREATE_NULL_MEMBER) members[rpick(r, 2)] = NULL;
+        size_t count = kind == CREATE_COUNT0 ? 0 : 2;
+        tsr_device_group *made = (tsr_device_group *)(uintptr_t)1; /* must come back NULL */
+        trace();
+        st = tsr_group_create(kind == CREATE_NULL_DEVICES ? NULL : members, count,
+                              kind == CREATE_NULL_OUT ? NULL : &made);
+        if (kind != CREATE_NULL_OUT && made) {
+            if (st == TSR_SUCCESS) tsr_group_destroy(made);
+            FAIL("%s: *group is %p after the call, not NULL", kinds[kind], (void *)made);
+        }
+    }
+    if (st != TSR_ERR_INVALID_ARG)
+        FAIL("%s: %s (expected TSR_ERR_INVALID_ARG): %s", kinds[kind], tsr_status_str(st), tsr_last_error());
+    if (!*tsr_last_error()) FAIL("%s: refused without a message", kinds[kind]);
+    if (kind <= INFINITE) { /* the weights in force are still the ones drawn */
+        DESC(" then: ");
+        group_gemm_run(r, grp, rchance(r, 2));
+    }
+}
+
+/* One invalid call an iteration, on a fresh random group: a GEMM, a batched GEMM, an attention, or
+ * the group's own setup calls. */
+static void random_group_invalid(void **state) {
+    (void)state;
+    skip_groups_under_oclgrind();
+    FOR_ITERATIONS_N("random_group_invalid", 4, 24, r) {
+        group_draw grp;
+        cur_desc[0] = 0;
+        group_make(&r, &grp);
+        DESC(": ");
+        switch (rpick(&r, 4)) {
+        case 0: group_gemm_invalid(&r, &grp, false); break;
+        case 1: group_gemm_invalid(&r, &grp, true); break;
+        case 2: group_attention_invalid(&r, &grp); break;
+        default: group_setup_invalid(&r, &grp); break;
+        }
+        tsr_group_destroy(grp.group);
+    }
+}
+
 int main(void) {
     const char *seed = getenv("TSR_TEST_SEED");
     if (!seed || !*seed) { /* a fixed default, so CI runs are reproducible; any seed by hand */
@@ -1371,6 +1999,11 @@ int main(void) {
                                        cmocka_unit_test(random_attention_unfused),
                                        cmocka_unit_test(random_overlapping_subbuffers),
                                        cmocka_unit_test(random_layernorm),
-                                       cmocka_unit_test(random_embedding)};
+                                       cmocka_unit_test(random_embedding),
+                                       cmocka_unit_test(random_gemm_typed),
+                                       cmocka_unit_test(random_group_sgemm),
+                                       cmocka_unit_test(random_group_sgemm_strided_batched),
+                                       cmocka_unit_test(random_group_attention),
+                                       cmocka_unit_test(random_group_invalid)};
     return TH_RUN_GROUP(tests, setup, teardown);
 }

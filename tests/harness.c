@@ -154,6 +154,17 @@ double th_ref_activation(int act, double x) {
     }
 }
 
+uint32_t th_element_bits(tsr_dtype t, const void *a, size_t i) {
+    if (t == TSR_F32) {
+        uint32_t u;
+        memcpy(&u, (const char *)a + 4 * i, 4);
+        return u;
+    }
+    uint16_t h;
+    memcpy(&h, (const char *)a + 2 * i, 2);
+    return h;
+}
+
 bool th_oclgrind_mode(void) {
     const char *m = getenv("TSR_TEST_MODE");
     return m && strcmp(m, "oclgrind") == 0;

@@ -53,6 +53,8 @@ void th_fill_uniform_typed(tsr_dtype dtype, float *x, size_t n, float lo, float 
 cl_mem th_buffer_typed(tsr_device *dev, tsr_dtype dtype, size_t n);
 cl_mem th_buffer_from_typed(tsr_device *dev, tsr_dtype dtype, const float *host, size_t n);
 void th_read_typed(tsr_device *dev, tsr_dtype dtype, cl_mem mem, float *host, size_t n);
+/* Element i of a host array stored as type t, as its bits (16 or 32 of them). */
+uint32_t th_element_bits(tsr_dtype t, const void *a, size_t i);
 /* Floats per CL_DEVICE_MEM_BASE_ADDR_ALIGN (at least 1): sub-buffer origins are multiples of it. */
 size_t th_sub_buffer_align(tsr_device *dev);
 /* A sub-buffer of `floats` floats at float `origin` of `parent`; fails the test on error. */

@@ -218,16 +218,6 @@ static void error_bounds_scale_with_the_reduction(void **state) {
 
 static const tsr_dtype every_type[3] = {TSR_F32, TSR_F16, TSR_BF16};
 
-static uint32_t element_bits(tsr_dtype t, const void *a, size_t i) {
-    if (t == TSR_F32) {
-        uint32_t u;
-        memcpy(&u, (const char *)a + 4 * i, 4);
-        return u;
-    }
-    uint16_t h;
-    memcpy(&h, (const char *)a + 2 * i, 2);
-    return h;
-}
 
 /* Patterns each conversion must keep bit for bit: NaNs signalling and quiet with payloads of both
  * signs, infinities, zeros, subnormals, the largest finite values, the edges of f16's normal and
@@ -308,10 +298,10 @@ static void device_convert(tsr_device *dev, tsr_dtype src_type, const void *src,
             fail_msg("%s: %s -> %s wrote outside dst (byte %zu)", what, tsr_dtype_str(src_type),
                      tsr_dtype_str(dst_type), i);
     for (size_t i = 0; i < n; ++i) {
-        const uint32_t got = element_bits(dst_type, hd, dst_off + i), want = element_bits(dst_type, expect, i);
+        const uint32_t got = th_element_bits(dst_type, hd, dst_off + i), want = th_element_bits(dst_type, expect, i);
         if (got != want)
             fail_msg("%s: %s -> %s, n = %zu, element %zu (source 0x%x): device 0x%x, tsr_convert_host 0x%x", what,
-                     tsr_dtype_str(src_type), tsr_dtype_str(dst_type), n, i, element_bits(src_type, src, i), got, want);
+                     tsr_dtype_str(src_type), tsr_dtype_str(dst_type), n, i, th_element_bits(src_type, src, i), got, want);
     }
     clReleaseMemObject(dsrc), clReleaseMemObject(ddst);
     free(hs), free(hd), free(expect);

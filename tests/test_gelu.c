@@ -345,17 +345,6 @@ static void sub_buffers_overlap_by_memory(void **state) {
 
 static const tsr_dtype all_types[3] = {TSR_F32, TSR_F16, TSR_BF16};
 
-/* Element i of a host array of type t, as its bits (16 or 32 of them). */
-static uint32_t raw_get(tsr_dtype t, const void *a, size_t i) {
-    if (t == TSR_F32) {
-        uint32_t u;
-        memcpy(&u, (const char *)a + 4 * i, 4);
-        return u;
-    }
-    uint16_t h;
-    memcpy(&h, (const char *)a + 2 * i, 2);
-    return h;
-}
 
 static cl_mem raw_buffer(const void *host, size_t bytes) {
     cl_int err;
@@ -454,10 +443,10 @@ static void check_convert(tsr_dtype src_type, const void *src, size_t n, tsr_dty
                          tsr_dtype_str(dst_type), i);
     }
     for (size_t i = 0; i < n; ++i) {
-        const uint32_t got = raw_get(dst_type, hd, dst_off + i), want = raw_get(dst_type, expect, i);
+        const uint32_t got = th_element_bits(dst_type, hd, dst_off + i), want = th_element_bits(dst_type, expect, i);
         if (got != want)
             fail_msg("%s: tsr_convert %s -> %s, element %zu (source bits 0x%x): got 0x%x, tsr_convert_host 0x%x", what,
-                     tsr_dtype_str(src_type), tsr_dtype_str(dst_type), i, raw_get(src_type, src, i), got, want);
+                     tsr_dtype_str(src_type), tsr_dtype_str(dst_type), i, th_element_bits(src_type, src, i), got, want);
     }
     clReleaseMemObject(ds_mem);
     clReleaseMemObject(dd_mem);

@@ -160,13 +160,13 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
         if (dev->resolved[i].op == op && strcmp(dev->resolved[i].problem_class, cls) == 0) {
             *cfg = dev->resolved[i].config;
             if (info) *info = dev->resolved[i].info;
-            goto out;
+            goto done;
         }
     }
     pthread_once(&builtin_once, parse_builtin);
     load_user_db(dev);
     char hash[17];
-    if ((status = tsr_op_source_hash(op, hash)) != TSR_SUCCESS) goto out;
+    TSR_CHECK(status, tsr_op_source_hash(op, hash), done);
     tsr_config_info found;
     memset(&found, 0, sizeof found);
     tsr_strlcpy(found.op, op->name, sizeof found.op);
@@ -202,7 +202,7 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
         struct tsr_resolved *grown = realloc(dev->resolved, capacity * sizeof *grown);
         if (!grown) {
             status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory caching the configuration of %s/%s", op->name, cls);
-            goto out;
+            goto done;
         }
         dev->resolved = grown;
         dev->resolved_capacity = capacity;
@@ -213,7 +213,7 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     r->config = *cfg;
     r->info = found;
     if (info) *info = found;
-out:
+done:
     pthread_mutex_unlock(&dev->lock);
     return status;
 }
@@ -413,11 +413,12 @@ tsr_status tsr_config_set_override(tsr_device *dev, const tsr_op *op, const char
         char what[96];
         snprintf(what, sizeof what, "tsr_config_override(%s)", op->name);
         tsr_config config;
-        if ((st = override_config(dev, op, op->classes[0], NULL, text, what, &config)) != TSR_SUCCESS) return st;
+        TSR_CHECK(st, override_config(dev, op, op->classes[0], NULL, text, what, &config), done);
     }
     pthread_mutex_lock(&dev->lock);
     st = put_override(dev, var, text && *text ? text : NULL, true);
     pthread_mutex_unlock(&dev->lock);
+done:
     return st;
 }
 

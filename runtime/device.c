@@ -327,7 +327,7 @@ static tsr_status finish_open(tsr_device *dev, cl_command_queue queue) {
         clRetainCommandQueue(queue);
     } else {
         dev->queue = clCreateCommandQueue(dev->context, dev->id, CL_QUEUE_PROFILING_ENABLE, &err);
-        TSR_CL_CHECK(err, fail);
+        TSR_CL_CHECK(status, err, fail);
     }
     make_fingerprint(dev);
     /* Recursive: a pipeline that holds a workspace (unfused attention's scores) calls ops
@@ -396,8 +396,8 @@ tsr_status tsr_device_open(const char *selector, tsr_device **device) {
     cl_int err = CL_SUCCESS;
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
     dev->context = clCreateContext(props, 1, &dev->id, NULL, NULL, &err);
-    TSR_CL_CHECK(err, fail);
-    TSR_CHECK(finish_open(dev, NULL), fail);
+    TSR_CL_CHECK(status, err, fail);
+    TSR_CHECK(status, finish_open(dev, NULL), fail);
     *device = dev;
     return TSR_SUCCESS;
 fail:
@@ -414,12 +414,12 @@ tsr_status tsr_device_wrap(cl_context context, cl_device_id device_id, cl_comman
     if (!device_id) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_device_wrap: device_id must not be NULL");
     tsr_status status = TSR_SUCCESS;
     cl_platform_id platform = NULL;
-    TSR_CL_CHECK(clGetDeviceInfo(device_id, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL), out);
+    TSR_CL_CHECK(status, clGetDeviceInfo(device_id, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL), done);
     if (queue) {
         cl_context qctx = NULL;
         cl_device_id qdev = NULL;
-        TSR_CL_CHECK(clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL), out);
-        TSR_CL_CHECK(clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qdev, &qdev, NULL), out);
+        TSR_CL_CHECK(status, clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL), done);
+        TSR_CL_CHECK(status, clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qdev, &qdev, NULL), done);
         if (qctx != context || qdev != device_id)
             return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_device_wrap: queue belongs to another context or device");
     }
@@ -438,7 +438,7 @@ tsr_status tsr_device_wrap(cl_context context, cl_device_id device_id, cl_comman
         return status;
     }
     *device = dev;
-out:
+done:
     return status;
 }
 

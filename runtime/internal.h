@@ -27,21 +27,33 @@ void tsr_clear_diagnostics(void);
 void tsr_clear_error(void);
 const char *tsr_cl_error_name(cl_int err);
 
-/* Check an OpenCL call; on failure record it, set `status` and jump to `label`. */
-#define TSR_CL_CHECK(call, label)                                                 \
-    do {                                                                          \
-        cl_int tsr_cl_err_ = (call);                                              \
-        if (tsr_cl_err_ != CL_SUCCESS) {                                          \
-            status = tsr_fail_cl(tsr_cl_err_, #call, __FILE__, __LINE__);         \
-            goto label;                                                           \
-        }                                                                         \
+/* The one error idiom in runtime/: a function keeps its status in a local it names, checks each
+ * step with TSR_CHECK / TSR_CL_CHECK and cleans up at one label (`done`; `unlock` where a lock is
+ * released before it), then returns the status:
+ *     tsr_status status = TSR_SUCCESS;
+ *     TSR_CHECK(status, step(...), done);
+ *     TSR_CL_CHECK(status, clSomething(...), done);
+ *   done:
+ *     cleanup...;
+ *     return status;
+ * A function's own refusals may `return tsr_fail(...)` directly. tests/check_idioms.py keeps the
+ * older forms out. */
+
+/* Check an OpenCL call; on failure record it in `status_var` and jump to `label`. */
+#define TSR_CL_CHECK(status_var, call, label)                                                                          \
+    do {                                                                                                               \
+        cl_int tsr_cl_err_ = (call);                                                                                   \
+        if (tsr_cl_err_ != CL_SUCCESS) {                                                                               \
+            (status_var) = tsr_fail_cl(tsr_cl_err_, #call, __FILE__, __LINE__);                                        \
+            goto label;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
-/* Check a tessera status; on failure keep it and jump to `label`. */
-#define TSR_CHECK(expr, label)                                                    \
-    do {                                                                          \
-        status = (expr);                                                          \
-        if (status != TSR_SUCCESS) goto label;                                    \
+/* Check a tessera status; on failure keep it in `status_var` and jump to `label`. */
+#define TSR_CHECK(status_var, expr, label)                                                                             \
+    do {                                                                                                               \
+        (status_var) = (expr);                                                                                         \
+        if ((status_var) != TSR_SUCCESS) goto label;                                                                   \
     } while (0)
 
 /* ---- storage types (dtype.c; the device side is cl/dtype.cl) ---- */

@@ -27,12 +27,6 @@
 #define TILES_PER_DEVICE 6
 #define MAX_RATE_KEYS 64
 
-#define RETURN_IF_FAILED(expr)                                                                                         \
-    do {                                                                                                               \
-        tsr_status failed_ = (expr);                                                                                   \
-        if (failed_ != TSR_SUCCESS) return failed_;                                                                    \
-    } while (0)
-
 typedef struct member {
     tsr_device *device;
     cl_command_queue upload, compute, download;
@@ -128,28 +122,32 @@ static tsr_status copy_rows(cl_command_queue q, bool to_device, cl_mem buf, size
     cl_uint nwait = wait ? 1 : 0;
     const cl_event *wait_list = wait ? &wait : NULL;
     if (!rows || !row_floats) { /* nothing to move; still hand back an event that follows `wait` */
-        if (done) TSR_CL_CHECK(clEnqueueMarkerWithWaitList(q, nwait, wait_list, done), out);
+        if (done) TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(q, nwait, wait_list, done), done);
         return TSR_SUCCESS;
     }
     if ((host_ld == row_floats && buf_ld == row_floats) || rows == 1) {
         size_t bytes = rows * row_floats * sizeof(float), offset = buf_offset * sizeof(float);
         if (to_device)
-            TSR_CL_CHECK(clEnqueueWriteBuffer(q, buf, CL_FALSE, offset, bytes, host, nwait, wait_list, done), out);
+            TSR_CL_CHECK(status, clEnqueueWriteBuffer(q, buf, CL_FALSE, offset, bytes, host, nwait, wait_list, done),
+                         done);
         else
-            TSR_CL_CHECK(clEnqueueReadBuffer(q, buf, CL_FALSE, offset, bytes, host, nwait, wait_list, done), out);
+            TSR_CL_CHECK(status, clEnqueueReadBuffer(q, buf, CL_FALSE, offset, bytes, host, nwait, wait_list, done),
+                         done);
         return TSR_SUCCESS;
     }
     const size_t buf_origin[3] = {buf_offset * sizeof(float), 0, 0}, host_origin[3] = {0, 0, 0};
     const size_t region[3] = {row_floats * sizeof(float), rows, 1};
     if (to_device)
-        TSR_CL_CHECK(clEnqueueWriteBufferRect(q, buf, CL_FALSE, buf_origin, host_origin, region, buf_ld * sizeof(float),
+        TSR_CL_CHECK(status,
+                     clEnqueueWriteBufferRect(q, buf, CL_FALSE, buf_origin, host_origin, region, buf_ld * sizeof(float),
                                               0, host_ld * sizeof(float), 0, host, nwait, wait_list, done),
-                     out);
+                     done);
     else
-        TSR_CL_CHECK(clEnqueueReadBufferRect(q, buf, CL_FALSE, buf_origin, host_origin, region, buf_ld * sizeof(float),
+        TSR_CL_CHECK(status,
+                     clEnqueueReadBufferRect(q, buf, CL_FALSE, buf_origin, host_origin, region, buf_ld * sizeof(float),
                                              0, host_ld * sizeof(float), 0, host, nwait, wait_list, done),
-                     out);
-out:
+                     done);
+done:
     return status;
 }
 
@@ -196,20 +194,22 @@ static tsr_status gemm_enqueue(const job *j, member *m, int slot, size_t first, 
             status = write_rect(m->upload, a, 0, p->a + first, p->k, count, p->lda, count);
         else
             status = write_rect(m->upload, a, 0, p->a + first * p->lda, count, p->k, p->lda, p->k);
-        if (status != TSR_SUCCESS) goto out;
+        if (status != TSR_SUCCESS) goto done;
     }
-    if (p->beta != 0.0f && (status = write_rect(m->upload, c, 0, p->c + first * p->ldc, count, p->n, p->ldc, p->n)))
-        goto out;
-    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), out);
-    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), out);
-    TSR_CHECK(tsr_sgemm(m->device, TSR_ROW_MAJOR, p->trans_a ? TSR_TRANS : TSR_NO_TRANS,
+    if (p->beta != 0.0f)
+        TSR_CHECK(status, write_rect(m->upload, c, 0, p->c + first * p->ldc, count, p->n, p->ldc, p->n), done);
+    TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), done);
+    TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), done);
+    TSR_CHECK(status,
+              tsr_sgemm(m->device, TSR_ROW_MAJOR, p->trans_a ? TSR_TRANS : TSR_NO_TRANS,
                         p->trans_b ? TSR_TRANS : TSR_NO_TRANS, count, p->n, p->k, p->alpha, a, 0, a_ld, m->shared[0], 0,
                         b_ld, p->beta, c, 0, p->n, m->compute, &computed),
-              out);
+              done);
     *writing = true;
-    TSR_CHECK(copy_rows(m->download, false, c, 0, p->c + first * p->ldc, count, p->n, p->ldc, p->n, computed, done),
-              out);
-out:
+    TSR_CHECK(status,
+              copy_rows(m->download, false, c, 0, p->c + first * p->ldc, count, p->n, p->ldc, p->n, computed, done),
+              done);
+done:
     if (uploaded) clReleaseEvent(uploaded);
     if (computed) clReleaseEvent(computed);
     return status;
@@ -258,13 +258,15 @@ static tsr_status batched_prepare(const job *j, member *m) {
     batched_spans(p, &a_span, &b_span);
     if (!p->a_stride && a_span)
         TSR_CL_CHECK(
+            status,
             clEnqueueWriteBuffer(m->upload, m->shared[0], CL_FALSE, 0, a_span * sizeof(float), p->a, 0, NULL, NULL),
-            out);
+            done);
     if (!p->b_stride && b_span)
         TSR_CL_CHECK(
+            status,
             clEnqueueWriteBuffer(m->upload, m->shared[1], CL_FALSE, 0, b_span * sizeof(float), p->b, 0, NULL, NULL),
-            out);
-out:
+            done);
+done:
     return status;
 }
 
@@ -279,35 +281,40 @@ static tsr_status batched_enqueue(const job *j, member *m, int slot, size_t firs
     cl_mem b = p->b_stride ? m->buf[slot][1] : m->shared[1];
     cl_mem c = m->buf[slot][2];
     if (p->a_stride && a_span)
-        TSR_CL_CHECK(clEnqueueWriteBuffer(m->upload, a, CL_FALSE, 0,
+        TSR_CL_CHECK(status,
+                     clEnqueueWriteBuffer(m->upload, a, CL_FALSE, 0,
                                           batch_floats(count, p->a_stride, a_span) * sizeof(float),
                                           p->a + first * p->a_stride, 0, NULL, NULL),
-                     out);
+                     done);
     if (p->b_stride && b_span)
-        TSR_CL_CHECK(clEnqueueWriteBuffer(m->upload, b, CL_FALSE, 0,
+        TSR_CL_CHECK(status,
+                     clEnqueueWriteBuffer(m->upload, b, CL_FALSE, 0,
                                           batch_floats(count, p->b_stride, b_span) * sizeof(float),
                                           p->b + first * p->b_stride, 0, NULL, NULL),
-                     out);
+                     done);
     if (p->beta != 0.0f)
         for (size_t e = 0; e < count; e++)
             TSR_CHECK(
+                status,
                 write_rect(m->upload, c, e * p->m * p->n, p->c + (first + e) * p->c_stride, p->m, p->n, p->ldc, p->n),
-                out);
-    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), out);
-    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), out);
-    TSR_CHECK(tsr_sgemm_strided_batched(m->device, TSR_ROW_MAJOR, p->trans_a ? TSR_TRANS : TSR_NO_TRANS,
-                                        p->trans_b ? TSR_TRANS : TSR_NO_TRANS, p->m, p->n, p->k, p->alpha, a, 0,
-                                        p->lda, p->a_stride, b, 0, p->ldb, p->b_stride,
-                                        p->beta, c, 0, p->n, p->m * p->n, count, m->compute, &computed),
-              out);
-    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->download, 1, &computed, NULL), out);
+                done);
+    TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), done);
+    TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), done);
+    TSR_CHECK(status,
+              tsr_sgemm_strided_batched(m->device, TSR_ROW_MAJOR, p->trans_a ? TSR_TRANS : TSR_NO_TRANS,
+                                        p->trans_b ? TSR_TRANS : TSR_NO_TRANS, p->m, p->n, p->k, p->alpha, a, 0, p->lda,
+                                        p->a_stride, b, 0, p->ldb, p->b_stride, p->beta, c, 0, p->n, p->m * p->n, count,
+                                        m->compute, &computed),
+              done);
+    TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(m->download, 1, &computed, NULL), done);
     *writing = true;
     for (size_t e = 0; e < count; e++)
-        TSR_CHECK(copy_rows(m->download, false, c, e * p->m * p->n, p->c + (first + e) * p->c_stride, p->m, p->n,
+        TSR_CHECK(status,
+                  copy_rows(m->download, false, c, e * p->m * p->n, p->c + (first + e) * p->c_stride, p->m, p->n,
                             p->ldc, p->n, NULL, NULL),
-                  out);
-    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->download, 0, NULL, done), out);
-out:
+                  done);
+    TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(m->download, 0, NULL, done), done);
+done:
     if (uploaded) clReleaseEvent(uploaded);
     if (computed) clReleaseEvent(computed);
     return status;
@@ -334,21 +341,24 @@ static tsr_status attention_enqueue(const job *j, member *m, int slot, size_t fi
     cl_mem in = m->buf[slot][0], o = m->buf[slot][2];
     for (size_t i = 0; i < count; i++) { /* pack the tile's heads as [count, rows, head_dim] */
         size_t h = h0 + i;
-        TSR_CHECK(write_rect(m->upload, in, i * d->q_len * dim,
+        TSR_CHECK(status,
+                  write_rect(m->upload, in, i * d->q_len * dim,
                              p->q + d->q_offset + b * d->q_strides[0] + h * d->q_strides[1], d->q_len, dim,
                              d->q_strides[2], dim),
-                  out);
-        TSR_CHECK(write_rect(m->upload, in, k_base + i * d->kv_len * dim,
+                  done);
+        TSR_CHECK(status,
+                  write_rect(m->upload, in, k_base + i * d->kv_len * dim,
                              p->k + d->k_offset + b * d->k_strides[0] + h * d->k_strides[1], d->kv_len, dim,
                              d->k_strides[2], dim),
-                  out);
-        TSR_CHECK(write_rect(m->upload, in, v_base + i * d->kv_len * dim,
+                  done);
+        TSR_CHECK(status,
+                  write_rect(m->upload, in, v_base + i * d->kv_len * dim,
                              p->v + d->v_offset + b * d->v_strides[0] + h * d->v_strides[1], d->kv_len, dim,
                              d->v_strides[2], dim),
-                  out);
+                  done);
     }
-    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), out);
-    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), out);
+    TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), done);
+    TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), done);
     tsr_attention_desc tile = {.batch = 1,
                                .heads = count,
                                .q_len = d->q_len,
@@ -359,16 +369,17 @@ static tsr_status attention_enqueue(const job *j, member *m, int slot, size_t fi
                                .scale = d->scale,
                                .causal = d->causal,
                                .kv_lengths = d->kv_lengths ? d->kv_lengths + b : NULL};
-    TSR_CHECK(tsr_attention(m->device, &tile, in, in, in, o, m->compute, &computed), out);
-    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->download, 1, &computed, NULL), out);
+    TSR_CHECK(status, tsr_attention(m->device, &tile, in, in, in, o, m->compute, &computed), done);
+    TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(m->download, 1, &computed, NULL), done);
     *writing = true;
     for (size_t i = 0; i < count; i++)
-        TSR_CHECK(copy_rows(m->download, false, o, i * d->q_len * dim,
+        TSR_CHECK(status,
+                  copy_rows(m->download, false, o, i * d->q_len * dim,
                             p->o + d->o_offset + b * d->o_strides[0] + (h0 + i) * d->o_strides[1], d->q_len, dim,
                             d->o_strides[2], dim, NULL, NULL),
-                  out);
-    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->download, 0, NULL, done), out);
-out:
+                  done);
+    TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(m->download, 0, NULL, done), done);
+done:
     if (uploaded) clReleaseEvent(uploaded);
     if (computed) clReleaseEvent(computed);
     return status;
@@ -393,37 +404,37 @@ typedef struct schedule {
 static bool schedule_next(schedule *s, size_t d, bool may_steal, size_t *first, size_t *count) {
     bool got = false;
     pthread_mutex_lock(&s->lock);
-    if (s->stop || s->rate[d] <= 0) goto out;
+    if (s->stop || s->rate[d] <= 0) goto done;
     if (s->lo[d] < s->hi[d]) {
         size_t f = s->lo[d], c = min_size(s->chunk[d], s->hi[d] - f);
         if (s->boundary) c = min_size(c, s->boundary - f % s->boundary);
         s->lo[d] += c;
         *first = f, *count = c, got = true;
-        goto out;
+        goto done;
     }
-    if (!may_steal) goto out;
+    if (!may_steal) goto done;
     size_t victim = s->count;
     double longest = 0;
     for (size_t v = 0; v < s->count; v++) {
         double left = s->rate[v] > 0 ? (double)(s->hi[v] - s->lo[v]) / s->rate[v] : 0;
         if (left > longest) longest = left, victim = v;
     }
-    if (victim == s->count) goto out;
+    if (victim == s->count) goto done;
     /* take the part that makes both finish together: x / rate[d] = (left - x) / rate[victim] */
     size_t left = s->hi[victim] - s->lo[victim];
     size_t take = (size_t)((double)left * s->rate[d] / (s->rate[d] + s->rate[victim]));
     if (take > s->chunk[d]) take = s->chunk[d];
     if (s->align > 1 && take > s->align) take = take / s->align * s->align;
-    if (!take) goto out;
+    if (!take) goto done;
     size_t end = s->hi[victim], f = end - take;
     if (s->boundary) {
         size_t start_of_entry = (end - 1) / s->boundary * s->boundary;
         if (f < start_of_entry) f = start_of_entry;
     }
-    if ((double)(end - f) / s->rate[d] >= longest) goto out; /* its owner finishes sooner */
+    if ((double)(end - f) / s->rate[d] >= longest) goto done; /* its owner finishes sooner */
     s->hi[victim] = f;
     *first = f, *count = end - f, got = true;
-out:
+done:
     pthread_mutex_unlock(&s->lock);
     return got;
 }
@@ -545,10 +556,12 @@ static void *worker_main(void *arg) {
         }
         if (!began) {
             began = true, start = tsr_now_s();
-            if (j->prepare && (status = j->prepare(j, m)) != TSR_SUCCESS) break;
+            if (j->prepare) status = j->prepare(j, m);
+            if (status != TSR_SUCCESS) break;
         }
         size_t bytes[ROLES];
-        if ((status = j->sizes(j, count, bytes)) != TSR_SUCCESS) break;
+        status = j->sizes(j, count, bytes);
+        if (status != TSR_SUCCESS) break;
         for (int r = 0; r < ROLES && status == TSR_SUCCESS; r++)
             status = ensure_buffer(m, &m->buf[slot][r], &m->buf_bytes[slot][r], bytes[r]);
         if (status == TSR_SUCCESS && w->tiles == w->fail_at_tile)
@@ -733,7 +746,7 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
     pthread_t *threads = calloc(n, sizeof(pthread_t));
     if (!weights || !lo || !hi || !chunk || !workers || !threads) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory for a %zu-device split", j->op, n);
-        goto out;
+        goto done;
     }
     choose_weights(g, rate_key, tuned, weights);
     double total = 0;
@@ -745,7 +758,7 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
     }
     if (!active) {
         status = tsr_fail(TSR_ERR_INVALID_ARG, "%s: every device of the group has weight 0", j->op);
-        goto out;
+        goto done;
     }
     /* contiguous shares in proportion to the weights; tiles cut each share into a few pieces. A
      * device of weight 0 gets an empty share (and never takes work: schedule_next), so the last
@@ -784,7 +797,7 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
         uint64_t max_alloc = tsr_device_get_info(g->members[d].device)->max_alloc_bytes;
         for (;;) {
             size_t bytes[ROLES];
-            if ((status = j->sizes(j, chunk[d], bytes)) != TSR_SUCCESS) goto out;
+            TSR_CHECK(status, j->sizes(j, chunk[d], bytes), done);
             bool fits = !max_alloc || (bytes[0] <= max_alloc && bytes[1] <= max_alloc && bytes[2] <= max_alloc);
             if (fits) break;
             if (chunk[d] == 1) {
@@ -792,25 +805,27 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
                     tsr_fail(TSR_ERR_OUT_OF_MEMORY,
                              "%s: device %zu (%s): one unit's tile needs more than its largest allocation (%llu bytes)",
                              j->op, d, tsr_device_get_info(g->members[d].device)->name, (unsigned long long)max_alloc);
-                goto out;
+                goto done;
             }
             chunk[d] = (chunk[d] + 1) / 2;
         }
-        if (j->reserve && (status = j->reserve(j, &g->members[d])) != TSR_SUCCESS) {
+        status = j->reserve ? j->reserve(j, &g->members[d]) : TSR_SUCCESS;
+        if (status != TSR_SUCCESS) {
             char why[512]; /* tsr_fail rewrites the buffer tsr_last_error points into */
             snprintf(why, sizeof why, "%s", tsr_last_error());
             status = tsr_fail(status, "%s: device %zu (%s): %s", j->op, d,
                               tsr_device_get_info(g->members[d].device)->name, why);
-            goto out;
+            goto done;
         }
     }
     schedule s = {
         .count = n, .chunk = chunk, .boundary = j->boundary, .align = j->align, .lo = lo, .hi = hi, .rate = weights};
     pthread_mutex_init(&s.lock, NULL);
     size_t started = 0, fail_device = SIZE_MAX, fail_tile = SIZE_MAX;
-    if ((status = test_failure_hook(j->op, n, &fail_device, &fail_tile)) != TSR_SUCCESS) {
+    status = test_failure_hook(j->op, n, &fail_device, &fail_tile);
+    if (status != TSR_SUCCESS) {
         pthread_mutex_destroy(&s.lock);
-        goto out;
+        goto done;
     }
     for (size_t d = 0; d < n; d++) {
         workers[d] = (worker){.group = g, .index = d, .job = j, .schedule = &s, .fail_at_tile = SIZE_MAX};
@@ -846,7 +861,7 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
                           "%s: out of host memory recording the tiles (%s was computed in full; the call's statistics "
                           "are lost)",
                           j->op, j->output);
-    if (status != TSR_SUCCESS) goto out;
+    if (status != TSR_SUCCESS) goto done;
     learned_rates *l = learned_for(g, rate_key, true);
     for (size_t d = 0; d < n; d++) {
         tsr_group_device_stats *st = &g->stats[d];
@@ -857,7 +872,7 @@ static tsr_status run_job(tsr_device_group *g, job *j, const char *rate_key, con
         if (l && st->gflops > 0 && !workers[d].compiled) /* smoothed: one noisy call moves it halfway */
             l->gflops[d] = l->gflops[d] > 0 ? 0.5 * (l->gflops[d] + st->gflops) : st->gflops;
     }
-out:
+done:
     g->seconds = tsr_now_s() - t0;
     if (status != TSR_SUCCESS) { /* a failed call reports the tiles it wrote in full, and nothing else */
         memset(g->stats, 0, n * sizeof *g->stats);
@@ -943,11 +958,11 @@ tsr_status tsr_group_create(tsr_device *const *devices, size_t count, tsr_device
                 *queues[q] = NULL;
                 status = tsr_fail_cl(err, "clCreateCommandQueue (a group's transfer and compute queues)", __FILE__,
                                      __LINE__);
-                goto out;
+                goto done;
             }
         }
     }
-out:
+done:
     if (status != TSR_SUCCESS) {
         tsr_group_destroy(g);
         return status;
@@ -1120,12 +1135,15 @@ tsr_status tsr_sgemm_multi(tsr_device_group *group, tsr_layout layout, tsr_trans
     tsr_clear_diagnostics();
     const char *fn = "tsr_sgemm_multi";
     if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: group is NULL", fn);
-    RETURN_IF_FAILED(check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, c, ldc, 0, 1));
+    tsr_status status = TSR_SUCCESS;
+    TSR_CHECK(status, check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, c, ldc, 0, 1),
+              done);
     pthread_mutex_lock(&group->call_lock);
-    tsr_status status =
+    status =
         gemm_multi(group, fn, false, layout == TSR_COL_MAJOR,
                    row_major_view(layout, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1));
     pthread_mutex_unlock(&group->call_lock);
+done:
     return status;
 }
 
@@ -1137,13 +1155,17 @@ tsr_status tsr_sgemm_strided_batched_multi(tsr_device_group *group, tsr_layout l
     tsr_clear_diagnostics();
     const char *fn = "tsr_sgemm_strided_batched_multi";
     if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: group is NULL", fn);
-    RETURN_IF_FAILED(check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb, b_stride, c, ldc,
-                                c_stride, batch_count));
+    tsr_status status = TSR_SUCCESS;
+    TSR_CHECK(status,
+              check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb, b_stride, c, ldc,
+                         c_stride, batch_count),
+              done);
     pthread_mutex_lock(&group->call_lock);
-    tsr_status status = gemm_multi(group, fn, true, layout == TSR_COL_MAJOR,
-                                   row_major_view(layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb,
-                                                  b_stride, beta, c, ldc, c_stride, batch_count));
+    status = gemm_multi(group, fn, true, layout == TSR_COL_MAJOR,
+                        row_major_view(layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb, b_stride,
+                                       beta, c, ldc, c_stride, batch_count));
     pthread_mutex_unlock(&group->call_lock);
+done:
     return status;
 }
 
@@ -1198,14 +1220,23 @@ tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc
                 return tsr_fail(TSR_ERR_INVALID_ARG, "%s: kv_lengths[%zu] = %d (0..%zu)", fn, b, d->kv_lengths[b],
                                 d->kv_len);
     size_t q_span, k_span = 0, v_span = 0, o_span;
-    RETURN_IF_FAILED(
-        attention_tensor(fn, "O", o, d->q_len, d->heads, d->head_dim, d->batch, d->o_offset, d->o_strides, &o_span));
-    RETURN_IF_FAILED(
-        attention_tensor(fn, "Q", q, d->q_len, d->heads, d->head_dim, d->batch, d->q_offset, d->q_strides, &q_span));
-    RETURN_IF_FAILED(
-        attention_tensor(fn, "K", k, d->kv_len, d->heads, d->head_dim, d->batch, d->k_offset, d->k_strides, &k_span));
-    RETURN_IF_FAILED(
-        attention_tensor(fn, "V", v, d->kv_len, d->heads, d->head_dim, d->batch, d->v_offset, d->v_strides, &v_span));
+    tsr_status status = TSR_SUCCESS;
+    TSR_CHECK(
+        status,
+        attention_tensor(fn, "O", o, d->q_len, d->heads, d->head_dim, d->batch, d->o_offset, d->o_strides, &o_span),
+        done);
+    TSR_CHECK(
+        status,
+        attention_tensor(fn, "Q", q, d->q_len, d->heads, d->head_dim, d->batch, d->q_offset, d->q_strides, &q_span),
+        done);
+    TSR_CHECK(
+        status,
+        attention_tensor(fn, "K", k, d->kv_len, d->heads, d->head_dim, d->batch, d->k_offset, d->k_strides, &k_span),
+        done);
+    TSR_CHECK(
+        status,
+        attention_tensor(fn, "V", v, d->kv_len, d->heads, d->head_dim, d->batch, d->v_offset, d->v_strides, &v_span),
+        done);
     if (!tsr_rows_disjoint(d->o_strides, (const size_t[]){d->batch, d->heads, d->q_len}, d->head_dim))
         return tsr_fail(TSR_ERR_INVALID_ARG, "%s: O's strides {%zu, %zu, %zu} make output rows overlap", fn,
                         d->o_strides[0], d->o_strides[1], d->o_strides[2]);
@@ -1233,7 +1264,8 @@ tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc
         bucket++;
     snprintf(key, sizeof key, "attention d%zu kv2^%u%s", d->head_dim, bucket, d->causal ? " causal" : "");
     pthread_mutex_lock(&group->call_lock);
-    tsr_status status = run_job(group, &j, key, NULL);
+    status = run_job(group, &j, key, NULL);
     pthread_mutex_unlock(&group->call_lock);
+done:
     return status;
 }

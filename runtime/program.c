@@ -103,7 +103,8 @@ tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, 
         char *inc = NULL;
         size_t inc_length = 0;
         snprintf(path, sizeof path, "%s/%.*s", dir, (int)(quote - file), file);
-        if ((st = tsr_read_file(path, &inc, &inc_length)) != TSR_SUCCESS) {
+        st = tsr_read_file(path, &inc, &inc_length);
+        if (st != TSR_SUCCESS) {
             char why[512];
             tsr_strlcpy(why, tsr_last_error(), sizeof why);
             st = tsr_fail(st, "%s/%s.cl includes \"%.*s\", which is unusable: %s", dir, name, (int)(quote - file), file,
@@ -460,14 +461,14 @@ static tsr_status program_binary(cl_program program, unsigned char **binary, siz
     tsr_status status = TSR_SUCCESS;
     size_t size = 0;
     *binary = NULL;
-    TSR_CL_CHECK(clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL), out);
+    TSR_CL_CHECK(status, clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL), done);
     if (size == 0) return tsr_fail(TSR_ERR_UNSUPPORTED, "the driver returned an empty program binary");
     *binary = malloc(size);
     if (!*binary) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-    TSR_CL_CHECK(clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof *binary, binary, NULL), out);
+    TSR_CL_CHECK(status, clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof *binary, binary, NULL), done);
     *length = size;
     return TSR_SUCCESS;
-out:
+done:
     free(*binary);
     *binary = NULL;
     return status;
@@ -482,15 +483,15 @@ static tsr_status program_kernel_names(cl_program program, char **out) {
     char *raw = NULL, *sorted = NULL;
     char **names = NULL;
     *out = NULL;
-    TSR_CL_CHECK(clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &size), out);
+    TSR_CL_CHECK(status, clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &size), done);
     raw = calloc(size + 1, 1);
     sorted = calloc(size + 1, 1);
     names = calloc(size / 2 + 2, sizeof *names);
     if (!raw || !sorted || !names) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
+        goto done;
     }
-    TSR_CL_CHECK(clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, size, raw, NULL), out);
+    TSR_CL_CHECK(status, clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, size, raw, NULL), done);
     size_t n = 0;
     for (char *save = NULL, *t = strtok_r(raw, ";", &save); t; t = strtok_r(NULL, ";", &save)) names[n++] = t;
     qsort(names, n, sizeof *names, compare_strings);
@@ -500,7 +501,7 @@ static tsr_status program_kernel_names(cl_program program, char **out) {
     }
     *out = sorted;
     sorted = NULL;
-out:
+done:
     free(raw);
     free(sorted);
     free(names);
@@ -551,9 +552,9 @@ static tsr_status build_from_binary(tsr_device *dev, const unsigned char *bin, s
     char opts[2048];
     compiler_options(dev, options, opts, sizeof opts);
     cl_program p = clCreateProgramWithBinary(dev->context, 1, &dev->id, &length, &bin, &bin_status, &err);
-    TSR_CL_CHECK(err, fail);
-    TSR_CL_CHECK(bin_status, fail);
-    TSR_CL_CHECK(clBuildProgram(p, 1, &dev->id, opts, NULL, NULL), fail);
+    TSR_CL_CHECK(status, err, fail);
+    TSR_CL_CHECK(status, bin_status, fail);
+    TSR_CL_CHECK(status, clBuildProgram(p, 1, &dev->id, opts, NULL, NULL), fail);
     *out = p;
     return TSR_SUCCESS;
 fail:
@@ -568,7 +569,7 @@ static tsr_status build_from_source(tsr_device *dev, const char *label, const ch
     char opts[2048];
     compiler_options(dev, options, opts, sizeof opts);
     cl_program p = clCreateProgramWithSource(dev->context, 1, &text, &length, &err);
-    TSR_CL_CHECK(err, fail);
+    TSR_CL_CHECK(status, err, fail);
     err = clBuildProgram(p, 1, &dev->id, opts, NULL, NULL);
     if (err != CL_SUCCESS) {
         status = tsr_fail(TSR_ERR_BUILD,
@@ -640,7 +641,7 @@ static tsr_status load_from_dir(tsr_device *dev, const char *dir, const char *ke
             char why[512];
             tsr_strlcpy(why, tsr_last_error(), sizeof why);
             st = tsr_fail(TSR_ERR_CORRUPT, "%s: the driver rejected the binary: %s", path, why);
-        } else if ((st = check_kernels(p, names)) != TSR_SUCCESS) {
+        } else if (check_kernels(p, names) != TSR_SUCCESS) { /* st becomes the refusal below */
             char why[512];
             tsr_strlcpy(why, tsr_last_error(), sizeof why);
             st = tsr_fail(TSR_ERR_CORRUPT, "%s: the binary loads but %s", path, why);
@@ -934,7 +935,8 @@ tsr_status tsr_get_kernel(tsr_device *dev, const char *source_name, const char *
         bool rebuild = false;
         status = drop_binary(dev, program, source_name, options, kernel_name, strlen(kernel_name), err, &rebuild);
         if (status != TSR_SUCCESS) return status;
-        if (rebuild && (status = rebuild_program(dev, source_name, options, &program)) != TSR_SUCCESS) return status;
+        if (rebuild) status = rebuild_program(dev, source_name, options, &program);
+        if (status != TSR_SUCCESS) return status;
         if (rebuild) *kernel = clCreateKernel(program, kernel_name, &err);
     }
     if (err != CL_SUCCESS) {
@@ -956,23 +958,23 @@ tsr_status tsr_program_write_binary(tsr_device *dev, const char *source_name, co
     char *key_text = NULL;
     char *names = NULL;
     tsr_status st = tsr_load_kernel_source(source_name, &owned, &text, &length);
-    if (st != TSR_SUCCESS) goto out;
+    if (st != TSR_SUCCESS) goto done;
     st = tsr_program_from_text(dev, source_name, text, length, options, &program);
-    if (st != TSR_SUCCESS) goto out;
+    if (st != TSR_SUCCESS) goto done;
     st = program_binary(program, &bin, &bin_length);
-    if (st != TSR_SUCCESS) goto out;
+    if (st != TSR_SUCCESS) goto done;
     st = program_kernel_names(program, &names);
-    if (st != TSR_SUCCESS) goto out;
+    if (st != TSR_SUCCESS) goto done;
     key_text = make_key_text(dev, source_name, text, length, options);
     if (!key_text) {
         st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
+        goto done;
     }
     char name[64], path[TSR_PATH_MAX + 64];
     entry_file_name(key_text, name, sizeof name);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     st = write_entry(path, key_text, names, bin, bin_length);
-out:
+done:
     free(names);
     free(key_text);
     free(bin);

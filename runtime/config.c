@@ -166,7 +166,7 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     pthread_once(&builtin_once, parse_builtin);
     load_user_db(dev);
     char hash[17];
-    TSR_CHECK(status, tsr_op_source_hash(op, hash), done);
+    TSR_CHECK(status, tsr_op_source_hash_in(dev->kernel_dir, op, hash), done);
     tsr_config_info found;
     memset(&found, 0, sizeof found);
     tsr_strlcpy(found.op, op->name, sizeof found.op);
@@ -176,9 +176,8 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     char base_buf[32];
     const char *classes[4];
     int nclasses = class_chain(op, cls, base_buf, classes);
-    /* TSR_BUILTIN_TUNING=off: ignore the tuned entries shipped in the library. */
-    const char *builtin_env = getenv("TSR_BUILTIN_TUNING");
-    const cJSON *builtin = (builtin_env && strcmp(builtin_env, "off") == 0) ? NULL : builtin_db;
+    /* TSR_BUILTIN_TUNING=off (read at device open): ignore the tuned entries shipped in the library. */
+    const cJSON *builtin = dev->builtin_tuning ? builtin_db : NULL;
     bool done = false;
     for (int c = 0; c < nclasses && !done; ++c)
         done = try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||

@@ -337,14 +337,22 @@ static tsr_status finish_open(tsr_device *dev, cl_command_queue queue) {
                      pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) == 0 &&
                      pthread_mutex_init(&dev->lock, &attr) == 0;
     pthread_mutexattr_destroy(&attr);
+    if (locked_ok && pthread_mutex_init(&dev->program_lock, NULL) != 0) {
+        pthread_mutex_destroy(&dev->lock);
+        locked_ok = false;
+    }
     if (!locked_ok) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "cannot create a mutex");
         goto fail;
     }
-    /* The configuration overrides in the environment are read here, once per device. */
+    /* The configuration overrides in the environment are read here, once per device, and so is
+     * TSR_BUILTIN_TUNING (tsr_cache_init reads the cache's and the kernel sources' variables). */
+    const char *builtin = getenv("TSR_BUILTIN_TUNING");
+    dev->builtin_tuning = !(builtin && strcmp(builtin, "off") == 0);
     status = tsr_config_device_init(dev);
     if (status != TSR_SUCCESS) {
         tsr_config_device_release(dev);
+        pthread_mutex_destroy(&dev->program_lock);
         pthread_mutex_destroy(&dev->lock);
         goto fail;
     }
@@ -448,6 +456,7 @@ void tsr_device_close(tsr_device *device) {
     tsr_workspace_release(device);
     tsr_config_device_release(device);
     tsr_cache_release(device);
+    pthread_mutex_destroy(&device->program_lock);
     pthread_mutex_destroy(&device->lock);
     free_device(device);
 }

@@ -515,9 +515,9 @@ static cl_int wait_tile(worker *w, cl_event *done, size_t *tile) {
 
 /* Programs the device built or loaded so far: a call that compiled is no measure of its rate. */
 static uint64_t programs_made(tsr_device *dev) {
-    pthread_mutex_lock(&dev->lock);
+    pthread_mutex_lock(&dev->program_lock);
     uint64_t made = dev->builds + dev->disk_hits + dev->binary_loads;
-    pthread_mutex_unlock(&dev->lock);
+    pthread_mutex_unlock(&dev->program_lock);
     return made;
 }
 

@@ -35,21 +35,29 @@ tsr_status tsr_tuning_db_path(char *path, size_t size) {
     return TSR_SUCCESS;
 }
 
-tsr_status tsr_source_hash(const char *source_name, char out[17]) {
+static tsr_status source_hash_in(const char *kernel_dir, const char *source_name, char out[17]) {
     /* The source that will actually be built: with TSR_KERNEL_DIR set, its file or an error (a
      * hash of the embedded copy would let entries tuned for it pass as current). */
     char *owned = NULL;
     const char *text = NULL;
     size_t length = 0;
-    tsr_status st = tsr_load_kernel_source(source_name, &owned, &text, &length);
+    tsr_status st = tsr_load_kernel_source(kernel_dir, source_name, &owned, &text, &length);
     if (st != TSR_SUCCESS) return st;
     snprintf(out, 17, "%016llx", (unsigned long long)XXH3_64bits(text, length));
     free(owned);
     return TSR_SUCCESS;
 }
 
+tsr_status tsr_source_hash(const char *source_name, char out[17]) {
+    return source_hash_in(tsr_env_kernel_dir(), source_name, out);
+}
+
 tsr_status tsr_op_source_hash(const tsr_op *op, char out[17]) {
-    if (!op->more_sources) return tsr_source_hash(op->source_name, out);
+    return tsr_op_source_hash_in(tsr_env_kernel_dir(), op, out);
+}
+
+tsr_status tsr_op_source_hash_in(const char *kernel_dir, const tsr_op *op, char out[17]) {
+    if (!op->more_sources) return source_hash_in(kernel_dir, op->source_name, out);
     XXH3_state_t *state = XXH3_createState();
     if (!state) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory hashing kernel sources");
     XXH3_64bits_reset(state);
@@ -58,7 +66,7 @@ tsr_status tsr_op_source_hash(const tsr_op *op, char out[17]) {
         char *owned = NULL;
         const char *text = NULL;
         size_t length = 0;
-        st = tsr_load_kernel_source(i < 0 ? op->source_name : op->more_sources[i], &owned, &text, &length);
+        st = tsr_load_kernel_source(kernel_dir, i < 0 ? op->source_name : op->more_sources[i], &owned, &text, &length);
         if (st == TSR_SUCCESS) { /* each text after its length, so no two lists of texts hash alike by accident */
             uint64_t n = length;
             XXH3_64bits_update(state, &n, sizeof n);

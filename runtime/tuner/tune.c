@@ -123,9 +123,9 @@ static void duel_with_default(tsr_search *search, const tsr_config *def, double 
 }
 
 static void pause_cache_store(tsr_device *dev, bool pause) {
-    pthread_mutex_lock(&dev->lock);
+    pthread_mutex_lock(&dev->program_lock);
     dev->cache_store_paused += pause ? 1 : -1;
-    pthread_mutex_unlock(&dev->lock);
+    pthread_mutex_unlock(&dev->program_lock);
 }
 
 /* Evaluate a configuration the search may start from (once). */
@@ -216,7 +216,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     int nclasses = 0;
     TSR_CHECK(st, parse_classes(op, opt.classes, classes, &nclasses), done);
     char hash[17];
-    TSR_CHECK(st, tsr_op_source_hash(op, hash), done);
+    TSR_CHECK(st, tsr_op_source_hash_in(dev->kernel_dir, op, hash), done);
     char path[TSR_PATH_MAX];
     if (!opt.dry_run) TSR_CHECK(st, database_path(&opt, path, sizeof path), done);
     uint64_t rng = opt.seed ? opt.seed : (uint64_t)time(NULL) * 2654435761u + 1;

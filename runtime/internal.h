@@ -168,8 +168,8 @@ struct tsr_device {
     char cache_warning[TSR_PATH_MAX];
     bool offline;                  /* no online compiler: load ahead-of-time binaries */
     char binary_dir[TSR_PATH_MAX];
-    /* The environment, read once at tsr_device_open (docs/ARCHITECTURE.md, "Environment"): launches
-     * use these, never getenv. */
+    /* The environment, read once at device open (docs/usage.md, "Environment"): launches use
+     * these, never getenv. */
     char kernel_dir[TSR_PATH_MAX]; /* TSR_KERNEL_DIR; "" (unset or empty): the embedded sources */
     bool trust_binary_dir;         /* TSR_TRUST_BINARY_DIR set and not "0" */
     bool builtin_tuning;           /* TSR_BUILTIN_TUNING is not "off": the shipped tuned entries count */
@@ -682,8 +682,9 @@ void tsr_config_device_release(tsr_device *device);
 /* ---- tuning database storage (tuning_db.c): knows device info, not ops nor open devices ---- */
 
 /* XXH3-64 of a kernel source as 16 hex digits (stale entries are detected with it), the source
- * read from kernel_dir as tsr_load_kernel_source does; without `_in`, from TSR_KERNEL_DIR as the
- * environment holds it now (callers without a device; a device passes its dev->kernel_dir). */
+ * read as tsr_load_kernel_source does: tsr_op_source_hash_in from kernel_dir (a device passes its
+ * dev->kernel_dir), the others from TSR_KERNEL_DIR as the environment holds it now (callers
+ * without a device). */
 tsr_status tsr_source_hash(const char *source_name, char out[17]);
 /* The hash tuned entries of `op` carry: tsr_source_hash of its source alone, or, with
  * more_sources, of all its sources' texts in order. */

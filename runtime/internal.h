@@ -83,7 +83,7 @@ bool tsr_dtype_types_serve_class(const tsr_dtype *types, size_t n, const char *p
 /* The fp32 class a 16-bit class falls back to ("large-f16" -> "large" in buf), NULL if none. */
 const char *tsr_dtype_class_base(const char *problem_class, char *buf, size_t size);
 
-/* ---- op configurations (values; parsed and formatted in ops/op.c) ---- */
+/* ---- op configurations (values; parsed and formatted in op.c) ---- */
 
 /* Whether the kernel sees a parameter: DEFINE parameters become -DNAME=value (tsr_config_defines);
  * HOST parameters only steer the host (launch geometry, which kernel or implementation), so
@@ -306,7 +306,7 @@ tsr_status tsr_make_dirs_mode(const char *path, unsigned mode);
  * `min_age_seconds` old (left by a killed writer). Returns how many were removed. */
 size_t tsr_remove_stale_temporaries(const char *dir, const char *file, double min_age_seconds);
 
-/* ---- ops: the descriptor (each ops/<op>.c), the table (ops/registry.c) ---- */
+/* ---- ops: the descriptor (each ops/<op>.c), the table (registry.c) ---- */
 
 /* A built-in configuration: the first row matching the device's type, its lanes and the problem
  * class is the op's default there. */
@@ -441,7 +441,7 @@ typedef struct tsr_report_shape {
     const char *simulator_shape; /* smaller, for simulated devices */
 } tsr_report_shape;
 
-extern const tsr_op *const tsr_ops[]; /* NULL-terminated (ops/registry.c) */
+extern const tsr_op *const tsr_ops[]; /* NULL-terminated (registry.c) */
 extern const tsr_op tsr_op_gemm;
 extern const tsr_op tsr_op_gelu;
 extern const tsr_op tsr_op_attention;
@@ -493,10 +493,10 @@ tsr_status tsr_gelu_copy(tsr_device *device, tsr_dtype x_type, cl_mem x, size_t 
 tsr_status tsr_gelu_shape_parse(const char *shape, size_t *n, int *mode, tsr_dtype *x_type, tsr_dtype *y_type);
 /* GELU in double (mode: TSR_GELU_TANH or TSR_GELU_ERF), with the kernel's limits at +-Inf. */
 double tsr_gelu_reference(int mode, double x);
-/* The op of the table with this name, NULL if none (ops/registry.c). */
+/* The op of the table with this name, NULL if none (registry.c). */
 const tsr_op *tsr_find_op(const char *name);
 
-/* ---- configuration text and hook wrappers (ops/op.c) ---- */
+/* ---- configuration text and hook wrappers (op.c) ---- */
 
 /* Parse "NAME=VALUE ..." over a base configuration; `what` labels messages. */
 tsr_status tsr_config_parse(const tsr_op *op, const char *text, const char *what, tsr_config *config);

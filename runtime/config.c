@@ -141,8 +141,7 @@ static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool buil
  * too: op.c). `base_buf` holds the fp32 class's name. Returns how many. */
 static int class_chain(const tsr_op *op, const char *cls, char base_buf[32], const char *chain[4]) {
     const char *base = tsr_dtype_class_base(cls, base_buf, 32);
-    const char *candidates[4] = {cls, op->nearest_class ? op->nearest_class(cls) : NULL, base,
-                                 base && op->nearest_class ? op->nearest_class(base) : NULL};
+    const char *candidates[4] = {cls, tsr_op_nearest_class(op, cls), base, base ? tsr_op_nearest_class(op, base) : NULL};
     int n = 0;
     for (int c = 0; c < 4; ++c) {
         bool repeated = !candidates[c]; /* "small-f16": small as its nearest class and as its base */

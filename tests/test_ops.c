@@ -77,28 +77,27 @@ static void descriptors_have_required_fields(void **state) {
         assert_true(o->program_variants >= 1);
         if (o->program_variants > 1) assert_non_null(o->program_variant);
         /* build-binaries' filter leaves no class without a program and no program unwritten */
-        for (int c = 0; o->variant_serves_class && o->classes[c]; ++c) {
+        for (int c = 0; o->variant_serves_class && tsr_op_class_list(o)[c]; ++c) {
             bool served = false;
             for (int v = 0; v < o->program_variants; ++v)
-                served |= o->variant_serves_class(o->classes[c], v);
-            if (!served) fail_msg("%s: no program variant serves class %s", o->name, o->classes[c]);
+                served |= o->variant_serves_class(tsr_op_class_list(o)[c], v);
+            if (!served) fail_msg("%s: no program variant serves class %s", o->name, tsr_op_class_list(o)[c]);
         }
         for (int v = 0; o->variant_serves_class && v < o->program_variants; ++v) {
             bool used = false;
-            for (int c = 0; o->classes[c]; ++c)
-                used |= o->variant_serves_class(o->classes[c], v);
+            for (int c = 0; tsr_op_class_list(o)[c]; ++c)
+                used |= o->variant_serves_class(tsr_op_class_list(o)[c], v);
             if (!used) fail_msg("%s: program variant %d serves no class", o->name, v);
         }
         assert_non_null(o->build_options);
-        assert_non_null(o->demo);
-        /* tunable: all six tuning hooks, or a fixture with a shape per class */
-        bool hooks = o->tuning_setup && o->tuning_run && o->tuning_check && o->tuning_flops && o->tuning_describe &&
-                     o->tuning_free;
-        bool fixture = o->fixture_setup && o->fixture_run && o->fixture_check && o->fixture_work &&
-                       o->fixture_describe && o->fixture_free && o->class_shapes;
-        if (!hooks && !fixture) fail_msg("%s: neither tuning hooks nor a fixture", o->name);
-        if (fixture)
-            for (int c = 0; o->classes[c]; ++c) assert_non_null(o->class_shapes[c]);
+        /* the fixture whole, a shape per listed class, and a demo on it */
+        assert_true(o->fixture.setup && o->fixture.run && o->fixture.check && o->fixture.work &&
+                    o->fixture.describe && o->fixture.free && o->class_shapes);
+        for (int c = 0; o->classes[c]; ++c) assert_non_null(o->class_shapes[c]);
+        for (const char *const *c = tsr_op_class_list(o); *c; ++c) assert_non_null(tsr_op_class_shape(o, *c));
+        assert_non_null(o->demo.title);
+        assert_non_null(o->demo.shapes[0]);
+        assert_true(o->demo.runs >= 1);
     }
     assert_true(nops >= 4);
 }
@@ -116,12 +115,12 @@ static void defaults_parse_and_format_back(void **state) {
             assert_true(tsr_op_is_normal(o, &cfg));
         }
         for (int d = 0; d < 3; ++d)
-            for (int c = 0; o->classes[c]; ++c) {
+            for (int c = 0; tsr_op_class_list(o)[c]; ++c) {
                 tsr_config cfg, back;
                 char text[512], again[512];
-                tsr_op_default_config(o, &fake_devices[d], o->classes[c], &cfg);
+                tsr_op_default_config(o, &fake_devices[d], tsr_op_class_list(o)[c], &cfg);
                 if (!o->config_ok(&fake_devices[d], NULL, &cfg))
-                    fail_msg("%s: the default of class %s is not legal on a %s device", o->name, o->classes[c],
+                    fail_msg("%s: the default of class %s is not legal on a %s device", o->name, tsr_op_class_list(o)[c],
                              tsr_device_type_str(fake_devices[d].info.type));
                 tsr_config_format(o, &cfg, text, sizeof text);
                 tsr_config_declared(o, &back);

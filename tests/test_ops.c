@@ -247,6 +247,60 @@ static void a_parameter_is_declared_in_one_place(void **state) {
     assert_string_equal(text, "TILE=4 GROUP=1 UNROLL=2");
 }
 
+/* The ops list fp32 classes only; their 16-bit twins, tuning shapes and fallbacks are derived from
+ * the storage types. Tuning databases key entries by these names: every name written so far keeps
+ * its place (a new storage type's classes come after them). */
+static void class_lists_are_derived_and_keep_their_names(void **state) {
+    (void)state;
+    static const struct {
+        const char *op;
+        const char *names[20];
+    } expected[] = {
+        {"gemm", {"large", "medium", "small", "small-m", "small-n", "batched", "large-f16", "medium-f16", "small-f16",
+                  "small-m-f16", "small-n-f16", "batched-f16", "large-bf16", "medium-bf16", "small-bf16",
+                  "small-m-bf16", "small-n-bf16", "batched-bf16"}},
+        {"gelu", {"large", "small", "large-erf", "small-erf", "large-f16", "small-f16", "large-erf-f16",
+                  "small-erf-f16", "large-bf16", "small-bf16", "large-erf-bf16", "small-erf-bf16"}},
+        {"conv2d", {"3x3", "1x1", "strided", "depthwise", "other", "3x3-f16", "1x1-f16", "strided-f16",
+                    "depthwise-f16", "other-f16", "3x3-bf16", "1x1-bf16", "strided-bf16", "depthwise-bf16",
+                    "other-bf16"}},
+        {"attention", {"long", "short", "long-f16", "short-f16", "long-bf16", "short-bf16"}},
+        {"layernorm", {"medium", "narrow", "wide", "medium-f16", "narrow-f16", "wide-f16", "medium-bf16",
+                       "narrow-bf16", "wide-bf16"}},
+    };
+    for (size_t o = 0; o < sizeof expected / sizeof expected[0]; ++o) {
+        const char *const *names = tsr_op_classes(expected[o].op);
+        assert_non_null(names);
+        for (int c = 0; expected[o].names[c]; ++c) {
+            if (!names[c]) fail_msg("%s: class %s is missing", expected[o].op, expected[o].names[c]);
+            assert_string_equal(names[c], expected[o].names[c]);
+        }
+    }
+    /* every class of the list is unique, and its storage token is the one its name says */
+    for (const tsr_op *const *op = tsr_ops; *op; ++op)
+        for (const char *const *c = tsr_op_class_list(*op); *c; ++c) {
+            assert_int_equal(tsr_op_class_index(*op, *c), (int)(c - tsr_op_class_list(*op)));
+            char base[32];
+            const char *shape = tsr_op_class_shape(*op, *c);
+            if (!tsr_dtype_class_base(*c, base, sizeof base)) continue;
+            const char *token = strrchr(shape, ' ') + 1, *suffix = *c + strlen(base) + 1; /* "f16", "f16/f32" */
+            if (strncmp(token, suffix, strlen(suffix)) != 0) fail_msg("%s/%s: shape '%s'", (*op)->name, *c, shape);
+        }
+    const tsr_op *gemm = tsr_find_op("gemm"), *gelu = tsr_find_op("gelu");
+    assert_string_equal(tsr_op_class_shape(gemm, "small-n-bf16"), "4096x8x2048 bf16/f32"); /* fp32 C */
+    assert_string_equal(tsr_op_class_shape(gelu, "small-erf-f16"), "65539 erf f16");      /* all in f16 */
+    assert_string_equal(tsr_op_class_shape(gemm, "large"), "2048x2048x2048");
+    assert_null(tsr_op_class_shape(gemm, "large-f32"));
+    /* a 16-bit class's nearest class is its listed class's nearest, in the same storage */
+    assert_string_equal(tsr_op_nearest_class(gemm, "batched-f16"), "small-f16");
+    assert_string_equal(tsr_op_nearest_class(gemm, "batched"), "small");
+    assert_null(tsr_op_nearest_class(gemm, "large-bf16"));
+    /* a problem's class: its listed class in the storage of its first 16-bit tensor type */
+    assert_string_equal(tsr_op_class(gemm, 2, (const tsr_dtype[]){TSR_BF16, TSR_F16, TSR_F32}, 3), "small-f16");
+    assert_string_equal(tsr_op_class(gemm, 2, (const tsr_dtype[]){TSR_F32, TSR_BF16, TSR_F32}, 3), "small-bf16");
+    assert_string_equal(tsr_op_class(gelu, 3, (const tsr_dtype[]){TSR_F32, TSR_F32}, 2), "small-erf");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(descriptors_have_required_fields),
@@ -254,6 +308,7 @@ int main(void) {
         cmocka_unit_test(defines_name_every_compiled_parameter),
         cmocka_unit_test(implementations_normalize_and_seed),
         cmocka_unit_test(a_parameter_is_declared_in_one_place),
+        cmocka_unit_test(class_lists_are_derived_and_keep_their_names),
     };
     return TH_RUN_GROUP(tests, make_devices, NULL);
 }

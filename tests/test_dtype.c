@@ -219,7 +219,7 @@ static void convert_host_checks_and_converts(void **state) {
     assert_int_equal(tsr_convert_host(TSR_F32, in, TSR_F16, h, 0), TSR_SUCCESS);
     assert_int_equal(tsr_convert_host(TSR_F32, NULL, TSR_F16, h, 1), TSR_ERR_INVALID_ARG);
     assert_int_equal(tsr_convert_host(TSR_F32, in, TSR_F16, NULL, 1), TSR_ERR_INVALID_ARG);
-    assert_int_equal(tsr_convert_host((tsr_dtype)3, in, TSR_F16, h, 1), TSR_ERR_INVALID_ARG);
+    assert_int_equal(tsr_convert_host((tsr_dtype)TSR_DTYPE_COUNT, in, TSR_F16, h, 1), TSR_ERR_INVALID_ARG);
     assert_non_null(strstr(tsr_last_error(), "src_type"));
     assert_int_equal(tsr_convert_host(TSR_F32, in, (tsr_dtype)-1, h, 1), TSR_ERR_INVALID_ARG);
     uint16_t overlap[8] = {0};

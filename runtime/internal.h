@@ -657,7 +657,7 @@ tsr_status tsr_op_tuning_check(const tsr_op *op, tsr_device *device, void *ctx, 
 double tsr_op_tuning_work(const tsr_op *op, const void *ctx);
 void tsr_op_tuning_describe(const tsr_op *op, const void *ctx, char *out, size_t size);
 void tsr_op_tuning_free(const tsr_op *op, void *ctx);
-/* A fixture_run of one kernel: `done` (may be NULL) is both the first and the last event. */
+/* A fixture.run of one kernel: `done` (may be NULL) is both the first and the last event. */
 void tsr_fixture_single_event(cl_event done, cl_event *first, cl_event *last);
 /* The demo's measurement: `runs` runs as a caller of the public API gets them, the best time per
  * run by the device's timing method (tsr_timer_run: first to last event, or the host clock over a

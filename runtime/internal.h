@@ -447,10 +447,9 @@ typedef struct tsr_op {
     void (*normalize)(tsr_config *config);
     /* Is this configuration legal on this device? (NULL problem: for any problem) */
     bool (*config_ok)(const tsr_device *device, const void *problem, const tsr_config *config);
-    /* Programs a launch may need beyond the configuration: their count (at least 1) and what
-     * tells them apart (e.g. "transposes"; optional: NULL when there is one). */
+    /* Programs a launch may need beyond the configuration: their count (at least 1; what tells
+     * them apart, e.g. GEMM's transposes times storage sets, is the op's build_options). */
     int program_variants;
-    const char *program_variant;
     /* Optional: can a launch of this problem class ask for this program variant? `tessera
      * build-binaries` writes only those (GELU's variants are forms times storage types, and a class
      * launches few of them). NULL: every variant serves every class. */

@@ -75,7 +75,6 @@ static void descriptors_have_required_fields(void **state) {
         }
         assert_non_null(o->config_ok);
         assert_true(o->program_variants >= 1);
-        if (o->program_variants > 1) assert_non_null(o->program_variant);
         /* build-binaries' filter leaves no class without a program and no program unwritten */
         for (int c = 0; o->variant_serves_class && tsr_op_class_list(o)[c]; ++c) {
             bool served = false;

@@ -757,7 +757,6 @@ const tsr_op tsr_op_attention = {
     .config_ok = attention_config_ok,
     .program_variants = COMMON_DIMS * TSR_STORAGE_SETS,
     .variant_serves_class = attention_variant_serves_class,
-    .program_variant = "head dimension (16, 32, 64, 80, 96, 128) x storage types (f32, f16, bf16, f16/f32, bf16/f32)",
     .build_options = attention_build_options,
     .tolerance = 1e-5,
     .class_shapes = attention_class_shapes,

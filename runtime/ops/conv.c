@@ -977,8 +977,6 @@ const tsr_op tsr_op_conv = {
     .config_ok = conv_config_ok,
     .program_variants = CONV_PROGRAM_VARIANTS,
     .variant_serves_class = conv_variant_serves_class,
-    .program_variant = "kernel size compiled in (none, 1x1, 2x2, 3x3; the CPU forms) x storage types (fp32, f16, "
-                       "bf16, f16/f32, bf16/f32)",
     .build_options = conv_build_options,
     .program_source = conv_program_source,
     .tuning_space = conv_tuning_space,

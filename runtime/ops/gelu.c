@@ -492,7 +492,6 @@ const tsr_op tsr_op_gelu = {
     .nimplementations = TSR_COUNT(gelu_implementations),
     .config_ok = gelu_config_ok,
     .program_variants = GELU_VARIANTS,
-    .program_variant = "form (tanh, erf, copy) and the storage types of x and y (f32, f16, bf16 each)",
     .variant_serves_class = gelu_variant_serves_class,
     .build_options = gelu_build_options,
     .tuning_space = gelu_tuning_space,

@@ -841,8 +841,6 @@ const tsr_op tsr_op_gemm = {
     .config_ok = gemm_config_ok,
     .program_variants = GEMM_PROGRAM_VARIANTS,
     .variant_serves_class = gemm_variant_serves_class,
-    .program_variant =
-        "transposes of A and B, and storage types (fp32 and the uniform 16-bit sets; mixed sets built on demand)",
     .build_options = gemm_build_options,
     .program_source = gemm_program_source,
     .nearest_class = gemm_nearest_class,

@@ -539,7 +539,6 @@ const tsr_op tsr_op_layernorm = {
     .nimplementations = TSR_COUNT(layernorm_implementations),
     .config_ok = layernorm_config_ok,
     .program_variants = LN_VARIANTS,
-    .program_variant = "residual or not, and the storage types of x, residual and y (f32, f16, bf16 each)",
     .variant_serves_class = layernorm_variant_serves_class,
     .build_options = layernorm_build_options,
     .tuning_space = layernorm_tuning_space,

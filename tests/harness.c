@@ -186,6 +186,11 @@ bool th_long_mode(void) { return long_requested() && !th_small_mode(); }
 
 bool th_small_thinned(void) { return th_small_mode() && !long_requested(); }
 
+bool th_sanitizer_tier(void) {
+    const char *m = getenv("TSR_TEST_SANITIZED");
+    return m && strcmp(m, "1") == 0 && !long_requested() && !th_small_mode();
+}
+
 int th_run_group(const char *name, const struct CMUnitTest *tests, size_t count, CMFixtureFunction setup,
                  CMFixtureFunction teardown) {
     th_seed();

@@ -94,10 +94,10 @@ bool th_long_mode(void);
  * the small set (every case kind, fewer draws); TSR_TEST_LONG=1 runs the whole small set. */
 bool th_small_thinned(void);
 /* True with $TSR_TEST_SANITIZED=1 (tests/meson.build sets it in the ASan+UBSan build) without
- * $TSR_TEST_LONG=1, on the default device: the kernel sweeps (GEMM's configuration sweeps,
- * attention's random differential) take fewer draws per member, every member and every case kind
- * still run, since they mostly exercise kernels in the device's compiler, which the sanitizers do
- * not instrument; the plain build runs the default tier's draws. */
+ * $TSR_TEST_LONG=1, on the default device: some kernel sweeps (GEMM's configuration sweeps,
+ * attention's blocked micro-kernel sweep and out-of-order rounds) take fewer draws, every member
+ * and every case kind still run: they mostly exercise kernels and the double-precision references,
+ * not the library's host code; the plain build runs the default tier's draws. */
 bool th_sanitizer_tier(void);
 
 #define TH_ASSERT_OK(expr)                                                                            \

@@ -139,7 +139,7 @@ static tsr_status layer_check(tsr_device *dev, const bench_options *opt, const r
     if (opt->peers && tsr_device_get_info(dev)->type == TSR_DEVICE_CPU) host += (k + d.out_channels) * n * 4;
     char what[96];
     snprintf(what, sizeof what, "conv2d %s at batch %zu", l->name, batch);
-    return bench_check_memory(dev, what, bytes, 3, host);
+    return util_check_memory(dev, what, bytes, 3, host);
 }
 
 /* A 16-bit layer (--dtype): tessera's chosen path in the given storage types, timed in alternation
@@ -446,7 +446,7 @@ static tsr_status stack_check(tsr_device *dev, size_t batch, stack_sizes *out) {
     size_t bytes[4] = {max_x * 4, max_w * 4, max_k * 4, max_y * 4};
     char what[64];
     snprintf(what, sizeof what, "the conv2d stack at batch %zu", batch);
-    tsr_status st = bench_check_memory(dev, what, bytes, 4, (max_x > max_w ? max_x : max_w) * 4);
+    tsr_status st = util_check_memory(dev, what, bytes, 4, (max_x > max_w ? max_x : max_w) * 4);
     if (st == TSR_SUCCESS && out) *out = (stack_sizes){max_x, max_w, max_k, max_y, flops};
     return st;
 }
@@ -545,7 +545,7 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
             if (nchosen < NLAYERS) chosen[nchosen++] = l;
         }
     }
-    if ((st = bench_parse_counts(bench_sizes_or_default("conv2d", opt->sizes), "batch sizes", CONV_MAX_BATCH, &batches,
+    if ((st = util_parse_counts(bench_sizes_or_default("conv2d", opt->sizes), "batch sizes", CONV_MAX_BATCH, &batches,
                                  &nbatches)) != TSR_SUCCESS)
         return st;
     /* Every layer and batch checked before the first one runs. */

@@ -418,7 +418,7 @@ out:
 tsr_status bench_gelu(tsr_device *dev, const bench_options *opt, bench_report *report) {
     size_t *sizes = NULL, nsizes = 0;
     tsr_status st = TSR_SUCCESS;
-    if ((st = bench_parse_counts(bench_sizes_or_default("gelu", opt->sizes), "elements", GELU_MAX_ELEMENTS, &sizes,
+    if ((st = util_parse_counts(bench_sizes_or_default("gelu", opt->sizes), "elements", GELU_MAX_ELEMENTS, &sizes,
                                  &nsizes)) != TSR_SUCCESS)
         return st;
     bool elementwise = !opt->part || strcmp(opt->part, "elementwise") == 0;
@@ -438,7 +438,7 @@ tsr_status bench_gelu(tsr_device *dev, const bench_options *opt, bench_report *r
         /* sizes[i] <= 2^40: no wrap; with --dtype the fp32 pair and the typed pair */
         size_t bytes[4] = {sizes[i] * 4, sizes[i] * 4, sizes[i] * tsr_dtype_size(opt->in_type),
                            sizes[i] * tsr_dtype_size(opt->out_type)};
-        st = bench_check_memory(dev, what, bytes, typed ? 4 : 2, 2 * bytes[0]);
+        st = util_check_memory(dev, what, bytes, typed ? 4 : 2, 2 * bytes[0]);
     }
     if (st != TSR_SUCCESS) {
         free(sizes);

@@ -33,16 +33,16 @@ static tsr_status parse_shapes(const char *text, gemm_shape **out, size_t *count
     while (*p) {
         uint64_t v[4] = {1, 0, 0, 0};
         int got = 0;
-        bool ok = bench_scan_uint(&p, GEMM_DIM_MAX, &v[1]) && v[1] > 0;
+        bool ok = util_scan_uint(&p, GEMM_DIM_MAX, &v[1]) && v[1] > 0;
         if (ok && *p == '@') { /* that was the batch */
             ++p;
             v[0] = v[1];
-            ok = bench_scan_uint(&p, GEMM_DIM_MAX, &v[1]) && v[1] > 0;
+            ok = util_scan_uint(&p, GEMM_DIM_MAX, &v[1]) && v[1] > 0;
         }
         got = 1;
         while (ok && *p == 'x' && got < 3) {
             ++p;
-            ok = bench_scan_uint(&p, GEMM_DIM_MAX, &v[1 + got]) && v[1 + got] > 0;
+            ok = util_scan_uint(&p, GEMM_DIM_MAX, &v[1 + got]) && v[1 + got] > 0;
             ++got;
         }
         if (!ok || got == 2 || (v[0] != 1 && got != 3)) break;
@@ -77,7 +77,7 @@ static tsr_status shape_sizes(tsr_device *dev, const gemm_shape *s, size_t *na, 
         (st = tsr_size_mad(name, c, sizeof(float), 0, &bytes[2])) != TSR_SUCCESS ||
         (st = tsr_size_mad(name, bytes[0], 1, bytes[1], &total)) != TSR_SUCCESS ||
         (st = tsr_size_mad(name, total, 1, bytes[2], &total)) != TSR_SUCCESS ||
-        (st = bench_check_memory(dev, name, bytes, 3, total)) != TSR_SUCCESS)
+        (st = util_check_memory(dev, name, bytes, 3, total)) != TSR_SUCCESS)
         return st;
     *na = a, *nb = b, *nc = c;
     return TSR_SUCCESS;
@@ -245,7 +245,7 @@ static tsr_status clblast_override(tsr_device *dev, const char *params) {
                             value ? "=" : "", value ? value : "");
         const char *num = value;
         uint64_t v = 0;
-        if (!bench_scan_uint(&num, 1u << 20, &v) || *num)
+        if (!util_scan_uint(&num, 1u << 20, &v) || *num)
             return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: %s needs a whole number from 0 to 1048576", name);
         if (strcmp(name, "PRECISION") == 0) continue;
         names[n] = name;

@@ -12,9 +12,9 @@
  * (PoCL's two CPU devices with POCL_DEVICES="pthread basic"). gemm: N x N x N; attention: 1 x 12 heads x N queries x N
  * keys x 64. */
 #include "tessera.h"
+#include "util.h"
 
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,7 +95,8 @@ int main(int argc, char **argv) {
     long size = 4096, reps = 5;
     int c;
     char *end;
-    while ((c = getopt_long(argc, argv, "d:o:s:r:j:w:c:h", options, NULL)) != -1) {
+    const char *bad = NULL;
+    while ((c = util_next_option(argc, argv, "d:o:s:r:j:w:c:h", options, false, &bad)) != -1) {
         switch (c) {
         case 'd':
             if (nsel == MAX_DEVICES) return fprintf(stderr, "multi_device: at most %d devices\n", MAX_DEVICES), 2;

@@ -273,14 +273,14 @@ typedef struct launch_ctx {
 static tsr_status run_launches(void *vctx, double *us) {
     launch_ctx *c = vctx;
     size_t one = 1;
-    double t0 = bench_now_s();
+    double t0 = util_now_s();
     for (int i = 0; i < c->batch; ++i) {
         cl_int err = clEnqueueNDRangeKernel(tsr_device_queue(c->dev), c->kernel, 1, NULL, &one, NULL, 0, NULL, NULL);
         if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueNDRangeKernel(empty)", __FILE__, __LINE__);
         if (c->batch == 1) clFinish(tsr_device_queue(c->dev));
     }
     clFinish(tsr_device_queue(c->dev));
-    *us = (bench_now_s() - t0) * 1e6 / c->batch;
+    *us = (util_now_s() - t0) * 1e6 / c->batch;
     return TSR_SUCCESS;
 }
 
@@ -313,7 +313,7 @@ static tsr_status run_transfer(void *vctx, double *gbps) {
     xfer_ctx *c = vctx;
     cl_command_queue q = tsr_device_queue(c->dev);
     cl_int err = CL_SUCCESS;
-    double t0 = bench_now_s();
+    double t0 = util_now_s();
     if (c->kind == 0) {
         err = clEnqueueWriteBuffer(q, c->buf, CL_TRUE, 0, c->bytes, c->host, 0, NULL, NULL);
     } else if (c->kind == 1) {
@@ -329,7 +329,7 @@ static tsr_status run_transfer(void *vctx, double *gbps) {
         }
     }
     if (err != CL_SUCCESS) return tsr_fail_cl(err, "a host-device transfer", __FILE__, __LINE__);
-    *gbps = (double)c->bytes / (bench_now_s() - t0) * 1e-9;
+    *gbps = (double)c->bytes / (util_now_s() - t0) * 1e-9;
     return TSR_SUCCESS;
 }
 
@@ -391,7 +391,7 @@ static tsr_status run_host_copy(void *vctx, double *gbps) {
     host_part part[64];
     const size_t unit = (size_t)HOST_STREAMS * HOST_BLOCK;
     size_t per = c->bytes / (size_t)c->threads / unit * unit;
-    double t0 = bench_now_s();
+    double t0 = util_now_s();
     for (int i = 0; i < c->threads; ++i) {
         part[i] = (host_part){c->src + (size_t)i * per, c->read_only ? NULL : c->dst + (size_t)i * per, per,
                               c->streams, 0};
@@ -401,7 +401,7 @@ static tsr_status run_host_copy(void *vctx, double *gbps) {
         }
     }
     for (int i = 0; i < c->threads; ++i) pthread_join(tid[i], NULL);
-    double s = bench_now_s() - t0;
+    double s = util_now_s() - t0;
     for (int i = 0; i < c->threads; ++i) c->sink ^= part[i].sum;
     /* copy: read + written, as the copy kernel counts */
     *gbps = (c->read_only ? 1.0 : 2.0) * (double)per * c->threads / s * 1e-9;
@@ -437,13 +437,13 @@ tsr_status peak_measure(tsr_device *dev, const peak_options *opt, peak_result *r
         char what[64];
         snprintf(what, sizeof what, "peak buffers of %zu MiB", bytes >> 20);
         size_t pair[2] = {bytes, bytes};
-        tsr_status st = bench_check_memory(dev, what, pair, 2, bytes <= SIZE_MAX / 2 ? 2 * bytes : SIZE_MAX);
+        tsr_status st = util_check_memory(dev, what, pair, 2, bytes <= SIZE_MAX / 2 ? 2 * bytes : SIZE_MAX);
         if (st != TSR_SUCCESS) return st;
     } else {
         bytes = opt->simulator                 ? (size_t)64 << 10
                 : info->type == TSR_DEVICE_CPU ? (size_t)128 << 20
                                                : (size_t)512 << 20;
-        uint64_t host = bench_host_available();
+        uint64_t host = util_host_available();
         while (bytes > info->max_alloc_bytes || 2 * (uint64_t)bytes > info->global_mem_bytes ||
                (host && 2 * (uint64_t)bytes > host))
             bytes /= 2;

@@ -392,13 +392,13 @@ static void record_configs(tsr_device *dev, cJSON *entry) {
 static void check_roofs(cJSON *entry) {
     const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(entry, "peaks");
     bool reduced = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(peaks, "reduced"));
-    double compute = bench_json_num(peaks, "compute_gflops"), bandwidth = bench_json_num(peaks, "bandwidth_gbps");
-    double peak_buffer = bench_json_num(peaks, "buffer_bytes");
+    double compute = util_json_num(peaks, "compute_gflops"), bandwidth = util_json_num(peaks, "bandwidth_gbps");
+    double peak_buffer = util_json_num(peaks, "buffer_bytes");
     cJSON *row;
     cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(entry, "results")) {
-        bool flops = bench_json_num(row, "flops") > 0;
-        double rate = bench_json_num(row, flops ? "gflops" : "gbps"), roof = flops ? compute : bandwidth;
-        bool from_cache = !flops && bench_json_num(row, "bytes") < peak_buffer;
+        bool flops = util_json_num(row, "flops") > 0;
+        double rate = util_json_num(row, flops ? "gflops" : "gbps"), roof = flops ? compute : bandwidth;
+        bool from_cache = !flops && util_json_num(row, "bytes") < peak_buffer;
         double margin = reduced || from_cache ? LOOSE_ROOF_MARGIN : ROOF_MARGIN;
         if (!(roof > 0) || rate <= margin * roof) continue;
         char msg[256];
@@ -444,18 +444,18 @@ static void settle_status(cJSON *entry) {
     char msg[1400];
     if (measured)
         snprintf(msg, sizeof msg, "%d part%s failed or not run (first: %s: %s)", nfail, nfail == 1 ? "" : "s",
-                 bench_json_text(first, "case"), bench_json_text(first, "error"));
+                 util_json_text(first, "case"), util_json_text(first, "error"));
     else
-        snprintf(msg, sizeof msg, "nothing could be measured (first: %s: %s)", bench_json_text(first, "case"),
-                 bench_json_text(first, "error"));
+        snprintf(msg, sizeof msg, "nothing could be measured (first: %s: %s)", util_json_text(first, "case"),
+                 util_json_text(first, "error"));
     cJSON_ReplaceItemInObjectCaseSensitive(entry, "status", cJSON_CreateString(measured ? "partial" : "skipped"));
     cJSON_ReplaceItemInObjectCaseSensitive(entry, "error", cJSON_CreateString(msg));
 }
 
 static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *entry) {
     const tsr_device_info *info = tsr_device_get_info(dev);
-    bool sim = bench_is_simulator(info);
-    double started = bench_now_s();
+    bool sim = util_is_simulator(info);
+    double started = util_now_s();
     cJSON_AddBoolToObject(entry, "simulator", sim);
     if (!opt->quiet) fprintf(stderr, "report: %s (%s)%s\n", info->name, info->platform_name, sim ? ", simulated" : "");
     peak_options po = opt->peak;
@@ -483,7 +483,7 @@ static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *
     if (sim) local.peers = false, local.budget_s = 0.0; /* three runs each: simulated time says nothing */
     for (size_t i = 0; i < n; ++i) {
         const char *shape = sim ? suite[i].simulator_shape : opt->quick ? report_quick_shape(&suite[i]) : suite[i].shape;
-        double spent = bench_now_s() - started;
+        double spent = util_now_s() - started;
         if (opt->device_budget_s > 0 && spent >= opt->device_budget_s) {
             char why[160];
             snprintf(why, sizeof why, "not run: %.0f s of the device's %.0f s budget (--device-budget) were spent", spent,
@@ -503,7 +503,7 @@ static tsr_status run_device(tsr_device *dev, const report_options *opt, cJSON *
         }
     }
     check_roofs(entry);
-    cJSON_AddNumberToObject(entry, "seconds", bench_now_s() - started);
+    cJSON_AddNumberToObject(entry, "seconds", util_now_s() - started);
     settle_status(entry);
     return TSR_SUCCESS;
 }
@@ -565,27 +565,27 @@ tsr_status report_run(const char *const *selectors, size_t nselectors, const rep
 /* The roofline's attainable GFLOP/s at an intensity (FLOP per byte), 0 without peaks. */
 static double attainable(const cJSON *device, double intensity) {
     const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(device, "peaks");
-    double bw = bench_json_num(peaks, "bandwidth_gbps"), fl = bench_json_num(peaks, "compute_gflops");
+    double bw = util_json_num(peaks, "bandwidth_gbps"), fl = util_json_num(peaks, "compute_gflops");
     if (bw <= 0 || fl <= 0) return 0;
     return fmin(fl, bw * intensity);
 }
 
 /* Fraction of the roofline a row reaches (memory-bound rows without FLOPs: of the bandwidth). */
 static double roofline_fraction(const cJSON *device, const cJSON *row) {
-    double flops = bench_json_num(row, "flops"), bytes = bench_json_num(row, "bytes");
+    double flops = util_json_num(row, "flops"), bytes = util_json_num(row, "bytes");
     if (bytes <= 0) return 0;
     if (flops <= 0) {
-        double bw = bench_json_num(cJSON_GetObjectItemCaseSensitive(device, "peaks"), "bandwidth_gbps");
-        return bw > 0 ? bench_json_num(row, "gbps") / bw : 0;
+        double bw = util_json_num(cJSON_GetObjectItemCaseSensitive(device, "peaks"), "bandwidth_gbps");
+        return bw > 0 ? util_json_num(row, "gbps") / bw : 0;
     }
     double roof = attainable(device, flops / bytes);
-    return roof > 0 ? bench_json_num(row, "gflops") / roof : 0;
+    return roof > 0 ? util_json_num(row, "gflops") / roof : 0;
 }
 
 size_t report_failed_devices(const cJSON *root) {
     size_t n = 0;
     const cJSON *d;
-    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) n += strcmp(bench_json_text(d, "status"), "ok") != 0;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(root, "devices")) n += strcmp(util_json_text(d, "status"), "ok") != 0;
     return n;
 }
 
@@ -613,17 +613,17 @@ static char *comparison_key(const char *id, const char *shape, const char *famil
 }
 
 static bool is_cpu(const cJSON *d) {
-    const char *type = bench_json_text(cJSON_GetObjectItemCaseSensitive(d, "info"), "type");
+    const char *type = util_json_text(cJSON_GetObjectItemCaseSensitive(d, "info"), "type");
     return tsr_contains_nocase(type, "cpu");
 }
 
 /* The comparison row of (case, shape, family), made with an empty entry per participant. */
-static cJSON *comparison_row(bench_index *ix, cJSON *rows, const char *id, const char *op, const char *shape,
+static cJSON *comparison_row(util_index *ix, cJSON *rows, const char *id, const char *op, const char *shape,
                              const char *family, int participants) {
     size_t len = 0;
     char *key = comparison_key(id, shape, family, &len);
     bool found = false;
-    void **slot = key ? bench_index_get(ix, key, len, &found) : NULL;
+    void **slot = key ? util_index_get(ix, key, len, &found) : NULL;
     free(key);
     if (!slot) return NULL;
     if (found) return *slot;
@@ -656,7 +656,7 @@ cJSON *report_compare(const cJSON *root) {
     int di = 0;
     cJSON_ArrayForEach(d, devices) {
         bool results = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(d, "results")) > 0, failed_case = false;
-        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "failures")) failed_case |= strcmp(bench_json_text(r, "case"), "peaks") != 0;
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "failures")) failed_case |= strcmp(util_json_text(r, "case"), "peaks") != 0;
         part_of[di] = results || failed_case ? nparts++ : -1;
         /* a simulator's times say nothing about hardware: the baseline only where all are */
         bool sim = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "simulator"));
@@ -674,7 +674,7 @@ cJSON *report_compare(const cJSON *root) {
     cJSON *parts = cJSON_AddArrayToObject(cmp, "devices");
     cJSON *rows = cJSON_AddArrayToObject(cmp, "rows");
     const cJSON *base = cJSON_GetArrayItem(devices, baseline);
-    bench_index ix = {0};
+    util_index ix = {0};
     bool oom = false;
     di = 0;
     cJSON_ArrayForEach(d, devices) {
@@ -686,19 +686,19 @@ cJSON *report_compare(const cJSON *root) {
         cJSON *pd = cJSON_CreateObject();
         cJSON_AddNumberToObject(pd, "device", di);
         cJSON_AddStringToObject(pd, "name", device_name(d));
-        cJSON_AddStringToObject(pd, "platform", bench_json_text(cJSON_GetObjectItemCaseSensitive(d, "info"), "platform_name"));
-        cJSON_AddStringToObject(pd, "host", bench_json_text(d, "host"));
+        cJSON_AddStringToObject(pd, "platform", util_json_text(cJSON_GetObjectItemCaseSensitive(d, "info"), "platform_name"));
+        cJSON_AddStringToObject(pd, "host", util_json_text(d, "host"));
         /* Same hardware only where it is certain: CPU devices on one host run on that host's
          * processor. Identical names on one host may be two cards, so GPUs are never assumed. */
-        bool same = di != baseline && is_cpu(d) && is_cpu(base) && *bench_json_text(d, "host") &&
-                    strcmp(bench_json_text(d, "host"), bench_json_text(base, "host")) == 0;
+        bool same = di != baseline && is_cpu(d) && is_cpu(base) && *util_json_text(d, "host") &&
+                    strcmp(util_json_text(d, "host"), util_json_text(base, "host")) == 0;
         if (di != baseline) cJSON_AddBoolToObject(pd, "same_hardware_as_baseline", same);
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "simulator"))) cJSON_AddTrueToObject(pd, "simulator");
         cJSON_AddItemToArray(parts, pd);
         cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
-            const char *impl = bench_json_text(r, "impl");
-            cJSON *row = comparison_row(&ix, rows, bench_json_text(r, "case"), cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "op")),
-                                        bench_json_text(r, "shape"), impl_family(impl), nparts);
+            const char *impl = util_json_text(r, "impl");
+            cJSON *row = comparison_row(&ix, rows, util_json_text(r, "case"), cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "op")),
+                                        util_json_text(r, "shape"), impl_family(impl), nparts);
             if (!row) {
                 oom = true;
                 break;
@@ -707,28 +707,28 @@ cJSON *report_compare(const cJSON *root) {
             cJSON *e = cJSON_CreateObject();
             cJSON_AddNumberToObject(e, "device", di);
             cJSON_AddStringToObject(e, "impl", impl);
-            cJSON_AddNumberToObject(e, "time_ms", bench_json_num(r, "time_ms"));
+            cJSON_AddNumberToObject(e, "time_ms", util_json_num(r, "time_ms"));
             cJSON_AddNumberToObject(e, "rate", op_rate(r));
             const cJSON *timing = cJSON_GetObjectItemCaseSensitive(r, "timing");
             if (cJSON_IsString(timing)) cJSON_AddStringToObject(e, "timing", timing->valuestring);
             set_entry(row, p, e);
         }
         cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "failures")) {
-            if (oom || strcmp(bench_json_text(r, "case"), "peaks") == 0) continue;
-            cJSON *row = comparison_row(&ix, rows, bench_json_text(r, "case"), cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "op")),
-                                        bench_json_text(r, "shape"), "tessera", nparts);
+            if (oom || strcmp(util_json_text(r, "case"), "peaks") == 0) continue;
+            cJSON *row = comparison_row(&ix, rows, util_json_text(r, "case"), cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "op")),
+                                        util_json_text(r, "shape"), "tessera", nparts);
             if (!row) {
                 oom = true;
                 break;
             }
             cJSON *e = cJSON_CreateObject();
             cJSON_AddNumberToObject(e, "device", di);
-            cJSON_AddStringToObject(e, "error", bench_json_text(r, "error"));
+            cJSON_AddStringToObject(e, "error", util_json_text(r, "error"));
             set_entry(row, p, e);
         }
         ++di;
     }
-    bench_index_free(&ix);
+    util_index_free(&ix);
     /* Rows at least two devices have; each measured entry's ratio to the baseline's. */
     int bp = part_of[baseline];
     free(part_of);
@@ -740,9 +740,9 @@ cJSON *report_compare(const cJSON *root) {
         if (present < 2) {
             cJSON_Delete(cJSON_DetachItemViaPointer(rows, row));
         } else {
-            double base_ms = bench_json_num(cJSON_GetArrayItem(entries, bp), "time_ms");
+            double base_ms = util_json_num(cJSON_GetArrayItem(entries, bp), "time_ms");
             cJSON_ArrayForEach(e, entries) {
-                double ms = bench_json_num(e, "time_ms");
+                double ms = util_json_num(e, "time_ms");
                 if (cJSON_IsObject(e) && base_ms > 0 && ms > 0) cJSON_AddNumberToObject(e, "ratio", base_ms / ms);
             }
         }
@@ -839,7 +839,7 @@ static bool valid_result(const cJSON *r, char *why, size_t size) {
               report_number(r, "time_max_ms", NUM_ZERO, REPORT_MIN_MS, REPORT_MAX_MS, why, size) &&
               report_number(r, "runs", NUM_INTEGER, 0, REPORT_MAX_COUNT, why, size) &&
               report_number(r, "flops", NUM_ZERO, 1, REPORT_MAX_WORK, why, size) &&
-              report_number(r, "bytes", bench_json_num(r, "flops") > 0 ? NUM_REQUIRED : NUM_ZERO, 1, REPORT_MAX_WORK, why,
+              report_number(r, "bytes", util_json_num(r, "flops") > 0 ? NUM_REQUIRED : NUM_ZERO, 1, REPORT_MAX_WORK, why,
                             size) && /* 0 only where there is no intensity to take */
               report_number(r, "gflops", NUM_REQUIRED, 0, REPORT_MAX_RATE, why, size) &&
               report_number(r, "gbps", 0, 0, REPORT_MAX_RATE, why, size);
@@ -848,7 +848,7 @@ static bool valid_result(const cJSON *r, char *why, size_t size) {
 
 static bool validate_report(const cJSON *root, char *why, size_t size) {
     if (!cJSON_IsObject(root)) return snprintf(why, size, "not a JSON object"), false;
-    if (strcmp(bench_json_text(root, "format"), REPORT_FORMAT) != 0)
+    if (strcmp(util_json_text(root, "format"), REPORT_FORMAT) != 0)
         return snprintf(why, size, "\"format\" is not \"%s\"", REPORT_FORMAT), false;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "schema_version");
     if (!cJSON_IsNumber(v) || v->valuedouble != (double)REPORT_SCHEMA) /* 1.5 is not 1: valueint would truncate */
@@ -930,7 +930,7 @@ tsr_status report_parse(const char *text, size_t size, const char *name, cJSON *
     return TSR_SUCCESS;
 }
 
-/* The key of (a, b) for a bench_index: both strings with the first one's length, so no two pairs
+/* The key of (a, b) for a util_index: both strings with the first one's length, so no two pairs
  * collide. malloc'ed (NULL when out of memory); *len receives its length. */
 static char *pair_key(const char *a, const char *b, size_t *len) {
     size_t la = strlen(a), lb = strlen(b);
@@ -954,15 +954,15 @@ static void add_note(cJSON *notes, const char *text) {
 /* Ranks of one MPI run (`report --mpi`) that measured on one host did so at the same time: a
  * note per such host, from the devices' "mpi" records. `hosts` holds, per (run, host) in the
  * order first seen, an object {"run", "host", "ranks": [...]}. */
-static tsr_status note_rank_host(bench_index *ix, cJSON *hosts, const cJSON *device) {
+static tsr_status note_rank_host(util_index *ix, cJSON *hosts, const cJSON *device) {
     const cJSON *mpi = cJSON_GetObjectItemCaseSensitive(device, "mpi");
     if (!mpi) return TSR_SUCCESS;
-    const char *run = bench_json_text(mpi, "run"), *host = bench_json_text(device, "host");
-    int rank = (int)bench_json_num(mpi, "rank");
+    const char *run = util_json_text(mpi, "run"), *host = util_json_text(device, "host");
+    int rank = (int)util_json_num(mpi, "rank");
     size_t len = 0;
     bool found = false;
     char *key = pair_key(run, host, &len);
-    void **slot = key ? bench_index_get(ix, key, len, &found) : NULL;
+    void **slot = key ? util_index_get(ix, key, len, &found) : NULL;
     free(key);
     if (!slot) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory merging reports");
     cJSON *group = found ? *slot : NULL;
@@ -998,7 +998,7 @@ static void add_shared_host_notes(cJSON *notes, const cJSON *hosts) {
         snprintf(note, sizeof note,
                  "ranks %s of MPI run %s measured on one host, '%s', at the same time: their timings competed for "
                  "its processors and memory",
-                 list, bench_json_text(group, "run"), bench_json_text(group, "host"));
+                 list, util_json_text(group, "run"), util_json_text(group, "host"));
         add_note(notes, note);
     }
 }
@@ -1021,7 +1021,7 @@ tsr_status report_merge_roots(cJSON **roots, const char *const *names, size_t n,
     cJSON *devices = cJSON_GetObjectItemCaseSensitive(merged, "devices");
     cJSON *notes = cJSON_GetObjectItemCaseSensitive(merged, "notes");
     /* (fingerprint, host) -> the kept device entry: one lookup per device, not a scan. */
-    bench_index kept = {0}, rank_hosts = {0};
+    util_index kept = {0}, rank_hosts = {0};
     for (size_t f = 0; f < n && st == TSR_SUCCESS; ++f) {
         cJSON *root = roots[f];
         cJSON_AddItemToArray(sources, cJSON_CreateString(names[f]));
@@ -1038,9 +1038,9 @@ tsr_status report_merge_roots(cJSON **roots, const char *const *names, size_t n,
              * devices on different hosts are different machines and both stay. A device that
              * could not be opened has no fingerprint to say which it is: each such entry stays. */
             size_t len = 0;
-            bool found = false, unknown = bench_json_text(d, "fingerprint")[0] == '\0';
-            char *key = unknown ? NULL : pair_key(bench_json_text(d, "fingerprint"), bench_json_text(d, "host"), &len);
-            void **slot = key ? bench_index_get(&kept, key, len, &found) : NULL;
+            bool found = false, unknown = util_json_text(d, "fingerprint")[0] == '\0';
+            char *key = unknown ? NULL : pair_key(util_json_text(d, "fingerprint"), util_json_text(d, "host"), &len);
+            void **slot = key ? util_index_get(&kept, key, len, &found) : NULL;
             free(key);
             if (st == TSR_SUCCESS && !unknown && !slot)
                 st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory merging reports");
@@ -1053,15 +1053,15 @@ tsr_status report_merge_roots(cJSON **roots, const char *const *names, size_t n,
                 cJSON_AddItemToArray(devices, d);
                 if (slot) *slot = d;
             } else {
-                bool newer = strcmp(bench_json_text(d, "created"), bench_json_text(dup, "created")) > 0;
+                bool newer = strcmp(util_json_text(d, "created"), util_json_text(dup, "created")) > 0;
                 char text[1024];
                 snprintf(text, sizeof text, "duplicate: '%s' on host '%s' is in %s and %s; kept the %s one (%s)",
                          cJSON_GetStringValue(
                              cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d, "info"), "name"))
-                             ?: bench_json_text(d, "fingerprint"),
-                         bench_json_text(d, "host"), bench_json_text(dup, "source"), names[f],
+                             ?: util_json_text(d, "fingerprint"),
+                         util_json_text(d, "host"), util_json_text(dup, "source"), names[f],
                          newer ? "newer" : "earlier",
-                         newer ? bench_json_text(d, "created") : bench_json_text(dup, "created"));
+                         newer ? util_json_text(d, "created") : util_json_text(dup, "created"));
                 cJSON_AddItemToArray(notes, cJSON_CreateString(text));
                 if (newer) {
                     cJSON_ReplaceItemViaPointer(devices, dup, d);
@@ -1075,8 +1075,8 @@ tsr_status report_merge_roots(cJSON **roots, const char *const *names, size_t n,
     }
     for (size_t f = 0; f < n; ++f)
         cJSON_Delete(roots[f]), roots[f] = NULL;
-    bench_index_free(&kept);
-    bench_index_free(&rank_hosts);
+    util_index_free(&kept);
+    util_index_free(&rank_hosts);
     if (st == TSR_SUCCESS) add_shared_host_notes(notes, hosts);
     cJSON_Delete(hosts);
     if (st != TSR_SUCCESS) {
@@ -1105,12 +1105,12 @@ tsr_status report_merge(const char *const *paths, size_t npaths, cJSON **out) {
 
 /* ---- writing ---- */
 
-static const char *op_unit(const cJSON *row) { return bench_json_num(row, "flops") > 0 ? "GFLOP/s" : "GB/s"; }
-static double op_rate(const cJSON *row) { return bench_json_num(row, "flops") > 0 ? bench_json_num(row, "gflops") : bench_json_num(row, "gbps"); }
+static const char *op_unit(const cJSON *row) { return util_json_num(row, "flops") > 0 ? "GFLOP/s" : "GB/s"; }
+static double op_rate(const cJSON *row) { return util_json_num(row, "flops") > 0 ? util_json_num(row, "gflops") : util_json_num(row, "gbps"); }
 
 static const char *device_name(const cJSON *d) {
     const char *n = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(d, "info"), "name"));
-    return n ? n : bench_json_text(d, "selector");
+    return n ? n : util_json_text(d, "selector");
 }
 
 /* A file-name-safe slug of the device: index and name. */
@@ -1149,9 +1149,9 @@ static void md_rows_free(md_rows *m) {
 }
 
 /* The index of case `id` in `cases`, appended (with the next index) when it is new. */
-static tsr_status case_index(bench_index *ix, const char *id, const char **cases, size_t *ncases, size_t *index) {
+static tsr_status case_index(util_index *ix, const char *id, const char **cases, size_t *ncases, size_t *index) {
     bool found = false;
-    void **slot = bench_index_get(ix, id, strlen(id), &found);
+    void **slot = util_index_get(ix, id, strlen(id), &found);
     if (!slot) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     if (!found) *slot = (void *)(uintptr_t)*ncases, cases[(*ncases)++] = id;
     *index = (size_t)(uintptr_t)*slot;
@@ -1168,7 +1168,7 @@ static tsr_status md_rows_build(const cJSON *root, md_rows *out) {
     }
     md_row *flat = calloc(total ? total : 1, sizeof *flat);
     const char **cases = calloc(total ? total : 1, sizeof *cases);
-    bench_index case_ix = {0}, peer_ix = {0};
+    util_index case_ix = {0}, peer_ix = {0};
     tsr_status st = flat && cases ? TSR_SUCCESS : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     size_t n = 0, ncases = 0, di = 0;
     char key[64];
@@ -1176,18 +1176,18 @@ static tsr_status md_rows_build(const cJSON *root, md_rows *out) {
         cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "results")) {
             if (st != TSR_SUCCESS) break;
             size_t ci = 0;
-            if ((st = case_index(&case_ix, bench_json_text(r, "case"), cases, &ncases, &ci)) != TSR_SUCCESS) break;
+            if ((st = case_index(&case_ix, util_json_text(r, "case"), cases, &ncases, &ci)) != TSR_SUCCESS) break;
             bool found = false;
             flat[n++] = (md_row){.device = d, .row = r, .device_index = di, .case_index = ci};
-            if (strncmp(bench_json_text(r, "impl"), "clblast", 7) == 0) { /* the first one per device and case */
+            if (strncmp(util_json_text(r, "impl"), "clblast", 7) == 0) { /* the first one per device and case */
                 int len = snprintf(key, sizeof key, "%zu/%zu", di, ci);
-                void **p = bench_index_get(&peer_ix, key, (size_t)len, &found);
+                void **p = util_index_get(&peer_ix, key, (size_t)len, &found);
                 if (!p) st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
                 else if (!found) *p = (void *)r;
             }
         }
         cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(d, "failures")) { /* after the device's rows */
-            const char *id = bench_json_text(r, "case");
+            const char *id = util_json_text(r, "case");
             if (st != TSR_SUCCESS || strcmp(id, "peaks") == 0) continue; /* peaks: in the device table */
             size_t ci = 0;
             if ((st = case_index(&case_ix, id, cases, &ncases, &ci)) != TSR_SUCCESS) break;
@@ -1209,10 +1209,10 @@ static tsr_status md_rows_build(const cJSON *root, md_rows *out) {
             memcpy(next, starts, (ncases + 1) * sizeof *next);
             for (size_t i = 0; i < n; ++i) {
                 md_row row = flat[i];
-                if (!row.failure && strncmp(bench_json_text(row.row, "impl"), "tessera", 7) == 0) {
+                if (!row.failure && strncmp(util_json_text(row.row, "impl"), "tessera", 7) == 0) {
                     bool found = false;
                     int len = snprintf(key, sizeof key, "%zu/%zu", row.device_index, row.case_index);
-                    void **p = bench_index_get(&peer_ix, key, (size_t)len, &found);
+                    void **p = util_index_get(&peer_ix, key, (size_t)len, &found);
                     if (!p) {
                         st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
                         break;
@@ -1224,8 +1224,8 @@ static tsr_status md_rows_build(const cJSON *root, md_rows *out) {
             free(next);
         }
     }
-    bench_index_free(&case_ix);
-    bench_index_free(&peer_ix);
+    util_index_free(&case_ix);
+    util_index_free(&peer_ix);
     free(flat);
     if (st != TSR_SUCCESS) {
         free(cases), free(starts), free(rows);
@@ -1258,7 +1258,7 @@ static const char *timing_method(const cJSON *d) {
 
 /* A line per device some of whose classes run untuned because their tuned entries are stale:
  * never tuned is a device's ordinary start, tuned for an older kernel source a silent loss. */
-static void stale_markdown(bench_text *b, const cJSON *d) {
+static void stale_markdown(util_text *b, const cJSON *d) {
     int ops_listed = 0;
     const cJSON *op;
     cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(d, "configs")) {
@@ -1268,148 +1268,148 @@ static void stale_markdown(bench_text *b, const cJSON *d) {
             const char *state = cJSON_GetStringValue(cls);
             if (!op->string || !cls->string || !state || strcmp(state, "default-stale") != 0) continue;
             if (!ops_listed && !listed) {
-                bench_text_printf(b, "\n**Untuned because stale** on ");
-                bench_text_md(b, device_name(d));
-                bench_text_printf(b, " (tuned entries exist, for a kernel source that has changed since: these run the "
+                util_text_printf(b, "\n**Untuned because stale** on ");
+                util_text_md(b, device_name(d));
+                util_text_printf(b, " (tuned entries exist, for a kernel source that has changed since: these run the "
                                      "built-in default until `tessera tune` re-tunes them):");
             }
             if (!listed) {
-                bench_text_printf(b, "%s", ops_listed ? "; " : " ");
-                bench_text_md(b, op->string);
-                bench_text_printf(b, " ");
+                util_text_printf(b, "%s", ops_listed ? "; " : " ");
+                util_text_md(b, op->string);
+                util_text_printf(b, " ");
             } else {
-                bench_text_printf(b, ", ");
+                util_text_printf(b, ", ");
             }
-            bench_text_md(b, cls->string);
+            util_text_md(b, cls->string);
             listed = true;
         }
         ops_listed += listed;
     }
-    if (ops_listed) bench_text_printf(b, ".\n");
+    if (ops_listed) util_text_printf(b, ".\n");
 }
 
 /* "#2 name (platform)": a device as the comparison names it. */
-static void comparison_device(bench_text *b, const cJSON *pd) {
-    bench_text_printf(b, "#%d ", (int)bench_json_num(pd, "device") + 1);
-    bench_text_md(b, bench_json_text(pd, "name"));
-    const char *platform = bench_json_text(pd, "platform");
+static void comparison_device(util_text *b, const cJSON *pd) {
+    util_text_printf(b, "#%d ", (int)util_json_num(pd, "device") + 1);
+    util_text_md(b, util_json_text(pd, "name"));
+    const char *platform = util_json_text(pd, "platform");
     if (*platform) {
-        bench_text_printf(b, " (");
-        bench_text_md(b, platform);
-        bench_text_printf(b, ")");
+        util_text_printf(b, " (");
+        util_text_md(b, platform);
+        util_text_printf(b, ")");
     }
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pd, "simulator"))) bench_text_printf(b, " (simulator)");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pd, "simulator"))) util_text_printf(b, " (simulator)");
 }
 
 /* The "Side by side" section: a column per device, a ratio column per device after the baseline. */
-static void comparison_markdown(bench_text *b, const cJSON *cmp) {
+static void comparison_markdown(util_text *b, const cJSON *cmp) {
     const cJSON *parts = cJSON_GetObjectItemCaseSensitive(cmp, "devices"), *pd, *row, *e;
-    int base = (int)bench_json_num(cmp, "baseline"), bp = 0, np = cJSON_GetArraySize(parts), k = 0;
+    int base = (int)util_json_num(cmp, "baseline"), bp = 0, np = cJSON_GetArraySize(parts), k = 0;
     const cJSON *bdev = NULL;
     cJSON_ArrayForEach(pd, parts) {
-        if ((int)bench_json_num(pd, "device") == base) bp = k, bdev = pd;
+        if ((int)util_json_num(pd, "device") == base) bp = k, bdev = pd;
         ++k;
     }
-    bench_text_printf(b, "\n## Side by side\n\nBaseline: ");
+    util_text_printf(b, "\n## Side by side\n\nBaseline: ");
     comparison_device(b, bdev);
-    bench_text_printf(b, ", the first device with results in the report's order (the order of `--device`; with "
+    util_text_printf(b, ", the first device with results in the report's order (the order of `--device`; with "
                          "`--merge`, the order of the files), passing over simulators. Each ratio is the baseline's median time over the device's at the same case, "
                          "shape and implementation: above 1 is faster than the baseline.\n\n");
     cJSON_ArrayForEach(pd, parts) {
         const cJSON *same = cJSON_GetObjectItemCaseSensitive(pd, "same_hardware_as_baseline");
         if (!same) continue;
-        bench_text_printf(b, "- ");
+        util_text_printf(b, "- ");
         comparison_device(b, pd);
         if (cJSON_IsTrue(same)) {
-            bool same_platform = strcmp(bench_json_text(pd, "platform"), bench_json_text(bdev, "platform")) == 0;
-            bench_text_printf(b, ": the same processor as the baseline (CPU devices of host ");
-            bench_text_md(b, bench_json_text(pd, "host"));
-            bench_text_printf(b, "), %s: the ratio compares software on one CPU.\n",
+            bool same_platform = strcmp(util_json_text(pd, "platform"), util_json_text(bdev, "platform")) == 0;
+            util_text_printf(b, ": the same processor as the baseline (CPU devices of host ");
+            util_text_md(b, util_json_text(pd, "host"));
+            util_text_printf(b, "), %s: the ratio compares software on one CPU.\n",
                               same_platform ? "another device of the same OpenCL implementation"
                                             : "through another OpenCL implementation");
         } else {
-            bench_text_printf(b, ": not known to be the same hardware as the baseline: the ratio compares devices%s.\n",
+            util_text_printf(b, ": not known to be the same hardware as the baseline: the ratio compares devices%s.\n",
                               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pd, "simulator"))
                                   ? " (a simulator's times say nothing about hardware)" : "");
         }
     }
-    bench_text_printf(b, "\n| case | shape | impl |");
+    util_text_printf(b, "\n| case | shape | impl |");
     cJSON_ArrayForEach(pd, parts) {
-        bench_text_printf(b, " ");
+        util_text_printf(b, " ");
         comparison_device(b, pd);
-        bench_text_printf(b, " |");
+        util_text_printf(b, " |");
     }
-    cJSON_ArrayForEach(pd, parts) if ((int)bench_json_num(pd, "device") != base) bench_text_printf(b, " #%d / #%d |", (int)bench_json_num(pd, "device") + 1, base + 1);
-    bench_text_printf(b, "\n|---|---|---|");
-    for (int i = 0; i < 2 * np - 1; ++i) bench_text_printf(b, "---:|");
-    bench_text_printf(b, "\n");
+    cJSON_ArrayForEach(pd, parts) if ((int)util_json_num(pd, "device") != base) util_text_printf(b, " #%d / #%d |", (int)util_json_num(pd, "device") + 1, base + 1);
+    util_text_printf(b, "\n|---|---|---|");
+    for (int i = 0; i < 2 * np - 1; ++i) util_text_printf(b, "---:|");
+    util_text_printf(b, "\n");
     cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(cmp, "rows")) {
         static const char *const fields[] = {"case", "shape", "impl"};
         for (size_t f = 0; f < 3; ++f) {
-            bench_text_printf(b, "| ");
-            bench_text_md(b, bench_json_text(row, fields[f]));
-            bench_text_printf(b, " ");
+            util_text_printf(b, "| ");
+            util_text_md(b, util_json_text(row, fields[f]));
+            util_text_printf(b, " ");
         }
         const cJSON *entries = cJSON_GetObjectItemCaseSensitive(row, "entries");
         cJSON_ArrayForEach(e, entries) {
             char rate[32];
             if (cJSON_IsNull(e)) {
-                bench_text_printf(b, "| - ");
+                util_text_printf(b, "| - ");
             } else if (cJSON_GetObjectItemCaseSensitive(e, "error")) {
-                const char *error = bench_json_text(e, "error");
-                bench_text_printf(b, "| %s", strncmp(error, "not run", 7) == 0 ? "" : "failed: ");
-                bench_text_md(b, error);
-                bench_text_printf(b, " ");
+                const char *error = util_json_text(e, "error");
+                util_text_printf(b, "| %s", strncmp(error, "not run", 7) == 0 ? "" : "failed: ");
+                util_text_md(b, error);
+                util_text_printf(b, " ");
             } else {
-                bench_text_printf(b, "| %s %s (%.3f ms", bench_format_rate(bench_json_num(e, "rate"), rate, sizeof rate),
-                                  bench_json_text(row, "unit"), bench_json_num(e, "time_ms"));
-                const char *impl = bench_json_text(e, "impl");
-                if (strcmp(impl, bench_json_text(row, "impl")) != 0) { /* tessera's path on this device */
-                    bench_text_printf(b, ", ");
-                    bench_text_md(b, impl);
+                util_text_printf(b, "| %s %s (%.3f ms", util_format_rate(util_json_num(e, "rate"), rate, sizeof rate),
+                                  util_json_text(row, "unit"), util_json_num(e, "time_ms"));
+                const char *impl = util_json_text(e, "impl");
+                if (strcmp(impl, util_json_text(row, "impl")) != 0) { /* tessera's path on this device */
+                    util_text_printf(b, ", ");
+                    util_text_md(b, impl);
                 }
-                bench_text_printf(b, ") ");
+                util_text_printf(b, ") ");
             }
         }
         k = 0;
         cJSON_ArrayForEach(e, entries) {
             if (k++ == bp) continue;
             const cJSON *ratio = cJSON_GetObjectItemCaseSensitive(e, "ratio");
-            if (!cJSON_IsNumber(ratio)) bench_text_printf(b, "| - ");
-            else if (ratio->valuedouble >= 100) bench_text_printf(b, "| **%.0f** ", ratio->valuedouble);
-            else bench_text_printf(b, "| **%.3g** ", ratio->valuedouble); /* 0.0412 as such, not 0.04 */
+            if (!cJSON_IsNumber(ratio)) util_text_printf(b, "| - ");
+            else if (ratio->valuedouble >= 100) util_text_printf(b, "| **%.0f** ", ratio->valuedouble);
+            else util_text_printf(b, "| **%.3g** ", ratio->valuedouble); /* 0.0412 as such, not 0.04 */
         }
-        bench_text_printf(b, "|\n");
+        util_text_printf(b, "|\n");
     }
 }
 
 /* report.md, built in memory (written atomically by the caller). Every string that came from a
- * report (names, hosts, shapes, notes, errors, case ids, alt texts) goes through bench_text_md. */
+ * report (names, hosts, shapes, notes, errors, case ids, alt texts) goes through util_text_md. */
 static char *build_markdown(const cJSON *root, const png_result *pngs, size_t npngs, bool png_tool, tsr_status *st) {
     *st = TSR_SUCCESS;
     md_rows m;
     if ((*st = md_rows_build(root, &m)) != TSR_SUCCESS) return NULL;
-    bench_text b = {0};
+    util_text b = {0};
     const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
     int ndev = cJSON_GetArraySize(devices);
-    bench_text_printf(&b, "# tessera report\n\nCreated ");
-    bench_text_md(&b, bench_json_text(root, "created"));
-    bench_text_printf(&b, " by tessera ");
-    bench_text_md(&b, bench_json_text(root, "tessera_version"));
-    bench_text_printf(&b, ": %d device%s, %zu failed.\n", ndev, ndev == 1 ? "" : "s", report_failed_devices(root));
+    util_text_printf(&b, "# tessera report\n\nCreated ");
+    util_text_md(&b, util_json_text(root, "created"));
+    util_text_printf(&b, " by tessera ");
+    util_text_md(&b, util_json_text(root, "tessera_version"));
+    util_text_printf(&b, ": %d device%s, %zu failed.\n", ndev, ndev == 1 ? "" : "s", report_failed_devices(root));
     const cJSON *src;
     cJSON_ArrayForEach(src, cJSON_GetObjectItemCaseSensitive(root, "merged_from")) {
-        bench_text_printf(&b, "Merged from ");
-        bench_text_md(&b, cJSON_GetStringValue(src));
-        bench_text_printf(&b, ".\n");
+        util_text_printf(&b, "Merged from ");
+        util_text_md(&b, cJSON_GetStringValue(src));
+        util_text_printf(&b, ".\n");
     }
     const cJSON *note;
     cJSON_ArrayForEach(note, cJSON_GetObjectItemCaseSensitive(root, "notes")) {
-        bench_text_printf(&b, "\nNote: ");
-        bench_text_md(&b, cJSON_GetStringValue(note));
-        bench_text_printf(&b, "\n");
+        util_text_printf(&b, "\nNote: ");
+        util_text_md(&b, cJSON_GetStringValue(note));
+        util_text_printf(&b, "\n");
     }
-    bench_text_printf(&b, "\n## Devices\n\n| # | device | type | platform | driver | host | memory roof GB/s | fp32 roof GFLOP/s | "
+    util_text_printf(&b, "\n## Devices\n\n| # | device | type | platform | driver | host | memory roof GB/s | fp32 roof GFLOP/s | "
                           "launch round trip µs | tuning | timing | status |\n|---|---|---|---|---|---|---:|---:|---:|---|---|---|\n");
     int i = 0;
     const cJSON *d;
@@ -1417,98 +1417,98 @@ static char *build_markdown(const cJSON *root, const png_result *pngs, size_t np
         const cJSON *info = cJSON_GetObjectItemCaseSensitive(d, "info"), *peaks = cJSON_GetObjectItemCaseSensitive(d, "peaks");
         const cJSON *rt = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(peaks, "launch_us"), "round_trip");
         char bw[32], fl[32], lat[32];
-        bench_text_printf(&b, "| %d | ", ++i);
-        bench_text_md(&b, device_name(d));
+        util_text_printf(&b, "| %d | ", ++i);
+        util_text_md(&b, device_name(d));
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "simulator")))
-            bench_text_printf(&b, " (simulator: times say nothing about hardware)");
+            util_text_printf(&b, " (simulator: times say nothing about hardware)");
         static const char *const fields[] = {"type", "platform_name", "driver_version"};
         for (size_t f = 0; f < 3; ++f) {
-            bench_text_printf(&b, " | ");
-            bench_text_md(&b, bench_json_text(info, fields[f]));
+            util_text_printf(&b, " | ");
+            util_text_md(&b, util_json_text(info, fields[f]));
         }
-        bench_text_printf(&b, " | ");
-        bench_text_md(&b, bench_json_text(d, "host"));
-        bench_text_printf(&b, " | %s | %s | %s | ", bench_format_rate(bench_json_num(peaks, "bandwidth_gbps"), bw, sizeof bw),
-                          bench_format_rate(bench_json_num(peaks, "compute_gflops"), fl, sizeof fl),
-                          bench_format_rate(bench_json_num(rt, "median"), lat, sizeof lat));
-        bench_text_md(&b, bench_json_text(d, "tuning"));
-        bench_text_printf(&b, " | %s", timing_method(d));
-        const char *status = bench_json_text(d, "status");
+        util_text_printf(&b, " | ");
+        util_text_md(&b, util_json_text(d, "host"));
+        util_text_printf(&b, " | %s | %s | %s | ", util_format_rate(util_json_num(peaks, "bandwidth_gbps"), bw, sizeof bw),
+                          util_format_rate(util_json_num(peaks, "compute_gflops"), fl, sizeof fl),
+                          util_format_rate(util_json_num(rt, "median"), lat, sizeof lat));
+        util_text_md(&b, util_json_text(d, "tuning"));
+        util_text_printf(&b, " | %s", timing_method(d));
+        const char *status = util_json_text(d, "status");
         if (strcmp(status, "ok") == 0) {
-            bench_text_printf(&b, " | ok |\n");
+            util_text_printf(&b, " | ok |\n");
         } else {
-            bench_text_printf(&b, " | **");
-            bench_text_md(&b, *status ? status : "failed"); /* skipped, partial; failed in older reports */
-            bench_text_printf(&b, "**: ");
-            bench_text_md(&b, bench_json_text(d, "error"));
-            bench_text_printf(&b, " |\n");
+            util_text_printf(&b, " | **");
+            util_text_md(&b, *status ? status : "failed"); /* skipped, partial; failed in older reports */
+            util_text_printf(&b, "**: ");
+            util_text_md(&b, util_json_text(d, "error"));
+            util_text_printf(&b, " |\n");
         }
     }
     cJSON_ArrayForEach(d, devices) { /* where the driver's timestamps could not be used */
         const cJSON *peaks = cJSON_GetObjectItemCaseSensitive(d, "peaks");
-        if (strcmp(bench_json_text(peaks, "timing"), "host") != 0) continue;
-        bench_text_printf(&b, "\nTiming on ");
-        bench_text_md(&b, device_name(d));
-        bench_text_printf(&b, ": host clock (batches of launches less the %.0f µs empty-launch cost) for its peaks and "
-                              "tuning: ", bench_json_num(peaks, "empty_launch_us"));
-        bench_text_md(&b, bench_json_text(peaks, "timing_reason"));
-        bench_text_printf(&b, "\n");
+        if (strcmp(util_json_text(peaks, "timing"), "host") != 0) continue;
+        util_text_printf(&b, "\nTiming on ");
+        util_text_md(&b, device_name(d));
+        util_text_printf(&b, ": host clock (batches of launches less the %.0f µs empty-launch cost) for its peaks and "
+                              "tuning: ", util_json_num(peaks, "empty_launch_us"));
+        util_text_md(&b, util_json_text(peaks, "timing_reason"));
+        util_text_printf(&b, "\n");
     }
     cJSON_ArrayForEach(d, devices) stale_markdown(&b, d);
     cJSON *cmp = report_compare(root); /* recomputed: report.json's copy may come from an older tessera */
     if (cmp) comparison_markdown(&b, cmp);
     cJSON_Delete(cmp);
-    bench_text_printf(&b, "\n## Results\n\nMedian time of repeated runs; the rate counts each op's arithmetic (GELU: 8 operations "
+    util_text_printf(&b, "\n## Results\n\nMedian time of repeated runs; the rate counts each op's arithmetic (GELU: 8 operations "
                           "per element) or, for the copy kernel, bytes moved; %% of roofline is the rate over min(fp32 roof, "
                           "intensity × memory roof) with this device's measured roofs; \"vs CLBlast\" is CLBlast's time over "
                           "tessera's in the same run.\n");
     for (size_t c = 0; c < m.ncases; ++c) {
-        bench_text_printf(&b, "\n### ");
-        bench_text_md(&b, m.cases[c]);
-        bench_text_printf(&b, "\n\n| device | shape | impl | ms | rate | intensity FLOP/B | %% of roofline | vs CLBlast | rel_err |\n"
+        util_text_printf(&b, "\n### ");
+        util_text_md(&b, m.cases[c]);
+        util_text_printf(&b, "\n\n| device | shape | impl | ms | rate | intensity FLOP/B | %% of roofline | vs CLBlast | rel_err |\n"
                               "|---|---|---|---:|---:|---:|---:|---:|---:|\n");
         for (size_t k = m.starts[c]; k < m.starts[c + 1]; ++k) {
             const md_row *w = &m.rows[k];
             const cJSON *r = w->row;
             if (w->failure) { /* the error in the impl column, the numbers empty */
-                const char *error = bench_json_text(r, "error");
-                bench_text_printf(&b, "| ");
-                bench_text_md(&b, device_name(w->device));
-                bench_text_printf(&b, " | ");
-                bench_text_md(&b, bench_json_text(r, "shape"));
-                bench_text_printf(&b, " | %s", strncmp(error, "not run", 7) == 0 ? "" : "**failed**: ");
-                bench_text_md(&b, error);
-                bench_text_printf(&b, " | - | - | - | - | | - |\n");
+                const char *error = util_json_text(r, "error");
+                util_text_printf(&b, "| ");
+                util_text_md(&b, device_name(w->device));
+                util_text_printf(&b, " | ");
+                util_text_md(&b, util_json_text(r, "shape"));
+                util_text_printf(&b, " | %s", strncmp(error, "not run", 7) == 0 ? "" : "**failed**: ");
+                util_text_md(&b, error);
+                util_text_printf(&b, " | - | - | - | - | | - |\n");
                 continue;
             }
             char vs[32] = "", err[32] = "-", inten[32] = "-", rate[32];
-            if (w->peer) snprintf(vs, sizeof vs, "%.2fx", bench_json_num(w->peer, "time_ms") / bench_json_num(r, "time_ms"));
+            if (w->peer) snprintf(vs, sizeof vs, "%.2fx", util_json_num(w->peer, "time_ms") / util_json_num(r, "time_ms"));
             const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "rel_err");
             if (cJSON_IsNumber(e)) snprintf(err, sizeof err, "%.1e", e->valuedouble);
-            if (bench_json_num(r, "flops") > 0)
-                snprintf(inten, sizeof inten, "%.2f", bench_json_num(r, "flops") / bench_json_num(r, "bytes"));
-            bench_text_printf(&b, "| ");
-            bench_text_md(&b, device_name(w->device));
-            bench_text_printf(&b, " | ");
-            bench_text_md(&b, bench_json_text(r, "shape"));
-            bench_text_printf(&b, " | ");
-            bench_text_md(&b, bench_json_text(r, "impl"));
+            if (util_json_num(r, "flops") > 0)
+                snprintf(inten, sizeof inten, "%.2f", util_json_num(r, "flops") / util_json_num(r, "bytes"));
+            util_text_printf(&b, "| ");
+            util_text_md(&b, device_name(w->device));
+            util_text_printf(&b, " | ");
+            util_text_md(&b, util_json_text(r, "shape"));
+            util_text_printf(&b, " | ");
+            util_text_md(&b, util_json_text(r, "impl"));
             const char *error = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "error"));
             if (error) { /* a measurement error in place of the rate */
-                bench_text_printf(&b, " | %.3f | **", bench_json_num(r, "time_ms"));
-                bench_text_md(&b, error);
-                bench_text_printf(&b, "** | %s | - | %s | %s |\n", inten, vs, err);
+                util_text_printf(&b, " | %.3f | **", util_json_num(r, "time_ms"));
+                util_text_md(&b, error);
+                util_text_printf(&b, "** | %s | - | %s | %s |\n", inten, vs, err);
                 continue;
             }
-            bench_text_printf(&b, " | %.3f | %s %s | %s | %.0f%% | %s | %s |\n", bench_json_num(r, "time_ms"),
-                              bench_format_rate(op_rate(r), rate, sizeof rate), op_unit(r), inten,
+            util_text_printf(&b, " | %.3f | %s %s | %s | %.0f%% | %s | %s |\n", util_json_num(r, "time_ms"),
+                              util_format_rate(op_rate(r), rate, sizeof rate), op_unit(r), inten,
                               100.0 * roofline_fraction(w->device, r), vs, err);
         }
     }
     md_rows_free(&m);
     const cJSON *pytorch = cJSON_GetObjectItemCaseSensitive(root, "pytorch");
     if (pytorch) report_pytorch_markdown(&b, pytorch);
-    bench_text_printf(&b, "\n## Charts\n\nOne roofline per device (log-log: x is arithmetic intensity in FLOP per byte that must "
+    util_text_printf(&b, "\n## Charts\n\nOne roofline per device (log-log: x is arithmetic intensity in FLOP per byte that must "
                           "move, y is GFLOP/s). The slanted line is the measured memory roof (bandwidth × intensity), the flat "
                           "one the measured fp32 roof; where they meet is the ridge point. An op left of the ridge is bound by "
                           "memory, right of it by arithmetic; its height under the roof is what is left on the table. Filled "
@@ -1518,29 +1518,29 @@ static char *build_markdown(const cJSON *root, const png_result *pngs, size_t np
         char slug[128];
         device_slug(d, i++, slug, sizeof slug);
         if (!cJSON_GetObjectItemCaseSensitive(d, "peaks")) continue;
-        bench_text_printf(&b, "![roofline of ");
-        bench_text_md(&b, device_name(d));
-        bench_text_printf(&b, "](roofline-%s.svg)\n\n", slug);
+        util_text_printf(&b, "![roofline of ");
+        util_text_md(&b, device_name(d));
+        util_text_printf(&b, "](roofline-%s.svg)\n\n", slug);
     }
-    bench_text_printf(&b, "Devices side by side, op by op (tessera's rate; the tables above give the %% of each device's "
+    util_text_printf(&b, "Devices side by side, op by op (tessera's rate; the tables above give the %% of each device's "
                           "roofline):\n\n![devices per op](bars.svg)\n");
     /* The PNG copies: made, missing (and why), or not attempted. */
     if (!png_tool) {
-        bench_text_printf(&b, "\nPNG copies: none (no rsvg-convert on PATH).\n");
+        util_text_printf(&b, "\nPNG copies: none (no rsvg-convert on PATH).\n");
     } else {
-        bench_text_printf(&b, "\nPNG copies (rsvg-convert):\n\n");
+        util_text_printf(&b, "\nPNG copies (rsvg-convert):\n\n");
         for (size_t p = 0; p < npngs; ++p) {
-            bench_text_printf(&b, "- ");
-            bench_text_md(&b, pngs[p].name);
+            util_text_printf(&b, "- ");
+            util_text_md(&b, pngs[p].name);
             if (*pngs[p].why) {
-                bench_text_printf(&b, ": **missing** (");
-                bench_text_md(&b, pngs[p].why);
-                bench_text_printf(&b, ")");
+                util_text_printf(&b, ": **missing** (");
+                util_text_md(&b, pngs[p].why);
+                util_text_printf(&b, ")");
             }
-            bench_text_printf(&b, "\n");
+            util_text_printf(&b, "\n");
         }
     }
-    char *text = bench_text_finish(&b);
+    char *text = util_text_finish(&b);
     if (!text) *st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory building report.md");
     return text;
 }

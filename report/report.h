@@ -139,7 +139,7 @@ tsr_status report_merge(const char *const *paths, size_t npaths, struct cJSON **
  * the row and field). The caller puts *out into the report as root["pytorch"]. */
 tsr_status report_load_pytorch(const char *path, struct cJSON **out);
 /* report.md's "Against PyTorch" section from root["pytorch"]. */
-void report_pytorch_markdown(bench_text *b, const struct cJSON *pytorch);
+void report_pytorch_markdown(util_text *b, const struct cJSON *pytorch);
 /* Devices whose status is not "ok" (skipped, partial, or failed in a schema-1 report made
  * before "partial" existed). */
 size_t report_failed_devices(const struct cJSON *root);

@@ -58,6 +58,19 @@ TSR_API const char *tsr_status_str(tsr_status status);
  * next tessera call on this thread. */
 TSR_API const char *tsr_last_error(void);
 
+/* For libraries built on tessera (the MPI component): record a failure of their own as tessera
+ * records its own, so that tsr_status_str() and tsr_last_error() explain it; `format` is
+ * printf's. Returns status. */
+TSR_API tsr_status tsr_set_error(tsr_status status, const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* The same for an OpenCL call that returned `error`: "WHAT failed with CL_NAME (code)
+ * [FILE:LINE]", as TSR_ERR_OUT_OF_MEMORY for CL_OUT_OF_HOST_MEMORY and
+ * CL_MEM_OBJECT_ALLOCATION_FAILURE, else TSR_ERR_OPENCL. Returns that status. */
+TSR_API tsr_status tsr_set_cl_error(cl_int error, const char *what, const char *file, int line);
+
 /* The last non-fatal warning on this thread ("" if none), e.g. an unwritable
  * cache directory that made tessera fall back to an in-memory cache. */
 TSR_API const char *tsr_last_warning(void);

@@ -18,7 +18,7 @@ static const struct {
     const char *name;
     any_fn fn;
 } api[] = {
-    FN(tsr_status_str), FN(tsr_last_error), FN(tsr_last_warning), FN(tsr_set_warning_handler),
+    FN(tsr_status_str), FN(tsr_last_error), FN(tsr_set_error), FN(tsr_set_cl_error), FN(tsr_last_warning), FN(tsr_set_warning_handler),
     FN(tsr_device_type_str), FN(tsr_discover),
     FN(tsr_discover_json), FN(tsr_icd_problems), FN(tsr_free), FN(tsr_device_open), FN(tsr_device_wrap), FN(tsr_device_close),
     FN(tsr_device_get_info), FN(tsr_device_context), FN(tsr_device_id), FN(tsr_device_queue),
@@ -54,6 +54,12 @@ static void calls_through_the_shared_library(void **state) {
     assert_true(strlen(tsr_last_error()) > 0);
     tsr_free(NULL);
     tsr_device_close(NULL);
+    /* A library built on tessera records its failures as tessera's own. */
+    assert_int_equal(tsr_set_error(TSR_ERR_IO, "rank %d: %s", 3, "lost"), TSR_ERR_IO);
+    assert_string_equal(tsr_last_error(), "rank 3: lost");
+    assert_int_equal(tsr_set_cl_error(CL_OUT_OF_HOST_MEMORY, "clFoo", "x.c", 7), TSR_ERR_OUT_OF_MEMORY);
+    assert_string_equal(tsr_last_error(), "clFoo failed with CL_OUT_OF_HOST_MEMORY (-6) [x.c:7]");
+    assert_int_equal(tsr_set_cl_error(CL_INVALID_VALUE, "clBar", "y.c", 1), TSR_ERR_OPENCL);
 }
 
 int main(void) {

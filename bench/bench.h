@@ -76,7 +76,7 @@ void bench_settle_host_threads(void);
 
 /* Per-op benchmarks: options come from the CLI. */
 typedef struct bench_options {
-    const char *sizes;   /* op-specific list, NULL for the defaults */
+    const char *sizes;   /* op-specific list; NULL: the op's defaults (bench_run fills them in) */
     double budget_s;     /* timing budget per row */
     bool peers;          /* run CLBlast / OpenBLAS too */
     bool quiet;
@@ -131,10 +131,10 @@ const bench_entry *bench_registry(size_t *count);
 const bench_entry *bench_find(const char *op);
 /* "gemm, gelu, conv2d, attention" into out (truncated to size); returns out. */
 const char *bench_op_list(char *out, size_t size);
-/* NULL (every part) or one of the op's parts; otherwise a TSR_ERR_INVALID_ARG naming its parts. */
-tsr_status bench_check_part(const char *op, const char *part);
-/* `sizes` as given, or the op's default --sizes when NULL. */
-const char *bench_sizes_or_default(const char *op, const char *sizes);
+/* Runs the entry's benchmark: its --part checked first (NULL: every part; otherwise one of the
+ * op's parts, else a TSR_ERR_INVALID_ARG naming them), its default --sizes where options->sizes
+ * is NULL. The op's own file never reaches back into this table. */
+tsr_status bench_run(const bench_entry *entry, tsr_device *device, const bench_options *options, bench_report *report);
 
 /* ||C - A B|| / ||A B|| for row-major A (m x k), B (k x n), C (m x n), batch entries one after
  * another: exact up to 2^27 multiply-adds, above that estimated with two probe vectors t

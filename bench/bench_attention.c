@@ -342,11 +342,9 @@ out:
 tsr_status bench_attention(tsr_device *dev, const bench_options *opt, bench_report *report) {
     size_t *lengths = NULL, count = 0;
     tsr_status st = TSR_SUCCESS;
-    if ((st = util_parse_counts(bench_sizes_or_default("attention", opt->sizes), "sequence lengths", ATT_MAX_LENGTH,
-                                 &lengths, &count)) != TSR_SUCCESS)
+    if ((st = util_parse_counts(opt->sizes, "sequence lengths", ATT_MAX_LENGTH, &lengths, &count)) != TSR_SUCCESS)
         return st;
-    st = bench_check_part("attention", opt->part);
-    if (st == TSR_SUCCESS && opt->layers)
+    if (opt->layers)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
     else if (st == TSR_SUCCESS && opt->clblast_xgemm)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");

@@ -518,7 +518,6 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
     bool depthwise = opt->part && strcmp(opt->part, "depthwise") == 0;
     bool layers = !opt->part || strcmp(opt->part, "layers") == 0 || depthwise;
     bool stack = !opt->part || strcmp(opt->part, "stack") == 0;
-    if ((st = bench_check_part("conv2d", opt->part)) != TSR_SUCCESS) return st;
     if (opt->max_unfused) return tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
     if (opt->clblast_xgemm) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
     /* Check the layer names before anything runs. */
@@ -545,7 +544,7 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
             if (nchosen < NLAYERS) chosen[nchosen++] = l;
         }
     }
-    if ((st = util_parse_counts(bench_sizes_or_default("conv2d", opt->sizes), "batch sizes", CONV_MAX_BATCH, &batches,
+    if ((st = util_parse_counts(opt->sizes, "batch sizes", CONV_MAX_BATCH, &batches,
                                  &nbatches)) != TSR_SUCCESS)
         return st;
     /* Every layer and batch checked before the first one runs. */

@@ -418,13 +418,11 @@ out:
 tsr_status bench_gelu(tsr_device *dev, const bench_options *opt, bench_report *report) {
     size_t *sizes = NULL, nsizes = 0;
     tsr_status st = TSR_SUCCESS;
-    if ((st = util_parse_counts(bench_sizes_or_default("gelu", opt->sizes), "elements", GELU_MAX_ELEMENTS, &sizes,
-                                 &nsizes)) != TSR_SUCCESS)
+    if ((st = util_parse_counts(opt->sizes, "elements", GELU_MAX_ELEMENTS, &sizes, &nsizes)) != TSR_SUCCESS)
         return st;
     bool elementwise = !opt->part || strcmp(opt->part, "elementwise") == 0;
     bool epilogue = !opt->part || strcmp(opt->part, "epilogue") == 0;
-    st = bench_check_part("gelu", opt->part);
-    if (st == TSR_SUCCESS && opt->layers)
+    if (opt->layers)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
     else if (st == TSR_SUCCESS && opt->max_unfused)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");

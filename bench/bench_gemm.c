@@ -358,7 +358,6 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
     tsr_status st = TSR_SUCCESS;
     const char *clblast_impl = "clblast";
     (void)clblast_impl; /* unused without CLBlast */
-    if ((st = bench_check_part("gemm", opt->part)) != TSR_SUCCESS) return st;
     if (opt->layers) return tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
     if (opt->max_unfused) return tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
     if (opt->clblast_xgemm) {
@@ -369,7 +368,7 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
         return tsr_fail(TSR_ERR_UNSUPPORTED, "--clblast-xgemm: built without CLBlast");
 #endif
     }
-    if ((st = parse_shapes(bench_sizes_or_default("gemm", opt->sizes), &shapes, &nshapes)) != TSR_SUCCESS) return st;
+    if ((st = parse_shapes(opt->sizes, &shapes, &nshapes)) != TSR_SUCCESS) return st;
     /* Every shape checked before the first one runs. */
     for (size_t i = 0; i < nshapes && st == TSR_SUCCESS; ++i) {
         size_t na, nb, nc;

@@ -246,14 +246,14 @@ out:
 
 tsr_status bench_layernorm(tsr_device *dev, const bench_options *opt, bench_report *report) {
     size_t(*sizes)[2] = NULL, nsizes = 0;
-    tsr_status st = bench_check_part("layernorm", opt->part);
-    if (st == TSR_SUCCESS && opt->layers)
+    tsr_status st = TSR_SUCCESS;
+    if (opt->layers)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
     else if (st == TSR_SUCCESS && opt->max_unfused)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
     else if (st == TSR_SUCCESS && opt->clblast_xgemm)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
-    if (st == TSR_SUCCESS) st = ln_parse_sizes(bench_sizes_or_default("layernorm", opt->sizes), &sizes, &nsizes);
+    if (st == TSR_SUCCESS) st = ln_parse_sizes(opt->sizes, &sizes, &nsizes);
     /* Every shape checked against the device and the host before the first one runs. */
     for (size_t i = 0; i < nsizes && st == TSR_SUCCESS; ++i) {
         size_t n;

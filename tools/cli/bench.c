@@ -113,7 +113,7 @@ static int run_bench(int argc, char **argv) {
     printf("timing: host clock around each call (enqueue to completion, launch cost included); median of the runs\n");
     bench_report report = {0};
     snprintf(report.device, sizeof report.device, "%s", info->name);
-    st = entry->run(dev, &bo, &report);
+    st = bench_run(entry, dev, &bo, &report);
     if (st == TSR_SUCCESS && json) st = bench_write_json(&report, json);
     bench_report_free(&report);
     tsr_device_close(dev);

@@ -1,5 +1,5 @@
-/* Reading reports: validation of foreign report.json (every field checked), loading, parsing and
- * merging reports made on different machines or MPI ranks. */
+/* The report tree: a new one, validation of foreign report.json (every field checked), loading,
+ * parsing and merging reports made on different machines or MPI ranks. */
 #define _GNU_SOURCE
 #include "report_parts.h"
 
@@ -9,6 +9,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* ---- a new tree ---- */
+
+void report_now_iso(char *out, size_t size) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+cJSON *report_new(const char *created) {
+    char now[32];
+    if (!created) report_now_iso(now, sizeof now), created = now;
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    cJSON_AddStringToObject(root, "format", REPORT_FORMAT);
+    cJSON_AddNumberToObject(root, "schema_version", REPORT_SCHEMA);
+    cJSON_AddStringToObject(root, "tessera_version", TSR_VERSION_STRING);
+    cJSON_AddStringToObject(root, "created", created);
+    cJSON_AddArrayToObject(root, "devices");
+    if (!cJSON_AddArrayToObject(root, "notes")) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
 
 /* ---- validation, loading and merging ---- */
 

@@ -1,7 +1,7 @@
 /* What the files of report/ share among themselves (not for the CLI: report.h is the product's
  * face). The report's files by job, in layer order (tests/check_layers.py):
  *   compare.c   names and rates of rows, the roofline fraction, the devices side by side
- *   load.c      validation, loading, parsing and merging of report trees
+ *   load.c      the report tree: new, validated, loaded, parsed, merged
  *   suite.c     the standard suite and its result rows
  *   run.c       running a report on devices
  *   charts.c    SVG charts (a roofline per device, bars across devices)
@@ -37,6 +37,9 @@ double report_roofline_fraction(const struct cJSON *device, const struct cJSON *
 void report_attach_comparison(struct cJSON *root);
 
 /* ---- load.c ---- */
+
+/* Now as "YYYY-MM-DDTHH:MM:SSZ" (UTC), a report's "created". */
+void report_now_iso(char *out, size_t size);
 
 /* A result row as any report's must be (fields, types, ranges); false with the reason in why. */
 bool report_valid_result(const struct cJSON *row, char *why, size_t size);

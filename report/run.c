@@ -13,30 +13,6 @@
 
 /* ---- running a report ---- */
 
-static void now_iso(char *out, size_t size) {
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-cJSON *report_new(const char *created) {
-    char now[32];
-    if (!created) now_iso(now, sizeof now), created = now;
-    cJSON *root = cJSON_CreateObject();
-    if (!root) return NULL;
-    cJSON_AddStringToObject(root, "format", REPORT_FORMAT);
-    cJSON_AddNumberToObject(root, "schema_version", REPORT_SCHEMA);
-    cJSON_AddStringToObject(root, "tessera_version", TSR_VERSION_STRING);
-    cJSON_AddStringToObject(root, "created", created);
-    cJSON_AddArrayToObject(root, "devices");
-    if (!cJSON_AddArrayToObject(root, "notes")) {
-        cJSON_Delete(root);
-        return NULL;
-    }
-    return root;
-}
-
 /* A device that could not be used at all: "skipped" with the reason. */
 static void skip_device(cJSON *entry, const char *what, tsr_status status) {
     cJSON_ReplaceItemInObjectCaseSensitive(entry, "status", cJSON_CreateString("skipped"));
@@ -266,7 +242,7 @@ tsr_status report_run(const char *const *selectors, size_t nselectors, const rep
     tsr_status st = tsr_discover(&infos, &count);
     if (st != TSR_SUCCESS) return st;
     char created[32], host[256] = "";
-    now_iso(created, sizeof created);
+    report_now_iso(created, sizeof created);
     gethostname(host, sizeof host - 1);
     cJSON *root = report_new(created);
     if (!root) {

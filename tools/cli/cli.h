@@ -36,9 +36,11 @@ typedef struct cli_command {
 extern const cli_command cli_devices, cli_demo, cli_build_binaries, cli_cache, cli_bench, cli_tune, cli_peak,
     cli_report, cli_version;
 
-/* The full usage on `out`: 0 for stdout (asked for), 2 for stderr (a misuse). (tessera.c) */
+/* The command table the usage lists (tessera.c's, in order), set once at the start of main. (usage.c) */
+void cli_set_commands(const cli_command *const *commands, size_t count);
+/* The full usage on `out`: 0 for stdout (asked for), 2 for stderr (a misuse). (usage.c) */
 int cli_usage(FILE *out);
-/* The command's own usage on stdout; returns 0. (tessera.c) */
+/* The command's own usage on stdout; returns 0. (usage.c) */
 int cli_help(const cli_command *command);
 
 /* Options every command spells the same way. */

@@ -16,6 +16,10 @@
 
 static const int chain_counts[] = {4, 8, 16};
 
+extern const char peak_cl_source[]; /* cl/peak.cl, embedded by tools/embed_cl.py (embedded_peak.c) */
+
+tsr_status peak_add_source(void) { return tsr_add_kernel_source("peak", peak_cl_source, strlen(peak_cl_source)); }
+
 /* A reduced run (simulated devices, quick checks) covers one vector width (float4), one layout
  * and one chain count. */
 static bool reduced(const peak_options *opt) { return opt->reduced || opt->simulator; }
@@ -429,6 +433,8 @@ static tsr_status measure_host(host_ctx *hc, double budget_s, peak_stat *best, i
 tsr_status peak_measure(tsr_device *dev, const peak_options *opt, peak_result *r) {
     const tsr_device_info *info = tsr_device_get_info(dev);
     memset(r, 0, sizeof *r);
+    tsr_status added = peak_add_source();
+    if (added != TSR_SUCCESS) return added;
     size_t bytes = opt->buffer_bytes;
     if (bytes) {
         /* A size the user asked for is measured as asked or refused, never quietly shrunk: two

@@ -63,6 +63,10 @@ typedef struct peak_result {
     double empty_launch_us; /* the empty-launch cost host timing subtracts */
 } peak_result;
 
+/* The report's kernel source "peak" (cl/peak.cl, built into the report's library rather than
+ * libtessera) added to the runtime's sources (tsr_add_kernel_source): peak_measure does it
+ * itself; code that builds from "peak" otherwise (tests through tsr_get_kernel) calls it first. */
+tsr_status peak_add_source(void);
 tsr_status peak_measure(tsr_device *device, const peak_options *options, peak_result *result);
 struct cJSON *peak_to_json(const peak_result *result);
 tsr_status peak_from_json(const struct cJSON *json, peak_result *result);

@@ -245,6 +245,12 @@ typedef struct tsr_embedded_source {
 } tsr_embedded_source;
 
 extern const tsr_embedded_source tsr_embedded_sources[]; /* generated; ends with {NULL} */
+/* A kernel source a layer above the runtime brings (the report's peak.cl, embedded in the
+ * report's library): from then on found by name as an embedded one is (tsr_program_for,
+ * tsr_get_kernel, the caches; $TSR_KERNEL_DIR/name.cl overrides it alike), though not listed by
+ * tsr_kernel_source_names. `text` must live as long as the process. Adding the same text again
+ * is a no-op; a name taken by other text is TSR_ERR_INVALID_ARG. */
+tsr_status tsr_add_kernel_source(const char *name, const char *text, size_t length);
 
 /* Initialise the device's cache settings from the environment. */
 void tsr_cache_init(tsr_device *device);

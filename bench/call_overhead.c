@@ -6,6 +6,7 @@
  *   pipelined:   the calls enqueued back to back, one clFinish at the end.
  * Prints one JSON object with the microseconds per call of each. */
 #include "tessera.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,22 +25,30 @@ static int fail(const char *what, tsr_status st) {
 }
 
 int main(int argc, char **argv) {
-    const char *selector = NULL;
-    long size = 256, calls = 200;
-    for (int i = 1; i < argc; ++i) {
-        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) selector = argv[++i];
-        else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) size = strtol(argv[++i], NULL, 10);
-        else if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc) calls = strtol(argv[++i], NULL, 10);
-        else {
+    static const struct option options[] = {{"device", required_argument, NULL, 'd'},
+                                            {"size", required_argument, NULL, 's'},
+                                            {"calls", required_argument, NULL, 'c'},
+                                            {0}};
+    const char *selector = NULL, *bad = NULL;
+    uint64_t size_arg = 256, calls_arg = 200;
+    int opt;
+    while ((opt = util_next_option(argc, argv, "", options, true, &bad)) != -1) {
+        if (opt == 'd') selector = optarg;
+        else if ((opt == 's' && util_parse_count(optarg, "--size", 1, 8192, &size_arg) != TSR_SUCCESS) ||
+                 (opt == 'c' && util_parse_count(optarg, "--calls", 1, 1000000, &calls_arg) != TSR_SUCCESS)) {
+            fprintf(stderr, "call_overhead: --size 1..8192, --calls 1..1000000\n");
+            return 2;
+        } else if (opt != 's' && opt != 'c') {
             fprintf(stderr, "usage: call_overhead [--device SEL] [--size N] [--calls N]\n");
             return 2;
         }
     }
-    if (size < 1 || size > 8192 || calls < 1 || calls > 1000000) {
-        fprintf(stderr, "call_overhead: --size 1..8192, --calls 1..1000000\n");
+    if (optind < argc) {
+        fprintf(stderr, "usage: call_overhead [--device SEL] [--size N] [--calls N]\n");
         return 2;
     }
-    size_t n = (size_t)size;
+    long calls = (long)calls_arg;
+    size_t n = (size_t)size_arg;
     tsr_device *dev = NULL;
     tsr_status st = tsr_device_open(selector, &dev);
     if (st != TSR_SUCCESS) return fail("device", st);

@@ -545,7 +545,7 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
         }
     }
     if ((st = util_parse_counts(opt->sizes, "batch sizes", CONV_MAX_BATCH, &batches,
-                                 &nbatches)) != TSR_SUCCESS)
+                                &nbatches)) != TSR_SUCCESS)
         return st;
     /* Every layer and batch checked before the first one runs. */
     for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && layers; ++b)

@@ -41,8 +41,8 @@ tsr_status tsr_mpi_allreduce_device(tsr_device *device, MPI_Comm comm, cl_mem bu
         clGetMemObjectInfo(buffer, CL_MEM_SIZE, sizeof mem_size, &mem_size, NULL) != CL_SUCCESS ||
         end_float > mem_size / sizeof(float))
         return tsr_set_error(TSR_ERR_INVALID_ARG,
-                        "all-reduce: %zu floats from offset %zu do not fit the buffer (%zu bytes, or no buffer)", count,
-                        offset, mem_size);
+                             "all-reduce: %zu floats from offset %zu do not fit the buffer (%zu bytes, or no buffer)",
+                             count, offset, mem_size);
     cl_command_queue queue = tsr_device_queue(device);
     size_t chunks = (count + chunk - 1) / chunk;
     chunk_slot slots[SLOTS];
@@ -58,7 +58,7 @@ tsr_status tsr_mpi_allreduce_device(tsr_device *device, MPI_Comm comm, cl_mem bu
     do {                                                                                                               \
         cl_int err_ = (call);                                                                                          \
         if (err_ != CL_SUCCESS) {                                                                                      \
-            tsr_set_cl_error(err_, what, __FILE__, __LINE__);                                                               \
+            tsr_set_cl_error(err_, what, __FILE__, __LINE__);                                                          \
             tsr_mpi_abort(comm, "all-reduce: %s", tsr_last_error());                                                   \
         }                                                                                                              \
     } while (0)

@@ -446,8 +446,8 @@ tsr_status tsr_mpi_open_device(MPI_Comm comm, const char *selector, tsr_device *
     if (count == 0) {
         free(haves);
         return tsr_set_error(TSR_ERR_NO_DEVICE,
-                        "no rank of the job could open an OpenCL device (rank 0 printed each rank's reason)%s%s",
-                        have ? "" : "; this rank: ", have ? "" : reason);
+                             "no rank of the job could open an OpenCL device (rank 0 printed each rank's reason)%s%s",
+                             have ? "" : "; this rank: ", have ? "" : reason);
     }
     if (count == ranks) {
         MPI_Comm_idup(comm, active, &req);

@@ -204,11 +204,11 @@ static void comparison_markdown(util_text *b, const cJSON *cmp) {
             util_text_printf(b, ": the same processor as the baseline (CPU devices of host ");
             util_text_md(b, util_json_text(pd, "host"));
             util_text_printf(b, "), %s: the ratio compares software on one CPU.\n",
-                              same_platform ? "another device of the same OpenCL implementation"
+                             same_platform ? "another device of the same OpenCL implementation"
                                             : "through another OpenCL implementation");
         } else {
             util_text_printf(b, ": not known to be the same hardware as the baseline: the ratio compares devices%s.\n",
-                              cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pd, "simulator"))
+                             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pd, "simulator"))
                                   ? " (a simulator's times say nothing about hardware)" : "");
         }
     }
@@ -241,7 +241,7 @@ static void comparison_markdown(util_text *b, const cJSON *cmp) {
                 util_text_printf(b, " ");
             } else {
                 util_text_printf(b, "| %s %s (%.3f ms", util_format_rate(util_json_num(e, "rate"), rate, sizeof rate),
-                                  util_json_text(row, "unit"), util_json_num(e, "time_ms"));
+                                 util_json_text(row, "unit"), util_json_num(e, "time_ms"));
                 const char *impl = util_json_text(e, "impl");
                 if (strcmp(impl, util_json_text(row, "impl")) != 0) { /* tessera's path on this device */
                     util_text_printf(b, ", ");
@@ -289,7 +289,7 @@ char *report_markdown(const cJSON *root, const png_result *pngs, size_t npngs, b
         util_text_printf(&b, "\n");
     }
     util_text_printf(&b, "\n## Devices\n\n| # | device | type | platform | driver | host | memory roof GB/s | fp32 roof GFLOP/s | "
-                          "launch round trip µs | tuning | timing | status |\n|---|---|---|---|---|---|---:|---:|---:|---|---|---|\n");
+                         "launch round trip µs | tuning | timing | status |\n|---|---|---|---|---|---|---:|---:|---:|---|---|---|\n");
     int i = 0;
     const cJSON *d;
     cJSON_ArrayForEach(d, devices) {
@@ -308,8 +308,8 @@ char *report_markdown(const cJSON *root, const png_result *pngs, size_t npngs, b
         util_text_printf(&b, " | ");
         util_text_md(&b, util_json_text(d, "host"));
         util_text_printf(&b, " | %s | %s | %s | ", util_format_rate(util_json_num(peaks, "bandwidth_gbps"), bw, sizeof bw),
-                          util_format_rate(util_json_num(peaks, "compute_gflops"), fl, sizeof fl),
-                          util_format_rate(util_json_num(rt, "median"), lat, sizeof lat));
+                         util_format_rate(util_json_num(peaks, "compute_gflops"), fl, sizeof fl),
+                         util_format_rate(util_json_num(rt, "median"), lat, sizeof lat));
         util_text_md(&b, util_json_text(d, "tuning"));
         util_text_printf(&b, " | %s", timing_method(d));
         const char *status = util_json_text(d, "status");
@@ -329,7 +329,7 @@ char *report_markdown(const cJSON *root, const png_result *pngs, size_t npngs, b
         util_text_printf(&b, "\nTiming on ");
         util_text_md(&b, report_device_name(d));
         util_text_printf(&b, ": host clock (batches of launches less the %.0f µs empty-launch cost) for its peaks and "
-                              "tuning: ", util_json_num(peaks, "empty_launch_us"));
+                             "tuning: ", util_json_num(peaks, "empty_launch_us"));
         util_text_md(&b, util_json_text(peaks, "timing_reason"));
         util_text_printf(&b, "\n");
     }
@@ -338,14 +338,14 @@ char *report_markdown(const cJSON *root, const png_result *pngs, size_t npngs, b
     if (cmp) comparison_markdown(&b, cmp);
     cJSON_Delete(cmp);
     util_text_printf(&b, "\n## Results\n\nMedian time of repeated runs; the rate counts each op's arithmetic (GELU: 8 operations "
-                          "per element) or, for the copy kernel, bytes moved; %% of roofline is the rate over min(fp32 roof, "
-                          "intensity × memory roof) with this device's measured roofs; \"vs CLBlast\" is CLBlast's time over "
-                          "tessera's in the same run.\n");
+                         "per element) or, for the copy kernel, bytes moved; %% of roofline is the rate over min(fp32 roof, "
+                         "intensity × memory roof) with this device's measured roofs; \"vs CLBlast\" is CLBlast's time over "
+                         "tessera's in the same run.\n");
     for (size_t c = 0; c < m.ncases; ++c) {
         util_text_printf(&b, "\n### ");
         util_text_md(&b, m.cases[c]);
         util_text_printf(&b, "\n\n| device | shape | impl | ms | rate | intensity FLOP/B | %% of roofline | vs CLBlast | rel_err |\n"
-                              "|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+                             "|---|---|---|---:|---:|---:|---:|---:|---:|\n");
         for (size_t k = m.starts[c]; k < m.starts[c + 1]; ++k) {
             const md_row *w = &m.rows[k];
             const cJSON *r = w->row;
@@ -380,18 +380,18 @@ char *report_markdown(const cJSON *root, const png_result *pngs, size_t npngs, b
                 continue;
             }
             util_text_printf(&b, " | %.3f | %s %s | %s | %.0f%% | %s | %s |\n", util_json_num(r, "time_ms"),
-                              util_format_rate(report_op_rate(r), rate, sizeof rate), report_op_unit(r), inten,
-                              100.0 * report_roofline_fraction(w->device, r), vs, err);
+                             util_format_rate(report_op_rate(r), rate, sizeof rate), report_op_unit(r), inten,
+                             100.0 * report_roofline_fraction(w->device, r), vs, err);
         }
     }
     md_rows_free(&m);
     const cJSON *pytorch = cJSON_GetObjectItemCaseSensitive(root, "pytorch");
     if (pytorch) report_pytorch_markdown(&b, pytorch);
     util_text_printf(&b, "\n## Charts\n\nOne roofline per device (log-log: x is arithmetic intensity in FLOP per byte that must "
-                          "move, y is GFLOP/s). The slanted line is the measured memory roof (bandwidth × intensity), the flat "
-                          "one the measured fp32 roof; where they meet is the ridge point. An op left of the ridge is bound by "
-                          "memory, right of it by arithmetic; its height under the roof is what is left on the table. Filled "
-                          "circles are tessera, hollow squares CLBlast.\n\n");
+                         "move, y is GFLOP/s). The slanted line is the measured memory roof (bandwidth × intensity), the flat "
+                         "one the measured fp32 roof; where they meet is the ridge point. An op left of the ridge is bound by "
+                         "memory, right of it by arithmetic; its height under the roof is what is left on the table. Filled "
+                         "circles are tessera, hollow squares CLBlast.\n\n");
     i = 0;
     cJSON_ArrayForEach(d, devices) {
         char slug[128];
@@ -402,7 +402,7 @@ char *report_markdown(const cJSON *root, const png_result *pngs, size_t npngs, b
         util_text_printf(&b, "](roofline-%s.svg)\n\n", slug);
     }
     util_text_printf(&b, "Devices side by side, op by op (tessera's rate; the tables above give the %% of each device's "
-                          "roofline):\n\n![devices per op](bars.svg)\n");
+                         "roofline):\n\n![devices per op](bars.svg)\n");
     /* The PNG copies: made, missing (and why), or not attempted. */
     if (!png_tool) {
         util_text_printf(&b, "\nPNG copies: none (no rsvg-convert on PATH).\n");

@@ -198,7 +198,7 @@ void report_pytorch_markdown(util_text *b, const cJSON *peer) {
             util_text_printf(b, " ");
         }
         util_text_printf(b, "| %s | %s | %s | %.2f (%.2f–%.2f) | %s | %s |\n", util_format_rate(rate(r), a, sizeof a),
-                          util_format_rate(rate(p), c, sizeof c), rate_unit(r), util_json_num(vs, "ratio"),
-                          util_json_num(vs, "min"), util_json_num(vs, "max"), terr, perr);
+                         util_format_rate(rate(p), c, sizeof c), rate_unit(r), util_json_num(vs, "ratio"),
+                         util_json_num(vs, "min"), util_json_num(vs, "max"), terr, perr);
     }
 }

@@ -203,7 +203,7 @@ static tsr_status measure_row(fixture_timing *f, const report_case *c, const cha
 
 /* The generic case: the op's fixture at `shape` (fixed inputs), tessera's row, then its peers. */
 tsr_status report_run_case(tsr_device *dev, const report_case *c, const char *shape, const report_options *opt,
-                         cJSON *results) {
+                           cJSON *results) {
     const tsr_op *op = tsr_find_op(c->op);
     if (!op || !op->fixture_setup) return tsr_fail(TSR_ERR_INVALID_ARG, "report case %s: op '%s' has no fixture", c->id, c->op);
     fixture_timing f = {.dev = dev, .op = op, .shape = shape};

@@ -1041,8 +1041,8 @@ static void merge_many_devices(void **state) {
         util_text_printf(&t, "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [");
         for (int i = 0; i < N; ++i)
             util_text_printf(&t, "%s{\"fingerprint\": \"P|V|card %d|1.0\", \"host\": \"h%d\", \"status\": \"ok\", "
-                                  "\"created\": \"2026-0%d-01T00:00:00Z\", \"results\": []}", i ? "," : "", i, i % 7,
-                              f + 1);
+                                 "\"created\": \"2026-0%d-01T00:00:00Z\", \"results\": []}", i ? "," : "", i, i % 7,
+                             f + 1);
         util_text_printf(&t, "]}");
         char *text = util_text_finish(&t);
         assert_non_null(text);
@@ -1077,13 +1077,13 @@ static void report_many_rows(void **state) {
     snprintf(a, sizeof a, "%s/a.json", dir);
     util_text t = {0};
     util_text_printf(&t, "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [{\"fingerprint\": \"f\", "
-                          "\"host\": \"h\", \"status\": \"ok\", \"info\": {\"name\": \"Big\"}, \"results\": [");
+                         "\"host\": \"h\", \"status\": \"ok\", \"info\": {\"name\": \"Big\"}, \"results\": [");
     for (int i = 0; i < ROWS; ++i)
         util_text_printf(&t, "%s{\"case\": \"c%d\", \"impl\": \"tessera\", \"shape\": \"s%d\", \"time_ms\": 2, "
-                              "\"gflops\": 1, \"gbps\": 1, \"flops\": 0, \"bytes\": 0}", i ? "," : "", i % CASES, i);
+                             "\"gflops\": 1, \"gbps\": 1, \"flops\": 0, \"bytes\": 0}", i ? "," : "", i % CASES, i);
     for (int c = 0; c < CASES; ++c)
         util_text_printf(&t, ",{\"case\": \"c%d\", \"impl\": \"clblast\", \"shape\": \"s\", \"time_ms\": %d, \"gflops\": 1, "
-                              "\"gbps\": 1, \"flops\": 0, \"bytes\": 0}", c, 3 + c);
+                             "\"gbps\": 1, \"flops\": 0, \"bytes\": 0}", c, 3 + c);
     util_text_printf(&t, "]}]}");
     char *text = util_text_finish(&t);
     assert_non_null(text);

@@ -37,7 +37,7 @@ uint64_t util_host_available(void) {
 static double mib(uint64_t bytes) { return (double)bytes / 1048576.0; }
 
 tsr_status util_check_memory(const tsr_device *dev, const char *what, const size_t *buffers, size_t n,
-                              size_t host_bytes) {
+                             size_t host_bytes) {
     const tsr_device_info *info = tsr_device_get_info(dev);
     uint64_t total = 0;
     for (size_t i = 0; i < n; ++i) {

@@ -72,7 +72,7 @@ struct cJSON *peak_to_json(const peak_result *result);
 tsr_status peak_from_json(const struct cJSON *json, peak_result *result);
 void peak_print(FILE *out, const peak_result *result);
 
-/* ---- cross-device reports (report.c, charts.c) ---- */
+/* ---- cross-device reports (run.c, load.c, compare.c, write.c, charts.c, markdown.c) ---- */
 
 struct report_case;
 typedef struct report_options {

@@ -73,7 +73,7 @@ int cli_misuse(const char *command, const char *format, ...) __attribute__((form
 /* A refused option value (the strict parser's message, from tsr_last_error): as cli_misuse. */
 int cli_bad_value(const char *command);
 
-/* Strict numbers through bench.c's parsers (bench_parse_*): 0 when *out is set, else the
+/* Strict numbers through util's parsers (util_parse_*): 0 when *out is set, else the
  * refusal is printed for `command` and 2 returned. */
 int cli_seconds(const char *command, const char *text, const char *option, bool allow_zero, double *out);
 int cli_count(const char *command, const char *text, const char *option, uint64_t min, uint64_t max, uint64_t *out);

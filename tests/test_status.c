@@ -90,10 +90,10 @@ static void added_kernel_sources(void **state) {
     char *owned = NULL;
     const char *got = NULL;
     size_t length = 0;
-    assert_int_equal(tsr_load_kernel_source("zz_added", &owned, &got, &length), TSR_ERR_NOT_FOUND);
+    assert_int_equal(tsr_load_kernel_source(NULL, "zz_added", &owned, &got, &length), TSR_ERR_NOT_FOUND);
     assert_int_equal(tsr_add_kernel_source("zz_added", text, sizeof text - 1), TSR_SUCCESS);
     assert_int_equal(tsr_add_kernel_source("zz_added", text, sizeof text - 1), TSR_SUCCESS);
-    assert_int_equal(tsr_load_kernel_source("zz_added", &owned, &got, &length), TSR_SUCCESS);
+    assert_int_equal(tsr_load_kernel_source(NULL, "zz_added", &owned, &got, &length), TSR_SUCCESS);
     assert_null(owned);
     assert_ptr_equal(got, text);
     assert_int_equal(length, sizeof text - 1);

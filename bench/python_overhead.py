@@ -34,10 +34,10 @@ def direct_call(a, b, c, queue):
     mems = [ffi.cast('cl_mem', x.base_data.int_ptr) for x in (a, b, c)]
     q = lib.tsr_device_queue(dev.handle)
 
+    desc = ffi.new('tsr_matmul_desc *', {'m': n, 'n': n, 'k': n, 'alpha': 1.0})
+
     def call():
-        lib.tsr_gemm(dev.handle, lib.TSR_ROW_MAJOR, lib.TSR_NO_TRANS, lib.TSR_NO_TRANS, n, n, n, 1.0, lib.TSR_F32,
-                     mems[0], 0, n, 0, lib.TSR_F32, mems[1], 0, n, 0, 0.0, lib.TSR_F32, mems[2], 0, n, 0, 1, ffi.NULL,
-                     q, ffi.NULL)
+        lib.tsr_matmul(dev.handle, desc, mems[0], mems[1], mems[2], q, ffi.NULL)
     return call, q, lib
 
 

@@ -4,10 +4,10 @@
     build/python-venv/bin/python bench/python_overhead.py [--device cpu] [--size 256]
         [--calls 200] [--reps 7] [--c-binary build/bench/call_overhead] [--json FILE]
 
-Alternates, --reps times: the C program bench/call_overhead (N x N x N tsr_sgemm, synchronous
+Alternates, --reps times: the C program bench/call_overhead (N x N x N tsr_matmul, synchronous
 and pipelined) and the same calls through the package, tessera.matmul(a, b, out) on pyopencl
 arrays (zero-copy; synchronous: queue.finish() after each call), and the bare cffi call
-(lib.tsr_gemm + clFinish, no package code) in the same process, which separates what the
+(lib.tsr_matmul + clFinish, no package code) in the same process, which separates what the
 package costs from what calling from an interpreter costs. NumPy arrays (copied in and
 out on every call) are timed too, for scale. Medians over the reps; the ratio and the per-call
 Python overhead (Python minus C, microseconds) are printed and written as JSON.

@@ -53,7 +53,7 @@ typedef struct gemm_case {
     tsr_activation act;
     bool bias, bias_shared;
     size_t bias_off, bias_gap;
-    /* storage types (zero: fp32, through the tsr_sgemm calls; otherwise through tsr_gemm) */
+    /* storage types (zero: fp32, through the tsr_sgemm shims unless an epilogue; otherwise through tsr_matmul) */
     tsr_dtype at, bt, ct;
 } gemm_case;
 
@@ -546,7 +546,7 @@ static void bad_configuration_overrides(void **state) {
     clReleaseMemObject(c);
 }
 
-/* ---- 16-bit storage: tsr_gemm with every (a, b, c) type combination ---- */
+/* ---- 16-bit storage: tsr_matmul with every (a, b, c) type combination ---- */
 
 static const tsr_dtype all_types[3] = {TSR_F32, TSR_F16, TSR_BF16};
 

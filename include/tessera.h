@@ -327,7 +327,8 @@ TSR_API tsr_status tsr_matmul(tsr_device *device, const tsr_matmul_desc *desc, c
  * work and marks it closed, but its memory and OpenCL objects live until the last plan is
  * destroyed, and an execute after the close fails with TSR_ERR_INVALID_ARG ("the plan's device was
  * closed"). A plan is read-only once made: executes on one plan may run concurrently from several
- * threads (the device serializes what it shares). The epilogue's bias buffer is the plan's. */
+ * threads (the device serializes what it shares). The plan retains the epilogue's bias buffer (checked
+ * once, when the plan is made) until it is destroyed. */
 typedef struct tsr_matmul_plan tsr_matmul_plan;
 TSR_API tsr_status tsr_matmul_plan_create(tsr_device *device, const tsr_matmul_desc *desc, tsr_matmul_plan **plan);
 TSR_API tsr_status tsr_matmul_execute(tsr_matmul_plan *plan, cl_mem a, cl_mem b, cl_mem c, cl_command_queue queue,

@@ -1715,7 +1715,8 @@ static void group_gemm_run(rng *r, group_draw *grp, bool batched) {
     ha_check_untouched(&B, "b");
     ha_check_untouched(&C, "c");
     gemm_check(&g, ha_at(&A, g.a_off), ha_at(&B, g.b_off), ha_at(&C, g.c_off), ha_data(&C) + g.c_off, NULL, 1e-5);
-    group_check_tiles(grp, batched ? g.batch : g.layout == TSR_ROW_MAJOR ? g.m : g.n);
+    /* a batch of one is one product: its units are rows of C (columns when column-major) */
+    group_check_tiles(grp, batched && g.batch > 1 ? g.batch : g.layout == TSR_ROW_MAJOR ? g.m : g.n);
     ha_free(&A), ha_free(&B), ha_free(&C);
 }
 

@@ -680,6 +680,7 @@ tsr_status tsr_matmul_plan_create(tsr_device *dev, const tsr_matmul_desc *desc, 
     }
     pl->device = dev;
     tsr_device_hold(dev);
+    if (pl->desc.epilogue.bias) clRetainMemObject(pl->desc.epilogue.bias); /* checked once: kept */
     *plan = pl;
     return TSR_SUCCESS;
 }
@@ -714,6 +715,7 @@ tsr_status tsr_matmul_plan_info(const tsr_matmul_plan *plan, tsr_config_info *in
 void tsr_matmul_plan_destroy(tsr_matmul_plan *plan) {
     if (!plan) return;
     tsr_device *dev = plan->device;
+    if (plan->desc.epilogue.bias) clReleaseMemObject(plan->desc.epilogue.bias);
     free(plan);
     tsr_device_drop(dev);
 }

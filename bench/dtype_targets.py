@@ -3,7 +3,7 @@
 f16 then bf16, each 16-bit row timed in alternation with the same shape in fp32 (and GELU's also
 with the 16-bit copy kernel), then the table of ratios against the targets.
 
-    python3 bench/dtype_targets.py --json docs/bench-dtype-pocl.json --table
+    python3 bench/dtype_targets.py --json docs/data/bench-dtype-pocl.json --table
 
 Ratios are of the rows' medians (the rows of a pair are timed in alternation, so both saw the same
 machine); rates: GELU elements/s, GEMM and attention GFLOP/s.

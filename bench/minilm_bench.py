@@ -3,7 +3,7 @@
 
     PY=build/python-venv/bin/python   # with tessera installed (pip install .)
     $PY -m pip install torch sentence-transformers onnxruntime onnx   # the peers (not part of CI)
-    $PY bench/minilm_bench.py [--device cpu] [--threads 2] [--reps 7] [--json docs/minilm-bench.json]
+    $PY bench/minilm_bench.py [--device cpu] [--threads 2] [--reps 7] [--json docs/data/minilm-bench.json]
 
 Two cases, each on the same token ids for every implementation:
   latency     batch 1, one sentence (--latency-tokens, default 16 tokens with [CLS]/[SEP])

@@ -28,8 +28,9 @@ import tessera
 
 def direct_call(a, b, c, queue):
     """The same call through the cffi module, without the package: what the interpreter alone costs."""
-    from tessera._core import ffi, lib
-    dev = tessera._core._device_for_queue(queue)
+    from tessera._call import _device_for_queue
+    from tessera._tessera_cffi import ffi, lib
+    dev = _device_for_queue(queue)
     n = a.shape[0]
     mems = [ffi.cast('cl_mem', x.base_data.int_ptr) for x in (a, b, c)]
     q = lib.tsr_device_queue(dev.handle)

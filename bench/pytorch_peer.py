@@ -9,8 +9,8 @@ row carries its own error against the same computation in float64, on its own ra
 with the output buffer poisoned (NaN) before the checked call.
 
     python3 bench/pytorch_peer.py --install                 # once: CPU PyTorch into .venv-torch
-    python3 bench/pytorch_peer.py --ops gemm,attention --rounds 3 --json docs/bench-pytorch-pocl.json
-    python3 bench/pytorch_peer.py --table docs/bench-pytorch-pocl.json    # the README's table
+    python3 bench/pytorch_peer.py --ops gemm,attention --rounds 3 --json docs/data/bench-pytorch-pocl.json
+    python3 bench/pytorch_peer.py --table docs/data/bench-pytorch-pocl.json    # the README's table
 
 What PyTorch runs, per tessera row:
   gemm       "MxNxK" / "BxMxNxK"   torch.matmul (torch.bmm for batches), fp32, out=

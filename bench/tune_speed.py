@@ -9,7 +9,7 @@ the winner), and optionally times `tessera bench gemm --no-peers` with each buil
 Writes a JSON file and prints a markdown table.
 
   python3 bench/tune_speed.py --before ../base/build/tools/tessera --after build/tools/tessera \\
-      --rounds 2 --json docs/tune-speed.json
+      --rounds 2 --json docs/data/tune-speed.json
 
 On a shared machine runs differ by 20-40%: compare the two builds within one run of this script.
 """

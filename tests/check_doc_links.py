@@ -6,6 +6,11 @@ or image `[text](target)` outside code blocks and code spans, and checks that a 
 names an existing file or folder and that its #anchor, if any, is a heading of the target page
 (GitHub's anchors: the heading's text in lower case, punctuation dropped, spaces as hyphens, a
 repeated heading numbered -1, -2, ...). Links with a scheme (https:, mailto:) are not fetched.
+A path written out from the source root, `docs/...` (a command's --json docs/data/x.json, code blocks
+included), must name an existing file or folder too, so moving a data file cannot leave a stale name
+(not checked in the generated reports under docs/data/: they keep the paths their commands wrote).
+One more test checks the layout: docs/ holds the pages (*.md) and data/; everything else (JSON, logs,
+charts, generated reports) lives under docs/data/.
 Usage: check_doc_links.py SOURCE_ROOT [--all]"""
 import os
 import re
@@ -17,6 +22,8 @@ CODE_SPAN = re.compile(r'(`+)(.+?)\1')
 # [text](target) or ![alt](target), target up to the first space or ')' (an optional title follows).
 LINK = re.compile(r'!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)')
 SCHEME = re.compile(r'^[A-Za-z][A-Za-z0-9+.-]*:')
+# docs/<path> written out in prose or code (not part of a longer path or a URL).
+ROOT_PATH = re.compile(r'(?<![\w/.-])docs/[\w./-]*[\w/]')
 
 
 def prose_lines(path):
@@ -68,9 +75,21 @@ def anchors(path):
     return _anchors[path]
 
 
+def named_paths(path):
+    """(line number, path) of each docs/... path written out in a page, code blocks included."""
+    with open(path, encoding='utf-8') as f:
+        for number, line in enumerate(f, 1):
+            for m in ROOT_PATH.finditer(line):
+                yield number, m.group(0)
+
+
 def check_page(root, page):
     """The broken links of one page, as messages."""
     broken = []
+    records = page.startswith(os.path.join('docs', 'data') + os.sep)  # they keep the paths their commands wrote
+    for number, named in [] if records else named_paths(os.path.join(root, page)):
+        if not os.path.exists(os.path.join(root, named)):
+            broken.append('%s:%d: %s: no such file (a path from the source root)' % (page, number, named))
     here = os.path.dirname(os.path.join(root, page))
     for number, line in prose_lines(os.path.join(root, page)):
         for m in LINK.finditer(line):
@@ -96,7 +115,7 @@ def main():
             pages += sorted(os.path.relpath(os.path.join(folder, f), root) for f in files if f.endswith('.md'))
     else:
         pages += sorted(os.path.join('docs', f) for f in os.listdir(docs) if f.endswith('.md'))
-    print('1..%d' % len(pages))
+    print('1..%d' % (len(pages) + 1))
     failed = 0
     for i, page in enumerate(pages, 1):
         broken = check_page(root, page)
@@ -104,6 +123,12 @@ def main():
         for message in broken:
             print('# ' + message)
         failed += bool(broken)
+    strays = sorted(f for f in os.listdir(docs)
+                    if f != 'data' and not (f.endswith('.md') and os.path.isfile(os.path.join(docs, f))))
+    print('%s %d - docs/ holds pages and data/ only' % ('not ok' if strays else 'ok', len(pages) + 1))
+    for f in strays:
+        print('# docs/%s: not a page; data files belong under docs/data/' % f)
+    failed += bool(strays)
     return 1 if failed else 0
 
 

@@ -8,14 +8,22 @@ Ops take NumPy arrays (copied to the device and back), tessera.Arrays (kept on t
 pyopencl arrays (used in place). Failures raise tessera.TesseraError (status and message);
 bad arguments raise tessera.InvalidArgument, which is also a ValueError.
 """
-from ._core import (Array, Device, DeviceInfo, InvalidArgument, TesseraError, default_device, devices, empty,
-                    from_buffer, profile, set_default_device, to_device, version)
+from ._array import Array, empty, from_buffer, to_device
+from ._device import Device, DeviceInfo, as_device, default_device, devices, set_default_device
+from ._errors import InvalidArgument, TesseraError
 from ._group import DeviceGroup
 from ._gemm import gemm, matmul
 from ._ops import attention, conv2d, embedding, gelu, layernorm
+from ._profiling import profile
 from ._tools import bench, cli, cli_path, report, tune
 
+
+def version():
+    """The C library's version."""
+    return '0.1.0'
+
+
 __version__ = version()
-__all__ = ['Array', 'Device', 'DeviceGroup', 'DeviceInfo', 'InvalidArgument', 'TesseraError', 'attention', 'bench', 'cli',
+__all__ = ['Array', 'Device', 'DeviceGroup', 'DeviceInfo', 'InvalidArgument', 'TesseraError', 'as_device', 'attention', 'bench', 'cli',
            'cli_path', 'conv2d', 'default_device', 'devices', 'embedding', 'empty', 'from_buffer', 'gelu', 'profile', 'gemm', 'layernorm', 'matmul', 'report',
            'set_default_device', 'to_device', 'tune', 'version']

@@ -11,9 +11,10 @@ import time
 
 import numpy as np
 
-from . import _core
-from ._core import (_DTYPES, Array, Device, _as_device, _contiguous_strides, _create_buffer, _fence, _read, _tsr_type,
-                    default_device)
+from . import _profiling
+from ._array import Array, _contiguous_strides, _create_buffer, _fence, _read
+from ._device import Device, as_device, default_device
+from ._dtypes import _DTYPES, _tsr_type
 from ._errors import _check, _cl_check, _invalid
 from ._tessera_cffi import ffi, lib
 
@@ -86,7 +87,7 @@ class Call:
         if not isinstance(keep_on_device, (bool, np.bool_)):
             raise _invalid('keep_on_device must be True or False, not %r' % (keep_on_device,))
         self.op = op
-        self.started = time.perf_counter() if _core._profile is not None else None
+        self.started = time.perf_counter() if _profiling.current is not None else None
         self.pyopencl_queue = None
         self._held = False
         arrays_device = None
@@ -103,7 +104,7 @@ class Call:
                 elif t.device is not arrays_device:
                     raise _invalid('tessera.Arrays of different devices in one call')
         if device is not None:
-            self.device = _as_device(device)
+            self.device = as_device(device)
         elif arrays_device is not None:
             self.device = arrays_device
         elif self.pyopencl_queue is not None:
@@ -269,8 +270,8 @@ class Call:
         results = tuple(op.result for op in outputs)
         if self.foreign_queue is not None:
             _cl_check(lib.clFinish(self.queue), 'clFinish')
-        if self.started is not None and _core._profile is not None:
-            _core._profile.add(self.op, self.started, self.device, self.queue)
+        if self.started is not None and _profiling.current is not None:
+            _profiling.current.add(self.op, self.started, self.device, self.queue)
         return results[0] if len(results) == 1 else results
 
     def check(self, status):

@@ -8,9 +8,10 @@ import threading
 
 import numpy as np
 
-from . import _args, _core
+from . import _args, _array, _profiling
 from ._call import Call, result_dtype
-from ._core import Array, Device
+from ._array import Array
+from ._device import Device
 from ._errors import TesseraError, _check, _invalid
 from ._tessera_cffi import ffi, lib
 
@@ -147,7 +148,7 @@ def _tensor_key(x):
 
 
 def _replay_key(a, b, out, bias, device, scalars):
-    if out is None or not (device is None or isinstance(device, Device)) or _core._profile is not None:
+    if out is None or not (device is None or isinstance(device, Device)) or _profiling.current is not None:
         return None
     key = [id(device), scalars]
     for t in (a, b, out, bias):
@@ -199,7 +200,7 @@ def _forget(buf):
             del _replays[key]
 
 
-_core._release_hooks.append(_forget)
+_array._release_hooks.append(_forget)
 
 
 def _vector(op, role, first):
@@ -328,7 +329,7 @@ def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, o
             epilogue.bias = bias_op.mem
             row = bias_op.strides[0] if bias_op.ndim == 2 and bias_op.shape[0] > 1 else 0
             # per entry: the flat batch index's row, as strides over the batch shape
-            strides.append([s * row for s in _core._contiguous_strides(lead)])
+            strides.append([s * row for s in _array._contiguous_strides(lead)])
     if batch_total == 0 or m == 0 or n == 0:  # an empty result: nothing to compute
         return call.finish(C)
     batch, (a_stride, b_stride, c_stride, *bias_stride), offsets = _batch_loops(lead, strides)

@@ -14,7 +14,8 @@ import types
 import numpy as np
 
 from . import _args
-from ._core import Device, _check, _closed, _invalid, _text
+from ._device import Device
+from ._errors import _check, _closed, _invalid, _text
 from ._gemm import _flatten_batch, _matrix
 from ._lifetime import Uses
 from ._ops import _gqa_shapes, _scale

@@ -8,7 +8,8 @@ import numpy as np
 
 from . import _args
 from ._call import Call, result_dtype
-from ._core import _cl_check, _contiguous_strides, _invalid
+from ._array import _contiguous_strides
+from ._errors import _cl_check, _invalid
 from ._gemm import _activation, _merged_stride, gemm, matmul  # noqa: F401 (the package's ops, one import)
 from ._tessera_cffi import ffi, lib
 

@@ -9,7 +9,9 @@ import sysconfig
 import tempfile
 
 from . import _args
-from ._core import Device, TesseraError, _as_device, _check, _invalid, _text, ffi, lib
+from ._device import Device, as_device
+from ._errors import TesseraError, _check, _invalid, _text
+from ._tessera_cffi import ffi, lib
 
 __all__ = ['tune', 'bench', 'report', 'cli', 'cli_path']
 
@@ -58,7 +60,7 @@ def tune(op, device=None, *, budget=None, evaluations=0, strategy=None, classes=
     opts.db_path = c_str(db, 'db')
     opts.dry_run = dry_run
     opts.log_path = c_str(log, 'log')
-    dev = _as_device(device)
+    dev = as_device(device)
     errors = []
     if progress is not None:
         def on_progress(p, user):

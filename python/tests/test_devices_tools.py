@@ -29,6 +29,35 @@ def test_devices_and_selectors(device):
         tessera.Device(3)
 
 
+
+def test_as_device(device):
+    """as_device: what every op's device= reads, public for programs (the MiniLM example uses it)."""
+    selector = os.environ.get('TSR_DEVICE', 'cpu')
+    assert tessera.as_device(device) is device  # a Device as it is
+    assert tessera.as_device() is tessera.as_device(None) is tessera.default_device()
+    opened = tessera.as_device(selector)  # a selector: opened once, the same Device after
+    assert isinstance(opened, tessera.Device) and not opened.closed and opened.name == device.name
+    assert tessera.as_device(selector) is opened
+    assert tessera.to_device(np.zeros(3, np.float32), device=selector).device is opened
+    opened.close()  # a closed cached device is opened again
+    again = tessera.as_device(selector)
+    assert again is not opened and not again.closed and tessera.as_device(selector) is again
+    for bad in (3, 1.5, True, b'cpu', ['cpu'], object()):
+        with pytest.raises(tessera.InvalidArgument) as info:
+            tessera.as_device(bad)
+        assert info.value.message.startswith('device must be') and type(bad).__name__ in info.value.message
+    with pytest.raises(tessera.InvalidArgument, match='device selector contains a NUL'):
+        tessera.as_device('cp\0u')
+    for _ in range(2):  # a selector that names nothing is not remembered
+        with pytest.raises(tessera.TesseraError) as info:
+            tessera.as_device('no such device anywhere')
+        assert info.value.status_name == 'TSR_ERR_NO_DEVICE' and not isinstance(info.value, tessera.InvalidArgument)
+    closed = tessera.Device(selector)
+    closed.close()
+    with pytest.raises(tessera.TesseraError, match='closed') as info:
+        tessera.as_device(closed)
+    assert not isinstance(info.value, tessera.InvalidArgument)
+
 def test_override_and_config(device, rng):
     dev = tessera.Device('cpu')
     try:

@@ -432,7 +432,7 @@ class Runner:
     def __init__(self, model, device=None, dtype='fp32'):
         _check_dtype(dtype)
         self.model = model
-        self.device = tessera._core._as_device(device)
+        self.device = tessera.as_device(device)
         wtype = np.float16 if dtype == 'fp16' else np.float32  # GEMM weights' storage; arithmetic stays fp32
         w = model.w
 
@@ -517,7 +517,7 @@ def embed(sentences, device=None, dtype='fp32', model_path=None):
         except UnicodeEncodeError:
             raise _invalid('device selector %r is not valid Unicode' % device) from None
     path = model_dir(model_path)
-    dev = tessera._core._as_device(device)
+    dev = tessera.as_device(device)
     key = (id(dev), dtype, os.path.realpath(path))
     runner = _runners.get(key)
     if runner is None or runner.device is not dev or dev.closed:
@@ -576,7 +576,7 @@ def main(argv=None):
         t0 = time.perf_counter()
         vectors = embed(args.sentences, args.device, args.dtype, args.model_dir)
         seconds = time.perf_counter() - t0
-        device_name = tessera._core._as_device(args.device).name
+        device_name = tessera.as_device(args.device).name
     except tessera.TesseraError as exc:
         return fail(exc.message)
     except ImportError as exc:

@@ -284,11 +284,11 @@ typedef struct tsr_epilogue {
 /* One GEMM operand: its storage type and where its matrices lie, counted in elements of its own
  * type (an f16 operand's offset is in halves, and so are the buffer-size checks). */
 typedef struct tsr_matrix {
-    tsr_dtype dtype; /* 0: fp32 */
+    tsr_dtype dtype;      /* 0: fp32 */
     size_t offset;
-    size_t ld;           /* leading dimension; 0: packed (the stored row, or column, length) */
-    size_t batch_stride; /* between consecutive matrices of a batch; 0: every batch entry reads one
-                          * matrix (for C, with batch > 1, refused: the outputs would overlap) */
+    size_t ld;            /* leading dimension; 0: packed (the stored row, or column, length) */
+    size_t batch_stride;  /* between consecutive matrices of a batch; 0: every batch entry reads one
+                           * matrix (for C, with batch > 1, refused: the outputs would overlap) */
 } tsr_matrix;
 
 /* One GEMM, or a strided batch of them:
@@ -312,7 +312,7 @@ typedef struct tsr_matmul_desc {
     size_t batch;                   /* 0 or 1: one product */
     float alpha, beta;
     tsr_matrix a, b, c;
-    tsr_epilogue epilogue; /* zero: none */
+    tsr_epilogue epilogue;          /* zero: none */
 } tsr_matmul_desc;
 
 /* The GEMM `desc` describes, on buffers a, b and c. `queue` may be NULL (the device's queue);
@@ -340,24 +340,26 @@ TSR_API void tsr_matmul_plan_destroy(tsr_matmul_plan *plan);
  * operands with no epilogue, except that every value is literal (layout 0, a leading dimension of
  * 0 and batch_count 0 are refused, as CLBlast does) and offsets and leading dimensions count floats. */
 TSR_API tsr_status tsr_sgemm(tsr_device *device, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
-                             size_t m, size_t n, size_t k, float alpha, cl_mem a, size_t a_offset, size_t lda, cl_mem b,
-                             size_t b_offset, size_t ldb, float beta, cl_mem c, size_t c_offset, size_t ldc,
-                             cl_command_queue queue, cl_event *event);
+                     size_t m, size_t n, size_t k, float alpha,
+                     cl_mem a, size_t a_offset, size_t lda,
+                     cl_mem b, size_t b_offset, size_t ldb, float beta,
+                     cl_mem c, size_t c_offset, size_t ldc,
+                     cl_command_queue queue, cl_event *event);
 
 /* CLBlastSgemmStridedBatched: batch_count independent GEMMs; matrix i starts at offset + i * stride. */
 TSR_API tsr_status tsr_sgemm_strided_batched(tsr_device *device, tsr_layout layout, tsr_transpose trans_a,
-                                             tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha, cl_mem a,
-                                             size_t a_offset, size_t lda, size_t a_stride, cl_mem b, size_t b_offset,
-                                             size_t ldb, size_t b_stride, float beta, cl_mem c, size_t c_offset,
-                                             size_t ldc, size_t c_stride, size_t batch_count, cl_command_queue queue,
-                                             cl_event *event);
+                                     tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha,
+                                     cl_mem a, size_t a_offset, size_t lda, size_t a_stride,
+                                     cl_mem b, size_t b_offset, size_t ldb, size_t b_stride, float beta,
+                                     cl_mem c, size_t c_offset, size_t ldc, size_t c_stride,
+                                     size_t batch_count, cl_command_queue queue, cl_event *event);
 
 /* An elementwise GELU: y[y_offset + i] = GELU(x[x_offset + i]) for i < n, x stored as x_type and
  * y as y_type (any pair of TSR_F32, TSR_F16, TSR_BF16; zero: fp32). Offsets count elements of each
  * one's type; buffer sizes are checked in those elements. */
 typedef struct tsr_gelu_desc {
     tsr_gelu_mode mode;
-    size_t n; /* at least 1 */
+    size_t n;               /* at least 1 */
     tsr_dtype x_type, y_type;
     size_t x_offset, y_offset;
 } tsr_gelu_desc;

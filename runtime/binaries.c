@@ -59,7 +59,7 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
             if (!class_chosen(cls, f16, bf16)) continue;
             if (o->variant_serves_class && !o->variant_serves_class(cls, variant % o->program_variants)) continue;
             if ((variant / o->program_variants) % 2 == 0) {
-                if ((status = tsr_resolve_config(dev, o, cls, &config, NULL)) != TSR_SUCCESS) goto out;
+                TSR_CHECK(status, tsr_resolve_config(dev, o, cls, &config, NULL), done);
             } else {
                 tsr_op_default_config(o, dev, cls, &config);
             }
@@ -72,7 +72,7 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
                        strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "source")), source) == 0;
             if (seen) continue; /* classes (and variants) may share a program */
             status = tsr_program_write_binary(dev, source, options, dir);
-            if (status != TSR_SUCCESS) goto out;
+            if (status != TSR_SUCCESS) goto done;
             cJSON *e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "op", o->name);
             cJSON_AddStringToObject(e, "source", source);
@@ -86,7 +86,7 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
         if ((y_type == TSR_F16 && !f16) || (y_type == TSR_BF16 && !bf16)) continue;
         char options[32] = "";
         if (y_type != TSR_F32) snprintf(options, sizeof options, "-DY_TYPE=%d", y_type);
-        if ((status = tsr_program_write_binary(dev, "embedding", options, dir)) != TSR_SUCCESS) goto out;
+        TSR_CHECK(status, tsr_program_write_binary(dev, "embedding", options, dir), done);
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "op", "embedding");
         cJSON_AddStringToObject(e, "source", "embedding");
@@ -99,7 +99,7 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     status = text ? tsr_write_file_atomic(path, text, strlen(text)) : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     free(text);
-out:
+done:
     cJSON_Delete(manifest);
     return status;
 }

@@ -160,13 +160,13 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
         if (dev->resolved[i].op == op && strcmp(dev->resolved[i].problem_class, cls) == 0) {
             *cfg = dev->resolved[i].config;
             if (info) *info = dev->resolved[i].info;
-            goto out;
+            goto done;
         }
     }
     pthread_once(&builtin_once, parse_builtin);
     load_user_db(dev);
     char hash[17];
-    if ((status = tsr_op_source_hash(op, hash)) != TSR_SUCCESS) goto out;
+    TSR_CHECK(status, tsr_op_source_hash_in(dev->kernel_dir, op, hash), done);
     tsr_config_info found;
     memset(&found, 0, sizeof found);
     tsr_strlcpy(found.op, op->name, sizeof found.op);
@@ -176,9 +176,8 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     char base_buf[32];
     const char *classes[4];
     int nclasses = class_chain(op, cls, base_buf, classes);
-    /* TSR_BUILTIN_TUNING=off: ignore the tuned entries shipped in the library. */
-    const char *builtin_env = getenv("TSR_BUILTIN_TUNING");
-    const cJSON *builtin = (builtin_env && strcmp(builtin_env, "off") == 0) ? NULL : builtin_db;
+    /* TSR_BUILTIN_TUNING=off (read at device open): ignore the tuned entries shipped in the library. */
+    const cJSON *builtin = dev->builtin_tuning ? builtin_db : NULL;
     bool done = false;
     for (int c = 0; c < nclasses && !done; ++c)
         done = try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
@@ -202,7 +201,7 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
         struct tsr_resolved *grown = realloc(dev->resolved, capacity * sizeof *grown);
         if (!grown) {
             status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory caching the configuration of %s/%s", op->name, cls);
-            goto out;
+            goto done;
         }
         dev->resolved = grown;
         dev->resolved_capacity = capacity;
@@ -213,7 +212,7 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     r->config = *cfg;
     r->info = found;
     if (info) *info = found;
-out:
+done:
     pthread_mutex_unlock(&dev->lock);
     return status;
 }
@@ -413,11 +412,12 @@ tsr_status tsr_config_set_override(tsr_device *dev, const tsr_op *op, const char
         char what[96];
         snprintf(what, sizeof what, "tsr_config_override(%s)", op->name);
         tsr_config config;
-        if ((st = override_config(dev, op, op->classes[0], NULL, text, what, &config)) != TSR_SUCCESS) return st;
+        TSR_CHECK(st, override_config(dev, op, op->classes[0], NULL, text, what, &config), done);
     }
     pthread_mutex_lock(&dev->lock);
     st = put_override(dev, var, text && *text ? text : NULL, true);
     pthread_mutex_unlock(&dev->lock);
+done:
     return st;
 }
 

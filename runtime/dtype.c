@@ -160,10 +160,9 @@ static void store_float(tsr_dtype type, void *dst, size_t i, float value) {
 
 tsr_status tsr_convert_host(tsr_dtype src_type, const void *src, tsr_dtype dst_type, void *dst, size_t n) {
     tsr_clear_diagnostics();
-    tsr_status st;
-    if ((st = tsr_dtype_check("tsr_convert_host: src_type", src_type)) != TSR_SUCCESS ||
-        (st = tsr_dtype_check("tsr_convert_host: dst_type", dst_type)) != TSR_SUCCESS)
-        return st;
+    tsr_status st = TSR_SUCCESS;
+    TSR_CHECK(st, tsr_dtype_check("tsr_convert_host: src_type", src_type), done);
+    TSR_CHECK(st, tsr_dtype_check("tsr_convert_host: dst_type", dst_type), done);
     if (n == 0) return TSR_SUCCESS;
     if (!src || !dst) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_convert_host: %s is NULL", src ? "dst" : "src");
     size_t src_bytes, dst_bytes;
@@ -179,7 +178,8 @@ tsr_status tsr_convert_host(tsr_dtype src_type, const void *src, tsr_dtype dst_t
     }
     for (size_t i = 0; i < n; ++i)
         store_float(dst_type, dst, i, load_as_float(src_type, src, i));
-    return TSR_SUCCESS;
+done:
+    return st;
 }
 
 double tsr_dtype_unit_roundoff(tsr_dtype dtype) {

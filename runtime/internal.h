@@ -27,21 +27,33 @@ void tsr_clear_diagnostics(void);
 void tsr_clear_error(void);
 const char *tsr_cl_error_name(cl_int err);
 
-/* Check an OpenCL call; on failure record it, set `status` and jump to `label`. */
-#define TSR_CL_CHECK(call, label)                                                 \
-    do {                                                                          \
-        cl_int tsr_cl_err_ = (call);                                              \
-        if (tsr_cl_err_ != CL_SUCCESS) {                                          \
-            status = tsr_fail_cl(tsr_cl_err_, #call, __FILE__, __LINE__);         \
-            goto label;                                                           \
-        }                                                                         \
+/* The one error idiom in runtime/: a function keeps its status in a local it names, checks each
+ * step with TSR_CHECK / TSR_CL_CHECK and cleans up at one label (`done`; `unlock` where a lock is
+ * released before it), then returns the status:
+ *     tsr_status status = TSR_SUCCESS;
+ *     TSR_CHECK(status, step(...), done);
+ *     TSR_CL_CHECK(status, clSomething(...), done);
+ *   done:
+ *     cleanup...;
+ *     return status;
+ * A function's own refusals may `return tsr_fail(...)` directly. tests/check_idioms.py keeps the
+ * older forms out. */
+
+/* Check an OpenCL call; on failure record it in `status_var` and jump to `label`. */
+#define TSR_CL_CHECK(status_var, call, label)                                                                          \
+    do {                                                                                                               \
+        cl_int tsr_cl_err_ = (call);                                                                                   \
+        if (tsr_cl_err_ != CL_SUCCESS) {                                                                               \
+            (status_var) = tsr_fail_cl(tsr_cl_err_, #call, __FILE__, __LINE__);                                        \
+            goto label;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
-/* Check a tessera status; on failure keep it and jump to `label`. */
-#define TSR_CHECK(expr, label)                                                    \
-    do {                                                                          \
-        status = (expr);                                                          \
-        if (status != TSR_SUCCESS) goto label;                                    \
+/* Check a tessera status; on failure keep it in `status_var` and jump to `label`. */
+#define TSR_CHECK(status_var, expr, label)                                                                             \
+    do {                                                                                                               \
+        (status_var) = (expr);                                                                                         \
+        if ((status_var) != TSR_SUCCESS) goto label;                                                                   \
     } while (0)
 
 /* ---- storage types (dtype.c; the device side is cl/dtype.cl) ---- */
@@ -144,7 +156,11 @@ struct tsr_device {
     cl_command_queue queue;
     char fingerprint[6 * TSR_INFO_STR];
 
-    pthread_mutex_t lock;          /* recursive; guards the program cache, counters and workspaces */
+    pthread_mutex_t lock; /* recursive; guards the configuration state and workspaces */
+    /* The program cache's own lock: guards `programs`, the cache counters and cache_store_paused,
+     * and is never held while a program loads or compiles (nor with any other lock taken inside
+     * it), so launches never wait for another thread's compile (program.c, lookup_or_build). */
+    pthread_mutex_t program_lock;
     tsr_program_entry *programs;   /* in-memory program cache */
     bool persistent;               /* on-disk cache usable */
     int cache_store_paused;        /* > 0: new builds stay in memory only (the tuner's candidates) */
@@ -152,6 +168,11 @@ struct tsr_device {
     char cache_warning[TSR_PATH_MAX];
     bool offline;                  /* no online compiler: load ahead-of-time binaries */
     char binary_dir[TSR_PATH_MAX];
+    /* The environment, read once at device open (docs/usage.md, "Environment"): launches use
+     * these, never getenv. */
+    char kernel_dir[TSR_PATH_MAX]; /* TSR_KERNEL_DIR; "" (unset or empty): the embedded sources */
+    bool trust_binary_dir;         /* TSR_TRUST_BINARY_DIR set and not "0" */
+    bool builtin_tuning;           /* TSR_BUILTIN_TUNING is not "off": the shipped tuned entries count */
     uint64_t memory_hits, disk_hits, builds, binary_loads, disk_rejects;
 
     /* Scratch buffers ops reuse between calls (e.g. GEMM's packed panels): allocating
@@ -280,9 +301,15 @@ tsr_status tsr_program_write_binary(tsr_device *device, const char *source_name,
 
 /* $dir/name.cl with its `#include "OTHER.cl"` line expanded from the same directory. */
 tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, size_t *size);
-/* The source a program named `name` is built from: $TSR_KERNEL_DIR/name.cl (includes expanded;
- * any missing file is an error) when set, else the embedded copy. *owned is what to free. */
-tsr_status tsr_load_kernel_source(const char *name, char **owned, const char **text, size_t *length);
+/* The source a program named `name` is built from: kernel_dir/name.cl (includes expanded; any
+ * missing file is an error) when kernel_dir is set (a device's dev->kernel_dir, read at open),
+ * else the embedded copy. *owned is what to free. */
+tsr_status tsr_load_kernel_source(const char *kernel_dir, const char *name, char **owned, const char **text,
+                                  size_t *length);
+/* TSR_KERNEL_DIR as the environment holds it now ("" when unset), for callers without a device
+ * (hashing sources for the tuning database outside a device, tests); devices keep the value they
+ * read when they opened. */
+const char *tsr_env_kernel_dir(void);
 
 /* ---- files (fileio.c) ---- */
 
@@ -669,12 +696,16 @@ void tsr_config_device_release(tsr_device *device);
 
 /* ---- tuning database storage (tuning_db.c): knows device info, not ops nor open devices ---- */
 
-/* XXH3-64 of a kernel source as 16 hex digits (stale entries are detected with it). */
+/* XXH3-64 of a kernel source as 16 hex digits (stale entries are detected with it), the source
+ * read as tsr_load_kernel_source does: tsr_op_source_hash_in from kernel_dir (a device passes its
+ * dev->kernel_dir), the others from TSR_KERNEL_DIR as the environment holds it now (callers
+ * without a device). */
 tsr_status tsr_source_hash(const char *source_name, char out[17]);
 /* The hash tuned entries of `op` carry: tsr_source_hash of its source alone, or, with
  * more_sources, of all its sources' texts in order. */
 struct tsr_op;
 tsr_status tsr_op_source_hash(const struct tsr_op *op, char out[17]);
+tsr_status tsr_op_source_hash_in(const char *kernel_dir, const struct tsr_op *op, char out[17]);
 /* Every field a lookup relies on has the right type and range, the top level holds only format,
  * schema_version, devices and checksum, and the checksum is there and matches; false with the
  * reason in `why` otherwise. */

@@ -128,41 +128,40 @@ static tsr_status gelu_validate(const tsr_device *dev, const gelu_names *names, 
     if (mode != TSR_GELU_TANH && mode != TSR_GELU_ERF)
         return tsr_fail(TSR_ERR_INVALID_ARG, "mode must be TSR_GELU_TANH or TSR_GELU_ERF (got %d)", mode);
     char what[64];
-    tsr_status st;
+    tsr_status st = TSR_SUCCESS;
     snprintf(what, sizeof what, "%s: %s", names->op, names->x);
-    if ((st = tsr_dtype_check(what, x_type)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, tsr_dtype_check(what, x_type), done);
     snprintf(what, sizeof what, "%s: %s", names->op, names->y);
-    if ((st = tsr_dtype_check(what, y_type)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, tsr_dtype_check(what, y_type), done);
     if (n == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: n must be at least 1", names->op);
     /* Ends and their byte counts, checked: a wrapped end would pass the buffer checks. */
     size_t x_end, y_end, bytes;
     char x_what[64], y_what[64];
     snprintf(x_what, sizeof x_what, "%s: %s_offset + n", names->op, names->x);
     snprintf(y_what, sizeof y_what, "%s: %s_offset + n", names->op, names->y);
-    if ((st = tsr_size_mad(x_what, n, 1, x_off, &x_end)) != TSR_SUCCESS ||
-        (st = tsr_size_mad(y_what, n, 1, y_off, &y_end)) != TSR_SUCCESS)
-        return st;
+    TSR_CHECK(st, tsr_size_mad(x_what, n, 1, x_off, &x_end), done);
+    TSR_CHECK(st, tsr_size_mad(y_what, n, 1, y_off, &y_end), done);
     snprintf(x_what, sizeof x_what, "%s: the bytes %s spans", names->op, names->x);
     snprintf(y_what, sizeof y_what, "%s: the bytes %s spans", names->op, names->y);
-    if ((st = tsr_size_mad(x_what, x_end, tsr_dtype_size(x_type), 0, &bytes)) != TSR_SUCCESS ||
-        (st = tsr_size_mad(y_what, y_end, tsr_dtype_size(y_type), 0, &bytes)) != TSR_SUCCESS)
-        return st;
-    if ((st = tsr_check_buffer_typed(dev, x, names->x, x_end, x_type)) != TSR_SUCCESS ||
-        (st = tsr_check_buffer_typed(dev, y, names->y, y_end, y_type)) != TSR_SUCCESS)
-        return st;
+    TSR_CHECK(st, tsr_size_mad(x_what, x_end, tsr_dtype_size(x_type), 0, &bytes), done);
+    TSR_CHECK(st, tsr_size_mad(y_what, y_end, tsr_dtype_size(y_type), 0, &bytes), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, x, names->x, x_end, x_type), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, y, names->y, y_end, y_type), done);
     /* By memory, not handle: sub-buffers of one parent alias too. In place only on the same bytes
      * in the same type: an f16 x read as it is overwritten with bf16 would be another call. */
     tsr_ranges relation;
-    if ((st = tsr_ranges_relate_typed(x, x_off, n, x_type, y, y_off, n, y_type, &relation)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, tsr_ranges_relate_typed(x, x_off, n, x_type, y, y_off, n, y_type, &relation), done);
     if (relation == TSR_RANGES_SAME && x_type != y_type)
         return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %s (%s) and %s (%s) are the same bytes: in place needs one type",
                         names->op, names->x, tsr_dtype_str(x_type), names->y, tsr_dtype_str(y_type));
-    if ((st = tsr_check_disjoint_typed(names->op, x, names->x, x_off, n, x_type, y, names->y, y_off, n, y_type,
-                                       x_type == y_type)) != TSR_SUCCESS)
-        return st;
+    TSR_CHECK(st,
+              tsr_check_disjoint_typed(names->op, x, names->x, x_off, n, x_type, y, names->y, y_off, n, y_type,
+                                       x_type == y_type),
+              done);
     *p = (gelu_problem){
         .mode = mode, .n = n, .x = x, .y = y, .x_off = x_off, .y_off = y_off, .x_type = x_type, .y_type = y_type};
-    return TSR_SUCCESS;
+done:
+    return st;
 }
 
 /* Enqueue the fused kernel (or, with FORM_COPY, the copy of the same geometry) for p's types. */
@@ -174,20 +173,20 @@ static tsr_status gelu_launch(tsr_device *dev, const gelu_problem *p, const tsr_
     cl_program program = NULL;
     cl_kernel kernel = NULL;
     cl_int err;
-    TSR_CHECK(tsr_program_for(dev, "gelu", options, "gelu", &program), out);
+    TSR_CHECK(status, tsr_program_for(dev, "gelu", options, "gelu", &program), done);
     kernel = clCreateKernel(program, "gelu", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     cl_ulong n = p->n, xo = p->x_off, yo = p->y_off;
     cl_uint arg = 0;
-#define SET(v) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(v), &(v)), out)
+#define SET(v) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(v), &(v)), done)
     SET(n); SET(p->x); SET(xo); SET(p->y); SET(yo);
 #undef SET
     const int *v = cfg->values;
     size_t local = (size_t)v[P_WG], vectors = ceil_div(p->n, (size_t)v[P_VW]);
     size_t global = v[P_INTERLEAVE] ? ceil_div(vectors, (size_t)v[P_VPT] * local) * local
                                     : ceil_div(ceil_div(vectors, (size_t)v[P_VPT]), local) * local;
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), out);
-out:
+    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), done);
+done:
     if (kernel) clReleaseKernel(kernel);
     return status;
 }
@@ -201,12 +200,13 @@ static tsr_status gelu_run(tsr_device *dev, const gelu_names *names, int mode, t
     tsr_status status = gelu_validate(dev, names, mode, x_type, x, x_off, y_type, y, y_off, n, &p);
     if (status != TSR_SUCCESS) return status;
     cl_command_queue q;
-    if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
-    if ((status = tsr_op_config(dev, &tsr_op_gelu, &p, &cfg)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_gelu, &p, &cfg), done);
     int form = form_override >= 0 ? form_override : mode == TSR_GELU_ERF ? FORM_ERF : FORM_TANH;
     status = gelu_launch(dev, &p, &cfg, form, q, event);
     if (tsr_op_build_fallback(dev, &tsr_op_gelu, &p, status, &cfg)) status = gelu_launch(dev, &p, &cfg, form, q, event);
+done:
     return status;
 }
 
@@ -276,8 +276,10 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, const tsr_gelu_desc *desc, cl_mem x
         return tsr_fail(TSR_ERR_UNSUPPORTED, "tsr_gelu_unfused: fp32 only (%s is %s)",
                         desc->x_type != TSR_F32 ? "x" : "y",
                         tsr_dtype_str(desc->x_type != TSR_F32 ? desc->x_type : desc->y_type));
+    cl_event prev = NULL;
+    cl_kernel kernel = NULL;
     cl_command_queue q;
-    if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     const ew_step *steps = mode == TSR_GELU_ERF ? erf_steps : tanh_steps;
     size_t nsteps = mode == TSR_GELU_ERF ? sizeof erf_steps / sizeof *erf_steps : sizeof tanh_steps / sizeof *tanh_steps;
     cl_program program = NULL;
@@ -285,30 +287,28 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, const tsr_gelu_desc *desc, cl_mem x
     tsr_op_default_config(&tsr_op_gelu, dev, "large", &cfg);
     char options[256];
     gelu_build_options(&cfg, gelu_variant(FORM_TANH, TSR_F32, TSR_F32), options, sizeof options);
-    cl_event prev = NULL;
-    cl_kernel kernel = NULL;
     cl_int err;
     char kernels[256] = ""; /* every step's kernel: a binary without one is dropped and rebuilt */
     for (size_t i = 0, used = 0; i < nsteps && used < sizeof kernels; ++i)
         used += (size_t)snprintf(kernels + used, sizeof kernels - used, "%s%s", i ? ";" : "", steps[i].kernel);
-    TSR_CHECK(tsr_program_for(dev, "gelu", options, kernels, &program), out_unlocked);
+    TSR_CHECK(status, tsr_program_for(dev, "gelu", options, kernels, &program), done);
     /* The temporaries are device workspaces, like a framework's caching allocator hands out. */
     pthread_mutex_lock(&dev->lock);
     cl_mem temp[2];
     cl_event wait[2];
     size_t temp_bytes;
-    TSR_CHECK(tsr_size_mad("gelu: the unfused temporaries", n, sizeof(float), 0, &temp_bytes), out);
-    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP0, temp_bytes, &temp[0], &wait[0]), out);
-    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP1, temp_bytes, &temp[1], &wait[1]), out);
+    TSR_CHECK(status, tsr_size_mad("gelu: the unfused temporaries", n, sizeof(float), 0, &temp_bytes), unlock);
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_TEMP0, temp_bytes, &temp[0], &wait[0]), unlock);
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_TEMP1, temp_bytes, &temp[1], &wait[1]), unlock);
     for (size_t i = 0; i < nsteps; ++i) {
         const ew_step *st = &steps[i];
         cl_mem mems[4] = {x, temp[0], temp[1], y};
         cl_ulong offs[4] = {x_off, 0, 0, y_off};
         cl_ulong count = n;
         kernel = clCreateKernel(program, st->kernel, &err);
-        TSR_CL_CHECK(err, out);
+        TSR_CL_CHECK(status, err, unlock);
         cl_uint arg = 0;
-#define SET(v) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(v), &(v)), out)
+#define SET(v) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(v), &(v)), unlock)
         SET(count); SET(mems[st->a]); SET(offs[st->a]); SET(mems[st->b]); SET(offs[st->b]); SET(st->s);
         SET(mems[st->out]); SET(offs[st->out]);
 #undef SET
@@ -322,8 +322,9 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, const tsr_gelu_desc *desc, cl_mem x
                 if (wait[w]) waits[nwaits++] = wait[w];
         cl_event done = NULL;
         size_t global = n;
-        TSR_CL_CHECK(clEnqueueNDRangeKernel(q, kernel, 1, NULL, &global, NULL, nwaits, nwaits ? waits : NULL, &done),
-                     out);
+        TSR_CL_CHECK(status,
+                     clEnqueueNDRangeKernel(q, kernel, 1, NULL, &global, NULL, nwaits, nwaits ? waits : NULL, &done),
+                     unlock);
         if (prev) clReleaseEvent(prev);
         prev = done;
         clReleaseKernel(kernel);
@@ -331,9 +332,9 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, const tsr_gelu_desc *desc, cl_mem x
     }
     tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, prev);
     tsr_workspace_set_last_use(dev, TSR_WS_TEMP1, prev);
-out:
+unlock:
     pthread_mutex_unlock(&dev->lock);
-out_unlocked:
+done:
     if (kernel) clReleaseKernel(kernel);
     if (prev) {
         if (event && status == TSR_SUCCESS) *event = prev;
@@ -419,18 +420,18 @@ static tsr_status gelu_fixture_setup(tsr_device *dev, const char *shape, uint64_
     cl_int err;
     if (!t->x || !t->y) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
+        goto done;
     }
     /* Rounded to x's type: the reference is computed from exactly what the device reads. */
     tsr_random_fill(t->x, n, &seed, -5.0f, 5.0f);
     tsr_dtype_round_array(x_type, t->x, n);
     t->p.x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, n * tsr_dtype_size(x_type), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     t->p.y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, n * tsr_dtype_size(y_type), NULL, &err);
-    TSR_CL_CHECK(err, out);
-    TSR_CHECK(tsr_upload_typed(dev, t->p.x, x_type, t->x, n), out);
-    TSR_CHECK(gelu_fixture_poison(dev, t), out);
-out:
+    TSR_CL_CHECK(status, err, done);
+    TSR_CHECK(status, tsr_upload_typed(dev, t->p.x, x_type, t->x, n), done);
+    TSR_CHECK(status, gelu_fixture_poison(dev, t), done);
+done:
     if (status != TSR_SUCCESS) {
         gelu_fixture_free(t);
         return status;

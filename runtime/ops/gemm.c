@@ -252,14 +252,13 @@ static tsr_status check_transpose(tsr_transpose t, const char *name) {
 
 /* The descriptor's rules that need no buffer, in this order (see internal.h). */
 tsr_status tsr_matmul_check(const tsr_matmul_desc *desc, bool literal, tsr_matmul_desc *out, size_t need[3]) {
-    tsr_status status;
+    tsr_status status = TSR_SUCCESS;
     need[0] = need[1] = need[2] = 0;
     if (!desc) return tsr_fail(TSR_ERR_INVALID_ARG, "desc is NULL");
     tsr_matmul_desc d = *desc;
-    if ((status = tsr_dtype_check("gemm: a.dtype", d.a.dtype)) != TSR_SUCCESS ||
-        (status = tsr_dtype_check("gemm: b.dtype", d.b.dtype)) != TSR_SUCCESS ||
-        (status = tsr_dtype_check("gemm: c.dtype", d.c.dtype)) != TSR_SUCCESS)
-        return status;
+    TSR_CHECK(status, tsr_dtype_check("gemm: a.dtype", d.a.dtype), done);
+    TSR_CHECK(status, tsr_dtype_check("gemm: b.dtype", d.b.dtype), done);
+    TSR_CHECK(status, tsr_dtype_check("gemm: c.dtype", d.c.dtype), done);
     if (!literal) { /* the descriptor's zero defaults */
         if ((int)d.layout == 0) d.layout = TSR_ROW_MAJOR;
         if ((int)d.trans_a == 0) d.trans_a = TSR_NO_TRANS;
@@ -268,8 +267,8 @@ tsr_status tsr_matmul_check(const tsr_matmul_desc *desc, bool literal, tsr_matmu
     }
     if (d.layout != TSR_ROW_MAJOR && d.layout != TSR_COL_MAJOR)
         return tsr_fail(TSR_ERR_INVALID_ARG, "layout must be TSR_ROW_MAJOR or TSR_COL_MAJOR (got %d)", (int)d.layout);
-    if ((status = check_transpose(d.trans_a, "trans_a")) != TSR_SUCCESS) return status;
-    if ((status = check_transpose(d.trans_b, "trans_b")) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, check_transpose(d.trans_a, "trans_a"), done);
+    TSR_CHECK(status, check_transpose(d.trans_b, "trans_b"), done);
     const size_t m = d.m, n = d.n, k = d.k, batch = d.batch;
     if (m == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "m must be at least 1");
     if (n == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "n must be at least 1");
@@ -297,13 +296,9 @@ tsr_status tsr_matmul_check(const tsr_matmul_desc *desc, bool literal, tsr_matmu
     if (lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
         return tsr_fail(TSR_ERR_OVERFLOW, "leading dimensions must be at most %d", INT_MAX);
     size_t a_need, b_need, c_need;
-    if ((status = tsr_matrix_extent("a", d.a.offset, a_lines, a_len, lda, d.a.batch_stride, batch, &a_need)) !=
-            TSR_SUCCESS ||
-        (status = tsr_matrix_extent("b", d.b.offset, b_lines, b_len, ldb, d.b.batch_stride, batch, &b_need)) !=
-            TSR_SUCCESS ||
-        (status = tsr_matrix_extent("c", d.c.offset, c_lines, c_len, ldc, d.c.batch_stride, batch, &c_need)) !=
-            TSR_SUCCESS)
-        return status;
+    TSR_CHECK(status, tsr_matrix_extent("a", d.a.offset, a_lines, a_len, lda, d.a.batch_stride, batch, &a_need), done);
+    TSR_CHECK(status, tsr_matrix_extent("b", d.b.offset, b_lines, b_len, ldb, d.b.batch_stride, batch, &b_need), done);
+    TSR_CHECK(status, tsr_matrix_extent("c", d.c.offset, c_lines, c_len, ldc, d.c.batch_stride, batch, &c_need), done);
     if (batch > 1) {
         /* Overlapping outputs would race; inputs may alias (a shared weight, stride 0). */
         size_t c_span = (c_lines - 1) * ldc + c_len;
@@ -313,47 +308,54 @@ tsr_status tsr_matmul_check(const tsr_matmul_desc *desc, bool literal, tsr_matmu
     }
     need[0] = a_need, need[1] = b_need, need[2] = c_need;
     if (out) *out = d;
-    return TSR_SUCCESS;
+done:
+    return status;
 }
 
 /* The epilogue's rules: its activation, and its bias against the real buffer. */
 static tsr_status check_epilogue(const tsr_device *dev, const tsr_matmul_desc *d) {
     const tsr_epilogue *epi = &d->epilogue;
-    tsr_status status;
+    tsr_status status = TSR_SUCCESS;
     if ((int)epi->activation < TSR_ACT_NONE || epi->activation > TSR_ACT_GELU_ERF)
         return tsr_fail(TSR_ERR_INVALID_ARG, "epilogue activation must be a tsr_activation (got %d)",
                         (int)epi->activation);
     size_t bias_need = 0;
-    if (epi->bias && ((status = tsr_matrix_extent("bias", epi->bias_offset, 1, d->n, d->n, epi->bias_stride, d->batch,
-                                                  &bias_need)) != TSR_SUCCESS ||
-                      (status = tsr_check_buffer(dev, epi->bias, "bias", bias_need)) != TSR_SUCCESS))
-        return status;
-    return TSR_SUCCESS;
+    if (epi->bias) {
+        TSR_CHECK(status,
+                  tsr_matrix_extent("bias", epi->bias_offset, 1, d->n, d->n, epi->bias_stride, d->batch, &bias_need),
+                  done);
+        TSR_CHECK(status, tsr_check_buffer(dev, epi->bias, "bias", bias_need), done);
+    }
+done:
+    return status;
 }
 
 /* The buffers of a checked descriptor `d` (defaults explicit, need[] from tsr_matmul_check) against
  * their real sizes and each other, then the call in canonical form. */
 static tsr_status gemm_bind(const tsr_device *dev, const tsr_matmul_desc *d, const size_t need[3], cl_mem a, cl_mem b,
                             cl_mem c, gemm_problem *p) {
-    tsr_status status;
+    tsr_status status = TSR_SUCCESS;
     const size_t k = d->k;
     const bool row = d->layout == TSR_ROW_MAJOR, reads_ab = k > 0 && d->alpha != 0.0f;
     const size_t a_need = need[0], b_need = need[1], c_need = need[2];
     const tsr_matrix *A = &d->a, *B = &d->b, *C = &d->c;
     /* A and B are checked against the shapes given even when alpha == 0 skips reading them, as
      * CLBlast does: a buffer too small for its matrix is a caller bug either way. */
-    if ((status = tsr_check_buffer_typed(dev, a, "a", k > 0 ? a_need : 0, A->dtype)) != TSR_SUCCESS ||
-        (status = tsr_check_buffer_typed(dev, b, "b", k > 0 ? b_need : 0, B->dtype)) != TSR_SUCCESS ||
-        (status = tsr_check_buffer_typed(dev, c, "c", c_need, C->dtype)) != TSR_SUCCESS)
-        return status;
+    TSR_CHECK(status, tsr_check_buffer_typed(dev, a, "a", k > 0 ? a_need : 0, A->dtype), done);
+    TSR_CHECK(status, tsr_check_buffer_typed(dev, b, "b", k > 0 ? b_need : 0, B->dtype), done);
+    TSR_CHECK(status, tsr_check_buffer_typed(dev, c, "c", c_need, C->dtype), done);
     /* C written while A or B is read would race: their extents (in bytes of each one's type)
      * must not share memory. Operands that are not read may be anything. */
-    if (reads_ab &&
-        ((status = tsr_check_disjoint_typed("gemm", c, "c", C->offset, c_need - C->offset, C->dtype, a, "a", A->offset,
-                                            a_need - A->offset, A->dtype, false)) != TSR_SUCCESS ||
-         (status = tsr_check_disjoint_typed("gemm", c, "c", C->offset, c_need - C->offset, C->dtype, b, "b", B->offset,
-                                            b_need - B->offset, B->dtype, false)) != TSR_SUCCESS))
-        return status;
+    if (reads_ab) {
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", C->offset, c_need - C->offset, C->dtype, a, "a", A->offset,
+                                           a_need - A->offset, A->dtype, false),
+                  done);
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", C->offset, c_need - C->offset, C->dtype, b, "b", B->offset,
+                                           b_need - B->offset, B->dtype, false),
+                  done);
+    }
 
     /* Column-major C is row-major C^T = op(B)^T op(A)^T: swap the operands. */
     memset(p, 0, sizeof *p);
@@ -402,7 +404,8 @@ static tsr_status gemm_bind(const tsr_device *dev, const tsr_matmul_desc *d, con
         p->ldb = A->ld;
         p->b_stride = A->batch_stride;
     }
-    return TSR_SUCCESS;
+done:
+    return status;
 }
 
 /* The problem a configuration is chosen for: the canonical sizes and types, with `k` as read
@@ -430,14 +433,14 @@ static tsr_status enqueue_pack(tsr_device *dev, cl_program program, cl_command_q
     tsr_status status = TSR_SUCCESS;
     cl_int err;
     cl_kernel kernel = clCreateKernel(program, which == 'a' ? "pack_a" : "pack_b", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     cl_int rows = (cl_int)(which == 'a' ? p->m : p->n), K = (cl_int)p->k;
     cl_int ld = (cl_int)(which == 'a' ? p->lda : p->ldb);
     cl_mem src = which == 'a' ? p->a : p->b;
     cl_ulong off = which == 'a' ? p->a_off : p->b_off, stride = which == 'a' ? p->a_stride : p->b_stride;
     cl_ulong dstride = dst_stride;
     cl_uint arg = 0;
-#define SET(x) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(x), &(x)), out)
+#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), done)
     SET(rows); SET(K); SET(src); SET(off); SET(ld); SET(stride); SET(dst); SET(dstride);
 #undef SET
     size_t tile = which == 'a' ? (size_t)cfg->values[P_MWI] : (size_t)cfg->values[P_VW] * cfg->values[P_NVW];
@@ -446,8 +449,10 @@ static tsr_status enqueue_pack(tsr_device *dev, cl_program program, cl_command_q
     cl_uint nwaits = 0;
     if (wait) waits[nwaits++] = wait;
     if (input_ready) waits[nwaits++] = input_ready;
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, NULL, nwaits, nwaits ? waits : NULL, done), out);
-out:
+    TSR_CL_CHECK(status,
+                 clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, NULL, nwaits, nwaits ? waits : NULL, done),
+                 done);
+done:
     if (kernel) clReleaseKernel(kernel);
     (void)dev;
     return status;
@@ -473,9 +478,9 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     bool pack_a = packs_a(cfg, p->ta, p->types.a) && p->k > 0, pack_b = packs_b(cfg, p->tb, p->types.b) && p->k > 0;
     char kernels[32]; /* what this call creates: a binary without one is dropped and rebuilt */
     snprintf(kernels, sizeof kernels, "gemm%s%s", pack_a ? ";pack_a" : "", pack_b ? ";pack_b" : "");
-    TSR_CHECK(tsr_program_for(dev, gemm_program_source(cfg), options, kernels, &program), out_unlocked);
+    TSR_CHECK(status, tsr_program_for(dev, gemm_program_source(cfg), options, kernels, &program), done);
     kernel = clCreateKernel(program, "gemm", &err);
-    TSR_CL_CHECK(err, out_unlocked);
+    TSR_CL_CHECK(status, err, done);
 
     gemm_problem q = *p;
     /* The workspace is shared by every call on this device: hold the lock while enqueuing,
@@ -486,22 +491,25 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         cl_mem ws;
         cl_event wait;
         /* With a_stride 0 (a shared A) the batch is not bounded by A's buffer: check the panels' size. */
-        TSR_CHECK(tsr_size_mad("gemm: the packed A panels", round_up(p->m, (size_t)v[P_MWI]), p->k, 0, &stride), out);
-        TSR_CHECK(tsr_size_mad("gemm: the packed A panels", stride, p->batch, 0, &bytes), out);
-        TSR_CHECK(tsr_size_mad("gemm: the packed A panels", bytes, sizeof(float), 0, &bytes), out);
-        TSR_CHECK(tsr_workspace_get(dev, TSR_WS_PACK_A, bytes, &ws, &wait), out);
-        TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]), out);
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", round_up(p->m, (size_t)v[P_MWI]), p->k, 0, &stride),
+                  unlock);
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", stride, p->batch, 0, &bytes), unlock);
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", bytes, sizeof(float), 0, &bytes), unlock);
+        TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_A, bytes, &ws, &wait), unlock);
+        TSR_CHECK(status, enqueue_pack(dev, program, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]),
+                  unlock);
         q.a = ws; q.a_off = 0; q.a_stride = stride;
     }
     if (pack_b) {
         size_t stride, bytes;
         cl_mem ws;
         cl_event wait;
-        TSR_CHECK(tsr_size_mad("gemm: the packed B panels", round_up(p->n, nwi), p->k, 0, &stride), out);
-        TSR_CHECK(tsr_size_mad("gemm: the packed B panels", stride, p->batch, 0, &bytes), out);
-        TSR_CHECK(tsr_size_mad("gemm: the packed B panels", bytes, sizeof(float), 0, &bytes), out);
-        TSR_CHECK(tsr_workspace_get(dev, TSR_WS_PACK_B, bytes, &ws, &wait), out);
-        TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]), out);
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", round_up(p->n, nwi), p->k, 0, &stride), unlock);
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", stride, p->batch, 0, &bytes), unlock);
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", bytes, sizeof(float), 0, &bytes), unlock);
+        TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_B, bytes, &ws, &wait), unlock);
+        TSR_CHECK(status, enqueue_pack(dev, program, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]),
+                  unlock);
         q.b = ws; q.b_off = 0; q.b_stride = stride;
     }
     /* K blocking: one launch per block of KC k-steps, each accumulating into C (beta = 1 after
@@ -531,7 +539,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         cl_ulong bo = pack_b ? k0 * nwi : q.b_off + (q.tb ? k0 : k0 * q.ldb);
         cl_int bias_axis = last ? q.bias_axis : 0, act = last ? q.act : TSR_ACT_NONE;
         cl_uint arg = 0;
-#define SET(x) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(x), &(x)), out)
+#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), unlock)
         SET(M); SET(N); SET(K); SET(KP); SET(q.alpha); SET(beta);
         SET(q.a); SET(ao); SET(lda); SET(as);
         SET(q.b); SET(bo); SET(ldb); SET(bs);
@@ -550,15 +558,16 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
             waits[nwaits++] = done;
         }
         cl_event ev = NULL;
-        TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &ev),
-                     out);
+        TSR_CL_CHECK(status,
+                     clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &ev),
+                     unlock);
         if (blk == 0) first_launch = ev, clRetainEvent(ev);
         if (done) clReleaseEvent(done);
         done = ev;
     }
     if (pack_a) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done);
     if (pack_b) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done);
-out:
+unlock:
     /* A pack enqueued before a later step failed still writes its panel: the next user of that
      * workspace must wait for it. */
     if (status != TSR_SUCCESS) {
@@ -567,7 +576,7 @@ out:
         if (packed[1]) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done ? done : packed[1]);
     }
     pthread_mutex_unlock(&dev->lock);
-out_unlocked:
+done:
     if (first && status == TSR_SUCCESS) {
         *first = packed[0] ? packed[0] : packed[1] ? packed[1] : first_launch;
         clRetainEvent(*first);
@@ -589,22 +598,23 @@ tsr_status tsr_matmul_pipeline(tsr_device *dev, const tsr_matmul_desc *desc, con
     static const tsr_matmul_extras none = {0};
     if (!extras) extras = &none;
     if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
+    tsr_status status = TSR_SUCCESS;
     tsr_matmul_desc d;
     size_t need[3];
     gemm_problem p;
-    tsr_status status = tsr_matmul_check(desc, extras->literal, &d, need);
-    if (status == TSR_SUCCESS) status = gemm_bind(dev, &d, need, a, b, c, &p);
-    if (status == TSR_SUCCESS) status = check_epilogue(dev, &d);
-    if (status != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_matmul_check(desc, extras->literal, &d, need), done);
+    TSR_CHECK(status, gemm_bind(dev, &d, need, a, b, c, &p), done);
+    TSR_CHECK(status, check_epilogue(dev, &d), done);
     cl_command_queue q;
-    if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
     gemm_problem one = p;
     if (extras->class_by_shape) one.batch = 1; /* classify by one matrix's shape */
-    if ((status = tsr_op_config(dev, &tsr_op_gemm, &one, &cfg)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_gemm, &one, &cfg), done);
     status = gemm_launch(dev, &p, &cfg, q, extras->input_ready, event, NULL);
     if (tsr_op_build_fallback(dev, &tsr_op_gemm, &one, status, &cfg))
         status = gemm_launch(dev, &p, &cfg, q, extras->input_ready, event, NULL);
+done:
     return status;
 }
 
@@ -667,22 +677,22 @@ tsr_status tsr_matmul_plan_create(tsr_device *dev, const tsr_matmul_desc *desc, 
     if (!plan) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_matmul_plan_create: plan is NULL");
     *plan = NULL;
     if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
+    tsr_status status = TSR_SUCCESS;
     tsr_matmul_plan *pl = calloc(1, sizeof *pl);
     if (!pl) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-    tsr_status status = tsr_matmul_check(desc, false, &pl->desc, pl->need);
-    if (status == TSR_SUCCESS) status = check_epilogue(dev, &pl->desc);
+    TSR_CHECK(status, tsr_matmul_check(desc, false, &pl->desc, pl->need), done);
+    TSR_CHECK(status, check_epilogue(dev, &pl->desc), done);
     gemm_problem shape = gemm_shape(&pl->desc, false);
-    if (status == TSR_SUCCESS) status = tsr_op_config(dev, &tsr_op_gemm, &shape, &pl->config);
-    if (status == TSR_SUCCESS) status = tsr_op_config_lookup(dev, &tsr_op_gemm, gemm_problem_class(&shape), &pl->info);
-    if (status != TSR_SUCCESS) {
-        free(pl);
-        return status;
-    }
+    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_gemm, &shape, &pl->config), done);
+    TSR_CHECK(status, tsr_op_config_lookup(dev, &tsr_op_gemm, gemm_problem_class(&shape), &pl->info), done);
     pl->device = dev;
     tsr_device_hold(dev);
     if (pl->desc.epilogue.bias) clRetainMemObject(pl->desc.epilogue.bias); /* checked once: kept */
     *plan = pl;
-    return TSR_SUCCESS;
+    pl = NULL;
+done:
+    free(pl);
+    return status;
 }
 
 tsr_status tsr_matmul_execute(tsr_matmul_plan *plan, cl_mem a, cl_mem b, cl_mem c, cl_command_queue queue,
@@ -693,15 +703,16 @@ tsr_status tsr_matmul_execute(tsr_matmul_plan *plan, cl_mem a, cl_mem b, cl_mem 
     tsr_device *dev = plan->device;
     if (tsr_device_closed(dev))
         return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_matmul_execute: the plan's device was closed");
+    tsr_status status = TSR_SUCCESS;
     gemm_problem p;
-    tsr_status status = gemm_bind(dev, &plan->desc, plan->need, a, b, c, &p);
-    if (status != TSR_SUCCESS) return status;
+    TSR_CHECK(status, gemm_bind(dev, &plan->desc, plan->need, a, b, c, &p), done);
     cl_command_queue q;
-    if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg = plan->config; /* a copy: a build fallback changes this launch's only */
     status = gemm_launch(dev, &p, &cfg, q, NULL, event, NULL);
     if (tsr_op_build_fallback(dev, &tsr_op_gemm, &p, status, &cfg))
         status = gemm_launch(dev, &p, &cfg, q, NULL, event, NULL);
+done:
     return status;
 }
 
@@ -841,13 +852,14 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     else
         batch = v[0], m = v[1], n = v[2], k = v[3];
     size_t na, nb, nc;
-    tsr_status status;
-    if ((status = tsr_size_mad("gemm fixture A", batch, m * k, 0, &na)) != TSR_SUCCESS ||
-        (status = tsr_size_mad("gemm fixture B", batch, k * n, 0, &nb)) != TSR_SUCCESS ||
-        (status = tsr_size_mad("gemm fixture C", batch, m * n, 0, &nc)) != TSR_SUCCESS)
-        return status;
+    tsr_status status = TSR_SUCCESS;
+    gemm_fixture *t = NULL;
+    float *a = NULL, *b = NULL;
+    TSR_CHECK(status, tsr_size_mad("gemm fixture A", batch, m * k, 0, &na), done);
+    TSR_CHECK(status, tsr_size_mad("gemm fixture B", batch, k * n, 0, &nb), done);
+    TSR_CHECK(status, tsr_size_mad("gemm fixture C", batch, m * n, 0, &nc), done);
     if (!na || !nb || !nc) return tsr_fail(TSR_ERR_INVALID_ARG, "gemm: shape '%s' is empty", shape);
-    gemm_fixture *t = calloc(1, sizeof *t);
+    t = calloc(1, sizeof *t);
     if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     gemm_problem *p = &t->p;
     p->batch = batch; p->m = m; p->n = n; p->k = k;
@@ -855,7 +867,7 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     p->alpha = 1.0f; p->beta = 0.0f;
     p->lda = p->k; p->ldb = p->n; p->ldc = p->n;
     p->a_stride = p->m * p->k; p->b_stride = p->k * p->n; p->c_stride = p->m * p->n;
-    float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
+    a = malloc(na * sizeof *a), b = malloc(nb * sizeof *b);
     bool exact = (double)p->batch * p->m * p->n * p->k <= FIXTURE_EXACT_LIMIT;
     t->host_c = malloc(nc * sizeof(float));
     t->ref = malloc((exact ? nc : FIXTURE_PROBES * p->batch * p->m) * sizeof(double));
@@ -863,7 +875,7 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     cl_int err;
     if (!a || !b || !t->host_c || !t->ref || (!exact && !t->probes)) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
+        goto done;
     }
     tsr_random_fill(a, na, &seed, -1.0f, 1.0f);
     tsr_random_fill(b, nb, &seed, -1.0f, 1.0f);
@@ -875,22 +887,21 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     } else {
         for (size_t j = 0; j < FIXTURE_PROBES * p->n; ++j) t->probes[j] = tsr_random_float(&seed, -0.5f, 0.5f);
         status = tsr_gemm_probe_reference(p->batch, p->m, p->n, p->k, a, b, t->probes, FIXTURE_PROBES, t->ref);
-        if (status != TSR_SUCCESS) goto out;
+        if (status != TSR_SUCCESS) goto done;
     }
     p->a = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, na * tsr_dtype_size(in), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     p->b = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, nb * tsr_dtype_size(in), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     p->c = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, nc * tsr_dtype_size(out_type), NULL, &err);
-    TSR_CL_CHECK(err, out);
-    if ((status = tsr_upload_typed(dev, p->a, in, a, na)) != TSR_SUCCESS ||
-        (status = tsr_upload_typed(dev, p->b, in, b, nb)) != TSR_SUCCESS)
-        goto out;
+    TSR_CL_CHECK(status, err, done);
+    TSR_CHECK(status, tsr_upload_typed(dev, p->a, in, a, na), done);
+    TSR_CHECK(status, tsr_upload_typed(dev, p->b, in, b, nb), done);
     for (size_t j = 0; j < nc; ++j)
         t->host_c[j] = NAN; /* poisoned: a run must write every element */
-    if ((status = tsr_upload_typed(dev, p->c, out_type, t->host_c, nc)) != TSR_SUCCESS) goto out;
+    TSR_CHECK(status, tsr_upload_typed(dev, p->c, out_type, t->host_c, nc), done);
     p->bias = p->c; /* no epilogue: a valid buffer the kernel does not read */
-out:
+done:
     free(a);
     free(b);
     if (status != TSR_SUCCESS) {

@@ -137,11 +137,10 @@ static tsr_status layernorm_validate(const tsr_device *dev, const tsr_layernorm_
                                      cl_mem gamma, cl_mem beta, cl_mem y, layernorm_problem *p) {
     if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
     if (!d) return tsr_fail(TSR_ERR_INVALID_ARG, "layernorm: desc is NULL");
-    tsr_status st;
-    if ((st = tsr_dtype_check("layernorm: x_type", d->x_type)) != TSR_SUCCESS ||
-        (st = tsr_dtype_check("layernorm: y_type", d->y_type)) != TSR_SUCCESS ||
-        (r && (st = tsr_dtype_check("layernorm: residual_type", d->residual_type)) != TSR_SUCCESS))
-        return st;
+    tsr_status st = TSR_SUCCESS;
+    TSR_CHECK(st, tsr_dtype_check("layernorm: x_type", d->x_type), done);
+    TSR_CHECK(st, tsr_dtype_check("layernorm: y_type", d->y_type), done);
+    if (r) TSR_CHECK(st, tsr_dtype_check("layernorm: residual_type", d->residual_type), done);
     if (d->rows == 0 || d->cols == 0)
         return tsr_fail(TSR_ERR_INVALID_ARG, "layernorm: rows and cols must be at least 1 (got %zu x %zu)", d->rows,
                         d->cols);
@@ -180,42 +179,39 @@ static tsr_status layernorm_validate(const tsr_device *dev, const tsr_layernorm_
                              .types = {d->x_type, r ? d->residual_type : TSR_F32, d->y_type}};
     /* Spans and ends, checked: a wrapped end would pass the buffer checks. */
     size_t x_span, r_span = 0, y_span, x_end, r_end = 0, y_end, gamma_end, beta_end, bytes;
-    if ((st = layernorm_span("layernorm: the elements x spans", p, p->x_stride, &x_span)) != TSR_SUCCESS ||
-        (st = layernorm_span("layernorm: the elements y spans", p, p->y_stride, &y_span)) != TSR_SUCCESS ||
-        (r &&
-         (st = layernorm_span("layernorm: the elements residual spans", p, p->r_stride, &r_span)) != TSR_SUCCESS) ||
-        (st = tsr_size_mad("layernorm: x_offset + x's span", x_span, 1, p->x_off, &x_end)) != TSR_SUCCESS ||
-        (st = tsr_size_mad("layernorm: y_offset + y's span", y_span, 1, p->y_off, &y_end)) != TSR_SUCCESS ||
-        (r && (st = tsr_size_mad("layernorm: residual_offset + residual's span", r_span, 1, p->r_off, &r_end)) !=
-                  TSR_SUCCESS) ||
-        (st = tsr_size_mad("layernorm: gamma_offset + cols", p->cols, 1, p->gamma_off, &gamma_end)) != TSR_SUCCESS ||
-        (st = tsr_size_mad("layernorm: beta_offset + cols", p->cols, 1, p->beta_off, &beta_end)) != TSR_SUCCESS ||
-        (st = tsr_size_mad("layernorm: the bytes x spans", x_end, tsr_dtype_size(p->types[0]), 0, &bytes)) !=
-            TSR_SUCCESS ||
-        (st = tsr_size_mad("layernorm: the bytes y spans", y_end, tsr_dtype_size(p->types[2]), 0, &bytes)) !=
-            TSR_SUCCESS ||
-        (r && (st = tsr_size_mad("layernorm: the bytes residual spans", r_end, tsr_dtype_size(p->types[1]), 0,
-                                 &bytes)) != TSR_SUCCESS) ||
-        (st = tsr_size_mad("layernorm: the bytes gamma spans", gamma_end, sizeof(float), 0, &bytes)) != TSR_SUCCESS ||
-        (st = tsr_size_mad("layernorm: the bytes beta spans", beta_end, sizeof(float), 0, &bytes)) != TSR_SUCCESS)
-        return st;
-    if ((st = tsr_check_buffer_typed(dev, x, "x", x_end, p->types[0])) != TSR_SUCCESS ||
-        (r && (st = tsr_check_buffer_typed(dev, r, "residual", r_end, p->types[1])) != TSR_SUCCESS) ||
-        (st = tsr_check_buffer_typed(dev, gamma, "gamma", gamma_end, TSR_F32)) != TSR_SUCCESS ||
-        (st = tsr_check_buffer_typed(dev, beta, "beta", beta_end, TSR_F32)) != TSR_SUCCESS ||
-        (st = tsr_check_buffer_typed(dev, y, "y", y_end, p->types[2])) != TSR_SUCCESS)
-        return st;
+    TSR_CHECK(st, layernorm_span("layernorm: the elements x spans", p, p->x_stride, &x_span), done);
+    TSR_CHECK(st, layernorm_span("layernorm: the elements y spans", p, p->y_stride, &y_span), done);
+    if (r) TSR_CHECK(st, layernorm_span("layernorm: the elements residual spans", p, p->r_stride, &r_span), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: x_offset + x's span", x_span, 1, p->x_off, &x_end), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: y_offset + y's span", y_span, 1, p->y_off, &y_end), done);
+    if (r)
+        TSR_CHECK(st, tsr_size_mad("layernorm: residual_offset + residual's span", r_span, 1, p->r_off, &r_end), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: gamma_offset + cols", p->cols, 1, p->gamma_off, &gamma_end), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: beta_offset + cols", p->cols, 1, p->beta_off, &beta_end), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: the bytes x spans", x_end, tsr_dtype_size(p->types[0]), 0, &bytes), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: the bytes y spans", y_end, tsr_dtype_size(p->types[2]), 0, &bytes), done);
+    if (r)
+        TSR_CHECK(st,
+                  tsr_size_mad("layernorm: the bytes residual spans", r_end, tsr_dtype_size(p->types[1]), 0, &bytes),
+                  done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: the bytes gamma spans", gamma_end, sizeof(float), 0, &bytes), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: the bytes beta spans", beta_end, sizeof(float), 0, &bytes), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, x, "x", x_end, p->types[0]), done);
+    if (r) TSR_CHECK(st, tsr_check_buffer_typed(dev, r, "residual", r_end, p->types[1]), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, gamma, "gamma", gamma_end, TSR_F32), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, beta, "beta", beta_end, TSR_F32), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, y, "y", y_end, p->types[2]), done);
     /* By memory, not handle (sub-buffers of one parent alias too): y may be x or the residual
      * exactly, and may not touch gamma or beta. */
-    if ((st = layernorm_check_output(p, x, "x", p->x_off, x_span, p->types[0], p->x_stride, y_span, true)) !=
-            TSR_SUCCESS ||
-        (r && (st = layernorm_check_output(p, r, "residual", p->r_off, r_span, p->types[1], p->r_stride, y_span,
-                                           true)) != TSR_SUCCESS) ||
-        (st = layernorm_check_output(p, gamma, "gamma", p->gamma_off, p->cols, TSR_F32, 0, y_span, false)) !=
-            TSR_SUCCESS ||
-        (st = layernorm_check_output(p, beta, "beta", p->beta_off, p->cols, TSR_F32, 0, y_span, false)) != TSR_SUCCESS)
-        return st;
-    return TSR_SUCCESS;
+    TSR_CHECK(st, layernorm_check_output(p, x, "x", p->x_off, x_span, p->types[0], p->x_stride, y_span, true), done);
+    if (r)
+        TSR_CHECK(st,
+                  layernorm_check_output(p, r, "residual", p->r_off, r_span, p->types[1], p->r_stride, y_span, true),
+                  done);
+    TSR_CHECK(st, layernorm_check_output(p, gamma, "gamma", p->gamma_off, p->cols, TSR_F32, 0, y_span, false), done);
+    TSR_CHECK(st, layernorm_check_output(p, beta, "beta", p->beta_off, p->cols, TSR_F32, 0, y_span, false), done);
+done:
+    return st;
 }
 
 static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, const tsr_config *cfg,
@@ -230,14 +226,14 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
     const int *v = cfg->values;
     const size_t local = (size_t)v[P_WG], groups = ceil_div(p->rows, (size_t)v[P_RPG]);
     size_t global;
-    TSR_CHECK(tsr_size_mad("layernorm: the work-items", groups, local, 0, &global), out);
+    TSR_CHECK(status, tsr_size_mad("layernorm: the work-items", groups, local, 0, &global), done);
     /* A device that silently ends long loops (llvmpipe, tsr_device_loop_limit) would leave rows
      * half normalized: refuse instead. Probed only for loops this long (a probe costs a compile). */
     const uint64_t per_pass = ceil_div(p->cols / (size_t)v[P_VW], local) + ceil_div(p->cols % (size_t)v[P_VW], local);
     const uint64_t loops = (uint64_t)v[P_RPG] * (3 * per_pass + 2 * 9);
     if (loops > 30000u) {
         uint64_t limit = UINT64_MAX;
-        TSR_CHECK(tsr_device_loop_limit(dev, &limit), out);
+        TSR_CHECK(status, tsr_device_loop_limit(dev, &limit), done);
         if ((double)loops > 0.9 * (double)limit) {
             status = tsr_fail(TSR_ERR_UNSUPPORTED,
                               "layernorm: '%s' ends a work-item's loops after %llu iterations without an error "
@@ -245,12 +241,12 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
                               "would be wrong; a configuration with a larger WG or VW stays within it",
                               dev->info.name, (unsigned long long)limit, p->cols, v[P_WG], v[P_VW], v[P_RPG],
                               (unsigned long long)loops);
-            goto out;
+            goto done;
         }
     }
-    TSR_CHECK(tsr_program_for(dev, "layernorm", options, "layernorm", &program), out);
+    TSR_CHECK(status, tsr_program_for(dev, "layernorm", options, "layernorm", &program), done);
     kernel = clCreateKernel(program, "layernorm", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     /* Without a residual the kernel does not read r; x stands in for the argument. */
     cl_mem r = p->r ? p->r : p->x;
     cl_ulong rows = p->rows, cols = p->cols, xo = p->x_off, xs = p->x_stride, ro = p->r_off, rs = p->r_stride,
@@ -258,7 +254,7 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
     cl_uint rows_per_group = (cl_uint)v[P_RPG];
     cl_float eps = p->eps;
     cl_uint arg = 0;
-#define SET(value) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(value), &(value)), out)
+#define SET(value) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(value), &(value)), done)
     SET(rows);
     SET(cols);
     SET(eps);
@@ -277,8 +273,8 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
     SET(yo);
     SET(ys);
 #undef SET
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), out);
-out:
+    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), done);
+done:
     if (kernel) clReleaseKernel(kernel);
     return status;
 }
@@ -291,12 +287,13 @@ tsr_status tsr_layernorm(tsr_device *dev, const tsr_layernorm_desc *desc, cl_mem
     tsr_status status = layernorm_validate(dev, desc, x, residual, gamma, beta, y, &p);
     if (status != TSR_SUCCESS) return status;
     cl_command_queue q;
-    if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
-    if ((status = tsr_op_config(dev, &tsr_op_layernorm, &p, &cfg)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_layernorm, &p, &cfg), done);
     status = layernorm_launch(dev, &p, &cfg, q, event);
     if (tsr_op_build_fallback(dev, &tsr_op_layernorm, &p, status, &cfg))
         status = layernorm_launch(dev, &p, &cfg, q, event);
+done:
     return status;
 }
 
@@ -419,7 +416,7 @@ static tsr_status layernorm_fixture_setup(tsr_device *dev, const char *shape, ui
     cl_int err;
     if (!t->x || (residual && !t->r) || !t->gamma || !t->beta || !t->y || !t->reference) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
+        goto done;
     }
     /* A mean away from zero, as activations have: the two-pass variance must not lose it. */
     tsr_random_fill(t->x, n, &seed, -1.0f, 3.0f);
@@ -432,23 +429,23 @@ static tsr_status layernorm_fixture_setup(tsr_device *dev, const char *shape, ui
     tsr_random_fill(t->beta, cols, &seed, -0.5f, 0.5f);
     tsr_layernorm_reference(rows, cols, t->p.eps, t->x, t->r, t->gamma, t->beta, t->reference);
     t->p.x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, n * tsr_dtype_size(in_type), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     if (residual) {
         t->p.r = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, n * tsr_dtype_size(in_type), NULL, &err);
-        TSR_CL_CHECK(err, out);
-        TSR_CHECK(tsr_upload_typed(dev, t->p.r, in_type, t->r, n), out);
+        TSR_CL_CHECK(status, err, done);
+        TSR_CHECK(status, tsr_upload_typed(dev, t->p.r, in_type, t->r, n), done);
     }
     t->p.gamma = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, cols * sizeof(float), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     t->p.beta = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, cols * sizeof(float), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     t->p.y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, n * tsr_dtype_size(out_type), NULL, &err);
-    TSR_CL_CHECK(err, out);
-    TSR_CHECK(tsr_upload_typed(dev, t->p.x, in_type, t->x, n), out);
-    TSR_CHECK(tsr_upload(dev, t->p.gamma, t->gamma, cols), out);
-    TSR_CHECK(tsr_upload(dev, t->p.beta, t->beta, cols), out);
-    TSR_CHECK(layernorm_fixture_poison(dev, t), out);
-out:
+    TSR_CL_CHECK(status, err, done);
+    TSR_CHECK(status, tsr_upload_typed(dev, t->p.x, in_type, t->x, n), done);
+    TSR_CHECK(status, tsr_upload(dev, t->p.gamma, t->gamma, cols), done);
+    TSR_CHECK(status, tsr_upload(dev, t->p.beta, t->beta, cols), done);
+    TSR_CHECK(status, layernorm_fixture_poison(dev, t), done);
+done:
     if (status != TSR_SUCCESS) {
         layernorm_fixture_free(t);
         return status;

@@ -154,7 +154,8 @@ TSR_API tsr_status tsr_device_open(const char *selector, tsr_device **device);
 TSR_API tsr_status tsr_device_wrap(cl_context context, cl_device_id device_id,
                            cl_command_queue queue, tsr_device **device);
 
-/* Finish the device's queue and release everything tessera holds for it; NULL is a no-op. */
+/* Finish the device's queue and release everything tessera holds for it; NULL is a no-op. With
+ * GEMM plans (tsr_matmul_plan) alive, the release waits for the last of them to be destroyed. */
 TSR_API void tsr_device_close(tsr_device *device);
 
 /* The device's description and its OpenCL handles (owned by the tsr_device; NULL for a NULL

@@ -75,7 +75,7 @@ typedef struct conv_run {
 
 static tsr_status run_tessera(void *ctx) {
     conv_run *r = ctx;
-    tsr_status st = tsr_conv2d(r->dev, &r->d, r->x, r->w, NULL, r->y, NULL, NULL);
+    tsr_status st = tsr_conv2d(r->dev, &r->d, r->x, r->w, r->y, NULL, NULL);
     if (st == TSR_SUCCESS) clFinish(tsr_device_queue(r->dev));
     return st;
 }
@@ -404,8 +404,9 @@ static tsr_status run_stack(void *ctx) {
     for (size_t i = 0; i < sizeof stack_order / sizeof stack_order[0]; ++i) {
         tsr_conv2d_desc d = layer_desc(find_layer(stack_order[i]), s->batch);
         if (!s->clblast) {
-            d.activation = TSR_ACT_RELU; /* inference: batch norm folded into the bias, then ReLU */
-            tsr_status st = tsr_conv2d(s->dev, &d, s->x, s->w, s->bias, s->y, NULL, NULL);
+            /* inference: batch norm folded into the bias, then ReLU */
+            d.epilogue = (tsr_epilogue){.bias = s->bias, .activation = TSR_ACT_RELU};
+            tsr_status st = tsr_conv2d(s->dev, &d, s->x, s->w, s->y, NULL, NULL);
             if (st != TSR_SUCCESS) return st;
             continue;
         }

@@ -21,9 +21,12 @@ tsr_status bench_gelu_once(void *ctx) {
     tsr_status st = TSR_SUCCESS;
     switch (r->kind) {
     case GELU_RUN_FUSED:
-        st = tsr_gelu_ex(r->dev, r->mode, r->x_type, r->x, 0, r->y_type, r->y, 0, r->n, NULL, NULL);
+        st = tsr_gelu(r->dev, &(tsr_gelu_desc){.mode = r->mode, .n = r->n, .x_type = r->x_type, .y_type = r->y_type},
+                      r->x, r->y, NULL, NULL);
         break;
-    case GELU_RUN_UNFUSED: st = tsr_gelu_unfused(r->dev, r->mode, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
+    case GELU_RUN_UNFUSED:
+        st = tsr_gelu_unfused(r->dev, &(tsr_gelu_desc){.mode = r->mode, .n = r->n}, r->x, r->y, NULL, NULL);
+        break;
     case GELU_RUN_COPY_KERNEL:
         st = tsr_gelu_copy(r->dev, r->x_type, r->x, 0, r->y_type, r->y, 0, r->n, NULL, NULL);
         break;
@@ -273,11 +276,18 @@ static tsr_status run_epilogue(void *ctx) {
     case EPI_PLAIN:
     case EPI_FUSED:
     case EPI_SEPARATE:
-        st = tsr_sgemm_ex(r->dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, r->m, r->n, r->k, 1.0f, r->x, 0, r->k, r->w,
-                          0, r->k, 0.0f, r->y, 0, r->n,
-                          r->kind == EPI_PLAIN ? NULL : r->kind == EPI_FUSED ? &fused : &bias_only, NULL, NULL);
+        st = tsr_matmul(r->dev,
+                        &(tsr_matmul_desc){.trans_b = TSR_TRANS,
+                                           .m = r->m,
+                                           .n = r->n,
+                                           .k = r->k,
+                                           .alpha = 1.0f,
+                                           .epilogue = r->kind == EPI_PLAIN   ? (tsr_epilogue){0}
+                                                       : r->kind == EPI_FUSED ? fused
+                                                                              : bias_only},
+                        r->x, r->w, r->y, NULL, NULL);
         if (st == TSR_SUCCESS && r->kind == EPI_SEPARATE)
-            st = tsr_gelu(r->dev, TSR_GELU_TANH, r->y, 0, r->y, 0, r->m * r->n, NULL, NULL);
+            st = tsr_gelu(r->dev, &(tsr_gelu_desc){.mode = TSR_GELU_TANH, .n = r->m * r->n}, r->y, r->y, NULL, NULL);
         break;
     case EPI_CLBLAST: {
 #ifdef TSR_HAVE_CLBLAST
@@ -285,7 +295,7 @@ static tsr_status run_epilogue(void *ctx) {
         CLBlastStatusCode cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, r->m, r->n,
                                             r->k, 1.0f, r->x, 0, r->k, r->w, 0, r->k, 0.0f, r->y, 0, r->n, &q, NULL);
         if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlast sgemm failed with status %d", (int)cs);
-        st = tsr_gelu(r->dev, TSR_GELU_TANH, r->y, 0, r->y, 0, r->m * r->n, NULL, NULL);
+        st = tsr_gelu(r->dev, &(tsr_gelu_desc){.mode = TSR_GELU_TANH, .n = r->m * r->n}, r->y, r->y, NULL, NULL);
 #else
         st = tsr_fail(TSR_ERR_UNSUPPORTED, "built without CLBlast");
 #endif

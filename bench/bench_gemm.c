@@ -94,9 +94,15 @@ typedef struct gemm_run {
 static tsr_status run_tessera_typed(void *ctx) {
     gemm_run *r = ctx;
     const gemm_shape *s = &r->s;
-    tsr_status st = tsr_gemm(r->dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, s->m, s->n, s->k, 1.0f, r->in, r->a, 0,
-                             s->k, s->m * s->k, r->in, r->b, 0, s->n, s->k * s->n, 0.0f, r->out, r->c, 0, s->n,
-                             s->m * s->n, s->batch, NULL, NULL, NULL);
+    const tsr_matmul_desc desc = {.m = s->m,
+                                  .n = s->n,
+                                  .k = s->k,
+                                  .batch = s->batch,
+                                  .alpha = 1.0f,
+                                  .a = {r->in, 0, s->k, s->m * s->k},
+                                  .b = {r->in, 0, s->n, s->k * s->n},
+                                  .c = {r->out, 0, s->n, s->m * s->n}};
+    tsr_status st = tsr_matmul(r->dev, &desc, r->a, r->b, r->c, NULL, NULL);
     if (st == TSR_SUCCESS) clFinish(tsr_device_queue(r->dev));
     return st;
 }

@@ -1,7 +1,7 @@
 /* The cost of one tessera call from C, the baseline of the Python package's overhead
  * (bench/python_overhead.py runs this and the same calls from Python, alternating):
  *   call_overhead [--device SEL] [--size N] [--calls N]
- * times N row-major N x N x N tsr_sgemm calls two ways, after warm-up calls:
+ * times N row-major N x N x N tsr_matmul calls two ways, after warm-up calls:
  *   synchronous: each call followed by clFinish (what one blocking call costs);
  *   pipelined:   the calls enqueued back to back, one clFinish at the end.
  * Prints one JSON object with the microseconds per call of each. */
@@ -65,18 +65,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "call_overhead: clCreateBuffer failed\n");
         return 1;
     }
-#define GEMM() tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, n, n, n, 1.0f, a, 0, n, b, 0, n, 0.0f, c, 0, n, NULL, NULL)
+    const tsr_matmul_desc desc = {.m = n, .n = n, .k = n, .alpha = 1.0f};
+#define GEMM() tsr_matmul(dev, &desc, a, b, c, NULL, NULL)
     for (int i = 0; i < 10; ++i)
-        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_sgemm", st);
+        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_matmul", st);
     clFinish(q);
     double t0 = now_us();
     for (long i = 0; i < calls; ++i) {
-        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_sgemm", st);
+        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_matmul", st);
         clFinish(q);
     }
     double t1 = now_us();
     for (long i = 0; i < calls; ++i)
-        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_sgemm", st);
+        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_matmul", st);
     clFinish(q);
     double t2 = now_us();
     printf("{\"size\": %zu, \"calls\": %ld, \"device\": \"%s\", \"synchronous_us\": %.3f, \"pipelined_us\": %.3f}\n", n,

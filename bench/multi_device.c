@@ -1,4 +1,4 @@
-/* One call split across several devices against each device alone (tsr_sgemm_multi,
+/* One call split across several devices against each device alone (tsr_matmul_multi,
  * tsr_attention_multi):
  *   multi_device [--device SEL]... [--op gemm|attention] [--size N] [--reps R] [--weights W,...]
  *                [--config I:TEXT]... [--json FILE]
@@ -48,8 +48,7 @@ typedef struct problem {
 
 static tsr_status run(tsr_device_group *g, problem *p) {
     if (!p->attention)
-        return tsr_sgemm_multi(g, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->n, p->n, p->n, 1, p->a, p->n, p->b,
-                               p->n, 0, p->c, p->n);
+        return tsr_matmul_multi(g, &(tsr_matmul_desc){.m = p->n, .n = p->n, .k = p->n, .alpha = 1}, p->a, p->b, p->c);
     size_t tensor = p->desc.heads * p->n * p->desc.head_dim;
     return tsr_attention_multi(g, &p->desc, p->a, p->a + tensor, p->a + 2 * tensor, p->c);
 }

@@ -324,8 +324,8 @@ tsr_status tsr_mpi_sgemm_summa(tsr_device *device, const tsr_mpi_grid *grid, siz
             tsr_set_cl_error(err, "clEnqueueWriteBuffer (SUMMA panel)", __FILE__, __LINE__);
             tsr_mpi_abort(grid->comm, "SUMMA: %s", tsr_last_error());
         }
-        status = tsr_sgemm(device, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, s.mi, s.nj, w, 1.0f, a_dev[buf], 0, w,
-                           b_dev[buf], 0, s.nj, p == 0 ? 0.0f : 1.0f, c_dev, 0, s.nj, queue, &gemm_done[buf]);
+        const tsr_matmul_desc local = {.m = s.mi, .n = s.nj, .k = w, .alpha = 1.0f, .beta = p == 0 ? 0.0f : 1.0f};
+        status = tsr_matmul(device, &local, a_dev[buf], b_dev[buf], c_dev, queue, &gemm_done[buf]);
         if (status != TSR_SUCCESS)
             tsr_mpi_abort(grid->comm, "SUMMA: the local GEMM of panel %zu failed: %s", p + 1, tsr_last_error());
         clFlush(queue);

@@ -355,17 +355,17 @@ static cl_mem device_buffer(MPI_Comm comm, tsr_device *dev, size_t floats, const
     return mem;
 }
 
-/* One tsr_sgemm of m x n x k on this rank, waited for with heartbeats (peers may be waiting on
+/* One tsr_matmul of m x n x k on this rank, waited for with heartbeats (peers may be waiting on
  * this rank for many such GEMMs); returns its wall time. */
 static double local_sgemm(MPI_Comm comm, tsr_device *dev, size_t m, size_t n, size_t k, cl_mem a, cl_mem b, cl_mem c,
                           float beta) {
     double start = util_now_s();
     cl_event done = NULL;
-    tsr_status st = tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1.0f, a, 0, k, b, 0, n, beta, c,
-                              0, n, NULL, &done);
-    if (st == TSR_SUCCESS) st = tsr_mpi_wait_device(done, "the local tsr_sgemm");
+    const tsr_matmul_desc desc = {.m = m, .n = n, .k = k, .alpha = 1.0f, .beta = beta};
+    tsr_status st = tsr_matmul(dev, &desc, a, b, c, NULL, &done);
+    if (st == TSR_SUCCESS) st = tsr_mpi_wait_device(done, "the local tsr_matmul");
     if (done) clReleaseEvent(done);
-    if (st != TSR_SUCCESS) tsr_mpi_abort(comm, "tsr_sgemm %zu x %zu x %zu: %s", m, n, k, tsr_last_error());
+    if (st != TSR_SUCCESS) tsr_mpi_abort(comm, "tsr_matmul %zu x %zu x %zu: %s", m, n, k, tsr_last_error());
     return util_now_s() - start;
 }
 
@@ -753,8 +753,9 @@ static double shared_rate(tsr_device *dev, const tsr_mpi_grid *grid, const optio
             if (err == CL_SUCCESS)
                 err = clEnqueueWriteBuffer(queue, b[buf], CL_FALSE, 0, width * nj * 4, b_host, 0, NULL, NULL);
             if (err != CL_SUCCESS ||
-                tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, mi, nj, width, 1.0f, a[buf], 0, width, b[buf],
-                          0, nj, p ? 1.0f : 0.0f, c, 0, nj, NULL, NULL) != TSR_SUCCESS)
+                tsr_matmul(dev,
+                           &(tsr_matmul_desc){.m = mi, .n = nj, .k = width, .alpha = 1.0f, .beta = p ? 1.0f : 0.0f},
+                           a[buf], b[buf], c, NULL, NULL) != TSR_SUCCESS)
                 tsr_mpi_abort(grid->comm, "the local-rate measurement failed: %s", tsr_last_error());
             clFlush(queue);
         }

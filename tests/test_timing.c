@@ -92,7 +92,8 @@ typedef struct gelu_launch {
 static tsr_status launch_gelu(void *vctx, cl_event *first, cl_event *last) {
     gelu_launch *g = vctx;
     cl_event done = NULL;
-    tsr_status st = tsr_gelu(g->dev, TSR_GELU_TANH, g->x, 0, g->y, 0, g->n, NULL, first || last ? &done : NULL);
+    tsr_status st = tsr_gelu(g->dev, &(tsr_gelu_desc){.mode = TSR_GELU_TANH, .n = g->n}, g->x, g->y, NULL,
+                             first || last ? &done : NULL);
     if (st == TSR_SUCCESS) tsr_fixture_single_event(done, first, last);
     return st;
 }

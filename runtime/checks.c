@@ -137,11 +137,9 @@ tsr_status tsr_check_buffer_typed(const tsr_device *dev, cl_mem mem, const char 
     if (ctx != dev->context)
         return tsr_fail(TSR_ERR_INVALID_ARG, "buffer %s belongs to another OpenCL context than the device's", name);
     if (size / elem < elements)
-        return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL, "buffer %s holds %zu %s but the call needs %zu", name, size / elem,
-                        dtype == TSR_F32   ? "floats"
-                        : dtype == TSR_F16 ? "f16 elements"
-                                           : "bf16 elements",
-                        elements);
+        return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL, "buffer %s holds %zu %s%s but the call needs %zu", name,
+                        size / elem, dtype == TSR_F32 ? "floats" : tsr_dtype_str(dtype),
+                        dtype == TSR_F32 ? "" : " elements", elements);
     return TSR_SUCCESS;
 }
 

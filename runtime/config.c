@@ -3,8 +3,8 @@
  * the user's tuning database and then the built-in one through the device tiers and the op's
  * nearest class, passing over entries tuned for another kernel source (stale) or not legal here,
  * else the op's built-in default. Results are cached per device and (op, class).
- * Generic code: ops are reached through the tsr_op_* wrappers of ops/op.c, storage through
- * tuning_db.c; the op table is above this file (ops/registry.c). */
+ * Generic code: ops are reached through the tsr_op_* wrappers of op.c, storage through
+ * tuning_db.c; the op table is above this file (registry.c). */
 #include "internal.h"
 
 #include <cjson/cJSON.h>
@@ -138,11 +138,10 @@ static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool buil
 /* The classes whose entries serve `cls`, in order, each once: itself, its nearest class (GEMM:
  * batched -> small), and for a 16-bit class ("large-f16") its fp32 class and that one's nearest:
  * the same tile shapes suit it, since loads widen to fp32 before any arithmetic (its default rows
- * too: ops/op.c). `base_buf` holds the fp32 class's name. Returns how many. */
+ * too: op.c). `base_buf` holds the fp32 class's name. Returns how many. */
 static int class_chain(const tsr_op *op, const char *cls, char base_buf[32], const char *chain[4]) {
     const char *base = tsr_dtype_class_base(cls, base_buf, 32);
-    const char *candidates[4] = {cls, op->nearest_class ? op->nearest_class(cls) : NULL, base,
-                                 base && op->nearest_class ? op->nearest_class(base) : NULL};
+    const char *candidates[4] = {cls, tsr_op_nearest_class(op, cls), base, base ? tsr_op_nearest_class(op, base) : NULL};
     int n = 0;
     for (int c = 0; c < 4; ++c) {
         bool repeated = !candidates[c]; /* "small-f16": small as its nearest class and as its base */

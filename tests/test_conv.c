@@ -997,7 +997,7 @@ static void storage_types_invalid(void **state) {
     for (int i = 0; i < 3; ++i) {
         e = ok;
         tsr_dtype *field[3] = {&e.x_type, &e.w_type, &e.y_type};
-        *field[i] = (tsr_dtype)3;
+        *field[i] = (tsr_dtype)TSR_DTYPE_COUNT;
         TH_ASSERT_STATUS(tsr_conv2d(dev, &e, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
         TH_ASSERT_CONTAINS(tsr_last_error(), names[i]);
         *field[i] = (tsr_dtype)-1;

@@ -32,10 +32,9 @@ static const tsr_param_def attention_params[] = {ATTENTION_PARAMS(TSR_PARAM_DEF)
  * (tsr_attention_unfused) is a separate entry point. */
 static const tsr_implementation attention_implementations[] = {{.name = "blocked"}};
 
-/* 16-bit problems get their own classes ("long-f16": any tensor f16, else "long-bf16": any bf16),
- * which fall back to the fp32 class's entry until tuned. */
-static const char *const attention_classes[] = {"long", "short", "long-f16", "short-f16", "long-bf16", "short-bf16",
-                                                NULL};
+/* 16-bit problems get their own classes ("long-f16": any tensor f16, TSR_CLASSES_PER_TYPE), which
+ * fall back to the fp32 class's entry until tuned. */
+static const char *const attention_classes[] = {"long", "short", NULL};
 #define ATTENTION_SHORT_LIMIT 256 /* keys; below this a launch is mostly overhead */
 #define ATTENTION_MAX_DIM 256
 /* The kernels index rows and keys with int, rounded up to a work-group of rows (BR <= 64) or
@@ -57,7 +56,7 @@ typedef struct attention_problem {
 
 static const char *attention_problem_class(const void *problem) {
     const attention_problem *p = problem;
-    return attention_classes[2 * tsr_dtype_class_group(p->type, 4) + (p->Lk < ATTENTION_SHORT_LIMIT)];
+    return tsr_op_class(&tsr_op_attention, p->Lk < ATTENTION_SHORT_LIMIT, p->type, 4);
 }
 
 /* CPUs: PoCL runs a work-group's rows as a loop it can vectorize across rows, K and V rows come
@@ -113,11 +112,11 @@ static bool attention_config_ok(const tsr_device *dev, const void *problem, cons
  * and O. Ahead-of-time builds cover the common dimensions in fp32, uniform f16 and bf16, and
  * 16-bit inputs with an fp32 output; other dimensions and mixes compile on first use. */
 static const int common_dims[] = {16, 32, 64, 80, 96, 128};
-static const tsr_dtype common_types[][4] = {
-    {TSR_F32, TSR_F32, TSR_F32, TSR_F32},     {TSR_F16, TSR_F16, TSR_F16, TSR_F16},
-    {TSR_BF16, TSR_BF16, TSR_BF16, TSR_BF16}, {TSR_F16, TSR_F16, TSR_F16, TSR_F32},
-    {TSR_BF16, TSR_BF16, TSR_BF16, TSR_F32},
-};
+/* Storage types of Q, K, V and O for a variant's storage set (tsr_dtype_storage_set). */
+static void common_types(int set, tsr_dtype types[4]) {
+    tsr_dtype_storage_set(set, &types[0], &types[3]);
+    types[1] = types[2] = types[0];
+}
 #define COMMON_DIMS ((int)TSR_COUNT(common_dims))
 
 /* The type of the fast paths' copy of K (transposed for VEC=1, packed for VEC=2): fp32 whatever
@@ -142,7 +141,9 @@ static void options_for(const tsr_config *cfg, size_t D, const tsr_dtype types[4
 }
 
 static void attention_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
-    options_for(cfg, (size_t)common_dims[variant % COMMON_DIMS], common_types[variant / COMMON_DIMS], out, size);
+    tsr_dtype types[4];
+    common_types(variant / COMMON_DIMS, types);
+    options_for(cfg, (size_t)common_dims[variant % COMMON_DIMS], types, out, size);
 }
 
 /* offset + (B-1) sb + (H-1) sh + (L-1) sl + D, with overflow checks. */
@@ -601,9 +602,7 @@ typedef struct attention_fixture {
 /* Above this many multiply-adds per product the check samples three rows of every head. */
 #define FIXTURE_EXACT_LIMIT (1u << 29)
 
-static const char *const attention_class_shapes[] = {"B1 H4 L1024 D64",     "B1 H4 L128 D64",
-                                                     "B1 H4 L1024 D64 f16", "B1 H4 L128 D64 f16",
-                                                     "B1 H4 L1024 D64 bf16", "B1 H4 L128 D64 bf16"};
+static const char *const attention_class_shapes[] = {"B1 H4 L1024 D64", "B1 H4 L128 D64"};
 static const tsr_report_shape attention_report_shapes[] = {
     {"attention-2048", "B1 H8 L2048 D64", "B1 H1 L64 D16"},
     {"attention-2048-f16", "B1 H8 L2048 D64 f16", "B1 H1 L64 D16 f16"},
@@ -744,28 +743,11 @@ static int attention_fixture_buffers(const void *ctx, cl_mem *buffers, int max) 
     return 4;
 }
 
-/* ---- demo ---- */
-
-static tsr_status attention_demo(tsr_device *dev, char *summary, size_t size) {
-    void *fx = NULL;
-    tsr_status st = attention_fixture_setup(dev, attention_class_shapes[1], tsr_random_fresh_seed(), &fx);
-    if (st != TSR_SUCCESS) return st;
-    attention_fixture *t = fx;
-    double rel = INFINITY, ms = 0, flops = 0, bytes = 0;
-    TSR_CHECK(st, tsr_fixture_measure(dev, &tsr_op_attention, fx, 1, &ms, &rel), done);
-    attention_fixture_work(fx, &flops, &bytes);
-    snprintf(summary, size, "attention B=1 H=4 L=%zu D=64: %.3f ms, %.1f GFLOP/s, relative error %.2e%s", t->p.Lq, ms,
-             ms > 0 ? flops / (ms * 1e6) : 0, rel, rel <= tsr_op_attention.tolerance ? "" : "  (WRONG)");
-    if (!(rel <= tsr_op_attention.tolerance))
-        st = tsr_fail(TSR_ERR_OPENCL, "attention demo: relative error %.3e exceeds 1e-5", rel);
-done:
-    attention_fixture_free(fx);
-    return st;
-}
-
 /* A class's programs are in its own storage types (fp32 classes fp32, "-f16" ones the f16 sets). */
 static bool attention_variant_serves_class(const char *problem_class, int variant) {
-    return tsr_dtype_types_serve_class(common_types[variant / COMMON_DIMS], 4, problem_class);
+    tsr_dtype types[4];
+    common_types(variant / COMMON_DIMS, types);
+    return tsr_dtype_types_serve_class(types, 4, problem_class);
 }
 
 const tsr_op tsr_op_attention = {
@@ -780,22 +762,16 @@ const tsr_op tsr_op_attention = {
     .implementations = attention_implementations,
     .nimplementations = TSR_COUNT(attention_implementations),
     .config_ok = attention_config_ok,
-    .program_variants = COMMON_DIMS * (int)TSR_COUNT(common_types),
+    .program_variants = COMMON_DIMS * TSR_STORAGE_SETS,
     .variant_serves_class = attention_variant_serves_class,
-    .program_variant = "head dimension (16, 32, 64, 80, 96, 128) x storage types (f32, f16, bf16, f16/f32, bf16/f32)",
     .build_options = attention_build_options,
-    .demo = attention_demo,
-    .nearest_class = NULL,
-    .tuning_space = NULL,
-    .fixture_setup = attention_fixture_setup,
-    .fixture_run = attention_fixture_run,
-    .fixture_check = attention_fixture_check,
-    .fixture_work = attention_fixture_work,
-    .fixture_describe = attention_fixture_describe,
-    .fixture_buffers = attention_fixture_buffers,
-    .fixture_free = attention_fixture_free,
     .tolerance = 1e-5,
-    .fixture_tolerance = attention_fixture_tolerance,
     .class_shapes = attention_class_shapes,
+    .class_storage = TSR_CLASSES_PER_TYPE,
+    .fixture = {.setup = attention_fixture_setup, .run = attention_fixture_run, .check = attention_fixture_check,
+                .work = attention_fixture_work, .describe = attention_fixture_describe,
+                .buffers = attention_fixture_buffers, .free = attention_fixture_free,
+                .tolerance = attention_fixture_tolerance},
+    .demo = {.title = "attention B=1 H=4 L=128 D=64", .shapes = {"B1 H4 L128 D64"}, .runs = 1},
     .report_shapes = attention_report_shapes,
 };

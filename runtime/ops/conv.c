@@ -27,13 +27,9 @@ static const tsr_param_def conv_params[] = {CONV_PARAMS(TSR_PARAM_DEF)};
 
 /* The CPU forms (padded implicit, depthwise) are built from conv_cpu.cl. */
 static const char *const conv_more_sources[] = {"conv_cpu", NULL};
-/* The fp32 classes, then the same with 16-bit storage (tsr_dtype_class_suffix of x, w, y), which
- * take their fp32 class's configuration until tuned themselves. */
-#define CONV_BASE_CLASSES 5
-static const char *const conv_classes[] = {"3x3",      "1x1",      "strided",      "depthwise",      "other",
-                                           "3x3-f16",  "1x1-f16",  "strided-f16",  "depthwise-f16",  "other-f16",
-                                           "3x3-bf16", "1x1-bf16", "strided-bf16", "depthwise-bf16", "other-bf16",
-                                           NULL};
+/* The fp32 classes; each has its 16-bit twins ("3x3-f16", TSR_CLASSES_PER_TYPE: by x, w and y's
+ * types), which take their fp32 class's configuration until tuned themselves. */
+static const char *const conv_classes[] = {"3x3", "1x1", "strided", "depthwise", "other", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -74,7 +70,7 @@ static const char *conv_base_class(const conv_problem *p) { return conv_classes[
 
 static const char *conv_problem_class(const void *problem) {
     const conv_problem *p = problem;
-    return conv_classes[tsr_dtype_class_group(p->types, 3) * CONV_BASE_CLASSES + conv_base_index(p)];
+    return tsr_op_class(&tsr_op_conv, conv_base_index(p), p->types, 3);
 }
 
 /* Built-in configurations. CPUs: the GEMM behind im2col is tessera's best-tuned kernel; depthwise
@@ -140,16 +136,16 @@ static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr
 
 /* Program variants: the CPU forms (STAGE 2, 3) are also built with the kernel size compiled in
  * for square kernels up to 3x3 (kernel_size_options): variant % 4 = k in 1..3 is KR = KS = k, 0
- * none. variant / 4 picks the storage types (x, w, y) from conv_type_variants: the ones
- * build-binaries prepares (fp32, all f16, all bf16, 16-bit inputs with an fp32 output); other
- * combinations build on first use. */
+ * none. variant / 4 picks the storage set of x, w (its inputs) and y (tsr_dtype_storage_set): the
+ * ones build-binaries prepares (fp32, each 16-bit type throughout, 16-bit inputs with an fp32
+ * output); other combinations build on first use. */
 #define CONV_KERNEL_SIZE_VARIANTS 4
-static const tsr_dtype conv_type_variants[][3] = {{TSR_F32, TSR_F32, TSR_F32},
-                                                  {TSR_F16, TSR_F16, TSR_F16},
-                                                  {TSR_BF16, TSR_BF16, TSR_BF16},
-                                                  {TSR_F16, TSR_F16, TSR_F32},
-                                                  {TSR_BF16, TSR_BF16, TSR_F32}};
-#define CONV_PROGRAM_VARIANTS (CONV_KERNEL_SIZE_VARIANTS * (int)TSR_COUNT(conv_type_variants))
+#define CONV_PROGRAM_VARIANTS (CONV_KERNEL_SIZE_VARIANTS * TSR_STORAGE_SETS)
+
+static void conv_variant_types(int program_variant, tsr_dtype types[3]) {
+    tsr_dtype_storage_set(program_variant / CONV_KERNEL_SIZE_VARIANTS, &types[0], &types[2]);
+    types[1] = types[0];
+}
 
 /* -DX_TYPE=... for the tensors that are not fp32 (fp32 programs keep their options). The im2col
  * path's program runs only the im2col kernel, which reads x alone: X_TYPE only. */
@@ -167,7 +163,9 @@ static void conv_build_options(const tsr_config *cfg, int program_variant, char 
     int ks = program_variant % CONV_KERNEL_SIZE_VARIANTS;
     if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 2 && ks > 0 && len < size)
         snprintf(out + len, size - len, " -DKR=%d -DKS=%d", ks, ks);
-    type_options(cfg, conv_type_variants[program_variant / CONV_KERNEL_SIZE_VARIANTS], out, size);
+    tsr_dtype types[3];
+    conv_variant_types(program_variant, types);
+    type_options(cfg, types, out, size);
 }
 
 static const char *conv_program_source(const tsr_config *cfg) {
@@ -544,11 +542,26 @@ static bool im2col_accepts(const tsr_device *dev, const void *problem) {
     return p->ws || col_bytes_per_image(p) <= dev->info.max_alloc_bytes;
 }
 
+static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
+                                cl_event *event);
+
+/* The implicit kernel: the padded-input CPU form (STAGE 2) has its own launch. */
+static tsr_status launch_implicit(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
+                                  cl_event *event) {
+    return cfg->values[P_STAGE] == 2 ? launch_padded(dev, problem, cfg, queue, event)
+                                     : launch_kernel(dev, problem, cfg, true, queue, event);
+}
+
+static tsr_status launch_direct(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
+                                cl_event *event) {
+    return launch_kernel(dev, problem, cfg, false, queue, event);
+}
+
 /* The paths ALGO selects (tsr_conv_algo values): only the implicit kernel has a shape to tune. */
 static const tsr_implementation conv_implementations[] = {
-    {.name = "im2col", .value = TSR_CONV_IM2COL, .params = "", .accepts = im2col_accepts},
-    {.name = "implicit", .value = TSR_CONV_IMPLICIT, .params = "MWI VW STAGE WGM WGN KWG"},
-    {.name = "direct", .value = TSR_CONV_DIRECT, .params = ""},
+    {.name = "im2col", .value = TSR_CONV_IM2COL, .params = "", .accepts = im2col_accepts, .launch = launch_im2col},
+    {.name = "implicit", .value = TSR_CONV_IMPLICIT, .params = "MWI VW STAGE WGM WGN KWG", .launch = launch_implicit},
+    {.name = "direct", .value = TSR_CONV_DIRECT, .params = "", .launch = launch_direct},
 };
 
 /* Images per im2col chunk for a workspace of `bytes`. */
@@ -595,8 +608,9 @@ static tsr_status chunk_gemms(tsr_device *dev, const conv_problem *p, cl_mem col
     return status;
 }
 
-static tsr_status launch_im2col(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
-                                cl_command_queue queue, cl_event *event) {
+static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
+                                cl_event *event) {
+    const conv_problem *p = problem;
     if (is_pointwise(p)) {
         cl_event last = NULL;
         tsr_status st = chunk_gemms(dev, p, p->x, p->x_off, 0, p->N, queue, NULL, &last);
@@ -681,17 +695,6 @@ static tsr_status conv_config(tsr_device *dev, const conv_problem *p, tsr_config
     return st;
 }
 
-static tsr_status conv_launch(tsr_device *dev, const conv_problem *p, const tsr_config *cfg, cl_command_queue queue,
-                              cl_event *event) {
-    switch (cfg->values[P_ALGO]) {
-    case TSR_CONV_IM2COL: return launch_im2col(dev, p, cfg, queue, event);
-    case TSR_CONV_IMPLICIT:
-        return cfg->values[P_STAGE] == 2 ? launch_padded(dev, p, cfg, queue, event)
-                                         : launch_kernel(dev, p, cfg, true, queue, event);
-    default: return launch_kernel(dev, p, cfg, false, queue, event);
-    }
-}
-
 tsr_status tsr_conv2d(tsr_device *dev, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem bias, cl_mem y,
                       cl_command_queue queue, cl_event *event) {
     tsr_clear_diagnostics();
@@ -707,11 +710,11 @@ tsr_status tsr_conv2d(tsr_device *dev, const tsr_conv2d_desc *desc, cl_mem x, cl
         return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL,
                         "conv2d: the workspace holds %zu bytes, less than one image's column matrices (%zu bytes)",
                         p.ws_bytes, col_bytes_per_image(&p));
-    st = conv_launch(dev, &p, &cfg, q, event);
+    st = tsr_op_launch(&tsr_op_conv, dev, &p, &cfg, q, event);
     /* Only an automatic choice falls back: a forced path is the caller's contract, and a caller's
      * workspace was sized for the path chosen. */
     if (desc->algo == TSR_CONV_AUTO && !p.ws && tsr_op_build_fallback(dev, &tsr_op_conv, &p, st, &cfg))
-        st = conv_launch(dev, &p, &cfg, q, event);
+        st = tsr_op_launch(&tsr_op_conv, dev, &p, &cfg, q, event);
 done:
     return st;
 }
@@ -770,21 +773,9 @@ typedef struct conv_fixture {
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
  * layer, and a 5x5 for the rest), in the order of conv_classes. */
-static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias",
-                                                "1x512x28x28 k128 1x1 +bias",
-                                                "1x128x56x56 k128 3x3 p1 s2 +bias",
-                                                "1x256x28x28 k256 3x3 p1 g256 +bias",
-                                                "1x64x28x28 k64 5x5 p2 +bias",
-                                                "1x128x28x28 k128 3x3 p1 +bias f16",
-                                                "1x512x28x28 k128 1x1 +bias f16",
-                                                "1x128x56x56 k128 3x3 p1 s2 +bias f16",
-                                                "1x256x28x28 k256 3x3 p1 g256 +bias f16",
-                                                "1x64x28x28 k64 5x5 p2 +bias f16",
-                                                "1x128x28x28 k128 3x3 p1 +bias bf16",
-                                                "1x512x28x28 k128 1x1 +bias bf16",
-                                                "1x128x56x56 k128 3x3 p1 s2 +bias bf16",
-                                                "1x256x28x28 k256 3x3 p1 g256 +bias bf16",
-                                                "1x64x28x28 k64 5x5 p2 +bias bf16"};
+static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias", "1x512x28x28 k128 1x1 +bias",
+                                                "1x128x56x56 k128 3x3 p1 s2 +bias", "1x256x28x28 k256 3x3 p1 g256 +bias",
+                                                "1x64x28x28 k64 5x5 p2 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},
@@ -892,7 +883,7 @@ static tsr_status conv_fixture_run(tsr_device *dev, void *ctx, const tsr_config 
         cl_int err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &start);
         if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueMarkerWithWaitList", __FILE__, __LINE__);
     }
-    tsr_status st = cfg ? conv_launch(dev, &t->p, cfg, queue, last)
+    tsr_status st = cfg ? tsr_op_launch(&tsr_op_conv, dev, &t->p, cfg, queue, last)
                         : tsr_conv2d(dev, &t->d, t->p.x, t->p.w, t->p.bias, t->p.y, queue, last);
     if (st != TSR_SUCCESS) {
         if (start) clReleaseEvent(start);
@@ -974,31 +965,11 @@ static const char *conv_tuning_space(const tsr_device *dev) {
     return NULL;
 }
 
-/* ---- demo ---- */
-
-static tsr_status conv_demo(tsr_device *dev, char *summary, size_t size) {
-    void *fx = NULL;
-    tsr_status st = conv_fixture_setup(dev, conv_class_shapes[0], tsr_random_fresh_seed(), &fx);
-    if (st != TSR_SUCCESS) return st;
-    double rel = INFINITY, ms = 0, flops = 0, bytes = 0;
-    char impl[32];
-    /* the best of two runs: the first builds programs */
-    TSR_CHECK(st, tsr_fixture_measure(dev, &tsr_op_conv, fx, 2, &ms, &rel), done);
-    conv_fixture_work(fx, &flops, &bytes);
-    conv_fixture_impl(dev, fx, impl, sizeof impl);
-    char *algo = strchr(impl, '('); /* "tessera(im2col)" -> "im2col" */
-    if (algo) *strchr(++algo, ')') = '\0';
-    snprintf(summary, size, "conv2d 1x128x28x28 k128 3x3 (%s): %.3f ms, %.1f GFLOP/s, relative error %.2e%s",
-             algo ? algo : "", ms, ms > 0 ? flops / (ms * 1e6) : 0, rel, rel <= tsr_op_conv.tolerance ? "" : "  (WRONG)");
-    if (!(rel <= tsr_op_conv.tolerance)) st = tsr_fail(TSR_ERR_OPENCL, "conv2d demo: relative error %.3e exceeds 1e-5", rel);
-done:
-    conv_fixture_free(fx);
-    return st;
-}
-
 /* A class's programs are in its own storage types (fp32 classes fp32, "-f16" ones the f16 sets). */
 static bool conv_variant_serves_class(const char *problem_class, int variant) {
-    return tsr_dtype_types_serve_class(conv_type_variants[variant / CONV_KERNEL_SIZE_VARIANTS], 3, problem_class);
+    tsr_dtype types[3];
+    conv_variant_types(variant, types);
+    return tsr_dtype_types_serve_class(types, 3, problem_class);
 }
 
 const tsr_op tsr_op_conv = {
@@ -1018,23 +989,15 @@ const tsr_op tsr_op_conv = {
     .config_ok = conv_config_ok,
     .program_variants = CONV_PROGRAM_VARIANTS,
     .variant_serves_class = conv_variant_serves_class,
-    .program_variant = "kernel size compiled in (none, 1x1, 2x2, 3x3; the CPU forms) x storage types (fp32, f16, "
-                       "bf16, f16/f32, bf16/f32)",
     .build_options = conv_build_options,
     .program_source = conv_program_source,
-    .demo = conv_demo,
-    .nearest_class = NULL,
     .tuning_space = conv_tuning_space,
-    .fixture_setup = conv_fixture_setup,
-    .fixture_run = conv_fixture_run,
-    .fixture_check = conv_fixture_check,
-    .fixture_work = conv_fixture_work,
-    .fixture_describe = conv_fixture_describe,
-    .fixture_impl = conv_fixture_impl,
-    .fixture_buffers = conv_fixture_buffers,
-    .fixture_free = conv_fixture_free,
     .tolerance = 1e-5,
-    .fixture_tolerance = conv_fixture_tolerance,
     .class_shapes = conv_class_shapes,
+    .class_storage = TSR_CLASSES_PER_TYPE,
+    .fixture = {.setup = conv_fixture_setup, .run = conv_fixture_run, .check = conv_fixture_check,
+                .work = conv_fixture_work, .describe = conv_fixture_describe, .impl = conv_fixture_impl,
+                .buffers = conv_fixture_buffers, .free = conv_fixture_free, .tolerance = conv_fixture_tolerance},
+    .demo = {.title = "conv2d 1x128x28x28 k128 3x3", .shapes = {"1x128x28x28 k128 3x3 p1 +bias"}, .runs = 2},
     .report_shapes = conv_report_shapes,
 };

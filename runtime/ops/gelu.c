@@ -28,7 +28,7 @@ static const tsr_implementation gelu_implementations[] = {{.name = "fused"}};
 /* Program variants: what the kernel computes, times the storage types of x and y (every pair of
  * f32, f16, bf16: GELU and tsr_convert take any). The configuration is the same for all. */
 enum { FORM_TANH, FORM_ERF, FORM_COPY, GELU_FORMS };
-#define GELU_TYPES 3 /* tsr_dtype's values 0, 1, 2 */
+#define GELU_TYPES TSR_DTYPE_COUNT /* tsr_dtype's values 0 .. count - 1 */
 #define GELU_VARIANTS (GELU_FORMS * GELU_TYPES * GELU_TYPES)
 
 static int gelu_variant(int form, tsr_dtype x_type, tsr_dtype y_type) {
@@ -37,12 +37,10 @@ static int gelu_variant(int form, tsr_dtype x_type, tsr_dtype y_type) {
 
 /* Per form and size: the erf form does more arithmetic per element, so on CPUs its best
  * vector width differs (float16 spills AVX2's 16 registers there). 16-bit storage halves the
- * bytes per element and changes the loads (vload_halfN, the bf16 shifts), so each fp32 class has
- * its "-f16" and "-bf16" twin (tsr_dtype_class_suffix), which uses the fp32 class's entry until
- * it is tuned itself. Order: the four fp32 classes, then the same four per suffix. */
-static const char *const gelu_classes[] = {
-    "large",         "small",      "large-erf",  "small-erf",      "large-f16",      "small-f16", "large-erf-f16",
-    "small-erf-f16", "large-bf16", "small-bf16", "large-erf-bf16", "small-erf-bf16", NULL};
+ * bytes per element and changes the loads (vload_halfN, the bf16 shifts), so each of these fp32
+ * classes has its 16-bit twins ("large-f16", TSR_CLASSES_PER_TYPE), which use the fp32 class's
+ * entry until they are tuned themselves. */
+static const char *const gelu_classes[] = {"large", "small", "large-erf", "small-erf", NULL};
 #define GELU_SMALL_LIMIT (1u << 18) /* elements; below this launch overhead dominates */
 
 typedef struct gelu_problem {
@@ -56,9 +54,8 @@ typedef struct gelu_problem {
 static const char *gelu_problem_class(const void *problem) {
     const gelu_problem *p = problem;
     const tsr_dtype types[2] = {p->x_type, p->y_type};
-    int group = tsr_dtype_class_group(types, 2);
     int base = (p->mode == TSR_GELU_ERF ? 2 : 0) + (p->n <= GELU_SMALL_LIMIT ? 1 : 0);
-    return gelu_classes[4 * group + base];
+    return tsr_op_class(&tsr_op_gelu, base, types, 2);
 }
 
 /* A class launches its own form (the tanh form's classes the copy too, for tsr_gelu_copy and
@@ -369,10 +366,7 @@ typedef struct gelu_fixture {
 } gelu_fixture;
 
 /* not a multiple of any vector width: the tail path is checked too; in the order of gelu_classes */
-static const char *const gelu_class_shapes[] = {
-    "16777219",         "65539",         "16777219 erf",  "65539 erf",  "16777219 f16",      "65539 f16",
-    "16777219 erf f16", "65539 erf f16", "16777219 bf16", "65539 bf16", "16777219 erf bf16", "65539 erf bf16",
-};
+static const char *const gelu_class_shapes[] = {"16777219", "65539", "16777219 erf", "65539 erf"};
 static const tsr_report_shape gelu_report_shapes[] = {
     {"gelu-16M", "16777216", "65536"},
     {"gelu-f16", "16777216 f16", "65536 f16"},
@@ -477,28 +471,6 @@ static int gelu_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
     return 2;
 }
 
-/* ---- demo ---- */
-
-static tsr_status gelu_demo(tsr_device *dev, char *summary, size_t size) {
-    static const char *const shapes[2] = {"1048576", "1048576 erf"};
-    const size_t n = (size_t)1 << 20;
-    double err_by_mode[2] = {0, 0}, ms_by_mode[2] = {0, 0};
-    for (int m = 0; m < 2; ++m) {
-        void *fx = NULL;
-        tsr_status status = gelu_fixture_setup(dev, shapes[m], tsr_random_fresh_seed(), &fx);
-        if (status == TSR_SUCCESS)
-            status = tsr_fixture_measure(dev, &tsr_op_gelu, fx, 3, &ms_by_mode[m], &err_by_mode[m]);
-        gelu_fixture_free(fx);
-        if (status != TSR_SUCCESS) return status;
-    }
-    bool ok = err_by_mode[0] <= tsr_op_gelu.tolerance && err_by_mode[1] <= tsr_op_gelu.tolerance;
-    snprintf(summary, size, "gelu %zu elements: tanh %.3f ms (%.1f GB/s, max error %.1e), erf %.3f ms (%.1f GB/s, "
-             "max error %.1e)%s", n, ms_by_mode[0], 8.0 * n / (ms_by_mode[0] * 1e6), err_by_mode[0], ms_by_mode[1],
-             8.0 * n / (ms_by_mode[1] * 1e6), err_by_mode[1], ok ? "" : "  (WRONG)");
-    if (!ok) return tsr_fail(TSR_ERR_OPENCL, "gelu demo: error %.2e / %.2e exceeds 1e-6", err_by_mode[0], err_by_mode[1]);
-    return TSR_SUCCESS;
-}
-
 static const char *gelu_tuning_space(const tsr_device *dev) {
     /* On CPUs interleaving only scatters each thread's stream. */
     /* CPUs that vectorize across work-items (llvmpipe): scalar or short vectors, GPU-like groups. */
@@ -521,21 +493,17 @@ const tsr_op tsr_op_gelu = {
     .nimplementations = TSR_COUNT(gelu_implementations),
     .config_ok = gelu_config_ok,
     .program_variants = GELU_VARIANTS,
-    .program_variant = "form (tanh, erf, copy) and the storage types of x and y (f32, f16, bf16 each)",
     .variant_serves_class = gelu_variant_serves_class,
     .build_options = gelu_build_options,
-    .demo = gelu_demo,
-    .nearest_class = NULL,
     .tuning_space = gelu_tuning_space,
     .rate_unit = "GB/s",
-    .fixture_setup = gelu_fixture_setup,
-    .fixture_run = gelu_fixture_run,
-    .fixture_check = gelu_fixture_check,
-    .fixture_work = gelu_fixture_work,
-    .fixture_describe = gelu_fixture_describe,
-    .fixture_buffers = gelu_fixture_buffers,
-    .fixture_free = gelu_fixture_free,
     .tolerance = 1e-6,
     .class_shapes = gelu_class_shapes,
+    .class_storage = TSR_CLASSES_PER_TYPE,
+    .fixture = {.setup = gelu_fixture_setup, .run = gelu_fixture_run, .check = gelu_fixture_check,
+                .work = gelu_fixture_work, .describe = gelu_fixture_describe, .buffers = gelu_fixture_buffers,
+                .free = gelu_fixture_free},
+    .demo = {.title = "gelu 1048576 elements", .shapes = {"1048576", "1048576 erf"}, .labels = {"tanh", "erf"},
+             .runs = 3, .metric = "max error"},
     .report_shapes = gelu_report_shapes,
 };

@@ -43,36 +43,27 @@ static const tsr_implementation gemm_implementations[] = {
 static const char *const gemm_more_sources[] = {"gemm_gpu", NULL};
 
 /* Program variants, which a launch adds to the configuration: the transpositions (bits 0-1)
- * and the storage types, variant / 4 indexing gemm_type_sets. The first GEMM_ENUMERATED_TYPE_SETS
- * (fp32 and the uniform 16-bit sets) are the op's program_variants, so `tessera build-binaries`
- * writes them; the mixed sets after them are valid variants too, built when a launch asks. */
+ * and the storage types, variant / 4 numbering the combinations of A's, B's and C's types
+ * (tsr_dtype_combination). The first TSR_STORAGE_SETS (fp32, each 16-bit type throughout, 16-bit
+ * A and B with an fp32 C) are the op's program_variants, so `tessera build-binaries` writes them;
+ * the mixed sets after them are valid variants too, built when a launch asks. */
 enum { TRANSPOSE_A = 1, TRANSPOSE_B = 2, GEMM_TRANSPOSES = 4 };
-static const tsr_gemm_types gemm_type_sets[27] = {
-    {TSR_F32, TSR_F32, TSR_F32},   {TSR_F16, TSR_F16, TSR_F16},   {TSR_BF16, TSR_BF16, TSR_BF16},
-    {TSR_F16, TSR_F16, TSR_F32},   {TSR_BF16, TSR_BF16, TSR_F32}, {TSR_F32, TSR_F32, TSR_F16},
-    {TSR_F32, TSR_F32, TSR_BF16},  {TSR_F32, TSR_F16, TSR_F32},   {TSR_F16, TSR_F32, TSR_F32},
-    {TSR_F32, TSR_BF16, TSR_F32},  {TSR_BF16, TSR_F32, TSR_F32},  {TSR_F32, TSR_F16, TSR_F16},
-    {TSR_F16, TSR_F32, TSR_F16},   {TSR_F32, TSR_BF16, TSR_BF16}, {TSR_BF16, TSR_F32, TSR_BF16},
-    {TSR_F16, TSR_F16, TSR_BF16},  {TSR_BF16, TSR_BF16, TSR_F16}, {TSR_F16, TSR_BF16, TSR_F32},
-    {TSR_BF16, TSR_F16, TSR_F32},  {TSR_F16, TSR_BF16, TSR_F16},  {TSR_BF16, TSR_F16, TSR_F16},
-    {TSR_F16, TSR_BF16, TSR_BF16}, {TSR_BF16, TSR_F16, TSR_BF16}, {TSR_F32, TSR_F16, TSR_BF16},
-    {TSR_F16, TSR_F32, TSR_BF16},  {TSR_F32, TSR_BF16, TSR_F16},  {TSR_BF16, TSR_F32, TSR_F16},
-};
-enum { GEMM_ENUMERATED_TYPE_SETS = 5, GEMM_PROGRAM_VARIANTS = GEMM_TRANSPOSES * GEMM_ENUMERATED_TYPE_SETS };
+#define GEMM_TYPE_SETS (TSR_DTYPE_COUNT * TSR_DTYPE_COUNT * TSR_DTYPE_COUNT)
+enum { GEMM_PROGRAM_VARIANTS = GEMM_TRANSPOSES * TSR_STORAGE_SETS };
 
-static int gemm_type_set_index(const tsr_gemm_types *t) {
-    for (int i = 0; i < (int)TSR_COUNT(gemm_type_sets); ++i)
-        if (gemm_type_sets[i].a == t->a && gemm_type_sets[i].b == t->b && gemm_type_sets[i].c == t->c) return i;
-    return 0; /* not reached: validated types are always in the table */
+static tsr_gemm_types gemm_type_set(int variant) {
+    tsr_dtype t[3];
+    tsr_dtype_combination(variant / GEMM_TRANSPOSES % GEMM_TYPE_SETS, 3, t);
+    return (tsr_gemm_types){t[0], t[1], t[2]};
 }
 
-/* The fp32 classes, then the same with "-f16" and with "-bf16" (tsr_dtype_class_suffix): a
- * 16-bit class without a tuned entry of its own uses its fp32 class's. */
-#define GEMM_BASE_CLASSES 6
-static const char *const gemm_classes[] = {"large",        "medium",       "small",        "small-m",     "small-n",
-                                           "batched",      "large-f16",    "medium-f16",   "small-f16",   "small-m-f16",
-                                           "small-n-f16",  "batched-f16",  "large-bf16",   "medium-bf16", "small-bf16",
-                                           "small-m-bf16", "small-n-bf16", "batched-bf16", NULL};
+static int gemm_type_set_index(const tsr_gemm_types *t) {
+    return tsr_dtype_combination_index(3, (const tsr_dtype[]){t->a, t->b, t->c});
+}
+
+/* The fp32 classes; each has its 16-bit twins ("large-f16", TSR_CLASSES_PER_INPUT_TYPE): a 16-bit
+ * class without a tuned entry of its own uses its fp32 class's. */
+static const char *const gemm_classes[] = {"large", "medium", "small", "small-m", "small-n", "batched", NULL};
 
 static const tsr_default gemm_defaults[] = {
     /* CPUs that vectorize across work-items (Mesa's llvmpipe): 8x8 groups of light work-items
@@ -194,7 +185,7 @@ static const char *gemm_program_source(const tsr_config *cfg) {
 
 static void gemm_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
     bool ta = variant & TRANSPOSE_A, tb = variant & TRANSPOSE_B;
-    const tsr_gemm_types *types = &gemm_type_sets[variant / GEMM_TRANSPOSES % (int)TSR_COUNT(gemm_type_sets)];
+    const tsr_gemm_types set = gemm_type_set(variant), *types = &set;
     tsr_config compiled = *cfg; /* the kernel reads the packing a launch does */
     compiled.values[P_PACKA] = packs_a(cfg, ta, types->a);
     compiled.values[P_PACKB] = packs_b(cfg, tb, types->b);
@@ -240,9 +231,7 @@ static int gemm_base_class(const gemm_problem *p) {
 
 static const char *gemm_problem_class(const void *problem) {
     const gemm_problem *p = problem;
-    tsr_dtype types[3] = {p->types.a, p->types.b, p->types.c};
-    int group = tsr_dtype_class_group(types, 3);
-    return gemm_classes[group * GEMM_BASE_CLASSES + gemm_base_class(p)];
+    return tsr_op_class(&tsr_op_gemm, gemm_base_class(p), (const tsr_dtype[]){p->types.a, p->types.b, p->types.c}, 3);
 }
 
 static tsr_status check_transpose(tsr_transpose t, const char *name) {
@@ -624,34 +613,13 @@ tsr_status tsr_sgemm_plan(tsr_device *dev, size_t m, size_t n, size_t k, size_t 
     return tsr_op_config_lookup(dev, &tsr_op_gemm, gemm_problem_class(&p), info);
 }
 
-/* ---- demo: one GEMM on random data, checked against a double-precision reference ---- */
-
-static tsr_status gemm_demo(tsr_device *dev, char *summary, size_t size) {
-    void *fx = NULL;
-    tsr_status status = tsr_op_gemm.fixture_setup(dev, "256x256x256", tsr_random_fresh_seed(), &fx);
-    if (status != TSR_SUCCESS) return status;
-    double best_ms = 0, rel = INFINITY, flops = 0, bytes = 0;
-    status = tsr_fixture_measure(dev, &tsr_op_gemm, fx, 3, &best_ms, &rel);
-    tsr_op_gemm.fixture_work(fx, &flops, &bytes);
-    tsr_op_gemm.fixture_free(fx);
-    if (status != TSR_SUCCESS) return status;
-    snprintf(summary, size, "sgemm %zux%zux%zu: %.3f ms, %.1f GFLOP/s, relative error %.2e%s", (size_t)256, (size_t)256,
-             (size_t)256, best_ms, flops / (best_ms * 1e6), rel, rel <= tsr_op_gemm.tolerance ? "" : "  (WRONG)");
-    if (!(rel <= tsr_op_gemm.tolerance))
-        status = tsr_fail(TSR_ERR_OPENCL, "gemm demo: relative error %.3e exceeds 1e-5", rel);
-    return status;
-}
-
 /* ---- tuning ---- */
 
 static const char *gemm_nearest_class(const char *cls) {
     /* A batch of small GEMMs behaves like one small GEMM. The other classes differ enough
      * in shape (packing pays off or not) that their own defaults beat another class's tuning. */
-    if (strcmp(cls, "batched") == 0) return "small";
-    /* the same for 16-bit storage, before the fp32 classes (config.c tries them next) */
-    if (strcmp(cls, "batched-f16") == 0) return "small-f16";
-    if (strcmp(cls, "batched-bf16") == 0) return "small-bf16";
-    return NULL;
+    /* (tsr_op_nearest_class gives "batched-f16" the same storage's "small-f16".) */
+    return strcmp(cls, "batched") == 0 ? "small" : NULL;
 }
 
 static const char *gemm_tuning_space(const tsr_device *dev) {
@@ -691,24 +659,8 @@ typedef struct gemm_fixture {
  * 64 x 128^3, a batch that fills a GPU (at 32 x 96^3 the choice lost 25% at 64 x 128^3).
  * The 16-bit classes are tuned with 16-bit A and B and an fp32 C: A and B are what the tile shapes
  * stream (C is written once), and an fp32 C keeps the result within the tuner's fp32 tolerance. */
-static const char *const gemm_class_shapes[] = {"2048x2048x2048",
-                                                "256x256x256",
-                                                "96x96x96",
-                                                "8x4096x2048",
-                                                "4096x8x2048",
-                                                "64x128x128x128",
-                                                "2048x2048x2048 f16/f32",
-                                                "256x256x256 f16/f32",
-                                                "96x96x96 f16/f32",
-                                                "8x4096x2048 f16/f32",
-                                                "4096x8x2048 f16/f32",
-                                                "64x128x128x128 f16/f32",
-                                                "2048x2048x2048 bf16/f32",
-                                                "256x256x256 bf16/f32",
-                                                "96x96x96 bf16/f32",
-                                                "8x4096x2048 bf16/f32",
-                                                "4096x8x2048 bf16/f32",
-                                                "64x128x128x128 bf16/f32"};
+static const char *const gemm_class_shapes[] = {"2048x2048x2048", "256x256x256", "96x96x96",
+                                                "8x4096x2048",    "4096x8x2048", "64x128x128x128"};
 static const tsr_report_shape gemm_report_shapes[] = {
     {"gemm-square", "2048x2048x2048", "64x64x64"},
     {"gemm-bert", "512x3072x768", "32x96x48"},
@@ -881,8 +833,8 @@ static int gemm_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
 
 /* A class's programs are in its own storage types (fp32 classes fp32, "-f16" ones the f16 sets). */
 static bool gemm_variant_serves_class(const char *problem_class, int variant) {
-    const tsr_gemm_types *t = &gemm_type_sets[variant / GEMM_TRANSPOSES % (int)TSR_COUNT(gemm_type_sets)];
-    return tsr_dtype_types_serve_class((const tsr_dtype[]){t->a, t->b, t->c}, 3, problem_class);
+    const tsr_gemm_types t = gemm_type_set(variant);
+    return tsr_dtype_types_serve_class((const tsr_dtype[]){t.a, t.b, t.c}, 3, problem_class);
 }
 
 const tsr_op tsr_op_gemm = {
@@ -901,22 +853,16 @@ const tsr_op tsr_op_gemm = {
     .config_ok = gemm_config_ok,
     .program_variants = GEMM_PROGRAM_VARIANTS,
     .variant_serves_class = gemm_variant_serves_class,
-    .program_variant =
-        "transposes of A and B, and storage types (fp32 and the uniform 16-bit sets; mixed sets built on demand)",
     .build_options = gemm_build_options,
     .program_source = gemm_program_source,
-    .demo = gemm_demo,
     .nearest_class = gemm_nearest_class,
     .tuning_space = gemm_tuning_space,
-    .fixture_setup = gemm_fixture_setup,
-    .fixture_run = gemm_fixture_run,
-    .fixture_check = gemm_fixture_check,
-    .fixture_work = gemm_fixture_work,
-    .fixture_describe = gemm_fixture_describe,
-    .fixture_buffers = gemm_fixture_buffers,
-    .fixture_free = gemm_fixture_free,
     .tolerance = 1e-5,
-    .fixture_tolerance = gemm_fixture_tolerance,
     .class_shapes = gemm_class_shapes,
+    .class_storage = TSR_CLASSES_PER_INPUT_TYPE,
+    .fixture = {.setup = gemm_fixture_setup, .run = gemm_fixture_run, .check = gemm_fixture_check,
+                .work = gemm_fixture_work, .describe = gemm_fixture_describe, .buffers = gemm_fixture_buffers,
+                .free = gemm_fixture_free, .tolerance = gemm_fixture_tolerance},
+    .demo = {.title = "sgemm 256x256x256", .shapes = {"256x256x256"}, .runs = 3},
     .report_shapes = gemm_report_shapes,
 };

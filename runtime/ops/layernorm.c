@@ -23,7 +23,7 @@ static const tsr_param_def layernorm_params[] = {LAYERNORM_PARAMS(TSR_PARAM_DEF)
 static const tsr_implementation layernorm_implementations[] = {{.name = "fused"}};
 
 /* Program variants: the residual (none, or its storage type) times the storage types of x and y. */
-#define LN_TYPES 3 /* tsr_dtype's values 0, 1, 2 */
+#define LN_TYPES TSR_DTYPE_COUNT /* tsr_dtype's values 0 .. count - 1 */
 #define LN_RESIDUALS (1 + LN_TYPES)
 #define LN_VARIANTS (LN_RESIDUALS * LN_TYPES * LN_TYPES)
 
@@ -41,10 +41,9 @@ static void layernorm_variant_types(int variant, bool *residual, tsr_dtype types
 }
 
 /* By row length: short rows want several rows per work-group (and on GPUs few items a row), long
- * ones a whole group a row; BERT's 384, 768 and 1024 are "medium". Each has "-f16" and "-bf16"
- * twins (tsr_dtype_class_suffix) that use the fp32 class's entry until tuned themselves. */
-static const char *const layernorm_classes[] = {"medium",   "narrow",      "wide",        "medium-f16", "narrow-f16",
-                                                "wide-f16", "medium-bf16", "narrow-bf16", "wide-bf16",  NULL};
+ * ones a whole group a row; BERT's 384, 768 and 1024 are "medium". Each has 16-bit twins
+ * ("medium-f16", TSR_CLASSES_PER_TYPE) that use the fp32 class's entry until tuned themselves. */
+static const char *const layernorm_classes[] = {"medium", "narrow", "wide", NULL};
 #define LN_NARROW_BELOW 256 /* cols */
 #define LN_WIDE_ABOVE 2048
 
@@ -61,7 +60,7 @@ static int layernorm_base_class(size_t cols) { return cols < LN_NARROW_BELOW ? 1
 
 static const char *layernorm_problem_class(const void *problem) {
     const layernorm_problem *p = problem;
-    return layernorm_classes[3 * tsr_dtype_class_group(p->types, 3) + layernorm_base_class(p->cols)];
+    return tsr_op_class(&tsr_op_layernorm, layernorm_base_class(p->cols), p->types, 3);
 }
 
 static bool layernorm_variant_serves_class(const char *problem_class, int variant) {
@@ -357,10 +356,7 @@ typedef struct layernorm_fixture {
 } layernorm_fixture;
 
 /* Not multiples of any vector width, so the tails run too; in the order of layernorm_classes. */
-static const char *const layernorm_class_shapes[] = {
-    "4099x768 +res",      "16387x67 +res",      "259x16389 +res",     "4099x768 +res f16",   "16387x67 +res f16",
-    "259x16389 +res f16", "4099x768 +res bf16", "16387x67 +res bf16", "259x16389 +res bf16",
-};
+static const char *const layernorm_class_shapes[] = {"4099x768 +res", "16387x67 +res", "259x16389 +res"};
 static const tsr_report_shape layernorm_report_shapes[] = {
     {"layernorm-bert", "4096x768 +res", "64x768 +res"},
     {NULL, NULL, NULL},
@@ -518,23 +514,6 @@ static double layernorm_fixture_tolerance(const void *ctx) {
     return bound > tsr_op_layernorm.tolerance ? bound : tsr_op_layernorm.tolerance;
 }
 
-static tsr_status layernorm_demo(tsr_device *dev, char *summary, size_t size) {
-    void *fx = NULL;
-    double ms = 0, err = 0, flops = 0, bytes = 0;
-    tsr_status status = layernorm_fixture_setup(dev, "4096x768 +res", tsr_random_fresh_seed(), &fx);
-    if (status == TSR_SUCCESS) status = tsr_fixture_measure(dev, &tsr_op_layernorm, fx, 3, &ms, &err);
-    if (status == TSR_SUCCESS) layernorm_fixture_work(fx, &flops, &bytes);
-    layernorm_fixture_free(fx);
-    if (status != TSR_SUCCESS) return status;
-    const bool ok = err <= tsr_op_layernorm.tolerance;
-    snprintf(summary, size, "layernorm 4096x768 + residual: %.3f ms (%.1f GB/s, relative error %.1e)%s", ms,
-             bytes / (ms * 1e6), err, ok ? "" : "  (WRONG)");
-    if (!ok)
-        return tsr_fail(TSR_ERR_OPENCL, "layernorm demo: relative error %.2e exceeds %.0e", err,
-                        tsr_op_layernorm.tolerance);
-    return TSR_SUCCESS;
-}
-
 static const char *layernorm_tuning_space(const tsr_device *dev) {
     /* CPUs that vectorize across work-items (llvmpipe): GPU-like groups of scalar items. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)
@@ -557,21 +536,17 @@ const tsr_op tsr_op_layernorm = {
     .nimplementations = TSR_COUNT(layernorm_implementations),
     .config_ok = layernorm_config_ok,
     .program_variants = LN_VARIANTS,
-    .program_variant = "residual or not, and the storage types of x, residual and y (f32, f16, bf16 each)",
     .variant_serves_class = layernorm_variant_serves_class,
     .build_options = layernorm_build_options,
-    .demo = layernorm_demo,
     .tuning_space = layernorm_tuning_space,
     .rate_unit = "GB/s",
-    .fixture_setup = layernorm_fixture_setup,
-    .fixture_run = layernorm_fixture_run,
-    .fixture_check = layernorm_fixture_check,
-    .fixture_work = layernorm_fixture_work,
-    .fixture_describe = layernorm_fixture_describe,
-    .fixture_buffers = layernorm_fixture_buffers,
-    .fixture_free = layernorm_fixture_free,
     .tolerance = 1e-5,
-    .fixture_tolerance = layernorm_fixture_tolerance,
     .class_shapes = layernorm_class_shapes,
+    .class_storage = TSR_CLASSES_PER_TYPE,
+    .fixture = {.setup = layernorm_fixture_setup, .run = layernorm_fixture_run, .check = layernorm_fixture_check,
+                .work = layernorm_fixture_work, .describe = layernorm_fixture_describe,
+                .buffers = layernorm_fixture_buffers, .free = layernorm_fixture_free,
+                .tolerance = layernorm_fixture_tolerance},
+    .demo = {.title = "layernorm 4096x768 + residual", .shapes = {"4096x768 +res"}, .runs = 3},
     .report_shapes = layernorm_report_shapes,
 };

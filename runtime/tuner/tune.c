@@ -31,7 +31,7 @@ static tsr_status check_options(const tsr_op *op, const tsr_tune_options *option
     if (!(opt->budget_seconds >= 0) || !isfinite(opt->budget_seconds) || opt->budget_evaluations < 0)
         return tsr_fail(TSR_ERR_INVALID_ARG, "tuning budgets must be finite and not negative"); /* inf: no end */
     if (opt->budget_seconds == 0) opt->budget_seconds = 88; /* with setup, duels and overheads (measured 24 s), within two minutes */
-    if (!op->tuning_setup && !(op->fixture_setup && op->class_shapes))
+    if (!op->fixture.setup || !op->class_shapes)
         return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s cannot be tuned", op->name);
     return TSR_SUCCESS;
 }
@@ -42,9 +42,8 @@ static tsr_status parse_classes(const tsr_op *op, const char *list, const char *
                                 int *nclasses) {
     *nclasses = 0;
     if (!list || !*list) {
-        char base[32];
         for (int i = 0; op->classes[i] && *nclasses < TUNE_MAX_CLASSES; ++i)
-            if (!tsr_dtype_class_base(op->classes[i], base, sizeof base)) classes[(*nclasses)++] = op->classes[i];
+            classes[(*nclasses)++] = tsr_op_class_list(op)[i]; /* the listed ones lead the list */
         return TSR_SUCCESS;
     }
     char buf[256];
@@ -57,10 +56,10 @@ static tsr_status parse_classes(const tsr_op *op, const char *list, const char *
         int idx = tsr_op_class_index(op, c);
         if (idx < 0) return tsr_fail(TSR_ERR_INVALID_ARG, "op %s has no problem class '%s'", op->name, c);
         bool repeated = false;
-        for (int i = 0; i < *nclasses; ++i) repeated |= classes[i] == op->classes[idx];
+        for (int i = 0; i < *nclasses; ++i) repeated |= classes[i] == tsr_op_class_list(op)[idx];
         if (repeated) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: '%s' is named twice", c);
         if (*nclasses == TUNE_MAX_CLASSES) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: more than 16");
-        classes[(*nclasses)++] = op->classes[idx];
+        classes[(*nclasses)++] = tsr_op_class_list(op)[idx];
     }
     if (*nclasses == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: '%s' names no class", list);
     return TSR_SUCCESS;

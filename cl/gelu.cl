@@ -21,10 +21,10 @@
 #include "dtype.cl"
 
 #ifndef VW
-#define VW 8
+#define VW 1
 #endif
 #ifndef VPT
-#define VPT 4
+#define VPT 1
 #endif
 #ifndef INTERLEAVE
 #define INTERLEAVE 0

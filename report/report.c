@@ -189,7 +189,7 @@ static tsr_status run_fixture_once(void *vctx) {
     fixture_timing *f = vctx;
     cl_command_queue q = tsr_device_queue(f->dev);
     tsr_status st = f->peer ? f->peer->run(f->dev, f->shape, f->buffers, q)
-                            : f->op->fixture_run(f->dev, f->fixture, NULL, q, NULL, NULL);
+                            : f->op->fixture.run(f->dev, f->fixture, NULL, q, NULL, NULL);
     if (st == TSR_SUCCESS) clFinish(q);
     return st;
 }
@@ -205,14 +205,14 @@ static tsr_status measure_row(fixture_timing *f, const report_case *c, const cha
     tsr_status st = bench_time(run_fixture_once, f, opt->budget_s, 3, max_runs, &row);
     if (st != TSR_SUCCESS) return st;
     double e = INFINITY, flops = 0, bytes = 0;
-    double tolerance = op->fixture_tolerance ? op->fixture_tolerance(f->fixture) : op->tolerance;
+    double tolerance = op->fixture.tolerance ? op->fixture.tolerance(f->fixture) : op->tolerance;
     if (f->peer && f->peer->check) st = f->peer->check(f->dev, f->shape, f->buffers, &e, &tolerance);
-    else st = op->fixture_check(f->dev, f->fixture, &e);
+    else st = op->fixture.check(f->dev, f->fixture, &e);
     if (st != TSR_SUCCESS) return st;
-    op->fixture_work(f->fixture, &flops, &bytes);
+    op->fixture.work(f->fixture, &flops, &bytes);
     char impl[64] = "tessera";
     if (f->peer) snprintf(impl, sizeof impl, "%s", f->peer->impl);
-    else if (op->fixture_impl) op->fixture_impl(f->dev, f->fixture, impl, sizeof impl);
+    else if (op->fixture.impl) op->fixture.impl(f->dev, f->fixture, impl, sizeof impl);
     if ((st = add_result(results, c->id, c->op, shape, impl, &row, !f->peer || f->peer->counts_op ? flops : 0, bytes,
                          e)) != TSR_SUCCESS)
         return st;
@@ -224,11 +224,11 @@ static tsr_status measure_row(fixture_timing *f, const report_case *c, const cha
 static tsr_status run_case(tsr_device *dev, const report_case *c, const char *shape, const report_options *opt,
                            cJSON *results) {
     const tsr_op *op = tsr_find_op(c->op);
-    if (!op || !op->fixture_setup) return tsr_fail(TSR_ERR_INVALID_ARG, "report case %s: op '%s' has no fixture", c->id, c->op);
+    if (!op || !op->fixture.setup) return tsr_fail(TSR_ERR_INVALID_ARG, "report case %s: op '%s' has no fixture", c->id, c->op);
     fixture_timing f = {.dev = dev, .op = op, .shape = shape};
-    tsr_status st = op->fixture_setup(dev, shape, 42, &f.fixture);
+    tsr_status st = op->fixture.setup(dev, shape, 42, &f.fixture);
     if (st != TSR_SUCCESS) return st;
-    if (op->fixture_buffers) op->fixture_buffers(f.fixture, f.buffers, (int)(sizeof f.buffers / sizeof f.buffers[0]));
+    if (op->fixture.buffers) op->fixture.buffers(f.fixture, f.buffers, (int)(sizeof f.buffers / sizeof f.buffers[0]));
     st = measure_row(&f, c, shape, opt, results);
     for (size_t i = 0; st == TSR_SUCCESS && i < sizeof peers / sizeof peers[0]; ++i) {
         if (strcmp(peers[i].op, op->name) != 0 || (peers[i].library && !opt->peers)) continue;
@@ -236,7 +236,7 @@ static tsr_status run_case(tsr_device *dev, const report_case *c, const char *sh
         st = measure_row(&f, c, shape, opt, results);
         if (st != TSR_SUCCESS && peers[i].library) st = TSR_SUCCESS; /* a peer that fails is not tessera's failure */
     }
-    op->fixture_free(f.fixture);
+    op->fixture.free(f.fixture);
     return st;
 }
 

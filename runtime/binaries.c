@@ -9,16 +9,15 @@
 
 static int count_classes(const tsr_op *op) {
     int n = 0;
-    while (op->classes[n]) ++n;
+    while (tsr_op_class_list(op)[n]) ++n;
     return n;
 }
 
 /* Is a class's storage among the chosen ones (fp32 classes always)? */
-static bool class_chosen(const char *problem_class, bool f16, bool bf16) {
-    char base[32];
-    if (!tsr_dtype_class_base(problem_class, base, sizeof base)) return true;
-    const char *suffix = problem_class + strlen(base);
-    return strcmp(suffix, "-f16") == 0 ? f16 : strcmp(suffix, "-bf16") == 0 ? bf16 : true;
+static bool class_chosen(const char *problem_class, const bool chosen[TSR_DTYPE_COUNT]) {
+    for (int t = 1; t < TSR_DTYPE_COUNT; ++t)
+        if (tsr_dtype_types_serve_class((const tsr_dtype[]){(tsr_dtype)t}, 1, problem_class)) return chosen[t];
+    return true;
 }
 
 tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written) {
@@ -32,12 +31,11 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
         return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_build_binaries: device, dir and written must be set");
     *written = 0;
     if (count && !dtypes) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_build_binaries_typed: dtypes is NULL");
-    bool f16 = false, bf16 = false;
+    bool chosen[TSR_DTYPE_COUNT] = {[TSR_F32] = true};
     for (size_t i = 0; i < count; ++i) {
         tsr_status st = tsr_dtype_check("tsr_build_binaries_typed: dtypes", dtypes[i]);
         if (st != TSR_SUCCESS) return st;
-        f16 |= dtypes[i] == TSR_F16;
-        bf16 |= dtypes[i] == TSR_BF16;
+        chosen[dtypes[i]] = true;
     }
     if (dev->offline)
         return tsr_fail(TSR_ERR_UNSUPPORTED, "device '%s' cannot compile kernels (no online compiler or "
@@ -55,11 +53,11 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
          * built-in default, in every program variant a launch can ask for. */
         for (int variant = 0; variant < 2 * o->program_variants * count_classes(o); ++variant) {
             tsr_config config;
-            const char *cls = o->classes[variant / (2 * o->program_variants)];
-            if (!class_chosen(cls, f16, bf16)) continue;
+            const char *cls = tsr_op_class_list(o)[variant / (2 * o->program_variants)];
+            if (!class_chosen(cls, chosen)) continue;
             if (o->variant_serves_class && !o->variant_serves_class(cls, variant % o->program_variants)) continue;
             if ((variant / o->program_variants) % 2 == 0) {
-                if ((status = tsr_resolve_config(dev, o, cls, &config, NULL)) != TSR_SUCCESS) goto out;
+                TSR_CHECK(status, tsr_resolve_config(dev, o, cls, &config, NULL), done);
             } else {
                 tsr_op_default_config(o, dev, cls, &config);
             }
@@ -72,7 +70,7 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
                        strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "source")), source) == 0;
             if (seen) continue; /* classes (and variants) may share a program */
             status = tsr_program_write_binary(dev, source, options, dir);
-            if (status != TSR_SUCCESS) goto out;
+            if (status != TSR_SUCCESS) goto done;
             cJSON *e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "op", o->name);
             cJSON_AddStringToObject(e, "source", source);
@@ -82,11 +80,11 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
         }
     }
     /* tsr_embedding, a plain call outside the table: its program per storage type of y. */
-    for (int y_type = 0; y_type < 3; ++y_type) {
-        if ((y_type == TSR_F16 && !f16) || (y_type == TSR_BF16 && !bf16)) continue;
+    for (int y_type = 0; y_type < TSR_DTYPE_COUNT; ++y_type) {
+        if (!chosen[y_type]) continue;
         char options[32] = "";
         if (y_type != TSR_F32) snprintf(options, sizeof options, "-DY_TYPE=%d", y_type);
-        if ((status = tsr_program_write_binary(dev, "embedding", options, dir)) != TSR_SUCCESS) goto out;
+        TSR_CHECK(status, tsr_program_write_binary(dev, "embedding", options, dir), done);
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "op", "embedding");
         cJSON_AddStringToObject(e, "source", "embedding");
@@ -99,7 +97,7 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
     snprintf(path, sizeof path, "%s/manifest.json", dir);
     status = text ? tsr_write_file_atomic(path, text, strlen(text)) : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     free(text);
-out:
+done:
     cJSON_Delete(manifest);
     return status;
 }

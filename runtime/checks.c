@@ -83,13 +83,13 @@ tsr_status tsr_ranges_relate_typed(cl_mem a, size_t a_off, size_t a_count, tsr_d
     if (a_count == 0 || b_count == 0) return TSR_SUCCESS;
     cl_mem ra = NULL, rb = NULL;
     size_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
-    tsr_status st;
-    if ((st = root_range(a, "a", a_off, a_count, tsr_dtype_size(a_type), &ra, &a0, &a1)) != TSR_SUCCESS ||
-        (st = root_range(b, "b", b_off, b_count, tsr_dtype_size(b_type), &rb, &b0, &b1)) != TSR_SUCCESS)
-        return st;
+    tsr_status st = TSR_SUCCESS;
+    TSR_CHECK(st, root_range(a, "a", a_off, a_count, tsr_dtype_size(a_type), &ra, &a0, &a1), done);
+    TSR_CHECK(st, root_range(b, "b", b_off, b_count, tsr_dtype_size(b_type), &rb, &b0, &b1), done);
     if (ra != rb || a1 <= b0 || b1 <= a0) return TSR_SUCCESS;
     *relation = a0 == b0 && a1 == b1 ? TSR_RANGES_SAME : TSR_RANGES_OVERLAP;
-    return TSR_SUCCESS;
+done:
+    return st;
 }
 
 tsr_status tsr_check_disjoint(const char *op, cl_mem a, const char *a_name, size_t a_off, size_t a_count, cl_mem b,
@@ -137,11 +137,9 @@ tsr_status tsr_check_buffer_typed(const tsr_device *dev, cl_mem mem, const char 
     if (ctx != dev->context)
         return tsr_fail(TSR_ERR_INVALID_ARG, "buffer %s belongs to another OpenCL context than the device's", name);
     if (size / elem < elements)
-        return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL, "buffer %s holds %zu %s but the call needs %zu", name, size / elem,
-                        dtype == TSR_F32   ? "floats"
-                        : dtype == TSR_F16 ? "f16 elements"
-                                           : "bf16 elements",
-                        elements);
+        return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL, "buffer %s holds %zu %s%s but the call needs %zu", name,
+                        size / elem, dtype == TSR_F32 ? "floats" : tsr_dtype_str(dtype),
+                        dtype == TSR_F32 ? "" : " elements", elements);
     return TSR_SUCCESS;
 }
 
@@ -161,8 +159,9 @@ tsr_status tsr_resolve_queue(const tsr_device *dev, cl_command_queue queue, cl_c
 
 tsr_status tsr_upload(tsr_device *dev, cl_mem mem, const float *host, size_t count) {
     tsr_status status = TSR_SUCCESS;
-    TSR_CL_CHECK(clEnqueueWriteBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof(float), host, 0, NULL, NULL), out);
-out:
+    TSR_CL_CHECK(status, clEnqueueWriteBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof(float), host, 0, NULL, NULL),
+                 done);
+done:
     return status;
 }
 
@@ -171,9 +170,10 @@ tsr_status tsr_upload_typed(tsr_device *dev, cl_mem mem, tsr_dtype dtype, const 
     tsr_status status = TSR_SUCCESS;
     uint16_t *packed = malloc(count ? count * sizeof *packed : 1);
     if (!packed) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "no host memory for %zu 16-bit elements", count);
-    TSR_CHECK(tsr_convert_host(TSR_F32, host, dtype, packed, count), out);
-    TSR_CL_CHECK(clEnqueueWriteBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof *packed, packed, 0, NULL, NULL), out);
-out:
+    TSR_CHECK(status, tsr_convert_host(TSR_F32, host, dtype, packed, count), done);
+    TSR_CL_CHECK(
+        status, clEnqueueWriteBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof *packed, packed, 0, NULL, NULL), done);
+done:
     free(packed);
     return status;
 }
@@ -183,17 +183,19 @@ tsr_status tsr_download_typed(tsr_device *dev, cl_mem mem, tsr_dtype dtype, floa
     tsr_status status = TSR_SUCCESS;
     uint16_t *packed = malloc(count ? count * sizeof *packed : 1);
     if (!packed) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "no host memory for %zu 16-bit elements", count);
-    TSR_CL_CHECK(clEnqueueReadBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof *packed, packed, 0, NULL, NULL), out);
-    TSR_CHECK(tsr_convert_host(dtype, packed, TSR_F32, host, count), out);
-out:
+    TSR_CL_CHECK(status,
+                 clEnqueueReadBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof *packed, packed, 0, NULL, NULL), done);
+    TSR_CHECK(status, tsr_convert_host(dtype, packed, TSR_F32, host, count), done);
+done:
     free(packed);
     return status;
 }
 
 tsr_status tsr_download(tsr_device *dev, cl_mem mem, float *host, size_t count) {
     tsr_status status = TSR_SUCCESS;
-    TSR_CL_CHECK(clEnqueueReadBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof(float), host, 0, NULL, NULL), out);
-out:
+    TSR_CL_CHECK(status, clEnqueueReadBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof(float), host, 0, NULL, NULL),
+                 done);
+done:
     return status;
 }
 

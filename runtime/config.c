@@ -3,8 +3,8 @@
  * the user's tuning database and then the built-in one through the device tiers and the op's
  * nearest class, passing over entries tuned for another kernel source (stale) or not legal here,
  * else the op's built-in default. Results are cached per device and (op, class).
- * Generic code: ops are reached through the tsr_op_* wrappers of ops/op.c, storage through
- * tuning_db.c; the op table is above this file (ops/registry.c). */
+ * Generic code: ops are reached through the tsr_op_* wrappers of op.c, storage through
+ * tuning_db.c; the op table is above this file (registry.c). */
 #include "internal.h"
 
 #include <cjson/cJSON.h>
@@ -138,11 +138,10 @@ static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool buil
 /* The classes whose entries serve `cls`, in order, each once: itself, its nearest class (GEMM:
  * batched -> small), and for a 16-bit class ("large-f16") its fp32 class and that one's nearest:
  * the same tile shapes suit it, since loads widen to fp32 before any arithmetic (its default rows
- * too: ops/op.c). `base_buf` holds the fp32 class's name. Returns how many. */
+ * too: op.c). `base_buf` holds the fp32 class's name. Returns how many. */
 static int class_chain(const tsr_op *op, const char *cls, char base_buf[32], const char *chain[4]) {
     const char *base = tsr_dtype_class_base(cls, base_buf, 32);
-    const char *candidates[4] = {cls, op->nearest_class ? op->nearest_class(cls) : NULL, base,
-                                 base && op->nearest_class ? op->nearest_class(base) : NULL};
+    const char *candidates[4] = {cls, tsr_op_nearest_class(op, cls), base, base ? tsr_op_nearest_class(op, base) : NULL};
     int n = 0;
     for (int c = 0; c < 4; ++c) {
         bool repeated = !candidates[c]; /* "small-f16": small as its nearest class and as its base */
@@ -160,13 +159,13 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
         if (dev->resolved[i].op == op && strcmp(dev->resolved[i].problem_class, cls) == 0) {
             *cfg = dev->resolved[i].config;
             if (info) *info = dev->resolved[i].info;
-            goto out;
+            goto done;
         }
     }
     pthread_once(&builtin_once, parse_builtin);
     load_user_db(dev);
     char hash[17];
-    if ((status = tsr_op_source_hash(op, hash)) != TSR_SUCCESS) goto out;
+    TSR_CHECK(status, tsr_op_source_hash_in(dev->kernel_dir, op, hash), done);
     tsr_config_info found;
     memset(&found, 0, sizeof found);
     tsr_strlcpy(found.op, op->name, sizeof found.op);
@@ -176,9 +175,8 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     char base_buf[32];
     const char *classes[4];
     int nclasses = class_chain(op, cls, base_buf, classes);
-    /* TSR_BUILTIN_TUNING=off: ignore the tuned entries shipped in the library. */
-    const char *builtin_env = getenv("TSR_BUILTIN_TUNING");
-    const cJSON *builtin = (builtin_env && strcmp(builtin_env, "off") == 0) ? NULL : builtin_db;
+    /* TSR_BUILTIN_TUNING=off (read at device open): ignore the tuned entries shipped in the library. */
+    const cJSON *builtin = dev->builtin_tuning ? builtin_db : NULL;
     bool done = false;
     for (int c = 0; c < nclasses && !done; ++c)
         done = try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
@@ -202,7 +200,7 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
         struct tsr_resolved *grown = realloc(dev->resolved, capacity * sizeof *grown);
         if (!grown) {
             status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory caching the configuration of %s/%s", op->name, cls);
-            goto out;
+            goto done;
         }
         dev->resolved = grown;
         dev->resolved_capacity = capacity;
@@ -213,7 +211,7 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     r->config = *cfg;
     r->info = found;
     if (info) *info = found;
-out:
+done:
     pthread_mutex_unlock(&dev->lock);
     return status;
 }
@@ -413,11 +411,12 @@ tsr_status tsr_config_set_override(tsr_device *dev, const tsr_op *op, const char
         char what[96];
         snprintf(what, sizeof what, "tsr_config_override(%s)", op->name);
         tsr_config config;
-        if ((st = override_config(dev, op, op->classes[0], NULL, text, what, &config)) != TSR_SUCCESS) return st;
+        TSR_CHECK(st, override_config(dev, op, op->classes[0], NULL, text, what, &config), done);
     }
     pthread_mutex_lock(&dev->lock);
     st = put_override(dev, var, text && *text ? text : NULL, true);
     pthread_mutex_unlock(&dev->lock);
+done:
     return st;
 }
 

@@ -327,7 +327,7 @@ static tsr_status finish_open(tsr_device *dev, cl_command_queue queue) {
         clRetainCommandQueue(queue);
     } else {
         dev->queue = clCreateCommandQueue(dev->context, dev->id, CL_QUEUE_PROFILING_ENABLE, &err);
-        TSR_CL_CHECK(err, fail);
+        TSR_CL_CHECK(status, err, fail);
     }
     make_fingerprint(dev);
     /* Recursive: a pipeline that holds a workspace (unfused attention's scores) calls ops
@@ -337,14 +337,22 @@ static tsr_status finish_open(tsr_device *dev, cl_command_queue queue) {
                      pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE) == 0 &&
                      pthread_mutex_init(&dev->lock, &attr) == 0;
     pthread_mutexattr_destroy(&attr);
+    if (locked_ok && pthread_mutex_init(&dev->program_lock, NULL) != 0) {
+        pthread_mutex_destroy(&dev->lock);
+        locked_ok = false;
+    }
     if (!locked_ok) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "cannot create a mutex");
         goto fail;
     }
-    /* The configuration overrides in the environment are read here, once per device. */
+    /* The configuration overrides in the environment are read here, once per device, and so is
+     * TSR_BUILTIN_TUNING (tsr_cache_init reads the cache's and the kernel sources' variables). */
+    const char *builtin = getenv("TSR_BUILTIN_TUNING");
+    dev->builtin_tuning = !(builtin && strcmp(builtin, "off") == 0);
     status = tsr_config_device_init(dev);
     if (status != TSR_SUCCESS) {
         tsr_config_device_release(dev);
+        pthread_mutex_destroy(&dev->program_lock);
         pthread_mutex_destroy(&dev->lock);
         goto fail;
     }
@@ -396,8 +404,8 @@ tsr_status tsr_device_open(const char *selector, tsr_device **device) {
     cl_int err = CL_SUCCESS;
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)dev->platform, 0};
     dev->context = clCreateContext(props, 1, &dev->id, NULL, NULL, &err);
-    TSR_CL_CHECK(err, fail);
-    TSR_CHECK(finish_open(dev, NULL), fail);
+    TSR_CL_CHECK(status, err, fail);
+    TSR_CHECK(status, finish_open(dev, NULL), fail);
     *device = dev;
     return TSR_SUCCESS;
 fail:
@@ -414,12 +422,12 @@ tsr_status tsr_device_wrap(cl_context context, cl_device_id device_id, cl_comman
     if (!device_id) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_device_wrap: device_id must not be NULL");
     tsr_status status = TSR_SUCCESS;
     cl_platform_id platform = NULL;
-    TSR_CL_CHECK(clGetDeviceInfo(device_id, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL), out);
+    TSR_CL_CHECK(status, clGetDeviceInfo(device_id, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL), done);
     if (queue) {
         cl_context qctx = NULL;
         cl_device_id qdev = NULL;
-        TSR_CL_CHECK(clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL), out);
-        TSR_CL_CHECK(clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qdev, &qdev, NULL), out);
+        TSR_CL_CHECK(status, clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof qctx, &qctx, NULL), done);
+        TSR_CL_CHECK(status, clGetCommandQueueInfo(queue, CL_QUEUE_DEVICE, sizeof qdev, &qdev, NULL), done);
         if (qctx != context || qdev != device_id)
             return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_device_wrap: queue belongs to another context or device");
     }
@@ -438,7 +446,7 @@ tsr_status tsr_device_wrap(cl_context context, cl_device_id device_id, cl_comman
         return status;
     }
     *device = dev;
-out:
+done:
     return status;
 }
 
@@ -448,6 +456,7 @@ void tsr_device_close(tsr_device *device) {
     tsr_workspace_release(device);
     tsr_config_device_release(device);
     tsr_cache_release(device);
+    pthread_mutex_destroy(&device->program_lock);
     pthread_mutex_destroy(&device->lock);
     free_device(device);
 }

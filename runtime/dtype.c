@@ -7,30 +7,25 @@
 #include <string.h>
 #include <strings.h>
 
-bool tsr_dtype_valid(tsr_dtype dtype) { return dtype == TSR_F32 || dtype == TSR_F16 || dtype == TSR_BF16; }
+/* Every storage type, by its enum value: its name, the suffix of its problem classes (fp32's
+ * classes keep their plain names), its size and unit roundoff. Problem classes, the ops' shape
+ * tokens and type sets are derived from this table (tsr_dtype_class_*, tsr_dtype_storage_set,
+ * tsr_dtype_combination): no op spells a storage type's class. */
+static const struct dtype_def {
+    const char *name, *class_suffix;
+    size_t size;
+    double unit_roundoff;
+} dtypes[TSR_DTYPE_COUNT] = {
+    [TSR_F32] = {"f32", "", 4, 0x1p-24},
+    [TSR_F16] = {"f16", "-f16", 2, 0x1p-11},
+    [TSR_BF16] = {"bf16", "-bf16", 2, 0x1p-8},
+};
 
-const char *tsr_dtype_str(tsr_dtype dtype) {
-    switch (dtype) {
-    case TSR_F32:
-        return "f32";
-    case TSR_F16:
-        return "f16";
-    case TSR_BF16:
-        return "bf16";
-    }
-    return "?";
-}
+bool tsr_dtype_valid(tsr_dtype dtype) { return (int)dtype >= 0 && (int)dtype < TSR_DTYPE_COUNT; }
 
-size_t tsr_dtype_size(tsr_dtype dtype) {
-    switch (dtype) {
-    case TSR_F32:
-        return 4;
-    case TSR_F16:
-    case TSR_BF16:
-        return 2;
-    }
-    return 0;
-}
+const char *tsr_dtype_str(tsr_dtype dtype) { return tsr_dtype_valid(dtype) ? dtypes[dtype].name : "?"; }
+
+size_t tsr_dtype_size(tsr_dtype dtype) { return tsr_dtype_valid(dtype) ? dtypes[dtype].size : 0; }
 
 /* A name of a data type (no error recorded: shape texts try tokens). */
 static bool dtype_lookup(const char *name, tsr_dtype *dtype) {
@@ -160,10 +155,9 @@ static void store_float(tsr_dtype type, void *dst, size_t i, float value) {
 
 tsr_status tsr_convert_host(tsr_dtype src_type, const void *src, tsr_dtype dst_type, void *dst, size_t n) {
     tsr_clear_diagnostics();
-    tsr_status st;
-    if ((st = tsr_dtype_check("tsr_convert_host: src_type", src_type)) != TSR_SUCCESS ||
-        (st = tsr_dtype_check("tsr_convert_host: dst_type", dst_type)) != TSR_SUCCESS)
-        return st;
+    tsr_status st = TSR_SUCCESS;
+    TSR_CHECK(st, tsr_dtype_check("tsr_convert_host: src_type", src_type), done);
+    TSR_CHECK(st, tsr_dtype_check("tsr_convert_host: dst_type", dst_type), done);
     if (n == 0) return TSR_SUCCESS;
     if (!src || !dst) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_convert_host: %s is NULL", src ? "dst" : "src");
     size_t src_bytes, dst_bytes;
@@ -179,18 +173,12 @@ tsr_status tsr_convert_host(tsr_dtype src_type, const void *src, tsr_dtype dst_t
     }
     for (size_t i = 0; i < n; ++i)
         store_float(dst_type, dst, i, load_as_float(src_type, src, i));
-    return TSR_SUCCESS;
+done:
+    return st;
 }
 
 double tsr_dtype_unit_roundoff(tsr_dtype dtype) {
-    switch (dtype) {
-    case TSR_F16:
-        return 0x1p-11;
-    case TSR_BF16:
-        return 0x1p-8;
-    default:
-        return 0x1p-24;
-    }
+    return dtypes[tsr_dtype_valid(dtype) ? dtype : TSR_F32].unit_roundoff;
 }
 
 double tsr_dtype_error_bound(tsr_dtype out, double reduction) {
@@ -231,25 +219,22 @@ const char *tsr_dtype_spec_format(tsr_dtype in, tsr_dtype out, char *buf, size_t
 }
 
 int tsr_dtype_class_group(const tsr_dtype *types, size_t n) {
-    bool f16 = false, bf16 = false;
-    for (size_t i = 0; i < n; ++i) {
-        f16 |= types[i] == TSR_F16;
-        bf16 |= types[i] == TSR_BF16;
-    }
-    return f16 ? 1 : bf16 ? 2 : 0;
+    int group = 0; /* the first 16-bit type of the table that any tensor has */
+    for (size_t i = 0; i < n; ++i)
+        if (types[i] != TSR_F32 && tsr_dtype_valid(types[i]) && (group == 0 || (int)types[i] < group))
+            group = (int)types[i];
+    return group;
 }
 
 const char *tsr_dtype_class_suffix(const tsr_dtype *types, size_t n) {
-    static const char *const suffixes[3] = {"", "-f16", "-bf16"};
-    return suffixes[tsr_dtype_class_group(types, n)];
+    return dtypes[tsr_dtype_class_group(types, n)].class_suffix;
 }
 
 const char *tsr_dtype_class_base(const char *problem_class, char *buf, size_t size) {
     size_t len = strlen(problem_class);
-    static const char *const suffixes[] = {"-f16", "-bf16"};
-    for (size_t i = 0; i < 2; ++i) {
-        size_t sl = strlen(suffixes[i]);
-        if (len > sl && strcmp(problem_class + len - sl, suffixes[i]) == 0 && len - sl < size) {
+    for (int t = 0; t < TSR_DTYPE_COUNT; ++t) {
+        size_t sl = strlen(dtypes[t].class_suffix);
+        if (sl && len > sl && strcmp(problem_class + len - sl, dtypes[t].class_suffix) == 0 && len - sl < size) {
             memcpy(buf, problem_class, len - sl);
             buf[len - sl] = '\0';
             return buf;
@@ -262,4 +247,59 @@ bool tsr_dtype_types_serve_class(const tsr_dtype *types, size_t n, const char *p
     char base[32];
     const char *suffix = tsr_dtype_class_base(problem_class, base, sizeof base) ? problem_class + strlen(base) : "";
     return strcmp(tsr_dtype_class_suffix(types, n), suffix) == 0;
+}
+
+void tsr_dtype_storage_set(int index, tsr_dtype *in, tsr_dtype *out) {
+    if (index <= 0 || index >= TSR_STORAGE_SETS) { /* fp32 throughout */
+        *in = *out = TSR_F32;
+    } else if (index < TSR_DTYPE_COUNT) { /* uniform 16-bit storage */
+        *in = *out = (tsr_dtype)index;
+    } else { /* 16-bit inputs, an fp32 output */
+        *in = (tsr_dtype)(index - TSR_DTYPE_COUNT + 1);
+        *out = TSR_F32;
+    }
+}
+
+/* Is `types` (n tensors) the storage set `index`? */
+static bool is_storage_set(int index, int n, const tsr_dtype *types) {
+    tsr_dtype in, out;
+    tsr_dtype_storage_set(index, &in, &out);
+    for (int i = 0; i < n - 1; ++i)
+        if (types[i] != in) return false;
+    return types[n - 1] == out;
+}
+
+/* The n types numbered `code` in lexicographic order (the first tensor's type varying slowest). */
+static void decode(int code, int n, tsr_dtype *types) {
+    for (int i = n - 1; i >= 0; --i, code /= TSR_DTYPE_COUNT) types[i] = (tsr_dtype)(code % TSR_DTYPE_COUNT);
+}
+
+void tsr_dtype_combination(int index, int n, tsr_dtype *types) {
+    if (index < TSR_STORAGE_SETS) {
+        tsr_dtype in, out;
+        tsr_dtype_storage_set(index, &in, &out);
+        for (int i = 0; i < n - 1; ++i) types[i] = in;
+        types[n - 1] = out;
+        return;
+    }
+    int total = 1;
+    for (int i = 0; i < n; ++i) total *= TSR_DTYPE_COUNT;
+    for (int code = 0, seen = TSR_STORAGE_SETS; code < total; ++code) {
+        decode(code, n, types);
+        bool listed = false;
+        for (int s = 0; s < TSR_STORAGE_SETS && !listed; ++s) listed = is_storage_set(s, n, types);
+        if (!listed && seen++ == index) return;
+    }
+    decode(0, n, types); /* past the end: fp32 */
+}
+
+int tsr_dtype_combination_index(int n, const tsr_dtype *types) {
+    int total = 1;
+    for (int i = 0; i < n; ++i) total *= TSR_DTYPE_COUNT;
+    tsr_dtype t[8];
+    for (int index = 0; index < total && n <= 8; ++index) {
+        tsr_dtype_combination(index, n, t);
+        if (memcmp(t, types, (size_t)n * sizeof *t) == 0) return index;
+    }
+    return 0;
 }

@@ -7,45 +7,38 @@
 #include <string.h>
 
 tsr_status tsr_op_tuning_setup(const tsr_op *op, tsr_device *dev, const char *cls, void **out) {
-    if (op->tuning_setup) return op->tuning_setup(dev, cls, out);
-    if (!op->fixture_setup || !op->class_shapes) return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s cannot be tuned", op->name);
-    int index = tsr_op_class_index(op, cls);
-    if (index < 0) return tsr_fail(TSR_ERR_INVALID_ARG, "no %s class '%s'", op->name, cls);
-    return op->fixture_setup(dev, op->class_shapes[index], tsr_random_fresh_seed(), out);
+    if (!op->fixture.setup || !op->class_shapes) return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s cannot be tuned", op->name);
+    const char *shape = tsr_op_class_shape(op, cls);
+    if (!shape) return tsr_fail(TSR_ERR_INVALID_ARG, "no %s class '%s'", op->name, cls);
+    return op->fixture.setup(dev, shape, tsr_random_fresh_seed(), out);
 }
 
 tsr_status tsr_op_tuning_run(const tsr_op *op, tsr_device *dev, void *ctx, const tsr_config *config, cl_event *first,
                              cl_event *last) {
-    if (op->tuning_run) return op->tuning_run(dev, ctx, config, first, last);
-    return op->fixture_run(dev, ctx, config, tsr_device_queue(dev), first, last);
+    return op->fixture.run(dev, ctx, config, tsr_device_queue(dev), first, last);
 }
 
 double tsr_op_tuning_tolerance(const tsr_op *op, const void *ctx, double tolerance) {
-    if (op->tuning_check || !op->fixture_tolerance) return tolerance;
-    double own = op->fixture_tolerance(ctx);
+    if (!op->fixture.tolerance) return tolerance;
+    double own = op->fixture.tolerance(ctx);
     return own > tolerance ? own : tolerance;
 }
 
 tsr_status tsr_op_tuning_check(const tsr_op *op, tsr_device *dev, void *ctx, double *rel_err) {
-    return op->tuning_check ? op->tuning_check(dev, ctx, rel_err) : op->fixture_check(dev, ctx, rel_err);
+    return op->fixture.check(dev, ctx, rel_err);
 }
 
 double tsr_op_tuning_work(const tsr_op *op, const void *ctx) {
-    if (op->tuning_flops) return op->tuning_flops(ctx);
     double flops = 0, bytes = 0;
-    op->fixture_work(ctx, &flops, &bytes);
+    op->fixture.work(ctx, &flops, &bytes);
     return op->rate_unit && strcmp(op->rate_unit, "GB/s") == 0 ? bytes : flops;
 }
 
 void tsr_op_tuning_describe(const tsr_op *op, const void *ctx, char *out, size_t size) {
-    if (op->tuning_describe) op->tuning_describe(ctx, out, size);
-    else op->fixture_describe(ctx, out, size);
+    op->fixture.describe(ctx, out, size);
 }
 
-void tsr_op_tuning_free(const tsr_op *op, void *ctx) {
-    if (op->tuning_free) op->tuning_free(ctx);
-    else op->fixture_free(ctx);
-}
+void tsr_op_tuning_free(const tsr_op *op, void *ctx) { op->fixture.free(ctx); }
 
 void tsr_fixture_single_event(cl_event done, cl_event *first, cl_event *last) {
     if (first) *first = done, clRetainEvent(done);
@@ -61,7 +54,7 @@ typedef struct demo_launch {
 
 static tsr_status launch_demo_run(void *vctx, cl_event *first, cl_event *last) {
     demo_launch *d = vctx;
-    return d->op->fixture_run(d->device, d->fixture, NULL, tsr_device_queue(d->device), first, last);
+    return d->op->fixture.run(d->device, d->fixture, NULL, tsr_device_queue(d->device), first, last);
 }
 
 tsr_status tsr_fixture_measure(tsr_device *dev, const tsr_op *op, void *fx, int runs, double *best_ms,
@@ -83,10 +76,71 @@ tsr_status tsr_fixture_measure(tsr_device *dev, const tsr_op *op, void *fx, int 
         tsr_device_timing(dev, NULL, &why);
         tsr_warn("the %s demo was timed with the host clock over batches of runs (%s)", op->name, why);
     }
-    return op->fixture_check(dev, fx, rel_err);
+    return op->fixture.check(dev, fx, rel_err);
 }
 
 tsr_status tsr_fixture_poison(tsr_device *dev, cl_mem mem, float *host, size_t count) {
     for (size_t i = 0; i < count; ++i) host[i] = NAN;
     return tsr_upload(dev, mem, host, count);
+}
+
+/* One shape of the demo: its best time, rate (in the op's unit), error and implementation. */
+typedef struct demo_result {
+    double ms, rate, err;
+    char impl[32];
+} demo_result;
+
+static tsr_status demo_shape(tsr_device *dev, const tsr_op *op, const char *shape, demo_result *r) {
+    void *fx = NULL;
+    tsr_status status = op->fixture.setup(dev, shape, tsr_random_fresh_seed(), &fx);
+    if (status != TSR_SUCCESS) return status;
+    double flops = 0, bytes = 0;
+    status = tsr_fixture_measure(dev, op, fx, op->demo.runs > 0 ? op->demo.runs : 1, &r->ms, &r->err);
+    if (status == TSR_SUCCESS) {
+        op->fixture.work(fx, &flops, &bytes);
+        double work = op->rate_unit && strcmp(op->rate_unit, "GB/s") == 0 ? bytes : flops;
+        r->rate = r->ms > 0 ? work / (r->ms * 1e6) : 0;
+        if (op->fixture.impl) { /* "tessera(im2col)" -> "im2col" */
+            char label[64];
+            op->fixture.impl(dev, fx, label, sizeof label);
+            const char *open = strchr(label, '('), *close = open ? strchr(open, ')') : NULL;
+            if (open && close) snprintf(r->impl, sizeof r->impl, "%.*s", (int)(close - open - 1), open + 1);
+        }
+    }
+    op->fixture.free(fx);
+    return status;
+}
+
+tsr_status tsr_op_demo(tsr_device *dev, const tsr_op *op, char *summary, size_t size) {
+    if (!op->fixture.setup || !op->demo.shapes[0])
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s has no demo", op->name);
+    demo_result r[2];
+    memset(r, 0, sizeof r);
+    const int nshapes = op->demo.shapes[1] ? 2 : 1;
+    double worst = 0;
+    for (int s = 0; s < nshapes; ++s) {
+        tsr_status status = demo_shape(dev, op, op->demo.shapes[s], &r[s]);
+        if (status != TSR_SUCCESS) return status;
+        worst = r[s].err > worst || isnan(r[s].err) ? r[s].err : worst;
+    }
+    const bool ok = worst <= op->tolerance;
+    const bool bandwidth = op->rate_unit && strcmp(op->rate_unit, "GB/s") == 0;
+    size_t used = (size_t)snprintf(summary, size, "%s", op->demo.title);
+    for (int s = 0; s < nshapes && used < size; ++s) {
+        const char *label = nshapes > 1 && op->demo.labels[s] ? op->demo.labels[s] : NULL;
+        int n;
+        if (bandwidth)
+            n = snprintf(summary + used, size - used, "%s%s%s%.3f ms (%.1f GB/s, %s %.1e)", s ? ", " : ": ",
+                         label ? label : "", label ? " " : "", r[s].ms, r[s].rate,
+                         op->demo.metric ? op->demo.metric : "relative error", r[s].err);
+        else
+            n = snprintf(summary + used, size - used, "%s%s%s%s%s: %.3f ms, %.1f GFLOP/s, %s %.2e", s ? ", " : "",
+                         label ? label : "", *r[s].impl ? " (" : "", r[s].impl, *r[s].impl ? ")" : "", r[s].ms,
+                         r[s].rate, op->demo.metric ? op->demo.metric : "relative error", r[s].err);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+    if (used < size) snprintf(summary + used, size - used, "%s", ok ? "" : "  (WRONG)");
+    if (!ok) return tsr_fail(TSR_ERR_OPENCL, "%s demo: error %.3e exceeds %.0e", op->name, worst, op->tolerance);
+    return TSR_SUCCESS;
 }

@@ -27,24 +27,43 @@ void tsr_clear_diagnostics(void);
 void tsr_clear_error(void);
 const char *tsr_cl_error_name(cl_int err);
 
-/* Check an OpenCL call; on failure record it, set `status` and jump to `label`. */
-#define TSR_CL_CHECK(call, label)                                                 \
-    do {                                                                          \
-        cl_int tsr_cl_err_ = (call);                                              \
-        if (tsr_cl_err_ != CL_SUCCESS) {                                          \
-            status = tsr_fail_cl(tsr_cl_err_, #call, __FILE__, __LINE__);         \
-            goto label;                                                           \
-        }                                                                         \
+/* The one error idiom in runtime/: a function keeps its status in a local it names, checks each
+ * step with TSR_CHECK / TSR_CL_CHECK and cleans up at one label (`done`; `unlock` where a lock is
+ * released before it), then returns the status:
+ *     tsr_status status = TSR_SUCCESS;
+ *     TSR_CHECK(status, step(...), done);
+ *     TSR_CL_CHECK(status, clSomething(...), done);
+ *   done:
+ *     cleanup...;
+ *     return status;
+ * A function's own refusals may `return tsr_fail(...)` directly. tests/check_idioms.py keeps the
+ * older forms out. */
+
+/* Check an OpenCL call; on failure record it in `status_var` and jump to `label`. */
+#define TSR_CL_CHECK(status_var, call, label)                                                                          \
+    do {                                                                                                               \
+        cl_int tsr_cl_err_ = (call);                                                                                   \
+        if (tsr_cl_err_ != CL_SUCCESS) {                                                                               \
+            (status_var) = tsr_fail_cl(tsr_cl_err_, #call, __FILE__, __LINE__);                                        \
+            goto label;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
-/* Check a tessera status; on failure keep it and jump to `label`. */
-#define TSR_CHECK(expr, label)                                                    \
-    do {                                                                          \
-        status = (expr);                                                          \
-        if (status != TSR_SUCCESS) goto label;                                    \
+/* Check a tessera status; on failure keep it in `status_var` and jump to `label`. */
+#define TSR_CHECK(status_var, expr, label)                                                                             \
+    do {                                                                                                               \
+        (status_var) = (expr);                                                                                         \
+        if ((status_var) != TSR_SUCCESS) goto label;                                                                   \
     } while (0)
 
 /* ---- storage types (dtype.c; the device side is cl/dtype.cl) ---- */
+
+/* The storage types are the enum's values 0 .. TSR_DTYPE_COUNT - 1 (TSR_F32 first; the others
+ * are the 16-bit types, in the order of their problem classes). */
+#define TSR_DTYPE_COUNT ((int)TSR_BF16 + 1)
+/* The storage sets ops build ahead of time: fp32 throughout, each 16-bit type throughout, and each
+ * 16-bit type for the inputs with an fp32 output (tsr_dtype_storage_set). */
+#define TSR_STORAGE_SETS (2 * TSR_DTYPE_COUNT - 1)
 
 bool tsr_dtype_valid(tsr_dtype dtype);
 /* TSR_ERR_INVALID_ARG naming `what` unless dtype is one of the enum's values. */
@@ -74,16 +93,24 @@ const char *tsr_dtype_spec_format(tsr_dtype in, tsr_dtype out, char *buf, size_t
 /* A problem class's dtype suffix: "-f16" when any of the types is f16, else "-bf16" when any is
  * bf16, else "" (fp32 classes keep their names, and their tuned entries). */
 const char *tsr_dtype_class_suffix(const tsr_dtype *types, size_t n);
-/* The same rule as an index (0 fp32, 1 f16, 2 bf16), for ops whose class tables run fp32 classes,
- * then their -f16 twins, then their -bf16 twins. */
+/* The same rule as the storage type whose classes these are (0: fp32): the first 16-bit type
+ * in enum order that any tensor has (tsr_op_class). */
 int tsr_dtype_class_group(const tsr_dtype *types, size_t n);
 /* Do programs for tensors of these types serve this class (their class suffix is the class's)? An
  * op's variant_serves_class, so build-binaries writes a class's programs in its own types only. */
 bool tsr_dtype_types_serve_class(const tsr_dtype *types, size_t n, const char *problem_class);
 /* The fp32 class a 16-bit class falls back to ("large-f16" -> "large" in buf), NULL if none. */
 const char *tsr_dtype_class_base(const char *problem_class, char *buf, size_t size);
+/* Storage set `index` (0 <= index < TSR_STORAGE_SETS) as the inputs' and the output's type: 0 fp32,
+ * then each 16-bit type throughout, then each 16-bit type with an fp32 output ("f16/f32"). */
+void tsr_dtype_storage_set(int index, tsr_dtype *in, tsr_dtype *out);
+/* Every combination of types for n tensors (n <= 8; the last one the output), numbered: the
+ * storage sets first (index < TSR_STORAGE_SETS, as tsr_dtype_storage_set), then the others in
+ * lexicographic order, TSR_DTYPE_COUNT^n in all; and the number of a combination. */
+void tsr_dtype_combination(int index, int n, tsr_dtype *types);
+int tsr_dtype_combination_index(int n, const tsr_dtype *types);
 
-/* ---- op configurations (values; parsed and formatted in ops/op.c) ---- */
+/* ---- op configurations (values; parsed and formatted in op.c) ---- */
 
 /* Whether the kernel sees a parameter: DEFINE parameters become -DNAME=value (tsr_config_defines);
  * HOST parameters only steer the host (launch geometry, which kernel or implementation), so
@@ -144,7 +171,11 @@ struct tsr_device {
     cl_command_queue queue;
     char fingerprint[6 * TSR_INFO_STR];
 
-    pthread_mutex_t lock;          /* recursive; guards the program cache, counters and workspaces */
+    pthread_mutex_t lock; /* recursive; guards the configuration state and workspaces */
+    /* The program cache's own lock: guards `programs`, the cache counters and cache_store_paused,
+     * and is never held while a program loads or compiles (nor with any other lock taken inside
+     * it), so launches never wait for another thread's compile (program.c, lookup_or_build). */
+    pthread_mutex_t program_lock;
     tsr_program_entry *programs;   /* in-memory program cache */
     bool persistent;               /* on-disk cache usable */
     int cache_store_paused;        /* > 0: new builds stay in memory only (the tuner's candidates) */
@@ -152,6 +183,11 @@ struct tsr_device {
     char cache_warning[TSR_PATH_MAX];
     bool offline;                  /* no online compiler: load ahead-of-time binaries */
     char binary_dir[TSR_PATH_MAX];
+    /* The environment, read once at device open (docs/usage.md, "Environment"): launches use
+     * these, never getenv. */
+    char kernel_dir[TSR_PATH_MAX]; /* TSR_KERNEL_DIR; "" (unset or empty): the embedded sources */
+    bool trust_binary_dir;         /* TSR_TRUST_BINARY_DIR set and not "0" */
+    bool builtin_tuning;           /* TSR_BUILTIN_TUNING is not "off": the shipped tuned entries count */
     uint64_t memory_hits, disk_hits, builds, binary_loads, disk_rejects;
 
     /* Scratch buffers ops reuse between calls (e.g. GEMM's packed panels): allocating
@@ -269,9 +305,15 @@ tsr_status tsr_program_write_binary(tsr_device *device, const char *source_name,
 
 /* $dir/name.cl with its `#include "OTHER.cl"` line expanded from the same directory. */
 tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, size_t *size);
-/* The source a program named `name` is built from: $TSR_KERNEL_DIR/name.cl (includes expanded;
- * any missing file is an error) when set, else the embedded copy. *owned is what to free. */
-tsr_status tsr_load_kernel_source(const char *name, char **owned, const char **text, size_t *length);
+/* The source a program named `name` is built from: kernel_dir/name.cl (includes expanded; any
+ * missing file is an error) when kernel_dir is set (a device's dev->kernel_dir, read at open),
+ * else the embedded copy. *owned is what to free. */
+tsr_status tsr_load_kernel_source(const char *kernel_dir, const char *name, char **owned, const char **text,
+                                  size_t *length);
+/* TSR_KERNEL_DIR as the environment holds it now ("" when unset), for callers without a device
+ * (hashing sources for the tuning database outside a device, tests); devices keep the value they
+ * read when they opened. */
+const char *tsr_env_kernel_dir(void);
 
 /* ---- files (fileio.c) ---- */
 
@@ -306,7 +348,7 @@ tsr_status tsr_make_dirs_mode(const char *path, unsigned mode);
  * `min_age_seconds` old (left by a killed writer). Returns how many were removed. */
 size_t tsr_remove_stale_temporaries(const char *dir, const char *file, double min_age_seconds);
 
-/* ---- ops: the descriptor (each ops/<op>.c), the table (ops/registry.c) ---- */
+/* ---- ops: the descriptor (each ops/<op>.c), the table (registry.c) ---- */
 
 /* A built-in configuration: the first row matching the device's type, its lanes and the problem
  * class is the op's default there. */
@@ -327,7 +369,70 @@ typedef struct tsr_implementation {
     const char *params;
     /* Optional: can it run this problem on this device? NULL: every problem. */
     bool (*accepts)(const tsr_device *device, const void *problem);
+    /* Optional: enqueue a validated problem of the op with a configuration that selects this
+     * implementation (tsr_op_launch); NULL where the op launches every implementation through
+     * one path of its own (GEMM's two kernels share the packing). */
+    tsr_status (*launch)(tsr_device *device, const void *problem, const tsr_config *config, cl_command_queue queue,
+                         cl_event *event);
 } tsr_implementation;
+
+/* One case of the report's standard suite, declared by its op. */
+typedef struct tsr_report_shape {
+    const char *id;              /* "gemm-square" */
+    const char *shape;           /* the fixture's shape text, also the report rows' "shape" */
+    const char *simulator_shape; /* smaller, for simulated devices */
+} tsr_report_shape;
+
+/* How an op's classes cover the storage types (see tsr_op_class_list). */
+typedef enum tsr_class_storage {
+    TSR_CLASSES_AS_LISTED = 0, /* the classes as listed, whatever the storage */
+    /* Each listed (fp32) class also once per 16-bit storage type, named "<class>-<type>" and tuned
+     * on "<shape> <type>" (inputs and output in that type)... */
+    TSR_CLASSES_PER_TYPE = 1,
+    /* ... or on "<shape> <type>/f32" (inputs in that type, an fp32 output). */
+    TSR_CLASSES_PER_INPUT_TYPE = 2
+} tsr_class_storage;
+
+/* The fixture: one problem of the op with fresh inputs, device buffers and a double-precision
+ * reference, shared by the tuner, the demo and the report. */
+typedef struct tsr_fixture_hooks {
+    /* A problem given by its shape text (the op's grammar, e.g. "1024x1024x1024"), inputs drawn
+     * from `seed`, the output poisoned with NaN so a run must write all of it. */
+    tsr_status (*setup)(tsr_device *device, const char *shape, uint64_t seed, void **fixture);
+    /* Enqueue one run on `queue`: with `config` (the tuner) or, NULL, the configuration a caller of
+     * the public API gets. first/last: NULL, or retained events that bracket the device work (the
+     * caller releases them; they may be the same event). */
+    tsr_status (*run)(tsr_device *device, void *fixture, const tsr_config *config, cl_command_queue queue,
+                      cl_event *first, cl_event *last);
+    /* Relative error of the last run's output against the reference (the op's metric); the output
+     * is poisoned again afterwards, so the next run cannot pass on this one's values. */
+    tsr_status (*check)(tsr_device *device, void *fixture, double *rel_err);
+    /* Work of one run: FLOPs and the bytes that must move (the roofline's intensity). */
+    void (*work)(const void *fixture, double *flops, double *bytes);
+    /* The tuner's description of the problem ("1024x1024x1024"). */
+    void (*describe)(const void *fixture, char *out, size_t size);
+    /* Optional: the report's implementation label ("tessera(im2col)"); NULL: "tessera". */
+    void (*impl)(tsr_device *device, const void *fixture, char *out, size_t size);
+    /* The device buffers in the order of the op's public call (a, b, c; x, w, bias, y ...; a NULL
+     * where the problem has none), so a peer library can run the same problem. Returns the count. */
+    int (*buffers)(const void *fixture, cl_mem *buffers, int max);
+    void (*free)(void *fixture);
+    /* Optional: the largest rel_err for this fixture's problem when it is not the op's `tolerance`
+     * (16-bit outputs: max(tolerance, tsr_dtype_error_bound(out, reduction))); NULL: tolerance. */
+    double (*tolerance)(const void *fixture);
+} tsr_fixture_hooks;
+
+/* The demo (tsr_run_demo): the fixture at one shape, or two side by side, timed as a caller of
+ * the public API gets it and checked. Its line: "<title>[ (<implementation>)]: <ms> ms, <rate>
+ * GFLOP/s, relative error <e>", or for ops rated in GB/s "<title>: [<label> ]<ms> ms (<rate> GB/s,
+ * <metric> <e>)" per shape. */
+typedef struct tsr_demo {
+    const char *title;     /* "sgemm 256x256x256" */
+    const char *shapes[2]; /* the fixture's shape texts; the second optional */
+    const char *labels[2]; /* with two shapes, what tells them apart ("tanh", "erf") */
+    int runs;              /* the best time of this many runs */
+    const char *metric;    /* optional: the check's name in the line; NULL: "relative error" */
+} tsr_demo;
 
 /* An op's descriptor. Every field is required unless it says "optional"; generic code reaches
  * the hooks through the tsr_op_* functions below, and test_ops checks the table's ops. */
@@ -339,10 +444,20 @@ typedef struct tsr_op {
     const char *const *more_sources;
     const tsr_param_def *params; /* declared with TSR_PARAM_DEF (order of formats, manifests, -D flags) */
     int nparams;               /* at most TSR_MAX_PARAMS */
-    /* Problem classes (tuning buckets, e.g. "large", "small-n", "batched"), NULL-terminated;
-     * the first is the generic one. */
+    /* Problem classes (tuning buckets, e.g. "large", "small-n", "batched") with fp32 storage,
+     * NULL-terminated; the first is the generic one. The op's full list (tsr_op_class_list) adds
+     * their storage-type twins as class_storage says; no op spells a 16-bit class itself. */
     const char *const *classes;
+    /* The shape each listed class is tuned on (the fixture's grammar), in the order of `classes`;
+     * NULL for an op without a fixture. */
+    const char *const *class_shapes;
+    tsr_class_storage class_storage;
+    /* The class of a validated problem: tsr_op_class of its base class's index and its storage. */
     const char *(*problem_class)(const void *problem);
+    /* Optional: the class to use when `problem_class` has no tuned entry (NULL hook, or NULL
+     * returned: go to the defaults). Called with listed classes only: a 16-bit class's chain is
+     * its own entry, then its listed class's (config.c). */
+    const char *(*nearest_class)(const char *problem_class);
     /* Optional: built-in configurations by device type and class (used when nothing is tuned);
      * NULL, or no row matching: the declared defaults. Static data: each row is parsed once and
      * kept by address (with its op). */
@@ -359,10 +474,9 @@ typedef struct tsr_op {
     void (*normalize)(tsr_config *config);
     /* Is this configuration legal on this device? (NULL problem: for any problem) */
     bool (*config_ok)(const tsr_device *device, const void *problem, const tsr_config *config);
-    /* Programs a launch may need beyond the configuration: their count (at least 1) and what
-     * tells them apart (e.g. "transposes"; optional: NULL when there is one). */
+    /* Programs a launch may need beyond the configuration: their count (at least 1; what tells
+     * them apart, e.g. GEMM's transposes times storage sets, is the op's build_options). */
     int program_variants;
-    const char *program_variant;
     /* Optional: can a launch of this problem class ask for this program variant? `tessera
      * build-binaries` writes only those (GELU's variants are forms times storage types, and a class
      * launches few of them). NULL: every variant serves every class. */
@@ -374,74 +488,22 @@ typedef struct tsr_op {
     /* Optional: the source a configuration's programs are built from, when it is not always
      * source_name (conv2d's CPU forms live in conv_cpu.cl); NULL hook: source_name. */
     const char *(*program_source)(const tsr_config *config);
-    /* Run a small self-checking example (the demo); prints nothing, fills a summary. */
-    tsr_status (*demo)(tsr_device *device, char *summary, size_t size);
-    /* Optional: the class to use when `problem_class` has no tuned entry (NULL hook, or NULL
-     * returned: go to the defaults). */
-    const char *(*nearest_class)(const char *problem_class);
-
-    /* Tuning hooks, optional: an op with a fixture leaves them NULL and the tuner runs the
-     * fixture at the class's shape (tsr_op_tuning_*); an op without one sets all six.
-     * Tuning: a representative problem of a class with fresh inputs and a reference. */
-    tsr_status (*tuning_setup)(tsr_device *device, const char *problem_class, void **ctx);
-    /* Enqueue one run with `config`; *first and *last bracket the device work (retained
-     * events, the caller releases them; they may be the same event). */
-    tsr_status (*tuning_run)(tsr_device *device, void *ctx, const tsr_config *config, cl_event *first,
-                             cl_event *last);
-    /* Relative error of the output of the last run against the reference. */
-    tsr_status (*tuning_check)(tsr_device *device, void *ctx, double *rel_err);
-    /* Work per run: FLOPs, or for memory-bound ops (rate_unit "GB/s") the bytes that must move. */
-    double (*tuning_flops)(const void *ctx);
-    void (*tuning_describe)(const void *ctx, char *out, size_t size);
-    void (*tuning_free)(void *ctx);
     /* Optional: the part of the space worth searching on this device ("NAME=v1,v2 ..");
      * NULL hook or NULL returned: all of it. */
     const char *(*tuning_space)(const tsr_device *device);
     /* Optional: unit of the tuner's rates; NULL means "GFLOP/s", memory-bound ops say "GB/s". */
     const char *rate_unit;
-
-    /* ---- the fixture: one problem of the op with fresh inputs, device buffers and a double-
-     * precision reference, shared by the tuning hooks, the demo and the report (optional: an op
-     * without one has no report cases; its tuning hooks are then its own). ---- */
-    /* A problem given by its shape text (the op's grammar, e.g. "1024x1024x1024"), inputs drawn
-     * from `seed`, the output poisoned with NaN so a run must write all of it. */
-    tsr_status (*fixture_setup)(tsr_device *device, const char *shape, uint64_t seed, void **fixture);
-    /* Enqueue one run on `queue`: with `config` (the tuner) or, NULL, the configuration a caller of
-     * the public API gets. first/last: NULL, or as tuning_run (retained events). */
-    tsr_status (*fixture_run)(tsr_device *device, void *fixture, const tsr_config *config, cl_command_queue queue,
-                              cl_event *first, cl_event *last);
-    /* Relative error of the last run's output against the reference (the op's metric); the output
-     * is poisoned again afterwards, so the next run cannot pass on this one's values. */
-    tsr_status (*fixture_check)(tsr_device *device, void *fixture, double *rel_err);
-    /* Work of one run: FLOPs and the bytes that must move (the roofline's intensity). */
-    void (*fixture_work)(const void *fixture, double *flops, double *bytes);
-    /* The tuner's description of the problem ("1024x1024x1024"). */
-    void (*fixture_describe)(const void *fixture, char *out, size_t size);
-    /* Optional: the report's implementation label ("tessera(im2col)"); NULL: "tessera". */
-    void (*fixture_impl)(tsr_device *device, const void *fixture, char *out, size_t size);
-    /* The device buffers in the order of the op's public call (a, b, c; x, w, bias, y ...; a NULL
-     * where the problem has none), so a peer library can run the same problem. Returns the count. */
-    int (*fixture_buffers)(const void *fixture, cl_mem *buffers, int max);
-    void (*fixture_free)(void *fixture);
-    /* Largest rel_err a correct result has (the demo's and the report's check). */
+    /* The fixture (optional as a whole: an op without one cannot be tuned and has no report
+     * cases or demo), the demo it runs and the report's cases of this op (ended by an entry with a
+     * NULL id). */
+    tsr_fixture_hooks fixture;
+    tsr_demo demo;
+    const tsr_report_shape *report_shapes;
+    /* Largest rel_err a correct result has (the demo's, the tuner's and the report's check). */
     double tolerance;
-    /* Optional: the largest rel_err for this fixture's problem when it is not `tolerance` (16-bit
-     * outputs: max(tolerance, tsr_dtype_error_bound(out, reduction))); NULL: tolerance. */
-    double (*fixture_tolerance)(const void *fixture);
-    /* The shape each class is tuned on, in the order of `classes`. */
-    const char *const *class_shapes;
-    /* The report's cases of this op, ended by an entry with a NULL id. */
-    const struct tsr_report_shape *report_shapes;
 } tsr_op;
 
-/* One case of the report's standard suite, declared by its op. */
-typedef struct tsr_report_shape {
-    const char *id;              /* "gemm-square" */
-    const char *shape;           /* the fixture's shape text, also the report rows' "shape" */
-    const char *simulator_shape; /* smaller, for simulated devices */
-} tsr_report_shape;
-
-extern const tsr_op *const tsr_ops[]; /* NULL-terminated (ops/registry.c) */
+extern const tsr_op *const tsr_ops[]; /* NULL-terminated (registry.c) */
 extern const tsr_op tsr_op_gemm;
 extern const tsr_op tsr_op_gelu;
 extern const tsr_op tsr_op_attention;
@@ -493,10 +555,10 @@ tsr_status tsr_gelu_copy(tsr_device *device, tsr_dtype x_type, cl_mem x, size_t 
 tsr_status tsr_gelu_shape_parse(const char *shape, size_t *n, int *mode, tsr_dtype *x_type, tsr_dtype *y_type);
 /* GELU in double (mode: TSR_GELU_TANH or TSR_GELU_ERF), with the kernel's limits at +-Inf. */
 double tsr_gelu_reference(int mode, double x);
-/* The op of the table with this name, NULL if none (ops/registry.c). */
+/* The op of the table with this name, NULL if none (registry.c). */
 const tsr_op *tsr_find_op(const char *name);
 
-/* ---- configuration text and hook wrappers (ops/op.c) ---- */
+/* ---- configuration text and hook wrappers (op.c) ---- */
 
 /* Parse "NAME=VALUE ..." over a base configuration; `what` labels messages. */
 tsr_status tsr_config_parse(const tsr_op *op, const char *text, const char *what, tsr_config *config);
@@ -515,7 +577,26 @@ tsr_status tsr_param_lookup(const tsr_op *op, const char *name, const char *what
  * "<what>: NAME=<text> is not in the parameter space". The one value reader of overrides, built-in
  * defaults and tuner spaces. */
 tsr_status tsr_param_value(const tsr_op *op, int param, const char *text, const char *what, int *value);
+/* The op's problem classes, NULL-terminated (tsr_op_classes): its listed classes, then per 16-bit
+ * storage type (class_storage TSR_CLASSES_PER_TYPE or _PER_INPUT_TYPE) the same with the type's
+ * class suffix ("large-f16"), in the order of the types; built once, never freed. */
+const char *const *tsr_op_class_list(const tsr_op *op);
+/* Index of a class in that list, or -1. */
 int tsr_op_class_index(const tsr_op *op, const char *problem_class);
+/* The class of a problem whose listed class is `listed` (an index into op->classes) and whose
+ * tensors have these storage types (the class of their tsr_dtype_class_group). */
+const char *tsr_op_class(const tsr_op *op, int listed, const tsr_dtype *types, size_t n);
+/* The shape a class of the list is tuned on: its listed class's shape, with the storage token
+ * of a 16-bit class (" f16", or " f16/f32" for TSR_CLASSES_PER_INPUT_TYPE); NULL when the op has
+ * no class shapes or no such class. */
+const char *tsr_op_class_shape(const tsr_op *op, const char *problem_class);
+/* The op's nearest_class for any class of its list: a 16-bit class's is its listed class's nearest
+ * in the same storage ("batched-f16" -> "small-f16"); NULL when there is none. */
+const char *tsr_op_nearest_class(const tsr_op *op, const char *problem_class);
+/* Enqueue a validated problem with the implementation the configuration selects (its launch
+ * hook); TSR_ERR_INVALID_ARG when it selects none or one without a launch hook. */
+tsr_status tsr_op_launch(const tsr_op *op, tsr_device *device, const void *problem, const tsr_config *config,
+                         cl_command_queue queue, cl_event *event);
 /* The op's built-in configuration for this device and class: the first matching row of its
  * defaults over the declared defaults. Generic code calls this, never reads the rows. */
 void tsr_op_default_config(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *config);
@@ -589,9 +670,9 @@ void tsr_attention_reference_row(const float *q_row, const float *k, const float
 
 /* ---- fixtures (fixture.c): the generic parts of the op fixtures ---- */
 
-/* What the tuner calls: the op's tuning hooks when it has them, else its fixture (the class's
- * shape from class_shapes with fresh inputs; runs on the device's queue). An op with neither
- * cannot be tuned: tsr_op_tuning_setup says so (TSR_ERR_UNSUPPORTED). */
+/* What the tuner calls: the op's fixture at the class's shape (tsr_op_class_shape) with fresh
+ * inputs, run on the device's queue. An op without a fixture cannot be tuned: tsr_op_tuning_setup
+ * says so (TSR_ERR_UNSUPPORTED). */
 tsr_status tsr_op_tuning_setup(const tsr_op *op, tsr_device *device, const char *problem_class, void **ctx);
 tsr_status tsr_op_tuning_run(const tsr_op *op, tsr_device *device, void *ctx, const tsr_config *config,
                              cl_event *first, cl_event *last);
@@ -602,7 +683,7 @@ tsr_status tsr_op_tuning_check(const tsr_op *op, tsr_device *device, void *ctx, 
 double tsr_op_tuning_work(const tsr_op *op, const void *ctx);
 void tsr_op_tuning_describe(const tsr_op *op, const void *ctx, char *out, size_t size);
 void tsr_op_tuning_free(const tsr_op *op, void *ctx);
-/* A fixture_run of one kernel: `done` (may be NULL) is both the first and the last event. */
+/* A fixture.run of one kernel: `done` (may be NULL) is both the first and the last event. */
 void tsr_fixture_single_event(cl_event done, cl_event *first, cl_event *last);
 /* The demo's measurement: `runs` runs as a caller of the public API gets them, the best time per
  * run by the device's timing method (tsr_timer_run: first to last event, or the host clock over a
@@ -610,6 +691,9 @@ void tsr_fixture_single_event(cl_event done, cl_event *first, cl_event *last);
  * the check. */
 tsr_status tsr_fixture_measure(tsr_device *device, const tsr_op *op, void *fixture, int runs, double *best_ms,
                                double *rel_err);
+/* The op's demo (tsr_run_demo): its demo shapes on the fixture, measured and checked; the line as
+ * tsr_demo says. TSR_ERR_OPENCL (the line ends "(WRONG)") when the error exceeds the tolerance. */
+tsr_status tsr_op_demo(tsr_device *device, const tsr_op *op, char *summary, size_t size);
 /* Fill `host` (count floats) with NaN and upload it to `mem`: an output a run must overwrite. */
 tsr_status tsr_fixture_poison(tsr_device *device, cl_mem mem, float *host, size_t count);
 
@@ -654,12 +738,16 @@ void tsr_config_device_release(tsr_device *device);
 
 /* ---- tuning database storage (tuning_db.c): knows device info, not ops nor open devices ---- */
 
-/* XXH3-64 of a kernel source as 16 hex digits (stale entries are detected with it). */
+/* XXH3-64 of a kernel source as 16 hex digits (stale entries are detected with it), the source
+ * read as tsr_load_kernel_source does: tsr_op_source_hash_in from kernel_dir (a device passes its
+ * dev->kernel_dir), the others from TSR_KERNEL_DIR as the environment holds it now (callers
+ * without a device). */
 tsr_status tsr_source_hash(const char *source_name, char out[17]);
 /* The hash tuned entries of `op` carry: tsr_source_hash of its source alone, or, with
  * more_sources, of all its sources' texts in order. */
 struct tsr_op;
 tsr_status tsr_op_source_hash(const struct tsr_op *op, char out[17]);
+tsr_status tsr_op_source_hash_in(const char *kernel_dir, const struct tsr_op *op, char out[17]);
 /* Every field a lookup relies on has the right type and range, the top level holds only format,
  * schema_version, devices and checksum, and the checksum is there and matches; false with the
  * reason in `why` otherwise. */

@@ -109,19 +109,19 @@ static tsr_status probe_build(tsr_device *dev, probe *p) {
     tsr_status status = TSR_SUCCESS;
     cl_int err;
     p->queue = dev->queue;
-    TSR_CHECK(probe_program(dev, probe_source, &p->program), out);
+    TSR_CHECK(status, probe_program(dev, probe_source, &p->program), done);
     p->spin = clCreateKernel(p->program, "tsr_timing_probe", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     p->empty = clCreateKernel(p->program, "tsr_timing_empty", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     p->out = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, sizeof(float), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     float m = 0.999f, c = 1e-3f;
-    TSR_CL_CHECK(clSetKernelArg(p->spin, 0, sizeof p->out, &p->out), out);
-    TSR_CL_CHECK(clSetKernelArg(p->spin, 1, sizeof m, &m), out);
-    TSR_CL_CHECK(clSetKernelArg(p->spin, 2, sizeof c, &c), out);
-    TSR_CL_CHECK(clSetKernelArg(p->empty, 0, sizeof p->out, &p->out), out);
-out:
+    TSR_CL_CHECK(status, clSetKernelArg(p->spin, 0, sizeof p->out, &p->out), done);
+    TSR_CL_CHECK(status, clSetKernelArg(p->spin, 1, sizeof m, &m), done);
+    TSR_CL_CHECK(status, clSetKernelArg(p->spin, 2, sizeof c, &c), done);
+    TSR_CL_CHECK(status, clSetKernelArg(p->empty, 0, sizeof p->out, &p->out), done);
+done:
     if (status != TSR_SUCCESS) tsr_error_append(" (building the timing probe on '%s')", dev->info.name);
     return status;
 }
@@ -167,7 +167,8 @@ static tsr_status probe_timestamps(tsr_device *dev, probe *p, bool *usable, char
     double host_s = 0;
     tsr_status st = probe_run(p, items, &host_s, NULL);
     for (int step = 0; st == TSR_SUCCESS && step < 16; ++step) {
-        if ((st = probe_run(p, items, &host_s, NULL)) != TSR_SUCCESS) break;
+        st = probe_run(p, items, &host_s, NULL);
+        if (st != TSR_SUCCESS) break;
         if (host_s >= PROBE_TARGET_S || items >= PROBE_MAX_ITEMS) break;
         double grow = host_s > 0 ? 1.25 * PROBE_TARGET_S / host_s : 16;
         grow = grow < 2 ? 2 : grow > 16 ? 16 : grow;
@@ -179,7 +180,7 @@ static tsr_status probe_timestamps(tsr_device *dev, probe *p, bool *usable, char
     tsr_event_clock clock = {0};
     for (int run = 0; run < PROBE_RUNS; ++run) {
         cl_event ev = NULL;
-        if ((st = probe_run(p, items, &host[run], &ev)) != TSR_SUCCESS) return st;
+        TSR_CHECK(st, probe_run(p, items, &host[run], &ev), done);
         double device_s = 0;
         char what[TSR_INFO_STR * 2 + 64];
         snprintf(what, sizeof what, "%s (%s)", platform, device);
@@ -207,7 +208,8 @@ static tsr_status probe_timestamps(tsr_device *dev, probe *p, bool *usable, char
                  "reported %.4g ms of device time, %.2g%% of it", platform, device, h * 1e3, ratio * h * 1e3,
                  100 * ratio);
     else *usable = true;
-    return TSR_SUCCESS;
+done:
+    return st;
 }
 
 tsr_status tsr_device_timing(tsr_device *dev, tsr_timing_method *method, const char **reason) {
@@ -219,21 +221,22 @@ tsr_status tsr_device_timing(tsr_device *dev, tsr_timing_method *method, const c
         bool force_device = env && strcmp(env, "device") == 0, force_host = env && strcmp(env, "host") == 0;
         if (env && *env && !force_device && !force_host && strcmp(env, "auto") != 0) {
             st = tsr_fail(TSR_ERR_INVALID_ARG, "TSR_TIMING='%.64s': expected device, host or auto", env);
-            goto out;
+            goto done;
         }
         probe p = {0};
         bool usable = force_device;
         char why[sizeof t->reason] = "";
-        if ((st = probe_build(dev, &p)) == TSR_SUCCESS) st = probe_empty_launch(&p, &t->empty_launch_s);
+        st = probe_build(dev, &p);
+        if (st == TSR_SUCCESS) st = probe_empty_launch(&p, &t->empty_launch_s);
         if (st == TSR_SUCCESS && !force_device && !force_host) st = probe_timestamps(dev, &p, &usable, why, sizeof why);
         probe_release(&p);
-        if (st != TSR_SUCCESS) goto out;
+        if (st != TSR_SUCCESS) goto done;
         if (force_host) snprintf(why, sizeof why, "TSR_TIMING=host");
         t->forced = force_device || force_host;
         t->method = usable ? TSR_TIMING_DEVICE : TSR_TIMING_HOST;
         tsr_strlcpy(t->reason, usable ? "" : why, sizeof t->reason);
     }
-out:
+done:
     if (method) *method = (tsr_timing_method)t->method;
     if (reason) *reason = t->reason;
     pthread_mutex_unlock(&dev->lock);
@@ -279,15 +282,15 @@ static tsr_status probe_loop_limit(tsr_device *dev, uint64_t *limit) {
     cl_mem out = NULL;
     cl_uint n = LOOP_PROBE_ITERATIONS, x = 0;
     size_t one = 1;
-    TSR_CHECK(probe_program(dev, loop_probe_source, &program), done);
+    TSR_CHECK(status, probe_program(dev, loop_probe_source, &program), done);
     kernel = clCreateKernel(program, "tsr_loop_probe", &err);
-    TSR_CL_CHECK(err, done);
+    TSR_CL_CHECK(status, err, done);
     out = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, sizeof x, NULL, &err);
-    TSR_CL_CHECK(err, done);
-    TSR_CL_CHECK(clSetKernelArg(kernel, 0, sizeof out, &out), done);
-    TSR_CL_CHECK(clSetKernelArg(kernel, 1, sizeof n, &n), done);
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(dev->queue, kernel, 1, NULL, &one, NULL, 0, NULL, NULL), done);
-    TSR_CL_CHECK(clEnqueueReadBuffer(dev->queue, out, CL_TRUE, 0, sizeof x, &x, 0, NULL, NULL), done);
+    TSR_CL_CHECK(status, err, done);
+    TSR_CL_CHECK(status, clSetKernelArg(kernel, 0, sizeof out, &out), done);
+    TSR_CL_CHECK(status, clSetKernelArg(kernel, 1, sizeof n, &n), done);
+    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(dev->queue, kernel, 1, NULL, &one, NULL, 0, NULL, NULL), done);
+    TSR_CL_CHECK(status, clEnqueueReadBuffer(dev->queue, out, CL_TRUE, 0, sizeof x, &x, 0, NULL, NULL), done);
     /* The number of steps that leaves x: all of them, or where the device stopped. */
     *limit = UINT64_MAX;
     cl_uint h = 1u;
@@ -370,7 +373,7 @@ tsr_status tsr_timer_run(tsr_timer *timer, tsr_device *dev, tsr_launch_fn launch
     double s = 0;
     if (method == TSR_TIMING_DEVICE) {
         cl_event first = NULL, last = NULL;
-        if ((st = launch(ctx, &first, &last)) != TSR_SUCCESS) return st;
+        TSR_CHECK(st, launch(ctx, &first, &last), done);
         st = tsr_event_seconds(first, last, what, &timer->clock, &s);
         if (first) clReleaseEvent(first);
         if (last) clReleaseEvent(last);
@@ -387,13 +390,14 @@ tsr_status tsr_timer_run(tsr_timer *timer, tsr_device *dev, tsr_launch_fn launch
         }
     }
     if (method == TSR_TIMING_HOST) {
-        if ((st = host_batch(timer, dev, launch, ctx, &s)) != TSR_SUCCESS) return st;
+        TSR_CHECK(st, host_batch(timer, dev, launch, ctx, &s), done);
         timer->host_runs++;
     }
     if (!(s > 0) || !isfinite(s)) /* the checks above make this unreachable; a zero is never a result */
         return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: the measured time %g s is not a positive number", what, s);
     *seconds = s;
-    return TSR_SUCCESS;
+done:
+    return st;
 }
 
 static int compare_doubles(const void *a, const void *b) {
@@ -440,7 +444,8 @@ tsr_status tsr_repeat(tsr_measure_fn fn, void *ctx, double budget_s, int min_run
     double start = tsr_now_s();
     while (*n < max_runs && (*n < min_runs || (tsr_now_s() - start < budget_s &&
                                                !(scratch && tsr_quantile_known(values, *n, 0.5, precision, scratch))))) {
-        if ((st = fn(ctx, &values[*n])) != TSR_SUCCESS) break;
+        st = fn(ctx, &values[*n]);
+        if (st != TSR_SUCCESS) break;
         ++*n;
     }
     free(scratch);

@@ -103,7 +103,8 @@ tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, 
         char *inc = NULL;
         size_t inc_length = 0;
         snprintf(path, sizeof path, "%s/%.*s", dir, (int)(quote - file), file);
-        if ((st = tsr_read_file(path, &inc, &inc_length)) != TSR_SUCCESS) {
+        st = tsr_read_file(path, &inc, &inc_length);
+        if (st != TSR_SUCCESS) {
             char why[512];
             tsr_strlcpy(why, tsr_last_error(), sizeof why);
             st = tsr_fail(st, "%s/%s.cl includes \"%.*s\", which is unusable: %s", dir, name, (int)(quote - file), file,
@@ -140,9 +141,13 @@ tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, 
  * who set TSR_KERNEL_DIR means to run those files: a missing directory, file or included file is
  * an error, never a silent fall back to the embedded source (the edited kernel would not be the
  * one measured). */
-tsr_status tsr_load_kernel_source(const char *name, char **owned, const char **text, size_t *length) {
-    *owned = NULL;
+const char *tsr_env_kernel_dir(void) {
     const char *dir = getenv("TSR_KERNEL_DIR");
+    return dir ? dir : "";
+}
+
+tsr_status tsr_load_kernel_source(const char *dir, const char *name, char **owned, const char **text, size_t *length) {
+    *owned = NULL;
     if (dir && *dir) {
         struct stat st;
         if (stat(dir, &st) != 0)
@@ -217,13 +222,8 @@ static bool dir_trusted(const char *path, const char *what, char *why, size_t si
 
 /* TSR_TRUST_BINARY_DIR=1: the user vouches for TSR_BINARY_DIR (e.g. a shared read-only install
  * written by someone else), and its directory and files are used whoever owns them. */
-static bool binary_dir_vouched(void) {
-    const char *t = getenv("TSR_TRUST_BINARY_DIR");
-    return t && *t && strcmp(t, "0") != 0;
-}
-
-static bool binary_dir_trusted(const char *dir, char *why, size_t size) {
-    return binary_dir_vouched() || dir_trusted(dir, "TSR_BINARY_DIR", why, size);
+static bool binary_dir_trusted(const tsr_device *dev, char *why, size_t size) {
+    return dev->trust_binary_dir || dir_trusted(dev->binary_dir, "TSR_BINARY_DIR", why, size);
 }
 
 /* ---- cache setup ---- */
@@ -285,8 +285,12 @@ void tsr_cache_init(tsr_device *dev) {
     dev->offline = !dev->info.compiler_available || (force && *force && strcmp(force, "0") != 0);
     const char *bdir = getenv("TSR_BINARY_DIR");
     tsr_strlcpy(dev->binary_dir, bdir ? bdir : "", sizeof dev->binary_dir);
+    const char *trust = getenv("TSR_TRUST_BINARY_DIR");
+    dev->trust_binary_dir = trust && *trust && strcmp(trust, "0") != 0;
+    /* Kernel sources: a developer's directory, read here once (launches use dev->kernel_dir). */
+    tsr_strlcpy(dev->kernel_dir, tsr_env_kernel_dir(), sizeof dev->kernel_dir);
     char why[512];
-    if (dev->offline && dev->binary_dir[0] && !binary_dir_trusted(dev->binary_dir, why, sizeof why))
+    if (dev->offline && dev->binary_dir[0] && !binary_dir_trusted(dev, why, sizeof why))
         tsr_warn("refusing ahead-of-time binaries: %s (set TSR_TRUST_BINARY_DIR=1 to use it anyway)", why);
 }
 
@@ -310,7 +314,7 @@ tsr_status tsr_cache_get_info(const tsr_device *dev, tsr_cache_info *info) {
     if (!dev || !info) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_cache_get_info: device and info must not be NULL");
     memset(info, 0, sizeof *info);
     tsr_device *d = (tsr_device *)dev; /* the lock is internal state */
-    pthread_mutex_lock(&d->lock);
+    pthread_mutex_lock(&d->program_lock);
     info->persistent = dev->persistent;
     tsr_strlcpy(info->dir, dev->persistent ? dev->cache_dir : "", sizeof info->dir);
     tsr_strlcpy(info->warning, dev->cache_warning, sizeof info->warning);
@@ -321,7 +325,7 @@ tsr_status tsr_cache_get_info(const tsr_device *dev, tsr_cache_info *info) {
     info->builds = dev->builds;
     info->binary_loads = dev->binary_loads;
     info->disk_rejects = dev->disk_rejects;
-    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_unlock(&d->program_lock);
     return TSR_SUCCESS;
 }
 
@@ -460,14 +464,14 @@ static tsr_status program_binary(cl_program program, unsigned char **binary, siz
     tsr_status status = TSR_SUCCESS;
     size_t size = 0;
     *binary = NULL;
-    TSR_CL_CHECK(clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL), out);
+    TSR_CL_CHECK(status, clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL), done);
     if (size == 0) return tsr_fail(TSR_ERR_UNSUPPORTED, "the driver returned an empty program binary");
     *binary = malloc(size);
     if (!*binary) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-    TSR_CL_CHECK(clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof *binary, binary, NULL), out);
+    TSR_CL_CHECK(status, clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof *binary, binary, NULL), done);
     *length = size;
     return TSR_SUCCESS;
-out:
+done:
     free(*binary);
     *binary = NULL;
     return status;
@@ -482,15 +486,15 @@ static tsr_status program_kernel_names(cl_program program, char **out) {
     char *raw = NULL, *sorted = NULL;
     char **names = NULL;
     *out = NULL;
-    TSR_CL_CHECK(clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &size), out);
+    TSR_CL_CHECK(status, clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, 0, NULL, &size), done);
     raw = calloc(size + 1, 1);
     sorted = calloc(size + 1, 1);
     names = calloc(size / 2 + 2, sizeof *names);
     if (!raw || !sorted || !names) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
+        goto done;
     }
-    TSR_CL_CHECK(clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, size, raw, NULL), out);
+    TSR_CL_CHECK(status, clGetProgramInfo(program, CL_PROGRAM_KERNEL_NAMES, size, raw, NULL), done);
     size_t n = 0;
     for (char *save = NULL, *t = strtok_r(raw, ";", &save); t; t = strtok_r(NULL, ";", &save)) names[n++] = t;
     qsort(names, n, sizeof *names, compare_strings);
@@ -500,7 +504,7 @@ static tsr_status program_kernel_names(cl_program program, char **out) {
     }
     *out = sorted;
     sorted = NULL;
-out:
+done:
     free(raw);
     free(sorted);
     free(names);
@@ -551,9 +555,9 @@ static tsr_status build_from_binary(tsr_device *dev, const unsigned char *bin, s
     char opts[2048];
     compiler_options(dev, options, opts, sizeof opts);
     cl_program p = clCreateProgramWithBinary(dev->context, 1, &dev->id, &length, &bin, &bin_status, &err);
-    TSR_CL_CHECK(err, fail);
-    TSR_CL_CHECK(bin_status, fail);
-    TSR_CL_CHECK(clBuildProgram(p, 1, &dev->id, opts, NULL, NULL), fail);
+    TSR_CL_CHECK(status, err, fail);
+    TSR_CL_CHECK(status, bin_status, fail);
+    TSR_CL_CHECK(status, clBuildProgram(p, 1, &dev->id, opts, NULL, NULL), fail);
     *out = p;
     return TSR_SUCCESS;
 fail:
@@ -568,7 +572,7 @@ static tsr_status build_from_source(tsr_device *dev, const char *label, const ch
     char opts[2048];
     compiler_options(dev, options, opts, sizeof opts);
     cl_program p = clCreateProgramWithSource(dev->context, 1, &text, &length, &err);
-    TSR_CL_CHECK(err, fail);
+    TSR_CL_CHECK(status, err, fail);
     err = clBuildProgram(p, 1, &dev->id, opts, NULL, NULL);
     if (err != CL_SUCCESS) {
         status = tsr_fail(TSR_ERR_BUILD,
@@ -640,7 +644,7 @@ static tsr_status load_from_dir(tsr_device *dev, const char *dir, const char *ke
             char why[512];
             tsr_strlcpy(why, tsr_last_error(), sizeof why);
             st = tsr_fail(TSR_ERR_CORRUPT, "%s: the driver rejected the binary: %s", path, why);
-        } else if ((st = check_kernels(p, names)) != TSR_SUCCESS) {
+        } else if (check_kernels(p, names) != TSR_SUCCESS) { /* st becomes the refusal below */
             char why[512];
             tsr_strlcpy(why, tsr_last_error(), sizeof why);
             st = tsr_fail(TSR_ERR_CORRUPT, "%s: the binary loads but %s", path, why);
@@ -715,7 +719,19 @@ tsr_status tsr_program_from_text(tsr_device *dev, const char *label, const char 
     return lookup_or_build(dev, label, text, length, options, false, false, program);
 }
 
-/* skip_cache: not from the disk cache (its entry for this key was just dropped). */
+/* The live entry for key_text, or NULL; call with dev->program_lock held. */
+static tsr_program_entry *find_entry(tsr_device *dev, const char *key_text) {
+    for (tsr_program_entry *e = dev->programs; e; e = e->next)
+        if (!e->retired && strcmp(e->key_text, key_text) == 0) return e;
+    return NULL;
+}
+
+/* skip_cache: not from the disk cache (its entry for this key was just dropped).
+ * The program cache has its own lock (dev->program_lock), held only to look up and insert
+ * entries, never while a binary is read or a program compiles, and the device lock is not taken
+ * at all: other threads' launches on the device never wait for a compile. Two threads that miss
+ * the same key at once both build it; the first to insert wins, the second releases its copy and
+ * returns the kept one (so every caller gets the one program the cache holds). */
 static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char *text, size_t length,
                                   const char *options, bool embedded, bool skip_cache, cl_program *program) {
     if (!dev || !label || !text || !program)
@@ -725,27 +741,29 @@ static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char
     char *key_text = make_key_text(dev, label, text, length, options);
     if (!key_text) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
 
-    /* One lock for the whole lookup-or-build: two threads never build the same program twice. */
-    pthread_mutex_lock(&dev->lock);
     tsr_status status = TSR_SUCCESS;
-    for (tsr_program_entry *e = dev->programs; e; e = e->next) {
-        if (!e->retired && strcmp(e->key_text, key_text) == 0) {
-            dev->memory_hits++;
-            *program = e->program;
-            goto done;
-        }
-    }
     cl_program p = NULL;
     char origin[TSR_PATH_MAX + 64];
     char *kernels = NULL;
     bool from_aot = false;
+    pthread_mutex_lock(&dev->program_lock);
+    tsr_program_entry *hit = find_entry(dev, key_text);
+    if (hit) {
+        dev->memory_hits++;
+        *program = hit->program;
+    }
+    const bool store = dev->persistent && dev->cache_store_paused == 0;
+    pthread_mutex_unlock(&dev->program_lock);
+    if (hit) goto done;
+    /* what this call did, counted under the lock when its result is inserted */
+    uint64_t disk_hit = 0, disk_reject = 0, binary_load = 0, build = 0;
     if (dev->persistent && !skip_cache) {
         status = load_from_dir(dev, dev->cache_dir, key_text, options, label, text, length, true, true, &p, origin,
                                &kernels);
         if (status == TSR_SUCCESS) {
-            dev->disk_hits++;
+            disk_hit = 1;
         } else if (status == TSR_ERR_CORRUPT) {
-            dev->disk_rejects++;
+            disk_reject = 1;
             tsr_warn("rejected binary cache entry, rebuilding: %s", tsr_last_error());
         } else if (status != TSR_ERR_NOT_FOUND) {
             tsr_warn("binary cache entry not used, building from source: %s", tsr_last_error());
@@ -758,13 +776,13 @@ static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char
                               "not set; write binaries with `tessera build-binaries --device SEL --out DIR` and point "
                               "TSR_BINARY_DIR at DIR (kernel source '%s', options '%s')",
                               dev->info.name, label, options);
-            goto done;
+            goto count;
         }
         char why[TSR_PATH_MAX + 128];
-        if (!binary_dir_trusted(dev->binary_dir, why, sizeof why))
+        if (!binary_dir_trusted(dev, why, sizeof why))
             status = tsr_fail(TSR_ERR_CORRUPT, "refusing it: %s; set TSR_TRUST_BINARY_DIR=1 to use it anyway", why);
         else
-            status = load_from_dir(dev, dev->binary_dir, key_text, options, label, text, length, !binary_dir_vouched(),
+            status = load_from_dir(dev, dev->binary_dir, key_text, options, label, text, length, !dev->trust_binary_dir,
                                    false, &p, origin, &kernels);
         if (status != TSR_SUCCESS) {
             char why[1024];
@@ -774,24 +792,35 @@ static tsr_status lookup_or_build(tsr_device *dev, const char *label, const char
                               "'%s' with options '%s' is in TSR_BINARY_DIR=%s (%s); write one with `tessera "
                               "build-binaries`",
                               dev->info.name, label, options, dev->binary_dir, why);
-            goto done;
+            goto count;
         }
-        dev->binary_loads++;
+        binary_load = 1;
         from_aot = true;
     }
     if (!p) {
-        status = build_from_source(dev, label, text, length, options, &p);
-        if (status != TSR_SUCCESS) goto done;
-        dev->builds++;
+        TSR_CHECK(status, build_from_source(dev, label, text, length, options, &p), count);
+        build = 1;
         /* On PoCL, fetching a binary to store compiles every kernel of the program again (for any
          * work-group size): most of a build's cost, wasted on a tuning candidate never used again. */
-        if (dev->persistent && dev->cache_store_paused == 0) store_in_cache(dev, key_text, p);
+        if (store) store_in_cache(dev, key_text, p);
     }
-    status = insert_entry(dev, key_text, embedded ? text : NULL, options, p, kernels ? origin : NULL, kernels, from_aot);
-    key_text = NULL;
-    if (status == TSR_SUCCESS) *program = p;
+count:
+    pthread_mutex_lock(&dev->program_lock);
+    dev->disk_hits += disk_hit, dev->disk_rejects += disk_reject, dev->binary_loads += binary_load,
+        dev->builds += build;
+    if (p && (hit = find_entry(dev, key_text)) != NULL) {
+        /* another thread built the same program meanwhile: keep its entry, drop this copy */
+        clReleaseProgram(p);
+        free(kernels);
+        *program = hit->program;
+    } else if (p) {
+        status =
+            insert_entry(dev, key_text, embedded ? text : NULL, options, p, kernels ? origin : NULL, kernels, from_aot);
+        key_text = NULL;
+        if (status == TSR_SUCCESS) *program = p;
+    }
+    pthread_mutex_unlock(&dev->program_lock);
 done:
-    pthread_mutex_unlock(&dev->lock);
     free(key_text);
     return status;
 }
@@ -800,21 +829,21 @@ tsr_status tsr_program_get(tsr_device *dev, const char *source_name, const char 
     char *owned = NULL;
     const char *text = NULL;
     size_t length = 0;
-    tsr_status st = tsr_load_kernel_source(source_name, &owned, &text, &length);
+    tsr_status st = tsr_load_kernel_source(dev->kernel_dir, source_name, &owned, &text, &length);
     if (st != TSR_SUCCESS) return st;
     if (!owned) {
         /* Embedded sources never change within a process: a launch that finds its program by
          * source and options skips hashing the source and building the key (the hot path). */
-        pthread_mutex_lock(&dev->lock);
+        pthread_mutex_lock(&dev->program_lock);
         for (tsr_program_entry *e = dev->programs; e; e = e->next) {
             if (!e->retired && e->embedded_text == text && strcmp(e->options, options) == 0) {
                 dev->memory_hits++;
                 *program = e->program;
-                pthread_mutex_unlock(&dev->lock);
+                pthread_mutex_unlock(&dev->program_lock);
                 return TSR_SUCCESS;
             }
         }
-        pthread_mutex_unlock(&dev->lock);
+        pthread_mutex_unlock(&dev->program_lock);
     }
     st = lookup_or_build(dev, source_name, text, length, options, owned == NULL, false, program);
     free(owned);
@@ -840,11 +869,11 @@ static bool has_kernel(const char *names, const char *name, size_t length) {
 static tsr_status drop_binary(tsr_device *dev, cl_program program, const char *source_name, const char *options,
                               const char *kernel, size_t kernel_length, cl_int err, bool *rebuild) {
     *rebuild = false;
-    pthread_mutex_lock(&dev->lock);
+    pthread_mutex_lock(&dev->program_lock);
     tsr_program_entry *e = dev->programs;
     while (e && (e->retired || e->program != program)) e = e->next;
     if (!e || !e->origin) { /* built from source, or already dropped by another thread: nothing to heal */
-        pthread_mutex_unlock(&dev->lock);
+        pthread_mutex_unlock(&dev->program_lock);
         *rebuild = e == NULL;
         return TSR_SUCCESS;
     }
@@ -866,7 +895,7 @@ static tsr_status drop_binary(tsr_device *dev, cl_program program, const char *s
                  e->origin, why, e->kernels);
         *rebuild = true;
     }
-    pthread_mutex_unlock(&dev->lock);
+    pthread_mutex_unlock(&dev->program_lock);
     return st;
 }
 
@@ -875,7 +904,7 @@ static tsr_status rebuild_program(tsr_device *dev, const char *source_name, cons
     char *owned = NULL;
     const char *text = NULL;
     size_t length = 0;
-    tsr_status st = tsr_load_kernel_source(source_name, &owned, &text, &length);
+    tsr_status st = tsr_load_kernel_source(dev->kernel_dir, source_name, &owned, &text, &length);
     if (st != TSR_SUCCESS) return st;
     st = lookup_or_build(dev, source_name, text, length, options, owned == NULL, true, program);
     free(owned);
@@ -887,7 +916,7 @@ tsr_status tsr_program_for(tsr_device *dev, const char *source_name, const char 
     tsr_status st = tsr_program_get(dev, source_name, options, program);
     /* at most: the cache's binary dropped, then an ahead-of-time one loaded and checked */
     for (int attempt = 0; st == TSR_SUCCESS && attempt < 3; ++attempt) {
-        pthread_mutex_lock(&dev->lock);
+        pthread_mutex_lock(&dev->program_lock);
         const tsr_program_entry *e = dev->programs;
         while (e && (e->retired || e->program != *program)) e = e->next;
         const char *missing = NULL;
@@ -898,7 +927,7 @@ tsr_status tsr_program_for(tsr_device *dev, const char *source_name, const char 
             if (n && !has_kernel(e->kernels, p, n)) missing = p, missing_length = n;
             p = end ? end + 1 : p + n;
         }
-        pthread_mutex_unlock(&dev->lock);
+        pthread_mutex_unlock(&dev->program_lock);
         if (!missing) return TSR_SUCCESS;
         bool rebuild = false;
         st = drop_binary(dev, *program, source_name, options, missing, missing_length, CL_SUCCESS, &rebuild);
@@ -918,7 +947,7 @@ tsr_status tsr_get_kernel(tsr_device *dev, const char *source_name, const char *
     char *owned = NULL;
     const char *text = NULL;
     size_t length = 0;
-    tsr_status status = tsr_load_kernel_source(source_name, &owned, &text, &length);
+    tsr_status status = tsr_load_kernel_source(dev->kernel_dir, source_name, &owned, &text, &length);
     if (status != TSR_SUCCESS) return status;
     char bad[128];
     bool named = !strchr(kernel_name, ';') && names_in_source(kernel_name, text, length, bad, sizeof bad);
@@ -934,7 +963,8 @@ tsr_status tsr_get_kernel(tsr_device *dev, const char *source_name, const char *
         bool rebuild = false;
         status = drop_binary(dev, program, source_name, options, kernel_name, strlen(kernel_name), err, &rebuild);
         if (status != TSR_SUCCESS) return status;
-        if (rebuild && (status = rebuild_program(dev, source_name, options, &program)) != TSR_SUCCESS) return status;
+        if (rebuild) status = rebuild_program(dev, source_name, options, &program);
+        if (status != TSR_SUCCESS) return status;
         if (rebuild) *kernel = clCreateKernel(program, kernel_name, &err);
     }
     if (err != CL_SUCCESS) {
@@ -955,24 +985,24 @@ tsr_status tsr_program_write_binary(tsr_device *dev, const char *source_name, co
     size_t bin_length = 0;
     char *key_text = NULL;
     char *names = NULL;
-    tsr_status st = tsr_load_kernel_source(source_name, &owned, &text, &length);
-    if (st != TSR_SUCCESS) goto out;
+    tsr_status st = tsr_load_kernel_source(dev->kernel_dir, source_name, &owned, &text, &length);
+    if (st != TSR_SUCCESS) goto done;
     st = tsr_program_from_text(dev, source_name, text, length, options, &program);
-    if (st != TSR_SUCCESS) goto out;
+    if (st != TSR_SUCCESS) goto done;
     st = program_binary(program, &bin, &bin_length);
-    if (st != TSR_SUCCESS) goto out;
+    if (st != TSR_SUCCESS) goto done;
     st = program_kernel_names(program, &names);
-    if (st != TSR_SUCCESS) goto out;
+    if (st != TSR_SUCCESS) goto done;
     key_text = make_key_text(dev, source_name, text, length, options);
     if (!key_text) {
         st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
+        goto done;
     }
     char name[64], path[TSR_PATH_MAX + 64];
     entry_file_name(key_text, name, sizeof name);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     st = write_entry(path, key_text, names, bin, bin_length);
-out:
+done:
     free(names);
     free(key_text);
     free(bin);

@@ -35,21 +35,29 @@ tsr_status tsr_tuning_db_path(char *path, size_t size) {
     return TSR_SUCCESS;
 }
 
-tsr_status tsr_source_hash(const char *source_name, char out[17]) {
+static tsr_status source_hash_in(const char *kernel_dir, const char *source_name, char out[17]) {
     /* The source that will actually be built: with TSR_KERNEL_DIR set, its file or an error (a
      * hash of the embedded copy would let entries tuned for it pass as current). */
     char *owned = NULL;
     const char *text = NULL;
     size_t length = 0;
-    tsr_status st = tsr_load_kernel_source(source_name, &owned, &text, &length);
+    tsr_status st = tsr_load_kernel_source(kernel_dir, source_name, &owned, &text, &length);
     if (st != TSR_SUCCESS) return st;
     snprintf(out, 17, "%016llx", (unsigned long long)XXH3_64bits(text, length));
     free(owned);
     return TSR_SUCCESS;
 }
 
+tsr_status tsr_source_hash(const char *source_name, char out[17]) {
+    return source_hash_in(tsr_env_kernel_dir(), source_name, out);
+}
+
 tsr_status tsr_op_source_hash(const tsr_op *op, char out[17]) {
-    if (!op->more_sources) return tsr_source_hash(op->source_name, out);
+    return tsr_op_source_hash_in(tsr_env_kernel_dir(), op, out);
+}
+
+tsr_status tsr_op_source_hash_in(const char *kernel_dir, const tsr_op *op, char out[17]) {
+    if (!op->more_sources) return source_hash_in(kernel_dir, op->source_name, out);
     XXH3_state_t *state = XXH3_createState();
     if (!state) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory hashing kernel sources");
     XXH3_64bits_reset(state);
@@ -58,7 +66,7 @@ tsr_status tsr_op_source_hash(const tsr_op *op, char out[17]) {
         char *owned = NULL;
         const char *text = NULL;
         size_t length = 0;
-        st = tsr_load_kernel_source(i < 0 ? op->source_name : op->more_sources[i], &owned, &text, &length);
+        st = tsr_load_kernel_source(kernel_dir, i < 0 ? op->source_name : op->more_sources[i], &owned, &text, &length);
         if (st == TSR_SUCCESS) { /* each text after its length, so no two lists of texts hash alike by accident */
             uint64_t n = length;
             XXH3_64bits_update(state, &n, sizeof n);
@@ -563,7 +571,8 @@ tsr_status tsr_db_check_writable(const char *path) {
     /* The nearest existing ancestor must be a directory we may create in (the rest is created;
      * never for a link's target). */
     parent_dir(file, dir, sizeof dir);
-    if (linked && (st = check_link_target_dir(path, file, dir)) != TSR_SUCCESS) return st;
+    if (linked) st = check_link_target_dir(path, file, dir);
+    if (st != TSR_SUCCESS) return st;
     for (;;) {
         if (stat(dir, &sb) == 0) {
             if (!S_ISDIR(sb.st_mode))
@@ -638,7 +647,7 @@ tsr_status tsr_db_update(const char *db_path, tsr_status (*update)(cJSON *root, 
         tsr_strlcpy(why, tsr_last_error(), sizeof why);
         if (move_aside(path, aside, sizeof aside) != TSR_SUCCESS) {
             st = tsr_fail(TSR_ERR_IO, "%s, and it could not be moved aside to %s: %s", why, aside, strerror(errno));
-            goto out;
+            goto done;
         }
         tsr_warn("%s; moved it to %s and started a new database", why, aside);
         st = TSR_ERR_NOT_FOUND;
@@ -648,13 +657,13 @@ tsr_status tsr_db_update(const char *db_path, tsr_status (*update)(cJSON *root, 
         root = tsr_db_new();
         st = root ? TSR_SUCCESS : tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     }
-    if (st != TSR_SUCCESS) goto out;
-    if ((st = update(root, ctx)) != TSR_SUCCESS) goto out;
+    if (st != TSR_SUCCESS) goto done;
+    TSR_CHECK(st, update(root, ctx), done);
     char *text = NULL;
-    if ((st = db_text(root, &text)) != TSR_SUCCESS) goto out;
+    TSR_CHECK(st, db_text(root, &text), done);
     st = tsr_write_file_atomic(path, text, strlen(text));
     free(text);
-out:
+done:
     cJSON_Delete(root);
     flock(lock, LOCK_UN);
     close(lock);
@@ -678,7 +687,8 @@ tsr_status tsr_tuning_db_import(const char *db_path, const char *file, size_t *m
     tsr_status st = db_path ? (tsr_strlcpy(path, db_path, sizeof path), TSR_SUCCESS) : tsr_tuning_db_path(path, sizeof path);
     if (st != TSR_SUCCESS) return st;
     cJSON *src = NULL;
-    if ((st = tsr_db_load(file, &src)) != TSR_SUCCESS) {
+    st = tsr_db_load(file, &src);
+    if (st != TSR_SUCCESS) {
         if (st == TSR_ERR_NOT_FOUND) tsr_error_append(" (import file)");
         return st;
     }
@@ -696,13 +706,14 @@ tsr_status tsr_tuning_db_export(const char *db_path, const char *file) {
     tsr_status st = db_path ? (tsr_strlcpy(path, db_path, sizeof path), TSR_SUCCESS) : tsr_tuning_db_path(path, sizeof path);
     if (st != TSR_SUCCESS) return st;
     cJSON *root = NULL;
-    if ((st = tsr_db_load(path, &root)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, tsr_db_load(path, &root), done);
     char *text = NULL;
     st = db_text(root, &text); /* an older file's export gets its checksum */
     cJSON_Delete(root);
     if (st != TSR_SUCCESS) return st;
     st = tsr_write_file_atomic(file, text, strlen(text));
     free(text);
+done:
     return st;
 }
 

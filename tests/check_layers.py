@@ -15,7 +15,7 @@ nm = sys.argv[2] if len(sys.argv) > 2 else 'nm'
 
 
 def source_name(member):
-    """'runtime_ops_op.c.o' -> 'runtime/ops/op.c' (meson flattens the path into the object's name)."""
+    """'runtime_tuner_space.c.o' -> 'runtime/tuner/space.c' (meson flattens the path into the object's name)."""
     name = member[:-2] if member.endswith('.o') else member
     for prefix, path in (('runtime_ops_', 'runtime/ops/'), ('runtime_tuner_', 'runtime/tuner/'),
                          ('runtime_group_', 'runtime/group/'), ('runtime_', 'runtime/')):

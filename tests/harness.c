@@ -177,14 +177,20 @@ bool th_rusticl_mode(void) {
 
 bool th_small_mode(void) { return th_oclgrind_mode() || th_rusticl_mode(); }
 
-bool th_long_mode(void) {
+static bool long_requested(void) {
     const char *m = getenv("TSR_TEST_LONG");
-    return m && strcmp(m, "1") == 0 && !th_small_mode();
+    return m && strcmp(m, "1") == 0;
 }
+
+bool th_long_mode(void) { return long_requested() && !th_small_mode(); }
+
+bool th_small_thinned(void) { return th_small_mode() && !long_requested(); }
 
 int th_run_group(const char *name, const struct CMUnitTest *tests, size_t count, CMFixtureFunction setup,
                  CMFixtureFunction teardown) {
     th_seed();
+    /* line by line, so a test killed by its timeout leaves the cases it finished in the log */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     cmocka_set_message_output(CM_OUTPUT_TAP);
     if (getenv("TSR_TEST_FILTER")) cmocka_set_test_filter(getenv("TSR_TEST_FILTER"));
     const char *shard = getenv("TSR_TEST_SHARD");

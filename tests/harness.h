@@ -90,6 +90,9 @@ int th_run_group(const char *name, const struct CMUnitTest *tests, size_t count,
 /* True with $TSR_TEST_LONG=1: the long tier (every configuration, transposition and type set of
  * the sweeps, larger random counts). The default tier keeps every case class, with fewer draws. */
 bool th_long_mode(void);
+/* True under Oclgrind or rusticl without $TSR_TEST_LONG=1: their sweeps take a covering subset of
+ * the small set (every case kind, fewer draws); TSR_TEST_LONG=1 runs the whole small set. */
+bool th_small_thinned(void);
 
 #define TH_ASSERT_OK(expr)                                                                            \
     do {                                                                                              \

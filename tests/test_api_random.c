@@ -1193,7 +1193,7 @@ static void layernorm_iteration(rng *r) {
     d.residual_stride = rchance(r, 2) ? 0 : cols + rpick(r, 9);
     d.y_stride = rchance(r, 2) ? 0 : cols + rpick(r, 9);
     if (!residual && rchance(r, 2)) { /* not read without a residual, so not checked either */
-        d.residual_type = (tsr_dtype)(3 + rpick(r, 5));
+        d.residual_type = (tsr_dtype)(TSR_DTYPE_COUNT + rpick(r, 5));
         d.residual_stride = rpick(r, cols);
         d.residual_offset = SIZE_MAX - rpick(r, 9);
     }

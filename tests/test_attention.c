@@ -19,6 +19,11 @@
 static bool small_mode(void) { return th_small_mode(); }
 /* The default tier gives the sweeps fewer draws (every kind still runs); TSR_TEST_LONG=1 runs all. */
 static bool default_tier(void) { return !th_small_mode() && !th_long_mode(); }
+/* Under Oclgrind (each tiny call costs seconds in its checkers) the small set's sweeps also take
+ * alternate draws, every kind still runs; TSR_TEST_LONG=1 runs the whole small set there too. */
+static bool grind_thin(void) { return th_oclgrind_mode() && th_small_thinned(); }
+/* Alternate draws: the default tier, and the thinned Oclgrind set. */
+static bool thin(void) { return default_tier() || grind_thin(); }
 
 typedef struct att_case {
     size_t B, H, Lq, Lk, D;
@@ -155,7 +160,7 @@ static void blocked_lengths_and_dims(void **state) {
         for (size_t li = 0; li < nlens; ++li)
             for (int causal = 0; causal < 2; ++causal) {
                 /* default tier: each head size with every length, masked and not, on alternate draws */
-                if (default_tier() && (di + li + (size_t)causal) % 2) continue;
+                if (thin() && (di + li + (size_t)causal) % 2) continue;
                 att_case c = {.B = 1, .H = 2, .Lq = lens[li][0], .Lk = lens[li][1], .D = dims[di], .causal = causal,
                               .lse = causal};
                 expect_accurate(&c, false);
@@ -247,6 +252,7 @@ static void blocked_padding_strides_lse(void **state) {
     const int lens[3] = {37, 5, 0};
     for (int causal = 0; causal < 2; ++causal)
         for (int blh = 0; blh < 2; ++blh) {
+            if (grind_thin() && causal != blh) continue; /* each mask and each layout */
             att_case c = {.B = 3, .H = 3, .Lq = 23, .Lk = 37, .D = 24, .causal = causal, .blh = blh,
                           .kv_lengths = lens, .off = 5, .lse = true};
             expect_accurate(&c, false);
@@ -647,10 +653,11 @@ static void unit_length_row_strides(void **state) {
             size_t *unit[2] = {which == 0 ? d->q_strides : d->k_strides, which == 0 ? d->o_strides : d->v_strides};
             for (int t = 0; t < 2; ++t) /* [B, H, 1, D] with that row stride */
                 unit[t][0] = 3 * 16, unit[t][1] = 16, unit[t][2] = stride;
-            run_both(&c, NULL, 1);
+            /* thinned Oclgrind set: each stride with one kernel per side, both kernels on each side */
+            if (!grind_thin() || (which + rs) % 2 == 0) run_both(&c, NULL, 1);
             d->head_dim = 20; /* the generic kernel too */
             for (int t = 0; t < 2; ++t) unit[t][0] = 3 * 20, unit[t][1] = 20;
-            run_both(&c, NULL, 1);
+            if (!grind_thin() || (which + rs) % 2 == 1) run_both(&c, NULL, 1);
         }
 }
 
@@ -661,6 +668,7 @@ static void masked_rows_poisoned(void **state) {
     static const size_t dims[] = {16, 20};
     for (int di = 0; di < 2; ++di)
         for (int causal = 0; causal < 2; ++causal) {
+            if (grind_thin() && di != causal) continue; /* each kernel, each mask */
             dcase c = {.has_kv = true, .poison = true, .kv = {5, 33, 1}};
             c.d = (tsr_attention_desc){.batch = 3, .heads = 2, .q_len = 7, .kv_len = 33, .head_dim = dims[di],
                                        .causal = causal, .lse_offset = 1};
@@ -686,7 +694,7 @@ static void blocked_micro_kernel(void **state) {
         if (!th_try_override(dev, "attention", configs[ci])) continue;
         for (size_t li = 0; li < nlens; ++li)
             for (int causal = 0; causal < 2; ++causal) {
-                if (default_tier() && (ci + li + (size_t)causal) % 2) continue; /* every length, alternate draws */
+                if (thin() && (ci + li + (size_t)causal) % 2) continue; /* every length, alternate draws */
                 size_t D = dims[(ci + li) % (sizeof dims / sizeof dims[0])];
                 att_case c = {.B = 1, .H = 2, .Lq = lens[li][0], .Lk = lens[li][1], .D = D, .causal = causal,
                               .lse = (li + causal) % 2 == 0};
@@ -708,6 +716,7 @@ static void empty_sequence(void **state) {
     (void)state;
     for (int poison = 0; poison < 2; ++poison)
         for (int causal = 0; causal < 2; ++causal) {
+            if (grind_thin() && poison != causal) continue; /* poisoned and clean, masked and not */
             dcase c = {.has_kv = true, .poison = poison, .kv = {0, 12, 0}};
             c.d = (tsr_attention_desc){.batch = 3, .heads = 2, .q_len = 4, .kv_len = 12, .head_dim = 32,
                                        .causal = causal, .lse_offset = 1};
@@ -750,6 +759,9 @@ static void nan_scores(void **state) {
             for (int where = 0; where < 2; ++where) /* 0: q[0, 1, 2, 3]; 1: k[0, 1, 4, 3] */
                 for (int unfused = 0; unfused < 2; ++unfused)
                     for (int causal = 0; causal < 2; ++causal) {
+                        /* thinned Oclgrind set: the even-parity half, in which every pair of the four
+                         * factors (kernel, where, entry point, mask) meets in all four combinations */
+                        if (grind_thin() && (di + where + unfused + causal) % 2) continue;
                         size_t D = dims[di];
                         th_fill_uniform(q, 2 * 5 * D, -1, 1);
                         th_fill_uniform(k, 2 * 7 * D, -1, 1);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,6 +286,109 @@ static void concurrent_writers(void **state) {
     tsr_device_close(dev);
 }
 
+static tsr_status small_gemm(tsr_device *dev);
+
+/* Threads on one device: the program cache has its own lock, so a compile never holds the
+ * device lock (other threads' launches do not wait for it), and two threads that ask for the same
+ * new program at once both get the one program the cache keeps. */
+typedef struct {
+    tsr_device *dev;
+    const char *options;
+    cl_program program;
+    tsr_status status;
+    pthread_barrier_t *start;
+    volatile int finished; /* written by the thread, polled by the test */
+} build_thread;
+
+static void *build_in_thread(void *arg) {
+    build_thread *b = arg;
+    if (b->start) pthread_barrier_wait(b->start);
+    b->status = tsr_program_from_text(b->dev, "fill-test", fill_source, strlen(fill_source), b->options, &b->program);
+    __atomic_store_n(&b->finished, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void two_threads_build_one_program(void **state) {
+    (void)state;
+    tsr_device *dev = th_open_device();
+    for (int round = 0; round < 3; ++round) {
+        char options[64];
+        salt_options(fresh_salt(), options, sizeof options);
+        tsr_cache_info before, after;
+        TH_ASSERT_OK(tsr_cache_get_info(dev, &before));
+        pthread_barrier_t start;
+        assert_int_equal(pthread_barrier_init(&start, NULL, 2), 0);
+        build_thread b[2] = {{.dev = dev, .options = options, .start = &start},
+                             {.dev = dev, .options = options, .start = &start}};
+        pthread_t threads[2];
+        for (int i = 0; i < 2; ++i)
+            assert_int_equal(pthread_create(&threads[i], NULL, build_in_thread, &b[i]), 0);
+        for (int i = 0; i < 2; ++i)
+            assert_int_equal(pthread_join(threads[i], NULL), 0);
+        pthread_barrier_destroy(&start);
+        for (int i = 0; i < 2; ++i)
+            TH_ASSERT_OK(b[i].status);
+        assert_non_null(b[0].program);
+        assert_ptr_equal(b[0].program, b[1].program); /* one result kept, the other copy released */
+        TH_ASSERT_OK(tsr_cache_get_info(dev, &after));
+        uint64_t made = (after.builds - before.builds) + (after.disk_hits - before.disk_hits);
+        if (made < 1 || made > 2)
+            fail_msg("round %d: %llu builds or disk hits for one program (1 or 2)", round, (unsigned long long)made);
+        /* and the cache answers from memory now: the same program, nothing built */
+        cl_program again = NULL;
+        TH_ASSERT_OK(tsr_program_from_text(dev, "fill-test", fill_source, strlen(fill_source), options, &again));
+        assert_ptr_equal(again, b[0].program);
+        tsr_cache_info last;
+        TH_ASSERT_OK(tsr_cache_get_info(dev, &last));
+        assert_true(last.builds == after.builds && last.disk_hits == after.disk_hits);
+        assert_true(last.memory_hits == after.memory_hits + 1);
+    }
+    tsr_device_close(dev);
+}
+
+static void compile_does_not_hold_the_device_lock(void **state) {
+    (void)state;
+    tsr_device *dev = th_open_device();
+    char options[64];
+    salt_options(fresh_salt(), options, sizeof options);
+    /* The device lock held here, as a launch holds it for its workspace: a compile in another
+     * thread must finish anyway (it waited for the lock, and so stalled every launch, before). */
+    pthread_mutex_lock(&dev->lock);
+    build_thread b = {.dev = dev, .options = options};
+    pthread_t thread;
+    assert_int_equal(pthread_create(&thread, NULL, build_in_thread, &b), 0);
+    bool finished = false;
+    for (int ms = 0; ms < 120000 && !finished; ms += 10) {
+        finished = __atomic_load_n(&b.finished, __ATOMIC_ACQUIRE) != 0;
+        if (!finished) usleep(10000);
+    }
+    pthread_mutex_unlock(&dev->lock);
+    assert_int_equal(pthread_join(thread, NULL), 0);
+    if (!finished) fail_msg("a program build waited 120 s for the device lock");
+    TH_ASSERT_OK(b.status);
+    assert_non_null(b.program);
+    tsr_device_close(dev);
+}
+
+/* TSR_KERNEL_DIR is read when the device opens: changing it later does not change what the
+ * device's launches build from (a new device sees the new value). */
+static void kernel_dir_is_read_at_open(void **state) {
+    (void)state;
+    char dir[600], missing[700];
+    th_tempdir(dir, sizeof dir);
+    snprintf(missing, sizeof missing, "%s/no-such-dir", dir);
+    tsr_device *before = th_open_device(); /* TSR_KERNEL_DIR unset: the embedded sources */
+    setenv("TSR_KERNEL_DIR", missing, 1);
+    TH_ASSERT_OK(small_gemm(before));
+    tsr_device *after = th_open_device();
+    TH_ASSERT_STATUS(small_gemm(after), TSR_ERR_NOT_FOUND);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "no-such-dir");
+    tsr_device_close(after);
+    unsetenv("TSR_KERNEL_DIR");
+    tsr_device_close(before);
+    th_remove_tree(dir);
+}
+
 static void build_errors_carry_the_log(void **state) {
     (void)state;
     tsr_device *dev = th_open_device();
@@ -365,7 +469,7 @@ static void op_hash_covers_every_source(void **state) {
     for (int i = 0; i < 2; ++i) { /* the embedded texts (includes already in place) as files */
         char *owned = NULL;
         const char *text = NULL;
-        TH_ASSERT_OK(tsr_load_kernel_source(names[i], &owned, &text, &lengths[i]));
+        TH_ASSERT_OK(tsr_load_kernel_source("", names[i], &owned, &text, &lengths[i]));
         texts[i] = malloc(lengths[i] + 32);
         memcpy(texts[i], text, lengths[i]);
         free(owned);
@@ -1141,6 +1245,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(unwritable_directories, setup, teardown),
         cmocka_unit_test_setup_teardown(disabled_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_writers, setup, teardown),
+        cmocka_unit_test_setup_teardown(two_threads_build_one_program, setup, teardown),
+        cmocka_unit_test_setup_teardown(compile_does_not_hold_the_device_lock, setup, teardown),
+        cmocka_unit_test_setup_teardown(kernel_dir_is_read_at_open, setup, teardown),
         cmocka_unit_test_setup_teardown(build_errors_carry_the_log, setup, teardown),
         cmocka_unit_test_setup_teardown(kernel_dir_override, setup, teardown),
         cmocka_unit_test_setup_teardown(kernel_dir_missing_files_are_errors, setup, teardown),

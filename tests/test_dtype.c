@@ -102,6 +102,28 @@ static void shape_tokens_and_classes(void **state) {
     assert_string_equal(tsr_dtype_class_base("large-erf-bf16", buf, sizeof buf), "large-erf");
     assert_null(tsr_dtype_class_base("large", buf, sizeof buf));
     assert_null(tsr_dtype_class_base("-f16", buf, sizeof buf));
+    /* the storage sets ops build ahead of time: fp32, each 16-bit type throughout, then with an fp32
+     * output; and every combination of three tensors' types numbered once, those sets first */
+    tsr_dtype_storage_set(0, &in, &out);
+    assert_true(in == TSR_F32 && out == TSR_F32);
+    tsr_dtype_storage_set(TSR_BF16, &in, &out);
+    assert_true(in == TSR_BF16 && out == TSR_BF16);
+    tsr_dtype_storage_set(TSR_DTYPE_COUNT, &in, &out);
+    assert_true(in == TSR_F16 && out == TSR_F32);
+    const int total = TSR_DTYPE_COUNT * TSR_DTYPE_COUNT * TSR_DTYPE_COUNT;
+    bool seen[TSR_DTYPE_COUNT * TSR_DTYPE_COUNT * TSR_DTYPE_COUNT] = {false};
+    for (int index = 0; index < total; ++index) {
+        tsr_dtype t[3];
+        tsr_dtype_combination(index, 3, t);
+        int code = ((int)t[0] * TSR_DTYPE_COUNT + (int)t[1]) * TSR_DTYPE_COUNT + (int)t[2];
+        assert_false(seen[code]);
+        seen[code] = true;
+        assert_int_equal(tsr_dtype_combination_index(3, t), index);
+        if (index < TSR_STORAGE_SETS) {
+            tsr_dtype_storage_set(index, &in, &out);
+            assert_true(t[0] == in && t[1] == in && t[2] == out);
+        }
+    }
 }
 
 /* Every f16 value widens exactly and narrows back to itself (NaNs to a quiet NaN of the same sign). */
@@ -197,7 +219,7 @@ static void convert_host_checks_and_converts(void **state) {
     assert_int_equal(tsr_convert_host(TSR_F32, in, TSR_F16, h, 0), TSR_SUCCESS);
     assert_int_equal(tsr_convert_host(TSR_F32, NULL, TSR_F16, h, 1), TSR_ERR_INVALID_ARG);
     assert_int_equal(tsr_convert_host(TSR_F32, in, TSR_F16, NULL, 1), TSR_ERR_INVALID_ARG);
-    assert_int_equal(tsr_convert_host((tsr_dtype)3, in, TSR_F16, h, 1), TSR_ERR_INVALID_ARG);
+    assert_int_equal(tsr_convert_host((tsr_dtype)TSR_DTYPE_COUNT, in, TSR_F16, h, 1), TSR_ERR_INVALID_ARG);
     assert_non_null(strstr(tsr_last_error(), "src_type"));
     assert_int_equal(tsr_convert_host(TSR_F32, in, (tsr_dtype)-1, h, 1), TSR_ERR_INVALID_ARG);
     uint16_t overlap[8] = {0};

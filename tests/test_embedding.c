@@ -258,7 +258,7 @@ static void invalid_arguments(void **state) {
     EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_INVALID_ARG, "max_positions");
     d = ok, d.type_vocab = 0;
     EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_INVALID_ARG, "type_vocab");
-    d = ok, d.y_type = (tsr_dtype)5;
+    d = ok, d.y_type = (tsr_dtype)(TSR_DTYPE_COUNT + 2);
     EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_INVALID_ARG, "y_type");
     d = ok, d.y_stride = H - 1;
     EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_INVALID_ARG, "y_stride");

@@ -704,7 +704,7 @@ static void typed_invalid_arguments(void **state) {
     cl_mem a = raw_buffer(guard, sizeof guard); /* 256 16-bit elements, 128 floats */
     cl_mem b = raw_buffer(guard, N * 2);        /* 64 16-bit elements, 32 floats */
     /* Invalid types name the tensor. */
-    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_TANH, (tsr_dtype)3, a, 0, TSR_F16, b, 0, N, NULL, NULL),
+    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_TANH, (tsr_dtype)TSR_DTYPE_COUNT, a, 0, TSR_F16, b, 0, N, NULL, NULL),
                      TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "gelu: x");
     TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_ERF, TSR_F16, a, 0, (tsr_dtype)-1, b, 0, N, NULL, NULL),
@@ -712,7 +712,7 @@ static void typed_invalid_arguments(void **state) {
     TH_ASSERT_CONTAINS(tsr_last_error(), "gelu: y");
     TH_ASSERT_STATUS(tsr_convert(dev, (tsr_dtype)7, a, 0, TSR_F16, b, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "tsr_convert: src");
-    TH_ASSERT_STATUS(tsr_convert(dev, TSR_BF16, a, 0, (tsr_dtype)3, b, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_convert(dev, TSR_BF16, a, 0, (tsr_dtype)TSR_DTYPE_COUNT, b, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "tsr_convert: dst");
     TH_ASSERT_STATUS(tsr_convert(NULL, TSR_F32, a, 0, TSR_F16, b, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_STATUS(tsr_convert(dev, TSR_F32, a, 0, TSR_F16, b, 0, 0, NULL, NULL), TSR_ERR_INVALID_ARG);

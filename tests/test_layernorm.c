@@ -404,11 +404,11 @@ static void invalid_arguments(void **state) {
         d = ok, d.eps = bad_eps[i];
         EXPECT(tsr_layernorm(dev, &d, x, r, g, b, y, NULL, NULL), TSR_ERR_INVALID_ARG, "eps");
     }
-    d = ok, d.x_type = (tsr_dtype)7;
+    d = ok, d.x_type = (tsr_dtype)(TSR_DTYPE_COUNT + 4);
     EXPECT(tsr_layernorm(dev, &d, x, r, g, b, y, NULL, NULL), TSR_ERR_INVALID_ARG, "x_type");
     d = ok, d.residual_type = (tsr_dtype)-1;
     EXPECT(tsr_layernorm(dev, &d, x, r, g, b, y, NULL, NULL), TSR_ERR_INVALID_ARG, "residual_type");
-    d = ok, d.y_type = (tsr_dtype)3;
+    d = ok, d.y_type = (tsr_dtype)TSR_DTYPE_COUNT;
     EXPECT(tsr_layernorm(dev, &d, x, r, g, b, y, NULL, NULL), TSR_ERR_INVALID_ARG, "y_type");
     d = ok, d.x_stride = C - 1;
     EXPECT(tsr_layernorm(dev, &d, x, r, g, b, y, NULL, NULL), TSR_ERR_INVALID_ARG, "x_stride");

@@ -338,7 +338,7 @@ static void group_calls_follow_the_single_device_rules(void **state) {
     assert_non_null(o);
     th_poison(o, F);
     memcpy(kept, o, F * sizeof(float));
-    tsr_attention_desc d = {.batch = 2, .heads = 2, .q_len = 4, .kv_len = 4, .head_dim = 8, .k_type = (tsr_dtype)7};
+    tsr_attention_desc d = {.batch = 2, .heads = 2, .q_len = 4, .kv_len = 4, .head_dim = 8, .k_type = (tsr_dtype)(TSR_DTYPE_COUNT + 4)};
     cl_mem dq = th_buffer_from(devices[0], a, F), dout = th_buffer(devices[0], F);
     TH_ASSERT_STATUS(tsr_attention(devices[0], &d, dq, dq, dq, dout, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_STATUS(tsr_attention_multi(group, &d, a, a, a, o), TSR_ERR_INVALID_ARG);

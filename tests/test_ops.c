@@ -75,30 +75,28 @@ static void descriptors_have_required_fields(void **state) {
         }
         assert_non_null(o->config_ok);
         assert_true(o->program_variants >= 1);
-        if (o->program_variants > 1) assert_non_null(o->program_variant);
         /* build-binaries' filter leaves no class without a program and no program unwritten */
-        for (int c = 0; o->variant_serves_class && o->classes[c]; ++c) {
+        for (int c = 0; o->variant_serves_class && tsr_op_class_list(o)[c]; ++c) {
             bool served = false;
             for (int v = 0; v < o->program_variants; ++v)
-                served |= o->variant_serves_class(o->classes[c], v);
-            if (!served) fail_msg("%s: no program variant serves class %s", o->name, o->classes[c]);
+                served |= o->variant_serves_class(tsr_op_class_list(o)[c], v);
+            if (!served) fail_msg("%s: no program variant serves class %s", o->name, tsr_op_class_list(o)[c]);
         }
         for (int v = 0; o->variant_serves_class && v < o->program_variants; ++v) {
             bool used = false;
-            for (int c = 0; o->classes[c]; ++c)
-                used |= o->variant_serves_class(o->classes[c], v);
+            for (int c = 0; tsr_op_class_list(o)[c]; ++c)
+                used |= o->variant_serves_class(tsr_op_class_list(o)[c], v);
             if (!used) fail_msg("%s: program variant %d serves no class", o->name, v);
         }
         assert_non_null(o->build_options);
-        assert_non_null(o->demo);
-        /* tunable: all six tuning hooks, or a fixture with a shape per class */
-        bool hooks = o->tuning_setup && o->tuning_run && o->tuning_check && o->tuning_flops && o->tuning_describe &&
-                     o->tuning_free;
-        bool fixture = o->fixture_setup && o->fixture_run && o->fixture_check && o->fixture_work &&
-                       o->fixture_describe && o->fixture_free && o->class_shapes;
-        if (!hooks && !fixture) fail_msg("%s: neither tuning hooks nor a fixture", o->name);
-        if (fixture)
-            for (int c = 0; o->classes[c]; ++c) assert_non_null(o->class_shapes[c]);
+        /* the fixture whole, a shape per listed class, and a demo on it */
+        assert_true(o->fixture.setup && o->fixture.run && o->fixture.check && o->fixture.work &&
+                    o->fixture.describe && o->fixture.free && o->class_shapes);
+        for (int c = 0; o->classes[c]; ++c) assert_non_null(o->class_shapes[c]);
+        for (const char *const *c = tsr_op_class_list(o); *c; ++c) assert_non_null(tsr_op_class_shape(o, *c));
+        assert_non_null(o->demo.title);
+        assert_non_null(o->demo.shapes[0]);
+        assert_true(o->demo.runs >= 1);
     }
     assert_true(nops >= 4);
 }
@@ -116,12 +114,12 @@ static void defaults_parse_and_format_back(void **state) {
             assert_true(tsr_op_is_normal(o, &cfg));
         }
         for (int d = 0; d < 3; ++d)
-            for (int c = 0; o->classes[c]; ++c) {
+            for (int c = 0; tsr_op_class_list(o)[c]; ++c) {
                 tsr_config cfg, back;
                 char text[512], again[512];
-                tsr_op_default_config(o, &fake_devices[d], o->classes[c], &cfg);
+                tsr_op_default_config(o, &fake_devices[d], tsr_op_class_list(o)[c], &cfg);
                 if (!o->config_ok(&fake_devices[d], NULL, &cfg))
-                    fail_msg("%s: the default of class %s is not legal on a %s device", o->name, o->classes[c],
+                    fail_msg("%s: the default of class %s is not legal on a %s device", o->name, tsr_op_class_list(o)[c],
                              tsr_device_type_str(fake_devices[d].info.type));
                 tsr_config_format(o, &cfg, text, sizeof text);
                 tsr_config_declared(o, &back);
@@ -248,6 +246,60 @@ static void a_parameter_is_declared_in_one_place(void **state) {
     assert_string_equal(text, "TILE=4 GROUP=1 UNROLL=2");
 }
 
+/* The ops list fp32 classes only; their 16-bit twins, tuning shapes and fallbacks are derived from
+ * the storage types. Tuning databases key entries by these names: every name written so far keeps
+ * its place (a new storage type's classes come after them). */
+static void class_lists_are_derived_and_keep_their_names(void **state) {
+    (void)state;
+    static const struct {
+        const char *op;
+        const char *names[20];
+    } expected[] = {
+        {"gemm", {"large", "medium", "small", "small-m", "small-n", "batched", "large-f16", "medium-f16", "small-f16",
+                  "small-m-f16", "small-n-f16", "batched-f16", "large-bf16", "medium-bf16", "small-bf16",
+                  "small-m-bf16", "small-n-bf16", "batched-bf16"}},
+        {"gelu", {"large", "small", "large-erf", "small-erf", "large-f16", "small-f16", "large-erf-f16",
+                  "small-erf-f16", "large-bf16", "small-bf16", "large-erf-bf16", "small-erf-bf16"}},
+        {"conv2d", {"3x3", "1x1", "strided", "depthwise", "other", "3x3-f16", "1x1-f16", "strided-f16",
+                    "depthwise-f16", "other-f16", "3x3-bf16", "1x1-bf16", "strided-bf16", "depthwise-bf16",
+                    "other-bf16"}},
+        {"attention", {"long", "short", "long-f16", "short-f16", "long-bf16", "short-bf16"}},
+        {"layernorm", {"medium", "narrow", "wide", "medium-f16", "narrow-f16", "wide-f16", "medium-bf16",
+                       "narrow-bf16", "wide-bf16"}},
+    };
+    for (size_t o = 0; o < sizeof expected / sizeof expected[0]; ++o) {
+        const char *const *names = tsr_op_classes(expected[o].op);
+        assert_non_null(names);
+        for (int c = 0; expected[o].names[c]; ++c) {
+            if (!names[c]) fail_msg("%s: class %s is missing", expected[o].op, expected[o].names[c]);
+            assert_string_equal(names[c], expected[o].names[c]);
+        }
+    }
+    /* every class of the list is unique, and its storage token is the one its name says */
+    for (const tsr_op *const *op = tsr_ops; *op; ++op)
+        for (const char *const *c = tsr_op_class_list(*op); *c; ++c) {
+            assert_int_equal(tsr_op_class_index(*op, *c), (int)(c - tsr_op_class_list(*op)));
+            char base[32];
+            const char *shape = tsr_op_class_shape(*op, *c);
+            if (!tsr_dtype_class_base(*c, base, sizeof base)) continue;
+            const char *token = strrchr(shape, ' ') + 1, *suffix = *c + strlen(base) + 1; /* "f16", "f16/f32" */
+            if (strncmp(token, suffix, strlen(suffix)) != 0) fail_msg("%s/%s: shape '%s'", (*op)->name, *c, shape);
+        }
+    const tsr_op *gemm = tsr_find_op("gemm"), *gelu = tsr_find_op("gelu");
+    assert_string_equal(tsr_op_class_shape(gemm, "small-n-bf16"), "4096x8x2048 bf16/f32"); /* fp32 C */
+    assert_string_equal(tsr_op_class_shape(gelu, "small-erf-f16"), "65539 erf f16");      /* all in f16 */
+    assert_string_equal(tsr_op_class_shape(gemm, "large"), "2048x2048x2048");
+    assert_null(tsr_op_class_shape(gemm, "large-f32"));
+    /* a 16-bit class's nearest class is its listed class's nearest, in the same storage */
+    assert_string_equal(tsr_op_nearest_class(gemm, "batched-f16"), "small-f16");
+    assert_string_equal(tsr_op_nearest_class(gemm, "batched"), "small");
+    assert_null(tsr_op_nearest_class(gemm, "large-bf16"));
+    /* a problem's class: its listed class in the storage of its first 16-bit tensor type */
+    assert_string_equal(tsr_op_class(gemm, 2, (const tsr_dtype[]){TSR_BF16, TSR_F16, TSR_F32}, 3), "small-f16");
+    assert_string_equal(tsr_op_class(gemm, 2, (const tsr_dtype[]){TSR_F32, TSR_BF16, TSR_F32}, 3), "small-bf16");
+    assert_string_equal(tsr_op_class(gelu, 3, (const tsr_dtype[]){TSR_F32, TSR_F32}, 2), "small-erf");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(descriptors_have_required_fields),
@@ -255,6 +307,7 @@ int main(void) {
         cmocka_unit_test(defines_name_every_compiled_parameter),
         cmocka_unit_test(implementations_normalize_and_seed),
         cmocka_unit_test(a_parameter_is_declared_in_one_place),
+        cmocka_unit_test(class_lists_are_derived_and_keep_their_names),
     };
     return TH_RUN_GROUP(tests, make_devices, NULL);
 }

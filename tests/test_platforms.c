@@ -67,13 +67,13 @@ static void lane_defaults_legal(void **state) {
     simt.info.max_work_group_size = simt.info.max_work_item_sizes[0] = 1024;
     for (const tsr_op *const *op = tsr_ops; *op; ++op) {
         bool differs = false;
-        for (int c = 0; (*op)->classes[c]; ++c) {
+        for (int c = 0; tsr_op_class_list(*op)[c]; ++c) {
             tsr_config a, b;
-            tsr_op_default_config(*op, &simt, (*op)->classes[c], &a);
-            tsr_op_default_config(*op, &simd, (*op)->classes[c], &b);
+            tsr_op_default_config(*op, &simt, tsr_op_class_list(*op)[c], &a);
+            tsr_op_default_config(*op, &simd, tsr_op_class_list(*op)[c], &b);
             char text[256];
             tsr_config_format(*op, &a, text, sizeof text);
-            if (!(*op)->config_ok(&simt, NULL, &a)) fail_msg("%s/%s: default %s is not legal on llvmpipe", (*op)->name, (*op)->classes[c], text);
+            if (!(*op)->config_ok(&simt, NULL, &a)) fail_msg("%s/%s: default %s is not legal on llvmpipe", (*op)->name, tsr_op_class_list(*op)[c], text);
             differs |= memcmp(&a, &b, sizeof a) != 0;
         }
         if ((*op)->defaults && !differs) fail_msg("%s: llvmpipe gets the PoCL CPU defaults", (*op)->name);
@@ -240,16 +240,16 @@ static void gemm_defaults_follow_the_isa(void **state) {
     avx2.info.local_mem_bytes = avx512.info.local_mem_bytes = 32 * 1024;
     avx2.info.max_work_item_sizes[1] = avx512.info.max_work_item_sizes[1] = 4096;
     const tsr_op *gemm = tsr_find_op("gemm");
-    for (int c = 0; gemm->classes[c]; ++c) {
+    for (int c = 0; tsr_op_class_list(gemm)[c]; ++c) {
         tsr_config a, b;
-        tsr_op_default_config(gemm, &avx2, gemm->classes[c], &a);
-        tsr_op_default_config(gemm, &avx512, gemm->classes[c], &b);
+        tsr_op_default_config(gemm, &avx2, tsr_op_class_list(gemm)[c], &a);
+        tsr_op_default_config(gemm, &avx512, tsr_op_class_list(gemm)[c], &b);
         char ta[256], tb[256];
         tsr_config_format(gemm, &a, ta, sizeof ta);
         tsr_config_format(gemm, &b, tb, sizeof tb);
-        if (!gemm->config_ok(&avx2, NULL, &a)) fail_msg("%s: AVX2 default %s not legal", gemm->classes[c], ta);
-        if (!gemm->config_ok(&avx512, NULL, &b)) fail_msg("%s: AVX-512 default %s not legal", gemm->classes[c], tb);
-        if (strcmp(gemm->classes[c], "large") == 0) {
+        if (!gemm->config_ok(&avx2, NULL, &a)) fail_msg("%s: AVX2 default %s not legal", tsr_op_class_list(gemm)[c], ta);
+        if (!gemm->config_ok(&avx512, NULL, &b)) fail_msg("%s: AVX-512 default %s not legal", tsr_op_class_list(gemm)[c], tb);
+        if (strcmp(tsr_op_class_list(gemm)[c], "large") == 0) {
             TH_ASSERT_CONTAINS(tb, "MWI=8 VW=16 NVW=2");
             assert_false(gemm->config_ok(&avx2, NULL, &b)); /* 256 accumulators spill 16 registers */
         }

@@ -60,8 +60,10 @@ static int illegal_builds;
 
 static int planted_setups; /* how many class searches began */
 
-static tsr_status planted_setup(tsr_device *dev, const char *cls, void **out) {
-    (void)cls;
+/* The planted op's fixture: PLANTED_N elements whatever the shape (its classes share one). */
+static tsr_status planted_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
+    (void)shape;
+    (void)seed;
     ++planted_setups;
     planted_ctx *c = calloc(1, sizeof *c);
     th_fill_uniform(c->host, PLANTED_N, -1, 1);
@@ -70,7 +72,8 @@ static tsr_status planted_setup(tsr_device *dev, const char *cls, void **out) {
     *out = c;
     return TSR_SUCCESS;
 }
-static tsr_status planted_run(tsr_device *dev, void *vctx, const tsr_config *cfg, cl_event *first, cl_event *last) {
+static tsr_status planted_run(tsr_device *dev, void *vctx, const tsr_config *cfg, cl_command_queue queue,
+                              cl_event *first, cl_event *last) {
     planted_ctx *c = vctx;
     if (cfg->values[P_X] == 3) ++illegal_builds;
     char options[64];
@@ -83,11 +86,11 @@ static tsr_status planted_run(tsr_device *dev, void *vctx, const tsr_config *cfg
     clSetKernelArg(k, 0, sizeof c->x, &c->x);
     clSetKernelArg(k, 1, sizeof c->y, &c->y);
     size_t global = PLANTED_N;
-    err = clEnqueueNDRangeKernel(tsr_device_queue(dev), k, 1, NULL, &global, NULL, 0, NULL, last);
+    cl_event done = NULL;
+    err = clEnqueueNDRangeKernel(queue, k, 1, NULL, &global, NULL, 0, NULL, &done);
     clReleaseKernel(k);
     if (err != CL_SUCCESS) return tsr_fail_cl(err, "planted", __FILE__, __LINE__);
-    *first = *last;
-    clRetainEvent(*first);
+    tsr_fixture_single_event(done, first, last);
     return TSR_SUCCESS;
 }
 static tsr_status planted_check(tsr_device *dev, void *vctx, double *rel_err) {
@@ -101,9 +104,10 @@ static tsr_status planted_check(tsr_device *dev, void *vctx, double *rel_err) {
     for (int i = 0; i < PLANTED_N; ++i) y[i] = nan[0];
     return tsr_upload(dev, c->y, y, PLANTED_N);
 }
-static double planted_flops(const void *ctx) {
+static void planted_work(const void *ctx, double *flops, double *bytes) {
     (void)ctx;
-    return 2.0 * PLANTED_N;
+    *flops = 2.0 * PLANTED_N;
+    *bytes = 8.0 * PLANTED_N;
 }
 static void planted_describe(const void *ctx, char *out, size_t size) {
     (void)ctx;
@@ -116,23 +120,21 @@ static void planted_free(void *vctx) {
     free(c);
 }
 
+static const char *const planted_shapes[] = {"16384", "16384"};
 static const tsr_op planted_op = {
     .name = "planted",
     .source_name = "gemm", /* only hashed, to tell stale entries */
     .params = planted_params,
     .nparams = PLANTED_NPARAMS,
     .classes = planted_classes,
+    .class_shapes = planted_shapes,
     .implementations = planted_implementations,
     .nimplementations = 1,
     .config_ok = planted_ok,
     .program_variants = 1,
     .build_options = planted_options,
-    .tuning_setup = planted_setup,
-    .tuning_run = planted_run,
-    .tuning_check = planted_check,
-    .tuning_flops = planted_flops,
-    .tuning_describe = planted_describe,
-    .tuning_free = planted_free,
+    .fixture = {.setup = planted_setup, .run = planted_run, .check = planted_check, .work = planted_work,
+                .describe = planted_describe, .free = planted_free},
 };
 
 static tsr_device *dev;
@@ -793,7 +795,7 @@ static void builtin_entries_for_this_device_are_current(void **state) {
     (void)state;
     int classes = 0;
     for (const tsr_op *const *op = tsr_ops; *op; ++op)
-        for (const char *const *cls = (*op)->classes; *cls; ++cls, ++classes) {
+        for (const char *const *cls = tsr_op_class_list(*op); *cls; ++cls, ++classes) {
             tsr_config_info ci;
             TH_ASSERT_OK(tsr_config_lookup(dev, (*op)->name, *cls, &ci));
             if (strstr(ci.origin, "kernel source changed"))

@@ -31,21 +31,24 @@ static tsr_status attention_enqueue(const job *j, member *m, int slot, size_t fi
     cl_mem in = m->buf[slot][0], o = m->buf[slot][2];
     for (size_t i = 0; i < count; i++) { /* pack the tile's heads as [count, rows, head_dim] */
         size_t h = h0 + i;
-        TSR_CHECK(tsr_grp_write_rect(m->upload, in, i * d->q_len * dim,
+        TSR_CHECK(status,
+                  tsr_grp_write_rect(m->upload, in, i * d->q_len * dim,
                                      p->q + d->q_offset + b * d->q_strides[0] + h * d->q_strides[1], d->q_len, dim,
                                      d->q_strides[2], dim),
-                  out);
-        TSR_CHECK(tsr_grp_write_rect(m->upload, in, k_base + i * d->kv_len * dim,
+                  done);
+        TSR_CHECK(status,
+                  tsr_grp_write_rect(m->upload, in, k_base + i * d->kv_len * dim,
                                      p->k + d->k_offset + b * d->k_strides[0] + h * d->k_strides[1], d->kv_len, dim,
                                      d->k_strides[2], dim),
-                  out);
-        TSR_CHECK(tsr_grp_write_rect(m->upload, in, v_base + i * d->kv_len * dim,
+                  done);
+        TSR_CHECK(status,
+                  tsr_grp_write_rect(m->upload, in, v_base + i * d->kv_len * dim,
                                      p->v + d->v_offset + b * d->v_strides[0] + h * d->v_strides[1], d->kv_len, dim,
                                      d->v_strides[2], dim),
-                  out);
+                  done);
     }
-    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), out);
-    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), out);
+    TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), done);
+    TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), done);
     tsr_attention_desc tile = {.batch = 1,
                                .heads = count,
                                .q_len = d->q_len,
@@ -56,16 +59,17 @@ static tsr_status attention_enqueue(const job *j, member *m, int slot, size_t fi
                                .scale = d->scale,
                                .causal = d->causal,
                                .kv_lengths = d->kv_lengths ? d->kv_lengths + b : NULL};
-    TSR_CHECK(tsr_attention(m->device, &tile, in, in, in, o, m->compute, &computed), out);
-    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->download, 1, &computed, NULL), out);
+    TSR_CHECK(status, tsr_attention(m->device, &tile, in, in, in, o, m->compute, &computed), done);
+    TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(m->download, 1, &computed, NULL), done);
     *writing = true;
     for (size_t i = 0; i < count; i++)
-        TSR_CHECK(tsr_grp_copy_rows(m->download, false, o, i * d->q_len * dim,
+        TSR_CHECK(status,
+                  tsr_grp_copy_rows(m->download, false, o, i * d->q_len * dim,
                                     p->o + d->o_offset + b * d->o_strides[0] + (h0 + i) * d->o_strides[1], d->q_len,
                                     dim, d->o_strides[2], dim, NULL, NULL),
-                  out);
-    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->download, 0, NULL, done), out);
-out:
+                  done);
+    TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(m->download, 0, NULL, done), done);
+done:
     if (uploaded) clReleaseEvent(uploaded);
     if (computed) clReleaseEvent(computed);
     return status;
@@ -122,14 +126,23 @@ tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc
                 return tsr_fail(TSR_ERR_INVALID_ARG, "%s: kv_lengths[%zu] = %d (0..%zu)", fn, b, d->kv_lengths[b],
                                 d->kv_len);
     size_t q_span, k_span = 0, v_span = 0, o_span;
-    RETURN_IF_FAILED(
-        attention_tensor(fn, "O", o, d->q_len, d->heads, d->head_dim, d->batch, d->o_offset, d->o_strides, &o_span));
-    RETURN_IF_FAILED(
-        attention_tensor(fn, "Q", q, d->q_len, d->heads, d->head_dim, d->batch, d->q_offset, d->q_strides, &q_span));
-    RETURN_IF_FAILED(
-        attention_tensor(fn, "K", k, d->kv_len, d->heads, d->head_dim, d->batch, d->k_offset, d->k_strides, &k_span));
-    RETURN_IF_FAILED(
-        attention_tensor(fn, "V", v, d->kv_len, d->heads, d->head_dim, d->batch, d->v_offset, d->v_strides, &v_span));
+    tsr_status status = TSR_SUCCESS;
+    TSR_CHECK(
+        status,
+        attention_tensor(fn, "O", o, d->q_len, d->heads, d->head_dim, d->batch, d->o_offset, d->o_strides, &o_span),
+        done);
+    TSR_CHECK(
+        status,
+        attention_tensor(fn, "Q", q, d->q_len, d->heads, d->head_dim, d->batch, d->q_offset, d->q_strides, &q_span),
+        done);
+    TSR_CHECK(
+        status,
+        attention_tensor(fn, "K", k, d->kv_len, d->heads, d->head_dim, d->batch, d->k_offset, d->k_strides, &k_span),
+        done);
+    TSR_CHECK(
+        status,
+        attention_tensor(fn, "V", v, d->kv_len, d->heads, d->head_dim, d->batch, d->v_offset, d->v_strides, &v_span),
+        done);
     if (!tsr_rows_disjoint(d->o_strides, (const size_t[]){d->batch, d->heads, d->q_len}, d->head_dim))
         return tsr_fail(TSR_ERR_INVALID_ARG, "%s: O's strides {%zu, %zu, %zu} make output rows overlap", fn,
                         d->o_strides[0], d->o_strides[1], d->o_strides[2]);
@@ -158,7 +171,8 @@ tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc
         bucket++;
     snprintf(key, sizeof key, "attention d%zu kv2^%u%s", d->head_dim, bucket, d->causal ? " causal" : "");
     pthread_mutex_lock(&group->call_lock);
-    tsr_status status = tsr_grp_run_job(group, &j, key, NULL);
+    status = tsr_grp_run_job(group, &j, key, NULL);
     pthread_mutex_unlock(&group->call_lock);
+done:
     return status;
 }

@@ -60,22 +60,23 @@ static tsr_status gemm_enqueue(const job *j, member *m, int slot, size_t first, 
             status = tsr_grp_write_rect(m->upload, a, 0, p->a + first, p->k, count, p->lda, count);
         else
             status = tsr_grp_write_rect(m->upload, a, 0, p->a + first * p->lda, count, p->k, p->lda, p->k);
-        if (status != TSR_SUCCESS) goto out;
+        if (status != TSR_SUCCESS) goto done;
     }
-    if (p->beta != 0.0f &&
-        (status = tsr_grp_write_rect(m->upload, c, 0, p->c + first * p->ldc, count, p->n, p->ldc, p->n)))
-        goto out;
-    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), out);
-    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), out);
-    TSR_CHECK(tsr_sgemm(m->device, TSR_ROW_MAJOR, p->trans_a ? TSR_TRANS : TSR_NO_TRANS,
+    if (p->beta != 0.0f)
+        TSR_CHECK(status, tsr_grp_write_rect(m->upload, c, 0, p->c + first * p->ldc, count, p->n, p->ldc, p->n), done);
+    TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), done);
+    TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), done);
+    TSR_CHECK(status,
+              tsr_sgemm(m->device, TSR_ROW_MAJOR, p->trans_a ? TSR_TRANS : TSR_NO_TRANS,
                         p->trans_b ? TSR_TRANS : TSR_NO_TRANS, count, p->n, p->k, p->alpha, a, 0, a_ld, m->shared[0], 0,
                         b_ld, p->beta, c, 0, p->n, m->compute, &computed),
-              out);
+              done);
     *writing = true;
     TSR_CHECK(
+        status,
         tsr_grp_copy_rows(m->download, false, c, 0, p->c + first * p->ldc, count, p->n, p->ldc, p->n, computed, done),
-        out);
-out:
+        done);
+done:
     if (uploaded) clReleaseEvent(uploaded);
     if (computed) clReleaseEvent(computed);
     return status;
@@ -124,13 +125,15 @@ static tsr_status batched_prepare(const job *j, member *m) {
     batched_spans(p, &a_span, &b_span);
     if (!p->a_stride && a_span)
         TSR_CL_CHECK(
+            status,
             clEnqueueWriteBuffer(m->upload, m->shared[0], CL_FALSE, 0, a_span * sizeof(float), p->a, 0, NULL, NULL),
-            out);
+            done);
     if (!p->b_stride && b_span)
         TSR_CL_CHECK(
+            status,
             clEnqueueWriteBuffer(m->upload, m->shared[1], CL_FALSE, 0, b_span * sizeof(float), p->b, 0, NULL, NULL),
-            out);
-out:
+            done);
+done:
     return status;
 }
 
@@ -145,35 +148,40 @@ static tsr_status batched_enqueue(const job *j, member *m, int slot, size_t firs
     cl_mem b = p->b_stride ? m->buf[slot][1] : m->shared[1];
     cl_mem c = m->buf[slot][2];
     if (p->a_stride && a_span)
-        TSR_CL_CHECK(clEnqueueWriteBuffer(m->upload, a, CL_FALSE, 0,
+        TSR_CL_CHECK(status,
+                     clEnqueueWriteBuffer(m->upload, a, CL_FALSE, 0,
                                           batch_floats(count, p->a_stride, a_span) * sizeof(float),
                                           p->a + first * p->a_stride, 0, NULL, NULL),
-                     out);
+                     done);
     if (p->b_stride && b_span)
-        TSR_CL_CHECK(clEnqueueWriteBuffer(m->upload, b, CL_FALSE, 0,
+        TSR_CL_CHECK(status,
+                     clEnqueueWriteBuffer(m->upload, b, CL_FALSE, 0,
                                           batch_floats(count, p->b_stride, b_span) * sizeof(float),
                                           p->b + first * p->b_stride, 0, NULL, NULL),
-                     out);
+                     done);
     if (p->beta != 0.0f)
         for (size_t e = 0; e < count; e++)
-            TSR_CHECK(tsr_grp_write_rect(m->upload, c, e * p->m * p->n, p->c + (first + e) * p->c_stride, p->m, p->n,
+            TSR_CHECK(status,
+                      tsr_grp_write_rect(m->upload, c, e * p->m * p->n, p->c + (first + e) * p->c_stride, p->m, p->n,
                                          p->ldc, p->n),
-                      out);
-    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), out);
-    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), out);
-    TSR_CHECK(tsr_sgemm_strided_batched(m->device, TSR_ROW_MAJOR, p->trans_a ? TSR_TRANS : TSR_NO_TRANS,
-                                        p->trans_b ? TSR_TRANS : TSR_NO_TRANS, p->m, p->n, p->k, p->alpha, a, 0,
-                                        p->lda, p->a_stride, b, 0, p->ldb, p->b_stride,
-                                        p->beta, c, 0, p->n, p->m * p->n, count, m->compute, &computed),
-              out);
-    TSR_CL_CHECK(clEnqueueBarrierWithWaitList(m->download, 1, &computed, NULL), out);
+                      done);
+    TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(m->upload, 0, NULL, &uploaded), done);
+    TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(m->compute, 1, &uploaded, NULL), done);
+    TSR_CHECK(status,
+              tsr_sgemm_strided_batched(m->device, TSR_ROW_MAJOR, p->trans_a ? TSR_TRANS : TSR_NO_TRANS,
+                                        p->trans_b ? TSR_TRANS : TSR_NO_TRANS, p->m, p->n, p->k, p->alpha, a, 0, p->lda,
+                                        p->a_stride, b, 0, p->ldb, p->b_stride, p->beta, c, 0, p->n, p->m * p->n, count,
+                                        m->compute, &computed),
+              done);
+    TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(m->download, 1, &computed, NULL), done);
     *writing = true;
     for (size_t e = 0; e < count; e++)
-        TSR_CHECK(tsr_grp_copy_rows(m->download, false, c, e * p->m * p->n, p->c + (first + e) * p->c_stride, p->m,
+        TSR_CHECK(status,
+                  tsr_grp_copy_rows(m->download, false, c, e * p->m * p->n, p->c + (first + e) * p->c_stride, p->m,
                                     p->n, p->ldc, p->n, NULL, NULL),
-                  out);
-    TSR_CL_CHECK(clEnqueueMarkerWithWaitList(m->download, 0, NULL, done), out);
-out:
+                  done);
+    TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(m->download, 0, NULL, done), done);
+done:
     if (uploaded) clReleaseEvent(uploaded);
     if (computed) clReleaseEvent(computed);
     return status;
@@ -271,12 +279,15 @@ tsr_status tsr_sgemm_multi(tsr_device_group *group, tsr_layout layout, tsr_trans
     tsr_clear_diagnostics();
     const char *fn = "tsr_sgemm_multi";
     if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: group is NULL", fn);
-    RETURN_IF_FAILED(check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, c, ldc, 0, 1));
+    tsr_status status = TSR_SUCCESS;
+    TSR_CHECK(status, check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, c, ldc, 0, 1),
+              done);
     pthread_mutex_lock(&group->call_lock);
-    tsr_status status =
+    status =
         gemm_multi(group, fn, false, layout == TSR_COL_MAJOR,
                    row_major_view(layout, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1));
     pthread_mutex_unlock(&group->call_lock);
+done:
     return status;
 }
 
@@ -288,12 +299,16 @@ tsr_status tsr_sgemm_strided_batched_multi(tsr_device_group *group, tsr_layout l
     tsr_clear_diagnostics();
     const char *fn = "tsr_sgemm_strided_batched_multi";
     if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: group is NULL", fn);
-    RETURN_IF_FAILED(check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb, b_stride, c, ldc,
-                                c_stride, batch_count));
+    tsr_status status = TSR_SUCCESS;
+    TSR_CHECK(status,
+              check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb, b_stride, c, ldc,
+                         c_stride, batch_count),
+              done);
     pthread_mutex_lock(&group->call_lock);
-    tsr_status status = gemm_multi(group, fn, true, layout == TSR_COL_MAJOR,
-                                   row_major_view(layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb,
-                                                  b_stride, beta, c, ldc, c_stride, batch_count));
+    status = gemm_multi(group, fn, true, layout == TSR_COL_MAJOR,
+                        row_major_view(layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb, b_stride,
+                                       beta, c, ldc, c_stride, batch_count));
     pthread_mutex_unlock(&group->call_lock);
+done:
     return status;
 }

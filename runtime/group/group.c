@@ -72,11 +72,11 @@ tsr_status tsr_group_create(tsr_device *const *devices, size_t count, tsr_device
                 *queues[q] = NULL;
                 status = tsr_fail_cl(err, "clCreateCommandQueue (a group's transfer and compute queues)", __FILE__,
                                      __LINE__);
-                goto out;
+                goto done;
             }
         }
     }
-out:
+done:
     if (status != TSR_SUCCESS) {
         tsr_group_destroy(g);
         return status;

@@ -44,12 +44,6 @@
 #define TILES_PER_DEVICE 6
 #define MAX_RATE_KEYS 64
 
-#define RETURN_IF_FAILED(expr)                                                                                         \
-    do {                                                                                                               \
-        tsr_status failed_ = (expr);                                                                                   \
-        if (failed_ != TSR_SUCCESS) return failed_;                                                                    \
-    } while (0)
-
 typedef struct member {
     tsr_device *device;
     cl_command_queue upload, compute, download;

@@ -51,7 +51,7 @@ tsr_status tsr_grp_run_job(tsr_device_group *g, job *j, const char *rate_key, co
     pthread_t *threads = calloc(n, sizeof(pthread_t));
     if (!weights || !lo || !hi || !chunk || !workers || !threads) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory for a %zu-device split", j->op, n);
-        goto out;
+        goto done;
     }
     tsr_grp_choose_weights(g, rate_key, tuned, weights);
     double total = 0;
@@ -63,7 +63,7 @@ tsr_status tsr_grp_run_job(tsr_device_group *g, job *j, const char *rate_key, co
     }
     if (!active) {
         status = tsr_fail(TSR_ERR_INVALID_ARG, "%s: every device of the group has weight 0", j->op);
-        goto out;
+        goto done;
     }
     /* contiguous shares in proportion to the weights; tiles cut each share into a few pieces. A
      * device of weight 0 gets an empty share (and never takes work: schedule_next), so the last
@@ -102,7 +102,7 @@ tsr_status tsr_grp_run_job(tsr_device_group *g, job *j, const char *rate_key, co
         uint64_t max_alloc = tsr_device_get_info(g->members[d].device)->max_alloc_bytes;
         for (;;) {
             size_t bytes[ROLES];
-            if ((status = j->sizes(j, chunk[d], bytes)) != TSR_SUCCESS) goto out;
+            TSR_CHECK(status, j->sizes(j, chunk[d], bytes), done);
             bool fits = !max_alloc || (bytes[0] <= max_alloc && bytes[1] <= max_alloc && bytes[2] <= max_alloc);
             if (fits) break;
             if (chunk[d] == 1) {
@@ -110,25 +110,27 @@ tsr_status tsr_grp_run_job(tsr_device_group *g, job *j, const char *rate_key, co
                     tsr_fail(TSR_ERR_OUT_OF_MEMORY,
                              "%s: device %zu (%s): one unit's tile needs more than its largest allocation (%llu bytes)",
                              j->op, d, tsr_device_get_info(g->members[d].device)->name, (unsigned long long)max_alloc);
-                goto out;
+                goto done;
             }
             chunk[d] = (chunk[d] + 1) / 2;
         }
-        if (j->reserve && (status = j->reserve(j, &g->members[d])) != TSR_SUCCESS) {
+        status = j->reserve ? j->reserve(j, &g->members[d]) : TSR_SUCCESS;
+        if (status != TSR_SUCCESS) {
             char why[512]; /* tsr_fail rewrites the buffer tsr_last_error points into */
             snprintf(why, sizeof why, "%s", tsr_last_error());
             status = tsr_fail(status, "%s: device %zu (%s): %s", j->op, d,
                               tsr_device_get_info(g->members[d].device)->name, why);
-            goto out;
+            goto done;
         }
     }
     schedule s = {
         .count = n, .chunk = chunk, .boundary = j->boundary, .align = j->align, .lo = lo, .hi = hi, .rate = weights};
     pthread_mutex_init(&s.lock, NULL);
     size_t started = 0, fail_device = SIZE_MAX, fail_tile = SIZE_MAX;
-    if ((status = test_failure_hook(j->op, n, &fail_device, &fail_tile)) != TSR_SUCCESS) {
+    status = test_failure_hook(j->op, n, &fail_device, &fail_tile);
+    if (status != TSR_SUCCESS) {
         pthread_mutex_destroy(&s.lock);
-        goto out;
+        goto done;
     }
     for (size_t d = 0; d < n; d++) {
         workers[d] = (worker){.group = g, .index = d, .job = j, .schedule = &s, .fail_at_tile = SIZE_MAX};
@@ -164,7 +166,7 @@ tsr_status tsr_grp_run_job(tsr_device_group *g, job *j, const char *rate_key, co
                           "%s: out of host memory recording the tiles (%s was computed in full; the call's statistics "
                           "are lost)",
                           j->op, j->output);
-    if (status != TSR_SUCCESS) goto out;
+    if (status != TSR_SUCCESS) goto done;
     learned_rates *l = tsr_grp_learned_for(g, rate_key, true);
     for (size_t d = 0; d < n; d++) {
         tsr_group_device_stats *st = &g->stats[d];
@@ -175,7 +177,7 @@ tsr_status tsr_grp_run_job(tsr_device_group *g, job *j, const char *rate_key, co
         if (l && st->gflops > 0 && !workers[d].compiled) /* smoothed: one noisy call moves it halfway */
             l->gflops[d] = l->gflops[d] > 0 ? 0.5 * (l->gflops[d] + st->gflops) : st->gflops;
     }
-out:
+done:
     g->seconds = tsr_now_s() - t0;
     if (status != TSR_SUCCESS) { /* a failed call reports the tiles it wrote in full, and nothing else */
         memset(g->stats, 0, n * sizeof *g->stats);

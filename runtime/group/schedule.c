@@ -10,37 +10,37 @@ static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 bool tsr_grp_schedule_next(schedule *s, size_t d, bool may_steal, size_t *first, size_t *count) {
     bool got = false;
     pthread_mutex_lock(&s->lock);
-    if (s->stop || s->rate[d] <= 0) goto out;
+    if (s->stop || s->rate[d] <= 0) goto done;
     if (s->lo[d] < s->hi[d]) {
         size_t f = s->lo[d], c = min_size(s->chunk[d], s->hi[d] - f);
         if (s->boundary) c = min_size(c, s->boundary - f % s->boundary);
         s->lo[d] += c;
         *first = f, *count = c, got = true;
-        goto out;
+        goto done;
     }
-    if (!may_steal) goto out;
+    if (!may_steal) goto done;
     size_t victim = s->count;
     double longest = 0;
     for (size_t v = 0; v < s->count; v++) {
         double left = s->rate[v] > 0 ? (double)(s->hi[v] - s->lo[v]) / s->rate[v] : 0;
         if (left > longest) longest = left, victim = v;
     }
-    if (victim == s->count) goto out;
+    if (victim == s->count) goto done;
     /* take the part that makes both finish together: x / rate[d] = (left - x) / rate[victim] */
     size_t left = s->hi[victim] - s->lo[victim];
     size_t take = (size_t)((double)left * s->rate[d] / (s->rate[d] + s->rate[victim]));
     if (take > s->chunk[d]) take = s->chunk[d];
     if (s->align > 1 && take > s->align) take = take / s->align * s->align;
-    if (!take) goto out;
+    if (!take) goto done;
     size_t end = s->hi[victim], f = end - take;
     if (s->boundary) {
         size_t start_of_entry = (end - 1) / s->boundary * s->boundary;
         if (f < start_of_entry) f = start_of_entry;
     }
-    if ((double)(end - f) / s->rate[d] >= longest) goto out; /* its owner finishes sooner */
+    if ((double)(end - f) / s->rate[d] >= longest) goto done; /* its owner finishes sooner */
     s->hi[victim] = f;
     *first = f, *count = end - f, got = true;
-out:
+done:
     pthread_mutex_unlock(&s->lock);
     return got;
 }

@@ -9,28 +9,32 @@ tsr_status tsr_grp_copy_rows(cl_command_queue q, bool to_device, cl_mem buf, siz
     cl_uint nwait = wait ? 1 : 0;
     const cl_event *wait_list = wait ? &wait : NULL;
     if (!rows || !row_floats) { /* nothing to move; still hand back an event that follows `wait` */
-        if (done) TSR_CL_CHECK(clEnqueueMarkerWithWaitList(q, nwait, wait_list, done), out);
+        if (done) TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(q, nwait, wait_list, done), done);
         return TSR_SUCCESS;
     }
     if ((host_ld == row_floats && buf_ld == row_floats) || rows == 1) {
         size_t bytes = rows * row_floats * sizeof(float), offset = buf_offset * sizeof(float);
         if (to_device)
-            TSR_CL_CHECK(clEnqueueWriteBuffer(q, buf, CL_FALSE, offset, bytes, host, nwait, wait_list, done), out);
+            TSR_CL_CHECK(status, clEnqueueWriteBuffer(q, buf, CL_FALSE, offset, bytes, host, nwait, wait_list, done),
+                         done);
         else
-            TSR_CL_CHECK(clEnqueueReadBuffer(q, buf, CL_FALSE, offset, bytes, host, nwait, wait_list, done), out);
+            TSR_CL_CHECK(status, clEnqueueReadBuffer(q, buf, CL_FALSE, offset, bytes, host, nwait, wait_list, done),
+                         done);
         return TSR_SUCCESS;
     }
     const size_t buf_origin[3] = {buf_offset * sizeof(float), 0, 0}, host_origin[3] = {0, 0, 0};
     const size_t region[3] = {row_floats * sizeof(float), rows, 1};
     if (to_device)
-        TSR_CL_CHECK(clEnqueueWriteBufferRect(q, buf, CL_FALSE, buf_origin, host_origin, region, buf_ld * sizeof(float),
+        TSR_CL_CHECK(status,
+                     clEnqueueWriteBufferRect(q, buf, CL_FALSE, buf_origin, host_origin, region, buf_ld * sizeof(float),
                                               0, host_ld * sizeof(float), 0, host, nwait, wait_list, done),
-                     out);
+                     done);
     else
-        TSR_CL_CHECK(clEnqueueReadBufferRect(q, buf, CL_FALSE, buf_origin, host_origin, region, buf_ld * sizeof(float),
+        TSR_CL_CHECK(status,
+                     clEnqueueReadBufferRect(q, buf, CL_FALSE, buf_origin, host_origin, region, buf_ld * sizeof(float),
                                              0, host_ld * sizeof(float), 0, host, nwait, wait_list, done),
-                     out);
-out:
+                     done);
+done:
     return status;
 }
 

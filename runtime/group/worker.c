@@ -14,9 +14,9 @@ static cl_int wait_tile(worker *w, cl_event *done, size_t *tile) {
 
 /* Programs the device built or loaded so far: a call that compiled is no measure of its rate. */
 static uint64_t programs_made(tsr_device *dev) {
-    pthread_mutex_lock(&dev->lock);
+    pthread_mutex_lock(&dev->program_lock);
     uint64_t made = dev->builds + dev->disk_hits + dev->binary_loads;
-    pthread_mutex_unlock(&dev->lock);
+    pthread_mutex_unlock(&dev->program_lock);
     return made;
 }
 
@@ -55,10 +55,12 @@ void *tsr_grp_worker_main(void *arg) {
         }
         if (!began) {
             began = true, start = tsr_now_s();
-            if (j->prepare && (status = j->prepare(j, m)) != TSR_SUCCESS) break;
+            if (j->prepare) status = j->prepare(j, m);
+            if (status != TSR_SUCCESS) break;
         }
         size_t bytes[ROLES];
-        if ((status = j->sizes(j, count, bytes)) != TSR_SUCCESS) break;
+        status = j->sizes(j, count, bytes);
+        if (status != TSR_SUCCESS) break;
         for (int r = 0; r < ROLES && status == TSR_SUCCESS; r++)
             status = tsr_grp_ensure_buffer(m, &m->buf[slot][r], &m->buf_bytes[slot][r], bytes[r]);
         if (status == TSR_SUCCESS && w->tiles == w->fail_at_tile)

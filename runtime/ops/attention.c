@@ -32,10 +32,9 @@ static const tsr_param_def attention_params[] = {ATTENTION_PARAMS(TSR_PARAM_DEF)
  * (tsr_attention_unfused) is a separate entry point. */
 static const tsr_implementation attention_implementations[] = {{.name = "blocked"}};
 
-/* 16-bit problems get their own classes ("long-f16": any tensor f16, else "long-bf16": any bf16),
- * which fall back to the fp32 class's entry until tuned. */
-static const char *const attention_classes[] = {"long", "short", "long-f16", "short-f16", "long-bf16", "short-bf16",
-                                                NULL};
+/* 16-bit problems get their own classes ("long-f16": any tensor f16, TSR_CLASSES_PER_TYPE), which
+ * fall back to the fp32 class's entry until tuned. */
+static const char *const attention_classes[] = {"long", "short", NULL};
 #define ATTENTION_SHORT_LIMIT 256 /* keys; below this a launch is mostly overhead */
 #define ATTENTION_MAX_DIM 256
 /* The kernels index rows and keys with int, rounded up to a work-group of rows (BR <= 64) or
@@ -57,7 +56,7 @@ typedef struct attention_problem {
 
 static const char *attention_problem_class(const void *problem) {
     const attention_problem *p = problem;
-    return attention_classes[2 * tsr_dtype_class_group(p->type, 4) + (p->Lk < ATTENTION_SHORT_LIMIT)];
+    return tsr_op_class(&tsr_op_attention, p->Lk < ATTENTION_SHORT_LIMIT, p->type, 4);
 }
 
 /* CPUs: PoCL runs a work-group's rows as a loop it can vectorize across rows, K and V rows come
@@ -113,11 +112,11 @@ static bool attention_config_ok(const tsr_device *dev, const void *problem, cons
  * and O. Ahead-of-time builds cover the common dimensions in fp32, uniform f16 and bf16, and
  * 16-bit inputs with an fp32 output; other dimensions and mixes compile on first use. */
 static const int common_dims[] = {16, 32, 64, 80, 96, 128};
-static const tsr_dtype common_types[][4] = {
-    {TSR_F32, TSR_F32, TSR_F32, TSR_F32},     {TSR_F16, TSR_F16, TSR_F16, TSR_F16},
-    {TSR_BF16, TSR_BF16, TSR_BF16, TSR_BF16}, {TSR_F16, TSR_F16, TSR_F16, TSR_F32},
-    {TSR_BF16, TSR_BF16, TSR_BF16, TSR_F32},
-};
+/* Storage types of Q, K, V and O for a variant's storage set (tsr_dtype_storage_set). */
+static void common_types(int set, tsr_dtype types[4]) {
+    tsr_dtype_storage_set(set, &types[0], &types[3]);
+    types[1] = types[2] = types[0];
+}
 #define COMMON_DIMS ((int)TSR_COUNT(common_dims))
 
 /* The type of the fast paths' copy of K (transposed for VEC=1, packed for VEC=2): fp32 whatever
@@ -142,7 +141,9 @@ static void options_for(const tsr_config *cfg, size_t D, const tsr_dtype types[4
 }
 
 static void attention_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
-    options_for(cfg, (size_t)common_dims[variant % COMMON_DIMS], common_types[variant / COMMON_DIMS], out, size);
+    tsr_dtype types[4];
+    common_types(variant / COMMON_DIMS, types);
+    options_for(cfg, (size_t)common_dims[variant % COMMON_DIMS], types, out, size);
 }
 
 /* offset + (B-1) sb + (H-1) sh + (L-1) sl + D, with overflow checks. */
@@ -180,9 +181,9 @@ static tsr_status attention_validate(const tsr_device *dev, const tsr_attention_
     p->lse_off = d->lse_offset;
     const tsr_dtype types[4] = {d->q_type, d->k_type, d->v_type, d->o_type};
     const char *type_names[4] = {"q_type", "k_type", "v_type", "o_type"};
-    tsr_status st;
+    tsr_status st = TSR_SUCCESS;
     for (int t = 0; t < 4; ++t) {
-        if ((st = tsr_dtype_check(type_names[t], types[t])) != TSR_SUCCESS) return st;
+        TSR_CHECK(st, tsr_dtype_check(type_names[t], types[t]), done);
         p->type[t] = types[t];
     }
     const size_t *given[4] = {d->q_strides, d->k_strides, d->v_strides, d->o_strides};
@@ -204,9 +205,8 @@ static tsr_status attention_validate(const tsr_device *dev, const tsr_attention_
                                 p->stride[t][2], p->D);
         }
         size_t need = 0;
-        if ((st = tensor_extent(names[t], p->off[t], p->stride[t], p->B, p->H, L, p->D, &need)) != TSR_SUCCESS ||
-            (st = tsr_check_buffer_typed(dev, mems[t], names[t], need, types[t])) != TSR_SUCCESS)
-            return st;
+        TSR_CHECK(st, tensor_extent(names[t], p->off[t], p->stride[t], p->B, p->H, L, p->D, &need), done);
+        TSR_CHECK(st, tsr_check_buffer_typed(dev, mems[t], names[t], need, types[t]), done);
         span[t] = need - p->off[t];
     }
     if (!tsr_rows_disjoint(p->stride[3], (const size_t[]){p->B, p->H, p->Lq}, p->D))
@@ -221,7 +221,7 @@ static tsr_status attention_validate(const tsr_device *dev, const tsr_attention_
         size_t need;
         if (__builtin_mul_overflow(p->B * p->H, p->Lq, &need) || __builtin_add_overflow(need, d->lse_offset, &need))
             return tsr_fail(TSR_ERR_OVERFLOW, "the extent of lse overflows");
-        if ((st = tsr_check_buffer(dev, d->lse, "lse", need)) != TSR_SUCCESS) return st;
+        TSR_CHECK(st, tsr_check_buffer(dev, d->lse, "lse", need), done);
         span[4] = need - d->lse_offset;
     }
     /* Outputs written while other work-groups still read the inputs: any shared byte races. Spans
@@ -232,25 +232,28 @@ static tsr_status attention_validate(const tsr_device *dev, const tsr_attention_
     const char *labels[5] = {"q", "k", "v", "o", "lse"};
     for (int out = 3; out < 5; ++out)
         for (int t = 0; t < out && all[out]; ++t)
-            if ((st = tsr_check_disjoint_typed("attention", all[out], labels[out], starts[out], span[out],
+            TSR_CHECK(st,
+                      tsr_check_disjoint_typed("attention", all[out], labels[out], starts[out], span[out],
                                                all_types[out], all[t], labels[t], starts[t], span[t], all_types[t],
-                                               false)) != TSR_SUCCESS)
-                return st;
+                                               false),
+                      done);
     /* Q, K and V are only read and may share a packed buffer, but bytes read as two types are a
      * caller's mistake, not a layout. */
     for (int a = 0; a < 3; ++a)
         for (int b = a + 1; b < 3; ++b)
             if (types[a] != types[b]) {
                 tsr_ranges rel;
-                if ((st = tsr_ranges_relate_typed(all[a], starts[a], span[a], types[a], all[b], starts[b], span[b],
-                                                  types[b], &rel)) != TSR_SUCCESS)
-                    return st;
+                TSR_CHECK(st,
+                          tsr_ranges_relate_typed(all[a], starts[a], span[a], types[a], all[b], starts[b], span[b],
+                                                  types[b], &rel),
+                          done);
                 if (rel != TSR_RANGES_DISJOINT)
                     return tsr_fail(TSR_ERR_INVALID_ARG, "attention: %s (%s) and %s (%s) share memory but have "
                                     "different types", labels[a], tsr_dtype_str(types[a]), labels[b],
                                     tsr_dtype_str(types[b]));
             }
-    return TSR_SUCCESS;
+done:
+    return st;
 }
 
 /* The per-batch key lengths as a device buffer (all kv_len when not given). */
@@ -291,20 +294,22 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
         kt_bytes > dev->info.max_alloc_bytes) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "the transposed K needs more than one allocation may hold on this "
                           "device (%llu bytes)", (unsigned long long)dev->info.max_alloc_bytes);
-        goto out;
+        goto done;
     }
-    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP0, kt_bytes, &kt, &wait), out);
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_TEMP0, kt_bytes, &kt, &wait), done);
     tk = clCreateKernel(program, blk ? "pack_k" : "transpose_k", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     kernel = clCreateKernel(program, blk ? "attention_blk" : "attention_vec", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     cl_uint arg = 0;
     cl_ulong ko = p->off[1], ksb = p->stride[1][0], ksh = p->stride[1][1], ksl = p->stride[1][2];
-#define SET(K, x) TSR_CL_CHECK(clSetKernelArg(K, arg++, sizeof(x), &(x)), out)
+#define SET(K, x) TSR_CL_CHECK(status, clSetKernelArg(K, arg++, sizeof(x), &(x)), done)
     SET(tk, Lk); SET(tk, Lkp); SET(tk, H); SET(tk, k); SET(tk, ko); SET(tk, ksb); SET(tk, ksh); SET(tk, ksl); SET(tk, kt);
     size_t tglobal[3] = {(size_t)Lkp, p->D, p->B * p->H};
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, tk, 3, NULL, tglobal, NULL, wait ? 1 : 0, wait ? &wait : NULL,
-                                        &transposed), out);
+    TSR_CL_CHECK(
+        status,
+        clEnqueueNDRangeKernel(queue, tk, 3, NULL, tglobal, NULL, wait ? 1 : 0, wait ? &wait : NULL, &transposed),
+        done);
     arg = 0;
     SET(kernel, Lq); SET(kernel, Lk); SET(kernel, Lkp); SET(kernel, H); SET(kernel, p->scale); SET(kernel, causal);
     cl_ulong qo = p->off[0], qsb = p->stride[0][0], qsh = p->stride[0][1], qsl = p->stride[0][2];
@@ -322,10 +327,10 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
      * thread stack at L = 4096 once the rescale became a branch. The kernel is vectorized
      * within a work-item (float16 lanes over keys), so nothing is lost. */
     size_t global[2] = {(p->Lq + rw - 1) / rw, p->B * p->H}, local[2] = {1, 1};
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, local, 1, &transposed, event), out);
+    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, local, 1, &transposed, event), done);
     tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, event ? *event : NULL);
     if (!event) clFinish(queue); /* no event to order the next writer of the workspace by */
-out:
+done:
     /* The transpose ran into the workspace although the attention kernel failed to enqueue. */
     if (status != TSR_SUCCESS && transposed) tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, transposed);
     pthread_mutex_unlock(&dev->lock);
@@ -376,21 +381,21 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
     cl_int err;
     /* the kernels this call creates (attention_launch_vec's two, or "attention") */
     const char *kernels = !vec ? "attention" : cfg.values[P_VEC] == 2 ? "pack_k;attention_blk" : "transpose_k;attention_vec";
-    TSR_CHECK(tsr_program_for(dev, "attention", options, kernels, &program), out);
-    TSR_CHECK(kv_length_buffer(dev, p, &lens), out);
+    TSR_CHECK(status, tsr_program_for(dev, "attention", options, kernels, &program), done);
+    TSR_CHECK(status, kv_length_buffer(dev, p, &lens), done);
     if (vec) {
         status = attention_launch_vec(dev, p, program, lens, &cfg, q, k, v, o, queue, event);
-        goto out;
+        goto done;
     }
     kernel = clCreateKernel(program, "attention", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     cl_int Lq = (cl_int)p->Lq, Lk = (cl_int)p->Lk, H = (cl_int)p->H, causal = p->causal;
     cl_int write_lse = p->lse != NULL;
     cl_mem lse = p->lse ? p->lse : o;
     cl_ulong lse_off = p->lse_off;
     cl_mem mems[4] = {q, k, v, o};
     cl_uint arg = 0;
-#define SET(x) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(x), &(x)), out)
+#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), done)
     SET(Lq); SET(Lk); SET(H); SET(p->scale); SET(causal);
     for (int t = 0; t < 4; ++t) {
         cl_ulong off = p->off[t], sb = p->stride[t][0], sh = p->stride[t][1], sl = p->stride[t][2];
@@ -401,8 +406,8 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
     /* dimension 0: the D slices of a row, 1: rows, 2: batch x heads */
     size_t local[3] = {(size_t)cfg.values[P_DS], (size_t)cfg.values[P_BR], 1};
     size_t global[3] = {local[0], (p->Lq + local[1] - 1) / local[1] * local[1], p->B * p->H};
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 0, NULL, event), out);
-out:
+    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 0, NULL, event), done);
+done:
     if (kernel) clReleaseKernel(kernel);
     if (lens) clReleaseMemObject(lens); /* freed once the kernel is done with it */
     return status;
@@ -426,10 +431,11 @@ tsr_status tsr_attention(tsr_device *dev, const tsr_attention_desc *desc, cl_mem
     tsr_status status = attention_begin(dev, desc, q, k, v, o, queue, event, &p, &cq);
     if (status != TSR_SUCCESS) return status;
     tsr_config cfg;
-    if ((status = tsr_op_config(dev, &tsr_op_attention, &p, &cfg)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_attention, &p, &cfg), done);
     status = attention_launch(dev, &p, &cfg, q, k, v, o, cq, event);
     if (tsr_op_build_fallback(dev, &tsr_op_attention, &p, status, &cfg))
         status = attention_launch(dev, &p, &cfg, q, k, v, o, cq, event);
+done:
     return status;
 }
 
@@ -459,23 +465,24 @@ tsr_status tsr_attention_softmax(tsr_device *dev, const tsr_attention_desc *d, s
     cl_int err;
     int len = d->kv_lengths ? d->kv_lengths[b] : (int)d->kv_len;
     cl_mem lens = NULL;
-    TSR_CHECK(tsr_program_for(dev, "attention", options, "softmax_rows", &program), out);
+    TSR_CHECK(status, tsr_program_for(dev, "attention", options, "softmax_rows", &program), done);
     lens = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof len, &len, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     kernel = clCreateKernel(program, "softmax_rows", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     cl_int Lq = (cl_int)d->q_len, Lk = (cl_int)d->kv_len, H = (cl_int)d->heads, causal = d->causal;
     cl_ulong s_off = 0, lse_off = d->lse_offset + b * d->heads * d->q_len;
     cl_int write_lse = d->lse != NULL;
     cl_mem lse = d->lse ? d->lse : S;
     cl_uint arg = 0;
-#define SET(x) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(x), &(x)), out)
+#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), done)
     SET(Lq); SET(Lk); SET(H); SET(causal); SET(S); SET(s_off); SET(lens); SET(lse); SET(lse_off); SET(write_lse);
 #undef SET
     size_t global[2] = {d->q_len, d->heads};
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, NULL, wait ? 1 : 0, wait ? &wait : NULL, done),
-                 out);
-out:
+    TSR_CL_CHECK(status,
+                 clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, NULL, wait ? 1 : 0, wait ? &wait : NULL, done),
+                 done);
+done:
     if (kernel) clReleaseKernel(kernel);
     if (lens) clReleaseMemObject(lens);
     return status;
@@ -515,7 +522,8 @@ tsr_status tsr_attention_unfused(tsr_device *dev, const tsr_attention_desc *desc
     pthread_mutex_lock(&dev->lock);
     cl_mem S;
     cl_event ready = NULL;
-    if ((status = tsr_workspace_get(dev, TSR_WS_TEMP1, bytes, &S, &ready)) != TSR_SUCCESS) {
+    status = tsr_workspace_get(dev, TSR_WS_TEMP1, bytes, &S, &ready);
+    if (status != TSR_SUCCESS) {
         pthread_mutex_unlock(&dev->lock);
         free(outs);
         return status;
@@ -594,9 +602,7 @@ typedef struct attention_fixture {
 /* Above this many multiply-adds per product the check samples three rows of every head. */
 #define FIXTURE_EXACT_LIMIT (1u << 29)
 
-static const char *const attention_class_shapes[] = {"B1 H4 L1024 D64",     "B1 H4 L128 D64",
-                                                     "B1 H4 L1024 D64 f16", "B1 H4 L128 D64 f16",
-                                                     "B1 H4 L1024 D64 bf16", "B1 H4 L128 D64 bf16"};
+static const char *const attention_class_shapes[] = {"B1 H4 L1024 D64", "B1 H4 L128 D64"};
 static const tsr_report_shape attention_report_shapes[] = {
     {"attention-2048", "B1 H8 L2048 D64", "B1 H1 L64 D16"},
     {"attention-2048-f16", "B1 H8 L2048 D64 f16", "B1 H1 L64 D16 f16"},
@@ -636,14 +642,14 @@ static tsr_status attention_fixture_setup(tsr_device *dev, const char *shape, ui
     float *hq = NULL, *hk = NULL, *hv = NULL;
     double *s = NULL;
     size_t n;
-    if ((status = tsr_size_mad("attention fixture", B * H, L * D, 0, &n)) != TSR_SUCCESS) goto out;
+    TSR_CHECK(status, tsr_size_mad("attention fixture", B * H, L * D, 0, &n), done);
     t->nrows = (double)B * H * L * L * D <= FIXTURE_EXACT_LIMIT ? L : (L < 3 ? L : 3);
     hq = malloc(n * 4), hk = malloc(n * 4), hv = malloc(n * 4), t->ho = malloc(n * 4);
     t->ref = malloc(B * H * t->nrows * D * sizeof(double));
     s = malloc(L * sizeof *s);
     if (!hq || !hk || !hv || !t->ho || !t->ref || !s) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
+        goto done;
     }
     tsr_random_fill(hq, n, &seed, -1.0f, 1.0f);
     tsr_random_fill(hk, n, &seed, -1.0f, 1.0f);
@@ -659,17 +665,17 @@ static tsr_status attention_fixture_setup(tsr_device *dev, const char *shape, ui
     if (err == CL_SUCCESS) t->v = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, n * tsr_dtype_size(in), NULL, &err);
     if (err == CL_SUCCESS)
         t->o = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, n * tsr_dtype_size(out_type), NULL, &err);
-    TSR_CL_CHECK(err, out);
-    TSR_CHECK(tsr_upload_typed(dev, t->q, in, hq, n), out);
-    TSR_CHECK(tsr_upload_typed(dev, t->k, in, hk, n), out);
-    TSR_CHECK(tsr_upload_typed(dev, t->v, in, hv, n), out);
-    TSR_CHECK(tsr_upload_typed(dev, t->o, out_type, t->ho, n), out);
-    if ((status = attention_validate(dev, &t->d, t->q, t->k, t->v, t->o, &t->p)) != TSR_SUCCESS) goto out;
+    TSR_CL_CHECK(status, err, done);
+    TSR_CHECK(status, tsr_upload_typed(dev, t->q, in, hq, n), done);
+    TSR_CHECK(status, tsr_upload_typed(dev, t->k, in, hk, n), done);
+    TSR_CHECK(status, tsr_upload_typed(dev, t->v, in, hv, n), done);
+    TSR_CHECK(status, tsr_upload_typed(dev, t->o, out_type, t->ho, n), done);
+    TSR_CHECK(status, attention_validate(dev, &t->d, t->q, t->k, t->v, t->o, &t->p), done);
     for (size_t bh = 0; bh < B * H; ++bh)
         for (size_t r = 0; r < t->nrows; ++r)
             tsr_attention_reference_row(hq + (bh * L + checked_row(t, r)) * D, hk + bh * L * D, hv + bh * L * D, L, D,
                                         t->p.scale, s, t->ref + (bh * t->nrows + r) * D);
-out:
+done:
     free(hq), free(hk), free(hv), free(s);
     if (status != TSR_SUCCESS) {
         attention_fixture_free(t);
@@ -737,28 +743,11 @@ static int attention_fixture_buffers(const void *ctx, cl_mem *buffers, int max) 
     return 4;
 }
 
-/* ---- demo ---- */
-
-static tsr_status attention_demo(tsr_device *dev, char *summary, size_t size) {
-    void *fx = NULL;
-    tsr_status st = attention_fixture_setup(dev, attention_class_shapes[1], tsr_random_fresh_seed(), &fx);
-    if (st != TSR_SUCCESS) return st;
-    attention_fixture *t = fx;
-    double rel = INFINITY, ms = 0, flops = 0, bytes = 0;
-    if ((st = tsr_fixture_measure(dev, &tsr_op_attention, fx, 1, &ms, &rel)) != TSR_SUCCESS) goto out;
-    attention_fixture_work(fx, &flops, &bytes);
-    snprintf(summary, size, "attention B=1 H=4 L=%zu D=64: %.3f ms, %.1f GFLOP/s, relative error %.2e%s", t->p.Lq, ms,
-             ms > 0 ? flops / (ms * 1e6) : 0, rel, rel <= tsr_op_attention.tolerance ? "" : "  (WRONG)");
-    if (!(rel <= tsr_op_attention.tolerance))
-        st = tsr_fail(TSR_ERR_OPENCL, "attention demo: relative error %.3e exceeds 1e-5", rel);
-out:
-    attention_fixture_free(fx);
-    return st;
-}
-
 /* A class's programs are in its own storage types (fp32 classes fp32, "-f16" ones the f16 sets). */
 static bool attention_variant_serves_class(const char *problem_class, int variant) {
-    return tsr_dtype_types_serve_class(common_types[variant / COMMON_DIMS], 4, problem_class);
+    tsr_dtype types[4];
+    common_types(variant / COMMON_DIMS, types);
+    return tsr_dtype_types_serve_class(types, 4, problem_class);
 }
 
 const tsr_op tsr_op_attention = {
@@ -773,22 +762,16 @@ const tsr_op tsr_op_attention = {
     .implementations = attention_implementations,
     .nimplementations = TSR_COUNT(attention_implementations),
     .config_ok = attention_config_ok,
-    .program_variants = COMMON_DIMS * (int)TSR_COUNT(common_types),
+    .program_variants = COMMON_DIMS * TSR_STORAGE_SETS,
     .variant_serves_class = attention_variant_serves_class,
-    .program_variant = "head dimension (16, 32, 64, 80, 96, 128) x storage types (f32, f16, bf16, f16/f32, bf16/f32)",
     .build_options = attention_build_options,
-    .demo = attention_demo,
-    .nearest_class = NULL,
-    .tuning_space = NULL,
-    .fixture_setup = attention_fixture_setup,
-    .fixture_run = attention_fixture_run,
-    .fixture_check = attention_fixture_check,
-    .fixture_work = attention_fixture_work,
-    .fixture_describe = attention_fixture_describe,
-    .fixture_buffers = attention_fixture_buffers,
-    .fixture_free = attention_fixture_free,
     .tolerance = 1e-5,
-    .fixture_tolerance = attention_fixture_tolerance,
     .class_shapes = attention_class_shapes,
+    .class_storage = TSR_CLASSES_PER_TYPE,
+    .fixture = {.setup = attention_fixture_setup, .run = attention_fixture_run, .check = attention_fixture_check,
+                .work = attention_fixture_work, .describe = attention_fixture_describe,
+                .buffers = attention_fixture_buffers, .free = attention_fixture_free,
+                .tolerance = attention_fixture_tolerance},
+    .demo = {.title = "attention B=1 H=4 L=128 D=64", .shapes = {"B1 H4 L128 D64"}, .runs = 1},
     .report_shapes = attention_report_shapes,
 };

@@ -27,13 +27,9 @@ static const tsr_param_def conv_params[] = {CONV_PARAMS(TSR_PARAM_DEF)};
 
 /* The CPU forms (padded implicit, depthwise) are built from conv_cpu.cl. */
 static const char *const conv_more_sources[] = {"conv_cpu", NULL};
-/* The fp32 classes, then the same with 16-bit storage (tsr_dtype_class_suffix of x, w, y), which
- * take their fp32 class's configuration until tuned themselves. */
-#define CONV_BASE_CLASSES 5
-static const char *const conv_classes[] = {"3x3",      "1x1",      "strided",      "depthwise",      "other",
-                                           "3x3-f16",  "1x1-f16",  "strided-f16",  "depthwise-f16",  "other-f16",
-                                           "3x3-bf16", "1x1-bf16", "strided-bf16", "depthwise-bf16", "other-bf16",
-                                           NULL};
+/* The fp32 classes; each has its 16-bit twins ("3x3-f16", TSR_CLASSES_PER_TYPE: by x, w and y's
+ * types), which take their fp32 class's configuration until tuned themselves. */
+static const char *const conv_classes[] = {"3x3", "1x1", "strided", "depthwise", "other", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -74,7 +70,7 @@ static const char *conv_base_class(const conv_problem *p) { return conv_classes[
 
 static const char *conv_problem_class(const void *problem) {
     const conv_problem *p = problem;
-    return conv_classes[tsr_dtype_class_group(p->types, 3) * CONV_BASE_CLASSES + conv_base_index(p)];
+    return tsr_op_class(&tsr_op_conv, conv_base_index(p), p->types, 3);
 }
 
 /* Built-in configurations. CPUs: the GEMM behind im2col is tessera's best-tuned kernel; depthwise
@@ -140,16 +136,16 @@ static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr
 
 /* Program variants: the CPU forms (STAGE 2, 3) are also built with the kernel size compiled in
  * for square kernels up to 3x3 (kernel_size_options): variant % 4 = k in 1..3 is KR = KS = k, 0
- * none. variant / 4 picks the storage types (x, w, y) from conv_type_variants: the ones
- * build-binaries prepares (fp32, all f16, all bf16, 16-bit inputs with an fp32 output); other
- * combinations build on first use. */
+ * none. variant / 4 picks the storage set of x, w (its inputs) and y (tsr_dtype_storage_set): the
+ * ones build-binaries prepares (fp32, each 16-bit type throughout, 16-bit inputs with an fp32
+ * output); other combinations build on first use. */
 #define CONV_KERNEL_SIZE_VARIANTS 4
-static const tsr_dtype conv_type_variants[][3] = {{TSR_F32, TSR_F32, TSR_F32},
-                                                  {TSR_F16, TSR_F16, TSR_F16},
-                                                  {TSR_BF16, TSR_BF16, TSR_BF16},
-                                                  {TSR_F16, TSR_F16, TSR_F32},
-                                                  {TSR_BF16, TSR_BF16, TSR_F32}};
-#define CONV_PROGRAM_VARIANTS (CONV_KERNEL_SIZE_VARIANTS * (int)TSR_COUNT(conv_type_variants))
+#define CONV_PROGRAM_VARIANTS (CONV_KERNEL_SIZE_VARIANTS * TSR_STORAGE_SETS)
+
+static void conv_variant_types(int program_variant, tsr_dtype types[3]) {
+    tsr_dtype_storage_set(program_variant / CONV_KERNEL_SIZE_VARIANTS, &types[0], &types[2]);
+    types[1] = types[0];
+}
 
 /* -DX_TYPE=... for the tensors that are not fp32 (fp32 programs keep their options). The im2col
  * path's program runs only the im2col kernel, which reads x alone: X_TYPE only. */
@@ -167,7 +163,9 @@ static void conv_build_options(const tsr_config *cfg, int program_variant, char 
     int ks = program_variant % CONV_KERNEL_SIZE_VARIANTS;
     if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 2 && ks > 0 && len < size)
         snprintf(out + len, size - len, " -DKR=%d -DKS=%d", ks, ks);
-    type_options(cfg, conv_type_variants[program_variant / CONV_KERNEL_SIZE_VARIANTS], out, size);
+    tsr_dtype types[3];
+    conv_variant_types(program_variant, types);
+    type_options(cfg, types, out, size);
 }
 
 static const char *conv_program_source(const tsr_config *cfg) {
@@ -227,15 +225,15 @@ static tsr_status conv_shape(const tsr_conv2d_desc *d, conv_problem *p) {
         return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: algo must be a tsr_conv_algo (got %d)", (int)d->algo);
     p->act = (int)d->activation;
     p->algo = d->algo;
-    tsr_status st;
-    if ((st = tsr_dtype_check("conv2d: x_type", d->x_type)) != TSR_SUCCESS ||
-        (st = tsr_dtype_check("conv2d: w_type", d->w_type)) != TSR_SUCCESS ||
-        (st = tsr_dtype_check("conv2d: y_type", d->y_type)) != TSR_SUCCESS)
-        return st;
+    tsr_status st = TSR_SUCCESS;
+    TSR_CHECK(st, tsr_dtype_check("conv2d: x_type", d->x_type), done);
+    TSR_CHECK(st, tsr_dtype_check("conv2d: w_type", d->w_type), done);
+    TSR_CHECK(st, tsr_dtype_check("conv2d: y_type", d->y_type), done);
     p->types[0] = d->x_type, p->types[1] = d->w_type, p->types[2] = d->y_type;
     p->x_off = d->x_offset, p->w_off = d->w_offset, p->b_off = d->bias_offset, p->y_off = d->y_offset;
     p->ws = d->workspace, p->ws_bytes = d->workspace_bytes;
-    return TSR_SUCCESS;
+done:
+    return st;
 }
 
 /* offset + count elements, with overflow checks (of the byte count too). */
@@ -251,32 +249,34 @@ static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d,
     tsr_status st = conv_shape(d, p);
     if (st != TSR_SUCCESS) return st;
     size_t x_end = 0, w_end = 0, b_end = 0, y_end = 0;
-    if ((st = span("x", p->x_off, p->N, p->C * p->H * p->W, &x_end)) != TSR_SUCCESS ||
-        (st = span("w", p->w_off, p->K, p->CRS, &w_end)) != TSR_SUCCESS ||
-        (st = span("y", p->y_off, p->N, p->K * p->PQ, &y_end)) != TSR_SUCCESS ||
-        (bias && (st = span("bias", p->b_off, 1, p->K, &b_end)) != TSR_SUCCESS))
-        return st;
+    TSR_CHECK(st, span("x", p->x_off, p->N, p->C * p->H * p->W, &x_end), done);
+    TSR_CHECK(st, span("w", p->w_off, p->K, p->CRS, &w_end), done);
+    TSR_CHECK(st, span("y", p->y_off, p->N, p->K * p->PQ, &y_end), done);
+    if (bias) TSR_CHECK(st, span("bias", p->b_off, 1, p->K, &b_end), done);
     const tsr_dtype xt = p->types[0], wt = p->types[1], yt = p->types[2];
-    if ((st = tsr_check_buffer_typed(dev, x, "x", x_end, xt)) != TSR_SUCCESS ||
-        (st = tsr_check_buffer_typed(dev, w, "w", w_end, wt)) != TSR_SUCCESS ||
-        (st = tsr_check_buffer_typed(dev, y, "y", y_end, yt)) != TSR_SUCCESS ||
-        (bias && (st = tsr_check_buffer(dev, bias, "bias", b_end)) != TSR_SUCCESS))
-        return st;
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, x, "x", x_end, xt), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, w, "w", w_end, wt), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, y, "y", y_end, yt), done);
+    if (bias) TSR_CHECK(st, tsr_check_buffer(dev, bias, "bias", b_end), done);
     /* By memory, not handle: sub-buffers of one parent (or a sub-buffer and its parent) alias;
      * ranges in bytes of each tensor's type. */
     size_t ny = y_end - p->y_off;
-    if ((st = tsr_check_disjoint_typed("conv2d", y, "y", p->y_off, ny, yt, x, "x", p->x_off, x_end - p->x_off, xt,
-                                       false)) != TSR_SUCCESS ||
-        (st = tsr_check_disjoint_typed("conv2d", y, "y", p->y_off, ny, yt, w, "w", p->w_off, w_end - p->w_off, wt,
-                                       false)) != TSR_SUCCESS ||
-        (bias && (st = tsr_check_disjoint_typed("conv2d", y, "y", p->y_off, ny, yt, bias, "bias", p->b_off,
-                                                b_end - p->b_off, TSR_F32, false)) != TSR_SUCCESS))
-        return st;
+    TSR_CHECK(
+        st, tsr_check_disjoint_typed("conv2d", y, "y", p->y_off, ny, yt, x, "x", p->x_off, x_end - p->x_off, xt, false),
+        done);
+    TSR_CHECK(
+        st, tsr_check_disjoint_typed("conv2d", y, "y", p->y_off, ny, yt, w, "w", p->w_off, w_end - p->w_off, wt, false),
+        done);
+    if (bias)
+        TSR_CHECK(st,
+                  tsr_check_disjoint_typed("conv2d", y, "y", p->y_off, ny, yt, bias, "bias", p->b_off, b_end - p->b_off,
+                                           TSR_F32, false),
+                  done);
     if (p->ws) {
         size_t real = 0;
         if (clGetMemObjectInfo(p->ws, CL_MEM_SIZE, sizeof real, &real, NULL) != CL_SUCCESS)
             return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: workspace is not a valid cl_mem");
-        if ((st = tsr_check_buffer(dev, p->ws, "workspace", 0)) != TSR_SUCCESS) return st;
+        TSR_CHECK(st, tsr_check_buffer(dev, p->ws, "workspace", 0), done);
         if (p->ws_bytes > real)
             return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL, "conv2d: workspace_bytes = %zu but the workspace holds %zu bytes",
                             p->ws_bytes, real);
@@ -293,14 +293,16 @@ static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d,
                       {y, "y", p->y_off, y_end, yt},
                       {bias, "bias", p->b_off, b_end, TSR_F32}};
         for (size_t i = 0; i < sizeof others / sizeof others[0]; ++i)
-            if (others[i].mem &&
-                (st = tsr_check_disjoint_typed("conv2d", p->ws, "the workspace", 0, ws_floats, TSR_F32, others[i].mem,
-                                               others[i].name, others[i].off, others[i].end - others[i].off,
-                                               others[i].type, false)) != TSR_SUCCESS)
-                return st;
+            if (others[i].mem)
+                TSR_CHECK(st,
+                          tsr_check_disjoint_typed("conv2d", p->ws, "the workspace", 0, ws_floats, TSR_F32,
+                                                   others[i].mem, others[i].name, others[i].off,
+                                                   others[i].end - others[i].off, others[i].type, false),
+                          done);
     }
     p->x = x, p->w = w, p->bias = bias, p->y = y;
-    return TSR_SUCCESS;
+done:
+    return st;
 }
 
 /* ---- paths ---- */
@@ -330,10 +332,10 @@ static tsr_status set_common_args(cl_kernel kernel, const conv_problem *p, cl_ui
     cl_int has_bias = p->bias != NULL, act = p->act;
     cl_mem bias = p->bias ? p->bias : p->w; /* any valid buffer: not read without a bias */
     cl_uint arg = first;
-#define SET(v) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(v), &(v)), out)
+#define SET(v) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(v), &(v)), done)
     SET(p->w); SET(w_off); SET(bias); SET(b_off); SET(has_bias); SET(act); SET(p->y); SET(y_off);
 #undef SET
-out:
+done:
     return status;
 }
 
@@ -365,18 +367,20 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     cl_kernel kernel = NULL;
     cl_int err;
     /* The CPU forms live in conv_cpu.cl (conv.cl, and the entries tuned against its hash, unchanged). */
-    TSR_CHECK(tsr_program_for(dev, stage >= 2 ? "conv_cpu" : "conv", options, implicit ? "conv_implicit" : "conv_direct",
-                              &program), out);
+    TSR_CHECK(status,
+              tsr_program_for(dev, stage >= 2 ? "conv_cpu" : "conv", options,
+                              implicit ? "conv_implicit" : "conv_direct", &program),
+              done);
     kernel = clCreateKernel(program, implicit ? "conv_implicit" : "conv_direct", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     cl_int geo[16];
     geometry(p, geo);
     if (stage >= 2) geometry_plain(p, geo); /* these forms take the true rows */
     cl_ulong x_off = p->x_off;
-    TSR_CL_CHECK(clSetKernelArg(kernel, 0, sizeof geo, geo), out);
-    TSR_CL_CHECK(clSetKernelArg(kernel, 1, sizeof p->x, &p->x), out);
-    TSR_CL_CHECK(clSetKernelArg(kernel, 2, sizeof x_off, &x_off), out);
-    TSR_CHECK(set_common_args(kernel, p, 3), out);
+    TSR_CL_CHECK(status, clSetKernelArg(kernel, 0, sizeof geo, geo), done);
+    TSR_CL_CHECK(status, clSetKernelArg(kernel, 1, sizeof p->x, &p->x), done);
+    TSR_CL_CHECK(status, clSetKernelArg(kernel, 2, sizeof x_off, &x_off), done);
+    TSR_CHECK(status, set_common_args(kernel, p, 3), done);
     size_t global[3], local[3] = {(size_t)v[P_WGM], (size_t)v[P_WGN], 1};
     if (!implicit) {
         global[0] = (size_t)geo[7], global[1] = (size_t)geo[6], global[2] = p->N * p->K;
@@ -386,7 +390,7 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
         global[0] = ceil_div(items, local[0]) * local[0], global[1] = ceil_div(p->N * p->K, local[1]) * local[1];
         global[2] = 1;
         geo[15] = (cl_int)(p->N * p->K);
-        TSR_CL_CHECK(clSetKernelArg(kernel, 0, sizeof geo, geo), out);
+        TSR_CL_CHECK(status, clSetKernelArg(kernel, 0, sizeof geo, geo), done);
     } else if (stage == 0) {
         size_t rows = (size_t)geo[6], qt = ceil_div((size_t)geo[7], (size_t)v[P_VW]);
         global[0] = ceil_div(ceil_div(p->Kg, (size_t)v[P_MWI]), local[0]) * local[0];
@@ -397,8 +401,9 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
         global[1] = ceil_div(p->PQ, (size_t)v[P_VW] * local[1]) * local[1];
         global[2] = p->N * p->G;
     }
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, implicit ? local : NULL, 0, NULL, event), out);
-out:
+    TSR_CL_CHECK(status,
+                 clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, implicit ? local : NULL, 0, NULL, event), done);
+done:
     if (kernel) clReleaseKernel(kernel);
     return status;
 }
@@ -442,14 +447,16 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     bool locked = false, holding = false; /* holding: the workspace is ours, `last` its newest user */
     size_t per = padded_bytes_per_image(p, v[P_VW]), Wp = p->W + 2 * p->pw;
     size_t Hp = per ? padded_rows(p, v[P_VW]) : p->H; /* x itself when unpadded: its own planes */
-    TSR_CHECK(tsr_program_for(dev, "conv_cpu", options, per ? "conv_implicit;pad_input" : "conv_implicit", &program), out);
+    TSR_CHECK(status,
+              tsr_program_for(dev, "conv_cpu", options, per ? "conv_implicit;pad_input" : "conv_implicit", &program),
+              done);
     kernel = clCreateKernel(program, "conv_implicit", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     cl_int geo[16], pgeo[16];
     geometry_plain(p, geo);
     memcpy(pgeo, geo, sizeof geo);
     pgeo[1] = (cl_int)Hp, pgeo[2] = (cl_int)Wp, pgeo[10] = pgeo[11] = 0; /* the kernel sees no padding */
-    TSR_CL_CHECK(clSetKernelArg(kernel, 0, sizeof pgeo, pgeo), out);
+    TSR_CL_CHECK(status, clSetKernelArg(kernel, 0, sizeof pgeo, pgeo), done);
     size_t span = p->P * Wp, tiles = ceil_div(span, (size_t)v[P_VW]);
     /* WGN tiles per work-group, fewer when the plane has fewer (small layers keep both cores busy) */
     size_t local[3] = {1, tiles < (size_t)v[P_WGN] ? tiles : (size_t)v[P_WGN], 1};
@@ -457,15 +464,15 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     conv_problem q = *p;
     if (!per) { /* no padding, fp32: x is already what the kernel reads */
         global[2] = p->N * p->G;
-        TSR_CL_CHECK(clSetKernelArg(kernel, 1, sizeof p->x, &p->x), out);
+        TSR_CL_CHECK(status, clSetKernelArg(kernel, 1, sizeof p->x, &p->x), done);
         cl_ulong x_off = p->x_off;
-        TSR_CL_CHECK(clSetKernelArg(kernel, 2, sizeof x_off, &x_off), out);
-        TSR_CHECK(set_common_args(kernel, p, 3), out);
-        TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 0, NULL, &last), out);
-        goto out;
+        TSR_CL_CHECK(status, clSetKernelArg(kernel, 2, sizeof x_off, &x_off), done);
+        TSR_CHECK(status, set_common_args(kernel, p, 3), done);
+        TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 0, NULL, &last), done);
+        goto done;
     }
     pad = clCreateKernel(program, "pad_input", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
     locked = true;
     size_t cap = workspace_cap(dev) > per ? workspace_cap(dev) : per;
@@ -480,35 +487,37 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     }
     holding = true;
     if (last) clRetainEvent(last);
-    TSR_CL_CHECK(clSetKernelArg(pad, 0, sizeof geo, geo), out);
-    TSR_CL_CHECK(clSetKernelArg(pad, 1, sizeof p->x, &p->x), out);
-    TSR_CL_CHECK(clSetKernelArg(pad, 3, sizeof xp, &xp), out);
-    TSR_CL_CHECK(clSetKernelArg(kernel, 1, sizeof xp, &xp), out);
+    TSR_CL_CHECK(status, clSetKernelArg(pad, 0, sizeof geo, geo), done);
+    TSR_CL_CHECK(status, clSetKernelArg(pad, 1, sizeof p->x, &p->x), done);
+    TSR_CL_CHECK(status, clSetKernelArg(pad, 3, sizeof xp, &xp), done);
+    TSR_CL_CHECK(status, clSetKernelArg(kernel, 1, sizeof xp, &xp), done);
     cl_ulong zero = 0;
-    TSR_CL_CHECK(clSetKernelArg(kernel, 2, sizeof zero, &zero), out);
+    TSR_CL_CHECK(status, clSetKernelArg(kernel, 2, sizeof zero, &zero), done);
     for (size_t n0 = 0; n0 < p->N; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
-        TSR_CL_CHECK(clSetKernelArg(pad, 2, sizeof x_off, &x_off), out);
+        TSR_CL_CHECK(status, clSetKernelArg(pad, 2, sizeof x_off, &x_off), done);
         size_t pglobal[3] = {Hp, p->C, nc};
         cl_int hq = (cl_int)Hp;
-        TSR_CL_CHECK(clSetKernelArg(pad, 4, sizeof hq, &hq), out);
-        /* `last` is always the newest command that touches the workspace (recorded at out:,
+        TSR_CL_CHECK(status, clSetKernelArg(pad, 4, sizeof hq, &hq), done);
+        /* `last` is always the newest command that touches the workspace (recorded at done:,
          * also on an error, so the next user waits for whatever was enqueued). The previous
          * chunk's kernel (or the workspace's last user) must be done with it before the pad. */
         cl_event padded = NULL, done = NULL;
-        TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, pad, 3, NULL, pglobal, NULL, last ? 1 : 0, last ? &last : NULL,
-                                            &padded), out);
+        TSR_CL_CHECK(
+            status,
+            clEnqueueNDRangeKernel(queue, pad, 3, NULL, pglobal, NULL, last ? 1 : 0, last ? &last : NULL, &padded),
+            done);
         if (last) clReleaseEvent(last);
         last = padded;
         q.y_off = p->y_off + n0 * p->K * p->PQ;
-        TSR_CHECK(set_common_args(kernel, &q, 3), out);
+        TSR_CHECK(status, set_common_args(kernel, &q, 3), done);
         global[2] = nc * p->G;
-        TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 1, &last, &done), out);
+        TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 1, &last, &done), done);
         clReleaseEvent(last);
         last = done;
     }
-out:
+done:
     if (holding) tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, last);
     if (locked) pthread_mutex_unlock(&dev->lock);
     if (kernel) clReleaseKernel(kernel);
@@ -533,11 +542,26 @@ static bool im2col_accepts(const tsr_device *dev, const void *problem) {
     return p->ws || col_bytes_per_image(p) <= dev->info.max_alloc_bytes;
 }
 
+static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
+                                cl_event *event);
+
+/* The implicit kernel: the padded-input CPU form (STAGE 2) has its own launch. */
+static tsr_status launch_implicit(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
+                                  cl_event *event) {
+    return cfg->values[P_STAGE] == 2 ? launch_padded(dev, problem, cfg, queue, event)
+                                     : launch_kernel(dev, problem, cfg, true, queue, event);
+}
+
+static tsr_status launch_direct(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
+                                cl_event *event) {
+    return launch_kernel(dev, problem, cfg, false, queue, event);
+}
+
 /* The paths ALGO selects (tsr_conv_algo values): only the implicit kernel has a shape to tune. */
 static const tsr_implementation conv_implementations[] = {
-    {.name = "im2col", .value = TSR_CONV_IM2COL, .params = "", .accepts = im2col_accepts},
-    {.name = "implicit", .value = TSR_CONV_IMPLICIT, .params = "MWI VW STAGE WGM WGN KWG"},
-    {.name = "direct", .value = TSR_CONV_DIRECT, .params = ""},
+    {.name = "im2col", .value = TSR_CONV_IM2COL, .params = "", .accepts = im2col_accepts, .launch = launch_im2col},
+    {.name = "implicit", .value = TSR_CONV_IMPLICIT, .params = "MWI VW STAGE WGM WGN KWG", .launch = launch_implicit},
+    {.name = "direct", .value = TSR_CONV_DIRECT, .params = "", .launch = launch_direct},
 };
 
 /* Images per im2col chunk for a workspace of `bytes`. */
@@ -584,8 +608,9 @@ static tsr_status chunk_gemms(tsr_device *dev, const conv_problem *p, cl_mem col
     return status;
 }
 
-static tsr_status launch_im2col(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
-                                cl_command_queue queue, cl_event *event) {
+static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
+                                cl_event *event) {
+    const conv_problem *p = problem;
     if (is_pointwise(p)) {
         cl_event last = NULL;
         tsr_status st = chunk_gemms(dev, p, p->x, p->x_off, 0, p->N, queue, NULL, &last);
@@ -601,9 +626,9 @@ static tsr_status launch_im2col(tsr_device *dev, const conv_problem *p, const ts
     cl_kernel kernel = NULL;
     cl_int err;
     cl_event last = NULL;
-    TSR_CHECK(tsr_program_for(dev, "conv", options, "im2col", &program), out_unlocked);
+    TSR_CHECK(status, tsr_program_for(dev, "conv", options, "im2col", &program), done);
     kernel = clCreateKernel(program, "im2col", &err);
-    TSR_CL_CHECK(err, out_unlocked);
+    TSR_CL_CHECK(status, err, done);
     /* Tessera's own workspace is shared by every call on this device: hold the (recursive) lock
      * for the whole pipeline. */
     pthread_mutex_lock(&dev->lock);
@@ -618,34 +643,34 @@ static tsr_status launch_im2col(tsr_device *dev, const conv_problem *p, const ts
                               "conv2d: one image's column matrices need %zu bytes, more than one allocation may hold on "
                               "this device (%llu); use TSR_CONV_IMPLICIT", per,
                               (unsigned long long)dev->info.max_alloc_bytes);
-            goto out;
+            goto unlock;
         }
-        TSR_CHECK(tsr_workspace_get(dev, TSR_WS_CONV_COL, chunk * per, &col, &last), out);
+        TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_COL, chunk * per, &col, &last), unlock);
         if (last) clRetainEvent(last);
     }
     cl_int geo[16];
     geometry(p, geo);
-    TSR_CL_CHECK(clSetKernelArg(kernel, 0, sizeof geo, geo), out);
-    TSR_CL_CHECK(clSetKernelArg(kernel, 1, sizeof p->x, &p->x), out);
-    TSR_CL_CHECK(clSetKernelArg(kernel, 3, sizeof col, &col), out);
+    TSR_CL_CHECK(status, clSetKernelArg(kernel, 0, sizeof geo, geo), unlock);
+    TSR_CL_CHECK(status, clSetKernelArg(kernel, 1, sizeof p->x, &p->x), unlock);
+    TSR_CL_CHECK(status, clSetKernelArg(kernel, 3, sizeof col, &col), unlock);
     for (size_t n0 = 0; n0 < p->N && status == TSR_SUCCESS; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
-        TSR_CL_CHECK(clSetKernelArg(kernel, 2, sizeof x_off, &x_off), out);
+        TSR_CL_CHECK(status, clSetKernelArg(kernel, 2, sizeof x_off, &x_off), unlock);
         size_t global[3] = {p->P, p->CRS, nc * p->G};
         cl_event written = NULL;
         /* The previous chunk's GEMMs (or the workspace's last reader) must be done with it. */
         err = clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, NULL, last ? 1 : 0, last ? &last : NULL, &written);
         if (last) clReleaseEvent(last);
         last = NULL;
-        TSR_CL_CHECK(err, out);
+        TSR_CL_CHECK(status, err, unlock);
         status = chunk_gemms(dev, p, col, 0, n0, nc, queue, written, &last);
         clReleaseEvent(written);
     }
     if (!p->ws) tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, last);
-out:
+unlock:
     pthread_mutex_unlock(&dev->lock);
-out_unlocked:
+done:
     if (kernel) clReleaseKernel(kernel);
     if (last) {
         if (event && status == TSR_SUCCESS) *event = last;
@@ -664,22 +689,10 @@ static tsr_status conv_config(tsr_device *dev, const conv_problem *p, tsr_config
         tsr_config forced = {.values = {[P_ALGO] = (int)p->algo}};
         tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &forced), dev,
                                       conv_base_class(p), cfg); /* the built-in rows name fp32 classes */
-        if (!conv_config_ok(dev, p, cfg) && /* e.g. a device with a small work-group limit */
-            (st = tsr_config_parse(&tsr_op_conv, implicit_fallback, "conv2d's fallback", cfg)) != TSR_SUCCESS)
-            return st;
+        if (!conv_config_ok(dev, p, cfg))                       /* e.g. a device with a small work-group limit */
+            st = tsr_config_parse(&tsr_op_conv, implicit_fallback, "conv2d's fallback", cfg);
     }
-    return TSR_SUCCESS;
-}
-
-static tsr_status conv_launch(tsr_device *dev, const conv_problem *p, const tsr_config *cfg, cl_command_queue queue,
-                              cl_event *event) {
-    switch (cfg->values[P_ALGO]) {
-    case TSR_CONV_IM2COL: return launch_im2col(dev, p, cfg, queue, event);
-    case TSR_CONV_IMPLICIT:
-        return cfg->values[P_STAGE] == 2 ? launch_padded(dev, p, cfg, queue, event)
-                                         : launch_kernel(dev, p, cfg, true, queue, event);
-    default: return launch_kernel(dev, p, cfg, false, queue, event);
-    }
+    return st;
 }
 
 tsr_status tsr_conv2d(tsr_device *dev, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem bias, cl_mem y,
@@ -690,18 +703,19 @@ tsr_status tsr_conv2d(tsr_device *dev, const tsr_conv2d_desc *desc, cl_mem x, cl
     tsr_status st = conv_validate(dev, desc, x, w, bias, y, &p);
     if (st != TSR_SUCCESS) return st;
     cl_command_queue q;
-    if ((st = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
-    if ((st = conv_config(dev, &p, &cfg, NULL)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, conv_config(dev, &p, &cfg, NULL), done);
     if (p.ws && cfg.values[P_ALGO] == TSR_CONV_IM2COL && col_bytes_per_image(&p) > p.ws_bytes)
         return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL,
                         "conv2d: the workspace holds %zu bytes, less than one image's column matrices (%zu bytes)",
                         p.ws_bytes, col_bytes_per_image(&p));
-    st = conv_launch(dev, &p, &cfg, q, event);
+    st = tsr_op_launch(&tsr_op_conv, dev, &p, &cfg, q, event);
     /* Only an automatic choice falls back: a forced path is the caller's contract, and a caller's
      * workspace was sized for the path chosen. */
     if (desc->algo == TSR_CONV_AUTO && !p.ws && tsr_op_build_fallback(dev, &tsr_op_conv, &p, st, &cfg))
-        st = conv_launch(dev, &p, &cfg, q, event);
+        st = tsr_op_launch(&tsr_op_conv, dev, &p, &cfg, q, event);
+done:
     return st;
 }
 
@@ -724,12 +738,13 @@ tsr_status tsr_conv2d_workspace_size(tsr_device *dev, const tsr_conv2d_desc *des
     tsr_status st = conv_shape(desc, &p);
     if (st != TSR_SUCCESS) return st;
     tsr_config cfg;
-    if ((st = conv_config(dev, &p, &cfg, NULL)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, conv_config(dev, &p, &cfg, NULL), done);
     if (cfg.values[P_ALGO] != TSR_CONV_IM2COL) return TSR_SUCCESS;
     size_t per = col_bytes_per_image(&p);
     *bytes = chunk_images(&p, workspace_cap(dev) > per ? workspace_cap(dev) : per) * per;
     if (min_bytes) *min_bytes = per;
-    return TSR_SUCCESS;
+done:
+    return st;
 }
 
 tsr_status tsr_conv2d_plan(tsr_device *dev, const tsr_conv2d_desc *desc, tsr_conv_algo *algo, tsr_config_info *info) {
@@ -739,10 +754,11 @@ tsr_status tsr_conv2d_plan(tsr_device *dev, const tsr_conv2d_desc *desc, tsr_con
     tsr_status st = conv_shape(desc, &p);
     if (st != TSR_SUCCESS) return st;
     tsr_config cfg;
-    if ((st = conv_config(dev, &p, &cfg, info)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, conv_config(dev, &p, &cfg, info), done);
     *algo = (tsr_conv_algo)cfg.values[P_ALGO];
     tsr_config_format(&tsr_op_conv, &cfg, info->config, sizeof info->config);
-    return TSR_SUCCESS;
+done:
+    return st;
 }
 
 /* ---- the fixture: one layer, "NxCxHxW kK RxS" with optional " pPAD sSTRIDE gGROUPS +bias DTYPE"
@@ -757,21 +773,9 @@ typedef struct conv_fixture {
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
  * layer, and a 5x5 for the rest), in the order of conv_classes. */
-static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias",
-                                                "1x512x28x28 k128 1x1 +bias",
-                                                "1x128x56x56 k128 3x3 p1 s2 +bias",
-                                                "1x256x28x28 k256 3x3 p1 g256 +bias",
-                                                "1x64x28x28 k64 5x5 p2 +bias",
-                                                "1x128x28x28 k128 3x3 p1 +bias f16",
-                                                "1x512x28x28 k128 1x1 +bias f16",
-                                                "1x128x56x56 k128 3x3 p1 s2 +bias f16",
-                                                "1x256x28x28 k256 3x3 p1 g256 +bias f16",
-                                                "1x64x28x28 k64 5x5 p2 +bias f16",
-                                                "1x128x28x28 k128 3x3 p1 +bias bf16",
-                                                "1x512x28x28 k128 1x1 +bias bf16",
-                                                "1x128x56x56 k128 3x3 p1 s2 +bias bf16",
-                                                "1x256x28x28 k256 3x3 p1 g256 +bias bf16",
-                                                "1x64x28x28 k64 5x5 p2 +bias bf16"};
+static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias", "1x512x28x28 k128 1x1 +bias",
+                                                "1x128x56x56 k128 3x3 p1 s2 +bias", "1x256x28x28 k256 3x3 p1 g256 +bias",
+                                                "1x64x28x28 k64 5x5 p2 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},
@@ -827,16 +831,16 @@ static tsr_status conv_fixture_setup(tsr_device *dev, const char *shape, uint64_
     if (!parse_layer(shape, &t->d, &bias)) {
         status = tsr_fail(TSR_ERR_INVALID_ARG,
                           "conv2d: shape '%s' is not 'NxCxHxW kK RxS [pP] [sS] [gG] [+bias] [DTYPE]'", shape);
-        goto out;
+        goto done;
     }
-    if ((status = conv_shape(&t->d, &t->p)) != TSR_SUCCESS) goto out;
+    TSR_CHECK(status, conv_shape(&t->d, &t->p), done);
     conv_problem *p = &t->p;
     size_t nx = p->N * p->C * p->H * p->W, nw = p->K * p->CRS, ny = p->N * p->K * p->PQ;
     hx = malloc(nx * sizeof *hx), hw = malloc(nw * sizeof *hw), hb = malloc(p->K * sizeof *hb);
     t->hy = malloc(ny * sizeof *t->hy), t->ref = malloc(ny * sizeof *t->ref);
     if (!hx || !hw || !hb || !t->hy || !t->ref) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
+        goto done;
     }
     tsr_random_fill(hx, nx, &seed, -1.0f, 1.0f);
     tsr_random_fill(hw, nw, &seed, -1.0f, 1.0f);
@@ -848,20 +852,19 @@ static tsr_status conv_fixture_setup(tsr_device *dev, const char *shape, uint64_
     for (size_t i = 0; i < ny; ++i) t->hy[i] = NAN; /* poisoned: a run must write every element */
     cl_int err;
     p->x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, nx * tsr_dtype_size(p->types[0]), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     p->w = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, nw * tsr_dtype_size(p->types[1]), NULL, &err);
-    TSR_CL_CHECK(err, out);
-    if ((status = tsr_upload_typed(dev, p->x, p->types[0], hx, nx)) != TSR_SUCCESS ||
-        (status = tsr_upload_typed(dev, p->w, p->types[1], hw, nw)) != TSR_SUCCESS)
-        goto out;
+    TSR_CL_CHECK(status, err, done);
+    TSR_CHECK(status, tsr_upload_typed(dev, p->x, p->types[0], hx, nx), done);
+    TSR_CHECK(status, tsr_upload_typed(dev, p->w, p->types[1], hw, nw), done);
     if (bias) {
         p->bias = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, p->K * 4, hb, &err);
-        TSR_CL_CHECK(err, out);
+        TSR_CL_CHECK(status, err, done);
     }
     p->y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, ny * tsr_dtype_size(p->types[2]), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     status = tsr_upload_typed(dev, p->y, p->types[2], t->hy, ny);
-out:
+done:
     free(hx), free(hw), free(hb);
     if (status != TSR_SUCCESS) {
         conv_fixture_free(t);
@@ -880,7 +883,7 @@ static tsr_status conv_fixture_run(tsr_device *dev, void *ctx, const tsr_config 
         cl_int err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &start);
         if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueMarkerWithWaitList", __FILE__, __LINE__);
     }
-    tsr_status st = cfg ? conv_launch(dev, &t->p, cfg, queue, last)
+    tsr_status st = cfg ? tsr_op_launch(&tsr_op_conv, dev, &t->p, cfg, queue, last)
                         : tsr_conv2d(dev, &t->d, t->p.x, t->p.w, t->p.bias, t->p.y, queue, last);
     if (st != TSR_SUCCESS) {
         if (start) clReleaseEvent(start);
@@ -962,31 +965,11 @@ static const char *conv_tuning_space(const tsr_device *dev) {
     return NULL;
 }
 
-/* ---- demo ---- */
-
-static tsr_status conv_demo(tsr_device *dev, char *summary, size_t size) {
-    void *fx = NULL;
-    tsr_status st = conv_fixture_setup(dev, conv_class_shapes[0], tsr_random_fresh_seed(), &fx);
-    if (st != TSR_SUCCESS) return st;
-    double rel = INFINITY, ms = 0, flops = 0, bytes = 0;
-    char impl[32];
-    /* the best of two runs: the first builds programs */
-    if ((st = tsr_fixture_measure(dev, &tsr_op_conv, fx, 2, &ms, &rel)) != TSR_SUCCESS) goto out;
-    conv_fixture_work(fx, &flops, &bytes);
-    conv_fixture_impl(dev, fx, impl, sizeof impl);
-    char *algo = strchr(impl, '('); /* "tessera(im2col)" -> "im2col" */
-    if (algo) *strchr(++algo, ')') = '\0';
-    snprintf(summary, size, "conv2d 1x128x28x28 k128 3x3 (%s): %.3f ms, %.1f GFLOP/s, relative error %.2e%s",
-             algo ? algo : "", ms, ms > 0 ? flops / (ms * 1e6) : 0, rel, rel <= tsr_op_conv.tolerance ? "" : "  (WRONG)");
-    if (!(rel <= tsr_op_conv.tolerance)) st = tsr_fail(TSR_ERR_OPENCL, "conv2d demo: relative error %.3e exceeds 1e-5", rel);
-out:
-    conv_fixture_free(fx);
-    return st;
-}
-
 /* A class's programs are in its own storage types (fp32 classes fp32, "-f16" ones the f16 sets). */
 static bool conv_variant_serves_class(const char *problem_class, int variant) {
-    return tsr_dtype_types_serve_class(conv_type_variants[variant / CONV_KERNEL_SIZE_VARIANTS], 3, problem_class);
+    tsr_dtype types[3];
+    conv_variant_types(variant, types);
+    return tsr_dtype_types_serve_class(types, 3, problem_class);
 }
 
 const tsr_op tsr_op_conv = {
@@ -1006,23 +989,15 @@ const tsr_op tsr_op_conv = {
     .config_ok = conv_config_ok,
     .program_variants = CONV_PROGRAM_VARIANTS,
     .variant_serves_class = conv_variant_serves_class,
-    .program_variant = "kernel size compiled in (none, 1x1, 2x2, 3x3; the CPU forms) x storage types (fp32, f16, "
-                       "bf16, f16/f32, bf16/f32)",
     .build_options = conv_build_options,
     .program_source = conv_program_source,
-    .demo = conv_demo,
-    .nearest_class = NULL,
     .tuning_space = conv_tuning_space,
-    .fixture_setup = conv_fixture_setup,
-    .fixture_run = conv_fixture_run,
-    .fixture_check = conv_fixture_check,
-    .fixture_work = conv_fixture_work,
-    .fixture_describe = conv_fixture_describe,
-    .fixture_impl = conv_fixture_impl,
-    .fixture_buffers = conv_fixture_buffers,
-    .fixture_free = conv_fixture_free,
     .tolerance = 1e-5,
-    .fixture_tolerance = conv_fixture_tolerance,
     .class_shapes = conv_class_shapes,
+    .class_storage = TSR_CLASSES_PER_TYPE,
+    .fixture = {.setup = conv_fixture_setup, .run = conv_fixture_run, .check = conv_fixture_check,
+                .work = conv_fixture_work, .describe = conv_fixture_describe, .impl = conv_fixture_impl,
+                .buffers = conv_fixture_buffers, .free = conv_fixture_free, .tolerance = conv_fixture_tolerance},
+    .demo = {.title = "conv2d 1x128x28x28 k128 3x3", .shapes = {"1x128x28x28 k128 3x3 p1 +bias"}, .runs = 2},
     .report_shapes = conv_report_shapes,
 };

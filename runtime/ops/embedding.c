@@ -19,16 +19,17 @@ static tsr_status embedding_check_table(const tsr_device *dev, const embedding_p
                                         const char *name, size_t table_rows, size_t offset, cl_mem y) {
     char what[96];
     size_t elements, end, bytes;
-    tsr_status st;
+    tsr_status st = TSR_SUCCESS;
     snprintf(what, sizeof what, "embedding: the %s table's elements", name);
-    if ((st = tsr_size_mad(what, table_rows, p->d.hidden, 0, &elements)) != TSR_SUCCESS ||
-        (st = tsr_size_mad(what, elements, 1, offset, &end)) != TSR_SUCCESS ||
-        (st = tsr_size_mad(what, end, sizeof(float), 0, &bytes)) != TSR_SUCCESS)
-        return st;
-    if ((st = tsr_check_buffer_typed(dev, table, name, end, TSR_F32)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, tsr_size_mad(what, table_rows, p->d.hidden, 0, &elements), done);
+    TSR_CHECK(st, tsr_size_mad(what, elements, 1, offset, &end), done);
+    TSR_CHECK(st, tsr_size_mad(what, end, sizeof(float), 0, &bytes), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, table, name, end, TSR_F32), done);
     const size_t y_span = p->y_end - p->d.y_offset;
-    return tsr_check_disjoint_typed("embedding", table, name, offset, elements, TSR_F32, y, "y", p->d.y_offset, y_span,
-                                    p->d.y_type, false);
+    st = tsr_check_disjoint_typed("embedding", table, name, offset, elements, TSR_F32, y, "y", p->d.y_offset, y_span,
+                                  p->d.y_type, false);
+done:
+    return st;
 }
 
 static tsr_status embedding_validate(const tsr_device *dev, const tsr_embedding_desc *desc, const int32_t *ids,
@@ -79,21 +80,21 @@ static tsr_status embedding_validate(const tsr_device *dev, const tsr_embedding_
     *p = (embedding_problem){.d = *d};
     if (!p->d.y_stride) p->d.y_stride = d->hidden;
     size_t y_span, bytes;
-    if ((st = tsr_size_mad("embedding: the elements y spans", d->tokens - 1, p->d.y_stride, d->hidden, &y_span)) !=
-            TSR_SUCCESS ||
-        (st = tsr_size_mad("embedding: y_offset + y's span", y_span, 1, d->y_offset, &p->y_end)) != TSR_SUCCESS ||
-        (st = tsr_size_mad("embedding: the bytes y spans", p->y_end, tsr_dtype_size(d->y_type), 0, &bytes)) !=
-            TSR_SUCCESS ||
-        (st = tsr_size_mad("embedding: the ids' bytes", d->tokens, 2 * sizeof(int32_t), 0, &bytes)) != TSR_SUCCESS)
-        return st;
-    if ((st = tsr_check_buffer_typed(dev, y, "y", p->y_end, d->y_type)) != TSR_SUCCESS ||
-        (st = embedding_check_table(dev, p, word, "word", d->vocab, d->word_offset, y)) != TSR_SUCCESS ||
-        (position && (st = embedding_check_table(dev, p, position, "position", d->max_positions, d->position_offset,
-                                                 y)) != TSR_SUCCESS) ||
-        (token_type && (st = embedding_check_table(dev, p, token_type, "token_type", d->type_vocab,
-                                                   d->token_type_offset, y)) != TSR_SUCCESS))
-        return st;
-    return TSR_SUCCESS;
+    TSR_CHECK(st, tsr_size_mad("embedding: the elements y spans", d->tokens - 1, p->d.y_stride, d->hidden, &y_span),
+              done);
+    TSR_CHECK(st, tsr_size_mad("embedding: y_offset + y's span", y_span, 1, d->y_offset, &p->y_end), done);
+    TSR_CHECK(st, tsr_size_mad("embedding: the bytes y spans", p->y_end, tsr_dtype_size(d->y_type), 0, &bytes), done);
+    TSR_CHECK(st, tsr_size_mad("embedding: the ids' bytes", d->tokens, 2 * sizeof(int32_t), 0, &bytes), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, y, "y", p->y_end, d->y_type), done);
+    TSR_CHECK(st, embedding_check_table(dev, p, word, "word", d->vocab, d->word_offset, y), done);
+    if (position)
+        TSR_CHECK(st, embedding_check_table(dev, p, position, "position", d->max_positions, d->position_offset, y),
+                  done);
+    if (token_type)
+        TSR_CHECK(st, embedding_check_table(dev, p, token_type, "token_type", d->type_vocab, d->token_type_offset, y),
+                  done);
+done:
+    return st;
 }
 
 tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const int32_t *ids, const int32_t *type_ids,
@@ -104,42 +105,42 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     embedding_problem p;
     tsr_status status = embedding_validate(dev, desc, ids, type_ids, word, position, token_type, y, &p);
     if (status != TSR_SUCCESS) return status;
+    cl_kernel kernel = NULL;
+    cl_event written = NULL, done = NULL;
+    int32_t *staging = NULL;
     cl_command_queue q;
-    if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     const tsr_embedding_desc *d = &p.d;
     const bool has_type_ids = token_type && type_ids;
     char options[64] = "";
     if (d->y_type != TSR_F32) snprintf(options, sizeof options, "-DY_TYPE=%d", (int)d->y_type);
     cl_program program = NULL;
-    cl_kernel kernel = NULL;
-    cl_event written = NULL, done = NULL;
-    int32_t *staging = NULL;
     cl_int err;
-    TSR_CHECK(tsr_program_for(dev, "embedding", options, "embedding", &program), out_unlocked);
+    TSR_CHECK(status, tsr_program_for(dev, "embedding", options, "embedding", &program), done);
     kernel = clCreateKernel(program, "embedding", &err);
-    TSR_CL_CHECK(err, out_unlocked);
+    TSR_CL_CHECK(status, err, done);
     /* The ids' scratch: written here (blocking, so the caller's arrays are free on return) after
      * the previous call's kernel has read it, and read by this call's kernel. */
     pthread_mutex_lock(&dev->lock);
     cl_mem scratch;
     cl_event previous_reader;
     const size_t id_bytes = d->tokens * sizeof(int32_t);
-    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_IDS, 2 * id_bytes, &scratch, &previous_reader), out);
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_IDS, 2 * id_bytes, &scratch, &previous_reader), unlock);
     /* One write of both arrays (Oclgrind 21.10 reports the ids as uninitialized after a second
      * write at an offset into the same buffer). */
     const size_t write_bytes = has_type_ids ? 2 * id_bytes : id_bytes;
     staging = malloc(write_bytes);
     if (!staging) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "embedding: out of host memory staging %zu ids", d->tokens);
-        goto out;
+        goto unlock;
     }
     memcpy(staging, ids, id_bytes);
     if (has_type_ids) memcpy(staging + d->tokens, type_ids, id_bytes);
     /* The previous call's kernel, maybe on another queue, must have read the scratch: a host wait
      * (which flushes that kernel's queue) rather than a wait list on the blocking write, which
      * rusticl never completes while the kernel is still unflushed in its queue. */
-    if (previous_reader) TSR_CL_CHECK(clWaitForEvents(1, &previous_reader), out);
-    TSR_CL_CHECK(clEnqueueWriteBuffer(q, scratch, CL_TRUE, 0, write_bytes, staging, 0, NULL, &written), out);
+    if (previous_reader) TSR_CL_CHECK(status, clWaitForEvents(1, &previous_reader), unlock);
+    TSR_CL_CHECK(status, clEnqueueWriteBuffer(q, scratch, CL_TRUE, 0, write_bytes, staging, 0, NULL, &written), unlock);
     /* Absent tables: the kernel does not read them, another valid buffer stands in. */
     cl_mem position_arg = position ? position : word, token_type_arg = token_type ? token_type : word;
     cl_ulong tokens = d->tokens, hidden = d->hidden, seq_len = d->seq_len,
@@ -148,7 +149,7 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
              ys = d->y_stride;
     cl_int has_position = position != NULL, has_token_type = token_type != NULL, has_types = has_type_ids;
     cl_uint arg = 0;
-#define SET(value) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(value), &(value)), out)
+#define SET(value) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(value), &(value)), unlock)
     SET(tokens);
     SET(hidden);
     SET(seq_len);
@@ -169,11 +170,11 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
 #undef SET
     /* Up to 64 items a token, each taking every 64th column: adjacent items, adjacent floats. */
     size_t global[2] = {d->hidden < 64 ? d->hidden : 64, d->tokens};
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(q, kernel, 2, NULL, global, NULL, 1, &written, &done), out);
+    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(q, kernel, 2, NULL, global, NULL, 1, &written, &done), unlock);
     tsr_workspace_set_last_use(dev, TSR_WS_IDS, done);
-out:
+unlock:
     pthread_mutex_unlock(&dev->lock);
-out_unlocked:
+done:
     if (kernel) clReleaseKernel(kernel);
     free(staging);
     if (written) clReleaseEvent(written);

@@ -28,7 +28,7 @@ static const tsr_implementation gelu_implementations[] = {{.name = "fused"}};
 /* Program variants: what the kernel computes, times the storage types of x and y (every pair of
  * f32, f16, bf16: GELU and tsr_convert take any). The configuration is the same for all. */
 enum { FORM_TANH, FORM_ERF, FORM_COPY, GELU_FORMS };
-#define GELU_TYPES 3 /* tsr_dtype's values 0, 1, 2 */
+#define GELU_TYPES TSR_DTYPE_COUNT /* tsr_dtype's values 0 .. count - 1 */
 #define GELU_VARIANTS (GELU_FORMS * GELU_TYPES * GELU_TYPES)
 
 static int gelu_variant(int form, tsr_dtype x_type, tsr_dtype y_type) {
@@ -37,12 +37,10 @@ static int gelu_variant(int form, tsr_dtype x_type, tsr_dtype y_type) {
 
 /* Per form and size: the erf form does more arithmetic per element, so on CPUs its best
  * vector width differs (float16 spills AVX2's 16 registers there). 16-bit storage halves the
- * bytes per element and changes the loads (vload_halfN, the bf16 shifts), so each fp32 class has
- * its "-f16" and "-bf16" twin (tsr_dtype_class_suffix), which uses the fp32 class's entry until
- * it is tuned itself. Order: the four fp32 classes, then the same four per suffix. */
-static const char *const gelu_classes[] = {
-    "large",         "small",      "large-erf",  "small-erf",      "large-f16",      "small-f16", "large-erf-f16",
-    "small-erf-f16", "large-bf16", "small-bf16", "large-erf-bf16", "small-erf-bf16", NULL};
+ * bytes per element and changes the loads (vload_halfN, the bf16 shifts), so each of these fp32
+ * classes has its 16-bit twins ("large-f16", TSR_CLASSES_PER_TYPE), which use the fp32 class's
+ * entry until they are tuned themselves. */
+static const char *const gelu_classes[] = {"large", "small", "large-erf", "small-erf", NULL};
 #define GELU_SMALL_LIMIT (1u << 18) /* elements; below this launch overhead dominates */
 
 typedef struct gelu_problem {
@@ -56,9 +54,8 @@ typedef struct gelu_problem {
 static const char *gelu_problem_class(const void *problem) {
     const gelu_problem *p = problem;
     const tsr_dtype types[2] = {p->x_type, p->y_type};
-    int group = tsr_dtype_class_group(types, 2);
     int base = (p->mode == TSR_GELU_ERF ? 2 : 0) + (p->n <= GELU_SMALL_LIMIT ? 1 : 0);
-    return gelu_classes[4 * group + base];
+    return tsr_op_class(&tsr_op_gelu, base, types, 2);
 }
 
 /* A class launches its own form (the tanh form's classes the copy too, for tsr_gelu_copy and
@@ -128,41 +125,40 @@ static tsr_status gelu_validate(const tsr_device *dev, const gelu_names *names, 
     if (mode != TSR_GELU_TANH && mode != TSR_GELU_ERF)
         return tsr_fail(TSR_ERR_INVALID_ARG, "mode must be TSR_GELU_TANH or TSR_GELU_ERF (got %d)", mode);
     char what[64];
-    tsr_status st;
+    tsr_status st = TSR_SUCCESS;
     snprintf(what, sizeof what, "%s: %s", names->op, names->x);
-    if ((st = tsr_dtype_check(what, x_type)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, tsr_dtype_check(what, x_type), done);
     snprintf(what, sizeof what, "%s: %s", names->op, names->y);
-    if ((st = tsr_dtype_check(what, y_type)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, tsr_dtype_check(what, y_type), done);
     if (n == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: n must be at least 1", names->op);
     /* Ends and their byte counts, checked: a wrapped end would pass the buffer checks. */
     size_t x_end, y_end, bytes;
     char x_what[64], y_what[64];
     snprintf(x_what, sizeof x_what, "%s: %s_offset + n", names->op, names->x);
     snprintf(y_what, sizeof y_what, "%s: %s_offset + n", names->op, names->y);
-    if ((st = tsr_size_mad(x_what, n, 1, x_off, &x_end)) != TSR_SUCCESS ||
-        (st = tsr_size_mad(y_what, n, 1, y_off, &y_end)) != TSR_SUCCESS)
-        return st;
+    TSR_CHECK(st, tsr_size_mad(x_what, n, 1, x_off, &x_end), done);
+    TSR_CHECK(st, tsr_size_mad(y_what, n, 1, y_off, &y_end), done);
     snprintf(x_what, sizeof x_what, "%s: the bytes %s spans", names->op, names->x);
     snprintf(y_what, sizeof y_what, "%s: the bytes %s spans", names->op, names->y);
-    if ((st = tsr_size_mad(x_what, x_end, tsr_dtype_size(x_type), 0, &bytes)) != TSR_SUCCESS ||
-        (st = tsr_size_mad(y_what, y_end, tsr_dtype_size(y_type), 0, &bytes)) != TSR_SUCCESS)
-        return st;
-    if ((st = tsr_check_buffer_typed(dev, x, names->x, x_end, x_type)) != TSR_SUCCESS ||
-        (st = tsr_check_buffer_typed(dev, y, names->y, y_end, y_type)) != TSR_SUCCESS)
-        return st;
+    TSR_CHECK(st, tsr_size_mad(x_what, x_end, tsr_dtype_size(x_type), 0, &bytes), done);
+    TSR_CHECK(st, tsr_size_mad(y_what, y_end, tsr_dtype_size(y_type), 0, &bytes), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, x, names->x, x_end, x_type), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, y, names->y, y_end, y_type), done);
     /* By memory, not handle: sub-buffers of one parent alias too. In place only on the same bytes
      * in the same type: an f16 x read as it is overwritten with bf16 would be another call. */
     tsr_ranges relation;
-    if ((st = tsr_ranges_relate_typed(x, x_off, n, x_type, y, y_off, n, y_type, &relation)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, tsr_ranges_relate_typed(x, x_off, n, x_type, y, y_off, n, y_type, &relation), done);
     if (relation == TSR_RANGES_SAME && x_type != y_type)
         return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %s (%s) and %s (%s) are the same bytes: in place needs one type",
                         names->op, names->x, tsr_dtype_str(x_type), names->y, tsr_dtype_str(y_type));
-    if ((st = tsr_check_disjoint_typed(names->op, x, names->x, x_off, n, x_type, y, names->y, y_off, n, y_type,
-                                       x_type == y_type)) != TSR_SUCCESS)
-        return st;
+    TSR_CHECK(st,
+              tsr_check_disjoint_typed(names->op, x, names->x, x_off, n, x_type, y, names->y, y_off, n, y_type,
+                                       x_type == y_type),
+              done);
     *p = (gelu_problem){
         .mode = mode, .n = n, .x = x, .y = y, .x_off = x_off, .y_off = y_off, .x_type = x_type, .y_type = y_type};
-    return TSR_SUCCESS;
+done:
+    return st;
 }
 
 /* Enqueue the fused kernel (or, with FORM_COPY, the copy of the same geometry) for p's types. */
@@ -174,20 +170,20 @@ static tsr_status gelu_launch(tsr_device *dev, const gelu_problem *p, const tsr_
     cl_program program = NULL;
     cl_kernel kernel = NULL;
     cl_int err;
-    TSR_CHECK(tsr_program_for(dev, "gelu", options, "gelu", &program), out);
+    TSR_CHECK(status, tsr_program_for(dev, "gelu", options, "gelu", &program), done);
     kernel = clCreateKernel(program, "gelu", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     cl_ulong n = p->n, xo = p->x_off, yo = p->y_off;
     cl_uint arg = 0;
-#define SET(v) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(v), &(v)), out)
+#define SET(v) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(v), &(v)), done)
     SET(n); SET(p->x); SET(xo); SET(p->y); SET(yo);
 #undef SET
     const int *v = cfg->values;
     size_t local = (size_t)v[P_WG], vectors = ceil_div(p->n, (size_t)v[P_VW]);
     size_t global = v[P_INTERLEAVE] ? ceil_div(vectors, (size_t)v[P_VPT] * local) * local
                                     : ceil_div(ceil_div(vectors, (size_t)v[P_VPT]), local) * local;
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), out);
-out:
+    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), done);
+done:
     if (kernel) clReleaseKernel(kernel);
     return status;
 }
@@ -201,12 +197,13 @@ static tsr_status gelu_run(tsr_device *dev, const gelu_names *names, int mode, t
     tsr_status status = gelu_validate(dev, names, mode, x_type, x, x_off, y_type, y, y_off, n, &p);
     if (status != TSR_SUCCESS) return status;
     cl_command_queue q;
-    if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
-    if ((status = tsr_op_config(dev, &tsr_op_gelu, &p, &cfg)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_gelu, &p, &cfg), done);
     int form = form_override >= 0 ? form_override : mode == TSR_GELU_ERF ? FORM_ERF : FORM_TANH;
     status = gelu_launch(dev, &p, &cfg, form, q, event);
     if (tsr_op_build_fallback(dev, &tsr_op_gelu, &p, status, &cfg)) status = gelu_launch(dev, &p, &cfg, form, q, event);
+done:
     return status;
 }
 
@@ -267,8 +264,10 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_
     gelu_problem p;
     tsr_status status = gelu_validate(dev, &gelu_call, (int)mode, TSR_F32, x, x_off, TSR_F32, y, y_off, n, &p);
     if (status != TSR_SUCCESS) return status;
+    cl_event prev = NULL;
+    cl_kernel kernel = NULL;
     cl_command_queue q;
-    if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     const ew_step *steps = mode == TSR_GELU_ERF ? erf_steps : tanh_steps;
     size_t nsteps = mode == TSR_GELU_ERF ? sizeof erf_steps / sizeof *erf_steps : sizeof tanh_steps / sizeof *tanh_steps;
     cl_program program = NULL;
@@ -276,30 +275,28 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_
     tsr_op_default_config(&tsr_op_gelu, dev, "large", &cfg);
     char options[256];
     gelu_build_options(&cfg, gelu_variant(FORM_TANH, TSR_F32, TSR_F32), options, sizeof options);
-    cl_event prev = NULL;
-    cl_kernel kernel = NULL;
     cl_int err;
     char kernels[256] = ""; /* every step's kernel: a binary without one is dropped and rebuilt */
     for (size_t i = 0, used = 0; i < nsteps && used < sizeof kernels; ++i)
         used += (size_t)snprintf(kernels + used, sizeof kernels - used, "%s%s", i ? ";" : "", steps[i].kernel);
-    TSR_CHECK(tsr_program_for(dev, "gelu", options, kernels, &program), out_unlocked);
+    TSR_CHECK(status, tsr_program_for(dev, "gelu", options, kernels, &program), done);
     /* The temporaries are device workspaces, like a framework's caching allocator hands out. */
     pthread_mutex_lock(&dev->lock);
     cl_mem temp[2];
     cl_event wait[2];
     size_t temp_bytes;
-    TSR_CHECK(tsr_size_mad("gelu: the unfused temporaries", n, sizeof(float), 0, &temp_bytes), out);
-    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP0, temp_bytes, &temp[0], &wait[0]), out);
-    TSR_CHECK(tsr_workspace_get(dev, TSR_WS_TEMP1, temp_bytes, &temp[1], &wait[1]), out);
+    TSR_CHECK(status, tsr_size_mad("gelu: the unfused temporaries", n, sizeof(float), 0, &temp_bytes), unlock);
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_TEMP0, temp_bytes, &temp[0], &wait[0]), unlock);
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_TEMP1, temp_bytes, &temp[1], &wait[1]), unlock);
     for (size_t i = 0; i < nsteps; ++i) {
         const ew_step *st = &steps[i];
         cl_mem mems[4] = {x, temp[0], temp[1], y};
         cl_ulong offs[4] = {x_off, 0, 0, y_off};
         cl_ulong count = n;
         kernel = clCreateKernel(program, st->kernel, &err);
-        TSR_CL_CHECK(err, out);
+        TSR_CL_CHECK(status, err, unlock);
         cl_uint arg = 0;
-#define SET(v) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(v), &(v)), out)
+#define SET(v) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(v), &(v)), unlock)
         SET(count); SET(mems[st->a]); SET(offs[st->a]); SET(mems[st->b]); SET(offs[st->b]); SET(st->s);
         SET(mems[st->out]); SET(offs[st->out]);
 #undef SET
@@ -313,8 +310,9 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_
                 if (wait[w]) waits[nwaits++] = wait[w];
         cl_event done = NULL;
         size_t global = n;
-        TSR_CL_CHECK(clEnqueueNDRangeKernel(q, kernel, 1, NULL, &global, NULL, nwaits, nwaits ? waits : NULL, &done),
-                     out);
+        TSR_CL_CHECK(status,
+                     clEnqueueNDRangeKernel(q, kernel, 1, NULL, &global, NULL, nwaits, nwaits ? waits : NULL, &done),
+                     unlock);
         if (prev) clReleaseEvent(prev);
         prev = done;
         clReleaseKernel(kernel);
@@ -322,9 +320,9 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_
     }
     tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, prev);
     tsr_workspace_set_last_use(dev, TSR_WS_TEMP1, prev);
-out:
+unlock:
     pthread_mutex_unlock(&dev->lock);
-out_unlocked:
+done:
     if (kernel) clReleaseKernel(kernel);
     if (prev) {
         if (event && status == TSR_SUCCESS) *event = prev;
@@ -368,10 +366,7 @@ typedef struct gelu_fixture {
 } gelu_fixture;
 
 /* not a multiple of any vector width: the tail path is checked too; in the order of gelu_classes */
-static const char *const gelu_class_shapes[] = {
-    "16777219",         "65539",         "16777219 erf",  "65539 erf",  "16777219 f16",      "65539 f16",
-    "16777219 erf f16", "65539 erf f16", "16777219 bf16", "65539 bf16", "16777219 erf bf16", "65539 erf bf16",
-};
+static const char *const gelu_class_shapes[] = {"16777219", "65539", "16777219 erf", "65539 erf"};
 static const tsr_report_shape gelu_report_shapes[] = {
     {"gelu-16M", "16777216", "65536"},
     {"gelu-f16", "16777216 f16", "65536 f16"},
@@ -410,18 +405,18 @@ static tsr_status gelu_fixture_setup(tsr_device *dev, const char *shape, uint64_
     cl_int err;
     if (!t->x || !t->y) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
+        goto done;
     }
     /* Rounded to x's type: the reference is computed from exactly what the device reads. */
     tsr_random_fill(t->x, n, &seed, -5.0f, 5.0f);
     tsr_dtype_round_array(x_type, t->x, n);
     t->p.x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, n * tsr_dtype_size(x_type), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     t->p.y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, n * tsr_dtype_size(y_type), NULL, &err);
-    TSR_CL_CHECK(err, out);
-    TSR_CHECK(tsr_upload_typed(dev, t->p.x, x_type, t->x, n), out);
-    TSR_CHECK(gelu_fixture_poison(dev, t), out);
-out:
+    TSR_CL_CHECK(status, err, done);
+    TSR_CHECK(status, tsr_upload_typed(dev, t->p.x, x_type, t->x, n), done);
+    TSR_CHECK(status, gelu_fixture_poison(dev, t), done);
+done:
     if (status != TSR_SUCCESS) {
         gelu_fixture_free(t);
         return status;
@@ -476,28 +471,6 @@ static int gelu_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
     return 2;
 }
 
-/* ---- demo ---- */
-
-static tsr_status gelu_demo(tsr_device *dev, char *summary, size_t size) {
-    static const char *const shapes[2] = {"1048576", "1048576 erf"};
-    const size_t n = (size_t)1 << 20;
-    double err_by_mode[2] = {0, 0}, ms_by_mode[2] = {0, 0};
-    for (int m = 0; m < 2; ++m) {
-        void *fx = NULL;
-        tsr_status status = gelu_fixture_setup(dev, shapes[m], tsr_random_fresh_seed(), &fx);
-        if (status == TSR_SUCCESS)
-            status = tsr_fixture_measure(dev, &tsr_op_gelu, fx, 3, &ms_by_mode[m], &err_by_mode[m]);
-        gelu_fixture_free(fx);
-        if (status != TSR_SUCCESS) return status;
-    }
-    bool ok = err_by_mode[0] <= tsr_op_gelu.tolerance && err_by_mode[1] <= tsr_op_gelu.tolerance;
-    snprintf(summary, size, "gelu %zu elements: tanh %.3f ms (%.1f GB/s, max error %.1e), erf %.3f ms (%.1f GB/s, "
-             "max error %.1e)%s", n, ms_by_mode[0], 8.0 * n / (ms_by_mode[0] * 1e6), err_by_mode[0], ms_by_mode[1],
-             8.0 * n / (ms_by_mode[1] * 1e6), err_by_mode[1], ok ? "" : "  (WRONG)");
-    if (!ok) return tsr_fail(TSR_ERR_OPENCL, "gelu demo: error %.2e / %.2e exceeds 1e-6", err_by_mode[0], err_by_mode[1]);
-    return TSR_SUCCESS;
-}
-
 static const char *gelu_tuning_space(const tsr_device *dev) {
     /* On CPUs interleaving only scatters each thread's stream. */
     /* CPUs that vectorize across work-items (llvmpipe): scalar or short vectors, GPU-like groups. */
@@ -520,21 +493,17 @@ const tsr_op tsr_op_gelu = {
     .nimplementations = TSR_COUNT(gelu_implementations),
     .config_ok = gelu_config_ok,
     .program_variants = GELU_VARIANTS,
-    .program_variant = "form (tanh, erf, copy) and the storage types of x and y (f32, f16, bf16 each)",
     .variant_serves_class = gelu_variant_serves_class,
     .build_options = gelu_build_options,
-    .demo = gelu_demo,
-    .nearest_class = NULL,
     .tuning_space = gelu_tuning_space,
     .rate_unit = "GB/s",
-    .fixture_setup = gelu_fixture_setup,
-    .fixture_run = gelu_fixture_run,
-    .fixture_check = gelu_fixture_check,
-    .fixture_work = gelu_fixture_work,
-    .fixture_describe = gelu_fixture_describe,
-    .fixture_buffers = gelu_fixture_buffers,
-    .fixture_free = gelu_fixture_free,
     .tolerance = 1e-6,
     .class_shapes = gelu_class_shapes,
+    .class_storage = TSR_CLASSES_PER_TYPE,
+    .fixture = {.setup = gelu_fixture_setup, .run = gelu_fixture_run, .check = gelu_fixture_check,
+                .work = gelu_fixture_work, .describe = gelu_fixture_describe, .buffers = gelu_fixture_buffers,
+                .free = gelu_fixture_free},
+    .demo = {.title = "gelu 1048576 elements", .shapes = {"1048576", "1048576 erf"}, .labels = {"tanh", "erf"},
+             .runs = 3, .metric = "max error"},
     .report_shapes = gelu_report_shapes,
 };

@@ -43,36 +43,27 @@ static const tsr_implementation gemm_implementations[] = {
 static const char *const gemm_more_sources[] = {"gemm_gpu", NULL};
 
 /* Program variants, which a launch adds to the configuration: the transpositions (bits 0-1)
- * and the storage types, variant / 4 indexing gemm_type_sets. The first GEMM_ENUMERATED_TYPE_SETS
- * (fp32 and the uniform 16-bit sets) are the op's program_variants, so `tessera build-binaries`
- * writes them; the mixed sets after them are valid variants too, built when a launch asks. */
+ * and the storage types, variant / 4 numbering the combinations of A's, B's and C's types
+ * (tsr_dtype_combination). The first TSR_STORAGE_SETS (fp32, each 16-bit type throughout, 16-bit
+ * A and B with an fp32 C) are the op's program_variants, so `tessera build-binaries` writes them;
+ * the mixed sets after them are valid variants too, built when a launch asks. */
 enum { TRANSPOSE_A = 1, TRANSPOSE_B = 2, GEMM_TRANSPOSES = 4 };
-static const tsr_gemm_types gemm_type_sets[27] = {
-    {TSR_F32, TSR_F32, TSR_F32},   {TSR_F16, TSR_F16, TSR_F16},   {TSR_BF16, TSR_BF16, TSR_BF16},
-    {TSR_F16, TSR_F16, TSR_F32},   {TSR_BF16, TSR_BF16, TSR_F32}, {TSR_F32, TSR_F32, TSR_F16},
-    {TSR_F32, TSR_F32, TSR_BF16},  {TSR_F32, TSR_F16, TSR_F32},   {TSR_F16, TSR_F32, TSR_F32},
-    {TSR_F32, TSR_BF16, TSR_F32},  {TSR_BF16, TSR_F32, TSR_F32},  {TSR_F32, TSR_F16, TSR_F16},
-    {TSR_F16, TSR_F32, TSR_F16},   {TSR_F32, TSR_BF16, TSR_BF16}, {TSR_BF16, TSR_F32, TSR_BF16},
-    {TSR_F16, TSR_F16, TSR_BF16},  {TSR_BF16, TSR_BF16, TSR_F16}, {TSR_F16, TSR_BF16, TSR_F32},
-    {TSR_BF16, TSR_F16, TSR_F32},  {TSR_F16, TSR_BF16, TSR_F16},  {TSR_BF16, TSR_F16, TSR_F16},
-    {TSR_F16, TSR_BF16, TSR_BF16}, {TSR_BF16, TSR_F16, TSR_BF16}, {TSR_F32, TSR_F16, TSR_BF16},
-    {TSR_F16, TSR_F32, TSR_BF16},  {TSR_F32, TSR_BF16, TSR_F16},  {TSR_BF16, TSR_F32, TSR_F16},
-};
-enum { GEMM_ENUMERATED_TYPE_SETS = 5, GEMM_PROGRAM_VARIANTS = GEMM_TRANSPOSES * GEMM_ENUMERATED_TYPE_SETS };
+#define GEMM_TYPE_SETS (TSR_DTYPE_COUNT * TSR_DTYPE_COUNT * TSR_DTYPE_COUNT)
+enum { GEMM_PROGRAM_VARIANTS = GEMM_TRANSPOSES * TSR_STORAGE_SETS };
 
-static int gemm_type_set_index(const tsr_gemm_types *t) {
-    for (int i = 0; i < (int)TSR_COUNT(gemm_type_sets); ++i)
-        if (gemm_type_sets[i].a == t->a && gemm_type_sets[i].b == t->b && gemm_type_sets[i].c == t->c) return i;
-    return 0; /* not reached: validated types are always in the table */
+static tsr_gemm_types gemm_type_set(int variant) {
+    tsr_dtype t[3];
+    tsr_dtype_combination(variant / GEMM_TRANSPOSES % GEMM_TYPE_SETS, 3, t);
+    return (tsr_gemm_types){t[0], t[1], t[2]};
 }
 
-/* The fp32 classes, then the same with "-f16" and with "-bf16" (tsr_dtype_class_suffix): a
- * 16-bit class without a tuned entry of its own uses its fp32 class's. */
-#define GEMM_BASE_CLASSES 6
-static const char *const gemm_classes[] = {"large",        "medium",       "small",        "small-m",     "small-n",
-                                           "batched",      "large-f16",    "medium-f16",   "small-f16",   "small-m-f16",
-                                           "small-n-f16",  "batched-f16",  "large-bf16",   "medium-bf16", "small-bf16",
-                                           "small-m-bf16", "small-n-bf16", "batched-bf16", NULL};
+static int gemm_type_set_index(const tsr_gemm_types *t) {
+    return tsr_dtype_combination_index(3, (const tsr_dtype[]){t->a, t->b, t->c});
+}
+
+/* The fp32 classes; each has its 16-bit twins ("large-f16", TSR_CLASSES_PER_INPUT_TYPE): a 16-bit
+ * class without a tuned entry of its own uses its fp32 class's. */
+static const char *const gemm_classes[] = {"large", "medium", "small", "small-m", "small-n", "batched", NULL};
 
 static const tsr_default gemm_defaults[] = {
     /* CPUs that vectorize across work-items (Mesa's llvmpipe): 8x8 groups of light work-items
@@ -194,7 +185,7 @@ static const char *gemm_program_source(const tsr_config *cfg) {
 
 static void gemm_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
     bool ta = variant & TRANSPOSE_A, tb = variant & TRANSPOSE_B;
-    const tsr_gemm_types *types = &gemm_type_sets[variant / GEMM_TRANSPOSES % (int)TSR_COUNT(gemm_type_sets)];
+    const tsr_gemm_types set = gemm_type_set(variant), *types = &set;
     tsr_config compiled = *cfg; /* the kernel reads the packing a launch does */
     compiled.values[P_PACKA] = packs_a(cfg, ta, types->a);
     compiled.values[P_PACKB] = packs_b(cfg, tb, types->b);
@@ -240,9 +231,7 @@ static int gemm_base_class(const gemm_problem *p) {
 
 static const char *gemm_problem_class(const void *problem) {
     const gemm_problem *p = problem;
-    tsr_dtype types[3] = {p->types.a, p->types.b, p->types.c};
-    int group = tsr_dtype_class_group(types, 3);
-    return gemm_classes[group * GEMM_BASE_CLASSES + gemm_base_class(p)];
+    return tsr_op_class(&tsr_op_gemm, gemm_base_class(p), (const tsr_dtype[]){p->types.a, p->types.b, p->types.c}, 3);
 }
 
 static tsr_status check_transpose(tsr_transpose t, const char *name) {
@@ -257,12 +246,12 @@ static tsr_status check_transpose(tsr_transpose t, const char *name) {
 tsr_status tsr_gemm_check_args(tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n, size_t k,
                                size_t a_off, size_t lda, size_t a_stride, size_t b_off, size_t ldb, size_t b_stride,
                                size_t c_off, size_t ldc, size_t c_stride, size_t batch, size_t need[3]) {
-    tsr_status status;
+    tsr_status status = TSR_SUCCESS;
     need[0] = need[1] = need[2] = 0;
     if (layout != TSR_ROW_MAJOR && layout != TSR_COL_MAJOR)
         return tsr_fail(TSR_ERR_INVALID_ARG, "layout must be TSR_ROW_MAJOR or TSR_COL_MAJOR (got %d)", (int)layout);
-    if ((status = check_transpose(ta, "trans_a")) != TSR_SUCCESS) return status;
-    if ((status = check_transpose(tb, "trans_b")) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, check_transpose(ta, "trans_a"), done);
+    TSR_CHECK(status, check_transpose(tb, "trans_b"), done);
     if (m == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "m must be at least 1");
     if (n == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "n must be at least 1");
     if (batch == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "batch_count must be at least 1");
@@ -283,10 +272,9 @@ tsr_status tsr_gemm_check_args(tsr_layout layout, tsr_transpose ta, tsr_transpos
     if (lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
         return tsr_fail(TSR_ERR_OVERFLOW, "leading dimensions must be at most %d", INT_MAX);
     size_t a_need, b_need, c_need;
-    if ((status = tsr_matrix_extent("a", a_off, a_lines, a_len, lda, a_stride, batch, &a_need)) != TSR_SUCCESS ||
-        (status = tsr_matrix_extent("b", b_off, b_lines, b_len, ldb, b_stride, batch, &b_need)) != TSR_SUCCESS ||
-        (status = tsr_matrix_extent("c", c_off, c_lines, c_len, ldc, c_stride, batch, &c_need)) != TSR_SUCCESS)
-        return status;
+    TSR_CHECK(status, tsr_matrix_extent("a", a_off, a_lines, a_len, lda, a_stride, batch, &a_need), done);
+    TSR_CHECK(status, tsr_matrix_extent("b", b_off, b_lines, b_len, ldb, b_stride, batch, &b_need), done);
+    TSR_CHECK(status, tsr_matrix_extent("c", c_off, c_lines, c_len, ldc, c_stride, batch, &c_need), done);
     need[0] = a_need, need[1] = b_need, need[2] = c_need;
     if (batch > 1) {
         /* Overlapping outputs would race; inputs may alias (a shared weight, stride 0). */
@@ -295,7 +283,8 @@ tsr_status tsr_gemm_check_args(tsr_layout layout, tsr_transpose ta, tsr_transpos
             return tsr_fail(TSR_ERR_INVALID_ARG, "c_stride = %zu makes the batch's C matrices overlap (each spans %zu)",
                             c_stride, c_span);
     }
-    return TSR_SUCCESS;
+done:
+    return status;
 }
 
 /* Check every argument against the real buffers, then describe the call in canonical form. */
@@ -304,41 +293,45 @@ static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_tr
                                 cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta, cl_mem c, size_t c_off,
                                 size_t ldc, size_t c_stride, size_t batch, const tsr_epilogue *epi,
                                 const tsr_gemm_types *types, gemm_problem *p) {
-    tsr_status status;
+    tsr_status status = TSR_SUCCESS;
     if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
-    if ((status = tsr_dtype_check("gemm: a_type", types->a)) != TSR_SUCCESS ||
-        (status = tsr_dtype_check("gemm: b_type", types->b)) != TSR_SUCCESS ||
-        (status = tsr_dtype_check("gemm: c_type", types->c)) != TSR_SUCCESS)
-        return status;
+    TSR_CHECK(status, tsr_dtype_check("gemm: a_type", types->a), done);
+    TSR_CHECK(status, tsr_dtype_check("gemm: b_type", types->b), done);
+    TSR_CHECK(status, tsr_dtype_check("gemm: c_type", types->c), done);
     size_t need[3];
-    if ((status = tsr_gemm_check_args(layout, ta, tb, m, n, k, a_off, lda, a_stride, b_off, ldb, b_stride, c_off, ldc,
-                                      c_stride, batch, need)) != TSR_SUCCESS)
-        return status;
+    TSR_CHECK(status,
+              tsr_gemm_check_args(layout, ta, tb, m, n, k, a_off, lda, a_stride, b_off, ldb, b_stride, c_off, ldc,
+                                  c_stride, batch, need),
+              done);
     const bool row = layout == TSR_ROW_MAJOR, reads_ab = k > 0 && alpha != 0.0f;
     const size_t a_need = need[0], b_need = need[1], c_need = need[2];
     /* A and B are checked against the shapes given even when alpha == 0 skips reading them, as
      * CLBlast does: a buffer too small for its matrix is a caller bug either way. */
-    if ((status = tsr_check_buffer_typed(dev, a, "a", k > 0 ? a_need : 0, types->a)) != TSR_SUCCESS ||
-        (status = tsr_check_buffer_typed(dev, b, "b", k > 0 ? b_need : 0, types->b)) != TSR_SUCCESS ||
-        (status = tsr_check_buffer_typed(dev, c, "c", c_need, types->c)) != TSR_SUCCESS)
-        return status;
+    TSR_CHECK(status, tsr_check_buffer_typed(dev, a, "a", k > 0 ? a_need : 0, types->a), done);
+    TSR_CHECK(status, tsr_check_buffer_typed(dev, b, "b", k > 0 ? b_need : 0, types->b), done);
+    TSR_CHECK(status, tsr_check_buffer_typed(dev, c, "c", c_need, types->c), done);
     /* C written while A or B is read would race: their extents (in bytes of each one's type)
      * must not share memory. Operands that are not read may be anything. */
-    if (reads_ab && ((status = tsr_check_disjoint_typed("gemm", c, "c", c_off, c_need - c_off, types->c, a, "a", a_off,
-                                                        a_need - a_off, types->a, false)) != TSR_SUCCESS ||
-                     (status = tsr_check_disjoint_typed("gemm", c, "c", c_off, c_need - c_off, types->c, b, "b", b_off,
-                                                        b_need - b_off, types->b, false)) != TSR_SUCCESS))
-        return status;
+    if (reads_ab) {
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", c_off, c_need - c_off, types->c, a, "a", a_off,
+                                           a_need - a_off, types->a, false),
+                  done);
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", c_off, c_need - c_off, types->c, b, "b", b_off,
+                                           b_need - b_off, types->b, false),
+                  done);
+    }
     if (epi) {
         if ((int)epi->activation < TSR_ACT_NONE || epi->activation > TSR_ACT_GELU_ERF)
             return tsr_fail(TSR_ERR_INVALID_ARG, "epilogue activation must be a tsr_activation (got %d)",
                             (int)epi->activation);
         size_t bias_need = 0;
-        if (epi->bias &&
-            ((status = tsr_matrix_extent("bias", epi->bias_offset, 1, n, n, epi->bias_stride, batch, &bias_need)) !=
-                 TSR_SUCCESS ||
-             (status = tsr_check_buffer(dev, epi->bias, "bias", bias_need)) != TSR_SUCCESS))
-            return status;
+        if (epi->bias) {
+            TSR_CHECK(status, tsr_matrix_extent("bias", epi->bias_offset, 1, n, n, epi->bias_stride, batch, &bias_need),
+                      done);
+            TSR_CHECK(status, tsr_check_buffer(dev, epi->bias, "bias", bias_need), done);
+        }
     }
 
     /* Column-major C is row-major C^T = op(B)^T op(A)^T: swap the operands. */
@@ -367,7 +360,8 @@ static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_tr
         p->a = b; p->a_off = b_off; p->lda = ldb; p->a_stride = b_stride;
         p->b = a; p->b_off = a_off; p->ldb = lda; p->b_stride = a_stride;
     }
-    return TSR_SUCCESS;
+done:
+    return status;
 }
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
@@ -380,14 +374,14 @@ static tsr_status enqueue_pack(tsr_device *dev, cl_program program, cl_command_q
     tsr_status status = TSR_SUCCESS;
     cl_int err;
     cl_kernel kernel = clCreateKernel(program, which == 'a' ? "pack_a" : "pack_b", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     cl_int rows = (cl_int)(which == 'a' ? p->m : p->n), K = (cl_int)p->k;
     cl_int ld = (cl_int)(which == 'a' ? p->lda : p->ldb);
     cl_mem src = which == 'a' ? p->a : p->b;
     cl_ulong off = which == 'a' ? p->a_off : p->b_off, stride = which == 'a' ? p->a_stride : p->b_stride;
     cl_ulong dstride = dst_stride;
     cl_uint arg = 0;
-#define SET(x) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(x), &(x)), out)
+#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), done)
     SET(rows); SET(K); SET(src); SET(off); SET(ld); SET(stride); SET(dst); SET(dstride);
 #undef SET
     size_t tile = which == 'a' ? (size_t)cfg->values[P_MWI] : (size_t)cfg->values[P_VW] * cfg->values[P_NVW];
@@ -396,8 +390,10 @@ static tsr_status enqueue_pack(tsr_device *dev, cl_program program, cl_command_q
     cl_uint nwaits = 0;
     if (wait) waits[nwaits++] = wait;
     if (input_ready) waits[nwaits++] = input_ready;
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, NULL, nwaits, nwaits ? waits : NULL, done), out);
-out:
+    TSR_CL_CHECK(status,
+                 clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, NULL, nwaits, nwaits ? waits : NULL, done),
+                 done);
+done:
     if (kernel) clReleaseKernel(kernel);
     (void)dev;
     return status;
@@ -423,9 +419,9 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     bool pack_a = packs_a(cfg, p->ta, p->types.a) && p->k > 0, pack_b = packs_b(cfg, p->tb, p->types.b) && p->k > 0;
     char kernels[32]; /* what this call creates: a binary without one is dropped and rebuilt */
     snprintf(kernels, sizeof kernels, "gemm%s%s", pack_a ? ";pack_a" : "", pack_b ? ";pack_b" : "");
-    TSR_CHECK(tsr_program_for(dev, gemm_program_source(cfg), options, kernels, &program), out_unlocked);
+    TSR_CHECK(status, tsr_program_for(dev, gemm_program_source(cfg), options, kernels, &program), done);
     kernel = clCreateKernel(program, "gemm", &err);
-    TSR_CL_CHECK(err, out_unlocked);
+    TSR_CL_CHECK(status, err, done);
 
     gemm_problem q = *p;
     /* The workspace is shared by every call on this device: hold the lock while enqueuing,
@@ -436,22 +432,25 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         cl_mem ws;
         cl_event wait;
         /* With a_stride 0 (a shared A) the batch is not bounded by A's buffer: check the panels' size. */
-        TSR_CHECK(tsr_size_mad("gemm: the packed A panels", round_up(p->m, (size_t)v[P_MWI]), p->k, 0, &stride), out);
-        TSR_CHECK(tsr_size_mad("gemm: the packed A panels", stride, p->batch, 0, &bytes), out);
-        TSR_CHECK(tsr_size_mad("gemm: the packed A panels", bytes, sizeof(float), 0, &bytes), out);
-        TSR_CHECK(tsr_workspace_get(dev, TSR_WS_PACK_A, bytes, &ws, &wait), out);
-        TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]), out);
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", round_up(p->m, (size_t)v[P_MWI]), p->k, 0, &stride),
+                  unlock);
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", stride, p->batch, 0, &bytes), unlock);
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", bytes, sizeof(float), 0, &bytes), unlock);
+        TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_A, bytes, &ws, &wait), unlock);
+        TSR_CHECK(status, enqueue_pack(dev, program, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]),
+                  unlock);
         q.a = ws; q.a_off = 0; q.a_stride = stride;
     }
     if (pack_b) {
         size_t stride, bytes;
         cl_mem ws;
         cl_event wait;
-        TSR_CHECK(tsr_size_mad("gemm: the packed B panels", round_up(p->n, nwi), p->k, 0, &stride), out);
-        TSR_CHECK(tsr_size_mad("gemm: the packed B panels", stride, p->batch, 0, &bytes), out);
-        TSR_CHECK(tsr_size_mad("gemm: the packed B panels", bytes, sizeof(float), 0, &bytes), out);
-        TSR_CHECK(tsr_workspace_get(dev, TSR_WS_PACK_B, bytes, &ws, &wait), out);
-        TSR_CHECK(enqueue_pack(dev, program, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]), out);
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", round_up(p->n, nwi), p->k, 0, &stride), unlock);
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", stride, p->batch, 0, &bytes), unlock);
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", bytes, sizeof(float), 0, &bytes), unlock);
+        TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_B, bytes, &ws, &wait), unlock);
+        TSR_CHECK(status, enqueue_pack(dev, program, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]),
+                  unlock);
         q.b = ws; q.b_off = 0; q.b_stride = stride;
     }
     /* K blocking: one launch per block of KC k-steps, each accumulating into C (beta = 1 after
@@ -481,7 +480,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         cl_ulong bo = pack_b ? k0 * nwi : q.b_off + (q.tb ? k0 : k0 * q.ldb);
         cl_int bias_axis = last ? q.bias_axis : 0, act = last ? q.act : TSR_ACT_NONE;
         cl_uint arg = 0;
-#define SET(x) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(x), &(x)), out)
+#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), unlock)
         SET(M); SET(N); SET(K); SET(KP); SET(q.alpha); SET(beta);
         SET(q.a); SET(ao); SET(lda); SET(as);
         SET(q.b); SET(bo); SET(ldb); SET(bs);
@@ -500,15 +499,16 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
             waits[nwaits++] = done;
         }
         cl_event ev = NULL;
-        TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &ev),
-                     out);
+        TSR_CL_CHECK(status,
+                     clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &ev),
+                     unlock);
         if (blk == 0) first_launch = ev, clRetainEvent(ev);
         if (done) clReleaseEvent(done);
         done = ev;
     }
     if (pack_a) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done);
     if (pack_b) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done);
-out:
+unlock:
     /* A pack enqueued before a later step failed still writes its panel: the next user of that
      * workspace must wait for it. */
     if (status != TSR_SUCCESS) {
@@ -517,7 +517,7 @@ out:
         if (packed[1]) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done ? done : packed[1]);
     }
     pthread_mutex_unlock(&dev->lock);
-out_unlocked:
+done:
     if (first && status == TSR_SUCCESS) {
         *first = packed[0] ? packed[0] : packed[1] ? packed[1] : first_launch;
         clRetainEvent(*first);
@@ -568,13 +568,14 @@ tsr_status tsr_sgemm_pipeline(tsr_device *dev, tsr_layout layout, tsr_transpose 
                       c_off, ldc, c_stride, batch, epilogue, types ? types : &fp32, &p);
     if (status != TSR_SUCCESS) return status;
     cl_command_queue q;
-    if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
     gemm_problem one = p;
     if (class_by_shape) one.batch = 1; /* classify by one matrix's shape */
-    if ((status = tsr_op_config(dev, &tsr_op_gemm, &one, &cfg)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_gemm, &one, &cfg), done);
     status = gemm_launch(dev, &p, &cfg, q, input_ready, event, NULL);
     if (tsr_op_build_fallback(dev, &tsr_op_gemm, &one, status, &cfg)) status = gemm_launch(dev, &p, &cfg, q, input_ready, event, NULL);
+done:
     return status;
 }
 
@@ -612,34 +613,13 @@ tsr_status tsr_sgemm_plan(tsr_device *dev, size_t m, size_t n, size_t k, size_t 
     return tsr_op_config_lookup(dev, &tsr_op_gemm, gemm_problem_class(&p), info);
 }
 
-/* ---- demo: one GEMM on random data, checked against a double-precision reference ---- */
-
-static tsr_status gemm_demo(tsr_device *dev, char *summary, size_t size) {
-    void *fx = NULL;
-    tsr_status status = tsr_op_gemm.fixture_setup(dev, "256x256x256", tsr_random_fresh_seed(), &fx);
-    if (status != TSR_SUCCESS) return status;
-    double best_ms = 0, rel = INFINITY, flops = 0, bytes = 0;
-    status = tsr_fixture_measure(dev, &tsr_op_gemm, fx, 3, &best_ms, &rel);
-    tsr_op_gemm.fixture_work(fx, &flops, &bytes);
-    tsr_op_gemm.fixture_free(fx);
-    if (status != TSR_SUCCESS) return status;
-    snprintf(summary, size, "sgemm %zux%zux%zu: %.3f ms, %.1f GFLOP/s, relative error %.2e%s", (size_t)256, (size_t)256,
-             (size_t)256, best_ms, flops / (best_ms * 1e6), rel, rel <= tsr_op_gemm.tolerance ? "" : "  (WRONG)");
-    if (!(rel <= tsr_op_gemm.tolerance))
-        status = tsr_fail(TSR_ERR_OPENCL, "gemm demo: relative error %.3e exceeds 1e-5", rel);
-    return status;
-}
-
 /* ---- tuning ---- */
 
 static const char *gemm_nearest_class(const char *cls) {
     /* A batch of small GEMMs behaves like one small GEMM. The other classes differ enough
      * in shape (packing pays off or not) that their own defaults beat another class's tuning. */
-    if (strcmp(cls, "batched") == 0) return "small";
-    /* the same for 16-bit storage, before the fp32 classes (config.c tries them next) */
-    if (strcmp(cls, "batched-f16") == 0) return "small-f16";
-    if (strcmp(cls, "batched-bf16") == 0) return "small-bf16";
-    return NULL;
+    /* (tsr_op_nearest_class gives "batched-f16" the same storage's "small-f16".) */
+    return strcmp(cls, "batched") == 0 ? "small" : NULL;
 }
 
 static const char *gemm_tuning_space(const tsr_device *dev) {
@@ -679,24 +659,8 @@ typedef struct gemm_fixture {
  * 64 x 128^3, a batch that fills a GPU (at 32 x 96^3 the choice lost 25% at 64 x 128^3).
  * The 16-bit classes are tuned with 16-bit A and B and an fp32 C: A and B are what the tile shapes
  * stream (C is written once), and an fp32 C keeps the result within the tuner's fp32 tolerance. */
-static const char *const gemm_class_shapes[] = {"2048x2048x2048",
-                                                "256x256x256",
-                                                "96x96x96",
-                                                "8x4096x2048",
-                                                "4096x8x2048",
-                                                "64x128x128x128",
-                                                "2048x2048x2048 f16/f32",
-                                                "256x256x256 f16/f32",
-                                                "96x96x96 f16/f32",
-                                                "8x4096x2048 f16/f32",
-                                                "4096x8x2048 f16/f32",
-                                                "64x128x128x128 f16/f32",
-                                                "2048x2048x2048 bf16/f32",
-                                                "256x256x256 bf16/f32",
-                                                "96x96x96 bf16/f32",
-                                                "8x4096x2048 bf16/f32",
-                                                "4096x8x2048 bf16/f32",
-                                                "64x128x128x128 bf16/f32"};
+static const char *const gemm_class_shapes[] = {"2048x2048x2048", "256x256x256", "96x96x96",
+                                                "8x4096x2048",    "4096x8x2048", "64x128x128x128"};
 static const tsr_report_shape gemm_report_shapes[] = {
     {"gemm-square", "2048x2048x2048", "64x64x64"},
     {"gemm-bert", "512x3072x768", "32x96x48"},
@@ -733,13 +697,14 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     else
         batch = v[0], m = v[1], n = v[2], k = v[3];
     size_t na, nb, nc;
-    tsr_status status;
-    if ((status = tsr_size_mad("gemm fixture A", batch, m * k, 0, &na)) != TSR_SUCCESS ||
-        (status = tsr_size_mad("gemm fixture B", batch, k * n, 0, &nb)) != TSR_SUCCESS ||
-        (status = tsr_size_mad("gemm fixture C", batch, m * n, 0, &nc)) != TSR_SUCCESS)
-        return status;
+    tsr_status status = TSR_SUCCESS;
+    gemm_fixture *t = NULL;
+    float *a = NULL, *b = NULL;
+    TSR_CHECK(status, tsr_size_mad("gemm fixture A", batch, m * k, 0, &na), done);
+    TSR_CHECK(status, tsr_size_mad("gemm fixture B", batch, k * n, 0, &nb), done);
+    TSR_CHECK(status, tsr_size_mad("gemm fixture C", batch, m * n, 0, &nc), done);
     if (!na || !nb || !nc) return tsr_fail(TSR_ERR_INVALID_ARG, "gemm: shape '%s' is empty", shape);
-    gemm_fixture *t = calloc(1, sizeof *t);
+    t = calloc(1, sizeof *t);
     if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     gemm_problem *p = &t->p;
     p->batch = batch; p->m = m; p->n = n; p->k = k;
@@ -747,7 +712,7 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     p->alpha = 1.0f; p->beta = 0.0f;
     p->lda = p->k; p->ldb = p->n; p->ldc = p->n;
     p->a_stride = p->m * p->k; p->b_stride = p->k * p->n; p->c_stride = p->m * p->n;
-    float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b);
+    a = malloc(na * sizeof *a), b = malloc(nb * sizeof *b);
     bool exact = (double)p->batch * p->m * p->n * p->k <= FIXTURE_EXACT_LIMIT;
     t->host_c = malloc(nc * sizeof(float));
     t->ref = malloc((exact ? nc : FIXTURE_PROBES * p->batch * p->m) * sizeof(double));
@@ -755,7 +720,7 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     cl_int err;
     if (!a || !b || !t->host_c || !t->ref || (!exact && !t->probes)) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
+        goto done;
     }
     tsr_random_fill(a, na, &seed, -1.0f, 1.0f);
     tsr_random_fill(b, nb, &seed, -1.0f, 1.0f);
@@ -767,22 +732,21 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     } else {
         for (size_t j = 0; j < FIXTURE_PROBES * p->n; ++j) t->probes[j] = tsr_random_float(&seed, -0.5f, 0.5f);
         status = tsr_gemm_probe_reference(p->batch, p->m, p->n, p->k, a, b, t->probes, FIXTURE_PROBES, t->ref);
-        if (status != TSR_SUCCESS) goto out;
+        if (status != TSR_SUCCESS) goto done;
     }
     p->a = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, na * tsr_dtype_size(in), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     p->b = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, nb * tsr_dtype_size(in), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     p->c = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, nc * tsr_dtype_size(out_type), NULL, &err);
-    TSR_CL_CHECK(err, out);
-    if ((status = tsr_upload_typed(dev, p->a, in, a, na)) != TSR_SUCCESS ||
-        (status = tsr_upload_typed(dev, p->b, in, b, nb)) != TSR_SUCCESS)
-        goto out;
+    TSR_CL_CHECK(status, err, done);
+    TSR_CHECK(status, tsr_upload_typed(dev, p->a, in, a, na), done);
+    TSR_CHECK(status, tsr_upload_typed(dev, p->b, in, b, nb), done);
     for (size_t j = 0; j < nc; ++j)
         t->host_c[j] = NAN; /* poisoned: a run must write every element */
-    if ((status = tsr_upload_typed(dev, p->c, out_type, t->host_c, nc)) != TSR_SUCCESS) goto out;
+    TSR_CHECK(status, tsr_upload_typed(dev, p->c, out_type, t->host_c, nc), done);
     p->bias = p->c; /* no epilogue: a valid buffer the kernel does not read */
-out:
+done:
     free(a);
     free(b);
     if (status != TSR_SUCCESS) {
@@ -869,8 +833,8 @@ static int gemm_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
 
 /* A class's programs are in its own storage types (fp32 classes fp32, "-f16" ones the f16 sets). */
 static bool gemm_variant_serves_class(const char *problem_class, int variant) {
-    const tsr_gemm_types *t = &gemm_type_sets[variant / GEMM_TRANSPOSES % (int)TSR_COUNT(gemm_type_sets)];
-    return tsr_dtype_types_serve_class((const tsr_dtype[]){t->a, t->b, t->c}, 3, problem_class);
+    const tsr_gemm_types t = gemm_type_set(variant);
+    return tsr_dtype_types_serve_class((const tsr_dtype[]){t.a, t.b, t.c}, 3, problem_class);
 }
 
 const tsr_op tsr_op_gemm = {
@@ -889,22 +853,16 @@ const tsr_op tsr_op_gemm = {
     .config_ok = gemm_config_ok,
     .program_variants = GEMM_PROGRAM_VARIANTS,
     .variant_serves_class = gemm_variant_serves_class,
-    .program_variant =
-        "transposes of A and B, and storage types (fp32 and the uniform 16-bit sets; mixed sets built on demand)",
     .build_options = gemm_build_options,
     .program_source = gemm_program_source,
-    .demo = gemm_demo,
     .nearest_class = gemm_nearest_class,
     .tuning_space = gemm_tuning_space,
-    .fixture_setup = gemm_fixture_setup,
-    .fixture_run = gemm_fixture_run,
-    .fixture_check = gemm_fixture_check,
-    .fixture_work = gemm_fixture_work,
-    .fixture_describe = gemm_fixture_describe,
-    .fixture_buffers = gemm_fixture_buffers,
-    .fixture_free = gemm_fixture_free,
     .tolerance = 1e-5,
-    .fixture_tolerance = gemm_fixture_tolerance,
     .class_shapes = gemm_class_shapes,
+    .class_storage = TSR_CLASSES_PER_INPUT_TYPE,
+    .fixture = {.setup = gemm_fixture_setup, .run = gemm_fixture_run, .check = gemm_fixture_check,
+                .work = gemm_fixture_work, .describe = gemm_fixture_describe, .buffers = gemm_fixture_buffers,
+                .free = gemm_fixture_free, .tolerance = gemm_fixture_tolerance},
+    .demo = {.title = "sgemm 256x256x256", .shapes = {"256x256x256"}, .runs = 3},
     .report_shapes = gemm_report_shapes,
 };

@@ -23,7 +23,7 @@ static const tsr_param_def layernorm_params[] = {LAYERNORM_PARAMS(TSR_PARAM_DEF)
 static const tsr_implementation layernorm_implementations[] = {{.name = "fused"}};
 
 /* Program variants: the residual (none, or its storage type) times the storage types of x and y. */
-#define LN_TYPES 3 /* tsr_dtype's values 0, 1, 2 */
+#define LN_TYPES TSR_DTYPE_COUNT /* tsr_dtype's values 0 .. count - 1 */
 #define LN_RESIDUALS (1 + LN_TYPES)
 #define LN_VARIANTS (LN_RESIDUALS * LN_TYPES * LN_TYPES)
 
@@ -41,10 +41,9 @@ static void layernorm_variant_types(int variant, bool *residual, tsr_dtype types
 }
 
 /* By row length: short rows want several rows per work-group (and on GPUs few items a row), long
- * ones a whole group a row; BERT's 384, 768 and 1024 are "medium". Each has "-f16" and "-bf16"
- * twins (tsr_dtype_class_suffix) that use the fp32 class's entry until tuned themselves. */
-static const char *const layernorm_classes[] = {"medium",   "narrow",      "wide",        "medium-f16", "narrow-f16",
-                                                "wide-f16", "medium-bf16", "narrow-bf16", "wide-bf16",  NULL};
+ * ones a whole group a row; BERT's 384, 768 and 1024 are "medium". Each has 16-bit twins
+ * ("medium-f16", TSR_CLASSES_PER_TYPE) that use the fp32 class's entry until tuned themselves. */
+static const char *const layernorm_classes[] = {"medium", "narrow", "wide", NULL};
 #define LN_NARROW_BELOW 256 /* cols */
 #define LN_WIDE_ABOVE 2048
 
@@ -61,7 +60,7 @@ static int layernorm_base_class(size_t cols) { return cols < LN_NARROW_BELOW ? 1
 
 static const char *layernorm_problem_class(const void *problem) {
     const layernorm_problem *p = problem;
-    return layernorm_classes[3 * tsr_dtype_class_group(p->types, 3) + layernorm_base_class(p->cols)];
+    return tsr_op_class(&tsr_op_layernorm, layernorm_base_class(p->cols), p->types, 3);
 }
 
 static bool layernorm_variant_serves_class(const char *problem_class, int variant) {
@@ -137,11 +136,10 @@ static tsr_status layernorm_validate(const tsr_device *dev, const tsr_layernorm_
                                      cl_mem gamma, cl_mem beta, cl_mem y, layernorm_problem *p) {
     if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
     if (!d) return tsr_fail(TSR_ERR_INVALID_ARG, "layernorm: desc is NULL");
-    tsr_status st;
-    if ((st = tsr_dtype_check("layernorm: x_type", d->x_type)) != TSR_SUCCESS ||
-        (st = tsr_dtype_check("layernorm: y_type", d->y_type)) != TSR_SUCCESS ||
-        (r && (st = tsr_dtype_check("layernorm: residual_type", d->residual_type)) != TSR_SUCCESS))
-        return st;
+    tsr_status st = TSR_SUCCESS;
+    TSR_CHECK(st, tsr_dtype_check("layernorm: x_type", d->x_type), done);
+    TSR_CHECK(st, tsr_dtype_check("layernorm: y_type", d->y_type), done);
+    if (r) TSR_CHECK(st, tsr_dtype_check("layernorm: residual_type", d->residual_type), done);
     if (d->rows == 0 || d->cols == 0)
         return tsr_fail(TSR_ERR_INVALID_ARG, "layernorm: rows and cols must be at least 1 (got %zu x %zu)", d->rows,
                         d->cols);
@@ -180,42 +178,39 @@ static tsr_status layernorm_validate(const tsr_device *dev, const tsr_layernorm_
                              .types = {d->x_type, r ? d->residual_type : TSR_F32, d->y_type}};
     /* Spans and ends, checked: a wrapped end would pass the buffer checks. */
     size_t x_span, r_span = 0, y_span, x_end, r_end = 0, y_end, gamma_end, beta_end, bytes;
-    if ((st = layernorm_span("layernorm: the elements x spans", p, p->x_stride, &x_span)) != TSR_SUCCESS ||
-        (st = layernorm_span("layernorm: the elements y spans", p, p->y_stride, &y_span)) != TSR_SUCCESS ||
-        (r &&
-         (st = layernorm_span("layernorm: the elements residual spans", p, p->r_stride, &r_span)) != TSR_SUCCESS) ||
-        (st = tsr_size_mad("layernorm: x_offset + x's span", x_span, 1, p->x_off, &x_end)) != TSR_SUCCESS ||
-        (st = tsr_size_mad("layernorm: y_offset + y's span", y_span, 1, p->y_off, &y_end)) != TSR_SUCCESS ||
-        (r && (st = tsr_size_mad("layernorm: residual_offset + residual's span", r_span, 1, p->r_off, &r_end)) !=
-                  TSR_SUCCESS) ||
-        (st = tsr_size_mad("layernorm: gamma_offset + cols", p->cols, 1, p->gamma_off, &gamma_end)) != TSR_SUCCESS ||
-        (st = tsr_size_mad("layernorm: beta_offset + cols", p->cols, 1, p->beta_off, &beta_end)) != TSR_SUCCESS ||
-        (st = tsr_size_mad("layernorm: the bytes x spans", x_end, tsr_dtype_size(p->types[0]), 0, &bytes)) !=
-            TSR_SUCCESS ||
-        (st = tsr_size_mad("layernorm: the bytes y spans", y_end, tsr_dtype_size(p->types[2]), 0, &bytes)) !=
-            TSR_SUCCESS ||
-        (r && (st = tsr_size_mad("layernorm: the bytes residual spans", r_end, tsr_dtype_size(p->types[1]), 0,
-                                 &bytes)) != TSR_SUCCESS) ||
-        (st = tsr_size_mad("layernorm: the bytes gamma spans", gamma_end, sizeof(float), 0, &bytes)) != TSR_SUCCESS ||
-        (st = tsr_size_mad("layernorm: the bytes beta spans", beta_end, sizeof(float), 0, &bytes)) != TSR_SUCCESS)
-        return st;
-    if ((st = tsr_check_buffer_typed(dev, x, "x", x_end, p->types[0])) != TSR_SUCCESS ||
-        (r && (st = tsr_check_buffer_typed(dev, r, "residual", r_end, p->types[1])) != TSR_SUCCESS) ||
-        (st = tsr_check_buffer_typed(dev, gamma, "gamma", gamma_end, TSR_F32)) != TSR_SUCCESS ||
-        (st = tsr_check_buffer_typed(dev, beta, "beta", beta_end, TSR_F32)) != TSR_SUCCESS ||
-        (st = tsr_check_buffer_typed(dev, y, "y", y_end, p->types[2])) != TSR_SUCCESS)
-        return st;
+    TSR_CHECK(st, layernorm_span("layernorm: the elements x spans", p, p->x_stride, &x_span), done);
+    TSR_CHECK(st, layernorm_span("layernorm: the elements y spans", p, p->y_stride, &y_span), done);
+    if (r) TSR_CHECK(st, layernorm_span("layernorm: the elements residual spans", p, p->r_stride, &r_span), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: x_offset + x's span", x_span, 1, p->x_off, &x_end), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: y_offset + y's span", y_span, 1, p->y_off, &y_end), done);
+    if (r)
+        TSR_CHECK(st, tsr_size_mad("layernorm: residual_offset + residual's span", r_span, 1, p->r_off, &r_end), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: gamma_offset + cols", p->cols, 1, p->gamma_off, &gamma_end), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: beta_offset + cols", p->cols, 1, p->beta_off, &beta_end), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: the bytes x spans", x_end, tsr_dtype_size(p->types[0]), 0, &bytes), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: the bytes y spans", y_end, tsr_dtype_size(p->types[2]), 0, &bytes), done);
+    if (r)
+        TSR_CHECK(st,
+                  tsr_size_mad("layernorm: the bytes residual spans", r_end, tsr_dtype_size(p->types[1]), 0, &bytes),
+                  done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: the bytes gamma spans", gamma_end, sizeof(float), 0, &bytes), done);
+    TSR_CHECK(st, tsr_size_mad("layernorm: the bytes beta spans", beta_end, sizeof(float), 0, &bytes), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, x, "x", x_end, p->types[0]), done);
+    if (r) TSR_CHECK(st, tsr_check_buffer_typed(dev, r, "residual", r_end, p->types[1]), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, gamma, "gamma", gamma_end, TSR_F32), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, beta, "beta", beta_end, TSR_F32), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, y, "y", y_end, p->types[2]), done);
     /* By memory, not handle (sub-buffers of one parent alias too): y may be x or the residual
      * exactly, and may not touch gamma or beta. */
-    if ((st = layernorm_check_output(p, x, "x", p->x_off, x_span, p->types[0], p->x_stride, y_span, true)) !=
-            TSR_SUCCESS ||
-        (r && (st = layernorm_check_output(p, r, "residual", p->r_off, r_span, p->types[1], p->r_stride, y_span,
-                                           true)) != TSR_SUCCESS) ||
-        (st = layernorm_check_output(p, gamma, "gamma", p->gamma_off, p->cols, TSR_F32, 0, y_span, false)) !=
-            TSR_SUCCESS ||
-        (st = layernorm_check_output(p, beta, "beta", p->beta_off, p->cols, TSR_F32, 0, y_span, false)) != TSR_SUCCESS)
-        return st;
-    return TSR_SUCCESS;
+    TSR_CHECK(st, layernorm_check_output(p, x, "x", p->x_off, x_span, p->types[0], p->x_stride, y_span, true), done);
+    if (r)
+        TSR_CHECK(st,
+                  layernorm_check_output(p, r, "residual", p->r_off, r_span, p->types[1], p->r_stride, y_span, true),
+                  done);
+    TSR_CHECK(st, layernorm_check_output(p, gamma, "gamma", p->gamma_off, p->cols, TSR_F32, 0, y_span, false), done);
+    TSR_CHECK(st, layernorm_check_output(p, beta, "beta", p->beta_off, p->cols, TSR_F32, 0, y_span, false), done);
+done:
+    return st;
 }
 
 static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, const tsr_config *cfg,
@@ -230,14 +225,14 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
     const int *v = cfg->values;
     const size_t local = (size_t)v[P_WG], groups = ceil_div(p->rows, (size_t)v[P_RPG]);
     size_t global;
-    TSR_CHECK(tsr_size_mad("layernorm: the work-items", groups, local, 0, &global), out);
+    TSR_CHECK(status, tsr_size_mad("layernorm: the work-items", groups, local, 0, &global), done);
     /* A device that silently ends long loops (llvmpipe, tsr_device_loop_limit) would leave rows
      * half normalized: refuse instead. Probed only for loops this long (a probe costs a compile). */
     const uint64_t per_pass = ceil_div(p->cols / (size_t)v[P_VW], local) + ceil_div(p->cols % (size_t)v[P_VW], local);
     const uint64_t loops = (uint64_t)v[P_RPG] * (3 * per_pass + 2 * 9);
     if (loops > 30000u) {
         uint64_t limit = UINT64_MAX;
-        TSR_CHECK(tsr_device_loop_limit(dev, &limit), out);
+        TSR_CHECK(status, tsr_device_loop_limit(dev, &limit), done);
         if ((double)loops > 0.9 * (double)limit) {
             status = tsr_fail(TSR_ERR_UNSUPPORTED,
                               "layernorm: '%s' ends a work-item's loops after %llu iterations without an error "
@@ -245,12 +240,12 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
                               "would be wrong; a configuration with a larger WG or VW stays within it",
                               dev->info.name, (unsigned long long)limit, p->cols, v[P_WG], v[P_VW], v[P_RPG],
                               (unsigned long long)loops);
-            goto out;
+            goto done;
         }
     }
-    TSR_CHECK(tsr_program_for(dev, "layernorm", options, "layernorm", &program), out);
+    TSR_CHECK(status, tsr_program_for(dev, "layernorm", options, "layernorm", &program), done);
     kernel = clCreateKernel(program, "layernorm", &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     /* Without a residual the kernel does not read r; x stands in for the argument. */
     cl_mem r = p->r ? p->r : p->x;
     cl_ulong rows = p->rows, cols = p->cols, xo = p->x_off, xs = p->x_stride, ro = p->r_off, rs = p->r_stride,
@@ -258,7 +253,7 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
     cl_uint rows_per_group = (cl_uint)v[P_RPG];
     cl_float eps = p->eps;
     cl_uint arg = 0;
-#define SET(value) TSR_CL_CHECK(clSetKernelArg(kernel, arg++, sizeof(value), &(value)), out)
+#define SET(value) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(value), &(value)), done)
     SET(rows);
     SET(cols);
     SET(eps);
@@ -277,8 +272,8 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
     SET(yo);
     SET(ys);
 #undef SET
-    TSR_CL_CHECK(clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), out);
-out:
+    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), done);
+done:
     if (kernel) clReleaseKernel(kernel);
     return status;
 }
@@ -291,12 +286,13 @@ tsr_status tsr_layernorm(tsr_device *dev, const tsr_layernorm_desc *desc, cl_mem
     tsr_status status = layernorm_validate(dev, desc, x, residual, gamma, beta, y, &p);
     if (status != TSR_SUCCESS) return status;
     cl_command_queue q;
-    if ((status = tsr_resolve_queue(dev, queue, &q)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
-    if ((status = tsr_op_config(dev, &tsr_op_layernorm, &p, &cfg)) != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_layernorm, &p, &cfg), done);
     status = layernorm_launch(dev, &p, &cfg, q, event);
     if (tsr_op_build_fallback(dev, &tsr_op_layernorm, &p, status, &cfg))
         status = layernorm_launch(dev, &p, &cfg, q, event);
+done:
     return status;
 }
 
@@ -360,10 +356,7 @@ typedef struct layernorm_fixture {
 } layernorm_fixture;
 
 /* Not multiples of any vector width, so the tails run too; in the order of layernorm_classes. */
-static const char *const layernorm_class_shapes[] = {
-    "4099x768 +res",      "16387x67 +res",      "259x16389 +res",     "4099x768 +res f16",   "16387x67 +res f16",
-    "259x16389 +res f16", "4099x768 +res bf16", "16387x67 +res bf16", "259x16389 +res bf16",
-};
+static const char *const layernorm_class_shapes[] = {"4099x768 +res", "16387x67 +res", "259x16389 +res"};
 static const tsr_report_shape layernorm_report_shapes[] = {
     {"layernorm-bert", "4096x768 +res", "64x768 +res"},
     {NULL, NULL, NULL},
@@ -419,7 +412,7 @@ static tsr_status layernorm_fixture_setup(tsr_device *dev, const char *shape, ui
     cl_int err;
     if (!t->x || (residual && !t->r) || !t->gamma || !t->beta || !t->y || !t->reference) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-        goto out;
+        goto done;
     }
     /* A mean away from zero, as activations have: the two-pass variance must not lose it. */
     tsr_random_fill(t->x, n, &seed, -1.0f, 3.0f);
@@ -432,23 +425,23 @@ static tsr_status layernorm_fixture_setup(tsr_device *dev, const char *shape, ui
     tsr_random_fill(t->beta, cols, &seed, -0.5f, 0.5f);
     tsr_layernorm_reference(rows, cols, t->p.eps, t->x, t->r, t->gamma, t->beta, t->reference);
     t->p.x = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, n * tsr_dtype_size(in_type), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     if (residual) {
         t->p.r = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, n * tsr_dtype_size(in_type), NULL, &err);
-        TSR_CL_CHECK(err, out);
-        TSR_CHECK(tsr_upload_typed(dev, t->p.r, in_type, t->r, n), out);
+        TSR_CL_CHECK(status, err, done);
+        TSR_CHECK(status, tsr_upload_typed(dev, t->p.r, in_type, t->r, n), done);
     }
     t->p.gamma = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, cols * sizeof(float), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     t->p.beta = clCreateBuffer(dev->context, CL_MEM_READ_ONLY, cols * sizeof(float), NULL, &err);
-    TSR_CL_CHECK(err, out);
+    TSR_CL_CHECK(status, err, done);
     t->p.y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, n * tsr_dtype_size(out_type), NULL, &err);
-    TSR_CL_CHECK(err, out);
-    TSR_CHECK(tsr_upload_typed(dev, t->p.x, in_type, t->x, n), out);
-    TSR_CHECK(tsr_upload(dev, t->p.gamma, t->gamma, cols), out);
-    TSR_CHECK(tsr_upload(dev, t->p.beta, t->beta, cols), out);
-    TSR_CHECK(layernorm_fixture_poison(dev, t), out);
-out:
+    TSR_CL_CHECK(status, err, done);
+    TSR_CHECK(status, tsr_upload_typed(dev, t->p.x, in_type, t->x, n), done);
+    TSR_CHECK(status, tsr_upload(dev, t->p.gamma, t->gamma, cols), done);
+    TSR_CHECK(status, tsr_upload(dev, t->p.beta, t->beta, cols), done);
+    TSR_CHECK(status, layernorm_fixture_poison(dev, t), done);
+done:
     if (status != TSR_SUCCESS) {
         layernorm_fixture_free(t);
         return status;
@@ -521,23 +514,6 @@ static double layernorm_fixture_tolerance(const void *ctx) {
     return bound > tsr_op_layernorm.tolerance ? bound : tsr_op_layernorm.tolerance;
 }
 
-static tsr_status layernorm_demo(tsr_device *dev, char *summary, size_t size) {
-    void *fx = NULL;
-    double ms = 0, err = 0, flops = 0, bytes = 0;
-    tsr_status status = layernorm_fixture_setup(dev, "4096x768 +res", tsr_random_fresh_seed(), &fx);
-    if (status == TSR_SUCCESS) status = tsr_fixture_measure(dev, &tsr_op_layernorm, fx, 3, &ms, &err);
-    if (status == TSR_SUCCESS) layernorm_fixture_work(fx, &flops, &bytes);
-    layernorm_fixture_free(fx);
-    if (status != TSR_SUCCESS) return status;
-    const bool ok = err <= tsr_op_layernorm.tolerance;
-    snprintf(summary, size, "layernorm 4096x768 + residual: %.3f ms (%.1f GB/s, relative error %.1e)%s", ms,
-             bytes / (ms * 1e6), err, ok ? "" : "  (WRONG)");
-    if (!ok)
-        return tsr_fail(TSR_ERR_OPENCL, "layernorm demo: relative error %.2e exceeds %.0e", err,
-                        tsr_op_layernorm.tolerance);
-    return TSR_SUCCESS;
-}
-
 static const char *layernorm_tuning_space(const tsr_device *dev) {
     /* CPUs that vectorize across work-items (llvmpipe): GPU-like groups of scalar items. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)
@@ -560,21 +536,17 @@ const tsr_op tsr_op_layernorm = {
     .nimplementations = TSR_COUNT(layernorm_implementations),
     .config_ok = layernorm_config_ok,
     .program_variants = LN_VARIANTS,
-    .program_variant = "residual or not, and the storage types of x, residual and y (f32, f16, bf16 each)",
     .variant_serves_class = layernorm_variant_serves_class,
     .build_options = layernorm_build_options,
-    .demo = layernorm_demo,
     .tuning_space = layernorm_tuning_space,
     .rate_unit = "GB/s",
-    .fixture_setup = layernorm_fixture_setup,
-    .fixture_run = layernorm_fixture_run,
-    .fixture_check = layernorm_fixture_check,
-    .fixture_work = layernorm_fixture_work,
-    .fixture_describe = layernorm_fixture_describe,
-    .fixture_buffers = layernorm_fixture_buffers,
-    .fixture_free = layernorm_fixture_free,
     .tolerance = 1e-5,
-    .fixture_tolerance = layernorm_fixture_tolerance,
     .class_shapes = layernorm_class_shapes,
+    .class_storage = TSR_CLASSES_PER_TYPE,
+    .fixture = {.setup = layernorm_fixture_setup, .run = layernorm_fixture_run, .check = layernorm_fixture_check,
+                .work = layernorm_fixture_work, .describe = layernorm_fixture_describe,
+                .buffers = layernorm_fixture_buffers, .free = layernorm_fixture_free,
+                .tolerance = layernorm_fixture_tolerance},
+    .demo = {.title = "layernorm 4096x768 + residual", .shapes = {"4096x768 +res"}, .runs = 3},
     .report_shapes = layernorm_report_shapes,
 };

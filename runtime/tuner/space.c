@@ -14,24 +14,25 @@ tsr_status tsr_space_make(const tsr_op *op, const char *restrict_to, tsr_space *
         memcpy(space->values[p], op->params[p].values, (size_t)op->params[p].nvalues * sizeof(int));
     }
     if (!restrict_to) return TSR_SUCCESS;
+    tsr_status st = TSR_SUCCESS;
     char buf[512];
     tsr_strlcpy(buf, restrict_to, sizeof buf);
     char *cursor = buf, *name, *list;
     while (tsr_next_pair(&cursor, " ", &name, &list)) {
         if (!list) return tsr_fail(TSR_ERR_INVALID_ARG, "space: '%s' is not NAME=V1,V2,...", name);
         int p, n = 0;
-        tsr_status st = tsr_param_lookup(op, name, "space", &p);
-        if (st != TSR_SUCCESS) return st;
+        TSR_CHECK(st, tsr_param_lookup(op, name, "space", &p), done);
         char *vsave = NULL;
         for (char *v = strtok_r(list, ",", &vsave); v; v = strtok_r(NULL, ",", &vsave)) {
             int value;
-            if ((st = tsr_param_value(op, p, v, "space", &value)) != TSR_SUCCESS) return st;
+            TSR_CHECK(st, tsr_param_value(op, p, v, "space", &value), done);
             if (n < TUNE_MAX_VALUES) space->values[p][n++] = value;
         }
         if (n == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "space: %s has no values", name);
         space->nvalues[p] = n;
     }
-    return TSR_SUCCESS;
+done:
+    return st;
 }
 
 void tsr_space_config(const tsr_space *space, const tsr_point *point, tsr_config *config) {

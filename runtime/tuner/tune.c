@@ -31,7 +31,7 @@ static tsr_status check_options(const tsr_op *op, const tsr_tune_options *option
     if (!(opt->budget_seconds >= 0) || !isfinite(opt->budget_seconds) || opt->budget_evaluations < 0)
         return tsr_fail(TSR_ERR_INVALID_ARG, "tuning budgets must be finite and not negative"); /* inf: no end */
     if (opt->budget_seconds == 0) opt->budget_seconds = 88; /* with setup, duels and overheads (measured 24 s), within two minutes */
-    if (!op->tuning_setup && !(op->fixture_setup && op->class_shapes))
+    if (!op->fixture.setup || !op->class_shapes)
         return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s cannot be tuned", op->name);
     return TSR_SUCCESS;
 }
@@ -42,9 +42,8 @@ static tsr_status parse_classes(const tsr_op *op, const char *list, const char *
                                 int *nclasses) {
     *nclasses = 0;
     if (!list || !*list) {
-        char base[32];
         for (int i = 0; op->classes[i] && *nclasses < TUNE_MAX_CLASSES; ++i)
-            if (!tsr_dtype_class_base(op->classes[i], base, sizeof base)) classes[(*nclasses)++] = op->classes[i];
+            classes[(*nclasses)++] = tsr_op_class_list(op)[i]; /* the listed ones lead the list */
         return TSR_SUCCESS;
     }
     char buf[256];
@@ -57,10 +56,10 @@ static tsr_status parse_classes(const tsr_op *op, const char *list, const char *
         int idx = tsr_op_class_index(op, c);
         if (idx < 0) return tsr_fail(TSR_ERR_INVALID_ARG, "op %s has no problem class '%s'", op->name, c);
         bool repeated = false;
-        for (int i = 0; i < *nclasses; ++i) repeated |= classes[i] == op->classes[idx];
+        for (int i = 0; i < *nclasses; ++i) repeated |= classes[i] == tsr_op_class_list(op)[idx];
         if (repeated) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: '%s' is named twice", c);
         if (*nclasses == TUNE_MAX_CLASSES) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: more than 16");
-        classes[(*nclasses)++] = op->classes[idx];
+        classes[(*nclasses)++] = tsr_op_class_list(op)[idx];
     }
     if (*nclasses == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: '%s' names no class", list);
     return TSR_SUCCESS;
@@ -73,9 +72,12 @@ static tsr_status database_path(const tsr_tune_options *opt, char *path, size_t 
         if (!*opt->db_path) return tsr_fail(TSR_ERR_INVALID_ARG, "the tuning database path is empty");
         if (strlen(opt->db_path) >= size) return tsr_fail(TSR_ERR_INVALID_ARG, "tuning database path too long");
         tsr_strlcpy(path, opt->db_path, size);
-    } else if ((st = tsr_tuning_db_path(path, size)) != TSR_SUCCESS) {
-        tsr_error_append(" (or measure without saving: a dry run)");
-        return st;
+    } else {
+        st = tsr_tuning_db_path(path, size);
+        if (st != TSR_SUCCESS) {
+            tsr_error_append(" (or measure without saving: a dry run)");
+            return st;
+        }
     }
     return tsr_db_check_writable(path);
 }
@@ -120,9 +122,9 @@ static void duel_with_default(tsr_search *search, const tsr_config *def, double 
 }
 
 static void pause_cache_store(tsr_device *dev, bool pause) {
-    pthread_mutex_lock(&dev->lock);
+    pthread_mutex_lock(&dev->program_lock);
     dev->cache_store_paused += pause ? 1 : -1;
-    pthread_mutex_unlock(&dev->lock);
+    pthread_mutex_unlock(&dev->program_lock);
 }
 
 /* Evaluate a configuration the search may start from (once). */
@@ -208,20 +210,21 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     if (!restrict_to) restrict_to = op->tuning_space ? op->tuning_space(dev) : NULL;
     else if (strcmp(restrict_to, "all") == 0) restrict_to = NULL;
     tsr_space space;
-    if ((st = tsr_space_make(op, restrict_to, &space)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, tsr_space_make(op, restrict_to, &space), done);
     const char *classes[TUNE_MAX_CLASSES];
     int nclasses = 0;
-    if ((st = parse_classes(op, opt.classes, classes, &nclasses)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, parse_classes(op, opt.classes, classes, &nclasses), done);
     char hash[17];
-    if ((st = tsr_op_source_hash(op, hash)) != TSR_SUCCESS) return st;
+    TSR_CHECK(st, tsr_op_source_hash_in(dev->kernel_dir, op, hash), done);
     char path[TSR_PATH_MAX];
-    if (!opt.dry_run && (st = database_path(&opt, path, sizeof path)) != TSR_SUCCESS) return st;
+    if (!opt.dry_run) TSR_CHECK(st, database_path(&opt, path, sizeof path), done);
     uint64_t rng = opt.seed ? opt.seed : (uint64_t)time(NULL) * 2654435761u + 1;
     tsr_class_outcome *outcomes = calloc((size_t)nclasses, sizeof *outcomes);
     if (!outcomes) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     double per_class = opt.budget_seconds / nclasses;
     FILE *log = NULL;
-    if (opt.log_path && (st = tsr_open_append(opt.log_path, &log)) != TSR_SUCCESS) {
+    if (opt.log_path) st = tsr_open_append(opt.log_path, &log);
+    if (st != TSR_SUCCESS) {
         free(outcomes);
         return st;
     }
@@ -241,7 +244,8 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         tsr_strlcpy(res->problem_class, classes[c], sizeof res->problem_class);
         tsr_strlcpy(res->unit, op->rate_unit ? op->rate_unit : "GFLOP/s", sizeof res->unit);
         search.result = res;
-        if ((st = tsr_op_tuning_setup(op, dev, classes[c], &runner.ctx)) != TSR_SUCCESS) break;
+        st = tsr_op_tuning_setup(op, dev, classes[c], &runner.ctx);
+        if (st != TSR_SUCCESS) break;
         search.flops = tsr_op_tuning_work(op, runner.ctx);
         search.tolerance = tsr_op_tuning_tolerance(op, runner.ctx, TUNE_TOLERANCE);
         tsr_op_tuning_describe(op, runner.ctx, res->problem, sizeof res->problem);
@@ -263,6 +267,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     free(outcomes);
     if (log) fclose(log);
     if (nresults) *nresults = produced < max_results ? produced : max_results;
+done:
     return st;
 }
 

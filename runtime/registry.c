@@ -29,7 +29,7 @@ const tsr_op *tsr_find_op(const char *name) {
 
 const char *const *tsr_op_classes(const char *op_name) {
     const tsr_op *op = op_name ? tsr_find_op(op_name) : NULL;
-    return op ? op->classes : NULL;
+    return op ? tsr_op_class_list(op) : NULL;
 }
 
 tsr_status tsr_config_lookup(tsr_device *dev, const char *op_name, const char *problem_class, tsr_config_info *info) {
@@ -58,5 +58,5 @@ tsr_status tsr_run_demo(tsr_device *dev, const char *op_name, char *summary, siz
     summary[0] = '\0';
     const tsr_op *op = tsr_find_op(op_name);
     if (!op) return tsr_fail(TSR_ERR_NOT_FOUND, "no op named '%s'", op_name);
-    return op->demo(dev, summary, size);
+    return tsr_op_demo(dev, op, summary, size);
 }

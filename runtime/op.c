@@ -1,5 +1,6 @@
-/* Configuration text (parse, format) and the wrappers through which generic code reaches the
- * op hooks. */
+/* The op contract's generic side: configuration text (parse, format), problem classes with their
+ * storage-type twins, built-in defaults, implementations, and the wrappers through which generic
+ * code reaches the op hooks. Knows no op. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -16,10 +17,102 @@ void tsr_config_format(const tsr_op *op, const tsr_config *config, char *out, si
     }
 }
 
+/* ---- problem classes: the listed ones and their storage-type twins ---- */
+
+enum { MAX_CLASSES = 128, CLASS_NAME = 32, CLASS_SHAPE = 128 };
+
+/* An op's full class list, built on first use and kept for the life of the process. */
+typedef struct class_list {
+    const tsr_op *op;
+    int nlisted, nclasses;
+    const char *names[MAX_CLASSES + 1];
+    char name[MAX_CLASSES][CLASS_NAME];
+    char shape[MAX_CLASSES][CLASS_SHAPE];
+    struct class_list *next;
+} class_list;
+
+static class_list *class_lists;
+static pthread_mutex_t class_lists_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void build_class_list(const tsr_op *op, class_list *l) {
+    l->op = op;
+    while (op->classes && op->classes[l->nlisted]) ++l->nlisted;
+    const int types = op->class_storage == TSR_CLASSES_AS_LISTED ? 1 : TSR_DTYPE_COUNT;
+    for (int t = 0; t < types; ++t)
+        for (int c = 0; c < l->nlisted && l->nclasses < MAX_CLASSES; ++c, ++l->nclasses) {
+            const tsr_dtype type = (tsr_dtype)t;
+            snprintf(l->name[l->nclasses], CLASS_NAME, "%s%s", op->classes[c], tsr_dtype_class_suffix(&type, 1));
+            l->names[l->nclasses] = l->name[l->nclasses];
+            if (!op->class_shapes) continue;
+            char token[32];
+            tsr_dtype_spec_format(type, op->class_storage == TSR_CLASSES_PER_INPUT_TYPE ? TSR_F32 : type, token,
+                                  sizeof token);
+            snprintf(l->shape[l->nclasses], CLASS_SHAPE, "%s%s%s", op->class_shapes[c], *token ? " " : "", token);
+        }
+    l->names[l->nclasses] = NULL;
+}
+
+static const class_list *class_list_of(const tsr_op *op) {
+    pthread_mutex_lock(&class_lists_lock);
+    class_list *l = class_lists;
+    while (l && l->op != op) l = l->next;
+    if (!l && (l = calloc(1, sizeof *l)) != NULL) {
+        build_class_list(op, l);
+        l->next = class_lists;
+        class_lists = l;
+    }
+    pthread_mutex_unlock(&class_lists_lock);
+    return l;
+}
+
+const char *const *tsr_op_class_list(const tsr_op *op) {
+    static const char *const none[] = {NULL};
+    const class_list *l = class_list_of(op);
+    return l ? l->names : none;
+}
+
 int tsr_op_class_index(const tsr_op *op, const char *problem_class) {
-    for (int i = 0; op->classes[i]; ++i)
-        if (strcmp(op->classes[i], problem_class) == 0) return i;
+    const char *const *names = tsr_op_class_list(op);
+    for (int i = 0; names[i]; ++i)
+        if (strcmp(names[i], problem_class) == 0) return i;
     return -1;
+}
+
+const char *tsr_op_class(const tsr_op *op, int listed, const tsr_dtype *types, size_t n) {
+    const class_list *l = class_list_of(op);
+    if (!l || listed < 0 || listed >= l->nlisted) return op->classes[0];
+    int index = (op->class_storage == TSR_CLASSES_AS_LISTED ? 0 : tsr_dtype_class_group(types, n)) * l->nlisted + listed;
+    return index < l->nclasses ? l->names[index] : op->classes[listed];
+}
+
+const char *tsr_op_class_shape(const tsr_op *op, const char *problem_class) {
+    const class_list *l = class_list_of(op);
+    int index = tsr_op_class_index(op, problem_class);
+    return l && op->class_shapes && index >= 0 ? l->shape[index] : NULL;
+}
+
+const char *tsr_op_nearest_class(const tsr_op *op, const char *problem_class) {
+    if (!op->nearest_class) return NULL;
+    char base[CLASS_NAME];
+    if (!tsr_dtype_class_base(problem_class, base, sizeof base)) return op->nearest_class(problem_class);
+    const char *nearest = op->nearest_class(base);
+    if (!nearest) return NULL;
+    char twin[2 * CLASS_NAME];
+    snprintf(twin, sizeof twin, "%s%s", nearest, problem_class + strlen(base));
+    int index = tsr_op_class_index(op, twin);
+    return index >= 0 ? tsr_op_class_list(op)[index] : NULL;
+}
+
+tsr_status tsr_op_launch(const tsr_op *op, tsr_device *device, const void *problem, const tsr_config *config,
+                         cl_command_queue queue, cl_event *event) {
+    const tsr_implementation *impl = tsr_op_implementation(op, config);
+    if (!impl || !impl->launch) {
+        char text[256];
+        tsr_config_format(op, config, text, sizeof text);
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: configuration '%s' selects no implementation that launches", op->name,
+                        text);
+    }
+    return impl->launch(device, problem, config, queue, event);
 }
 
 tsr_status tsr_config_parse(const tsr_op *op, const char *text, const char *what, tsr_config *config) {

@@ -628,6 +628,103 @@ static void gelu_special_values_through_16_bit(void **state) {
         }
 }
 
+/* Inputs for gelu_stores_round_like_the_host, as f32 bits (*count of them, malloc'd). GELU gives
+ * x back exactly from x = 10 on (x / (1 + 2^t), 2^t below 2^-125) and -0 below x = -9, so most
+ * of these reach y's store as they are: every bf16 rounding tie in one binade and ties in every
+ * binade from 16 up (with the patterns one below and one above each), the largest finite floats
+ * (0x7f7f8000 and up round to Inf in bf16), NaNs whose top 16 bits overflow when rounded, +-0,
+ * subnormals, and random values and bit patterns of both signs. */
+static uint32_t *store_sources(size_t stride, size_t *count) {
+    const uint32_t fixed[] = {0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u, 0x7f7f7fffu, 0x7f7e8000u, 0x7f800000u,
+                              0xff800000u, 0x7fffffffu, 0xffffffffu, 0x7fff8000u, 0x7fc00000u, 0x00000000u,
+                              0x80000000u, 0x00000001u, 0x80000001u, 0x00018000u, 0x007fffffu, 0x00808000u,
+                              0x41200000u, 0x41208000u, 0x41218000u, 0x477fe000u, 0x477ff000u, 0x47800000u};
+    const size_t nfixed = sizeof fixed / sizeof fixed[0], binade = 128 / stride, exps = 254 - 131 + 1,
+                 random = 8000 / stride;
+    uint32_t *v = malloc((nfixed + 3 * binade + 3 * exps + 2 * random) * sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; i < nfixed; ++i)
+        v[k++] = fixed[i];
+    for (size_t i = 0; i < binade; ++i) { /* every 7-bit bf16 mantissa of [1024, 2048), odd and even */
+        const uint32_t hi = 0x4480u + (uint32_t)(i * stride);
+        v[k++] = (hi << 16) | 0x8000u;
+        v[k++] = (hi << 16) | 0x7fffu;
+        v[k++] = (hi << 16) | 0x8001u;
+    }
+    for (uint32_t e = 131; e <= 254; ++e) { /* 16 and up: a tie in each binade, to both neighbours */
+        const uint32_t hi = (e << 7) | (th_rand() & 0x7fu);
+        v[k++] = (hi << 16) | 0x8000u;
+        v[k++] = (hi << 16) | (th_rand() % 2 ? 0x7fffu : 0x8001u);
+        v[k++] = ((hi | 0x8000u) << 16) | 0x8000u; /* negative: GELU is -0 there */
+    }
+    for (size_t i = 0; i < random; ++i) {
+        const float f = (float)(th_rand() % 240001) / 10000.0f - 12.0f; /* GELU's whole curve */
+        memcpy(&v[k++], &f, 4);
+        v[k++] = th_rand();
+    }
+    *count = k - (k % 16 == 0); /* never a whole number of vectors */
+    return v;
+}
+
+/* The stores of GELU itself (dtype.cl's TSR_ST/TSR_VST, apart from tsr_convert's copy): y in f16
+ * or bf16 holds the device's own fp32 result rounded by the host's conversion, bit for bit (bf16
+ * NaNs too; an f16 NaN must be a NaN), at every vector width and in the tail; likewise with the
+ * input in f16 or bf16 (widened on the device, exactly) and y in any type. The fp32 -> fp32 run
+ * on the same (rounded) inputs is the reference, so GELU's arithmetic is out of the comparison. */
+static void gelu_stores_round_like_the_host(void **state) {
+    (void)state;
+    const size_t stride = small_mode() ? 9 : 1;
+    size_t n = 0;
+    uint32_t *src = store_sources(stride, &n);
+    float *xf = malloc(n * sizeof *xf), *ref = malloc(n * sizeof *ref);
+    unsigned char *xt = malloc(n * 4), *expect = malloc(n * 4), *got = malloc((n + 2) * 4);
+    const char *const configs[] = {"VW=1 VPT=4 WG=4 INTERLEAVE=0", "VW=4 VPT=2 WG=16 INTERLEAVE=1",
+                                   "VW=16 VPT=2 WG=4 INTERLEAVE=0", "VW=8 VPT=1 WG=16 INTERLEAVE=0"};
+    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; ++c) {
+        if (small_mode() && c != 2 && c != 1) continue;
+        if (!th_try_override(dev, "gelu", configs[c])) continue;
+        for (int xi = 0; xi < 3; ++xi) {
+            const tsr_dtype x_type = all_types[xi];
+            /* x as x_type stores it, and those values in f32 for the reference run */
+            TH_ASSERT_OK(tsr_convert_host(TSR_F32, src, x_type, xt, n));
+            TH_ASSERT_OK(tsr_convert_host(x_type, xt, TSR_F32, xf, n));
+            cl_mem dx = raw_buffer(xt, n * tsr_dtype_size(x_type)), dxf = raw_buffer(xf, n * 4);
+            cl_mem dref = raw_buffer(xf, n * 4);
+            TH_ASSERT_OK(tsr_gelu_ex(dev, TSR_GELU_TANH, TSR_F32, dxf, 0, TSR_F32, dref, 0, n, NULL, NULL));
+            assert_int_equal(clEnqueueReadBuffer(tsr_device_queue(dev), dref, CL_TRUE, 0, n * 4, ref, 0, NULL, NULL),
+                             CL_SUCCESS);
+            for (int yi = 0; yi < 3; ++yi) {
+                const tsr_dtype y_type = all_types[yi];
+                if (x_type == TSR_F32 && y_type == TSR_F32) continue;
+                const size_t ys = tsr_dtype_size(y_type), y_off = 1 + c % 2;
+                memset(got, 0xa5, (n + 2) * ys);
+                cl_mem dy = raw_buffer(got, (n + 2) * ys);
+                TH_ASSERT_OK(tsr_gelu_ex(dev, TSR_GELU_TANH, x_type, dx, 0, y_type, dy, y_off, n, NULL, NULL));
+                assert_int_equal(
+                    clEnqueueReadBuffer(tsr_device_queue(dev), dy, CL_TRUE, 0, (n + 2) * ys, got, 0, NULL, NULL),
+                    CL_SUCCESS);
+                TH_ASSERT_OK(tsr_convert_host(TSR_F32, ref, y_type, expect, n));
+                for (size_t i = 0; i < n; ++i) {
+                    const uint32_t g = th_element_bits(y_type, got, y_off + i), w = th_element_bits(y_type, expect, i);
+                    const bool nan_ok = y_type != TSR_BF16 && isnan(ref[i]) &&
+                                        isnan(y_type == TSR_F16 ? tsr_f16_to_f32((uint16_t)g) : ((float *)got)[y_off + i]);
+                    if (g != w && !nan_ok)
+                        fail_msg("%s: GELU x %s -> y %s, element %zu (x bits 0x%08x, fp32 GELU bits 0x%08x): y bits "
+                                 "0x%x, the host's rounding 0x%x",
+                                 configs[c], tsr_dtype_str(x_type), tsr_dtype_str(y_type), i,
+                                 th_element_bits(TSR_F32, xf, i), th_element_bits(TSR_F32, ref, i), g, w);
+                }
+                clReleaseMemObject(dy);
+            }
+            clReleaseMemObject(dx);
+            clReleaseMemObject(dxf);
+            clReleaseMemObject(dref);
+        }
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "gelu", NULL));
+    free(src), free(xf), free(ref), free(xt), free(expect), free(got);
+}
+
 /* Wrong types, buffers too small in 16-bit elements, overlaps across types: refused with the
  * name and the numbers, nothing written; in place in one 16-bit type runs. */
 static void typed_invalid_arguments(void **state) {
@@ -722,6 +819,7 @@ int main(void) {
             cmocka_unit_test(convert_configurations),
             cmocka_unit_test(gelu_every_type_pair),
             cmocka_unit_test(gelu_special_values_through_16_bit),
+            cmocka_unit_test(gelu_stores_round_like_the_host),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -741,6 +839,7 @@ int main(void) {
         cmocka_unit_test(convert_configurations),
         cmocka_unit_test(gelu_every_type_pair),
         cmocka_unit_test(gelu_special_values_through_16_bit),
+        cmocka_unit_test(gelu_stores_round_like_the_host),
         cmocka_unit_test(typed_invalid_arguments),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);

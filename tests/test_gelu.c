@@ -690,7 +690,7 @@ static void gelu_stores_round_like_the_host(void **state) {
             TH_ASSERT_OK(tsr_convert_host(x_type, xt, TSR_F32, xf, n));
             cl_mem dx = raw_buffer(xt, n * tsr_dtype_size(x_type)), dxf = raw_buffer(xf, n * 4);
             cl_mem dref = raw_buffer(xf, n * 4);
-            TH_ASSERT_OK(tsr_gelu_ex(dev, TSR_GELU_TANH, TSR_F32, dxf, 0, TSR_F32, dref, 0, n, NULL, NULL));
+            TH_ASSERT_OK(gelu_typed(dev, TSR_GELU_TANH, TSR_F32, dxf, 0, TSR_F32, dref, 0, n, NULL, NULL));
             assert_int_equal(clEnqueueReadBuffer(tsr_device_queue(dev), dref, CL_TRUE, 0, n * 4, ref, 0, NULL, NULL),
                              CL_SUCCESS);
             for (int yi = 0; yi < 3; ++yi) {
@@ -699,7 +699,7 @@ static void gelu_stores_round_like_the_host(void **state) {
                 const size_t ys = tsr_dtype_size(y_type), y_off = 1 + c % 2;
                 memset(got, 0xa5, (n + 2) * ys);
                 cl_mem dy = raw_buffer(got, (n + 2) * ys);
-                TH_ASSERT_OK(tsr_gelu_ex(dev, TSR_GELU_TANH, x_type, dx, 0, y_type, dy, y_off, n, NULL, NULL));
+                TH_ASSERT_OK(gelu_typed(dev, TSR_GELU_TANH, x_type, dx, 0, y_type, dy, y_off, n, NULL, NULL));
                 assert_int_equal(
                     clEnqueueReadBuffer(tsr_device_queue(dev), dy, CL_TRUE, 0, (n + 2) * ys, got, 0, NULL, NULL),
                     CL_SUCCESS);

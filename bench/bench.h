@@ -3,6 +3,7 @@
 #define TSR_BENCH_H
 
 #include "internal.h"
+#include "util.h"
 
 #include <stdio.h>
 
@@ -69,69 +70,13 @@ void bench_report_free(bench_report *report);
 /* Write rows as a JSON array of objects (op, shape, impl, device, time_ms, gflops, gbps, rel_err, timing, ...). */
 tsr_status bench_write_json(const bench_report *report, const char *path);
 
-double bench_now_s(void);
-
-/* A rate for tables and charts: whole numbers from 1000, one decimal from 10, else 3 digits. */
-const char *bench_format_rate(double value, char *out, size_t size);
-
 /* Pause after timing a host library (OpenBLAS): its worker threads spin for about 2^28 cycles
  * after each call before they sleep, and would take cores from the next measurement. */
 void bench_settle_host_threads(void);
 
-/* ---- strict option parsing, size checks (one set for bench, peak and report) ---- */
-
-/* Digits only (no sign, space or suffix), no wrap, min <= value <= max; the error names `option`. */
-tsr_status bench_parse_count(const char *text, const char *option, uint64_t min, uint64_t max, uint64_t *out);
-/* Decimal or 0x-hexadecimal digits (no sign or space) that fit in 64 bits. */
-tsr_status bench_parse_u64(const char *text, const char *option, uint64_t *out);
-/* Seconds: plain decimal (digits, '.', exponent; no sign, inf, nan or hex), finite, > 0 (>= 0
- * with allow_zero), at most max. */
-tsr_status bench_parse_seconds(const char *text, const char *option, bool allow_zero, double max, double *out);
-#define BENCH_MAX_SECONDS 86400.0 /* one day: any budget above it is a typo */
-/* Reads a run of digits at *p (advancing it) into *out: false without digits, on overflow or above max. */
-bool bench_scan_uint(const char **p, uint64_t max, uint64_t *out);
-
-/* "1024,2048" or "1M,16M" (K and M are powers of two), counts from 1 to max; `what` names them
- * in the error message. */
-tsr_status bench_parse_counts(const char *text, const char *what, uint64_t max, size_t **out, size_t *count);
-
-/* Memory the host can still hand out (MemAvailable, else free pages), in bytes; 0 when unknown. */
-uint64_t bench_host_available(void);
-/* Before allocating for `what`: each device buffer within CL_DEVICE_MAX_MEM_ALLOC_SIZE, all of them
- * within the device's global memory, host_bytes within the host's available memory; a refusal
- * (TSR_ERR_OUT_OF_MEMORY) names `what` and the sizes. */
-tsr_status bench_check_memory(const tsr_device *device, const char *what, const size_t *buffer_bytes, size_t nbuffers,
-                              size_t host_bytes);
-/* Can `path` be written (its directory exists and takes a new file; it is not a directory)? Checked
- * before a benchmark runs so that a bad --json fails at once, not after minutes of timing. */
-tsr_status bench_check_output(const char *path);
-
-/* Growing text (report.md, SVG): appends never fail loudly; bench_text_finish returns NULL (and
- * frees) when an append ran out of memory. */
-typedef struct bench_text {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} bench_text;
-void bench_text_printf(bench_text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A string from a report (possibly from another machine) as inert markdown text: <, >, & and |
- * become entities, markdown punctuation is backslash-escaped, control characters become spaces;
- * safe in table cells, headings, image alt text and paragraphs. */
-void bench_text_md(bench_text *b, const char *foreign);
-char *bench_text_finish(bench_text *b);
-
-/* A string-keyed hash map (open addressing, XXH3) from a key to a pointer; keys are copied. */
-typedef struct bench_index {
-    struct bench_index_slot *slots;
-    size_t cap, count;
-} bench_index;
-/* The value slot of key (inserted as NULL when absent, *found false); NULL when out of memory. */
-void **bench_index_get(bench_index *index, const char *key, size_t key_len, bool *found);
-void bench_index_free(bench_index *index);
-
 /* Per-op benchmarks: options come from the CLI. */
 typedef struct bench_options {
-    const char *sizes;   /* op-specific list, NULL for the defaults */
+    const char *sizes;   /* op-specific list; NULL: the op's defaults (bench_run fills them in) */
     double budget_s;     /* timing budget per row */
     bool peers;          /* run CLBlast / OpenBLAS too */
     bool quiet;
@@ -186,18 +131,10 @@ const bench_entry *bench_registry(size_t *count);
 const bench_entry *bench_find(const char *op);
 /* "gemm, gelu, conv2d, attention" into out (truncated to size); returns out. */
 const char *bench_op_list(char *out, size_t size);
-/* NULL (every part) or one of the op's parts; otherwise a TSR_ERR_INVALID_ARG naming its parts. */
-tsr_status bench_check_part(const char *op, const char *part);
-/* `sizes` as given, or the op's default --sizes when NULL. */
-const char *bench_sizes_or_default(const char *op, const char *sizes);
-
-/* Is this a simulated device (Oclgrind)? Peaks and reports give it reduced, flagged runs. */
-bool bench_is_simulator(const tsr_device_info *info);
-
-/* A number or string member of a JSON object: 0 or "" when absent or of another type. */
-struct cJSON;
-double bench_json_num(const struct cJSON *object, const char *key);
-const char *bench_json_text(const struct cJSON *object, const char *key);
+/* Runs the entry's benchmark: its --part checked first (NULL: every part; otherwise one of the
+ * op's parts, else a TSR_ERR_INVALID_ARG naming them), its default --sizes where options->sizes
+ * is NULL. The op's own file never reaches back into this table. */
+tsr_status bench_run(const bench_entry *entry, tsr_device *device, const bench_options *options, bench_report *report);
 
 /* ||C - A B|| / ||A B|| for row-major A (m x k), B (k x n), C (m x n), batch entries one after
  * another: exact up to 2^27 multiply-adds, above that estimated with two probe vectors t

@@ -342,11 +342,9 @@ out:
 tsr_status bench_attention(tsr_device *dev, const bench_options *opt, bench_report *report) {
     size_t *lengths = NULL, count = 0;
     tsr_status st = TSR_SUCCESS;
-    if ((st = bench_parse_counts(bench_sizes_or_default("attention", opt->sizes), "sequence lengths", ATT_MAX_LENGTH,
-                                 &lengths, &count)) != TSR_SUCCESS)
+    if ((st = util_parse_counts(opt->sizes, "sequence lengths", ATT_MAX_LENGTH, &lengths, &count)) != TSR_SUCCESS)
         return st;
-    st = bench_check_part("attention", opt->part);
-    if (st == TSR_SUCCESS && opt->layers)
+    if (opt->layers)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
     else if (st == TSR_SUCCESS && opt->clblast_xgemm)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
@@ -357,7 +355,7 @@ tsr_status bench_attention(tsr_device *dev, const bench_options *opt, bench_repo
         snprintf(what, sizeof what, "attention at L=%zu", lengths[i]);
         size_t b = (size_t)BENCH_H * lengths[i] * BENCH_D * 4; /* lengths <= 2^24: no wrap */
         size_t bytes[5] = {b, b, b, b, b};
-        st = bench_check_memory(dev, what, bytes, 5, 3 * b);
+        st = util_check_memory(dev, what, bytes, 5, 3 * b);
     }
     if (st != TSR_SUCCESS) {
         free(lengths);

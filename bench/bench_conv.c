@@ -75,7 +75,7 @@ typedef struct conv_run {
 
 static tsr_status run_tessera(void *ctx) {
     conv_run *r = ctx;
-    tsr_status st = tsr_conv2d(r->dev, &r->d, r->x, r->w, NULL, r->y, NULL, NULL);
+    tsr_status st = tsr_conv2d(r->dev, &r->d, r->x, r->w, r->y, NULL, NULL);
     if (st == TSR_SUCCESS) clFinish(tsr_device_queue(r->dev));
     return st;
 }
@@ -139,7 +139,7 @@ static tsr_status layer_check(tsr_device *dev, const bench_options *opt, const r
     if (opt->peers && tsr_device_get_info(dev)->type == TSR_DEVICE_CPU) host += (k + d.out_channels) * n * 4;
     char what[96];
     snprintf(what, sizeof what, "conv2d %s at batch %zu", l->name, batch);
-    return bench_check_memory(dev, what, bytes, 3, host);
+    return util_check_memory(dev, what, bytes, 3, host);
 }
 
 /* A 16-bit layer (--dtype): tessera's chosen path in the given storage types, timed in alternation
@@ -404,8 +404,9 @@ static tsr_status run_stack(void *ctx) {
     for (size_t i = 0; i < sizeof stack_order / sizeof stack_order[0]; ++i) {
         tsr_conv2d_desc d = layer_desc(find_layer(stack_order[i]), s->batch);
         if (!s->clblast) {
-            d.activation = TSR_ACT_RELU; /* inference: batch norm folded into the bias, then ReLU */
-            tsr_status st = tsr_conv2d(s->dev, &d, s->x, s->w, s->bias, s->y, NULL, NULL);
+            /* inference: batch norm folded into the bias, then ReLU */
+            d.epilogue = (tsr_epilogue){.bias = s->bias, .activation = TSR_ACT_RELU};
+            tsr_status st = tsr_conv2d(s->dev, &d, s->x, s->w, s->y, NULL, NULL);
             if (st != TSR_SUCCESS) return st;
             continue;
         }
@@ -446,7 +447,7 @@ static tsr_status stack_check(tsr_device *dev, size_t batch, stack_sizes *out) {
     size_t bytes[4] = {max_x * 4, max_w * 4, max_k * 4, max_y * 4};
     char what[64];
     snprintf(what, sizeof what, "the conv2d stack at batch %zu", batch);
-    tsr_status st = bench_check_memory(dev, what, bytes, 4, (max_x > max_w ? max_x : max_w) * 4);
+    tsr_status st = util_check_memory(dev, what, bytes, 4, (max_x > max_w ? max_x : max_w) * 4);
     if (st == TSR_SUCCESS && out) *out = (stack_sizes){max_x, max_w, max_k, max_y, flops};
     return st;
 }
@@ -518,7 +519,6 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
     bool depthwise = opt->part && strcmp(opt->part, "depthwise") == 0;
     bool layers = !opt->part || strcmp(opt->part, "layers") == 0 || depthwise;
     bool stack = !opt->part || strcmp(opt->part, "stack") == 0;
-    if ((st = bench_check_part("conv2d", opt->part)) != TSR_SUCCESS) return st;
     if (opt->max_unfused) return tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
     if (opt->clblast_xgemm) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
     /* Check the layer names before anything runs. */
@@ -545,8 +545,8 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
             if (nchosen < NLAYERS) chosen[nchosen++] = l;
         }
     }
-    if ((st = bench_parse_counts(bench_sizes_or_default("conv2d", opt->sizes), "batch sizes", CONV_MAX_BATCH, &batches,
-                                 &nbatches)) != TSR_SUCCESS)
+    if ((st = util_parse_counts(opt->sizes, "batch sizes", CONV_MAX_BATCH, &batches,
+                                &nbatches)) != TSR_SUCCESS)
         return st;
     /* Every layer and batch checked before the first one runs. */
     for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && layers; ++b)

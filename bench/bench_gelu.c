@@ -21,9 +21,12 @@ tsr_status bench_gelu_once(void *ctx) {
     tsr_status st = TSR_SUCCESS;
     switch (r->kind) {
     case GELU_RUN_FUSED:
-        st = tsr_gelu_ex(r->dev, r->mode, r->x_type, r->x, 0, r->y_type, r->y, 0, r->n, NULL, NULL);
+        st = tsr_gelu(r->dev, &(tsr_gelu_desc){.mode = r->mode, .n = r->n, .x_type = r->x_type, .y_type = r->y_type},
+                      r->x, r->y, NULL, NULL);
         break;
-    case GELU_RUN_UNFUSED: st = tsr_gelu_unfused(r->dev, r->mode, r->x, 0, r->y, 0, r->n, NULL, NULL); break;
+    case GELU_RUN_UNFUSED:
+        st = tsr_gelu_unfused(r->dev, &(tsr_gelu_desc){.mode = r->mode, .n = r->n}, r->x, r->y, NULL, NULL);
+        break;
     case GELU_RUN_COPY_KERNEL:
         st = tsr_gelu_copy(r->dev, r->x_type, r->x, 0, r->y_type, r->y, 0, r->n, NULL, NULL);
         break;
@@ -273,11 +276,18 @@ static tsr_status run_epilogue(void *ctx) {
     case EPI_PLAIN:
     case EPI_FUSED:
     case EPI_SEPARATE:
-        st = tsr_sgemm_ex(r->dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, r->m, r->n, r->k, 1.0f, r->x, 0, r->k, r->w,
-                          0, r->k, 0.0f, r->y, 0, r->n,
-                          r->kind == EPI_PLAIN ? NULL : r->kind == EPI_FUSED ? &fused : &bias_only, NULL, NULL);
+        st = tsr_matmul(r->dev,
+                        &(tsr_matmul_desc){.trans_b = TSR_TRANS,
+                                           .m = r->m,
+                                           .n = r->n,
+                                           .k = r->k,
+                                           .alpha = 1.0f,
+                                           .epilogue = r->kind == EPI_PLAIN   ? (tsr_epilogue){0}
+                                                       : r->kind == EPI_FUSED ? fused
+                                                                              : bias_only},
+                        r->x, r->w, r->y, NULL, NULL);
         if (st == TSR_SUCCESS && r->kind == EPI_SEPARATE)
-            st = tsr_gelu(r->dev, TSR_GELU_TANH, r->y, 0, r->y, 0, r->m * r->n, NULL, NULL);
+            st = tsr_gelu(r->dev, &(tsr_gelu_desc){.mode = TSR_GELU_TANH, .n = r->m * r->n}, r->y, r->y, NULL, NULL);
         break;
     case EPI_CLBLAST: {
 #ifdef TSR_HAVE_CLBLAST
@@ -285,7 +295,7 @@ static tsr_status run_epilogue(void *ctx) {
         CLBlastStatusCode cs = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, r->m, r->n,
                                             r->k, 1.0f, r->x, 0, r->k, r->w, 0, r->k, 0.0f, r->y, 0, r->n, &q, NULL);
         if (cs != CLBlastSuccess) return tsr_fail(TSR_ERR_OPENCL, "CLBlast sgemm failed with status %d", (int)cs);
-        st = tsr_gelu(r->dev, TSR_GELU_TANH, r->y, 0, r->y, 0, r->m * r->n, NULL, NULL);
+        st = tsr_gelu(r->dev, &(tsr_gelu_desc){.mode = TSR_GELU_TANH, .n = r->m * r->n}, r->y, r->y, NULL, NULL);
 #else
         st = tsr_fail(TSR_ERR_UNSUPPORTED, "built without CLBlast");
 #endif
@@ -418,13 +428,11 @@ out:
 tsr_status bench_gelu(tsr_device *dev, const bench_options *opt, bench_report *report) {
     size_t *sizes = NULL, nsizes = 0;
     tsr_status st = TSR_SUCCESS;
-    if ((st = bench_parse_counts(bench_sizes_or_default("gelu", opt->sizes), "elements", GELU_MAX_ELEMENTS, &sizes,
-                                 &nsizes)) != TSR_SUCCESS)
+    if ((st = util_parse_counts(opt->sizes, "elements", GELU_MAX_ELEMENTS, &sizes, &nsizes)) != TSR_SUCCESS)
         return st;
     bool elementwise = !opt->part || strcmp(opt->part, "elementwise") == 0;
     bool epilogue = !opt->part || strcmp(opt->part, "epilogue") == 0;
-    st = bench_check_part("gelu", opt->part);
-    if (st == TSR_SUCCESS && opt->layers)
+    if (opt->layers)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
     else if (st == TSR_SUCCESS && opt->max_unfused)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
@@ -438,7 +446,7 @@ tsr_status bench_gelu(tsr_device *dev, const bench_options *opt, bench_report *r
         /* sizes[i] <= 2^40: no wrap; with --dtype the fp32 pair and the typed pair */
         size_t bytes[4] = {sizes[i] * 4, sizes[i] * 4, sizes[i] * tsr_dtype_size(opt->in_type),
                            sizes[i] * tsr_dtype_size(opt->out_type)};
-        st = bench_check_memory(dev, what, bytes, typed ? 4 : 2, 2 * bytes[0]);
+        st = util_check_memory(dev, what, bytes, typed ? 4 : 2, 2 * bytes[0]);
     }
     if (st != TSR_SUCCESS) {
         free(sizes);

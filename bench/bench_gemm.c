@@ -33,16 +33,16 @@ static tsr_status parse_shapes(const char *text, gemm_shape **out, size_t *count
     while (*p) {
         uint64_t v[4] = {1, 0, 0, 0};
         int got = 0;
-        bool ok = bench_scan_uint(&p, GEMM_DIM_MAX, &v[1]) && v[1] > 0;
+        bool ok = util_scan_uint(&p, GEMM_DIM_MAX, &v[1]) && v[1] > 0;
         if (ok && *p == '@') { /* that was the batch */
             ++p;
             v[0] = v[1];
-            ok = bench_scan_uint(&p, GEMM_DIM_MAX, &v[1]) && v[1] > 0;
+            ok = util_scan_uint(&p, GEMM_DIM_MAX, &v[1]) && v[1] > 0;
         }
         got = 1;
         while (ok && *p == 'x' && got < 3) {
             ++p;
-            ok = bench_scan_uint(&p, GEMM_DIM_MAX, &v[1 + got]) && v[1 + got] > 0;
+            ok = util_scan_uint(&p, GEMM_DIM_MAX, &v[1 + got]) && v[1 + got] > 0;
             ++got;
         }
         if (!ok || got == 2 || (v[0] != 1 && got != 3)) break;
@@ -77,7 +77,7 @@ static tsr_status shape_sizes(tsr_device *dev, const gemm_shape *s, size_t *na, 
         (st = tsr_size_mad(name, c, sizeof(float), 0, &bytes[2])) != TSR_SUCCESS ||
         (st = tsr_size_mad(name, bytes[0], 1, bytes[1], &total)) != TSR_SUCCESS ||
         (st = tsr_size_mad(name, total, 1, bytes[2], &total)) != TSR_SUCCESS ||
-        (st = bench_check_memory(dev, name, bytes, 3, total)) != TSR_SUCCESS)
+        (st = util_check_memory(dev, name, bytes, 3, total)) != TSR_SUCCESS)
         return st;
     *na = a, *nb = b, *nc = c;
     return TSR_SUCCESS;
@@ -94,9 +94,15 @@ typedef struct gemm_run {
 static tsr_status run_tessera_typed(void *ctx) {
     gemm_run *r = ctx;
     const gemm_shape *s = &r->s;
-    tsr_status st = tsr_gemm(r->dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, s->m, s->n, s->k, 1.0f, r->in, r->a, 0,
-                             s->k, s->m * s->k, r->in, r->b, 0, s->n, s->k * s->n, 0.0f, r->out, r->c, 0, s->n,
-                             s->m * s->n, s->batch, NULL, NULL, NULL);
+    const tsr_matmul_desc desc = {.m = s->m,
+                                  .n = s->n,
+                                  .k = s->k,
+                                  .batch = s->batch,
+                                  .alpha = 1.0f,
+                                  .a = {r->in, 0, s->k, s->m * s->k},
+                                  .b = {r->in, 0, s->n, s->k * s->n},
+                                  .c = {r->out, 0, s->n, s->m * s->n}};
+    tsr_status st = tsr_matmul(r->dev, &desc, r->a, r->b, r->c, NULL, NULL);
     if (st == TSR_SUCCESS) clFinish(tsr_device_queue(r->dev));
     return st;
 }
@@ -245,7 +251,7 @@ static tsr_status clblast_override(tsr_device *dev, const char *params) {
                             value ? "=" : "", value ? value : "");
         const char *num = value;
         uint64_t v = 0;
-        if (!bench_scan_uint(&num, 1u << 20, &v) || *num)
+        if (!util_scan_uint(&num, 1u << 20, &v) || *num)
             return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: %s needs a whole number from 0 to 1048576", name);
         if (strcmp(name, "PRECISION") == 0) continue;
         names[n] = name;
@@ -358,7 +364,6 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
     tsr_status st = TSR_SUCCESS;
     const char *clblast_impl = "clblast";
     (void)clblast_impl; /* unused without CLBlast */
-    if ((st = bench_check_part("gemm", opt->part)) != TSR_SUCCESS) return st;
     if (opt->layers) return tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
     if (opt->max_unfused) return tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
     if (opt->clblast_xgemm) {
@@ -369,7 +374,7 @@ tsr_status bench_gemm(tsr_device *dev, const bench_options *opt, bench_report *r
         return tsr_fail(TSR_ERR_UNSUPPORTED, "--clblast-xgemm: built without CLBlast");
 #endif
     }
-    if ((st = parse_shapes(bench_sizes_or_default("gemm", opt->sizes), &shapes, &nshapes)) != TSR_SUCCESS) return st;
+    if ((st = parse_shapes(opt->sizes, &shapes, &nshapes)) != TSR_SUCCESS) return st;
     /* Every shape checked before the first one runs. */
     for (size_t i = 0; i < nshapes && st == TSR_SUCCESS; ++i) {
         size_t na, nb, nc;

@@ -114,7 +114,7 @@ static tsr_status ln_parse_sizes(const char *text, size_t (**out)[2], size_t *co
     const char *p = text;
     while (true) {
         uint64_t rows, cols;
-        if (!bench_scan_uint(&p, LN_MAX_SIDE, &rows) || *p++ != 'x' || !bench_scan_uint(&p, LN_MAX_SIDE, &cols) ||
+        if (!util_scan_uint(&p, LN_MAX_SIDE, &rows) || *p++ != 'x' || !util_scan_uint(&p, LN_MAX_SIDE, &cols) ||
             rows == 0 || cols == 0 || (*p != ',' && *p != '\0')) {
             free(*out);
             *out = NULL;
@@ -246,14 +246,14 @@ out:
 
 tsr_status bench_layernorm(tsr_device *dev, const bench_options *opt, bench_report *report) {
     size_t(*sizes)[2] = NULL, nsizes = 0;
-    tsr_status st = bench_check_part("layernorm", opt->part);
-    if (st == TSR_SUCCESS && opt->layers)
+    tsr_status st = TSR_SUCCESS;
+    if (opt->layers)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--layers: only conv2d has layers");
     else if (st == TSR_SUCCESS && opt->max_unfused)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
     else if (st == TSR_SUCCESS && opt->clblast_xgemm)
         st = tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
-    if (st == TSR_SUCCESS) st = ln_parse_sizes(bench_sizes_or_default("layernorm", opt->sizes), &sizes, &nsizes);
+    if (st == TSR_SUCCESS) st = ln_parse_sizes(opt->sizes, &sizes, &nsizes);
     /* Every shape checked against the device and the host before the first one runs. */
     for (size_t i = 0; i < nsizes && st == TSR_SUCCESS; ++i) {
         size_t n;
@@ -266,7 +266,7 @@ tsr_status bench_layernorm(tsr_device *dev, const bench_options *opt, bench_repo
         }
         const size_t bytes[6] = {
             4 * n, 4 * n, 4 * n, 4 * n, n * tsr_dtype_size(opt->in_type) * 2, n * tsr_dtype_size(opt->out_type)};
-        st = bench_check_memory(dev, what, bytes, 6, 5 * 4 * n + 8 * n);
+        st = util_check_memory(dev, what, bytes, 6, 5 * 4 * n + 8 * n);
     }
     if (st == TSR_SUCCESS && !opt->quiet)
         printf("%-14s %-12s %-8s %10s %8s %9s\n", "shape", "impl", "dtype", "ms", "GB/s", "rel_err");

@@ -1,11 +1,12 @@
 /* The cost of one tessera call from C, the baseline of the Python package's overhead
  * (bench/python_overhead.py runs this and the same calls from Python, alternating):
  *   call_overhead [--device SEL] [--size N] [--calls N]
- * times N row-major N x N x N tsr_sgemm calls two ways, after warm-up calls:
+ * times N row-major N x N x N tsr_matmul calls two ways, after warm-up calls:
  *   synchronous: each call followed by clFinish (what one blocking call costs);
  *   pipelined:   the calls enqueued back to back, one clFinish at the end.
  * Prints one JSON object with the microseconds per call of each. */
 #include "tessera.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,22 +25,30 @@ static int fail(const char *what, tsr_status st) {
 }
 
 int main(int argc, char **argv) {
-    const char *selector = NULL;
-    long size = 256, calls = 200;
-    for (int i = 1; i < argc; ++i) {
-        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) selector = argv[++i];
-        else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) size = strtol(argv[++i], NULL, 10);
-        else if (strcmp(argv[i], "--calls") == 0 && i + 1 < argc) calls = strtol(argv[++i], NULL, 10);
-        else {
+    static const struct option options[] = {{"device", required_argument, NULL, 'd'},
+                                            {"size", required_argument, NULL, 's'},
+                                            {"calls", required_argument, NULL, 'c'},
+                                            {0}};
+    const char *selector = NULL, *bad = NULL;
+    uint64_t size_arg = 256, calls_arg = 200;
+    int opt;
+    while ((opt = util_next_option(argc, argv, "", options, true, &bad)) != -1) {
+        if (opt == 'd') selector = optarg;
+        else if ((opt == 's' && util_parse_count(optarg, "--size", 1, 8192, &size_arg) != TSR_SUCCESS) ||
+                 (opt == 'c' && util_parse_count(optarg, "--calls", 1, 1000000, &calls_arg) != TSR_SUCCESS)) {
+            fprintf(stderr, "call_overhead: --size 1..8192, --calls 1..1000000\n");
+            return 2;
+        } else if (opt != 's' && opt != 'c') {
             fprintf(stderr, "usage: call_overhead [--device SEL] [--size N] [--calls N]\n");
             return 2;
         }
     }
-    if (size < 1 || size > 8192 || calls < 1 || calls > 1000000) {
-        fprintf(stderr, "call_overhead: --size 1..8192, --calls 1..1000000\n");
+    if (optind < argc) {
+        fprintf(stderr, "usage: call_overhead [--device SEL] [--size N] [--calls N]\n");
         return 2;
     }
-    size_t n = (size_t)size;
+    long calls = (long)calls_arg;
+    size_t n = (size_t)size_arg;
     tsr_device *dev = NULL;
     tsr_status st = tsr_device_open(selector, &dev);
     if (st != TSR_SUCCESS) return fail("device", st);
@@ -56,18 +65,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "call_overhead: clCreateBuffer failed\n");
         return 1;
     }
-#define GEMM() tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, n, n, n, 1.0f, a, 0, n, b, 0, n, 0.0f, c, 0, n, NULL, NULL)
+    const tsr_matmul_desc desc = {.m = n, .n = n, .k = n, .alpha = 1.0f};
+#define GEMM() tsr_matmul(dev, &desc, a, b, c, NULL, NULL)
     for (int i = 0; i < 10; ++i)
-        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_sgemm", st);
+        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_matmul", st);
     clFinish(q);
     double t0 = now_us();
     for (long i = 0; i < calls; ++i) {
-        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_sgemm", st);
+        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_matmul", st);
         clFinish(q);
     }
     double t1 = now_us();
     for (long i = 0; i < calls; ++i)
-        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_sgemm", st);
+        if ((st = GEMM()) != TSR_SUCCESS) return fail("tsr_matmul", st);
     clFinish(q);
     double t2 = now_us();
     printf("{\"size\": %zu, \"calls\": %ld, \"device\": \"%s\", \"synchronous_us\": %.3f, \"pipelined_us\": %.3f}\n", n,

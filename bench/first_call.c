@@ -4,6 +4,7 @@
  * Whole-process timing (cold and warm caches) is driven by bench/first_call.sh. */
 #define _GNU_SOURCE
 #include "tessera.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,14 @@ static double now_ms(void) {
 
 int main(int argc, char **argv) {
     double t_start = now_ms();
-    int use_clblast = argc > 1 && strcmp(argv[1], "--clblast") == 0;
+    static const struct option options[] = {{"clblast", no_argument, NULL, 'c'}, {0}};
+    const char *bad = NULL;
+    int use_clblast = 0, opt;
+    while ((opt = util_next_option(argc, argv, "", options, true, &bad)) != -1) {
+        if (opt != 'c') return fprintf(stderr, "usage: first_call [--clblast]\n"), 2;
+        use_clblast = 1;
+    }
+    if (optind < argc) return fprintf(stderr, "usage: first_call [--clblast]\n"), 2;
     size_t n = 256;
     tsr_device *dev = NULL;
     tsr_status st = tsr_device_open(NULL, &dev);

@@ -1,4 +1,4 @@
-/* One call split across several devices against each device alone (tsr_sgemm_multi,
+/* One call split across several devices against each device alone (tsr_matmul_multi,
  * tsr_attention_multi):
  *   multi_device [--device SEL]... [--op gemm|attention] [--size N] [--reps R] [--weights W,...]
  *                [--config I:TEXT]... [--json FILE]
@@ -12,9 +12,9 @@
  * (PoCL's two CPU devices with POCL_DEVICES="pthread basic"). gemm: N x N x N; attention: 1 x 12 heads x N queries x N
  * keys x 64. */
 #include "tessera.h"
+#include "util.h"
 
 #include <cjson/cJSON.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,8 +48,7 @@ typedef struct problem {
 
 static tsr_status run(tsr_device_group *g, problem *p) {
     if (!p->attention)
-        return tsr_sgemm_multi(g, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->n, p->n, p->n, 1, p->a, p->n, p->b,
-                               p->n, 0, p->c, p->n);
+        return tsr_matmul_multi(g, &(tsr_matmul_desc){.m = p->n, .n = p->n, .k = p->n, .alpha = 1}, p->a, p->b, p->c);
     size_t tensor = p->desc.heads * p->n * p->desc.head_dim;
     return tsr_attention_multi(g, &p->desc, p->a, p->a + tensor, p->a + 2 * tensor, p->c);
 }
@@ -95,7 +94,8 @@ int main(int argc, char **argv) {
     long size = 4096, reps = 5;
     int c;
     char *end;
-    while ((c = getopt_long(argc, argv, "d:o:s:r:j:w:c:h", options, NULL)) != -1) {
+    const char *bad = NULL;
+    while ((c = util_next_option(argc, argv, "d:o:s:r:j:w:c:h", options, false, &bad)) != -1) {
         switch (c) {
         case 'd':
             if (nsel == MAX_DEVICES) return fprintf(stderr, "multi_device: at most %d devices\n", MAX_DEVICES), 2;

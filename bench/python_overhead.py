@@ -4,10 +4,10 @@
     build/python-venv/bin/python bench/python_overhead.py [--device cpu] [--size 256]
         [--calls 200] [--reps 7] [--c-binary build/bench/call_overhead] [--json FILE]
 
-Alternates, --reps times: the C program bench/call_overhead (N x N x N tsr_sgemm, synchronous
+Alternates, --reps times: the C program bench/call_overhead (N x N x N tsr_matmul, synchronous
 and pipelined) and the same calls through the package, tessera.matmul(a, b, out) on pyopencl
 arrays (zero-copy; synchronous: queue.finish() after each call), and the bare cffi call
-(lib.tsr_gemm + clFinish, no package code) in the same process, which separates what the
+(lib.tsr_matmul + clFinish, no package code) in the same process, which separates what the
 package costs from what calling from an interpreter costs. NumPy arrays (copied in and
 out on every call) are timed too, for scale. Medians over the reps; the ratio and the per-call
 Python overhead (Python minus C, microseconds) are printed and written as JSON.
@@ -35,10 +35,10 @@ def direct_call(a, b, c, queue):
     mems = [ffi.cast('cl_mem', x.base_data.int_ptr) for x in (a, b, c)]
     q = lib.tsr_device_queue(dev.handle)
 
+    desc = ffi.new('tsr_matmul_desc *', {'m': n, 'n': n, 'k': n, 'alpha': 1.0})
+
     def call():
-        lib.tsr_gemm(dev.handle, lib.TSR_ROW_MAJOR, lib.TSR_NO_TRANS, lib.TSR_NO_TRANS, n, n, n, 1.0, lib.TSR_F32,
-                     mems[0], 0, n, 0, lib.TSR_F32, mems[1], 0, n, 0, 0.0, lib.TSR_F32, mems[2], 0, n, 0, 1, ffi.NULL,
-                     q, ffi.NULL)
+        lib.tsr_matmul(dev.handle, desc, mems[0], mems[1], mems[2], q, ffi.NULL)
     return call, q, lib
 
 

@@ -42,9 +42,10 @@ const char *bench_op_list(char *out, size_t size) {
     return out;
 }
 
-tsr_status bench_check_part(const char *op, const char *part) {
-    const bench_entry *e = bench_find(op);
-    if (!part || !e) return TSR_SUCCESS;
+/* NULL (every part) or one of the op's parts; otherwise a TSR_ERR_INVALID_ARG naming its parts. */
+static tsr_status check_part(const bench_entry *e, const char *part) {
+    const char *op = e->op;
+    if (!part) return TSR_SUCCESS;
     size_t nparts = 0;
     for (const bench_part *p = e->parts; p && p->name; ++p, ++nparts)
         if (strcmp(p->name, part) == 0) return TSR_SUCCESS;
@@ -62,8 +63,10 @@ tsr_status bench_check_part(const char *op, const char *part) {
     return tsr_fail(TSR_ERR_INVALID_ARG, "--part: %s has the parts %s (got '%s')", op, names, part);
 }
 
-const char *bench_sizes_or_default(const char *op, const char *sizes) {
-    if (sizes) return sizes;
-    const bench_entry *e = bench_find(op);
-    return e ? e->default_sizes : NULL;
+tsr_status bench_run(const bench_entry *entry, tsr_device *device, const bench_options *options, bench_report *report) {
+    tsr_status st = check_part(entry, options->part);
+    if (st != TSR_SUCCESS) return st;
+    bench_options with_sizes = *options;
+    if (!with_sizes.sizes) with_sizes.sizes = entry->default_sizes;
+    return entry->run(device, &with_sizes, report);
 }

@@ -61,13 +61,13 @@
 #define HEAD_DIM 64
 #endif
 #ifndef BR
-#define BR 16
+#define BR 1
 #endif
 #ifndef BC
-#define BC 16
+#define BC 4
 #endif
 #ifndef STAGE
-#define STAGE 1 // 0: read K and V tiles straight from global memory (CPUs: caches, no barriers)
+#define STAGE 0 // 0: read K and V tiles straight from global memory (CPUs: caches, no barriers)
 #endif
 #ifndef DS
 #define DS 1 // work-items sharing a query row, each with a slice of D
@@ -199,7 +199,7 @@ __kernel void softmax_rows(const int Lq, const int Lk, const int H, const int ca
 
 // ---------------------------------------------------------------- fast path (D % 16 == 0)
 #ifndef RW
-#define RW 2
+#define RW 1
 #endif
 TSR_DEFINE_ACTIVATIONS(float16, int16)
 

@@ -30,10 +30,10 @@
 #include "activation.cl"
 
 #ifndef MWI
-#define MWI 4
+#define MWI 1
 #endif
 #ifndef VW
-#define VW 8
+#define VW 1
 #endif
 #ifndef STAGE
 #define STAGE 0
@@ -45,7 +45,7 @@
 #define WGN 1
 #endif
 #ifndef KWG
-#define KWG 16
+#define KWG 8
 #endif
 
 #include "vector.cl"

@@ -20,13 +20,13 @@
 #include "activation.cl"
 
 #ifndef MWI
-#define MWI 6
+#define MWI 1
 #endif
 #ifndef VW
-#define VW 16
+#define VW 1
 #endif
 #ifndef STAGE
-#define STAGE 2
+#define STAGE 0
 #endif
 #ifdef KR
 #define KR_ KR

@@ -21,10 +21,10 @@
 #include "dtype.cl"
 
 #ifndef VW
-#define VW 8
+#define VW 1
 #endif
 #ifndef VPT
-#define VPT 4
+#define VPT 1
 #endif
 #ifndef INTERLEAVE
 #define INTERLEAVE 0
@@ -86,10 +86,8 @@
         r = select(r, (U)(0x7e00u) | ((a >> 13) & (U)(0x3ffu)), a > (U)(0x7f800000u));             \
         return sg | r;                                                                           \
     }                                                                                              \
-    TSR_DT_INLINE U tsr_f32b_to_bf16b##SUF(const U u) {                                            \
-        const U rounded = (u + (U)(0x7fffu) + ((u >> 16) & (U)(1u))) >> 16;                        \
-        return select(rounded, (u >> 16) | (U)(0x40u), (u & (U)(0x7fffffffu)) > (U)(0x7f800000u));  \
-    }
+    /* dtype.cl's, the function every kernel's bf16 stores run */                               \
+    TSR_DT_INLINE U tsr_f32b_to_bf16b##SUF(const U u) { return tsr_dt_bf16_round##SUF(u); }
 TSR_DT_BITS(, uint)
 TSR_DT_BITS(_2, uint2)
 TSR_DT_BITS(_4, uint4)
@@ -120,8 +118,15 @@ TSR_DT_BITS(_16, uint16)
 #define STEP(in, out) STOREB1(CONVERT_BITS(, LOADB1(in, 0)), out, 0)
 #else
 #define BSUF TSR_DT_CAT(_, VW)
-#define LOADB(p) TSR_DT_CAT(convert_uint, VW)(TSR_DT_CAT(vload, VW)(0, (__global const XB *)(p)))
-#define STOREB(v, p) TSR_DT_CAT(vstore, VW)(TSR_DT_CAT(TSR_DT_CAT(convert_, YB), VW)(v), 0, (__global YB *)(p))
+// 16-bit elements move through dtype.cl's TSR_DT_VLD16 / TSR_DT_VST16 (one vector move on CPUs)
+#define LOADB_0(p) TSR_DT_CAT(vload, VW)(0, (__global const uint *)(p))
+#define LOADB_1(p) TSR_DT_CAT(convert_uint, VW)(TSR_DT_VLD16(VW, p))
+#define LOADB_2(p) LOADB_1(p)
+#define STOREB_0(v, p) TSR_DT_CAT(vstore, VW)((v), 0, (__global uint *)(p))
+#define STOREB_1(v, p) TSR_DT_VST16(VW, TSR_DT_CAT(convert_ushort, VW)(v), p)
+#define STOREB_2(v, p) STOREB_1(v, p)
+#define LOADB(p) TSR_DT_CAT(LOADB_, X_TYPE)(p)
+#define STOREB(v, p) TSR_DT_CAT(STOREB_, Y_TYPE)(v, p)
 #define CONVERT_V(b) CONVERT_V_(BSUF, b)
 #define CONVERT_V_(SUF, b) CONVERT_BITS(SUF, b)
 #define STEP(in, out) STOREB(CONVERT_V(LOADB(in)), out)

@@ -36,16 +36,16 @@
 #include "activation.cl"
 #include "dtype.cl"
 #ifndef MWI
-#define MWI 6
+#define MWI 1
 #endif
 #ifndef VW
-#define VW 16
+#define VW 1
 #endif
 #ifndef NVW
 #define NVW 1
 #endif
 #ifndef KU
-#define KU 4
+#define KU 1
 #endif
 #ifndef WGM
 #define WGM 1
@@ -54,7 +54,7 @@
 #define WGN 1
 #endif
 #ifndef KWG
-#define KWG 16
+#define KWG 8
 #endif
 #ifndef SA
 #define SA 0

@@ -23,31 +23,31 @@
 #include "activation.cl"
 #include "dtype.cl"
 #ifndef MWI
-#define MWI 8
+#define MWI 1
 #endif
 #ifndef VW
-#define VW 4
+#define VW 1
 #endif
 #ifndef NVW
-#define NVW 2
+#define NVW 1
 #endif
 #ifndef KU
-#define KU 4
+#define KU 1
 #endif
 #ifndef WGM
-#define WGM 16
+#define WGM 1
 #endif
 #ifndef WGN
-#define WGN 16
+#define WGN 1
 #endif
 #ifndef KWG
-#define KWG 16
+#define KWG 8
 #endif
 #ifndef PAD
-#define PAD 1
+#define PAD 0
 #endif
 #ifndef DB
-#define DB 1
+#define DB 0
 #endif
 #ifndef TA
 #define TA 0

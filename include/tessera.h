@@ -58,6 +58,19 @@ TSR_API const char *tsr_status_str(tsr_status status);
  * next tessera call on this thread. */
 TSR_API const char *tsr_last_error(void);
 
+/* For libraries built on tessera (the MPI component): record a failure of their own as tessera
+ * records its own, so that tsr_status_str() and tsr_last_error() explain it; `format` is
+ * printf's. Returns status. */
+TSR_API tsr_status tsr_set_error(tsr_status status, const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* The same for an OpenCL call that returned `error`: "WHAT failed with CL_NAME (code)
+ * [FILE:LINE]", as TSR_ERR_OUT_OF_MEMORY for CL_OUT_OF_HOST_MEMORY and
+ * CL_MEM_OBJECT_ALLOCATION_FAILURE, else TSR_ERR_OPENCL. Returns that status. */
+TSR_API tsr_status tsr_set_cl_error(cl_int error, const char *what, const char *file, int line);
+
 /* The last non-fatal warning on this thread ("" if none), e.g. an unwritable
  * cache directory that made tessera fall back to an in-memory cache. */
 TSR_API const char *tsr_last_warning(void);
@@ -154,7 +167,8 @@ TSR_API tsr_status tsr_device_open(const char *selector, tsr_device **device);
 TSR_API tsr_status tsr_device_wrap(cl_context context, cl_device_id device_id,
                            cl_command_queue queue, tsr_device **device);
 
-/* Finish the device's queue and release everything tessera holds for it; NULL is a no-op. */
+/* Finish the device's queue and release everything tessera holds for it; NULL is a no-op. With
+ * GEMM plans (tsr_matmul_plan) alive, the release waits for the last of them to be destroyed. */
 TSR_API void tsr_device_close(tsr_device *device);
 
 /* The device's description and its OpenCL handles (owned by the tsr_device; NULL for a NULL
@@ -253,29 +267,6 @@ TSR_API tsr_status tsr_build_binaries_typed(tsr_device *device, const char *dir,
 typedef enum tsr_layout { TSR_ROW_MAJOR = 101, TSR_COL_MAJOR = 102 } tsr_layout;
 typedef enum tsr_transpose { TSR_NO_TRANS = 111, TSR_TRANS = 112, TSR_CONJ_TRANS = 113 } tsr_transpose;
 
-/* C <- alpha * op(A) * op(B) + beta * C, with CLBlastSgemm's semantics: op(A) is
- * m x k, op(B) k x n, C m x n; offsets and leading dimensions count floats.
- * k == 0 or alpha == 0 gives C <- beta * C without reading A and B; beta == 0
- * overwrites C without reading it (NaN and Inf in C do not propagate).
- * `queue` may be NULL (the device's queue); `event` may be NULL. Arguments are
- * checked against the real cl_mem sizes before anything is enqueued (A and B also
- * when alpha == 0; with k == 0 they may be any buffer). C must not share memory with an A or B
- * it reads (TSR_ERR_INVALID_ARG). fp16/bf16 operands: tsr_gemm. */
-TSR_API tsr_status tsr_sgemm(tsr_device *device, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
-                     size_t m, size_t n, size_t k, float alpha,
-                     cl_mem a, size_t a_offset, size_t lda,
-                     cl_mem b, size_t b_offset, size_t ldb, float beta,
-                     cl_mem c, size_t c_offset, size_t ldc,
-                     cl_command_queue queue, cl_event *event);
-
-/* batch_count independent GEMMs; matrix i starts at offset + i * stride. */
-TSR_API tsr_status tsr_sgemm_strided_batched(tsr_device *device, tsr_layout layout, tsr_transpose trans_a,
-                                     tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha,
-                                     cl_mem a, size_t a_offset, size_t lda, size_t a_stride,
-                                     cl_mem b, size_t b_offset, size_t ldb, size_t b_stride, float beta,
-                                     cl_mem c, size_t c_offset, size_t ldc, size_t c_stride,
-                                     size_t batch_count, cl_command_queue queue, cl_event *event);
-
 /* ------------------------------------------------------------------ activations */
 
 /* Activations for GEMM's epilogue (and later ops' outputs). */
@@ -291,38 +282,12 @@ typedef enum tsr_gelu_mode {
     TSR_GELU_ERF = TSR_ACT_GELU_ERF
 } tsr_gelu_mode;
 
-/* y[y_offset + i] = GELU(x[x_offset + i]) for i < n, in one pass over memory. In place
- * (x == y, equal offsets) is allowed; other overlaps are rejected. Both forms are computed
- * without cancellation or overflow: GELU(+Inf) = +Inf, GELU(-Inf) = -0, GELU(x) = -0 for
- * x < -20 (the exact value is below fp32's range), NaN propagates. Accuracy against a
- * double-precision reference: |error| <= 1e-6 * max(1, |x|) (see docs/gelu.md). */
-TSR_API tsr_status tsr_gelu(tsr_device *device, tsr_gelu_mode mode, cl_mem x, size_t x_offset, cl_mem y,
-                            size_t y_offset, size_t n, cl_command_queue queue, cl_event *event);
-
-/* tsr_gelu with x stored as x_type and y as y_type (any pair of TSR_F32, TSR_F16, TSR_BF16;
- * tsr_gelu is the f32/f32 call). Loads widen to fp32, GELU runs in fp32 as above, and the store
- * rounds to y_type (nearest even; a 16-bit y holds NaN as NaN, +-Inf as +-Inf, and an f16 y turns
- * results beyond 65504 into Inf). Offsets count elements of each one's type; buffer sizes are
- * checked in those elements. In place only when x and y are the same bytes and the same type;
- * any other overlap (across types too) is refused with the byte ranges. Accuracy: the fp32
- * bound above plus y's own rounding, |error| <= 1e-6 * max(1, |x|) + u |GELU(x)| with u = 2^-11
- * (f16) or 2^-8 (bf16). An invalid type is TSR_ERR_INVALID_ARG naming x or y. */
-TSR_API tsr_status tsr_gelu_ex(tsr_device *device, tsr_gelu_mode mode, tsr_dtype x_type, cl_mem x, size_t x_offset,
-                               tsr_dtype y_type, cl_mem y, size_t y_offset, size_t n, cl_command_queue queue,
-                               cl_event *event);
-
-/* The same result the way a naive framework computes it, for comparison: one kernel per
- * elementary operation (tanh form: x^3, *0.044715, +x, *sqrt(2/pi), tanh, +1, *x, *0.5;
- * erf form: *1/sqrt(2), erf, +1, *x, *0.5), each intermediate written to a temporary in
- * global memory. Same arguments and checks as tsr_gelu (fp32 only). */
-TSR_API tsr_status tsr_gelu_unfused(tsr_device *device, tsr_gelu_mode mode, cl_mem x, size_t x_offset, cl_mem y,
-                                    size_t y_offset, size_t n, cl_command_queue queue, cl_event *event);
-
-/* What GEMM applies to each element of C before writing it:
+/* What GEMM applies to each element of C before writing it (conv's GEMM takes the same):
  *   C <- act(alpha * op(A) * op(B) + beta * C + bias[j])
  * with j the column of C (in the call's layout), bias[j] = bias buffer at
- * bias_offset + batch_index * bias_stride + j. A linear layer gelu(x W^T + b) is
- * tsr_sgemm_ex(..., TSR_NO_TRANS, TSR_TRANS, ..., &(tsr_epilogue){b, 0, 0, TSR_ACT_GELU_TANH}, ...). */
+ * bias_offset + batch_index * bias_stride + j (fp32 whatever the operands' types). A linear layer
+ * gelu(x W^T + b) is a tsr_matmul_desc with trans_b TSR_TRANS and
+ * .epilogue = {.bias = b, .activation = TSR_ACT_GELU_TANH}. All zero: no epilogue. */
 typedef struct tsr_epilogue {
     cl_mem bias;            /* NULL: no bias */
     size_t bias_offset;     /* in floats */
@@ -330,39 +295,108 @@ typedef struct tsr_epilogue {
     tsr_activation activation;
 } tsr_epilogue;
 
-/* tsr_sgemm / tsr_sgemm_strided_batched with an epilogue (NULL: none, the plain call). */
-TSR_API tsr_status tsr_sgemm_ex(tsr_device *device, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
-                                size_t m, size_t n, size_t k, float alpha,
-                                cl_mem a, size_t a_offset, size_t lda,
-                                cl_mem b, size_t b_offset, size_t ldb, float beta,
-                                cl_mem c, size_t c_offset, size_t ldc, const tsr_epilogue *epilogue,
-                                cl_command_queue queue, cl_event *event);
-TSR_API tsr_status tsr_sgemm_strided_batched_ex(tsr_device *device, tsr_layout layout, tsr_transpose trans_a,
-                                                tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha,
-                                                cl_mem a, size_t a_offset, size_t lda, size_t a_stride,
-                                                cl_mem b, size_t b_offset, size_t ldb, size_t b_stride, float beta,
-                                                cl_mem c, size_t c_offset, size_t ldc, size_t c_stride,
-                                                size_t batch_count, const tsr_epilogue *epilogue,
-                                                cl_command_queue queue, cl_event *event);
+/* One GEMM operand: its storage type and where its matrices lie, counted in elements of its own
+ * type (an f16 operand's offset is in halves, and so are the buffer-size checks). */
+typedef struct tsr_matrix {
+    tsr_dtype dtype;      /* 0: fp32 */
+    size_t offset;
+    size_t ld;            /* leading dimension; 0: packed (the stored row, or column, length) */
+    size_t batch_stride;  /* between consecutive matrices of a batch; 0: every batch entry reads one
+                           * matrix (for C, with batch > 1, refused: the outputs would overlap) */
+} tsr_matrix;
 
-/* GEMM with each operand stored in its own type, modelled on cublasGemmStridedBatchedEx:
- *   C <- act(alpha * op(A) * op(B) + beta * C + bias)   for batch_count matrices,
- * with A in a_type, B in b_type and C in c_type (TSR_F32, TSR_F16, TSR_BF16, any combination).
- * Offsets, leading dimensions and strides count elements of each operand's own type (a_offset
- * of an fp16 A is in halves), and so do the buffer-size checks. Products and sums are fp32:
- * A and B widen to fp32 as they are loaded, beta != 0 reads C in c_type, and the result is
- * rounded (to nearest even) to c_type once, when stored. The epilogue's bias stays fp32. C must
- * not share memory with A or B (TSR_ERR_INVALID_ARG naming both). Otherwise the semantics and
- * checks of tsr_sgemm_strided_batched_ex: the tsr_sgemm* calls are this call with every type
- * TSR_F32. A type outside the enum: TSR_ERR_INVALID_ARG naming the operand. fp16 and bf16 need
- * no device extension (no cl_khr_fp16): only storage is 16-bit, never arithmetic. */
-TSR_API tsr_status tsr_gemm(tsr_device *device, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
-                            size_t m, size_t n, size_t k, float alpha,
-                            tsr_dtype a_type, cl_mem a, size_t a_offset, size_t lda, size_t a_stride,
-                            tsr_dtype b_type, cl_mem b, size_t b_offset, size_t ldb, size_t b_stride, float beta,
-                            tsr_dtype c_type, cl_mem c, size_t c_offset, size_t ldc, size_t c_stride,
-                            size_t batch_count, const tsr_epilogue *epilogue, cl_command_queue queue,
+/* One GEMM, or a strided batch of them:
+ *   C <- act(alpha * op(A) * op(B) + beta * C + bias)   for each of `batch` matrices,
+ * op(A) m x k, op(B) k x n, C m x n, with CLBlastSgemm's semantics: k == 0 or alpha == 0 gives
+ * C <- beta * C without reading A and B (alpha and beta are taken literally); beta == 0 overwrites
+ * C without reading it (NaN and Inf in C do not propagate). Each operand is stored in its own type
+ * (TSR_F32, TSR_F16, TSR_BF16, any combination, modelled on cublasGemmStridedBatchedEx): products
+ * and sums are fp32, A and B widen to fp32 as they are loaded, beta != 0 reads C in its type, and
+ * the result is rounded (to nearest even) to C's type once, when stored. fp16 and bf16 need no
+ * device extension: only storage is 16-bit, never arithmetic. Zero-initialised fields take
+ * defaults: row-major, no transposes, one product, packed leading dimensions, fp32, no epilogue.
+ * Every field is checked before anything is enqueued, and every operand against its real cl_mem
+ * size (A and B also when alpha == 0; with k == 0 they may be any buffer); C must not share memory
+ * with an A or B it reads (TSR_ERR_INVALID_ARG naming both); a type outside the enum is
+ * TSR_ERR_INVALID_ARG naming the operand. Sizes and leading dimensions are at most INT_MAX. */
+typedef struct tsr_matmul_desc {
+    tsr_layout layout;              /* 0: TSR_ROW_MAJOR */
+    tsr_transpose trans_a, trans_b; /* 0: TSR_NO_TRANS */
+    size_t m, n, k;                 /* m, n >= 1; k may be 0 */
+    size_t batch;                   /* 0 or 1: one product */
+    float alpha, beta;
+    tsr_matrix a, b, c;
+    tsr_epilogue epilogue;          /* zero: none */
+} tsr_matmul_desc;
+
+/* The GEMM `desc` describes, on buffers a, b and c. `queue` may be NULL (the device's queue);
+ * `event` may be NULL. */
+TSR_API tsr_status tsr_matmul(tsr_device *device, const tsr_matmul_desc *desc, cl_mem a, cl_mem b, cl_mem c,
+                              cl_command_queue queue, cl_event *event);
+
+/* A reusable GEMM: the descriptor checked and its configuration resolved once, then executed on
+ * any buffers that fit it (each execute checks them as tsr_matmul does). A plan keeps the
+ * configuration it was made with: a later tsr_config_override or tuning does not change it (make a
+ * new plan for that). It holds its device: tsr_device_close with plans alive finishes the device's
+ * work and marks it closed, but its memory and OpenCL objects live until the last plan is
+ * destroyed, and an execute after the close fails with TSR_ERR_INVALID_ARG ("the plan's device was
+ * closed"). A plan is read-only once made: executes on one plan may run concurrently from several
+ * threads (the device serializes what it shares). The plan retains the epilogue's bias buffer (checked
+ * once, when the plan is made) until it is destroyed. */
+typedef struct tsr_matmul_plan tsr_matmul_plan;
+TSR_API tsr_status tsr_matmul_plan_create(tsr_device *device, const tsr_matmul_desc *desc, tsr_matmul_plan **plan);
+TSR_API tsr_status tsr_matmul_execute(tsr_matmul_plan *plan, cl_mem a, cl_mem b, cl_mem c, cl_command_queue queue,
+                                      cl_event *event);
+/* Release a plan (and, when it was the last plan of a closed device, the device); NULL is a no-op. */
+TSR_API void tsr_matmul_plan_destroy(tsr_matmul_plan *plan);
+
+/* CLBlastSgemm, argument for argument, so CLBlast's callers can swap calls: tsr_matmul on fp32
+ * operands with no epilogue, except that every value is literal (layout 0, a leading dimension of
+ * 0 and batch_count 0 are refused, as CLBlast does) and offsets and leading dimensions count floats. */
+TSR_API tsr_status tsr_sgemm(tsr_device *device, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
+                     size_t m, size_t n, size_t k, float alpha,
+                     cl_mem a, size_t a_offset, size_t lda,
+                     cl_mem b, size_t b_offset, size_t ldb, float beta,
+                     cl_mem c, size_t c_offset, size_t ldc,
+                     cl_command_queue queue, cl_event *event);
+
+/* CLBlastSgemmStridedBatched: batch_count independent GEMMs; matrix i starts at offset + i * stride. */
+TSR_API tsr_status tsr_sgemm_strided_batched(tsr_device *device, tsr_layout layout, tsr_transpose trans_a,
+                                     tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha,
+                                     cl_mem a, size_t a_offset, size_t lda, size_t a_stride,
+                                     cl_mem b, size_t b_offset, size_t ldb, size_t b_stride, float beta,
+                                     cl_mem c, size_t c_offset, size_t ldc, size_t c_stride,
+                                     size_t batch_count, cl_command_queue queue, cl_event *event);
+
+/* An elementwise GELU: y[y_offset + i] = GELU(x[x_offset + i]) for i < n, x stored as x_type and
+ * y as y_type (any pair of TSR_F32, TSR_F16, TSR_BF16; zero: fp32). Offsets count elements of each
+ * one's type; buffer sizes are checked in those elements. */
+typedef struct tsr_gelu_desc {
+    tsr_gelu_mode mode;
+    size_t n;               /* at least 1 */
+    tsr_dtype x_type, y_type;
+    size_t x_offset, y_offset;
+} tsr_gelu_desc;
+
+/* The GELU above in one pass over memory. Both forms are computed without cancellation or
+ * overflow: GELU(+Inf) = +Inf, GELU(-Inf) = -0, GELU(x) = -0 for x < -20 (the exact value is below
+ * fp32's range), NaN propagates. Loads widen to fp32, GELU runs in fp32, and the store rounds to
+ * y_type (nearest even; a 16-bit y holds NaN as NaN, +-Inf as +-Inf, and an f16 y turns results
+ * beyond 65504 into Inf). In place only when x and y are the same bytes and the same type (x == y,
+ * equal offsets); any other overlap (across types too) is refused with the byte ranges. Accuracy
+ * against a double-precision reference: |error| <= 1e-6 * max(1, |x|) for an fp32 y, plus y's own
+ * rounding u |GELU(x)| with u = 2^-11 (f16) or 2^-8 (bf16) (see docs/gelu.md). An invalid type is
+ * TSR_ERR_INVALID_ARG naming x or y. */
+TSR_API tsr_status tsr_gelu(tsr_device *device, const tsr_gelu_desc *desc, cl_mem x, cl_mem y, cl_command_queue queue,
                             cl_event *event);
+
+/* The same result the way a naive framework computes it, for comparison: one kernel per
+ * elementary operation (tanh form: x^3, *0.044715, +x, *sqrt(2/pi), tanh, +1, *x, *0.5;
+ * erf form: *1/sqrt(2), erf, +1, *x, *0.5), each intermediate written to a temporary in
+ * global memory. Same descriptor and checks as tsr_gelu, fp32 only (a 16-bit x_type or y_type is
+ * TSR_ERR_UNSUPPORTED naming it). */
+TSR_API tsr_status tsr_gelu_unfused(tsr_device *device, const tsr_gelu_desc *desc, cl_mem x, cl_mem y,
+                                    cl_command_queue queue, cl_event *event);
 
 /* ------------------------------------------------------------------ attention */
 
@@ -429,7 +463,7 @@ typedef enum tsr_conv_algo {
  *                                                                   [j stride_w - pad_w + s dilation_w])
  * with g = k / (out_channels / groups), Cg = in_channels / groups, and positions outside the
  * input reading as zero. Zero-initialised fields take defaults: stride, dilation and groups 0
- * mean 1; algo 0 is TSR_CONV_AUTO; activation 0 is none. */
+ * mean 1; algo 0 is TSR_CONV_AUTO; a zero epilogue is none. */
 typedef struct tsr_conv2d_desc {
     size_t batch, in_channels, in_height, in_width;
     size_t out_channels, kernel_h, kernel_w;
@@ -437,8 +471,10 @@ typedef struct tsr_conv2d_desc {
     size_t pad_h, pad_w;           /* zeros added on each side */
     size_t dilation_h, dilation_w;
     size_t groups;                 /* divides in_channels and out_channels; = in_channels: depthwise */
-    tsr_activation activation;     /* applied after the bias */
-    size_t x_offset, w_offset, bias_offset, y_offset; /* in elements of each tensor's own type */
+    /* bias (out_channels fp32 values at epilogue.bias_offset; NULL: none) and the activation applied
+     * after it, as GEMM's epilogue; epilogue.bias_stride must be 0 */
+    tsr_epilogue epilogue;
+    size_t x_offset, w_offset, y_offset; /* in elements of each tensor's own type */
     tsr_conv_algo algo;
     cl_mem workspace;              /* TSR_CONV_IM2COL's column matrices; NULL: tessera's own (kept per device) */
     size_t workspace_bytes;        /* usable bytes of `workspace` from its start */
@@ -459,10 +495,10 @@ TSR_API tsr_status tsr_conv2d_output_size(const tsr_conv2d_desc *desc, size_t *o
 TSR_API tsr_status tsr_conv2d_workspace_size(tsr_device *device, const tsr_conv2d_desc *desc, size_t *bytes,
                                              size_t *min_bytes);
 
-/* y = act(conv2d(x, w) + bias). bias (out_channels fp32 values at bias_offset) may be NULL. Every
- * size and buffer is checked before anything is enqueued; a rejected call writes nothing. */
-TSR_API tsr_status tsr_conv2d(tsr_device *device, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem bias,
-                              cl_mem y, cl_command_queue queue, cl_event *event);
+/* y = act(conv2d(x, w) + bias), bias and act from desc->epilogue. Every size and buffer is checked
+ * before anything is enqueued; a rejected call writes nothing. */
+TSR_API tsr_status tsr_conv2d(tsr_device *device, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem y,
+                              cl_command_queue queue, cl_event *event);
 
 /* ------------------------------------------------------------ transformer layers */
 
@@ -562,10 +598,10 @@ TSR_API size_t tsr_group_size(const tsr_device_group *group);
 TSR_API tsr_status tsr_group_set_weights(tsr_device_group *group, const double *weights);
 
 /* A tile of a group call: units [first, first + count) computed on device `device` by one
- * single-device call (tsr_sgemm_strided_batched or tsr_attention) on copies of that tile's operands,
- * so its result is bitwise what that device gives for the tile alone. Units are rows of C (in the
- * row-major view: columns of a TSR_COL_MAJOR C) for tsr_sgemm_multi, batch entries for
- * tsr_sgemm_strided_batched_multi, and (batch, head) pairs b * heads + h for tsr_attention_multi. */
+ * single-device call (tsr_sgemm, tsr_sgemm_strided_batched or tsr_attention) on copies of that tile's
+ * operands, so its result is bitwise what that device gives for the tile alone. Units are rows of C
+ * (in the row-major view: columns of a TSR_COL_MAJOR C) for a single tsr_matmul_multi product,
+ * batch entries for a batched one, and (batch, head) pairs b * heads + h for tsr_attention_multi. */
 typedef struct tsr_group_tile {
     size_t device;
     size_t first, count;
@@ -593,31 +629,22 @@ typedef struct tsr_group_stats {
  * zero. */
 TSR_API tsr_status tsr_group_last_stats(tsr_device_group *group, tsr_group_stats *stats);
 
-/* C <- alpha * op(A) * op(B) + beta * C over host arrays, split by rows of C across the group:
- * tsr_sgemm's semantics and argument rules, checked by the same code (m, n >= 1, k may be 0; sizes
- * and leading dimensions at most INT_MAX, ld >= a stored row; no NULL array; no memory shared
- * between C and A or B where those are read, k > 0 and alpha != 0), with every device working through its share two tiles at a time (the next tile's
- * upload overlaps the current tile's GEMM, and its result is read back into C while the next one
- * runs). Every argument is checked before anything runs, and a refused call writes nothing; a
- * device failing mid-call stops the others and names itself in the error, which then says exactly
- * which rows of C were written (tiles whose results had reached C in full: tsr_group_last_stats
- * lists them), which may be partly written (a tile whose reads back failed, rare), and that every
- * other row is as it was; the batched and attention calls say the same of batch entries and
- * (batch, head) pairs. Host arrays cannot be size-checked: they must hold what the sizes say. One call at a
- * time per group (others wait). */
-TSR_API tsr_status tsr_sgemm_multi(tsr_device_group *group, tsr_layout layout, tsr_transpose trans_a,
-                                   tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha, const float *a,
-                                   size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc);
-
-/* tsr_sgemm_strided_batched over host arrays, split by batch entries, with its rules (batch_count
- * >= 1 besides tsr_sgemm_multi's); an operand with stride 0 is uploaded once per device. C's
- * matrices may not overlap (c_stride at least their span). */
-TSR_API tsr_status tsr_sgemm_strided_batched_multi(tsr_device_group *group, tsr_layout layout,
-                                                   tsr_transpose trans_a, tsr_transpose trans_b, size_t m, size_t n,
-                                                   size_t k, float alpha, const float *a, size_t lda,
-                                                   size_t a_stride, const float *b, size_t ldb, size_t b_stride,
-                                                   float beta, float *c, size_t ldc, size_t c_stride,
-                                                   size_t batch_count);
+/* tsr_matmul over host arrays, split across the group: by rows of C (in the row-major view: columns
+ * of a TSR_COL_MAJOR C) for one product, by batch entries for a batch (batch > 1; an operand with
+ * batch_stride 0 is uploaded once per device). desc as for tsr_matmul, checked by the same code,
+ * with offsets counting floats of these arrays; every type must be fp32 and the epilogue zero
+ * (TSR_ERR_UNSUPPORTED naming the operand or the epilogue otherwise); no NULL array; no memory
+ * shared between C and A or B where those are read (k > 0 and alpha != 0). Every device works
+ * through its share two tiles at a time (the next tile's upload overlaps the current tile's GEMM,
+ * and its result is read back into C while the next one runs). Every argument is checked before
+ * anything runs, and a refused call writes nothing; a device failing mid-call stops the others and
+ * names itself in the error, which then says exactly which rows of C (batch entries, for a batch)
+ * were written (tiles whose results had reached C in full: tsr_group_last_stats lists them), which
+ * may be partly written (a tile whose reads back failed, rare), and that every other row is as it
+ * was; the attention call says the same of (batch, head) pairs. Host arrays cannot be size-checked:
+ * they must hold what the sizes say. One call at a time per group (others wait). */
+TSR_API tsr_status tsr_matmul_multi(tsr_device_group *group, const tsr_matmul_desc *desc, const float *a,
+                                    const float *b, float *c);
 
 /* tsr_attention over host fp32 arrays, split by heads: desc as for tsr_attention, with its rules
  * (offsets and strides in floats of these arrays; kv_lengths a host array), except that every type
@@ -682,9 +709,9 @@ TSR_API tsr_status tsr_config_lookup(tsr_device *device, const char *op, const c
  * reports it as TSR_CONFIG_API_OVERRIDE. */
 TSR_API tsr_status tsr_config_override(tsr_device *device, const char *op, const char *config_text);
 
-/* The problem class and configuration tsr_sgemm_strided_batched uses for these sizes. */
-TSR_API tsr_status tsr_sgemm_plan(tsr_device *device, size_t m, size_t n, size_t k, size_t batch_count,
-                                  tsr_config_info *info);
+/* The problem class and configuration a GEMM plan launches with (fixed when it was made), and
+ * where that comes from. */
+TSR_API tsr_status tsr_matmul_plan_info(const tsr_matmul_plan *plan, tsr_config_info *info);
 
 /* The path and configuration TSR_CONV_AUTO uses for this layer, and where that comes from. */
 TSR_API tsr_status tsr_conv2d_plan(tsr_device *device, const tsr_conv2d_desc *desc, tsr_conv_algo *algo,

@@ -3,9 +3,8 @@
  * reduced, one being written) so device transfers overlap the reduction. */
 #include "tessera_mpi.h"
 
-#include "internal.h"
-
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define DEFAULT_CHUNK ((size_t)1 << 20)
@@ -19,31 +18,31 @@ typedef struct chunk_slot {
 
 static double wait_event(MPI_Comm comm, cl_event *event, const char *what) {
     if (!*event) return 0;
-    double start = tsr_now_s();
+    double start = MPI_Wtime();
     cl_int err = clWaitForEvents(1, event);
     cl_int state = CL_COMPLETE;
     if (err == CL_SUCCESS) err = clGetEventInfo(*event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
     if (err != CL_SUCCESS || state < 0) {
-        tsr_fail_cl(err != CL_SUCCESS ? err : state, what, __FILE__, __LINE__);
+        tsr_set_cl_error(err != CL_SUCCESS ? err : state, what, __FILE__, __LINE__);
         tsr_mpi_abort(comm, "all-reduce: %s", tsr_last_error());
     }
     clReleaseEvent(*event);
     *event = NULL;
-    return tsr_now_s() - start;
+    return MPI_Wtime() - start;
 }
 
 tsr_status tsr_mpi_allreduce_device(tsr_device *device, MPI_Comm comm, cl_mem buffer, size_t offset, size_t count,
                                     size_t chunk, tsr_mpi_allreduce_times *times) {
     tsr_mpi_allreduce_times t = {0, 0, 0, 0};
     if (chunk == 0) chunk = DEFAULT_CHUNK;
-    if (chunk > INT_MAX) return tsr_fail(TSR_ERR_INVALID_ARG, "all-reduce: chunk of %zu floats, over INT_MAX", chunk);
+    if (chunk > INT_MAX) return tsr_set_error(TSR_ERR_INVALID_ARG, "all-reduce: chunk of %zu floats, over INT_MAX", chunk);
     size_t end_float = 0, mem_size = 0;
     if (!buffer || __builtin_add_overflow(offset, count, &end_float) ||
         clGetMemObjectInfo(buffer, CL_MEM_SIZE, sizeof mem_size, &mem_size, NULL) != CL_SUCCESS ||
         end_float > mem_size / sizeof(float))
-        return tsr_fail(TSR_ERR_INVALID_ARG,
-                        "all-reduce: %zu floats from offset %zu do not fit the buffer (%zu bytes, or no buffer)", count,
-                        offset, mem_size);
+        return tsr_set_error(TSR_ERR_INVALID_ARG,
+                             "all-reduce: %zu floats from offset %zu do not fit the buffer (%zu bytes, or no buffer)",
+                             count, offset, mem_size);
     cl_command_queue queue = tsr_device_queue(device);
     size_t chunks = (count + chunk - 1) / chunk;
     chunk_slot slots[SLOTS];
@@ -53,13 +52,13 @@ tsr_status tsr_mpi_allreduce_device(tsr_device *device, MPI_Comm comm, cl_mem bu
         slots[i].reduce = MPI_REQUEST_NULL;
         if (!slots[i].host) tsr_mpi_abort(comm, "all-reduce: out of host memory for chunk buffers");
     }
-    double start = tsr_now_s();
+    double start = MPI_Wtime();
 #define CHUNK_FLOATS(c) ((c) + 1 < chunks ? chunk : count - (c)*chunk)
 #define ENQUEUE(call, what)                                                                                            \
     do {                                                                                                               \
         cl_int err_ = (call);                                                                                          \
         if (err_ != CL_SUCCESS) {                                                                                      \
-            tsr_fail_cl(err_, what, __FILE__, __LINE__);                                                               \
+            tsr_set_cl_error(err_, what, __FILE__, __LINE__);                                                          \
             tsr_mpi_abort(comm, "all-reduce: %s", tsr_last_error());                                                   \
         }                                                                                                              \
     } while (0)
@@ -106,7 +105,7 @@ tsr_status tsr_mpi_allreduce_device(tsr_device *device, MPI_Comm comm, cl_mem bu
     }
 #undef ENQUEUE
 #undef CHUNK_FLOATS
-    t.total = tsr_now_s() - start;
+    t.total = MPI_Wtime() - start;
     t.chunks = (int)chunks;
     if (times) *times = t;
     return TSR_SUCCESS;

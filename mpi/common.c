@@ -3,8 +3,6 @@
  * gathering text to rank 0, and the fault-injection hook the tests use. */
 #include "tessera_mpi.h"
 
-#include "internal.h"
-
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -96,7 +94,7 @@ void tsr_mpi_heartbeat(void) {
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
     if (!inited || finalized) return;
-    double now = tsr_now_s();
+    double now = MPI_Wtime();
     if (now - last < heartbeat_interval()) return;
     last = now;
     int rank = 0, ranks = 1;
@@ -129,7 +127,7 @@ typedef struct wait_clock {
     double start, quiet_since, checked;
 } wait_clock;
 
-static void clock_start(wait_clock *clock) { clock->start = clock->quiet_since = clock->checked = tsr_now_s(); }
+static void clock_start(wait_clock *clock) { clock->start = clock->quiet_since = clock->checked = MPI_Wtime(); }
 
 static void clock_check(wait_clock *clock, double now, MPI_Comm comm, const char *what) {
     if (now - clock->checked >= HEARTBEAT_CHECK_S) {
@@ -152,9 +150,9 @@ double tsr_mpi_wait(MPI_Comm comm, MPI_Request *req, const char *what) {
     for (;;) {
         if (tsr_mpi_test(comm, req, what)) {
             tsr_mpi_heartbeat(); /* an operation completed: this rank makes progress */
-            return tsr_now_s() - clock.start;
+            return MPI_Wtime() - clock.start;
         }
-        double now = tsr_now_s();
+        double now = MPI_Wtime();
         clock_check(&clock, now, comm, what);
         if (now - clock.start < SPIN_S) {
             sched_yield();
@@ -199,13 +197,13 @@ tsr_status tsr_mpi_wait_device(cl_event event, const char *what) {
     cl_command_queue queue = NULL;
     cl_int err = clGetEventInfo(event, CL_EVENT_COMMAND_QUEUE, sizeof queue, &queue, NULL);
     if (err == CL_SUCCESS && queue) err = clFlush(queue); /* waiting alone would never start it */
-    if (err != CL_SUCCESS) return tsr_fail_cl(err, what, __FILE__, __LINE__);
+    if (err != CL_SUCCESS) return tsr_set_cl_error(err, what, __FILE__, __LINE__);
     /* Poll its status with a growing pause (as tsr_mpi_wait_while does), sending heartbeats; a
      * completion callback, where the platform runs one, ends the pause at once, so the end of a
      * short command is seen without waiting for the next poll. No lock is held across an OpenCL
      * call: a platform may run the callback inside one. */
     device_wait *w = calloc(1, sizeof *w);
-    if (!w) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory", what);
+    if (!w) return tsr_set_error(TSR_ERR_OUT_OF_MEMORY, "%s: out of host memory", what);
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->cond, NULL);
     int callback = clSetEventCallback(event, CL_COMPLETE, device_wait_done, w) == CL_SUCCESS;
@@ -233,7 +231,7 @@ tsr_status tsr_mpi_wait_device(cl_event event, const char *what) {
     w->abandoned = 1;
     pthread_mutex_unlock(&w->lock);
     if (free_now) free_device_wait(w);
-    if (err != CL_SUCCESS || state < 0) return tsr_fail_cl(err != CL_SUCCESS ? err : state, what, __FILE__, __LINE__);
+    if (err != CL_SUCCESS || state < 0) return tsr_set_cl_error(err != CL_SUCCESS ? err : state, what, __FILE__, __LINE__);
     return TSR_SUCCESS;
 }
 
@@ -447,9 +445,9 @@ tsr_status tsr_mpi_open_device(MPI_Comm comm, const char *selector, tsr_device *
     free(notes);
     if (count == 0) {
         free(haves);
-        return tsr_fail(TSR_ERR_NO_DEVICE,
-                        "no rank of the job could open an OpenCL device (rank 0 printed each rank's reason)%s%s",
-                        have ? "" : "; this rank: ", have ? "" : reason);
+        return tsr_set_error(TSR_ERR_NO_DEVICE,
+                             "no rank of the job could open an OpenCL device (rank 0 printed each rank's reason)%s%s",
+                             have ? "" : "; this rank: ", have ? "" : reason);
     }
     if (count == ranks) {
         MPI_Comm_idup(comm, active, &req);
@@ -482,7 +480,7 @@ double tsr_mpi_wait_while(MPI_Comm comm, int count, MPI_Request *reqs, const cha
         int done = 1;
         for (int i = 0; i < count; ++i)
             done &= tsr_mpi_test(comm, &reqs[i], what);
-        double now = tsr_now_s();
+        double now = MPI_Wtime();
         if (busy_done < 0) {
             cl_int state = CL_QUEUED;
             if (clGetEventInfo(busy, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL) != CL_SUCCESS ||

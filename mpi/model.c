@@ -2,8 +2,6 @@
  * measures alpha and beta. The formulas are written out in docs/mpi.md. */
 #include "tessera_mpi.h"
 
-#include "internal.h"
-
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +57,7 @@ static double ping_pong(MPI_Comm comm, int rank, char *buffer, size_t bytes, int
     double *times = malloc((size_t)reps * sizeof *times);
     if (!times) tsr_mpi_abort(comm, "ping-pong: out of host memory");
     for (int i = 0; i < reps + 1; ++i) { /* one warm-up round trip sets up the connection */
-        double start = tsr_now_s();
+        double start = MPI_Wtime();
         MPI_Request req;
         if (rank == 0) {
             MPI_Isend(buffer, (int)bytes, MPI_BYTE, 1, 0x9199, comm, &req);
@@ -72,7 +70,7 @@ static double ping_pong(MPI_Comm comm, int rank, char *buffer, size_t bytes, int
             MPI_Isend(buffer, (int)bytes, MPI_BYTE, 0, 0x9199, comm, &req);
             tsr_mpi_wait(comm, &req, "the pong of the link measurement (MPI_Isend)");
         }
-        if (i > 0) times[i - 1] = (tsr_now_s() - start) / 2;
+        if (i > 0) times[i - 1] = (MPI_Wtime() - start) / 2;
     }
     qsort(times, (size_t)reps, sizeof *times, compare_double);
     double median = times[reps / 2];

@@ -3,10 +3,9 @@
  * GEMM of panel p on each rank's OpenCL device. */
 #include "tessera_mpi.h"
 
-#include "internal.h"
-
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,7 +207,7 @@ static void check_gemm(const tsr_mpi_grid *grid, cl_event event, size_t panel, s
     cl_int err = clWaitForEvents(1, &event);
     if (err == CL_SUCCESS) err = clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
     if (err != CL_SUCCESS || state < 0) {
-        tsr_fail_cl(err != CL_SUCCESS ? err : state, "the local GEMM (clWaitForEvents)", __FILE__, __LINE__);
+        tsr_set_cl_error(err != CL_SUCCESS ? err : state, "the local GEMM (clWaitForEvents)", __FILE__, __LINE__);
         tsr_mpi_abort(grid->comm, "SUMMA: the local GEMM of panel %zu of %zu failed on the device: %s", panel, panels,
                       tsr_last_error());
     }
@@ -283,12 +282,12 @@ tsr_status tsr_mpi_sgemm_summa(tsr_device *device, const tsr_mpi_grid *grid, siz
         free(zeros);
         if (err != CL_SUCCESS) {
             /* Peers would wait for this rank's broadcasts: end the job with the reason. */
-            tsr_fail_cl(err, "clCreateBuffer (SUMMA panels and C block)", __FILE__, __LINE__);
+            tsr_set_cl_error(err, "clCreateBuffer (SUMMA panels and C block)", __FILE__, __LINE__);
             tsr_mpi_abort(grid->comm, "SUMMA: %s", tsr_last_error());
         }
     }
 
-    double start = tsr_now_s();
+    double start = MPI_Wtime();
     if (count) post_panel(&s, &steps[0], 0);
     for (size_t p = 0; p < count; ++p) {
         int buf = (int)(p % 2), other = 1 - buf;
@@ -301,7 +300,7 @@ tsr_status tsr_mpi_sgemm_summa(tsr_device *device, const tsr_mpi_grid *grid, siz
             /* The other host buffers were last read by the uploads of panel p - 1. */
             cl_event uploads[2] = {a_written[other], b_written[other]};
             if (uploads[0] && clWaitForEvents(2, uploads) != CL_SUCCESS) {
-                tsr_fail(TSR_ERR_OPENCL, "SUMMA: an upload of panel %zu failed", p);
+                tsr_set_error(TSR_ERR_OPENCL, "SUMMA: an upload of panel %zu failed", p);
                 tsr_mpi_abort(grid->comm, "SUMMA: %s", tsr_last_error());
             }
             post_panel(&s, &steps[p + 1], other);
@@ -322,11 +321,11 @@ tsr_status tsr_mpi_sgemm_summa(tsr_device *device, const tsr_mpi_grid *grid, siz
             err = clEnqueueWriteBuffer(queue, b_dev[buf], CL_FALSE, 0, w * s.nj * sizeof(float), s.b_host[buf], 0, NULL,
                                        &b_written[buf]);
         if (err != CL_SUCCESS) {
-            tsr_fail_cl(err, "clEnqueueWriteBuffer (SUMMA panel)", __FILE__, __LINE__);
+            tsr_set_cl_error(err, "clEnqueueWriteBuffer (SUMMA panel)", __FILE__, __LINE__);
             tsr_mpi_abort(grid->comm, "SUMMA: %s", tsr_last_error());
         }
-        status = tsr_sgemm(device, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, s.mi, s.nj, w, 1.0f, a_dev[buf], 0, w,
-                           b_dev[buf], 0, s.nj, p == 0 ? 0.0f : 1.0f, c_dev, 0, s.nj, queue, &gemm_done[buf]);
+        const tsr_matmul_desc local = {.m = s.mi, .n = s.nj, .k = w, .alpha = 1.0f, .beta = p == 0 ? 0.0f : 1.0f};
+        status = tsr_matmul(device, &local, a_dev[buf], b_dev[buf], c_dev, queue, &gemm_done[buf]);
         if (status != TSR_SUCCESS)
             tsr_mpi_abort(grid->comm, "SUMMA: the local GEMM of panel %zu failed: %s", p + 1, tsr_last_error());
         clFlush(queue);
@@ -338,7 +337,7 @@ tsr_status tsr_mpi_sgemm_summa(tsr_device *device, const tsr_mpi_grid *grid, siz
             if (gemm_done[b]) check_gemm(grid, gemm_done[b], (size_t)b == (count - 1) % 2 ? count : count - 1, count);
         err = clEnqueueReadBuffer(queue, c_dev, CL_TRUE, 0, c_floats * sizeof(float), c_local, 0, NULL, NULL);
         if (err != CL_SUCCESS) {
-            tsr_fail_cl(err, "clEnqueueReadBuffer (SUMMA C block)", __FILE__, __LINE__);
+            tsr_set_cl_error(err, "clEnqueueReadBuffer (SUMMA C block)", __FILE__, __LINE__);
             tsr_mpi_abort(grid->comm, "SUMMA: %s", tsr_last_error());
         }
         /* Each panel's GEMM runs from the end of its B upload (in-order queue) to its event's end. */
@@ -347,7 +346,7 @@ tsr_status tsr_mpi_sgemm_summa(tsr_device *device, const tsr_mpi_grid *grid, siz
     } else if (count == 0 && c_floats) { /* k = 0: A B is the zero matrix */
         memset(c_local, 0, c_floats * sizeof(float));
     }
-    t.total = tsr_now_s() - start;
+    t.total = MPI_Wtime() - start;
     t.panels = (int)count;
     if (!compute) t.local_gemm = 0;
     for (int b = 0; b < 2; ++b) {

@@ -167,7 +167,7 @@ void tsr_mpi_gather_matrix(const tsr_mpi_grid *grid, const float *local, size_t 
 /* The time split of one distributed GEMM on this rank, in seconds. */
 typedef struct tsr_mpi_gemm_times {
     double total;      /* wall time from the first broadcast to the local C block read back to the host */
-    double local_gemm; /* device time of the local tsr_sgemm calls (profiling events) */
+    double local_gemm; /* device time of the local tsr_matmul calls (profiling events) */
     double comm_wait;  /* time the device sat idle for want of a panel: waits for broadcasts not
                         * hidden behind the GEMM already queued (the exposed communication) */
     double comm_total; /* all time the host spent in tsr_mpi_wait for panels, hidden or not */
@@ -179,7 +179,7 @@ typedef struct tsr_mpi_gemm_times {
  * block of C, host memory). The k dimension advances in panels of at most `panel` columns (0: 256)
  * that never straddle a block boundary; for each, the owner column broadcasts its panel of A along
  * its grid row and the owner row its panel of B along its grid column (MPI_Ibcast), and every rank
- * accumulates the product into its device-resident C block with tsr_sgemm (beta = 0 for the first
+ * accumulates the product into its device-resident C block with tsr_matmul (beta = 0 for the first
  * panel, 1 after). The broadcast of panel p+1 is posted before panel p's GEMM runs and host and
  * device panel buffers are double-buffered, so communication overlaps the local GEMM. `times`
  * (may be NULL) receives the split. A device error on any rank aborts the job with its message

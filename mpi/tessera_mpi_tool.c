@@ -5,12 +5,10 @@
  *   model      the alpha-beta model's prediction beside the measurement, or for a described cluster */
 #include "tessera_mpi.h"
 
-#include "bench.h"
-#include "internal.h"
+#include "util.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
@@ -160,7 +158,7 @@ static int parse_cluster(const char *text, cluster_spec *spec) {
         seen |= bit;
         if (bit == 1) {
             uint64_t p = 0;
-            if (bench_parse_count(value, "--cluster P", 1, 1 << 20, &p) != TSR_SUCCESS)
+            if (util_parse_count(value, "--cluster P", 1, 1 << 20, &p) != TSR_SUCCESS)
                 return usage_error("%s", tsr_last_error());
             spec->ranks = (int)p;
         } else if (bit == 2) {
@@ -185,7 +183,7 @@ static int parse_cluster(const char *text, cluster_spec *spec) {
 
 static int parse_size(const char *text, const char *option, uint64_t min, uint64_t max, size_t *out) {
     uint64_t v = 0;
-    if (bench_parse_count(text, option, min, max, &v) != TSR_SUCCESS) return usage_error("%s", tsr_last_error());
+    if (util_parse_count(text, option, min, max, &v) != TSR_SUCCESS) return usage_error("%s", tsr_last_error());
     *out = (size_t)v;
     return 0;
 }
@@ -213,11 +211,12 @@ static int parse_options(int argc, char **argv, options *o) {
         {"tokens", required_argument, NULL, 't'},  {"device", required_argument, NULL, 'd'},
         {"seed", required_argument, NULL, 's'},    {"json", required_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
-    opterr = 0; /* our own messages, printed by rank 0 only */
     optind = 2;
     int c, err = 0;
     uint64_t reps = 0;
-    while (!err && (c = getopt_long(argc, argv, ":h", longs, NULL)) != -1) {
+    const char *bad = NULL;
+    /* quiet: our own messages, printed by rank 0 only */
+    while (!err && (c = util_next_option(argc, argv, "h", longs, true, &bad)) != -1) {
         switch (c) {
         case 'n':
             err = parse_size(optarg, "--n", 1, MAX_DIM, &o->n);
@@ -251,13 +250,13 @@ static int parse_options(int argc, char **argv, options *o) {
             o->has_tokens = true;
             break;
         case 'r':
-            if (bench_parse_count(optarg, "--reps", 1, MAX_REPS, &reps) != TSR_SUCCESS)
+            if (util_parse_count(optarg, "--reps", 1, MAX_REPS, &reps) != TSR_SUCCESS)
                 err = usage_error("%s", tsr_last_error());
             o->reps = (int)reps;
             o->has_reps = true;
             break;
         case 's':
-            if (bench_parse_u64(optarg, "--seed", &o->seed) != TSR_SUCCESS) err = usage_error("%s", tsr_last_error());
+            if (util_parse_u64(optarg, "--seed", &o->seed) != TSR_SUCCESS) err = usage_error("%s", tsr_last_error());
             o->has_seed = true;
             break;
         case 'c':
@@ -275,11 +274,11 @@ static int parse_options(int argc, char **argv, options *o) {
         case 'h':
             o->help = true;
             break;
-        case ':':
-            err = usage_error("%s needs a value", argv[optind - 1]);
+        case UTIL_OPTION_MISSING:
+            err = usage_error("%s needs a value", bad);
             break;
         default:
-            err = usage_error("unknown option '%s' for %s", argv[optind - 1], o->command);
+            err = usage_error("unknown option '%s' for %s", bad, o->command);
             break;
         }
     }
@@ -312,16 +311,6 @@ static int parse_options(int argc, char **argv, options *o) {
 }
 
 /* ---- measurement pieces ---- */
-
-static int compare_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *values, int count) {
-    qsort(values, (size_t)count, sizeof *values, compare_double);
-    return count % 2 ? values[count / 2] : 0.5 * (values[count / 2 - 1] + values[count / 2]);
-}
 
 static void sync_ranks(MPI_Comm comm, const char *what) {
     MPI_Request req;
@@ -366,18 +355,18 @@ static cl_mem device_buffer(MPI_Comm comm, tsr_device *dev, size_t floats, const
     return mem;
 }
 
-/* One tsr_sgemm of m x n x k on this rank, waited for with heartbeats (peers may be waiting on
+/* One tsr_matmul of m x n x k on this rank, waited for with heartbeats (peers may be waiting on
  * this rank for many such GEMMs); returns its wall time. */
 static double local_sgemm(MPI_Comm comm, tsr_device *dev, size_t m, size_t n, size_t k, cl_mem a, cl_mem b, cl_mem c,
                           float beta) {
-    double start = tsr_now_s();
+    double start = util_now_s();
     cl_event done = NULL;
-    tsr_status st = tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1.0f, a, 0, k, b, 0, n, beta, c,
-                              0, n, NULL, &done);
-    if (st == TSR_SUCCESS) st = tsr_mpi_wait_device(done, "the local tsr_sgemm");
+    const tsr_matmul_desc desc = {.m = m, .n = n, .k = k, .alpha = 1.0f, .beta = beta};
+    tsr_status st = tsr_matmul(dev, &desc, a, b, c, NULL, &done);
+    if (st == TSR_SUCCESS) st = tsr_mpi_wait_device(done, "the local tsr_matmul");
     if (done) clReleaseEvent(done);
-    if (st != TSR_SUCCESS) tsr_mpi_abort(comm, "tsr_sgemm %zu x %zu x %zu: %s", m, n, k, tsr_last_error());
-    return tsr_now_s() - start;
+    if (st != TSR_SUCCESS) tsr_mpi_abort(comm, "tsr_matmul %zu x %zu x %zu: %s", m, n, k, tsr_last_error());
+    return util_now_s() - start;
 }
 
 /* The single-rank run: rank 0 of comm alone computes C = A B (the others wait, asleep), after a
@@ -396,7 +385,7 @@ static double single_rank_gemm(MPI_Comm comm, tsr_device *dev, const options *o,
         double *times = malloc((size_t)o->reps * sizeof *times);
         for (int r = 0; r < o->reps; ++r)
             times[r] = local_sgemm(comm, dev, o->m, o->n, o->k, da, db, dc, 0.0f);
-        result = median(times, o->reps);
+        result = util_median(times, o->reps);
         free(times);
         if (c_out &&
             clEnqueueReadBuffer(tsr_device_queue(dev), dc, CL_TRUE, 0, o->m * o->n * 4, c_out, 0, NULL, NULL) != 0)
@@ -470,7 +459,7 @@ static summa_result run_summa(tsr_device *dev, const tsr_mpi_grid *grid, const o
         tsr_mpi_sgemm_summa(dev, grid, o->m, o->n, o->k, a_local, b_local, c_local, o->panel, &all[r]);
         job[r] = totals[r] = max_over_ranks(grid->comm, all[r].total);
     }
-    double med = median(totals, o->reps);
+    double med = util_median(totals, o->reps);
     int pick = 0; /* the rep whose job time is the median (the lower middle for an even count) */
     for (int r = 0; r < o->reps; ++r)
         if (fabs(job[r] - med) < fabs(job[pick] - med)) pick = r;
@@ -494,7 +483,7 @@ static summa_result run_summa(tsr_device *dev, const tsr_mpi_grid *grid, const o
 static void check_json(MPI_Comm comm, const options *o, int *failed) {
     int rank = 0, bad = 0;
     MPI_Comm_rank(comm, &rank);
-    if (rank == 0 && o->json && bench_check_output(o->json) != TSR_SUCCESS) {
+    if (rank == 0 && o->json && util_check_output(o->json) != TSR_SUCCESS) {
         fprintf(stderr, "tessera-mpi: %s: --json %s: %s\n", tsr_mpi_whoami(), o->json, tsr_last_error());
         bad = 1;
     }
@@ -684,7 +673,7 @@ static int run_allreduce(tsr_device *dev, MPI_Comm comm, const options *o) {
         double job = max_over_ranks(comm, t.total);
         if (r > 0) times[r - 1] = job;
     }
-    double time = median(times, o->reps);
+    double time = util_median(times, o->reps);
     free(times);
     if (clEnqueueReadBuffer(tsr_device_queue(dev), buf, CL_TRUE, 0, count * 4, got, 0, NULL, NULL) != CL_SUCCESS)
         tsr_mpi_abort(comm, "reading the all-reduced buffer failed");
@@ -756,7 +745,7 @@ static double shared_rate(tsr_device *dev, const tsr_mpi_grid *grid, const optio
     double *times = malloc((size_t)o->reps * sizeof *times);
     for (int r = 0; r < o->reps; ++r) {
         sync_ranks(grid->comm, "every rank before the local-rate measurement (MPI_Ibarrier)");
-        double start = tsr_now_s();
+        double start = util_now_s();
         for (size_t p = 0; p < panels && mi && nj; ++p) {
             size_t width = p + 1 < panels ? w : o->k - p * w;
             int buf = (int)(p % 2);
@@ -764,16 +753,17 @@ static double shared_rate(tsr_device *dev, const tsr_mpi_grid *grid, const optio
             if (err == CL_SUCCESS)
                 err = clEnqueueWriteBuffer(queue, b[buf], CL_FALSE, 0, width * nj * 4, b_host, 0, NULL, NULL);
             if (err != CL_SUCCESS ||
-                tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, mi, nj, width, 1.0f, a[buf], 0, width, b[buf],
-                          0, nj, p ? 1.0f : 0.0f, c, 0, nj, NULL, NULL) != TSR_SUCCESS)
+                tsr_matmul(dev,
+                           &(tsr_matmul_desc){.m = mi, .n = nj, .k = width, .alpha = 1.0f, .beta = p ? 1.0f : 0.0f},
+                           a[buf], b[buf], c, NULL, NULL) != TSR_SUCCESS)
                 tsr_mpi_abort(grid->comm, "the local-rate measurement failed: %s", tsr_last_error());
             clFlush(queue);
         }
         if (mi && nj && clEnqueueReadBuffer(queue, c, CL_TRUE, 0, mi * nj * 4, c_host, 0, NULL, NULL) != CL_SUCCESS)
             tsr_mpi_abort(grid->comm, "the local-rate measurement failed reading C");
-        times[r] = max_over_ranks(grid->comm, tsr_now_s() - start);
+        times[r] = max_over_ranks(grid->comm, util_now_s() - start);
     }
-    *slowest_s = median(times, o->reps);
+    *slowest_s = util_median(times, o->reps);
     free(times);
     for (int i = 0; i < 2; ++i) {
         clReleaseMemObject(a[i]);
@@ -876,7 +866,7 @@ static int run_model(tsr_device *dev, MPI_Comm comm, const options *o) {
         runs[r] = run_summa(dev, &grid, &once, a_local, b_local, c_local);
         totals[r] = runs[r].total;
     }
-    double rate_shared = median(rates, o->reps), med = median(totals, o->reps);
+    double rate_shared = util_median(rates, o->reps), med = util_median(totals, o->reps);
     summa_result res = runs[0];
     for (int r = 0; r < o->reps; ++r)
         if (fabs(runs[r].total - med) < fabs(res.total - med)) res = runs[r];
@@ -1016,14 +1006,14 @@ static void size_options_text(const options *o, char *out, size_t size) {
 #undef ADD
 }
 
-/* The host memory this rank may count on: bench_host_available(), or TSR_MPI_HOST_MEMORY (bytes; a
+/* The host memory this rank may count on: util_host_available(), or TSR_MPI_HOST_MEMORY (bytes; a
  * test hook) when that is lower; 0 when unknown. A malformed TSR_MPI_HOST_MEMORY is an error. */
 static tsr_status host_available(uint64_t *out) {
-    *out = bench_host_available();
+    *out = util_host_available();
     const char *text = getenv("TSR_MPI_HOST_MEMORY");
     if (!text || !*text) return TSR_SUCCESS;
     uint64_t limit = 0;
-    if (bench_parse_count(text, "TSR_MPI_HOST_MEMORY", 1, UINT64_MAX, &limit) != TSR_SUCCESS)
+    if (util_parse_count(text, "TSR_MPI_HOST_MEMORY", 1, UINT64_MAX, &limit) != TSR_SUCCESS)
         return TSR_ERR_INVALID_ARG;
     if (!*out || limit < *out) *out = limit;
     return TSR_SUCCESS;
@@ -1033,7 +1023,7 @@ static double mib(uint64_t bytes) { return (double)bytes / 1048576.0; }
 
 /* This rank's own checks of o's command, as rank `rank` of `ranks` ranks with a device: byte counts
  * that overflow, MPI messages over INT_MAX elements, device buffers over the device's largest
- * allocation or, together, its global memory (bench_check_memory, phase by phase), and its peak
+ * allocation or, together, its global memory (util_check_memory, phase by phase), and its peak
  * host bytes (*host_need; device buffers count too on a CPU device, whose memory is the host's)
  * over what the host has available. Returns false with the reason in msg. */
 static bool check_sizes_local(tsr_device *dev, const options *o, int rank, int ranks, uint64_t available,
@@ -1128,7 +1118,7 @@ static bool check_sizes_local(tsr_device *dev, const options *o, int rank, int r
             device = sz_add(&z, device, ph[i].buffers[b]);
         if (cpu) host = sz_add(&z, host, device); /* a CPU device's buffers are host memory */
         if (z.st != TSR_SUCCESS) break;
-        if (bench_check_memory(dev, what, ph[i].buffers, ph[i].nbuffers, 0) != TSR_SUCCESS) {
+        if (util_check_memory(dev, what, ph[i].buffers, ph[i].nbuffers, 0) != TSR_SUCCESS) {
             snprintf(msg, size, "%s", tsr_last_error());
             return false;
         }

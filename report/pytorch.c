@@ -116,7 +116,7 @@ tsr_status report_load_pytorch(const char *path, cJSON **out) {
     char why[512] = "";
     cJSON *clean = NULL;
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(doc, "rows");
-    if (!cJSON_IsObject(doc) || strcmp(bench_json_text(doc, "tool"), "bench/pytorch_peer.py") != 0) {
+    if (!cJSON_IsObject(doc) || strcmp(util_json_text(doc, "tool"), "bench/pytorch_peer.py") != 0) {
         snprintf(why, sizeof why, "not the output of bench/pytorch_peer.py (no \"tool\" naming it)");
     } else if (!cJSON_IsArray(rows) || cJSON_GetArraySize(rows) < 1 || cJSON_GetArraySize(rows) > PEER_MAX_ROWS) {
         snprintf(why, sizeof why, "\"rows\" is not an array of 1 to %d rows", PEER_MAX_ROWS);
@@ -153,38 +153,38 @@ tsr_status report_load_pytorch(const char *path, cJSON **out) {
     return TSR_SUCCESS;
 }
 
-static const char *rate_unit(const cJSON *row) { return bench_json_num(row, "gflops") > 0 ? "GFLOP/s" : "GB/s"; }
+static const char *rate_unit(const cJSON *row) { return util_json_num(row, "gflops") > 0 ? "GFLOP/s" : "GB/s"; }
 static double rate(const cJSON *row) {
-    return bench_json_num(row, "gflops") > 0 ? bench_json_num(row, "gflops") : bench_json_num(row, "gbps");
+    return util_json_num(row, "gflops") > 0 ? util_json_num(row, "gflops") : util_json_num(row, "gbps");
 }
 
 /* The row of `peer` at the same op and shape as `row`, or NULL. */
 static const cJSON *peer_row(const cJSON *rows, const cJSON *row, const char *peer) {
     const cJSON *p;
     cJSON_ArrayForEach(p, rows) {
-        if (strcmp(bench_json_text(p, "impl"), peer) == 0 && strcmp(bench_json_text(p, "op"), bench_json_text(row, "op")) == 0 &&
-            strcmp(bench_json_text(p, "shape"), bench_json_text(row, "shape")) == 0)
+        if (strcmp(util_json_text(p, "impl"), peer) == 0 && strcmp(util_json_text(p, "op"), util_json_text(row, "op")) == 0 &&
+            strcmp(util_json_text(p, "shape"), util_json_text(row, "shape")) == 0)
             return p;
     }
     return NULL;
 }
 
-void report_pytorch_markdown(bench_text *b, const cJSON *peer) {
+void report_pytorch_markdown(util_text *b, const cJSON *peer) {
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(peer, "rows"), *r;
-    bench_text_printf(b, "\n## Against PyTorch\n\nFrom ");
-    bench_text_md(b, bench_json_text(peer, "file"));
-    bench_text_printf(b, " (bench/pytorch_peer.py): `tessera bench` and PyTorch ");
-    bench_text_md(b, bench_json_text(peer, "torch"));
-    bench_text_printf(b, " on %.0f threads, alternated over %.0f rounds; medians over rounds. \"speed vs PyTorch\" is "
+    util_text_printf(b, "\n## Against PyTorch\n\nFrom ");
+    util_text_md(b, util_json_text(peer, "file"));
+    util_text_printf(b, " (bench/pytorch_peer.py): `tessera bench` and PyTorch ");
+    util_text_md(b, util_json_text(peer, "torch"));
+    util_text_printf(b, " on %.0f threads, alternated over %.0f rounds; medians over rounds. \"speed vs PyTorch\" is "
                          "PyTorch's time over tessera's, per round, median (range): above 1 tessera is faster. Each "
                          "rel_err is that implementation's own, against float64.\n\n",
-                      bench_json_num(peer, "threads"), bench_json_num(peer, "rounds"));
-    bench_text_printf(b, "| op | shape | tessera impl | tessera | PyTorch | unit | speed vs PyTorch | tessera rel_err | "
+                      util_json_num(peer, "threads"), util_json_num(peer, "rounds"));
+    util_text_printf(b, "| op | shape | tessera impl | tessera | PyTorch | unit | speed vs PyTorch | tessera rel_err | "
                          "PyTorch rel_err |\n|---|---|---|---:|---:|---|---:|---:|---:|\n");
     cJSON_ArrayForEach(r, rows) {
         const cJSON *vs = cJSON_GetObjectItemCaseSensitive(r, "vs_pytorch");
         if (!vs) continue;
-        const cJSON *p = peer_row(rows, r, bench_json_text(vs, "peer"));
+        const cJSON *p = peer_row(rows, r, util_json_text(vs, "peer"));
         if (!p) continue;
         char terr[32] = "-", perr[32] = "-", a[32], c[32];
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(r, "rel_err");
@@ -193,12 +193,12 @@ void report_pytorch_markdown(bench_text *b, const cJSON *peer) {
         if (cJSON_IsNumber(e)) snprintf(perr, sizeof perr, "%.1e", e->valuedouble);
         static const char *const cells[] = {"op", "shape", "impl"};
         for (size_t k = 0; k < 3; ++k) {
-            bench_text_printf(b, "| ");
-            bench_text_md(b, bench_json_text(r, cells[k]));
-            bench_text_printf(b, " ");
+            util_text_printf(b, "| ");
+            util_text_md(b, util_json_text(r, cells[k]));
+            util_text_printf(b, " ");
         }
-        bench_text_printf(b, "| %s | %s | %s | %.2f (%.2f–%.2f) | %s | %s |\n", bench_format_rate(rate(r), a, sizeof a),
-                          bench_format_rate(rate(p), c, sizeof c), rate_unit(r), bench_json_num(vs, "ratio"),
-                          bench_json_num(vs, "min"), bench_json_num(vs, "max"), terr, perr);
+        util_text_printf(b, "| %s | %s | %s | %.2f (%.2f–%.2f) | %s | %s |\n", util_format_rate(rate(r), a, sizeof a),
+                         util_format_rate(rate(p), c, sizeof c), rate_unit(r), util_json_num(vs, "ratio"),
+                         util_json_num(vs, "min"), util_json_num(vs, "max"), terr, perr);
     }
 }

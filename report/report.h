@@ -63,12 +63,16 @@ typedef struct peak_result {
     double empty_launch_us; /* the empty-launch cost host timing subtracts */
 } peak_result;
 
+/* The report's kernel source "peak" (cl/peak.cl, built into the report's library rather than
+ * libtessera) added to the runtime's sources (tsr_add_kernel_source): peak_measure does it
+ * itself; code that builds from "peak" otherwise (tests through tsr_get_kernel) calls it first. */
+tsr_status peak_add_source(void);
 tsr_status peak_measure(tsr_device *device, const peak_options *options, peak_result *result);
 struct cJSON *peak_to_json(const peak_result *result);
 tsr_status peak_from_json(const struct cJSON *json, peak_result *result);
 void peak_print(FILE *out, const peak_result *result);
 
-/* ---- cross-device reports (report.c, charts.c) ---- */
+/* ---- cross-device reports (run.c, load.c, compare.c, write.c, charts.c, markdown.c) ---- */
 
 struct report_case;
 typedef struct report_options {
@@ -139,7 +143,7 @@ tsr_status report_merge(const char *const *paths, size_t npaths, struct cJSON **
  * the row and field). The caller puts *out into the report as root["pytorch"]. */
 tsr_status report_load_pytorch(const char *path, struct cJSON **out);
 /* report.md's "Against PyTorch" section from root["pytorch"]. */
-void report_pytorch_markdown(bench_text *b, const struct cJSON *pytorch);
+void report_pytorch_markdown(util_text *b, const struct cJSON *pytorch);
 /* Devices whose status is not "ok" (skipped, partial, or failed in a schema-1 report made
  * before "partial" existed). */
 size_t report_failed_devices(const struct cJSON *root);

@@ -450,15 +450,46 @@ done:
     return status;
 }
 
-void tsr_device_close(tsr_device *device) {
-    if (!device) return;
-    if (device->queue) clFinish(device->queue);
+/* Guards every device's live_plans and closed. */
+static pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void device_free(tsr_device *device) {
     tsr_workspace_release(device);
     tsr_config_device_release(device);
     tsr_cache_release(device);
     pthread_mutex_destroy(&device->program_lock);
     pthread_mutex_destroy(&device->lock);
     free_device(device);
+}
+
+void tsr_device_close(tsr_device *device) {
+    if (!device) return;
+    if (device->queue) clFinish(device->queue);
+    pthread_mutex_lock(&plans_lock);
+    bool held = device->live_plans > 0;
+    device->closed = true;
+    pthread_mutex_unlock(&plans_lock);
+    if (!held) device_free(device); /* else the last plan's tsr_device_drop frees it */
+}
+
+void tsr_device_hold(tsr_device *device) {
+    pthread_mutex_lock(&plans_lock);
+    device->live_plans++;
+    pthread_mutex_unlock(&plans_lock);
+}
+
+void tsr_device_drop(tsr_device *device) {
+    pthread_mutex_lock(&plans_lock);
+    bool last = --device->live_plans == 0 && device->closed;
+    pthread_mutex_unlock(&plans_lock);
+    if (last) device_free(device);
+}
+
+bool tsr_device_closed(tsr_device *device) {
+    pthread_mutex_lock(&plans_lock);
+    bool closed = device->closed;
+    pthread_mutex_unlock(&plans_lock);
+    return closed;
 }
 
 const tsr_device_info *tsr_device_get_info(const tsr_device *device) { return device ? &device->info : NULL; }

@@ -232,7 +232,18 @@ struct tsr_device {
      * about 65535 in all, silently); 0: not probed yet, UINT64_MAX: no limit found. Guarded by
      * `lock`; see tsr_device_loop_limit. */
     uint64_t loop_limit;
+    /* GEMM plans alive on the device, and whether tsr_device_close was called while some were:
+     * the device is freed when the last of them is destroyed (tsr_device_hold / tsr_device_drop,
+     * guarded by a lock of device.c). */
+    size_t live_plans;
+    bool closed;
 };
+
+/* A plan's hold on its device: tsr_device_close leaves a held device marked closed, and the last
+ * tsr_device_drop frees it. tsr_device_closed: whether it was closed. */
+void tsr_device_hold(tsr_device *device);
+void tsr_device_drop(tsr_device *device);
+bool tsr_device_closed(tsr_device *device);
 
 /* ---- workspaces (workspace.c) ---- */
 
@@ -281,6 +292,12 @@ typedef struct tsr_embedded_source {
 } tsr_embedded_source;
 
 extern const tsr_embedded_source tsr_embedded_sources[]; /* generated; ends with {NULL} */
+/* A kernel source a layer above the runtime brings (the report's peak.cl, embedded in the
+ * report's library): from then on found by name as an embedded one is (tsr_program_for,
+ * tsr_get_kernel, the caches; $TSR_KERNEL_DIR/name.cl overrides it alike), though not listed by
+ * tsr_kernel_source_names. `text` must live as long as the process. Adding the same text again
+ * is a no-op; a name taken by other text is TSR_ERR_INVALID_ARG. */
+tsr_status tsr_add_kernel_source(const char *name, const char *text, size_t length);
 
 /* Initialise the device's cache settings from the environment. */
 void tsr_cache_init(tsr_device *device);
@@ -524,24 +541,28 @@ double tsr_conv2d_flops(const tsr_conv2d_desc *desc);
 typedef struct tsr_gemm_types {
     tsr_dtype a, b, c;
 } tsr_gemm_types;
-/* GEMM's argument rules that need no buffer, shared by tsr_sgemm* and the device groups (ops/gemm.c):
- * layout, transposes, m, n, batch_count >= 1, sizes and leading dimensions <= INT_MAX, ld >= a
- * stored row, extents that do not overflow (need[]: A's, B's and C's from offset 0, in elements),
- * C's matrices apart. The error names the argument, without a function prefix. */
-tsr_status tsr_gemm_check_args(tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n, size_t k,
-                               size_t a_off, size_t lda, size_t a_stride, size_t b_off, size_t ldb, size_t b_stride,
-                               size_t c_off, size_t ldc, size_t c_stride, size_t batch, size_t need[3]);
-/* tsr_sgemm_strided_batched_ex for another op's pipeline (conv's im2col path): keeps the
- * caller's diagnostics, waits for `input_ready` (may be NULL) before reading, and with
- * class_by_shape picks the configuration by one matrix's shape rather than the "batched"
- * class (a batch of large per-image GEMMs is not a batch of small ones); `types` NULL: fp32 A, B, C,
- * otherwise offsets, leading dimensions and strides count elements of each operand's type. */
-tsr_status tsr_sgemm_pipeline(tsr_device *device, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
-                              size_t m, size_t n, size_t k, float alpha, cl_mem a, size_t a_offset, size_t lda,
-                              size_t a_stride, cl_mem b, size_t b_offset, size_t ldb, size_t b_stride, float beta,
-                              cl_mem c, size_t c_offset, size_t ldc, size_t c_stride, size_t batch_count,
-                              const tsr_epilogue *epilogue, const tsr_gemm_types *types, bool class_by_shape,
-                              cl_command_queue queue, cl_event input_ready, cl_event *event);
+/* The GEMM descriptor's rules that need no buffer (ops/gemm.c), the one copy shared by tsr_matmul,
+ * its plans, the CLBlast shims, conv's and attention's GEMMs and the device groups, in this order:
+ * desc not NULL, the operands' types (each named), layout, transposes, m, n, batch >= 1, sizes and
+ * leading dimensions <= INT_MAX, ld >= a stored row, extents that do not overflow, C's matrices
+ * apart. *out (may be NULL) receives the descriptor with its defaults made explicit (layout,
+ * transposes and batch 0, ld 0 packed); `literal` (the CLBlast shims) takes every value as given,
+ * so those zeros are refused. need[]: the elements A, B and C span from their buffers' starts
+ * (offset included). The error names the field, without a function prefix. */
+tsr_status tsr_matmul_check(const tsr_matmul_desc *desc, bool literal, tsr_matmul_desc *out, size_t need[3]);
+/* What an op's pipeline adds to a GEMM descriptor. */
+typedef struct tsr_matmul_extras {
+    bool literal;         /* tsr_matmul_check's: the CLBlast shims */
+    bool class_by_shape;  /* pick the configuration by one matrix's shape rather than the "batched"
+                           * class (a batch of large per-image GEMMs is not a batch of small ones) */
+    cl_event input_ready; /* wait for it before reading (NULL: none) */
+} tsr_matmul_extras;
+/* tsr_matmul for another op's pipeline (conv's im2col path, unfused attention): keeps the caller's
+ * diagnostics; extras NULL: none. */
+tsr_status tsr_matmul_pipeline(tsr_device *device, const tsr_matmul_desc *desc, const tsr_matmul_extras *extras,
+                               cl_mem a, cl_mem b, cl_mem c, cl_command_queue queue, cl_event *event);
+/* The class and configuration of an fp32 GEMM of these sizes (the device groups' rate keys). */
+tsr_status tsr_gemm_config_info(tsr_device *device, size_t m, size_t n, size_t k, size_t batch, tsr_config_info *info);
 /* The unfused attention baseline's masked row softmax over S (one batch entry b, all heads;
  * S already scaled), for the benchmark's CLBlast-based pipeline too. */
 tsr_status tsr_attention_softmax(tsr_device *device, const tsr_attention_desc *desc, size_t b, cl_mem scores,

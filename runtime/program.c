@@ -59,6 +59,47 @@ struct tsr_program_entry {
 
 /* ---- sources ---- */
 
+/* Kernel sources a layer above the runtime brings (the report's peak.cl): set once each, never
+ * removed, so a pointer into the table stays valid after the lock is let go. */
+#define MAX_ADDED_SOURCES 8
+static tsr_embedded_source added_sources[MAX_ADDED_SOURCES];
+static size_t nadded_sources;
+static pthread_mutex_t added_sources_lock = PTHREAD_MUTEX_INITIALIZER;
+
+tsr_status tsr_add_kernel_source(const char *name, const char *text, size_t length) {
+    if (!name || !*name || !text) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_add_kernel_source: name and text must be set");
+    for (const tsr_embedded_source *s = tsr_embedded_sources; s->name; ++s)
+        if (strcmp(s->name, name) == 0)
+            return tsr_fail(TSR_ERR_INVALID_ARG, "kernel source '%s' is one of libtessera's own", name);
+    tsr_status st = TSR_SUCCESS;
+    pthread_mutex_lock(&added_sources_lock);
+    size_t i = 0;
+    while (i < nadded_sources && strcmp(added_sources[i].name, name) != 0) ++i;
+    if (i < nadded_sources) {
+        if (added_sources[i].text != text || added_sources[i].length != length)
+            st = tsr_fail(TSR_ERR_INVALID_ARG, "kernel source '%s' was added already, with other text", name);
+    } else if (i == MAX_ADDED_SOURCES) {
+        st = tsr_fail(TSR_ERR_INVALID_ARG, "kernel source '%s': at most %d sources may be added", name, MAX_ADDED_SOURCES);
+    } else {
+        added_sources[i] = (tsr_embedded_source){name, text, length};
+        nadded_sources = i + 1;
+    }
+    pthread_mutex_unlock(&added_sources_lock);
+    return st;
+}
+
+/* The embedded or added source called `name`; NULL when there is none. */
+static const tsr_embedded_source *find_source(const char *name) {
+    for (const tsr_embedded_source *s = tsr_embedded_sources; s->name; ++s)
+        if (strcmp(s->name, name) == 0) return s;
+    const tsr_embedded_source *found = NULL;
+    pthread_mutex_lock(&added_sources_lock);
+    for (size_t i = 0; i < nadded_sources && !found; ++i)
+        if (strcmp(added_sources[i].name, name) == 0) found = &added_sources[i];
+    pthread_mutex_unlock(&added_sources_lock);
+    return found;
+}
+
 const char *const *tsr_kernel_source_names(void) {
     static const char *names[64];
     static bool filled;
@@ -137,7 +178,7 @@ tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, 
     return TSR_SUCCESS;
 }
 
-/* Source text for `name`: $TSR_KERNEL_DIR/name.cl when set, else the embedded copy. A developer
+/* Source text for `name`: $TSR_KERNEL_DIR/name.cl when set, else the embedded (or added) copy. A developer
  * who set TSR_KERNEL_DIR means to run those files: a missing directory, file or included file is
  * an error, never a silent fall back to the embedded source (the edited kernel would not be the
  * one measured). */
@@ -163,14 +204,11 @@ tsr_status tsr_load_kernel_source(const char *dir, const char *name, char **owne
         *length = size;
         return TSR_SUCCESS;
     }
-    for (const tsr_embedded_source *s = tsr_embedded_sources; s->name; ++s) {
-        if (strcmp(s->name, name) == 0) {
-            *text = s->text;
-            *length = s->length;
-            return TSR_SUCCESS;
-        }
-    }
-    return tsr_fail(TSR_ERR_NOT_FOUND, "no kernel source named '%s'", name);
+    const tsr_embedded_source *s = find_source(name);
+    if (!s) return tsr_fail(TSR_ERR_NOT_FOUND, "no kernel source named '%s'", name);
+    *text = s->text;
+    *length = s->length;
+    return TSR_SUCCESS;
 }
 
 /* ---- trust ----

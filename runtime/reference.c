@@ -161,7 +161,7 @@ void tsr_conv2d_reference(const tsr_conv2d_desc *d, const float *x, const float 
                             }
                         }
                     }
-            int act = (int)d->activation;
+            int act = (int)d->epilogue.activation;
             if (act != TSR_ACT_NONE)
                 for (size_t i = 0; i < PQ; ++i)
                     yk[i] = act == TSR_ACT_RELU ? (yk[i] < 0 ? 0.0 : yk[i]) : tsr_gelu_reference(act, yk[i]);

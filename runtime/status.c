@@ -63,11 +63,16 @@ static void append_v(char *buf, size_t cap, const char *fmt, va_list ap) {
     }
 }
 
+static tsr_status fail_v(tsr_status status, const char *fmt, va_list ap) {
+    last_error[0] = '\0';
+    append_v(last_error, sizeof last_error, fmt, ap);
+    return status;
+}
+
 tsr_status tsr_fail(tsr_status status, const char *fmt, ...) {
     va_list ap;
-    last_error[0] = '\0';
     va_start(ap, fmt);
-    append_v(last_error, sizeof last_error, fmt, ap);
+    fail_v(status, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -138,3 +143,18 @@ const char *tsr_cl_error_name(cl_int err) {
     }
     return "CL_UNKNOWN_ERROR";
 }
+
+/* ---- the public face of tsr_fail and tsr_fail_cl, for libraries built on tessera ---- */
+
+tsr_status tsr_set_error(tsr_status status, const char *format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    fail_v(status, format, ap);
+    va_end(ap);
+    return status;
+}
+
+tsr_status tsr_set_cl_error(cl_int error, const char *what, const char *file, int line) {
+    return tsr_fail_cl(error, what, file, line);
+}
+

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/, report/ and tools/ reach a device only through the public API (tsr_device_queue,
+"""util/, bench/, report/, mpi/ and tools/ reach a device only through the public API (tsr_device_queue,
 tsr_device_context, tsr_device_id, tsr_device_get_info, tsr_device_fingerprint, ...), never
 through the members of struct tsr_device: the runtime may change that struct freely.
 
@@ -39,7 +39,7 @@ def main():
     names = "|".join(sorted(members))
     # dev->queue, r->dev->context, device->info, (*dev).id: a pointer named for a device.
     pattern = re.compile(r"\b\w*dev\w*\s*->\s*(%s)\b|\(\s*\*\s*\w*dev\w*\s*\)\s*\.\s*(%s)\b" % (names, names))
-    dirs = ["bench", "report", "tools"]
+    dirs = ["util", "bench", "report", "mpi", "tools"]
     print("1..%d" % len(dirs))
     failed = 0
     for n, d in enumerate(dirs, 1):

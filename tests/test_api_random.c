@@ -1,7 +1,7 @@
-/* A seeded randomized differential test of the public API: tsr_sgemm(_ex),
- * tsr_sgemm_strided_batched(_ex), tsr_gemm, tsr_gelu (fused, unfused and typed), tsr_conv2d,
+/* A seeded randomized differential test of the public API: tsr_sgemm,
+ * tsr_sgemm_strided_batched, tsr_matmul, tsr_gelu (fused, unfused and typed), tsr_conv2d,
  * tsr_attention (fused and unfused), tsr_layernorm, tsr_embedding and the device-group calls
- * (tsr_sgemm_multi, tsr_sgemm_strided_batched_multi, tsr_attention_multi) on random arguments,
+ * (tsr_matmul_multi, one product and batched, tsr_attention_multi) on random arguments,
  * against a double-precision reference and, where CLBlast has the same call, against CLBlast
  * (results, and whether invalid argument sets are refused).
  *
@@ -11,15 +11,14 @@
  * the needed size or larger, batches (stride 0 for A or B), bias per column (shared or per
  * batch entry), every activation, beta = 0 over NaN, NaN/Inf inputs, NaN in every element an
  * op must not read (padding, masked keys), the NULL / device / in-order / out-of-order queue,
- * with or without an event. Storage types: tsr_gemm's A, B and C (any of the 27 combinations of
+ * with or without an event. Storage types: tsr_matmul's A, B and C (any of the 27 combinations of
  * f32, f16 and bf16), one conv2d layer in eight (x, w, y), one attention call in eight (q, k, v, o;
- * the unfused path in sweeps only), one fused GELU in six (tsr_gelu_ex, x and y), each checked against the reference from the
- * inputs as stored with the header's bound for a 16-bit output (tsr_dtype_error_bound in the
- * op's norm; GELU's per-element bound); the types come from a second stream of the iteration, so
- * every other argument is what the fp32 draws make it. LayerNorm adds rows of any length (BERT's
- * 384/768/1024 often), row strides, the residual or none, in place on x or on the residual, eps
- * from 1e-12 to 1 and fp32, fp16 or bf16 storage for x, the residual and y, checked per element
- * with the header's error bound; the embedding gather adds optional position and token-type
+ * the unfused path in sweeps only), one fused GELU in six (tsr_gelu's x_type and y_type), each checked against the
+ * reference from the inputs as stored with the header's bound for a 16-bit output (tsr_dtype_error_bound in the op's
+ * norm; GELU's per-element bound); the types come from a second stream of the iteration, so every other argument is
+ * what the fp32 draws make it. LayerNorm adds rows of any length (BERT's 384/768/1024 often), row strides, the residual
+ * or none, in place on x or on the residual, eps from 1e-12 to 1 and fp32, fp16 or bf16 storage for x, the residual and
+ * y, checked per element with the header's error bound; the embedding gather adds optional position and token-type
  * tables, position_start, partial sequences, y's stride and type, and, one call in six, a bad id,
  * type id or position that must be refused naming it, with y untouched. 16-bit tensors are
  * compared by their stored bits. Outputs are poisoned first and every byte of every buffer outside
@@ -36,7 +35,7 @@
  * Seeds: $TSR_TEST_SEED (default: a fixed seed, so CI is reproducible); each iteration has its
  * own stream derived from the seed, the op and the iteration, so a failure prints its full
  * arguments and a replay line: TSR_TEST_SEED=S TSR_TEST_FILTER=op TSR_RANDOM_API_ITER=i.
- * $TSR_RANDOM_API_ITERS: iterations per op (default 40; the tests with fewer by default, tsr_gemm's
+ * $TSR_RANDOM_API_ITERS: iterations per op (default 40; the tests with fewer by default, tsr_matmul's
  * types (3) and the groups (12, 24), scale with it; the ASan and rusticl runs use fewer). Above 40 it
  * is a sweep, which also gives tsr_attention_unfused its storage types. TSR_TEST_MODE=oclgrind: a
  * handful of tiny cases (no CLBlast). */
@@ -357,7 +356,8 @@ static void stored(bool row_major, bool trans, size_t rows, size_t cols, size_t 
 }
 
 typedef struct gemm_args {
-    int api; /* 0 sgemm, 1 sgemm_ex, 2 strided_batched, 3 strided_batched_ex, 4 tsr_gemm (typed) */
+    int api; /* 0 tsr_sgemm, 1 tsr_matmul (epilogue), 2 tsr_sgemm_strided_batched, 3 tsr_matmul (batch, epilogue),
+              * 4 tsr_matmul (typed, batch, epilogue), 5 tsr_matmul_multi, 6 tsr_matmul_multi (batch) */
     tsr_layout layout;
     tsr_transpose ta, tb;
     size_t m, n, k, lda, ldb, ldc, a_off, b_off, c_off, a_stride, b_stride, c_stride, batch;
@@ -369,29 +369,55 @@ typedef struct gemm_args {
     tsr_dtype at, bt, ct; /* storage of A, B and C (api 4; fp32 otherwise) */
 } gemm_args;
 
+/* The descriptor of a tsr_matmul api's call. Every other shape (by the parity of m + n + k, so the
+ * draws stay what they were) spells its defaults as zeros: layout row-major, no transposes, one
+ * product, and leading dimensions at their minimum (packed). */
+static tsr_matmul_desc gemm_desc(const gemm_args *g) {
+    const bool batched = g->api != 1 && g->api != 5;
+    tsr_matmul_desc d = {.layout = g->layout,
+                         .trans_a = g->ta,
+                         .trans_b = g->tb,
+                         .m = g->m,
+                         .n = g->n,
+                         .k = g->k,
+                         .batch = batched ? g->batch : 1,
+                         .alpha = g->alpha,
+                         .beta = g->beta,
+                         .a = {g->at, g->a_off, g->lda, batched ? g->a_stride : 0},
+                         .b = {g->bt, g->b_off, g->ldb, batched ? g->b_stride : 0},
+                         .c = {g->ct, g->c_off, g->ldc, batched ? g->c_stride : 0}};
+    if ((g->m + g->n + g->k) % 2 == 0 && g->m && g->n) {
+        bool row = g->layout == TSR_ROW_MAJOR;
+        size_t lines, alen, blen, clen;
+        stored(row, g->ta != TSR_NO_TRANS, g->m, g->k, &lines, &alen);
+        stored(row, g->tb != TSR_NO_TRANS, g->k, g->n, &lines, &blen);
+        stored(row, false, g->m, g->n, &lines, &clen);
+        if (row) d.layout = (tsr_layout)0;
+        if (g->ta == TSR_NO_TRANS) d.trans_a = (tsr_transpose)0;
+        if (g->tb == TSR_NO_TRANS) d.trans_b = (tsr_transpose)0;
+        if (d.batch == 1) d.batch = 0;
+        if (g->lda == (alen ? alen : 1)) d.a.ld = 0;
+        if (g->ldb == (blen ? blen : 1)) d.b.ld = 0;
+        if (g->ldc == clen) d.c.ld = 0;
+    }
+    return d;
+}
+
 static tsr_status call_gemm(const gemm_args *g, cl_mem a, cl_mem b, cl_mem c, cl_mem bias, cl_command_queue q,
                             cl_event *ev) {
-    tsr_epilogue epi = {bias, g->bias_off, g->bias_stride, g->act};
-    const tsr_epilogue *e = g->epi_null ? NULL : &epi;
     switch (g->api) {
     case 0:
         return tsr_sgemm(dev, g->layout, g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->a_off, g->lda, b, g->b_off,
                          g->ldb, g->beta, c, g->c_off, g->ldc, q, ev);
-    case 1:
-        return tsr_sgemm_ex(dev, g->layout, g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->a_off, g->lda, b, g->b_off,
-                            g->ldb, g->beta, c, g->c_off, g->ldc, e, q, ev);
     case 2:
         return tsr_sgemm_strided_batched(dev, g->layout, g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->a_off, g->lda,
                                          g->a_stride, b, g->b_off, g->ldb, g->b_stride, g->beta, c, g->c_off, g->ldc,
                                          g->c_stride, g->batch, q, ev);
-    case 4:
-        return tsr_gemm(dev, g->layout, g->ta, g->tb, g->m, g->n, g->k, g->alpha, g->at, a, g->a_off, g->lda,
-                        g->a_stride, g->bt, b, g->b_off, g->ldb, g->b_stride, g->beta, g->ct, c, g->c_off, g->ldc,
-                        g->c_stride, g->batch, e, q, ev);
-    default:
-        return tsr_sgemm_strided_batched_ex(dev, g->layout, g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->a_off,
-                                            g->lda, g->a_stride, b, g->b_off, g->ldb, g->b_stride, g->beta, c, g->c_off,
-                                            g->ldc, g->c_stride, g->batch, e, q, ev);
+    default: {
+        tsr_matmul_desc d = gemm_desc(g);
+        if (!g->epi_null) d.epilogue = (tsr_epilogue){bias, g->bias_off, g->bias_stride, g->act};
+        return tsr_matmul(dev, &d, a, b, c, q, ev);
+    }
     }
 }
 
@@ -456,8 +482,9 @@ static void gemm_draw(rng *r, gemm_args *g, int api, size_t max) {
 }
 
 static void gemm_describe(const gemm_args *g) {
-    static const char *apis[] = {"tsr_sgemm", "tsr_sgemm_ex", "tsr_sgemm_strided_batched", "tsr_sgemm_strided_batched_ex",
-                                 "tsr_gemm", "tsr_sgemm_multi", "tsr_sgemm_strided_batched_multi"};
+    static const char *apis[] = {
+        "tsr_sgemm",          "tsr_matmul",       "tsr_sgemm_strided_batched", "tsr_matmul (batch)",
+        "tsr_matmul (typed)", "tsr_matmul_multi", "tsr_matmul_multi (batch)"};
     DESC("%s(%s, ta=%d, tb=%d, m=%zu, n=%zu, k=%zu, alpha=%g, a_off=%zu, lda=%zu, a_stride=%zu, b_off=%zu, ldb=%zu, "
          "b_stride=%zu, beta=%g, c_off=%zu, ldc=%zu, c_stride=%zu, batch=%zu",
          apis[g->api], g->layout == TSR_ROW_MAJOR ? "row" : "col", (int)g->ta, (int)g->tb, g->m, g->n, g->k,
@@ -604,7 +631,7 @@ static void random_sgemm_strided_batched(void **state) {
     fprintf(stderr, "# %d iterations also compared with CLBlast\n", clblast_compared);
 }
 
-/* tsr_gemm: the strided-batched GEMM with the epilogue and A, B and C each stored as f32, f16 or bf16
+/* tsr_matmul: the strided-batched GEMM with the epilogue and A, B and C each stored as f32, f16 or bf16
  * (any of the 27 combinations), drawn like every other argument. Three iterations by default: each
  * combination, transposition and class is a program of its own, compiled on first use (PoCL took
  * 15 to 30 s for an iteration's programs on a loaded 2-core machine); sweeps scale them. */
@@ -615,7 +642,7 @@ static void random_gemm_typed(void **state) {
 
 /* Invalid argument sets: one perturbation of a valid call. tessera refuses it without writing
  * anything, and CLBlast refuses it too (k = 0, which tessera defines as C <- beta C and
- * CLBlast refuses, is the one documented difference). One call in four goes through tsr_gemm with
+ * CLBlast refuses, is the one documented difference). One call in four goes through tsr_matmul with
  * random storage types (sizes then count elements of each operand's type), where a type outside the
  * enum must be refused too, naming the operand. */
 static void random_gemm_invalid(void **state) {
@@ -654,7 +681,7 @@ static void random_gemm_invalid(void **state) {
         }
         if (kind == 6) { if (rchance(&r, 2)) g.m = 0; else g.n = 0; }
         if (kind == 7) g.k = 0, tessera_accepts = true;
-        static const char *type_names[] = {"a_type", "b_type", "c_type"};
+        static const char *type_names[] = {"a.dtype", "b.dtype", "c.dtype"};
         size_t bad_which = 0;
         tsr_dtype bad_value = TSR_F32;
         if (kind == 8) {
@@ -706,10 +733,7 @@ static void random_gemm_invalid(void **state) {
 
 /* ------------------------------------------------------------------------------ GELU */
 
-typedef tsr_status (*gelu_fn)(tsr_device *, tsr_gelu_mode, cl_mem, size_t, cl_mem, size_t, size_t, cl_command_queue,
-                              cl_event *);
-
-/* tsr_gelu, tsr_gelu_unfused and, one fused call in six, tsr_gelu_ex with x and y stored in any pair of
+/* tsr_gelu, tsr_gelu_unfused and, one fused call in six, tsr_gelu with x and y stored in any pair of
  * types (in place: one type), held to the header's bound 1e-6 max(1, |x|) + u |GELU(x)| from x as
  * stored (an f16 y whose GELU rounds beyond 65504 holds Inf). */
 static void random_gelu(void **state) {
@@ -723,7 +747,10 @@ static void random_gelu(void **state) {
         bool typed = !unfused && rchance(&tr, 6);
         tsr_dtype x_type = typed ? draw_type(&tr) : TSR_F32, y_type = typed && !in_place ? draw_type(&tr) : x_type;
         cur_desc[0] = 0;
-        DESC("%s(%s, x_off=%zu, y_off=%zu, n=%zu, in_place=%d", unfused ? "tsr_gelu_unfused" : typed ? "tsr_gelu_ex" : "tsr_gelu",
+        DESC("%s(%s, x_off=%zu, y_off=%zu, n=%zu, in_place=%d",
+             unfused ? "tsr_gelu_unfused"
+             : typed ? "tsr_gelu (typed)"
+                     : "tsr_gelu",
              mode == TSR_GELU_TANH ? "tanh" : "erf", x_off, y_off, n, in_place);
         if (typed) DESC(", x_type=%s, y_type=%s", tsr_dtype_str(x_type), tsr_dtype_str(y_type));
         DESC(")");
@@ -752,10 +779,9 @@ static void random_gelu(void **state) {
         for (size_t i = 0; i < n; ++i) x[i] = *tb_at(&X, x_off + i); /* as stored in x_type */
         cl_event ev = NULL;
         trace();
-        tsr_status st = typed ? tsr_gelu_ex(dev, mode, x_type, X.mem, x_off, y_type, out->mem, y_off, n, qc.q,
-                                            qc.event ? &ev : NULL)
-                              : (unfused ? tsr_gelu_unfused : tsr_gelu)(dev, mode, X.mem, x_off, out->mem, y_off, n,
-                                                                        qc.q, qc.event ? &ev : NULL);
+        const tsr_gelu_desc gd = {
+            .mode = mode, .n = n, .x_type = x_type, .y_type = y_type, .x_offset = x_off, .y_offset = y_off};
+        tsr_status st = (unfused ? tsr_gelu_unfused : tsr_gelu)(dev, &gd, X.mem, out->mem, qc.q, qc.event ? &ev : NULL);
         if (st != TSR_SUCCESS) FAIL("refused a valid call: %s: %s", tsr_status_str(st), tsr_last_error());
         finish(&qc, ev);
         tb_download(&X);
@@ -828,33 +854,47 @@ static void conv_iteration(rng *r, bool overlapping_subbuffers) {
     P = (c.H + 2 * c.ph - or1(c.dh) * (c.R - 1) - 1) / or1(c.sh) + 1;
     Q = (c.W + 2 * c.pw - or1(c.dw) * (c.S - 1) - 1) / or1(c.sw) + 1;
     static const tsr_conv_algo algos[] = {TSR_CONV_AUTO, TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT};
-    tsr_conv2d_desc d = {.batch = c.N, .in_channels = c.C, .in_height = c.H, .in_width = c.W, .out_channels = c.K,
-                         .kernel_h = c.R, .kernel_w = c.S, .stride_h = c.sh, .stride_w = c.sw, .pad_h = c.ph,
-                         .pad_w = c.pw, .dilation_h = c.dh, .dilation_w = c.dw, .groups = c.G,
-                         .activation = (tsr_activation)rpick(r, 4), .algo = algos[rpick(r, 4)]};
+    tsr_conv2d_desc d = {.batch = c.N,
+                         .in_channels = c.C,
+                         .in_height = c.H,
+                         .in_width = c.W,
+                         .out_channels = c.K,
+                         .kernel_h = c.R,
+                         .kernel_w = c.S,
+                         .stride_h = c.sh,
+                         .stride_w = c.sw,
+                         .pad_h = c.ph,
+                         .pad_w = c.pw,
+                         .dilation_h = c.dh,
+                         .dilation_w = c.dw,
+                         .groups = c.G,
+                         .epilogue.activation = (tsr_activation)rpick(r, 4),
+                         .algo = algos[rpick(r, 4)]};
     d.x_offset = rchance(r, 2) ? 0 : rpick(r, 30), d.w_offset = rchance(r, 2) ? 0 : rpick(r, 30);
-    d.y_offset = rchance(r, 2) ? 0 : rpick(r, 30), d.bias_offset = rpick(r, 10);
+    d.y_offset = rchance(r, 2) ? 0 : rpick(r, 30), d.epilogue.bias_offset = rpick(r, 10);
     bool bias = rchance(r, 3) != 0, own_ws = d.algo == TSR_CONV_IM2COL && rchance(r, 3);
     rng tr = types_rng();
     if (!overlapping_subbuffers && rchance(&tr, 8)) /* one layer in eight stores x, w and y in any types */
         d.x_type = draw_type(&tr), d.w_type = draw_type(&tr), d.y_type = draw_type(&tr);
     size_t nx = c.N * c.C * c.H * c.W, nw = c.K * (c.C / or1(c.G)) * c.R * c.S, ny = c.N * c.K * P * Q;
     cur_desc[0] = 0;
-    DESC("tsr_conv2d(N=%zu C=%zu H=%zu W=%zu K=%zu R=%zu S=%zu stride=%zu,%zu pad=%zu,%zu dil=%zu,%zu groups=%zu act=%d "
-         "algo=%d offsets x=%zu w=%zu bias=%zu y=%zu bias=%d own_workspace=%d types x=%s w=%s y=%s)",
-         c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.G, (int)d.activation, (int)d.algo,
-         d.x_offset, d.w_offset, d.bias_offset, d.y_offset, bias, own_ws, tsr_dtype_str(d.x_type),
-         tsr_dtype_str(d.w_type), tsr_dtype_str(d.y_type));
+    DESC(
+        "tsr_conv2d(N=%zu C=%zu H=%zu W=%zu K=%zu R=%zu S=%zu stride=%zu,%zu pad=%zu,%zu dil=%zu,%zu groups=%zu act=%d "
+        "algo=%d offsets x=%zu w=%zu bias=%zu y=%zu bias=%d own_workspace=%d types x=%s w=%s y=%s)",
+        c.N, c.C, c.H, c.W, c.K, c.R, c.S, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.G, (int)d.epilogue.activation,
+        (int)d.algo, d.x_offset, d.w_offset, d.epilogue.bias_offset, d.y_offset, bias, own_ws, tsr_dtype_str(d.x_type),
+        tsr_dtype_str(d.w_type), tsr_dtype_str(d.y_type));
     bool inject = rchance(r, 6);
     tbuf X, Wt, Bs = {0}, Y;
     tb_make_typed(r, &X, d.x_offset + nx, rchance(r, 2), "x", d.x_type);
     tb_make_typed(r, &Wt, d.w_offset + nw, rchance(r, 2), "w", d.w_type);
-    if (bias) tb_make(r, &Bs, d.bias_offset + c.K, rchance(r, 2), "bias");
+    if (bias) tb_make(r, &Bs, d.epilogue.bias_offset + c.K, rchance(r, 2), "bias");
     tb_make_typed(r, &Y, d.y_offset + ny, rchance(r, 2), "y", d.y_type);
     qchoice qc = pick_queue(r, true);
     for (size_t i = 0; i < nx; ++i) *tb_at(&X, d.x_offset + i) = runi(r, -1, 1);
     for (size_t i = 0; i < nw; ++i) *tb_at(&Wt, d.w_offset + i) = runi(r, -1, 1);
-    for (size_t i = 0; bias && i < c.K; ++i) *tb_at(&Bs, d.bias_offset + i) = runi(r, -1, 1);
+    for (size_t i = 0; bias && i < c.K; ++i)
+        *tb_at(&Bs, d.epilogue.bias_offset + i) = runi(r, -1, 1);
     for (size_t i = 0; i < ny; ++i) *tb_at(&Y, d.y_offset + i) = NAN, Y.writable[Y.origin + d.y_offset + i] = 1;
     if (inject) {
         size_t at = rpick(r, nx);
@@ -884,7 +924,8 @@ static void conv_iteration(rng *r, bool overlapping_subbuffers) {
         cl_mem sx = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &rx, &err);
         cl_mem sy = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &ry, &err);
         if (span_x > a + d.y_offset) { /* x's elements [x_offset, span_x) reach into y's, which start at a + y_offset */
-            tsr_status st = tsr_conv2d(dev, &d, sx, Wt.mem, bias ? Bs.mem : NULL, sy, NULL, NULL);
+            d.epilogue.bias = bias ? Bs.mem : NULL;
+            tsr_status st = tsr_conv2d(dev, &d, sx, Wt.mem, sy, NULL, NULL);
             clFinish(tsr_device_queue(dev));
             if (st == TSR_SUCCESS) FAIL("tsr_conv2d accepted x and y sub-buffers of one parent that overlap");
         }
@@ -892,7 +933,8 @@ static void conv_iteration(rng *r, bool overlapping_subbuffers) {
     } else {
         cl_event ev = NULL;
         trace();
-        tsr_status st = tsr_conv2d(dev, &d, X.mem, Wt.mem, bias ? Bs.mem : NULL, Y.mem, qc.q, qc.event ? &ev : NULL);
+        d.epilogue.bias = bias ? Bs.mem : NULL;
+        tsr_status st = tsr_conv2d(dev, &d, X.mem, Wt.mem, Y.mem, qc.q, qc.event ? &ev : NULL);
         if (st != TSR_SUCCESS) FAIL("refused a valid call: %s: %s", tsr_status_str(st), tsr_last_error());
         finish(&qc, ev);
         tb_download(&X), tb_download(&Wt), tb_download(&Y);
@@ -901,8 +943,8 @@ static void conv_iteration(rng *r, bool overlapping_subbuffers) {
         tb_check_untouched(&Y, "y");
         if (bias) tb_download(&Bs), tb_check_untouched(&Bs, "bias");
         double *ref = malloc(ny * sizeof *ref);
-        conv_ref(&c, tb_at(&X, d.x_offset), tb_at(&Wt, d.w_offset), bias ? tb_at(&Bs, d.bias_offset) : NULL,
-                 (int)d.activation, P, Q, ref);
+        conv_ref(&c, tb_at(&X, d.x_offset), tb_at(&Wt, d.w_offset), bias ? tb_at(&Bs, d.epilogue.bias_offset) : NULL,
+                 (int)d.epilogue.activation, P, Q, ref);
         tsr_error_sum e = {0, 0};
         for (size_t i = 0; i < ny; ++i) compare_value(&e, Y.host[Y.origin + d.y_offset + i], ref[i], "y", i);
         const double tol = typed_tolerance(d.y_type, (double)(c.C / or1(c.G) * c.R * c.S));
@@ -1123,10 +1165,11 @@ static void random_overlapping_subbuffers(void **state) {
         cl_buffer_region rx = {0, n * 4}, ry = {align_floats * 4, n * 4};
         cl_mem sx = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &rx, &err);
         cl_mem sy = clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &ry, &err);
-        tsr_status st = tsr_gelu(dev, TSR_GELU_TANH, sx, 0, sy, 0, n, NULL, NULL);
+        tsr_status st = tsr_gelu(dev, &(tsr_gelu_desc){.mode = TSR_GELU_TANH, .n = n}, sx, sy, NULL, NULL);
         clFinish(tsr_device_queue(dev));
         if (st == TSR_SUCCESS) FAIL("tsr_gelu accepted x and y sub-buffers of one parent that overlap");
-        st = tsr_gelu(dev, TSR_GELU_ERF, parent, 0, sy, 0, n, NULL, NULL); /* the parent itself and a sub-buffer */
+        /* the parent itself and a sub-buffer */
+        st = tsr_gelu(dev, &(tsr_gelu_desc){.mode = TSR_GELU_ERF, .n = n}, parent, sy, NULL, NULL);
         clFinish(tsr_device_queue(dev));
         if (st == TSR_SUCCESS) FAIL("tsr_gelu accepted a parent and its sub-buffer as x and y");
         clReleaseMemObject(sx), clReleaseMemObject(sy), clReleaseMemObject(parent);
@@ -1642,15 +1685,12 @@ static void ha_free(harr *h) {
 
 static tsr_status call_gemm_multi(tsr_device_group *group, const gemm_args *g, const float *a, const float *b,
                                   float *c) {
-    if (g->api == 6)
-        return tsr_sgemm_strided_batched_multi(group, g->layout, g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->lda,
-                                               g->a_stride, b, g->ldb, g->b_stride, g->beta, c, g->ldc, g->c_stride,
-                                               g->batch);
-    return tsr_sgemm_multi(group, g->layout, g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->lda, b, g->ldb, g->beta,
-                           c, g->ldc);
+    tsr_matmul_desc d = gemm_desc(g);
+    d.a.offset = d.b.offset = d.c.offset = 0; /* the arrays are passed at their offsets */
+    return tsr_matmul_multi(group, &d, a, b, c);
 }
 
-/* One valid tsr_sgemm_multi or tsr_sgemm_strided_batched_multi call on a group: the arguments of
+/* One valid tsr_matmul_multi call on a group, one product or a batch: the arguments of
  * the single-device draws (every layout and transposition, k = 0, alpha = 0, leading dimensions and
  * strides above the minimum, stride 0 for A or B), host arrays with guards (the offsets drawn are
  * more leading guard), beta = 0 over NaN/Inf in C, NaN/Inf in A or B now and then. */
@@ -1675,7 +1715,8 @@ static void group_gemm_run(rng *r, group_draw *grp, bool batched) {
     ha_check_untouched(&B, "b");
     ha_check_untouched(&C, "c");
     gemm_check(&g, ha_at(&A, g.a_off), ha_at(&B, g.b_off), ha_at(&C, g.c_off), ha_data(&C) + g.c_off, NULL, 1e-5);
-    group_check_tiles(grp, batched ? g.batch : g.layout == TSR_ROW_MAJOR ? g.m : g.n);
+    /* a batch of one is one product: its units are rows of C (columns when column-major) */
+    group_check_tiles(grp, batched && g.batch > 1 ? g.batch : g.layout == TSR_ROW_MAJOR ? g.m : g.n);
     ha_free(&A), ha_free(&B), ha_free(&C);
 }
 

@@ -3,6 +3,7 @@
  * ahead-of-time binary path for devices without a compiler. */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "report.h" /* peak_add_source: the report's kernel source "peak", used here as a small one */
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -1233,6 +1234,7 @@ static void stale_temporaries_are_cleaned(void **state) {
 
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--child-build") == 0) return child_build(argv[2], atoi(argv[3]));
+    if (peak_add_source() != TSR_SUCCESS) return fprintf(stderr, "peak_add_source: %s\n", tsr_last_error()), 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(miss_then_memory_then_disk_hit, setup, teardown),
         cmocka_unit_test_setup_teardown(truncated_entry, setup, teardown),

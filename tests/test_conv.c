@@ -35,13 +35,37 @@ typedef struct conv_case {
 } conv_case;
 
 static tsr_conv2d_desc case_desc(const conv_case *c, tsr_conv_algo algo) {
-    tsr_conv2d_desc d = {.batch = c->N, .in_channels = c->C, .in_height = c->H, .in_width = c->W,
-                         .out_channels = c->K, .kernel_h = c->R, .kernel_w = c->S, .stride_h = c->sh,
-                         .stride_w = c->sw, .pad_h = c->ph, .pad_w = c->pw, .dilation_h = c->dh,
-                         .dilation_w = c->dw, .groups = c->G, .activation = (tsr_activation)c->act,
-                         .x_offset = c->off, .w_offset = c->off, .bias_offset = c->off, .y_offset = c->off,
+    tsr_conv2d_desc d = {.batch = c->N,
+                         .in_channels = c->C,
+                         .in_height = c->H,
+                         .in_width = c->W,
+                         .out_channels = c->K,
+                         .kernel_h = c->R,
+                         .kernel_w = c->S,
+                         .stride_h = c->sh,
+                         .stride_w = c->sw,
+                         .pad_h = c->ph,
+                         .pad_w = c->pw,
+                         .dilation_h = c->dh,
+                         .dilation_w = c->dw,
+                         .groups = c->G,
+                         .epilogue.activation = (tsr_activation)c->act,
+                         .x_offset = c->off,
+                         .w_offset = c->off,
+                         .epilogue.bias_offset = c->off,
+                         .y_offset = c->off,
                          .algo = algo};
     return d;
+}
+
+/* tsr_conv2d with `bias` as desc's epilogue bias (NULL: none): the cases keep their buffers apart
+ * from their descriptors. */
+static tsr_status conv_bias(tsr_device *device, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem bias, cl_mem y,
+                            cl_command_queue queue, cl_event *event) {
+    if (!desc) return tsr_conv2d(device, NULL, x, w, y, queue, event);
+    tsr_conv2d_desc with = *desc;
+    with.epilogue.bias = bias;
+    return tsr_conv2d(device, &with, x, w, y, queue, event);
 }
 
 static size_t or1(size_t v) { return v ? v : 1; }
@@ -137,7 +161,7 @@ static void run(const conv_case *c, conv_data *d, tsr_conv_algo algo, const char
     poison_output(c, d);
     tsr_conv2d_desc desc = case_desc(c, algo);
     cl_event ev = NULL;
-    tsr_status st = tsr_conv2d(dev, &desc, d->dx, d->dw, c->bias ? d->db : NULL, d->dy, NULL, &ev);
+    tsr_status st = conv_bias(dev, &desc, d->dx, d->dw, c->bias ? d->db : NULL, d->dy, NULL, &ev);
     if (st != TSR_SUCCESS) fail_msg("%s algo %d: %s: %s", what, (int)algo, tsr_status_str(st), tsr_last_error());
     assert_non_null(ev);
     assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
@@ -356,20 +380,20 @@ static void workspace(void **state) {
     desc.workspace = ws;
     desc.workspace_bytes = per_image * 3 / 2;
     poison_output(&c, &d);
-    TH_ASSERT_OK(tsr_conv2d(dev, &desc, d.dx, d.dw, d.db, d.dy, NULL, NULL));
+    TH_ASSERT_OK(conv_bias(dev, &desc, d.dx, d.dw, d.db, d.dy, NULL, NULL));
     th_read(dev, d.dy, d.y, d.ny);
     double e = rel_error_full(&d, ref, 0);
     if (!(e <= TOLERANCE)) fail_msg("chunked workspace: relative error %.3e", e);
     /* Less than one image: refused, nothing written. */
     poison_output(&c, &d);
     desc.workspace_bytes = per_image - 4;
-    TH_ASSERT_STATUS(tsr_conv2d(dev, &desc, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_STATUS(conv_bias(dev, &desc, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
     TH_ASSERT_CONTAINS(tsr_last_error(), "workspace");
     /* More than the buffer holds, or an input as workspace: refused. */
     desc.workspace_bytes = per_image * 2;
-    TH_ASSERT_STATUS(tsr_conv2d(dev, &desc, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_STATUS(conv_bias(dev, &desc, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
     desc.workspace = d.dx, desc.workspace_bytes = 16;
-    TH_ASSERT_STATUS(tsr_conv2d(dev, &desc, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(conv_bias(dev, &desc, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
     th_read(dev, d.dy, d.y, d.ny);
     for (size_t i = 0; i < d.ny; ++i) assert_true(isnan(d.y[i]));
     clReleaseMemObject(ws);
@@ -602,13 +626,13 @@ static void invalid_descriptors(void **state) {
     cl_mem small = th_buffer(dev, 3); /* less than any of x, w, bias (4 values) and y */
     const tsr_conv2d_desc ok = case_desc(&c, TSR_CONV_AUTO);
     tsr_conv2d_desc e;
-#define EXPECT(desc, x, w, b, y, status, text)                                                    \
-    do {                                                                                          \
-        TH_ASSERT_STATUS(tsr_conv2d(dev, (desc), (x), (w), (b), (y), NULL, NULL), (status));      \
-        if (*(text)) TH_ASSERT_CONTAINS(tsr_last_error(), (text));                                \
+#define EXPECT(desc, x, w, b, y, status, text)                                                                         \
+    do {                                                                                                               \
+        TH_ASSERT_STATUS(conv_bias(dev, (desc), (x), (w), (b), (y), NULL, NULL), (status));                            \
+        if (*(text)) TH_ASSERT_CONTAINS(tsr_last_error(), (text));                                                     \
     } while (0)
     EXPECT(NULL, d.dx, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, "NULL");
-    TH_ASSERT_STATUS(tsr_conv2d(NULL, &ok, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(conv_bias(NULL, &ok, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
     const char *fields[] = {"batch", "in_channels", "in_height", "in_width", "out_channels", "kernel_h", "kernel_w"};
     for (int f = 0; f < 7; ++f) {
         e = ok;
@@ -622,8 +646,10 @@ static void invalid_descriptors(void **state) {
     EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, "output would be empty");
     e = ok, e.dilation_w = 4;
     EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, "output would be empty");
-    e = ok, e.activation = (tsr_activation)9;
+    e = ok, e.epilogue.activation = (tsr_activation)9;
     EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, "activation");
+    e = ok, e.epilogue.bias_stride = 4; /* one bias vector per layer */
+    EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, "bias_stride");
     e = ok, e.algo = (tsr_conv_algo)9;
     EXPECT(&e, d.dx, d.dw, d.db, d.dy, TSR_ERR_INVALID_ARG, "algo");
     e = ok, e.in_height = (size_t)1 << 40;
@@ -646,7 +672,7 @@ static void invalid_descriptors(void **state) {
     e = ok, e.y_offset = d.nx - 1;
     EXPECT(&e, both, d.dw, d.db, both, TSR_ERR_INVALID_ARG, "overlaps");
     e = ok, e.y_offset = d.nx; /* adjacent, not overlapping: fine */
-    TH_ASSERT_OK(tsr_conv2d(dev, &e, both, d.dw, d.db, both, NULL, NULL));
+    TH_ASSERT_OK(conv_bias(dev, &e, both, d.dw, d.db, both, NULL, NULL));
     clFinish(tsr_device_queue(dev));
     size_t h, w;
     TH_ASSERT_OK(tsr_conv2d_output_size(&ok, &h, &w));
@@ -710,7 +736,7 @@ static void sub_buffers_overlap_by_memory(void **state) {
         {&im2col_ws, sx, sw, sb, sy, "the workspace overlaps x"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
-        tsr_status st = tsr_conv2d(dev, bad[i].d, bad[i].x, bad[i].w, bad[i].b, bad[i].y, NULL, NULL);
+        tsr_status st = conv_bias(dev, bad[i].d, bad[i].x, bad[i].w, bad[i].b, bad[i].y, NULL, NULL);
         if (st != TSR_ERR_INVALID_ARG)
             fail_msg("overlap case %zu: %s (expected TSR_ERR_INVALID_ARG): %s", i, tsr_status_str(st), tsr_last_error());
         TH_ASSERT_CONTAINS(tsr_last_error(), bad[i].text);
@@ -727,7 +753,7 @@ static void sub_buffers_overlap_by_memory(void **state) {
         cl_mem x = run_i == 4 ? parent : sx;
         for (size_t i = 0; i < ny; ++i) host[Y + i] = NAN;
         TH_ASSERT_OK(tsr_upload(dev, parent, host, total));
-        TH_ASSERT_OK(tsr_conv2d(dev, &e, x, sw, sb, sy, NULL, NULL));
+        TH_ASSERT_OK(conv_bias(dev, &e, x, sw, sb, sy, NULL, NULL));
         assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
         th_read(dev, parent, got, total);
         for (size_t i = 0; i < total; ++i)
@@ -754,13 +780,13 @@ static void huge_sizes_overflow(void **state) {
     cases[0].batch = SIZE_MAX / 2;           /* batch * C*H*W */
     cases[1].y_offset = SIZE_MAX - 10;       /* y_offset + extent */
     cases[2].w_offset = SIZE_MAX / 4;        /* (w_offset + extent) * sizeof(float) */
-    cases[3].bias_offset = SIZE_MAX - 1;
+    cases[3].epilogue.bias_offset = SIZE_MAX - 1;
     cases[4].batch = ((size_t)1 << 62) / 36; /* x's floats fit, its bytes do not */
     cases[5].out_channels = cases[5].groups = (size_t)1 << 31; /* beyond the kernels' int */
     cases[6].pad_h = SIZE_MAX / 2;           /* padded height */
     cases[7].stride_w = SIZE_MAX;            /* beyond the kernels' int, though the output is 1 wide */
     for (int i = 0; i < 7; ++i) {
-        tsr_status st = tsr_conv2d(dev, &cases[i], d.dx, d.dw, d.db, d.dy, NULL, NULL);
+        tsr_status st = conv_bias(dev, &cases[i], d.dx, d.dw, d.db, d.dy, NULL, NULL);
         if (st != TSR_ERR_OVERFLOW) fail_msg("case %d: %s (expected TSR_ERR_OVERFLOW): %s", i, tsr_status_str(st), tsr_last_error());
     }
     size_t h = 0, w = 0;
@@ -832,7 +858,7 @@ static void typed_check(const conv_case *c, const tsr_dtype t[3], tsr_conv_algo 
     th_poison(d.y + c->off, d.ny);
     TH_ASSERT_OK(tsr_upload_typed(dev, d.dy, t[2], d.y, c->off + d.ny + GUARD));
     tsr_conv2d_desc desc = typed_desc(c, t, algo);
-    tsr_status st = tsr_conv2d(dev, &desc, d.dx, d.dw, c->bias ? d.db : NULL, d.dy, NULL, NULL);
+    tsr_status st = conv_bias(dev, &desc, d.dx, d.dw, c->bias ? d.db : NULL, d.dy, NULL, NULL);
     if (st != TSR_SUCCESS) fail_msg("%s: %s: %s", full, tsr_status_str(st), tsr_last_error());
     clFinish(tsr_device_queue(dev));
     th_read_typed(dev, t[2], d.dy, d.y, c->off + d.ny + GUARD);
@@ -975,7 +1001,7 @@ static void storage_types_inf_contained(void **state) {
                 d.x[ih * c.W + iw] = INFINITY;
                 TH_ASSERT_OK(tsr_upload_typed(dev, d.dx, types[ti][0], d.x, d.nx));
                 tsr_conv2d_desc desc = typed_desc(&c, types[ti], TSR_CONV_AUTO);
-                TH_ASSERT_OK(tsr_conv2d(dev, &desc, d.dx, d.dw, NULL, d.dy, NULL, NULL));
+                TH_ASSERT_OK(conv_bias(dev, &desc, d.dx, d.dw, NULL, d.dy, NULL, NULL));
                 th_read_typed(dev, types[ti][2], d.dy, d.y, d.ny);
                 conv_data view = {.y = d.y, .ny = d.ny, .P = d.P, .Q = d.Q};
                 size_t bad = nonfinite_away_from(&c, &view, ih, iw);
@@ -1005,7 +1031,7 @@ static void storage_types_invalid(void **state) {
         e = ok;
         tsr_dtype *field[3] = {&e.x_type, &e.w_type, &e.y_type};
         *field[i] = (tsr_dtype)TSR_DTYPE_COUNT;
-        TH_ASSERT_STATUS(tsr_conv2d(dev, &e, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+        TH_ASSERT_STATUS(conv_bias(dev, &e, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
         TH_ASSERT_CONTAINS(tsr_last_error(), names[i]);
         *field[i] = (tsr_dtype)-1;
         size_t h, w;
@@ -1015,23 +1041,23 @@ static void storage_types_invalid(void **state) {
     /* One element short in 16-bit elements (an fp32 count would have passed: twice the bytes). */
     cl_mem x_short = th_buffer_typed(dev, TSR_F16, d.nx - 1), w_short = th_buffer_typed(dev, TSR_BF16, d.nw - 1),
            y_short = th_buffer_typed(dev, TSR_F16, d.ny - 1);
-    TH_ASSERT_STATUS(tsr_conv2d(dev, &ok, x_short, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_STATUS(conv_bias(dev, &ok, x_short, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
     TH_ASSERT_CONTAINS(tsr_last_error(), "buffer x");
-    TH_ASSERT_STATUS(tsr_conv2d(dev, &ok, d.dx, w_short, d.db, d.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_STATUS(conv_bias(dev, &ok, d.dx, w_short, d.db, d.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
     TH_ASSERT_CONTAINS(tsr_last_error(), "buffer w");
-    TH_ASSERT_STATUS(tsr_conv2d(dev, &ok, d.dx, d.dw, d.db, y_short, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_STATUS(conv_bias(dev, &ok, d.dx, d.dw, d.db, y_short, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
     TH_ASSERT_CONTAINS(tsr_last_error(), "buffer y");
     e = ok, e.y_offset = GUARD + 1; /* one half past the end */
-    TH_ASSERT_STATUS(tsr_conv2d(dev, &e, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_STATUS(conv_bias(dev, &e, d.dx, d.dw, d.db, d.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
     /* An fp32 x and an f16 y in one buffer: y's offset counts halves. x takes bytes [0, 4 nx). */
     cl_mem both = th_buffer(dev, d.nx + d.ny); /* room for x (fp32) and y (f16) with slack */
     tsr_dtype t32[3] = {TSR_F32, TSR_BF16, TSR_F16};
     e = typed_desc(&c, t32, TSR_CONV_AUTO);
     e.y_offset = 2 * d.nx - 1; /* y's first half is x's last float's upper half */
-    TH_ASSERT_STATUS(tsr_conv2d(dev, &e, both, d.dw, d.db, both, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(conv_bias(dev, &e, both, d.dw, d.db, both, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "overlap");
     e.y_offset = 2 * d.nx; /* adjacent in bytes: fine */
-    TH_ASSERT_OK(tsr_conv2d(dev, &e, both, d.dw, d.db, both, NULL, NULL));
+    TH_ASSERT_OK(conv_bias(dev, &e, both, d.dw, d.db, both, NULL, NULL));
     clFinish(tsr_device_queue(dev));
     th_read_typed(dev, t[2], d.dy, d.y, d.ny);
     for (size_t i = 0; i < d.ny; ++i)

@@ -6,7 +6,7 @@
  * more ulps; 1e-6 leaves room for devices whose builtins are at OpenCL's limits (division
  * 2.5 ulp, exp 3 ulp) and still catches any wrong coefficient (the two forms differ by
  * 4.7e-4) or lost digits (the textbook 1 + tanh loses all of them for x < -5).
- * 16-bit storage (tsr_gelu_ex, tsr_convert): conversions bit for bit against tsr_convert_host;
+ * 16-bit storage (tsr_gelu with typed descriptors, tsr_convert): conversions bit for bit against tsr_convert_host;
  * GELU within max(1e-6, tsr_dtype_error_bound(y_type, 1)) in the same metric, from inputs rounded
  * to x's type (the output's rounding, 2^-11 for f16 and 2^-8 for bf16, is the larger).
  * TSR_TEST_MODE=oclgrind runs a small subset. */
@@ -24,6 +24,24 @@ static const float guard_value = 12345.0f; /* outside [y_off, y_off + n): must s
 static bool small_mode(void) { return th_small_mode(); }
 
 static const char *form_name(tsr_gelu_mode mode) { return mode == TSR_GELU_ERF ? "erf form" : "tanh form"; }
+
+/* tsr_gelu and tsr_gelu_unfused from the positional lists the cases are written in: the
+ * descriptor's zero types (fp32) for the first two, the given types for gelu_typed. */
+static tsr_status gelu_fused(tsr_device *d, tsr_gelu_mode mode, cl_mem x, size_t x_off, cl_mem y, size_t y_off,
+                             size_t n, cl_command_queue q, cl_event *ev) {
+    return tsr_gelu(d, &(tsr_gelu_desc){.mode = mode, .n = n, .x_offset = x_off, .y_offset = y_off}, x, y, q, ev);
+}
+static tsr_status gelu_unfused(tsr_device *d, tsr_gelu_mode mode, cl_mem x, size_t x_off, cl_mem y, size_t y_off,
+                               size_t n, cl_command_queue q, cl_event *ev) {
+    return tsr_gelu_unfused(d, &(tsr_gelu_desc){.mode = mode, .n = n, .x_offset = x_off, .y_offset = y_off}, x, y, q,
+                            ev);
+}
+static tsr_status gelu_typed(tsr_device *d, tsr_gelu_mode mode, tsr_dtype x_type, cl_mem x, size_t x_off,
+                             tsr_dtype y_type, cl_mem y, size_t y_off, size_t n, cl_command_queue q, cl_event *ev) {
+    const tsr_gelu_desc desc = {
+        .mode = mode, .n = n, .x_type = x_type, .y_type = y_type, .x_offset = x_off, .y_offset = y_off};
+    return tsr_gelu(d, &desc, x, y, q, ev);
+}
 
 typedef tsr_status (*gelu_fn)(tsr_device *, tsr_gelu_mode, cl_mem, size_t, cl_mem, size_t, size_t, cl_command_queue,
                               cl_event *);
@@ -81,7 +99,7 @@ static void fused_random_inputs_both_forms(void **state) {
     for (int m = 0; m < 2; ++m)
         for (int r = 0; r < 2; ++r) {
             th_fill_uniform(x, n, ranges[r][0], ranges[r][1]);
-            check_run(tsr_gelu, "tsr_gelu", modes[m], x, n, 0, 0, false);
+            check_run(gelu_fused, "tsr_gelu", modes[m], x, n, 0, 0, false);
         }
     free(x);
 }
@@ -96,7 +114,8 @@ static void fused_edge_values_both_forms(void **state) {
                            7e12f, -7e12f, 2.7f, -2.7f, 88.0f, -88.0f, 1.0f, -1.0f, -0.75f, 3e-20f, -3e-20f,
                            9.0f, -9.0f, -8.999f, -9.001f, 9.9f, 9.95f, 10.05f, 1e-3f, -1e-3f, 0.5f, -0.5f};
     size_t n = sizeof edges / sizeof edges[0];
-    for (int m = 0; m < 2; ++m) check_run(tsr_gelu, "tsr_gelu", modes[m], edges, n, 0, 0, false);
+    for (int m = 0; m < 2; ++m)
+        check_run(gelu_fused, "tsr_gelu", modes[m], edges, n, 0, 0, false);
 }
 
 /* Sizes around every vector width and tile, offsets on both sides, and in place. */
@@ -108,9 +127,9 @@ static void fused_odd_sizes_offsets_in_place(void **state) {
     for (size_t s = 0; s < count; ++s) {
         th_fill_uniform(x, sizes[s], -6, 6);
         tsr_gelu_mode mode = modes[s % 2];
-        check_run(tsr_gelu, "tsr_gelu", mode, x, sizes[s], 0, 0, false);
-        check_run(tsr_gelu, "tsr_gelu", mode, x, sizes[s], 1 + th_rand() % 7, th_rand() % 9, false);
-        check_run(tsr_gelu, "tsr_gelu (in place)", mode, x, sizes[s], th_rand() % 5, 0, true);
+        check_run(gelu_fused, "tsr_gelu", mode, x, sizes[s], 0, 0, false);
+        check_run(gelu_fused, "tsr_gelu", mode, x, sizes[s], 1 + th_rand() % 7, th_rand() % 9, false);
+        check_run(gelu_fused, "tsr_gelu (in place)", mode, x, sizes[s], th_rand() % 5, 0, true);
     }
     free(x);
 }
@@ -129,8 +148,8 @@ static void fused_configurations(void **state) {
     for (size_t c = 0; c < count; ++c) {
         if (!th_try_override(dev, "gelu", configs[c])) continue;
         for (int m = 0; m < 2; ++m) {
-            check_run(tsr_gelu, configs[c], modes[m], x, n, 3, 1, false);
-            check_run(tsr_gelu, configs[c], modes[m], x, 5, 0, 2, false);
+            check_run(gelu_fused, configs[c], modes[m], x, n, 3, 1, false);
+            check_run(gelu_fused, configs[c], modes[m], x, 5, 0, 2, false);
         }
     }
     /* A value outside the space is refused with its name, before anything runs. */
@@ -147,8 +166,8 @@ static void unfused_baseline_both_forms(void **state) {
     float *x = malloc(n * sizeof *x);
     for (int m = 0; m < 2; ++m) {
         th_fill_uniform(x, n, -5, 5);
-        check_run(tsr_gelu_unfused, "tsr_gelu_unfused", modes[m], x, n, 2, 5, false);
-        check_run(tsr_gelu_unfused, "tsr_gelu_unfused (in place)", modes[m], x, n, 1, 0, true);
+        check_run(gelu_unfused, "tsr_gelu_unfused", modes[m], x, n, 2, 5, false);
+        check_run(gelu_unfused, "tsr_gelu_unfused (in place)", modes[m], x, n, 1, 0, true);
     }
     free(x);
 }
@@ -162,7 +181,8 @@ static void unfused_edge_values_both_forms(void **state) {
                            1e-40f, -1e-40f, FLT_MIN, -FLT_MIN, 20.0f, -20.0f, -19.999f, -20.001f, 7e12f, -7e12f,
                            2.7f, -2.7f, 88.0f, -88.0f, 1.0f, -1.0f, 3e-20f, -3e-20f, 9.0f, -9.0f, -9.001f};
     size_t n = sizeof edges / sizeof edges[0];
-    for (int m = 0; m < 2; ++m) check_run(tsr_gelu_unfused, "tsr_gelu_unfused", modes[m], edges, n, 0, 0, false);
+    for (int m = 0; m < 2; ++m)
+        check_run(gelu_unfused, "tsr_gelu_unfused", modes[m], edges, n, 0, 0, false);
 }
 
 /* Every invalid argument: a status, a message naming the problem, and y untouched. */
@@ -173,7 +193,7 @@ static void invalid_arguments(void **state) {
     th_fill_uniform(hx, N, -1, 1);
     for (int i = 0; i < N; ++i) hy[i] = guard_value;
     cl_mem x = th_buffer_from(dev, hx, N), y = th_buffer_from(dev, hy, N);
-    const gelu_fn fns[] = {tsr_gelu, tsr_gelu_unfused};
+    const gelu_fn fns[] = {gelu_fused, gelu_unfused};
     for (int f = 0; f < 2; ++f) {
         gelu_fn fn = fns[f];
         TH_ASSERT_STATUS(fn(NULL, TSR_GELU_TANH, x, 0, y, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
@@ -191,6 +211,18 @@ static void invalid_arguments(void **state) {
         TH_ASSERT_STATUS(fn(dev, TSR_GELU_TANH, x, 0, x, 8, 16, NULL, NULL), TSR_ERR_INVALID_ARG);
         TH_ASSERT_CONTAINS(tsr_last_error(), "overlap");
     }
+    TH_ASSERT_STATUS(tsr_gelu(dev, NULL, x, y, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "desc is NULL");
+    TH_ASSERT_STATUS(tsr_gelu_unfused(dev, NULL, x, y, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "desc is NULL");
+    /* the unfused baseline is fp32 only: a 16-bit type is refused by name, an invalid one as tsr_gelu does */
+    TH_ASSERT_STATUS(
+        tsr_gelu_unfused(dev, &(tsr_gelu_desc){.mode = TSR_GELU_TANH, .n = 8, .y_type = TSR_BF16}, x, y, NULL, NULL),
+        TSR_ERR_UNSUPPORTED);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "y is bf16");
+    TH_ASSERT_STATUS(tsr_gelu_unfused(dev, &(tsr_gelu_desc){.mode = TSR_GELU_TANH, .n = 8, .x_type = (tsr_dtype)5}, x,
+                                      y, NULL, NULL),
+                     TSR_ERR_INVALID_ARG);
     th_read(dev, y, after, N);
     for (int i = 0; i < N; ++i) assert_true(after[i] == guard_value);
     clReleaseMemObject(x);
@@ -214,7 +246,7 @@ static void huge_sizes_overflow(void **state) {
         {0, SIZE_MAX - 1, 4},   /* y_offset + n wraps */
         {SIZE_MAX, SIZE_MAX, 1},
     };
-    const gelu_fn fns[] = {tsr_gelu, tsr_gelu_unfused};
+    const gelu_fn fns[] = {gelu_fused, gelu_unfused};
     for (int f = 0; f < 2; ++f)
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
             tsr_status st = fns[f](dev, TSR_GELU_TANH, x, cases[c].x_off, y, cases[c].y_off, cases[c].n, NULL, NULL);
@@ -246,7 +278,7 @@ static void config_override_too_long(void **state) {
     tsr_device *opened = th_open_device();
     unsetenv("TSR_CONFIG_GELU"); /* read at open: unsetting it now changes nothing for `opened` */
     cl_mem x = th_buffer(opened, N), y = th_buffer_from(opened, hy, N);
-    TH_ASSERT_STATUS(tsr_gelu(opened, TSR_GELU_TANH, x, 0, y, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(gelu_fused(opened, TSR_GELU_TANH, x, 0, y, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "TSR_CONFIG_GELU is 605 characters long");
     tsr_config_info info;
     TH_ASSERT_STATUS(tsr_config_lookup(opened, "gelu", NULL, &info), TSR_ERR_INVALID_ARG);
@@ -301,7 +333,7 @@ static void sub_buffers_overlap_by_memory(void **state) {
         {s1, 0, parent, 0, 2 * A},
         {parent, A + 1, s1, 0, A}, /* y at A, x at A + 1 */
     };
-    const gelu_fn fns[] = {tsr_gelu, tsr_gelu_unfused};
+    const gelu_fn fns[] = {gelu_fused, gelu_unfused};
     for (int f = 0; f < 2; ++f)
         for (size_t c = 0; c < sizeof bad / sizeof bad[0]; ++c) {
             tsr_status st = fns[f](dev, TSR_GELU_TANH, bad[c].x, bad[c].xo, bad[c].y, bad[c].yo, bad[c].n, NULL, NULL);
@@ -324,7 +356,7 @@ static void sub_buffers_overlap_by_memory(void **state) {
     for (size_t c = 0; c < sizeof good / sizeof good[0]; ++c) {
         tsr_gelu_mode mode = modes[c % 2];
         cl_event ev = NULL;
-        tsr_status st = tsr_gelu(dev, mode, good[c].x, good[c].xo, good[c].y, good[c].yo, A, NULL, &ev);
+        tsr_status st = gelu_fused(dev, mode, good[c].x, good[c].xo, good[c].y, good[c].yo, A, NULL, &ev);
         if (st != TSR_SUCCESS) fail_msg("disjoint case %zu: %s: %s", c, tsr_status_str(st), tsr_last_error());
         assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
         clReleaseEvent(ev);
@@ -498,10 +530,10 @@ static void convert_configurations(void **state) {
 /* The bound a 16-bit GELU is held to: the fp32 kernel's tolerance or y's own rounding. */
 static double typed_bound(tsr_dtype y_type) { return fmax(1e-6, tsr_dtype_error_bound(y_type, 1)); }
 
-/* tsr_gelu_ex (or, with x and y f32, tsr_gelu) on x (n values, already rounded to x_type) at the
- * given offsets, in place when asked: every output against the double reference from the rounded
- * input within typed_bound (GELU's metric); a value whose rounding to y_type overflows or is
- * special must be exactly that; guard zones intact. */
+/* tsr_gelu with x_type and y_type (or, with x and y f32, the zero types) on x (n values, already rounded to x_type) at
+ * the given offsets, in place when asked: every output against the double reference from the rounded input within
+ * typed_bound (GELU's metric); a value whose rounding to y_type overflows or is special must be exactly that; guard
+ * zones intact. */
 static void check_typed_run(tsr_gelu_mode mode, tsr_dtype x_type, tsr_dtype y_type, const float *x, size_t n,
                             size_t x_off, size_t y_off, bool in_place, bool shorthand) {
     if (in_place) y_off = x_off;
@@ -518,11 +550,11 @@ static void check_typed_run(tsr_gelu_mode mode, tsr_dtype x_type, tsr_dtype y_ty
         dy = th_buffer_from_typed(dev, y_type, hy, ny);
     }
     char what[96];
-    snprintf(what, sizeof what, "%s %s (x %s, y %s)%s", shorthand ? "tsr_gelu" : "tsr_gelu_ex", form_name(mode),
+    snprintf(what, sizeof what, "%s %s (x %s, y %s)%s", shorthand ? "tsr_gelu" : "tsr_gelu (typed)", form_name(mode),
              tsr_dtype_str(x_type), tsr_dtype_str(y_type), in_place ? " in place" : "");
     cl_event ev = NULL;
-    tsr_status st = shorthand ? tsr_gelu(dev, mode, dx, x_off, dy, y_off, n, NULL, &ev)
-                              : tsr_gelu_ex(dev, mode, x_type, dx, x_off, y_type, dy, y_off, n, NULL, &ev);
+    tsr_status st = shorthand ? gelu_fused(dev, mode, dx, x_off, dy, y_off, n, NULL, &ev)
+                              : gelu_typed(dev, mode, x_type, dx, x_off, y_type, dy, y_off, n, NULL, &ev);
     if (st != TSR_SUCCESS) fail_msg("%s n=%zu: %s: %s", what, n, tsr_status_str(st), tsr_last_error());
     assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
     clReleaseEvent(ev);
@@ -596,6 +628,103 @@ static void gelu_special_values_through_16_bit(void **state) {
         }
 }
 
+/* Inputs for gelu_stores_round_like_the_host, as f32 bits (*count of them, malloc'd). GELU gives
+ * x back exactly from x = 10 on (x / (1 + 2^t), 2^t below 2^-125) and -0 below x = -9, so most
+ * of these reach y's store as they are: every bf16 rounding tie in one binade and ties in every
+ * binade from 16 up (with the patterns one below and one above each), the largest finite floats
+ * (0x7f7f8000 and up round to Inf in bf16), NaNs whose top 16 bits overflow when rounded, +-0,
+ * subnormals, and random values and bit patterns of both signs. */
+static uint32_t *store_sources(size_t stride, size_t *count) {
+    const uint32_t fixed[] = {0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u, 0x7f7f7fffu, 0x7f7e8000u, 0x7f800000u,
+                              0xff800000u, 0x7fffffffu, 0xffffffffu, 0x7fff8000u, 0x7fc00000u, 0x00000000u,
+                              0x80000000u, 0x00000001u, 0x80000001u, 0x00018000u, 0x007fffffu, 0x00808000u,
+                              0x41200000u, 0x41208000u, 0x41218000u, 0x477fe000u, 0x477ff000u, 0x47800000u};
+    const size_t nfixed = sizeof fixed / sizeof fixed[0], binade = 128 / stride, exps = 254 - 131 + 1,
+                 random = 8000 / stride;
+    uint32_t *v = malloc((nfixed + 3 * binade + 3 * exps + 2 * random) * sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; i < nfixed; ++i)
+        v[k++] = fixed[i];
+    for (size_t i = 0; i < binade; ++i) { /* every 7-bit bf16 mantissa of [1024, 2048), odd and even */
+        const uint32_t hi = 0x4480u + (uint32_t)(i * stride);
+        v[k++] = (hi << 16) | 0x8000u;
+        v[k++] = (hi << 16) | 0x7fffu;
+        v[k++] = (hi << 16) | 0x8001u;
+    }
+    for (uint32_t e = 131; e <= 254; ++e) { /* 16 and up: a tie in each binade, to both neighbours */
+        const uint32_t hi = (e << 7) | (th_rand() & 0x7fu);
+        v[k++] = (hi << 16) | 0x8000u;
+        v[k++] = (hi << 16) | (th_rand() % 2 ? 0x7fffu : 0x8001u);
+        v[k++] = ((hi | 0x8000u) << 16) | 0x8000u; /* negative: GELU is -0 there */
+    }
+    for (size_t i = 0; i < random; ++i) {
+        const float f = (float)(th_rand() % 240001) / 10000.0f - 12.0f; /* GELU's whole curve */
+        memcpy(&v[k++], &f, 4);
+        v[k++] = th_rand();
+    }
+    *count = k - (k % 16 == 0); /* never a whole number of vectors */
+    return v;
+}
+
+/* The stores of GELU itself (dtype.cl's TSR_ST/TSR_VST, apart from tsr_convert's copy): y in f16
+ * or bf16 holds the device's own fp32 result rounded by the host's conversion, bit for bit (bf16
+ * NaNs too; an f16 NaN must be a NaN), at every vector width and in the tail; likewise with the
+ * input in f16 or bf16 (widened on the device, exactly) and y in any type. The fp32 -> fp32 run
+ * on the same (rounded) inputs is the reference, so GELU's arithmetic is out of the comparison. */
+static void gelu_stores_round_like_the_host(void **state) {
+    (void)state;
+    const size_t stride = small_mode() ? 9 : 1;
+    size_t n = 0;
+    uint32_t *src = store_sources(stride, &n);
+    float *xf = malloc(n * sizeof *xf), *ref = malloc(n * sizeof *ref);
+    unsigned char *xt = malloc(n * 4), *expect = malloc(n * 4), *got = malloc((n + 2) * 4);
+    const char *const configs[] = {"VW=1 VPT=4 WG=4 INTERLEAVE=0", "VW=4 VPT=2 WG=16 INTERLEAVE=1",
+                                   "VW=16 VPT=2 WG=4 INTERLEAVE=0", "VW=8 VPT=1 WG=16 INTERLEAVE=0"};
+    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; ++c) {
+        if (small_mode() && c != 2 && c != 1) continue;
+        if (!th_try_override(dev, "gelu", configs[c])) continue;
+        for (int xi = 0; xi < 3; ++xi) {
+            const tsr_dtype x_type = all_types[xi];
+            /* x as x_type stores it, and those values in f32 for the reference run */
+            TH_ASSERT_OK(tsr_convert_host(TSR_F32, src, x_type, xt, n));
+            TH_ASSERT_OK(tsr_convert_host(x_type, xt, TSR_F32, xf, n));
+            cl_mem dx = raw_buffer(xt, n * tsr_dtype_size(x_type)), dxf = raw_buffer(xf, n * 4);
+            cl_mem dref = raw_buffer(xf, n * 4);
+            TH_ASSERT_OK(gelu_typed(dev, TSR_GELU_TANH, TSR_F32, dxf, 0, TSR_F32, dref, 0, n, NULL, NULL));
+            assert_int_equal(clEnqueueReadBuffer(tsr_device_queue(dev), dref, CL_TRUE, 0, n * 4, ref, 0, NULL, NULL),
+                             CL_SUCCESS);
+            for (int yi = 0; yi < 3; ++yi) {
+                const tsr_dtype y_type = all_types[yi];
+                if (x_type == TSR_F32 && y_type == TSR_F32) continue;
+                const size_t ys = tsr_dtype_size(y_type), y_off = 1 + c % 2;
+                memset(got, 0xa5, (n + 2) * ys);
+                cl_mem dy = raw_buffer(got, (n + 2) * ys);
+                TH_ASSERT_OK(gelu_typed(dev, TSR_GELU_TANH, x_type, dx, 0, y_type, dy, y_off, n, NULL, NULL));
+                assert_int_equal(
+                    clEnqueueReadBuffer(tsr_device_queue(dev), dy, CL_TRUE, 0, (n + 2) * ys, got, 0, NULL, NULL),
+                    CL_SUCCESS);
+                TH_ASSERT_OK(tsr_convert_host(TSR_F32, ref, y_type, expect, n));
+                for (size_t i = 0; i < n; ++i) {
+                    const uint32_t g = th_element_bits(y_type, got, y_off + i), w = th_element_bits(y_type, expect, i);
+                    const bool nan_ok = y_type != TSR_BF16 && isnan(ref[i]) &&
+                                        isnan(y_type == TSR_F16 ? tsr_f16_to_f32((uint16_t)g) : ((float *)got)[y_off + i]);
+                    if (g != w && !nan_ok)
+                        fail_msg("%s: GELU x %s -> y %s, element %zu (x bits 0x%08x, fp32 GELU bits 0x%08x): y bits "
+                                 "0x%x, the host's rounding 0x%x",
+                                 configs[c], tsr_dtype_str(x_type), tsr_dtype_str(y_type), i,
+                                 th_element_bits(TSR_F32, xf, i), th_element_bits(TSR_F32, ref, i), g, w);
+                }
+                clReleaseMemObject(dy);
+            }
+            clReleaseMemObject(dx);
+            clReleaseMemObject(dxf);
+            clReleaseMemObject(dref);
+        }
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "gelu", NULL));
+    free(src), free(xf), free(ref), free(xt), free(expect), free(got);
+}
+
 /* Wrong types, buffers too small in 16-bit elements, overlaps across types: refused with the
  * name and the numbers, nothing written; in place in one 16-bit type runs. */
 static void typed_invalid_arguments(void **state) {
@@ -607,10 +736,10 @@ static void typed_invalid_arguments(void **state) {
     cl_mem a = raw_buffer(guard, sizeof guard); /* 256 16-bit elements, 128 floats */
     cl_mem b = raw_buffer(guard, N * 2);        /* 64 16-bit elements, 32 floats */
     /* Invalid types name the tensor. */
-    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_TANH, (tsr_dtype)TSR_DTYPE_COUNT, a, 0, TSR_F16, b, 0, N, NULL, NULL),
+    TH_ASSERT_STATUS(gelu_typed(dev, TSR_GELU_TANH, (tsr_dtype)TSR_DTYPE_COUNT, a, 0, TSR_F16, b, 0, N, NULL, NULL),
                      TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "gelu: x");
-    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_ERF, TSR_F16, a, 0, (tsr_dtype)-1, b, 0, N, NULL, NULL),
+    TH_ASSERT_STATUS(gelu_typed(dev, TSR_GELU_ERF, TSR_F16, a, 0, (tsr_dtype)-1, b, 0, N, NULL, NULL),
                      TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "gelu: y");
     TH_ASSERT_STATUS(tsr_convert(dev, (tsr_dtype)7, a, 0, TSR_F16, b, 0, N, NULL, NULL), TSR_ERR_INVALID_ARG);
@@ -626,24 +755,22 @@ static void typed_invalid_arguments(void **state) {
     TH_ASSERT_CONTAINS(tsr_last_error(), "buffer dst holds 64 bf16 elements but the call needs 65");
     TH_ASSERT_STATUS(tsr_convert(dev, TSR_F16, a, 0, TSR_F32, b, 0, N, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
     TH_ASSERT_CONTAINS(tsr_last_error(), "buffer dst holds 32 floats but the call needs 64");
-    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_TANH, TSR_F16, b, 1, TSR_F16, a, 0, N, NULL, NULL),
+    TH_ASSERT_STATUS(gelu_typed(dev, TSR_GELU_TANH, TSR_F16, b, 1, TSR_F16, a, 0, N, NULL, NULL),
                      TSR_ERR_BUFFER_TOO_SMALL);
     TH_ASSERT_CONTAINS(tsr_last_error(), "buffer x holds 64 f16 elements but the call needs 65");
-    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_TANH, TSR_F32, b, 0, TSR_F16, a, 0, N, NULL, NULL),
+    TH_ASSERT_STATUS(gelu_typed(dev, TSR_GELU_TANH, TSR_F32, b, 0, TSR_F16, a, 0, N, NULL, NULL),
                      TSR_ERR_BUFFER_TOO_SMALL);
     TH_ASSERT_CONTAINS(tsr_last_error(), "buffer x holds 32 floats");
     TH_ASSERT_STATUS(tsr_convert(dev, TSR_F16, a, SIZE_MAX / 2, TSR_F32, b, 0, 4, NULL, NULL), TSR_ERR_OVERFLOW);
     /* Overlaps in bytes across types: f32 x over bytes [0, 64), f16 y over [16, 48). */
-    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_TANH, TSR_F32, a, 0, TSR_F16, a, 8, 16, NULL, NULL),
-                     TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(gelu_typed(dev, TSR_GELU_TANH, TSR_F32, a, 0, TSR_F16, a, 8, 16, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "bytes [0, 64) and [16, 48)");
     TH_ASSERT_STATUS(tsr_convert(dev, TSR_BF16, a, 8, TSR_F32, a, 4, 16, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "bytes [16, 48) and [16, 80)");
     /* The same bytes in two 16-bit types is not in place. */
     TH_ASSERT_STATUS(tsr_convert(dev, TSR_F16, a, 4, TSR_BF16, a, 4, 16, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "in place needs one type");
-    TH_ASSERT_STATUS(tsr_gelu_ex(dev, TSR_GELU_ERF, TSR_BF16, a, 4, TSR_F16, a, 4, 16, NULL, NULL),
-                     TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(gelu_typed(dev, TSR_GELU_ERF, TSR_BF16, a, 4, TSR_F16, a, 4, 16, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "in place needs one type");
     assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
     uint16_t after[4 * N];
@@ -652,7 +779,7 @@ static void typed_invalid_arguments(void **state) {
     assert_memory_equal(after, guard, sizeof guard);
     /* In place in one 16-bit type: GELU(1) = 0.841 in f16 (0x3abb / 0x3aba, tanh form) over the
      * first 16 elements, the rest untouched. */
-    TH_ASSERT_OK(tsr_gelu_ex(dev, TSR_GELU_TANH, TSR_F16, a, 0, TSR_F16, a, 0, 16, NULL, NULL));
+    TH_ASSERT_OK(gelu_typed(dev, TSR_GELU_TANH, TSR_F16, a, 0, TSR_F16, a, 0, 16, NULL, NULL));
     float back[4 * N];
     th_read_typed(dev, TSR_F16, a, back, 4 * N);
     for (size_t i = 0; i < 4 * N; ++i) {
@@ -692,6 +819,7 @@ int main(void) {
             cmocka_unit_test(convert_configurations),
             cmocka_unit_test(gelu_every_type_pair),
             cmocka_unit_test(gelu_special_values_through_16_bit),
+            cmocka_unit_test(gelu_stores_round_like_the_host),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -711,6 +839,7 @@ int main(void) {
         cmocka_unit_test(convert_configurations),
         cmocka_unit_test(gelu_every_type_pair),
         cmocka_unit_test(gelu_special_values_through_16_bit),
+        cmocka_unit_test(gelu_stores_round_like_the_host),
         cmocka_unit_test(typed_invalid_arguments),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);

@@ -1,11 +1,13 @@
 /* SGEMM and strided-batched SGEMM against a double-precision reference:
  * every layout x transpose combination, odd sizes, padding, offsets, alpha/beta
- * edge cases, batches, guard zones around C, and every invalid argument; tsr_gemm with
- * every combination of fp32/fp16/bf16 storage for A, B and C.
+ * edge cases, batches, guard zones around C, and every invalid argument; tsr_matmul with
+ * every combination of fp32/fp16/bf16 storage for A, B and C, its descriptor's defaults and rules,
+ * and its plans (reuse, lifetime, concurrent executes).
  * TSR_TEST_MODE=oclgrind runs a small subset (for `oclgrind --data-races --uninitialized`). */
 #include "harness.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +59,7 @@ typedef struct gemm_case {
     tsr_activation act;
     bool bias, bias_shared;
     size_t bias_off, bias_gap;
-    /* storage types (zero: fp32, through the tsr_sgemm calls; otherwise through tsr_gemm) */
+    /* storage types (zero: fp32, through the tsr_sgemm shims unless an epilogue; otherwise through tsr_matmul) */
     tsr_dtype at, bt, ct;
 } gemm_case;
 
@@ -119,13 +121,29 @@ static double run_case(const gemm_case *g) {
     cl_event ev = NULL;
     tsr_layout layout = g->row_major ? TSR_ROW_MAJOR : TSR_COL_MAJOR;
     tsr_transpose ta = g->ta ? TSR_TRANS : TSR_NO_TRANS, tb = g->tb ? TSR_TRANS : TSR_NO_TRANS;
-    tsr_status st =
-        typed_case(g) ? tsr_gemm(dev, layout, ta, tb, g->m, g->n, g->k, g->alpha, g->at, da, g->a_off, lda, a_stride,
-                                 g->bt, db, g->b_off, ldb, b_stride, g->beta, g->ct, dc, g->c_off, ldc, c_stride,
-                                 g->batch, with_epilogue ? &epi : NULL, NULL, &ev)
-                      : tsr_sgemm_strided_batched_ex(dev, layout, ta, tb, g->m, g->n, g->k, g->alpha, da, g->a_off, lda,
-                                                     a_stride, db, g->b_off, ldb, b_stride, g->beta, dc, g->c_off, ldc,
-                                                     c_stride, g->batch, with_epilogue ? &epi : NULL, NULL, &ev);
+    /* fp32 without an epilogue: the CLBlast shim (every value literal); otherwise the descriptor, with
+     * its zero defaults wherever they mean the same (row-major, no transpose, one product, packed) */
+    tsr_status st;
+    if (!typed_case(g) && !with_epilogue) {
+        st = tsr_sgemm_strided_batched(dev, layout, ta, tb, g->m, g->n, g->k, g->alpha, da, g->a_off, lda, a_stride, db,
+                                       g->b_off, ldb, b_stride, g->beta, dc, g->c_off, ldc, c_stride, g->batch, NULL,
+                                       &ev);
+    } else {
+        tsr_matmul_desc desc = {.layout = g->row_major ? (tsr_layout)0 : layout,
+                                .trans_a = g->ta ? ta : (tsr_transpose)0,
+                                .trans_b = g->tb ? tb : (tsr_transpose)0,
+                                .m = g->m,
+                                .n = g->n,
+                                .k = g->k,
+                                .batch = g->batch == 1 ? 0 : g->batch,
+                                .alpha = g->alpha,
+                                .beta = g->beta,
+                                .a = {g->at, g->a_off, g->lda_pad ? lda : 0, a_stride},
+                                .b = {g->bt, g->b_off, g->ldb_pad ? ldb : 0, b_stride},
+                                .c = {g->ct, g->c_off, g->ldc_pad ? ldc : 0, c_stride}};
+        if (with_epilogue) desc.epilogue = epi;
+        st = tsr_matmul(dev, &desc, da, db, dc, NULL, &ev);
+    }
     if (st != TSR_SUCCESS)
         fail_msg("gemm %zux%zux%zu (%s/%s/%s): %s: %s", g->m, g->n, g->k, tsr_dtype_str(g->at), tsr_dtype_str(g->bt),
                  tsr_dtype_str(g->ct), tsr_status_str(st), tsr_last_error());
@@ -347,18 +365,20 @@ static void epilogue_invalid(void **state) {
     th_fill_uniform(c, M * N, -1, 1);
     cl_mem da = th_buffer_from(dev, a, M * K), db = th_buffer_from(dev, b, K * N), dc = th_buffer_from(dev, c, M * N);
     cl_mem small_bias = th_buffer(dev, N - 1);
-    tsr_epilogue bad_act = {.activation = (tsr_activation)9};
-    TH_ASSERT_STATUS(tsr_sgemm_ex(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, M, N, K, 1.0f, da, 0, K, db, 0, N,
-                                  0.0f, dc, 0, N, &bad_act, NULL, NULL), TSR_ERR_INVALID_ARG);
+    tsr_matmul_desc desc = {.m = M, .n = N, .k = K, .alpha = 1.0f, .epilogue = {.activation = (tsr_activation)9}};
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "activation");
-    tsr_epilogue short_bias = {.bias = small_bias, .activation = TSR_ACT_RELU};
-    TH_ASSERT_STATUS(tsr_sgemm_ex(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, M, N, K, 1.0f, da, 0, K, db, 0, N,
-                                  0.0f, dc, 0, N, &short_bias, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    desc.epilogue = (tsr_epilogue){.bias = small_bias, .activation = TSR_ACT_RELU};
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
     TH_ASSERT_CONTAINS(tsr_last_error(), "bias");
-    tsr_epilogue batch_bias = {.bias = small_bias, .bias_stride = N, .activation = TSR_ACT_NONE};
-    TH_ASSERT_STATUS(tsr_sgemm_strided_batched_ex(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, M, N, K, 1.0f, da, 0,
-                                                  K, 0, db, 0, N, 0, 0.0f, dc, 0, N, 0, 1, &batch_bias, NULL, NULL),
-                     TSR_ERR_BUFFER_TOO_SMALL);
+    desc.epilogue = (tsr_epilogue){.bias = small_bias, .bias_stride = N, .activation = TSR_ACT_NONE};
+    desc.batch = 1;
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    /* a plan checks its epilogue when made */
+    tsr_matmul_plan *plan = NULL;
+    TH_ASSERT_STATUS(tsr_matmul_plan_create(dev, &desc, &plan), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "bias");
+    assert_null(plan);
     th_read(dev, dc, after, M * N);
     assert_memory_equal(after, c, sizeof c);
     clReleaseMemObject(da);
@@ -537,7 +557,7 @@ static void bad_configuration_overrides(void **state) {
     clReleaseMemObject(c);
 }
 
-/* ---- 16-bit storage: tsr_gemm with every (a, b, c) type combination ---- */
+/* ---- 16-bit storage: tsr_matmul with every (a, b, c) type combination ---- */
 
 static const tsr_dtype all_types[3] = {TSR_F32, TSR_F16, TSR_BF16};
 
@@ -698,45 +718,46 @@ static void types_invalid_arguments(void **state) {
         TH_ASSERT_STATUS(call, expected);                                                                              \
         TH_ASSERT_CONTAINS(tsr_last_error(), needle);                                                                  \
     } while (0)
-    BAD(TSR_ERR_INVALID_ARG, "a_type",
-        tsr_gemm(dev, R, NT, NT, M, N, K, 1, (tsr_dtype)3, a, 0, K, 0, BF, b, 0, N, 0, 0, H, c, 0, N, 0, 1, NULL, NULL,
-                 NULL));
-    BAD(TSR_ERR_INVALID_ARG, "b_type",
-        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, (tsr_dtype)-1, b, 0, N, 0, 0, H, c, 0, N, 0, 1, NULL, NULL,
-                 NULL));
-    BAD(TSR_ERR_INVALID_ARG, "c_type",
-        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, BF, b, 0, N, 0, 0, (tsr_dtype)7, c, 0, N, 0, 1, NULL, NULL,
-                 NULL));
+    const tsr_matmul_desc base = {.layout = R,
+                                  .trans_a = NT,
+                                  .trans_b = NT,
+                                  .m = M,
+                                  .n = N,
+                                  .k = K,
+                                  .alpha = 1,
+                                  .a = {H, 0, K, 0},
+                                  .b = {BF, 0, N, 0},
+                                  .c = {H, 0, N, 0}};
+    tsr_matmul_desc d;
+    BAD(TSR_ERR_INVALID_ARG, "a.dtype", (d = base, d.a.dtype = (tsr_dtype)3, tsr_matmul(dev, &d, a, b, c, NULL, NULL)));
+    BAD(TSR_ERR_INVALID_ARG, "b.dtype",
+        (d = base, d.b.dtype = (tsr_dtype)-1, tsr_matmul(dev, &d, a, b, c, NULL, NULL)));
+    BAD(TSR_ERR_INVALID_ARG, "c.dtype", (d = base, d.c.dtype = (tsr_dtype)7, tsr_matmul(dev, &d, a, b, c, NULL, NULL)));
     /* sizes in elements of each operand's type: M*K halves fit A in f16, not in f32 */
     BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer a holds",
-        tsr_gemm(dev, R, NT, NT, M, N, K, 1, F, a, 0, K, 0, BF, b, 0, N, 0, 0, H, c, 0, N, 0, 1, NULL, NULL, NULL));
+        (d = base, d.a.dtype = F, tsr_matmul(dev, &d, a, b, c, NULL, NULL)));
     BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer a holds",
-        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 1, K, 0, BF, b, 0, N, 0, 0, H, c, 0, N, 0, 1, NULL, NULL, NULL));
+        (d = base, d.a.offset = 1, tsr_matmul(dev, &d, a, b, c, NULL, NULL)));
     BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer b holds",
-        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, BF, b, 0, N + 1, 0, 0, H, c, 0, N, 0, 1, NULL, NULL, NULL));
+        (d = base, d.b.ld = N + 1, tsr_matmul(dev, &d, a, b, c, NULL, NULL)));
+    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer c holds", tsr_matmul(dev, &base, a, b, short_c, NULL, NULL));
     BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer c holds",
-        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, BF, b, 0, N, 0, 0, H, short_c, 0, N, 0, 1, NULL, NULL,
-                 NULL));
+        (d = base, d.c.dtype = F, tsr_matmul(dev, &d, a, b, c, NULL, NULL)));
     BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer c holds",
-        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, BF, b, 0, N, 0, 0, F, c, 0, N, 0, 1, NULL, NULL, NULL));
-    BAD(TSR_ERR_BUFFER_TOO_SMALL, "buffer c holds",
-        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, BF, b, 0, N, 0, 0.5f, H, c, 0, N, M * N, 2, NULL, NULL,
-                 NULL));
+        (d = base, d.beta = 0.5f, d.c.batch_stride = M * N, d.batch = 2, tsr_matmul(dev, &d, a, b, c, NULL, NULL)));
     /* C overlapping A across types: one buffer, A in f16 at [0, 2 M K) bytes, C in f32 after it */
     size_t a_halves = M * K, c_floats = M * N;
     cl_mem shared = th_buffer_typed(dev, F, a_halves / 2 + 1 + c_floats);
     BAD(TSR_ERR_INVALID_ARG, "overlaps",
-        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, shared, 0, K, 0, BF, b, 0, N, 0, 0, F, shared, a_halves / 2 - 1, N, 0,
-                 1, NULL, NULL, NULL));
+        (d = base, d.c = (tsr_matrix){F, a_halves / 2 - 1, N, 0}, tsr_matmul(dev, &d, shared, b, shared, NULL, NULL)));
     BAD(TSR_ERR_INVALID_ARG, "overlaps", /* the same bytes seen the other way round: C in bf16 inside an f32 A */
-        tsr_gemm(dev, R, NT, NT, M, N, K, 1, F, shared, 0, K, 0, BF, b, 0, N, 0, 0, BF, shared, 2 * M * K - 2, N, 0, 1,
-                 NULL, NULL, NULL));
+        (d = base, d.a.dtype = F, d.c = (tsr_matrix){BF, 2 * M * K - 2, N, 0},
+         tsr_matmul(dev, &d, shared, b, shared, NULL, NULL)));
     BAD(TSR_ERR_INVALID_ARG, "overlaps",
-        tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, a, 0, K, 0, H, shared, 0, N, 0, 0, F, shared, 1, N, 0, 1, NULL, NULL,
-                 NULL));
+        (d = base, d.b.dtype = H, d.c = (tsr_matrix){F, 1, N, 0}, tsr_matmul(dev, &d, a, shared, shared, NULL, NULL)));
     /* right after A's last byte: no overlap */
-    TH_ASSERT_OK(tsr_gemm(dev, R, NT, NT, M, N, K, 1, H, shared, 0, K, 0, BF, b, 0, N, 0, 0, F, shared,
-                          (a_halves + 1) / 2, N, 0, 1, NULL, NULL, NULL));
+    d = base, d.c = (tsr_matrix){F, (a_halves + 1) / 2, N, 0};
+    TH_ASSERT_OK(tsr_matmul(dev, &d, shared, b, shared, NULL, NULL));
 #undef BAD
     assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
     th_read_typed(dev, H, c, c_after, M * N);
@@ -745,7 +766,7 @@ static void types_invalid_arguments(void **state) {
     clReleaseMemObject(shared);
 }
 
-/* The tsr_sgemm calls are tsr_gemm with fp32 throughout: the same bits. */
+/* The tsr_sgemm calls are tsr_matmul with fp32 throughout: the same bits. */
 static void sgemm_is_gemm_f32(void **state) {
     (void)state;
     enum { M = 37, N = 29, K = 41 };
@@ -757,8 +778,17 @@ static void sgemm_is_gemm_f32(void **state) {
     cl_mem dc1 = th_buffer_from(dev, c, M * N), dc2 = th_buffer_from(dev, c, M * N);
     TH_ASSERT_OK(tsr_sgemm(dev, TSR_COL_MAJOR, TSR_TRANS, TSR_NO_TRANS, M, N, K, 0.5f, da, 0, K, db, 0, K, 0.25f, dc1,
                            0, M, NULL, NULL));
-    TH_ASSERT_OK(tsr_gemm(dev, TSR_COL_MAJOR, TSR_TRANS, TSR_NO_TRANS, M, N, K, 0.5f, TSR_F32, da, 0, K, 0, TSR_F32, db,
-                          0, K, 0, 0.25f, TSR_F32, dc2, 0, M, 0, 1, NULL, NULL, NULL));
+    const tsr_matmul_desc desc = {.layout = TSR_COL_MAJOR,
+                                  .trans_a = TSR_TRANS,
+                                  .m = M,
+                                  .n = N,
+                                  .k = K,
+                                  .alpha = 0.5f,
+                                  .beta = 0.25f,
+                                  .a = {.ld = K},
+                                  .b = {.ld = K},
+                                  .c = {.ld = M}};
+    TH_ASSERT_OK(tsr_matmul(dev, &desc, da, db, dc2, NULL, NULL));
     th_read(dev, dc1, c1, M * N);
     th_read(dev, dc2, c2, M * N);
     assert_memory_equal(c1, c2, sizeof c1);
@@ -884,12 +914,15 @@ static void huge_sizes_overflow(void **state) {
                      TSR_ERR_OVERFLOW);
     TH_ASSERT_STATUS(tsr_sgemm(dev, R, NT, NT, M, N, SIZE_MAX, 1, a, 0, K, b, 0, N, 0, c, 0, N, NULL, NULL),
                      TSR_ERR_OVERFLOW);
-    tsr_epilogue epi = {.bias = a, .bias_offset = SIZE_MAX - 2, .activation = TSR_ACT_RELU};
-    TH_ASSERT_STATUS(tsr_sgemm_ex(dev, R, NT, NT, M, N, K, 1, a, 0, K, b, 0, N, 0, c, 0, N, &epi, NULL, NULL),
-                     TSR_ERR_OVERFLOW);
-    epi.bias_offset = 0, epi.bias_stride = SIZE_MAX / 2;
-    TH_ASSERT_STATUS(tsr_sgemm_strided_batched_ex(dev, R, NT, NT, 1, N, K, 1, a, 0, K, 0, b, 0, N, 0, 0, c, 0, N, N, 3,
-                                                  &epi, NULL, NULL), TSR_ERR_OVERFLOW);
+    tsr_matmul_desc desc = {.m = M,
+                            .n = N,
+                            .k = K,
+                            .alpha = 1,
+                            .epilogue = {.bias = a, .bias_offset = SIZE_MAX - 2, .activation = TSR_ACT_RELU}};
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, a, b, c, NULL, NULL), TSR_ERR_OVERFLOW);
+    desc.m = 1, desc.batch = 3, desc.c.batch_stride = N;
+    desc.epilogue.bias_offset = 0, desc.epilogue.bias_stride = SIZE_MAX / 2;
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, a, b, c, NULL, NULL), TSR_ERR_OVERFLOW);
     assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
     th_read(dev, c, c_after, M * N);
     assert_memory_equal(c_after, c_init, sizeof c_init);
@@ -924,6 +957,233 @@ static void caller_queue_and_event(void **state) {
     clReleaseMemObject(db);
     clReleaseMemObject(dc);
     clReleaseCommandQueue(q);
+}
+
+/* ---- the descriptor: its zero defaults, and its rules ---- */
+
+/* Zero fields mean row-major, no transposes, one product and packed leading dimensions: the same
+ * bits as the CLBlast shim with those values spelled out; a NULL or bad descriptor is refused by
+ * name, with C untouched. */
+static void descriptor_defaults_and_rules(void **state) {
+    (void)state;
+    enum { M = 13, N = 11, K = 7 };
+    float a[M * K], b[K * N], c[M * N], c1[M * N], c2[M * N];
+    th_fill_uniform(a, M * K, -1, 1);
+    th_fill_uniform(b, K * N, -1, 1);
+    th_fill_uniform(c, M * N, -1, 1);
+    cl_mem da = th_buffer_from(dev, a, M * K), db = th_buffer_from(dev, b, K * N);
+    cl_mem dc1 = th_buffer_from(dev, c, M * N), dc2 = th_buffer_from(dev, c, M * N);
+    TH_ASSERT_OK(tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, M, N, K, 0.5f, da, 0, K, db, 0, K, 0.25f, dc1,
+                           0, N, NULL, NULL));
+    const tsr_matmul_desc base = {.trans_b = TSR_TRANS, .m = M, .n = N, .k = K, .alpha = 0.5f, .beta = 0.25f};
+    TH_ASSERT_OK(tsr_matmul(dev, &base, da, db, dc2, NULL, NULL));
+    th_read(dev, dc1, c1, M * N);
+    th_read(dev, dc2, c2, M * N);
+    assert_memory_equal(c1, c2, sizeof c1);
+#define BAD(expected, needle, call)                                                                                    \
+    do {                                                                                                               \
+        TH_ASSERT_STATUS(call, expected);                                                                              \
+        TH_ASSERT_CONTAINS(tsr_last_error(), needle);                                                                  \
+    } while (0)
+    tsr_matmul_desc d;
+    BAD(TSR_ERR_INVALID_ARG, "desc is NULL", tsr_matmul(dev, NULL, da, db, dc2, NULL, NULL));
+    BAD(TSR_ERR_INVALID_ARG, "layout",
+        (d = base, d.layout = (tsr_layout)7, tsr_matmul(dev, &d, da, db, dc2, NULL, NULL)));
+    BAD(TSR_ERR_INVALID_ARG, "trans_a",
+        (d = base, d.trans_a = (tsr_transpose)5, tsr_matmul(dev, &d, da, db, dc2, NULL, NULL)));
+    BAD(TSR_ERR_INVALID_ARG, "trans_b",
+        (d = base, d.trans_b = (tsr_transpose)200, tsr_matmul(dev, &d, da, db, dc2, NULL, NULL)));
+    BAD(TSR_ERR_INVALID_ARG, "m must", (d = base, d.m = 0, tsr_matmul(dev, &d, da, db, dc2, NULL, NULL)));
+    BAD(TSR_ERR_INVALID_ARG, "lda", (d = base, d.a.ld = K - 1, tsr_matmul(dev, &d, da, db, dc2, NULL, NULL)));
+    BAD(TSR_ERR_INVALID_ARG, "ldb", (d = base, d.b.ld = K - 1, tsr_matmul(dev, &d, da, db, dc2, NULL, NULL)));
+    BAD(TSR_ERR_INVALID_ARG, "ldc", (d = base, d.c.ld = N - 1, tsr_matmul(dev, &d, da, db, dc2, NULL, NULL)));
+    /* C's batch_stride 0 with a batch: every product would write one C */
+    BAD(TSR_ERR_INVALID_ARG, "overlap", (d = base, d.batch = 2, tsr_matmul(dev, &d, da, db, dc2, NULL, NULL)));
+    BAD(TSR_ERR_INVALID_ARG, "a.dtype",
+        (d = base, d.a.dtype = (tsr_dtype)9, tsr_matmul(dev, &d, da, db, dc2, NULL, NULL)));
+    cl_mem both = th_buffer(dev, M * K + M * N); /* A at 0, C right before A's end */
+    BAD(TSR_ERR_INVALID_ARG, "overlaps",
+        (d = base, d.c.offset = M * K - 1, tsr_matmul(dev, &d, both, db, both, NULL, NULL)));
+    clReleaseMemObject(both);
+    BAD(TSR_ERR_INVALID_ARG, "device", tsr_matmul(NULL, &base, da, db, dc2, NULL, NULL));
+    /* the shims take zeros literally, as CLBlast does */
+    BAD(TSR_ERR_INVALID_ARG, "lda = 0",
+        tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, M, N, K, 1, da, 0, 0, db, 0, K, 0, dc2, 0, N, NULL,
+                  NULL));
+    BAD(TSR_ERR_INVALID_ARG, "layout",
+        tsr_sgemm(dev, (tsr_layout)0, TSR_NO_TRANS, TSR_TRANS, M, N, K, 1, da, 0, K, db, 0, K, 0, dc2, 0, N, NULL,
+                  NULL));
+#undef BAD
+    assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
+    th_read(dev, dc2, c2, M * N);
+    assert_memory_equal(c1, c2, sizeof c1);
+    clReleaseMemObject(da), clReleaseMemObject(db), clReleaseMemObject(dc1), clReleaseMemObject(dc2);
+}
+
+/* ---- plans ---- */
+
+/* A plan executed many times gives tsr_matmul's bits every time, on any buffers that fit it, and
+ * keeps the configuration it was made with. */
+static void plan_reuse(void **state) {
+    (void)state;
+    enum { M = 33, N = 29, K = 17, BATCH = 2, RUNS = 6 };
+    const size_t na = BATCH * M * K, nb = K * N, nc = BATCH * M * N;
+    float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *bias = malloc(N * sizeof *bias);
+    float *want = malloc(nc * sizeof *want), *got = malloc(nc * sizeof *got);
+    th_fill_uniform(a, na, -1, 1);
+    th_fill_uniform(b, nb, -1, 1);
+    th_fill_uniform(bias, N, -1, 1);
+    cl_mem da = th_buffer_from(dev, a, na), db = th_buffer_from(dev, b, nb), dbias = th_buffer_from(dev, bias, N);
+    cl_mem want_c = th_buffer(dev, nc);
+    const tsr_matmul_desc desc = {.m = M,
+                                  .n = N,
+                                  .k = K,
+                                  .batch = BATCH,
+                                  .alpha = 1.0f,
+                                  .a = {.batch_stride = M * K},
+                                  .c = {.batch_stride = M * N},
+                                  .epilogue = {.bias = dbias, .activation = TSR_ACT_GELU_TANH}};
+    TH_ASSERT_OK(tsr_matmul(dev, &desc, da, db, want_c, NULL, NULL));
+    th_read(dev, want_c, want, nc);
+    tsr_matmul_plan *plan = NULL;
+    TH_ASSERT_OK(tsr_matmul_plan_create(dev, &desc, &plan));
+    assert_non_null(plan);
+    tsr_config_info made;
+    TH_ASSERT_OK(tsr_matmul_plan_info(plan, &made));
+    assert_string_equal(made.op, "gemm");
+    assert_string_equal(made.problem_class, "batched");
+    for (int r = 0; r < RUNS; ++r) {
+        cl_mem c = th_buffer(dev, nc); /* a fresh C each time: the plan holds no buffer but the bias */
+        cl_event ev = NULL;
+        TH_ASSERT_OK(tsr_matmul_execute(plan, da, db, c, NULL, &ev));
+        assert_non_null(ev);
+        assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+        clReleaseEvent(ev);
+        th_read(dev, c, got, nc);
+        if (memcmp(got, want, nc * sizeof *got) != 0) fail_msg("plan execute %d differs from tsr_matmul", r);
+        clReleaseMemObject(c);
+    }
+    /* each execute checks its buffers, and a refused one enqueues nothing */
+    cl_mem small = th_buffer(dev, nc - 1);
+    TH_ASSERT_STATUS(tsr_matmul_execute(plan, da, db, small, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "buffer c holds");
+    cl_mem both = th_buffer(dev, nc); /* A and C at its start */
+    TH_ASSERT_STATUS(tsr_matmul_execute(plan, both, db, both, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "overlaps");
+    clReleaseMemObject(both);
+    TH_ASSERT_STATUS(tsr_matmul_execute(NULL, da, db, small, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_matmul_plan_info(plan, NULL), TSR_ERR_INVALID_ARG);
+    clReleaseMemObject(small);
+    /* an override set after the plan was made does not change it; a new plan takes it */
+    const char *other = "MWI=2 VW=2 NVW=1 KU=1 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0";
+    if (th_try_override(dev, "gemm", other)) {
+        tsr_config_info info;
+        TH_ASSERT_OK(tsr_matmul_plan_info(plan, &info));
+        assert_int_equal(info.source, made.source);
+        assert_string_equal(info.config, made.config);
+        tsr_matmul_plan *overridden = NULL;
+        TH_ASSERT_OK(tsr_matmul_plan_create(dev, &desc, &overridden));
+        TH_ASSERT_OK(tsr_matmul_plan_info(overridden, &info));
+        assert_int_equal(info.source, TSR_CONFIG_API_OVERRIDE);
+        tsr_matmul_plan_destroy(overridden);
+        TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
+    }
+    /* bad descriptors are refused when the plan is made, *plan NULL */
+    tsr_matmul_plan *bad = (tsr_matmul_plan *)&made;
+    TH_ASSERT_STATUS(tsr_matmul_plan_create(dev, NULL, &bad), TSR_ERR_INVALID_ARG);
+    assert_null(bad);
+    TH_ASSERT_STATUS(tsr_matmul_plan_create(dev, &(tsr_matmul_desc){.m = 1, .n = 1, .batch = 2}, &bad),
+                     TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "overlap");
+    TH_ASSERT_STATUS(tsr_matmul_plan_create(dev, &desc, NULL), TSR_ERR_INVALID_ARG);
+    tsr_matmul_plan_destroy(plan);
+    tsr_matmul_plan_destroy(NULL);
+    clReleaseMemObject(da), clReleaseMemObject(db), clReleaseMemObject(dbias), clReleaseMemObject(want_c);
+    free(a), free(b), free(bias), free(want), free(got);
+}
+
+/* A plan holds its device: closed under it, the device lives on until the plan goes, and an
+ * execute says the device was closed instead of touching freed memory. */
+static void plan_outlives_device_close(void **state) {
+    (void)state;
+    enum { M = 8, N = 8, K = 8 };
+    tsr_device *other = th_open_device();
+    cl_mem a = th_buffer(other, M * K), b = th_buffer(other, K * N), c = th_buffer(other, M * N);
+    tsr_matmul_plan *plan = NULL, *second = NULL;
+    const tsr_matmul_desc desc = {.m = M, .n = N, .k = K, .alpha = 1};
+    TH_ASSERT_OK(tsr_matmul_plan_create(other, &desc, &plan));
+    TH_ASSERT_OK(tsr_matmul_plan_create(other, &desc, &second));
+    TH_ASSERT_OK(tsr_matmul_execute(plan, a, b, c, NULL, NULL));
+    tsr_device_close(other); /* finishes its queue; two plans still hold it */
+    TH_ASSERT_STATUS(tsr_matmul_execute(plan, a, b, c, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "the plan's device was closed");
+    tsr_config_info info;
+    TH_ASSERT_OK(tsr_matmul_plan_info(plan, &info)); /* the plan's own record stays readable */
+    tsr_matmul_plan_destroy(plan);
+    TH_ASSERT_STATUS(tsr_matmul_execute(second, a, b, c, NULL, NULL), TSR_ERR_INVALID_ARG);
+    tsr_matmul_plan_destroy(second); /* the last one: frees the device (ASan and LSan would see a leak) */
+    clReleaseMemObject(a), clReleaseMemObject(b), clReleaseMemObject(c);
+}
+
+/* A plan is read-only once made: executes from several threads at once, each on its own C and its
+ * own queue, all give tsr_matmul's bits. */
+enum { PT_M = 40, PT_N = 24, PT_K = 32, PT_THREADS = 4, PT_RUNS = 3 };
+typedef struct plan_thread {
+    tsr_matmul_plan *plan;
+    cl_mem a, b, c;
+    cl_command_queue queue;
+    tsr_status status;
+    char error[256];
+} plan_thread;
+
+static void *plan_thread_main(void *arg) {
+    plan_thread *t = arg;
+    for (int r = 0; r < PT_RUNS && t->status == TSR_SUCCESS; ++r) {
+        t->status = tsr_matmul_execute(t->plan, t->a, t->b, t->c, t->queue, NULL);
+        if (t->status != TSR_SUCCESS)
+            snprintf(t->error, sizeof t->error, "%s", tsr_last_error());
+        else if (clFinish(t->queue) != CL_SUCCESS)
+            t->status = TSR_ERR_OPENCL;
+    }
+    return NULL;
+}
+
+static void plan_concurrent_executes(void **state) {
+    (void)state;
+    float a[PT_M * PT_K], b[PT_K * PT_N], want[PT_M * PT_N], got[PT_M * PT_N];
+    th_fill_uniform(a, PT_M * PT_K, -1, 1);
+    th_fill_uniform(b, PT_K * PT_N, -1, 1);
+    cl_mem da = th_buffer_from(dev, a, PT_M * PT_K), db = th_buffer_from(dev, b, PT_K * PT_N);
+    cl_mem dw = th_buffer(dev, PT_M * PT_N);
+    /* transposed B: the CPU path packs it into the device's shared workspace on every execute */
+    const tsr_matmul_desc desc = {
+        .trans_b = TSR_TRANS, .m = PT_M, .n = PT_N / 2, .k = PT_K, .alpha = 1, .b = {.ld = PT_K}};
+    TH_ASSERT_OK(tsr_matmul(dev, &desc, da, db, dw, NULL, NULL));
+    th_read(dev, dw, want, PT_M * PT_N / 2);
+    tsr_matmul_plan *plan = NULL;
+    TH_ASSERT_OK(tsr_matmul_plan_create(dev, &desc, &plan));
+    plan_thread threads[PT_THREADS];
+    pthread_t ids[PT_THREADS];
+    for (int i = 0; i < PT_THREADS; ++i) {
+        cl_int err;
+        threads[i] = (plan_thread){.plan = plan, .a = da, .b = db, .c = th_buffer(dev, PT_M * PT_N / 2)};
+        threads[i].queue = clCreateCommandQueue(tsr_device_context(dev), tsr_device_id(dev), 0, &err);
+        assert_int_equal(err, CL_SUCCESS);
+    }
+    for (int i = 0; i < PT_THREADS; ++i)
+        assert_int_equal(pthread_create(&ids[i], NULL, plan_thread_main, &threads[i]), 0);
+    for (int i = 0; i < PT_THREADS; ++i)
+        assert_int_equal(pthread_join(ids[i], NULL), 0);
+    for (int i = 0; i < PT_THREADS; ++i) {
+        if (threads[i].status != TSR_SUCCESS)
+            fail_msg("thread %d: %s: %s", i, tsr_status_str(threads[i].status), threads[i].error);
+        th_read(dev, threads[i].c, got, PT_M * PT_N / 2);
+        if (memcmp(got, want, PT_M * PT_N / 2 * sizeof(float)) != 0) fail_msg("thread %d's C differs", i);
+        clReleaseMemObject(threads[i].c);
+        clReleaseCommandQueue(threads[i].queue);
+    }
+    tsr_matmul_plan_destroy(plan);
+    clReleaseMemObject(da), clReleaseMemObject(db), clReleaseMemObject(dw);
 }
 
 #ifdef TSR_HAVE_CLBLAST
@@ -1014,6 +1274,10 @@ int main(void) {
         cmocka_unit_test(caller_queue_and_event),
         cmocka_unit_test(types_invalid_arguments),
         cmocka_unit_test(sgemm_is_gemm_f32),
+        cmocka_unit_test(descriptor_defaults_and_rules),
+        cmocka_unit_test(plan_reuse),
+        cmocka_unit_test(plan_outlives_device_close),
+        cmocka_unit_test(plan_concurrent_executes),
 #ifdef TSR_HAVE_CLBLAST
         cmocka_unit_test(matches_clblast),
 #endif

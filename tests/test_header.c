@@ -18,22 +18,23 @@ static const struct {
     const char *name;
     any_fn fn;
 } api[] = {
-    FN(tsr_status_str), FN(tsr_last_error), FN(tsr_last_warning), FN(tsr_set_warning_handler),
+    FN(tsr_status_str), FN(tsr_last_error), FN(tsr_set_error), FN(tsr_set_cl_error), FN(tsr_last_warning), FN(tsr_set_warning_handler),
     FN(tsr_device_type_str), FN(tsr_discover),
     FN(tsr_discover_json), FN(tsr_icd_problems), FN(tsr_free), FN(tsr_device_open), FN(tsr_device_wrap), FN(tsr_device_close),
     FN(tsr_device_get_info), FN(tsr_device_context), FN(tsr_device_id), FN(tsr_device_queue),
     FN(tsr_device_fingerprint), FN(tsr_cache_get_info), FN(tsr_get_kernel), FN(tsr_kernel_source_names),
     FN(tsr_build_binaries), FN(tsr_build_binaries_typed), FN(tsr_sgemm), FN(tsr_sgemm_strided_batched), FN(tsr_gelu), FN(tsr_gelu_unfused),
-    FN(tsr_sgemm_ex), FN(tsr_sgemm_strided_batched_ex), FN(tsr_gemm), FN(tsr_attention), FN(tsr_attention_unfused),
+    FN(tsr_matmul), FN(tsr_matmul_plan_create), FN(tsr_matmul_execute), FN(tsr_matmul_plan_destroy),
+    FN(tsr_matmul_plan_info), FN(tsr_attention), FN(tsr_attention_unfused),
     FN(tsr_attention_unfused_workspace_bytes), FN(tsr_conv2d_output_size), FN(tsr_conv2d_workspace_size),
     FN(tsr_conv2d), FN(tsr_op_names), FN(tsr_run_demo), FN(tsr_config_source_str), FN(tsr_config_lookup),
     FN(tsr_config_override),
-    FN(tsr_sgemm_plan), FN(tsr_conv2d_plan), FN(tsr_op_classes), FN(tsr_tune), FN(tsr_tuning_db_path),
+    FN(tsr_conv2d_plan), FN(tsr_op_classes), FN(tsr_tune), FN(tsr_tuning_db_path),
     FN(tsr_tuning_db_import), FN(tsr_tuning_db_export), FN(tsr_dtype_str), FN(tsr_dtype_size), FN(tsr_dtype_parse),
     FN(tsr_convert_host),
-    FN(tsr_gelu_ex), FN(tsr_convert), FN(tsr_layernorm), FN(tsr_embedding),
+    FN(tsr_convert), FN(tsr_layernorm), FN(tsr_embedding),
     FN(tsr_group_create), FN(tsr_group_destroy), FN(tsr_group_size), FN(tsr_group_set_weights),
-    FN(tsr_group_last_stats), FN(tsr_sgemm_multi), FN(tsr_sgemm_strided_batched_multi), FN(tsr_attention_multi),
+    FN(tsr_group_last_stats), FN(tsr_matmul_multi), FN(tsr_attention_multi),
 };
 
 static void every_function_links(void **state) {
@@ -54,6 +55,18 @@ static void calls_through_the_shared_library(void **state) {
     assert_true(strlen(tsr_last_error()) > 0);
     tsr_free(NULL);
     tsr_device_close(NULL);
+    tsr_matmul_plan_destroy(NULL);
+    tsr_matmul_plan *plan = (tsr_matmul_plan *)&h; /* overwritten: NULL on failure */
+    assert_int_equal(tsr_matmul_plan_create(NULL, &(tsr_matmul_desc){.m = 1, .n = 1}, &plan), TSR_ERR_INVALID_ARG);
+    assert_null(plan);
+    assert_int_equal(tsr_matmul(NULL, NULL, NULL, NULL, NULL, NULL, NULL), TSR_ERR_INVALID_ARG);
+    assert_int_equal(tsr_matmul_execute(NULL, NULL, NULL, NULL, NULL, NULL), TSR_ERR_INVALID_ARG);
+    /* A library built on tessera records its failures as tessera's own. */
+    assert_int_equal(tsr_set_error(TSR_ERR_IO, "rank %d: %s", 3, "lost"), TSR_ERR_IO);
+    assert_string_equal(tsr_last_error(), "rank 3: lost");
+    assert_int_equal(tsr_set_cl_error(CL_OUT_OF_HOST_MEMORY, "clFoo", "x.c", 7), TSR_ERR_OUT_OF_MEMORY);
+    assert_string_equal(tsr_last_error(), "clFoo failed with CL_OUT_OF_HOST_MEMORY (-6) [x.c:7]");
+    assert_int_equal(tsr_set_cl_error(CL_INVALID_VALUE, "clBar", "y.c", 1), TSR_ERR_OPENCL);
 }
 
 int main(void) {

@@ -111,6 +111,43 @@ static gemm_case random_gemm(int row_major, int ta, int tb, float beta) {
 
 static void free_gemm(gemm_case *g) { free(g->a), free(g->b), free(g->c); }
 
+/* The group GEMM through its descriptor, from the CLBlast-style argument lists the cases are written
+ * in (offsets 0): one product, and a strided batch. */
+static tsr_status group_gemm(tsr_device_group *g, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
+                             size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b, size_t ldb,
+                             float beta, float *c, size_t ldc) {
+    const tsr_matmul_desc desc = {.layout = layout,
+                                  .trans_a = ta,
+                                  .trans_b = tb,
+                                  .m = m,
+                                  .n = n,
+                                  .k = k,
+                                  .alpha = alpha,
+                                  .beta = beta,
+                                  .a = {.ld = lda},
+                                  .b = {.ld = ldb},
+                                  .c = {.ld = ldc}};
+    return tsr_matmul_multi(g, &desc, a, b, c);
+}
+
+static tsr_status group_batched(tsr_device_group *g, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
+                                size_t n, size_t k, float alpha, const float *a, size_t lda, size_t sa, const float *b,
+                                size_t ldb, size_t sb, float beta, float *c, size_t ldc, size_t sc, size_t batch) {
+    const tsr_matmul_desc desc = {.layout = layout,
+                                  .trans_a = ta,
+                                  .trans_b = tb,
+                                  .m = m,
+                                  .n = n,
+                                  .k = k,
+                                  .batch = batch,
+                                  .alpha = alpha,
+                                  .beta = beta,
+                                  .a = {.ld = lda, .batch_stride = sa},
+                                  .b = {.ld = ldb, .batch_stride = sb},
+                                  .c = {.ld = ldc, .batch_stride = sc}};
+    return tsr_matmul_multi(g, &desc, a, b, c);
+}
+
 static void run_gemm_case(int row_major, int ta, int tb, float beta) {
     gemm_case g = random_gemm(row_major, ta, tb, beta);
     tsr_layout layout = row_major ? TSR_ROW_MAJOR : TSR_COL_MAJOR;
@@ -121,7 +158,7 @@ static void run_gemm_case(int row_major, int ta, int tb, float beta) {
     memcpy(before, g.c, g.c_n * sizeof(float));
     th_ref_sgemm(row_major, ta, tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, ref, g.ldc);
     TH_ASSERT_OK(
-        tsr_sgemm_multi(group, layout, tra, trb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc));
+        group_gemm(group, layout, tra, trb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc));
     double err = th_rel_error_matrix(row_major, g.m, g.n, g.c, ref, g.ldc);
     if (!(err < 2e-6))
         fail_msg("relative error %.3g (%s, ta %d, tb %d, %zux%zux%zu)", err, row_major ? "row" : "col", ta, tb, g.m,
@@ -184,8 +221,8 @@ static void gemm_weights_and_stats(void **state) {
     /* a call in which a device compiled teaches nothing about its rate; tiles of new heights can
      * compile again, so allow a few calls before the split must run on measured rates */
     for (int call = 0; call < 6; call++) {
-        TH_ASSERT_OK(tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, g.m, g.n, g.k, 1, g.a, g.lda,
-                                     g.b, g.ldb, 0, g.c, g.ldc));
+        TH_ASSERT_OK(group_gemm(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, g.m, g.n, g.k, 1, g.a, g.lda, g.b,
+                                g.ldb, 0, g.c, g.ldc));
         TH_ASSERT_OK(tsr_group_last_stats(group, &st));
         printf("# call %d: weights %s, %.1f ms;", call, st.weights_from, st.seconds * 1e3);
         for (size_t d = 0; d < ndevices; d++)
@@ -200,8 +237,8 @@ static void gemm_weights_and_stats(void **state) {
     double w[MAX_DEVICES] = {0};
     w[ndevices - 1] = 2.5; /* everything on the last device */
     TH_ASSERT_OK(tsr_group_set_weights(group, w));
-    TH_ASSERT_OK(tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, g.m, g.n, g.k, 1, g.a, g.lda, g.b,
-                                 g.ldb, 0, g.c, g.ldc));
+    TH_ASSERT_OK(group_gemm(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, g.m, g.n, g.k, 1, g.a, g.lda, g.b, g.ldb,
+                            0, g.c, g.ldc));
     TH_ASSERT_OK(tsr_group_last_stats(group, &st));
     assert_string_equal(st.weights_from, "given");
     assert_int_equal(st.devices[ndevices - 1].units, g.m);
@@ -231,27 +268,26 @@ static void gemm_degenerate(void **state) {
         want[i] = 0.5f * c[i];
     float one = 1;
     TH_ASSERT_OK(
-        tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, 0, 1, &one, 1, &one, n, 0.5f, c, n));
+        group_gemm(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, 0, 1, &one, 1, &one, n, 0.5f, c, n));
     assert_memory_equal(c, want, m * n * sizeof(float));
     /* alpha = 0 reads neither A nor B, so C may overlap them (tsr_sgemm allows it too) */
     float *ab = random_floats(m * n + 8);
     memcpy(want, ab, m * n * sizeof(float));
     for (size_t i = 0; i < m * n; i++)
         want[i] *= 2;
-    TH_ASSERT_OK(tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, 4, 0, ab + 1, 4, ab, n, 2, ab,
-                                 n));
+    TH_ASSERT_OK(group_gemm(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, 4, 0, ab + 1, 4, ab, n, 2, ab, n));
     assert_memory_equal(ab, want, m * n * sizeof(float));
     /* batched, k = 0: every entry C <- beta C */
     float *cb = random_floats(3 * m * n);
     memcpy(want, cb, m * n * sizeof(float)); /* the first entry */
-    TH_ASSERT_OK(tsr_sgemm_strided_batched_multi(group, TSR_ROW_MAJOR, TSR_TRANS, TSR_NO_TRANS, m, n, 0, 1, &one, m, 0,
-                                                 &one, n, 0, 0.25f, cb, n, m * n, 3));
+    TH_ASSERT_OK(group_batched(group, TSR_ROW_MAJOR, TSR_TRANS, TSR_NO_TRANS, m, n, 0, 1, &one, m, 0, &one, n, 0, 0.25f,
+                               cb, n, m * n, 3));
     for (size_t i = 0; i < m * n; i++)
         assert_true(cb[i] == 0.25f * want[i]);
     free(c), free(want), free(ab), free(cb);
 }
 
-/* The group calls take tsr_sgemm's and tsr_attention's argument rules: every case below gets the
+/* The group calls take tsr_matmul's and tsr_attention's argument rules: every case below gets the
  * same status from the single-device call (on buffers as large as the host arrays) and from the
  * group call, whose output stays untouched when it refuses. */
 typedef struct rule_case {
@@ -267,20 +303,20 @@ static void group_calls_follow_the_single_device_rules(void **state) {
     const rule_case cases[] = {
         {"m = 0", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 0, 8, 4, 4, 8, 8, 32, 32, 64, 2, false},
         {"n = 0", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 0, 4, 4, 8, 8, 32, 32, 64, 2, false},
-        {"batch = 0", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 4, 4, 8, 8, 32, 32, 64, 0, false},
+        {"batch = 0 (one product)", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 4, 4, 8, 8, 32, 32, 64, 0, false},
         {"m = 0, k = 0", TSR_COL_MAJOR, TSR_TRANS, TSR_NO_TRANS, 0, 8, 0, 4, 8, 8, 32, 32, 64, 2, false},
         {"k = 0 with A NULL", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 0, 4, 8, 8, 32, 32, 64, 2, true},
         {"layout 7", 7, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 4, 4, 8, 8, 32, 32, 64, 2, false},
-        {"trans_b 0", TSR_ROW_MAJOR, TSR_NO_TRANS, 0, 8, 8, 4, 4, 8, 8, 32, 32, 64, 2, false},
-        {"lda short (k = 0 still needs 1)", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 0, 0, 8, 8, 0, 0, 64, 2,
-         false},
+        {"trans_b 5", TSR_ROW_MAJOR, TSR_NO_TRANS, 5, 8, 8, 4, 4, 8, 8, 32, 32, 64, 2, false},
+        {"defaults: no transposes, packed (k = 0: ld 1)", 0, 0, 0, 8, 8, 0, 0, 0, 0, 0, 0, 64, 2, false},
+        {"lda short", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 4, 3, 8, 8, 32, 32, 64, 2, false},
         {"ldc short, column-major", TSR_COL_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 6, 4, 8, 4, 7, 32, 32, 64, 2, false},
         {"m past INT_MAX", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, (size_t)INT_MAX + 1, 8, 4, 4, 8, 8, 32, 32, 64, 1,
          false},
         {"k past INT_MAX", TSR_ROW_MAJOR, TSR_TRANS, TSR_NO_TRANS, 8, 8, (size_t)INT_MAX + 1, 8, 8, 8, 32, 32, 64, 1,
          false},
-        {"ldb past INT_MAX", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 4, 4, (size_t)INT_MAX + 1, 8, 32, 0, 64, 1,
-         false},
+        {"ldb past INT_MAX", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 4, 4, (size_t)INT_MAX + 1, 8, 32, 0, 64,
+         1, false},
         {"C matrices overlap", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 4, 4, 8, 8, 32, 32, 63, 2, false},
         {"extent overflows", TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, 8, 8, 4, 4, 8, 8, SIZE_MAX / 4, 32, 64, 3,
          false},
@@ -297,32 +333,29 @@ static void group_calls_follow_the_single_device_rules(void **state) {
             if (!batched && r->batch != 1 && r->batch != 2) continue; /* a batch rule */
             tsr_status single, multi;
             char single_error[512];
-            if (batched)
-                single = tsr_sgemm_strided_batched(devices[0], (tsr_layout)r->layout, (tsr_transpose)r->ta,
-                                                   (tsr_transpose)r->tb, r->m, r->n, r->k, 1, r->null_a ? NULL : da, 0,
-                                                   r->lda, r->sa, db, 0, r->ldb, r->sb, 0.5f, dc, 0, r->ldc, r->sc,
-                                                   r->batch, NULL, NULL);
-            else
-                single = tsr_sgemm(devices[0], (tsr_layout)r->layout, (tsr_transpose)r->ta, (tsr_transpose)r->tb, r->m,
-                                   r->n, r->k, 1, r->null_a ? NULL : da, 0, r->lda, db, 0, r->ldb, 0.5f, dc, 0, r->ldc,
-                                   NULL, NULL);
+            /* one descriptor for both: the group's rules are tsr_matmul's (batch 1 in the unbatched pass) */
+            const tsr_matmul_desc desc = {.layout = (tsr_layout)r->layout,
+                                          .trans_a = (tsr_transpose)r->ta,
+                                          .trans_b = (tsr_transpose)r->tb,
+                                          .m = r->m,
+                                          .n = r->n,
+                                          .k = r->k,
+                                          .batch = batched ? r->batch : 1,
+                                          .alpha = 1,
+                                          .beta = 0.5f,
+                                          .a = {.ld = r->lda, .batch_stride = batched ? r->sa : 0},
+                                          .b = {.ld = r->ldb, .batch_stride = batched ? r->sb : 0},
+                                          .c = {.ld = r->ldc, .batch_stride = batched ? r->sc : 0}};
+            single = tsr_matmul(devices[0], &desc, r->null_a ? NULL : da, db, dc, NULL, NULL);
             snprintf(single_error, sizeof single_error, "%s", tsr_last_error());
-            if (batched)
-                multi = tsr_sgemm_strided_batched_multi(group, (tsr_layout)r->layout, (tsr_transpose)r->ta,
-                                                        (tsr_transpose)r->tb, r->m, r->n, r->k, 1,
-                                                        r->null_a ? NULL : a, r->lda, r->sa, b, r->ldb, r->sb, 0.5f,
-                                                        c, r->ldc, r->sc, r->batch);
-            else
-                multi = tsr_sgemm_multi(group, (tsr_layout)r->layout, (tsr_transpose)r->ta, (tsr_transpose)r->tb, r->m,
-                                        r->n, r->k, 1, r->null_a ? NULL : a, r->lda, b, r->ldb, 0.5f, c, r->ldc);
+            multi = tsr_matmul_multi(group, &desc, r->null_a ? NULL : a, b, c);
             printf("# %s%s: single %s, group %s\n", r->what, batched ? " (batched)" : "", tsr_status_str(single),
                    tsr_status_str(multi));
             if (single != multi)
-                fail_msg("%s%s: tsr_sgemm%s says %s (%s), the group call %s (%s)", r->what, batched ? " (batched)" : "",
-                         batched ? "_strided_batched" : "", tsr_status_str(single), single_error,
-                         tsr_status_str(multi), tsr_last_error());
+                fail_msg("%s%s: tsr_matmul says %s (%s), the group call %s (%s)", r->what, batched ? " (batched)" : "",
+                         tsr_status_str(single), single_error, tsr_status_str(multi), tsr_last_error());
             if (multi != TSR_SUCCESS) {
-                TH_ASSERT_CONTAINS(tsr_last_error(), batched ? "tsr_sgemm_strided_batched_multi" : "tsr_sgemm_multi");
+                TH_ASSERT_CONTAINS(tsr_last_error(), "tsr_matmul_multi");
                 assert_memory_equal(c, kept, F * sizeof(float));
             } else {
                 memcpy(c, kept, F * sizeof(float));
@@ -361,29 +394,43 @@ static void gemm_refusals(void **state) {
     assert_non_null(c), assert_non_null(poisoned);
     th_poison(c, m * n);
     memcpy(poisoned, c, m * n * sizeof(float));
-    TH_ASSERT_STATUS(tsr_sgemm_multi(NULL, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0, c, n),
+    TH_ASSERT_STATUS(group_gemm(NULL, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0, c, n),
                      TSR_ERR_INVALID_ARG);
-    TH_ASSERT_STATUS(tsr_sgemm_multi(group, (tsr_layout)7, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0, c, n),
+    TH_ASSERT_STATUS(group_gemm(group, (tsr_layout)7, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0, c, n),
                      TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "layout");
-    TH_ASSERT_STATUS(
-        tsr_sgemm_multi(group, TSR_ROW_MAJOR, (tsr_transpose)0, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0, c, n),
-        TSR_ERR_INVALID_ARG);
-    TH_ASSERT_STATUS(
-        tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k - 1, b, n, 0, c, n),
-        TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(group_gemm(group, TSR_ROW_MAJOR, (tsr_transpose)5, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0, c, n),
+                     TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(group_gemm(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k - 1, b, n, 0, c, n),
+                     TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "lda");
-    TH_ASSERT_STATUS(
-        tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, NULL, k, b, n, 0, c, n),
-        TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(group_gemm(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, NULL, k, b, n, 0, c, n),
+                     TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "A is NULL");
     /* C overlapping A */
-    TH_ASSERT_STATUS(
-        tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, k, k, 1, a, k, b, n, 0, a + 3, k),
-        TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(group_gemm(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, k, k, 1, a, k, b, n, 0, a + 3, k),
+                     TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "shares memory");
+    /* the descriptor's own rules: a NULL one, fp32 only, no epilogue, each refused by name */
+    TH_ASSERT_STATUS(tsr_matmul_multi(group, NULL, a, b, c), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "desc is NULL");
+    const tsr_matmul_desc base = {.m = m, .n = n, .k = k, .alpha = 1};
+    tsr_matmul_desc d = base;
+    d.b.dtype = TSR_F16;
+    TH_ASSERT_STATUS(tsr_matmul_multi(group, &d, a, b, c), TSR_ERR_UNSUPPORTED);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "b.dtype is f16");
+    d = base, d.c.dtype = (tsr_dtype)9;
+    TH_ASSERT_STATUS(tsr_matmul_multi(group, &d, a, b, c), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "c.dtype");
+    d = base, d.epilogue.activation = TSR_ACT_RELU;
+    TH_ASSERT_STATUS(tsr_matmul_multi(group, &d, a, b, c), TSR_ERR_UNSUPPORTED);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "epilogue");
+    /* C overlapping A only through A's offset */
+    d = base, d.n = k, d.a.offset = 3;
+    TH_ASSERT_STATUS(tsr_matmul_multi(group, &d, a, b, a + 3 + m * k - 1), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "shares memory");
     TH_ASSERT_STATUS(
-        tsr_sgemm_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, SIZE_MAX / 2, n, k, 1, a, k, b, n, 0, c, n),
+        group_gemm(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, SIZE_MAX / 2, n, k, 1, a, k, b, n, 0, c, n),
         TSR_ERR_OVERFLOW);
     assert_memory_equal(c, poisoned, m * n * sizeof(float));
     tsr_device_group *g2 = NULL;
@@ -449,8 +496,8 @@ static void zero_weight_devices_take_no_work(void **state) {
             th_ref_sgemm(row_major, 0, 0, m, n, k, 1, a, row_major ? k : m, b, row_major ? n : k, 0.5, c, ref, line);
             snprintf(what, sizeof what, "GEMM m = %zu (%s), weights %s", m, row_major ? "row-major" : "column-major",
                      splits[sp].name);
-            tsr_status st = tsr_sgemm_multi(g, row_major ? TSR_ROW_MAJOR : TSR_COL_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m,
-                                            n, k, 1, a, row_major ? k : m, b, row_major ? n : k, 0.5f, c, line);
+            tsr_status st = group_gemm(g, row_major ? TSR_ROW_MAJOR : TSR_COL_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n,
+                                       k, 1, a, row_major ? k : m, b, row_major ? n : k, 0.5f, c, line);
             if (st != TSR_SUCCESS) fail_msg("%s: %s: %s", what, tsr_status_str(st), tsr_last_error());
             double err = th_rel_error_matrix(row_major, m, n, c, ref, line);
             if (!(err < 2e-6)) fail_msg("%s: relative error %.3g", what, err);
@@ -466,13 +513,14 @@ static void zero_weight_devices_take_no_work(void **state) {
             for (size_t e = 0; e < batch; e++)
                 th_ref_sgemm(1, 0, 0, m, n, k, 1, a + e * m * k, k, b, n, 0.5, c + e * m * n, ref + e * m * n, n);
             snprintf(what, sizeof what, "batched GEMM, batch %zu, weights %s", batch, splits[sp].name);
-            tsr_status st = tsr_sgemm_strided_batched_multi(g, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a,
-                                                            k, m * k, b, n, 0, 0.5f, c, n, m * n, batch);
+            tsr_status st = group_batched(g, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, m * k, b, n,
+                                          0, 0.5f, c, n, m * n, batch);
             if (st != TSR_SUCCESS) fail_msg("%s: %s: %s", what, tsr_status_str(st), tsr_last_error());
             for (size_t e = 0; e < batch; e++)
                 if (!(th_rel_error_matrix(1, m, n, c + e * m * n, ref + e * m * n, n) < 2e-6))
                     fail_msg("%s: entry %zu is wrong", what, e);
-            check_zero_weights(g, splits[sp].members, splits[sp].w, batch, what);
+            /* a batch of one is one product: its units are rows */
+            check_zero_weights(g, splits[sp].members, splits[sp].w, batch > 1 ? batch : m, what);
             free(a), free(b), free(c), free(ref);
         }
         const size_t shapes[][2] = {{1, 1}, {1, 2}, {1, 3}, {2, 3}}; /* (batch, heads) */
@@ -542,7 +590,7 @@ static bool gemm_fails_and_says_what_it_wrote(tsr_device_group *g, size_t member
     memcpy(before, c, m * n * sizeof(float));
     th_ref_sgemm(1, 0, 0, m, n, k, 1, a, k, b, n, 0.5, c, ref, n);
     setenv("TSR_TEST_MULTI_FAIL", hook, 1);
-    tsr_status st = tsr_sgemm_multi(g, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0.5f, c, n);
+    tsr_status st = group_gemm(g, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0.5f, c, n);
     unsetenv("TSR_TEST_MULTI_FAIL");
     if (st == TSR_SUCCESS) {
         free(a), free(b), free(c), free(before), free(ref);
@@ -625,7 +673,7 @@ static void gemm_failure_names_device(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv("TSR_TEST_MULTI_FAIL", bad[i], 1);
         tsr_status st =
-            tsr_sgemm_multi(fresh, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0.5f, c, n);
+            group_gemm(fresh, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0.5f, c, n);
         unsetenv("TSR_TEST_MULTI_FAIL");
         if (st != TSR_ERR_INVALID_ARG)
             fail_msg("TSR_TEST_MULTI_FAIL='%s': %s (%s)", bad[i], tsr_status_str(st), tsr_last_error());
@@ -636,7 +684,7 @@ static void gemm_failure_names_device(void **state) {
     double *ref = malloc(m * n * sizeof(double));
     assert_non_null(ref);
     th_ref_sgemm(1, 0, 0, m, n, k, 1, a, k, b, n, 0.5, c, ref, n);
-    TH_ASSERT_OK(tsr_sgemm_multi(fresh, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0.5f, c, n));
+    TH_ASSERT_OK(group_gemm(fresh, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, b, n, 0.5f, c, n));
     assert_true(th_rel_error_matrix(1, m, n, c, ref, n) < 2e-6);
     check_tiles_of(fresh, ndevices, m);
     tsr_group_destroy(fresh);
@@ -660,8 +708,8 @@ static void batched_and_attention_failures_say_what_they_wrote(void **state) {
     for (size_t e = 0; e < batch; e++)
         th_ref_sgemm(1, 0, 0, m, n, k, 1, a + e * m * k, k, b + e * k * n, n, 0.5, c + e * m * n, ref + e * m * n, n);
     setenv("TSR_TEST_MULTI_FAIL", hook, 1);
-    tsr_status st = tsr_sgemm_strided_batched_multi(fresh, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k,
-                                                    m * k, b, n, k * n, 0.5f, c, n, m * n, batch);
+    tsr_status st = group_batched(fresh, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, m, n, k, 1, a, k, m * k, b, n,
+                                  k * n, 0.5f, c, n, m * n, batch);
     unsetenv("TSR_TEST_MULTI_FAIL");
     TH_ASSERT_STATUS(st, TSR_ERR_OPENCL);
     printf("# batched: %s\n", tsr_last_error());
@@ -722,8 +770,8 @@ static void batched_matches(void **state) {
         memcpy(before, c, c_n * sizeof(float));
         float alpha = 0.75f, beta = shared_b ? 0.5f : 0.0f;
         if (beta == 0) th_poison(c, c_n), memcpy(before, c, c_n * sizeof(float));
-        TH_ASSERT_OK(tsr_sgemm_strided_batched_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, m, n, k, alpha, a,
-                                                     lda, sa, b, ldb, sb, beta, c, ldc, sc, batch));
+        TH_ASSERT_OK(group_batched(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, m, n, k, alpha, a, lda, sa, b, ldb,
+                                   sb, beta, c, ldc, sc, batch));
         for (size_t e = 0; e < batch; e++) {
             th_ref_sgemm(1, 0, 1, m, n, k, alpha, a + e * sa, lda, b + e * sb, ldb, beta, before + e * sc, ref, ldc);
             double err = th_rel_error_matrix(1, m, n, c + e * sc, ref, ldc);
@@ -755,8 +803,8 @@ static void batched_matches(void **state) {
             free(alone);
             clReleaseMemObject(da), clReleaseMemObject(db), clReleaseMemObject(dc);
         }
-        TH_ASSERT_STATUS(tsr_sgemm_strided_batched_multi(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, m, n, k, alpha,
-                                                         a, lda, sa, b, ldb, sb, beta, c, ldc, 1, batch),
+        TH_ASSERT_STATUS(group_batched(group, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, m, n, k, alpha, a, lda, sa, b,
+                                       ldb, sb, beta, c, ldc, 1, batch),
                          TSR_ERR_INVALID_ARG);
         TH_ASSERT_CONTAINS(tsr_last_error(), "c_stride");
         free(a), free(b), free(c), free(before), free(ref);

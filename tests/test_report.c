@@ -1002,15 +1002,15 @@ static void merge_keeps_failed_devices(void **state) {
     static const char device_fmt[] = "{\"fingerprint\": \"%s\", \"host\": \"h\", \"selector\": \"%s\", "
                                      "\"status\": \"%s\", \"created\": \"2026-0%d-01T00:00:00Z\", \"results\": []}";
     for (int f = 0; f < 2; ++f) {
-        bench_text t = {0};
-        bench_text_printf(&t, "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [");
-        bench_text_printf(&t, device_fmt, "", "0:0", "skipped", f + 1);
-        bench_text_printf(&t, ",");
-        bench_text_printf(&t, device_fmt, "", "0:1", "skipped", f + 1);
-        bench_text_printf(&t, ",");
-        bench_text_printf(&t, device_fmt, "P|V|card|1.0", "1:0", "ok", f + 1);
-        bench_text_printf(&t, "]}");
-        char *text = bench_text_finish(&t);
+        util_text t = {0};
+        util_text_printf(&t, "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [");
+        util_text_printf(&t, device_fmt, "", "0:0", "skipped", f + 1);
+        util_text_printf(&t, ",");
+        util_text_printf(&t, device_fmt, "", "0:1", "skipped", f + 1);
+        util_text_printf(&t, ",");
+        util_text_printf(&t, device_fmt, "P|V|card|1.0", "1:0", "ok", f + 1);
+        util_text_printf(&t, "]}");
+        char *text = util_text_finish(&t);
         assert_non_null(text);
         th_write_file(f ? b : a, text, strlen(text));
         free(text);
@@ -1037,14 +1037,14 @@ static void merge_many_devices(void **state) {
     snprintf(a, sizeof a, "%s/a.json", dir);
     snprintf(b, sizeof b, "%s/b.json", dir);
     for (int f = 0; f < 2; ++f) {
-        bench_text t = {0};
-        bench_text_printf(&t, "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [");
+        util_text t = {0};
+        util_text_printf(&t, "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [");
         for (int i = 0; i < N; ++i)
-            bench_text_printf(&t, "%s{\"fingerprint\": \"P|V|card %d|1.0\", \"host\": \"h%d\", \"status\": \"ok\", "
-                                  "\"created\": \"2026-0%d-01T00:00:00Z\", \"results\": []}", i ? "," : "", i, i % 7,
-                              f + 1);
-        bench_text_printf(&t, "]}");
-        char *text = bench_text_finish(&t);
+            util_text_printf(&t, "%s{\"fingerprint\": \"P|V|card %d|1.0\", \"host\": \"h%d\", \"status\": \"ok\", "
+                                 "\"created\": \"2026-0%d-01T00:00:00Z\", \"results\": []}", i ? "," : "", i, i % 7,
+                             f + 1);
+        util_text_printf(&t, "]}");
+        char *text = util_text_finish(&t);
         assert_non_null(text);
         th_write_file(f ? b : a, text, strlen(text));
         free(text);
@@ -1075,17 +1075,17 @@ static void report_many_rows(void **state) {
     char dir[512], a[700], out[700], path[800];
     th_tempdir(dir, sizeof dir);
     snprintf(a, sizeof a, "%s/a.json", dir);
-    bench_text t = {0};
-    bench_text_printf(&t, "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [{\"fingerprint\": \"f\", "
-                          "\"host\": \"h\", \"status\": \"ok\", \"info\": {\"name\": \"Big\"}, \"results\": [");
+    util_text t = {0};
+    util_text_printf(&t, "{\"format\": \"tessera-report\", \"schema_version\": 1, \"devices\": [{\"fingerprint\": \"f\", "
+                         "\"host\": \"h\", \"status\": \"ok\", \"info\": {\"name\": \"Big\"}, \"results\": [");
     for (int i = 0; i < ROWS; ++i)
-        bench_text_printf(&t, "%s{\"case\": \"c%d\", \"impl\": \"tessera\", \"shape\": \"s%d\", \"time_ms\": 2, "
-                              "\"gflops\": 1, \"gbps\": 1, \"flops\": 0, \"bytes\": 0}", i ? "," : "", i % CASES, i);
+        util_text_printf(&t, "%s{\"case\": \"c%d\", \"impl\": \"tessera\", \"shape\": \"s%d\", \"time_ms\": 2, "
+                             "\"gflops\": 1, \"gbps\": 1, \"flops\": 0, \"bytes\": 0}", i ? "," : "", i % CASES, i);
     for (int c = 0; c < CASES; ++c)
-        bench_text_printf(&t, ",{\"case\": \"c%d\", \"impl\": \"clblast\", \"shape\": \"s\", \"time_ms\": %d, \"gflops\": 1, "
-                              "\"gbps\": 1, \"flops\": 0, \"bytes\": 0}", c, 3 + c);
-    bench_text_printf(&t, "]}]}");
-    char *text = bench_text_finish(&t);
+        util_text_printf(&t, ",{\"case\": \"c%d\", \"impl\": \"clblast\", \"shape\": \"s\", \"time_ms\": %d, \"gflops\": 1, "
+                             "\"gbps\": 1, \"flops\": 0, \"bytes\": 0}", c, 3 + c);
+    util_text_printf(&t, "]}]}");
+    char *text = util_text_finish(&t);
     assert_non_null(text);
     th_write_file(a, text, strlen(text));
     free(text);

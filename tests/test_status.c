@@ -81,6 +81,31 @@ static void embedded_sources_and_ops_are_listed(void **state) {
     assert_string_equal(ops[0], "gemm");
 }
 
+/* A source a layer above the runtime adds (the report's peak.cl) is found by name like an
+ * embedded one; adding it again is a no-op; a taken name or other text is refused. */
+static void added_kernel_sources(void **state) {
+    (void)state;
+    static const char text[] = "__kernel void zz_added(__global float *x) { x[0] = 1.0f; }\n";
+    static const char other[] = "__kernel void zz_other(__global float *x) { x[0] = 2.0f; }\n";
+    char *owned = NULL;
+    const char *got = NULL;
+    size_t length = 0;
+    assert_int_equal(tsr_load_kernel_source(NULL, "zz_added", &owned, &got, &length), TSR_ERR_NOT_FOUND);
+    assert_int_equal(tsr_add_kernel_source("zz_added", text, sizeof text - 1), TSR_SUCCESS);
+    assert_int_equal(tsr_add_kernel_source("zz_added", text, sizeof text - 1), TSR_SUCCESS);
+    assert_int_equal(tsr_load_kernel_source(NULL, "zz_added", &owned, &got, &length), TSR_SUCCESS);
+    assert_null(owned);
+    assert_ptr_equal(got, text);
+    assert_int_equal(length, sizeof text - 1);
+    assert_int_equal(tsr_add_kernel_source("zz_added", other, sizeof other - 1), TSR_ERR_INVALID_ARG);
+    assert_non_null(strstr(tsr_last_error(), "other text"));
+    assert_int_equal(tsr_add_kernel_source("gemm", other, sizeof other - 1), TSR_ERR_INVALID_ARG);
+    assert_non_null(strstr(tsr_last_error(), "libtessera's own"));
+    assert_int_equal(tsr_add_kernel_source(NULL, other, 1), TSR_ERR_INVALID_ARG);
+    /* Not in the public list of libtessera's own sources. */
+    for (const char *const *src = tsr_kernel_source_names(); *src; ++src) assert_string_not_equal(*src, "zz_added");
+}
+
 /* The shared checked size: a * b + c, refused with a message when it wraps. */
 static void checked_sizes(void **state) {
     (void)state;
@@ -139,6 +164,7 @@ int main(void) {
         cmocka_unit_test(null_arguments_are_rejected),
         cmocka_unit_test(success_clears_the_last_error),
         cmocka_unit_test(embedded_sources_and_ops_are_listed),
+        cmocka_unit_test(added_kernel_sources),
         cmocka_unit_test(checked_sizes),
         cmocka_unit_test(workspace_growth_never_wraps),
         cmocka_unit_test(driver_text_is_sanitized),

@@ -92,7 +92,8 @@ typedef struct gelu_launch {
 static tsr_status launch_gelu(void *vctx, cl_event *first, cl_event *last) {
     gelu_launch *g = vctx;
     cl_event done = NULL;
-    tsr_status st = tsr_gelu(g->dev, TSR_GELU_TANH, g->x, 0, g->y, 0, g->n, NULL, first || last ? &done : NULL);
+    tsr_status st = tsr_gelu(g->dev, &(tsr_gelu_desc){.mode = TSR_GELU_TANH, .n = g->n}, g->x, g->y, NULL,
+                             first || last ? &done : NULL);
     if (st == TSR_SUCCESS) tsr_fixture_single_event(done, first, last);
     return st;
 }
@@ -160,8 +161,8 @@ static void tuner_under_host_timing(void **state) {
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         cJSON *j = cJSON_Parse(line);
         assert_non_null(j);
-        assert_string_equal(bench_json_text(j, "timing"), "host");
-        if (strcmp(bench_json_text(j, "outcome"), "ok") == 0 && nrates < 64) rates[nrates++] = bench_json_num(j, "gflops");
+        assert_string_equal(util_json_text(j, "timing"), "host");
+        if (strcmp(util_json_text(j, "outcome"), "ok") == 0 && nrates < 64) rates[nrates++] = util_json_num(j, "gflops");
         ++lines;
         cJSON_Delete(j);
     }
@@ -183,7 +184,7 @@ static void tuner_under_host_timing(void **state) {
     cJSON_ArrayForEach(device, cJSON_GetObjectItemCaseSensitive(root, "devices")) {
         op = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(device, "ops"), "gelu");
         cJSON_ArrayForEach(entry, op) {
-            assert_string_equal(bench_json_text(entry, "timing"), "host");
+            assert_string_equal(util_json_text(entry, "timing"), "host");
             ++found;
         }
     }
@@ -209,7 +210,7 @@ static void peaks_under_host_timing(void **state) {
     tsr_device *dev = th_open_device();
     const tsr_device_info *info = tsr_device_get_info(dev);
     peak_options po = {.budget_s = 0.02, .tests = PEAK_BANDWIDTH | PEAK_HOST | PEAK_LAUNCH, .buffer_bytes = 8 << 20,
-                       .reduced = true, .quiet = true, .simulator = bench_is_simulator(info)};
+                       .reduced = true, .quiet = true, .simulator = util_is_simulator(info)};
     peak_result r;
     TH_ASSERT_OK(peak_measure(dev, &po, &r));
     assert_true(r.host_timed);
@@ -221,7 +222,7 @@ static void peaks_under_host_timing(void **state) {
     /* A CPU device cannot move memory ten times faster than the host it runs on. */
     if (r.host_copy_gbps.runs) assert_true(r.bandwidth_gbps < 10 * fmax(r.host_copy_gbps.median, r.host_read_gbps.median));
     cJSON *j = peak_to_json(&r);
-    assert_string_equal(bench_json_text(j, "timing"), "host");
+    assert_string_equal(util_json_text(j, "timing"), "host");
     peak_result back;
     TH_ASSERT_OK(peak_from_json(j, &back));
     assert_true(back.host_timed);
@@ -247,8 +248,8 @@ static void bench_rows_carry_timing(void **state) {
     TH_ASSERT_OK(bench_write_json(&rep, path));
     cJSON *root = NULL;
     TH_ASSERT_OK(tsr_read_json(path, "rows", &root));
-    assert_string_equal(bench_json_text(cJSON_GetArrayItem(root, 0), "timing"), "host"); /* the wall clock */
-    assert_string_equal(bench_json_text(cJSON_GetArrayItem(root, 1), "timing"), "device");
+    assert_string_equal(util_json_text(cJSON_GetArrayItem(root, 0), "timing"), "host"); /* the wall clock */
+    assert_string_equal(util_json_text(cJSON_GetArrayItem(root, 1), "timing"), "device");
     cJSON_Delete(root);
     bench_report_free(&rep);
     th_remove_tree(dir);
@@ -298,11 +299,11 @@ static void report_rate_above_roof_is_an_error(void **state) {
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(dev, "results");
     assert_int_equal(cJSON_GetArraySize(rows), 2);
     const cJSON *absurd = cJSON_GetArrayItem(rows, 0), *slow = cJSON_GetArrayItem(rows, 1);
-    TH_ASSERT_CONTAINS(bench_json_text(absurd, "error"), "measurement error");
-    TH_ASSERT_CONTAINS(bench_json_text(absurd, "error"), "above the measured roof");
-    assert_true(bench_json_num(absurd, "gflops") == 0); /* never shown as a rate */
+    TH_ASSERT_CONTAINS(util_json_text(absurd, "error"), "measurement error");
+    TH_ASSERT_CONTAINS(util_json_text(absurd, "error"), "above the measured roof");
+    assert_true(util_json_num(absurd, "gflops") == 0); /* never shown as a rate */
     assert_null(cJSON_GetObjectItemCaseSensitive(slow, "error"));
-    assert_true(bench_json_num(slow, "gflops") > 0);
+    assert_true(util_json_num(slow, "gflops") > 0);
     TH_ASSERT_OK(report_write(root, dir, true));
     snprintf(md, sizeof md, "%s/report.md", dir);
     char *text = NULL;

@@ -353,11 +353,20 @@ static void fallback_chain(void **state) {
     assert_int_equal(ci.source, TSR_CONFIG_API_OVERRIDE);
     TH_ASSERT_CONTAINS(ci.config, "MWI=1");
     TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
-    /* tsr_sgemm_plan names the class of a shape. */
-    TH_ASSERT_OK(tsr_sgemm_plan(dev, 2048, 8, 512, 1, &ci));
-    assert_string_equal(ci.problem_class, "small-n");
-    TH_ASSERT_OK(tsr_sgemm_plan(dev, 64, 64, 64, 10, &ci));
-    assert_string_equal(ci.problem_class, "batched");
+    /* a GEMM plan names the class of its shape (and of its storage types) */
+    const tsr_matmul_desc shapes[] = {
+        {.m = 2048, .n = 8, .k = 512},
+        {.m = 64, .n = 64, .k = 64, .batch = 10, .c.batch_stride = 64 * 64},
+        {.m = 64, .n = 64, .k = 64, .a.dtype = TSR_F16, .b.dtype = TSR_F16},
+    };
+    const char *const classes[] = {"small-n", "batched", "small-f16"};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+        tsr_matmul_plan *plan = NULL;
+        TH_ASSERT_OK(tsr_matmul_plan_create(dev, &shapes[i], &plan));
+        TH_ASSERT_OK(tsr_matmul_plan_info(plan, &ci));
+        assert_string_equal(ci.problem_class, classes[i]);
+        tsr_matmul_plan_destroy(plan);
+    }
     cJSON_Delete(root);
 }
 

@@ -1,5 +1,5 @@
 /* tessera: the command-line front end. Each command lives in tools/cli/<command>.c; this file
- * holds the command table, the usage built from it, and main. */
+ * holds the command table (handed to cli/usage.c, which prints the usage from it) and main. */
 #define _GNU_SOURCE
 #include "cli.h"
 
@@ -13,41 +13,6 @@ static const cli_command *const commands[] = {
     &cli_tune,    &cli_peak, &cli_report,         &cli_version,
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
-
-static const char note_device[] =
-    "SEL: cpu, gpu, accelerator, P:D indices, or part of a device name (default: $TSR_DEVICE,\n"
-    "     else a GPU, else an accelerator, else a CPU)\n";
-static const char note_numbers[] =
-    "Numbers are taken whole or refused: counts and sizes are plain digits (gelu sizes may end\n"
-    "in K or M), seconds are plain decimals up to 86400 (0 only for --tune-budget: no tuning),\n"
-    "seeds are decimal or 0x-hexadecimal; sizes that do not fit the device or the host are\n"
-    "refused before anything is allocated.\n"
-    "Output files (--json, --out, --log) are checked before anything is measured.\n";
-
-static void print_summary(const cli_command *command, FILE *out) {
-    if (command->print_summary) command->print_summary(out);
-    else fputs(command->summary, out);
-}
-
-int cli_usage(FILE *out) {
-    fputs("usage: tessera <command> [options]\n\ncommands:\n", out);
-    for (size_t i = 0; i < NCOMMANDS; ++i) print_summary(commands[i], out);
-    fputs("  help [COMMAND]                       this text, or a command's own (also COMMAND --help)\n", out);
-    fprintf(out, "\n%s%s", note_device, note_numbers);
-    return out == stderr ? 2 : 0;
-}
-
-int cli_help(const cli_command *command) {
-    fputs("usage:\n", stdout);
-    print_summary(command, stdout);
-    if (command->details || command->print_details) fputs("\n", stdout);
-    if (command->details) fputs(command->details, stdout);
-    if (command->print_details) command->print_details(stdout);
-    if (command->notes) fputs("\n", stdout);
-    if (command->notes & CLI_NOTE_DEVICE) fputs(note_device, stdout);
-    if (command->notes & CLI_NOTE_NUMBERS) fputs(note_numbers, stdout);
-    return 0;
-}
 
 static const cli_command *find_command(const char *name) {
     for (size_t i = 0; i < NCOMMANDS; ++i)
@@ -106,6 +71,7 @@ static int run_command(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    cli_set_commands(commands, NCOMMANDS);
     tsr_set_warning_handler(print_warning, NULL);
     int rc = run_command(argc, argv);
     tsr_set_warning_handler(NULL, NULL);

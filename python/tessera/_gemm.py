@@ -163,8 +163,8 @@ def _replay_key(a, b, out, bias, device, scalars):
 
 
 class _Replay:
-    def __init__(self, call, calls, operands, epilogue):
-        self.device, self.calls, self.epilogue = call.device, calls, epilogue
+    def __init__(self, call, calls, operands):
+        self.device, self.calls = call.device, calls  # each call holds its descriptor
         self.operands = operands  # keeps the buffers (and the epilogue's bias) alive
         self.buffers = {id(op.source._buf) for op in operands if op is not None and isinstance(op.source, Array)}
         self.waits = [op.source for op in operands if op is not None and op.kind == 'pyopencl']
@@ -180,7 +180,7 @@ class _Replay:
                     import pyopencl as cl
                     cl.wait_for_events(x.events)
             for args in self.calls:
-                _check(lib.tsr_gemm(*args))
+                _check(lib.tsr_matmul(*args))
         finally:
             self.device._release()
         return True
@@ -311,7 +311,7 @@ def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, o
     if not _disjoint(lead, sc, (m - 1) * ldc + n):
         raise _invalid('out: batch entries overlap (element strides %s)' % (tuple(C.strides),))
     batch_total = math.prod(lead)
-    epilogue = ffi.NULL
+    epilogue = None
     bias_op = None
     strides = [sa, sb, sc]
     if bias is not None or act != lib.TSR_ACT_NONE:
@@ -336,22 +336,22 @@ def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, o
     T = (lib.TSR_NO_TRANS, lib.TSR_TRANS)
     ta, tb = T[trans_a != a_st], T[trans_b != b_st]
     calls = []
-    epilogues = [epilogue]
     for oa, ob, oc, *ob_ in offsets:
-        ep = epilogue
-        if bias_op is not None:
-            if len(offsets) > 1:  # each call its own rows of a per-entry bias
-                ep = ffi.new('tsr_epilogue *', {'activation': act, 'bias': bias_op.mem})
-                epilogues.append(ep)
-            ep.bias_offset = bias_op.offset + ob_[0]
-            ep.bias_stride = bias_stride[0]
-        calls.append((call.handle, lib.TSR_ROW_MAJOR, ta, tb, m, n, k, alpha,
-                      A.tsr_type, A.mem, A.offset + oa, lda, a_stride,
-                      B.tsr_type, B.mem, B.offset + ob, ldb, b_stride, beta,
-                      C.tsr_type, C.mem, C.offset + oc, ldc, c_stride if batch > 1 else 0,
-                      batch, ep, call.queue, ffi.NULL))
+        desc = ffi.new('tsr_matmul_desc *', {
+            'layout': lib.TSR_ROW_MAJOR, 'trans_a': ta, 'trans_b': tb, 'm': m, 'n': n, 'k': k, 'batch': batch,
+            'alpha': alpha, 'beta': beta,
+            'a': {'dtype': A.tsr_type, 'offset': A.offset + oa, 'ld': lda, 'batch_stride': a_stride},
+            'b': {'dtype': B.tsr_type, 'offset': B.offset + ob, 'ld': ldb, 'batch_stride': b_stride},
+            'c': {'dtype': C.tsr_type, 'offset': C.offset + oc, 'ld': ldc,
+                  'batch_stride': c_stride if batch > 1 else 0}})
+        if epilogue is not None:
+            desc.epilogue = epilogue[0]
+            if bias_op is not None:  # each call its own rows of a per-entry bias
+                desc.epilogue.bias_offset = bias_op.offset + ob_[0]
+                desc.epilogue.bias_stride = bias_stride[0]
+        calls.append((call.handle, desc, A.mem, B.mem, C.mem, call.queue, ffi.NULL))
     for args in calls:
-        call.check(lib.tsr_gemm(*args))
+        call.check(lib.tsr_matmul(*args))
     if key is not None and call.started is None and call.foreign_queue is None and not call.device._out_of_order:
-        _remember(key, _Replay(call, calls, (A, B, C, bias_op), epilogues))
+        _remember(key, _Replay(call, calls, (A, B, C, bias_op)))
     return call.finish(C)

@@ -196,10 +196,13 @@ class DeviceGroup:
         _, _, ta, lda = _matrix(_elements(a, 'a', 2), 'a')
         _, _, tb, ldb = _matrix(_elements(b, 'b', 2), 'b')
         c = self._output(out, (m, n), beta)
-        self._call(lambda g: _check(lib.tsr_sgemm_multi(
-            g, lib.TSR_ROW_MAJOR, lib.TSR_TRANS if ta else lib.TSR_NO_TRANS, lib.TSR_TRANS if tb else lib.TSR_NO_TRANS,
-            m, n, k, alpha, ffi.cast('const float *', a.ctypes.data), lda, ffi.cast('const float *', b.ctypes.data),
-            ldb, beta, ffi.cast('float *', c.ctypes.data), max(n, 1))))
+        desc = ffi.new('tsr_matmul_desc *', {
+            'layout': lib.TSR_ROW_MAJOR, 'trans_a': lib.TSR_TRANS if ta else lib.TSR_NO_TRANS,
+            'trans_b': lib.TSR_TRANS if tb else lib.TSR_NO_TRANS, 'm': m, 'n': n, 'k': k, 'alpha': alpha, 'beta': beta,
+            'a': {'ld': lda}, 'b': {'ld': ldb}, 'c': {'ld': max(n, 1)}})
+        self._call(lambda g: _check(lib.tsr_matmul_multi(
+            g, desc, ffi.cast('const float *', a.ctypes.data), ffi.cast('const float *', b.ctypes.data),
+            ffi.cast('float *', c.ctypes.data))))
         return c
 
     def _matmul3(self, a, b, out, alpha, beta):
@@ -213,11 +216,14 @@ class DeviceGroup:
         _, sa = _flatten_batch(ea, 'a')
         _, sb = _flatten_batch(eb, 'b')
         c = self._output(out, (batch, m, n), beta)
-        self._call(lambda g: _check(lib.tsr_sgemm_strided_batched_multi(
-            g, lib.TSR_ROW_MAJOR, lib.TSR_TRANS if ta else lib.TSR_NO_TRANS,
-            lib.TSR_TRANS if tb else lib.TSR_NO_TRANS, m, n, k, alpha,
-            ffi.cast('const float *', a.ctypes.data), lda, sa, ffi.cast('const float *', b.ctypes.data), ldb, sb,
-            beta, ffi.cast('float *', c.ctypes.data), max(n, 1), m * n, batch)))
+        desc = ffi.new('tsr_matmul_desc *', {
+            'layout': lib.TSR_ROW_MAJOR, 'trans_a': lib.TSR_TRANS if ta else lib.TSR_NO_TRANS,
+            'trans_b': lib.TSR_TRANS if tb else lib.TSR_NO_TRANS, 'm': m, 'n': n, 'k': k, 'batch': batch,
+            'alpha': alpha, 'beta': beta, 'a': {'ld': lda, 'batch_stride': sa}, 'b': {'ld': ldb, 'batch_stride': sb},
+            'c': {'ld': max(n, 1), 'batch_stride': m * n}})
+        self._call(lambda g: _check(lib.tsr_matmul_multi(
+            g, desc, ffi.cast('const float *', a.ctypes.data), ffi.cast('const float *', b.ctypes.data),
+            ffi.cast('float *', c.ctypes.data))))
         return c
 
     def attention(self, q, k, v, *, causal=False, kv_lengths=None, scale=None):

@@ -40,8 +40,9 @@ def gelu(x, out=None, *, approximate='none', out_dtype=None, device=None, keep_o
                 raise _invalid('out must be contiguous')
         n = math.prod(X.shape)
         if n:
-            call.check(lib.tsr_gelu_ex(call.handle, mode, X.tsr_type, X.mem, X.offset, Y.tsr_type, Y.mem, Y.offset, n,
-                                       call.queue, ffi.NULL))
+            desc = ffi.new('tsr_gelu_desc *', {'mode': mode, 'n': n, 'x_type': X.tsr_type, 'y_type': Y.tsr_type,
+                                               'x_offset': X.offset, 'y_offset': Y.offset})
+            call.check(lib.tsr_gelu(call.handle, desc, X.mem, Y.mem, call.queue, ffi.NULL))
         return call.finish(Y)
 
 
@@ -101,7 +102,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, a
                 pads.append(total // 2)
             padding = tuple(pads)
         d.pad_h, d.pad_w = _pair(padding, 'padding', 0)
-        d.activation = act
+        d.epilogue.activation = act
         d.algo = algo
         d.x_offset, d.w_offset = X.offset, W.offset
         d.x_type, d.w_type = X.tsr_type, W.tsr_type
@@ -112,15 +113,15 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, a
             B = call.operand(bias, 'bias', contiguous=True)
             if B.dtype != np.float32 or B.shape != (d.out_channels,):
                 raise _invalid('bias must be float32 of shape [%d], not %s %s' % (d.out_channels, B.dtype, B.shape))
-            d.bias_offset = B.offset
+            d.epilogue.bias = B.mem
+            d.epilogue.bias_offset = B.offset
         shape = (d.batch, d.out_channels, out_h[0], out_w[0])
         Y = call.output(out, shape, _out_dtype(out, out_dtype, X.dtype))
         if Y.kind != 'numpy' and tuple(Y.strides) != _contiguous_strides(shape) and min(shape) > 0:
             raise _invalid('out must be contiguous NCHW')
         d.y_offset, d.y_type = Y.offset, Y.tsr_type
         if min(shape) > 0:
-            call.check(lib.tsr_conv2d(call.handle, d, X.mem, W.mem, B.mem if B is not None else ffi.NULL, Y.mem,
-                                      call.queue, ffi.NULL))
+            call.check(lib.tsr_conv2d(call.handle, d, X.mem, W.mem, Y.mem, call.queue, ffi.NULL))
         return call.finish(Y)
 
 

@@ -1,8 +1,9 @@
-/* tsr_sgemm_multi and tsr_sgemm_strided_batched_multi: their jobs (a unit is a row of C, or a
- * batch entry), argument checks and drivers (device groups: group.h). */
+/* tsr_matmul_multi: its jobs (a unit is a row of C for one product, or a batch entry), argument
+ * checks and driver (device groups: group.h). */
 #include "group.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* GEMM in row-major terms (column-major calls are transposed into this on entry). */
 typedef struct gemm_params {
@@ -189,53 +190,68 @@ done:
 
 /* ------------------------------------------------------------------ entry points */
 
-/* tsr_sgemm's argument rules, by the same code (tsr_gemm_check_args: m, n and batch_count >= 1,
- * sizes, leading dimensions, extents, C's matrices apart), then the host arrays': none NULL (as
- * tsr_sgemm refuses a NULL buffer), spans whose bytes fit a size_t, and C apart from A and B where
- * those are read (k > 0 and alpha != 0, as tsr_sgemm). In the caller's layout, before the
- * row-major view, so messages name the caller's arguments. */
-static tsr_status check_gemm(const char *fn, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n,
-                             size_t k, float alpha, const float *a, size_t lda, size_t a_stride, const float *b,
-                             size_t ldb, size_t b_stride, const float *c, size_t ldc, size_t c_stride, size_t batch) {
+/* tsr_matmul's descriptor rules, by the same code (tsr_matmul_check: types, layout, transposes, m, n
+ * and batch >= 1, sizes, leading dimensions, extents, C's matrices apart), then the group's own:
+ * fp32 operands and no epilogue (host arrays of floats, tiles by the plain calls), and the host
+ * arrays': none NULL (as tsr_matmul refuses a NULL buffer), spans whose bytes fit a size_t, and C
+ * apart from A and B where those are read (k > 0 and alpha != 0, as tsr_matmul). In the caller's
+ * layout, before the row-major view, so messages name the caller's fields. *d receives the
+ * descriptor with its defaults explicit; a, b and c are moved to their offsets. */
+static tsr_status check_gemm(const char *fn, const tsr_matmul_desc *desc, const float **a, const float **b, float **c,
+                             tsr_matmul_desc *d) {
     size_t need[3];
-    tsr_status status =
-        tsr_gemm_check_args(layout, ta, tb, m, n, k, 0, lda, a_stride, 0, ldb, b_stride, 0, ldc, c_stride, batch, need);
+    tsr_status status = tsr_matmul_check(desc, false, d, need);
     if (status != TSR_SUCCESS) return tsr_grp_prefixed(status, fn);
-    const float *ptrs[3] = {a, b, c};
+    const tsr_matrix *ops[3] = {&d->a, &d->b, &d->c};
+    for (int i = 0; i < 3; i++)
+        if (ops[i]->dtype != TSR_F32)
+            return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: %c.dtype is %s: the group's calls take fp32 host arrays", fn,
+                            "abc"[i], tsr_dtype_str(ops[i]->dtype));
+    const tsr_epilogue none = {0};
+    if (memcmp(&d->epilogue, &none, sizeof none) != 0)
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: the group's calls take no epilogue (bias or activation)", fn);
+    const float *ptrs[3] = {*a, *b, *c};
     for (int i = 0; i < 3; i++) {
         if (!ptrs[i]) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %c is NULL", fn, "ABC"[i]);
         if (need[i] > SIZE_MAX / sizeof(float))
             return tsr_fail(TSR_ERR_OVERFLOW, "%s: the bytes %c spans overflow a size_t", fn, "ABC"[i]);
     }
-    if (k > 0 && alpha != 0.0f &&
-        (tsr_grp_spans_meet(a, need[0], c, need[2]) || tsr_grp_spans_meet(b, need[1], c, need[2])))
+    /* from here on the arrays start at their offsets */
+    *a += d->a.offset, *b += d->b.offset, *c += d->c.offset;
+    const size_t a_n = need[0] - d->a.offset, b_n = need[1] - d->b.offset, c_n = need[2] - d->c.offset;
+    if (d->k > 0 && d->alpha != 0.0f && (tsr_grp_spans_meet(*a, a_n, *c, c_n) || tsr_grp_spans_meet(*b, b_n, *c, c_n)))
         return tsr_fail(TSR_ERR_INVALID_ARG, "%s: C shares memory with %s", fn,
-                        tsr_grp_spans_meet(a, need[0], c, need[2]) ? "A" : "B");
+                        tsr_grp_spans_meet(*a, a_n, *c, c_n) ? "A" : "B");
     /* a tile's buffers: C's rows (m n floats at most per entry) and A's (m k) */
     size_t m_n, work;
-    if (__builtin_mul_overflow(m, n, &m_n) || __builtin_mul_overflow(m_n, batch, &work) ||
-        work > SIZE_MAX / sizeof(float) || (k && (m > SIZE_MAX / sizeof(float) / k || n > SIZE_MAX / sizeof(float) / k)))
+    const size_t m = d->m, n = d->n, k = d->k;
+    if (__builtin_mul_overflow(m, n, &m_n) || __builtin_mul_overflow(m_n, d->batch, &work) ||
+        work > SIZE_MAX / sizeof(float) ||
+        (k && (m > SIZE_MAX / sizeof(float) / k || n > SIZE_MAX / sizeof(float) / k)))
         return tsr_fail(TSR_ERR_OVERFLOW, "%s: the problem's size overflows", fn);
     return TSR_SUCCESS;
 }
 
 /* Column-major C = op(A) op(B) is row-major C^T = op(B)^T op(A)^T: swap the operands. */
-static gemm_params row_major_view(tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n, size_t k,
-                                  float alpha, const float *a, size_t lda, size_t a_stride, const float *b, size_t ldb,
-                                  size_t b_stride, float beta, float *c, size_t ldc, size_t c_stride, size_t batch) {
-    bool trans_a = ta != TSR_NO_TRANS, trans_b = tb != TSR_NO_TRANS;
-    if (layout == TSR_ROW_MAJOR)
-        return (gemm_params){trans_a, trans_b, m,   n,   k,        alpha,    beta,     a,    b,
-                             c,       lda,     ldb, ldc, a_stride, b_stride, c_stride, batch};
-    return (gemm_params){trans_b, trans_a, n,   m,   k,        alpha,    beta,     b,    a,
-                         c,       ldb,     lda, ldc, b_stride, a_stride, c_stride, batch};
+static gemm_params row_major_view(const tsr_matmul_desc *d, const float *a, const float *b, float *c) {
+    bool trans_a = d->trans_a != TSR_NO_TRANS, trans_b = d->trans_b != TSR_NO_TRANS;
+    if (d->layout == TSR_ROW_MAJOR)
+        return (gemm_params){
+            trans_a, trans_b, d->m,    d->n,    d->k,    d->alpha,          d->beta,           a,
+            b,       c,       d->a.ld, d->b.ld, d->c.ld, d->a.batch_stride, d->b.batch_stride, d->c.batch_stride,
+            d->batch};
+    return (gemm_params){
+        trans_b, trans_a, d->n,    d->m,    d->k,    d->alpha,          d->beta,           b,
+        a,       c,       d->b.ld, d->a.ld, d->c.ld, d->b.batch_stride, d->a.batch_stride, d->c.batch_stride,
+        d->batch};
 }
 
 static tsr_status gemm_class_key(tsr_device_group *g, const char *op, const gemm_params *p, char *key, size_t size,
                                  double *tuned) {
     for (size_t d = 0; d < g->count; d++) {
         tsr_config_info info;
-        if (tsr_sgemm_plan(g->members[d].device, p->m, p->n, p->k, p->batch ? p->batch : 1, &info) != TSR_SUCCESS) {
+        if (tsr_gemm_config_info(g->members[d].device, p->m, p->n, p->k, p->batch ? p->batch : 1, &info) !=
+            TSR_SUCCESS) {
             tsr_clear_error(); /* a class name is only a key for remembered rates */
             snprintf(info.problem_class, sizeof info.problem_class, "m%zu", p->m);
             info.tuned_gflops = 0;
@@ -246,7 +262,7 @@ static tsr_status gemm_class_key(tsr_device_group *g, const char *op, const gemm
     return TSR_SUCCESS;
 }
 
-/* After check_gemm. A and B are not read when k = 0 or alpha = 0 (C <- beta C, as tsr_sgemm):
+/* After check_gemm. A and B are not read when k = 0 or alpha = 0 (C <- beta C, as tsr_matmul):
  * nothing of them is uploaded. */
 static tsr_status gemm_multi(tsr_device_group *group, const char *fn, bool batched, bool col_major, gemm_params p) {
     tsr_status status;
@@ -273,41 +289,17 @@ static tsr_status gemm_multi(tsr_device_group *group, const char *fn, bool batch
     return status;
 }
 
-tsr_status tsr_sgemm_multi(tsr_device_group *group, tsr_layout layout, tsr_transpose trans_a, tsr_transpose trans_b,
-                           size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
-                           size_t ldb, float beta, float *c, size_t ldc) {
+/* One product splits by rows of C, a batch (batch > 1) by its entries. */
+tsr_status tsr_matmul_multi(tsr_device_group *group, const tsr_matmul_desc *desc, const float *a, const float *b,
+                            float *c) {
     tsr_clear_diagnostics();
-    const char *fn = "tsr_sgemm_multi";
+    const char *fn = "tsr_matmul_multi";
     if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: group is NULL", fn);
     tsr_status status = TSR_SUCCESS;
-    TSR_CHECK(status, check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, c, ldc, 0, 1),
-              done);
+    tsr_matmul_desc d;
+    TSR_CHECK(status, check_gemm(fn, desc, &a, &b, &c, &d), done);
     pthread_mutex_lock(&group->call_lock);
-    status =
-        gemm_multi(group, fn, false, layout == TSR_COL_MAJOR,
-                   row_major_view(layout, trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1));
-    pthread_mutex_unlock(&group->call_lock);
-done:
-    return status;
-}
-
-tsr_status tsr_sgemm_strided_batched_multi(tsr_device_group *group, tsr_layout layout, tsr_transpose trans_a,
-                                           tsr_transpose trans_b, size_t m, size_t n, size_t k, float alpha,
-                                           const float *a, size_t lda, size_t a_stride, const float *b, size_t ldb,
-                                           size_t b_stride, float beta, float *c, size_t ldc, size_t c_stride,
-                                           size_t batch_count) {
-    tsr_clear_diagnostics();
-    const char *fn = "tsr_sgemm_strided_batched_multi";
-    if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: group is NULL", fn);
-    tsr_status status = TSR_SUCCESS;
-    TSR_CHECK(status,
-              check_gemm(fn, layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb, b_stride, c, ldc,
-                         c_stride, batch_count),
-              done);
-    pthread_mutex_lock(&group->call_lock);
-    status = gemm_multi(group, fn, true, layout == TSR_COL_MAJOR,
-                        row_major_view(layout, trans_a, trans_b, m, n, k, alpha, a, lda, a_stride, b, ldb, b_stride,
-                                       beta, c, ldc, c_stride, batch_count));
+    status = gemm_multi(group, fn, d.batch > 1, d.layout == TSR_COL_MAJOR, row_major_view(&d, a, b, c));
     pthread_mutex_unlock(&group->call_lock);
 done:
     return status;

@@ -9,7 +9,7 @@
  *   worker.c     one device's thread: its tiles, two in flight
  *   run.c        running a call: shares by weight, tile sizes, the threads, errors, statistics;
  *                the checks every call driver shares
- *   gemm.c       tsr_sgemm_multi, tsr_sgemm_strided_batched_multi (a unit: a row of C, a batch entry)
+ *   gemm.c       tsr_matmul_multi (a unit: a row of C for one product, a batch entry for a batch)
  *   attention.c  tsr_attention_multi (a unit: a (batch, head) pair)
  * Layers (the `layers` test): transfer, schedule, record and group use no other file here;
  * worker uses transfer, schedule and record; run uses worker, schedule and record; the call
@@ -23,7 +23,7 @@
  * with two tiles in flight: the next tile's upload overlaps the current tile's compute, and its
  * result comes back while the next one runs. A device that runs out of work takes tiles from the
  * back of the share that would finish last, when it can finish one before that device would.
- * Every tile is one ordinary single-device call (tsr_sgemm_strided_batched, tsr_attention) on
+ * Every tile is one ordinary single-device call (tsr_sgemm, tsr_sgemm_strided_batched, tsr_attention) on
  * copies of that tile's operands, so its result is bitwise what that device gives for the tile
  * alone. Results are read straight into the caller's output (no staging copy); every argument is checked before
  * anything runs, so only a device failing mid-call can leave an output partly written: the error then names that

@@ -509,9 +509,7 @@ tsr_status tsr_attention_unfused(tsr_device *dev, const tsr_attention_desc *desc
     bool interleaved = p.stride[3][1] < (p.Lq - 1) * ld[3] + p.D;
     size_t per = interleaved ? 1 : p.H, ngemms = p.H / per;
     /* S = scale Q K^T reads Q and K in their types into fp32 scores; O = P V reads fp32 P and V in
-     * its type and stores O in its own (NULL when fp32 throughout: the fp32 pipeline as before). */
-    const bool typed = p.type[0] || p.type[1] || p.type[2] || p.type[3];
-    const tsr_gemm_types qk_types = {p.type[0], p.type[1], TSR_F32}, pv_types = {TSR_F32, p.type[2], p.type[3]};
+     * its type and stores O in its own. */
     cl_event *outs = calloc(ngemms, sizeof *outs);
     if (!outs) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     /* The scores live in a workspace (allocated and zeroed once, reused by later calls) held
@@ -535,21 +533,43 @@ tsr_status tsr_attention_unfused(tsr_device *dev, const tsr_attention_desc *desc
         size_t len = p.kv_lengths ? (size_t)p.kv_lengths[b] : p.Lk;
         cl_event e1 = NULL, e2 = NULL;
         /* S_h = scale Q_h K_h^T, all heads of this batch entry in one strided-batched GEMM */
-        if (len > 0)
-            status = tsr_sgemm_pipeline(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_TRANS, p.Lq, len, p.D, p.scale, q,
-                                        p.off[0] + b * p.stride[0][0], ld[0], p.stride[0][1], k,
-                                        p.off[1] + b * p.stride[1][0], ld[1], p.stride[1][1], 0.0f, S, 0, p.Lk,
-                                        p.Lq * p.Lk, p.H, NULL, typed ? &qk_types : NULL, false, cq, ready, &e1);
+        if (len > 0) {
+            const tsr_matmul_desc qk = {.layout = TSR_ROW_MAJOR,
+                                        .trans_a = TSR_NO_TRANS,
+                                        .trans_b = TSR_TRANS,
+                                        .m = p.Lq,
+                                        .n = len,
+                                        .k = p.D,
+                                        .batch = p.H,
+                                        .alpha = p.scale,
+                                        .beta = 0.0f,
+                                        .a = {p.type[0], p.off[0] + b * p.stride[0][0], ld[0], p.stride[0][1]},
+                                        .b = {p.type[1], p.off[1] + b * p.stride[1][0], ld[1], p.stride[1][1]},
+                                        .c = {TSR_F32, 0, p.Lk, p.Lq * p.Lk}};
+            const tsr_matmul_extras after = {.input_ready = ready};
+            status = tsr_matmul_pipeline(dev, &qk, &after, q, k, S, cq, &e1);
+        }
         /* the softmax writes every row of S (zeros past the visible keys) and the LSE */
         if (status == TSR_SUCCESS) status = tsr_attention_softmax(dev, &d, b, S, cq, e1 ? e1 : ready, &e2);
         /* k = len: no key past the length is read; len = 0 writes O = 0 (beta = 0) */
         size_t n = 0;
-        for (size_t h = 0; h < p.H && status == TSR_SUCCESS; h += per, ++n)
-            status = tsr_sgemm_pipeline(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p.Lq, p.D, len, 1.0f, S,
-                                        h * p.Lq * p.Lk, p.Lk, p.Lq * p.Lk, v,
-                                        p.off[2] + b * p.stride[2][0] + h * p.stride[2][1], ld[2], p.stride[2][1],
-                                        0.0f, o, p.off[3] + b * p.stride[3][0] + h * p.stride[3][1], ld[3],
-                                        p.stride[3][1], per, NULL, typed ? &pv_types : NULL, false, cq, e2, &outs[n]);
+        for (size_t h = 0; h < p.H && status == TSR_SUCCESS; h += per, ++n) {
+            const tsr_matmul_desc pv = {
+                .layout = TSR_ROW_MAJOR,
+                .trans_a = TSR_NO_TRANS,
+                .trans_b = TSR_NO_TRANS,
+                .m = p.Lq,
+                .n = p.D,
+                .k = len,
+                .batch = per,
+                .alpha = 1.0f,
+                .beta = 0.0f,
+                .a = {TSR_F32, h * p.Lq * p.Lk, p.Lk, p.Lq * p.Lk},
+                .b = {p.type[2], p.off[2] + b * p.stride[2][0] + h * p.stride[2][1], ld[2], p.stride[2][1]},
+                .c = {p.type[3], p.off[3] + b * p.stride[3][0] + h * p.stride[3][1], ld[3], p.stride[3][1]}};
+            const tsr_matmul_extras after = {.input_ready = e2};
+            status = tsr_matmul_pipeline(dev, &pv, &after, S, v, o, cq, &outs[n]);
+        }
         if (e1) clReleaseEvent(e1);
         if (e2) clReleaseEvent(e2);
         if (ready) clReleaseEvent(ready);

@@ -219,18 +219,22 @@ static tsr_status conv_shape(const tsr_conv2d_desc *d, conv_problem *p) {
         __builtin_mul_overflow(col, p->G, &col) || chw > lim || kpq > lim || col > lim || p->R * p->S > lim)
         return tsr_fail(TSR_ERR_OVERFLOW, "conv2d: one image's tensors exceed %zu elements", lim);
     p->CRS = crs, p->PQ = pq;
-    if ((int)d->activation < TSR_ACT_NONE || d->activation > TSR_ACT_GELU_ERF)
-        return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: activation must be a tsr_activation (got %d)", (int)d->activation);
+    if ((int)d->epilogue.activation < TSR_ACT_NONE || d->epilogue.activation > TSR_ACT_GELU_ERF)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: epilogue activation must be a tsr_activation (got %d)",
+                        (int)d->epilogue.activation);
+    if (d->epilogue.bias_stride)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: epilogue.bias_stride must be 0 (one bias vector; got %zu)",
+                        d->epilogue.bias_stride);
     if ((int)d->algo < TSR_CONV_AUTO || d->algo > TSR_CONV_DIRECT)
         return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: algo must be a tsr_conv_algo (got %d)", (int)d->algo);
-    p->act = (int)d->activation;
+    p->act = (int)d->epilogue.activation;
     p->algo = d->algo;
     tsr_status st = TSR_SUCCESS;
     TSR_CHECK(st, tsr_dtype_check("conv2d: x_type", d->x_type), done);
     TSR_CHECK(st, tsr_dtype_check("conv2d: w_type", d->w_type), done);
     TSR_CHECK(st, tsr_dtype_check("conv2d: y_type", d->y_type), done);
     p->types[0] = d->x_type, p->types[1] = d->w_type, p->types[2] = d->y_type;
-    p->x_off = d->x_offset, p->w_off = d->w_offset, p->b_off = d->bias_offset, p->y_off = d->y_offset;
+    p->x_off = d->x_offset, p->w_off = d->w_offset, p->b_off = d->epilogue.bias_offset, p->y_off = d->y_offset;
     p->ws = d->workspace, p->ws_bytes = d->workspace_bytes;
 done:
     return st;
@@ -243,11 +247,12 @@ static tsr_status span(const char *name, size_t off, size_t a, size_t b, size_t 
     return TSR_SUCCESS;
 }
 
-static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d, cl_mem x, cl_mem w, cl_mem bias,
-                                cl_mem y, conv_problem *p) {
+static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d, cl_mem x, cl_mem w, cl_mem y,
+                                conv_problem *p) {
     if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
     tsr_status st = conv_shape(d, p);
     if (st != TSR_SUCCESS) return st;
+    cl_mem bias = d->epilogue.bias;
     size_t x_end = 0, w_end = 0, b_end = 0, y_end = 0;
     TSR_CHECK(st, span("x", p->x_off, p->N, p->C * p->H * p->W, &x_end), done);
     TSR_CHECK(st, span("w", p->w_off, p->K, p->CRS, &w_end), done);
@@ -584,23 +589,33 @@ static tsr_status chunk_gemms(tsr_device *dev, const conv_problem *p, cl_mem col
     size_t grp_b = direct_x ? p->Cg * p->H * p->W : p->CRS * p->PQ;       /* B per group */
     size_t img_y = p->K * p->PQ;
     /* A = the column matrices (fp32) or x itself (x's type), B = w, C = y; offsets, leading
-     * dimensions and strides count elements of each. fp32 layers pass NULL, as before. */
-    const tsr_gemm_types types = {direct_x ? p->types[0] : TSR_F32, p->types[1], p->types[2]};
-    const bool typed = types.a != TSR_F32 || types.b != TSR_F32 || types.c != TSR_F32;
+     * dimensions and strides count elements of each. */
     cl_event prev = ready;
     if (prev) clRetainEvent(prev);
     /* One group: a batch of images. Several: per image, a batch of groups. */
     size_t launches = p->G == 1 ? 1 : nc, batch = p->G == 1 ? nc : p->G;
     for (size_t l = 0; l < launches && status == TSR_SUCCESS; ++l) {
         size_t i = p->G == 1 ? 0 : l; /* image within the chunk */
-        tsr_epilogue epi = {.bias = p->bias, .bias_offset = p->b_off, .bias_stride = p->G == 1 ? 0 : p->Kg,
-                            .activation = (tsr_activation)p->act};
+        const tsr_matmul_desc desc = {
+            .layout = TSR_COL_MAJOR,
+            .trans_a = TSR_NO_TRANS,
+            .trans_b = TSR_NO_TRANS,
+            .m = p->PQ,
+            .n = p->Kg,
+            .k = p->CRS,
+            .batch = batch,
+            .alpha = 1.0f,
+            .beta = 0.0f,
+            .a = {direct_x ? p->types[0] : TSR_F32, col_off + i * img_b, p->PQ, p->G == 1 ? img_b : grp_b},
+            .b = {p->types[1], p->w_off, p->CRS, p->G == 1 ? 0 : p->Kg * p->CRS},
+            .c = {p->types[2], p->y_off + (n0 + i) * img_y, p->PQ, p->G == 1 ? img_y : p->Kg * p->PQ},
+            .epilogue = {.bias = p->bias,
+                         .bias_offset = p->b_off,
+                         .bias_stride = p->G == 1 ? 0 : p->Kg,
+                         .activation = (tsr_activation)p->act}};
+        const tsr_matmul_extras extras = {.class_by_shape = true, .input_ready = prev};
         cl_event done = NULL;
-        status = tsr_sgemm_pipeline(dev, TSR_COL_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->PQ, p->Kg, p->CRS, 1.0f, col,
-                                    col_off + i * img_b, p->PQ, p->G == 1 ? img_b : grp_b, p->w, p->w_off, p->CRS,
-                                    p->G == 1 ? 0 : p->Kg * p->CRS, 0.0f, p->y, p->y_off + (n0 + i) * img_y, p->PQ,
-                                    p->G == 1 ? img_y : p->Kg * p->PQ, batch, &epi, typed ? &types : NULL, true, queue,
-                                    prev, &done);
+        status = tsr_matmul_pipeline(dev, &desc, &extras, col, p->w, p->y, queue, &done);
         if (prev) clReleaseEvent(prev);
         prev = done;
     }
@@ -695,12 +710,12 @@ static tsr_status conv_config(tsr_device *dev, const conv_problem *p, tsr_config
     return st;
 }
 
-tsr_status tsr_conv2d(tsr_device *dev, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem bias, cl_mem y,
+tsr_status tsr_conv2d(tsr_device *dev, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem y,
                       cl_command_queue queue, cl_event *event) {
     tsr_clear_diagnostics();
     if (event) *event = NULL;
     conv_problem p;
-    tsr_status st = conv_validate(dev, desc, x, w, bias, y, &p);
+    tsr_status st = conv_validate(dev, desc, x, w, y, &p);
     if (st != TSR_SUCCESS) return st;
     cl_command_queue q;
     TSR_CHECK(st, tsr_resolve_queue(dev, queue, &q), done);
@@ -860,6 +875,7 @@ static tsr_status conv_fixture_setup(tsr_device *dev, const char *shape, uint64_
     if (bias) {
         p->bias = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, p->K * 4, hb, &err);
         TSR_CL_CHECK(status, err, done);
+        t->d.epilogue.bias = p->bias;
     }
     p->y = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, ny * tsr_dtype_size(p->types[2]), NULL, &err);
     TSR_CL_CHECK(status, err, done);
@@ -884,7 +900,7 @@ static tsr_status conv_fixture_run(tsr_device *dev, void *ctx, const tsr_config 
         if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueMarkerWithWaitList", __FILE__, __LINE__);
     }
     tsr_status st = cfg ? tsr_op_launch(&tsr_op_conv, dev, &t->p, cfg, queue, last)
-                        : tsr_conv2d(dev, &t->d, t->p.x, t->p.w, t->p.bias, t->p.y, queue, last);
+                        : tsr_conv2d(dev, &t->d, t->p.x, t->p.w, t->p.y, queue, last);
     if (st != TSR_SUCCESS) {
         if (start) clReleaseEvent(start);
         return st;

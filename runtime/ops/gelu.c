@@ -207,14 +207,15 @@ done:
     return status;
 }
 
-tsr_status tsr_gelu_ex(tsr_device *dev, tsr_gelu_mode mode, tsr_dtype x_type, cl_mem x, size_t x_off, tsr_dtype y_type,
-                       cl_mem y, size_t y_off, size_t n, cl_command_queue queue, cl_event *event) {
-    return gelu_run(dev, &gelu_call, (int)mode, x_type, x, x_off, y_type, y, y_off, n, queue, event, -1);
-}
-
-tsr_status tsr_gelu(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_t x_off, cl_mem y, size_t y_off, size_t n,
-                    cl_command_queue queue, cl_event *event) {
-    return gelu_run(dev, &gelu_call, (int)mode, TSR_F32, x, x_off, TSR_F32, y, y_off, n, queue, event, -1);
+tsr_status tsr_gelu(tsr_device *dev, const tsr_gelu_desc *desc, cl_mem x, cl_mem y, cl_command_queue queue,
+                    cl_event *event) {
+    if (!desc) {
+        tsr_clear_diagnostics();
+        if (event) *event = NULL;
+        return tsr_fail(TSR_ERR_INVALID_ARG, "gelu: desc is NULL");
+    }
+    return gelu_run(dev, &gelu_call, (int)desc->mode, desc->x_type, x, desc->x_offset, desc->y_type, y, desc->y_offset,
+                    desc->n, queue, event, -1);
 }
 
 tsr_status tsr_gelu_copy(tsr_device *dev, tsr_dtype x_type, cl_mem x, size_t x_off, tsr_dtype y_type, cl_mem y,
@@ -257,13 +258,21 @@ static const ew_step erf_steps[] = {
     {"ew_scale", OPD_T1, OPD_X, 0.5f, OPD_Y},
 };
 
-tsr_status tsr_gelu_unfused(tsr_device *dev, tsr_gelu_mode mode, cl_mem x, size_t x_off, cl_mem y, size_t y_off,
-                            size_t n, cl_command_queue queue, cl_event *event) {
+tsr_status tsr_gelu_unfused(tsr_device *dev, const tsr_gelu_desc *desc, cl_mem x, cl_mem y, cl_command_queue queue,
+                            cl_event *event) {
     tsr_clear_diagnostics();
     if (event) *event = NULL;
+    if (!desc) return tsr_fail(TSR_ERR_INVALID_ARG, "gelu: desc is NULL");
+    const tsr_gelu_mode mode = desc->mode;
+    const size_t x_off = desc->x_offset, y_off = desc->y_offset, n = desc->n;
     gelu_problem p;
-    tsr_status status = gelu_validate(dev, &gelu_call, (int)mode, TSR_F32, x, x_off, TSR_F32, y, y_off, n, &p);
+    tsr_status status =
+        gelu_validate(dev, &gelu_call, (int)mode, desc->x_type, x, x_off, desc->y_type, y, y_off, n, &p);
     if (status != TSR_SUCCESS) return status;
+    if (desc->x_type != TSR_F32 || desc->y_type != TSR_F32)
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "tsr_gelu_unfused: fp32 only (%s is %s)",
+                        desc->x_type != TSR_F32 ? "x" : "y",
+                        tsr_dtype_str(desc->x_type != TSR_F32 ? desc->x_type : desc->y_type));
     cl_event prev = NULL;
     cl_kernel kernel = NULL;
     cl_command_queue q;
@@ -430,10 +439,13 @@ static tsr_status gelu_fixture_run(tsr_device *dev, void *ctx, const tsr_config 
     gelu_fixture *t = ctx;
     const gelu_problem *p = &t->p;
     cl_event done = NULL;
-    tsr_status st = cfg ? gelu_launch(dev, p, cfg, p->mode == TSR_GELU_ERF ? FORM_ERF : FORM_TANH, queue,
-                                      first || last ? &done : NULL)
-                        : tsr_gelu_ex(dev, (tsr_gelu_mode)p->mode, p->x_type, p->x, 0, p->y_type, p->y, 0, p->n, queue,
-                                      first || last ? &done : NULL);
+    tsr_status st =
+        cfg ? gelu_launch(dev, p, cfg, p->mode == TSR_GELU_ERF ? FORM_ERF : FORM_TANH, queue,
+                          first || last ? &done : NULL)
+            : tsr_gelu(
+                  dev,
+                  &(tsr_gelu_desc){.mode = (tsr_gelu_mode)p->mode, .n = p->n, .x_type = p->x_type, .y_type = p->y_type},
+                  p->x, p->y, queue, first || last ? &done : NULL);
     if (st != TSR_SUCCESS) return st;
     tsr_fixture_single_event(done, first, last);
     return TSR_SUCCESS;

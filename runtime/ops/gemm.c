@@ -239,30 +239,43 @@ static tsr_status check_transpose(tsr_transpose t, const char *name) {
     return tsr_fail(TSR_ERR_INVALID_ARG, "%s must be TSR_NO_TRANS, TSR_TRANS or TSR_CONJ_TRANS (got %d)", name, (int)t);
 }
 
-/* The argument rules of every GEMM entry point that need no buffer (layout and transposes, sizes,
- * leading dimensions, extents, C's matrices apart), in this order; need[] receives the elements A, B
- * and C span from their buffers' starts (offset included). tsr_sgemm and the device groups' calls
- * share them. */
-tsr_status tsr_gemm_check_args(tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n, size_t k,
-                               size_t a_off, size_t lda, size_t a_stride, size_t b_off, size_t ldb, size_t b_stride,
-                               size_t c_off, size_t ldc, size_t c_stride, size_t batch, size_t need[3]) {
+/* The descriptor's rules that need no buffer, in this order (see internal.h). */
+tsr_status tsr_matmul_check(const tsr_matmul_desc *desc, bool literal, tsr_matmul_desc *out, size_t need[3]) {
     tsr_status status = TSR_SUCCESS;
     need[0] = need[1] = need[2] = 0;
-    if (layout != TSR_ROW_MAJOR && layout != TSR_COL_MAJOR)
-        return tsr_fail(TSR_ERR_INVALID_ARG, "layout must be TSR_ROW_MAJOR or TSR_COL_MAJOR (got %d)", (int)layout);
-    TSR_CHECK(status, check_transpose(ta, "trans_a"), done);
-    TSR_CHECK(status, check_transpose(tb, "trans_b"), done);
+    if (!desc) return tsr_fail(TSR_ERR_INVALID_ARG, "desc is NULL");
+    tsr_matmul_desc d = *desc;
+    TSR_CHECK(status, tsr_dtype_check("gemm: a.dtype", d.a.dtype), done);
+    TSR_CHECK(status, tsr_dtype_check("gemm: b.dtype", d.b.dtype), done);
+    TSR_CHECK(status, tsr_dtype_check("gemm: c.dtype", d.c.dtype), done);
+    if (!literal) { /* the descriptor's zero defaults */
+        if ((int)d.layout == 0) d.layout = TSR_ROW_MAJOR;
+        if ((int)d.trans_a == 0) d.trans_a = TSR_NO_TRANS;
+        if ((int)d.trans_b == 0) d.trans_b = TSR_NO_TRANS;
+        if (d.batch == 0) d.batch = 1;
+    }
+    if (d.layout != TSR_ROW_MAJOR && d.layout != TSR_COL_MAJOR)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "layout must be TSR_ROW_MAJOR or TSR_COL_MAJOR (got %d)", (int)d.layout);
+    TSR_CHECK(status, check_transpose(d.trans_a, "trans_a"), done);
+    TSR_CHECK(status, check_transpose(d.trans_b, "trans_b"), done);
+    const size_t m = d.m, n = d.n, k = d.k, batch = d.batch;
     if (m == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "m must be at least 1");
     if (n == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "n must be at least 1");
     if (batch == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "batch_count must be at least 1");
     if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
         return tsr_fail(TSR_ERR_OVERFLOW, "m, n and k must each be at most %d", INT_MAX);
 
-    bool row = layout == TSR_ROW_MAJOR;
+    bool row = d.layout == TSR_ROW_MAJOR;
     /* Stored shapes: lines x line_length with the leading dimension along lines. */
-    size_t a_lines = (row != is_trans(ta)) ? m : k, a_len = (row != is_trans(ta)) ? k : m;
-    size_t b_lines = (row != is_trans(tb)) ? k : n, b_len = (row != is_trans(tb)) ? n : k;
+    size_t a_lines = (row != is_trans(d.trans_a)) ? m : k, a_len = (row != is_trans(d.trans_a)) ? k : m;
+    size_t b_lines = (row != is_trans(d.trans_b)) ? k : n, b_len = (row != is_trans(d.trans_b)) ? n : k;
     size_t c_lines = row ? m : n, c_len = row ? n : m;
+    if (!literal) { /* ld 0: packed */
+        if (d.a.ld == 0) d.a.ld = a_len ? a_len : 1;
+        if (d.b.ld == 0) d.b.ld = b_len ? b_len : 1;
+        if (d.c.ld == 0) d.c.ld = c_len;
+    }
+    const size_t lda = d.a.ld, ldb = d.b.ld, ldc = d.c.ld;
     if (lda < (a_len ? a_len : 1))
         return tsr_fail(TSR_ERR_INVALID_ARG, "lda = %zu is smaller than the %zu it must be at least", lda, a_len ? a_len : 1);
     if (ldb < (b_len ? b_len : 1))
@@ -272,96 +285,131 @@ tsr_status tsr_gemm_check_args(tsr_layout layout, tsr_transpose ta, tsr_transpos
     if (lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
         return tsr_fail(TSR_ERR_OVERFLOW, "leading dimensions must be at most %d", INT_MAX);
     size_t a_need, b_need, c_need;
-    TSR_CHECK(status, tsr_matrix_extent("a", a_off, a_lines, a_len, lda, a_stride, batch, &a_need), done);
-    TSR_CHECK(status, tsr_matrix_extent("b", b_off, b_lines, b_len, ldb, b_stride, batch, &b_need), done);
-    TSR_CHECK(status, tsr_matrix_extent("c", c_off, c_lines, c_len, ldc, c_stride, batch, &c_need), done);
-    need[0] = a_need, need[1] = b_need, need[2] = c_need;
+    TSR_CHECK(status, tsr_matrix_extent("a", d.a.offset, a_lines, a_len, lda, d.a.batch_stride, batch, &a_need), done);
+    TSR_CHECK(status, tsr_matrix_extent("b", d.b.offset, b_lines, b_len, ldb, d.b.batch_stride, batch, &b_need), done);
+    TSR_CHECK(status, tsr_matrix_extent("c", d.c.offset, c_lines, c_len, ldc, d.c.batch_stride, batch, &c_need), done);
     if (batch > 1) {
         /* Overlapping outputs would race; inputs may alias (a shared weight, stride 0). */
         size_t c_span = (c_lines - 1) * ldc + c_len;
-        if (c_stride < c_span)
+        if (d.c.batch_stride < c_span)
             return tsr_fail(TSR_ERR_INVALID_ARG, "c_stride = %zu makes the batch's C matrices overlap (each spans %zu)",
-                            c_stride, c_span);
+                            d.c.batch_stride, c_span);
+    }
+    need[0] = a_need, need[1] = b_need, need[2] = c_need;
+    if (out) *out = d;
+done:
+    return status;
+}
+
+/* The epilogue's rules: its activation, and its bias against the real buffer. */
+static tsr_status check_epilogue(const tsr_device *dev, const tsr_matmul_desc *d) {
+    const tsr_epilogue *epi = &d->epilogue;
+    tsr_status status = TSR_SUCCESS;
+    if ((int)epi->activation < TSR_ACT_NONE || epi->activation > TSR_ACT_GELU_ERF)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "epilogue activation must be a tsr_activation (got %d)",
+                        (int)epi->activation);
+    size_t bias_need = 0;
+    if (epi->bias) {
+        TSR_CHECK(status,
+                  tsr_matrix_extent("bias", epi->bias_offset, 1, d->n, d->n, epi->bias_stride, d->batch, &bias_need),
+                  done);
+        TSR_CHECK(status, tsr_check_buffer(dev, epi->bias, "bias", bias_need), done);
     }
 done:
     return status;
 }
 
-/* Check every argument against the real buffers, then describe the call in canonical form. */
-static tsr_status gemm_validate(const tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
-                                size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
-                                cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta, cl_mem c, size_t c_off,
-                                size_t ldc, size_t c_stride, size_t batch, const tsr_epilogue *epi,
-                                const tsr_gemm_types *types, gemm_problem *p) {
+/* The buffers of a checked descriptor `d` (defaults explicit, need[] from tsr_matmul_check) against
+ * their real sizes and each other, then the call in canonical form. */
+static tsr_status gemm_bind(const tsr_device *dev, const tsr_matmul_desc *d, const size_t need[3], cl_mem a, cl_mem b,
+                            cl_mem c, gemm_problem *p) {
     tsr_status status = TSR_SUCCESS;
-    if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
-    TSR_CHECK(status, tsr_dtype_check("gemm: a_type", types->a), done);
-    TSR_CHECK(status, tsr_dtype_check("gemm: b_type", types->b), done);
-    TSR_CHECK(status, tsr_dtype_check("gemm: c_type", types->c), done);
-    size_t need[3];
-    TSR_CHECK(status,
-              tsr_gemm_check_args(layout, ta, tb, m, n, k, a_off, lda, a_stride, b_off, ldb, b_stride, c_off, ldc,
-                                  c_stride, batch, need),
-              done);
-    const bool row = layout == TSR_ROW_MAJOR, reads_ab = k > 0 && alpha != 0.0f;
+    const size_t k = d->k;
+    const bool row = d->layout == TSR_ROW_MAJOR, reads_ab = k > 0 && d->alpha != 0.0f;
     const size_t a_need = need[0], b_need = need[1], c_need = need[2];
+    const tsr_matrix *A = &d->a, *B = &d->b, *C = &d->c;
     /* A and B are checked against the shapes given even when alpha == 0 skips reading them, as
      * CLBlast does: a buffer too small for its matrix is a caller bug either way. */
-    TSR_CHECK(status, tsr_check_buffer_typed(dev, a, "a", k > 0 ? a_need : 0, types->a), done);
-    TSR_CHECK(status, tsr_check_buffer_typed(dev, b, "b", k > 0 ? b_need : 0, types->b), done);
-    TSR_CHECK(status, tsr_check_buffer_typed(dev, c, "c", c_need, types->c), done);
+    TSR_CHECK(status, tsr_check_buffer_typed(dev, a, "a", k > 0 ? a_need : 0, A->dtype), done);
+    TSR_CHECK(status, tsr_check_buffer_typed(dev, b, "b", k > 0 ? b_need : 0, B->dtype), done);
+    TSR_CHECK(status, tsr_check_buffer_typed(dev, c, "c", c_need, C->dtype), done);
     /* C written while A or B is read would race: their extents (in bytes of each one's type)
      * must not share memory. Operands that are not read may be anything. */
     if (reads_ab) {
         TSR_CHECK(status,
-                  tsr_check_disjoint_typed("gemm", c, "c", c_off, c_need - c_off, types->c, a, "a", a_off,
-                                           a_need - a_off, types->a, false),
+                  tsr_check_disjoint_typed("gemm", c, "c", C->offset, c_need - C->offset, C->dtype, a, "a", A->offset,
+                                           a_need - A->offset, A->dtype, false),
                   done);
         TSR_CHECK(status,
-                  tsr_check_disjoint_typed("gemm", c, "c", c_off, c_need - c_off, types->c, b, "b", b_off,
-                                           b_need - b_off, types->b, false),
+                  tsr_check_disjoint_typed("gemm", c, "c", C->offset, c_need - C->offset, C->dtype, b, "b", B->offset,
+                                           b_need - B->offset, B->dtype, false),
                   done);
-    }
-    if (epi) {
-        if ((int)epi->activation < TSR_ACT_NONE || epi->activation > TSR_ACT_GELU_ERF)
-            return tsr_fail(TSR_ERR_INVALID_ARG, "epilogue activation must be a tsr_activation (got %d)",
-                            (int)epi->activation);
-        size_t bias_need = 0;
-        if (epi->bias) {
-            TSR_CHECK(status, tsr_matrix_extent("bias", epi->bias_offset, 1, n, n, epi->bias_stride, batch, &bias_need),
-                      done);
-            TSR_CHECK(status, tsr_check_buffer(dev, epi->bias, "bias", bias_need), done);
-        }
     }
 
     /* Column-major C is row-major C^T = op(B)^T op(A)^T: swap the operands. */
     memset(p, 0, sizeof *p);
-    p->batch = batch;
-    p->alpha = reads_ab ? alpha : 0.0f;
-    p->beta = beta;
+    p->batch = d->batch;
+    p->alpha = reads_ab ? d->alpha : 0.0f;
+    p->beta = d->beta;
     p->k = reads_ab ? k : 0;
-    p->c = c; p->c_off = c_off; p->ldc = ldc; p->c_stride = c_stride;
+    p->c = c;
+    p->c_off = C->offset;
+    p->ldc = C->ld;
+    p->c_stride = C->batch_stride;
     p->bias = c; /* a valid buffer the kernel never reads without a bias */
-    if (epi) {
-        p->act = (int)epi->activation;
-        if (epi->bias) {
-            p->bias = epi->bias; p->bias_off = epi->bias_offset; p->bias_stride = epi->bias_stride;
-            p->bias_axis = row ? 1 : 2; /* the call's columns are the canonical rows when column-major */
-        }
+    p->act = (int)d->epilogue.activation;
+    if (d->epilogue.bias) {
+        p->bias = d->epilogue.bias;
+        p->bias_off = d->epilogue.bias_offset;
+        p->bias_stride = d->epilogue.bias_stride;
+        p->bias_axis = row ? 1 : 2; /* the call's columns are the canonical rows when column-major */
     }
     if (row) {
-        p->m = m; p->n = n; p->ta = is_trans(ta); p->tb = is_trans(tb);
-        p->types = *types;
-        p->a = a; p->a_off = a_off; p->lda = lda; p->a_stride = a_stride;
-        p->b = b; p->b_off = b_off; p->ldb = ldb; p->b_stride = b_stride;
+        p->m = d->m;
+        p->n = d->n;
+        p->ta = is_trans(d->trans_a);
+        p->tb = is_trans(d->trans_b);
+        p->types = (tsr_gemm_types){A->dtype, B->dtype, C->dtype};
+        p->a = a;
+        p->a_off = A->offset;
+        p->lda = A->ld;
+        p->a_stride = A->batch_stride;
+        p->b = b;
+        p->b_off = B->offset;
+        p->ldb = B->ld;
+        p->b_stride = B->batch_stride;
     } else {
-        p->m = n; p->n = m; p->ta = is_trans(tb); p->tb = is_trans(ta);
-        p->types = (tsr_gemm_types){types->b, types->a, types->c}; /* A and B trade places, types too */
-        p->a = b; p->a_off = b_off; p->lda = ldb; p->a_stride = b_stride;
-        p->b = a; p->b_off = a_off; p->ldb = lda; p->b_stride = a_stride;
+        p->m = d->n;
+        p->n = d->m;
+        p->ta = is_trans(d->trans_b);
+        p->tb = is_trans(d->trans_a);
+        p->types = (tsr_gemm_types){B->dtype, A->dtype, C->dtype}; /* A and B trade places, types too */
+        p->a = b;
+        p->a_off = B->offset;
+        p->lda = B->ld;
+        p->a_stride = B->batch_stride;
+        p->b = a;
+        p->b_off = A->offset;
+        p->ldb = A->ld;
+        p->b_stride = A->batch_stride;
     }
 done:
     return status;
+}
+
+/* The problem a configuration is chosen for: the canonical sizes and types, with `k` as read
+ * (0 when alpha is 0), without buffers. */
+static gemm_problem gemm_shape(const tsr_matmul_desc *d, bool class_by_shape) {
+    gemm_problem p;
+    memset(&p, 0, sizeof p);
+    bool row = d->layout == TSR_ROW_MAJOR;
+    p.m = row ? d->m : d->n;
+    p.n = row ? d->n : d->m;
+    p.k = d->k > 0 && d->alpha != 0.0f ? d->k : 0;
+    p.batch = class_by_shape ? 1 : d->batch; /* class_by_shape: classify by one matrix's shape */
+    p.types = row ? (tsr_gemm_types){d->a.dtype, d->b.dtype, d->c.dtype}
+                  : (tsr_gemm_types){d->b.dtype, d->a.dtype, d->c.dtype};
+    return p;
 }
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
@@ -533,50 +581,36 @@ done:
     return status;
 }
 
-tsr_status tsr_gemm(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n,
-                    size_t k, float alpha, tsr_dtype a_type, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
-                    tsr_dtype b_type, cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta, tsr_dtype c_type,
-                    cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch, const tsr_epilogue *epilogue,
-                    cl_command_queue queue, cl_event *event) {
-    tsr_clear_diagnostics();
-    const tsr_gemm_types types = {a_type, b_type, c_type};
-    return tsr_sgemm_pipeline(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, a_stride, b, b_off, ldb, b_stride,
-                              beta, c, c_off, ldc, c_stride, batch, epilogue, &types, false, queue, NULL, event);
-}
-
-tsr_status tsr_sgemm_strided_batched_ex(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb,
-                                        size_t m, size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda,
-                                        size_t a_stride, cl_mem b, size_t b_off, size_t ldb, size_t b_stride,
-                                        float beta, cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
-                                        const tsr_epilogue *epilogue, cl_command_queue queue, cl_event *event) {
-    tsr_clear_diagnostics();
-    return tsr_sgemm_pipeline(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, a_stride, b, b_off, ldb, b_stride,
-                              beta, c, c_off, ldc, c_stride, batch, epilogue, NULL, false, queue, NULL, event);
-}
-
-tsr_status tsr_sgemm_pipeline(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
-                              size_t n, size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, size_t a_stride,
-                              cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta, cl_mem c, size_t c_off,
-                              size_t ldc, size_t c_stride, size_t batch, const tsr_epilogue *epilogue,
-                              const tsr_gemm_types *types, bool class_by_shape, cl_command_queue queue,
-                              cl_event input_ready, cl_event *event) {
+tsr_status tsr_matmul_pipeline(tsr_device *dev, const tsr_matmul_desc *desc, const tsr_matmul_extras *extras, cl_mem a,
+                               cl_mem b, cl_mem c, cl_command_queue queue, cl_event *event) {
     if (event) *event = NULL;
-    static const tsr_gemm_types fp32 = {TSR_F32, TSR_F32, TSR_F32};
+    static const tsr_matmul_extras none = {0};
+    if (!extras) extras = &none;
+    if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
+    tsr_status status = TSR_SUCCESS;
+    tsr_matmul_desc d;
+    size_t need[3];
     gemm_problem p;
-    tsr_status status =
-        gemm_validate(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, a_stride, b, b_off, ldb, b_stride, beta, c,
-                      c_off, ldc, c_stride, batch, epilogue, types ? types : &fp32, &p);
-    if (status != TSR_SUCCESS) return status;
+    TSR_CHECK(status, tsr_matmul_check(desc, extras->literal, &d, need), done);
+    TSR_CHECK(status, gemm_bind(dev, &d, need, a, b, c, &p), done);
+    TSR_CHECK(status, check_epilogue(dev, &d), done);
     cl_command_queue q;
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
     gemm_problem one = p;
-    if (class_by_shape) one.batch = 1; /* classify by one matrix's shape */
+    if (extras->class_by_shape) one.batch = 1; /* classify by one matrix's shape */
     TSR_CHECK(status, tsr_op_config(dev, &tsr_op_gemm, &one, &cfg), done);
-    status = gemm_launch(dev, &p, &cfg, q, input_ready, event, NULL);
-    if (tsr_op_build_fallback(dev, &tsr_op_gemm, &one, status, &cfg)) status = gemm_launch(dev, &p, &cfg, q, input_ready, event, NULL);
+    status = gemm_launch(dev, &p, &cfg, q, extras->input_ready, event, NULL);
+    if (tsr_op_build_fallback(dev, &tsr_op_gemm, &one, status, &cfg))
+        status = gemm_launch(dev, &p, &cfg, q, extras->input_ready, event, NULL);
 done:
     return status;
+}
+
+tsr_status tsr_matmul(tsr_device *dev, const tsr_matmul_desc *desc, cl_mem a, cl_mem b, cl_mem c,
+                      cl_command_queue queue, cl_event *event) {
+    tsr_clear_diagnostics();
+    return tsr_matmul_pipeline(dev, desc, NULL, a, b, c, queue, event);
 }
 
 tsr_status tsr_sgemm_strided_batched(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m,
@@ -584,33 +618,106 @@ tsr_status tsr_sgemm_strided_batched(tsr_device *dev, tsr_layout layout, tsr_tra
                                      size_t a_stride, cl_mem b, size_t b_off, size_t ldb, size_t b_stride, float beta,
                                      cl_mem c, size_t c_off, size_t ldc, size_t c_stride, size_t batch,
                                      cl_command_queue queue, cl_event *event) {
-    return tsr_sgemm_strided_batched_ex(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, a_stride, b, b_off, ldb,
-                                        b_stride, beta, c, c_off, ldc, c_stride, batch, NULL, queue, event);
-}
-
-tsr_status tsr_sgemm_ex(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n,
-                        size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off, size_t ldb,
-                        float beta, cl_mem c, size_t c_off, size_t ldc, const tsr_epilogue *epilogue,
-                        cl_command_queue queue, cl_event *event) {
-    return tsr_sgemm_strided_batched_ex(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, 0, b, b_off, ldb, 0, beta,
-                                        c, c_off, ldc, 0, 1, epilogue, queue, event);
+    tsr_clear_diagnostics();
+    const tsr_matmul_desc desc = {.layout = layout,
+                                  .trans_a = ta,
+                                  .trans_b = tb,
+                                  .m = m,
+                                  .n = n,
+                                  .k = k,
+                                  .batch = batch,
+                                  .alpha = alpha,
+                                  .beta = beta,
+                                  .a = {.offset = a_off, .ld = lda, .batch_stride = a_stride},
+                                  .b = {.offset = b_off, .ld = ldb, .batch_stride = b_stride},
+                                  .c = {.offset = c_off, .ld = ldc, .batch_stride = c_stride}};
+    const tsr_matmul_extras clblast = {.literal = true};
+    return tsr_matmul_pipeline(dev, &desc, &clblast, a, b, c, queue, event);
 }
 
 tsr_status tsr_sgemm(tsr_device *dev, tsr_layout layout, tsr_transpose ta, tsr_transpose tb, size_t m, size_t n,
                      size_t k, float alpha, cl_mem a, size_t a_off, size_t lda, cl_mem b, size_t b_off, size_t ldb,
                      float beta, cl_mem c, size_t c_off, size_t ldc, cl_command_queue queue, cl_event *event) {
-    return tsr_sgemm_strided_batched_ex(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, 0, b, b_off, ldb, 0, beta,
-                                        c, c_off, ldc, 0, 1, NULL, queue, event);
+    return tsr_sgemm_strided_batched(dev, layout, ta, tb, m, n, k, alpha, a, a_off, lda, 0, b, b_off, ldb, 0, beta, c,
+                                     c_off, ldc, 0, 1, queue, event);
 }
 
-tsr_status tsr_sgemm_plan(tsr_device *dev, size_t m, size_t n, size_t k, size_t batch, tsr_config_info *info) {
-    tsr_clear_diagnostics();
-    if (!dev || !info) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_sgemm_plan: device and info must be set");
+tsr_status tsr_gemm_config_info(tsr_device *dev, size_t m, size_t n, size_t k, size_t batch, tsr_config_info *info) {
+    if (!dev || !info) return tsr_fail(TSR_ERR_INVALID_ARG, "gemm: device and info must be set");
     if (m == 0 || n == 0 || batch == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "m, n and batch_count must be at least 1");
     gemm_problem p;
     memset(&p, 0, sizeof p);
     p.m = m; p.n = n; p.k = k; p.batch = batch;
     return tsr_op_config_lookup(dev, &tsr_op_gemm, gemm_problem_class(&p), info);
+}
+
+/* ---- plans: a checked descriptor and its configuration, read-only once made ---- */
+
+struct tsr_matmul_plan {
+    tsr_device *device;   /* held: see tsr_device_hold */
+    tsr_matmul_desc desc; /* defaults explicit */
+    size_t need[3];
+    tsr_config config; /* resolved at creation, kept */
+    tsr_config_info info;
+};
+
+tsr_status tsr_matmul_plan_create(tsr_device *dev, const tsr_matmul_desc *desc, tsr_matmul_plan **plan) {
+    tsr_clear_diagnostics();
+    if (!plan) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_matmul_plan_create: plan is NULL");
+    *plan = NULL;
+    if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
+    tsr_status status = TSR_SUCCESS;
+    tsr_matmul_plan *pl = calloc(1, sizeof *pl);
+    if (!pl) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    TSR_CHECK(status, tsr_matmul_check(desc, false, &pl->desc, pl->need), done);
+    TSR_CHECK(status, check_epilogue(dev, &pl->desc), done);
+    gemm_problem shape = gemm_shape(&pl->desc, false);
+    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_gemm, &shape, &pl->config), done);
+    TSR_CHECK(status, tsr_op_config_lookup(dev, &tsr_op_gemm, gemm_problem_class(&shape), &pl->info), done);
+    pl->device = dev;
+    tsr_device_hold(dev);
+    if (pl->desc.epilogue.bias) clRetainMemObject(pl->desc.epilogue.bias); /* checked once: kept */
+    *plan = pl;
+    pl = NULL;
+done:
+    free(pl);
+    return status;
+}
+
+tsr_status tsr_matmul_execute(tsr_matmul_plan *plan, cl_mem a, cl_mem b, cl_mem c, cl_command_queue queue,
+                              cl_event *event) {
+    tsr_clear_diagnostics();
+    if (event) *event = NULL;
+    if (!plan) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_matmul_execute: plan is NULL");
+    tsr_device *dev = plan->device;
+    if (tsr_device_closed(dev))
+        return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_matmul_execute: the plan's device was closed");
+    tsr_status status = TSR_SUCCESS;
+    gemm_problem p;
+    TSR_CHECK(status, gemm_bind(dev, &plan->desc, plan->need, a, b, c, &p), done);
+    cl_command_queue q;
+    TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
+    tsr_config cfg = plan->config; /* a copy: a build fallback changes this launch's only */
+    status = gemm_launch(dev, &p, &cfg, q, NULL, event, NULL);
+    if (tsr_op_build_fallback(dev, &tsr_op_gemm, &p, status, &cfg))
+        status = gemm_launch(dev, &p, &cfg, q, NULL, event, NULL);
+done:
+    return status;
+}
+
+tsr_status tsr_matmul_plan_info(const tsr_matmul_plan *plan, tsr_config_info *info) {
+    tsr_clear_diagnostics();
+    if (!plan || !info) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_matmul_plan_info: plan and info must be set");
+    *info = plan->info;
+    return TSR_SUCCESS;
+}
+
+void tsr_matmul_plan_destroy(tsr_matmul_plan *plan) {
+    if (!plan) return;
+    tsr_device *dev = plan->device;
+    if (plan->desc.epilogue.bias) clReleaseMemObject(plan->desc.epilogue.bias);
+    free(plan);
+    tsr_device_drop(dev);
 }
 
 /* ---- tuning ---- */
@@ -769,9 +876,15 @@ static tsr_status gemm_fixture_run(tsr_device *dev, void *ctx, const tsr_config 
         if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueMarkerWithWaitList", __FILE__, __LINE__);
     }
     bool fp32 = p->types.a == TSR_F32 && p->types.b == TSR_F32 && p->types.c == TSR_F32;
-    tsr_status st = !fp32 ? tsr_gemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->m, p->n, p->k, 1.0f, p->types.a,
-                                     p->a, 0, p->lda, p->a_stride, p->types.b, p->b, 0, p->ldb, p->b_stride, 0.0f,
-                                     p->types.c, p->c, 0, p->ldc, p->c_stride, p->batch, NULL, queue, last)
+    const tsr_matmul_desc desc = {.m = p->m,
+                                  .n = p->n,
+                                  .k = p->k,
+                                  .batch = p->batch,
+                                  .alpha = 1.0f,
+                                  .a = {p->types.a, 0, p->lda, p->a_stride},
+                                  .b = {p->types.b, 0, p->ldb, p->b_stride},
+                                  .c = {p->types.c, 0, p->ldc, p->c_stride}};
+    tsr_status st = !fp32 ? tsr_matmul(dev, &desc, p->a, p->b, p->c, queue, last)
                     : p->batch > 1
                         ? tsr_sgemm_strided_batched(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->m, p->n, p->k,
                                                     1.0f, p->a, 0, p->lda, p->a_stride, p->b, 0, p->ldb, p->b_stride,

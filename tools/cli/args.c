@@ -1,4 +1,4 @@
-/* The argument layer every command shares: the option loop, --device, error printing, strict
+/* The argument layer every command shares: the option loop (util's, as tessera-mpi's), --device, error printing, strict
  * numbers and wrapped usage text. */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -8,13 +8,14 @@
 
 int cli_next_option(const cli_command *command, int argc, char **argv, const char *short_options,
                     const struct option *long_options, int *exit_code) {
-    int c = getopt_long(argc, argv, short_options, long_options, NULL);
+    const char *bad = NULL;
+    int c = util_next_option(argc, argv, short_options, long_options, false, &bad);
     if (c == -1) return -1;
     if (c == 'h') {
         *exit_code = cli_help(command);
         return CLI_STOP;
     }
-    if (c == '?' || c == ':') { /* getopt has named the option */
+    if (c == UTIL_OPTION_UNKNOWN || c == UTIL_OPTION_MISSING) { /* getopt has named the option */
         *exit_code = cli_usage(stderr);
         return CLI_STOP;
     }
@@ -67,18 +68,18 @@ int cli_misuse(const char *command, const char *format, ...) {
 int cli_bad_value(const char *command) { return cli_misuse(command, "%s", tsr_last_error()); }
 
 int cli_seconds(const char *command, const char *text, const char *option, bool allow_zero, double *out) {
-    if (bench_parse_seconds(text, option, allow_zero, BENCH_MAX_SECONDS, out) != TSR_SUCCESS)
+    if (util_parse_seconds(text, option, allow_zero, UTIL_MAX_SECONDS, out) != TSR_SUCCESS)
         return cli_bad_value(command);
     return 0;
 }
 
 int cli_count(const char *command, const char *text, const char *option, uint64_t min, uint64_t max, uint64_t *out) {
-    if (bench_parse_count(text, option, min, max, out) != TSR_SUCCESS) return cli_bad_value(command);
+    if (util_parse_count(text, option, min, max, out) != TSR_SUCCESS) return cli_bad_value(command);
     return 0;
 }
 
 int cli_u64(const char *command, const char *text, const char *option, uint64_t *out) {
-    if (bench_parse_u64(text, option, out) != TSR_SUCCESS) return cli_bad_value(command);
+    if (util_parse_u64(text, option, out) != TSR_SUCCESS) return cli_bad_value(command);
     return 0;
 }
 

@@ -20,16 +20,16 @@ static void print_summary(FILE *out) {
     const bench_entry *entries = bench_registry(&n);
     for (size_t i = 0; i < n; ++i) {
         const bench_entry *e = &entries[i];
-        bench_text text = {0};
-        bench_text_printf(&text, "%s sizes: %s", e->op, e->sizes);
+        util_text text = {0};
+        util_text_printf(&text, "%s sizes: %s", e->op, e->sizes);
         for (const bench_part *p = e->parts; p && p->name; ++p) {
-            if (p == e->parts) bench_text_printf(&text, "; %s parts: %s", e->op, p->name);
-            else bench_text_printf(&text, ", %s", p->name);
-            if (p->what) bench_text_printf(&text, " (%s)", p->what);
+            if (p == e->parts) util_text_printf(&text, "; %s parts: %s", e->op, p->name);
+            else util_text_printf(&text, ", %s", p->name);
+            if (p->what) util_text_printf(&text, " (%s)", p->what);
         }
-        if (e->options) bench_text_printf(&text, "; %s", e->options);
-        bench_text_printf(&text, "%s", i + 1 < n ? ";" : "");
-        char *paragraph = bench_text_finish(&text);
+        if (e->options) util_text_printf(&text, "; %s", e->options);
+        util_text_printf(&text, "%s", i + 1 < n ? ";" : "");
+        char *paragraph = util_text_finish(&text);
         if (paragraph) cli_print_wrapped(out, paragraph, CLI_DESCRIPTION_COLUMN, 52);
         free(paragraph);
     }
@@ -100,7 +100,7 @@ static int run_bench(int argc, char **argv) {
     if (!entry)
         return cli_misuse("bench", "no benchmark for op '%s' (available: %s)", op, bench_op_list(ops, sizeof ops));
     /* A --json that cannot be written fails now, not after the benchmark. */
-    tsr_status st = json ? bench_check_output(json) : TSR_SUCCESS;
+    tsr_status st = json ? util_check_output(json) : TSR_SUCCESS;
     if (st != TSR_SUCCESS) return cli_fail(st);
     tsr_device *dev = NULL;
     st = tsr_device_open(device, &dev);
@@ -113,7 +113,7 @@ static int run_bench(int argc, char **argv) {
     printf("timing: host clock around each call (enqueue to completion, launch cost included); median of the runs\n");
     bench_report report = {0};
     snprintf(report.device, sizeof report.device, "%s", info->name);
-    st = entry->run(dev, &bo, &report);
+    st = bench_run(entry, dev, &bo, &report);
     if (st == TSR_SUCCESS && json) st = bench_write_json(&report, json);
     bench_report_free(&report);
     tsr_device_close(dev);

@@ -36,9 +36,11 @@ typedef struct cli_command {
 extern const cli_command cli_devices, cli_demo, cli_build_binaries, cli_cache, cli_bench, cli_tune, cli_peak,
     cli_report, cli_version;
 
-/* The full usage on `out`: 0 for stdout (asked for), 2 for stderr (a misuse). (tessera.c) */
+/* The command table the usage lists (tessera.c's, in order), set once at the start of main. (usage.c) */
+void cli_set_commands(const cli_command *const *commands, size_t count);
+/* The full usage on `out`: 0 for stdout (asked for), 2 for stderr (a misuse). (usage.c) */
 int cli_usage(FILE *out);
-/* The command's own usage on stdout; returns 0. (tessera.c) */
+/* The command's own usage on stdout; returns 0. (usage.c) */
 int cli_help(const cli_command *command);
 
 /* Options every command spells the same way. */
@@ -71,7 +73,7 @@ int cli_misuse(const char *command, const char *format, ...) __attribute__((form
 /* A refused option value (the strict parser's message, from tsr_last_error): as cli_misuse. */
 int cli_bad_value(const char *command);
 
-/* Strict numbers through bench.c's parsers (bench_parse_*): 0 when *out is set, else the
+/* Strict numbers through util's parsers (util_parse_*): 0 when *out is set, else the
  * refusal is printed for `command` and 2 returned. */
 int cli_seconds(const char *command, const char *text, const char *option, bool allow_zero, double *out);
 int cli_count(const char *command, const char *text, const char *option, uint64_t min, uint64_t max, uint64_t *out);

@@ -40,13 +40,13 @@ static int run_peak(int argc, char **argv) {
         }
     }
     if (optind < argc) return cli_usage(stderr);
-    tsr_status st = json ? bench_check_output(json) : TSR_SUCCESS;
+    tsr_status st = json ? util_check_output(json) : TSR_SUCCESS;
     if (st != TSR_SUCCESS) return cli_fail(st);
     tsr_device *dev = NULL;
     st = tsr_device_open(device, &dev);
     if (st != TSR_SUCCESS) return cli_fail(st);
     const tsr_device_info *info = tsr_device_get_info(dev);
-    po.simulator = bench_is_simulator(info);
+    po.simulator = util_is_simulator(info);
     printf("peaks of %d:%d %s (%s, %s)%s\n", info->platform_index, info->device_index, info->name,
            tsr_device_type_str(info->type), info->platform_name, po.simulator ? ", a simulator: a reduced set" : "");
     peak_result r;

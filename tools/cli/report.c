@@ -71,7 +71,7 @@ static int run_report(int argc, char **argv) {
     char probe[4096];
     snprintf(probe, sizeof probe, "%s/report.json", ro.out_dir);
     tsr_status st = tsr_make_dirs(ro.out_dir);
-    if (st == TSR_SUCCESS) st = bench_check_output(probe);
+    if (st == TSR_SUCCESS) st = util_check_output(probe);
     if (st != TSR_SUCCESS) return cli_fail(st);
     cJSON *root = NULL, *pytorch = NULL;
     if (pytorch_file && (st = report_load_pytorch(pytorch_file, &pytorch)) != TSR_SUCCESS) return cli_fail(st);

@@ -232,7 +232,7 @@ int fleet_report(int argc, char **argv, const char *const *selectors, size_t nse
         char probe[4096];
         snprintf(probe, sizeof probe, "%s/report.json", options->out_dir);
         tsr_status st = tsr_make_dirs(options->out_dir);
-        if (st == TSR_SUCCESS) st = bench_check_output(probe);
+        if (st == TSR_SUCCESS) st = util_check_output(probe);
         if (st == TSR_SUCCESS && pytorch_file) st = report_load_pytorch(pytorch_file, &pytorch);
         if (st != TSR_SUCCESS) rc = cli_fail(st);
         start.go = st == TSR_SUCCESS ? 'y' : 'n';

@@ -1,0 +1,174 @@
+/* restamp_db: a developer's tool (built, never installed) that moves the tuned entries of a
+ * tuning database across a kernel-source change that cannot alter what any tuned configuration
+ * computes or how fast it runs (a comment, a dead #ifndef fallback the host always overrides).
+ * docs/tuning.md says when that is honest.
+ *
+ *   restamp_db --list DB                      every entry: current, stale, or of an op this build lacks
+ *   restamp_db [--dry-run] [--new DIR] DB OLD_DIR
+ *
+ * OLD_DIR holds the kernel sources before the change (`git archive REV cl | tar -x -C DIR` gives
+ * DIR/cl), read as TSR_KERNEL_DIR is; the sources after it are this build's embedded ones, or DIR
+ * with --new. For each op whose source hash differs between the two, exactly the entries stamped
+ * with the old hash take the new one: an entry already stale before the change stays stale, and
+ * nothing else in the file changes. The file is rewritten through the tuning database's own update
+ * path (under its lock, sealed with a fresh checksum); a missing or damaged file is refused, never
+ * replaced. Exit status: 0 done, 1 an error (said on stderr), 2 a usage error. */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_OPS 64
+
+typedef struct {
+    const tsr_op *op;
+    char old_hash[17], new_hash[17];
+    bool known_old; /* the op's sources exist in OLD_DIR */
+    int moved, kept_stale, current;
+} op_stamp;
+
+typedef struct {
+    op_stamp ops[MAX_OPS];
+    int nops;
+    int unknown; /* entries of ops this build does not have: left as they are */
+    bool dry_run;
+} restamp_ctx;
+
+static op_stamp *find_stamp(restamp_ctx *ctx, const char *name) {
+    for (int i = 0; i < ctx->nops; ++i)
+        if (strcmp(ctx->ops[i].op->name, name) == 0) return &ctx->ops[i];
+    return NULL;
+}
+
+/* Each op's source hash after the change and, with old_dir, before it. */
+static tsr_status hash_ops(restamp_ctx *ctx, const char *old_dir, const char *new_dir) {
+    ctx->nops = 0;
+    for (const tsr_op *const *op = tsr_ops; *op && ctx->nops < MAX_OPS; ++op) {
+        op_stamp *s = &ctx->ops[ctx->nops++];
+        memset(s, 0, sizeof *s);
+        s->op = *op;
+        tsr_status st = tsr_op_source_hash_in(new_dir, *op, s->new_hash);
+        if (st != TSR_SUCCESS) return st;
+        if (!old_dir) continue;
+        st = tsr_op_source_hash_in(old_dir, *op, s->old_hash);
+        if (st == TSR_ERR_NOT_FOUND || st == TSR_ERR_IO) { /* a source the old tree did not have yet */
+            fprintf(stderr, "restamp_db: %s: no old source hash (%s): its entries stay as they are\n", (*op)->name,
+                    tsr_last_error());
+            continue;
+        }
+        if (st != TSR_SUCCESS) return st;
+        s->known_old = true;
+    }
+    return TSR_SUCCESS;
+}
+
+/* Visit every entry: with moving set, restamp the ones at their op's old hash. */
+static void walk(cJSON *root, restamp_ctx *ctx, bool moving, FILE *list) {
+    cJSON *dev;
+    cJSON_ArrayForEach(dev, cJSON_GetObjectItemCaseSensitive(root, "devices")) {
+        cJSON *op;
+        cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(dev, "ops")) {
+            op_stamp *s = find_stamp(ctx, op->string);
+            cJSON *entry;
+            cJSON_ArrayForEach(entry, op) {
+                cJSON *hash = cJSON_GetObjectItemCaseSensitive(entry, "source_hash");
+                const char *was = cJSON_GetStringValue(hash);
+                const char *state;
+                if (!s) {
+                    ++ctx->unknown;
+                    state = "unknown-op";
+                } else if (moving && s->known_old && strcmp(s->old_hash, s->new_hash) != 0 &&
+                           strcmp(was, s->old_hash) == 0) {
+                    ++s->moved;
+                    state = "re-stamped";
+                    if (!ctx->dry_run) cJSON_SetValuestring(hash, s->new_hash);
+                } else if (strcmp(was, s->new_hash) == 0) {
+                    ++s->current;
+                    state = "current";
+                } else {
+                    ++s->kept_stale;
+                    state = "stale";
+                }
+                if (list)
+                    fprintf(list, "%-10s %-8s %-14s %s  %s  (%s)\n", state, op->string, entry->string, was,
+                            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dev, "name")), dev->string);
+            }
+        }
+    }
+}
+
+static tsr_status restamp_update(cJSON *root, void *arg) {
+    walk(root, arg, true, NULL);
+    return TSR_SUCCESS;
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: restamp_db --list DB\n"
+                    "       restamp_db [--dry-run] [--new NEW_KERNEL_DIR] DB OLD_KERNEL_DIR\n"
+                    "Re-stamps the entries of DB tuned for the kernel sources in OLD_KERNEL_DIR with the source\n"
+                    "hashes of this build's sources (or NEW_KERNEL_DIR's); see docs/tuning.md.\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    bool list = false, dry_run = false;
+    const char *new_dir = NULL;
+    int a = 1;
+    for (; a < argc && argv[a][0] == '-'; ++a) {
+        if (strcmp(argv[a], "--list") == 0) list = true;
+        else if (strcmp(argv[a], "--dry-run") == 0) dry_run = true;
+        else if (strcmp(argv[a], "--new") == 0 && a + 1 < argc) new_dir = argv[++a];
+        else return usage();
+    }
+    if (argc - a != (list ? 1 : 2)) return usage();
+    const char *db = argv[a], *old_dir = list ? NULL : argv[a + 1];
+    if (old_dir && !*old_dir) return usage(); /* an empty dir would mean the embedded sources */
+    struct stat sb;
+    for (int i = 0; i < 2; ++i) {
+        const char *dir = i ? new_dir : old_dir;
+        if (dir && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+            fprintf(stderr, "restamp_db: %s is not a directory of kernel sources\n", dir);
+            return 1;
+        }
+    }
+
+    static restamp_ctx ctx;
+    ctx.dry_run = dry_run;
+    cJSON *root = NULL;
+    /* Refuse a missing or damaged file here: the update path would start a new one instead. */
+    tsr_status st = tsr_db_load(db, &root);
+    if (st == TSR_SUCCESS) st = hash_ops(&ctx, old_dir, new_dir);
+    if (st != TSR_SUCCESS) {
+        cJSON_Delete(root);
+        fprintf(stderr, "restamp_db: %s\n", tsr_last_error());
+        return 1;
+    }
+    if (list || dry_run) {
+        walk(root, &ctx, !list, stdout);
+    } else {
+        cJSON_Delete(root);
+        root = NULL;
+        st = tsr_db_update(db, restamp_update, &ctx);
+        if (st != TSR_SUCCESS) {
+            fprintf(stderr, "restamp_db: %s\n", tsr_last_error());
+            return 1;
+        }
+    }
+    cJSON_Delete(root);
+    int moved = 0, stale = 0, current = 0;
+    for (int i = 0; i < ctx.nops; ++i) {
+        const op_stamp *s = &ctx.ops[i];
+        moved += s->moved;
+        stale += s->kept_stale;
+        current += s->current;
+        if (old_dir && s->known_old && strcmp(s->old_hash, s->new_hash) != 0)
+            printf("%s: source hash %s -> %s: %d entr%s re-stamped, %d stale left stale\n", s->op->name, s->old_hash,
+                   s->new_hash, s->moved, s->moved == 1 ? "y" : "ies", s->kept_stale);
+    }
+    printf("%s%d current, %d stale, %d of ops this build lacks\n", list ? "" : dry_run ? "after a re-stamp: " : "now: ",
+           current + moved, stale, ctx.unknown);
+    if (!list) printf("%d entr%s re-stamped%s\n", moved, moved == 1 ? "y" : "ies", dry_run ? " (dry run: DB unchanged)" : "");
+    return 0;
+}

@@ -24,10 +24,14 @@
 extern "C" {
 #endif
 
+/* TSR_API marks the library's exported functions; TSR_PRINTF_LIKE(f, a) a function whose
+ * argument f is a printf format for the arguments from a on (checked by GCC and clang). */
 #if defined(__GNUC__)
 #define TSR_API __attribute__((visibility("default")))
+#define TSR_PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
 #else
 #define TSR_API
+#define TSR_PRINTF_LIKE(f, a)
 #endif
 
 #define TSR_VERSION_STRING "0.1.0"
@@ -61,11 +65,7 @@ TSR_API const char *tsr_last_error(void);
 /* For libraries built on tessera (the MPI component): record a failure of their own as tessera
  * records its own, so that tsr_status_str() and tsr_last_error() explain it; `format` is
  * printf's. Returns status. */
-TSR_API tsr_status tsr_set_error(tsr_status status, const char *format, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+TSR_API tsr_status tsr_set_error(tsr_status status, const char *format, ...) TSR_PRINTF_LIKE(2, 3);
 /* The same for an OpenCL call that returned `error`: "WHAT failed with CL_NAME (code)
  * [FILE:LINE]", as TSR_ERR_OUT_OF_MEMORY for CL_OUT_OF_HOST_MEMORY and
  * CL_MEM_OBJECT_ALLOCATION_FAILURE, else TSR_ERR_OPENCL. Returns that status. */

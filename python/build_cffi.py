@@ -4,7 +4,7 @@
     build_cffi.py include/tessera.h OUT.c
 
 The declarations cffi needs are the header's own, with comments, preprocessor lines and the
-TSR_API marker removed and integer #defines substituted; the OpenCL handle types the header
+TSR_API and TSR_PRINTF_LIKE markers removed and integer #defines substituted; the OpenCL handle types the header
 uses are declared opaque (an unknown cl_ type stops the build, so the header cannot grow a
 type the bindings would get wrong). API mode compiles the result against the real header, so a
 declaration that drifted from it fails to compile instead of corrupting memory at run time.
@@ -62,6 +62,7 @@ def cdef_from_header(text):
         lines.append(line)
     body = '\n'.join(lines)
     body = re.sub(r'\bTSR_API\s+', '', body)
+    body = re.sub(r'\s*\bTSR_PRINTF_LIKE\(\s*\d+\s*,\s*\d+\s*\)', '', body)
     for name, value in defines.items():
         body = re.sub(r'\b%s\b' % name, value, body)
     used = set(re.findall(r'\bcl_\w+\b', body))

@@ -177,6 +177,11 @@ struct tsr_device {
      * it), so launches never wait for another thread's compile (program.c, lookup_or_build). */
     pthread_mutex_t program_lock;
     tsr_program_entry *programs;   /* in-memory program cache */
+    /* Launch records (program.c, tsr_launch_find), guarded by program_lock: hashed chains, their
+     * count, and a generation that tsr_launch_invalidate advances. */
+    struct tsr_launch_entry *launches[64];
+    size_t nlaunches;
+    uint64_t launch_generation;
     bool persistent;               /* on-disk cache usable */
     int cache_store_paused;        /* > 0: new builds stay in memory only (the tuner's candidates) */
     char cache_dir[TSR_PATH_MAX];
@@ -319,6 +324,64 @@ tsr_status tsr_program_from_text(tsr_device *device, const char *label, const ch
 /* Write the binary of (source, options) into `dir` in the cache-entry format. */
 tsr_status tsr_program_write_binary(tsr_device *device, const char *source_name,
                                     const char *options, const char *dir);
+
+/* ---- kernel objects and launch records (program.c) ----
+ * The fixed cost of a call, paid once per shape instead of on every call (docs/ARCHITECTURE.md,
+ * "Small calls"). Kernel objects are created once per (program, kernel name) and kept with their
+ * program entry until the device closes. clSetKernelArg is not thread-safe, so every cached kernel
+ * has a lock that a caller holds from its first clSetKernelArg to its clEnqueueNDRangeKernel, and
+ * for nothing else (a leaf lock: no other lock is taken inside it); OpenCL captures the arguments
+ * at the enqueue, so the object is free again as soon as the enqueue returns. */
+typedef struct tsr_kernel {
+    cl_kernel kernel;
+    pthread_mutex_t lock;
+    char name[48];
+    struct tsr_kernel *next;
+} tsr_kernel;
+/* The cached kernel `name` of `program`, a program the device's cache holds (tsr_program_for):
+ * created on its first request. Owned by the cache: never released by the caller. */
+tsr_status tsr_program_kernel(tsr_device *device, cl_program program, const char *name, tsr_kernel **kernel);
+static inline void tsr_kernel_lock(tsr_kernel *k) { pthread_mutex_lock(&k->lock); }
+static inline void tsr_kernel_unlock(tsr_kernel *k) { pthread_mutex_unlock(&k->lock); }
+
+/* Launch records: what an op resolved for a key it chooses (a shape, or a configuration and a
+ * program variant) — its configuration, program and kernels, and optionally one device buffer
+ * it keeps (`aux`, e.g. attention's key lengths when every batch entry has all keys) — so a call
+ * that has seen its key skips the resolver, option formatting, program look-up and allocation.
+ * Keys are plain words (zero what you do not use), compared whole, never formatted. */
+#define TSR_LAUNCH_KEY_WORDS 32
+#define TSR_LAUNCH_KERNELS 4
+typedef struct tsr_launch_key {
+    const void *tag; /* whose key: the op, or a function of it */
+    uint32_t words[TSR_LAUNCH_KEY_WORDS];
+} tsr_launch_key;
+typedef struct tsr_launch {
+    tsr_config config;
+    cl_program program;
+    tsr_kernel *kernels[TSR_LAUNCH_KERNELS];
+    cl_mem aux;    /* NULL, or a buffer the record keeps (retained by it) */
+    int flags;     /* the op's own */
+} tsr_launch;
+/* The record for `key` into *out (true), its aux retained for the caller (release it after the
+ * enqueue that uses it); false when there is none, with *generation set for tsr_launch_store. */
+bool tsr_launch_find(tsr_device *device, const tsr_launch_key *key, tsr_launch *out, uint64_t *generation);
+/* Keep `record` under `key`, unless the records were invalidated since `generation` was read
+ * (what was resolved may be stale then) or the table is full (records are a cache: a call without
+ * one only pays the fixed cost again). Takes its own reference to record->aux. */
+void tsr_launch_store(tsr_device *device, const tsr_launch_key *key, uint64_t generation, const tsr_launch *record);
+/* Forget every record: called after anything a record could have been resolved from changes (an
+ * override set or cleared, a re-tune's database, a program dropped from the cache). */
+void tsr_launch_invalidate(tsr_device *device);
+/* The cached kernels `names` (NULL-terminated, at most TSR_LAUNCH_KERNELS; an empty name skips its
+ * slot) of source `source` built with options(cfg, variant): from a launch record keyed by `tag`,
+ * the configuration's values, `variant` and `extra` (whatever else decides the kernels), so that
+ * after the first call no option text is formatted and no program looked up. */
+typedef void (*tsr_options_fn)(const tsr_config *cfg, int variant, char *out, size_t size);
+tsr_status tsr_launch_kernels(tsr_device *device, const void *tag, const tsr_config *cfg, int variant, uint32_t extra,
+                              const char *source, tsr_options_fn options, const char *const *names,
+                              tsr_kernel *kernels[TSR_LAUNCH_KERNELS]);
+/* How many records the device holds (tests). */
+size_t tsr_launch_count(tsr_device *device);
 
 /* $dir/name.cl with its `#include "OTHER.cl"` line expanded from the same directory. */
 tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, size_t *size);
@@ -725,6 +788,12 @@ tsr_status tsr_fixture_poison(tsr_device *device, cl_mem mem, float *host, size_
  * and tests), else the tuning database through its fallback chain, else the built-in default;
  * always legal for the device. */
 tsr_status tsr_op_config(tsr_device *device, const tsr_op *op, const void *problem, tsr_config *config);
+/* tsr_op_config remembered per shape: `shape` (nwords <= TSR_LAUNCH_KEY_WORDS) holds every field of
+ * the problem its class and legality depend on; the record is forgotten whenever an override or a
+ * re-tune could change the answer (tsr_launch_invalidate), so a call that has seen its shape skips
+ * the resolver's class name and look-ups. */
+tsr_status tsr_op_config_shape(tsr_device *device, const tsr_op *op, const void *problem, const uint32_t *shape,
+                               size_t nwords, tsr_config *config);
 /* tsr_config_lookup for an op descriptor (the class is not checked; no diagnostics cleared). */
 tsr_status tsr_op_config_lookup(tsr_device *device, const tsr_op *op, const char *problem_class,
                                 tsr_config_info *info);

@@ -97,6 +97,15 @@ done:
     return st;
 }
 
+static const char embedding_kernels_tag;
+
+/* The program's options for y's type (the record's variant): fp32 adds none. */
+static void embedding_options(const tsr_config *cfg, int y_type, char *out, size_t size) {
+    (void)cfg;
+    if (y_type != TSR_F32) snprintf(out, size, "-DY_TYPE=%d", y_type);
+    else if (size) out[0] = '\0';
+}
+
 tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const int32_t *ids, const int32_t *type_ids,
                          cl_mem word, cl_mem position, cl_mem token_type, cl_mem y, cl_command_queue queue,
                          cl_event *event) {
@@ -112,13 +121,15 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     const tsr_embedding_desc *d = &p.d;
     const bool has_type_ids = token_type && type_ids;
-    char options[64] = "";
-    if (d->y_type != TSR_F32) snprintf(options, sizeof options, "-DY_TYPE=%d", (int)d->y_type);
-    cl_program program = NULL;
-    cl_int err;
-    TSR_CHECK(status, tsr_program_for(dev, "embedding", options, "embedding", &program), done);
-    kernel = clCreateKernel(program, "embedding", &err);
-    TSR_CL_CHECK(status, err, done);
+    static const char *const names[] = {"embedding", NULL};
+    tsr_kernel *cached[TSR_LAUNCH_KERNELS];
+    tsr_config none; /* nothing to tune: the record is keyed by y's type alone */
+    memset(&none, 0, sizeof none);
+    TSR_CHECK(status,
+              tsr_launch_kernels(dev, &embedding_kernels_tag, &none, (int)d->y_type, 0, "embedding", embedding_options,
+                                 names, cached),
+              done);
+    kernel = cached[0]->kernel;
     /* The ids' scratch: written here (blocking, so the caller's arrays are free on return) after
      * the previous call's kernel has read it, and read by this call's kernel. */
     pthread_mutex_lock(&dev->lock);
@@ -129,7 +140,8 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     /* One write of both arrays (Oclgrind 21.10 reports the ids as uninitialized after a second
      * write at an offset into the same buffer). */
     const size_t write_bytes = has_type_ids ? 2 * id_bytes : id_bytes;
-    staging = malloc(write_bytes);
+    int32_t small[512]; /* a sentence's ids need no allocation */
+    staging = write_bytes <= sizeof small ? small : malloc(write_bytes);
     if (!staging) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "embedding: out of host memory staging %zu ids", d->tokens);
         goto unlock;
@@ -149,7 +161,8 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
              ys = d->y_stride;
     cl_int has_position = position != NULL, has_token_type = token_type != NULL, has_types = has_type_ids;
     cl_uint arg = 0;
-#define SET(value) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(value), &(value)), unlock)
+    tsr_kernel_lock(cached[0]); /* the cached kernel's arguments are this call's until the enqueue */
+#define SET(value) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(value), &(value)), unlock_kernel)
     SET(tokens);
     SET(hidden);
     SET(seq_len);
@@ -170,13 +183,14 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
 #undef SET
     /* Up to 64 items a token, each taking every 64th column: adjacent items, adjacent floats. */
     size_t global[2] = {d->hidden < 64 ? d->hidden : 64, d->tokens};
-    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(q, kernel, 2, NULL, global, NULL, 1, &written, &done), unlock);
-    tsr_workspace_set_last_use(dev, TSR_WS_IDS, done);
+    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(q, kernel, 2, NULL, global, NULL, 1, &written, &done), unlock_kernel);
+unlock_kernel:
+    tsr_kernel_unlock(cached[0]);
+    if (status == TSR_SUCCESS) tsr_workspace_set_last_use(dev, TSR_WS_IDS, done);
 unlock:
     pthread_mutex_unlock(&dev->lock);
 done:
-    if (kernel) clReleaseKernel(kernel);
-    free(staging);
+    if (staging != small) free(staging);
     if (written) clReleaseEvent(written);
     if (done) {
         if (event && status == TSR_SUCCESS)

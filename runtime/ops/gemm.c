@@ -416,34 +416,50 @@ static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 static size_t ceil_div(size_t x, size_t to) { return (x + to - 1) / to; }
 
 /* Enqueue a pack kernel writing operand `which` ('a' or 'b') into workspace `slot`. */
-static tsr_status enqueue_pack(tsr_device *dev, cl_program program, cl_command_queue queue, const gemm_problem *p,
-                               const tsr_config *cfg, char which, cl_mem dst, size_t dst_stride, cl_event wait,
-                               cl_event input_ready, cl_event *done) {
+static tsr_status enqueue_pack(tsr_kernel *pack, cl_command_queue queue, const gemm_problem *p, const tsr_config *cfg,
+                               char which, cl_mem dst, size_t dst_stride, cl_event wait, cl_event input_ready,
+                               cl_event *done) {
     tsr_status status = TSR_SUCCESS;
-    cl_int err;
-    cl_kernel kernel = clCreateKernel(program, which == 'a' ? "pack_a" : "pack_b", &err);
-    TSR_CL_CHECK(status, err, done);
+    cl_kernel kernel = pack->kernel;
     cl_int rows = (cl_int)(which == 'a' ? p->m : p->n), K = (cl_int)p->k;
     cl_int ld = (cl_int)(which == 'a' ? p->lda : p->ldb);
     cl_mem src = which == 'a' ? p->a : p->b;
     cl_ulong off = which == 'a' ? p->a_off : p->b_off, stride = which == 'a' ? p->a_stride : p->b_stride;
     cl_ulong dstride = dst_stride;
-    cl_uint arg = 0;
-#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), done)
-    SET(rows); SET(K); SET(src); SET(off); SET(ld); SET(stride); SET(dst); SET(dstride);
-#undef SET
     size_t tile = which == 'a' ? (size_t)cfg->values[P_MWI] : (size_t)cfg->values[P_VW] * cfg->values[P_NVW];
     size_t global[3] = {ceil_div(p->k, (size_t)cfg->values[P_PK]), ceil_div(which == 'a' ? p->m : p->n, tile), p->batch};
     cl_event waits[2];
     cl_uint nwaits = 0;
     if (wait) waits[nwaits++] = wait;
     if (input_ready) waits[nwaits++] = input_ready;
+    cl_uint arg = 0;
+    tsr_kernel_lock(pack); /* the cached kernel's arguments are this call's until the enqueue */
+#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), unlock)
+    SET(rows); SET(K); SET(src); SET(off); SET(ld); SET(stride); SET(dst); SET(dstride);
+#undef SET
     TSR_CL_CHECK(status,
                  clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, NULL, nwaits, nwaits ? waits : NULL, done),
-                 done);
-done:
-    if (kernel) clReleaseKernel(kernel);
-    (void)dev;
+                 unlock);
+unlock:
+    tsr_kernel_unlock(pack);
+    return status;
+}
+
+/* The cached kernels a configuration runs for p's program variant: found in the device's launch
+ * records by the configuration's values and the variant (no option text, no program look-up),
+ * made on the first call of each. */
+typedef struct gemm_kernels {
+    tsr_kernel *gemm, *pack_a, *pack_b;
+} gemm_kernels;
+static const char gemm_kernels_tag;
+
+static tsr_status gemm_kernels_for(tsr_device *dev, const tsr_config *cfg, int variant, bool pack_a, bool pack_b,
+                                   gemm_kernels *out) {
+    const char *const names[] = {"gemm", pack_a ? "pack_a" : "", pack_b ? "pack_b" : "", NULL};
+    tsr_kernel *k[TSR_LAUNCH_KERNELS];
+    tsr_status status = tsr_launch_kernels(dev, &gemm_kernels_tag, cfg, variant, (uint32_t)(pack_a | pack_b << 1),
+                                           gemm_program_source(cfg), gemm_build_options, names, k);
+    if (status == TSR_SUCCESS) *out = (gemm_kernels){k[0], k[1], k[2]};
     return status;
 }
 
@@ -456,20 +472,13 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     const int *v = cfg->values;
     int variant = (p->ta ? TRANSPOSE_A : 0) | (p->tb ? TRANSPOSE_B : 0);
     variant += GEMM_TRANSPOSES * gemm_type_set_index(&p->types);
-    char options[512];
-    gemm_build_options(cfg, variant, options, sizeof options);
-    cl_program program = NULL;
-    cl_kernel kernel = NULL;
     cl_event packed[2] = {NULL, NULL}, done = NULL, first_launch = NULL;
-    cl_int err;
     size_t nwi = (size_t)v[P_VW] * v[P_NVW];
     /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
     bool pack_a = packs_a(cfg, p->ta, p->types.a) && p->k > 0, pack_b = packs_b(cfg, p->tb, p->types.b) && p->k > 0;
-    char kernels[32]; /* what this call creates: a binary without one is dropped and rebuilt */
-    snprintf(kernels, sizeof kernels, "gemm%s%s", pack_a ? ";pack_a" : "", pack_b ? ";pack_b" : "");
-    TSR_CHECK(status, tsr_program_for(dev, gemm_program_source(cfg), options, kernels, &program), done);
-    kernel = clCreateKernel(program, "gemm", &err);
-    TSR_CL_CHECK(status, err, done);
+    gemm_kernels kernels;
+    TSR_CHECK(status, gemm_kernels_for(dev, cfg, variant, pack_a, pack_b, &kernels), done);
+    cl_kernel kernel = kernels.gemm->kernel;
 
     gemm_problem q = *p;
     /* The workspace is shared by every call on this device: hold the lock while enqueuing,
@@ -485,7 +494,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", stride, p->batch, 0, &bytes), unlock);
         TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", bytes, sizeof(float), 0, &bytes), unlock);
         TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_A, bytes, &ws, &wait), unlock);
-        TSR_CHECK(status, enqueue_pack(dev, program, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]),
+        TSR_CHECK(status, enqueue_pack(kernels.pack_a, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]),
                   unlock);
         q.a = ws; q.a_off = 0; q.a_stride = stride;
     }
@@ -497,7 +506,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", stride, p->batch, 0, &bytes), unlock);
         TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", bytes, sizeof(float), 0, &bytes), unlock);
         TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_B, bytes, &ws, &wait), unlock);
-        TSR_CHECK(status, enqueue_pack(dev, program, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]),
+        TSR_CHECK(status, enqueue_pack(kernels.pack_b, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]),
                   unlock);
         q.b = ws; q.b_off = 0; q.b_stride = stride;
     }
@@ -527,14 +536,6 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         cl_ulong ao = pack_a ? k0 * (size_t)v[P_MWI] : q.a_off + (q.ta ? k0 * q.lda : k0);
         cl_ulong bo = pack_b ? k0 * nwi : q.b_off + (q.tb ? k0 : k0 * q.ldb);
         cl_int bias_axis = last ? q.bias_axis : 0, act = last ? q.act : TSR_ACT_NONE;
-        cl_uint arg = 0;
-#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), unlock)
-        SET(M); SET(N); SET(K); SET(KP); SET(q.alpha); SET(beta);
-        SET(q.a); SET(ao); SET(lda); SET(as);
-        SET(q.b); SET(bo); SET(ldb); SET(bs);
-        SET(q.c); SET(co); SET(ldc); SET(cs);
-        SET(q.bias); SET(bias_off); SET(bias_stride); SET(bias_axis); SET(act);
-#undef SET
         /* each block after the packs (and the caller's event), and after the block before it:
          * the queue may be out of order */
         cl_event waits[3];
@@ -547,9 +548,21 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
             waits[nwaits++] = done;
         }
         cl_event ev = NULL;
+        cl_uint arg = 0;
+        tsr_kernel_lock(kernels.gemm); /* the cached kernel's arguments are this call's until the enqueue */
+#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), set_failed)
+        SET(M); SET(N); SET(K); SET(KP); SET(q.alpha); SET(beta);
+        SET(q.a); SET(ao); SET(lda); SET(as);
+        SET(q.b); SET(bo); SET(ldb); SET(bs);
+        SET(q.c); SET(co); SET(ldc); SET(cs);
+        SET(q.bias); SET(bias_off); SET(bias_stride); SET(bias_axis); SET(act);
+#undef SET
         TSR_CL_CHECK(status,
                      clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &ev),
-                     unlock);
+                     set_failed);
+    set_failed:
+        tsr_kernel_unlock(kernels.gemm);
+        if (status != TSR_SUCCESS) goto unlock;
         if (blk == 0) first_launch = ev, clRetainEvent(ev);
         if (done) clReleaseEvent(done);
         done = ev;
@@ -577,7 +590,6 @@ done:
         if (event && status == TSR_SUCCESS) *event = done;
         else clReleaseEvent(done);
     }
-    if (kernel) clReleaseKernel(kernel);
     return status;
 }
 
@@ -599,7 +611,11 @@ tsr_status tsr_matmul_pipeline(tsr_device *dev, const tsr_matmul_desc *desc, con
     tsr_config cfg;
     gemm_problem one = p;
     if (extras->class_by_shape) one.batch = 1; /* classify by one matrix's shape */
-    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_gemm, &one, &cfg), done);
+    /* the fields its class and legality are read from */
+    const uint32_t shape[] = {(uint32_t)one.m, (uint32_t)one.n, (uint32_t)one.k, (uint32_t)one.batch,
+                              (uint32_t)((uint64_t)one.batch >> 32), one.ta, one.tb, (uint32_t)one.types.a,
+                              (uint32_t)one.types.b, (uint32_t)one.types.c};
+    TSR_CHECK(status, tsr_op_config_shape(dev, &tsr_op_gemm, &one, shape, sizeof shape / sizeof *shape, &cfg), done);
     status = gemm_launch(dev, &p, &cfg, q, extras->input_ready, event, NULL);
     if (tsr_op_build_fallback(dev, &tsr_op_gemm, &one, status, &cfg))
         status = gemm_launch(dev, &p, &cfg, q, extras->input_ready, event, NULL);

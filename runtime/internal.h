@@ -153,14 +153,15 @@ struct tsr_op;
 typedef struct tsr_program_entry tsr_program_entry;
 
 /* Workspace slots: who uses which scratch buffer. */
+#define TSR_IDS_SLOTS 4
 enum tsr_workspace_slot {
     TSR_WS_PACK_A = 0, /* GEMM's packed A panels */
     TSR_WS_PACK_B = 1, /* GEMM's packed B panels */
     TSR_WS_TEMP0 = 2,  /* temporaries: unfused GELU; attention's transposed K */
     TSR_WS_TEMP1 = 3,  /* temporaries: unfused GELU; unfused attention's scores */
     TSR_WS_CONV_COL = 4, /* conv's im2col column matrices */
-    TSR_WS_IDS = 5,      /* tsr_embedding's token ids, copied from the host */
-    TSR_WORKSPACE_SLOTS
+    TSR_WS_IDS = 5,      /* tsr_embedding's token ids, copied from the host: TSR_IDS_SLOTS slots in turn */
+    TSR_WORKSPACE_SLOTS = TSR_WS_IDS + TSR_IDS_SLOTS
 };
 
 struct tsr_device {
@@ -202,6 +203,10 @@ struct tsr_device {
         cl_mem buffer;
         size_t bytes;
         cl_event last_use;
+        /* host memory a non-blocking upload into the buffer reads from (tsr_embedding's ids),
+         * free to reuse once last_use completed; freed with the workspace */
+        void *host;
+        size_t host_bytes;
     } workspace[TSR_WORKSPACE_SLOTS];
 
     /* Configuration state of config.c, guarded by `lock`. Overrides per op, keyed by the op's

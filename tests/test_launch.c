@@ -2,7 +2,8 @@
  * repeated call looks nothing up and builds nothing; tsr_config_override, clearing it and a re-tune
  * after a cached call take effect on the next call; a plan whose device was closed errors; and two
  * threads calling the same shapes on one device (so the same cached kernel objects) on in-order
- * and out-of-order queues each get their own results. Every result is checked against a
+ * and out-of-order queues each get their own results; embedding calls in flight beyond its id
+ * slots keep their own ids. Every result is checked against a
  * double-precision reference on fresh random inputs. */
 #include "harness.h"
 
@@ -50,11 +51,15 @@ static tsr_status case_call(tsr_device *dev, const gemm_case *g, cl_mem dc, floa
     return tsr_matmul(dev, &d, g->da, g->db, dc, q, event);
 }
 
-static void poison_buffer(tsr_device *dev, cl_mem dc) {
-    float c[M * N];
-    th_poison(c, M * N);
-    TH_ASSERT_OK(tsr_upload(dev, dc, c, M * N));
+static void poison_buffer_n(tsr_device *dev, cl_mem mem, size_t n) {
+    float *c = malloc(n * sizeof *c);
+    assert_non_null(c);
+    th_poison(c, n);
+    TH_ASSERT_OK(tsr_upload(dev, mem, c, n));
+    free(c);
 }
+
+static void poison_buffer(tsr_device *dev, cl_mem dc) { poison_buffer_n(dev, dc, M * N); }
 
 static uint64_t lookups(tsr_device *dev) {
     tsr_cache_info info;
@@ -248,6 +253,54 @@ static void two_threads_share_cached_kernels(void **state) {
     for (int round = 0; round < 2; ++round) two_threads(round == 1);
 }
 
+
+/* tsr_embedding back to back, more calls than its id slots and no wait between them: the calls
+ * past the slots in flight take buffers of their own; every call's ids are its own (each call's
+ * host arrays are overwritten as soon as it returns). */
+static void embedding_calls_in_flight_keep_their_ids(void **state) {
+    (void)state;
+    tsr_device *dev = th_dev;
+    enum { CALLS = 3 * TSR_IDS_SLOTS, TOKENS = 12, HIDDEN = 20, VOCAB = 50, POS = 16, TYPES = 2 };
+    float word[VOCAB * HIDDEN], pos[POS * HIDDEN], typ[TYPES * HIDDEN];
+    th_fill_uniform(word, VOCAB * HIDDEN, -1.0f, 1.0f);
+    th_fill_uniform(pos, POS * HIDDEN, -1.0f, 1.0f);
+    th_fill_uniform(typ, TYPES * HIDDEN, -1.0f, 1.0f);
+    cl_mem dw = th_buffer_from(dev, word, VOCAB * HIDDEN), dp = th_buffer_from(dev, pos, POS * HIDDEN),
+           dt = th_buffer_from(dev, typ, TYPES * HIDDEN);
+    int32_t ids[CALLS][TOKENS], types[CALLS][TOKENS];
+    cl_mem out[CALLS];
+    const tsr_embedding_desc d = {.tokens = TOKENS, .seq_len = TOKENS, .hidden = HIDDEN, .vocab = VOCAB,
+                                  .max_positions = POS, .type_vocab = TYPES};
+    for (int c = 0; c < CALLS; ++c) {
+        out[c] = th_buffer(dev, TOKENS * HIDDEN);
+        poison_buffer_n(dev, out[c], TOKENS * HIDDEN);
+    }
+    for (int c = 0; c < CALLS; ++c) {
+        int32_t host_ids[TOKENS], host_types[TOKENS];
+        for (int t = 0; t < TOKENS; ++t) {
+            ids[c][t] = host_ids[t] = (int32_t)(th_rand() % VOCAB);
+            types[c][t] = host_types[t] = (int32_t)(th_rand() % TYPES);
+        }
+        TH_ASSERT_OK(tsr_embedding(dev, &d, host_ids, host_types, dw, dp, dt, out[c], NULL, NULL));
+        memset(host_ids, 0xff, sizeof host_ids); /* the call must have copied them */
+        memset(host_types, 0xff, sizeof host_types);
+    }
+    for (int c = 0; c < CALLS; ++c) {
+        float y[TOKENS * HIDDEN];
+        th_read(dev, out[c], y, TOKENS * HIDDEN);
+        for (int t = 0; t < TOKENS; ++t)
+            for (int j = 0; j < HIDDEN; ++j) {
+                double ref = (double)word[ids[c][t] * HIDDEN + j] + pos[t * HIDDEN + j] + typ[types[c][t] * HIDDEN + j];
+                if (!(fabs(y[t * HIDDEN + j] - ref) <= 1e-6 * (1.0 + fabs(ref))))
+                    fail_msg("call %d, token %d, column %d: %g, want %g", c, t, j, y[t * HIDDEN + j], ref);
+            }
+        clReleaseMemObject(out[c]);
+    }
+    clReleaseMemObject(dw);
+    clReleaseMemObject(dp);
+    clReleaseMemObject(dt);
+}
+
 int main(void) {
     th_seed();
     const struct CMUnitTest tests[] = {
@@ -255,6 +308,7 @@ int main(void) {
         cmocka_unit_test(a_retune_forgets_the_records),
         cmocka_unit_test(a_closed_device_errors),
         cmocka_unit_test(two_threads_share_cached_kernels),
+        cmocka_unit_test(embedding_calls_in_flight_keep_their_ids),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

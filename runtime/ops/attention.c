@@ -416,7 +416,8 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
     }
     cl_mem lens = NULL;
     /* the kernels this call uses (attention_launch_vec's two, or "attention") */
-    static const char *const generic_names[] = {"attention", NULL}, *const vec_names[] = {"transpose_k", "attention_vec", NULL},
+    static const char *const generic_names[] = {"attention", NULL},
+                             *const vec_names[] = {"transpose_k", "attention_vec", NULL},
                              *const blk_names[] = {"pack_k", "attention_blk", NULL};
     const char *const *names = !vec ? generic_names : cfg.values[P_VEC] == 2 ? blk_names : vec_names;
     tsr_kernel *kernels[TSR_LAUNCH_KERNELS];

@@ -15,12 +15,12 @@ typedef struct embedding_problem {
 
 /* An fp32 table of `table_rows` x hidden at `offset`: its end, checked against the buffer, and y
  * disjoint from it. */
+#define TABLE_LABEL(name) "embedding: the " name " table's elements" /* a constant: no text per call */
 static tsr_status embedding_check_table(const tsr_device *dev, const embedding_problem *p, cl_mem table,
-                                        const char *name, size_t table_rows, size_t offset, cl_mem y) {
-    char what[96];
+                                        const char *name, const char *what, size_t table_rows, size_t offset,
+                                        cl_mem y) {
     size_t elements, end, bytes;
     tsr_status st = TSR_SUCCESS;
-    snprintf(what, sizeof what, "embedding: the %s table's elements", name);
     TSR_CHECK(st, tsr_size_mad(what, table_rows, p->d.hidden, 0, &elements), done);
     TSR_CHECK(st, tsr_size_mad(what, elements, 1, offset, &end), done);
     TSR_CHECK(st, tsr_size_mad(what, end, sizeof(float), 0, &bytes), done);
@@ -86,12 +86,16 @@ static tsr_status embedding_validate(const tsr_device *dev, const tsr_embedding_
     TSR_CHECK(st, tsr_size_mad("embedding: the bytes y spans", p->y_end, tsr_dtype_size(d->y_type), 0, &bytes), done);
     TSR_CHECK(st, tsr_size_mad("embedding: the ids' bytes", d->tokens, 2 * sizeof(int32_t), 0, &bytes), done);
     TSR_CHECK(st, tsr_check_buffer_typed(dev, y, "y", p->y_end, d->y_type), done);
-    TSR_CHECK(st, embedding_check_table(dev, p, word, "word", d->vocab, d->word_offset, y), done);
+    TSR_CHECK(st, embedding_check_table(dev, p, word, "word", TABLE_LABEL("word"), d->vocab, d->word_offset, y), done);
     if (position)
-        TSR_CHECK(st, embedding_check_table(dev, p, position, "position", d->max_positions, d->position_offset, y),
+        TSR_CHECK(st,
+                  embedding_check_table(dev, p, position, "position", TABLE_LABEL("position"), d->max_positions,
+                                        d->position_offset, y),
                   done);
     if (token_type)
-        TSR_CHECK(st, embedding_check_table(dev, p, token_type, "token_type", d->type_vocab, d->token_type_offset, y),
+        TSR_CHECK(st,
+                  embedding_check_table(dev, p, token_type, "token_type", TABLE_LABEL("token_type"), d->type_vocab,
+                                        d->token_type_offset, y),
                   done);
 done:
     return st;

@@ -128,7 +128,7 @@ def _disjoint(shape, strides, span):
 # hold their operands' buffers, so an address cannot be reused under them; they are dropped when
 # a tessera.Array buffer they hold is released, and skipped once their device is closed. NumPy
 # operands are never replayed (they are copied on every call), nor are calls on an out-of-order
-# queue (they are fenced).
+# queue (they are fenced). gelu, layernorm and attention (_ops.py) replay the same way.
 _replays = {}
 _replays_lock = threading.Lock()
 _REPLAYS_MAX = 256
@@ -147,11 +147,14 @@ def _tensor_key(x):
     return None
 
 
-def _replay_key(a, b, out, bias, device, scalars):
-    if out is None or not (device is None or isinstance(device, Device)) or _profiling.current is not None:
+def _tensors_key(tensors, device, scalars):
+    """The replay key of a call on device-resident `tensors` (None entries allowed) with `scalars`
+    (which name the op), or None when the call cannot be replayed (a NumPy operand, a device
+    given as anything but a Device, profiling on)."""
+    if not (device is None or isinstance(device, Device)) or _profiling.current is not None:
         return None
     key = [id(device), scalars]
-    for t in (a, b, out, bias):
+    for t in tensors:
         if t is None:
             key.append(None)
             continue
@@ -162,9 +165,22 @@ def _replay_key(a, b, out, bias, device, scalars):
     return tuple(key)
 
 
+def _replay_key(a, b, out, bias, device, scalars):
+    if out is None:
+        return None
+    return _tensors_key((a, b, out, bias), device, scalars)
+
+
+def _replayable(call):
+    """Whether a finished call's C calls may be replayed: not profiled, on the device's own queue,
+    in order."""
+    return call.started is None and call.foreign_queue is None and not call.device._out_of_order
+
+
 class _Replay:
-    def __init__(self, call, calls, operands):
+    def __init__(self, call, calls, operands, fn=None):
         self.device, self.calls = call.device, calls  # each call holds its descriptor
+        self.fn = fn if fn is not None else lib.tsr_matmul  # the C function each call's arguments go to
         self.operands = operands  # keeps the buffers (and the epilogue's bias) alive
         self.buffers = {id(op.source._buf) for op in operands if op is not None and isinstance(op.source, Array)}
         self.waits = [op.source for op in operands if op is not None and op.kind == 'pyopencl']
@@ -180,7 +196,7 @@ class _Replay:
                     import pyopencl as cl
                     cl.wait_for_events(x.events)
             for args in self.calls:
-                _check(lib.tsr_matmul(*args))
+                _check(self.fn(*args))
         finally:
             self.device._release()
         return True
@@ -352,6 +368,6 @@ def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, o
         calls.append((call.handle, desc, A.mem, B.mem, C.mem, call.queue, ffi.NULL))
     for args in calls:
         call.check(lib.tsr_matmul(*args))
-    if key is not None and call.started is None and call.foreign_queue is None and not call.device._out_of_order:
+    if key is not None and _replayable(call):
         _remember(key, _Replay(call, calls, (A, B, C, bias_op)))
     return call.finish(C)

@@ -11,6 +11,7 @@ from ._call import Call, result_dtype
 from ._array import _contiguous_strides
 from ._errors import _cl_check, _invalid
 from ._gemm import _activation, _merged_stride, gemm, matmul  # noqa: F401 (the package's ops, one import)
+from ._gemm import _Replay, _remember, _replayable, _replays, _tensors_key
 from ._tessera_cffi import ffi, lib
 
 __all__ = ['gemm', 'matmul', 'gelu', 'conv2d', 'attention', 'layernorm', 'embedding']
@@ -29,6 +30,12 @@ def gelu(x, out=None, *, approximate='none', out_dtype=None, device=None, keep_o
     x any shape, contiguous (NumPy inputs are copied as needed); out may be x (in place).
     Unlike PyTorch, GELU(-inf) is -0, not NaN."""
     mode = _args.choice(approximate, 'approximate', _GELU_MODES, '"none" or "tanh"')
+    # a repeat on the same device-resident tensors replays the C call (see _gemm.py)
+    key = _tensors_key((x, out), device, ('gelu', mode)) if out is not None else None
+    if key is not None:
+        entry = _replays.get(key)
+        if entry is not None and entry.replay():
+            return out
     with Call(device, (x, out), keep_on_device, op='gelu') as call:
         X = call.operand(x, 'x', contiguous=True)
         if out is not None and out is x and X.kind != 'numpy':
@@ -42,7 +49,10 @@ def gelu(x, out=None, *, approximate='none', out_dtype=None, device=None, keep_o
         if n:
             desc = ffi.new('tsr_gelu_desc *', {'mode': mode, 'n': n, 'x_type': X.tsr_type, 'y_type': Y.tsr_type,
                                                'x_offset': X.offset, 'y_offset': Y.offset})
-            call.check(lib.tsr_gelu(call.handle, desc, X.mem, Y.mem, call.queue, ffi.NULL))
+            args = (call.handle, desc, X.mem, Y.mem, call.queue, ffi.NULL)
+            call.check(lib.tsr_gelu(*args))
+            if key is not None and _replayable(call):
+                _remember(key, _Replay(call, [args], (X, Y), lib.tsr_gelu))
         return call.finish(Y)
 
 
@@ -190,6 +200,13 @@ def attention(q, k, v, *, causal=False, kv_lengths=None, scale=None, attn_mask=N
     align = _args.choice(causal, 'causal', _CAUSAL, 'False, True, "bottom_right" or "top_left"')
     return_lse = _args.flag(return_lse, 'return_lse')
     c_scale = _scale(scale)
+    # replayed as gelu is, without key lengths or the log-sum-exp (their arrays are the caller's)
+    key = None
+    if out is not None and kv_lengths is None and not return_lse:
+        key = _tensors_key((q, k, v, out), device, ('attention', align, c_scale))
+        entry = _replays.get(key) if key is not None else None
+        if entry is not None and entry.replay():
+            return out
     with Call(device, (q, k, v, out), keep_on_device, op='attention') as call:
         Q, K, V = call.operand(q, 'q'), call.operand(k, 'k'), call.operand(v, 'v')
         (b, h, lq, dq), qs = _heads(Q, 'q')
@@ -220,7 +237,7 @@ def attention(q, k, v, *, causal=False, kv_lengths=None, scale=None, attn_mask=N
             parts = [(0, lk, lk, True, lens), (lk, lq - lk, lk, False, lens)]
             parts = [part for part in parts if part[1]]
         direct = len(heads) == 1 and len(parts) == 1  # lse written in place, else through scratch rows
-        copies = []
+        copies, made = [], []
         for r, step, nheads in heads:
             for first, rows, kv_len, flag, lengths in parts:
                 d = ffi.new('tsr_attention_desc *')
@@ -242,7 +259,11 @@ def attention(q, k, v, *, causal=False, kv_lengths=None, scale=None, attn_mask=N
                     if not direct:
                         copies.append((part_lse, r, step, nheads, first, rows))
                 d.q_type, d.k_type, d.v_type, d.o_type = Q.tsr_type, K.tsr_type, V.tsr_type, O.tsr_type
-                call.check(lib.tsr_attention(call.handle, d, Q.mem, K.mem, V.mem, O.mem, call.queue, ffi.NULL))
+                args = (call.handle, d, Q.mem, K.mem, V.mem, O.mem, call.queue, ffi.NULL)
+                call.check(lib.tsr_attention(*args))
+                made.append(args)
+        if key is not None and not copies and _replayable(call):
+            _remember(key, _Replay(call, made, (Q, K, V, O), lib.tsr_attention))
         if copies:
             call.barrier()
             for src, r, step, nheads, first, rows in copies:
@@ -286,6 +307,12 @@ def layernorm(x, weight, bias, *, residual=None, eps=1e-5, out=None, out_dtype=N
     fp32, or None as in PyTorch (weight None: ones, bias None: zeros). eps: a finite number > 0.
     out may be x or residual themselves (in place, a transformer's Add & Norm)."""
     eps = _args.real(eps, 'eps', positive=True)
+    key = None
+    if out is not None and weight is not None and bias is not None:  # replayed as gelu is
+        key = _tensors_key((x, residual, weight, bias, out), device, ('layernorm', eps))
+        entry = _replays.get(key) if key is not None else None
+        if entry is not None and entry.replay():
+            return out
     with Call(device, (x, residual, weight, bias, out), keep_on_device, op='layernorm') as call:
         X = call.operand(x, 'x')
         cols = X.shape[-1] if X.ndim else 0
@@ -317,8 +344,11 @@ def layernorm(x, weight, bias, *, residual=None, eps=1e-5, out=None, out_dtype=N
         if R is not None:
             d.residual_offset, d.residual_stride, d.residual_type = R.offset, r_stride, R.tsr_type
         if rows:
-            call.check(lib.tsr_layernorm(call.handle, d, X.mem, R.mem if R is not None else ffi.NULL, G.mem, B.mem,
-                                         Y.mem, call.queue, ffi.NULL))
+            args = (call.handle, d, X.mem, R.mem if R is not None else ffi.NULL, G.mem, B.mem, Y.mem, call.queue,
+                    ffi.NULL)
+            call.check(lib.tsr_layernorm(*args))
+            if key is not None and _replayable(call):
+                _remember(key, _Replay(call, [args], (X, R, G, B, Y), lib.tsr_layernorm))
         return call.finish(Y)
 
 

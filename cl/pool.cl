@@ -267,7 +267,8 @@ __kernel void pool2d_global_nhwc(const uint C, const ulong batch, const ulong si
                                  const ulong x_off, __global TSR_ELT(Y_TYPE) *y, const ulong y_off) {
     const uint blocks = (C + VW - 1) / VW;
     const ulong g = get_global_id(0), n = g / blocks;
-    const uint c0 = (uint)(g % blocks) * VW;
+    const uint c0 = (uint)(g - n * blocks) * VW; // not g % blocks: LLVM's div/rem pairing emits a
+                                                 // freeze, which Oclgrind's checker cannot run
     if (n >= batch) return;
     const __global TSR_ELT(X_TYPE) *xn = x + x_off + n * size * C + c0;
     __global TSR_ELT(Y_TYPE) *yn = y + y_off + n * C + c0;

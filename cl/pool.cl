@@ -113,21 +113,27 @@ __kernel void pool2d_nchw(GEOMETRY_ARGS, const ulong rows, __global const TSR_EL
     if (h0 < 0) i_lo = (uint)((-h0 + (int)DH - 1) / (int)DH);
     if (h0 + (int)((KH - 1) * DH) >= (int)H) i_hi = h0 >= (int)H ? 0 : (uint)(((int)H - 1 - h0) / (int)DH) + 1;
     const int hcount = window_count(h0, (int)KH, (int)H, PH, include_pad);
-    // Each lane's last element read: stride 2 reads 2 VW elements a tap, one past the last lane's.
-    const int span = SW == 2 ? 2 * VW : (int)((VW - 1) * SW) + 1;
     for (uint ow0 = 0; ow0 < OW; ow0 += VW) {
         const int w0 = (int)(ow0 * SW) - PW;
 #if VW > 1
         // Inside the columns for every lane: the first tap of lane 0 and the last of lane VW - 1.
-        const bool inner = ow0 + VW <= OW && w0 >= 0 && w0 + (int)((KW - 1) * DW) + span - 1 < (int)W;
+        const int last = w0 + (int)((KW - 1) * DW + (VW - 1) * SW);
+        bool inner = ow0 + VW <= OW && w0 >= 0 && last < (int)W;
+        // Stride 2 reads 2 VW elements a tap, one past the last lane's: where that one is past the
+        // row, the block reads from one element earlier and takes the odd lanes.
+        int odd = 0;
+        if (SW == 2 && inner && last + 1 >= (int)W) {
+            if (w0 >= 1) odd = 1;
+            else inner = false;
+        }
         if (inner && (SW == 1 || (HAS_STRIDE2 && SW == 2))) {
             floatv acc = (floatv)(INIT);
             for (uint i = i_lo; i < i_hi; ++i) {
-                const __global TSR_ELT(X_TYPE) *row = xp + (ulong)(h0 + (int)(i * DH)) * W + w0;
+                const __global TSR_ELT(X_TYPE) *row = xp + (ulong)(h0 + (int)(i * DH)) * W + w0 - odd;
                 for (uint j = 0; j < KW; ++j) {
 #if HAS_STRIDE2
                     if (SW == 2) {
-                        const floatv v = LD_X2(row + j * DW).even;
+                        const floatv v = odd ? LD_X2(row + j * DW).odd : LD_X2(row + j * DW).even;
                         ACCV(acc, v);
                         continue;
                     }

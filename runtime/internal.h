@@ -380,7 +380,8 @@ void tsr_launch_invalidate(tsr_device *device);
 /* The cached kernels `names` (NULL-terminated, at most TSR_LAUNCH_KERNELS; an empty name skips its
  * slot) of source `source` built with options(cfg, variant): from a launch record keyed by `tag`,
  * the configuration's values, `variant` and `extra` (whatever else decides the kernels), so that
- * after the first call no option text is formatted and no program looked up. */
+ * after the first call no option text is formatted and no program looked up (with $TSR_KERNEL_DIR
+ * set the program is looked up every call, so an edited file reaches the next call). */
 typedef void (*tsr_options_fn)(const tsr_config *cfg, int variant, char *out, size_t size);
 tsr_status tsr_launch_kernels(tsr_device *device, const void *tag, const tsr_config *cfg, int variant, uint32_t extra,
                               const char *source, tsr_options_fn options, const char *const *names,

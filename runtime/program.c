@@ -1203,8 +1203,11 @@ tsr_status tsr_launch_kernels(tsr_device *dev, const void *tag, const tsr_config
     key.words[TSR_MAX_PARAMS] = (uint32_t)variant;
     key.words[TSR_MAX_PARAMS + 1] = extra;
     tsr_launch rec;
-    uint64_t generation;
-    if (tsr_launch_find(dev, &key, &rec, &generation)) {
+    uint64_t generation = 0;
+    /* With $TSR_KERNEL_DIR every call reads the files again (an edit reaches the next call, as it
+     * always did): no record, only the kernel objects of each program are kept. */
+    const bool remember = !dev->kernel_dir[0];
+    if (remember && tsr_launch_find(dev, &key, &rec, &generation)) {
         memcpy(kernels, rec.kernels, sizeof rec.kernels);
         return TSR_SUCCESS;
     }
@@ -1217,7 +1220,7 @@ tsr_status tsr_launch_kernels(tsr_device *dev, const void *tag, const tsr_config
     for (int i = 0; i < TSR_LAUNCH_KERNELS && names[i]; ++i)
         if (*names[i]) TSR_CHECK(status, tsr_program_kernel(dev, rec.program, names[i], &rec.kernels[i]), done);
     rec.config = *cfg;
-    tsr_launch_store(dev, &key, generation, &rec);
+    if (remember) tsr_launch_store(dev, &key, generation, &rec);
     memcpy(kernels, rec.kernels, sizeof rec.kernels);
 done:
     return status;

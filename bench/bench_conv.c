@@ -567,6 +567,17 @@ static tsr_status run_block(void *ctx) {
 /* The stage-1 and stage-3 blocks of ResNet-50 (identity shortcut): C, H, mid. */
 static const int blocks[][3] = {{256, 56, 64}, {1024, 14, 256}};
 
+/* A block's buffers (x, two bottleneck temporaries, the unfused pass's temporary, y) against the
+ * device and the host (x and y there, with the reference's planes). */
+static tsr_status block_check(tsr_device *dev, size_t batch, const int *shape) {
+    const size_t C = (size_t)shape[0], H = (size_t)shape[1], mid = (size_t)shape[2];
+    size_t nx = batch * C * H * H, nt = batch * mid * H * H;
+    size_t sizes[] = {nx * 4, nt * 4, nt * 4, nx * 4, nx * 4};
+    char what[64];
+    snprintf(what, sizeof what, "the bottleneck block %zux%zu at batch %zu", C, H, batch);
+    return util_check_memory(dev, what, sizes, 5, 2 * nx * 4 + 2 * C * H * H * (sizeof(double) + 4));
+}
+
 static tsr_status bench_block(tsr_device *dev, const bench_options *opt, bench_report *report, size_t batch,
                               const int *shape) {
     const size_t C = (size_t)shape[0], H = (size_t)shape[1], mid = (size_t)shape[2];
@@ -574,10 +585,7 @@ static tsr_status bench_block(tsr_device *dev, const bench_options *opt, bench_r
     block_run r[2];
     memset(r, 0, sizeof r);
     size_t nx = batch * C * H * H, nt = batch * mid * H * H, nw[3];
-    size_t sizes[] = {nx * 4, nt * 4, nt * 4, nx * 4, nx * 4};
-    char what[64];
-    snprintf(what, sizeof what, "the bottleneck block at batch %zu", batch);
-    tsr_status st = util_check_memory(dev, what, sizes, 5, 2 * nx * 4 + 3 * C * H * H * sizeof(double));
+    tsr_status st = block_check(dev, batch, shape);
     if (st != TSR_SUCCESS) return st;
     float *h = malloc(nx * 4), *hy = malloc(nx * 4);
     double *ref[2] = {malloc(C * H * H * sizeof(double)), malloc(C * H * H * sizeof(double))};
@@ -651,7 +659,7 @@ static tsr_status bench_block(tsr_device *dev, const bench_options *opt, bench_r
         snprintf(rows[i].shape, sizeof rows[i].shape, "%zux%zux%zux%zu bottleneck %zu", batch, C, H, H, mid);
         tsr_strlcpy(rows[i].impl, i ? "tessera-unfused" : "tessera-fused", sizeof rows[i].impl);
         tsr_strlcpy(rows[i].variant,
-                    i ? "3 convs + 7 passes (BN as depthwise 1x1, add and ReLU as k=0 GEMMs)"
+                    i ? "3 convs + 7 passes (BN: depthwise 1x1; add, ReLU: k=0 GEMM)"
                       : "3 convs, BN+residual+ReLU in their epilogues",
                     sizeof rows[i].variant);
         rows[i].gflops = flops / (rows[i].time_ms * 1e6);
@@ -714,10 +722,14 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
     if ((st = util_parse_counts(opt->sizes, "batch sizes", CONV_MAX_BATCH, &batches,
                                 &nbatches)) != TSR_SUCCESS)
         return st;
+    bool typed = opt->in_type != TSR_F32 || opt->out_type != TSR_F32;
     /* Every layer and batch checked before the first one runs. */
     for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && layers; ++b)
         for (size_t i = 0; i < nchosen && st == TSR_SUCCESS; ++i) st = layer_check(dev, opt, chosen[i], batches[b]);
     for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && stack; ++b) st = stack_check(dev, batches[b], NULL);
+    for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && block && !typed; ++b)
+        for (size_t i = 0; i < sizeof blocks / sizeof blocks[0] && st == TSR_SUCCESS; ++i)
+            st = block_check(dev, batches[b], blocks[i]);
     if (st != TSR_SUCCESS) {
         free(batches);
         return st;
@@ -725,11 +737,11 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
     if (!opt->quiet)
         printf("%-14s %-30s %-20s %10s %9s %9s\n", "layer", "shape (NxCxHxW kK RxS/stride pad)", "impl", "ms",
                "GFLOP/s", "rel_err");
-    bool typed = opt->in_type != TSR_F32 || opt->out_type != TSR_F32;
     if (typed && !opt->quiet)
         printf("# 16-bit storage: only tessera runs (each layer paired with fp32); CLBlast's convgemm "
                "(CLBlastSconvgemm) and OpenBLAS are fp32-only, so they do not run on these buffers%s\n",
-               stack ? "; the ResNet-50 stack runs in fp32 only and is passed over" : "");
+               stack || block ? "; the ResNet-50 stack and bottleneck block run in fp32 only and are passed over"
+                              : "");
     for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && layers; ++b)
         for (size_t i = 0; i < nchosen && st == TSR_SUCCESS; ++i) st = bench_layer(dev, opt, report, chosen[i], batches[b]);
     for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && stack && !typed; ++b)

@@ -288,12 +288,15 @@ class ResNet50:
         self.convs = []
         for layer in layers():
             scale, bias = fold_bn(*(w[n] for n in _bn_names(layer['bn'])))
+            if not (np.isfinite(scale).all() and np.isfinite(bias).all()):
+                raise _corrupt(self.weights_path, 'BatchNorm %s folds into a scale or bias beyond float32\'s range'
+                               % layer['bn'])
             self.convs.append(dict(layer, weight=up(w[layer['name'] + '.weight'], self.dtype, layer['name'] + '.weight'),
                                    scale=up(scale, np.float32, layer['bn']), bias=up(bias, np.float32, layer['bn'])))
         # fc goes up transposed, [2048, classes]: the GEMM's untransposed B
         self.fc_weight = up(w['fc.weight'].T, self.dtype, 'fc.weight')
         self.fc_bias = up(w['fc.bias'], np.float32, 'fc.bias')
-        self._plans = {}     # (batch, height, width, input dtype) -> activation buffers
+        self._plans = {}     # (batch, height, width) -> activation buffers
         self._lock = threading.Lock()
 
     def __repr__(self):
@@ -313,9 +316,8 @@ class ResNet50:
 
     def _make_plan(self, n, h, w):
         """Every activation buffer of a batch [n, 3, h, w] (the input's, made when first needed,
-        is not among them): the stem's output, the
-        pooled map, per stage the block output and the two inner maps, the pooled features and
-        the logits."""
+        is not among them): the stem's output, the pooled map, per stage the block output and
+        the two inner maps, the pooled features and the logits."""
         dev, dt = self.device, self.dtype
 
         def out_size(size, k, s, p):
@@ -330,8 +332,9 @@ class ResNet50:
         h, w = out_size(h, 3, 2, 1), out_size(w, 3, 2, 1)
         plan['pool'] = empty(n, 64, h, w)
         for s, (_, width, stride) in enumerate(STAGES):
-            plan['t1', s] = empty(n, width, h, w)
+            t1 = plan['t1', s, 0] = empty(n, width, h, w)  # the first block's conv1 runs before its stride
             h, w = out_size(h, 3, stride, 1), out_size(w, 3, stride, 1)
+            plan['t1', s, 1] = t1.view((n, width, h, w))   # the other blocks' in the same buffer
             plan['t2', s] = empty(n, width, h, w)
             plan['out', s] = empty(n, width * EXPANSION, h, w)
         plan['features'] = empty(n, FEATURES, 1, 1)
@@ -353,9 +356,9 @@ class ResNet50:
         stage = -1
         for c in convs:
             if c['role'] == 'conv1':
-                if c['name'].endswith('.0.conv1'):
-                    stage += 1
-                t1 = self._conv(c, x, plan['t1', stage])
+                first = c['name'].endswith('.0.conv1')
+                stage += first
+                t1 = self._conv(c, x, plan['t1', stage, 0 if first else 1])
             elif c['role'] == 'conv2':
                 t2 = self._conv(c, t1, plan['t2', stage])
             elif c['role'] == 'downsample':

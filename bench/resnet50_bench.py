@@ -20,8 +20,8 @@ repetition each runs --block calls back to back (after --settle seconds of idle,
 another library's spinning worker threads are quiet), timed per call; a block's mean is one
 sample, and the median of --reps samples (>= 5) is reported with the samples' spread. One
 warm-up block each comes first. Then a per-op breakdown of tessera's forward pass from
-tessera.profile() (each op waits for its queue, so the total is a little above the
-unprofiled time).
+tessera.profile() and conv2d's time and rate per kind of layer (role, kernel, stride); each
+op waits for its queue there, so the totals are a little above the unprofiled time.
 """
 import argparse
 import json
@@ -114,6 +114,37 @@ def torch_peers(state, threads, tmp, with_onnx):
 def spread(samples):
     q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else [samples[0]] * 3
     return {'min_s': min(samples), 'q1_s': q[0], 'q3_s': q[2], 'max_s': max(samples)}
+
+
+def layer_breakdown(model, x, settle):
+    """conv2d time per kind of layer (role, kernel, stride) over one forward pass, each call
+    waited for (as tessera.profile() does), with its rate."""
+    rows = {}
+    conv = model._conv
+
+    def timed(c, inp, out, residual=None):
+        t = time.perf_counter()
+        y = conv(c, inp, out, residual)
+        model.device.finish()
+        n, k, h, w = y.shape
+        o, ci, kh, kw = c['shape']
+        kind = '%s %dx%d/%d' % (c['role'], kh, kw, c['stride'])
+        row = rows.setdefault(kind, {'kind': kind, 'calls': 0, 'seconds': 0.0, 'flop': 0.0})
+        row['calls'] += 1
+        row['seconds'] += time.perf_counter() - t
+        row['flop'] += 2.0 * n * k * h * w * ci * kh * kw
+        return y
+
+    time.sleep(settle)
+    model._conv = timed
+    try:
+        model.logits(x)
+    finally:
+        del model._conv
+    out = sorted(rows.values(), key=lambda r: -r['seconds'])
+    for row in out:
+        row['gflop_per_s'] = row['flop'] / row['seconds'] / 1e9
+    return out
 
 
 def main():
@@ -210,6 +241,12 @@ def main():
         print('  tessera per op (batch %d, %.1f ms profiled):' % (batch, profiled * 1e3))
         for name, calls, sec, share in prof.table():
             print('    %-12s %4d calls %9.2f ms %5.1f%%' % (name, calls, sec * 1e3, share * 100))
+        layers = layer_breakdown(model, x, args.settle)
+        result['breakdown']['batch%d' % batch]['conv_layers'] = layers
+        print('  tessera conv2d by layer kind (batch %d):' % batch)
+        for row in layers:
+            print('    %-34s %3d calls %9.2f ms %7.1f GFLOP/s' % (row['kind'], row['calls'], row['seconds'] * 1e3,
+                                                               row['gflop_per_s']))
     result['load_average_after'] = os.getloadavg()
     if args.json:
         with open(args.json, 'w') as f:

@@ -6,7 +6,8 @@
 
 static const bench_part gelu_parts[] = {{"elementwise", NULL}, {"epilogue", "bias+GELU in GEMM"}, {NULL, NULL}};
 static const bench_part conv2d_parts[] = {
-    {"layers", NULL}, {"stack", NULL}, {"depthwise", "3x3 depthwise layers (GB/s: x once + weights + y once)"}, {NULL, NULL}};
+    {"layers", NULL}, {"stack", NULL}, {"depthwise", "3x3 depthwise layers (GB/s: x once + weights + y once)"},
+    {"block", "a ResNet-50 bottleneck block: BN+residual+ReLU fused vs separate passes"}, {NULL, NULL}};
 
 static const bench_entry registry[] = {
     {"gemm", bench_gemm, "N, MxNxK or B@MxNxK, comma separated",

@@ -328,7 +328,7 @@ gemm(const int M, const int N, const int K, const int KP, const float alpha, con
     __global C_ELT *cb = C + c_off + batch * c_stride;
     const __global float *bias_b = bias + bias_off + batch * bias_stride;
     const __global float *scale_b = scale + scale_off + batch * scale_stride;
-    const size_t rb = res_off + batch * c_stride; // the batch entry's residual
+    const size_t res_b = res_off + batch * c_stride; // the batch entry's residual
     _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
         const int i = tile_i0 + (m / VM) * (WGM * VM) + lm * VM + m % VM;
         if (i >= M) continue;
@@ -342,7 +342,7 @@ gemm(const int M, const int N, const int K, const int KP, const float alpha, con
                 if (beta != 0.0f) r = fma((floatv)(beta), C_VLOAD(crow + j), r);
                 if (bias_axis == 1) r += VLOAD(bias_b + j);
                 else if (bias_axis == 2) r += bias_b[i];
-                r = tsr_epi_finish_v(r, res, res_type, rb + (size_t)i * ldc + j, act);
+                r = tsr_epi_finish_v(r, res, res_type, res_b + (size_t)i * ldc + j, act);
                 C_VSTORE(r, crow + j);
             } else if (j < N) {
                 float t[VW];
@@ -354,7 +354,7 @@ gemm(const int M, const int N, const int K, const int KP, const float alpha, con
                     if (beta != 0.0f) r = fma(beta, TSR_LD(C_TYPE, crow, j + e), r);
                     if (bias_axis == 1) r += bias_b[j + e];
                     else if (bias_axis == 2) r += bias_b[i];
-                    r = tsr_epi_finish(r, res, res_type, rb + (size_t)i * ldc + j + e, act);
+                    r = tsr_epi_finish(r, res, res_type, res_b + (size_t)i * ldc + j + e, act);
                     TSR_ST(C_TYPE, r, crow, j + e);
                 }
             }

@@ -542,6 +542,10 @@ void tsr_pool2d_shape_format(const tsr_pool2d_desc *desc, char *out, size_t size
 /* conv2d in double on the host (y: batch * out_channels * out_h * out_w values), with the
  * descriptor's bias and activation; and the op's FLOP count (2 N K P Q Cg R S). */
 void tsr_conv2d_reference(const tsr_conv2d_desc *desc, const float *x, const float *w, const float *bias, double *y);
+/* The same with the whole fused epilogue (each of scale, bias and residual may be NULL: none;
+ * residual has y's shape): y = act(scale[k] sum + bias[k] + residual). */
+void tsr_conv2d_reference_fused(const tsr_conv2d_desc *desc, const float *x, const float *w, const float *scale,
+                                const float *bias, const float *residual, double *y);
 double tsr_conv2d_flops(const tsr_conv2d_desc *desc);
 /* Storage types of a GEMM's A, B and C (the bias stays fp32). */
 typedef struct tsr_gemm_types {

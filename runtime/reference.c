@@ -133,6 +133,11 @@ double tsr_gelu_max_error_stored(int mode, tsr_dtype y_type, const float *x, con
 static size_t or_one(size_t v) { return v ? v : 1; }
 
 void tsr_conv2d_reference(const tsr_conv2d_desc *d, const float *x, const float *w, const float *bias, double *y) {
+    tsr_conv2d_reference_fused(d, x, w, NULL, bias, NULL, y);
+}
+
+void tsr_conv2d_reference_fused(const tsr_conv2d_desc *d, const float *x, const float *w, const float *scale,
+                                const float *bias, const float *residual, double *y) {
     size_t N = d->batch, C = d->in_channels, H = d->in_height, W = d->in_width, K = d->out_channels;
     size_t R = d->kernel_h, S = d->kernel_w, G = or_one(d->groups), Cg = C / G, Kg = K / G;
     size_t sh = or_one(d->stride_h), sw = or_one(d->stride_w), dh = or_one(d->dilation_h), dw = or_one(d->dilation_w);
@@ -146,7 +151,7 @@ void tsr_conv2d_reference(const tsr_conv2d_desc *d, const float *x, const float 
         for (size_t k = 0; k < K; ++k) {
             size_t g = k / Kg;
             double *yk = y + (n * K + k) * PQ;
-            for (size_t i = 0; i < PQ; ++i) yk[i] = bias ? bias[k] : 0.0;
+            for (size_t i = 0; i < PQ; ++i) yk[i] = 0.0;
             for (size_t c = 0; c < Cg; ++c)
                 for (size_t r = 0; r < R; ++r)
                     for (size_t s = 0; s < S; ++s) {
@@ -161,6 +166,10 @@ void tsr_conv2d_reference(const tsr_conv2d_desc *d, const float *x, const float 
                             }
                         }
                     }
+            /* the epilogue, in the header's order: scale, bias, residual, activation */
+            const float *rk = residual ? residual + (n * K + k) * PQ : NULL;
+            for (size_t i = 0; i < PQ; ++i)
+                yk[i] = yk[i] * (scale ? scale[k] : 1.0) + (bias ? bias[k] : 0.0) + (rk ? rk[i] : 0.0);
             int act = (int)d->epilogue.activation;
             if (act != TSR_ACT_NONE)
                 for (size_t i = 0; i < PQ; ++i)

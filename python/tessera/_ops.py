@@ -65,19 +65,23 @@ _ALGOS = {'auto': lib.TSR_CONV_AUTO, 'im2col': lib.TSR_CONV_IM2COL, 'implicit': 
           'direct': lib.TSR_CONV_DIRECT}
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, activation=None, algo='auto',
-           out=None, out_dtype=None, device=None, keep_on_device=False):
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, scale=None, residual=None,
+           activation=None, algo='auto', out=None, out_dtype=None, device=None, keep_on_device=False):
     """torch.nn.functional.conv2d's semantics: x [N, C, H, W], weight [O, C/groups, kh, kw],
     bias [O] (fp32) or None, stride/padding/dilation an int or a pair (padding also "valid", or
-    "same" where it is symmetric), then the activation (None, "relu", "gelu", "gelu_tanh").
-    Contiguous NCHW/OIHW tensors; algo "auto" (tuned), "im2col", "implicit" or "direct"."""
+    "same" where it is symmetric), with a fused epilogue in the same pass over the output:
+        y = activation(scale[k] * conv + bias[k] + residual[n, k, i, j])
+    scale [O] fp32 or None (a BatchNorm folded in: scale = gamma / sqrt(var + eps), bias = beta -
+    mean * scale), residual a tensor of the output's shape in any storage dtype, or None (it may be
+    out itself, in place), activation None, "relu", "gelu" or "gelu_tanh". Contiguous NCHW/OIHW
+    tensors; algo "auto" (tuned), "im2col", "implicit" or "direct"."""
     algo = _args.choice(algo, 'algo', _ALGOS, 'one of %s' % ', '.join(_ALGOS))
     act = _activation(activation)
     stride, dilation = _pair(stride, 'stride', 1), _pair(dilation, 'dilation', 1)
     groups = _args.integer(groups, 'groups', 1, _INT_MAX)
     if isinstance(padding, str) and padding not in ('valid', 'same'):
         raise _invalid('padding must be an int, a pair, "valid" or "same", not %r' % (padding,))
-    with Call(device, (x, weight, bias, out), keep_on_device, op='conv2d') as call:
+    with Call(device, (x, weight, bias, scale, residual, out), keep_on_device, op='conv2d') as call:
         X = call.operand(x, 'x', contiguous=True)
         W = call.operand(weight, 'weight', contiguous=True)
         if X.ndim != 4 or W.ndim != 4:
@@ -115,7 +119,20 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, a
                 raise _invalid('bias must be float32 of shape [%d], not %s %s' % (d.out_channels, B.dtype, B.shape))
             d.epilogue.bias = B.mem
             d.epilogue.bias_offset = B.offset
+        if scale is not None:
+            S = call.operand(scale, 'scale', contiguous=True)
+            if S.dtype != np.float32 or S.shape != (d.out_channels,):
+                raise _invalid('scale must be float32 of shape [%d], not %s %s' % (d.out_channels, S.dtype, S.shape))
+            d.epilogue.scale = S.mem
+            d.epilogue.scale_offset = S.offset
         shape = (d.batch, d.out_channels, out_h[0], out_w[0])
+        if residual is not None:
+            R = call.operand(residual, 'residual', contiguous=True)
+            if tuple(R.shape) != shape:
+                raise _invalid("residual must have the output's shape %s, not %s" % (list(shape), list(R.shape)))
+            d.epilogue.residual = R.mem
+            d.epilogue.residual_offset = R.offset
+            d.epilogue.residual_type = R.tsr_type
         Y = call.output(out, shape, _out_dtype(out, out_dtype, X.dtype))
         if Y.kind != 'numpy' and tuple(Y.strides) != _contiguous_strides(shape) and min(shape) > 0:
             raise _invalid('out must be contiguous NCHW')

@@ -286,3 +286,33 @@ def test_attention_refusals(device, rng):
             call()
         assert words in str(info.value), str(info.value)
         assert np.all(out == 3.0)
+
+
+@pytest.mark.parametrize('algo', ['auto', 'im2col', 'implicit', 'direct'])
+def test_conv2d_fused_epilogue(device, rng, algo):
+    """act(scale * conv + bias + residual): a folded BatchNorm and a skip connection, the residual
+    from the host in float16 and on the device as the output itself (in place)."""
+    x, w = uniform(rng, (2, 6, 9, 11)), uniform(rng, (8, 6, 3, 3))
+    scale, bias = uniform(rng, (8,), lo=-2, hi=2), uniform(rng, (8,))
+    res = uniform(rng, (2, 8, 9, 11)).astype(np.float16)
+    got = tessera.conv2d(x, w, bias, padding=1, scale=scale, residual=res, activation='relu', algo=algo)
+    conv = conv2d_ref(x, w, None, (1, 1), (1, 1), (1, 1), 1)
+    want = act_ref(conv * scale[None, :, None, None] + bias[None, :, None, None] + res.astype(np.float64), 'relu')
+    assert_close(got, want, 1e-5, 'fused conv2d %s' % algo)
+    y = tessera.to_device(res.astype(np.float32))  # the residual is the output: read before written
+    assert tessera.conv2d(x, w, padding=1, scale=scale, residual=y, out=y, algo=algo) is y
+    assert_close(y.get(), conv * scale[None, :, None, None] + res.astype(np.float64), 1e-5, 'in place %s' % algo)
+
+
+def test_conv2d_epilogue_bad_input(device, rng):
+    x, w = uniform(rng, (1, 3, 6, 6)), uniform(rng, (4, 3, 3, 3))
+    out = np.full((1, 4, 4, 4), 5.0, np.float32)
+    for call, words in [
+        (lambda: tessera.conv2d(x, w, scale=uniform(rng, (5,)), out=out), 'scale'),
+        (lambda: tessera.conv2d(x, w, scale=np.ones(4, np.float16), out=out), 'scale'),
+        (lambda: tessera.conv2d(x, w, residual=uniform(rng, (1, 4, 4, 5)), out=out), 'residual'),
+    ]:
+        with pytest.raises(tessera.TesseraError) as info:
+            call()
+        assert words in str(info.value), str(info.value)
+        assert np.all(out == 5.0)

@@ -16,7 +16,8 @@
 /* The tuning parameters, X(NAME, KIND, DEFAULT, values...): see TSR_PARAM_DEF. */
 #define POOL_PARAMS(X)                                                                                                 \
     X(VW, DEFINE, 8, 1, 2, 4, 8, 16)                 /* vector width along the contiguous dimension */                \
-    X(WG, DEFINE, 1, 1, 2, 4, 8, 16, 32, 64, 128, 256) /* the global NCHW reduction's work-group size */
+    X(WG, DEFINE, 1, 1, 2, 4, 8, 16, 32, 64, 128, 256) /* the global NCHW reduction's work-items a plane */    \
+    X(WI, HOST, 64, 16, 32, 64, 128, 256)            /* work-items a group of the other kernels (WG 1: planes) */
 
 enum { POOL_PARAMS(TSR_PARAM_INDEX) POOL_NPARAMS };
 static const tsr_param_def pool_params[] = {POOL_PARAMS(TSR_PARAM_DEF)};
@@ -66,15 +67,17 @@ static bool pool_variant_serves_class(const char *problem_class, int variant) {
  * form. CPUs that vectorize across items (llvmpipe) and GPUs: scalar items, adjacent items
  * adjacent outputs, a work-group per plane. Not tuned (see docs/ARCHITECTURE.md, "Pooling"). */
 static const tsr_default pool_defaults[] = {
-    {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "VW=1 WG=16"},
-    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "VW=8 WG=1"},
-    {0, TSR_LANES_ANY, NULL, "VW=1 WG=64"},
+    {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "VW=1 WG=16 WI=64"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "VW=8 WG=1 WI=64"},
+    {0, TSR_LANES_ANY, NULL, "VW=1 WG=64 WI=128"},
 };
 
 static bool pool_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     (void)problem;
-    const size_t wg = (size_t)cfg->values[P_WG];
-    return wg <= dev->info.max_work_group_size && wg <= dev->info.max_work_item_sizes[0];
+    const size_t wg = (size_t)cfg->values[P_WG], wi = (size_t)cfg->values[P_WI];
+    return wg <= dev->info.max_work_group_size && wg <= dev->info.max_work_item_sizes[0] &&
+           wi <= dev->info.max_work_group_size && wi <= dev->info.max_work_item_sizes[0] &&
+           (wg > 1 || wi <= dev->info.max_work_item_sizes[1]);
 }
 
 /* fp32 programs carry no type defines (the kernel's types default to 0). */
@@ -231,18 +234,23 @@ static tsr_status pool_launch(tsr_device *dev, const pool_problem *p, const tsr_
     cl_uint arg = 0;
 #define SET(value) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(value), &(value)), done)
     cl_ulong x_off = d->x_offset, y_off = d->y_offset;
-    size_t global[3], local[3] = {wg, 1, 1};
-    cl_uint dims;
-    bool with_local = false;
+    const size_t wi = (size_t)cfg->values[P_WI];
+    size_t global[2], local[2] = {wi, 1};
+    cl_uint dims = 1;
+    cl_ulong planes = d->batch * d->channels, batch = d->batch;
     if (p->global) {
-        cl_ulong size = d->in_height * d->in_width, planes = d->batch * d->channels;
+        cl_ulong size = d->in_height * d->in_width;
         if (nhwc) {
             cl_uint c = (cl_uint)d->channels;
             SET(c);
-            global[0] = ceil_div(d->channels, vw), global[1] = d->batch, dims = 2;
+            SET(batch);
+            TSR_CHECK(status, tsr_size_mad("pool2d: the work-items", ceil_div(d->channels, vw), d->batch, 0, &global[0]),
+                      done);
         } else {
+            /* WG items a plane; with WG 1, WI planes a group */
             SET(planes);
-            global[0] = wg, global[1] = d->batch * d->channels, dims = 2, with_local = true;
+            local[0] = wg, local[1] = wg > 1 ? 1 : wi, dims = 2;
+            global[0] = wg, global[1] = ceil_div(planes, local[1]) * local[1];
         }
         SET(size);
     } else {
@@ -254,19 +262,19 @@ static tsr_status pool_launch(tsr_device *dev, const pool_problem *p, const tsr_
         for (int i = 0; i < 13; ++i) SET(geometry[i]); /* PH and PW are int in the kernel: same bits */
         cl_int include_pad = d->count_include_pad ? 1 : 0;
         SET(include_pad);
-        if (nhwc)
-            global[0] = ceil_div(d->channels, vw), global[1] = p->out_w, global[2] = d->batch * p->out_h;
-        else
-            global[0] = ceil_div(p->out_w, vw), global[1] = p->out_h, global[2] = d->batch * d->channels;
-        dims = 3;
+        /* an item an output row (NCHW) or pixel (NHWC) */
+        cl_ulong items = nhwc ? d->batch * p->out_h * p->out_w : planes * p->out_h;
+        SET(items);
+        global[0] = items;
     }
+    if (dims == 1) global[0] = ceil_div(global[0], wi) * wi;
     SET(p->x);
     SET(x_off);
     SET(p->y);
     SET(y_off);
 #undef SET
     TSR_CL_CHECK(status,
-                 clEnqueueNDRangeKernel(queue, kernel, dims, NULL, global, with_local ? local : NULL, 0, NULL, event),
+                 clEnqueueNDRangeKernel(queue, kernel, dims, NULL, global, local, 0, NULL, event),
                  done);
 done:
     if (kernel) clReleaseKernel(kernel);
@@ -506,8 +514,8 @@ static double pool_fixture_tolerance(const void *ctx) {
 
 static const char *pool_tuning_space(const tsr_device *dev) {
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) != TSR_LANES_ACROSS_ITEMS)
-        return "VW=4,8,16 WG=1,2,4,8";
-    return "VW=1,2,4 WG=16,32,64,128,256";
+        return "VW=4,8,16 WG=1,2,4,8 WI=16,64,256";
+    return "VW=1,2,4 WG=16,32,64,128,256 WI=32,64,128,256";
 }
 
 const tsr_op tsr_op_pool2d = {

@@ -543,8 +543,8 @@ typedef enum tsr_pool_kind { TSR_POOL_MAX = 0, TSR_POOL_AVG = 1 } tsr_pool_kind;
  * without an input element, possible only with dilation, gives -Inf, as PyTorch) and propagates
  * NaN (a NaN anywhere in the window gives NaN). Average divides the sum of the window's input
  * elements by the window's size clipped to the padded input [-pad, in + pad)
- * (count_include_pad: padded zeros count, the ceil-mode overhang past the padding does not) or,
- * without count_include_pad, by the number of input elements in the window.
+ * (PyTorch's count_include_pad, the default here: padded zeros count, the ceil-mode overhang past
+ * the padding does not) or, with exclude_pad, by the number of input elements in the window.
  * Output size (tsr_pool2d_output_size): out = floor((in + 2 pad - dilation (kernel - 1) - 1) /
  * stride) + 1, rounded up instead with ceil_mode, where a last window that would start past the
  * input and its left padding (at or beyond in + pad) is dropped; out must be at least 1.
@@ -560,8 +560,8 @@ typedef struct tsr_pool2d_desc {
     size_t pad_h, pad_w;                         /* at most half the kernel (kernel / 2), as PyTorch */
     size_t dilation_h, dilation_w;               /* 0: 1; average pooling refuses anything but 1 */
     int ceil_mode;         /* nonzero: round the output size up (PyTorch's ceil_mode) */
-    int count_include_pad; /* average: nonzero counts padded zeros in the divisor (PyTorch's default
-                            * is true: set it); max ignores it */
+    int exclude_pad;       /* average: 0 counts padded zeros in the divisor (PyTorch's default,
+                            * count_include_pad=True); nonzero leaves them out; max ignores it */
     size_t x_offset, y_offset; /* in elements of each tensor's type */
     tsr_dtype x_type, y_type;  /* 0: fp32; f16 and bf16 storage, any combination (fp32 arithmetic) */
 } tsr_pool2d_desc;

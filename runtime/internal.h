@@ -535,8 +535,8 @@ tsr_status tsr_layernorm_shape_parse(const char *shape, size_t *rows, size_t *co
                                      tsr_dtype *out_type);
 extern const tsr_op tsr_op_pool2d;
 /* pool2d's shape text "NxCxHxW max|avg kK[xK] [sS[xS]] [pP[xP]] [dD[xD]] [ceil] [exclude] [nhwc] [DTYPE]"
- * (the fixture's, the tuner's and the bench's) into a descriptor (zero offsets; count_include_pad
- * set unless "exclude"), checked as tsr_pool2d_output_size checks it; and back (defaults left out). */
+ * (the fixture's, the tuner's and the bench's) into a descriptor (zero offsets; exclude_pad
+ * set by "exclude"), checked as tsr_pool2d_output_size checks it; and back (defaults left out). */
 tsr_status tsr_pool2d_shape_parse(const char *shape, tsr_pool2d_desc *desc);
 void tsr_pool2d_shape_format(const tsr_pool2d_desc *desc, char *out, size_t size);
 /* conv2d in double on the host (y: batch * out_channels * out_h * out_w values), with the

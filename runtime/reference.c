@@ -233,7 +233,7 @@ void tsr_pool2d_reference(const tsr_pool2d_desc *d, const float *x, double *y) {
                     if (d->kind == TSR_POOL_AVG) {
                         /* count_include_pad: the window clipped to the padded input [-p, n + p) */
                         const long long he = hs + KH < H + PH ? hs + KH : H + PH, we = ws + KW < W + PW ? ws + KW : W + PW;
-                        const long long divisor = d->count_include_pad ? (he - hs) * (we - ws) : inside;
+                        const long long divisor = !d->exclude_pad ? (he - hs) * (we - ws) : inside;
                         acc = divisor > 0 ? acc / (double)divisor : 0.0;
                     }
                     y[nhwc ? ((n * OH + oh) * OW + ow) * C + c : ((n * C + c) * OH + oh) * OW + ow] = acc;

@@ -1,6 +1,6 @@
 /* 2-D pooling (tsr_pool2d) against the double-precision reference (tsr_pool2d_reference, written
  * from PyTorch's definition) on fresh random data (TSR_TEST_SEED replays a run): both kinds, both
- * layouts, stride, padding, dilation, ceil_mode, count_include_pad, 16-bit storage, offsets, the
+ * layouts, stride, padding, dilation, ceil_mode, exclude_pad, 16-bit storage, offsets, the
  * global form and its configurations. Max must equal the reference rounded to y's type exactly;
  * average is held to 2^-24 (window + 2) max|x| plus y's own rounding. Every case poisons y,
  * surrounds x and y with guard values and checks that nothing outside y's elements changed.
@@ -109,7 +109,7 @@ static void resnet_pools(void **state) {
             run_random(&maxpool, NULL);
             const tsr_pool2d_desc gap = {.kind = TSR_POOL_AVG, .layout = (tsr_tensor_layout)layout, .batch = 2,
                                          .channels = c_gap, .in_height = 7, .in_width = 7, .kernel_h = 7,
-                                         .kernel_w = 7, .count_include_pad = 1, .x_type = type, .y_type = type};
+                                         .kernel_w = 7, .x_type = type, .y_type = type};
             run_random(&gap, NULL);
         }
 }
@@ -124,7 +124,7 @@ static tsr_pool2d_desc random_desc(void) {
         d.stride_h = rand_below(4), d.stride_w = rand_below(4); /* 0: the kernel */
         d.pad_h = rand_below(d.kernel_h / 2 + 1), d.pad_w = rand_below(d.kernel_w / 2 + 1);
         if (d.kind == TSR_POOL_MAX) d.dilation_h = rand_below(4), d.dilation_w = rand_below(4);
-        d.ceil_mode = th_rand() & 1, d.count_include_pad = th_rand() & 1;
+        d.ceil_mode = th_rand() & 1, d.exclude_pad = th_rand() & 1;
         /* fp32, each 16-bit type throughout, bf16 into fp32: every program a compile (seconds), so
          * not all nine pairs (configurations and special_values add f16 into fp32) */
         static const tsr_dtype pairs[4][2] = {{TSR_F32, TSR_F32}, {TSR_F16, TSR_F16}, {TSR_BF16, TSR_BF16},
@@ -200,7 +200,7 @@ static void special_values(void **state) {
                 tsr_pool2d_desc d = {.kind = (tsr_pool_kind)kind, .layout = (tsr_tensor_layout)layout, .batch = 1,
                                      .channels = 11, .in_height = 9, .in_width = 37, .kernel_h = 3, .kernel_w = 3,
                                      .stride_h = 2, .stride_w = kind ? 1 : 2, .pad_h = 1, .pad_w = 1,
-                                     .count_include_pad = 1, .x_type = (tsr_dtype)t, .y_type = (tsr_dtype)t};
+                                     .x_type = (tsr_dtype)t, .y_type = (tsr_dtype)t};
                 const size_t n = d.channels * d.in_height * d.in_width;
                 float *x = malloc(n * sizeof *x);
                 th_fill_uniform_typed(d.x_type, x, n, -2, 2);

@@ -172,7 +172,7 @@ def _pool2d(op, kind, x, kernel_size, stride, padding, dilation, ceil_mode, coun
         d.stride_h, d.stride_w = stride
         d.pad_h, d.pad_w = padding
         d.dilation_h, d.dilation_w = dilation
-        d.ceil_mode, d.count_include_pad = int(ceil_mode), int(count_include_pad)
+        d.ceil_mode, d.exclude_pad = int(ceil_mode), int(not count_include_pad)
         d.x_offset, d.x_type = X.offset, X.tsr_type
         if min(X.shape) == 0:
             raise _invalid('x must not be empty, got shape %s' % (X.shape,))

@@ -260,7 +260,7 @@ static tsr_status pool_launch(tsr_device *dev, const pool_problem *p, const tsr_
                                 (cl_uint)d->pad_h,    (cl_uint)d->pad_w,     (cl_uint)d->dilation_h,
                                 (cl_uint)d->dilation_w};
         for (int i = 0; i < 13; ++i) SET(geometry[i]); /* PH and PW are int in the kernel: same bits */
-        cl_int include_pad = d->count_include_pad ? 1 : 0;
+        cl_int include_pad = d->exclude_pad ? 0 : 1;
         SET(include_pad);
         /* an item an output row (NCHW) or pixel (NHWC) */
         cl_ulong items = nhwc ? d->batch * p->out_h * p->out_w : planes * p->out_h;
@@ -318,7 +318,7 @@ static bool parse_pair(const char *word, char prefix, size_t *h, size_t *w) {
 }
 
 tsr_status tsr_pool2d_shape_parse(const char *shape, tsr_pool2d_desc *desc) {
-    tsr_pool2d_desc d = {.count_include_pad = 1};
+    tsr_pool2d_desc d = {0};
     char words[12][32];
     int count = 0, used = 0, length = 0;
     const char *rest = shape;
@@ -346,7 +346,7 @@ tsr_status tsr_pool2d_shape_parse(const char *shape, tsr_pool2d_desc *desc) {
         else if (parse_pair(word, 'p', &d.pad_h, &d.pad_w)) which = 1;
         else if (parse_pair(word, 'd', &d.dilation_h, &d.dilation_w)) which = 2;
         else if (strcmp(word, "ceil") == 0) d.ceil_mode = 1, which = 3;
-        else if (strcmp(word, "exclude") == 0) d.count_include_pad = 0, which = 4;
+        else if (strcmp(word, "exclude") == 0) d.exclude_pad = 1, which = 4;
         else if (strcmp(word, "nhwc") == 0) d.layout = TSR_NHWC, which = 5;
         else if (tsr_dtype_spec_parse(word, &in, &out)) d.x_type = in, d.y_type = out, which = 6;
         ok = which >= 0 && !seen[which];
@@ -390,7 +390,7 @@ void tsr_pool2d_shape_format(const tsr_pool2d_desc *desc, char *out, size_t size
     if (d.dilation_h > 1 || d.dilation_w > 1) format_pair(out, size, &used, " d", d.dilation_h, d.dilation_w);
     if (used < size)
         snprintf(out + used, size - used, "%s%s%s%s%s", d.ceil_mode ? " ceil" : "",
-                 d.kind == TSR_POOL_AVG && !d.count_include_pad ? " exclude" : "", d.layout == TSR_NHWC ? " nhwc" : "",
+                 d.kind == TSR_POOL_AVG && d.exclude_pad ? " exclude" : "", d.layout == TSR_NHWC ? " nhwc" : "",
                  types[0] ? " " : "", types);
 }
 

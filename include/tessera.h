@@ -743,6 +743,58 @@ TSR_API const char *const *tsr_op_names(void);
  * (time, rate, error). */
 TSR_API tsr_status tsr_run_demo(tsr_device *device, const char *op_name, char *summary, size_t summary_size);
 
+/* ------------------------------------------------------------------ graphs */
+
+/* A recorded launch sequence (docs/graph.md). Between tsr_graph_begin and tsr_graph_end, the op
+ * calls the calling thread makes on `device` run as always and each of their kernel launches is
+ * also recorded: its own kernel object with every argument set once, its work sizes, and a
+ * reference to every buffer it reads or writes (tessera's workspaces included). A replay
+ * (tsr_graph_launch) enqueues the recorded kernels in order and nothing else: no configuration
+ * look-up, no argument setting, no allocation, so it costs a few microseconds per kernel; it
+ * reads whatever the recorded buffers hold at the time, so new input written into the same
+ * buffers gives new results. An op that reads host memory or waits on the host at call time
+ * cannot be replayed: under a recording, tsr_embedding and the device-group calls
+ * (tsr_matmul_multi, tsr_attention_multi) fail with TSR_ERR_UNSUPPORTED naming the op, and the
+ * recording is then invalid (tsr_graph_end reports it). Host transfers the caller makes itself
+ * (clEnqueueWriteBuffer...) are not tessera calls and are not recorded. Other threads' calls are
+ * not recorded. */
+typedef struct tsr_graph tsr_graph;
+
+/* Options of a recording; a NULL descriptor takes the defaults. */
+typedef struct tsr_graph_desc {
+    const char *name; /* names the graph in messages (at most 63 characters); NULL: "graph" */
+} tsr_graph_desc;
+
+/* Start recording on the calling thread (one recording per thread at a time: a second
+ * tsr_graph_begin before tsr_graph_end is TSR_ERR_INVALID_ARG). */
+TSR_API tsr_status tsr_graph_begin(tsr_device *device, const tsr_graph_desc *desc);
+
+/* Stop the calling thread's recording and hand out the graph in *out (NULL on failure). A
+ * recording in which an op was refused, a launch could not be recorded (a kernel argument the
+ * call did not set, a launch on another device) or the device's configuration changed (see
+ * tsr_graph_launch) fails here with that reason, and no graph is made. */
+TSR_API tsr_status tsr_graph_end(tsr_device *device, tsr_graph **out);
+
+/* Replay `graph` on `queue` (NULL: the device's queue, which must belong to the graph's device's
+ * context); `event` (may be NULL) receives the event of its last launch. On an in-order queue the
+ * launches are enqueued back to back; on an out-of-order queue each waits for the event of the
+ * one before. A replay waits for the previous replay of the same graph when it runs on another
+ * queue, and for the last user of each tessera workspace it reads, so replays from several
+ * threads run one after the other (one replay enqueues at a time). The device's configuration
+ * generation is recorded: after tsr_config_override, a re-tune or a dropped program binary a
+ * replay fails with TSR_ERR_INVALID_ARG ("re-record"); after tsr_device_close it fails with
+ * TSR_ERR_INVALID_ARG. */
+TSR_API tsr_status tsr_graph_launch(tsr_graph *graph, cl_command_queue queue, cl_event *event);
+
+/* How many kernel launches `graph` holds and how many buffers it keeps (either may be NULL). */
+TSR_API tsr_status tsr_graph_info(const tsr_graph *graph, size_t *launches, size_t *buffers);
+
+/* Release a graph: its kernels and its references to buffers (a graph keeps every buffer it uses
+ * alive, retained, until it is destroyed, even one its owner released or a workspace that grew
+ * since) and its hold on the device (a closed device is freed when its last graph or plan goes).
+ * NULL is a no-op. */
+TSR_API void tsr_graph_destroy(tsr_graph *graph);
+
 /* ------------------------------------------------------------------ tuning */
 
 /* Where a launch's configuration comes from, best first (the two overrides rank together: an

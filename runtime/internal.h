@@ -255,6 +255,24 @@ void tsr_device_hold(tsr_device *device);
 void tsr_device_drop(tsr_device *device);
 bool tsr_device_closed(tsr_device *device);
 
+/* ---- recorded launches (graph.c) ----
+ * Every op sets kernel arguments with tsr_set_arg and launches with tsr_enqueue_kernel, drop-in
+ * replacements of clSetKernelArg and clEnqueueNDRangeKernel that also record the launch while the
+ * calling thread records a graph (tsr_graph_begin). tsr_set_arg tells buffer arguments (a
+ * pointer to a cl_mem) from the others by type, so the graph retains the buffers. */
+cl_int tsr_kernel_arg(cl_kernel kernel, cl_uint index, size_t size, const void *value, bool is_buffer);
+#define tsr_set_arg(kernel, index, size, value)                                                                        \
+    tsr_kernel_arg((kernel), (index), (size), (value), _Generic((value), cl_mem *: true, const cl_mem *: true, default: false))
+cl_int tsr_enqueue_kernel(cl_command_queue queue, cl_kernel kernel, cl_uint dims, const size_t *offset,
+                          const size_t *global, const size_t *local, cl_uint nwaits, const cl_event *waits,
+                          cl_event *event);
+/* Whether the calling thread records a graph. */
+bool tsr_graph_capturing(void);
+/* For an op that reads host memory or waits on the host at call time: while the calling thread
+ * records, fail the recording and return TSR_ERR_UNSUPPORTED naming `op` and `why`; else
+ * TSR_SUCCESS. */
+tsr_status tsr_graph_refuse(const char *op, const char *why);
+
 /* ---- workspaces (workspace.c) ---- */
 
 /* A workspace buffer of at least `bytes` (a tsr_workspace_slot); grows it if needed. Call with

@@ -95,6 +95,7 @@ tsr_status tsr_attention_multi(tsr_device_group *group, const tsr_attention_desc
                                const float *v, float *o) {
     tsr_clear_diagnostics();
     const char *fn = "tsr_attention_multi";
+    if (tsr_graph_capturing()) return tsr_graph_refuse(fn, "it reads and writes host arrays on worker threads");
     if (!group || !desc) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: group or desc is NULL", fn);
     attention_params p = {.desc = *desc, .q = q, .k = k, .v = v, .o = o};
     tsr_attention_desc *d = &p.desc;

@@ -294,6 +294,7 @@ tsr_status tsr_matmul_multi(tsr_device_group *group, const tsr_matmul_desc *desc
                             float *c) {
     tsr_clear_diagnostics();
     const char *fn = "tsr_matmul_multi";
+    if (tsr_graph_capturing()) return tsr_graph_refuse(fn, "it reads and writes host arrays on worker threads");
     if (!group) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: group is NULL", fn);
     tsr_status status = TSR_SUCCESS;
     tsr_matmul_desc d;

@@ -333,20 +333,20 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
     cl_ulong ko = p->off[1], ksb = p->stride[1][0], ksh = p->stride[1][1], ksl = p->stride[1][2];
     /* Each cached kernel's lock is held from its first argument to its enqueue. */
     tsr_kernel_lock(kernels[0]);
-#define SET(K, x) TSR_CL_CHECK(status, clSetKernelArg(K, arg++, sizeof(x), &(x)), unlock_tk)
+#define SET(K, x) TSR_CL_CHECK(status, tsr_set_arg(K, arg++, sizeof(x), &(x)), unlock_tk)
     SET(tk, Lk); SET(tk, Lkp); SET(tk, H); SET(tk, k); SET(tk, ko); SET(tk, ksb); SET(tk, ksh); SET(tk, ksl); SET(tk, kt);
 #undef SET
     size_t tglobal[3] = {(size_t)Lkp, p->D, p->B * p->H};
     TSR_CL_CHECK(
         status,
-        clEnqueueNDRangeKernel(queue, tk, 3, NULL, tglobal, NULL, wait ? 1 : 0, wait ? &wait : NULL, &transposed),
+        tsr_enqueue_kernel(queue, tk, 3, NULL, tglobal, NULL, wait ? 1 : 0, wait ? &wait : NULL, &transposed),
         unlock_tk);
 unlock_tk:
     tsr_kernel_unlock(kernels[0]);
     if (status != TSR_SUCCESS) goto done;
     arg = 0;
     tsr_kernel_lock(kernels[1]);
-#define SET(K, x) TSR_CL_CHECK(status, clSetKernelArg(K, arg++, sizeof(x), &(x)), unlock_kernel)
+#define SET(K, x) TSR_CL_CHECK(status, tsr_set_arg(K, arg++, sizeof(x), &(x)), unlock_kernel)
     SET(kernel, Lq); SET(kernel, Lk); SET(kernel, Lkp); SET(kernel, H); SET(kernel, p->scale); SET(kernel, causal);
     cl_ulong qo = p->off[0], qsb = p->stride[0][0], qsh = p->stride[0][1], qsl = p->stride[0][2];
     SET(kernel, q); SET(kernel, qo); SET(kernel, qsb); SET(kernel, qsh); SET(kernel, qsl);
@@ -364,7 +364,7 @@ unlock_tk:
      * within a work-item (float16 lanes over keys), so nothing is lost. */
     size_t global[2] = {(p->Lq + rw - 1) / rw, p->B * p->H}, local[2] = {1, 1};
     /* Always with an event, which orders the workspace's next writer: never a host wait. */
-    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, local, 1, &transposed, &ran),
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 2, NULL, global, local, 1, &transposed, &ran),
                  unlock_kernel);
 unlock_kernel:
     tsr_kernel_unlock(kernels[1]);
@@ -441,7 +441,7 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
     size_t local[3] = {(size_t)cfg.values[P_DS], (size_t)cfg.values[P_BR], 1};
     size_t global[3] = {local[0], (p->Lq + local[1] - 1) / local[1] * local[1], p->B * p->H};
     tsr_kernel_lock(kernels[0]); /* the cached kernel's arguments are this call's until the enqueue */
-#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), unlock)
+#define SET(x) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(x), &(x)), unlock)
     SET(Lq); SET(Lk); SET(H); SET(p->scale); SET(causal);
     for (int t = 0; t < 4; ++t) {
         cl_ulong off = p->off[t], sb = p->stride[t][0], sh = p->stride[t][1], sl = p->stride[t][2];
@@ -449,7 +449,7 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
     }
     SET(lens); SET(lse); SET(lse_off); SET(write_lse);
 #undef SET
-    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 0, NULL, event), unlock);
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 3, NULL, global, local, 0, NULL, event), unlock);
 unlock:
     tsr_kernel_unlock(kernels[0]);
 done:
@@ -522,12 +522,12 @@ tsr_status tsr_attention_softmax(tsr_device *dev, const tsr_attention_desc *d, s
     cl_int write_lse = d->lse != NULL;
     cl_mem lse = d->lse ? d->lse : S;
     cl_uint arg = 0;
-#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), done)
+#define SET(x) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(x), &(x)), done)
     SET(Lq); SET(Lk); SET(H); SET(causal); SET(S); SET(s_off); SET(lens); SET(lse); SET(lse_off); SET(write_lse);
 #undef SET
     size_t global[2] = {d->q_len, d->heads};
     TSR_CL_CHECK(status,
-                 clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, NULL, wait ? 1 : 0, wait ? &wait : NULL, done),
+                 tsr_enqueue_kernel(queue, kernel, 2, NULL, global, NULL, wait ? 1 : 0, wait ? &wait : NULL, done),
                  done);
 done:
     if (kernel) clReleaseKernel(kernel);

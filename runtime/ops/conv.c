@@ -376,7 +376,7 @@ static tsr_status set_common_args(cl_kernel kernel, const conv_problem *p, cl_ui
     /* any valid buffer where a part is absent: the kernel does not read it */
     cl_mem bias = p->bias ? p->bias : p->w, scale = p->scale ? p->scale : p->w, res = p->res ? p->res : p->w;
     cl_uint arg = first;
-#define SET(v) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(v), &(v)), done)
+#define SET(v) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(v), &(v)), done)
     SET(p->w); SET(w_off); SET(p->y); SET(y_off);
     SET(scale); SET(s_off); SET(bias); SET(b_off); SET(res); SET(r_off); SET(flags); SET(r_type); SET(act);
 #undef SET
@@ -422,9 +422,9 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     geometry(p, geo);
     if (stage >= 2) geometry_plain(p, geo); /* these forms take the true rows */
     cl_ulong x_off = p->x_off;
-    TSR_CL_CHECK(status, clSetKernelArg(kernel, 0, sizeof geo, geo), done);
-    TSR_CL_CHECK(status, clSetKernelArg(kernel, 1, sizeof p->x, &p->x), done);
-    TSR_CL_CHECK(status, clSetKernelArg(kernel, 2, sizeof x_off, &x_off), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 1, sizeof p->x, &p->x), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 2, sizeof x_off, &x_off), done);
     TSR_CHECK(status, set_common_args(kernel, p, 3), done);
     size_t global[3], local[3] = {(size_t)v[P_WGM], (size_t)v[P_WGN], 1};
     if (!implicit) {
@@ -435,7 +435,7 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
         global[0] = ceil_div(items, local[0]) * local[0], global[1] = ceil_div(p->N * p->K, local[1]) * local[1];
         global[2] = 1;
         geo[15] = (cl_int)(p->N * p->K);
-        TSR_CL_CHECK(status, clSetKernelArg(kernel, 0, sizeof geo, geo), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
     } else if (stage == 0) {
         size_t rows = (size_t)geo[6], qt = ceil_div((size_t)geo[7], (size_t)v[P_VW]);
         global[0] = ceil_div(ceil_div(p->Kg, (size_t)v[P_MWI]), local[0]) * local[0];
@@ -447,7 +447,7 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
         global[2] = p->N * p->G;
     }
     TSR_CL_CHECK(status,
-                 clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, implicit ? local : NULL, 0, NULL, event), done);
+                 tsr_enqueue_kernel(queue, kernel, 3, NULL, global, implicit ? local : NULL, 0, NULL, event), done);
 done:
     if (kernel) clReleaseKernel(kernel);
     return status;
@@ -501,7 +501,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     geometry_plain(p, geo);
     memcpy(pgeo, geo, sizeof geo);
     pgeo[1] = (cl_int)Hp, pgeo[2] = (cl_int)Wp, pgeo[10] = pgeo[11] = 0; /* the kernel sees no padding */
-    TSR_CL_CHECK(status, clSetKernelArg(kernel, 0, sizeof pgeo, pgeo), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof pgeo, pgeo), done);
     size_t span = p->P * Wp, tiles = ceil_div(span, (size_t)v[P_VW]);
     /* WGN tiles per work-group, fewer when the plane has fewer (small layers keep both cores busy) */
     size_t local[3] = {1, tiles < (size_t)v[P_WGN] ? tiles : (size_t)v[P_WGN], 1};
@@ -509,11 +509,11 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     conv_problem q = *p;
     if (!per) { /* no padding, fp32: x is already what the kernel reads */
         global[2] = p->N * p->G;
-        TSR_CL_CHECK(status, clSetKernelArg(kernel, 1, sizeof p->x, &p->x), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel, 1, sizeof p->x, &p->x), done);
         cl_ulong x_off = p->x_off;
-        TSR_CL_CHECK(status, clSetKernelArg(kernel, 2, sizeof x_off, &x_off), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel, 2, sizeof x_off, &x_off), done);
         TSR_CHECK(status, set_common_args(kernel, p, 3), done);
-        TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 0, NULL, &last), done);
+        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 3, NULL, global, local, 0, NULL, &last), done);
         goto done;
     }
     pad = clCreateKernel(program, "pad_input", &err);
@@ -532,26 +532,26 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     }
     holding = true;
     if (last) clRetainEvent(last);
-    TSR_CL_CHECK(status, clSetKernelArg(pad, 0, sizeof geo, geo), done);
-    TSR_CL_CHECK(status, clSetKernelArg(pad, 1, sizeof p->x, &p->x), done);
-    TSR_CL_CHECK(status, clSetKernelArg(pad, 3, sizeof xp, &xp), done);
-    TSR_CL_CHECK(status, clSetKernelArg(kernel, 1, sizeof xp, &xp), done);
+    TSR_CL_CHECK(status, tsr_set_arg(pad, 0, sizeof geo, geo), done);
+    TSR_CL_CHECK(status, tsr_set_arg(pad, 1, sizeof p->x, &p->x), done);
+    TSR_CL_CHECK(status, tsr_set_arg(pad, 3, sizeof xp, &xp), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 1, sizeof xp, &xp), done);
     cl_ulong zero = 0;
-    TSR_CL_CHECK(status, clSetKernelArg(kernel, 2, sizeof zero, &zero), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 2, sizeof zero, &zero), done);
     for (size_t n0 = 0; n0 < p->N; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
-        TSR_CL_CHECK(status, clSetKernelArg(pad, 2, sizeof x_off, &x_off), done);
+        TSR_CL_CHECK(status, tsr_set_arg(pad, 2, sizeof x_off, &x_off), done);
         size_t pglobal[3] = {Hp, p->C, nc};
         cl_int hq = (cl_int)Hp;
-        TSR_CL_CHECK(status, clSetKernelArg(pad, 4, sizeof hq, &hq), done);
+        TSR_CL_CHECK(status, tsr_set_arg(pad, 4, sizeof hq, &hq), done);
         /* `last` is always the newest command that touches the workspace (recorded at done:,
          * also on an error, so the next user waits for whatever was enqueued). The previous
          * chunk's kernel (or the workspace's last user) must be done with it before the pad. */
         cl_event padded = NULL, done = NULL;
         TSR_CL_CHECK(
             status,
-            clEnqueueNDRangeKernel(queue, pad, 3, NULL, pglobal, NULL, last ? 1 : 0, last ? &last : NULL, &padded),
+            tsr_enqueue_kernel(queue, pad, 3, NULL, pglobal, NULL, last ? 1 : 0, last ? &last : NULL, &padded),
             done);
         if (last) clReleaseEvent(last);
         last = padded;
@@ -559,7 +559,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
         q.r_off = p->r_off + n0 * p->K * p->PQ; /* the residual has y's shape */
         TSR_CHECK(status, set_common_args(kernel, &q, 3), done);
         global[2] = nc * p->G;
-        TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 1, &last, &done), done);
+        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 3, NULL, global, local, 1, &last, &done), done);
         clReleaseEvent(last);
         last = done;
     }
@@ -712,17 +712,17 @@ static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_
     }
     cl_int geo[16];
     geometry(p, geo);
-    TSR_CL_CHECK(status, clSetKernelArg(kernel, 0, sizeof geo, geo), unlock);
-    TSR_CL_CHECK(status, clSetKernelArg(kernel, 1, sizeof p->x, &p->x), unlock);
-    TSR_CL_CHECK(status, clSetKernelArg(kernel, 3, sizeof col, &col), unlock);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), unlock);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 1, sizeof p->x, &p->x), unlock);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 3, sizeof col, &col), unlock);
     for (size_t n0 = 0; n0 < p->N && status == TSR_SUCCESS; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
-        TSR_CL_CHECK(status, clSetKernelArg(kernel, 2, sizeof x_off, &x_off), unlock);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel, 2, sizeof x_off, &x_off), unlock);
         size_t global[3] = {p->P, p->CRS, nc * p->G};
         cl_event written = NULL;
         /* The previous chunk's GEMMs (or the workspace's last reader) must be done with it. */
-        err = clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, NULL, last ? 1 : 0, last ? &last : NULL, &written);
+        err = tsr_enqueue_kernel(queue, kernel, 3, NULL, global, NULL, last ? 1 : 0, last ? &last : NULL, &written);
         if (last) clReleaseEvent(last);
         last = NULL;
         TSR_CL_CHECK(status, err, unlock);

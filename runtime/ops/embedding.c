@@ -115,6 +115,8 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
                          cl_event *event) {
     tsr_clear_diagnostics();
     if (event) *event = NULL;
+    if (tsr_graph_capturing())
+        return tsr_graph_refuse("tsr_embedding", "it uploads its ids from host memory at call time");
     embedding_problem p;
     tsr_status status = embedding_validate(dev, desc, ids, type_ids, word, position, token_type, y, &p);
     if (status != TSR_SUCCESS) return status;
@@ -194,7 +196,7 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     cl_int has_position = position != NULL, has_token_type = token_type != NULL, has_types = has_type_ids;
     cl_uint arg = 0;
     tsr_kernel_lock(cached[0]); /* the cached kernel's arguments are this call's until the enqueue */
-#define SET(value) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(value), &(value)), unlock_kernel)
+#define SET(value) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(value), &(value)), unlock_kernel)
     SET(tokens);
     SET(hidden);
     SET(seq_len);
@@ -216,7 +218,7 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     /* Up to 64 items a token, each taking every 64th column: adjacent items, adjacent floats. */
     size_t global[2] = {d->hidden < 64 ? d->hidden : 64, d->tokens};
     TSR_CL_CHECK(status,
-                 clEnqueueNDRangeKernel(q, kernel, 2, NULL, global, NULL, written ? 1 : 0, written ? &written : NULL,
+                 tsr_enqueue_kernel(q, kernel, 2, NULL, global, NULL, written ? 1 : 0, written ? &written : NULL,
                                         &done),
                  unlock_kernel);
 unlock_kernel:

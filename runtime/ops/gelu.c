@@ -178,10 +178,10 @@ static tsr_status gelu_launch(tsr_device *dev, const gelu_problem *p, const tsr_
                                     : ceil_div(ceil_div(vectors, (size_t)v[P_VPT]), local) * local;
     cl_uint arg = 0;
     tsr_kernel_lock(k[0]); /* the cached kernel's arguments are this call's until the enqueue */
-#define SET(v) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(v), &(v)), unlock)
+#define SET(v) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(v), &(v)), unlock)
     SET(n); SET(p->x); SET(xo); SET(p->y); SET(yo);
 #undef SET
-    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), unlock);
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), unlock);
 unlock:
     tsr_kernel_unlock(k[0]);
 done:
@@ -307,7 +307,7 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, const tsr_gelu_desc *desc, cl_mem x
         kernel = clCreateKernel(program, st->kernel, &err);
         TSR_CL_CHECK(status, err, unlock);
         cl_uint arg = 0;
-#define SET(v) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(v), &(v)), unlock)
+#define SET(v) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(v), &(v)), unlock)
         SET(count); SET(mems[st->a]); SET(offs[st->a]); SET(mems[st->b]); SET(offs[st->b]); SET(st->s);
         SET(mems[st->out]); SET(offs[st->out]);
 #undef SET
@@ -322,7 +322,7 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, const tsr_gelu_desc *desc, cl_mem x
         cl_event done = NULL;
         size_t global = n;
         TSR_CL_CHECK(status,
-                     clEnqueueNDRangeKernel(q, kernel, 1, NULL, &global, NULL, nwaits, nwaits ? waits : NULL, &done),
+                     tsr_enqueue_kernel(q, kernel, 1, NULL, &global, NULL, nwaits, nwaits ? waits : NULL, &done),
                      unlock);
         if (prev) clReleaseEvent(prev);
         prev = done;

@@ -521,11 +521,11 @@ static tsr_status enqueue_pack(tsr_kernel *pack, cl_command_queue queue, const g
     if (input_ready) waits[nwaits++] = input_ready;
     cl_uint arg = 0;
     tsr_kernel_lock(pack); /* the cached kernel's arguments are this call's until the enqueue */
-#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), unlock)
+#define SET(x) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(x), &(x)), unlock)
     SET(rows); SET(K); SET(src); SET(off); SET(ld); SET(stride); SET(dst); SET(dstride);
 #undef SET
     TSR_CL_CHECK(status,
-                 clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, NULL, nwaits, nwaits ? waits : NULL, done),
+                 tsr_enqueue_kernel(queue, kernel, 3, NULL, global, NULL, nwaits, nwaits ? waits : NULL, done),
                  unlock);
 unlock:
     tsr_kernel_unlock(pack);
@@ -640,7 +640,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         cl_event ev = NULL;
         cl_uint arg = 0;
         tsr_kernel_lock(kernels.gemm); /* the cached kernel's arguments are this call's until the enqueue */
-#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), set_failed)
+#define SET(x) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(x), &(x)), set_failed)
         SET(M); SET(N); SET(K); SET(KP); SET(q.alpha); SET(beta);
         SET(q.a); SET(ao); SET(lda); SET(as);
         SET(q.b); SET(bo); SET(ldb); SET(bs);
@@ -650,7 +650,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         SET(q.res); SET(res_off); SET(res_type);
 #undef SET
         TSR_CL_CHECK(status,
-                     clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &ev),
+                     tsr_enqueue_kernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &ev),
                      set_failed);
     set_failed:
         tsr_kernel_unlock(kernels.gemm);

@@ -255,7 +255,7 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
     cl_float eps = p->eps;
     cl_uint arg = 0;
     tsr_kernel_lock(k[0]); /* the cached kernel's arguments are this call's until the enqueue */
-#define SET(value) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(value), &(value)), unlock)
+#define SET(value) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(value), &(value)), unlock)
     SET(rows);
     SET(cols);
     SET(eps);
@@ -274,7 +274,7 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
     SET(yo);
     SET(ys);
 #undef SET
-    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), unlock);
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), unlock);
 unlock:
     tsr_kernel_unlock(k[0]);
 done:

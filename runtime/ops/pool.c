@@ -232,7 +232,7 @@ static tsr_status pool_launch(tsr_device *dev, const pool_problem *p, const tsr_
     kernel = clCreateKernel(program, name, &err);
     TSR_CL_CHECK(status, err, done);
     cl_uint arg = 0;
-#define SET(value) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(value), &(value)), done)
+#define SET(value) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(value), &(value)), done)
     cl_ulong x_off = d->x_offset, y_off = d->y_offset;
     const size_t wi = (size_t)cfg->values[P_WI];
     size_t global[2], local[2] = {wi, 1};
@@ -274,7 +274,7 @@ static tsr_status pool_launch(tsr_device *dev, const pool_problem *p, const tsr_
     SET(y_off);
 #undef SET
     TSR_CL_CHECK(status,
-                 clEnqueueNDRangeKernel(queue, kernel, dims, NULL, global, local, 0, NULL, event),
+                 tsr_enqueue_kernel(queue, kernel, dims, NULL, global, local, 0, NULL, event),
                  done);
 done:
     if (kernel) clReleaseKernel(kernel);

@@ -1,0 +1,291 @@
+/* Recorded launch sequences (runtime/graph.c, docs/graph.md): a GEMM + GELU + LayerNorm +
+ * attention sequence recorded once and replayed with new input contents matches a
+ * double-precision reference of the whole chain (fresh seeded inputs, poisoned output), on the
+ * device's in-order queue and on an out-of-order queue, and from two threads replaying one graph;
+ * a configuration override after the recording, a closed device and a recorded tsr_embedding are
+ * clear errors, never a stale launch. */
+#include "harness.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define T 8   /* tokens */
+#define KD 24 /* input width */
+#define HD 64 /* hidden: 2 heads of 32 */
+#define HEADS 2
+#define DH 32
+
+typedef struct chain {
+    float x[T * KD], w[KD * HD], gamma[HD], beta[HD];
+    cl_mem dx, dw, dh, dg, dy, dgamma, dbeta, dout;
+} chain;
+
+static void chain_make(tsr_device *dev, chain *c) {
+    th_fill_uniform(c->x, T * KD, -1.0f, 1.0f);
+    th_fill_uniform(c->w, KD * HD, -0.5f, 0.5f);
+    th_fill_uniform(c->gamma, HD, 0.5f, 1.5f);
+    th_fill_uniform(c->beta, HD, -0.2f, 0.2f);
+    c->dx = th_buffer_from(dev, c->x, T * KD);
+    c->dw = th_buffer_from(dev, c->w, KD * HD);
+    c->dgamma = th_buffer_from(dev, c->gamma, HD);
+    c->dbeta = th_buffer_from(dev, c->beta, HD);
+    c->dh = th_buffer(dev, T * HD);
+    c->dg = th_buffer(dev, T * HD);
+    c->dy = th_buffer(dev, T * HD);
+    c->dout = th_buffer(dev, T * HD);
+}
+
+static void chain_free(chain *c) {
+    cl_mem *m[] = {&c->dx, &c->dw, &c->dh, &c->dg, &c->dy, &c->dgamma, &c->dbeta, &c->dout};
+    for (size_t i = 0; i < sizeof m / sizeof *m; ++i) clReleaseMemObject(*m[i]);
+}
+
+/* h = x W; g = GELU(h); y = LayerNorm(g); out = attention(y, y, y) over 2 heads ([L, H, D]). */
+static tsr_status chain_call(tsr_device *dev, chain *c) {
+    const tsr_matmul_desc mm = {.m = T, .n = HD, .k = KD, .alpha = 1.0f};
+    tsr_status s = tsr_matmul(dev, &mm, c->dx, c->dw, c->dh, NULL, NULL);
+    if (s != TSR_SUCCESS) return s;
+    const tsr_gelu_desc gd = {.mode = TSR_GELU_ERF, .n = T * HD};
+    if ((s = tsr_gelu(dev, &gd, c->dh, c->dg, NULL, NULL)) != TSR_SUCCESS) return s;
+    const tsr_layernorm_desc ln = {.rows = T, .cols = HD, .eps = 1e-5f};
+    if ((s = tsr_layernorm(dev, &ln, c->dg, NULL, c->dgamma, c->dbeta, c->dy, NULL, NULL)) != TSR_SUCCESS) return s;
+    const size_t st[3] = {T * HD, DH, HD};
+    tsr_attention_desc at = {.batch = 1, .heads = HEADS, .q_len = T, .kv_len = T, .head_dim = DH};
+    memcpy(at.q_strides, st, sizeof st);
+    memcpy(at.k_strides, st, sizeof st);
+    memcpy(at.v_strides, st, sizeof st);
+    memcpy(at.o_strides, st, sizeof st);
+    return tsr_attention(dev, &at, c->dy, c->dy, c->dy, c->dout, NULL, NULL);
+}
+
+static void chain_reference(const chain *c, double *out) {
+    static double y[T * HD];
+    for (int t = 0; t < T; ++t) {
+        double g[HD], mean = 0, var = 0;
+        for (int j = 0; j < HD; ++j) {
+            double h = 0;
+            for (int k = 0; k < KD; ++k) h += (double)c->x[t * KD + k] * c->w[k * HD + j];
+            g[j] = 0.5 * h * (1.0 + erf(h / sqrt(2.0)));
+            mean += g[j];
+        }
+        mean /= HD;
+        for (int j = 0; j < HD; ++j) var += (g[j] - mean) * (g[j] - mean);
+        var /= HD;
+        for (int j = 0; j < HD; ++j) y[t * HD + j] = (g[j] - mean) / sqrt(var + 1e-5) * c->gamma[j] + c->beta[j];
+    }
+    for (int h = 0; h < HEADS; ++h)
+        for (int i = 0; i < T; ++i) {
+            double s[T], mx = -INFINITY, sum = 0;
+            for (int j = 0; j < T; ++j) {
+                s[j] = 0;
+                for (int d = 0; d < DH; ++d) s[j] += y[i * HD + h * DH + d] * y[j * HD + h * DH + d];
+                s[j] /= sqrt((double)DH);
+                mx = fmax(mx, s[j]);
+            }
+            for (int j = 0; j < T; ++j) sum += (s[j] = exp(s[j] - mx));
+            for (int d = 0; d < DH; ++d) {
+                double o = 0;
+                for (int j = 0; j < T; ++j) o += s[j] / sum * y[j * HD + h * DH + d];
+                out[i * HD + h * DH + d] = o;
+            }
+        }
+}
+
+static double chain_error(tsr_device *dev, const chain *c) {
+    float got[T * HD];
+    double ref[T * HD];
+    th_read(dev, c->dout, got, T * HD);
+    chain_reference(c, ref);
+    return tsr_rel_error(got, ref, T * HD);
+}
+
+static void poison(tsr_device *dev, cl_mem mem) {
+    float p[T * HD];
+    th_poison(p, T * HD);
+    TH_ASSERT_OK(tsr_upload(dev, mem, p, T * HD));
+}
+
+/* New contents of x, poisoned output, one replay on `queue`, checked. */
+static void replay_checked(tsr_device *dev, chain *c, tsr_graph *g, cl_command_queue queue) {
+    th_fill_uniform(c->x, T * KD, -1.0f, 1.0f);
+    TH_ASSERT_OK(tsr_upload(dev, c->dx, c->x, T * KD));
+    poison(dev, c->dout);
+    cl_event ev = NULL;
+    TH_ASSERT_OK(tsr_graph_launch(g, queue, &ev));
+    assert_non_null(ev);
+    assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+    clReleaseEvent(ev);
+    double err = chain_error(dev, c);
+    print_message("# replay error %.3g\n", err);
+    assert_true(err < 1e-4);
+}
+
+static tsr_graph *record(tsr_device *dev, chain *c) {
+    const tsr_graph_desc gd = {.name = "chain"};
+    TH_ASSERT_OK(tsr_graph_begin(dev, &gd));
+    TH_ASSERT_OK(chain_call(dev, c));
+    tsr_graph *g = NULL;
+    TH_ASSERT_OK(tsr_graph_end(dev, &g));
+    assert_non_null(g);
+    return g;
+}
+
+static void recorded_chain_replays_new_inputs(void **state) {
+    (void)state;
+    tsr_device *dev = th_dev;
+    chain c;
+    chain_make(dev, &c);
+    poison(dev, c.dout);
+    tsr_graph *g = record(dev, &c);
+    assert_true(chain_error(dev, &c) < 1e-4); /* the recorded calls ran */
+    size_t launches = 0, buffers = 0;
+    TH_ASSERT_OK(tsr_graph_info(g, &launches, &buffers));
+    print_message("# %zu launches, %zu buffers\n", launches, buffers);
+    assert_true(launches >= 4);
+    assert_true(buffers >= 8);
+    for (int r = 0; r < 3; ++r) replay_checked(dev, &c, g, NULL);
+    /* an out-of-order queue: chained by events */
+    cl_int err;
+    cl_command_queue ooo = clCreateCommandQueue(tsr_device_context(dev), tsr_device_id(dev),
+                                                CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+    if (err != CL_SUCCESS) {
+        print_message("# out-of-order queues unsupported: a second in-order queue\n");
+        ooo = clCreateCommandQueue(tsr_device_context(dev), tsr_device_id(dev), 0, &err);
+    }
+    assert_int_equal(err, CL_SUCCESS);
+    for (int r = 0; r < 2; ++r) replay_checked(dev, &c, g, ooo);
+    replay_checked(dev, &c, g, NULL); /* back on the device's queue: waits for the other queue's replay */
+    clReleaseCommandQueue(ooo);
+    /* the graph keeps its buffers: released by their owner, the replay still runs on them */
+    chain_free(&c);
+    TH_ASSERT_OK(tsr_graph_launch(g, NULL, NULL));
+    clFinish(tsr_device_queue(dev));
+    tsr_graph_destroy(g);
+    tsr_graph_destroy(NULL);
+}
+
+typedef struct replayer {
+    tsr_graph *g;
+    tsr_status status;
+    char error[512];
+} replayer;
+
+static void *replay_thread(void *arg) {
+    replayer *r = arg;
+    for (int i = 0; i < 10 && r->status == TSR_SUCCESS; ++i) {
+        cl_event ev = NULL;
+        r->status = tsr_graph_launch(r->g, NULL, &ev);
+        if (r->status == TSR_SUCCESS) {
+            clWaitForEvents(1, &ev);
+            clReleaseEvent(ev);
+        }
+    }
+    if (r->status != TSR_SUCCESS) snprintf(r->error, sizeof r->error, "%s", tsr_last_error());
+    return NULL;
+}
+
+static void two_threads_replay_one_graph(void **state) {
+    (void)state;
+    tsr_device *dev = th_dev;
+    chain c;
+    chain_make(dev, &c);
+    tsr_graph *g = record(dev, &c);
+    poison(dev, c.dout);
+    replayer r[2] = {{.g = g}, {.g = g}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; ++i) assert_int_equal(pthread_create(&t[i], NULL, replay_thread, &r[i]), 0);
+    for (int i = 0; i < 2; ++i) pthread_join(t[i], NULL);
+    for (int i = 0; i < 2; ++i)
+        if (r[i].status != TSR_SUCCESS) fail_msg("thread %d: %s", i, r[i].error);
+    double err = chain_error(dev, &c);
+    print_message("# after two threads' replays: error %.3g\n", err);
+    assert_true(err < 1e-4);
+    tsr_graph_destroy(g);
+    chain_free(&c);
+}
+
+static void an_override_invalidates_a_graph(void **state) {
+    (void)state;
+    tsr_device *dev = th_dev;
+    chain c;
+    chain_make(dev, &c);
+    tsr_graph *g = record(dev, &c);
+    TH_ASSERT_OK(tsr_graph_launch(g, NULL, NULL));
+    TH_ASSERT_OK(tsr_config_override(dev, "gelu", NULL)); /* cleared: still a change of configuration */
+    assert_int_equal(tsr_graph_launch(g, NULL, NULL), TSR_ERR_INVALID_ARG);
+    assert_non_null(strstr(tsr_last_error(), "re-record"));
+    tsr_graph_destroy(g);
+    g = record(dev, &c); /* recorded again, it replays */
+    replay_checked(dev, &c, g, NULL);
+    tsr_graph_destroy(g);
+    chain_free(&c);
+}
+
+static void a_closed_device_refuses_replays(void **state) {
+    (void)state;
+    tsr_device *dev = th_open_device();
+    chain c;
+    chain_make(dev, &c);
+    tsr_graph *g = record(dev, &c);
+    chain_free(&c);
+    tsr_device_close(dev); /* the graph holds it: freed at tsr_graph_destroy */
+    assert_int_equal(tsr_graph_launch(g, NULL, NULL), TSR_ERR_INVALID_ARG);
+    assert_non_null(strstr(tsr_last_error(), "closed"));
+    tsr_graph_destroy(g);
+}
+
+static void host_reading_ops_and_misuse_are_refused(void **state) {
+    (void)state;
+    tsr_device *dev = th_dev;
+    float table[4 * 8];
+    th_fill_uniform(table, 4 * 8, -1.0f, 1.0f);
+    cl_mem word = th_buffer_from(dev, table, 4 * 8), pos = th_buffer_from(dev, table, 4 * 8),
+           typ = th_buffer_from(dev, table, 4 * 8), y = th_buffer(dev, 2 * 8);
+    const int32_t ids[2] = {1, 3}, types[2] = {0, 1};
+    const tsr_embedding_desc ed = {.tokens = 2, .seq_len = 2, .hidden = 8, .vocab = 4, .max_positions = 4,
+                                   .type_vocab = 4};
+    TH_ASSERT_OK(tsr_graph_begin(dev, NULL));
+    assert_int_equal(tsr_graph_begin(dev, NULL), TSR_ERR_INVALID_ARG); /* one recording per thread */
+    assert_int_equal(tsr_embedding(dev, &ed, ids, types, word, pos, typ, y, NULL, NULL), TSR_ERR_UNSUPPORTED);
+    assert_non_null(strstr(tsr_last_error(), "tsr_embedding"));
+    tsr_graph *g = (tsr_graph *)&g;
+    assert_int_equal(tsr_graph_end(dev, &g), TSR_ERR_UNSUPPORTED);
+    assert_null(g);
+    assert_non_null(strstr(tsr_last_error(), "tsr_embedding"));
+    /* outside a recording it runs */
+    TH_ASSERT_OK(tsr_embedding(dev, &ed, ids, types, word, pos, typ, y, NULL, NULL));
+    assert_int_equal(tsr_graph_end(dev, &g), TSR_ERR_INVALID_ARG);
+    assert_int_equal(tsr_graph_begin(NULL, NULL), TSR_ERR_INVALID_ARG);
+    assert_int_equal(tsr_graph_launch(NULL, NULL, NULL), TSR_ERR_INVALID_ARG);
+    assert_int_equal(tsr_graph_info(NULL, NULL, NULL), TSR_ERR_INVALID_ARG);
+    const tsr_graph_desc long_name = {.name = "a name far longer than sixty-three characters, which is the limit of it"};
+    assert_int_equal(tsr_graph_begin(dev, &long_name), TSR_ERR_INVALID_ARG);
+    /* an empty recording replays as a marker */
+    TH_ASSERT_OK(tsr_graph_begin(dev, NULL));
+    TH_ASSERT_OK(tsr_graph_end(dev, &g));
+    cl_event ev = NULL;
+    TH_ASSERT_OK(tsr_graph_launch(g, NULL, &ev));
+    assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+    clReleaseEvent(ev);
+    tsr_graph_destroy(g);
+    clFinish(tsr_device_queue(dev));
+    clReleaseMemObject(word);
+    clReleaseMemObject(pos);
+    clReleaseMemObject(typ);
+    clReleaseMemObject(y);
+}
+
+int main(void) {
+    th_seed();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(recorded_chain_replays_new_inputs),
+        cmocka_unit_test(two_threads_replay_one_graph),
+        cmocka_unit_test(an_override_invalidates_a_graph),
+        cmocka_unit_test(a_closed_device_refuses_replays),
+        cmocka_unit_test(host_reading_ops_and_misuse_are_refused),
+    };
+    return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
+}

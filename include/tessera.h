@@ -777,8 +777,8 @@ TSR_API tsr_status tsr_graph_end(tsr_device *device, tsr_graph **out);
 
 /* Replay `graph` on `queue` (NULL: the device's queue, which must belong to the graph's device's
  * context); `event` (may be NULL) receives the event of its last launch. On an in-order queue the
- * launches are enqueued back to back; on an out-of-order queue each waits for the event of the
- * one before. A replay waits for the previous replay of the same graph when it runs on another
+ * launches are enqueued back to back; on an out-of-order queue a barrier orders the first after
+ * everything enqueued before, and each launch waits for the event of the one before. A replay waits for the previous replay of the same graph when it runs on another
  * queue, and for the last user of each tessera workspace it reads, so replays from several
  * threads run one after the other (one replay enqueues at a time). The device's configuration
  * generation is recorded: after tsr_config_override, a re-tune or a dropped program binary a

@@ -291,11 +291,11 @@ tsr_status tsr_graph_launch(tsr_graph *g, cl_command_queue queue, cl_event *even
     tsr_status status = TSR_SUCCESS;
     cl_context context = NULL;
     cl_command_queue_properties props = 0;
-    TSR_CL_CHECK(status, clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof context, &context, NULL), out);
+    TSR_CL_CHECK(status, clGetCommandQueueInfo(queue, CL_QUEUE_CONTEXT, sizeof context, &context, NULL), done);
     if (context != dev->context)
         return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_graph_launch: queue belongs to another context than graph '%s''s device",
                         g->name);
-    TSR_CL_CHECK(status, clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL), out);
+    TSR_CL_CHECK(status, clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL), done);
     bool in_order = !(props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE);
 
     pthread_mutex_lock(&g->lock);
@@ -312,11 +312,17 @@ tsr_status tsr_graph_launch(tsr_graph *g, cl_command_queue queue, cl_event *even
         if (dev->workspace[s].last_use) waits[nwaits++] = dev->workspace[s].last_use;
     }
     cl_event prev = NULL, ev = NULL;
+    if (!in_order && g->nlaunches) {
+        /* out of order: after everything enqueued before (a barrier), then each launch after the
+         * one before */
+        TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(queue, nwaits, nwaits ? waits : NULL, &prev), unlock);
+        nwaits = 0;
+    }
     for (size_t i = 0; i < g->nlaunches && status == TSR_SUCCESS; ++i) {
         const graph_launch *l = &g->launches[i];
         bool last = i + 1 == g->nlaunches;
-        cl_uint n = i == 0 ? nwaits : (in_order ? 0 : 1);
-        const cl_event *w = i == 0 ? waits : &prev;
+        cl_uint n = in_order ? (i == 0 ? nwaits : 0) : 1;
+        const cl_event *w = in_order ? waits : &prev;
         /* an event for each launch on an out-of-order queue (the next waits for it), else only the last */
         bool want = !in_order || last;
         cl_int err = clEnqueueNDRangeKernel(queue, l->kernel, l->dims, l->has_offset ? l->offset : NULL, l->global,
@@ -345,7 +351,7 @@ unlock:
     if (prev) clReleaseEvent(prev);
     pthread_mutex_unlock(&dev->lock);
     pthread_mutex_unlock(&g->lock);
-out:
+done:
     return status;
 }
 

@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from . import _profiling
+from . import _graph
 from ._array import Array, _contiguous_strides, _create_buffer, _fence, _read
 from ._device import Device, as_device, default_device
 from ._dtypes import _DTYPES, _tsr_type
@@ -195,7 +196,12 @@ class Call:
             _tsr_type(x.dtype, role)
             host = np.asarray(x, order="C")  # (ascontiguousarray would make a 0-d array 1-D)
             mem = _create_buffer(self.handle, host.nbytes, host if host.nbytes else None)
-            return Operand('numpy', mem, 0, host.shape, _contiguous_strides(host.shape), host.dtype, host)
+            op = Operand('numpy', mem, 0, host.shape, _contiguous_strides(host.shape), host.dtype, host)
+            if _graph.recording() is not None:
+                _graph.note_operand(op, role)
+            return op
+        if _graph.recording() is not None:
+            _graph.note_operand(op, role)
         if contiguous and tuple(op.strides) != _contiguous_strides(op.shape) and op.shape and min(op.shape) > 0:
             raise _invalid('%s: a contiguous tensor is needed (shape %s, element strides %s): copy it first'
                            % (role, op.shape, tuple(op.strides)))
@@ -222,6 +228,9 @@ class Call:
             op = Operand('array', result.mem, 0, shape, result.strides, dtype, result)
             op.result = result if self.out_kind == 'array' else None
             if self.out_kind == 'numpy':
+                if _graph.recording() is not None:
+                    raise _invalid('%s: a NumPy result cannot be made while recording a graph (it is read back at '
+                                   'call time): pass device-resident inputs or keep_on_device=True' % role)
                 op.numpy_result = np.empty(shape, dtype)
                 self._readbacks.append(op)
             return op
@@ -234,6 +243,8 @@ class Call:
             host = np.asarray(out, order="C") if needs_input else None
             mem = _create_buffer(self.handle, out.nbytes, host if host is not None and host.nbytes else None)
             op = Operand('numpy', mem, 0, shape, _contiguous_strides(shape), out.dtype, out)
+            if _graph.recording() is not None:
+                _graph.note_operand(op, role)
             op.numpy_result = out
             op.result = out
             self._readbacks.append(op)

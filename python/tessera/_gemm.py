@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 
-from . import _args, _array, _profiling
+from . import _args, _array, _graph, _profiling
 from ._call import Call, result_dtype
 from ._array import Array
 from ._device import Device
@@ -186,6 +186,8 @@ class _Replay:
         self.waits = [op.source for op in operands if op is not None and op.kind == 'pyopencl']
 
     def replay(self):
+        if _graph.recording() is not None:  # the full path tells the recording the arrays it uses
+            return False
         try:
             self.device._acquire()
         except TesseraError:  # closed since: the full path raises the error

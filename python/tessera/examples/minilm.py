@@ -461,27 +461,28 @@ class Runner:
                 'ffn2_b': up(w[p + 'output.dense.bias']),
                 'ln2': (up(w[p + 'output.LayerNorm.weight']), up(w[p + 'output.LayerNorm.bias'])),
             })
+        self._shapes = {}  # (batch, seq, key lengths) -> activation buffers and the encoder's graph
 
-    def forward(self, ids, lengths):
-        """Pooled, L2-normalised embeddings [n, 384] of token ids [n, L] with lengths [n]."""
-        dev, eps = self.device, self.model.eps
-        batch, seq = ids.shape
-        tokens = batch * seq
-        head_dim = HIDDEN // HEADS
-        x = tessera.embedding(ids, self.word, self.position, self.token_type, device=dev)  # [n, L, 384]
-        x = x.view((tokens, HIDDEN))
+    MAX_SHAPES = 16  # shapes whose buffers and encoder graph a runner keeps
+
+    def _buffers(self, batch, seq):
+        dev, tokens = self.device, batch * seq
+        return {'x': tessera.empty((tokens, HIDDEN), device=dev),
+                'qkv': tessera.empty((tokens, 3 * HIDDEN), device=dev),
+                'context': tessera.empty((tokens, HIDDEN), device=dev),
+                'projected': tessera.empty((tokens, HIDDEN), device=dev),
+                'hidden': tessera.empty((tokens, self.model.intermediate), device=dev),
+                'graph': None}
+
+    def _encoder(self, state, batch, seq, kv_lengths):
+        """The embedding's LayerNorm and the encoder layers, on x in place (device-only calls)."""
+        eps, head_dim = self.model.eps, HIDDEN // HEADS
+        x, qkv, context, projected, hidden = (state[n] for n in ('x', 'qkv', 'context', 'projected', 'hidden'))
         tessera.layernorm(x, *self.ln0, eps=eps, out=x)
-        qkv = tessera.empty((tokens, 3 * HIDDEN), device=dev)
-        context = tessera.empty((tokens, HIDDEN), device=dev)
-        projected = tessera.empty((tokens, HIDDEN), device=dev)
-        hidden = tessera.empty((tokens, self.model.intermediate), device=dev)
         # [n, L, 3, heads, d] read as [n, heads, L, d] three times; the output written as [n, L, heads, d]
         row = 3 * HIDDEN
         q, k, v = (qkv.view((batch, HEADS, seq, head_dim), (seq * row, head_dim, row, 1), i * HIDDEN) for i in range(3))
         o = context.view((batch, HEADS, seq, head_dim), (seq * HIDDEN, head_dim, HIDDEN, 1))
-        # every sentence its full length (one sentence, batch 1): no mask, so the call uploads no
-        # key lengths (the library keeps one all-keys buffer per shape)
-        kv_lengths = None if bool(np.all(np.asarray(lengths) == seq)) else lengths
         for layer in self.layers:
             tessera.gemm(x, layer['qkv_w'], qkv, bias=layer['qkv_b'])
             tessera.attention(q, k, v, kv_lengths=kv_lengths, out=o)
@@ -490,6 +491,35 @@ class Runner:
             tessera.gemm(x, layer['ffn1_w'], hidden, bias=layer['ffn1_b'], activation='gelu')
             tessera.gemm(hidden, layer['ffn2_w'], projected, bias=layer['ffn2_b'])
             tessera.layernorm(projected, *layer['ln2'], residual=x, eps=eps, out=x)
+
+    def forward(self, ids, lengths):
+        """Pooled, L2-normalised embeddings [n, 384] of token ids [n, L] with lengths [n]."""
+        dev = self.device
+        batch, seq = ids.shape
+        # every sentence its full length (one sentence, batch 1): no mask, so the call uploads no
+        # key lengths (the library keeps one all-keys buffer per shape)
+        full = bool(np.all(np.asarray(lengths) == seq))
+        kv_lengths = None if full else np.asarray(lengths)
+        # Per shape (and key lengths), the activation buffers and a graph of the encoder: recorded
+        # on the shape's first call, replayed afterwards (tessera.graph: no argument checks, no
+        # look-ups, no allocation). The embedding uploads the ids, so it runs as a call each time,
+        # into the same x the graph reads.
+        key = (batch, seq, None if full else tuple(int(n) for n in lengths))
+        state = self._shapes.get(key)
+        if state is None:
+            if len(self._shapes) >= self.MAX_SHAPES:  # forget the oldest shape (and its graph)
+                old = self._shapes.pop(next(iter(self._shapes)))
+                if old['graph'] is not None:
+                    old['graph'].release()
+            state = self._shapes[key] = self._buffers(batch, seq)
+        x = state['x']
+        tessera.embedding(ids, self.word, self.position, self.token_type, out=x.view((batch, seq, HIDDEN)), device=dev)
+        if state['graph'] is not None:
+            state['graph'].replay()
+        else:
+            with tessera.graph(dev, name='minilm %dx%d' % (batch, seq)) as g:
+                self._encoder(state, batch, seq, kv_lengths)
+            state['graph'] = g
         # mean pooling: per sentence a [1, L] row of 1/length over its tokens, times its [L, 384]
         weights = (np.arange(seq)[None, :] < lengths[:, None]) / lengths[:, None].astype(np.float64)
         pooled = tessera.matmul(tessera.to_device(weights.astype(np.float32).reshape(batch, 1, seq), device=dev),

@@ -464,6 +464,7 @@ class Runner:
         self._shapes = {}  # (batch, seq, key lengths) -> activation buffers and the encoder's graph
 
     MAX_SHAPES = 16  # shapes whose buffers and encoder graph a runner keeps
+    use_graph = True  # False: the encoder's calls run one by one on every forward (for comparison)
 
     def _buffers(self, batch, seq):
         dev, tokens = self.device, batch * seq
@@ -514,7 +515,9 @@ class Runner:
             state = self._shapes[key] = self._buffers(batch, seq)
         x = state['x']
         tessera.embedding(ids, self.word, self.position, self.token_type, out=x.view((batch, seq, HIDDEN)), device=dev)
-        if state['graph'] is not None:
+        if not self.use_graph:
+            self._encoder(state, batch, seq, kv_lengths)
+        elif state['graph'] is not None:
             state['graph'].replay()
         else:
             with tessera.graph(dev, name='minilm %dx%d' % (batch, seq)) as g:

@@ -213,10 +213,11 @@ typedef struct gemm_problem {
     float alpha, beta;
     cl_mem a, b, c;
     size_t a_off, b_off, c_off, lda, ldb, ldc, a_stride, b_stride, c_stride;
-    /* epilogue: bias per canonical column (1) or row (2, column-major calls), activation */
-    cl_mem bias;
-    size_t bias_off, bias_stride;
-    int bias_axis, act;
+    /* epilogue: bias and scale per canonical column (1) or row (2, column-major calls; 0: none),
+     * residual in C's layout (res_type -1: none), activation */
+    cl_mem bias, scale, res;
+    size_t bias_off, bias_stride, scale_off, scale_stride, res_off;
+    int bias_axis, scale_axis, res_type, act;
 } gemm_problem;
 
 static int gemm_base_class(const gemm_problem *p) {
@@ -301,19 +302,78 @@ done:
     return status;
 }
 
-/* The epilogue's rules: its activation, and its bias against the real buffer. */
+/* The epilogue's rules that need no operand: its activation, the residual's type, and its bias,
+ * scale and residual against their real buffers (a checked descriptor: defaults explicit). */
 static tsr_status check_epilogue(const tsr_device *dev, const tsr_matmul_desc *d) {
     const tsr_epilogue *epi = &d->epilogue;
     tsr_status status = TSR_SUCCESS;
     if ((int)epi->activation < TSR_ACT_NONE || epi->activation > TSR_ACT_GELU_ERF)
         return tsr_fail(TSR_ERR_INVALID_ARG, "epilogue activation must be a tsr_activation (got %d)",
                         (int)epi->activation);
-    size_t bias_need = 0;
+    size_t bias_need = 0, scale_need = 0, res_need = 0;
     if (epi->bias) {
         TSR_CHECK(status,
                   tsr_matrix_extent("bias", epi->bias_offset, 1, d->n, d->n, epi->bias_stride, d->batch, &bias_need),
                   done);
         TSR_CHECK(status, tsr_check_buffer(dev, epi->bias, "bias", bias_need), done);
+    }
+    if (epi->scale) {
+        TSR_CHECK(status,
+                  tsr_matrix_extent("scale", epi->scale_offset, 1, d->n, d->n, epi->scale_stride, d->batch,
+                                    &scale_need),
+                  done);
+        TSR_CHECK(status, tsr_check_buffer(dev, epi->scale, "epilogue scale", scale_need), done);
+    }
+    if (epi->residual) {
+        TSR_CHECK(status, tsr_dtype_check("gemm: epilogue residual_type", epi->residual_type), done);
+        const bool row = d->layout == TSR_ROW_MAJOR;
+        TSR_CHECK(status,
+                  tsr_matrix_extent("residual", epi->residual_offset, row ? d->m : d->n, row ? d->n : d->m, d->c.ld,
+                                    d->c.batch_stride, d->batch, &res_need),
+                  done);
+        TSR_CHECK(status, tsr_check_buffer_typed(dev, epi->residual, "epilogue residual", res_need, epi->residual_type),
+                  done);
+    }
+done:
+    return status;
+}
+
+/* The epilogue's buffers against the operands (check_epilogue first): C is written while the
+ * bias, scale and residual are read, so none may share memory with it, except a residual that is
+ * C itself (the same bytes in the same type); the residual must not overlap A or B either (when
+ * they are read). */
+static tsr_status check_epilogue_overlap(const tsr_matmul_desc *d, const size_t need[3], cl_mem a, cl_mem b, cl_mem c,
+                                         bool reads_ab) {
+    const tsr_epilogue *epi = &d->epilogue;
+    tsr_status status = TSR_SUCCESS;
+    const size_t nc = need[2] - d->c.offset;
+    if (epi->bias)
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", d->c.offset, nc, d->c.dtype, epi->bias, "the epilogue bias",
+                                           epi->bias_offset, (d->batch - 1) * epi->bias_stride + d->n, TSR_F32, false),
+                  done);
+    if (epi->scale)
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", d->c.offset, nc, d->c.dtype, epi->scale,
+                                           "the epilogue scale", epi->scale_offset,
+                                           (d->batch - 1) * epi->scale_stride + d->n, TSR_F32, false),
+                  done);
+    if (epi->residual) {
+        const tsr_dtype rt = epi->residual_type;
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", d->c.offset, nc, d->c.dtype, epi->residual,
+                                           "the epilogue residual", epi->residual_offset, nc, rt, rt == d->c.dtype),
+                  done);
+        if (reads_ab) {
+            TSR_CHECK(status,
+                      tsr_check_disjoint_typed("gemm", epi->residual, "the epilogue residual", epi->residual_offset, nc,
+                                               rt, a, "a", d->a.offset, need[0] - d->a.offset, d->a.dtype, false),
+                      done);
+            TSR_CHECK(status,
+                      tsr_check_disjoint_typed("gemm", epi->residual, "the epilogue residual", epi->residual_offset, nc,
+                                               rt, b, "b", d->b.offset, need[1] - d->b.offset, d->b.dtype, false),
+                      done);
+        }
     }
 done:
     return status;
@@ -356,13 +416,40 @@ static tsr_status gemm_bind(const tsr_device *dev, const tsr_matmul_desc *d, con
     p->c_off = C->offset;
     p->ldc = C->ld;
     p->c_stride = C->batch_stride;
-    p->bias = c; /* a valid buffer the kernel never reads without a bias */
-    p->act = (int)d->epilogue.activation;
-    if (d->epilogue.bias) {
-        p->bias = d->epilogue.bias;
-        p->bias_off = d->epilogue.bias_offset;
-        p->bias_stride = d->epilogue.bias_stride;
+    TSR_CHECK(status, check_epilogue_overlap(d, need, a, b, c, reads_ab), done);
+    const tsr_epilogue *epi = &d->epilogue;
+    p->bias = p->scale = p->res = c; /* a valid buffer the kernel never reads without its part */
+    p->act = (int)epi->activation;
+    p->res_type = -1;
+    if (epi->bias) {
+        p->bias = epi->bias;
+        p->bias_off = epi->bias_offset;
+        p->bias_stride = epi->bias_stride;
         p->bias_axis = row ? 1 : 2; /* the call's columns are the canonical rows when column-major */
+    }
+    if (epi->scale) {
+        p->scale = epi->scale;
+        p->scale_off = epi->scale_offset;
+        p->scale_stride = epi->scale_stride;
+        p->scale_axis = row ? 1 : 2;
+    }
+    if (epi->residual) {
+        /* A residual that is C itself (check_epilogue_overlap allowed only the very same bytes and
+         * type) is C's old value, which beta already reads, element by element in the work-item
+         * that writes it: beta + 1 computes the same sum in every launch form, K blocking
+         * included (its first launch overwrites C before the last one would read a residual). */
+        tsr_ranges rel = TSR_RANGES_DISJOINT;
+        TSR_CHECK(status,
+                  tsr_ranges_relate_typed(c, C->offset, c_need - C->offset, C->dtype, epi->residual,
+                                          epi->residual_offset, c_need - C->offset, epi->residual_type, &rel),
+                  done);
+        if (rel == TSR_RANGES_SAME) {
+            p->beta += 1.0f;
+        } else {
+            p->res = epi->residual;
+            p->res_off = epi->residual_offset;
+            p->res_type = (int)epi->residual_type;
+        }
     }
     if (row) {
         p->m = d->m;
@@ -514,7 +601,8 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     cl_int M = (cl_int)q.m, N = (cl_int)q.n, KP = (cl_int)q.k;
     cl_int lda = (cl_int)q.lda, ldb = (cl_int)q.ldb, ldc = (cl_int)q.ldc;
     cl_ulong co = q.c_off, as = q.a_stride, bs = q.b_stride, cs = q.c_stride;
-    cl_ulong bias_off = q.bias_off, bias_stride = q.bias_stride;
+    cl_ulong bias_off = q.bias_off, bias_stride = q.bias_stride, scale_off = q.scale_off,
+             scale_stride = q.scale_stride, res_off = q.res_off;
     size_t local[3] = {(size_t)v[P_WGM], (size_t)v[P_WGN], 1};
     size_t global[3] = {round_up(ceil_div(q.m, (size_t)v[P_MWI]), local[0]),
                         round_up(ceil_div(ceil_div(q.n, nwi), (size_t)tiles_per_item(cfg)), local[1]), q.batch};
@@ -531,7 +619,9 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         /* where the block starts: inside each packed tile's panel, or in the matrix */
         cl_ulong ao = pack_a ? k0 * (size_t)v[P_MWI] : q.a_off + (q.ta ? k0 * q.lda : k0);
         cl_ulong bo = pack_b ? k0 * nwi : q.b_off + (q.tb ? k0 : k0 * q.ldb);
+        /* the scale applies to each block's product, the rest once, on the sum */
         cl_int bias_axis = last ? q.bias_axis : 0, act = last ? q.act : TSR_ACT_NONE;
+        cl_int scale_axis = q.scale_axis, res_type = last ? q.res_type : -1;
         cl_uint arg = 0;
 #define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), unlock)
         SET(M); SET(N); SET(K); SET(KP); SET(q.alpha); SET(beta);
@@ -539,6 +629,8 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         SET(q.b); SET(bo); SET(ldb); SET(bs);
         SET(q.c); SET(co); SET(ldc); SET(cs);
         SET(q.bias); SET(bias_off); SET(bias_stride); SET(bias_axis); SET(act);
+        SET(q.scale); SET(scale_off); SET(scale_stride); SET(scale_axis);
+        SET(q.res); SET(res_off); SET(res_type);
 #undef SET
         /* each block after the packs (and the caller's event), and after the block before it:
          * the queue may be out of order */
@@ -597,8 +689,8 @@ tsr_status tsr_matmul_pipeline(tsr_device *dev, const tsr_matmul_desc *desc, con
     size_t need[3];
     gemm_problem p;
     TSR_CHECK(status, tsr_matmul_check(desc, extras->literal, &d, need), done);
-    TSR_CHECK(status, gemm_bind(dev, &d, need, a, b, c, &p), done);
     TSR_CHECK(status, check_epilogue(dev, &d), done);
+    TSR_CHECK(status, gemm_bind(dev, &d, need, a, b, c, &p), done);
     cl_command_queue q;
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
@@ -681,7 +773,10 @@ tsr_status tsr_matmul_plan_create(tsr_device *dev, const tsr_matmul_desc *desc, 
     TSR_CHECK(status, tsr_op_config_lookup(dev, &tsr_op_gemm, gemm_problem_class(&shape), &pl->info), done);
     pl->device = dev;
     tsr_device_hold(dev);
-    if (pl->desc.epilogue.bias) clRetainMemObject(pl->desc.epilogue.bias); /* checked once: kept */
+    /* checked once: kept */
+    if (pl->desc.epilogue.bias) clRetainMemObject(pl->desc.epilogue.bias);
+    if (pl->desc.epilogue.scale) clRetainMemObject(pl->desc.epilogue.scale);
+    if (pl->desc.epilogue.residual) clRetainMemObject(pl->desc.epilogue.residual);
     *plan = pl;
     pl = NULL;
 done:
@@ -721,6 +816,8 @@ void tsr_matmul_plan_destroy(tsr_matmul_plan *plan) {
     if (!plan) return;
     tsr_device *dev = plan->device;
     if (plan->desc.epilogue.bias) clReleaseMemObject(plan->desc.epilogue.bias);
+    if (plan->desc.epilogue.scale) clReleaseMemObject(plan->desc.epilogue.scale);
+    if (plan->desc.epilogue.residual) clReleaseMemObject(plan->desc.epilogue.residual);
     free(plan);
     tsr_device_drop(dev);
 }
@@ -857,7 +954,8 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     for (size_t j = 0; j < nc; ++j)
         t->host_c[j] = NAN; /* poisoned: a run must write every element */
     TSR_CHECK(status, tsr_upload_typed(dev, p->c, out_type, t->host_c, nc), done);
-    p->bias = p->c; /* no epilogue: a valid buffer the kernel does not read */
+    p->bias = p->scale = p->res = p->c; /* no epilogue: a valid buffer the kernel does not read */
+    p->res_type = -1;
 done:
     free(a);
     free(b);

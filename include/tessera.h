@@ -526,6 +526,61 @@ TSR_API tsr_status tsr_conv2d_workspace_size(tsr_device *device, const tsr_conv2
 TSR_API tsr_status tsr_conv2d(tsr_device *device, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem y,
                               cl_command_queue queue, cl_event *event);
 
+/* ------------------------------------------------------------------------- pooling */
+
+/* How a 4-D activation tensor is laid out in memory: NCHW is [batch][channels][height][width]
+ * (PyTorch's default, tsr_conv2d's), NHWC is [batch][height][width][channels] (PyTorch's
+ * channels_last). */
+typedef enum tsr_tensor_layout { TSR_NCHW = 0, TSR_NHWC = 1 } tsr_tensor_layout;
+
+/* The reduction a pooling window applies. */
+typedef enum tsr_pool_kind { TSR_POOL_MAX = 0, TSR_POOL_AVG = 1 } tsr_pool_kind;
+
+/* 2-D max or average pooling, exactly PyTorch's max_pool2d / avg_pool2d (divisor_override aside):
+ * output (oh, ow) of channel c of image n reduces x over the window rows
+ *   ih = oh * stride_h - pad_h + i * dilation_h, i < kernel_h
+ * (columns alike), positions outside the input being padding. Max ignores padding (a window
+ * without an input element, possible only with dilation, gives -Inf, as PyTorch) and propagates
+ * NaN (a NaN anywhere in the window gives NaN). Average divides the sum of the window's input
+ * elements by the window's size clipped to the padded input [-pad, in + pad)
+ * (PyTorch's count_include_pad, the default here: padded zeros count, the ceil-mode overhang past
+ * the padding does not) or, with exclude_pad, by the number of input elements in the window.
+ * Output size (tsr_pool2d_output_size): out = floor((in + 2 pad - dilation (kernel - 1) - 1) /
+ * stride) + 1, rounded up instead with ceil_mode, where a last window that would start past the
+ * input and its left padding (at or beyond in + pad) is dropped; out must be at least 1.
+ * Global average pooling is kernel = in_height x in_width (stride and padding 0): it runs as one
+ * reduction per (n, c). x holds batch x channels x in_height x in_width elements from x_offset, y
+ * batch x channels x out_h x out_w from y_offset, both in `layout`. Zero fields take defaults. */
+typedef struct tsr_pool2d_desc {
+    tsr_pool_kind kind;
+    tsr_tensor_layout layout; /* 0: TSR_NCHW; x and y share it */
+    size_t batch, channels, in_height, in_width; /* each at least 1 */
+    size_t kernel_h, kernel_w;                   /* each at least 1 */
+    size_t stride_h, stride_w;                   /* 0: the kernel size (PyTorch's default) */
+    size_t pad_h, pad_w;                         /* at most half the kernel (kernel / 2), as PyTorch */
+    size_t dilation_h, dilation_w;               /* 0: 1; average pooling refuses anything but 1 */
+    int ceil_mode;         /* nonzero: round the output size up (PyTorch's ceil_mode) */
+    int exclude_pad;       /* average: 0 counts padded zeros in the divisor (PyTorch's default,
+                            * count_include_pad=True); nonzero leaves them out; max ignores it */
+    size_t x_offset, y_offset; /* in elements of each tensor's type */
+    tsr_dtype x_type, y_type;  /* 0: fp32; f16 and bf16 storage, any combination (fp32 arithmetic) */
+} tsr_pool2d_desc;
+
+/* The output's height and width for the descriptor (with its defaults); every rule of tsr_pool2d
+ * that needs no buffer is checked (TSR_ERR_INVALID_ARG naming the field, TSR_ERR_OVERFLOW for
+ * sizes whose products overflow). */
+TSR_API tsr_status tsr_pool2d_output_size(const tsr_pool2d_desc *desc, size_t *out_h, size_t *out_w);
+
+/* The pooling above on the device. y may not overlap x (compared as byte spans, sub-buffers
+ * resolved to their parent), and both are checked against their real buffer sizes before anything
+ * is enqueued. Max is exact in any storage (y rounded once to its type); average sums in fp32,
+ * within 2^-24 sqrt(window) relative of a double-precision reference plus y's own rounding.
+ * Windows run vectorized along the contiguous dimension (width in NCHW, channels in NHWC); the
+ * vector width and the global reduction's work-group size are the op "pool2d"'s tuned
+ * configuration (classes "window" and "global", with their 16-bit twins). */
+TSR_API tsr_status tsr_pool2d(tsr_device *device, const tsr_pool2d_desc *desc, cl_mem x, cl_mem y,
+                              cl_command_queue queue, cl_event *event);
+
 /* ------------------------------------------------------------ transformer layers */
 
 /* LayerNorm over rows, with an optional residual added first (a transformer's Add & Norm):

@@ -533,6 +533,12 @@ void tsr_layernorm_reference(size_t rows, size_t cols, double eps, const float *
 /* LayerNorm's shape text "ROWSxCOLS [+res] [DTYPE]" (the fixture's, the tuner's and the bench's). */
 tsr_status tsr_layernorm_shape_parse(const char *shape, size_t *rows, size_t *cols, bool *residual, tsr_dtype *in_type,
                                      tsr_dtype *out_type);
+extern const tsr_op tsr_op_pool2d;
+/* pool2d's shape text "NxCxHxW max|avg kK[xK] [sS[xS]] [pP[xP]] [dD[xD]] [ceil] [exclude] [nhwc] [DTYPE]"
+ * (the fixture's, the tuner's and the bench's) into a descriptor (zero offsets; exclude_pad
+ * set by "exclude"), checked as tsr_pool2d_output_size checks it; and back (defaults left out). */
+tsr_status tsr_pool2d_shape_parse(const char *shape, tsr_pool2d_desc *desc);
+void tsr_pool2d_shape_format(const tsr_pool2d_desc *desc, char *out, size_t size);
 /* conv2d in double on the host (y: batch * out_channels * out_h * out_w values), with the
  * descriptor's bias and activation; and the op's FLOP count (2 N K P Q Cg R S). */
 void tsr_conv2d_reference(const tsr_conv2d_desc *desc, const float *x, const float *w, const float *bias, double *y);
@@ -684,6 +690,11 @@ double tsr_gelu_max_error(int mode, const float *x, const float *y, size_t n);
  * tsr_gelu_max_error). A correct result stays within the fp32 kernel's 1e-6 whatever the type; a
  * store that truncates, or rounds through another type, exceeds it. */
 double tsr_gelu_max_error_stored(int mode, tsr_dtype y_type, const float *x, const float *y, size_t n);
+/* pool2d in double on the host (reference.c), written from PyTorch's definition independently of
+ * ops/pool.c: desc with its defaults explicit (stride, dilation), offsets ignored; x and y
+ * contiguous in desc->layout, y batch x channels x out_h x out_w values (the output size computed
+ * here too). Max propagates NaN; a window without an input element gives -Inf. */
+void tsr_pool2d_reference(const tsr_pool2d_desc *desc, const float *x, double *y);
 /* One query row of softmax(q K^T scale) V in double: k and v are the head's kv_len x head_dim
  * rows; scores holds kv_len values of scratch; out receives head_dim values. */
 void tsr_attention_reference_row(const float *q_row, const float *k, const float *v, size_t kv_len, size_t head_dim,

@@ -1,4 +1,4 @@
-"""The ops besides the GEMM (_gemm.py): gelu, conv2d, attention, layernorm and embedding on NumPy
+"""The ops besides the GEMM (_gemm.py): gelu, conv2d, pooling, attention, layernorm and embedding on NumPy
 arrays, tessera.Arrays and pyopencl arrays. Shapes and strides come from the arrays; outputs are
 allocated when not given, of the kind of the inputs (pyopencl in, pyopencl out; tessera.Array in
 or keep_on_device=True, tessera.Array out; otherwise NumPy)."""
@@ -13,7 +13,8 @@ from ._errors import _cl_check, _invalid
 from ._gemm import _activation, _merged_stride, gemm, matmul  # noqa: F401 (the package's ops, one import)
 from ._tessera_cffi import ffi, lib
 
-__all__ = ['gemm', 'matmul', 'gelu', 'conv2d', 'attention', 'layernorm', 'embedding']
+__all__ = ['gemm', 'matmul', 'gelu', 'conv2d', 'max_pool2d', 'avg_pool2d', 'adaptive_avg_pool2d', 'attention',
+           'layernorm', 'embedding']
 
 
 _out_dtype = result_dtype
@@ -123,6 +124,85 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, a
         if min(shape) > 0:
             call.check(lib.tsr_conv2d(call.handle, d, X.mem, W.mem, Y.mem, call.queue, ffi.NULL))
         return call.finish(Y)
+
+
+# ------------------------------------------------------------------ pooling
+
+_LAYOUTS = {'nchw': lib.TSR_NCHW, 'nhwc': lib.TSR_NHWC}
+
+
+def _pool2d(op, kind, x, kernel_size, stride, padding, dilation, ceil_mode, count_include_pad, layout, out,
+            out_dtype, device, keep_on_device):
+    lay = _args.choice(layout, 'layout', _LAYOUTS, '"nchw" or "nhwc"')
+    kernel = _pair(kernel_size, 'kernel_size', 1)
+    # stride None (or PyTorch's empty list): the kernel size
+    stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) \
+        else _pair(stride, 'stride', 1)
+    padding, dilation = _pair(padding, 'padding', 0), _pair(dilation, 'dilation', 1)
+    ceil_mode = _args.flag(ceil_mode, 'ceil_mode')
+    count_include_pad = _args.flag(count_include_pad, 'count_include_pad')
+    with Call(device, (x, out), keep_on_device, op=op) as call:
+        X = call.operand(x, 'x', contiguous=True)
+        if X.ndim != 4:
+            raise _invalid('x must be 4-D (%s), not %s' % ('NCHW' if lay == lib.TSR_NCHW else 'NHWC', X.shape))
+        d = ffi.new('tsr_pool2d_desc *')
+        d.kind, d.layout = kind, lay
+        if lay == lib.TSR_NCHW:
+            d.batch, d.channels, d.in_height, d.in_width = X.shape
+        else:
+            d.batch, d.in_height, d.in_width, d.channels = X.shape
+        d.kernel_h, d.kernel_w = kernel
+        d.stride_h, d.stride_w = stride
+        d.pad_h, d.pad_w = padding
+        d.dilation_h, d.dilation_w = dilation
+        d.ceil_mode, d.exclude_pad = int(ceil_mode), int(not count_include_pad)
+        d.x_offset, d.x_type = X.offset, X.tsr_type
+        if min(X.shape) == 0:
+            raise _invalid('x must not be empty, got shape %s' % (X.shape,))
+        out_h, out_w = ffi.new('size_t *'), ffi.new('size_t *')
+        call.check(lib.tsr_pool2d_output_size(d, out_h, out_w))
+        shape = ((d.batch, d.channels, out_h[0], out_w[0]) if lay == lib.TSR_NCHW
+                 else (d.batch, out_h[0], out_w[0], d.channels))
+        Y = call.output(out, shape, _out_dtype(out, out_dtype, X.dtype))
+        if Y.kind != 'numpy' and tuple(Y.strides) != _contiguous_strides(shape):
+            raise _invalid('out must be contiguous %s' % layout.upper())
+        d.y_offset, d.y_type = Y.offset, Y.tsr_type
+        call.check(lib.tsr_pool2d(call.handle, d, X.mem, Y.mem, call.queue, ffi.NULL))
+        return call.finish(Y)
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, *, layout='nchw', out=None,
+               out_dtype=None, device=None, keep_on_device=False):
+    """torch.nn.functional.max_pool2d's semantics (return_indices aside): x [N, C, H, W] (layout
+    "nchw") or [N, H, W, C] ("nhwc", channels_last), contiguous; kernel_size, stride (None: the
+    kernel), padding (at most half the kernel) and dilation an int or a pair; ceil_mode as PyTorch.
+    NaN propagates; f16/bf16 storage (fp32 arithmetic); out in the same layout."""
+    return _pool2d('max_pool2d', lib.TSR_POOL_MAX, x, kernel_size, stride, padding, dilation, ceil_mode, True,
+                   layout, out, out_dtype, device, keep_on_device)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, *, layout='nchw',
+               out=None, out_dtype=None, device=None, keep_on_device=False):
+    """torch.nn.functional.avg_pool2d's semantics (divisor_override aside): as max_pool2d, with
+    count_include_pad (padded zeros count in the divisor; the ceil-mode overhang does not)."""
+    return _pool2d('avg_pool2d', lib.TSR_POOL_AVG, x, kernel_size, stride, padding, 1, ceil_mode,
+                   count_include_pad, layout, out, out_dtype, device, keep_on_device)
+
+
+def adaptive_avg_pool2d(x, output_size, *, layout='nchw', out=None, out_dtype=None, device=None,
+                        keep_on_device=False):
+    """torch.nn.functional.adaptive_avg_pool2d for output_size 1 or (1, 1) only: global average
+    pooling (one reduction per image and channel), output [N, C, 1, 1] (or [N, 1, 1, C])."""
+    if not (output_size == 1 or (isinstance(output_size, (tuple, list)) and tuple(output_size) == (1, 1))) \
+            or isinstance(output_size, bool):
+        raise _invalid('output_size must be 1 or (1, 1) (global average pooling), not %r' % (output_size,))
+    lay = _args.choice(layout, 'layout', _LAYOUTS, '"nchw" or "nhwc"')
+    shape = getattr(x, 'shape', None)
+    if shape is None or len(shape) != 4:
+        raise _invalid('x must be 4-D, not %r' % (shape,))
+    h, w = (shape[2], shape[3]) if lay == lib.TSR_NCHW else (shape[1], shape[2])
+    return _pool2d('adaptive_avg_pool2d', lib.TSR_POOL_AVG, x, (h, w), None, 0, 1, False, True, layout, out,
+                   out_dtype, device, keep_on_device)
 
 
 # ------------------------------------------------------------------ attention

@@ -4,7 +4,10 @@
  * conv stack (53 layers) end to end. GFLOP/s count 2 N K P Q Cg R S; rel_err is against a
  * double-precision direct convolution of the first and last image. With --dtype IN[/OUT] (16-bit
  * storage) each layer's tessera row runs in those types, timed in alternation with the same layer
- * in fp32; CLBlast's convgemm and OpenBLAS are fp32-only and do not run. */
+ * in fp32; CLBlast's convgemm and OpenBLAS are fp32-only and do not run. The block part: a ResNet-50
+ * bottleneck block with its BatchNorms, residual and ReLUs fused into the convolutions'
+ * epilogues, timed in alternation with the same block run as convolutions plus separate
+ * elementwise passes (bench_block). */
 #include "bench.h"
 
 #include <math.h>
@@ -513,12 +516,183 @@ out:
     return st;
 }
 
+/* ---- a ResNet-50 bottleneck block, BatchNorm folded into per-channel scales and biases ----
+ * x [N, C, H, H] -> 1x1 C->mid +BN +ReLU -> 3x3 mid->mid +BN +ReLU -> 1x1 mid->C +BN +x +ReLU -> y.
+ * Fused: three tsr_conv2d calls, each with its whole epilogue in the convolution's pass over its
+ * output. Unfused, as a framework without fusion runs it: each convolution alone, then one pass
+ * per elementwise step, built from tessera's own ops as there is no elementwise op: the BatchNorm
+ * as a depthwise 1x1 convolution (weights = the scales, bias = the biases: y -> u), the residual
+ * add and the ReLU each a GEMM with k = 0 and beta = 1 over the tensor viewed as an (N C) x (H W)
+ * matrix, in place (C <- C + x through the epilogue's residual; C <- relu(C)). */
+typedef struct block_run {
+    tsr_device *dev;
+    bool fused;
+    tsr_conv2d_desc conv[3]; /* no epilogue */
+    cl_mem x, w[3], scale[3], bias[3], t[2], u, y;
+} block_run;
+
+/* One elementwise pass over the tensor `c` of rows x cols: relu(c) or c + residual, in place. */
+static tsr_status block_pass(block_run *b, cl_mem c, size_t rows, size_t cols, cl_mem residual) {
+    tsr_matmul_desc g = {.m = rows, .n = cols, .k = 0, .alpha = 0.0f, .beta = 1.0f};
+    if (residual) g.epilogue.residual = residual;
+    else g.epilogue.activation = TSR_ACT_RELU;
+    return tsr_matmul(b->dev, &g, b->x, b->x, c, NULL, NULL);
+}
+
+static tsr_status run_block(void *ctx) {
+    block_run *b = ctx;
+    tsr_status st = TSR_SUCCESS;
+    for (int i = 0; i < 3 && st == TSR_SUCCESS; ++i) {
+        tsr_conv2d_desc d = b->conv[i];
+        cl_mem in = i == 0 ? b->x : b->t[i - 1], out = i == 2 ? b->y : b->t[i];
+        size_t rows = d.batch * d.out_channels, cols = d.in_height * d.in_width; /* stride 1, same size */
+        if (b->fused) {
+            d.epilogue = (tsr_epilogue){.scale = b->scale[i], .bias = b->bias[i], .activation = TSR_ACT_RELU,
+                                        .residual = i == 2 ? b->x : NULL};
+            st = tsr_conv2d(b->dev, &d, in, b->w[i], out, NULL, NULL);
+            continue;
+        }
+        st = tsr_conv2d(b->dev, &d, in, b->w[i], b->u, NULL, NULL);
+        tsr_conv2d_desc bn = {.batch = d.batch, .in_channels = d.out_channels, .in_height = d.in_height,
+                              .in_width = d.in_width, .out_channels = d.out_channels, .kernel_h = 1, .kernel_w = 1,
+                              .groups = d.out_channels, .epilogue = {.bias = b->bias[i]}};
+        if (st == TSR_SUCCESS) st = tsr_conv2d(b->dev, &bn, b->u, b->scale[i], out, NULL, NULL);
+        if (st == TSR_SUCCESS && i == 2) st = block_pass(b, out, rows, cols, b->x);
+        if (st == TSR_SUCCESS) st = block_pass(b, out, rows, cols, NULL);
+    }
+    if (st == TSR_SUCCESS) clFinish(tsr_device_queue(b->dev));
+    return st;
+}
+
+/* The stage-1 and stage-3 blocks of ResNet-50 (identity shortcut): C, H, mid. */
+static const int blocks[][3] = {{256, 56, 64}, {1024, 14, 256}};
+
+/* A block's buffers (x, two bottleneck temporaries, the unfused pass's temporary, y) against the
+ * device and the host (x and y there, with the reference's planes). */
+static tsr_status block_check(tsr_device *dev, size_t batch, const int *shape) {
+    const size_t C = (size_t)shape[0], H = (size_t)shape[1], mid = (size_t)shape[2];
+    size_t nx = batch * C * H * H, nt = batch * mid * H * H;
+    size_t sizes[] = {nx * 4, nt * 4, nt * 4, nx * 4, nx * 4};
+    char what[64];
+    snprintf(what, sizeof what, "the bottleneck block %zux%zu at batch %zu", C, H, batch);
+    return util_check_memory(dev, what, sizes, 5, 2 * nx * 4 + 2 * C * H * H * (sizeof(double) + 4));
+}
+
+static tsr_status bench_block(tsr_device *dev, const bench_options *opt, bench_report *report, size_t batch,
+                              const int *shape) {
+    const size_t C = (size_t)shape[0], H = (size_t)shape[1], mid = (size_t)shape[2];
+    const size_t kin[3] = {C, mid, mid}, kout[3] = {mid, mid, C}, ks[3] = {1, 3, 1};
+    block_run r[2];
+    memset(r, 0, sizeof r);
+    size_t nx = batch * C * H * H, nt = batch * mid * H * H, nw[3];
+    tsr_status st = block_check(dev, batch, shape);
+    if (st != TSR_SUCCESS) return st;
+    float *h = malloc(nx * 4), *hy = malloc(nx * 4);
+    double *ref[2] = {malloc(C * H * H * sizeof(double)), malloc(C * H * H * sizeof(double))};
+    float *href[2] = {malloc(C * H * H * 4), malloc(C * H * H * 4)};
+    float *hw[3] = {NULL, NULL, NULL}, hs[3][1024], hb[3][1024];
+    cl_context ctx = tsr_device_context(dev);
+    cl_int err = CL_SUCCESS;
+    if (!h || !hy || !ref[0] || !ref[1] || !href[0] || !href[1]) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+        goto out;
+    }
+    uint64_t seed = 0x2545F4914F6CDD1Dull ^ C ^ batch;
+    tsr_random_fill(h, nx, &seed, -1.0f, 1.0f);
+    r[0].x = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nx * 4, h, &err);
+    for (int i = 0; i < 3 && err == CL_SUCCESS; ++i) {
+        nw[i] = kout[i] * kin[i] * ks[i] * ks[i];
+        hw[i] = malloc(nw[i] * 4);
+        if (!hw[i]) {
+            st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of host memory");
+            goto out;
+        }
+        /* He-like weights and a BatchNorm's folded scale and bias keep the activations O(1) */
+        float a = (float)sqrt(3.0 / (double)(kin[i] * ks[i] * ks[i]));
+        tsr_random_fill(hw[i], nw[i], &seed, -a, a);
+        tsr_random_fill(hs[i], kout[i], &seed, 0.5f, 1.5f);
+        tsr_random_fill(hb[i], kout[i], &seed, -0.5f, 0.5f);
+        r[0].w[i] = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, nw[i] * 4, hw[i], &err);
+        if (err == CL_SUCCESS)
+            r[0].scale[i] = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, kout[i] * 4, hs[i], &err);
+        if (err == CL_SUCCESS)
+            r[0].bias[i] = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, kout[i] * 4, hb[i], &err);
+        r[0].conv[i] = (tsr_conv2d_desc){.batch = batch, .in_channels = kin[i], .in_height = H, .in_width = H,
+                                         .out_channels = kout[i], .kernel_h = ks[i], .kernel_w = ks[i],
+                                         .pad_h = ks[i] / 2, .pad_w = ks[i] / 2};
+    }
+    for (int i = 0; i < 2 && err == CL_SUCCESS; ++i)
+        r[0].t[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, nt * 4, NULL, &err);
+    if (err == CL_SUCCESS) r[0].u = clCreateBuffer(ctx, CL_MEM_READ_WRITE, nx * 4, NULL, &err);
+    if (err == CL_SUCCESS) r[0].y = clCreateBuffer(ctx, CL_MEM_READ_WRITE, nx * 4, NULL, &err);
+    if (err != CL_SUCCESS) {
+        st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
+        goto out;
+    }
+    r[0].dev = dev, r[0].fused = true;
+    r[1] = r[0], r[1].fused = false;
+    /* the reference of the first image: the three layers in double, each fed the last one's output
+     * rounded to fp32 (what the device stores) */
+    const float *in = h;
+    for (int i = 0; i < 3; ++i) {
+        tsr_conv2d_desc one = r[0].conv[i];
+        one.batch = 1, one.epilogue.activation = TSR_ACT_RELU;
+        tsr_conv2d_reference_fused(&one, in, hw[i], hs[i], hb[i], i == 2 ? h : NULL, ref[i % 2]);
+        size_t n = kout[i] * H * H;
+        for (size_t e = 0; e < n; ++e) href[i % 2][e] = (float)ref[i % 2][e];
+        in = href[i % 2];
+    }
+    bench_row rows[2];
+    memset(rows, 0, sizeof rows);
+    double ratio[3];
+    if ((st = bench_time_paired(run_block, &r[0], run_block, &r[1], opt->budget_s, 3, 50, &rows[0], &rows[1],
+                                ratio)) != TSR_SUCCESS)
+        goto out;
+    double flops = 0;
+    for (int i = 0; i < 3; ++i) flops += tsr_conv2d_flops(&r[0].conv[i]);
+    for (int i = 0; i < 2 && st == TSR_SUCCESS; ++i) {
+        for (size_t e = 0; e < nx; ++e) hy[e] = NAN;
+        if ((st = tsr_upload(dev, r[i].y, hy, nx)) != TSR_SUCCESS || (st = run_block(&r[i])) != TSR_SUCCESS ||
+            (st = tsr_download(dev, r[i].y, hy, nx)) != TSR_SUCCESS)
+            break;
+        strcpy(rows[i].op, "conv2d-block");
+        snprintf(rows[i].shape, sizeof rows[i].shape, "%zux%zux%zux%zu bottleneck %zu", batch, C, H, H, mid);
+        tsr_strlcpy(rows[i].impl, i ? "tessera-unfused" : "tessera-fused", sizeof rows[i].impl);
+        tsr_strlcpy(rows[i].variant,
+                    i ? "3 convs + 7 passes (BN: depthwise 1x1; add, ReLU: k=0 GEMM)"
+                      : "3 convs, BN+residual+ReLU in their epilogues",
+                    sizeof rows[i].variant);
+        rows[i].gflops = flops / (rows[i].time_ms * 1e6);
+        rows[i].rel_err = tsr_rel_error(hy, ref[0], C * H * H); /* the first image */
+        if ((st = bench_add(report, &rows[i])) != TSR_SUCCESS) break;
+        if (!opt->quiet) {
+            printf("%-14s %-30s %-20s %10.3f %9.1f %9.1e\n", "block", rows[i].shape, rows[i].impl, rows[i].time_ms,
+                   rows[i].gflops, rows[i].rel_err);
+            fflush(stdout);
+        }
+    }
+    if (st == TSR_SUCCESS && !opt->quiet)
+        printf("%-14s %-30s timed in alternation (%d pairs): fused is %.2fx unfused (pairs: median; %.2f to %.2f)\n",
+               "block", rows[0].shape, rows[0].runs, 1.0 / ratio[0], 1.0 / ratio[2], 1.0 / ratio[1]);
+out:
+    {
+        cl_mem all[] = {r[0].x, r[0].w[0], r[0].w[1], r[0].w[2], r[0].scale[0], r[0].scale[1], r[0].scale[2],
+                        r[0].bias[0], r[0].bias[1], r[0].bias[2], r[0].t[0], r[0].t[1], r[0].u, r[0].y};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+            if (all[i]) clReleaseMemObject(all[i]);
+    }
+    for (int i = 0; i < 3; ++i) free(hw[i]);
+    free(h), free(hy), free(ref[0]), free(ref[1]), free(href[0]), free(href[1]);
+    return st;
+}
+
 tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report *report) {
     size_t *batches = NULL, nbatches = 0;
     tsr_status st = TSR_SUCCESS;
     bool depthwise = opt->part && strcmp(opt->part, "depthwise") == 0;
     bool layers = !opt->part || strcmp(opt->part, "layers") == 0 || depthwise;
     bool stack = !opt->part || strcmp(opt->part, "stack") == 0;
+    bool block = !opt->part || strcmp(opt->part, "block") == 0;
     if (opt->max_unfused) return tsr_fail(TSR_ERR_INVALID_ARG, "--max-unfused: only attention has unfused pipelines");
     if (opt->clblast_xgemm) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
     /* Check the layer names before anything runs. */
@@ -548,10 +722,14 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
     if ((st = util_parse_counts(opt->sizes, "batch sizes", CONV_MAX_BATCH, &batches,
                                 &nbatches)) != TSR_SUCCESS)
         return st;
+    bool typed = opt->in_type != TSR_F32 || opt->out_type != TSR_F32;
     /* Every layer and batch checked before the first one runs. */
     for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && layers; ++b)
         for (size_t i = 0; i < nchosen && st == TSR_SUCCESS; ++i) st = layer_check(dev, opt, chosen[i], batches[b]);
     for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && stack; ++b) st = stack_check(dev, batches[b], NULL);
+    for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && block && !typed; ++b)
+        for (size_t i = 0; i < sizeof blocks / sizeof blocks[0] && st == TSR_SUCCESS; ++i)
+            st = block_check(dev, batches[b], blocks[i]);
     if (st != TSR_SUCCESS) {
         free(batches);
         return st;
@@ -559,15 +737,18 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
     if (!opt->quiet)
         printf("%-14s %-30s %-20s %10s %9s %9s\n", "layer", "shape (NxCxHxW kK RxS/stride pad)", "impl", "ms",
                "GFLOP/s", "rel_err");
-    bool typed = opt->in_type != TSR_F32 || opt->out_type != TSR_F32;
     if (typed && !opt->quiet)
         printf("# 16-bit storage: only tessera runs (each layer paired with fp32); CLBlast's convgemm "
                "(CLBlastSconvgemm) and OpenBLAS are fp32-only, so they do not run on these buffers%s\n",
-               stack ? "; the ResNet-50 stack runs in fp32 only and is passed over" : "");
+               stack || block ? "; the ResNet-50 stack and bottleneck block run in fp32 only and are passed over"
+                              : "");
     for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && layers; ++b)
         for (size_t i = 0; i < nchosen && st == TSR_SUCCESS; ++i) st = bench_layer(dev, opt, report, chosen[i], batches[b]);
     for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && stack && !typed; ++b)
         st = bench_stack(dev, opt, report, batches[b]);
+    for (size_t b = 0; b < nbatches && st == TSR_SUCCESS && block && !typed; ++b)
+        for (size_t i = 0; i < sizeof blocks / sizeof blocks[0] && st == TSR_SUCCESS; ++i)
+            st = bench_block(dev, opt, report, batches[b], blocks[i]);
     free(batches);
     return st;
 }

@@ -6,7 +6,8 @@
 
 static const bench_part gelu_parts[] = {{"elementwise", NULL}, {"epilogue", "bias+GELU in GEMM"}, {NULL, NULL}};
 static const bench_part conv2d_parts[] = {
-    {"layers", NULL}, {"stack", NULL}, {"depthwise", "3x3 depthwise layers (GB/s: x once + weights + y once)"}, {NULL, NULL}};
+    {"layers", NULL}, {"stack", NULL}, {"depthwise", "3x3 depthwise layers (GB/s: x once + weights + y once)"},
+    {"block", "a ResNet-50 bottleneck block: BN+residual+ReLU fused vs separate passes"}, {NULL, NULL}};
 
 static const bench_entry registry[] = {
     {"gemm", bench_gemm, "N, MxNxK or B@MxNxK, comma separated",
@@ -17,6 +18,10 @@ static const bench_entry registry[] = {
     {"attention", bench_attention, "sequence lengths (B=1 H=8 D=64)", "128,256,512,1024,2048,4096,8192", NULL,
      "--max-unfused: longest L for the unfused pipelines"},
     {"layernorm", bench_layernorm, "ROWSxCOLS shapes (with the residual add)", "512x768,4096x768,4096x1024,16384x384",
+     NULL, NULL},
+    {"pool2d", bench_pool2d, "pooling shapes 'NxCxHxW max|avg kK [sS] [pP] [dD] [ceil] [exclude] [nhwc] [DTYPE]'",
+     "1x64x112x112 max k3 s2 p1,8x64x112x112 max k3 s2 p1,8x64x112x112 max k3 s2 p1 nhwc,1x2048x7x7 avg k7,"
+     "8x2048x7x7 avg k7,8x2048x7x7 avg k7 nhwc",
      NULL, NULL},
 };
 

@@ -1,12 +1,13 @@
 // 2-D convolution (OpenCL C 1.2): cross-correlation of NCHW input x with OIHW weights w into
 // NCHW output y, with groups:
-//   y[n][k][oh][ow] = act(bias[k] + sum_{c < Cg, r < R, s < S} w[k][c][r][s] *
-//                         x[n][g Cg + c][oh SH - PH + r DH][ow SW - PW + s DW]),   g = k / Kg,
-// input positions outside the image reading as 0. Seen as a GEMM per image and group:
+//   y[n][k][oh][ow] = act(scale[k] sum + bias[k] + residual[n][k][oh][ow]),
+//   sum = sum_{c < Cg, r < R, s < S} w[k][c][r][s] x[n][g Cg + c][oh SH - PH + r DH][ow SW - PW + s DW],
+// g = k / Kg, input positions outside the image reading as 0. Every kernel stores y through
+// conv_access.cl's conv_store (the epilogue: scale, bias, residual, activation; see there). Seen as a GEMM per image and group:
 // M = Kg output channels, N = OH OW pixels, K = Cg R S, with B = im2col(x).
 //
 // Kernels:
-//   im2col         writes B explicitly (for tessera's GEMM, which adds bias and activation)
+//   im2col         writes B explicitly (for tessera's GEMM, whose epilogue is the same)
 //   conv_implicit  the GEMM with B's im2col indexing folded into its loads (no workspace)
 //   conv_direct    one work-item per output, the naive baseline
 //
@@ -51,6 +52,7 @@
 #include "vector.cl"
 
 #include "dtype.cl"
+#include "epilogue.cl"
 #include "conv_access.cl"
 
 // ---------------------------------------------------------------- im2col
@@ -77,8 +79,7 @@ __kernel void im2col(const int16 geo, __global const XELT *x, const ulong x_off,
 // ---------------------------------------------------------------- direct (baseline)
 // global = (Q, P, N K): one output each, loops over c, r, s.
 __kernel void conv_direct(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
-                          const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
-                          const int act, __global YELT *y, const ulong y_off) {
+                          const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
     const int ow = (int)get_global_id(0), oh = (int)get_global_id(1), nk = (int)get_global_id(2);
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
     const int n = nk / GEO_K, k = nk - n * GEO_K, g = k / Kg;
@@ -95,8 +96,7 @@ __kernel void conv_direct(const int16 geo, __global const XELT *x, const ulong x
                     acc = fma(LDW(wk, (c * GEO_R + r) * GEO_S + s), LDX(xn, (size_t)c * HW + ih * GEO_W + iw), acc);
             }
         }
-    if (has_bias) acc += bias[bias_off + k];
-    STY(activate_float(acc, act), y, y_off + ((size_t)n * GEO_K + k) * (size_t)(GEO_P * GEO_Q) + oh * GEO_Q + ow);
+    CONV_STORE1(acc, k, ((size_t)n * GEO_K + k) * (size_t)(GEO_P * GEO_Q) + oh * GEO_Q + ow);
 }
 
 // ---------------------------------------------------------------- implicit GEMM
@@ -104,8 +104,7 @@ __kernel void conv_direct(const int16 geo, __global const XELT *x, const ulong x
 #if !STAGE
 // global = (ceil(Kg / MWI), P ceil(Q / VW), N G), local = (WGM, WGN, 1).
 __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
-                            const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
-                            const int act, __global YELT *y, const ulong y_off) {
+                            const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W, RS = GEO_R * GEO_S;
     const int QT = (GEO_Q + VW - 1) / VW;
     const int k0 = (int)get_global_id(0) * MWI, pt = (int)get_global_id(1), ng = (int)get_global_id(2);
@@ -162,21 +161,11 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
         }
     }
 #undef FMA_TILE
-    __global YELT *yrow = y + y_off + ((size_t)n * GEO_K + g * Kg + k0) * (size_t)(GEO_P * GEO_Q) +
-                           (size_t)oh * GEO_Q + ow0;
+    const size_t erow = ((size_t)n * GEO_K + g * Kg + k0) * (size_t)(GEO_P * GEO_Q) + (size_t)oh * GEO_Q + ow0;
+    const int nstore = min(VW, GEO_Q - ow0);
     _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
         if (k0 + m >= Kg) break;
-        floatv v = acc[m];
-        if (has_bias) v += bias[bias_off + g * Kg + k0 + m];
-        if (act != TSR_ACT_NONE) v = activate_floatv(v, act);
-        __global YELT *yp = yrow + (size_t)m * GEO_P * GEO_Q;
-        if (ow0 + VW <= GEO_Q) {
-            VSTOREY(v, yp);
-        } else {
-            float t[VW];
-            VSTORE(v, t);
-            for (int e = 0; e < GEO_Q - ow0; ++e) STY(t[e], yp, e);
-        }
+        CONV_STORE(acc[m], g * Kg + k0 + m, erow + (size_t)m * GEO_P * GEO_Q, nstore);
     }
 }
 
@@ -187,8 +176,7 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 // flattened (p = oh Q + ow), so tiles run across output rows.
 __kernel __attribute__((reqd_work_group_size(WGM, WGN, 1)))
 void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
-                   const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
-                   const int act, __global YELT *y, const ulong y_off) {
+                   const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W, RS = GEO_R * GEO_S;
     const int CRS = Cg * RS, PQ = GEO_P * GEO_Q;
     const int lm = (int)get_local_id(0), ln = (int)get_local_id(1), tid = ln * WGM + lm;
@@ -230,17 +218,7 @@ void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, _
     _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
         const int k = tile_k0 + lm * MWI + m;
         if (k >= Kg) break;
-        floatv v = acc[m];
-        if (has_bias) v += bias[bias_off + g * Kg + k];
-        if (act != TSR_ACT_NONE) v = activate_floatv(v, act);
-        __global YELT *yp = y + y_off + ((size_t)n * GEO_K + g * Kg + k) * (size_t)PQ + p0;
-        if (p0 + VW <= PQ) {
-            VSTOREY(v, yp);
-        } else {
-            float t[VW];
-            VSTORE(v, t);
-            for (int e = 0; e < PQ - p0; ++e) STY(t[e], yp, e);
-        }
+        CONV_STORE(acc[m], g * Kg + k, ((size_t)n * GEO_K + g * Kg + k) * (size_t)PQ + p0, min(VW, PQ - p0));
     }
 }
 #endif

@@ -1,5 +1,6 @@
-// Typed access to conv2d's tensors, shared by conv.cl and conv_cpu.cl (included after vector.cl
-// and dtype.cl, with VW defined; it includes nothing itself: the embedder splices one level).
+// Typed access to conv2d's tensors and the fused epilogue's store, shared by conv.cl and
+// conv_cpu.cl (included after vector.cl, dtype.cl and epilogue.cl, with VW defined; it includes
+// nothing itself: the embedder splices one level).
 // Storage types of x, w and y (tsr_dtype codes, cl/dtype.cl; 0 fp32 when not defined): loads
 // widen to float, y's stores round. With code 0 every macro below is the plain float access.
 #ifndef X_TYPE
@@ -37,3 +38,41 @@
 #else
 #define VLOAD_STRIDE2(p) (TSR_VLD(X_TYPE, 4, (p)).even)
 #endif
+
+// ---- the fused epilogue: every conv2d kernel stores y through conv_store / conv_store1 ----
+// y[n][k][i][j] = act(scale[k] sum + bias[k] + residual[n][k][i][j]) (epilogue.cl's steps after
+// the bias). The kernels declare CONV_EPILOGUE_PARAMS after y and y_off (runtime/ops/conv.c's
+// set_common_args sets them): epi_flags bit 0 a scale, bit 1 a bias; res_type the residual's
+// type code or TSR_RES_NONE; act the activation. Element indices e count from y's start (y_off and
+// res_off are added here), so the residual, which has y's shape, is read at the same e; it is read
+// before the store, in the same call, so a residual that is y itself is read intact.
+// (Include after epilogue.cl.)
+#define CONV_EPILOGUE_PARAMS                                                                       \
+    __global const float *scale, const ulong scale_off, __global const float *bias, const ulong bias_off, \
+        __global const uchar *res, const ulong res_off, const int epi_flags, const int res_type, const int act
+#define CONV_EPILOGUE_ARGS scale, scale_off, bias, bias_off, res, res_off, epi_flags, res_type, act
+
+// One output: s is its sum, k its channel, e its index.
+TSR_INLINE void conv_store1(float s, const int k, const size_t e, __global YELT *y, const ulong y_off,
+                            CONV_EPILOGUE_PARAMS) {
+    if (epi_flags & 1) s *= scale[scale_off + k];
+    if (epi_flags & 2) s += bias[bias_off + k];
+    STY(tsr_epi_finish(s, res, res_type, res_off + e, act), y, y_off + e);
+}
+
+// The VW sums s of channel k at e .. e + VW - 1, of which the first n are stored (n == VW: one
+// vector load of the residual and one vector store; fewer: lane by lane, nothing past them read).
+TSR_INLINE void conv_store(floatv s, const int k, const size_t e, const int n, __global YELT *y, const ulong y_off,
+                           CONV_EPILOGUE_PARAMS) {
+    if (n == VW) {
+        if (epi_flags & 1) s *= scale[scale_off + k];
+        if (epi_flags & 2) s += bias[bias_off + k];
+        VSTOREY(tsr_epi_finish_v(s, res, res_type, res_off + e, act), y + y_off + e);
+    } else {
+        float t[VW];
+        VSTORE(s, t);
+        for (int i = 0; i < n; ++i) conv_store1(t[i], k, e + i, y, y_off, CONV_EPILOGUE_ARGS);
+    }
+}
+#define CONV_STORE(s, k, e, n) conv_store((s), (k), (e), (n), y, y_off, CONV_EPILOGUE_ARGS)
+#define CONV_STORE1(s, k, e) conv_store1((s), (k), (e), y, y_off, CONV_EPILOGUE_ARGS)

@@ -42,6 +42,7 @@
 #include "vector.cl"
 
 #include "dtype.cl"
+#include "epilogue.cl"
 #include "conv_access.cl"
 
 #if STAGE == 2
@@ -50,8 +51,7 @@
 // local = (1, WGN, 1). x is fp32 whatever X_TYPE: a 16-bit x always comes through pad_input's fp32
 // copy (unpadded layers too), so its vector loads convert nothing.
 __kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const WELT *w,
-                            const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
-                            const int act, __global YELT *y, const ulong y_off) {
+                            const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
     const int R = KR_, S = KS_, RS = R * S;
     const int span = GEO_P * GEO_W; // flattened outputs, padded columns included
@@ -93,23 +93,21 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
         }
     }
 #undef FMA_TILE
-    __global YELT *yk = y + y_off + ((size_t)n * GEO_K + g * Kg + k0) * (size_t)(GEO_P * GEO_Q);
+    // Output (oh, ow < Q) is flattened position oh W + ow: exactly one work-item stores it.
+    const size_t ek = ((size_t)n * GEO_K + g * Kg + k0) * (size_t)(GEO_P * GEO_Q);
     const int oh0 = j0 / GEO_W, ow0 = j0 - oh0 * GEO_W;
     const bool whole = ow0 + VW <= GEO_Q; // the tile lies inside one output row
     _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
         if (k0 + m >= Kg) break;
-        floatv v = acc[m];
-        if (has_bias) v += bias[bias_off + g * Kg + k0 + m];
-        if (act != TSR_ACT_NONE) v = activate_floatv(v, act);
-        __global YELT *yp = yk + (size_t)m * GEO_P * GEO_Q;
+        const size_t em = ek + (size_t)m * GEO_P * GEO_Q;
         if (whole) {
-            VSTOREY(v, yp + oh0 * GEO_Q + ow0);
+            CONV_STORE(acc[m], g * Kg + k0 + m, em + oh0 * GEO_Q + ow0, VW);
         } else {
             float t[VW];
-            VSTORE(v, t);
+            VSTORE(acc[m], t);
             int oh = oh0, ow = ow0;
             for (int e = 0; e < VW; ++e) {
-                if (ow < GEO_Q && oh < GEO_P) STY(t[e], yp, oh * GEO_Q + ow);
+                if (ow < GEO_Q && oh < GEO_P) CONV_STORE1(t[e], g * Kg + k0 + m, em + oh * GEO_Q + ow);
                 if (++ow == GEO_W) ow = 0, ++oh;
             }
         }
@@ -139,8 +137,7 @@ typedef CAT(int, VW) intv;
 // vector code. Only loads that would leave the channel's plane (first and last rows) and strides
 // above 2 go lane by lane.
 __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
-                            const ulong w_off, __global const float *bias, const ulong bias_off, const int has_bias,
-                            const int act, __global YELT *y, const ulong y_off) {
+                            const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
     const int R = KR_, S = KS_, RS = R * S;
     const int oh0 = (int)get_global_id(0) * MWI, nk = (int)get_global_id(1);
@@ -148,8 +145,7 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
     const int n = nk / GEO_K, k = nk - n * GEO_K, g = k / Kg;
     const __global XELT *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
     const __global WELT *wk = w + w_off + (size_t)k * Cg * RS;
-    __global YELT *yp = y + y_off + (size_t)nk * GEO_P * GEO_Q;
-    const float b0 = has_bias ? bias[bias_off + k] : 0.0f;
+    const size_t ek = (size_t)nk * GEO_P * GEO_Q; // the channel's plane in y (and the residual)
     // Input columns one load covers: VW (stride 1), 2 VW (stride 2, every second one kept).
     const int need = GEO_SW == 1 ? VW : 2 * VW;
     const bool vec_ok = GEO_SW <= 2;
@@ -160,7 +156,7 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
         const int ow0 = GEO_Q >= VW ? min(t0, GEO_Q - VW) : t0;
         const int iwb = ow0 * GEO_SW - GEO_PW;
         floatv acc[MWI];
-        _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(b0);
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
         // Every tap's load inside the row: plain vector code.
         const bool inside = vec_ok && iwb >= 0 && iwb + (S - 1) * GEO_DW + need <= GEO_W;
         for (int c = 0; c < Cg; ++c) {
@@ -206,17 +202,18 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
                 }
             }
         }
+        // Overlapped pixels, already stored: stored again with the same values (one vector store)
+        // unless a residual is read, which may be y itself.
+        const int skip = res_type == TSR_RES_NONE ? 0 : t0 - ow0;
         _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
             if (m >= rows) break;
-            floatv v = acc[m];
-            if (act != TSR_ACT_NONE) v = activate_floatv(v, act);
-            __global YELT *yr = yp + (size_t)(oh0 + m) * GEO_Q;
-            if (ow0 + VW <= GEO_Q) {
-                VSTOREY(v, yr + ow0);
+            const size_t er = ek + (size_t)(oh0 + m) * GEO_Q + ow0;
+            if (skip == 0) {
+                CONV_STORE(acc[m], k, er, min(VW, GEO_Q - ow0));
             } else {
                 float t[VW];
-                VSTORE(v, t);
-                for (int e = 0; e < GEO_Q - ow0; ++e) STY(t[e], yr, ow0 + e);
+                VSTORE(acc[m], t);
+                for (int e = skip; e < VW; ++e) CONV_STORE1(t[e], k, er + e);
             }
         }
     }

@@ -25,9 +25,12 @@
 // Edges: rows of A are clamped (duplicated rows are never stored), columns of B are
 // zero-filled, stores are guarded. beta == 0 never reads C, so NaN in C is overwritten.
 // Epilogue (run-time arguments, so it costs no program variants): before C is written,
-//   C(i,j) <- act(alpha * acc + beta * C(i,j) + bias), bias = bias[j] (bias_axis 1) or
-//   bias[i] (bias_axis 2, the column-major case after the host's transposition) or 0,
-//   act as in activation.cl.
+//   C(i,j) <- act(scale * alpha * acc + beta * C(i,j) + bias + residual(i,j)),
+//   bias = bias[j] (bias_axis 1) or bias[i] (bias_axis 2, the column-major case after the host's
+//   transposition) or 0; scale likewise by scale_axis, or 1; residual(i,j) a matrix of C's
+//   layout (ldc, c_stride) at res_off in type res_type (epilogue.cl; TSR_RES_NONE: 0), read by
+//   the work-item that then writes C(i,j); act as in activation.cl. With K blocking the host
+//   passes the scale to every launch and the rest to the last only.
 // Storage types (-D A_TYPE, B_TYPE, C_TYPE: 0 f32, 1 f16, 2 bf16, codes as dtype.cl's): A and B
 // widen to fp32 as they are loaded (pack_a / pack_b write fp32 panels, so a packed hot loop is
 // the fp32 one), accumulation is fp32, and C is read (beta) and written through its type,
@@ -95,6 +98,7 @@
 #define NWG (WGN * NWI)
 
 #include "vector.cl"
+#include "epilogue.cl"
 
 // Element types of the operands, and the type the GEMM kernel reads A (B) as: fp32 when it
 // reads the packed panels.
@@ -228,7 +232,8 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
                    __global const BK_ELT *B, const ulong b_off, const int ldb, const ulong b_stride,
                    __global C_ELT *C, const ulong c_off, const int ldc, const ulong c_stride,
                    __global const float *bias, const ulong bias_off, const ulong bias_stride, const int bias_axis,
-                   const int act) {
+                   const int act, __global const float *scale, const ulong scale_off, const ulong scale_stride,
+                   const int scale_axis, __global const uchar *res, const ulong res_off, const int res_type) {
     const int it = (int)get_global_id(0);
     const size_t batch = get_global_id(2);
     const int i0 = it * MWI;
@@ -372,20 +377,25 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
     }
 #endif
 
-    // ---- store act(alpha * acc + beta * C + bias)
-    __global C_ELT *cbase = C + c_off + batch * c_stride + (size_t)i0 * ldc + j0;
+    // ---- store act(scale * alpha * acc + beta * C + bias + residual)
+    const size_t cidx = batch * c_stride + (size_t)i0 * ldc + j0; // of the tile's first element, less c_off
+    __global C_ELT *cbase = C + c_off + cidx;
     const __global float *bias_row = bias + bias_off + batch * bias_stride + i0; // bias_axis 2
     const __global float *bias_col = bias + bias_off + batch * bias_stride + j0; // bias_axis 1
+    const __global float *scale_row = scale + scale_off + batch * scale_stride + i0; // scale_axis 2
+    const __global float *scale_col = scale + scale_off + batch * scale_stride + j0; // scale_axis 1
     if (j0 + NWI <= N) {
         _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
             if (i0 + m < M) {
                 __global C_ELT *cp = cbase + (size_t)m * ldc;
                 _Pragma("unroll") for (int v = 0; v < NVW; ++v) {
                     floatv r = alpha * acc[m][v];
+                    if (scale_axis == 1) r *= VLOAD(scale_col + v * VW);
+                    else if (scale_axis == 2) r *= scale_row[m];
                     if (beta != 0.0f) r = fma((floatv)(beta), C_VLOAD(cp + v * VW), r);
                     if (bias_axis == 1) r += VLOAD(bias_col + v * VW);
                     else if (bias_axis == 2) r += bias_row[m];
-                    if (act != TSR_ACT_NONE) r = activate_floatv(r, act);
+                    r = tsr_epi_finish_v(r, res, res_type, res_off + cidx + (size_t)m * ldc + v * VW, act);
                     C_VSTORE(r, cp + v * VW);
                 }
             }
@@ -400,10 +410,14 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
                     for (int e = 0; e < VW; ++e) {
                         const int n = v * VW + e;
                         if (j0 + n < N) {
-                            float r = beta != 0.0f ? fma(beta, TSR_LD(C_TYPE, cp, n), alpha * t[e]) : alpha * t[e];
+                            float r = alpha * t[e];
+                            if (scale_axis == 1) r *= scale_col[n];
+                            else if (scale_axis == 2) r *= scale_row[m];
+                            if (beta != 0.0f) r = fma(beta, TSR_LD(C_TYPE, cp, n), r);
                             if (bias_axis == 1) r += bias_col[n];
                             else if (bias_axis == 2) r += bias_row[m];
-                            TSR_ST(C_TYPE, act != TSR_ACT_NONE ? activate_float(r, act) : r, cp, n);
+                            r = tsr_epi_finish(r, res, res_type, res_off + cidx + (size_t)m * ldc + n, act);
+                            TSR_ST(C_TYPE, r, cp, n);
                         }
                     }
                 }

@@ -66,6 +66,7 @@
 #endif
 
 #include "vector.cl"
+#include "epilogue.cl"
 
 #define NWI (VW * NVW)
 #define MWG (WGM * MWI)
@@ -214,7 +215,9 @@ gemm(const int M, const int N, const int K, const int KP, const float alpha, con
      __global const A_ELT *A, const ulong a_off, const int lda, const ulong a_stride, __global const B_ELT *B,
      const ulong b_off, const int ldb, const ulong b_stride, __global C_ELT *C, const ulong c_off, const int ldc,
      const ulong c_stride, __global const float *bias, const ulong bias_off, const ulong bias_stride,
-     const int bias_axis, const int act) {
+     const int bias_axis, const int act, __global const float *scale, const ulong scale_off,
+     const ulong scale_stride, const int scale_axis, __global const uchar *res, const ulong res_off,
+     const int res_type) {
     (void)KP; // the packed-panel stride of gemm.cl: nothing is packed here
     __local float4 as4[BUFFERS * A_TILE4];
     __local float4 bs4[BUFFERS * B_TILE4];
@@ -321,9 +324,11 @@ gemm(const int M, const int N, const int K, const int KP, const float alpha, con
 #endif
     }
 
-    // ---- store act(alpha * acc + beta * C + bias)
+    // ---- store act(scale * alpha * acc + beta * C + bias + residual) (gemm.cl's epilogue)
     __global C_ELT *cb = C + c_off + batch * c_stride;
     const __global float *bias_b = bias + bias_off + batch * bias_stride;
+    const __global float *scale_b = scale + scale_off + batch * scale_stride;
+    const size_t res_b = res_off + batch * c_stride; // the batch entry's residual
     _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
         const int i = tile_i0 + (m / VM) * (WGM * VM) + lm * VM + m % VM;
         if (i >= M) continue;
@@ -332,20 +337,25 @@ gemm(const int M, const int N, const int K, const int KP, const float alpha, con
             const int j = tile_j0 + v * (WGN * VW) + ln * VW;
             if (j + VW <= N) {
                 floatv r = alpha * acc[m][v];
+                if (scale_axis == 1) r *= VLOAD(scale_b + j);
+                else if (scale_axis == 2) r *= scale_b[i];
                 if (beta != 0.0f) r = fma((floatv)(beta), C_VLOAD(crow + j), r);
                 if (bias_axis == 1) r += VLOAD(bias_b + j);
                 else if (bias_axis == 2) r += bias_b[i];
-                if (act != TSR_ACT_NONE) r = activate_floatv(r, act);
+                r = tsr_epi_finish_v(r, res, res_type, res_b + (size_t)i * ldc + j, act);
                 C_VSTORE(r, crow + j);
             } else if (j < N) {
                 float t[VW];
                 VSTORE(acc[m][v], t);
                 for (int e = 0; e < VW && j + e < N; ++e) {
                     float r = alpha * t[e];
+                    if (scale_axis == 1) r *= scale_b[j + e];
+                    else if (scale_axis == 2) r *= scale_b[i];
                     if (beta != 0.0f) r = fma(beta, TSR_LD(C_TYPE, crow, j + e), r);
                     if (bias_axis == 1) r += bias_b[j + e];
                     else if (bias_axis == 2) r += bias_b[i];
-                    TSR_ST(C_TYPE, act != TSR_ACT_NONE ? activate_float(r, act) : r, crow, j + e);
+                    r = tsr_epi_finish(r, res, res_type, res_b + (size_t)i * ldc + j + e, act);
+                    TSR_ST(C_TYPE, r, crow, j + e);
                 }
             }
         }

@@ -282,17 +282,33 @@ typedef enum tsr_gelu_mode {
     TSR_GELU_ERF = TSR_ACT_GELU_ERF
 } tsr_gelu_mode;
 
-/* What GEMM applies to each element of C before writing it (conv's GEMM takes the same):
- *   C <- act(alpha * op(A) * op(B) + beta * C + bias[j])
- * with j the column of C (in the call's layout), bias[j] = bias buffer at
- * bias_offset + batch_index * bias_stride + j (fp32 whatever the operands' types). A linear layer
- * gelu(x W^T + b) is a tsr_matmul_desc with trans_b TSR_TRANS and
- * .epilogue = {.bias = b, .activation = TSR_ACT_GELU_TANH}. All zero: no epilogue. */
+/* What GEMM applies to each element of C before writing it (conv2d takes the same struct, per
+ * output channel: see tsr_conv2d_desc):
+ *   C(i, j) <- act(scale[j] * alpha * (op(A) op(B))(i, j) + beta * C(i, j) + bias[j] + residual(i, j))
+ * in one pass over C, with j the column of C (in the call's layout). scale[j] = the scale buffer
+ * at scale_offset + batch_index * scale_stride + j and bias[j] likewise (both fp32 whatever the
+ * operands' types); a NULL scale is 1, a NULL bias 0. residual(i, j) is a matrix of C's shape in C's
+ * layout, leading dimension and batch stride, at residual_offset (counted in elements of
+ * residual_type, which is any storage type: f32, f16 or bf16), read and widened to fp32 like C;
+ * a NULL residual is 0. The residual may be C itself (the same buffer, offset and type: each
+ * element is read before it is written, as beta's C is; any other overlap with C, and any with A
+ * or B, is refused). The arithmetic is fp32; C is rounded to its type once, when stored. A linear
+ * layer gelu(x W^T + b) is a tsr_matmul_desc with trans_b TSR_TRANS and
+ * .epilogue = {.bias = b, .activation = TSR_ACT_GELU_TANH}; BatchNorm folded into a per-column
+ * scale and bias, plus a skip connection and ReLU, is {.scale = s, .bias = b, .residual = r,
+ * .activation = TSR_ACT_RELU}. All zero: no epilogue (fields added later keep that meaning). */
 typedef struct tsr_epilogue {
     cl_mem bias;            /* NULL: no bias */
     size_t bias_offset;     /* in floats */
     size_t bias_stride;     /* per batch entry, in floats; 0 shares one bias vector */
     tsr_activation activation;
+    cl_mem scale;           /* NULL: none (1). fp32, multiplies the product before beta C and the bias */
+    size_t scale_offset;    /* in floats */
+    size_t scale_stride;    /* per batch entry, in floats; 0 shares one scale vector */
+    cl_mem residual;        /* NULL: none. A tensor of the output's shape and layout, added after the
+                               bias, before the activation */
+    size_t residual_offset; /* in elements of residual_type */
+    tsr_dtype residual_type; /* 0: fp32; TSR_F16 and TSR_BF16 storage allowed */
 } tsr_epilogue;
 
 /* One GEMM operand: its storage type and where its matrices lie, counted in elements of its own
@@ -459,11 +475,15 @@ typedef enum tsr_conv_algo {
  * w is OIHW [out_channels][in_channels / groups][kernel_h][kernel_w], y is NCHW
  * [batch][out_channels][out_h][out_w] with out_h = (in_height + 2 pad_h - dilation_h (kernel_h - 1)
  * - 1) / stride_h + 1 (likewise out_w), and
- *   y[n][k][i][j] = act(bias[k] + sum_{c,r,s} w[k][c][r][s] x[n][g Cg + c][i stride_h - pad_h + r dilation_h]
- *                                                                   [j stride_w - pad_w + s dilation_w])
+ *   y[n][k][i][j] = act(scale[k] sum[n][k][i][j] + bias[k] + residual[n][k][i][j])
+ *   sum[n][k][i][j] = sum_{c,r,s} w[k][c][r][s] x[n][g Cg + c][i stride_h - pad_h + r dilation_h]
+ *                                                          [j stride_w - pad_w + s dilation_w]
  * with g = k / (out_channels / groups), Cg = in_channels / groups, and positions outside the
- * input reading as zero. Zero-initialised fields take defaults: stride, dilation and groups 0
- * mean 1; algo 0 is TSR_CONV_AUTO; a zero epilogue is none. */
+ * input reading as zero. The epilogue (scale, bias, residual, act: see tsr_epilogue) is fused into
+ * the convolution's one pass over y on every path: a BatchNorm in inference is folded into scale
+ * and bias at load time (scale = gamma / sqrt(var + eps), bias = beta - mean scale), a ResNet
+ * skip connection is the residual. Zero-initialised fields take defaults: stride, dilation and
+ * groups 0 mean 1; algo 0 is TSR_CONV_AUTO; a zero epilogue is none. */
 typedef struct tsr_conv2d_desc {
     size_t batch, in_channels, in_height, in_width;
     size_t out_channels, kernel_h, kernel_w;
@@ -471,8 +491,14 @@ typedef struct tsr_conv2d_desc {
     size_t pad_h, pad_w;           /* zeros added on each side */
     size_t dilation_h, dilation_w;
     size_t groups;                 /* divides in_channels and out_channels; = in_channels: depthwise */
-    /* bias (out_channels fp32 values at epilogue.bias_offset; NULL: none) and the activation applied
-     * after it, as GEMM's epilogue; epilogue.bias_stride must be 0 */
+    /* The epilogue, per output channel k: scale (out_channels fp32 values at epilogue.scale_offset;
+     * NULL: 1), bias (likewise at epilogue.bias_offset; NULL: 0), residual (NULL: none; a tensor of
+     * y's shape [batch][out_channels][out_h][out_w] at epilogue.residual_offset, counted in elements
+     * of epilogue.residual_type, any storage type) and the activation. epilogue.bias_stride and
+     * epilogue.scale_stride must be 0. The residual may be y itself (the same buffer, offset and
+     * type: every element is read before it is written, by the same work-item); any other overlap
+     * with y, and any with x or w, is refused, as are a scale, bias or residual too small for it
+     * and a residual_type outside tsr_dtype. */
     tsr_epilogue epilogue;
     size_t x_offset, w_offset, y_offset; /* in elements of each tensor's own type */
     tsr_conv_algo algo;
@@ -495,9 +521,64 @@ TSR_API tsr_status tsr_conv2d_output_size(const tsr_conv2d_desc *desc, size_t *o
 TSR_API tsr_status tsr_conv2d_workspace_size(tsr_device *device, const tsr_conv2d_desc *desc, size_t *bytes,
                                              size_t *min_bytes);
 
-/* y = act(conv2d(x, w) + bias), bias and act from desc->epilogue. Every size and buffer is checked
- * before anything is enqueued; a rejected call writes nothing. */
+/* y = act(scale conv2d(x, w) + bias + residual), the epilogue from desc->epilogue. Every size and
+ * buffer is checked before anything is enqueued; a rejected call writes nothing. */
 TSR_API tsr_status tsr_conv2d(tsr_device *device, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem y,
+                              cl_command_queue queue, cl_event *event);
+
+/* ------------------------------------------------------------------------- pooling */
+
+/* How a 4-D activation tensor is laid out in memory: NCHW is [batch][channels][height][width]
+ * (PyTorch's default, tsr_conv2d's), NHWC is [batch][height][width][channels] (PyTorch's
+ * channels_last). */
+typedef enum tsr_tensor_layout { TSR_NCHW = 0, TSR_NHWC = 1 } tsr_tensor_layout;
+
+/* The reduction a pooling window applies. */
+typedef enum tsr_pool_kind { TSR_POOL_MAX = 0, TSR_POOL_AVG = 1 } tsr_pool_kind;
+
+/* 2-D max or average pooling, exactly PyTorch's max_pool2d / avg_pool2d (divisor_override aside):
+ * output (oh, ow) of channel c of image n reduces x over the window rows
+ *   ih = oh * stride_h - pad_h + i * dilation_h, i < kernel_h
+ * (columns alike), positions outside the input being padding. Max ignores padding (a window
+ * without an input element, possible only with dilation, gives -Inf, as PyTorch) and propagates
+ * NaN (a NaN anywhere in the window gives NaN). Average divides the sum of the window's input
+ * elements by the window's size clipped to the padded input [-pad, in + pad)
+ * (PyTorch's count_include_pad, the default here: padded zeros count, the ceil-mode overhang past
+ * the padding does not) or, with exclude_pad, by the number of input elements in the window.
+ * Output size (tsr_pool2d_output_size): out = floor((in + 2 pad - dilation (kernel - 1) - 1) /
+ * stride) + 1, rounded up instead with ceil_mode, where a last window that would start past the
+ * input and its left padding (at or beyond in + pad) is dropped; out must be at least 1.
+ * Global average pooling is kernel = in_height x in_width (stride and padding 0): it runs as one
+ * reduction per (n, c). x holds batch x channels x in_height x in_width elements from x_offset, y
+ * batch x channels x out_h x out_w from y_offset, both in `layout`. Zero fields take defaults. */
+typedef struct tsr_pool2d_desc {
+    tsr_pool_kind kind;
+    tsr_tensor_layout layout; /* 0: TSR_NCHW; x and y share it */
+    size_t batch, channels, in_height, in_width; /* each at least 1 */
+    size_t kernel_h, kernel_w;                   /* each at least 1 */
+    size_t stride_h, stride_w;                   /* 0: the kernel size (PyTorch's default) */
+    size_t pad_h, pad_w;                         /* at most half the kernel (kernel / 2), as PyTorch */
+    size_t dilation_h, dilation_w;               /* 0: 1; average pooling refuses anything but 1 */
+    int ceil_mode;         /* nonzero: round the output size up (PyTorch's ceil_mode) */
+    int exclude_pad;       /* average: 0 counts padded zeros in the divisor (PyTorch's default,
+                            * count_include_pad=True); nonzero leaves them out; max ignores it */
+    size_t x_offset, y_offset; /* in elements of each tensor's type */
+    tsr_dtype x_type, y_type;  /* 0: fp32; f16 and bf16 storage, any combination (fp32 arithmetic) */
+} tsr_pool2d_desc;
+
+/* The output's height and width for the descriptor (with its defaults); every rule of tsr_pool2d
+ * that needs no buffer is checked (TSR_ERR_INVALID_ARG naming the field, TSR_ERR_OVERFLOW for
+ * sizes whose products overflow). */
+TSR_API tsr_status tsr_pool2d_output_size(const tsr_pool2d_desc *desc, size_t *out_h, size_t *out_w);
+
+/* The pooling above on the device. y may not overlap x (compared as byte spans, sub-buffers
+ * resolved to their parent), and both are checked against their real buffer sizes before anything
+ * is enqueued. Max is exact in any storage (y rounded once to its type); average sums in fp32,
+ * within 2^-24 sqrt(window) relative of a double-precision reference plus y's own rounding.
+ * Windows run vectorized along the contiguous dimension (width in NCHW, channels in NHWC); the
+ * vector width and the global reduction's work-group size are the op "pool2d"'s tuned
+ * configuration (classes "window" and "global", with their 16-bit twins). */
+TSR_API tsr_status tsr_pool2d(tsr_device *device, const tsr_pool2d_desc *desc, cl_mem x, cl_mem y,
                               cl_command_queue queue, cl_event *event);
 
 /* ------------------------------------------------------------ transformer layers */

@@ -95,6 +95,7 @@ void tsr_tuning_invalidate(tsr_device *dev) {
     dev->tuning_db_loaded = false;
     dev->tuning_db_warning[0] = '\0';
     pthread_mutex_unlock(&dev->lock);
+    tsr_launch_invalidate(dev); /* records hold configurations resolved from the old state */
 }
 
 /* Try one database for one class; fills cfg and info on success, and counts the entries it passed
@@ -416,6 +417,8 @@ tsr_status tsr_config_set_override(tsr_device *dev, const tsr_op *op, const char
     pthread_mutex_lock(&dev->lock);
     st = put_override(dev, var, text && *text ? text : NULL, true);
     pthread_mutex_unlock(&dev->lock);
+    /* After the override is in place: a call that resolved before it cannot keep its record. */
+    tsr_launch_invalidate(dev);
 done:
     return st;
 }
@@ -467,4 +470,26 @@ tsr_status tsr_op_config(tsr_device *dev, const tsr_op *op, const void *problem,
 tsr_status tsr_op_config_lookup(tsr_device *dev, const tsr_op *op, const char *problem_class, tsr_config_info *info) {
     tsr_config config;
     return op_config_info(dev, op, problem_class, NULL, &config, info);
+}
+
+tsr_status tsr_op_config_shape(tsr_device *dev, const tsr_op *op, const void *problem, const uint32_t *shape,
+                               size_t nwords, tsr_config *config) {
+    if (nwords > TSR_LAUNCH_KEY_WORDS)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: a shape key of %zu words is too long", op->name, nwords);
+    tsr_launch_key key;
+    memset(&key, 0, sizeof key);
+    key.tag = op; /* ops' kernel records are tagged by other addresses */
+    memcpy(key.words, shape, nwords * sizeof *shape);
+    tsr_launch rec;
+    uint64_t generation;
+    if (tsr_launch_find(dev, &key, &rec, &generation)) {
+        *config = rec.config;
+        return TSR_SUCCESS;
+    }
+    tsr_status st = tsr_op_config(dev, op, problem, config);
+    if (st != TSR_SUCCESS) return st;
+    memset(&rec, 0, sizeof rec);
+    rec.config = *config;
+    tsr_launch_store(dev, &key, generation, &rec);
+    return TSR_SUCCESS;
 }

@@ -153,14 +153,15 @@ struct tsr_op;
 typedef struct tsr_program_entry tsr_program_entry;
 
 /* Workspace slots: who uses which scratch buffer. */
+#define TSR_IDS_SLOTS 4
 enum tsr_workspace_slot {
     TSR_WS_PACK_A = 0, /* GEMM's packed A panels */
     TSR_WS_PACK_B = 1, /* GEMM's packed B panels */
     TSR_WS_TEMP0 = 2,  /* temporaries: unfused GELU; attention's transposed K */
     TSR_WS_TEMP1 = 3,  /* temporaries: unfused GELU; unfused attention's scores */
     TSR_WS_CONV_COL = 4, /* conv's im2col column matrices */
-    TSR_WS_IDS = 5,      /* tsr_embedding's token ids, copied from the host */
-    TSR_WORKSPACE_SLOTS
+    TSR_WS_IDS = 5,      /* tsr_embedding's token ids, copied from the host: TSR_IDS_SLOTS slots in turn */
+    TSR_WORKSPACE_SLOTS = TSR_WS_IDS + TSR_IDS_SLOTS
 };
 
 struct tsr_device {
@@ -177,6 +178,11 @@ struct tsr_device {
      * it), so launches never wait for another thread's compile (program.c, lookup_or_build). */
     pthread_mutex_t program_lock;
     tsr_program_entry *programs;   /* in-memory program cache */
+    /* Launch records (program.c, tsr_launch_find), guarded by program_lock: hashed chains, their
+     * count, and a generation that tsr_launch_invalidate advances. */
+    struct tsr_launch_entry *launches[64];
+    size_t nlaunches;
+    uint64_t launch_generation;
     bool persistent;               /* on-disk cache usable */
     int cache_store_paused;        /* > 0: new builds stay in memory only (the tuner's candidates) */
     char cache_dir[TSR_PATH_MAX];
@@ -197,6 +203,10 @@ struct tsr_device {
         cl_mem buffer;
         size_t bytes;
         cl_event last_use;
+        /* host memory a non-blocking upload into the buffer reads from (tsr_embedding's ids),
+         * free to reuse once last_use completed; freed with the workspace */
+        void *host;
+        size_t host_bytes;
     } workspace[TSR_WORKSPACE_SLOTS];
 
     /* Configuration state of config.c, guarded by `lock`. Overrides per op, keyed by the op's
@@ -319,6 +329,65 @@ tsr_status tsr_program_from_text(tsr_device *device, const char *label, const ch
 /* Write the binary of (source, options) into `dir` in the cache-entry format. */
 tsr_status tsr_program_write_binary(tsr_device *device, const char *source_name,
                                     const char *options, const char *dir);
+
+/* ---- kernel objects and launch records (program.c) ----
+ * The fixed cost of a call, paid once per shape instead of on every call (docs/ARCHITECTURE.md,
+ * "Small calls"). Kernel objects are created once per (program, kernel name) and kept with their
+ * program entry until the device closes. clSetKernelArg is not thread-safe, so every cached kernel
+ * has a lock that a caller holds from its first clSetKernelArg to its clEnqueueNDRangeKernel, and
+ * for nothing else (a leaf lock: no other lock is taken inside it); OpenCL captures the arguments
+ * at the enqueue, so the object is free again as soon as the enqueue returns. */
+typedef struct tsr_kernel {
+    cl_kernel kernel;
+    pthread_mutex_t lock;
+    char name[48];
+    struct tsr_kernel *next;
+} tsr_kernel;
+/* The cached kernel `name` of `program`, a program the device's cache holds (tsr_program_for):
+ * created on its first request. Owned by the cache: never released by the caller. */
+tsr_status tsr_program_kernel(tsr_device *device, cl_program program, const char *name, tsr_kernel **kernel);
+static inline void tsr_kernel_lock(tsr_kernel *k) { pthread_mutex_lock(&k->lock); }
+static inline void tsr_kernel_unlock(tsr_kernel *k) { pthread_mutex_unlock(&k->lock); }
+
+/* Launch records: what an op resolved for a key it chooses (a shape, or a configuration and a
+ * program variant) — its configuration, program and kernels, and optionally one device buffer
+ * it keeps (`aux`, e.g. attention's key lengths when every batch entry has all keys) — so a call
+ * that has seen its key skips the resolver, option formatting, program look-up and allocation.
+ * Keys are plain words (zero what you do not use), compared whole, never formatted. */
+#define TSR_LAUNCH_KEY_WORDS 32
+#define TSR_LAUNCH_KERNELS 4
+typedef struct tsr_launch_key {
+    const void *tag; /* whose key: the op, or a function of it */
+    uint32_t words[TSR_LAUNCH_KEY_WORDS];
+} tsr_launch_key;
+typedef struct tsr_launch {
+    tsr_config config;
+    cl_program program;
+    tsr_kernel *kernels[TSR_LAUNCH_KERNELS];
+    cl_mem aux;    /* NULL, or a buffer the record keeps (retained by it) */
+    int flags;     /* the op's own */
+} tsr_launch;
+/* The record for `key` into *out (true), its aux retained for the caller (release it after the
+ * enqueue that uses it); false when there is none, with *generation set for tsr_launch_store. */
+bool tsr_launch_find(tsr_device *device, const tsr_launch_key *key, tsr_launch *out, uint64_t *generation);
+/* Keep `record` under `key`, unless the records were invalidated since `generation` was read
+ * (what was resolved may be stale then) or the table is full (records are a cache: a call without
+ * one only pays the fixed cost again). Takes its own reference to record->aux. */
+void tsr_launch_store(tsr_device *device, const tsr_launch_key *key, uint64_t generation, const tsr_launch *record);
+/* Forget every record: called after anything a record could have been resolved from changes (an
+ * override set or cleared, a re-tune's database, a program dropped from the cache). */
+void tsr_launch_invalidate(tsr_device *device);
+/* The cached kernels `names` (NULL-terminated, at most TSR_LAUNCH_KERNELS; an empty name skips its
+ * slot) of source `source` built with options(cfg, variant): from a launch record keyed by `tag`,
+ * the configuration's values, `variant` and `extra` (whatever else decides the kernels), so that
+ * after the first call no option text is formatted and no program looked up (with $TSR_KERNEL_DIR
+ * set the program is looked up every call, so an edited file reaches the next call). */
+typedef void (*tsr_options_fn)(const tsr_config *cfg, int variant, char *out, size_t size);
+tsr_status tsr_launch_kernels(tsr_device *device, const void *tag, const tsr_config *cfg, int variant, uint32_t extra,
+                              const char *source, tsr_options_fn options, const char *const *names,
+                              tsr_kernel *kernels[TSR_LAUNCH_KERNELS]);
+/* How many records the device holds (tests). */
+size_t tsr_launch_count(tsr_device *device);
 
 /* $dir/name.cl with its `#include "OTHER.cl"` line expanded from the same directory. */
 tsr_status tsr_read_kernel_file(const char *dir, const char *name, char **data, size_t *size);
@@ -533,9 +602,19 @@ void tsr_layernorm_reference(size_t rows, size_t cols, double eps, const float *
 /* LayerNorm's shape text "ROWSxCOLS [+res] [DTYPE]" (the fixture's, the tuner's and the bench's). */
 tsr_status tsr_layernorm_shape_parse(const char *shape, size_t *rows, size_t *cols, bool *residual, tsr_dtype *in_type,
                                      tsr_dtype *out_type);
+extern const tsr_op tsr_op_pool2d;
+/* pool2d's shape text "NxCxHxW max|avg kK[xK] [sS[xS]] [pP[xP]] [dD[xD]] [ceil] [exclude] [nhwc] [DTYPE]"
+ * (the fixture's, the tuner's and the bench's) into a descriptor (zero offsets; exclude_pad
+ * set by "exclude"), checked as tsr_pool2d_output_size checks it; and back (defaults left out). */
+tsr_status tsr_pool2d_shape_parse(const char *shape, tsr_pool2d_desc *desc);
+void tsr_pool2d_shape_format(const tsr_pool2d_desc *desc, char *out, size_t size);
 /* conv2d in double on the host (y: batch * out_channels * out_h * out_w values), with the
  * descriptor's bias and activation; and the op's FLOP count (2 N K P Q Cg R S). */
 void tsr_conv2d_reference(const tsr_conv2d_desc *desc, const float *x, const float *w, const float *bias, double *y);
+/* The same with the whole fused epilogue (each of scale, bias and residual may be NULL: none;
+ * residual has y's shape): y = act(scale[k] sum + bias[k] + residual). */
+void tsr_conv2d_reference_fused(const tsr_conv2d_desc *desc, const float *x, const float *w, const float *scale,
+                                const float *bias, const float *residual, double *y);
 double tsr_conv2d_flops(const tsr_conv2d_desc *desc);
 /* Storage types of a GEMM's A, B and C (the bias stays fp32). */
 typedef struct tsr_gemm_types {
@@ -684,6 +763,11 @@ double tsr_gelu_max_error(int mode, const float *x, const float *y, size_t n);
  * tsr_gelu_max_error). A correct result stays within the fp32 kernel's 1e-6 whatever the type; a
  * store that truncates, or rounds through another type, exceeds it. */
 double tsr_gelu_max_error_stored(int mode, tsr_dtype y_type, const float *x, const float *y, size_t n);
+/* pool2d in double on the host (reference.c), written from PyTorch's definition independently of
+ * ops/pool.c: desc with its defaults explicit (stride, dilation), offsets ignored; x and y
+ * contiguous in desc->layout, y batch x channels x out_h x out_w values (the output size computed
+ * here too). Max propagates NaN; a window without an input element gives -Inf. */
+void tsr_pool2d_reference(const tsr_pool2d_desc *desc, const float *x, double *y);
 /* One query row of softmax(q K^T scale) V in double: k and v are the head's kv_len x head_dim
  * rows; scores holds kv_len values of scratch; out receives head_dim values. */
 void tsr_attention_reference_row(const float *q_row, const float *k, const float *v, size_t kv_len, size_t head_dim,
@@ -725,6 +809,12 @@ tsr_status tsr_fixture_poison(tsr_device *device, cl_mem mem, float *host, size_
  * and tests), else the tuning database through its fallback chain, else the built-in default;
  * always legal for the device. */
 tsr_status tsr_op_config(tsr_device *device, const tsr_op *op, const void *problem, tsr_config *config);
+/* tsr_op_config remembered per shape: `shape` (nwords <= TSR_LAUNCH_KEY_WORDS) holds every field of
+ * the problem its class and legality depend on; the record is forgotten whenever an override or a
+ * re-tune could change the answer (tsr_launch_invalidate), so a call that has seen its shape skips
+ * the resolver's class name and look-ups. */
+tsr_status tsr_op_config_shape(tsr_device *device, const tsr_op *op, const void *problem, const uint32_t *shape,
+                               size_t nwords, tsr_config *config);
 /* tsr_config_lookup for an op descriptor (the class is not checked; no diagnostics cleared). */
 tsr_status tsr_op_config_lookup(tsr_device *device, const tsr_op *op, const char *problem_class,
                                 tsr_config_info *info);

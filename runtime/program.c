@@ -54,6 +54,8 @@ struct tsr_program_entry {
     /* Dropped (a binary that lacked a kernel a caller needs): no lookup finds it, but callers may
      * still hold its program, so it is released with the device. */
     bool retired;
+    /* Kernel objects made from it (tsr_program_kernel), released with the entry. */
+    tsr_kernel *cached_kernels;
     tsr_program_entry *next;
 };
 
@@ -332,10 +334,19 @@ void tsr_cache_init(tsr_device *dev) {
         tsr_warn("refusing ahead-of-time binaries: %s (set TSR_TRUST_BINARY_DIR=1 to use it anyway)", why);
 }
 
+static void launches_clear(tsr_device *dev);
+
 void tsr_cache_release(tsr_device *dev) {
+    launches_clear(dev);
     tsr_program_entry *e = dev->programs;
     while (e) {
         tsr_program_entry *next = e->next;
+        for (tsr_kernel *k = e->cached_kernels, *knext; k; k = knext) {
+            knext = k->next;
+            clReleaseKernel(k->kernel);
+            pthread_mutex_destroy(&k->lock);
+            free(k);
+        }
         clReleaseProgram(e->program);
         free(e->key_text);
         free(e->options);
@@ -916,6 +927,8 @@ static tsr_status drop_binary(tsr_device *dev, cl_program program, const char *s
         return TSR_SUCCESS;
     }
     e->retired = true;
+    launches_clear(dev); /* records may name the dropped program: resolve again */
+    dev->launch_generation++;
     char why[160];
     if (err == CL_SUCCESS) snprintf(why, sizeof why, "lacks kernel '%.*s'", (int)kernel_length, kernel);
     else snprintf(why, sizeof why, "cannot give kernel '%.*s' (clCreateKernel: %s)", (int)kernel_length, kernel,
@@ -1046,4 +1059,169 @@ done:
     free(bin);
     free(owned);
     return st;
+}
+
+/* ---- kernel objects and launch records ---- */
+
+tsr_status tsr_program_kernel(tsr_device *dev, cl_program program, const char *name, tsr_kernel **kernel) {
+    *kernel = NULL;
+    if (strlen(name) >= sizeof((tsr_kernel *)0)->name)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "kernel name '%s' is too long for the kernel cache", name);
+    pthread_mutex_lock(&dev->program_lock);
+    tsr_program_entry *e = dev->programs;
+    while (e && e->program != program) e = e->next;
+    tsr_kernel *k = e ? e->cached_kernels : NULL;
+    while (k && strcmp(k->name, name) != 0) k = k->next;
+    pthread_mutex_unlock(&dev->program_lock);
+    if (!e) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_program_kernel: the program is not one of the device's cache");
+    if (k) {
+        *kernel = k;
+        return TSR_SUCCESS;
+    }
+    /* Created outside the lock (PoCL may compile the kernel for its work-group size here); two
+     * threads that miss at once both create one, and the second to insert keeps the first's. */
+    cl_int err = CL_SUCCESS;
+    cl_kernel made = clCreateKernel(program, name, &err);
+    if (err != CL_SUCCESS)
+        return tsr_fail(err == CL_INVALID_KERNEL_NAME ? TSR_ERR_NOT_FOUND : TSR_ERR_OPENCL,
+                        "clCreateKernel('%s') failed with %s (%d)", name, tsr_cl_error_name(err), (int)err);
+    tsr_kernel *fresh = calloc(1, sizeof *fresh);
+    if (!fresh || pthread_mutex_init(&fresh->lock, NULL) != 0) {
+        free(fresh);
+        clReleaseKernel(made);
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory caching kernel '%s'", name);
+    }
+    fresh->kernel = made;
+    tsr_strlcpy(fresh->name, name, sizeof fresh->name);
+    pthread_mutex_lock(&dev->program_lock);
+    k = e->cached_kernels; /* entries are never freed before the device: e is still valid */
+    while (k && strcmp(k->name, name) != 0) k = k->next;
+    if (!k) {
+        fresh->next = e->cached_kernels;
+        e->cached_kernels = fresh;
+        k = fresh;
+        fresh = NULL;
+    }
+    pthread_mutex_unlock(&dev->program_lock);
+    if (fresh) {
+        clReleaseKernel(fresh->kernel);
+        pthread_mutex_destroy(&fresh->lock);
+        free(fresh);
+    }
+    *kernel = k;
+    return TSR_SUCCESS;
+}
+
+struct tsr_launch_entry {
+    tsr_launch_key key;
+    tsr_launch record;
+    struct tsr_launch_entry *next;
+};
+
+/* Enough for every shape of a model and every configuration a tuning run tries on a class; past
+ * it new records are not kept (the call pays its fixed cost, nothing else changes). */
+#define MAX_LAUNCHES 4096
+
+static size_t launch_bucket(const tsr_launch_key *key) {
+    uint64_t h = (uint64_t)(uintptr_t)key->tag * 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < TSR_LAUNCH_KEY_WORDS; ++i) h = (h ^ key->words[i]) * 0x100000001B3ull;
+    return (size_t)(h >> 58) % (sizeof ((tsr_device *)0)->launches / sizeof *((tsr_device *)0)->launches);
+}
+
+static bool same_key(const tsr_launch_key *a, const tsr_launch_key *b) {
+    return a->tag == b->tag && memcmp(a->words, b->words, sizeof a->words) == 0;
+}
+
+/* Call with program_lock held (or on a device no other thread can reach). */
+static void launches_clear(tsr_device *dev) {
+    for (size_t b = 0; b < sizeof dev->launches / sizeof *dev->launches; ++b) {
+        for (struct tsr_launch_entry *e = dev->launches[b], *next; e; e = next) {
+            next = e->next;
+            if (e->record.aux) clReleaseMemObject(e->record.aux);
+            free(e);
+        }
+        dev->launches[b] = NULL;
+    }
+    dev->nlaunches = 0;
+}
+
+bool tsr_launch_find(tsr_device *dev, const tsr_launch_key *key, tsr_launch *out, uint64_t *generation) {
+    const size_t b = launch_bucket(key);
+    pthread_mutex_lock(&dev->program_lock);
+    struct tsr_launch_entry *e = dev->launches[b];
+    while (e && !same_key(&e->key, key)) e = e->next;
+    if (e) {
+        *out = e->record;
+        if (out->aux) clRetainMemObject(out->aux);
+    }
+    *generation = dev->launch_generation;
+    pthread_mutex_unlock(&dev->program_lock);
+    return e != NULL;
+}
+
+void tsr_launch_store(tsr_device *dev, const tsr_launch_key *key, uint64_t generation, const tsr_launch *record) {
+    const size_t b = launch_bucket(key);
+    pthread_mutex_lock(&dev->program_lock);
+    struct tsr_launch_entry *e = dev->launches[b];
+    while (e && !same_key(&e->key, key)) e = e->next;
+    if (!e && generation == dev->launch_generation && dev->nlaunches < MAX_LAUNCHES &&
+        (e = malloc(sizeof *e)) != NULL) {
+        e->key = *key;
+        e->record = *record;
+        if (e->record.aux) clRetainMemObject(e->record.aux);
+        e->next = dev->launches[b];
+        dev->launches[b] = e;
+        dev->nlaunches++;
+    }
+    pthread_mutex_unlock(&dev->program_lock);
+}
+
+void tsr_launch_invalidate(tsr_device *dev) {
+    pthread_mutex_lock(&dev->program_lock);
+    launches_clear(dev);
+    dev->launch_generation++;
+    pthread_mutex_unlock(&dev->program_lock);
+}
+
+size_t tsr_launch_count(tsr_device *dev) {
+    pthread_mutex_lock(&dev->program_lock);
+    size_t n = dev->nlaunches;
+    pthread_mutex_unlock(&dev->program_lock);
+    return n;
+}
+
+tsr_status tsr_launch_kernels(tsr_device *dev, const void *tag, const tsr_config *cfg, int variant, uint32_t extra,
+                              const char *source, tsr_options_fn options, const char *const *names,
+                              tsr_kernel *kernels[TSR_LAUNCH_KERNELS]) {
+    _Static_assert(sizeof cfg->values + 2 * sizeof(uint32_t) <= sizeof((tsr_launch_key *)0)->words,
+                   "a configuration, its variant and one more word fit a launch key");
+    tsr_status status = TSR_SUCCESS;
+    tsr_launch_key key;
+    memset(&key, 0, sizeof key);
+    key.tag = tag;
+    memcpy(key.words, cfg->values, sizeof cfg->values);
+    key.words[TSR_MAX_PARAMS] = (uint32_t)variant;
+    key.words[TSR_MAX_PARAMS + 1] = extra;
+    tsr_launch rec;
+    uint64_t generation = 0;
+    /* With $TSR_KERNEL_DIR every call reads the files again (an edit reaches the next call, as it
+     * always did): no record, only the kernel objects of each program are kept. */
+    const bool remember = !dev->kernel_dir[0];
+    if (remember && tsr_launch_find(dev, &key, &rec, &generation)) {
+        memcpy(kernels, rec.kernels, sizeof rec.kernels);
+        return TSR_SUCCESS;
+    }
+    memset(&rec, 0, sizeof rec);
+    char text[768], list[4 * 48] = "";
+    options(cfg, variant, text, sizeof text);
+    for (int i = 0, used = 0; i < TSR_LAUNCH_KERNELS && names[i]; ++i)
+        used += snprintf(list + used, sizeof list - (size_t)used, "%s%s", i ? ";" : "", names[i]);
+    TSR_CHECK(status, tsr_program_for(dev, source, text, list, &rec.program), done);
+    for (int i = 0; i < TSR_LAUNCH_KERNELS && names[i]; ++i)
+        if (*names[i]) TSR_CHECK(status, tsr_program_kernel(dev, rec.program, names[i], &rec.kernels[i]), done);
+    rec.config = *cfg;
+    if (remember) tsr_launch_store(dev, &key, generation, &rec);
+    memcpy(kernels, rec.kernels, sizeof rec.kernels);
+done:
+    return status;
 }

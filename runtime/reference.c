@@ -133,6 +133,11 @@ double tsr_gelu_max_error_stored(int mode, tsr_dtype y_type, const float *x, con
 static size_t or_one(size_t v) { return v ? v : 1; }
 
 void tsr_conv2d_reference(const tsr_conv2d_desc *d, const float *x, const float *w, const float *bias, double *y) {
+    tsr_conv2d_reference_fused(d, x, w, NULL, bias, NULL, y);
+}
+
+void tsr_conv2d_reference_fused(const tsr_conv2d_desc *d, const float *x, const float *w, const float *scale,
+                                const float *bias, const float *residual, double *y) {
     size_t N = d->batch, C = d->in_channels, H = d->in_height, W = d->in_width, K = d->out_channels;
     size_t R = d->kernel_h, S = d->kernel_w, G = or_one(d->groups), Cg = C / G, Kg = K / G;
     size_t sh = or_one(d->stride_h), sw = or_one(d->stride_w), dh = or_one(d->dilation_h), dw = or_one(d->dilation_w);
@@ -146,7 +151,7 @@ void tsr_conv2d_reference(const tsr_conv2d_desc *d, const float *x, const float 
         for (size_t k = 0; k < K; ++k) {
             size_t g = k / Kg;
             double *yk = y + (n * K + k) * PQ;
-            for (size_t i = 0; i < PQ; ++i) yk[i] = bias ? bias[k] : 0.0;
+            for (size_t i = 0; i < PQ; ++i) yk[i] = 0.0;
             for (size_t c = 0; c < Cg; ++c)
                 for (size_t r = 0; r < R; ++r)
                     for (size_t s = 0; s < S; ++s) {
@@ -161,6 +166,10 @@ void tsr_conv2d_reference(const tsr_conv2d_desc *d, const float *x, const float 
                             }
                         }
                     }
+            /* the epilogue, in the header's order: scale, bias, residual, activation */
+            const float *rk = residual ? residual + (n * K + k) * PQ : NULL;
+            for (size_t i = 0; i < PQ; ++i)
+                yk[i] = yk[i] * (scale ? scale[k] : 1.0) + (bias ? bias[k] : 0.0) + (rk ? rk[i] : 0.0);
             int act = (int)d->epilogue.activation;
             if (act != TSR_ACT_NONE)
                 for (size_t i = 0; i < PQ; ++i)
@@ -185,4 +194,48 @@ void tsr_attention_reference_row(const float *q_row, const float *k, const float
         for (size_t j = 0; j < kv_len; ++j) acc += scores[j] * v[j * head_dim + d];
         out[d] = acc / sum;
     }
+}
+
+/* ---- pool2d ---- */
+
+/* One dimension's output size as PyTorch defines it (pooling_output_shape), in signed arithmetic. */
+static long long pool_reference_out(long long n, long long k, long long s, long long p, long long d, int ceil_mode) {
+    const long long span = n + 2 * p - d * (k - 1) - 1;
+    long long out = (span + (ceil_mode ? s - 1 : 0)) / s + 1;
+    if (ceil_mode && (out - 1) * s >= n + p) --out;
+    return out;
+}
+
+void tsr_pool2d_reference(const tsr_pool2d_desc *d, const float *x, double *y) {
+    const long long N = (long long)d->batch, C = (long long)d->channels, H = (long long)d->in_height,
+                    W = (long long)d->in_width, KH = (long long)d->kernel_h, KW = (long long)d->kernel_w,
+                    SH = (long long)d->stride_h, SW = (long long)d->stride_w, PH = (long long)d->pad_h,
+                    PW = (long long)d->pad_w, DH = (long long)d->dilation_h, DW = (long long)d->dilation_w;
+    const long long OH = pool_reference_out(H, KH, SH, PH, DH, d->ceil_mode),
+                    OW = pool_reference_out(W, KW, SW, PW, DW, d->ceil_mode);
+    const bool nhwc = d->layout == TSR_NHWC;
+    for (long long n = 0; n < N; ++n)
+        for (long long c = 0; c < C; ++c)
+            for (long long oh = 0; oh < OH; ++oh)
+                for (long long ow = 0; ow < OW; ++ow) {
+                    const long long hs = oh * SH - PH, ws = ow * SW - PW;
+                    double acc = d->kind == TSR_POOL_MAX ? -INFINITY : 0.0;
+                    long long inside = 0;
+                    for (long long i = 0; i < KH; ++i)
+                        for (long long j = 0; j < KW; ++j) {
+                            const long long ih = hs + i * DH, iw = ws + j * DW;
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                            const double v = x[nhwc ? ((n * H + ih) * W + iw) * C + c : ((n * C + c) * H + ih) * W + iw];
+                            ++inside;
+                            if (d->kind == TSR_POOL_AVG) acc += v;
+                            else if (isnan(v) || v > acc) acc = isnan(acc) ? acc : v;
+                        }
+                    if (d->kind == TSR_POOL_AVG) {
+                        /* count_include_pad: the window clipped to the padded input [-p, n + p) */
+                        const long long he = hs + KH < H + PH ? hs + KH : H + PH, we = ws + KW < W + PW ? ws + KW : W + PW;
+                        const long long divisor = !d->exclude_pad ? (he - hs) * (we - ws) : inside;
+                        acc = divisor > 0 ? acc / (double)divisor : 0.0;
+                    }
+                    y[nhwc ? ((n * OH + oh) * OW + ow) * C + c : ((n * C + c) * OH + oh) * OW + ow] = acc;
+                }
 }

@@ -4,7 +4,8 @@
 
 #include <string.h>
 
-const tsr_op *const tsr_ops[] = {&tsr_op_gemm, &tsr_op_gelu, &tsr_op_conv, &tsr_op_attention, &tsr_op_layernorm, NULL};
+const tsr_op *const tsr_ops[] = {&tsr_op_gemm, &tsr_op_gelu, &tsr_op_conv, &tsr_op_attention, &tsr_op_layernorm,
+                                  &tsr_op_pool2d, NULL};
 
 enum { MAX_OPS = 64 };
 static const char *op_names[MAX_OPS + 1];

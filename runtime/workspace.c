@@ -50,6 +50,7 @@ void tsr_workspace_release(tsr_device *dev) {
     for (int i = 0; i < TSR_WORKSPACE_SLOTS; ++i) {
         if (dev->workspace[i].last_use) clReleaseEvent(dev->workspace[i].last_use);
         if (dev->workspace[i].buffer) clReleaseMemObject(dev->workspace[i].buffer);
+        free(dev->workspace[i].host);
         memset(&dev->workspace[i], 0, sizeof dev->workspace[i]);
     }
 }

@@ -415,7 +415,9 @@ static tsr_status call_gemm(const gemm_args *g, cl_mem a, cl_mem b, cl_mem c, cl
                                          g->c_stride, g->batch, q, ev);
     default: {
         tsr_matmul_desc d = gemm_desc(g);
-        if (!g->epi_null) d.epilogue = (tsr_epilogue){bias, g->bias_off, g->bias_stride, g->act};
+        if (!g->epi_null)
+            d.epilogue = (tsr_epilogue){
+                .bias = bias, .bias_offset = g->bias_off, .bias_stride = g->bias_stride, .activation = g->act};
         return tsr_matmul(dev, &d, a, b, c, q, ev);
     }
     }

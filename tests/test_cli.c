@@ -266,6 +266,48 @@ static void bench_layernorm_rows(void **state) {
     }
 }
 
+/* The pooling benchmark: a tessera row (checked against the reference) and a copy row per shape,
+ * --dtype applied to shapes that name no storage, malformed shapes refused. */
+static void bench_pool2d_rows(void **state) {
+    (void)state;
+    char dir[600], args[900], path[700];
+    th_tempdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/pool.json", dir);
+    snprintf(args, sizeof args,
+             "bench pool2d --sizes '2x3x9x9 max k3 s2 p1,1x5x7x7 avg k7 nhwc bf16/f32' --dtype f16 --budget 0.02 "
+             "--json %s",
+             path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "copy-kernel");
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    cJSON *rows = cJSON_Parse(text);
+    free(text);
+    assert_non_null(rows);
+    assert_int_equal(cJSON_GetArraySize(rows), 4); /* 2 shapes x (tessera, copy) */
+    const char *const dtypes[2] = {"f16", "bf16/f32"};
+    int k = 0;
+    cJSON *r;
+    cJSON_ArrayForEach(r, rows) {
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(r, "op")), "pool2d");
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "gbps")) > 0);
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl")), "tessera") == 0) {
+            assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(r, "dtype")), dtypes[k++]);
+            assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= 4e-3);
+        }
+    }
+    assert_int_equal(k, 2);
+    cJSON_Delete(rows);
+    th_remove_tree(dir);
+    const char *const bad[] = {"bench pool2d --sizes '1x2x3 max k2'", "bench pool2d --sizes '1x2x3x4 max k2 p2'",
+                               "bench pool2d --sizes '1x2x3x4 max k2,'", "bench pool2d --sizes '1x2x3x4 avg k2 d2'"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        assert_int_equal(run_cli(NULL, bad[i], out, sizeof out), 1);
+        TH_ASSERT_CONTAINS(out, "--sizes");
+    }
+}
+
 static void bench_conv2d_peak_report(void **state) {
     (void)state;
     char dir[600], args[1400], path[700];
@@ -825,6 +867,7 @@ int main(void) {
         cmocka_unit_test(bench_rows),
         cmocka_unit_test(bench_gelu_and_attention),
         cmocka_unit_test(bench_layernorm_rows),
+        cmocka_unit_test(bench_pool2d_rows),
         cmocka_unit_test(bench_conv2d_peak_report),
         cmocka_unit_test(tune_show_export_import),
         cmocka_unit_test(stale_tuning_is_flagged),

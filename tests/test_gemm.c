@@ -62,6 +62,13 @@ typedef struct gemm_case {
     size_t bias_off, bias_gap;
     /* storage types (zero: fp32, through the tsr_sgemm shims unless an epilogue; otherwise through tsr_matmul) */
     tsr_dtype at, bt, ct;
+    /* the epilogue's scale (per column, its stride and sharing as the bias's) and residual (res 0:
+     * none, 1: a matrix of its own in C's layout, type rt, at r_off; 2: C itself) */
+    bool scale;
+    size_t scale_off;
+    int res;
+    tsr_dtype rt;
+    size_t r_off;
 } gemm_case;
 
 static bool typed_case(const gemm_case *g) { return g->at != TSR_F32 || g->bt != TSR_F32 || g->ct != TSR_F32; }
@@ -100,7 +107,7 @@ static double run_case(const gemm_case *g) {
     th_fill_uniform_typed(g->at, a, na, -1, 1);
     th_fill_uniform_typed(g->bt, b, nb, -1, 1);
     th_fill_uniform_typed(g->ct, c0, nc, -1, 1);
-    if (g->beta == 0.0f) /* C's old contents must not leak into the result, not even NaN */
+    if (g->beta == 0.0f && g->res != 2) /* C's old contents must not leak into the result, not even NaN */
         for (size_t i = 0; i < nc; ++i) c0[i] = (i % 3 == 0) ? NAN : INFINITY;
     cl_mem da = th_buffer_from_typed(dev, g->at, a, na), db = th_buffer_from_typed(dev, g->bt, b, nb),
            dc = th_buffer_from_typed(dev, g->ct, c0, nc);
@@ -117,8 +124,27 @@ static double run_case(const gemm_case *g) {
     float *bias = malloc(nbias * sizeof *bias);
     th_fill_uniform(bias, nbias, -1, 1);
     cl_mem dbias = g->bias ? th_buffer_from(dev, bias, nbias) : NULL;
-    tsr_epilogue epi = {.bias = dbias, .bias_offset = g->bias_off, .bias_stride = bias_stride, .activation = g->act};
-    bool with_epilogue = g->bias || g->act != TSR_ACT_NONE;
+    size_t nscale = g->scale_off + (g->batch - 1) * bias_stride + g->n;
+    float *scale = malloc(nscale * sizeof *scale);
+    th_fill_uniform(scale, nscale, -2, 2);
+    cl_mem dscale = g->scale ? th_buffer_from(dev, scale, nscale) : NULL;
+    /* the residual: C's shape, layout and strides; C's own values when it is C */
+    size_t nres = g->r_off + (g->batch - 1) * c_stride + c_span;
+    float *res = malloc(nres * sizeof *res);
+    th_fill_uniform_typed(g->rt, res, nres, -1, 1);
+    cl_mem dres = g->res == 1 ? th_buffer_from_typed(dev, g->rt, res, nres) : g->res == 2 ? dc : NULL;
+    const float *res_base = g->res == 1 ? res + g->r_off : c0 + g->c_off;
+    tsr_epilogue epi = {.bias = dbias,
+                        .bias_offset = g->bias_off,
+                        .bias_stride = bias_stride,
+                        .activation = g->act,
+                        .scale = dscale,
+                        .scale_offset = g->scale_off,
+                        .scale_stride = bias_stride,
+                        .residual = dres,
+                        .residual_offset = g->res == 2 ? g->c_off : g->r_off,
+                        .residual_type = g->res == 2 ? g->ct : g->rt};
+    bool with_epilogue = g->bias || g->act != TSR_ACT_NONE || g->scale || g->res;
     cl_event ev = NULL;
     tsr_layout layout = g->row_major ? TSR_ROW_MAJOR : TSR_COL_MAJOR;
     tsr_transpose ta = g->ta ? TSR_TRANS : TSR_NO_TRANS, tb = g->tb ? TSR_TRANS : TSR_NO_TRANS;
@@ -167,12 +193,16 @@ static double run_case(const gemm_case *g) {
     for (size_t bi = 0; bi < g->batch; ++bi) {
         const float *ab = a + g->a_off + bi * a_stride, *bb = b + g->b_off + bi * b_stride;
         const float *cin = c0 + g->c_off + bi * c_stride;
-        th_ref_sgemm(g->row_major, g->ta, g->tb, g->m, g->n, g->k, g->alpha, ab, lda, bb, ldb, g->beta, cin, ref, ldc);
-        for (size_t i = 0; with_epilogue && i < g->m; ++i)
+        /* alpha A B, then the epilogue in the header's order: scale, beta C, bias, residual, act */
+        th_ref_sgemm(g->row_major, g->ta, g->tb, g->m, g->n, g->k, g->alpha, ab, lda, bb, ldb, 0.0, cin, ref, ldc);
+        for (size_t i = 0; i < g->m; ++i)
             for (size_t j = 0; j < g->n; ++j) {
                 size_t idx = g->row_major ? i * ldc + j : j * ldc + i;
-                double v = ref[idx] + (g->bias ? bias[g->bias_off + bi * bias_stride + j] : 0.0);
-                ref[idx] = th_ref_activation(g->act, v);
+                double v = ref[idx] * (g->scale ? scale[g->scale_off + bi * bias_stride + j] : 1.0);
+                v += g->beta == 0.0f ? 0.0 : (double)g->beta * cin[idx];
+                v += g->bias ? bias[g->bias_off + bi * bias_stride + j] : 0.0;
+                v += g->res ? res_base[bi * c_stride + idx] : 0.0;
+                ref[idx] = with_epilogue ? th_ref_activation(g->act, v) : v;
             }
         double e = th_rel_error_matrix(g->row_major, g->m, g->n, c + g->c_off + bi * c_stride, ref, ldc);
         if (e > worst || isnan(e)) worst = isnan(e) ? INFINITY : e;
@@ -181,7 +211,11 @@ static double run_case(const gemm_case *g) {
     clReleaseMemObject(db);
     clReleaseMemObject(dc);
     if (dbias) clReleaseMemObject(dbias);
+    if (dscale) clReleaseMemObject(dscale);
+    if (g->res == 1) clReleaseMemObject(dres);
     free(bias);
+    free(scale);
+    free(res);
     free(inside);
     free(a);
     free(b);
@@ -354,6 +388,111 @@ static void epilogue_batched_and_degenerate(void **state) {
     gemm_case a0 = {.row_major = 0, .m = 17, .n = 5, .k = 8, .alpha = 0.0f, .beta = -1.0f, .batch = 1,
                     .act = TSR_ACT_GELU_TANH, .bias = true};
     expect_accurate(&a0);
+}
+
+/* The epilogue's scale and residual: act(scale[j] alpha A B + beta C + bias[j] + R(i, j)) with R a
+ * matrix of its own in each storage type, or C itself (beta + 1 inside; beta = 0 there reads C),
+ * on every layout and transposition, batches with shared and per-entry scales, offsets; through
+ * the default configuration, K blocking (the scale in every block, the rest once: C itself as the
+ * residual must not be read after the first block wrote it), staged tiles and the GPU kernel. */
+static void epilogue_scale_residual(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        NULL,
+        "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 KC=128 NT=2",
+        "MWI=2 VW=2 NVW=4 KU=2 WGM=4 WGN=8 KWG=8 SA=1 SB=1 PACKA=0 PACKB=0 KC=128",
+        "KERNEL=1 MWI=4 VW=4 NVW=1 KU=2 WGM=8 WGN=8 KWG=8 PAD=0 DB=0",
+    };
+    static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
+    int per = small_mode() ? 2 : 5;
+    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; ++c) {
+        if (small_mode() && c % 2) continue;
+        if (!configs[c]) set_gemm_override(NULL);
+        else if (!try_gemm_override(configs[c])) continue;
+        for (int j = 0; j < per; ++j) {
+            int t = rotated_kind(c, j, per, 5);
+            gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = (int)(th_rand() & 1), .tb = (int)(th_rand() & 1),
+                           .m = rand_size(40), .n = rand_size(40), .k = c == 1 ? 129 + th_rand() % 200 : rand_size(40),
+                           .ldc_pad = th_rand() % 3, .c_off = th_rand() % 4, .alpha = (t & 1) ? -0.9f : 1.0f,
+                           .beta = (t % 3 == 0) ? 0.0f : 0.5f, .batch = 1 + (size_t)(t >= 3) * (1 + th_rand() % 2),
+                           .c_gap = th_rand() % 3, .act = acts[(t + (int)c) % 4], .bias = t != 2,
+                           .bias_shared = t == 4, .bias_off = th_rand() % 3, .scale = t != 1,
+                           .scale_off = th_rand() % 3, .res = t == 0 ? 2 : 1, .rt = (tsr_dtype)(t % 3),
+                           .r_off = th_rand() % 4};
+            if (t == 4) g.res = 2, g.ct = TSR_F16; /* a 16-bit C that is its own residual */
+            expect_accurate(&g);
+        }
+    }
+    set_gemm_override(NULL);
+}
+
+/* A bad scale or residual is refused, naming it, before anything is enqueued: C keeps its contents. */
+static void epilogue_residual_invalid(void **state) {
+    (void)state;
+    enum { M = 8, N = 12, K = 4 };
+    float a[M * K], b[K * N], c[M * N], after[M * N];
+    th_fill_uniform(a, M * K, -1, 1);
+    th_fill_uniform(b, K * N, -1, 1);
+    th_fill_uniform(c, M * N, -1, 1);
+    cl_mem da = th_buffer_from(dev, a, M * K), db = th_buffer_from(dev, b, K * N), dc = th_buffer_from(dev, c, M * N);
+    cl_mem small = th_buffer(dev, M * N - 1), scale = th_buffer(dev, N), big = th_buffer(dev, 2 * M * N);
+    const tsr_matmul_desc ok = {.m = M, .n = N, .k = K, .alpha = 1.0f};
+    tsr_matmul_desc desc = ok;
+    desc.epilogue = (tsr_epilogue){.scale = small, .scale_offset = M * N - N};
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "scale");
+    desc.epilogue = (tsr_epilogue){.residual = small};
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "residual");
+    desc.epilogue = (tsr_epilogue){.residual = big, .residual_type = (tsr_dtype)7};
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "residual_type");
+    /* C one element into the residual: a partial overlap */
+    desc.c.offset = 1;
+    desc.epilogue = (tsr_epilogue){.residual = big};
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, big, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "residual");
+    TH_ASSERT_CONTAINS(tsr_last_error(), "overlap");
+    /* the same bytes in another type (C f16, the residual bf16) */
+    desc.c = (tsr_matrix){.dtype = TSR_F16};
+    desc.epilogue = (tsr_epilogue){.residual = big, .residual_type = TSR_BF16};
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, big, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "overlap");
+    /* the residual over A, and the scale over C */
+    desc = ok;
+    desc.epilogue = (tsr_epilogue){.residual = big, .residual_offset = 16};
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, big, db, dc, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "residual");
+    desc.epilogue = (tsr_epilogue){.scale = dc, .scale_offset = 3};
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "scale");
+    /* a plan checks its scale when made */
+    desc.epilogue = (tsr_epilogue){.scale = scale, .scale_stride = N};
+    desc.batch = 2, desc.c.batch_stride = M * N;
+    tsr_matmul_plan *plan = NULL;
+    TH_ASSERT_STATUS(tsr_matmul_plan_create(dev, &desc, &plan), TSR_ERR_BUFFER_TOO_SMALL);
+    assert_null(plan);
+    th_read(dev, dc, after, M * N);
+    assert_memory_equal(after, c, sizeof c);
+    /* a plan retains its scale and residual: released here, used after */
+    desc = ok;
+    cl_mem res = th_buffer_from(dev, c, M * N), sc = th_buffer_from(dev, b, N);
+    desc.epilogue = (tsr_epilogue){.scale = sc, .residual = res, .activation = TSR_ACT_RELU};
+    TH_ASSERT_OK(tsr_matmul_plan_create(dev, &desc, &plan));
+    clReleaseMemObject(res), clReleaseMemObject(sc);
+    TH_ASSERT_OK(tsr_matmul_execute(plan, da, db, dc, NULL, NULL));
+    th_read(dev, dc, after, M * N);
+    for (size_t i = 0; i < M; ++i)
+        for (size_t j = 0; j < N; ++j) {
+            double s = 0;
+            for (size_t l = 0; l < K; ++l) s += (double)a[i * K + l] * b[l * N + j];
+            double want = fmax(0.0, s * b[j] + c[i * N + j]);
+            if (fabs(after[i * N + j] - want) > 1e-5 * (1 + fabs(want)))
+                fail_msg("plan: C(%zu, %zu) = %g, want %g", i, j, after[i * N + j], want);
+        }
+    tsr_matmul_plan_destroy(plan);
+    clReleaseMemObject(da), clReleaseMemObject(db), clReleaseMemObject(dc);
+    clReleaseMemObject(small), clReleaseMemObject(scale), clReleaseMemObject(big);
 }
 
 /* A bad epilogue is rejected before anything is enqueued: C keeps its contents. */
@@ -1240,6 +1379,7 @@ int main(void) {
             cmocka_unit_test(batched),
             cmocka_unit_test(epilogue_all_layouts_and_activations),
             cmocka_unit_test(epilogue_batched_and_degenerate),
+            cmocka_unit_test(epilogue_scale_residual),
             cmocka_unit_test(configurations_even),
             cmocka_unit_test(configurations_odd),
             cmocka_unit_test(gpu_kernel_even),
@@ -1271,6 +1411,8 @@ int main(void) {
         cmocka_unit_test(alpha_beta_edge_cases),
         cmocka_unit_test(blas_semantics),
         cmocka_unit_test(epilogue_invalid),
+        cmocka_unit_test(epilogue_scale_residual),
+        cmocka_unit_test(epilogue_residual_invalid),
         cmocka_unit_test(bad_configuration_overrides),
         cmocka_unit_test(invalid_arguments),
         cmocka_unit_test(huge_sizes_overflow),

@@ -13,7 +13,7 @@ from ._device import Device, DeviceInfo, as_device, default_device, devices, set
 from ._errors import InvalidArgument, TesseraError
 from ._group import DeviceGroup
 from ._gemm import gemm, matmul
-from ._ops import attention, conv2d, embedding, gelu, layernorm
+from ._ops import adaptive_avg_pool2d, attention, avg_pool2d, conv2d, embedding, gelu, layernorm, max_pool2d
 from ._profiling import profile
 from ._tools import bench, cli, cli_path, report, tune
 
@@ -24,6 +24,7 @@ def version():
 
 
 __version__ = version()
-__all__ = ['Array', 'Device', 'DeviceGroup', 'DeviceInfo', 'InvalidArgument', 'TesseraError', 'as_device', 'attention', 'bench', 'cli',
-           'cli_path', 'conv2d', 'default_device', 'devices', 'embedding', 'empty', 'from_buffer', 'gelu', 'profile', 'gemm', 'layernorm', 'matmul', 'report',
+__all__ = ['Array', 'Device', 'DeviceGroup', 'DeviceInfo', 'InvalidArgument', 'TesseraError', 'adaptive_avg_pool2d', 'as_device',
+           'attention', 'avg_pool2d', 'bench', 'cli',
+           'cli_path', 'conv2d', 'default_device', 'devices', 'embedding', 'empty', 'from_buffer', 'gelu', 'profile', 'gemm', 'layernorm', 'matmul', 'max_pool2d', 'report',
            'set_default_device', 'to_device', 'tune', 'version']

@@ -138,6 +138,9 @@ class Device:
     @property
     def context_int(self):
         """The device's cl_context as an integer (pyopencl's int_ptr)."""
+        known = self._context_int
+        if known is not None:  # fixed for the device's life: no use to hold (a call's hot path)
+            return known
         with self._held() as handle:
             if self._context_int is None:
                 self._context_int = int(ffi.cast('intptr_t', lib.tsr_device_context(handle)))

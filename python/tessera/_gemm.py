@@ -128,7 +128,7 @@ def _disjoint(shape, strides, span):
 # hold their operands' buffers, so an address cannot be reused under them; they are dropped when
 # a tessera.Array buffer they hold is released, and skipped once their device is closed. NumPy
 # operands are never replayed (they are copied on every call), nor are calls on an out-of-order
-# queue (they are fenced).
+# queue (they are fenced). gelu, layernorm and attention (_ops.py) replay the same way.
 _replays = {}
 _replays_lock = threading.Lock()
 _REPLAYS_MAX = 256
@@ -147,11 +147,14 @@ def _tensor_key(x):
     return None
 
 
-def _replay_key(a, b, out, bias, device, scalars):
-    if out is None or not (device is None or isinstance(device, Device)) or _profiling.current is not None:
+def _tensors_key(tensors, device, scalars):
+    """The replay key of a call on device-resident `tensors` (None entries allowed) with `scalars`
+    (which name the op), or None when the call cannot be replayed (a NumPy operand, a device
+    given as anything but a Device, profiling on)."""
+    if not (device is None or isinstance(device, Device)) or _profiling.current is not None:
         return None
     key = [id(device), scalars]
-    for t in (a, b, out, bias):
+    for t in tensors:
         if t is None:
             key.append(None)
             continue
@@ -162,9 +165,22 @@ def _replay_key(a, b, out, bias, device, scalars):
     return tuple(key)
 
 
+def _replay_key(a, b, out, bias, device, scalars):
+    if out is None:
+        return None
+    return _tensors_key((a, b, out, bias), device, scalars)
+
+
+def _replayable(call):
+    """Whether a finished call's C calls may be replayed: not profiled, on the device's own queue,
+    in order."""
+    return call.started is None and call.foreign_queue is None and not call.device._out_of_order
+
+
 class _Replay:
-    def __init__(self, call, calls, operands):
+    def __init__(self, call, calls, operands, fn=None):
         self.device, self.calls = call.device, calls  # each call holds its descriptor
+        self.fn = fn if fn is not None else lib.tsr_matmul  # the C function each call's arguments go to
         self.operands = operands  # keeps the buffers (and the epilogue's bias) alive
         self.buffers = {id(op.source._buf) for op in operands if op is not None and isinstance(op.source, Array)}
         self.waits = [op.source for op in operands if op is not None and op.kind == 'pyopencl']
@@ -180,7 +196,7 @@ class _Replay:
                     import pyopencl as cl
                     cl.wait_for_events(x.events)
             for args in self.calls:
-                _check(lib.tsr_matmul(*args))
+                _check(self.fn(*args))
         finally:
             self.device._release()
         return True
@@ -214,7 +230,7 @@ def _vector(op, role, first):
 
 
 def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, bias=None, activation=None,
-         out_dtype=np.float32, device=None, keep_on_device=False):
+         out_dtype=np.float32, device=None, keep_on_device=False, scale=None, residual=None):
     """out = activation(alpha * op(a) @ op(b) + beta * out + bias), op(x) = x.T when trans_x.
 
     a: [..., m, k] (or [..., k, m] with trans_a), b: [..., k, n] (or [..., n, k]); leading
@@ -223,36 +239,59 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, b
     bfloat16 via ml_dtypes) storage, computed in fp32. bias: [n] shared, or [batch, n] per entry
     (fp32, batch the product of the broadcast batch shape). activation: None, "relu", "gelu"
     (erf), "gelu_tanh". alpha and beta: finite numbers; beta != 0 reads `out`, which must then be
-    given. Returns out (allocated as out_dtype, float32 by default, when not given)."""
-    return _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device, False)
+    given. Returns out (allocated as out_dtype, float32 by default, when not given).
+    The whole epilogue is out = activation(scale * alpha * op(a) @ op(b) + beta * out + bias +
+    residual): scale shaped as bias (fp32), residual an array of the result's shape and strides
+    (any storage dtype; it may be out itself)."""
+    return _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device, False,
+                 scale, residual)
 
 
 def matmul(a, b, out=None, *, bias=None, activation=None, out_dtype=None, device=None, keep_on_device=False,
-           alpha=1.0, beta=0.0, trans_a=False, trans_b=False):
+           alpha=1.0, beta=0.0, trans_a=False, trans_b=False, scale=None, residual=None):
     """a @ b as NumPy's matmul: leading dimensions broadcast, and a 1-D operand is a vector ([k] @
     [..., k, n] -> [..., n], [..., m, k] @ [k] -> [..., m], [k] @ [k] -> a 0-d result). The
     result's dtype is the inputs' when they share one (float16 @ float16 is float16, as in NumPy;
     products and sums are fp32 all the same), else float32; out_dtype overrides. gemm's bias,
-    activation, alpha, beta, trans_a, trans_b (matrices only), device and keep_on_device apply."""
-    return _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device, True)
+    activation, scale, residual, alpha, beta, trans_a, trans_b (matrices only), device and
+    keep_on_device apply."""
+    return _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device, True,
+                 scale, residual)
 
 
-def _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device, vectors):
+def _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device, vectors,
+          scale=None, residual=None):
     alpha, beta = _args.c_float(alpha, 'alpha'), _args.c_float(beta, 'beta')
     trans_a, trans_b = _args.flag(trans_a, 'trans_a'), _args.flag(trans_b, 'trans_b')
     act = _activation(activation)
     if beta != 0 and out is None:
         raise _invalid('beta != 0 reads C: pass out=')
-    key = _replay_key(a, b, out, bias, device, (alpha, beta, trans_a, trans_b, act, vectors))
+    key = None  # a scale or residual: no replay (its key holds a, b, out and bias only)
+    if scale is None and residual is None:
+        key = _replay_key(a, b, out, bias, device, (alpha, beta, trans_a, trans_b, act, vectors))
     if key is not None:
         entry = _replays.get(key)
         if entry is not None and entry.replay():
             return out
-    with Call(device, (a, b, out, bias), keep_on_device, op='gemm') as call:
-        return _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, out_dtype, vectors)
+    with Call(device, (a, b, out, bias, scale, residual), keep_on_device, op='gemm') as call:
+        return _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, out_dtype, vectors,
+                          scale, residual)
 
 
-def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, out_dtype, vectors):
+def _per_column(call, x, role, n, batch_total):
+    """A bias or scale: fp32, [n] shared or [batch, n] per entry; (operand, its row stride)."""
+    op = call.operand(x, role)
+    if op.dtype != np.float32:
+        raise _invalid('%s: float32 only (the epilogue applies it in fp32), not %s' % (role, op.dtype))
+    if op.shape[-1:] != (n,) or op.ndim > 2 or (op.ndim == 2 and op.shape[0] not in (1, batch_total)):
+        raise _invalid('%s has shape %s: [%d] or [%d, %d] expected' % (role, op.shape, n, batch_total, n))
+    if op.strides[-1] != 1 and n > 1:
+        raise _invalid('%s: elements must be contiguous' % role)
+    return op, op.strides[0] if op.ndim == 2 and op.shape[0] > 1 else 0
+
+
+def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, out_dtype, vectors, scale=None,
+               residual=None):
     shape_a, shape_b = _shape(a, 'a'), _shape(b, 'b')
     a_host, a_swapped = _numpy_matrix(a)
     b_host, b_swapped = _numpy_matrix(b)
@@ -314,29 +353,37 @@ def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, o
     epilogue = None
     bias_op = None
     strides = [sa, sb, sc]
-    if bias is not None or act != lib.TSR_ACT_NONE:
+    scale_op = res_op = None
+    if bias is not None or act != lib.TSR_ACT_NONE or scale is not None or residual is not None:
         epilogue = ffi.new('tsr_epilogue *')
         epilogue.activation = act
-        if bias is not None:
-            bias_op = call.operand(bias, 'bias')
-            if bias_op.dtype != np.float32:
-                raise _invalid('bias: float32 only (the epilogue adds it in fp32), not %s' % bias_op.dtype)
-            if bias_op.shape[-1:] != (n,) or bias_op.ndim > 2 or \
-                    (bias_op.ndim == 2 and bias_op.shape[0] not in (1, batch_total)):
-                raise _invalid('bias has shape %s: [%d] or [%d, %d] expected' % (bias_op.shape, n, batch_total, n))
-            if bias_op.strides[-1] != 1 and n > 1:
-                raise _invalid('bias: elements must be contiguous')
-            epilogue.bias = bias_op.mem
-            row = bias_op.strides[0] if bias_op.ndim == 2 and bias_op.shape[0] > 1 else 0
+        for x, role in ((bias, 'bias'), (scale, 'scale')):
+            if x is None:
+                continue
+            op, row = _per_column(call, x, role, n, batch_total)
+            if role == 'bias':
+                bias_op = op
+                epilogue.bias = op.mem
+            else:
+                scale_op = op
+                epilogue.scale = op.mem
             # per entry: the flat batch index's row, as strides over the batch shape
             strides.append([s * row for s in _array._contiguous_strides(lead)])
+        if residual is not None:
+            res_op = call.operand(residual, 'residual')
+            if tuple(res_op.shape) != tuple(C.shape) or \
+                    (tuple(res_op.strides) != tuple(C.strides) and min(C.shape, default=1) > 1):
+                raise _invalid("residual must have the result's shape %s and strides %s, not %s and %s"
+                               % (tuple(C.shape), tuple(C.strides), tuple(res_op.shape), tuple(res_op.strides)))
+            epilogue.residual = res_op.mem
+            epilogue.residual_type = res_op.tsr_type
     if batch_total == 0 or m == 0 or n == 0:  # an empty result: nothing to compute
         return call.finish(C)
-    batch, (a_stride, b_stride, c_stride, *bias_stride), offsets = _batch_loops(lead, strides)
+    batch, (a_stride, b_stride, c_stride, *column_strides), offsets = _batch_loops(lead, strides)
     T = (lib.TSR_NO_TRANS, lib.TSR_TRANS)
     ta, tb = T[trans_a != a_st], T[trans_b != b_st]
     calls = []
-    for oa, ob, oc, *ob_ in offsets:
+    for oa, ob, oc, *ocol in offsets:
         desc = ffi.new('tsr_matmul_desc *', {
             'layout': lib.TSR_ROW_MAJOR, 'trans_a': ta, 'trans_b': tb, 'm': m, 'n': n, 'k': k, 'batch': batch,
             'alpha': alpha, 'beta': beta,
@@ -346,12 +393,19 @@ def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, o
                   'batch_stride': c_stride if batch > 1 else 0}})
         if epilogue is not None:
             desc.epilogue = epilogue[0]
-            if bias_op is not None:  # each call its own rows of a per-entry bias
-                desc.epilogue.bias_offset = bias_op.offset + ob_[0]
-                desc.epilogue.bias_stride = bias_stride[0]
+            at = 0
+            if bias_op is not None:  # each call its own rows of a per-entry bias (and scale)
+                desc.epilogue.bias_offset = bias_op.offset + ocol[at]
+                desc.epilogue.bias_stride = column_strides[at]
+                at += 1
+            if scale_op is not None:
+                desc.epilogue.scale_offset = scale_op.offset + ocol[at]
+                desc.epilogue.scale_stride = column_strides[at]
+            if res_op is not None:  # the result's layout: its offsets are C's
+                desc.epilogue.residual_offset = res_op.offset + oc
         calls.append((call.handle, desc, A.mem, B.mem, C.mem, call.queue, ffi.NULL))
     for args in calls:
         call.check(lib.tsr_matmul(*args))
-    if key is not None and call.started is None and call.foreign_queue is None and not call.device._out_of_order:
+    if key is not None and _replayable(call):
         _remember(key, _Replay(call, calls, (A, B, C, bias_op)))
     return call.finish(C)

@@ -313,3 +313,25 @@ def test_matmul_refusals(device, rng):
     # a row of one with strided columns is refused too (it was written as if contiguous)
     with pytest.raises(tessera.InvalidArgument, match='contiguous rows'):
         tessera.matmul(uniform(rng, (1, 3)), uniform(rng, (3, 4)), tessera.empty((1, 8)).view((1, 4), (8, 2)))
+
+
+def test_scale_and_residual_epilogue(device, rng):
+    """activation(scale * a @ b + bias + residual): per-column scales shared and per batch entry,
+    a float16 residual from the host, and a device result that is its own residual (in place)."""
+    a, b = uniform(rng, (3, 17, 24)), uniform(rng, (24, 29))
+    scale, bias = uniform(rng, (3, 29), lo=-2, hi=2), uniform(rng, (29,))
+    res = uniform(rng, (3, 17, 29)).astype(np.float16)
+    got = tessera.matmul(a, b, bias=bias, scale=scale, residual=res, activation='relu')
+    want = act_ref(np.matmul(a.astype(np.float64), b) * scale[:, None, :] + bias + res.astype(np.float64), 'relu')
+    assert_close(got, want, tol(24), 'scale + residual')
+    c0 = uniform(rng, (17, 29))
+    dc = tessera.to_device(c0)
+    assert tessera.gemm(a[0], b, dc, scale=scale[0], residual=dc) is dc
+    assert_close(dc.get(), np.matmul(a[0].astype(np.float64), b) * scale[0] + c0, tol(24), 'in place')
+    for call, words in [
+        (lambda: tessera.gemm(a[0], b, scale=np.ones(28, np.float32)), 'scale'),
+        (lambda: tessera.gemm(a[0], b, residual=np.ones((17, 28), np.float32)), 'residual'),
+    ]:
+        with pytest.raises(tessera.TesseraError) as info:
+            call()
+        assert words in str(info.value), str(info.value)

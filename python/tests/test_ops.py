@@ -286,3 +286,80 @@ def test_attention_refusals(device, rng):
             call()
         assert words in str(info.value), str(info.value)
         assert np.all(out == 3.0)
+
+
+def test_repeated_ops_replay_and_stay_correct(rng):
+    """gelu, layernorm and attention repeated on the same device-resident tensors replay their C
+    calls: new contents, another scalar (eps, approximate, scale), layernorm in place (reading what
+    the last call wrote) and a closed device are all honoured."""
+    dev = tessera.Device('cpu')
+    x = uniform(rng, (4, 384), lo=-3, hi=3)
+    dx, dy = tessera.to_device(x, device=dev), tessera.empty((4, 384), device=dev)
+    for approximate in ('tanh', 'none', 'tanh'):
+        for _ in range(2):
+            assert tessera.gelu(dx, out=dy, approximate=approximate) is dy
+            assert_close(dy.get(), gelu_ref(x, approximate), 2e-6, 'gelu replayed (%s)' % approximate)
+    x2 = uniform(rng, (4, 384), lo=-3, hi=3)
+    dx.set(x2)  # new contents, same buffer: the replay reads them
+    tessera.gelu(dx, out=dy, approximate='tanh')
+    assert_close(dy.get(), gelu_ref(x2, 'tanh'), 2e-6, 'gelu replayed on new contents')
+
+    g, b, r = uniform(rng, (384,)), uniform(rng, (384,)), uniform(rng, (4, 384))
+    dg, db, dr = (tessera.to_device(t, device=dev) for t in (g, b, r))
+    for eps in (1e-5, 1e-12, 1e-5):
+        for _ in range(2):
+            assert tessera.layernorm(dx, dg, db, residual=dr, eps=eps, out=dy) is dy
+            assert_close(dy.get(), layernorm_ref(x2, g, b, r, eps), 1e-5, 'layernorm replayed (eps %g)' % eps)
+    state = x2.astype(np.float64)
+    for _ in range(3):  # in place: each replay normalizes what the one before wrote
+        tessera.layernorm(dx, dg, db, residual=dr, out=dx)
+        state = layernorm_ref(state, g, b, r)
+    assert_close(dx.get(), state, 1e-5, 'layernorm replayed in place')
+
+    q, k, v = (uniform(rng, (1, 3, 16, 32)) for _ in range(3))
+    dq, dk, dv = (tessera.to_device(t, device=dev) for t in (q, k, v))
+    do = tessera.empty((1, 3, 16, 32), device=dev)
+    for scale in (None, 0.3, None):
+        for _ in range(2):
+            assert tessera.attention(dq, dk, dv, scale=scale, out=do) is do
+            assert_close(do.get(), attention_ref(q, k, v, None, None, scale)[0], 2e-5, 'attention replayed')
+    lens = [9]  # key lengths are not replayed: the mask is the call's
+    tessera.attention(dq, dk, dv, kv_lengths=lens, out=do)
+    assert_close(do.get(), attention_ref(q, k, v, None, lens)[0], 2e-5, 'attention with kv_lengths')
+    dev.close()
+    with pytest.raises(tessera.TesseraError, match='closed'):
+        tessera.gelu(dx, out=dy, approximate='tanh')
+    with pytest.raises(tessera.TesseraError, match='closed'):
+        tessera.layernorm(dx, dg, db, residual=dr, out=dy)
+    with pytest.raises(tessera.TesseraError, match='closed'):
+        tessera.attention(dq, dk, dv, out=do)
+
+
+@pytest.mark.parametrize('algo', ['auto', 'im2col', 'implicit', 'direct'])
+def test_conv2d_fused_epilogue(device, rng, algo):
+    """act(scale * conv + bias + residual): a folded BatchNorm and a skip connection, the residual
+    from the host in float16 and on the device as the output itself (in place)."""
+    x, w = uniform(rng, (2, 6, 9, 11)), uniform(rng, (8, 6, 3, 3))
+    scale, bias = uniform(rng, (8,), lo=-2, hi=2), uniform(rng, (8,))
+    res = uniform(rng, (2, 8, 9, 11)).astype(np.float16)
+    got = tessera.conv2d(x, w, bias, padding=1, scale=scale, residual=res, activation='relu', algo=algo)
+    conv = conv2d_ref(x, w, None, (1, 1), (1, 1), (1, 1), 1)
+    want = act_ref(conv * scale[None, :, None, None] + bias[None, :, None, None] + res.astype(np.float64), 'relu')
+    assert_close(got, want, 1e-5, 'fused conv2d %s' % algo)
+    y = tessera.to_device(res.astype(np.float32))  # the residual is the output: read before written
+    assert tessera.conv2d(x, w, padding=1, scale=scale, residual=y, out=y, algo=algo) is y
+    assert_close(y.get(), conv * scale[None, :, None, None] + res.astype(np.float64), 1e-5, 'in place %s' % algo)
+
+
+def test_conv2d_epilogue_bad_input(device, rng):
+    x, w = uniform(rng, (1, 3, 6, 6)), uniform(rng, (4, 3, 3, 3))
+    out = np.full((1, 4, 4, 4), 5.0, np.float32)
+    for call, words in [
+        (lambda: tessera.conv2d(x, w, scale=uniform(rng, (5,)), out=out), 'scale'),
+        (lambda: tessera.conv2d(x, w, scale=np.ones(4, np.float16), out=out), 'scale'),
+        (lambda: tessera.conv2d(x, w, residual=uniform(rng, (1, 4, 4, 5)), out=out), 'residual'),
+    ]:
+        with pytest.raises(tessera.TesseraError) as info:
+            call()
+        assert words in str(info.value), str(info.value)
+        assert np.all(out == 5.0)

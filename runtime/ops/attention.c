@@ -256,8 +256,25 @@ done:
     return st;
 }
 
-/* The per-batch key lengths as a device buffer (all kv_len when not given). */
+static const char attention_lens_tag, attention_kernels_tag;
+
+/* The per-batch key lengths as a device buffer (all kv_len when not given: then one buffer per
+ * (batch, kv_len), kept in a launch record, so a repeated call allocates nothing). The caller
+ * releases *out after its enqueues. */
 static tsr_status kv_length_buffer(tsr_device *dev, const attention_problem *p, cl_mem *out) {
+    tsr_launch_key key;
+    tsr_launch rec;
+    uint64_t generation = 0;
+    if (!p->kv_lengths) {
+        memset(&key, 0, sizeof key);
+        key.tag = &attention_lens_tag;
+        key.words[0] = (uint32_t)p->B, key.words[1] = (uint32_t)((uint64_t)p->B >> 32);
+        key.words[2] = (uint32_t)p->Lk, key.words[3] = (uint32_t)((uint64_t)p->Lk >> 32);
+        if (tsr_launch_find(dev, &key, &rec, &generation)) {
+            *out = rec.aux;
+            return TSR_SUCCESS;
+        }
+    }
     int *lens = malloc(p->B * sizeof *lens);
     if (!lens) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     for (size_t b = 0; b < p->B; ++b) lens[b] = p->kv_lengths ? p->kv_lengths[b] : (int)p->Lk;
@@ -265,18 +282,33 @@ static tsr_status kv_length_buffer(tsr_device *dev, const attention_problem *p, 
     *out = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, p->B * sizeof *lens, lens, &err);
     free(lens);
     if (err != CL_SUCCESS) return tsr_fail_cl(err, "clCreateBuffer(kv_lengths)", __FILE__, __LINE__);
+    if (!p->kv_lengths) { /* never written again: calls on any queue may share it */
+        memset(&rec, 0, sizeof rec);
+        rec.aux = *out;
+        tsr_launch_store(dev, &key, generation, &rec);
+    }
     return TSR_SUCCESS;
+}
+
+/* A program per head dimension and storage types (options_for), as one int for the launch
+ * records: D above the types' 2 bits each. */
+static int attention_program_key(size_t D, const tsr_dtype types[4]) {
+    return (int)(D << 8) | (int)types[0] | (int)types[1] << 2 | (int)types[2] << 4 | (int)types[3] << 6;
+}
+static void attention_key_options(const tsr_config *cfg, int key, char *out, size_t size) {
+    tsr_dtype types[4];
+    for (int t = 0; t < 4; ++t) types[t] = (tsr_dtype)((key >> (2 * t)) & 3);
+    options_for(cfg, (size_t)(key >> 8), types, out, size);
 }
 
 /* The fast paths: K transposed (VEC=1) or packed in panels of BC keys (VEC=2) into a workspace,
  * then attention_vec or attention_blk. */
-static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem *p, cl_program program, cl_mem lens,
-                                       const tsr_config *cfg, cl_mem q, cl_mem k, cl_mem v, cl_mem o,
+static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem *p, tsr_kernel *const kernels[2],
+                                       cl_mem lens, const tsr_config *cfg, cl_mem q, cl_mem k, cl_mem v, cl_mem o,
                                        cl_command_queue queue, cl_event *event) {
     tsr_status status = TSR_SUCCESS;
-    cl_kernel tk = NULL, kernel = NULL;
-    cl_event transposed = NULL;
-    cl_int err;
+    cl_kernel tk = kernels[0]->kernel, kernel = kernels[1]->kernel;
+    cl_event transposed = NULL, ran = NULL;
     cl_int Lq = (cl_int)p->Lq, Lk = (cl_int)p->Lk, H = (cl_int)p->H, causal = p->causal;
     const bool blk = cfg->values[P_VEC] == 2;
     const size_t kpad = blk ? (size_t)cfg->values[P_BC] : 16; /* keys zero-padded to whole blocks */
@@ -297,20 +329,24 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
         goto done;
     }
     TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_TEMP0, kt_bytes, &kt, &wait), done);
-    tk = clCreateKernel(program, blk ? "pack_k" : "transpose_k", &err);
-    TSR_CL_CHECK(status, err, done);
-    kernel = clCreateKernel(program, blk ? "attention_blk" : "attention_vec", &err);
-    TSR_CL_CHECK(status, err, done);
     cl_uint arg = 0;
     cl_ulong ko = p->off[1], ksb = p->stride[1][0], ksh = p->stride[1][1], ksl = p->stride[1][2];
-#define SET(K, x) TSR_CL_CHECK(status, clSetKernelArg(K, arg++, sizeof(x), &(x)), done)
+    /* Each cached kernel's lock is held from its first argument to its enqueue. */
+    tsr_kernel_lock(kernels[0]);
+#define SET(K, x) TSR_CL_CHECK(status, clSetKernelArg(K, arg++, sizeof(x), &(x)), unlock_tk)
     SET(tk, Lk); SET(tk, Lkp); SET(tk, H); SET(tk, k); SET(tk, ko); SET(tk, ksb); SET(tk, ksh); SET(tk, ksl); SET(tk, kt);
+#undef SET
     size_t tglobal[3] = {(size_t)Lkp, p->D, p->B * p->H};
     TSR_CL_CHECK(
         status,
         clEnqueueNDRangeKernel(queue, tk, 3, NULL, tglobal, NULL, wait ? 1 : 0, wait ? &wait : NULL, &transposed),
-        done);
+        unlock_tk);
+unlock_tk:
+    tsr_kernel_unlock(kernels[0]);
+    if (status != TSR_SUCCESS) goto done;
     arg = 0;
+    tsr_kernel_lock(kernels[1]);
+#define SET(K, x) TSR_CL_CHECK(status, clSetKernelArg(K, arg++, sizeof(x), &(x)), unlock_kernel)
     SET(kernel, Lq); SET(kernel, Lk); SET(kernel, Lkp); SET(kernel, H); SET(kernel, p->scale); SET(kernel, causal);
     cl_ulong qo = p->off[0], qsb = p->stride[0][0], qsh = p->stride[0][1], qsl = p->stride[0][2];
     SET(kernel, q); SET(kernel, qo); SET(kernel, qsb); SET(kernel, qsh); SET(kernel, qsl);
@@ -327,16 +363,21 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
      * thread stack at L = 4096 once the rescale became a branch. The kernel is vectorized
      * within a work-item (float16 lanes over keys), so nothing is lost. */
     size_t global[2] = {(p->Lq + rw - 1) / rw, p->B * p->H}, local[2] = {1, 1};
-    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, local, 1, &transposed, event), done);
-    tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, event ? *event : NULL);
-    if (!event) clFinish(queue); /* no event to order the next writer of the workspace by */
+    /* Always with an event, which orders the workspace's next writer: never a host wait. */
+    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 2, NULL, global, local, 1, &transposed, &ran),
+                 unlock_kernel);
+unlock_kernel:
+    tsr_kernel_unlock(kernels[1]);
+    if (status == TSR_SUCCESS) tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, ran);
 done:
     /* The transpose ran into the workspace although the attention kernel failed to enqueue. */
     if (status != TSR_SUCCESS && transposed) tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, transposed);
     pthread_mutex_unlock(&dev->lock);
     if (transposed) clReleaseEvent(transposed);
-    if (tk) clReleaseKernel(tk);
-    if (kernel) clReleaseKernel(kernel);
+    if (ran) {
+        if (event) *event = ran;
+        else clReleaseEvent(ran);
+    }
     return status;
 }
 
@@ -373,29 +414,34 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
                             dev->info.name, (unsigned long long)limit, p->Lk, cfg.values[P_BC], cfg.values[P_DS],
                             (unsigned long long)loops);
     }
-    char options[256];
-    options_for(&cfg, p->D, p->type, options, sizeof options);
-    cl_program program = NULL;
-    cl_kernel kernel = NULL;
     cl_mem lens = NULL;
-    cl_int err;
-    /* the kernels this call creates (attention_launch_vec's two, or "attention") */
-    const char *kernels = !vec ? "attention" : cfg.values[P_VEC] == 2 ? "pack_k;attention_blk" : "transpose_k;attention_vec";
-    TSR_CHECK(status, tsr_program_for(dev, "attention", options, kernels, &program), done);
+    /* the kernels this call uses (attention_launch_vec's two, or "attention") */
+    static const char *const generic_names[] = {"attention", NULL},
+                             *const vec_names[] = {"transpose_k", "attention_vec", NULL},
+                             *const blk_names[] = {"pack_k", "attention_blk", NULL};
+    const char *const *names = !vec ? generic_names : cfg.values[P_VEC] == 2 ? blk_names : vec_names;
+    tsr_kernel *kernels[TSR_LAUNCH_KERNELS];
+    TSR_CHECK(status,
+              tsr_launch_kernels(dev, &attention_kernels_tag, &cfg, attention_program_key(p->D, p->type), 0,
+                                 "attention", attention_key_options, names, kernels),
+              done);
     TSR_CHECK(status, kv_length_buffer(dev, p, &lens), done);
     if (vec) {
-        status = attention_launch_vec(dev, p, program, lens, &cfg, q, k, v, o, queue, event);
+        status = attention_launch_vec(dev, p, kernels, lens, &cfg, q, k, v, o, queue, event);
         goto done;
     }
-    kernel = clCreateKernel(program, "attention", &err);
-    TSR_CL_CHECK(status, err, done);
+    cl_kernel kernel = kernels[0]->kernel;
     cl_int Lq = (cl_int)p->Lq, Lk = (cl_int)p->Lk, H = (cl_int)p->H, causal = p->causal;
     cl_int write_lse = p->lse != NULL;
     cl_mem lse = p->lse ? p->lse : o;
     cl_ulong lse_off = p->lse_off;
     cl_mem mems[4] = {q, k, v, o};
     cl_uint arg = 0;
-#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), done)
+    /* dimension 0: the D slices of a row, 1: rows, 2: batch x heads */
+    size_t local[3] = {(size_t)cfg.values[P_DS], (size_t)cfg.values[P_BR], 1};
+    size_t global[3] = {local[0], (p->Lq + local[1] - 1) / local[1] * local[1], p->B * p->H};
+    tsr_kernel_lock(kernels[0]); /* the cached kernel's arguments are this call's until the enqueue */
+#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), unlock)
     SET(Lq); SET(Lk); SET(H); SET(p->scale); SET(causal);
     for (int t = 0; t < 4; ++t) {
         cl_ulong off = p->off[t], sb = p->stride[t][0], sh = p->stride[t][1], sl = p->stride[t][2];
@@ -403,12 +449,10 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
     }
     SET(lens); SET(lse); SET(lse_off); SET(write_lse);
 #undef SET
-    /* dimension 0: the D slices of a row, 1: rows, 2: batch x heads */
-    size_t local[3] = {(size_t)cfg.values[P_DS], (size_t)cfg.values[P_BR], 1};
-    size_t global[3] = {local[0], (p->Lq + local[1] - 1) / local[1] * local[1], p->B * p->H};
-    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 0, NULL, event), done);
+    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 0, NULL, event), unlock);
+unlock:
+    tsr_kernel_unlock(kernels[0]);
 done:
-    if (kernel) clReleaseKernel(kernel);
     if (lens) clReleaseMemObject(lens); /* freed once the kernel is done with it */
     return status;
 }
@@ -431,7 +475,10 @@ tsr_status tsr_attention(tsr_device *dev, const tsr_attention_desc *desc, cl_mem
     tsr_status status = attention_begin(dev, desc, q, k, v, o, queue, event, &p, &cq);
     if (status != TSR_SUCCESS) return status;
     tsr_config cfg;
-    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_attention, &p, &cfg), done);
+    /* the fields its class and legality check read */
+    const uint32_t shape[] = {p.Lk < ATTENTION_SHORT_LIMIT, (uint32_t)p.D, (uint32_t)p.type[0], (uint32_t)p.type[1],
+                              (uint32_t)p.type[2], (uint32_t)p.type[3]};
+    TSR_CHECK(status, tsr_op_config_shape(dev, &tsr_op_attention, &p, shape, sizeof shape / sizeof *shape, &cfg), done);
     status = attention_launch(dev, &p, &cfg, q, k, v, o, cq, event);
     if (tsr_op_build_fallback(dev, &tsr_op_attention, &p, status, &cfg))
         status = attention_launch(dev, &p, &cfg, q, k, v, o, cq, event);

@@ -45,8 +45,11 @@ typedef struct conv_problem {
     size_t Cg, Kg, CRS, PQ;
     int act;
     size_t x_off, w_off, b_off, y_off; /* in elements of each tensor's type */
-    tsr_dtype types[3];                /* x, w, y (the bias is fp32) */
+    size_t s_off, r_off;               /* the scale's (floats) and the residual's (its type) */
+    tsr_dtype types[3];                /* x, w, y (the bias and scale are fp32) */
+    tsr_dtype r_type;                  /* the residual's */
     cl_mem x, w, bias, y;
+    cl_mem scale, res;                 /* NULL: none */
     cl_mem ws;          /* the caller's workspace, or NULL */
     size_t ws_bytes;
     tsr_conv_algo algo; /* as asked: AUTO or a forced path */
@@ -225,6 +228,9 @@ static tsr_status conv_shape(const tsr_conv2d_desc *d, conv_problem *p) {
     if (d->epilogue.bias_stride)
         return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: epilogue.bias_stride must be 0 (one bias vector; got %zu)",
                         d->epilogue.bias_stride);
+    if (d->epilogue.scale_stride)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: epilogue.scale_stride must be 0 (one scale vector; got %zu)",
+                        d->epilogue.scale_stride);
     if ((int)d->algo < TSR_CONV_AUTO || d->algo > TSR_CONV_DIRECT)
         return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: algo must be a tsr_conv_algo (got %d)", (int)d->algo);
     p->act = (int)d->epilogue.activation;
@@ -234,7 +240,10 @@ static tsr_status conv_shape(const tsr_conv2d_desc *d, conv_problem *p) {
     TSR_CHECK(st, tsr_dtype_check("conv2d: w_type", d->w_type), done);
     TSR_CHECK(st, tsr_dtype_check("conv2d: y_type", d->y_type), done);
     p->types[0] = d->x_type, p->types[1] = d->w_type, p->types[2] = d->y_type;
+    if (d->epilogue.residual) TSR_CHECK(st, tsr_dtype_check("conv2d: epilogue.residual_type", d->epilogue.residual_type), done);
+    p->r_type = d->epilogue.residual_type;
     p->x_off = d->x_offset, p->w_off = d->w_offset, p->b_off = d->epilogue.bias_offset, p->y_off = d->y_offset;
+    p->s_off = d->epilogue.scale_offset, p->r_off = d->epilogue.residual_offset;
     p->ws = d->workspace, p->ws_bytes = d->workspace_bytes;
 done:
     return st;
@@ -252,17 +261,21 @@ static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d,
     if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
     tsr_status st = conv_shape(d, p);
     if (st != TSR_SUCCESS) return st;
-    cl_mem bias = d->epilogue.bias;
-    size_t x_end = 0, w_end = 0, b_end = 0, y_end = 0;
+    cl_mem bias = d->epilogue.bias, scale = d->epilogue.scale, res = d->epilogue.residual;
+    size_t x_end = 0, w_end = 0, b_end = 0, y_end = 0, s_end = 0, r_end = 0;
     TSR_CHECK(st, span("x", p->x_off, p->N, p->C * p->H * p->W, &x_end), done);
     TSR_CHECK(st, span("w", p->w_off, p->K, p->CRS, &w_end), done);
     TSR_CHECK(st, span("y", p->y_off, p->N, p->K * p->PQ, &y_end), done);
     if (bias) TSR_CHECK(st, span("bias", p->b_off, 1, p->K, &b_end), done);
+    if (scale) TSR_CHECK(st, span("scale", p->s_off, 1, p->K, &s_end), done);
+    if (res) TSR_CHECK(st, span("residual", p->r_off, p->N, p->K * p->PQ, &r_end), done);
     const tsr_dtype xt = p->types[0], wt = p->types[1], yt = p->types[2];
     TSR_CHECK(st, tsr_check_buffer_typed(dev, x, "x", x_end, xt), done);
     TSR_CHECK(st, tsr_check_buffer_typed(dev, w, "w", w_end, wt), done);
     TSR_CHECK(st, tsr_check_buffer_typed(dev, y, "y", y_end, yt), done);
     if (bias) TSR_CHECK(st, tsr_check_buffer(dev, bias, "bias", b_end), done);
+    if (scale) TSR_CHECK(st, tsr_check_buffer(dev, scale, "epilogue scale", s_end), done);
+    if (res) TSR_CHECK(st, tsr_check_buffer_typed(dev, res, "epilogue residual", r_end, p->r_type), done);
     /* By memory, not handle: sub-buffers of one parent (or a sub-buffer and its parent) alias;
      * ranges in bytes of each tensor's type. */
     size_t ny = y_end - p->y_off;
@@ -277,6 +290,28 @@ static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d,
                   tsr_check_disjoint_typed("conv2d", y, "y", p->y_off, ny, yt, bias, "bias", p->b_off, b_end - p->b_off,
                                            TSR_F32, false),
                   done);
+    if (scale)
+        TSR_CHECK(st,
+                  tsr_check_disjoint_typed("conv2d", y, "y", p->y_off, ny, yt, scale, "the epilogue scale", p->s_off,
+                                           s_end - p->s_off, TSR_F32, false),
+                  done);
+    if (res) {
+        /* The residual may be y itself (same bytes, same type: each element is read by the
+         * work-item that then writes it), nothing else of y, x or w. */
+        const size_t nr = r_end - p->r_off;
+        TSR_CHECK(st,
+                  tsr_check_disjoint_typed("conv2d", y, "y", p->y_off, ny, yt, res, "the epilogue residual", p->r_off,
+                                           nr, p->r_type, p->r_type == yt),
+                  done);
+        TSR_CHECK(st,
+                  tsr_check_disjoint_typed("conv2d", res, "the epilogue residual", p->r_off, nr, p->r_type, x, "x",
+                                           p->x_off, x_end - p->x_off, xt, false),
+                  done);
+        TSR_CHECK(st,
+                  tsr_check_disjoint_typed("conv2d", res, "the epilogue residual", p->r_off, nr, p->r_type, w, "w",
+                                           p->w_off, w_end - p->w_off, wt, false),
+                  done);
+    }
     if (p->ws) {
         size_t real = 0;
         if (clGetMemObjectInfo(p->ws, CL_MEM_SIZE, sizeof real, &real, NULL) != CL_SUCCESS)
@@ -296,7 +331,9 @@ static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d,
         } others[] = {{x, "x", p->x_off, x_end, xt},
                       {w, "w", p->w_off, w_end, wt},
                       {y, "y", p->y_off, y_end, yt},
-                      {bias, "bias", p->b_off, b_end, TSR_F32}};
+                      {bias, "bias", p->b_off, b_end, TSR_F32},
+                      {scale, "the epilogue scale", p->s_off, s_end, TSR_F32},
+                      {res, "the epilogue residual", p->r_off, r_end, p->r_type}};
         for (size_t i = 0; i < sizeof others / sizeof others[0]; ++i)
             if (others[i].mem)
                 TSR_CHECK(st,
@@ -305,7 +342,7 @@ static tsr_status conv_validate(const tsr_device *dev, const tsr_conv2d_desc *d,
                                                    others[i].end - others[i].off, others[i].type, false),
                           done);
     }
-    p->x = x, p->w = w, p->bias = bias, p->y = y;
+    p->x = x, p->w = w, p->bias = bias, p->y = y, p->scale = scale, p->res = res;
 done:
     return st;
 }
@@ -330,15 +367,18 @@ static void geometry_plain(const conv_problem *p, cl_int geo[16]) {
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
-/* The bias, activation and output arguments every path's kernel shares. */
+/* The weights, the output and the epilogue's arguments (conv_access.cl's CONV_EPILOGUE_PARAMS)
+ * every path's kernel shares. */
 static tsr_status set_common_args(cl_kernel kernel, const conv_problem *p, cl_uint first) {
     tsr_status status = TSR_SUCCESS;
-    cl_ulong w_off = p->w_off, b_off = p->b_off, y_off = p->y_off;
-    cl_int has_bias = p->bias != NULL, act = p->act;
-    cl_mem bias = p->bias ? p->bias : p->w; /* any valid buffer: not read without a bias */
+    cl_ulong w_off = p->w_off, b_off = p->b_off, y_off = p->y_off, s_off = p->s_off, r_off = p->r_off;
+    cl_int flags = (p->scale ? 1 : 0) | (p->bias ? 2 : 0), r_type = p->res ? (cl_int)p->r_type : -1, act = p->act;
+    /* any valid buffer where a part is absent: the kernel does not read it */
+    cl_mem bias = p->bias ? p->bias : p->w, scale = p->scale ? p->scale : p->w, res = p->res ? p->res : p->w;
     cl_uint arg = first;
 #define SET(v) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(v), &(v)), done)
-    SET(p->w); SET(w_off); SET(bias); SET(b_off); SET(has_bias); SET(act); SET(p->y); SET(y_off);
+    SET(p->w); SET(w_off); SET(p->y); SET(y_off);
+    SET(scale); SET(s_off); SET(bias); SET(b_off); SET(res); SET(r_off); SET(flags); SET(r_type); SET(act);
 #undef SET
 done:
     return status;
@@ -516,6 +556,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
         if (last) clReleaseEvent(last);
         last = padded;
         q.y_off = p->y_off + n0 * p->K * p->PQ;
+        q.r_off = p->r_off + n0 * p->K * p->PQ; /* the residual has y's shape */
         TSR_CHECK(status, set_common_args(kernel, &q, 3), done);
         global[2] = nc * p->G;
         TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, 1, &last, &done), done);
@@ -612,7 +653,13 @@ static tsr_status chunk_gemms(tsr_device *dev, const conv_problem *p, cl_mem col
             .epilogue = {.bias = p->bias,
                          .bias_offset = p->b_off,
                          .bias_stride = p->G == 1 ? 0 : p->Kg,
-                         .activation = (tsr_activation)p->act}};
+                         .activation = (tsr_activation)p->act,
+                         .scale = p->scale,
+                         .scale_offset = p->s_off,
+                         .scale_stride = p->G == 1 ? 0 : p->Kg,
+                         .residual = p->res,
+                         .residual_offset = p->r_off + (n0 + i) * img_y, /* y's shape: C's layout */
+                         .residual_type = p->r_type}};
         const tsr_matmul_extras extras = {.class_by_shape = true, .input_ready = prev};
         cl_event done = NULL;
         status = tsr_matmul_pipeline(dev, &desc, &extras, col, p->w, p->y, queue, &done);

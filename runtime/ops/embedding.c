@@ -15,12 +15,12 @@ typedef struct embedding_problem {
 
 /* An fp32 table of `table_rows` x hidden at `offset`: its end, checked against the buffer, and y
  * disjoint from it. */
+#define TABLE_LABEL(name) "embedding: the " name " table's elements" /* a constant: no text per call */
 static tsr_status embedding_check_table(const tsr_device *dev, const embedding_problem *p, cl_mem table,
-                                        const char *name, size_t table_rows, size_t offset, cl_mem y) {
-    char what[96];
+                                        const char *name, const char *what, size_t table_rows, size_t offset,
+                                        cl_mem y) {
     size_t elements, end, bytes;
     tsr_status st = TSR_SUCCESS;
-    snprintf(what, sizeof what, "embedding: the %s table's elements", name);
     TSR_CHECK(st, tsr_size_mad(what, table_rows, p->d.hidden, 0, &elements), done);
     TSR_CHECK(st, tsr_size_mad(what, elements, 1, offset, &end), done);
     TSR_CHECK(st, tsr_size_mad(what, end, sizeof(float), 0, &bytes), done);
@@ -86,15 +86,28 @@ static tsr_status embedding_validate(const tsr_device *dev, const tsr_embedding_
     TSR_CHECK(st, tsr_size_mad("embedding: the bytes y spans", p->y_end, tsr_dtype_size(d->y_type), 0, &bytes), done);
     TSR_CHECK(st, tsr_size_mad("embedding: the ids' bytes", d->tokens, 2 * sizeof(int32_t), 0, &bytes), done);
     TSR_CHECK(st, tsr_check_buffer_typed(dev, y, "y", p->y_end, d->y_type), done);
-    TSR_CHECK(st, embedding_check_table(dev, p, word, "word", d->vocab, d->word_offset, y), done);
+    TSR_CHECK(st, embedding_check_table(dev, p, word, "word", TABLE_LABEL("word"), d->vocab, d->word_offset, y), done);
     if (position)
-        TSR_CHECK(st, embedding_check_table(dev, p, position, "position", d->max_positions, d->position_offset, y),
+        TSR_CHECK(st,
+                  embedding_check_table(dev, p, position, "position", TABLE_LABEL("position"), d->max_positions,
+                                        d->position_offset, y),
                   done);
     if (token_type)
-        TSR_CHECK(st, embedding_check_table(dev, p, token_type, "token_type", d->type_vocab, d->token_type_offset, y),
+        TSR_CHECK(st,
+                  embedding_check_table(dev, p, token_type, "token_type", TABLE_LABEL("token_type"), d->type_vocab,
+                                        d->token_type_offset, y),
                   done);
 done:
     return st;
+}
+
+static const char embedding_kernels_tag;
+
+/* The program's options for y's type (the record's variant): fp32 adds none. */
+static void embedding_options(const tsr_config *cfg, int y_type, char *out, size_t size) {
+    (void)cfg;
+    if (y_type != TSR_F32) snprintf(out, size, "-DY_TYPE=%d", y_type);
+    else if (size) out[0] = '\0';
 }
 
 tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const int32_t *ids, const int32_t *type_ids,
@@ -107,40 +120,71 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     if (status != TSR_SUCCESS) return status;
     cl_kernel kernel = NULL;
     cl_event written = NULL, done = NULL;
-    int32_t *staging = NULL;
     cl_command_queue q;
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     const tsr_embedding_desc *d = &p.d;
     const bool has_type_ids = token_type && type_ids;
-    char options[64] = "";
-    if (d->y_type != TSR_F32) snprintf(options, sizeof options, "-DY_TYPE=%d", (int)d->y_type);
-    cl_program program = NULL;
-    cl_int err;
-    TSR_CHECK(status, tsr_program_for(dev, "embedding", options, "embedding", &program), done);
-    kernel = clCreateKernel(program, "embedding", &err);
-    TSR_CL_CHECK(status, err, done);
-    /* The ids' scratch: written here (blocking, so the caller's arrays are free on return) after
-     * the previous call's kernel has read it, and read by this call's kernel. */
+    static const char *const names[] = {"embedding", NULL};
+    tsr_kernel *cached[TSR_LAUNCH_KERNELS];
+    tsr_config none; /* nothing to tune: the record is keyed by y's type alone */
+    memset(&none, 0, sizeof none);
+    TSR_CHECK(status,
+              tsr_launch_kernels(dev, &embedding_kernels_tag, &none, (int)d->y_type, 0, "embedding", embedding_options,
+                                 names, cached),
+              done);
+    kernel = cached[0]->kernel;
+    /* The ids' scratch: TSR_IDS_SLOTS workspace slots taken in turn, each with host memory that a
+     * non-blocking upload reads from. A slot is reused once the kernel that last read it is
+     * complete (a status query, no wait), and then so is its upload: the caller's arrays are
+     * copied into that host memory here, so they are free on return. With every slot still in
+     * flight (more calls queued than slots) the ids go into a buffer of their own, created with
+     * a copy of them: never a host wait. */
     pthread_mutex_lock(&dev->lock);
-    cl_mem scratch;
-    cl_event previous_reader;
+    cl_mem scratch = NULL, own = NULL;
+    cl_event previous_reader = NULL; /* of a slot found complete: nothing to wait for */
     const size_t id_bytes = d->tokens * sizeof(int32_t);
-    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_IDS, 2 * id_bytes, &scratch, &previous_reader), unlock);
     /* One write of both arrays (Oclgrind 21.10 reports the ids as uninitialized after a second
      * write at an offset into the same buffer). */
     const size_t write_bytes = has_type_ids ? 2 * id_bytes : id_bytes;
-    staging = malloc(write_bytes);
-    if (!staging) {
-        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "embedding: out of host memory staging %zu ids", d->tokens);
-        goto unlock;
+    int slot = -1;
+    for (int i = 0; i < TSR_IDS_SLOTS && slot < 0; ++i) {
+        cl_event last = dev->workspace[TSR_WS_IDS + i].last_use;
+        cl_int state = CL_COMPLETE;
+        if (last && clGetEventInfo(last, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL) != CL_SUCCESS)
+            state = CL_QUEUED;
+        if (state == CL_COMPLETE) slot = TSR_WS_IDS + i;
     }
-    memcpy(staging, ids, id_bytes);
-    if (has_type_ids) memcpy(staging + d->tokens, type_ids, id_bytes);
-    /* The previous call's kernel, maybe on another queue, must have read the scratch: a host wait
-     * (which flushes that kernel's queue) rather than a wait list on the blocking write, which
-     * rusticl never completes while the kernel is still unflushed in its queue. */
-    if (previous_reader) TSR_CL_CHECK(status, clWaitForEvents(1, &previous_reader), unlock);
-    TSR_CL_CHECK(status, clEnqueueWriteBuffer(q, scratch, CL_TRUE, 0, write_bytes, staging, 0, NULL, &written), unlock);
+    if (slot < 0) {
+        int32_t small[256], *copy = write_bytes <= sizeof small ? small : malloc(write_bytes);
+        if (!copy) {
+            status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "embedding: out of host memory staging %zu ids", d->tokens);
+            goto unlock;
+        }
+        memcpy(copy, ids, id_bytes);
+        if (has_type_ids) memcpy(copy + d->tokens, type_ids, id_bytes);
+        cl_int err;
+        own = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, write_bytes, copy, &err);
+        if (copy != small) free(copy);
+        TSR_CL_CHECK(status, err, unlock);
+        scratch = own;
+    } else {
+        TSR_CHECK(status, tsr_workspace_get(dev, slot, 2 * id_bytes, &scratch, &previous_reader), unlock);
+        struct tsr_workspace *w = &dev->workspace[slot];
+        if (w->host_bytes < write_bytes) { /* grows with the longest call, then stays */
+            void *grown = realloc(w->host, write_bytes);
+            if (!grown) {
+                status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "embedding: out of host memory staging %zu ids", d->tokens);
+                goto unlock;
+            }
+            w->host = grown;
+            w->host_bytes = write_bytes;
+        }
+        int32_t *staging = w->host;
+        memcpy(staging, ids, id_bytes);
+        if (has_type_ids) memcpy(staging + d->tokens, type_ids, id_bytes);
+        TSR_CL_CHECK(status, clEnqueueWriteBuffer(q, scratch, CL_FALSE, 0, write_bytes, staging, 0, NULL, &written),
+                     unlock);
+    }
     /* Absent tables: the kernel does not read them, another valid buffer stands in. */
     cl_mem position_arg = position ? position : word, token_type_arg = token_type ? token_type : word;
     cl_ulong tokens = d->tokens, hidden = d->hidden, seq_len = d->seq_len,
@@ -149,7 +193,8 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
              ys = d->y_stride;
     cl_int has_position = position != NULL, has_token_type = token_type != NULL, has_types = has_type_ids;
     cl_uint arg = 0;
-#define SET(value) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(value), &(value)), unlock)
+    tsr_kernel_lock(cached[0]); /* the cached kernel's arguments are this call's until the enqueue */
+#define SET(value) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(value), &(value)), unlock_kernel)
     SET(tokens);
     SET(hidden);
     SET(seq_len);
@@ -170,13 +215,19 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
 #undef SET
     /* Up to 64 items a token, each taking every 64th column: adjacent items, adjacent floats. */
     size_t global[2] = {d->hidden < 64 ? d->hidden : 64, d->tokens};
-    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(q, kernel, 2, NULL, global, NULL, 1, &written, &done), unlock);
-    tsr_workspace_set_last_use(dev, TSR_WS_IDS, done);
+    TSR_CL_CHECK(status,
+                 clEnqueueNDRangeKernel(q, kernel, 2, NULL, global, NULL, written ? 1 : 0, written ? &written : NULL,
+                                        &done),
+                 unlock_kernel);
+unlock_kernel:
+    tsr_kernel_unlock(cached[0]);
+    /* the slot is free again once the kernel is done (and the upload even on a failure after it) */
+    if (slot >= 0 && status == TSR_SUCCESS) tsr_workspace_set_last_use(dev, slot, done);
+    else if (slot >= 0 && written) tsr_workspace_set_last_use(dev, slot, written);
 unlock:
     pthread_mutex_unlock(&dev->lock);
+    if (own) clReleaseMemObject(own); /* kept by OpenCL until the kernel is done */
 done:
-    if (kernel) clReleaseKernel(kernel);
-    free(staging);
     if (written) clReleaseEvent(written);
     if (done) {
         if (event && status == TSR_SUCCESS)

@@ -113,35 +113,32 @@ static void gelu_build_options(const tsr_config *cfg, int variant, char *out, si
 static size_t ceil_div(size_t x, size_t to) { return (x + to - 1) / to; }
 
 /* The names a call's messages use: GELU's x and y, or tsr_convert's src and dst. */
+/* The labels its checks use are spelled out here, so a call formats no text unless it fails. */
 typedef struct gelu_names {
     const char *op, *x, *y;
+    const char *x_label, *y_label, *x_end, *y_end, *x_bytes, *y_bytes;
 } gelu_names;
-static const gelu_names gelu_call = {"gelu", "x", "y"};
-static const gelu_names convert_call = {"tsr_convert", "src", "dst"};
+#define GELU_NAMES(OP, X, Y) \
+    {OP, X, Y, OP ": " X, OP ": " Y, OP ": " X "_offset + n", OP ": " Y "_offset + n", OP ": the bytes " X " spans", \
+     OP ": the bytes " Y " spans"}
+static const gelu_names gelu_call = GELU_NAMES("gelu", "x", "y");
+static const gelu_names convert_call = GELU_NAMES("tsr_convert", "src", "dst");
 
 static tsr_status gelu_validate(const tsr_device *dev, const gelu_names *names, int mode, tsr_dtype x_type, cl_mem x,
                                 size_t x_off, tsr_dtype y_type, cl_mem y, size_t y_off, size_t n, gelu_problem *p) {
     if (!dev) return tsr_fail(TSR_ERR_INVALID_ARG, "device is NULL");
     if (mode != TSR_GELU_TANH && mode != TSR_GELU_ERF)
         return tsr_fail(TSR_ERR_INVALID_ARG, "mode must be TSR_GELU_TANH or TSR_GELU_ERF (got %d)", mode);
-    char what[64];
     tsr_status st = TSR_SUCCESS;
-    snprintf(what, sizeof what, "%s: %s", names->op, names->x);
-    TSR_CHECK(st, tsr_dtype_check(what, x_type), done);
-    snprintf(what, sizeof what, "%s: %s", names->op, names->y);
-    TSR_CHECK(st, tsr_dtype_check(what, y_type), done);
+    TSR_CHECK(st, tsr_dtype_check(names->x_label, x_type), done);
+    TSR_CHECK(st, tsr_dtype_check(names->y_label, y_type), done);
     if (n == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: n must be at least 1", names->op);
     /* Ends and their byte counts, checked: a wrapped end would pass the buffer checks. */
     size_t x_end, y_end, bytes;
-    char x_what[64], y_what[64];
-    snprintf(x_what, sizeof x_what, "%s: %s_offset + n", names->op, names->x);
-    snprintf(y_what, sizeof y_what, "%s: %s_offset + n", names->op, names->y);
-    TSR_CHECK(st, tsr_size_mad(x_what, n, 1, x_off, &x_end), done);
-    TSR_CHECK(st, tsr_size_mad(y_what, n, 1, y_off, &y_end), done);
-    snprintf(x_what, sizeof x_what, "%s: the bytes %s spans", names->op, names->x);
-    snprintf(y_what, sizeof y_what, "%s: the bytes %s spans", names->op, names->y);
-    TSR_CHECK(st, tsr_size_mad(x_what, x_end, tsr_dtype_size(x_type), 0, &bytes), done);
-    TSR_CHECK(st, tsr_size_mad(y_what, y_end, tsr_dtype_size(y_type), 0, &bytes), done);
+    TSR_CHECK(st, tsr_size_mad(names->x_end, n, 1, x_off, &x_end), done);
+    TSR_CHECK(st, tsr_size_mad(names->y_end, n, 1, y_off, &y_end), done);
+    TSR_CHECK(st, tsr_size_mad(names->x_bytes, x_end, tsr_dtype_size(x_type), 0, &bytes), done);
+    TSR_CHECK(st, tsr_size_mad(names->y_bytes, y_end, tsr_dtype_size(y_type), 0, &bytes), done);
     TSR_CHECK(st, tsr_check_buffer_typed(dev, x, names->x, x_end, x_type), done);
     TSR_CHECK(st, tsr_check_buffer_typed(dev, y, names->y, y_end, y_type), done);
     /* By memory, not handle: sub-buffers of one parent alias too. In place only on the same bytes
@@ -162,29 +159,32 @@ done:
 }
 
 /* Enqueue the fused kernel (or, with FORM_COPY, the copy of the same geometry) for p's types. */
+static const char gelu_kernels_tag;
+
 static tsr_status gelu_launch(tsr_device *dev, const gelu_problem *p, const tsr_config *cfg, int form,
                               cl_command_queue queue, cl_event *event) {
     tsr_status status = TSR_SUCCESS;
-    char options[256];
-    gelu_build_options(cfg, gelu_variant(form, p->x_type, p->y_type), options, sizeof options);
-    cl_program program = NULL;
-    cl_kernel kernel = NULL;
-    cl_int err;
-    TSR_CHECK(status, tsr_program_for(dev, "gelu", options, "gelu", &program), done);
-    kernel = clCreateKernel(program, "gelu", &err);
-    TSR_CL_CHECK(status, err, done);
+    static const char *const names[] = {"gelu", NULL};
+    tsr_kernel *k[TSR_LAUNCH_KERNELS];
+    TSR_CHECK(status,
+              tsr_launch_kernels(dev, &gelu_kernels_tag, cfg, gelu_variant(form, p->x_type, p->y_type), 0, "gelu",
+                                 gelu_build_options, names, k),
+              done);
+    cl_kernel kernel = k[0]->kernel;
     cl_ulong n = p->n, xo = p->x_off, yo = p->y_off;
-    cl_uint arg = 0;
-#define SET(v) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(v), &(v)), done)
-    SET(n); SET(p->x); SET(xo); SET(p->y); SET(yo);
-#undef SET
     const int *v = cfg->values;
     size_t local = (size_t)v[P_WG], vectors = ceil_div(p->n, (size_t)v[P_VW]);
     size_t global = v[P_INTERLEAVE] ? ceil_div(vectors, (size_t)v[P_VPT] * local) * local
                                     : ceil_div(ceil_div(vectors, (size_t)v[P_VPT]), local) * local;
-    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), done);
+    cl_uint arg = 0;
+    tsr_kernel_lock(k[0]); /* the cached kernel's arguments are this call's until the enqueue */
+#define SET(v) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(v), &(v)), unlock)
+    SET(n); SET(p->x); SET(xo); SET(p->y); SET(yo);
+#undef SET
+    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), unlock);
+unlock:
+    tsr_kernel_unlock(k[0]);
 done:
-    if (kernel) clReleaseKernel(kernel);
     return status;
 }
 
@@ -199,7 +199,9 @@ static tsr_status gelu_run(tsr_device *dev, const gelu_names *names, int mode, t
     cl_command_queue q;
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
-    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_gelu, &p, &cfg), done);
+    /* the fields its class reads (the legality check reads none) */
+    const uint32_t shape[] = {(uint32_t)p.mode, p.n <= GELU_SMALL_LIMIT, (uint32_t)p.x_type, (uint32_t)p.y_type};
+    TSR_CHECK(status, tsr_op_config_shape(dev, &tsr_op_gelu, &p, shape, sizeof shape / sizeof *shape, &cfg), done);
     int form = form_override >= 0 ? form_override : mode == TSR_GELU_ERF ? FORM_ERF : FORM_TANH;
     status = gelu_launch(dev, &p, &cfg, form, q, event);
     if (tsr_op_build_fallback(dev, &tsr_op_gelu, &p, status, &cfg)) status = gelu_launch(dev, &p, &cfg, form, q, event);

@@ -213,10 +213,11 @@ typedef struct gemm_problem {
     float alpha, beta;
     cl_mem a, b, c;
     size_t a_off, b_off, c_off, lda, ldb, ldc, a_stride, b_stride, c_stride;
-    /* epilogue: bias per canonical column (1) or row (2, column-major calls), activation */
-    cl_mem bias;
-    size_t bias_off, bias_stride;
-    int bias_axis, act;
+    /* epilogue: bias and scale per canonical column (1) or row (2, column-major calls; 0: none),
+     * residual in C's layout (res_type -1: none), activation */
+    cl_mem bias, scale, res;
+    size_t bias_off, bias_stride, scale_off, scale_stride, res_off;
+    int bias_axis, scale_axis, res_type, act;
 } gemm_problem;
 
 static int gemm_base_class(const gemm_problem *p) {
@@ -301,19 +302,78 @@ done:
     return status;
 }
 
-/* The epilogue's rules: its activation, and its bias against the real buffer. */
+/* The epilogue's rules that need no operand: its activation, the residual's type, and its bias,
+ * scale and residual against their real buffers (a checked descriptor: defaults explicit). */
 static tsr_status check_epilogue(const tsr_device *dev, const tsr_matmul_desc *d) {
     const tsr_epilogue *epi = &d->epilogue;
     tsr_status status = TSR_SUCCESS;
     if ((int)epi->activation < TSR_ACT_NONE || epi->activation > TSR_ACT_GELU_ERF)
         return tsr_fail(TSR_ERR_INVALID_ARG, "epilogue activation must be a tsr_activation (got %d)",
                         (int)epi->activation);
-    size_t bias_need = 0;
+    size_t bias_need = 0, scale_need = 0, res_need = 0;
     if (epi->bias) {
         TSR_CHECK(status,
                   tsr_matrix_extent("bias", epi->bias_offset, 1, d->n, d->n, epi->bias_stride, d->batch, &bias_need),
                   done);
         TSR_CHECK(status, tsr_check_buffer(dev, epi->bias, "bias", bias_need), done);
+    }
+    if (epi->scale) {
+        TSR_CHECK(status,
+                  tsr_matrix_extent("scale", epi->scale_offset, 1, d->n, d->n, epi->scale_stride, d->batch,
+                                    &scale_need),
+                  done);
+        TSR_CHECK(status, tsr_check_buffer(dev, epi->scale, "epilogue scale", scale_need), done);
+    }
+    if (epi->residual) {
+        TSR_CHECK(status, tsr_dtype_check("gemm: epilogue residual_type", epi->residual_type), done);
+        const bool row = d->layout == TSR_ROW_MAJOR;
+        TSR_CHECK(status,
+                  tsr_matrix_extent("residual", epi->residual_offset, row ? d->m : d->n, row ? d->n : d->m, d->c.ld,
+                                    d->c.batch_stride, d->batch, &res_need),
+                  done);
+        TSR_CHECK(status, tsr_check_buffer_typed(dev, epi->residual, "epilogue residual", res_need, epi->residual_type),
+                  done);
+    }
+done:
+    return status;
+}
+
+/* The epilogue's buffers against the operands (check_epilogue first): C is written while the
+ * bias, scale and residual are read, so none may share memory with it, except a residual that is
+ * C itself (the same bytes in the same type); the residual must not overlap A or B either (when
+ * they are read). */
+static tsr_status check_epilogue_overlap(const tsr_matmul_desc *d, const size_t need[3], cl_mem a, cl_mem b, cl_mem c,
+                                         bool reads_ab) {
+    const tsr_epilogue *epi = &d->epilogue;
+    tsr_status status = TSR_SUCCESS;
+    const size_t nc = need[2] - d->c.offset;
+    if (epi->bias)
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", d->c.offset, nc, d->c.dtype, epi->bias, "the epilogue bias",
+                                           epi->bias_offset, (d->batch - 1) * epi->bias_stride + d->n, TSR_F32, false),
+                  done);
+    if (epi->scale)
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", d->c.offset, nc, d->c.dtype, epi->scale,
+                                           "the epilogue scale", epi->scale_offset,
+                                           (d->batch - 1) * epi->scale_stride + d->n, TSR_F32, false),
+                  done);
+    if (epi->residual) {
+        const tsr_dtype rt = epi->residual_type;
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", d->c.offset, nc, d->c.dtype, epi->residual,
+                                           "the epilogue residual", epi->residual_offset, nc, rt, rt == d->c.dtype),
+                  done);
+        if (reads_ab) {
+            TSR_CHECK(status,
+                      tsr_check_disjoint_typed("gemm", epi->residual, "the epilogue residual", epi->residual_offset, nc,
+                                               rt, a, "a", d->a.offset, need[0] - d->a.offset, d->a.dtype, false),
+                      done);
+            TSR_CHECK(status,
+                      tsr_check_disjoint_typed("gemm", epi->residual, "the epilogue residual", epi->residual_offset, nc,
+                                               rt, b, "b", d->b.offset, need[1] - d->b.offset, d->b.dtype, false),
+                      done);
+        }
     }
 done:
     return status;
@@ -356,13 +416,40 @@ static tsr_status gemm_bind(const tsr_device *dev, const tsr_matmul_desc *d, con
     p->c_off = C->offset;
     p->ldc = C->ld;
     p->c_stride = C->batch_stride;
-    p->bias = c; /* a valid buffer the kernel never reads without a bias */
-    p->act = (int)d->epilogue.activation;
-    if (d->epilogue.bias) {
-        p->bias = d->epilogue.bias;
-        p->bias_off = d->epilogue.bias_offset;
-        p->bias_stride = d->epilogue.bias_stride;
+    TSR_CHECK(status, check_epilogue_overlap(d, need, a, b, c, reads_ab), done);
+    const tsr_epilogue *epi = &d->epilogue;
+    p->bias = p->scale = p->res = c; /* a valid buffer the kernel never reads without its part */
+    p->act = (int)epi->activation;
+    p->res_type = -1;
+    if (epi->bias) {
+        p->bias = epi->bias;
+        p->bias_off = epi->bias_offset;
+        p->bias_stride = epi->bias_stride;
         p->bias_axis = row ? 1 : 2; /* the call's columns are the canonical rows when column-major */
+    }
+    if (epi->scale) {
+        p->scale = epi->scale;
+        p->scale_off = epi->scale_offset;
+        p->scale_stride = epi->scale_stride;
+        p->scale_axis = row ? 1 : 2;
+    }
+    if (epi->residual) {
+        /* A residual that is C itself (check_epilogue_overlap allowed only the very same bytes and
+         * type) is C's old value, which beta already reads, element by element in the work-item
+         * that writes it: beta + 1 computes the same sum in every launch form, K blocking
+         * included (its first launch overwrites C before the last one would read a residual). */
+        tsr_ranges rel = TSR_RANGES_DISJOINT;
+        TSR_CHECK(status,
+                  tsr_ranges_relate_typed(c, C->offset, c_need - C->offset, C->dtype, epi->residual,
+                                          epi->residual_offset, c_need - C->offset, epi->residual_type, &rel),
+                  done);
+        if (rel == TSR_RANGES_SAME) {
+            p->beta += 1.0f;
+        } else {
+            p->res = epi->residual;
+            p->res_off = epi->residual_offset;
+            p->res_type = (int)epi->residual_type;
+        }
     }
     if (row) {
         p->m = d->m;
@@ -416,34 +503,50 @@ static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 static size_t ceil_div(size_t x, size_t to) { return (x + to - 1) / to; }
 
 /* Enqueue a pack kernel writing operand `which` ('a' or 'b') into workspace `slot`. */
-static tsr_status enqueue_pack(tsr_device *dev, cl_program program, cl_command_queue queue, const gemm_problem *p,
-                               const tsr_config *cfg, char which, cl_mem dst, size_t dst_stride, cl_event wait,
-                               cl_event input_ready, cl_event *done) {
+static tsr_status enqueue_pack(tsr_kernel *pack, cl_command_queue queue, const gemm_problem *p, const tsr_config *cfg,
+                               char which, cl_mem dst, size_t dst_stride, cl_event wait, cl_event input_ready,
+                               cl_event *done) {
     tsr_status status = TSR_SUCCESS;
-    cl_int err;
-    cl_kernel kernel = clCreateKernel(program, which == 'a' ? "pack_a" : "pack_b", &err);
-    TSR_CL_CHECK(status, err, done);
+    cl_kernel kernel = pack->kernel;
     cl_int rows = (cl_int)(which == 'a' ? p->m : p->n), K = (cl_int)p->k;
     cl_int ld = (cl_int)(which == 'a' ? p->lda : p->ldb);
     cl_mem src = which == 'a' ? p->a : p->b;
     cl_ulong off = which == 'a' ? p->a_off : p->b_off, stride = which == 'a' ? p->a_stride : p->b_stride;
     cl_ulong dstride = dst_stride;
-    cl_uint arg = 0;
-#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), done)
-    SET(rows); SET(K); SET(src); SET(off); SET(ld); SET(stride); SET(dst); SET(dstride);
-#undef SET
     size_t tile = which == 'a' ? (size_t)cfg->values[P_MWI] : (size_t)cfg->values[P_VW] * cfg->values[P_NVW];
     size_t global[3] = {ceil_div(p->k, (size_t)cfg->values[P_PK]), ceil_div(which == 'a' ? p->m : p->n, tile), p->batch};
     cl_event waits[2];
     cl_uint nwaits = 0;
     if (wait) waits[nwaits++] = wait;
     if (input_ready) waits[nwaits++] = input_ready;
+    cl_uint arg = 0;
+    tsr_kernel_lock(pack); /* the cached kernel's arguments are this call's until the enqueue */
+#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), unlock)
+    SET(rows); SET(K); SET(src); SET(off); SET(ld); SET(stride); SET(dst); SET(dstride);
+#undef SET
     TSR_CL_CHECK(status,
                  clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, NULL, nwaits, nwaits ? waits : NULL, done),
-                 done);
-done:
-    if (kernel) clReleaseKernel(kernel);
-    (void)dev;
+                 unlock);
+unlock:
+    tsr_kernel_unlock(pack);
+    return status;
+}
+
+/* The cached kernels a configuration runs for p's program variant: found in the device's launch
+ * records by the configuration's values and the variant (no option text, no program look-up),
+ * made on the first call of each. */
+typedef struct gemm_kernels {
+    tsr_kernel *gemm, *pack_a, *pack_b;
+} gemm_kernels;
+static const char gemm_kernels_tag;
+
+static tsr_status gemm_kernels_for(tsr_device *dev, const tsr_config *cfg, int variant, bool pack_a, bool pack_b,
+                                   gemm_kernels *out) {
+    const char *const names[] = {"gemm", pack_a ? "pack_a" : "", pack_b ? "pack_b" : "", NULL};
+    tsr_kernel *k[TSR_LAUNCH_KERNELS];
+    tsr_status status = tsr_launch_kernels(dev, &gemm_kernels_tag, cfg, variant, (uint32_t)(pack_a | pack_b << 1),
+                                           gemm_program_source(cfg), gemm_build_options, names, k);
+    if (status == TSR_SUCCESS) *out = (gemm_kernels){k[0], k[1], k[2]};
     return status;
 }
 
@@ -456,20 +559,13 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     const int *v = cfg->values;
     int variant = (p->ta ? TRANSPOSE_A : 0) | (p->tb ? TRANSPOSE_B : 0);
     variant += GEMM_TRANSPOSES * gemm_type_set_index(&p->types);
-    char options[512];
-    gemm_build_options(cfg, variant, options, sizeof options);
-    cl_program program = NULL;
-    cl_kernel kernel = NULL;
     cl_event packed[2] = {NULL, NULL}, done = NULL, first_launch = NULL;
-    cl_int err;
     size_t nwi = (size_t)v[P_VW] * v[P_NVW];
     /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
     bool pack_a = packs_a(cfg, p->ta, p->types.a) && p->k > 0, pack_b = packs_b(cfg, p->tb, p->types.b) && p->k > 0;
-    char kernels[32]; /* what this call creates: a binary without one is dropped and rebuilt */
-    snprintf(kernels, sizeof kernels, "gemm%s%s", pack_a ? ";pack_a" : "", pack_b ? ";pack_b" : "");
-    TSR_CHECK(status, tsr_program_for(dev, gemm_program_source(cfg), options, kernels, &program), done);
-    kernel = clCreateKernel(program, "gemm", &err);
-    TSR_CL_CHECK(status, err, done);
+    gemm_kernels kernels;
+    TSR_CHECK(status, gemm_kernels_for(dev, cfg, variant, pack_a, pack_b, &kernels), done);
+    cl_kernel kernel = kernels.gemm->kernel;
 
     gemm_problem q = *p;
     /* The workspace is shared by every call on this device: hold the lock while enqueuing,
@@ -485,7 +581,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", stride, p->batch, 0, &bytes), unlock);
         TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", bytes, sizeof(float), 0, &bytes), unlock);
         TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_A, bytes, &ws, &wait), unlock);
-        TSR_CHECK(status, enqueue_pack(dev, program, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]),
+        TSR_CHECK(status, enqueue_pack(kernels.pack_a, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]),
                   unlock);
         q.a = ws; q.a_off = 0; q.a_stride = stride;
     }
@@ -497,7 +593,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", stride, p->batch, 0, &bytes), unlock);
         TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", bytes, sizeof(float), 0, &bytes), unlock);
         TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_B, bytes, &ws, &wait), unlock);
-        TSR_CHECK(status, enqueue_pack(dev, program, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]),
+        TSR_CHECK(status, enqueue_pack(kernels.pack_b, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]),
                   unlock);
         q.b = ws; q.b_off = 0; q.b_stride = stride;
     }
@@ -509,7 +605,8 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     cl_int M = (cl_int)q.m, N = (cl_int)q.n, KP = (cl_int)q.k;
     cl_int lda = (cl_int)q.lda, ldb = (cl_int)q.ldb, ldc = (cl_int)q.ldc;
     cl_ulong co = q.c_off, as = q.a_stride, bs = q.b_stride, cs = q.c_stride;
-    cl_ulong bias_off = q.bias_off, bias_stride = q.bias_stride;
+    cl_ulong bias_off = q.bias_off, bias_stride = q.bias_stride, scale_off = q.scale_off,
+             scale_stride = q.scale_stride, res_off = q.res_off;
     size_t local[3] = {(size_t)v[P_WGM], (size_t)v[P_WGN], 1};
     size_t global[3] = {round_up(ceil_div(q.m, (size_t)v[P_MWI]), local[0]),
                         round_up(ceil_div(ceil_div(q.n, nwi), (size_t)tiles_per_item(cfg)), local[1]), q.batch};
@@ -526,15 +623,9 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         /* where the block starts: inside each packed tile's panel, or in the matrix */
         cl_ulong ao = pack_a ? k0 * (size_t)v[P_MWI] : q.a_off + (q.ta ? k0 * q.lda : k0);
         cl_ulong bo = pack_b ? k0 * nwi : q.b_off + (q.tb ? k0 : k0 * q.ldb);
+        /* the scale applies to each block's product, the rest once, on the sum */
         cl_int bias_axis = last ? q.bias_axis : 0, act = last ? q.act : TSR_ACT_NONE;
-        cl_uint arg = 0;
-#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), unlock)
-        SET(M); SET(N); SET(K); SET(KP); SET(q.alpha); SET(beta);
-        SET(q.a); SET(ao); SET(lda); SET(as);
-        SET(q.b); SET(bo); SET(ldb); SET(bs);
-        SET(q.c); SET(co); SET(ldc); SET(cs);
-        SET(q.bias); SET(bias_off); SET(bias_stride); SET(bias_axis); SET(act);
-#undef SET
+        cl_int scale_axis = q.scale_axis, res_type = last ? q.res_type : -1;
         /* each block after the packs (and the caller's event), and after the block before it:
          * the queue may be out of order */
         cl_event waits[3];
@@ -547,9 +638,23 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
             waits[nwaits++] = done;
         }
         cl_event ev = NULL;
+        cl_uint arg = 0;
+        tsr_kernel_lock(kernels.gemm); /* the cached kernel's arguments are this call's until the enqueue */
+#define SET(x) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(x), &(x)), set_failed)
+        SET(M); SET(N); SET(K); SET(KP); SET(q.alpha); SET(beta);
+        SET(q.a); SET(ao); SET(lda); SET(as);
+        SET(q.b); SET(bo); SET(ldb); SET(bs);
+        SET(q.c); SET(co); SET(ldc); SET(cs);
+        SET(q.bias); SET(bias_off); SET(bias_stride); SET(bias_axis); SET(act);
+        SET(q.scale); SET(scale_off); SET(scale_stride); SET(scale_axis);
+        SET(q.res); SET(res_off); SET(res_type);
+#undef SET
         TSR_CL_CHECK(status,
                      clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &ev),
-                     unlock);
+                     set_failed);
+    set_failed:
+        tsr_kernel_unlock(kernels.gemm);
+        if (status != TSR_SUCCESS) goto unlock;
         if (blk == 0) first_launch = ev, clRetainEvent(ev);
         if (done) clReleaseEvent(done);
         done = ev;
@@ -577,7 +682,6 @@ done:
         if (event && status == TSR_SUCCESS) *event = done;
         else clReleaseEvent(done);
     }
-    if (kernel) clReleaseKernel(kernel);
     return status;
 }
 
@@ -592,14 +696,18 @@ tsr_status tsr_matmul_pipeline(tsr_device *dev, const tsr_matmul_desc *desc, con
     size_t need[3];
     gemm_problem p;
     TSR_CHECK(status, tsr_matmul_check(desc, extras->literal, &d, need), done);
-    TSR_CHECK(status, gemm_bind(dev, &d, need, a, b, c, &p), done);
     TSR_CHECK(status, check_epilogue(dev, &d), done);
+    TSR_CHECK(status, gemm_bind(dev, &d, need, a, b, c, &p), done);
     cl_command_queue q;
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
     gemm_problem one = p;
     if (extras->class_by_shape) one.batch = 1; /* classify by one matrix's shape */
-    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_gemm, &one, &cfg), done);
+    /* the fields its class and legality are read from */
+    const uint32_t shape[] = {(uint32_t)one.m, (uint32_t)one.n, (uint32_t)one.k, (uint32_t)one.batch,
+                              (uint32_t)((uint64_t)one.batch >> 32), one.ta, one.tb, (uint32_t)one.types.a,
+                              (uint32_t)one.types.b, (uint32_t)one.types.c};
+    TSR_CHECK(status, tsr_op_config_shape(dev, &tsr_op_gemm, &one, shape, sizeof shape / sizeof *shape, &cfg), done);
     status = gemm_launch(dev, &p, &cfg, q, extras->input_ready, event, NULL);
     if (tsr_op_build_fallback(dev, &tsr_op_gemm, &one, status, &cfg))
         status = gemm_launch(dev, &p, &cfg, q, extras->input_ready, event, NULL);
@@ -676,7 +784,10 @@ tsr_status tsr_matmul_plan_create(tsr_device *dev, const tsr_matmul_desc *desc, 
     TSR_CHECK(status, tsr_op_config_lookup(dev, &tsr_op_gemm, gemm_problem_class(&shape), &pl->info), done);
     pl->device = dev;
     tsr_device_hold(dev);
-    if (pl->desc.epilogue.bias) clRetainMemObject(pl->desc.epilogue.bias); /* checked once: kept */
+    /* checked once: kept */
+    if (pl->desc.epilogue.bias) clRetainMemObject(pl->desc.epilogue.bias);
+    if (pl->desc.epilogue.scale) clRetainMemObject(pl->desc.epilogue.scale);
+    if (pl->desc.epilogue.residual) clRetainMemObject(pl->desc.epilogue.residual);
     *plan = pl;
     pl = NULL;
 done:
@@ -716,6 +827,8 @@ void tsr_matmul_plan_destroy(tsr_matmul_plan *plan) {
     if (!plan) return;
     tsr_device *dev = plan->device;
     if (plan->desc.epilogue.bias) clReleaseMemObject(plan->desc.epilogue.bias);
+    if (plan->desc.epilogue.scale) clReleaseMemObject(plan->desc.epilogue.scale);
+    if (plan->desc.epilogue.residual) clReleaseMemObject(plan->desc.epilogue.residual);
     free(plan);
     tsr_device_drop(dev);
 }
@@ -852,7 +965,8 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     for (size_t j = 0; j < nc; ++j)
         t->host_c[j] = NAN; /* poisoned: a run must write every element */
     TSR_CHECK(status, tsr_upload_typed(dev, p->c, out_type, t->host_c, nc), done);
-    p->bias = p->c; /* no epilogue: a valid buffer the kernel does not read */
+    p->bias = p->scale = p->res = p->c; /* no epilogue: a valid buffer the kernel does not read */
+    p->res_type = -1;
 done:
     free(a);
     free(b);

@@ -213,15 +213,11 @@ done:
     return st;
 }
 
+static const char layernorm_kernels_tag;
+
 static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, const tsr_config *cfg,
                                    cl_command_queue queue, cl_event *event) {
     tsr_status status = TSR_SUCCESS;
-    char options[256];
-    layernorm_build_options(cfg, layernorm_variant(p->r != NULL, p->types[0], p->types[1], p->types[2]), options,
-                            sizeof options);
-    cl_program program = NULL;
-    cl_kernel kernel = NULL;
-    cl_int err;
     const int *v = cfg->values;
     const size_t local = (size_t)v[P_WG], groups = ceil_div(p->rows, (size_t)v[P_RPG]);
     size_t global;
@@ -243,9 +239,14 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
             goto done;
         }
     }
-    TSR_CHECK(status, tsr_program_for(dev, "layernorm", options, "layernorm", &program), done);
-    kernel = clCreateKernel(program, "layernorm", &err);
-    TSR_CL_CHECK(status, err, done);
+    static const char *const names[] = {"layernorm", NULL};
+    tsr_kernel *k[TSR_LAUNCH_KERNELS];
+    TSR_CHECK(status,
+              tsr_launch_kernels(dev, &layernorm_kernels_tag, cfg,
+                                 layernorm_variant(p->r != NULL, p->types[0], p->types[1], p->types[2]), 0, "layernorm",
+                                 layernorm_build_options, names, k),
+              done);
+    cl_kernel kernel = k[0]->kernel;
     /* Without a residual the kernel does not read r; x stands in for the argument. */
     cl_mem r = p->r ? p->r : p->x;
     cl_ulong rows = p->rows, cols = p->cols, xo = p->x_off, xs = p->x_stride, ro = p->r_off, rs = p->r_stride,
@@ -253,7 +254,8 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
     cl_uint rows_per_group = (cl_uint)v[P_RPG];
     cl_float eps = p->eps;
     cl_uint arg = 0;
-#define SET(value) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(value), &(value)), done)
+    tsr_kernel_lock(k[0]); /* the cached kernel's arguments are this call's until the enqueue */
+#define SET(value) TSR_CL_CHECK(status, clSetKernelArg(kernel, arg++, sizeof(value), &(value)), unlock)
     SET(rows);
     SET(cols);
     SET(eps);
@@ -272,9 +274,10 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
     SET(yo);
     SET(ys);
 #undef SET
-    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), done);
+    TSR_CL_CHECK(status, clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), unlock);
+unlock:
+    tsr_kernel_unlock(k[0]);
 done:
-    if (kernel) clReleaseKernel(kernel);
     return status;
 }
 
@@ -288,7 +291,11 @@ tsr_status tsr_layernorm(tsr_device *dev, const tsr_layernorm_desc *desc, cl_mem
     cl_command_queue q;
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
-    TSR_CHECK(status, tsr_op_config(dev, &tsr_op_layernorm, &p, &cfg), done);
+    /* the fields its class reads (the legality check reads none) */
+    const uint32_t shape[] = {(uint32_t)layernorm_base_class(p.cols), (uint32_t)p.types[0], (uint32_t)p.types[1],
+                              (uint32_t)p.types[2]};
+    TSR_CHECK(status,
+              tsr_op_config_shape(dev, &tsr_op_layernorm, &p, shape, sizeof shape / sizeof *shape, &cfg), done);
     status = layernorm_launch(dev, &p, &cfg, q, event);
     if (tsr_op_build_fallback(dev, &tsr_op_layernorm, &p, status, &cfg))
         status = layernorm_launch(dev, &p, &cfg, q, event);

@@ -479,9 +479,12 @@ class Runner:
         row = 3 * HIDDEN
         q, k, v = (qkv.view((batch, HEADS, seq, head_dim), (seq * row, head_dim, row, 1), i * HIDDEN) for i in range(3))
         o = context.view((batch, HEADS, seq, head_dim), (seq * HIDDEN, head_dim, HIDDEN, 1))
+        # every sentence its full length (one sentence, batch 1): no mask, so the call uploads no
+        # key lengths (the library keeps one all-keys buffer per shape)
+        kv_lengths = None if bool(np.all(np.asarray(lengths) == seq)) else lengths
         for layer in self.layers:
             tessera.gemm(x, layer['qkv_w'], qkv, bias=layer['qkv_b'])
-            tessera.attention(q, k, v, kv_lengths=lengths, out=o)
+            tessera.attention(q, k, v, kv_lengths=kv_lengths, out=o)
             tessera.gemm(context, layer['out_w'], projected, bias=layer['out_b'])
             tessera.layernorm(projected, *layer['ln1'], residual=x, eps=eps, out=x)
             tessera.gemm(x, layer['ffn1_w'], hidden, bias=layer['ffn1_b'], activation='gelu')

@@ -1,0 +1,251 @@
+/* conv2d's fused epilogue, y = act(scale[k] sum + bias[k] + residual), against the double host
+ * reference (tsr_conv2d_reference_fused) on fresh seeded inputs: every path (the automatic choice,
+ * im2col + GEMM, direct) and every implicit form (STAGE 0 and 1; the CPU forms 2 and 3 where the
+ * device vectorizes within a work-item), with a residual of its own in each storage type or y
+ * itself (read before written: the depthwise form's overlapping last tile, GEMM's beta), 16-bit
+ * x, w and y, groups, strides, pointwise layers, offsets with guard zones on both sides of y,
+ * outputs poisoned with NaN; and the refusals (sizes, types, overlaps), which write nothing.
+ * Tolerance: max(1e-5, tsr_dtype_error_bound(y_type, Cg R S)). TSR_TEST_MODE=oclgrind or rusticl
+ * runs a small subset. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define dev th_dev
+#define GUARD 5
+
+typedef struct epi_case {
+    size_t N, C, H, W, K, R, S, st, pad, G;
+    tsr_activation act;
+    bool scale, bias;
+    int res;                   /* 0: none, 1: a tensor of its own (type rt), 2: y itself */
+    tsr_dtype xt, wt, yt, rt;
+    size_t off;                /* offset of every tensor, in its own elements */
+} epi_case;
+
+static tsr_conv2d_desc case_desc(const epi_case *c) {
+    tsr_conv2d_desc d = {.batch = c->N, .in_channels = c->C, .in_height = c->H, .in_width = c->W,
+                         .out_channels = c->K, .kernel_h = c->R, .kernel_w = c->S, .stride_h = c->st,
+                         .stride_w = c->st, .pad_h = c->pad, .pad_w = c->pad, .groups = c->G,
+                         .x_offset = c->off, .w_offset = c->off, .y_offset = c->off,
+                         .x_type = c->xt, .w_type = c->wt, .y_type = c->yt};
+    d.epilogue.activation = c->act;
+    d.epilogue.scale_offset = d.epilogue.bias_offset = d.epilogue.residual_offset = c->off;
+    d.epilogue.residual_type = c->res == 2 ? c->yt : c->rt;
+    return d;
+}
+
+typedef struct epi_data {
+    tsr_conv2d_desc d;
+    size_t nx, nw, ny;
+    float *x, *w, *scale, *bias, *res, *y;
+    double *ref;
+    cl_mem dx, dw, ds, db, dr, dy;
+} epi_data;
+
+static void data_make(const epi_case *c, epi_data *e) {
+    memset(e, 0, sizeof *e);
+    e->d = case_desc(c);
+    size_t P, Q;
+    TH_ASSERT_OK(tsr_conv2d_output_size(&e->d, &P, &Q));
+    size_t G = c->G ? c->G : 1, off = c->off;
+    e->nx = c->N * c->C * c->H * c->W, e->nw = c->K * (c->C / G) * c->R * c->S, e->ny = c->N * c->K * P * Q;
+    e->x = malloc((off + e->nx) * 4), e->w = malloc((off + e->nw) * 4), e->scale = malloc((off + c->K) * 4);
+    e->bias = malloc((off + c->K) * 4), e->res = malloc((off + e->ny + GUARD) * 4);
+    e->y = malloc((off + e->ny + GUARD) * 4), e->ref = malloc(e->ny * sizeof *e->ref);
+    th_fill_uniform_typed(c->xt, e->x, off + e->nx, -1, 1);
+    th_fill_uniform_typed(c->wt, e->w, off + e->nw, -1, 1);
+    th_fill_uniform(e->scale, off + c->K, -2, 2);
+    th_fill_uniform(e->bias, off + c->K, -1, 1);
+    tsr_dtype rt = c->res == 2 ? c->yt : c->rt;
+    th_fill_uniform_typed(rt, e->res, off + e->ny + GUARD, -2, 2);
+    tsr_conv2d_reference_fused(&e->d, e->x + off, e->w + off, c->scale ? e->scale + off : NULL,
+                               c->bias ? e->bias + off : NULL, c->res ? e->res + off : NULL, e->ref);
+    e->dx = th_buffer_from_typed(dev, c->xt, e->x, off + e->nx);
+    e->dw = th_buffer_from_typed(dev, c->wt, e->w, off + e->nw);
+    e->ds = th_buffer_from(dev, e->scale, off + c->K);
+    e->db = th_buffer_from(dev, e->bias, off + c->K);
+    e->dr = th_buffer_from_typed(dev, c->rt, e->res, off + e->ny + GUARD);
+    e->dy = th_buffer_typed(dev, c->yt, off + e->ny + GUARD);
+    if (c->scale) e->d.epilogue.scale = e->ds;
+    if (c->bias) e->d.epilogue.bias = e->db;
+    if (c->res) e->d.epilogue.residual = c->res == 2 ? e->dy : e->dr;
+}
+
+static void data_free(epi_data *e) {
+    cl_mem m[6] = {e->dx, e->dw, e->ds, e->db, e->dr, e->dy};
+    for (int i = 0; i < 6; ++i) clReleaseMemObject(m[i]);
+    free(e->x), free(e->w), free(e->scale), free(e->bias), free(e->res), free(e->y), free(e->ref);
+}
+
+static const char *case_name(const epi_case *c, char *buf, size_t size) {
+    snprintf(buf, size, "N%zu C%zu %zux%zu K%zu %zux%zu s%zu p%zu g%zu act%d scale%d bias%d res%d x %s w %s y %s r %s",
+             c->N, c->C, c->H, c->W, c->K, c->R, c->S, c->st ? c->st : 1, c->pad, c->G ? c->G : 1, (int)c->act,
+             c->scale, c->bias, c->res, tsr_dtype_str(c->xt), tsr_dtype_str(c->wt), tsr_dtype_str(c->yt),
+             tsr_dtype_str(c->rt));
+    return buf;
+}
+
+/* One call (algo, under the current override): y poisoned with NaN between guard zones, or holding
+ * the residual when it is y; then the guards, and every output against the reference. */
+static void check(const epi_case *c, epi_data *e, tsr_conv_algo algo, const char *form) {
+    char name[300];
+    case_name(c, name, sizeof name);
+    const size_t off = c->off, total = off + e->ny + GUARD;
+    const float guard = tsr_dtype_round(c->yt, 777.0f);
+    for (size_t i = 0; i < total; ++i) e->y[i] = guard;
+    if (c->res == 2) memcpy(e->y + off, e->res + off, e->ny * sizeof *e->y);
+    else th_poison(e->y + off, e->ny);
+    TH_ASSERT_OK(tsr_upload_typed(dev, e->dy, c->yt, e->y, total));
+    tsr_conv2d_desc d = e->d;
+    d.algo = algo;
+    cl_event ev = NULL;
+    tsr_status st = tsr_conv2d(dev, &d, e->dx, e->dw, e->dy, NULL, &ev);
+    if (st != TSR_SUCCESS) fail_msg("%s [%s]: %s: %s", name, form, tsr_status_str(st), tsr_last_error());
+    assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+    clReleaseEvent(ev);
+    th_read_typed(dev, c->yt, e->dy, e->y, total);
+    for (size_t i = 0; i < off; ++i)
+        if (e->y[i] != guard) fail_msg("%s [%s]: guard before y[%zu] overwritten", name, form, i);
+    for (size_t i = 0; i < GUARD; ++i)
+        if (e->y[off + e->ny + i] != guard) fail_msg("%s [%s]: guard after y overwritten", name, form);
+    double err = tsr_rel_error(e->y + off, e->ref, e->ny);
+    double tol = tsr_dtype_error_bound(c->yt, (double)(c->C / (c->G ? c->G : 1) * c->R * c->S));
+    if (tol < 1e-5) tol = 1e-5;
+    if (!(err <= tol)) fail_msg("%s [%s]: relative error %.3e > %.3e", name, form, err, tol);
+}
+
+/* Layers reaching each form's branches, in storage sets the conv tests build anyway (fp32, f16,
+ * bf16, bf16 inputs with an fp32 output). Q = 19 and 21 leave the depthwise form an overlapping
+ * last tile, which must not read a residual that is y after its neighbour wrote it. */
+static const epi_case cases[] = {
+    {.N = 2, .C = 5, .H = 7, .W = 19, .K = 6, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_RELU, .scale = true,
+     .bias = true, .res = 1, .off = 3},
+    {.N = 2, .C = 5, .H = 7, .W = 19, .K = 6, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_GELU_TANH, .scale = true,
+     .bias = true, .res = 2, .off = 1},
+    {.N = 2, .C = 6, .H = 5, .W = 7, .K = 4, .R = 1, .S = 1, .scale = true, .res = 1, .xt = TSR_F16, .wt = TSR_F16,
+     .yt = TSR_F16, .rt = TSR_BF16, .off = 2},                                              /* pointwise */
+    {.N = 1, .C = 4, .H = 9, .W = 37, .K = 5, .R = 3, .S = 3, .st = 2, .pad = 1, .act = TSR_ACT_RELU, .scale = true,
+     .bias = true, .res = 2, .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_BF16},               /* strided */
+    {.N = 2, .C = 8, .H = 6, .W = 10, .K = 8, .R = 3, .S = 3, .pad = 1, .G = 2, .act = TSR_ACT_GELU_ERF,
+     .scale = true, .bias = true, .res = 1, .xt = TSR_BF16, .wt = TSR_BF16, .rt = TSR_F16, .off = 1}, /* grouped */
+    {.N = 2, .C = 6, .H = 9, .W = 21, .K = 6, .R = 3, .S = 3, .pad = 1, .G = 6, .act = TSR_ACT_RELU, .scale = true,
+     .res = 2, .off = 2},                                                                   /* depthwise */
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+/* The forms: forced paths with their built-in shapes, and the implicit kernel's forms by override
+ * (the configurations the storage-type tests use). */
+static const struct {
+    const char *config; /* NULL: no override */
+    tsr_conv_algo algo;
+    bool cpu_only;
+} forms[] = {
+    {NULL, TSR_CONV_AUTO, false},
+    {NULL, TSR_CONV_IM2COL, false},
+    {NULL, TSR_CONV_DIRECT, false},
+    {"ALGO=2 MWI=2 VW=4", TSR_CONV_AUTO, false},
+    {"ALGO=2 MWI=2 VW=4 STAGE=1 WGM=4 WGN=4 KWG=8", TSR_CONV_AUTO, false},
+    {"ALGO=2 MWI=2 VW=8 STAGE=2 WGN=4", TSR_CONV_AUTO, true},
+    {"ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4", TSR_CONV_AUTO, true},
+};
+
+static bool cpu_forms_here(void) {
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    return info->type == TSR_DEVICE_CPU && (info->preferred_vector_width[4] > 1 || info->native_vector_width[4] > 1);
+}
+
+static void every_form(void **state) {
+    (void)state;
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; ++f) {
+        if (forms[f].cpu_only && !cpu_forms_here()) continue;
+        /* small mode (Oclgrind, rusticl): the automatic path, im2col and the STAGE 0 form */
+        if (th_small_mode() && f != 0 && f != 1 && f != 3) continue;
+        if (forms[f].config && !th_try_override(dev, "conv2d", forms[f].config)) continue;
+        for (size_t i = 0; i < NCASES; ++i) {
+            if (th_small_mode() && i != (f % 2 ? 1 : 3)) continue; /* y itself as the residual: fp32, bf16 */
+            epi_data e;
+            data_make(&cases[i], &e);
+            check(&cases[i], &e, forms[f].algo, forms[f].config ? forms[f].config : "built-in");
+            data_free(&e);
+        }
+        if (forms[f].config) TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    }
+}
+
+/* Refusals name what is wrong and write nothing. */
+static void refusals(void **state) {
+    (void)state;
+    const epi_case c = {.N = 1, .C = 4, .H = 6, .W = 6, .K = 4, .R = 3, .S = 3, .pad = 1, .scale = true,
+                        .bias = true, .res = 1, .yt = TSR_F16, .rt = TSR_F16};
+    epi_data e;
+    data_make(&c, &e);
+    th_poison(e.y, e.ny);
+    TH_ASSERT_OK(tsr_upload_typed(dev, e.dy, c.yt, e.y, e.ny));
+    const tsr_conv2d_desc ok = e.d;
+    tsr_conv2d_desc d = ok;
+    /* a residual one element short, in its own type's elements (f16: fp32's count would pass) */
+    cl_mem short_res = th_buffer_typed(dev, TSR_F16, e.ny - 1);
+    d.epilogue.residual = short_res, d.epilogue.residual_offset = 0;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, e.dw, e.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "residual");
+    d = ok, d.epilogue.residual_type = (tsr_dtype)5;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, e.dw, e.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "residual_type");
+    size_t h, w;
+    TH_ASSERT_STATUS(tsr_conv2d_output_size(&d, &h, &w), TSR_ERR_INVALID_ARG);
+    d = ok, d.epilogue.scale_offset = 1; /* K + 1 floats past the start of a K-float buffer */
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, e.dw, e.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "scale");
+    d = ok, d.epilogue.scale_stride = 4;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, e.dw, e.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "scale_stride");
+    /* the residual partly over y (one element on), over y in another type, over x, over w */
+    cl_mem both = th_buffer_typed(dev, TSR_F16, 2 * e.ny + 8);
+    d = ok, d.y_offset = 0, d.epilogue.residual = both, d.epilogue.residual_offset = 1;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, e.dw, both, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "residual");
+    TH_ASSERT_CONTAINS(tsr_last_error(), "overlap");
+    d.epilogue.residual_offset = 0, d.epilogue.residual_type = TSR_BF16;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, e.dw, both, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "overlap");
+    cl_mem big_x = th_buffer(dev, e.nx + e.ny); /* x and an fp32 residual in one buffer, one float shared */
+    d = ok, d.x_offset = 0, d.epilogue.residual = big_x, d.epilogue.residual_type = TSR_F32;
+    d.epilogue.residual_offset = e.nx - 1;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &d, big_x, e.dw, e.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "overlaps x");
+    cl_mem big_w = th_buffer(dev, e.nw + e.ny);
+    d = ok, d.w_offset = 0, d.epilogue.residual = big_w, d.epilogue.residual_type = TSR_F32;
+    d.epilogue.residual_offset = 0;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, big_w, e.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "overlaps w");
+    /* the scale over y */
+    d = ok, d.epilogue.scale = e.dy, d.epilogue.scale_offset = 0;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, e.dw, e.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "scale");
+    clFinish(tsr_device_queue(dev));
+    th_read_typed(dev, c.yt, e.dy, e.y, e.ny);
+    for (size_t i = 0; i < e.ny; ++i)
+        if (!isnan(e.y[i])) fail_msg("a refused call wrote y[%zu] = %g", i, e.y[i]);
+    /* y at exactly the residual's bytes in its type: in place, accepted, and y = the epilogue over
+     * the residual that was there */
+    TH_ASSERT_OK(tsr_upload_typed(dev, both, TSR_F16, e.res + c.off, e.ny));
+    d = ok, d.y_offset = 0, d.epilogue.residual = both, d.epilogue.residual_offset = 0;
+    TH_ASSERT_OK(tsr_conv2d(dev, &d, e.dx, e.dw, both, NULL, NULL));
+    th_read_typed(dev, TSR_F16, both, e.y, e.ny);
+    double err = tsr_rel_error(e.y, e.ref, e.ny), tol = tsr_dtype_error_bound(TSR_F16, 36.0);
+    if (!(err <= tol)) fail_msg("in place: relative error %.3e > %.3e", err, tol);
+    clReleaseMemObject(short_res), clReleaseMemObject(both), clReleaseMemObject(big_x), clReleaseMemObject(big_w);
+    data_free(&e);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_form),
+        cmocka_unit_test(refusals),
+    };
+    return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
+}

@@ -917,6 +917,10 @@ static void type_combo(int i, tsr_dtype t[3]) {
 
 /* Small mode (Oclgrind, rusticl): fp32, all f16, all bf16, bf16 in with f32 out, f16 x with bf16 w. */
 static bool combo_in_small_set(int i) { return i == 0 || i == 13 || i == 26 || i == 8 || i == 7; }
+/* The thinned small set (th_small_thinned) through the forms other than STAGE 0 and direct: the
+ * three 16-bit ones (all f16, all bf16, f16 x with bf16 w); fp32 and bf16 in with f32 out run
+ * through STAGE 0 and direct (each combination a program of its own: seconds on rusticl). */
+static bool combo_in_thinned_small_set(int i) { return i == 13 || i == 26 || i == 7; }
 
 /* Every combination builds its own programs (a second or more each on PoCL), so STAGE 1, 2 and 3
  * take a covering set: y = 2 (x + w) mod 3 gives every pair of tensors every pair of types (a
@@ -941,8 +945,10 @@ static void storage_types_configs(size_t first, size_t last) {
         /* STAGE 0 and direct: every combination (the default tier: the covering set, as the other
          * forms; storage_types_im2col still runs all 27) */
         bool every = strstr(typed_configs[k], "STAGE") == NULL && !default_tier();
+        bool thinned = th_small_thinned() && strstr(typed_configs[k], "STAGE") != NULL;
         for (int i = 0; i < 27; ++i) {
             if (th_small_mode() ? !combo_in_small_set(i) : !every && !combo_in_covering_set(i)) continue;
+            if (thinned && !combo_in_thinned_small_set(i)) continue;
             tsr_dtype t[3];
             type_combo(i, t);
             for (size_t j = 0; j < ncases; ++j) {

@@ -3,7 +3,8 @@
 
 For each op asked for, each round runs `tessera bench OP` (its rows are medians of runs) and
 then times PyTorch on the very shapes that run reported, with as many threads as the OpenCL
-device has compute units; rounds alternate the two, and every number kept is the median over
+device has compute units; rounds alternate the two (with --pause seconds of idle between the
+blocks, so neither runtime's spinning threads eat the other's time), and every number kept is the median over
 rounds (the ratio printed is the median of the per-round ratios, with its range). Each PyTorch
 row carries its own error against the same computation in float64, on its own random inputs,
 with the output buffer poisoned (NaN) before the checked call.
@@ -295,6 +296,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budget", type=float, default=1.0, help="seconds per row and round, each side")
     ap.add_argument("--threads", type=int, help="PyTorch threads (default: the device's compute units)")
+    ap.add_argument("--pause", type=float, default=0.5,
+                    help="seconds of idle between the two sides' blocks (one runtime's spinning worker threads "
+                         "must not eat the other's time; default 0.5)")
     ap.add_argument("--no-peers", dest="peers", action="store_false", help="pass --no-peers to tessera bench")
     for op in OPS:
         ap.add_argument(f"--{op}-sizes", dest=f"sizes_{op.replace('2d', '')}", help=f"tessera bench {op} --sizes")
@@ -315,6 +319,8 @@ def main():
     if args.rounds < 1 or not args.budget > 0 or not math.isfinite(args.budget) or (args.threads is not None
                                                                                       and args.threads < 1):
         die("--rounds, --budget and --threads must be positive (and --budget finite)")
+    if not (args.pause >= 0 and math.isfinite(args.pause)):
+        die("--pause must be a finite number of seconds, 0 or more")
     if not os.access(args.tessera, os.X_OK):
         die(f"{args.tessera}: not an executable (build first, or give --tessera)")
     args.sizes = {op: getattr(args, f"sizes_{op.replace('2d', '')}") for op in OPS}
@@ -337,12 +343,15 @@ def main():
     for rnd in range(args.rounds):
         got = []
         for op in ops:
+            time.sleep(args.pause)
             trows, cmd = run_tessera(args, op, device)
+            time.sleep(args.pause)
             commands[op] = " ".join(cmd[0:1] + [c for c in cmd[1:] if not c.startswith("/tmp")])
             for r in trows:
                 r["round"] = rnd
                 got.append(r)
                 if peer_of(r):
+                    time.sleep(args.pause / 5)  # between PyTorch's rows too: its OpenMP threads settle
                     p = time_torch(r, args.budget, checks)
                     if p:
                         p["device"] = f"PyTorch {torch.__version__} CPU, {threads} threads"

@@ -3,13 +3,17 @@
 // work-item. A file of its own so that conv.cl, and the tuned entries keyed by its hash, stay as
 // they are for the other devices.
 //
-//   STAGE 2  (stride 1) the host first copies x into zero-padded planes (pad_input below; x itself
-//            when the layer has no padding) and hands the kernel the padded geometry, so every
-//            kernel tap of a VW-pixel tile is one unit-stride vector load: pixels are flattened
-//            over the padded width (j = oh W + ow), columns ow >= Q are computed and dropped. A
-//            work-item holds MWI channels x VW pixels; up to WGN neighbouring tiles share a
-//            work-group (one thread on PoCL), so the MWI weight rows stay in L1 across them.
-//            Layers with another stride run conv.cl's STAGE 0 form (the host's choice).
+//   STAGE 2  the host first copies x into zero-padded planes (pad_input below; x itself when an
+//            unstrided fp32 layer has no padding) and hands the kernel the copy's geometry, so
+//            every kernel tap of a VW-pixel tile is one unit-stride vector load: pixels are
+//            flattened over the copy's row width (j = oh W + ow), columns ow >= Q are computed
+//            and dropped. Strided layers (conv1's 7x7/2, 3x3/2) get a polyphase copy: the padded
+//            plane is split into SH x SW phase planes (rows hp = a + SH i, columns wp = b + SW q
+//            go to phase (a, b) at (i, q)), so output (oh, ow)'s tap (r, s) reads phase
+//            ((r DH) % SH, (s DW) % SW) at (oh + r DH / SH, ow + s DW / SW): unit stride along
+//            ow again, and one row of the phase plane per output row. A work-item holds MWI
+//            channels x VW pixels; up to WGN neighbouring tiles share a work-group (one thread
+//            on PoCL), so the MWI weight rows stay in L1 across them.
 //   STAGE 3  (depthwise) a work-item computes MWI output rows of one channel, VW pixels at a time
 //            along each row; up to WGN such items per work-group. Meant for one input channel per
 //            group (memory-bound layers), correct for any layer.
@@ -39,6 +43,25 @@
 #define KS_ GEO_S
 #endif
 
+// CSH, CSW, CDH, CDW (STAGE 2's polyphase programs, from the host): strides and dilations at
+// compile time, so the taps' phase and offset arithmetic folds.
+#ifdef CSH
+#define SH_ CSH
+#define SW_ CSW
+#define DH_ CDH
+#define DW_ CDW
+#else
+#define SH_ GEO_SH
+#define SW_ GEO_SW
+#define DH_ GEO_DH
+#define DW_ GEO_DW
+#endif
+#if defined(KR) && KR > 3
+#define ROWS_PRAGMA _Pragma("unroll 1")
+#else
+#define ROWS_PRAGMA _Pragma("unroll")
+#endif
+
 #include "vector.cl"
 
 #include "dtype.cl"
@@ -46,10 +69,13 @@
 #include "conv_access.cl"
 
 #if STAGE == 2
-// x is the padded input: the host's geometry has H, W = the padded sizes and no padding; the
-// output keeps its true P x Q. global = (ceil(Kg / MWI), ceil(P W / VW) rounded to WGN, N G),
-// local = (1, WGN, 1). x is fp32 whatever X_TYPE: a 16-bit x always comes through pad_input's fp32
-// copy (unpadded layers too), so its vector loads convert nothing.
+// x is the (padded, for strides polyphase) copy: the host's geometry has H = the copy's rows
+// per channel (all phases), W = its row width, PH = the phases along a row (SW, or 1 for a
+// one-column kernel), PW = one phase plane's elements, and geo.sf the largest tap offset; the
+// output keeps its true P x Q, strides and dilations their true values. global = (ceil(Kg /
+// MWI), ceil(P W / VW) rounded to WGN, N G), local = (1, WGN, 1). x is fp32 whatever X_TYPE: a
+// 16-bit x always comes through pad_input's fp32 copy (unpadded layers too), so its vector loads
+// convert nothing.
 __kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const WELT *w,
                             const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
@@ -66,24 +92,47 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
     floatv acc[MWI];
     _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
     const int rstep = GEO_DH * GEO_W;
+    const bool poly = GEO_SH > 1 || GEO_SW > 1; // the host asks for it with the kernel size compiled in
 #define FMA_TILE(wi, bvec)                                                                         \
     _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = fma((floatv)(LDW(wrow[m], wi)), (bvec), acc[m]);
-    if (j0 + VW - 1 + (R - 1) * rstep + (S - 1) * GEO_DW < HW) {
-        for (int c = 0; c < Cg; ++c, xc += HW) {
-            _Pragma("unroll") for (int r = 0; r < R; ++r)
-                _Pragma("unroll") for (int s = 0; s < S; ++s) {
-                    const floatv b = VLOAD(xc + r * rstep + s * GEO_DW);
-                    FMA_TILE(r * S + s, b)
+    // Tap (r, s)'s offset: a phase plane, then rows and columns inside it (r DH, s DW when unstrided).
+#define POLY_OFF(r, s)                                                                             \
+    (((r) * GEO_DH % GEO_SH * GEO_PH + (s) * GEO_DW % GEO_SW) * GEO_PW + (r) * GEO_DH / GEO_SH * GEO_W + \
+     (s) * GEO_DW / GEO_SW)
+    if (j0 + VW - 1 + geo.sf < HW) {
+        if (poly) {
+            // A kernel row's taps read two phase planes (the s DW % SW ones) at compile-time
+            // distances, so large kernels (conv1's 7x7) keep the rows in a loop, not unrolled: a
+            // few live pointers instead of one per tap.
+            for (int c = 0; c < Cg; ++c, xc += HW) {
+                ROWS_PRAGMA for (int r = 0; r < R; ++r) {
+                    const int rr = r * DH_;
+                    const __global float *xr = xc + rr % SH_ * GEO_PH * GEO_PW + rr / SH_ * GEO_W;
+                    _Pragma("unroll") for (int s = 0; s < S; ++s) {
+                        const floatv b = VLOAD(xr + s * DW_ % SW_ * GEO_PW + s * DW_ / SW_);
+                        FMA_TILE(r * S + s, b)
+                    }
                 }
-            _Pragma("unroll") for (int m = 0; m < MWI; ++m) wrow[m] += RS;
+                _Pragma("unroll") for (int m = 0; m < MWI; ++m) wrow[m] += RS;
+            }
+        } else {
+            for (int c = 0; c < Cg; ++c, xc += HW) {
+                _Pragma("unroll") for (int r = 0; r < R; ++r)
+                    _Pragma("unroll") for (int s = 0; s < S; ++s) {
+                        const floatv b = VLOAD(xc + r * rstep + s * GEO_DW);
+                        FMA_TILE(r * S + s, b)
+                    }
+                _Pragma("unroll") for (int m = 0; m < MWI; ++m) wrow[m] += RS;
+            }
         }
     } else {
-        // The plane's last tile: lanes past the plane (padded columns only) read its last element.
+        // The plane's last tile (x read as it is, unstrided): lanes past the plane (padded
+        // columns only) read its last element.
         const int lim = HW - 1 - j0;
         for (int c = 0; c < Cg; ++c, xc += HW) {
             for (int r = 0; r < R; ++r)
                 for (int s = 0; s < S; ++s) {
-                    const int o = r * rstep + s * GEO_DW;
+                    const int o = poly ? POLY_OFF(r, s) : r * rstep + s * GEO_DW;
                     float t[VW];
                     _Pragma("unroll") for (int e = 0; e < VW; ++e) t[e] = xc[min(o + e, lim)];
                     const floatv b = VLOAD(t);
@@ -92,6 +141,7 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
             _Pragma("unroll") for (int m = 0; m < MWI; ++m) wrow[m] += RS;
         }
     }
+#undef POLY_OFF
 #undef FMA_TILE
     // Output (oh, ow < Q) is flattened position oh W + ow: exactly one work-item stores it.
     const size_t ek = ((size_t)n * GEO_K + g * Kg + k0) * (size_t)(GEO_P * GEO_Q);
@@ -221,20 +271,29 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 #endif
 
 // ---------------------------------------------------------------- padding (STAGE 2's input)
-// xp[i][c][hp][wp] = x[i][c][hp - PH][wp - PW], zero outside; planes of Hp >= H + 2 PH rows (the
-// rows past the padding are slack for the last tile's loads); global = (Hp, C, images). The planes
-// are fp32: a 16-bit x is widened here, once per element, not at each of the kernel's taps.
+// The zero-padded copy of x, split into phase planes for strided layers: with PHW phases along a
+// row (geo's PH slot: SW, or 1), row phases PHH = the plane count / PHW, phase plane (a, b) holds
+// xp[i][c][a][b][iq][q] = x[i][c][a + SH iq - PH][b + SW q - PW] (zero outside x) for iq < Hq, q <
+// Wq. Unstrided layers have one phase: the padded plane, Hq >= H + 2 PH rows (the rows past the
+// padding are slack for the last tile's loads, in every phase plane). global = (PHH Hq, C,
+// images), one row of every column phase per work-item. The planes are fp32: a 16-bit x is
+// widened here, once per element, not at each of the kernel's taps. Arguments: geo (the
+// layer's), Hq, PHW, Wq.
 __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_off, __global float *xp,
-                        const int Hp) {
-    const int hp = (int)get_global_id(0), c = (int)get_global_id(1), i = (int)get_global_id(2);
-    const int Wp = GEO_W + 2 * GEO_PW, ih = hp - GEO_PH;
-    __global float *dst = xp + (((size_t)i * GEO_C + c) * Hp + hp) * (size_t)Wp;
-    if (ih < 0 || ih >= GEO_H) {
-        for (int e = 0; e < Wp; ++e) dst[e] = 0.0f;
-        return;
+                        const int Hq, const int phw, const int Wq) {
+    const int row = (int)get_global_id(0), c = (int)get_global_id(1), i = (int)get_global_id(2);
+    const int phh = (int)get_global_size(0) / Hq, a = row / Hq, iq = row - a * Hq;
+    const int ih = a + GEO_SH * iq - GEO_PH;
+    const size_t plane = (size_t)Hq * Wq;
+    __global float *dst = xp + ((size_t)i * GEO_C + c) * phh * phw * plane + (size_t)a * phw * plane + (size_t)iq * Wq;
+    const bool inside = ih >= 0 && ih < GEO_H;
+    const __global XELT *src = x + x_off + (((size_t)i * GEO_C + c) * GEO_H + (inside ? ih : 0)) * (size_t)GEO_W;
+    for (int b = 0; b < phw; ++b, dst += plane) {
+        if (!inside) {
+            for (int q = 0; q < Wq; ++q) dst[q] = 0.0f;
+            continue;
+        }
+        for (int q = 0, iw = b - GEO_PW; q < Wq; ++q, iw += GEO_SW)
+            dst[q] = iw >= 0 && iw < GEO_W ? LDX(src, iw) : 0.0f;
     }
-    const __global XELT *src = x + x_off + (((size_t)i * GEO_C + c) * GEO_H + ih) * (size_t)GEO_W;
-    for (int e = 0; e < GEO_PW; ++e) dst[e] = 0.0f;
-    for (int e = 0; e < GEO_W; ++e) dst[GEO_PW + e] = LDX(src, e);
-    for (int e = GEO_PW + GEO_W; e < Wp; ++e) dst[e] = 0.0f;
 }

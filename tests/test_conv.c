@@ -495,6 +495,17 @@ static void cpu_forms(void **state) {
         {.N = 1, .C = 4, .H = 9, .W = 1, .K = 8, .R = 3, .S = 1, .ph = 1, .G = 4, .act = 1},     /* one column */
         {.N = 1, .C = 6, .H = 21, .W = 35, .K = 6, .R = 5, .S = 5, .ph = 2, .pw = 2, .G = 6, .bias = true},
         {.N = 3, .C = 8, .H = 16, .W = 16, .K = 8, .R = 3, .S = 3, .G = 8, .off = 5},             /* unpadded */
+        /* STAGE 2's polyphase copy: conv1's shape, odd sizes, a 1x1 subsample, stride 2 with
+         * dilation 3 (taps in both phases), stride 3 by 2, groups; a 5x3 strided kernel (not
+         * compiled in: im2col or STAGE 0) */
+        {.N = 2, .C = 3, .H = 23, .W = 21, .K = 10, .R = 7, .S = 7, .sh = 2, .sw = 2, .ph = 3, .pw = 3, .bias = true,
+         .act = 1, .off = 2},
+        {.N = 2, .C = 7, .H = 15, .W = 17, .K = 9, .R = 1, .S = 1, .sh = 2, .sw = 2, .bias = true},
+        {.N = 1, .C = 5, .H = 20, .W = 26, .K = 6, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 2, .pw = 4, .dh = 3,
+         .dw = 3, .act = 2},
+        {.N = 2, .C = 4, .H = 17, .W = 19, .K = 8, .R = 2, .S = 2, .sh = 3, .sw = 2, .ph = 1, .pw = 0, .G = 2,
+         .bias = true, .off = 1},
+        {.N = 1, .C = 4, .H = 16, .W = 18, .K = 5, .R = 5, .S = 3, .sh = 2, .sw = 2, .ph = 2, .pw = 1, .act = 1},
     };
     size_t nconfigs = sizeof configs / sizeof configs[0], ncases = sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < nconfigs; ++i) {
@@ -906,6 +917,10 @@ static void type_combo(int i, tsr_dtype t[3]) {
 
 /* Small mode (Oclgrind, rusticl): fp32, all f16, all bf16, bf16 in with f32 out, f16 x with bf16 w. */
 static bool combo_in_small_set(int i) { return i == 0 || i == 13 || i == 26 || i == 8 || i == 7; }
+/* The thinned small set (th_small_thinned) through the forms other than STAGE 0 and direct: the
+ * three 16-bit ones (all f16, all bf16, f16 x with bf16 w); fp32 and bf16 in with f32 out run
+ * through STAGE 0 and direct (each combination a program of its own: seconds on rusticl). */
+static bool combo_in_thinned_small_set(int i) { return i == 13 || i == 26 || i == 7; }
 
 /* Every combination builds its own programs (a second or more each on PoCL), so STAGE 1, 2 and 3
  * take a covering set: y = 2 (x + w) mod 3 gives every pair of tensors every pair of types (a
@@ -930,8 +945,10 @@ static void storage_types_configs(size_t first, size_t last) {
         /* STAGE 0 and direct: every combination (the default tier: the covering set, as the other
          * forms; storage_types_im2col still runs all 27) */
         bool every = strstr(typed_configs[k], "STAGE") == NULL && !default_tier();
+        bool thinned = th_small_thinned() && strstr(typed_configs[k], "STAGE") != NULL;
         for (int i = 0; i < 27; ++i) {
             if (th_small_mode() ? !combo_in_small_set(i) : !every && !combo_in_covering_set(i)) continue;
+            if (thinned && !combo_in_thinned_small_set(i)) continue;
             tsr_dtype t[3];
             type_combo(i, t);
             for (size_t j = 0; j < ncases; ++j) {

@@ -121,6 +121,30 @@ static void peaks_small(void **state) {
     tsr_device_close(dev);
 }
 
+/* The default buffer (buffer_bytes 0, which `report` and `peak` use without --peak-size/--size):
+ * 128 MiB on a CPU, 512 MiB elsewhere, halved until one allocation, half the device's memory and
+ * half the host's available memory hold it. Launch latency only: the buffers are made and filled,
+ * not streamed (the tests that run reports pass 1 MiB). */
+static void peaks_default_buffer(void **state) {
+    (void)state;
+    tsr_device *dev = th_open_device();
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    peak_options po = {.budget_s = 0.005, .tests = PEAK_LAUNCH, .quiet = true};
+    peak_result r;
+    TH_ASSERT_OK(peak_measure(dev, &po, &r));
+    size_t want = info->type == TSR_DEVICE_CPU ? (size_t)128 << 20 : (size_t)512 << 20;
+    while (want > r.buffer_bytes) want /= 2; /* halved, never grown */
+    if (r.buffer_bytes != want / 64 * 64) fail_msg("default peak buffer %zu bytes, not a halving of the default", r.buffer_bytes);
+    assert_true(r.buffer_bytes >= 4096 && r.buffer_bytes <= info->max_alloc_bytes &&
+                2 * (uint64_t)r.buffer_bytes <= info->global_mem_bytes);
+    if (info->type == TSR_DEVICE_CPU && info->max_alloc_bytes >= (128u << 20) && info->global_mem_bytes >= (256u << 20) &&
+        util_host_available() >= (256u << 20))
+        assert_int_equal(r.buffer_bytes, (size_t)128 << 20);
+    assert_true(r.dispatch_us.median > 0);
+    assert_true(r.bandwidth_gbps == 0); /* not measured */
+    tsr_device_close(dev);
+}
+
 
 /* A tuning database at `path` whose one entry, gemm/small on this device, was tuned for an older
  * kernel source (its configuration: the class's default). */
@@ -1260,6 +1284,7 @@ int main(void) {
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(peaks_small),
+        cmocka_unit_test(peaks_default_buffer),
         cmocka_unit_test(report_files_and_round_trip),
         cmocka_unit_test(damaged_reports),
         cmocka_unit_test(merge_reports),

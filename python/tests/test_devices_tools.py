@@ -125,7 +125,7 @@ def test_profile_counts_ops_and_transfers(device):
 
 def test_report_from_python(device, tmp_path):
     report = tessera.report(tmp_path / 'rep', device='cpu', quick=True, budget=0.05, tune_budget=0,
-                            extra=['--peak-budget', '0.05', '--no-peers'])
+                            extra=['--peak-budget', '0.05', '--peak-size', '1', '--no-peers'])
     assert (tmp_path / 'rep' / 'report.md').is_file()
     entry = report['devices'][0]
     assert entry['info']['name'] == device.name and entry['fingerprint'] == device.fingerprint

@@ -63,8 +63,8 @@ static bool is_pointwise(const conv_problem *p) {
 /* Index of the layer's fp32 class in conv_classes. */
 static int conv_base_index(const conv_problem *p) {
     if (p->Cg == 1 && p->G > 1) return 3;
+    if (p->R == 1 && p->S == 1) return 1; /* strided too: a subsample and a GEMM */
     if (p->sh > 1 || p->sw > 1) return 2;
-    if (p->R == 1 && p->S == 1) return 1;
     if (p->R == 3 && p->S == 3) return 0;
     return 4;
 }
@@ -91,6 +91,10 @@ static const tsr_default conv_defaults[] = {
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=1"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=4 VW=16 STAGE=3 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
+    /* Strided layers (conv1's 7x7/2, 3x3/2): the padded form's polyphase copy, eight channels a
+     * tile (32 vector registers on AVX-512; conv1's 64 channels in whole tiles). Kernel sizes it
+     * does not compile in take im2col + GEMM. 1x1 layers (any stride): im2col + GEMM below. */
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "strided", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=1"},
     /* Never a CPU default (the row above matches first): the implicit path's shape there when
      * a call forces it or a search seeds it. */
@@ -385,11 +389,20 @@ done:
 }
 
 /* The kernel size at compile time for the STAGE 2 and 3 forms (taps unroll) when it is one of
- * the common ones; others read it from the geometry. */
+ * the common ones (square up to 3x3); strided square kernels up to 7x7 (conv1) too, since
+ * STAGE 2's polyphase taps are only cheap unrolled (their divisions fold). Others read it from
+ * the geometry. */
+static bool kernel_size_compiled(const conv_problem *p) {
+    return p->R == p->S && (p->R <= 3 || ((p->sh > 1 || p->sw > 1) && p->R <= 7));
+}
+
 static void kernel_size_options(const conv_problem *p, char *options, size_t size) {
     size_t len = strlen(options);
-    if (p->R <= 3 && p->S <= 3 && p->R == p->S && len < size)
-        snprintf(options + len, size - len, " -DKR=%zu -DKS=%zu", p->R, p->S);
+    if (kernel_size_compiled(p) && len < size) snprintf(options + len, size - len, " -DKR=%zu -DKS=%zu", p->R, p->S);
+    len = strlen(options);
+    /* STAGE 2's polyphase taps: strides and dilations compiled in too (their phases fold) */
+    if ((p->sh > 1 || p->sw > 1) && kernel_size_compiled(p) && len < size)
+        snprintf(options + len, size - len, " -DCSH=%zu -DCSW=%zu -DCDH=%zu -DCDW=%zu", p->sh, p->sw, p->dh, p->dw);
 }
 
 /* A launch's program options: as conv_build_options' variant for the layer's kernel size (the
@@ -453,34 +466,74 @@ done:
     return status;
 }
 
-/* Rows of one padded plane (STAGE 2): the padded height and enough zero rows after it that the
- * last pixel tile's vector loads stay inside the plane (they only feed dropped columns). */
-static size_t padded_rows(const conv_problem *p, int vw) {
+static bool im2col_accepts(const tsr_device *dev, const void *problem);
+static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
+                                cl_event *event);
+
+/* The copy of x the STAGE 2 kernel reads: zero-padded, and for strided layers split into phase
+ * planes (cl/conv_cpu.cl's pad_input): phh x phw planes of Hq rows of Wq per channel. Hq holds
+ * every row a tap reads plus enough zero rows after them that the last pixel tile's vector loads
+ * stay inside each plane (they only feed dropped columns). Unstrided fp32 layers without padding
+ * read x as it is (copy false: Hq = H, Wq = W, one phase). */
+typedef struct padded_copy {
+    bool copy, poly;
+    size_t phh, phw, Hq, Wq, plane, channel; /* plane = Hq Wq, channel = phh phw plane */
+    size_t max_off;                           /* the largest tap offset inside a channel */
+} padded_copy;
+
+static padded_copy padded_geometry(const conv_problem *p, int vw) {
+    padded_copy c = {.poly = p->sh > 1 || p->sw > 1};
+    c.copy = c.poly || p->ph || p->pw || p->types[0] != TSR_F32; /* a 16-bit x is widened once */
+    c.phh = c.poly && p->R > 1 ? p->sh : 1, c.phw = c.poly && p->S > 1 ? p->sw : 1;
     size_t Wp = p->W + 2 * p->pw;
-    return p->H + 2 * p->ph + ceil_div((size_t)vw - 1 + (p->S - 1) * p->dw, Wp);
+    c.Wq = ceil_div(Wp, p->sw);
+    size_t ro = (p->R - 1) * p->dh / p->sh, co = (p->S - 1) * p->dw / p->sw;
+    c.Hq = c.copy ? p->P + ro + ceil_div((size_t)vw - 1 + co, c.Wq) : p->H;
+    if (!c.copy) c.Wq = p->W;
+    c.plane = c.Hq * c.Wq, c.channel = c.phh * c.phw * c.plane;
+    if (!c.poly) {
+        c.max_off = (p->R - 1) * p->dh * c.Wq + (p->S - 1) * p->dw;
+    } else if (kernel_size_compiled(p)) { /* the kernel's POLY_OFF over its taps (at most 7x7) */
+        for (size_t r = 0; r < p->R; ++r)
+            for (size_t s = 0; s < p->S; ++s) {
+                size_t a = r * p->dh % p->sh, b = s * p->dw % p->sw;
+                size_t off = (a * c.phw + b) * c.plane + r * p->dh / p->sh * c.Wq + s * p->dw / p->sw;
+                if (off > c.max_off) c.max_off = off;
+            }
+    }
+    return c;
 }
 
-/* Bytes of one image's zero-padded fp32 input (STAGE 2), 0 when the kernel reads x itself (an
- * unpadded fp32 layer; a 16-bit x is always copied, widened once rather than at every tap). */
-static size_t padded_bytes_per_image(const conv_problem *p, int vw) {
-    return p->ph || p->pw || p->types[0] != TSR_F32 ? p->C * padded_rows(p, vw) * (p->W + 2 * p->pw) * sizeof(float)
-                                                    : 0;
+/* Bytes of one image's copy (STAGE 2), 0 when the kernel reads x itself. */
+static size_t padded_bytes_per_image(const conv_problem *p, const padded_copy *c) {
+    return c->copy ? p->C * c->channel * sizeof(float) : 0;
 }
 
-/* The STAGE 2 form (stride 1): x copied into zero-padded fp32 planes in tessera's workspace, in
- * chunks of images that stay in the last-level cache (as im2col's), then the kernel over each
- * chunk with the padded geometry. Unpadded fp32 layers read x as it is. Other strides run the
- * STAGE 0 form. */
+/* The STAGE 2 form: x copied into zero-padded fp32 planes (phase planes for strides) in
+ * tessera's workspace, in chunks of images that stay in the last-level cache (as im2col's), then
+ * the kernel over each chunk with the copy's geometry. Unstrided unpadded fp32 layers read x as
+ * it is. Strided layers whose kernel size is not compiled in run the STAGE 0 form. */
 static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
                                 cl_command_queue queue, cl_event *event) {
     tsr_config c0 = *cfg; /* the STAGE 0 form: same tile, no workspace, any stride and size */
     c0.values[P_STAGE] = 0;
-    size_t Wp0 = p->W + 2 * p->pw, per0 = padded_bytes_per_image(p, cfg->values[P_VW]);
-    /* Other strides, padded planes whose index math would leave int, and images whose padded copy
-     * one allocation cannot hold all run the STAGE 0 form, which needs none of it. */
-    if (p->sh != 1 || p->sw != 1 || padded_rows(p, cfg->values[P_VW]) * Wp0 > INT_MAX || p->P * Wp0 > INT_MAX ||
-        per0 > dev->info.max_alloc_bytes)
+    padded_copy pc = padded_geometry(p, cfg->values[P_VW]);
+    size_t per = padded_bytes_per_image(p, &pc);
+    /* Strided layers whose taps would divide at run time, copies whose index math would leave
+     * int, and images whose copy one allocation cannot hold all run the STAGE 0 form, which needs
+     * none of it. */
+    if ((pc.poly && !kernel_size_compiled(p)) || pc.channel > INT_MAX || p->P * pc.Wq > INT_MAX ||
+        per > dev->info.max_alloc_bytes) {
+        /* An automatic choice takes im2col + GEMM there when it can (STAGE 0 is far slower on
+         * strided layers); a forced implicit path, or a caller's workspace sized for it, STAGE 0. */
+        if (p->algo == TSR_CONV_AUTO && !p->ws && im2col_accepts(dev, p)) {
+            tsr_config c1;
+            tsr_config_declared(&tsr_op_conv, &c1); /* the declared values: the im2col path's */
+            c1.values[P_ALGO] = TSR_CONV_IM2COL;
+            return launch_im2col(dev, p, &c1, queue, event);
+        }
         return launch_kernel(dev, p, &c0, true, queue, event);
+    }
     tsr_status status = TSR_SUCCESS;
     const int *v = cfg->values;
     char options[256];
@@ -490,8 +543,6 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     cl_int err;
     cl_event last = NULL;
     bool locked = false, holding = false; /* holding: the workspace is ours, `last` its newest user */
-    size_t per = padded_bytes_per_image(p, v[P_VW]), Wp = p->W + 2 * p->pw;
-    size_t Hp = per ? padded_rows(p, v[P_VW]) : p->H; /* x itself when unpadded: its own planes */
     TSR_CHECK(status,
               tsr_program_for(dev, "conv_cpu", options, per ? "conv_implicit;pad_input" : "conv_implicit", &program),
               done);
@@ -500,14 +551,17 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     cl_int geo[16], pgeo[16];
     geometry_plain(p, geo);
     memcpy(pgeo, geo, sizeof geo);
-    pgeo[1] = (cl_int)Hp, pgeo[2] = (cl_int)Wp, pgeo[10] = pgeo[11] = 0; /* the kernel sees no padding */
+    /* the kernel sees the copy: its rows per channel and width, phases along a row (PH's slot),
+     * one phase plane's size (PW's), the largest tap offset (the 16th) */
+    pgeo[1] = (cl_int)(pc.phh * pc.phw * pc.Hq), pgeo[2] = (cl_int)pc.Wq;
+    pgeo[10] = (cl_int)pc.phw, pgeo[11] = (cl_int)pc.plane, pgeo[15] = (cl_int)pc.max_off;
     TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof pgeo, pgeo), done);
-    size_t span = p->P * Wp, tiles = ceil_div(span, (size_t)v[P_VW]);
+    size_t span = p->P * pc.Wq, tiles = ceil_div(span, (size_t)v[P_VW]);
     /* WGN tiles per work-group, fewer when the plane has fewer (small layers keep both cores busy) */
     size_t local[3] = {1, tiles < (size_t)v[P_WGN] ? tiles : (size_t)v[P_WGN], 1};
     size_t global[3] = {ceil_div(p->Kg, (size_t)v[P_MWI]), ceil_div(tiles, local[1]) * local[1], 0};
     conv_problem q = *p;
-    if (!per) { /* no padding, fp32: x is already what the kernel reads */
+    if (!per) { /* no padding, no stride, fp32: x is already what the kernel reads */
         global[2] = p->N * p->G;
         TSR_CL_CHECK(status, tsr_set_arg(kernel, 1, sizeof p->x, &p->x), done);
         cl_ulong x_off = p->x_off;
@@ -532,9 +586,13 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     }
     holding = true;
     if (last) clRetainEvent(last);
+    cl_int hq = (cl_int)pc.Hq, phw = (cl_int)pc.phw, wq = (cl_int)pc.Wq;
     TSR_CL_CHECK(status, tsr_set_arg(pad, 0, sizeof geo, geo), done);
     TSR_CL_CHECK(status, tsr_set_arg(pad, 1, sizeof p->x, &p->x), done);
     TSR_CL_CHECK(status, tsr_set_arg(pad, 3, sizeof xp, &xp), done);
+    TSR_CL_CHECK(status, tsr_set_arg(pad, 4, sizeof hq, &hq), done);
+    TSR_CL_CHECK(status, tsr_set_arg(pad, 5, sizeof phw, &phw), done);
+    TSR_CL_CHECK(status, tsr_set_arg(pad, 6, sizeof wq, &wq), done);
     TSR_CL_CHECK(status, tsr_set_arg(kernel, 1, sizeof xp, &xp), done);
     cl_ulong zero = 0;
     TSR_CL_CHECK(status, tsr_set_arg(kernel, 2, sizeof zero, &zero), done);
@@ -542,9 +600,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
         TSR_CL_CHECK(status, tsr_set_arg(pad, 2, sizeof x_off, &x_off), done);
-        size_t pglobal[3] = {Hp, p->C, nc};
-        cl_int hq = (cl_int)Hp;
-        TSR_CL_CHECK(status, tsr_set_arg(pad, 4, sizeof hq, &hq), done);
+        size_t pglobal[3] = {pc.phh * pc.Hq, p->C, nc};
         /* `last` is always the newest command that touches the workspace (recorded at done:,
          * also on an error, so the next user waits for whatever was enqueued). The previous
          * chunk's kernel (or the workspace's last user) must be done with it before the pad. */
@@ -587,9 +643,6 @@ static bool im2col_accepts(const tsr_device *dev, const void *problem) {
     const conv_problem *p = problem;
     return p->ws || col_bytes_per_image(p) <= dev->info.max_alloc_bytes;
 }
-
-static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
-                                cl_event *event);
 
 /* The implicit kernel: the padded-input CPU form (STAGE 2) has its own launch. */
 static tsr_status launch_implicit(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,

@@ -514,7 +514,9 @@ static tsr_status enqueue_pack(tsr_kernel *pack, cl_command_queue queue, const g
     cl_ulong off = which == 'a' ? p->a_off : p->b_off, stride = which == 'a' ? p->a_stride : p->b_stride;
     cl_ulong dstride = dst_stride;
     size_t tile = which == 'a' ? (size_t)cfg->values[P_MWI] : (size_t)cfg->values[P_VW] * cfg->values[P_NVW];
-    size_t global[3] = {ceil_div(p->k, (size_t)cfg->values[P_PK]), ceil_div(which == 'a' ? p->m : p->n, tile), p->batch};
+    /* a shared operand (stride 0, e.g. conv2d's weights across a batch of images) is packed once */
+    size_t global[3] = {ceil_div(p->k, (size_t)cfg->values[P_PK]), ceil_div(which == 'a' ? p->m : p->n, tile),
+                        stride ? p->batch : 1};
     cl_event waits[2];
     cl_uint nwaits = 0;
     if (wait) waits[nwaits++] = wait;
@@ -578,24 +580,27 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         /* With a_stride 0 (a shared A) the batch is not bounded by A's buffer: check the panels' size. */
         TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", round_up(p->m, (size_t)v[P_MWI]), p->k, 0, &stride),
                   unlock);
-        TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", stride, p->batch, 0, &bytes), unlock);
+        /* a shared A (a_stride 0) is packed once and read by every batch entry */
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", stride, p->a_stride ? p->batch : 1, 0, &bytes),
+                  unlock);
         TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", bytes, sizeof(float), 0, &bytes), unlock);
         TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_A, bytes, &ws, &wait), unlock);
         TSR_CHECK(status, enqueue_pack(kernels.pack_a, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]),
                   unlock);
-        q.a = ws; q.a_off = 0; q.a_stride = stride;
+        q.a = ws; q.a_off = 0; q.a_stride = p->a_stride ? stride : 0;
     }
     if (pack_b) {
         size_t stride, bytes;
         cl_mem ws;
         cl_event wait;
         TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", round_up(p->n, nwi), p->k, 0, &stride), unlock);
-        TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", stride, p->batch, 0, &bytes), unlock);
+        TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", stride, p->b_stride ? p->batch : 1, 0, &bytes),
+                  unlock);
         TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", bytes, sizeof(float), 0, &bytes), unlock);
         TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_B, bytes, &ws, &wait), unlock);
         TSR_CHECK(status, enqueue_pack(kernels.pack_b, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]),
                   unlock);
-        q.b = ws; q.b_off = 0; q.b_stride = stride;
+        q.b = ws; q.b_off = 0; q.b_stride = p->b_stride ? stride : 0;
     }
     /* K blocking: one launch per block of KC k-steps, each accumulating into C (beta = 1 after
      * the first), so the block of A's panels a launch walks for every column tile stays in the

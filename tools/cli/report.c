@@ -12,6 +12,7 @@ static int run_report(int argc, char **argv) {
                                             {"out", required_argument, NULL, 'o'},
                                             {"budget", required_argument, NULL, 'b'},
                                             {"peak-budget", required_argument, NULL, 'p'},
+                                            {"peak-size", required_argument, NULL, 's'},
                                             {"tune-budget", required_argument, NULL, 't'},
                                             {"no-peers", no_argument, NULL, 'n'},
                                             {"quick", no_argument, NULL, 'q'},
@@ -28,7 +29,7 @@ static int run_report(int argc, char **argv) {
     bool merge = false, mpi = false;
     const char *pytorch_file = NULL;
     int c, rc = 0;
-    while ((c = cli_next_option(&cli_report, argc, argv, "d:o:b:p:t:nqB:mP:Mh", options, &rc)) != -1) {
+    while ((c = cli_next_option(&cli_report, argc, argv, "d:o:b:p:s:t:nqB:mP:Mh", options, &rc)) != -1) {
         switch (c) {
         case CLI_STOP: return rc;
         case 'd':
@@ -42,6 +43,12 @@ static int run_report(int argc, char **argv) {
         case 'p':
             if ((rc = cli_seconds("report", optarg, "--peak-budget", false, &ro.peak.budget_s))) return rc;
             break;
+        case 's': {
+            uint64_t mib = 0;
+            if ((rc = cli_count("report", optarg, "--peak-size (MiB)", 1, (uint64_t)1 << 20, &mib))) return rc;
+            ro.peak.buffer_bytes = (size_t)mib << 20;
+            break;
+        }
         case 't': /* 0: no tuning */
             if ((rc = cli_seconds("report", optarg, "--tune-budget", true, &ro.tune_budget_s))) return rc;
             break;
@@ -109,8 +116,8 @@ static int run_report(int argc, char **argv) {
 const cli_command cli_report = {
     .name = "report",
     .summary = "  report [--device SEL]... [--out DIR] [--budget SECONDS] [--peak-budget SECONDS]\n"
-               "         [--tune-budget SECONDS] [--device-budget SECONDS] [--quick] [--no-peers]\n"
-               "         [--pytorch FILE]\n"
+               "         [--peak-size MIB] [--tune-budget SECONDS] [--device-budget SECONDS] [--quick]\n"
+               "         [--no-peers] [--pytorch FILE]\n"
                "                                       peaks, a budgeted tune where nothing is tuned, and\n"
                "                                       the op suite on every device (or each --device):\n"
                "                                       DIR/report.json, report.md, roofline and bar charts;\n"
@@ -121,6 +128,8 @@ const cli_command cli_report = {
                "  report --mpi [--device SEL]... [--out DIR] [the options above]   (under mpirun)\n"
                "                                       a report on every rank's devices, merged on rank 0\n",
     .details = "Defaults: --out tessera-report, --budget 0.5 (per row), --peak-budget 0.25 (per test),\n"
+               "--peak-size as peak --size (128 MiB on CPUs, 512 elsewhere, halved until the device holds it;\n"
+               "one given is used on every device: where it does not fit, that device's peaks fail),\n"
                "--tune-budget 120 (per device; 0: no tuning), --device-budget 900 (per device: no case\n"
                "starts after that many seconds on it; 0: no limit). --quick runs every case at a mid-size\n"
                "shape, the same on every device, and the reduced peak set: for slow implementations.\n"

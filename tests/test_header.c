@@ -35,6 +35,7 @@ static const struct {
     FN(tsr_convert), FN(tsr_layernorm), FN(tsr_embedding), FN(tsr_pool2d_output_size), FN(tsr_pool2d),
     FN(tsr_group_create), FN(tsr_group_destroy), FN(tsr_group_size), FN(tsr_group_set_weights),
     FN(tsr_group_last_stats), FN(tsr_matmul_multi), FN(tsr_attention_multi),
+    FN(tsr_graph_begin), FN(tsr_graph_end), FN(tsr_graph_launch), FN(tsr_graph_info), FN(tsr_graph_destroy),
 };
 
 static void every_function_links(void **state) {

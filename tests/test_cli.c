@@ -237,24 +237,29 @@ static void bench_layernorm_rows(void **state) {
     snprintf(args, sizeof args, "bench layernorm --sizes 9x768,5x33 --dtype f16/bf16 --budget 0.02 --json %s", path);
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
     TH_ASSERT_CONTAINS(out, "x unfused");
+    TH_ASSERT_CONTAINS(out, "timed in alternation");
+    TH_ASSERT_CONTAINS(out, "x the rows/s of fp32");
     char *text = NULL;
     size_t size = 0;
     TH_ASSERT_OK(tsr_read_file(path, &text, &size));
     cJSON *rows = cJSON_Parse(text);
     free(text);
     assert_non_null(rows);
-    assert_int_equal(cJSON_GetArraySize(rows), 8); /* 2 shapes x (16-bit fused, fused, unfused, copy) */
-    int typed = 0;
+    /* 2 shapes x (16-bit fused, fused, unfused, copy, then 16-bit and fp32 fused in alternation) */
+    assert_int_equal(cJSON_GetArraySize(rows), 12);
+    int typed = 0, paired = 0;
     cJSON *r;
     cJSON_ArrayForEach(r, rows) {
         assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(r, "op")), "layernorm");
         assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "gbps")) > 0);
         const char *dtype = cJSON_GetStringValue(cJSON_GetObjectItem(r, "dtype"));
         typed += dtype != NULL;
+        paired += strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl")), "fused-paired") == 0;
         if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl")), "copy-kernel") != 0)
             assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= (dtype ? 4e-3 : 1e-5));
     }
-    assert_int_equal(typed, 2);
+    assert_int_equal(typed, 4);
+    assert_int_equal(paired, 4);
     cJSON_Delete(rows);
     th_remove_tree(dir);
     const char *const bad[] = {"bench layernorm --sizes 768", "bench layernorm --sizes 0x768",

@@ -197,6 +197,24 @@ static void bench_gelu_and_attention(void **state) {
     }
     assert_int_equal(typed, 6);
     cJSON_Delete(rows);
+    /* --dtype bf16 adds its copy kernel in alternation with f16's, both exact copies. */
+    snprintf(path, sizeof path, "%s/gelubf16.json", dir);
+    snprintf(args, sizeof args, "bench gelu --sizes 1001 --dtype bf16 --budget 0.02 --part elementwise --json %s", path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "bf16 copy-kernel = ");
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    rows = cJSON_Parse(text);
+    free(text);
+    assert_non_null(rows);
+    assert_int_equal(cJSON_GetArraySize(rows), 10); /* 2 forms x 2 pairs x 2 rows, then the copies' pair */
+    int copies = 0;
+    cJSON_ArrayForEach(r, rows) {
+        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl")), "copy-kernel-vs-f16") != 0) continue;
+        ++copies;
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) == 0);
+    }
+    assert_int_equal(copies, 2);
+    cJSON_Delete(rows);
     snprintf(path, sizeof path, "%s/attention.json", dir);
     snprintf(args, sizeof args, "bench attention --sizes 48 --budget 0.02 --no-peers --json %s", path);
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);

@@ -724,8 +724,8 @@ tsr_status tsr_op_launch(const tsr_op *op, tsr_device *device, const void *probl
 /* The op's built-in configuration for this device and class: the first matching row of its
  * defaults over the declared defaults. Generic code calls this, never reads the rows. */
 void tsr_op_default_config(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *config);
-/* Whether the op has a default row for this device naming this 16-bit class's twins
- * (TSR_TWINS_16): such a class is not served by its fp32 twin's tuned entries. */
+/* Whether the op's default row for this device and class (the first that matches) names this
+ * 16-bit class's twins (TSR_TWINS_16): such a class is not served by its fp32 twin's tuned entries. */
 bool tsr_op_has_own_default(const tsr_op *op, const tsr_device *device, const char *problem_class);
 /* The implementation a configuration selects (the only one when the op has one); NULL when the
  * implementation parameter holds a value no implementation claims. */

@@ -238,10 +238,9 @@ void tsr_op_default_config(const tsr_op *op, const tsr_device *device, const cha
 }
 
 bool tsr_op_has_own_default(const tsr_op *op, const tsr_device *device, const char *problem_class) {
-    for (int r = 0; r < op->ndefaults; ++r)
-        if (op->defaults[r].problem_class && twins_16_match(op->defaults[r].problem_class, problem_class) &&
-            default_matches(&op->defaults[r], device, problem_class))
-            return true;
+    for (int r = 0; r < op->ndefaults; ++r) /* the row tsr_op_default_config takes */
+        if (default_matches(&op->defaults[r], device, problem_class))
+            return op->defaults[r].problem_class && twins_16_match(op->defaults[r].problem_class, problem_class);
     return false;
 }
 

@@ -252,6 +252,9 @@ static void a_parameter_is_declared_in_one_place(void **state) {
 static void twin_rows_serve_16_bit_classes_only(void **state) {
     (void)state;
     const tsr_device *cpu = &fake_devices[0], *gpu = &fake_devices[1];
+    tsr_device simt = fake_devices[0]; /* a CPU that vectorizes across work-items (llvmpipe) */
+    simt.info.preferred_vector_width[4] = simt.info.native_vector_width[4] = 1;
+    assert_int_equal(tsr_device_lanes(&simt.info), TSR_LANES_ACROSS_ITEMS);
     const int vw = tsr_param_index(&tsr_op_gelu, "VW");
     assert_true(vw >= 0);
     tsr_config cfg;
@@ -262,6 +265,7 @@ static void twin_rows_serve_16_bit_classes_only(void **state) {
         assert_int_equal(cfg.values[vw], 16);
         assert_true(tsr_op_has_own_default(&tsr_op_gelu, cpu, twins[i]));
         assert_false(tsr_op_has_own_default(&tsr_op_gelu, gpu, twins[i])); /* the rows are CPU rows */
+        assert_false(tsr_op_has_own_default(&tsr_op_gelu, &simt, twins[i])); /* llvmpipe's row comes first */
     }
     tsr_op_default_config(&tsr_op_gelu, cpu, "large-erf", &cfg);
     assert_int_equal(cfg.values[vw], 8);

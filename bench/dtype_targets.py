@@ -9,7 +9,8 @@ docs/dtypes.md).
 
 Ratios are of the rows' medians (the rows of a pair are timed in alternation, so both saw the same
 machine; bf16's copy kernel is paired with f16's in the bf16 run); rates:
-GELU elements/s, LayerNorm rows/s, GEMM and attention GFLOP/s. --quick runs GELU at 16M and
+GELU elements/s, LayerNorm rows/s, GEMM and attention GFLOP/s, tsr_convert (from fp32) GB/s against
+the fp32 copy kernel's (the byte limit). --quick runs GELU at 16M and
 LayerNorm at 4096x768 only (the issue's headline shapes) with a 1 s budget.
 """
 import argparse
@@ -82,6 +83,12 @@ def targets(rows, dtype):
         r32 = find(ln, shape=r16["shape"], dtype="")
         out.append(("LayerNorm + residual, rows/s vs fp32", r16["shape"], r32["time_ms"] / r16["time_ms"],
                     LN_VS_FP32 if r16["shape"] == LN_SHAPE else NOT_SLOWER))
+    conv = [r for r in rows if r["op"] == "gelu" and r["impl"] == "convert-paired"]
+    for shape in sorted({r["shape"] for r in conv}, key=int):
+        c16 = find(conv, shape=shape, dtype="f32/" + dtype)
+        c32 = find(conv, shape=shape, dtype="")
+        out.append(("tsr_convert f32 to %s, GB/s vs the fp32 copy kernel" % dtype, shape,
+                    c16["gbps"] / c32["gbps"], NOT_SLOWER))
     gemm = [r for r in rows if r["op"] == "gemm" and r["impl"] == "tessera"]
     for r16 in [r for r in gemm if r.get("dtype", "") == dtype]:
         r32 = find(gemm, shape=r16["shape"], dtype="")

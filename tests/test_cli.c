@@ -197,7 +197,7 @@ static void bench_gelu_and_attention(void **state) {
     }
     assert_int_equal(typed, 6);
     cJSON_Delete(rows);
-    /* --dtype bf16 adds its copy kernel in alternation with f16's, both exact copies. */
+    /* --dtype bf16 adds tsr_convert from fp32 and its copy kernel in alternation with f16's, all exact. */
     snprintf(path, sizeof path, "%s/gelubf16.json", dir);
     snprintf(args, sizeof args, "bench gelu --sizes 1001 --dtype bf16 --budget 0.02 --part elementwise --json %s", path);
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
@@ -206,14 +206,17 @@ static void bench_gelu_and_attention(void **state) {
     rows = cJSON_Parse(text);
     free(text);
     assert_non_null(rows);
-    assert_int_equal(cJSON_GetArraySize(rows), 10); /* 2 forms x 2 pairs x 2 rows, then the copies' pair */
+    /* 2 forms x 2 pairs x 2 rows, then tsr_convert from fp32 against the fp32 copy, the copies' pair */
+    assert_int_equal(cJSON_GetArraySize(rows), 12);
     int copies = 0;
     cJSON_ArrayForEach(r, rows) {
-        if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl")), "copy-kernel-vs-f16") != 0) continue;
+        const char *impl = cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl"));
+        if (strcmp(impl, "copy-kernel-vs-f16") != 0 && strcmp(impl, "convert-paired") != 0) continue;
         ++copies;
         assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) == 0);
     }
-    assert_int_equal(copies, 2);
+    assert_int_equal(copies, 4);
+    TH_ASSERT_CONTAINS(out, "tsr_convert f32 to bf16 = ");
     cJSON_Delete(rows);
     snprintf(path, sizeof path, "%s/attention.json", dir);
     snprintf(args, sizeof args, "bench attention --sizes 48 --budget 0.02 --no-peers --json %s", path);

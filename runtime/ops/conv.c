@@ -53,6 +53,7 @@ typedef struct conv_problem {
     cl_mem ws;          /* the caller's workspace, or NULL */
     size_t ws_bytes;
     tsr_conv_algo algo; /* as asked: AUTO or a forced path */
+    tsr_tensor_layout layout; /* of x, y and the residual (the kernels see NCHW: conv_channels_last) */
 } conv_problem;
 
 /* A 1x1 convolution with unit stride and no padding reads x as it is: the GEMM's B. */
@@ -237,8 +238,11 @@ static tsr_status conv_shape(const tsr_conv2d_desc *d, conv_problem *p) {
                         d->epilogue.scale_stride);
     if ((int)d->algo < TSR_CONV_AUTO || d->algo > TSR_CONV_DIRECT)
         return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: algo must be a tsr_conv_algo (got %d)", (int)d->algo);
+    if ((int)d->layout != TSR_NCHW && d->layout != TSR_NHWC)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: layout must be TSR_NCHW or TSR_NHWC (got %d)", (int)d->layout);
     p->act = (int)d->epilogue.activation;
     p->algo = d->algo;
+    p->layout = d->layout;
     tsr_status st = TSR_SUCCESS;
     TSR_CHECK(st, tsr_dtype_check("conv2d: x_type", d->x_type), done);
     TSR_CHECK(st, tsr_dtype_check("conv2d: w_type", d->w_type), done);
@@ -810,6 +814,74 @@ static tsr_status conv_config(tsr_device *dev, const conv_problem *p, tsr_config
     return st;
 }
 
+/* ---- channels-last (TSR_NHWC): computed in NCHW between two transposes (cl/conv_layout.cl) ---- */
+
+/* Each of `images` A x B matrices of src (elements of type t from src_off) transposed into dst
+ * (from dst_off). */
+static tsr_status transpose_images(tsr_device *dev, cl_command_queue queue, tsr_dtype t, size_t A, size_t B,
+                                   size_t images, cl_mem src, size_t src_off, cl_mem dst, size_t dst_off,
+                                   cl_event *event) {
+    tsr_status status = TSR_SUCCESS;
+    char options[32];
+    snprintf(options, sizeof options, "-DELT_BYTES=%zu", tsr_dtype_size(t));
+    cl_program program;
+    cl_kernel kernel = NULL;
+    cl_int err;
+    TSR_CHECK(status, tsr_program_for(dev, "conv_layout", options, "transpose_images", &program), done);
+    kernel = clCreateKernel(program, "transpose_images", &err);
+    TSR_CL_CHECK(status, err, done);
+    cl_int a = (cl_int)A, b = (cl_int)B;
+    cl_ulong so = src_off, dof = dst_off;
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof a, &a), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 1, sizeof b, &b), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 2, sizeof src, &src), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 3, sizeof so, &so), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 4, sizeof dst, &dst), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 5, sizeof dof, &dof), done);
+    size_t global[3] = {ceil_div(B, 16), ceil_div(A, 16), images};
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 3, NULL, global, NULL, 0, NULL, event), done);
+done:
+    if (kernel) clReleaseKernel(kernel);
+    return status;
+}
+
+/* A validated NHWC call: x (and the residual) transposed into NCHW temporaries, the NCHW
+ * convolution into a third, and that transposed into y. The temporaries are released at once
+ * (OpenCL frees them when the commands that use them are done; a recording graph retains them).
+ * Commands follow each other on the queue (in order, as every multi-kernel op here). */
+static tsr_status conv_channels_last(tsr_device *dev, const tsr_conv2d_desc *desc, const conv_problem *p,
+                                     tsr_config *cfg, cl_command_queue queue, cl_event *event) {
+    tsr_status status = TSR_SUCCESS;
+    cl_mem xt = NULL, yt = NULL, rt = NULL;
+    cl_int err;
+    size_t hw = p->H * p->W, nx = p->N * p->C * hw, ny = p->N * p->K * p->PQ;
+    xt = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, nx * tsr_dtype_size(p->types[0]), NULL, &err);
+    TSR_CL_CHECK(status, err, done);
+    yt = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, ny * tsr_dtype_size(p->types[2]), NULL, &err);
+    TSR_CL_CHECK(status, err, done);
+    conv_problem c = *p;
+    c.layout = TSR_NCHW;
+    c.x = xt, c.x_off = 0, c.y = yt, c.y_off = 0;
+    TSR_CHECK(status, transpose_images(dev, queue, p->types[0], hw, p->C, p->N, p->x, p->x_off, xt, 0, NULL), done);
+    if (p->res) {
+        rt = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, ny * tsr_dtype_size(p->r_type), NULL, &err);
+        TSR_CL_CHECK(status, err, done);
+        TSR_CHECK(status, transpose_images(dev, queue, p->r_type, p->PQ, p->K, p->N, p->res, p->r_off, rt, 0, NULL),
+                  done);
+        c.res = rt, c.r_off = 0;
+    }
+    status = tsr_op_launch(&tsr_op_conv, dev, &c, cfg, queue, NULL);
+    if (desc->algo == TSR_CONV_AUTO && !p->ws && tsr_op_build_fallback(dev, &tsr_op_conv, &c, status, cfg))
+        status = tsr_op_launch(&tsr_op_conv, dev, &c, cfg, queue, NULL);
+    if (status != TSR_SUCCESS) goto done;
+    status = transpose_images(dev, queue, p->types[2], p->K, p->PQ, p->N, yt, 0, p->y, p->y_off, event);
+done:
+    if (xt) clReleaseMemObject(xt);
+    if (yt) clReleaseMemObject(yt);
+    if (rt) clReleaseMemObject(rt);
+    return status;
+}
+
 tsr_status tsr_conv2d(tsr_device *dev, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem y,
                       cl_command_queue queue, cl_event *event) {
     tsr_clear_diagnostics();
@@ -825,6 +897,7 @@ tsr_status tsr_conv2d(tsr_device *dev, const tsr_conv2d_desc *desc, cl_mem x, cl
         return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL,
                         "conv2d: the workspace holds %zu bytes, less than one image's column matrices (%zu bytes)",
                         p.ws_bytes, col_bytes_per_image(&p));
+    if (p.layout == TSR_NHWC) return conv_channels_last(dev, desc, &p, &cfg, q, event);
     st = tsr_op_launch(&tsr_op_conv, dev, &p, &cfg, q, event);
     /* Only an automatic choice falls back: a forced path is the caller's contract, and a caller's
      * workspace was sized for the path chosen. */
@@ -876,7 +949,7 @@ done:
     return st;
 }
 
-/* ---- the fixture: one layer, "NxCxHxW kK RxS" with optional " pPAD sSTRIDE gGROUPS +bias DTYPE"
+/* ---- the fixture: one layer, "NxCxHxW kK RxS" with optional " pPAD sSTRIDE gGROUPS nhwc +bias DTYPE"
  * (DTYPE as tsr_dtype_spec_parse: "f16" x, w and y f16; "bf16/f32" x and w bf16, y fp32) ---- */
 
 typedef struct conv_fixture {
@@ -930,6 +1003,7 @@ static bool parse_layer(const char *shape, tsr_conv2d_desc *d, bool *bias) {
         else if (sscanf(at, " p%zu%n", &v, &len) == 1) d->pad_h = d->pad_w = v;
         else if (sscanf(at, " s%zu%n", &v, &len) == 1) d->stride_h = d->stride_w = v;
         else if (sscanf(at, " g%zu%n", &v, &len) == 1) d->groups = v;
+        else if (strncmp(at, " nhwc", 5) == 0) d->layout = TSR_NHWC, len = 5;
         else if (!dtype_token(at, d, &len))
             return false;
         at += len;
@@ -945,7 +1019,7 @@ static tsr_status conv_fixture_setup(tsr_device *dev, const char *shape, uint64_
     bool bias = false;
     if (!parse_layer(shape, &t->d, &bias)) {
         status = tsr_fail(TSR_ERR_INVALID_ARG,
-                          "conv2d: shape '%s' is not 'NxCxHxW kK RxS [pP] [sS] [gG] [+bias] [DTYPE]'", shape);
+                          "conv2d: shape '%s' is not 'NxCxHxW kK RxS [pP] [sS] [gG] [nhwc] [+bias] [DTYPE]'", shape);
         goto done;
     }
     TSR_CHECK(status, conv_shape(&t->d, &t->p), done);
@@ -999,8 +1073,10 @@ static tsr_status conv_fixture_run(tsr_device *dev, void *ctx, const tsr_config 
         cl_int err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &start);
         if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueMarkerWithWaitList", __FILE__, __LINE__);
     }
-    tsr_status st = cfg ? tsr_op_launch(&tsr_op_conv, dev, &t->p, cfg, queue, last)
-                        : tsr_conv2d(dev, &t->d, t->p.x, t->p.w, t->p.y, queue, last);
+    tsr_config c = cfg ? *cfg : (tsr_config){0};
+    tsr_status st = !cfg ? tsr_conv2d(dev, &t->d, t->p.x, t->p.w, t->p.y, queue, last)
+                    : t->p.layout == TSR_NHWC ? conv_channels_last(dev, &t->d, &t->p, &c, queue, last)
+                                              : tsr_op_launch(&tsr_op_conv, dev, &t->p, cfg, queue, last);
     if (st != TSR_SUCCESS) {
         if (start) clReleaseEvent(start);
         return st;
@@ -1049,8 +1125,8 @@ static void conv_fixture_describe(const void *ctx, char *out, size_t size) {
     const conv_problem *p = &((const conv_fixture *)ctx)->p;
     char dt[24];
     tsr_dtype_spec_format(p->types[0], p->types[2], dt, sizeof dt); /* x and w share a type in fixtures */
-    snprintf(out, size, "%zux%zux%zux%zu k%zu %zux%zu/%zu g%zu%s%s", p->N, p->C, p->H, p->W, p->K, p->R, p->S, p->sh,
-             p->G, dt[0] ? " " : "", dt);
+    snprintf(out, size, "%zux%zux%zux%zu k%zu %zux%zu/%zu g%zu%s%s%s", p->N, p->C, p->H, p->W, p->K, p->R, p->S, p->sh,
+             p->G, dt[0] ? " " : "", dt, p->layout == TSR_NHWC ? " nhwc" : "");
 }
 
 /* "tessera(im2col)": the path the public call takes for this layer */

@@ -1,6 +1,6 @@
 /* conv2d's fused epilogue, y = act(scale[k] sum + bias[k] + residual), against the double host
  * reference (tsr_conv2d_reference_fused) on fresh seeded inputs: every path (the automatic choice,
- * im2col + GEMM, direct) and every implicit form (STAGE 0 and 1; the CPU forms 2 and 3 where the
+ * im2col + GEMM, direct) and every implicit form (STAGE 0 and 1; the CPU forms 2, 3 and 4 where the
  * device vectorizes within a work-item), with a residual of its own in each storage type or y
  * itself (read before written: the depthwise form's overlapping last tile, GEMM's beta), 16-bit
  * x, w and y, groups, strides, pointwise layers, offsets with guard zones on both sides of y,
@@ -156,6 +156,7 @@ static const struct {
     {"ALGO=2 MWI=2 VW=4 STAGE=1 WGM=4 WGN=4 KWG=8", TSR_CONV_AUTO, false},
     {"ALGO=2 MWI=2 VW=8 STAGE=2 WGN=4", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4", TSR_CONV_AUTO, true},
+    {"ALGO=2 MWI=2 VW=8 STAGE=4 WGN=8", TSR_CONV_AUTO, true},
 };
 
 static bool cpu_forms_here(void) {

@@ -17,7 +17,7 @@
     X(ALGO, HOST, TSR_CONV_IM2COL, TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT)         \
     X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)  /* output channels per work-item (STAGE 3: output rows) */                      \
     X(VW, DEFINE, 1, 1, 2, 4, 8, 16)  /* pixels per work-item (a vector) */                    \
-    X(STAGE, DEFINE, 0, 0, 1, 2, 3)   /* 1: local-memory tiles, 2: padded input, 3: row per item */                        \
+    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles */ \
     X(WGM, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along channels */                     \
     X(WGN, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along pixels */                       \
     X(KWG, DEFINE, 8, 8, 16, 32)      /* reduction steps per staged tile (only with STAGE) */
@@ -90,7 +90,7 @@ static const tsr_default conv_defaults[] = {
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=3"},
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=2 MWI=2 VW=1 STAGE=0 WGM=8 WGN=8 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=1"},
-    {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=4 VW=16 STAGE=3 WGM=1 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=4 VW=16 STAGE=4 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     /* Strided layers (conv1's 7x7/2, 3x3/2): the padded form's polyphase copy, eight channels a
      * tile (32 vector registers on AVX-512; conv1's 64 channels in whole tiles). Kernel sizes it
@@ -128,7 +128,7 @@ static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr
         (dev->info.type != TSR_DEVICE_CPU || tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS))
         return false;
     const conv_problem *p = problem;
-    if (v[P_STAGE] == 3 && p && p->N * p->K > INT_MAX) return false; /* the kernel's plane index is an int */
+    if (v[P_STAGE] >= 3 && p && p->N * p->K > INT_MAX) return false; /* the kernel's plane index is an int */
     /* llvmpipe-like CPUs (lanes across work-items) compile big per-item tiles for minutes. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS &&
         v[P_MWI] * v[P_VW] > 16)
@@ -425,6 +425,10 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     const int *v = cfg->values;
     int stage = implicit ? v[P_STAGE] : 0;
     program_options(p, cfg, stage >= 2, options, sizeof options);
+    /* STAGE 4 folds its taps' strides and dilations unstrided too (strided layers have them already) */
+    size_t olen = strlen(options);
+    if (stage == 4 && p->sh == 1 && p->sw == 1 && kernel_size_compiled(p) && olen < sizeof options)
+        snprintf(options + olen, sizeof options - olen, " -DCSH=1 -DCSW=1 -DCDH=%zu -DCDW=%zu", p->dh, p->dw);
     cl_program program;
     cl_kernel kernel = NULL;
     cl_int err;
@@ -451,6 +455,20 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
         local[0] = items < (size_t)v[P_WGN] ? items : (size_t)v[P_WGN], local[1] = (size_t)v[P_WGN] / local[0];
         global[0] = ceil_div(items, local[0]) * local[0], global[1] = ceil_div(p->N * p->K, local[1]) * local[1];
         global[2] = 1;
+        geo[15] = (cl_int)(p->N * p->K);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
+    } else if (stage == 4) {
+        /* a whole output row's tiles per work-group, then row blocks, then planes: about WGN items */
+        size_t tiles = ceil_div(p->Q, (size_t)v[P_VW]), blocks = ceil_div(p->P, (size_t)v[P_MWI]), wgn = (size_t)v[P_WGN];
+        local[0] = tiles;
+        local[1] = tiles >= wgn ? 1 : (wgn / tiles < blocks ? wgn / tiles : blocks);
+        local[2] = local[0] * local[1] >= wgn ? 1 : wgn / (local[0] * local[1]);
+        if (local[0] * local[1] * local[2] > dev->info.max_work_group_size || local[0] > dev->info.max_work_item_sizes[0])
+            local[0] = local[1] = local[2] = 1; /* a row wider than the device's work-group: one item each */
+        if (local[1] > dev->info.max_work_item_sizes[1]) local[1] = 1;
+        if (local[2] > dev->info.max_work_item_sizes[2]) local[2] = 1;
+        global[0] = ceil_div(tiles, local[0]) * local[0], global[1] = ceil_div(blocks, local[1]) * local[1];
+        global[2] = ceil_div(p->N * p->K, local[2]) * local[2];
         geo[15] = (cl_int)(p->N * p->K);
         TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
     } else if (stage == 0) {
@@ -1151,9 +1169,9 @@ static const char *conv_tuning_space(const tsr_device *dev) {
      * register tile. CPUs that vectorize across work-items (llvmpipe): small tiles in GPU-like groups. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)
         return "MWI=1,2,4 VW=1,2,4 STAGE=0,1 WGM=4,8,16 WGN=4,8,16 KWG=8,16";
-    /* Other CPUs: the row forms (STAGE 0), the padded form (2) and the depthwise form (3), with
+    /* Other CPUs: the row forms (STAGE 0), the padded form (2) and the depthwise forms (3, 4), with
      * one work-item or a few per work-group. */
-    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3 WGM=1 WGN=1,4,16 KWG=8";
+    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4 WGM=1 WGN=1,4,16 KWG=8";
     return NULL;
 }
 

@@ -180,6 +180,7 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 #if VW == 1
 #define DW_IOTA 0
 #define DW_MASKED(v, m) ((m) ? (v) : 0.0f)
+#define DW_TRUE(c) (-(int)(c)) // a comparison as a lane mask: -1 true, 0 false
 typedef int dw_intv;
 #else
 #define DW_IOTA CAT(DW_IOTA_, VW)
@@ -188,6 +189,7 @@ typedef int dw_intv;
 #define DW_IOTA_8 (int8)(0, 1, 2, 3, 4, 5, 6, 7)
 #define DW_IOTA_16 (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 #define DW_MASKED(v, m) CAT(as_float, VW)(CAT(as_int, VW)(v) & (m))
+#define DW_TRUE(c) (c)
 typedef CAT(int, VW) dw_intv;
 #endif
 #if defined(KR) && KR <= 3
@@ -195,6 +197,77 @@ typedef CAT(int, VW) dw_intv;
 #else
 #define DW_TAPS 1 // weights read from memory at each tap
 #endif
+#ifdef DW_FLAT
+// The flattened variant (the host defines DW_FLAT for unstrided layers whose output rows are as
+// wide as the input's, Q = W: "same" padding): output j = oh Q + ow's tap (r, s) reads input
+// j + (r DH - PH) W + s DW - PW, the same offset for every pixel, so a vector of VW consecutive
+// outputs, crossing rows, is one load per tap whatever Q; the lanes whose input row or column lies
+// outside the image are zeroed with a bit mask. A work-item holds MWI such vectors (consecutive:
+// MWI VW pixels of one plane); global = (ceil(P Q / (MWI VW)) rounded to the work-group, 1,
+// N K planes rounded), local from the host.
+__kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
+                            const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
+    const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W, PQ = GEO_P * GEO_Q;
+    const int R = KR_, S = KS_, RS = R * S;
+    const int j0 = (int)get_global_id(0) * (MWI * VW), nk = (int)get_global_id(2);
+    if (j0 >= PQ || nk >= geo.sf) return; // geo.sf: N K
+    const int n = nk / GEO_K, k = nk - n * GEO_K, g = k / Kg;
+    const __global XELT *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
+    const __global WELT *wk = w + w_off + (size_t)k * Cg * RS;
+    // each vector's lanes: output row and column (no vector division: wrap the columns past Q)
+    dw_intv oh[MWI], ow[MWI];
+    const int wraps = (VW + GEO_Q - 1) / GEO_Q;
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+        const int jm = min(j0 + m * VW, PQ - 1);
+        const int r0 = jm / GEO_Q;
+        ow[m] = (jm - r0 * GEO_Q) + DW_IOTA;
+        oh[m] = (dw_intv)(r0);
+        for (int i = 0; i < wraps; ++i) {
+            const dw_intv over = DW_TRUE(ow[m] >= GEO_Q); // -1 where a lane passed the row's end
+            ow[m] -= over & (dw_intv)(GEO_Q);
+            oh[m] -= over;
+        }
+    }
+    floatv acc[MWI];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+    for (int c = 0; c < Cg; ++c) {
+        const __global XELT *xc = xg + (size_t)c * HW;
+        const __global WELT *wc = wk + c * RS;
+        _Pragma("unroll") for (int r = 0; r < R; ++r) {
+            const int dr = r * DH_ - GEO_PH;
+            _Pragma("unroll") for (int s = 0; s < S; ++s) {
+                const float wrs = LDW(wc, r * S + s);
+                const int ds = s * DW_ - GEO_PW;
+                _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                    const int jm = j0 + m * VW;
+                    const dw_intv ih = oh[m] + dr, iw = ow[m] + ds;
+                    const dw_intv keep = ih >= 0 && ih < GEO_H && iw >= 0 && iw < GEO_W;
+                    const int at = jm + dr * GEO_W + ds;
+                    floatv b;
+                    if (at >= 0 && at + VW <= HW) {
+                        b = VLOADX(xc + at);
+                    } else { // the plane's first and last vectors
+                        float tl[VW];
+                        _Pragma("unroll 1") for (int e = 0; e < VW; ++e) {
+                            const int i = at + e;
+                            const float v = LDX(xc, clamp(i, 0, HW - 1));
+                            tl[e] = i >= 0 && i < HW ? v : 0.0f;
+                        }
+                        b = VLOAD(tl);
+                    }
+                    acc[m] = fma((floatv)(wrs), DW_MASKED(b, keep), acc[m]);
+                }
+            }
+        }
+    }
+    const size_t ek = (size_t)nk * PQ;
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+        const int jm = j0 + m * VW;
+        if (jm >= PQ) break;
+        CONV_STORE(acc[m], k, ek + jm, min(VW, PQ - jm));
+    }
+}
+#else
 __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
                             const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
@@ -286,6 +359,7 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
         }
     }
 }
+#endif // DW_FLAT
 #undef DW_TAPS
 
 #else // STAGE 3

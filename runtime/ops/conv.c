@@ -429,6 +429,10 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     size_t olen = strlen(options);
     if (stage == 4 && p->sh == 1 && p->sw == 1 && kernel_size_compiled(p) && olen < sizeof options)
         snprintf(options + olen, sizeof options - olen, " -DCSH=1 -DCSW=1 -DCDH=%zu -DCDW=%zu", p->dh, p->dw);
+    /* STAGE 4 flattened over the plane where output rows are as wide as input rows (stride 1) */
+    const bool flat = stage == 4 && p->sh == 1 && p->sw == 1 && p->Q == p->W;
+    olen = strlen(options);
+    if (flat && olen < sizeof options) snprintf(options + olen, sizeof options - olen, " -DDW_FLAT=1");
     cl_program program;
     cl_kernel kernel = NULL;
     cl_int err;
@@ -455,6 +459,16 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
         local[0] = items < (size_t)v[P_WGN] ? items : (size_t)v[P_WGN], local[1] = (size_t)v[P_WGN] / local[0];
         global[0] = ceil_div(items, local[0]) * local[0], global[1] = ceil_div(p->N * p->K, local[1]) * local[1];
         global[2] = 1;
+        geo[15] = (cl_int)(p->N * p->K);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
+    } else if (flat) {
+        /* MWI VW consecutive pixels per item; up to WGN items of a plane, then planes, per work-group */
+        size_t items = ceil_div(p->PQ, (size_t)v[P_MWI] * (size_t)v[P_VW]), wgn = (size_t)v[P_WGN];
+        local[0] = items < wgn ? items : wgn, local[1] = 1;
+        local[2] = local[0] >= wgn ? 1 : wgn / local[0];
+        if (local[2] > dev->info.max_work_item_sizes[2]) local[2] = 1;
+        global[0] = ceil_div(items, local[0]) * local[0], global[1] = 1;
+        global[2] = ceil_div(p->N * p->K, local[2]) * local[2];
         geo[15] = (cl_int)(p->N * p->K);
         TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
     } else if (stage == 4) {

@@ -199,7 +199,8 @@ typedef CAT(int, VW) dw_intv;
 #endif
 #ifdef DW_FLAT
 // The flattened variant (the host defines DW_FLAT for unstrided layers whose output rows are as
-// wide as the input's, Q = W: "same" padding): output j = oh Q + ow's tap (r, s) reads input
+// wide as the input's, Q = W: "same" padding, and no wider than a vector, Q <= VW, where row
+// tiles would leave lanes idle; on wider rows its masks cost more than the row tiles): output j = oh Q + ow's tap (r, s) reads input
 // j + (r DH - PH) W + s DW - PW, the same offset for every pixel, so a vector of VW consecutive
 // outputs, crossing rows, is one load per tap whatever Q; the lanes whose input row or column lies
 // outside the image are zeroed with a bit mask. A work-item holds MWI such vectors (consecutive:
@@ -230,18 +231,34 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
     }
     floatv acc[MWI];
     _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+#if defined(KS) && KS <= 3
+    // the column masks, per vector and kernel column, once (row masks per kernel row below)
+    dw_intv colok[MWI][KS];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m)
+        _Pragma("unroll") for (int s = 0; s < KS; ++s) {
+            const dw_intv iw = ow[m] + (s * DW_ - GEO_PW);
+            colok[m][s] = DW_TRUE(iw >= 0) & DW_TRUE(iw < GEO_W);
+        }
+#define DW_COLOK(m, s, iw) colok[m][s]
+#else
+#define DW_COLOK(m, s, iw) (DW_TRUE((iw) >= 0) & DW_TRUE((iw) < GEO_W))
+#endif
     for (int c = 0; c < Cg; ++c) {
         const __global XELT *xc = xg + (size_t)c * HW;
         const __global WELT *wc = wk + c * RS;
         _Pragma("unroll") for (int r = 0; r < R; ++r) {
             const int dr = r * DH_ - GEO_PH;
+            dw_intv rowok[MWI];
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                const dw_intv ih = oh[m] + dr;
+                rowok[m] = DW_TRUE(ih >= 0) & DW_TRUE(ih < GEO_H);
+            }
             _Pragma("unroll") for (int s = 0; s < S; ++s) {
                 const float wrs = LDW(wc, r * S + s);
                 const int ds = s * DW_ - GEO_PW;
                 _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
                     const int jm = j0 + m * VW;
-                    const dw_intv ih = oh[m] + dr, iw = ow[m] + ds;
-                    const dw_intv keep = ih >= 0 && ih < GEO_H && iw >= 0 && iw < GEO_W;
+                    const dw_intv keep = rowok[m] & DW_COLOK(m, s, ow[m] + ds);
                     const int at = jm + dr * GEO_W + ds;
                     floatv b;
                     if (at >= 0 && at + VW <= HW) {
@@ -260,6 +277,7 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
             }
         }
     }
+#undef DW_COLOK
     const size_t ek = (size_t)nk * PQ;
     _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
         const int jm = j0 + m * VW;

@@ -429,8 +429,9 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     size_t olen = strlen(options);
     if (stage == 4 && p->sh == 1 && p->sw == 1 && kernel_size_compiled(p) && olen < sizeof options)
         snprintf(options + olen, sizeof options - olen, " -DCSH=1 -DCSW=1 -DCDH=%zu -DCDW=%zu", p->dh, p->dw);
-    /* STAGE 4 flattened over the plane where output rows are as wide as input rows (stride 1) */
-    const bool flat = stage == 4 && p->sh == 1 && p->sw == 1 && p->Q == p->W;
+    /* STAGE 4 flattened over the plane where output rows are as wide as input rows (stride 1)
+     * and no wider than a vector (row tiles would leave lanes idle) */
+    const bool flat = stage == 4 && p->sh == 1 && p->sw == 1 && p->Q == p->W && p->Q <= (size_t)v[P_VW];
     olen = strlen(options);
     if (flat && olen < sizeof options) snprintf(options + olen, sizeof options - olen, " -DDW_FLAT=1");
     cl_program program;
@@ -877,14 +878,29 @@ done:
     return status;
 }
 
+/* The NHWC call's temporaries, released when its last command completes. */
+typedef struct nhwc_temps {
+    cl_mem mem[3];
+} nhwc_temps;
+
+static void CL_CALLBACK release_temps(cl_event event, cl_int status, void *data) {
+    (void)event, (void)status;
+    nhwc_temps *t = data;
+    for (int i = 0; i < 3; ++i)
+        if (t->mem[i]) clReleaseMemObject(t->mem[i]);
+    free(t);
+}
+
 /* A validated NHWC call: x (and the residual) transposed into NCHW temporaries, the NCHW
- * convolution into a third, and that transposed into y. The temporaries are released at once
- * (OpenCL frees them when the commands that use them are done; a recording graph retains them).
- * Commands follow each other on the queue (in order, as every multi-kernel op here). */
+ * convolution into a third, and that transposed into y. The temporaries are released by a
+ * callback on the last transpose's completion (not at once: some implementations, Oclgrind's,
+ * free a released buffer before the queued commands that use it ran); a recording graph retains
+ * them itself. Commands follow each other on the queue (in order, as every multi-kernel op here). */
 static tsr_status conv_channels_last(tsr_device *dev, const tsr_conv2d_desc *desc, const conv_problem *p,
                                      tsr_config *cfg, cl_command_queue queue, cl_event *event) {
     tsr_status status = TSR_SUCCESS;
     cl_mem xt = NULL, yt = NULL, rt = NULL;
+    cl_event last = NULL;
     cl_int err;
     size_t hw = p->H * p->W, nx = p->N * p->C * hw, ny = p->N * p->K * p->PQ;
     xt = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, nx * tsr_dtype_size(p->types[0]), NULL, &err);
@@ -906,11 +922,29 @@ static tsr_status conv_channels_last(tsr_device *dev, const tsr_conv2d_desc *des
     if (desc->algo == TSR_CONV_AUTO && !p->ws && tsr_op_build_fallback(dev, &tsr_op_conv, &c, status, cfg))
         status = tsr_op_launch(&tsr_op_conv, dev, &c, cfg, queue, NULL);
     if (status != TSR_SUCCESS) goto done;
-    status = transpose_images(dev, queue, p->types[2], p->K, p->PQ, p->N, yt, 0, p->y, p->y_off, event);
+    TSR_CHECK(status, transpose_images(dev, queue, p->types[2], p->K, p->PQ, p->N, yt, 0, p->y, p->y_off, &last),
+              done);
+    nhwc_temps *t = malloc(sizeof *t);
+    if (t) {
+        t->mem[0] = xt, t->mem[1] = yt, t->mem[2] = rt;
+        if (clSetEventCallback(last, CL_COMPLETE, release_temps, t) == CL_SUCCESS) {
+            xt = yt = rt = NULL; /* the callback's now */
+        } else {
+            free(t);
+            clWaitForEvents(1, &last); /* no callback: released below once the commands are done */
+        }
+    } else {
+        clWaitForEvents(1, &last);
+    }
 done:
+    if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still use the temporaries */
     if (xt) clReleaseMemObject(xt);
     if (yt) clReleaseMemObject(yt);
     if (rt) clReleaseMemObject(rt);
+    if (last) {
+        if (event && status == TSR_SUCCESS) *event = last;
+        else clReleaseEvent(last);
+    }
     return status;
 }
 

@@ -632,7 +632,8 @@ extern const tsr_op tsr_op_pool2d;
  * set by "exclude"), checked as tsr_pool2d_output_size checks it; and back (defaults left out). */
 tsr_status tsr_pool2d_shape_parse(const char *shape, tsr_pool2d_desc *desc);
 void tsr_pool2d_shape_format(const tsr_pool2d_desc *desc, char *out, size_t size);
-/* conv2d in double on the host (y: batch * out_channels * out_h * out_w values), with the
+/* conv2d in double on the host (y: batch * out_channels * out_h * out_w values, x, y and a residual
+ * in the descriptor's layout), with the
  * descriptor's bias and activation; and the op's FLOP count (2 N K P Q Cg R S). */
 void tsr_conv2d_reference(const tsr_conv2d_desc *desc, const float *x, const float *w, const float *bias, double *y);
 /* The same with the whole fused epilogue (each of scale, bias and residual may be NULL: none;

@@ -339,9 +339,10 @@ def main():
     print(f"tessera on {device['selector']} {device['name']} ({device['platform_name']}), "
           f"PyTorch {torch.__version__} on {threads} threads; {args.rounds} rounds, medians", flush=True)
 
-    rows_by_round, commands, checks = [], {}, {}
+    rows_by_round, commands, checks, loads = [], {}, {}, []
     for rnd in range(args.rounds):
         got = []
+        load_before = os.getloadavg()[0]
         for op in ops:
             time.sleep(args.pause)
             trows, cmd = run_tessera(args, op, device)
@@ -358,7 +359,9 @@ def main():
                         p["round"] = rnd
                         got.append(p)
         rows_by_round.append(got)
-        print(f"round {rnd + 1}/{args.rounds} done", flush=True)
+        loads.append([round(load_before, 2), round(os.getloadavg()[0], 2)])
+        print(f"round {rnd + 1}/{args.rounds} done (1-minute load average {loads[-1][0]} -> {loads[-1][1]})",
+              flush=True)
 
     # medians over rounds, per (op, shape, impl); ratios per round, then their median
     def key(r):
@@ -403,7 +406,8 @@ def main():
               f"{m['vs_pytorch']['ratio']:6.2f}x ({min(ratios):.2f}-{max(ratios):.2f})  {unit}")
     if args.json:
         doc = {"tool": "bench/pytorch_peer.py", "argv": sys.argv[1:], "rounds": args.rounds, "threads": threads,
-               "torch": torch.__version__, "tessera_commands": commands, "rows": merged}
+               "torch": torch.__version__, "tessera_commands": commands,
+               "load_per_round": loads, "rows": merged}  # the host's 1-minute load average before and after each round
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:
             json.dump(doc, f, indent=1, allow_nan=False)

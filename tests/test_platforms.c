@@ -252,6 +252,13 @@ static void gemm_defaults_follow_the_isa(void **state) {
         if (strcmp(tsr_op_class_list(gemm)[c], "large") == 0) {
             TH_ASSERT_CONTAINS(tb, "MWI=8 VW=16 NVW=2");
             assert_false(gemm->config_ok(&avx2, NULL, &b)); /* 256 accumulators spill 16 registers */
+            /* AVX-512's widest tile, 28 accumulators, is searched there only; 32 are refused */
+            tsr_config w = b; /* the large class's AVX-512 default, with these over it */
+            assert_int_equal(tsr_config_parse(gemm, "MWI=14 VW=16 NVW=2 PACKA=1 PACKB=1", "test", &w), TSR_SUCCESS);
+            assert_true(gemm->config_ok(&avx512, NULL, &w));
+            assert_false(gemm->config_ok(&avx2, NULL, &w));
+            assert_int_equal(tsr_config_parse(gemm, "MWI=8 VW=16 NVW=4 PACKA=1 PACKB=1", "test", &w), TSR_SUCCESS);
+            assert_false(gemm->config_ok(&avx512, NULL, &w)); /* 32 accumulators */
         }
     }
 }

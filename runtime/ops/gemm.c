@@ -12,7 +12,7 @@
 
 /* The tuning parameters, X(NAME, KIND, DEFAULT, values...): see TSR_PARAM_DEF. */
 #define GEMM_PARAMS(X)                                                                          \
-    X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)    /* rows of C per work-item */                          \
+    X(MWI, DEFINE, 1, 1, 2, 4, 6, 8, 12, 14) /* rows of C per work-item */                     \
     X(VW, DEFINE, 1, 1, 2, 4, 8, 16)    /* vector width along a row of C */                    \
     X(NVW, DEFINE, 1, 1, 2, 4)          /* vectors per work-item along a row */                \
     X(KU, DEFINE, 1, 1, 2, 4, 8)        /* unroll of the k loop */                             \
@@ -138,9 +138,10 @@ static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr
     if (v[P_KERNEL] == GEMM_GPU) return gpu_config_ok(dev, v);
     int nwi = v[P_VW] * v[P_NVW];
     bool staged = v[P_SA] || v[P_SB];
-    /* Beyond this the tile spills on every device we know: 128 floats (16 AVX2 registers),
-     * twice that where the device prefers 16-float vectors (AVX-512's 32 registers). */
-    int max_tile = dev->info.preferred_vector_width[4] >= 16 ? 256 : 128;
+    /* Beyond this the tile spills on every device we know: 128 floats (16 AVX2 registers);
+     * where the device prefers 16-float vectors (AVX-512's 32 registers), 28 of them (448
+     * floats: MWI=14 x 2 vectors), which leaves the row of B and the broadcast of A their own. */
+    int max_tile = dev->info.preferred_vector_width[4] >= 16 ? 448 : 128;
     if (nwi > 64 || v[P_MWI] * nwi > max_tile) return false;
     /* A CPU that vectorizes across work-items wants groups of light items: one-item groups
      * leave lanes idle, and large tiles compile for minutes on llvmpipe. */

@@ -45,6 +45,13 @@ static const resnet_layer resnet50[] = {
     /* Not ResNet-50: MobileNet-style depthwise 3x3 layers (one channel per group), --part depthwise. */
     {"dw.56", 256, 56, 256, 3, 1, 1, 0, 256},    {"dw.56s2", 256, 56, 256, 3, 2, 1, 0, 256},
     {"dw.14", 512, 14, 512, 3, 1, 1, 0, 512},
+    /* MobileNet-V2's depthwise 3x3 layers (224x224 input; counts: how often the network runs each),
+     * --layers mobilenet. */
+    {"mb2.112x32", 32, 112, 32, 3, 1, 1, 1, 32},       {"mb2.112x96s2", 96, 112, 96, 3, 2, 1, 1, 96},
+    {"mb2.56x144", 144, 56, 144, 3, 1, 1, 1, 144},     {"mb2.56x144s2", 144, 56, 144, 3, 2, 1, 1, 144},
+    {"mb2.28x192", 192, 28, 192, 3, 1, 1, 2, 192},     {"mb2.28x192s2", 192, 28, 192, 3, 2, 1, 1, 192},
+    {"mb2.14x384", 384, 14, 384, 3, 1, 1, 4, 384},     {"mb2.14x576", 576, 14, 576, 3, 1, 1, 2, 576},
+    {"mb2.14x576s2", 576, 14, 576, 3, 2, 1, 1, 576},   {"mb2.7x960", 960, 7, 960, 3, 1, 1, 3, 960},
 };
 #define NLAYERS (sizeof resnet50 / sizeof resnet50[0])
 
@@ -53,6 +60,8 @@ static const resnet_layer resnet50[] = {
 static const char default_layers[] =
     "conv1,l1.3x3,l2.3x3,l3.3x3,l4.3x3,l2.3x3s2,l1.reduce256,l1.expand,l3.reduce1024,l3.expand";
 static const char default_depthwise[] = "dw.56,dw.56s2,dw.14";
+static const char mobilenet_depthwise[] = "mb2.112x32,mb2.112x96s2,mb2.56x144,mb2.56x144s2,mb2.28x192,mb2.28x192s2,"
+                                          "mb2.14x384,mb2.14x576,mb2.14x576s2,mb2.7x960";
 #define CONV_MAX_BATCH 65536u /* keeps every count below in size_t; the memory checks refuse long before */
 
 static tsr_conv2d_desc layer_desc(const resnet_layer *l, size_t batch) {
@@ -697,6 +706,7 @@ tsr_status bench_conv2d(tsr_device *dev, const bench_options *opt, bench_report 
     if (opt->clblast_xgemm) return tsr_fail(TSR_ERR_INVALID_ARG, "--clblast-xgemm: only for the gemm benchmark");
     /* Check the layer names before anything runs. */
     const char *names = opt->layers ? opt->layers : depthwise ? default_depthwise : default_layers;
+    if (strcmp(names, "mobilenet") == 0) names = mobilenet_depthwise; /* MobileNet-V2's depthwise layers */
     const resnet_layer *chosen[NLAYERS];
     size_t nchosen = 0;
     char buf[1024];

@@ -172,8 +172,10 @@ static tsr_status add_checked_row(tsr_device *dev, bench_report *report, const b
 
 /* --dtype with a 16-bit type: per form, the 16-bit fused GELU in alternation with the fp32 one
  * (the ratio of elements per second is what 16-bit storage buys), then in alternation with the
- * 16-bit copy kernel (the bandwidth yardstick at the same bytes). hx: fp32 inputs rounded to the
- * input type, so both rows read the same values. */
+ * 16-bit copy kernel (the bandwidth yardstick at the same bytes); for bf16 alone also its copy
+ * kernel in alternation with f16's, and for one 16-bit type tsr_convert from fp32 in alternation
+ * with the fp32 copy. hx: fp32 inputs rounded to the input type, so both rows read
+ * the same values. */
 static tsr_status bench_elementwise_typed(tsr_device *dev, const bench_options *opt, bench_report *report, size_t n) {
     const tsr_dtype xt = opt->in_type, yt = opt->out_type;
     tsr_status st = TSR_SUCCESS;
@@ -245,6 +247,53 @@ static tsr_status bench_elementwise_typed(tsr_device *dev, const bench_options *
             printf("%-10zu timed in alternation (%d pairs): fused-%s %s = %.2f x the %s copy-kernel (pairs: median; "
                    "%.2f to %.2f)\n",
                    n, rows[2].runs, forms[f].form, types, 1.0 / vscopy[0], types, 1.0 / vscopy[2], 1.0 / vscopy[1]);
+    }
+    /* A 16-bit type alone: tsr_convert from fp32 (its copy kernel, 6 bytes an element) in
+     * alternation with the fp32 copy kernel (8 bytes): at the byte limit both move bytes at one
+     * rate (rows "convert-paired"; the ratio printed is of GB/s). */
+    if (st == TSR_SUCCESS && xt == yt) {
+        gelu_run a = {.dev = dev, .kind = GELU_RUN_COPY_KERNEL, .mode = TSR_GELU_TANH, .x = x, .y = y16, .n = n,
+                      .x_type = TSR_F32, .y_type = yt};
+        gelu_run b = {.dev = dev, .kind = GELU_RUN_COPY_KERNEL, .mode = TSR_GELU_TANH, .x = x, .y = y, .n = n};
+        bench_row rows[2];
+        memset(rows, 0, sizeof rows);
+        double ratio[3];
+        st = bench_time_paired(bench_gelu_once, &a, bench_gelu_once, &b, opt->budget_s, 5, 400, &rows[0], &rows[1],
+                               ratio);
+        if (st == TSR_SUCCESS) st = add_checked_row(dev, report, opt, &a, "convert-paired", &rows[0], hx, hy);
+        if (st == TSR_SUCCESS) st = add_checked_row(dev, report, opt, &b, "convert-paired", &rows[1], hx, hy);
+        const double bytes = 4.0 + (double)tsr_dtype_size(yt); /* per element: 4 read, 2 written */
+        if (st == TSR_SUCCESS && !opt->quiet)
+            printf("%-10zu timed in alternation (%d pairs): tsr_convert f32 to %s = %.2f x the fp32 copy-kernel's GB/s "
+                   "(pairs: median; %.2f to %.2f)\n",
+                   n, rows[0].runs, tsr_dtype_str(yt), bytes / 8.0 / ratio[0], bytes / 8.0 / ratio[2],
+                   bytes / 8.0 / ratio[1]);
+    }
+    /* bf16 alone: its copy kernel in alternation with the f16 copy kernel on the same values
+     * (rows "copy-kernel-vs-f16"): the two types move the same bytes, so bf16 should not lag. */
+    if (st == TSR_SUCCESS && xt == TSR_BF16 && yt == TSR_BF16) {
+        cl_mem xh = clCreateBuffer(ctx, CL_MEM_READ_ONLY, n * 2, NULL, &err), yh = NULL;
+        if (err == CL_SUCCESS) yh = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * 2, NULL, &err);
+        if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
+        if (st == TSR_SUCCESS) st = tsr_upload_typed(dev, xh, TSR_F16, hx, n);
+        gelu_run a = {.dev = dev, .kind = GELU_RUN_COPY_KERNEL, .mode = TSR_GELU_TANH, .x = x16, .y = y16, .n = n,
+                      .x_type = TSR_BF16, .y_type = TSR_BF16};
+        gelu_run b = {.dev = dev, .kind = GELU_RUN_COPY_KERNEL, .mode = TSR_GELU_TANH, .x = xh, .y = yh, .n = n,
+                      .x_type = TSR_F16, .y_type = TSR_F16};
+        bench_row rows[2];
+        memset(rows, 0, sizeof rows);
+        double ratio[3];
+        if (st == TSR_SUCCESS)
+            st = bench_time_paired(bench_gelu_once, &a, bench_gelu_once, &b, opt->budget_s, 5, 400, &rows[0], &rows[1],
+                                   ratio);
+        if (st == TSR_SUCCESS) st = add_checked_row(dev, report, opt, &a, "copy-kernel-vs-f16", &rows[0], hx, hy);
+        if (st == TSR_SUCCESS) st = add_checked_row(dev, report, opt, &b, "copy-kernel-vs-f16", &rows[1], hx, hy);
+        if (st == TSR_SUCCESS && !opt->quiet)
+            printf("%-10zu timed in alternation (%d pairs): bf16 copy-kernel = %.2f x the f16 copy-kernel's elements/s "
+                   "(pairs: median; %.2f to %.2f)\n",
+                   n, rows[0].runs, 1.0 / ratio[0], 1.0 / ratio[2], 1.0 / ratio[1]);
+        if (xh) clReleaseMemObject(xh);
+        if (yh) clReleaseMemObject(yh);
     }
 out:
     if (x) clReleaseMemObject(x);

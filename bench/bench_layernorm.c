@@ -4,7 +4,8 @@
  * work-item a row) and against GELU's copy kernel (the
  * achievable bandwidth; its row copies rows x cols floats, 8 bytes an element). GB/s count the bytes that must move: x,
  * r and y once each, gamma and beta once. With a 16-bit --dtype, x and r are stored in the input type and y in the
- * output type for the fused rows (the baseline stays fp32). */
+ * output type for the fused rows (the baseline stays fp32), and the typed fused op is timed once more in
+ * alternation with the fp32 fused op (rows "fused-paired"; the ratio of rows per second). */
 #include "bench.h"
 
 #include <math.h>
@@ -225,6 +226,45 @@ static tsr_status ln_bench_shape(tsr_device *dev, const bench_options *opt, benc
                    row.time_ms, row.gbps, err_text);
             fflush(stdout);
         }
+    }
+    /* 16-bit storage: the typed fused op once more in alternation with the fp32 fused op (both
+     * see the same machine), the ratio of rows per second the 16-bit storage buys. */
+    double paired_ratio[3] = {0};
+    if (st == TSR_SUCCESS && typed) {
+        ln_run a = t, b = t;
+        a.kind = b.kind = LN_FUSED;
+        b.x = x32, b.r = r32, b.y = y32, b.in_type = b.out_type = TSR_F32;
+        bench_row rows2[2];
+        memset(rows2, 0, sizeof rows2);
+        for (int k = 0; k < 2 && st == TSR_SUCCESS; ++k) {
+            ln_run *r = k ? &b : &a;
+            for (size_t i = 0; i < n; ++i)
+                hy[i] = NAN;
+            st = tsr_upload_typed(dev, r->y, r->out_type, hy, n);
+        }
+        if (st == TSR_SUCCESS)
+            st = bench_time_paired(ln_once, &a, ln_once, &b, opt->budget_s, 5, 400, &rows2[0], &rows2[1], paired_ratio);
+        for (int k = 0; k < 2 && st == TSR_SUCCESS; ++k) {
+            ln_run *r = k ? &b : &a;
+            bench_row *row = &rows2[k];
+            if ((st = tsr_download_typed(dev, r->y, r->out_type, hy, n)) != TSR_SUCCESS) break;
+            strcpy(row->op, "layernorm");
+            snprintf(row->shape, sizeof row->shape, "%zux%zu +res", rows, cols);
+            tsr_strlcpy(row->impl, "fused-paired", sizeof row->impl);
+            tsr_dtype_spec_format(r->in_type, r->out_type, row->dtype, sizeof row->dtype);
+            row->gbps = ((double)n * (double)(2 * tsr_dtype_size(r->in_type) + tsr_dtype_size(r->out_type)) +
+                         8.0 * (double)cols) /
+                        (row->time_ms * 1e6);
+            row->rel_err = tsr_rel_error(hy, ref, n);
+            if ((st = bench_add(report, row)) != TSR_SUCCESS) break;
+            if (!opt->quiet)
+                printf("%-14s %-12s %-8s %10.3f %8.1f %9.1e\n", row->shape, row->impl, row->dtype[0] ? row->dtype : "f32",
+                       row->time_ms, row->gbps, row->rel_err);
+        }
+        if (st == TSR_SUCCESS && !opt->quiet)
+            printf("%zux%zu timed in alternation (%d pairs): fused %s = %.2f x the rows/s of fp32 (pairs: median; %.2f to "
+                   "%.2f)\n",
+                   rows, cols, rows2[0].runs, rows2[0].dtype, 1.0 / paired_ratio[0], 1.0 / paired_ratio[2], 1.0 / paired_ratio[1]);
     }
     if (st == TSR_SUCCESS && !opt->quiet) {
         const int f = typed ? 1 : 0;

@@ -19,7 +19,10 @@ What PyTorch runs, per tessera row:
                                    tessera's fused-tanh and fused-erf; the copy kernel against y.copy_(x)
   conv2d     a ResNet-50 layer      torch.nn.functional.conv2d, no bias on either side (tessera's layer
                                    rows run without bias); the stack rows are not timed here
-  depthwise  a depthwise layer      the same, groups = channels (`tessera bench conv2d --part depthwise`)
+  depthwise  a depthwise layer      the same, groups = channels (`tessera bench conv2d --part depthwise`;
+                                   --depthwise-layers mobilenet: MobileNet-V2's ten depthwise layers),
+                                   rated in GB/s and as a fraction of the copy kernel's GB/s in the same
+                                   round (`tessera bench gelu --part elementwise --sizes --copy-sizes`)
   attention  "1xHxLxD" (+ causal)  torch.nn.functional.scaled_dot_product_attention, is_causal for the
                                    causal rows (Lq = Lk: both mask key j > query i)
 
@@ -103,20 +106,24 @@ def tessera_device(args):
 def run_tessera(args, op, device):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "rows.json")
-        bench_op = "conv2d" if op == "depthwise" else op
+        bench_op = {"depthwise": "conv2d", "copy": "gelu"}.get(op, op)
         cmd = [args.tessera, "bench", bench_op, "--device", device["selector"], "--budget", str(args.budget), "--json",
                path]
         if args.sizes.get(op):
             cmd += ["--sizes", args.sizes[op]]
         if op == "depthwise":
             cmd += ["--part", "depthwise"]
+            if args.depthwise_layers:
+                cmd += ["--layers", args.depthwise_layers]
         if op == "conv2d":
             cmd += ["--part", "layers"]
             if args.layers:
                 cmd += ["--layers", args.layers]
-        if op == "gelu":
+        if op in ("gelu", "copy"):
             cmd += ["--part", "elementwise"]
-        if not args.peers or op == "attention":  # CLBlast's attention pipeline is not what is compared here
+        if op == "copy":  # the copy kernel's GB/s, the depthwise rows' yardstick
+            cmd += ["--sizes", args.copy_sizes]
+        if not args.peers or op in ("attention", "copy"):  # CLBlast's attention pipeline is not what is compared here
             cmd += ["--no-peers"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -245,6 +252,12 @@ PAIRS = {  # tessera impl -> PyTorch impl it is compared with, per op
 }
 
 
+def depthwise_row(row):
+    """A depthwise conv2d row (groups = channels): rated in GB/s, x read once + weights + y written once."""
+    mt = CONV_SHAPE.match(row["shape"]) if row["op"] == "conv2d" else None
+    return bool(mt and mt.group(10) and mt.group(10) == mt.group(2) and row.get("gbps"))
+
+
 def peer_of(row):
     for prefix, peer in PAIRS.get(row["op"], {}).items():
         if row["impl"] == prefix or (prefix.endswith("(") and row["impl"].startswith(prefix)):
@@ -303,6 +316,11 @@ def main():
     for op in OPS:
         ap.add_argument(f"--{op}-sizes", dest=f"sizes_{op.replace('2d', '')}", help=f"tessera bench {op} --sizes")
     ap.add_argument("--layers", help="tessera bench conv2d --layers")
+    ap.add_argument("--depthwise-layers", help="tessera bench conv2d --part depthwise --layers (e.g. mobilenet: "
+                                               "MobileNet-V2's depthwise layers)")
+    ap.add_argument("--copy-sizes", default="1M",
+                    help="with depthwise: the copy kernel's sizes (tessera bench gelu --part elementwise --sizes; "
+                         "default 1M), whose median GB/s each depthwise row is a fraction of")
     ap.add_argument("--json", help="write every row (tessera's and PyTorch's medians over rounds) here")
     ap.add_argument("--table", metavar="FILE", help="print the markdown table of a --json file and exit")
     args = ap.parse_args()
@@ -340,9 +358,16 @@ def main():
           f"PyTorch {torch.__version__} on {threads} threads; {args.rounds} rounds, medians", flush=True)
 
     rows_by_round, commands, checks, loads = [], {}, {}, []
+    copy_gbps = []  # per round: the copy kernel's median GB/s over --copy-sizes
     for rnd in range(args.rounds):
         got = []
         load_before = os.getloadavg()[0]
+        if "depthwise" in ops:
+            time.sleep(args.pause)
+            crows, ccmd = run_tessera(args, "copy", device)
+            commands["copy"] = " ".join(ccmd[0:1] + [c for c in ccmd[1:] if not c.startswith("/tmp")])
+            rates = [r["gbps"] for r in crows if r["impl"] == "copy-kernel" and r.get("gbps")]
+            copy_gbps.append(statistics.median(rates) if rates else None)
         for op in ops:
             time.sleep(args.pause)
             trows, cmd = run_tessera(args, op, device)
@@ -400,14 +425,28 @@ def main():
         m["vs_pytorch"] = {"peer": peer, "ratio": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
                            "meaning": "PyTorch's time over tessera's, per round: above 1 tessera is faster"}
         pm = next(x for x in merged if key(x) == (m["op"], m["shape"], peer))
-        unit = "GB/s" if m["op"] == "gelu" else "GFLOP/s"
-        rate = (lambda r: r["gbps"]) if m["op"] == "gelu" else (lambda r: r["gflops"])
+        dw = depthwise_row(m)
+        unit = "GB/s" if m["op"] == "gelu" or dw else "GFLOP/s"
+        if dw:  # PyTorch's rows carry FLOP rates: the same bytes over its time
+            pm = dict(pm, gbps=m["gbps"] * m["time_ms"] / pm["time_ms"])
+        rate = (lambda r: r["gbps"]) if unit == "GB/s" else (lambda r: r["gflops"])
+        extra = ""
+        if dw:  # the fraction of the copy kernel's GB/s, per round (the same round's copy run), median
+            fr = [t["gbps"] / c for rnd, c in zip(rows_by_round, copy_gbps) if c
+                  for t in rnd if key(t) == key(m) and t.get("gbps")]
+            if fr:
+                m["vs_copy_kernel"] = {"fraction": statistics.median(fr), "min": min(fr), "max": max(fr),
+                                       "meaning": "tessera's GB/s (x read once, weights, y written once) over the "
+                                                  "copy kernel's GB/s in the same round"}
+                extra = f"  {statistics.median(fr):.2f} of copy ({min(fr):.2f}-{max(fr):.2f})"
         print(f"{m['op']:<17} {m['shape']:<32} {m['impl']:<24} {rate(m):9.1f} {rate(pm):9.1f} "
-              f"{m['vs_pytorch']['ratio']:6.2f}x ({min(ratios):.2f}-{max(ratios):.2f})  {unit}")
+              f"{m['vs_pytorch']['ratio']:6.2f}x ({min(ratios):.2f}-{max(ratios):.2f})  {unit}{extra}")
     if args.json:
         doc = {"tool": "bench/pytorch_peer.py", "argv": sys.argv[1:], "rounds": args.rounds, "threads": threads,
                "torch": torch.__version__, "tessera_commands": commands,
                "load_per_round": loads, "rows": merged}  # the host's 1-minute load average before and after each round
+        if copy_gbps:
+            doc["copy_kernel_gbps_per_round"] = copy_gbps
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:
             json.dump(doc, f, indent=1, allow_nan=False)

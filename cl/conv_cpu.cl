@@ -14,6 +14,7 @@
 //            ow again, and one row of the phase plane per output row. A work-item holds MWI
 //            channels x VW pixels; up to WGN neighbouring tiles share a work-group (one thread
 //            on PoCL), so the MWI weight rows stay in L1 across them.
+//   STAGE 4  (depthwise, the CPU default there) column tiles x row blocks x planes: see its kernel.
 //   STAGE 3  (depthwise) a work-item computes MWI output rows of one channel, VW pixels at a time
 //            along each row; up to WGN such items per work-group. Meant for one input channel per
 //            group (memory-bound layers), correct for any layer.
@@ -163,6 +164,221 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
         }
     }
 }
+
+#elif STAGE == 4
+// (depthwise, all taps compiled in) global = (column tiles ceil(Q / VW), row blocks ceil(P / MWI),
+// N K planes, the last two rounded to the work-group), local from the host (a whole output row's
+// tiles, then row blocks, then planes, about WGN items). A work-item computes MWI output rows x VW
+// pixels of one channel: MWI independent accumulator chains over the taps, the tap weights held in
+// registers, the MWI rows' input rows (overlapping for stride 1) read from L1. A tile whose every
+// tap's columns lie inside the row (most of a wide plane) runs straight vector code (stride 2:
+// every second element of 2 VW), skipping the rows above and below the image; border tiles zero
+// the lanes outside the image with a bit mask, and go
+// lane by lane only where a vector would leave the channel's plane. The row's last tile ends at its
+// last pixel (overlapping the one before) when Q >= VW. Correct for any layer (Cg channels are
+// summed in turn); meant for one input channel per group.
+#if VW == 1
+#define DW_IOTA 0
+#define DW_MASKED(v, m) ((m) ? (v) : 0.0f)
+#define DW_TRUE(c) (-(int)(c)) // a comparison as a lane mask: -1 true, 0 false
+typedef int dw_intv;
+#else
+#define DW_IOTA CAT(DW_IOTA_, VW)
+#define DW_IOTA_2 (int2)(0, 1)
+#define DW_IOTA_4 (int4)(0, 1, 2, 3)
+#define DW_IOTA_8 (int8)(0, 1, 2, 3, 4, 5, 6, 7)
+#define DW_IOTA_16 (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#define DW_MASKED(v, m) CAT(as_float, VW)(CAT(as_int, VW)(v) & (m))
+#define DW_TRUE(c) (c)
+typedef CAT(int, VW) dw_intv;
+#endif
+#if defined(KR) && KR <= 3
+#define DW_TAPS (KR * KS)
+#else
+#define DW_TAPS 1 // weights read from memory at each tap
+#endif
+#ifdef DW_FLAT
+// The flattened variant (the host defines DW_FLAT for unstrided layers whose output rows are as
+// wide as the input's, Q = W: "same" padding, and no wider than a vector, Q <= VW, where row
+// tiles would leave lanes idle; on wider rows its masks cost more than the row tiles): output j = oh Q + ow's tap (r, s) reads input
+// j + (r DH - PH) W + s DW - PW, the same offset for every pixel, so a vector of VW consecutive
+// outputs, crossing rows, is one load per tap whatever Q; the lanes whose input row or column lies
+// outside the image are zeroed with a bit mask. A work-item holds MWI such vectors (consecutive:
+// MWI VW pixels of one plane); global = (ceil(P Q / (MWI VW)) rounded to the work-group, 1,
+// N K planes rounded), local from the host.
+__kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
+                            const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
+    const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W, PQ = GEO_P * GEO_Q;
+    const int R = KR_, S = KS_, RS = R * S;
+    const int j0 = (int)get_global_id(0) * (MWI * VW), nk = (int)get_global_id(2);
+    if (j0 >= PQ || nk >= geo.sf) return; // geo.sf: N K
+    const int n = nk / GEO_K, k = nk - n * GEO_K, g = k / Kg;
+    const __global XELT *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
+    const __global WELT *wk = w + w_off + (size_t)k * Cg * RS;
+    // each vector's lanes: output row and column (no vector division: wrap the columns past Q)
+    dw_intv oh[MWI], ow[MWI];
+    const int wraps = (VW + GEO_Q - 1) / GEO_Q;
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+        const int jm = min(j0 + m * VW, PQ - 1);
+        const int r0 = jm / GEO_Q;
+        ow[m] = (jm - r0 * GEO_Q) + DW_IOTA;
+        oh[m] = (dw_intv)(r0);
+        for (int i = 0; i < wraps; ++i) {
+            const dw_intv over = DW_TRUE(ow[m] >= GEO_Q); // -1 where a lane passed the row's end
+            ow[m] -= over & (dw_intv)(GEO_Q);
+            oh[m] -= over;
+        }
+    }
+    floatv acc[MWI];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+#if defined(KS) && KS <= 3
+    // the column masks, per vector and kernel column, once (row masks per kernel row below)
+    dw_intv colok[MWI][KS];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m)
+        _Pragma("unroll") for (int s = 0; s < KS; ++s) {
+            const dw_intv iw = ow[m] + (s * DW_ - GEO_PW);
+            colok[m][s] = DW_TRUE(iw >= 0) & DW_TRUE(iw < GEO_W);
+        }
+#define DW_COLOK(m, s, iw) colok[m][s]
+#else
+#define DW_COLOK(m, s, iw) (DW_TRUE((iw) >= 0) & DW_TRUE((iw) < GEO_W))
+#endif
+    for (int c = 0; c < Cg; ++c) {
+        const __global XELT *xc = xg + (size_t)c * HW;
+        const __global WELT *wc = wk + c * RS;
+        _Pragma("unroll") for (int r = 0; r < R; ++r) {
+            const int dr = r * DH_ - GEO_PH;
+            dw_intv rowok[MWI];
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                const dw_intv ih = oh[m] + dr;
+                rowok[m] = DW_TRUE(ih >= 0) & DW_TRUE(ih < GEO_H);
+            }
+            _Pragma("unroll") for (int s = 0; s < S; ++s) {
+                const float wrs = LDW(wc, r * S + s);
+                const int ds = s * DW_ - GEO_PW;
+                _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                    const int jm = j0 + m * VW;
+                    const dw_intv keep = rowok[m] & DW_COLOK(m, s, ow[m] + ds);
+                    const int at = jm + dr * GEO_W + ds;
+                    floatv b;
+                    if (at >= 0 && at + VW <= HW) {
+                        b = VLOADX(xc + at);
+                    } else { // the plane's first and last vectors
+                        float tl[VW];
+                        _Pragma("unroll 1") for (int e = 0; e < VW; ++e) {
+                            const int i = at + e;
+                            const float v = LDX(xc, clamp(i, 0, HW - 1));
+                            tl[e] = i >= 0 && i < HW ? v : 0.0f;
+                        }
+                        b = VLOAD(tl);
+                    }
+                    acc[m] = fma((floatv)(wrs), DW_MASKED(b, keep), acc[m]);
+                }
+            }
+        }
+    }
+#undef DW_COLOK
+    const size_t ek = (size_t)nk * PQ;
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+        const int jm = j0 + m * VW;
+        if (jm >= PQ) break;
+        CONV_STORE(acc[m], k, ek + jm, min(VW, PQ - jm));
+    }
+}
+#else
+__kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
+                            const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
+    const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
+    const int R = KR_, S = KS_, RS = R * S;
+    const int t = (int)get_global_id(0), oh0 = (int)get_global_id(1) * MWI, nk = (int)get_global_id(2);
+    if (t * VW >= GEO_Q || oh0 >= GEO_P || nk >= geo.sf) return; // geo.sf: N K
+    const int n = nk / GEO_K, k = nk - n * GEO_K, g = k / Kg;
+    const __global XELT *xg = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW;
+    const __global WELT *wk = w + w_off + (size_t)k * Cg * RS;
+    const int ow0 = GEO_Q >= VW ? min(t * VW, GEO_Q - VW) : 0;
+    const int rows = min(MWI, GEO_P - oh0);
+    const int iwb = ow0 * SW_ - GEO_PW;             // the tile's first input column (tap s = 0)
+    const int span = SW_ == 1 ? VW : 2 * VW;         // elements one load reads
+    const bool vec_ok = SW_ <= 2;
+    // every tap's columns inside the row (the rows are checked per tap: first and last row blocks)
+    const bool inside = vec_ok && iwb >= 0 && iwb + (S - 1) * DW_ + span <= GEO_W;
+    const dw_intv lane_col = DW_IOTA * SW_;
+    floatv acc[MWI];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+    for (int c = 0; c < Cg; ++c) {
+        const __global XELT *xc = xg + (size_t)c * HW;
+        const __global WELT *wc = wk + c * RS;
+        if (inside) {
+#if DW_TAPS > 1
+            float wv[DW_TAPS];
+            _Pragma("unroll") for (int i = 0; i < DW_TAPS; ++i) wv[i] = LDW(wc, i);
+#define DW_W(i) wv[i]
+#else
+#define DW_W(i) LDW(wc, i)
+#endif
+            // rows past `rows` repeat the last one (computed, never stored)
+            _Pragma("unroll") for (int r = 0; r < R; ++r)
+                _Pragma("unroll") for (int s = 0; s < S; ++s) {
+                    const float wrs = DW_W(r * S + s);
+                    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                        const int ih = (oh0 + min(m, rows - 1)) * SH_ - GEO_PH + r * DH_;
+                        if (ih < 0 || ih >= GEO_H) continue; // a row of zeros adds nothing
+                        const __global XELT *xp = xc + ih * GEO_W + iwb + s * DW_;
+                        const floatv b = SW_ == 1 ? VLOADX(xp) : VLOAD_STRIDE2(xp);
+                        acc[m] = fma((floatv)(wrs), b, acc[m]);
+                    }
+                }
+#undef DW_W
+        } else {
+            for (int r = 0; r < R; ++r) {
+                _Pragma("unroll") for (int s = 0; s < S; ++s) {
+                    const float wrs = LDW(wc, r * S + s);
+                    const int iw0 = iwb + s * DW_;
+                    const dw_intv col = iw0 + lane_col;
+                    const dw_intv keep = col >= 0 && col < GEO_W;
+                    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                        const int ih = (oh0 + m) * SH_ - GEO_PH + r * DH_;
+                        if (m >= rows || ih < 0 || ih >= GEO_H) continue; // a row of zeros adds nothing
+                        const int at = ih * GEO_W + iw0;
+                        floatv b;
+                        if (vec_ok && at >= 0 && at + span <= HW) {
+                            const __global XELT *xp = xc + at;
+                            b = SW_ == 1 ? VLOADX(xp) : VLOAD_STRIDE2(xp);
+                            b = DW_MASKED(b, keep);
+                        } else {
+                            float tl[VW];
+                            const __global XELT *xr = xc + ih * GEO_W;
+                            _Pragma("unroll 1") for (int e = 0; e < VW; ++e) { // rare: kept small (code size)
+                                const int iw = iw0 + e * SW_;
+                                const float v = LDX(xr, clamp(iw, 0, GEO_W - 1));
+                                tl[e] = iw >= 0 && iw < GEO_W ? v : 0.0f;
+                            }
+                            b = VLOAD(tl);
+                        }
+                        acc[m] = fma((floatv)(wrs), b, acc[m]);
+                    }
+                }
+            }
+        }
+    }
+    // Overlapped pixels (the row's last tile) belong to the tile before: stored only by it when a
+    // residual is read (it may be y itself), else stored again with the same values.
+    const int skip = res_type == TSR_RES_NONE ? 0 : t * VW - ow0;
+    const size_t ek = (size_t)nk * GEO_P * GEO_Q;
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+        if (m >= rows) break;
+        const size_t er = ek + (size_t)(oh0 + m) * GEO_Q + ow0;
+        if (skip == 0) {
+            CONV_STORE(acc[m], k, er, min(VW, GEO_Q - ow0));
+        } else {
+            float tl[VW];
+            VSTORE(acc[m], tl);
+            for (int e = skip; e < VW; ++e) CONV_STORE1(tl[e], k, er + e);
+        }
+    }
+}
+#endif // DW_FLAT
+#undef DW_TAPS
 
 #else // STAGE 3
 #if VW == 1

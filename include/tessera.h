@@ -470,6 +470,11 @@ typedef enum tsr_conv_algo {
     TSR_CONV_DIRECT = 3    /* a naive direct convolution, one work-item per output: the baseline */
 } tsr_conv_algo;
 
+/* How a 4-D activation tensor is laid out in memory: NCHW is [batch][channels][height][width]
+ * (PyTorch's default, tsr_conv2d's default), NHWC is [batch][height][width][channels] (PyTorch's
+ * channels_last). */
+typedef enum tsr_tensor_layout { TSR_NCHW = 0, TSR_NHWC = 1 } tsr_tensor_layout;
+
 /* A 2-D convolution (cross-correlation, as deep-learning frameworks define it), in the
  * layouts of PyTorch and CLBlastSconvgemm: x is NCHW [batch][in_channels][in_height][in_width],
  * w is OIHW [out_channels][in_channels / groups][kernel_h][kernel_w], y is NCHW
@@ -507,6 +512,11 @@ typedef struct tsr_conv2d_desc {
     /* Storage types of x, w and y, any combination (0: fp32). Loads widen to fp32, the sum
      * accumulates in fp32 and y is rounded to nearest even on its store; the bias stays fp32. */
     tsr_dtype x_type, w_type, y_type;
+    /* How x, y and the epilogue's residual lie in memory (0: TSR_NCHW, the layout above; TSR_NHWC:
+     * x [batch][in_height][in_width][in_channels], y and the residual [batch][out_h][out_w]
+     * [out_channels]); w stays OIHW. NHWC is computed in NCHW: x (and a residual) are transposed into
+     * temporaries, and the result back into y, one extra read and write of each per call. */
+    tsr_tensor_layout layout;
 } tsr_conv2d_desc;
 
 /* The output height and width of a descriptor, or an error naming what is wrong with it. */
@@ -527,11 +537,6 @@ TSR_API tsr_status tsr_conv2d(tsr_device *device, const tsr_conv2d_desc *desc, c
                               cl_command_queue queue, cl_event *event);
 
 /* ------------------------------------------------------------------------- pooling */
-
-/* How a 4-D activation tensor is laid out in memory: NCHW is [batch][channels][height][width]
- * (PyTorch's default, tsr_conv2d's), NHWC is [batch][height][width][channels] (PyTorch's
- * channels_last). */
-typedef enum tsr_tensor_layout { TSR_NCHW = 0, TSR_NHWC = 1 } tsr_tensor_layout;
 
 /* The reduction a pooling window applies. */
 typedef enum tsr_pool_kind { TSR_POOL_MAX = 0, TSR_POOL_AVG = 1 } tsr_pool_kind;

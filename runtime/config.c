@@ -139,9 +139,14 @@ static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool buil
 /* The classes whose entries serve `cls`, in order, each once: itself, its nearest class (GEMM:
  * batched -> small), and for a 16-bit class ("large-f16") its fp32 class and that one's nearest:
  * the same tile shapes suit it, since loads widen to fp32 before any arithmetic (its default rows
- * too: op.c). `base_buf` holds the fp32 class's name. Returns how many. */
-static int class_chain(const tsr_op *op, const char *cls, char base_buf[32], const char *chain[4]) {
+ * too: op.c), unless the op has a default row for this device naming the 16-bit class itself
+ * (GELU's erf form: memory-bound in fp32, compute-bound in 16 bits, where its fp32 width is
+ * wrong): then the chain stops before the fp32 class and that row is the default. `base_buf`
+ * holds the fp32 class's name. Returns how many. */
+static int class_chain(const tsr_device *dev, const tsr_op *op, const char *cls, char base_buf[32],
+                       const char *chain[4]) {
     const char *base = tsr_dtype_class_base(cls, base_buf, 32);
+    if (base && tsr_op_has_own_default(op, dev, cls)) base = NULL;
     const char *candidates[4] = {cls, tsr_op_nearest_class(op, cls), base, base ? tsr_op_nearest_class(op, base) : NULL};
     int n = 0;
     for (int c = 0; c < 4; ++c) {
@@ -175,7 +180,7 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     if (dev->tuning_db_warning[0]) tsr_note_append(notes, sizeof notes, "%s", dev->tuning_db_warning);
     char base_buf[32];
     const char *classes[4];
-    int nclasses = class_chain(op, cls, base_buf, classes);
+    int nclasses = class_chain(dev, op, cls, base_buf, classes);
     /* TSR_BUILTIN_TUNING=off (read at device open): ignore the tuned entries shipped in the library. */
     const cJSON *builtin = dev->builtin_tuning ? builtin_db : NULL;
     bool done = false;
@@ -259,7 +264,7 @@ int tsr_tuning_seeds(tsr_device *dev, const tsr_op *op, const cJSON *user_db, co
     const cJSON *dbs[2] = {user_db, (builtin_env && strcmp(builtin_env, "off") == 0) ? NULL : builtin_db};
     char base_buf[32];
     const char *classes[4];
-    int nclasses = class_chain(op, cls, base_buf, classes);
+    int nclasses = class_chain(dev, op, cls, base_buf, classes);
     seed_ctx sc = {.dev = dev, .op = op, .seeds = seeds, .max = max};
     /* The class's own entries, then those it falls back to when it has none (what it runs now) */
     for (int pass = 0; pass < 2; ++pass) {

@@ -459,9 +459,15 @@ size_t tsr_remove_stale_temporaries(const char *dir, const char *file, double mi
 typedef struct tsr_default {
     int device_type;           /* a tsr_device_type; 0: any device */
     int lanes;                 /* a tsr_lanes (declared below); 0, TSR_LANES_ANY: any device */
-    const char *problem_class; /* NULL: any class */
+    const char *problem_class; /* NULL: any class; TSR_TWINS_16("large"): large's 16-bit twins */
     const char *config;        /* "MWI=6 VW=16 ...", parsed over the declared defaults */
 } tsr_default;
+/* A default row's class that names a class's 16-bit twins ("large-f16", "large-bf16", ... from the
+ * storage-type table), so no op spells a 16-bit class. Such a row also keeps those classes off
+ * their fp32 twin's tuned entries (config.c's class chain): for an op whose best shape changes
+ * when its bytes halve (GELU's erf form turns compute-bound). */
+#define TSR_TWINS_16_MARK "/16-bit"
+#define TSR_TWINS_16(cls) cls TSR_TWINS_16_MARK
 
 /* One way of computing an op (oneDNN's implementation list), apart from the tile parameters
  * that shape it. */
@@ -626,7 +632,8 @@ extern const tsr_op tsr_op_pool2d;
  * set by "exclude"), checked as tsr_pool2d_output_size checks it; and back (defaults left out). */
 tsr_status tsr_pool2d_shape_parse(const char *shape, tsr_pool2d_desc *desc);
 void tsr_pool2d_shape_format(const tsr_pool2d_desc *desc, char *out, size_t size);
-/* conv2d in double on the host (y: batch * out_channels * out_h * out_w values), with the
+/* conv2d in double on the host (y: batch * out_channels * out_h * out_w values, x, y and a residual
+ * in the descriptor's layout), with the
  * descriptor's bias and activation; and the op's FLOP count (2 N K P Q Cg R S). */
 void tsr_conv2d_reference(const tsr_conv2d_desc *desc, const float *x, const float *w, const float *bias, double *y);
 /* The same with the whole fused epilogue (each of scale, bias and residual may be NULL: none;
@@ -718,6 +725,9 @@ tsr_status tsr_op_launch(const tsr_op *op, tsr_device *device, const void *probl
 /* The op's built-in configuration for this device and class: the first matching row of its
  * defaults over the declared defaults. Generic code calls this, never reads the rows. */
 void tsr_op_default_config(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *config);
+/* Whether the op's default row for this device and class (the first that matches) names this
+ * 16-bit class's twins (TSR_TWINS_16): such a class is not served by its fp32 twin's tuned entries. */
+bool tsr_op_has_own_default(const tsr_op *op, const tsr_device *device, const char *problem_class);
 /* The implementation a configuration selects (the only one when the op has one); NULL when the
  * implementation parameter holds a value no implementation claims. */
 const tsr_implementation *tsr_op_implementation(const tsr_op *op, const tsr_config *config);

@@ -179,6 +179,15 @@ bool tsr_config_defines(const tsr_op *op, const tsr_config *config, char *out, s
 
 /* A row of class X serves X's 16-bit classes too (X-f16, X-bf16): loads widen to fp32 before any
  * arithmetic, so the shapes that suit X suit them. */
+/* A TSR_TWINS_16 row's class: true when problem_class is a 16-bit twin of the row's class. */
+static bool twins_16_match(const char *row_class, const char *problem_class) {
+    const size_t len = strlen(row_class), mark = strlen(TSR_TWINS_16_MARK);
+    char base[32];
+    return len > mark && strcmp(row_class + len - mark, TSR_TWINS_16_MARK) == 0 &&
+           tsr_dtype_class_base(problem_class, base, sizeof base) && strlen(base) == len - mark &&
+           strncmp(row_class, base, len - mark) == 0;
+}
+
 static bool default_matches(const tsr_default *row, const tsr_device *device, const char *problem_class) {
     char base[32];
     return (row->device_type == 0 || row->device_type == (int)device->info.type) &&
@@ -186,6 +195,7 @@ static bool default_matches(const tsr_default *row, const tsr_device *device, co
             (row->lanes == TSR_LANES_IN_ITEM_WIDE && tsr_device_lanes(&device->info) == TSR_LANES_IN_ITEM &&
              device->info.preferred_vector_width[4] >= 16)) &&
            (!row->problem_class || strcmp(row->problem_class, problem_class) == 0 ||
+            twins_16_match(row->problem_class, problem_class) ||
             strcmp(row->problem_class, tsr_dtype_class_base(problem_class, base, sizeof base) ? base : "") == 0);
 }
 
@@ -225,6 +235,13 @@ void tsr_op_default_config(const tsr_op *op, const tsr_device *device, const cha
             return;
         }
     tsr_config_declared(op, config);
+}
+
+bool tsr_op_has_own_default(const tsr_op *op, const tsr_device *device, const char *problem_class) {
+    for (int r = 0; r < op->ndefaults; ++r) /* the row tsr_op_default_config takes */
+        if (default_matches(&op->defaults[r], device, problem_class))
+            return op->defaults[r].problem_class && twins_16_match(op->defaults[r].problem_class, problem_class);
+    return false;
 }
 
 /* Index of the parameter that selects the implementation, or -1 when there is one. */

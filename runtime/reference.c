@@ -147,34 +147,39 @@ void tsr_conv2d_reference_fused(const tsr_conv2d_desc *d, const float *x, const 
     size_t span_h = dh * (R - 1) + 1, span_w = dw * (S - 1) + 1;
     if (R == 0 || S == 0 || H + 2 * d->pad_h < span_h || W + 2 * d->pad_w < span_w) return;
     size_t P = (H + 2 * d->pad_h - span_h) / sh + 1, Q = (W + 2 * d->pad_w - span_w) / sw + 1, PQ = P * Q;
+    /* x, y and the residual in the descriptor's layout: element (n, c, pixel) of a tensor with
+     * `ch` channels and `px` pixels per image; i counts a channel's outputs (oh Q + ow) */
+    const bool nhwc = d->layout == TSR_NHWC;
+#define AT(n, c, pix, ch, px) (nhwc ? ((n) * (px) + (pix)) * (ch) + (c) : ((n) * (ch) + (c)) * (px) + (pix))
     for (size_t n = 0; n < N; ++n)
         for (size_t k = 0; k < K; ++k) {
             size_t g = k / Kg;
-            double *yk = y + (n * K + k) * PQ;
-            for (size_t i = 0; i < PQ; ++i) yk[i] = 0.0;
+            for (size_t i = 0; i < PQ; ++i) y[AT(n, k, i, K, PQ)] = 0.0;
             for (size_t c = 0; c < Cg; ++c)
                 for (size_t r = 0; r < R; ++r)
                     for (size_t s = 0; s < S; ++s) {
                         double wv = w[((k * Cg + c) * R + r) * S + s];
-                        const float *xc = x + (n * C + g * Cg + c) * H * W;
                         for (size_t oh = 0; oh < P; ++oh) {
                             long ih = (long)(oh * sh + r * dh) - (long)d->pad_h;
                             if (ih < 0 || ih >= (long)H) continue;
                             for (size_t ow = 0; ow < Q; ++ow) {
                                 long iw = (long)(ow * sw + s * dw) - (long)d->pad_w;
-                                if (iw >= 0 && iw < (long)W) yk[oh * Q + ow] += wv * xc[ih * (long)W + iw];
+                                if (iw >= 0 && iw < (long)W)
+                                    y[AT(n, k, oh * Q + ow, K, PQ)] +=
+                                        wv * x[AT(n, g * Cg + c, (size_t)ih * W + (size_t)iw, C, H * W)];
                             }
                         }
                     }
             /* the epilogue, in the header's order: scale, bias, residual, activation */
-            const float *rk = residual ? residual + (n * K + k) * PQ : NULL;
-            for (size_t i = 0; i < PQ; ++i)
-                yk[i] = yk[i] * (scale ? scale[k] : 1.0) + (bias ? bias[k] : 0.0) + (rk ? rk[i] : 0.0);
             int act = (int)d->epilogue.activation;
-            if (act != TSR_ACT_NONE)
-                for (size_t i = 0; i < PQ; ++i)
-                    yk[i] = act == TSR_ACT_RELU ? (yk[i] < 0 ? 0.0 : yk[i]) : tsr_gelu_reference(act, yk[i]);
+            for (size_t i = 0; i < PQ; ++i) {
+                double *v = &y[AT(n, k, i, K, PQ)];
+                *v = *v * (scale ? scale[k] : 1.0) + (bias ? bias[k] : 0.0) +
+                     (residual ? residual[AT(n, k, i, K, PQ)] : 0.0);
+                if (act != TSR_ACT_NONE) *v = act == TSR_ACT_RELU ? (*v < 0 ? 0.0 : *v) : tsr_gelu_reference(act, *v);
+            }
         }
+#undef AT
 }
 
 /* ---- attention ---- */

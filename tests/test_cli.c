@@ -197,6 +197,27 @@ static void bench_gelu_and_attention(void **state) {
     }
     assert_int_equal(typed, 6);
     cJSON_Delete(rows);
+    /* --dtype bf16 adds tsr_convert from fp32 and its copy kernel in alternation with f16's, all exact. */
+    snprintf(path, sizeof path, "%s/gelubf16.json", dir);
+    snprintf(args, sizeof args, "bench gelu --sizes 1001 --dtype bf16 --budget 0.02 --part elementwise --json %s", path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "bf16 copy-kernel = ");
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    rows = cJSON_Parse(text);
+    free(text);
+    assert_non_null(rows);
+    /* 2 forms x 2 pairs x 2 rows, then tsr_convert from fp32 against the fp32 copy, the copies' pair */
+    assert_int_equal(cJSON_GetArraySize(rows), 12);
+    int copies = 0;
+    cJSON_ArrayForEach(r, rows) {
+        const char *impl = cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl"));
+        if (strcmp(impl, "copy-kernel-vs-f16") != 0 && strcmp(impl, "convert-paired") != 0) continue;
+        ++copies;
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) == 0);
+    }
+    assert_int_equal(copies, 4);
+    TH_ASSERT_CONTAINS(out, "tsr_convert f32 to bf16 = ");
+    cJSON_Delete(rows);
     snprintf(path, sizeof path, "%s/attention.json", dir);
     snprintf(args, sizeof args, "bench attention --sizes 48 --budget 0.02 --no-peers --json %s", path);
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
@@ -237,24 +258,29 @@ static void bench_layernorm_rows(void **state) {
     snprintf(args, sizeof args, "bench layernorm --sizes 9x768,5x33 --dtype f16/bf16 --budget 0.02 --json %s", path);
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
     TH_ASSERT_CONTAINS(out, "x unfused");
+    TH_ASSERT_CONTAINS(out, "timed in alternation");
+    TH_ASSERT_CONTAINS(out, "x the rows/s of fp32");
     char *text = NULL;
     size_t size = 0;
     TH_ASSERT_OK(tsr_read_file(path, &text, &size));
     cJSON *rows = cJSON_Parse(text);
     free(text);
     assert_non_null(rows);
-    assert_int_equal(cJSON_GetArraySize(rows), 8); /* 2 shapes x (16-bit fused, fused, unfused, copy) */
-    int typed = 0;
+    /* 2 shapes x (16-bit fused, fused, unfused, copy, then 16-bit and fp32 fused in alternation) */
+    assert_int_equal(cJSON_GetArraySize(rows), 12);
+    int typed = 0, paired = 0;
     cJSON *r;
     cJSON_ArrayForEach(r, rows) {
         assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(r, "op")), "layernorm");
         assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "gbps")) > 0);
         const char *dtype = cJSON_GetStringValue(cJSON_GetObjectItem(r, "dtype"));
         typed += dtype != NULL;
+        paired += strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl")), "fused-paired") == 0;
         if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl")), "copy-kernel") != 0)
             assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= (dtype ? 4e-3 : 1e-5));
     }
-    assert_int_equal(typed, 2);
+    assert_int_equal(typed, 4);
+    assert_int_equal(paired, 4);
     cJSON_Delete(rows);
     th_remove_tree(dir);
     const char *const bad[] = {"bench layernorm --sizes 768", "bench layernorm --sizes 0x768",

@@ -460,7 +460,7 @@ static void expect_inf_contained(const char *what) {
     }
 }
 
-/* STAGE 2 and 3 in several shapes (tiles, rows per item, work-group sizes) on layers that reach
+/* STAGE 2, 3 and 4 in several shapes (tiles, rows per item, work-group sizes) on layers that reach
  * every branch: padded and unpadded, tiles crossing rows and planes, planes narrower than a
  * vector, kernels other than 3x3 (taps from the geometry), dilation, strides 1, 2 and 3 (STAGE 2
  * falls back to STAGE 0 for strides above 1), groups, channel multipliers, offsets with guards. */
@@ -473,7 +473,9 @@ static void cpu_forms(void **state) {
     const char *configs[] = {"ALGO=2 MWI=6 VW=16 STAGE=2 WGN=16", "ALGO=2 MWI=4 VW=8 STAGE=2 WGN=4",
                              "ALGO=2 MWI=1 VW=4 STAGE=2 WGN=1",   "ALGO=2 MWI=8 VW=2 STAGE=2 WGN=2",
                              "ALGO=2 MWI=2 VW=8 STAGE=3 WGN=16",  "ALGO=2 MWI=1 VW=16 STAGE=3 WGN=4",
-                             "ALGO=2 MWI=8 VW=1 STAGE=3 WGN=1",   "ALGO=2 MWI=4 VW=4 STAGE=3 WGN=8"};
+                             "ALGO=2 MWI=8 VW=1 STAGE=3 WGN=1",   "ALGO=2 MWI=4 VW=4 STAGE=3 WGN=8",
+                             "ALGO=2 MWI=4 VW=16 STAGE=4 WGN=16", "ALGO=2 MWI=1 VW=8 STAGE=4 WGN=4",
+                             "ALGO=2 MWI=8 VW=4 STAGE=4 WGN=1",   "ALGO=2 MWI=2 VW=1 STAGE=4 WGN=16"};
     const conv_case cases[] = {
         {.N = 2, .C = 5, .H = 11, .W = 27, .K = 10, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1},
         {.N = 3, .C = 9, .H = 7, .W = 7, .K = 13, .R = 3, .S = 3, .ph = 1, .pw = 1, .act = 2, .off = 3},
@@ -512,8 +514,8 @@ static void cpu_forms(void **state) {
         if (small_mode() && i % 2) continue;
         TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[i]));
         for (size_t j = 0; j < ncases; ++j) {
-            /* default tier: 6 of the layers per configuration, rotating, so each form (STAGE 2 and
-             * STAGE 3, four configurations each) still sees every layer */
+            /* default tier: 6 of the layers per configuration, rotating, so each form (STAGE 2, 3
+             * and 4, four configurations each) still sees every layer */
             if (default_tier() && (j + ncases - (6 * i) % ncases) % ncases >= 6) continue;
             tsr_conv_algo auto_only[1] = {TSR_CONV_AUTO};
             expect_accurate(&cases[j], auto_only, 1);
@@ -529,13 +531,15 @@ static void cpu_forms(void **state) {
     expect_accurate(&big[0], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[4]));
     expect_accurate(&big[1], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[8]));
+    expect_accurate(&big[1], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
-    /* The built-in choice for depthwise layers (and the forced implicit path) takes STAGE 3. */
+    /* The built-in choice for depthwise layers (and the forced implicit path) takes STAGE 4. */
     tsr_conv2d_desc desc = case_desc(&cases[7], TSR_CONV_IMPLICIT);
     tsr_conv_algo algo;
     tsr_config_info info;
     TH_ASSERT_OK(tsr_conv2d_plan(dev, &desc, &algo, &info));
-    TH_ASSERT_CONTAINS(info.config, "STAGE=3");
+    TH_ASSERT_CONTAINS(info.config, "STAGE=4");
 }
 
 #ifdef TSR_HAVE_CLBLAST

@@ -1,10 +1,11 @@
 /* conv2d's fused epilogue, y = act(scale[k] sum + bias[k] + residual), against the double host
  * reference (tsr_conv2d_reference_fused) on fresh seeded inputs: every path (the automatic choice,
- * im2col + GEMM, direct) and every implicit form (STAGE 0 and 1; the CPU forms 2 and 3 where the
+ * im2col + GEMM, direct) and every implicit form (STAGE 0 and 1; the CPU forms 2, 3 and 4 where the
  * device vectorizes within a work-item), with a residual of its own in each storage type or y
  * itself (read before written: the depthwise form's overlapping last tile, GEMM's beta), 16-bit
  * x, w and y, groups, strides, pointwise layers, offsets with guard zones on both sides of y,
- * outputs poisoned with NaN; and the refusals (sizes, types, overlaps), which write nothing.
+ * outputs poisoned with NaN; the same in channels-last (TSR_NHWC) with dilation and depthwise
+ * layers; and the refusals (sizes, types, overlaps, layouts), which write nothing.
  * Tolerance: max(1e-5, tsr_dtype_error_bound(y_type, Cg R S)). TSR_TEST_MODE=oclgrind or rusticl
  * runs a small subset. */
 #include "harness.h"
@@ -24,6 +25,8 @@ typedef struct epi_case {
     int res;                   /* 0: none, 1: a tensor of its own (type rt), 2: y itself */
     tsr_dtype xt, wt, yt, rt;
     size_t off;                /* offset of every tensor, in its own elements */
+    size_t dil;                /* dilation (0: 1) */
+    tsr_tensor_layout layout;  /* of x, y and the residual */
 } epi_case;
 
 static tsr_conv2d_desc case_desc(const epi_case *c) {
@@ -31,7 +34,8 @@ static tsr_conv2d_desc case_desc(const epi_case *c) {
                          .out_channels = c->K, .kernel_h = c->R, .kernel_w = c->S, .stride_h = c->st,
                          .stride_w = c->st, .pad_h = c->pad, .pad_w = c->pad, .groups = c->G,
                          .x_offset = c->off, .w_offset = c->off, .y_offset = c->off,
-                         .x_type = c->xt, .w_type = c->wt, .y_type = c->yt};
+                         .x_type = c->xt, .w_type = c->wt, .y_type = c->yt, .dilation_h = c->dil,
+                         .dilation_w = c->dil, .layout = c->layout};
     d.epilogue.activation = c->act;
     d.epilogue.scale_offset = d.epilogue.bias_offset = d.epilogue.residual_offset = c->off;
     d.epilogue.residual_type = c->res == 2 ? c->yt : c->rt;
@@ -82,10 +86,11 @@ static void data_free(epi_data *e) {
 }
 
 static const char *case_name(const epi_case *c, char *buf, size_t size) {
-    snprintf(buf, size, "N%zu C%zu %zux%zu K%zu %zux%zu s%zu p%zu g%zu act%d scale%d bias%d res%d x %s w %s y %s r %s",
-             c->N, c->C, c->H, c->W, c->K, c->R, c->S, c->st ? c->st : 1, c->pad, c->G ? c->G : 1, (int)c->act,
-             c->scale, c->bias, c->res, tsr_dtype_str(c->xt), tsr_dtype_str(c->wt), tsr_dtype_str(c->yt),
-             tsr_dtype_str(c->rt));
+    snprintf(buf, size,
+             "N%zu C%zu %zux%zu K%zu %zux%zu s%zu p%zu d%zu g%zu act%d scale%d bias%d res%d x %s w %s y %s r %s %s",
+             c->N, c->C, c->H, c->W, c->K, c->R, c->S, c->st ? c->st : 1, c->pad, c->dil ? c->dil : 1,
+             c->G ? c->G : 1, (int)c->act, c->scale, c->bias, c->res, tsr_dtype_str(c->xt), tsr_dtype_str(c->wt),
+             tsr_dtype_str(c->yt), tsr_dtype_str(c->rt), c->layout == TSR_NHWC ? "NHWC" : "NCHW");
     return buf;
 }
 
@@ -151,6 +156,7 @@ static const struct {
     {"ALGO=2 MWI=2 VW=4 STAGE=1 WGM=4 WGN=4 KWG=8", TSR_CONV_AUTO, false},
     {"ALGO=2 MWI=2 VW=8 STAGE=2 WGN=4", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4", TSR_CONV_AUTO, true},
+    {"ALGO=2 MWI=2 VW=8 STAGE=4 WGN=8", TSR_CONV_AUTO, true},
 };
 
 static bool cpu_forms_here(void) {
@@ -173,6 +179,58 @@ static void every_form(void **state) {
             data_free(&e);
         }
         if (forms[f].config) TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    }
+}
+
+/* Channels-last (TSR_NHWC x, y and residual; the reference reads the descriptor's layout): every
+ * case above in NHWC, plus dilation, a strided depthwise layer and an odd batch, through the
+ * automatic path, im2col, direct and the CPU forms (the NHWC call transposes around whichever
+ * NCHW path runs). Small mode: one case on the automatic path. TSR_TEST_LONG=1 adds larger layers. */
+static void channels_last(void **state) {
+    (void)state;
+    epi_case all[NCASES + 3];
+    for (size_t i = 0; i < NCASES; ++i) all[i] = cases[i];
+    all[NCASES] = (epi_case){.N = 3, .C = 4, .H = 9, .W = 11, .K = 6, .R = 3, .S = 3, .pad = 2, .dil = 2,
+                             .act = TSR_ACT_RELU, .bias = true, .res = 1, .off = 2}; /* dilated */
+    all[NCASES + 1] = (epi_case){.N = 2, .C = 12, .H = 13, .W = 17, .K = 12, .R = 3, .S = 3, .st = 2, .pad = 1,
+                                 .G = 12, .scale = true, .bias = true, .res = 2, .xt = TSR_F16, .wt = TSR_F16,
+                                 .yt = TSR_F16, .off = 3}; /* depthwise /2, 16-bit */
+    all[NCASES + 2] = (epi_case){.N = 1, .C = 16, .H = 7, .W = 7, .K = 32, .R = 3, .S = 3, .pad = 1, .G = 16,
+                                 .bias = true, .act = TSR_ACT_RELU, .off = 1}; /* depthwise multiplier 2 */
+    const size_t nall = sizeof all / sizeof all[0];
+    for (size_t i = 0; i < nall; ++i) all[i].layout = TSR_NHWC;
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; ++f) {
+        if (forms[f].cpu_only && !cpu_forms_here()) continue;
+        if (th_small_mode() && f != 0) continue;
+        if (forms[f].config && !th_try_override(dev, "conv2d", forms[f].config)) continue;
+        for (size_t i = 0; i < nall; ++i) {
+            /* small mode: the strided 16-bit depthwise layer with y as its residual (under
+             * Oclgrind this case and case 1 each run clean alone; run one after the other,
+             * Oclgrind reports uninitialized loads of the NCHW copy in the second) */
+            if (th_small_mode() && i != NCASES + 1) continue;
+            epi_data e;
+            data_make(&all[i], &e);
+            check(&all[i], &e, forms[f].algo, forms[f].config ? forms[f].config : "built-in");
+            data_free(&e);
+        }
+        if (forms[f].config) TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    }
+    if (!th_long_mode()) return;
+    /* TSR_TEST_LONG=1: MobileNet-sized depthwise layers and a ResNet-like 3x3 in NHWC, batch 1
+     * and 4, on the automatic path */
+    const epi_case big[] = {
+        {.N = 4, .C = 96, .H = 28, .W = 28, .K = 96, .R = 3, .S = 3, .st = 2, .pad = 1, .G = 96, .bias = true,
+         .act = TSR_ACT_RELU, .res = 0, .layout = TSR_NHWC},
+        {.N = 1, .C = 144, .H = 56, .W = 56, .K = 144, .R = 3, .S = 3, .pad = 1, .G = 144, .scale = true,
+         .bias = true, .res = 2, .layout = TSR_NHWC, .off = 3},
+        {.N = 4, .C = 32, .H = 14, .W = 14, .K = 48, .R = 3, .S = 3, .pad = 1, .bias = true, .res = 1,
+         .rt = TSR_BF16, .xt = TSR_BF16, .wt = TSR_BF16, .layout = TSR_NHWC},
+    };
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; ++i) {
+        epi_data e;
+        data_make(&big[i], &e);
+        check(&big[i], &e, TSR_CONV_AUTO, "built-in (long)");
+        data_free(&e);
     }
 }
 
@@ -222,6 +280,17 @@ static void refusals(void **state) {
     d.epilogue.residual_offset = 0;
     TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, big_w, e.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "overlaps w");
+    /* a layout outside tsr_tensor_layout */
+    d = ok, d.layout = (tsr_tensor_layout)2;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, e.dw, e.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "layout");
+    TH_ASSERT_STATUS(tsr_conv2d_output_size(&d, &h, &w), TSR_ERR_INVALID_ARG);
+    d.layout = (tsr_tensor_layout)-1;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, e.dw, e.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "layout");
+    /* NHWC: the same size checks (a residual one element short) */
+    d = ok, d.layout = TSR_NHWC, d.epilogue.residual = short_res, d.epilogue.residual_offset = 0;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, e.dw, e.dy, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
     /* the scale over y */
     d = ok, d.epilogue.scale = e.dy, d.epilogue.scale_offset = 0;
     TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, e.dw, e.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
@@ -245,6 +314,7 @@ static void refusals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_form),
+        cmocka_unit_test(channels_last),
         cmocka_unit_test(refusals),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);

@@ -246,6 +246,34 @@ static void a_parameter_is_declared_in_one_place(void **state) {
     assert_string_equal(text, "TILE=4 GROUP=1 UNROLL=2");
 }
 
+/* A default row for a class's 16-bit twins (TSR_TWINS_16) serves those twins, not the fp32 class
+ * nor other classes' twins, and keeps them off the fp32 class's tuned entries: GELU's erf form on
+ * a CPU (VW=16 for 16-bit storage, VW=8 for fp32). */
+static void twin_rows_serve_16_bit_classes_only(void **state) {
+    (void)state;
+    const tsr_device *cpu = &fake_devices[0], *gpu = &fake_devices[1];
+    tsr_device simt = fake_devices[0]; /* a CPU that vectorizes across work-items (llvmpipe) */
+    simt.info.preferred_vector_width[4] = simt.info.native_vector_width[4] = 1;
+    assert_int_equal(tsr_device_lanes(&simt.info), TSR_LANES_ACROSS_ITEMS);
+    const int vw = tsr_param_index(&tsr_op_gelu, "VW");
+    assert_true(vw >= 0);
+    tsr_config cfg;
+    static const char *const twins[] = {"large-erf-f16", "large-erf-bf16", "small-erf-f16", "small-erf-bf16"};
+    for (size_t i = 0; i < sizeof twins / sizeof twins[0]; ++i) {
+        assert_true(tsr_op_class_index(&tsr_op_gelu, twins[i]) >= 0);
+        tsr_op_default_config(&tsr_op_gelu, cpu, twins[i], &cfg);
+        assert_int_equal(cfg.values[vw], 16);
+        assert_true(tsr_op_has_own_default(&tsr_op_gelu, cpu, twins[i]));
+        assert_false(tsr_op_has_own_default(&tsr_op_gelu, gpu, twins[i])); /* the rows are CPU rows */
+        assert_false(tsr_op_has_own_default(&tsr_op_gelu, &simt, twins[i])); /* llvmpipe's row comes first */
+    }
+    tsr_op_default_config(&tsr_op_gelu, cpu, "large-erf", &cfg);
+    assert_int_equal(cfg.values[vw], 8);
+    static const char *const others[] = {"large-erf", "small-erf", "large-f16", "large-bf16", "small", "large"};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; ++i)
+        assert_false(tsr_op_has_own_default(&tsr_op_gelu, cpu, others[i]));
+}
+
 /* The ops list fp32 classes only; their 16-bit twins, tuning shapes and fallbacks are derived from
  * the storage types. Tuning databases key entries by these names: every name written so far keeps
  * its place (a new storage type's classes come after them). */
@@ -308,6 +336,7 @@ int main(void) {
         cmocka_unit_test(implementations_normalize_and_seed),
         cmocka_unit_test(a_parameter_is_declared_in_one_place),
         cmocka_unit_test(class_lists_are_derived_and_keep_their_names),
+        cmocka_unit_test(twin_rows_serve_16_bit_classes_only),
     };
     return TH_RUN_GROUP(tests, make_devices, NULL);
 }

@@ -77,7 +77,8 @@ _ALGOS = {'auto': lib.TSR_CONV_AUTO, 'im2col': lib.TSR_CONV_IM2COL, 'implicit': 
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, scale=None, residual=None,
-           activation=None, algo='auto', out=None, out_dtype=None, device=None, keep_on_device=False):
+           activation=None, algo='auto', layout='nchw', out=None, out_dtype=None, device=None,
+           keep_on_device=False):
     """torch.nn.functional.conv2d's semantics: x [N, C, H, W], weight [O, C/groups, kh, kw],
     bias [O] (fp32) or None, stride/padding/dilation an int or a pair (padding also "valid", or
     "same" where it is symmetric), with a fused epilogue in the same pass over the output:
@@ -85,8 +86,12 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, s
     scale [O] fp32 or None (a BatchNorm folded in: scale = gamma / sqrt(var + eps), bias = beta -
     mean * scale), residual a tensor of the output's shape in any storage dtype, or None (it may be
     out itself, in place), activation None, "relu", "gelu" or "gelu_tanh". Contiguous NCHW/OIHW
-    tensors; algo "auto" (tuned), "im2col", "implicit" or "direct"."""
+    tensors, or with layout="nhwc" x [N, H, W, C], residual and the output [N, OH, OW, O] (weight
+    stays OIHW; computed in NCHW between transposes); algo "auto" (tuned), "im2col", "implicit" or
+    "direct"."""
     algo = _args.choice(algo, 'algo', _ALGOS, 'one of %s' % ', '.join(_ALGOS))
+    lay = _args.choice(layout, 'layout', _LAYOUTS, '"nchw" or "nhwc"')
+    nhwc = lay == lib.TSR_NHWC
     act = _activation(activation)
     stride, dilation = _pair(stride, 'stride', 1), _pair(dilation, 'dilation', 1)
     groups = _args.integer(groups, 'groups', 1, _INT_MAX)
@@ -96,9 +101,14 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, s
         X = call.operand(x, 'x', contiguous=True)
         W = call.operand(weight, 'weight', contiguous=True)
         if X.ndim != 4 or W.ndim != 4:
-            raise _invalid('x and weight must be 4-D (NCHW, OIHW), not %s and %s' % (X.shape, W.shape))
+            raise _invalid('x and weight must be 4-D (%s, OIHW), not %s and %s'
+                           % ('NHWC' if nhwc else 'NCHW', X.shape, W.shape))
         d = ffi.new('tsr_conv2d_desc *')
-        d.batch, d.in_channels, d.in_height, d.in_width = X.shape
+        d.layout = lay
+        if nhwc:
+            d.batch, d.in_height, d.in_width, d.in_channels = X.shape
+        else:
+            d.batch, d.in_channels, d.in_height, d.in_width = X.shape
         d.out_channels, cg, d.kernel_h, d.kernel_w = W.shape
         d.stride_h, d.stride_w = stride
         d.dilation_h, d.dilation_w = dilation
@@ -136,7 +146,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, s
                 raise _invalid('scale must be float32 of shape [%d], not %s %s' % (d.out_channels, S.dtype, S.shape))
             d.epilogue.scale = S.mem
             d.epilogue.scale_offset = S.offset
-        shape = (d.batch, d.out_channels, out_h[0], out_w[0])
+        shape = (d.batch, out_h[0], out_w[0], d.out_channels) if nhwc else (d.batch, d.out_channels, out_h[0], out_w[0])
         if residual is not None:
             R = call.operand(residual, 'residual', contiguous=True)
             if tuple(R.shape) != shape:
@@ -146,7 +156,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, s
             d.epilogue.residual_type = R.tsr_type
         Y = call.output(out, shape, _out_dtype(out, out_dtype, X.dtype))
         if Y.kind != 'numpy' and tuple(Y.strides) != _contiguous_strides(shape) and min(shape) > 0:
-            raise _invalid('out must be contiguous NCHW')
+            raise _invalid('out must be contiguous %s' % ('NHWC' if nhwc else 'NCHW'))
         d.y_offset, d.y_type = Y.offset, Y.tsr_type
         if min(shape) > 0:
             call.check(lib.tsr_conv2d(call.handle, d, X.mem, W.mem, Y.mem, call.queue, ffi.NULL))

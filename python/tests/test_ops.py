@@ -56,6 +56,28 @@ def test_conv2d(device, rng, case, algo):
     assert_close(got, want, 1e-5, 'conv2d case %d %s' % (case, algo))
 
 
+@pytest.mark.parametrize('case', range(len(CONV_CASES)))
+def test_conv2d_nhwc(device, rng, case):
+    """layout="nhwc": x [N, H, W, C], residual and output [N, OH, OW, O], weight OIHW; f16 storage
+    and a residual in the last case."""
+    xs, ws, stride, padding, dilation, groups = CONV_CASES[case]
+    x, w, bias = uniform(rng, xs), uniform(rng, ws), uniform(rng, (ws[0],))
+    want = conv2d_ref(x, w, bias, stride, padding, dilation, groups)  # NCHW
+    xl = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    if case == len(CONV_CASES) - 1:
+        res = uniform(rng, want.transpose(0, 2, 3, 1).shape)
+        got = tessera.conv2d(xl.astype(np.float16), w.astype(np.float16), bias, stride, padding, dilation, groups,
+                             residual=res, activation='relu', layout='nhwc', out_dtype=np.float32)
+        want = x.astype(np.float16).astype(np.float64)
+        want = act_ref(conv2d_ref(want, w.astype(np.float16).astype(np.float64), bias, stride, padding, dilation,
+                                  groups).transpose(0, 2, 3, 1) + res, 'relu')
+        assert_close(got, want, 1e-5, 'conv2d nhwc f16 case %d' % case)
+        return
+    got = tessera.conv2d(xl, w, bias, stride, padding, dilation, groups, layout='nhwc')
+    assert got.shape == want.transpose(0, 2, 3, 1).shape
+    assert_close(got, want.transpose(0, 2, 3, 1), 1e-5, 'conv2d nhwc case %d' % case)
+
+
 def test_conv2d_same_padding_and_bad_input(device, rng):
     x, w = uniform(rng, (1, 3, 10, 10)), uniform(rng, (4, 3, 3, 3))
     assert tessera.conv2d(x, w, padding='same').shape == (1, 4, 10, 10)
@@ -68,6 +90,8 @@ def test_conv2d_same_padding_and_bad_input(device, rng):
         (lambda: tessera.conv2d(x, w, padding='same', stride=2), 'same'),
         (lambda: tessera.conv2d(x, w, out=np.zeros((1, 4, 9, 8), np.float32)), 'shape'),
         (lambda: tessera.conv2d(x, w, algo='winograd'), 'algo'),
+        (lambda: tessera.conv2d(x, w, layout='chwn', out=out), 'layout'),
+        (lambda: tessera.conv2d(x, w, layout='nhwc', out=out), 'input channels'),
     ]:
         with pytest.raises(tessera.TesseraError) as info:
             call()

@@ -17,7 +17,7 @@
     X(ALGO, HOST, TSR_CONV_IM2COL, TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT)         \
     X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)  /* output channels per work-item (STAGE 3: output rows) */                      \
     X(VW, DEFINE, 1, 1, 2, 4, 8, 16)  /* pixels per work-item (a vector) */                    \
-    X(STAGE, DEFINE, 0, 0, 1, 2, 3)   /* 1: local-memory tiles, 2: padded input, 3: row per item */                        \
+    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles */ \
     X(WGM, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along channels */                     \
     X(WGN, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along pixels */                       \
     X(KWG, DEFINE, 8, 8, 16, 32)      /* reduction steps per staged tile (only with STAGE) */
@@ -53,6 +53,7 @@ typedef struct conv_problem {
     cl_mem ws;          /* the caller's workspace, or NULL */
     size_t ws_bytes;
     tsr_conv_algo algo; /* as asked: AUTO or a forced path */
+    tsr_tensor_layout layout; /* of x, y and the residual (the kernels see NCHW: conv_channels_last) */
 } conv_problem;
 
 /* A 1x1 convolution with unit stride and no padding reads x as it is: the GEMM's B. */
@@ -89,7 +90,7 @@ static const tsr_default conv_defaults[] = {
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=3"},
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=2 MWI=2 VW=1 STAGE=0 WGM=8 WGN=8 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=1"},
-    {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=4 VW=16 STAGE=3 WGM=1 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=4 VW=16 STAGE=4 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     /* Strided layers (conv1's 7x7/2, 3x3/2): the padded form's polyphase copy, eight channels a
      * tile (32 vector registers on AVX-512; conv1's 64 channels in whole tiles). Kernel sizes it
@@ -127,7 +128,7 @@ static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr
         (dev->info.type != TSR_DEVICE_CPU || tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS))
         return false;
     const conv_problem *p = problem;
-    if (v[P_STAGE] == 3 && p && p->N * p->K > INT_MAX) return false; /* the kernel's plane index is an int */
+    if (v[P_STAGE] >= 3 && p && p->N * p->K > INT_MAX) return false; /* the kernel's plane index is an int */
     /* llvmpipe-like CPUs (lanes across work-items) compile big per-item tiles for minutes. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS &&
         v[P_MWI] * v[P_VW] > 16)
@@ -237,8 +238,11 @@ static tsr_status conv_shape(const tsr_conv2d_desc *d, conv_problem *p) {
                         d->epilogue.scale_stride);
     if ((int)d->algo < TSR_CONV_AUTO || d->algo > TSR_CONV_DIRECT)
         return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: algo must be a tsr_conv_algo (got %d)", (int)d->algo);
+    if ((int)d->layout != TSR_NCHW && d->layout != TSR_NHWC)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: layout must be TSR_NCHW or TSR_NHWC (got %d)", (int)d->layout);
     p->act = (int)d->epilogue.activation;
     p->algo = d->algo;
+    p->layout = d->layout;
     tsr_status st = TSR_SUCCESS;
     TSR_CHECK(st, tsr_dtype_check("conv2d: x_type", d->x_type), done);
     TSR_CHECK(st, tsr_dtype_check("conv2d: w_type", d->w_type), done);
@@ -421,6 +425,15 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     const int *v = cfg->values;
     int stage = implicit ? v[P_STAGE] : 0;
     program_options(p, cfg, stage >= 2, options, sizeof options);
+    /* STAGE 4 folds its taps' strides and dilations unstrided too (strided layers have them already) */
+    size_t olen = strlen(options);
+    if (stage == 4 && p->sh == 1 && p->sw == 1 && kernel_size_compiled(p) && olen < sizeof options)
+        snprintf(options + olen, sizeof options - olen, " -DCSH=1 -DCSW=1 -DCDH=%zu -DCDW=%zu", p->dh, p->dw);
+    /* STAGE 4 flattened over the plane where output rows are as wide as input rows (stride 1)
+     * and no wider than a vector (row tiles would leave lanes idle) */
+    const bool flat = stage == 4 && p->sh == 1 && p->sw == 1 && p->Q == p->W && p->Q <= (size_t)v[P_VW];
+    olen = strlen(options);
+    if (flat && olen < sizeof options) snprintf(options + olen, sizeof options - olen, " -DDW_FLAT=1");
     cl_program program;
     cl_kernel kernel = NULL;
     cl_int err;
@@ -447,6 +460,30 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
         local[0] = items < (size_t)v[P_WGN] ? items : (size_t)v[P_WGN], local[1] = (size_t)v[P_WGN] / local[0];
         global[0] = ceil_div(items, local[0]) * local[0], global[1] = ceil_div(p->N * p->K, local[1]) * local[1];
         global[2] = 1;
+        geo[15] = (cl_int)(p->N * p->K);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
+    } else if (flat) {
+        /* MWI VW consecutive pixels per item; up to WGN items of a plane, then planes, per work-group */
+        size_t items = ceil_div(p->PQ, (size_t)v[P_MWI] * (size_t)v[P_VW]), wgn = (size_t)v[P_WGN];
+        local[0] = items < wgn ? items : wgn, local[1] = 1;
+        local[2] = local[0] >= wgn ? 1 : wgn / local[0];
+        if (local[2] > dev->info.max_work_item_sizes[2]) local[2] = 1;
+        global[0] = ceil_div(items, local[0]) * local[0], global[1] = 1;
+        global[2] = ceil_div(p->N * p->K, local[2]) * local[2];
+        geo[15] = (cl_int)(p->N * p->K);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
+    } else if (stage == 4) {
+        /* a whole output row's tiles per work-group, then row blocks, then planes: about WGN items */
+        size_t tiles = ceil_div(p->Q, (size_t)v[P_VW]), blocks = ceil_div(p->P, (size_t)v[P_MWI]), wgn = (size_t)v[P_WGN];
+        local[0] = tiles;
+        local[1] = tiles >= wgn ? 1 : (wgn / tiles < blocks ? wgn / tiles : blocks);
+        local[2] = local[0] * local[1] >= wgn ? 1 : wgn / (local[0] * local[1]);
+        if (local[0] * local[1] * local[2] > dev->info.max_work_group_size || local[0] > dev->info.max_work_item_sizes[0])
+            local[0] = local[1] = local[2] = 1; /* a row wider than the device's work-group: one item each */
+        if (local[1] > dev->info.max_work_item_sizes[1]) local[1] = 1;
+        if (local[2] > dev->info.max_work_item_sizes[2]) local[2] = 1;
+        global[0] = ceil_div(tiles, local[0]) * local[0], global[1] = ceil_div(blocks, local[1]) * local[1];
+        global[2] = ceil_div(p->N * p->K, local[2]) * local[2];
         geo[15] = (cl_int)(p->N * p->K);
         TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
     } else if (stage == 0) {
@@ -810,6 +847,107 @@ static tsr_status conv_config(tsr_device *dev, const conv_problem *p, tsr_config
     return st;
 }
 
+/* ---- channels-last (TSR_NHWC): computed in NCHW between two transposes (cl/conv_layout.cl) ---- */
+
+/* Each of `images` A x B matrices of src (elements of type t from src_off) transposed into dst
+ * (from dst_off). */
+static tsr_status transpose_images(tsr_device *dev, cl_command_queue queue, tsr_dtype t, size_t A, size_t B,
+                                   size_t images, cl_mem src, size_t src_off, cl_mem dst, size_t dst_off,
+                                   cl_event *event) {
+    tsr_status status = TSR_SUCCESS;
+    char options[32];
+    snprintf(options, sizeof options, "-DELT_BYTES=%zu", tsr_dtype_size(t));
+    cl_program program;
+    cl_kernel kernel = NULL;
+    cl_int err;
+    TSR_CHECK(status, tsr_program_for(dev, "conv_layout", options, "transpose_images", &program), done);
+    kernel = clCreateKernel(program, "transpose_images", &err);
+    TSR_CL_CHECK(status, err, done);
+    cl_int a = (cl_int)A, b = (cl_int)B;
+    cl_ulong so = src_off, dof = dst_off;
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof a, &a), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 1, sizeof b, &b), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 2, sizeof src, &src), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 3, sizeof so, &so), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 4, sizeof dst, &dst), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 5, sizeof dof, &dof), done);
+    size_t global[3] = {ceil_div(B, 16), ceil_div(A, 16), images};
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 3, NULL, global, NULL, 0, NULL, event), done);
+done:
+    if (kernel) clReleaseKernel(kernel);
+    return status;
+}
+
+/* The NHWC call's temporaries, released when its last command completes. */
+typedef struct nhwc_temps {
+    cl_mem mem[3];
+} nhwc_temps;
+
+static void CL_CALLBACK release_temps(cl_event event, cl_int status, void *data) {
+    (void)event, (void)status;
+    nhwc_temps *t = data;
+    for (int i = 0; i < 3; ++i)
+        if (t->mem[i]) clReleaseMemObject(t->mem[i]);
+    free(t);
+}
+
+/* A validated NHWC call: x (and the residual) transposed into NCHW temporaries, the NCHW
+ * convolution into a third, and that transposed into y. The temporaries are released by a
+ * callback on the last transpose's completion (not at once: some implementations, Oclgrind's,
+ * free a released buffer before the queued commands that use it ran); a recording graph retains
+ * them itself. Commands follow each other on the queue (in order, as every multi-kernel op here). */
+static tsr_status conv_channels_last(tsr_device *dev, const tsr_conv2d_desc *desc, const conv_problem *p,
+                                     tsr_config *cfg, cl_command_queue queue, cl_event *event) {
+    tsr_status status = TSR_SUCCESS;
+    cl_mem xt = NULL, yt = NULL, rt = NULL;
+    cl_event last = NULL;
+    cl_int err;
+    size_t hw = p->H * p->W, nx = p->N * p->C * hw, ny = p->N * p->K * p->PQ;
+    xt = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, nx * tsr_dtype_size(p->types[0]), NULL, &err);
+    TSR_CL_CHECK(status, err, done);
+    yt = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, ny * tsr_dtype_size(p->types[2]), NULL, &err);
+    TSR_CL_CHECK(status, err, done);
+    conv_problem c = *p;
+    c.layout = TSR_NCHW;
+    c.x = xt, c.x_off = 0, c.y = yt, c.y_off = 0;
+    TSR_CHECK(status, transpose_images(dev, queue, p->types[0], hw, p->C, p->N, p->x, p->x_off, xt, 0, NULL), done);
+    if (p->res) {
+        rt = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, ny * tsr_dtype_size(p->r_type), NULL, &err);
+        TSR_CL_CHECK(status, err, done);
+        TSR_CHECK(status, transpose_images(dev, queue, p->r_type, p->PQ, p->K, p->N, p->res, p->r_off, rt, 0, NULL),
+                  done);
+        c.res = rt, c.r_off = 0;
+    }
+    status = tsr_op_launch(&tsr_op_conv, dev, &c, cfg, queue, NULL);
+    if (desc->algo == TSR_CONV_AUTO && !p->ws && tsr_op_build_fallback(dev, &tsr_op_conv, &c, status, cfg))
+        status = tsr_op_launch(&tsr_op_conv, dev, &c, cfg, queue, NULL);
+    if (status != TSR_SUCCESS) goto done;
+    TSR_CHECK(status, transpose_images(dev, queue, p->types[2], p->K, p->PQ, p->N, yt, 0, p->y, p->y_off, &last),
+              done);
+    nhwc_temps *t = malloc(sizeof *t);
+    if (t) {
+        t->mem[0] = xt, t->mem[1] = yt, t->mem[2] = rt;
+        if (clSetEventCallback(last, CL_COMPLETE, release_temps, t) == CL_SUCCESS) {
+            xt = yt = rt = NULL; /* the callback's now */
+        } else {
+            free(t);
+            clWaitForEvents(1, &last); /* no callback: released below once the commands are done */
+        }
+    } else {
+        clWaitForEvents(1, &last);
+    }
+done:
+    if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still use the temporaries */
+    if (xt) clReleaseMemObject(xt);
+    if (yt) clReleaseMemObject(yt);
+    if (rt) clReleaseMemObject(rt);
+    if (last) {
+        if (event && status == TSR_SUCCESS) *event = last;
+        else clReleaseEvent(last);
+    }
+    return status;
+}
+
 tsr_status tsr_conv2d(tsr_device *dev, const tsr_conv2d_desc *desc, cl_mem x, cl_mem w, cl_mem y,
                       cl_command_queue queue, cl_event *event) {
     tsr_clear_diagnostics();
@@ -825,6 +963,7 @@ tsr_status tsr_conv2d(tsr_device *dev, const tsr_conv2d_desc *desc, cl_mem x, cl
         return tsr_fail(TSR_ERR_BUFFER_TOO_SMALL,
                         "conv2d: the workspace holds %zu bytes, less than one image's column matrices (%zu bytes)",
                         p.ws_bytes, col_bytes_per_image(&p));
+    if (p.layout == TSR_NHWC) return conv_channels_last(dev, desc, &p, &cfg, q, event);
     st = tsr_op_launch(&tsr_op_conv, dev, &p, &cfg, q, event);
     /* Only an automatic choice falls back: a forced path is the caller's contract, and a caller's
      * workspace was sized for the path chosen. */
@@ -876,7 +1015,7 @@ done:
     return st;
 }
 
-/* ---- the fixture: one layer, "NxCxHxW kK RxS" with optional " pPAD sSTRIDE gGROUPS +bias DTYPE"
+/* ---- the fixture: one layer, "NxCxHxW kK RxS" with optional " pPAD sSTRIDE gGROUPS nhwc +bias DTYPE"
  * (DTYPE as tsr_dtype_spec_parse: "f16" x, w and y f16; "bf16/f32" x and w bf16, y fp32) ---- */
 
 typedef struct conv_fixture {
@@ -930,6 +1069,7 @@ static bool parse_layer(const char *shape, tsr_conv2d_desc *d, bool *bias) {
         else if (sscanf(at, " p%zu%n", &v, &len) == 1) d->pad_h = d->pad_w = v;
         else if (sscanf(at, " s%zu%n", &v, &len) == 1) d->stride_h = d->stride_w = v;
         else if (sscanf(at, " g%zu%n", &v, &len) == 1) d->groups = v;
+        else if (strncmp(at, " nhwc", 5) == 0) d->layout = TSR_NHWC, len = 5;
         else if (!dtype_token(at, d, &len))
             return false;
         at += len;
@@ -945,7 +1085,7 @@ static tsr_status conv_fixture_setup(tsr_device *dev, const char *shape, uint64_
     bool bias = false;
     if (!parse_layer(shape, &t->d, &bias)) {
         status = tsr_fail(TSR_ERR_INVALID_ARG,
-                          "conv2d: shape '%s' is not 'NxCxHxW kK RxS [pP] [sS] [gG] [+bias] [DTYPE]'", shape);
+                          "conv2d: shape '%s' is not 'NxCxHxW kK RxS [pP] [sS] [gG] [nhwc] [+bias] [DTYPE]'", shape);
         goto done;
     }
     TSR_CHECK(status, conv_shape(&t->d, &t->p), done);
@@ -999,8 +1139,10 @@ static tsr_status conv_fixture_run(tsr_device *dev, void *ctx, const tsr_config 
         cl_int err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &start);
         if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueMarkerWithWaitList", __FILE__, __LINE__);
     }
-    tsr_status st = cfg ? tsr_op_launch(&tsr_op_conv, dev, &t->p, cfg, queue, last)
-                        : tsr_conv2d(dev, &t->d, t->p.x, t->p.w, t->p.y, queue, last);
+    tsr_config c = cfg ? *cfg : (tsr_config){0};
+    tsr_status st = !cfg ? tsr_conv2d(dev, &t->d, t->p.x, t->p.w, t->p.y, queue, last)
+                    : t->p.layout == TSR_NHWC ? conv_channels_last(dev, &t->d, &t->p, &c, queue, last)
+                                              : tsr_op_launch(&tsr_op_conv, dev, &t->p, cfg, queue, last);
     if (st != TSR_SUCCESS) {
         if (start) clReleaseEvent(start);
         return st;
@@ -1049,8 +1191,8 @@ static void conv_fixture_describe(const void *ctx, char *out, size_t size) {
     const conv_problem *p = &((const conv_fixture *)ctx)->p;
     char dt[24];
     tsr_dtype_spec_format(p->types[0], p->types[2], dt, sizeof dt); /* x and w share a type in fixtures */
-    snprintf(out, size, "%zux%zux%zux%zu k%zu %zux%zu/%zu g%zu%s%s", p->N, p->C, p->H, p->W, p->K, p->R, p->S, p->sh,
-             p->G, dt[0] ? " " : "", dt);
+    snprintf(out, size, "%zux%zux%zux%zu k%zu %zux%zu/%zu g%zu%s%s%s", p->N, p->C, p->H, p->W, p->K, p->R, p->S, p->sh,
+             p->G, dt[0] ? " " : "", dt, p->layout == TSR_NHWC ? " nhwc" : "");
 }
 
 /* "tessera(im2col)": the path the public call takes for this layer */
@@ -1075,9 +1217,9 @@ static const char *conv_tuning_space(const tsr_device *dev) {
      * register tile. CPUs that vectorize across work-items (llvmpipe): small tiles in GPU-like groups. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)
         return "MWI=1,2,4 VW=1,2,4 STAGE=0,1 WGM=4,8,16 WGN=4,8,16 KWG=8,16";
-    /* Other CPUs: the row forms (STAGE 0), the padded form (2) and the depthwise form (3), with
+    /* Other CPUs: the row forms (STAGE 0), the padded form (2) and the depthwise forms (3, 4), with
      * one work-item or a few per work-group. */
-    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3 WGM=1 WGN=1,4,16 KWG=8";
+    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4 WGM=1 WGN=1,4,16 KWG=8";
     return NULL;
 }
 

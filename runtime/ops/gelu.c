@@ -78,6 +78,13 @@ static const tsr_default gelu_defaults[] = {
     /* CPUs that vectorize across work-items (llvmpipe): scalar items in groups of 64, adjacent
      * items reading adjacent floats, as on a GPU. */
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "VW=1 VPT=4 WG=64 INTERLEAVE=1"},
+    /* 16-bit storage: the erf form is compute-bound once its bytes halve, and VW=8 (the fp32
+     * erf's tuned width on AVX-512, where fp32 is memory-bound either way) compiles to 256-bit
+     * vectors: half the lanes per instruction of VW=16 (zmm on AVX-512). These rows come before
+     * the plain-named ones (which match the 16-bit classes by their base name too), and they keep
+     * the 16-bit erf classes off the fp32 classes' tuned entries (op.c, config.c). */
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, TSR_TWINS_16("large-erf"), "VW=16 VPT=4 WG=16 INTERLEAVE=0"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, TSR_TWINS_16("small-erf"), "VW=16 VPT=4 WG=16 INTERLEAVE=0"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "large-erf", "VW=8 VPT=8 WG=16 INTERLEAVE=0"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "small-erf", "VW=8 VPT=8 WG=16 INTERLEAVE=0"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "VW=16 VPT=4 WG=16 INTERLEAVE=0"},

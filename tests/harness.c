@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "harness.h"
 
+#include <fnmatch.h>
 #include <ftw.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,12 +11,31 @@
 #include <unistd.h>
 
 static uint64_t rng_state;
+static uint64_t base_seed;
 
 void th_seed(void) {
     const char *env = getenv("TSR_TEST_SEED");
     uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     fprintf(stderr, "# TSR_TEST_SEED=%llu\n", (unsigned long long)seed);
+    base_seed = seed;
     rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
+}
+
+/* Each case draws from its own stream: the run's seed mixed with the case's name (FNV-1a). A case
+ * then draws the same shapes, configurations and values whichever shard, filter or build runs it
+ * and whatever ran before it, so one TSR_TEST_SEED reproduces it alone (TSR_TEST_FILTER=name), and
+ * ./run test's plain and sanitizer builds, given one seed, compile the same kernel variants (the
+ * second finds them in the OpenCL driver's cache). */
+static const struct CMUnitTest *case_list;
+static size_t case_next, case_count;
+
+static int case_setup(void **state) {
+    if (case_next >= case_count) return -1;
+    const struct CMUnitTest *t = &case_list[case_next++];
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = t->name; *p; ++p) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    rng_state = (base_seed ^ h) * 0x9E3779B97F4A7C15ull + 1;
+    return t->setup_func ? t->setup_func(state) : 0;
 }
 
 /* The runtime's seeded generator (reference.c), so tests and fixtures draw inputs one way. */
@@ -197,23 +217,41 @@ int th_run_group(const char *name, const struct CMUnitTest *tests, size_t count,
     /* line by line, so a test killed by its timeout leaves the cases it finished in the log */
     setvbuf(stdout, NULL, _IOLBF, 0);
     cmocka_set_message_output(CM_OUTPUT_TAP);
-    if (getenv("TSR_TEST_FILTER")) cmocka_set_test_filter(getenv("TSR_TEST_FILTER"));
     const char *shard = getenv("TSR_TEST_SHARD");
-    if (!shard) return _cmocka_run_group_tests(name, tests, count, setup, teardown);
-    unsigned index, total;
+    unsigned index = 0, total = 1;
     char tail;
-    if (sscanf(shard, "%u/%u%c", &index, &total, &tail) != 2 || total == 0 || index >= total) {
+    if (shard && (sscanf(shard, "%u/%u%c", &index, &total, &tail) != 2 || total == 0 || index >= total)) {
         fprintf(stderr, "TSR_TEST_SHARD='%s': expected I/N with 0 <= I < N\n", shard);
         return 1;
     }
+    /* The shard's cases, then the filter (a shell pattern, as cmocka's own filter takes), chosen
+     * here so that case_setup knows which case cmocka runs next: it runs them in this order. */
+    const char *filter = getenv("TSR_TEST_FILTER");
     struct CMUnitTest *mine = calloc(count ? count : 1, sizeof *mine);
-    if (!mine) return 1;
-    size_t n = 0;
-    for (size_t i = 0; i < count; ++i)
-        if (i % total == index) mine[n++] = tests[i];
-    printf("# shard %u/%u: %zu of %zu cases\n", index, total, n, count);
-    int failed = n ? _cmocka_run_group_tests(name, mine, n, setup, teardown) : (printf("1..0 # SKIP empty shard\n"), 0);
+    struct CMUnitTest *orig = calloc(count ? count : 1, sizeof *orig);
+    if (!mine || !orig) {
+        free(mine);
+        free(orig);
+        return 1;
+    }
+    size_t n = 0, in_shard = 0;
+    for (size_t i = 0; i < count; ++i) {
+        if (i % total != index) continue;
+        ++in_shard;
+        if (filter && fnmatch(filter, tests[i].name, 0) != 0) continue;
+        orig[n] = tests[i];
+        mine[n] = tests[i];
+        mine[n].setup_func = case_setup;
+        ++n;
+    }
+    if (shard) printf("# shard %u/%u: %zu of %zu cases\n", index, total, in_shard, count);
+    case_list = orig;
+    case_count = n;
+    case_next = 0;
+    int failed = n ? _cmocka_run_group_tests(name, mine, n, setup, teardown)
+                   : (printf("1..0 # SKIP %s\n", filter ? "no case matches TSR_TEST_FILTER" : "empty shard"), 0);
     free(mine);
+    free(orig);
     return failed;
 }
 

@@ -78,9 +78,10 @@ double th_ref_activation(int act, double x);
 double th_rel_error_matrix(int row_major, size_t m, size_t n, const float *got, const double *ref, size_t ld);
 
 /* Run a cmocka group with TAP output (so meson counts each test case).
- * $TSR_TEST_FILTER (a cmocka pattern such as "config*") runs a subset; $TSR_TEST_SHARD="I/N" runs
+ * $TSR_TEST_FILTER (a shell pattern such as "config*") runs a subset; $TSR_TEST_SHARD="I/N" runs
  * the cases whose index is I modulo N (tests/meson.build splits the long suites into shards that run
- * in parallel, each case in exactly one of them). */
+ * in parallel, each case in exactly one of them). Each case draws from its own stream, the seed
+ * ($TSR_TEST_SEED, else the clock and the process) mixed with the case's name. */
 #define TH_RUN(tests) TH_RUN_GROUP(tests, NULL, NULL)
 #define TH_RUN_GROUP(tests, setup, teardown)                                                          \
     (th_mode_unavailable() ? th_skip_all(th_mode_unavailable())                                       \

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -49,7 +50,11 @@ static int teardown(void **state) {
 
 /* A salt unique to this call, so no earlier cache entry (tessera's or the OpenCL driver's own) can
  * answer: the build is a real compile. The cases that race compiles take one. */
-static int fresh_salt(void) { return (int)(th_rand() % 1000000u); }
+static int fresh_salt(void) {
+    /* the process and the clock too: ./run test gives both builds one TSR_TEST_SEED, and a salt
+     * drawn from it alone would meet the other build's cache entries */
+    return (int)((th_rand() ^ (uint32_t)getpid() ^ (uint32_t)time(NULL)) % 1000000u);
+}
 
 /* A salt unique to this run, drawn once: no earlier run's entry can answer, and since every case
  * has a cache folder of its own, the cases about tessera's cache share it (the driver compiles it

@@ -696,6 +696,11 @@ static void gelu_stores_round_like_the_host(void **state) {
             for (int yi = 0; yi < 3; ++yi) {
                 const tsr_dtype y_type = all_types[yi];
                 if (x_type == TSR_F32 && y_type == TSR_F32) continue;
+                /* rusticl's thinned set (th_small_thinned; llvmpipe compiles each pair's program under
+                 * an override for seconds): a covering set, every load type and every store type once
+                 * (f32 -> f16, f16 -> bf16, bf16 -> f32); every pair still runs there at the default
+                 * configuration (gelu_every_type_pair), here on PoCL and Oclgrind, and with TSR_TEST_LONG=1 */
+                if (th_rusticl_mode() && th_small_thinned() && yi != (xi + 1) % 3) continue;
                 const size_t ys = tsr_dtype_size(y_type), y_off = 1 + c % 2;
                 memset(got, 0xa5, (n + 2) * ys);
                 cl_mem dy = raw_buffer(got, (n + 2) * ys);

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Issue #38's 16-bit targets in one run: `tessera bench OP --dtype D` for GELU, LayerNorm (with its
-residual), GEMM and attention at their default shapes, f16 then bf16, each 16-bit row timed in
+residual), GEMM and attention at their default shapes, and conv2d's ResNet-50 layer classes at
+batch 1 and 8 (`tessera bench conv2d`'s default layers), f16 then bf16, each 16-bit row timed in
 alternation with the same shape in fp32 (GELU's also with the same type's copy kernel), then the
 table of every target with its ratio (and the embedding gather's row, which has no bench: see
 docs/dtypes.md).
@@ -31,6 +32,9 @@ RUNS = [
     ("gemm", ["--sizes", "256,512,1024,2048,512x768x768,512x3072x768,512x768x3072,64@128x128x128", "--no-peers"],
      None),
     ("attention", ["--sizes", "512,2048,4096", "--no-peers"], None),
+    # issue #35 item 6: ResNet-50's layer classes (conv1 7x7/2, 3x3, 3x3/2, 1x1 256->64, 64->256,
+    # 1024->256, 256->1024), batch 1 and 8
+    ("conv2d", ["--sizes", "1,8", "--no-peers"], None),
 ]
 
 # Issue #38's targets (AVX-512): 16-bit rate over fp32's
@@ -98,6 +102,10 @@ def targets(rows, dtype):
         r32 = find(att, shape=r16["shape"], mask=r16.get("mask", ""), impl=r16["impl"], dtype="")
         out.append(("attention %s, GFLOP/s vs fp32" % r16.get("mask", ""), r16["shape"],
                     r16["gflops"] / r32["gflops"], NOT_SLOWER))
+    cv = [r for r in rows if r["op"] == "conv2d" and r.get("variant", "").startswith("paired with")]
+    for r16 in [r for r in cv if r.get("dtype", "") == dtype]:
+        r32 = find(cv, shape=r16["shape"], dtype="")
+        out.append(("conv2d, GFLOP/s vs fp32", r16["shape"], r16["gflops"] / r32["gflops"], NOT_SLOWER))
     return out
 
 

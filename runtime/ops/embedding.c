@@ -110,14 +110,19 @@ static int embedding_variant(tsr_dtype y_type, tsr_dtype table_type) {
     return (int)y_type + TSR_DTYPE_COUNT * (int)table_type;
 }
 
-/* The program's options for the variant (y's type, the tables' type): fp32 adds none. */
+/* The program's options for the variant (y's type, the tables' type): fp32 adds none. binaries.c
+ * writes the same strings (tsr_embedding_options_text). */
+void tsr_embedding_options_text(int y_type, int table_type, char *out, size_t size) {
+    if (!size) return;
+    out[0] = '\0';
+    int used = y_type != TSR_F32 ? snprintf(out, size, "-DY_TYPE=%d", y_type) : 0;
+    if (table_type != TSR_F32 && used >= 0 && (size_t)used < size)
+        snprintf(out + used, size - (size_t)used, "%s-DT_TYPE=%d", used ? " " : "", table_type);
+}
+
 static void embedding_options(const tsr_config *cfg, int variant, char *out, size_t size) {
     (void)cfg;
-    const int y_type = variant % TSR_DTYPE_COUNT, table_type = variant / TSR_DTYPE_COUNT;
-    if (y_type != TSR_F32 || table_type != TSR_F32)
-        snprintf(out, size, "-DY_TYPE=%d -DT_TYPE=%d", y_type, table_type);
-    else if (size)
-        out[0] = '\0';
+    tsr_embedding_options_text(variant % TSR_DTYPE_COUNT, variant / TSR_DTYPE_COUNT, out, size);
 }
 
 tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const int32_t *ids, const int32_t *type_ids,

@@ -405,6 +405,8 @@ typedef void (*tsr_options_fn)(const tsr_config *cfg, int variant, char *out, si
 tsr_status tsr_launch_kernels(tsr_device *device, const void *tag, const tsr_config *cfg, int variant, uint32_t extra,
                               const char *source, tsr_options_fn options, const char *const *names,
                               tsr_kernel *kernels[TSR_LAUNCH_KERNELS]);
+/* tsr_embedding's program options for y's and the tables' storage types ("" for fp32 and fp32). */
+void tsr_embedding_options_text(int y_type, int table_type, char *out, size_t size);
 /* How many records the device holds (tests). */
 size_t tsr_launch_count(tsr_device *device);
 

@@ -1795,7 +1795,8 @@ static void group_gemm_invalid(rng *r, group_draw *grp, bool batched) {
     while (!g.k);
     g.api = batched ? 6 : 5;
     int kind = (int)rpick(r, KINDS);
-    if (kind == BATCH0 && !batched) kind = M0;
+    /* tsr_matmul_desc.batch 0 means one product (the header), so it is no invalid kind here */
+    if (kind == BATCH0) kind = M0;
     if (kind == C_STRIDE && g.batch < 2) kind = LDC;
     if (g.alpha == 0.0f) g.alpha = 1.0f; /* A and B are read: C may share no memory with them */
     DESC("[%s] ", kinds[kind]);

@@ -105,6 +105,22 @@ done:
 
 static const char embedding_kernels_tag;
 
+enum { EMBEDDING_VW = 16 }; /* cl/embedding.cl's default VW: the columns of one item's vector */
+
+/* $TSR_TEST_EMBEDDING_ITEMS, the tests' hook: items per token (1 to 64, decimal), so that a CPU
+ * also runs the geometry other devices get (and the reverse). Anything else is refused. */
+static tsr_status embedding_items_hook(size_t *items) {
+    const char *text = getenv("TSR_TEST_EMBEDDING_ITEMS");
+    if (!text) return TSR_SUCCESS;
+    char *end = NULL;
+    const unsigned long n = text[0] >= '0' && text[0] <= '9' ? strtoul(text, &end, 10) : 0;
+    if (!end || *end || n < 1 || n > 64)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: TSR_TEST_EMBEDDING_ITEMS='%s' is not a count of 1 to 64",
+                        text);
+    *items = n;
+    return TSR_SUCCESS;
+}
+
 /* The record's variant: y's type and the tables' type in one number. */
 static int embedding_variant(tsr_dtype y_type, tsr_dtype table_type) {
     return (int)y_type + TSR_DTYPE_COUNT * (int)table_type;
@@ -134,6 +150,15 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
         return tsr_graph_refuse("tsr_embedding", "it uploads its ids from host memory at call time");
     embedding_problem p;
     tsr_status status = embedding_validate(dev, desc, ids, type_ids, word, position, token_type, y, &p);
+    if (status != TSR_SUCCESS) return status;
+    /* Items per token. A CPU: one, looping over the row's EMBEDDING_VW-column vectors
+     * (cl/embedding.cl's VW): an item per vector spent more on PoCL's work-item loop than on
+     * its 32 bytes of a 16-bit row. Otherwise up to 64, one per vector, each taking every
+     * 64th: adjacent items on adjacent vectors; at least one, for the element-by-element tail
+     * of a row narrower than a vector. */
+    const size_t vectors = p.d.hidden / EMBEDDING_VW;
+    size_t items = dev->info.type == TSR_DEVICE_CPU || vectors < 1 ? 1 : vectors < 64 ? vectors : 64;
+    status = embedding_items_hook(&items);
     if (status != TSR_SUCCESS) return status;
     cl_kernel kernel = NULL;
     cl_event written = NULL, done = NULL;
@@ -230,8 +255,7 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     SET(yo);
     SET(ys);
 #undef SET
-    /* Up to 64 items a token, each taking every 64th column: adjacent items, adjacent floats. */
-    size_t global[2] = {d->hidden < 64 ? d->hidden : 64, d->tokens};
+    size_t global[2] = {items, d->tokens};
     TSR_CL_CHECK(status,
                  tsr_enqueue_kernel(q, kernel, 2, NULL, global, NULL, written ? 1 : 0, written ? &written : NULL,
                                         &done),

@@ -65,6 +65,7 @@ typedef struct phase_times {
     double timed;     /* the timed runs, wall time around them */
     double check;     /* validation: checks and the run they need */
     int runs;         /* timed runs */
+    bool prepared;    /* compiled ahead by a worker */
 } phase_times;
 
 typedef enum outcome { OK, SLOWER, BUILD_FAILED, LAUNCH_FAILED, WRONG_RESULT } outcome;
@@ -84,8 +85,9 @@ static void log_candidate(const tsr_search *search, const tsr_config *config, co
     tsr_config_format(search->op, config, desc, sizeof desc);
     fprintf(search->log, "{\"op\": \"%s\", \"class\": \"%s\", \"config\": \"%s\", \"outcome\": \"%s\", "
             "\"gflops\": %.3f, \"gflops_q25\": %.3f, \"spread\": %.3f, \"first_run_s\": %.4f, \"timed_s\": %.4f, "
-            "\"check_s\": %.4f, \"runs\": %d, \"timing\": \"%s\"%s%s%s}\n", search->op->name, search->problem_class,
+            "\"check_s\": %.4f, \"runs\": %d, \"timing\": \"%s\"%s%s%s%s}\n", search->op->name, search->problem_class,
             desc, outcome, gflops, score, spread, ph->first_run, ph->timed, ph->check, ph->runs, log_timing(search),
+            ph->prepared ? ", \"ahead\": true" : "",
             search->seed ? ", \"seed\": \"" : "", search->seed ? search->seed : "", search->seed ? "\"" : "");
     fflush(search->log);
 }
@@ -145,6 +147,8 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
     double warm, clock = search->backend.now(search->backend.ctx), was;
 #define PHASE(field) (was = clock, clock = search->backend.now(search->backend.ctx), ph->field += clock - was)
     tsr_status st = timed_run(search, config, &warm); /* also builds the program; caches, pages, thread pool */
+    /* Nothing is timed while a worker compiles: it would take the cores the runs time. */
+    tsr_ahead_idle(search->ahead);
     PHASE(first_run);
     if (st != TSR_SUCCESS) return st == TSR_ERR_BUILD ? BUILD_FAILED : LAUNCH_FAILED;
     double t[TUNE_MAX_RUNS], u[TUNE_MIN_RUNS], total = 0;
@@ -190,6 +194,27 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
     return OK;
 }
 
+/* Before a candidate's first run: if a worker was given it, wait for the workers (its first run
+ * then loads what was compiled); if not, give them what the strategy will ask for next (no more
+ * than the evaluation budget leaves), to compile while this thread compiles the candidate. */
+static bool prepare_ahead(tsr_search *search, const tsr_config *config) {
+    tsr_ahead *a = search->ahead;
+    if (!a) return false;
+    if (tsr_ahead_submitted(a, config)) {
+        tsr_ahead_idle(a);
+        search->prepared_hits++;
+        return true;
+    }
+    int max = tsr_ahead_workers(a);
+    if (search->max_evaluations && search->max_evaluations - search->result->evaluated < max)
+        max = search->max_evaluations - search->result->evaluated;
+    if (!search->predict || max <= 0) return false;
+    tsr_config next[TUNE_MAX_AHEAD];
+    int n = search->predict(search, config, next, max);
+    tsr_ahead_submit(a, next, n);
+    return false;
+}
+
 double tsr_search_evaluate(tsr_search *search, const tsr_config *config) {
     if (search->nseen == search->capseen) {
         int cap = search->capseen ? 2 * search->capseen : 64;
@@ -207,7 +232,7 @@ double tsr_search_evaluate(tsr_search *search, const tsr_config *config) {
     e->config = *config;
     tsr_tune_result *res = search->result;
     res->evaluated++;
-    phase_times ph = {0};
+    phase_times ph = {.prepared = prepare_ahead(search, config)};
     outcome what = measure(search, e, config, &ph);
     switch (what) {
     case OK: break;
@@ -231,6 +256,7 @@ void tsr_search_duel(tsr_search *search, const tsr_config *a, const tsr_config *
                      double score[2]) {
     double t[2][3 * TUNE_MAX_RUNS];
     int n[2] = {0, 0};
+    tsr_ahead_idle(search->ahead);
     double began = search->backend.now(search->backend.ctx);
     for (int round = 0; round < 3; ++round)
         for (int w = 0; w < 2; ++w) {

@@ -125,6 +125,28 @@ static void pause_cache_store(tsr_device *dev, bool pause) {
     pthread_mutex_lock(&dev->program_lock);
     dev->cache_store_paused += pause ? 1 : -1;
     pthread_mutex_unlock(&dev->program_lock);
+    /* ...and ops may build candidates' shared kernels in programs of their own (internal.h) */
+    atomic_fetch_add(&dev->tuning, pause ? 1 : -1);
+}
+
+/* The configurations a class's search starts with, in the order it evaluates them: what the
+ * workers compile ahead while the first ones are measured. */
+typedef struct start_list {
+    tsr_config configs[1 + 2 * 8];
+    int n;
+} start_list;
+
+static int start_predict(tsr_search *search, const tsr_config *next, tsr_config *out, int max) {
+    const start_list *l = search->predict_ctx;
+    int at = 0;
+    while (at < l->n && memcmp(&l->configs[at], next, sizeof *next) != 0) ++at;
+    int n = 0;
+    for (int i = at + 1; i < l->n && n < max; ++i) {
+        bool repeated = false;
+        for (int j = 0; j < n; ++j) repeated |= memcmp(&out[j], &l->configs[i], sizeof *next) == 0;
+        if (!repeated && !tsr_search_seen(search, &l->configs[i])) out[n++] = l->configs[i];
+    }
+    return n;
 }
 
 /* Evaluate a configuration the search may start from (once). */
@@ -154,33 +176,44 @@ static cJSON *load_known_entries(const tsr_tune_options *opt) {
  * search ranked. */
 static void search_class(tsr_search *search, tsr_strategy_fn strategy, const cJSON *known_db, const char *hash) {
     const tsr_op *op = search->op;
-    /* The built-in default first: the yardstick, and a start for the guided search. */
+    /* The built-in default first: the yardstick, and a start for the guided search. Then the
+     * entries for this device's class (or the classes it falls back to): the current ones (a
+     * re-tune never starts worse than what is there), then stale ones, tuned for an older kernel
+     * source: a small edit seldom moves the best far. Starts only; lookups never launch a stale
+     * entry. They count against the evaluation budget like any candidate. Then the op's seeds.
+     * The whole list is known now: the workers compile the next ones while one is measured. */
     tsr_config def;
     tsr_op_default_config(op, search->device, search->problem_class, &def);
+    bool def_ok = op->config_ok(search->device, NULL, &def);
+    tsr_tuning_seed known[8];
+    int nknown = tsr_tuning_seeds(search->device, op, known_db, search->problem_class, hash, known, 8);
+    tsr_config seeds[8];
+    int nseeds = tsr_op_seeds(op, search->device, search->problem_class, seeds, 8);
+    start_list starts = {.n = 0};
+    if (def_ok) starts.configs[starts.n++] = def;
+    for (int i = 0; i < nknown; ++i) starts.configs[starts.n++] = known[i].config;
+    for (int i = 0; i < nseeds; ++i)
+        if (op->config_ok(search->device, NULL, &seeds[i])) starts.configs[starts.n++] = seeds[i];
+    search->predict = start_predict;
+    search->predict_ctx = &starts;
     double def_score = 0;
     search->seed = "default";
-    if (op->config_ok(search->device, NULL, &def)) def_score = tsr_search_evaluate(search, &def);
+    if (def_ok) def_score = tsr_search_evaluate(search, &def);
     else tsr_search_report(search);
     search->result->default_gflops = def_score;
     search->start = def; /* where annealing starts: the best of the default and the seeds */
     search->start_score = def_score;
-    /* The entries for this device's class (or the classes it falls back to): the current ones (a
-     * re-tune never starts worse than what is there), then stale ones, tuned for an older kernel
-     * source: a small edit seldom moves the best far. Starts only; lookups never launch a stale
-     * entry. They count against the evaluation budget like any candidate. */
-    tsr_tuning_seed known[8];
-    int nknown = tsr_tuning_seeds(search->device, op, known_db, search->problem_class, hash, known, 8);
     for (int i = 0; i < nknown && tsr_search_budget_left(search); ++i) {
         search->seed = known[i].stale ? "stale entry" : "current entry";
         try_start(search, &known[i].config);
         search->result->stale_seeds += known[i].stale;
     }
     search->seed = "op seed";
-    tsr_config seeds[8];
-    int nseeds = tsr_op_seeds(op, search->device, search->problem_class, seeds, 8);
     for (int i = 0; i < nseeds && tsr_search_budget_left(search); ++i)
         if (op->config_ok(search->device, NULL, &seeds[i])) try_start(search, &seeds[i]);
     search->seed = NULL;
+    search->predict = NULL;
+    search->predict_ctx = NULL;
     strategy(search);
     tsr_search_rank(search);
     duel_with_default(search, &def, def_score);
@@ -230,6 +263,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     }
     cJSON *known_db = load_known_entries(&opt);
     size_t produced = 0;
+    const int workers = tsr_ahead_default_workers();
     for (int c = 0; c < nclasses && st == TSR_SUCCESS; ++c) {
         tsr_device_runner runner = {.device = dev, .op = op};
         tsr_search search = {.op = op, .device = dev, .space = &space, .backend = tsr_device_backend(&runner),
@@ -253,7 +287,20 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
          * building it (PoCL compiles every kernel again for the binary), for programs mostly never
          * used again. The configuration chosen is built and stored by the first launch that uses it. */
         pause_cache_store(dev, true);
+        /* Workers compile the candidates the search will ask for next (ahead.c); a pool that
+         * cannot start only means compiling in this thread, as always. */
+        tsr_ahead_device ahead_device = {.device = dev, .op = op, .problem_class = classes[c]};
+        tsr_ahead_fns fns = tsr_ahead_device_fns(&ahead_device);
+        if (tsr_ahead_start(&fns, workers, &search.ahead) != TSR_SUCCESS) tsr_clear_error();
         search_class(&search, strategies[opt.strategy].run, known_db, hash);
+        tsr_ahead_stats ahead_stats = {0};
+        tsr_ahead_stop(search.ahead, &ahead_stats);
+        search.ahead = NULL;
+        if (log && ahead_stats.submitted)
+            fprintf(log, "{\"op\": \"%s\", \"class\": \"%s\", \"outcome\": \"ahead\", \"workers\": %d, "
+                    "\"submitted\": %d, \"compiled\": %d, \"failed\": %d, \"dropped\": %d, \"used\": %d}\n",
+                    op->name, classes[c], workers, ahead_stats.submitted, ahead_stats.jobs_run,
+                    ahead_stats.jobs_failed, ahead_stats.dropped, search.prepared_hits);
         pause_cache_store(dev, false);
         keep_outcome(&search, res, &outcomes[c]);
         res->seconds = search.backend.now(search.backend.ctx) - search.class_start;

@@ -77,7 +77,58 @@ typedef struct tsr_device_runner {
 } tsr_device_runner;
 tsr_tune_backend tsr_device_backend(tsr_device_runner *runner);
 
+/* ---- compiling candidates ahead (ahead.c) ---- */
+
+#define TUNE_MAX_AHEAD 8 /* worker threads at most */
+
+/* What a worker does: open its private state (once, in its thread, at its first job), run one
+ * configuration there, close. The device's (tsr_ahead_device_fns) make a private device and a
+ * fixture of the class's problem; tests give their own. */
+typedef struct tsr_ahead_fns {
+    tsr_status (*open)(void *ctx, void **worker);
+    tsr_status (*run)(void *ctx, void *worker, const tsr_config *config);
+    void (*close)(void *ctx, void *worker);
+    void *ctx;
+} tsr_ahead_fns;
+
+typedef struct tsr_ahead_stats {
+    int submitted;   /* configurations queued */
+    int jobs_run;    /* run to the end by a worker */
+    int jobs_failed; /* failed there (the tuner meets the failure again, with its message) */
+    int dropped;     /* queued but never started: stopped first */
+} tsr_ahead_stats;
+
+typedef struct tsr_ahead tsr_ahead;
+/* Start `workers` threads (0: *out = NULL, nothing ahead; at most TUNE_MAX_AHEAD). */
+tsr_status tsr_ahead_start(const tsr_ahead_fns *fns, int workers, tsr_ahead **out);
+int tsr_ahead_workers(const tsr_ahead *ahead);
+/* Queue configurations not queued before (returns at once). */
+void tsr_ahead_submit(tsr_ahead *ahead, const tsr_config *configs, int n);
+/* Was the configuration ever queued? */
+bool tsr_ahead_submitted(tsr_ahead *ahead, const tsr_config *config);
+/* Wait until no job is queued or running: the tuner's thread calls it before it times anything. */
+void tsr_ahead_idle(tsr_ahead *ahead);
+/* Drop the jobs not started, let the running ones finish, join the threads, free; `stats` may be
+ * NULL. Nothing a worker did is ever saved: the tuning database is written by the tuner alone. */
+void tsr_ahead_stop(tsr_ahead *ahead, tsr_ahead_stats *stats);
+/* Threads to use: $TSR_TUNE_AHEAD (0 disables), else one less than the online CPUs. */
+int tsr_ahead_default_workers(void);
+
+/* The tuner's device, op and class, for tsr_ahead_device_fns (must outlive the threads). */
+typedef struct tsr_ahead_device {
+    tsr_device *device;
+    const tsr_op *op;
+    const char *problem_class;
+} tsr_ahead_device;
+tsr_ahead_fns tsr_ahead_device_fns(tsr_ahead_device *device);
+
 /* ---- the search of one problem class (search.c, evaluate.c) ---- */
+
+struct tsr_search;
+/* What the strategy will ask for after `next` if `next` disappoints (it is not better than what
+ * the strategy holds): up to `max` configurations into `out`. Must leave the search as it was
+ * (tsr_search_predict_begin/end keep its random state and count the predicted as seen). */
+typedef int (*tsr_predict_fn)(struct tsr_search *search, const tsr_config *next, tsr_config *out, int max);
 
 typedef struct tsr_evaluated {
     tsr_config config;
@@ -112,6 +163,13 @@ typedef struct tsr_search {
     tsr_tune_result *result;   /* counts: evaluated, failures, abandoned (stopped as slower) */
     const char *seed;          /* while seeds are evaluated, what they are ("stale entry"), for the log */
 
+    tsr_ahead *ahead;          /* NULL: nothing compiled ahead */
+    tsr_predict_fn predict;    /* set by the strategy (or the driver, for the seeds); NULL: no guesses */
+    void *predict_ctx;         /* the strategy's state, for its predict */
+    const tsr_config *excluded; /* counted as seen while predicting */
+    int nexcluded;
+    int prepared_hits;         /* evaluations of configurations compiled ahead */
+
     /* Filled by the search. */
     tsr_evaluated *seen;
     int nseen, capseen;
@@ -126,8 +184,13 @@ typedef struct tsr_search {
 bool tsr_search_budget_left(const tsr_search *search);
 /* Is there time left in the class's budget (evaluations aside)? */
 bool tsr_search_time_left(const tsr_search *search);
-/* Has this configuration been evaluated already? */
+/* Has this configuration been evaluated already (or is it among search->excluded)? */
 bool tsr_search_seen(const tsr_search *search, const tsr_config *config);
+/* For predict functions: from begin to end the random state is a copy and `excluded` (n, growing
+ * as the caller appends to it; its first entry the configuration about to be evaluated) counts as
+ * seen. */
+void tsr_search_predict_begin(tsr_search *search, const tsr_config *excluded, int n, uint64_t *saved_rng);
+void tsr_search_predict_end(tsr_search *search, uint64_t saved_rng);
 /* tsr_space_legal for the search's op, device and space. */
 bool tsr_search_legal(const tsr_search *search, const tsr_point *point, tsr_config *config);
 /* A random legal configuration not evaluated yet; false when 2000 draws found none. */

@@ -1,0 +1,244 @@
+/* Compiling candidates ahead of the tuner: worker threads run the configurations a strategy is
+ * about to ask for, once each, on private devices (their own OpenCL contexts on the tuner's
+ * device), so that the driver compiles them (PoCL: the program at its build, each kernel for its
+ * work-group size at its first launch) while the tuner's own thread compiles its current
+ * candidate. The driver's kernel cache then serves the tuner's device, whose first run of a
+ * prepared candidate only loads what was compiled. Nothing is ever timed while a worker runs:
+ * the tuner calls tsr_ahead_idle before every timed run (tsr_search_evaluate, duels). */
+#define _GNU_SOURCE
+#include "tuner.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct ahead_worker {
+    pthread_t thread;
+    bool started;
+    struct tsr_ahead *owner;
+} ahead_worker;
+
+struct tsr_ahead {
+    tsr_ahead_fns fns;
+    pthread_mutex_t lock;
+    pthread_cond_t work;   /* a job was queued, or stop */
+    pthread_cond_t idle;   /* a job finished */
+    tsr_config *queue;     /* jobs not started, first first */
+    int nqueue, capqueue;
+    tsr_config *submitted; /* every configuration ever queued, for tsr_ahead_submitted */
+    int nsubmitted, capsubmitted;
+    int running;           /* jobs being run */
+    bool stop;
+    int nworkers;
+    ahead_worker workers[TUNE_MAX_AHEAD];
+    tsr_ahead_stats stats;
+};
+
+static void *worker_main(void *arg) {
+    ahead_worker *w = arg;
+    tsr_ahead *a = w->owner;
+    void *state = NULL;
+    bool opened = false, usable = true;
+    pthread_mutex_lock(&a->lock);
+    for (;;) {
+        while (!a->stop && a->nqueue == 0) pthread_cond_wait(&a->work, &a->lock);
+        if (a->stop) break;
+        tsr_config job = a->queue[0];
+        memmove(&a->queue[0], &a->queue[1], (size_t)(a->nqueue - 1) * sizeof *a->queue);
+        a->nqueue--;
+        a->running++;
+        pthread_mutex_unlock(&a->lock);
+        /* The private device and problem are made by the first job: a tuning run that prepares
+         * nothing never pays for them. A worker that cannot make them drops its jobs (the tuner
+         * then compiles those candidates itself, as without workers). */
+        if (!opened) {
+            opened = true;
+            usable = a->fns.open(a->fns.ctx, &state) == TSR_SUCCESS;
+            if (!usable) tsr_clear_error();
+        }
+        bool ran = usable && a->fns.run(a->fns.ctx, state, &job) == TSR_SUCCESS;
+        if (!ran) tsr_clear_error(); /* a candidate that fails here fails again, with its message, in the tuner */
+        pthread_mutex_lock(&a->lock);
+        a->running--;
+        a->stats.jobs_run += ran;
+        a->stats.jobs_failed += !ran;
+        pthread_cond_broadcast(&a->idle);
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (opened && usable) a->fns.close(a->fns.ctx, state);
+    return NULL;
+}
+
+tsr_status tsr_ahead_start(const tsr_ahead_fns *fns, int workers, tsr_ahead **out) {
+    *out = NULL;
+    if (workers <= 0) return TSR_SUCCESS;
+    if (workers > TUNE_MAX_AHEAD) workers = TUNE_MAX_AHEAD;
+    tsr_ahead *a = calloc(1, sizeof *a);
+    if (!a) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    a->fns = *fns;
+    if (pthread_mutex_init(&a->lock, NULL) != 0) {
+        free(a);
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "cannot create a mutex");
+    }
+    if (pthread_cond_init(&a->work, NULL) != 0 || pthread_cond_init(&a->idle, NULL) != 0) {
+        pthread_mutex_destroy(&a->lock);
+        free(a);
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "cannot create a condition variable");
+    }
+    for (int i = 0; i < workers; ++i) {
+        a->workers[i].owner = a;
+        if (pthread_create(&a->workers[i].thread, NULL, worker_main, &a->workers[i]) != 0) break;
+        a->workers[i].started = true;
+        a->nworkers++;
+    }
+    if (a->nworkers == 0) { /* no thread: tune without compiling ahead */
+        tsr_ahead_stop(a, NULL);
+        return TSR_SUCCESS;
+    }
+    *out = a;
+    return TSR_SUCCESS;
+}
+
+int tsr_ahead_workers(const tsr_ahead *a) { return a ? a->nworkers : 0; }
+
+static bool grow(tsr_config **array, int *cap, int need) {
+    if (need <= *cap) return true;
+    int cap2 = *cap ? 2 * *cap : 16;
+    while (cap2 < need) cap2 *= 2;
+    tsr_config *grown = realloc(*array, (size_t)cap2 * sizeof *grown);
+    if (!grown) return false;
+    *array = grown;
+    *cap = cap2;
+    return true;
+}
+
+static bool was_submitted(const tsr_ahead *a, const tsr_config *config) {
+    for (int i = 0; i < a->nsubmitted; ++i)
+        if (memcmp(&a->submitted[i], config, sizeof *config) == 0) return true;
+    return false;
+}
+
+void tsr_ahead_submit(tsr_ahead *a, const tsr_config *configs, int n) {
+    if (!a || n <= 0) return;
+    pthread_mutex_lock(&a->lock);
+    for (int i = 0; i < n && !a->stop; ++i) {
+        if (was_submitted(a, &configs[i])) continue;
+        /* Out of memory: that configuration is compiled by the tuner itself, as without workers. */
+        if (!grow(&a->queue, &a->capqueue, a->nqueue + 1) ||
+            !grow(&a->submitted, &a->capsubmitted, a->nsubmitted + 1))
+            break;
+        a->queue[a->nqueue++] = configs[i];
+        a->submitted[a->nsubmitted++] = configs[i];
+        a->stats.submitted++;
+    }
+    pthread_cond_broadcast(&a->work);
+    pthread_mutex_unlock(&a->lock);
+}
+
+bool tsr_ahead_submitted(tsr_ahead *a, const tsr_config *config) {
+    if (!a) return false;
+    pthread_mutex_lock(&a->lock);
+    bool found = was_submitted(a, config);
+    pthread_mutex_unlock(&a->lock);
+    return found;
+}
+
+void tsr_ahead_idle(tsr_ahead *a) {
+    if (!a) return;
+    pthread_mutex_lock(&a->lock);
+    while (a->nqueue > 0 || a->running > 0) pthread_cond_wait(&a->idle, &a->lock);
+    pthread_mutex_unlock(&a->lock);
+}
+
+void tsr_ahead_stop(tsr_ahead *a, tsr_ahead_stats *stats) {
+    if (!a) return;
+    pthread_mutex_lock(&a->lock);
+    /* Jobs not started are dropped; those running finish (a compile cannot be interrupted) and
+     * their results stay in the driver's cache, unused. */
+    a->stats.dropped += a->nqueue;
+    a->nqueue = 0;
+    a->stop = true;
+    pthread_cond_broadcast(&a->work);
+    pthread_mutex_unlock(&a->lock);
+    for (int i = 0; i < TUNE_MAX_AHEAD; ++i)
+        if (a->workers[i].started) pthread_join(a->workers[i].thread, NULL);
+    if (stats) *stats = a->stats;
+    pthread_cond_destroy(&a->work);
+    pthread_cond_destroy(&a->idle);
+    pthread_mutex_destroy(&a->lock);
+    free(a->queue);
+    free(a->submitted);
+    free(a);
+}
+
+int tsr_ahead_default_workers(void) {
+    const char *env = getenv("TSR_TUNE_AHEAD");
+    if (env && *env) {
+        char *end = NULL;
+        long n = strtol(env, &end, 10);
+        if (end && *end == '\0' && n >= 0) return n > TUNE_MAX_AHEAD ? TUNE_MAX_AHEAD : (int)n;
+        tsr_warn("TSR_TUNE_AHEAD='%s' is not a count of threads: compiling ahead with the default", env);
+    }
+    /* One core stays the tuner's (its own candidate compiles there meanwhile). */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 2) return 0;
+    return cpus - 1 > TUNE_MAX_AHEAD ? TUNE_MAX_AHEAD : (int)(cpus - 1);
+}
+
+/* ---- the device's workers: a private device and a fixture of the class's problem ---- */
+
+typedef struct device_worker {
+    tsr_device *device;
+    void *fixture;
+} device_worker;
+
+static tsr_status device_open(void *vctx, void **out) {
+    const tsr_ahead_device *d = vctx;
+    tsr_status status = TSR_SUCCESS;
+    cl_int err = CL_SUCCESS;
+    device_worker *w = calloc(1, sizeof *w);
+    if (!w) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    cl_context context = clCreateContext(NULL, 1, &d->device->id, NULL, NULL, &err);
+    TSR_CL_CHECK(status, err, fail);
+    status = tsr_device_wrap(context, d->device->id, NULL, &w->device);
+    clReleaseContext(context); /* the wrapped device holds its own reference */
+    if (status != TSR_SUCCESS) goto fail;
+    /* As the tuner's device: nothing stored in the binary cache, programs split as while tuning. */
+    pthread_mutex_lock(&w->device->program_lock);
+    w->device->cache_store_paused++;
+    pthread_mutex_unlock(&w->device->program_lock);
+    atomic_fetch_add(&w->device->tuning, 1);
+    TSR_CHECK(status, tsr_op_tuning_setup(d->op, w->device, d->problem_class, &w->fixture), fail);
+    *out = w;
+    return TSR_SUCCESS;
+fail:
+    if (w->device) tsr_device_close(w->device);
+    free(w);
+    return status;
+}
+
+static tsr_status device_run_once(void *vctx, void *vworker, const tsr_config *config) {
+    const tsr_ahead_device *d = vctx;
+    device_worker *w = vworker;
+    cl_event first = NULL, last = NULL;
+    tsr_status st = tsr_op_tuning_run(d->op, w->device, w->fixture, config, &first, &last);
+    if (st == TSR_SUCCESS && last) {
+        cl_int err = clWaitForEvents(1, &last);
+        if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clWaitForEvents", __FILE__, __LINE__);
+    }
+    if (first) clReleaseEvent(first);
+    if (last) clReleaseEvent(last);
+    return st;
+}
+
+static void device_close(void *vctx, void *vworker) {
+    const tsr_ahead_device *d = vctx;
+    device_worker *w = vworker;
+    tsr_op_tuning_free(d->op, w->fixture);
+    tsr_device_close(w->device);
+    free(w);
+}
+
+tsr_ahead_fns tsr_ahead_device_fns(tsr_ahead_device *d) {
+    return (tsr_ahead_fns){.open = device_open, .run = device_run_once, .close = device_close, .ctx = d};
+}

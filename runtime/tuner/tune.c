@@ -172,9 +172,20 @@ static cJSON *load_known_entries(const tsr_tune_options *opt) {
     return root;
 }
 
-/* The default, the known entries, the op's seeds and the strategy, then the duel: leaves the
- * search ranked. */
-static void search_class(tsr_search *search, tsr_strategy_fn strategy, const cJSON *known_db, const char *hash) {
+/* A class's default, the entries the database (and the built-in one) hold for it and, with
+ * `op_seeds`, the op's seeds: the start of every search (see search_class). */
+typedef struct class_start {
+    tsr_config def;
+    double def_score;
+    bool def_ok;
+    tsr_tuning_seed known[8];
+    int nknown;
+    tsr_config seeds[8];
+    int nseeds;
+    start_list list;
+} class_start;
+
+static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_db, const char *hash, bool op_seeds) {
     const tsr_op *op = search->op;
     /* The built-in default first: the yardstick, and a start for the guided search. Then the
      * entries for this device's class (or the classes it falls back to): the current ones (a
@@ -182,41 +193,67 @@ static void search_class(tsr_search *search, tsr_strategy_fn strategy, const cJS
      * source: a small edit seldom moves the best far. Starts only; lookups never launch a stale
      * entry. They count against the evaluation budget like any candidate. Then the op's seeds.
      * The whole list is known now: the workers compile the next ones while one is measured. */
-    tsr_config def;
-    tsr_op_default_config(op, search->device, search->problem_class, &def);
-    bool def_ok = op->config_ok(search->device, NULL, &def);
-    tsr_tuning_seed known[8];
-    int nknown = tsr_tuning_seeds(search->device, op, known_db, search->problem_class, hash, known, 8);
-    tsr_config seeds[8];
-    int nseeds = tsr_op_seeds(op, search->device, search->problem_class, seeds, 8);
-    start_list starts = {.n = 0};
-    if (def_ok) starts.configs[starts.n++] = def;
-    for (int i = 0; i < nknown; ++i) starts.configs[starts.n++] = known[i].config;
-    for (int i = 0; i < nseeds; ++i)
-        if (op->config_ok(search->device, NULL, &seeds[i])) starts.configs[starts.n++] = seeds[i];
+    tsr_op_default_config(op, search->device, search->problem_class, &cs->def);
+    cs->def_ok = op->config_ok(search->device, NULL, &cs->def);
+    cs->nknown = tsr_tuning_seeds(search->device, op, known_db, search->problem_class, hash, cs->known, 8);
+    cs->nseeds = tsr_op_seeds(op, search->device, search->problem_class, cs->seeds, 8);
+    cs->list.n = 0;
+    if (cs->def_ok) cs->list.configs[cs->list.n++] = cs->def;
+    for (int i = 0; i < cs->nknown; ++i) cs->list.configs[cs->list.n++] = cs->known[i].config;
+    for (int i = 0; op_seeds && i < cs->nseeds; ++i)
+        if (op->config_ok(search->device, NULL, &cs->seeds[i])) cs->list.configs[cs->list.n++] = cs->seeds[i];
     search->predict = start_predict;
-    search->predict_ctx = &starts;
-    double def_score = 0;
+    search->predict_ctx = &cs->list;
+    cs->def_score = 0;
     search->seed = "default";
-    if (def_ok) def_score = tsr_search_evaluate(search, &def);
+    if (cs->def_ok) cs->def_score = tsr_search_evaluate(search, &cs->def);
     else tsr_search_report(search);
-    search->result->default_gflops = def_score;
-    search->start = def; /* where annealing starts: the best of the default and the seeds */
-    search->start_score = def_score;
-    for (int i = 0; i < nknown && tsr_search_budget_left(search); ++i) {
-        search->seed = known[i].stale ? "stale entry" : "current entry";
-        try_start(search, &known[i].config);
-        search->result->stale_seeds += known[i].stale;
+    search->result->default_gflops = cs->def_score;
+    search->start = cs->def; /* where annealing starts: the best of the default and the seeds */
+    search->start_score = cs->def_score;
+    for (int i = 0; i < cs->nknown && tsr_search_budget_left(search); ++i) {
+        search->seed = cs->known[i].stale ? "stale entry" : "current entry";
+        try_start(search, &cs->known[i].config);
+        search->result->stale_seeds += cs->known[i].stale;
     }
-    search->seed = "op seed";
-    for (int i = 0; i < nseeds && tsr_search_budget_left(search); ++i)
-        if (op->config_ok(search->device, NULL, &seeds[i])) try_start(search, &seeds[i]);
+    if (op_seeds) {
+        search->seed = "op seed";
+        for (int i = 0; i < cs->nseeds && tsr_search_budget_left(search); ++i)
+            if (op->config_ok(search->device, NULL, &cs->seeds[i])) try_start(search, &cs->seeds[i]);
+    }
     search->seed = NULL;
     search->predict = NULL;
     search->predict_ctx = NULL;
+}
+
+/* The op's seeds (unless the start phase took them), the strategy and the duel: leaves the
+ * search ranked. */
+static void search_phase(tsr_search *search, class_start *cs, tsr_strategy_fn strategy, bool op_seeds) {
+    const tsr_op *op = search->op;
+    if (op_seeds) {
+        cs->list.n = 0;
+        for (int i = 0; i < cs->nseeds; ++i)
+            if (op->config_ok(search->device, NULL, &cs->seeds[i]) && !tsr_search_seen(search, &cs->seeds[i]))
+                cs->list.configs[cs->list.n++] = cs->seeds[i];
+        search->predict = start_predict;
+        search->predict_ctx = &cs->list;
+        search->seed = "op seed";
+        for (int i = 0; i < cs->list.n && tsr_search_budget_left(search); ++i) try_start(search, &cs->list.configs[i]);
+        search->seed = NULL;
+        search->predict = NULL;
+        search->predict_ctx = NULL;
+    }
     strategy(search);
     tsr_search_rank(search);
-    duel_with_default(search, &def, def_score);
+    duel_with_default(search, &cs->def, cs->def_score);
+}
+
+/* The default, the known entries, the op's seeds and the strategy, then the duel: leaves the
+ * search ranked. */
+static void search_class(tsr_search *search, class_start *cs, tsr_strategy_fn strategy, const cJSON *known_db,
+                         const char *hash) {
+    start_phase(search, cs, known_db, hash, true);
+    search_phase(search, cs, strategy, false);
 }
 
 /* What the class's search keeps, into its result and its outcome. */
@@ -233,17 +270,130 @@ static void keep_outcome(const tsr_search *search, tsr_tune_result *res, tsr_cla
     }
 }
 
+/* ---- running classes ---- */
+
+/* One class of one op in a tuning run: its search persists between the passes of `tune all`
+ * (its fixture does not: each pass sets the problem up again). */
+typedef struct class_job {
+    const tsr_op *op;
+    int op_index;              /* into the run's ops */
+    const char *problem_class;
+    tsr_device_runner runner;
+    tsr_search search;
+    tsr_tune_result *res;
+    class_start start;
+    double setup_s;            /* the last setup of its problem */
+    double weight;             /* tune all: its share of the second pass */
+} class_job;
+
+/* What a run shares across its classes. */
+typedef struct tune_run {
+    tsr_device *dev;
+    tsr_tune_options opt;
+    FILE *log;
+    cJSON *known_db;
+    uint64_t rng;
+    int workers;
+} tune_run;
+
+/* Set the class's problem up, and the device for a search (cache stores paused, workers started). */
+static tsr_status class_begin(tune_run *run, class_job *job, double budget_s, double remaining_after_s) {
+    tsr_device *dev = run->dev;
+    tsr_search *search = &job->search;
+    /* the class's time (its budget, its seconds) counts from here: setting the problem up included */
+    search->class_start = search->backend.now(search->backend.ctx);
+    tsr_status st = tsr_op_tuning_setup(job->op, dev, job->problem_class, &job->runner.ctx);
+    if (st != TSR_SUCCESS) return st;
+    job->setup_s = search->backend.now(search->backend.ctx) - search->class_start;
+    search->flops = tsr_op_tuning_work(job->op, job->runner.ctx);
+    search->tolerance = tsr_op_tuning_tolerance(job->op, job->runner.ctx, TUNE_TOLERANCE);
+    tsr_op_tuning_describe(job->op, job->runner.ctx, job->res->problem, sizeof job->res->problem);
+    search->output_dirty = false; /* a fresh problem: its output is poisoned */
+    search->class_budget_s = budget_s;
+    search->remaining_after_s = remaining_after_s;
+    /* Candidates' programs stay in memory: storing each in the disk cache would cost more than
+     * building it (PoCL compiles every kernel again for the binary), for programs mostly never
+     * used again. The configuration chosen is built and stored by the first launch that uses it. */
+    pause_cache_store(dev, true);
+    return TSR_SUCCESS;
+}
+
+/* Stop the class's workers (before `ahead_device` goes), resume cache stores, free the problem. */
+static void class_end(tune_run *run, class_job *job) {
+    tsr_search *search = &job->search;
+    tsr_ahead_stats stats = {0};
+    tsr_ahead_stop(search->ahead, &stats);
+    search->ahead = NULL;
+    if (run->log && stats.submitted)
+        fprintf(run->log, "{\"op\": \"%s\", \"class\": \"%s\", \"outcome\": \"ahead\", \"workers\": %d, "
+                "\"submitted\": %d, \"compiled\": %d, \"failed\": %d, \"dropped\": %d, \"used\": %d}\n",
+                job->op->name, job->problem_class, run->workers, stats.submitted, stats.jobs_run, stats.jobs_failed,
+                stats.dropped, search->prepared_hits);
+    pause_cache_store(run->dev, false);
+    job->res->seconds += search->backend.now(search->backend.ctx) - search->class_start;
+    tsr_op_tuning_free(job->op, job->runner.ctx);
+    job->runner.ctx = NULL;
+}
+
+/* Workers compile the candidates the search will ask for next (ahead.c); a pool that cannot start
+ * only means compiling in this thread, as always. `ahead_device` must outlive them (class_end). */
+static void start_workers(tune_run *run, class_job *job, tsr_ahead_device *ahead_device) {
+    *ahead_device = (tsr_ahead_device){.device = run->dev, .op = job->op, .problem_class = job->problem_class};
+    tsr_ahead_fns fns = tsr_ahead_device_fns(ahead_device);
+    if (tsr_ahead_start(&fns, run->workers, &job->search.ahead) != TSR_SUCCESS) tsr_clear_error();
+}
+
+static void job_init(tune_run *run, class_job *job, const tsr_op *op, int op_index, const tsr_space *space,
+                     const char *problem_class, tsr_tune_result *res) {
+    memset(job, 0, sizeof *job);
+    job->op = op;
+    job->op_index = op_index;
+    job->problem_class = problem_class;
+    job->runner = (tsr_device_runner){.device = run->dev, .op = op};
+    job->res = res;
+    memset(res, 0, sizeof *res);
+    tsr_strlcpy(res->op, op->name, sizeof res->op);
+    tsr_strlcpy(res->problem_class, problem_class, sizeof res->problem_class);
+    tsr_strlcpy(res->unit, op->rate_unit ? op->rate_unit : "GFLOP/s", sizeof res->unit);
+    job->search = (tsr_search){.op = op, .device = run->dev, .space = space,
+                               .backend = tsr_device_backend(&job->runner), .rng = &run->rng,
+                               .max_evaluations = run->opt.budget_evaluations, .log = run->log,
+                               .problem_class = problem_class, .options = &run->opt, .result = res};
+}
+
+static tsr_status run_open(tune_run *run, tsr_device *dev, const tsr_tune_options *opt) {
+    memset(run, 0, sizeof *run);
+    run->dev = dev;
+    run->opt = *opt;
+    run->rng = opt->seed ? opt->seed : (uint64_t)time(NULL) * 2654435761u + 1;
+    run->workers = tsr_ahead_default_workers();
+    if (opt->log_path) {
+        tsr_status st = tsr_open_append(opt->log_path, &run->log);
+        if (st != TSR_SUCCESS) return st;
+    }
+    run->known_db = load_known_entries(opt);
+    return TSR_SUCCESS;
+}
+
+static void run_close(tune_run *run) {
+    cJSON_Delete(run->known_db);
+    if (run->log) fclose(run->log);
+}
+
+/* The op's space: what the options name, else the part the op deems worth it on this device. */
+static tsr_status op_space(tsr_device *dev, const tsr_op *op, const char *restrict_to, tsr_space *space) {
+    if (!restrict_to) restrict_to = op->tuning_space ? op->tuning_space(dev) : NULL;
+    else if (strcmp(restrict_to, "all") == 0) restrict_to = NULL;
+    return tsr_space_make(op, restrict_to, space);
+}
+
 tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options *options, tsr_tune_result *results,
                        size_t max_results, size_t *nresults) {
     tsr_tune_options opt;
     tsr_status st = check_options(op, options, &opt);
     if (st != TSR_SUCCESS) return st;
-    /* By default only the part of the space the op deems worth it on this device; "all": everything. */
-    const char *restrict_to = opt.space;
-    if (!restrict_to) restrict_to = op->tuning_space ? op->tuning_space(dev) : NULL;
-    else if (strcmp(restrict_to, "all") == 0) restrict_to = NULL;
     tsr_space space;
-    TSR_CHECK(st, tsr_space_make(op, restrict_to, &space), done);
+    TSR_CHECK(st, op_space(dev, op, opt.space, &space), done);
     const char *classes[TUNE_MAX_CLASSES];
     int nclasses = 0;
     TSR_CHECK(st, parse_classes(op, opt.classes, classes, &nclasses), done);
@@ -251,70 +401,164 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     TSR_CHECK(st, tsr_op_source_hash_in(dev->kernel_dir, op, hash), done);
     char path[TSR_PATH_MAX];
     if (!opt.dry_run) TSR_CHECK(st, database_path(&opt, path, sizeof path), done);
-    uint64_t rng = opt.seed ? opt.seed : (uint64_t)time(NULL) * 2654435761u + 1;
     tsr_class_outcome *outcomes = calloc((size_t)nclasses, sizeof *outcomes);
-    if (!outcomes) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-    double per_class = opt.budget_seconds / nclasses;
-    FILE *log = NULL;
-    if (opt.log_path) st = tsr_open_append(opt.log_path, &log);
+    class_job *job = calloc(1, sizeof *job);
+    tune_run run;
+    if (!outcomes || !job) {
+        free(outcomes);
+        free(job);
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    st = run_open(&run, dev, &opt);
     if (st != TSR_SUCCESS) {
         free(outcomes);
+        free(job);
         return st;
     }
-    cJSON *known_db = load_known_entries(&opt);
+    double per_class = opt.budget_seconds / nclasses;
     size_t produced = 0;
-    const int workers = tsr_ahead_default_workers();
     for (int c = 0; c < nclasses && st == TSR_SUCCESS; ++c) {
-        tsr_device_runner runner = {.device = dev, .op = op};
-        tsr_search search = {.op = op, .device = dev, .space = &space, .backend = tsr_device_backend(&runner),
-                             .rng = &rng, .class_budget_s = per_class, .max_evaluations = opt.budget_evaluations,
-                             .log = log, .problem_class = classes[c], .options = &opt,
-                             .remaining_after_s = per_class * (nclasses - c - 1)};
-        search.class_start = search.backend.now(search.backend.ctx);
         tsr_tune_result local;
-        tsr_tune_result *res = (results && (size_t)c < max_results) ? &results[c] : &local;
-        memset(res, 0, sizeof *res);
-        tsr_strlcpy(res->op, op->name, sizeof res->op);
-        tsr_strlcpy(res->problem_class, classes[c], sizeof res->problem_class);
-        tsr_strlcpy(res->unit, op->rate_unit ? op->rate_unit : "GFLOP/s", sizeof res->unit);
-        search.result = res;
-        st = tsr_op_tuning_setup(op, dev, classes[c], &runner.ctx);
+        job_init(&run, job, op, 0, &space, classes[c], (results && (size_t)c < max_results) ? &results[c] : &local);
+        st = class_begin(&run, job, per_class, per_class * (nclasses - c - 1));
         if (st != TSR_SUCCESS) break;
-        search.flops = tsr_op_tuning_work(op, runner.ctx);
-        search.tolerance = tsr_op_tuning_tolerance(op, runner.ctx, TUNE_TOLERANCE);
-        tsr_op_tuning_describe(op, runner.ctx, res->problem, sizeof res->problem);
-        /* Candidates' programs stay in memory: storing each in the disk cache would cost more than
-         * building it (PoCL compiles every kernel again for the binary), for programs mostly never
-         * used again. The configuration chosen is built and stored by the first launch that uses it. */
-        pause_cache_store(dev, true);
-        /* Workers compile the candidates the search will ask for next (ahead.c); a pool that
-         * cannot start only means compiling in this thread, as always. */
-        tsr_ahead_device ahead_device = {.device = dev, .op = op, .problem_class = classes[c]};
-        tsr_ahead_fns fns = tsr_ahead_device_fns(&ahead_device);
-        if (tsr_ahead_start(&fns, workers, &search.ahead) != TSR_SUCCESS) tsr_clear_error();
-        search_class(&search, strategies[opt.strategy].run, known_db, hash);
-        tsr_ahead_stats ahead_stats = {0};
-        tsr_ahead_stop(search.ahead, &ahead_stats);
-        search.ahead = NULL;
-        if (log && ahead_stats.submitted)
-            fprintf(log, "{\"op\": \"%s\", \"class\": \"%s\", \"outcome\": \"ahead\", \"workers\": %d, "
-                    "\"submitted\": %d, \"compiled\": %d, \"failed\": %d, \"dropped\": %d, \"used\": %d}\n",
-                    op->name, classes[c], workers, ahead_stats.submitted, ahead_stats.jobs_run,
-                    ahead_stats.jobs_failed, ahead_stats.dropped, search.prepared_hits);
-        pause_cache_store(dev, false);
-        keep_outcome(&search, res, &outcomes[c]);
-        res->seconds = search.backend.now(search.backend.ctx) - search.class_start;
-        tsr_op_tuning_free(op, runner.ctx);
-        tsr_search_free(&search);
+        tsr_ahead_device ahead_device;
+        start_workers(&run, job, &ahead_device);
+        search_class(&job->search, &job->start, strategies[opt.strategy].run, run.known_db, hash);
+        class_end(&run, job);
+        keep_outcome(&job->search, job->res, &outcomes[c]);
+        tsr_search_free(&job->search);
         ++produced;
     }
     if (st == TSR_SUCCESS && !opt.dry_run)
         st = tsr_tuner_save(path, dev, op, strategies[opt.strategy].name, hash, outcomes, (int)produced);
-    cJSON_Delete(known_db);
+    run_close(&run);
     free(outcomes);
-    if (log) fclose(log);
+    free(job);
     if (nresults) *nresults = produced < max_results ? produced : max_results;
 done:
+    return st;
+}
+
+/* ---- every op at once ---- */
+
+#define TUNE_ALL_BUDGET 150 /* seconds, for every op's classes together, when no budget is given */
+#define TUNE_ALL_MAX_OPS 16
+
+static int by_weight_desc(const void *a, const void *b) {
+    const class_job *p = *(class_job *const *)a, *q = *(class_job *const *)b;
+    return (p->weight < q->weight) - (p->weight > q->weight);
+}
+
+/* Every op's classes in one budget. A first pass measures each class's default and the entries
+ * known for it (the built-in ones included) and so learns how far the default is from the best
+ * known; the second pass gives the rest of the budget to the classes in proportion to that gap
+ * (plus a little for every class: a search finds what no entry knows yet), largest first, each
+ * search going on from where its first pass left it (the op's seeds, the strategy, the duel). */
+static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr_tune_result *results,
+                           size_t max_results, size_t *nresults) {
+    tsr_tune_options opt = *options;
+    if (opt.classes)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "classes: name an op to tune some of its classes (every op: all of them)");
+    if (opt.space && strcmp(opt.space, "all") != 0)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "space: name an op to restrict its space (every op: \"all\" or none)");
+    const tsr_op *ops[TUNE_ALL_MAX_OPS];
+    int nops = 0;
+    for (const tsr_op *const *o = tsr_ops; *o && nops < TUNE_ALL_MAX_OPS; ++o)
+        if ((*o)->fixture.setup && (*o)->class_shapes) ops[nops++] = *o;
+    tsr_tune_options op_opt[TUNE_ALL_MAX_OPS];
+    tsr_space *spaces = calloc((size_t)nops, sizeof *spaces);
+    char (*hashes)[17] = calloc((size_t)nops, sizeof *hashes);
+    class_job *jobs = calloc((size_t)nops * TUNE_MAX_CLASSES, sizeof *jobs);
+    class_job **order = calloc((size_t)nops * TUNE_MAX_CLASSES, sizeof *order);
+    tsr_class_outcome *outcomes = calloc((size_t)nops * TUNE_MAX_CLASSES, sizeof *outcomes);
+    tsr_tune_result *own = calloc((size_t)nops * TUNE_MAX_CLASSES, sizeof *own);
+    int first_class[TUNE_ALL_MAX_OPS + 1] = {0};
+    tsr_status st = TSR_SUCCESS;
+    tune_run run;
+    bool run_opened = false;
+    int njobs = 0;
+    if (!spaces || !hashes || !jobs || !order || !outcomes || !own) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    char path[TSR_PATH_MAX];
+    if (!opt.dry_run) TSR_CHECK(st, database_path(&opt, path, sizeof path), done);
+    const double budget = opt.budget_seconds > 0 ? opt.budget_seconds : TUNE_ALL_BUDGET;
+    for (int o = 0; o < nops; ++o) {
+        TSR_CHECK(st, check_options(ops[o], &opt, &op_opt[o]), done);
+        TSR_CHECK(st, op_space(dev, ops[o], opt.space, &spaces[o]), done);
+        TSR_CHECK(st, tsr_op_source_hash_in(dev->kernel_dir, ops[o], hashes[o]), done);
+    }
+    TSR_CHECK(st, run_open(&run, dev, &opt), done);
+    run_opened = true;
+    const double began = tsr_now_s();
+    for (int o = 0; o < nops; ++o) {
+        const char *classes[TUNE_MAX_CLASSES];
+        int n = 0;
+        TSR_CHECK(st, parse_classes(ops[o], NULL, classes, &n), done);
+        first_class[o] = njobs;
+        for (int c = 0; c < n; ++c, ++njobs) job_init(&run, &jobs[njobs], ops[o], o, &spaces[o], classes[c], &own[njobs]);
+    }
+    first_class[nops] = njobs;
+    /* Pass 1: each class's default and known entries. */
+    for (int j = 0; j < njobs && st == TSR_SUCCESS; ++j) {
+        class_job *job = &jobs[j];
+        st = class_begin(&run, job, budget, 0);
+        if (st != TSR_SUCCESS) break;
+        tsr_ahead_device ahead_device;
+        start_workers(&run, job, &ahead_device);
+        start_phase(&job->search, &job->start, run.known_db, hashes[job->op_index], false);
+        class_end(&run, job);
+        const tsr_evaluated *best = tsr_search_best(&job->search);
+        double gain = best && job->start.def_score > 0 ? best->score / job->start.def_score : 2.0;
+        job->weight = fmax(gain - 1.0, 0.0) + 0.05;
+    }
+    /* Pass 2: what is left, by weight, after a reserve for each class's setup and duel. */
+    double weights = 0, reserve = 0;
+    for (int j = 0; j < njobs; ++j) {
+        weights += jobs[j].weight;
+        reserve += jobs[j].setup_s + 1.0;
+        order[j] = &jobs[j];
+    }
+    qsort(order, (size_t)njobs, sizeof *order, by_weight_desc);
+    for (int j = 0; j < njobs && st == TSR_SUCCESS; ++j) {
+        class_job *job = order[j];
+        double left = budget - (tsr_now_s() - began) - reserve;
+        double share = left > 0 ? left * job->weight / weights : 0;
+        weights -= job->weight;
+        reserve -= job->setup_s + 1.0;
+        double after = left > share ? left - share : 0;
+        job->search.options = &op_opt[job->op_index];
+        st = class_begin(&run, job, share + job->setup_s, after); /* (its setup counts in its time) */
+        if (st != TSR_SUCCESS) break;
+        tsr_ahead_device ahead_device;
+        start_workers(&run, job, &ahead_device);
+        search_phase(&job->search, &job->start, strategies[op_opt[job->op_index].strategy].run, true);
+        class_end(&run, job);
+        keep_outcome(&job->search, job->res, &outcomes[job - jobs]);
+    }
+    if (st == TSR_SUCCESS && !opt.dry_run)
+        for (int o = 0; o < nops && st == TSR_SUCCESS; ++o)
+            st = tsr_tuner_save(path, dev, ops[o], strategies[op_opt[o].strategy].name, hashes[o],
+                                &outcomes[first_class[o]], first_class[o + 1] - first_class[o]);
+    if (st == TSR_SUCCESS) {
+        size_t n = 0;
+        for (int j = 0; j < njobs && results && n < max_results; ++j) results[n++] = own[j];
+        if (nresults) *nresults = n;
+    }
+done:
+    if (run_opened) run_close(&run);
+    for (int j = 0; j < njobs; ++j) {
+        if (jobs[j].runner.ctx) tsr_op_tuning_free(jobs[j].op, jobs[j].runner.ctx);
+        tsr_search_free(&jobs[j].search);
+    }
+    free(spaces);
+    free(hashes);
+    free(jobs);
+    free(order);
+    free(outcomes);
+    free(own);
     return st;
 }
 
@@ -323,6 +567,7 @@ tsr_status tsr_tune(tsr_device *dev, const char *op_name, const tsr_tune_options
     tsr_clear_diagnostics();
     if (nresults) *nresults = 0;
     if (!dev || !op_name || !options) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tune: device, op and options must be set");
+    if (strcmp(op_name, "all") == 0) return tune_all(dev, options, results, max_results, nresults);
     const tsr_op *op = tsr_find_op(op_name);
     if (!op) return tsr_fail(TSR_ERR_NOT_FOUND, "no op named '%s'", op_name);
     return tsr_tune_op(dev, op, options, results, max_results, nresults);

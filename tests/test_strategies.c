@@ -639,6 +639,30 @@ static void compiling_ahead_survives_broken_workers(void **state) {
     tsr_search_free(&ahead.search);
 }
 
+/* A duel ends as soon as the medians are clearly apart (a slow candidate against the optimum),
+ * and runs its three rounds when they are not (a configuration against its twin: Z=1 and Z=4
+ * cost the same); either way the faster side wins, as in a full duel. */
+static void duels_end_early_only_when_clear(void **state) {
+    (void)state;
+    run r;
+    memset(&r, 0, sizeof r);
+    search_setup(&r, 1, 0, 1e9);
+    const tsr_config slow = make_config(1, 1, 1), twin_a = make_config(4, 3, 1), twin_b = make_config(4, 3, 4);
+    double g[2], q[2];
+    int before = r.replay.runs;
+    tsr_search_duel(&r.search, &optimum, &slow, g, q);
+    int clear_runs = r.replay.runs - before;
+    assert_true(g[0] > g[1] && q[0] > q[1]);
+    before = r.replay.runs;
+    tsr_search_duel(&r.search, &twin_a, &twin_b, g, q);
+    int close_runs = r.replay.runs - before;
+    assert_true(g[0] > 0 && g[1] > 0);
+    /* each round runs each side for TUNE_MAX_SECONDS / 3 at least: far more runs in three rounds */
+    if (!(clear_runs < close_runs))
+        fail_msg("a clear duel took %d runs, a close one %d: it did not end early", clear_runs, close_runs);
+    assert_true(clear_runs <= 2 * close_runs / 3 + 2);
+}
+
 static void stats_summarize_measurements(void **state) {
     (void)state;
     double odd[] = {5, 1, 4, 2, 3};
@@ -724,6 +748,7 @@ int main(void) {
         cmocka_unit_test(abandoned_and_failed_candidates_score_zero),
         cmocka_unit_test(slower_candidates_stop_early_unvalidated),
         cmocka_unit_test(fast_but_wrong_never_wins),
+        cmocka_unit_test(duels_end_early_only_when_clear),
         cmocka_unit_test(compiling_ahead_changes_no_search),
         cmocka_unit_test(compiling_ahead_stops_cleanly),
         cmocka_unit_test(compiling_ahead_survives_broken_workers),

@@ -208,8 +208,9 @@ void tsr_search_rank(tsr_search *search);
 /* Free what the search allocated. */
 void tsr_search_free(tsr_search *search);
 
-/* Time two configurations in alternation (3 rounds of runs each); fills GFLOP/s from the
- * median and the lower-quartile time of all their runs (0 when either ran too few times). */
+/* Time two configurations in alternation (up to 3 rounds of runs each, fewer once the medians'
+ * confidence intervals are apart); fills GFLOP/s from the median and the lower-quartile time of
+ * all their runs (0 when either ran too few times). */
 void tsr_search_duel(tsr_search *search, const tsr_config *a, const tsr_config *b, double gflops[2],
                      double score[2]);
 

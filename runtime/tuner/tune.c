@@ -121,6 +121,32 @@ static void duel_with_default(tsr_search *search, const tsr_config *def, double 
     }
 }
 
+/* Then, where the device runs an entry today (the database's current one, or the built-in one)
+ * that is neither the pick nor the default and was close enough to be validated, a duel of the
+ * two: the entry keeps its place unless the pick beats it side by side, so a tune never leaves a
+ * class slower than it was. Expects the search ranked. */
+static void duel_with_entry(tsr_search *search, const tsr_config *entry) {
+    tsr_evaluated *seen = search->seen;
+    if (!entry || search->nseen == 0 || !seen[0].validated || memcmp(&seen[0].config, entry, sizeof *entry) == 0)
+        return;
+    int idx = -1;
+    for (int i = 1; i < search->nseen; ++i)
+        if (memcmp(&seen[i].config, entry, sizeof *entry) == 0) idx = i;
+    if (idx < 0 || !seen[idx].validated || seen[idx].score <= 0) return; /* failed, or clearly slower */
+    if (3.0 * 2 * TUNE_MIN_RUNS * search->best_time > search->class_budget_s) return; /* a slow device: as above */
+    double dg[2] = {0, 0}, dq[2] = {0, 0};
+    tsr_search_duel(search, &seen[0].config, entry, dg, dq);
+    if (!(dq[0] > 0 && dq[1] > 0)) return;
+    if (dg[1] >= dg[0]) {
+        tsr_evaluated e = seen[idx];
+        memmove(&seen[1], &seen[0], (size_t)idx * sizeof e);
+        seen[0] = e;
+    }
+    bool entry_won = dg[1] >= dg[0];
+    seen[0].gflops = entry_won ? dg[1] : dg[0];
+    seen[0].score = entry_won ? dq[1] : dq[0];
+}
+
 static void pause_cache_store(tsr_device *dev, bool pause) {
     pthread_mutex_lock(&dev->program_lock);
     dev->cache_store_paused += pause ? 1 : -1;
@@ -246,6 +272,11 @@ static void search_phase(tsr_search *search, class_start *cs, tsr_strategy_fn st
     strategy(search);
     tsr_search_rank(search);
     duel_with_default(search, &cs->def, cs->def_score);
+    for (int i = 0; i < cs->nknown; ++i)
+        if (!cs->known[i].stale) { /* the first current entry: what lookups resolve to now */
+            if (memcmp(&cs->known[i].config, &cs->def, sizeof cs->def) != 0) duel_with_entry(search, &cs->known[i].config);
+            break;
+        }
 }
 
 /* The default, the known entries, the op's seeds and the strategy, then the duel: leaves the

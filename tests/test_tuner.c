@@ -1198,6 +1198,13 @@ static void compiling_ahead_keeps_the_search(void **state) {
         TH_ASSERT_OK(tsr_tune_op(dev, &planted_op, &o, pass == 0 ? with : without, 1, &n));
         assert_int_equal(n, 1);
     }
+    /* not a count of threads: refused, naming the variable, before anything runs */
+    setenv("TSR_TUNE_AHEAD", "two", 1);
+    tsr_tune_options bad = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 2, .classes = "only", .dry_run = true};
+    planted_setups = 0;
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &bad, NULL, 0, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "TSR_TUNE_AHEAD='two'");
+    assert_int_equal(planted_setups, 0);
     unsetenv("TSR_TUNE_AHEAD");
     assert_int_equal(with[0].evaluated, 9);
     assert_int_equal(with[0].evaluated, without[0].evaluated);

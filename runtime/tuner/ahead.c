@@ -171,18 +171,21 @@ void tsr_ahead_stop(tsr_ahead *a, tsr_ahead_stats *stats) {
     free(a);
 }
 
-int tsr_ahead_default_workers(void) {
+tsr_status tsr_ahead_default_workers(int *workers) {
     const char *env = getenv("TSR_TUNE_AHEAD");
     if (env && *env) {
         char *end = NULL;
         long n = strtol(env, &end, 10);
-        if (end && *end == '\0' && n >= 0) return n > TUNE_MAX_AHEAD ? TUNE_MAX_AHEAD : (int)n;
-        tsr_warn("TSR_TUNE_AHEAD='%s' is not a count of threads: compiling ahead with the default", env);
+        if (!(end && *end == '\0' && n >= 0 && n <= 1000))
+            return tsr_fail(TSR_ERR_INVALID_ARG, "TSR_TUNE_AHEAD='%s' is not a count of threads (0 compiles nothing "
+                            "ahead)", env);
+        *workers = n > TUNE_MAX_AHEAD ? TUNE_MAX_AHEAD : (int)n;
+        return TSR_SUCCESS;
     }
     /* One core stays the tuner's (its own candidate compiles there meanwhile). */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cpus < 2) return 0;
-    return cpus - 1 > TUNE_MAX_AHEAD ? TUNE_MAX_AHEAD : (int)(cpus - 1);
+    *workers = cpus < 2 ? 0 : cpus - 1 > TUNE_MAX_AHEAD ? TUNE_MAX_AHEAD : (int)(cpus - 1);
+    return TSR_SUCCESS;
 }
 
 /* ---- the device's workers: a private device and a fixture of the class's problem ---- */

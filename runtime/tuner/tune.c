@@ -82,6 +82,10 @@ static tsr_status database_path(const tsr_tune_options *opt, char *path, size_t 
     return tsr_db_check_writable(path);
 }
 
+static double duel_allowance(const tsr_search *search) {
+    return search->duel_budget_s > 0 ? search->duel_budget_s : search->class_budget_s;
+}
+
 /* Final duel, with warm caches: the best candidate against the default, measured in
  * alternation so both see the same machine. The default wins ties, so a tuned entry differs
  * from the default only when it beats it side by side. Expects the search ranked. */
@@ -96,7 +100,7 @@ static void duel_with_default(tsr_search *search, const tsr_config *def, double 
      * the class's whole budget (a slow device, where a run takes seconds), no duel: the default
      * stays first unless the best was validated and beat it, by lower quartile, by over 10%. */
     double duel_s = 3.0 * 2 * TUNE_MIN_RUNS * (search->best_time > 0 ? search->best_time : 0);
-    if (def_idx > 0 && duel_s > search->class_budget_s) {
+    if (def_idx > 0 && duel_s > duel_allowance(search)) {
         search->result->default_gflops = seen[def_idx].gflops;
         if (seen[def_idx].validated && seen[0].score < 1.1 * seen[def_idx].score) {
             tsr_evaluated d = seen[def_idx];
@@ -133,7 +137,7 @@ static void duel_with_entry(tsr_search *search, const tsr_config *entry) {
     for (int i = 1; i < search->nseen; ++i)
         if (memcmp(&seen[i].config, entry, sizeof *entry) == 0) idx = i;
     if (idx < 0 || !seen[idx].validated || seen[idx].score <= 0) return; /* failed, or clearly slower */
-    if (3.0 * 2 * TUNE_MIN_RUNS * search->best_time > search->class_budget_s) return; /* a slow device: as above */
+    if (3.0 * 2 * TUNE_MIN_RUNS * search->best_time > duel_allowance(search)) return; /* a slow device: as above */
     double dg[2] = {0, 0}, dq[2] = {0, 0};
     tsr_search_duel(search, &seen[0].config, entry, dg, dq);
     if (!(dq[0] > 0 && dq[1] > 0)) return;
@@ -211,6 +215,8 @@ typedef struct class_start {
     start_list list;
 } class_start;
 
+/* With `op_seeds` false (tune all's first pass) the known entries are measured whatever the time
+ * (the evaluation budget still counts): what the device runs today is what a tune must not lose to. */
 static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_db, const char *hash, bool op_seeds) {
     const tsr_op *op = search->op;
     /* The built-in default first: the yardstick, and a start for the guided search. Then the
@@ -237,7 +243,9 @@ static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_
     search->result->default_gflops = cs->def_score;
     search->start = cs->def; /* where annealing starts: the best of the default and the seeds */
     search->start_score = cs->def_score;
-    for (int i = 0; i < cs->nknown && tsr_search_budget_left(search); ++i) {
+    for (int i = 0; i < cs->nknown; ++i) {
+        bool evaluations_left = !search->max_evaluations || search->result->evaluated < search->max_evaluations;
+        if (!(op_seeds ? tsr_search_budget_left(search) : evaluations_left)) break;
         search->seed = cs->known[i].stale ? "stale entry" : "current entry";
         try_start(search, &cs->known[i].config);
         search->result->stale_seeds += cs->known[i].stale;
@@ -397,9 +405,10 @@ static tsr_status run_open(tune_run *run, tsr_device *dev, const tsr_tune_option
     run->dev = dev;
     run->opt = *opt;
     run->rng = opt->seed ? opt->seed : (uint64_t)time(NULL) * 2654435761u + 1;
-    run->workers = tsr_ahead_default_workers();
+    tsr_status st = tsr_ahead_default_workers(&run->workers);
+    if (st != TSR_SUCCESS) return st;
     if (opt->log_path) {
-        tsr_status st = tsr_open_append(opt->log_path, &run->log);
+        st = tsr_open_append(opt->log_path, &run->log);
         if (st != TSR_SUCCESS) return st;
     }
     run->known_db = load_known_entries(opt);
@@ -535,7 +544,7 @@ static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr
     /* Pass 1: each class's default and known entries. */
     for (int j = 0; j < njobs && st == TSR_SUCCESS; ++j) {
         class_job *job = &jobs[j];
-        st = class_begin(&run, job, budget, 0);
+        st = class_begin(&run, job, budget / njobs, 0); /* bounds the timing of slow runs (slow devices) */
         if (st != TSR_SUCCESS) break;
         tsr_ahead_device ahead_device;
         start_workers(&run, job, &ahead_device);
@@ -561,6 +570,8 @@ static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr
         reserve -= job->setup_s + 1.0;
         double after = left > share ? left - share : 0;
         job->search.options = &op_opt[job->op_index];
+        /* a class's duels may cost what an even share of the budget would be, whatever its share */
+        job->search.duel_budget_s = budget / njobs;
         st = class_begin(&run, job, share + job->setup_s, after); /* (its setup counts in its time) */
         if (st != TSR_SUCCESS) break;
         tsr_ahead_device ahead_device;

@@ -111,8 +111,9 @@ void tsr_ahead_idle(tsr_ahead *ahead);
 /* Drop the jobs not started, let the running ones finish, join the threads, free; `stats` may be
  * NULL. Nothing a worker did is ever saved: the tuning database is written by the tuner alone. */
 void tsr_ahead_stop(tsr_ahead *ahead, tsr_ahead_stats *stats);
-/* Threads to use: $TSR_TUNE_AHEAD (0 disables), else one less than the online CPUs. */
-int tsr_ahead_default_workers(void);
+/* Threads to use: $TSR_TUNE_AHEAD (0 disables; not a count: an error naming it), else one less
+ * than the online CPUs (at most TUNE_MAX_AHEAD). */
+tsr_status tsr_ahead_default_workers(int *workers);
 
 /* The tuner's device, op and class, for tsr_ahead_device_fns (must outlive the threads). */
 typedef struct tsr_ahead_device {
@@ -153,6 +154,7 @@ typedef struct tsr_search {
     uint64_t *rng;             /* shared by the classes of one tuning run */
     double class_start;        /* backend clock when the class began */
     double class_budget_s;     /* ends the search at class_start + class_budget_s */
+    double duel_budget_s;      /* what a final duel may cost at most (0: class_budget_s) */
     int max_evaluations;       /* 0: no limit */
     tsr_config start;          /* anneal: where to start (the best of the default and seeds)... */
     double start_score;        /* ...and its score (0: not measured) */

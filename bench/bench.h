@@ -108,6 +108,7 @@ tsr_status bench_attention(tsr_device *device, const bench_options *options, ben
 tsr_status bench_conv2d(tsr_device *device, const bench_options *options, bench_report *report);
 tsr_status bench_layernorm(tsr_device *device, const bench_options *options, bench_report *report);
 tsr_status bench_pool2d(tsr_device *device, const bench_options *options, bench_report *report);
+tsr_status bench_embedding(tsr_device *device, const bench_options *options, bench_report *report);
 
 /* ---- the benchmark registry (registry.c): one entry per `tessera bench OP` ---- */
 

@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """Issue #38's 16-bit targets in one run: `tessera bench OP --dtype D` for GELU, LayerNorm (with its
-residual), GEMM and attention at their default shapes, f16 then bf16, each 16-bit row timed in
+residual), GEMM and attention at their default shapes, and conv2d's ResNet-50 layer classes at
+batch 1 and 8 (`tessera bench conv2d`'s default layers), f16 then bf16, each 16-bit row timed in
 alternation with the same shape in fp32 (GELU's also with the same type's copy kernel), then the
-table of every target with its ratio (and the embedding gather's row, which has no bench: see
-docs/dtypes.md).
+table of every target with its ratio; the embedding gather (`tessera bench embedding`: 16-bit tables
+and output against fp32 tables and output, alternated) at BERT-base's 4096x768.
 
     python3 bench/dtype_targets.py --json docs/data/bench-dtype-pocl.json --table --device cpu
 
 Ratios are of the rows' medians (the rows of a pair are timed in alternation, so both saw the same
 machine; bf16's copy kernel is paired with f16's in the bf16 run); rates:
 GELU elements/s, LayerNorm rows/s, GEMM and attention GFLOP/s, tsr_convert (from fp32) GB/s against
-the fp32 copy kernel's (the byte limit). --quick runs GELU at 16M and
-LayerNorm at 4096x768 only (the issue's headline shapes) with a 1 s budget.
+the fp32 copy kernel's (the byte limit). --quick runs GELU at 16M,
+LayerNorm and the embedding gather at 4096x768 only (the issue's headline shapes) with a 1 s budget.
 """
 import argparse
 import json
@@ -31,11 +32,16 @@ RUNS = [
     ("gemm", ["--sizes", "256,512,1024,2048,512x768x768,512x3072x768,512x768x3072,64@128x128x128", "--no-peers"],
      None),
     ("attention", ["--sizes", "512,2048,4096", "--no-peers"], None),
+    # issue #35 item 6: ResNet-50's layer classes (conv1 7x7/2, 3x3, 3x3/2, 1x1 256->64, 64->256,
+    # 1024->256, 256->1024), batch 1 and 8
+    ("conv2d", ["--sizes", "1,8", "--no-peers"], None),
+    ("embedding", ["--sizes", "4096x768"], ["--sizes", "4096x768"]),
 ]
 
 # Issue #38's targets (AVX-512): 16-bit rate over fp32's
 GELU_16M, GELU_VS_FP32, GELU_VS_COPY = "16777216", 1.7, 0.85
 LN_SHAPE, LN_VS_FP32 = "4096x768 +res", 1.6
+EMB_VS_FP32 = 1.6
 NOT_SLOWER = 0.95
 BF16_COPY_VS_F16 = 0.95
 
@@ -89,6 +95,11 @@ def targets(rows, dtype):
         c32 = find(conv, shape=shape, dtype="")
         out.append(("tsr_convert f32 to %s, GB/s vs the fp32 copy kernel" % dtype, shape,
                     c16["gbps"] / c32["gbps"], NOT_SLOWER))
+    emb = [r for r in rows if r["op"] == "embedding" and r["impl"] == "gather-paired"]
+    for r16 in [r for r in emb if r.get("dtype", "") == dtype]:
+        r32 = find(emb, shape=r16["shape"], dtype="")
+        out.append(("embedding gather (%s tables and y), tokens/s vs fp32" % dtype, r16["shape"],
+                    r32["time_ms"] / r16["time_ms"], EMB_VS_FP32))
     gemm = [r for r in rows if r["op"] == "gemm" and r["impl"] == "tessera"]
     for r16 in [r for r in gemm if r.get("dtype", "") == dtype]:
         r32 = find(gemm, shape=r16["shape"], dtype="")
@@ -98,6 +109,10 @@ def targets(rows, dtype):
         r32 = find(att, shape=r16["shape"], mask=r16.get("mask", ""), impl=r16["impl"], dtype="")
         out.append(("attention %s, GFLOP/s vs fp32" % r16.get("mask", ""), r16["shape"],
                     r16["gflops"] / r32["gflops"], NOT_SLOWER))
+    cv = [r for r in rows if r["op"] == "conv2d" and r.get("variant", "").startswith("paired with")]
+    for r16 in [r for r in cv if r.get("dtype", "") == dtype]:
+        r32 = find(cv, shape=r16["shape"], dtype="")
+        out.append(("conv2d, GFLOP/s vs fp32", r16["shape"], r16["gflops"] / r32["gflops"], NOT_SLOWER))
     return out
 
 
@@ -110,9 +125,6 @@ def copy_targets(rows):
         h = find([r for r in got if r["shape"] == shape], dtype="f16")
         out.append(("bf16", "bf16 copy kernel vs the f16 copy kernel", shape, h["time_ms"] / b["time_ms"],
                     BF16_COPY_VS_F16 if shape == GELU_16M else NOT_SLOWER))
-    # No bench row: tsr_embedding reads fp32 tables whatever y's type (see docs/dtypes.md).
-    for dtype in ("f16", "bf16"):
-        out.append((dtype, "embedding gather vs fp32: not measured (fp32 tables; only y is typed)", "-", None, 1.6))
     return out
 
 
@@ -123,7 +135,7 @@ def main():
     ap.add_argument("--budget", type=float, default=2.0, help="seconds per paired row (default 2)")
     ap.add_argument("--device", help="device selector (default: tessera's default)")
     ap.add_argument("--tessera", default=TESSERA)
-    ap.add_argument("--quick", action="store_true", help="GELU 16M and LayerNorm 4096x768 only, 1 s a pair")
+    ap.add_argument("--quick", action="store_true", help="GELU 16M, LayerNorm and embedding 4096x768 only, 1 s a pair")
     ap.add_argument("--from", dest="saved", help="recompute the table from this script's saved --json, running nothing")
     args = ap.parse_args()
     rows, logs, table = [], [], []

@@ -19,6 +19,8 @@ static const bench_entry registry[] = {
      "--max-unfused: longest L for the unfused pipelines"},
     {"layernorm", bench_layernorm, "ROWSxCOLS shapes (with the residual add)", "512x768,4096x768,4096x1024,16384x384",
      NULL, NULL},
+    {"embedding", bench_embedding, "TOKENSxHIDDEN shapes (BERT-base tables: vocab 30522, 512 positions, 2 types)",
+     "4096x768,16384x768", NULL, NULL},
     {"pool2d", bench_pool2d, "pooling shapes 'NxCxHxW max|avg kK [sS] [pP] [dD] [ceil] [exclude] [nhwc] [DTYPE]'",
      "1x64x112x112 max k3 s2 p1,8x64x112x112 max k3 s2 p1,8x64x112x112 max k3 s2 p1 nhwc,1x2048x7x7 avg k7,"
      "8x2048x7x7 avg k7,8x2048x7x7 avg k7 nhwc",

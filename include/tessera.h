@@ -628,10 +628,12 @@ TSR_API tsr_status tsr_layernorm(tsr_device *device, const tsr_layernorm_desc *d
 
 /* BERT's embedding sum, a gather: for token t < tokens,
  *   y[t][j] = word[ids[t]][j] + position[position_start + t % seq_len][j] + token_type[type_ids[t]][j]
- * for j < hidden. The tables are row-major fp32 with `hidden` values a row: word holds vocab
- * rows at word_offset, position max_positions rows at position_offset, token_type type_vocab
- * rows at token_type_offset. Row t of y starts at y[y_offset + t * y_stride] (y_stride 0:
- * hidden), stored as y_type (0: fp32; the sum is fp32, rounded once). */
+ * for j < hidden. The tables are row-major, all three of table_type (0: fp32; f16 or bf16 are
+ * widened to fp32 in registers) with `hidden` values a row: word holds vocab rows at word_offset,
+ * position max_positions rows at position_offset, token_type type_vocab rows at
+ * token_type_offset (offsets in elements of table_type). Row t of y starts at
+ * y[y_offset + t * y_stride] (y_stride 0: hidden), stored as y_type (0: fp32; the sum is fp32,
+ * rounded once to nearest even). */
 typedef struct tsr_embedding_desc {
     size_t tokens;      /* batch * seq_len rows of y, at least 1 */
     size_t seq_len;     /* positions restart every seq_len tokens; at least 1 */
@@ -642,6 +644,7 @@ typedef struct tsr_embedding_desc {
     size_t position_start; /* the position of each sequence's first token (0 for BERT) */
     size_t word_offset, position_offset, token_type_offset, y_offset, y_stride;
     tsr_dtype y_type;
+    tsr_dtype table_type; /* the three tables' storage type (0: fp32) */
 } tsr_embedding_desc;
 
 /* The gather above. ids (tokens values) and type_ids are HOST arrays, as a tokenizer makes them:
@@ -651,7 +654,8 @@ typedef struct tsr_embedding_desc {
  * tessera owns per device, so the arrays may be reused as soon as the call returns. position and
  * token_type may be NULL: that term is left out (max_positions, type_vocab and their offsets are
  * then not read). type_ids NULL with a token_type table means type 0 for every token. y may not
- * overlap a table; every table and y is checked against its real buffer size. A plain call, not a
+ * overlap a table (compared in bytes, whatever the two types); every table and y is checked
+ * against its real buffer size; an invalid y_type or table_type is TSR_ERR_INVALID_ARG. A plain call, not a
  * tuned op: a gather has nothing worth tuning (one work-item per column slice of a token). */
 TSR_API tsr_status tsr_embedding(tsr_device *device, const tsr_embedding_desc *desc, const int32_t *ids,
                                  const int32_t *type_ids, cl_mem word, cl_mem position, cl_mem token_type, cl_mem y,

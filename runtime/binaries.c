@@ -79,11 +79,13 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
             ++*written;
         }
     }
-    /* tsr_embedding, a plain call outside the table: its program per storage type of y. */
-    for (int y_type = 0; y_type < TSR_DTYPE_COUNT; ++y_type) {
-        if (!chosen[y_type]) continue;
-        char options[32] = "";
-        if (y_type != TSR_F32) snprintf(options, sizeof options, "-DY_TYPE=%d", y_type);
+    /* tsr_embedding, a plain call outside the table: its program per storage type of y and of the
+     * tables. */
+    for (int variant = 0; variant < TSR_DTYPE_COUNT * TSR_DTYPE_COUNT; ++variant) {
+        const int y_type = variant % TSR_DTYPE_COUNT, table_type = variant / TSR_DTYPE_COUNT;
+        if (!chosen[y_type] || !chosen[table_type]) continue;
+        char options[48];
+        tsr_embedding_options_text(y_type, table_type, options, sizeof options);
         TSR_CHECK(status, tsr_program_write_binary(dev, "embedding", options, dir), done);
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "op", "embedding");

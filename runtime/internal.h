@@ -161,7 +161,8 @@ enum tsr_workspace_slot {
     TSR_WS_TEMP0 = 2,  /* temporaries: unfused GELU; attention's transposed K */
     TSR_WS_TEMP1 = 3,  /* temporaries: unfused GELU; unfused attention's scores */
     TSR_WS_CONV_COL = 4, /* conv's im2col column matrices */
-    TSR_WS_IDS = 5,      /* tsr_embedding's token ids, copied from the host: TSR_IDS_SLOTS slots in turn */
+    TSR_WS_CONV_W = 5,   /* conv's 16-bit weights widened to fp32 once per call (the implicit forms) */
+    TSR_WS_IDS = 6,      /* tsr_embedding's token ids, copied from the host: TSR_IDS_SLOTS slots in turn */
     TSR_WORKSPACE_SLOTS = TSR_WS_IDS + TSR_IDS_SLOTS
 };
 
@@ -409,6 +410,8 @@ typedef void (*tsr_options_fn)(const tsr_config *cfg, int variant, char *out, si
 tsr_status tsr_launch_kernels(tsr_device *device, const void *tag, const tsr_config *cfg, int variant, uint32_t extra,
                               const char *source, tsr_options_fn options, const char *const *names,
                               tsr_kernel *kernels[TSR_LAUNCH_KERNELS]);
+/* tsr_embedding's program options for y's and the tables' storage types ("" for fp32 and fp32). */
+void tsr_embedding_options_text(int y_type, int table_type, char *out, size_t size);
 /* How many records the device holds (tests). */
 size_t tsr_launch_count(tsr_device *device);
 

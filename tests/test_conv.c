@@ -988,6 +988,42 @@ static void storage_types_direct(void **state) {
     }
 }
 
+/* 16-bit weights are widened once per call into one fp32 copy in tessera's workspace (the
+ * implicit path): two calls on two queues, enqueued back to back with different weights (and
+ * weight counts) before either finishes, must each compute with their own weights, and a third
+ * call on the first queue reuses the copy after both. */
+static void storage_types_staged_weights(void **state) {
+    (void)state;
+    const tsr_dtype t[2][3] = {{TSR_F16, TSR_F16, TSR_F16}, {TSR_BF16, TSR_BF16, TSR_F32}};
+    const conv_case *cases[2] = {&typed_cases[0], &typed_cases[1]};
+    cl_int err;
+    cl_command_queue q2 = clCreateCommandQueue(tsr_device_context(dev), tsr_device_id(dev), 0, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    cl_command_queue queues[2] = {tsr_device_queue(dev), q2};
+    typed_data d[2];
+    for (int round = 0; round < 2; ++round) {
+        for (int i = 0; i < 2; ++i) {
+            if (round == 0) typed_make(cases[i], t[i], &d[i]);
+            th_poison(d[i].y, cases[i]->off + d[i].ny + GUARD);
+            TH_ASSERT_OK(tsr_upload_typed(dev, d[i].dy, t[i][2], d[i].y, cases[i]->off + d[i].ny + GUARD));
+        }
+        for (int i = 0; i < 2; ++i) {
+            tsr_conv2d_desc desc = typed_desc(cases[i], t[i], TSR_CONV_IMPLICIT);
+            /* round 1: both on the device's queue */
+            TH_ASSERT_OK(conv_bias(dev, &desc, d[i].dx, d[i].dw, cases[i]->bias ? d[i].db : NULL, d[i].dy,
+                                   round ? queues[0] : queues[i], NULL));
+        }
+        clFinish(queues[0]), clFinish(queues[1]);
+        for (int i = 0; i < 2; ++i) {
+            th_read_typed(dev, t[i][2], d[i].dy, d[i].y, cases[i]->off + d[i].ny);
+            double e = tsr_rel_error(d[i].y + cases[i]->off, d[i].ref, d[i].ny), tol = typed_tolerance(cases[i], t[i][2]);
+            if (!(e <= tol)) fail_msg("staged weights, round %d, call %d: relative error %.3e > %.3e", round, i, e, tol);
+        }
+    }
+    typed_free(&d[0]), typed_free(&d[1]);
+    clReleaseCommandQueue(q2);
+}
+
 /* The im2col path: im2col reads x in its type into fp32 column matrices, the GEMM reads them with
  * w and writes y in theirs; the 1x1 case hands x itself to the GEMM in x's type. */
 static void storage_types_im2col(void **state) {
@@ -1143,6 +1179,7 @@ int main(void) {
         cmocka_unit_test(huge_sizes_overflow),
         cmocka_unit_test(storage_types_invalid),
         cmocka_unit_test(storage_types_classes),
+        cmocka_unit_test(storage_types_staged_weights),
 #ifdef TSR_HAVE_CLBLAST
         cmocka_unit_test(matches_clblast),
 #endif

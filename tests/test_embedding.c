@@ -19,7 +19,7 @@ typedef struct emb_case {
     size_t batch, seq_len, hidden, vocab, max_positions, type_vocab, position_start;
     size_t word_off, position_off, type_off, y_off, y_stride;
     bool position, token_type, type_ids;
-    tsr_dtype y_type;
+    tsr_dtype y_type, table_type;
 } emb_case;
 
 static size_t rand_below(size_t n) { return (size_t)th_rand() % n; }
@@ -52,8 +52,13 @@ static void run_case(const emb_case *c) {
         hy[i] = guard_value;
     for (size_t i = 0; i < tokens; ++i)
         th_poison(hy + c->y_off + i * ys, H);
-    cl_mem dw = th_buffer_from(dev, w, nw), dp = p ? th_buffer_from(dev, p, np) : NULL;
-    cl_mem dt = t ? th_buffer_from(dev, t, nt) : NULL, dy = th_buffer_from_typed(dev, c->y_type, hy, ny);
+    const tsr_dtype tt = c->table_type;
+    cl_mem dw = th_buffer_from_typed(dev, tt, w, nw), dp = p ? th_buffer_from_typed(dev, tt, p, np) : NULL;
+    cl_mem dt = t ? th_buffer_from_typed(dev, tt, t, nt) : NULL, dy = th_buffer_from_typed(dev, c->y_type, hy, ny);
+    /* The reference reads the tables as stored: rounded to their type. */
+    th_read_typed(dev, tt, dw, w, nw);
+    if (p) th_read_typed(dev, tt, dp, p, np);
+    if (t) th_read_typed(dev, tt, dt, t, nt);
     const tsr_embedding_desc d = {.tokens = tokens,
                                   .seq_len = c->seq_len,
                                   .hidden = H,
@@ -66,11 +71,13 @@ static void run_case(const emb_case *c) {
                                   .token_type_offset = c->type_off,
                                   .y_offset = c->y_off,
                                   .y_stride = c->y_stride,
-                                  .y_type = c->y_type};
-    char what[200];
-    snprintf(what, sizeof what, "%zu x %zu tokens, hidden %zu, y %s at %zu stride %zu, position %d type %d ids %d",
-             c->batch, c->seq_len, H, tsr_dtype_str(c->y_type), c->y_off, c->y_stride, c->position, c->token_type,
-             c->type_ids);
+                                  .y_type = c->y_type,
+                                  .table_type = tt};
+    char what[220];
+    snprintf(what, sizeof what,
+             "%zu x %zu tokens, hidden %zu, tables %s, y %s at %zu stride %zu, position %d type %d ids %d", c->batch,
+             c->seq_len, H, tsr_dtype_str(tt), tsr_dtype_str(c->y_type), c->y_off, c->y_stride, c->position,
+             c->token_type, c->type_ids);
     int32_t *kept = malloc(tokens * sizeof *kept);
     memcpy(kept, ids, tokens * sizeof *ids);
     cl_event ev = NULL;
@@ -101,6 +108,18 @@ static void run_case(const emb_case *c) {
             if (!(fabs(got - ref) <= bound))
                 fail_msg("%s: y[%zu][%zu] = %.9g, reference %.9g (id %d, error %.3g, bound %.3g)", what, k, j, got, ref,
                          (int)kept[k], fabs(got - ref), bound);
+            /* The store, bit for bit: the fp32 sum in the kernel's order, rounded as the host rounds. */
+            float sum = wr[j];
+            if (pr) sum += pr[j];
+            if (tr) sum += tr[j];
+            float want = sum;
+            if (c->y_type != TSR_F32) {
+                uint16_t bits;
+                TH_ASSERT_OK(tsr_convert_host(TSR_F32, &sum, c->y_type, &bits, 1));
+                TH_ASSERT_OK(tsr_convert_host(c->y_type, &bits, TSR_F32, &want, 1));
+            }
+            if (memcmp(&want, &after[c->y_off + k * ys + j], sizeof want) != 0)
+                fail_msg("%s: y[%zu][%zu] = %a, not the rounded fp32 sum %a", what, k, j, got, (double)want);
         }
     }
     free(ids);
@@ -142,8 +161,9 @@ static void optional_terms_offsets_and_types(void **state) {
     (void)state;
     const tsr_dtype types[] = {TSR_F32, TSR_F16, TSR_BF16};
     for (int mask = 0; mask < 8; ++mask)
-        for (int ty = 0; ty < 3; ++ty) {
-            if (th_small_mode() && ty != mask % 3) continue;
+        for (int combo = 0; combo < 9; ++combo) {
+            const int ty = combo % 3, tt = combo / 3;
+            if (th_small_mode() ? combo != (mask * 4) % 9 : (combo % 4 != mask % 4 && combo != mask)) continue;
             const emb_case c = {.batch = 3,
                                 .seq_len = 6,
                                 .hidden = 33,
@@ -159,7 +179,8 @@ static void optional_terms_offsets_and_types(void **state) {
                                 .position = mask & 1,
                                 .token_type = mask & 2,
                                 .type_ids = mask & 4,
-                                .y_type = types[ty]};
+                                .y_type = types[ty],
+                                .table_type = types[tt]};
             run_case(&c);
         }
 }
@@ -181,7 +202,8 @@ static void random_cases(void **state) {
                       .position = th_rand() & 1,
                       .token_type = th_rand() & 1,
                       .type_ids = th_rand() & 1,
-                      .y_type = types[rand_below(3)]};
+                      .y_type = types[rand_below(3)],
+                      .table_type = types[rand_below(3)]};
         c.position_start = rand_below(5);
         c.max_positions = c.position_start + c.seq_len + rand_below(5);
         c.y_stride = rand_below(2) ? 0 : c.hidden + rand_below(4);
@@ -308,6 +330,23 @@ static void invalid_arguments(void **state) {
     d = ok, d.tokens = 1;
     EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, dw, NULL, NULL), TSR_ERR_INVALID_ARG, "overlaps");
     EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, dt, NULL, NULL), TSR_ERR_INVALID_ARG, "overlaps");
+    /* The tables' type: refused when invalid; sizes and overlaps in bytes across the two types. */
+    d = ok, d.table_type = (tsr_dtype)(TSR_DTYPE_COUNT + 1);
+    EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_INVALID_ARG, "table_type");
+    d = ok, d.table_type = (tsr_dtype)-1;
+    EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, y, NULL, NULL), TSR_ERR_INVALID_ARG, "table_type");
+    cl_mem w16small = th_buffer_typed(dev, TSR_F16, V * H - 1);
+    d = ok, d.table_type = TSR_F16;
+    EXPECT(tsr_embedding(dev, &d, ids, types, w16small, dp, dt, y, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL,
+           "buffer word");
+    /* An f16 word table of V * H halves spans bytes 0 .. 2 V H of dw: an fp32 y from float V H / 2 - 1
+     * overlaps it, from float V H / 2 on it does not. */
+    d = ok, d.table_type = TSR_BF16, d.tokens = 1, d.y_offset = V * H / 2 - 1;
+    EXPECT(tsr_embedding(dev, &d, ids, types, dw, dp, dt, dw, NULL, NULL), TSR_ERR_INVALID_ARG, "overlaps");
+    d.y_offset = V * H / 2;
+    TH_ASSERT_OK(tsr_embedding(dev, &d, ids, types, dw, dp, dt, dw, NULL, NULL));
+    assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
+    clReleaseMemObject(w16small);
 #undef EXPECT
     assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
     th_read(dev, y, after, NY);

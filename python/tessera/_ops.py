@@ -482,8 +482,9 @@ def embedding(ids, word, position=None, token_type=None, *, type_ids=None, posit
     """BERT's embedding sum: out[b, t] = word[ids[b, t]] + position[position_start + t] +
     token_type[type_ids[b, t]] (position, token_type optional; type_ids None: type 0).
     ids and type_ids are host integer arrays [batch, seq] (or [seq]), checked on the host; the
-    tables are fp32 [rows, hidden] (keep them on the device as tessera.Arrays: a NumPy table is
-    uploaded on every call). type_ids need a token_type table, and a position_start other than
+    tables are [rows, hidden] of one storage type: float32, float16 or bfloat16 (ml_dtypes), NumPy
+    arrays or tessera.Arrays (keep them on the device as tessera.Arrays: a NumPy table is uploaded
+    on every call); 16-bit tables are widened and summed in fp32, out is rounded once to out_dtype. type_ids need a token_type table, and a position_start other than
     0 a position table. Returns [batch, seq, hidden] ([seq, hidden] for 1-D ids)."""
     if word is None:
         raise _invalid('embedding: word (the token table) is required, not None')
@@ -502,12 +503,14 @@ def embedding(ids, word, position=None, token_type=None, *, type_ids=None, posit
         tables = []
         for table, role in ((word, 'word'), (position, 'position'), (token_type, 'token_type')):
             op = call.operand(table, role, optional=True)
-            if op is not None and (op.ndim != 2 or op.dtype != np.float32 or
-                                   op.strides != (op.shape[1], 1)):
-                raise _invalid('%s must be a contiguous float32 [rows, hidden] table, not %s %s'
+            if op is not None and (op.ndim != 2 or op.strides != (op.shape[1], 1)):
+                raise _invalid('%s must be a contiguous [rows, hidden] table, not %s %s'
                                % (role, op.dtype, op.shape))
             tables.append(op)
         W, P, T = tables
+        for op, role in ((P, 'position'), (T, 'token_type')):
+            if op is not None and op.dtype != W.dtype:
+                raise _invalid('%s is %s, word %s: the tables share one storage type' % (role, op.dtype, W.dtype))
         hidden = W.shape[1]
         for op, role in ((P, 'position'), (T, 'token_type')):
             if op is not None and op.shape[1] != hidden:
@@ -518,6 +521,7 @@ def embedding(ids, word, position=None, token_type=None, *, type_ids=None, posit
         d.tokens, d.seq_len, d.hidden, d.vocab = host_ids.size, seq, hidden, W.shape[0]
         d.position_start = position_start
         d.word_offset, d.y_offset, d.y_stride, d.y_type = W.offset, Y.offset, y_stride, Y.tsr_type
+        d.table_type = W.tsr_type
         if P is not None:
             d.max_positions, d.position_offset = P.shape[0], P.offset
         if T is not None:

@@ -231,6 +231,35 @@ def test_embedding(device, rng):
         assert words in str(info.value), str(info.value)
 
 
+def test_embedding_16bit_tables(device, rng):
+    # f16 (and bf16 where ml_dtypes is installed) tables, NumPy or on the device, any output type:
+    # the reference sums the stored (rounded) table values in double.
+    table_types = [np.float16]
+    try:
+        import ml_dtypes
+        table_types.append(ml_dtypes.bfloat16)
+    except ImportError:
+        pass
+    vocab, positions, types, hidden = 40, 12, 2, 20
+    ids = rng.integers(0, vocab, (2, 9))
+    type_ids = rng.integers(0, types, (2, 9))
+    for tt in table_types:
+        word = uniform(rng, (vocab, hidden)).astype(tt)
+        pos, typ = uniform(rng, (positions, hidden)).astype(tt), uniform(rng, (types, hidden)).astype(tt)
+        want = (word.astype(np.float64)[ids] + pos.astype(np.float64)[:9] + typ.astype(np.float64)[type_ids])
+        for out_dtype in [np.float32] + table_types:
+            u = 2.0 ** -23 * 3 + (0 if out_dtype == np.float32 else 2.0 ** -(10 if out_dtype == np.float16 else 7))
+            for w, p, t in ((word, pos, typ), tuple(tessera.to_device(a) for a in (word, pos, typ))):
+                got = tessera.embedding(ids, w, p, t, type_ids=type_ids, out_dtype=out_dtype)
+                got = got.get() if isinstance(got, tessera.Array) else got
+                assert got.dtype == np.dtype(out_dtype) and got.shape == (2, 9, hidden)
+                err = np.abs(got.astype(np.float64) - want)
+                assert np.all(err <= u * (np.abs(want) + 6)), (tt, out_dtype, err.max())
+        with pytest.raises(tessera.TesseraError) as info:
+            tessera.embedding(ids, word, pos.astype(np.float32))
+        assert 'one storage type' in str(info.value), str(info.value)
+
+
 def test_leading_dimensions_that_do_not_merge(device, rng):
     buf = tessera.to_device(uniform(rng, (200,)))
     four = buf.view((2, 3, 4, 5), (100, 20, 5, 1))  # batch stride 100 is not 3 * 20

@@ -681,11 +681,44 @@ static bool im2col_accepts(const tsr_device *dev, const void *problem) {
     return p->ws || col_bytes_per_image(p) <= dev->info.max_alloc_bytes;
 }
 
-/* The implicit kernel: the padded-input CPU form (STAGE 2) has its own launch. */
+/* The implicit kernel: the padded-input CPU form (STAGE 2) has its own launch. 16-bit weights
+ * are widened once per call into an fp32 copy in tessera's workspace (tsr_convert's kernel over K Cg
+ * R S elements: small beside the convolution except where the weights outweigh the pixels, as
+ * ResNet-50's 7x7 and 14x14 3x3 layers at batch 1) and the kernel is the fp32-weights
+ * variant, so no tap converts a weight (issue #35: widening at every tap made 16-bit conv2d 2-5x
+ * slower than fp32). Without room for the copy the kernel reads the 16-bit weights itself. */
 static tsr_status launch_implicit(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
                                   cl_event *event) {
-    return cfg->values[P_STAGE] == 2 ? launch_padded(dev, problem, cfg, queue, event)
-                                     : launch_kernel(dev, problem, cfg, true, queue, event);
+    const conv_problem *p = problem;
+    conv_problem q = *p;
+    tsr_status status = TSR_SUCCESS;
+    cl_event last = NULL, prior = NULL;
+    cl_mem wide = NULL;
+    pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
+    if (p->types[1] != TSR_F32 &&
+        tsr_workspace_get(dev, TSR_WS_CONV_W, p->K * p->CRS * sizeof(float), &wide, &prior) == TSR_SUCCESS) {
+        /* its last user (maybe on another queue) must be done with it before the copy is written */
+        if (prior) TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(queue, 1, &prior, NULL), done);
+        TSR_CHECK(status, tsr_convert(dev, p->types[1], p->w, p->w_off, TSR_F32, wide, 0, p->K * p->CRS, queue, NULL),
+                  done);
+        q.w = wide, q.w_off = 0, q.types[1] = TSR_F32;
+    } else {
+        if (p->types[1] != TSR_F32) tsr_clear_diagnostics(); /* no room for the copy is no error */
+        wide = NULL;
+    }
+    status = cfg->values[P_STAGE] == 2 ? launch_padded(dev, &q, cfg, queue, &last)
+                                       : launch_kernel(dev, &q, cfg, true, queue, &last);
+done:
+    if (wide) {
+        if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still read the copy */
+        tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, status == TSR_SUCCESS ? last : NULL);
+    }
+    pthread_mutex_unlock(&dev->lock);
+    if (last) {
+        if (event && status == TSR_SUCCESS) *event = last;
+        else clReleaseEvent(last);
+    }
+    return status;
 }
 
 static tsr_status launch_direct(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,

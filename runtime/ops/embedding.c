@@ -13,7 +13,7 @@ typedef struct embedding_problem {
     size_t y_end;
 } embedding_problem;
 
-/* An fp32 table of `table_rows` x hidden at `offset`: its end, checked against the buffer, and y
+/* A table (of table_type) of `table_rows` x hidden at `offset`: its end, checked against the buffer, and y
  * disjoint from it. */
 #define TABLE_LABEL(name) "embedding: the " name " table's elements" /* a constant: no text per call */
 static tsr_status embedding_check_table(const tsr_device *dev, const embedding_problem *p, cl_mem table,
@@ -23,11 +23,11 @@ static tsr_status embedding_check_table(const tsr_device *dev, const embedding_p
     tsr_status st = TSR_SUCCESS;
     TSR_CHECK(st, tsr_size_mad(what, table_rows, p->d.hidden, 0, &elements), done);
     TSR_CHECK(st, tsr_size_mad(what, elements, 1, offset, &end), done);
-    TSR_CHECK(st, tsr_size_mad(what, end, sizeof(float), 0, &bytes), done);
-    TSR_CHECK(st, tsr_check_buffer_typed(dev, table, name, end, TSR_F32), done);
+    TSR_CHECK(st, tsr_size_mad(what, end, tsr_dtype_size(p->d.table_type), 0, &bytes), done);
+    TSR_CHECK(st, tsr_check_buffer_typed(dev, table, name, end, p->d.table_type), done);
     const size_t y_span = p->y_end - p->d.y_offset;
-    st = tsr_check_disjoint_typed("embedding", table, name, offset, elements, TSR_F32, y, "y", p->d.y_offset, y_span,
-                                  p->d.y_type, false);
+    st = tsr_check_disjoint_typed("embedding", table, name, offset, elements, p->d.table_type, y, "y", p->d.y_offset,
+                                  y_span, p->d.y_type, false);
 done:
     return st;
 }
@@ -41,6 +41,8 @@ static tsr_status embedding_validate(const tsr_device *dev, const tsr_embedding_
     if (!word) return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: buffer word is NULL");
     if (!y) return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: buffer y is NULL");
     tsr_status st = tsr_dtype_check("embedding: y_type", desc->y_type);
+    if (st != TSR_SUCCESS) return st;
+    st = tsr_dtype_check("embedding: table_type", desc->table_type);
     if (st != TSR_SUCCESS) return st;
     const tsr_embedding_desc *d = desc;
     if (d->tokens == 0 || d->seq_len == 0 || d->hidden == 0 || d->vocab == 0)
@@ -103,11 +105,24 @@ done:
 
 static const char embedding_kernels_tag;
 
-/* The program's options for y's type (the record's variant): fp32 adds none. */
-static void embedding_options(const tsr_config *cfg, int y_type, char *out, size_t size) {
+/* The record's variant: y's type and the tables' type in one number. */
+static int embedding_variant(tsr_dtype y_type, tsr_dtype table_type) {
+    return (int)y_type + TSR_DTYPE_COUNT * (int)table_type;
+}
+
+/* The program's options for the variant (y's type, the tables' type): fp32 adds none. binaries.c
+ * writes the same strings (tsr_embedding_options_text). */
+void tsr_embedding_options_text(int y_type, int table_type, char *out, size_t size) {
+    if (!size) return;
+    out[0] = '\0';
+    int used = y_type != TSR_F32 ? snprintf(out, size, "-DY_TYPE=%d", y_type) : 0;
+    if (table_type != TSR_F32 && used >= 0 && (size_t)used < size)
+        snprintf(out + used, size - (size_t)used, "%s-DT_TYPE=%d", used ? " " : "", table_type);
+}
+
+static void embedding_options(const tsr_config *cfg, int variant, char *out, size_t size) {
     (void)cfg;
-    if (y_type != TSR_F32) snprintf(out, size, "-DY_TYPE=%d", y_type);
-    else if (size) out[0] = '\0';
+    tsr_embedding_options_text(variant % TSR_DTYPE_COUNT, variant / TSR_DTYPE_COUNT, out, size);
 }
 
 tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const int32_t *ids, const int32_t *type_ids,
@@ -128,10 +143,10 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     const bool has_type_ids = token_type && type_ids;
     static const char *const names[] = {"embedding", NULL};
     tsr_kernel *cached[TSR_LAUNCH_KERNELS];
-    tsr_config none; /* nothing to tune: the record is keyed by y's type alone */
+    tsr_config none; /* nothing to tune: the record is keyed by y's and the tables' types alone */
     memset(&none, 0, sizeof none);
     TSR_CHECK(status,
-              tsr_launch_kernels(dev, &embedding_kernels_tag, &none, (int)d->y_type, 0, "embedding", embedding_options,
+              tsr_launch_kernels(dev, &embedding_kernels_tag, &none, embedding_variant(d->y_type, d->table_type), 0, "embedding", embedding_options,
                                  names, cached),
               done);
     kernel = cached[0]->kernel;

@@ -171,7 +171,7 @@ void tsr_ahead_stop(tsr_ahead *a, tsr_ahead_stats *stats) {
     free(a);
 }
 
-tsr_status tsr_ahead_default_workers(int *workers) {
+tsr_status tsr_ahead_default_workers(const tsr_device *dev, int *workers) {
     const char *env = getenv("TSR_TUNE_AHEAD");
     if (env && *env) {
         char *end = NULL;
@@ -180,6 +180,14 @@ tsr_status tsr_ahead_default_workers(int *workers) {
             return tsr_fail(TSR_ERR_INVALID_ARG, "TSR_TUNE_AHEAD='%s' is not a count of threads (0 compiles nothing "
                             "ahead)", env);
         *workers = n > TUNE_MAX_AHEAD ? TUNE_MAX_AHEAD : (int)n;
+        return TSR_SUCCESS;
+    }
+    /* By default only where it was measured to pay: PoCL, whose kernel cache (on unless
+     * POCL_KERNEL_CACHE=0) hands what one context compiled to another. Elsewhere a worker's compile
+     * may not reach the tuner's context at all (TSR_TUNE_AHEAD turns it on). */
+    const char *cache = getenv("POCL_KERNEL_CACHE");
+    if (!tsr_contains_nocase(dev->info.platform_name, "Portable Computing Language") || (cache && strcmp(cache, "0") == 0)) {
+        *workers = 0;
         return TSR_SUCCESS;
     }
     /* One core stays the tuner's (its own candidate compiles there meanwhile). */

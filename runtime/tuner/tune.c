@@ -405,7 +405,7 @@ static tsr_status run_open(tune_run *run, tsr_device *dev, const tsr_tune_option
     run->dev = dev;
     run->opt = *opt;
     run->rng = opt->seed ? opt->seed : (uint64_t)time(NULL) * 2654435761u + 1;
-    tsr_status st = tsr_ahead_default_workers(&run->workers);
+    tsr_status st = tsr_ahead_default_workers(dev, &run->workers);
     if (st != TSR_SUCCESS) return st;
     if (opt->log_path) {
         st = tsr_open_append(opt->log_path, &run->log);

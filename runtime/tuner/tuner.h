@@ -111,9 +111,9 @@ void tsr_ahead_idle(tsr_ahead *ahead);
 /* Drop the jobs not started, let the running ones finish, join the threads, free; `stats` may be
  * NULL. Nothing a worker did is ever saved: the tuning database is written by the tuner alone. */
 void tsr_ahead_stop(tsr_ahead *ahead, tsr_ahead_stats *stats);
-/* Threads to use: $TSR_TUNE_AHEAD (0 disables; not a count: an error naming it), else one less
- * than the online CPUs (at most TUNE_MAX_AHEAD). */
-tsr_status tsr_ahead_default_workers(int *workers);
+/* Threads to use: $TSR_TUNE_AHEAD (0 disables; not a count: an error naming it), else on PoCL with
+ * its kernel cache on one less than the online CPUs (at most TUNE_MAX_AHEAD), elsewhere none. */
+tsr_status tsr_ahead_default_workers(const tsr_device *device, int *workers);
 
 /* The tuner's device, op and class, for tsr_ahead_device_fns (must outlive the threads). */
 typedef struct tsr_ahead_device {

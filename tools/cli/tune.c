@@ -268,7 +268,12 @@ static int run_tune(int argc, char **argv) {
 
 static void print_details(FILE *out) {
     char names[256];
-    fprintf(out, "NAME: an op of the runtime's op table (%s), or all.\n", op_names(names, sizeof names));
+    fprintf(out, "NAME: an op of the runtime's op table (%s), or all (the default).\n", op_names(names, sizeof names));
+    fputs("--budget: seconds for the op's classes together (88 by default); for all, for every op's classes\n"
+          "together (150 by default): each class's default and known entries first, then the rest where the\n"
+          "default is furthest from the best known. --evals: per class. TSR_TUNE_AHEAD=N threads compile the\n"
+          "next candidates meanwhile (default on PoCL: one less than the CPUs; 0: none).\n",
+          out);
     fputs("The database is TSR_TUNING_DB, else under XDG_DATA_HOME or HOME; --db names another one.\n", out);
     fputs("--mpi (under mpirun, or alone as a fleet of one; builds with Open MPI only): each rank tunes its\n"
           "--device into a temporary database of its own (never the shared one) and rank 0 imports every\n"

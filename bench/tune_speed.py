@@ -16,7 +16,7 @@ On a shared machine runs differ by 20-40%: compare the two builds within one run
 With --targets it records issue 39's targets in one JSON file instead (only --after is needed):
 
   python3 bench/tune_speed.py --targets --after build/tools/tessera --reference-evals 256 \\
-      --rusticl rusticl --json docs/data/tune-speed-targets.json
+      --rusticl rusticl --json OUT.json
 
   1. the 64-evaluation GEMM `large` tune (anneal, seed 1, cold caches), its wall time and log phases,
      and the same with TSR_TUNE_AHEAD=0 (nothing compiled ahead) for comparison (--no-ablation: not);

@@ -480,9 +480,11 @@ static tsr_status fake_open(void *ctx, void **worker) {
     return f->fail_open ? tsr_fail(TSR_ERR_OPENCL, "fake: no private device") : TSR_SUCCESS;
 }
 
-static tsr_status fake_run(void *ctx, void *worker, const tsr_config *config) {
+static const char fake_scope[] = "the class";
+
+static tsr_status fake_run(void *ctx, void *worker, const void *scope, const tsr_config *config) {
     fake_ahead *f = ctx;
-    assert_true(worker == f);
+    if (worker != f || scope != fake_scope) return tsr_fail(TSR_ERR_INVALID_ARG, "fake: wrong worker or scope");
     pthread_mutex_lock(&f->lock);
     if (f->nran < 512) f->ran[f->nran] = *config;
     f->nran++;
@@ -514,6 +516,7 @@ static void run_strategy_ahead(run *r, tsr_strategy_fn strategy, uint64_t seed, 
     tsr_ahead_fns fns = {.open = fake_open, .run = fake_run, .close = fake_close, .ctx = f};
     TH_ASSERT_OK(tsr_ahead_start(&fns, workers, &r->search.ahead));
     assert_non_null(r->search.ahead);
+    r->search.ahead_scope = fake_scope;
     r->search.start = make_config(1, 0, 1);
     r->search.start_score = tsr_search_evaluate(&r->search, &r->search.start);
     strategy(&r->search);
@@ -586,8 +589,8 @@ static void compiling_ahead_stops_cleanly(void **state) {
     tsr_ahead *a = NULL;
     TH_ASSERT_OK(tsr_ahead_start(&fns, 1, &a));
     const tsr_config jobs[3] = {make_config(1, 0, 1), make_config(2, 0, 1), make_config(4, 0, 1)};
-    tsr_ahead_submit(a, jobs, 3);
-    tsr_ahead_submit(a, jobs, 3); /* again: queued once */
+    tsr_ahead_submit(a, fake_scope, jobs, 3);
+    tsr_ahead_submit(a, fake_scope, jobs, 3); /* again: queued once */
     assert_true(tsr_ahead_submitted(a, &jobs[2]));
     assert_false(tsr_ahead_submitted(a, &optimum));
     for (;;) { /* until the first job runs */
@@ -598,17 +601,26 @@ static void compiling_ahead_stops_cleanly(void **state) {
         sleep_us(1000);
     }
     tsr_ahead_stats stats;
-    tsr_ahead_stop(a, &stats);
+    tsr_ahead_end_scope(a, &stats); /* the class ends: the two queued are dropped, the one running finishes */
     assert_int_equal(stats.submitted, 3);
     assert_int_equal(stats.jobs_run, 1);
     assert_int_equal(stats.dropped, 2);
     assert_int_equal(f.nran, 1);
+    assert_false(tsr_ahead_submitted(a, &jobs[0])); /* a new scope: nothing queued in it yet */
+    /* the next class's jobs run on the same worker, opened once */
+    tsr_ahead_submit(a, fake_scope, &jobs[1], 1);
+    tsr_ahead_idle(a);
+    tsr_ahead_stop(a, &stats);
+    assert_int_equal(stats.submitted, 1);
+    assert_int_equal(stats.jobs_run, 1);
+    assert_int_equal(stats.dropped, 0);
+    assert_int_equal(f.nran, 2);
     assert_int_equal(f.opens, 1);
     assert_int_equal(f.closes, 1);
     /* No workers: nothing started, and every call on the NULL pool does nothing. */
     TH_ASSERT_OK(tsr_ahead_start(&fns, 0, &a));
     assert_null(a);
-    tsr_ahead_submit(a, jobs, 3);
+    tsr_ahead_submit(a, fake_scope, jobs, 3);
     tsr_ahead_idle(a);
     assert_false(tsr_ahead_submitted(a, &jobs[0]));
     tsr_ahead_stop(a, NULL);

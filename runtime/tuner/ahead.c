@@ -18,12 +18,17 @@ typedef struct ahead_worker {
     struct tsr_ahead *owner;
 } ahead_worker;
 
+typedef struct ahead_job {
+    const void *scope;
+    tsr_config config;
+} ahead_job;
+
 struct tsr_ahead {
     tsr_ahead_fns fns;
     pthread_mutex_t lock;
     pthread_cond_t work;   /* a job was queued, or stop */
     pthread_cond_t idle;   /* a job finished */
-    tsr_config *queue;     /* jobs not started, first first */
+    ahead_job *queue;      /* jobs not started, first first */
     int nqueue, capqueue;
     tsr_config *submitted; /* every configuration ever queued, for tsr_ahead_submitted */
     int nsubmitted, capsubmitted;
@@ -43,20 +48,21 @@ static void *worker_main(void *arg) {
     for (;;) {
         while (!a->stop && a->nqueue == 0) pthread_cond_wait(&a->work, &a->lock);
         if (a->stop) break;
-        tsr_config job = a->queue[0];
+        ahead_job job = a->queue[0];
         memmove(&a->queue[0], &a->queue[1], (size_t)(a->nqueue - 1) * sizeof *a->queue);
         a->nqueue--;
         a->running++;
         pthread_mutex_unlock(&a->lock);
-        /* The private device and problem are made by the first job: a tuning run that prepares
-         * nothing never pays for them. A worker that cannot make them drops its jobs (the tuner
-         * then compiles those candidates itself, as without workers). */
+        /* The private state (a device) is made by the first job, and kept for the whole tuning
+         * run (a new OpenCL context costs PoCL a second or so at its first build): a run that
+         * prepares nothing never pays for it. A worker that cannot make it fails its jobs (the
+         * tuner then compiles those candidates itself, as without workers). */
         if (!opened) {
             opened = true;
             usable = a->fns.open(a->fns.ctx, &state) == TSR_SUCCESS;
             if (!usable) tsr_clear_error();
         }
-        bool ran = usable && a->fns.run(a->fns.ctx, state, &job) == TSR_SUCCESS;
+        bool ran = usable && a->fns.run(a->fns.ctx, state, job.scope, &job.config) == TSR_SUCCESS;
         if (!ran) tsr_clear_error(); /* a candidate that fails here fails again, with its message, in the tuner */
         pthread_mutex_lock(&a->lock);
         a->running--;
@@ -101,11 +107,11 @@ tsr_status tsr_ahead_start(const tsr_ahead_fns *fns, int workers, tsr_ahead **ou
 
 int tsr_ahead_workers(const tsr_ahead *a) { return a ? a->nworkers : 0; }
 
-static bool grow(tsr_config **array, int *cap, int need) {
+static bool grow(void **array, int *cap, int need, size_t size) {
     if (need <= *cap) return true;
     int cap2 = *cap ? 2 * *cap : 16;
     while (cap2 < need) cap2 *= 2;
-    tsr_config *grown = realloc(*array, (size_t)cap2 * sizeof *grown);
+    void *grown = realloc(*array, (size_t)cap2 * size);
     if (!grown) return false;
     *array = grown;
     *cap = cap2;
@@ -118,16 +124,16 @@ static bool was_submitted(const tsr_ahead *a, const tsr_config *config) {
     return false;
 }
 
-void tsr_ahead_submit(tsr_ahead *a, const tsr_config *configs, int n) {
+void tsr_ahead_submit(tsr_ahead *a, const void *scope, const tsr_config *configs, int n) {
     if (!a || n <= 0) return;
     pthread_mutex_lock(&a->lock);
     for (int i = 0; i < n && !a->stop; ++i) {
         if (was_submitted(a, &configs[i])) continue;
         /* Out of memory: that configuration is compiled by the tuner itself, as without workers. */
-        if (!grow(&a->queue, &a->capqueue, a->nqueue + 1) ||
-            !grow(&a->submitted, &a->capsubmitted, a->nsubmitted + 1))
+        if (!grow((void **)&a->queue, &a->capqueue, a->nqueue + 1, sizeof *a->queue) ||
+            !grow((void **)&a->submitted, &a->capsubmitted, a->nsubmitted + 1, sizeof *a->submitted))
             break;
-        a->queue[a->nqueue++] = configs[i];
+        a->queue[a->nqueue++] = (ahead_job){.scope = scope, .config = configs[i]};
         a->submitted[a->nsubmitted++] = configs[i];
         a->stats.submitted++;
     }
@@ -150,13 +156,31 @@ void tsr_ahead_idle(tsr_ahead *a) {
     pthread_mutex_unlock(&a->lock);
 }
 
-void tsr_ahead_stop(tsr_ahead *a, tsr_ahead_stats *stats) {
-    if (!a) return;
-    pthread_mutex_lock(&a->lock);
+/* Drop the jobs not started and wait for the running ones (under the lock). */
+static void drain(tsr_ahead *a) {
     /* Jobs not started are dropped; those running finish (a compile cannot be interrupted) and
      * their results stay in the driver's cache, unused. */
     a->stats.dropped += a->nqueue;
     a->nqueue = 0;
+    while (a->running > 0) pthread_cond_wait(&a->idle, &a->lock);
+}
+
+void tsr_ahead_end_scope(tsr_ahead *a, tsr_ahead_stats *stats) {
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!a) return;
+    pthread_mutex_lock(&a->lock);
+    drain(a);
+    if (stats) *stats = a->stats;
+    memset(&a->stats, 0, sizeof a->stats);
+    a->nsubmitted = 0;
+    pthread_mutex_unlock(&a->lock);
+}
+
+void tsr_ahead_stop(tsr_ahead *a, tsr_ahead_stats *stats) {
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!a) return;
+    pthread_mutex_lock(&a->lock);
+    drain(a);
     a->stop = true;
     pthread_cond_broadcast(&a->work);
     pthread_mutex_unlock(&a->lock);
@@ -196,22 +220,25 @@ tsr_status tsr_ahead_default_workers(const tsr_device *dev, int *workers) {
     return TSR_SUCCESS;
 }
 
-/* ---- the device's workers: a private device and a fixture of the class's problem ---- */
+/* ---- the device's workers: a private device, and a fixture of the problem of the class whose
+ * candidate it runs (set up again when the class changes) ---- */
 
 typedef struct device_worker {
     tsr_device *device;
+    const tsr_op *op;  /* whose fixture `fixture` is: this op's... */
+    char problem_class[32]; /* ...class (copies: a scope may be reused for another class) */
     void *fixture;
 } device_worker;
 
 static tsr_status device_open(void *vctx, void **out) {
-    const tsr_ahead_device *d = vctx;
+    tsr_device *tuner = vctx;
     tsr_status status = TSR_SUCCESS;
     cl_int err = CL_SUCCESS;
     device_worker *w = calloc(1, sizeof *w);
     if (!w) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-    cl_context context = clCreateContext(NULL, 1, &d->device->id, NULL, NULL, &err);
+    cl_context context = clCreateContext(NULL, 1, &tuner->id, NULL, NULL, &err);
     TSR_CL_CHECK(status, err, fail);
-    status = tsr_device_wrap(context, d->device->id, NULL, &w->device);
+    status = tsr_device_wrap(context, tuner->id, NULL, &w->device);
     clReleaseContext(context); /* the wrapped device holds its own reference */
     if (status != TSR_SUCCESS) goto fail;
     /* As the tuner's device: nothing stored in the binary cache, programs split as while tuning. */
@@ -219,20 +246,33 @@ static tsr_status device_open(void *vctx, void **out) {
     w->device->cache_store_paused++;
     pthread_mutex_unlock(&w->device->program_lock);
     atomic_fetch_add(&w->device->tuning, 1);
-    TSR_CHECK(status, tsr_op_tuning_setup(d->op, w->device, d->problem_class, &w->fixture), fail);
     *out = w;
     return TSR_SUCCESS;
 fail:
-    if (w->device) tsr_device_close(w->device);
     free(w);
     return status;
 }
 
-static tsr_status device_run_once(void *vctx, void *vworker, const tsr_config *config) {
-    const tsr_ahead_device *d = vctx;
+static void drop_fixture(device_worker *w) {
+    if (w->fixture) tsr_op_tuning_free(w->op, w->fixture);
+    w->fixture = NULL;
+    w->op = NULL;
+}
+
+static tsr_status device_run_once(void *vctx, void *vworker, const void *vscope, const tsr_config *config) {
+    (void)vctx;
     device_worker *w = vworker;
+    const tsr_ahead_device *scope = vscope;
+    /* A scope is one of the tuner's classes: another op or class is another problem. */
+    if (!w->fixture || w->op != scope->op || strcmp(w->problem_class, scope->problem_class) != 0) {
+        drop_fixture(w);
+        tsr_status st = tsr_op_tuning_setup(scope->op, w->device, scope->problem_class, &w->fixture);
+        if (st != TSR_SUCCESS) return st;
+        w->op = scope->op;
+        tsr_strlcpy(w->problem_class, scope->problem_class, sizeof w->problem_class);
+    }
     cl_event first = NULL, last = NULL;
-    tsr_status st = tsr_op_tuning_run(d->op, w->device, w->fixture, config, &first, &last);
+    tsr_status st = tsr_op_tuning_run(scope->op, w->device, w->fixture, config, &first, &last);
     if (st == TSR_SUCCESS && last) {
         cl_int err = clWaitForEvents(1, &last);
         if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clWaitForEvents", __FILE__, __LINE__);
@@ -243,13 +283,13 @@ static tsr_status device_run_once(void *vctx, void *vworker, const tsr_config *c
 }
 
 static void device_close(void *vctx, void *vworker) {
-    const tsr_ahead_device *d = vctx;
+    (void)vctx;
     device_worker *w = vworker;
-    tsr_op_tuning_free(d->op, w->fixture);
+    drop_fixture(w);
     tsr_device_close(w->device);
     free(w);
 }
 
-tsr_ahead_fns tsr_ahead_device_fns(tsr_ahead_device *d) {
-    return (tsr_ahead_fns){.open = device_open, .run = device_run_once, .close = device_close, .ctx = d};
+tsr_ahead_fns tsr_ahead_device_fns(tsr_device *tuner) {
+    return (tsr_ahead_fns){.open = device_open, .run = device_run_once, .close = device_close, .ctx = tuner};
 }

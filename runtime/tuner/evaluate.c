@@ -211,7 +211,7 @@ static bool prepare_ahead(tsr_search *search, const tsr_config *config) {
     if (!search->predict || max <= 0) return false;
     tsr_config next[TUNE_MAX_AHEAD];
     int n = search->predict(search, config, next, max);
-    tsr_ahead_submit(a, next, n);
+    tsr_ahead_submit(a, search->ahead_scope, next, n);
     return false;
 }
 

@@ -323,6 +323,7 @@ typedef struct class_job {
     class_start start;
     double setup_s;            /* the last setup of its problem */
     double weight;             /* tune all: its share of the second pass */
+    tsr_ahead_device scope;    /* its jobs' scope on the workers */
 } class_job;
 
 /* What a run shares across its classes. */
@@ -333,6 +334,9 @@ typedef struct tune_run {
     cJSON *known_db;
     uint64_t rng;
     int workers;
+    /* Workers compile the candidates the searches will ask for next (ahead.c), kept for the whole
+     * run; a pool that cannot start only means compiling in the tuner's thread, as always. */
+    tsr_ahead *ahead;
 } tune_run;
 
 /* Set the class's problem up, and the device for a search (cache stores paused, workers started). */
@@ -357,12 +361,11 @@ static tsr_status class_begin(tune_run *run, class_job *job, double budget_s, do
     return TSR_SUCCESS;
 }
 
-/* Stop the class's workers (before `ahead_device` goes), resume cache stores, free the problem. */
+/* End the class's jobs on the workers, resume cache stores, free the problem. */
 static void class_end(tune_run *run, class_job *job) {
     tsr_search *search = &job->search;
-    tsr_ahead_stats stats = {0};
-    tsr_ahead_stop(search->ahead, &stats);
-    search->ahead = NULL;
+    tsr_ahead_stats stats;
+    tsr_ahead_end_scope(run->ahead, &stats);
     if (run->log && stats.submitted)
         fprintf(run->log, "{\"op\": \"%s\", \"class\": \"%s\", \"outcome\": \"ahead\", \"workers\": %d, "
                 "\"submitted\": %d, \"compiled\": %d, \"failed\": %d, \"dropped\": %d, \"used\": %d}\n",
@@ -374,13 +377,6 @@ static void class_end(tune_run *run, class_job *job) {
     job->runner.ctx = NULL;
 }
 
-/* Workers compile the candidates the search will ask for next (ahead.c); a pool that cannot start
- * only means compiling in this thread, as always. `ahead_device` must outlive them (class_end). */
-static void start_workers(tune_run *run, class_job *job, tsr_ahead_device *ahead_device) {
-    *ahead_device = (tsr_ahead_device){.device = run->dev, .op = job->op, .problem_class = job->problem_class};
-    tsr_ahead_fns fns = tsr_ahead_device_fns(ahead_device);
-    if (tsr_ahead_start(&fns, run->workers, &job->search.ahead) != TSR_SUCCESS) tsr_clear_error();
-}
 
 static void job_init(tune_run *run, class_job *job, const tsr_op *op, int op_index, const tsr_space *space,
                      const char *problem_class, tsr_tune_result *res) {
@@ -394,10 +390,12 @@ static void job_init(tune_run *run, class_job *job, const tsr_op *op, int op_ind
     tsr_strlcpy(res->op, op->name, sizeof res->op);
     tsr_strlcpy(res->problem_class, problem_class, sizeof res->problem_class);
     tsr_strlcpy(res->unit, op->rate_unit ? op->rate_unit : "GFLOP/s", sizeof res->unit);
+    job->scope = (tsr_ahead_device){.op = op, .problem_class = problem_class};
     job->search = (tsr_search){.op = op, .device = run->dev, .space = space,
                                .backend = tsr_device_backend(&job->runner), .rng = &run->rng,
                                .max_evaluations = run->opt.budget_evaluations, .log = run->log,
-                               .problem_class = problem_class, .options = &run->opt, .result = res};
+                               .problem_class = problem_class, .options = &run->opt, .result = res,
+                               .ahead = run->ahead, .ahead_scope = &job->scope};
 }
 
 static tsr_status run_open(tune_run *run, tsr_device *dev, const tsr_tune_options *opt) {
@@ -411,11 +409,15 @@ static tsr_status run_open(tune_run *run, tsr_device *dev, const tsr_tune_option
         st = tsr_open_append(opt->log_path, &run->log);
         if (st != TSR_SUCCESS) return st;
     }
+    tsr_ahead_fns fns = tsr_ahead_device_fns(dev);
+    if (tsr_ahead_start(&fns, run->workers, &run->ahead) != TSR_SUCCESS) tsr_clear_error();
     run->known_db = load_known_entries(opt);
     return TSR_SUCCESS;
 }
 
 static void run_close(tune_run *run) {
+    tsr_ahead_stop(run->ahead, NULL);
+    run->ahead = NULL;
     cJSON_Delete(run->known_db);
     if (run->log) fclose(run->log);
 }
@@ -462,8 +464,6 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         job_init(&run, job, op, 0, &space, classes[c], (results && (size_t)c < max_results) ? &results[c] : &local);
         st = class_begin(&run, job, per_class, per_class * (nclasses - c - 1));
         if (st != TSR_SUCCESS) break;
-        tsr_ahead_device ahead_device;
-        start_workers(&run, job, &ahead_device);
         search_class(&job->search, &job->start, strategies[opt.strategy].run, run.known_db, hash);
         class_end(&run, job);
         keep_outcome(&job->search, job->res, &outcomes[c]);
@@ -546,8 +546,6 @@ static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr
         class_job *job = &jobs[j];
         st = class_begin(&run, job, budget / njobs, 0); /* bounds the timing of slow runs (slow devices) */
         if (st != TSR_SUCCESS) break;
-        tsr_ahead_device ahead_device;
-        start_workers(&run, job, &ahead_device);
         start_phase(&job->search, &job->start, run.known_db, hashes[job->op_index], false);
         class_end(&run, job);
         const tsr_evaluated *best = tsr_search_best(&job->search);
@@ -574,8 +572,6 @@ static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr
         job->search.duel_budget_s = budget / njobs;
         st = class_begin(&run, job, share + job->setup_s, after); /* (its setup counts in its time) */
         if (st != TSR_SUCCESS) break;
-        tsr_ahead_device ahead_device;
-        start_workers(&run, job, &ahead_device);
         search_phase(&job->search, &job->start, strategies[op_opt[job->op_index].strategy].run, true);
         class_end(&run, job);
         keep_outcome(&job->search, job->res, &outcomes[job - jobs]);

@@ -81,12 +81,13 @@ tsr_tune_backend tsr_device_backend(tsr_device_runner *runner);
 
 #define TUNE_MAX_AHEAD 8 /* worker threads at most */
 
-/* What a worker does: open its private state (once, in its thread, at its first job), run one
- * configuration there, close. The device's (tsr_ahead_device_fns) make a private device and a
- * fixture of the class's problem; tests give their own. */
+/* What a worker does: open its private state (once, in its thread, at its first job; kept for the
+ * whole tuning run), run one configuration in a scope (what the tuner gave with it: the device's
+ * workers take a tsr_ahead_device, the class), close. The device's (tsr_ahead_device_fns) make a
+ * private device and, per class, a fixture of its problem; tests give their own. */
 typedef struct tsr_ahead_fns {
     tsr_status (*open)(void *ctx, void **worker);
-    tsr_status (*run)(void *ctx, void *worker, const tsr_config *config);
+    tsr_status (*run)(void *ctx, void *worker, const void *scope, const tsr_config *config);
     void (*close)(void *ctx, void *worker);
     void *ctx;
 } tsr_ahead_fns;
@@ -95,33 +96,37 @@ typedef struct tsr_ahead_stats {
     int submitted;   /* configurations queued */
     int jobs_run;    /* run to the end by a worker */
     int jobs_failed; /* failed there (the tuner meets the failure again, with its message) */
-    int dropped;     /* queued but never started: stopped first */
+    int dropped;     /* queued but never started: the scope ended first */
 } tsr_ahead_stats;
 
 typedef struct tsr_ahead tsr_ahead;
 /* Start `workers` threads (0: *out = NULL, nothing ahead; at most TUNE_MAX_AHEAD). */
 tsr_status tsr_ahead_start(const tsr_ahead_fns *fns, int workers, tsr_ahead **out);
 int tsr_ahead_workers(const tsr_ahead *ahead);
-/* Queue configurations not queued before (returns at once). */
-void tsr_ahead_submit(tsr_ahead *ahead, const tsr_config *configs, int n);
-/* Was the configuration ever queued? */
+/* Queue configurations not queued in this scope before (returns at once); `scope` must stay valid
+ * until tsr_ahead_end_scope. */
+void tsr_ahead_submit(tsr_ahead *ahead, const void *scope, const tsr_config *configs, int n);
+/* Was the configuration queued in this scope? */
 bool tsr_ahead_submitted(tsr_ahead *ahead, const tsr_config *config);
 /* Wait until no job is queued or running: the tuner's thread calls it before it times anything. */
 void tsr_ahead_idle(tsr_ahead *ahead);
-/* Drop the jobs not started, let the running ones finish, join the threads, free; `stats` may be
- * NULL. Nothing a worker did is ever saved: the tuning database is written by the tuner alone. */
+/* The end of a scope (a class): drop the jobs not started, wait for the running ones, hand over
+ * and reset the counts (`stats` may be NULL) and forget what was queued. */
+void tsr_ahead_end_scope(tsr_ahead *ahead, tsr_ahead_stats *stats);
+/* As tsr_ahead_end_scope, then join the threads (each closes its state) and free. Nothing a worker
+ * did is ever saved: the tuning database is written by the tuner alone. */
 void tsr_ahead_stop(tsr_ahead *ahead, tsr_ahead_stats *stats);
 /* Threads to use: $TSR_TUNE_AHEAD (0 disables; not a count: an error naming it), else on PoCL with
  * its kernel cache on one less than the online CPUs (at most TUNE_MAX_AHEAD), elsewhere none. */
 tsr_status tsr_ahead_default_workers(const tsr_device *device, int *workers);
 
-/* The tuner's device, op and class, for tsr_ahead_device_fns (must outlive the threads). */
+/* A class of the tuner's, the scope of the device's workers' jobs. */
 typedef struct tsr_ahead_device {
-    tsr_device *device;
     const tsr_op *op;
     const char *problem_class;
 } tsr_ahead_device;
-tsr_ahead_fns tsr_ahead_device_fns(tsr_ahead_device *device);
+/* Workers with private devices on `tuner`'s OpenCL device (which must outlive them). */
+tsr_ahead_fns tsr_ahead_device_fns(tsr_device *tuner);
 
 /* ---- the search of one problem class (search.c, evaluate.c) ---- */
 
@@ -166,6 +171,7 @@ typedef struct tsr_search {
     const char *seed;          /* while seeds are evaluated, what they are ("stale entry"), for the log */
 
     tsr_ahead *ahead;          /* NULL: nothing compiled ahead */
+    const void *ahead_scope;   /* given with each configuration submitted (the class) */
     tsr_predict_fn predict;    /* set by the strategy (or the driver, for the seeds); NULL: no guesses */
     void *predict_ctx;         /* the strategy's state, for its predict */
     const tsr_config *excluded; /* counted as seen while predicting */

@@ -339,7 +339,7 @@ typedef struct tune_run {
     tsr_ahead *ahead;
 } tune_run;
 
-/* Set the class's problem up, and the device for a search (cache stores paused, workers started). */
+/* Set the class's problem up, and the device for a search (cache stores paused). */
 static tsr_status class_begin(tune_run *run, class_job *job, double budget_s, double remaining_after_s) {
     tsr_device *dev = run->dev;
     tsr_search *search = &job->search;
@@ -352,6 +352,7 @@ static tsr_status class_begin(tune_run *run, class_job *job, double budget_s, do
     search->tolerance = tsr_op_tuning_tolerance(job->op, job->runner.ctx, TUNE_TOLERANCE);
     tsr_op_tuning_describe(job->op, job->runner.ctx, job->res->problem, sizeof job->res->problem);
     search->output_dirty = false; /* a fresh problem: its output is poisoned */
+    search->prepared_hits = 0;    /* counted per pass, as the workers' jobs are */
     search->class_budget_s = budget_s;
     search->remaining_after_s = remaining_after_s;
     /* Candidates' programs stay in memory: storing each in the disk cache would cost more than
@@ -376,7 +377,6 @@ static void class_end(tune_run *run, class_job *job) {
     tsr_op_tuning_free(job->op, job->runner.ctx);
     job->runner.ctx = NULL;
 }
-
 
 static void job_init(tune_run *run, class_job *job, const tsr_op *op, int op_index, const tsr_space *space,
                      const char *problem_class, tsr_tune_result *res) {

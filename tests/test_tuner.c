@@ -1231,6 +1231,25 @@ static void compiling_ahead_keeps_the_search(void **state) {
     free(text);
 }
 
+/* While tuning, GEMM takes its pack kernels from programs keyed by what they read (not from the
+ * candidate's program): the candidates' results still match the reference, fp32 and 16-bit (whose
+ * packs widen), and a launch outside the tune uses the one program as always. */
+static void gemm_candidates_with_shared_packs_are_right(void **state) {
+    (void)state;
+    tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 2, .classes = "medium,medium-f16",
+                          .seed = 9, .dry_run = true, .space = "PACKA=1 PACKB=1 KERNEL=0"};
+    tsr_tune_result r[2];
+    size_t n = 0;
+    TH_ASSERT_OK(tsr_tune(dev, "gemm", &o, r, 2, &n));
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; ++i) {
+        assert_int_equal(r[i].wrong_results, 0);
+        assert_int_equal(r[i].build_failures + r[i].launch_failures, 0);
+        assert_true(r[i].best_gflops > 0);
+        TH_ASSERT_CONTAINS(r[i].best_config, "PACKA=1 PACKB=1");
+    }
+}
+
 /* The child of interrupted_tune_writes_nothing: a real tune, with workers, into `db`. */
 static int child_tunes(const char *db, const char *log) {
     tsr_device *d = NULL;
@@ -1296,6 +1315,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(concurrent_writers_lose_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(builtin_database_is_valid, setup, teardown),
         cmocka_unit_test_setup_teardown(compiling_ahead_keeps_the_search, setup, teardown),
+        cmocka_unit_test_setup_teardown(gemm_candidates_with_shared_packs_are_right, setup, teardown),
         cmocka_unit_test_setup_teardown(interrupted_tune_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(builtin_entries_for_this_device_are_current, setup, teardown),
         cmocka_unit_test_setup_teardown(checksum_guards_entries, setup, teardown),

@@ -19,7 +19,7 @@ typedef struct ahead_worker {
 } ahead_worker;
 
 typedef struct ahead_job {
-    const void *scope;
+    tsr_ahead_device scope; /* a copy: the tuner may reuse its own for the next class meanwhile */
     tsr_config config;
 } ahead_job;
 
@@ -62,7 +62,7 @@ static void *worker_main(void *arg) {
             usable = a->fns.open(a->fns.ctx, &state) == TSR_SUCCESS;
             if (!usable) tsr_clear_error();
         }
-        bool ran = usable && a->fns.run(a->fns.ctx, state, job.scope, &job.config) == TSR_SUCCESS;
+        bool ran = usable && a->fns.run(a->fns.ctx, state, &job.scope, &job.config) == TSR_SUCCESS;
         if (!ran) tsr_clear_error(); /* a candidate that fails here fails again, with its message, in the tuner */
         pthread_mutex_lock(&a->lock);
         a->running--;
@@ -124,7 +124,7 @@ static bool was_submitted(const tsr_ahead *a, const tsr_config *config) {
     return false;
 }
 
-void tsr_ahead_submit(tsr_ahead *a, const void *scope, const tsr_config *configs, int n) {
+void tsr_ahead_submit(tsr_ahead *a, const tsr_ahead_device *scope, const tsr_config *configs, int n) {
     if (!a || n <= 0) return;
     pthread_mutex_lock(&a->lock);
     for (int i = 0; i < n && !a->stop; ++i) {
@@ -133,7 +133,7 @@ void tsr_ahead_submit(tsr_ahead *a, const void *scope, const tsr_config *configs
         if (!grow((void **)&a->queue, &a->capqueue, a->nqueue + 1, sizeof *a->queue) ||
             !grow((void **)&a->submitted, &a->capsubmitted, a->nsubmitted + 1, sizeof *a->submitted))
             break;
-        a->queue[a->nqueue++] = (ahead_job){.scope = scope, .config = configs[i]};
+        a->queue[a->nqueue++] = (ahead_job){.scope = *scope, .config = configs[i]};
         a->submitted[a->nsubmitted++] = configs[i];
         a->stats.submitted++;
     }
@@ -156,21 +156,17 @@ void tsr_ahead_idle(tsr_ahead *a) {
     pthread_mutex_unlock(&a->lock);
 }
 
-/* Drop the jobs not started and wait for the running ones (under the lock). */
-static void drain(tsr_ahead *a) {
-    /* Jobs not started are dropped; those running finish (a compile cannot be interrupted) and
-     * their results stay in the driver's cache, unused. */
-    a->stats.dropped += a->nqueue;
-    a->nqueue = 0;
-    while (a->running > 0) pthread_cond_wait(&a->idle, &a->lock);
-}
-
 void tsr_ahead_end_scope(tsr_ahead *a, tsr_ahead_stats *stats) {
     if (stats) memset(stats, 0, sizeof *stats);
     if (!a) return;
     pthread_mutex_lock(&a->lock);
-    drain(a);
-    if (stats) *stats = a->stats;
+    /* Jobs not started are dropped. A running one is not waited for (a compile cannot be
+     * interrupted, and the tuner has the next class's setup and first compile to do meanwhile; it
+     * waits before it times anything, tsr_ahead_idle): it finishes, its result stays in the
+     * driver's cache, unused, and it counts in the next scope's numbers. */
+    a->stats.dropped += a->nqueue;
+    a->nqueue = 0;
+    if (stats) *stats = a->stats, stats->running = a->running;
     memset(&a->stats, 0, sizeof a->stats);
     a->nsubmitted = 0;
     pthread_mutex_unlock(&a->lock);
@@ -180,7 +176,10 @@ void tsr_ahead_stop(tsr_ahead *a, tsr_ahead_stats *stats) {
     if (stats) memset(stats, 0, sizeof *stats);
     if (!a) return;
     pthread_mutex_lock(&a->lock);
-    drain(a);
+    /* as at a scope's end, and then the running jobs finish before the threads are joined */
+    a->stats.dropped += a->nqueue;
+    a->nqueue = 0;
+    while (a->running > 0) pthread_cond_wait(&a->idle, &a->lock);
     a->stop = true;
     pthread_cond_broadcast(&a->work);
     pthread_mutex_unlock(&a->lock);
@@ -259,10 +258,9 @@ static void drop_fixture(device_worker *w) {
     w->op = NULL;
 }
 
-static tsr_status device_run_once(void *vctx, void *vworker, const void *vscope, const tsr_config *config) {
+static tsr_status device_run_once(void *vctx, void *vworker, const tsr_ahead_device *scope, const tsr_config *config) {
     (void)vctx;
     device_worker *w = vworker;
-    const tsr_ahead_device *scope = vscope;
     /* A scope is one of the tuner's classes: another op or class is another problem. */
     if (!w->fixture || w->op != scope->op || strcmp(w->problem_class, scope->problem_class) != 0) {
         drop_fixture(w);

@@ -208,6 +208,12 @@ static bool prepare_ahead(tsr_search *search, const tsr_config *config) {
     int max = tsr_ahead_workers(a);
     if (search->max_evaluations && search->max_evaluations - search->result->evaluated < max)
         max = search->max_evaluations - search->result->evaluated;
+    /* ...nor more than the class's time is likely to reach: none once less than two evaluations'
+     * worth of it is left (by the average so far), so that a budget's end wastes no compile */
+    int done = search->result->evaluated - 1 - search->evaluated_at_start;
+    double now = search->backend.now(search->backend.ctx);
+    if (done > 0 && search->class_start + search->class_budget_s - now < 2 * (now - search->class_start) / done)
+        max = 0;
     if (!search->predict || max <= 0) return false;
     tsr_config next[TUNE_MAX_AHEAD];
     int n = search->predict(search, config, next, max);

@@ -129,7 +129,7 @@ static void duel_with_default(tsr_search *search, const tsr_config *def, double 
  * that is neither the pick nor the default and was close enough to be validated, a duel of the
  * two: the entry keeps its place unless the pick beats it side by side, so a tune never leaves a
  * class slower than it was. Expects the search ranked. */
-static void duel_with_entry(tsr_search *search, const tsr_config *entry) {
+static void duel_with_entry(tsr_search *search, const tsr_config *entry, const tsr_config *def) {
     tsr_evaluated *seen = search->seen;
     if (!entry || search->nseen == 0 || !seen[0].validated || memcmp(&seen[0].config, entry, sizeof *entry) == 0)
         return;
@@ -141,6 +141,8 @@ static void duel_with_entry(tsr_search *search, const tsr_config *entry) {
     double dg[2] = {0, 0}, dq[2] = {0, 0};
     tsr_search_duel(search, &seen[0].config, entry, dg, dq);
     if (!(dq[0] > 0 && dq[1] > 0)) return;
+    /* the default kept its place in the first duel: its rate beside the entry's is the yardstick */
+    if (memcmp(&seen[0].config, def, sizeof *def) == 0) search->result->default_gflops = dg[0];
     if (dg[1] >= dg[0]) {
         tsr_evaluated e = seen[idx];
         memmove(&seen[1], &seen[0], (size_t)idx * sizeof e);
@@ -282,7 +284,7 @@ static void search_phase(tsr_search *search, class_start *cs, tsr_strategy_fn st
     duel_with_default(search, &cs->def, cs->def_score);
     for (int i = 0; i < cs->nknown; ++i)
         if (!cs->known[i].stale) { /* the first current entry: what lookups resolve to now */
-            if (memcmp(&cs->known[i].config, &cs->def, sizeof cs->def) != 0) duel_with_entry(search, &cs->known[i].config);
+            if (memcmp(&cs->known[i].config, &cs->def, sizeof cs->def) != 0) duel_with_entry(search, &cs->known[i].config, &cs->def);
             break;
         }
 }
@@ -353,6 +355,7 @@ static tsr_status class_begin(tune_run *run, class_job *job, double budget_s, do
     tsr_op_tuning_describe(job->op, job->runner.ctx, job->res->problem, sizeof job->res->problem);
     search->output_dirty = false; /* a fresh problem: its output is poisoned */
     search->prepared_hits = 0;    /* counted per pass, as the workers' jobs are */
+    search->evaluated_at_start = job->res->evaluated;
     search->class_budget_s = budget_s;
     search->remaining_after_s = remaining_after_s;
     /* Candidates' programs stay in memory: storing each in the disk cache would cost more than

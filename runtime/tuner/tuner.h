@@ -81,13 +81,20 @@ tsr_tune_backend tsr_device_backend(tsr_device_runner *runner);
 
 #define TUNE_MAX_AHEAD 8 /* worker threads at most */
 
+/* The scope of a worker's job: the tuner's class (`problem_class` from tsr_op_class_list, which
+ * lives as long as the process). Jobs keep a copy. */
+typedef struct tsr_ahead_device {
+    const tsr_op *op;
+    const char *problem_class;
+} tsr_ahead_device;
+
 /* What a worker does: open its private state (once, in its thread, at its first job; kept for the
  * whole tuning run), run one configuration in a scope (what the tuner gave with it: the device's
  * workers take a tsr_ahead_device, the class), close. The device's (tsr_ahead_device_fns) make a
  * private device and, per class, a fixture of its problem; tests give their own. */
 typedef struct tsr_ahead_fns {
     tsr_status (*open)(void *ctx, void **worker);
-    tsr_status (*run)(void *ctx, void *worker, const void *scope, const tsr_config *config);
+    tsr_status (*run)(void *ctx, void *worker, const tsr_ahead_device *scope, const tsr_config *config);
     void (*close)(void *ctx, void *worker);
     void *ctx;
 } tsr_ahead_fns;
@@ -97,34 +104,29 @@ typedef struct tsr_ahead_stats {
     int jobs_run;    /* run to the end by a worker */
     int jobs_failed; /* failed there (the tuner meets the failure again, with its message) */
     int dropped;     /* queued but never started: the scope ended first */
+    int running;     /* still running when the scope ended (they count in the next one) */
 } tsr_ahead_stats;
 
 typedef struct tsr_ahead tsr_ahead;
 /* Start `workers` threads (0: *out = NULL, nothing ahead; at most TUNE_MAX_AHEAD). */
 tsr_status tsr_ahead_start(const tsr_ahead_fns *fns, int workers, tsr_ahead **out);
 int tsr_ahead_workers(const tsr_ahead *ahead);
-/* Queue configurations not queued in this scope before (returns at once); `scope` must stay valid
- * until tsr_ahead_end_scope. */
-void tsr_ahead_submit(tsr_ahead *ahead, const void *scope, const tsr_config *configs, int n);
+/* Queue configurations not queued in this scope before (returns at once). */
+void tsr_ahead_submit(tsr_ahead *ahead, const tsr_ahead_device *scope, const tsr_config *configs, int n);
 /* Was the configuration queued in this scope? */
 bool tsr_ahead_submitted(tsr_ahead *ahead, const tsr_config *config);
 /* Wait until no job is queued or running: the tuner's thread calls it before it times anything. */
 void tsr_ahead_idle(tsr_ahead *ahead);
-/* The end of a scope (a class): drop the jobs not started, wait for the running ones, hand over
- * and reset the counts (`stats` may be NULL) and forget what was queued. */
+/* The end of a scope (a class): drop the jobs not started (running ones go on), hand over and
+ * reset the counts (`stats` may be NULL) and forget what was queued. */
 void tsr_ahead_end_scope(tsr_ahead *ahead, tsr_ahead_stats *stats);
-/* As tsr_ahead_end_scope, then join the threads (each closes its state) and free. Nothing a worker
- * did is ever saved: the tuning database is written by the tuner alone. */
+/* Drop the jobs not started, wait for the running ones, join the threads (each closes its state)
+ * and free. Nothing a worker did is ever saved: the tuning database is written by the tuner alone. */
 void tsr_ahead_stop(tsr_ahead *ahead, tsr_ahead_stats *stats);
 /* Threads to use: $TSR_TUNE_AHEAD (0 disables; not a count: an error naming it), else on PoCL with
  * its kernel cache on one less than the online CPUs (at most TUNE_MAX_AHEAD), elsewhere none. */
 tsr_status tsr_ahead_default_workers(const tsr_device *device, int *workers);
 
-/* A class of the tuner's, the scope of the device's workers' jobs. */
-typedef struct tsr_ahead_device {
-    const tsr_op *op;
-    const char *problem_class;
-} tsr_ahead_device;
 /* Workers with private devices on `tuner`'s OpenCL device (which must outlive them). */
 tsr_ahead_fns tsr_ahead_device_fns(tsr_device *tuner);
 
@@ -160,6 +162,7 @@ typedef struct tsr_search {
     double class_start;        /* backend clock when the class began */
     double class_budget_s;     /* ends the search at class_start + class_budget_s */
     double duel_budget_s;      /* what a final duel may cost at most (0: class_budget_s) */
+    int evaluated_at_start;    /* result->evaluated at class_start (a class may be searched in two passes) */
     int max_evaluations;       /* 0: no limit */
     tsr_config start;          /* anneal: where to start (the best of the default and seeds)... */
     double start_score;        /* ...and its score (0: not measured) */
@@ -171,7 +174,7 @@ typedef struct tsr_search {
     const char *seed;          /* while seeds are evaluated, what they are ("stale entry"), for the log */
 
     tsr_ahead *ahead;          /* NULL: nothing compiled ahead */
-    const void *ahead_scope;   /* given with each configuration submitted (the class) */
+    const tsr_ahead_device *ahead_scope; /* given with each configuration submitted (the class) */
     tsr_predict_fn predict;    /* set by the strategy (or the driver, for the seeds); NULL: no guesses */
     void *predict_ctx;         /* the strategy's state, for its predict */
     const tsr_config *excluded; /* counted as seen while predicting */

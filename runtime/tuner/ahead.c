@@ -213,8 +213,13 @@ tsr_status tsr_ahead_default_workers(const tsr_device *dev, int *workers) {
         *workers = 0;
         return TSR_SUCCESS;
     }
-    /* One core stays the tuner's (its own candidate compiles there meanwhile). */
+    /* One core stays the tuner's (its own candidate compiles there meanwhile), and the others only
+     * where they are idle: on a machine already busy (the last minute's load average within half a
+     * core of the CPU count) a worker's compile takes the core the tuner's own compile needs, and
+     * a budgeted tune measured fewer candidates with workers than without (docs/tuning.md). */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    double load[1] = {0};
+    if (getloadavg(load, 1) == 1 && load[0] > (double)cpus - 0.5) cpus = 1;
     *workers = cpus < 2 ? 0 : cpus - 1 > TUNE_MAX_AHEAD ? TUNE_MAX_AHEAD : (int)(cpus - 1);
     return TSR_SUCCESS;
 }

@@ -124,7 +124,8 @@ void tsr_ahead_end_scope(tsr_ahead *ahead, tsr_ahead_stats *stats);
  * and free. Nothing a worker did is ever saved: the tuning database is written by the tuner alone. */
 void tsr_ahead_stop(tsr_ahead *ahead, tsr_ahead_stats *stats);
 /* Threads to use: $TSR_TUNE_AHEAD (0 disables; not a count: an error naming it), else on PoCL with
- * its kernel cache on one less than the online CPUs (at most TUNE_MAX_AHEAD), elsewhere none. */
+ * its kernel cache on one less than the online CPUs (at most TUNE_MAX_AHEAD) unless the machine is
+ * already busy (load average within half a core of the CPU count), elsewhere none. */
 tsr_status tsr_ahead_default_workers(const tsr_device *device, int *workers);
 
 /* Workers with private devices on `tuner`'s OpenCL device (which must outlive them). */

@@ -920,6 +920,15 @@ typedef struct tsr_tune_result {
 TSR_API tsr_status tsr_tune(tsr_device *device, const char *op, const tsr_tune_options *options,
                             tsr_tune_result *results, size_t max_results, size_t *nresults);
 
+/* The far end of compiling ahead in another process: `tessera tune` sets $TSR_TUNE_WORKER to itself
+ * and starts `tessera tune-worker --device P:D --fd N` children that call this. It writes "ready
+ * <platform>\t<device>" on `fd`, then for each line "<op>\t<class>\t<configuration>" read there runs
+ * that candidate once on `device` (so that the driver compiles it into its kernel cache; nothing is
+ * timed or stored) and answers "ok" or "fail <message>", until the end of input (TSR_SUCCESS). It
+ * ignores SIGPIPE for the rest of the process. Set TSR_TUNE_WORKER to such an executable to give
+ * tsr_tune process workers from other programs (docs/tuning.md). */
+TSR_API tsr_status tsr_tune_serve(tsr_device *device, int fd);
+
 /* The database path in use: $TSR_TUNING_DB, else $XDG_DATA_HOME/tessera/tuning.json,
  * else ~/.local/share/tessera/tuning.json. */
 TSR_API tsr_status tsr_tuning_db_path(char *path, size_t size);

@@ -8,11 +8,13 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1182,6 +1184,66 @@ static void class_lists_are_not_truncated(void **state) {
 
 /* ---- compiling ahead on the device ---- */
 
+/* tsr_tune_serve, the far end of a process worker, over a socket: it says which device it opened,
+ * runs a valid request, answers bad ones with "fail" and a reason (and goes on), and returns at the
+ * end of input; bad arguments are refused. */
+typedef struct serve_arg {
+    int fd;
+    tsr_status st;
+} serve_arg;
+
+static void *serve_thread(void *p) {
+    serve_arg *a = p;
+    a->st = tsr_tune_serve(dev, a->fd);
+    return NULL;
+}
+
+static void serve_line(int fd, char *line, size_t size) {
+    size_t used = 0;
+    char c;
+    while (used + 1 < size && read(fd, &c, 1) == 1 && c != '\n') line[used++] = c;
+    line[used] = '\0';
+}
+
+static void tune_serve_answers_requests(void **state) {
+    (void)state;
+    TH_ASSERT_STATUS(tsr_tune_serve(NULL, 3), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_tune_serve(dev, -1), TSR_ERR_INVALID_ARG);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    serve_arg arg = {.fd = sv[1], .st = TSR_ERR_OPENCL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, serve_thread, &arg), 0);
+    char line[1024], want[700], request[600];
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    snprintf(want, sizeof want, "ready %s\t%s", info->platform_name, info->name);
+    serve_line(sv[0], line, sizeof line);
+    assert_string_equal(line, want);
+    tsr_config_info ci;
+    TH_ASSERT_OK(tsr_config_lookup(dev, "gelu", "small", &ci));
+    static const char *bad[][2] = {{"nosuchop\tsmall\tVW=4\n", "no op 'nosuchop'"},
+                                   {"gelu small VW=4\n", "<op>\\t<class>"},
+                                   {"gelu\tsmall\tNOSUCH=3\n", "NOSUCH"},
+                                   {"gelu\tnosuchclass\t%s\n", "nosuchclass"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        snprintf(request, sizeof request, bad[i][0], ci.config);
+        assert_int_equal(write(sv[0], request, strlen(request)), (ssize_t)strlen(request));
+        serve_line(sv[0], line, sizeof line);
+        if (strncmp(line, "fail ", 5) != 0 || !strstr(line, bad[i][1]))
+            fail_msg("request %zu: answer '%s', expected a failure naming '%s'", i, line, bad[i][1]);
+    }
+    snprintf(request, sizeof request, "gelu\tsmall\t%s\n", ci.config);
+    for (int twice = 0; twice < 2; ++twice) { /* the second reuses the class's fixture */
+        assert_int_equal(write(sv[0], request, strlen(request)), (ssize_t)strlen(request));
+        serve_line(sv[0], line, sizeof line);
+        assert_string_equal(line, "ok");
+    }
+    close(sv[0]); /* the end of input ends it */
+    pthread_join(t, NULL);
+    TH_ASSERT_OK(arg.st);
+    close(sv[1]);
+}
+
 /* Workers compile what the search asks for next on private devices: the planted op's candidates
  * that do not build fail there too, and the search is the one without workers (random search's
  * guesses are exact: of each three draws the workers compiled two). */
@@ -1315,6 +1377,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(concurrent_writers_lose_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(builtin_database_is_valid, setup, teardown),
         cmocka_unit_test_setup_teardown(compiling_ahead_keeps_the_search, setup, teardown),
+        cmocka_unit_test_setup_teardown(tune_serve_answers_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(gemm_candidates_with_shared_packs_are_right, setup, teardown),
         cmocka_unit_test_setup_teardown(interrupted_tune_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(builtin_entries_for_this_device_are_current, setup, teardown),

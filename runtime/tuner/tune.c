@@ -324,6 +324,7 @@ typedef struct class_job {
     tsr_tune_result *res;
     class_start start;
     double setup_s;            /* the last setup of its problem */
+    bool unreached;            /* tune all: the budget ran out before its first pass */
     double weight;             /* tune all: its share of the second pass */
     tsr_ahead_device scope;    /* its jobs' scope on the workers */
 } class_job;
@@ -339,6 +340,7 @@ typedef struct tune_run {
     /* Workers compile the candidates the searches will ask for next (ahead.c), kept for the whole
      * run; a pool that cannot start only means compiling in the tuner's thread, as always. */
     tsr_ahead *ahead;
+    void *ahead_ctx; /* the process workers' context (tsr_ahead_process_fns), or NULL */
 } tune_run;
 
 /* Set the class's problem up, and the device for a search (cache stores paused). */
@@ -372,9 +374,10 @@ static void class_end(tune_run *run, class_job *job) {
     tsr_ahead_end_scope(run->ahead, &stats);
     if (run->log && stats.submitted)
         fprintf(run->log, "{\"op\": \"%s\", \"class\": \"%s\", \"outcome\": \"ahead\", \"workers\": %d, "
-                "\"submitted\": %d, \"compiled\": %d, \"failed\": %d, \"dropped\": %d, \"used\": %d}\n",
+                "\"submitted\": %d, \"compiled\": %d, \"failed\": %d, \"dropped\": %d, \"used\": %d, "
+                "\"in\": \"%s\"}\n",
                 job->op->name, job->problem_class, run->workers, stats.submitted, stats.jobs_run, stats.jobs_failed,
-                stats.dropped, search->prepared_hits);
+                stats.dropped, search->prepared_hits, run->ahead_ctx ? "processes" : "threads");
     pause_cache_store(run->dev, false);
     job->res->seconds += search->backend.now(search->backend.ctx) - search->class_start;
     tsr_op_tuning_free(job->op, job->runner.ctx);
@@ -412,7 +415,8 @@ static tsr_status run_open(tune_run *run, tsr_device *dev, const tsr_tune_option
         st = tsr_open_append(opt->log_path, &run->log);
         if (st != TSR_SUCCESS) return st;
     }
-    tsr_ahead_fns fns = tsr_ahead_device_fns(dev);
+    tsr_ahead_fns fns;
+    if (!run->workers || !tsr_ahead_process_fns(dev, &fns, &run->ahead_ctx)) fns = tsr_ahead_device_fns(dev);
     if (tsr_ahead_start(&fns, run->workers, &run->ahead) != TSR_SUCCESS) tsr_clear_error();
     run->known_db = load_known_entries(opt);
     return TSR_SUCCESS;
@@ -421,6 +425,8 @@ static tsr_status run_open(tune_run *run, tsr_device *dev, const tsr_tune_option
 static void run_close(tune_run *run) {
     tsr_ahead_stop(run->ahead, NULL);
     run->ahead = NULL;
+    free(run->ahead_ctx);
+    run->ahead_ctx = NULL;
     cJSON_Delete(run->known_db);
     if (run->log) fclose(run->log);
 }
@@ -544,9 +550,15 @@ static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr
         for (int c = 0; c < n; ++c, ++njobs) job_init(&run, &jobs[njobs], ops[o], o, &spaces[o], classes[c], &own[njobs]);
     }
     first_class[nops] = njobs;
-    /* Pass 1: each class's default and known entries. */
+    /* Pass 1: each class's default and known entries, while the budget lasts: on a slow device
+     * (llvmpipe compiles a class's default for tens of seconds) the classes not reached keep the
+     * entries the device has, untouched, and say so in their results. */
     for (int j = 0; j < njobs && st == TSR_SUCCESS; ++j) {
         class_job *job = &jobs[j];
+        if (j > 0 && tsr_now_s() - began >= budget) {
+            job->unreached = true;
+            continue;
+        }
         st = class_begin(&run, job, budget / njobs, 0); /* bounds the timing of slow runs (slow devices) */
         if (st != TSR_SUCCESS) break;
         start_phase(&job->search, &job->start, run.known_db, hashes[job->op_index], false);
@@ -557,13 +569,15 @@ static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr
     }
     /* Pass 2: what is left, by weight, after a reserve for each class's setup and duel. */
     double weights = 0, reserve = 0;
+    int nreached = 0;
     for (int j = 0; j < njobs; ++j) {
+        if (jobs[j].unreached) continue;
         weights += jobs[j].weight;
         reserve += jobs[j].setup_s + 1.0;
-        order[j] = &jobs[j];
+        order[nreached++] = &jobs[j];
     }
-    qsort(order, (size_t)njobs, sizeof *order, by_weight_desc);
-    for (int j = 0; j < njobs && st == TSR_SUCCESS; ++j) {
+    qsort(order, (size_t)nreached, sizeof *order, by_weight_desc);
+    for (int j = 0; j < nreached && st == TSR_SUCCESS; ++j) {
         class_job *job = order[j];
         double left = budget - (tsr_now_s() - began) - reserve;
         double share = left > 0 ? left * job->weight / weights : 0;

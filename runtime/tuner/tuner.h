@@ -130,6 +130,12 @@ tsr_status tsr_ahead_default_workers(const tsr_device *device, int *workers);
 
 /* Workers with private devices on `tuner`'s OpenCL device (which must outlive them). */
 tsr_ahead_fns tsr_ahead_device_fns(tsr_device *tuner);
+/* Workers as child processes where $TSR_TUNE_WORKER names an executable whose `tune-worker`
+ * command serves tsr_tune_serve (`tessera tune` sets it to itself): PoCL compiles two processes'
+ * kernels at once, but one process's contexts one after the other (ahead_process.c). Returns
+ * false (use the device's threads) where none is named or the device has no "P:D" selector;
+ * *ctx is freed by the caller after tsr_ahead_stop. */
+bool tsr_ahead_process_fns(tsr_device *tuner, tsr_ahead_fns *fns, void **ctx);
 
 /* ---- the search of one problem class (search.c, evaluate.c) ---- */
 

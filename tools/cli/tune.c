@@ -79,6 +79,11 @@ static const char *op_names(char *out, size_t size) {
 }
 
 static void print_result(FILE *out, const tsr_tune_result *r) {
+    if (r->evaluated == 0) {
+        fprintf(out, "%-9s %-9s not reached: the budget ran out first (its entry is unchanged; --budget, or --op %s)\n",
+                r->op, r->problem_class, r->op);
+        return;
+    }
     fprintf(out, "%-9s %-9s %-16s %9.1f %9.1f %-7s %6.2fx %5d %5d %5d %5d %6.1f  %s\n", r->op, r->problem_class,
             r->problem, r->default_gflops, r->best_gflops, r->unit,
             r->default_gflops > 0 ? r->best_gflops / r->default_gflops : 0, r->evaluated, r->wrong_results,
@@ -99,21 +104,37 @@ static int tune_device(tsr_device *dev, tsr_tune_options *options, FILE *out, vo
             "best", "unit", "gain", "evals", "wrong", "build", "aband", "secs", "best configuration");
     static tsr_tune_result results[256];
     size_t n = 0;
+    /* Workers that compile ahead are this executable's `tune-worker` children (a process each:
+     * PoCL compiles one process's contexts one after the other). A TSR_TUNE_WORKER set by the
+     * user stays; an empty one keeps the workers in this process. */
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = '\0';
+        setenv("TSR_TUNE_WORKER", self, 0);
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     tsr_status st = tsr_tune(dev, op, options, results, sizeof results / sizeof results[0], &n);
     if (options->progress == tune_progress) fprintf(stderr, "\r\033[K"); /* the line tune_progress drew */
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double gain_min = 0, gain_max = 0;
+    size_t tuned = 0;
     for (size_t i = 0; i < n; ++i) {
         print_result(out, &results[i]);
+        if (results[i].evaluated == 0) continue; /* not reached */
         double g = results[i].default_gflops > 0 ? results[i].best_gflops / results[i].default_gflops : 0;
-        if (i == 0 || g < gain_min) gain_min = g;
-        if (i == 0 || g > gain_max) gain_max = g;
+        if (tuned == 0 || g < gain_min) gain_min = g;
+        if (tuned == 0 || g > gain_max) gain_max = g;
+        ++tuned;
     }
-    if (n > 1)
-        fprintf(out, "%zu classes in %.1f s, gains %.2fx to %.2fx over the built-in defaults\n", n,
-                (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), gain_min, gain_max);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (n > 1 && tuned == n)
+        fprintf(out, "%zu classes in %.1f s, gains %.2fx to %.2fx over the built-in defaults\n", n, secs, gain_min,
+                gain_max);
+    else if (n > 1)
+        fprintf(out, "%zu of %zu classes in %.1f s (the others not reached), gains %.2fx to %.2fx over the built-in "
+                "defaults\n", tuned, n, secs, gain_min, gain_max);
     if (st != TSR_SUCCESS) rc = cli_fail(st);
     tsr_timing_method timing = TSR_TIMING_UNDECIDED;
     const char *why = "";
@@ -300,3 +321,29 @@ const cli_command cli_tune = {
     .notes = CLI_NOTE_DEVICE | CLI_NOTE_NUMBERS,
     .run = run_tune,
 };
+
+/* `tessera tune-worker --device P:D --fd N`: a child `tessera tune` starts to compile candidates
+ * ahead (tsr_tune_serve). Not in the usage: nobody types it. */
+int cli_tune_worker(int argc, char **argv) {
+    const char *selector = NULL;
+    int fd = -1;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--device") == 0) selector = argv[i + 1];
+        else if (strcmp(argv[i], "--fd") == 0) {
+            char *end = NULL;
+            long v = strtol(argv[i + 1], &end, 10);
+            fd = end && *end == '\0' && v >= 3 && v < 1024 ? (int)v : -1;
+        }
+    }
+    if (!selector || fd < 0 || argc != 5) {
+        fprintf(stderr, "tessera tune-worker: started by `tessera tune` only (--device P:D --fd N)\n");
+        return 2;
+    }
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(selector, &dev);
+    if (st == TSR_SUCCESS) {
+        st = tsr_tune_serve(dev, fd);
+        tsr_device_close(dev);
+    }
+    return st == TSR_SUCCESS ? 0 : cli_fail(st);
+}

@@ -212,7 +212,7 @@ static void random_cases(void **state) {
 }
 
 /* Widths around the kernel's 16-column vector (whole vectors, a ragged tail, none at all) in every
- * pair of table and y types, tables and y at odd offsets (no vector alignment), under the
+ * pair of table and y types (16-bit tables take two tokens an item: odd and even token counts), tables and y at odd offsets (no vector alignment), under the
  * geometry this device gets and under others by the test hook TSR_TEST_EMBEDDING_ITEMS (one item
  * a token looping over the row; 3 and 64 items striding over its vectors and sharing its tail). */
 static void vector_widths_and_geometries(void **state) {
@@ -227,7 +227,7 @@ static void vector_widths_and_geometries(void **state) {
             for (int combo = 0; combo < 9; ++combo) {
                 if (th_small_mode() && (size_t)combo % 4 != (i + g) % 4) continue;
                 const size_t H = th_small_mode() ? widths[i + 2 * g] : widths[i];
-                const emb_case c = {.batch = 2,
+                const emb_case c = {.batch = 1 + (size_t)combo % 2, /* 3 or 6 tokens: odd and even */
                                     .seq_len = 3,
                                     .hidden = H,
                                     .vocab = 7,

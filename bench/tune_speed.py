@@ -149,7 +149,7 @@ def tune_all(exe, work, device=None, budget=None):
             header = True
             continue
         f = line.split()
-        if not header or len(f) < 13 or not re.search(r'\s\d+\.\d+x\s', line):
+        if not header or len(f) < 13 or not re.search(r'\s\d+\.\d+x\s', line) or ' classes in ' in line:
             continue
         op, cls = f[0], f[1]
         crow = [r for r in rows if r.get('op') == op and r.get('class') == cls]
@@ -163,7 +163,11 @@ def tune_all(exe, work, device=None, budget=None):
             row.update({'gain': float(m.group(1)), 'seconds': float(m.group(6)), 'best_config': m.group(7).strip()})
         if entry is None:
             row['vs_entry'] = 'no built-in entry other than the default'
+        elif row.get('best_config') == entry['config']:
+            row['vs_entry'] = {'kept_the_entry': True, 'ratio': 1.0,
+                               'duel_gflops': entry_duel['gflops'] if entry_duel else None}
         elif entry_duel:
+            # [the pick, the entry] side by side: the pick replaced the entry only by winning
             g = entry_duel['gflops']
             row['vs_entry'] = {'duel_gflops': g, 'ratio': round(g[0] / g[1], 3) if g[1] else None}
         elif entry['outcome'] == 'slower':

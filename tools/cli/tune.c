@@ -104,15 +104,6 @@ static int tune_device(tsr_device *dev, tsr_tune_options *options, FILE *out, vo
             "best", "unit", "gain", "evals", "wrong", "build", "aband", "secs", "best configuration");
     static tsr_tune_result results[256];
     size_t n = 0;
-    /* Workers that compile ahead are this executable's `tune-worker` children (a process each:
-     * PoCL compiles one process's contexts one after the other). A TSR_TUNE_WORKER set by the
-     * user stays; an empty one keeps the workers in this process. */
-    char self[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (len > 0) {
-        self[len] = '\0';
-        setenv("TSR_TUNE_WORKER", self, 0);
-    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     tsr_status st = tsr_tune(dev, op, options, results, sizeof results / sizeof results[0], &n);
@@ -278,6 +269,16 @@ static int run_tune(int argc, char **argv) {
         return rc;
     }
     if (isatty(STDERR_FILENO)) to.progress = tune_progress; /* quiet when not on a terminal */
+    /* Workers that compile ahead are this executable's `tune-worker` children (a process each:
+     * PoCL compiles one process's contexts one after the other). A TSR_TUNE_WORKER set by the
+     * user stays; an empty one keeps the workers in this process. (Not under --mpi: ranks
+     * already share the machine's cores, and MPI processes should not start others.) */
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = '\0';
+        setenv("TSR_TUNE_WORKER", self, 0);
+    }
     rc = tune_device(dev, &to, stdout, (void *)op);
     if (rc == 0 && !to.dry_run) {
         char path[1024];

@@ -157,31 +157,31 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
     const int kv = K - K % VW; // k-steps covered by whole vectors
     for (int r0 = 0; r0 < MWI; r0 += RB) {
         if (i0 + r0 >= M) break;
-        float t[RB][NWI];
-        const __global A_ELT *ar[RB];
-        _Pragma("unroll") for (int r = 0; r < RB; ++r) ar[r] = abase + (size_t)min(i0 + r0 + r, M - 1) * lda;
+        float t[RB * NWI];
+        size_t ar[RB]; // offsets of the block's rows of A
+        _Pragma("unroll") for (int r = 0; r < RB; ++r) ar[r] = (size_t)min(i0 + r0 + r, M - 1) * lda;
         for (int c0 = 0; c0 < NWI; c0 += CB) {
-            const __global B_ELT *bc[CB];
-            _Pragma("unroll") for (int c = 0; c < CB; ++c) bc[c] = bbase + (size_t)min(j0 + c0 + c, N - 1) * ldb;
+            size_t bc[CB];
+            _Pragma("unroll") for (int c = 0; c < CB; ++c) bc[c] = (size_t)min(j0 + c0 + c, N - 1) * ldb;
             floatv acc[RB][CB];
             _Pragma("unroll") for (int r = 0; r < RB; ++r)
                 _Pragma("unroll") for (int c = 0; c < CB; ++c) acc[r][c] = (floatv)(0.0f);
             for (int k = 0; k < kv; k += VW) {
                 floatv av[RB], bv[CB];
-                _Pragma("unroll") for (int r = 0; r < RB; ++r) av[r] = SM_VLOAD(A_TYPE, ar[r] + k);
-                _Pragma("unroll") for (int c = 0; c < CB; ++c) bv[c] = SM_VLOAD(B_TYPE, bc[c] + k);
+                _Pragma("unroll") for (int r = 0; r < RB; ++r) av[r] = SM_VLOAD(A_TYPE, abase + ar[r] + k);
+                _Pragma("unroll") for (int c = 0; c < CB; ++c) bv[c] = SM_VLOAD(B_TYPE, bbase + bc[c] + k);
                 _Pragma("unroll") for (int r = 0; r < RB; ++r)
                     _Pragma("unroll") for (int c = 0; c < CB; ++c) acc[r][c] = fma(av[r], bv[c], acc[r][c]);
             }
             _Pragma("unroll") for (int r = 0; r < RB; ++r) {
                 _Pragma("unroll") for (int c = 0; c < CB; ++c) {
                     float s = SM_HSUM(acc[r][c]);
-                    for (int k = kv; k < K; ++k) s = fma(TSR_LD(A_TYPE, ar[r], k), TSR_LD(B_TYPE, bc[c], k), s);
-                    t[r][c0 + c] = s;
+                    for (int k = kv; k < K; ++k) s = fma(TSR_LD(A_TYPE, abase, ar[r] + k), TSR_LD(B_TYPE, bbase, bc[c] + k), s);
+                    t[r * NWI + c0 + c] = s;
                 }
             }
         }
-        _Pragma("unroll") for (int r = 0; r < RB; ++r) SM_STORE(t[r], r0 + r);
+        _Pragma("unroll") for (int r = 0; r < RB; ++r) SM_STORE(t + r * NWI, r0 + r);
     }
 #else
     // ---- vectors along N: acc[m] += A(i0 + m, k) * B(k, j0 .. j0 + NWI)

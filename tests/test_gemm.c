@@ -628,9 +628,9 @@ static void smallm_kernel(void **state) {
         "KERNEL=2 MWI=1 VW=1 NVW=1 KU=1",  /* scalar */
     };
     static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
-    size_t nconfigs = small_mode() ? 2 : sizeof configs / sizeof configs[0];
+    /* Oclgrind: the two smaller tiles (the AVX-512 default is past its 128-float limit) */
     int cases = small_mode() ? 4 : long_mode() ? 12 : 6;
-    for (size_t c = 0; c < nconfigs; ++c) {
+    for (size_t c = small_mode() ? 1 : 0; c < sizeof configs / sizeof configs[0]; ++c) {
         if (!try_gemm_override(configs[c])) continue;
         for (int j = 0; j < cases; ++j) {
             int t = long_mode() ? j : rotated_kind(c, j, cases, 12);
@@ -644,6 +644,10 @@ static void smallm_kernel(void **state) {
             g.a_shared = g.batch > 1 && t % 8 == 7;
             if (t == 4) g.k = 0;
             if (t == 5) g.scale = true, g.res = 1, g.rt = TSR_F16;
+            /* Oclgrind's --uninitialized checker aborts (no report, exit 255) on the vectors-along-K
+             * form (canonical B transposed, A not): under Oclgrind both operands go transposed,
+             * which the vectors-along-N form runs; PoCL covers the K form. */
+            if (small_mode() && (g.row_major ? g.tb && !g.ta : g.ta && !g.tb)) g.ta = g.tb = 1;
             if (t >= 8) {
                 g.at = (t == 8 || t == 11) ? TSR_F16 : TSR_F32;
                 g.bt = (t == 9 || t == 11) ? TSR_BF16 : TSR_F32;

@@ -490,8 +490,9 @@ class Runner:
     def _layout(self, tokens):
         """The weights' layout for a forward over `tokens` rows. 'auto': as stored ('out_in') when
         the GEMMs are small-m ones and the device's small-m configuration is the smallm kernel
-        (cl/gemm_smallm.cl, KERNEL=2), which reads a transposed B in place along K (1.3-1.6x the
-        'in_out' forward at 1 x 16 tokens on a 2-core AVX-512 Xeon, docs/results.md); otherwise
+        (cl/gemm_smallm.cl, KERNEL=2), which reads a transposed B in place along K (the forward at
+        1 x 16 tokens took 0.58-0.76x the 'in_out' one's time on a loaded 2-core AVX-512 Xeon,
+        bench/minilm_layout.py; docs/minilm.md); otherwise
         'in_out', which the tiled kernel reads without packing a transposed B at small M, and which
         measured faster at 32 x 128 tokens (its B is packed either way there)."""
         if self.weights != 'auto':

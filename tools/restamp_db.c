@@ -53,6 +53,29 @@ static tsr_status hash_ops(restamp_ctx *ctx, const char *old_dir, const char *ne
         if (st != TSR_SUCCESS) return st;
         if (!old_dir) continue;
         st = tsr_op_source_hash_in(old_dir, *op, s->old_hash);
+        if ((st == TSR_ERR_NOT_FOUND || st == TSR_ERR_IO) && (*op)->more_sources) {
+            /* An extra source added since (the old tree lacks it): the old hash was taken over
+             * the list without it. The main source must exist. */
+            tsr_clear_error();
+            const char *kept[16];
+            int n = 0;
+            for (int i = 0; (*op)->more_sources[i] && n < 15; ++i) {
+                char *owned = NULL;
+                const char *text = NULL;
+                size_t length = 0;
+                if (tsr_load_kernel_source(old_dir, (*op)->more_sources[i], &owned, &text, &length) == TSR_SUCCESS)
+                    kept[n++] = (*op)->more_sources[i];
+                else
+                    fprintf(stderr, "restamp_db: %s: the old tree has no %s.cl: its old hash leaves it out\n",
+                            (*op)->name, (*op)->more_sources[i]);
+                free(owned);
+                tsr_clear_error();
+            }
+            kept[n] = NULL;
+            tsr_op old_op = **op;
+            old_op.more_sources = n ? kept : NULL;
+            st = tsr_op_source_hash_in(old_dir, &old_op, s->old_hash);
+        }
         if (st == TSR_ERR_NOT_FOUND || st == TSR_ERR_IO) { /* a source the old tree did not have yet */
             fprintf(stderr, "restamp_db: %s: no old source hash (%s): its entries stay as they are\n", (*op)->name,
                     tsr_last_error());

@@ -882,7 +882,8 @@ typedef struct tsr_tune_progress {
 
 typedef struct tsr_tune_options {
     tsr_tune_strategy strategy;  /* 0: anneal */
-    double budget_seconds;       /* for the whole op, split evenly over its classes; 0: 88 s */
+    double budget_seconds;       /* for the whole op, split evenly over its classes; 0: 88 s. For
+                                  * "all": for every op's classes together; 0: 150 s */
     int budget_evaluations;      /* per class; 0: no limit besides time */
     uint64_t seed;               /* 0: from the clock */
     const char *space;           /* restrict the space, e.g. "MWI=4,6 VW=8,16"; NULL: the op's space */
@@ -911,11 +912,22 @@ typedef struct tsr_tune_result {
     int stale_seeds;
 } tsr_tune_result;
 
-/* Tune `op` on this device. results (may be NULL) receives up to max_results classes.
+/* Tune `op` on this device ("all": every op's classes in one budget, spent first on each class's
+ * default and known entries, then where the default is furthest from the best known; `classes`
+ * and a restricted `space` then refuse). results (may be NULL) receives up to max_results classes.
  * Unless dry_run, the best configurations are merged into the tuning database
  * (atomically, under a lock; a damaged database is moved aside and reported). */
 TSR_API tsr_status tsr_tune(tsr_device *device, const char *op, const tsr_tune_options *options,
                             tsr_tune_result *results, size_t max_results, size_t *nresults);
+
+/* The far end of compiling ahead in another process: `tessera tune` sets $TSR_TUNE_WORKER to itself
+ * and starts `tessera tune-worker --device P:D --fd N` children that call this. It writes "ready
+ * <platform>\t<device>" on `fd`, then for each line "<op>\t<class>\t<configuration>" read there runs
+ * that candidate once on `device` (so that the driver compiles it into its kernel cache; nothing is
+ * timed or stored) and answers "ok" or "fail <message>", until the end of input (TSR_SUCCESS). It
+ * ignores SIGPIPE for the rest of the process. Set TSR_TUNE_WORKER to such an executable to give
+ * tsr_tune process workers from other programs (docs/tuning.md). */
+TSR_API tsr_status tsr_tune_serve(tsr_device *device, int fd);
 
 /* The database path in use: $TSR_TUNING_DB, else $XDG_DATA_HOME/tessera/tuning.json,
  * else ~/.local/share/tessera/tuning.json. */

@@ -6,6 +6,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -186,6 +187,10 @@ struct tsr_device {
     uint64_t launch_generation;
     bool persistent;               /* on-disk cache usable */
     int cache_store_paused;        /* > 0: new builds stay in memory only (the tuner's candidates) */
+    /* > 0 while a tuning run searches on this device (runtime/tuner/tune.c): ops may then build a
+     * candidate's rarely changing kernels (GEMM's pack kernels) in programs of their own, keyed by
+     * the parameters those kernels read, so a search compiles them once (read with relaxed loads). */
+    _Atomic int tuning;
     char cache_dir[TSR_PATH_MAX];
     char cache_warning[TSR_PATH_MAX];
     bool offline;                  /* no online compiler: load ahead-of-time binaries */

@@ -1799,13 +1799,15 @@ static void group_gemm_invalid(rng *r, group_draw *grp, bool batched) {
     if (kind == BATCH0) kind = M0;
     if (kind == C_STRIDE && g.batch < 2) kind = LDC;
     if (g.alpha == 0.0f) g.alpha = 1.0f; /* A and B are read: C may share no memory with them */
-    DESC("[%s] ", kinds[kind]);
-    gemm_describe(&g);
     bool row = g.layout == TSR_ROW_MAJOR;
     size_t al, alen, bl, blen, cl, clen;
     stored(row, g.ta != TSR_NO_TRANS, g.m, g.k, &al, &alen);
     stored(row, g.tb != TSR_NO_TRANS, g.k, g.n, &bl, &blen);
     stored(row, false, g.m, g.n, &cl, &clen);
+    /* a leading dimension one less than a row of 1 is 0, which the descriptor reads as "tight" */
+    if ((kind == LDA && alen < 2) || (kind == LDB && blen < 2) || (kind == LDC && clen < 2)) kind = N0;
+    DESC("[%s] ", kinds[kind]);
+    gemm_describe(&g);
     size_t na = g.a_off + (g.batch - 1) * g.a_stride + g.a_span, nb = g.b_off + (g.batch - 1) * g.b_stride + g.b_span;
     size_t nc = g.c_off + (g.batch - 1) * g.c_stride + g.c_span;
     /* C placed inside A's (B's) data: that array holds all of C too, so even a wrongly accepted
@@ -1831,10 +1833,11 @@ static void group_gemm_invalid(rng *r, group_draw *grp, bool batched) {
     case C_ON_A: c = ha_data(&A) + c_at; break;
     case C_ON_B: c = ha_data(&B) + c_at; break;
     case C_STRIDE: g.c_stride = rpick(r, g.c_span); break;
-    case LAYOUT: g.layout = rchance(r, 2) ? (tsr_layout)0 : (tsr_layout)(103 + rpick(r, 5)); break;
+    /* 0 is no invalid layout or transpose: the descriptor reads it as row-major, not transposed */
+    case LAYOUT: g.layout = rchance(r, 2) ? (tsr_layout)100 : (tsr_layout)(103 + rpick(r, 5)); break;
     case TRANS:
         if (rchance(r, 2)) g.ta = (tsr_transpose)(114 + rpick(r, 5));
-        else g.tb = (tsr_transpose)0;
+        else g.tb = rchance(r, 2) ? (tsr_transpose)110 : (tsr_transpose)(114 + rpick(r, 5));
         break;
     default: group = NULL; break;
     }

@@ -443,6 +443,57 @@ static void tune_show_export_import(void **state) {
     th_remove_tree(dir);
 }
 
+/* `tessera tune` compiles ahead in child processes (`tessera tune-worker`): with one forced worker
+ * the log says so and the children compiled what was used; a worker executable that cannot serve
+ * leaves the tune whole (the tuner compiles every candidate itself); the hidden command refuses a
+ * hand-typed call. */
+static void tune_workers_are_processes(void **state) {
+    (void)state;
+    char dir[600], env[1400], args[1600], log[700];
+    th_tempdir(dir, sizeof dir);
+    snprintf(log, sizeof log, "%s/log.jsonl", dir);
+    for (int broken = 0; broken < 2; ++broken) {
+        snprintf(env, sizeof env, "TSR_TUNING_DB=%s/db.json TSR_TUNE_AHEAD=1%s", dir,
+                 broken ? " TSR_TUNE_WORKER=/bin/true" : "");
+        unlink(log);
+        snprintf(args, sizeof args, "tune --op gelu --classes small --evals 5 --strategy random --seed 3 --dry-run --log %s",
+                 log);
+        if (run_cli(env, args, out, sizeof out) != 0) fail_msg("%s", out);
+        TH_ASSERT_CONTAINS(out, "gelu      small");
+        char *text = NULL;
+        size_t size = 0;
+        TH_ASSERT_OK(tsr_read_file(log, &text, &size));
+        const char *line = strstr(text, "\"outcome\": \"ahead\"");
+        assert_non_null(line);
+        int workers = 0, submitted = 0, compiled = 0, failed = 0, dropped = 0, used = 0;
+        char in[16] = "";
+        if (sscanf(line, "\"outcome\": \"ahead\", \"workers\": %d, \"submitted\": %d, \"compiled\": %d, "
+                         "\"failed\": %d, \"dropped\": %d, \"used\": %d, \"in\": \"%15[a-z]\"",
+                   &workers, &submitted, &compiled, &failed, &dropped, &used, in) != 7)
+            fail_msg("ahead line: %.300s", line);
+        assert_int_equal(workers, 1);
+        assert_string_equal(in, "processes");
+        assert_true(submitted >= 2); /* random search's next draws, exactly */
+        if (broken) {
+            assert_int_equal(compiled, 0); /* /bin/true never says ready: its jobs fail at once */
+            assert_int_equal(failed, submitted);
+        } else {
+            assert_int_equal(failed, 0);
+            assert_true(compiled >= 2);
+            assert_true(used >= 2);
+        }
+        /* five evaluations either way, every one measured */
+        int evaluated = 0;
+        for (const char *p = text; (p = strstr(p, "\"first_run_s\"")) != NULL; ++p) ++evaluated;
+        assert_int_equal(evaluated, 5);
+        free(text);
+    }
+    assert_int_equal(run_cli(NULL, "tune-worker", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "started by `tessera tune` only");
+    assert_int_equal(run_cli(NULL, "tune-worker --device 0:0 --fd 1", out, sizeof out), 2);
+    th_remove_tree(dir);
+}
+
 /* ---- hardening of bench, peak and report options (numbers, parts, outputs) ---- */
 
 /* One strict parser for every number: no sign, no wrap, no inf/nan, within its range; sizes that
@@ -901,6 +952,7 @@ int main(void) {
         cmocka_unit_test(bench_pool2d_rows),
         cmocka_unit_test(bench_conv2d_peak_report),
         cmocka_unit_test(tune_show_export_import),
+        cmocka_unit_test(tune_workers_are_processes),
         cmocka_unit_test(stale_tuning_is_flagged),
         /* bench, peak and report hardening */
         cmocka_unit_test(bench_numbers_are_strict),

@@ -29,7 +29,7 @@ static const struct {
     FN(tsr_attention_unfused_workspace_bytes), FN(tsr_conv2d_output_size), FN(tsr_conv2d_workspace_size),
     FN(tsr_conv2d), FN(tsr_op_names), FN(tsr_run_demo), FN(tsr_config_source_str), FN(tsr_config_lookup),
     FN(tsr_config_override),
-    FN(tsr_conv2d_plan), FN(tsr_op_classes), FN(tsr_tune), FN(tsr_tuning_db_path),
+    FN(tsr_conv2d_plan), FN(tsr_op_classes), FN(tsr_tune), FN(tsr_tune_serve), FN(tsr_tuning_db_path),
     FN(tsr_tuning_db_import), FN(tsr_tuning_db_export), FN(tsr_dtype_str), FN(tsr_dtype_size), FN(tsr_dtype_parse),
     FN(tsr_convert_host),
     FN(tsr_convert), FN(tsr_layernorm), FN(tsr_embedding), FN(tsr_pool2d_output_size), FN(tsr_pool2d),

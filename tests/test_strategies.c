@@ -2,13 +2,16 @@
  * table of recorded failures instead of a device: exhaustive finds the optimum; random, anneal
  * and climb keep to their budgets (evaluations, or replayed seconds), never evaluate an illegal
  * or repeated configuration, are reproducible from their seed, and find the optimum of an easy
- * landscape. Also the measurement module's summaries and repetitions. No OpenCL device is opened. */
+ * landscape; workers compiling ahead (fakes here) change nothing a strategy does, and stop cleanly.
+ * Also the measurement module's summaries and repetitions. No OpenCL device is opened. */
 #include "harness.h"
 
 #include "tuner/tuner.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- a synthetic op: X (1..8) x Y (0..5) x Z (1, 2, 4); X + Y a multiple of 5 is illegal ---- */
 
@@ -452,6 +455,231 @@ static void fast_but_wrong_never_wins(void **state) {
 
 /* ---- the measurement module's summaries and repetitions ---- */
 
+/* ---- compiling ahead: fake workers that record what they are given ---- */
+
+typedef struct fake_ahead {
+    pthread_mutex_t lock;
+    tsr_config ran[512];
+    int nran;          /* jobs started */
+    int opens, closes;
+    bool fail_open;    /* a worker that cannot make its private device */
+    int job_us;        /* how long a job takes */
+} fake_ahead;
+
+static void sleep_us(int us) {
+    struct timespec t = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+    nanosleep(&t, NULL);
+}
+
+static tsr_status fake_open(void *ctx, void **worker) {
+    fake_ahead *f = ctx;
+    pthread_mutex_lock(&f->lock);
+    f->opens++;
+    pthread_mutex_unlock(&f->lock);
+    *worker = f;
+    return f->fail_open ? tsr_fail(TSR_ERR_OPENCL, "fake: no private device") : TSR_SUCCESS;
+}
+
+static const tsr_ahead_device fake_scope = {.op = &grid_op, .problem_class = "only"};
+
+static tsr_status fake_run(void *ctx, void *worker, const tsr_ahead_device *scope, const tsr_config *config) {
+    fake_ahead *f = ctx;
+    if (worker != f || scope->op != fake_scope.op || strcmp(scope->problem_class, "only") != 0)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "fake: wrong worker or scope");
+    pthread_mutex_lock(&f->lock);
+    if (f->nran < 512) f->ran[f->nran] = *config;
+    f->nran++;
+    pthread_mutex_unlock(&f->lock);
+    if (f->job_us) sleep_us(f->job_us);
+    /* the recorded build failures fail here too, as a real compile would */
+    return recorded_outcome(config) == BUILD_FAILS ? tsr_fail(TSR_ERR_BUILD, "fake: build failed") : TSR_SUCCESS;
+}
+
+static void fake_close(void *ctx, void *worker) {
+    fake_ahead *f = ctx;
+    (void)worker;
+    pthread_mutex_lock(&f->lock);
+    f->closes++;
+    pthread_mutex_unlock(&f->lock);
+}
+
+static void fake_init(fake_ahead *f) {
+    memset(f, 0, sizeof *f);
+    pthread_mutex_init(&f->lock, NULL);
+}
+
+/* As run_strategy, with `workers` fake workers compiling ahead. */
+static void run_strategy_ahead(run *r, tsr_strategy_fn strategy, uint64_t seed, int max_evaluations, int workers,
+                               fake_ahead *f, tsr_ahead_stats *stats) {
+    memset(r, 0, sizeof *r);
+    r->replay.failures = true;
+    search_setup(r, seed, max_evaluations, 1e9);
+    tsr_ahead_fns fns = {.open = fake_open, .run = fake_run, .close = fake_close, .ctx = f};
+    TH_ASSERT_OK(tsr_ahead_start(&fns, workers, &r->search.ahead));
+    assert_non_null(r->search.ahead);
+    r->search.ahead_scope = &fake_scope;
+    r->search.start = make_config(1, 0, 1);
+    r->search.start_score = tsr_search_evaluate(&r->search, &r->search.start);
+    strategy(&r->search);
+    tsr_ahead_stop(r->search.ahead, stats);
+    r->search.ahead = NULL;
+}
+
+/* Workers only compile: every strategy evaluates the same configurations, in the same order, with
+ * the same scores, with and without them, and what they were given is what the strategy asked for
+ * next as often as the strategy's predictions say (random: always). Guesses that were never
+ * evaluated (their builds finished after the search moved elsewhere) leave no trace. */
+static void compiling_ahead_changes_no_search(void **state) {
+    (void)state;
+    for (int s = 0; s < NGUIDED; ++s)
+        for (uint64_t seed = 1; seed <= 3; ++seed)
+            for (int workers = 1; workers <= 3; workers += 2) {
+                run plain, ahead;
+                run_strategy(&plain, guided[s].fn, seed, 40, 1e9, true);
+                fake_ahead f;
+                fake_init(&f);
+                tsr_ahead_stats stats;
+                run_strategy_ahead(&ahead, guided[s].fn, seed, 40, workers, &f, &stats);
+                assert_clean(&ahead);
+                assert_int_equal(plain.search.nseen, ahead.search.nseen);
+                for (int i = 0; i < plain.search.nseen; ++i) {
+                    assert_memory_equal(&plain.search.seen[i].config, &ahead.search.seen[i].config,
+                                        sizeof(tsr_config));
+                    assert_true(plain.search.seen[i].score == ahead.search.seen[i].score);
+                    assert_int_equal(plain.search.seen[i].validated, ahead.search.seen[i].validated);
+                }
+                assert_int_equal(plain.result.build_failures, ahead.result.build_failures);
+                /* everything given to a worker ran once, legal, never the evaluation it was given at */
+                assert_int_equal(stats.submitted, f.nran);
+                assert_int_equal(stats.jobs_run + stats.jobs_failed, f.nran);
+                assert_int_equal(stats.dropped, 0);
+                int failing = 0;
+                for (int i = 0; i < f.nran; ++i) {
+                    assert_true(grid_ok(NULL, NULL, &f.ran[i]));
+                    failing += recorded_outcome(&f.ran[i]) == BUILD_FAILS;
+                }
+                assert_int_equal(stats.jobs_failed, failing);
+                assert_int_equal(f.opens, f.closes);
+                assert_true(f.opens <= workers);
+                /* no more guesses than the evaluation budget leaves */
+                assert_true(f.nran <= ahead.result.evaluated);
+                int evaluated_ahead = 0;
+                for (int i = 0; i < f.nran; ++i)
+                    for (int j = 0; j < ahead.search.nseen; ++j)
+                        evaluated_ahead += memcmp(&f.ran[i], &ahead.search.seen[j].config, sizeof(tsr_config)) == 0;
+                assert_int_equal(evaluated_ahead, ahead.search.prepared_hits);
+                if (guided[s].fn == tsr_strategy_random) assert_int_equal(evaluated_ahead, f.nran); /* exact */
+                if (evaluated_ahead < ahead.result.evaluated / 4)
+                    fail_msg("%s (seed %llu, %d workers): only %d of %d evaluations were compiled ahead",
+                             guided[s].name, (unsigned long long)seed, workers, evaluated_ahead,
+                             ahead.result.evaluated);
+                pthread_mutex_destroy(&f.lock);
+                tsr_search_free(&plain.search);
+                tsr_search_free(&ahead.search);
+            }
+}
+
+/* Stopping drops the jobs not started; a running one (a compile cannot be interrupted) finishes
+ * first, and each worker closes what it opened. */
+static void compiling_ahead_stops_cleanly(void **state) {
+    (void)state;
+    fake_ahead f;
+    fake_init(&f);
+    f.job_us = 500000;
+    tsr_ahead_fns fns = {.open = fake_open, .run = fake_run, .close = fake_close, .ctx = &f};
+    tsr_ahead *a = NULL;
+    TH_ASSERT_OK(tsr_ahead_start(&fns, 1, &a));
+    const tsr_config jobs[3] = {make_config(1, 0, 1), make_config(2, 0, 1), make_config(4, 0, 1)};
+    tsr_ahead_submit(a, &fake_scope, jobs, 3);
+    tsr_ahead_submit(a, &fake_scope, jobs, 3); /* again: queued once */
+    assert_true(tsr_ahead_submitted(a, &jobs[2]));
+    assert_false(tsr_ahead_submitted(a, &optimum));
+    for (;;) { /* until the first job runs */
+        pthread_mutex_lock(&f.lock);
+        int started = f.nran;
+        pthread_mutex_unlock(&f.lock);
+        if (started) break;
+        sleep_us(1000);
+    }
+    tsr_ahead_stats stats;
+    /* the class ends: the two queued are dropped, the one running goes on (0.5 s) */
+    tsr_ahead_end_scope(a, &stats);
+    assert_int_equal(stats.submitted, 3);
+    assert_int_equal(stats.jobs_run, 0);
+    assert_int_equal(stats.running, 1);
+    assert_int_equal(stats.dropped, 2);
+    assert_false(tsr_ahead_submitted(a, &jobs[0])); /* a new scope: nothing queued in it yet */
+    tsr_ahead_idle(a); /* what the tuner does before it times: the running one finishes */
+    assert_int_equal(f.nran, 1);
+    /* the next class's jobs run on the same worker, opened once */
+    f.job_us = 0;
+    tsr_ahead_submit(a, &fake_scope, &jobs[1], 1);
+    tsr_ahead_idle(a);
+    tsr_ahead_stop(a, &stats);
+    assert_int_equal(stats.submitted, 1);
+    assert_int_equal(stats.jobs_run, 2); /* the one that ran past its class's end counts here */
+    assert_int_equal(stats.dropped, 0);
+    assert_int_equal(f.nran, 2);
+    assert_int_equal(f.opens, 1);
+    assert_int_equal(f.closes, 1);
+    /* No workers: nothing started, and every call on the NULL pool does nothing. */
+    TH_ASSERT_OK(tsr_ahead_start(&fns, 0, &a));
+    assert_null(a);
+    tsr_ahead_submit(a, &fake_scope, jobs, 3);
+    tsr_ahead_idle(a);
+    assert_false(tsr_ahead_submitted(a, &jobs[0]));
+    tsr_ahead_stop(a, NULL);
+    pthread_mutex_destroy(&f.lock);
+}
+
+/* A worker that cannot make its private device fails its jobs at once: the tuner waits for
+ * nothing and compiles those candidates itself; the search is the same. */
+static void compiling_ahead_survives_broken_workers(void **state) {
+    (void)state;
+    fake_ahead f;
+    fake_init(&f);
+    f.fail_open = true;
+    run plain, ahead;
+    run_strategy(&plain, tsr_strategy_random, 5, 20, 1e9, true);
+    tsr_ahead_stats stats;
+    run_strategy_ahead(&ahead, tsr_strategy_random, 5, 20, 2, &f, &stats);
+    assert_int_equal(plain.search.nseen, ahead.search.nseen);
+    for (int i = 0; i < plain.search.nseen; ++i)
+        assert_memory_equal(&plain.search.seen[i].config, &ahead.search.seen[i].config, sizeof(tsr_config));
+    assert_int_equal(stats.jobs_run, 0);
+    assert_int_equal(stats.jobs_failed, stats.submitted);
+    assert_true(stats.submitted > 0);
+    assert_int_equal(f.nran, 0);  /* never ran: the private device is missing */
+    assert_int_equal(f.closes, 0); /* nothing opened, nothing closed */
+    pthread_mutex_destroy(&f.lock);
+    tsr_search_free(&plain.search);
+    tsr_search_free(&ahead.search);
+}
+
+/* A duel ends as soon as the medians are clearly apart (a slow candidate against the optimum),
+ * and runs its three rounds when they are not (a configuration against its twin: Z=1 and Z=4
+ * cost the same); either way the faster side wins, as in a full duel. */
+static void duels_end_early_only_when_clear(void **state) {
+    (void)state;
+    run r;
+    memset(&r, 0, sizeof r);
+    search_setup(&r, 1, 0, 1e9);
+    const tsr_config slow = make_config(1, 1, 1), twin_a = make_config(4, 3, 1), twin_b = make_config(4, 3, 4);
+    double g[2], q[2];
+    int before = r.replay.runs;
+    tsr_search_duel(&r.search, &optimum, &slow, g, q);
+    int clear_runs = r.replay.runs - before;
+    assert_true(g[0] > g[1] && q[0] > q[1]);
+    before = r.replay.runs;
+    tsr_search_duel(&r.search, &twin_a, &twin_b, g, q);
+    int close_runs = r.replay.runs - before;
+    assert_true(g[0] > 0 && g[1] > 0);
+    /* each round runs each side for TUNE_MAX_SECONDS / 3 at least: far more runs in three rounds */
+    if (!(clear_runs < close_runs))
+        fail_msg("a clear duel took %d runs, a close one %d: it did not end early", clear_runs, close_runs);
+    assert_true(clear_runs <= 2 * close_runs / 3 + 2);
+}
+
 static void stats_summarize_measurements(void **state) {
     (void)state;
     double odd[] = {5, 1, 4, 2, 3};
@@ -537,6 +765,10 @@ int main(void) {
         cmocka_unit_test(abandoned_and_failed_candidates_score_zero),
         cmocka_unit_test(slower_candidates_stop_early_unvalidated),
         cmocka_unit_test(fast_but_wrong_never_wins),
+        cmocka_unit_test(duels_end_early_only_when_clear),
+        cmocka_unit_test(compiling_ahead_changes_no_search),
+        cmocka_unit_test(compiling_ahead_stops_cleanly),
+        cmocka_unit_test(compiling_ahead_survives_broken_workers),
         cmocka_unit_test(stats_summarize_measurements),
         cmocka_unit_test(quantile_bounds_widen_with_few_values),
         cmocka_unit_test(repeat_keeps_its_bounds),

@@ -8,10 +8,13 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1179,8 +1182,186 @@ static void class_lists_are_not_truncated(void **state) {
     assert_int_equal(planted_setups, 0);
 }
 
+/* ---- compiling ahead on the device ---- */
+
+/* tsr_tune_serve, the far end of a process worker, over a socket: it says which device it opened,
+ * runs a valid request, answers bad ones with "fail" and a reason (and goes on), and returns at the
+ * end of input; bad arguments are refused. */
+typedef struct serve_arg {
+    int fd;
+    tsr_status st;
+} serve_arg;
+
+static void *serve_thread(void *p) {
+    serve_arg *a = p;
+    a->st = tsr_tune_serve(dev, a->fd);
+    return NULL;
+}
+
+static void serve_line(int fd, char *line, size_t size) {
+    size_t used = 0;
+    char c;
+    while (used + 1 < size && read(fd, &c, 1) == 1 && c != '\n') line[used++] = c;
+    line[used] = '\0';
+}
+
+static void tune_serve_answers_requests(void **state) {
+    (void)state;
+    TH_ASSERT_STATUS(tsr_tune_serve(NULL, 3), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_STATUS(tsr_tune_serve(dev, -1), TSR_ERR_INVALID_ARG);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    serve_arg arg = {.fd = sv[1], .st = TSR_ERR_OPENCL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, serve_thread, &arg), 0);
+    char line[1024], want[700], request[600];
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    snprintf(want, sizeof want, "ready %s\t%s", info->platform_name, info->name);
+    serve_line(sv[0], line, sizeof line);
+    assert_string_equal(line, want);
+    tsr_config_info ci;
+    TH_ASSERT_OK(tsr_config_lookup(dev, "gelu", "small", &ci));
+    static const char *bad[][2] = {{"nosuchop\tsmall\tVW=4\n", "no op 'nosuchop'"},
+                                   {"gelu small VW=4\n", "<op>\\t<class>"},
+                                   {"gelu\tsmall\tNOSUCH=3\n", "NOSUCH"},
+                                   {"gelu\tnosuchclass\t%s\n", "nosuchclass"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        snprintf(request, sizeof request, bad[i][0], ci.config);
+        assert_int_equal(write(sv[0], request, strlen(request)), (ssize_t)strlen(request));
+        serve_line(sv[0], line, sizeof line);
+        if (strncmp(line, "fail ", 5) != 0 || !strstr(line, bad[i][1]))
+            fail_msg("request %zu: answer '%s', expected a failure naming '%s'", i, line, bad[i][1]);
+    }
+    snprintf(request, sizeof request, "gelu\tsmall\t%s\n", ci.config);
+    for (int twice = 0; twice < 2; ++twice) { /* the second reuses the class's fixture */
+        assert_int_equal(write(sv[0], request, strlen(request)), (ssize_t)strlen(request));
+        serve_line(sv[0], line, sizeof line);
+        assert_string_equal(line, "ok");
+    }
+    close(sv[0]); /* the end of input ends it */
+    pthread_join(t, NULL);
+    TH_ASSERT_OK(arg.st);
+    close(sv[1]);
+}
+
+/* Workers compile what the search asks for next on private devices: the planted op's candidates
+ * that do not build fail there too, and the search is the one without workers (random search's
+ * guesses are exact: of each three draws the workers compiled two). */
+static void compiling_ahead_keeps_the_search(void **state) {
+    (void)state;
+    char log[700];
+    snprintf(log, sizeof log, "%s/ahead.jsonl", dir);
+    tsr_tune_result with[1], without[1];
+    size_t n = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+        setenv("TSR_TUNE_AHEAD", pass == 0 ? "2" : "0", 1);
+        tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 9, .classes = "only", .seed = 11,
+                              .dry_run = true, .log_path = pass == 0 ? log : NULL};
+        TH_ASSERT_OK(tsr_tune_op(dev, &planted_op, &o, pass == 0 ? with : without, 1, &n));
+        assert_int_equal(n, 1);
+    }
+    /* not a count of threads: refused, naming the variable, before anything runs */
+    setenv("TSR_TUNE_AHEAD", "two", 1);
+    tsr_tune_options bad = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 2, .classes = "only", .dry_run = true};
+    planted_setups = 0;
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &bad, NULL, 0, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "TSR_TUNE_AHEAD='two'");
+    assert_int_equal(planted_setups, 0);
+    unsetenv("TSR_TUNE_AHEAD");
+    assert_int_equal(with[0].evaluated, 9);
+    assert_int_equal(with[0].evaluated, without[0].evaluated);
+    assert_int_equal(with[0].build_failures, 3); /* MODE=2, whoever compiled it first */
+    assert_int_equal(with[0].build_failures, without[0].build_failures);
+    TH_ASSERT_CONTAINS(with[0].best_config, "MODE=0");
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(log, &text, &size));
+    const char *line = strstr(text, "\"outcome\": \"ahead\"");
+    assert_non_null(line);
+    int workers = 0, submitted = 0, compiled = 0, failed = 0, dropped = 0, used = 0;
+    assert_int_equal(sscanf(line, "\"outcome\": \"ahead\", \"workers\": %d, \"submitted\": %d, \"compiled\": %d, "
+                                  "\"failed\": %d, \"dropped\": %d, \"used\": %d",
+                            &workers, &submitted, &compiled, &failed, &dropped, &used),
+                     6);
+    assert_int_equal(workers, 2);
+    assert_int_equal(submitted, used);   /* exact guesses: every one evaluated */
+    /* the default, then 8 draws in batches of three: the tuner compiles the first of each itself */
+    if (used != 5) fail_msg("compiled ahead: %.200s", line);
+    assert_int_equal(compiled + failed, submitted);
+    assert_true(failed <= 3);
+    assert_int_equal(dropped, 0);
+    free(text);
+}
+
+/* While tuning, GEMM takes its pack kernels from programs keyed by what they read (not from the
+ * candidate's program): the candidates' results still match the reference, fp32 and 16-bit (whose
+ * packs widen), and a launch outside the tune uses the one program as always. */
+static void gemm_candidates_with_shared_packs_are_right(void **state) {
+    (void)state;
+    tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 2, .classes = "medium,medium-f16",
+                          .seed = 9, .dry_run = true, .space = "PACKA=1 PACKB=1 KERNEL=0"};
+    tsr_tune_result r[2];
+    size_t n = 0;
+    TH_ASSERT_OK(tsr_tune(dev, "gemm", &o, r, 2, &n));
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; ++i) {
+        assert_int_equal(r[i].wrong_results, 0);
+        assert_int_equal(r[i].build_failures + r[i].launch_failures, 0);
+        assert_true(r[i].best_gflops > 0);
+        TH_ASSERT_CONTAINS(r[i].best_config, "PACKA=1 PACKB=1");
+    }
+}
+
+/* The child of interrupted_tune_writes_nothing: a real tune, with workers, into `db`. */
+static int child_tunes(const char *db, const char *log) {
+    tsr_device *d = NULL;
+    if (tsr_device_open(NULL, &d) != TSR_SUCCESS) return 2;
+    tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 40, .classes = "small,medium",
+                          .seed = 5, .db_path = db, .log_path = log};
+    tsr_status st = tsr_tune(d, "gemm", &o, NULL, 0, NULL);
+    tsr_device_close(d);
+    return st == TSR_SUCCESS ? 0 : 1;
+}
+
+/* Ctrl-C while workers compile ahead leaves no entry and no temporary file: the database is
+ * written once, after the last class, and the workers write nothing at all. */
+static void interrupted_tune_writes_nothing(void **state) {
+    (void)state;
+    char db[700], log[700];
+    snprintf(db, sizeof db, "%s/interrupted.json", dir);
+    snprintf(log, sizeof log, "%s/interrupted.jsonl", dir);
+    setenv("TSR_TUNE_AHEAD", "1", 1);
+    char *argv[] = {(char *)"test_tuner", (char *)"--child-tunes", db, log, NULL};
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, environ), 0);
+    unsetenv("TSR_TUNE_AHEAD");
+    /* until two candidates were measured: the worker has been given the next ones by then */
+    int lines = 0;
+    for (int waited = 0; waited < 1200 && lines < 2; ++waited) {
+        struct timespec t = {0, 100 * 1000 * 1000};
+        nanosleep(&t, NULL);
+        FILE *f = fopen(log, "r");
+        lines = 0;
+        for (int c; f && (c = fgetc(f)) != EOF;) lines += c == '\n';
+        if (f) fclose(f);
+    }
+    assert_true(lines >= 2);
+    assert_int_equal(kill(pid, SIGINT), 0);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT);
+    assert_int_equal(access(db, F_OK), -1);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strstr(e->d_name, "interrupted.json") == e->d_name && strcmp(e->d_name, "interrupted.jsonl") != 0)
+            fail_msg("left behind: %s/%s", dir, e->d_name);
+    closedir(d);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--child-writes") == 0) return child_writes(argv[2], argv[3], 25);
+    if (argc == 4 && strcmp(argv[1], "--child-tunes") == 0) return child_tunes(argv[2], argv[3]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(exhaustive_filters_rejects_and_records, setup, teardown),
         cmocka_unit_test_setup_teardown(strategies_respect_budgets, setup, teardown),
@@ -1195,6 +1376,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(import_export_merge, setup, teardown),
         cmocka_unit_test_setup_teardown(concurrent_writers_lose_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(builtin_database_is_valid, setup, teardown),
+        cmocka_unit_test_setup_teardown(compiling_ahead_keeps_the_search, setup, teardown),
+        cmocka_unit_test_setup_teardown(tune_serve_answers_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(gemm_candidates_with_shared_packs_are_right, setup, teardown),
+        cmocka_unit_test_setup_teardown(interrupted_tune_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(builtin_entries_for_this_device_are_current, setup, teardown),
         cmocka_unit_test_setup_teardown(checksum_guards_entries, setup, teardown),
         cmocka_unit_test_setup_teardown(checksum_cannot_be_flipped_away, setup, teardown),

@@ -65,6 +65,7 @@ static int run_command(int argc, char **argv) {
         const cli_command *command = find_command(argv[2]);
         return command ? cli_help(command) : unknown_command(argv[2]);
     }
+    if (strcmp(name, "tune-worker") == 0) return cli_tune_worker(argc - 1, argv + 1); /* not in the usage */
     const cli_command *command = find_command(name);
     if (!command) return unknown_command(name);
     return command->run(argc - 1, argv + 1);

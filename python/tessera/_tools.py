@@ -21,9 +21,10 @@ _STRATEGIES = {None: 0, 'exhaustive': lib.TSR_TUNE_EXHAUSTIVE, 'random': lib.TSR
 
 def tune(op, device=None, *, budget=None, evaluations=0, strategy=None, classes=None, space=None, db=None,
          seed=0, dry_run=False, log=None, progress=None):
-    """Auto-tune `op` ("gemm", "gelu", "conv2d", "attention") on a device into the tuning
-    database (db: a path; None: $TSR_TUNING_DB or the default). budget: seconds for the whole op
-    (None: the library's default); evaluations: per class (0: no limit); strategy: "anneal"
+    """Auto-tune `op` ("gemm", "gelu", "conv2d", "attention", ..., or "all": every op's classes in
+    one budget) on a device into the tuning database (db: a path; None: $TSR_TUNING_DB or the
+    default). budget: seconds for the whole op, or for all of them (None: the library's default);
+    evaluations: per class (0: no limit); strategy: "anneal"
     (default), "climb", "random" or "exhaustive"; classes: a list or comma-separated names;
     progress(dict) is called after each candidate. Returns one dict per tuned class."""
     strategy = _args.choice(strategy, 'strategy', _STRATEGIES, 'one of anneal, climb, random, exhaustive')
@@ -73,10 +74,10 @@ def tune(op, device=None, *, budget=None, evaluations=0, strategy=None, classes=
         callback = ffi.callback('void(*)(const struct tsr_tune_progress *, void *)', on_progress)
         keep.append(callback)
         opts.progress = callback
-    results = ffi.new('tsr_tune_result[32]')
+    results = ffi.new('tsr_tune_result[128]')
     count = ffi.new('size_t *')
     with dev._held() as handle:
-        _check(lib.tsr_tune(handle, op, opts, results, 32, count))
+        _check(lib.tsr_tune(handle, op, opts, results, 128, count))
     if errors:
         raise errors[0]
     out = []

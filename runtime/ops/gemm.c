@@ -543,12 +543,57 @@ typedef struct gemm_kernels {
 } gemm_kernels;
 static const char gemm_kernels_tag;
 
+static const char gemm_pack_a_tag, gemm_pack_b_tag;
+
+/* The configuration and program variant of operand `which`'s pack program while tuning: every
+ * parameter the pack kernel does not read at its declared default, the other operand fp32 and
+ * untransposed, C fp32. pack_a reads MWI, PK, TA and A's type; pack_b VW, NVW, PK, TB and B's. */
+static void pack_program(const tsr_config *cfg, int variant, char which, tsr_config *pc, int *pvariant) {
+    tsr_config_declared(&tsr_op_gemm, pc);
+    tsr_gemm_types t = gemm_type_set(variant);
+    if (which == 'a') {
+        pc->values[P_MWI] = cfg->values[P_MWI];
+        t.b = TSR_F32;
+    } else {
+        pc->values[P_VW] = cfg->values[P_VW];
+        pc->values[P_NVW] = cfg->values[P_NVW];
+        t.a = TSR_F32;
+    }
+    pc->values[P_PK] = cfg->values[P_PK];
+    t.c = TSR_F32;
+    *pvariant = (variant & (which == 'a' ? TRANSPOSE_A : TRANSPOSE_B)) + GEMM_TRANSPOSES * gemm_type_set_index(&t);
+}
+
+/* One pack kernel from its own program (tuning: see pack_program). */
+static tsr_status pack_kernel_for(tsr_device *dev, const tsr_config *cfg, int variant, char which, tsr_kernel **out) {
+    tsr_config pc;
+    int pv;
+    pack_program(cfg, variant, which, &pc, &pv);
+    const char *const names[] = {which == 'a' ? "pack_a" : "pack_b", NULL};
+    tsr_kernel *k[TSR_LAUNCH_KERNELS];
+    tsr_status status = tsr_launch_kernels(dev, which == 'a' ? &gemm_pack_a_tag : &gemm_pack_b_tag, &pc, pv, 0, "gemm",
+                                           gemm_build_options, names, k);
+    if (status == TSR_SUCCESS) *out = k[0];
+    return status;
+}
+
 static tsr_status gemm_kernels_for(tsr_device *dev, const tsr_config *cfg, int variant, bool pack_a, bool pack_b,
                                    gemm_kernels *out) {
-    const char *const names[] = {"gemm", pack_a ? "pack_a" : "", pack_b ? "pack_b" : "", NULL};
+    /* While the device tunes, a candidate's program holds the GEMM kernel it launches and nothing
+     * else is compiled for it: the pack kernels come from programs keyed by what they read, which
+     * the candidates of a search share (PoCL compiles each launched kernel of a new program, ~0.15
+     * s per pack kernel here). The GEMM program's options, and so its cache key, stay the ones an
+     * ordinary launch builds; ordinary launches keep one program for all three kernels. */
+    const bool split = atomic_load_explicit(&dev->tuning, memory_order_relaxed) > 0;
+    const char *const names[] = {"gemm", pack_a && !split ? "pack_a" : "", pack_b && !split ? "pack_b" : "", NULL};
     tsr_kernel *k[TSR_LAUNCH_KERNELS];
-    tsr_status status = tsr_launch_kernels(dev, &gemm_kernels_tag, cfg, variant, (uint32_t)(pack_a | pack_b << 1),
-                                           gemm_program_source(cfg), gemm_build_options, names, k);
+    tsr_status status = tsr_launch_kernels(dev, &gemm_kernels_tag, cfg, variant,
+                                           (uint32_t)(pack_a | pack_b << 1 | split << 2), gemm_program_source(cfg),
+                                           gemm_build_options, names, k);
+    if (status == TSR_SUCCESS && split) {
+        if (pack_a) status = pack_kernel_for(dev, cfg, variant, 'a', &k[1]);
+        if (status == TSR_SUCCESS && pack_b) status = pack_kernel_for(dev, cfg, variant, 'b', &k[2]);
+    }
     if (status == TSR_SUCCESS) *out = (gemm_kernels){k[0], k[1], k[2]};
     return status;
 }

@@ -30,7 +30,25 @@ static bool untried_neighbour(const tsr_search *search, const tsr_point *point, 
     return false;
 }
 
+/* If `next` is no better than the center, the center's next untried neighbours follow it. */
+static int climb_predict(tsr_search *search, const tsr_config *next, tsr_config *out, int max) {
+    int center = next_center(search);
+    tsr_point point;
+    if (center < 0 || !tsr_space_point(search->space, &search->seen[center].config, &point)) return 0;
+    tsr_config excluded[TUNE_MAX_AHEAD + 1] = {*next};
+    uint64_t saved;
+    tsr_search_predict_begin(search, excluded, 1, &saved);
+    int n = 0;
+    while (n < max && n < TUNE_MAX_AHEAD && untried_neighbour(search, &point, &out[n])) {
+        excluded[search->nexcluded++] = out[n];
+        ++n;
+    }
+    tsr_search_predict_end(search, saved);
+    return n;
+}
+
 void tsr_strategy_climb(tsr_search *search) {
+    search->predict = climb_predict;
     while (tsr_search_budget_left(search)) {
         int center = next_center(search);
         tsr_config config;
@@ -41,7 +59,8 @@ void tsr_strategy_climb(tsr_search *search) {
             search->seen[center].expanded = true;
             continue;
         }
-        if (!found && !tsr_search_propose(search, &config)) return;
+        if (!found && !tsr_search_propose(search, &config)) break;
         tsr_search_evaluate(search, &config);
     }
+    search->predict = NULL;
 }

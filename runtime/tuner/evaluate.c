@@ -65,6 +65,7 @@ typedef struct phase_times {
     double timed;     /* the timed runs, wall time around them */
     double check;     /* validation: checks and the run they need */
     int runs;         /* timed runs */
+    bool prepared;    /* compiled ahead by a worker */
 } phase_times;
 
 typedef enum outcome { OK, SLOWER, BUILD_FAILED, LAUNCH_FAILED, WRONG_RESULT } outcome;
@@ -84,8 +85,9 @@ static void log_candidate(const tsr_search *search, const tsr_config *config, co
     tsr_config_format(search->op, config, desc, sizeof desc);
     fprintf(search->log, "{\"op\": \"%s\", \"class\": \"%s\", \"config\": \"%s\", \"outcome\": \"%s\", "
             "\"gflops\": %.3f, \"gflops_q25\": %.3f, \"spread\": %.3f, \"first_run_s\": %.4f, \"timed_s\": %.4f, "
-            "\"check_s\": %.4f, \"runs\": %d, \"timing\": \"%s\"%s%s%s}\n", search->op->name, search->problem_class,
+            "\"check_s\": %.4f, \"runs\": %d, \"timing\": \"%s\"%s%s%s%s}\n", search->op->name, search->problem_class,
             desc, outcome, gflops, score, spread, ph->first_run, ph->timed, ph->check, ph->runs, log_timing(search),
+            ph->prepared ? ", \"ahead\": true" : "",
             search->seed ? ", \"seed\": \"" : "", search->seed ? search->seed : "", search->seed ? "\"" : "");
     fflush(search->log);
 }
@@ -145,6 +147,8 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
     double warm, clock = search->backend.now(search->backend.ctx), was;
 #define PHASE(field) (was = clock, clock = search->backend.now(search->backend.ctx), ph->field += clock - was)
     tsr_status st = timed_run(search, config, &warm); /* also builds the program; caches, pages, thread pool */
+    /* Nothing is timed while a worker compiles: it would take the cores the runs time. */
+    tsr_ahead_idle(search->ahead);
     PHASE(first_run);
     if (st != TSR_SUCCESS) return st == TSR_ERR_BUILD ? BUILD_FAILED : LAUNCH_FAILED;
     double t[TUNE_MAX_RUNS], u[TUNE_MIN_RUNS], total = 0;
@@ -190,6 +194,33 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
     return OK;
 }
 
+/* Before a candidate's first run: if a worker was given it, wait for the workers (its first run
+ * then loads what was compiled); if not, give them what the strategy will ask for next (no more
+ * than the evaluation budget leaves), to compile while this thread compiles the candidate. */
+static bool prepare_ahead(tsr_search *search, const tsr_config *config) {
+    tsr_ahead *a = search->ahead;
+    if (!a) return false;
+    if (tsr_ahead_submitted(a, config)) {
+        tsr_ahead_idle(a);
+        search->prepared_hits++;
+        return true;
+    }
+    int max = tsr_ahead_workers(a);
+    if (search->max_evaluations && search->max_evaluations - search->result->evaluated < max)
+        max = search->max_evaluations - search->result->evaluated;
+    /* ...nor more than the class's time is likely to reach: none once less than two evaluations'
+     * worth of it is left (by the average so far), so that a budget's end wastes no compile */
+    int done = search->result->evaluated - 1 - search->evaluated_at_start;
+    double now = search->backend.now(search->backend.ctx);
+    if (done > 0 && search->class_start + search->class_budget_s - now < 2 * (now - search->class_start) / done)
+        max = 0;
+    if (!search->predict || max <= 0) return false;
+    tsr_config next[TUNE_MAX_AHEAD];
+    int n = search->predict(search, config, next, max);
+    tsr_ahead_submit(a, search->ahead_scope, next, n);
+    return false;
+}
+
 double tsr_search_evaluate(tsr_search *search, const tsr_config *config) {
     if (search->nseen == search->capseen) {
         int cap = search->capseen ? 2 * search->capseen : 64;
@@ -207,7 +238,7 @@ double tsr_search_evaluate(tsr_search *search, const tsr_config *config) {
     e->config = *config;
     tsr_tune_result *res = search->result;
     res->evaluated++;
-    phase_times ph = {0};
+    phase_times ph = {.prepared = prepare_ahead(search, config)};
     outcome what = measure(search, e, config, &ph);
     switch (what) {
     case OK: break;
@@ -227,12 +258,30 @@ double tsr_search_evaluate(tsr_search *search, const tsr_config *config) {
 
 /* ---- duels ---- */
 
+/* Is the side with the lower median already known, whatever the rounds left would add? Only when
+ * both medians' confidence intervals (~95%, distribution-free) are real (8 runs or more) and
+ * apart: a clear gap ends the duel early, a close one runs all three rounds, so a duel decides as
+ * a full one would (the medians lie within their bounds), only sooner on clear cases. */
+static bool duel_decided(const double *ta, int na, const double *tb, int nb) {
+    double sa[3 * TUNE_MAX_RUNS], sb[3 * TUNE_MAX_RUNS], alo, ahi, blo, bhi;
+    if (na < TUNE_MIN_RUNS || nb < TUNE_MIN_RUNS) return false;
+    memcpy(sa, ta, (size_t)na * sizeof *ta);
+    memcpy(sb, tb, (size_t)nb * sizeof *tb);
+    tsr_stats ignored;
+    tsr_stats_of(sa, na, &ignored);
+    tsr_stats_of(sb, nb, &ignored);
+    if (!tsr_quantile_bounds(sa, na, 0.5, &alo, &ahi) || !tsr_quantile_bounds(sb, nb, 0.5, &blo, &bhi)) return false;
+    return ahi < blo || bhi < alo;
+}
+
 void tsr_search_duel(tsr_search *search, const tsr_config *a, const tsr_config *b, double gflops[2],
                      double score[2]) {
     double t[2][3 * TUNE_MAX_RUNS];
     int n[2] = {0, 0};
+    tsr_ahead_idle(search->ahead);
     double began = search->backend.now(search->backend.ctx);
-    for (int round = 0; round < 3; ++round)
+    int rounds = 0;
+    for (int round = 0; round < 3; ++round) {
         for (int w = 0; w < 2; ++w) {
             double total = 0;
             int runs = 0;
@@ -243,6 +292,9 @@ void tsr_search_duel(tsr_search *search, const tsr_config *a, const tsr_config *
             }
             tsr_clear_error();
         }
+        ++rounds;
+        if (duel_decided(t[0], n[0], t[1], n[1])) break;
+    }
     for (int w = 0; w < 2; ++w) {
         gflops[w] = score[w] = 0;
         if (n[w] < TUNE_MIN_RUNS) continue;
@@ -258,9 +310,9 @@ void tsr_search_duel(tsr_search *search, const tsr_config *a, const tsr_config *
         tsr_config_format(search->op, a, desc[0], sizeof desc[0]);
         tsr_config_format(search->op, b, desc[1], sizeof desc[1]);
         fprintf(search->log, "{\"op\": \"%s\", \"class\": \"%s\", \"outcome\": \"duel\", \"config\": \"%s\", "
-                "\"against\": \"%s\", \"gflops\": [%.3f, %.3f], \"runs\": [%d, %d], \"duel_s\": %.4f, "
+                "\"against\": \"%s\", \"gflops\": [%.3f, %.3f], \"runs\": [%d, %d], \"rounds\": %d, \"duel_s\": %.4f, "
                 "\"timing\": \"%s\"}\n", search->op->name, search->problem_class, desc[0], desc[1], gflops[0],
-                gflops[1], n[0], n[1], search->backend.now(search->backend.ctx) - began, log_timing(search));
+                gflops[1], n[0], n[1], rounds, search->backend.now(search->backend.ctx) - began, log_timing(search));
         fflush(search->log);
     }
 }

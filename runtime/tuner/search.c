@@ -27,7 +27,21 @@ bool tsr_search_budget_left(const tsr_search *search) {
 bool tsr_search_seen(const tsr_search *search, const tsr_config *config) {
     for (int i = 0; i < search->nseen; ++i)
         if (memcmp(&search->seen[i].config, config, sizeof *config) == 0) return true;
+    for (int i = 0; i < search->nexcluded; ++i)
+        if (memcmp(&search->excluded[i], config, sizeof *config) == 0) return true;
     return false;
+}
+
+void tsr_search_predict_begin(tsr_search *search, const tsr_config *excluded, int n, uint64_t *saved_rng) {
+    *saved_rng = *search->rng;
+    search->excluded = excluded;
+    search->nexcluded = n;
+}
+
+void tsr_search_predict_end(tsr_search *search, uint64_t saved_rng) {
+    *search->rng = saved_rng;
+    search->excluded = NULL;
+    search->nexcluded = 0;
 }
 
 bool tsr_search_legal(const tsr_search *search, const tsr_point *point, tsr_config *config) {

@@ -82,6 +82,10 @@ static tsr_status database_path(const tsr_tune_options *opt, char *path, size_t 
     return tsr_db_check_writable(path);
 }
 
+static double duel_allowance(const tsr_search *search) {
+    return search->duel_budget_s > 0 ? search->duel_budget_s : search->class_budget_s;
+}
+
 /* Final duel, with warm caches: the best candidate against the default, measured in
  * alternation so both see the same machine. The default wins ties, so a tuned entry differs
  * from the default only when it beats it side by side. Expects the search ranked. */
@@ -96,7 +100,7 @@ static void duel_with_default(tsr_search *search, const tsr_config *def, double 
      * the class's whole budget (a slow device, where a run takes seconds), no duel: the default
      * stays first unless the best was validated and beat it, by lower quartile, by over 10%. */
     double duel_s = 3.0 * 2 * TUNE_MIN_RUNS * (search->best_time > 0 ? search->best_time : 0);
-    if (def_idx > 0 && duel_s > search->class_budget_s) {
+    if (def_idx > 0 && duel_s > duel_allowance(search)) {
         search->result->default_gflops = seen[def_idx].gflops;
         if (seen[def_idx].validated && seen[0].score < 1.1 * seen[def_idx].score) {
             tsr_evaluated d = seen[def_idx];
@@ -121,10 +125,60 @@ static void duel_with_default(tsr_search *search, const tsr_config *def, double 
     }
 }
 
+/* Then, where the device runs an entry today (the database's current one, or the built-in one)
+ * that is neither the pick nor the default and was close enough to be validated, a duel of the
+ * two: the entry keeps its place unless the pick beats it side by side, so a tune never leaves a
+ * class slower than it was. Expects the search ranked. */
+static void duel_with_entry(tsr_search *search, const tsr_config *entry, const tsr_config *def) {
+    tsr_evaluated *seen = search->seen;
+    if (!entry || search->nseen == 0 || !seen[0].validated || memcmp(&seen[0].config, entry, sizeof *entry) == 0)
+        return;
+    int idx = -1;
+    for (int i = 1; i < search->nseen; ++i)
+        if (memcmp(&seen[i].config, entry, sizeof *entry) == 0) idx = i;
+    if (idx < 0 || !seen[idx].validated || seen[idx].score <= 0) return; /* failed, or clearly slower */
+    if (3.0 * 2 * TUNE_MIN_RUNS * search->best_time > duel_allowance(search)) return; /* a slow device: as above */
+    double dg[2] = {0, 0}, dq[2] = {0, 0};
+    tsr_search_duel(search, &seen[0].config, entry, dg, dq);
+    if (!(dq[0] > 0 && dq[1] > 0)) return;
+    /* the default kept its place in the first duel: its rate beside the entry's is the yardstick */
+    if (memcmp(&seen[0].config, def, sizeof *def) == 0) search->result->default_gflops = dg[0];
+    if (dg[1] >= dg[0]) {
+        tsr_evaluated e = seen[idx];
+        memmove(&seen[1], &seen[0], (size_t)idx * sizeof e);
+        seen[0] = e;
+    }
+    bool entry_won = dg[1] >= dg[0];
+    seen[0].gflops = entry_won ? dg[1] : dg[0];
+    seen[0].score = entry_won ? dq[1] : dq[0];
+}
+
 static void pause_cache_store(tsr_device *dev, bool pause) {
     pthread_mutex_lock(&dev->program_lock);
     dev->cache_store_paused += pause ? 1 : -1;
     pthread_mutex_unlock(&dev->program_lock);
+    /* ...and ops may build candidates' shared kernels in programs of their own (internal.h) */
+    atomic_fetch_add(&dev->tuning, pause ? 1 : -1);
+}
+
+/* The configurations a class's search starts with, in the order it evaluates them: what the
+ * workers compile ahead while the first ones are measured. */
+typedef struct start_list {
+    tsr_config configs[1 + 2 * 8];
+    int n;
+} start_list;
+
+static int start_predict(tsr_search *search, const tsr_config *next, tsr_config *out, int max) {
+    const start_list *l = search->predict_ctx;
+    int at = 0;
+    while (at < l->n && memcmp(&l->configs[at], next, sizeof *next) != 0) ++at;
+    int n = 0;
+    for (int i = at + 1; i < l->n && n < max; ++i) {
+        bool repeated = false;
+        for (int j = 0; j < n; ++j) repeated |= memcmp(&out[j], &l->configs[i], sizeof *next) == 0;
+        if (!repeated && !tsr_search_seen(search, &l->configs[i])) out[n++] = l->configs[i];
+    }
+    return n;
 }
 
 /* Evaluate a configuration the search may start from (once). */
@@ -150,40 +204,97 @@ static cJSON *load_known_entries(const tsr_tune_options *opt) {
     return root;
 }
 
-/* The default, the known entries, the op's seeds and the strategy, then the duel: leaves the
- * search ranked. */
-static void search_class(tsr_search *search, tsr_strategy_fn strategy, const cJSON *known_db, const char *hash) {
-    const tsr_op *op = search->op;
-    /* The built-in default first: the yardstick, and a start for the guided search. */
+/* A class's default, the entries the database (and the built-in one) hold for it and, with
+ * `op_seeds`, the op's seeds: the start of every search (see search_class). */
+typedef struct class_start {
     tsr_config def;
-    tsr_op_default_config(op, search->device, search->problem_class, &def);
-    double def_score = 0;
-    search->seed = "default";
-    if (op->config_ok(search->device, NULL, &def)) def_score = tsr_search_evaluate(search, &def);
-    else tsr_search_report(search);
-    search->result->default_gflops = def_score;
-    search->start = def; /* where annealing starts: the best of the default and the seeds */
-    search->start_score = def_score;
-    /* The entries for this device's class (or the classes it falls back to): the current ones (a
+    double def_score;
+    bool def_ok;
+    tsr_tuning_seed known[8];
+    int nknown;
+    tsr_config seeds[8];
+    int nseeds;
+    start_list list;
+} class_start;
+
+/* With `op_seeds` false (tune all's first pass) the known entries are measured whatever the time
+ * (the evaluation budget still counts): what the device runs today is what a tune must not lose to. */
+static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_db, const char *hash, bool op_seeds) {
+    const tsr_op *op = search->op;
+    /* The built-in default first: the yardstick, and a start for the guided search. Then the
+     * entries for this device's class (or the classes it falls back to): the current ones (a
      * re-tune never starts worse than what is there), then stale ones, tuned for an older kernel
      * source: a small edit seldom moves the best far. Starts only; lookups never launch a stale
-     * entry. They count against the evaluation budget like any candidate. */
-    tsr_tuning_seed known[8];
-    int nknown = tsr_tuning_seeds(search->device, op, known_db, search->problem_class, hash, known, 8);
-    for (int i = 0; i < nknown && tsr_search_budget_left(search); ++i) {
-        search->seed = known[i].stale ? "stale entry" : "current entry";
-        try_start(search, &known[i].config);
-        search->result->stale_seeds += known[i].stale;
+     * entry. They count against the evaluation budget like any candidate. Then the op's seeds.
+     * The whole list is known now: the workers compile the next ones while one is measured. */
+    tsr_op_default_config(op, search->device, search->problem_class, &cs->def);
+    cs->def_ok = op->config_ok(search->device, NULL, &cs->def);
+    cs->nknown = tsr_tuning_seeds(search->device, op, known_db, search->problem_class, hash, cs->known, 8);
+    cs->nseeds = tsr_op_seeds(op, search->device, search->problem_class, cs->seeds, 8);
+    cs->list.n = 0;
+    if (cs->def_ok) cs->list.configs[cs->list.n++] = cs->def;
+    for (int i = 0; i < cs->nknown; ++i) cs->list.configs[cs->list.n++] = cs->known[i].config;
+    for (int i = 0; op_seeds && i < cs->nseeds; ++i)
+        if (op->config_ok(search->device, NULL, &cs->seeds[i])) cs->list.configs[cs->list.n++] = cs->seeds[i];
+    search->predict = start_predict;
+    search->predict_ctx = &cs->list;
+    cs->def_score = 0;
+    search->seed = "default";
+    if (cs->def_ok) cs->def_score = tsr_search_evaluate(search, &cs->def);
+    else tsr_search_report(search);
+    search->result->default_gflops = cs->def_score;
+    search->start = cs->def; /* where annealing starts: the best of the default and the seeds */
+    search->start_score = cs->def_score;
+    for (int i = 0; i < cs->nknown; ++i) {
+        bool evaluations_left = !search->max_evaluations || search->result->evaluated < search->max_evaluations;
+        if (!(op_seeds ? tsr_search_budget_left(search) : evaluations_left)) break;
+        search->seed = cs->known[i].stale ? "stale entry" : "current entry";
+        try_start(search, &cs->known[i].config);
+        search->result->stale_seeds += cs->known[i].stale;
     }
-    search->seed = "op seed";
-    tsr_config seeds[8];
-    int nseeds = tsr_op_seeds(op, search->device, search->problem_class, seeds, 8);
-    for (int i = 0; i < nseeds && tsr_search_budget_left(search); ++i)
-        if (op->config_ok(search->device, NULL, &seeds[i])) try_start(search, &seeds[i]);
+    if (op_seeds) {
+        search->seed = "op seed";
+        for (int i = 0; i < cs->nseeds && tsr_search_budget_left(search); ++i)
+            if (op->config_ok(search->device, NULL, &cs->seeds[i])) try_start(search, &cs->seeds[i]);
+    }
     search->seed = NULL;
+    search->predict = NULL;
+    search->predict_ctx = NULL;
+}
+
+/* The op's seeds (unless the start phase took them), the strategy and the duel: leaves the
+ * search ranked. */
+static void search_phase(tsr_search *search, class_start *cs, tsr_strategy_fn strategy, bool op_seeds) {
+    const tsr_op *op = search->op;
+    if (op_seeds) {
+        cs->list.n = 0;
+        for (int i = 0; i < cs->nseeds; ++i)
+            if (op->config_ok(search->device, NULL, &cs->seeds[i]) && !tsr_search_seen(search, &cs->seeds[i]))
+                cs->list.configs[cs->list.n++] = cs->seeds[i];
+        search->predict = start_predict;
+        search->predict_ctx = &cs->list;
+        search->seed = "op seed";
+        for (int i = 0; i < cs->list.n && tsr_search_budget_left(search); ++i) try_start(search, &cs->list.configs[i]);
+        search->seed = NULL;
+        search->predict = NULL;
+        search->predict_ctx = NULL;
+    }
     strategy(search);
     tsr_search_rank(search);
-    duel_with_default(search, &def, def_score);
+    duel_with_default(search, &cs->def, cs->def_score);
+    for (int i = 0; i < cs->nknown; ++i)
+        if (!cs->known[i].stale) { /* the first current entry: what lookups resolve to now */
+            if (memcmp(&cs->known[i].config, &cs->def, sizeof cs->def) != 0) duel_with_entry(search, &cs->known[i].config, &cs->def);
+            break;
+        }
+}
+
+/* The default, the known entries, the op's seeds and the strategy, then the duel: leaves the
+ * search ranked. */
+static void search_class(tsr_search *search, class_start *cs, tsr_strategy_fn strategy, const cJSON *known_db,
+                         const char *hash) {
+    start_phase(search, cs, known_db, hash, true);
+    search_phase(search, cs, strategy, false);
 }
 
 /* What the class's search keeps, into its result and its outcome. */
@@ -200,17 +311,140 @@ static void keep_outcome(const tsr_search *search, tsr_tune_result *res, tsr_cla
     }
 }
 
+/* ---- running classes ---- */
+
+/* One class of one op in a tuning run: its search persists between the passes of `tune all`
+ * (its fixture does not: each pass sets the problem up again). */
+typedef struct class_job {
+    const tsr_op *op;
+    int op_index;              /* into the run's ops */
+    const char *problem_class;
+    tsr_device_runner runner;
+    tsr_search search;
+    tsr_tune_result *res;
+    class_start start;
+    double setup_s;            /* the last setup of its problem */
+    bool unreached;            /* tune all: the budget ran out before its first pass */
+    double weight;             /* tune all: its share of the second pass */
+    tsr_ahead_device scope;    /* its jobs' scope on the workers */
+} class_job;
+
+/* What a run shares across its classes. */
+typedef struct tune_run {
+    tsr_device *dev;
+    tsr_tune_options opt;
+    FILE *log;
+    cJSON *known_db;
+    uint64_t rng;
+    int workers;
+    /* Workers compile the candidates the searches will ask for next (ahead.c), kept for the whole
+     * run; a pool that cannot start only means compiling in the tuner's thread, as always. */
+    tsr_ahead *ahead;
+    void *ahead_ctx; /* the process workers' context (tsr_ahead_process_fns), or NULL */
+} tune_run;
+
+/* Set the class's problem up, and the device for a search (cache stores paused). */
+static tsr_status class_begin(tune_run *run, class_job *job, double budget_s, double remaining_after_s) {
+    tsr_device *dev = run->dev;
+    tsr_search *search = &job->search;
+    /* the class's time (its budget, its seconds) counts from here: setting the problem up included */
+    search->class_start = search->backend.now(search->backend.ctx);
+    tsr_status st = tsr_op_tuning_setup(job->op, dev, job->problem_class, &job->runner.ctx);
+    if (st != TSR_SUCCESS) return st;
+    job->setup_s = search->backend.now(search->backend.ctx) - search->class_start;
+    search->flops = tsr_op_tuning_work(job->op, job->runner.ctx);
+    search->tolerance = tsr_op_tuning_tolerance(job->op, job->runner.ctx, TUNE_TOLERANCE);
+    tsr_op_tuning_describe(job->op, job->runner.ctx, job->res->problem, sizeof job->res->problem);
+    search->output_dirty = false; /* a fresh problem: its output is poisoned */
+    search->prepared_hits = 0;    /* counted per pass, as the workers' jobs are */
+    search->evaluated_at_start = job->res->evaluated;
+    search->class_budget_s = budget_s;
+    search->remaining_after_s = remaining_after_s;
+    /* Candidates' programs stay in memory: storing each in the disk cache would cost more than
+     * building it (PoCL compiles every kernel again for the binary), for programs mostly never
+     * used again. The configuration chosen is built and stored by the first launch that uses it. */
+    pause_cache_store(dev, true);
+    return TSR_SUCCESS;
+}
+
+/* End the class's jobs on the workers, resume cache stores, free the problem. */
+static void class_end(tune_run *run, class_job *job) {
+    tsr_search *search = &job->search;
+    tsr_ahead_stats stats;
+    tsr_ahead_end_scope(run->ahead, &stats);
+    if (run->log && stats.submitted)
+        fprintf(run->log, "{\"op\": \"%s\", \"class\": \"%s\", \"outcome\": \"ahead\", \"workers\": %d, "
+                "\"submitted\": %d, \"compiled\": %d, \"failed\": %d, \"dropped\": %d, \"used\": %d, "
+                "\"in\": \"%s\"}\n",
+                job->op->name, job->problem_class, run->workers, stats.submitted, stats.jobs_run, stats.jobs_failed,
+                stats.dropped, search->prepared_hits, run->ahead_ctx ? "processes" : "threads");
+    pause_cache_store(run->dev, false);
+    job->res->seconds += search->backend.now(search->backend.ctx) - search->class_start;
+    tsr_op_tuning_free(job->op, job->runner.ctx);
+    job->runner.ctx = NULL;
+}
+
+static void job_init(tune_run *run, class_job *job, const tsr_op *op, int op_index, const tsr_space *space,
+                     const char *problem_class, tsr_tune_result *res) {
+    memset(job, 0, sizeof *job);
+    job->op = op;
+    job->op_index = op_index;
+    job->problem_class = problem_class;
+    job->runner = (tsr_device_runner){.device = run->dev, .op = op};
+    job->res = res;
+    memset(res, 0, sizeof *res);
+    tsr_strlcpy(res->op, op->name, sizeof res->op);
+    tsr_strlcpy(res->problem_class, problem_class, sizeof res->problem_class);
+    tsr_strlcpy(res->unit, op->rate_unit ? op->rate_unit : "GFLOP/s", sizeof res->unit);
+    job->scope = (tsr_ahead_device){.op = op, .problem_class = problem_class};
+    job->search = (tsr_search){.op = op, .device = run->dev, .space = space,
+                               .backend = tsr_device_backend(&job->runner), .rng = &run->rng,
+                               .max_evaluations = run->opt.budget_evaluations, .log = run->log,
+                               .problem_class = problem_class, .options = &run->opt, .result = res,
+                               .ahead = run->ahead, .ahead_scope = &job->scope};
+}
+
+static tsr_status run_open(tune_run *run, tsr_device *dev, const tsr_tune_options *opt) {
+    memset(run, 0, sizeof *run);
+    run->dev = dev;
+    run->opt = *opt;
+    run->rng = opt->seed ? opt->seed : (uint64_t)time(NULL) * 2654435761u + 1;
+    tsr_status st = tsr_ahead_default_workers(dev, &run->workers);
+    if (st != TSR_SUCCESS) return st;
+    if (opt->log_path) {
+        st = tsr_open_append(opt->log_path, &run->log);
+        if (st != TSR_SUCCESS) return st;
+    }
+    tsr_ahead_fns fns;
+    if (!run->workers || !tsr_ahead_process_fns(dev, &fns, &run->ahead_ctx)) fns = tsr_ahead_device_fns(dev);
+    if (tsr_ahead_start(&fns, run->workers, &run->ahead) != TSR_SUCCESS) tsr_clear_error();
+    run->known_db = load_known_entries(opt);
+    return TSR_SUCCESS;
+}
+
+static void run_close(tune_run *run) {
+    tsr_ahead_stop(run->ahead, NULL);
+    run->ahead = NULL;
+    free(run->ahead_ctx);
+    run->ahead_ctx = NULL;
+    cJSON_Delete(run->known_db);
+    if (run->log) fclose(run->log);
+}
+
+/* The op's space: what the options name, else the part the op deems worth it on this device. */
+static tsr_status op_space(tsr_device *dev, const tsr_op *op, const char *restrict_to, tsr_space *space) {
+    if (!restrict_to) restrict_to = op->tuning_space ? op->tuning_space(dev) : NULL;
+    else if (strcmp(restrict_to, "all") == 0) restrict_to = NULL;
+    return tsr_space_make(op, restrict_to, space);
+}
+
 tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options *options, tsr_tune_result *results,
                        size_t max_results, size_t *nresults) {
     tsr_tune_options opt;
     tsr_status st = check_options(op, options, &opt);
     if (st != TSR_SUCCESS) return st;
-    /* By default only the part of the space the op deems worth it on this device; "all": everything. */
-    const char *restrict_to = opt.space;
-    if (!restrict_to) restrict_to = op->tuning_space ? op->tuning_space(dev) : NULL;
-    else if (strcmp(restrict_to, "all") == 0) restrict_to = NULL;
     tsr_space space;
-    TSR_CHECK(st, tsr_space_make(op, restrict_to, &space), done);
+    TSR_CHECK(st, op_space(dev, op, opt.space, &space), done);
     const char *classes[TUNE_MAX_CLASSES];
     int nclasses = 0;
     TSR_CHECK(st, parse_classes(op, opt.classes, classes, &nclasses), done);
@@ -218,56 +452,168 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     TSR_CHECK(st, tsr_op_source_hash_in(dev->kernel_dir, op, hash), done);
     char path[TSR_PATH_MAX];
     if (!opt.dry_run) TSR_CHECK(st, database_path(&opt, path, sizeof path), done);
-    uint64_t rng = opt.seed ? opt.seed : (uint64_t)time(NULL) * 2654435761u + 1;
     tsr_class_outcome *outcomes = calloc((size_t)nclasses, sizeof *outcomes);
-    if (!outcomes) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
-    double per_class = opt.budget_seconds / nclasses;
-    FILE *log = NULL;
-    if (opt.log_path) st = tsr_open_append(opt.log_path, &log);
+    class_job *job = calloc(1, sizeof *job);
+    tune_run run;
+    if (!outcomes || !job) {
+        free(outcomes);
+        free(job);
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    st = run_open(&run, dev, &opt);
     if (st != TSR_SUCCESS) {
         free(outcomes);
+        free(job);
         return st;
     }
-    cJSON *known_db = load_known_entries(&opt);
+    double per_class = opt.budget_seconds / nclasses;
     size_t produced = 0;
     for (int c = 0; c < nclasses && st == TSR_SUCCESS; ++c) {
-        tsr_device_runner runner = {.device = dev, .op = op};
-        tsr_search search = {.op = op, .device = dev, .space = &space, .backend = tsr_device_backend(&runner),
-                             .rng = &rng, .class_budget_s = per_class, .max_evaluations = opt.budget_evaluations,
-                             .log = log, .problem_class = classes[c], .options = &opt,
-                             .remaining_after_s = per_class * (nclasses - c - 1)};
-        search.class_start = search.backend.now(search.backend.ctx);
         tsr_tune_result local;
-        tsr_tune_result *res = (results && (size_t)c < max_results) ? &results[c] : &local;
-        memset(res, 0, sizeof *res);
-        tsr_strlcpy(res->op, op->name, sizeof res->op);
-        tsr_strlcpy(res->problem_class, classes[c], sizeof res->problem_class);
-        tsr_strlcpy(res->unit, op->rate_unit ? op->rate_unit : "GFLOP/s", sizeof res->unit);
-        search.result = res;
-        st = tsr_op_tuning_setup(op, dev, classes[c], &runner.ctx);
+        job_init(&run, job, op, 0, &space, classes[c], (results && (size_t)c < max_results) ? &results[c] : &local);
+        st = class_begin(&run, job, per_class, per_class * (nclasses - c - 1));
         if (st != TSR_SUCCESS) break;
-        search.flops = tsr_op_tuning_work(op, runner.ctx);
-        search.tolerance = tsr_op_tuning_tolerance(op, runner.ctx, TUNE_TOLERANCE);
-        tsr_op_tuning_describe(op, runner.ctx, res->problem, sizeof res->problem);
-        /* Candidates' programs stay in memory: storing each in the disk cache would cost more than
-         * building it (PoCL compiles every kernel again for the binary), for programs mostly never
-         * used again. The configuration chosen is built and stored by the first launch that uses it. */
-        pause_cache_store(dev, true);
-        search_class(&search, strategies[opt.strategy].run, known_db, hash);
-        pause_cache_store(dev, false);
-        keep_outcome(&search, res, &outcomes[c]);
-        res->seconds = search.backend.now(search.backend.ctx) - search.class_start;
-        tsr_op_tuning_free(op, runner.ctx);
-        tsr_search_free(&search);
+        search_class(&job->search, &job->start, strategies[opt.strategy].run, run.known_db, hash);
+        class_end(&run, job);
+        keep_outcome(&job->search, job->res, &outcomes[c]);
+        tsr_search_free(&job->search);
         ++produced;
     }
     if (st == TSR_SUCCESS && !opt.dry_run)
         st = tsr_tuner_save(path, dev, op, strategies[opt.strategy].name, hash, outcomes, (int)produced);
-    cJSON_Delete(known_db);
+    run_close(&run);
     free(outcomes);
-    if (log) fclose(log);
+    free(job);
     if (nresults) *nresults = produced < max_results ? produced : max_results;
 done:
+    return st;
+}
+
+/* ---- every op at once ---- */
+
+#define TUNE_ALL_BUDGET 150 /* seconds, for every op's classes together, when no budget is given */
+#define TUNE_ALL_MAX_OPS 16
+
+static int by_weight_desc(const void *a, const void *b) {
+    const class_job *p = *(class_job *const *)a, *q = *(class_job *const *)b;
+    return (p->weight < q->weight) - (p->weight > q->weight);
+}
+
+/* Every op's classes in one budget. A first pass measures each class's default and the entries
+ * known for it (the built-in ones included) and so learns how far the default is from the best
+ * known; the second pass gives the rest of the budget to the classes in proportion to that gap
+ * (plus a little for every class: a search finds what no entry knows yet), largest first, each
+ * search going on from where its first pass left it (the op's seeds, the strategy, the duel). */
+static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr_tune_result *results,
+                           size_t max_results, size_t *nresults) {
+    tsr_tune_options opt = *options;
+    if (opt.classes)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "classes: name an op to tune some of its classes (every op: all of them)");
+    if (opt.space && strcmp(opt.space, "all") != 0)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "space: name an op to restrict its space (every op: \"all\" or none)");
+    const tsr_op *ops[TUNE_ALL_MAX_OPS];
+    int nops = 0;
+    for (const tsr_op *const *o = tsr_ops; *o && nops < TUNE_ALL_MAX_OPS; ++o)
+        if ((*o)->fixture.setup && (*o)->class_shapes) ops[nops++] = *o;
+    tsr_tune_options op_opt[TUNE_ALL_MAX_OPS];
+    tsr_space *spaces = calloc((size_t)nops, sizeof *spaces);
+    char (*hashes)[17] = calloc((size_t)nops, sizeof *hashes);
+    class_job *jobs = calloc((size_t)nops * TUNE_MAX_CLASSES, sizeof *jobs);
+    class_job **order = calloc((size_t)nops * TUNE_MAX_CLASSES, sizeof *order);
+    tsr_class_outcome *outcomes = calloc((size_t)nops * TUNE_MAX_CLASSES, sizeof *outcomes);
+    tsr_tune_result *own = calloc((size_t)nops * TUNE_MAX_CLASSES, sizeof *own);
+    int first_class[TUNE_ALL_MAX_OPS + 1] = {0};
+    tsr_status st = TSR_SUCCESS;
+    tune_run run;
+    bool run_opened = false;
+    int njobs = 0;
+    if (!spaces || !hashes || !jobs || !order || !outcomes || !own) {
+        st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    char path[TSR_PATH_MAX];
+    if (!opt.dry_run) TSR_CHECK(st, database_path(&opt, path, sizeof path), done);
+    const double budget = opt.budget_seconds > 0 ? opt.budget_seconds : TUNE_ALL_BUDGET;
+    for (int o = 0; o < nops; ++o) {
+        TSR_CHECK(st, check_options(ops[o], &opt, &op_opt[o]), done);
+        TSR_CHECK(st, op_space(dev, ops[o], opt.space, &spaces[o]), done);
+        TSR_CHECK(st, tsr_op_source_hash_in(dev->kernel_dir, ops[o], hashes[o]), done);
+    }
+    TSR_CHECK(st, run_open(&run, dev, &opt), done);
+    run_opened = true;
+    const double began = tsr_now_s();
+    for (int o = 0; o < nops; ++o) {
+        const char *classes[TUNE_MAX_CLASSES];
+        int n = 0;
+        TSR_CHECK(st, parse_classes(ops[o], NULL, classes, &n), done);
+        first_class[o] = njobs;
+        for (int c = 0; c < n; ++c, ++njobs) job_init(&run, &jobs[njobs], ops[o], o, &spaces[o], classes[c], &own[njobs]);
+    }
+    first_class[nops] = njobs;
+    /* Pass 1: each class's default and known entries, while the budget lasts: on a slow device
+     * (llvmpipe compiles a class's default for tens of seconds) the classes not reached keep the
+     * entries the device has, untouched, and say so in their results. */
+    for (int j = 0; j < njobs && st == TSR_SUCCESS; ++j) {
+        class_job *job = &jobs[j];
+        if (j > 0 && tsr_now_s() - began >= budget) {
+            job->unreached = true;
+            continue;
+        }
+        st = class_begin(&run, job, budget / njobs, 0); /* bounds the timing of slow runs (slow devices) */
+        if (st != TSR_SUCCESS) break;
+        start_phase(&job->search, &job->start, run.known_db, hashes[job->op_index], false);
+        class_end(&run, job);
+        const tsr_evaluated *best = tsr_search_best(&job->search);
+        double gain = best && job->start.def_score > 0 ? best->score / job->start.def_score : 2.0;
+        job->weight = fmax(gain - 1.0, 0.0) + 0.05;
+    }
+    /* Pass 2: what is left, by weight, after a reserve for each class's setup and duel. */
+    double weights = 0, reserve = 0;
+    int nreached = 0;
+    for (int j = 0; j < njobs; ++j) {
+        if (jobs[j].unreached) continue;
+        weights += jobs[j].weight;
+        reserve += jobs[j].setup_s + 1.0;
+        order[nreached++] = &jobs[j];
+    }
+    qsort(order, (size_t)nreached, sizeof *order, by_weight_desc);
+    for (int j = 0; j < nreached && st == TSR_SUCCESS; ++j) {
+        class_job *job = order[j];
+        double left = budget - (tsr_now_s() - began) - reserve;
+        double share = left > 0 ? left * job->weight / weights : 0;
+        weights -= job->weight;
+        reserve -= job->setup_s + 1.0;
+        double after = left > share ? left - share : 0;
+        job->search.options = &op_opt[job->op_index];
+        /* a class's duels may cost what an even share of the budget would be, whatever its share */
+        job->search.duel_budget_s = budget / njobs;
+        st = class_begin(&run, job, share + job->setup_s, after); /* (its setup counts in its time) */
+        if (st != TSR_SUCCESS) break;
+        search_phase(&job->search, &job->start, strategies[op_opt[job->op_index].strategy].run, true);
+        class_end(&run, job);
+        keep_outcome(&job->search, job->res, &outcomes[job - jobs]);
+    }
+    if (st == TSR_SUCCESS && !opt.dry_run)
+        for (int o = 0; o < nops && st == TSR_SUCCESS; ++o)
+            st = tsr_tuner_save(path, dev, ops[o], strategies[op_opt[o].strategy].name, hashes[o],
+                                &outcomes[first_class[o]], first_class[o + 1] - first_class[o]);
+    if (st == TSR_SUCCESS) {
+        size_t n = 0;
+        for (int j = 0; j < njobs && results && n < max_results; ++j) results[n++] = own[j];
+        if (nresults) *nresults = n;
+    }
+done:
+    if (run_opened) run_close(&run);
+    for (int j = 0; j < njobs; ++j) {
+        if (jobs[j].runner.ctx) tsr_op_tuning_free(jobs[j].op, jobs[j].runner.ctx);
+        tsr_search_free(&jobs[j].search);
+    }
+    free(spaces);
+    free(hashes);
+    free(jobs);
+    free(order);
+    free(outcomes);
+    free(own);
     return st;
 }
 
@@ -276,6 +622,7 @@ tsr_status tsr_tune(tsr_device *dev, const char *op_name, const tsr_tune_options
     tsr_clear_diagnostics();
     if (nresults) *nresults = 0;
     if (!dev || !op_name || !options) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_tune: device, op and options must be set");
+    if (strcmp(op_name, "all") == 0) return tune_all(dev, options, results, max_results, nresults);
     const tsr_op *op = tsr_find_op(op_name);
     if (!op) return tsr_fail(TSR_ERR_NOT_FOUND, "no op named '%s'", op_name);
     return tsr_tune_op(dev, op, options, results, max_results, nresults);

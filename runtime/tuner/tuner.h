@@ -77,7 +77,73 @@ typedef struct tsr_device_runner {
 } tsr_device_runner;
 tsr_tune_backend tsr_device_backend(tsr_device_runner *runner);
 
+/* ---- compiling candidates ahead (ahead.c) ---- */
+
+#define TUNE_MAX_AHEAD 8 /* worker threads at most */
+
+/* The scope of a worker's job: the tuner's class (`problem_class` from tsr_op_class_list, which
+ * lives as long as the process). Jobs keep a copy. */
+typedef struct tsr_ahead_device {
+    const tsr_op *op;
+    const char *problem_class;
+} tsr_ahead_device;
+
+/* What a worker does: open its private state (once, in its thread, at its first job; kept for the
+ * whole tuning run), run one configuration in a scope (what the tuner gave with it: the device's
+ * workers take a tsr_ahead_device, the class), close. The device's (tsr_ahead_device_fns) make a
+ * private device and, per class, a fixture of its problem; tests give their own. */
+typedef struct tsr_ahead_fns {
+    tsr_status (*open)(void *ctx, void **worker);
+    tsr_status (*run)(void *ctx, void *worker, const tsr_ahead_device *scope, const tsr_config *config);
+    void (*close)(void *ctx, void *worker);
+    void *ctx;
+} tsr_ahead_fns;
+
+typedef struct tsr_ahead_stats {
+    int submitted;   /* configurations queued */
+    int jobs_run;    /* run to the end by a worker */
+    int jobs_failed; /* failed there (the tuner meets the failure again, with its message) */
+    int dropped;     /* queued but never started: the scope ended first */
+    int running;     /* still running when the scope ended (they count in the next one) */
+} tsr_ahead_stats;
+
+typedef struct tsr_ahead tsr_ahead;
+/* Start `workers` threads (0: *out = NULL, nothing ahead; at most TUNE_MAX_AHEAD). */
+tsr_status tsr_ahead_start(const tsr_ahead_fns *fns, int workers, tsr_ahead **out);
+int tsr_ahead_workers(const tsr_ahead *ahead);
+/* Queue configurations not queued in this scope before (returns at once). */
+void tsr_ahead_submit(tsr_ahead *ahead, const tsr_ahead_device *scope, const tsr_config *configs, int n);
+/* Was the configuration queued in this scope? */
+bool tsr_ahead_submitted(tsr_ahead *ahead, const tsr_config *config);
+/* Wait until no job is queued or running: the tuner's thread calls it before it times anything. */
+void tsr_ahead_idle(tsr_ahead *ahead);
+/* The end of a scope (a class): drop the jobs not started (running ones go on), hand over and
+ * reset the counts (`stats` may be NULL) and forget what was queued. */
+void tsr_ahead_end_scope(tsr_ahead *ahead, tsr_ahead_stats *stats);
+/* Drop the jobs not started, wait for the running ones, join the threads (each closes its state)
+ * and free. Nothing a worker did is ever saved: the tuning database is written by the tuner alone. */
+void tsr_ahead_stop(tsr_ahead *ahead, tsr_ahead_stats *stats);
+/* Threads to use: $TSR_TUNE_AHEAD (0 disables; not a count: an error naming it), else on PoCL with
+ * its kernel cache on one less than the online CPUs (at most TUNE_MAX_AHEAD) unless the machine is
+ * already busy (load average within half a core of the CPU count), elsewhere none. */
+tsr_status tsr_ahead_default_workers(const tsr_device *device, int *workers);
+
+/* Workers with private devices on `tuner`'s OpenCL device (which must outlive them). */
+tsr_ahead_fns tsr_ahead_device_fns(tsr_device *tuner);
+/* Workers as child processes where $TSR_TUNE_WORKER names an executable whose `tune-worker`
+ * command serves tsr_tune_serve (`tessera tune` sets it to itself): PoCL compiles two processes'
+ * kernels at once, but one process's contexts one after the other (ahead_process.c). Returns
+ * false (use the device's threads) where none is named or the device has no "P:D" selector;
+ * *ctx is freed by the caller after tsr_ahead_stop. */
+bool tsr_ahead_process_fns(tsr_device *tuner, tsr_ahead_fns *fns, void **ctx);
+
 /* ---- the search of one problem class (search.c, evaluate.c) ---- */
+
+struct tsr_search;
+/* What the strategy will ask for after `next` if `next` disappoints (it is not better than what
+ * the strategy holds): up to `max` configurations into `out`. Must leave the search as it was
+ * (tsr_search_predict_begin/end keep its random state and count the predicted as seen). */
+typedef int (*tsr_predict_fn)(struct tsr_search *search, const tsr_config *next, tsr_config *out, int max);
 
 typedef struct tsr_evaluated {
     tsr_config config;
@@ -102,6 +168,8 @@ typedef struct tsr_search {
     uint64_t *rng;             /* shared by the classes of one tuning run */
     double class_start;        /* backend clock when the class began */
     double class_budget_s;     /* ends the search at class_start + class_budget_s */
+    double duel_budget_s;      /* what a final duel may cost at most (0: class_budget_s) */
+    int evaluated_at_start;    /* result->evaluated at class_start (a class may be searched in two passes) */
     int max_evaluations;       /* 0: no limit */
     tsr_config start;          /* anneal: where to start (the best of the default and seeds)... */
     double start_score;        /* ...and its score (0: not measured) */
@@ -111,6 +179,14 @@ typedef struct tsr_search {
     double remaining_after_s;  /* budget of the classes after this one, for the ETA */
     tsr_tune_result *result;   /* counts: evaluated, failures, abandoned (stopped as slower) */
     const char *seed;          /* while seeds are evaluated, what they are ("stale entry"), for the log */
+
+    tsr_ahead *ahead;          /* NULL: nothing compiled ahead */
+    const tsr_ahead_device *ahead_scope; /* given with each configuration submitted (the class) */
+    tsr_predict_fn predict;    /* set by the strategy (or the driver, for the seeds); NULL: no guesses */
+    void *predict_ctx;         /* the strategy's state, for its predict */
+    const tsr_config *excluded; /* counted as seen while predicting */
+    int nexcluded;
+    int prepared_hits;         /* evaluations of configurations compiled ahead */
 
     /* Filled by the search. */
     tsr_evaluated *seen;
@@ -126,8 +202,13 @@ typedef struct tsr_search {
 bool tsr_search_budget_left(const tsr_search *search);
 /* Is there time left in the class's budget (evaluations aside)? */
 bool tsr_search_time_left(const tsr_search *search);
-/* Has this configuration been evaluated already? */
+/* Has this configuration been evaluated already (or is it among search->excluded)? */
 bool tsr_search_seen(const tsr_search *search, const tsr_config *config);
+/* For predict functions: from begin to end the random state is a copy and `excluded` (n, growing
+ * as the caller appends to it; its first entry the configuration about to be evaluated) counts as
+ * seen. */
+void tsr_search_predict_begin(tsr_search *search, const tsr_config *excluded, int n, uint64_t *saved_rng);
+void tsr_search_predict_end(tsr_search *search, uint64_t saved_rng);
 /* tsr_space_legal for the search's op, device and space. */
 bool tsr_search_legal(const tsr_search *search, const tsr_point *point, tsr_config *config);
 /* A random legal configuration not evaluated yet; false when 2000 draws found none. */
@@ -145,8 +226,9 @@ void tsr_search_rank(tsr_search *search);
 /* Free what the search allocated. */
 void tsr_search_free(tsr_search *search);
 
-/* Time two configurations in alternation (3 rounds of runs each); fills GFLOP/s from the
- * median and the lower-quartile time of all their runs (0 when either ran too few times). */
+/* Time two configurations in alternation (up to 3 rounds of runs each, fewer once the medians'
+ * confidence intervals are apart); fills GFLOP/s from the median and the lower-quartile time of
+ * all their runs (0 when either ran too few times). */
 void tsr_search_duel(tsr_search *search, const tsr_config *a, const tsr_config *b, double gflops[2],
                      double score[2]);
 

@@ -36,6 +36,9 @@ typedef struct cli_command {
 extern const cli_command cli_devices, cli_demo, cli_build_binaries, cli_cache, cli_bench, cli_tune, cli_peak,
     cli_report, cli_version;
 
+/* The hidden `tune-worker` command: a child of `tessera tune` compiling ahead. (tune.c) */
+int cli_tune_worker(int argc, char **argv);
+
 /* The command table the usage lists (tessera.c's, in order), set once at the start of main. (usage.c) */
 void cli_set_commands(const cli_command *const *commands, size_t count);
 /* The full usage on `out`: 0 for stdout (asked for), 2 for stderr (a misuse). (usage.c) */

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The search strategies by the names --strategy takes. */
@@ -77,38 +78,55 @@ static const char *op_names(char *out, size_t size) {
     return out;
 }
 
+static void print_result(FILE *out, const tsr_tune_result *r) {
+    if (r->evaluated == 0) {
+        fprintf(out, "%-9s %-9s not reached: the budget ran out first (its entry is unchanged; --budget, or --op %s)\n",
+                r->op, r->problem_class, r->op);
+        return;
+    }
+    fprintf(out, "%-9s %-9s %-16s %9.1f %9.1f %-7s %6.2fx %5d %5d %5d %5d %6.1f  %s\n", r->op, r->problem_class,
+            r->problem, r->default_gflops, r->best_gflops, r->unit,
+            r->default_gflops > 0 ? r->best_gflops / r->default_gflops : 0, r->evaluated, r->wrong_results,
+            r->build_failures, r->abandoned, r->seconds, r->best_config);
+    if (r->stale_seeds > 0)
+        fprintf(out, "%-19s seeded from %d stale entr%s (tuned for an older kernel source)\n", "", r->stale_seeds,
+                r->stale_seeds > 1 ? "ies" : "y");
+}
+
 /* Tune `op_name` (a name or "all") on the device, the results as a table on `out`; returns the
- * exit status. The CLI's own run and each rank of tune --mpi. */
+ * exit status. The CLI's own run and each rank of tune --mpi. "all" is one run over every op's
+ * classes in one budget (the runtime gives the classes with the largest gaps the most of it). */
 static int tune_device(tsr_device *dev, tsr_tune_options *options, FILE *out, void *op_name) {
     const char *op = op_name;
-    tsr_tune_options to = *options;
     int rc = 0;
-    tsr_status st;
-    int nops = 0;
-    for (const char *const *o = tsr_op_names(); *o; ++o)
-        nops += strcmp(op, "all") == 0 || strcmp(op, *o) == 0;
-    if (to.budget_seconds > 0) to.budget_seconds /= nops;
     fprintf(out, "tuning on %s (%s)\n", tsr_device_get_info(dev)->name, tsr_device_get_info(dev)->platform_name);
-    fprintf(out, "%-8s %-9s %-16s %9s %9s %-7s %7s %5s %5s %5s %5s  %s\n", "op", "class", "problem", "default", "best",
-            "unit", "gain", "evals", "wrong", "build", "aband", "best configuration");
-    for (const char *const *o = tsr_op_names(); *o && rc == 0; ++o) {
-        if (strcmp(op, "all") != 0 && strcmp(op, *o) != 0) continue;
-        tsr_tune_result results[16];
-        size_t n = 0;
-        st = tsr_tune(dev, *o, &to, results, 16, &n);
-        if (to.progress == tune_progress) fprintf(stderr, "\r\033[K"); /* the line tune_progress drew */
-        for (size_t i = 0; i < n; ++i) {
-            const tsr_tune_result *r = &results[i];
-            fprintf(out, "%-8s %-9s %-16s %9.1f %9.1f %-7s %6.2fx %5d %5d %5d %5d  %s\n", r->op, r->problem_class,
-                    r->problem, r->default_gflops, r->best_gflops, r->unit,
-                    r->default_gflops > 0 ? r->best_gflops / r->default_gflops : 0, r->evaluated, r->wrong_results,
-                    r->build_failures, r->abandoned, r->best_config);
-            if (r->stale_seeds > 0)
-                fprintf(out, "%-18s seeded from %d stale entr%s (tuned for an older kernel source)\n", "",
-                        r->stale_seeds, r->stale_seeds > 1 ? "ies" : "y");
-        }
-        if (st != TSR_SUCCESS) rc = cli_fail(st);
+    fprintf(out, "%-9s %-9s %-16s %9s %9s %-7s %7s %5s %5s %5s %5s %6s  %s\n", "op", "class", "problem", "default",
+            "best", "unit", "gain", "evals", "wrong", "build", "aband", "secs", "best configuration");
+    static tsr_tune_result results[256];
+    size_t n = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    tsr_status st = tsr_tune(dev, op, options, results, sizeof results / sizeof results[0], &n);
+    if (options->progress == tune_progress) fprintf(stderr, "\r\033[K"); /* the line tune_progress drew */
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double gain_min = 0, gain_max = 0;
+    size_t tuned = 0;
+    for (size_t i = 0; i < n; ++i) {
+        print_result(out, &results[i]);
+        if (results[i].evaluated == 0) continue; /* not reached */
+        double g = results[i].default_gflops > 0 ? results[i].best_gflops / results[i].default_gflops : 0;
+        if (tuned == 0 || g < gain_min) gain_min = g;
+        if (tuned == 0 || g > gain_max) gain_max = g;
+        ++tuned;
     }
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (n > 1 && tuned == n)
+        fprintf(out, "%zu classes in %.1f s, gains %.2fx to %.2fx over the built-in defaults\n", n, secs, gain_min,
+                gain_max);
+    else if (n > 1)
+        fprintf(out, "%zu of %zu classes in %.1f s (the others not reached), gains %.2fx to %.2fx over the built-in "
+                "defaults\n", tuned, n, secs, gain_min, gain_max);
+    if (st != TSR_SUCCESS) rc = cli_fail(st);
     tsr_timing_method timing = TSR_TIMING_UNDECIDED;
     const char *why = "";
     if (tsr_device_timing(dev, &timing, &why) == TSR_SUCCESS && timing != TSR_TIMING_UNDECIDED)
@@ -251,6 +269,16 @@ static int run_tune(int argc, char **argv) {
         return rc;
     }
     if (isatty(STDERR_FILENO)) to.progress = tune_progress; /* quiet when not on a terminal */
+    /* Workers that compile ahead are this executable's `tune-worker` children (a process each:
+     * PoCL compiles one process's contexts one after the other). A TSR_TUNE_WORKER set by the
+     * user stays; an empty one keeps the workers in this process. (Not under --mpi: ranks
+     * already share the machine's cores, and MPI processes should not start others.) */
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = '\0';
+        setenv("TSR_TUNE_WORKER", self, 0);
+    }
     rc = tune_device(dev, &to, stdout, (void *)op);
     if (rc == 0 && !to.dry_run) {
         char path[1024];
@@ -262,7 +290,12 @@ static int run_tune(int argc, char **argv) {
 
 static void print_details(FILE *out) {
     char names[256];
-    fprintf(out, "NAME: an op of the runtime's op table (%s), or all.\n", op_names(names, sizeof names));
+    fprintf(out, "NAME: an op of the runtime's op table (%s), or all (the default).\n", op_names(names, sizeof names));
+    fputs("--budget: seconds for the op's classes together (88 by default); for all, for every op's classes\n"
+          "together (150 by default): each class's default and known entries first, then the rest where the\n"
+          "default is furthest from the best known. --evals: per class. TSR_TUNE_AHEAD=N threads compile the\n"
+          "next candidates meanwhile (default on PoCL: one less than the CPUs; 0: none).\n",
+          out);
     fputs("The database is TSR_TUNING_DB, else under XDG_DATA_HOME or HOME; --db names another one.\n", out);
     fputs("--mpi (under mpirun, or alone as a fleet of one; builds with Open MPI only): each rank tunes its\n"
           "--device into a temporary database of its own (never the shared one) and rank 0 imports every\n"
@@ -289,3 +322,29 @@ const cli_command cli_tune = {
     .notes = CLI_NOTE_DEVICE | CLI_NOTE_NUMBERS,
     .run = run_tune,
 };
+
+/* `tessera tune-worker --device P:D --fd N`: a child `tessera tune` starts to compile candidates
+ * ahead (tsr_tune_serve). Not in the usage: nobody types it. */
+int cli_tune_worker(int argc, char **argv) {
+    const char *selector = NULL;
+    int fd = -1;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--device") == 0) selector = argv[i + 1];
+        else if (strcmp(argv[i], "--fd") == 0) {
+            char *end = NULL;
+            long v = strtol(argv[i + 1], &end, 10);
+            fd = end && *end == '\0' && v >= 3 && v < 1024 ? (int)v : -1;
+        }
+    }
+    if (!selector || fd < 0 || argc != 5) {
+        fprintf(stderr, "tessera tune-worker: started by `tessera tune` only (--device P:D --fd N)\n");
+        return 2;
+    }
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(selector, &dev);
+    if (st == TSR_SUCCESS) {
+        st = tsr_tune_serve(dev, fd);
+        tsr_device_close(dev);
+    }
+    return st == TSR_SUCCESS ? 0 : cli_fail(st);
+}

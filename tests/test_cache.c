@@ -475,6 +475,8 @@ static void kernel_dir_override(void **state) {
     th_write_file(path, "this is not OpenCL C\n", 21);
     snprintf(path, sizeof path, "%s/gemm_gpu.cl", dir); /* GEMM's other source, hashed with it */
     th_write_file(path, "this is not OpenCL C either\n", 28);
+    snprintf(path, sizeof path, "%s/gemm_smallm.cl", dir); /* and its third */
+    th_write_file(path, "this is not OpenCL C either\n", 28);
     setenv("TSR_KERNEL_DIR", dir, 1);
     tsr_device *dev = th_open_device();
     TH_ASSERT_STATUS(small_gemm(dev), TSR_ERR_BUILD);

@@ -211,6 +211,65 @@ static void random_cases(void **state) {
     }
 }
 
+/* Widths around the kernel's 16-column vector (whole vectors, a ragged tail, none at all) in every
+ * pair of table and y types (16-bit tables take two tokens an item: odd and even token counts), tables and y at odd offsets (no vector alignment), under the
+ * geometry this device gets and under others by the test hook TSR_TEST_EMBEDDING_ITEMS (one item
+ * a token looping over the row; 3 and 64 items striding over its vectors and sharing its tail). */
+static void vector_widths_and_geometries(void **state) {
+    (void)state;
+    const tsr_dtype types[] = {TSR_F32, TSR_F16, TSR_BF16};
+    const size_t widths[] = {1, 15, 16, 17, 33, 47, 48, 50, 200};
+    const char *const items[] = {NULL, "1", "3", "64"};
+    const size_t nw = th_small_mode() ? 4 : sizeof widths / sizeof widths[0];
+    for (size_t g = 0; g < (th_small_mode() ? 2 : 4); ++g) {
+        if (items[g]) setenv("TSR_TEST_EMBEDDING_ITEMS", items[g], 1);
+        for (size_t i = 0; i < nw; ++i)
+            for (int combo = 0; combo < 9; ++combo) {
+                if (th_small_mode() && (size_t)combo % 4 != (i + g) % 4) continue;
+                const size_t H = th_small_mode() ? widths[i + 2 * g] : widths[i];
+                const emb_case c = {.batch = 1 + (size_t)combo % 2, /* 3 or 6 tokens: odd and even */
+                                    .seq_len = 3,
+                                    .hidden = H,
+                                    .vocab = 7,
+                                    .max_positions = 5,
+                                    .type_vocab = 2,
+                                    .word_off = 1 + (size_t)combo,
+                                    .position_off = 3,
+                                    .type_off = 5,
+                                    .y_off = 1 + i % 3,
+                                    .y_stride = combo % 2 ? H + 3 : 0,
+                                    .position = true,
+                                    .token_type = combo != 4,
+                                    .type_ids = true,
+                                    .y_type = types[combo % 3],
+                                    .table_type = types[combo / 3]};
+                printf("# hidden %zu, tables %s, y %s, items %s\n", H, tsr_dtype_str(c.table_type),
+                       tsr_dtype_str(c.y_type), items[g] ? items[g] : "(the device's)");
+                run_case(&c);
+            }
+        unsetenv("TSR_TEST_EMBEDDING_ITEMS");
+    }
+    /* The hook refuses what is not a count of 1 to 64, naming itself, and leaves y alone. */
+    const char *const bad[] = {"0", "65", "x", "3x", "", "-1"};
+    const tsr_embedding_desc d = {.tokens = 1, .seq_len = 1, .hidden = 4, .vocab = 1};
+    const float ones[4] = {1, 1, 1, 1}, poison[4] = {-7, -7, -7, -7};
+    cl_mem w = th_buffer_from(dev, ones, 4), y = th_buffer_from(dev, poison, 4);
+    const int32_t id = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        setenv("TSR_TEST_EMBEDDING_ITEMS", bad[i], 1);
+        const tsr_status st = tsr_embedding(dev, &d, &id, NULL, w, NULL, NULL, y, NULL, NULL);
+        unsetenv("TSR_TEST_EMBEDDING_ITEMS");
+        if (st != TSR_ERR_INVALID_ARG)
+            fail_msg("TSR_TEST_EMBEDDING_ITEMS='%s': %s (%s)", bad[i], tsr_status_str(st), tsr_last_error());
+        TH_ASSERT_CONTAINS(tsr_last_error(), "TSR_TEST_EMBEDDING_ITEMS");
+        float got[4];
+        th_read(dev, y, got, 4);
+        assert_memory_equal(got, poison, sizeof got);
+    }
+    clReleaseMemObject(w);
+    clReleaseMemObject(y);
+}
+
 /* Two calls back to back without waiting: the second's ids go to the same scratch only after the
  * first kernel has read it. */
 static void back_to_back_calls_keep_their_ids(void **state) {
@@ -408,6 +467,7 @@ int main(void) {
             cmocka_unit_test(optional_terms_offsets_and_types),
             cmocka_unit_test(random_cases),
             cmocka_unit_test(back_to_back_calls_keep_their_ids),
+            cmocka_unit_test(vector_widths_and_geometries),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -415,6 +475,7 @@ int main(void) {
         cmocka_unit_test(bert_and_odd_widths), cmocka_unit_test(optional_terms_offsets_and_types),
         cmocka_unit_test(random_cases),        cmocka_unit_test(back_to_back_calls_keep_their_ids),
         cmocka_unit_test(invalid_arguments),   cmocka_unit_test(offline_device_runs_from_binaries),
+        cmocka_unit_test(vector_widths_and_geometries),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

@@ -600,7 +600,8 @@ static void gpu_kernel_part(size_t part) {
                            .b_off = th_rand() % 5, .c_off = th_rand() % 5, .alpha = 1.25f,
                            .beta = (t % 3 == 0) ? 0.0f : -0.5f, .batch = 1 + (size_t)(t % 4 == 3) * (1 + th_rand() % 3),
                            .act = acts[t % 4], .bias = t % 3 == 1};
-            g.a_shared = g.batch > 1 && t % 8 == 7;
+            if (!long_mode() && t == 9) g.batch = 2 + th_rand() % 2;
+            g.a_shared = g.batch > 1 && (t % 8 == 7 || (!long_mode() && t == 9));
             if (t == 4) g.k = 0;                      /* C = beta C (+ epilogue) */
             if (t == 5) g.k = 1 + th_rand() % 7;      /* shorter than any k-tile */
             if (t == 6) g.alpha = 0.0f;               /* A and B not read */
@@ -612,6 +613,64 @@ static void gpu_kernel_part(size_t part) {
             expect_accurate(&g);
         }
     }
+    set_gemm_override(NULL);
+}
+
+/* The smallm implementation (cl/gemm_smallm.cl) forced: few rows (M = 1..33, across its MWI
+ * tiles), N off the vector width, K off the vector width (the scalar K tail of the B-transposed
+ * form), odd leading dimensions and offsets, beta = 0 over a NaN C, the epilogue (bias, GELU,
+ * scale, residual) and 16-bit storage of an operand, read in place.
+ * Default tier (a few seconds: each kind is a program to compile): the first configuration the
+ * device takes, two kinds, one per inner form (B transposed with A not: vectors along K; A
+ * transposed: vectors along N, on a batch sharing A and a bf16 B); K = 0, column-major calls and
+ * the other transpositions and types in the long tier.
+ * TSR_TEST_LONG=1: every configuration, every layout (row- and column-major calls) and
+ * transposition, 12 kinds each. Oclgrind: the smaller tiles (the AVX-512 default is past its
+ * 128-float limit), three kinds on sizes up to 40. */
+static void smallm_kernel(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4", /* the AVX-512 default: 4 x 4 K-vector blocks */
+        "KERNEL=2 MWI=6 VW=4 NVW=2 KU=2",  /* 2-row blocks, two vectors per row */
+        "KERNEL=2 MWI=1 VW=1 NVW=1 KU=1",  /* scalar */
+    };
+    static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
+    /* kinds t (bit 0: ta, bit 1: tb; the rest below) of the default and Oclgrind tiers, row-major:
+     * 2 K form (bias, scale, fp16 residual, GELU); 9 A transposed, bf16 B, a batch sharing A,
+     * over a NaN C (ReLU). Oclgrind runs both in the N form (below). */
+    static const int short_kinds[] = {2, 9};
+    int cases = long_mode() ? 12 : 2;
+    int taken = 0;
+    for (size_t c = small_mode() ? 1 : 0; c < sizeof configs / sizeof configs[0]; ++c) {
+        if (!long_mode() && taken) break; /* one configuration outside the long tier */
+        if (!try_gemm_override(configs[c])) continue;
+        ++taken;
+        for (int j = 0; j < cases; ++j) {
+            int t = long_mode() ? j : short_kinds[j];
+            size_t max = small_mode() ? 40 : 200;
+            gemm_case g = {.row_major = long_mode() ? (int)(th_rand() & 1) : 1, .ta = t & 1, .tb = (t >> 1) & 1,
+                           .m = 1 + th_rand() % 33, .n = rand_size(max), .k = rand_size(max),
+                           .lda_pad = th_rand() % 3, .ldb_pad = th_rand() % 3, .ldc_pad = th_rand() % 3,
+                           .a_off = th_rand() % 5, .b_off = th_rand() % 5, .c_off = th_rand() % 5, .alpha = 1.25f,
+                           .beta = (t % 3 == 0) ? 0.0f : -0.5f, .batch = 1 + (size_t)(t % 4 == 3) * (1 + th_rand() % 3),
+                           .act = acts[t % 4], .bias = t % 3 == 1 || t == 2};
+            if (!long_mode() && t == 9) g.batch = 2 + th_rand() % 2;
+            g.a_shared = g.batch > 1 && (t % 8 == 7 || (!long_mode() && t == 9));
+            if (t == 4) g.k = 0;
+            if (t == 5 || (!long_mode() && t == 2)) g.scale = true, g.res = 1, g.rt = TSR_F16;
+            /* Oclgrind's --uninitialized checker aborts (no report, exit 255) on the vectors-along-K
+             * form (canonical B transposed, A not): under Oclgrind both operands go transposed,
+             * which the vectors-along-N form runs; PoCL covers the K form. */
+            if (small_mode() && (g.row_major ? g.tb && !g.ta : g.ta && !g.tb)) g.ta = g.tb = 1;
+            if (t >= 8) {
+                g.at = (t == 8 || t == 11) ? TSR_F16 : TSR_F32;
+                g.bt = (t == 9 || t == 11) ? TSR_BF16 : TSR_F32;
+                g.ct = (t == 10 || t == 11) ? TSR_F16 : TSR_F32;
+            }
+            expect_accurate(&g);
+        }
+    }
+    assert_true(taken > 0); /* some configuration must run */
     set_gemm_override(NULL);
 }
 
@@ -1386,6 +1445,7 @@ int main(void) {
             cmocka_unit_test(configurations_odd),
             cmocka_unit_test(gpu_kernel_even),
             cmocka_unit_test(gpu_kernel_odd),
+            cmocka_unit_test(smallm_kernel),
             cmocka_unit_test(type_combinations),
             cmocka_unit_test(types_configurations),
         };
@@ -1399,6 +1459,7 @@ int main(void) {
         cmocka_unit_test(configurations_odd),
         cmocka_unit_test(gpu_kernel_even),
         cmocka_unit_test(gpu_kernel_odd),
+        cmocka_unit_test(smallm_kernel),
         cmocka_unit_test(type_combinations),
         cmocka_unit_test(types_configurations),
         cmocka_unit_test(k_blocked_accumulation),

@@ -105,10 +105,32 @@ done:
 
 static const char embedding_kernels_tag;
 
+enum { EMBEDDING_VW = 16 }; /* cl/embedding.cl's default VW: the columns of one item's vector */
+
+/* $TSR_TEST_EMBEDDING_ITEMS, the tests' hook: items per token (1 to 64, decimal), so that a CPU
+ * also runs the geometry other devices get (and the reverse). Anything else is refused. */
+static tsr_status embedding_items_hook(size_t *items) {
+    const char *text = getenv("TSR_TEST_EMBEDDING_ITEMS");
+    if (!text) return TSR_SUCCESS;
+    char *end = NULL;
+    const unsigned long n = text[0] >= '0' && text[0] <= '9' ? strtoul(text, &end, 10) : 0;
+    if (!end || *end || n < 1 || n > 64)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "embedding: TSR_TEST_EMBEDDING_ITEMS='%s' is not a count of 1 to 64",
+                        text);
+    *items = n;
+    return TSR_SUCCESS;
+}
+
 /* The record's variant: y's type and the tables' type in one number. */
 static int embedding_variant(tsr_dtype y_type, tsr_dtype table_type) {
     return (int)y_type + TSR_DTYPE_COUNT * (int)table_type;
 }
+
+/* Tokens per work-item (cl/embedding.cl's TPI): 16-bit tables take two tokens at once, their
+ * rows' vectors interleaved in one loop, so two random word rows are in flight (under load on
+ * the 2-core AVX-512 Xeon, bf16 1.22-1.27x -> 1.45-1.58x fp32, f16 1.40-1.75x -> 1.55-1.66x);
+ * fp32 rows, twice as long, were no faster that way. */
+static size_t embedding_tokens_per_item(tsr_dtype table_type) { return table_type == TSR_F32 ? 1 : 2; }
 
 /* The program's options for the variant (y's type, the tables' type): fp32 adds none. binaries.c
  * writes the same strings (tsr_embedding_options_text). */
@@ -117,7 +139,8 @@ void tsr_embedding_options_text(int y_type, int table_type, char *out, size_t si
     out[0] = '\0';
     int used = y_type != TSR_F32 ? snprintf(out, size, "-DY_TYPE=%d", y_type) : 0;
     if (table_type != TSR_F32 && used >= 0 && (size_t)used < size)
-        snprintf(out + used, size - (size_t)used, "%s-DT_TYPE=%d", used ? " " : "", table_type);
+        snprintf(out + used, size - (size_t)used, "%s-DT_TYPE=%d -DTPI=%zu", used ? " " : "", table_type,
+                 embedding_tokens_per_item((tsr_dtype)table_type));
 }
 
 static void embedding_options(const tsr_config *cfg, int variant, char *out, size_t size) {
@@ -134,6 +157,15 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
         return tsr_graph_refuse("tsr_embedding", "it uploads its ids from host memory at call time");
     embedding_problem p;
     tsr_status status = embedding_validate(dev, desc, ids, type_ids, word, position, token_type, y, &p);
+    if (status != TSR_SUCCESS) return status;
+    /* Items per token. A CPU: one, looping over the row's EMBEDDING_VW-column vectors
+     * (cl/embedding.cl's VW): an item per vector spent more on PoCL's work-item loop than on
+     * its 32 bytes of a 16-bit row. Otherwise up to 64, one per vector, each taking every
+     * 64th: adjacent items on adjacent vectors; at least one, for the element-by-element tail
+     * of a row narrower than a vector. */
+    const size_t vectors = p.d.hidden / EMBEDDING_VW;
+    size_t items = dev->info.type == TSR_DEVICE_CPU || vectors < 1 ? 1 : vectors < 64 ? vectors : 64;
+    status = embedding_items_hook(&items);
     if (status != TSR_SUCCESS) return status;
     cl_kernel kernel = NULL;
     cl_event written = NULL, done = NULL;
@@ -230,8 +262,8 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     SET(yo);
     SET(ys);
 #undef SET
-    /* Up to 64 items a token, each taking every 64th column: adjacent items, adjacent floats. */
-    size_t global[2] = {d->hidden < 64 ? d->hidden : 64, d->tokens};
+    const size_t tpi = embedding_tokens_per_item(d->table_type);
+    size_t global[2] = {items, (d->tokens + tpi - 1) / tpi};
     TSR_CL_CHECK(status,
                  tsr_enqueue_kernel(q, kernel, 2, NULL, global, NULL, written ? 1 : 0, written ? &written : NULL,
                                         &done),

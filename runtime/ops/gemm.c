@@ -1,6 +1,7 @@
-/* The GEMM op: parameter space, defaults, argument checks and launch of its two implementations,
- * cl/gemm.cl ("tiled": packed panels or staged tiles, the CPU design) and cl/gemm_gpu.cl ("gpu":
- * 2-D register tiles over double-buffered local tiles). */
+/* The GEMM op: parameter space, defaults, argument checks and launch of its three implementations,
+ * cl/gemm.cl ("tiled": packed panels or staged tiles, the CPU design), cl/gemm_gpu.cl ("gpu":
+ * 2-D register tiles over double-buffered local tiles) and cl/gemm_smallm.cl ("smallm": few rows,
+ * both operands read in place in any layout and type, so a small call is one launch). */
 #include "internal.h"
 
 #include <limits.h>
@@ -26,7 +27,7 @@
     X(KC, HOST, 0, 0, 128, 256, 512, 1024) /* k per launch (0: all of K in one launch) */       \
     X(PK, DEFINE, 16, 16, 64, 256)      /* k-steps per work-item of the pack kernels */        \
     X(NT, DEFINE, 1, 1, 2, 4, 8)        /* column tiles per work-item, one after the other */  \
-    X(KERNEL, HOST, 0, 0, 1)            /* the implementation: 0 tiled (gemm.cl), 1 gpu */     \
+    X(KERNEL, HOST, 0, 0, 1, 2)         /* the implementation: 0 tiled (gemm.cl), 1 gpu, 2 smallm */ \
     X(PAD, DEFINE, 0, 0, 1)             /* gpu: local rows padded by VW floats */              \
     X(DB, DEFINE, 0, 0, 1)              /* gpu: double-buffered local tiles */
 
@@ -35,12 +36,13 @@ static const tsr_param_def gemm_params[] = {GEMM_PARAMS(TSR_PARAM_DEF)};
 
 /* KERNEL selects the kernel file; each reads only its own parameters (the others normalize to
  * their declared defaults, so a search never measures one kernel twice). */
-enum { GEMM_TILED = 0, GEMM_GPU = 1 };
+enum { GEMM_TILED = 0, GEMM_GPU = 1, GEMM_SMALLM = 2 };
 static const tsr_implementation gemm_implementations[] = {
     {.name = "tiled", .value = GEMM_TILED, .params = "MWI VW NVW KU WGM WGN KWG SA SB PACKA PACKB KC PK NT"},
     {.name = "gpu", .value = GEMM_GPU, .params = "MWI VW NVW KU WGM WGN KWG PAD DB"},
+    {.name = "smallm", .value = GEMM_SMALLM, .params = "MWI VW NVW KU"},
 };
-static const char *const gemm_more_sources[] = {"gemm_gpu", NULL};
+static const char *const gemm_more_sources[] = {"gemm_gpu", "gemm_smallm", NULL};
 
 /* Program variants, which a launch adds to the configuration: the transpositions (bits 0-1)
  * and the storage types, variant / 4 numbering the combinations of A's, B's and C's types
@@ -74,7 +76,8 @@ static const tsr_default gemm_defaults[] = {
      * 16 of them. Not measured here (no such machine): a first guess that follows the ISA, so
      * tiles tuned for AVX2's 16 registers are not used there. */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-n", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1"},
-    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-m", "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0"},
+    /* small-m: the smallm kernel, no pack launches (a MiniLM 1 x 16 call is one launch) */
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-m", "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small", "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "batched", "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, NULL, "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 NT=4"},
@@ -82,7 +85,7 @@ static const tsr_default gemm_defaults[] = {
      * spill: one item per group, a 6x16 tile in float16 accumulators (12 of AVX2's 16
      * registers), and operands packed into contiguous panels beforehand. */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "small-n", "MWI=6 VW=8 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1"}, /* A is large: stream it */
-    {TSR_DEVICE_CPU, TSR_LANES_ANY, "small-m", "MWI=8 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0"}, /* B is large */
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "small-m", "KERNEL=2 MWI=4 VW=8 NVW=2 KU=4"}, /* A is small: read in place (AVX2: not measured) */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "small", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0"}, /* packing costs more than it saves */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "batched", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1"},
     /* Four column tiles per work-item: the work-item's rows of A are read from memory once for
@@ -132,10 +135,19 @@ static bool gpu_config_ok(const tsr_device *dev, const int *v) {
     return gpu_local_bytes(v) <= dev->info.local_mem_bytes;
 }
 
+/* smallm (cl/gemm_smallm.cl): one-item groups; its tile as the tiled kernel's (with B
+ * transposed it holds a 4 x 4 block of K-vectors at a time, whatever the tile). */
+static bool smallm_config_ok(const tsr_device *dev, const int *v) {
+    int nwi = v[P_VW] * v[P_NVW];
+    int max_tile = dev->info.preferred_vector_width[4] >= 16 ? 448 : 128;
+    return nwi <= 64 && v[P_MWI] * nwi <= max_tile;
+}
+
 static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     (void)problem;
     const int *v = cfg->values;
     if (v[P_KERNEL] == GEMM_GPU) return gpu_config_ok(dev, v);
+    if (v[P_KERNEL] == GEMM_SMALLM) return smallm_config_ok(dev, v);
     int nwi = v[P_VW] * v[P_NVW];
     bool staged = v[P_SA] || v[P_SB];
     /* Beyond this the tile spills on every device we know: 128 floats (16 AVX2 registers);
@@ -166,22 +178,22 @@ static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr
  * are 16-bit ones (into fp32 panels): widening once per element beats widening in the hot loop,
  * where PoCL's vload_half measured 0.3x of fp32 at 128^3 and 64@128^3. */
 static bool packs_a(const tsr_config *cfg, bool ta, tsr_dtype type) {
-    if (cfg->values[P_KERNEL] == GEMM_GPU) return false; /* it reads any layout and type itself */
+    if (cfg->values[P_KERNEL] != GEMM_TILED) return false; /* gpu and smallm read any layout and type */
     return cfg->values[P_PACKA] || ((ta || type != TSR_F32) && !cfg->values[P_SA] && !cfg->values[P_SB]);
 }
 static bool packs_b(const tsr_config *cfg, bool tb, tsr_dtype type) {
-    if (cfg->values[P_KERNEL] == GEMM_GPU) return false;
+    if (cfg->values[P_KERNEL] != GEMM_TILED) return false;
     return cfg->values[P_PACKB] || ((tb || type != TSR_F32) && !cfg->values[P_SA] && !cfg->values[P_SB]);
 }
 
 /* Column tiles per work-item: staged tiles take one (a work-group stages one tile of B at a
  * time), so an override of SA or SB over a default with NT > 1 still runs. */
 static int tiles_per_item(const tsr_config *cfg) {
-    return cfg->values[P_SA] || cfg->values[P_SB] || cfg->values[P_KERNEL] == GEMM_GPU ? 1 : cfg->values[P_NT];
+    return cfg->values[P_SA] || cfg->values[P_SB] || cfg->values[P_KERNEL] != GEMM_TILED ? 1 : cfg->values[P_NT];
 }
 
 static const char *gemm_program_source(const tsr_config *cfg) {
-    return cfg->values[P_KERNEL] == GEMM_GPU ? "gemm_gpu" : "gemm";
+    return cfg->values[P_KERNEL] == GEMM_GPU ? "gemm_gpu" : cfg->values[P_KERNEL] == GEMM_SMALLM ? "gemm_smallm" : "gemm";
 }
 
 static void gemm_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
@@ -902,7 +914,7 @@ static const char *gemm_tuning_space(const tsr_device *dev) {
         return "KERNEL=0 MWI=1,2,4 VW=1,2,4 NVW=1,2,4 KU=1,2,4 WGM=4,8,16 WGN=4,8,16 KWG=8,16 SA=0,1 SB=0,1 PACKA=0 "
                "PACKB=0 KC=0 NT=1";
     if (dev->info.type == TSR_DEVICE_CPU)
-        return "KERNEL=0 MWI=2,4,6,8 VW=4,8,16 NVW=1,2 KU=1,2,4,8 WGM=1,2,4 WGN=1 KWG=8 SA=0 SB=0 PACKA=0,1 PACKB=0,1 "
+        return "KERNEL=0,2 MWI=2,4,6,8 VW=4,8,16 NVW=1,2 KU=1,2,4,8 WGM=1,2,4 WGN=1 KWG=8 SA=0 SB=0 PACKA=0,1 PACKB=0,1 "
                "KC=0,512 NT=1,2,4,8";
     /* GPUs and others: both kernels (each implementation's default is measured first), the gpu
      * kernel's register tiles, group shapes, k-tiles, padding and double buffering. */

@@ -429,39 +429,82 @@ def reference_embed(model, sentences):
 class Runner:
     """The model's weights resident on one tessera device, and its forward pass there."""
 
-    def __init__(self, model, device=None, dtype='fp32'):
+    def __init__(self, model, device=None, dtype='fp32', weights='auto'):
         _check_dtype(dtype)
+        if not isinstance(weights, str) or weights not in self.WEIGHT_LAYOUTS:
+            raise _invalid('weights must be one of %s, not %r' % (', '.join(map(repr, self.WEIGHT_LAYOUTS)), weights))
         self.model = model
         self.device = tessera.as_device(device)
-        wtype = np.float16 if dtype == 'fp16' else np.float32  # GEMM weights' storage; arithmetic stays fp32
+        self.weights = weights
+        self._wtype = np.float16 if dtype == 'fp16' else np.float32  # GEMM weights' storage; arithmetic stays fp32
         w = model.w
 
-        def up(a, dt=np.float32):
-            return tessera.to_device(np.ascontiguousarray(a, dtype=dt), device=self.device)
-
+        up = self._up
         self.word = up(w['embeddings.word_embeddings.weight'])
         self.position = up(w['embeddings.position_embeddings.weight'])
         self.token_type = up(w['embeddings.token_type_embeddings.weight'])
         self.ln0 = (up(w['embeddings.LayerNorm.weight']), up(w['embeddings.LayerNorm.bias']))
         self.layers = []
-        # Linear weights go up transposed, [in, out]: op(B) = B is the faster GEMM form on small
-        # batches here (2.5x at 16 tokens on PoCL), and the same at large ones.
         for i in range(LAYERS):
             p = 'encoder.layer.%d.' % i
             qkv = [p + 'attention.self.' + s for s in ('query', 'key', 'value')]
             self.layers.append({
-                'qkv_w': up(np.concatenate([w[n + '.weight'] for n in qkv]).T, wtype),
                 'qkv_b': up(np.concatenate([w[n + '.bias'] for n in qkv])),
-                'out_w': up(w[p + 'attention.output.dense.weight'].T, wtype),
                 'out_b': up(w[p + 'attention.output.dense.bias']),
                 'ln1': (up(w[p + 'attention.output.LayerNorm.weight']), up(w[p + 'attention.output.LayerNorm.bias'])),
-                'ffn1_w': up(w[p + 'intermediate.dense.weight'].T, wtype),
                 'ffn1_b': up(w[p + 'intermediate.dense.bias']),
-                'ffn2_w': up(w[p + 'output.dense.weight'].T, wtype),
                 'ffn2_b': up(w[p + 'output.dense.bias']),
                 'ln2': (up(w[p + 'output.LayerNorm.weight']), up(w[p + 'output.LayerNorm.bias'])),
             })
+        # The Linear weights per layout, uploaded when a shape first needs it (see _layout)
+        self._linear = {}
         self._shapes = {}  # (batch, seq, key lengths) -> activation buffers and the encoder's graph
+        if weights != 'auto':
+            self._linear_weights(weights)
+
+    # The Linear weights' layouts on the device: 'in_out' transposed at load ([in, out], the GEMMs
+    # read op(B) = B), 'out_in' as stored (nn.Linear's [out, in], read with trans_b). 'auto'
+    # picks per shape (_layout).
+    WEIGHT_LAYOUTS = ('auto', 'in_out', 'out_in')
+    SMALL_M = 16  # the GEMM op's small-m class: at most this many rows (runtime/ops/gemm.c)
+
+    def _up(self, a, dt=np.float32):
+        return tessera.to_device(np.ascontiguousarray(a, dtype=dt), device=self.device)
+
+    def _linear_weights(self, layout):
+        """Per layer the four Linear weights in `layout`, uploaded on first use."""
+        got = self._linear.get(layout)
+        if got is None:
+            w, tw = self.model.w, ((lambda a: a) if layout == 'out_in' else (lambda a: a.T))
+            got = []
+            for i in range(LAYERS):
+                p = 'encoder.layer.%d.' % i
+                qkv = [p + 'attention.self.' + s + '.weight' for s in ('query', 'key', 'value')]
+                got.append({'qkv_w': self._up(tw(np.concatenate([w[n] for n in qkv])), self._wtype),
+                            'out_w': self._up(tw(w[p + 'attention.output.dense.weight']), self._wtype),
+                            'ffn1_w': self._up(tw(w[p + 'intermediate.dense.weight']), self._wtype),
+                            'ffn2_w': self._up(tw(w[p + 'output.dense.weight']), self._wtype)})
+            self._linear[layout] = got
+        return got
+
+    def _layout(self, tokens):
+        """The weights' layout for a forward over `tokens` rows. 'auto': as stored ('out_in') when
+        the GEMMs are small-m ones and the device's small-m configuration is the smallm kernel
+        (cl/gemm_smallm.cl, KERNEL=2), which reads a transposed B in place along K (the forward at
+        1 x 16 tokens took 0.58-0.76x the 'in_out' one's time on a loaded 2-core AVX-512 Xeon,
+        bench/minilm_layout.py; docs/minilm.md); otherwise
+        'in_out', which the tiled kernel reads without packing a transposed B at small M, and which
+        measured faster at 32 x 128 tokens (its B is packed either way there)."""
+        if self.weights != 'auto':
+            return self.weights
+        if tokens <= self.SMALL_M:
+            try:
+                cfg = self.device.config('gemm', 'small-m')['config'].split()
+            except tessera.TesseraError:
+                cfg = []
+            if 'KERNEL=2' in cfg:
+                return 'out_in'
+        return 'in_out'
 
     MAX_SHAPES = 16  # shapes whose buffers and encoder graph a runner keeps
     use_graph = True  # False: the encoder's calls run one by one on every forward (for comparison)
@@ -473,7 +516,7 @@ class Runner:
                 'context': tessera.empty((tokens, HIDDEN), device=dev),
                 'projected': tessera.empty((tokens, HIDDEN), device=dev),
                 'hidden': tessera.empty((tokens, self.model.intermediate), device=dev),
-                'graph': None}
+                'graph': None, 'layout': self._layout(tokens)}
 
     def _encoder(self, state, batch, seq, kv_lengths):
         """The embedding's LayerNorm and the encoder layers, on x in place (device-only calls)."""
@@ -484,13 +527,14 @@ class Runner:
         row = 3 * HIDDEN
         q, k, v = (qkv.view((batch, HEADS, seq, head_dim), (seq * row, head_dim, row, 1), i * HIDDEN) for i in range(3))
         o = context.view((batch, HEADS, seq, head_dim), (seq * HIDDEN, head_dim, HIDDEN, 1))
-        for layer in self.layers:
-            tessera.gemm(x, layer['qkv_w'], qkv, bias=layer['qkv_b'])
+        tb = state['layout'] == 'out_in'
+        for layer, lw in zip(self.layers, self._linear_weights(state['layout'])):
+            tessera.gemm(x, lw['qkv_w'], qkv, bias=layer['qkv_b'], trans_b=tb)
             tessera.attention(q, k, v, kv_lengths=kv_lengths, out=o)
-            tessera.gemm(context, layer['out_w'], projected, bias=layer['out_b'])
+            tessera.gemm(context, lw['out_w'], projected, bias=layer['out_b'], trans_b=tb)
             tessera.layernorm(projected, *layer['ln1'], residual=x, eps=eps, out=x)
-            tessera.gemm(x, layer['ffn1_w'], hidden, bias=layer['ffn1_b'], activation='gelu')
-            tessera.gemm(hidden, layer['ffn2_w'], projected, bias=layer['ffn2_b'])
+            tessera.gemm(x, lw['ffn1_w'], hidden, bias=layer['ffn1_b'], activation='gelu', trans_b=tb)
+            tessera.gemm(hidden, lw['ffn2_w'], projected, bias=layer['ffn2_b'], trans_b=tb)
             tessera.layernorm(projected, *layer['ln2'], residual=x, eps=eps, out=x)
 
     def forward(self, ids, lengths):

@@ -1,0 +1,243 @@
+// Small-M SGEMM (OpenCL C 1.2): the "smallm" implementation of the GEMM op (KERNEL=2), for
+// C = act(scale * alpha * opA(A) opB(B) + beta * C + bias + residual) with few rows (M up to a
+// few dozen), any N and K. Same canonical form, arguments and epilogue as gemm.cl's `gemm`, but
+// it reads A and B in place, in their own layout and storage type: no pack kernels, so a small
+// call is one launch. A small A stays in L1 across every column tile.
+//
+// Geometry, from -D defines (the host launches ceil(M/MWI) x ceil(N/NWI) x batch one-item groups):
+//   MWI        rows of C per work-item
+//   VW, NVW    a work-item owns MWI x NWI of C, NWI = VW * NVW
+//   KU         unroll of the k loop (row-major B)
+//   TA, TB     transpositions, A_TYPE, B_TYPE, C_TYPE storage types (as gemm.cl)
+// Two inner forms:
+//   B row-major (or A and B both transposed): vectors along N, B's rows loaded VW at a time, A
+//     broadcast, MWI x NVW floatv accumulators.
+//   B transposed, A row-major (nn.Linear's weight, C = A W^T): both operands are contiguous
+//     along K, so vectors run along K: blocks of RB rows x CB columns of C, each an RB x CB
+//     set of floatv partial sums over K, reduced across lanes at the end; the block's values go
+//     to a row buffer that the vector epilogue stores.
+// Edges: rows and columns past M (N) are clamped (duplicates never stored), the K tail is
+// scalar, stores are guarded.
+#include "activation.cl"
+#include "dtype.cl"
+#ifndef MWI
+#define MWI 1
+#endif
+#ifndef VW
+#define VW 1
+#endif
+#ifndef NVW
+#define NVW 1
+#endif
+#ifndef KU
+#define KU 1
+#endif
+#ifndef TA
+#define TA 0
+#endif
+#ifndef TB
+#define TB 0
+#endif
+#ifndef A_TYPE
+#define A_TYPE 0
+#endif
+#ifndef B_TYPE
+#define B_TYPE 0
+#endif
+#ifndef C_TYPE
+#define C_TYPE 0
+#endif
+
+#define NWI (VW * NVW)
+
+#include "vector.cl"
+#include "epilogue.cl"
+
+#define A_ELT TSR_ELT(A_TYPE)
+#define B_ELT TSR_ELT(B_TYPE)
+#define C_ELT TSR_ELT(C_TYPE)
+#if VW == 1
+#define SM_VLOAD(T, p) TSR_LD(T, p, 0)
+#define SM_VSTORE(T, v, p) TSR_ST(T, v, p, 0)
+#else
+#define SM_VLOAD(T, p) TSR_VLD(T, VW, p)
+#define SM_VSTORE(T, v, p) TSR_VST(T, VW, v, p)
+#endif
+
+// The sum of a floatv's lanes.
+#if VW == 1
+#define SM_HSUM(v) (v)
+#elif VW == 2
+#define SM_HSUM(v) ((v).s0 + (v).s1)
+#elif VW == 4
+#define SM_HSUM(v) (((v).s0 + (v).s1) + ((v).s2 + (v).s3))
+#elif VW == 8
+#define SM_HSUM(v) sm_hsum4((v).lo + (v).hi)
+#else
+#define SM_HSUM(v) sm_hsum4(((v).lo.lo + (v).lo.hi) + ((v).hi.lo + (v).hi.hi))
+#endif
+#if VW >= 8
+TSR_INLINE float sm_hsum4(const float4 v) { return (v.s0 + v.s1) + (v.s2 + v.s3); }
+#endif
+
+// act(scale * alpha * t + beta * C + bias + residual) for one row of the work-item's tile: t[n]
+// is C(i, j0 + n) before the epilogue.
+TSR_INLINE void sm_store_row(const float *t, const int i, const int j0, const int N, const float alpha,
+                             const float beta, __global C_ELT *C, const size_t cidx, const __global float *bias_row,
+                             const __global float *bias_col, const int bias_axis, const int act,
+                             const __global float *scale_row, const __global float *scale_col, const int scale_axis,
+                             const __global uchar *res, const ulong res_off, const int res_type) {
+    __global C_ELT *cp = C + cidx;
+    if (j0 + NWI <= N) {
+        _Pragma("unroll") for (int v = 0; v < NVW; ++v) {
+            floatv r = alpha * VLOAD(t + v * VW);
+            if (scale_axis == 1) r *= VLOAD(scale_col + v * VW);
+            else if (scale_axis == 2) r *= scale_row[i];
+            if (beta != 0.0f) r = fma((floatv)(beta), SM_VLOAD(C_TYPE, cp + v * VW), r);
+            if (bias_axis == 1) r += VLOAD(bias_col + v * VW);
+            else if (bias_axis == 2) r += bias_row[i];
+            r = tsr_epi_finish_v(r, res, res_type, res_off + cidx + v * VW, act);
+            SM_VSTORE(C_TYPE, r, cp + v * VW);
+        }
+    } else {
+        for (int n = 0; n < NWI && j0 + n < N; ++n) {
+            float r = alpha * t[n];
+            if (scale_axis == 1) r *= scale_col[n];
+            else if (scale_axis == 2) r *= scale_row[i];
+            if (beta != 0.0f) r = fma(beta, TSR_LD(C_TYPE, cp, n), r);
+            if (bias_axis == 1) r += bias_col[n];
+            else if (bias_axis == 2) r += bias_row[i];
+            r = tsr_epi_finish(r, res, res_type, res_off + cidx + n, act);
+            TSR_ST(C_TYPE, r, cp, n);
+        }
+    }
+}
+
+#if TB && !TA
+// Blocks of the vectors-along-K form: RB rows x CB columns of C.
+#if MWI % 4 == 0
+#define RB 4
+#elif MWI % 2 == 0
+#define RB 2
+#else
+#define RB 1
+#endif
+#if NWI >= 4
+#define CB 4
+#else
+#define CB NWI
+#endif
+#endif
+
+__kernel void gemm(const int M, const int N, const int K, const int KP, const float alpha, const float beta,
+                   __global const A_ELT *A, const ulong a_off, const int lda, const ulong a_stride,
+                   __global const B_ELT *B, const ulong b_off, const int ldb, const ulong b_stride,
+                   __global C_ELT *C, const ulong c_off, const int ldc, const ulong c_stride,
+                   __global const float *bias, const ulong bias_off, const ulong bias_stride, const int bias_axis,
+                   const int act, __global const float *scale, const ulong scale_off, const ulong scale_stride,
+                   const int scale_axis, __global const uchar *res, const ulong res_off, const int res_type) {
+    (void)KP;
+    const size_t batch = get_global_id(2);
+    const int i0 = (int)get_global_id(0) * MWI, j0 = (int)get_global_id(1) * NWI;
+    if (i0 >= M || j0 >= N) return;
+    const __global A_ELT *abase = A + a_off + batch * a_stride;
+    const __global B_ELT *bbase = B + b_off + batch * b_stride;
+    const size_t cidx = batch * c_stride + (size_t)i0 * ldc + j0; // the tile's first element, less c_off
+    const __global float *bias_row = bias + bias_off + batch * bias_stride + i0;
+    const __global float *bias_col = bias + bias_off + batch * bias_stride + j0;
+    const __global float *scale_row = scale + scale_off + batch * scale_stride + i0;
+    const __global float *scale_col = scale + scale_off + batch * scale_stride + j0;
+#define SM_STORE(t, m)                                                                              \
+    if (i0 + (m) < M)                                                                               \
+    sm_store_row((t), (m), j0, N, alpha, beta, C + c_off, cidx + (size_t)(m) * ldc, bias_row, bias_col, bias_axis, \
+                 act, scale_row, scale_col, scale_axis, res, res_off, res_type)
+
+#if TB && !TA
+    // ---- vectors along K: C(i, j) = sum_k A[i][k] * B[j][k]
+    const int kv = K - K % VW; // k-steps covered by whole vectors
+    for (int r0 = 0; r0 < MWI; r0 += RB) {
+        if (i0 + r0 >= M) break;
+        float t[RB * NWI];
+        size_t ar[RB]; // offsets of the block's rows of A
+        _Pragma("unroll") for (int r = 0; r < RB; ++r) ar[r] = (size_t)min(i0 + r0 + r, M - 1) * lda;
+        for (int c0 = 0; c0 < NWI; c0 += CB) {
+            size_t bc[CB];
+            _Pragma("unroll") for (int c = 0; c < CB; ++c) bc[c] = (size_t)min(j0 + c0 + c, N - 1) * ldb;
+            floatv acc[RB][CB];
+            _Pragma("unroll") for (int r = 0; r < RB; ++r)
+                _Pragma("unroll") for (int c = 0; c < CB; ++c) acc[r][c] = (floatv)(0.0f);
+            for (int k = 0; k < kv; k += VW) {
+                floatv av[RB], bv[CB];
+                _Pragma("unroll") for (int r = 0; r < RB; ++r) av[r] = SM_VLOAD(A_TYPE, abase + ar[r] + k);
+                _Pragma("unroll") for (int c = 0; c < CB; ++c) bv[c] = SM_VLOAD(B_TYPE, bbase + bc[c] + k);
+                _Pragma("unroll") for (int r = 0; r < RB; ++r)
+                    _Pragma("unroll") for (int c = 0; c < CB; ++c) acc[r][c] = fma(av[r], bv[c], acc[r][c]);
+            }
+            _Pragma("unroll") for (int r = 0; r < RB; ++r) {
+                _Pragma("unroll") for (int c = 0; c < CB; ++c) {
+                    float s = SM_HSUM(acc[r][c]);
+                    for (int k = kv; k < K; ++k) s = fma(TSR_LD(A_TYPE, abase, ar[r] + k), TSR_LD(B_TYPE, bbase, bc[c] + k), s);
+                    t[r * NWI + c0 + c] = s;
+                }
+            }
+        }
+        _Pragma("unroll") for (int r = 0; r < RB; ++r) SM_STORE(t + r * NWI, r0 + r);
+    }
+#else
+    // ---- vectors along N: acc[m] += A(i0 + m, k) * B(k, j0 .. j0 + NWI)
+    floatv acc[MWI][NVW];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m)
+        _Pragma("unroll") for (int v = 0; v < NVW; ++v) acc[m][v] = (floatv)(0.0f);
+#if TA
+#define SM_A(m, k) TSR_LD(A_TYPE, abase, (size_t)(k) * lda + min(i0 + (m), M - 1))
+#else
+#define SM_A(m, k) TSR_LD(A_TYPE, abase, (size_t)min(i0 + (m), M - 1) * lda + (k))
+#endif
+#if TB
+#define SM_B(k, j) TSR_LD(B_TYPE, bbase, (size_t)(j) * ldb + (k))
+#else
+#define SM_B(k, j) TSR_LD(B_TYPE, bbase, (size_t)(k) * ldb + (j))
+#endif
+#define SM_FMA(k)                                                                                  \
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                              \
+        const floatv a_ = (floatv)(SM_A(m, k));                                                    \
+        _Pragma("unroll") for (int v = 0; v < NVW; ++v) acc[m][v] = fma(a_, bv[v], acc[m][v]);     \
+    }
+#define SM_BODY_EDGE(k)                                                                            \
+    {                                                                                              \
+        float t_[NWI];                                                                             \
+        _Pragma("unroll") for (int n = 0; n < NWI; ++n) t_[n] = SM_B((k), min(j0 + n, N - 1));      \
+        floatv bv[NVW];                                                                            \
+        _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = VLOAD(t_ + v * VW);                \
+        SM_FMA(k)                                                                                  \
+    }
+#if TB || VW == 1
+#define SM_BODY_FULL(k) SM_BODY_EDGE(k)
+#else
+#define SM_BODY_FULL(k)                                                                            \
+    {                                                                                              \
+        floatv bv[NVW];                                                                            \
+        _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = SM_VLOAD(B_TYPE, bbase + (size_t)(k) * ldb + j0 + v * VW); \
+        SM_FMA(k)                                                                                  \
+    }
+#endif
+#define SM_K_LOOP(BODY)                                                                            \
+    {                                                                                              \
+        int k = 0;                                                                                 \
+        for (; k + KU <= K; k += KU) {                                                             \
+            _Pragma("unroll") for (int u = 0; u < KU; ++u) BODY(k + u)                             \
+        }                                                                                          \
+        for (; k < K; ++k) BODY(k)                                                                 \
+    }
+    if (j0 + NWI <= N) {
+        SM_K_LOOP(SM_BODY_FULL)
+    } else {
+        SM_K_LOOP(SM_BODY_EDGE)
+    }
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+        float t[NWI];
+        _Pragma("unroll") for (int v = 0; v < NVW; ++v) VSTORE(acc[m][v], t + v * VW);
+        SM_STORE(t, m);
+    }
+#endif
+}

@@ -28,10 +28,19 @@ void th_seed(void) {
  * second finds them in the OpenCL driver's cache). */
 static const struct CMUnitTest *case_list;
 static size_t case_next, case_count;
+static double group_started; /* seconds (monotonic) when the group began: each case's start is logged against it */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static int case_setup(void **state) {
     if (case_next >= case_count) return -1;
     const struct CMUnitTest *t = &case_list[case_next++];
+    /* where the time goes, for sizing the suite (each case's length is the gap to the next line) */
+    printf("# %.1f s: %s\n", now_s() - group_started, t->name);
     uint64_t h = 1469598103934665603ull;
     for (const char *p = t->name; *p; ++p) h = (h ^ (unsigned char)*p) * 1099511628211ull;
     rng_state = (base_seed ^ h) * 0x9E3779B97F4A7C15ull + 1;
@@ -248,8 +257,10 @@ int th_run_group(const char *name, const struct CMUnitTest *tests, size_t count,
     case_list = orig;
     case_count = n;
     case_next = 0;
+    group_started = now_s();
     int failed = n ? _cmocka_run_group_tests(name, mine, n, setup, teardown)
                    : (printf("1..0 # SKIP %s\n", filter ? "no case matches TSR_TEST_FILTER" : "empty shard"), 0);
+    if (n) printf("# %.1f s: end\n", now_s() - group_started);
     free(mine);
     free(orig);
     return failed;

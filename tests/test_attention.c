@@ -704,6 +704,10 @@ static void blocked_micro_kernel(void **state) {
                 att_case c = {.B = 1, .H = 2, .Lq = lens[li][0], .Lk = lens[li][1], .D = D, .causal = causal,
                               .lse = (li + causal) % 2 == 0};
                 expect_accurate(&c, false);
+                /* the thinned Oclgrind set (a padded batch of three through both entry points costs
+                 * 4-8 s in its checkers): the padded batch on one draw per length, each
+                 * configuration and each mask among them; the default device runs it on every draw */
+                if (grind_thin() && ci != (li == 2)) continue;
                 /* padded batch: one sequence cut mid-block, one empty, one full; masked rows poisoned */
                 dcase p = {.has_kv = true, .poison = true,
                            .kv = {(int)(lens[li][1] / 2 + 1), 0, (int)lens[li][1]}};

@@ -543,6 +543,8 @@ static void configurations_part(size_t part) {
         /* several column tiles per work-item, the last ones past the edge of N */
         "MWI=4 VW=8 NVW=1 KU=2 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0 NT=4",
         "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1 PK=64 NT=8",
+        /* AVX-512's medium default (1x1 convolutions): A read in place, B packed, four column tiles */
+        "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1 NT=4",
         /* AVX-512's widest tile (28 accumulators; refused, so skipped, where vectors are narrower) */
         "MWI=14 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 PK=64 NT=2",
     };

@@ -1316,7 +1316,10 @@ static void gemm_candidates_with_shared_packs_are_right(void **state) {
         assert_int_equal(r[i].wrong_results, 0);
         assert_int_equal(r[i].build_failures + r[i].launch_failures, 0);
         assert_true(r[i].best_gflops > 0);
-        TH_ASSERT_CONTAINS(r[i].best_config, "PACKA=1 PACKB=1");
+        /* the default (the yardstick, which may win: on AVX-512 the medium one reads A in place)
+         * and at least one candidate of the restricted space, which packs both */
+        assert_true(r[i].evaluated >= 2);
+        TH_ASSERT_CONTAINS(r[i].best_config, "PACKB=1");
     }
 }
 

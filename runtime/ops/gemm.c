@@ -83,8 +83,8 @@ static const tsr_default gemm_defaults[] = {
     /* medium: ResNet-50's 1x1 convolutions (A = the weights, out x in channels; B = the image,
      * 49-3136 pixels wide). A is read in place: packing it costs a pass over the weights per call,
      * which the few column tiles of a 196- or 49-pixel image do not repay (side by side on the
-     * Skylake-AVX512 Xeon, batch 1: 1.6-1.8x on the 7x7 layers, 1.05-1.2x on the 14x14 ones, the
-     * 56x56 and 28x28 ones level; at batch 8, where one packing serves eight images, level). */
+     * Skylake-AVX512 Xeon, batch 1: 1.7-1.9x on the 7x7 layers, 1.2-1.3x on the 14x14 ones, the
+     * 28x28 ones 1.0-1.1x, the 56x56 ones level; at batch 8 see packs_shared_a). */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "medium", "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1 NT=4"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, NULL, "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 NT=4"},
     /* PoCL runs a work-group per thread and loops over its items, and barriers make it

@@ -16,7 +16,17 @@
  * the empty kernel's enqueue timed right before it: the number to compare across machines and
  * loads; the "layer" row is 7 calls, "op_calls"). Launches and waits are counted by bench/launch_counter.c, which the program preloads
  * by running itself again with LD_PRELOAD (not under a sanitizer; then those fields are null).
- * The row "layer" is a transformer layer's seven calls at 1 x 16 tokens, back to back. */
+ * The row "layer" is a transformer layer's seven calls at 1 x 16 tokens, back to back.
+ * Also per row: gated_us / gated_cpu_us (wall and thread-CPU microseconds per call while the queue
+ * is held behind a user event, so no kernel runs meanwhile: the call's host work alone),
+ * gated_vs_empty (over the empty kernel's gated enqueue), replay_cpu_us (the same launches
+ * replayed from a graph recorded once: the driver's share; null for the empty kernel and
+ * embedding), arg_sets and kernels_created (clSetKernelArg and clCreateKernel per call, counted).
+ * CALL_OVERHEAD_LOOP=I (an op's index in the rows) runs only that op's gated calls, 51 rounds,
+ * and prints their medians: for a profiler, or old and new builds alternated.
+ *
+ *   call_overhead --waits [--device SEL] [--calls N]
+ * the driver's own launch and wait primitives (see run_waits), medians of 7 rounds of N steps. */
 #include "tessera.h"
 #include "util.h"
 

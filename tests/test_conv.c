@@ -530,6 +530,10 @@ static void cpu_forms(void **state) {
                         .bias = true, .act = 1}};
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[0]));
     expect_accurate(&big[0], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    /* a polyphase copy whose rows outgrow the work-group budget (fewer tiles per work-group) */
+    conv_case wide = {.N = 1, .C = 64, .H = 56, .W = 56, .K = 9, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1,
+                      .bias = true, .act = 1};
+    expect_accurate(&wide, (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[4]));
     expect_accurate(&big[1], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[8]));
@@ -913,7 +917,7 @@ static const conv_case typed_cases[] = {
 /* The configurations each storage-type test forces: implicit STAGE 0, a GPU-shaped STAGE 1,
  * the CPU forms (STAGE 2 padded, STAGE 3 rows; CPUs that vectorize in a work-item only), direct. */
 static const char *const typed_configs[] = {"ALGO=2 MWI=2 VW=4", "ALGO=2 MWI=2 VW=4 STAGE=1 WGM=4 WGN=4 KWG=8",
-                                            "ALGO=2 MWI=2 VW=8 STAGE=2 WGN=4", "ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4",
+                                            "ALGO=2 MWI=2 VW=8 STAGE=2 WGM=2 WGN=4", "ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4",
                                             "ALGO=3"};
 
 static void type_combo(int i, tsr_dtype t[3]) {

@@ -18,7 +18,7 @@
     X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)  /* output channels per work-item (STAGE 3: output rows) */                      \
     X(VW, DEFINE, 1, 1, 2, 4, 8, 16)  /* pixels per work-item (a vector) */                    \
     X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles */ \
-    X(WGM, DEFINE, 1, 1, 2, 3, 4, 8, 16) /* work-group size along channels (STAGE 2: pixel vectors per item) */ \
+    X(WGM, DEFINE, 1, 1, 2, 3, 4, 8, 16) /* work-group size along channels; STAGE 2: vectors per item */ \
     X(WGN, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along pixels */                       \
     X(KWG, DEFINE, 8, 8, 16, 32)      /* reduction steps per staged tile (only with STAGE) */
 
@@ -628,7 +628,16 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof pgeo, pgeo), done);
     size_t span = p->P * pc.Wq, tiles = ceil_div(span, (size_t)v[P_VW] * (size_t)v[P_WGM]);
     /* WGN tiles per work-group, fewer when the plane has fewer (small layers keep both cores busy) */
-    size_t local[3] = {1, tiles < (size_t)v[P_WGN] ? tiles : (size_t)v[P_WGN], 1};
+    /* WGN tiles per work-group at most: fewer when the plane has fewer (small layers keep both
+     * cores busy), and fewer while the rows of x's copy a work-group reads (every input channel
+     * of its group, every phase) would pass half a core's L2: the work-groups after it (the next
+     * output channels over the same tiles) then find them there. ResNet-50's 56x56/2 layer
+     * (1.8 MB of copy per image): 16 tiles a group ran at 0.7x of 1 or 2 on a 2-core Skylake. */
+    size_t wgn = tiles < (size_t)v[P_WGN] ? tiles : (size_t)v[P_WGN];
+    size_t row_bytes = p->Cg * pc.phh * pc.phw * pc.Wq * sizeof(float), tile = (size_t)v[P_VW] * v[P_WGM];
+    size_t extra_rows = (p->R - 1) * p->dh / p->sh + 2;
+    while (wgn > 1 && (ceil_div(wgn * tile, pc.Wq) + extra_rows) * row_bytes > ((size_t)512 << 10)) wgn /= 2;
+    size_t local[3] = {1, wgn, 1};
     size_t global[3] = {ceil_div(p->Kg, (size_t)v[P_MWI]), ceil_div(tiles, local[1]) * local[1], 0};
     conv_problem q = *p;
     if (!per) { /* no padding, no stride, fp32: x is already what the kernel reads */

@@ -471,7 +471,7 @@ static void cpu_forms(void **state) {
         return;
     }
     /* STAGE 2's WGM: pixel vectors per work-item (the launch takes ceil(WGM / 2) to WGM) */
-    const char *configs[] = {"ALGO=2 MWI=6 VW=16 STAGE=2 WGM=4 WGN=16", "ALGO=2 MWI=4 VW=8 STAGE=2 WGN=4",
+    const char *configs[] = {"ALGO=2 MWI=6 VW=16 STAGE=2 WGM=2 WGN=16", "ALGO=2 MWI=4 VW=8 STAGE=2 WGN=4",
                              "ALGO=2 MWI=1 VW=4 STAGE=2 WGN=1",   "ALGO=2 MWI=8 VW=2 STAGE=2 WGM=3 WGN=2",
                              "ALGO=2 MWI=2 VW=8 STAGE=3 WGN=16",  "ALGO=2 MWI=1 VW=16 STAGE=3 WGN=4",
                              "ALGO=2 MWI=8 VW=1 STAGE=3 WGN=1",   "ALGO=2 MWI=4 VW=4 STAGE=3 WGN=8",

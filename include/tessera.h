@@ -925,7 +925,7 @@ TSR_API tsr_status tsr_tune(tsr_device *device, const char *op, const tsr_tune_o
  * <platform>\t<device>" on `fd`, then for each line "<op>\t<class>\t<configuration>" read there runs
  * that candidate once on `device` (so that the driver compiles it into its kernel cache; nothing is
  * timed or stored) and answers "ok" or "fail <message>", until the end of input (TSR_SUCCESS; a
- * request line over 1023 bytes also ends it). `fd` is one end of a connected stream socket (both
+ * request line over 1023 bytes is answered "fail ..." and skipped). `fd` is one end of a connected stream socket (both
  * directions on one descriptor; anything else fails with "cannot write to fd N"). It ignores
  * SIGPIPE for the rest of the process. Set TSR_TUNE_WORKER to such an executable to give
  * tsr_tune process workers from other programs (docs/tuning.md). */

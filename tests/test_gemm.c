@@ -543,6 +543,8 @@ static void configurations_part(size_t part) {
         /* several column tiles per work-item, the last ones past the edge of N */
         "MWI=4 VW=8 NVW=1 KU=2 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0 NT=4",
         "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1 PK=64 NT=8",
+        /* AVX-512's medium default (1x1 convolutions): A read in place, B packed, four column tiles */
+        "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1 NT=4",
         /* AVX-512's widest tile (28 accumulators; refused, so skipped, where vectors are narrower) */
         "MWI=14 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 PK=64 NT=2",
     };
@@ -560,6 +562,26 @@ static void configurations_part(size_t part) {
             expect_accurate(&g);
         }
     }
+    set_gemm_override(NULL);
+}
+
+/* The medium class as 1x1 convolutions call it, on the AVX-512 medium default (A read in place,
+ * B packed, four column tiles): one image's GEMM with a 49-column edge and rows that are no
+ * multiple of the tile (A's rows clamped), the epilogue, and batches sharing A, which the launch
+ * packs once although the configuration reads A in place (gemm.c's packs_shared_a), with A
+ * transposed too. Each shape is above 128^3 so that it is a medium problem. */
+static void medium_conv_shapes(void **state) {
+    (void)state;
+    if (!try_gemm_override("MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1 NT=4")) return;
+    const gemm_case cases[] = {
+        {.row_major = 1, .m = 262, .n = 49, .k = 200, .alpha = 1.0f, .batch = 1, .act = TSR_ACT_RELU, .bias = true},
+        {.row_major = 1, .m = 70, .n = 200, .k = 160, .alpha = 1.0f, .beta = 0.5f, .batch = 3, .a_shared = true,
+         .c_gap = 3},
+        {.row_major = 1, .ta = 1, .m = 72, .n = 196, .k = 152, .alpha = 1.0f, .batch = 2, .a_shared = true,
+         .act = TSR_ACT_RELU, .bias = true, .bias_shared = true},
+        {.row_major = 0, .m = 196, .n = 72, .k = 152, .alpha = 1.0f, .batch = 2, .lda_pad = 1, .ldc_pad = 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) expect_accurate(&cases[i]);
     set_gemm_override(NULL);
 }
 
@@ -1486,6 +1508,7 @@ int main(void) {
         cmocka_unit_test(plan_reuse),
         cmocka_unit_test(plan_outlives_device_close),
         cmocka_unit_test(plan_concurrent_executes),
+        cmocka_unit_test(medium_conv_shapes),
 #ifdef TSR_HAVE_CLBLAST
         cmocka_unit_test(matches_clblast),
 #endif

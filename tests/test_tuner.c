@@ -1232,6 +1232,14 @@ static void tune_serve_answers_requests(void **state) {
         if (strncmp(line, "fail ", 5) != 0 || !strstr(line, bad[i][1]))
             fail_msg("request %zu: answer '%s', expected a failure naming '%s'", i, line, bad[i][1]);
     }
+    /* a line too long for the buffer: answered, dropped to its newline, and the loop goes on */
+    char long_request[3000];
+    memset(long_request, 'x', sizeof long_request - 1);
+    long_request[sizeof long_request - 1] = '\n';
+    assert_int_equal(write(sv[0], long_request, sizeof long_request), (ssize_t)sizeof long_request);
+    serve_line(sv[0], line, sizeof line);
+    if (strncmp(line, "fail ", 5) != 0 || !strstr(line, "at most 1023 bytes"))
+        fail_msg("an over-long request: answer '%s'", line);
     snprintf(request, sizeof request, "gelu\tsmall\t%s\n", ci.config);
     for (int twice = 0; twice < 2; ++twice) { /* the second reuses the class's fixture */
         assert_int_equal(write(sv[0], request, strlen(request)), (ssize_t)strlen(request));
@@ -1308,7 +1316,10 @@ static void gemm_candidates_with_shared_packs_are_right(void **state) {
         assert_int_equal(r[i].wrong_results, 0);
         assert_int_equal(r[i].build_failures + r[i].launch_failures, 0);
         assert_true(r[i].best_gflops > 0);
-        TH_ASSERT_CONTAINS(r[i].best_config, "PACKA=1 PACKB=1");
+        /* the default (the yardstick, which may win: on AVX-512 the medium one reads A in place)
+         * and at least one candidate of the restricted space, which packs both */
+        assert_true(r[i].evaluated >= 2);
+        TH_ASSERT_CONTAINS(r[i].best_config, "PACKB=1");
     }
 }
 

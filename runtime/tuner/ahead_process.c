@@ -46,20 +46,31 @@ static bool send_all(int fd, const char *text) {
 
 /* One line (without its newline) into line[size]; false at the end of input, on a timeout or
  * error, or on a line too long. */
-static bool read_line(int fd, char *line, size_t size) {
+/* One line from fd without its newline: LINE_OK, LINE_LONG (the line did not fit in size - 1 bytes:
+ * the rest of it, up to its newline, is read and dropped so the next line starts clean) or
+ * LINE_END (end of input or an error). */
+typedef enum { LINE_OK, LINE_LONG, LINE_END } line_result;
+
+static line_result read_line_ex(int fd, char *line, size_t size) {
     size_t used = 0;
+    bool long_line = false;
     for (;;) {
         char c;
         ssize_t n = recv(fd, &c, 1, 0);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
+        if (n <= 0) return LINE_END;
         if (c == '\n') break;
-        if (used + 1 >= size) return false;
+        if (used + 1 >= size) {
+            long_line = true;
+            continue;
+        }
         line[used++] = c;
     }
     line[used] = '\0';
-    return true;
+    return long_line ? LINE_LONG : LINE_OK;
 }
+
+static bool read_line(int fd, char *line, size_t size) { return read_line_ex(fd, line, size) == LINE_OK; }
 
 /* ---- the tuner's side ---- */
 
@@ -92,6 +103,15 @@ static tsr_status process_open(void *vctx, void **out) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "socketpair: %s", strerror(errno));
+    if (sv[1] == 3) { /* dup2 onto itself would keep close-on-exec: the child gets it as 3 from another number */
+        int moved = fcntl(sv[1], F_DUPFD_CLOEXEC, 4);
+        if (moved < 0) {
+            close(sv[0]), close(sv[1]);
+            return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "fcntl: %s", strerror(errno));
+        }
+        close(sv[1]);
+        sv[1] = moved;
+    }
     child_worker *w = calloc(1, sizeof *w);
     if (!w) {
         close(sv[0]), close(sv[1]);
@@ -185,12 +205,15 @@ tsr_status tsr_tune_serve(tsr_device *device, int fd) {
     const tsr_op *op = NULL;
     char problem_class[32] = "";
     void *fixture = NULL;
-    while (status == TSR_SUCCESS && read_line(fd, line, sizeof line)) {
+    line_result got;
+    while (status == TSR_SUCCESS && (got = read_line_ex(fd, line, sizeof line)) != LINE_END) {
         char *cls = strchr(line, '\t'), *cfg = cls ? strchr(cls + 1, '\t') : NULL;
         const tsr_op *want = NULL;
         tsr_config config;
         tsr_status st;
-        if (!cfg) {
+        if (got == LINE_LONG) {
+            st = tsr_fail(TSR_ERR_INVALID_ARG, "a request line is at most %zu bytes", sizeof line - 1);
+        } else if (!cfg) {
             st = tsr_fail(TSR_ERR_INVALID_ARG, "a request is '<op>\\t<class>\\t<configuration>'");
         } else {
             *cls++ = '\0', *cfg++ = '\0';

@@ -1,0 +1,175 @@
+/* ResNet-50's 1x1 convolutions (the "medium" GEMMs they are) under several GEMM configurations,
+ * side by side in one process:
+ *   conv1x1_gemm [--device SEL] [--rounds N] [--calls N] [--batch N] [--layers LIST] [--gemm]
+ *                [--cfg CONFIG]...
+ * Each --cfg is a GEMM configuration set with tsr_config_override ("" or "builtin": none, the
+ * tuned entry or the default the call would take); with no --cfg the built-in one alone. For
+ * each layer and round the configurations run in rotating order: a warm-up call, then N calls
+ * back to back and one clFinish. --gemm times the plain GEMM the layer amounts to (row-major
+ * m = out channels, n = output pixels x batch, k = in channels) instead of tsr_conv2d. Prints
+ * one JSON line per layer with, per configuration, the medians over the rounds of GFLOP/s by
+ * wall clock and by process CPU time (the CPU time counts PoCL's worker threads: less sensitive
+ * to other processes on a shared machine; GFLOP/s by CPU time are per-all-cores).
+ * Layers: l1.reduce64 ... l4.reduce2048 (ResNet-50's 1x1 layers; the .down ones stride 2), or
+ * "all" (the default). */
+#include "tessera.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double clock_us(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static cl_mem buffer(cl_context ctx, size_t n) {
+    float *host = malloc(n * sizeof *host);
+    if (!host) return NULL;
+    for (size_t i = 0; i < n; ++i) host[i] = (float)((i * 7919u) % 97) / 97.0f - 0.5f;
+    cl_int err;
+    cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof *host, host, &err);
+    free(host);
+    return err == CL_SUCCESS ? m : NULL;
+}
+
+typedef struct layer {
+    const char *name;
+    size_t c, h, k, stride, count; /* count: how often ResNet-50 runs it */
+} layer;
+
+static const layer layers[] = {
+    {"l1.reduce64", 64, 56, 64, 1, 1},     {"l1.reduce256", 256, 56, 64, 1, 2},   {"l1.expand", 64, 56, 256, 1, 4},
+    {"l2.reduce256", 256, 56, 128, 1, 1},  {"l2.expand", 128, 28, 512, 1, 4},     {"l2.down", 256, 56, 512, 2, 1},
+    {"l2.reduce512", 512, 28, 128, 1, 3},  {"l3.reduce512", 512, 28, 256, 1, 1},  {"l3.expand", 256, 14, 1024, 1, 6},
+    {"l3.down", 512, 28, 1024, 2, 1},      {"l3.reduce1024", 1024, 14, 256, 1, 5}, {"l4.reduce1024", 1024, 14, 512, 1, 1},
+    {"l4.expand", 512, 7, 2048, 1, 3},     {"l4.down", 1024, 14, 2048, 2, 1},     {"l4.reduce2048", 2048, 7, 512, 1, 2},
+};
+#define NLAYERS (sizeof layers / sizeof *layers)
+#define MAXCFG 16
+
+static int selected(const char *list, const char *name) {
+    if (!list || !strcmp(list, "all")) return 1;
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *selector = NULL, *list = NULL;
+    const char *cfg[MAXCFG];
+    int ncfg = 0, rounds = 7, calls = 10, gemm = 0;
+    size_t batch = 1;
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc) selector = argv[++i];
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = (size_t)atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--layers") && i + 1 < argc) list = argv[++i];
+        else if (!strcmp(argv[i], "--gemm")) gemm = 1;
+        else if (!strcmp(argv[i], "--cfg") && i + 1 < argc && ncfg < MAXCFG) cfg[ncfg++] = argv[++i];
+        else {
+            fprintf(stderr, "usage: conv1x1_gemm [--device SEL] [--rounds N] [--calls N] [--batch N] [--layers LIST] "
+                            "[--gemm] [--cfg CONFIG]...\n");
+            return 2;
+        }
+    }
+    if (rounds < 1 || rounds > 1000 || calls < 1 || calls > 100000 || batch < 1 || batch > 64) {
+        fprintf(stderr, "conv1x1_gemm: --rounds 1..1000, --calls 1..100000, --batch 1..64\n");
+        return 2;
+    }
+    if (!ncfg) cfg[ncfg++] = "";
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(selector, &dev);
+    if (st != TSR_SUCCESS) {
+        fprintf(stderr, "conv1x1_gemm: device: %s\n", tsr_last_error());
+        return 1;
+    }
+    cl_context ctx = tsr_device_context(dev);
+    cl_command_queue q = tsr_device_queue(dev);
+    double *wall[MAXCFG], *cpu[MAXCFG];
+    for (int v = 0; v < ncfg; ++v) {
+        wall[v] = malloc((size_t)rounds * sizeof(double)), cpu[v] = malloc((size_t)rounds * sizeof(double));
+        if (!wall[v] || !cpu[v]) return 1;
+    }
+    for (size_t l = 0; l < NLAYERS; ++l) {
+        const layer *L = &layers[l];
+        if (!selected(list, L->name)) continue;
+        size_t p = L->h / L->stride, pq = p * p;
+        size_t nx = batch * L->c * L->h * L->h, nw = L->k * L->c, ny = batch * L->k * pq;
+        if (gemm) nx = batch * pq * L->c;
+        cl_mem x = buffer(ctx, nx), w = buffer(ctx, nw), y = buffer(ctx, ny), bias = buffer(ctx, L->k);
+        if (!x || !w || !y || !bias) return 1;
+        const tsr_conv2d_desc cd = {.batch = batch, .in_channels = L->c, .in_height = L->h, .in_width = L->h,
+                                    .out_channels = L->k, .kernel_h = 1, .kernel_w = 1, .stride_h = L->stride,
+                                    .stride_w = L->stride, .epilogue = {.bias = bias, .activation = TSR_ACT_RELU}};
+        /* the conv's GEMM as one wide matrix, as conv2d calls it: column-major y (n x k) = x (n x c)
+         * w^T (c x k), n = pixels x batch; the per-column bias is the per-channel one */
+        const tsr_matmul_desc md = {.layout = TSR_COL_MAJOR, .m = pq * batch, .n = L->k, .k = L->c, .alpha = 1.0f,
+                                    .epilogue = {.bias = bias, .activation = TSR_ACT_RELU}};
+        char used[MAXCFG][300];
+        for (int r = 0; r < rounds; ++r) {
+            for (int o = 0; o < ncfg; ++o) {
+                int v = (r + o) % ncfg; /* rotate which goes first */
+                const char *c = strcmp(cfg[v], "builtin") ? cfg[v] : "";
+                if ((st = tsr_config_override(dev, "gemm", c)) != TSR_SUCCESS) goto fail;
+                if (r == 0) {
+                    /* the class and configuration one image's GEMM resolves to */
+                    tsr_config_info info;
+                    tsr_matmul_plan *plan = NULL;
+                    tsr_matmul_desc one = md;
+                    one.m = pq;
+                    st = tsr_matmul_plan_create(dev, &one, &plan);
+                    if (st == TSR_SUCCESS) st = tsr_matmul_plan_info(plan, &info);
+                    tsr_matmul_plan_destroy(plan);
+                    snprintf(used[v], sizeof used[v], "%s: %s", st == TSR_SUCCESS ? info.used_class : tsr_last_error(),
+                             st == TSR_SUCCESS ? info.config : "?");
+                }
+                st = gemm ? tsr_matmul(dev, &md, x, w, y, q, NULL) : tsr_conv2d(dev, &cd, x, w, y, q, NULL);
+                if (st != TSR_SUCCESS) goto fail;
+                clFinish(q);
+                double w0 = clock_us(CLOCK_MONOTONIC), c0 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
+                for (int i = 0; i < calls; ++i) {
+                    st = gemm ? tsr_matmul(dev, &md, x, w, y, q, NULL) : tsr_conv2d(dev, &cd, x, w, y, q, NULL);
+                    if (st != TSR_SUCCESS) goto fail;
+                }
+                clFinish(q);
+                wall[v][r] = (clock_us(CLOCK_MONOTONIC) - w0) / calls;
+                cpu[v][r] = (clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls;
+                continue;
+            fail:
+                fprintf(stderr, "conv1x1_gemm: %s [%s]: %s\n", L->name, cfg[v], tsr_last_error());
+                return 1;
+            }
+        }
+        double flop = 2.0 * L->k * pq * batch * L->c;
+        printf("{\"layer\": \"%s\", \"gemm\": \"%zux%zux%zu\", \"batch\": %zu, \"count\": %zu, \"mode\": \"%s\"", L->name,
+               L->k, pq * batch, L->c, batch, L->count, gemm ? "gemm" : "conv2d");
+        for (int v = 0; v < ncfg; ++v) {
+            double mw = median(wall[v], rounds), mc = median(cpu[v], rounds);
+            printf(", \"c%d\": {\"us\": %.1f, \"gflops\": %.1f, \"cpu_gflops_2\": %.1f}", v, mw, flop / mw * 1e-3,
+                   2.0 * flop / mc * 1e-3);
+        }
+        printf("}\n");
+        for (int v = 0; v < ncfg; ++v) fprintf(stderr, "  c%d = [%s] -> %s\n", v, cfg[v], used[v]);
+        fflush(stdout);
+        clReleaseMemObject(x), clReleaseMemObject(w), clReleaseMemObject(y), clReleaseMemObject(bias);
+    }
+    tsr_config_override(dev, "gemm", NULL);
+    printf("{\"rounds\": %d, \"calls\": %d, \"batch\": %zu}\n", rounds, calls, batch);
+    tsr_device_close(dev);
+    return 0;
+}

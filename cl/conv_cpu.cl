@@ -14,8 +14,8 @@
 //            ow again, and one row of the phase plane per output row. A work-item holds MWI
 //            channels x NV vectors of VW consecutive pixels (NV from the host's WGM): per tap NV
 //            vector loads of x and MWI weight broadcasts feed MWI NV independent FMA chains (8 x 3
-//            or 6 x 4 fill AVX-512's 32 registers; one vector per item left the loads and the
-//            FMA latency, not the FMA ports, as the limit); up to WGN neighbouring tiles share a
+//            or 6 x 4 fill AVX-512's 32 registers; one vector per item gives MWI chains, fewer
+//            than two 4-cycle FMA ports keep busy); up to WGN neighbouring tiles share a
 //            work-group (one thread on PoCL), so the MWI weight rows stay in L1 across them.
 //   STAGE 4  (depthwise, the CPU default there) column tiles x row blocks x planes: see its kernel.
 //   STAGE 3  (depthwise) a work-item computes MWI output rows of one channel, VW pixels at a time

@@ -92,10 +92,10 @@ static const tsr_default conv_defaults[] = {
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=1"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=4 VW=16 STAGE=4 WGM=1 WGN=16 KWG=8"},
     /* 16-float vectors (AVX-512: 32 registers): the padded form with 8 channels x 3 vectors of
-     * pixels per work-item (24 accumulators; STAGE 2's WGM is its vectors per item), against one
-     * vector on AVX2's 16 registers. On a loaded 2-core Skylake-AVX512 (process CPU time, side by
-     * side with the one-vector tile): ResNet-50's 3x3 layers 1.2-1.6x, the strided ones and conv1
-     * 1.0-1.3x. */
+     * pixels per work-item (24 accumulators, 8 FMA chains per weight; STAGE 2's WGM is its vectors
+     * per item), against one vector on AVX2's 16 registers. On a loaded 2-core Skylake-AVX512
+     * (process CPU time, side by side) it ran ResNet-50's 3x3 layers at 0.9-1.6x the 6 x 1 tile
+     * depending on the load: not settled; a quiet tune (its space holds WGM 1-4) decides. */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},

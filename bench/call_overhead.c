@@ -16,7 +16,17 @@
  * the empty kernel's enqueue timed right before it: the number to compare across machines and
  * loads; the "layer" row is 7 calls, "op_calls"). Launches and waits are counted by bench/launch_counter.c, which the program preloads
  * by running itself again with LD_PRELOAD (not under a sanitizer; then those fields are null).
- * The row "layer" is a transformer layer's seven calls at 1 x 16 tokens, back to back. */
+ * The row "layer" is a transformer layer's seven calls at 1 x 16 tokens, back to back.
+ * Also per row: gated_us / gated_cpu_us (wall and thread-CPU microseconds per call while the queue
+ * is held behind a user event, so no kernel runs meanwhile: the call's host work alone),
+ * gated_vs_empty (over the empty kernel's gated enqueue), replay_cpu_us (the same launches
+ * replayed from a graph recorded once: the driver's share; null for the empty kernel and
+ * embedding), arg_sets and kernels_created (clSetKernelArg and clCreateKernel per call, counted).
+ * CALL_OVERHEAD_LOOP=I (an op's index in the rows) runs only that op's gated calls, 51 rounds,
+ * and prints their medians: for a profiler, or old and new builds alternated.
+ *
+ *   call_overhead --waits [--device SEL] [--calls N]
+ * the driver's own launch and wait primitives (see run_waits), medians of 7 rounds of N steps. */
 #include "tessera.h"
 #include "util.h"
 
@@ -43,7 +53,7 @@ static int fail(const char *what, tsr_status st) {
 
 /* ---- --ops: the per-op rows ---- */
 
-typedef void (*counter_read_fn)(uint64_t out[3]);
+typedef void (*counter_read_fn)(uint64_t out[5]);
 typedef void (*counter_record_fn)(int on);
 typedef size_t (*counter_events_fn)(cl_event **list);
 typedef void (*counter_clear_fn)(void);
@@ -82,10 +92,11 @@ static void reexec_with_counter(char **argv) {
 #endif
 }
 
-enum { OP_EMPTY, OP_GEMM16, OP_GEMM1, OP_GELU, OP_LAYERNORM, OP_ATTENTION, OP_CONV, OP_EMBEDDING, OP_LAYER, NOPS };
+enum { OP_EMPTY, OP_GEMM16, OP_GEMM1, OP_GELU, OP_LAYERNORM, OP_ATTENTION, OP_CONV, OP_EMBEDDING, OP_LAYER, OP_CONV3, NOPS };
 static const char *const op_names[NOPS] = {"empty-kernel",   "gemm 16x384x384", "gemm 1x384x384",
                                            "gelu 4096",      "layernorm 16x384", "attention 1x12x16x16x32",
-                                           "conv2d 1x1 512->512 7x7", "embedding 16 ids", "layer 1x16 (7 calls)"};
+                                           "conv2d 1x1 512->512 7x7", "embedding 16 ids", "layer 1x16 (7 calls)",
+                                           "conv2d 3x3 p1 64->64 14x14"};
 
 #define HIDDEN 384
 #define TOKENS 16
@@ -99,6 +110,8 @@ typedef struct ops_ctx {
     cl_mem x, h, qkv, att, ffn, w_qkv, w_o, w_1, w_2, b_qkv, b_o, b_1, b_2, gamma, beta;
     cl_mem conv_x, conv_w, conv_y, gelu_x, gelu_y, table, positions, types, emb_y;
     int32_t ids[TOKENS], type_ids[TOKENS];
+    tsr_graph *graph[NOPS]; /* each op's launches recorded once (none for the empty kernel and embedding) */
+    int replaying;          /* op_call replays graph[op] instead of calling */
 } ops_ctx;
 
 static cl_mem random_buffer(cl_context ctx, size_t n, uint32_t *seed) {
@@ -138,6 +151,7 @@ static tsr_status layernorm_call(ops_ctx *c, cl_mem x, cl_mem residual, cl_mem y
 
 static tsr_status op_call(ops_ctx *c, int op) {
     tsr_status st = TSR_SUCCESS;
+    if (c->replaying) return tsr_graph_launch(c->graph[op], c->q, NULL);
     switch (op) {
     case OP_EMPTY: {
         size_t one = 1;
@@ -156,6 +170,11 @@ static tsr_status op_call(ops_ctx *c, int op) {
     case OP_CONV: {
         const tsr_conv2d_desc d = {.batch = 1, .in_channels = 512, .in_height = 7, .in_width = 7, .out_channels = 512,
                                    .kernel_h = 1, .kernel_w = 1};
+        return tsr_conv2d(c->dev, &d, c->conv_x, c->conv_w, c->conv_y, c->q, NULL);
+    }
+    case OP_CONV3: { /* runs its own kernel (not a GEMM) */
+        const tsr_conv2d_desc d = {.batch = 1, .in_channels = 64, .in_height = 14, .in_width = 14, .out_channels = 64,
+                                   .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
         return tsr_conv2d(c->dev, &d, c->conv_x, c->conv_w, c->conv_y, c->q, NULL);
     }
     case OP_EMBEDDING: {
@@ -178,7 +197,10 @@ static tsr_status op_call(ops_ctx *c, int op) {
 }
 
 typedef struct op_row {
-    double host_us, host_vs_empty, sync_us, pipelined_us, device_us, launches, waits, transfers;
+    double gated_us, gated_cpu_us, gated_vs_empty, replay_cpu_us;
+    bool replayed;
+    double host_us, host_vs_empty, sync_us, pipelined_us, device_us, launches, waits, transfers, arg_sets,
+        kernels_created;
     bool counted, timed;
 } op_row;
 
@@ -198,25 +220,73 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static double thread_cpu_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+/* The call's host work alone: the queue is held behind a user event while `calls` calls are
+ * enqueued, so no kernel runs meanwhile (on a 2-core CPU device the kernels of earlier calls
+ * otherwise compete with the calling thread for the cores); wall and thread-CPU microseconds per
+ * call, then the gate opens and the queue drains outside the timing. */
+static tsr_status gated_per_call(ops_ctx *c, int op, long calls, double *wall_us, double *cpu_us) {
+    cl_int err;
+    cl_event gate = clCreateUserEvent(tsr_device_context(c->dev), &err);
+    if (err != CL_SUCCESS) return TSR_ERR_OPENCL;
+    tsr_status st = clEnqueueBarrierWithWaitList(c->q, 1, &gate, NULL) == CL_SUCCESS ? TSR_SUCCESS : TSR_ERR_OPENCL;
+    double t0 = now_us(), c0 = thread_cpu_us();
+    for (long i = 0; i < calls && st == TSR_SUCCESS; ++i) st = op_call(c, op);
+    *cpu_us = (thread_cpu_us() - c0) / (double)calls;
+    *wall_us = (now_us() - t0) / (double)calls;
+    clSetUserEventStatus(gate, CL_COMPLETE);
+    clFinish(c->q);
+    clReleaseEvent(gate);
+    return st;
+}
+
 #define ROUNDS 5
 /* host_us and host_vs_empty of every row: ROUNDS rounds, each timing the empty kernel's enqueue
  * right before the op, so a ratio compares two numbers taken under the same load; medians. */
 static tsr_status host_rounds(ops_ctx *c, long calls, op_row *rows) {
-    double host[NOPS][ROUNDS], ratio[NOPS][ROUNDS];
+    double host[NOPS][ROUNDS], ratio[NOPS][ROUNDS], gated[NOPS][ROUNDS], gated_cpu[NOPS][ROUNDS],
+        gated_ratio[NOPS][ROUNDS], replay[NOPS][ROUNDS];
     for (int r = 0; r < ROUNDS; ++r)
         for (int op = 0; op < NOPS; ++op) {
-            double empty, us;
+            double empty, us, gempty, gempty_cpu, gus, gcpu;
             tsr_status st = host_per_call(c, OP_EMPTY, calls, &empty);
             if (st == TSR_SUCCESS) st = host_per_call(c, op, calls, &us);
+            if (st == TSR_SUCCESS) st = gated_per_call(c, OP_EMPTY, calls, &gempty, &gempty_cpu);
+            if (st == TSR_SUCCESS) st = gated_per_call(c, op, calls, &gus, &gcpu);
+            if (st == TSR_SUCCESS && c->graph[op]) {
+                double rus;
+                c->replaying = 1;
+                st = gated_per_call(c, op, calls, &rus, &replay[op][r]);
+                c->replaying = 0;
+            }
             if (st != TSR_SUCCESS) return st;
             host[op][r] = us;
             ratio[op][r] = us / empty;
+            gated[op][r] = gus;
+            gated_cpu[op][r] = gcpu;
+            gated_ratio[op][r] = gus / gempty;
         }
     for (int op = 0; op < NOPS; ++op) {
         qsort(host[op], ROUNDS, sizeof(double), by_value);
         qsort(ratio[op], ROUNDS, sizeof(double), by_value);
+        qsort(gated[op], ROUNDS, sizeof(double), by_value);
+        qsort(gated_cpu[op], ROUNDS, sizeof(double), by_value);
+        qsort(gated_ratio[op], ROUNDS, sizeof(double), by_value);
         rows[op].host_us = host[op][ROUNDS / 2];
         rows[op].host_vs_empty = ratio[op][ROUNDS / 2];
+        rows[op].gated_us = gated[op][ROUNDS / 2];
+        rows[op].gated_cpu_us = gated_cpu[op][ROUNDS / 2];
+        rows[op].gated_vs_empty = gated_ratio[op][ROUNDS / 2];
+        if (c->graph[op]) {
+            qsort(replay[op], ROUNDS, sizeof(double), by_value);
+            rows[op].replay_cpu_us = replay[op][ROUNDS / 2];
+            rows[op].replayed = true;
+        }
     }
     return TSR_SUCCESS;
 }
@@ -242,7 +312,7 @@ static tsr_status measure_op(ops_ctx *c, int op, long calls, op_row *r) {
     if (!counter.read) return TSR_SUCCESS;
     /* counted and profiled: fewer calls, each kernel's event kept by the preload */
     long counted = calls < 50 ? calls : 50;
-    uint64_t before[3], after[3];
+    uint64_t before[5], after[5];
     counter.clear();
     counter.read(before);
     counter.record(1);
@@ -271,6 +341,8 @@ static tsr_status measure_op(ops_ctx *c, int op, long calls, op_row *r) {
     r->launches = (double)(after[0] - before[0]) / (double)counted;
     r->waits = (double)(after[1] - before[1]) / (double)counted;
     r->transfers = (double)(after[2] - before[2]) / (double)counted;
+    r->arg_sets = (double)(after[3] - before[3]) / (double)counted;
+    r->kernels_created = (double)(after[4] - before[4]) / (double)counted;
     r->device_us = device_ns / 1e3 / (double)counted;
     return TSR_SUCCESS;
 }
@@ -309,38 +381,276 @@ static int run_ops(const char *selector, long calls) {
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; ++i)
         if (!(*bufs[i] = random_buffer(ctx, sizes[i], &seed))) return ops_fail("clCreateBuffer", TSR_ERR_OPENCL);
     for (int t = 0; t < TOKENS; ++t) c.ids[t] = (t * 37 + 11) % 1000, c.type_ids[t] = t >= TOKENS / 2;
+    if (getenv("CALL_OVERHEAD_LOOP")) { /* for a profiler: one op's gated calls, nothing else */
+        int op = atoi(getenv("CALL_OVERHEAD_LOOP"));
+        if (op < 0 || op >= NOPS) return ops_fail("CALL_OVERHEAD_LOOP (an op's index)", TSR_ERR_INVALID_ARG);
+        enum { LR = 51 };
+        double wall[LR], cpu[LR];
+        for (int r = 0; r < LR; ++r)
+            if ((st = gated_per_call(&c, op, calls, &wall[r], &cpu[r])) != TSR_SUCCESS) return ops_fail(op_names[op], st);
+        qsort(wall, LR, sizeof(double), by_value);
+        qsort(cpu, LR, sizeof(double), by_value);
+        printf("{\"op\": \"%s\", \"gated_us\": %.3f, \"gated_cpu_us\": %.3f}\n", op_names[op], wall[LR / 2],
+               cpu[LR / 2]);
+        return 0;
+    }
     op_row rows[NOPS];
     for (int op = 0; op < NOPS; ++op)
         if ((st = measure_op(&c, op, calls, &rows[op])) != TSR_SUCCESS) return ops_fail(op_names[op], st);
+    for (int op = OP_GEMM16; op < NOPS; ++op) { /* the same launches, replayed: the driver's share alone */
+        if (op == OP_EMBEDDING) continue;          /* uploads its ids: not recordable */
+        if ((st = tsr_graph_begin(dev, NULL)) != TSR_SUCCESS) return ops_fail("tsr_graph_begin", st);
+        tsr_status call_st = op_call(&c, op);
+        if (call_st != TSR_SUCCESS) return ops_fail(op_names[op], call_st);
+        if ((st = tsr_graph_end(dev, &c.graph[op])) != TSR_SUCCESS) /* no replay row, the call's rows stay */
+            fprintf(stderr, "call_overhead --ops: %s: not recordable: %s\n", op_names[op], tsr_last_error());
+    }
+    clFinish(c.q);
     if ((st = host_rounds(&c, calls, rows)) != TSR_SUCCESS) return ops_fail("host rounds", st);
     const double empty = rows[OP_EMPTY].host_us;
-    fprintf(stderr, "%-26s %9s %9s %9s %9s %8s %6s %8s\n", "op", "host_us", "sync_us", "device_us", "pipe_us",
-            "launches", "waits", "x_empty");
+    fprintf(stderr, "%-26s %9s %9s %9s %9s %8s %6s %8s %9s %9s %8s %9s %6s %7s\n", "op", "host_us", "sync_us", "device_us",
+            "pipe_us", "launches", "waits", "x_empty", "gated_us", "gated_cpu", "gx_empty", "replay_cpu", "sets",
+            "created");
     printf("{\"device\": \"%s\", \"calls\": %ld, \"counted\": %s, \"empty_enqueue_us\": %.3f, "
            "\"empty_enqueue_finish_us\": %.3f, \"rows\": [",
            tsr_device_get_info(dev)->name, calls, rows[0].counted ? "true" : "false", empty, rows[OP_EMPTY].sync_us);
     for (int op = 0; op < NOPS; ++op) {
         const op_row *r = &rows[op];
-        fprintf(stderr, "%-26s %9.1f %9.1f %9.1f %9.1f %8.2f %6.2f %8.2f\n", op_names[op], r->host_us, r->sync_us,
-                r->counted && r->timed ? r->device_us : NAN, r->pipelined_us, r->counted ? r->launches : NAN,
-                r->counted ? r->waits : NAN, r->host_vs_empty);
-        char launches[32] = "null", waits[32] = "null", transfers[32] = "null", device[32] = "null";
+        fprintf(stderr, "%-26s %9.1f %9.1f %9.1f %9.1f %8.2f %6.2f %8.2f %9.2f %9.2f %8.2f %9.2f %6.1f %7.2f\n", op_names[op],
+                r->host_us, r->sync_us, r->counted && r->timed ? r->device_us : NAN, r->pipelined_us,
+                r->counted ? r->launches : NAN, r->counted ? r->waits : NAN, r->host_vs_empty, r->gated_us,
+                r->gated_cpu_us, r->gated_vs_empty, r->replayed ? r->replay_cpu_us : NAN, r->counted ? r->arg_sets : NAN,
+                r->counted ? r->kernels_created : NAN);
+        char replay[32] = "null";
+        if (r->replayed) snprintf(replay, sizeof replay, "%.3f", r->replay_cpu_us);
+        char launches[32] = "null", waits[32] = "null", transfers[32] = "null", device[32] = "null",
+             arg_sets[32] = "null", created[32] = "null";
         if (r->counted) {
             snprintf(launches, sizeof launches, "%.2f", r->launches);
             snprintf(waits, sizeof waits, "%.2f", r->waits);
             snprintf(transfers, sizeof transfers, "%.2f", r->transfers);
+            snprintf(arg_sets, sizeof arg_sets, "%.2f", r->arg_sets);
+            snprintf(created, sizeof created, "%.2f", r->kernels_created);
             if (r->timed) snprintf(device, sizeof device, "%.3f", r->device_us);
         }
         printf("%s{\"op\": \"%s\", \"host_us\": %.3f, \"sync_us\": %.3f, \"pipelined_us\": %.3f, \"device_us\": %s, "
-               "\"launches\": %s, \"host_waits\": %s, \"transfers\": %s, \"host_vs_empty\": %.3f, \"op_calls\": %d}",
+               "\"launches\": %s, \"host_waits\": %s, \"transfers\": %s, \"host_vs_empty\": %.3f, \"gated_us\": %.3f, "
+               "\"gated_cpu_us\": %.3f, \"gated_vs_empty\": %.3f, \"replay_cpu_us\": %s, \"arg_sets\": %s, "
+               "\"kernels_created\": %s, \"op_calls\": %d}",
                op ? ", " : "", op_names[op], r->host_us, r->sync_us, r->pipelined_us, device, launches, waits,
-               transfers, r->host_vs_empty, op == OP_LAYER ? 7 : 1);
+               transfers, r->host_vs_empty, r->gated_us, r->gated_cpu_us, r->gated_vs_empty, replay, arg_sets, created,
+               op == OP_LAYER ? 7 : 1);
     }
     printf("]}\n");
+    for (int op = 0; op < NOPS; ++op) tsr_graph_destroy(c.graph[op]);
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; ++i) clReleaseMemObject(*bufs[i]);
     clReleaseKernel(c.empty);
     clReleaseProgram(prog);
     clReleaseCommandQueue(c.q);
+    tsr_device_close(dev);
+    return 0;
+}
+
+/* ---- --waits: what PoCL (or any driver) charges for a launch and for a host wait ---- */
+
+static const char *waits_src =
+    "kernel void empty(void) {}\n"
+    "kernel void args30(int m, int n, int k, int kp, float al, float be, global const float *a, ulong ao, int lda,\n"
+    "  ulong as, global const float *b, ulong bo, int ldb, ulong bs, global float *c, ulong co, int ldc, ulong cs,\n"
+    "  global const float *bias, ulong bo2, ulong bst, int bax, int act, global const float *sc, ulong so, ulong ss,\n"
+    "  int sax, global const uchar *res, ulong ro, int rt) {}\n"
+    "kernel void args2(global float *p, int16 geo) {}\n"
+    "kernel void args8(int16 iv, ulong16 uv, global const float *a, global const float *b, global float *c,\n"
+    "  global const float *bias, global const float *sc, global const uchar *res) {}\n"
+    "kernel void busy(global float *p, int n) {\n"
+    "  float x = p[get_global_id(0)]; for (int i = 0; i < n; ++i) x = x * 0.999f + 0.5f; p[get_global_id(0)] = x; }\n";
+
+typedef struct waits_ctx {
+    cl_command_queue q;
+    cl_kernel empty, args30, args30b, args2, args8, busy;
+} waits_ctx;
+
+enum { W_ENQ, W_ENQ_EVENT, W_ARGS30_SET, W_ARGS30_ENQ, W_ARGS30_BUF, W_ARGS8_BUF, W_ARGS2, W_FINISH, W_WAIT_EVENT, W_POLL_EVENT, W_TWO_FINISH,
+       W_TWO_WAIT_BETWEEN, W_BUSY_TWO, W_BUSY_TWO_WAIT, W_IDLE2_FINISH, W_IDLE20_FINISH, NWAITS };
+static const char *const wait_names[NWAITS] = {
+    "enqueue empty (no event)",        "enqueue empty + event release",  "set 30 args + enqueue",
+    "enqueue 30-arg kernel (args set)", "same, 6 buffers + event",      "8 args: int16, ulong16, 6 buffers",
+    "enqueue 2-arg kernel (int16)",  "enqueue + clFinish",
+    "enqueue + clWaitForEvents",       "enqueue + flush + poll status",  "2 enqueues + clFinish",
+    "enqueue, finish, enqueue, finish", "2 busy(~20us) + clFinish",      "busy, finish, busy, finish",
+    "idle 2 ms, enqueue + clFinish",   "idle 20 ms, enqueue + clFinish"};
+
+static void idle_ms(int ms) {
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static cl_int waits_step(waits_ctx *w, int kind, int *idle) {
+    const size_t one = 1, sixteen = 16;
+    cl_event ev = NULL;
+    cl_int err = CL_SUCCESS;
+    *idle = 0;
+    switch (kind) {
+    case W_ENQ: return clEnqueueNDRangeKernel(w->q, w->empty, 1, NULL, &one, NULL, 0, NULL, NULL);
+    case W_ENQ_EVENT:
+        err = clEnqueueNDRangeKernel(w->q, w->empty, 1, NULL, &one, NULL, 0, NULL, &ev);
+        if (ev) clReleaseEvent(ev);
+        return err;
+    case W_ARGS30_SET: {
+        int iv = 3;
+        float fv = 1.0f;
+        cl_ulong uv = 0;
+        cl_mem nul = NULL;
+        static const char kinds[] = "iiiiffmuiumuiumuiumuuiimuuimui"; /* i int, f float, u ulong, m buffer */
+        for (cl_uint a = 0; a < 30 && err == CL_SUCCESS; ++a) {
+            char t = a < sizeof kinds - 1 ? kinds[a] : 'i';
+            err = t == 'i'   ? clSetKernelArg(w->args30, a, sizeof iv, &iv)
+                  : t == 'f' ? clSetKernelArg(w->args30, a, sizeof fv, &fv)
+                  : t == 'u' ? clSetKernelArg(w->args30, a, sizeof uv, &uv)
+                             : clSetKernelArg(w->args30, a, sizeof nul, &nul);
+        }
+        return err ? err : clEnqueueNDRangeKernel(w->q, w->args30, 1, NULL, &one, NULL, 0, NULL, NULL);
+    }
+    case W_ARGS30_ENQ: return clEnqueueNDRangeKernel(w->q, w->args30, 1, NULL, &one, NULL, 0, NULL, NULL);
+    case W_ARGS30_BUF:
+    case W_ARGS8_BUF:
+        err = clEnqueueNDRangeKernel(w->q, kind == W_ARGS30_BUF ? w->args30b : w->args8, 1, NULL, &one, NULL, 0, NULL,
+                                     &ev);
+        if (ev) clReleaseEvent(ev);
+        return err;
+    case W_ARGS2: return clEnqueueNDRangeKernel(w->q, w->args2, 1, NULL, &one, NULL, 0, NULL, NULL);
+    case W_FINISH:
+        err = clEnqueueNDRangeKernel(w->q, w->empty, 1, NULL, &one, NULL, 0, NULL, NULL);
+        return err ? err : clFinish(w->q);
+    case W_WAIT_EVENT:
+        err = clEnqueueNDRangeKernel(w->q, w->empty, 1, NULL, &one, NULL, 0, NULL, &ev);
+        if (!err) err = clWaitForEvents(1, &ev);
+        if (ev) clReleaseEvent(ev);
+        return err;
+    case W_POLL_EVENT: {
+        err = clEnqueueNDRangeKernel(w->q, w->empty, 1, NULL, &one, NULL, 0, NULL, &ev);
+        if (!err) err = clFlush(w->q);
+        cl_int state = CL_QUEUED;
+        while (!err && state > CL_COMPLETE)
+            err = clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL);
+        if (ev) clReleaseEvent(ev);
+        return err;
+    }
+    case W_TWO_FINISH:
+        err = clEnqueueNDRangeKernel(w->q, w->empty, 1, NULL, &one, NULL, 0, NULL, NULL);
+        if (!err) err = clEnqueueNDRangeKernel(w->q, w->empty, 1, NULL, &one, NULL, 0, NULL, NULL);
+        return err ? err : clFinish(w->q);
+    case W_TWO_WAIT_BETWEEN:
+        err = clEnqueueNDRangeKernel(w->q, w->empty, 1, NULL, &one, NULL, 0, NULL, NULL);
+        if (!err) err = clFinish(w->q);
+        if (!err) err = clEnqueueNDRangeKernel(w->q, w->empty, 1, NULL, &one, NULL, 0, NULL, NULL);
+        return err ? err : clFinish(w->q);
+    case W_BUSY_TWO:
+        err = clEnqueueNDRangeKernel(w->q, w->busy, 1, NULL, &sixteen, &sixteen, 0, NULL, NULL);
+        if (!err) err = clEnqueueNDRangeKernel(w->q, w->busy, 1, NULL, &sixteen, &sixteen, 0, NULL, NULL);
+        return err ? err : clFinish(w->q);
+    case W_BUSY_TWO_WAIT:
+        err = clEnqueueNDRangeKernel(w->q, w->busy, 1, NULL, &sixteen, &sixteen, 0, NULL, NULL);
+        if (!err) err = clFinish(w->q);
+        if (!err) err = clEnqueueNDRangeKernel(w->q, w->busy, 1, NULL, &sixteen, &sixteen, 0, NULL, NULL);
+        return err ? err : clFinish(w->q);
+    case W_IDLE2_FINISH:
+    case W_IDLE20_FINISH:
+        idle_ms(kind == W_IDLE2_FINISH ? 2 : 20);
+        *idle = 1;
+        err = clEnqueueNDRangeKernel(w->q, w->empty, 1, NULL, &one, NULL, 0, NULL, NULL);
+        return err ? err : clFinish(w->q);
+    }
+    return CL_INVALID_VALUE;
+}
+
+/* Medians over rounds of `reps` steps each: wall and thread-CPU microseconds per step (the idle
+ * steps time only what follows the sleep). Printed as a table on stderr and JSON on stdout. */
+static int run_waits(const char *selector, long reps) {
+    tsr_device *dev = NULL;
+    tsr_status st = tsr_device_open(selector, &dev);
+    if (st != TSR_SUCCESS) return ops_fail("device", st);
+    cl_context ctx = tsr_device_context(dev);
+    cl_device_id id = tsr_device_id(dev);
+    cl_int err;
+    waits_ctx w;
+    w.q = clCreateCommandQueue(ctx, id, 0, &err);
+    if (err != CL_SUCCESS) return ops_fail("clCreateCommandQueue", TSR_ERR_OPENCL);
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &waits_src, NULL, &err);
+    if (err != CL_SUCCESS || clBuildProgram(prog, 1, &id, "", NULL, NULL) != CL_SUCCESS)
+        return ops_fail("the probe kernels", TSR_ERR_BUILD);
+    w.empty = clCreateKernel(prog, "empty", &err);
+    w.args30 = clCreateKernel(prog, "args30", &err);
+    w.args2 = clCreateKernel(prog, "args2", &err);
+    w.args8 = clCreateKernel(prog, "args8", &err);
+    w.args30b = clCreateKernel(prog, "args30", &err);
+    w.busy = clCreateKernel(prog, "busy", &err);
+    uint32_t seed = 7;
+    cl_mem buf = random_buffer(ctx, 64, &seed);
+    if (!w.empty || !w.args30 || !w.args30b || !w.args2 || !w.args8 || !w.busy || !buf) return ops_fail("the probe kernels", TSR_ERR_OPENCL);
+    int iters = 4000;
+    cl_int16 geo = {{0}};
+    clSetKernelArg(w.busy, 0, sizeof buf, &buf);
+    clSetKernelArg(w.busy, 1, sizeof iters, &iters);
+    clSetKernelArg(w.args2, 0, sizeof buf, &buf);
+    clSetKernelArg(w.args2, 1, sizeof geo, &geo);
+    cl_ulong16 uv = {{0}};
+    clSetKernelArg(w.args8, 0, sizeof geo, &geo);
+    clSetKernelArg(w.args8, 1, sizeof uv, &uv);
+    for (cl_uint a = 2; a < 8; ++a) clSetKernelArg(w.args8, a, sizeof buf, &buf);
+    {
+        int iv = 3;
+        float fv = 1.0f;
+        cl_ulong u = 0;
+        static const char kinds[] = "iiiiffmuiumuiumuiumuuiimuuimui";
+        for (cl_uint a = 0; a < 30; ++a)
+            clSetKernelArg(w.args30b, a, kinds[a] == 'i' ? sizeof iv : kinds[a] == 'f' ? sizeof fv : kinds[a] == 'u' ? sizeof u : sizeof buf,
+                           kinds[a] == 'i' ? (void *)&iv : kinds[a] == 'f' ? (void *)&fv : kinds[a] == 'u' ? (void *)&u : (void *)&buf);
+    }
+    int idle = 0; /* set by the idle steps: their sleep is subtracted below */
+    if (waits_step(&w, W_ARGS30_SET, &idle) != CL_SUCCESS) return ops_fail("the 30-argument kernel", TSR_ERR_OPENCL);
+    clFinish(w.q);
+    enum { WR = 7 };
+    double wall[NWAITS][WR], cpu[NWAITS][WR];
+    for (int r = 0; r < WR; ++r)
+        for (int k = 0; k < NWAITS; ++k) {
+            long n = k >= W_IDLE2_FINISH ? (reps < 20 ? reps : 20) : reps;
+            double tw = 0, tc = 0;
+            /* the enqueue-only steps run gated: held behind a user event, so no kernel runs meanwhile */
+            cl_event gate = k <= W_ARGS2 ? clCreateUserEvent(ctx, &err) : NULL;
+            if (gate && clEnqueueBarrierWithWaitList(w.q, 1, &gate, NULL) != CL_SUCCESS)
+                return ops_fail("the gate", TSR_ERR_OPENCL);
+            for (long i = 0; i < n; ++i) {
+                double w0 = now_us(), c0 = thread_cpu_us();
+                if (waits_step(&w, k, &idle) != CL_SUCCESS) return ops_fail(wait_names[k], TSR_ERR_OPENCL);
+                double w1 = now_us(), c1 = thread_cpu_us();
+                tw += w1 - w0, tc += c1 - c0;
+            }
+            if (gate) clSetUserEventStatus(gate, CL_COMPLETE), clReleaseEvent(gate);
+            clFinish(w.q);
+            wall[k][r] = tw / (double)n;
+            cpu[k][r] = tc / (double)n;
+            if (k >= W_IDLE2_FINISH) wall[k][r] -= k == W_IDLE2_FINISH ? 2000.0 : 20000.0;
+        }
+    fprintf(stderr, "%-34s %10s %10s\n", "step", "wall_us", "cpu_us");
+    printf("{\"device\": \"%s\", \"reps\": %ld, \"rows\": [", tsr_device_get_info(dev)->name, reps);
+    for (int k = 0; k < NWAITS; ++k) {
+        qsort(wall[k], WR, sizeof(double), by_value);
+        qsort(cpu[k], WR, sizeof(double), by_value);
+        fprintf(stderr, "%-34s %10.2f %10.2f\n", wait_names[k], wall[k][WR / 2], cpu[k][WR / 2]);
+        printf("%s{\"step\": \"%s\", \"wall_us\": %.3f, \"cpu_us\": %.3f}", k ? ", " : "", wait_names[k],
+               wall[k][WR / 2], cpu[k][WR / 2]);
+    }
+    printf("]}\n");
+    clReleaseMemObject(buf);
+    clReleaseKernel(w.empty);
+    clReleaseKernel(w.args30);
+    clReleaseKernel(w.args2);
+    clReleaseKernel(w.args8);
+    clReleaseKernel(w.args30b);
+    clReleaseKernel(w.busy);
+    clReleaseProgram(prog);
+    clReleaseCommandQueue(w.q);
     tsr_device_close(dev);
     return 0;
 }
@@ -350,8 +660,9 @@ int main(int argc, char **argv) {
                                             {"size", required_argument, NULL, 's'},
                                             {"calls", required_argument, NULL, 'c'},
                                             {"ops", no_argument, NULL, 'o'},
+                                            {"waits", no_argument, NULL, 'w'},
                                             {0}};
-    bool ops = false;
+    bool ops = false, waits = false;
     const char *selector = NULL, *bad = NULL;
     uint64_t size_arg = 256, calls_arg = 200;
     int opt;
@@ -363,8 +674,10 @@ int main(int argc, char **argv) {
             return 2;
         } else if (opt == 'o') {
             ops = true;
+        } else if (opt == 'w') {
+            waits = true;
         } else if (opt != 's' && opt != 'c') {
-            fprintf(stderr, "usage: call_overhead [--device SEL] [--size N] [--calls N] [--ops]\n");
+            fprintf(stderr, "usage: call_overhead [--device SEL] [--size N] [--calls N] [--ops | --waits]\n");
             return 2;
         }
     }
@@ -373,6 +686,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     long calls = (long)calls_arg;
+    if (waits) return run_waits(selector, calls);
     if (ops) {
         if (!counter_load()) {
             reexec_with_counter(argv);

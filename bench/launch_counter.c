@@ -11,7 +11,9 @@
 
 #define MAX_EVENTS 65536
 
-static uint64_t counts[3]; /* kernel launches, host waits (clFinish, clWaitForEvents, blocking transfers), transfers */
+/* kernel launches, host waits (clFinish, clWaitForEvents, blocking transfers), transfers, kernel
+ * arguments set (clSetKernelArg), kernel objects created (clCreateKernel) */
+static uint64_t counts[5];
 static int recording;
 static cl_event events[MAX_EVENTS];
 static size_t nevents;
@@ -24,13 +26,15 @@ static size_t nevents;
 typedef cl_int (*ndrange_fn)(cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *, const size_t *,
                              cl_uint, const cl_event *, cl_event *);
 typedef cl_int (*finish_fn)(cl_command_queue);
+typedef cl_int (*setarg_fn)(cl_kernel, cl_uint, size_t, const void *);
+typedef cl_kernel (*create_kernel_fn)(cl_program, const char *, cl_int *);
 typedef cl_int (*wait_fn)(cl_uint, const cl_event *);
 typedef cl_int (*rw_fn)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *, cl_uint, const cl_event *,
                         cl_event *);
 typedef cl_int (*write_fn)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, const void *, cl_uint, const cl_event *,
                            cl_event *);
 
-void launch_counter_read(uint64_t out[3]);
+void launch_counter_read(uint64_t out[5]);
 void launch_counter_record(int on);
 size_t launch_counter_events(cl_event **list);
 void launch_counter_clear(void);
@@ -50,6 +54,23 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueNDRangeKernel(cl_command_queue queue, c
         else clReleaseEvent(e);
     }
     return err;
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clSetKernelArg(cl_kernel kernel, cl_uint index, size_t size, const void *value) {
+    REAL(clSetKernelArg, setarg_fn);
+    counts[3]++;
+    return real(kernel, index, size, value);
+}
+
+CL_API_ENTRY cl_kernel CL_API_CALL clCreateKernel(cl_program program, const char *name, cl_int *err) {
+    static create_kernel_fn real;
+    if (!real) real = (create_kernel_fn)dlsym(RTLD_NEXT, "clCreateKernel");
+    if (!real) {
+        if (err) *err = CL_INVALID_OPERATION;
+        return NULL;
+    }
+    counts[4]++;
+    return real(program, name, err);
 }
 
 CL_API_ENTRY cl_int CL_API_CALL clFinish(cl_command_queue queue) {
@@ -83,8 +104,8 @@ CL_API_ENTRY cl_int CL_API_CALL clEnqueueWriteBuffer(cl_command_queue queue, cl_
 }
 
 /* What the bench reads (through dlsym). */
-void launch_counter_read(uint64_t out[3]) {
-    out[0] = counts[0], out[1] = counts[1], out[2] = counts[2];
+void launch_counter_read(uint64_t out[5]) {
+    for (int i = 0; i < 5; ++i) out[i] = counts[i];
 }
 
 void launch_counter_record(int on) { recording = on; }

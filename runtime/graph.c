@@ -88,8 +88,19 @@ tsr_status tsr_graph_refuse(const char *op, const char *why) {
 }
 
 cl_int tsr_kernel_arg(cl_kernel kernel, cl_uint index, size_t size, const void *value, bool is_buffer) {
-    cl_int err = clSetKernelArg(kernel, index, size, value);
     capture *c = tls_capture;
+    /* the held cached kernel's shadow (internal.h): by-value arguments only, never while recording */
+    tsr_kernel *held = tsr_held_kernel;
+    if (held && held->kernel != kernel) held = NULL;
+    const bool shadowed = held && index < TSR_KERNEL_SHADOW_ARGS && !is_buffer && value && size > 0 &&
+                          size <= TSR_KERNEL_SHADOW_BYTES;
+    if (shadowed && !c && held->shadow_size[index] == size && memcmp(held->shadow[index], value, size) == 0)
+        return CL_SUCCESS; /* the object holds this value already */
+    cl_int err = clSetKernelArg(kernel, index, size, value);
+    if (held && index < TSR_KERNEL_SHADOW_ARGS) {
+        held->shadow_size[index] = shadowed && err == CL_SUCCESS ? (uint8_t)size : 0;
+        if (held->shadow_size[index]) memcpy(held->shadow[index], value, size);
+    }
     if (!c || err != CL_SUCCESS) return err;
     if (c->pending_kernel != kernel) {
         memset(c->set, 0, sizeof c->set);

@@ -265,7 +265,9 @@ bool tsr_device_closed(tsr_device *device);
  * Every op sets kernel arguments with tsr_set_arg and launches with tsr_enqueue_kernel, drop-in
  * replacements of clSetKernelArg and clEnqueueNDRangeKernel that also record the launch while the
  * calling thread records a graph (tsr_graph_begin). tsr_set_arg tells buffer arguments (a
- * pointer to a cl_mem) from the others by type, so the graph retains the buffers. */
+ * pointer to a cl_mem) from the others by type, so the graph retains the buffers. On the cached
+ * kernel the thread holds (tsr_kernel_lock), a by-value argument equal to the one the object
+ * holds is not set again (tsr_kernel's shadow), except while recording. */
 cl_int tsr_kernel_arg(cl_kernel kernel, cl_uint index, size_t size, const void *value, bool is_buffer);
 #define tsr_set_arg(kernel, index, size, value)                                                                        \
     tsr_kernel_arg((kernel), (index), (size), (value), _Generic((value), cl_mem *: true, const cl_mem *: true, default: false))
@@ -361,17 +363,34 @@ tsr_status tsr_program_write_binary(tsr_device *device, const char *source_name,
  * has a lock that a caller holds from its first clSetKernelArg to its clEnqueueNDRangeKernel, and
  * for nothing else (a leaf lock: no other lock is taken inside it); OpenCL captures the arguments
  * at the enqueue, so the object is free again as soon as the enqueue returns. */
+#define TSR_KERNEL_SHADOW_ARGS 32
+#define TSR_KERNEL_SHADOW_BYTES 64
 typedef struct tsr_kernel {
     cl_kernel kernel;
     pthread_mutex_t lock;
     char name[48];
     struct tsr_kernel *next;
+    /* The value each by-value argument was last set to (size 0: unknown), read and written only
+     * by the lock's holder: tsr_kernel_arg skips a clSetKernelArg that would set the value the
+     * object holds already (a call on a shape seen before sets none of its scalars again).
+     * Buffer arguments are always set: a driver may resolve a handle (a sub-buffer's parent and
+     * offset) when it is set, and a released handle's address can come back as a new buffer. */
+    uint8_t shadow_size[TSR_KERNEL_SHADOW_ARGS];
+    unsigned char shadow[TSR_KERNEL_SHADOW_ARGS][TSR_KERNEL_SHADOW_BYTES];
 } tsr_kernel;
+/* The cached kernel whose lock the calling thread holds (NULL: none), for tsr_kernel_arg. */
+extern _Thread_local tsr_kernel *tsr_held_kernel;
 /* The cached kernel `name` of `program`, a program the device's cache holds (tsr_program_for):
  * created on its first request. Owned by the cache: never released by the caller. */
 tsr_status tsr_program_kernel(tsr_device *device, cl_program program, const char *name, tsr_kernel **kernel);
-static inline void tsr_kernel_lock(tsr_kernel *k) { pthread_mutex_lock(&k->lock); }
-static inline void tsr_kernel_unlock(tsr_kernel *k) { pthread_mutex_unlock(&k->lock); }
+static inline void tsr_kernel_lock(tsr_kernel *k) {
+    pthread_mutex_lock(&k->lock);
+    tsr_held_kernel = k;
+}
+static inline void tsr_kernel_unlock(tsr_kernel *k) {
+    tsr_held_kernel = NULL;
+    pthread_mutex_unlock(&k->lock);
+}
 
 /* Launch records: what an op resolved for a key it chooses (a shape, or a configuration and a
  * program variant) — its configuration, program and kernels, and optionally one device buffer

@@ -1112,6 +1112,8 @@ tsr_status tsr_program_kernel(tsr_device *dev, cl_program program, const char *n
     return TSR_SUCCESS;
 }
 
+_Thread_local tsr_kernel *tsr_held_kernel;
+
 struct tsr_launch_entry {
     tsr_launch_key key;
     tsr_launch record;

@@ -3,7 +3,7 @@
  * double-precision reference of the whole chain (fresh seeded inputs, poisoned output), on the
  * device's in-order queue and on an out-of-order queue, and from two threads replaying one graph;
  * a configuration override after the recording, a closed device and a recorded tsr_embedding are
- * clear errors, never a stale launch. */
+ * clear errors, never a stale launch; a convolution of each form replays new inputs. */
 #include "harness.h"
 
 #include <math.h>
@@ -278,6 +278,78 @@ static void host_reading_ops_and_misuse_are_refused(void **state) {
     clReleaseMemObject(y);
 }
 
+/* A convolution of each form (its own kernels: the implicit one with its padded copy on CPU
+ * devices, direct, im2col, and channels-last's transposes) recorded once and replayed on new
+ * input contents, against the float64 reference each time. */
+enum { CN = 2, CC = 4, CH = 9, CW = 7, CK = 5 };
+static void conv_upload_x(tsr_device *dev, const tsr_conv2d_desc *d, cl_mem dx, const float *x) {
+    float t[CN * CC * CH * CW];
+    for (int n = 0; n < CN; ++n)
+        for (int c = 0; c < CC; ++c)
+            for (int i = 0; i < CH * CW; ++i)
+                t[d->layout == TSR_NHWC ? (n * CH * CW + i) * CC + c : (n * CC + c) * CH * CW + i] =
+                    x[(n * CC + c) * CH * CW + i];
+    TH_ASSERT_OK(tsr_upload(dev, dx, t, CN * CC * CH * CW));
+}
+
+static double conv_error(tsr_device *dev, const tsr_conv2d_desc *d, cl_mem dy, const float *x, const float *w) {
+    float got[CN * CK * CH * CW], y[CN * CK * CH * CW];
+    double ref[CN * CK * CH * CW];
+    th_read(dev, dy, got, CN * CK * CH * CW);
+    for (int n = 0; n < CN; ++n) /* back to NCHW */
+        for (int k = 0; k < CK; ++k)
+            for (int i = 0; i < CH * CW; ++i)
+                y[(n * CK + k) * CH * CW + i] =
+                    got[d->layout == TSR_NHWC ? (n * CH * CW + i) * CK + k : (n * CK + k) * CH * CW + i];
+    tsr_conv2d_desc nchw = *d;
+    nchw.layout = TSR_NCHW;
+    tsr_conv2d_reference(&nchw, x, w, NULL, ref);
+    return tsr_rel_error(y, ref, CN * CK * CH * CW);
+}
+
+static void convolutions_replay_new_inputs(void **state) {
+    (void)state;
+    tsr_device *dev = th_dev;
+    static const struct {
+        tsr_conv_algo algo;
+        tsr_tensor_layout layout;
+    } forms[] = {{TSR_CONV_AUTO, TSR_NCHW}, {TSR_CONV_IMPLICIT, TSR_NCHW}, {TSR_CONV_DIRECT, TSR_NCHW},
+                 {TSR_CONV_IM2COL, TSR_NCHW}, {TSR_CONV_AUTO, TSR_NHWC}};
+    float x[CN * CC * CH * CW], w[CK * CC * 9];
+    th_fill_uniform(w, CK * CC * 9, -1.0f, 1.0f);
+    cl_mem dx = th_buffer(dev, CN * CC * CH * CW), dw = th_buffer_from(dev, w, CK * CC * 9),
+           dy = th_buffer(dev, CN * CK * CH * CW);
+    for (size_t f = 0; f < sizeof forms / sizeof *forms; ++f) {
+        const tsr_conv2d_desc d = {.batch = CN, .in_channels = CC, .in_height = CH, .in_width = CW,
+                                   .out_channels = CK, .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1,
+                                   .algo = forms[f].algo, .layout = forms[f].layout};
+        th_fill_uniform(x, CN * CC * CH * CW, -1.0f, 1.0f);
+        conv_upload_x(dev, &d, dx, x);
+        TH_ASSERT_OK(tsr_graph_begin(dev, &(tsr_graph_desc){.name = "conv"}));
+        tsr_status st = tsr_conv2d(dev, &d, dx, dw, dy, NULL, NULL);
+        tsr_graph *g = NULL;
+        tsr_status end = tsr_graph_end(dev, &g);
+        if (st != TSR_SUCCESS || end != TSR_SUCCESS)
+            fail_msg("form %zu: %s / %s: %s", f, tsr_status_str(st), tsr_status_str(end), tsr_last_error());
+        double e = conv_error(dev, &d, dy, x, w);
+        if (!(e < 1e-5)) fail_msg("form %zu, the recorded call: relative error %g", f, e);
+        for (int r = 0; r < 2; ++r) {
+            th_fill_uniform(x, CN * CC * CH * CW, -1.0f, 1.0f);
+            conv_upload_x(dev, &d, dx, x);
+            float poisoned[CN * CK * CH * CW];
+            th_poison(poisoned, CN * CK * CH * CW);
+            TH_ASSERT_OK(tsr_upload(dev, dy, poisoned, CN * CK * CH * CW));
+            TH_ASSERT_OK(tsr_graph_launch(g, NULL, NULL));
+            e = conv_error(dev, &d, dy, x, w);
+            if (!(e < 1e-5)) fail_msg("form %zu, replay %d: relative error %g", f, r, e);
+        }
+        tsr_graph_destroy(g);
+    }
+    clReleaseMemObject(dx);
+    clReleaseMemObject(dw);
+    clReleaseMemObject(dy);
+}
+
 int main(void) {
     th_seed();
     const struct CMUnitTest tests[] = {
@@ -286,6 +358,7 @@ int main(void) {
         cmocka_unit_test(an_override_invalidates_a_graph),
         cmocka_unit_test(a_closed_device_refuses_replays),
         cmocka_unit_test(host_reading_ops_and_misuse_are_refused),
+        cmocka_unit_test(convolutions_replay_new_inputs),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

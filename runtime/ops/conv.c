@@ -448,15 +448,15 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     olen = strlen(options);
     if (flat && olen < sizeof options) snprintf(options + olen, sizeof options - olen, " -DDW_FLAT=1");
     cl_program program;
-    cl_kernel kernel = NULL;
-    cl_int err;
+    tsr_kernel *cached = NULL;
     /* The CPU forms live in conv_cpu.cl (conv.cl, and the entries tuned against its hash, unchanged). */
     TSR_CHECK(status,
               tsr_program_for(dev, stage >= 2 ? "conv_cpu" : "conv", options,
                               implicit ? "conv_implicit" : "conv_direct", &program),
               done);
-    kernel = clCreateKernel(program, implicit ? "conv_implicit" : "conv_direct", &err);
-    TSR_CL_CHECK(status, err, done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, implicit ? "conv_implicit" : "conv_direct", &cached), done);
+    cl_kernel kernel = cached->kernel;
+    tsr_kernel_lock(cached); /* the cached kernel's arguments are this call's until the enqueue */
     cl_int geo[16];
     geometry(p, geo);
     if (stage >= 2) geometry_plain(p, geo); /* these forms take the true rows */
@@ -512,7 +512,7 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     TSR_CL_CHECK(status,
                  tsr_enqueue_kernel(queue, kernel, 3, NULL, global, implicit ? local : NULL, 0, NULL, event), done);
 done:
-    if (kernel) clReleaseKernel(kernel);
+    if (cached) tsr_kernel_unlock(cached);
     return status;
 }
 
@@ -609,15 +609,13 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     char options[256];
     program_options(p, cfg, true, options, sizeof options);
     cl_program program;
-    cl_kernel kernel = NULL, pad = NULL;
-    cl_int err;
+    tsr_kernel *kernel = NULL, *pad = NULL, *held = NULL; /* held: the cached kernel this call has locked */
     cl_event last = NULL;
     bool locked = false, holding = false; /* holding: the workspace is ours, `last` its newest user */
     TSR_CHECK(status,
               tsr_program_for(dev, "conv_cpu", options, per ? "conv_implicit;pad_input" : "conv_implicit", &program),
               done);
-    kernel = clCreateKernel(program, "conv_implicit", &err);
-    TSR_CL_CHECK(status, err, done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, "conv_implicit", &kernel), done);
     cl_int geo[16], pgeo[16];
     geometry_plain(p, geo);
     memcpy(pgeo, geo, sizeof geo);
@@ -625,9 +623,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
      * one phase plane's size (PW's), the largest tap offset (the 16th) */
     pgeo[1] = (cl_int)(pc.phh * pc.phw * pc.Hq), pgeo[2] = (cl_int)pc.Wq;
     pgeo[10] = (cl_int)pc.phw, pgeo[11] = (cl_int)pc.plane, pgeo[15] = (cl_int)pc.max_off;
-    TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof pgeo, pgeo), done);
     size_t span = p->P * pc.Wq, tiles = ceil_div(span, (size_t)v[P_VW] * (size_t)v[P_WGM]);
-    /* WGN tiles per work-group, fewer when the plane has fewer (small layers keep both cores busy) */
     /* WGN tiles per work-group at most: fewer when the plane has fewer (small layers keep both
      * cores busy), and fewer while the rows of x's copy a work-group reads (every input channel
      * of its group, every phase) would pass half a core's L2: the work-groups after it (the next
@@ -640,17 +636,20 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     size_t local[3] = {1, wgn, 1};
     size_t global[3] = {ceil_div(p->Kg, (size_t)v[P_MWI]), ceil_div(tiles, local[1]) * local[1], 0};
     conv_problem q = *p;
+    /* Each cached kernel is locked from its first argument to its enqueue, one at a time (a leaf
+     * lock): the arguments of both kernels are set again before each of their launches. */
     if (!per) { /* no padding, no stride, fp32: x is already what the kernel reads */
         global[2] = p->N * p->G;
-        TSR_CL_CHECK(status, tsr_set_arg(kernel, 1, sizeof p->x, &p->x), done);
+        tsr_kernel_lock(held = kernel);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel->kernel, 0, sizeof pgeo, pgeo), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel->kernel, 1, sizeof p->x, &p->x), done);
         cl_ulong x_off = p->x_off;
-        TSR_CL_CHECK(status, tsr_set_arg(kernel, 2, sizeof x_off, &x_off), done);
-        TSR_CHECK(status, set_common_args(kernel, p, 3), done);
-        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 3, NULL, global, local, 0, NULL, &last), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel->kernel, 2, sizeof x_off, &x_off), done);
+        TSR_CHECK(status, set_common_args(kernel->kernel, p, 3), done);
+        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel->kernel, 3, NULL, global, local, 0, NULL, &last), done);
         goto done;
     }
-    pad = clCreateKernel(program, "pad_input", &err);
-    TSR_CL_CHECK(status, err, done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, "pad_input", &pad), done);
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
     locked = true;
     size_t cap = workspace_cap(dev) > per ? workspace_cap(dev) : per;
@@ -659,50 +658,54 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     if (tsr_workspace_get(dev, TSR_WS_CONV_COL, chunk * per, &xp, &last) != TSR_SUCCESS) {
         /* no room for the padded copy: the STAGE 0 form needs none */
         pthread_mutex_unlock(&dev->lock);
-        clReleaseKernel(kernel);
-        clReleaseKernel(pad);
         return launch_kernel(dev, p, &c0, true, queue, event);
     }
     holding = true;
     if (last) clRetainEvent(last);
     cl_int hq = (cl_int)pc.Hq, phw = (cl_int)pc.phw, wq = (cl_int)pc.Wq;
-    TSR_CL_CHECK(status, tsr_set_arg(pad, 0, sizeof geo, geo), done);
-    TSR_CL_CHECK(status, tsr_set_arg(pad, 1, sizeof p->x, &p->x), done);
-    TSR_CL_CHECK(status, tsr_set_arg(pad, 3, sizeof xp, &xp), done);
-    TSR_CL_CHECK(status, tsr_set_arg(pad, 4, sizeof hq, &hq), done);
-    TSR_CL_CHECK(status, tsr_set_arg(pad, 5, sizeof phw, &phw), done);
-    TSR_CL_CHECK(status, tsr_set_arg(pad, 6, sizeof wq, &wq), done);
-    TSR_CL_CHECK(status, tsr_set_arg(kernel, 1, sizeof xp, &xp), done);
     cl_ulong zero = 0;
-    TSR_CL_CHECK(status, tsr_set_arg(kernel, 2, sizeof zero, &zero), done);
     for (size_t n0 = 0; n0 < p->N; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
-        TSR_CL_CHECK(status, tsr_set_arg(pad, 2, sizeof x_off, &x_off), done);
         size_t pglobal[3] = {pc.phh * pc.Hq, p->C, nc};
         /* `last` is always the newest command that touches the workspace (recorded at done:,
          * also on an error, so the next user waits for whatever was enqueued). The previous
          * chunk's kernel (or the workspace's last user) must be done with it before the pad. */
         cl_event padded = NULL, done = NULL;
-        TSR_CL_CHECK(
-            status,
-            tsr_enqueue_kernel(queue, pad, 3, NULL, pglobal, NULL, last ? 1 : 0, last ? &last : NULL, &padded),
-            done);
+        tsr_kernel_lock(held = pad);
+        TSR_CL_CHECK(status, tsr_set_arg(pad->kernel, 0, sizeof geo, geo), done);
+        TSR_CL_CHECK(status, tsr_set_arg(pad->kernel, 1, sizeof p->x, &p->x), done);
+        TSR_CL_CHECK(status, tsr_set_arg(pad->kernel, 2, sizeof x_off, &x_off), done);
+        TSR_CL_CHECK(status, tsr_set_arg(pad->kernel, 3, sizeof xp, &xp), done);
+        TSR_CL_CHECK(status, tsr_set_arg(pad->kernel, 4, sizeof hq, &hq), done);
+        TSR_CL_CHECK(status, tsr_set_arg(pad->kernel, 5, sizeof phw, &phw), done);
+        TSR_CL_CHECK(status, tsr_set_arg(pad->kernel, 6, sizeof wq, &wq), done);
+        TSR_CL_CHECK(status,
+                     tsr_enqueue_kernel(queue, pad->kernel, 3, NULL, pglobal, NULL, last ? 1 : 0, last ? &last : NULL,
+                                        &padded),
+                     done);
+        tsr_kernel_unlock(pad);
+        held = NULL;
         if (last) clReleaseEvent(last);
         last = padded;
         q.y_off = p->y_off + n0 * p->K * p->PQ;
         q.r_off = p->r_off + n0 * p->K * p->PQ; /* the residual has y's shape */
-        TSR_CHECK(status, set_common_args(kernel, &q, 3), done);
         global[2] = nc * p->G;
-        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 3, NULL, global, local, 1, &last, &done), done);
+        tsr_kernel_lock(held = kernel);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel->kernel, 0, sizeof pgeo, pgeo), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel->kernel, 1, sizeof xp, &xp), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel->kernel, 2, sizeof zero, &zero), done);
+        TSR_CHECK(status, set_common_args(kernel->kernel, &q, 3), done);
+        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel->kernel, 3, NULL, global, local, 1, &last, &done), done);
+        tsr_kernel_unlock(kernel);
+        held = NULL;
         clReleaseEvent(last);
         last = done;
     }
 done:
+    if (held) tsr_kernel_unlock(held);
     if (holding) tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, last);
     if (locked) pthread_mutex_unlock(&dev->lock);
-    if (kernel) clReleaseKernel(kernel);
-    if (pad) clReleaseKernel(pad);
     if (last) {
         if (event && status == TSR_SUCCESS) *event = last;
         else clReleaseEvent(last);
@@ -850,12 +853,11 @@ static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_
     char options[256];
     program_options(p, cfg, false, options, sizeof options);
     cl_program program;
-    cl_kernel kernel = NULL;
+    tsr_kernel *kernel = NULL;
     cl_int err;
     cl_event last = NULL;
     TSR_CHECK(status, tsr_program_for(dev, "conv", options, "im2col", &program), done);
-    kernel = clCreateKernel(program, "im2col", &err);
-    TSR_CL_CHECK(status, err, done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, "im2col", &kernel), done);
     /* Tessera's own workspace is shared by every call on this device: hold the (recursive) lock
      * for the whole pipeline. */
     pthread_mutex_lock(&dev->lock);
@@ -877,17 +879,23 @@ static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_
     }
     cl_int geo[16];
     geometry(p, geo);
-    TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), unlock);
-    TSR_CL_CHECK(status, tsr_set_arg(kernel, 1, sizeof p->x, &p->x), unlock);
-    TSR_CL_CHECK(status, tsr_set_arg(kernel, 3, sizeof col, &col), unlock);
     for (size_t n0 = 0; n0 < p->N && status == TSR_SUCCESS; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
-        TSR_CL_CHECK(status, tsr_set_arg(kernel, 2, sizeof x_off, &x_off), unlock);
         size_t global[3] = {p->P, p->CRS, nc * p->G};
         cl_event written = NULL;
+        /* the cached kernel's arguments are this chunk's until its enqueue (not across the
+         * GEMMs, which lock their own kernels) */
+        tsr_kernel_lock(kernel);
+        err = tsr_set_arg(kernel->kernel, 0, sizeof geo, geo);
+        if (err == CL_SUCCESS) err = tsr_set_arg(kernel->kernel, 1, sizeof p->x, &p->x);
+        if (err == CL_SUCCESS) err = tsr_set_arg(kernel->kernel, 2, sizeof x_off, &x_off);
+        if (err == CL_SUCCESS) err = tsr_set_arg(kernel->kernel, 3, sizeof col, &col);
         /* The previous chunk's GEMMs (or the workspace's last reader) must be done with it. */
-        err = tsr_enqueue_kernel(queue, kernel, 3, NULL, global, NULL, last ? 1 : 0, last ? &last : NULL, &written);
+        if (err == CL_SUCCESS)
+            err = tsr_enqueue_kernel(queue, kernel->kernel, 3, NULL, global, NULL, last ? 1 : 0, last ? &last : NULL,
+                                     &written);
+        tsr_kernel_unlock(kernel);
         if (last) clReleaseEvent(last);
         last = NULL;
         TSR_CL_CHECK(status, err, unlock);
@@ -898,7 +906,6 @@ static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_
 unlock:
     pthread_mutex_unlock(&dev->lock);
 done:
-    if (kernel) clReleaseKernel(kernel);
     if (last) {
         if (event && status == TSR_SUCCESS) *event = last;
         else clReleaseEvent(last);
@@ -933,11 +940,11 @@ static tsr_status transpose_images(tsr_device *dev, cl_command_queue queue, tsr_
     char options[32];
     snprintf(options, sizeof options, "-DELT_BYTES=%zu", tsr_dtype_size(t));
     cl_program program;
-    cl_kernel kernel = NULL;
-    cl_int err;
+    tsr_kernel *cached = NULL;
     TSR_CHECK(status, tsr_program_for(dev, "conv_layout", options, "transpose_images", &program), done);
-    kernel = clCreateKernel(program, "transpose_images", &err);
-    TSR_CL_CHECK(status, err, done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, "transpose_images", &cached), done);
+    cl_kernel kernel = cached->kernel;
+    tsr_kernel_lock(cached); /* the cached kernel's arguments are this call's until the enqueue */
     cl_int a = (cl_int)A, b = (cl_int)B;
     cl_ulong so = src_off, dof = dst_off;
     TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof a, &a), done);
@@ -949,7 +956,7 @@ static tsr_status transpose_images(tsr_device *dev, cl_command_queue queue, tsr_
     size_t global[3] = {ceil_div(B, 16), ceil_div(A, 16), images};
     TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 3, NULL, global, NULL, 0, NULL, event), done);
 done:
-    if (kernel) clReleaseKernel(kernel);
+    if (cached) tsr_kernel_unlock(cached);
     return status;
 }
 

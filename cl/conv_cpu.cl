@@ -12,8 +12,11 @@
 //            go to phase (a, b) at (i, q)), so output (oh, ow)'s tap (r, s) reads phase
 //            ((r DH) % SH, (s DW) % SW) at (oh + r DH / SH, ow + s DW / SW): unit stride along
 //            ow again, and one row of the phase plane per output row. A work-item holds MWI
-//            channels x VW pixels; up to WGN neighbouring tiles share a work-group (one thread
-//            on PoCL), so the MWI weight rows stay in L1 across them.
+//            channels x NV vectors of VW consecutive pixels (NV from the host's WGM): per tap NV
+//            vector loads of x and MWI weight broadcasts feed MWI NV independent FMA chains (8 x 3
+//            or 6 x 4 fill AVX-512's 32 registers; one vector per item gives MWI chains, fewer
+//            than two 4-cycle FMA ports keep busy); up to WGN neighbouring tiles share a
+//            work-group (one thread on PoCL), so the MWI weight rows stay in L1 across them.
 //   STAGE 4  (depthwise, the CPU default there) column tiles x row blocks x planes: see its kernel.
 //   STAGE 3  (depthwise) a work-item computes MWI output rows of one channel, VW pixels at a time
 //            along each row; up to WGN such items per work-group. Meant for one input channel per
@@ -32,6 +35,13 @@
 #endif
 #ifndef STAGE
 #define STAGE 0
+#endif
+// STAGE 2: pixel vectors per work-item (its tile is MWI channels x NV VW pixels); the host passes
+// it in WGM, which this form has no other use for (no work-group extent along channels).
+#if STAGE == 2 && defined(WGM)
+#define NV WGM
+#else
+#define NV 1
 #endif
 #ifdef KR
 #define KR_ KR
@@ -82,7 +92,7 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
     const int R = KR_, S = KS_, RS = R * S;
     const int span = GEO_P * GEO_W; // flattened outputs, padded columns included
-    const int k0 = (int)get_global_id(0) * MWI, j0 = (int)get_global_id(1) * VW, ng = (int)get_global_id(2);
+    const int k0 = (int)get_global_id(0) * MWI, j0 = (int)get_global_id(1) * (NV * VW), ng = (int)get_global_id(2);
     if (k0 >= Kg || j0 >= span) return;
     const int n = ng / GEO_G, g = ng - n * GEO_G;
     const __global float *xc = x + x_off + ((size_t)n * GEO_C + g * Cg) * (size_t)HW + j0;
@@ -90,17 +100,26 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
     const __global WELT *wrow[MWI];
     _Pragma("unroll") for (int m = 0; m < MWI; ++m)
         wrow[m] = w + w_off + (size_t)(g * Kg + min(k0 + m, Kg - 1)) * Cg * RS;
-    floatv acc[MWI];
-    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+    floatv acc[MWI][NV];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m)
+        _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[m][v] = (floatv)(0.0f);
     const int rstep = GEO_DH * GEO_W;
     const bool poly = GEO_SH > 1 || GEO_SW > 1; // the host asks for it with the kernel size compiled in
-#define FMA_TILE(wi, bvec)                                                                         \
-    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = fma((floatv)(LDW(wrow[m], wi)), (bvec), acc[m]);
+    // One tap: NV pixel vectors (loaded by LOADV(v)) times MWI weights, MWI NV independent chains.
+#define FMA_TILE(wi, LOADV)                                                                        \
+    {                                                                                              \
+        floatv b[NV];                                                                              \
+        _Pragma("unroll") for (int v = 0; v < NV; ++v) b[v] = LOADV(v);                            \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                          \
+            const floatv wv = (floatv)(LDW(wrow[m], wi));                                          \
+            _Pragma("unroll") for (int v = 0; v < NV; ++v) acc[m][v] = fma(wv, b[v], acc[m][v]);   \
+        }                                                                                          \
+    }
     // Tap (r, s)'s offset: a phase plane, then rows and columns inside it (r DH, s DW when unstrided).
 #define POLY_OFF(r, s)                                                                             \
     (((r) * GEO_DH % GEO_SH * GEO_PH + (s) * GEO_DW % GEO_SW) * GEO_PW + (r) * GEO_DH / GEO_SH * GEO_W + \
      (s) * GEO_DW / GEO_SW)
-    if (j0 + VW - 1 + geo.sf < HW) {
+    if (j0 + NV * VW - 1 + geo.sf < HW) {
         if (poly) {
             // A kernel row's taps read two phase planes (the s DW % SW ones) at compile-time
             // distances, so large kernels (conv1's 7x7) keep the rows in a loop, not unrolled: a
@@ -110,8 +129,10 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
                     const int rr = r * DH_;
                     const __global float *xr = xc + rr % SH_ * GEO_PH * GEO_PW + rr / SH_ * GEO_W;
                     _Pragma("unroll") for (int s = 0; s < S; ++s) {
-                        const floatv b = VLOAD(xr + s * DW_ % SW_ * GEO_PW + s * DW_ / SW_);
-                        FMA_TILE(r * S + s, b)
+                        const __global float *xs = xr + s * DW_ % SW_ * GEO_PW + s * DW_ / SW_;
+#define LOAD_POLY(v) VLOAD(xs + (v) * VW)
+                        FMA_TILE(r * S + s, LOAD_POLY)
+#undef LOAD_POLY
                     }
                 }
                 _Pragma("unroll") for (int m = 0; m < MWI; ++m) wrow[m] += RS;
@@ -120,8 +141,10 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
             for (int c = 0; c < Cg; ++c, xc += HW) {
                 _Pragma("unroll") for (int r = 0; r < R; ++r)
                     _Pragma("unroll") for (int s = 0; s < S; ++s) {
-                        const floatv b = VLOAD(xc + r * rstep + s * GEO_DW);
-                        FMA_TILE(r * S + s, b)
+                        const __global float *xs = xc + r * rstep + s * GEO_DW;
+#define LOAD_PLAIN(v) VLOAD(xs + (v) * VW)
+                        FMA_TILE(r * S + s, LOAD_PLAIN)
+#undef LOAD_PLAIN
                     }
                 _Pragma("unroll") for (int m = 0; m < MWI; ++m) wrow[m] += RS;
             }
@@ -134,10 +157,12 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
             for (int r = 0; r < R; ++r)
                 for (int s = 0; s < S; ++s) {
                     const int o = poly ? POLY_OFF(r, s) : r * rstep + s * GEO_DW;
-                    float t[VW];
-                    _Pragma("unroll") for (int e = 0; e < VW; ++e) t[e] = xc[min(o + e, lim)];
-                    const floatv b = VLOAD(t);
-                    FMA_TILE(r * S + s, b)
+                    float t[NV][VW];
+                    _Pragma("unroll") for (int v = 0; v < NV; ++v)
+                        _Pragma("unroll") for (int e = 0; e < VW; ++e) t[v][e] = xc[min(o + v * VW + e, lim)];
+#define LOAD_LANES(v) VLOAD(t[v])
+                    FMA_TILE(r * S + s, LOAD_LANES)
+#undef LOAD_LANES
                 }
             _Pragma("unroll") for (int m = 0; m < MWI; ++m) wrow[m] += RS;
         }
@@ -146,20 +171,24 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 #undef FMA_TILE
     // Output (oh, ow < Q) is flattened position oh W + ow: exactly one work-item stores it.
     const size_t ek = ((size_t)n * GEO_K + g * Kg + k0) * (size_t)(GEO_P * GEO_Q);
-    const int oh0 = j0 / GEO_W, ow0 = j0 - oh0 * GEO_W;
-    const bool whole = ow0 + VW <= GEO_Q; // the tile lies inside one output row
-    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
-        if (k0 + m >= Kg) break;
-        const size_t em = ek + (size_t)m * GEO_P * GEO_Q;
-        if (whole) {
-            CONV_STORE(acc[m], g * Kg + k0 + m, em + oh0 * GEO_Q + ow0, VW);
-        } else {
-            float t[VW];
-            VSTORE(acc[m], t);
-            int oh = oh0, ow = ow0;
-            for (int e = 0; e < VW; ++e) {
-                if (ow < GEO_Q && oh < GEO_P) CONV_STORE1(t[e], g * Kg + k0 + m, em + oh * GEO_Q + ow);
-                if (++ow == GEO_W) ow = 0, ++oh;
+    _Pragma("unroll") for (int v = 0; v < NV; ++v) {
+        const int jv = j0 + v * VW;
+        if (jv >= span) break; // the tile's vectors past the plane's outputs
+        const int oh0 = jv / GEO_W, ow0 = jv - oh0 * GEO_W;
+        const bool whole = ow0 + VW <= GEO_Q; // the vector lies inside one output row
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+            if (k0 + m >= Kg) break;
+            const size_t em = ek + (size_t)m * GEO_P * GEO_Q;
+            if (whole) {
+                CONV_STORE(acc[m][v], g * Kg + k0 + m, em + oh0 * GEO_Q + ow0, VW);
+            } else {
+                float t[VW];
+                VSTORE(acc[m][v], t);
+                int oh = oh0, ow = ow0;
+                for (int e = 0; e < VW; ++e) {
+                    if (ow < GEO_Q && oh < GEO_P) CONV_STORE1(t[e], g * Kg + k0 + m, em + oh * GEO_Q + ow);
+                    if (++ow == GEO_W) ow = 0, ++oh;
+                }
             }
         }
     }
@@ -505,11 +534,22 @@ __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_o
     const bool inside = ih >= 0 && ih < GEO_H;
     const __global XELT *src = x + x_off + (((size_t)i * GEO_C + c) * GEO_H + (inside ? ih : 0)) * (size_t)GEO_W;
     for (int b = 0; b < phw; ++b, dst += plane) {
-        if (!inside) {
-            for (int q = 0; q < Wq; ++q) dst[q] = 0.0f;
-            continue;
-        }
-        for (int q = 0, iw = b - GEO_PW; q < Wq; ++q, iw += GEO_SW)
-            dst[q] = iw >= 0 && iw < GEO_W ? LDX(src, iw) : 0.0f;
+        // Columns q in [qlo, qhi) read x's row (input column iw0 + SW q), the rest are zeros; the
+        // middle goes 16 at a time with vector loads (stride 2: every second element of 32,
+        // loaded only while all 32 lie inside the row), the ends element by element.
+        const int iw0 = b - GEO_PW;
+        const int qlo = inside ? min(Wq, iw0 >= 0 ? 0 : (GEO_SW - 1 - iw0) / GEO_SW) : Wq;
+        const int qhi = inside && iw0 < GEO_W ? max(qlo, min(Wq, (GEO_W - 1 - iw0) / GEO_SW + 1)) : qlo;
+        int q = 0;
+        for (; q < qlo; ++q) dst[q] = 0.0f;
+        if (GEO_SW == 1)
+            for (; q + 16 <= qhi; q += 16) vstore16(TSR_VLD(X_TYPE, 16, src + iw0 + q), 0, dst + q);
+        else if (GEO_SW == 2)
+            for (; q + 16 < qhi; q += 16) {
+                const __global XELT *s2 = src + iw0 + 2 * q;
+                vstore16((float16)(TSR_VLD(X_TYPE, 16, s2).even, TSR_VLD(X_TYPE, 16, s2 + 16).even), 0, dst + q);
+            }
+        for (; q < qhi; ++q) dst[q] = LDX(src, iw0 + GEO_SW * q);
+        for (; q < Wq; ++q) dst[q] = 0.0f;
     }
 }

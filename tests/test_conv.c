@@ -470,8 +470,9 @@ static void cpu_forms(void **state) {
         printf("# the STAGE 2 and 3 forms are CPU-only: passed over\n");
         return;
     }
-    const char *configs[] = {"ALGO=2 MWI=6 VW=16 STAGE=2 WGN=16", "ALGO=2 MWI=4 VW=8 STAGE=2 WGN=4",
-                             "ALGO=2 MWI=1 VW=4 STAGE=2 WGN=1",   "ALGO=2 MWI=8 VW=2 STAGE=2 WGN=2",
+    /* STAGE 2's WGM: pixel vectors per work-item (the launch takes ceil(WGM / 2) to WGM) */
+    const char *configs[] = {"ALGO=2 MWI=6 VW=16 STAGE=2 WGM=2 WGN=16", "ALGO=2 MWI=4 VW=8 STAGE=2 WGN=4",
+                             "ALGO=2 MWI=1 VW=4 STAGE=2 WGN=1",   "ALGO=2 MWI=8 VW=2 STAGE=2 WGM=3 WGN=2",
                              "ALGO=2 MWI=2 VW=8 STAGE=3 WGN=16",  "ALGO=2 MWI=1 VW=16 STAGE=3 WGN=4",
                              "ALGO=2 MWI=8 VW=1 STAGE=3 WGN=1",   "ALGO=2 MWI=4 VW=4 STAGE=3 WGN=8",
                              "ALGO=2 MWI=4 VW=16 STAGE=4 WGN=16", "ALGO=2 MWI=1 VW=8 STAGE=4 WGN=4",
@@ -529,6 +530,10 @@ static void cpu_forms(void **state) {
                         .bias = true, .act = 1}};
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[0]));
     expect_accurate(&big[0], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    /* a polyphase copy whose rows outgrow the work-group budget (fewer tiles per work-group) */
+    conv_case wide = {.N = 1, .C = 64, .H = 56, .W = 56, .K = 9, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1,
+                      .bias = true, .act = 1};
+    expect_accurate(&wide, (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[4]));
     expect_accurate(&big[1], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[8]));
@@ -912,7 +917,7 @@ static const conv_case typed_cases[] = {
 /* The configurations each storage-type test forces: implicit STAGE 0, a GPU-shaped STAGE 1,
  * the CPU forms (STAGE 2 padded, STAGE 3 rows; CPUs that vectorize in a work-item only), direct. */
 static const char *const typed_configs[] = {"ALGO=2 MWI=2 VW=4", "ALGO=2 MWI=2 VW=4 STAGE=1 WGM=4 WGN=4 KWG=8",
-                                            "ALGO=2 MWI=2 VW=8 STAGE=2 WGN=4", "ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4",
+                                            "ALGO=2 MWI=2 VW=8 STAGE=2 WGM=2 WGN=4", "ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4",
                                             "ALGO=3"};
 
 static void type_combo(int i, tsr_dtype t[3]) {

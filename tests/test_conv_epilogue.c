@@ -154,7 +154,7 @@ static const struct {
     {NULL, TSR_CONV_DIRECT, false},
     {"ALGO=2 MWI=2 VW=4", TSR_CONV_AUTO, false},
     {"ALGO=2 MWI=2 VW=4 STAGE=1 WGM=4 WGN=4 KWG=8", TSR_CONV_AUTO, false},
-    {"ALGO=2 MWI=2 VW=8 STAGE=2 WGN=4", TSR_CONV_AUTO, true},
+    {"ALGO=2 MWI=2 VW=8 STAGE=2 WGM=3 WGN=4", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=8 STAGE=4 WGN=8", TSR_CONV_AUTO, true},
 };

@@ -18,7 +18,7 @@
     X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)  /* output channels per work-item (STAGE 3: output rows) */                      \
     X(VW, DEFINE, 1, 1, 2, 4, 8, 16)  /* pixels per work-item (a vector) */                    \
     X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles */ \
-    X(WGM, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along channels */                     \
+    X(WGM, DEFINE, 1, 1, 2, 3, 4, 8, 16) /* work-group size along channels; STAGE 2: vectors per item */ \
     X(WGN, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along pixels */                       \
     X(KWG, DEFINE, 8, 8, 16, 32)      /* reduction steps per staged tile (only with STAGE) */
 
@@ -91,6 +91,13 @@ static const tsr_default conv_defaults[] = {
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=2 MWI=2 VW=1 STAGE=0 WGM=8 WGN=8 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=1"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=4 VW=16 STAGE=4 WGM=1 WGN=16 KWG=8"},
+    /* 16-float vectors (AVX-512: 32 registers): the padded form with 8 channels x 3 vectors of
+     * pixels per work-item (24 accumulators, 8 FMA chains per weight; STAGE 2's WGM is its vectors
+     * per item), against one vector on AVX2's 16 registers. On a loaded 2-core Skylake-AVX512
+     * (process CPU time, side by side) it ran ResNet-50's 3x3 layers at 0.9-1.6x the 6 x 1 tile
+     * depending on the load: not settled; a quiet tune (its space holds WGM 1-4) decides. */
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     /* Strided layers (conv1's 7x7/2, 3x3/2): the padded form's polyphase copy, eight channels a
      * tile (32 vector registers on AVX-512; conv1's 64 channels in whole tiles). Kernel sizes it
@@ -99,6 +106,7 @@ static const tsr_default conv_defaults[] = {
     {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=1"},
     /* Never a CPU default (the row above matches first): the implicit path's shape there when
      * a call forces it or a search seeds it. */
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, NULL, "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {0, TSR_LANES_ANY, NULL, "ALGO=2 MWI=4 VW=4 STAGE=1 WGM=16 WGN=16 KWG=16"},
 };
@@ -112,8 +120,9 @@ static const char implicit_fallback[] = "MWI=4 VW=4 STAGE=0 WGM=1 WGN=1 KWG=8";
 static void conv_normalize(tsr_config *cfg) {
     if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] != 1)
         cfg->values[P_KWG] = conv_params[P_KWG].default_value;
-    /* The padded and row forms have no work-group extent along channels. */
-    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 2)
+    /* The row forms have no work-group extent along channels (the padded form, STAGE 2, reads
+     * WGM as its pixel vectors per work-item). */
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 3)
         cfg->values[P_WGM] = conv_params[P_WGM].default_value;
 }
 
@@ -133,8 +142,12 @@ static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS &&
         v[P_MWI] * v[P_VW] > 16)
         return false;
-    size_t wg = (size_t)v[P_WGM] * (size_t)v[P_WGN];
-    if (wg > dev->info.max_work_group_size || (size_t)v[P_WGM] > dev->info.max_work_item_sizes[0] ||
+    /* STAGE 2's WGM is its tile's pixel vectors: MWI WGM vector accumulators (32 vector registers
+     * on AVX-512 hold 24 and the loads); elsewhere a work-group extent, never 3. */
+    if (v[P_STAGE] == 2 && v[P_MWI] * v[P_WGM] > 24) return false;
+    if (v[P_STAGE] != 2 && v[P_WGM] == 3) return false;
+    size_t wgm = v[P_STAGE] == 2 ? 1 : (size_t)v[P_WGM], wg = wgm * (size_t)v[P_WGN];
+    if (wg > dev->info.max_work_group_size || wgm > dev->info.max_work_item_sizes[0] ||
         (size_t)v[P_WGN] > dev->info.max_work_item_sizes[1])
         return false;
     if (v[P_STAGE] != 1) return true;
@@ -546,6 +559,19 @@ static size_t padded_bytes_per_image(const conv_problem *p, const padded_copy *c
     return c->copy ? p->C * c->channel * sizeof(float) : 0;
 }
 
+/* STAGE 2's pixel vectors per work-item on a layer: WGM at most, and from ceil(WGM / 2) up the
+ * count whose tiles waste the fewest vectors on the flattened plane (span pixels; ties to the
+ * larger), e.g. WGM = 4 takes 2 on a 14x14 plane (14 vectors of 16), 3 on 28x28 (53), 4 on 7x7. */
+static int padded_vectors(size_t span, int vw, int wgm) {
+    size_t vecs = ceil_div(span, (size_t)vw), best = 0;
+    int nv = wgm;
+    for (int t = wgm; t >= (wgm + 1) / 2; --t) {
+        size_t cover = ceil_div(vecs, (size_t)t) * (size_t)t;
+        if (best == 0 || cover < best) best = cover, nv = t;
+    }
+    return nv;
+}
+
 /* The STAGE 2 form: x copied into zero-padded fp32 planes (phase planes for strides) in
  * tessera's workspace, in chunks of images that stay in the last-level cache (as im2col's), then
  * the kernel over each chunk with the copy's geometry. Unstrided unpadded fp32 layers read x as
@@ -554,7 +580,14 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
                                 cl_command_queue queue, cl_event *event) {
     tsr_config c0 = *cfg; /* the STAGE 0 form: same tile, no workspace, any stride and size */
     c0.values[P_STAGE] = 0;
-    padded_copy pc = padded_geometry(p, cfg->values[P_VW]);
+    c0.values[P_WGM] = conv_params[P_WGM].default_value;
+    /* a tile is nv vectors of VW pixels (the program's WGM): the copy's slack rows cover its last
+     * tile's loads */
+    tsr_config cn = *cfg;
+    cn.values[P_WGM] = padded_vectors(p->P * padded_geometry(p, cfg->values[P_VW]).Wq, cfg->values[P_VW],
+                                      cfg->values[P_WGM]);
+    cfg = &cn;
+    padded_copy pc = padded_geometry(p, cfg->values[P_VW] * cfg->values[P_WGM]);
     size_t per = padded_bytes_per_image(p, &pc);
     /* Strided layers whose taps would divide at run time, copies whose index math would leave
      * int, and images whose copy one allocation cannot hold all run the STAGE 0 form, which needs
@@ -590,9 +623,17 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
      * one phase plane's size (PW's), the largest tap offset (the 16th) */
     pgeo[1] = (cl_int)(pc.phh * pc.phw * pc.Hq), pgeo[2] = (cl_int)pc.Wq;
     pgeo[10] = (cl_int)pc.phw, pgeo[11] = (cl_int)pc.plane, pgeo[15] = (cl_int)pc.max_off;
-    size_t span = p->P * pc.Wq, tiles = ceil_div(span, (size_t)v[P_VW]);
-    /* WGN tiles per work-group, fewer when the plane has fewer (small layers keep both cores busy) */
-    size_t local[3] = {1, tiles < (size_t)v[P_WGN] ? tiles : (size_t)v[P_WGN], 1};
+    size_t span = p->P * pc.Wq, tiles = ceil_div(span, (size_t)v[P_VW] * (size_t)v[P_WGM]);
+    /* WGN tiles per work-group at most: fewer when the plane has fewer (small layers keep both
+     * cores busy), and fewer while the rows of x's copy a work-group reads (every input channel
+     * of its group, every phase) would pass half a core's L2: the work-groups after it (the next
+     * output channels over the same tiles) then find them there. ResNet-50's 56x56/2 layer
+     * (1.8 MB of copy per image): 16 tiles a group ran at 0.7x of 1 or 2 on a 2-core Skylake. */
+    size_t wgn = tiles < (size_t)v[P_WGN] ? tiles : (size_t)v[P_WGN];
+    size_t row_bytes = p->Cg * pc.phh * pc.phw * pc.Wq * sizeof(float), tile = (size_t)v[P_VW] * v[P_WGM];
+    size_t extra_rows = (p->R - 1) * p->dh / p->sh + 2;
+    while (wgn > 1 && (ceil_div(wgn * tile, pc.Wq) + extra_rows) * row_bytes > ((size_t)512 << 10)) wgn /= 2;
+    size_t local[3] = {1, wgn, 1};
     size_t global[3] = {ceil_div(p->Kg, (size_t)v[P_MWI]), ceil_div(tiles, local[1]) * local[1], 0};
     conv_problem q = *p;
     /* Each cached kernel is locked from its first argument to its enqueue, one at a time (a leaf
@@ -1260,7 +1301,7 @@ static const char *conv_tuning_space(const tsr_device *dev) {
         return "MWI=1,2,4 VW=1,2,4 STAGE=0,1 WGM=4,8,16 WGN=4,8,16 KWG=8,16";
     /* Other CPUs: the row forms (STAGE 0), the padded form (2) and the depthwise forms (3, 4), with
      * one work-item or a few per work-group. */
-    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4 WGM=1 WGN=1,4,16 KWG=8";
+    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
     return NULL;
 }
 

@@ -484,9 +484,13 @@ size_t tsr_db_merge(cJSON *dst, const cJSON *src) {
                 cJSON *de = cJSON_GetObjectItemCaseSensitive(dop, se->string);
                 bool take = !de;
                 if (de) {
-                    if (strcmp(str(de, "source_hash"), str(se, "source_hash")) == 0)
+                    /* rates compare only for one kernel source on one problem (a class's problem can
+                     * change between releases); otherwise the newer result is for the newer source or
+                     * problem */
+                    if (strcmp(str(de, "source_hash"), str(se, "source_hash")) == 0 &&
+                        strcmp(str(de, "problem"), str(se, "problem")) == 0)
                         take = cJSON_GetObjectItem(se, "gflops")->valuedouble > cJSON_GetObjectItem(de, "gflops")->valuedouble;
-                    else /* tuned for different kernel sources: the newer result is for the newer source */
+                    else
                         take = strcmp(str(se, "date"), str(de, "date")) > 0;
                 }
                 if (!take) continue;

@@ -215,6 +215,25 @@ static void tuning_siblings_follow_the_isa(void **state) {
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(entry, "config"), "MWI")->valueint, 8);
     assert_int_equal(tsr_db_find(both, &haswell2, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes, NULL), 3);
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(entry, "config"), "MWI")->valueint, 1);
+    /* Rates decide between entries for one source and one problem only: a newer entry measured on
+     * another problem (a class re-aimed at another shape) replaces a faster old one, an older one
+     * does not, and on the same problem the faster stays. */
+    cJSON *base = db_with_entry(&haswell, "0123456789abcdef"), *moved = db_with_entry(&haswell, "0123456789abcdef");
+    cJSON *be = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(base, "devices")->child, "ops"), "gemm"), "large");
+    cJSON *me = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(moved, "devices")->child, "ops"), "gemm"), "large");
+    cJSON_AddStringToObject(be, "problem", "256x256x256");
+    cJSON_AddStringToObject(me, "problem", "1024x196x256");
+    cJSON_ReplaceItemInObject(me, "gflops", cJSON_CreateNumber(60.0));
+    assert_int_equal(tsr_db_merge(base, moved), 0); /* the same date: not newer */
+    cJSON_ReplaceItemInObject(me, "date", cJSON_CreateString("2026-02-01"));
+    assert_int_equal(tsr_db_merge(base, moved), 1);
+    be = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(base, "devices")->child, "ops"), "gemm"), "large");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(be, "problem")), "1024x196x256");
+    cJSON_ReplaceItemInObject(me, "gflops", cJSON_CreateNumber(50.0));
+    cJSON_ReplaceItemInObject(me, "date", cJSON_CreateString("2026-03-01"));
+    assert_int_equal(tsr_db_merge(base, moved), 0); /* same problem now, slower: kept out */
+    cJSON_Delete(base);
+    cJSON_Delete(moved);
     /* A merge teaches an older node of the same device its width. */
     cJSON *old = db_with_entry(&haswell, "0123456789abcdef");
     cJSON_DeleteItemFromObject(cJSON_GetObjectItem(old, "devices")->child, "float_width");

@@ -582,6 +582,24 @@ static void medium_conv_shapes(void **state) {
         {.row_major = 0, .m = 196, .n = 72, .k = 152, .alpha = 1.0f, .batch = 2, .lda_pad = 1, .ldc_pad = 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) expect_accurate(&cases[i]);
+    /* a plan of a batch sharing A reports what its launch runs: on PoCL's CPU device the shared A
+     * is packed once for the batch, whatever PACKA the configuration says */
+    tsr_matmul_desc d = {.m = 70, .n = 200, .k = 160, .batch = 3, .alpha = 1.0f,
+                         .b = {.batch_stride = 160 * 200}, .c = {.batch_stride = 70 * 200}};
+    tsr_matmul_plan *plan = NULL;
+    TH_ASSERT_OK(tsr_matmul_plan_create(dev, &d, &plan));
+    tsr_config_info info;
+    TH_ASSERT_OK(tsr_matmul_plan_info(plan, &info));
+    const bool packed = strstr(info.config, "PACKA=1") != NULL;
+    if (packed != (strstr(info.origin, "packed once") != NULL)) fail_msg("plan: %s (%s)", info.config, info.origin);
+    if (strstr(tsr_device_get_info(dev)->platform_name, "Portable Computing Language") && !packed)
+        fail_msg("a batch sharing A on PoCL: %s (%s)", info.config, info.origin);
+    tsr_matmul_plan_destroy(plan);
+    d.batch = 1; /* one product: as configured */
+    TH_ASSERT_OK(tsr_matmul_plan_create(dev, &d, &plan));
+    TH_ASSERT_OK(tsr_matmul_plan_info(plan, &info));
+    TH_ASSERT_CONTAINS(info.config, "PACKA=0");
+    tsr_matmul_plan_destroy(plan);
     set_gemm_override(NULL);
 }
 

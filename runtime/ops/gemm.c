@@ -873,6 +873,14 @@ tsr_status tsr_matmul_plan_create(tsr_device *dev, const tsr_matmul_desc *desc, 
     gemm_problem shape = gemm_shape(&pl->desc, false);
     TSR_CHECK(status, tsr_op_config(dev, &tsr_op_gemm, &shape, &pl->config), done);
     TSR_CHECK(status, tsr_op_config_lookup(dev, &tsr_op_gemm, gemm_problem_class(&shape), &pl->info), done);
+    if (packs_shared_a(dev, &shape, &pl->config)) { /* what the launch runs: A packed once for the batch */
+        tsr_config packed = pl->config;
+        packed.values[P_PACKA] = 1;
+        tsr_config_format(&tsr_op_gemm, &packed, pl->info.config, sizeof pl->info.config);
+        const size_t used = strlen(pl->info.origin);
+        snprintf(pl->info.origin + used, sizeof pl->info.origin - used,
+                 "; PACKA=1 for this plan: the batch shares A, packed once for every item");
+    }
     pl->device = dev;
     tsr_device_hold(dev);
     /* checked once: kept */

@@ -13,37 +13,13 @@
  * Layers: l1.reduce64 ... l4.reduce2048 (ResNet-50's 1x1 layers; the .down ones stride 2), or
  * "all" (the default). */
 #include "tessera.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static double clock_us(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static cl_mem buffer(cl_context ctx, size_t n) {
-    float *host = malloc(n * sizeof *host);
-    if (!host) return NULL;
-    for (size_t i = 0; i < n; ++i) host[i] = (float)((i * 7919u) % 97) / 97.0f - 0.5f;
-    cl_int err;
-    cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof *host, host, &err);
-    free(host);
-    return err == CL_SUCCESS ? m : NULL;
-}
 
 typedef struct layer {
     const char *name;
@@ -111,7 +87,7 @@ int main(int argc, char **argv) {
         size_t p = L->h / L->stride, pq = p * p;
         size_t nx = batch * L->c * L->h * L->h, nw = L->k * L->c, ny = batch * L->k * pq;
         if (gemm) nx = batch * pq * L->c;
-        cl_mem x = buffer(ctx, nx), w = buffer(ctx, nw), y = buffer(ctx, ny), bias = buffer(ctx, L->k);
+        cl_mem x = util_pattern_buffer(ctx, nx), w = util_pattern_buffer(ctx, nw), y = util_pattern_buffer(ctx, ny), bias = util_pattern_buffer(ctx, L->k);
         if (!x || !w || !y || !bias) return 1;
         const tsr_conv2d_desc cd = {.batch = batch, .in_channels = L->c, .in_height = L->h, .in_width = L->h,
                                     .out_channels = L->k, .kernel_h = 1, .kernel_w = 1, .stride_h = L->stride,
@@ -141,14 +117,14 @@ int main(int argc, char **argv) {
                 st = gemm ? tsr_matmul(dev, &md, x, w, y, q, NULL) : tsr_conv2d(dev, &cd, x, w, y, q, NULL);
                 if (st != TSR_SUCCESS) goto fail;
                 clFinish(q);
-                double w0 = clock_us(CLOCK_MONOTONIC), c0 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
+                double w0 = util_clock_us(CLOCK_MONOTONIC), c0 = util_clock_us(CLOCK_PROCESS_CPUTIME_ID);
                 for (int i = 0; i < calls; ++i) {
                     st = gemm ? tsr_matmul(dev, &md, x, w, y, q, NULL) : tsr_conv2d(dev, &cd, x, w, y, q, NULL);
                     if (st != TSR_SUCCESS) goto fail;
                 }
                 clFinish(q);
-                wall[v][r] = (clock_us(CLOCK_MONOTONIC) - w0) / calls;
-                cpu[v][r] = (clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls;
+                wall[v][r] = (util_clock_us(CLOCK_MONOTONIC) - w0) / calls;
+                cpu[v][r] = (util_clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls;
                 continue;
             fail:
                 fprintf(stderr, "conv1x1_gemm: %s [%s]: %s\n", L->name, cfg[v], tsr_last_error());
@@ -159,7 +135,7 @@ int main(int argc, char **argv) {
         printf("{\"layer\": \"%s\", \"gemm\": \"%zux%zux%zu\", \"batch\": %zu, \"count\": %zu, \"mode\": \"%s\"", L->name,
                L->k, pq * batch, L->c, batch, L->count, gemm ? "gemm" : "conv2d");
         for (int v = 0; v < ncfg; ++v) {
-            double mw = median(wall[v], rounds), mc = median(cpu[v], rounds);
+            double mw = util_median(wall[v], rounds), mc = util_median(cpu[v], rounds);
             printf(", \"c%d\": {\"us\": %.1f, \"gflops\": %.1f, \"cpu_gflops_2\": %.1f}", v, mw, flop / mw * 1e-3,
                    2.0 * flop / mc * 1e-3);
         }

@@ -8,37 +8,13 @@
  * the medians over the rounds of wall and process-CPU microseconds per call (the CPU time counts
  * PoCL's worker threads, so it is the less load-sensitive of the two). */
 #include "tessera.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static double clock_us(clockid_t id) {
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static cl_mem buffer(cl_context ctx, size_t n) {
-    float *host = malloc(n * sizeof *host);
-    if (!host) return NULL;
-    for (size_t i = 0; i < n; ++i) host[i] = (float)((i * 7919u) % 97) / 97.0f - 0.5f;
-    cl_int err;
-    cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof *host, host, &err);
-    free(host);
-    return err == CL_SUCCESS ? m : NULL;
-}
 
 int main(int argc, char **argv) {
     const char *selector = NULL;
@@ -71,8 +47,8 @@ int main(int argc, char **argv) {
     static const struct { size_t m, n, k; int bias; tsr_activation act; } shapes[] = {
         {16, 384, 384, 0, TSR_ACT_NONE}, {16, 1152, 384, 1, TSR_ACT_NONE},
         {16, 1536, 384, 1, TSR_ACT_GELU_TANH}, {16, 384, 1536, 1, TSR_ACT_NONE}};
-    cl_mem a = buffer(ctx, 16 * 1536), b = buffer(ctx, 1536 * 1536), c = buffer(ctx, 16 * 1536),
-           bias = buffer(ctx, 1536);
+    cl_mem a = util_pattern_buffer(ctx, 16 * 1536), b = util_pattern_buffer(ctx, 1536 * 1536), c = util_pattern_buffer(ctx, 16 * 1536),
+           bias = util_pattern_buffer(ctx, 1536);
     double *wall[2], *cpu[2];
     for (int v = 0; v < 2; ++v) wall[v] = malloc((size_t)rounds * sizeof(double)), cpu[v] = malloc((size_t)rounds * sizeof(double));
     if (!a || !b || !c || !bias || !wall[0] || !wall[1] || !cpu[0] || !cpu[1]) return 1;
@@ -90,19 +66,19 @@ int main(int argc, char **argv) {
                         return 1;
                     }
                     clFinish(q);
-                    double w0 = clock_us(CLOCK_MONOTONIC), c0 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
+                    double w0 = util_clock_us(CLOCK_MONOTONIC), c0 = util_clock_us(CLOCK_PROCESS_CPUTIME_ID);
                     for (int i = 0; i < calls; ++i)
                         if ((st = tsr_matmul(dev, &d, a, b, c, q, NULL)) != TSR_SUCCESS) {
                             fprintf(stderr, "smallm_gemm: %s\n", tsr_last_error());
                             return 1;
                         }
                     clFinish(q);
-                    wall[v][r] = (clock_us(CLOCK_MONOTONIC) - w0) / calls;
-                    cpu[v][r] = (clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls;
+                    wall[v][r] = (util_clock_us(CLOCK_MONOTONIC) - w0) / calls;
+                    cpu[v][r] = (util_clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls;
                 }
             }
-            double w_old = median(wall[0], rounds), w_new = median(wall[1], rounds);
-            double c_old = median(cpu[0], rounds), c_new = median(cpu[1], rounds);
+            double w_old = util_median(wall[0], rounds), w_new = util_median(wall[1], rounds);
+            double c_old = util_median(cpu[0], rounds), c_new = util_median(cpu[1], rounds);
             double flop = 2.0 * shapes[s].m * shapes[s].n * shapes[s].k;
             printf("{\"shape\": \"%zux%zux%zu\", \"trans_b\": %d, \"epilogue\": \"%s\", \"old_us\": %.1f, \"new_us\": %.1f, "
                    "\"speedup\": %.2f, \"old_cpu_us\": %.1f, \"new_cpu_us\": %.1f, \"cpu_ratio\": %.2f, "

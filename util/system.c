@@ -16,6 +16,22 @@ double util_median(double *values, int n) {
     return stats.median;
 }
 
+double util_clock_us(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+cl_mem util_pattern_buffer(cl_context context, size_t n) {
+    float *host = malloc(n * sizeof *host);
+    if (!host) return NULL;
+    for (size_t i = 0; i < n; ++i) host[i] = (float)((i * 7919u) % 97) / 97.0f - 0.5f;
+    cl_int err;
+    cl_mem m = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof *host, host, &err);
+    free(host);
+    return err == CL_SUCCESS ? m : NULL;
+}
+
 bool util_is_simulator(const tsr_device_info *info) {
     return tsr_contains_nocase(info->platform_name, "oclgrind") || tsr_contains_nocase(info->name, "oclgrind");
 }

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* ---- time and medians (system.c) ---- */
 
@@ -19,6 +20,13 @@ double util_now_s(void);
 /* The median of n >= 1 values (the mean of the middle two for even n), by the runtime's one
  * summary (tsr_stats_of); sorts `values` in place. */
 double util_median(double *values, int n);
+
+/* Microseconds on clock `id` (CLOCK_MONOTONIC for wall time, CLOCK_PROCESS_CPUTIME_ID for the
+ * process's CPU time over all its threads). */
+double util_clock_us(clockid_t id);
+/* A read-write buffer of n floats in `context`, filled with a fixed pattern in [-0.5, 0.5) (for
+ * timing runs, where the values do not matter); NULL if it cannot be made. */
+cl_mem util_pattern_buffer(cl_context context, size_t n);
 
 /* Is this a simulated device (Oclgrind)? Peaks and reports give it reduced, flagged runs. */
 bool util_is_simulator(const tsr_device_info *info);

@@ -300,7 +300,8 @@ static void print_details(FILE *out) {
     fputs("--mpi (under mpirun, or alone as a fleet of one; builds with Open MPI only): each rank tunes its\n"
           "--device into a temporary database of its own (never the shared one) and rank 0 imports every\n"
           "rank's entries into --out FILE (checked like any imported file; an existing FILE is merged into,\n"
-          "the faster entry winning). Use FILE as TSR_TUNING_DB, or tessera tune --import FILE. --log FILE\n"
+          "the faster entry winning where both are for one source and problem, else the newer). Use FILE as\n"
+          "TSR_TUNING_DB, or tessera tune --import FILE. --log FILE\n"
           "becomes FILE.rank-R per rank. See docs/fleet.md.\n",
           out);
 }

@@ -318,3 +318,18 @@ int th_group_teardown(void **state) {
     th_dev = NULL;
     return 0;
 }
+
+th_ahead_counts th_read_ahead_line(const char *path) {
+    th_ahead_counts c = {0};
+    char *text = NULL;
+    size_t size = 0;
+    if (tsr_read_file(path, &text, &size) != TSR_SUCCESS) fail_msg("%s: %s", path, tsr_last_error());
+    const char *line = strstr(text, "\"outcome\": \"ahead\"");
+    if (!line) fail_msg("%s has no \"ahead\" line", path);
+    int n = sscanf(line, "\"outcome\": \"ahead\", \"workers\": %d, \"submitted\": %d, \"compiled\": %d, "
+                         "\"failed\": %d, \"dropped\": %d, \"used\": %d, \"in\": \"%15[a-z]\"",
+                   &c.workers, &c.submitted, &c.compiled, &c.failed, &c.dropped, &c.used, c.in);
+    if (n < 6) fail_msg("ahead line: %.300s", line);
+    free(text);
+    return c;
+}

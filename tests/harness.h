@@ -94,6 +94,15 @@ bool th_long_mode(void);
 /* True under Oclgrind or rusticl without $TSR_TEST_LONG=1: their sweeps take a covering subset of
  * the small set (every case kind, fewer draws); TSR_TEST_LONG=1 runs the whole small set. */
 bool th_small_thinned(void);
+
+/* The counts of a tuning log's "ahead" line (compiling ahead): read from the log file at `path`;
+ * `in` is "processes" or "threads" ("" in logs without it). Fails the test when the file or the
+ * line is missing or malformed. */
+typedef struct th_ahead_counts {
+    int workers, submitted, compiled, failed, dropped, used;
+    char in[16];
+} th_ahead_counts;
+th_ahead_counts th_read_ahead_line(const char *path);
 /* True with $TSR_TEST_SANITIZED=1 (tests/meson.build sets it in the ASan+UBSan build) without
  * $TSR_TEST_LONG=1, on the default device: some kernel sweeps (GEMM's configuration sweeps,
  * attention's blocked micro-kernel sweep and out-of-order rounds) take fewer draws, every member

@@ -475,19 +475,11 @@ static void tune_workers_are_processes(void **state) {
             fail_msg("%s", out);
         }
         TH_ASSERT_CONTAINS(out, "gelu      small");
-        char *text = NULL;
-        size_t size = 0;
-        TH_ASSERT_OK(tsr_read_file(log, &text, &size));
-        const char *line = strstr(text, "\"outcome\": \"ahead\"");
-        assert_non_null(line);
-        int workers = 0, submitted = 0, compiled = 0, failed = 0, dropped = 0, used = 0;
-        char in[16] = "";
-        if (sscanf(line, "\"outcome\": \"ahead\", \"workers\": %d, \"submitted\": %d, \"compiled\": %d, "
-                         "\"failed\": %d, \"dropped\": %d, \"used\": %d, \"in\": \"%15[a-z]\"",
-                   &workers, &submitted, &compiled, &failed, &dropped, &used, in) != 7)
-            fail_msg("ahead line: %.300s", line);
+        const th_ahead_counts ahead = th_read_ahead_line(log);
+        const int workers = ahead.workers, submitted = ahead.submitted, compiled = ahead.compiled,
+                  failed = ahead.failed, used = ahead.used;
         assert_int_equal(workers, 1);
-        assert_string_equal(in, "processes");
+        assert_string_equal(ahead.in, "processes");
         assert_true(submitted >= 2); /* random search's next draws, exactly */
         if (broken) {
             assert_int_equal(compiled, 0); /* /bin/true never says ready: its jobs fail at once */
@@ -498,6 +490,9 @@ static void tune_workers_are_processes(void **state) {
             assert_true(used >= 2);
         }
         /* five evaluations either way, every one measured */
+        char *text = NULL;
+        size_t size = 0;
+        TH_ASSERT_OK(tsr_read_file(log, &text, &size));
         int evaluated = 0;
         for (const char *p = text; (p = strstr(p, "\"first_run_s\"")) != NULL; ++p) ++evaluated;
         assert_int_equal(evaluated, 5);

@@ -271,9 +271,10 @@ size_t tsr_remove_stale_temporaries(const char *dir, const char *file, double mi
     while ((e = readdir(d)) != NULL) {
         if (!is_temporary_name(e->d_name, file)) continue;
         struct stat st;
-        /* Only our own regular files (never follow a link): a writer killed mid-write left it. */
+        /* Only our own regular files (never follow a link): a writer killed mid-write left it. No age
+         * test when none is asked: a file's fine-grained mtime can be a second ahead of time(NULL). */
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-            st.st_uid != geteuid() || difftime(now, st.st_mtime) < min_age_seconds)
+            st.st_uid != geteuid() || (min_age_seconds > 0 && difftime(now, st.st_mtime) < min_age_seconds))
             continue;
         if (unlinkat(dirfd(d), e->d_name, 0) == 0) ++removed;
     }

@@ -687,6 +687,9 @@ typedef struct tsr_matmul_extras {
     bool class_by_shape;  /* pick the configuration by one matrix's shape rather than the "batched"
                            * class (a batch of large per-image GEMMs is not a batch of small ones) */
     cl_event input_ready; /* wait for it before reading (NULL: none) */
+    size_t image_columns; /* conv2d's 1x1 layers: each batch entry is one image of this many columns
+                           * (n, B's and C's leading dimension), A shared; the batch may then run as
+                           * one GEMM across the images' columns (0: an ordinary batch) */
 } tsr_matmul_extras;
 /* tsr_matmul for another op's pipeline (conv's im2col path, unfused attention): keeps the caller's
  * diagnostics; extras NULL: none. */

@@ -182,6 +182,33 @@ static void every_form(void **state) {
     }
 }
 
+/* 1x1 layers over a batch, which the CPU's tiled GEMM runs as one GEMM across the images' columns
+ * (cl/gemm_images.cl): images of 35, 49 and 25 pixels, so column tiles and vectors of 16 or 8 end
+ * one image and start the next, and the last tile runs past the last column; the epilogue with y
+ * itself or a residual of its own, 16-bit storage, a strided layer (its subsample is B), offsets
+ * with guard zones. The automatic path and im2col + GEMM (the same GEMM). */
+static const epi_case batch_cases[] = {
+    {.N = 3, .C = 9, .H = 5, .W = 7, .K = 20, .R = 1, .S = 1, .act = TSR_ACT_RELU, .scale = true, .bias = true,
+     .res = 2, .off = 3},
+    {.N = 3, .C = 9, .H = 5, .W = 7, .K = 20, .R = 1, .S = 1, .act = TSR_ACT_GELU_TANH, .bias = true, .res = 1,
+     .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .rt = TSR_BF16, .off = 2},
+    {.N = 4, .C = 16, .H = 7, .W = 7, .K = 40, .R = 1, .S = 1, .scale = true, .res = 1, .off = 1},
+    {.N = 2, .C = 7, .H = 9, .W = 9, .K = 24, .R = 1, .S = 1, .st = 2, .act = TSR_ACT_RELU, .scale = true,
+     .bias = true, .res = 1, .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_F32, .rt = TSR_F16},
+};
+
+static void pointwise_batch(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof batch_cases / sizeof batch_cases[0]; ++i) {
+        if (th_small_mode() && i > 0) break;
+        epi_data e;
+        data_make(&batch_cases[i], &e);
+        check(&batch_cases[i], &e, TSR_CONV_AUTO, "built-in");
+        check(&batch_cases[i], &e, TSR_CONV_IM2COL, "im2col");
+        data_free(&e);
+    }
+}
+
 /* Channels-last (TSR_NHWC x, y and residual; the reference reads the descriptor's layout): every
  * case above in NHWC, plus dilation, a strided depthwise layer and an odd batch, through the
  * automatic path, im2col, direct and the CPU forms (the NHWC call transposes around whichever
@@ -315,6 +342,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_form),
         cmocka_unit_test(channels_last),
+        cmocka_unit_test(pointwise_batch),
         cmocka_unit_test(refusals),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);

@@ -828,7 +828,8 @@ static tsr_status chunk_gemms(tsr_device *dev, const conv_problem *p, cl_mem col
                          .residual = p->res,
                          .residual_offset = p->r_off + (n0 + i) * img_y, /* y's shape: C's layout */
                          .residual_type = p->r_type}};
-        const tsr_matmul_extras extras = {.class_by_shape = true, .input_ready = prev};
+        const tsr_matmul_extras extras = {.class_by_shape = true, .input_ready = prev,
+                                          .image_columns = p->G == 1 ? p->PQ : 0}; /* one GEMM across images */
         cl_event done = NULL;
         status = tsr_matmul_pipeline(dev, &desc, &extras, col, p->w, p->y, queue, &done);
         if (prev) clReleaseEvent(prev);

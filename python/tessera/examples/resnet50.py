@@ -321,8 +321,8 @@ class ResNet50:
         share memory, so a pass keeps writing where it wrote a moment before (still in the
         last-level cache) instead of into memory last touched a pass ago: the stem's output (dead
         once pooled) and the first and third stages' outputs take one buffer, the second and
-        fourth stages' outputs another, and every stage's inner maps one pair (a first write to
-        a cold 25 MB map, the first stage's output at batch 8, cost about twice its computation)."""
+        fourth stages' outputs another, and every stage's inner maps one pair: 77 MB instead of
+        127 MB at batch 8."""
         dev, dt = self.device, self.dtype
 
         def out_size(size, k, s, p):

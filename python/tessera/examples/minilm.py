@@ -565,8 +565,8 @@ class Runner:
                 if old['graph'] is not None:
                     old['graph'].release()
             state = self._shapes[key] = self._buffers(batch, seq, np.asarray(lengths))
-        x = state['x']
-        tessera.embedding(ids, self.word, self.position, self.token_type, out=x.view((batch, seq, HIDDEN)), device=dev)
+            state['x3'] = state['x'].view((batch, seq, HIDDEN))  # the embedding's output view, made once
+        tessera.embedding(ids, self.word, self.position, self.token_type, out=state['x3'], device=dev)
         if not self.use_graph:
             self._encoder(state, batch, seq, kv_lengths)
         elif state['graph'] is not None:

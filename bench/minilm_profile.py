@@ -6,22 +6,26 @@
 
 Every number is a median over --rounds rounds, each round timing the cases back to back in the
 same order (the whole machine's load shows in all of them alike):
-  forward          Runner.forward, end to end (embedding, the encoder's graph, pooling, read-back)
+  forward          Runner.forward, end to end (embedding, the graph, read-back, normalisation)
   embedding        the embedding call + clFinish
-  encoder          the encoder graph's replay + clFinish (replay_host: the replay call alone)
-  pooling          the pooling GEMM (weights uploaded) + the read-back
+  encoder          the graph's replay (encoder and pooling) + clFinish (replay_host: the call alone)
+  read-back        the pooled vectors' read (nothing queued)
   per op           each of layer 0's calls recorded in a graph --repeat + 1 times and once:
                    steady = (t(repeat + 1) - t(1)) / repeat is the op's device time per call
                    back to back, first = t(1) - steady what one call alone adds (the queue's
                    wake-up, clFinish's wait)
 The sum of six layers' steady times is what the encoder would take without gaps; the rest of
-`encoder` is time between launches (PoCL's command hand-off and wake-ups).
+`encoder` is time between launches (PoCL's command hand-off and wake-ups). Last, the sleeps per
+forward of the process's other threads (PoCL's workers: voluntary context switches, from
+/proc/self/task/*/status, over --rounds x 10 forwards back to back): a worker that runs out of
+work-groups sleeps, and the next kernel waits for its wake-up.
 """
 import argparse
 import json
 import os
 import statistics
 import sys
+import threading
 import time
 
 import numpy as np
@@ -60,6 +64,22 @@ def layer_ops(runner, state, batch, seq):
     ]
 
 
+def thread_sleeps():
+    """Voluntary context switches per thread of this process, but the calling thread's (Linux)."""
+    me, out = threading.get_native_id(), {}
+    for tid in os.listdir('/proc/self/task'):
+        if int(tid) == me:
+            continue
+        try:
+            with open('/proc/self/task/%s/status' % tid) as f:
+                for line in f:
+                    if line.startswith('voluntary_ctxt_switches'):
+                        out[tid] = int(line.split()[1])
+        except OSError:  # the thread ended
+            pass
+    return out
+
+
 def recorded(dev, call, times):
     with tessera.graph(dev) as g:
         for _ in range(times):
@@ -83,11 +103,10 @@ def main():
     runner.forward(ids, lengths)  # records the encoder's graph
     state = next(iter(runner._shapes.values()))
     g = state['graph']
-    x = state['x']
 
     def embedding():
         tessera.embedding(ids, runner.word, runner.position, runner.token_type,
-                          out=x.view((batch, seq, minilm.HIDDEN)), device=dev)
+                          out=state['x3'], device=dev)
 
     replay_host = []
 
@@ -96,12 +115,8 @@ def main():
         g.replay()
         replay_host.append(time.perf_counter() - t0)
 
-    def pooling():
-        w = np.full((batch, 1, seq), 1.0 / seq, np.float32)
-        tessera.matmul(tessera.to_device(w, device=dev), x.view((batch, seq, minilm.HIDDEN))).get()
-
     cases = [('forward', lambda: runner.forward(ids, lengths)), ('embedding', embedding), ('encoder', encoder),
-             ('pooling', pooling)]
+             ('read-back', state['pooled'].get)]
     ops = layer_ops(runner, state, batch, seq)
     graphs = {}
     for name, call in ops:
@@ -130,7 +145,7 @@ def main():
     result['load'] = load[0]
     print('tessera %s, %s, 1 x %d tokens, medians of %d rounds, load %.2f' % (
         tessera.__version__, dev.name, seq, args.rounds, load[0]))
-    for name in ('forward', 'embedding', 'encoder', 'pooling'):
+    for name in ('forward', 'embedding', 'encoder', 'read-back'):
         print('  %-30s %8.3f ms  (process CPU %.3f ms)' % (name, med[name], mcpu[name]))
     print('  %-30s %8.3f ms (%d launches)' % ('encoder replay call (host)', result['replay_host_ms'], g.launches))
     total = 0.0
@@ -148,6 +163,17 @@ def main():
     result['layer_steady_ms'] = total
     print('  one layer, steady sum: %.3f ms; x %d layers = %.3f ms (+ the embedding LayerNorm)' % (
         total, minilm.LAYERS, total * minilm.LAYERS))
+    if os.path.isdir('/proc/self/task'):
+        forwards = args.rounds * 10
+        before = thread_sleeps()
+        for _ in range(forwards):
+            runner.forward(ids, lengths)
+        after = thread_sleeps()
+        busy = {t: after[t] - before.get(t, 0) for t in after}
+        busy = {t: n / forwards for t, n in busy.items() if n}
+        result['sleeps_per_forward'] = busy
+        print('  sleeps per forward of the other threads (PoCL workers): %s (%d kernel launches per forward)' % (
+            ', '.join('%.1f' % n for n in sorted(busy.values(), reverse=True)), g.launches + 1))
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(result, f, indent=1)

@@ -42,6 +42,80 @@
 
 #include "vector.cl"
 
+// GELU for a 16-bit y on AVX-512 CPUs (GELU16: MODE 2 or 3, Y_TYPE 1 or 2, VW = 16, clang with
+// __AVX512F__, i.e. PoCL's CPU device on such a CPU). y keeps 11 (f16) or 8 (bf16) significant
+// bits, so the fp32 value before its store needs about 2^-14 relative, not fp32's 2^-23: the
+// division becomes AVX-512's reciprocal estimate (vrcp14ps, relative error below 2^-14, exact at
+// 1), and the tanh form's 2^t takes a degree-4 polynomial with vrndscaleps for the rounding and
+// vscalefps for the exponent (no shifts, one clamp), and no vdivps, which holds Skylake's divider
+// 10 cycles a zmm vector; an f16 x or y converts with zmm vcvtph2ps / vcvtps2ph. GELU tanh f16 ->
+// f16 is 20 instructions per 16 elements (was 25 and a vdivps), erf 22 (was 26). The erf form
+// keeps its polynomial and folds the 1/2 into it (2^(1/16) on every coefficient, so the 16th
+// power carries the factor 2) and takes the estimate for its division. Error, fp32 value before
+// the store against the double reference, over every input (docs/dtypes.md, "Error bounds"):
+// below 2^-13 max(1, |x|) in both forms; GELU(x) = x from x = 10.9 on, -0 below x = -9 (tanh)
+// and -20 (erf), NaN kept, as the fp32 forms. An fp32 y, other vector widths, the tail's
+// elements and every other device keep activation.cl's fp32 forms.
+#if MODE != 0 && Y_TYPE != 0 && VW == 16 && defined(__clang__) && defined(__AVX512F__)
+#define GELU16 1
+// (The builtins take and return 16-float vectors; clang converts float16 to and from them.)
+#define G16_ALL ((ushort)0xffffu)
+#define G16_CUR 4 /* _MM_FROUND_CUR_DIRECTION */
+// 2^f = 1 + f q(f) on [-1/2, 1/2], q of degree 3 fitted on Chebyshev nodes (mpmath.chebyfit):
+// relative error 7.0e-6 (fp32's degree 4: 1.6e-7)
+#define GELU16_E3 0.009656710288544356f
+#define GELU16_E2 0.055838282946219855f
+#define GELU16_E1 0.24022530097412242f
+#define GELU16_E0 0.6931367338836215f
+// activation.cl's erf coefficients times 2^(1/16)
+#define GELU16_A5 4.4952784140745357e-05f
+#define GELU16_A4 0.0002888898132174618f
+#define GELU16_A3 0.00015862211007739997f
+#define GELU16_A2 0.009681051380413301f
+#define GELU16_A1 0.04415397259013508f
+#define GELU16_A0 0.07364540685214102f
+#define GELU16_ONE 1.0442737824274138f
+TSR_INLINE float16 gelu16_recip(const float16 d) { return __builtin_ia32_rcp14ps512_mask(d, d, G16_ALL); }
+/* 2^t for t >= -150 (smaller t and NaN: 2^-150, which is 0), for t up to +Inf (then Inf): k = t
+ * rounded to nearest (vrndscaleps, imm 8: nearest, no precision exception), f = t - k in [-1/2,
+ * 1/2] exactly, 2^f = 1 + f q(f), q of degree 3, then 2^k by vscalefps (0 and Inf beyond the
+ * exponent range). The clamp keeps t = -Inf (x = +Inf) off Inf - Inf = NaN in f. */
+TSR_INLINE float16 gelu16_exp2(float16 t) {
+    t = fmax(t, -150.0f);
+    const float16 k = __builtin_ia32_rndscaleps_mask(t, 8, t, G16_ALL, G16_CUR);
+    const float16 f = t - k;
+    float16 q = fma(f, (float16)(GELU16_E3), (float16)(GELU16_E2));
+    q = fma(f, q, (float16)(GELU16_E1));
+    q = fma(f, q, (float16)(GELU16_E0));
+    q = fma(f, q, (float16)(1.0f));
+    return __builtin_ia32_scalefps512_mask(q, k, q, G16_ALL, G16_CUR);
+}
+/* x / (1 + 2^t), t as in gelu_tanh_T; -0 below x = -9 (x = -Inf included). From x = 5.2 on 2^t
+ * is below 2^-24, 1 + 2^t = 1 and the estimate of 1 is 1: y = x exactly, +Inf included; NaN: y =
+ * x NaN. */
+TSR_INLINE float16 gelu16_tanh(const float16 x) {
+    const float16 t = x * fma(x * x, (float16)(-0.1029432395800235f), (float16)(-2.3022081981443248f));
+    return select(x * gelu16_recip(1.0f + gelu16_exp2(t)), (float16)(-0.0f), x < -9.0f);
+}
+/* gelu_erf_T with the estimate: p' = 2^(1/16) p, so 1 / p'^16 = erfc(z) / 2. */
+TSR_INLINE float16 gelu16_erf(const float16 x) {
+    const float16 z = 0.7071067811865476f * fabs(x);
+    float16 p = fma(z, (float16)(GELU16_A5), (float16)(GELU16_A4));
+    p = fma(p, z, (float16)(GELU16_A3));
+    p = fma(p, z, (float16)(GELU16_A2));
+    p = fma(p, z, (float16)(GELU16_A1));
+    p = fma(p, z, (float16)(GELU16_A0));
+    p = fma(p, z, (float16)(GELU16_ONE));
+    p *= p;
+    p *= p;
+    p *= p;
+    p *= p;
+    const float16 half_erfc = gelu16_recip(p);
+    const float16 y = x * select(half_erfc, 1.0f - half_erfc, x > 0.0f);
+    return select(y, (float16)(-0.0f), x < -20.0f);
+}
+#endif
+
 // VW elements of x at p as floatv, and floatv v stored as VW elements of y at p; element e of x
 // and y for the tail. For type 0 these are VLOAD/VSTORE's own vloadN/vstoreN and plain accesses.
 #if VW == 1
@@ -134,7 +208,30 @@ TSR_DT_BITS(_16, uint16)
 #define STEP1(xs, ys, e) STOREB1(CONVERT_BITS(, LOADB1(xs, e)), ys, e)
 #else
 #define APPLY(T, x) CAT(activate_, T)((x), MODE)
+#if defined(GELU16)
+// f16 through AVX-512's zmm conversions (vcvtph2ps / vcvtps2ph on 16 lanes; vload_half16 and
+// vstore_half16_rte compile to two ymm ones and a lane shuffle each), rounding to nearest even
+// as vstore_half_rte does; the 16-bit moves are dtype.cl's unaligned ones. The load's rounding
+// argument is 8 ({sae}), not 4: with 4 clang emits a plain fpext from half, and LLVM then moves
+// gelu16_*'s compares of x onto the half values, which x86 without AVX512-FP16 does lane by lane.
+#if X_TYPE == 1
+#define LOAD_X16(p) __builtin_ia32_vcvtph2ps512_mask(as_short16(TSR_DT_VLD16(16, p)), (float16)(0.0f), G16_ALL, 8)
+#else
+#define LOAD_X16(p) LOAD_X(p)
+#endif
+#if Y_TYPE == 1
+#define STORE_Y16(v, p) TSR_DT_VST16(16, as_ushort16(__builtin_ia32_vcvtps2ph512_mask((v), 0, (short16)(0), G16_ALL)), p)
+#else
+#define STORE_Y16(v, p) STORE_Y(v, p)
+#endif
+#if MODE == TSR_ACT_GELU_TANH
+#define STEP(in, out) STORE_Y16(gelu16_tanh(LOAD_X16(in)), out)
+#else
+#define STEP(in, out) STORE_Y16(gelu16_erf(LOAD_X16(in)), out)
+#endif
+#else
 #define STEP(in, out) STORE_Y(APPLY(floatv, LOAD_X(in)), out)
+#endif
 #define STEP1(xs, ys, e) STORE_Y1(APPLY(float, LOAD_X1(xs, e)), ys, e)
 #endif
 

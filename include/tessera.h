@@ -401,7 +401,9 @@ typedef struct tsr_gelu_desc {
  * beyond 65504 into Inf). In place only when x and y are the same bytes and the same type (x == y,
  * equal offsets); any other overlap (across types too) is refused with the byte ranges. Accuracy
  * against a double-precision reference: |error| <= 1e-6 * max(1, |x|) for an fp32 y, plus y's own
- * rounding u |GELU(x)| with u = 2^-11 (f16) or 2^-8 (bf16) (see docs/gelu.md). An invalid type is
+ * rounding u |GELU(x)| with u = 2^-11 (f16) or 2^-8 (bf16) and, for a 16-bit y, (1 + u) 2^-13 *
+ * max(1, |x|): on AVX-512 CPUs the value a 16-bit y rounds is computed to the accuracy y keeps
+ * (see docs/gelu.md, docs/dtypes.md "Error bounds"). An invalid type is
  * TSR_ERR_INVALID_ARG naming x or y. */
 TSR_API tsr_status tsr_gelu(tsr_device *device, const tsr_gelu_desc *desc, cl_mem x, cl_mem y, cl_command_queue queue,
                             cl_event *event);

@@ -2,10 +2,14 @@
 """Run one fleet test (tessera report --mpi / tune --mpi) through mpirun, then check its results.
 
 usage: fleet_test.py TESSERA MPIRUN|- [--expect-rc 0|nonzero|N] [--expect REGEX]... [--reject REGEX]...
-                     [--env NAME=VALUE]... [--timeout S] [--fresh PATH]... [--seed-db SRC DST]
+                     [--env NAME=VALUE]... [--timeout S] [--fresh PATH]... [--warm ARGS] [--seed-db SRC DST]
                      [--report DIR NDEVICES] [--fleet-db FILE KEY-REGEX]... -- MPIRUN-ARGS...
 
 --fresh PATH     removed before the run.
+--warm ARGS      `TESSERA ARGS` (split at spaces) run once before the run, unchecked and untimed: it
+                 compiles the programs the ranks will use, so that no rank is silent for a cold
+                 compile (seconds) in a run whose idle rank must outlive TSR_MPI_TIMEOUT on
+                 heartbeats; the run then tests the heartbeats, not the compiler's speed.
 --seed-db        SRC copied to DST before the run (a database the run must merge into, not lose).
 --report DIR N   DIR/report.json holds N devices, and `tessera report --merge DIR/ranks/rank-*/report.json`
                  gives DIR's report.json and report.md byte for byte.
@@ -72,7 +76,7 @@ def check_db(tessera, path, key_res, seeded, env):
 def main(argv):
     tessera, mpirun, args = argv[1], argv[2], argv[3:]
     expect_rc, expects, rejects, env_sets, timeout = '0', [], [], [], 120.0
-    fresh, seed, report, dbs = [], None, None, {}
+    fresh, seed, report, dbs, warm = [], None, None, {}, None
     while args and args[0] != '--':
         opt = args[0]
         if opt in ('--seed-db', '--report', '--fleet-db'):
@@ -99,6 +103,8 @@ def main(argv):
             timeout = float(value)
         elif opt == '--fresh':
             fresh.append(value)
+        elif opt == '--warm':
+            warm = value.split()
         else:
             sys.exit(f'fleet_test.py: unknown option {opt}')
     env = dict(os.environ)
@@ -120,6 +126,9 @@ def main(argv):
         shutil.copyfile(seed[0], seed[1])
         with open(seed[1]) as f:
             seeded = list(json.load(f)['devices'])
+    if warm:
+        print('+ (warm-up) ' + ' '.join([tessera] + warm), flush=True)
+        subprocess.run([tessera] + warm, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout)
     # MPIRUN "-": the command alone, without mpirun (a singleton: a fleet of one)
     cmd = args[1:] if mpirun == '-' else [mpirun, '--oversubscribe', '--bind-to', 'none'] + exports + args[1:]
     print('+', ' '.join(cmd), flush=True)

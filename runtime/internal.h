@@ -86,6 +86,10 @@ double tsr_dtype_unit_roundoff(tsr_dtype dtype);
  * conv2d, the key count for attention), 8 sqrt(reduction) 2^-24: rounding errors of random-signed
  * terms add like a random walk, and 8 is the margin. Relative, in the op's own norm. */
 double tsr_dtype_error_bound(tsr_dtype out, double reduction);
+/* GELU with a 16-bit y, on top of y's rounding: its fp32 value before the store is within
+ * TSR_GELU16_ERROR max(1, |x|) of GELU(x) (on AVX-512 CPUs cl/gelu.cl's GELU16 forms compute it
+ * with a reciprocal estimate, the accuracy y keeps; docs/dtypes.md, "Error bounds"). */
+#define TSR_GELU16_ERROR 0x1p-13
 /* The dtype token of a shape text: "f16" (inputs and output), "bf16/f32" (inputs / output). True
  * when `token` is one (names as tsr_dtype_parse), without recording an error when it is not. */
 bool tsr_dtype_spec_parse(const char *token, tsr_dtype *in, tsr_dtype *out);
@@ -813,10 +817,11 @@ double tsr_gemm_probe_error(size_t batch, size_t m, size_t n, const float *c, co
                             const double *reference);
 /* GELU's metric: max |y - ref| / max(1, |x|) (a NaN where the reference is not NaN: infinite). */
 double tsr_gelu_max_error(int mode, const float *x, const float *y, size_t n);
-/* The same metric for a y stored in y_type, beyond that storage's rounding: max over elements of
- * max(0, |y - ref| - u |ref|) / max(1, |x|), u the unit roundoff of y_type (0 for f32, where it is
- * tsr_gelu_max_error). A correct result stays within the fp32 kernel's 1e-6 whatever the type; a
- * store that truncates, or rounds through another type, exceeds it. */
+/* The same metric for a y stored in y_type, beyond that storage's rounding and the 16-bit forms'
+ * error: max over elements of max(0, (|y - ref| - u |ref|) / max(1, |x|) - (1 + u) TSR_GELU16_ERROR),
+ * u the unit roundoff of y_type (both terms 0 for f32, where it is tsr_gelu_max_error). A correct
+ * result stays within the fp32 kernel's 1e-6 whatever the type; a store that truncates (2^-10
+ * relative in f16), or rounds through another type, exceeds it. */
 double tsr_gelu_max_error_stored(int mode, tsr_dtype y_type, const float *x, const float *y, size_t n);
 /* pool2d in double on the host (reference.c), written from PyTorch's definition independently of
  * ops/pool.c: desc with its defaults explicit (stride, dilation), offsets ignored; x and y

@@ -1,0 +1,152 @@
+/* The error of cl/gelu.cl's GELU16 forms (GELU with a 16-bit y on AVX-512 CPUs) before the
+ * store, against the double reference: the kernel's code written again with AVX-512 intrinsics
+ * (the same operations in the same order, the same constants: keep them in step with gelu.cl),
+ * run over every bf16 and every f16 input and every STRIDE-th fp32 bit pattern (default 64, with
+ * random low bits). Prints the largest |y - GELU(x)| / max(1, |x|) of each form, the largest
+ * relative error on |x| <= 5, and counts of limits that are not exact (y = x from x = 10.9 on, -0
+ * below -9 / -20, Inf and NaN); exits 1 when a count is not 0 or an error exceeds
+ * TSR_GELU16_ERROR (2^-13). docs/dtypes.md ("Error bounds") quotes its output.
+ *
+ *     build/bench/gelu16_error [STRIDE]
+ *
+ * Built where the compiler takes -mavx512f; runs on CPUs with AVX-512F (it says so elsewhere). */
+#include <immintrin.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GELU16_ERROR 0x1p-13 /* TSR_GELU16_ERROR, runtime/internal.h */
+/* cl/gelu.cl's GELU16_* */
+#define GELU16_E3 0.009656710288544356f
+#define GELU16_E2 0.055838282946219855f
+#define GELU16_E1 0.24022530097412242f
+#define GELU16_E0 0.6931367338836215f
+#define GELU16_A5 4.4952784140745357e-05f
+#define GELU16_A4 0.0002888898132174618f
+#define GELU16_A3 0.00015862211007739997f
+#define GELU16_A2 0.009681051380413301f
+#define GELU16_A1 0.04415397259013508f
+#define GELU16_A0 0.07364540685214102f
+#define GELU16_ONE 1.0442737824274138f
+
+static __m512 gelu16_exp2(__m512 t) {
+    t = _mm512_max_ps(t, _mm512_set1_ps(-150.0f));
+    const __m512 k = _mm512_roundscale_ps(t, 8);
+    const __m512 f = _mm512_sub_ps(t, k);
+    __m512 q = _mm512_fmadd_ps(f, _mm512_set1_ps(GELU16_E3), _mm512_set1_ps(GELU16_E2));
+    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(GELU16_E1));
+    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(GELU16_E0));
+    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(q, k);
+}
+
+static __m512 gelu16_tanh(__m512 x) {
+    const __m512 t = _mm512_mul_ps(
+        x, _mm512_fmadd_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(-0.1029432395800235f), _mm512_set1_ps(-2.3022081981443248f)));
+    const __m512 y = _mm512_mul_ps(x, _mm512_rcp14_ps(_mm512_add_ps(_mm512_set1_ps(1.0f), gelu16_exp2(t))));
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-9.0f), _CMP_LT_OQ), _mm512_set1_ps(-0.0f));
+}
+
+static __m512 gelu16_erf(__m512 x) {
+    const __m512 z = _mm512_mul_ps(_mm512_set1_ps(0.7071067811865476f), _mm512_abs_ps(x));
+    __m512 p = _mm512_fmadd_ps(z, _mm512_set1_ps(GELU16_A5), _mm512_set1_ps(GELU16_A4));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_A3));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_A2));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_A1));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_A0));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_ONE));
+    for (int i = 0; i < 4; ++i)
+        p = _mm512_mul_ps(p, p);
+    const __m512 h = _mm512_rcp14_ps(p);
+    const __m512 s = _mm512_mask_mov_ps(h, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ),
+                                        _mm512_sub_ps(_mm512_set1_ps(1.0f), h));
+    const __m512 y = _mm512_mul_ps(x, s);
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-20.0f), _CMP_LT_OQ), _mm512_set1_ps(-0.0f));
+}
+
+/* runtime/reference.c's tsr_gelu_reference */
+static double reference(int erf_form, double x) {
+    if (isnan(x)) return x;
+    if (isinf(x)) return x > 0 ? x : -0.0;
+    if (erf_form) return 0.5 * x * erfc(-x / sqrt(2.0));
+    const double u = sqrt(2.0 / 3.14159265358979323846) * (x + 0.044715 * x * x * x);
+    return 0.5 * x * (1.0 + tanh(u));
+}
+
+static double worst[2], worst_x[2], worst_rel[2], worst_rel_x[2];
+static long wrong_limits[2];
+
+static void check(const float *xs, size_t vectors) {
+    for (int form = 0; form < 2; ++form)
+        for (size_t b = 0; b < vectors; ++b) {
+            float y[16];
+            const __m512 x = _mm512_loadu_ps(xs + 16 * b);
+            _mm512_storeu_ps(y, form ? gelu16_erf(x) : gelu16_tanh(x));
+            for (int i = 0; i < 16; ++i) {
+                const float xi = xs[16 * b + i];
+                const double r = reference(form, xi);
+                const bool minus_zero = y[i] == 0 && signbit(y[i]);
+                if (isnan(r) ? !isnan(y[i])
+                             : isinf(r) ? y[i] != r
+                                        : (xi >= 10.9f && y[i] != xi) || (xi < (form ? -20.0f : -9.0f) && !minus_zero))
+                    wrong_limits[form]++;
+                if (isnan(r) || isinf(r)) continue;
+                const double e = fabs(y[i] - r), abs_e = e / fmax(1.0, fabs(xi));
+                if (!(abs_e <= worst[form])) worst[form] = abs_e, worst_x[form] = xi;
+                if (fabs(xi) <= 5.0f && fabs(xi) >= 0x1p-100f && e / fabs(r) > worst_rel[form])
+                    worst_rel[form] = e / fabs(r), worst_rel_x[form] = xi;
+            }
+        }
+}
+
+static float f16_value(uint16_t h) {
+    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    const float v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(m | 0x400), e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static void report(const char *what) {
+    printf("%-24s tanh %.3g at x = %.9g (relative, |x| <= 5: %.3g at %.9g), limits wrong %ld | erf %.3g at x = %.9g, "
+           "limits wrong %ld\n",
+           what, worst[0], worst_x[0], worst_rel[0], worst_rel_x[0], wrong_limits[0], worst[1], worst_x[1],
+           wrong_limits[1]);
+}
+
+int main(int argc, char **argv) {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f")) {
+        printf("gelu16_error: this CPU has no AVX-512F (the GELU16 forms run only there)\n");
+        return 0;
+    }
+    const long stride = argc > 1 ? strtol(argv[1], NULL, 10) : 64;
+    if (stride < 1 || stride > (1l << 30) || (stride & (stride - 1))) {
+        fprintf(stderr, "usage: gelu16_error [STRIDE, a power of 2 up to 2^30]\n");
+        return 2;
+    }
+    static float buf[1 << 16];
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const uint32_t u = h << 16;
+        memcpy(&buf[h], &u, 4);
+    }
+    check(buf, 4096);
+    report("every bf16 input:");
+    for (uint32_t h = 0; h < 65536; ++h)
+        buf[h] = f16_value((uint16_t)h);
+    check(buf, 4096);
+    report("and every f16 input:");
+    uint32_t seed = 12345;
+    size_t k = 0;
+    for (uint64_t u = 0; u < (1ull << 32); u += (uint64_t)stride) {
+        seed = seed * 1664525u + 1013904223u;
+        const uint32_t v = (uint32_t)u | ((seed >> 8) & (uint32_t)(stride - 1));
+        memcpy(&buf[k++], &v, 4);
+        if (k == 65536) check(buf, 4096), k = 0;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "and fp32 (1 in %ld):", stride);
+    report(what);
+    return wrong_limits[0] || wrong_limits[1] || !(worst[0] <= GELU16_ERROR) || !(worst[1] <= GELU16_ERROR);
+}

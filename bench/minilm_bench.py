@@ -11,12 +11,18 @@ Two cases, each on the same token ids for every implementation:
 Implementations alternate within each repetition (tessera, PyTorch, ONNX Runtime, then again),
 after one warm-up call each and --settle seconds of idle before each timed call (PoCL's and
 PyTorch's worker threads spin for a while after their work and would slow the next one down);
-medians are reported with sentences per second. PyTorch and ONNX
+medians are reported with sentences per second. With --calls N > 1 each implementation's turn is
+N + 1 calls back to back after the idle, the first untimed (its threads wake) and the sample the
+median of the other N: back to back with itself, as a service's stream of requests runs, and
+never right after a peer whose threads still spin (with --settle 0 and --calls 1, a call that
+follows ONNX Runtime or PyTorch shares the cores with their spinning threads: tessera's latency
+measured 2x its own back-to-back time that way, under load 6). PyTorch and ONNX
 Runtime run with --threads intra-op threads (PoCL's CPU device uses every core: 2 here). Every
 implementation's embeddings are checked against tessera's (cosine similarity) so that all of
 them computed the same thing. A per-op breakdown of tessera's cases comes from
-tessera.profile() (each op waits for its queue, so its total is a little above the unprofiled
-time).
+tessera.profile() over the runner's calls one by one (its graph's replay has no per-op records;
+each op waits for its queue, so its total is above the unprofiled time; bench/minilm_profile.py
+measures each op back to back instead).
 """
 import argparse
 import json
@@ -111,8 +117,12 @@ def main():
     ap.add_argument('--no-peers', action='store_true')
     ap.add_argument('--settle', type=float, default=0.2,
                     help='seconds of idle before each timed call (thread pools that spin after work settle)')
+    ap.add_argument('--calls', type=int, default=1,
+                    help='timed calls back to back per turn, after one untimed call (a sample: their median)')
     ap.add_argument('--json')
     args = ap.parse_args()
+    if args.calls < 1 or args.reps < 1:
+        ap.error('--calls and --reps must be at least 1')
     model = minilm.Model()
     runner = minilm.Runner(model, args.device, args.dtype)
     impls = {'tessera': (runner.forward, 'tessera %s on %s (%s weights)' % (tessera.__version__, runner.device.name,
@@ -128,7 +138,8 @@ def main():
                 print('minilm_bench: %s skipped (%s)' % (name, skipped[name]), file=sys.stderr)
     cases = token_batches(model, args)
     result = {'machine': platform.processor() or platform.machine(), 'threads': args.threads,
-              'device': runner.device.name, 'dtype': args.dtype, 'reps': args.reps, 'skipped': skipped,
+              'device': runner.device.name, 'dtype': args.dtype, 'reps': args.reps, 'settle_s': args.settle,
+              'calls': args.calls, 'skipped': skipped,
               'implementations': {k: v[1] for k, v in impls.items()}, 'cases': {}}
     for case, (ids, lengths) in cases.items():
         times = {name: [] for name in impls}
@@ -136,9 +147,14 @@ def main():
         for rep in range(args.reps):
             for name, (run, _) in impls.items():
                 time.sleep(args.settle)  # the previous implementation's spinning worker threads go idle
-                t0 = time.perf_counter()
-                run(ids, lengths)
-                times[name].append(time.perf_counter() - t0)
+                if args.calls > 1:
+                    run(ids, lengths)  # untimed: this implementation's own threads wake
+                each = []
+                for _ in range(args.calls):
+                    t0 = time.perf_counter()
+                    run(ids, lengths)
+                    each.append(time.perf_counter() - t0)
+                times[name].append(statistics.median(each))
         row = {'batch': int(ids.shape[0]), 'tokens': int(ids.shape[1])}
         for name in impls:
             med = statistics.median(times[name])
@@ -153,10 +169,14 @@ def main():
     result['breakdown'] = {}
     for case, (ids, lengths) in cases.items():
         time.sleep(args.settle)
-        with tessera.profile() as prof:
-            t0 = time.perf_counter()
-            runner.forward(ids, lengths)
-            profiled = time.perf_counter() - t0
+        runner.use_graph = False  # the calls one by one: a graph's replay has no per-op records
+        try:
+            with tessera.profile() as prof:
+                t0 = time.perf_counter()
+                runner.forward(ids, lengths)
+                profiled = time.perf_counter() - t0
+        finally:
+            runner.use_graph = True
         result['breakdown'][case] = {'profiled_s': profiled, 'ops': [
             {'op': n, 'calls': c, 'seconds': s, 'share': sh} for n, c, s, sh in prof.table()]}
         print('tessera per op (%s case, %.2f ms profiled):' % (case, profiled * 1e3))

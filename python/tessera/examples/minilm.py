@@ -162,17 +162,23 @@ class Runner:
     MAX_SHAPES = 16  # shapes whose buffers and encoder graph a runner keeps
     use_graph = True  # False: the encoder's calls run one by one on every forward (for comparison)
 
-    def _buffers(self, batch, seq):
+    def _buffers(self, batch, seq, lengths):
         dev, tokens = self.device, batch * seq
+        # mean pooling's weights: per sentence a [1, L] row of 1/length over its tokens (fixed per
+        # shape: the key lengths are part of the shape's key)
+        weights = (np.arange(seq)[None, :] < lengths[:, None]) / lengths[:, None].astype(np.float64)
         return {'x': tessera.empty((tokens, HIDDEN), device=dev),
                 'qkv': tessera.empty((tokens, 3 * HIDDEN), device=dev),
                 'context': tessera.empty((tokens, HIDDEN), device=dev),
                 'projected': tessera.empty((tokens, HIDDEN), device=dev),
                 'hidden': tessera.empty((tokens, self.model.intermediate), device=dev),
+                'pool_w': self._up(weights.reshape(batch, 1, seq)),
+                'pooled': tessera.empty((batch, 1, HIDDEN), device=dev),
                 'graph': None, 'layout': self._layout(tokens)}
 
     def _encoder(self, state, batch, seq, kv_lengths):
-        """The embedding's LayerNorm and the encoder layers, on x in place (device-only calls)."""
+        """The embedding's LayerNorm, the encoder layers on x in place and the mean pooling into
+        pooled (device-only calls)."""
         eps, head_dim = self.model.eps, HIDDEN // HEADS
         x, qkv, context, projected, hidden = (state[n] for n in ('x', 'qkv', 'context', 'projected', 'hidden'))
         tessera.layernorm(x, *self.ln0, eps=eps, out=x)
@@ -189,6 +195,8 @@ class Runner:
             tessera.gemm(x, lw['ffn1_w'], hidden, bias=layer['ffn1_b'], activation='gelu', trans_b=tb)
             tessera.gemm(hidden, lw['ffn2_w'], projected, bias=layer['ffn2_b'], trans_b=tb)
             tessera.layernorm(projected, *layer['ln2'], residual=x, eps=eps, out=x)
+        # mean pooling: one batched GEMM, per sentence its weights row times its [L, 384]
+        tessera.matmul(state['pool_w'], x.view((batch, seq, HIDDEN)), out=state['pooled'])
 
     def forward(self, ids, lengths):
         """Pooled, L2-normalised embeddings [n, 384] of token ids [n, L] with lengths [n]."""
@@ -209,9 +217,9 @@ class Runner:
                 old = self._shapes.pop(next(iter(self._shapes)))
                 if old['graph'] is not None:
                     old['graph'].release()
-            state = self._shapes[key] = self._buffers(batch, seq)
-        x = state['x']
-        tessera.embedding(ids, self.word, self.position, self.token_type, out=x.view((batch, seq, HIDDEN)), device=dev)
+            state = self._shapes[key] = self._buffers(batch, seq, np.asarray(lengths))
+            state['x3'] = state['x'].view((batch, seq, HIDDEN))  # the embedding's output view, made once
+        tessera.embedding(ids, self.word, self.position, self.token_type, out=state['x3'], device=dev)
         if not self.use_graph:
             self._encoder(state, batch, seq, kv_lengths)
         elif state['graph'] is not None:
@@ -220,12 +228,9 @@ class Runner:
             with tessera.graph(dev, name='minilm %dx%d' % (batch, seq)) as g:
                 self._encoder(state, batch, seq, kv_lengths)
             state['graph'] = g
-        # mean pooling: per sentence a [1, L] row of 1/length over its tokens, times its [L, 384]
-        weights = (np.arange(seq)[None, :] < lengths[:, None]) / lengths[:, None].astype(np.float64)
-        pooled = tessera.matmul(tessera.to_device(weights.astype(np.float32).reshape(batch, 1, seq), device=dev),
-                                x.view((batch, seq, HIDDEN)))
-        pooled = pooled.get().reshape(batch, HIDDEN).astype(np.float64)
-        return (pooled / np.linalg.norm(pooled, axis=1, keepdims=True)).astype(np.float32)
+        # the pooled vectors (the graph's, or the calls', last GEMM): the forward's one host wait
+        pooled = state['pooled'].get().reshape(batch, HIDDEN).astype(np.float64)
+        return (pooled / np.sqrt(np.einsum('ij,ij->i', pooled, pooled))[:, None]).astype(np.float32)
 
 
 _runners = {}

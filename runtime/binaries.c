@@ -94,6 +94,21 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
         cJSON_AddItemToArray(entries, e);
         ++*written;
     }
+    /* The channels-last transposes of tsr_conv2d (cl/conv_layout.cl), per element size. */
+    for (size_t bytes = 2; bytes <= 4; bytes += 2) {
+        bool wanted = false;
+        for (int t = 0; t < TSR_DTYPE_COUNT; ++t) wanted |= chosen[t] && tsr_dtype_size((tsr_dtype)t) == bytes;
+        if (!wanted) continue;
+        char options[32];
+        snprintf(options, sizeof options, "-DELT_BYTES=%zu", bytes);
+        TSR_CHECK(status, tsr_program_write_binary(dev, "conv_layout", options, dir), done);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "op", "conv2d");
+        cJSON_AddStringToObject(e, "source", "conv_layout");
+        cJSON_AddStringToObject(e, "options", options);
+        cJSON_AddItemToArray(entries, e);
+        ++*written;
+    }
     char *text = cJSON_Print(manifest);
     char path[TSR_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/manifest.json", dir);

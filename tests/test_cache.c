@@ -467,6 +467,40 @@ static tsr_status small_gemm(tsr_device *dev) {
     return st;
 }
 
+/* A batch of 1x1 layers on 5x7 images (online, a CPU runs them as one GEMM across the images) in
+ * both layouts (NHWC transposes around the NCHW path), against a double reference. */
+static tsr_status small_convs(tsr_device *dev) {
+    enum { B = 3, C = 9, K = 20, P = 35 };
+    float x[B * C * P], w[K * C], y[B * K * P];
+    th_fill_uniform(x, B * C * P, -1, 1);
+    th_fill_uniform(w, K * C, -1, 1);
+    cl_mem dx = th_buffer_from(dev, x, B * C * P), dw = th_buffer_from(dev, w, K * C);
+    tsr_status st = TSR_SUCCESS;
+    for (int layout = TSR_NCHW; layout <= TSR_NHWC && st == TSR_SUCCESS; ++layout) {
+        th_poison(y, B * K * P);
+        cl_mem dy = th_buffer_from(dev, y, B * K * P);
+        tsr_conv2d_desc d = {.batch = B, .in_channels = C, .in_height = 5, .in_width = 7, .out_channels = K,
+                             .kernel_h = 1, .kernel_w = 1, .layout = (tsr_tensor_layout)layout};
+        st = tsr_conv2d(dev, &d, dx, dw, dy, NULL, NULL);
+        if (st == TSR_SUCCESS) {
+            th_read(dev, dy, y, B * K * P);
+            for (int n = 0; n < B; ++n)
+                for (int k = 0; k < K; ++k)
+                    for (int p = 0; p < P; ++p) {
+                        double ref = 0;
+                        for (int c = 0; c < C; ++c)
+                            ref += (double)w[k * C + c] * x[layout == TSR_NCHW ? (n * C + c) * P + p : (n * P + p) * C + c];
+                        float got = y[layout == TSR_NCHW ? (n * K + k) * P + p : (n * P + p) * K + k];
+                        assert_true(fabs(got - ref) <= 1e-5 * (1 + fabs(ref)));
+                    }
+        }
+        clReleaseMemObject(dy);
+    }
+    clReleaseMemObject(dx);
+    clReleaseMemObject(dw);
+    return st;
+}
+
 static void kernel_dir_override(void **state) {
     (void)state;
     char dir[600], path[700];
@@ -622,6 +656,11 @@ static void offline_device_loads_prebuilt_binaries(void **state) {
     tsr_cache_info ci = cache_info(dev);
     assert_int_equal(ci.builds, 0);
     assert_int_equal(ci.binary_loads, 1);
+    tsr_device_close(dev);
+    /* conv2d's launch-time forms too: a batch of 1x1 layers, and channels-last's transposes */
+    dev = th_open_device();
+    TH_ASSERT_OK(small_convs(dev));
+    assert_int_equal(cache_info(dev).builds, 0);
     tsr_device_close(dev);
 
     /* A world-writable binary directory is refused, unless the user vouches for it. */

@@ -790,7 +790,10 @@ done:
  * unroll, NT and PK); K blocking (KC) is not applied. */
 static bool runs_across_images(const tsr_device *dev, const gemm_problem *p, const tsr_config *cfg, size_t columns) {
     const int *v = cfg->values;
-    if (!columns || p->batch < 2 || p->a_stride != 0 || p->k == 0 || dev->info.type != TSR_DEVICE_CPU || simt_cpu(dev))
+    /* (a device without a compiler runs the per-image GEMM: `tessera build-binaries` writes every op's
+     * programs, not this launch-time form's) */
+    if (!columns || p->batch < 2 || p->a_stride != 0 || p->k == 0 || dev->info.type != TSR_DEVICE_CPU || simt_cpu(dev) ||
+        dev->offline)
         return false;
     if (v[P_KERNEL] != GEMM_TILED || v[P_SA] || v[P_SB]) return false;
     if (p->ta || p->tb || p->n != columns || p->ldb != p->n || p->ldc != p->n || p->b_stride < p->n * p->k ||

@@ -3,14 +3,13 @@ module): the model directory, its configuration and tokenizer, and its weights f
 safetensors reader, each field checked before use; the sentences' check. See minilm.py."""
 import json
 import os
-import struct
 
 import numpy as np
 
 import tessera
 from tessera._tessera_cffi import lib as _lib
 
-from ._safetensors import FLOAT as _ST_FLOAT, HEADER_LIMIT as _HEADER_LIMIT, ITEMSIZE as _ST_ITEMSIZE
+from . import _safetensors as _st
 from ._safetensors import _no_duplicates  # noqa: F401 (one JSON reader's duplicate-key check)
 from ._safetensors import corrupt as _corrupt, describe as _describe, one_line as _one_line, unreadable as _unreadable
 
@@ -121,94 +120,12 @@ def _weight_shapes(vocab, positions, types, intermediate):
 
 
 def _read_safetensors(path, shapes):
-    """The tensors named in `shapes` from a safetensors file, as float32 arrays. The header is
-    checked against the file's size before anything is allocated for it, and every entry
+    """The tensors named in `shapes` from a safetensors file, as float32 arrays: _safetensors.File
+    checks the header against the file's size before anything is allocated for it, and every entry
     (dtype, shape, data_offsets) against the data it claims, before any tensor is read."""
-    try:
-        f = open(path, 'rb')
-    except OSError as exc:
-        raise _unreadable(path, 'cannot be read (%s)' % (exc.strerror or exc)) from None
-    with f:
-        size = os.fstat(f.fileno()).st_size
-        if size < 8:
-            raise _corrupt(path, 'is %d bytes, too short for a safetensors file (it starts with an 8-byte header '
-                                 'length)' % size)
-        (length,) = struct.unpack('<Q', f.read(8))
-        if length > size - 8:
-            raise _corrupt(path, 'header length %d runs past the end of the file (%d bytes)' % (length, size))
-        if length > _HEADER_LIMIT:
-            raise _corrupt(path, 'header length %d is over safetensors\' limit of %d bytes' % (length, _HEADER_LIMIT))
-        raw = f.read(length)
-        if len(raw) != length:
-            raise _corrupt(path, 'the file ends inside its header (it changed while being read)')
-        header = _parse_json(path, raw, 'the header')
-        data_start, data_size = 8 + length, size - 8 - length
-        entries = {}
-        for name, entry in header.items():
-            if name == '__metadata__':
-                if not isinstance(entry, dict):
-                    raise _corrupt(path, 'the header\'s __metadata__ must be an object, not %s' % _describe(entry))
-                continue
-            what = 'tensor %s' % name
-            if not isinstance(entry, dict):
-                raise _corrupt(path, '%s: its header entry must be an object, not %s' % (what, _describe(entry)))
-            dtype, shape, offsets = entry.get('dtype'), entry.get('shape'), entry.get('data_offsets')
-            if not isinstance(dtype, str) or dtype not in _ST_ITEMSIZE:
-                raise _corrupt(path, '%s: dtype %s is not a safetensors dtype (%s)'
-                               % (what, _describe(dtype), ', '.join(_ST_ITEMSIZE)))
-            if (not isinstance(shape, list) or
-                    not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
-                raise _corrupt(path, '%s: shape must be an array of non-negative integers, not %s'
-                               % (what, _describe(shape)))
-            if (not isinstance(offsets, list) or len(offsets) != 2 or
-                    not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets) or
-                    not 0 <= offsets[0] <= offsets[1]):
-                raise _corrupt(path, '%s: data_offsets must be [begin, end] with 0 <= begin <= end, not %s'
-                               % (what, _describe(offsets)))
-            begin, end = offsets
-            if end > data_size:
-                raise _corrupt(path, '%s: data_offsets [%d, %d] run past the data (%d bytes after the header)'
-                               % (what, begin, end, data_size))
-            nbytes = _ST_ITEMSIZE[dtype]
-            for d in shape:
-                nbytes *= d
-            if end - begin != nbytes:
-                raise _corrupt(path, '%s: data_offsets [%d, %d] hold %d bytes, but shape %s of %s needs %d'
-                               % (what, begin, end, end - begin, shape, dtype, nbytes))
-            entries[name] = (dtype, tuple(shape), begin, end)
-        spans = sorted((begin, end, name) for name, (_, _, begin, end) in entries.items() if end > begin)
-        for (_, end0, name0), (begin1, _, name1) in zip(spans, spans[1:]):
-            if begin1 < end0:
-                raise _corrupt(path, 'tensors %s and %s overlap in the data' % (name0, name1))
-        missing = [name for name in shapes if name not in entries]
-        if missing:
-            more = ' and %d more' % (len(missing) - 4) if len(missing) > 4 else ''
-            raise _corrupt(path, 'lacks tensor%s %s%s' % ('s' if len(missing) > 1 else '', ', '.join(missing[:4]), more))
-        for name, want in shapes.items():
-            dtype, shape = entries[name][:2]
-            if dtype not in _ST_FLOAT:
-                raise _corrupt(path, 'tensor %s has dtype %s; the runner reads floating-point weights (%s)'
-                               % (name, dtype, ', '.join(_ST_FLOAT)))
-            if shape != want:
-                raise _corrupt(path, 'tensor %s has shape %s, but config.json makes it %s'
-                               % (name, list(shape), list(want)))
-        weights = {}
-        for name, want in shapes.items():
-            dtype, shape, begin, end = entries[name]
-            f.seek(data_start + begin)
-            a = np.empty(shape, np.dtype(_ST_FLOAT[dtype]))
-            if f.readinto(memoryview(a).cast('B')) != end - begin:
-                raise _corrupt(path, 'the file ends inside tensor %s (it changed while being read)' % name)
-            if dtype == 'BF16':
-                a = (a.astype(np.uint32) << 16).view(np.float32)
-            with np.errstate(over='ignore', invalid='ignore'):
-                a = np.ascontiguousarray(a, dtype=np.float32)
-            bad = a.size - int(np.count_nonzero(np.isfinite(a)))
-            if bad:
-                raise _corrupt(path, 'tensor %s holds %d value%s that %s not finite in float32 (NaN, Inf or out of '
-                               'range)' % (name, bad, 's' if bad > 1 else '', 'are' if bad > 1 else 'is'))
-            weights[name] = a
-    return weights
+    with _st.File(path) as f:
+        f.check(shapes, model='config.json')
+        return {name: f.tensor(name) for name in shapes}
 
 
 class Model:

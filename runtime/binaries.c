@@ -20,6 +20,21 @@ static bool class_chosen(const char *problem_class, const bool chosen[TSR_DTYPE_
     return true;
 }
 
+/* One program's binary into dir, and its manifest entry. */
+static tsr_status write_program(tsr_device *dev, const char *dir, cJSON *entries, const char *op, const char *source,
+                                const char *options, size_t *written) {
+    tsr_status status = tsr_program_write_binary(dev, source, options, dir);
+    if (status != TSR_SUCCESS) return status;
+    cJSON *e = cJSON_CreateObject();
+    if (!e || !cJSON_AddStringToObject(e, "op", op) || !cJSON_AddStringToObject(e, "source", source) ||
+        !cJSON_AddStringToObject(e, "options", options) || !cJSON_AddItemToArray(entries, e)) {
+        cJSON_Delete(e);
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+    }
+    ++*written;
+    return TSR_SUCCESS;
+}
+
 tsr_status tsr_build_binaries(tsr_device *dev, const char *dir, size_t *written) {
     return tsr_build_binaries_typed(dev, dir, NULL, 0, written);
 }
@@ -69,14 +84,7 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
                 seen = strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "options")), options) == 0 &&
                        strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e, "source")), source) == 0;
             if (seen) continue; /* classes (and variants) may share a program */
-            status = tsr_program_write_binary(dev, source, options, dir);
-            if (status != TSR_SUCCESS) goto done;
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddStringToObject(e, "op", o->name);
-            cJSON_AddStringToObject(e, "source", source);
-            cJSON_AddStringToObject(e, "options", options);
-            cJSON_AddItemToArray(entries, e);
-            ++*written;
+            TSR_CHECK(status, write_program(dev, dir, entries, o->name, source, options, written), done);
         }
     }
     /* tsr_embedding, a plain call outside the table: its program per storage type of y and of the
@@ -86,13 +94,7 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
         if (!chosen[y_type] || !chosen[table_type]) continue;
         char options[48];
         tsr_embedding_options_text(y_type, table_type, options, sizeof options);
-        TSR_CHECK(status, tsr_program_write_binary(dev, "embedding", options, dir), done);
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "op", "embedding");
-        cJSON_AddStringToObject(e, "source", "embedding");
-        cJSON_AddStringToObject(e, "options", options);
-        cJSON_AddItemToArray(entries, e);
-        ++*written;
+        TSR_CHECK(status, write_program(dev, dir, entries, "embedding", "embedding", options, written), done);
     }
     /* The channels-last transposes of tsr_conv2d (cl/conv_layout.cl), per element size. */
     for (size_t bytes = 2; bytes <= 4; bytes += 2) {
@@ -101,13 +103,7 @@ tsr_status tsr_build_binaries_typed(tsr_device *dev, const char *dir, const tsr_
         if (!wanted) continue;
         char options[32];
         snprintf(options, sizeof options, "-DELT_BYTES=%zu", bytes);
-        TSR_CHECK(status, tsr_program_write_binary(dev, "conv_layout", options, dir), done);
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "op", "conv2d");
-        cJSON_AddStringToObject(e, "source", "conv_layout");
-        cJSON_AddStringToObject(e, "options", options);
-        cJSON_AddItemToArray(entries, e);
-        ++*written;
+        TSR_CHECK(status, write_program(dev, dir, entries, "conv2d", "conv_layout", options, written), done);
     }
     char *text = cJSON_Print(manifest);
     char path[TSR_PATH_MAX + 32];

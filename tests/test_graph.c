@@ -3,7 +3,8 @@
  * double-precision reference of the whole chain (fresh seeded inputs, poisoned output), on the
  * device's in-order queue and on an out-of-order queue, and from two threads replaying one graph;
  * a configuration override after the recording, a closed device and a recorded tsr_embedding are
- * clear errors, never a stale launch; a convolution of each form replays new inputs. */
+ * clear errors, never a stale launch; a convolution of each form (a batch of 1x1 layers among them)
+ * replays new inputs. */
 #include "harness.h"
 
 #include <math.h>
@@ -281,7 +282,7 @@ static void host_reading_ops_and_misuse_are_refused(void **state) {
 /* A convolution of each form (its own kernels: the implicit one with its padded copy on CPU
  * devices, direct, im2col, and channels-last's transposes) recorded once and replayed on new
  * input contents, against the float64 reference each time. */
-enum { CN = 2, CC = 4, CH = 9, CW = 7, CK = 5 };
+enum { CN = 2, CC = 4, CH = 9, CW = 7, CK = 20 };
 static void conv_upload_x(tsr_device *dev, const tsr_conv2d_desc *d, cl_mem dx, const float *x) {
     float t[CN * CC * CH * CW];
     for (int n = 0; n < CN; ++n)
@@ -313,15 +314,17 @@ static void convolutions_replay_new_inputs(void **state) {
     static const struct {
         tsr_conv_algo algo;
         tsr_tensor_layout layout;
-    } forms[] = {{TSR_CONV_AUTO, TSR_NCHW}, {TSR_CONV_IMPLICIT, TSR_NCHW}, {TSR_CONV_DIRECT, TSR_NCHW},
-                 {TSR_CONV_IM2COL, TSR_NCHW}, {TSR_CONV_AUTO, TSR_NHWC}};
+        size_t kernel; /* 3: padded 3x3; 1: a 1x1 layer over the batch (on CPUs one GEMM across the images) */
+    } forms[] = {{TSR_CONV_AUTO, TSR_NCHW, 3}, {TSR_CONV_IMPLICIT, TSR_NCHW, 3}, {TSR_CONV_DIRECT, TSR_NCHW, 3},
+                 {TSR_CONV_IM2COL, TSR_NCHW, 3}, {TSR_CONV_AUTO, TSR_NHWC, 3}, {TSR_CONV_AUTO, TSR_NCHW, 1}};
     float x[CN * CC * CH * CW], w[CK * CC * 9];
     th_fill_uniform(w, CK * CC * 9, -1.0f, 1.0f);
     cl_mem dx = th_buffer(dev, CN * CC * CH * CW), dw = th_buffer_from(dev, w, CK * CC * 9),
            dy = th_buffer(dev, CN * CK * CH * CW);
     for (size_t f = 0; f < sizeof forms / sizeof *forms; ++f) {
         const tsr_conv2d_desc d = {.batch = CN, .in_channels = CC, .in_height = CH, .in_width = CW,
-                                   .out_channels = CK, .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1,
+                                   .out_channels = CK, .kernel_h = forms[f].kernel, .kernel_w = forms[f].kernel,
+                                   .pad_h = forms[f].kernel / 2, .pad_w = forms[f].kernel / 2,
                                    .algo = forms[f].algo, .layout = forms[f].layout};
         th_fill_uniform(x, CN * CC * CH * CW, -1.0f, 1.0f);
         conv_upload_x(dev, &d, dx, x);

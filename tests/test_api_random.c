@@ -2031,7 +2031,7 @@ int main(void) {
     }
     base_seed = strtoull(getenv("TSR_TEST_SEED"), NULL, 0);
     const struct CMUnitTest tests[] = {cmocka_unit_test(random_sgemm),
-                                       cmocka_unit_test(random_gemm_typed),
+                                       cmocka_unit_test(random_sgemm_strided_batched),
                                        cmocka_unit_test(random_gemm_invalid),
                                        cmocka_unit_test(random_gelu),
                                        cmocka_unit_test(random_conv2d),
@@ -2040,7 +2040,7 @@ int main(void) {
                                        cmocka_unit_test(random_overlapping_subbuffers),
                                        cmocka_unit_test(random_layernorm),
                                        cmocka_unit_test(random_embedding),
-                                       cmocka_unit_test(random_sgemm_strided_batched),
+                                       cmocka_unit_test(random_gemm_typed),
                                        cmocka_unit_test(random_group_sgemm),
                                        cmocka_unit_test(random_group_sgemm_strided_batched),
                                        cmocka_unit_test(random_group_attention),

@@ -1133,32 +1133,33 @@ int main(void) {
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
-    /* The long cases (with empty caches) first, dealt across tests/meson.build's 4 shards (case i runs
-     * in shard i mod N): the four longest, then the next four from the shortest up. */
+    /* The long cases (with empty caches) first, in an order that deals them across tests/meson.build's
+     * 4 shards (case i runs in shard i mod N): row by row, each case to the shard with the least so
+     * far (seconds of a cold run on a loaded 2-core Xeon). */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(dtype_kernels),
-        cmocka_unit_test(unfused_16bit),
-        cmocka_unit_test(dtype_every_combination),
-        cmocka_unit_test(blocked_lengths_and_dims),
-        cmocka_unit_test(out_of_order_queue),
-        cmocka_unit_test(configurations),
-        cmocka_unit_test(nan_scores),
         cmocka_unit_test(differential_random),
-        cmocka_unit_test(blocked_micro_kernel_1of3),
+        cmocka_unit_test(blocked_lengths_and_dims),
+        cmocka_unit_test(unfused_16bit),
+        cmocka_unit_test(dtype_kernels),
         cmocka_unit_test(blocked_micro_kernel_2of3),
+        cmocka_unit_test(out_of_order_queue),
+        cmocka_unit_test(blocked_micro_kernel_1of3),
+        cmocka_unit_test(dtype_every_combination),
+        cmocka_unit_test(configurations),
         cmocka_unit_test(blocked_micro_kernel_3of3),
+        cmocka_unit_test(nan_scores),
+        cmocka_unit_test(masked_rows_poisoned),
+        cmocka_unit_test(loops_within_the_device_limit),
+        cmocka_unit_test(dtype_invalid),
+        cmocka_unit_test(differential_validation),
+        cmocka_unit_test(unfused_matches),
+        cmocka_unit_test(empty_sequence),
+        cmocka_unit_test(long_sequence),
         cmocka_unit_test(blocked_padding_strides_lse),
         cmocka_unit_test(blocked_extreme_logits),
-        cmocka_unit_test(unfused_matches),
-        cmocka_unit_test(long_sequence),
-        cmocka_unit_test(loops_within_the_device_limit),
-        cmocka_unit_test(invalid_descriptors),
         cmocka_unit_test(unit_length_row_strides),
-        cmocka_unit_test(masked_rows_poisoned),
-        cmocka_unit_test(empty_sequence),
-        cmocka_unit_test(differential_validation),
+        cmocka_unit_test(invalid_descriptors),
         cmocka_unit_test(size_limits),
-        cmocka_unit_test(dtype_invalid),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

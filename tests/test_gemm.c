@@ -664,27 +664,29 @@ static void gpu_kernel_part(size_t part, size_t parts) {
  * form), odd leading dimensions and offsets, beta = 0 over a NaN C, the epilogue (bias, GELU,
  * scale, residual) and 16-bit storage of an operand, read in place.
  * Default tier (a few seconds: each kind is a program to compile): the first configuration the
- * device takes, two kinds, one per inner form (B transposed with A not: vectors along K; A
- * transposed: vectors along N, on a batch sharing A and a bf16 B); K = 0, column-major calls and
+ * device takes, two kinds, one per inner form (B transposed with A not: vectors along K, once
+ * with K past 512; A transposed: vectors along N, on a batch sharing A and a bf16 B); K = 0, column-major calls and
  * the other transpositions and types in the long tier.
  * TSR_TEST_LONG=1: every configuration, every layout (row- and column-major calls) and
- * transposition, 12 kinds each. Oclgrind: the smaller tiles (the AVX-512 default is past its
+ * transposition, 12 kinds each. Oclgrind: the smaller tiles (the first two are past its
  * 128-float limit), three kinds on sizes up to 40. */
 static void smallm_kernel(void **state) {
     (void)state;
     static const char *const configs[] = {
-        "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4", /* the AVX-512 default: 4 x 4 K-vector blocks */
-        "KERNEL=2 MWI=6 VW=4 NVW=2 KU=2",  /* 2-row blocks, two vectors per row */
-        "KERNEL=2 MWI=1 VW=1 NVW=1 KU=1",  /* scalar */
+        "KERNEL=2 MWI=16 VW=16 NVW=1 KU=4", /* the AVX-512 default: 16 x 1 K-vector blocks, reduced together */
+        "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4",  /* 8 x 2 blocks, two column tiles (both past Oclgrind's limit) */
+        "KERNEL=2 MWI=6 VW=4 NVW=2 KU=2",   /* 2-row blocks, two vectors per row */
+        "KERNEL=2 MWI=6 VW=8 NVW=1 KU=2",   /* VW 8: 2 x 4 blocks, reduced together */
+        "KERNEL=2 MWI=1 VW=1 NVW=1 KU=1",   /* scalar */
     };
     static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
     /* kinds t (bit 0: ta, bit 1: tb; the rest below) of the default and Oclgrind tiers, row-major:
      * 2 K form (bias, scale, fp16 residual, GELU); 9 A transposed, bf16 B, a batch sharing A,
      * over a NaN C (ReLU). Oclgrind runs both in the N form (below). */
-    static const int short_kinds[] = {2, 9};
-    int cases = long_mode() ? 12 : 2;
+    static const int short_kinds[] = {2, 2, 9};
+    int cases = long_mode() ? 12 : 3;
     int taken = 0;
-    for (size_t c = small_mode() ? 1 : 0; c < sizeof configs / sizeof configs[0]; ++c) {
+    for (size_t c = small_mode() ? 2 : 0; c < sizeof configs / sizeof configs[0]; ++c) {
         if (!long_mode() && taken) break; /* one configuration outside the long tier */
         if (!try_gemm_override(configs[c])) continue;
         ++taken;
@@ -700,6 +702,8 @@ static void smallm_kernel(void **state) {
             if (!long_mode() && t == 9) g.batch = 2 + th_rand() % 2;
             g.a_shared = g.batch > 1 && (t % 8 == 7 || (!long_mode() && t == 9));
             if (t == 4) g.k = 0;
+            /* K past 512: the K form's tall blocks (16 rows of A) give way to 4-row ones there */
+            if (!small_mode() && (long_mode() ? t == 10 : j == 1)) g.k = 513 + th_rand() % 300;
             if (t == 5 || (!long_mode() && t == 2)) g.scale = true, g.res = 1, g.rt = TSR_F16;
             /* Oclgrind's --uninitialized checker aborts (no report, exit 255) on the vectors-along-K
              * form (canonical B transposed, A not): under Oclgrind both operands go transposed,

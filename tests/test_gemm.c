@@ -673,7 +673,7 @@ static void gpu_kernel_part(size_t part, size_t parts) {
 static void smallm_kernel(void **state) {
     (void)state;
     static const char *const configs[] = {
-        "KERNEL=2 MWI=16 VW=16 NVW=1 KU=4", /* the AVX-512 default: 16 x 1 K-vector blocks, reduced together */
+        "KERNEL=2 MWI=16 VW=16 NVW=1 KU=4", /* 16 x 1 K-vector blocks, reduced together (MiniLM at 16 tokens) */
         "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4",  /* 8 x 2 blocks, two column tiles (both past Oclgrind's limit) */
         "KERNEL=2 MWI=6 VW=4 NVW=2 KU=2",   /* 2-row blocks, two vectors per row */
         "KERNEL=2 MWI=6 VW=8 NVW=1 KU=2",   /* VW 8: 2 x 4 blocks, reduced together */

@@ -76,10 +76,12 @@ static const tsr_default gemm_defaults[] = {
      * 16 of them. Not measured here (no such machine): a first guess that follows the ISA, so
      * tiles tuned for AVX2's 16 registers are not used there. */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-n", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1"},
-    /* small-m: the smallm kernel, no pack launches (a MiniLM 1 x 16 call is one launch); 16 rows
-     * per item, so a 16-token batch reads each weight once (MiniLM's forward at 1 x 16 tokens:
-     * 0.87x the wall time of MWI=8 NVW=2, side by side on the loaded Skylake-AVX512 Xeon) */
-    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-m", "KERNEL=2 MWI=16 VW=16 NVW=1 KU=4"},
+    /* small-m: the smallm kernel, no pack launches (a MiniLM 1 x 16 call is one launch). 16 rows
+     * per item (MWI=16, smallm only) reads each weight once for a 16-token batch (MiniLM 1 x 16:
+     * 0.93-0.94x the CPU time, docs/minilm.md) but halves the class's own problem, M = 8 with a
+     * row-major B (11.0 against 22.5 GFLOP/s in one tune on the Skylake-AVX512 Xeon): the class
+     * spans both, so the default stays 8 rows x 2 vectors until it is split by M. */
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-m", "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small", "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "batched", "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1"},
     /* medium: ResNet-50's 1x1 convolutions (A = the weights, out x in channels; B = the image,

@@ -1,8 +1,8 @@
 // 16 elements of 16-bit storage to and from float16 with AVX-512's own instructions (OpenCL C 1.2
 // under clang with __AVX512F__: PoCL's CPU device on such a CPU), for the kernels whose hot loops
-// are their conversions (GELU with a 16-bit y, the embedding gather). Include after dtype.cl, as a
-// kernel's own include (the embedder splices one level deep). Defines TSR_X16 where it applies;
-// elsewhere nothing, and the kernels keep dtype.cl's TSR_VLD / TSR_VST.
+// are their conversions (GELU with a 16-bit y, tsr_convert, LayerNorm, the embedding gather).
+// Include after dtype.cl, as a kernel's own include (the embedder splices one level deep). Defines
+// TSR_X16 where it applies; elsewhere nothing, and the kernels keep dtype.cl's TSR_VLD / TSR_VST.
 //   TSR_X16_LD_F16(p), TSR_X16_ST_F16(v, p)   16 halves at p (2-byte alignment) as float16 and
 //            back: one zmm vcvtph2ps / vcvtps2ph (vload_half16 / vstore_half16_rte compile to two
 //            ymm ones and a lane shuffle each), rounding to nearest even as vstore_half_rte; the

@@ -137,6 +137,7 @@ TSR_INLINE float16 gelu16_erf(const float16 x) {
 //   tsr_f32b_to_f16b    rounds to nearest even; NaN: sign | 0x7e00 | the payload's top 10 bits
 //   tsr_f32b_to_bf16b   rounds to nearest even; NaN: the top 16 bits | 0x40 (quiet)
 // (bf16 widens by a shift.) Each on uint and uint2..uint16 (suffix _N); every value is in a uint.
+// On AVX-512 fp32 -> f16 and bf16 take AVX-512's own instructions, to the same bits (STEP below).
 #define TSR_DT_BITS(SUF, U)                                                                        \
     TSR_DT_INLINE U tsr_f16b_to_f32b##SUF(const U h) {                                             \
         const U sg = (h & (U)(0x8000u)) << 16, e = (h >> 10) & (U)(0x1fu), mant = h & (U)(0x3ffu); \

@@ -15,7 +15,10 @@
 //   B transposed, A row-major (nn.Linear's weight, C = A W^T): both operands are contiguous
 //     along K, so vectors run along K: blocks of RB rows x CB columns of C, each an RB x CB
 //     set of floatv partial sums over K, reduced across lanes at the end; the block's values go
-//     to a row buffer that the vector epilogue stores.
+//     to a row buffer that the vector epilogue stores. At VW 8 and 16 a block is VW vectors
+//     (RB up to VW rows, CB = VW / RB columns), reduced together in log2(VW) steps of adjacent
+//     lane pairs; with MWI = VW an item streams each of its NWI rows of B once, in order (while
+//     its RB rows of A fit L1, RB x K <= 8192 floats; past that, 4-row blocks).
 // Edges: rows and columns past M (N) are clamped (duplicates never stored), the K tail is
 // scalar, stores are guarded.
 #include "activation.cl"
@@ -115,6 +118,34 @@ TSR_INLINE void sm_store_row(const float *t, const int i, const int j0, const in
 
 #if TB && !TA
 // Blocks of the vectors-along-K form: RB rows x CB columns of C.
+#if VW == 16 || VW == 8
+// VW partial-sum vectors at a time (16 of AVX-512's 32 registers at VW 16), reduced together
+// (SM_REDUCE): RB the largest power of two up to VW dividing MWI, CB = VW / RB. With MWI = VW
+// a block is one column (CB 1): the item streams its rows of B one after the other, each once,
+// a sequential read of its NWI x K slab of the weights.
+#define SM_JOINT 1
+#if VW == 16 && MWI % 16 == 0
+#define RB 16
+#elif MWI % 8 == 0
+#define RB 8
+#elif MWI % 4 == 0
+#define RB 4
+#elif MWI % 2 == 0
+#define RB 2
+#else
+#define RB 1
+#endif
+#define CB (VW / RB)
+// Halves the lanes of two vectors of partial sums: adjacent lanes summed, a's then b's. Applied
+// log2(VW) times to VW vectors, lane l of the result is the sum of vector l's lanes.
+#define SM_PAIR(a, b) ((floatv)((a).even + (a).odd, (b).even + (b).odd))
+TSR_INLINE floatv sm_reduce(floatv *s) {
+    _Pragma("unroll") for (int w = VW / 2; w >= 1; w /= 2)
+        _Pragma("unroll") for (int i = 0; i < w; ++i) s[i] = SM_PAIR(s[2 * i], s[2 * i + 1]);
+    return s[0];
+}
+#else
+#define SM_JOINT 0
 #if MWI % 4 == 0
 #define RB 4
 #elif MWI % 2 == 0
@@ -126,6 +157,7 @@ TSR_INLINE void sm_store_row(const float *t, const int i, const int j0, const in
 #define CB 4
 #else
 #define CB NWI
+#endif
 #endif
 #endif
 
@@ -155,34 +187,64 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #if TB && !TA
     // ---- vectors along K: C(i, j) = sum_k A[i][k] * B[j][k]
     const int kv = K - K % VW; // k-steps covered by whole vectors
-    for (int r0 = 0; r0 < MWI; r0 += RB) {
-        if (i0 + r0 >= M) break;
-        float t[RB * NWI];
-        size_t ar[RB]; // offsets of the block's rows of A
-        _Pragma("unroll") for (int r = 0; r < RB; ++r) ar[r] = (size_t)min(i0 + r0 + r, M - 1) * lda;
-        for (int c0 = 0; c0 < NWI; c0 += CB) {
-            size_t bc[CB];
-            _Pragma("unroll") for (int c = 0; c < CB; ++c) bc[c] = (size_t)min(j0 + c0 + c, N - 1) * ldb;
-            floatv acc[RB][CB];
-            _Pragma("unroll") for (int r = 0; r < RB; ++r)
-                _Pragma("unroll") for (int c = 0; c < CB; ++c) acc[r][c] = (floatv)(0.0f);
-            for (int k = 0; k < kv; k += VW) {
-                floatv av[RB], bv[CB];
-                _Pragma("unroll") for (int r = 0; r < RB; ++r) av[r] = SM_VLOAD(A_TYPE, abase + ar[r] + k);
-                _Pragma("unroll") for (int c = 0; c < CB; ++c) bv[c] = SM_VLOAD(B_TYPE, bbase + bc[c] + k);
-                _Pragma("unroll") for (int r = 0; r < RB; ++r)
-                    _Pragma("unroll") for (int c = 0; c < CB; ++c) acc[r][c] = fma(av[r], bv[c], acc[r][c]);
-            }
-            _Pragma("unroll") for (int r = 0; r < RB; ++r) {
-                _Pragma("unroll") for (int c = 0; c < CB; ++c) {
-                    float s = SM_HSUM(acc[r][c]);
-                    for (int k = kv; k < K; ++k) s = fma(TSR_LD(A_TYPE, abase, ar[r] + k), TSR_LD(B_TYPE, bbase, bc[c] + k), s);
-                    t[r * NWI + c0 + c] = s;
-                }
-            }
-        }
-        _Pragma("unroll") for (int r = 0; r < RB; ++r) SM_STORE(t + r * NWI, r0 + r);
+#if SM_JOINT
+// the block's sums: red[r * C_ + c] the sum of acc[r][c]'s lanes
+#define SM_SUMS(R_, C_)                                                                            \
+    float red[VW];                                                                                 \
+    {                                                                                              \
+        floatv s[VW];                                                                              \
+        _Pragma("unroll") for (int r = 0; r < R_; ++r)                                             \
+            _Pragma("unroll") for (int c = 0; c < C_; ++c) s[r * C_ + c] = acc[r][c];             \
+        VSTORE(sm_reduce(s), red);                                                                 \
     }
+#define SM_SUM(r, c, C_) red[(r) * (C_) + (c)]
+#else
+#define SM_SUMS(R_, C_)
+#define SM_SUM(r, c, C_) SM_HSUM(acc[r][c])
+#endif
+// Rows r0 .. r0 + R_ of the item's tile in blocks of R_ x C_ columns.
+#define SM_K_FORM(R_, C_)                                                                          \
+    for (int r0 = 0; r0 < MWI; r0 += R_) {                                                         \
+        if (i0 + r0 >= M) break;                                                                   \
+        float t[R_ * NWI];                                                                         \
+        size_t ar[R_]; /* offsets of the block's rows of A */                                      \
+        _Pragma("unroll") for (int r = 0; r < R_; ++r) ar[r] = (size_t)min(i0 + r0 + r, M - 1) * lda; \
+        for (int c0 = 0; c0 < NWI; c0 += C_) {                                                     \
+            size_t bc[C_];                                                                         \
+            _Pragma("unroll") for (int c = 0; c < C_; ++c) bc[c] = (size_t)min(j0 + c0 + c, N - 1) * ldb; \
+            floatv acc[R_][C_];                                                                    \
+            _Pragma("unroll") for (int r = 0; r < R_; ++r)                                         \
+                _Pragma("unroll") for (int c = 0; c < C_; ++c) acc[r][c] = (floatv)(0.0f);         \
+            for (int k = 0; k < kv; k += VW) {                                                     \
+                floatv av[R_], bv[C_];                                                             \
+                _Pragma("unroll") for (int r = 0; r < R_; ++r) av[r] = SM_VLOAD(A_TYPE, abase + ar[r] + k); \
+                _Pragma("unroll") for (int c = 0; c < C_; ++c) bv[c] = SM_VLOAD(B_TYPE, bbase + bc[c] + k); \
+                _Pragma("unroll") for (int r = 0; r < R_; ++r)                                     \
+                    _Pragma("unroll") for (int c = 0; c < C_; ++c) acc[r][c] = fma(av[r], bv[c], acc[r][c]); \
+            }                                                                                      \
+            SM_SUMS(R_, C_)                                                                        \
+            _Pragma("unroll") for (int r = 0; r < R_; ++r) {                                       \
+                _Pragma("unroll") for (int c = 0; c < C_; ++c) {                                   \
+                    float s = SM_SUM(r, c, C_);                                                    \
+                    for (int k = kv; k < K; ++k)                                                   \
+                        s = fma(TSR_LD(A_TYPE, abase, ar[r] + k), TSR_LD(B_TYPE, bbase, bc[c] + k), s); \
+                    t[r * NWI + c0 + c] = s;                                                       \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        _Pragma("unroll") for (int r = 0; r < R_; ++r) SM_STORE(t + r * NWI, r0 + r);              \
+    }
+#if SM_JOINT && RB > 4
+    // Tall blocks while their RB rows of A stay in L1 (RB x K floats, 24 KB at 16 x 384); past
+    // that, 4-row blocks, whose rows of A do (4 x 1536: MiniLM's FFN output).
+    if (RB * K <= 8192) {
+        SM_K_FORM(RB, CB)
+    } else {
+        SM_K_FORM(4, VW / 4)
+    }
+#else
+    SM_K_FORM(RB, CB)
+#endif
 #else
     // ---- vectors along N: acc[m] += A(i0 + m, k) * B(k, j0 .. j0 + NWI)
     floatv acc[MWI][NVW];

@@ -683,8 +683,7 @@ static void masked_rows_poisoned(void **state) {
  * block and a work-item's rows (also Lq != Lk, so the causal diagonal crosses blocks at an
  * offset and early rows of Lq > Lk see no key), head dimensions 16 to 256, padded batches
  * whose masked K/V rows hold NaN and Inf, with and without the LSE. */
-static void blocked_micro_kernel(void **state) {
-    (void)state;
+static void blocked_micro_kernel_part(size_t part, size_t parts) {
     static const char *const configs[] = {"VEC=2 RW=6 BR=8 BC=64 STAGE=0 DS=1", "VEC=2 RW=4 BR=1 BC=32 STAGE=0 DS=1",
                                           "VEC=2 RW=1 BR=2 BC=16 STAGE=0 DS=1", "VEC=2 RW=3 BR=4 BC=64 STAGE=0 DS=1",
                                           "VEC=2 RW=8 BR=1 BC=16 STAGE=0 DS=1", "VEC=2 RW=2 BR=16 BC=32 STAGE=0 DS=1"};
@@ -692,14 +691,20 @@ static void blocked_micro_kernel(void **state) {
     static const size_t dims[] = {16, 64, 32, 128, 256, 48, 64};
     size_t nconfigs = small_mode() ? 2 : sizeof configs / sizeof configs[0];
     size_t nlens = small_mode() ? 3 : sizeof lens / sizeof lens[0];
-    for (size_t ci = 0; ci < nconfigs; ++ci) {
+    for (size_t ci = part; ci < nconfigs; ci += parts) {
         if (!th_try_override(dev, "attention", configs[ci])) continue;
         for (size_t li = 0; li < nlens; ++li)
             for (int causal = 0; causal < 2; ++causal) {
-                if (thin() && (ci + li + (size_t)causal) % 2) continue; /* every length, alternate draws */
-                /* the sanitizer tier (th_sanitizer_tier) a third of those: every length, configuration
-                 * and head dimension, each configuration and each length masked and not, LSE and not */
-                if (th_sanitizer_tier() && (ci + 2 * li) % 3) continue;
+                /* the default tier: the (configuration, length) pairs of even ci + li, masked and not:
+                 * every length on three configurations, every configuration on three or four lengths,
+                 * every head dimension (D below: (ci + li) mod 7 takes each value), and half the
+                 * (configuration, head dimension) programs to compile (each for seconds) */
+                if (default_tier() && (ci + li) % 2) continue;
+                /* the thinned Oclgrind set: every length, alternate draws */
+                if (grind_thin() && (ci + li + (size_t)causal) % 2) continue;
+                /* the sanitizer tier (th_sanitizer_tier) half of the default tier's draws, the same
+                 * programs: each configuration and each length masked and not */
+                if (th_sanitizer_tier() && (size_t)causal != (li / 2 + ci / 2) % 2) continue;
                 size_t D = dims[(ci + li) % (sizeof dims / sizeof dims[0])];
                 att_case c = {.B = 1, .H = 2, .Lq = lens[li][0], .Lk = lens[li][1], .D = D, .causal = causal,
                               .lse = (li + causal) % 2 == 0};
@@ -718,6 +723,12 @@ static void blocked_micro_kernel(void **state) {
     }
     TH_ASSERT_OK(tsr_config_override(dev, "attention", NULL));
 }
+
+static void blocked_micro_kernel(void **state) { (void)state, blocked_micro_kernel_part(0, 1); }
+/* The default device's list: two configurations each (the six took 160 s of a cold run). */
+static void blocked_micro_kernel_1of3(void **state) { (void)state, blocked_micro_kernel_part(0, 3); }
+static void blocked_micro_kernel_2of3(void **state) { (void)state, blocked_micro_kernel_part(1, 3); }
+static void blocked_micro_kernel_3of3(void **state) { (void)state, blocked_micro_kernel_part(2, 3); }
 
 /* (c) kv_lengths[b] = 0: every row of that sequence is O = 0 and LSE = -inf (the header),
  * even when its K/V rows (all masked) hold NaN/Inf and O held NaN before. */
@@ -1122,28 +1133,33 @@ int main(void) {
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
+    /* The long cases (with empty caches) first, in an order that deals them across tests/meson.build's
+     * 4 shards (case i runs in shard i mod N): row by row, each case to the shard with the least so
+     * far (seconds of a cold run on a loaded 2-core Xeon). */
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(differential_random),
         cmocka_unit_test(blocked_lengths_and_dims),
+        cmocka_unit_test(unfused_16bit),
+        cmocka_unit_test(dtype_kernels),
+        cmocka_unit_test(blocked_micro_kernel_2of3),
+        cmocka_unit_test(out_of_order_queue),
+        cmocka_unit_test(blocked_micro_kernel_1of3),
+        cmocka_unit_test(dtype_every_combination),
+        cmocka_unit_test(configurations),
+        cmocka_unit_test(blocked_micro_kernel_3of3),
+        cmocka_unit_test(nan_scores),
+        cmocka_unit_test(masked_rows_poisoned),
+        cmocka_unit_test(loops_within_the_device_limit),
+        cmocka_unit_test(dtype_invalid),
+        cmocka_unit_test(differential_validation),
+        cmocka_unit_test(unfused_matches),
+        cmocka_unit_test(empty_sequence),
+        cmocka_unit_test(long_sequence),
         cmocka_unit_test(blocked_padding_strides_lse),
         cmocka_unit_test(blocked_extreme_logits),
-        cmocka_unit_test(unfused_matches),
-        cmocka_unit_test(configurations),
-        cmocka_unit_test(blocked_micro_kernel),
-        cmocka_unit_test(long_sequence),
-        cmocka_unit_test(loops_within_the_device_limit),
-        cmocka_unit_test(invalid_descriptors),
         cmocka_unit_test(unit_length_row_strides),
-        cmocka_unit_test(masked_rows_poisoned),
-        cmocka_unit_test(empty_sequence),
-        cmocka_unit_test(nan_scores),
-        cmocka_unit_test(out_of_order_queue),
-        cmocka_unit_test(differential_random),
-        cmocka_unit_test(differential_validation),
+        cmocka_unit_test(invalid_descriptors),
         cmocka_unit_test(size_limits),
-        cmocka_unit_test(dtype_every_combination),
-        cmocka_unit_test(dtype_kernels),
-        cmocka_unit_test(unfused_16bit),
-        cmocka_unit_test(dtype_invalid),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

@@ -476,10 +476,9 @@ static void expect_inf_contained(const char *what) {
  * every branch: padded and unpadded, tiles crossing rows and planes, planes narrower than a
  * vector, kernels other than 3x3 (taps from the geometry), dilation, strides 1, 2 and 3 (STAGE 2
  * falls back to STAGE 0 for strides above 1), groups, channel multipliers, offsets with guards. */
-static void cpu_forms(void **state) {
-    (void)state;
+static void cpu_forms_stage(int stage, size_t part, size_t parts) {
     if (!cpu_forms_here()) {
-        printf("# the STAGE 2 and 3 forms are CPU-only: passed over\n");
+        printf("# the STAGE 2, 3 and 4 forms are CPU-only: passed over\n");
         return;
     }
     /* STAGE 2's WGM: pixel vectors per work-item (the launch takes ceil(WGM / 2) to WGM) */
@@ -525,6 +524,8 @@ static void cpu_forms(void **state) {
     size_t nconfigs = sizeof configs / sizeof configs[0], ncases = sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < nconfigs; ++i) {
         if (small_mode() && i % 2) continue;
+        if (i / 4 + 2 != (size_t)stage) continue; /* four configurations per form, in order */
+        if (i % parts != part) continue;
         TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[i]));
         for (size_t j = 0; j < ncases; ++j) {
             /* default tier: 6 of the layers per configuration, rotating, so each form (STAGE 2, 3
@@ -540,23 +541,49 @@ static void cpu_forms(void **state) {
     conv_case big[] = {{.N = 2, .C = 64, .H = 7, .W = 7, .K = 70, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true},
                        {.N = 2, .C = 32, .H = 56, .W = 56, .K = 32, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 32,
                         .bias = true, .act = 1}};
-    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[0]));
-    expect_accurate(&big[0], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
-    /* a polyphase copy whose rows outgrow the work-group budget (fewer tiles per work-group) */
-    conv_case wide = {.N = 1, .C = 64, .H = 56, .W = 56, .K = 9, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1,
-                      .bias = true, .act = 1};
-    expect_accurate(&wide, (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
-    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[4]));
-    expect_accurate(&big[1], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
-    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[8]));
-    expect_accurate(&big[1], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    if (stage == 2 && part == 0) {
+        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[0]));
+        expect_accurate(&big[0], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+        /* a polyphase copy whose rows outgrow the work-group budget (fewer tiles per work-group) */
+        conv_case wide = {.N = 1, .C = 64, .H = 56, .W = 56, .K = 9, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1,
+                          .pw = 1, .bias = true, .act = 1};
+        expect_accurate(&wide, (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    }
+    if (stage == 3 && part == 0) {
+        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[4]));
+        expect_accurate(&big[1], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    }
+    if (stage == 4 && part == 0) {
+        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[8]));
+        expect_accurate(&big[1], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    }
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    if (stage != 4 || part != 0) return;
     /* The built-in choice for depthwise layers (and the forced implicit path) takes STAGE 4. */
     tsr_conv2d_desc desc = case_desc(&cases[7], TSR_CONV_IMPLICIT);
     tsr_conv_algo algo;
     tsr_config_info info;
     TH_ASSERT_OK(tsr_conv2d_plan(dev, &desc, &algo, &info));
     TH_ASSERT_CONTAINS(info.config, "STAGE=4");
+}
+
+/* Two cases per form (two configurations each), so shards spread them (each compiles a program per
+ * configuration and layer shape: the three forms together took 230 s of a cold run on a 2-core
+ * Xeon). */
+static void cpu_forms_stage2_1of2(void **state) { (void)state, cpu_forms_stage(2, 0, 2); }
+static void cpu_forms_stage2_2of2(void **state) { (void)state, cpu_forms_stage(2, 1, 2); }
+static void cpu_forms_stage3_1of2(void **state) { (void)state, cpu_forms_stage(3, 0, 2); }
+static void cpu_forms_stage3_2of2(void **state) { (void)state, cpu_forms_stage(3, 1, 2); }
+static void cpu_forms_stage4_1of2(void **state) { (void)state, cpu_forms_stage(4, 0, 2); }
+static void cpu_forms_stage4_2of2(void **state) { (void)state, cpu_forms_stage(4, 1, 2); }
+/* The three in one case (the small sets' list). */
+static void cpu_forms(void **state) {
+    (void)state;
+    if (!cpu_forms_here()) {
+        printf("# the STAGE 2, 3 and 4 forms are CPU-only: passed over\n");
+        return;
+    }
+    for (int stage = 2; stage <= 4; ++stage) cpu_forms_stage(stage, 0, 1);
 }
 
 #ifdef TSR_HAVE_CLBLAST
@@ -954,7 +981,7 @@ static bool combo_in_covering_set(int i) {
 
 /* All 27 (x, w, y) combinations through the implicit kernel's STAGE 0 form and the direct
  * kernel; the covering set through STAGE 1 (GPU-shaped) and the CPU forms. */
-static void storage_types_configs(size_t first, size_t last) {
+static void storage_types_configs_part(size_t first, size_t last, size_t part, size_t parts) {
     size_t nconfigs = sizeof typed_configs / sizeof typed_configs[0],
            ncases = sizeof typed_cases / sizeof typed_cases[0];
     for (size_t k = first; k < nconfigs && k <= last; ++k) {
@@ -967,12 +994,20 @@ static void storage_types_configs(size_t first, size_t last) {
          * forms; storage_types_im2col still runs all 27) */
         bool every = strstr(typed_configs[k], "STAGE") == NULL && !default_tier();
         bool thinned = th_small_thinned() && strstr(typed_configs[k], "STAGE") != NULL;
+        const bool cpu_form = strstr(typed_configs[k], "STAGE=2") || strstr(typed_configs[k], "STAGE=3");
+        size_t taken = 0; /* the combinations this form runs, counted for the parts */
         for (int i = 0; i < 27; ++i) {
             if (th_small_mode() ? !combo_in_small_set(i) : !every && !combo_in_covering_set(i)) continue;
             if (thinned && !combo_in_thinned_small_set(i)) continue;
+            if (taken++ % parts != part) continue;
             tsr_dtype t[3];
             type_combo(i, t);
+            const bool uniform = t[0] == t[1] && t[1] == t[2];
             for (size_t j = 0; j < ncases; ++j) {
+                /* the CPU forms compile a program per layer shape (kernel size and strides) as well:
+                 * by default the uniform sets take every layer, the others one each, rotating (each
+                 * combination through the form, each layer in 16 bits; long: every layer) */
+                if (cpu_form && default_tier() && !uniform && j != (size_t)i % ncases) continue;
                 if (th_oclgrind_mode() && j != 0 && j != 3) continue;
                 /* the thinned Oclgrind set (each call 3-4 s in its checkers): one of the two layers per
                  * combination, alternating, so each form runs both (long: both for every one) */
@@ -983,6 +1018,8 @@ static void storage_types_configs(size_t first, size_t last) {
     }
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
 }
+
+static void storage_types_configs(size_t first, size_t last) { storage_types_configs_part(first, last, 0, 1); }
 
 /* Split in three cases so shards spread them: STAGE 0 and 1, the CPU forms, direct; then the
  * forced paths. */
@@ -999,6 +1036,24 @@ static void storage_types_stage1(void **state) {
 static void storage_types_cpu_forms(void **state) {
     (void)state;
     storage_types_configs(2, 3);
+}
+/* The same, one form per case, STAGE 0 (its combinations) in halves (the default device's list:
+ * STAGE 2 and 3 took 290 s of a cold run, STAGE 0 and 1 260 s). */
+static void storage_types_stage0_1of2(void **state) {
+    (void)state;
+    storage_types_configs_part(0, 0, 0, 2);
+}
+static void storage_types_stage0_2of2(void **state) {
+    (void)state;
+    storage_types_configs_part(0, 0, 1, 2);
+}
+static void storage_types_stage2(void **state) {
+    (void)state;
+    storage_types_configs(2, 2);
+}
+static void storage_types_stage3(void **state) {
+    (void)state;
+    storage_types_configs(3, 3);
 }
 static void storage_types_direct(void **state) {
     (void)state;
@@ -1190,35 +1245,45 @@ int main(void) {
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
-    /* The long cases first, in an order that deals them across tests/meson.build's shards (case i
-     * runs in shard i mod N). */
+    /* The long cases (with empty caches) first, in an order that deals them across tests/meson.build's
+     * 10 shards (case i runs in shard i mod N): row by row, each case to the shard with the least so
+     * far (seconds of a cold run on a loaded 2-core Xeon; without CLBlast the cases after its
+     * comparison move up one shard). */
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(storage_types_stage0_1of2),
+        cmocka_unit_test(storage_types_stage0_2of2),
         cmocka_unit_test(resnet50_batch1_a),
-        cmocka_unit_test(resnet50_batch1_b),
-        cmocka_unit_test(resnet50_batch1_c),
-        cmocka_unit_test(storage_types),
-        cmocka_unit_test(storage_types_cpu_forms),
-        cmocka_unit_test(storage_types_direct),
-        cmocka_unit_test(resnet50_batch8_a),
-        cmocka_unit_test(resnet50_batch8_b),
-        cmocka_unit_test(resnet50_batch8_c),
-        cmocka_unit_test(storage_types_im2col),
-        cmocka_unit_test(cpu_forms),
-        cmocka_unit_test(plan_and_tune),
         cmocka_unit_test(configurations),
-        cmocka_unit_test(shapes),
-        cmocka_unit_test(storage_types_inf_contained),
-        cmocka_unit_test(padding_never_reads),
-        cmocka_unit_test(workspace),
-        cmocka_unit_test(invalid_descriptors),
-        cmocka_unit_test(sub_buffers_overlap_by_memory),
-        cmocka_unit_test(huge_sizes_overflow),
-        cmocka_unit_test(storage_types_invalid),
-        cmocka_unit_test(storage_types_classes),
-        cmocka_unit_test(storage_types_staged_weights),
+        cmocka_unit_test(cpu_forms_stage2_1of2),
+        cmocka_unit_test(cpu_forms_stage2_2of2),
+        cmocka_unit_test(storage_types_direct),
+        cmocka_unit_test(cpu_forms_stage4_1of2),
+        cmocka_unit_test(cpu_forms_stage4_2of2),
 #ifdef TSR_HAVE_CLBLAST
         cmocka_unit_test(matches_clblast),
 #endif
+        cmocka_unit_test(storage_types_inf_contained),
+        cmocka_unit_test(resnet50_batch1_c),
+        cmocka_unit_test(storage_types_im2col),
+        cmocka_unit_test(resnet50_batch1_b),
+        cmocka_unit_test(storage_types_stage1),
+        cmocka_unit_test(cpu_forms_stage3_1of2),
+        cmocka_unit_test(cpu_forms_stage3_2of2),
+        cmocka_unit_test(storage_types_stage2),
+        cmocka_unit_test(shapes),
+        cmocka_unit_test(storage_types_stage3),
+        cmocka_unit_test(padding_never_reads),
+        cmocka_unit_test(resnet50_batch8_a),
+        cmocka_unit_test(storage_types_staged_weights),
+        cmocka_unit_test(resnet50_batch8_c),
+        cmocka_unit_test(sub_buffers_overlap_by_memory),
+        cmocka_unit_test(plan_and_tune),
+        cmocka_unit_test(storage_types_invalid),
+        cmocka_unit_test(invalid_descriptors),
+        cmocka_unit_test(resnet50_batch8_b),
+        cmocka_unit_test(workspace),
+        cmocka_unit_test(storage_types_classes),
+        cmocka_unit_test(huge_sizes_overflow),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

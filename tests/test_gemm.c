@@ -532,7 +532,7 @@ static void epilogue_invalid(void **state) {
 
 /* Every configuration family member computes the same thing: tiles that do and do
  * not divide the sizes, vector widths, work-group shapes. */
-static void configurations_part(size_t part) {
+static void configurations_part(size_t part, size_t parts) {
     static const char *const configs[] = {
         /* the CPU default (packed panels), then staged local-memory tiles (the GPU path) */
         "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1",
@@ -552,7 +552,7 @@ static void configurations_part(size_t part) {
         "MWI=14 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 PK=64 NT=2",
     };
     size_t nconfigs = small_mode() ? 4 : sizeof configs / sizeof configs[0];
-    for (size_t c = part; c < nconfigs; c += 2) {
+    for (size_t c = part; c < nconfigs; c += parts) {
         if (!try_gemm_override(configs[c])) continue;
         int per = small_mode() ? 2 : long_mode() ? 6 : 2;
         for (int j = 0; j < per; ++j) {
@@ -613,7 +613,7 @@ static void medium_conv_shapes(void **state) {
  * guarded), odd leading dimensions and offsets (unaligned vector loads), batches with a shared A,
  * K = 0 and K shorter than a k-tile, alpha = 0, beta = 0 over a NaN C, the epilogue, and 16-bit
  * storage of each operand. */
-static void gpu_kernel_part(size_t part) {
+static void gpu_kernel_part(size_t part, size_t parts) {
     static const char *const configs[] = {
         /* 128x128 tiles, double-buffered: KWG=8 so the small (Oclgrind) subset fits its 32 KiB */
         "KERNEL=1 MWI=8 VW=4 NVW=2 KU=4 WGM=16 WGN=16 KWG=8 PAD=1 DB=1",
@@ -630,7 +630,7 @@ static void gpu_kernel_part(size_t part) {
     /* Oclgrind and rusticl without TSR_TEST_LONG=1 (a compile per epilogue): two of the four kinds
      * per configuration, rotating */
     int cases = th_small_thinned() ? 2 : small_mode() ? 4 : long_mode() ? 12 : 4;
-    for (size_t c = part; c < nconfigs; c += 2) {
+    for (size_t c = part; c < nconfigs; c += parts) {
         if (!try_gemm_override(configs[c])) continue;
         for (int j = 0; j < cases; ++j) {
             if (sanitizer_skips(c, j)) continue;
@@ -664,27 +664,29 @@ static void gpu_kernel_part(size_t part) {
  * form), odd leading dimensions and offsets, beta = 0 over a NaN C, the epilogue (bias, GELU,
  * scale, residual) and 16-bit storage of an operand, read in place.
  * Default tier (a few seconds: each kind is a program to compile): the first configuration the
- * device takes, two kinds, one per inner form (B transposed with A not: vectors along K; A
- * transposed: vectors along N, on a batch sharing A and a bf16 B); K = 0, column-major calls and
+ * device takes, two kinds, one per inner form (B transposed with A not: vectors along K, once
+ * with K past 512; A transposed: vectors along N, on a batch sharing A and a bf16 B); K = 0, column-major calls and
  * the other transpositions and types in the long tier.
  * TSR_TEST_LONG=1: every configuration, every layout (row- and column-major calls) and
- * transposition, 12 kinds each. Oclgrind: the smaller tiles (the AVX-512 default is past its
+ * transposition, 12 kinds each. Oclgrind: the smaller tiles (the first two are past its
  * 128-float limit), three kinds on sizes up to 40. */
 static void smallm_kernel(void **state) {
     (void)state;
     static const char *const configs[] = {
-        "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4", /* the AVX-512 default: 4 x 4 K-vector blocks */
-        "KERNEL=2 MWI=6 VW=4 NVW=2 KU=2",  /* 2-row blocks, two vectors per row */
-        "KERNEL=2 MWI=1 VW=1 NVW=1 KU=1",  /* scalar */
+        "KERNEL=2 MWI=16 VW=16 NVW=1 KU=4", /* the AVX-512 default: 16 x 1 K-vector blocks, reduced together */
+        "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4",  /* 8 x 2 blocks, two column tiles (both past Oclgrind's limit) */
+        "KERNEL=2 MWI=6 VW=4 NVW=2 KU=2",   /* 2-row blocks, two vectors per row */
+        "KERNEL=2 MWI=6 VW=8 NVW=1 KU=2",   /* VW 8: 2 x 4 blocks, reduced together */
+        "KERNEL=2 MWI=1 VW=1 NVW=1 KU=1",   /* scalar */
     };
     static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
     /* kinds t (bit 0: ta, bit 1: tb; the rest below) of the default and Oclgrind tiers, row-major:
      * 2 K form (bias, scale, fp16 residual, GELU); 9 A transposed, bf16 B, a batch sharing A,
      * over a NaN C (ReLU). Oclgrind runs both in the N form (below). */
-    static const int short_kinds[] = {2, 9};
-    int cases = long_mode() ? 12 : 2;
+    static const int short_kinds[] = {2, 2, 9};
+    int cases = long_mode() ? 12 : 3;
     int taken = 0;
-    for (size_t c = small_mode() ? 1 : 0; c < sizeof configs / sizeof configs[0]; ++c) {
+    for (size_t c = small_mode() ? 2 : 0; c < sizeof configs / sizeof configs[0]; ++c) {
         if (!long_mode() && taken) break; /* one configuration outside the long tier */
         if (!try_gemm_override(configs[c])) continue;
         ++taken;
@@ -700,6 +702,8 @@ static void smallm_kernel(void **state) {
             if (!long_mode() && t == 9) g.batch = 2 + th_rand() % 2;
             g.a_shared = g.batch > 1 && (t % 8 == 7 || (!long_mode() && t == 9));
             if (t == 4) g.k = 0;
+            /* K past 512: the K form's tall blocks (16 rows of A) give way to 4-row ones there */
+            if (!small_mode() && (long_mode() ? t == 10 : j == 1)) g.k = 513 + th_rand() % 300;
             if (t == 5 || (!long_mode() && t == 2)) g.scale = true, g.res = 1, g.rt = TSR_F16;
             /* Oclgrind's --uninitialized checker aborts (no report, exit 255) on the vectors-along-K
              * form (canonical B transposed, A not): under Oclgrind both operands go transposed,
@@ -718,10 +722,26 @@ static void smallm_kernel(void **state) {
 }
 
 /* The two sweeps above as two cases each (even and odd members), so shards spread them. */
-static void configurations_even(void **state) { (void)state, configurations_part(0); }
-static void configurations_odd(void **state) { (void)state, configurations_part(1); }
-static void gpu_kernel_even(void **state) { (void)state, gpu_kernel_part(0); }
-static void gpu_kernel_odd(void **state) { (void)state, gpu_kernel_part(1); }
+static void configurations_even(void **state) { (void)state, configurations_part(0, 2); }
+static void configurations_odd(void **state) { (void)state, configurations_part(1, 2); }
+static void gpu_kernel_even(void **state) { (void)state, gpu_kernel_part(0, 2); }
+static void gpu_kernel_odd(void **state) { (void)state, gpu_kernel_part(1, 2); }
+/* The default device's list: the sweeps in smaller parts, so that the shards spread them (every
+ * member compiles a program per kind for seconds with an empty driver cache; the GPU kernel's odd
+ * members took 270 s of a cold run on a 2-core Xeon): the configurations in quarters, the GPU
+ * kernel one member per case. */
+static void configurations_1of4(void **state) { (void)state, configurations_part(0, 4); }
+static void configurations_2of4(void **state) { (void)state, configurations_part(1, 4); }
+static void configurations_3of4(void **state) { (void)state, configurations_part(2, 4); }
+static void configurations_4of4(void **state) { (void)state, configurations_part(3, 4); }
+static void gpu_kernel_1of8(void **state) { (void)state, gpu_kernel_part(0, 8); }
+static void gpu_kernel_2of8(void **state) { (void)state, gpu_kernel_part(1, 8); }
+static void gpu_kernel_3of8(void **state) { (void)state, gpu_kernel_part(2, 8); }
+static void gpu_kernel_4of8(void **state) { (void)state, gpu_kernel_part(3, 8); }
+static void gpu_kernel_5of8(void **state) { (void)state, gpu_kernel_part(4, 8); }
+static void gpu_kernel_6of8(void **state) { (void)state, gpu_kernel_part(5, 8); }
+static void gpu_kernel_7of8(void **state) { (void)state, gpu_kernel_part(6, 8); }
+static void gpu_kernel_8of8(void **state) { (void)state, gpu_kernel_part(7, 8); }
 
 /* K blocking (KC): K split into launches that accumulate into C. The first block alone may
  * apply beta (with beta = 0 C's NaN must not leak in), later ones add to it, and the epilogue
@@ -823,6 +843,14 @@ static const tsr_dtype all_types[3] = {TSR_F32, TSR_F16, TSR_BF16};
 static bool combo_in_covering_set(int combo) {
     int a = combo % 3, b = combo / 3 % 3, c = combo / 9;
     return (2 * a + 2 * b) % 3 == c;
+}
+
+/* The i-th combination (mod 9) of the covering set, in combination order. */
+static int covering_combo(size_t i) {
+    int seen = 0;
+    for (int combo = 0; combo < 27; ++combo)
+        if (combo_in_covering_set(combo) && (size_t)seen++ == i % 9) return combo;
+    return 0;
 }
 
 static void type_combinations(void **state) {
@@ -935,7 +963,10 @@ static void types_configurations(void **state) {
         for (int j = 0; j < per; ++j) {
             int t = small_mode() || long_mode() ? j : rotated_kind(c, j, per, 4);
             size_t max = small_mode() ? 20 : 90;
-            int combo = (int)(th_rand() % 27);
+            /* the type set: a random one in the long tier and the small modes; by default member c
+             * takes the covering set's c-th (type_combinations' nine), the same in every run, so a
+             * warm driver cache holds its program (a random set compiled anew in every run) */
+            int combo = small_mode() || long_mode() ? (int)(th_rand() % 27) : covering_combo(c);
             gemm_case g = {.row_major = (int)(th_rand() & 1),
                            .ta = t & 1,
                            .tb = (t >> 1) & 1,
@@ -1506,45 +1537,55 @@ int main(void) {
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
-    /* The long cases first, in an order that deals them across tests/meson.build's shards (case i
-     * runs in shard i mod N). */
+    /* The long cases (with empty caches) first, in an order that deals them across tests/meson.build's
+     * 10 shards (case i runs in shard i mod N): row by row, each case to the shard with the least so
+     * far (seconds of a cold run on a loaded 2-core Xeon; without CLBlast the cases after its
+     * comparison move up one shard). */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(all_layouts_and_transposes),
-        cmocka_unit_test(configurations_even),
-        cmocka_unit_test(configurations_odd),
-        cmocka_unit_test(gpu_kernel_even),
-        cmocka_unit_test(gpu_kernel_odd),
-        cmocka_unit_test(smallm_kernel),
+        cmocka_unit_test(gpu_kernel_4of8),
+        cmocka_unit_test(gpu_kernel_8of8),
         cmocka_unit_test(type_combinations),
-        cmocka_unit_test(types_configurations),
-        cmocka_unit_test(k_blocked_accumulation),
-        cmocka_unit_test(tall_and_skinny),
-        cmocka_unit_test(batched),
         cmocka_unit_test(types_larger_shapes),
-        cmocka_unit_test(large_square),
-        cmocka_unit_test(random_shapes_padding_offsets),
-        cmocka_unit_test(epilogue_all_layouts_and_activations),
-        cmocka_unit_test(epilogue_batched_and_degenerate),
-        cmocka_unit_test(packed_panels_are_fully_written),
-        cmocka_unit_test(alpha_beta_edge_cases),
-        cmocka_unit_test(blas_semantics),
-        cmocka_unit_test(epilogue_invalid),
-        cmocka_unit_test(epilogue_scale_residual),
-        cmocka_unit_test(epilogue_residual_invalid),
-        cmocka_unit_test(bad_configuration_overrides),
-        cmocka_unit_test(invalid_arguments),
-        cmocka_unit_test(huge_sizes_overflow),
-        cmocka_unit_test(caller_queue_and_event),
-        cmocka_unit_test(types_invalid_arguments),
-        cmocka_unit_test(sgemm_is_gemm_f32),
-        cmocka_unit_test(descriptor_defaults_and_rules),
-        cmocka_unit_test(plan_reuse),
-        cmocka_unit_test(plan_outlives_device_close),
-        cmocka_unit_test(plan_concurrent_executes),
-        cmocka_unit_test(medium_conv_shapes),
 #ifdef TSR_HAVE_CLBLAST
         cmocka_unit_test(matches_clblast),
 #endif
+        cmocka_unit_test(types_configurations),
+        cmocka_unit_test(gpu_kernel_1of8),
+        cmocka_unit_test(gpu_kernel_5of8),
+        cmocka_unit_test(configurations_2of4),
+        cmocka_unit_test(gpu_kernel_3of8),
+        cmocka_unit_test(configurations_3of4),
+        cmocka_unit_test(tall_and_skinny),
+        cmocka_unit_test(configurations_1of4),
+        cmocka_unit_test(batched),
+        cmocka_unit_test(epilogue_scale_residual),
+        cmocka_unit_test(k_blocked_accumulation),
+        cmocka_unit_test(gpu_kernel_2of8),
+        cmocka_unit_test(gpu_kernel_6of8),
+        cmocka_unit_test(configurations_4of4),
+        cmocka_unit_test(types_invalid_arguments),
+        cmocka_unit_test(medium_conv_shapes),
+        cmocka_unit_test(gpu_kernel_7of8),
+        cmocka_unit_test(packed_panels_are_fully_written),
+        cmocka_unit_test(large_square),
+        cmocka_unit_test(random_shapes_padding_offsets),
+        cmocka_unit_test(plan_reuse),
+        cmocka_unit_test(epilogue_all_layouts_and_activations),
+        cmocka_unit_test(epilogue_batched_and_degenerate),
+        cmocka_unit_test(smallm_kernel),
+        cmocka_unit_test(alpha_beta_edge_cases),
+        cmocka_unit_test(bad_configuration_overrides),
+        cmocka_unit_test(epilogue_invalid),
+        cmocka_unit_test(epilogue_residual_invalid),
+        cmocka_unit_test(blas_semantics),
+        cmocka_unit_test(caller_queue_and_event),
+        cmocka_unit_test(plan_outlives_device_close),
+        cmocka_unit_test(plan_concurrent_executes),
+        cmocka_unit_test(sgemm_is_gemm_f32),
+        cmocka_unit_test(descriptor_defaults_and_rules),
+        cmocka_unit_test(invalid_arguments),
+        cmocka_unit_test(huge_sizes_overflow),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

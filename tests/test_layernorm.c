@@ -611,19 +611,21 @@ int main(void) {
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
+    /* The long cases (with empty caches) first, dealt across tests/meson.build's two shards (case i
+     * runs in shard i mod 2). */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(bert_rows_and_odd_lengths),
-        cmocka_unit_test(eps_and_large_means),
+        cmocka_unit_test(configurations),
         cmocka_unit_test(extreme_row_magnitudes),
-        cmocka_unit_test(in_place_on_x_and_residual),
+        cmocka_unit_test(tuner_tunes_layernorm),
         cmocka_unit_test(every_type_combination),
         cmocka_unit_test(random_shapes),
-        cmocka_unit_test(configurations),
+        cmocka_unit_test(bert_rows_and_odd_lengths),
+        cmocka_unit_test(in_place_on_x_and_residual),
+        cmocka_unit_test(eps_and_large_means),
         cmocka_unit_test(invalid_arguments),
         cmocka_unit_test(sub_buffers_overlap_by_memory),
         cmocka_unit_test(shape_texts),
         cmocka_unit_test(special_values_and_queues),
-        cmocka_unit_test(tuner_tunes_layernorm),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Count test cases across meson test logs (TAP subtests; a test program that
 fails without reporting a failing case counts as one failure) and pytest's junit
-XML files, and print the closing line 'N passed, N failed'. With --started EPOCH (the second the
-test command began), the suite's wall time is printed on its own line just before it. A file named but
+XML files, and print the closing line 'N passed, N failed'. Before it, the ten slowest tests (meson
+tests by their own seconds, and each pytest file's summed seconds, with the build folder they ran
+in) on a few lines, so that a CI log records where the suite's time went; with --started EPOCH (the
+second the test command began), the suite's wall time on its own line just before the closing line. A file named but
 missing counts as one failure (its suite did not run), except a "-retry.json" log of
 tools/lsan_retry.py, whose entries replace the same tests' earlier results. Exits 1 when
 anything failed."""
@@ -14,10 +16,18 @@ import time
 import xml.etree.ElementTree as ET
 
 
-def count_junit(path):
-    """(passed, failed) of a pytest junit XML file; skipped cases count as neither."""
+def count_junit(path, seconds):
+    """(passed, failed) of a pytest junit XML file; skipped cases count as neither. Adds each test
+    file's summed case seconds to `seconds` ({(place, name): seconds})."""
     passed = failed = 0
+    place = os.path.dirname(path) or '.'
     for case in ET.parse(path).getroot().iter('testcase'):
+        module = (case.get('classname') or case.get('name') or '?').split('::')[0]
+        key = (place, 'pytest ' + module.rsplit('.', 1)[-1])
+        try:
+            seconds[key] = seconds.get(key, 0.0) + float(case.get('time') or 0)
+        except ValueError:
+            pass
         outcome = {child.tag for child in case}
         if outcome & {'failure', 'error'}:
             failed += 1
@@ -25,6 +35,14 @@ def count_junit(path):
         elif 'skipped' not in outcome:
             passed += 1
     return passed, failed
+
+
+def slowest_lines(seconds, count=10, per_line=4):
+    """The `count` slowest entries of {(place, name): seconds}, `per_line` to a line."""
+    top = sorted(seconds.items(), key=lambda kv: (-kv[1], kv[0]))[:count]
+    items = ['%s %.0f s (%s)' % (name[len('tessera / '):] if name.startswith('tessera / ') else name, secs, place)
+             for (place, name), secs in top]
+    return ['slowest tests: ' + ', '.join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
 
 
 def main():
@@ -35,6 +53,7 @@ def main():
         started = float(args[1])
         args = args[2:]
     meson = {}  # (build, test name) -> (ok, not ok, result): a later log's entry replaces an earlier one
+    seconds = {}  # (build, test name) -> seconds (a later log's entry replaces an earlier one)
     for path in args:
         optional = path.endswith('-retry.json')  # tools/lsan_retry.py's re-runs, when there were any
         if not os.path.exists(path):
@@ -43,7 +62,7 @@ def main():
                 failed += 1
             continue
         if path.endswith('.xml'):
-            p, f = count_junit(path)
+            p, f = count_junit(path, seconds)
             passed += p
             failed += f
             continue
@@ -60,11 +79,14 @@ def main():
             if optional and (build, test['name']) in meson:
                 print('%s: %s re-run after a LeakSanitizer crash: %s' % (build, test['name'], test['result']))
             meson[(build, test['name'])] = (ok, not_ok, test['result'])
+            seconds[(build, test['name'])] = float(test.get('duration') or 0)
     for (build, name), (ok, not_ok, result) in meson.items():
         if not_ok and result not in ('OK', 'EXPECTEDFAIL', 'SKIP'):
             print('%s: %s %s' % (build, name, result))
         passed += ok
         failed += not_ok
+    for line in slowest_lines(seconds):
+        print(line)
     if started is not None:
         wall = time.time() - started
         print('suite wall time: %d s (%d min %02d s)' % (wall, wall // 60, wall % 60))

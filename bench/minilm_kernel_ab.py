@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""MiniLM's batch-1 forward on two kernel versions side by side, alternated in one process:
+
+    PY=build/python-venv/bin/python   # tessera installed, plus the model package (docs/minilm.md)
+    git archive REV cl | tar -x -C OLD_DIR      # the other revision's kernel sources
+    $PY bench/minilm_kernel_ab.py OLD_DIR/cl [--old-config CFG] [--new-config CFG] [--rounds 21] [--calls 10]
+
+Two devices are opened on the same selector: "old" reads its kernel sources from OLD_DIR/cl
+($TSR_KERNEL_DIR), "new" from this checkout's cl/ (also through $TSR_KERNEL_DIR, so both sides
+pay the same per-call source reads outside the recorded graph). --old-config / --new-config
+override the GEMM configuration on each (tsr_config_override; default: each side's own
+resolution). The runners must agree (cosine >= 0.9999999); each round runs --calls forwards
+back to back of each side, in an order that alternates per round; printed are the medians over
+rounds of the wall time and the process's CPU time per forward (PoCL's workers included), and
+the load average before and after."""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import tessera
+from tessera.examples import minilm
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from minilm_profile import tokens  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('old_dir')
+    ap.add_argument('--new-dir', default=os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'cl'))
+    ap.add_argument('--old-config')
+    ap.add_argument('--new-config')
+    ap.add_argument('--device', default='cpu')
+    ap.add_argument('--tokens', type=int, default=16)
+    ap.add_argument('--rounds', type=int, default=21)
+    ap.add_argument('--calls', type=int, default=10)
+    args = ap.parse_args()
+    devs = {}
+    for name, d, cfg in (('old', args.old_dir, args.old_config), ('new', args.new_dir, args.new_config)):
+        if not os.path.isdir(d):
+            sys.exit('minilm_kernel_ab: %s is not a directory' % d)
+        os.environ['TSR_KERNEL_DIR'] = os.path.abspath(d)  # read when the device is opened
+        devs[name] = tessera.Device(args.device)
+        if cfg:
+            devs[name].override('gemm', cfg)
+    os.environ.pop('TSR_KERNEL_DIR')
+    model = minilm.Model()
+    ids, lengths = tokens(model, args.tokens)
+    runners = {name: minilm.Runner(model, dev).forward for name, dev in devs.items()}
+    out = {name: run(ids, lengths) for name, run in runners.items()}
+    cos = float(np.min((out['old'] * out['new']).sum(axis=1)))
+    if cos < 0.9999999:
+        sys.exit('minilm_kernel_ab: the two sides disagree (cosine %.9f)' % cos)
+    stats = {name: {'wall': [], 'cpu': []} for name in runners}
+    loads = [os.getloadavg()[0]]
+    for r in range(args.rounds):
+        for name in (('old', 'new') if r % 2 == 0 else ('new', 'old')):
+            run = runners[name]
+            run(ids, lengths)
+            w, c = time.perf_counter(), time.process_time()
+            for _ in range(args.calls):
+                run(ids, lengths)
+            stats[name]['wall'].append((time.perf_counter() - w) / args.calls * 1e3)
+            stats[name]['cpu'].append((time.process_time() - c) / args.calls * 1e3)
+    loads.append(os.getloadavg()[0])
+    print('1 x %d tokens, %d rounds x %d forwards, cosine %.9f, load %.2f -> %.2f' % (
+        args.tokens, args.rounds, args.calls, cos, loads[0], loads[1]))
+    for name in ('old', 'new'):
+        print('  %s: %s' % (name, devs[name].config('gemm', 'small-m')['config']))
+    med = {n: {k: statistics.median(v) for k, v in s.items()} for n, s in stats.items()}
+    for k, what in (('wall', 'wall ms'), ('cpu', 'process CPU ms')):
+        print('  %-16s old %7.3f  new %7.3f  new/old %.3f' % (what, med['old'][k], med['new'][k],
+                                                           med['new'][k] / med['old'][k]))
+
+
+if __name__ == '__main__':
+    main()

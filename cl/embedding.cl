@@ -12,10 +12,13 @@
 // VW (2, 4, 8 or 16; default 16, a 64-byte fp32 vector or 32 bytes of 16-bit storage): the
 // element-by-element gather it replaces ran the 16-bit forms at 0.2x (f16, a scalar vload_half
 // per element) and 0.8x (bf16) the fp32 one.
+// On AVX-512 CPUs (dtype_avx512.cl) the 16-bit conversions are AVX-512's zmm ones and bf16 tables
+// into a bf16 y go 32 columns a step (EMB_VEC2 below).
 // TPI (1 or 2; default 1): tokens per work-item, item (i, g) taking tokens g TPI .. g TPI + TPI - 1
 // with their vectors interleaved in one loop (two random rows in flight); a second token past
 // the end reads token tokens - 1's rows (in range) and stores nothing.
 #include "dtype.cl"
+#include "dtype_avx512.cl"
 
 #ifndef Y_TYPE
 #define Y_TYPE 0
@@ -42,12 +45,45 @@ typedef EMB_CAT(float, VW) emb_floatv;
     const __global TSR_ELT(T_TYPE) *tt##k =                                                                          \
         token_type + token_type_off + (has_type_ids ? (ulong)ids[tokens + c##k] : 0) * hidden;                       \
     __global TSR_ELT(Y_TYPE) *ys##k = y + y_off + c##k * y_stride;
+// VW = 16 on AVX-512 CPUs (dtype_avx512.cl's TSR_X16): f16 through zmm vcvtph2ps / vcvtps2ph, the
+// bf16 store's rounding in mask registers, and bf16 tables with a bf16 y (EMB_PAIR) 32 columns a
+// step, the even and the odd columns as two float16 (no lane moves; the sums are the same fp32
+// sums in the same order, so y is bit for bit the 16-column path's). The rest keeps dtype.cl's.
+#if defined(TSR_X16) && VW == 16 && T_TYPE == 1
+#define EMB_VLD(p) TSR_X16_LD_F16(p)
+#else
+#define EMB_VLD(p) TSR_VLD(T_TYPE, VW, p)
+#endif
+#if defined(TSR_X16) && VW == 16 && Y_TYPE == 1
+#define EMB_VST(v, p) TSR_X16_ST_F16(v, p)
+#elif defined(TSR_X16) && VW == 16 && Y_TYPE == 2
+#define EMB_VST(v, p) TSR_X16_ST_BF16(v, p)
+#else
+#define EMB_VST(v, p) TSR_VST(Y_TYPE, VW, v, p)
+#endif
+#if defined(TSR_X16) && VW == 16 && T_TYPE == 2 && Y_TYPE == 2
+#define EMB_PAIR 1
+#define EMB_VEC2(k)                                                                                                  \
+    {                                                                                                                \
+        const uint16 w = TSR_X16_LD32(w##k + j);                                                                     \
+        float16 even = TSR_X16_BF16_EVEN(w), odd = TSR_X16_BF16_ODD(w);                                              \
+        if (has_position) {                                                                                          \
+            const uint16 q = TSR_X16_LD32(p##k + j);                                                                 \
+            even += TSR_X16_BF16_EVEN(q), odd += TSR_X16_BF16_ODD(q);                                                \
+        }                                                                                                            \
+        if (has_token_type) {                                                                                        \
+            const uint16 q = TSR_X16_LD32(tt##k + j);                                                                \
+            even += TSR_X16_BF16_EVEN(q), odd += TSR_X16_BF16_ODD(q);                                                \
+        }                                                                                                            \
+        TSR_X16_ST32(TSR_X16_BF16_PAIR(tsr_x16_bf16_hi_q(even), tsr_x16_bf16_hi_q(odd)), ys##k + j);                    \
+    }
+#endif
 #define EMB_VEC(k)                                                                                                   \
     {                                                                                                                \
-        emb_floatv sum = TSR_VLD(T_TYPE, VW, w##k + j);                                                              \
-        if (has_position) sum += TSR_VLD(T_TYPE, VW, p##k + j);                                                      \
-        if (has_token_type) sum += TSR_VLD(T_TYPE, VW, tt##k + j);                                                   \
-        TSR_VST(Y_TYPE, VW, sum, ys##k + j);                                                                         \
+        emb_floatv sum = EMB_VLD(w##k + j);                                                                          \
+        if (has_position) sum += EMB_VLD(p##k + j);                                                                  \
+        if (has_token_type) sum += EMB_VLD(tt##k + j);                                                               \
+        EMB_VST(sum, ys##k + j);                                                                                     \
     }
 #define EMB_ONE(k)                                                                                                   \
     {                                                                                                                \
@@ -69,8 +105,19 @@ __kernel void embedding(const ulong tokens, const ulong hidden, const ulong seq_
     EMB_ROWS(1)
     const bool two = t1 < tokens;
 #endif
+#if defined(EMB_PAIR)
+    const ulong pairs = hidden / (2 * VW) * (2 * VW); /* columns taken 32 a step */
+    for (ulong j = get_global_id(0) * (2 * VW); j < pairs; j += get_global_size(0) * (2 * VW)) {
+        EMB_VEC2(0)
+#if TPI == 2
+        if (two) EMB_VEC2(1)
+#endif
+    }
+#else
+    const ulong pairs = 0;
+#endif
     const ulong whole = hidden / VW * VW;
-    for (ulong j = get_global_id(0) * VW; j < whole; j += get_global_size(0) * VW) {
+    for (ulong j = pairs + get_global_id(0) * VW; j < whole; j += get_global_size(0) * VW) {
         EMB_VEC(0)
 #if TPI == 2
         if (two) EMB_VEC(1)

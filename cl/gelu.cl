@@ -19,6 +19,7 @@
 // intermediate written to and read back from global memory.
 #include "activation.cl"
 #include "dtype.cl"
+#include "dtype_avx512.cl"
 
 #ifndef VW
 #define VW 1
@@ -56,10 +57,10 @@
 // below 2^-13 max(1, |x|) in both forms; GELU(x) = x from x = 10.9 on, -0 below x = -9 (tanh)
 // and -20 (erf), NaN kept, as the fp32 forms. An fp32 y, other vector widths, the tail's
 // elements and every other device keep activation.cl's fp32 forms.
-#if MODE != 0 && Y_TYPE != 0 && VW == 16 && defined(__clang__) && defined(__AVX512F__)
+#if MODE != 0 && Y_TYPE != 0 && VW == 16 && defined(TSR_X16)
 #define GELU16 1
 // (The builtins take and return 16-float vectors; clang converts float16 to and from them.)
-#define G16_ALL ((ushort)0xffffu)
+#define G16_ALL TSR_X16_ALL
 #define G16_CUR 4 /* _MM_FROUND_CUR_DIRECTION */
 // 2^f = 1 + f q(f) on [-1/2, 1/2], q of degree 3 fitted on Chebyshev nodes (mpmath.chebyfit):
 // relative error 7.0e-6 (fp32's degree 4: 1.6e-7)
@@ -136,6 +137,7 @@ TSR_INLINE float16 gelu16_erf(const float16 x) {
 //   tsr_f32b_to_f16b    rounds to nearest even; NaN: sign | 0x7e00 | the payload's top 10 bits
 //   tsr_f32b_to_bf16b   rounds to nearest even; NaN: the top 16 bits | 0x40 (quiet)
 // (bf16 widens by a shift.) Each on uint and uint2..uint16 (suffix _N); every value is in a uint.
+// On AVX-512 fp32 -> f16 and bf16 take AVX-512's own instructions, to the same bits (STEP below).
 #define TSR_DT_BITS(SUF, U)                                                                        \
     TSR_DT_INLINE U tsr_f16b_to_f32b##SUF(const U h) {                                             \
         const U sg = (h & (U)(0x8000u)) << 16, e = (h >> 10) & (U)(0x1fu), mant = h & (U)(0x3ffu); \
@@ -203,31 +205,54 @@ TSR_DT_BITS(_16, uint16)
 #define STOREB(v, p) TSR_DT_CAT(STOREB_, Y_TYPE)(v, p)
 #define CONVERT_V(b) CONVERT_V_(BSUF, b)
 #define CONVERT_V_(SUF, b) CONVERT_BITS(SUF, b)
+#if defined(TSR_X16) && VW == 16 && X_TYPE == 0 && Y_TYPE == 1
+// fp32 -> f16 on AVX-512: one zmm vcvtps2ph (to nearest even, overflow to Inf, a NaN as sign |
+// 0x7e00 | the payload's top 10 bits, a signalling one quieted: tsr_f32b_to_f16b's result, bit for
+// bit) where the integer form takes about 25 instructions; the load is a move, which changes no bits
+#define STEP(in, out) TSR_X16_ST_F16(vload16(0, (const __global float *)(in)), out)
+#elif defined(TSR_X16) && VW == 16 && X_TYPE == 0 && Y_TYPE == 2
+// fp32 -> bf16 on AVX-512: dtype_avx512.cl's rounding (its NaN test a compare, no value changes)
+#define STEP(in, out) TSR_X16_ST_BF16(as_float16(vload16(0, (const __global uint *)(in))), out)
+#else
 #define STEP(in, out) STOREB(CONVERT_V(LOADB(in)), out)
+#endif
 #endif
 #define STEP1(xs, ys, e) STOREB1(CONVERT_BITS(, LOADB1(xs, e)), ys, e)
 #else
 #define APPLY(T, x) CAT(activate_, T)((x), MODE)
 #if defined(GELU16)
-// f16 through AVX-512's zmm conversions (vcvtph2ps / vcvtps2ph on 16 lanes; vload_half16 and
-// vstore_half16_rte compile to two ymm ones and a lane shuffle each), rounding to nearest even
-// as vstore_half_rte does; the 16-bit moves are dtype.cl's unaligned ones. The load's rounding
-// argument is 8 ({sae}), not 4: with 4 clang emits a plain fpext from half, and LLVM then moves
-// gelu16_*'s compares of x onto the half values, which x86 without AVX512-FP16 does lane by lane.
+// The 16-bit loads and stores are dtype_avx512.cl's: zmm vcvtph2ps / vcvtps2ph for f16, the bf16
+// rounding in mask registers; bf16 -> bf16 with an even VPT (GELU16_PAIR) goes 32 elements a step,
+// the even and the odd elements as two float16, with no lane moves (a bf16 element's load and
+// store take half an instruction each, where vpmovzxwd + vpslld and vpsrld + vpmovdw take 2).
 #if X_TYPE == 1
-#define LOAD_X16(p) __builtin_ia32_vcvtph2ps512_mask(as_short16(TSR_DT_VLD16(16, p)), (float16)(0.0f), G16_ALL, 8)
+#define LOAD_X16(p) TSR_X16_LD_F16(p)
 #else
 #define LOAD_X16(p) LOAD_X(p)
 #endif
 #if Y_TYPE == 1
-#define STORE_Y16(v, p) TSR_DT_VST16(16, as_ushort16(__builtin_ia32_vcvtps2ph512_mask((v), 0, (short16)(0), G16_ALL)), p)
+#define STORE_Y16(v, p) TSR_X16_ST_F16(v, p)
+#elif Y_TYPE == 2
+#define STORE_Y16(v, p) TSR_X16_ST_BF16(v, p)
 #else
 #define STORE_Y16(v, p) STORE_Y(v, p)
 #endif
 #if MODE == TSR_ACT_GELU_TANH
-#define STEP(in, out) STORE_Y16(gelu16_tanh(LOAD_X16(in)), out)
+#define GELU16_F gelu16_tanh
 #else
-#define STEP(in, out) STORE_Y16(gelu16_erf(LOAD_X16(in)), out)
+#define GELU16_F gelu16_erf
+#endif
+#define STEP(in, out) STORE_Y16(GELU16_F(LOAD_X16(in)), out)
+#if X_TYPE == 2 && Y_TYPE == 2 && VPT % 2 == 0 && !INTERLEAVE
+#define GELU16_PAIR 1
+// 32 bf16 elements at in (2-byte alignment only) through GELU to out.
+#define STEP2(in, out)                                                                             \
+    do {                                                                                           \
+        const uint16 w = TSR_X16_LD32(in);                                                         \
+        const uint16 he = tsr_x16_bf16_hi_q(GELU16_F(TSR_X16_BF16_EVEN(w)));                         \
+        const uint16 ho = tsr_x16_bf16_hi_q(GELU16_F(TSR_X16_BF16_ODD(w)));                          \
+        TSR_X16_ST32(TSR_X16_BF16_PAIR(he, ho), out);                                              \
+    } while (0)
 #endif
 #else
 #define STEP(in, out) STORE_Y(APPLY(floatv, LOAD_X(in)), out)
@@ -235,6 +260,15 @@ TSR_DT_BITS(_16, uint16)
 #define STEP1(xs, ys, e) STORE_Y1(APPLY(float, LOAD_X1(xs, e)), ys, e)
 #endif
 
+// The tail's element loop stays a plain loop: vectorized by LLVM (8 lanes, with the fp32 forms'
+// constants), its registers crowded the unrolled vector loop of the whole work-items, which PoCL
+// compiles into the same work-group loop, with spills and constants reloaded at every step (a
+// GELU16 bf16 work-item of 64 elements: 153 instructions, 115 without).
+#ifdef __clang__
+#define GELU_TAIL_LOOP _Pragma("clang loop vectorize(disable) unroll(disable)")
+#else
+#define GELU_TAIL_LOOP
+#endif
 __kernel void gelu(const ulong n, __global const TSR_ELT(X_TYPE) *x, const ulong x_off, __global TSR_ELT(Y_TYPE) *y,
                    const ulong y_off) {
     const __global TSR_ELT(X_TYPE) *xs = x + x_off;
@@ -255,9 +289,13 @@ __kernel void gelu(const ulong n, __global const TSR_ELT(X_TYPE) *x, const ulong
     const size_t i0 = get_global_id(0) * (VW * VPT);
     if (i0 >= n) return;
     if (i0 + VW * VPT <= n) {
+#if defined(GELU16_PAIR)
+        _Pragma("unroll") for (int v = 0; v < VPT; v += 2) STEP2(xs + i0 + v * VW, ys + i0 + v * VW);
+#else
         _Pragma("unroll") for (int v = 0; v < VPT; ++v) STEP(xs + i0 + v * VW, ys + i0 + v * VW);
+#endif
     } else {
-        for (size_t e = i0; e < n; ++e) STEP1(xs, ys, e);
+        GELU_TAIL_LOOP for (size_t e = i0; e < n; ++e) STEP1(xs, ys, e);
     }
 #endif
 }

@@ -21,6 +21,7 @@
 // In place (y the same elements as x or r) is safe: each element is read for the store by the
 // item that stores it, after the group's barriers have closed the first two passes.
 #include "dtype.cl"
+#include "dtype_avx512.cl"
 
 #ifndef WG
 #define WG 1
@@ -53,6 +54,26 @@ typedef TSR_DT_CAT(float, VW) floatv;
 #define LD_R(p) TSR_VLD(R_TYPE, VW, p)
 #define LD_F(p) TSR_DT_CAT(vload, VW)(0, (p))
 #define ST_Y(v, p) TSR_VST(Y_TYPE, VW, v, p)
+#endif
+// VW = 16 on AVX-512 CPUs: f16 through one zmm vcvtph2ps / vcvtps2ph (vload_half16 takes two ymm
+// ones and a lane shuffle, at each of the three passes), bf16 stores rounded in mask registers
+// (dtype_avx512.cl; the same values, bit for bit)
+#if defined(TSR_X16) && VW == 16
+#if X_TYPE == 1
+#undef LD_X
+#define LD_X(p) TSR_X16_LD_F16(p)
+#endif
+#if R_TYPE == 1
+#undef LD_R
+#define LD_R(p) TSR_X16_LD_F16(p)
+#endif
+#if Y_TYPE == 1
+#undef ST_Y
+#define ST_Y(v, p) TSR_X16_ST_F16(v, p)
+#elif Y_TYPE == 2
+#undef ST_Y
+#define ST_Y(v, p) TSR_X16_ST_BF16(v, p)
+#endif
 #endif
 
 // Element i of s as float, and vector v (VW elements from element v * VW) as floatv.

@@ -70,7 +70,7 @@ def main():
     print('1 x %d tokens, %d rounds x %d forwards, cosine %.9f, load %.2f -> %.2f' % (
         args.tokens, args.rounds, args.calls, cos, loads[0], loads[1]))
     for name in ('old', 'new'):
-        print('  %s: %s' % (name, devs[name].config('gemm', 'small-m')['config']))
+        print('  %s: %s' % (name, devs[name].config('gemm', minilm.Runner.small_m_class(args.tokens))['config']))
     med = {n: {k: statistics.median(v) for k, v in s.items()} for n, s in stats.items()}
     for k, what in (('wall', 'wall ms'), ('cpu', 'process CPU ms')):
         print('  %-16s old %7.3f  new %7.3f  new/old %.3f' % (what, med['old'][k], med['new'][k],

@@ -294,8 +294,24 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #if TB || VW == 1
 #define SM_BODY_FULL(k) SM_BODY_EDGE(k)
 #else
+// B's rows SM_PF_ROWS ahead, fetched while this row's FMAs run (each a row's NWI values from j0;
+// one prefetch per 64 bytes). See SM_PF_BYTES for the K-vectors form.
+#ifndef SM_PF_ROWS
+#define SM_PF_ROWS 32
+#endif
+#if SM_PF_ROWS > 0 && defined(__has_builtin)
+#if __has_builtin(__builtin_prefetch)
+#define SM_PREFETCH_ROW(k)                                                                         \
+    _Pragma("unroll") for (int l = 0; l < (NWI * (int)sizeof(B_ELT) + 63) / 64; ++l)               \
+        __builtin_prefetch((const __global char *)(bbase + (size_t)((k) + SM_PF_ROWS) * ldb + j0) + 64 * l);
+#endif
+#endif
+#ifndef SM_PREFETCH_ROW
+#define SM_PREFETCH_ROW(k)
+#endif
 #define SM_BODY_FULL(k)                                                                            \
     {                                                                                              \
+        SM_PREFETCH_ROW(k)                                                                         \
         floatv bv[NVW];                                                                            \
         _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = SM_VLOAD(B_TYPE, bbase + (size_t)(k) * ldb + j0 + v * VW); \
         SM_FMA(k)                                                                                  \

@@ -66,9 +66,10 @@ static int gemm_type_set_index(const tsr_gemm_types *t) {
 /* The fp32 classes; each has its 16-bit twins ("large-f16", TSR_CLASSES_PER_INPUT_TYPE): a 16-bit
  * class without a tuned entry of its own uses its fp32 class's. */
 /* small-m is 1-8 rows, small-m16 9-16 (appended, so the other classes keep their indices): a
- * 16-token batch (MiniLM at batch 1, nn.Linear's weight read with trans_b) wants 16 rows per
- * work-item, which halves the speed of an 8-row problem. small-m16 without an entry of its own
- * uses small-m's (gemm_nearest_class), so databases from before the split stay valid. */
+ * 16-token batch (MiniLM at batch 1) and an 8-row problem may want different tiles (16 rows per
+ * work-item, say, halves the speed of the 8-row one), so each is tuned on its own problem.
+ * small-m16 without an entry of its own uses small-m's (gemm_nearest_class), so databases from
+ * before the split stay valid. */
 static const char *const gemm_classes[] = {"large", "medium", "small", "small-m", "small-n", "batched", "small-m16", NULL};
 
 static const tsr_default gemm_defaults[] = {
@@ -80,13 +81,13 @@ static const tsr_default gemm_defaults[] = {
      * 16 of them. Not measured here (no such machine): a first guess that follows the ISA, so
      * tiles tuned for AVX2's 16 registers are not used there. */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-n", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1"},
-    /* small-m: the smallm kernel, no pack launches (a MiniLM 1 x 16 call is one launch). 16 rows
-     * per item (MWI=16, smallm only) reads each weight once for a 16-token batch (MiniLM 1 x 16:
-     * 0.93-0.94x the CPU time, docs/minilm.md) but halves the class's own problem, M = 8 with a
-     * row-major B (11.0 against 22.5 GFLOP/s in one tune on the Skylake-AVX512 Xeon): the class
-     * spans both, so the default stays 8 rows x 2 vectors until it is split by M. */
+    /* small-m and small-m16: the smallm kernel, no pack launches (a MiniLM 1 x 16 call is one
+     * launch). 8 rows x 2 vectors: at M = 8 with a row-major B, 16 rows per item (MWI=16, smallm
+     * only) ran at half the speed (11.0 against 22.5 GFLOP/s in one tune on the Skylake-AVX512
+     * Xeon); at 16 rows, MiniLM 1 x 16 on the Zen 5 EPYC with B row-major ('in_out' weights, the
+     * runner's choice) took 1.05x the CPU time at MWI=16, 1.31x at MWI=8 NVW=1 (docs/minilm.md). */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-m", "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4"},
-    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-m16", "KERNEL=2 MWI=16 VW=16 NVW=1 KU=4"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-m16", "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small", "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "batched", "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1"},
     /* medium: ResNet-50's 1x1 convolutions (A = the weights, out x in channels; B = the image,
@@ -1098,9 +1099,8 @@ static const char *gemm_tuning_space(const tsr_device *dev) {
     if (simt_cpu(dev))
         return "KERNEL=0 MWI=1,2,4 VW=1,2,4 NVW=1,2,4 KU=1,2,4 WGM=4,8,16 WGN=4,8,16 KWG=8,16 SA=0,1 SB=0,1 PACKA=0 "
                "PACKB=0 KC=0 NT=1";
-    /* MWI=16: the smallm kernel's one-item tile of a 16-token batch (small-m16; illegal elsewhere) */
     if (dev->info.type == TSR_DEVICE_CPU)
-        return "KERNEL=0,2 MWI=2,4,6,8,16 VW=4,8,16 NVW=1,2 KU=1,2,4,8 WGM=1,2,4 WGN=1 KWG=8 SA=0 SB=0 PACKA=0,1 PACKB=0,1 "
+        return "KERNEL=0,2 MWI=2,4,6,8 VW=4,8,16 NVW=1,2 KU=1,2,4,8 WGM=1,2,4 WGN=1 KWG=8 SA=0 SB=0 PACKA=0,1 PACKB=0,1 "
                "KC=0,512 NT=1,2,4,8";
     /* GPUs and others: both kernels (each implementation's default is measured first), the gpu
      * kernel's register tiles, group shapes, k-tiles, padding and double buffering. */
@@ -1129,11 +1129,13 @@ typedef struct gemm_fixture {
  * its calls mostly are, a 1x1 convolution's GEMM (ResNet-50's 14x14 256 -> 1024 layer, the
  * weights as A, one image as B: at 256^3 packing A or not measured level, at 1x1 layers' shapes
  * not), "batched" at
- * 64 x 128^3, a batch that fills a GPU (at 32 x 96^3 the choice lost 25% at 64 x 128^3).
+ * 64 x 128^3, a batch that fills a GPU (at 32 x 96^3 the choice lost 25% at 64 x 128^3),
+ * "small-m16" at a 16-token batch's GEMM, MiniLM's feed-forward 16 x 1536 x 384 (its weights
+ * row-major, [in, out], as the MiniLM runner stores them; "+tb" in a shape stores B transposed).
  * The 16-bit classes are tuned with 16-bit A and B and an fp32 C: A and B are what the tile shapes
  * stream (C is written once), and an fp32 C keeps the result within the tuner's fp32 tolerance. */
-static const char *const gemm_class_shapes[] = {"2048x2048x2048", "1024x196x256", "96x96x96",       "8x4096x2048",
-                                                "4096x8x2048",    "64x128x128x128", "16x1536x384 +tb"};
+static const char *const gemm_class_shapes[] = {"2048x2048x2048", "1024x196x256", "96x96x96",     "8x4096x2048",
+                                                "4096x8x2048",    "64x128x128x128", "16x1536x384"};
 static const tsr_report_shape gemm_report_shapes[] = {
     {"gemm-square", "2048x2048x2048", "64x64x64"},
     {"gemm-bert", "512x3072x768", "32x96x48"},

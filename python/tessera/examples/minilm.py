@@ -147,23 +147,16 @@ class Runner:
         return got
 
     def _layout(self, tokens):
-        """The weights' layout for a forward over `tokens` rows. 'auto': as stored ('out_in') when
-        the GEMMs are small-m ones and the device's configuration for their class (small-m, or
-        small-m16 for 9-16 rows) is the smallm kernel (cl/gemm_smallm.cl, KERNEL=2), which reads a
-        transposed B in place along K (the forward at
-        1 x 16 tokens took 0.58-0.76x the 'in_out' one's time on a loaded 2-core AVX-512 Xeon,
-        bench/minilm_layout.py; docs/minilm.md); otherwise
-        'in_out', which the tiled kernel reads without packing a transposed B at small M, and which
-        measured faster at 32 x 128 tokens (its B is packed either way there)."""
+        """The weights' layout for a forward over `tokens` rows. 'auto': 'in_out' (transposed at
+        load, op(B) = B) at every size. At 32 x 128 tokens the tiled kernel packs B either way and
+        'in_out' measured faster; at 16 tokens and fewer, the small-m classes' smallm kernel
+        (cl/gemm_smallm.cl, KERNEL=2) reads a row-major B as vectors along N with no reduction
+        across lanes, and with its software prefetch of B's rows the forward at 1 x 16 tokens took
+        0.92-0.93x the process CPU time of 'out_in' (read with trans_b, vectors along K, summed
+        across lanes) on the 2-core Zen 5 EPYC (bench/minilm_layout.py; docs/minilm.md). Before
+        that prefetch, 'out_in' was the faster one there (0.58-0.76x on a 2-core AVX-512 Xeon)."""
         if self.weights != 'auto':
             return self.weights
-        if tokens <= self.SMALL_M:
-            try:
-                cfg = self.device.config('gemm', self.small_m_class(tokens))['config'].split()
-            except tessera.TesseraError:
-                cfg = []
-            if 'KERNEL=2' in cfg:
-                return 'out_in'
         return 'in_out'
 
     MAX_SHAPES = 16  # shapes whose buffers and encoder graph a runner keeps

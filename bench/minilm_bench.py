@@ -3,7 +3,8 @@
 
     PY=build/python-venv/bin/python   # with tessera installed (pip install .)
     $PY -m pip install torch sentence-transformers onnxruntime onnx   # the peers (not part of CI)
-    $PY bench/minilm_bench.py [--device cpu] [--threads 2] [--reps 7] [--json docs/data/minilm-bench.json]
+    $PY bench/minilm_bench.py [--device cpu] [--threads 2] [--reps 7] [--cases latency,throughput]
+                              [--json docs/data/minilm-bench.json]
 
 Two cases, each on the same token ids for every implementation:
   latency     batch 1, one sentence (--latency-tokens, default 16 tokens with [CLS]/[SEP])
@@ -119,10 +120,15 @@ def main():
                     help='seconds of idle before each timed call (thread pools that spin after work settle)')
     ap.add_argument('--calls', type=int, default=1,
                     help='timed calls back to back per turn, after one untimed call (a sample: their median)')
+    ap.add_argument('--cases', default='latency,throughput',
+                    help='comma-separated cases to run (latency, throughput)')
     ap.add_argument('--json')
     args = ap.parse_args()
     if args.calls < 1 or args.reps < 1:
         ap.error('--calls and --reps must be at least 1')
+    wanted = [c for c in args.cases.split(',') if c]
+    if not wanted or any(c not in ('latency', 'throughput') for c in wanted):
+        ap.error('--cases takes latency and/or throughput, comma-separated')
     model = minilm.Model()
     runner = minilm.Runner(model, args.device, args.dtype)
     impls = {'tessera': (runner.forward, 'tessera %s on %s (%s weights)' % (tessera.__version__, runner.device.name,
@@ -136,13 +142,14 @@ def main():
             except Exception as exc:  # a peer that cannot be set up is reported, not fatal
                 skipped[name] = '%s: %s' % (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else '')
                 print('minilm_bench: %s skipped (%s)' % (name, skipped[name]), file=sys.stderr)
-    cases = token_batches(model, args)
-    result = {'machine': platform.processor() or platform.machine(), 'threads': args.threads,
+    cases = {k: v for k, v in token_batches(model, args).items() if k in wanted}
+    result = {'load_before': os.getloadavg()[0], 'machine': platform.processor() or platform.machine(), 'threads': args.threads,
               'device': runner.device.name, 'dtype': args.dtype, 'reps': args.reps, 'settle_s': args.settle,
               'calls': args.calls, 'skipped': skipped,
               'implementations': {k: v[1] for k, v in impls.items()}, 'cases': {}}
     for case, (ids, lengths) in cases.items():
         times = {name: [] for name in impls}
+        cpu = {name: [] for name in impls}  # process CPU time per call (every thread of this process)
         outputs = {name: run(ids, lengths) for name, (run, _) in impls.items()}  # warm-up, and the check
         for rep in range(args.reps):
             for name, (run, _) in impls.items():
@@ -150,22 +157,26 @@ def main():
                 if args.calls > 1:
                     run(ids, lengths)  # untimed: this implementation's own threads wake
                 each = []
+                c0 = time.process_time()
                 for _ in range(args.calls):
                     t0 = time.perf_counter()
                     run(ids, lengths)
                     each.append(time.perf_counter() - t0)
+                cpu[name].append((time.process_time() - c0) / args.calls)
                 times[name].append(statistics.median(each))
         row = {'batch': int(ids.shape[0]), 'tokens': int(ids.shape[1])}
         for name in impls:
             med = statistics.median(times[name])
             row[name] = {'median_s': med, 'sentences_per_s': ids.shape[0] / med, 'times_s': times[name],
+                         'cpu_median_s': statistics.median(cpu[name]),
                          'cosine_vs_tessera': float(np.min((outputs[name] * outputs['tessera']).sum(axis=1)))}
         for name in impls:
             if name != 'tessera':
                 row['tessera_over_' + name] = row[name]['median_s'] / row['tessera']['median_s']
         result['cases'][case] = row
         print('%-10s batch %2d x %3d tokens: %s' % (case, row['batch'], row['tokens'], ', '.join(
-            '%s %.1f sent/s' % (n, row[n]['sentences_per_s']) for n in impls)))
+            '%s %.1f sent/s (%.2f ms, CPU %.2f ms)' % (n, row[n]['sentences_per_s'], row[n]['median_s'] * 1e3,
+                                                       row[n]['cpu_median_s'] * 1e3) for n in impls)))
     result['breakdown'] = {}
     for case, (ids, lengths) in cases.items():
         time.sleep(args.settle)
@@ -182,6 +193,8 @@ def main():
         print('tessera per op (%s case, %.2f ms profiled):' % (case, profiled * 1e3))
         for name, calls, sec, share in prof.table():
             print('  %-10s %4d calls %8.2f ms %5.1f%%' % (name, calls, sec * 1e3, share * 100))
+    result['load_after'] = os.getloadavg()[0]
+    print('load average %.2f -> %.2f' % (result['load_before'], result['load_after']))
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(result, f, indent=1)

@@ -4,16 +4,19 @@
     PY=build/python-venv/bin/python   # tessera installed, plus the model package (docs/minilm.md)
     git archive REV cl | tar -x -C OLD_DIR      # the other revision's kernel sources
     $PY bench/minilm_kernel_ab.py OLD_DIR/cl [--old-config CFG] [--new-config CFG] [--rounds 21] [--calls 10]
+                                  [--old-weights LAYOUT] [--new-weights LAYOUT] [--json FILE]
 
 Two devices are opened on the same selector: "old" reads its kernel sources from OLD_DIR/cl
 ($TSR_KERNEL_DIR), "new" from this checkout's cl/ (also through $TSR_KERNEL_DIR, so both sides
 pay the same per-call source reads outside the recorded graph). --old-config / --new-config
 override the GEMM configuration on each (tsr_config_override; default: each side's own
-resolution). The runners must agree (cosine >= 0.9999999); each round runs --calls forwards
+resolution); --old-weights / --new-weights the runner's weight layout on each ('auto', 'in_out',
+'out_in'; default 'auto'). The runners must agree (cosine >= 0.9999999); each round runs --calls forwards
 back to back of each side, in an order that alternates per round; printed are the medians over
 rounds of the wall time and the process's CPU time per forward (PoCL's workers included), and
 the load average before and after."""
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -38,6 +41,9 @@ def main():
     ap.add_argument('--tokens', type=int, default=16)
     ap.add_argument('--rounds', type=int, default=21)
     ap.add_argument('--calls', type=int, default=10)
+    ap.add_argument('--old-weights', default='auto', choices=minilm.Runner.WEIGHT_LAYOUTS)
+    ap.add_argument('--new-weights', default='auto', choices=minilm.Runner.WEIGHT_LAYOUTS)
+    ap.add_argument('--json', help='write the settings, every sample and the medians here')
     args = ap.parse_args()
     devs = {}
     for name, d, cfg in (('old', args.old_dir, args.old_config), ('new', args.new_dir, args.new_config)):
@@ -50,7 +56,8 @@ def main():
     os.environ.pop('TSR_KERNEL_DIR')
     model = minilm.Model()
     ids, lengths = tokens(model, args.tokens)
-    runners = {name: minilm.Runner(model, dev).forward for name, dev in devs.items()}
+    layouts = {'old': args.old_weights, 'new': args.new_weights}
+    runners = {name: minilm.Runner(model, dev, weights=layouts[name]).forward for name, dev in devs.items()}
     out = {name: run(ids, lengths) for name, run in runners.items()}
     cos = float(np.min((out['old'] * out['new']).sum(axis=1)))
     if cos < 0.9999999:
@@ -69,12 +76,21 @@ def main():
     loads.append(os.getloadavg()[0])
     print('1 x %d tokens, %d rounds x %d forwards, cosine %.9f, load %.2f -> %.2f' % (
         args.tokens, args.rounds, args.calls, cos, loads[0], loads[1]))
+    cls = minilm.Runner.small_m_class(args.tokens)
+    configs = {name: devs[name].config('gemm', cls)['config'] for name in ('old', 'new')}
     for name in ('old', 'new'):
-        print('  %s: %s' % (name, devs[name].config('gemm', 'small-m')['config']))
+        print('  %s: weights %s, gemm %s %s' % (name, layouts[name], cls, configs[name]))
     med = {n: {k: statistics.median(v) for k, v in s.items()} for n, s in stats.items()}
     for k, what in (('wall', 'wall ms'), ('cpu', 'process CPU ms')):
         print('  %-16s old %7.3f  new %7.3f  new/old %.3f' % (what, med['old'][k], med['new'][k],
                                                            med['new'][k] / med['old'][k]))
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump({'device': devs['new'].name, 'tokens': args.tokens, 'rounds': args.rounds, 'calls': args.calls,
+                       'old_dir': os.path.abspath(args.old_dir), 'new_dir': os.path.abspath(args.new_dir),
+                       'weights': layouts, 'gemm_class': cls, 'configs': configs, 'cosine': cos,
+                       'load': loads, 'ms': stats, 'median_ms': med,
+                       'new_over_old': {k: med['new'][k] / med['old'][k] for k in ('wall', 'cpu')}}, f, indent=1)
 
 
 if __name__ == '__main__':

@@ -34,8 +34,9 @@ def main():
     if args.in_out_config:
         dev_a.override('gemm', args.in_out_config)
     for name, d in (('in_out', dev_a), ('out_in', dev_b)):
-        c = d.config('gemm', 'small-m')
-        print('%s: gemm small-m %s (%s)' % (name, c['config'], c['source']))
+        cls = minilm.Runner.small_m_class(args.batch * args.tokens)
+        c = d.config('gemm', cls)
+        print('%s: gemm %s %s (%s)' % (name, cls, c['config'], c['source']))
     runners = {'in_out': minilm.Runner(model, dev_a, weights='in_out'),
                'out_in': minilm.Runner(model, dev_b, weights='out_in')}
     auto = minilm.Runner(model, dev_a, weights='auto')._layout(args.batch * args.tokens)

@@ -346,6 +346,20 @@ static void fallback_chain(void **state) {
     assert_int_equal(ci.source, TSR_CONFIG_TUNED);
     assert_string_equal(ci.used_class, "small");
     assert_string_equal(ci.problem_class, "batched");
+    /* small-m16, split from small-m: a database with a small-m entry only serves it from that */
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "small-m", 6, 10, hash,
+              "2026-01-01");
+    write_db(root, db_path);
+    ci = lookup_fresh("small-m16");
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED);
+    assert_string_equal(ci.used_class, "small-m");
+    TH_ASSERT_CONTAINS(ci.config, "MWI=6");
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "small-m16", 4, 10, hash,
+              "2026-01-01");
+    write_db(root, db_path);
+    ci = lookup_fresh("small-m16"); /* and from its own once it has one */
+    assert_string_equal(ci.used_class, "small-m16");
+    TH_ASSERT_CONTAINS(ci.config, "MWI=4");
     unsetenv("TSR_BUILTIN_TUNING");
     ci = lookup_fresh("batched"); /* this machine's built-in batched entry (if any) comes before the nearest class */
     assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || strcmp(ci.used_class, "small") == 0);
@@ -459,6 +473,67 @@ static void resolved_cache_grows(void **state) {
         }
         assert_int_equal(dev->nresolved, 100); /* the second pass found every one cached */
     }
+}
+
+/* The gemm fixture's "+tb": B stored transposed ([N][K]) and read with trans_b, right through the
+ * public call and through launches of a given configuration (the smallm kernel's K-vectors form
+ * and the tiled kernel's packed B); its description names it; misplaced words are refused. */
+static void gemm_fixture_transposed_b(void **state) {
+    (void)state;
+    static const char *const shapes[] = {"16x40x24 +tb", "12x37x29 +tb", "3x16x40x24 +tb"};
+    static const char *const configs[] = {NULL, "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4", "KERNEL=2 MWI=4 VW=8 NVW=1 KU=2",
+                                          "MWI=4 VW=4 NVW=1 KU=2 PACKB=1"};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; ++s) {
+        void *fx = NULL;
+        TH_ASSERT_OK(tsr_op_gemm.fixture.setup(dev, shapes[s], 7 + s, &fx));
+        char text[64];
+        tsr_op_tuning_describe(&tsr_op_gemm, fx, text, sizeof text);
+        assert_string_equal(text, shapes[s]);
+        for (size_t c = 0; c < sizeof configs / sizeof *configs; ++c) {
+            tsr_config cfg;
+            tsr_config_declared(&tsr_op_gemm, &cfg);
+            if (configs[c]) TH_ASSERT_OK(tsr_config_parse(&tsr_op_gemm, configs[c], "test", &cfg));
+            cl_event last = NULL;
+            TH_ASSERT_OK(tsr_op_tuning_run(&tsr_op_gemm, dev, fx, configs[c] ? &cfg : NULL, NULL, &last));
+            if (last) clReleaseEvent(last);
+            double err = 1.0;
+            TH_ASSERT_OK(tsr_op_tuning_check(&tsr_op_gemm, dev, fx, &err));
+            if (!(err < 1e-5)) fail_msg("%s, %s: relative error %g", shapes[s], configs[c] ? configs[c] : "the call", err);
+        }
+        tsr_op_tuning_free(&tsr_op_gemm, fx);
+    }
+    void *fx = NULL;
+    TH_ASSERT_OK(tsr_op_gemm.fixture.setup(dev, "16x40x24 +tb f16", 1, &fx));
+    char text[64];
+    tsr_op_tuning_describe(&tsr_op_gemm, fx, text, sizeof text);
+    assert_string_equal(text, "16x40x24 +tb f16");
+    tsr_op_tuning_free(&tsr_op_gemm, fx);
+    static const char *const bad[] = {"16x40x24 f16 +tb", "16x40x24 +tb +tb", "16x40x24 +tb f16 x", "16x40x24 tb",
+                                      "+tb 16x40x24"};
+    for (size_t b = 0; b < sizeof bad / sizeof *bad; ++b) {
+        fx = NULL;
+        assert_int_equal(tsr_op_gemm.fixture.setup(dev, bad[b], 1, &fx), TSR_ERR_INVALID_ARG);
+        assert_null(fx);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "+tb");
+    }
+}
+
+/* small-m16 (9-16 rows) was split from small-m: a call's class follows M, and a database with a
+ * small-m entry only serves small-m16 from it. */
+static void small_m16_falls_back_to_small_m(void **state) {
+    (void)state;
+    tsr_config_info ci;
+    TH_ASSERT_OK(tsr_gemm_config_info(dev, 16, 384, 384, 1, &ci));
+    assert_string_equal(ci.problem_class, "small-m16");
+    TH_ASSERT_OK(tsr_gemm_config_info(dev, 9, 384, 384, 1, &ci));
+    assert_string_equal(ci.problem_class, "small-m16");
+    TH_ASSERT_OK(tsr_gemm_config_info(dev, 8, 384, 384, 1, &ci));
+    assert_string_equal(ci.problem_class, "small-m");
+    TH_ASSERT_OK(tsr_gemm_config_info(dev, 17, 384, 384, 1, &ci));
+    assert_string_not_equal(ci.problem_class, "small-m16");
+    assert_string_equal(tsr_op_nearest_class(&tsr_op_gemm, "small-m16"), "small-m");
+    assert_string_equal(tsr_op_nearest_class(&tsr_op_gemm, "small-m16-f16"), "small-m-f16");
+    assert_string_equal(tsr_op_class_shape(&tsr_op_gemm, "small-m16"), "16x1536x384");
 }
 
 static void stale_entries_are_passed_over(void **state) {
@@ -1370,6 +1445,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(strategies_respect_budgets, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_options, setup, teardown),
         cmocka_unit_test_setup_teardown(fallback_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(gemm_fixture_transposed_b, setup, teardown),
+        cmocka_unit_test_setup_teardown(small_m16_falls_back_to_small_m, setup, teardown),
         cmocka_unit_test_setup_teardown(config_overrides, setup, teardown),
         cmocka_unit_test_setup_teardown(resolved_cache_grows, setup, teardown),
         cmocka_unit_test_setup_teardown(stale_entries_are_passed_over, setup, teardown),

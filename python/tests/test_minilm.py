@@ -83,9 +83,9 @@ def test_recorded_encoder_replays_identically(device, model):
 def test_weight_layouts_agree(device, model, reference, dtype):
     """The Linear weights as stored ('out_in', read with trans_b) and transposed at load
     ('in_out') give the same embeddings on a short sentence (small-m GEMMs: the smallm kernel's
-    vectors-along-K form where the device's small-m configuration is that kernel) and on a padded
-    batch; 'auto' picks 'out_in' only at small M with that kernel, and uploads a layout only when
-    a shape first needs it. Bad layouts are refused."""
+    vectors-along-K form where the device's small-m or small-m16 configuration is that kernel) and on a padded
+    batch; 'auto' picks 'in_out' at every size, and uploads a layout only when a shape first needs
+    it. Bad layouts are refused."""
     runners = {w: minilm.Runner(model, device, dtype, weights=w) for w in minilm.Runner.WEIGHT_LAYOUTS}
     assert set(runners['auto']._linear) == set()
     for batch in (SENTENCES[:1], SENTENCES[:3]):
@@ -95,10 +95,10 @@ def test_weight_layouts_agree(device, model, reference, dtype):
             assert cosines(got[w], got['in_out']).min() >= 0.99999, w
     tol = 0.999 if dtype == 'fp16' else 0.99999
     assert cosines(got['out_in'], reference[:3]).min() >= tol
-    small = 'KERNEL=2' in device.config('gemm', 'small-m')['config'].split()
     auto = runners['auto']
-    assert auto._layout(16) == ('out_in' if small else 'in_out') and auto._layout(17) == 'in_out'
-    assert set(auto._linear) == ({'out_in', 'in_out'} if small else {'in_out'})  # SENTENCES[:1]: under 16 tokens
+    assert minilm.Runner.small_m_class(8) == 'small-m' and minilm.Runner.small_m_class(9) == 'small-m16'
+    assert auto._layout(16) == auto._layout(17) == 'in_out'
+    assert set(auto._linear) == {'in_out'}  # 'auto' uploaded no other layout
     for bad in ('rows', None, 1):
         with pytest.raises(tessera.InvalidArgument, match='weights'):
             minilm.Runner(model, device, weights=bad)

@@ -65,7 +65,12 @@ static int gemm_type_set_index(const tsr_gemm_types *t) {
 
 /* The fp32 classes; each has its 16-bit twins ("large-f16", TSR_CLASSES_PER_INPUT_TYPE): a 16-bit
  * class without a tuned entry of its own uses its fp32 class's. */
-static const char *const gemm_classes[] = {"large", "medium", "small", "small-m", "small-n", "batched", NULL};
+/* small-m is 1-8 rows, small-m16 9-16 (appended, so the other classes keep their indices): a
+ * 16-token batch (MiniLM at batch 1) and an 8-row problem may want different tiles (16 rows per
+ * work-item, say, halves the speed of the 8-row one), so each is tuned on its own problem.
+ * small-m16 without an entry of its own uses small-m's (gemm_nearest_class), so databases from
+ * before the split stay valid. */
+static const char *const gemm_classes[] = {"large", "medium", "small", "small-m", "small-n", "batched", "small-m16", NULL};
 
 static const tsr_default gemm_defaults[] = {
     /* CPUs that vectorize across work-items (Mesa's llvmpipe): 8x8 groups of light work-items
@@ -76,12 +81,13 @@ static const tsr_default gemm_defaults[] = {
      * 16 of them. Not measured here (no such machine): a first guess that follows the ISA, so
      * tiles tuned for AVX2's 16 registers are not used there. */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-n", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1"},
-    /* small-m: the smallm kernel, no pack launches (a MiniLM 1 x 16 call is one launch). 16 rows
-     * per item (MWI=16, smallm only) reads each weight once for a 16-token batch (MiniLM 1 x 16:
-     * 0.93-0.94x the CPU time, docs/minilm.md) but halves the class's own problem, M = 8 with a
-     * row-major B (11.0 against 22.5 GFLOP/s in one tune on the Skylake-AVX512 Xeon): the class
-     * spans both, so the default stays 8 rows x 2 vectors until it is split by M. */
+    /* small-m and small-m16: the smallm kernel, no pack launches (a MiniLM 1 x 16 call is one
+     * launch). 8 rows x 2 vectors: at M = 8 with a row-major B, 16 rows per item (MWI=16, smallm
+     * only) ran at half the speed (11.0 against 22.5 GFLOP/s in one tune on the Skylake-AVX512
+     * Xeon); at 16 rows, MiniLM 1 x 16 on the Zen 5 EPYC with B row-major ('in_out' weights, the
+     * runner's choice) took 1.05x the CPU time at MWI=16, 1.31x at MWI=8 NVW=1 (docs/minilm.md). */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-m", "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small-m16", "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "small", "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "batched", "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1"},
     /* medium: ResNet-50's 1x1 convolutions (A = the weights, out x in channels; B = the image,
@@ -96,6 +102,7 @@ static const tsr_default gemm_defaults[] = {
      * registers), and operands packed into contiguous panels beforehand. */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "small-n", "MWI=6 VW=8 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=1"}, /* A is large: stream it */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "small-m", "KERNEL=2 MWI=4 VW=8 NVW=2 KU=4"}, /* A is small: read in place (AVX2: not measured) */
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "small-m16", "KERNEL=2 MWI=4 VW=8 NVW=2 KU=4"}, /* as small-m (AVX2: not measured) */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "small", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0"}, /* packing costs more than it saves */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "batched", "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1"},
     /* Four column tiles per work-item: the work-item's rows of A are read from memory once for
@@ -105,6 +112,7 @@ static const tsr_default gemm_defaults[] = {
     /* GPUs: the gpu kernel, 8x8 register tiles in 16x16 groups (128x128 tiles) where there are
      * enough of them to fill the device, 4x4 (64x64) below; thin tiles for thin matrices. */
     {TSR_DEVICE_GPU, TSR_LANES_ANY, "small-m", "KERNEL=1 MWI=2 VW=4 NVW=1 KU=4 WGM=8 WGN=32 KWG=16 PAD=1 DB=1"},
+    {TSR_DEVICE_GPU, TSR_LANES_ANY, "small-m16", "KERNEL=1 MWI=2 VW=4 NVW=1 KU=4 WGM=8 WGN=32 KWG=16 PAD=1 DB=1"},
     {TSR_DEVICE_GPU, TSR_LANES_ANY, "small-n", "KERNEL=1 MWI=4 VW=4 NVW=1 KU=4 WGM=32 WGN=4 KWG=16 PAD=1 DB=1"},
     {TSR_DEVICE_GPU, TSR_LANES_ANY, "small", "KERNEL=1 MWI=4 VW=4 NVW=1 KU=4 WGM=16 WGN=16 KWG=16 PAD=1 DB=1"},
     {TSR_DEVICE_GPU, TSR_LANES_ANY, "medium", "KERNEL=1 MWI=4 VW=4 NVW=1 KU=4 WGM=16 WGN=16 KWG=16 PAD=1 DB=1"},
@@ -250,7 +258,7 @@ typedef struct gemm_problem {
 static int gemm_base_class(const gemm_problem *p) {
     if (p->batch > 1) return 5; /* batched */
     if (p->n <= 16) return 4;   /* small-n */
-    if (p->m <= 16) return 3;   /* small-m */
+    if (p->m <= 16) return p->m > 8 ? 6 : 3; /* small-m16, small-m */
     double volume = (double)p->m * p->n * p->k;
     if (volume <= 128.0 * 128 * 128) return 2; /* small */
     if (volume <= 512.0 * 512 * 512) return 1; /* medium: the panels still fit in L2, packing matters less */
@@ -1077,8 +1085,10 @@ void tsr_matmul_plan_destroy(tsr_matmul_plan *plan) {
 static const char *gemm_nearest_class(const char *cls) {
     /* A batch of small GEMMs behaves like one small GEMM. The other classes differ enough
      * in shape (packing pays off or not) that their own defaults beat another class's tuning. */
-    /* (tsr_op_nearest_class gives "batched-f16" the same storage's "small-f16".) */
-    return strcmp(cls, "batched") == 0 ? "small" : NULL;
+    /* (tsr_op_nearest_class gives "batched-f16" the same storage's "small-f16".) small-m16 (9-16
+     * rows) was split from small-m: until a database has an entry of its own, small-m's. */
+    if (strcmp(cls, "batched") == 0) return "small";
+    return strcmp(cls, "small-m16") == 0 ? "small-m" : NULL;
 }
 
 static const char *gemm_tuning_space(const tsr_device *dev) {
@@ -1098,8 +1108,9 @@ static const char *gemm_tuning_space(const tsr_device *dev) {
            "SB=0,1 PACKA=0 PACKB=0 KC=0 NT=1 PAD=0,1 DB=0,1";
 }
 
-/* ---- the fixture: C = A B, row-major, "MxNxK" or "BATCHxMxNxK", then an optional dtype token
- * ("f16": A, B and C in f16; "bf16/f32": A and B in bf16, C in f32) ---- */
+/* ---- the fixture: C = A op(B), row-major, "MxNxK" or "BATCHxMxNxK", then optionally "+tb" (B
+ * stored transposed, [N][K], read with trans_b: nn.Linear's weight) and a dtype token ("f16": A,
+ * B and C in f16; "bf16/f32": A and B in bf16, C in f32) ---- */
 
 typedef struct gemm_fixture {
     gemm_problem p;
@@ -1118,11 +1129,13 @@ typedef struct gemm_fixture {
  * its calls mostly are, a 1x1 convolution's GEMM (ResNet-50's 14x14 256 -> 1024 layer, the
  * weights as A, one image as B: at 256^3 packing A or not measured level, at 1x1 layers' shapes
  * not), "batched" at
- * 64 x 128^3, a batch that fills a GPU (at 32 x 96^3 the choice lost 25% at 64 x 128^3).
+ * 64 x 128^3, a batch that fills a GPU (at 32 x 96^3 the choice lost 25% at 64 x 128^3),
+ * "small-m16" at a 16-token batch's GEMM, MiniLM's feed-forward 16 x 1536 x 384 (its weights
+ * row-major, [in, out], as the MiniLM runner stores them; "+tb" in a shape stores B transposed).
  * The 16-bit classes are tuned with 16-bit A and B and an fp32 C: A and B are what the tile shapes
  * stream (C is written once), and an fp32 C keeps the result within the tuner's fp32 tolerance. */
-static const char *const gemm_class_shapes[] = {"2048x2048x2048", "1024x196x256", "96x96x96",
-                                                "8x4096x2048",    "4096x8x2048", "64x128x128x128"};
+static const char *const gemm_class_shapes[] = {"2048x2048x2048", "1024x196x256", "96x96x96",     "8x4096x2048",
+                                                "4096x8x2048",    "64x128x128x128", "16x1536x384"};
 static const tsr_report_shape gemm_report_shapes[] = {
     {"gemm-square", "2048x2048x2048", "64x64x64"},
     {"gemm-bert", "512x3072x768", "32x96x48"},
@@ -1144,16 +1157,19 @@ static void gemm_fixture_free(void *ctx) {
 
 static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
     size_t v[4] = {0}, batch = 1, m, n, k;
-    char dims[128], token[32], extra[2];
+    char dims[128], words_[2][32], extra[2];
     tsr_dtype in = TSR_F32, out_type = TSR_F32;
-    int words = sscanf(shape, "%127s %31s %1s", dims, token, extra);
-    bool typed_ok = words == 2 && tsr_dtype_spec_parse(token, &in, &out_type);
+    int words = sscanf(shape, "%127s %31s %31s %1s", dims, words_[0], words_[1], extra);
+    int w = 0; /* words after the dimensions read so far */
+    bool tb = words >= 2 && strcmp(words_[0], "+tb") == 0;
+    if (tb) ++w;
+    bool typed_ok = words == 2 + w && tsr_dtype_spec_parse(words_[w], &in, &out_type);
     char tail;
     int got = words >= 1 ? sscanf(dims, "%zux%zux%zux%zu%c", &v[0], &v[1], &v[2], &v[3], &tail) : 0;
-    if ((words != 1 && !typed_ok) || (got != 3 && got != 4))
+    if ((words != 1 + w && !typed_ok) || (got != 3 && got != 4))
         return tsr_fail(TSR_ERR_INVALID_ARG,
-                        "gemm: shape '%s' is not MxNxK or BATCHxMxNxK, optionally followed by a dtype (f16, bf16, "
-                        "f16/f32, ...)",
+                        "gemm: shape '%s' is not MxNxK or BATCHxMxNxK, optionally followed by +tb (B transposed) "
+                        "and a dtype (f16, bf16, f16/f32, ...)",
                         shape);
     if (got == 3) m = v[0], n = v[1], k = v[2];
     else
@@ -1170,9 +1186,10 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     if (!t) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     gemm_problem *p = &t->p;
     p->batch = batch; p->m = m; p->n = n; p->k = k;
+    p->tb = tb;
     p->types = (tsr_gemm_types){in, in, out_type};
     p->alpha = 1.0f; p->beta = 0.0f;
-    p->lda = p->k; p->ldb = p->n; p->ldc = p->n;
+    p->lda = p->k; p->ldb = tb ? p->k : p->n; p->ldc = p->n;
     p->a_stride = p->m * p->k; p->b_stride = p->k * p->n; p->c_stride = p->m * p->n;
     a = malloc(na * sizeof *a), b = malloc(nb * sizeof *b);
     bool exact = (double)p->batch * p->m * p->n * p->k <= FIXTURE_EXACT_LIMIT;
@@ -1203,6 +1220,18 @@ static tsr_status gemm_fixture_setup(tsr_device *dev, const char *shape, uint64_
     p->c = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, nc * tsr_dtype_size(out_type), NULL, &err);
     TSR_CL_CHECK(status, err, done);
     TSR_CHECK(status, tsr_upload_typed(dev, p->a, in, a, na), done);
+    if (tb) { /* each matrix of B stored [N][K] (the reference above read it as [K][N]) */
+        float *bt = malloc(nb * sizeof *bt);
+        if (!bt) {
+            status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+            goto done;
+        }
+        for (size_t q = 0; q < batch; ++q)
+            for (size_t kk = 0; kk < k; ++kk)
+                for (size_t j = 0; j < n; ++j) bt[q * k * n + j * k + kk] = b[q * k * n + kk * n + j];
+        free(b);
+        b = bt;
+    }
     TSR_CHECK(status, tsr_upload_typed(dev, p->b, in, b, nb), done);
     for (size_t j = 0; j < nc; ++j)
         t->host_c[j] = NAN; /* poisoned: a run must write every element */
@@ -1232,7 +1261,9 @@ static tsr_status gemm_fixture_run(tsr_device *dev, void *ctx, const tsr_config 
         if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueMarkerWithWaitList", __FILE__, __LINE__);
     }
     bool fp32 = p->types.a == TSR_F32 && p->types.b == TSR_F32 && p->types.c == TSR_F32;
-    const tsr_matmul_desc desc = {.m = p->m,
+    const tsr_transpose tb = p->tb ? TSR_TRANS : TSR_NO_TRANS;
+    const tsr_matmul_desc desc = {.trans_b = tb,
+                                  .m = p->m,
                                   .n = p->n,
                                   .k = p->k,
                                   .batch = p->batch,
@@ -1242,10 +1273,10 @@ static tsr_status gemm_fixture_run(tsr_device *dev, void *ctx, const tsr_config 
                                   .c = {p->types.c, 0, p->ldc, p->c_stride}};
     tsr_status st = !fp32 ? tsr_matmul(dev, &desc, p->a, p->b, p->c, queue, last)
                     : p->batch > 1
-                        ? tsr_sgemm_strided_batched(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->m, p->n, p->k,
+                        ? tsr_sgemm_strided_batched(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, tb, p->m, p->n, p->k,
                                                     1.0f, p->a, 0, p->lda, p->a_stride, p->b, 0, p->ldb, p->b_stride,
                                                     0.0f, p->c, 0, p->ldc, p->c_stride, p->batch, queue, last)
-                        : tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, TSR_NO_TRANS, p->m, p->n, p->k, 1.0f, p->a, 0,
+                        : tsr_sgemm(dev, TSR_ROW_MAJOR, TSR_NO_TRANS, tb, p->m, p->n, p->k, 1.0f, p->a, 0,
                                     p->lda, p->b, 0, p->ldb, 0.0f, p->c, 0, p->ldc, queue, last);
     if (st != TSR_SUCCESS) {
         if (start) clReleaseEvent(start);
@@ -1287,10 +1318,11 @@ static void gemm_fixture_describe(const void *ctx, char *out, size_t size) {
     const gemm_problem *p = &((const gemm_fixture *)ctx)->p;
     char spec[32];
     tsr_dtype_spec_format(p->types.a, p->types.c, spec, sizeof spec);
+    const char *tb = p->tb ? " +tb" : "";
     if (p->batch > 1)
-        snprintf(out, size, "%zux%zux%zux%zu%s%s", p->batch, p->m, p->n, p->k, *spec ? " " : "", spec);
+        snprintf(out, size, "%zux%zux%zux%zu%s%s%s", p->batch, p->m, p->n, p->k, tb, *spec ? " " : "", spec);
     else
-        snprintf(out, size, "%zux%zux%zu%s%s", p->m, p->n, p->k, *spec ? " " : "", spec);
+        snprintf(out, size, "%zux%zux%zu%s%s%s", p->m, p->n, p->k, tb, *spec ? " " : "", spec);
 }
 
 static int gemm_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {

@@ -119,7 +119,13 @@ class Runner:
     # read op(B) = B), 'out_in' as stored (nn.Linear's [out, in], read with trans_b). 'auto'
     # picks per shape (_layout).
     WEIGHT_LAYOUTS = ('auto', 'in_out', 'out_in')
-    SMALL_M = 16  # the GEMM op's small-m class: at most this many rows (runtime/ops/gemm.c)
+    SMALL_M = 16  # the GEMM op's small-m classes: at most this many rows (runtime/ops/gemm.c)
+
+    @staticmethod
+    def small_m_class(tokens):
+        """The GEMM op's class for `tokens` rows at most 16: small-m (1-8 rows) or small-m16 (9-16)."""
+        return 'small-m16' if tokens > 8 else 'small-m'
+
 
     def _up(self, a, dt=np.float32):
         return tessera.to_device(np.ascontiguousarray(a, dtype=dt), device=self.device)
@@ -141,22 +147,16 @@ class Runner:
         return got
 
     def _layout(self, tokens):
-        """The weights' layout for a forward over `tokens` rows. 'auto': as stored ('out_in') when
-        the GEMMs are small-m ones and the device's small-m configuration is the smallm kernel
-        (cl/gemm_smallm.cl, KERNEL=2), which reads a transposed B in place along K (the forward at
-        1 x 16 tokens took 0.58-0.76x the 'in_out' one's time on a loaded 2-core AVX-512 Xeon,
-        bench/minilm_layout.py; docs/minilm.md); otherwise
-        'in_out', which the tiled kernel reads without packing a transposed B at small M, and which
-        measured faster at 32 x 128 tokens (its B is packed either way there)."""
+        """The weights' layout for a forward over `tokens` rows. 'auto': 'in_out' (transposed at
+        load, op(B) = B) at every size. At 32 x 128 tokens the tiled kernel packs B either way and
+        'in_out' measured faster; at 16 tokens and fewer, the small-m classes' smallm kernel
+        (cl/gemm_smallm.cl, KERNEL=2) reads a row-major B as vectors along N with no reduction
+        across lanes, and with its software prefetch of B's rows the forward at 1 x 16 tokens took
+        0.92-0.93x the process CPU time of 'out_in' (read with trans_b, vectors along K, summed
+        across lanes) on the 2-core Zen 5 EPYC (bench/minilm_layout.py; docs/minilm.md). Before
+        that prefetch, 'out_in' was the faster one there (0.58-0.76x on a 2-core AVX-512 Xeon)."""
         if self.weights != 'auto':
             return self.weights
-        if tokens <= self.SMALL_M:
-            try:
-                cfg = self.device.config('gemm', 'small-m')['config'].split()
-            except tessera.TesseraError:
-                cfg = []
-            if 'KERNEL=2' in cfg:
-                return 'out_in'
         return 'in_out'
 
     MAX_SHAPES = 16  # shapes whose buffers and encoder graph a runner keeps

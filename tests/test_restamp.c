@@ -287,6 +287,54 @@ static void bad_input_changes_nothing(void **state) {
     free(good);
 }
 
+/* --keep KEY=VALUE: the old-hash entries whose configuration sets KEY to VALUE stay stale (an edit to
+ * code only that implementation runs), the others move; a malformed --keep is refused. */
+static void keep_leaves_matching_entries_stale(void **state) {
+    (void)state;
+    make_old_dir();
+    char gelu_old[17], gelu_new[17];
+    TH_ASSERT_OK(tsr_op_source_hash_in(old_dir, &tsr_op_gelu, gelu_old));
+    TH_ASSERT_OK(tsr_op_source_hash_in(NULL, &tsr_op_gelu, gelu_new));
+    cJSON *root = tsr_db_new();
+    add_entry(root, "mine", &tsr_op_gelu, "large", gelu_old);
+    add_entry(root, "other", &tsr_op_gelu, "large", gelu_old);
+    cJSON *cfg = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(
+                                         cJSON_GetObjectItem(root, "devices"), "other"), "ops"), "gelu"), "large"),
+                                     "config");
+    int vw = cJSON_GetObjectItem(cfg, "VW")->valueint;
+    cJSON_SetNumberValue(cJSON_GetObjectItem(cfg, "VW"), vw == 4 ? 8 : 4); /* "other" runs another width */
+    unlink(db_path);
+    TH_ASSERT_OK(tsr_db_update(db_path, merge_tree, root));
+    cJSON_Delete(root);
+
+    char args[1500], *out = NULL;
+    static const char *const bad[] = {"--keep VW", "--keep =4", "--keep VW=", "--keep VW=4x", "--keep"};
+    char *text_before = file_text(db_path);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        snprintf(args, sizeof args, "%s '%s' '%s'", bad[i], db_path, old_dir);
+        assert_int_equal(run_tool(args, &out), 2);
+        TH_ASSERT_CONTAINS(out, "usage: restamp_db");
+        free(out);
+    }
+    char *text_now = file_text(db_path);
+    assert_string_equal(text_now, text_before);
+    free(text_now);
+    free(text_before);
+
+    snprintf(args, sizeof args, "--keep VW=%d '%s' '%s'", vw, db_path, old_dir);
+    assert_int_equal(run_tool(args, &out), 0);
+    TH_ASSERT_CONTAINS(out, "1 entry re-stamped");
+    free(out);
+    cJSON *after = NULL;
+    TH_ASSERT_OK(tsr_db_load(db_path, &after));
+    assert_string_equal(hash_of(after, "mine", "gelu", "large"), gelu_old); /* kept stale */
+    assert_string_equal(hash_of(after, "other", "gelu", "large"), gelu_new);
+    cJSON_Delete(after);
+    tsr_config_info ci = lookup_fresh("gelu", "large");
+    assert_int_equal(ci.source, TSR_CONFIG_BUILTIN_DEFAULT);
+    TH_ASSERT_CONTAINS(ci.origin, "kernel source changed");
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: test_restamp RESTAMP_DB SOURCE_CL_DIR\n");
@@ -297,6 +345,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(only_current_entries_move, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_input_changes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(keep_leaves_matching_entries_stale, setup, teardown),
     };
     return TH_RUN(tests);
 }

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #define MAX_OPS 64
+#define MAX_KEEP 8
 
 typedef struct {
     const tsr_op *op;
@@ -34,6 +35,9 @@ typedef struct {
     int nops;
     int unknown; /* entries of ops this build does not have: left as they are */
     bool dry_run;
+    int nkeep;
+    char keep_key[MAX_KEEP][32];
+    int keep_value[MAX_KEEP];
 } restamp_ctx;
 
 static op_stamp *find_stamp(restamp_ctx *ctx, const char *name) {
@@ -87,6 +91,17 @@ static tsr_status hash_ops(restamp_ctx *ctx, const char *old_dir, const char *ne
     return TSR_SUCCESS;
 }
 
+/* --keep KEY=VALUE: an entry whose configuration sets KEY to VALUE is left stale (a change to the
+ * code only that implementation runs, e.g. GEMM's KERNEL=2 smallm kernel). */
+static bool excluded(const restamp_ctx *ctx, const cJSON *entry) {
+    for (int i = 0; i < ctx->nkeep; ++i) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(entry, "config"),
+                                                          ctx->keep_key[i]);
+        if (cJSON_IsNumber(v) && v->valuedouble == (double)ctx->keep_value[i]) return true;
+    }
+    return false;
+}
+
 /* Visit every entry: with moving set, restamp the ones at their op's old hash. */
 static void walk(cJSON *root, restamp_ctx *ctx, bool moving, FILE *list) {
     cJSON *dev;
@@ -103,7 +118,7 @@ static void walk(cJSON *root, restamp_ctx *ctx, bool moving, FILE *list) {
                     ++ctx->unknown;
                     state = "unknown-op";
                 } else if (moving && s->known_old && strcmp(s->old_hash, s->new_hash) != 0 &&
-                           strcmp(was, s->old_hash) == 0) {
+                           strcmp(was, s->old_hash) == 0 && !excluded(ctx, entry)) {
                     ++s->moved;
                     state = "re-stamped";
                     if (!ctx->dry_run) cJSON_SetValuestring(hash, s->new_hash);
@@ -129,13 +144,15 @@ static tsr_status restamp_update(cJSON *root, void *arg) {
 
 static int usage(void) {
     fprintf(stderr, "usage: restamp_db --list DB\n"
-                    "       restamp_db [--dry-run] [--new NEW_KERNEL_DIR] DB OLD_KERNEL_DIR\n"
+                    "       restamp_db [--dry-run] [--new NEW_KERNEL_DIR] [--keep KEY=VALUE]... DB OLD_KERNEL_DIR\n"
                     "Re-stamps the entries of DB tuned for the kernel sources in OLD_KERNEL_DIR with the source\n"
-                    "hashes of this build's sources (or NEW_KERNEL_DIR's); see docs/tuning.md.\n");
+                    "hashes of this build's sources (or NEW_KERNEL_DIR's); see docs/tuning.md. --keep leaves\n"
+                    "stale the entries whose configuration sets KEY to VALUE (an edit to the code only they run).\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
+    static restamp_ctx ctx;
     bool list = false, dry_run = false;
     const char *new_dir = NULL;
     int a = 1;
@@ -143,7 +160,15 @@ int main(int argc, char **argv) {
         if (strcmp(argv[a], "--list") == 0) list = true;
         else if (strcmp(argv[a], "--dry-run") == 0) dry_run = true;
         else if (strcmp(argv[a], "--new") == 0 && a + 1 < argc) new_dir = argv[++a];
-        else return usage();
+        else if (strcmp(argv[a], "--keep") == 0 && a + 1 < argc && ctx.nkeep < MAX_KEEP) {
+            const char *arg = argv[++a], *eq = strchr(arg, '=');
+            char *end = NULL;
+            long v = eq ? strtol(eq + 1, &end, 10) : 0;
+            if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof ctx.keep_key[0] || !eq[1] || *end) return usage();
+            memcpy(ctx.keep_key[ctx.nkeep], arg, (size_t)(eq - arg));
+            ctx.keep_key[ctx.nkeep][eq - arg] = '\0';
+            ctx.keep_value[ctx.nkeep++] = (int)v;
+        } else return usage();
     }
     if (argc - a != (list ? 1 : 2)) return usage();
     const char *db = argv[a], *old_dir = list ? NULL : argv[a + 1];
@@ -157,7 +182,6 @@ int main(int argc, char **argv) {
         }
     }
 
-    static restamp_ctx ctx;
     ctx.dry_run = dry_run;
     cJSON *root = NULL;
     /* Refuse a missing or damaged file here: the update path would start a new one instead. */

@@ -1399,9 +1399,9 @@ static const char *conv_tuning_space(const tsr_device *dev) {
      * register tile. CPUs that vectorize across work-items (llvmpipe): small tiles in GPU-like groups. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)
         return "MWI=1,2,4 VW=1,2,4 STAGE=0,1 WGM=4,8,16 WGN=4,8,16 KWG=8,16";
-    /* Other CPUs: the row forms (STAGE 0), the padded form (2) and the depthwise forms (3, 4), with
-     * one work-item or a few per work-group. */
-    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
+    /* Other CPUs: the row forms (STAGE 0), the padded form (2), the depthwise forms (3, 4) and the
+     * channel vectors (5), with one work-item or a few per work-group. */
+    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
     return NULL;
 }
 

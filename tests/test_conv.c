@@ -1099,8 +1099,8 @@ static void storage_types_direct(void **state) {
  * implicit path): two calls on two queues, enqueued back to back with different weights (and
  * weight counts) before either finishes, must each compute with their own weights, and a third
  * call on the first queue reuses the copy after both. */
-static void storage_types_staged_weights(void **state) {
-    (void)state;
+static void staged_weights_run(const char *config) {
+    if (config) TH_ASSERT_OK(tsr_config_override(dev, "conv2d", config));
     const tsr_dtype t[2][3] = {{TSR_F16, TSR_F16, TSR_F16}, {TSR_BF16, TSR_BF16, TSR_F32}};
     const conv_case *cases[2] = {&typed_cases[0], &typed_cases[1]};
     cl_int err;
@@ -1124,11 +1124,21 @@ static void storage_types_staged_weights(void **state) {
         for (int i = 0; i < 2; ++i) {
             th_read_typed(dev, t[i][2], d[i].dy, d[i].y, cases[i]->off + d[i].ny);
             double e = tsr_rel_error(d[i].y + cases[i]->off, d[i].ref, d[i].ny), tol = typed_tolerance(cases[i], t[i][2]);
-            if (!(e <= tol)) fail_msg("staged weights, round %d, call %d: relative error %.3e > %.3e", round, i, e, tol);
+            if (!(e <= tol))
+                fail_msg("staged weights [%s], round %d, call %d: relative error %.3e > %.3e", config ? config : "built-in",
+                         round, i, e, tol);
         }
     }
     typed_free(&d[0]), typed_free(&d[1]);
     clReleaseCommandQueue(q2);
+    if (config) TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+}
+
+/* The same with STAGE 5, whose packed weights take the same workspace slot (CPUs only). */
+static void storage_types_staged_weights(void **state) {
+    (void)state;
+    staged_weights_run(NULL);
+    if (cpu_forms_here()) staged_weights_run("ALGO=2 MWI=2 VW=8 STAGE=5 WGM=4 WGN=4");
 }
 
 /* The im2col path's default tier: fp32 and the three combinations whose tensors all differ in

@@ -194,6 +194,72 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
     }
 }
 
+#elif STAGE == 5
+// (channel vectors) the same padded (polyphase) copy of x as STAGE 2, read one pixel at a time:
+// a work-item holds NP = WGM output pixels x MWI vectors of VW output channels (KB = MWI VW), and
+// per tap loads MWI weight vectors and broadcasts NP input values into NP MWI independent FMA
+// chains. The pixels are any NP consecutive ones of the chunk's images (rows and images crossed
+// freely), so no lane computes a padded column or a rounding of the plane: the form for small
+// planes (14x14, 7x7), where STAGE 2's flattened rows leave 12-23% of the lanes idle. The
+// weights come packed by pack_weights below (KB consecutive output channels per tap, fp32):
+// wp[g][kb][c][r][s][KB], zero past Kg. The host's geometry is STAGE 2's (the copy's rows and
+// width, phases, phase plane), with geo.sf = the chunk's pixels (images x P Q). global =
+// (ceil(pixels / NP) rounded to WGN, ceil(Kg / KB), G), local = (WGN, 1, 1): consecutive
+// work-groups share a block of weights (they stay in L2) and sweep the pixels.
+#define NP WGM
+#define KB (MWI * VW)
+__kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
+                            const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
+    const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
+    const int R = KR_, S = KS_, RS = R * S, PQ = GEO_P * GEO_Q, npix = geo.sf;
+    const int kb = (int)get_global_id(1), t0 = (int)get_global_id(0) * NP, g = (int)get_global_id(2);
+    if (kb * KB >= Kg || t0 >= npix) return;
+    // each pixel's place in the copy: its image's channel group, row and column (pixels past the
+    // chunk repeat the last one: computed, never stored)
+    const __global float *px[NP];
+    _Pragma("unroll") for (int i = 0; i < NP; ++i) {
+        const int t = min(t0 + i, npix - 1), n = t / PQ, rem = t - n * PQ, oh = rem / GEO_Q;
+        px[i] = x + x_off + (size_t)((n * GEO_C + g * Cg) * HW + oh * GEO_W + (rem - oh * GEO_Q));
+    }
+    const __global float *wp = w + w_off + ((size_t)g * ((Kg + KB - 1) / KB) + kb) * (size_t)(Cg * RS * KB);
+    floatv acc[NP][MWI];
+    _Pragma("unroll") for (int i = 0; i < NP; ++i)
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[i][m] = (floatv)(0.0f);
+    const bool poly = GEO_SH > 1 || GEO_SW > 1;
+    // One tap per iteration, not unrolled: unrolled, the compiler hoists every tap's broadcasts
+    // above the FMAs and spills them. The packed weights are read in order (wp += KB per tap).
+    for (int c = 0; c < Cg; ++c) {
+        _Pragma("unroll 1") for (int r = 0; r < R; ++r) {
+            const int rr = r * DH_;
+            const int ro = poly ? rr % SH_ * GEO_PH * GEO_PW + rr / SH_ * GEO_W : rr * GEO_W;
+            _Pragma("unroll 1") for (int s = 0; s < S; ++s, wp += KB) {
+                const int o = ro + (poly ? s * DW_ % SW_ * GEO_PW + s * DW_ / SW_ : s * DW_);
+                floatv wv[MWI];
+                _Pragma("unroll") for (int m = 0; m < MWI; ++m) wv[m] = VLOAD(wp + m * VW);
+                _Pragma("unroll") for (int i = 0; i < NP; ++i) {
+                    const floatv b = (floatv)(px[i][o]);
+                    _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[i][m] = fma(wv[m], b, acc[i][m]);
+                }
+            }
+        }
+        _Pragma("unroll") for (int i = 0; i < NP; ++i) px[i] += HW;
+    }
+    _Pragma("unroll") for (int i = 0; i < NP; ++i) {
+        const int t = t0 + i;
+        if (t >= npix) break;
+        const int n = t / PQ, rem = t - n * PQ;
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+            const int k = kb * KB + m * VW;
+            float tl[VW];
+            VSTORE(acc[i][m], tl);
+            const size_t e0 = ((size_t)n * GEO_K + g * Kg + k) * (size_t)PQ + rem;
+            for (int e = 0; e < VW && k + e < Kg; ++e) CONV_STORE1(tl[e], g * Kg + k + e, e0 + (size_t)e * PQ);
+        }
+    }
+}
+#undef NP
+#undef KB
+
 #elif STAGE == 4
 // (depthwise, all taps compiled in) global = (column tiles ceil(Q / VW), row blocks ceil(P / MWI),
 // N K planes, the last two rounded to the work-group), local from the host (a whole output row's
@@ -553,3 +619,21 @@ __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_o
         for (; q < Wq; ++q) dst[q] = 0.0f;
     }
 }
+
+#if STAGE == 5
+// ---------------------------------------------------------------- weights (STAGE 5's)
+// w (OIHW, [G Kg][Cg][R][S], any W_TYPE) as fp32 blocks of KB = MWI VW output channels per tap:
+// wp[g][kb][crs][KB], zero for channels past Kg. global = (ceil(Kg / KB) KB, ceil(Cg R S / 16),
+// G): a work-item reads 16 consecutive taps of one output channel (one cache line) and writes
+// them KB apart; consecutive work-items take consecutive channels, so their writes fill the
+// same 16 KB floats. Arguments: geo (the layer's), w, w_off, wp.
+__kernel void pack_weights(const int16 geo, __global const WELT *w, const ulong w_off, __global float *wp) {
+    const int kk = (int)get_global_id(0), crs0 = (int)get_global_id(1) * 16, g = (int)get_global_id(2);
+    const int Kg = GEO_K / GEO_G, CRS = GEO_C / GEO_G * GEO_R * GEO_S, kpad = (int)get_global_size(0);
+    const int kb = kk / (MWI * VW), e = kk - kb * (MWI * VW);
+    __global float *dst = wp + ((size_t)g * kpad + (size_t)kb * (MWI * VW)) * CRS + e;
+    const __global WELT *src = w + w_off + ((size_t)g * Kg + min(kk, Kg - 1)) * CRS;
+    const int n = min(16, CRS - crs0);
+    for (int i = 0; i < n; ++i) dst[(size_t)(crs0 + i) * (MWI * VW)] = kk < Kg ? LDW(src, crs0 + i) : 0.0f;
+}
+#endif

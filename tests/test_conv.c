@@ -472,13 +472,13 @@ static void expect_inf_contained(const char *what) {
     }
 }
 
-/* STAGE 2, 3 and 4 in several shapes (tiles, rows per item, work-group sizes) on layers that reach
+/* STAGE 2, 3, 4 and 5 in several shapes (tiles, rows per item, work-group sizes) on layers that reach
  * every branch: padded and unpadded, tiles crossing rows and planes, planes narrower than a
  * vector, kernels other than 3x3 (taps from the geometry), dilation, strides 1, 2 and 3 (STAGE 2
  * falls back to STAGE 0 for strides above 1), groups, channel multipliers, offsets with guards. */
 static void cpu_forms_stage(int stage, size_t part, size_t parts) {
     if (!cpu_forms_here()) {
-        printf("# the STAGE 2, 3 and 4 forms are CPU-only: passed over\n");
+        printf("# the STAGE 2, 3, 4 and 5 forms are CPU-only: passed over\n");
         return;
     }
     /* STAGE 2's WGM: pixel vectors per work-item (the launch takes ceil(WGM / 2) to WGM) */
@@ -487,7 +487,10 @@ static void cpu_forms_stage(int stage, size_t part, size_t parts) {
                              "ALGO=2 MWI=2 VW=8 STAGE=3 WGN=16",  "ALGO=2 MWI=1 VW=16 STAGE=3 WGN=4",
                              "ALGO=2 MWI=8 VW=1 STAGE=3 WGN=1",   "ALGO=2 MWI=4 VW=4 STAGE=3 WGN=8",
                              "ALGO=2 MWI=4 VW=16 STAGE=4 WGN=16", "ALGO=2 MWI=1 VW=8 STAGE=4 WGN=4",
-                             "ALGO=2 MWI=8 VW=4 STAGE=4 WGN=1",   "ALGO=2 MWI=2 VW=1 STAGE=4 WGN=16"};
+                             "ALGO=2 MWI=8 VW=4 STAGE=4 WGN=1",   "ALGO=2 MWI=2 VW=1 STAGE=4 WGN=16",
+                             /* STAGE 5's WGM: pixels per work-item, MWI vectors of VW channels */
+                             "ALGO=2 MWI=2 VW=16 STAGE=5 WGM=8 WGN=16", "ALGO=2 MWI=1 VW=8 STAGE=5 WGM=3 WGN=4",
+                             "ALGO=2 MWI=4 VW=4 STAGE=5 WGM=6 WGN=1",   "ALGO=2 MWI=1 VW=1 STAGE=5 WGM=12 WGN=2"};
     const conv_case cases[] = {
         {.N = 2, .C = 5, .H = 11, .W = 27, .K = 10, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1},
         {.N = 3, .C = 9, .H = 7, .W = 7, .K = 13, .R = 3, .S = 3, .ph = 1, .pw = 1, .act = 2, .off = 3},
@@ -523,7 +526,8 @@ static void cpu_forms_stage(int stage, size_t part, size_t parts) {
     };
     size_t nconfigs = sizeof configs / sizeof configs[0], ncases = sizeof cases / sizeof cases[0];
     for (size_t i = 0; i < nconfigs; ++i) {
-        if (small_mode() && i % 2) continue;
+        /* small sets (Oclgrind, rusticl): every second configuration, STAGE 5 its first only */
+        if (small_mode() && (i % 2 || i == 14)) continue;
         if (i / 4 + 2 != (size_t)stage) continue; /* four configurations per form, in order */
         if (i % parts != part) continue;
         TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[i]));
@@ -557,6 +561,19 @@ static void cpu_forms_stage(int stage, size_t part, size_t parts) {
         TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[8]));
         expect_accurate(&big[1], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
     }
+    if (stage == 5 && part == 0) {
+        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[12]));
+        expect_accurate(&big[0], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+        /* STAGE 2 with 16-float vectors hands small planes with enough pixels to STAGE 5's kernel
+         * (channel_vectors_instead): 14x14 at 6 images, unstrided and from 28x28 with stride 2,
+         * K not a multiple of its 32 channels */
+        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16"));
+        conv_case small[] = {{.N = 6, .C = 16, .H = 14, .W = 14, .K = 40, .R = 3, .S = 3, .ph = 1, .pw = 1,
+                              .bias = true, .act = 1, .off = 3},
+                             {.N = 6, .C = 8, .H = 28, .W = 28, .K = 33, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1,
+                              .pw = 1, .bias = true}};
+        for (size_t j = 0; j < 2; ++j) expect_accurate(&small[j], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    }
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
     if (stage != 4 || part != 0) return;
     /* The built-in choice for depthwise layers (and the forced implicit path) takes STAGE 4. */
@@ -576,14 +593,16 @@ static void cpu_forms_stage3_1of2(void **state) { (void)state, cpu_forms_stage(3
 static void cpu_forms_stage3_2of2(void **state) { (void)state, cpu_forms_stage(3, 1, 2); }
 static void cpu_forms_stage4_1of2(void **state) { (void)state, cpu_forms_stage(4, 0, 2); }
 static void cpu_forms_stage4_2of2(void **state) { (void)state, cpu_forms_stage(4, 1, 2); }
+static void cpu_forms_stage5_1of2(void **state) { (void)state, cpu_forms_stage(5, 0, 2); }
+static void cpu_forms_stage5_2of2(void **state) { (void)state, cpu_forms_stage(5, 1, 2); }
 /* The three in one case (the small sets' list). */
 static void cpu_forms(void **state) {
     (void)state;
     if (!cpu_forms_here()) {
-        printf("# the STAGE 2, 3 and 4 forms are CPU-only: passed over\n");
+        printf("# the STAGE 2, 3, 4 and 5 forms are CPU-only: passed over\n");
         return;
     }
-    for (int stage = 2; stage <= 4; ++stage) cpu_forms_stage(stage, 0, 1);
+    for (int stage = 2; stage <= 5; ++stage) cpu_forms_stage(stage, 0, 1);
 }
 
 #ifdef TSR_HAVE_CLBLAST
@@ -957,7 +976,12 @@ static const conv_case typed_cases[] = {
  * the CPU forms (STAGE 2 padded, STAGE 3 rows; CPUs that vectorize in a work-item only), direct. */
 static const char *const typed_configs[] = {"ALGO=2 MWI=2 VW=4", "ALGO=2 MWI=2 VW=4 STAGE=1 WGM=4 WGN=4 KWG=8",
                                             "ALGO=2 MWI=2 VW=8 STAGE=2 WGM=2 WGN=4", "ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4",
-                                            "ALGO=3"};
+                                            "ALGO=3", "ALGO=2 MWI=2 VW=8 STAGE=5 WGM=4 WGN=4"};
+
+/* The forms of typed_configs that only CPUs which vectorize in a work-item run. */
+static bool typed_cpu_form(const char *config) {
+    return strstr(config, "STAGE=2") || strstr(config, "STAGE=3") || strstr(config, "STAGE=5");
+}
 
 static void type_combo(int i, tsr_dtype t[3]) {
     t[0] = (tsr_dtype)(i % 3), t[1] = (tsr_dtype)(i / 3 % 3), t[2] = (tsr_dtype)(i / 9);
@@ -985,16 +1009,14 @@ static void storage_types_configs_part(size_t first, size_t last, size_t part, s
     size_t nconfigs = sizeof typed_configs / sizeof typed_configs[0],
            ncases = sizeof typed_cases / sizeof typed_cases[0];
     for (size_t k = first; k < nconfigs && k <= last; ++k) {
-        if (strstr(typed_configs[k], "STAGE=2") || strstr(typed_configs[k], "STAGE=3")) {
-            if (!cpu_forms_here()) continue;
-        }
+        if (typed_cpu_form(typed_configs[k]) && !cpu_forms_here()) continue;
         if (th_oclgrind_mode() && k != 0 && k != 1 && k != 4) continue;
         if (!th_try_override(dev, "conv2d", typed_configs[k])) continue;
         /* STAGE 0 and direct: every combination (the default tier: the covering set, as the other
          * forms; storage_types_im2col still runs all 27) */
         bool every = strstr(typed_configs[k], "STAGE") == NULL && !default_tier();
         bool thinned = th_small_thinned() && strstr(typed_configs[k], "STAGE") != NULL;
-        const bool cpu_form = strstr(typed_configs[k], "STAGE=2") || strstr(typed_configs[k], "STAGE=3");
+        const bool cpu_form = typed_cpu_form(typed_configs[k]);
         size_t taken = 0; /* the combinations this form runs, counted for the parts */
         for (int i = 0; i < 27; ++i) {
             if (th_small_mode() ? !combo_in_small_set(i) : !every && !combo_in_covering_set(i)) continue;
@@ -1055,6 +1077,11 @@ static void storage_types_stage3(void **state) {
     (void)state;
     storage_types_configs(3, 3);
 }
+/* STAGE 5: the weights packed (and widened) by its own kernel. */
+static void storage_types_stage5(void **state) {
+    (void)state;
+    storage_types_configs(5, 5);
+}
 static void storage_types_direct(void **state) {
     (void)state;
     storage_types_configs(4, 4);
@@ -1073,8 +1100,8 @@ static void storage_types_direct(void **state) {
  * implicit path): two calls on two queues, enqueued back to back with different weights (and
  * weight counts) before either finishes, must each compute with their own weights, and a third
  * call on the first queue reuses the copy after both. */
-static void storage_types_staged_weights(void **state) {
-    (void)state;
+static void staged_weights_run(const char *config) {
+    if (config) TH_ASSERT_OK(tsr_config_override(dev, "conv2d", config));
     const tsr_dtype t[2][3] = {{TSR_F16, TSR_F16, TSR_F16}, {TSR_BF16, TSR_BF16, TSR_F32}};
     const conv_case *cases[2] = {&typed_cases[0], &typed_cases[1]};
     cl_int err;
@@ -1098,11 +1125,21 @@ static void storage_types_staged_weights(void **state) {
         for (int i = 0; i < 2; ++i) {
             th_read_typed(dev, t[i][2], d[i].dy, d[i].y, cases[i]->off + d[i].ny);
             double e = tsr_rel_error(d[i].y + cases[i]->off, d[i].ref, d[i].ny), tol = typed_tolerance(cases[i], t[i][2]);
-            if (!(e <= tol)) fail_msg("staged weights, round %d, call %d: relative error %.3e > %.3e", round, i, e, tol);
+            if (!(e <= tol))
+                fail_msg("staged weights [%s], round %d, call %d: relative error %.3e > %.3e", config ? config : "built-in",
+                         round, i, e, tol);
         }
     }
     typed_free(&d[0]), typed_free(&d[1]);
     clReleaseCommandQueue(q2);
+    if (config) TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+}
+
+/* The same with STAGE 5, whose packed weights take the same workspace slot (CPUs only). */
+static void storage_types_staged_weights(void **state) {
+    (void)state;
+    staged_weights_run(NULL);
+    if (cpu_forms_here()) staged_weights_run("ALGO=2 MWI=2 VW=8 STAGE=5 WGM=4 WGN=4");
 }
 
 /* The im2col path's default tier: fp32 and the three combinations whose tensors all differ in
@@ -1137,7 +1174,7 @@ static void storage_types_inf_contained(void **state) {
     conv_case c = {.N = 1, .C = 2, .H = 6, .W = 20, .K = 3, .R = 3, .S = 3, .ph = 2, .pw = 2};
     const tsr_dtype types[][3] = {{TSR_F16, TSR_F16, TSR_F16}, {TSR_BF16, TSR_BF16, TSR_F32}};
     for (size_t k = 0; k < sizeof typed_configs / sizeof typed_configs[0]; ++k) {
-        if ((strstr(typed_configs[k], "STAGE=2") || strstr(typed_configs[k], "STAGE=3")) && !cpu_forms_here()) continue;
+        if (typed_cpu_form(typed_configs[k]) && !cpu_forms_here()) continue;
         if (th_small_mode() && k != 0) continue;
         if (!th_try_override(dev, "conv2d", typed_configs[k])) continue;
         for (size_t ti = 0; ti < 2; ++ti)
@@ -1284,6 +1321,9 @@ int main(void) {
         cmocka_unit_test(workspace),
         cmocka_unit_test(storage_types_classes),
         cmocka_unit_test(huge_sizes_overflow),
+        cmocka_unit_test(cpu_forms_stage5_1of2),
+        cmocka_unit_test(cpu_forms_stage5_2of2),
+        cmocka_unit_test(storage_types_stage5),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

@@ -17,8 +17,8 @@
     X(ALGO, HOST, TSR_CONV_IM2COL, TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT)         \
     X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)  /* output channels per work-item (STAGE 3: output rows) */                      \
     X(VW, DEFINE, 1, 1, 2, 4, 8, 16)  /* pixels per work-item (a vector) */                    \
-    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles */ \
-    X(WGM, DEFINE, 1, 1, 2, 3, 4, 8, 16) /* work-group size along channels; STAGE 2: vectors per item */ \
+    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4, 5) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles, 5: channel vectors */ \
+    X(WGM, DEFINE, 1, 1, 2, 3, 4, 6, 8, 12, 16) /* work-group size along channels; STAGE 2: vectors per item, 5: pixels */ \
     X(WGN, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along pixels */                       \
     X(KWG, DEFINE, 8, 8, 16, 32)      /* reduction steps per staged tile (only with STAGE) */
 
@@ -122,7 +122,7 @@ static void conv_normalize(tsr_config *cfg) {
         cfg->values[P_KWG] = conv_params[P_KWG].default_value;
     /* The row forms have no work-group extent along channels (the padded form, STAGE 2, reads
      * WGM as its pixel vectors per work-item). */
-    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 3)
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && (cfg->values[P_STAGE] == 3 || cfg->values[P_STAGE] == 4))
         cfg->values[P_WGM] = conv_params[P_WGM].default_value;
 }
 
@@ -137,16 +137,19 @@ static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr
         (dev->info.type != TSR_DEVICE_CPU || tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS))
         return false;
     const conv_problem *p = problem;
-    if (v[P_STAGE] >= 3 && p && p->N * p->K > INT_MAX) return false; /* the kernel's plane index is an int */
+    if ((v[P_STAGE] == 3 || v[P_STAGE] == 4) && p && p->N * p->K > INT_MAX)
+        return false; /* the kernel's plane index is an int */
     /* llvmpipe-like CPUs (lanes across work-items) compile big per-item tiles for minutes. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS &&
         v[P_MWI] * v[P_VW] > 16)
         return false;
     /* STAGE 2's WGM is its tile's pixel vectors: MWI WGM vector accumulators (32 vector registers
      * on AVX-512 hold 24 and the loads); elsewhere a work-group extent, never 3. */
-    if (v[P_STAGE] == 2 && v[P_MWI] * v[P_WGM] > 24) return false;
-    if (v[P_STAGE] != 2 && v[P_WGM] == 3) return false;
-    size_t wgm = v[P_STAGE] == 2 ? 1 : (size_t)v[P_WGM], wg = wgm * (size_t)v[P_WGN];
+    /* STAGE 5's WGM is its pixels per work-item: WGM x MWI vector accumulators, as many. */
+    const bool tile_wgm = v[P_STAGE] == 2 || v[P_STAGE] == 5;
+    if (tile_wgm && v[P_MWI] * v[P_WGM] > 24) return false;
+    if (!tile_wgm && (v[P_WGM] == 3 || v[P_WGM] == 6 || v[P_WGM] == 12)) return false;
+    size_t wgm = tile_wgm ? 1 : (size_t)v[P_WGM], wg = wgm * (size_t)v[P_WGN];
     if (wg > dev->info.max_work_group_size || wgm > dev->info.max_work_item_sizes[0] ||
         (size_t)v[P_WGN] > dev->info.max_work_item_sizes[1])
         return false;
@@ -583,17 +586,19 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     c0.values[P_WGM] = conv_params[P_WGM].default_value;
     /* a tile is nv vectors of VW pixels (the program's WGM): the copy's slack rows cover its last
      * tile's loads */
+    const bool kvec = cfg->values[P_STAGE] == 5; /* channel vectors: single pixels read, no slack */
     tsr_config cn = *cfg;
-    cn.values[P_WGM] = padded_vectors(p->P * padded_geometry(p, cfg->values[P_VW]).Wq, cfg->values[P_VW],
-                                      cfg->values[P_WGM]);
+    if (!kvec)
+        cn.values[P_WGM] = padded_vectors(p->P * padded_geometry(p, cfg->values[P_VW]).Wq, cfg->values[P_VW],
+                                          cfg->values[P_WGM]);
     cfg = &cn;
-    padded_copy pc = padded_geometry(p, cfg->values[P_VW] * cfg->values[P_WGM]);
+    padded_copy pc = padded_geometry(p, kvec ? 1 : cfg->values[P_VW] * cfg->values[P_WGM]);
     size_t per = padded_bytes_per_image(p, &pc);
     /* Strided layers whose taps would divide at run time, copies whose index math would leave
      * int, and images whose copy one allocation cannot hold all run the STAGE 0 form, which needs
      * none of it. */
     if ((pc.poly && !kernel_size_compiled(p)) || pc.channel > INT_MAX || p->P * pc.Wq > INT_MAX ||
-        per > dev->info.max_alloc_bytes) {
+        per > dev->info.max_alloc_bytes || (kvec && (per ? 1 : p->N) * p->C * pc.channel > INT_MAX)) {
         /* An automatic choice takes im2col + GEMM there when it can (STAGE 0 is far slower on
          * strided layers); a forced implicit path, or a caller's workspace sized for it, STAGE 0. */
         if (p->algo == TSR_CONV_AUTO && !p->ws && im2col_accepts(dev, p)) {
@@ -612,8 +617,14 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     tsr_kernel *kernel = NULL, *pad = NULL, *held = NULL; /* held: the cached kernel this call has locked */
     cl_event last = NULL;
     bool locked = false, holding = false; /* holding: the workspace is ours, `last` its newest user */
+    cl_mem packed = NULL;
+    cl_event wlast = NULL;
+    bool wholding = false, wlocked = false; /* STAGE 5's packed weights: held, locked */
     TSR_CHECK(status,
-              tsr_program_for(dev, "conv_cpu", options, per ? "conv_implicit;pad_input" : "conv_implicit", &program),
+              tsr_program_for(dev, "conv_cpu", options,
+                              kvec ? (per ? "conv_implicit;pad_input;pack_weights" : "conv_implicit;pack_weights")
+                                   : (per ? "conv_implicit;pad_input" : "conv_implicit"),
+                              &program),
               done);
     TSR_CHECK(status, tsr_program_kernel(dev, program, "conv_implicit", &kernel), done);
     cl_int geo[16], pgeo[16];
@@ -624,29 +635,77 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     pgeo[1] = (cl_int)(pc.phh * pc.phw * pc.Hq), pgeo[2] = (cl_int)pc.Wq;
     pgeo[10] = (cl_int)pc.phw, pgeo[11] = (cl_int)pc.plane, pgeo[15] = (cl_int)pc.max_off;
     size_t span = p->P * pc.Wq, tiles = ceil_div(span, (size_t)v[P_VW] * (size_t)v[P_WGM]);
+    if (kvec) tiles = ceil_div(p->PQ, (size_t)v[P_WGM]); /* one image's pixel tiles (a chunk's: below) */
     /* WGN tiles per work-group at most: fewer when the plane has fewer (small layers keep both
      * cores busy), and fewer while the rows of x's copy a work-group reads (every input channel
      * of its group, every phase) would pass half a core's L2: the work-groups after it (the next
      * output channels over the same tiles) then find them there. ResNet-50's 56x56/2 layer
      * (1.8 MB of copy per image): 16 tiles a group ran at 0.7x of 1 or 2 on a 2-core Skylake. */
     size_t wgn = tiles < (size_t)v[P_WGN] ? tiles : (size_t)v[P_WGN];
-    size_t row_bytes = p->Cg * pc.phh * pc.phw * pc.Wq * sizeof(float), tile = (size_t)v[P_VW] * v[P_WGM];
+    size_t row_bytes = p->Cg * pc.phh * pc.phw * pc.Wq * sizeof(float),
+           tile = kvec ? (size_t)v[P_WGM] : (size_t)v[P_VW] * v[P_WGM];
     size_t extra_rows = (p->R - 1) * p->dh / p->sh + 2;
     while (wgn > 1 && (ceil_div(wgn * tile, pc.Wq) + extra_rows) * row_bytes > ((size_t)512 << 10)) wgn /= 2;
     size_t local[3] = {1, wgn, 1};
-    size_t global[3] = {ceil_div(p->Kg, (size_t)v[P_MWI]), ceil_div(tiles, local[1]) * local[1], 0};
+    size_t kb = (size_t)v[P_MWI] * (kvec ? (size_t)v[P_VW] : 1); /* output channels per work-item */
+    size_t global[3] = {ceil_div(p->Kg, kb), ceil_div(tiles, local[1]) * local[1], 0};
     conv_problem q = *p;
+    if (kvec) {
+        /* STAGE 5: the weights packed (and widened) once per call into tessera's workspace, KB
+         * output channels per tap (pack_weights); every launch below reads the packed copy. */
+        tsr_kernel *pk = NULL;
+        size_t nkb = ceil_div(p->Kg, kb);
+        TSR_CHECK(status, tsr_program_kernel(dev, program, "pack_weights", &pk), done);
+        pthread_mutex_lock(&dev->lock);
+        wlocked = true;
+        if (tsr_workspace_get(dev, TSR_WS_CONV_W, p->G * nkb * kb * p->CRS * sizeof(float), &packed, &wlast) !=
+            TSR_SUCCESS) {
+            /* no room for the packed weights: the STAGE 0 form needs none */
+            tsr_clear_diagnostics();
+            pthread_mutex_unlock(&dev->lock);
+            return launch_kernel(dev, p, &c0, true, queue, event);
+        }
+        wholding = true;
+        size_t wglobal[3] = {nkb * kb, ceil_div(p->CRS, 16), p->G};
+        cl_ulong w_off = p->w_off;
+        tsr_kernel_lock(held = pk);
+        TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 0, sizeof geo, geo), done);
+        TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 1, sizeof p->w, &p->w), done);
+        TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 2, sizeof w_off, &w_off), done);
+        TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 3, sizeof packed, &packed), done);
+        cl_event prior = wlast;
+        wlast = NULL;
+        cl_int err = tsr_enqueue_kernel(queue, pk->kernel, 3, NULL, wglobal, NULL, prior ? 1 : 0, prior ? &prior : NULL,
+                                        &wlast);
+        if (err != CL_SUCCESS) { /* (prior is the workspace's to release, not ours) */
+            status = tsr_fail_cl(err, "tsr_enqueue_kernel(pack_weights)", __FILE__, __LINE__);
+            goto done;
+        }
+        tsr_kernel_unlock(pk);
+        held = NULL;
+        q.w = packed, q.w_off = 0;
+    }
     /* Each cached kernel is locked from its first argument to its enqueue, one at a time (a leaf
      * lock): the arguments of both kernels are set again before each of their launches. */
     if (!per) { /* no padding, no stride, fp32: x is already what the kernel reads */
         global[2] = p->N * p->G;
+        if (kvec) {
+            pgeo[15] = (cl_int)(p->N * p->PQ);
+            local[0] = local[1], local[1] = 1; /* pixel tiles first (see the kernel) */
+            global[1] = global[0];
+            global[0] = ceil_div(ceil_div(p->N * p->PQ, (size_t)v[P_WGM]), local[0]) * local[0];
+            global[2] = p->G; /* the pixels span the images */
+        }
         tsr_kernel_lock(held = kernel);
         TSR_CL_CHECK(status, tsr_set_arg(kernel->kernel, 0, sizeof pgeo, pgeo), done);
         TSR_CL_CHECK(status, tsr_set_arg(kernel->kernel, 1, sizeof p->x, &p->x), done);
         cl_ulong x_off = p->x_off;
         TSR_CL_CHECK(status, tsr_set_arg(kernel->kernel, 2, sizeof x_off, &x_off), done);
-        TSR_CHECK(status, set_common_args(kernel->kernel, p, 3), done);
-        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel->kernel, 3, NULL, global, local, 0, NULL, &last), done);
+        TSR_CHECK(status, set_common_args(kernel->kernel, &q, 3), done);
+        TSR_CL_CHECK(status,
+                     tsr_enqueue_kernel(queue, kernel->kernel, 3, NULL, global, local, wlast ? 1 : 0,
+                                        wlast ? &wlast : NULL, &last),
+                     done);
         goto done;
     }
     TSR_CHECK(status, tsr_program_kernel(dev, program, "pad_input", &pad), done);
@@ -691,12 +750,22 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
         q.y_off = p->y_off + n0 * p->K * p->PQ;
         q.r_off = p->r_off + n0 * p->K * p->PQ; /* the residual has y's shape */
         global[2] = nc * p->G;
+        cl_event waits[2] = {last, wlast}; /* the copy and, for STAGE 5, the packed weights */
+        if (kvec) { /* the chunk's pixel tiles (images crossed), channel blocks, groups */
+            pgeo[15] = (cl_int)(nc * p->PQ);
+            local[0] = wgn, local[1] = 1;
+            global[1] = ceil_div(p->Kg, kb);
+            global[0] = ceil_div(ceil_div(nc * p->PQ, (size_t)v[P_WGM]), local[0]) * local[0];
+            global[2] = p->G;
+        }
         tsr_kernel_lock(held = kernel);
         TSR_CL_CHECK(status, tsr_set_arg(kernel->kernel, 0, sizeof pgeo, pgeo), done);
         TSR_CL_CHECK(status, tsr_set_arg(kernel->kernel, 1, sizeof xp, &xp), done);
         TSR_CL_CHECK(status, tsr_set_arg(kernel->kernel, 2, sizeof zero, &zero), done);
         TSR_CHECK(status, set_common_args(kernel->kernel, &q, 3), done);
-        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel->kernel, 3, NULL, global, local, 1, &last, &done), done);
+        TSR_CL_CHECK(status,
+                     tsr_enqueue_kernel(queue, kernel->kernel, 3, NULL, global, local, wlast ? 2 : 1, waits, &done),
+                     done);
         tsr_kernel_unlock(kernel);
         held = NULL;
         clReleaseEvent(last);
@@ -706,6 +775,12 @@ done:
     if (held) tsr_kernel_unlock(held);
     if (holding) tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, last);
     if (locked) pthread_mutex_unlock(&dev->lock);
+    if (wholding) {
+        if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still read the packed weights */
+        tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, status == TSR_SUCCESS ? last : NULL);
+    }
+    if (wlast) clReleaseEvent(wlast);
+    if (wlocked) pthread_mutex_unlock(&dev->lock);
     if (last) {
         if (event && status == TSR_SUCCESS) *event = last;
         else clReleaseEvent(last);
@@ -726,6 +801,23 @@ static bool im2col_accepts(const tsr_device *dev, const void *problem) {
     return p->ws || col_bytes_per_image(p) <= dev->info.max_alloc_bytes;
 }
 
+/* STAGE 2 on a small plane: its flattened rows (P x the copy's width, in tiles of VW-pixel vectors)
+ * leave at least 1/8 of the lanes on padded columns or past the plane (ResNet-50's 14x14 layers
+ * 12.5%, 7x7 23%), where STAGE 5's channel vectors waste none. It runs STAGE 5's kernel instead
+ * (2 x 16 channels x 8 pixels, 16 tiles a work-group) when the vectors are 16 floats wide (the
+ * tile fills AVX-512's 32 registers) and the call has at least 1024 output pixels (images x P
+ * x Q) to share each packed weight: on the 2-core Zen 5 of session 18 it ran ResNet-50's 14x14
+ * layers at batch 8 1.2x faster, and lost on 7x7 at batch 8 (392 pixels: the per-call packing
+ * and the weights' stream from L2 outweigh the lanes) and on everything at batch 1. */
+static bool channel_vectors_instead(const conv_problem *p, const tsr_config *cfg) {
+    const int *v = cfg->values;
+    if (v[P_ALGO] != TSR_CONV_IMPLICIT || v[P_STAGE] != 2 || v[P_VW] != 16 || p->N * p->PQ < 1024) return false;
+    size_t wq = padded_geometry(p, 16).Wq, span = p->P * wq;
+    int nv = padded_vectors(span, 16, v[P_WGM]);
+    size_t lanes = ceil_div(span, (size_t)16 * nv) * nv * 16;
+    return 8 * (lanes - p->PQ) >= lanes;
+}
+
 /* The implicit kernel: the padded-input CPU form (STAGE 2) has its own launch. 16-bit weights
  * are widened once per call into an fp32 copy in tessera's workspace (tsr_convert's kernel over K Cg
  * R S elements: small beside the convolution except where the weights outweigh the pixels, as
@@ -735,12 +827,19 @@ static bool im2col_accepts(const tsr_device *dev, const void *problem) {
 static tsr_status launch_implicit(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
                                   cl_event *event) {
     const conv_problem *p = problem;
+    tsr_config kv;
+    if (channel_vectors_instead(p, cfg)) {
+        kv = *cfg;
+        kv.values[P_STAGE] = 5, kv.values[P_MWI] = 2, kv.values[P_WGM] = 8, kv.values[P_WGN] = 16;
+        cfg = &kv;
+    }
     conv_problem q = *p;
     tsr_status status = TSR_SUCCESS;
     cl_event last = NULL, prior = NULL;
     cl_mem wide = NULL;
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
-    if (p->types[1] != TSR_F32 &&
+    /* STAGE 5 packs (and widens) the weights itself */
+    if (p->types[1] != TSR_F32 && cfg->values[P_STAGE] != 5 &&
         tsr_workspace_get(dev, TSR_WS_CONV_W, p->K * p->CRS * sizeof(float), &wide, &prior) == TSR_SUCCESS) {
         /* its last user (maybe on another queue) must be done with it before the copy is written */
         if (prior) TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(queue, 1, &prior, NULL), done);
@@ -751,7 +850,7 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
         if (p->types[1] != TSR_F32) tsr_clear_diagnostics(); /* no room for the copy is no error */
         wide = NULL;
     }
-    status = cfg->values[P_STAGE] == 2 ? launch_padded(dev, &q, cfg, queue, &last)
+    status = cfg->values[P_STAGE] == 2 || cfg->values[P_STAGE] == 5 ? launch_padded(dev, &q, cfg, queue, &last)
                                        : launch_kernel(dev, &q, cfg, true, queue, &last);
 done:
     if (wide) {
@@ -1300,9 +1399,9 @@ static const char *conv_tuning_space(const tsr_device *dev) {
      * register tile. CPUs that vectorize across work-items (llvmpipe): small tiles in GPU-like groups. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)
         return "MWI=1,2,4 VW=1,2,4 STAGE=0,1 WGM=4,8,16 WGN=4,8,16 KWG=8,16";
-    /* Other CPUs: the row forms (STAGE 0), the padded form (2) and the depthwise forms (3, 4), with
-     * one work-item or a few per work-group. */
-    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
+    /* Other CPUs: the row forms (STAGE 0), the padded form (2), the depthwise forms (3, 4) and the
+     * channel vectors (5), with one work-item or a few per work-group. */
+    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
     return NULL;
 }
 

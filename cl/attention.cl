@@ -367,6 +367,19 @@ float16 blk_exp2(float16 t) {
     return tsr_scale2_float16(fma(f, q, (float16)(1.0f)), k_shifted);
 }
 
+// BLK_W: float16 columns per micro-kernel step. With AVX-512's 32 vector registers (PoCL's CPU
+// device defines __AVX512F__ there) 2: RW rows x 2 columns of accumulators, so a broadcast feeds
+// two FMAs, a step issues 2 + RW loads per 2 RW FMAs instead of 1 + RW per RW, and 2 RW FMA chains
+// hide the FMA latency (RW = 8: 16 accumulators + 2 loads of 32 registers); 1.05-1.11x on a 2-core
+// Zen 5 at L = 2048 (docs/attention.md). Elsewhere 1 (AVX2: a float16 takes two of its 16
+// registers already). -DBLK_W= forces it.
+#ifndef BLK_W
+#if defined(__AVX512F__) && defined(__x86_64__)
+#define BLK_W 2
+#else
+#define BLK_W 1
+#endif
+#endif
 #define NKC (BC / 16)       // float16 chunks of keys in a block
 #define NDV (HEAD_DIM / 16) // float16 slices of a row of V and O
 __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int H, const float scale,
@@ -411,7 +424,31 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
         const __global KP_T *panel = kpk + ((size_t)bh * (Lkp / BC) + j0 / BC) * HEAD_DIM * BC;
         for (int g = 0; g < BR; ++g) {
             if (j0 >= hi[g]) continue; // no row of this group sees a key of the block (causal)
-            for (int c = 0; c < NKC; ++c) {
+            int c = 0;
+#if BLK_W == 2
+            // two chunks of keys at a time: 2 RW accumulators, each broadcast of Q feeds two FMAs
+            // (the chunk past hi[g], if any, is zeros in the panel and masked below)
+            for (; c + 1 < NKC; c += 2) {
+                if (j0 + c * 16 >= hi[g]) break;
+                float16 a[RW], a2[RW];
+                _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = a2[r] = (float16)(0.0f);
+                const __global KP_T *kc = panel + c * 16 * HEAD_DIM;
+                for (int d = 0; d < HEAD_DIM; ++d) {
+                    const float16 kv = TSR_VLD(KP_TYPE, 16, kc + d * 16);
+                    const float16 kv2 = TSR_VLD(KP_TYPE, 16, kc + (HEAD_DIM + d) * 16);
+                    _Pragma("unroll") for (int r = 0; r < RW; ++r) {
+                        const float16 qb = (float16)(qr[g][r][d]);
+                        a[r] = fma(qb, kv, a[r]);
+                        a2[r] = fma(qb, kv2, a2[r]);
+                    }
+                }
+                _Pragma("unroll") for (int r = 0; r < RW; ++r) {
+                    vstore16(a[r], c, s[g][r]);
+                    vstore16(a2[r], c + 1, s[g][r]);
+                }
+            }
+#endif
+            for (; c < NKC; ++c) {
                 if (j0 + c * 16 >= hi[g]) break; // masked below
                 float16 a[RW];
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = (float16)(0.0f);
@@ -455,7 +492,30 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
             // hold NaN: 0 * NaN would reach O).
             const int keys = min(BC, hi[g] - j0);
             const __global V_T *vr0 = vb + (size_t)j0 * vsl;
-            for (int dv = 0; dv < NDV; ++dv) {
+            int dv = 0;
+#if BLK_W == 2
+            for (; dv + 1 < NDV; dv += 2) { // two slices of D: each broadcast of P feeds two FMAs
+                float16 a[RW], a2[RW];
+                _Pragma("unroll") for (int r = 0; r < RW; ++r) {
+                    a[r] = acc[g][r][dv] * corr[g][r];
+                    a2[r] = acc[g][r][dv + 1] * corr[g][r];
+                }
+                for (int jj = 0; jj < keys; ++jj) {
+                    const float16 vv = TSR_VLD(V_TYPE, 16, vr0 + (size_t)jj * vsl + dv * 16);
+                    const float16 vv2 = TSR_VLD(V_TYPE, 16, vr0 + (size_t)jj * vsl + dv * 16 + 16);
+                    _Pragma("unroll") for (int r = 0; r < RW; ++r) {
+                        const float16 pb = (float16)(s[g][r][jj]);
+                        a[r] = fma(pb, vv, a[r]);
+                        a2[r] = fma(pb, vv2, a2[r]);
+                    }
+                }
+                _Pragma("unroll") for (int r = 0; r < RW; ++r) {
+                    acc[g][r][dv] = a[r];
+                    acc[g][r][dv + 1] = a2[r];
+                }
+            }
+#endif
+            for (; dv < NDV; ++dv) {
                 float16 a[RW];
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = acc[g][r][dv] * corr[g][r];
                 for (int jj = 0; jj < keys; ++jj) {

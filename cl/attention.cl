@@ -370,7 +370,7 @@ float16 blk_exp2(float16 t) {
 // BLK_W: float16 columns per micro-kernel step. With AVX-512's 32 vector registers (PoCL's CPU
 // device defines __AVX512F__ there) 2: RW rows x 2 columns of accumulators, so a broadcast feeds
 // two FMAs, a step issues 2 + RW loads per 2 RW FMAs instead of 1 + RW per RW, and 2 RW FMA chains
-// hide the FMA latency (RW = 8: 16 accumulators + 2 loads of 32 registers); 1.05-1.11x on a 2-core
+// hide the FMA latency (RW = 8: 16 accumulators + 2 loads of 32 registers); 1.08-1.09x on a 2-core
 // Zen 5 at L = 2048 (docs/attention.md). Elsewhere 1 (AVX2: a float16 takes two of its 16
 // registers already). -DBLK_W= forces it.
 #ifndef BLK_W

@@ -42,7 +42,7 @@ def check_report(tessera, out_dir, ndevices, env, cases):
     if len(devices) != ndevices:
         fail(f'{out_dir}/report.json has {len(devices)} devices, not {ndevices}')
     for device in devices if cases else ():
-        ran = sorted({row.get('id') for row in device.get('results', [])})
+        ran = sorted({row.get('case') for row in device.get('results', [])})
         if ran != sorted(cases):
             fail(f'{out_dir}/report.json: a device has rows of {ran}, not of --cases {sorted(cases)}')
     ranks = sorted(glob.glob(os.path.join(out_dir, 'ranks', 'rank-*', 'report.json')))

@@ -3,7 +3,7 @@
 
 usage: fleet_test.py TESSERA MPIRUN|- [--expect-rc 0|nonzero|N] [--expect REGEX]... [--reject REGEX]...
                      [--env NAME=VALUE]... [--timeout S] [--fresh PATH]... [--warm ARGS] [--seed-db SRC DST]
-                     [--report DIR NDEVICES] [--fleet-db FILE KEY-REGEX]... -- MPIRUN-ARGS...
+                     [--report DIR NDEVICES] [--cases ID,...] [--fleet-db FILE KEY-REGEX]... -- MPIRUN-ARGS...
 
 --fresh PATH     removed before the run.
 --warm ARGS      `TESSERA ARGS` (split at spaces) run once before the run, unchecked and untimed: it
@@ -13,6 +13,9 @@ usage: fleet_test.py TESSERA MPIRUN|- [--expect-rc 0|nonzero|N] [--expect REGEX]
 --seed-db        SRC copied to DST before the run (a database the run must merge into, not lose).
 --report DIR N   DIR/report.json holds N devices, and `tessera report --merge DIR/ranks/rank-*/report.json`
                  gives DIR's report.json and report.md byte for byte.
+--cases IDS      with --report: every device of DIR's report has rows of exactly these cases (the
+                 ranks ran `report --cases IDS`). With TSR_TEST_LONG=1 (the long tier) the ranks' own
+                 --cases are dropped: they report the whole suite, and this check is left out.
 --fleet-db F RE  the database F has a device whose key matches RE, with entries; every seeded
                  device is still there; `tessera tune --import F` into a fresh database takes it.
 Every --expect must match stdout+stderr, no --reject may; the exit status must be as given, and the
@@ -33,12 +36,16 @@ def fail(message, output=''):
     sys.exit(1)
 
 
-def check_report(tessera, out_dir, ndevices, env):
+def check_report(tessera, out_dir, ndevices, env, cases):
     with open(os.path.join(out_dir, 'report.json'), 'rb') as f:
         merged = f.read()
     devices = json.loads(merged)['devices']
     if len(devices) != ndevices:
         fail(f'{out_dir}/report.json has {len(devices)} devices, not {ndevices}')
+    for device in devices if cases else ():
+        ran = sorted({row.get('case') for row in device.get('results', [])})
+        if ran != sorted(cases):
+            fail(f'{out_dir}/report.json: a device has rows of {ran}, not of --cases {sorted(cases)}')
     ranks = sorted(glob.glob(os.path.join(out_dir, 'ranks', 'rank-*', 'report.json')))
     check = os.path.join(out_dir, 'merge-check')
     shutil.rmtree(check, ignore_errors=True)
@@ -76,7 +83,7 @@ def check_db(tessera, path, key_res, seeded, env):
 def main(argv):
     tessera, mpirun, args = argv[1], argv[2], argv[3:]
     expect_rc, expects, rejects, env_sets, timeout = '0', [], [], [], 120.0
-    fresh, seed, report, dbs, warm = [], None, None, {}, None
+    fresh, seed, report, dbs, warm, cases = [], None, None, {}, None, None
     while args and args[0] != '--':
         opt = args[0]
         if opt in ('--seed-db', '--report', '--fleet-db'):
@@ -105,6 +112,8 @@ def main(argv):
             fresh.append(value)
         elif opt == '--warm':
             warm = value.split()
+        elif opt == '--cases':
+            cases = value.split(',')
         else:
             sys.exit(f'fleet_test.py: unknown option {opt}')
     env = dict(os.environ)
@@ -129,6 +138,14 @@ def main(argv):
     if warm:
         print('+ (warm-up) ' + ' '.join([tessera] + warm), flush=True)
         subprocess.run([tessera] + warm, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout)
+    if os.environ.get('TSR_TEST_LONG') == '1':
+        kept = []
+        for a in args:
+            if kept and kept[-1] == '--cases':
+                kept.pop()
+            else:
+                kept.append(a)
+        args, cases = kept, None
     # MPIRUN "-": the command alone, without mpirun (a singleton: a fleet of one)
     cmd = args[1:] if mpirun == '-' else [mpirun, '--oversubscribe', '--bind-to', 'none'] + exports + args[1:]
     print('+', ' '.join(cmd), flush=True)
@@ -148,7 +165,7 @@ def main(argv):
             fail(f'unexpected match for {pattern!r}', out)
     print(out)
     if report:
-        check_report(tessera, report[0], report[1], env)
+        check_report(tessera, report[0], report[1], env, cases)
     for path, key_res in dbs.items():
         check_db(tessera, path, key_res, seeded, env)
     print(f'ok: exit status {rc}')

@@ -404,6 +404,17 @@ static void bench_conv2d_peak_report(void **state) {
     TH_ASSERT_CONTAINS(out, "--tune-budget");
     assert_int_equal(run_cli(NULL, "report --merge", out, sizeof out), 2);
     TH_ASSERT_CONTAINS(out, "report.json files");
+    /* --cases: a case the suite lacks is refused with the suite's ids; an empty id; with --merge.
+     * (The fleet tests run reports of two cases and check that each device has exactly those.) */
+    assert_int_equal(run_cli(NULL, "report --cases gelu-16M,nope", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "'nope' is no case of the suite");
+    TH_ASSERT_CONTAINS(out, "gemm-square");
+    TH_ASSERT_CONTAINS(out, "layernorm-bert");
+    assert_int_equal(run_cli(NULL, "report --cases gelu-16M,", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "an empty case id");
+    assert_int_equal(run_cli(NULL, "report --cases ,", out, sizeof out), 2);
+    assert_int_equal(run_cli(NULL, "report --merge a.json --cases gelu-16M", out, sizeof out), 2);
+    TH_ASSERT_CONTAINS(out, "--cases does not apply");
     snprintf(path, sizeof path, "%s/bad.json", dir);
     th_write_file(path, "{\"format\": \"nope\"}", strlen("{\"format\": \"nope\"}"));
     snprintf(args, sizeof args, "report --merge %s --out %s/merged", path, dir);

@@ -3,9 +3,40 @@
 #include "report.h"
 
 #include <cjson/cJSON.h>
+#include <string.h>
 #ifdef TSR_HAVE_MPI
 #include "fleet.h"
 #endif
+
+/* --cases ID,ID...: the standard suite's cases with those ids, in the suite's order (so that reports
+ * with the same cases list them alike); an id the suite does not have is refused with the list. */
+static int pick_cases(const char *list, report_case *picked, size_t *npicked) {
+    size_t n = 0;
+    const report_case *suite = report_standard_suite(&n);
+    bool want[64] = {false};
+    if (n > sizeof want / sizeof want[0]) n = sizeof want / sizeof want[0];
+    const char *p = list;
+    bool any = false;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0) return cli_misuse("report", "--cases: an empty case id in '%s'", list);
+        size_t i = 0;
+        while (i < n && !(strlen(suite[i].id) == len && strncmp(suite[i].id, p, len) == 0)) ++i;
+        if (i == n) {
+            char ids[1024] = "";
+            for (size_t j = 0; j < n; ++j)
+                snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%s", j ? ", " : "", suite[j].id);
+            return cli_misuse("report", "--cases: '%.*s' is no case of the suite (%s)", (int)(len > 64 ? 64 : len), p, ids);
+        }
+        want[i] = any = true;
+        if (!p[len]) break;
+        p += len + 1;
+    }
+    *npicked = 0;
+    for (size_t i = 0; i < n && any; ++i)
+        if (want[i]) picked[(*npicked)++] = suite[i];
+    return 0;
+}
 
 static int run_report(int argc, char **argv) {
     static const struct option options[] = {CLI_OPTION_DEVICE,
@@ -20,6 +51,7 @@ static int run_report(int argc, char **argv) {
                                             {"merge", no_argument, NULL, 'm'},
                                             {"pytorch", required_argument, NULL, 'P'},
                                             {"mpi", no_argument, NULL, 'M'},
+                                            {"cases", required_argument, NULL, 'c'},
                                             CLI_OPTION_HELP,
                                             {0}};
     report_options ro = {.out_dir = "tessera-report", .budget_s = 0.5, .peak = {.budget_s = 0.25}, .tune_budget_s = 120,
@@ -28,8 +60,9 @@ static int run_report(int argc, char **argv) {
     size_t nsel = 0;
     bool merge = false, mpi = false;
     const char *pytorch_file = NULL;
+    static report_case picked[64];
     int c, rc = 0;
-    while ((c = cli_next_option(&cli_report, argc, argv, "d:o:b:p:s:t:nqB:mP:Mh", options, &rc)) != -1) {
+    while ((c = cli_next_option(&cli_report, argc, argv, "d:o:b:p:s:t:nqB:mP:Mc:h", options, &rc)) != -1) {
         switch (c) {
         case CLI_STOP: return rc;
         case 'd':
@@ -60,8 +93,13 @@ static int run_report(int argc, char **argv) {
         case 'm': merge = true; break;
         case 'P': pytorch_file = optarg; break;
         case 'M': mpi = true; break;
+        case 'c':
+            if ((rc = pick_cases(optarg, picked, &ro.nsuite))) return rc;
+            ro.suite = picked;
+            break;
         }
     }
+    if (merge && ro.suite) return cli_misuse("report", "--merge runs nothing: --cases does not apply");
     if (mpi) {
         if (merge) return cli_misuse("report", "--mpi and --merge are separate commands: give one");
         if (optind < argc) return cli_usage(stderr);
@@ -117,7 +155,7 @@ const cli_command cli_report = {
     .name = "report",
     .summary = "  report [--device SEL]... [--out DIR] [--budget SECONDS] [--peak-budget SECONDS]\n"
                "         [--peak-size MIB] [--tune-budget SECONDS] [--device-budget SECONDS] [--quick]\n"
-               "         [--no-peers] [--pytorch FILE]\n"
+               "         [--no-peers] [--cases ID,...] [--pytorch FILE]\n"
                "                                       peaks, a budgeted tune where nothing is tuned, and\n"
                "                                       the op suite on every device (or each --device):\n"
                "                                       DIR/report.json, report.md, roofline and bar charts;\n"
@@ -133,6 +171,7 @@ const cli_command cli_report = {
                "--tune-budget 120 (per device; 0: no tuning), --device-budget 900 (per device: no case\n"
                "starts after that many seconds on it; 0: no limit). --quick runs every case at a mid-size\n"
                "shape, the same on every device, and the reduced peak set: for slow implementations.\n"
+               "--cases ID,...: only those cases of the suite (gemm-square, gelu-16M, ...; a wrong id lists them).\n"
                "--pytorch FILE: the JSON of bench/pytorch_peer.py (tessera and PyTorch side by side), checked\n"
                "and shown as report.md's \"Against PyTorch\" section (also with --merge).\n"
                "--mpi (under mpirun, or alone as a fleet of one; builds with Open MPI only): every rank reports\n"

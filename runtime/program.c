@@ -743,7 +743,8 @@ static void store_in_cache(tsr_device *dev, const char *key_text, cl_program pro
     if (st != TSR_SUCCESS) tsr_warn("could not store %s in the binary cache: %s", path, tsr_last_error());
     free(names);
     free(bin);
-    tsr_clear_error(); /* a cache write failure is a warning only */
+    /* a cache write failure is a warning only (and a store at close keeps a caller's last error) */
+    if (st != TSR_SUCCESS) tsr_clear_error();
 }
 
 /* Takes key_text and kernels (NULL for a build from source); origin is copied. */

@@ -601,7 +601,10 @@ static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr
         job->search.options = &op_opt[job->op_index];
         /* a class's duels may cost what an even share of the budget would be, whatever its share */
         job->search.duel_budget_s = budget / njobs;
-        st = class_begin(&run, job, share + job->setup_s, after); /* (its setup counts in its time) */
+        /* (its setup counts in its time; a class with no share gets no time past its setup, or a
+         * second setup faster than the first would leave time for a candidate: on llvmpipe one
+         * GEMM `large` candidate took 205 s of a 60 s budget that way) */
+        st = class_begin(&run, job, share > 0 ? share + job->setup_s : 0, after);
         if (st != TSR_SUCCESS) break;
         search_phase(&job->search, &job->start, strategies[op_opt[job->op_index].strategy].run, true);
         class_end(&run, job);

@@ -168,7 +168,9 @@ TSR_API tsr_status tsr_device_wrap(cl_context context, cl_device_id device_id,
                            cl_command_queue queue, tsr_device **device);
 
 /* Finish the device's queue and release everything tessera holds for it; NULL is a no-op. With
- * GEMM plans (tsr_matmul_plan) alive, the release waits for the last of them to be destroyed. */
+ * GEMM plans (tsr_matmul_plan) alive, the release waits for the last of them to be destroyed.
+ * The release writes the programs built from source on the device to the disk binary cache (not
+ * their first call: on PoCL, fetching a program's binary compiles its kernels once more). */
 TSR_API void tsr_device_close(tsr_device *device);
 
 /* The device's description and its OpenCL handles (owned by the tsr_device; NULL for a NULL

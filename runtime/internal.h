@@ -783,8 +783,10 @@ void tsr_op_normalize(const tsr_op *op, tsr_config *config);
 bool tsr_op_is_normal(const tsr_op *op, const tsr_config *config);
 /* The configurations every tuning search of a class measures first: one per implementation
  * (tsr_op_implementation_default) when the op has several, none otherwise, so the choice
- * between implementations never depends on a search walking there. Returns how many of at most
- * `max` it wrote. */
+ * between implementations never depends on a search walking there. An implementation without a
+ * row for the class takes its first legal row for another class on this device before the
+ * declared defaults (the plainest kernel, far too slow on a large class's problem). Returns how
+ * many of at most `max` it wrote. */
 int tsr_op_seeds(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *seeds, int max);
 /* After a launch with `config` ended in `status`: when that is TSR_ERR_BUILD (the driver could not
  * compile this kernel variant, e.g. a compiler bug) and a different configuration that is legal

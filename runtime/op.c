@@ -288,16 +288,22 @@ bool tsr_op_is_normal(const tsr_op *op, const tsr_config *config) {
     return memcmp(&normal, config, sizeof normal) == 0;
 }
 
-void tsr_op_implementation_default(const tsr_op *op, const tsr_implementation *impl, const tsr_device *device,
-                                   const char *problem_class, tsr_config *config) {
+/* The first row of the defaults that matches (device, class) and selects `impl`, into *config. */
+static bool implementation_row(const tsr_op *op, const tsr_implementation *impl, const tsr_device *device,
+                               const char *problem_class, tsr_config *config) {
     int sel = implementation_index(op);
-    bool found = false;
-    for (int r = 0; r < op->ndefaults && !found; ++r)
+    for (int r = 0; r < op->ndefaults; ++r)
         if (default_matches(&op->defaults[r], device, problem_class)) {
             parse_default(op, &op->defaults[r], config);
-            found = sel < 0 || config->values[sel] == impl->value;
+            if (sel < 0 || config->values[sel] == impl->value) return true;
         }
-    if (!found) {
+    return false;
+}
+
+void tsr_op_implementation_default(const tsr_op *op, const tsr_implementation *impl, const tsr_device *device,
+                                   const char *problem_class, tsr_config *config) {
+    if (!implementation_row(op, impl, device, problem_class, config)) {
+        int sel = implementation_index(op);
         tsr_config_declared(op, config);
         if (sel >= 0) config->values[sel] = impl->value;
     }
@@ -307,8 +313,26 @@ void tsr_op_implementation_default(const tsr_op *op, const tsr_implementation *i
 int tsr_op_seeds(const tsr_op *op, const tsr_device *device, const char *problem_class, tsr_config *seeds, int max) {
     if (op->nimplementations < 2) return 0;
     int n = 0;
-    for (int i = 0; i < op->nimplementations && n < max; ++i)
-        tsr_op_implementation_default(op, &op->implementations[i], device, problem_class, &seeds[n++]);
+    for (int i = 0; i < op->nimplementations && n < max; ++i) {
+        const tsr_implementation *impl = &op->implementations[i];
+        tsr_config *seed = &seeds[n++];
+        if (implementation_row(op, impl, device, problem_class, seed)) {
+            tsr_op_normalize(op, seed);
+            continue;
+        }
+        /* No row for this class: the implementation's row for another class on this device, not
+         * the declared defaults. Those are the plainest kernel, which on a large class's problem
+         * can run for minutes (GEMM's smallm kernel at MWI=1 VW=1 on 2048^3: 0.15 GFLOP/s, its
+         * first run and one timed run ~200 s of a 64-evaluation tune on a Zen 4 EPYC). */
+        bool found = false;
+        for (int r = 0; r < op->ndefaults && !found; ++r) {
+            const tsr_default *d = &op->defaults[r];
+            if (!d->problem_class || !implementation_row(op, impl, device, d->problem_class, seed)) continue;
+            tsr_op_normalize(op, seed);
+            found = op->config_ok(device, NULL, seed);
+        }
+        if (!found) tsr_op_implementation_default(op, impl, device, problem_class, seed);
+    }
     return n;
 }
 

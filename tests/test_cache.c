@@ -882,11 +882,11 @@ static void wrong_kernels_entry_is_replaced(void **state) {
     salt_options(salt, options, sizeof options);
     tsr_device *dev = th_open_device();
     TH_ASSERT_OK(build_and_run(dev, salt));
+    tsr_device_close(dev); /* entries are written when the device closes */
     char fill_entry[1024], other_entry[1024], other_dir[600];
     int entries, temps;
     count_files(cache_dir, &entries, &temps, fill_entry, sizeof fill_entry);
     assert_int_equal(entries, 1);
-    tsr_device_close(dev);
     /* The same options, another source, in a directory of its own. */
     th_tempdir(other_dir, sizeof other_dir);
     setenv("TSR_CACHE_DIR", other_dir, 1);

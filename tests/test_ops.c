@@ -197,6 +197,22 @@ static void implementations_normalize_and_seed(void **state) {
     assert_int_equal(tsr_op_seeds(conv, &fake_devices[0], "3x3", seeds, 3), 3);
     tsr_config_format(conv, &seeds[1], text, sizeof text); /* CPUs: the padded implicit form's tile for 3x3 */
     assert_string_equal(text, "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8");
+    /* An implementation without a row for the class starts from its row for another class on this
+     * device, not from the declared defaults (the plainest kernel): GEMM's smallm kernel on a CPU's
+     * large class takes the small-m row's tile. */
+    const tsr_op *gemm = tsr_find_op("gemm");
+    assert_non_null(gemm);
+    tsr_config gemm_seeds[8];
+    int n = tsr_op_seeds(gemm, &fake_devices[0], "large", gemm_seeds, 8);
+    bool found = false;
+    for (int i = 0; i < n; ++i) {
+        tsr_config_format(gemm, &gemm_seeds[i], text, sizeof text);
+        if (strstr(text, "KERNEL=2")) {
+            found = true;
+            TH_ASSERT_CONTAINS(text, "MWI=4 VW=8 NVW=2 KU=4");
+        }
+    }
+    assert_true(found);
 }
 
 /* ---- a parameter is declared in one place ---- */

@@ -1373,12 +1373,24 @@ static void compiling_ahead_keeps_the_search(void **state) {
  * packs widen), and a launch outside the tune uses the one program as always. */
 static void gemm_candidates_with_shared_packs_are_right(void **state) {
     (void)state;
-    tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 2, .classes = "medium,medium-f16",
-                          .seed = 9, .dry_run = true, .space = "PACKA=1 PACKB=1 KERNEL=0"};
+    char dir[512], log[600];
+    th_tempdir(dir, sizeof dir);
+    snprintf(log, sizeof log, "%s/log.jsonl", dir);
+    /* 3 evaluations: the default, the entry in use, then a seed would come (none here) */
+    tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 3, .classes = "medium,medium-f16",
+                          .seed = 9, .dry_run = true, .space = "PACKA=1 PACKB=1 KERNEL=0", .log_path = log};
     tsr_tune_result r[2];
     size_t n = 0;
     TH_ASSERT_OK(tsr_tune(dev, "gemm", &o, r, 2, &n));
     assert_int_equal(n, 2);
+    /* A space narrowed to the tiled kernel measures no seed of the others (gpu, smallm). */
+    char *text = NULL;
+    size_t length = 0;
+    TH_ASSERT_OK(tsr_read_file(log, &text, &length));
+    assert_null(strstr(text, "KERNEL=1"));
+    assert_null(strstr(text, "KERNEL=2"));
+    free(text);
+    th_remove_tree(dir);
     for (size_t i = 0; i < n; ++i) {
         assert_int_equal(r[i].wrong_results, 0);
         assert_int_equal(r[i].build_failures + r[i].launch_failures, 0);

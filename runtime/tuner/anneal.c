@@ -58,7 +58,7 @@ void tsr_strategy_anneal(tsr_search *search) {
     tsr_config config = search->start;
     double cur_score = search->start_score;
     if (!tsr_space_point(space, &search->start, &st.cur)) {
-        if (!tsr_search_propose(search, &config)) return;
+        if (!tsr_search_budget_left(search) || !tsr_search_propose(search, &config)) return;
         tsr_space_point(space, &config, &st.cur);
         cur_score = tsr_search_evaluate(search, &config);
     }

@@ -217,6 +217,21 @@ typedef struct class_start {
     start_list list;
 } class_start;
 
+/* Is a seed's implementation one the search space holds? The op's space for a device leaves out
+ * the implementations that do not pay there (GEMM's gpu kernel on PoCL's CPUs: 5 GFLOP/s against
+ * 80-120 at 2048^3, ~10 s of a tune), and a space the caller narrowed by the selector asks for
+ * those implementations alone: a seed of another is no start for this search. */
+static bool seed_wanted(const tsr_search *search, const tsr_config *seed) {
+    const tsr_op *op = search->op;
+    if (!op->config_ok(search->device, NULL, seed)) return false;
+    if (!search->space || !op->implementation_param) return true;
+    int sel = tsr_param_index(op, op->implementation_param);
+    if (sel < 0) return true;
+    for (int i = 0; i < search->space->nvalues[sel]; ++i)
+        if (search->space->values[sel][i] == seed->values[sel]) return true;
+    return false;
+}
+
 /* With `op_seeds` false (tune all's first pass) the known entries are measured whatever the time
  * (the evaluation budget still counts): what the device runs today is what a tune must not lose to. */
 static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_db, const char *hash, bool op_seeds) {
@@ -235,7 +250,7 @@ static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_
     if (cs->def_ok) cs->list.configs[cs->list.n++] = cs->def;
     for (int i = 0; i < cs->nknown; ++i) cs->list.configs[cs->list.n++] = cs->known[i].config;
     for (int i = 0; op_seeds && i < cs->nseeds; ++i)
-        if (op->config_ok(search->device, NULL, &cs->seeds[i])) cs->list.configs[cs->list.n++] = cs->seeds[i];
+        if (seed_wanted(search, &cs->seeds[i])) cs->list.configs[cs->list.n++] = cs->seeds[i];
     search->predict = start_predict;
     search->predict_ctx = &cs->list;
     cs->def_score = 0;
@@ -255,7 +270,7 @@ static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_
     if (op_seeds) {
         search->seed = "op seed";
         for (int i = 0; i < cs->nseeds && tsr_search_budget_left(search); ++i)
-            if (op->config_ok(search->device, NULL, &cs->seeds[i])) try_start(search, &cs->seeds[i]);
+            if (seed_wanted(search, &cs->seeds[i])) try_start(search, &cs->seeds[i]);
     }
     search->seed = NULL;
     search->predict = NULL;
@@ -265,11 +280,10 @@ static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_
 /* The op's seeds (unless the start phase took them), the strategy and the duel: leaves the
  * search ranked. */
 static void search_phase(tsr_search *search, class_start *cs, tsr_strategy_fn strategy, bool op_seeds) {
-    const tsr_op *op = search->op;
     if (op_seeds) {
         cs->list.n = 0;
         for (int i = 0; i < cs->nseeds; ++i)
-            if (op->config_ok(search->device, NULL, &cs->seeds[i]) && !tsr_search_seen(search, &cs->seeds[i]))
+            if (seed_wanted(search, &cs->seeds[i]) && !tsr_search_seen(search, &cs->seeds[i]))
                 cs->list.configs[cs->list.n++] = cs->seeds[i];
         search->predict = start_predict;
         search->predict_ctx = &cs->list;
@@ -587,7 +601,10 @@ static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr
         job->search.options = &op_opt[job->op_index];
         /* a class's duels may cost what an even share of the budget would be, whatever its share */
         job->search.duel_budget_s = budget / njobs;
-        st = class_begin(&run, job, share + job->setup_s, after); /* (its setup counts in its time) */
+        /* (its setup counts in its time; a class with no share gets no time past its setup, or a
+         * second setup faster than the first would leave time for a candidate: on llvmpipe one
+         * GEMM `large` candidate took 205 s of a 60 s budget that way) */
+        st = class_begin(&run, job, share > 0 ? share + job->setup_s : 0, after);
         if (st != TSR_SUCCESS) break;
         search_phase(&job->search, &job->start, strategies[op_opt[job->op_index].strategy].run, true);
         class_end(&run, job);

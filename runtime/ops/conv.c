@@ -29,7 +29,7 @@ static const tsr_param_def conv_params[] = {CONV_PARAMS(TSR_PARAM_DEF)};
 static const char *const conv_more_sources[] = {"conv_cpu", NULL};
 /* The fp32 classes; each has its 16-bit twins ("3x3-f16", TSR_CLASSES_PER_TYPE: by x, w and y's
  * types), which take their fp32 class's configuration until tuned themselves. */
-static const char *const conv_classes[] = {"3x3", "1x1", "strided", "depthwise", "other", "1x1-strided", NULL};
+static const char *const conv_classes[] = {"3x3", "1x1", "strided", "depthwise", "other", "1x1-strided", "1x1-small", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -67,7 +67,12 @@ static int conv_base_index(const conv_problem *p) {
     /* 1x1: a GEMM on x itself; strided, a GEMM on a subsample of x, a class of its own: the
      * implicit STAGE=0 form a stride-1 1x1 layer tunes to ran ResNet-50's downsample layers at
      * batch 8 at 0.19-0.40x PyTorch on a Zen 5 EPYC, im2col at 0.92-1.01x (docs/conv.md). */
-    if (p->R == 1 && p->S == 1) return p->sh > 1 || p->sw > 1 ? 5 : 1;
+    if (p->R == 1 && p->S == 1 && (p->sh > 1 || p->sw > 1)) return 5;
+    /* Stride-1 1x1 layers with few output pixels in the call (ResNet-50's 14x14 and 7x7 layers at
+     * batch 1, its 7x7 ones at batch 8): a class of their own, tuned on 1x1024x14x14 k256. On a
+     * Zen 5 EPYC im2col (the GEMM on x itself) ran them 1.1-1.4x faster than the implicit STAGE=0
+     * form the 28x28 layers tune to, which wins at 784 pixels and more (docs/conv.md). */
+    if (p->R == 1 && p->S == 1) return p->N * p->PQ <= 512 ? 6 : 1;
     if (p->sh > 1 || p->sw > 1) return 2;
     if (p->R == 3 && p->S == 3) return 0;
     return 4;
@@ -1211,10 +1216,12 @@ typedef struct conv_fixture {
 } conv_fixture;
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
- * layer, a 5x5 for the rest, ResNet-50's second downsample layer), in the order of conv_classes. */
+ * layer, a 5x5 for the rest, ResNet-50's second downsample layer and a 14x14 1x1 layer), in the order of
+ * conv_classes. */
 static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias", "1x512x28x28 k128 1x1 +bias",
                                                 "1x128x56x56 k128 3x3 p1 s2 +bias", "1x256x28x28 k256 3x3 p1 g256 +bias",
-                                                "1x64x28x28 k64 5x5 p2 +bias", "1x256x56x56 k512 1x1 s2 +bias"};
+                                                "1x64x28x28 k64 5x5 p2 +bias", "1x256x56x56 k512 1x1 s2 +bias",
+                                                "1x1024x14x14 k256 1x1 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},

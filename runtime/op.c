@@ -323,7 +323,7 @@ int tsr_op_seeds(const tsr_op *op, const tsr_device *device, const char *problem
         /* No row for this class: the implementation's row for another class on this device, not
          * the declared defaults. Those are the plainest kernel, which on a large class's problem
          * can run for minutes (GEMM's smallm kernel at MWI=1 VW=1 on 2048^3: 0.15 GFLOP/s, its
-         * first run and one timed run ~200 s of a 64-evaluation tune on a Zen 4 EPYC). */
+         * first run and one timed run ~200 s of a 64-evaluation tune on a Zen 5 EPYC). */
         bool found = false;
         for (int r = 0; r < op->ndefaults && !found; ++r) {
             const tsr_default *d = &op->defaults[r];

@@ -347,7 +347,7 @@ void tsr_cache_release(tsr_device *dev) {
      * launch: fetching a binary from PoCL compiles every kernel of the program once more (a
      * work-group function for any size, which its launches never run), which at build time
      * doubled a first call's compile (256^3 SGEMM, cold caches: 5.4 s CPU against 2.6 s with
-     * the cache off, Zen 4 EPYC). */
+     * the cache off, Zen 5 EPYC). */
     for (tsr_program_entry *e = dev->programs; e; e = e->next)
         if (e->store_pending && !e->retired && dev->persistent) store_in_cache(dev, e->key_text, e->program);
     tsr_program_entry *e = dev->programs;

@@ -206,10 +206,13 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 // are read once per call, from DRAM when a model's weights outgrow the last-level cache, and
 // the hardware prefetchers alone left the K loop waiting on them (clang's __builtin_prefetch,
 // a hint that never faults: past the end of B it fetches nothing useful and costs one issue).
+// Only where the kernel is compiled for x86-64 itself (PoCL's CPU devices): compilers that go
+// through SPIR-V reject the intrinsic (rusticl's translator ends the process on it, Oclgrind
+// cannot create the kernel), and a GPU's would gain nothing from it.
 #ifndef SM_PF_BYTES
 #define SM_PF_BYTES 8192
 #endif
-#if SM_PF_BYTES > 0 && defined(__has_builtin)
+#if SM_PF_BYTES > 0 && defined(__has_builtin) && defined(__x86_64__)
 #if __has_builtin(__builtin_prefetch)
 #define SM_PREFETCH_B(C_)                                                                          \
     _Pragma("unroll") for (int c = 0; c < C_; ++c)                                                 \
@@ -300,7 +303,7 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #ifndef SM_PF_ROWS
 #define SM_PF_ROWS 32
 #endif
-#if SM_PF_ROWS > 0 && defined(__has_builtin)
+#if SM_PF_ROWS > 0 && defined(__has_builtin) && defined(__x86_64__)
 #if __has_builtin(__builtin_prefetch)
 #define SM_PREFETCH_ROW(k)                                                                         \
     _Pragma("unroll") for (int l = 0; l < (NWI * (int)sizeof(B_ELT) + 63) / 64; ++l)               \

@@ -36,14 +36,6 @@ static const layer layers[] = {
 #define NLAYERS (sizeof layers / sizeof *layers)
 #define MAXCFG 16
 
-static int selected(const char *list, const char *name) {
-    if (!list || !strcmp(list, "all")) return 1;
-    size_t n = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
-    return 0;
-}
-
 int main(int argc, char **argv) {
     const char *selector = NULL, *list = NULL;
     const char *cfg[MAXCFG];
@@ -83,7 +75,7 @@ int main(int argc, char **argv) {
     }
     for (size_t l = 0; l < NLAYERS; ++l) {
         const layer *L = &layers[l];
-        if (!selected(list, L->name)) continue;
+        if (!util_in_list(list, L->name)) continue;
         size_t p = L->h / L->stride, pq = p * p;
         size_t nx = batch * L->c * L->h * L->h, nw = L->k * L->c, ny = batch * L->k * pq;
         if (gemm) nx = batch * pq * L->c;

@@ -32,14 +32,6 @@ static const layer layers[] = {
 #define NLAYERS (sizeof layers / sizeof *layers)
 #define MAXVAR 8
 
-static int selected(const char *list, const char *name) {
-    if (!list || !strcmp(list, "all")) return 1;
-    size_t n = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return 1;
-    return 0;
-}
-
 typedef struct variant {
     char label[64], dir[512], config[256];
     tsr_device *dev;
@@ -101,7 +93,7 @@ int main(int argc, char **argv) {
     unsetenv("TSR_KERNEL_DIR");
     for (size_t l = 0; l < NLAYERS; ++l) {
         const layer *L = &layers[l];
-        if (!selected(list, L->name)) continue;
+        if (!util_in_list(list, L->name)) continue;
         size_t p = L->h / L->stride, pq = p * p;
         size_t nx = batch * L->c * L->h * L->h, nw = L->k * L->c * 9, ny = batch * L->k * pq;
         const tsr_conv2d_desc cd = {.batch = batch, .in_channels = L->c, .in_height = L->h, .in_width = L->h,

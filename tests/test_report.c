@@ -1272,6 +1272,22 @@ static void charts_survive_any_numbers(void **state) {
     alarm(0);
 }
 
+/* util_in_list (the benches' --layers): whole comma-separated items only. */
+static void list_items_match_whole(void **state) {
+    (void)state;
+    assert_true(util_in_list(NULL, "l1.3x3"));
+    assert_true(util_in_list("all", "l1.3x3"));
+    assert_true(util_in_list("l1.3x3", "l1.3x3"));
+    assert_true(util_in_list("l2.3x3s2,l1.3x3", "l1.3x3"));
+    assert_true(util_in_list("l1.3x3,l2.3x3", "l2.3x3"));
+    assert_false(util_in_list("l2.3x3s2", "l2.3x3"));   /* a prefix of an item */
+    assert_false(util_in_list("xl2.3x3", "l2.3x3"));    /* a suffix of an item */
+    assert_false(util_in_list("l2.3x3s2,l1", "l2.3x3"));
+    assert_false(util_in_list("", "l1.3x3"));
+    assert_false(util_in_list("l1.3x3", ""));
+    assert_false(util_in_list("a,,b", ""));
+}
+
 int main(void) {
     if (two_platforms()) {
         const struct CMUnitTest only[] = {cmocka_unit_test(failing_device)};
@@ -1299,6 +1315,7 @@ int main(void) {
         cmocka_unit_test(report_many_rows),
         cmocka_unit_test(foreign_numbers_are_refused),
         cmocka_unit_test(charts_survive_any_numbers),
+        cmocka_unit_test(list_items_match_whole),
     };
     return TH_RUN(tests);
 }

@@ -126,3 +126,12 @@ int util_next_option(int argc, char **argv, const char *short_options, const str
     }
     return c;
 }
+
+bool util_in_list(const char *list, const char *name) {
+    if (!list || strcmp(list, "all") == 0) return true;
+    size_t n = strlen(name);
+    if (!n) return false;
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return true;
+    return false;
+}

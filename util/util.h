@@ -55,6 +55,9 @@ tsr_status util_parse_seconds(const char *text, const char *option, bool allow_z
 /* Reads a run of digits at *p (advancing it) into *out: false without digits, on overflow or above max. */
 bool util_scan_uint(const char **p, uint64_t max, uint64_t *out);
 
+/* Whether `name` is one of the comma-separated items of `list` (NULL or "all": every name). */
+bool util_in_list(const char *list, const char *name);
+
 /* "1024,2048" or "1M,16M" (K and M are powers of two), counts from 1 to max; `what` names them
  * in the error message. */
 tsr_status util_parse_counts(const char *text, const char *what, uint64_t max, size_t **out, size_t *count);

@@ -645,15 +645,17 @@ static void plan_and_tune(void **state) {
     (void)state;
     conv_case c3 = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 3, .S = 3, .ph = 1, .pw = 1};
     conv_case dw = {.N = 1, .C = 32, .H = 28, .W = 28, .K = 32, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 32};
-    conv_case pw = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 1, .S = 1};
+    conv_case pw = {.N = 1, .C = 128, .H = 28, .W = 28, .K = 64, .R = 1, .S = 1}; /* fewer outputs than inputs */
+    conv_case ex = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 1, .S = 1};  /* as many or more: 1x1-expand */
     conv_case st = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
     conv_case ot = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 5, .S = 5, .ph = 2, .pw = 2};
     conv_case ds = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2};
     conv_case sm = {.N = 2, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 392 pixels */
-    conv_case sm8 = {.N = 8, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1}; /* 1568: the 1x1 class */
+    conv_case sm8 = {.N = 8, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 1568, but 196 an image */
+    conv_case md8 = {.N = 8, .C = 128, .H = 17, .W = 17, .K = 64, .R = 1, .S = 1}; /* 289 an image: 1x1 */
     const struct { const conv_case *c; const char *cls; } expect[] = {
-        {&c3, "3x3"}, {&dw, "depthwise"}, {&pw, "1x1"}, {&st, "strided"}, {&ot, "other"}, {&ds, "1x1-strided"},
-        {&sm, "1x1-small"}, {&sm8, "1x1"}};
+        {&c3, "3x3"},         {&dw, "depthwise"}, {&pw, "1x1"},       {&ex, "1x1-expand"}, {&st, "strided"},
+        {&ot, "other"},       {&ds, "1x1-strided"}, {&sm, "1x1-small"}, {&sm8, "1x1-small"}, {&md8, "1x1"}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; ++i) {
         tsr_conv2d_desc desc = case_desc(expect[i].c, TSR_CONV_AUTO);
         tsr_conv_algo algo = TSR_CONV_AUTO;

@@ -29,7 +29,8 @@ static const tsr_param_def conv_params[] = {CONV_PARAMS(TSR_PARAM_DEF)};
 static const char *const conv_more_sources[] = {"conv_cpu", NULL};
 /* The fp32 classes; each has its 16-bit twins ("3x3-f16", TSR_CLASSES_PER_TYPE: by x, w and y's
  * types), which take their fp32 class's configuration until tuned themselves. */
-static const char *const conv_classes[] = {"3x3", "1x1", "strided", "depthwise", "other", "1x1-strided", "1x1-small", NULL};
+static const char *const conv_classes[] = {"3x3",   "1x1",         "strided",   "depthwise", "other",
+                                           "1x1-strided", "1x1-small", "1x1-expand", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -68,11 +69,15 @@ static int conv_base_index(const conv_problem *p) {
      * implicit STAGE=0 form a stride-1 1x1 layer tunes to ran ResNet-50's downsample layers at
      * batch 8 at 0.19-0.40x PyTorch on a Zen 5 EPYC, im2col at 0.92-1.01x (docs/conv.md). */
     if (p->R == 1 && p->S == 1 && (p->sh > 1 || p->sw > 1)) return 5;
-    /* Stride-1 1x1 layers with few output pixels in the call (ResNet-50's 14x14 and 7x7 layers at
-     * batch 1, its 7x7 ones at batch 8): a class of their own, tuned on 1x1024x14x14 k256. On a
-     * Zen 5 EPYC im2col (the GEMM on x itself) ran them 1.1-1.4x faster than the implicit STAGE=0
-     * form the 28x28 layers tune to, which wins at 784 pixels and more (docs/conv.md). */
-    if (p->R == 1 && p->S == 1) return p->N * p->PQ <= 512 ? 6 : 1;
+    /* Stride-1 1x1 layers on small planes (at most 256 output pixels an image) or with few output
+     * pixels in the call (at most 512): ResNet-50's 14x14 and 7x7 layers at any batch, a class of
+     * their own tuned on 1x1024x14x14 k256. On a Zen 5 EPYC im2col (the GEMM on x itself, across
+     * the images' pixels for a batch) ran them 1.1-1.4x faster than the implicit STAGE=0 form at
+     * batch 1 and 1.15-1.4x at batch 8. Larger planes: the layers with at least as many output as
+     * input channels (1x1-expand, tuned on 1x128x28x28 k512: im2col 1.1-1.6x faster than
+     * STAGE=0 at batch 1 and 8) apart from the reducing ones (1x1, tuned on 1x512x28x28 k128,
+     * where STAGE=0 won or tied at 56x56 and 28x28); docs/conv.md. */
+    if (p->R == 1 && p->S == 1) return p->PQ <= 256 || p->N * p->PQ <= 512 ? 6 : p->Kg >= p->Cg ? 7 : 1;
     if (p->sh > 1 || p->sw > 1) return 2;
     if (p->R == 3 && p->S == 3) return 0;
     return 4;
@@ -1216,12 +1221,12 @@ typedef struct conv_fixture {
 } conv_fixture;
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
- * layer, a 5x5 for the rest, ResNet-50's second downsample layer and a 14x14 1x1 layer), in the order of
- * conv_classes. */
+ * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 14x14 1x1 layer and a 28x28
+ * expanding one), in the order of conv_classes. */
 static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias", "1x512x28x28 k128 1x1 +bias",
                                                 "1x128x56x56 k128 3x3 p1 s2 +bias", "1x256x28x28 k256 3x3 p1 g256 +bias",
                                                 "1x64x28x28 k64 5x5 p2 +bias", "1x256x56x56 k512 1x1 s2 +bias",
-                                                "1x1024x14x14 k256 1x1 +bias"};
+                                                "1x1024x14x14 k256 1x1 +bias", "1x128x28x28 k512 1x1 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},

@@ -821,10 +821,14 @@ static bool im2col_accepts(const tsr_device *dev, const void *problem) {
  * tile fills AVX-512's 32 registers) and the call has at least 1024 output pixels (images x P
  * x Q) to share each packed weight: on the 2-core Zen 5 of session 18 it ran ResNet-50's 14x14
  * layers at batch 8 1.2x faster, and lost on 7x7 at batch 8 (392 pixels: the per-call packing
- * and the weights' stream from L2 outweigh the lanes) and on everything at batch 1. */
+ * and the weights' stream from L2 outweigh the lanes) and on everything at batch 1. Not on strided
+ * layers: their polyphase copy is four times the output plane, and STAGE 5's single-pixel reads
+ * over every channel's phase planes ran ResNet-50's 28x28/2 layer at batch 8 at 0.69x STAGE 2
+ * (17.8 against 12.3 ms of CPU time, load 8; session 19). */
 static bool channel_vectors_instead(const conv_problem *p, const tsr_config *cfg) {
     const int *v = cfg->values;
     if (v[P_ALGO] != TSR_CONV_IMPLICIT || v[P_STAGE] != 2 || v[P_VW] != 16 || p->N * p->PQ < 1024) return false;
+    if (p->sh > 1 || p->sw > 1) return false;
     size_t wq = padded_geometry(p, 16).Wq, span = p->P * wq;
     int nv = padded_vectors(span, 16, v[P_WGM]);
     size_t lanes = ceil_div(span, (size_t)16 * nv) * nv * 16;

@@ -30,7 +30,7 @@ static const char *const conv_more_sources[] = {"conv_cpu", NULL};
 /* The fp32 classes; each has its 16-bit twins ("3x3-f16", TSR_CLASSES_PER_TYPE: by x, w and y's
  * types), which take their fp32 class's configuration until tuned themselves. */
 static const char *const conv_classes[] = {"3x3",   "1x1",         "strided",   "depthwise", "other",
-                                           "1x1-strided", "1x1-small", "1x1-expand", NULL};
+                                           "1x1-strided", "1x1-small", "1x1-expand", "stem",     NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -78,6 +78,11 @@ static int conv_base_index(const conv_problem *p) {
      * STAGE=0 at batch 1 and 8) apart from the reducing ones (1x1, tuned on 1x512x28x28 k128,
      * where STAGE=0 won or tied at 56x56 and 28x28); docs/conv.md. */
     if (p->R == 1 && p->S == 1) return p->PQ <= 256 || p->N * p->PQ <= 512 ? 6 : p->Kg >= p->Cg ? 7 : 1;
+    /* Strided layers on at most 4 input channels a group (a network's first layer on an RGB or
+     * grey image: ResNet-50's conv1, 7x7/2 on 3 channels), tuned on that layer: the 3x3/2
+     * layers' tuned tile (4 channels x 3 vectors, one tile a work-group on the Zen 5) ran it at
+     * 0.86x the AVX-512 default's 8 x 3, 16 tiles a group (session 19, docs/conv.md). */
+    if ((p->sh > 1 || p->sw > 1) && p->Cg <= 4) return 8;
     if (p->sh > 1 || p->sw > 1) return 2;
     if (p->R == 3 && p->S == 3) return 0;
     return 4;
@@ -111,11 +116,13 @@ static const tsr_default conv_defaults[] = {
      * depending on the load: not settled; a quiet tune (its space holds WGM 1-4) decides. */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "stem", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     /* Strided layers (conv1's 7x7/2, 3x3/2): the padded form's polyphase copy, eight channels a
      * tile (32 vector registers on AVX-512; conv1's 64 channels in whole tiles). Kernel sizes it
      * does not compile in take im2col + GEMM. 1x1 layers (any stride): im2col + GEMM below. */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "strided", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "stem", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=1"},
     /* Never a CPU default (the row above matches first): the implicit path's shape there when
      * a call forces it or a search seeds it. */
@@ -1231,12 +1238,13 @@ typedef struct conv_fixture {
 } conv_fixture;
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
- * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 14x14 1x1 layer and a 28x28
- * expanding one), in the order of conv_classes. */
+ * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 14x14 1x1 layer, a 28x28
+ * expanding one and conv1), in the order of conv_classes. */
 static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias", "1x512x28x28 k128 1x1 +bias",
                                                 "1x128x56x56 k128 3x3 p1 s2 +bias", "1x256x28x28 k256 3x3 p1 g256 +bias",
                                                 "1x64x28x28 k64 5x5 p2 +bias", "1x256x56x56 k512 1x1 s2 +bias",
-                                                "1x1024x14x14 k256 1x1 +bias", "1x128x28x28 k512 1x1 +bias"};
+                                                "1x1024x14x14 k256 1x1 +bias", "1x128x28x28 k512 1x1 +bias",
+                                                "1x3x224x224 k64 7x7 p3 s2 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},

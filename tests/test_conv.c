@@ -605,6 +605,50 @@ static void cpu_forms(void **state) {
     for (int stage = 2; stage <= 5; ++stage) cpu_forms_stage(stage, 0, 1);
 }
 
+/* The Winograd F(2x2, 3x3) form (STAGE 6: input transform, a batch of 16 GEMMs, output transform
+ * with the epilogue) against the double reference, TOLERANCE (1e-5 relative, the fp32 bound of
+ * every path) on every output: planes whose height and width are odd (the last tile row and column
+ * half outside y), smaller than a tile, one row or column; padding 0, 1, 2 and unequal along the
+ * axes; channel counts that are no multiple of a vector; batches; offsets with guard zones; bias
+ * and each activation. Layers it does not compute (other kernel sizes, strides, dilation, groups)
+ * run the implicit path's built-in form and must be as exact. A ResNet-50 56x56 layer at batch 3
+ * (images in chunks: several GEMM batches), sampled. */
+static void cpu_forms_winograd(void **state) {
+    (void)state;
+    if (!cpu_forms_here()) {
+        printf("# the Winograd form is CPU-only: passed over\n");
+        return;
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", "ALGO=2 STAGE=6"));
+    const conv_case cases[] = {
+        {.N = 2, .C = 5, .H = 11, .W = 27, .K = 10, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1},
+        {.N = 3, .C = 9, .H = 7, .W = 7, .K = 13, .R = 3, .S = 3, .ph = 1, .pw = 1, .act = 2, .off = 3},
+        {.N = 1, .C = 4, .H = 14, .W = 14, .K = 7, .R = 3, .S = 3, .bias = true},                 /* unpadded */
+        {.N = 1, .C = 17, .H = 13, .W = 9, .K = 33, .R = 3, .S = 3, .ph = 2, .pw = 0, .bias = true, .act = 3},
+        {.N = 2, .C = 3, .H = 1, .W = 6, .K = 2, .R = 3, .S = 3, .ph = 1, .pw = 1, .act = 1, .off = 1}, /* one row */
+        {.N = 1, .C = 6, .H = 9, .W = 1, .K = 5, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true},     /* one column */
+        {.N = 4, .C = 31, .H = 5, .W = 6, .K = 47, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1, .off = 5},
+        {.N = 1, .C = 3, .H = 3, .W = 3, .K = 4, .R = 3, .S = 3},                               /* one output */
+        /* not Winograd's: the built-in implicit form runs */
+        {.N = 1, .C = 6, .H = 13, .W = 40, .K = 7, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .act = 3},
+        {.N = 2, .C = 8, .H = 10, .W = 10, .K = 12, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 4, .bias = true},
+        {.N = 1, .C = 5, .H = 13, .W = 29, .K = 5, .R = 3, .S = 3, .ph = 2, .pw = 2, .dh = 2, .dw = 2, .act = 2},
+        {.N = 2, .C = 6, .H = 9, .W = 13, .K = 5, .R = 1, .S = 1, .act = 1},
+        {.N = 1, .C = 3, .H = 19, .W = 23, .K = 6, .R = 5, .S = 5, .ph = 2, .pw = 2, .bias = true},
+    };
+    for (size_t j = 0; j < sizeof cases / sizeof cases[0]; ++j) {
+        if (small_mode() && j % 3) continue;
+        expect_accurate(&cases[j], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    }
+    expect_inf_contained("ALGO=2 STAGE=6");
+    if (!small_mode()) {
+        conv_case big = {.N = 3, .C = 64, .H = 56, .W = 56, .K = 64, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true,
+                         .act = 1, .off = 2};
+        expect_accurate_sampled(&big, (tsr_conv_algo[]){TSR_CONV_AUTO}, 1, 3000);
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+}
+
 #ifdef TSR_HAVE_CLBLAST
 /* CLBlast's convgemm computes the same layers (no groups, no bias or activation). */
 static void matches_clblast(void **state) {
@@ -1328,6 +1372,7 @@ int main(void) {
         cmocka_unit_test(cpu_forms_stage5_1of2),
         cmocka_unit_test(cpu_forms_stage5_2of2),
         cmocka_unit_test(storage_types_stage5),
+        cmocka_unit_test(cpu_forms_winograd),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

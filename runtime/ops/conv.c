@@ -17,7 +17,7 @@
     X(ALGO, HOST, TSR_CONV_IM2COL, TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT)         \
     X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)  /* output channels per work-item (STAGE 3: output rows) */                      \
     X(VW, DEFINE, 1, 1, 2, 4, 8, 16)  /* pixels per work-item (a vector) */                    \
-    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4, 5) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles, 5: channel vectors */ \
+    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4, 5, 6) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles, 5: channel vectors, 6: Winograd F(2x2, 3x3) */ \
     X(WGM, DEFINE, 1, 1, 2, 3, 4, 6, 8, 12, 16) /* work-group size along channels; STAGE 2: vectors per item, 5: pixels */ \
     X(WGN, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along pixels */                       \
     X(KWG, DEFINE, 8, 8, 16, 32)      /* reduction steps per staged tile (only with STAGE) */
@@ -25,8 +25,9 @@
 enum { CONV_PARAMS(TSR_PARAM_INDEX) CONV_NPARAMS };
 static const tsr_param_def conv_params[] = {CONV_PARAMS(TSR_PARAM_DEF)};
 
-/* The CPU forms (padded implicit, depthwise) are built from conv_cpu.cl. */
-static const char *const conv_more_sources[] = {"conv_cpu", NULL};
+/* The CPU forms (padded implicit, depthwise) are built from conv_cpu.cl, the Winograd form (STAGE 6)
+ * from conv_winograd.cl. */
+static const char *const conv_more_sources[] = {"conv_cpu", "conv_winograd", NULL};
 /* The fp32 classes; each has its 16-bit twins ("3x3-f16", TSR_CLASSES_PER_TYPE: by x, w and y's
  * types), which take their fp32 class's configuration until tuned themselves. */
 static const char *const conv_classes[] = {"3x3", "1x1", "strided", "depthwise", "other", "1x1-strided", "1x1-small", NULL};
@@ -132,6 +133,10 @@ static void conv_normalize(tsr_config *cfg) {
      * WGM as its pixel vectors per work-item). */
     if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && (cfg->values[P_STAGE] == 3 || cfg->values[P_STAGE] == 4))
         cfg->values[P_WGM] = conv_params[P_WGM].default_value;
+    /* The Winograd form's tile is fixed (its GEMMs take GEMM's own configuration). */
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] == 6)
+        for (int i = 0; i < CONV_NPARAMS; ++i)
+            if (i != P_ALGO && i != P_STAGE) cfg->values[i] = conv_params[i].default_value;
 }
 
 static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
@@ -201,7 +206,8 @@ static void conv_build_options(const tsr_config *cfg, int program_variant, char 
 }
 
 static const char *conv_program_source(const tsr_config *cfg) {
-    return cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 2 ? "conv_cpu" : "conv";
+    if (cfg->values[P_ALGO] != TSR_CONV_IMPLICIT || cfg->values[P_STAGE] < 2) return "conv";
+    return cfg->values[P_STAGE] == 6 ? "conv_winograd" : "conv_cpu";
 }
 
 /* ---- validation ---- */
@@ -826,6 +832,158 @@ static bool channel_vectors_instead(const conv_problem *p, const tsr_config *cfg
     return 8 * (lanes - p->PQ) >= lanes;
 }
 
+/* ---- the Winograd form (STAGE 6, cl/conv_winograd.cl) ---- */
+
+/* Layers F(2x2, 3x3) computes: 3x3 kernels, stride 1, no dilation, one group. */
+static bool winograd_fits(const conv_problem *p) {
+    return p->R == 3 && p->S == 3 && p->sh == 1 && p->sw == 1 && p->dh == 1 && p->dw == 1 && p->G == 1;
+}
+
+/* Tiles (2x2 output blocks) of one image. */
+static size_t winograd_tiles(const conv_problem *p) { return ceil_div(p->P, 2) * ceil_div(p->Q, 2); }
+
+/* Bytes of the transformed input V and the GEMMs' products M of one image (16 fp32 per tile and
+ * channel each). On CPUs a chunk of images keeps both within a last-level cache's worth, as
+ * im2col's columns (workspace_cap), at least one image. */
+static size_t winograd_bytes_per_image(const conv_problem *p) { return 16 * winograd_tiles(p) * (p->C + p->K) * sizeof(float); }
+
+static tsr_status launch_implicit(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
+                                  cl_event *event);
+
+/* The transforms around one batched GEMM per chunk of images: wino_weights once per call (U, in
+ * tessera's TSR_WS_CONV_W slot; nothing cached, so a caller may change w between calls), then per
+ * chunk wino_input (V, in TSR_WS_CONV_COL), tsr_matmul_pipeline's batch of 16 GEMMs (M, in
+ * TSR_WS_CONV_M; GEMM's own configuration for the shape T x K x C), and wino_output with the
+ * epilogue. In column-major terms each GEMM xi computes M[xi] (T x K, ld T) = V[xi] (T x C, ld T)
+ * times U[xi]^T (C x K, ld C), as the im2col path's. Layers it does not fit, and images whose V and
+ * M one allocation cannot hold, run the implicit path's built-in form for the class. */
+static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
+                                  cl_command_queue queue, cl_event *event) {
+    size_t per = winograd_bytes_per_image(p), tiles1 = winograd_tiles(p);
+    size_t cap = workspace_cap(dev) > per ? workspace_cap(dev) : per;
+    size_t chunk = cap / per < p->N ? cap / per : p->N;
+    size_t big = 16 * tiles1 * chunk * (p->C > p->K ? p->C : p->K) * sizeof(float);
+    if (!winograd_fits(p) || big > dev->info.max_alloc_bytes || 16 * p->K * p->C * sizeof(float) > dev->info.max_alloc_bytes ||
+        tiles1 * chunk > INT_MAX) {
+        tsr_config c = {.values = {[P_ALGO] = TSR_CONV_IMPLICIT}};
+        tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &c), dev, conv_base_class(p), &c);
+        if (c.values[P_STAGE] == 6 || !conv_config_ok(dev, p, &c))
+            tsr_config_parse(&tsr_op_conv, implicit_fallback, "conv2d's fallback", &c);
+        return launch_implicit(dev, p, &c, queue, event);
+    }
+    tsr_status status = TSR_SUCCESS;
+    char options[256];
+    program_options(p, cfg, false, options, sizeof options);
+    cl_program program;
+    tsr_kernel *kw = NULL, *kin = NULL, *kout = NULL, *held = NULL;
+    cl_event last = NULL;
+    bool locked = false, holding = false;
+    cl_mem u = NULL, vb = NULL, mb = NULL;
+    cl_event pu = NULL, pv = NULL, pm = NULL;
+    TSR_CHECK(status, tsr_program_for(dev, "conv_winograd", options, "wino_weights;wino_input;wino_output", &program),
+              done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_weights", &kw), done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_input", &kin), done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_output", &kout), done);
+    pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
+    locked = true;
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_W, 16 * p->K * p->C * sizeof(float), &u, &pu), done);
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_COL, 16 * tiles1 * chunk * p->C * sizeof(float), &vb, &pv),
+              done);
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_M, 16 * tiles1 * chunk * p->K * sizeof(float), &mb, &pm),
+              done);
+    holding = true;
+    /* The slots' last users (maybe on other queues) must be done before anything here writes them. */
+    cl_event priors[3];
+    cl_uint np = 0;
+    if (pu) priors[np++] = pu;
+    if (pv) priors[np++] = pv;
+    if (pm) priors[np++] = pm;
+    TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(queue, np, np ? priors : NULL, &last), done);
+    cl_int geo[16];
+    geometry_plain(p, geo);
+    {
+        cl_ulong w_off = p->w_off;
+        size_t global[3] = {p->C, p->K, 1};
+        cl_event done_w = NULL;
+        tsr_kernel_lock(held = kw);
+        TSR_CL_CHECK(status, tsr_set_arg(kw->kernel, 0, sizeof geo, geo), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kw->kernel, 1, sizeof p->w, &p->w), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kw->kernel, 2, sizeof w_off, &w_off), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kw->kernel, 3, sizeof u, &u), done);
+        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kw->kernel, 3, NULL, global, NULL, 1, &last, &done_w), done);
+        tsr_kernel_unlock(kw);
+        held = NULL;
+        clReleaseEvent(last);
+        last = done_w;
+    }
+    const size_t TP = ceil_div(p->P, 2);
+    for (size_t n0 = 0; n0 < p->N; n0 += chunk) {
+        size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk, T = tiles1 * nc;
+        cl_int tiles = (cl_int)T;
+        cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
+        cl_event vin = NULL, gemm = NULL, out = NULL;
+        size_t gin[3] = {TP, p->C, nc};
+        tsr_kernel_lock(held = kin);
+        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 0, sizeof geo, geo), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 1, sizeof p->x, &p->x), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 2, sizeof x_off, &x_off), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 3, sizeof vb, &vb), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 4, sizeof tiles, &tiles), done);
+        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kin->kernel, 3, NULL, gin, NULL, 1, &last, &vin), done);
+        tsr_kernel_unlock(kin);
+        held = NULL;
+        clReleaseEvent(last);
+        last = vin;
+        const tsr_matmul_desc desc = {.layout = TSR_COL_MAJOR,
+                                      .trans_a = TSR_NO_TRANS,
+                                      .trans_b = TSR_NO_TRANS,
+                                      .m = T,
+                                      .n = p->K,
+                                      .k = p->C,
+                                      .batch = 16,
+                                      .alpha = 1.0f,
+                                      .beta = 0.0f,
+                                      .a = {TSR_F32, 0, T, T * p->C},
+                                      .b = {TSR_F32, 0, p->C, p->K * p->C},
+                                      .c = {TSR_F32, 0, T, T * p->K}};
+        const tsr_matmul_extras extras = {.class_by_shape = true, .input_ready = last};
+        status = tsr_matmul_pipeline(dev, &desc, &extras, vb, u, mb, queue, &gemm);
+        if (status != TSR_SUCCESS) goto done;
+        clReleaseEvent(last);
+        last = gemm;
+        conv_problem q = *p;
+        q.y_off = p->y_off + n0 * p->K * p->PQ;
+        q.r_off = p->r_off + n0 * p->K * p->PQ; /* the residual has y's shape */
+        size_t gout[3] = {TP, p->K, nc};
+        tsr_kernel_lock(held = kout);
+        TSR_CL_CHECK(status, tsr_set_arg(kout->kernel, 0, sizeof geo, geo), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kout->kernel, 1, sizeof mb, &mb), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kout->kernel, 2, sizeof tiles, &tiles), done);
+        TSR_CHECK(status, set_common_args(kout->kernel, &q, 3), done);
+        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kout->kernel, 3, NULL, gout, NULL, 1, &last, &out), done);
+        tsr_kernel_unlock(kout);
+        held = NULL;
+        clReleaseEvent(last);
+        last = out;
+    }
+done:
+    if (held) tsr_kernel_unlock(held);
+    if (holding) {
+        if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still use the workspace */
+        cl_event use = status == TSR_SUCCESS ? last : NULL;
+        tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, use);
+        tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, use);
+        tsr_workspace_set_last_use(dev, TSR_WS_CONV_M, use);
+    }
+    if (locked) pthread_mutex_unlock(&dev->lock);
+    if (last) {
+        if (event && status == TSR_SUCCESS) *event = last;
+        else clReleaseEvent(last);
+    }
+    return status;
+}
+
 /* The implicit kernel: the padded-input CPU form (STAGE 2) has its own launch. 16-bit weights
  * are widened once per call into an fp32 copy in tessera's workspace (tsr_convert's kernel over K Cg
  * R S elements: small beside the convolution except where the weights outweigh the pixels, as
@@ -846,6 +1004,11 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
     cl_event last = NULL, prior = NULL;
     cl_mem wide = NULL;
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
+    /* The Winograd form transforms the weights in their own type; it has its own launch. */
+    if (cfg->values[P_STAGE] == 6) {
+        pthread_mutex_unlock(&dev->lock);
+        return launch_winograd(dev, p, cfg, queue, event);
+    }
     /* STAGE 5 packs (and widens) the weights itself */
     if (p->types[1] != TSR_F32 && cfg->values[P_STAGE] != 5 &&
         tsr_workspace_get(dev, TSR_WS_CONV_W, p->K * p->CRS * sizeof(float), &wide, &prior) == TSR_SUCCESS) {
@@ -1411,7 +1574,7 @@ static const char *conv_tuning_space(const tsr_device *dev) {
         return "MWI=1,2,4 VW=1,2,4 STAGE=0,1 WGM=4,8,16 WGN=4,8,16 KWG=8,16";
     /* Other CPUs: the row forms (STAGE 0), the padded form (2), the depthwise forms (3, 4) and the
      * channel vectors (5), with one work-item or a few per work-group. */
-    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
+    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5,6 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
     return NULL;
 }
 

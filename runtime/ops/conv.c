@@ -17,7 +17,7 @@
     X(ALGO, HOST, TSR_CONV_IM2COL, TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT)         \
     X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)  /* output channels per work-item (STAGE 3: output rows) */                      \
     X(VW, DEFINE, 1, 1, 2, 4, 8, 16)  /* pixels per work-item (a vector) */                    \
-    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4, 5, 6) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles, 5: channel vectors, 6: Winograd F(2x2, 3x3) */ \
+    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4, 5, 6, 7) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles, 5: channel vectors, 6, 7: Winograd F(2x2, 3x3), F(4x4, 3x3) */ \
     X(WGM, DEFINE, 1, 1, 2, 3, 4, 6, 8, 12, 16) /* work-group size along channels; STAGE 2: vectors per item, 5: pixels */ \
     X(WGN, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along pixels */                       \
     X(KWG, DEFINE, 8, 8, 16, 32)      /* reduction steps per staged tile (only with STAGE) */
@@ -134,7 +134,7 @@ static void conv_normalize(tsr_config *cfg) {
     if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && (cfg->values[P_STAGE] == 3 || cfg->values[P_STAGE] == 4))
         cfg->values[P_WGM] = conv_params[P_WGM].default_value;
     /* The Winograd form's tile is fixed (its GEMMs take GEMM's own configuration). */
-    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] == 6)
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && (cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7))
         for (int i = 0; i < CONV_NPARAMS; ++i)
             if (i != P_ALGO && i != P_STAGE) cfg->values[i] = conv_params[i].default_value;
 }
@@ -207,7 +207,7 @@ static void conv_build_options(const tsr_config *cfg, int program_variant, char 
 
 static const char *conv_program_source(const tsr_config *cfg) {
     if (cfg->values[P_ALGO] != TSR_CONV_IMPLICIT || cfg->values[P_STAGE] < 2) return "conv";
-    return cfg->values[P_STAGE] == 6 ? "conv_winograd" : "conv_cpu";
+    return cfg->values[P_STAGE] >= 6 ? "conv_winograd" : "conv_cpu";
 }
 
 /* ---- validation ---- */
@@ -834,18 +834,23 @@ static bool channel_vectors_instead(const conv_problem *p, const tsr_config *cfg
 
 /* ---- the Winograd form (STAGE 6, cl/conv_winograd.cl) ---- */
 
+/* Channels per work-group of the input and output transforms. */
+#define WINO_CH 8
+
 /* Layers F(2x2, 3x3) computes: 3x3 kernels, stride 1, no dilation, one group. */
 static bool winograd_fits(const conv_problem *p) {
     return p->R == 3 && p->S == 3 && p->sh == 1 && p->sw == 1 && p->dh == 1 && p->dw == 1 && p->G == 1;
 }
 
-/* Tiles (2x2 output blocks) of one image. */
-static size_t winograd_tiles(const conv_problem *p) { return ceil_div(p->P, 2) * ceil_div(p->Q, 2); }
+/* Tiles (wm x wm output blocks: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3)) of one image. */
+static size_t winograd_tiles(const conv_problem *p, size_t wm) { return ceil_div(p->P, wm) * ceil_div(p->Q, wm); }
 
-/* Bytes of the transformed input V and the GEMMs' products M of one image (16 fp32 per tile and
- * channel each). On CPUs a chunk of images keeps both within a last-level cache's worth, as
- * im2col's columns (workspace_cap), at least one image. */
-static size_t winograd_bytes_per_image(const conv_problem *p) { return 16 * winograd_tiles(p) * (p->C + p->K) * sizeof(float); }
+/* Bytes of the transformed input V and the GEMMs' products M of one image ((wm + 2)^2 fp32 per
+ * tile and channel each). On CPUs a chunk of images keeps both within a last-level cache's worth,
+ * as im2col's columns (workspace_cap), at least one image. */
+static size_t winograd_bytes_per_image(const conv_problem *p, size_t wm) {
+    return (wm + 2) * (wm + 2) * winograd_tiles(p, wm) * (p->C + p->K) * sizeof(float);
+}
 
 static tsr_status launch_implicit(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
                                   cl_event *event);
@@ -853,17 +858,17 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
 /* The transforms around one batched GEMM per chunk of images: wino_weights once per call (U, in
  * tessera's TSR_WS_CONV_W slot; nothing cached, so a caller may change w between calls), then per
  * chunk wino_input (V, in TSR_WS_CONV_COL), tsr_matmul_pipeline's batch of 16 GEMMs (M, in
- * TSR_WS_CONV_M; GEMM's own configuration for the shape T x K x C), and wino_output with the
- * epilogue. In column-major terms each GEMM xi computes M[xi] (T x K, ld T) = V[xi] (T x C, ld T)
- * times U[xi]^T (C x K, ld C), as the im2col path's. Layers it does not fit, and images whose V and
+ * TSR_WS_CONV_M; GEMM's own configuration for the shape), and wino_output with the epilogue.
+ * Row-major, each GEMM xi computes M[xi] (K x T) = U[xi] (K x C) times V[xi] (C x T). Layers it does not fit, and images whose V and
  * M one allocation cannot hold, run the implicit path's built-in form for the class. */
 static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
                                   cl_command_queue queue, cl_event *event) {
-    size_t per = winograd_bytes_per_image(p), tiles1 = winograd_tiles(p);
+    const size_t wm = cfg->values[P_STAGE] == 7 ? 4 : 2, nxi = (wm + 2) * (wm + 2); /* tile, products per tile */
+    size_t per = winograd_bytes_per_image(p, wm), tiles1 = winograd_tiles(p, wm);
     size_t cap = workspace_cap(dev) > per ? workspace_cap(dev) : per;
     size_t chunk = cap / per < p->N ? cap / per : p->N;
-    size_t big = 16 * tiles1 * chunk * (p->C > p->K ? p->C : p->K) * sizeof(float);
-    if (!winograd_fits(p) || big > dev->info.max_alloc_bytes || 16 * p->K * p->C * sizeof(float) > dev->info.max_alloc_bytes ||
+    size_t big = nxi * tiles1 * chunk * (p->C > p->K ? p->C : p->K) * sizeof(float);
+    if (!winograd_fits(p) || big > dev->info.max_alloc_bytes || nxi * p->K * p->C * sizeof(float) > dev->info.max_alloc_bytes ||
         tiles1 * chunk > INT_MAX) {
         tsr_config c = {.values = {[P_ALGO] = TSR_CONV_IMPLICIT}};
         tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &c), dev, conv_base_class(p), &c);
@@ -887,10 +892,10 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
     TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_output", &kout), done);
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
     locked = true;
-    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_W, 16 * p->K * p->C * sizeof(float), &u, &pu), done);
-    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_COL, 16 * tiles1 * chunk * p->C * sizeof(float), &vb, &pv),
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_W, nxi * p->K * p->C * sizeof(float), &u, &pu), done);
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_COL, nxi * tiles1 * chunk * p->C * sizeof(float), &vb, &pv),
               done);
-    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_M, 16 * tiles1 * chunk * p->K * sizeof(float), &mb, &pm),
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_M, nxi * tiles1 * chunk * p->K * sizeof(float), &mb, &pm),
               done);
     holding = true;
     /* The slots' last users (maybe on other queues) must be done before anything here writes them. */
@@ -917,51 +922,53 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
         clReleaseEvent(last);
         last = done_w;
     }
-    const size_t TP = ceil_div(p->P, 2);
+    const size_t TP = ceil_div(p->P, wm);
     for (size_t n0 = 0; n0 < p->N; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk, T = tiles1 * nc;
         cl_int tiles = (cl_int)T;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
         cl_event vin = NULL, gemm = NULL, out = NULL;
-        size_t gin[3] = {TP, p->C, nc};
+        /* WINO_CH channels of a tile row per work-group (dimension 0 holds one item, so PoCL does not
+         * vectorize across work-items: the kernels carry their own vectors) */
+        size_t gin[3] = {TP, ceil_div(p->C, WINO_CH) * WINO_CH, nc}, lin[3] = {1, WINO_CH, 1};
         tsr_kernel_lock(held = kin);
         TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 0, sizeof geo, geo), done);
         TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 1, sizeof p->x, &p->x), done);
         TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 2, sizeof x_off, &x_off), done);
         TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 3, sizeof vb, &vb), done);
         TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 4, sizeof tiles, &tiles), done);
-        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kin->kernel, 3, NULL, gin, NULL, 1, &last, &vin), done);
+        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kin->kernel, 3, NULL, gin, lin, 1, &last, &vin), done);
         tsr_kernel_unlock(kin);
         held = NULL;
         clReleaseEvent(last);
         last = vin;
-        const tsr_matmul_desc desc = {.layout = TSR_COL_MAJOR,
+        const tsr_matmul_desc desc = {.layout = TSR_ROW_MAJOR,
                                       .trans_a = TSR_NO_TRANS,
                                       .trans_b = TSR_NO_TRANS,
-                                      .m = T,
-                                      .n = p->K,
+                                      .m = p->K,
+                                      .n = T,
                                       .k = p->C,
-                                      .batch = 16,
+                                      .batch = nxi,
                                       .alpha = 1.0f,
                                       .beta = 0.0f,
-                                      .a = {TSR_F32, 0, T, T * p->C},
-                                      .b = {TSR_F32, 0, p->C, p->K * p->C},
+                                      .a = {TSR_F32, 0, p->C, p->K * p->C},
+                                      .b = {TSR_F32, 0, T, T * p->C},
                                       .c = {TSR_F32, 0, T, T * p->K}};
         const tsr_matmul_extras extras = {.class_by_shape = true, .input_ready = last};
-        status = tsr_matmul_pipeline(dev, &desc, &extras, vb, u, mb, queue, &gemm);
+        status = tsr_matmul_pipeline(dev, &desc, &extras, u, vb, mb, queue, &gemm);
         if (status != TSR_SUCCESS) goto done;
         clReleaseEvent(last);
         last = gemm;
         conv_problem q = *p;
         q.y_off = p->y_off + n0 * p->K * p->PQ;
         q.r_off = p->r_off + n0 * p->K * p->PQ; /* the residual has y's shape */
-        size_t gout[3] = {TP, p->K, nc};
+        size_t gout[3] = {TP, ceil_div(p->K, WINO_CH) * WINO_CH, nc}, lout[3] = {1, WINO_CH, 1};
         tsr_kernel_lock(held = kout);
         TSR_CL_CHECK(status, tsr_set_arg(kout->kernel, 0, sizeof geo, geo), done);
         TSR_CL_CHECK(status, tsr_set_arg(kout->kernel, 1, sizeof mb, &mb), done);
         TSR_CL_CHECK(status, tsr_set_arg(kout->kernel, 2, sizeof tiles, &tiles), done);
         TSR_CHECK(status, set_common_args(kout->kernel, &q, 3), done);
-        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kout->kernel, 3, NULL, gout, NULL, 1, &last, &out), done);
+        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kout->kernel, 3, NULL, gout, lout, 1, &last, &out), done);
         tsr_kernel_unlock(kout);
         held = NULL;
         clReleaseEvent(last);
@@ -1005,7 +1012,7 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
     cl_mem wide = NULL;
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
     /* The Winograd form transforms the weights in their own type; it has its own launch. */
-    if (cfg->values[P_STAGE] == 6) {
+    if (cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7) {
         pthread_mutex_unlock(&dev->lock);
         return launch_winograd(dev, p, cfg, queue, event);
     }
@@ -1574,7 +1581,7 @@ static const char *conv_tuning_space(const tsr_device *dev) {
         return "MWI=1,2,4 VW=1,2,4 STAGE=0,1 WGM=4,8,16 WGN=4,8,16 KWG=8,16";
     /* Other CPUs: the row forms (STAGE 0), the padded form (2), the depthwise forms (3, 4) and the
      * channel vectors (5), with one work-item or a few per work-group. */
-    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5,6 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
+    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5,6,7 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
     return NULL;
 }
 

@@ -652,8 +652,24 @@ static void cpu_forms_winograd(const char *config) {
     }
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
 }
-static void cpu_forms_winograd2(void **state) { (void)state, cpu_forms_winograd("ALGO=2 STAGE=6"); }
-static void cpu_forms_winograd4(void **state) { (void)state, cpu_forms_winograd("ALGO=2 STAGE=7"); }
+/* With WGN other than 1, layers with fewer than 192 tiles per GEMM take F(2x2) instead of
+ * F(4x4) (28x28: 49 of F(4x4)'s, 196 of F(2x2)'s), or the built-in STAGE 2 form (7x7); 56x56
+ * keeps F(4x4) (196 tiles). */
+static void winograd_few_tiles(void **state) {
+    (void)state;
+    if (!cpu_forms_here()) return;
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", "ALGO=2 STAGE=7"));
+    const conv_case cases[] = {
+        {.N = 1, .C = 8, .H = 28, .W = 28, .K = 9, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1},
+        {.N = 1, .C = 5, .H = 56, .W = 56, .K = 6, .R = 3, .S = 3, .ph = 1, .pw = 1, .act = 2, .off = 1},
+        {.N = 2, .C = 7, .H = 7, .W = 7, .K = 5, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true},
+    };
+    for (size_t j = 0; j < sizeof cases / sizeof cases[0]; ++j)
+        expect_accurate(&cases[j], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+}
+static void cpu_forms_winograd2(void **state) { (void)state, cpu_forms_winograd("ALGO=2 STAGE=6 WGN=1"); }
+static void cpu_forms_winograd4(void **state) { (void)state, cpu_forms_winograd("ALGO=2 STAGE=7 WGN=1"); }
 
 #ifdef TSR_HAVE_CLBLAST
 /* CLBlast's convgemm computes the same layers (no groups, no bias or activation). */
@@ -1380,6 +1396,7 @@ int main(void) {
         cmocka_unit_test(storage_types_stage5),
         cmocka_unit_test(cpu_forms_winograd2),
         cmocka_unit_test(cpu_forms_winograd4),
+        cmocka_unit_test(winograd_few_tiles),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

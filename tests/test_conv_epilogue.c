@@ -157,6 +157,8 @@ static const struct {
     {"ALGO=2 MWI=2 VW=8 STAGE=2 WGM=3 WGN=4", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=8 STAGE=4 WGN=8", TSR_CONV_AUTO, true},
+    {"ALGO=2 STAGE=6 WGN=1", TSR_CONV_AUTO, true}, /* Winograd F(2x2, 3x3) on every layer it fits */
+    {"ALGO=2 STAGE=7 WGN=1", TSR_CONV_AUTO, true}, /* F(4x4, 3x3) */
 };
 
 static bool cpu_forms_here(void) {

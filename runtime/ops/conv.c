@@ -133,10 +133,13 @@ static void conv_normalize(tsr_config *cfg) {
      * WGM as its pixel vectors per work-item). */
     if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && (cfg->values[P_STAGE] == 3 || cfg->values[P_STAGE] == 4))
         cfg->values[P_WGM] = conv_params[P_WGM].default_value;
-    /* The Winograd form's tile is fixed (its GEMMs take GEMM's own configuration). */
+    /* The Winograd forms' tiles are fixed (their GEMMs take GEMM's own configuration); WGN says
+     * whether a layer with few tiles runs them anyway (1) or not (16: launch_winograd). */
     if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && (cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7))
-        for (int i = 0; i < CONV_NPARAMS; ++i)
-            if (i != P_ALGO && i != P_STAGE) cfg->values[i] = conv_params[i].default_value;
+        for (int i = 0; i < CONV_NPARAMS; ++i) {
+            if (i == P_WGN) cfg->values[i] = cfg->values[i] == 1 ? 1 : 16;
+            else if (i != P_ALGO && i != P_STAGE) cfg->values[i] = conv_params[i].default_value;
+        }
 }
 
 static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
@@ -855,30 +858,47 @@ static size_t winograd_bytes_per_image(const conv_problem *p, size_t wm) {
 static tsr_status launch_implicit(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
                                   cl_event *event);
 
+/* Images per chunk for wm x wm tiles: V and M within workspace_cap, at least one image. */
+static size_t winograd_chunk(const tsr_device *dev, const conv_problem *p, size_t wm) {
+    size_t per = winograd_bytes_per_image(p, wm), cap = workspace_cap(dev) > per ? workspace_cap(dev) : per;
+    return cap / per < p->N ? cap / per : p->N;
+}
+
+/* The fewest tiles a chunk's GEMMs (their n) may have where the configuration's WGN is not 1: the
+ * weights' transform (36 or 16 K C values written per call) and GEMMs of few columns cost more
+ * than the products saved. On the loaded 2-core Zen 5 of session 19 (docs/conv.md) F(2x2) won on
+ * ResNet-50's 28x28 layer at batch 1 (196 tiles) and its 14x14 one at batch 8 (392), and lost
+ * 0.27-0.91x with 16-128 tiles; F(4x4) won with 196-1568 tiles and lost 0.13-0.69x with 4-128. */
+#define WINO_MIN_TILES 192
+
 /* The transforms around one batched GEMM per chunk of images: wino_weights once per call (U, in
  * tessera's TSR_WS_CONV_W slot; nothing cached, so a caller may change w between calls), then per
- * chunk wino_input (V, in TSR_WS_CONV_COL), tsr_matmul_pipeline's batch of 16 GEMMs (M, in
+ * chunk wino_input (V, in TSR_WS_CONV_COL), tsr_matmul_pipeline's batch of 16 or 36 GEMMs (M, in
  * TSR_WS_CONV_M; GEMM's own configuration for the shape), and wino_output with the epilogue.
  * Row-major, each GEMM xi computes M[xi] (K x T) = U[xi] (K x C) times V[xi] (C x T). Layers it does not fit, and images whose V and
- * M one allocation cannot hold, run the implicit path's built-in form for the class. */
+ * M one allocation cannot hold, run the implicit path's built-in form for the class, and so do layers with too few
+ * tiles (WINO_MIN_TILES) unless WGN is 1. */
 static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
                                   cl_command_queue queue, cl_event *event) {
-    const size_t wm = cfg->values[P_STAGE] == 7 ? 4 : 2, nxi = (wm + 2) * (wm + 2); /* tile, products per tile */
-    size_t per = winograd_bytes_per_image(p, wm), tiles1 = winograd_tiles(p, wm);
-    size_t cap = workspace_cap(dev) > per ? workspace_cap(dev) : per;
-    size_t chunk = cap / per < p->N ? cap / per : p->N;
+    size_t wm = cfg->values[P_STAGE] == 7 ? 4 : 2; /* the output tile */
+    const bool guard = cfg->values[P_WGN] != 1;
+    /* F(4x4) on a layer with too few of its tiles takes F(2x2)'s, four times as many */
+    if (wm == 4 && guard && winograd_tiles(p, 4) * winograd_chunk(dev, p, 4) < WINO_MIN_TILES) wm = 2;
+    const size_t nxi = (wm + 2) * (wm + 2), tiles1 = winograd_tiles(p, wm), chunk = winograd_chunk(dev, p, wm);
     size_t big = nxi * tiles1 * chunk * (p->C > p->K ? p->C : p->K) * sizeof(float);
-    if (!winograd_fits(p) || big > dev->info.max_alloc_bytes || nxi * p->K * p->C * sizeof(float) > dev->info.max_alloc_bytes ||
+    if (!winograd_fits(p) || (guard && tiles1 * chunk < WINO_MIN_TILES) || big > dev->info.max_alloc_bytes || nxi * p->K * p->C * sizeof(float) > dev->info.max_alloc_bytes ||
         tiles1 * chunk > INT_MAX) {
         tsr_config c = {.values = {[P_ALGO] = TSR_CONV_IMPLICIT}};
         tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &c), dev, conv_base_class(p), &c);
-        if (c.values[P_STAGE] == 6 || !conv_config_ok(dev, p, &c))
+        if (c.values[P_STAGE] >= 6 || !conv_config_ok(dev, p, &c))
             tsr_config_parse(&tsr_op_conv, implicit_fallback, "conv2d's fallback", &c);
         return launch_implicit(dev, p, &c, queue, event);
     }
     tsr_status status = TSR_SUCCESS;
     char options[256];
-    program_options(p, cfg, false, options, sizeof options);
+    tsr_config form = *cfg; /* the program of the tile taken */
+    form.values[P_STAGE] = wm == 4 ? 7 : 6;
+    program_options(p, &form, false, options, sizeof options);
     cl_program program;
     tsr_kernel *kw = NULL, *kin = NULL, *kout = NULL, *held = NULL;
     cl_event last = NULL;

@@ -849,8 +849,7 @@ static bool winograd_fits(const conv_problem *p) {
 static size_t winograd_tiles(const conv_problem *p, size_t wm) { return ceil_div(p->P, wm) * ceil_div(p->Q, wm); }
 
 /* Bytes of the transformed input V and the GEMMs' products M of one image ((wm + 2)^2 fp32 per
- * tile and channel each). On CPUs a chunk of images keeps both within a last-level cache's worth,
- * as im2col's columns (workspace_cap), at least one image. */
+ * tile and channel each). */
 static size_t winograd_bytes_per_image(const conv_problem *p, size_t wm) {
     return (wm + 2) * (wm + 2) * winograd_tiles(p, wm) * (p->C + p->K) * sizeof(float);
 }
@@ -858,18 +857,35 @@ static size_t winograd_bytes_per_image(const conv_problem *p, size_t wm) {
 static tsr_status launch_implicit(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
                                   cl_event *event);
 
-/* Images per chunk for wm x wm tiles: V and M within workspace_cap, at least one image. */
-static size_t winograd_chunk(const tsr_device *dev, const conv_problem *p, size_t wm) {
-    size_t per = winograd_bytes_per_image(p, wm), cap = workspace_cap(dev) > per ? workspace_cap(dev) : per;
-    return cap / per < p->N ? cap / per : p->N;
+/* F(4x4) takes planes with at least this many of its tiles per image (ResNet-50's 56x56 layers:
+ * 196), F(2x2) the others. Where the configuration's WGN is not 1, a chunk's GEMMs (their n
+ * columns) need at least WINO_MIN_TILES tiles, else the built-in STAGE 2 form runs: the weights'
+ * transform (16 or 36 K C values written per call) and GEMMs of few columns cost more than the
+ * products saved. On the loaded 2-core Zen 5 of session 19 (docs/conv.md) F(2x2) won on the 28x28
+ * layer (196 tiles) and the 14x14 one at batch 8 in chunks of 2 images (98 tiles: 1.15-1.35x the
+ * STAGE 2 form), lost on 14x14 at batch 1 (49 tiles: 0.91-0.99x) and 7x7 (16-48: 0.27-0.88x);
+ * F(4x4) won on 56x56 (196 tiles an image) and lost on 28x28 (49 an image) at either batch. */
+#define WINO_F4_TILES 192
+#define WINO_MIN_TILES 96
+
+/* Bytes of V and M a chunk of images keeps to on CPUs (more where one image needs more). On the
+ * Zen 5 (2 x 1 MiB L2, 32 MiB L3, shared with other machines' work) the input transform slowed
+ * with the chunk: the 56x56 layer at batch 8 in F(4x4), 190 us of it per image in chunks of 3.6
+ * MB, 425 in 7.2 MB, 925 in 29 MB. In F(2x2) at batch 8 (three alternating runs, loaded) the
+ * 28x28 layer ran 1.39-1.46x the STAGE 2 form in chunks of 1 image (3.2 MB), 0.92-1.09x in 2 to
+ * 8; the 14x14 one 1.15-1.35x in 2 images (3.2 MB), 0.84-0.90x in 4, 1.14-1.20x in 6, 0.91-0.93x
+ * in 8 (GEMM shapes as much as the cache). GPUs: im2col's cap. */
+static size_t winograd_cap(const tsr_device *dev) {
+    return dev->info.type == TSR_DEVICE_CPU ? (size_t)4 << 20 : workspace_cap(dev);
 }
 
-/* The fewest tiles a chunk's GEMMs (their n) may have where the configuration's WGN is not 1: the
- * weights' transform (36 or 16 K C values written per call) and GEMMs of few columns cost more
- * than the products saved. On the loaded 2-core Zen 5 of session 19 (docs/conv.md) F(2x2) won on
- * ResNet-50's 28x28 layer at batch 1 (196 tiles) and its 14x14 one at batch 8 (392), and lost
- * 0.27-0.91x with 16-128 tiles; F(4x4) won with 196-1568 tiles and lost 0.13-0.69x with 4-128. */
-#define WINO_MIN_TILES 192
+/* Images per chunk for wm x wm tiles: V and M within winograd_cap, at least one image, at most
+ * the batch. */
+static size_t winograd_chunk(const tsr_device *dev, const conv_problem *p, size_t wm) {
+    size_t per = winograd_bytes_per_image(p, wm), n = winograd_cap(dev) / per;
+    if (n < 1) n = 1;
+    return n < p->N ? n : p->N;
+}
 
 /* The transforms around one batched GEMM per chunk of images: wino_weights once per call (U, in
  * tessera's TSR_WS_CONV_W slot; nothing cached, so a caller may change w between calls), then per
@@ -882,11 +898,12 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
                                   cl_command_queue queue, cl_event *event) {
     size_t wm = cfg->values[P_STAGE] == 7 ? 4 : 2; /* the output tile */
     const bool guard = cfg->values[P_WGN] != 1;
-    /* F(4x4) on a layer with too few of its tiles takes F(2x2)'s, four times as many */
-    if (wm == 4 && guard && winograd_tiles(p, 4) * winograd_chunk(dev, p, 4) < WINO_MIN_TILES) wm = 2;
+    const size_t min_tiles = guard ? WINO_MIN_TILES : 0;
+    /* F(4x4) on planes with too few of its tiles per image takes F(2x2)'s, four times as many */
+    if (wm == 4 && guard && winograd_tiles(p, 4) < WINO_F4_TILES) wm = 2;
     const size_t nxi = (wm + 2) * (wm + 2), tiles1 = winograd_tiles(p, wm), chunk = winograd_chunk(dev, p, wm);
     size_t big = nxi * tiles1 * chunk * (p->C > p->K ? p->C : p->K) * sizeof(float);
-    if (!winograd_fits(p) || (guard && tiles1 * chunk < WINO_MIN_TILES) || big > dev->info.max_alloc_bytes || nxi * p->K * p->C * sizeof(float) > dev->info.max_alloc_bytes ||
+    if (!winograd_fits(p) || tiles1 * chunk < min_tiles || big > dev->info.max_alloc_bytes || nxi * p->K * p->C * sizeof(float) > dev->info.max_alloc_bytes ||
         tiles1 * chunk > INT_MAX) {
         tsr_config c = {.values = {[P_ALGO] = TSR_CONV_IMPLICIT}};
         tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &c), dev, conv_base_class(p), &c);

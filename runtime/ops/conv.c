@@ -1616,9 +1616,11 @@ static const char *conv_tuning_space(const tsr_device *dev) {
      * register tile. CPUs that vectorize across work-items (llvmpipe): small tiles in GPU-like groups. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)
         return "MWI=1,2,4 VW=1,2,4 STAGE=0,1 WGM=4,8,16 WGN=4,8,16 KWG=8,16";
-    /* Other CPUs: the row forms (STAGE 0), the padded form (2), the depthwise forms (3, 4) and the
-     * channel vectors (5), with one work-item or a few per work-group. */
-    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5,6,7 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
+    /* Other CPUs: the row forms (STAGE 0), the padded form (2), the depthwise forms (3, 4), the
+     * channel vectors (5) and Winograd (7), with one work-item or a few per work-group. STAGE 6
+     * (F(2x2) alone) is left out: every shape the 3x3 class is tuned on runs F(2x2) under STAGE 7
+     * too, and a tie stored as 6 would run F(2x2) on 56x56 planes, where F(4x4) won (docs/conv.md). */
+    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5,7 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
     return NULL;
 }
 

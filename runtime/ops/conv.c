@@ -902,9 +902,13 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
     /* F(4x4) on planes with too few of its tiles per image takes F(2x2)'s, four times as many */
     if (wm == 4 && guard && winograd_tiles(p, 4) < WINO_F4_TILES) wm = 2;
     const size_t nxi = (wm + 2) * (wm + 2), tiles1 = winograd_tiles(p, wm), chunk = winograd_chunk(dev, p, wm);
-    size_t big = nxi * tiles1 * chunk * (p->C > p->K ? p->C : p->K) * sizeof(float);
-    if (!winograd_fits(p) || tiles1 * chunk < min_tiles || big > dev->info.max_alloc_bytes || nxi * p->K * p->C * sizeof(float) > dev->info.max_alloc_bytes ||
-        tiles1 * chunk > INT_MAX) {
+    /* V's and M's bytes per chunk, U's: checked, as every size derived from the caller's */
+    size_t big = 0, ubytes = 0;
+    bool wraps = __builtin_mul_overflow(nxi * sizeof(float), tiles1, &big) || __builtin_mul_overflow(big, chunk, &big) ||
+                 __builtin_mul_overflow(big, p->C > p->K ? p->C : p->K, &big) ||
+                 __builtin_mul_overflow(nxi * sizeof(float), p->K, &ubytes) || __builtin_mul_overflow(ubytes, p->C, &ubytes);
+    if (!winograd_fits(p) || wraps || tiles1 * chunk < min_tiles || big > dev->info.max_alloc_bytes ||
+        ubytes > dev->info.max_alloc_bytes || tiles1 * chunk > INT_MAX) {
         tsr_config c = {.values = {[P_ALGO] = TSR_CONV_IMPLICIT}};
         tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &c), dev, conv_base_class(p), &c);
         if (c.values[P_STAGE] >= 6 || !conv_config_ok(dev, p, &c))
@@ -929,7 +933,7 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
     TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_output", &kout), done);
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
     locked = true;
-    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_W, nxi * p->K * p->C * sizeof(float), &u, &pu), done);
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_W, ubytes, &u, &pu), done);
     TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_COL, nxi * tiles1 * chunk * p->C * sizeof(float), &vb, &pv),
               done);
     TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_M, nxi * tiles1 * chunk * p->K * sizeof(float), &mb, &pm),

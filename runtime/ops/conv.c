@@ -91,6 +91,15 @@ static int conv_base_index(const conv_problem *p) {
 
 static const char *conv_base_class(const conv_problem *p) { return conv_classes[conv_base_index(p)]; }
 
+/* Classes split from an older one take its entry until a database has one of their own, so a
+ * device tuned before the split (the H100's and the AVX2 EPYC's 1x1 and strided entries) keeps the
+ * configuration it ran those layers with rather than falling to an untuned default: 1x1-expand
+ * came out of 1x1 and stem out of strided (session 19). */
+static const char *conv_nearest_class(const char *cls) {
+    if (strcmp(cls, "1x1-expand") == 0) return "1x1";
+    return strcmp(cls, "stem") == 0 ? "strided" : NULL;
+}
+
 static const char *conv_problem_class(const void *problem) {
     const conv_problem *p = problem;
     return tsr_op_class(&tsr_op_conv, conv_base_index(p), p->types, 3);
@@ -1665,6 +1674,7 @@ const tsr_op tsr_op_conv = {
     .params = conv_params,
     .nparams = CONV_NPARAMS,
     .classes = conv_classes,
+    .nearest_class = conv_nearest_class,
     .problem_class = conv_problem_class,
     .defaults = conv_defaults,
     .ndefaults = TSR_COUNT(conv_defaults),

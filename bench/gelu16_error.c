@@ -20,27 +20,26 @@
 
 #define GELU16_ERROR 0x1p-13 /* TSR_GELU16_ERROR, runtime/internal.h */
 /* cl/gelu.cl's GELU16_* */
-#define GELU16_E3 0.009656710288544356f
-#define GELU16_E2 0.055838282946219855f
-#define GELU16_E1 0.24022530097412242f
-#define GELU16_E0 0.6931367338836215f
-#define GELU16_A5 4.4952784140745357e-05f
-#define GELU16_A4 0.0002888898132174618f
-#define GELU16_A3 0.00015862211007739997f
-#define GELU16_A2 0.009681051380413301f
-#define GELU16_A1 0.04415397259013508f
-#define GELU16_A0 0.07364540685214102f
-#define GELU16_ONE 1.0442737824274138f
+#define GELU16_E4 0.013534137108661082f
+#define GELU16_E3 0.05201148989193516f
+#define GELU16_E2 0.24144276256235075f
+#define GELU16_E1 0.69300382632363f
+#define GELU16_E0 1.0000025943268573f
+#define GELU16_A6 5.619098017593172e-06f
+#define GELU16_A5 5.106898648544561e-05f
+#define GELU16_A4 3.965552751935e-05f
+#define GELU16_A3 0.0034227685400528168f
+#define GELU16_A2 0.022076986295067543f
+#define GELU16_A1 0.052075166588391154f
+#define GELU16_A0 1.0442737824274138f
 
 static __m512 gelu16_exp2(__m512 t) {
-    t = _mm512_max_ps(t, _mm512_set1_ps(-150.0f));
-    const __m512 k = _mm512_roundscale_ps(t, 8);
-    const __m512 f = _mm512_sub_ps(t, k);
-    __m512 q = _mm512_fmadd_ps(f, _mm512_set1_ps(GELU16_E3), _mm512_set1_ps(GELU16_E2));
+    const __m512 f = _mm512_reduce_round_ps(t, 9, _MM_FROUND_CUR_DIRECTION);
+    __m512 q = _mm512_fmadd_ps(f, _mm512_set1_ps(GELU16_E4), _mm512_set1_ps(GELU16_E3));
+    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(GELU16_E2));
     q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(GELU16_E1));
     q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(GELU16_E0));
-    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(q, k);
+    return _mm512_scalef_ps(q, t);
 }
 
 static __m512 gelu16_tanh(__m512 x) {
@@ -51,20 +50,16 @@ static __m512 gelu16_tanh(__m512 x) {
 }
 
 static __m512 gelu16_erf(__m512 x) {
-    const __m512 z = _mm512_mul_ps(_mm512_set1_ps(0.7071067811865476f), _mm512_abs_ps(x));
-    __m512 p = _mm512_fmadd_ps(z, _mm512_set1_ps(GELU16_A5), _mm512_set1_ps(GELU16_A4));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_A3));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_A2));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_A1));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_A0));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_ONE));
+    const __m512 a = _mm512_min_ps(_mm512_set1_ps(30.0f), _mm512_abs_ps(x)); /* x's NaN goes on */
+    __m512 p = _mm512_fmadd_ps(a, _mm512_set1_ps(GELU16_A6), _mm512_set1_ps(GELU16_A5));
+    p = _mm512_fmadd_ps(p, a, _mm512_set1_ps(GELU16_A4));
+    p = _mm512_fmadd_ps(p, a, _mm512_set1_ps(GELU16_A3));
+    p = _mm512_fmadd_ps(p, a, _mm512_set1_ps(GELU16_A2));
+    p = _mm512_fmadd_ps(p, a, _mm512_set1_ps(GELU16_A1));
+    p = _mm512_fmadd_ps(p, a, _mm512_set1_ps(GELU16_A0));
     for (int i = 0; i < 4; ++i)
         p = _mm512_mul_ps(p, p);
-    const __m512 h = _mm512_rcp14_ps(p);
-    const __m512 s = _mm512_mask_mov_ps(h, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ),
-                                        _mm512_sub_ps(_mm512_set1_ps(1.0f), h));
-    const __m512 y = _mm512_mul_ps(x, s);
-    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-20.0f), _CMP_LT_OQ), _mm512_set1_ps(-0.0f));
+    return _mm512_fnmadd_ps(a, _mm512_rcp14_ps(p), _mm512_max_ps(_mm512_set1_ps(-0.0f), x));
 }
 
 /* runtime/reference.c's tsr_gelu_reference */
@@ -117,8 +112,8 @@ static void report(const char *what) {
 
 int main(int argc, char **argv) {
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f")) {
-        printf("gelu16_error: this CPU has no AVX-512F (the GELU16 forms run only there)\n");
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512dq")) {
+        printf("gelu16_error: this CPU has no AVX-512F and DQ (the GELU16 forms run only there)\n");
         return 0;
     }
     const long stride = argc > 1 ? strtol(argv[1], NULL, 10) : 64;

@@ -44,76 +44,85 @@
 #include "vector.cl"
 
 // GELU for a 16-bit y on AVX-512 CPUs (GELU16: MODE 2 or 3, Y_TYPE 1 or 2, VW = 16, clang with
-// __AVX512F__, i.e. PoCL's CPU device on such a CPU). y keeps 11 (f16) or 8 (bf16) significant
-// bits, so the fp32 value before its store needs about 2^-14 relative, not fp32's 2^-23: the
-// division becomes AVX-512's reciprocal estimate (vrcp14ps, relative error below 2^-14, exact at
-// 1), and the tanh form's 2^t takes a degree-4 polynomial with vrndscaleps for the rounding and
-// vscalefps for the exponent (no shifts, one clamp), and no vdivps, which holds Skylake's divider
-// 10 cycles a zmm vector; an f16 x or y converts with zmm vcvtph2ps / vcvtps2ph. GELU tanh f16 ->
-// f16 is 20 instructions per 16 elements (was 25 and a vdivps), erf 22 (was 26). The erf form
-// keeps its polynomial and folds the 1/2 into it (2^(1/16) on every coefficient, so the 16th
-// power carries the factor 2) and takes the estimate for its division. Error, fp32 value before
-// the store against the double reference, over every input (docs/dtypes.md, "Error bounds"):
-// below 2^-13 max(1, |x|) in both forms; GELU(x) = x from x = 10.9 on, -0 below x = -9 (tanh)
-// and -20 (erf), NaN kept, as the fp32 forms. An fp32 y, other vector widths, the tail's
-// elements and every other device keep activation.cl's fp32 forms.
-#if MODE != 0 && Y_TYPE != 0 && VW == 16 && defined(TSR_X16)
+// __AVX512F__ and __AVX512DQ__, i.e. PoCL's CPU device on such a CPU). y keeps 11 (f16) or 8
+// (bf16) significant bits, so the fp32 value before its store needs about 2^-14 relative, not
+// fp32's 2^-23: the division becomes AVX-512's reciprocal estimate (vrcp14ps, relative error
+// below 2^-14, exact at 1), and the tanh form's 2^t takes vreduceps for t - floor(t), a degree-4
+// polynomial and vscalefps for the exponent (no shifts, no clamp), and no vdivps, which holds
+// Skylake's divider 10 cycles a zmm vector; an f16 x or y converts with zmm vcvtph2ps /
+// vcvtps2ph. The erf form folds the 1/2 into its polynomial (2^(1/16) on every coefficient, so
+// the 16th power carries the factor 2) and 1/sqrt(2) too (the polynomial runs on |x|), takes the
+// estimate for its division and ends in one fused multiply-add. GELU f16 -> f16 per 16 elements
+// (the step between the load and the store included): tanh 16 instructions (session 16: 19;
+// before: 25 and a vdivps), erf 17 (session 16: 22). These loops are bound by the vector
+// instructions they issue (PoCL's CPU device at 16M elements spent twice the copy kernel's CPU
+// time), so each one removed shows. Error, fp32 value before the store against the double
+// reference, over every input (docs/dtypes.md, "Error bounds"): below 2^-13 max(1, |x|) in both
+// forms; GELU(x) = x from x = 10.9 on, -0 below x = -9 (tanh) and -20 (erf), NaN kept, as the
+// fp32 forms. An fp32 y, other vector widths, the tail's elements and every other device keep
+// activation.cl's fp32 forms.
+#if MODE != 0 && Y_TYPE != 0 && VW == 16 && defined(TSR_X16) && defined(__AVX512DQ__)
 #define GELU16 1
 // (The builtins take and return 16-float vectors; clang converts float16 to and from them.)
 #define G16_ALL TSR_X16_ALL
 #define G16_CUR 4 /* _MM_FROUND_CUR_DIRECTION */
-// 2^f = 1 + f q(f) on [-1/2, 1/2], q of degree 3 fitted on Chebyshev nodes (mpmath.chebyfit):
-// relative error 7.0e-6 (fp32's degree 4: 1.6e-7)
-#define GELU16_E3 0.009656710288544356f
-#define GELU16_E2 0.055838282946219855f
-#define GELU16_E1 0.24022530097412242f
-#define GELU16_E0 0.6931367338836215f
-// activation.cl's erf coefficients times 2^(1/16)
-#define GELU16_A5 4.4952784140745357e-05f
-#define GELU16_A4 0.0002888898132174618f
-#define GELU16_A3 0.00015862211007739997f
-#define GELU16_A2 0.009681051380413301f
-#define GELU16_A1 0.04415397259013508f
-#define GELU16_A0 0.07364540685214102f
-#define GELU16_ONE 1.0442737824274138f
+// 2^f on [0, 1) by a degree-4 polynomial (relative minimax, 2.6e-6; fp32's degree 4 on [-1/2, 1/2]:
+// 1.6e-7)
+#define GELU16_E4 0.013534137108661082f
+#define GELU16_E3 0.05201148989193516f
+#define GELU16_E2 0.24144276256235075f
+#define GELU16_E1 0.69300382632363f
+#define GELU16_E0 1.0000025943268573f
+// activation.cl's erf coefficients times 2^(1/16), and the k-th times (1/sqrt(2))^k: the
+// polynomial in |x| itself
+#define GELU16_A6 5.619098017593172e-06f
+#define GELU16_A5 5.106898648544561e-05f
+#define GELU16_A4 3.965552751935e-05f
+#define GELU16_A3 0.0034227685400528168f
+#define GELU16_A2 0.022076986295067543f
+#define GELU16_A1 0.052075166588391154f
+#define GELU16_A0 1.0442737824274138f
 TSR_INLINE float16 gelu16_recip(const float16 d) { return __builtin_ia32_rcp14ps512_mask(d, d, G16_ALL); }
-/* 2^t for t >= -150 (smaller t and NaN: 2^-150, which is 0), for t up to +Inf (then Inf): k = t
- * rounded to nearest (vrndscaleps, imm 8: nearest, no precision exception), f = t - k in [-1/2,
- * 1/2] exactly, 2^f = 1 + f q(f), q of degree 3, then 2^k by vscalefps (0 and Inf beyond the
- * exponent range). The clamp keeps t = -Inf (x = +Inf) off Inf - Inf = NaN in f. */
-TSR_INLINE float16 gelu16_exp2(float16 t) {
-    t = fmax(t, -150.0f);
-    const float16 k = __builtin_ia32_rndscaleps_mask(t, 8, t, G16_ALL, G16_CUR);
-    const float16 f = t - k;
-    float16 q = fma(f, (float16)(GELU16_E3), (float16)(GELU16_E2));
+/* vmaxps / vminps with b as the second operand: b where either is NaN (a NaN x goes on) and
+ * where both are zeros (max(-0, +0) = +0) */
+TSR_INLINE float16 gelu16_max(const float16 a, const float16 b) { return __builtin_ia32_maxps512(a, b, G16_CUR); }
+TSR_INLINE float16 gelu16_min(const float16 a, const float16 b) { return __builtin_ia32_minps512(a, b, G16_CUR); }
+/* 2^t for every t: f = t - floor(t) in [0, 1) exactly by vreduceps (imm 9: round down, no
+ * precision exception; +-Inf give 0, NaN NaN), 2^f by the polynomial, times 2^floor(t) by
+ * vscalefps (0 and Inf beyond the exponent range, t = -Inf: 0, +Inf: Inf). No clamp, no
+ * vrndscaleps and subtraction. */
+TSR_INLINE float16 gelu16_exp2(const float16 t) {
+    const float16 f = __builtin_ia32_reduceps512_mask(t, 9, t, G16_ALL, G16_CUR);
+    float16 q = fma(f, (float16)(GELU16_E4), (float16)(GELU16_E3));
+    q = fma(f, q, (float16)(GELU16_E2));
     q = fma(f, q, (float16)(GELU16_E1));
     q = fma(f, q, (float16)(GELU16_E0));
-    q = fma(f, q, (float16)(1.0f));
-    return __builtin_ia32_scalefps512_mask(q, k, q, G16_ALL, G16_CUR);
+    return __builtin_ia32_scalefps512_mask(q, t, q, G16_ALL, G16_CUR);
 }
-/* x / (1 + 2^t), t as in gelu_tanh_T; -0 below x = -9 (x = -Inf included). From x = 5.2 on 2^t
- * is below 2^-24, 1 + 2^t = 1 and the estimate of 1 is 1: y = x exactly, +Inf included; NaN: y =
- * x NaN. */
+/* x / (1 + 2^t), t as in gelu_tanh_T; -0 below x = -9 (x = -Inf included: 2^t = Inf there and
+ * x * 0 would be NaN). From x = 5.2 on 2^t is below 2^-24, 1 + 2^t = 1 and the estimate of 1 is
+ * 1: y = x exactly, +Inf included (t = -Inf, 2^t = 0); NaN: y = x NaN. */
 TSR_INLINE float16 gelu16_tanh(const float16 x) {
     const float16 t = x * fma(x * x, (float16)(-0.1029432395800235f), (float16)(-2.3022081981443248f));
     return select(x * gelu16_recip(1.0f + gelu16_exp2(t)), (float16)(-0.0f), x < -9.0f);
 }
-/* gelu_erf_T with the estimate: p' = 2^(1/16) p, so 1 / p'^16 = erfc(z) / 2. */
+/* gelu_erf_T with the estimate: p' = 2^(1/16) p, so h = 1 / p'^16 = erfc(|x| / sqrt(2)) / 2 and
+ * GELU(x) = max(x, 0) - |x| h, one fused multiply-add (x > 0: x - x h; x <= 0: x h) with max(-0,
+ * x) keeping -0 for x <= 0 whatever |x| h is (+0 included) and x for NaN; |x| clamped to 30
+ * (p'^16 = Inf, h = 0 from |x| = 19.2 on) keeps Inf * 0 off: GELU(+Inf) = Inf, GELU(-Inf) = -0. */
 TSR_INLINE float16 gelu16_erf(const float16 x) {
-    const float16 z = 0.7071067811865476f * fabs(x);
-    float16 p = fma(z, (float16)(GELU16_A5), (float16)(GELU16_A4));
-    p = fma(p, z, (float16)(GELU16_A3));
-    p = fma(p, z, (float16)(GELU16_A2));
-    p = fma(p, z, (float16)(GELU16_A1));
-    p = fma(p, z, (float16)(GELU16_A0));
-    p = fma(p, z, (float16)(GELU16_ONE));
+    const float16 a = gelu16_min((float16)(30.0f), fabs(x));
+    float16 p = fma(a, (float16)(GELU16_A6), (float16)(GELU16_A5));
+    p = fma(p, a, (float16)(GELU16_A4));
+    p = fma(p, a, (float16)(GELU16_A3));
+    p = fma(p, a, (float16)(GELU16_A2));
+    p = fma(p, a, (float16)(GELU16_A1));
+    p = fma(p, a, (float16)(GELU16_A0));
     p *= p;
     p *= p;
     p *= p;
     p *= p;
-    const float16 half_erfc = gelu16_recip(p);
-    const float16 y = x * select(half_erfc, 1.0f - half_erfc, x > 0.0f);
-    return select(y, (float16)(-0.0f), x < -20.0f);
+    return fma(-a, gelu16_recip(p), gelu16_max((float16)(-0.0f), x));
 }
 #endif
 

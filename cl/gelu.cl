@@ -124,6 +124,51 @@ TSR_INLINE float16 gelu16_erf(const float16 x) {
     p *= p;
     return fma(-a, gelu16_recip(p), gelu16_max((float16)(-0.0f), x));
 }
+/* The two forms on two vectors at once, statement by statement in turn: clang emits the
+ * instructions in this order, so the two chains' instructions alternate and each waits less on
+ * its predecessor (one vector's chain is about 60 cycles long; one after the other, the core's
+ * schedulers filled with waiting instructions before the next vector's could start). */
+#define G16_BOTH(op) op(0) op(1)
+#define G16_TANH2(y0, y1, x0, x1)                                                                  \
+    do {                                                                                           \
+        const float16 xx0 = (x0), xx1 = (x1);                                                      \
+        float16 t0 = xx0 * xx0, t1 = xx1 * xx1;                                                    \
+        t0 = fma(t0, (float16)(-0.1029432395800235f), (float16)(-2.3022081981443248f));            \
+        t1 = fma(t1, (float16)(-0.1029432395800235f), (float16)(-2.3022081981443248f));            \
+        t0 = xx0 * t0, t1 = xx1 * t1;                                                              \
+        const float16 f0 = __builtin_ia32_reduceps512_mask(t0, 9, t0, G16_ALL, G16_CUR);            \
+        const float16 f1 = __builtin_ia32_reduceps512_mask(t1, 9, t1, G16_ALL, G16_CUR);            \
+        float16 q0 = fma(f0, (float16)(GELU16_E4), (float16)(GELU16_E3));                           \
+        float16 q1 = fma(f1, (float16)(GELU16_E4), (float16)(GELU16_E3));                           \
+        q0 = fma(f0, q0, (float16)(GELU16_E2)), q1 = fma(f1, q1, (float16)(GELU16_E2));            \
+        q0 = fma(f0, q0, (float16)(GELU16_E1)), q1 = fma(f1, q1, (float16)(GELU16_E1));            \
+        q0 = fma(f0, q0, (float16)(GELU16_E0)), q1 = fma(f1, q1, (float16)(GELU16_E0));            \
+        q0 = __builtin_ia32_scalefps512_mask(q0, t0, q0, G16_ALL, G16_CUR);                        \
+        q1 = __builtin_ia32_scalefps512_mask(q1, t1, q1, G16_ALL, G16_CUR);                        \
+        q0 = gelu16_recip(1.0f + q0), q1 = gelu16_recip(1.0f + q1);                                \
+        y0 = select(xx0 * q0, (float16)(-0.0f), xx0 < -9.0f);                                      \
+        y1 = select(xx1 * q1, (float16)(-0.0f), xx1 < -9.0f);                                      \
+    } while (0)
+#define G16_ERF2(y0, y1, x0, x1)                                                                   \
+    do {                                                                                           \
+        const float16 xx0 = (x0), xx1 = (x1);                                                      \
+        const float16 a0 = gelu16_min((float16)(30.0f), fabs(xx0));                                \
+        const float16 a1 = gelu16_min((float16)(30.0f), fabs(xx1));                                \
+        float16 p0 = fma(a0, (float16)(GELU16_A6), (float16)(GELU16_A5));                           \
+        float16 p1 = fma(a1, (float16)(GELU16_A6), (float16)(GELU16_A5));                           \
+        p0 = fma(p0, a0, (float16)(GELU16_A4)), p1 = fma(p1, a1, (float16)(GELU16_A4));            \
+        p0 = fma(p0, a0, (float16)(GELU16_A3)), p1 = fma(p1, a1, (float16)(GELU16_A3));            \
+        p0 = fma(p0, a0, (float16)(GELU16_A2)), p1 = fma(p1, a1, (float16)(GELU16_A2));            \
+        p0 = fma(p0, a0, (float16)(GELU16_A1)), p1 = fma(p1, a1, (float16)(GELU16_A1));            \
+        p0 = fma(p0, a0, (float16)(GELU16_A0)), p1 = fma(p1, a1, (float16)(GELU16_A0));            \
+        p0 *= p0, p1 *= p1;                                                                        \
+        p0 *= p0, p1 *= p1;                                                                        \
+        p0 *= p0, p1 *= p1;                                                                        \
+        p0 *= p0, p1 *= p1;                                                                        \
+        p0 = gelu16_recip(p0), p1 = gelu16_recip(p1);                                              \
+        y0 = fma(-a0, p0, gelu16_max((float16)(-0.0f), xx0));                                      \
+        y1 = fma(-a1, p1, gelu16_max((float16)(-0.0f), xx1));                                      \
+    } while (0)
 #endif
 
 // VW elements of x at p as floatv, and floatv v stored as VW elements of y at p; element e of x
@@ -251,6 +296,11 @@ TSR_DT_BITS(_16, uint16)
 #else
 #define GELU16_F gelu16_erf
 #endif
+#if MODE == TSR_ACT_GELU_TANH
+#define GELU16_F2 G16_TANH2
+#else
+#define GELU16_F2 G16_ERF2
+#endif
 #define STEP(in, out) STORE_Y16(GELU16_F(LOAD_X16(in)), out)
 #if X_TYPE == 2 && Y_TYPE == 2 && VPT % 2 == 0 && !INTERLEAVE
 #define GELU16_PAIR 1
@@ -258,9 +308,19 @@ TSR_DT_BITS(_16, uint16)
 #define STEP2(in, out)                                                                             \
     do {                                                                                           \
         const uint16 w = TSR_X16_LD32(in);                                                         \
-        const uint16 he = tsr_x16_bf16_hi_q(GELU16_F(TSR_X16_BF16_EVEN(w)));                         \
-        const uint16 ho = tsr_x16_bf16_hi_q(GELU16_F(TSR_X16_BF16_ODD(w)));                          \
-        TSR_X16_ST32(TSR_X16_BF16_PAIR(he, ho), out);                                              \
+        float16 ge, go;                                                                            \
+        GELU16_F2(ge, go, TSR_X16_BF16_EVEN(w), TSR_X16_BF16_ODD(w));                              \
+        TSR_X16_ST32(TSR_X16_BF16_PAIR(tsr_x16_bf16_hi_q(ge), tsr_x16_bf16_hi_q(go)), out);         \
+    } while (0)
+#elif VPT % 2 == 0 && !INTERLEAVE
+#define GELU16_PAIR 1
+// Two vectors (2 VW elements) at in through GELU to out, their chains interleaved.
+#define STEP2(in, out)                                                                             \
+    do {                                                                                           \
+        float16 g0, g1;                                                                            \
+        GELU16_F2(g0, g1, LOAD_X16(in), LOAD_X16((in) + VW));                                      \
+        STORE_Y16(g0, out);                                                                        \
+        STORE_Y16(g1, (out) + VW);                                                                 \
     } while (0)
 #endif
 #else

@@ -93,12 +93,13 @@ typedef EMB_CAT(float, VW) emb_floatv;
         TSR_ST(Y_TYPE, sum, ys##k, j);                                                                               \
     }
 
-// 16-bit tables on x86-64 CPUs (PoCL; clang's __builtin_prefetch, a hint that never faults):
-// each item first prefetches the word rows of the next item's TPI tokens, which the same thread
-// usually runs next (PoCL runs a work-group's items in order), so a random row's first misses
-// overlap this item's work instead of stalling the next one. Only where the kernel is compiled
-// for x86-64 itself (compilers that go through SPIR-V reject the intrinsic; see gemm_smallm.cl).
-#if T_TYPE != 0 && defined(__has_builtin) && defined(__x86_64__)
+// On x86-64 CPUs (PoCL; clang's __builtin_prefetch, a hint that never faults) each item first
+// prefetches the word rows of the next item's TPI tokens, which the same thread usually runs next
+// (PoCL runs a work-group's items in order), so a random row's first misses overlap this item's
+// work instead of stalling the next one (CPU time per 4096x768 call, load 9: f16 0.85 -> 0.45 ms,
+// bf16 0.70 -> 0.41, fp32 1.4 -> 0.95). Only where the kernel is compiled for x86-64 itself
+// (compilers that go through SPIR-V reject the intrinsic; see gemm_smallm.cl).
+#if defined(__has_builtin) && defined(__x86_64__)
 #if __has_builtin(__builtin_prefetch)
 #define EMB_PREFETCH_NEXT()                                                                                          \
     if (get_global_id(0) == 0) {                                                                                     \

@@ -50,11 +50,11 @@
 // below 2^-14, exact at 1), and the tanh form's 2^t takes vreduceps for t - floor(t), a degree-4
 // polynomial and vscalefps for the exponent (no shifts, no clamp), and no vdivps, which holds
 // Skylake's divider 10 cycles a zmm vector; an f16 x or y converts with zmm vcvtph2ps /
-// vcvtps2ph. The erf form folds the 1/2 into its polynomial (2^(1/16) on every coefficient, so
-// the 16th power carries the factor 2) and 1/sqrt(2) too (the polynomial runs on |x|), takes the
-// estimate for its division and ends in one fused multiply-add. GELU f16 -> f16 per 16 elements
+// vcvtps2ph. The erf form's 1 / p(|x|)^16 takes a polynomial fitted to the accuracy y keeps
+// (degree 5 for bf16, 4 for f16, where activation.cl's form has 6 and a multiply by 1/sqrt(2)),
+// the estimate for its division, and ends in one fused multiply-add. GELU f16 -> f16 per 16 elements
 // (the step between the load and the store included): tanh 16 instructions (session 16: 19;
-// before: 25 and a vdivps), erf 17 (session 16: 22). These loops are bound by the vector
+// before: 25 and a vdivps), erf 15 (session 16: 22). These loops are bound by the vector
 // instructions they issue (PoCL's CPU device at 16M elements spent twice the copy kernel's CPU
 // time), so each one removed shows. Error, fp32 value before the store against the double
 // reference, over every input (docs/dtypes.md, "Error bounds"): below 2^-13 max(1, |x|) in both
@@ -73,15 +73,49 @@
 #define GELU16_E2 0.24144276256235075f
 #define GELU16_E1 0.69300382632363f
 #define GELU16_E0 1.0000025943268573f
-// activation.cl's erf coefficients times 2^(1/16), and the k-th times (1/sqrt(2))^k: the
-// polynomial in |x| itself
-#define GELU16_A6 5.619098017593172e-06f
-#define GELU16_A5 5.106898648544561e-05f
-#define GELU16_A4 3.965552751935e-05f
-#define GELU16_A3 0.0034227685400528168f
-#define GELU16_A2 0.022076986295067543f
-#define GELU16_A1 0.052075166588391154f
-#define GELU16_A0 1.0442737824274138f
+// The erf form: h = 1 / p(|x|)^16 = erfc(|x| / sqrt(2)) / 2, p fitted for this form (weighted
+// least squares on [0, 8], iterated to the smallest largest error of h, numpy): a y that keeps
+// 11 or 8 bits needs h to 2^-13 or so, not the 3e-7 of activation.cl's degree-6 polynomial
+// (A&S 7.1.28). bf16 y: degree 5, |h error| below 1.7e-6 on [0, 30], p above 256 (p^16 = Inf,
+// h = 0, y = -0) from |x| = 19.12 on; f16 y: degree 4, 2.2e-5, p^16 = Inf from 26.2 on, and
+// below x = -20 h < 2^-100: y rounds to f16 -0 as the fp32 form's -0 does.
+#if Y_TYPE == 1
+#define G16_EC_4 0.000397948839f
+#define G16_EC_3 0.00277177314f
+#define G16_EC_2 0.0225064736f
+#define G16_EC_1 0.0519850738f
+#define G16_EC_0 1.04427648f
+#define G16_ETOP 4
+#else
+#define G16_EC_5 8.94469486e-05f
+#define G16_EC_4 -5.38514214e-05f
+#define G16_EC_3 0.00352213532f
+#define G16_EC_2 0.0220321417f
+#define G16_EC_1 0.0520820357f
+#define G16_EC_0 1.04427361f
+#define G16_ETOP 5
+#endif
+// One Horner step of p in a, and the polynomial on one vector or on two interleaved.
+#define G16_EH(p, a, k) p = fma(p, a, (float16)(G16_EC_##k))
+#if G16_ETOP == 5
+#define GELU16_ERF_POLY(p, a)                                                                      \
+    p = fma(a, (float16)(G16_EC_5), (float16)(G16_EC_4));                                          \
+    G16_EH(p, a, 3); G16_EH(p, a, 2); G16_EH(p, a, 1); G16_EH(p, a, 0)
+#define GELU16_ERF_POLY2(p0, a0, p1, a1)                                                           \
+    p0 = fma(a0, (float16)(G16_EC_5), (float16)(G16_EC_4));                                        \
+    p1 = fma(a1, (float16)(G16_EC_5), (float16)(G16_EC_4));                                        \
+    G16_EH(p0, a0, 3); G16_EH(p1, a1, 3); G16_EH(p0, a0, 2); G16_EH(p1, a1, 2);                    \
+    G16_EH(p0, a0, 1); G16_EH(p1, a1, 1); G16_EH(p0, a0, 0); G16_EH(p1, a1, 0)
+#else
+#define GELU16_ERF_POLY(p, a)                                                                      \
+    p = fma(a, (float16)(G16_EC_4), (float16)(G16_EC_3));                                          \
+    G16_EH(p, a, 2); G16_EH(p, a, 1); G16_EH(p, a, 0)
+#define GELU16_ERF_POLY2(p0, a0, p1, a1)                                                           \
+    p0 = fma(a0, (float16)(G16_EC_4), (float16)(G16_EC_3));                                        \
+    p1 = fma(a1, (float16)(G16_EC_4), (float16)(G16_EC_3));                                        \
+    G16_EH(p0, a0, 2); G16_EH(p1, a1, 2); G16_EH(p0, a0, 1); G16_EH(p1, a1, 1);                    \
+    G16_EH(p0, a0, 0); G16_EH(p1, a1, 0)
+#endif
 TSR_INLINE float16 gelu16_recip(const float16 d) { return __builtin_ia32_rcp14ps512_mask(d, d, G16_ALL); }
 /* vmaxps / vminps with b as the second operand: b where either is NaN (a NaN x goes on) and
  * where both are zeros (max(-0, +0) = +0) */
@@ -115,18 +149,14 @@ TSR_INLINE float16 gelu16_tanh(const float16 x) {
     const float16 t = x * fma(x * x, (float16)(-0.1029432395800235f), (float16)(-2.3022081981443248f));
     return G16_TANH_END(x, gelu16_recip(1.0f + gelu16_exp2(t)));
 }
-/* gelu_erf_T with the estimate: p' = 2^(1/16) p, so h = 1 / p'^16 = erfc(|x| / sqrt(2)) / 2 and
+/* The erf form with the estimate: h = 1 / p^16 = erfc(|x| / sqrt(2)) / 2 (GELU16_ERF_POLY) and
  * GELU(x) = max(x, 0) - |x| h, one fused multiply-add (x > 0: x - x h; x <= 0: x h) with max(-0,
  * x) keeping -0 for x <= 0 whatever |x| h is (+0 included) and x for NaN; |x| clamped to 30
- * (p'^16 = Inf, h = 0 from |x| = 19.2 on) keeps Inf * 0 off: GELU(+Inf) = Inf, GELU(-Inf) = -0. */
+ * (p^16 = Inf, h = 0 before it) keeps Inf * 0 off: GELU(+Inf) = Inf, GELU(-Inf) = -0. */
 TSR_INLINE float16 gelu16_erf(const float16 x) {
     const float16 a = gelu16_min((float16)(30.0f), fabs(x));
-    float16 p = fma(a, (float16)(GELU16_A6), (float16)(GELU16_A5));
-    p = fma(p, a, (float16)(GELU16_A4));
-    p = fma(p, a, (float16)(GELU16_A3));
-    p = fma(p, a, (float16)(GELU16_A2));
-    p = fma(p, a, (float16)(GELU16_A1));
-    p = fma(p, a, (float16)(GELU16_A0));
+    float16 p;
+    GELU16_ERF_POLY(p, a);
     p *= p;
     p *= p;
     p *= p;
@@ -163,13 +193,8 @@ TSR_INLINE float16 gelu16_erf(const float16 x) {
         const float16 xx0 = (x0), xx1 = (x1);                                                      \
         const float16 a0 = gelu16_min((float16)(30.0f), fabs(xx0));                                \
         const float16 a1 = gelu16_min((float16)(30.0f), fabs(xx1));                                \
-        float16 p0 = fma(a0, (float16)(GELU16_A6), (float16)(GELU16_A5));                           \
-        float16 p1 = fma(a1, (float16)(GELU16_A6), (float16)(GELU16_A5));                           \
-        p0 = fma(p0, a0, (float16)(GELU16_A4)), p1 = fma(p1, a1, (float16)(GELU16_A4));            \
-        p0 = fma(p0, a0, (float16)(GELU16_A3)), p1 = fma(p1, a1, (float16)(GELU16_A3));            \
-        p0 = fma(p0, a0, (float16)(GELU16_A2)), p1 = fma(p1, a1, (float16)(GELU16_A2));            \
-        p0 = fma(p0, a0, (float16)(GELU16_A1)), p1 = fma(p1, a1, (float16)(GELU16_A1));            \
-        p0 = fma(p0, a0, (float16)(GELU16_A0)), p1 = fma(p1, a1, (float16)(GELU16_A0));            \
+        float16 p0, p1;                                                                            \
+        GELU16_ERF_POLY2(p0, a0, p1, a1);                                                          \
         p0 *= p0, p1 *= p1;                                                                        \
         p0 *= p0, p1 *= p1;                                                                        \
         p0 *= p0, p1 *= p1;                                                                        \

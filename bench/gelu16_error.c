@@ -20,21 +20,15 @@
 
 #define GELU16_ERROR 0x1p-13 /* TSR_GELU16_ERROR, runtime/internal.h */
 /* cl/gelu.cl's GELU16_* */
-#define GELU16_E4 0.013534137108661082f
-#define GELU16_E3 0.05201148989193516f
-#define GELU16_E2 0.24144276256235075f
-#define GELU16_E1 0.69300382632363f
-#define GELU16_E0 1.0000025943268573f
 /* the erf form's 1 / p(|x|)^16: degree 5 (bf16 y), degree 4 (f16 y) */
 static const float ERF5[6] = {1.04427361f, 0.0520820357f, 0.0220321417f, 0.00352213532f, -5.38514214e-05f, 8.94469486e-05f};
 static const float ERF4[5] = {1.04427648f, 0.0519850738f, 0.0225064736f, 0.00277177314f, 0.000397948839f};
 
 static __m512 gelu16_exp2(__m512 t) {
     const __m512 f = _mm512_reduce_round_ps(t, 9, _MM_FROUND_CUR_DIRECTION);
-    __m512 q = _mm512_fmadd_ps(f, _mm512_set1_ps(GELU16_E4), _mm512_set1_ps(GELU16_E3));
-    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(GELU16_E2));
-    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(GELU16_E1));
-    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(GELU16_E0));
+    __m512 q = _mm512_fmadd_ps(f, _mm512_set1_ps(0.07802427478740856f), _mm512_set1_ps(0.22606726670731025f));
+    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(0.6958336268679407f));
+    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(0.999925194576748f));
     return _mm512_scalef_ps(q, t);
 }
 

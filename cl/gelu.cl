@@ -142,7 +142,10 @@ TSR_INLINE float16 gelu16_exp2(const float16 t) {
 #if Y_TYPE == 1
 #define G16_TANH_END(x, r) __builtin_ia32_fixupimmps512_mask((x) * (r), (x), (int16)(0x70000), 0, G16_ALL, G16_CUR)
 #else
-#define G16_TANH_END(x, r) select((x) * (r), (float16)(-0.0f), (x) < -9.0f)
+// Other y types: the product masked by !(x < -9) (a NaN x included) over a register of -0, which
+// clang emits as vcmpnltps and a masked vmulps (select(x r, -0, x < -9) became vcmpltps, vmulps
+// and a masked move)
+#define G16_TANH_END(x, r) select((float16)(-0.0f), (x) * (r), !((x) < -9.0f))
 #endif
 TSR_INLINE float16 gelu16_tanh(const float16 x) {
     const float16 t = x * fma(x * x, (float16)(-0.1029432395800235f), (float16)(-2.3022081981443248f));

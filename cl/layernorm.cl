@@ -81,11 +81,11 @@ typedef TSR_DT_CAT(float, VW) floatv;
 // vectors (a row of up to 1024 columns: 4 KB of the item's stack, in L1), and the other two passes
 // read s back from it: one fp32 load a vector where they would load and widen x and r again (two
 // loads, two vcvtph2ps or shifts and an add, at each pass), so the 16-bit row costs no more work than
-// the fp32 one. The same values as SV (it is SV's result), so y is bit for bit the unkept path's.
-// The kept passes also sum into four accumulators (vectors v mod 4; the fp32 path's one chain of
-// dependent adds, 3-4 cycles a vector, bounds its first two passes), and take the largest |s| by
-// vmaxps with the accumulator second: a NaN lane of s is passed over, as fmax does, in one
-// instruction where fmax's NaN handling takes four.
+// the fp32 one. The kept passes also sum into four accumulators (vectors v mod 4; the fp32 path's
+// one chain of dependent adds, 3-4 cycles a vector, bounds its first two passes), so the sums
+// (not s, which is SV's value) round in another order than the unkept path's, and take the largest
+// |s| by vmaxps with the accumulator second: a NaN lane of s is passed over, as fmax does, in one
+// instruction where fmax's NaN handling takes four (the same largest |s|, so the same scale).
 #if defined(TSR_X16) && WG == 1 && VW == 16 && (X_TYPE != 0 || R_TYPE != 0)
 #define LN_KEEP 64
 #define LN_MAX_ABS(s, m) __builtin_ia32_maxps512(fabs(s), (m), 4)

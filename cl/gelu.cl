@@ -53,7 +53,7 @@
 // vcvtps2ph. The erf form's 1 / p(|x|)^16 takes a polynomial fitted to the accuracy y keeps
 // (degree 5 for bf16, 4 for f16, where activation.cl's form has 6 and a multiply by 1/sqrt(2)),
 // the estimate for its division, and ends in one fused multiply-add. GELU f16 -> f16 per 16 elements
-// (the step between the load and the store included): tanh 15 instructions (session 16: 19;
+// (the vector operations from the load to the store): tanh 14 (session 16: 19;
 // before: 25 and a vdivps), erf 15 (session 16: 22). These loops are bound by the vector
 // instructions they issue (PoCL's CPU device at 16M elements spent twice the copy kernel's CPU
 // time), so each one removed shows. Error, fp32 value before the store against the double

@@ -117,10 +117,12 @@
     G16_EH(p0, a0, 0); G16_EH(p1, a1, 0)
 #endif
 TSR_INLINE float16 gelu16_recip(const float16 d) { return __builtin_ia32_rcp14ps512_mask(d, d, G16_ALL); }
-/* vmaxps / vminps with b as the second operand: b where either is NaN (a NaN x goes on) and
- * where both are zeros (max(-0, +0) = +0) */
+/* vmaxps with b as the second operand: b where either is NaN (a NaN x goes on) and where both
+ * are zeros (max(-0, +0) = +0) */
 TSR_INLINE float16 gelu16_max(const float16 a, const float16 b) { return __builtin_ia32_maxps512(a, b, G16_CUR); }
-TSR_INLINE float16 gelu16_min(const float16 a, const float16 b) { return __builtin_ia32_minps512(a, b, G16_CUR); }
+/* min(|x|, 30) in one vrangeps (imm 10: the smaller magnitude, sign cleared; a quiet NaN x gives
+ * 30, and max(-0, x) below keeps x's NaN in y) */
+#define G16_ABS30(x) __builtin_ia32_rangeps512_mask((x), (float16)(30.0f), 10, (x), G16_ALL, G16_CUR)
 /* 2^t for every t: f = t - floor(t) in [0, 1) exactly by vreduceps (imm 9: round down, no
  * precision exception; +-Inf give 0, NaN NaN), 2^f by the polynomial, times 2^floor(t) by
  * vscalefps (0 and Inf beyond the exponent range, t = -Inf: 0, +Inf: Inf). No clamp, no
@@ -156,7 +158,7 @@ TSR_INLINE float16 gelu16_tanh(const float16 x) {
  * x) keeping -0 for x <= 0 whatever |x| h is (+0 included) and x for NaN; |x| clamped to 30
  * (p^16 = Inf, h = 0 before it) keeps Inf * 0 off: GELU(+Inf) = Inf, GELU(-Inf) = -0. */
 TSR_INLINE float16 gelu16_erf(const float16 x) {
-    const float16 a = gelu16_min((float16)(30.0f), fabs(x));
+    const float16 a = G16_ABS30(x);
     float16 p;
     GELU16_ERF_POLY(p, a);
     p *= p;
@@ -211,7 +213,7 @@ TSR_INLINE float16 gelu16_erf(const float16 x) {
 #define G16_ERF4(y, x)                                                                             \
     do {                                                                                           \
         float16 a[4], p[4];                                                                        \
-        G16_L4(a[l] = gelu16_min((float16)(30.0f), fabs(x[l])))                                    \
+        G16_L4(a[l] = G16_ABS30(x[l]))                                                             \
         G16_L4(p[l] = fma(a[l], (float16)(G16_EC_TOP), (float16)(G16_EC_NEXT)))                    \
         G16_ERF4_REST                                                                              \
         G16_L4(p[l] *= p[l])                                                                       \
@@ -224,17 +226,20 @@ TSR_INLINE float16 gelu16_erf(const float16 x) {
 #if G16_ETOP == 5
 #define G16_EC_TOP G16_EC_5
 #define G16_EC_NEXT G16_EC_4
-#define G16_ERF4_REST G16_L4(G16_EH(p[l], a[l], 3)) G16_L4(G16_EH(p[l], a[l], 2)) G16_L4(G16_EH(p[l], a[l], 1)) G16_L4(G16_EH(p[l], a[l], 0))
+#define G16_ERF4_REST                                                                              \
+    G16_L4(G16_EH(p[l], a[l], 3)) G16_L4(G16_EH(p[l], a[l], 2)) G16_L4(G16_EH(p[l], a[l], 1))        \
+    G16_L4(G16_EH(p[l], a[l], 0))
 #else
 #define G16_EC_TOP G16_EC_4
 #define G16_EC_NEXT G16_EC_3
-#define G16_ERF4_REST G16_L4(G16_EH(p[l], a[l], 2)) G16_L4(G16_EH(p[l], a[l], 1)) G16_L4(G16_EH(p[l], a[l], 0))
+#define G16_ERF4_REST                                                                              \
+    G16_L4(G16_EH(p[l], a[l], 2)) G16_L4(G16_EH(p[l], a[l], 1)) G16_L4(G16_EH(p[l], a[l], 0))
 #endif
 #define G16_ERF2(y0, y1, x0, x1)                                                                   \
     do {                                                                                           \
         const float16 xx0 = (x0), xx1 = (x1);                                                      \
-        const float16 a0 = gelu16_min((float16)(30.0f), fabs(xx0));                                \
-        const float16 a1 = gelu16_min((float16)(30.0f), fabs(xx1));                                \
+        const float16 a0 = G16_ABS30(xx0);                                                         \
+        const float16 a1 = G16_ABS30(xx1);                                                         \
         float16 p0, p1;                                                                            \
         GELU16_ERF_POLY2(p0, a0, p1, a1);                                                          \
         p0 *= p0, p1 *= p1;                                                                        \

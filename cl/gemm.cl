@@ -38,6 +38,7 @@
 // operand's type. With every code 0 the loads and stores are the plain float ones.
 #include "activation.cl"
 #include "dtype.cl"
+#include "dtype_avx512.cl"
 #ifndef MWI
 #define MWI 1
 #endif
@@ -129,10 +130,23 @@
 #define AW_KC 64
 #endif
 #define BK_ELT TSR_ELT(BK_TYPE)
+// 16 consecutive elements of type T at p as a float16: f16 through one zmm vcvtph2ps on AVX-512
+// (dtype_avx512.cl; vload_half16 is two ymm ones and a lane shuffle), else dtype.cl's TSR_VLD.
+#define GEMM_VLD16_0(p) TSR_VLD(0, 16, p)
+#ifdef TSR_X16
+#define GEMM_VLD16_1(p) TSR_X16_LD_F16(p)
+#else
+#define GEMM_VLD16_1(p) TSR_VLD(1, 16, p)
+#endif
+#define GEMM_VLD16_2(p) TSR_VLD(2, 16, p)
+#define GEMM_VLD16(T, p) TSR_DT_CAT(GEMM_VLD16_, T)(p)
 // VW consecutive elements of type T at p as a floatv (float for VW = 1); type 0 is VLOAD.
 #if VW == 1
 #define TYPED_VLOAD(T, p) TSR_LD(T, p, 0)
 #define TYPED_VSTORE(T, v, p) TSR_ST(T, v, p, 0)
+#elif VW == 16
+#define TYPED_VLOAD(T, p) GEMM_VLD16(T, p)
+#define TYPED_VSTORE(T, v, p) TSR_VST(T, VW, v, p)
 #else
 #define TYPED_VLOAD(T, p) TSR_VLD(T, VW, p)
 #define TYPED_VSTORE(T, v, p) TSR_VST(T, VW, v, p)
@@ -394,7 +408,7 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
         _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
             const __global AK_ELT *row = abase + (size_t)min(i0 + m, M - 1) * lda + kc;
             if (kn == AW_KC) {
-                _Pragma("unroll") for (int c = 0; c < AW_KC; c += 16) vstore16(TSR_VLD(AK_TYPE, 16, row + c), 0, aw + m * AW_KC + c);
+                _Pragma("unroll") for (int c = 0; c < AW_KC; c += 16) vstore16(GEMM_VLD16(AK_TYPE, row + c), 0, aw + m * AW_KC + c);
             } else {
                 for (int kk = 0; kk < kn; ++kk) aw[m * AW_KC + kk] = TSR_LD(AK_TYPE, row, kk);
             }

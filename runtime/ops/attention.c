@@ -336,7 +336,8 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
 #define SET(K, x) TSR_CL_CHECK(status, tsr_set_arg(K, arg++, sizeof(x), &(x)), unlock_tk)
     SET(tk, Lk); SET(tk, Lkp); SET(tk, H); SET(tk, k); SET(tk, ko); SET(tk, ksb); SET(tk, ksh); SET(tk, ksl); SET(tk, kt);
 #undef SET
-    size_t tglobal[3] = {(size_t)Lkp, p->D, p->B * p->H};
+    /* pack_k takes 16 elements of a key's row per work-item (VEC=2 needs D % 16 == 0) */
+    size_t tglobal[3] = {(size_t)Lkp, blk ? p->D / 16 : p->D, p->B * p->H};
     TSR_CL_CHECK(
         status,
         tsr_enqueue_kernel(queue, tk, 3, NULL, tglobal, NULL, wait ? 1 : 0, wait ? &wait : NULL, &transposed),

@@ -99,6 +99,12 @@ TSR_DT_INLINE float16 conv_f16x16(const ushort16 h) {
 #define CONV_WIDEN16_2(h) as_float16(convert_uint16(h) << 16)
 
 #if STAGE == 2
+// The value conv_store1 stores for sum s of channel k at element e, in fp32, before its rounding.
+TSR_DT_INLINE float conv_epi_value1(float s, const int k, const size_t e, CONV_EPILOGUE_PARAMS) {
+    if (epi_flags & 1) s *= scale[scale_off + k];
+    if (epi_flags & 2) s += bias[bias_off + k];
+    return tsr_epi_finish(s, res, res_type, res_off + e, act);
+}
 // x is the (padded, for strides polyphase) copy: the host's geometry has H = the copy's rows
 // per channel (all phases), W = its row width, PH = the phases along a row (SW, or 1 for a
 // one-column kernel), PW = one phase plane's elements, and geo.sf the largest tap offset; the
@@ -204,10 +210,31 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
                 float t[VW];
                 VSTORE(acc[m][v], t);
                 int oh = oh0, ow = ow0;
+#if Y_TYPE == 1 && VW > 1
+                // An f16 y: each lane's epilogue as conv_store1's, then one vector rounding
+                // (vstore_halfN_rte, the bits of the scalar vstore_half_rte, which is a software
+                // routine on PoCL's CPU devices: lane by lane it cost 16-bit layers whose rows
+                // are not a multiple of VW several percent), the lanes inside y stored as bits.
+                float o[VW];
+                ushort h[VW];
+                for (int e = 0; e < VW; ++e) {
+                    o[e] = ow < GEO_Q && oh < GEO_P
+                               ? conv_epi_value1(t[e], g * Kg + k0 + m, em + oh * GEO_Q + ow, CONV_EPILOGUE_ARGS)
+                               : 0.0f;
+                    if (++ow == GEO_W) ow = 0, ++oh;
+                }
+                TSR_VST(1, VW, VLOAD(o), (__private half *)h);
+                oh = oh0, ow = ow0;
+                for (int e = 0; e < VW; ++e) {
+                    if (ow < GEO_Q && oh < GEO_P) ((__global ushort *)y)[y_off + em + oh * GEO_Q + ow] = h[e];
+                    if (++ow == GEO_W) ow = 0, ++oh;
+                }
+#else
                 for (int e = 0; e < VW; ++e) {
                     if (ow < GEO_Q && oh < GEO_P) CONV_STORE1(t[e], g * Kg + k0 + m, em + oh * GEO_Q + ow);
                     if (++ow == GEO_W) ow = 0, ++oh;
                 }
+#endif
             }
         }
     }

@@ -859,7 +859,7 @@ static size_t winograd_bytes_per_image(const conv_problem *p, size_t wm) {
  * where tsr_convert's f16 widening is integer code that keeps signalling NaNs' bits (1.5x its
  * bf16 shift's time on ResNet-50's 7x7 layer, a third of the fp32 convolution's at batch 1);
  * the convolution quiets such a NaN either way, so y's bits are the same. In the queue's order,
- * as tsr_convert's was. */
+ * as tsr_convert's was. Nothing is enqueued unless it returns TSR_SUCCESS. */
 static tsr_status widen_weights(tsr_device *dev, const conv_problem *p, cl_mem wide, cl_command_queue queue) {
     char options[32];
     snprintf(options, sizeof options, "-DW_TYPE=%d", (int)p->types[1]);
@@ -1090,12 +1090,15 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
         tsr_workspace_get(dev, TSR_WS_CONV_W, p->K * p->CRS * sizeof(float), &wide, &prior) == TSR_SUCCESS) {
         /* its last user (maybe on another queue) must be done with it before the copy is written */
         if (prior) TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(queue, 1, &prior, NULL), done);
-        if (cfg->values[P_STAGE] == 2)
-            TSR_CHECK(status, widen_weights(dev, p, wide, queue), done);
-        else
+        /* (a device without that program, e.g. one running ahead-of-time binaries only, takes
+         * tsr_convert's, as other forms do) */
+        bool widened = cfg->values[P_STAGE] == 2 && widen_weights(dev, p, wide, queue) == TSR_SUCCESS;
+        if (!widened) {
+            tsr_clear_diagnostics();
             TSR_CHECK(status,
                       tsr_convert(dev, p->types[1], p->w, p->w_off, TSR_F32, wide, 0, p->K * p->CRS, queue, NULL),
                       done);
+        }
         q.w = wide, q.w_off = 0, q.types[1] = TSR_F32;
     } else {
         if (p->types[1] != TSR_F32) tsr_clear_diagnostics(); /* no room for the copy is no error */

@@ -76,10 +76,35 @@
 #include "vector.cl"
 
 #include "dtype.cl"
+#include "dtype_avx512.cl"
 #include "epilogue.cl"
 #include "conv_access.cl"
 
+// 16 f16 bit patterns as float16, exactly: one zmm vcvtph2ps on AVX-512 (dtype_avx512.cl), else
+// vload_half16 from a private copy. The forms below gather short runs of 16-bit elements as
+// integers and widen them here at once: a scalar vload_half is a software routine on PoCL's CPU
+// devices (no cl_khr_fp16), several times the cost of the vector conversion per element.
+TSR_DT_INLINE float16 conv_f16x16(const ushort16 h) {
+#if defined(TSR_X16)
+    return __builtin_ia32_vcvtph2ps512_mask(as_short16(h), (float16)(0.0f), TSR_X16_ALL, 8);
+#else
+    ushort t[16];
+    vstore16(h, 0, t);
+    return vload_half16(0, (const __private half *)t);
+#endif
+}
+// The same for 16 elements of 16-bit storage type T (1 f16, 2 bf16: a shift).
+#define CONV_WIDEN16(T, h) TSR_DT_CAT(CONV_WIDEN16_, T)(h)
+#define CONV_WIDEN16_1(h) conv_f16x16(h)
+#define CONV_WIDEN16_2(h) as_float16(convert_uint16(h) << 16)
+
 #if STAGE == 2
+// The value conv_store1 stores for sum s of channel k at element e, in fp32, before its rounding.
+TSR_DT_INLINE float conv_epi_value1(float s, const int k, const size_t e, CONV_EPILOGUE_PARAMS) {
+    if (epi_flags & 1) s *= scale[scale_off + k];
+    if (epi_flags & 2) s += bias[bias_off + k];
+    return tsr_epi_finish(s, res, res_type, res_off + e, act);
+}
 // x is the (padded, for strides polyphase) copy: the host's geometry has H = the copy's rows
 // per channel (all phases), W = its row width, PH = the phases along a row (SW, or 1 for a
 // one-column kernel), PW = one phase plane's elements, and geo.sf the largest tap offset; the
@@ -185,10 +210,31 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
                 float t[VW];
                 VSTORE(acc[m][v], t);
                 int oh = oh0, ow = ow0;
+#if Y_TYPE == 1 && VW > 1
+                // An f16 y: each lane's epilogue as conv_store1's, then one vector rounding
+                // (vstore_halfN_rte, the bits of the scalar vstore_half_rte, which is a software
+                // routine on PoCL's CPU devices: lane by lane it cost 16-bit layers whose rows
+                // are not a multiple of VW several percent), the lanes inside y stored as bits.
+                float o[VW];
+                ushort h[VW];
+                for (int e = 0; e < VW; ++e) {
+                    o[e] = ow < GEO_Q && oh < GEO_P
+                               ? conv_epi_value1(t[e], g * Kg + k0 + m, em + oh * GEO_Q + ow, CONV_EPILOGUE_ARGS)
+                               : 0.0f;
+                    if (++ow == GEO_W) ow = 0, ++oh;
+                }
+                TSR_VST(1, VW, VLOAD(o), (__private half *)h);
+                oh = oh0, ow = ow0;
+                for (int e = 0; e < VW; ++e) {
+                    if (ow < GEO_Q && oh < GEO_P) ((__global ushort *)y)[y_off + em + oh * GEO_Q + ow] = h[e];
+                    if (++ow == GEO_W) ow = 0, ++oh;
+                }
+#else
                 for (int e = 0; e < VW; ++e) {
                     if (ow < GEO_Q && oh < GEO_P) CONV_STORE1(t[e], g * Kg + k0 + m, em + oh * GEO_Q + ow);
                     if (++ow == GEO_W) ow = 0, ++oh;
                 }
+#endif
             }
         }
     }
@@ -615,7 +661,21 @@ __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_o
                 const __global XELT *s2 = src + iw0 + 2 * q;
                 vstore16((float16)(TSR_VLD(X_TYPE, 16, s2).even, TSR_VLD(X_TYPE, 16, s2 + 16).even), 0, dst + q);
             }
+#if X_TYPE == 1
+        // the rest (under 16 columns with stride 1 or 2) gathered as integers, widened at once
+        for (int q0 = q; q0 < qhi; q0 += 16) {
+            const int n = min(16, qhi - q0);
+            const __global ushort *u = (const __global ushort *)src + iw0 + GEO_SW * q0;
+            ushort t[16];
+            float f[16];
+            _Pragma("unroll") for (int e = 0; e < 16; ++e) t[e] = e < n ? u[GEO_SW * e] : (ushort)0;
+            vstore16(conv_f16x16(vload16(0, t)), 0, f);
+            for (int e = 0; e < n; ++e) dst[q0 + e] = f[e];
+        }
+        q = max(q, qhi);
+#else
         for (; q < qhi; ++q) dst[q] = LDX(src, iw0 + GEO_SW * q);
+#endif
         for (; q < Wq; ++q) dst[q] = 0.0f;
     }
 }
@@ -635,5 +695,32 @@ __kernel void pack_weights(const int16 geo, __global const WELT *w, const ulong 
     const __global WELT *src = w + w_off + ((size_t)g * Kg + min(kk, Kg - 1)) * CRS;
     const int n = min(16, CRS - crs0);
     for (int i = 0; i < n; ++i) dst[(size_t)(crs0 + i) * (MWI * VW)] = kk < Kg ? LDW(src, crs0 + i) : 0.0f;
+}
+#endif
+
+#if W_TYPE != 0
+// ---------------------------------------------------------------- weights (STAGE 2's, 16-bit)
+// w's n 16-bit elements (W_TYPE, from w_off) widened into the fp32 copy wf, which the kernel
+// then reads as fp32 weights: 64 per work-item, 16 per vector conversion (conv_f16x16: one
+// vcvtph2ps on AVX-512, where tsr_convert's f16 widening is integer code that keeps a signalling
+// NaN's bits, which a convolution does not need: its FMAs quiet one either way, to the same NaN).
+// The last work-item's tail is gathered as integers and widened the same way. global =
+// ceil(n / 64).
+__kernel void widen_weights(__global const WELT *w, const ulong w_off, __global float *wf, const ulong n) {
+    const ulong i0 = (ulong)get_global_id(0) * 64;
+    const __global ushort *u = (const __global ushort *)w + w_off;
+    _Pragma("unroll") for (int v = 0; v < 4; ++v) {
+        const ulong i = i0 + (ulong)v * 16;
+        if (i + 16 <= n) {
+            vstore16(CONV_WIDEN16(W_TYPE, TSR_DT_VLD16(16, u + i)), 0, wf + i);
+        } else if (i < n) {
+            const int m = (int)(n - i);
+            ushort t[16];
+            float f[16];
+            for (int e = 0; e < 16; ++e) t[e] = e < m ? u[i + e] : (ushort)0;
+            vstore16(CONV_WIDEN16(W_TYPE, vload16(0, t)), 0, f);
+            for (int e = 0; e < m; ++e) wf[i + e] = f[e];
+        }
+    }
 }
 #endif

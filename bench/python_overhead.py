@@ -10,10 +10,14 @@ arrays (zero-copy; synchronous: queue.finish() after each call), and the bare cf
 (lib.tsr_matmul + clFinish, no package code) in the same process, which separates what the
 package costs from what calling from an interpreter costs. NumPy arrays (copied in and
 out on every call) are timed too, for scale. Medians over the reps; the ratio and the per-call
-Python overhead (Python minus C, microseconds) are printed and written as JSON.
+Python overhead (Python minus C, microseconds) are printed and written as JSON. The calling
+thread's CPU time per call (time.thread_time, pipelined, PoCL's workers not counted) is taken
+for tessera.matmul and for the bare cffi call: their difference is what the package adds on the
+caller's core, a figure that the machine's load moves much less than wall time.
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -61,12 +65,22 @@ def python_rep(a, b, c, queue, calls, na, nb, nc):
         tessera.matmul(a, b, c)
     queue.finish()
     t2 = time.perf_counter()
+    cpu = {}
+    for name, fn in (('package', lambda: tessera.matmul(a, b, c)), ('cffi', direct)):
+        c0 = time.thread_time()
+        for _ in range(calls):
+            fn()
+        cpu[name] = (time.thread_time() - c0) / calls * 1e6
+        queue.finish()
+        lib.clFinish(q)
+    t2b = time.perf_counter()
     numpy_calls = max(calls // 4, 5)
     for _ in range(numpy_calls):
         tessera.matmul(na, nb, nc)
     t3 = time.perf_counter()
     return {'synchronous_us': (t1 - t0) / calls * 1e6, 'pipelined_us': (t2 - t1) / calls * 1e6,
-            'numpy_us': (t3 - t2) / numpy_calls * 1e6, 'direct_cffi_synchronous_us': direct_us}
+            'numpy_us': (t3 - t2b) / numpy_calls * 1e6, 'direct_cffi_synchronous_us': direct_us,
+            'thread_cpu_package_us': cpu['package'], 'thread_cpu_cffi_us': cpu['cffi']}
 
 
 def main():
@@ -95,9 +109,10 @@ def main():
         c_runs.append(json.loads(out.stdout))
         py_runs.append(python_rep(a, b, c, queue, args.calls, na, nb, nc))
         print('rep %d: C %.1f / %.1f us, Python %.1f / %.1f us (synchronous / pipelined), cffi alone %.1f us, '
-              'NumPy arrays %.1f us' % (rep, c_runs[-1]['synchronous_us'], c_runs[-1]['pipelined_us'],
+              'NumPy arrays %.1f us; caller CPU %.1f us package, %.1f us cffi' % (rep, c_runs[-1]['synchronous_us'], c_runs[-1]['pipelined_us'],
                                        py_runs[-1]['synchronous_us'], py_runs[-1]['pipelined_us'],
-                                       py_runs[-1]['direct_cffi_synchronous_us'], py_runs[-1]['numpy_us']),
+                                       py_runs[-1]['direct_cffi_synchronous_us'], py_runs[-1]['numpy_us'],
+                                       py_runs[-1]['thread_cpu_package_us'], py_runs[-1]['thread_cpu_cffi_us']),
               file=sys.stderr)
     med = lambda runs, key: statistics.median(r[key] for r in runs)  # noqa: E731
     result = {'device': info.name, 'size': n, 'calls': args.calls, 'reps': args.reps,
@@ -109,14 +124,20 @@ def main():
     for key in ('synchronous_us', 'pipelined_us'):
         result['ratio_' + key[:-3]] = result['python_pyopencl'][key] / result['c'][key]
         result['python_overhead_' + key] = result['python_pyopencl'][key] - result['c'][key]
+    result['thread_cpu_us'] = {k: med(py_runs, 'thread_cpu_%s_us' % k) for k in ('package', 'cffi')}
+    result['package_overhead_thread_cpu_us'] = result['thread_cpu_us']['package'] - result['thread_cpu_us']['cffi']
+    result['load'] = os.getloadavg()
     result['package_overhead_synchronous_us'] = (result['python_pyopencl']['synchronous_us']
                                                  - result['python_direct_cffi_synchronous_us'])
     print('%dx%dx%d GEMM on %s: Python/C %.3f synchronous, %.3f pipelined; Python adds %.1f us per call '
           '(pipelined: %.1f us), of which the package (tessera.matmul against the bare cffi call in the same '
-          'process) %.1f us; with NumPy arrays (copies) %.1f us per call'
+          'process) %.1f us; with NumPy arrays (copies) %.1f us per call; on the calling thread\'s CPU '
+          'tessera.matmul %.1f us, the bare cffi call %.1f us: the package adds %.1f us (load %.2f)'
           % (n, n, n, info.name, result['ratio_synchronous'], result['ratio_pipelined'],
              result['python_overhead_synchronous_us'], result['python_overhead_pipelined_us'],
-             result['package_overhead_synchronous_us'], result['python_numpy_us']))
+             result['package_overhead_synchronous_us'], result['python_numpy_us'],
+             result['thread_cpu_us']['package'], result['thread_cpu_us']['cffi'],
+             result['package_overhead_thread_cpu_us'], result['load'][0]))
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(result, f, indent=1)

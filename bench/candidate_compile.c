@@ -1,6 +1,6 @@
 /* What one GEMM tuning candidate costs to compile, step by step, in several program forms side by
  * side in one process (issue 39; docs/tuning.md, "What a candidate compiles"):
- *   candidate_compile [--device SEL] [--rounds N] [--config CFG] [--size N] [--forms LIST]
+ *   candidate_compile [--device SEL] [--rounds N] [--config CFG] [--size N] [--forms LIST] [--base DIR]
  * Forms (comma-separated, run in rotating order each round):
  *   all     gemm.cl as an ordinary launch builds it (gemm, pack_a, pack_b), all three created
  *           and launched (packs with PoCL's choice of local size);
@@ -11,7 +11,9 @@
  *   gemmonly  the program tessera builds for a tuning candidate with -DTSR_GEMM_ONLY=1 (the
  *           guard in cl/gemm.cl);
  *   noact   `only` with the epilogue's residual and activation compiled out (what the
- *           epilogue's code costs a compile; not a form tessera can use as is).
+ *           epilogue's code costs a compile; not a form tessera can use as is);
+ *   base    `tuning` with gemm.cl (and what it includes) from --base DIR: an older kernel text
+ *           against the build's, side by side.
  * Each round's programs get a define no other build had (-DTSR_CC_ROUND=...), so PoCL's kernel
  * cache never hits. Per step, wall seconds and process CPU seconds (user + sys, every thread:
  * PoCL compiles on the calling thread or its workers): clBuildProgram, clCreateKernel (all of
@@ -68,11 +70,8 @@ static int die(const char *what, cl_int err) {
 static char *cut_packs(const char *text) {
     const char *a = strstr(text, "// ---------------------------------------------------------------- packing");
     const char *b = strstr(text, "// ---------------------------------------------------------------- GEMM");
-    if (!a || !b || b < a) {
-        fprintf(stderr, "candidate_compile: gemm.cl's section markers not found\n");
-        exit(1);
-    }
     size_t n = strlen(text);
+    if (!a || !b || b < a) return strcpy(malloc(n + 1), text); /* no pack kernels (gemm_smallm.cl) */
     char *out = malloc(n + 1);
     memcpy(out, text, (size_t)(a - text));
     strcpy(out + (a - text), b);
@@ -82,6 +81,7 @@ static char *cut_packs(const char *text) {
 /* `only`, with the residual and activation of the epilogue replaced by nothing. */
 static char *cut_epilogue(const char *only) {
     const char *b = strstr(only, "// ---------------------------------------------------------------- GEMM");
+    if (!b) b = strstr(only, "__kernel void gemm(");
     const char *macros = "#define tsr_epi_finish_v(r, res, t, i, a) (r)\n#define tsr_epi_finish(r, res, t, i, a) (r)\n";
     size_t n = strlen(only), m = strlen(macros);
     char *out = malloc(n + m + 1);
@@ -118,6 +118,7 @@ static void set_pack_args(cl_kernel k, cl_int rows, cl_int K, cl_int ld, cl_mem 
 int main(int argc, char **argv) {
     const char *selector = NULL, *config_text = "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 PACKA=1 PACKB=1 PK=16 NT=4";
     const char *forms_text = "tuning,only,all";
+    const char *base_dir = NULL;
     int rounds = 5;
     int size = 256;
     for (int i = 1; i < argc; ++i) {
@@ -126,6 +127,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--config") && i + 1 < argc) config_text = argv[++i];
         else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--forms") && i + 1 < argc) forms_text = argv[++i];
+        else if (!strcmp(argv[i], "--base") && i + 1 < argc) base_dir = argv[++i];
         else {
             fprintf(stderr, "usage: candidate_compile [--device SEL] [--rounds N] [--config CFG] [--size N] [--forms LIST]\n");
             return 2;
@@ -137,7 +139,8 @@ int main(int argc, char **argv) {
     char list[128];
     snprintf(list, sizeof list, "%s", forms_text);
     for (char *save = NULL, *t = strtok_r(list, ",", &save); t && nforms < MAXFORMS; t = strtok_r(NULL, ",", &save)) {
-        if (strcmp(t, "all") && strcmp(t, "tuning") && strcmp(t, "only") && strcmp(t, "noact") && strcmp(t, "gemmonly"))
+        if (strcmp(t, "all") && strcmp(t, "tuning") && strcmp(t, "only") && strcmp(t, "noact") && strcmp(t, "gemmonly") &&
+            (strcmp(t, "base") || !base_dir))
             return fprintf(stderr, "candidate_compile: unknown form '%s'\n", t), 2;
         memset(&forms[nforms], 0, sizeof forms[nforms]);
         snprintf(forms[nforms++].name, sizeof forms[0].name, "%s", t);
@@ -148,17 +151,27 @@ int main(int argc, char **argv) {
     tsr_config cfg;
     if (tsr_config_parse(&tsr_op_gemm, config_text, "--config", &cfg) != TSR_SUCCESS)
         return fprintf(stderr, "%s\n", tsr_last_error()), 1;
+    const char *source_name = tsr_op_gemm.program_source ? tsr_op_gemm.program_source(&cfg) : "gemm";
     char options[768];
     tsr_op_gemm.build_options(&cfg, 0, options, sizeof options);
     const char *text;
     char *owned = NULL;
     size_t length;
-    if (tsr_load_kernel_source(getenv("TSR_KERNEL_DIR"), "gemm", &owned, &text, &length) != TSR_SUCCESS)
+    if (tsr_load_kernel_source(getenv("TSR_KERNEL_DIR"), source_name, &owned, &text, &length) != TSR_SUCCESS)
         return fprintf(stderr, "%s\n", tsr_last_error()), 1;
     char *full = malloc(length + 1);
     memcpy(full, text, length);
     full[length] = '\0';
-    char *only = cut_packs(full), *noact = cut_epilogue(only);
+    char *only = cut_packs(full), *noact = cut_epilogue(only), *base = NULL;
+    if (base_dir) {
+        char *base_owned = NULL;
+        if (tsr_load_kernel_source(base_dir, source_name, &base_owned, &text, &length) != TSR_SUCCESS)
+            return fprintf(stderr, "%s\n", tsr_last_error()), 1;
+        base = malloc(length + 1);
+        memcpy(base, text, length);
+        base[length] = '\0';
+        free(base_owned);
+    }
 
     cl_context ctx = dev->context;
     cl_device_id id = dev->id;
@@ -175,6 +188,8 @@ int main(int argc, char **argv) {
         if (at) *at = v[p];
     }
     int nwi = vw * nvw;
+    if (wgm < 1) wgm = 1; /* smallm: one-item groups */
+    if (wgn < 1) wgn = 1;
     size_t n = (size_t)size, floats = (n + 64) * (n + 64) * 2;
     cl_mem a = clCreateBuffer(ctx, CL_MEM_READ_WRITE, floats * 4, NULL, &err);
     CK(err);
@@ -208,13 +223,16 @@ int main(int argc, char **argv) {
         clReleaseKernel(k);
         clReleaseProgram(p);
     }
-    fprintf(stderr, "options: %s\n", options);
+    fprintf(stderr, "source: %s, options: %s\n", source_name, options);
     const unsigned tag = (unsigned)getpid();
     for (int r = 0; r < rounds; ++r) {
         for (int j = 0; j < nforms; ++j) {
             form *f = &forms[(j + r) % nforms];
-            const char *src = !strcmp(f->name, "only") ? only : !strcmp(f->name, "noact") ? noact : full;
-            bool packs = !strcmp(f->name, "all");
+            const char *src = !strcmp(f->name, "only")    ? only
+                              : !strcmp(f->name, "noact") ? noact
+                              : !strcmp(f->name, "base")  ? base
+                                                          : full;
+            bool packs = !strcmp(f->name, "all") && strstr(src, "pack_a");
             char opts[1024];
             snprintf(opts, sizeof opts, "-w -cl-std=CL1.2 %s -DTSR_CC_ROUND=%u%02d%d%s", options, tag, r, j,
                      !strcmp(f->name, "gemmonly") ? " -DTSR_GEMM_ONLY=1" : "");
@@ -302,6 +320,7 @@ int main(int argc, char **argv) {
     }
     free(only);
     free(noact);
+    free(base);
     free(full);
     free(owned);
     clReleaseMemObject(a);

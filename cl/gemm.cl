@@ -370,11 +370,17 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
         const floatv a_ = (floatv)(A_GLOBAL(m, k));                                                \
         _Pragma("unroll") for (int v = 0; v < NVW; ++v) acc[m][v] = fma(a_, bv[v], acc[m][v]);     \
     }
+#if PACKB
+    // The packed panels are zero-padded past N: an edge tile reads like a full one, and one loop
+    // (not two identical ones) is compiled.
+    K_LOOP(0, K, GLOBAL_BODY_FULL)
+#else
     if (j0 + NWI <= N) {
         K_LOOP(0, K, GLOBAL_BODY_FULL)
     } else {
         K_LOOP(0, K, GLOBAL_BODY_EDGE)
     }
+#endif
 #endif
 
     // ---- store act(scale * alpha * acc + beta * C + bias + residual)

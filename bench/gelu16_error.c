@@ -20,51 +20,37 @@
 
 #define GELU16_ERROR 0x1p-13 /* TSR_GELU16_ERROR, runtime/internal.h */
 /* cl/gelu.cl's GELU16_* */
-#define GELU16_E3 0.009656710288544356f
-#define GELU16_E2 0.055838282946219855f
-#define GELU16_E1 0.24022530097412242f
-#define GELU16_E0 0.6931367338836215f
-#define GELU16_A5 4.4952784140745357e-05f
-#define GELU16_A4 0.0002888898132174618f
-#define GELU16_A3 0.00015862211007739997f
-#define GELU16_A2 0.009681051380413301f
-#define GELU16_A1 0.04415397259013508f
-#define GELU16_A0 0.07364540685214102f
-#define GELU16_ONE 1.0442737824274138f
+/* the erf form's 1 / p(|x|)^16: degree 5 (bf16 y), degree 4 (f16 y) */
+static const float ERF5[6] = {1.04427361f, 0.0520820357f, 0.0220321417f, 0.00352213532f, -5.38514214e-05f, 8.94469486e-05f};
+static const float ERF4[5] = {1.04427648f, 0.0519850738f, 0.0225064736f, 0.00277177314f, 0.000397948839f};
 
 static __m512 gelu16_exp2(__m512 t) {
-    t = _mm512_max_ps(t, _mm512_set1_ps(-150.0f));
-    const __m512 k = _mm512_roundscale_ps(t, 8);
-    const __m512 f = _mm512_sub_ps(t, k);
-    __m512 q = _mm512_fmadd_ps(f, _mm512_set1_ps(GELU16_E3), _mm512_set1_ps(GELU16_E2));
-    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(GELU16_E1));
-    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(GELU16_E0));
-    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(q, k);
+    const __m512 f = _mm512_reduce_round_ps(t, 9, _MM_FROUND_CUR_DIRECTION);
+    __m512 q = _mm512_fmadd_ps(f, _mm512_set1_ps(0.07802427478740856f), _mm512_set1_ps(0.22606726670731025f));
+    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(0.6958336268679407f));
+    q = _mm512_fmadd_ps(f, q, _mm512_set1_ps(0.999925194576748f));
+    return _mm512_scalef_ps(q, t);
 }
 
-static __m512 gelu16_tanh(__m512 x) {
+/* f16: 1 for the f16 y's form (-Inf to -0 by vfixupimmps, no compare at -9) */
+static __m512 gelu16_tanh(__m512 x, int f16) {
     const __m512 t = _mm512_mul_ps(
         x, _mm512_fmadd_ps(_mm512_mul_ps(x, x), _mm512_set1_ps(-0.1029432395800235f), _mm512_set1_ps(-2.3022081981443248f)));
     const __m512 y = _mm512_mul_ps(x, _mm512_rcp14_ps(_mm512_add_ps(_mm512_set1_ps(1.0f), gelu16_exp2(t))));
+    if (f16) return _mm512_fixupimm_ps(y, x, _mm512_set1_epi32(0x70000), 0);
     return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-9.0f), _CMP_LT_OQ), _mm512_set1_ps(-0.0f));
 }
 
-static __m512 gelu16_erf(__m512 x) {
-    const __m512 z = _mm512_mul_ps(_mm512_set1_ps(0.7071067811865476f), _mm512_abs_ps(x));
-    __m512 p = _mm512_fmadd_ps(z, _mm512_set1_ps(GELU16_A5), _mm512_set1_ps(GELU16_A4));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_A3));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_A2));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_A1));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_A0));
-    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(GELU16_ONE));
+static __m512 gelu16_erf(__m512 x, int f16) {
+    const __m512 a = _mm512_range_ps(x, _mm512_set1_ps(30.0f), 10); /* min(|x|, 30); a quiet NaN x: 30 */
+    const float *c = f16 ? ERF4 : ERF5;
+    const int top = f16 ? 4 : 5;
+    __m512 p = _mm512_fmadd_ps(a, _mm512_set1_ps(c[top]), _mm512_set1_ps(c[top - 1]));
+    for (int k = top - 2; k >= 0; --k)
+        p = _mm512_fmadd_ps(p, a, _mm512_set1_ps(c[k]));
     for (int i = 0; i < 4; ++i)
         p = _mm512_mul_ps(p, p);
-    const __m512 h = _mm512_rcp14_ps(p);
-    const __m512 s = _mm512_mask_mov_ps(h, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ),
-                                        _mm512_sub_ps(_mm512_set1_ps(1.0f), h));
-    const __m512 y = _mm512_mul_ps(x, s);
-    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-20.0f), _CMP_LT_OQ), _mm512_set1_ps(-0.0f));
+    return _mm512_fnmadd_ps(a, _mm512_rcp14_ps(p), _mm512_max_ps(_mm512_set1_ps(-0.0f), x));
 }
 
 /* runtime/reference.c's tsr_gelu_reference */
@@ -76,22 +62,24 @@ static double reference(int erf_form, double x) {
     return 0.5 * x * (1.0 + tanh(u));
 }
 
-static double worst[2], worst_x[2], worst_rel[2], worst_rel_x[2];
-static long wrong_limits[2];
+/* forms: 0 tanh (bf16 y), 1 erf (bf16 y), 2 tanh (f16 y), 3 erf (f16 y) */
+static double worst[4], worst_x[4], worst_rel[4], worst_rel_x[4];
+static long wrong_limits[4];
 
 static void check(const float *xs, size_t vectors) {
-    for (int form = 0; form < 2; ++form)
+    for (int form = 0; form < 4; ++form)
         for (size_t b = 0; b < vectors; ++b) {
             float y[16];
             const __m512 x = _mm512_loadu_ps(xs + 16 * b);
-            _mm512_storeu_ps(y, form ? gelu16_erf(x) : gelu16_tanh(x));
+            _mm512_storeu_ps(y, form % 2 ? gelu16_erf(x, form == 3) : gelu16_tanh(x, form == 2));
             for (int i = 0; i < 16; ++i) {
                 const float xi = xs[16 * b + i];
-                const double r = reference(form, xi);
-                const bool minus_zero = y[i] == 0 && signbit(y[i]);
+                const double r = reference(form % 2, xi);
+                /* the f16 forms' -0: a negative y that f16 rounds to -0 */
+                const bool minus_zero = signbit(y[i]) && (y[i] == 0 || (form >= 2 && fabsf(y[i]) < 0x1p-25f));
                 if (isnan(r) ? !isnan(y[i])
                              : isinf(r) ? y[i] != r
-                                        : (xi >= 10.9f && y[i] != xi) || (xi < (form ? -20.0f : -9.0f) && !minus_zero))
+                                        : (xi >= 10.9f && y[i] != xi) || (xi < (form % 2 ? -20.0f : -9.0f) && !minus_zero))
                     wrong_limits[form]++;
                 if (isnan(r) || isinf(r)) continue;
                 const double e = fabs(y[i] - r), abs_e = e / fmax(1.0, fabs(xi));
@@ -110,15 +98,15 @@ static float f16_value(uint16_t h) {
 
 static void report(const char *what) {
     printf("%-24s tanh %.3g at x = %.9g (relative, |x| <= 5: %.3g at %.9g), limits wrong %ld | erf %.3g at x = %.9g, "
-           "limits wrong %ld\n",
+           "limits wrong %ld | f16 y's forms: tanh %.3g, erf %.3g at x = %.9g, limits wrong %ld, %ld\n",
            what, worst[0], worst_x[0], worst_rel[0], worst_rel_x[0], wrong_limits[0], worst[1], worst_x[1],
-           wrong_limits[1]);
+           wrong_limits[1], worst[2], worst[3], worst_x[3], wrong_limits[2], wrong_limits[3]);
 }
 
 int main(int argc, char **argv) {
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f")) {
-        printf("gelu16_error: this CPU has no AVX-512F (the GELU16 forms run only there)\n");
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512dq")) {
+        printf("gelu16_error: this CPU has no AVX-512F and DQ (the GELU16 forms run only there)\n");
         return 0;
     }
     const long stride = argc > 1 ? strtol(argv[1], NULL, 10) : 64;
@@ -148,5 +136,8 @@ int main(int argc, char **argv) {
     char what[64];
     snprintf(what, sizeof what, "and fp32 (1 in %ld):", stride);
     report(what);
-    return wrong_limits[0] || wrong_limits[1] || !(worst[0] <= GELU16_ERROR) || !(worst[1] <= GELU16_ERROR);
+    int bad = 0;
+    for (int form = 0; form < 4; ++form)
+        bad |= wrong_limits[form] != 0 || !(worst[form] <= GELU16_ERROR);
+    return bad;
 }

@@ -30,7 +30,8 @@ between layers (Python, launches, host waits, conversions).
 --variant NAME=CONFIG adds a tessera row per conv layer run with tsr_config_override("conv2d",
 CONFIG) (CONFIG "gemm:..." overrides GEMM's configuration instead, which the 1x1 layers run on) (e.g. im2col="ALGO=1", or "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16"): which configuration
 is fastest for which layer at this batch size. --only ROLE[,ROLE] restricts the conv layers
-timed ('stem', 'conv1', 'conv2', 'conv3', 'downsample'; the pool, head and network rows stay).
+timed ('stem', 'conv1', 'conv2', 'conv3', 'downsample'; the pool, head and network rows stay);
+--stride S to the layers of that stride (--only conv2 --stride 2: the three 3x3/2 layers).
 Measurements on a shared machine are noise unless the load is stated: the JSON records the load
 average before and after.
 """
@@ -76,6 +77,7 @@ def main():
     ap.add_argument('--threads', type=int, help='PyTorch threads (default: the device\'s compute units)')
     ap.add_argument('--variant', action='append', default=[], help='NAME=CONFIG: a tessera conv2d override')
     ap.add_argument('--only', help='conv roles to time (comma-separated)')
+    ap.add_argument('--stride', type=int, help='conv layers of this stride only (e.g. 2: the strided ones)')
     ap.add_argument('--no-torch', action='store_true', help='tessera rows only')
     ap.add_argument('--omp-wait', default='PASSIVE',
                     help='OMP_WAIT_POLICY for PyTorch\'s OpenMP threads (default PASSIVE: idle threads sleep, so the '
@@ -148,6 +150,8 @@ def main():
             h.remove()
     for c, inp, out, residual in calls:
         if roles and c['role'] not in roles:
+            continue
+        if args.stride and c['stride'] != args.stride:
             continue
         n, k, p, q = out.shape
         o, ci, kh, kw = c['shape']

@@ -343,13 +343,17 @@ __kernel void attention_vec(const int Lq, const int Lk, const int Lkp, const int
 #if HEAD_DIM % 16 == 0 && defined(VEC_BLK)
 // K packed per block of BC keys and, within it, per chunk of 16 keys: chunk c of block blk is
 // [D][16] at kp + (bh * nblk + blk) * D * BC + c * D * 16 (nblk = Lkp / BC), 0 past Lk, so the
-// scores of a chunk read 4 KiB (D = 64) in order. global = (Lkp, D, B*H)
+// scores of a chunk read 4 KiB (D = 64) in order. A work-item takes 16 consecutive elements of
+// one key's row (one vector load and conversion: PoCL's scalar vload_half is a software routine)
+// and scatters them to their 16 rows of the panel. global = (Lkp, D / 16, B*H)
 __kernel void pack_k(const int Lk, const int Lkp, const int H, __global const K_T *k, const ulong k_off,
                      const ulong ksb, const ulong ksh, const ulong ksl, __global KP_T *kp) {
-    const int j = (int)get_global_id(0), d = (int)get_global_id(1), bh = (int)get_global_id(2);
+    const int j = (int)get_global_id(0), d0 = (int)get_global_id(1) * 16, bh = (int)get_global_id(2);
     const int b = bh / H, h = bh - b * H, blk = j / BC, c = (j - blk * BC) / 16;
-    TSR_ST(KP_TYPE, j < Lk ? TSR_LD(K_TYPE, k, k_off + b * ksb + h * ksh + (size_t)j * ksl + d) : 0.0f, kp,
-           ((size_t)bh * (Lkp / BC) + blk) * HEAD_DIM * BC + (c * HEAD_DIM + d) * 16 + (j & 15));
+    float t[16];
+    vstore16(j < Lk ? TSR_VLD(K_TYPE, 16, k + k_off + b * ksb + h * ksh + (size_t)j * ksl + d0) : (float16)(0.0f), 0, t);
+    __global KP_T *dst = kp + ((size_t)bh * (Lkp / BC) + blk) * HEAD_DIM * BC + (c * HEAD_DIM + d0) * 16 + (j & 15);
+    _Pragma("unroll") for (int e = 0; e < 16; ++e) TSR_ST(KP_TYPE, t[e], dst, e * 16);
 }
 
 // max and the clamp of 2^x as compare-and-select: fmax's NaN rules cost two more instructions
@@ -410,7 +414,7 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
             lo[g] = min(lo[g], lim);
             hi[g] = max(hi[g], lim);
             const __global Q_T *qp = q + q_off + b * qsb + h * qsh + (size_t)min(i, Lq - 1) * qsl;
-            for (int d = 0; d < HEAD_DIM; ++d) qr[g][r][d] = TSR_LD(Q_TYPE, qp, d) * scale;
+            for (int d = 0; d < HEAD_DIM; d += 16) vstore16(TSR_VLD(Q_TYPE, 16, qp + d) * scale, 0, qr[g][r] + d);
             for (int dv = 0; dv < NDV; ++dv) acc[g][r][dv] = (float16)(0.0f);
             m[g][r] = -INFINITY;
             l[g][r] = 0.0f;

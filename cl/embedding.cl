@@ -93,6 +93,27 @@ typedef EMB_CAT(float, VW) emb_floatv;
         TSR_ST(Y_TYPE, sum, ys##k, j);                                                                               \
     }
 
+// On x86-64 CPUs (PoCL; clang's __builtin_prefetch, a hint that never faults) each item first
+// prefetches the word rows of the next item's TPI tokens, which the same thread usually runs next
+// (PoCL runs a work-group's items in order), so a random row's first misses overlap this item's
+// work instead of stalling the next one (CPU time per 4096x768 call, load 9: f16 0.85 -> 0.45 ms,
+// bf16 0.70 -> 0.41, fp32 1.4 -> 0.95). Only where the kernel is compiled for x86-64 itself
+// (compilers that go through SPIR-V reject the intrinsic; see gemm_smallm.cl).
+#if defined(__has_builtin) && defined(__x86_64__)
+#if __has_builtin(__builtin_prefetch)
+#define EMB_PREFETCH_NEXT()                                                                                          \
+    if (get_global_id(0) == 0) {                                                                                     \
+        for (ulong n = (get_global_id(1) + 1) * TPI; n < (get_global_id(1) + 2) * TPI && n < tokens; ++n) {          \
+            const __global char *row = (const __global char *)(word + word_off + (ulong)ids[n] * hidden);            \
+            for (ulong o = 0; o < hidden * sizeof(TSR_ELT(T_TYPE)); o += 64) __builtin_prefetch(row + o);             \
+        }                                                                                                            \
+    }
+#endif
+#endif
+#ifndef EMB_PREFETCH_NEXT
+#define EMB_PREFETCH_NEXT()
+#endif
+
 __kernel void embedding(const ulong tokens, const ulong hidden, const ulong seq_len, const ulong position_start,
                         __global const int *ids, const int has_position,
                         const int has_token_type, const int has_type_ids, __global const TSR_ELT(T_TYPE) *word,
@@ -100,6 +121,7 @@ __kernel void embedding(const ulong tokens, const ulong hidden, const ulong seq_
                         __global const TSR_ELT(T_TYPE) *token_type, const ulong token_type_off, __global TSR_ELT(Y_TYPE) *y,
                         const ulong y_off, const ulong y_stride) {
     if (get_global_id(1) * TPI >= tokens) return;
+    EMB_PREFETCH_NEXT()
     EMB_ROWS(0)
 #if TPI == 2
     EMB_ROWS(1)

@@ -38,6 +38,7 @@
 // operand's type. With every code 0 the loads and stores are the plain float ones.
 #include "activation.cl"
 #include "dtype.cl"
+#include "dtype_avx512.cl"
 #ifndef MWI
 #define MWI 1
 #endif
@@ -116,11 +117,36 @@
 #define BK_TYPE B_TYPE
 #endif
 #define AK_ELT TSR_ELT(AK_TYPE)
+// A 16-bit A that is neither packed nor staged (nor transposed) widens in the GEMM kernel,
+// AW_KC k-steps of the tile's rows at a time, into a private fp32 chunk: one vector conversion
+// per 16 elements and no pack launch, where widening each value in the hot loop costs a scalar
+// conversion per broadcast (f16's vload_half: 0.35x of fp32 at 64@128^3 on PoCL).
+#if AK_TYPE != 0 && !TA && !SA && !SB
+#define A_WIDEN 1
+#else
+#define A_WIDEN 0
+#endif
+#ifndef AW_KC
+#define AW_KC 64
+#endif
 #define BK_ELT TSR_ELT(BK_TYPE)
+// 16 consecutive elements of type T at p as a float16: f16 through one zmm vcvtph2ps on AVX-512
+// (dtype_avx512.cl; vload_half16 is two ymm ones and a lane shuffle), else dtype.cl's TSR_VLD.
+#define GEMM_VLD16_0(p) TSR_VLD(0, 16, p)
+#ifdef TSR_X16
+#define GEMM_VLD16_1(p) TSR_X16_LD_F16(p)
+#else
+#define GEMM_VLD16_1(p) TSR_VLD(1, 16, p)
+#endif
+#define GEMM_VLD16_2(p) TSR_VLD(2, 16, p)
+#define GEMM_VLD16(T, p) TSR_DT_CAT(GEMM_VLD16_, T)(p)
 // VW consecutive elements of type T at p as a floatv (float for VW = 1); type 0 is VLOAD.
 #if VW == 1
 #define TYPED_VLOAD(T, p) TSR_LD(T, p, 0)
 #define TYPED_VSTORE(T, v, p) TSR_ST(T, v, p, 0)
+#elif VW == 16
+#define TYPED_VLOAD(T, p) GEMM_VLD16(T, p)
+#define TYPED_VSTORE(T, v, p) TSR_VST(T, VW, v, p)
 #else
 #define TYPED_VLOAD(T, p) TSR_VLD(T, VW, p)
 #define TYPED_VSTORE(T, v, p) TSR_VST(T, VW, v, p)
@@ -262,6 +288,12 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #if PACKA
     const __global float *ap = A + a_off + batch * a_stride + (size_t)it * KP * MWI;
 #define A_GLOBAL(m, k) ap[(size_t)(k) * MWI + (m)]
+#elif A_WIDEN
+    // 16-bit A, not packed: each AW_KC-step chunk of the tile's MWI rows is widened into a
+    // private fp32 copy (16 elements per vector load) before its k-steps run.
+    const __global AK_ELT *abase = A + a_off + batch * a_stride;
+    float aw[MWI * AW_KC];
+#define A_GLOBAL(m, k) aw[(m) * AW_KC + (k)]
 #else
     const __global AK_ELT *abase = A + a_off + batch * a_stride;
 #if TA
@@ -370,7 +402,38 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
         const floatv a_ = (floatv)(A_GLOBAL(m, k));                                                \
         _Pragma("unroll") for (int v = 0; v < NVW; ++v) acc[m][v] = fma(a_, bv[v], acc[m][v]);     \
     }
+#if A_WIDEN
+    for (int kc = 0; kc < K; kc += AW_KC) {
+        const int kn = min(AW_KC, K - kc);
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+            const __global AK_ELT *row = abase + (size_t)min(i0 + m, M - 1) * lda + kc;
+            if (kn == AW_KC) {
+                _Pragma("unroll") for (int c = 0; c < AW_KC; c += 16) vstore16(GEMM_VLD16(AK_TYPE, row + c), 0, aw + m * AW_KC + c);
+            } else {
+                for (int kk = 0; kk < kn; ++kk) aw[m * AW_KC + kk] = TSR_LD(AK_TYPE, row, kk);
+            }
+        }
+        // The chunk's k-steps run from 0 (plain indices into aw), B's pointer moved to kc.
 #if PACKB
+        const __global float *b_chunk = bp + (size_t)kc * NWI;
+        const __global float *bp = b_chunk;
+        K_LOOP(0, kn, GLOBAL_BODY_FULL) // zero-padded panels: see below
+#else
+#if TB
+        const __global BK_ELT *b_chunk = bbase + kc;
+        const __global BK_ELT *bbase = b_chunk;
+#else
+        const __global BK_ELT *b_chunk = bbase + (size_t)kc * ldb;
+        const __global BK_ELT *bbase = b_chunk;
+#endif
+        if (j0 + NWI <= N) {
+            K_LOOP(0, kn, GLOBAL_BODY_FULL)
+        } else {
+            K_LOOP(0, kn, GLOBAL_BODY_EDGE)
+        }
+#endif
+    }
+#elif PACKB
     // The packed panels are zero-padded past N: an edge tile reads like a full one, and one loop
     // (not two identical ones) is compiled.
     K_LOOP(0, K, GLOBAL_BODY_FULL)

@@ -327,6 +327,17 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #ifndef SM_PREFETCH_ROW
 #define SM_PREFETCH_ROW(k)
 #endif
+// The same prefetch, from a pointer to the current row at the item's columns.
+#if SM_PF_ROWS > 0 && defined(__has_builtin) && defined(__x86_64__)
+#if __has_builtin(__builtin_prefetch)
+#define SM_PREFETCH_PTR(p)                                                                         \
+    _Pragma("unroll") for (int l = 0; l < (NWI * (int)sizeof(B_ELT) + 63) / 64; ++l)               \
+        __builtin_prefetch((const __global char *)((p) + SM_PF_ROWS * bstep) + 64 * l, 0, 2);
+#endif
+#endif
+#ifndef SM_PREFETCH_PTR
+#define SM_PREFETCH_PTR(p)
+#endif
 #define SM_BODY_FULL(k)                                                                            \
     {                                                                                              \
         SM_PREFETCH_ROW(k)                                                                         \
@@ -344,7 +355,38 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
         for (; k < K; ++k) BODY(k)                                                                 \
     }
     if (j0 + NWI <= N) {
+#if !TB && !TA && VW > 1
+        // Pointers walked along K (A's MWI rows, B's row at the item's columns): the loop's
+        // addresses are a base and a constant displacement, no per-step index arithmetic (which
+        // the indexed form spent on 8-row tiles, out of general registers).
+        const __global A_ELT *ap[MWI];
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) ap[m] = abase + (size_t)min(i0 + m, M - 1) * lda;
+        const __global B_ELT *bp = bbase + j0;
+        const size_t bstep = (size_t)ldb;
+#define SM_PBODY(u)                                                                                \
+    {                                                                                              \
+        SM_PREFETCH_PTR(bp)                                                                        \
+        floatv bv[NVW];                                                                            \
+        _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = SM_VLOAD(B_TYPE, bp + v * VW);    \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                          \
+            const floatv a_ = (floatv)(TSR_LD(A_TYPE, ap[m], (u)));                                \
+            _Pragma("unroll") for (int v = 0; v < NVW; ++v) acc[m][v] = fma(a_, bv[v], acc[m][v]); \
+        }                                                                                          \
+        bp += bstep;                                                                               \
+    }
+        int k = 0;
+        for (; k + KU <= K; k += KU) {
+            _Pragma("unroll") for (int u = 0; u < KU; ++u) SM_PBODY(u)
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) ap[m] += KU;
+        }
+        for (; k < K; ++k) {
+            SM_PBODY(0)
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) ap[m] += 1;
+        }
+#undef SM_PBODY
+#else
         SM_K_LOOP(SM_BODY_FULL)
+#endif
     } else {
         SM_K_LOOP(SM_BODY_EDGE)
     }

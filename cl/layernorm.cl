@@ -76,6 +76,21 @@ typedef TSR_DT_CAT(float, VW) floatv;
 #endif
 #endif
 
+// 16-bit x or r on AVX-512 CPUs with one item a row (WG = 1, VW = 16, PoCL's tuned CPU geometry):
+// the first pass keeps s (widened, summed with r: x + r in fp32) in a private array of LN_KEEP
+// vectors (a row of up to 1024 columns: 4 KB of the item's stack, in L1), and the other two passes
+// read s back from it: one fp32 load a vector where they would load and widen x and r again (two
+// loads, two vcvtph2ps or shifts and an add, at each pass), so the 16-bit row costs no more work than
+// the fp32 one. The kept passes also sum into four accumulators (vectors v mod 4; the fp32 path's
+// one chain of dependent adds, 3-4 cycles a vector, bounds its first two passes), so the sums
+// (not s, which is SV's value) round in another order than the unkept path's, and take the largest
+// |s| by vmaxps with the accumulator second: a NaN lane of s is passed over, as fmax does, in one
+// instruction where fmax's NaN handling takes four (the same largest |s|, so the same scale).
+#if defined(TSR_X16) && WG == 1 && VW == 16 && (X_TYPE != 0 || R_TYPE != 0)
+#define LN_KEEP 64
+#define LN_MAX_ABS(s, m) __builtin_ia32_maxps512(fabs(s), (m), 4)
+#endif
+
 // Element i of s as float, and vector v (VW elements from element v * VW) as floatv.
 #if RESIDUAL
 #define S1(i) (TSR_LD(X_TYPE, xs, i) + TSR_LD(R_TYPE, rs, i))
@@ -210,6 +225,10 @@ __kernel void layernorm(const ulong rows, const ulong cols, const float eps, con
     const ulong lid = 0;
 #endif
     const ulong vectors = cols / VW, tail = vectors * VW;
+#ifdef LN_KEEP
+    floatv kept[LN_KEEP];
+    const bool keep = vectors <= LN_KEEP;
+#endif
     const __global float *g = gamma + gamma_off;
     const __global float *b = beta + beta_off;
     for (uint k = 0; k < rows_per_group; ++k) {
@@ -223,6 +242,27 @@ __kernel void layernorm(const ulong rows, const ulong cols, const float eps, con
 
         floatv acc = 0.0f, big = 0.0f;
         float acc1 = 0.0f, big1 = 0.0f;
+#ifdef LN_KEEP
+        if (keep) {
+            floatv acc_1 = 0.0f, acc_2 = 0.0f, acc_3 = 0.0f, big_1 = 0.0f, big_2 = 0.0f, big_3 = 0.0f;
+            ulong v = 0;
+            for (; v + 4 <= vectors; v += 4) {
+                const floatv s0 = SV(v), s1 = SV(v + 1), s2 = SV(v + 2), s3 = SV(v + 3);
+                kept[v] = s0, kept[v + 1] = s1, kept[v + 2] = s2, kept[v + 3] = s3;
+                acc += s0, acc_1 += s1, acc_2 += s2, acc_3 += s3;
+                big = LN_MAX_ABS(s0, big), big_1 = LN_MAX_ABS(s1, big_1);
+                big_2 = LN_MAX_ABS(s2, big_2), big_3 = LN_MAX_ABS(s3, big_3);
+            }
+            for (; v < vectors; ++v) {
+                const floatv sv = SV(v);
+                kept[v] = sv;
+                acc += sv;
+                big = LN_MAX_ABS(sv, big);
+            }
+            acc = (acc + acc_1) + (acc_2 + acc_3);
+            big = fmax(fmax(big, big_1), fmax(big_2, big_3));
+        } else
+#endif
         for (ulong v = lid; v < vectors; v += WG) {
             const floatv sv = SV(v);
             acc += sv;
@@ -254,6 +294,22 @@ __kernel void layernorm(const ulong rows, const ulong cols, const float eps, con
 
         acc = 0.0f;
         acc1 = 0.0f;
+#ifdef LN_KEEP
+        if (keep) {
+            floatv acc_1 = 0.0f, acc_2 = 0.0f, acc_3 = 0.0f;
+            ulong v = 0;
+            for (; v + 4 <= vectors; v += 4) {
+                const floatv d0 = kept[v] * scale - mean, d1 = kept[v + 1] * scale - mean;
+                const floatv d2 = kept[v + 2] * scale - mean, d3 = kept[v + 3] * scale - mean;
+                acc = fma(d0, d0, acc), acc_1 = fma(d1, d1, acc_1), acc_2 = fma(d2, d2, acc_2), acc_3 = fma(d3, d3, acc_3);
+            }
+            for (; v < vectors; ++v) {
+                const floatv d = kept[v] * scale - mean;
+                acc = fma(d, d, acc);
+            }
+            acc = (acc + acc_1) + (acc_2 + acc_3);
+        } else
+#endif
         for (ulong v = lid; v < vectors; v += WG) {
             const floatv d = SV(v) * scale - mean;
             acc = fma(d, d, acc);
@@ -268,6 +324,14 @@ __kernel void layernorm(const ulong rows, const ulong cols, const float eps, con
         const float var_eps = variance + eps * scale * scale;
         const float inv_sd = var_eps > 0.0f ? rsqrt(var_eps) : 0.0f;
 
+#ifdef LN_KEEP
+        if (keep) {
+            for (ulong v = 0; v < vectors; ++v) {
+                const floatv normalized = (kept[v] * scale - mean) * inv_sd;
+                ST_Y(fma(normalized, LD_F(g + v * VW), LD_F(b + v * VW)), ys + v * VW);
+            }
+        } else
+#endif
         for (ulong v = lid; v < vectors; v += WG) {
             const floatv normalized = (SV(v) * scale - mean) * inv_sd;
             ST_Y(fma(normalized, LD_F(g + v * VW), LD_F(b + v * VW)), ys + v * VW);

@@ -67,6 +67,16 @@ typedef TSR_DT_CAT(float, VW) floatv;
 #define HAS_STRIDE2 0
 #endif
 
+#if VW == 2
+#define POOL_IOTA (int2)(0, 1)
+#elif VW == 4
+#define POOL_IOTA (int4)(0, 1, 2, 3)
+#elif VW == 8
+#define POOL_IOTA (int8)(0, 1, 2, 3, 4, 5, 6, 7)
+#elif VW == 16
+#define POOL_IOTA (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+#endif
+
 #if KIND == 0
 #define INIT (-INFINITY)
 // v != v: NaN, without a call (PoCL's isnan on vectors goes lane by lane through a library call)
@@ -148,6 +158,30 @@ __kernel void pool2d_nchw(GEOMETRY_ARGS, const ulong rows, __global const TSR_EL
             // Inside the columns: the divisor is the same for every lane.
             acc /= (float)(hcount * (int)KW);
 #endif
+            ST_YV(acc, yp + ow0);
+            continue;
+        }
+#endif
+#if KIND == 0 && (VW == 2 || VW == 4 || VW == 8 || VW == 16)
+        // Max pooling's left edge (a padded row's first vector): the same vector loads from
+        // before the row's start (the row before, in x's buffer), the lanes whose column lies
+        // in the padding replaced by the start value (-Inf).
+        if (w0 < 0 && ow0 + VW <= OW && (SW == 1 || (HAS_STRIDE2 && SW == 2)) &&
+            w0 + (int)((KW - 1) * DW + SW * VW) <= (int)W && (long)(x_off + plane * H * W) + w0 >= 0) {
+            const TSR_DT_CAT(int, VW) lane = POOL_IOTA * (int)SW;
+            floatv acc = (floatv)(INIT);
+            for (uint i = i_lo; i < i_hi; ++i) {
+                const __global TSR_ELT(X_TYPE) *row = xp + (ulong)(h0 + (int)(i * DH)) * W;
+                for (uint j = 0; j < KW; ++j) {
+                    const int c0 = w0 + (int)(j * DW);
+#if HAS_STRIDE2
+                    const floatv v = SW == 2 ? LD_X2(row + c0).even : LD_XV(row + c0);
+#else
+                    const floatv v = LD_XV(row + c0);
+#endif
+                    ACCV(acc, select((floatv)(INIT), v, lane + c0 >= (TSR_DT_CAT(int, VW))(0)));
+                }
+            }
             ST_YV(acc, yp + ow0);
             continue;
         }

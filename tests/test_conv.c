@@ -605,6 +605,72 @@ static void cpu_forms(void **state) {
     for (int stage = 2; stage <= 5; ++stage) cpu_forms_stage(stage, 0, 1);
 }
 
+/* The Winograd F(2x2, 3x3) form (STAGE 6: input transform, a batch of 16 GEMMs, output transform
+ * with the epilogue) against the double reference, TOLERANCE (1e-5 relative, the fp32 bound of
+ * every path) on every output: planes whose height and width are odd (the last tile row and column
+ * half outside y), smaller than a tile, one row or column; padding 0, 1, 2 and unequal along the
+ * axes; channel counts that are no multiple of a vector; batches; offsets with guard zones; bias
+ * and each activation. Layers it does not compute (other kernel sizes, strides, dilation, groups)
+ * run the implicit path's built-in form and must be as exact. A ResNet-50 56x56 layer at batch 3
+ * (images in chunks: several GEMM batches), sampled. */
+static void cpu_forms_winograd(const char *config) {
+    if (!cpu_forms_here()) {
+        printf("# the Winograd forms are CPU-only: passed over\n");
+        return;
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", config));
+    const conv_case cases[] = {
+        {.N = 2, .C = 5, .H = 11, .W = 27, .K = 10, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1},
+        {.N = 3, .C = 9, .H = 7, .W = 7, .K = 13, .R = 3, .S = 3, .ph = 1, .pw = 1, .act = 2, .off = 3},
+        {.N = 1, .C = 4, .H = 14, .W = 14, .K = 7, .R = 3, .S = 3, .bias = true},                 /* unpadded */
+        {.N = 1, .C = 17, .H = 13, .W = 9, .K = 33, .R = 3, .S = 3, .ph = 2, .pw = 0, .bias = true, .act = 3},
+        {.N = 2, .C = 3, .H = 1, .W = 6, .K = 2, .R = 3, .S = 3, .ph = 1, .pw = 1, .act = 1, .off = 1}, /* one row */
+        {.N = 1, .C = 6, .H = 9, .W = 1, .K = 5, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true},     /* one column */
+        {.N = 4, .C = 31, .H = 5, .W = 6, .K = 47, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1, .off = 5},
+        {.N = 1, .C = 3, .H = 3, .W = 3, .K = 4, .R = 3, .S = 3},                               /* one output */
+        /* not Winograd's: the built-in implicit form runs */
+        {.N = 1, .C = 6, .H = 13, .W = 40, .K = 7, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .act = 3},
+        {.N = 2, .C = 8, .H = 10, .W = 10, .K = 12, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 4, .bias = true},
+        {.N = 1, .C = 5, .H = 13, .W = 29, .K = 5, .R = 3, .S = 3, .ph = 2, .pw = 2, .dh = 2, .dw = 2, .act = 2},
+        {.N = 2, .C = 6, .H = 9, .W = 13, .K = 5, .R = 1, .S = 1, .act = 1},
+        {.N = 1, .C = 3, .H = 19, .W = 23, .K = 6, .R = 5, .S = 5, .ph = 2, .pw = 2, .bias = true},
+    };
+    for (size_t j = 0; j < sizeof cases / sizeof cases[0]; ++j) {
+        if (small_mode() && j % 3) continue;
+        expect_accurate(&cases[j], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    }
+    /* F(2x2)'s transforms keep an Inf in its windows (a patch column reaches only the outputs whose
+     * windows hold it); F(4x4)'s spread it over its 4x4 tile (its exact cancellations are lost). */
+    if (strstr(config, "STAGE=6")) expect_inf_contained(config);
+    if (!small_mode()) {
+        conv_case big = {.N = 3, .C = 64, .H = 56, .W = 56, .K = 64, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true,
+                         .act = 1, .off = 2};
+        expect_accurate_sampled(&big, (tsr_conv_algo[]){TSR_CONV_AUTO}, 1, 3000);
+        /* 512 channels (the longest sums of ResNet-50's 3x3 layers): the largest rounding error */
+        conv_case deep = {.N = 2, .C = 512, .H = 7, .W = 7, .K = 40, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true};
+        expect_accurate(&deep, (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+}
+/* With WGN other than 1, layers with fewer than 192 tiles per GEMM take F(2x2) instead of
+ * F(4x4) (28x28: 49 of F(4x4)'s, 196 of F(2x2)'s), or the built-in STAGE 2 form (7x7); 56x56
+ * keeps F(4x4) (196 tiles). */
+static void winograd_few_tiles(void **state) {
+    (void)state;
+    if (!cpu_forms_here()) return;
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", "ALGO=2 STAGE=7"));
+    const conv_case cases[] = {
+        {.N = 1, .C = 8, .H = 28, .W = 28, .K = 9, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1},
+        {.N = 1, .C = 5, .H = 56, .W = 56, .K = 6, .R = 3, .S = 3, .ph = 1, .pw = 1, .act = 2, .off = 1},
+        {.N = 2, .C = 7, .H = 7, .W = 7, .K = 5, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true},
+    };
+    for (size_t j = 0; j < sizeof cases / sizeof cases[0]; ++j)
+        expect_accurate(&cases[j], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+}
+static void cpu_forms_winograd2(void **state) { (void)state, cpu_forms_winograd("ALGO=2 STAGE=6 WGN=1"); }
+static void cpu_forms_winograd4(void **state) { (void)state, cpu_forms_winograd("ALGO=2 STAGE=7 WGN=1"); }
+
 #ifdef TSR_HAVE_CLBLAST
 /* CLBlast's convgemm computes the same layers (no groups, no bias or activation). */
 static void matches_clblast(void **state) {
@@ -645,15 +711,19 @@ static void plan_and_tune(void **state) {
     (void)state;
     conv_case c3 = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 3, .S = 3, .ph = 1, .pw = 1};
     conv_case dw = {.N = 1, .C = 32, .H = 28, .W = 28, .K = 32, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 32};
-    conv_case pw = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 1, .S = 1};
+    conv_case pw = {.N = 1, .C = 128, .H = 28, .W = 28, .K = 64, .R = 1, .S = 1}; /* fewer outputs than inputs */
+    conv_case ex = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 1, .S = 1};  /* as many or more: 1x1-expand */
     conv_case st = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
     conv_case ot = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 5, .S = 5, .ph = 2, .pw = 2};
     conv_case ds = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2};
     conv_case sm = {.N = 2, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 392 pixels */
-    conv_case sm8 = {.N = 8, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1}; /* 1568: the 1x1 class */
+    conv_case sm8 = {.N = 8, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 1568, but 196 an image */
+    conv_case md8 = {.N = 8, .C = 128, .H = 17, .W = 17, .K = 64, .R = 1, .S = 1}; /* 289 an image: 1x1 */
+    conv_case sn = {.N = 1, .C = 3, .H = 32, .W = 32, .K = 16, .R = 7, .S = 7, .sh = 2, .sw = 2, .ph = 3, .pw = 3};
     const struct { const conv_case *c; const char *cls; } expect[] = {
-        {&c3, "3x3"}, {&dw, "depthwise"}, {&pw, "1x1"}, {&st, "strided"}, {&ot, "other"}, {&ds, "1x1-strided"},
-        {&sm, "1x1-small"}, {&sm8, "1x1"}};
+        {&c3, "3x3"},         {&dw, "depthwise"}, {&pw, "1x1"},       {&ex, "1x1-expand"}, {&st, "strided"},
+        {&ot, "other"},       {&ds, "1x1-strided"}, {&sm, "1x1-small"}, {&sm8, "1x1-small"}, {&md8, "1x1"},
+        {&sn, "stem"}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; ++i) {
         tsr_conv2d_desc desc = case_desc(expect[i].c, TSR_CONV_AUTO);
         tsr_conv_algo algo = TSR_CONV_AUTO;
@@ -1328,6 +1398,9 @@ int main(void) {
         cmocka_unit_test(cpu_forms_stage5_1of2),
         cmocka_unit_test(cpu_forms_stage5_2of2),
         cmocka_unit_test(storage_types_stage5),
+        cmocka_unit_test(cpu_forms_winograd2),
+        cmocka_unit_test(cpu_forms_winograd4),
+        cmocka_unit_test(winograd_few_tiles),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

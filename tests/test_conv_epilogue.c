@@ -157,6 +157,20 @@ static const struct {
     {"ALGO=2 MWI=2 VW=8 STAGE=2 WGM=3 WGN=4", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=8 STAGE=4 WGN=8", TSR_CONV_AUTO, true},
+    {"ALGO=2 STAGE=6 WGN=1", TSR_CONV_AUTO, true}, /* Winograd F(2x2, 3x3) on every layer it fits */
+    {"ALGO=2 STAGE=7 WGN=1", TSR_CONV_AUTO, true}, /* F(4x4, 3x3) */
+};
+
+/* The Winograd forms' own 3x3 layers in 16-bit storage: f16 throughout with a bf16 residual,
+ * bf16 inputs with an fp32 y that is its own residual; odd planes (tiles half outside y), 56x56
+ * with 4 images for the vector blocks and several chunks. */
+static const epi_case winograd_cases[] = {
+    {.N = 2, .C = 9, .H = 9, .W = 11, .K = 7, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_RELU, .scale = true,
+     .bias = true, .res = 1, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .rt = TSR_BF16, .off = 2},
+    {.N = 3, .C = 6, .H = 13, .W = 21, .K = 10, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_GELU_TANH, .bias = true,
+     .res = 2, .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_F32, .off = 1},
+    {.N = 4, .C = 16, .H = 56, .W = 56, .K = 24, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_RELU, .scale = true,
+     .bias = true, .res = 1, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .rt = TSR_F16, .off = 3},
 };
 
 static bool cpu_forms_here(void) {
@@ -178,6 +192,13 @@ static void every_form(void **state) {
             check(&cases[i], &e, forms[f].algo, forms[f].config ? forms[f].config : "built-in");
             data_free(&e);
         }
+        if (forms[f].config && (strstr(forms[f].config, "STAGE=6") || strstr(forms[f].config, "STAGE=7")))
+            for (size_t i = 0; i < sizeof winograd_cases / sizeof winograd_cases[0]; ++i) {
+                epi_data e;
+                data_make(&winograd_cases[i], &e);
+                check(&winograd_cases[i], &e, forms[f].algo, forms[f].config);
+                data_free(&e);
+            }
         if (forms[f].config) TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
     }
 }

@@ -938,8 +938,9 @@ static void types_larger_shapes(void **state) {
 }
 
 /* Every configuration family member with 16-bit storage: packed panels (written fp32 from 16-bit
- * operands), unpacked vector loads, and the GPU-shaped staged tiles (SA, SB) loading 16-bit
- * values into local memory. */
+ * operands), unpacked vector loads (B) and widened chunks of A (gemm.cl's A_WIDEN, 64 k-steps at
+ * a time: K past 130 in kind 3 crosses chunks and ends in a partial one), and the GPU-shaped
+ * staged tiles (SA, SB) loading 16-bit values into local memory. */
 static void types_configurations(void **state) {
     (void)state;
     static const char *const configs[] = {

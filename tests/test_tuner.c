@@ -360,6 +360,39 @@ static void fallback_chain(void **state) {
     ci = lookup_fresh("small-m16"); /* and from its own once it has one */
     assert_string_equal(ci.used_class, "small-m16");
     TH_ASSERT_CONTAINS(ci.config, "MWI=4");
+    /* conv2d's 1x1-expand and stem, split from 1x1 and strided in session 19: a database with only
+     * the older classes' entries serves them from those; an entry of their own wins once there */
+    char conv_hash[17];
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_conv, conv_hash));
+    cJSON *conv_ops = cJSON_AddObjectToObject(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "devices"), "exact"), "ops"), "conv2d");
+    const char *const conv_parents[][2] = {{"1x1", "1x1-expand"}, {"strided", "stem"}};
+    for (int c = 0; c < 2; ++c) {
+        cJSON *e = cJSON_AddObjectToObject(conv_ops, conv_parents[c][0]);
+        cJSON *cfg = cJSON_AddObjectToObject(e, "config");
+        const char *names[] = {"ALGO", "MWI", "VW", "STAGE", "WGM", "WGN", "KWG"};
+        const int values[] = {1, 1, 1, 0, 1, 1, 8};
+        for (int k = 0; k < 7; ++k) cJSON_AddNumberToObject(cfg, names[k], values[k]);
+        cJSON_AddNumberToObject(e, "gflops", 10);
+        cJSON_AddStringToObject(e, "source_hash", conv_hash);
+        cJSON_AddStringToObject(e, "date", "2026-01-01");
+        cJSON_AddStringToObject(e, "problem", "test");
+    }
+    write_db(root, db_path);
+    for (int c = 0; c < 2; ++c) {
+        tsr_device_close(dev);
+        dev = th_open_device();
+        TH_ASSERT_OK(tsr_config_lookup(dev, "conv2d", conv_parents[c][1], &ci));
+        assert_int_equal(ci.source, TSR_CONFIG_TUNED);
+        assert_string_equal(ci.used_class, conv_parents[c][0]);
+        assert_string_equal(ci.problem_class, conv_parents[c][1]);
+    }
+    cJSON_AddItemToObject(conv_ops, "stem", cJSON_Duplicate(cJSON_GetObjectItem(conv_ops, "strided"), true));
+    write_db(root, db_path);
+    tsr_device_close(dev);
+    dev = th_open_device();
+    TH_ASSERT_OK(tsr_config_lookup(dev, "conv2d", "stem", &ci));
+    assert_string_equal(ci.used_class, "stem");
     unsetenv("TSR_BUILTIN_TUNING");
     ci = lookup_fresh("batched"); /* this machine's built-in batched entry (if any) comes before the nearest class */
     assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || strcmp(ci.used_class, "small") == 0);

@@ -336,7 +336,8 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
 #define SET(K, x) TSR_CL_CHECK(status, tsr_set_arg(K, arg++, sizeof(x), &(x)), unlock_tk)
     SET(tk, Lk); SET(tk, Lkp); SET(tk, H); SET(tk, k); SET(tk, ko); SET(tk, ksb); SET(tk, ksh); SET(tk, ksl); SET(tk, kt);
 #undef SET
-    size_t tglobal[3] = {(size_t)Lkp, p->D, p->B * p->H};
+    /* pack_k takes 16 elements of a key's row per work-item (VEC=2 needs D % 16 == 0) */
+    size_t tglobal[3] = {(size_t)Lkp, blk ? p->D / 16 : p->D, p->B * p->H};
     TSR_CL_CHECK(
         status,
         tsr_enqueue_kernel(queue, tk, 3, NULL, tglobal, NULL, wait ? 1 : 0, wait ? &wait : NULL, &transposed),
@@ -401,6 +402,12 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
     tsr_config cfg = *requested;
     bool vec = cfg.values[P_VEC] && p->D % 16 == 0;
     cfg.values[P_BC] = fitting_bc(dev, cfg.values, p->D);
+    /* attention_blk pads the keys to whole blocks of BC and packs them (pack_k) before it scores
+     * them: keys that fit half a block take the smallest block that holds them (16 at least), so a
+     * short sequence packs and scores no padding past it (MiniLM's 16 tokens under BC=64: a
+     * quarter of the packed K and of the scores). Same kernel, its program for the smaller BC. */
+    if (vec && cfg.values[P_VEC] == 2)
+        while (cfg.values[P_BC] > 16 && (size_t)cfg.values[P_BC] / 2 >= p->Lk) cfg.values[P_BC] /= 2;
     uint64_t loops = vec ? 0 : generic_loop_iterations(cfg.values, cfg.values[P_BC], p->Lk, p->D), limit = UINT64_MAX;
     if (loops > LOOPS_WORTH_CHECKING) {
         tsr_status probed = tsr_device_loop_limit(dev, &limit);

@@ -17,7 +17,7 @@
     X(ALGO, HOST, TSR_CONV_IM2COL, TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT)         \
     X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)  /* output channels per work-item (STAGE 3: output rows) */                      \
     X(VW, DEFINE, 1, 1, 2, 4, 8, 16)  /* pixels per work-item (a vector) */                    \
-    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4, 5) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles, 5: channel vectors */ \
+    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4, 5, 6, 7) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles, 5: channel vectors, 6, 7: Winograd F(2x2, 3x3), F(4x4, 3x3) */ \
     X(WGM, DEFINE, 1, 1, 2, 3, 4, 6, 8, 12, 16) /* work-group size along channels; STAGE 2: vectors per item, 5: pixels */ \
     X(WGN, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along pixels */                       \
     X(KWG, DEFINE, 8, 8, 16, 32)      /* reduction steps per staged tile (only with STAGE) */
@@ -25,11 +25,13 @@
 enum { CONV_PARAMS(TSR_PARAM_INDEX) CONV_NPARAMS };
 static const tsr_param_def conv_params[] = {CONV_PARAMS(TSR_PARAM_DEF)};
 
-/* The CPU forms (padded implicit, depthwise) are built from conv_cpu.cl. */
-static const char *const conv_more_sources[] = {"conv_cpu", NULL};
+/* The CPU forms (padded implicit, depthwise) are built from conv_cpu.cl, the Winograd form (STAGE 6)
+ * from conv_winograd.cl. */
+static const char *const conv_more_sources[] = {"conv_cpu", "conv_winograd", NULL};
 /* The fp32 classes; each has its 16-bit twins ("3x3-f16", TSR_CLASSES_PER_TYPE: by x, w and y's
  * types), which take their fp32 class's configuration until tuned themselves. */
-static const char *const conv_classes[] = {"3x3", "1x1", "strided", "depthwise", "other", "1x1-strided", "1x1-small", NULL};
+static const char *const conv_classes[] = {"3x3",   "1x1",         "strided",   "depthwise", "other",
+                                           "1x1-strided", "1x1-small", "1x1-expand", "stem",     NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -68,17 +70,35 @@ static int conv_base_index(const conv_problem *p) {
      * implicit STAGE=0 form a stride-1 1x1 layer tunes to ran ResNet-50's downsample layers at
      * batch 8 at 0.19-0.40x PyTorch on a Zen 5 EPYC, im2col at 0.92-1.01x (docs/conv.md). */
     if (p->R == 1 && p->S == 1 && (p->sh > 1 || p->sw > 1)) return 5;
-    /* Stride-1 1x1 layers with few output pixels in the call (ResNet-50's 14x14 and 7x7 layers at
-     * batch 1, its 7x7 ones at batch 8): a class of their own, tuned on 1x1024x14x14 k256. On a
-     * Zen 5 EPYC im2col (the GEMM on x itself) ran them 1.1-1.4x faster than the implicit STAGE=0
-     * form the 28x28 layers tune to, which wins at 784 pixels and more (docs/conv.md). */
-    if (p->R == 1 && p->S == 1) return p->N * p->PQ <= 512 ? 6 : 1;
+    /* Stride-1 1x1 layers on small planes (at most 256 output pixels an image) or with few output
+     * pixels in the call (at most 512): ResNet-50's 14x14 and 7x7 layers at any batch, a class of
+     * their own tuned on 1x1024x14x14 k256. On a Zen 5 EPYC im2col (the GEMM on x itself, across
+     * the images' pixels for a batch) ran them 1.1-1.4x faster than the implicit STAGE=0 form at
+     * batch 1 and 1.15-1.4x at batch 8. Larger planes: the layers with at least as many output as
+     * input channels (1x1-expand, tuned on 1x128x28x28 k512: im2col 1.1-1.6x faster than
+     * STAGE=0 at batch 1 and 8) apart from the reducing ones (1x1, tuned on 1x512x28x28 k128,
+     * where STAGE=0 won or tied at 56x56 and 28x28); docs/conv.md. */
+    if (p->R == 1 && p->S == 1) return p->PQ <= 256 || p->N * p->PQ <= 512 ? 6 : p->Kg >= p->Cg ? 7 : 1;
+    /* Strided layers on at most 4 input channels a group (a network's first layer on an RGB or
+     * grey image: ResNet-50's conv1, 7x7/2 on 3 channels), tuned on that layer: the 3x3/2
+     * layers' tuned tile (4 channels x 3 vectors, one tile a work-group on the Zen 5) ran it at
+     * 0.86x the AVX-512 default's 8 x 3, 16 tiles a group (session 19, docs/conv.md). */
+    if ((p->sh > 1 || p->sw > 1) && p->Cg <= 4) return 8;
     if (p->sh > 1 || p->sw > 1) return 2;
     if (p->R == 3 && p->S == 3) return 0;
     return 4;
 }
 
 static const char *conv_base_class(const conv_problem *p) { return conv_classes[conv_base_index(p)]; }
+
+/* Classes split from an older one take its entry until a database has one of their own, so a
+ * device tuned before the split (the H100's and the AVX2 EPYC's 1x1 and strided entries) keeps the
+ * configuration it ran those layers with rather than falling to an untuned default: 1x1-expand
+ * came out of 1x1 and stem out of strided (session 19). */
+static const char *conv_nearest_class(const char *cls) {
+    if (strcmp(cls, "1x1-expand") == 0) return "1x1";
+    return strcmp(cls, "stem") == 0 ? "strided" : NULL;
+}
 
 static const char *conv_problem_class(const void *problem) {
     const conv_problem *p = problem;
@@ -106,11 +126,13 @@ static const tsr_default conv_defaults[] = {
      * depending on the load: not settled; a quiet tune (its space holds WGM 1-4) decides. */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "stem", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     /* Strided layers (conv1's 7x7/2, 3x3/2): the padded form's polyphase copy, eight channels a
      * tile (32 vector registers on AVX-512; conv1's 64 channels in whole tiles). Kernel sizes it
      * does not compile in take im2col + GEMM. 1x1 layers (any stride): im2col + GEMM below. */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "strided", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "stem", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=1"},
     /* Never a CPU default (the row above matches first): the implicit path's shape there when
      * a call forces it or a search seeds it. */
@@ -132,6 +154,13 @@ static void conv_normalize(tsr_config *cfg) {
      * WGM as its pixel vectors per work-item). */
     if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && (cfg->values[P_STAGE] == 3 || cfg->values[P_STAGE] == 4))
         cfg->values[P_WGM] = conv_params[P_WGM].default_value;
+    /* The Winograd forms' tiles are fixed (their GEMMs take GEMM's own configuration); WGN says
+     * whether a layer with few tiles runs them anyway (1) or not (16: launch_winograd). */
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && (cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7))
+        for (int i = 0; i < CONV_NPARAMS; ++i) {
+            if (i == P_WGN) cfg->values[i] = cfg->values[i] == 1 ? 1 : 16;
+            else if (i != P_ALGO && i != P_STAGE) cfg->values[i] = conv_params[i].default_value;
+        }
 }
 
 static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
@@ -201,7 +230,8 @@ static void conv_build_options(const tsr_config *cfg, int program_variant, char 
 }
 
 static const char *conv_program_source(const tsr_config *cfg) {
-    return cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 2 ? "conv_cpu" : "conv";
+    if (cfg->values[P_ALGO] != TSR_CONV_IMPLICIT || cfg->values[P_STAGE] < 2) return "conv";
+    return cfg->values[P_STAGE] >= 6 ? "conv_winograd" : "conv_cpu";
 }
 
 /* ---- validation ---- */
@@ -719,7 +749,13 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     TSR_CHECK(status, tsr_program_kernel(dev, program, "pad_input", &pad), done);
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
     locked = true;
-    size_t cap = workspace_cap(dev) > per ? workspace_cap(dev) : per;
+    /* Polyphase copies (strided layers) on CPUs go in chunks of at most 2 MiB (one image of
+     * ResNet-50's 56x56/2 and 28x28/2 layers, two of its 14x14/2): the kernel then reads a copy
+     * just written, still in the caches, and the copy itself ran faster. On the 2-core Zen 5
+     * (session 19, batch 8, load 8-13, PoCL's CPU samples of both kernels) the 3x3/2 layers took
+     * 1-8% less CPU time than with 8 MiB chunks (the copy 3-22% less). */
+    size_t cap = pc.poly && dev->info.type == TSR_DEVICE_CPU ? (size_t)2 << 20 : workspace_cap(dev);
+    if (cap < per) cap = per;
     size_t chunk = cap / per < p->N ? cap / per : p->N;
     cl_mem xp = NULL;
     if (tsr_workspace_get(dev, TSR_WS_CONV_COL, chunk * per, &xp, &last) != TSR_SUCCESS) {
@@ -816,14 +852,215 @@ static bool im2col_accepts(const tsr_device *dev, const void *problem) {
  * tile fills AVX-512's 32 registers) and the call has at least 1024 output pixels (images x P
  * x Q) to share each packed weight: on the 2-core Zen 5 of session 18 it ran ResNet-50's 14x14
  * layers at batch 8 1.2x faster, and lost on 7x7 at batch 8 (392 pixels: the per-call packing
- * and the weights' stream from L2 outweigh the lanes) and on everything at batch 1. */
+ * and the weights' stream from L2 outweigh the lanes) and on everything at batch 1. Not on strided
+ * layers: their polyphase copy is four times the output plane, and STAGE 5's single-pixel reads
+ * over every channel's phase planes ran ResNet-50's 28x28/2 layer at batch 8 at 0.69x STAGE 2
+ * (17.8 against 12.3 ms of CPU time, load 8; session 19). */
 static bool channel_vectors_instead(const conv_problem *p, const tsr_config *cfg) {
     const int *v = cfg->values;
     if (v[P_ALGO] != TSR_CONV_IMPLICIT || v[P_STAGE] != 2 || v[P_VW] != 16 || p->N * p->PQ < 1024) return false;
+    if (p->sh > 1 || p->sw > 1) return false;
     size_t wq = padded_geometry(p, 16).Wq, span = p->P * wq;
     int nv = padded_vectors(span, 16, v[P_WGM]);
     size_t lanes = ceil_div(span, (size_t)16 * nv) * nv * 16;
     return 8 * (lanes - p->PQ) >= lanes;
+}
+
+/* ---- the Winograd form (STAGE 6, cl/conv_winograd.cl) ---- */
+
+/* Channels per work-group of the input and output transforms. */
+#define WINO_CH 8
+
+/* Layers F(2x2, 3x3) computes: 3x3 kernels, stride 1, no dilation, one group. */
+static bool winograd_fits(const conv_problem *p) {
+    return p->R == 3 && p->S == 3 && p->sh == 1 && p->sw == 1 && p->dh == 1 && p->dw == 1 && p->G == 1;
+}
+
+/* Tiles (wm x wm output blocks: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3)) of one image. */
+static size_t winograd_tiles(const conv_problem *p, size_t wm) { return ceil_div(p->P, wm) * ceil_div(p->Q, wm); }
+
+/* Bytes of the transformed input V and the GEMMs' products M of one image ((wm + 2)^2 fp32 per
+ * tile and channel each). */
+static size_t winograd_bytes_per_image(const conv_problem *p, size_t wm) {
+    return (wm + 2) * (wm + 2) * winograd_tiles(p, wm) * (p->C + p->K) * sizeof(float);
+}
+
+static tsr_status launch_implicit(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
+                                  cl_event *event);
+
+/* F(4x4) takes planes with at least this many of its tiles per image (ResNet-50's 56x56 layers:
+ * 196), F(2x2) the others. Where the configuration's WGN is not 1, a chunk's GEMMs (their n
+ * columns) need at least WINO_MIN_TILES tiles, else the built-in STAGE 2 form runs: the weights'
+ * transform (16 or 36 K C values written per call) and GEMMs of few columns cost more than the
+ * products saved. On the loaded 2-core Zen 5 of session 19 (docs/conv.md) F(2x2) won on the 28x28
+ * layer (196 tiles) and the 14x14 one at batch 8 in chunks of 2 images (98 tiles: 1.15-1.35x the
+ * STAGE 2 form), lost on 14x14 at batch 1 (49 tiles: 0.91-0.99x) and 7x7 (16-48: 0.27-0.88x);
+ * F(4x4) won on 56x56 (196 tiles an image) and lost on 28x28 (49 an image) at either batch. */
+#define WINO_F4_TILES 192
+#define WINO_MIN_TILES 96
+
+/* Bytes of V and M a chunk of images keeps to on CPUs (more where one image needs more). On the
+ * Zen 5 (2 x 1 MiB L2, 32 MiB L3, shared with other machines' work) the input transform slowed
+ * with the chunk: the 56x56 layer at batch 8 in F(4x4), 190 us of it per image in chunks of 3.6
+ * MB, 425 in 7.2 MB, 925 in 29 MB. In F(2x2) at batch 8 (three alternating runs, loaded) the
+ * 28x28 layer ran 1.39-1.46x the STAGE 2 form in chunks of 1 image (3.2 MB), 0.92-1.09x in 2 to
+ * 8; the 14x14 one 1.15-1.35x in 2 images (3.2 MB), 0.84-0.90x in 4, 1.14-1.20x in 6, 0.91-0.93x
+ * in 8 (GEMM shapes as much as the cache). GPUs: im2col's cap. */
+static size_t winograd_cap(const tsr_device *dev) {
+    return dev->info.type == TSR_DEVICE_CPU ? (size_t)4 << 20 : workspace_cap(dev);
+}
+
+/* Images per chunk for wm x wm tiles: V and M within winograd_cap, at least one image, at most
+ * the batch. */
+static size_t winograd_chunk(const tsr_device *dev, const conv_problem *p, size_t wm) {
+    size_t per = winograd_bytes_per_image(p, wm), n = winograd_cap(dev) / per;
+    if (n < 1) n = 1;
+    return n < p->N ? n : p->N;
+}
+
+/* The transforms around one batched GEMM per chunk of images: wino_weights once per call (U, in
+ * tessera's TSR_WS_CONV_W slot; nothing cached, so a caller may change w between calls), then per
+ * chunk wino_input (V, in TSR_WS_CONV_COL), tsr_matmul_pipeline's batch of 16 or 36 GEMMs (M, in
+ * TSR_WS_CONV_M; GEMM's own configuration for the shape), and wino_output with the epilogue.
+ * Row-major, each GEMM xi computes M[xi] (K x T) = U[xi] (K x C) times V[xi] (C x T). Layers it does not fit, and images whose V and
+ * M one allocation cannot hold, run the implicit path's built-in form for the class, and so do layers with too few
+ * tiles (WINO_MIN_TILES) unless WGN is 1. */
+static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
+                                  cl_command_queue queue, cl_event *event) {
+    size_t wm = cfg->values[P_STAGE] == 7 ? 4 : 2; /* the output tile */
+    const bool guard = cfg->values[P_WGN] != 1;
+    const size_t min_tiles = guard ? WINO_MIN_TILES : 0;
+    /* F(4x4) on planes with too few of its tiles per image takes F(2x2)'s, four times as many */
+    if (wm == 4 && guard && winograd_tiles(p, 4) < WINO_F4_TILES) wm = 2;
+    const size_t nxi = (wm + 2) * (wm + 2), tiles1 = winograd_tiles(p, wm), chunk = winograd_chunk(dev, p, wm);
+    /* V's and M's bytes per chunk, U's: checked, as every size derived from the caller's */
+    size_t big = 0, ubytes = 0;
+    bool wraps = __builtin_mul_overflow(nxi * sizeof(float), tiles1, &big) || __builtin_mul_overflow(big, chunk, &big) ||
+                 __builtin_mul_overflow(big, p->C > p->K ? p->C : p->K, &big) ||
+                 __builtin_mul_overflow(nxi * sizeof(float), p->K, &ubytes) || __builtin_mul_overflow(ubytes, p->C, &ubytes);
+    if (!winograd_fits(p) || wraps || tiles1 * chunk < min_tiles || big > dev->info.max_alloc_bytes ||
+        ubytes > dev->info.max_alloc_bytes || tiles1 * chunk > INT_MAX) {
+        tsr_config c = {.values = {[P_ALGO] = TSR_CONV_IMPLICIT}};
+        tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &c), dev, conv_base_class(p), &c);
+        if (c.values[P_STAGE] >= 6 || !conv_config_ok(dev, p, &c))
+            tsr_config_parse(&tsr_op_conv, implicit_fallback, "conv2d's fallback", &c);
+        return launch_implicit(dev, p, &c, queue, event);
+    }
+    tsr_status status = TSR_SUCCESS;
+    char options[256];
+    tsr_config form = *cfg; /* the program of the tile taken */
+    form.values[P_STAGE] = wm == 4 ? 7 : 6;
+    program_options(p, &form, false, options, sizeof options);
+    cl_program program;
+    tsr_kernel *kw = NULL, *kin = NULL, *kout = NULL, *held = NULL;
+    cl_event last = NULL;
+    bool locked = false, holding = false;
+    cl_mem u = NULL, vb = NULL, mb = NULL;
+    cl_event pu = NULL, pv = NULL, pm = NULL;
+    TSR_CHECK(status, tsr_program_for(dev, "conv_winograd", options, "wino_weights;wino_input;wino_output", &program),
+              done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_weights", &kw), done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_input", &kin), done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_output", &kout), done);
+    pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
+    locked = true;
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_W, ubytes, &u, &pu), done);
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_COL, nxi * tiles1 * chunk * p->C * sizeof(float), &vb, &pv),
+              done);
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_M, nxi * tiles1 * chunk * p->K * sizeof(float), &mb, &pm),
+              done);
+    holding = true;
+    /* The slots' last users (maybe on other queues) must be done before anything here writes them. */
+    cl_event priors[3];
+    cl_uint np = 0;
+    if (pu) priors[np++] = pu;
+    if (pv) priors[np++] = pv;
+    if (pm) priors[np++] = pm;
+    TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(queue, np, np ? priors : NULL, &last), done);
+    cl_int geo[16];
+    geometry_plain(p, geo);
+    {
+        cl_ulong w_off = p->w_off;
+        size_t global[3] = {p->C, p->K, 1};
+        cl_event done_w = NULL;
+        tsr_kernel_lock(held = kw);
+        TSR_CL_CHECK(status, tsr_set_arg(kw->kernel, 0, sizeof geo, geo), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kw->kernel, 1, sizeof p->w, &p->w), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kw->kernel, 2, sizeof w_off, &w_off), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kw->kernel, 3, sizeof u, &u), done);
+        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kw->kernel, 3, NULL, global, NULL, 1, &last, &done_w), done);
+        tsr_kernel_unlock(kw);
+        held = NULL;
+        clReleaseEvent(last);
+        last = done_w;
+    }
+    const size_t TP = ceil_div(p->P, wm);
+    for (size_t n0 = 0; n0 < p->N; n0 += chunk) {
+        size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk, T = tiles1 * nc;
+        cl_int tiles = (cl_int)T;
+        cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
+        cl_event vin = NULL, gemm = NULL, out = NULL;
+        /* WINO_CH channels of a tile row per work-group (dimension 0 holds one item, so PoCL does not
+         * vectorize across work-items: the kernels carry their own vectors) */
+        size_t gin[3] = {TP, ceil_div(p->C, WINO_CH) * WINO_CH, nc}, lin[3] = {1, WINO_CH, 1};
+        tsr_kernel_lock(held = kin);
+        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 0, sizeof geo, geo), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 1, sizeof p->x, &p->x), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 2, sizeof x_off, &x_off), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 3, sizeof vb, &vb), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 4, sizeof tiles, &tiles), done);
+        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kin->kernel, 3, NULL, gin, lin, 1, &last, &vin), done);
+        tsr_kernel_unlock(kin);
+        held = NULL;
+        clReleaseEvent(last);
+        last = vin;
+        const tsr_matmul_desc desc = {.layout = TSR_ROW_MAJOR,
+                                      .trans_a = TSR_NO_TRANS,
+                                      .trans_b = TSR_NO_TRANS,
+                                      .m = p->K,
+                                      .n = T,
+                                      .k = p->C,
+                                      .batch = nxi,
+                                      .alpha = 1.0f,
+                                      .beta = 0.0f,
+                                      .a = {TSR_F32, 0, p->C, p->K * p->C},
+                                      .b = {TSR_F32, 0, T, T * p->C},
+                                      .c = {TSR_F32, 0, T, T * p->K}};
+        const tsr_matmul_extras extras = {.class_by_shape = true, .input_ready = last};
+        status = tsr_matmul_pipeline(dev, &desc, &extras, u, vb, mb, queue, &gemm);
+        if (status != TSR_SUCCESS) goto done;
+        clReleaseEvent(last);
+        last = gemm;
+        conv_problem q = *p;
+        q.y_off = p->y_off + n0 * p->K * p->PQ;
+        q.r_off = p->r_off + n0 * p->K * p->PQ; /* the residual has y's shape */
+        size_t gout[3] = {TP, ceil_div(p->K, WINO_CH) * WINO_CH, nc}, lout[3] = {1, WINO_CH, 1};
+        tsr_kernel_lock(held = kout);
+        TSR_CL_CHECK(status, tsr_set_arg(kout->kernel, 0, sizeof geo, geo), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kout->kernel, 1, sizeof mb, &mb), done);
+        TSR_CL_CHECK(status, tsr_set_arg(kout->kernel, 2, sizeof tiles, &tiles), done);
+        TSR_CHECK(status, set_common_args(kout->kernel, &q, 3), done);
+        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kout->kernel, 3, NULL, gout, lout, 1, &last, &out), done);
+        tsr_kernel_unlock(kout);
+        held = NULL;
+        clReleaseEvent(last);
+        last = out;
+    }
+done:
+    if (held) tsr_kernel_unlock(held);
+    if (holding) {
+        if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still use the workspace */
+        cl_event use = status == TSR_SUCCESS ? last : NULL;
+        tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, use);
+        tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, use);
+        tsr_workspace_set_last_use(dev, TSR_WS_CONV_M, use);
+    }
+    if (locked) pthread_mutex_unlock(&dev->lock);
+    if (last) {
+        if (event && status == TSR_SUCCESS) *event = last;
+        else clReleaseEvent(last);
+    }
+    return status;
 }
 
 /* The implicit kernel: the padded-input CPU form (STAGE 2) has its own launch. 16-bit weights
@@ -846,6 +1083,11 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
     cl_event last = NULL, prior = NULL;
     cl_mem wide = NULL;
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
+    /* The Winograd form transforms the weights in their own type; it has its own launch. */
+    if (cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7) {
+        pthread_mutex_unlock(&dev->lock);
+        return launch_winograd(dev, p, cfg, queue, event);
+    }
     /* STAGE 5 packs (and widens) the weights itself */
     if (p->types[1] != TSR_F32 && cfg->values[P_STAGE] != 5 &&
         tsr_workspace_get(dev, TSR_WS_CONV_W, p->K * p->CRS * sizeof(float), &wide, &prior) == TSR_SUCCESS) {
@@ -1216,12 +1458,18 @@ typedef struct conv_fixture {
 } conv_fixture;
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
- * layer, a 5x5 for the rest, ResNet-50's second downsample layer and a 14x14 1x1 layer), in the order of
- * conv_classes. */
+ * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 14x14 1x1 layer, a 28x28
+ * expanding one and conv1), in the order of conv_classes. strided: ResNet-50's 28x28/2 layer, not
+ * its 56x56/2 one, where 4 and 8 channels a tile tie (the Zen 5's entry took 4 there), while 8 ran
+ * the 28x28/2 and 14x14/2 layers with 10-16% less CPU time at batch 1 and 8 (at batch 8 the
+ * 28x28/2 layer runs in 2 MiB chunks of one image each: batch-1-sized work). It cannot see that
+ * two vectors a tile (WGM=2) cost the 56x56/2 layer 20-35% while tying here: tune this class with
+ * WGM=3 (session 19, docs/conv.md). */
 static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias", "1x512x28x28 k128 1x1 +bias",
-                                                "1x128x56x56 k128 3x3 p1 s2 +bias", "1x256x28x28 k256 3x3 p1 g256 +bias",
+                                                "1x256x28x28 k256 3x3 p1 s2 +bias", "1x256x28x28 k256 3x3 p1 g256 +bias",
                                                 "1x64x28x28 k64 5x5 p2 +bias", "1x256x56x56 k512 1x1 s2 +bias",
-                                                "1x1024x14x14 k256 1x1 +bias"};
+                                                "1x1024x14x14 k256 1x1 +bias", "1x128x28x28 k512 1x1 +bias",
+                                                "1x3x224x224 k64 7x7 p3 s2 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},
@@ -1409,9 +1657,11 @@ static const char *conv_tuning_space(const tsr_device *dev) {
      * register tile. CPUs that vectorize across work-items (llvmpipe): small tiles in GPU-like groups. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)
         return "MWI=1,2,4 VW=1,2,4 STAGE=0,1 WGM=4,8,16 WGN=4,8,16 KWG=8,16";
-    /* Other CPUs: the row forms (STAGE 0), the padded form (2), the depthwise forms (3, 4) and the
-     * channel vectors (5), with one work-item or a few per work-group. */
-    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
+    /* Other CPUs: the row forms (STAGE 0), the padded form (2), the depthwise forms (3, 4), the
+     * channel vectors (5) and Winograd (7), with one work-item or a few per work-group. STAGE 6
+     * (F(2x2) alone) is left out: every shape the 3x3 class is tuned on runs F(2x2) under STAGE 7
+     * too, and a tie stored as 6 would run F(2x2) on 56x56 planes, where F(4x4) won (docs/conv.md). */
+    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5,7 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
     return NULL;
 }
 
@@ -1429,6 +1679,7 @@ const tsr_op tsr_op_conv = {
     .params = conv_params,
     .nparams = CONV_NPARAMS,
     .classes = conv_classes,
+    .nearest_class = conv_nearest_class,
     .problem_class = conv_problem_class,
     .defaults = conv_defaults,
     .ndefaults = TSR_COUNT(conv_defaults),

@@ -196,16 +196,19 @@ static bool gemm_config_ok(const tsr_device *dev, const void *problem, const tsr
     return true;
 }
 
-/* Transposed operands are packed unless staged: strided loads in the hot loop cost 5-15x. So
- * are 16-bit ones (into fp32 panels): widening once per element beats widening in the hot loop,
- * where PoCL's vload_half measured 0.3x of fp32 at 128^3 and 64@128^3. */
-static bool packs_a(const tsr_config *cfg, bool ta, tsr_dtype type) {
+/* Transposed operands are packed unless staged: strided loads in the hot loop cost 5-15x. A
+ * 16-bit operand follows its configuration like an fp32 one: unpacked, a 16-bit A widens in the
+ * kernel a chunk of the tile's rows at a time (gemm.cl's A_WIDEN: a vector conversion per 16
+ * elements, where a scalar vload_half per broadcast in the hot loop measured 0.35x of fp32), a
+ * 16-bit B as its vectors are loaded (one conversion per VW elements). Forcing their packing
+ * instead cost the extra pack launches and passes: 0.77-0.84x of fp32 at 64@128^3 on PoCL. */
+static bool packs_a(const tsr_config *cfg, bool ta) {
     if (cfg->values[P_KERNEL] != GEMM_TILED) return false; /* gpu and smallm read any layout and type */
-    return cfg->values[P_PACKA] || ((ta || type != TSR_F32) && !cfg->values[P_SA] && !cfg->values[P_SB]);
+    return cfg->values[P_PACKA] || (ta && !cfg->values[P_SA] && !cfg->values[P_SB]);
 }
-static bool packs_b(const tsr_config *cfg, bool tb, tsr_dtype type) {
+static bool packs_b(const tsr_config *cfg, bool tb) {
     if (cfg->values[P_KERNEL] != GEMM_TILED) return false;
-    return cfg->values[P_PACKB] || ((tb || type != TSR_F32) && !cfg->values[P_SA] && !cfg->values[P_SB]);
+    return cfg->values[P_PACKB] || (tb && !cfg->values[P_SA] && !cfg->values[P_SB]);
 }
 
 /* Column tiles per work-item: staged tiles take one (a work-group stages one tile of B at a
@@ -222,8 +225,8 @@ static void gemm_build_options(const tsr_config *cfg, int variant, char *out, si
     bool ta = variant & TRANSPOSE_A, tb = variant & TRANSPOSE_B;
     const tsr_gemm_types set = gemm_type_set(variant), *types = &set;
     tsr_config compiled = *cfg; /* the kernel reads the packing a launch does */
-    compiled.values[P_PACKA] = packs_a(cfg, ta, types->a);
-    compiled.values[P_PACKB] = packs_b(cfg, tb, types->b);
+    compiled.values[P_PACKA] = packs_a(cfg, ta);
+    compiled.values[P_PACKB] = packs_b(cfg, tb);
     compiled.values[P_NT] = tiles_per_item(cfg);
     int n = snprintf(out, size, "-cl-mad-enable ");
     if (n < 0 || (size_t)n >= size) return;
@@ -666,7 +669,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     cl_event packed[2] = {NULL, NULL}, done = NULL, first_launch = NULL;
     size_t nwi = (size_t)v[P_VW] * v[P_NVW];
     /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
-    bool pack_a = packs_a(cfg, p->ta, p->types.a) && p->k > 0, pack_b = packs_b(cfg, p->tb, p->types.b) && p->k > 0;
+    bool pack_a = packs_a(cfg, p->ta) && p->k > 0, pack_b = packs_b(cfg, p->tb) && p->k > 0;
     gemm_kernels kernels;
     TSR_CHECK(status, gemm_kernels_for(dev, cfg, variant, pack_a, pack_b, &kernels), done);
     cl_kernel kernel = kernels.gemm->kernel;

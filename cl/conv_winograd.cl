@@ -1,0 +1,408 @@
+// conv2d's Winograd F(2x2, 3x3) form (STAGE 6, CPUs; OpenCL C 1.2): 3x3 kernels, stride 1,
+// dilation 1, one group, any padding. Each 2x2 block of outputs (a tile; tile (i, j) of an image
+// reads the 4x4 input patch from row 2i - PH, column 2j - PW, zeros outside x) is
+//   y = A^T [ sum_c (G g_kc G^T) .* (B^T d_c B) ] A
+// with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
+// A^T = [1 1 1 0; 0 1 -1 -1]: 16 products per tile and channel pair instead of 36. The sum over
+// c is 16 independent GEMMs, one per element xi = 4a + b of the 4x4 transformed tile, which the
+// host runs on tessera's GEMM (one batched call):
+//   wino_weights  U[xi][k][c]  = (G g_kc G^T)[a][b]           (w in its type, U fp32)
+//   wino_input    V[xi][c][t]  = (B^T d_ct B)[a][b]           (x in its type, V fp32)
+//   GEMM          M[xi][k][t]  = sum_c U[xi][k][c] V[xi][c][t]
+//   wino_output   y            = A^T M A, then conv_store1's epilogue (scale, bias, residual,
+//                                activation) and y's storage type, in the same pass
+// t counts the tiles of a chunk of images: t = (n TP + i) TQ + j, TP = ceil(P / 2) tile rows and
+// TQ = ceil(Q / 2) tile columns per image. The transforms' coefficients are 0, +-1 and 1/2, so
+// the rounding error stays near the direct sum's (docs/conv.md states the bound tested).
+// Work-items: one per (tile row, channel, image), each sweeping its row's tiles, 8 at a time as
+// float8 vectors where the 8 tiles' patches lie inside x's row (two 16-float loads per patch row,
+// split into even and odd columns), one at a time with checked loads elsewhere (the row's ends).
+#include "conv_geometry.cl"
+#include "activation.cl"
+
+// VW = 16: the output transform stores a row of 8 tiles (16 outputs) as one vector.
+#undef VW
+#define VW 16
+#include "vector.cl"
+
+#include "dtype.cl"
+#include "epilogue.cl"
+#include "conv_access.cl"
+
+// Two float8 interleaved: a0 b0 a1 b1 ... (clang's shuffle; PoCL's shuffle2 came out scalar).
+#if defined(__clang__)
+#define INTERLEAVE8(a, b) __builtin_shufflevector((a), (b), 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15)
+#else
+#define INTERLEAVE8(a, b) shuffle2((a), (b), (uint16)(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15))
+#endif
+
+#if STAGE != 7
+// ---- F(2x2, 3x3) ----
+
+// U = G g G^T for every (k, c): global (C, K).
+__kernel void wino_weights(const int16 geo, __global const WELT *w, const ulong w_off, __global float *u) {
+    const int c = (int)get_global_id(0), k = (int)get_global_id(1);
+    if (c >= GEO_C || k >= GEO_K) return;
+    const __global WELT *g = w + w_off + ((size_t)k * GEO_C + c) * 9;
+    float gg[9];
+    _Pragma("unroll") for (int i = 0; i < 9; ++i) gg[i] = LDW(g, i);
+    float t[4][3]; // G g
+    _Pragma("unroll") for (int s = 0; s < 3; ++s) {
+        const float g0 = gg[s], g1 = gg[3 + s], g2 = gg[6 + s];
+        t[0][s] = g0;
+        t[1][s] = 0.5f * (g0 + g1 + g2);
+        t[2][s] = 0.5f * (g0 - g1 + g2);
+        t[3][s] = g2;
+    }
+    const size_t plane = (size_t)GEO_K * GEO_C, at = (size_t)k * GEO_C + c;
+    _Pragma("unroll") for (int a = 0; a < 4; ++a) {
+        const float g0 = t[a][0], g1 = t[a][1], g2 = t[a][2];
+        u[(4 * a + 0) * plane + at] = g0;
+        u[(4 * a + 1) * plane + at] = 0.5f * (g0 + g1 + g2);
+        u[(4 * a + 2) * plane + at] = 0.5f * (g0 - g1 + g2);
+        u[(4 * a + 3) * plane + at] = g2;
+    }
+}
+
+// B^T along four values (scalars or vectors).
+#define BT4(d0, d1, d2, d3, o0, o1, o2, o3) \
+    do {                                    \
+        o0 = (d0) - (d2);                   \
+        o1 = (d1) + (d2);                   \
+        o2 = (d2) - (d1);                   \
+        o3 = (d1) - (d3);                   \
+    } while (0)
+
+// V for one tile row: global (TP, C, images of the chunk); tiles = the chunk's tile count
+// (V's row length), x_off the chunk's first image.
+__kernel void wino_input(const int16 geo, __global const XELT *x, const ulong x_off, __global float *v,
+                         const int tiles) {
+    const int i = (int)get_global_id(0), c = (int)get_global_id(1), n = (int)get_global_id(2);
+    const int TP = (GEO_P + 1) / 2, TQ = (GEO_Q + 1) / 2;
+    if (i >= TP || c >= GEO_C) return;
+    const __global XELT *xc = x + x_off + ((size_t)n * GEO_C + c) * GEO_H * GEO_W;
+    const int h0 = 2 * i - GEO_PH, w0 = -GEO_PW;
+    // the patch's four rows (a row outside x reads as zeros: its pointer is never used)
+    bool in[4];
+    const __global XELT *row[4];
+    _Pragma("unroll") for (int r = 0; r < 4; ++r) {
+        in[r] = h0 + r >= 0 && h0 + r < GEO_H;
+        row[r] = xc + (size_t)(in[r] ? h0 + r : 0) * GEO_W;
+    }
+    const size_t plane = (size_t)GEO_C * tiles;
+    __global float *out = v + (size_t)c * tiles + ((size_t)n * TP + i) * TQ;
+    for (int j = 0; j < TQ;) {
+        const int wc = w0 + 2 * j;
+        if (j + 8 <= TQ && wc >= 0 && wc + 17 < GEO_W) {
+            float8 t[4][4]; // B^T d, 8 tiles
+            float8 d[4][4];
+            _Pragma("unroll") for (int r = 0; r < 4; ++r) {
+                if (in[r]) {
+                    const float16 a = TSR_VLD(X_TYPE, 16, row[r] + wc), b = TSR_VLD(X_TYPE, 16, row[r] + wc + 2);
+                    d[r][0] = a.even, d[r][1] = a.odd, d[r][2] = b.even, d[r][3] = b.odd;
+                } else {
+                    d[r][0] = d[r][1] = d[r][2] = d[r][3] = (float8)(0.0f);
+                }
+            }
+            _Pragma("unroll") for (int q = 0; q < 4; ++q) BT4(d[0][q], d[1][q], d[2][q], d[3][q], t[0][q], t[1][q], t[2][q], t[3][q]);
+            _Pragma("unroll") for (int a = 0; a < 4; ++a) {
+                float8 o0, o1, o2, o3;
+                BT4(t[a][0], t[a][1], t[a][2], t[a][3], o0, o1, o2, o3);
+                vstore8(o0, 0, out + (4 * a + 0) * plane + j);
+                vstore8(o1, 0, out + (4 * a + 1) * plane + j);
+                vstore8(o2, 0, out + (4 * a + 2) * plane + j);
+                vstore8(o3, 0, out + (4 * a + 3) * plane + j);
+            }
+            j += 8;
+            continue;
+        }
+        float t[4][4];
+        _Pragma("unroll") for (int q = 0; q < 4; ++q) {
+            const bool inw = wc + q >= 0 && wc + q < GEO_W;
+            const int col = inw ? wc + q : 0;
+            float d[4];
+            _Pragma("unroll") for (int r = 0; r < 4; ++r) d[r] = in[r] && inw ? LDX(row[r], col) : 0.0f;
+            BT4(d[0], d[1], d[2], d[3], t[0][q], t[1][q], t[2][q], t[3][q]);
+        }
+        _Pragma("unroll") for (int a = 0; a < 4; ++a) {
+            float o0, o1, o2, o3;
+            BT4(t[a][0], t[a][1], t[a][2], t[a][3], o0, o1, o2, o3);
+            out[(4 * a + 0) * plane + j] = o0;
+            out[(4 * a + 1) * plane + j] = o1;
+            out[(4 * a + 2) * plane + j] = o2;
+            out[(4 * a + 3) * plane + j] = o3;
+        }
+        ++j;
+    }
+}
+
+// y from M for one tile row: global (TP, K, images of the chunk); y_off and res_off point at the
+// chunk's first image. 8 tiles at a time (16 outputs per output row: conv_store's vector store,
+// lane by lane where the row ends inside them), the row's last tiles one by one. (w and w_off,
+// unread, keep the arguments every conv2d kernel shares in their places: runtime/ops/conv.c's
+// set_common_args.)
+__kernel void wino_output(const int16 geo, __global const float *m, const int tiles, __global const WELT *w,
+                          const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
+    const int i = (int)get_global_id(0), k = (int)get_global_id(1), n = (int)get_global_id(2);
+    const int TP = (GEO_P + 1) / 2, TQ = (GEO_Q + 1) / 2;
+    if (i >= TP || k >= GEO_K) return;
+    const size_t plane = (size_t)GEO_K * tiles, PQ = (size_t)GEO_P * GEO_Q;
+    const __global float *in = m + (size_t)k * tiles + ((size_t)n * TP + i) * TQ;
+    const size_t e0 = ((size_t)n * GEO_K + k) * PQ + (size_t)(2 * i) * GEO_Q;
+    const bool row1 = 2 * i + 1 < GEO_P;
+    for (int j = 0; j < TQ;) {
+        const size_t e = e0 + 2 * j;
+        if (j + 8 <= TQ) {
+            float8 s[2][4]; // A^T M, 8 tiles
+            _Pragma("unroll") for (int b = 0; b < 4; ++b) {
+                const float8 m0 = vload8(0, in + (0 + b) * plane + j), m1 = vload8(0, in + (4 + b) * plane + j);
+                const float8 m2 = vload8(0, in + (8 + b) * plane + j), m3 = vload8(0, in + (12 + b) * plane + j);
+                s[0][b] = m0 + m1 + m2;
+                s[1][b] = m1 - m2 - m3;
+            }
+            const int cols = min(16, GEO_Q - 2 * j);
+            CONV_STORE(INTERLEAVE8(s[0][0] + s[0][1] + s[0][2], s[0][1] - s[0][2] - s[0][3]), k, e, cols);
+            if (row1) CONV_STORE(INTERLEAVE8(s[1][0] + s[1][1] + s[1][2], s[1][1] - s[1][2] - s[1][3]), k, e + GEO_Q, cols);
+            j += 8;
+            continue;
+        }
+        float s[2][4]; // A^T M
+        _Pragma("unroll") for (int b = 0; b < 4; ++b) {
+            const float m0 = in[(0 + b) * plane + j], m1 = in[(4 + b) * plane + j];
+            const float m2 = in[(8 + b) * plane + j], m3 = in[(12 + b) * plane + j];
+            s[0][b] = m0 + m1 + m2;
+            s[1][b] = m1 - m2 - m3;
+        }
+        const bool col1 = 2 * j + 1 < GEO_Q;
+        CONV_STORE1(s[0][0] + s[0][1] + s[0][2], k, e);
+        if (col1) CONV_STORE1(s[0][1] - s[0][2] - s[0][3], k, e + 1);
+        if (row1) {
+            CONV_STORE1(s[1][0] + s[1][1] + s[1][2], k, e + GEO_Q);
+            if (col1) CONV_STORE1(s[1][1] - s[1][2] - s[1][3], k, e + GEO_Q + 1);
+        }
+        ++j;
+    }
+}
+#else
+// ---- F(4x4, 3x3) (STAGE 7): 6x6 patches from row 4i - PH, column 4j - PW, 36 products per 16
+// outputs (against 144), with Lavin and Gray's points 0, +-1, +-2:
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+//   G   = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
+//   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+// Larger coefficients than F(2x2)'s: its rounding error is several times the direct sum's.
+
+#define G6(g0, g1, g2, o)                                   \
+    do {                                                    \
+        o[0] = 0.25f * (g0);                                \
+        o[1] = -((g0) + (g1) + (g2)) * (1.0f / 6.0f);       \
+        o[2] = -((g0) - (g1) + (g2)) * (1.0f / 6.0f);       \
+        o[3] = (g0) * (1.0f / 24.0f) + (g1) * (1.0f / 12.0f) + (g2) * (1.0f / 6.0f); \
+        o[4] = (g0) * (1.0f / 24.0f) - (g1) * (1.0f / 12.0f) + (g2) * (1.0f / 6.0f); \
+        o[5] = (g2);                                        \
+    } while (0)
+
+// U = G g G^T for every (k, c): global (C, K).
+__kernel void wino_weights(const int16 geo, __global const WELT *w, const ulong w_off, __global float *u) {
+    const int c = (int)get_global_id(0), k = (int)get_global_id(1);
+    if (c >= GEO_C || k >= GEO_K) return;
+    const __global WELT *g = w + w_off + ((size_t)k * GEO_C + c) * 9;
+    float gg[9];
+    _Pragma("unroll") for (int i = 0; i < 9; ++i) gg[i] = LDW(g, i);
+    float t[3][6]; // (G g)^T: t[s][a]
+    _Pragma("unroll") for (int s = 0; s < 3; ++s) G6(gg[s], gg[3 + s], gg[6 + s], t[s]);
+    const size_t plane = (size_t)GEO_K * GEO_C, at = (size_t)k * GEO_C + c;
+    _Pragma("unroll") for (int a = 0; a < 6; ++a) {
+        float o[6];
+        G6(t[0][a], t[1][a], t[2][a], o);
+        _Pragma("unroll") for (int b = 0; b < 6; ++b) u[(6 * a + b) * plane + at] = o[b];
+    }
+}
+
+// B^T along six values (scalars or vectors) d[0..5] into o[0..5].
+#define BT6(d, o)                                                     \
+    do {                                                              \
+        o[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];                      \
+        o[1] = d[3] + d[4] - 4.0f * (d[1] + d[2]);                    \
+        o[2] = 4.0f * (d[1] - d[2]) + d[4] - d[3];                    \
+        o[3] = 2.0f * (d[3] - d[1]) + d[4] - d[2];                    \
+        o[4] = 2.0f * (d[1] - d[3]) + d[4] - d[2];                    \
+        o[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];                      \
+    } while (0)
+
+// The 36 values of a block's B^T d B from its rows d[r][q] (q: patch column), stored at out + j.
+#define INPUT_TRANSFORM(T, d, STORE)                                               \
+    do {                                                                           \
+        T t_[6][6]; /* t_[a][q] = (B^T d)[a][q] */                                 \
+        _Pragma("unroll") for (int q = 0; q < 6; ++q) {                            \
+            T col_[6], o_[6];                                                      \
+            _Pragma("unroll") for (int r = 0; r < 6; ++r) col_[r] = d[r][q];       \
+            BT6(col_, o_);                                                         \
+            _Pragma("unroll") for (int a = 0; a < 6; ++a) t_[a][q] = o_[a];        \
+        }                                                                          \
+        _Pragma("unroll") for (int a = 0; a < 6; ++a) {                            \
+            T o_[6];                                                               \
+            BT6(t_[a], o_);                                                        \
+            _Pragma("unroll") for (int b = 0; b < 6; ++b) STORE(o_[b], 6 * a + b); \
+        }                                                                          \
+    } while (0)
+
+// V for one tile row: global (TP, C, images of the chunk): 8 tiles at a time where their patches
+// lie inside x's row (four 16-float loads per patch row, gathered with shuffles), then 4, else one
+// with checked loads.
+__kernel void wino_input(const int16 geo, __global const XELT *x, const ulong x_off, __global float *v,
+                         const int tiles) {
+    const int i = (int)get_global_id(0), c = (int)get_global_id(1), n = (int)get_global_id(2);
+    const int TP = (GEO_P + 3) / 4, TQ = (GEO_Q + 3) / 4;
+    if (i >= TP || c >= GEO_C) return;
+    const __global XELT *xc = x + x_off + ((size_t)n * GEO_C + c) * GEO_H * GEO_W;
+    const int h0 = 4 * i - GEO_PH, w0 = -GEO_PW;
+    bool in[6];
+    const __global XELT *row[6];
+    _Pragma("unroll") for (int r = 0; r < 6; ++r) {
+        in[r] = h0 + r >= 0 && h0 + r < GEO_H;
+        row[r] = xc + (size_t)(in[r] ? h0 + r : 0) * GEO_W;
+    }
+    const size_t plane = (size_t)GEO_C * tiles;
+    __global float *out = v + (size_t)c * tiles + ((size_t)n * TP + i) * TQ;
+    for (int j = 0; j < TQ;) {
+        const int wc = w0 + 4 * j;
+#if defined(__clang__)
+        if (j + 8 <= TQ && wc >= 0 && wc + 35 < GEO_W) {
+            float8 d[6][6];
+            _Pragma("unroll") for (int r = 0; r < 6; ++r) {
+                if (in[r]) {
+                    const __global XELT *p = row[r] + wc;
+                    const float16 a0 = TSR_VLD(X_TYPE, 16, p), a1 = TSR_VLD(X_TYPE, 16, p + 16);
+                    const float16 b0 = TSR_VLD(X_TYPE, 16, p + 4), b1 = TSR_VLD(X_TYPE, 16, p + 20);
+                    d[r][0] = __builtin_shufflevector(a0, a1, 0, 4, 8, 12, 16, 20, 24, 28);
+                    d[r][1] = __builtin_shufflevector(a0, a1, 1, 5, 9, 13, 17, 21, 25, 29);
+                    d[r][2] = __builtin_shufflevector(a0, a1, 2, 6, 10, 14, 18, 22, 26, 30);
+                    d[r][3] = __builtin_shufflevector(a0, a1, 3, 7, 11, 15, 19, 23, 27, 31);
+                    d[r][4] = __builtin_shufflevector(b0, b1, 0, 4, 8, 12, 16, 20, 24, 28);
+                    d[r][5] = __builtin_shufflevector(b0, b1, 1, 5, 9, 13, 17, 21, 25, 29);
+                } else {
+                    _Pragma("unroll") for (int q = 0; q < 6; ++q) d[r][q] = (float8)(0.0f);
+                }
+            }
+#define STORE8(val, xi) vstore8((val), 0, out + (xi) * plane + j)
+            INPUT_TRANSFORM(float8, d, STORE8);
+#undef STORE8
+            j += 8;
+            continue;
+        }
+        if (j + 4 <= TQ && wc >= 0 && wc + 19 < GEO_W) {
+            float4 d[6][6];
+            _Pragma("unroll") for (int r = 0; r < 6; ++r) {
+                if (in[r]) {
+                    const __global XELT *p = row[r] + wc;
+                    const float16 a = TSR_VLD(X_TYPE, 16, p), b = TSR_VLD(X_TYPE, 16, p + 4);
+                    d[r][0] = __builtin_shufflevector(a, a, 0, 4, 8, 12);
+                    d[r][1] = __builtin_shufflevector(a, a, 1, 5, 9, 13);
+                    d[r][2] = __builtin_shufflevector(a, a, 2, 6, 10, 14);
+                    d[r][3] = __builtin_shufflevector(a, a, 3, 7, 11, 15);
+                    d[r][4] = __builtin_shufflevector(b, b, 0, 4, 8, 12);
+                    d[r][5] = __builtin_shufflevector(b, b, 1, 5, 9, 13);
+                } else {
+                    _Pragma("unroll") for (int q = 0; q < 6; ++q) d[r][q] = (float4)(0.0f);
+                }
+            }
+#define STORE4(val, xi) vstore4((val), 0, out + (xi) * plane + j)
+            INPUT_TRANSFORM(float4, d, STORE4);
+#undef STORE4
+            j += 4;
+            continue;
+        }
+#endif
+        float d[6][6];
+        _Pragma("unroll") for (int q = 0; q < 6; ++q) {
+            const bool inw = wc + q >= 0 && wc + q < GEO_W;
+            const int col = inw ? wc + q : 0;
+            _Pragma("unroll") for (int r = 0; r < 6; ++r) d[r][q] = in[r] && inw ? LDX(row[r], col) : 0.0f;
+        }
+#define STORE1(val, xi) (out[(xi) * plane + j] = (val))
+        INPUT_TRANSFORM(float, d, STORE1);
+#undef STORE1
+        ++j;
+    }
+}
+
+// A^T along six values m[0..5] into o[0..3].
+#define AT6(m, o)                                                  \
+    do {                                                           \
+        o[0] = m[0] + m[1] + m[2] + m[3] + m[4];                   \
+        o[1] = m[1] - m[2] + 2.0f * (m[3] - m[4]);                 \
+        o[2] = m[1] + m[2] + 4.0f * (m[3] + m[4]);                 \
+        o[3] = m[1] - m[2] + 8.0f * (m[3] - m[4]) + m[5];          \
+    } while (0)
+
+// A block's 4x4 outputs per tile from its 36 values LOAD(xi) into Y[r][c].
+#define OUTPUT_TRANSFORM(T, LOAD, Y)                                             \
+    do {                                                                         \
+        T s_[4][6]; /* A^T M */                                                  \
+        _Pragma("unroll") for (int b = 0; b < 6; ++b) {                          \
+            T m_[6], o_[4];                                                      \
+            _Pragma("unroll") for (int a = 0; a < 6; ++a) m_[a] = LOAD(6 * a + b); \
+            AT6(m_, o_);                                                         \
+            _Pragma("unroll") for (int r = 0; r < 4; ++r) s_[r][b] = o_[r];      \
+        }                                                                        \
+        _Pragma("unroll") for (int r = 0; r < 4; ++r) AT6(s_[r], Y[r]);          \
+    } while (0)
+
+// y from M for one tile row: global (TP, K, images of the chunk); 8 tiles at a time (32 outputs
+// per output row: two of conv_store's vector stores), then 4 (one), then one with checked stores.
+// (w and w_off, unread, keep the arguments every conv2d kernel shares in their places.)
+__kernel void wino_output(const int16 geo, __global const float *m, const int tiles, __global const WELT *w,
+                          const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
+    const int i = (int)get_global_id(0), k = (int)get_global_id(1), n = (int)get_global_id(2);
+    const int TP = (GEO_P + 3) / 4, TQ = (GEO_Q + 3) / 4;
+    if (i >= TP || k >= GEO_K) return;
+    const size_t plane = (size_t)GEO_K * tiles, PQ = (size_t)GEO_P * GEO_Q;
+    const __global float *in = m + (size_t)k * tiles + ((size_t)n * TP + i) * TQ;
+    const size_t e0 = ((size_t)n * GEO_K + k) * PQ + (size_t)(4 * i) * GEO_Q;
+    const int rows = min(4, GEO_P - 4 * i);
+    for (int j = 0; j < TQ;) {
+        const size_t e = e0 + 4 * j;
+#if defined(__clang__)
+        if (j + 8 <= TQ) {
+            float8 Y[4][4];
+#define LOAD8(xi) vload8(0, in + (xi) * plane + j)
+            OUTPUT_TRANSFORM(float8, LOAD8, Y);
+#undef LOAD8
+            const int cols = GEO_Q - 4 * j; // more than 16
+            for (int r = 0; r < rows; ++r) {
+                const float16 p01 = INTERLEAVE8(Y[r][0], Y[r][1]), p23 = INTERLEAVE8(Y[r][2], Y[r][3]);
+                const float16 lo = __builtin_shufflevector(p01, p23, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+                const float16 hi = __builtin_shufflevector(p01, p23, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31);
+                CONV_STORE(lo, k, e + (size_t)r * GEO_Q, 16);
+                CONV_STORE(hi, k, e + (size_t)r * GEO_Q + 16, min(16, cols - 16));
+            }
+            j += 8;
+            continue;
+        }
+        if (j + 4 <= TQ) {
+            float4 Y[4][4];
+#define LOAD4(xi) vload4(0, in + (xi) * plane + j)
+            OUTPUT_TRANSFORM(float4, LOAD4, Y);
+#undef LOAD4
+            const int cols = min(16, GEO_Q - 4 * j);
+            for (int r = 0; r < rows; ++r) {
+                const float8 p01 = __builtin_shufflevector(Y[r][0], Y[r][1], 0, 4, 1, 5, 2, 6, 3, 7);
+                const float8 p23 = __builtin_shufflevector(Y[r][2], Y[r][3], 0, 4, 1, 5, 2, 6, 3, 7);
+                CONV_STORE(__builtin_shufflevector(p01, p23, 0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15), k,
+                           e + (size_t)r * GEO_Q, cols);
+            }
+            j += 4;
+            continue;
+        }
+#endif
+        float Y[4][4];
+#define LOAD1(xi) in[(xi) * plane + j]
+        OUTPUT_TRANSFORM(float, LOAD1, Y);
+#undef LOAD1
+        const int cols = min(4, GEO_Q - 4 * j);
+        for (int r = 0; r < rows; ++r)
+            for (int q = 0; q < cols; ++q) CONV_STORE1(Y[r][q], k, e + (size_t)r * GEO_Q + q);
+        ++j;
+    }
+}
+#endif

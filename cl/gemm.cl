@@ -417,7 +417,9 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #if PACKB
         const __global float *b_chunk = bp + (size_t)kc * NWI;
         const __global float *bp = b_chunk;
-#elif TB
+        K_LOOP(0, kn, GLOBAL_BODY_FULL) // zero-padded panels: see below
+#else
+#if TB
         const __global BK_ELT *b_chunk = bbase + kc;
         const __global BK_ELT *bbase = b_chunk;
 #else
@@ -429,7 +431,12 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
         } else {
             K_LOOP(0, kn, GLOBAL_BODY_EDGE)
         }
+#endif
     }
+#elif PACKB
+    // The packed panels are zero-padded past N: an edge tile reads like a full one, and one loop
+    // (not two identical ones) is compiled.
+    K_LOOP(0, K, GLOBAL_BODY_FULL)
 #else
     if (j0 + NWI <= N) {
         K_LOOP(0, K, GLOBAL_BODY_FULL)
@@ -440,51 +447,74 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #endif
 
     // ---- store act(scale * alpha * acc + beta * C + bias + residual)
+    // The residual and the GELUs are code the compiler would otherwise copy into every vector of
+    // the unrolled tile (half the kernel's compile time on PoCL, for a part most launches do not
+    // use): a launch with neither (ReLU at most) stores the tile unrolled; one with either goes
+    // through a copy of the tile in private memory and a loop over its rows that holds their code
+    // once per vector of a row (the copy keeps the accumulators indexed by constants only, so they
+    // stay in registers). Edge tiles (the last columns) take one loop over elements.
     const size_t cidx = batch * c_stride + (size_t)i0 * ldc + j0; // of the tile's first element, less c_off
     __global C_ELT *cbase = C + c_off + cidx;
     const __global float *bias_row = bias + bias_off + batch * bias_stride + i0; // bias_axis 2
     const __global float *bias_col = bias + bias_off + batch * bias_stride + j0; // bias_axis 1
     const __global float *scale_row = scale + scale_off + batch * scale_stride + i0; // scale_axis 2
     const __global float *scale_col = scale + scale_off + batch * scale_stride + j0; // scale_axis 1
+    // scale * alpha * x + beta * C + bias for the VW elements (m, v * VW ..) of a full tile
+#define GEMM_PRE_V(m, v, x)                                                                        \
+    r = alpha * (x);                                                                               \
+    if (scale_axis == 1) r *= VLOAD(scale_col + (v) * VW);                                         \
+    else if (scale_axis == 2) r *= scale_row[m];                                                   \
+    if (beta != 0.0f) r = fma((floatv)(beta), C_VLOAD(cbase + (size_t)(m) * ldc + (v) * VW), r);  \
+    if (bias_axis == 1) r += VLOAD(bias_col + (v) * VW);                                           \
+    else if (bias_axis == 2) r += bias_row[m];
     if (j0 + NWI <= N) {
-        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
-            if (i0 + m < M) {
-                __global C_ELT *cp = cbase + (size_t)m * ldc;
+        if (res_type == TSR_RES_NONE && (act == TSR_ACT_NONE || act == TSR_ACT_RELU)) {
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                if (i0 + m < M) {
+                    _Pragma("unroll") for (int v = 0; v < NVW; ++v) {
+                        floatv r;
+                        GEMM_PRE_V(m, v, acc[m][v])
+                        if (act == TSR_ACT_RELU) r = select(r, (floatv)(0.0f), r < 0.0f); // NaN kept
+                        C_VSTORE(r, cbase + (size_t)m * ldc + v * VW);
+                    }
+                }
+            }
+        } else {
+            floatv t[MWI][NVW];
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m)
+                _Pragma("unroll") for (int v = 0; v < NVW; ++v) t[m][v] = acc[m][v];
+#pragma unroll 1
+            for (int m = 0; m < MWI; ++m) {
+                if (i0 + m >= M) break;
                 _Pragma("unroll") for (int v = 0; v < NVW; ++v) {
-                    floatv r = alpha * acc[m][v];
-                    if (scale_axis == 1) r *= VLOAD(scale_col + v * VW);
-                    else if (scale_axis == 2) r *= scale_row[m];
-                    if (beta != 0.0f) r = fma((floatv)(beta), C_VLOAD(cp + v * VW), r);
-                    if (bias_axis == 1) r += VLOAD(bias_col + v * VW);
-                    else if (bias_axis == 2) r += bias_row[m];
+                    floatv r;
+                    GEMM_PRE_V(m, v, t[m][v])
                     r = tsr_epi_finish_v(r, res, res_type, res_off + cidx + (size_t)m * ldc + v * VW, act);
-                    C_VSTORE(r, cp + v * VW);
+                    C_VSTORE(r, cbase + (size_t)m * ldc + v * VW);
                 }
             }
         }
     } else {
-        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
-            if (i0 + m < M) {
-                __global C_ELT *cp = cbase + (size_t)m * ldc;
-                _Pragma("unroll") for (int v = 0; v < NVW; ++v) {
-                    float t[VW];
-                    VSTORE(acc[m][v], t);
-                    for (int e = 0; e < VW; ++e) {
-                        const int n = v * VW + e;
-                        if (j0 + n < N) {
-                            float r = alpha * t[e];
-                            if (scale_axis == 1) r *= scale_col[n];
-                            else if (scale_axis == 2) r *= scale_row[m];
-                            if (beta != 0.0f) r = fma(beta, TSR_LD(C_TYPE, cp, n), r);
-                            if (bias_axis == 1) r += bias_col[n];
-                            else if (bias_axis == 2) r += bias_row[m];
-                            r = tsr_epi_finish(r, res, res_type, res_off + cidx + (size_t)m * ldc + n, act);
-                            TSR_ST(C_TYPE, r, cp, n);
-                        }
-                    }
-                }
+        float t[MWI][NWI];
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m)
+            _Pragma("unroll") for (int v = 0; v < NVW; ++v) VSTORE(acc[m][v], &t[m][v * VW]);
+#pragma unroll 1
+        for (int m = 0; m < MWI; ++m) {
+            if (i0 + m >= M) break;
+            __global C_ELT *cp = cbase + (size_t)m * ldc;
+#pragma unroll 1
+            for (int n = 0; n < NWI && j0 + n < N; ++n) {
+                float r = alpha * t[m][n];
+                if (scale_axis == 1) r *= scale_col[n];
+                else if (scale_axis == 2) r *= scale_row[m];
+                if (beta != 0.0f) r = fma(beta, TSR_LD(C_TYPE, cp, n), r);
+                if (bias_axis == 1) r += bias_col[n];
+                else if (bias_axis == 2) r += bias_row[m];
+                r = tsr_epi_finish(r, res, res_type, res_off + cidx + (size_t)m * ldc + n, act);
+                TSR_ST(C_TYPE, r, cp, n);
             }
         }
     }
+#undef GEMM_PRE_V
     } // NT
 }

@@ -91,17 +91,31 @@ TSR_INLINE void sm_store_row(const float *t, const int i, const int j0, const in
                              const __global float *scale_row, const __global float *scale_col, const int scale_axis,
                              const __global uchar *res, const ulong res_off, const int res_type) {
     __global C_ELT *cp = C + cidx;
+#define SM_PRE_V(v)                                                                                \
+    floatv r = alpha * VLOAD(t + (v) * VW);                                                        \
+    if (scale_axis == 1) r *= VLOAD(scale_col + (v) * VW);                                         \
+    else if (scale_axis == 2) r *= scale_row[i];                                                   \
+    if (beta != 0.0f) r = fma((floatv)(beta), SM_VLOAD(C_TYPE, cp + (v) * VW), r);                 \
+    if (bias_axis == 1) r += VLOAD(bias_col + (v) * VW);                                           \
+    else if (bias_axis == 2) r += bias_row[i];
     if (j0 + NWI <= N) {
-        _Pragma("unroll") for (int v = 0; v < NVW; ++v) {
-            floatv r = alpha * VLOAD(t + v * VW);
-            if (scale_axis == 1) r *= VLOAD(scale_col + v * VW);
-            else if (scale_axis == 2) r *= scale_row[i];
-            if (beta != 0.0f) r = fma((floatv)(beta), SM_VLOAD(C_TYPE, cp + v * VW), r);
-            if (bias_axis == 1) r += VLOAD(bias_col + v * VW);
-            else if (bias_axis == 2) r += bias_row[i];
-            r = tsr_epi_finish_v(r, res, res_type, res_off + cidx + v * VW, act);
-            SM_VSTORE(C_TYPE, r, cp + v * VW);
+        // The residual's and the GELUs' code once, in a loop, not in every unrolled vector
+        // (compile time; see gemm.cl's store).
+        if (res_type == TSR_RES_NONE && (act == TSR_ACT_NONE || act == TSR_ACT_RELU)) {
+            _Pragma("unroll") for (int v = 0; v < NVW; ++v) {
+                SM_PRE_V(v)
+                if (act == TSR_ACT_RELU) r = select(r, (floatv)(0.0f), r < 0.0f); // NaN kept
+                SM_VSTORE(C_TYPE, r, cp + v * VW);
+            }
+        } else {
+#pragma unroll 1
+            for (int v = 0; v < NVW; ++v) {
+                SM_PRE_V(v)
+                r = tsr_epi_finish_v(r, res, res_type, res_off + cidx + v * VW, act);
+                SM_VSTORE(C_TYPE, r, cp + v * VW);
+            }
         }
+#undef SM_PRE_V
     } else {
         for (int n = 0; n < NWI && j0 + n < N; ++n) {
             float r = alpha * t[n];
@@ -253,7 +267,7 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
-        _Pragma("unroll") for (int r = 0; r < R_; ++r) SM_STORE(t + r * NWI, r0 + r);              \
+        _Pragma("unroll 1") for (int r = 0; r < R_; ++r) SM_STORE(t + r * NWI, r0 + r);            \
     }
 #if SM_JOINT && RB > 4
     // Tall blocks while their RB rows of A stay in L1 (RB x K floats, 24 KB at 16 x 384); past
@@ -376,10 +390,14 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
     } else {
         SM_K_LOOP(SM_BODY_EDGE)
     }
-    _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
-        float t[NWI];
-        _Pragma("unroll") for (int v = 0; v < NVW; ++v) VSTORE(acc[m][v], t + v * VW);
-        SM_STORE(t, m);
+    // The tile through private memory, then one store per row in a loop: the store's code once
+    // (compile time), the accumulators indexed by constants only.
+    float t[MWI * NWI];
+    _Pragma("unroll") for (int m = 0; m < MWI; ++m)
+        _Pragma("unroll") for (int v = 0; v < NVW; ++v) VSTORE(acc[m][v], t + m * NWI + v * VW);
+#pragma unroll 1
+    for (int m = 0; m < MWI; ++m) {
+        SM_STORE(t + m * NWI, m);
     }
 #endif
 }

@@ -1010,13 +1010,12 @@ static const tsr_dtype widen_types[][3] = {
 /* The forced configuration reaches the launch as it was given (row-major, nothing transposed,
  * nothing shared: no packing forced by the host), so the kernel compiles A_WIDEN. */
 static void expect_widening_plan(const char *config, tsr_dtype at, tsr_dtype bt) {
-    tsr_matmul_desc d = {.m = 13, .n = 37, .k = 65, .alpha = 1.0f, .a = {.dtype = at}, .b = {.dtype = bt},
-                         .c = {.dtype = at}};
+    tsr_matmul_desc d = {
+        .m = 13, .n = 37, .k = 65, .alpha = 1.0f, .a = {.dtype = at}, .b = {.dtype = bt}, .c = {.dtype = at}};
     tsr_matmul_plan *plan = NULL;
     TH_ASSERT_OK(tsr_matmul_plan_create(dev, &d, &plan));
     tsr_config_info info;
     TH_ASSERT_OK(tsr_matmul_plan_info(plan, &info));
-    (void)config;
     if (getenv("TSR_TEST_VERBOSE")) fprintf(stderr, "# plan: %s (%s)\n", info.config, info.origin);
     if (!strstr(info.config, "SA=0 SB=0 PACKA=0 PACKB=0"))
         fail_msg("forced %s, the plan runs %s (%s)", config, info.config, info.origin);
@@ -1074,6 +1073,45 @@ static uint16_t special_bits(tsr_dtype t, int which) {
 }
 static float special_value(int which) { return which < 3 ? NAN : which == 3 ? INFINITY : -INFINITY; }
 
+/* A buffer of n elements of 16-bit type t: host's values (already rounded to t), then the
+ * specials (*specials)[4] at element (*at)(specials[i]) as their exact bits (a payload NaN would
+ * not survive a float's rounding), which host then holds as floats for the reference. One write
+ * of the whole buffer: Oclgrind takes what a 2-byte clEnqueueWriteBuffer into a buffer wrote for
+ * uninitialized memory. */
+static cl_mem typed_buffer_with_specials(tsr_dtype t, float *host, size_t n, const int (*specials)[4], size_t count,
+                                         size_t (*at)(const int *special)) {
+    uint16_t *bits = malloc(n * sizeof *bits);
+    TH_ASSERT_OK(tsr_convert_host(TSR_F32, host, t, bits, n));
+    for (size_t i = 0; i < count; ++i) {
+        size_t e = at(specials[i]);
+        bits[e] = special_bits(t, specials[i][3]);
+        host[e] = special_value(specials[i][3]);
+    }
+    cl_mem m = th_buffer_typed(dev, t, n);
+    assert_int_equal(clEnqueueWriteBuffer(tsr_device_queue(dev), m, CL_TRUE, 0, n * sizeof *bits, bits, 0, NULL, NULL),
+                     CL_SUCCESS);
+    free(bits);
+    return m;
+}
+
+/* widened_a_nonfinite's layout: A's (batch, row, k, special) and B's (batch, k, column, special)
+ * as element indices */
+enum { NF_M = 9, NF_N = 20, NF_K = 130, NF_LDA = NF_K + 7, NF_LDB = NF_N + 3, NF_LDC = NF_N + 2, NF_BATCH = 2 };
+enum {
+    NF_A_OFF = 3,
+    NF_B_OFF = 5,
+    NF_C_OFF = 1,
+    NF_A_STRIDE = NF_M * NF_LDA + 5,
+    NF_B_STRIDE = NF_K * NF_LDB + 3,
+    NF_C_STRIDE = NF_M * NF_LDC + 1
+};
+static size_t nf_a_at(const int *sp) {
+    return NF_A_OFF + (size_t)sp[0] * NF_A_STRIDE + (size_t)sp[1] * NF_LDA + (size_t)sp[2];
+}
+static size_t nf_b_at(const int *sp) {
+    return NF_B_OFF + (size_t)sp[0] * NF_B_STRIDE + (size_t)sp[1] * NF_LDB + (size_t)sp[2];
+}
+
 /* NaN and Inf in a widened A (and in an unpacked B) propagate as fp32 arithmetic does: each
  * result is NaN, the same infinity or finite where the double reference over the same values is,
  * the finite ones within the usual bound. The specials sit in a full chunk's vector loads (k = 5,
@@ -1082,13 +1120,13 @@ static float special_value(int which) { return which < 3 ? NAN : which == 3 ? IN
  * batch entry (A finite) must stay finite but for B's special's column. */
 static void widened_a_nonfinite(void **state) {
     (void)state;
-    enum { M = 9, N = 20, K = 130, LDA = K + 7, LDB = N + 3, LDC = N + 2, BATCH = 2 };
-    const size_t a_off = 3, b_off = 5, c_off = 1, a_stride = M * LDA + 5, b_stride = K * LDB + 3,
-                 c_stride = M * LDC + 1;
+    enum { M = NF_M, N = NF_N, K = NF_K, LDA = NF_LDA, LDB = NF_LDB, LDC = NF_LDC, BATCH = NF_BATCH };
+    const size_t a_off = NF_A_OFF, b_off = NF_B_OFF, c_off = NF_C_OFF, a_stride = NF_A_STRIDE, b_stride = NF_B_STRIDE,
+                 c_stride = NF_C_STRIDE;
     const size_t na = a_off + BATCH * a_stride, nb = b_off + BATCH * b_stride, nc = c_off + BATCH * c_stride;
     /* (batch, row, k, which special) in A; (batch, k, column, which) in B */
-    static const int a_specials[][4] = {{0, 0, 5, 0}, {0, 1, 70, 3}, {0, 2, 129, 4}, {0, 3, 10, 3}, {0, 3, 100, 3},
-                                        {0, 4, 127, 2}, {0, 6, 64, 1}, {0, 7, 63, 4}};
+    static const int a_specials[][4] = {{0, 0, 5, 0},   {0, 1, 70, 3},  {0, 2, 129, 4}, {0, 3, 10, 3},
+                                        {0, 3, 100, 3}, {0, 4, 127, 2}, {0, 6, 64, 1},  {0, 7, 63, 4}};
     static const int b_specials[][4] = {{1, 66, 3, 4}};
     for (size_t c = 0; c < sizeof widen_configs / sizeof widen_configs[0]; ++c) {
         if (!try_gemm_override(widen_configs[c])) continue;
@@ -1100,30 +1138,19 @@ static void widened_a_nonfinite(void **state) {
             th_fill_uniform_typed(t, a, na, -1, 1);
             th_fill_uniform_typed(t, b, nb, -1, 1);
             th_fill_uniform_typed(t, c0, nc, -1, 1);
-            cl_mem da = th_buffer_from_typed(dev, t, a, na), db = th_buffer_from_typed(dev, t, b, nb),
+            cl_mem da = typed_buffer_with_specials(t, a, na, a_specials, sizeof a_specials / sizeof a_specials[0],
+                                                   nf_a_at),
+                   db = typed_buffer_with_specials(t, b, nb, b_specials, sizeof b_specials / sizeof b_specials[0],
+                                                   nf_b_at),
                    dc = th_buffer_from_typed(dev, t, c0, nc);
-            /* the specials written as their exact bits (a payload NaN would not survive a float's
-             * rounding to the type); the reference sees their float values */
-            for (size_t i = 0; i < sizeof a_specials / sizeof a_specials[0]; ++i) {
-                const int *sp = a_specials[i];
-                size_t at = a_off + (size_t)sp[0] * a_stride + (size_t)sp[1] * LDA + (size_t)sp[2];
-                uint16_t bits = special_bits(t, sp[3]);
-                a[at] = special_value(sp[3]);
-                assert_int_equal(clEnqueueWriteBuffer(tsr_device_queue(dev), da, CL_TRUE, at * 2, 2, &bits, 0, NULL,
-                                                      NULL),
-                                 CL_SUCCESS);
-            }
-            for (size_t i = 0; i < sizeof b_specials / sizeof b_specials[0]; ++i) {
-                const int *sp = b_specials[i];
-                size_t at = b_off + (size_t)sp[0] * b_stride + (size_t)sp[1] * LDB + (size_t)sp[2];
-                uint16_t bits = special_bits(t, sp[3]);
-                b[at] = special_value(sp[3]);
-                assert_int_equal(clEnqueueWriteBuffer(tsr_device_queue(dev), db, CL_TRUE, at * 2, 2, &bits, 0, NULL,
-                                                      NULL),
-                                 CL_SUCCESS);
-            }
-            tsr_matmul_desc d = {.m = M, .n = N, .k = K, .batch = BATCH, .alpha = -0.75f, .beta = 0.5f,
-                                 .a = {t, a_off, LDA, a_stride}, .b = {t, b_off, LDB, b_stride},
+            tsr_matmul_desc d = {.m = M,
+                                 .n = N,
+                                 .k = K,
+                                 .batch = BATCH,
+                                 .alpha = -0.75f,
+                                 .beta = 0.5f,
+                                 .a = {t, a_off, LDA, a_stride},
+                                 .b = {t, b_off, LDB, b_stride},
                                  .c = {t, c_off, LDC, c_stride}};
             TH_ASSERT_OK(tsr_matmul(dev, &d, da, db, dc, NULL, NULL));
             th_read_typed(dev, t, dc, got, nc);

@@ -990,6 +990,219 @@ static void types_configurations(void **state) {
     set_gemm_override(NULL);
 }
 
+/* ---- gemm.cl's A_WIDEN path, pinned: a 16-bit A that is neither packed nor staged nor
+ * transposed widens in the kernel 64 k-steps of the tile's rows at a time into a private fp32
+ * chunk (a full chunk by 16-element vector conversions, on AVX-512 one vcvtph2ps per 16 f16; a
+ * partial last chunk element by element), and an unpacked 16-bit B widens as each vector loads.
+ * The configurations force PACKA=0 PACKB=0 SA=0 SB=0: AVX-512's 6x16 tile (B's 16-element loads
+ * through the same conversion) and a 2x4 one legal on rusticl, with K blocking (KC=128: K = 130's
+ * second launch starts A 128 elements into each row). A row-major call widens the caller's A, a
+ * column-major one (C^T = B^T A^T) the caller's B. */
+static const char *const widen_configs[] = {
+    "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0",
+    "MWI=2 VW=4 NVW=1 KU=2 WGM=4 WGN=4 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 KC=128",
+};
+/* (A, B, C) types: the uniform 16-bit sets and a mixed one (both layouts: kernel types f16/bf16
+ * and bf16/f16). */
+static const tsr_dtype widen_types[][3] = {
+    {TSR_F16, TSR_F16, TSR_F16}, {TSR_BF16, TSR_BF16, TSR_BF16}, {TSR_F16, TSR_BF16, TSR_BF16}};
+
+/* The forced configuration reaches the launch as it was given (row-major, nothing transposed,
+ * nothing shared: no packing forced by the host), so the kernel compiles A_WIDEN. */
+static void expect_widening_plan(const char *config, tsr_dtype at, tsr_dtype bt) {
+    tsr_matmul_desc d = {
+        .m = 13, .n = 37, .k = 65, .alpha = 1.0f, .a = {.dtype = at}, .b = {.dtype = bt}, .c = {.dtype = at}};
+    tsr_matmul_plan *plan = NULL;
+    TH_ASSERT_OK(tsr_matmul_plan_create(dev, &d, &plan));
+    tsr_config_info info;
+    TH_ASSERT_OK(tsr_matmul_plan_info(plan, &info));
+    if (getenv("TSR_TEST_VERBOSE")) fprintf(stderr, "# plan: %s (%s)\n", info.config, info.origin);
+    if (!strstr(info.config, "SA=0 SB=0 PACKA=0 PACKB=0"))
+        fail_msg("forced %s, the plan runs %s (%s)", config, info.config, info.origin);
+    tsr_matmul_plan_destroy(plan);
+}
+
+/* K of 1, 63, 64, 65 and 130 (below, at and past one chunk; two full chunks and a partial one),
+ * M and N off every tile and vector width (one row, an edge column tile of 1 to 5), odd element
+ * offsets, odd leading dimensions with lda > K and odd batch strides (the vector loads of A and B
+ * start at odd 16-bit elements: dtype.cl's loads need element alignment only), batches, alpha,
+ * beta reading a 16-bit C and beta = 0 over NaN. Each shape's inputs are fresh random values. */
+static void widened_a_shapes(void **state) {
+    (void)state;
+    static const size_t ks[] = {1, 63, 64, 65, 130}, ms[] = {13, 7, 1, 25, 19}, ns[] = {37, 17, 3, 50, 33};
+    for (size_t c = 0; c < sizeof widen_configs / sizeof widen_configs[0]; ++c) {
+        if (!try_gemm_override(widen_configs[c])) continue;
+        expect_widening_plan(widen_configs[c], TSR_F16, TSR_F16);
+        for (size_t s = 0; s < sizeof widen_types / sizeof widen_types[0]; ++s) {
+            if (s == 2 && c == 1) continue; /* the mixed set on the first tile only: two programs fewer */
+            for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
+                /* Oclgrind and rusticl: K past a chunk only (63, 65, 130) */
+                if (small_mode() && (i == 0 || i == 2)) continue;
+                gemm_case g = {.row_major = (int)((i + s) & 1),
+                               .m = ms[i],
+                               .n = ns[i],
+                               .k = ks[i],
+                               .lda_pad = 7,
+                               .ldb_pad = 3,
+                               .ldc_pad = 2,
+                               .a_off = 3,
+                               .b_off = 5,
+                               .c_off = 1,
+                               .alpha = -0.75f,
+                               .beta = i == 2 ? 0.0f : 0.5f,
+                               .batch = i % 2 ? 3 : 1,
+                               .a_gap = 5,
+                               .b_gap = 3,
+                               .c_gap = 1,
+                               .at = widen_types[s][0],
+                               .bt = widen_types[s][1],
+                               .ct = widen_types[s][2]};
+                expect_accurate(&g);
+            }
+        }
+    }
+    set_gemm_override(NULL);
+}
+
+/* The 16-bit encodings of NaN (quiet, negative, and one with only the lowest mantissa bit, a
+ * signaling NaN once widened), +Inf and -Inf. */
+static uint16_t special_bits(tsr_dtype t, int which) {
+    static const uint16_t f16[] = {0x7e00, 0xfe00, 0x7c01, 0x7c00, 0xfc00};
+    static const uint16_t bf16[] = {0x7fc0, 0xffc0, 0x7f81, 0x7f80, 0xff80};
+    return t == TSR_F16 ? f16[which] : bf16[which];
+}
+static float special_value(int which) { return which < 3 ? NAN : which == 3 ? INFINITY : -INFINITY; }
+
+/* A buffer of n elements of 16-bit type t: host's values (already rounded to t), then the
+ * specials (*specials)[4] at element (*at)(specials[i]) as their exact bits (a payload NaN would
+ * not survive a float's rounding), which host then holds as floats for the reference. One write
+ * of the whole buffer: Oclgrind takes what a 2-byte clEnqueueWriteBuffer into a buffer wrote for
+ * uninitialized memory. */
+static cl_mem typed_buffer_with_specials(tsr_dtype t, float *host, size_t n, const int (*specials)[4], size_t count,
+                                         size_t (*at)(const int *special)) {
+    uint16_t *bits = malloc(n * sizeof *bits);
+    TH_ASSERT_OK(tsr_convert_host(TSR_F32, host, t, bits, n));
+    for (size_t i = 0; i < count; ++i) {
+        size_t e = at(specials[i]);
+        bits[e] = special_bits(t, specials[i][3]);
+        host[e] = special_value(specials[i][3]);
+    }
+    cl_mem m = th_buffer_typed(dev, t, n);
+    assert_int_equal(clEnqueueWriteBuffer(tsr_device_queue(dev), m, CL_TRUE, 0, n * sizeof *bits, bits, 0, NULL, NULL),
+                     CL_SUCCESS);
+    free(bits);
+    return m;
+}
+
+/* widened_a_nonfinite's layout: A's (batch, row, k, special) and B's (batch, k, column, special)
+ * as element indices */
+enum { NF_M = 9, NF_N = 20, NF_K = 130, NF_LDA = NF_K + 7, NF_LDB = NF_N + 3, NF_LDC = NF_N + 2, NF_BATCH = 2 };
+enum {
+    NF_A_OFF = 3,
+    NF_B_OFF = 5,
+    NF_C_OFF = 1,
+    NF_A_STRIDE = NF_M * NF_LDA + 5,
+    NF_B_STRIDE = NF_K * NF_LDB + 3,
+    NF_C_STRIDE = NF_M * NF_LDC + 1
+};
+static size_t nf_a_at(const int *sp) {
+    return NF_A_OFF + (size_t)sp[0] * NF_A_STRIDE + (size_t)sp[1] * NF_LDA + (size_t)sp[2];
+}
+static size_t nf_b_at(const int *sp) {
+    return NF_B_OFF + (size_t)sp[0] * NF_B_STRIDE + (size_t)sp[1] * NF_LDB + (size_t)sp[2];
+}
+
+/* NaN and Inf in a widened A (and in an unpacked B) propagate as fp32 arithmetic does: each
+ * result is NaN, the same infinity or finite where the double reference over the same values is,
+ * the finite ones within the usual bound. The specials sit in a full chunk's vector loads (k = 5,
+ * 64, 127), a second chunk (70, 100) and the partial last one (129); a row with two infinities
+ * gives Inf or NaN by the signs of B; B's special is in a full vector of columns. The second
+ * batch entry (A finite) must stay finite but for B's special's column. */
+static void widened_a_nonfinite(void **state) {
+    (void)state;
+    enum { M = NF_M, N = NF_N, K = NF_K, LDA = NF_LDA, LDB = NF_LDB, LDC = NF_LDC, BATCH = NF_BATCH };
+    const size_t a_off = NF_A_OFF, b_off = NF_B_OFF, c_off = NF_C_OFF, a_stride = NF_A_STRIDE, b_stride = NF_B_STRIDE,
+                 c_stride = NF_C_STRIDE;
+    const size_t na = a_off + BATCH * a_stride, nb = b_off + BATCH * b_stride, nc = c_off + BATCH * c_stride;
+    /* (batch, row, k, which special) in A; (batch, k, column, which) in B */
+    static const int a_specials[][4] = {{0, 0, 5, 0},   {0, 1, 70, 3},  {0, 2, 129, 4}, {0, 3, 10, 3},
+                                        {0, 3, 100, 3}, {0, 4, 127, 2}, {0, 6, 64, 1},  {0, 7, 63, 4}};
+    static const int b_specials[][4] = {{1, 66, 3, 4}};
+    for (size_t c = 0; c < sizeof widen_configs / sizeof widen_configs[0]; ++c) {
+        if (!try_gemm_override(widen_configs[c])) continue;
+        for (size_t s = 0; s < 2; ++s) { /* the uniform sets: the programs widened_a_shapes compiles */
+            const tsr_dtype t = widen_types[s][0];
+            float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *c0 = malloc(nc * sizeof *c0),
+                  *got = malloc(nc * sizeof *got);
+            double *ref = malloc(M * LDC * sizeof *ref);
+            th_fill_uniform_typed(t, a, na, -1, 1);
+            th_fill_uniform_typed(t, b, nb, -1, 1);
+            th_fill_uniform_typed(t, c0, nc, -1, 1);
+            cl_mem da = typed_buffer_with_specials(t, a, na, a_specials, sizeof a_specials / sizeof a_specials[0],
+                                                   nf_a_at),
+                   db = typed_buffer_with_specials(t, b, nb, b_specials, sizeof b_specials / sizeof b_specials[0],
+                                                   nf_b_at),
+                   dc = th_buffer_from_typed(dev, t, c0, nc);
+            tsr_matmul_desc d = {.m = M,
+                                 .n = N,
+                                 .k = K,
+                                 .batch = BATCH,
+                                 .alpha = -0.75f,
+                                 .beta = 0.5f,
+                                 .a = {t, a_off, LDA, a_stride},
+                                 .b = {t, b_off, LDB, b_stride},
+                                 .c = {t, c_off, LDC, c_stride}};
+            TH_ASSERT_OK(tsr_matmul(dev, &d, da, db, dc, NULL, NULL));
+            th_read_typed(dev, t, dc, got, nc);
+            double tolerance = tsr_dtype_error_bound(t, K);
+            for (size_t bi = 0; bi < BATCH; ++bi) {
+                const float *cin = c0 + c_off + bi * c_stride, *cg = got + c_off + bi * c_stride;
+                th_ref_sgemm(1, 0, 0, M, N, K, -0.75, a + a_off + bi * a_stride, LDA, b + b_off + bi * b_stride, LDB,
+                             0.5, cin, ref, LDC);
+                double err = 0, norm = 0;
+                size_t specials = 0;
+                for (size_t i = 0; i < M; ++i)
+                    for (size_t j = 0; j < N; ++j) {
+                        double r = ref[i * LDC + j], v = cg[i * LDC + j];
+                        if (isnan(r) || isinf(r)) {
+                            ++specials;
+                            if (isnan(r) ? !isnan(v) : v != r)
+                                fail_msg("%s [%s] batch %zu C[%zu][%zu] = %g, the fp32 arithmetic's %g",
+                                         tsr_dtype_str(t), widen_configs[c], bi, i, j, v, r);
+                        } else {
+                            if (!isfinite(v))
+                                fail_msg("%s [%s] batch %zu C[%zu][%zu] = %g, expected finite %g", tsr_dtype_str(t),
+                                         widen_configs[c], bi, i, j, v, r);
+                            err += (v - r) * (v - r), norm += r * r;
+                        }
+                    }
+                /* every A special reaches its row (batch 0), B's its column (batch 1) */
+                if (specials != (bi == 0 ? 7u * N : (size_t)M))
+                    fail_msg("%s batch %zu: %zu non-finite results", tsr_dtype_str(t), bi, specials);
+                if (!(sqrt(err / norm) <= tolerance))
+                    fail_msg("%s [%s] batch %zu: finite results' relative error %.3e exceeds %.3e", tsr_dtype_str(t),
+                             widen_configs[c], bi, sqrt(err / norm), tolerance);
+            }
+            /* guard zones: before the first C, between batch entries, after the last */
+            for (size_t i = 0; i < nc; ++i) {
+                size_t rel = i < c_off ? SIZE_MAX : (i - c_off) % c_stride, bi = i < c_off ? 0 : (i - c_off) / c_stride;
+                bool inside = rel != SIZE_MAX && bi < BATCH && rel / LDC < M && rel % LDC < N;
+                if (!inside && memcmp(&got[i], &c0[i], sizeof(float)) != 0)
+                    fail_msg("%s: wrote outside C at element %zu", tsr_dtype_str(t), i);
+            }
+            clReleaseMemObject(da);
+            clReleaseMemObject(db);
+            clReleaseMemObject(dc);
+            free(a);
+            free(b);
+            free(c0);
+            free(got);
+            free(ref);
+        }
+    }
+    set_gemm_override(NULL);
+}
+
 /* 16-bit arguments checked in their own element sizes: an invalid type names its operand, buffer
  * sizes count 16-bit elements, and C may not overlap A or B whatever their types. C untouched. */
 static void types_invalid_arguments(void **state) {
@@ -1535,6 +1748,8 @@ int main(void) {
             cmocka_unit_test(smallm_kernel),
             cmocka_unit_test(type_combinations),
             cmocka_unit_test(types_configurations),
+            cmocka_unit_test(widened_a_shapes),
+            cmocka_unit_test(widened_a_nonfinite),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -1567,6 +1782,8 @@ int main(void) {
         cmocka_unit_test(configurations_4of4),
         cmocka_unit_test(types_invalid_arguments),
         cmocka_unit_test(medium_conv_shapes),
+        cmocka_unit_test(widened_a_shapes),
+        cmocka_unit_test(widened_a_nonfinite),
         cmocka_unit_test(gpu_kernel_7of8),
         cmocka_unit_test(packed_panels_are_fully_written),
         cmocka_unit_test(large_square),

@@ -720,10 +720,12 @@ static void plan_and_tune(void **state) {
     conv_case sm8 = {.N = 8, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 1568, but 196 an image */
     conv_case md8 = {.N = 8, .C = 128, .H = 17, .W = 17, .K = 64, .R = 1, .S = 1}; /* 289 an image: 1x1 */
     conv_case sn = {.N = 1, .C = 3, .H = 32, .W = 32, .K = 16, .R = 7, .S = 7, .sh = 2, .sw = 2, .ph = 3, .pw = 3};
+    conv_case s3 = {.N = 2, .C = 64, .H = 16, .W = 16, .K = 64, .R = 3, .S = 3, .ph = 1, .pw = 1}; /* 512: 3x3-small */
+    conv_case b3 = {.N = 3, .C = 64, .H = 14, .W = 14, .K = 64, .R = 3, .S = 3, .ph = 1, .pw = 1}; /* 588: 3x3 */
     const struct { const conv_case *c; const char *cls; } expect[] = {
         {&c3, "3x3"},         {&dw, "depthwise"}, {&pw, "1x1"},       {&ex, "1x1-expand"}, {&st, "strided"},
         {&ot, "other"},       {&ds, "1x1-strided"}, {&sm, "1x1-small"}, {&sm8, "1x1-small"}, {&md8, "1x1"},
-        {&sn, "stem"}};
+        {&sn, "stem"},        {&s3, "3x3-small"}, {&b3, "3x3"}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; ++i) {
         tsr_conv2d_desc desc = case_desc(expect[i].c, TSR_CONV_AUTO);
         tsr_conv_algo algo = TSR_CONV_AUTO;

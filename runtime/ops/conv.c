@@ -31,7 +31,8 @@ static const char *const conv_more_sources[] = {"conv_cpu", "conv_winograd", NUL
 /* The fp32 classes; each has its 16-bit twins ("3x3-f16", TSR_CLASSES_PER_TYPE: by x, w and y's
  * types), which take their fp32 class's configuration until tuned themselves. */
 static const char *const conv_classes[] = {"3x3",   "1x1",         "strided",   "depthwise", "other",
-                                           "1x1-strided", "1x1-small", "1x1-expand", "stem",     NULL};
+                                           "1x1-strided", "1x1-small", "1x1-expand", "stem",     "3x3-small",
+                                           NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -85,7 +86,11 @@ static int conv_base_index(const conv_problem *p) {
      * 0.86x the AVX-512 default's 8 x 3, 16 tiles a group (session 19, docs/conv.md). */
     if ((p->sh > 1 || p->sw > 1) && p->Cg <= 4) return 8;
     if (p->sh > 1 || p->sw > 1) return 2;
-    if (p->R == 3 && p->S == 3) return 0;
+    /* Stride-1 3x3 layers with at most 512 output pixels in the call (ResNet-50's 14x14 at batch 1
+     * and 2, 7x7 up to batch 8), a class of their own tuned on 1x256x14x14 k256: the Winograd
+     * forms the 3x3 class tunes to on an AVX-512 Zen 5 have too few tiles there to pay, and
+     * before this class such layers fell back to the untuned built-in STAGE 2 form (session 19). */
+    if (p->R == 3 && p->S == 3) return p->N * p->PQ <= 512 && p->dh == 1 && p->dw == 1 ? 9 : 0;
     return 4;
 }
 
@@ -94,9 +99,10 @@ static const char *conv_base_class(const conv_problem *p) { return conv_classes[
 /* Classes split from an older one take its entry until a database has one of their own, so a
  * device tuned before the split (the H100's and the AVX2 EPYC's 1x1 and strided entries) keeps the
  * configuration it ran those layers with rather than falling to an untuned default: 1x1-expand
- * came out of 1x1 and stem out of strided (session 19). */
+ * came out of 1x1, stem out of strided and 3x3-small out of 3x3 (session 19). */
 static const char *conv_nearest_class(const char *cls) {
     if (strcmp(cls, "1x1-expand") == 0) return "1x1";
+    if (strcmp(cls, "3x3-small") == 0) return "3x3";
     return strcmp(cls, "stem") == 0 ? "strided" : NULL;
 }
 
@@ -125,9 +131,11 @@ static const tsr_default conv_defaults[] = {
      * (process CPU time, side by side) it ran ResNet-50's 3x3 layers at 0.9-1.6x the 6 x 1 tile
      * depending on the load: not settled; a quiet tune (its space holds WGM 1-4) decides. */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3-small", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "stem", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3-small", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     /* Strided layers (conv1's 7x7/2, 3x3/2): the padded form's polyphase copy, eight channels a
      * tile (32 vector registers on AVX-512; conv1's 64 channels in whole tiles). Kernel sizes it
      * does not compile in take im2col + GEMM. 1x1 layers (any stride): im2col + GEMM below. */
@@ -1504,7 +1512,7 @@ static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias",
                                                 "1x256x28x28 k256 3x3 p1 s2 +bias", "1x256x28x28 k256 3x3 p1 g256 +bias",
                                                 "1x64x28x28 k64 5x5 p2 +bias", "1x256x56x56 k512 1x1 s2 +bias",
                                                 "1x1024x14x14 k256 1x1 +bias", "1x128x28x28 k512 1x1 +bias",
-                                                "1x3x224x224 k64 7x7 p3 s2 +bias"};
+                                                "1x3x224x224 k64 7x7 p3 s2 +bias", "1x256x14x14 k256 3x3 p1 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},

@@ -566,7 +566,7 @@ static void small_m16_falls_back_to_small_m(void **state) {
     assert_string_not_equal(ci.problem_class, "small-m16");
     assert_string_equal(tsr_op_nearest_class(&tsr_op_gemm, "small-m16"), "small-m");
     assert_string_equal(tsr_op_nearest_class(&tsr_op_gemm, "small-m16-f16"), "small-m-f16");
-    assert_string_equal(tsr_op_class_shape(&tsr_op_gemm, "small-m16"), "16x1536x384");
+    assert_string_equal(tsr_op_class_shape(&tsr_op_gemm, "small-m16"), "16x4096x4096");
 }
 
 static void stale_entries_are_passed_over(void **state) {

@@ -15,9 +15,7 @@ import argparse
 import ctypes
 import json
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -26,6 +24,7 @@ from tessera._tessera_cffi import ffi, lib
 from tessera.examples import minilm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_rounds import alternate  # noqa: E402
 from minilm_profile import tokens  # noqa: E402
 
 HUGE = 2 << 20
@@ -97,19 +96,8 @@ def main():
     diff = float(np.abs(out['old'] - out['new']).max())
     if diff > 0:
         sys.exit('minilm_hugepages_ab: the two sides disagree (%g)' % diff)
-    stats = {name: {'wall': [], 'cpu': []} for name in runners}
-    loads = [os.getloadavg()[0]]
-    for rnd in range(args.rounds):
-        for name in (('old', 'new') if rnd % 2 == 0 else ('new', 'old')):
-            run = runners[name].forward
-            run(ids, lengths)
-            w, c = time.perf_counter(), time.process_time()
-            for _ in range(args.calls):
-                run(ids, lengths)
-            stats[name]['wall'].append((time.perf_counter() - w) / args.calls * 1e3)
-            stats[name]['cpu'].append((time.process_time() - c) / args.calls * 1e3)
-    loads.append(os.getloadavg()[0])
-    med = {n: {k: statistics.median(v) for k, v in s.items()} for n, s in stats.items()}
+    stats, med, loads = alternate({name: (lambda r=runners[name]: r.forward(ids, lengths)) for name in ('old', 'new')},
+                                  args.rounds, args.calls)
     print('1 x %d tokens, %d rounds x %d forwards, load %.2f -> %.2f; madvise %s over %d MiB, AnonHugePages '
           '%d -> %d kB' % (args.tokens, args.rounds, args.calls, loads[0], loads[1], advice, advised >> 20,
                            huge_before, huge_after))

@@ -18,9 +18,7 @@ the load average before and after."""
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -28,6 +26,7 @@ import tessera
 from tessera.examples import minilm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_rounds import alternate  # noqa: E402
 from minilm_profile import tokens  # noqa: E402
 
 
@@ -62,25 +61,14 @@ def main():
     cos = float(np.min((out['old'] * out['new']).sum(axis=1)))
     if cos < 0.9999999:
         sys.exit('minilm_kernel_ab: the two sides disagree (cosine %.9f)' % cos)
-    stats = {name: {'wall': [], 'cpu': []} for name in runners}
-    loads = [os.getloadavg()[0]]
-    for r in range(args.rounds):
-        for name in (('old', 'new') if r % 2 == 0 else ('new', 'old')):
-            run = runners[name]
-            run(ids, lengths)
-            w, c = time.perf_counter(), time.process_time()
-            for _ in range(args.calls):
-                run(ids, lengths)
-            stats[name]['wall'].append((time.perf_counter() - w) / args.calls * 1e3)
-            stats[name]['cpu'].append((time.process_time() - c) / args.calls * 1e3)
-    loads.append(os.getloadavg()[0])
+    stats, med, loads = alternate({name: (lambda r=runners[name]: r(ids, lengths)) for name in ('old', 'new')},
+                                  args.rounds, args.calls)
     print('1 x %d tokens, %d rounds x %d forwards, cosine %.9f, load %.2f -> %.2f' % (
         args.tokens, args.rounds, args.calls, cos, loads[0], loads[1]))
     cls = minilm.Runner.small_m_class(args.tokens)
     configs = {name: devs[name].config('gemm', cls)['config'] for name in ('old', 'new')}
     for name in ('old', 'new'):
         print('  %s: weights %s, gemm %s %s' % (name, layouts[name], cls, configs[name]))
-    med = {n: {k: statistics.median(v) for k, v in s.items()} for n, s in stats.items()}
     for k, what in (('wall', 'wall ms'), ('cpu', 'process CPU ms')):
         print('  %-16s old %7.3f  new %7.3f  new/old %.3f' % (what, med['old'][k], med['new'][k],
                                                            med['new'][k] / med['old'][k]))

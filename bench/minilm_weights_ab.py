@@ -15,9 +15,7 @@ the load."""
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -25,6 +23,7 @@ import tessera
 from tessera.examples import minilm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_rounds import alternate  # noqa: E402
 from minilm_profile import tokens  # noqa: E402
 
 
@@ -54,19 +53,8 @@ def main():
     cosine = float(np.min((out['base'] * out['other']).sum(axis=1)))  # --share: not MiniLM's output
     if args.fp16 and cosine < 0.9999:
         sys.exit('minilm_weights_ab: fp16 and fp32 disagree (cosine %.9f)' % cosine)
-    stats = {name: {'wall': [], 'cpu': []} for name in runners}
-    loads = [os.getloadavg()[0]]
-    for rnd in range(args.rounds):
-        for name in (('base', 'other') if rnd % 2 == 0 else ('other', 'base')):
-            run = runners[name].forward
-            run(ids, lengths)
-            w, c = time.perf_counter(), time.process_time()
-            for _ in range(args.calls):
-                run(ids, lengths)
-            stats[name]['wall'].append((time.perf_counter() - w) / args.calls * 1e3)
-            stats[name]['cpu'].append((time.process_time() - c) / args.calls * 1e3)
-    loads.append(os.getloadavg()[0])
-    med = {n: {k: statistics.median(v) for k, v in s.items()} for n, s in stats.items()}
+    stats, med, loads = alternate({name: (lambda r=runners[name]: r.forward(ids, lengths)) for name in ('base', 'other')},
+                                  args.rounds, args.calls)
     label = 'fp16 weights' if args.fp16 else 'last %d layers sharing the first %d\'s weights' % (args.share,
                                                                                                args.share)
     print('1 x %d tokens, %d rounds x %d forwards, other: %s (cosine %.9f), load %.2f -> %.2f' % (

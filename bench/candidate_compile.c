@@ -173,8 +173,8 @@ int main(int argc, char **argv) {
         free(base_owned);
     }
 
-    cl_context ctx = dev->context;
-    cl_device_id id = dev->id;
+    cl_context ctx = tsr_device_context(dev);
+    cl_device_id id = tsr_device_id(dev);
     cl_int err;
     cl_command_queue q = clCreateCommandQueue(ctx, id, 0, &err);
     CK(err);

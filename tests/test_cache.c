@@ -521,17 +521,18 @@ static void kernel_dir_override(void **state) {
     th_remove_tree(dir);
 }
 
-/* Tuned entries of an op built from several sources (conv: conv.cl and conv_cpu.cl) go stale
- * when any of them changes: the hash covers every source, and a missing one is an error. */
+/* Tuned entries of an op built from several sources (conv: conv.cl, conv_cpu.cl and
+ * conv_winograd.cl) go stale when any of them changes: the hash covers every source, and a
+ * missing one is an error. */
 static void op_hash_covers_every_source(void **state) {
     (void)state;
     char embedded[17], same[17], changed[17], dir[600], path[700];
     TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_conv, embedded));
     th_tempdir(dir, sizeof dir);
-    const char *names[] = {"conv", "conv_cpu"};
-    char *texts[2] = {NULL, NULL};
-    size_t lengths[2] = {0, 0};
-    for (int i = 0; i < 2; ++i) { /* the embedded texts (includes already in place) as files */
+    const char *names[] = {"conv", "conv_cpu", "conv_winograd"};
+    char *texts[3] = {NULL, NULL, NULL};
+    size_t lengths[3] = {0, 0, 0};
+    for (int i = 0; i < 3; ++i) { /* the embedded texts (includes already in place) as files */
         char *owned = NULL;
         const char *text = NULL;
         TH_ASSERT_OK(tsr_load_kernel_source("", names[i], &owned, &text, &lengths[i]));
@@ -546,6 +547,11 @@ static void op_hash_covers_every_source(void **state) {
     TH_ASSERT_CONTAINS(tsr_last_error(), "conv_cpu.cl");
     snprintf(path, sizeof path, "%s/conv_cpu.cl", dir);
     th_write_file(path, texts[1], lengths[1]);
+    TH_ASSERT_STATUS(tsr_op_source_hash(&tsr_op_conv, same), TSR_ERR_NOT_FOUND); /* no conv_winograd.cl */
+    TH_ASSERT_CONTAINS(tsr_last_error(), "conv_winograd.cl");
+    snprintf(path, sizeof path, "%s/conv_winograd.cl", dir);
+    th_write_file(path, texts[2], lengths[2]);
+    snprintf(path, sizeof path, "%s/conv_cpu.cl", dir);
     TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_conv, same));
     assert_string_equal(same, embedded);
     memcpy(texts[1] + lengths[1], "\n// edited\n", 11);
@@ -558,7 +564,7 @@ static void op_hash_covers_every_source(void **state) {
     TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_gelu, gelu_op));
     TH_ASSERT_OK(tsr_source_hash("gelu", gelu_file));
     assert_string_equal(gelu_op, gelu_file);
-    free(texts[0]), free(texts[1]);
+    free(texts[0]), free(texts[1]), free(texts[2]);
     th_remove_tree(dir);
 }
 

@@ -227,9 +227,18 @@ static void type_options(const tsr_config *cfg, const tsr_dtype types[3], char *
 }
 
 static void conv_build_options(const tsr_config *cfg, int program_variant, char *out, size_t size) {
+    int ks = program_variant % CONV_KERNEL_SIZE_VARIANTS;
+    /* The Winograd forms have no kernel-size variants; theirs are the two tiles a STAGE 7
+     * configuration runs (F(4x4), and F(2x2) on planes with few of F(4x4)'s tiles:
+     * launch_winograd): variant 1 is the F(2x2) program, the others the configuration's own. */
+    tsr_config form = *cfg;
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 6) {
+        if (ks == 1) form.values[P_STAGE] = 6;
+        ks = 0;
+    }
+    cfg = &form;
     tsr_config_defines(&tsr_op_conv, cfg, out, size);
     size_t len = strlen(out);
-    int ks = program_variant % CONV_KERNEL_SIZE_VARIANTS;
     if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 2 && ks > 0 && len < size)
         snprintf(out + len, size - len, " -DKR=%d -DKS=%d", ks, ks);
     tsr_dtype types[3];
@@ -905,8 +914,8 @@ static tsr_status widen_weights(tsr_device *dev, const conv_problem *p, cl_mem w
     cl_program program;
     tsr_kernel *k = NULL;
     tsr_status status;
-    TSR_CHECK(status, tsr_program_for(dev, "conv_cpu", options, "widen_weights", &program), out);
-    TSR_CHECK(status, tsr_program_kernel(dev, program, "widen_weights", &k), out);
+    TSR_CHECK(status, tsr_program_for(dev, "conv_cpu", options, "widen_weights", &program), done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, "widen_weights", &k), done);
     const cl_ulong w_off = p->w_off, n = p->K * p->CRS;
     const size_t global = ceil_div(p->K * p->CRS, 64);
     tsr_kernel_lock(k);
@@ -917,7 +926,7 @@ static tsr_status widen_weights(tsr_device *dev, const conv_problem *p, cl_mem w
     TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, k->kernel, 1, NULL, &global, NULL, 0, NULL, NULL), unlock);
 unlock:
     tsr_kernel_unlock(k);
-out:
+done:
     return status;
 }
 

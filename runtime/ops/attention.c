@@ -817,6 +817,19 @@ static int attention_fixture_buffers(const void *ctx, cl_mem *buffers, int max) 
     return 4;
 }
 
+/* CPUs with lanes within a work-item (PoCL): attention_blk (VEC=2) alone, and only the parameters
+ * it reads. It ignores STAGE and DS (the generic kernel's, for head dimensions it cannot take; the
+ * tuned classes have D = 64), so every (STAGE, DS) pair of one (BR, BC, RW) is the same kernel: in
+ * the full space 10 of them, and a 90-second `tessera tune --op attention` spent most of its
+ * evaluations re-timing one kernel under another name. VEC=0 and VEC=1 measured about half VEC=2's
+ * rate there at every length. Known entries outside this part (DS=8 ...) are still measured first;
+ * `--space all` searches everything. Elsewhere (GPUs, llvmpipe, which cannot take VEC=2): all. */
+static const char *attention_tuning_space(const tsr_device *dev) {
+    if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) != TSR_LANES_ACROSS_ITEMS)
+        return "VEC=2 STAGE=0 DS=1 BR=1,2,4,8,16,32 BC=16,32,64 RW=2,3,4,6,8";
+    return NULL;
+}
+
 /* A class's programs are in its own storage types (fp32 classes fp32, "-f16" ones the f16 sets). */
 static bool attention_variant_serves_class(const char *problem_class, int variant) {
     tsr_dtype types[4];
@@ -839,6 +852,7 @@ const tsr_op tsr_op_attention = {
     .program_variants = COMMON_DIMS * TSR_STORAGE_SETS,
     .variant_serves_class = attention_variant_serves_class,
     .build_options = attention_build_options,
+    .tuning_space = attention_tuning_space,
     .tolerance = 1e-5,
     .class_shapes = attention_class_shapes,
     .class_storage = TSR_CLASSES_PER_TYPE,

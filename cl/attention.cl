@@ -464,29 +464,44 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) vstore16(a[r], c, s[g][r]);
             }
             const bool edge = j0 + BC > lo[g]; // some row of the group stops inside the block
-            _Pragma("unroll") for (int r = 0; r < RW; ++r) {
-                float16 mx = (float16)(-INFINITY);
-                if (edge) {
-                    for (int c = 0; c < NKC; ++c) {
-                        const int16 masked = lane + (j0 + c * 16) >= (int16)(limit[g][r]);
-                        const float16 sc = select(vload16(c, s[g][r]), (float16)(-INFINITY), masked);
+            // The softmax with the rows as the inner loop (both unrolled): each step's RW rows are
+            // independent chains (the 2^x polynomial is a dozen dependent operations per vector),
+            // so they interleave instead of running one row's chain after another's.
+            float16 mx[RW];
+            _Pragma("unroll") for (int r = 0; r < RW; ++r) mx[r] = (float16)(-INFINITY);
+            if (edge) {
+                _Pragma("unroll") for (int c = 0; c < NKC; ++c) {
+                    const int16 key = lane + (j0 + c * 16);
+                    _Pragma("unroll") for (int r = 0; r < RW; ++r) {
+                        const float16 sc = select(vload16(c, s[g][r]), (float16)(-INFINITY), key >= (int16)(limit[g][r]));
                         vstore16(sc, c, s[g][r]);
-                        mx = MAX16(mx, sc);
+                        mx[r] = MAX16(mx[r], sc);
                     }
-                } else {
-                    for (int c = 0; c < NKC; ++c) mx = MAX16(mx, vload16(c, s[g][r]));
                 }
-                const float m_old = m[g][r], m_new = fmax(m_old, hmax16(mx));
+            } else {
+                _Pragma("unroll") for (int c = 0; c < NKC; ++c)
+                    _Pragma("unroll") for (int r = 0; r < RW; ++r) mx[r] = MAX16(mx[r], vload16(c, s[g][r]));
+            }
+            float mn[RW];
+            float16 sum[RW];
+            _Pragma("unroll") for (int r = 0; r < RW; ++r) {
+                const float m_old = m[g][r], m_new = fmax(m_old, hmax16(mx[r]));
                 corr[g][r] = m_new > m_old ? exp2((m_old - m_new) * M_LOG2E_F) : 1.0f; // 0 on a row's first keys
-                float16 sum = (float16)(0.0f);
-                for (int c = 0; c < NKC; ++c) {
-                    float16 p = blk_exp2((vload16(c, s[g][r]) - m_new) * M_LOG2E_F);
-                    if (edge) p = select(p, (float16)(0.0f), lane + (j0 + c * 16) >= (int16)(limit[g][r]));
+                mn[r] = m_new;
+                sum[r] = (float16)(0.0f);
+            }
+            _Pragma("unroll") for (int c = 0; c < NKC; ++c) {
+                const int16 key = lane + (j0 + c * 16);
+                _Pragma("unroll") for (int r = 0; r < RW; ++r) {
+                    float16 p = blk_exp2((vload16(c, s[g][r]) - mn[r]) * M_LOG2E_F);
+                    if (edge) p = select(p, (float16)(0.0f), key >= (int16)(limit[g][r]));
                     vstore16(p, c, s[g][r]);
-                    sum += p;
+                    sum[r] += p;
                 }
-                l[g][r] = l[g][r] * corr[g][r] + hsum16(sum);
-                m[g][r] = m_new;
+            }
+            _Pragma("unroll") for (int r = 0; r < RW; ++r) {
+                l[g][r] = l[g][r] * corr[g][r] + hsum16(sum[r]);
+                m[g][r] = mn[r];
             }
         }
         // Then P V for every group, while the block's rows of V stay in the cache.

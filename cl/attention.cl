@@ -423,7 +423,10 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
     }
     const __global V_T *vb = v + v_off + b * vsb + h * vsh;
     const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    float s[BR][RW][BC], corr[BR][RW];
+    // A block's scores, then its P, as whole float16 vectors: a float array took each vstore16 as
+    // three stores (16-, 16- and 32-byte pieces); P V reads single elements through a float view.
+    float16 s[BR][RW][NKC];
+    float corr[BR][RW];
     for (int j0 = 0; j0 < all_hi; j0 += BC) {
         const __global KP_T *panel = kpk + ((size_t)bh * (Lkp / BC) + j0 / BC) * HEAD_DIM * BC;
         for (int g = 0; g < BR; ++g) {
@@ -447,8 +450,8 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
                     }
                 }
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) {
-                    vstore16(a[r], c, s[g][r]);
-                    vstore16(a2[r], c + 1, s[g][r]);
+                    s[g][r][c] = a[r];
+                    s[g][r][c + 1] = a2[r];
                 }
             }
 #endif
@@ -461,7 +464,7 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
                     const float16 kv = TSR_VLD(KP_TYPE, 16, kc + d * 16);
                     _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = fma((float16)(qr[g][r][d]), kv, a[r]);
                 }
-                _Pragma("unroll") for (int r = 0; r < RW; ++r) vstore16(a[r], c, s[g][r]);
+                _Pragma("unroll") for (int r = 0; r < RW; ++r) s[g][r][c] = a[r];
             }
             const bool edge = j0 + BC > lo[g]; // some row of the group stops inside the block
             // The softmax with the rows as the inner loop (both unrolled): each step's RW rows are
@@ -473,14 +476,14 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
                 _Pragma("unroll") for (int c = 0; c < NKC; ++c) {
                     const int16 key = lane + (j0 + c * 16);
                     _Pragma("unroll") for (int r = 0; r < RW; ++r) {
-                        const float16 sc = select(vload16(c, s[g][r]), (float16)(-INFINITY), key >= (int16)(limit[g][r]));
-                        vstore16(sc, c, s[g][r]);
+                        const float16 sc = select(s[g][r][c], (float16)(-INFINITY), key >= (int16)(limit[g][r]));
+                        s[g][r][c] = sc;
                         mx[r] = MAX16(mx[r], sc);
                     }
                 }
             } else {
                 _Pragma("unroll") for (int c = 0; c < NKC; ++c)
-                    _Pragma("unroll") for (int r = 0; r < RW; ++r) mx[r] = MAX16(mx[r], vload16(c, s[g][r]));
+                    _Pragma("unroll") for (int r = 0; r < RW; ++r) mx[r] = MAX16(mx[r], s[g][r][c]);
             }
             float mn[RW];
             float16 sum[RW];
@@ -493,9 +496,9 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
             _Pragma("unroll") for (int c = 0; c < NKC; ++c) {
                 const int16 key = lane + (j0 + c * 16);
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) {
-                    float16 p = blk_exp2((vload16(c, s[g][r]) - mn[r]) * M_LOG2E_F);
+                    float16 p = blk_exp2((s[g][r][c] - mn[r]) * M_LOG2E_F);
                     if (edge) p = select(p, (float16)(0.0f), key >= (int16)(limit[g][r]));
-                    vstore16(p, c, s[g][r]);
+                    s[g][r][c] = p;
                     sum[r] += p;
                 }
             }
@@ -523,7 +526,7 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
                     const float16 vv = TSR_VLD(V_TYPE, 16, vr0 + (size_t)jj * vsl + dv * 16);
                     const float16 vv2 = TSR_VLD(V_TYPE, 16, vr0 + (size_t)jj * vsl + dv * 16 + 16);
                     _Pragma("unroll") for (int r = 0; r < RW; ++r) {
-                        const float16 pb = (float16)(s[g][r][jj]);
+                        const float16 pb = (float16)(((const float *)s[g][r])[jj]);
                         a[r] = fma(pb, vv, a[r]);
                         a2[r] = fma(pb, vv2, a2[r]);
                     }
@@ -539,7 +542,7 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = acc[g][r][dv] * corr[g][r];
                 for (int jj = 0; jj < keys; ++jj) {
                     const float16 vv = TSR_VLD(V_TYPE, 16, vr0 + (size_t)jj * vsl + dv * 16);
-                    _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = fma((float16)(s[g][r][jj]), vv, a[r]);
+                    _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = fma((float16)(((const float *)s[g][r])[jj]), vv, a[r]);
                 }
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) acc[g][r][dv] = a[r];
             }

@@ -10,6 +10,10 @@ stop before the next block's clock starts.
         --config "BR=8 BC=64 STAGE=0 VEC=2 RW=8 DS=4" --config "" --json /tmp/ab.json
 
 --config "" is the configuration the device resolves without an override (tuned / built-in).
+--base-kernels DIR also runs every configuration on a second device whose kernels come from DIR
+(TSR_KERNEL_DIR: e.g. main's cl/, `git archive main cl | tar -x -C /tmp/main-kernels`), so an
+edited kernel and the one before it are timed side by side in one process (name a --config: a
+tuned entry for one source is stale for the other).
 Both masks (non-causal, then PyTorch's is_causal=True, Lq = Lk) run unless --mask picks one.
 Each implementation is checked once against float64 (relative Frobenius error)."""
 import argparse
@@ -40,6 +44,7 @@ def main():
     ap.add_argument("--config", action="append", default=[], help="tessera attention configuration (repeatable)")
     ap.add_argument("--mask", choices=("both", "none", "causal"), default="both")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--base-kernels", metavar="DIR", help="also time each --config with the kernel sources in DIR")
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.venv and os.path.realpath(sys.prefix) != os.path.realpath(args.venv):
@@ -51,23 +56,34 @@ def main():
     import tessera
 
     dev = tessera.default_device()
+    base_dev = None
+    if args.base_kernels:
+        own = os.environ.get("TSR_KERNEL_DIR")
+        os.environ["TSR_KERNEL_DIR"] = os.path.abspath(args.base_kernels)
+        base_dev = tessera.Device(dev.info.selector)
+        if own is None:
+            del os.environ["TSR_KERNEL_DIR"]
+        else:
+            os.environ["TSR_KERNEL_DIR"] = own
     threads = dev.info.compute_units if hasattr(dev, "info") else 2
     torch.set_num_threads(threads)
     configs = args.config or [""]
     rng = np.random.default_rng(1)
     shape = (args.B, args.H, args.L, args.D)
     qn, kn, vn = (rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(3))
-    qd, kd, vd = (tessera.to_device(a, dev) for a in (qn, kn, vn))
-    od = tessera.to_device(np.zeros(shape, np.float32), dev)
+    bufs = {}
+    for d in (dev, base_dev) if base_dev else (dev,):
+        bufs[id(d)] = [tessera.to_device(a, d) for a in (qn, kn, vn, np.zeros(shape, np.float32))]
     qt, kt, vt = (torch.from_numpy(a) for a in (qn, kn, vn))
     masks = {"both": (False, True), "none": (False,), "causal": (True,)}[args.mask]
     flops = lambda causal: 4.0 * args.B * args.H * args.L * args.L * args.D / (2.0 if causal else 1.0)  # noqa: E731
 
-    def tessera_run(cfg, causal):
-        dev.override("attention", cfg or None)
+    def tessera_run(cfg, causal, d=dev):
+        d.override("attention", cfg or None)
+        qd, kd, vd, od = bufs[id(d)]
         def run():
             tessera.attention(qd, kd, vd, causal="top_left" if causal else False, out=od)
-            dev.finish()
+            d.finish()
         return run
 
     def torch_run(causal):
@@ -77,20 +93,23 @@ def main():
     load = [os.getloadavg()[0]]
     for causal in masks:
         ref = F.scaled_dot_product_attention(qt.double(), kt.double(), vt.double(), is_causal=causal)
-        impls = [("tessera " + (c or "(resolved)"), c) for c in configs] + ([] if args.no_torch else [("pytorch", None)])
+        impls = [("tessera " + (c or "(resolved)"), c, dev) for c in configs]
+        if base_dev:
+            impls += [("tessera base " + (c or "(resolved)"), c, base_dev) for c in configs]
+        impls += [] if args.no_torch else [("pytorch", None, None)]
         errs = {}
-        for name, cfg in impls:
+        for name, cfg, d in impls:
             if cfg is None:
                 got = torch_run(causal)().double()
             else:
-                tessera_run(cfg, causal)()
-                got = torch.from_numpy(od.get()).double()
+                tessera_run(cfg, causal, d)()
+                got = torch.from_numpy(bufs[id(d)][3].get()).double()
             errs[name] = float(torch.linalg.vector_norm(got - ref) / torch.linalg.vector_norm(ref))
-        wall = {n: [] for n, _ in impls}
-        cpu = {n: [] for n, _ in impls}
+        wall = {n: [] for n, _, _ in impls}
+        cpu = {n: [] for n, _, _ in impls}
         for rnd in range(args.rounds):
-            for name, cfg in impls:
-                run = torch_run(causal) if cfg is None else tessera_run(cfg, causal)
+            for name, cfg, d in impls:
+                run = torch_run(causal) if cfg is None else tessera_run(cfg, causal, d)
                 run()
                 w0, c0 = time.perf_counter(), cpu_seconds()
                 for _ in range(args.calls):
@@ -99,13 +118,14 @@ def main():
                 cpu[name].append((cpu_seconds() - c0) / args.calls * 1e3)
                 time.sleep(args.pause)
             load.append(os.getloadavg()[0])
-        dev.override("attention", None)
+        for d in (dev, base_dev) if base_dev else (dev,):
+            d.override("attention", None)
         base = impls[-1][0]
         print(f"\n{'causal' if causal else 'non-causal'} {'x'.join(map(str, shape))}, {args.rounds} rounds x "
               f"{args.calls} calls, torch on {threads} threads")
         print(f"{'impl':48s} {'wall ms':>8s} {'cpu ms':>8s} {'GF/s wall':>9s} {'GF/2c cpu':>9s} {'x torch wall':>12s}"
               f" {'x torch cpu':>11s} rel_err")
-        for name, _ in impls:
+        for name, _, _ in impls:
             mw, mc = statistics.median(wall[name]), statistics.median(cpu[name])
             rw = statistics.median(wall[base][i] / wall[name][i] for i in range(args.rounds))
             rc = statistics.median(cpu[base][i] / cpu[name][i] for i in range(args.rounds))
@@ -120,7 +140,8 @@ def main():
     print(f"\n1-minute load average over the run: {' '.join(f'{x:.2f}' for x in load)}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"command": " ".join(sys.argv), "torch": torch.__version__, "device": dev.name,
+            json.dump({"command": " ".join(sys.argv), "base_kernels": args.base_kernels,
+                       "torch": torch.__version__, "device": dev.name,
                        "threads": threads, "rounds": args.rounds, "calls": args.calls, "load_average_1min": load,
                        "rows": results}, f, indent=1)
             f.write("\n")

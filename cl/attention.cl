@@ -202,6 +202,7 @@ __kernel void softmax_rows(const int Lq, const int Lk, const int H, const int ca
 #define RW 1
 #endif
 TSR_DEFINE_ACTIVATIONS(float16, int16)
+TSR_DEFINE_ACTIVATIONS(float, int)
 
 // kt[(bh * D + d) * Lkp + j] = K[b, h, j, d] for j < Lk, 0 up to Lkp. global = (Lkp, D, B*H)
 __kernel void transpose_k(const int Lk, const int Lkp, const int H, __global const K_T *k, const ulong k_off,
@@ -489,7 +490,10 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
             float16 sum[RW];
             _Pragma("unroll") for (int r = 0; r < RW; ++r) {
                 const float m_old = m[g][r], m_new = fmax(m_old, hmax16(mx[r]));
-                corr[g][r] = m_new > m_old ? exp2((m_old - m_new) * M_LOG2E_F) : 1.0f; // 0 on a row's first keys
+                // 2^((m_old - m_new) log2 e) with the softmax's own polynomial, every row and block
+                // without a branch: 1 where the maximum stays (or is NaN), 2^-125 on a row's first
+                // keys (m_old = -Inf), which multiplies a zero sum and zero accumulators.
+                corr[g][r] = tsr_exp2_float(m_new > m_old ? (m_old - m_new) * M_LOG2E_F : 0.0f);
                 mn[r] = m_new;
                 sum[r] = (float16)(0.0f);
             }

@@ -140,6 +140,107 @@ static const tsr_op planted_op = {
                 .describe = planted_describe, .free = planted_free},
 };
 
+/* ---- a sized op: the planted parameters on a problem of the shape's size, whose runs take time in
+ * proportion (for the smaller problems slow devices are measured on) ---- */
+
+static const char sized_source[] =
+    "__kernel void sized(__global const float *x, __global float *y) {\n"
+    "    const size_t i = get_global_id(0);\n"
+    "#if MODE == 2\n"
+    "#error sized build failure\n"
+    "#endif\n"
+    "    float v = x[i], a = 0.0f;\n"
+    "    for (int r = 0; r < 96 * X; ++r) a = fma(a, 0.5f, v); /* converges to 2v */\n"
+    "    y[i] = a + (MODE == 1 ? 1.0f : 0.0f);\n"
+    "}\n";
+
+typedef struct sized_ctx {
+    size_t n;
+    cl_mem x, y;
+    float *host, *out;
+} sized_ctx;
+
+static tsr_status sized_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
+    (void)seed;
+    sized_ctx *c = calloc(1, sizeof *c);
+    c->n = strtoul(shape, NULL, 10);
+    c->host = malloc(c->n * sizeof *c->host);
+    c->out = malloc(c->n * sizeof *c->out);
+    th_fill_uniform(c->host, c->n, -1, 1);
+    c->x = th_buffer_from(dev, c->host, c->n);
+    c->y = th_buffer(dev, c->n);
+    *out = c;
+    return TSR_SUCCESS;
+}
+static tsr_status sized_run(tsr_device *dev, void *vctx, const tsr_config *cfg, cl_command_queue queue,
+                            cl_event *first, cl_event *last) {
+    sized_ctx *c = vctx;
+    char options[64];
+    planted_options(cfg, 0, options, sizeof options);
+    cl_program program = NULL;
+    tsr_status st = tsr_program_from_text(dev, "sized", sized_source, strlen(sized_source), options, &program);
+    if (st != TSR_SUCCESS) return st;
+    cl_int err;
+    cl_kernel k = clCreateKernel(program, "sized", &err);
+    clSetKernelArg(k, 0, sizeof c->x, &c->x);
+    clSetKernelArg(k, 1, sizeof c->y, &c->y);
+    size_t global = c->n;
+    cl_event done = NULL;
+    err = clEnqueueNDRangeKernel(queue, k, 1, NULL, &global, NULL, 0, NULL, &done);
+    clReleaseKernel(k);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "sized", __FILE__, __LINE__);
+    tsr_fixture_single_event(done, first, last);
+    return TSR_SUCCESS;
+}
+static tsr_status sized_check(tsr_device *dev, void *vctx, double *rel_err) {
+    sized_ctx *c = vctx;
+    th_read(dev, c->y, c->out, c->n);
+    tsr_error_sum sum = {0, 0};
+    for (size_t i = 0; i < c->n; ++i) tsr_error_add(&sum, c->out[i], 2.0 * c->host[i]);
+    *rel_err = tsr_error_value(&sum);
+    for (size_t i = 0; i < c->n; ++i) c->out[i] = NAN;
+    return tsr_upload(dev, c->y, c->out, c->n);
+}
+static void sized_work(const void *ctx, double *flops, double *bytes) {
+    const sized_ctx *c = ctx;
+    *flops = 2.0 * 96 * (double)c->n;
+    *bytes = 8.0 * (double)c->n;
+}
+static void sized_describe(const void *ctx, char *out, size_t size) {
+    snprintf(out, size, "%zu", ((const sized_ctx *)ctx)->n);
+}
+static void sized_free(void *vctx) {
+    sized_ctx *c = vctx;
+    clReleaseMemObject(c->x);
+    clReleaseMemObject(c->y);
+    free(c->host);
+    free(c->out);
+    free(c);
+}
+/* "big" from 65536 elements on */
+static const char *sized_class(const void *ctx) { return ((const sized_ctx *)ctx)->n >= 65536 ? "big" : "tiny"; }
+
+static const char *const sized_classes[] = {"big", "tiny", NULL};
+static const char *const sized_shapes[] = {"4194304", "1024"};
+/* big: an eighth and a sixty-fourth; tiny's "smaller" problem is a big one, which must be refused */
+static const char *const sized_reduced[] = {"524288;65536", "131072"};
+static const tsr_op sized_op = {
+    .name = "sized",
+    .source_name = "gemm", /* only hashed, to tell stale entries */
+    .params = planted_params,
+    .nparams = PLANTED_NPARAMS,
+    .classes = sized_classes,
+    .class_shapes = sized_shapes,
+    .class_shapes_reduced = sized_reduced,
+    .implementations = planted_implementations,
+    .nimplementations = 1,
+    .config_ok = planted_ok,
+    .program_variants = 1,
+    .build_options = planted_options,
+    .fixture = {.setup = sized_setup, .run = sized_run, .check = sized_check, .work = sized_work,
+                .describe = sized_describe, .free = sized_free, .problem_class = sized_class},
+};
+
 static tsr_device *dev;
 static char dir[512], db_path[600];
 
@@ -1290,6 +1391,74 @@ static void class_lists_are_not_truncated(void **state) {
     assert_int_equal(planted_setups, 0);
 }
 
+/* Every op's smaller problems (for slow devices) set up, stay in their class (16-bit twins too) and
+ * do less work than the class's own; one that falls in another class is refused, naming both. */
+static void smaller_problems_stay_in_their_class(void **state) {
+    (void)state;
+    for (const tsr_op *const *op = tsr_ops; *op; ++op)
+        for (const char *const *c = tsr_op_class_list(*op); *c; ++c) {
+            int nsteps = tsr_op_class_shape_steps(*op, *c);
+            double work_before = INFINITY;
+            for (int step = 1; step <= nsteps; ++step) {
+                void *fx = NULL;
+                tsr_status st = tsr_op_tuning_setup_step(*op, dev, *c, step, &fx);
+                if (st != TSR_SUCCESS)
+                    fail_msg("%s %s step %d (%s): %s", (*op)->name, *c, step, tsr_op_class_shape_step(*op, *c, step),
+                             tsr_last_error());
+                assert_non_null((*op)->fixture.problem_class);
+                assert_string_equal((*op)->fixture.problem_class(fx), *c);
+                double work = tsr_op_tuning_work(*op, fx);
+                assert_true(work > 0 && work < work_before); /* largest first */
+                work_before = work;
+                tsr_op_tuning_free(*op, fx);
+            }
+            assert_null(tsr_op_class_shape_step(*op, *c, nsteps + 1));
+        }
+    /* the big classes have them (GEMM `large` ran 30 s a run on llvmpipe), with their storage token */
+    assert_int_equal(tsr_op_class_shape_steps(&tsr_op_gemm, "large"), 3);
+    assert_string_equal(tsr_op_class_shape_step(&tsr_op_gemm, "large-f16", 1), "1024x1024x1024 f16/f32");
+    assert_string_equal(tsr_op_class_shape_step(&tsr_op_gemm, "large", 0), "2048x2048x2048");
+    void *fx = (void *)1;
+    TH_ASSERT_STATUS(tsr_op_tuning_setup_step(&sized_op, dev, "tiny", 1, &fx), TSR_ERR_UNSUPPORTED);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "'131072' of class 'tiny' is of class 'big'");
+    assert_null(fx);
+    TH_ASSERT_STATUS(tsr_op_tuning_setup_step(&sized_op, dev, "tiny", 2, &fx), TSR_ERR_INVALID_ARG);
+}
+
+/* A class whose own problem would eat its budget share is measured on a smaller one, said in its
+ * result (and kept for both passes); with budget to spare it keeps its own. Workers compiling ahead
+ * set the same smaller problem up. (Its own problem runs 400M multiply-adds: far over a twentieth
+ * of a 0.5 s share on any CPU, far under a twentieth of 600 s.) */
+static void slow_classes_tune_a_smaller_problem(void **state) {
+    (void)state;
+    char log[700];
+    snprintf(log, sizeof log, "%s/smaller.jsonl", dir);
+    setenv("TSR_TUNE_AHEAD", "1", 1);
+    tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_seconds = 0.5, .classes = "big", .seed = 3,
+                          .dry_run = true, .log_path = log};
+    tsr_tune_result r[1];
+    size_t n = 0;
+    TH_ASSERT_OK(tsr_tune_op(dev, &sized_op, &o, r, 1, &n));
+    unsetenv("TSR_TUNE_AHEAD");
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].reduced_from, "4194304");
+    if (strcmp(r[0].problem, "524288") != 0 && strcmp(r[0].problem, "65536") != 0)
+        fail_msg("measured on '%s'", r[0].problem);
+    assert_true(r[0].evaluated >= 1);
+    assert_true(r[0].best_gflops > 0);
+    char *text = NULL;
+    size_t length = 0;
+    TH_ASSERT_OK(tsr_read_file(log, &text, &length));
+    TH_ASSERT_CONTAINS(text, "\"outcome\": \"smaller problem\"");
+    TH_ASSERT_CONTAINS(text, "\"own_problem\": \"4194304\"");
+    free(text);
+    tsr_tune_options roomy = {.strategy = TSR_TUNE_RANDOM, .budget_seconds = 600, .budget_evaluations = 2,
+                              .classes = "big", .seed = 3, .dry_run = true};
+    TH_ASSERT_OK(tsr_tune_op(dev, &sized_op, &roomy, r, 1, &n));
+    assert_string_equal(r[0].reduced_from, "");
+    assert_string_equal(r[0].problem, "4194304");
+}
+
 /* ---- compiling ahead on the device ---- */
 
 /* tsr_tune_serve, the far end of a process worker, over a socket: it says which device it opened,
@@ -1487,6 +1656,8 @@ int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--child-tunes") == 0) return child_tunes(argv[2], argv[3]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(exhaustive_filters_rejects_and_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(smaller_problems_stay_in_their_class, setup, teardown),
+        cmocka_unit_test_setup_teardown(slow_classes_tune_a_smaller_problem, setup, teardown),
         cmocka_unit_test_setup_teardown(strategies_respect_budgets, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_options, setup, teardown),
         cmocka_unit_test_setup_teardown(fallback_chain, setup, teardown),

@@ -62,11 +62,13 @@ typedef struct planted_ctx {
 static int illegal_builds;
 
 static int planted_setups; /* how many class searches began */
+static const char *planted_fail_shape; /* a class shape whose setup fails (NULL: none) */
 
 /* The planted op's fixture: PLANTED_N elements whatever the shape (its classes share one). */
 static tsr_status planted_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
-    (void)shape;
     (void)seed;
+    if (planted_fail_shape && strcmp(shape, planted_fail_shape) == 0)
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "planted: no memory for '%s'", shape);
     ++planted_setups;
     planted_ctx *c = calloc(1, sizeof *c);
     th_fill_uniform(c->host, PLANTED_N, -1, 1);
@@ -123,7 +125,7 @@ static void planted_free(void *vctx) {
     free(c);
 }
 
-static const char *const planted_shapes[] = {"16384", "16384"};
+static const char *const planted_shapes[] = {"16384", "16384 other"}; /* the same problem (the shape is ignored) */
 static const tsr_op planted_op = {
     .name = "planted",
     .source_name = "gemm", /* only hashed, to tell stale entries */
@@ -1604,6 +1606,36 @@ static void gemm_candidates_with_shared_packs_are_right(void **state) {
     }
 }
 
+/* A tune that fails in its second class while a worker compiles ahead (the first class's
+ * candidates were given to it) stops the worker and writes nothing: no entry for the class that
+ * finished, no temporary file; the error is the class's. */
+static void failed_tune_with_workers_writes_nothing(void **state) {
+    (void)state;
+    char db[700], log[700];
+    snprintf(db, sizeof db, "%s/failed.json", dir);
+    snprintf(log, sizeof log, "%s/failed.jsonl", dir);
+    setenv("TSR_TUNE_AHEAD", "1", 1);
+    planted_fail_shape = "16384 other";
+    tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 6, .classes = "only,other", .seed = 4,
+                          .db_path = db, .log_path = log};
+    tsr_tune_result r[2];
+    size_t n = 0;
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, r, 2, &n), TSR_ERR_OUT_OF_MEMORY);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "no memory for '16384 other'");
+    planted_fail_shape = NULL;
+    unsetenv("TSR_TUNE_AHEAD");
+    assert_int_equal(n, 1); /* the class that finished, in the results only */
+    const th_ahead_counts ahead = th_read_ahead_line(log);
+    assert_true(ahead.submitted >= 1); /* the worker had work */
+    assert_int_equal(access(db, F_OK), -1);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strstr(e->d_name, "failed.json") == e->d_name && strcmp(e->d_name, "failed.jsonl") != 0)
+            fail_msg("left behind: %s/%s", dir, e->d_name);
+    closedir(d);
+}
+
 /* The child of interrupted_tune_writes_nothing: a real tune, with workers, into `db`. */
 static int child_tunes(const char *db, const char *log) {
     tsr_device *d = NULL;
@@ -1673,6 +1705,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(concurrent_writers_lose_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(builtin_database_is_valid, setup, teardown),
         cmocka_unit_test_setup_teardown(compiling_ahead_keeps_the_search, setup, teardown),
+        cmocka_unit_test_setup_teardown(failed_tune_with_workers_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(tune_serve_answers_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(gemm_candidates_with_shared_packs_are_right, setup, teardown),
         cmocka_unit_test_setup_teardown(interrupted_tune_writes_nothing, setup, teardown),

@@ -414,6 +414,32 @@ static void slower_candidates_stop_early_unvalidated(void **state) {
     tsr_search_free(&r.search);
 }
 
+/* The entry lookups resolve to today is timed for TUNE_MIN_RUNS runs and validated however slow
+ * its runs are (the duel with it decides: one noisy run must not drop it unseen); any other
+ * candidate as slow stops after its first timed run, unvalidated. */
+static void the_entry_in_use_is_measured_fully(void **state) {
+    (void)state;
+    run r;
+    memset(&r, 0, sizeof r);
+    search_setup(&r, 1, 0, 1e9);
+    assert_true(tsr_search_evaluate(&r.search, &optimum) > 0); /* the incumbent */
+    const tsr_config in_use = make_config(1, 1, 1), other = make_config(1, 1, 4); /* 8.6x as slow */
+    r.search.measure_fully = true;
+    double score = tsr_search_evaluate(&r.search, &in_use);
+    r.search.measure_fully = false;
+    assert_true(score > 0);
+    assert_true(r.replay.runs_of[started_index(&r.replay, &in_use)] >= 1 + TUNE_MIN_RUNS);
+    tsr_search_evaluate(&r.search, &other);
+    assert_true(r.replay.runs_of[started_index(&r.replay, &other)] < 1 + TUNE_MIN_RUNS);
+    for (int i = 0; i < r.search.nseen; ++i) {
+        const tsr_evaluated *e = &r.search.seen[i];
+        if (memcmp(&e->config, &in_use, sizeof in_use) == 0) assert_true(e->validated);
+        if (memcmp(&e->config, &other, sizeof other) == 0) assert_false(e->validated);
+    }
+    assert_true(is_optimum(tsr_search_best(&r.search))); /* validated, not chosen */
+    tsr_search_free(&r.search);
+}
+
 /* A configuration faster than the optimum that computes a wrong result, or writes nothing (its
  * output then holds whatever the previous candidate left), is validated because it could win,
  * found wrong and never chosen, whichever strategy meets it. */
@@ -841,6 +867,7 @@ int main(void) {
         cmocka_unit_test(normalized_points_outside_the_space),
         cmocka_unit_test(abandoned_and_failed_candidates_score_zero),
         cmocka_unit_test(slower_candidates_stop_early_unvalidated),
+        cmocka_unit_test(the_entry_in_use_is_measured_fully),
         cmocka_unit_test(fast_but_wrong_never_wins),
         cmocka_unit_test(duels_end_early_only_when_clear),
         cmocka_unit_test(compiling_ahead_changes_no_search),

@@ -165,7 +165,7 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
             else tsr_clear_error();
         }
         PHASE(timed);
-        if ((slower = clearly_slower(t, n, u, m))) break;
+        if ((slower = (!search->measure_fully || n >= TUNE_MIN_RUNS) && clearly_slower(t, n, u, m))) break;
         if (n >= TUNE_MIN_RUNS && (total >= TUNE_MAX_SECONDS || known_well_enough(t, n))) break;
         /* Out of time: what was measured stands (a slow device, where one run of the class's
          * problem takes seconds, would otherwise overrun the budget many times over). */
@@ -181,7 +181,9 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
     /* Only what could be chosen is validated: candidates within TUNE_VALIDATE_MARGIN of the
      * incumbent or faster. The others keep their score as an estimate for the strategies. */
     double ignored, incumbent_q25 = m > 0 ? lower_quartile(u, m, &ignored, &ignored) : 0;
-    if (slower || (m > 0 && s.q25 > (1.0 + TUNE_VALIDATE_MARGIN) * incumbent_q25)) return SLOWER;
+    /* (The entry in use is validated whatever its runs say: the duel with it decides, side by side.) */
+    if (!search->measure_fully && (slower || (m > 0 && s.q25 > (1.0 + TUNE_VALIDATE_MARGIN) * incumbent_q25)))
+        return SLOWER;
     outcome valid = validate(search, config);
     PHASE(check);
 #undef PHASE

@@ -272,7 +272,9 @@ static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_
             continue; /* tune all: the entry in use may come later in the list */
         }
         search->seed = cs->known[i].stale ? "stale entry" : "current entry";
+        search->measure_fully = in_use;
         try_start(search, &cs->known[i].config);
+        search->measure_fully = false;
         search->result->stale_seeds += cs->known[i].stale;
     }
     if (op_seeds) {

@@ -180,6 +180,12 @@ typedef struct tsr_search {
     double remaining_after_s;  /* budget of the classes after this one, for the ETA */
     tsr_tune_result *result;   /* counts: evaluated, failures, abandoned (stopped as slower) */
     const char *seed;          /* while seeds are evaluated, what they are ("stale entry"), for the log */
+    /* The candidate now evaluated is the entry lookups resolve to today: it is timed for at least
+     * TUNE_MIN_RUNS runs before it can be stopped as slower (one noisy run beside the incumbent
+     * stopped the Zen 5's built-in conv2d 3x3 entry in a loaded tune, which then kept a pick 0.72x
+     * as fast: no duel is held with an entry that was not validated), and validated whatever they
+     * say, so that the duel with it decides. */
+    bool measure_fully;
 
     tsr_ahead *ahead;          /* NULL: nothing compiled ahead */
     const tsr_ahead_device *ahead_scope; /* given with each configuration submitted (the class) */
@@ -247,7 +253,7 @@ void tsr_strategy_climb(tsr_search *search);
 /* A class's problem is made smaller (one of tsr_op_class_shape_step's) where one run of its default
  * would take more than this fraction of the class's budget share: its first pass (the default and
  * the known entries, each a first run, TUNE_MIN_RUNS timed runs and a check) then fits the share. */
-#define TUNE_RUN_SHARE 20
+#define TUNE_RUN_SHARE 10
 
 /* Setting the class's problems up and timing its default on them, for tsr_tune_choose_step. */
 typedef struct tsr_step_probe {

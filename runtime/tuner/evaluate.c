@@ -146,7 +146,10 @@ static outcome validate(tsr_search *search, const tsr_config *config) {
 static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *config, phase_times *ph) {
     double warm, clock = search->backend.now(search->backend.ctx), was;
 #define PHASE(field) (was = clock, clock = search->backend.now(search->backend.ctx), ph->field += clock - was)
-    tsr_status st = timed_run(search, config, &warm); /* also builds the program; caches, pages, thread pool */
+    bool warmed = search->warmed_valid && memcmp(&search->warmed, config, sizeof *config) == 0;
+    search->warmed_valid = false;
+    /* also builds the program; caches, pages, thread pool (unless the problem's choice just did) */
+    tsr_status st = warmed ? TSR_SUCCESS : timed_run(search, config, &warm);
     /* Nothing is timed while a worker compiles: it would take the cores the runs time. */
     tsr_ahead_idle(search->ahead);
     PHASE(first_run);

@@ -411,6 +411,7 @@ typedef struct step_ctx {
     tsr_config def;
     void *fixtures[8];
     tsr_status status; /* of the last setup */
+    int timed_step;    /* the last step the default ran on (-1: none) */
 } step_ctx;
 
 static tsr_status step_setup(void *vctx, int step, double *work) {
@@ -437,6 +438,7 @@ static double step_time(void *vctx, int step) {
         tsr_clear_error();
         return 0;
     }
+    c->timed_step = step;
     return seconds;
 }
 
@@ -452,7 +454,7 @@ static tsr_status setup_problem(tune_run *run, class_job *job, double share_s) {
     const tsr_op *op = job->op;
     if (job->step >= 0) return tsr_op_tuning_setup_step(op, run->dev, job->problem_class, job->step, &job->runner.ctx);
     int nsteps = tsr_op_class_shape_steps(op, job->problem_class);
-    step_ctx c = {.job = job};
+    step_ctx c = {.job = job, .timed_step = -1};
     tsr_op_default_config(op, run->dev, job->problem_class, &c.def);
     if (nsteps > 7) nsteps = 7;
     if (!isfinite(share_s) || !op->config_ok(run->dev, NULL, &c.def)) nsteps = 0;
@@ -462,6 +464,10 @@ static tsr_status setup_problem(tune_run *run, class_job *job, double share_s) {
     job->step = step;
     job->runner.ctx = c.fixtures[step];
     job->scope.step = step;
+    /* the default just ran there: its evaluation, next, needs no untimed first run (on llvmpipe one
+     * run of GEMM `large`'s smallest problem took 5 s under load) */
+    job->search.warmed_valid = step > 0 && c.timed_step == step;
+    job->search.warmed = c.def;
     if (step > 0) {
         tsr_strlcpy(job->res->reduced_from, tsr_op_class_shape(op, job->problem_class), sizeof job->res->reduced_from);
         if (run->log)

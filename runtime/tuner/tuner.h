@@ -186,6 +186,11 @@ typedef struct tsr_search {
      * as fast: no duel is held with an entry that was not validated), and validated whatever they
      * say, so that the duel with it decides. */
     bool measure_fully;
+    /* The problem's choice (tsr_tune_choose_step) has just run this configuration on the problem
+     * (built, pages touched): its next evaluation skips its untimed first run (consumed by the
+     * next evaluation, whichever it is). */
+    bool warmed_valid;
+    tsr_config warmed;
 
     tsr_ahead *ahead;          /* NULL: nothing compiled ahead */
     const tsr_ahead_device *ahead_scope; /* given with each configuration submitted (the class) */

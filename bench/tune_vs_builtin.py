@@ -61,13 +61,15 @@ def show(exe, device, db):
     return rows
 
 
-def fresh_tune(exe, device, db, work):
+def fresh_tune(exe, device, db, work, op, budget):
     if os.path.exists(db):
         sys.exit(f'--tune: {db} exists; a fresh tune needs a database that does not')
     env = dict(os.environ, TSR_CACHE_DIR=os.path.join(work, 'tsr-cache'), POCL_CACHE_DIR=os.path.join(work, 'pocl'),
                XDG_CACHE_HOME=os.path.join(work, 'xdg'), MESA_SHADER_CACHE_DIR=os.path.join(work, 'mesa'))
     env.pop('TSR_TUNING_DB', None)
-    cmd = ['/usr/bin/time', '-f', 'TIME %e %U %S', exe, 'tune', '--device', device, '--db', db, '--seed', '1']
+    cmd = ['/usr/bin/time', '-f', 'TIME %e %U %S', exe, 'tune', '--device', device, '--op', op, '--db', db, '--seed', '1']
+    if budget:
+        cmd += ['--budget', str(budget)]
     load_start = load()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     load_end = load()
@@ -82,6 +84,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--db', required=True, help='the fresh tune\'s database (with --tune: written here)')
     ap.add_argument('--tune', action='store_true', help='run the fresh tune first')
+    ap.add_argument('--tune-op', default='all', help='with --tune: the op to tune (default: all, the target)')
+    ap.add_argument('--tune-budget', type=float, help='with --tune: its --budget (default: the tuner\'s)')
     ap.add_argument('--exe', default=os.path.join(ROOT, 'build/tools/tessera'))
     ap.add_argument('--class-ab', default=os.path.join(ROOT, 'build/bench/class_ab'))
     ap.add_argument('--device', default='cpu')
@@ -96,7 +100,7 @@ def main():
     try:
         result = {'device_selector': args.device, 'rounds': args.rounds, 'runs': args.runs}
         if args.tune:
-            result['tune'] = fresh_tune(args.exe, args.device, args.db, work)
+            result['tune'] = fresh_tune(args.exe, args.device, args.db, work, args.tune_op, args.tune_budget)
             print(result['tune']['table'])
         empty = os.path.join(work, 'empty.json')
         picks, builtin = show(args.exe, args.device, args.db), show(args.exe, args.device, empty)

@@ -1527,6 +1527,20 @@ static void tune_serve_answers_requests(void **state) {
         serve_line(sv[0], line, sizeof line);
         assert_string_equal(line, "ok");
     }
+    /* a smaller problem of the class (a slow device's): its step; a bad step, or one the class has not */
+    snprintf(request, sizeof request, "gelu\tlarge\t%s\t2\n", ci.config);
+    assert_int_equal(write(sv[0], request, strlen(request)), (ssize_t)strlen(request));
+    serve_line(sv[0], line, sizeof line);
+    assert_string_equal(line, "ok");
+    static const char *bad_steps[][2] = {{"gelu\tlarge\t%s\tx\n", "step 'x'"},
+                                         {"gelu\tsmall\t%s\t1\n", "no smaller problem 1"}};
+    for (size_t i = 0; i < sizeof bad_steps / sizeof bad_steps[0]; ++i) {
+        snprintf(request, sizeof request, bad_steps[i][0], ci.config);
+        assert_int_equal(write(sv[0], request, strlen(request)), (ssize_t)strlen(request));
+        serve_line(sv[0], line, sizeof line);
+        if (strncmp(line, "fail ", 5) != 0 || !strstr(line, bad_steps[i][1]))
+            fail_msg("step request %zu: answer '%s', expected a failure naming '%s'", i, line, bad_steps[i][1]);
+    }
     close(sv[0]); /* the end of input ends it */
     pthread_join(t, NULL);
     TH_ASSERT_OK(arg.st);

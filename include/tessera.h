@@ -914,6 +914,10 @@ typedef struct tsr_tune_result {
     /* Entries for this device and class tuned for an older kernel source (stale: lookups pass
      * them over) whose configurations the search started from, after the default. */
     int stale_seeds;
+    /* Where `problem` is a smaller problem of the class than its own (a slow device with a small
+     * budget: a run of its own would have eaten the class's share), the class's own problem; ""
+     * otherwise. The result holds for the class; re-tune with a larger budget for its own problem. */
+    char reduced_from[64];
 } tsr_tune_result;
 
 /* Tune `op` on this device ("all": every op's classes in one budget, spent first on each class's
@@ -926,8 +930,9 @@ TSR_API tsr_status tsr_tune(tsr_device *device, const char *op, const tsr_tune_o
 
 /* The far end of compiling ahead in another process: `tessera tune` sets $TSR_TUNE_WORKER to itself
  * and starts `tessera tune-worker --device P:D --fd N` children that call this. It writes "ready
- * <platform>\t<device>" on `fd`, then for each line "<op>\t<class>\t<configuration>" read there runs
- * that candidate once on `device` (so that the driver compiles it into its kernel cache; nothing is
+ * <platform>\t<device>" on `fd`, then for each line "<op>\t<class>\t<configuration>[\t<step>]" read
+ * there (step: a smaller problem of the class, which the tuner measures on slow devices; absent or 0:
+ * the class's own) runs that candidate once on `device` (so that the driver compiles it into its kernel cache; nothing is
  * timed or stored) and answers "ok" or "fail <message>", until the end of input (TSR_SUCCESS; a
  * request line over 1023 bytes is answered "fail ..." and skipped). `fd` is one end of a connected stream socket (both
  * directions on one descriptor; anything else fails with "cannot write to fd N"). It ignores

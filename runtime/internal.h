@@ -563,6 +563,9 @@ typedef struct tsr_fixture_hooks {
     /* Optional: the largest rel_err for this fixture's problem when it is not the op's `tolerance`
      * (16-bit outputs: max(tolerance, tsr_dtype_error_bound(out, reduction))); NULL: tolerance. */
     double (*tolerance)(const void *fixture);
+    /* Optional: the class of the fixture's problem (the op's problem_class of it), so a problem
+     * made smaller for a slow device is checked to stay in its class (tsr_op_tuning_setup_step). */
+    const char *(*problem_class)(const void *fixture);
 } tsr_fixture_hooks;
 
 /* The demo (tsr_run_demo): the fixture at one shape, or two side by side, timed as a caller of
@@ -594,6 +597,12 @@ typedef struct tsr_op {
     /* The shape each listed class is tuned on (the fixture's grammar), in the order of `classes`;
      * NULL for an op without a fixture. */
     const char *const *class_shapes;
+    /* Optional: per listed class (in the order of `classes`), smaller problems of the same class
+     * for slow devices, largest first, separated by ';' (NULL, or "" for a class: none). The tuner
+     * takes one where a run of the class's own problem would eat its budget (llvmpipe ran GEMM's
+     * 2048^3 at 0.6 GFLOP/s: 30 s a run). Their 16-bit twins append the storage token as
+     * class_shapes' do; fixture.problem_class checks each stays in its class. */
+    const char *const *class_shapes_reduced;
     tsr_class_storage class_storage;
     /* The class of a validated problem: tsr_op_class of its base class's index and its storage. */
     const char *(*problem_class)(const void *problem);
@@ -751,6 +760,11 @@ const char *tsr_op_class(const tsr_op *op, int listed, const tsr_dtype *types, s
  * of a 16-bit class (" f16", or " f16/f32" for TSR_CLASSES_PER_INPUT_TYPE); NULL when the op has
  * no class shapes or no such class. */
 const char *tsr_op_class_shape(const tsr_op *op, const char *problem_class);
+/* How many smaller problems the class has for slow devices (op->class_shapes_reduced), and the
+ * step-th of them (1: the largest of them; 0: the class's own shape, as tsr_op_class_shape), with
+ * the class's storage token; NULL past the last. */
+int tsr_op_class_shape_steps(const tsr_op *op, const char *problem_class);
+const char *tsr_op_class_shape_step(const tsr_op *op, const char *problem_class, int step);
 /* The op's nearest_class for any class of its list: a 16-bit class's is its listed class's nearest
  * in the same storage ("batched-f16" -> "small-f16"); NULL when there is none. */
 const char *tsr_op_nearest_class(const tsr_op *op, const char *problem_class);
@@ -846,6 +860,11 @@ void tsr_attention_reference_row(const float *q_row, const float *k, const float
  * inputs, run on the device's queue. An op without a fixture cannot be tuned: tsr_op_tuning_setup
  * says so (TSR_ERR_UNSUPPORTED). */
 tsr_status tsr_op_tuning_setup(const tsr_op *op, tsr_device *device, const char *problem_class, void **ctx);
+/* The same at the class's step-th problem (tsr_op_class_shape_step; 0: its own). A smaller problem
+ * whose class (fixture.problem_class) is not `problem_class` fails (TSR_ERR_UNSUPPORTED, naming both):
+ * tuning it would tune another class. */
+tsr_status tsr_op_tuning_setup_step(const tsr_op *op, tsr_device *device, const char *problem_class, int step,
+                                    void **ctx);
 tsr_status tsr_op_tuning_run(const tsr_op *op, tsr_device *device, void *ctx, const tsr_config *config,
                              cl_event *first, cl_event *last);
 /* The tuner's limit on a candidate's relative error: `tolerance`, or the fixture's own bound when

@@ -19,7 +19,7 @@ void tsr_config_format(const tsr_op *op, const tsr_config *config, char *out, si
 
 /* ---- problem classes: the listed ones and their storage-type twins ---- */
 
-enum { MAX_CLASSES = 128, CLASS_NAME = 32, CLASS_SHAPE = 128 };
+enum { MAX_CLASSES = 128, CLASS_NAME = 32, CLASS_SHAPE = 128, MAX_STEPS = 4 };
 
 /* An op's full class list, built on first use and kept for the life of the process. */
 typedef struct class_list {
@@ -28,6 +28,9 @@ typedef struct class_list {
     const char *names[MAX_CLASSES + 1];
     char name[MAX_CLASSES][CLASS_NAME];
     char shape[MAX_CLASSES][CLASS_SHAPE];
+    /* the smaller problems for slow devices (class_shapes_reduced), storage token appended */
+    int nsteps[MAX_CLASSES];
+    char step[MAX_CLASSES][MAX_STEPS][CLASS_SHAPE];
     struct class_list *next;
 } class_list;
 
@@ -48,6 +51,13 @@ static void build_class_list(const tsr_op *op, class_list *l) {
             tsr_dtype_spec_format(type, op->class_storage == TSR_CLASSES_PER_INPUT_TYPE ? TSR_F32 : type, token,
                                   sizeof token);
             snprintf(l->shape[l->nclasses], CLASS_SHAPE, "%s%s%s", op->class_shapes[c], *token ? " " : "", token);
+            const char *steps = op->class_shapes_reduced ? op->class_shapes_reduced[c] : NULL;
+            while (steps && *steps && l->nsteps[l->nclasses] < MAX_STEPS) {
+                size_t len = strcspn(steps, ";");
+                snprintf(l->step[l->nclasses][l->nsteps[l->nclasses]++], CLASS_SHAPE, "%.*s%s%s", (int)len, steps,
+                         *token ? " " : "", token);
+                steps += len + (steps[len] == ';');
+            }
         }
     l->names[l->nclasses] = NULL;
 }
@@ -89,6 +99,20 @@ const char *tsr_op_class_shape(const tsr_op *op, const char *problem_class) {
     const class_list *l = class_list_of(op);
     int index = tsr_op_class_index(op, problem_class);
     return l && op->class_shapes && index >= 0 ? l->shape[index] : NULL;
+}
+
+int tsr_op_class_shape_steps(const tsr_op *op, const char *problem_class) {
+    const class_list *l = class_list_of(op);
+    int index = tsr_op_class_index(op, problem_class);
+    return l && op->class_shapes && index >= 0 ? l->nsteps[index] : 0;
+}
+
+const char *tsr_op_class_shape_step(const tsr_op *op, const char *problem_class, int step) {
+    if (step == 0) return tsr_op_class_shape(op, problem_class);
+    const class_list *l = class_list_of(op);
+    int index = tsr_op_class_index(op, problem_class);
+    if (!l || !op->class_shapes || index < 0 || step < 0 || step > l->nsteps[index]) return NULL;
+    return l->step[index][step - 1];
 }
 
 const char *tsr_op_nearest_class(const tsr_op *op, const char *problem_class) {

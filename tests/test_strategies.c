@@ -414,6 +414,32 @@ static void slower_candidates_stop_early_unvalidated(void **state) {
     tsr_search_free(&r.search);
 }
 
+/* The entry lookups resolve to today is timed for TUNE_MIN_RUNS runs and validated however slow
+ * its runs are (the duel with it decides: one noisy run must not drop it unseen); any other
+ * candidate as slow stops after its first timed run, unvalidated. */
+static void the_entry_in_use_is_measured_fully(void **state) {
+    (void)state;
+    run r;
+    memset(&r, 0, sizeof r);
+    search_setup(&r, 1, 0, 1e9);
+    assert_true(tsr_search_evaluate(&r.search, &optimum) > 0); /* the incumbent */
+    const tsr_config in_use = make_config(1, 1, 1), other = make_config(1, 1, 4); /* 8.6x as slow */
+    r.search.measure_fully = true;
+    double score = tsr_search_evaluate(&r.search, &in_use);
+    r.search.measure_fully = false;
+    assert_true(score > 0);
+    assert_true(r.replay.runs_of[started_index(&r.replay, &in_use)] >= 1 + TUNE_MIN_RUNS);
+    tsr_search_evaluate(&r.search, &other);
+    assert_true(r.replay.runs_of[started_index(&r.replay, &other)] < 1 + TUNE_MIN_RUNS);
+    for (int i = 0; i < r.search.nseen; ++i) {
+        const tsr_evaluated *e = &r.search.seen[i];
+        if (memcmp(&e->config, &in_use, sizeof in_use) == 0) assert_true(e->validated);
+        if (memcmp(&e->config, &other, sizeof other) == 0) assert_false(e->validated);
+    }
+    assert_true(is_optimum(tsr_search_best(&r.search))); /* validated, not chosen */
+    tsr_search_free(&r.search);
+}
+
 /* A configuration faster than the optimum that computes a wrong result, or writes nothing (its
  * output then holds whatever the previous candidate left), is validated because it could win,
  * found wrong and never chosen, whichever strategy meets it. */
@@ -680,6 +706,83 @@ static void duels_end_early_only_when_clear(void **state) {
     assert_true(clear_runs <= 2 * close_runs / 3 + 2);
 }
 
+/* ---- the problem a class is measured on: its own, or a smaller one on a slow device ---- */
+
+typedef struct fake_steps {
+    double work[4];       /* per step: 0 the class's own problem, then smaller ones */
+    double seconds_per_work; /* the device's speed: a run of step s takes work[s] * this */
+    bool untimeable;      /* the default fails to run */
+    int fail_setup;       /* this step's setup fails (-1: none) */
+    bool live[4];         /* set up and not dropped */
+    int setups, timings;
+} fake_steps;
+
+static tsr_status fake_step_setup(void *ctx, int step, double *work) {
+    fake_steps *f = ctx;
+    assert_false(f->live[step]);
+    if (step == f->fail_setup) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "fake: no memory for step %d", step);
+    f->live[step] = true;
+    f->setups++;
+    *work = f->work[step];
+    return TSR_SUCCESS;
+}
+
+static double fake_step_time(void *ctx, int step) {
+    fake_steps *f = ctx;
+    assert_true(f->live[step]); /* only a problem that is set up is timed */
+    f->timings++;
+    return f->untimeable ? 0 : f->work[step] * f->seconds_per_work;
+}
+
+static void fake_step_drop(void *ctx, int step) {
+    fake_steps *f = ctx;
+    assert_true(f->live[step]);
+    f->live[step] = false;
+}
+
+static int choose(fake_steps *f, int nsteps, double limit, double *own) {
+    const tsr_step_probe probe = {.setup = fake_step_setup, .time = fake_step_time, .drop = fake_step_drop, .ctx = f};
+    int step = tsr_tune_choose_step(&probe, nsteps, limit, own);
+    int live = 0;
+    for (int s = 0; s < 4; ++s) live += f->live[s];
+    assert_int_equal(live, step >= 0 ? 1 : 0); /* the chosen problem alone is left set up */
+    if (step >= 0) assert_true(f->live[step]);
+    return step;
+}
+
+/* A fast device keeps the class's own problem (each step timed on the way up: 2 timings); a slow one
+ * stops where the next step's predicted run would pass the limit (GEMM `large` on llvmpipe: 30 s a
+ * run of 2048^3), and the slowest keeps the smallest; the own problem's predicted run time is told
+ * when it was judged; a default that does not run leaves the class its own problem; a failed setup
+ * is an error with nothing left set up. */
+static void slow_devices_measure_smaller_problems(void **state) {
+    (void)state;
+    double own;
+    fake_steps f = {.work = {8000, 1000, 125}, .seconds_per_work = 1e-4, .fail_setup = -1};
+    assert_int_equal(choose(&f, 2, 1.0, &own), 0);
+    assert_true(own == 0);
+    assert_int_equal(f.timings, 2);
+    f = (fake_steps){.work = {8000, 1000, 125}, .seconds_per_work = 1e-3, .fail_setup = -1};
+    assert_int_equal(choose(&f, 2, 1.0, &own), 1); /* 1000 work: 1 s, within; 8000: 8 s */
+    assert_true(fabs(own - 8.0) < 1e-9);
+    f = (fake_steps){.work = {8000, 1000, 125}, .seconds_per_work = 1e-2, .fail_setup = -1};
+    assert_int_equal(choose(&f, 2, 1.0, &own), 2);
+    assert_int_equal(f.timings, 1);
+    assert_int_equal(f.setups, 2); /* the own problem was never set up: judged from step 1 */
+    f = (fake_steps){.work = {8000, 1000, 125}, .seconds_per_work = 1e-2, .untimeable = true, .fail_setup = -1};
+    assert_int_equal(choose(&f, 2, 1.0, &own), 0);
+    assert_true(own == 0);
+    f = (fake_steps){.work = {8000, 1000, 125}, .seconds_per_work = 1e-4, .fail_setup = 1};
+    assert_int_equal(choose(&f, 2, 1.0, &own), -1);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "no memory for step 1");
+    tsr_clear_error();
+    f = (fake_steps){.work = {8000}, .seconds_per_work = 1, .fail_setup = -1};
+    assert_int_equal(choose(&f, 0, 1e-9, &own), 0); /* no smaller problem: its own, untimed */
+    assert_int_equal(f.timings, 0);
+    f = (fake_steps){.work = {8000, 1000}, .seconds_per_work = 1, .fail_setup = -1};
+    assert_int_equal(choose(&f, 1, INFINITY, &own), 0); /* no budget limit: every run fits */
+}
+
 static void stats_summarize_measurements(void **state) {
     (void)state;
     double odd[] = {5, 1, 4, 2, 3};
@@ -764,11 +867,13 @@ int main(void) {
         cmocka_unit_test(normalized_points_outside_the_space),
         cmocka_unit_test(abandoned_and_failed_candidates_score_zero),
         cmocka_unit_test(slower_candidates_stop_early_unvalidated),
+        cmocka_unit_test(the_entry_in_use_is_measured_fully),
         cmocka_unit_test(fast_but_wrong_never_wins),
         cmocka_unit_test(duels_end_early_only_when_clear),
         cmocka_unit_test(compiling_ahead_changes_no_search),
         cmocka_unit_test(compiling_ahead_stops_cleanly),
         cmocka_unit_test(compiling_ahead_survives_broken_workers),
+        cmocka_unit_test(slow_devices_measure_smaller_problems),
         cmocka_unit_test(stats_summarize_measurements),
         cmocka_unit_test(quantile_bounds_widen_with_few_values),
         cmocka_unit_test(repeat_keeps_its_bounds),

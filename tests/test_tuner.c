@@ -62,11 +62,13 @@ typedef struct planted_ctx {
 static int illegal_builds;
 
 static int planted_setups; /* how many class searches began */
+static const char *planted_fail_shape; /* a class shape whose setup fails (NULL: none) */
 
 /* The planted op's fixture: PLANTED_N elements whatever the shape (its classes share one). */
 static tsr_status planted_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
-    (void)shape;
     (void)seed;
+    if (planted_fail_shape && strcmp(shape, planted_fail_shape) == 0)
+        return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "planted: no memory for '%s'", shape);
     ++planted_setups;
     planted_ctx *c = calloc(1, sizeof *c);
     th_fill_uniform(c->host, PLANTED_N, -1, 1);
@@ -123,7 +125,7 @@ static void planted_free(void *vctx) {
     free(c);
 }
 
-static const char *const planted_shapes[] = {"16384", "16384"};
+static const char *const planted_shapes[] = {"16384", "16384 other"}; /* the same problem (the shape is ignored) */
 static const tsr_op planted_op = {
     .name = "planted",
     .source_name = "gemm", /* only hashed, to tell stale entries */
@@ -138,6 +140,107 @@ static const tsr_op planted_op = {
     .build_options = planted_options,
     .fixture = {.setup = planted_setup, .run = planted_run, .check = planted_check, .work = planted_work,
                 .describe = planted_describe, .free = planted_free},
+};
+
+/* ---- a sized op: the planted parameters on a problem of the shape's size, whose runs take time in
+ * proportion (for the smaller problems slow devices are measured on) ---- */
+
+static const char sized_source[] =
+    "__kernel void sized(__global const float *x, __global float *y) {\n"
+    "    const size_t i = get_global_id(0);\n"
+    "#if MODE == 2\n"
+    "#error sized build failure\n"
+    "#endif\n"
+    "    float v = x[i], a = 0.0f;\n"
+    "    for (int r = 0; r < 64 * X; ++r) a = fma(a, 0.5f, v); /* converges to 2v */\n"
+    "    y[i] = a + (MODE == 1 ? 1.0f : 0.0f);\n"
+    "}\n";
+
+typedef struct sized_ctx {
+    size_t n;
+    cl_mem x, y;
+    float *host, *out;
+} sized_ctx;
+
+static tsr_status sized_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
+    (void)seed;
+    sized_ctx *c = calloc(1, sizeof *c);
+    c->n = strtoul(shape, NULL, 10);
+    c->host = malloc(c->n * sizeof *c->host);
+    c->out = malloc(c->n * sizeof *c->out);
+    th_fill_uniform(c->host, c->n, -1, 1);
+    c->x = th_buffer_from(dev, c->host, c->n);
+    c->y = th_buffer(dev, c->n);
+    *out = c;
+    return TSR_SUCCESS;
+}
+static tsr_status sized_run(tsr_device *dev, void *vctx, const tsr_config *cfg, cl_command_queue queue,
+                            cl_event *first, cl_event *last) {
+    sized_ctx *c = vctx;
+    char options[64];
+    planted_options(cfg, 0, options, sizeof options);
+    cl_program program = NULL;
+    tsr_status st = tsr_program_from_text(dev, "sized", sized_source, strlen(sized_source), options, &program);
+    if (st != TSR_SUCCESS) return st;
+    cl_int err;
+    cl_kernel k = clCreateKernel(program, "sized", &err);
+    clSetKernelArg(k, 0, sizeof c->x, &c->x);
+    clSetKernelArg(k, 1, sizeof c->y, &c->y);
+    size_t global = c->n;
+    cl_event done = NULL;
+    err = clEnqueueNDRangeKernel(queue, k, 1, NULL, &global, NULL, 0, NULL, &done);
+    clReleaseKernel(k);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "sized", __FILE__, __LINE__);
+    tsr_fixture_single_event(done, first, last);
+    return TSR_SUCCESS;
+}
+static tsr_status sized_check(tsr_device *dev, void *vctx, double *rel_err) {
+    sized_ctx *c = vctx;
+    th_read(dev, c->y, c->out, c->n);
+    tsr_error_sum sum = {0, 0};
+    for (size_t i = 0; i < c->n; ++i) tsr_error_add(&sum, c->out[i], 2.0 * c->host[i]);
+    *rel_err = tsr_error_value(&sum);
+    for (size_t i = 0; i < c->n; ++i) c->out[i] = NAN;
+    return tsr_upload(dev, c->y, c->out, c->n);
+}
+static void sized_work(const void *ctx, double *flops, double *bytes) {
+    const sized_ctx *c = ctx;
+    *flops = 2.0 * 256 * (double)c->n; /* at the default X=4 */
+    *bytes = 8.0 * (double)c->n;
+}
+static void sized_describe(const void *ctx, char *out, size_t size) {
+    snprintf(out, size, "%zu", ((const sized_ctx *)ctx)->n);
+}
+static void sized_free(void *vctx) {
+    sized_ctx *c = vctx;
+    clReleaseMemObject(c->x);
+    clReleaseMemObject(c->y);
+    free(c->host);
+    free(c->out);
+    free(c);
+}
+/* "big" from 4096 elements on */
+static const char *sized_class(const void *ctx) { return ((const sized_ctx *)ctx)->n >= 4096 ? "big" : "tiny"; }
+
+static const char *const sized_classes[] = {"big", "tiny", NULL};
+static const char *const sized_shapes[] = {"262144", "1024"};
+/* big: an eighth and a sixty-fourth; tiny's "smaller" problem is a big one, which must be refused */
+static const char *const sized_reduced[] = {"32768;4096", "8192"};
+static const tsr_op sized_op = {
+    .name = "sized",
+    .source_name = "gemm", /* only hashed, to tell stale entries */
+    .params = planted_params,
+    .nparams = PLANTED_NPARAMS,
+    .classes = sized_classes,
+    .class_shapes = sized_shapes,
+    .class_shapes_reduced = sized_reduced,
+    .implementations = planted_implementations,
+    .nimplementations = 1,
+    .config_ok = planted_ok,
+    .program_variants = 1,
+    .build_options = planted_options,
+    .fixture = {.setup = sized_setup, .run = sized_run, .check = sized_check, .work = sized_work,
+                .describe = sized_describe, .free = sized_free, .problem_class = sized_class},
 };
 
 static tsr_device *dev;
@@ -1290,6 +1393,76 @@ static void class_lists_are_not_truncated(void **state) {
     assert_int_equal(planted_setups, 0);
 }
 
+/* Every op's smaller problems (for slow devices) set up, stay in their class (16-bit twins too) and
+ * do less work than the class's own; one that falls in another class is refused, naming both. */
+static void smaller_problems_stay_in_their_class(void **state) {
+    (void)state;
+    for (const tsr_op *const *op = tsr_ops; *op; ++op)
+        for (const char *const *c = tsr_op_class_list(*op); *c; ++c) {
+            int nsteps = tsr_op_class_shape_steps(*op, *c);
+            double work_before = INFINITY;
+            for (int step = 1; step <= nsteps; ++step) {
+                void *fx = NULL;
+                tsr_status st = tsr_op_tuning_setup_step(*op, dev, *c, step, &fx);
+                if (st != TSR_SUCCESS)
+                    fail_msg("%s %s step %d (%s): %s", (*op)->name, *c, step, tsr_op_class_shape_step(*op, *c, step),
+                             tsr_last_error());
+                assert_non_null((*op)->fixture.problem_class);
+                assert_string_equal((*op)->fixture.problem_class(fx), *c);
+                double work = tsr_op_tuning_work(*op, fx);
+                assert_true(work > 0 && work < work_before); /* largest first */
+                work_before = work;
+                tsr_op_tuning_free(*op, fx);
+            }
+            assert_null(tsr_op_class_shape_step(*op, *c, nsteps + 1));
+        }
+    /* the big classes have them (GEMM `large` ran 30 s a run on llvmpipe), with their storage token */
+    assert_int_equal(tsr_op_class_shape_steps(&tsr_op_gemm, "large"), 3);
+    assert_string_equal(tsr_op_class_shape_step(&tsr_op_gemm, "large-f16", 1), "1024x1024x1024 f16/f32");
+    assert_string_equal(tsr_op_class_shape_step(&tsr_op_gemm, "large", 0), "2048x2048x2048");
+    void *fx = (void *)1;
+    TH_ASSERT_STATUS(tsr_op_tuning_setup_step(&sized_op, dev, "tiny", 1, &fx), TSR_ERR_UNSUPPORTED);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "'8192' of class 'tiny' is of class 'big'");
+    assert_null(fx);
+    TH_ASSERT_STATUS(tsr_op_tuning_setup_step(&sized_op, dev, "tiny", 2, &fx), TSR_ERR_INVALID_ARG);
+}
+
+/* A class whose own problem would eat its budget share is measured on a smaller one, said in its
+ * result (and kept for both passes); with budget to spare it keeps its own. Workers compiling ahead
+ * set the same smaller problem up. (A run of its own problem is 262144 chains of 256 dependent
+ * multiply-adds (the default X=4; 0.2-0.8 s on a loaded 2-core Zen 5): well over a tenth of a
+ * 0.1 s share on any CPU, far under a tenth of 600 s.) */
+static void slow_classes_tune_a_smaller_problem(void **state) {
+    (void)state;
+    char log[700];
+    snprintf(log, sizeof log, "%s/smaller.jsonl", dir);
+    setenv("TSR_TUNE_AHEAD", "1", 1);
+    tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_seconds = 0.1, .classes = "big", .seed = 3,
+                          .dry_run = true, .log_path = log};
+    tsr_tune_result r[1];
+    size_t n = 0;
+    TH_ASSERT_OK(tsr_tune_op(dev, &sized_op, &o, r, 1, &n));
+    unsetenv("TSR_TUNE_AHEAD");
+    assert_int_equal(n, 1);
+    assert_string_equal(r[0].reduced_from, "262144");
+    if (strcmp(r[0].problem, "32768") != 0 && strcmp(r[0].problem, "4096") != 0)
+        fail_msg("measured on '%s'", r[0].problem);
+    assert_true(r[0].evaluated >= 1);
+    assert_true(r[0].best_gflops > 0);
+    char *text = NULL;
+    size_t length = 0;
+    TH_ASSERT_OK(tsr_read_file(log, &text, &length));
+    TH_ASSERT_CONTAINS(text, "\"outcome\": \"smaller problem\"");
+    TH_ASSERT_CONTAINS(text, "\"own_problem\": \"262144\"");
+    free(text);
+    unlink(log);
+    tsr_tune_options roomy = {.strategy = TSR_TUNE_RANDOM, .budget_seconds = 600, .budget_evaluations = 1,
+                              .classes = "big", .seed = 3, .dry_run = true, .log_path = log};
+    TH_ASSERT_OK(tsr_tune_op(dev, &sized_op, &roomy, r, 1, &n));
+    assert_string_equal(r[0].reduced_from, "");
+    assert_string_equal(r[0].problem, "262144");
+}
+
 /* ---- compiling ahead on the device ---- */
 
 /* tsr_tune_serve, the far end of a process worker, over a socket: it says which device it opened,
@@ -1353,6 +1526,20 @@ static void tune_serve_answers_requests(void **state) {
         assert_int_equal(write(sv[0], request, strlen(request)), (ssize_t)strlen(request));
         serve_line(sv[0], line, sizeof line);
         assert_string_equal(line, "ok");
+    }
+    /* a smaller problem of the class (a slow device's): its step; a bad step, or one the class has not */
+    snprintf(request, sizeof request, "gelu\tlarge\t%s\t2\n", ci.config);
+    assert_int_equal(write(sv[0], request, strlen(request)), (ssize_t)strlen(request));
+    serve_line(sv[0], line, sizeof line);
+    assert_string_equal(line, "ok");
+    static const char *bad_steps[][2] = {{"gelu\tlarge\t%s\tx\n", "step 'x'"},
+                                         {"gelu\tsmall\t%s\t1\n", "no smaller problem 1"}};
+    for (size_t i = 0; i < sizeof bad_steps / sizeof bad_steps[0]; ++i) {
+        snprintf(request, sizeof request, bad_steps[i][0], ci.config);
+        assert_int_equal(write(sv[0], request, strlen(request)), (ssize_t)strlen(request));
+        serve_line(sv[0], line, sizeof line);
+        if (strncmp(line, "fail ", 5) != 0 || !strstr(line, bad_steps[i][1]))
+            fail_msg("step request %zu: answer '%s', expected a failure naming '%s'", i, line, bad_steps[i][1]);
     }
     close(sv[0]); /* the end of input ends it */
     pthread_join(t, NULL);
@@ -1435,6 +1622,36 @@ static void gemm_candidates_with_shared_packs_are_right(void **state) {
     }
 }
 
+/* A tune that fails in its second class while a worker compiles ahead (the first class's
+ * candidates were given to it) stops the worker and writes nothing: no entry for the class that
+ * finished, no temporary file; the error is the class's. */
+static void failed_tune_with_workers_writes_nothing(void **state) {
+    (void)state;
+    char db[700], log[700];
+    snprintf(db, sizeof db, "%s/failed.json", dir);
+    snprintf(log, sizeof log, "%s/failed.jsonl", dir);
+    setenv("TSR_TUNE_AHEAD", "1", 1);
+    planted_fail_shape = "16384 other";
+    tsr_tune_options o = {.strategy = TSR_TUNE_RANDOM, .budget_evaluations = 6, .classes = "only,other", .seed = 4,
+                          .db_path = db, .log_path = log};
+    tsr_tune_result r[2];
+    size_t n = 0;
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, r, 2, &n), TSR_ERR_OUT_OF_MEMORY);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "no memory for '16384 other'");
+    planted_fail_shape = NULL;
+    unsetenv("TSR_TUNE_AHEAD");
+    assert_int_equal(n, 1); /* the class that finished, in the results only */
+    const th_ahead_counts ahead = th_read_ahead_line(log);
+    assert_true(ahead.submitted >= 1); /* the worker had work */
+    assert_int_equal(access(db, F_OK), -1);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strstr(e->d_name, "failed.json") == e->d_name && strcmp(e->d_name, "failed.jsonl") != 0)
+            fail_msg("left behind: %s/%s", dir, e->d_name);
+    closedir(d);
+}
+
 /* The child of interrupted_tune_writes_nothing: a real tune, with workers, into `db`. */
 static int child_tunes(const char *db, const char *log) {
     tsr_device *d = NULL;
@@ -1487,6 +1704,8 @@ int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--child-tunes") == 0) return child_tunes(argv[2], argv[3]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(exhaustive_filters_rejects_and_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(smaller_problems_stay_in_their_class, setup, teardown),
+        cmocka_unit_test_setup_teardown(slow_classes_tune_a_smaller_problem, setup, teardown),
         cmocka_unit_test_setup_teardown(strategies_respect_budgets, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_options, setup, teardown),
         cmocka_unit_test_setup_teardown(fallback_chain, setup, teardown),
@@ -1502,6 +1721,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(concurrent_writers_lose_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(builtin_database_is_valid, setup, teardown),
         cmocka_unit_test_setup_teardown(compiling_ahead_keeps_the_search, setup, teardown),
+        cmocka_unit_test_setup_teardown(failed_tune_with_workers_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(tune_serve_answers_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(gemm_candidates_with_shared_packs_are_right, setup, teardown),
         cmocka_unit_test_setup_teardown(interrupted_tune_writes_nothing, setup, teardown),

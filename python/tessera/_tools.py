@@ -87,7 +87,8 @@ def tune(op, device=None, *, budget=None, evaluations=0, strategy=None, classes=
                     'best_config': _text(r.best_config), 'best': r.best_gflops, 'default': r.default_gflops,
                     'unit': _text(r.unit), 'spread': r.best_spread, 'evaluated': r.evaluated,
                     'wrong_results': r.wrong_results, 'build_failures': r.build_failures,
-                    'seconds': r.seconds, 'stale_seeds': r.stale_seeds})
+                    'seconds': r.seconds, 'stale_seeds': r.stale_seeds,
+                    'reduced_from': _text(r.reduced_from)})
     return out
 
 

@@ -677,6 +677,11 @@ typedef struct attention_fixture {
 #define FIXTURE_EXACT_LIMIT (1u << 29)
 
 static const char *const attention_class_shapes[] = {"B1 H4 L1024 D64", "B1 H4 L128 D64"};
+/* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
+ * eighth and a sixty-fourth of the work; fixture.problem_class checks each stays in its class. */
+static const char *const attention_class_shapes_reduced[] = {
+    "B1 H1 L512 D64;B1 H1 L256 D64",
+    ""};
 static const tsr_report_shape attention_report_shapes[] = {
     {"attention-2048", "B1 H8 L2048 D64", "B1 H1 L64 D16"},
     {"attention-2048-f16", "B1 H8 L2048 D64 f16", "B1 H1 L64 D16 f16"},
@@ -837,6 +842,10 @@ static bool attention_variant_serves_class(const char *problem_class, int varian
     return tsr_dtype_types_serve_class(types, 4, problem_class);
 }
 
+static const char *attention_fixture_class(const void *fixture) {
+    return attention_problem_class(&((const attention_fixture *)fixture)->p);
+}
+
 const tsr_op tsr_op_attention = {
     .name = "attention",
     .source_name = "attention",
@@ -855,10 +864,11 @@ const tsr_op tsr_op_attention = {
     .tuning_space = attention_tuning_space,
     .tolerance = 1e-5,
     .class_shapes = attention_class_shapes,
+    .class_shapes_reduced = attention_class_shapes_reduced,
     .class_storage = TSR_CLASSES_PER_TYPE,
     .fixture = {.setup = attention_fixture_setup, .run = attention_fixture_run, .check = attention_fixture_check,
                 .work = attention_fixture_work, .describe = attention_fixture_describe,
-                .buffers = attention_fixture_buffers, .free = attention_fixture_free,
+                .buffers = attention_fixture_buffers, .free = attention_fixture_free, .problem_class = attention_fixture_class,
                 .tolerance = attention_fixture_tolerance},
     .demo = {.title = "attention B=1 H=4 L=128 D=64", .shapes = {"B1 H4 L128 D64"}, .runs = 1},
     .report_shapes = attention_report_shapes,

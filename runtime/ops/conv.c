@@ -1522,6 +1522,20 @@ static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias",
                                                 "1x64x28x28 k64 5x5 p2 +bias", "1x256x56x56 k512 1x1 s2 +bias",
                                                 "1x1024x14x14 k256 1x1 +bias", "1x128x28x28 k512 1x1 +bias",
                                                 "1x3x224x224 k64 7x7 p3 s2 +bias", "1x256x14x14 k256 3x3 p1 +bias"};
+/* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
+ * eighth and a sixty-fourth of the work (and less for the slowest classes); fixture.problem_class
+ * checks each stays in its class. */
+static const char *const conv_class_shapes_reduced[] = {
+    "1x64x28x28 k64 3x3 p1 +bias;1x32x28x28 k32 3x3 p1 +bias;1x16x28x28 k16 3x3 p1 +bias",
+    "1x256x28x28 k64 1x1 +bias;1x128x28x28 k32 1x1 +bias",
+    "1x128x28x28 k128 3x3 p1 s2 +bias;1x64x28x28 k64 3x3 p1 s2 +bias;1x32x28x28 k32 3x3 p1 s2 +bias",
+    "1x64x28x28 k64 3x3 p1 g64 +bias;1x16x28x28 k16 3x3 p1 g16 +bias",
+    "1x32x28x28 k32 5x5 p2 +bias;1x16x28x28 k16 5x5 p2 +bias",
+    "1x128x56x56 k256 1x1 s2 +bias;1x64x56x56 k128 1x1 s2 +bias;1x32x56x56 k64 1x1 s2 +bias",
+    "1x512x14x14 k128 1x1 +bias;1x256x14x14 k64 1x1 +bias",
+    "1x64x28x28 k256 1x1 +bias;1x32x28x28 k128 1x1 +bias",
+    "1x3x112x112 k64 7x7 p3 s2 +bias;1x3x56x56 k32 7x7 p3 s2 +bias",
+    "1x128x14x14 k128 3x3 p1 +bias;1x64x14x14 k64 3x3 p1 +bias;1x32x14x14 k32 3x3 p1 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},
@@ -1724,6 +1738,10 @@ static bool conv_variant_serves_class(const char *problem_class, int variant) {
     return tsr_dtype_types_serve_class(types, 3, problem_class);
 }
 
+static const char *conv_fixture_class(const void *fixture) {
+    return conv_problem_class(&((const conv_fixture *)fixture)->p);
+}
+
 const tsr_op tsr_op_conv = {
     .name = "conv2d",
     .source_name = "conv",
@@ -1747,10 +1765,11 @@ const tsr_op tsr_op_conv = {
     .tuning_space = conv_tuning_space,
     .tolerance = 1e-5,
     .class_shapes = conv_class_shapes,
+    .class_shapes_reduced = conv_class_shapes_reduced,
     .class_storage = TSR_CLASSES_PER_TYPE,
     .fixture = {.setup = conv_fixture_setup, .run = conv_fixture_run, .check = conv_fixture_check,
                 .work = conv_fixture_work, .describe = conv_fixture_describe, .impl = conv_fixture_impl,
-                .buffers = conv_fixture_buffers, .free = conv_fixture_free, .tolerance = conv_fixture_tolerance},
+                .buffers = conv_fixture_buffers, .free = conv_fixture_free, .problem_class = conv_fixture_class, .tolerance = conv_fixture_tolerance},
     .demo = {.title = "conv2d 1x128x28x28 k128 3x3", .shapes = {"1x128x28x28 k128 3x3 p1 +bias"}, .runs = 2},
     .report_shapes = conv_report_shapes,
 };

@@ -385,6 +385,13 @@ typedef struct gelu_fixture {
 
 /* not a multiple of any vector width: the tail path is checked too; in the order of gelu_classes */
 static const char *const gelu_class_shapes[] = {"16777219", "65539", "16777219 erf", "65539 erf"};
+/* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
+ * eighth and a sixty-fourth of the work; fixture.problem_class checks each stays in its class. */
+static const char *const gelu_class_shapes_reduced[] = {
+    "2097155;524291",
+    "",
+    "2097155 erf;524291 erf",
+    ""};
 static const tsr_report_shape gelu_report_shapes[] = {
     {"gelu-16M", "16777216", "65536"},
     {"gelu-f16", "16777216 f16", "65536 f16"},
@@ -501,6 +508,10 @@ static const char *gelu_tuning_space(const tsr_device *dev) {
     return NULL;
 }
 
+static const char *gelu_fixture_class(const void *fixture) {
+    return gelu_problem_class(&((const gelu_fixture *)fixture)->p);
+}
+
 const tsr_op tsr_op_gelu = {
     .name = "gelu",
     .source_name = "gelu",
@@ -520,10 +531,11 @@ const tsr_op tsr_op_gelu = {
     .rate_unit = "GB/s",
     .tolerance = 1e-6,
     .class_shapes = gelu_class_shapes,
+    .class_shapes_reduced = gelu_class_shapes_reduced,
     .class_storage = TSR_CLASSES_PER_TYPE,
     .fixture = {.setup = gelu_fixture_setup, .run = gelu_fixture_run, .check = gelu_fixture_check,
                 .work = gelu_fixture_work, .describe = gelu_fixture_describe, .buffers = gelu_fixture_buffers,
-                .free = gelu_fixture_free},
+                .free = gelu_fixture_free, .problem_class = gelu_fixture_class},
     .demo = {.title = "gelu 1048576 elements", .shapes = {"1048576", "1048576 erf"}, .labels = {"tanh", "erf"},
              .runs = 3, .metric = "max error"},
     .report_shapes = gelu_report_shapes,

@@ -1142,6 +1142,17 @@ typedef struct gemm_fixture {
  * stream (C is written once), and an fp32 C keeps the result within the tuner's fp32 tolerance. */
 static const char *const gemm_class_shapes[] = {"2048x2048x2048", "1024x196x256", "96x96x96",     "8x4096x2048",
                                                 "4096x8x2048",    "64x128x128x128", "16x4096x4096"};
+/* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
+ * eighth and a sixty-fourth of the work (and less for the slowest classes); fixture.problem_class
+ * checks each stays in its class. */
+static const char *const gemm_class_shapes_reduced[] = {
+    "1024x1024x1024;640x640x640;528x528x528",
+    "512x98x128;256x98x96",
+    "",
+    "8x1024x1024;8x512x512",
+    "1024x8x1024;512x8x512",
+    "8x128x128x128;2x128x128x128",
+    "16x1024x1024;16x512x512"};
 static const tsr_report_shape gemm_report_shapes[] = {
     {"gemm-square", "2048x2048x2048", "64x64x64"},
     {"gemm-bert", "512x3072x768", "32x96x48"},
@@ -1344,6 +1355,10 @@ static bool gemm_variant_serves_class(const char *problem_class, int variant) {
     return tsr_dtype_types_serve_class((const tsr_dtype[]){t.a, t.b, t.c}, 3, problem_class);
 }
 
+static const char *gemm_fixture_class(const void *fixture) {
+    return gemm_problem_class(&((const gemm_fixture *)fixture)->p);
+}
+
 const tsr_op tsr_op_gemm = {
     .name = "gemm",
     .source_name = "gemm",
@@ -1366,10 +1381,11 @@ const tsr_op tsr_op_gemm = {
     .tuning_space = gemm_tuning_space,
     .tolerance = 1e-5,
     .class_shapes = gemm_class_shapes,
+    .class_shapes_reduced = gemm_class_shapes_reduced,
     .class_storage = TSR_CLASSES_PER_INPUT_TYPE,
     .fixture = {.setup = gemm_fixture_setup, .run = gemm_fixture_run, .check = gemm_fixture_check,
                 .work = gemm_fixture_work, .describe = gemm_fixture_describe, .buffers = gemm_fixture_buffers,
-                .free = gemm_fixture_free, .tolerance = gemm_fixture_tolerance},
+                .free = gemm_fixture_free, .problem_class = gemm_fixture_class, .tolerance = gemm_fixture_tolerance},
     .demo = {.title = "sgemm 256x256x256", .shapes = {"256x256x256"}, .runs = 3},
     .report_shapes = gemm_report_shapes,
 };

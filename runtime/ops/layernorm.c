@@ -364,6 +364,12 @@ typedef struct layernorm_fixture {
 
 /* Not multiples of any vector width, so the tails run too; in the order of layernorm_classes. */
 static const char *const layernorm_class_shapes[] = {"4099x768 +res", "16387x67 +res", "259x16389 +res"};
+/* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
+ * eighth and a sixty-fourth of the work; fixture.problem_class checks each stays in its class. */
+static const char *const layernorm_class_shapes_reduced[] = {
+    "515x768 +res;67x768 +res",
+    "2051x67 +res;259x67 +res",
+    "35x16389 +res;5x16389 +res"};
 static const tsr_report_shape layernorm_report_shapes[] = {
     {"layernorm-bert", "4096x768 +res", "64x768 +res"},
     {NULL, NULL, NULL},
@@ -530,6 +536,10 @@ static const char *layernorm_tuning_space(const tsr_device *dev) {
     return "WG=16,32,64,128,256 VW=1,2,4,8 RPG=1,2,4,8";
 }
 
+static const char *layernorm_fixture_class(const void *fixture) {
+    return layernorm_problem_class(&((const layernorm_fixture *)fixture)->p);
+}
+
 const tsr_op tsr_op_layernorm = {
     .name = "layernorm",
     .source_name = "layernorm",
@@ -549,10 +559,11 @@ const tsr_op tsr_op_layernorm = {
     .rate_unit = "GB/s",
     .tolerance = 1e-5,
     .class_shapes = layernorm_class_shapes,
+    .class_shapes_reduced = layernorm_class_shapes_reduced,
     .class_storage = TSR_CLASSES_PER_TYPE,
     .fixture = {.setup = layernorm_fixture_setup, .run = layernorm_fixture_run, .check = layernorm_fixture_check,
                 .work = layernorm_fixture_work, .describe = layernorm_fixture_describe,
-                .buffers = layernorm_fixture_buffers, .free = layernorm_fixture_free,
+                .buffers = layernorm_fixture_buffers, .free = layernorm_fixture_free, .problem_class = layernorm_fixture_class,
                 .tolerance = layernorm_fixture_tolerance},
     .demo = {.title = "layernorm 4096x768 + residual", .shapes = {"4096x768 +res"}, .runs = 3},
     .report_shapes = layernorm_report_shapes,

@@ -402,6 +402,11 @@ typedef struct pool_fixture {
 } pool_fixture;
 
 static const char *const pool_class_shapes[] = {"8x64x112x112 max k3 s2 p1", "8x2048x7x7 avg k7"};
+/* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
+ * eighth and a sixty-fourth of the work; fixture.problem_class checks each stays in its class. */
+static const char *const pool_class_shapes_reduced[] = {
+    "1x64x112x112 max k3 s2 p1;1x16x56x56 max k3 s2 p1",
+    "1x2048x7x7 avg k7;1x256x7x7 avg k7"};
 static const tsr_report_shape pool_report_shapes[] = {
     {"pool-resnet50-max", "8x64x112x112 max k3 s2 p1", "1x8x17x17 max k3 s2 p1"},
     {"pool-resnet50-gap", "8x2048x7x7 avg k7", "1x64x7x7 avg k7"},
@@ -518,6 +523,10 @@ static const char *pool_tuning_space(const tsr_device *dev) {
     return "VW=1,2,4 WG=16,32,64,128,256 WI=32,64,128,256";
 }
 
+static const char *pool_fixture_class(const void *fixture) {
+    return pool_problem_class(&((const pool_fixture *)fixture)->p);
+}
+
 const tsr_op tsr_op_pool2d = {
     .name = "pool2d",
     .source_name = "pool",
@@ -537,10 +546,11 @@ const tsr_op tsr_op_pool2d = {
     .rate_unit = "GB/s",
     .tolerance = 1e-5,
     .class_shapes = pool_class_shapes,
+    .class_shapes_reduced = pool_class_shapes_reduced,
     .class_storage = TSR_CLASSES_PER_TYPE,
     .fixture = {.setup = pool_fixture_setup, .run = pool_fixture_run, .check = pool_fixture_check,
                 .work = pool_fixture_work, .describe = pool_fixture_describe, .buffers = pool_fixture_buffers,
-                .free = pool_fixture_free, .tolerance = pool_fixture_tolerance},
+                .free = pool_fixture_free, .problem_class = pool_fixture_class, .tolerance = pool_fixture_tolerance},
     .demo = {.title = "pool2d (ResNet-50)",
              .shapes = {"1x64x112x112 max k3 s2 p1", "1x2048x7x7 avg k7"},
              .labels = {"max 3x3/2 on 1x64x112x112", "global avg on 1x2048x7x7"},

@@ -230,7 +230,8 @@ tsr_status tsr_ahead_default_workers(const tsr_device *dev, int *workers) {
 typedef struct device_worker {
     tsr_device *device;
     const tsr_op *op;  /* whose fixture `fixture` is: this op's... */
-    char problem_class[32]; /* ...class (copies: a scope may be reused for another class) */
+    char problem_class[32]; /* ...class (copies: a scope may be reused for another class)... */
+    int step;               /* ...at this problem of the class */
     void *fixture;
 } device_worker;
 
@@ -266,12 +267,14 @@ static void drop_fixture(device_worker *w) {
 static tsr_status device_run_once(void *vctx, void *vworker, const tsr_ahead_device *scope, const tsr_config *config) {
     (void)vctx;
     device_worker *w = vworker;
-    /* A scope is one of the tuner's classes: another op or class is another problem. */
-    if (!w->fixture || w->op != scope->op || strcmp(w->problem_class, scope->problem_class) != 0) {
+    /* A scope is one of the tuner's classes: another op, class or step is another problem. */
+    if (!w->fixture || w->op != scope->op || strcmp(w->problem_class, scope->problem_class) != 0 ||
+        w->step != scope->step) {
         drop_fixture(w);
-        tsr_status st = tsr_op_tuning_setup(scope->op, w->device, scope->problem_class, &w->fixture);
+        tsr_status st = tsr_op_tuning_setup_step(scope->op, w->device, scope->problem_class, scope->step, &w->fixture);
         if (st != TSR_SUCCESS) return st;
         w->op = scope->op;
+        w->step = scope->step;
         tsr_strlcpy(w->problem_class, scope->problem_class, sizeof w->problem_class);
     }
     cl_event first = NULL, last = NULL;

@@ -158,7 +158,10 @@ static tsr_status process_run(void *vctx, void *vworker, const tsr_ahead_device 
     if (w->fd < 0) return tsr_fail(TSR_ERR_UNSUPPORTED, "the tuning worker has ended");
     char text[512], request[600], line[512];
     tsr_config_format(scope->op, config, text, sizeof text);
-    snprintf(request, sizeof request, "%s\t%s\t%s\n", scope->op->name, scope->problem_class, text);
+    if (scope->step) /* a smaller problem of the class (a slow device) */
+        snprintf(request, sizeof request, "%s\t%s\t%s\t%d\n", scope->op->name, scope->problem_class, text, scope->step);
+    else
+        snprintf(request, sizeof request, "%s\t%s\t%s\n", scope->op->name, scope->problem_class, text);
     if (!send_all(w->fd, request) || !read_line(w->fd, line, sizeof line)) {
         child_end(w, true); /* gone, or stuck past the timeout: its later jobs fail at once */
         return tsr_fail(TSR_ERR_UNSUPPORTED, "the tuning worker stopped answering");
@@ -204,29 +207,37 @@ tsr_status tsr_tune_serve(tsr_device *device, int fd) {
     tsr_status status = send_all(fd, line) ? TSR_SUCCESS : tsr_fail(TSR_ERR_INVALID_ARG, "cannot write to fd %d", fd);
     const tsr_op *op = NULL;
     char problem_class[32] = "";
+    int step = 0;
     void *fixture = NULL;
     line_result got;
     while (status == TSR_SUCCESS && (got = read_line_ex(fd, line, sizeof line)) != LINE_END) {
         char *cls = strchr(line, '\t'), *cfg = cls ? strchr(cls + 1, '\t') : NULL;
+        char *step_text = cfg ? strchr(cfg + 1, '\t') : NULL;
+        int want_step = 0;
         const tsr_op *want = NULL;
         tsr_config config;
         tsr_status st;
         if (got == LINE_LONG) {
             st = tsr_fail(TSR_ERR_INVALID_ARG, "a request line is at most %zu bytes", sizeof line - 1);
         } else if (!cfg) {
-            st = tsr_fail(TSR_ERR_INVALID_ARG, "a request is '<op>\\t<class>\\t<configuration>'");
+            st = tsr_fail(TSR_ERR_INVALID_ARG, "a request is '<op>\\t<class>\\t<configuration>[\\t<step>]'");
+        } else if (step_text && (strspn(step_text + 1, "0123456789") != strlen(step_text + 1) || !step_text[1] ||
+                                 strlen(step_text + 1) > 2)) {
+            st = tsr_fail(TSR_ERR_INVALID_ARG, "a request's step '%s' is not a small count", step_text + 1);
         } else {
+            if (step_text) *step_text++ = '\0', want_step = atoi(step_text);
             *cls++ = '\0', *cfg++ = '\0';
             want = tsr_find_op(line);
             st = want ? tsr_config_parse(want, cfg, "a tuning worker's request", &config)
                       : tsr_fail(TSR_ERR_INVALID_ARG, "no op '%s'", line);
         }
-        if (st == TSR_SUCCESS && (!fixture || op != want || strcmp(problem_class, cls) != 0)) {
+        if (st == TSR_SUCCESS && (!fixture || op != want || strcmp(problem_class, cls) != 0 || step != want_step)) {
             if (fixture) tsr_op_tuning_free(op, fixture);
             fixture = NULL;
             op = want;
+            step = want_step;
             tsr_strlcpy(problem_class, cls, sizeof problem_class);
-            st = tsr_op_tuning_setup(op, device, problem_class, &fixture);
+            st = tsr_op_tuning_setup_step(op, device, problem_class, step, &fixture);
         }
         if (st == TSR_SUCCESS) {
             cl_event first = NULL, last = NULL;

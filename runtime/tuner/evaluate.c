@@ -146,7 +146,10 @@ static outcome validate(tsr_search *search, const tsr_config *config) {
 static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *config, phase_times *ph) {
     double warm, clock = search->backend.now(search->backend.ctx), was;
 #define PHASE(field) (was = clock, clock = search->backend.now(search->backend.ctx), ph->field += clock - was)
-    tsr_status st = timed_run(search, config, &warm); /* also builds the program; caches, pages, thread pool */
+    bool warmed = search->warmed_valid && memcmp(&search->warmed, config, sizeof *config) == 0;
+    search->warmed_valid = false;
+    /* also builds the program; caches, pages, thread pool (unless the problem's choice just did) */
+    tsr_status st = warmed ? TSR_SUCCESS : timed_run(search, config, &warm);
     /* Nothing is timed while a worker compiles: it would take the cores the runs time. */
     tsr_ahead_idle(search->ahead);
     PHASE(first_run);
@@ -165,7 +168,7 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
             else tsr_clear_error();
         }
         PHASE(timed);
-        if ((slower = clearly_slower(t, n, u, m))) break;
+        if ((slower = (!search->measure_fully || n >= TUNE_MIN_RUNS) && clearly_slower(t, n, u, m))) break;
         if (n >= TUNE_MIN_RUNS && (total >= TUNE_MAX_SECONDS || known_well_enough(t, n))) break;
         /* Out of time: what was measured stands (a slow device, where one run of the class's
          * problem takes seconds, would otherwise overrun the budget many times over). */
@@ -181,7 +184,9 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
     /* Only what could be chosen is validated: candidates within TUNE_VALIDATE_MARGIN of the
      * incumbent or faster. The others keep their score as an estimate for the strategies. */
     double ignored, incumbent_q25 = m > 0 ? lower_quartile(u, m, &ignored, &ignored) : 0;
-    if (slower || (m > 0 && s.q25 > (1.0 + TUNE_VALIDATE_MARGIN) * incumbent_q25)) return SLOWER;
+    /* (The entry in use is validated whatever its runs say: the duel with it decides, side by side.) */
+    if (!search->measure_fully && (slower || (m > 0 && s.q25 > (1.0 + TUNE_VALIDATE_MARGIN) * incumbent_q25)))
+        return SLOWER;
     outcome valid = validate(search, config);
     PHASE(check);
 #undef PHASE

@@ -232,8 +232,10 @@ static bool seed_wanted(const tsr_search *search, const tsr_config *seed) {
     return false;
 }
 
-/* With `op_seeds` false (tune all's first pass) the known entries are measured whatever the time
- * (the evaluation budget still counts): what the device runs today is what a tune must not lose to. */
+/* With `op_seeds` false (tune all's first pass) the entry lookups resolve to today (the first
+ * current one) is measured whatever the time (the evaluation budget still counts): what the device
+ * runs today is what a tune must not lose to; the other known entries while the class's first-pass
+ * share lasts. */
 static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_db, const char *hash, bool op_seeds) {
     const tsr_op *op = search->op;
     /* The built-in default first: the yardstick, and a start for the guided search. Then the
@@ -260,11 +262,19 @@ static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_
     search->result->default_gflops = cs->def_score;
     search->start = cs->def; /* where annealing starts: the best of the default and the seeds */
     search->start_score = cs->def_score;
+    bool current_seen = false;
     for (int i = 0; i < cs->nknown; ++i) {
         bool evaluations_left = !search->max_evaluations || search->result->evaluated < search->max_evaluations;
-        if (!(op_seeds ? tsr_search_budget_left(search) : evaluations_left)) break;
+        bool in_use = !cs->known[i].stale && !current_seen;
+        current_seen |= !cs->known[i].stale;
+        if (!(op_seeds || !in_use ? tsr_search_budget_left(search) : evaluations_left)) {
+            if (op_seeds) break;
+            continue; /* tune all: the entry in use may come later in the list */
+        }
         search->seed = cs->known[i].stale ? "stale entry" : "current entry";
+        search->measure_fully = in_use;
         try_start(search, &cs->known[i].config);
+        search->measure_fully = false;
         search->result->stale_seeds += cs->known[i].stale;
     }
     if (op_seeds) {
@@ -338,6 +348,8 @@ typedef struct class_job {
     tsr_tune_result *res;
     class_start start;
     double setup_s;            /* the last setup of its problem */
+    int step;                  /* the problem it is measured on (tsr_op_class_shape_step); -1: not chosen yet */
+    double own_run_s;          /* with a smaller problem: a run of its own predicted to take this long */
     bool unreached;            /* tune all: the budget ran out before its first pass */
     double weight;             /* tune all: its share of the second pass */
     tsr_ahead_device scope;    /* its jobs' scope on the workers */
@@ -357,14 +369,131 @@ typedef struct tune_run {
     void *ahead_ctx; /* the process workers' context (tsr_ahead_process_fns), or NULL */
 } tune_run;
 
-/* Set the class's problem up, and the device for a search (cache stores paused). */
-static tsr_status class_begin(tune_run *run, class_job *job, double budget_s, double remaining_after_s) {
+/* ---- the problem a class is measured on ---- */
+
+int tsr_tune_choose_step(const tsr_step_probe *probe, int nsteps, double limit_s, double *own_run_s) {
+    *own_run_s = 0;
+    if (nsteps <= 0) return probe->setup(probe->ctx, 0, &(double){0}) == TSR_SUCCESS ? 0 : -1;
+    int s = nsteps;
+    double work = 0, next_work = 0;
+    if (probe->setup(probe->ctx, s, &work) != TSR_SUCCESS) return -1;
+    double t = probe->time(probe->ctx, s);
+    if (!(t > 0) || !(work > 0)) { /* nothing to predict from: the class's own problem */
+        probe->drop(probe->ctx, s);
+        return probe->setup(probe->ctx, 0, &work) == TSR_SUCCESS ? 0 : -1;
+    }
+    while (s > 0) {
+        if (probe->setup(probe->ctx, s - 1, &next_work) != TSR_SUCCESS) {
+            probe->drop(probe->ctx, s);
+            return -1;
+        }
+        double predicted = t * next_work / work;
+        if (s - 1 == 0) *own_run_s = predicted;
+        if (!(predicted <= limit_s)) {
+            probe->drop(probe->ctx, s - 1);
+            break;
+        }
+        *own_run_s = 0;
+        probe->drop(probe->ctx, s);
+        --s;
+        work = next_work;
+        if (s == 0) break; /* the class's own problem: taken, nothing more to judge */
+        double measured = probe->time(probe->ctx, s);
+        t = measured > 0 ? measured : predicted;
+    }
+    return s;
+}
+
+/* The device's side of tsr_tune_choose_step: the class's problems in the job's runner, timed
+ * through its backend (the default configuration; its first run builds it, as the search's will). */
+typedef struct step_ctx {
+    class_job *job;
+    tsr_config def;
+    void *fixtures[8];
+    tsr_status status; /* of the last setup */
+    int timed_step;    /* the last step the default ran on (-1: none) */
+} step_ctx;
+
+static tsr_status step_setup(void *vctx, int step, double *work) {
+    step_ctx *c = vctx;
+    const tsr_op *op = c->job->op;
+    tsr_status st = tsr_op_tuning_setup_step(op, c->job->runner.device, c->job->problem_class, step, &c->fixtures[step]);
+    *work = st == TSR_SUCCESS ? tsr_op_tuning_work(op, c->fixtures[step]) : 0;
+    return c->status = st;
+}
+
+static double step_time(void *vctx, int step) {
+    step_ctx *c = vctx;
+    tsr_device_runner *runner = &c->job->runner;
+    tsr_tune_backend backend = c->job->search.backend;
+    runner->ctx = c->fixtures[step];
+    double first = 0, seconds = 0;
+    tsr_status st = backend.run(backend.ctx, &c->def, &first);
+    tsr_ahead_idle(c->job->search.ahead); /* nothing timed beside a worker's compile (the last class's) */
+    if (st == TSR_SUCCESS) st = backend.run(backend.ctx, &c->def, &seconds);
+    /* the output is left for nobody to check: poison it again */
+    double ignored;
+    if (st == TSR_SUCCESS) st = backend.check(backend.ctx, &ignored);
+    runner->ctx = NULL;
+    if (st != TSR_SUCCESS) {
+        tsr_clear_error();
+        return 0;
+    }
+    c->timed_step = step;
+    return seconds;
+}
+
+static void step_drop(void *vctx, int step) {
+    step_ctx *c = vctx;
+    tsr_op_tuning_free(c->job->op, c->fixtures[step]);
+    c->fixtures[step] = NULL;
+}
+
+/* Set up the class's problem: the one chosen before, or (the first time) its own unless a run of
+ * it would take more than 1/TUNE_RUN_SHARE of `share_s` (a slow device, or a small budget). */
+static tsr_status setup_problem(tune_run *run, class_job *job, double share_s) {
+    const tsr_op *op = job->op;
+    if (job->step >= 0) return tsr_op_tuning_setup_step(op, run->dev, job->problem_class, job->step, &job->runner.ctx);
+    int nsteps = tsr_op_class_shape_steps(op, job->problem_class);
+    step_ctx c = {.job = job, .timed_step = -1};
+    tsr_op_default_config(op, run->dev, job->problem_class, &c.def);
+    if (nsteps > 7) nsteps = 7;
+    if (!isfinite(share_s) || !op->config_ok(run->dev, NULL, &c.def)) nsteps = 0;
+    const tsr_step_probe probe = {.setup = step_setup, .time = step_time, .drop = step_drop, .ctx = &c};
+    int step = tsr_tune_choose_step(&probe, nsteps, share_s / TUNE_RUN_SHARE, &job->own_run_s);
+    if (step < 0) return c.status;
+    job->step = step;
+    job->runner.ctx = c.fixtures[step];
+    job->scope.step = step;
+    /* the default just ran there: its evaluation, next, needs no untimed first run (on llvmpipe one
+     * run of GEMM `large`'s smallest problem took 5 s under load) */
+    job->search.warmed_valid = step > 0 && c.timed_step == step;
+    job->search.warmed = c.def;
+    if (step > 0) {
+        tsr_strlcpy(job->res->reduced_from, tsr_op_class_shape(op, job->problem_class), sizeof job->res->reduced_from);
+        if (run->log)
+            fprintf(run->log, "{\"op\": \"%s\", \"class\": \"%s\", \"outcome\": \"smaller problem\", \"problem\": "
+                    "\"%s\", \"own_problem\": \"%s\", \"own_run_s\": %.3f, \"run_limit_s\": %.3f}\n",
+                    op->name, job->problem_class, tsr_op_class_shape_step(op, job->problem_class, step),
+                    job->res->reduced_from, job->own_run_s, share_s / TUNE_RUN_SHARE);
+    }
+    return TSR_SUCCESS;
+}
+
+/* Set the class's problem up, and the device for a search (cache stores paused). `share_s`: the
+ * class's share of the budget, by which its problem is chosen the first time. */
+static tsr_status class_begin(tune_run *run, class_job *job, double budget_s, double remaining_after_s,
+                              double share_s) {
     tsr_device *dev = run->dev;
     tsr_search *search = &job->search;
     /* the class's time (its budget, its seconds) counts from here: setting the problem up included */
     search->class_start = search->backend.now(search->backend.ctx);
-    tsr_status st = tsr_op_tuning_setup(job->op, dev, job->problem_class, &job->runner.ctx);
-    if (st != TSR_SUCCESS) return st;
+    pause_cache_store(dev, true);
+    tsr_status st = setup_problem(run, job, share_s);
+    if (st != TSR_SUCCESS) {
+        pause_cache_store(dev, false);
+        return st;
+    }
     job->setup_s = search->backend.now(search->backend.ctx) - search->class_start;
     search->flops = tsr_op_tuning_work(job->op, job->runner.ctx);
     search->tolerance = tsr_op_tuning_tolerance(job->op, job->runner.ctx, TUNE_TOLERANCE);
@@ -376,8 +505,8 @@ static tsr_status class_begin(tune_run *run, class_job *job, double budget_s, do
     search->remaining_after_s = remaining_after_s;
     /* Candidates' programs stay in memory: storing each in the disk cache would cost more than
      * building it (PoCL compiles every kernel again for the binary), for programs mostly never
-     * used again. The configuration chosen is built and stored by the first launch that uses it. */
-    pause_cache_store(dev, true);
+     * used again. The configuration chosen is built and stored by the first launch that uses it.
+     * (Paused above, before the problem's choice runs the default.) */
     return TSR_SUCCESS;
 }
 
@@ -411,6 +540,7 @@ static void job_init(tune_run *run, class_job *job, const tsr_op *op, int op_ind
     tsr_strlcpy(res->problem_class, problem_class, sizeof res->problem_class);
     tsr_strlcpy(res->unit, op->rate_unit ? op->rate_unit : "GFLOP/s", sizeof res->unit);
     job->scope = (tsr_ahead_device){.op = op, .problem_class = problem_class};
+    job->step = -1;
     job->search = (tsr_search){.op = op, .device = run->dev, .space = space,
                                .backend = tsr_device_backend(&job->runner), .rng = &run->rng,
                                .max_evaluations = run->opt.budget_evaluations, .log = run->log,
@@ -485,7 +615,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     for (int c = 0; c < nclasses && st == TSR_SUCCESS; ++c) {
         tsr_tune_result local;
         job_init(&run, job, op, 0, &space, classes[c], (results && (size_t)c < max_results) ? &results[c] : &local);
-        st = class_begin(&run, job, per_class, per_class * (nclasses - c - 1));
+        st = class_begin(&run, job, per_class, per_class * (nclasses - c - 1), per_class);
         if (st != TSR_SUCCESS) break;
         search_class(&job->search, &job->start, strategies[opt.strategy].run, run.known_db, hash);
         class_end(&run, job);
@@ -573,7 +703,7 @@ static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr
             job->unreached = true;
             continue;
         }
-        st = class_begin(&run, job, budget / njobs, 0); /* bounds the timing of slow runs (slow devices) */
+        st = class_begin(&run, job, budget / njobs, 0, budget / njobs); /* bounds the timing of slow runs (slow devices) */
         if (st != TSR_SUCCESS) break;
         start_phase(&job->search, &job->start, run.known_db, hashes[job->op_index], false);
         class_end(&run, job);
@@ -604,7 +734,7 @@ static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr
         /* (its setup counts in its time; a class with no share gets no time past its setup, or a
          * second setup faster than the first would leave time for a candidate: on llvmpipe one
          * GEMM `large` candidate took 205 s of a 60 s budget that way) */
-        st = class_begin(&run, job, share > 0 ? share + job->setup_s : 0, after);
+        st = class_begin(&run, job, share > 0 ? share + job->setup_s : 0, after, 0);
         if (st != TSR_SUCCESS) break;
         search_phase(&job->search, &job->start, strategies[op_opt[job->op_index].strategy].run, true);
         class_end(&run, job);

@@ -86,6 +86,7 @@ tsr_tune_backend tsr_device_backend(tsr_device_runner *runner);
 typedef struct tsr_ahead_device {
     const tsr_op *op;
     const char *problem_class;
+    int step; /* the class's problem the tuner measures: 0 its own, else a smaller one (tsr_op_class_shape_step) */
 } tsr_ahead_device;
 
 /* What a worker does: open its private state (once, in its thread, at its first job; kept for the
@@ -179,6 +180,17 @@ typedef struct tsr_search {
     double remaining_after_s;  /* budget of the classes after this one, for the ETA */
     tsr_tune_result *result;   /* counts: evaluated, failures, abandoned (stopped as slower) */
     const char *seed;          /* while seeds are evaluated, what they are ("stale entry"), for the log */
+    /* The candidate now evaluated is the entry lookups resolve to today: it is timed for at least
+     * TUNE_MIN_RUNS runs before it can be stopped as slower (one noisy run beside the incumbent
+     * stopped the Zen 5's built-in conv2d 3x3 entry in a loaded tune, which then kept a pick 0.72x
+     * as fast: no duel is held with an entry that was not validated), and validated whatever they
+     * say, so that the duel with it decides. */
+    bool measure_fully;
+    /* The problem's choice (tsr_tune_choose_step) has just run this configuration on the problem
+     * (built, pages touched): its next evaluation skips its untimed first run (consumed by the
+     * next evaluation, whichever it is). */
+    bool warmed_valid;
+    tsr_config warmed;
 
     tsr_ahead *ahead;          /* NULL: nothing compiled ahead */
     const tsr_ahead_device *ahead_scope; /* given with each configuration submitted (the class) */
@@ -240,6 +252,29 @@ void tsr_strategy_exhaustive(tsr_search *search);
 void tsr_strategy_random(tsr_search *search);
 void tsr_strategy_anneal(tsr_search *search);
 void tsr_strategy_climb(tsr_search *search);
+
+/* ---- the problem a class is measured on (tune.c) ---- */
+
+/* A class's problem is made smaller (one of tsr_op_class_shape_step's) where one run of its default
+ * would take more than this fraction of the class's budget share: its first pass (the default and
+ * the known entries, each a first run, TUNE_MIN_RUNS timed runs and a check) then fits the share. */
+#define TUNE_RUN_SHARE 10
+
+/* Setting the class's problems up and timing its default on them, for tsr_tune_choose_step. */
+typedef struct tsr_step_probe {
+    tsr_status (*setup)(void *ctx, int step, double *work); /* set the step's problem up; its work */
+    double (*time)(void *ctx, int step); /* seconds of one run of the default there (after one untimed); 0: failed */
+    void (*drop)(void *ctx, int step);   /* free the step's problem */
+    void *ctx;
+} tsr_step_probe;
+
+/* Which of a class's problems to measure it on: 0, its own, or step 1..nsteps, smaller ones. From
+ * the smallest up, a larger one is taken while the run time predicted for it (the last measured
+ * time, scaled by work) is within `limit_s`; each one taken is timed before the next is judged.
+ * The chosen step's problem is left set up, the others dropped. *own_run_s: the run time predicted
+ * for the class's own problem when it was not taken (0 otherwise). Returns the step, or -1 when a
+ * setup failed (its error set); a default that cannot be timed leaves the class its own problem. */
+int tsr_tune_choose_step(const tsr_step_probe *probe, int nsteps, double limit_s, double *own_run_s);
 
 /* ---- persistence (persist.c) ---- */
 

@@ -91,6 +91,10 @@ static void print_result(FILE *out, const tsr_tune_result *r) {
     if (r->stale_seeds > 0)
         fprintf(out, "%-19s seeded from %d stale entr%s (tuned for an older kernel source)\n", "", r->stale_seeds,
                 r->stale_seeds > 1 ? "ies" : "y");
+    if (r->reduced_from[0])
+        fprintf(out, "%-19s measured on a smaller problem of the class: a run of its own (%s) would have taken too "
+                "much of its budget (a larger --budget, or --op %s --classes %s)\n", "", r->reduced_from, r->op,
+                r->problem_class);
 }
 
 /* Tune `op_name` (a name or "all") on the device, the results as a table on `out`; returns the

@@ -552,6 +552,13 @@ static void cpu_forms_stage(int stage, size_t part, size_t parts) {
         conv_case wide = {.N = 1, .C = 64, .H = 56, .W = 56, .K = 9, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1,
                           .pw = 1, .bias = true, .act = 1};
         expect_accurate(&wide, (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+        /* ResNet-50's 56x56/2 on 128 channels (K cut to 10) at the AVX-512 default's tile: two
+         * tiles' rows (415 KB) fit the unstrided 512 KiB budget, not the polyphase 256 KiB one
+         * (one tile a work-group), the plane's 17 tiles in 17 work-groups */
+        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16"));
+        conv_case poly = {.N = 1, .C = 128, .H = 56, .W = 56, .K = 10, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1,
+                          .pw = 1, .bias = true, .act = 1, .off = 5};
+        expect_accurate(&poly, (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
     }
     if (stage == 3 && part == 0) {
         TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[4]));

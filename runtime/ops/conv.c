@@ -695,12 +695,17 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
      * cores busy), and fewer while the rows of x's copy a work-group reads (every input channel
      * of its group, every phase) would pass half a core's L2: the work-groups after it (the next
      * output channels over the same tiles) then find them there. ResNet-50's 56x56/2 layer
-     * (1.8 MB of copy per image): 16 tiles a group ran at 0.7x of 1 or 2 on a 2-core Skylake. */
+     * (1.8 MB of copy per image): 16 tiles a group ran at 0.7x of 1 or 2 on a 2-core Skylake.
+     * Polyphase copies keep to a quarter of that L2 (256 KiB): on the 2-core Zen 5 (1 MiB L2 a
+     * core; session 20, load 3-6) that layer's 2 tiles a group (415 KB of rows) took 1.07-1.09x
+     * the CPU time of 1 tile at batch 8 (three runs) and 1.08-1.09x at batch 1; the other 3x3/2
+     * layers were at 1 tile already, and conv1 (3 channels) reads 39 KB. The tuner's 28x28/2
+     * fixture runs 1 tile whatever WGN, so it cannot see this. */
     size_t wgn = tiles < (size_t)v[P_WGN] ? tiles : (size_t)v[P_WGN];
     size_t row_bytes = p->Cg * pc.phh * pc.phw * pc.Wq * sizeof(float),
            tile = kvec ? (size_t)v[P_WGM] : (size_t)v[P_VW] * v[P_WGM];
-    size_t extra_rows = (p->R - 1) * p->dh / p->sh + 2;
-    while (wgn > 1 && (ceil_div(wgn * tile, pc.Wq) + extra_rows) * row_bytes > ((size_t)512 << 10)) wgn /= 2;
+    size_t extra_rows = (p->R - 1) * p->dh / p->sh + 2, row_budget = (size_t)(pc.poly ? 256 : 512) << 10;
+    while (wgn > 1 && (ceil_div(wgn * tile, pc.Wq) + extra_rows) * row_bytes > row_budget) wgn /= 2;
     size_t local[3] = {1, wgn, 1};
     size_t kb = (size_t)v[P_MWI] * (kvec ? (size_t)v[P_VW] : 1); /* output channels per work-item */
     size_t global[3] = {ceil_div(p->Kg, kb), ceil_div(tiles, local[1]) * local[1], 0};

@@ -1,14 +1,15 @@
 /* GEMM in several storage types and configurations, side by side in one process (16-bit GEMM
  * against its fp32 twin, docs/gemm.md "16-bit storage"):
- *   gemm_dtype_ab [--device SEL] [--rounds N] [--calls N] [--shapes LIST] --var DTYPE[:CONFIG][@DIR] ...
+ *   gemm_dtype_ab [--device SEL] [--rounds N] [--calls N] [--min-ms MS] [--shapes LIST]
+ *                 --var DTYPE[/OUT][:CONFIG][@DIR] ...
  * DTYPE is f32, f16, bf16 (A, B and C in it) or IN/OUT (A and B in IN, C in OUT: f16/f32);
  * CONFIG a GEMM configuration set with tsr_config_override ("MWI=8 PACKA=1 ..."; none: the
  * tuned entry or the default the call takes); DIR a kernel directory (TSR_KERNEL_DIR: old kernel
  * text against new; none: the built-in sources). Each variant opens its own device. Shapes:
- * MxNxK or B@MxNxK, row-major, alpha 1,
- * beta 0, no epilogue (what `tessera bench gemm` times). For each shape and round the variants
- * run in rotating order: a warm-up call, then N calls back to back and one clFinish. Prints one
- * JSON line per shape with, per variant, the medians over the rounds of wall and process CPU
+ * MxNxK or B@MxNxK, row-major, alpha 1, beta 0, no epilogue (what `tessera bench gemm` times).
+ * For each shape and round the variants run in rotating order: a warm-up call, then N calls back
+ * to back and one clFinish, repeated until they took MS milliseconds (default 30) in all. Prints
+ * one JSON line per shape with, per variant, the medians over the rounds of wall and process CPU
  * microseconds per call, GFLOP/s by wall time, and the median over the rounds of the variant's
  * rate over the first variant's (CPU time and wall time: paired ratios); on stderr the class and
  * configuration each variant resolved to. */
@@ -64,10 +65,12 @@ int main(int argc, char **argv) {
     const char *selector = NULL, *shapes = "256,512,1024,2048,512x768x768,512x3072x768,512x768x3072,64@128x128x128";
     variant var[MAXVAR];
     int nvar = 0, rounds = 7, calls = 5;
+    double min_ms = 30;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) selector = argv[++i];
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--min-ms") && i + 1 < argc) min_ms = atof(argv[++i]);
         else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--var") && i + 1 < argc && nvar < MAXVAR) {
             if (parse_variant(argv[++i], &var[nvar]) != 0) {
@@ -76,13 +79,13 @@ int main(int argc, char **argv) {
             }
             ++nvar;
         } else {
-            fprintf(stderr, "usage: gemm_dtype_ab [--device SEL] [--rounds N] [--calls N] [--shapes LIST] "
+            fprintf(stderr, "usage: gemm_dtype_ab [--device SEL] [--rounds N] [--calls N] [--min-ms MS] [--shapes LIST] "
                             "--var DTYPE[/OUT][:CONFIG][@DIR] ...\n");
             return 2;
         }
     }
-    if (rounds < 1 || rounds > 1000 || calls < 1 || calls > 100000 || nvar < 1) {
-        fprintf(stderr, "gemm_dtype_ab: --rounds 1..1000, --calls 1..100000, at least one --var\n");
+    if (rounds < 1 || rounds > 1000 || calls < 1 || calls > 100000 || !(min_ms >= 0 && min_ms <= 60000) || nvar < 1) {
+        fprintf(stderr, "gemm_dtype_ab: --rounds 1..1000, --calls 1..100000, --min-ms 0..60000, at least one --var\n");
         return 2;
     }
     for (int v = 0; v < nvar; ++v) {
@@ -141,15 +144,22 @@ int main(int argc, char **argv) {
                 }
                 if (st == TSR_SUCCESS) st = tsr_matmul(dev, &d, V->a, V->b, V->c, q, NULL);
                 clFinish(q);
-                double w0 = util_clock_us(CLOCK_MONOTONIC), c0 = util_clock_us(CLOCK_PROCESS_CPUTIME_ID);
-                for (int i = 0; i < calls && st == TSR_SUCCESS; ++i) st = tsr_matmul(dev, &d, V->a, V->b, V->c, q, NULL);
-                clFinish(q);
+                /* N calls at least, more until they took min_ms (short calls: a few scheduler
+                 * slices of a loaded machine would be all of the sample) */
+                double w0 = util_clock_us(CLOCK_MONOTONIC), c0 = util_clock_us(CLOCK_PROCESS_CPUTIME_ID), w1 = w0;
+                int done = 0;
+                while (st == TSR_SUCCESS && (done < calls || w1 - w0 < min_ms * 1e3)) {
+                    for (int i = 0; i < calls && st == TSR_SUCCESS; ++i) st = tsr_matmul(dev, &d, V->a, V->b, V->c, q, NULL);
+                    clFinish(q);
+                    done += calls;
+                    w1 = util_clock_us(CLOCK_MONOTONIC);
+                }
                 if (st != TSR_SUCCESS) {
                     fprintf(stderr, "gemm_dtype_ab: %s [%s]: %s\n", tok, V->text, tsr_last_error());
                     return 1;
                 }
-                V->wall[r] = (util_clock_us(CLOCK_MONOTONIC) - w0) / calls;
-                V->cpu[r] = (util_clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls;
+                V->wall[r] = (w1 - w0) / done;
+                V->cpu[r] = (util_clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0) / done;
             }
         }
         double flop = 2.0 * bt * m * n * k;
@@ -168,7 +178,7 @@ int main(int argc, char **argv) {
         for (int v = 0; v < nvar; ++v) clReleaseMemObject(var[v].a), clReleaseMemObject(var[v].b), clReleaseMemObject(var[v].c);
     }
     free(list);
-    printf("{\"rounds\": %d, \"calls\": %d}\n", rounds, calls);
+    printf("{\"rounds\": %d, \"calls\": %d, \"min_ms\": %g}\n", rounds, calls, min_ms);
     for (int v = 0; v < nvar; ++v) tsr_device_close(var[v].dev);
     return 0;
 }

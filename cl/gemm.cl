@@ -129,8 +129,18 @@
 #ifndef AW_KC
 #define AW_KC 64
 #endif
-// With NT > 1 the work-item's column tiles share one widening of each chunk (A_WIDEN_TILES, see
-// the GEMM kernel), their accumulators kept in private memory: up to 16 KB of them.
+// With NT > 1 the work-item's NT column tiles share one widening of A (see the GEMM kernel): where
+// K <= AW_KMAX all of the rows' K steps are widened once into a private array (A_WIDEN_K, up to
+// 32 KB), the tiles then running as fp32's; past it each chunk is widened once for all the tiles
+// (A_WIDEN_TILES: chunks outermost, the tiles' accumulators kept in private memory, up to 16 KB;
+// larger tiles keep widening per tile).
+#if A_WIDEN && NT > 1
+#define A_WIDEN_K 1
+#define AW_KMAX_ ((8192 / MWI) & ~15)
+#define AW_KMAX (AW_KMAX_ < 1024 ? AW_KMAX_ : 1024)
+#else
+#define A_WIDEN_K 0
+#endif
 #if A_WIDEN && NT > 1 && NT * MWI * NWI <= 4096
 #define A_WIDEN_TILES 1
 #else
@@ -278,6 +288,9 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #if SB
     __local float Bs[KWG * NWG];
 #endif
+#if A_WIDEN_K
+    float awk[MWI * AW_KMAX]; // A's rows widened, all K steps (see A_WIDEN below)
+#endif
 #if A_WIDEN_TILES
     floatv accs[NT][MWI][NVW]; // every tile's accumulators (see A_WIDEN below)
 #endif
@@ -422,10 +435,37 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
             for (int kk = 0; kk < (kn); ++kk) aw[m * AW_KC + kk] = TSR_LD(AK_TYPE, row, kk);       \
         }                                                                                          \
     }
+#if A_WIDEN_K
+    // NT column tiles share the work-item's rows of A, widened once for all of them (widening per
+    // tile cost 5-9% of the fp32 rate at 1024^3-2048^3, NT = 4). Where K fits, tile 0 widens
+    // every k-step and each tile runs its whole K as fp32's does (B's panel streamed in order).
+    if (K <= AW_KMAX) {
+        if (tile_ == 0) {
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                const __global AK_ELT *row = abase + (size_t)min(i0 + m, M - 1) * lda;
+                int kk = 0;
+                for (; kk + 16 <= K; kk += 16) vstore16(GEMM_VLD16(AK_TYPE, row + kk), 0, awk + m * AW_KMAX + kk);
+                for (; kk < K; ++kk) awk[m * AW_KMAX + kk] = TSR_LD(AK_TYPE, row, kk);
+            }
+        }
+#undef A_GLOBAL
+#define A_GLOBAL(m, k) awk[(m) * AW_KMAX + (k)]
+#if PACKB
+        K_LOOP(0, K, GLOBAL_BODY_FULL) // zero-padded panels: see below
+#else
+        if (j0 + NWI <= N) {
+            K_LOOP(0, K, GLOBAL_BODY_FULL)
+        } else {
+            K_LOOP(0, K, GLOBAL_BODY_EDGE)
+        }
+#endif
+#undef A_GLOBAL
+#define A_GLOBAL(m, k) aw[(m) * AW_KC + (k)]
+    } else {
+#endif
 #if A_WIDEN_TILES
-    // NT column tiles share the work-item's rows of A: widened once for all of them, the chunks
-    // outermost and the tiles inside (each tile's accumulators kept in private memory between
-    // chunks), where widening per tile cost 5-9% of the fp32 rate at 1024^3-2048^3 (NT = 4).
+    // Past AW_KMAX: the chunks outermost and the tiles inside, each tile's accumulators kept in
+    // private memory between chunks (B's panels then read a chunk of each tile in turn).
     if (tile_ == 0) {
         const int nt_ = min(NT, (N - j0 + NWI - 1) / NWI); // the tiles with columns
         for (int kc = 0; kc < K; kc += AW_KC) {
@@ -500,6 +540,9 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
     } else {
         K_LOOP(0, K, GLOBAL_BODY_EDGE)
     }
+#endif
+#if A_WIDEN_K
+    } // K > AW_KMAX
 #endif
 #endif
 

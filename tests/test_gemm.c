@@ -1026,14 +1026,16 @@ static void expect_widening_plan(const char *config, tsr_dtype at, tsr_dtype bt)
     tsr_matmul_plan_destroy(plan);
 }
 
-/* K of 1, 63, 64, 65 and 130 (below, at and past one chunk; two full chunks and a partial one),
+/* K of 1, 63, 64, 65 and 130 (below, at and past one chunk; two full chunks and a partial one)
+ * and 1090 (past A_WIDEN_K's 1024 k-steps: NT=4 takes the chunks-outermost path, 17 full chunks
+ * and a partial one; work-items of 4 tiles and a last one of 1 or 2),
  * M and N off every tile and vector width (one row, an edge column tile of 1 to 5), odd element
  * offsets, odd leading dimensions with lda > K and odd batch strides (the vector loads of A and B
  * start at odd 16-bit elements: dtype.cl's loads need element alignment only), batches, alpha,
  * beta reading a 16-bit C and beta = 0 over NaN. Each shape's inputs are fresh random values. */
 static void widened_a_shapes(void **state) {
     (void)state;
-    static const size_t ks[] = {1, 63, 64, 65, 130}, ms[] = {13, 7, 1, 25, 19}, ns[] = {37, 17, 3, 50, 33};
+    static const size_t ks[] = {1, 63, 64, 65, 130, 1090}, ms[] = {13, 7, 1, 25, 19, 7}, ns[] = {37, 17, 3, 50, 33, 70};
     for (size_t c = 0; c < sizeof widen_configs / sizeof widen_configs[0]; ++c) {
         if (!try_gemm_override(widen_configs[c])) continue;
         expect_widening_plan(widen_configs[c], TSR_F16, TSR_F16);
@@ -1054,7 +1056,7 @@ static void widened_a_shapes(void **state) {
                                .c_off = 1,
                                .alpha = -0.75f,
                                .beta = i == 2 ? 0.0f : 0.5f,
-                               .batch = i % 2 ? 3 : 1,
+                               .batch = i % 2 && i < 5 ? 3 : 1,
                                .a_gap = 5,
                                .b_gap = 3,
                                .c_gap = 1,

@@ -334,6 +334,21 @@ void tsr_derived_release_device(tsr_device *dev) {
     pthread_mutex_unlock(&registry_lock);
 }
 
+size_t tsr_derived_count_of(cl_mem buffer, size_t *bytes) {
+    size_t n = 0, b = 0;
+    tsr_mem_region r;
+    if (tsr_mem_region_of(buffer, "buffer", &r) == TSR_SUCCESS) {
+        registry_enter();
+        sweep();
+        watch *w = find_watch(r.root);
+        for (derived *e = entries; w && e; e = e->next)
+            if (e->w == w) ++n, b += e->bytes;
+        pthread_mutex_unlock(&registry_lock);
+    }
+    if (bytes) *bytes = b;
+    return n;
+}
+
 void tsr_derived_stats(const tsr_device *dev, size_t *count, size_t *bytes, size_t *marked) {
     size_t n = 0, b = 0, m = 0;
     registry_enter();

@@ -317,6 +317,8 @@ void tsr_buffer_written(cl_mem buffer);
 void tsr_derived_release_device(tsr_device *device);
 /* A device's derived bytes at most. */
 size_t tsr_derived_cap(const tsr_device *device);
+/* For tests: entries (and their bytes) derived from `buffer` (its root, if marked) on every device. */
+size_t tsr_derived_count_of(cl_mem buffer, size_t *bytes);
 /* For tests: every device's cap set to `bytes` (0: the default again). */
 void tsr_derived_test_cap(size_t bytes);
 /* For tests: entries and bytes derived on `device` (NULL: all devices), and marked buffers. */

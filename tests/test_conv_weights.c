@@ -122,12 +122,6 @@ static void expect_follows(layer *L, const char *form_name, const char *what) {
         fail_msg("%s, w %s, after %s: relative error %.3e > %.3e", form_name, tsr_dtype_str(L->t), what, e, bound(L));
 }
 
-static size_t kept_entries(void) {
-    size_t n = 0;
-    tsr_derived_stats(dev, &n, NULL, NULL);
-    return n;
-}
-
 /* Writes of the host weights into dw, the device's queue. */
 static void write_raw(layer *L) {
     size_t es = tsr_dtype_size(L->t);
@@ -156,9 +150,9 @@ static void write_paths(const form *f, tsr_dtype t) {
     TH_ASSERT_OK(tsr_buffer_set_constant(L.dw, true));
     TH_ASSERT_OK(tsr_buffer_set_constant(L.dw, true)); /* twice: no change */
     expect_follows(&L, f->config, "marking");
-    assert_int_equal(kept_entries(), derives ? 1 : 0);
+    assert_int_equal(tsr_derived_count_of(L.dw, NULL), derives ? 1 : 0);
     expect_follows(&L, f->config, "a second call");
-    assert_int_equal(kept_entries(), derives ? 1 : 0);
+    assert_int_equal(tsr_derived_count_of(L.dw, NULL), derives ? 1 : 0);
 
     /* a write tessera is not told of: the kept copy stays in use (the documented contract), so
      * the weights derived once really serve later calls; tsr_buffer_changed then brings them in */
@@ -179,7 +173,7 @@ static void write_paths(const form *f, tsr_dtype t) {
     cl_mem src = weights_f32(&L);
     TH_ASSERT_OK(tsr_convert(dev, TSR_F32, src, 0, t, L.dw, L.w_off, L.nw, NULL, NULL));
     expect_follows(&L, f->config, "tsr_convert into w");
-    assert_int_equal(kept_entries(), derives ? 1 : 0); /* the stale copy went */
+    assert_int_equal(tsr_derived_count_of(L.dw, NULL), derives ? 1 : 0); /* the stale copy went */
 
     /* an op's output into a sub-buffer of the marked buffer (the root's origin) */
     new_weights(&L);
@@ -195,7 +189,7 @@ static void write_paths(const form *f, tsr_dtype t) {
     /* the conv reading w through the sub-buffer shares the root's kept data */
     double e = error_of(&L, sub, NULL, L.w + L.w_off);
     if (!(e <= bound(&L))) fail_msg("%s: through a sub-buffer: %.3e", f->config, e);
-    assert_int_equal(kept_entries(), derives ? 1 : 0);
+    assert_int_equal(tsr_derived_count_of(L.dw, NULL), derives ? 1 : 0);
 
     /* a copy, then tsr_buffer_changed on the sub-buffer (it stands for its parent) */
     new_weights(&L);
@@ -237,7 +231,7 @@ static void write_paths(const form *f, tsr_dtype t) {
     /* unmarked: the kept data goes, and every write counts again */
     TH_ASSERT_OK(tsr_buffer_set_constant(L.dw, false));
     TH_ASSERT_OK(tsr_buffer_set_constant(L.dw, false));
-    assert_int_equal(kept_entries(), 0);
+    assert_int_equal(tsr_derived_count_of(L.dw, NULL), 0);
     new_weights(&L);
     write_raw(&L);
     expect_follows(&L, f->config, "unmarking, then clEnqueueWriteBuffer alone");
@@ -261,30 +255,55 @@ static void every_write_path(void **state) {
     }
 }
 
+/* Whether OpenCL destroyed a buffer: a destructor callback registered before the buffer is
+ * marked runs after tessera's (callbacks run in reverse order of registration). An implementation
+ * may keep a released buffer alive a while (rusticl, while a cached kernel holds it as an
+ * argument); its kept data goes when it is destroyed, and until then its address cannot be
+ * reused. */
+static void CL_CALLBACK note_destroyed(cl_mem mem, void *flag) {
+    (void)mem;
+    __atomic_store_n((int *)flag, 1, __ATOMIC_SEQ_CST);
+}
+
+static int *watch_destruction(cl_mem mem) {
+    int *flag = calloc(1, sizeof *flag);
+    assert_non_null(flag);
+    assert_int_equal(clSetMemObjectDestructorCallback(mem, note_destroyed, flag), CL_SUCCESS);
+    return flag;
+}
+
+static bool destroyed(int *flag) { return __atomic_load_n(flag, __ATOMIC_SEQ_CST) != 0; }
+
 /* A released weight buffer: its kept data goes with it, and a new buffer (at the same address, as
  * allocators often hand out) with other weights is never served it. */
 static void released_buffer(void **state) {
     (void)state;
     const form *f = cpu_forms_here() ? &forms[0] : &forms[3];
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", f->config));
-    size_t before = 0, marked0 = 0;
-    tsr_derived_stats(NULL, &before, NULL, &marked0);
+    int gone = 0;
     for (int round = 0; round < 4; ++round) {
         layer L;
         layer_make(&L, TSR_BF16, 0);
+        int *flag = watch_destruction(L.dw);
         TH_ASSERT_OK(tsr_buffer_set_constant(L.dw, true));
         expect_follows(&L, f->config, round ? "a new buffer after a released one" : "the first buffer");
-        size_t n = 0, marked = 0;
-        tsr_derived_stats(NULL, &n, NULL, &marked);
-        assert_int_equal(n, before + 1);
-        assert_int_equal(marked, marked0 + 1);
+        assert_int_equal(tsr_derived_count_of(L.dw, NULL), 1);
+        size_t before = 0, marked_before = 0;
+        tsr_derived_stats(NULL, &before, NULL, &marked_before);
         clReleaseMemObject(L.dw); /* still marked */
         L.dw = NULL;
-        tsr_derived_stats(NULL, &n, NULL, &marked);
-        assert_int_equal(n, before);
-        assert_int_equal(marked, marked0);
+        clFinish(tsr_device_queue(dev));
+        if (destroyed(flag)) { /* its watch and data went with it */
+            size_t n = 0, marked = 0;
+            tsr_derived_stats(NULL, &n, NULL, &marked);
+            assert_int_equal(n, before - 1);
+            assert_int_equal(marked, marked_before - 1);
+            ++gone;
+        }
         layer_free(&L);
+        if (destroyed(flag)) free(flag); /* else the callback still to come writes it: left to it */
     }
+    if (!gone) printf("# this implementation kept the released buffers alive for now: their data goes with them\n");
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
 }
 
@@ -299,18 +318,25 @@ static void closed_device(void **state) {
     dev = other;
     layer L;
     layer_make(&L, TSR_F16, 3);
+    int *flag = watch_destruction(L.dw);
     TH_ASSERT_OK(tsr_buffer_set_constant(L.dw, true));
     expect_follows(&L, f->config, "a second device");
-    assert_int_equal(kept_entries(), 1);
+    assert_int_equal(tsr_derived_count_of(L.dw, NULL), 1);
     dev = keep;
     tsr_device_close(other);
     size_t n = 0;
     tsr_derived_stats(other, &n, NULL, NULL); /* (only compared, never dereferenced) */
     assert_int_equal(n, 0);
+    assert_int_equal(tsr_derived_count_of(L.dw, NULL), 0); /* still marked, nothing kept */
+    size_t marked_before = 0;
+    tsr_derived_stats(NULL, NULL, NULL, &marked_before);
     layer_free(&L); /* the marked buffer goes after its device */
-    size_t marked = 1;
-    tsr_derived_stats(NULL, NULL, NULL, &marked);
-    assert_int_equal(marked, 0);
+    if (destroyed(flag)) {
+        size_t marked = 0;
+        tsr_derived_stats(NULL, NULL, NULL, &marked);
+        assert_int_equal(marked, marked_before - 1);
+        free(flag);
+    }
 }
 
 /* The cap: the least recently used kept data goes first, and every result stays right. */
@@ -323,24 +349,27 @@ static void memory_cap(void **state) {
         layer_make(&L[i], TSR_F16, (size_t)i);
         TH_ASSERT_OK(tsr_buffer_set_constant(L[i].dw, true));
     }
-    expect_follows(&L[0], f->config, "the first layer");
+    tsr_derived_test_cap(0);
     size_t one = 0;
-    tsr_derived_stats(dev, NULL, &one, NULL);
+    expect_follows(&L[0], f->config, "the first layer");
+    assert_int_equal(tsr_derived_count_of(L[0].dw, &one), 1);
     assert_true(one > 0);
     tsr_derived_test_cap(one + one / 2); /* room for one */
     for (int round = 0; round < 2; ++round)
-        for (int i = 0; i < 3; ++i) {
+        for (int k = 1; k <= 3; ++k) { /* L[1] first: a miss, so the cap is applied at once */
+            const int i = k % 3;
             expect_follows(&L[i], f->config, "a capped cache");
-            size_t n = 0, bytes = 0;
-            tsr_derived_stats(dev, &n, &bytes, NULL);
-            assert_int_equal(n, 1);
+            size_t bytes = 0, kept = 0; /* (the device's: other tests' data, least recently used, went first) */
+            tsr_derived_stats(dev, NULL, &bytes, NULL);
+            for (int j = 0; j < 3; ++j) kept += tsr_derived_count_of(L[j].dw, NULL);
+            assert_int_equal(kept, 1);
+            assert_int_equal(tsr_derived_count_of(L[i].dw, NULL), 1);
             assert_true(bytes <= one + one / 2);
         }
     tsr_derived_test_cap(0);
     for (int i = 0; i < 3; ++i) expect_follows(&L[i], f->config, "the default cap again");
-    assert_int_equal(kept_entries(), 3);
+    for (int i = 0; i < 3; ++i) assert_int_equal(tsr_derived_count_of(L[i].dw, NULL), 1);
     for (int i = 0; i < 3; ++i) layer_free(&L[i]);
-    assert_int_equal(kept_entries(), 0);
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
 }
 
@@ -422,6 +451,7 @@ static void *work(void *arg) {
 
 static void two_threads(void **state) {
     (void)state;
+    tsr_derived_test_cap(0);
     for (size_t fi = 0; fi < NFORMS; ++fi) {
         const form *f = &forms[fi];
         if (!form_here(f) || (th_small_mode() && fi != 3 && fi != 0)) continue;
@@ -444,10 +474,10 @@ static void two_threads(void **state) {
         for (int i = 0; i < 2; ++i) pthread_join(th[i], NULL);
         for (int i = 0; i < 2; ++i)
             if (wk[i].failures) fail_msg("%s, thread %d: %s", f->config, i, wk[i].message);
-        assert_int_equal(kept_entries(), 3);
+        assert_int_equal(tsr_derived_count_of(shared.dw, NULL), 1);
+        for (int i = 0; i < 2; ++i) assert_int_equal(tsr_derived_count_of(wk[i].own.dw, NULL), 1);
         for (int i = 0; i < 2; ++i) layer_free(&wk[i].own);
         layer_free(&shared);
-        assert_int_equal(kept_entries(), 0);
     }
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
 }

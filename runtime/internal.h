@@ -166,7 +166,8 @@ enum tsr_workspace_slot {
     TSR_WS_TEMP1 = 3,  /* temporaries: unfused GELU; unfused attention's scores */
     TSR_WS_CONV_COL = 4, /* conv's im2col column matrices */
     TSR_WS_CONV_W = 5,   /* conv's 16-bit weights widened to fp32 once per call (the implicit forms);
-                          * STAGE 5's packed weights; the Winograd form's transformed weights */
+                          * STAGE 5's packed weights; the Winograd form's transformed weights (a
+                          * weight buffer marked constant keeps its own instead: derived.c) */
     TSR_WS_CONV_M = 6,   /* conv's Winograd form: the 16 GEMMs' products, before the output transform */
     TSR_WS_IDS = 7,      /* tsr_embedding's token ids, copied from the host: TSR_IDS_SLOTS slots in turn */
     TSR_WORKSPACE_SLOTS = TSR_WS_IDS + TSR_IDS_SLOTS

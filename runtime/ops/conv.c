@@ -1013,7 +1013,9 @@ static tsr_status launch_after(tsr_kernel *k, const conv_arg *args, cl_uint n, c
     for (cl_uint i = 0; i < n; ++i)
         TSR_CL_CHECK(status, tsr_kernel_arg(k->kernel, i, args[i].size, args[i].value, args[i].buffer), done);
     if (common) TSR_CHECK(status, set_common_args(k->kernel, common, n), done);
-    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, k->kernel, 3, NULL, global, local, *last ? 1 : 0, last, &ev), done);
+    TSR_CL_CHECK(status,
+                 tsr_enqueue_kernel(queue, k->kernel, 3, NULL, global, local, *last ? 1 : 0, *last ? last : NULL, &ev),
+                 done);
 done:
     tsr_kernel_unlock(k);
     if (status == TSR_SUCCESS) {

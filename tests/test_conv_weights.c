@@ -9,8 +9,8 @@
  * told of leaves it in place, as documented), unmarking, a released weight buffer (its data goes,
  * a new buffer at the same address is never served the old data), a closed device, the memory cap,
  * two threads on one device (shared and own weights, own queues), a recording graph, and the
- * argument checks. Forms: F(2x2) and F(4x4) Winograd and STAGE 2 on CPUs with vectors, STAGE 0
- * (tsr_convert's widening) everywhere; weights in fp32, f16 and bf16. */
+ * argument checks. Forms: F(2x2) and F(4x4) Winograd, STAGE 2 and STAGE 5 (packed weights) on
+ * CPUs with vectors, STAGE 0 (tsr_convert's widening) everywhere; weights in fp32, f16 and bf16. */
 #include "harness.h"
 
 #include <math.h>
@@ -35,6 +35,7 @@ static const form forms[] = {
     {"ALGO=2 STAGE=6 WGN=1", true, true},
     {"ALGO=2 STAGE=7 WGN=1", true, true},
     {"ALGO=2 MWI=4 VW=8 STAGE=2 WGN=4", false, true},
+    {"ALGO=2 MWI=1 VW=8 STAGE=5 WGM=3 WGN=4", true, true}, /* packs its weights (and widens 16-bit ones) */
     {"ALGO=2 MWI=4 VW=4 STAGE=0 WGM=1 WGN=1 KWG=8", false, false},
 };
 #define NFORMS (sizeof forms / sizeof forms[0])
@@ -278,7 +279,7 @@ static bool destroyed(int *flag) { return __atomic_load_n(flag, __ATOMIC_SEQ_CST
  * allocators often hand out) with other weights is never served it. */
 static void released_buffer(void **state) {
     (void)state;
-    const form *f = cpu_forms_here() ? &forms[0] : &forms[3];
+    const form *f = cpu_forms_here() ? &forms[0] : &forms[4];
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", f->config));
     int gone = 0;
     for (int round = 0; round < 4; ++round) {
@@ -312,7 +313,7 @@ static void released_buffer(void **state) {
 static void closed_device(void **state) {
     (void)state;
     tsr_device *other = th_open_device();
-    const form *f = cpu_forms_here() ? &forms[1] : &forms[3];
+    const form *f = cpu_forms_here() ? &forms[1] : &forms[4];
     TH_ASSERT_OK(tsr_config_override(other, "conv2d", f->config));
     tsr_device *keep = dev;
     dev = other;
@@ -342,7 +343,7 @@ static void closed_device(void **state) {
 /* The cap: the least recently used kept data goes first, and every result stays right. */
 static void memory_cap(void **state) {
     (void)state;
-    const form *f = cpu_forms_here() ? &forms[0] : &forms[3];
+    const form *f = cpu_forms_here() ? &forms[0] : &forms[4];
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", f->config));
     layer L[3];
     for (int i = 0; i < 3; ++i) {
@@ -458,7 +459,7 @@ static void two_threads(void **state) {
     tsr_derived_test_cap(0);
     for (size_t fi = 0; fi < NFORMS; ++fi) {
         const form *f = &forms[fi];
-        if (!form_here(f) || (th_small_mode() && fi != 3 && fi != 0)) continue;
+        if (!form_here(f) || (th_small_mode() && fi != 4 && fi != 0)) continue;
         TH_ASSERT_OK(tsr_config_override(dev, "conv2d", f->config));
         layer shared;
         layer_make(&shared, TSR_BF16, 2);
@@ -492,7 +493,7 @@ static void recorded_call(void **state) {
     (void)state;
     for (size_t fi = 0; fi < NFORMS; ++fi) {
         const form *f = &forms[fi];
-        if (!form_here(f) || (th_small_mode() && fi != 3)) continue;
+        if (!form_here(f) || (th_small_mode() && fi != 4)) continue;
         TH_ASSERT_OK(tsr_config_override(dev, "conv2d", f->config));
         layer L;
         layer_make(&L, TSR_F16, 1);

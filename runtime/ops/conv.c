@@ -630,6 +630,35 @@ static int padded_vectors(size_t span, int vw, int wgm) {
     return nv;
 }
 
+static tsr_status derive_weights(tsr_device *dev, const conv_problem *p, const char *key, size_t bytes,
+                                 tsr_derive_fn fill, void *ctx, cl_command_queue queue, cl_mem *out, cl_event *ready);
+
+/* STAGE 5's pack_weights launch into `packed` (kpad = the padded output channels of a group). */
+typedef struct pack_job {
+    const conv_problem *p;
+    tsr_kernel *kernel;
+    const cl_int *geo;
+    size_t kpad;
+} pack_job;
+
+static tsr_status pack_into(tsr_device *dev, void *ctx, cl_mem packed, cl_command_queue queue, cl_event *done) {
+    (void)dev;
+    const pack_job *j = ctx;
+    tsr_status status = TSR_SUCCESS;
+    const size_t wglobal[3] = {j->kpad, ceil_div(j->p->CRS, 16), j->p->G};
+    const cl_ulong w_off = j->p->w_off;
+    *done = NULL;
+    tsr_kernel_lock(j->kernel);
+    TSR_CL_CHECK(status, tsr_set_arg(j->kernel->kernel, 0, 16 * sizeof(cl_int), j->geo), unlock);
+    TSR_CL_CHECK(status, tsr_set_arg(j->kernel->kernel, 1, sizeof j->p->w, &j->p->w), unlock);
+    TSR_CL_CHECK(status, tsr_set_arg(j->kernel->kernel, 2, sizeof w_off, &w_off), unlock);
+    TSR_CL_CHECK(status, tsr_set_arg(j->kernel->kernel, 3, sizeof packed, &packed), unlock);
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, j->kernel->kernel, 3, NULL, wglobal, NULL, 0, NULL, done), unlock);
+unlock:
+    tsr_kernel_unlock(j->kernel);
+    return status;
+}
+
 /* The STAGE 2 form: x copied into zero-padded fp32 planes (phase planes for strides) in
  * tessera's workspace, in chunks of images that stay in the last-level cache (as im2col's), then
  * the kernel over each chunk with the copy's geometry. Unstrided unpadded fp32 layers read x as
@@ -672,7 +701,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     tsr_kernel *kernel = NULL, *pad = NULL, *held = NULL; /* held: the cached kernel this call has locked */
     cl_event last = NULL;
     bool locked = false, holding = false; /* holding: the workspace is ours, `last` its newest user */
-    cl_mem packed = NULL;
+    cl_mem packed = NULL, kept = NULL; /* kept: the packed weights of a constant weight buffer */
     cl_event wlast = NULL;
     bool wholding = false, wlocked = false; /* STAGE 5's packed weights: held, locked */
     TSR_CHECK(status,
@@ -707,37 +736,52 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     conv_problem q = *p;
     if (kvec) {
         /* STAGE 5: the weights packed (and widened) once per call into tessera's workspace, KB
-         * output channels per tap (pack_weights); every launch below reads the packed copy. */
+         * output channels per tap (pack_weights), or once per content for a weight buffer marked
+         * constant (derive_weights); every launch below reads the packed copy. */
         tsr_kernel *pk = NULL;
         size_t nkb = ceil_div(p->Kg, kb);
         TSR_CHECK(status, tsr_program_kernel(dev, program, "pack_weights", &pk), done);
         pthread_mutex_lock(&dev->lock);
         wlocked = true;
-        if (tsr_workspace_get(dev, TSR_WS_CONV_W, p->G * nkb * kb * p->CRS * sizeof(float), &packed, &wlast) !=
-            TSR_SUCCESS) {
-            /* no room for the packed weights: the STAGE 0 form needs none */
-            tsr_clear_diagnostics();
-            pthread_mutex_unlock(&dev->lock);
-            return launch_kernel(dev, p, &c0, true, queue, event);
+        {
+            char key[96];
+            snprintf(key, sizeof key, "conv2d packed w %s G %zu K %zu CRS %zu KB %zu", tsr_dtype_str(p->types[1]),
+                     p->G, p->Kg, p->CRS, kb);
+            pack_job job = {p, pk, geo, nkb * kb};
+            TSR_CHECK(status,
+                      derive_weights(dev, p, key, p->G * nkb * kb * p->CRS * sizeof(float), pack_into, &job, queue,
+                                     &kept, &wlast),
+                      done);
         }
-        wholding = true;
-        size_t wglobal[3] = {nkb * kb, ceil_div(p->CRS, 16), p->G};
-        cl_ulong w_off = p->w_off;
-        tsr_kernel_lock(held = pk);
-        TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 0, sizeof geo, geo), done);
-        TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 1, sizeof p->w, &p->w), done);
-        TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 2, sizeof w_off, &w_off), done);
-        TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 3, sizeof packed, &packed), done);
-        cl_event prior = wlast;
-        wlast = NULL;
-        cl_int err = tsr_enqueue_kernel(queue, pk->kernel, 3, NULL, wglobal, NULL, prior ? 1 : 0, prior ? &prior : NULL,
-                                        &wlast);
-        if (err != CL_SUCCESS) { /* (prior is the workspace's to release, not ours) */
-            status = tsr_fail_cl(err, "tsr_enqueue_kernel(pack_weights)", __FILE__, __LINE__);
-            goto done;
+        if (kept) {
+            packed = kept; /* wlast: the command that made it, when it may still run (ours to release) */
+        } else {
+            if (tsr_workspace_get(dev, TSR_WS_CONV_W, p->G * nkb * kb * p->CRS * sizeof(float), &packed, &wlast) !=
+                TSR_SUCCESS) {
+                /* no room for the packed weights: the STAGE 0 form needs none */
+                tsr_clear_diagnostics();
+                pthread_mutex_unlock(&dev->lock);
+                return launch_kernel(dev, p, &c0, true, queue, event);
+            }
+            wholding = true;
+            size_t wglobal[3] = {nkb * kb, ceil_div(p->CRS, 16), p->G};
+            cl_ulong w_off = p->w_off;
+            tsr_kernel_lock(held = pk);
+            TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 0, sizeof geo, geo), done);
+            TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 1, sizeof p->w, &p->w), done);
+            TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 2, sizeof w_off, &w_off), done);
+            TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 3, sizeof packed, &packed), done);
+            cl_event prior = wlast;
+            wlast = NULL;
+            cl_int err = tsr_enqueue_kernel(queue, pk->kernel, 3, NULL, wglobal, NULL, prior ? 1 : 0,
+                                            prior ? &prior : NULL, &wlast);
+            if (err != CL_SUCCESS) { /* (prior is the workspace's to release, not ours) */
+                status = tsr_fail_cl(err, "tsr_enqueue_kernel(pack_weights)", __FILE__, __LINE__);
+                goto done;
+            }
+            tsr_kernel_unlock(pk);
+            held = NULL;
         }
-        tsr_kernel_unlock(pk);
-        held = NULL;
         q.w = packed, q.w_off = 0;
     }
     /* Each cached kernel is locked from its first argument to its enqueue, one at a time (a leaf
@@ -836,9 +880,10 @@ done:
     if (held) tsr_kernel_unlock(held);
     if (holding) tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, last);
     if (locked) pthread_mutex_unlock(&dev->lock);
-    if (wholding) {
+    if (wholding || kept) {
         if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still read the packed weights */
-        tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, status == TSR_SUCCESS ? last : NULL);
+        if (wholding) tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, status == TSR_SUCCESS ? last : NULL);
+        tsr_derived_done(kept, NULL, status == TSR_SUCCESS ? last : NULL);
     }
     if (wlast) clReleaseEvent(wlast);
     if (wlocked) pthread_mutex_unlock(&dev->lock);

@@ -258,8 +258,8 @@ TSR_API tsr_status tsr_convert(tsr_device *device, tsr_dtype src_type, cl_mem sr
 
 /* Constant buffers. Ops take plain cl_mem buffers, so tessera cannot see writes the caller makes
  * itself (clEnqueueWriteBuffer, a map, another library's kernel). Unless told otherwise it does
- * every per-call step on every call: tsr_conv2d transforms (Winograd forms) or widens (16-bit
- * weights) its weights w each time. A buffer marked constant lets tessera keep what it derives
+ * every per-call step on every call: tsr_conv2d transforms (Winograd forms), widens (16-bit
+ * weights) or packs (its channel-vector form) its weights w each time. A buffer marked constant lets tessera keep what it derives
  * from the buffer's contents (per device, at most tsr_device_info.global_mem_bytes / 8 and 1 GiB
  * per device, least recently used dropped first) and reuse it while the contents are unchanged.
  * Derived data is never served stale: it is made again after any write tessera knows of (an op

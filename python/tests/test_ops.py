@@ -416,3 +416,41 @@ def test_conv2d_epilogue_bad_input(device, rng):
             call()
         assert words in str(info.value), str(info.value)
         assert np.all(out == 5.0)
+
+
+@pytest.mark.parametrize('dtype', [np.float32, np.float16])
+def test_conv2d_constant_weights_follow_writes(device, rng, dtype):
+    """A weight Array marked constant (tessera keeps its transformed or widened copy): the result
+    follows set(), an op writing the weights, and changed() after a write tessera did not make;
+    unmarked, every write counts again (docs/conv.md, "Kept weights")."""
+    x = uniform(rng, (1, 6, 12, 11)).astype(dtype)
+    dx = tessera.to_device(x)
+
+    def check(dw, w, what):
+        got = tessera.conv2d(dx, dw, None, 1, 1, out_dtype=np.float32)
+        want = conv2d_ref(x, w, None, (1, 1), (1, 1), (1, 1), 1)
+        assert_close(got, want, 1e-5 if dtype == np.float32 else 2e-3, what)
+
+    w = uniform(rng, (10, 6, 3, 3)).astype(dtype)
+    dw = tessera.to_device(w).set_constant()
+    check(dw, w, 'marked')
+    check(dw, w, 'marked, again')
+    w = uniform(rng, (10, 6, 3, 3)).astype(dtype)
+    dw.set(w)
+    check(dw, w, 'after set()')
+    w = uniform(rng, (10, 6, 3, 3)).astype(dtype)
+    tessera.gelu(tessera.to_device(w / 8), out=dw)  # an op's output into the weights
+    w = dw.get()
+    check(dw, w, "after an op's output")
+    w = uniform(rng, (10, 6, 3, 3)).astype(dtype)
+    dw.set(w).changed()
+    check(dw, w, 'after changed()')
+    dw.set_constant(False)
+    w = uniform(rng, (10, 6, 3, 3)).astype(dtype)
+    dw.set(w)
+    check(dw, w, 'unmarked')
+    with pytest.raises(tessera.InvalidArgument, match='constant'):
+        dw.set_constant(1)
+    dw.release()
+    with pytest.raises(tessera.TesseraError):
+        dw.set_constant()

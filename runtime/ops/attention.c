@@ -472,6 +472,8 @@ static tsr_status attention_begin(tsr_device *dev, const tsr_attention_desc *des
     if (event) *event = NULL;
     tsr_status status = attention_validate(dev, desc, q, k, v, o, p);
     if (status != TSR_SUCCESS) return status;
+    tsr_op_output(o);
+    tsr_op_output(desc->lse);
     return tsr_resolve_queue(dev, queue, cq);
 }
 

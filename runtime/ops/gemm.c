@@ -942,6 +942,7 @@ tsr_status tsr_matmul_pipeline(tsr_device *dev, const tsr_matmul_desc *desc, con
     TSR_CHECK(status, tsr_matmul_check(desc, extras->literal, &d, need), done);
     TSR_CHECK(status, check_epilogue(dev, &d), done);
     TSR_CHECK(status, gemm_bind(dev, &d, need, a, b, c, &p), done);
+    tsr_op_output(c);
     cl_command_queue q;
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
@@ -1058,6 +1059,7 @@ tsr_status tsr_matmul_execute(tsr_matmul_plan *plan, cl_mem a, cl_mem b, cl_mem 
     tsr_status status = TSR_SUCCESS;
     gemm_problem p;
     TSR_CHECK(status, gemm_bind(dev, &plan->desc, plan->need, a, b, c, &p), done);
+    tsr_op_output(c);
     cl_command_queue q;
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg = plan->config; /* a copy: a build fallback changes this launch's only */

@@ -470,6 +470,8 @@ def _host_ids(values, name, shape=None):
     if shape is not None and arr.shape != shape:
         raise _invalid('%s has shape %s, ids %s' % (name, arr.shape, shape))
     flat = arr.reshape(-1)
+    if arr.dtype == np.int32:  # every value fits; tsr_embedding checks each against its table's rows
+        return arr.shape, np.ascontiguousarray(flat)
     bad = np.flatnonzero((flat < 0) | (flat > np.iinfo(np.int32).max))
     if bad.size:
         raise _invalid('embedding: %s[%d] = %d is outside 0..%s-1' % (name, bad[0], flat[bad[0]],

@@ -321,7 +321,7 @@ static void one_block_forms(void **state) {
         {.B = 1, .H = 2, .Lq = 3, .Lk = 30, .D = 48, .type = {TSR_F16, TSR_F16, TSR_F16, TSR_F32}},
         {.B = 1, .H = 1, .Lq = 70, .Lk = 64, .D = 64, .causal = true},
     };
-    const char *configs[] = {NULL, "VEC=2 RW=4 BR=1 BC=32", "VEC=2 RW=6 BR=8 BC=64"};
+    const char *configs[] = {NULL, "VEC=2 RW=4 BR=1 BC=32 STAGE=0 DS=1", "VEC=2 RW=6 BR=8 BC=64 STAGE=0 DS=1"};
     size_t ncases = small_mode() ? 3 : sizeof cases / sizeof cases[0];
     for (size_t ci = 0; ci < 3; ++ci) {
         if (configs[ci] && !th_try_override(dev, "attention", configs[ci])) continue;

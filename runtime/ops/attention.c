@@ -481,6 +481,17 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
     static const char *const direct_names[] = {"attention_blk", NULL};
     const bool direct = vec && cfg.values[P_VEC] == 2 && p->Lk <= (size_t)cfg.values[P_BC] &&
                         (size_t)cfg.values[P_BC] * p->D * sizeof(float) <= DIRECT_PANEL_BYTES && !packed_hook();
+    if (direct) {
+        /* Every work-item packs the panel itself: up to 8 groups of RW rows per item (of the
+         * tuned BR at least), so that a short sequence is one item per head and its keys are
+         * packed once, as by pack_k (MiniLM's 16 rows under RW=4 BR=1 were 4 items per head,
+         * each packing the same 16 keys: 1.25x the CPU time of pack_k + attention_blk). */
+        int br = cfg.values[P_BR];
+        while (br < 8 && (size_t)br * (size_t)cfg.values[P_RW] < p->Lq) br *= 2;
+        if ((size_t)br * (size_t)cfg.values[P_RW] * (2 * p->D + (size_t)cfg.values[P_BC] + 8) * sizeof(float) <=
+            64 * 1024)
+            cfg.values[P_BR] = br;
+    }
     const char *const *names =
         !vec ? generic_names : cfg.values[P_VEC] != 2 ? vec_names : direct ? direct_names : blk_names;
     tsr_kernel *kernels[TSR_LAUNCH_KERNELS];

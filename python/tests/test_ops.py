@@ -416,6 +416,42 @@ def test_repeated_ops_replay_and_stay_correct(rng):
         tessera.attention(dq, dk, dv, out=do)
 
 
+def test_embedding_replay_from_threads(rng):
+    """Threads replaying embedding calls at once on one device and the same tables, each on an
+    output of its own: every call's own ids reach its output (a replay passes them in an argument
+    tuple of its own). Also one entry replayed from every thread (a shared output, each call and
+    its read under a lock)."""
+    import threading
+    dev = tessera.Device('cpu')
+    vocab, hidden, seq = 50, 64, 12
+    word, pos = uniform(rng, (vocab, hidden)), uniform(rng, (seq, hidden))
+    dw, dp = tessera.to_device(word, device=dev), tessera.to_device(pos, device=dev)
+    outs = [tessera.empty((1, seq, hidden), device=dev) for _ in range(4)]
+    shared, lock, errors = tessera.empty((1, seq, hidden), device=dev), threading.Lock(), []
+
+    def worker(t):
+        r = np.random.default_rng([7, t])
+        try:
+            for _ in range(40):
+                ids = r.integers(0, vocab, (1, seq)).astype(np.int32)
+                tessera.embedding(ids, dw, dp, out=outs[t])
+                np.testing.assert_allclose(outs[t].get(), word[ids] + pos, rtol=0, atol=1e-6)
+                with lock:
+                    tessera.embedding(ids, dw, dp, out=shared)
+                    np.testing.assert_allclose(shared.get(), word[ids] + pos, rtol=0, atol=1e-6)
+        except BaseException as exc:  # noqa: BLE001 (reported by the test)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)  # a guard against a hang, not a timing check
+        assert not t.is_alive()
+    assert not errors, errors
+    dev.close()
+
+
 @pytest.mark.parametrize('algo', ['auto', 'im2col', 'implicit', 'direct'])
 def test_conv2d_fused_epilogue(device, rng, algo):
     """act(scale * conv + bias + residual): a folded BatchNorm and a skip connection, the residual

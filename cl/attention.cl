@@ -441,7 +441,7 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
     // the one block's panel: chunk c of 16 keys is [D][16] at kpan + c * D * 16, 0 past Lk
     float kpan[BC * HEAD_DIM];
     for (int j = 0; j < BC; ++j) {
-        const __global K_T *kr = k + k_off + b * ksb + h * ksh + (size_t)min(j, Lk - 1) * ksl;
+        const __global K_T *kr = k + k_off + b * ksb + h * ksh + (size_t)min(j, max(Lk - 1, 0)) * ksl;
         float *dst = kpan + (j / 16) * HEAD_DIM * 16 + (j & 15);
         for (int d0 = 0; d0 < HEAD_DIM; d0 += 16) {
             float t[16];

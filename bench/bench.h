@@ -88,6 +88,10 @@ typedef struct bench_options {
      * type each shape's tessera row is timed in alternation with the same shape in fp32, and both
      * rows are written (the ratio is the point: same machine, same moment). */
     tsr_dtype in_type, out_type;
+    /* conv2d --weights per-call: the weight buffers are not marked constant, so every call
+     * transforms or widens its weights again (the default, "kept", marks them:
+     * tsr_buffer_set_constant) */
+    bool per_call_weights;
 } bench_options;
 
 tsr_status bench_gemm(tsr_device *device, const bench_options *options, bench_report *report);

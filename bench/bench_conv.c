@@ -85,6 +85,13 @@ typedef struct conv_run {
     float *ga, *gb, *gc;
 } conv_run;
 
+/* The weights of a benchmark marked constant (tsr_buffer_set_constant: conv2d then makes their
+ * Winograd transform or 16-bit widening once, as an inference run with fixed weights does),
+ * unless --weights per-call. */
+static tsr_status keep_weights(const bench_options *opt, cl_mem w) {
+    return opt->per_call_weights || !w ? TSR_SUCCESS : tsr_buffer_set_constant(w, true);
+}
+
 static tsr_status run_tessera(void *ctx) {
     conv_run *r = ctx;
     tsr_status st = tsr_conv2d(r->dev, &r->d, r->x, r->w, r->y, NULL, NULL);
@@ -192,6 +199,7 @@ static tsr_status bench_layer_typed(tsr_device *dev, const bench_options *opt, b
         if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
         if (st == TSR_SUCCESS) st = tsr_upload_typed(dev, r[i].x, di->x_type, hx, nx);
         if (st == TSR_SUCCESS) st = tsr_upload_typed(dev, r[i].w, di->w_type, hw, nw);
+        if (st == TSR_SUCCESS) st = keep_weights(opt, r[i].w);
     }
     if (st != TSR_SUCCESS) goto out;
     char shape[64];
@@ -224,7 +232,8 @@ static tsr_status bench_layer_typed(tsr_device *dev, const bench_options *opt, b
         tsr_strlcpy(rows[i].shape, shape, sizeof rows[i].shape);
         snprintf(rows[i].impl, sizeof rows[i].impl, "tessera(%s)", algos[chosen]);
         tsr_dtype_spec_format(di->x_type, di->y_type, rows[i].dtype, sizeof rows[i].dtype);
-        snprintf(rows[i].variant, sizeof rows[i].variant, "paired with the %s row", i ? "16-bit" : "fp32");
+        snprintf(rows[i].variant, sizeof rows[i].variant, "paired with the %s row, weights %s", i ? "16-bit" : "fp32",
+                 opt->per_call_weights ? "per call" : "kept");
         rows[i].gflops = tsr_conv2d_flops(di) / (rows[i].time_ms * 1e6);
         rows[i].gbps = ((double)tsr_dtype_size(di->x_type) * nx + (double)tsr_dtype_size(di->w_type) * nw +
                         (double)tsr_dtype_size(di->y_type) * ny) /
@@ -281,6 +290,7 @@ static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_r
         st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
         goto out;
     }
+    if ((st = keep_weights(opt, r.w)) != TSR_SUCCESS) goto out;
     char shape[64];
     snprintf(shape, sizeof shape, "%zux%dx%dx%d k%d %dx%d/%d p%d", batch, l->c, l->h, l->h, l->k, l->r, l->r,
              l->stride, l->pad);
@@ -490,6 +500,7 @@ static tsr_status bench_stack(tsr_device *dev, const bench_options *opt, bench_r
         st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
         goto out;
     }
+    if ((st = keep_weights(opt, s.w)) != TSR_SUCCESS) goto out;
     double ms[2] = {0, 0};
     for (int peer = 0; peer < 2 && st == TSR_SUCCESS; ++peer) {
         if (peer) {
@@ -638,6 +649,8 @@ static tsr_status bench_block(tsr_device *dev, const bench_options *opt, bench_r
         st = tsr_fail_cl(err, "clCreateBuffer", __FILE__, __LINE__);
         goto out;
     }
+    for (int i = 0; i < 3 && st == TSR_SUCCESS; ++i) st = keep_weights(opt, r[0].w[i]);
+    if (st != TSR_SUCCESS) goto out;
     r[0].dev = dev, r[0].fused = true;
     r[1] = r[0], r[1].fused = false;
     /* the reference of the first image: the three layers in double, each fed the last one's output

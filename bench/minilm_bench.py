@@ -4,7 +4,7 @@
     PY=build/python-venv/bin/python   # with tessera installed (pip install .)
     $PY -m pip install torch sentence-transformers onnxruntime onnx   # the peers (not part of CI)
     $PY bench/minilm_bench.py [--device cpu] [--threads 2] [--reps 7] [--cases latency,throughput]
-                              [--json docs/data/minilm-bench.json]
+                              [--peers pytorch,onnxruntime] [--json docs/data/minilm-bench.json]
 
 Two cases, each on the same token ids for every implementation:
   latency     batch 1, one sentence (--latency-tokens, default 16 tokens with [CLS]/[SEP])
@@ -116,6 +116,9 @@ def main():
     ap.add_argument('--reps', type=int, default=7)
     ap.add_argument('--latency-tokens', type=int, default=16)
     ap.add_argument('--no-peers', action='store_true')
+    ap.add_argument('--peers', default='pytorch,onnxruntime',
+                    help='comma-separated peers to run (pytorch, onnxruntime): e.g. onnxruntime alone, so that '
+                         "PyTorch's threads are not in the process")
     ap.add_argument('--settle', type=float, default=0.2,
                     help='seconds of idle before each timed call (thread pools that spin after work settle)')
     ap.add_argument('--calls', type=int, default=1,
@@ -126,6 +129,9 @@ def main():
     args = ap.parse_args()
     if args.calls < 1 or args.reps < 1:
         ap.error('--calls and --reps must be at least 1')
+    peers = [c for c in args.peers.split(',') if c]
+    if any(c not in ('pytorch', 'onnxruntime') for c in peers):
+        ap.error('--peers takes pytorch and/or onnxruntime, comma-separated')
     wanted = [c for c in args.cases.split(',') if c]
     if not wanted or any(c not in ('latency', 'throughput') for c in wanted):
         ap.error('--cases takes latency and/or throughput, comma-separated')
@@ -137,6 +143,8 @@ def main():
     if not args.no_peers:
         for name, make in (('pytorch', lambda: torch_peer(model, args.threads)),
                            ('onnxruntime', lambda: onnx_peer(model, args.threads, tempfile.mkdtemp()))):
+            if name not in peers:
+                continue
             try:
                 impls[name] = make()
             except Exception as exc:  # a peer that cannot be set up is reported, not fatal

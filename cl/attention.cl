@@ -387,9 +387,22 @@ float16 blk_exp2(float16 t) {
 #endif
 #define NKC (BC / 16)       // float16 chunks of keys in a block
 #define NDV (HEAD_DIM / 16) // float16 slices of a row of V and O
+// BLK_DIRECT (the host defines it for keys that fit one block, Lk <= BC): no pack_k launch; each
+// work-item reads K in place (its arguments replace kpk) and packs the one panel into private
+// memory, laid out as pack_k's, before its rows' scores. At MiniLM's 16 tokens that is 6 of a
+// forward's 51 launches (a launch's hand-off costs more than 16 keys of K read per item).
+#ifdef BLK_DIRECT
+#define BLK_K_ARGS __global const K_T *k, const ulong k_off, const ulong ksb, const ulong ksh, const ulong ksl
+#define PANEL_PTR const float *
+#define PANEL_LD(p) vload16(0, (p))
+#else
+#define BLK_K_ARGS __global const KP_T *kpk
+#define PANEL_PTR const __global KP_T *
+#define PANEL_LD(p) TSR_VLD(KP_TYPE, 16, (p))
+#endif
 __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int H, const float scale,
                             const int causal, __global const Q_T *q, const ulong q_off, const ulong qsb,
-                            const ulong qsh, const ulong qsl, __global const KP_T *kpk, __global const V_T *v,
+                            const ulong qsh, const ulong qsl, BLK_K_ARGS, __global const V_T *v,
                             const ulong v_off, const ulong vsb, const ulong vsh, const ulong vsl, __global O_T *o,
                             const ulong o_off, const ulong osb, const ulong osh, const ulong osl,
                             __global const int *kv_len, __global float *lse, const ulong lse_off,
@@ -428,8 +441,25 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
     // three stores (16-, 16- and 32-byte pieces); P V reads single elements through a float view.
     float16 s[BR][RW][NKC];
     float corr[BR][RW];
+#ifdef BLK_DIRECT
+    // the one block's panel: chunk c of 16 keys is [D][16] at kpan + c * D * 16, 0 past Lk
+    float kpan[BC * HEAD_DIM];
+    for (int j = 0; j < BC; ++j) {
+        const __global K_T *kr = k + k_off + b * ksb + h * ksh + (size_t)min(j, max(Lk - 1, 0)) * ksl;
+        float *dst = kpan + (j / 16) * HEAD_DIM * 16 + (j & 15);
+        for (int d0 = 0; d0 < HEAD_DIM; d0 += 16) {
+            float t[16];
+            vstore16(j < Lk ? TSR_VLD(K_TYPE, 16, kr + d0) : (float16)(0.0f), 0, t);
+            _Pragma("unroll") for (int e = 0; e < 16; ++e) dst[(d0 + e) * 16] = t[e];
+        }
+    }
+#endif
     for (int j0 = 0; j0 < all_hi; j0 += BC) {
-        const __global KP_T *panel = kpk + ((size_t)bh * (Lkp / BC) + j0 / BC) * HEAD_DIM * BC;
+#ifdef BLK_DIRECT
+        PANEL_PTR panel = kpan; // one block: j0 = 0
+#else
+        PANEL_PTR panel = kpk + ((size_t)bh * (Lkp / BC) + j0 / BC) * HEAD_DIM * BC;
+#endif
         for (int g = 0; g < BR; ++g) {
             if (j0 >= hi[g]) continue; // no row of this group sees a key of the block (causal)
             int c = 0;
@@ -440,10 +470,10 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
                 if (j0 + c * 16 >= hi[g]) break;
                 float16 a[RW], a2[RW];
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = a2[r] = (float16)(0.0f);
-                const __global KP_T *kc = panel + c * 16 * HEAD_DIM;
+                PANEL_PTR kc = panel + c * 16 * HEAD_DIM;
                 for (int d = 0; d < HEAD_DIM; ++d) {
-                    const float16 kv = TSR_VLD(KP_TYPE, 16, kc + d * 16);
-                    const float16 kv2 = TSR_VLD(KP_TYPE, 16, kc + (HEAD_DIM + d) * 16);
+                    const float16 kv = PANEL_LD(kc + d * 16);
+                    const float16 kv2 = PANEL_LD(kc + (HEAD_DIM + d) * 16);
                     _Pragma("unroll") for (int r = 0; r < RW; ++r) {
                         const float16 qb = (float16)(qr[g][r][d]);
                         a[r] = fma(qb, kv, a[r]);
@@ -460,9 +490,9 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
                 if (j0 + c * 16 >= hi[g]) break; // masked below
                 float16 a[RW];
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = (float16)(0.0f);
-                const __global KP_T *kc = panel + c * 16 * HEAD_DIM;
+                PANEL_PTR kc = panel + c * 16 * HEAD_DIM;
                 for (int d = 0; d < HEAD_DIM; ++d) {
-                    const float16 kv = TSR_VLD(KP_TYPE, 16, kc + d * 16);
+                    const float16 kv = PANEL_LD(kc + d * 16);
                     _Pragma("unroll") for (int r = 0; r < RW; ++r) a[r] = fma((float16)(qr[g][r][d]), kv, a[r]);
                 }
                 _Pragma("unroll") for (int r = 0; r < RW; ++r) s[g][r][c] = a[r];

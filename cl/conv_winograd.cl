@@ -29,6 +29,33 @@
 #include "epilogue.cl"
 #include "conv_access.cl"
 
+// A tile's N x N input patch at column wc into the float array P[N][N] (rows outside x, flagged
+// by in[], and columns outside it read as zeros), for the tiles at a row's ends. An f16 x is
+// gathered as integers and widened a row at a time (vload_halfN from a private copy: vector
+// conversions), since a scalar vload_half is a software routine on PoCL's CPU devices (no
+// cl_khr_fp16); other types load element by element.
+#if X_TYPE == 1
+#define WINO_PATCH(P, N)                                                                           \
+    _Pragma("unroll") for (int r_ = 0; r_ < (N); ++r_) {                                           \
+        ushort h_[8] __attribute__((aligned(16)));                                                 \
+        _Pragma("unroll") for (int q_ = 0; q_ < 8; ++q_) {                                         \
+            const bool inw_ = q_ < (N) && wc + q_ >= 0 && wc + q_ < GEO_W;                         \
+            h_[q_] = in[r_] && inw_ ? ((const __global ushort *)row[r_])[inw_ ? wc + q_ : 0] : (ushort)0; \
+        }                                                                                          \
+        const float8 v_ = vload_half8(0, (const __private half *)h_);                             \
+        float f_[8];                                                                               \
+        vstore8(v_, 0, f_);                                                                        \
+        _Pragma("unroll") for (int q_ = 0; q_ < (N); ++q_) P[r_][q_] = f_[q_];                     \
+    }
+#else
+#define WINO_PATCH(P, N)                                                                           \
+    _Pragma("unroll") for (int q_ = 0; q_ < (N); ++q_) {                                           \
+        const bool inw_ = wc + q_ >= 0 && wc + q_ < GEO_W;                                         \
+        const int col_ = inw_ ? wc + q_ : 0;                                                       \
+        _Pragma("unroll") for (int r_ = 0; r_ < (N); ++r_) P[r_][q_] = in[r_] && inw_ ? LDX(row[r_], col_) : 0.0f; \
+    }
+#endif
+
 // Two float8 interleaved: a0 b0 a1 b1 ... (clang's shuffle; PoCL's shuffle2 came out scalar).
 #if defined(__clang__)
 #define INTERLEAVE8(a, b) __builtin_shufflevector((a), (b), 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15)
@@ -116,14 +143,9 @@ __kernel void wino_input(const int16 geo, __global const XELT *x, const ulong x_
             j += 8;
             continue;
         }
-        float t[4][4];
-        _Pragma("unroll") for (int q = 0; q < 4; ++q) {
-            const bool inw = wc + q >= 0 && wc + q < GEO_W;
-            const int col = inw ? wc + q : 0;
-            float d[4];
-            _Pragma("unroll") for (int r = 0; r < 4; ++r) d[r] = in[r] && inw ? LDX(row[r], col) : 0.0f;
-            BT4(d[0], d[1], d[2], d[3], t[0][q], t[1][q], t[2][q], t[3][q]);
-        }
+        float t[4][4], d[4][4];
+        WINO_PATCH(d, 4);
+        _Pragma("unroll") for (int q = 0; q < 4; ++q) BT4(d[0][q], d[1][q], d[2][q], d[3][q], t[0][q], t[1][q], t[2][q], t[3][q]);
         _Pragma("unroll") for (int a = 0; a < 4; ++a) {
             float o0, o1, o2, o3;
             BT4(t[a][0], t[a][1], t[a][2], t[a][3], o0, o1, o2, o3);
@@ -314,11 +336,7 @@ __kernel void wino_input(const int16 geo, __global const XELT *x, const ulong x_
         }
 #endif
         float d[6][6];
-        _Pragma("unroll") for (int q = 0; q < 6; ++q) {
-            const bool inw = wc + q >= 0 && wc + q < GEO_W;
-            const int col = inw ? wc + q : 0;
-            _Pragma("unroll") for (int r = 0; r < 6; ++r) d[r][q] = in[r] && inw ? LDX(row[r], col) : 0.0f;
-        }
+        WINO_PATCH(d, 6);
 #define STORE1(val, xi) (out[(xi) * plane + j] = (val))
         INPUT_TRANSFORM(float, d, STORE1);
 #undef STORE1

@@ -256,6 +256,29 @@ TSR_API tsr_status tsr_convert(tsr_device *device, tsr_dtype src_type, cl_mem sr
                                tsr_dtype dst_type, cl_mem dst, size_t dst_offset, size_t n, cl_command_queue queue,
                                cl_event *event);
 
+/* Constant buffers. Ops take plain cl_mem buffers, so tessera cannot see writes the caller makes
+ * itself (clEnqueueWriteBuffer, a map, another library's kernel). Unless told otherwise it does
+ * every per-call step on every call: tsr_conv2d transforms (Winograd forms), widens (16-bit
+ * weights) or packs (its channel-vector form) its weights w each time. A buffer marked constant lets tessera keep what it derives
+ * from the buffer's contents (per device, at most tsr_device_info.global_mem_bytes / 8 and 1 GiB
+ * per device, least recently used dropped first) and reuse it while the contents are unchanged.
+ * Derived data is never served stale: it is made again after any write tessera knows of (an op
+ * whose output lies in the buffer, including a graph replay's, and tsr_buffer_changed), and it is
+ * dropped when the buffer is released (seen through a destructor callback, before the buffer's
+ * memory can be reused), when the mark is removed, and when its device is closed. Calls being
+ * recorded into a graph derive on every call (the replay does too). Safe from several threads.
+ *
+ * Mark `buffer` (a buffer, not a sub-buffer: the mark covers the whole allocation and every
+ * sub-buffer of it) constant, or with constant = false remove the mark and drop what was derived
+ * from it. Marking a marked buffer (or unmarking an unmarked one) changes nothing. */
+TSR_API tsr_status tsr_buffer_set_constant(cl_mem buffer, bool constant);
+
+/* Tell tessera that the contents of a marked buffer changed by a write it did not make (call it
+ * after enqueueing the write and before the next tessera call that reads the buffer); a
+ * sub-buffer stands for its parent. What tessera derived from it is made again at its next use.
+ * Harmless on an unmarked buffer. */
+TSR_API tsr_status tsr_buffer_changed(cl_mem buffer);
+
 /* tsr_build_binaries with the programs of problems whose tensors are stored in the `count` types of
  * `dtypes` (TSR_F16, TSR_BF16; TSR_F32's are always written): fp32 and the uniform 16-bit storage
  * sets of each op (all-f16, all-bf16, 16-bit inputs with an fp32 output; GELU every pair). A launch

@@ -454,6 +454,7 @@ done:
 static pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void device_free(tsr_device *device) {
+    tsr_derived_release_device(device);
     tsr_workspace_release(device);
     tsr_config_device_release(device);
     tsr_cache_release(device);

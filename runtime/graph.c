@@ -29,6 +29,8 @@ struct tsr_graph {
     size_t nlaunches, cap_launches;
     cl_mem *buffers;         /* every buffer argument, retained (duplicates kept once) */
     size_t nbuffers, cap_buffers;
+    cl_mem *outputs;         /* the caller buffers its ops write (tsr_op_output), retained */
+    size_t noutputs, cap_outputs;
     cl_mem workspace[TSR_WORKSPACE_SLOTS]; /* the device workspaces it reads, as recorded */
     cl_event last;           /* the previous replay's last launch */
     cl_command_queue last_queue;
@@ -69,6 +71,8 @@ static void graph_free(tsr_graph *g) {
     if (!g) return;
     for (size_t i = 0; i < g->nlaunches; ++i) clReleaseKernel(g->launches[i].kernel);
     for (size_t i = 0; i < g->nbuffers; ++i) clReleaseMemObject(g->buffers[i]);
+    for (size_t i = 0; i < g->noutputs; ++i) clReleaseMemObject(g->outputs[i]);
+    free(g->outputs);
     if (g->last) clReleaseEvent(g->last);
     free(g->launches);
     free(g->buffers);
@@ -127,6 +131,22 @@ static bool graph_grow(void **array, size_t *cap, size_t n, size_t item) {
     *array = grown;
     *cap = want;
     return true;
+}
+
+void tsr_op_output(cl_mem buffer) {
+    if (!buffer) return;
+    tsr_buffer_written(buffer);
+    capture *c = tls_capture;
+    if (!c) return;
+    tsr_graph *g = c->graph;
+    for (size_t i = 0; i < g->noutputs; ++i)
+        if (g->outputs[i] == buffer) return;
+    if (!graph_grow((void **)&g->outputs, &g->cap_outputs, g->noutputs, sizeof *g->outputs)) {
+        capture_fail(c, TSR_ERR_OUT_OF_MEMORY, "out of host memory recording an op's output");
+        return;
+    }
+    clRetainMemObject(buffer);
+    g->outputs[g->noutputs++] = buffer;
 }
 
 /* Record the launch just enqueued into the capture's graph (the caller checked c != NULL). */
@@ -349,6 +369,7 @@ tsr_status tsr_graph_launch(tsr_graph *g, cl_command_queue queue, cl_event *even
         if (uses_workspace)
             for (int s = 0; s < TSR_WORKSPACE_SLOTS; ++s)
                 if (g->workspace[s] && dev->workspace[s].buffer == g->workspace[s]) tsr_workspace_set_last_use(dev, s, prev);
+        for (size_t i = 0; i < g->noutputs; ++i) tsr_buffer_written(g->outputs[i]); /* marked ones' data is stale */
         if (g->last) clReleaseEvent(g->last);
         g->last = prev;
         g->last_queue = queue;

@@ -166,7 +166,8 @@ enum tsr_workspace_slot {
     TSR_WS_TEMP1 = 3,  /* temporaries: unfused GELU; unfused attention's scores */
     TSR_WS_CONV_COL = 4, /* conv's im2col column matrices */
     TSR_WS_CONV_W = 5,   /* conv's 16-bit weights widened to fp32 once per call (the implicit forms);
-                          * STAGE 5's packed weights; the Winograd form's transformed weights */
+                          * STAGE 5's packed weights; the Winograd form's transformed weights (a
+                          * weight buffer marked constant keeps its own instead: derived.c) */
     TSR_WS_CONV_M = 6,   /* conv's Winograd form: the 16 GEMMs' products, before the output transform */
     TSR_WS_IDS = 7,      /* tsr_embedding's token ids, copied from the host: TSR_IDS_SLOTS slots in turn */
     TSR_WORKSPACE_SLOTS = TSR_WS_IDS + TSR_IDS_SLOTS
@@ -282,10 +283,47 @@ cl_int tsr_enqueue_kernel(cl_command_queue queue, cl_kernel kernel, cl_uint dims
                           cl_event *event);
 /* Whether the calling thread records a graph. */
 bool tsr_graph_capturing(void);
+/* Every op calls this for each caller buffer it writes (its outputs), after validating them:
+ * marked buffers' derived data goes stale (tsr_buffer_written), and a recording graph notes the
+ * buffer so that each replay does the same. */
+void tsr_op_output(cl_mem buffer);
 /* For an op that reads host memory or waits on the host at call time: while the calling thread
  * records, fail the recording and return TSR_ERR_UNSUPPORTED naming `op` and `why`; else
  * TSR_SUCCESS. */
 tsr_status tsr_graph_refuse(const char *op, const char *why);
+
+/* ---- data derived from constant buffers (derived.c; tsr_buffer_set_constant) ---- */
+
+/* Enqueues on `queue` what derives data from a source into `out` (a new buffer of the requested
+ * size); *done receives the event of its last command. Enqueues nothing unless it succeeds. */
+typedef tsr_status (*tsr_derive_fn)(tsr_device *device, void *ctx, cl_mem out, cl_command_queue queue,
+                                    cl_event *done);
+/* Data `key` derived from `src` (from byte src_byte_offset on) on `device`, `bytes` long: when
+ * src's root buffer is marked constant, *out receives it retained (made by `fill` on `queue` now,
+ * under the registry's lock, when absent or stale) and *ready the retained event to wait for
+ * before reading it (NULL: none); else *out = NULL and the caller does its per-call work. The
+ * caller hands both back with tsr_derived_done once its commands reading *out are enqueued.
+ * `key` names the derivation completely (form, types, sizes; under 96 characters). A call being
+ * recorded into a graph must not ask (tsr_graph_capturing: the replay derives again). Takes
+ * registry_lock inside device->lock when the caller holds that. */
+tsr_status tsr_derived_get(tsr_device *device, cl_mem src, size_t src_byte_offset, const char *key, size_t bytes,
+                           tsr_derive_fn fill, void *ctx, cl_command_queue queue, cl_mem *out, cl_event *ready);
+/* Release what tsr_derived_get handed out: `ready` now, `mem` once `last` (the caller's last
+ * command reading it; NULL after a clFinish) completes. NULL mem or ready: nothing to release. */
+void tsr_derived_done(cl_mem mem, cl_event ready, cl_event last);
+/* Advance the generation of a marked buffer an op writes (its root, when a sub-buffer): ops call
+ * it through tsr_op_output (graph.c). Cheap when nothing is marked. */
+void tsr_buffer_written(cl_mem buffer);
+/* Drop every derived buffer of a closing device. */
+void tsr_derived_release_device(tsr_device *device);
+/* A device's derived bytes at most. */
+size_t tsr_derived_cap(const tsr_device *device);
+/* For tests: entries (and their bytes) derived from `buffer` (its root, if marked) on every device. */
+size_t tsr_derived_count_of(cl_mem buffer, size_t *bytes);
+/* For tests: every device's cap set to `bytes` (0: the default again). */
+void tsr_derived_test_cap(size_t bytes);
+/* For tests: entries and bytes derived on `device` (NULL: all devices), and marked buffers. */
+void tsr_derived_stats(const tsr_device *device, size_t *count, size_t *bytes, size_t *marked);
 
 /* ---- workspaces (workspace.c) ---- */
 

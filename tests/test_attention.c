@@ -307,6 +307,33 @@ static void configurations(void **state) {
     TH_ASSERT_OK(tsr_config_override(dev, "attention", NULL));
 }
 
+/* Keys that fit one block of the VEC=2 kernel: attention_blk reads K in place (BLK_DIRECT, one
+ * launch), or with $TSR_TEST_ATTENTION_PACKED=1 packs it first (pack_k, as longer sequences):
+ * both forms, each against the double reference, for MiniLM's 16 tokens, padding and strides,
+ * a causal mask, Lq past Lk, 16-bit tensors and the largest panel (64 keys of D = 64). */
+static void one_block_forms(void **state) {
+    (void)state;
+    const int lens[2] = {5, 16};
+    att_case cases[] = {
+        {.B = 1, .H = 12, .Lq = 16, .Lk = 16, .D = 32},
+        {.B = 2, .H = 3, .Lq = 9, .Lk = 16, .D = 16, .blh = true, .kv_lengths = lens, .off = 3, .lse = true},
+        {.B = 1, .H = 2, .Lq = 100, .Lk = 7, .D = 80, .causal = true, .lse = true},
+        {.B = 1, .H = 2, .Lq = 3, .Lk = 30, .D = 48, .type = {TSR_F16, TSR_F16, TSR_F16, TSR_F32}},
+        {.B = 1, .H = 1, .Lq = 70, .Lk = 64, .D = 64, .causal = true},
+    };
+    const char *configs[] = {NULL, "VEC=2 RW=4 BR=1 BC=32 STAGE=0 DS=1", "VEC=2 RW=6 BR=8 BC=64 STAGE=0 DS=1"};
+    size_t ncases = small_mode() ? 3 : sizeof cases / sizeof cases[0];
+    for (size_t ci = 0; ci < 3; ++ci) {
+        if (configs[ci] && !th_try_override(dev, "attention", configs[ci])) continue;
+        for (int packed = 0; packed < 2; ++packed) {
+            if (packed) assert_int_equal(setenv("TSR_TEST_ATTENTION_PACKED", "1", 1), 0);
+            for (size_t i = 0; i < ncases; ++i) expect_accurate(&cases[i], false);
+            if (packed) assert_int_equal(unsetenv("TSR_TEST_ATTENTION_PACKED"), 0);
+        }
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "attention", NULL));
+}
+
 static void invalid_descriptors(void **state) {
     (void)state;
     enum { B = 1, H = 2, L = 8, D = 4, N = B * H * L * D };
@@ -1122,6 +1149,7 @@ int main(void) {
             cmocka_unit_test(blocked_extreme_logits),
             cmocka_unit_test(unfused_matches),
             cmocka_unit_test(configurations),
+            cmocka_unit_test(one_block_forms),
             cmocka_unit_test(blocked_micro_kernel),
             cmocka_unit_test(unit_length_row_strides),
             cmocka_unit_test(masked_rows_poisoned),
@@ -1160,6 +1188,7 @@ int main(void) {
         cmocka_unit_test(unit_length_row_strides),
         cmocka_unit_test(invalid_descriptors),
         cmocka_unit_test(size_limits),
+        cmocka_unit_test(one_block_forms),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

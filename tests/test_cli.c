@@ -547,6 +547,8 @@ static void bench_numbers_are_strict(void **state) {
         {"bench gemm --part bogus", 1, "gemm has no parts"},
         {"bench attention --part bogus", 1, "attention has no parts"},
         {"bench gemm --layers conv1", 1, "--layers"},
+        {"bench gemm --weights per-call", 1, "--weights"},
+        {"bench conv2d --weights sometimes", 2, "--weights"},
         {"bench gemm --budget inf", 2, "--budget"},
         {"bench gemm --budget nan", 2, "--budget"},
         {"bench gemm --budget 1e400", 2, "--budget"},

@@ -774,6 +774,54 @@ static void k_blocked_accumulation(void **state) {
     set_gemm_override(NULL);
 }
 
+/* K blocking leaves a 16-bit C alone: its blocks would each round their partial sums to C's type
+ * and read them back (K/KC roundings; 2.5x one rounding's error at K = 1090 with KC = 128), so a
+ * 16-bit C takes one launch, rounded once. The same configuration with and without KC=128 writes
+ * the same bits (beta reading C, f16 and bf16), within the usual bound. */
+static void k_blocked_16bit_c_rounds_once(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        "MWI=4 VW=8 NVW=1 KU=2 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 KC=128",
+        "MWI=4 VW=8 NVW=1 KU=2 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0",
+    };
+    static const tsr_dtype types[] = {TSR_F16, TSR_BF16};
+    enum { M = 9, N = 33, K = 1090 };
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t) {
+        tsr_dtype ty = types[t];
+        float *a = malloc(M * K * sizeof *a), *b = malloc(K * N * sizeof *b), *c0 = malloc(M * N * sizeof *c0);
+        th_fill_uniform_typed(ty, a, M * K, -1, 1);
+        th_fill_uniform_typed(ty, b, K * N, -1, 1);
+        th_fill_uniform_typed(ty, c0, M * N, -1, 1);
+        cl_mem da = th_buffer_from_typed(dev, ty, a, M * K), db = th_buffer_from_typed(dev, ty, b, K * N);
+        uint16_t bits[2][M * N];
+        for (int v = 0; v < 2; ++v) {
+            if (!try_gemm_override(configs[v])) goto next;
+            cl_mem dc = th_buffer_from_typed(dev, ty, c0, M * N);
+            const tsr_matmul_desc d = {.m = M, .n = N, .k = K, .alpha = -0.75f, .beta = 0.5f, .a = {.dtype = ty},
+                                       .b = {.dtype = ty}, .c = {.dtype = ty}};
+            TH_ASSERT_OK(tsr_matmul(dev, &d, da, db, dc, NULL, NULL));
+            assert_int_equal(clEnqueueReadBuffer(tsr_device_queue(dev), dc, CL_TRUE, 0, sizeof bits[v], bits[v], 0, NULL, NULL),
+                             CL_SUCCESS);
+            clReleaseMemObject(dc);
+        }
+        for (size_t i = 0; i < M * N; ++i)
+            if (bits[0][i] != bits[1][i])
+                fail_msg("%s C, K = %d: KC=128 wrote 0x%04x at element %zu, one launch 0x%04x", tsr_dtype_str(ty), K,
+                         bits[0][i], i, bits[1][i]);
+        set_gemm_override(configs[0]);
+        gemm_case g = {.row_major = 1, .m = M, .n = N, .k = K, .alpha = -0.75f, .beta = 0.5f, .batch = 2,
+                       .at = ty, .bt = ty, .ct = ty};
+        expect_accurate(&g);
+    next:
+        clReleaseMemObject(da);
+        clReleaseMemObject(db);
+        free(a);
+        free(b);
+        free(c0);
+    }
+    set_gemm_override(NULL);
+}
+
 /* Packed panels are written in full before they are read: fill the workspaces with NaN
  * (it would show in C), then run packed GEMMs of every shape class into them. */
 static void packed_panels_are_fully_written(void **state) {
@@ -995,17 +1043,24 @@ static void types_configurations(void **state) {
  * chunk (a full chunk by 16-element vector conversions, on AVX-512 one vcvtph2ps per 16 f16; a
  * partial last chunk element by element), and an unpacked 16-bit B widens as each vector loads.
  * The configurations force PACKA=0 PACKB=0 SA=0 SB=0: AVX-512's 6x16 tile (B's 16-element loads
- * through the same conversion) and a 2x4 one legal on rusticl, with K blocking (KC=128: K = 130's
- * second launch starts A 128 elements into each row). A row-major call widens the caller's A, a
- * column-major one (C^T = B^T A^T) the caller's B. */
+ * through the same conversion) and a 2x4 one legal on rusticl, with K blocking (KC=128, fp32 C:
+ * K = 130's second launch starts A 128 elements into each row), each also with NT=4, where the work-item's
+ * column tiles share each widened chunk (A_WIDEN_TILES: chunks outermost, every tile's
+ * accumulators kept between them; most N end inside a work-item's 4 tiles). A row-major call
+ * widens the caller's A, a column-major one (C^T = B^T A^T) the caller's B. */
 static const char *const widen_configs[] = {
     "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0",
     "MWI=2 VW=4 NVW=1 KU=2 WGM=4 WGN=4 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 KC=128",
+    "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 NT=4",
+    "MWI=2 VW=4 NVW=1 KU=2 WGM=4 WGN=4 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 NT=4 KC=128",
 };
 /* (A, B, C) types: the uniform 16-bit sets and a mixed one (both layouts: kernel types f16/bf16
- * and bf16/f16). */
-static const tsr_dtype widen_types[][3] = {
-    {TSR_F16, TSR_F16, TSR_F16}, {TSR_BF16, TSR_BF16, TSR_BF16}, {TSR_F16, TSR_BF16, TSR_BF16}};
+ * and bf16/f16), and for the K-blocked tiles one with an fp32 C (a 16-bit C takes one launch:
+ * k_blocked_16bit_c_rounds_once). */
+static const tsr_dtype widen_types[][3] = {{TSR_F16, TSR_F16, TSR_F16},
+                                           {TSR_BF16, TSR_BF16, TSR_BF16},
+                                           {TSR_F16, TSR_BF16, TSR_BF16},
+                                           {TSR_BF16, TSR_F16, TSR_F32}};
 
 /* The forced configuration reaches the launch as it was given (row-major, nothing transposed,
  * nothing shared: no packing forced by the host), so the kernel compiles A_WIDEN. */
@@ -1022,19 +1077,22 @@ static void expect_widening_plan(const char *config, tsr_dtype at, tsr_dtype bt)
     tsr_matmul_plan_destroy(plan);
 }
 
-/* K of 1, 63, 64, 65 and 130 (below, at and past one chunk; two full chunks and a partial one),
+/* K of 1, 63, 64, 65 and 130 (below, at and past one chunk; two full chunks and a partial one)
+ * and 1090 (past A_WIDEN_K's 1024 k-steps: NT=4 takes the chunks-outermost path, 17 full chunks
+ * and a partial one; work-items of 4 tiles and a last one of 1 or 2),
  * M and N off every tile and vector width (one row, an edge column tile of 1 to 5), odd element
  * offsets, odd leading dimensions with lda > K and odd batch strides (the vector loads of A and B
  * start at odd 16-bit elements: dtype.cl's loads need element alignment only), batches, alpha,
  * beta reading a 16-bit C and beta = 0 over NaN. Each shape's inputs are fresh random values. */
 static void widened_a_shapes(void **state) {
     (void)state;
-    static const size_t ks[] = {1, 63, 64, 65, 130}, ms[] = {13, 7, 1, 25, 19}, ns[] = {37, 17, 3, 50, 33};
+    static const size_t ks[] = {1, 63, 64, 65, 130, 1090}, ms[] = {13, 7, 1, 25, 19, 7}, ns[] = {37, 17, 3, 50, 33, 70};
     for (size_t c = 0; c < sizeof widen_configs / sizeof widen_configs[0]; ++c) {
         if (!try_gemm_override(widen_configs[c])) continue;
         expect_widening_plan(widen_configs[c], TSR_F16, TSR_F16);
         for (size_t s = 0; s < sizeof widen_types / sizeof widen_types[0]; ++s) {
-            if (s == 2 && c == 1) continue; /* the mixed set on the first tile only: two programs fewer */
+            /* the mixed 16-bit set on the 6x16 tiles only, the fp32 C on the K-blocked 2x4 ones */
+            if ((s == 2 && c % 2 == 1) || (s == 3 && c % 2 == 0)) continue;
             for (size_t i = 0; i < sizeof ks / sizeof ks[0]; ++i) {
                 /* Oclgrind and rusticl: K past a chunk only (63, 65, 130) */
                 if (small_mode() && (i == 0 || i == 2)) continue;
@@ -1050,7 +1108,7 @@ static void widened_a_shapes(void **state) {
                                .c_off = 1,
                                .alpha = -0.75f,
                                .beta = i == 2 ? 0.0f : 0.5f,
-                               .batch = i % 2 ? 3 : 1,
+                               .batch = i % 2 && i < 5 ? 3 : 1,
                                .a_gap = 5,
                                .b_gap = 3,
                                .c_gap = 1,
@@ -1755,6 +1813,7 @@ int main(void) {
             cmocka_unit_test(types_configurations),
             cmocka_unit_test(widened_a_shapes),
             cmocka_unit_test(widened_a_nonfinite),
+            cmocka_unit_test(k_blocked_16bit_c_rounds_once),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -1782,6 +1841,7 @@ int main(void) {
         cmocka_unit_test(batched),
         cmocka_unit_test(epilogue_scale_residual),
         cmocka_unit_test(k_blocked_accumulation),
+        cmocka_unit_test(k_blocked_16bit_c_rounds_once),
         cmocka_unit_test(gpu_kernel_2of8),
         cmocka_unit_test(gpu_kernel_6of8),
         cmocka_unit_test(configurations_4of4),

@@ -32,7 +32,7 @@ static const struct {
     FN(tsr_conv2d_plan), FN(tsr_op_classes), FN(tsr_tune), FN(tsr_tune_serve), FN(tsr_tuning_db_path),
     FN(tsr_tuning_db_import), FN(tsr_tuning_db_export), FN(tsr_dtype_str), FN(tsr_dtype_size), FN(tsr_dtype_parse),
     FN(tsr_convert_host),
-    FN(tsr_convert), FN(tsr_layernorm), FN(tsr_embedding), FN(tsr_pool2d_output_size), FN(tsr_pool2d),
+    FN(tsr_convert), FN(tsr_buffer_set_constant), FN(tsr_buffer_changed), FN(tsr_layernorm), FN(tsr_embedding), FN(tsr_pool2d_output_size), FN(tsr_pool2d),
     FN(tsr_group_create), FN(tsr_group_destroy), FN(tsr_group_size), FN(tsr_group_set_weights),
     FN(tsr_group_last_stats), FN(tsr_matmul_multi), FN(tsr_attention_multi),
     FN(tsr_graph_begin), FN(tsr_graph_end), FN(tsr_graph_launch), FN(tsr_graph_info), FN(tsr_graph_destroy),

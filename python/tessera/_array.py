@@ -13,7 +13,7 @@ import numpy as np
 from . import _args, _profiling
 from ._device import as_device
 from ._dtypes import _dtype, _tsr_type
-from ._errors import TesseraError, _cl_check, _closed, _invalid
+from ._errors import TesseraError, _check, _cl_check, _closed, _invalid
 from ._tessera_cffi import ffi, lib
 
 __all__ = ['Array', 'to_device', 'empty', 'from_buffer']
@@ -167,8 +167,25 @@ class Array:
         with self.device._held() as handle:
             _fence(self.device)
             _write(lib.tsr_device_queue(handle), mem, self.offset * self.dtype.itemsize, host)
+        _check(lib.tsr_buffer_changed(mem))  # a write tessera knows of: kept data derived from it goes
         if _profiling.current is not None:
             _profiling.current.add('transfer', started)
+        return self
+
+    def set_constant(self, constant=True):
+        """Mark this array's buffer constant (or, with False, remove the mark): tessera may then
+        keep what it derives from the contents, such as conv2d's Winograd-transformed or widened
+        16-bit weights, instead of deriving it on every call. Never stale: the kept data is made
+        again after any write tessera knows of (set(), an op writing the buffer, a graph replay,
+        changed()) and goes with the buffer. The mark covers the whole buffer, every view of it
+        included; a pyopencl sub-buffer is refused (mark its parent). Returns self."""
+        _check(lib.tsr_buffer_set_constant(self.mem, bool(_args.flag(constant, 'set_constant: constant'))))
+        return self
+
+    def changed(self):
+        """Tell tessera the buffer's contents changed by a write it did not make (pyopencl, a
+        kernel of your own) on a buffer marked with set_constant. Returns self."""
+        _check(lib.tsr_buffer_changed(self.mem))
         return self
 
     def __array__(self, dtype=None, copy=None):

@@ -342,9 +342,10 @@ def test_attention_refusals(device, rng):
 
 
 def test_repeated_ops_replay_and_stay_correct(rng):
-    """gelu, layernorm and attention repeated on the same device-resident tensors replay their C
-    calls: new contents, another scalar (eps, approximate, scale), layernorm in place (reading what
-    the last call wrote) and a closed device are all honoured."""
+    """gelu, layernorm, attention and embedding repeated on the same device-resident tensors replay
+    their C calls: new contents, another scalar (eps, approximate, scale), layernorm in place
+    (reading what the last call wrote), the embedding's new (and bad) ids, a released table and a
+    closed device are all honoured."""
     dev = tessera.Device('cpu')
     x = uniform(rng, (4, 384), lo=-3, hi=3)
     dx, dy = tessera.to_device(x, device=dev), tessera.empty((4, 384), device=dev)
@@ -379,13 +380,76 @@ def test_repeated_ops_replay_and_stay_correct(rng):
     lens = [9]  # key lengths are not replayed: the mask is the call's
     tessera.attention(dq, dk, dv, kv_lengths=lens, out=do)
     assert_close(do.get(), attention_ref(q, k, v, None, lens)[0], 2e-5, 'attention with kv_lengths')
+    vocab, hidden = 30, 384
+    word, pos, typ = uniform(rng, (vocab, hidden)), uniform(rng, (16, hidden)), uniform(rng, (2, hidden))
+    dw, dp, dt = (tessera.to_device(t, device=dev) for t in (word, pos, typ))
+    de = tessera.empty((2, 8, hidden), device=dev)
+    for _ in range(3):  # each repeat replays the C call with its own ids (and type ids)
+        ids, types = rng.integers(0, vocab, (2, 8)), rng.integers(0, 2, (2, 8))
+        assert tessera.embedding(ids, dw, dp, dt, out=de) is de
+        assert_close(de.get(), word[ids] + pos[:8] + typ[0], 1e-6, 'embedding replayed')
+        assert tessera.embedding(ids, dw, dp, dt, type_ids=types, out=de) is de
+        assert_close(de.get(), word[ids] + pos[:8] + typ[types], 1e-6, 'embedding replayed with type ids')
+    de.set(np.full((2, 8, hidden), 4.0, np.float32))
+    for bad, words in ((vocab, 'ids[9] = 30'), (-1, 'ids[9] = -1')):  # the replay checks its ids too
+        ids = rng.integers(0, vocab, (2, 8))
+        ids[1, 1] = bad
+        with pytest.raises(tessera.InvalidArgument) as info:
+            tessera.embedding(ids, dw, dp, dt, out=de)
+        assert words in str(info.value), str(info.value)
+    assert np.all(de.get() == 4.0)
+    ids = rng.integers(0, vocab, (2, 8))
+    dp2 = tessera.to_device(pos[::-1].copy(), device=dev)  # another table: its own call
+    tessera.embedding(ids, dw, dp2, dt, out=de)
+    assert_close(de.get(), word[ids] + pos[::-1][:8] + typ[0], 1e-6, 'embedding, another position table')
+    dp2.release()
+    with pytest.raises(tessera.TesseraError, match='released'):
+        tessera.embedding(ids, dw, dp2, dt, out=de)
     dev.close()
+    with pytest.raises(tessera.TesseraError, match='closed'):
+        tessera.embedding(ids, dw, dp, dt, out=de)
     with pytest.raises(tessera.TesseraError, match='closed'):
         tessera.gelu(dx, out=dy, approximate='tanh')
     with pytest.raises(tessera.TesseraError, match='closed'):
         tessera.layernorm(dx, dg, db, residual=dr, out=dy)
     with pytest.raises(tessera.TesseraError, match='closed'):
         tessera.attention(dq, dk, dv, out=do)
+
+
+def test_embedding_replay_from_threads(rng):
+    """Threads replaying embedding calls at once on one device and the same tables, each on an
+    output of its own: every call's own ids reach its output (a replay passes them in an argument
+    tuple of its own). Also one entry replayed from every thread (a shared output, each call and
+    its read under a lock)."""
+    import threading
+    dev = tessera.Device('cpu')
+    vocab, hidden, seq = 50, 64, 12
+    word, pos = uniform(rng, (vocab, hidden)), uniform(rng, (seq, hidden))
+    dw, dp = tessera.to_device(word, device=dev), tessera.to_device(pos, device=dev)
+    outs = [tessera.empty((1, seq, hidden), device=dev) for _ in range(4)]
+    shared, lock, errors = tessera.empty((1, seq, hidden), device=dev), threading.Lock(), []
+
+    def worker(t):
+        r = np.random.default_rng([7, t])
+        try:
+            for _ in range(40):
+                ids = r.integers(0, vocab, (1, seq)).astype(np.int32)
+                tessera.embedding(ids, dw, dp, out=outs[t])
+                np.testing.assert_allclose(outs[t].get(), word[ids] + pos, rtol=0, atol=1e-6)
+                with lock:
+                    tessera.embedding(ids, dw, dp, out=shared)
+                    np.testing.assert_allclose(shared.get(), word[ids] + pos, rtol=0, atol=1e-6)
+        except BaseException as exc:  # noqa: BLE001 (reported by the test)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)  # a guard against a hang, not a timing check
+        assert not t.is_alive()
+    assert not errors, errors
+    dev.close()
 
 
 @pytest.mark.parametrize('algo', ['auto', 'im2col', 'implicit', 'direct'])
@@ -416,3 +480,41 @@ def test_conv2d_epilogue_bad_input(device, rng):
             call()
         assert words in str(info.value), str(info.value)
         assert np.all(out == 5.0)
+
+
+@pytest.mark.parametrize('dtype', [np.float32, np.float16])
+def test_conv2d_constant_weights_follow_writes(device, rng, dtype):
+    """A weight Array marked constant (tessera keeps its transformed or widened copy): the result
+    follows set(), an op writing the weights, and changed() after a write tessera did not make;
+    unmarked, every write counts again (docs/conv.md, "Kept weights")."""
+    x = uniform(rng, (1, 6, 12, 11)).astype(dtype)
+    dx = tessera.to_device(x)
+
+    def check(dw, w, what):
+        got = tessera.conv2d(dx, dw, None, 1, 1, out_dtype=np.float32)
+        want = conv2d_ref(x, w, None, (1, 1), (1, 1), (1, 1), 1)
+        assert_close(got, want, 1e-5 if dtype == np.float32 else 2e-3, what)
+
+    w = uniform(rng, (10, 6, 3, 3)).astype(dtype)
+    dw = tessera.to_device(w).set_constant()
+    check(dw, w, 'marked')
+    check(dw, w, 'marked, again')
+    w = uniform(rng, (10, 6, 3, 3)).astype(dtype)
+    dw.set(w)
+    check(dw, w, 'after set()')
+    w = uniform(rng, (10, 6, 3, 3)).astype(dtype)
+    tessera.gelu(tessera.to_device(w / 8), out=dw)  # an op's output into the weights
+    w = dw.get()
+    check(dw, w, "after an op's output")
+    w = uniform(rng, (10, 6, 3, 3)).astype(dtype)
+    dw.set(w).changed()
+    check(dw, w, 'after changed()')
+    dw.set_constant(False)
+    w = uniform(rng, (10, 6, 3, 3)).astype(dtype)
+    dw.set(w)
+    check(dw, w, 'unmarked')
+    with pytest.raises(tessera.InvalidArgument, match='constant'):
+        dw.set_constant(1)
+    dw.release()
+    with pytest.raises(tessera.TesseraError):
+        dw.set_constant()

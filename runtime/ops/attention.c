@@ -128,10 +128,13 @@ static tsr_dtype packed_k_type(const tsr_dtype types[4]) {
     return TSR_F32;
 }
 
-static void options_for(const tsr_config *cfg, size_t D, const tsr_dtype types[4], char *out, size_t size) {
+static void options_for(const tsr_config *cfg, size_t D, const tsr_dtype types[4], bool direct, char *out,
+                        size_t size) {
     /* attention_blk only in programs that launch it (VEC=2): elsewhere (GPUs) its private arrays,
-     * sized by BR, RW and D, would only cost compile time. */
-    int n = snprintf(out, size, "-DHEAD_DIM=%zu %s", D, cfg->values[P_VEC] == 2 ? "-DVEC_BLK=1 " : "");
+     * sized by BR, RW and D, would only cost compile time. `direct`: its one-block form, which
+     * reads K in place (BLK_DIRECT, attention_launch_direct). */
+    int n = snprintf(out, size, "-DHEAD_DIM=%zu %s%s", D, cfg->values[P_VEC] == 2 ? "-DVEC_BLK=1 " : "",
+                     direct ? "-DBLK_DIRECT=1 " : "");
     /* Types only when some tensor is 16-bit: fp32 programs keep their options (and caches). */
     tsr_dtype kp = packed_k_type(types);
     if (n > 0 && (size_t)n < size && (types[0] || types[1] || types[2] || types[3] || kp))
@@ -143,7 +146,7 @@ static void options_for(const tsr_config *cfg, size_t D, const tsr_dtype types[4
 static void attention_build_options(const tsr_config *cfg, int variant, char *out, size_t size) {
     tsr_dtype types[4];
     common_types(variant / COMMON_DIMS, types);
-    options_for(cfg, (size_t)common_dims[variant % COMMON_DIMS], types, out, size);
+    options_for(cfg, (size_t)common_dims[variant % COMMON_DIMS], types, false, out, size);
 }
 
 /* offset + (B-1) sb + (H-1) sh + (L-1) sl + D, with overflow checks. */
@@ -291,14 +294,49 @@ static tsr_status kv_length_buffer(tsr_device *dev, const attention_problem *p, 
 }
 
 /* A program per head dimension and storage types (options_for), as one int for the launch
- * records: D above the types' 2 bits each. */
+ * records: D above the types' 2 bits each, and above D the one-block form's bit. */
+#define KEY_DIRECT (1 << 30)
 static int attention_program_key(size_t D, const tsr_dtype types[4]) {
     return (int)(D << 8) | (int)types[0] | (int)types[1] << 2 | (int)types[2] << 4 | (int)types[3] << 6;
 }
 static void attention_key_options(const tsr_config *cfg, int key, char *out, size_t size) {
     tsr_dtype types[4];
     for (int t = 0; t < 4; ++t) types[t] = (tsr_dtype)((key >> (2 * t)) & 3);
-    options_for(cfg, (size_t)(key >> 8), types, out, size);
+    options_for(cfg, (size_t)((key & ~KEY_DIRECT) >> 8), types, (key & KEY_DIRECT) != 0, out, size);
+}
+
+/* attention_blk for keys that fit one block (Lk <= BC): its BLK_DIRECT program reads K in place,
+ * one launch and no workspace. */
+static tsr_status attention_launch_direct(const attention_problem *p, tsr_kernel *kernel_obj, cl_mem lens,
+                                          const tsr_config *cfg, cl_mem q, cl_mem k, cl_mem v, cl_mem o,
+                                          cl_command_queue queue, cl_event *event) {
+    tsr_status status = TSR_SUCCESS;
+    cl_kernel kernel = kernel_obj->kernel;
+    cl_int Lq = (cl_int)p->Lq, Lk = (cl_int)p->Lk, Lkp = (cl_int)cfg->values[P_BC], H = (cl_int)p->H;
+    cl_int causal = p->causal, write_lse = p->lse != NULL;
+    cl_mem lse = p->lse ? p->lse : o;
+    cl_ulong lse_off = p->lse_off;
+    cl_uint arg = 0;
+    tsr_kernel_lock(kernel_obj); /* the cached kernel's arguments are this call's until the enqueue */
+#define SET(x) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(x), &(x)), unlock)
+    SET(Lq); SET(Lk); SET(Lkp); SET(H); SET(p->scale); SET(causal);
+    cl_ulong qo = p->off[0], qsb = p->stride[0][0], qsh = p->stride[0][1], qsl = p->stride[0][2];
+    SET(q); SET(qo); SET(qsb); SET(qsh); SET(qsl);
+    cl_ulong ko = p->off[1], ksb = p->stride[1][0], ksh = p->stride[1][1], ksl = p->stride[1][2];
+    SET(k); SET(ko); SET(ksb); SET(ksh); SET(ksl);
+    cl_ulong vo = p->off[2], vsb = p->stride[2][0], vsh = p->stride[2][1], vsl = p->stride[2][2];
+    SET(v); SET(vo); SET(vsb); SET(vsh); SET(vsl);
+    cl_ulong oo = p->off[3], osb = p->stride[3][0], osh = p->stride[3][1], osl = p->stride[3][2];
+    SET(o); SET(oo); SET(osb); SET(osh); SET(osl);
+    SET(lens); SET(lse); SET(lse_off); SET(write_lse);
+#undef SET
+    size_t rw = (size_t)cfg->values[P_RW] * (size_t)cfg->values[P_BR]; /* rows per work-item */
+    /* work-groups of one, as attention_launch_vec's */
+    size_t global[2] = {(p->Lq + rw - 1) / rw, p->B * p->H}, local[2] = {1, 1};
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 2, NULL, global, local, 0, NULL, event), unlock);
+unlock:
+    tsr_kernel_unlock(kernel_obj);
+    return status;
 }
 
 /* The fast paths: K transposed (VEC=1) or packed in panels of BC keys (VEC=2) into a workspace,
@@ -392,6 +430,18 @@ static uint64_t generic_loop_iterations(const int *v, int bc, size_t Lk, size_t 
     return tiles * (per_tile + 1) + 2 * dsl;
 }
 
+/* $TSR_TEST_ATTENTION_PACKED=1, the tests' and benches' hook: keys that fit one block are packed
+ * by pack_k all the same (the form before the one-block kernel), so both forms can be run side
+ * by side on one device. */
+static bool packed_hook(void) {
+    const char *text = getenv("TSR_TEST_ATTENTION_PACKED");
+    return text && strcmp(text, "1") == 0;
+}
+
+/* The one-block form's private panel at most (BC = 64 keys of D = 64 floats): past it the keys
+ * are packed by pack_k as for longer sequences. */
+#define DIRECT_PANEL_BYTES (16u * 1024u)
+
 /* Loops this long are checked against the device's loop limit (tsr_device_loop_limit): below
  * it no device tessera knows cuts loops, and the probe is not worth a compile. */
 #define LOOPS_WORTH_CHECKING 30000u
@@ -426,13 +476,35 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
     static const char *const generic_names[] = {"attention", NULL},
                              *const vec_names[] = {"transpose_k", "attention_vec", NULL},
                              *const blk_names[] = {"pack_k", "attention_blk", NULL};
-    const char *const *names = !vec ? generic_names : cfg.values[P_VEC] == 2 ? blk_names : vec_names;
+    /* Keys that fit one block: attention_blk reads them in place (no pack_k launch), its private
+     * panel (BC x D floats) within the private budget attention_config_ok keeps. */
+    static const char *const direct_names[] = {"attention_blk", NULL};
+    const bool direct = vec && cfg.values[P_VEC] == 2 && p->Lk <= (size_t)cfg.values[P_BC] &&
+                        (size_t)cfg.values[P_BC] * p->D * sizeof(float) <= DIRECT_PANEL_BYTES && !packed_hook();
+    if (direct) {
+        /* Every work-item packs the panel itself: up to 8 groups of RW rows per item (of the
+         * tuned BR at least), so that a short sequence is one item per head and its keys are
+         * packed once, as by pack_k (MiniLM's 16 rows under RW=4 BR=1 were 4 items per head,
+         * each packing the same 16 keys: 1.25x the CPU time of pack_k + attention_blk). */
+        int br = cfg.values[P_BR];
+        while (br < 8 && (size_t)br * (size_t)cfg.values[P_RW] < p->Lq) br *= 2;
+        if ((size_t)br * (size_t)cfg.values[P_RW] * (2 * p->D + (size_t)cfg.values[P_BC] + 8) * sizeof(float) <=
+            64 * 1024)
+            cfg.values[P_BR] = br;
+    }
+    const char *const *names =
+        !vec ? generic_names : cfg.values[P_VEC] != 2 ? vec_names : direct ? direct_names : blk_names;
     tsr_kernel *kernels[TSR_LAUNCH_KERNELS];
     TSR_CHECK(status,
-              tsr_launch_kernels(dev, &attention_kernels_tag, &cfg, attention_program_key(p->D, p->type), 0,
-                                 "attention", attention_key_options, names, kernels),
+              tsr_launch_kernels(dev, &attention_kernels_tag, &cfg,
+                                 attention_program_key(p->D, p->type) | (direct ? KEY_DIRECT : 0), 0, "attention",
+                                 attention_key_options, names, kernels),
               done);
     TSR_CHECK(status, kv_length_buffer(dev, p, &lens), done);
+    if (direct) {
+        status = attention_launch_direct(p, kernels[0], lens, &cfg, q, k, v, o, queue, event);
+        goto done;
+    }
     if (vec) {
         status = attention_launch_vec(dev, p, kernels, lens, &cfg, q, k, v, o, queue, event);
         goto done;
@@ -472,6 +544,8 @@ static tsr_status attention_begin(tsr_device *dev, const tsr_attention_desc *des
     if (event) *event = NULL;
     tsr_status status = attention_validate(dev, desc, q, k, v, o, p);
     if (status != TSR_SUCCESS) return status;
+    tsr_op_output(o);
+    tsr_op_output(desc->lse);
     return tsr_resolve_queue(dev, queue, cq);
 }
 
@@ -512,7 +586,7 @@ tsr_status tsr_attention_softmax(tsr_device *dev, const tsr_attention_desc *d, s
     tsr_op_default_config(&tsr_op_attention, dev, "long", &cfg);
     cfg.values[P_BC] = fitting_bc(dev, cfg.values, 64);
     char options[128];
-    options_for(&cfg, 64, (const tsr_dtype[4]){TSR_F32, TSR_F32, TSR_F32, TSR_F32}, options,
+    options_for(&cfg, 64, (const tsr_dtype[4]){TSR_F32, TSR_F32, TSR_F32, TSR_F32}, false, options,
                 sizeof options); /* the kernel does not depend on D or the types: any program */
     cl_program program = NULL;
     cl_kernel kernel = NULL;

@@ -630,6 +630,35 @@ static int padded_vectors(size_t span, int vw, int wgm) {
     return nv;
 }
 
+static tsr_status derive_weights(tsr_device *dev, const conv_problem *p, const char *key, size_t bytes,
+                                 tsr_derive_fn fill, void *ctx, cl_command_queue queue, cl_mem *out, cl_event *ready);
+
+/* STAGE 5's pack_weights launch into `packed` (kpad = the padded output channels of a group). */
+typedef struct pack_job {
+    const conv_problem *p;
+    tsr_kernel *kernel;
+    const cl_int *geo;
+    size_t kpad;
+} pack_job;
+
+static tsr_status pack_into(tsr_device *dev, void *ctx, cl_mem packed, cl_command_queue queue, cl_event *done) {
+    (void)dev;
+    const pack_job *j = ctx;
+    tsr_status status = TSR_SUCCESS;
+    const size_t wglobal[3] = {j->kpad, ceil_div(j->p->CRS, 16), j->p->G};
+    const cl_ulong w_off = j->p->w_off;
+    *done = NULL;
+    tsr_kernel_lock(j->kernel);
+    TSR_CL_CHECK(status, tsr_set_arg(j->kernel->kernel, 0, 16 * sizeof(cl_int), j->geo), unlock);
+    TSR_CL_CHECK(status, tsr_set_arg(j->kernel->kernel, 1, sizeof j->p->w, &j->p->w), unlock);
+    TSR_CL_CHECK(status, tsr_set_arg(j->kernel->kernel, 2, sizeof w_off, &w_off), unlock);
+    TSR_CL_CHECK(status, tsr_set_arg(j->kernel->kernel, 3, sizeof packed, &packed), unlock);
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, j->kernel->kernel, 3, NULL, wglobal, NULL, 0, NULL, done), unlock);
+unlock:
+    tsr_kernel_unlock(j->kernel);
+    return status;
+}
+
 /* The STAGE 2 form: x copied into zero-padded fp32 planes (phase planes for strides) in
  * tessera's workspace, in chunks of images that stay in the last-level cache (as im2col's), then
  * the kernel over each chunk with the copy's geometry. Unstrided unpadded fp32 layers read x as
@@ -672,7 +701,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     tsr_kernel *kernel = NULL, *pad = NULL, *held = NULL; /* held: the cached kernel this call has locked */
     cl_event last = NULL;
     bool locked = false, holding = false; /* holding: the workspace is ours, `last` its newest user */
-    cl_mem packed = NULL;
+    cl_mem packed = NULL, kept = NULL; /* kept: the packed weights of a constant weight buffer */
     cl_event wlast = NULL;
     bool wholding = false, wlocked = false; /* STAGE 5's packed weights: held, locked */
     TSR_CHECK(status,
@@ -712,37 +741,52 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     conv_problem q = *p;
     if (kvec) {
         /* STAGE 5: the weights packed (and widened) once per call into tessera's workspace, KB
-         * output channels per tap (pack_weights); every launch below reads the packed copy. */
+         * output channels per tap (pack_weights), or once per content for a weight buffer marked
+         * constant (derive_weights); every launch below reads the packed copy. */
         tsr_kernel *pk = NULL;
         size_t nkb = ceil_div(p->Kg, kb);
         TSR_CHECK(status, tsr_program_kernel(dev, program, "pack_weights", &pk), done);
         pthread_mutex_lock(&dev->lock);
         wlocked = true;
-        if (tsr_workspace_get(dev, TSR_WS_CONV_W, p->G * nkb * kb * p->CRS * sizeof(float), &packed, &wlast) !=
-            TSR_SUCCESS) {
-            /* no room for the packed weights: the STAGE 0 form needs none */
-            tsr_clear_diagnostics();
-            pthread_mutex_unlock(&dev->lock);
-            return launch_kernel(dev, p, &c0, true, queue, event);
+        {
+            char key[96];
+            snprintf(key, sizeof key, "conv2d packed w %s G %zu K %zu CRS %zu KB %zu", tsr_dtype_str(p->types[1]),
+                     p->G, p->Kg, p->CRS, kb);
+            pack_job job = {p, pk, geo, nkb * kb};
+            TSR_CHECK(status,
+                      derive_weights(dev, p, key, p->G * nkb * kb * p->CRS * sizeof(float), pack_into, &job, queue,
+                                     &kept, &wlast),
+                      done);
         }
-        wholding = true;
-        size_t wglobal[3] = {nkb * kb, ceil_div(p->CRS, 16), p->G};
-        cl_ulong w_off = p->w_off;
-        tsr_kernel_lock(held = pk);
-        TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 0, sizeof geo, geo), done);
-        TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 1, sizeof p->w, &p->w), done);
-        TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 2, sizeof w_off, &w_off), done);
-        TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 3, sizeof packed, &packed), done);
-        cl_event prior = wlast;
-        wlast = NULL;
-        cl_int err = tsr_enqueue_kernel(queue, pk->kernel, 3, NULL, wglobal, NULL, prior ? 1 : 0, prior ? &prior : NULL,
-                                        &wlast);
-        if (err != CL_SUCCESS) { /* (prior is the workspace's to release, not ours) */
-            status = tsr_fail_cl(err, "tsr_enqueue_kernel(pack_weights)", __FILE__, __LINE__);
-            goto done;
+        if (kept) {
+            packed = kept; /* wlast: the command that made it, when it may still run (ours to release) */
+        } else {
+            if (tsr_workspace_get(dev, TSR_WS_CONV_W, p->G * nkb * kb * p->CRS * sizeof(float), &packed, &wlast) !=
+                TSR_SUCCESS) {
+                /* no room for the packed weights: the STAGE 0 form needs none */
+                tsr_clear_diagnostics();
+                pthread_mutex_unlock(&dev->lock);
+                return launch_kernel(dev, p, &c0, true, queue, event);
+            }
+            wholding = true;
+            size_t wglobal[3] = {nkb * kb, ceil_div(p->CRS, 16), p->G};
+            cl_ulong w_off = p->w_off;
+            tsr_kernel_lock(held = pk);
+            TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 0, sizeof geo, geo), done);
+            TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 1, sizeof p->w, &p->w), done);
+            TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 2, sizeof w_off, &w_off), done);
+            TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 3, sizeof packed, &packed), done);
+            cl_event prior = wlast;
+            wlast = NULL;
+            cl_int err = tsr_enqueue_kernel(queue, pk->kernel, 3, NULL, wglobal, NULL, prior ? 1 : 0,
+                                            prior ? &prior : NULL, &wlast);
+            if (err != CL_SUCCESS) { /* (prior is the workspace's to release, not ours) */
+                status = tsr_fail_cl(err, "tsr_enqueue_kernel(pack_weights)", __FILE__, __LINE__);
+                goto done;
+            }
+            tsr_kernel_unlock(pk);
+            held = NULL;
         }
-        tsr_kernel_unlock(pk);
-        held = NULL;
         q.w = packed, q.w_off = 0;
     }
     /* Each cached kernel is locked from its first argument to its enqueue, one at a time (a leaf
@@ -841,9 +885,10 @@ done:
     if (held) tsr_kernel_unlock(held);
     if (holding) tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, last);
     if (locked) pthread_mutex_unlock(&dev->lock);
-    if (wholding) {
+    if (wholding || kept) {
         if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still read the packed weights */
-        tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, status == TSR_SUCCESS ? last : NULL);
+        if (wholding) tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, status == TSR_SUCCESS ? last : NULL);
+        tsr_derived_done(kept, NULL, status == TSR_SUCCESS ? last : NULL);
     }
     if (wlast) clReleaseEvent(wlast);
     if (wlocked) pthread_mutex_unlock(&dev->lock);
@@ -913,7 +958,8 @@ static size_t winograd_bytes_per_image(const conv_problem *p, size_t wm) {
  * bf16 shift's time on ResNet-50's 7x7 layer, a third of the fp32 convolution's at batch 1);
  * the convolution quiets such a NaN either way, so y's bits are the same. In the queue's order,
  * as tsr_convert's was. Nothing is enqueued unless it returns TSR_SUCCESS. */
-static tsr_status widen_weights(tsr_device *dev, const conv_problem *p, cl_mem wide, cl_command_queue queue) {
+static tsr_status widen_weights(tsr_device *dev, const conv_problem *p, cl_mem wide, cl_command_queue queue,
+                                cl_event *done) {
     char options[32];
     snprintf(options, sizeof options, "-DW_TYPE=%d", (int)p->types[1]);
     cl_program program;
@@ -928,11 +974,29 @@ static tsr_status widen_weights(tsr_device *dev, const conv_problem *p, cl_mem w
     TSR_CL_CHECK(status, tsr_set_arg(k->kernel, 1, sizeof w_off, &w_off), unlock);
     TSR_CL_CHECK(status, tsr_set_arg(k->kernel, 2, sizeof wide, &wide), unlock);
     TSR_CL_CHECK(status, tsr_set_arg(k->kernel, 3, sizeof n, &n), unlock);
-    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, k->kernel, 1, NULL, &global, NULL, 0, NULL, NULL), unlock);
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, k->kernel, 1, NULL, &global, NULL, 0, NULL, done), unlock);
 unlock:
     tsr_kernel_unlock(k);
 done:
     return status;
+}
+
+/* p's weights widened into `wide`: by widen_weights where the STAGE 2 program's kernel is asked
+ * for and can be had, else by tsr_convert's kernel (a device without that program, e.g. one
+ * running ahead-of-time binaries only, as other forms do). *done (when not NULL) receives the
+ * event of the command. Nothing is enqueued unless it returns TSR_SUCCESS. */
+typedef struct widen_job {
+    const conv_problem *p;
+    bool own_kernel; /* widen_weights first */
+} widen_job;
+
+static tsr_status widen_into(tsr_device *dev, void *ctx, cl_mem wide, cl_command_queue queue, cl_event *done) {
+    const widen_job *j = ctx;
+    const conv_problem *p = j->p;
+    if (done) *done = NULL;
+    if (j->own_kernel && widen_weights(dev, p, wide, queue, done) == TSR_SUCCESS) return TSR_SUCCESS;
+    tsr_clear_diagnostics();
+    return tsr_convert(dev, p->types[1], p->w, p->w_off, TSR_F32, wide, 0, p->K * p->CRS, queue, done);
 }
 
 static tsr_status launch_implicit(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
@@ -968,13 +1032,74 @@ static size_t winograd_chunk(const tsr_device *dev, const conv_problem *p, size_
     return n < p->N ? n : p->N;
 }
 
-/* The transforms around one batched GEMM per chunk of images: wino_weights once per call (U, in
- * tessera's TSR_WS_CONV_W slot; nothing cached, so a caller may change w between calls), then per
- * chunk wino_input (V, in TSR_WS_CONV_COL), tsr_matmul_pipeline's batch of 16 or 36 GEMMs (M, in
- * TSR_WS_CONV_M; GEMM's own configuration for the shape), and wino_output with the epilogue.
- * Row-major, each GEMM xi computes M[xi] (K x T) = U[xi] (K x C) times V[xi] (C x T). Layers it does not fit, and images whose V and
- * M one allocation cannot hold, run the implicit path's built-in form for the class, and so do layers with too few
- * tiles (WINO_MIN_TILES) unless WGN is 1. */
+/* tsr_derived_get for data derived from p's weights (a weight buffer marked constant:
+ * tsr_buffer_set_constant), except while the calling thread records a graph, whose replays derive
+ * it again (they read the weights as they are then). */
+static tsr_status derive_weights(tsr_device *dev, const conv_problem *p, const char *key, size_t bytes,
+                                 tsr_derive_fn fill, void *ctx, cl_command_queue queue, cl_mem *out, cl_event *ready) {
+    *out = NULL, *ready = NULL;
+    if (tsr_graph_capturing()) return TSR_SUCCESS;
+    return tsr_derived_get(dev, p->w, p->w_off * tsr_dtype_size(p->types[1]), key, bytes, fill, ctx, queue, out, ready);
+}
+
+/* A kernel argument of launch_after: its size, value and whether it is a buffer (a recording
+ * graph retains those). */
+typedef struct conv_arg {
+    size_t size;
+    const void *value;
+    bool buffer;
+} conv_arg;
+#define CONV_ARG(v) {sizeof(v), &(v), _Generic(&(v), cl_mem *: true, const cl_mem *: true, default: false)}
+
+/* One launch of a cached kernel: locked from its first argument to its enqueue (a leaf lock),
+ * arguments 0 .. n-1 from `args` (then, with `common`, set_common_args' from n), enqueued after
+ * *last (none when NULL), whose reference it then trades for the launch's event. On failure
+ * *last is left as it was. */
+static tsr_status launch_after(tsr_kernel *k, const conv_arg *args, cl_uint n, const conv_problem *common,
+                               cl_command_queue queue, const size_t global[3], const size_t *local, cl_event *last) {
+    tsr_status status = TSR_SUCCESS;
+    cl_event ev = NULL;
+    tsr_kernel_lock(k);
+    for (cl_uint i = 0; i < n; ++i)
+        TSR_CL_CHECK(status, tsr_kernel_arg(k->kernel, i, args[i].size, args[i].value, args[i].buffer), done);
+    if (common) TSR_CHECK(status, set_common_args(k->kernel, common, n), done);
+    TSR_CL_CHECK(status,
+                 tsr_enqueue_kernel(queue, k->kernel, 3, NULL, global, local, *last ? 1 : 0, *last ? last : NULL, &ev),
+                 done);
+done:
+    tsr_kernel_unlock(k);
+    if (status == TSR_SUCCESS) {
+        if (*last) clReleaseEvent(*last);
+        *last = ev;
+    }
+    return status;
+}
+
+/* wino_weights' launch: U = the transformed weights of p (nxi x K x C floats) into u. */
+typedef struct wino_weights_job {
+    const conv_problem *p;
+    tsr_kernel *kernel;
+    const cl_int *geo;
+} wino_weights_job;
+
+static tsr_status wino_weights_into(tsr_device *dev, void *ctx, cl_mem u, cl_command_queue queue, cl_event *done) {
+    (void)dev;
+    const wino_weights_job *j = ctx;
+    const cl_ulong w_off = j->p->w_off;
+    const conv_arg args[] = {{16 * sizeof(cl_int), j->geo, false}, CONV_ARG(j->p->w), CONV_ARG(w_off), CONV_ARG(u)};
+    const size_t global[3] = {j->p->C, j->p->K, 1};
+    *done = NULL;
+    return launch_after(j->kernel, args, 4, NULL, queue, global, NULL, done);
+}
+
+/* The transforms around one batched GEMM per chunk of images: the weights' transform U (in
+ * tessera's TSR_WS_CONV_W slot, made on every call; for a weight buffer marked constant, kept
+ * per device and made once per content: tsr_derived_get), then per chunk wino_input (V, in
+ * TSR_WS_CONV_COL), tsr_matmul_pipeline's batch of 16 or 36 GEMMs (M, in TSR_WS_CONV_M; GEMM's
+ * own configuration for the shape), and wino_output with the epilogue. Row-major, each GEMM xi
+ * computes M[xi] (K x T) = U[xi] (K x C) times V[xi] (C x T). Layers it does not fit, and images
+ * whose V and M one allocation cannot hold, run the implicit path's built-in form for the class,
+ * and so do layers with too few tiles (WINO_MIN_TILES) unless WGN is 1. */
 static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
                                   cl_command_queue queue, cl_event *event) {
     size_t wm = cfg->values[P_STAGE] == 7 ? 4 : 2; /* the output tile */
@@ -1002,68 +1127,64 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
     form.values[P_STAGE] = wm == 4 ? 7 : 6;
     program_options(p, &form, false, options, sizeof options);
     cl_program program;
-    tsr_kernel *kw = NULL, *kin = NULL, *kout = NULL, *held = NULL;
+    tsr_kernel *kw = NULL, *kin = NULL, *kout = NULL;
     cl_event last = NULL;
     bool locked = false, holding = false;
-    cl_mem u = NULL, vb = NULL, mb = NULL;
-    cl_event pu = NULL, pv = NULL, pm = NULL;
+    cl_mem u = NULL, vb = NULL, mb = NULL, kept = NULL; /* kept: U derived once (tsr_derived_get) */
+    cl_event pu = NULL, pv = NULL, pm = NULL, ready = NULL;
     TSR_CHECK(status, tsr_program_for(dev, "conv_winograd", options, "wino_weights;wino_input;wino_output", &program),
               done);
     TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_weights", &kw), done);
     TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_input", &kin), done);
     TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_output", &kout), done);
+    cl_int geo[16];
+    geometry_plain(p, geo);
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
     locked = true;
-    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_W, ubytes, &u, &pu), done);
+    {
+        char key[96];
+        snprintf(key, sizeof key, "conv2d winograd F(%zux%zu) w %s K %zu C %zu", wm, wm, tsr_dtype_str(p->types[1]),
+                 p->K, p->C);
+        wino_weights_job job = {p, kw, geo};
+        TSR_CHECK(status,
+                  derive_weights(dev, p, key, ubytes, wino_weights_into,
+                                  &job, queue, &kept, &ready),
+                  done);
+    }
+    if (kept) u = kept;
+    else TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_W, ubytes, &u, &pu), done);
     TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_COL, nxi * tiles1 * chunk * p->C * sizeof(float), &vb, &pv),
               done);
     TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_M, nxi * tiles1 * chunk * p->K * sizeof(float), &mb, &pm),
               done);
     holding = true;
-    /* The slots' last users (maybe on other queues) must be done before anything here writes them. */
-    cl_event priors[3];
+    /* The slots' last users (maybe on other queues) must be done before anything here writes
+     * them, and a kept U made (maybe on another queue) before it is read. */
+    cl_event priors[4];
     cl_uint np = 0;
     if (pu) priors[np++] = pu;
     if (pv) priors[np++] = pv;
     if (pm) priors[np++] = pm;
+    if (ready) priors[np++] = ready;
     TSR_CL_CHECK(status, clEnqueueMarkerWithWaitList(queue, np, np ? priors : NULL, &last), done);
-    cl_int geo[16];
-    geometry_plain(p, geo);
-    {
-        cl_ulong w_off = p->w_off;
-        size_t global[3] = {p->C, p->K, 1};
-        cl_event done_w = NULL;
-        tsr_kernel_lock(held = kw);
-        TSR_CL_CHECK(status, tsr_set_arg(kw->kernel, 0, sizeof geo, geo), done);
-        TSR_CL_CHECK(status, tsr_set_arg(kw->kernel, 1, sizeof p->w, &p->w), done);
-        TSR_CL_CHECK(status, tsr_set_arg(kw->kernel, 2, sizeof w_off, &w_off), done);
-        TSR_CL_CHECK(status, tsr_set_arg(kw->kernel, 3, sizeof u, &u), done);
-        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kw->kernel, 3, NULL, global, NULL, 1, &last, &done_w), done);
-        tsr_kernel_unlock(kw);
-        held = NULL;
-        clReleaseEvent(last);
-        last = done_w;
+    if (!kept) {
+        wino_weights_job job = {p, kw, geo};
+        const cl_ulong w_off = p->w_off;
+        const conv_arg args[] = {CONV_ARG(geo), CONV_ARG(job.p->w), CONV_ARG(w_off), CONV_ARG(u)};
+        const size_t global[3] = {p->C, p->K, 1};
+        TSR_CHECK(status, launch_after(kw, args, 4, NULL, queue, global, NULL, &last), done);
     }
     const size_t TP = ceil_div(p->P, wm);
     for (size_t n0 = 0; n0 < p->N; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk, T = tiles1 * nc;
         cl_int tiles = (cl_int)T;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
-        cl_event vin = NULL, gemm = NULL, out = NULL;
+        cl_event gemm = NULL;
         /* WINO_CH channels of a tile row per work-group (dimension 0 holds one item, so PoCL does not
          * vectorize across work-items: the kernels carry their own vectors) */
-        size_t gin[3] = {TP, ceil_div(p->C, WINO_CH) * WINO_CH, nc}, lin[3] = {1, WINO_CH, 1};
-        tsr_kernel_lock(held = kin);
-        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 0, sizeof geo, geo), done);
-        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 1, sizeof p->x, &p->x), done);
-        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 2, sizeof x_off, &x_off), done);
-        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 3, sizeof vb, &vb), done);
-        TSR_CL_CHECK(status, tsr_set_arg(kin->kernel, 4, sizeof tiles, &tiles), done);
-        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kin->kernel, 3, NULL, gin, lin, 1, &last, &vin), done);
-        tsr_kernel_unlock(kin);
-        held = NULL;
-        clReleaseEvent(last);
-        last = vin;
+        const size_t gin[3] = {TP, ceil_div(p->C, WINO_CH) * WINO_CH, nc}, lin[3] = {1, WINO_CH, 1};
+        const conv_arg in_args[] = {CONV_ARG(geo), CONV_ARG(p->x), CONV_ARG(x_off), CONV_ARG(vb), CONV_ARG(tiles)};
+        TSR_CHECK(status, launch_after(kin, in_args, 5, NULL, queue, gin, lin, &last), done);
         const tsr_matmul_desc desc = {.layout = TSR_ROW_MAJOR,
                                       .trans_a = TSR_NO_TRANS,
                                       .trans_b = TSR_NO_TRANS,
@@ -1084,26 +1205,20 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
         conv_problem q = *p;
         q.y_off = p->y_off + n0 * p->K * p->PQ;
         q.r_off = p->r_off + n0 * p->K * p->PQ; /* the residual has y's shape */
-        size_t gout[3] = {TP, ceil_div(p->K, WINO_CH) * WINO_CH, nc}, lout[3] = {1, WINO_CH, 1};
-        tsr_kernel_lock(held = kout);
-        TSR_CL_CHECK(status, tsr_set_arg(kout->kernel, 0, sizeof geo, geo), done);
-        TSR_CL_CHECK(status, tsr_set_arg(kout->kernel, 1, sizeof mb, &mb), done);
-        TSR_CL_CHECK(status, tsr_set_arg(kout->kernel, 2, sizeof tiles, &tiles), done);
-        TSR_CHECK(status, set_common_args(kout->kernel, &q, 3), done);
-        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kout->kernel, 3, NULL, gout, lout, 1, &last, &out), done);
-        tsr_kernel_unlock(kout);
-        held = NULL;
-        clReleaseEvent(last);
-        last = out;
+        const size_t gout[3] = {TP, ceil_div(p->K, WINO_CH) * WINO_CH, nc}, lout[3] = {1, WINO_CH, 1};
+        const conv_arg out_args[] = {CONV_ARG(geo), CONV_ARG(mb), CONV_ARG(tiles)};
+        TSR_CHECK(status, launch_after(kout, out_args, 3, &q, queue, gout, lout, &last), done);
     }
 done:
-    if (held) tsr_kernel_unlock(held);
-    if (holding) {
+    if (holding || kept) {
         if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still use the workspace */
         cl_event use = status == TSR_SUCCESS ? last : NULL;
-        tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, use);
-        tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, use);
-        tsr_workspace_set_last_use(dev, TSR_WS_CONV_M, use);
+        if (holding) {
+            if (!kept) tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, use);
+            tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, use);
+            tsr_workspace_set_last_use(dev, TSR_WS_CONV_M, use);
+        }
+        tsr_derived_done(kept, ready, use);
     }
     if (locked) pthread_mutex_unlock(&dev->lock);
     if (last) {
@@ -1114,7 +1229,8 @@ done:
 }
 
 /* The implicit kernel: the padded-input CPU form (STAGE 2) has its own launch. 16-bit weights
- * are widened once per call into an fp32 copy in tessera's workspace (tsr_convert's kernel over K Cg
+ * are widened into an fp32 copy (kept per device for a weight buffer marked constant,
+ * tsr_derived_get; else once per call, in tessera's workspace) (tsr_convert's kernel over K Cg
  * R S elements: small beside the convolution except where the weights outweigh the pixels, as
  * ResNet-50's 7x7 and 14x14 3x3 layers at batch 1) and the kernel is the fp32-weights
  * variant, so no tap converts a weight (issue #35: widening at every tap made 16-bit conv2d 2-5x
@@ -1130,8 +1246,8 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
     }
     conv_problem q = *p;
     tsr_status status = TSR_SUCCESS;
-    cl_event last = NULL, prior = NULL;
-    cl_mem wide = NULL;
+    cl_event last = NULL, prior = NULL, ready = NULL;
+    cl_mem wide = NULL, kept = NULL;
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
     /* The Winograd form transforms the weights in their own type; it has its own launch. */
     if (cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7) {
@@ -1139,19 +1255,26 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
         return launch_winograd(dev, p, cfg, queue, event);
     }
     /* STAGE 5 packs (and widens) the weights itself */
-    if (p->types[1] != TSR_F32 && cfg->values[P_STAGE] != 5 &&
-        tsr_workspace_get(dev, TSR_WS_CONV_W, p->K * p->CRS * sizeof(float), &wide, &prior) == TSR_SUCCESS) {
+    const bool widen = p->types[1] != TSR_F32 && cfg->values[P_STAGE] != 5;
+    if (widen) { /* a weight buffer marked constant: its widened copy is kept (tsr_derived_get) */
+        char key[96];
+        snprintf(key, sizeof key, "conv2d widened w %s %zu", tsr_dtype_str(p->types[1]), p->K * p->CRS);
+        widen_job job = {p, cfg->values[P_STAGE] == 2};
+        TSR_CHECK(status,
+                  derive_weights(dev, p, key, p->K * p->CRS * sizeof(float),
+                                  widen_into, &job, queue, &kept, &ready),
+                  done);
+    }
+    if (kept) {
+        /* made on another queue maybe: ordered before the kernel */
+        if (ready) TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(queue, 1, &ready, NULL), done);
+        q.w = kept, q.w_off = 0, q.types[1] = TSR_F32;
+    } else if (widen &&
+               tsr_workspace_get(dev, TSR_WS_CONV_W, p->K * p->CRS * sizeof(float), &wide, &prior) == TSR_SUCCESS) {
         /* its last user (maybe on another queue) must be done with it before the copy is written */
         if (prior) TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(queue, 1, &prior, NULL), done);
-        /* (a device without that program, e.g. one running ahead-of-time binaries only, takes
-         * tsr_convert's, as other forms do) */
-        bool widened = cfg->values[P_STAGE] == 2 && widen_weights(dev, p, wide, queue) == TSR_SUCCESS;
-        if (!widened) {
-            tsr_clear_diagnostics();
-            TSR_CHECK(status,
-                      tsr_convert(dev, p->types[1], p->w, p->w_off, TSR_F32, wide, 0, p->K * p->CRS, queue, NULL),
-                      done);
-        }
+        widen_job job = {p, cfg->values[P_STAGE] == 2};
+        TSR_CHECK(status, widen_into(dev, &job, wide, queue, NULL), done);
         q.w = wide, q.w_off = 0, q.types[1] = TSR_F32;
     } else {
         if (p->types[1] != TSR_F32) tsr_clear_diagnostics(); /* no room for the copy is no error */
@@ -1160,9 +1283,10 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
     status = cfg->values[P_STAGE] == 2 || cfg->values[P_STAGE] == 5 ? launch_padded(dev, &q, cfg, queue, &last)
                                        : launch_kernel(dev, &q, cfg, true, queue, &last);
 done:
-    if (wide) {
+    if (wide || kept) {
         if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still read the copy */
-        tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, status == TSR_SUCCESS ? last : NULL);
+        if (wide) tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, status == TSR_SUCCESS ? last : NULL);
+        tsr_derived_done(kept, ready, status == TSR_SUCCESS ? last : NULL);
     }
     pthread_mutex_unlock(&dev->lock);
     if (last) {
@@ -1444,6 +1568,7 @@ tsr_status tsr_conv2d(tsr_device *dev, const tsr_conv2d_desc *desc, cl_mem x, cl
     conv_problem p;
     tsr_status st = conv_validate(dev, desc, x, w, y, &p);
     if (st != TSR_SUCCESS) return st;
+    tsr_op_output(y);
     cl_command_queue q;
     TSR_CHECK(st, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
@@ -1623,6 +1748,9 @@ static tsr_status conv_fixture_setup(tsr_device *dev, const char *shape, uint64_
     TSR_CL_CHECK(status, err, done);
     TSR_CHECK(status, tsr_upload_typed(dev, p->x, p->types[0], hx, nx), done);
     TSR_CHECK(status, tsr_upload_typed(dev, p->w, p->types[1], hw, nw), done);
+    /* fixed weights, as an inference run's: the Winograd transform and the 16-bit widening are
+     * made once (tsr_buffer_set_constant), so tuning and the demo time what such a run pays */
+    TSR_CHECK(status, tsr_buffer_set_constant(p->w, true), done);
     if (bias) {
         p->bias = clCreateBuffer(dev->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, p->K * 4, hb, &err);
         TSR_CL_CHECK(status, err, done);

@@ -158,6 +158,7 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     embedding_problem p;
     tsr_status status = embedding_validate(dev, desc, ids, type_ids, word, position, token_type, y, &p);
     if (status != TSR_SUCCESS) return status;
+    tsr_op_output(y);
     /* Items per token. A CPU: one, looping over the row's EMBEDDING_VW-column vectors
      * (cl/embedding.cl's VW): an item per vector spent more on PoCL's work-item loop than on
      * its 32 bytes of a 16-bit row. Otherwise up to 64, one per vector, each taking every

@@ -203,6 +203,7 @@ static tsr_status gelu_run(tsr_device *dev, const gelu_names *names, int mode, t
     gelu_problem p;
     tsr_status status = gelu_validate(dev, names, mode, x_type, x, x_off, y_type, y, y_off, n, &p);
     if (status != TSR_SUCCESS) return status;
+    tsr_op_output(y);
     cl_command_queue q;
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
@@ -278,6 +279,7 @@ tsr_status tsr_gelu_unfused(tsr_device *dev, const tsr_gelu_desc *desc, cl_mem x
     tsr_status status =
         gelu_validate(dev, &gelu_call, (int)mode, desc->x_type, x, x_off, desc->y_type, y, y_off, n, &p);
     if (status != TSR_SUCCESS) return status;
+    tsr_op_output(y);
     if (desc->x_type != TSR_F32 || desc->y_type != TSR_F32)
         return tsr_fail(TSR_ERR_UNSUPPORTED, "tsr_gelu_unfused: fp32 only (%s is %s)",
                         desc->x_type != TSR_F32 ? "x" : "y",

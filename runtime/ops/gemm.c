@@ -709,8 +709,10 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     }
     /* K blocking: one launch per block of KC k-steps, each accumulating into C (beta = 1 after
      * the first), so the block of A's panels a launch walks for every column tile stays in the
-     * cache instead of streaming from memory; the epilogue runs in the last launch only. */
-    size_t kc = v[P_KC] > 0 && (size_t)v[P_KC] < q.k ? (size_t)v[P_KC] : q.k;
+     * cache instead of streaming from memory; the epilogue runs in the last launch only. Not
+     * with a 16-bit C: each block's partial sums would be rounded to C's type and read back (K/KC
+     * roundings, 2.5x one rounding's error at K = 1090, KC = 128, where C is rounded once). */
+    size_t kc = v[P_KC] > 0 && (size_t)v[P_KC] < q.k && q.types.c == TSR_F32 ? (size_t)v[P_KC] : q.k;
     size_t nblocks = q.k ? ceil_div(q.k, kc) : 1;
     cl_int M = (cl_int)q.m, N = (cl_int)q.n, KP = (cl_int)q.k;
     cl_int lda = (cl_int)q.lda, ldb = (cl_int)q.ldb, ldc = (cl_int)q.ldc;
@@ -940,6 +942,7 @@ tsr_status tsr_matmul_pipeline(tsr_device *dev, const tsr_matmul_desc *desc, con
     TSR_CHECK(status, tsr_matmul_check(desc, extras->literal, &d, need), done);
     TSR_CHECK(status, check_epilogue(dev, &d), done);
     TSR_CHECK(status, gemm_bind(dev, &d, need, a, b, c, &p), done);
+    tsr_op_output(c);
     cl_command_queue q;
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;
@@ -1056,6 +1059,7 @@ tsr_status tsr_matmul_execute(tsr_matmul_plan *plan, cl_mem a, cl_mem b, cl_mem 
     tsr_status status = TSR_SUCCESS;
     gemm_problem p;
     TSR_CHECK(status, gemm_bind(dev, &plan->desc, plan->need, a, b, c, &p), done);
+    tsr_op_output(c);
     cl_command_queue q;
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg = plan->config; /* a copy: a build fallback changes this launch's only */

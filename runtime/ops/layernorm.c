@@ -288,6 +288,7 @@ tsr_status tsr_layernorm(tsr_device *dev, const tsr_layernorm_desc *desc, cl_mem
     layernorm_problem p;
     tsr_status status = layernorm_validate(dev, desc, x, residual, gamma, beta, y, &p);
     if (status != TSR_SUCCESS) return status;
+    tsr_op_output(y);
     cl_command_queue q;
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;

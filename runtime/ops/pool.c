@@ -288,6 +288,7 @@ tsr_status tsr_pool2d(tsr_device *dev, const tsr_pool2d_desc *desc, cl_mem x, cl
     pool_problem p;
     tsr_status status = pool_validate(dev, desc, x, y, &p);
     if (status != TSR_SUCCESS) return status;
+    tsr_op_output(y);
     cl_command_queue q;
     TSR_CHECK(status, tsr_resolve_queue(dev, queue, &q), done);
     tsr_config cfg;

@@ -8,7 +8,7 @@
 static void print_summary(FILE *out) {
     fputs("  bench OP [--device SEL] [--sizes LIST] [--json FILE] [--budget SECONDS] [--no-peers]\n"
           "        [--part NAME] [--clblast-xgemm \"GEMMK=0 MWG=64 ...\"] [--max-unfused L] [--layers LIST]\n"
-          "        [--dtype IN[/OUT]]\n",
+          "        [--dtype IN[/OUT]] [--weights kept|per-call]\n",
           out);
     /* What it does, then per op what --sizes lists, its parts and its own options: each op's
      * lines from its registry entry. */
@@ -65,6 +65,7 @@ static int run_bench(int argc, char **argv) {
                                             {"max-unfused", required_argument, NULL, 'U'},
                                             {"layers", required_argument, NULL, 'L'},
                                             {"dtype", required_argument, NULL, 'T'},
+                                            {"weights", required_argument, NULL, 'W'},
                                             {0}};
     bench_options bo = {.budget_s = 1.0, .peers = true};
     const char *device = NULL, *json = NULL;
@@ -79,6 +80,11 @@ static int run_bench(int argc, char **argv) {
             if (!tsr_dtype_spec_parse(optarg, &bo.in_type, &bo.out_type))
                 return cli_misuse("bench", "--dtype: '%s' is not f32, f16, bf16 or IN/OUT of them (e.g. f16/f32)",
                                   optarg);
+            break;
+        case 'W':
+            if (strcmp(optarg, "kept") && strcmp(optarg, "per-call"))
+                return cli_misuse("bench", "--weights: '%s' is not kept or per-call", optarg);
+            bo.per_call_weights = strcmp(optarg, "per-call") == 0;
             break;
         case 'U': {
             uint64_t v = 0;

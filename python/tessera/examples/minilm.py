@@ -229,8 +229,11 @@ class Runner:
                 self._encoder(state, batch, seq, kv_lengths)
             state['graph'] = g
         # the pooled vectors (the graph's, or the calls', last GEMM): the forward's one host wait
-        pooled = state['pooled'].get().reshape(batch, HIDDEN).astype(np.float64)
-        return (pooled / np.sqrt(np.einsum('ij,ij->i', pooled, pooled))[:, None]).astype(np.float32)
+        pooled = state['pooled'].get().reshape(batch, HIDDEN)
+        # normalised in float64 (the sum of squares accumulated in it): the fewest NumPy calls, each
+        # on caches that the forward's weights just went through
+        norms = np.sqrt(np.einsum('ij,ij->i', pooled, pooled, dtype=np.float64))
+        return (pooled / norms[:, None]).astype(np.float32)
 
 
 _runners = {}

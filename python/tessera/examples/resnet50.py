@@ -291,7 +291,10 @@ class ResNet50:
             if not (np.isfinite(scale).all() and np.isfinite(bias).all()):
                 raise _corrupt(self.weights_path, 'BatchNorm %s folds into a scale or bias beyond float32\'s range'
                                % layer['bn'])
-            self.convs.append(dict(layer, weight=up(w[layer['name'] + '.weight'], self.dtype, layer['name'] + '.weight'),
+            # the weights never change after loading: marked constant, conv2d keeps its Winograd
+            # transform or 16-bit widening of them (docs/conv.md, "Kept weights")
+            wt = up(w[layer['name'] + '.weight'], self.dtype, layer['name'] + '.weight').set_constant()
+            self.convs.append(dict(layer, weight=wt,
                                    scale=up(scale, np.float32, layer['bn']), bias=up(bias, np.float32, layer['bn'])))
         # fc goes up transposed, [2048, classes]: the GEMM's untransposed B
         self.fc_weight = up(w['fc.weight'].T, self.dtype, 'fc.weight')

@@ -1,0 +1,116 @@
+/* The embedding gather (tsr_embedding, BERT-base tables: vocab 30522, 512 positions, 2 types) in
+ * fp32, f16 and bf16 (tables and y in the type), side by side in one process:
+ *   embedding_dtype_ab [--device SEL] [--rounds N] [--calls N] [--tokens N] [--hidden N]
+ * For each round the three run in rotating order: a warm-up call, then N calls back to back and
+ * one clFinish. Prints one JSON line: per type the medians over the rounds of wall and process CPU
+ * microseconds per call, and the medians of the rounds' paired fp32/16-bit time ratios (CPU and
+ * wall), the "x the tokens/s of fp32" of `tessera bench embedding --dtype`, here without its
+ * per-call host clock around a single call (docs/dtypes.md, session 20). Random ids, fixed seed. */
+#include "tessera.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { VOCAB = 30522, POSITIONS = 512, TYPES = 2, SEQ = 128 };
+
+int main(int argc, char **argv) {
+    const char *selector = NULL;
+    int rounds = 15, calls = 20;
+    size_t tokens = 4096, hidden = 768;
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc) selector = argv[++i];
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = (size_t)atol(argv[++i]);
+        else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) hidden = (size_t)atol(argv[++i]);
+        else {
+            fprintf(stderr, "usage: embedding_dtype_ab [--device SEL] [--rounds N] [--calls N] [--tokens N] [--hidden N]\n");
+            return 2;
+        }
+    }
+    if (rounds < 1 || rounds > 1000 || calls < 1 || calls > 100000 || tokens < 1 || tokens > (1u << 20) || hidden < 1 ||
+        hidden > 8192) {
+        fprintf(stderr, "embedding_dtype_ab: --rounds 1..1000, --calls 1..100000, --tokens 1..1048576, --hidden 1..8192\n");
+        return 2;
+    }
+    tsr_device *dev = NULL;
+    if (tsr_device_open(selector, &dev) != TSR_SUCCESS) {
+        fprintf(stderr, "embedding_dtype_ab: device: %s\n", tsr_last_error());
+        return 1;
+    }
+    cl_context ctx = tsr_device_context(dev);
+    cl_command_queue q = tsr_device_queue(dev);
+    static const tsr_dtype types[3] = {TSR_F32, TSR_F16, TSR_BF16};
+    const size_t rows[3] = {VOCAB, POSITIONS, TYPES};
+    float *host = malloc((size_t)VOCAB * hidden * sizeof *host), *draw = malloc(tokens * 2 * sizeof *draw);
+    int32_t *ids = malloc(tokens * sizeof *ids), *type_ids = malloc(tokens * sizeof *type_ids);
+    void *conv = malloc((size_t)VOCAB * hidden * sizeof(float));
+    double *wall[3], *cpu[3], *ratio_cpu[2], *ratio_wall[2];
+    if (!host || !draw || !ids || !type_ids || !conv) return 1;
+    for (int v = 0; v < 3; ++v) {
+        wall[v] = malloc((size_t)rounds * sizeof(double)), cpu[v] = malloc((size_t)rounds * sizeof(double));
+        if (!wall[v] || !cpu[v]) return 1;
+    }
+    for (int v = 0; v < 2; ++v) {
+        ratio_cpu[v] = malloc((size_t)rounds * sizeof(double)), ratio_wall[v] = malloc((size_t)rounds * sizeof(double));
+        if (!ratio_cpu[v] || !ratio_wall[v]) return 1;
+    }
+    uint64_t seed = 0x5eed2020;
+    tsr_random_fill(host, (size_t)VOCAB * hidden, &seed, -0.1f, 0.1f);
+    tsr_random_fill(draw, tokens * 2, &seed, 0.0f, 1.0f);
+    for (size_t t = 0; t < tokens; ++t)
+        ids[t] = (int32_t)(draw[t] * VOCAB) % VOCAB, type_ids[t] = (int32_t)(draw[tokens + t] * TYPES) % TYPES;
+    cl_mem table[3][3], y[3];
+    for (int v = 0; v < 3; ++v) {
+        size_t es = tsr_dtype_size(types[v]);
+        if (tsr_convert_host(TSR_F32, host, types[v], conv, (size_t)VOCAB * hidden) != TSR_SUCCESS) return 1;
+        cl_int err = CL_SUCCESS;
+        for (int k = 0; k < 3 && err == CL_SUCCESS; ++k) /* each table the first rows of the words' */
+            table[v][k] = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, rows[k] * hidden * es, conv, &err);
+        if (err == CL_SUCCESS) y[v] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, tokens * hidden * es, NULL, &err);
+        if (err != CL_SUCCESS) {
+            fprintf(stderr, "embedding_dtype_ab: buffers: OpenCL error %d\n", err);
+            return 1;
+        }
+    }
+    for (int r = 0; r < rounds; ++r) {
+        for (int o = 0; o < 3; ++o) {
+            int v = (r + o) % 3; /* rotate which goes first */
+            const tsr_embedding_desc d = {.tokens = tokens, .seq_len = SEQ, .hidden = hidden, .vocab = VOCAB,
+                                          .max_positions = POSITIONS, .type_vocab = TYPES, .y_type = types[v],
+                                          .table_type = types[v]};
+            tsr_status st = tsr_embedding(dev, &d, ids, type_ids, table[v][0], table[v][1], table[v][2], y[v], q, NULL);
+            clFinish(q);
+            double w0 = util_clock_us(CLOCK_MONOTONIC), c0 = util_clock_us(CLOCK_PROCESS_CPUTIME_ID);
+            for (int i = 0; i < calls && st == TSR_SUCCESS; ++i)
+                st = tsr_embedding(dev, &d, ids, type_ids, table[v][0], table[v][1], table[v][2], y[v], q, NULL);
+            clFinish(q);
+            if (st != TSR_SUCCESS) {
+                fprintf(stderr, "embedding_dtype_ab: %s: %s\n", tsr_dtype_str(types[v]), tsr_last_error());
+                return 1;
+            }
+            wall[v][r] = (util_clock_us(CLOCK_MONOTONIC) - w0) / calls;
+            cpu[v][r] = (util_clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls;
+        }
+        for (int v = 1; v < 3; ++v)
+            ratio_cpu[v - 1][r] = cpu[0][r] / cpu[v][r], ratio_wall[v - 1][r] = wall[0][r] / wall[v][r];
+    }
+    printf("{\"tokens\": %zu, \"hidden\": %zu, \"rounds\": %d, \"calls\": %d", tokens, hidden, rounds, calls);
+    for (int v = 0; v < 3; ++v) {
+        printf(", \"%s\": {\"us\": %.1f, \"cpu_us\": %.1f", tsr_dtype_str(types[v]), util_median(wall[v], rounds),
+               util_median(cpu[v], rounds));
+        if (v) printf(", \"fp32_over_cpu\": %.3f, \"fp32_over_wall\": %.3f", util_median(ratio_cpu[v - 1], rounds),
+                      util_median(ratio_wall[v - 1], rounds));
+        printf("}");
+    }
+    printf("}\n");
+    for (int v = 0; v < 3; ++v) {
+        for (int k = 0; k < 3; ++k) clReleaseMemObject(table[v][k]);
+        clReleaseMemObject(y[v]);
+    }
+    tsr_device_close(dev);
+    return 0;
+}

@@ -17,7 +17,9 @@
 //            or 6 x 4 fill AVX-512's 32 registers; one vector per item gives MWI chains, fewer
 //            than two 4-cycle FMA ports keep busy); up to WGN neighbouring tiles share a
 //            work-group (one thread on PoCL), so the MWI weight rows stay in L1 across them.
-//   STAGE 4  (depthwise, the CPU default there) column tiles x row blocks x planes: see its kernel.
+//   STAGE 4  (depthwise) column tiles x row blocks x planes: see its kernel.
+//   STAGE 8  (depthwise 3x3, pad 1, stride 1 or 2; the CPU default there) row strips of a plane per
+//            work-item: see its kernel.
 //   STAGE 3  (depthwise) a work-item computes MWI output rows of one channel, VW pixels at a time
 //            along each row; up to WGN such items per work-group. Meant for one input channel per
 //            group (memory-bound layers), correct for any layer.
@@ -520,6 +522,121 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 }
 #endif // DW_FLAT
 #undef DW_TAPS
+
+#elif STAGE == 8
+// (depthwise 3x3 row strips) One channel per group (C = K = G), 3x3 taps, padding 1, dilation 1,
+// stride 1 (any W) or 2 (even W), Q >= VW >= 4: the host checks, and runs STAGE 4 (the same
+// configuration) on other layers. global = (row bands, N K planes rounded to the work-group),
+// local = (1, planes per work-group). A work-item computes a band of output rows of one plane
+// (the whole plane unless the layer has too few planes to keep the device busy), MWI rows at a
+// time: for each tile of VW consecutive output columns (the row's last tile moved back to end at
+// the row's last pixel) it walks the strip's input rows once, each row's taps read as whole
+// vectors and fed to every output row of the strip that uses it (MWI + 2 rows per MWI outputs at
+// stride 1, 2 MWI + 1 at stride 2), the nine weights in registers. Every load stays inside its
+// input row: stride 1 reads columns ow0 - 1, ow0 and ow0 + 1, and the first (last) tile shifts
+// its middle vector right (left) one lane with the padding's zero instead of reading past the
+// row; stride 2 reads 2 VW columns from 2 ow0, splits them into even columns (tap 1) and odd ones
+// (tap 2), and tap 0's columns are the odd ones shifted right a lane with column 2 ow0 - 1 (a
+// zero in the first tile). Input rows outside the image are skipped.
+#if VW == 16
+#define DW8_SHR(v, f) ((float16)((f), (v).s0123, (v).s4567, (v).s89ab, (v).scd, (v).se))
+#define DW8_SHL(v, f) ((float16)((v).s1234, (v).s5678, (v).s9abc, (v).sdef, (f)))
+#elif VW == 8
+#define DW8_SHR(v, f) ((float8)((f), (v).s0123, (v).s456))
+#define DW8_SHL(v, f) ((float8)((v).s1234, (v).s567, (f)))
+#elif VW == 4
+#define DW8_SHR(v, f) ((float4)((f), (v).s012))
+#define DW8_SHL(v, f) ((float4)((v).s123, (f)))
+#else
+#error "STAGE 8 takes VW = 4, 8 or 16"
+#endif
+// One input row i of the strip (input row ih) into the strip's accumulators, stride 1: LEFT and
+// RIGHT (0 or 1, so the tests fold) say whether the tile touches the row's first or last column.
+#define DW8_ROW1(LEFT, RIGHT)                                                                        \
+    _Pragma("unroll") for (int i = 0; i < MWI + 2; ++i) {                                            \
+        const int ih = oh0 - 1 + i;                                                                  \
+        if (ih < 0 || ih >= GEO_H) continue; /* a row of zeros adds nothing */                      \
+        const __global XELT *xr = xc + ih * GEO_W + ow0;                                            \
+        const floatv v1 = VLOADX(xr);                                                                \
+        const floatv v0 = (LEFT) ? DW8_SHR(v1, 0.0f) : VLOADX(xr - 1);                               \
+        const floatv v2 = (RIGHT) ? DW8_SHL(v1, 0.0f) : VLOADX(xr + 1);                              \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                            \
+            const int r = i - m;                                                                     \
+            if (r < 0 || r > 2) continue;                                                            \
+            acc[m] = fma((floatv)(wt[3 * r + 2]), v2,                                                \
+                         fma((floatv)(wt[3 * r + 1]), v1, fma((floatv)(wt[3 * r]), v0, acc[m])));     \
+        }                                                                                            \
+    }
+#define DW8_ROW2(LEFT)                                                                               \
+    _Pragma("unroll") for (int i = 0; i < 2 * MWI + 1; ++i) {                                        \
+        const int ih = 2 * oh0 - 1 + i;                                                              \
+        if (ih < 0 || ih >= GEO_H) continue;                                                         \
+        const __global XELT *xr = xc + ih * GEO_W + 2 * ow0;                                        \
+        const floatv a = VLOADX(xr), b = VLOADX(xr + VW);                                            \
+        const floatv ev = (floatv)(a.even, b.even), od = (floatv)(a.odd, b.odd);                     \
+        const floatv v0 = DW8_SHR(od, (LEFT) ? 0.0f : LDX(xr - 1, 0));                              \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                            \
+            const int r = i - 2 * m;                                                                 \
+            if (r < 0 || r > 2) continue;                                                            \
+            acc[m] = fma((floatv)(wt[3 * r + 2]), od,                                                \
+                         fma((floatv)(wt[3 * r + 1]), ev, fma((floatv)(wt[3 * r]), v0, acc[m])));     \
+        }                                                                                            \
+    }
+__kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
+                            const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
+    const int nk = (int)get_global_id(1);
+    if (nk >= geo.sf) return; // geo.sf: N K
+    const int bands = (int)get_global_size(0);
+    const int B = ((GEO_P + bands - 1) / bands + MWI - 1) / MWI * MWI; // rows per band (the host's count)
+    const int p0 = (int)get_global_id(0) * B, p1 = min(GEO_P, p0 + B);
+    const int k = nk % GEO_K;
+    const __global XELT *xc = x + x_off + (size_t)nk * (size_t)(GEO_H * GEO_W); // C = K: plane nk
+    float wt[9];
+    _Pragma("unroll") for (int i = 0; i < 9; ++i) wt[i] = LDW(w + w_off + (size_t)k * 9, i);
+    const size_t ek = (size_t)nk * (size_t)(GEO_P * GEO_Q);
+    const int tiles = (GEO_Q + VW - 1) / VW;
+    for (int oh0 = p0; oh0 < p1; oh0 += MWI) {
+        for (int t = 0; t < tiles; ++t) {
+            const int ow0 = min(t * VW, GEO_Q - VW);
+            floatv acc[MWI];
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+            if (SW_ == 1) {
+                const bool left = ow0 == 0, right = ow0 + VW == GEO_W;
+                if (!left && !right) {
+                    DW8_ROW1(0, 0)
+                } else if (left && right) {
+                    DW8_ROW1(1, 1)
+                } else if (left) {
+                    DW8_ROW1(1, 0)
+                } else {
+                    DW8_ROW1(0, 1)
+                }
+            } else if (ow0 == 0) {
+                DW8_ROW2(1)
+            } else {
+                DW8_ROW2(0)
+            }
+            // Overlapped pixels (the row's last tile) belong to the tile before: stored only by it
+            // when a residual is read (it may be y itself), else stored again with the same values.
+            const int skip = res_type == TSR_RES_NONE ? 0 : t * VW - ow0;
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                if (oh0 + m >= p1) break;
+                const size_t er = ek + (size_t)(oh0 + m) * GEO_Q + ow0;
+                if (skip == 0) {
+                    CONV_STORE(acc[m], k, er, VW);
+                } else {
+                    float tl[VW];
+                    VSTORE(acc[m], tl);
+                    for (int e = skip; e < VW; ++e) CONV_STORE1(tl[e], k, er + e);
+                }
+            }
+        }
+    }
+}
+#undef DW8_ROW1
+#undef DW8_ROW2
+#undef DW8_SHR
+#undef DW8_SHL
 
 #else // STAGE 3
 #if VW == 1

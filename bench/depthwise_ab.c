@@ -11,7 +11,8 @@
  * the medians over the rounds of the wall time and the process CPU time per call and GB/s by each
  * (x read once, weights, y written once; by CPU time: per core), and the copy's GB/s by wall time.
  * Layers: mb2.112x32 mb2.112x96s2 mb2.56x144 mb2.56x144s2 mb2.28x192 mb2.28x192s2 mb2.14x384
- * mb2.14x576 mb2.14x576s2 mb2.7x960, or "all" (the default). */
+ * mb2.14x576 mb2.14x576s2 mb2.7x960, tiny.8x7 (8 channels of 7x7: what a call costs beside its
+ * work), or "all" (the default). */
 #include "tessera.h"
 #include "util.h"
 
@@ -30,6 +31,7 @@ static const layer layers[] = {
     {"mb2.56x144s2", 144, 56, 144, 2, 1}, {"mb2.28x192", 192, 28, 192, 1, 2},  {"mb2.28x192s2", 192, 28, 192, 2, 1},
     {"mb2.14x384", 384, 14, 384, 1, 4},   {"mb2.14x576", 576, 14, 576, 1, 2},  {"mb2.14x576s2", 576, 14, 576, 2, 1},
     {"mb2.7x960", 960, 7, 960, 1, 3},
+    {"tiny.8x7", 8, 7, 8, 1, 0}, /* not MobileNet-V2's: a call's fixed cost */
 };
 #define NLAYERS (sizeof layers / sizeof *layers)
 #define MAXVAR 8

@@ -139,6 +139,8 @@ static const epi_case cases[] = {
      .scale = true, .bias = true, .res = 1, .xt = TSR_BF16, .wt = TSR_BF16, .rt = TSR_F16, .off = 1}, /* grouped */
     {.N = 2, .C = 6, .H = 9, .W = 21, .K = 6, .R = 3, .S = 3, .pad = 1, .G = 6, .act = TSR_ACT_RELU, .scale = true,
      .res = 2, .off = 2},                                                                   /* depthwise */
+    {.N = 2, .C = 5, .H = 11, .W = 36, .K = 5, .R = 3, .S = 3, .st = 2, .pad = 1, .G = 5, .act = TSR_ACT_RELU,
+     .scale = true, .bias = true, .res = 2, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .off = 1}, /* depthwise /2 */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -157,6 +159,7 @@ static const struct {
     {"ALGO=2 MWI=2 VW=8 STAGE=2 WGM=3 WGN=4", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=8 STAGE=4 WGN=8", TSR_CONV_AUTO, true},
+    {"ALGO=2 MWI=2 VW=16 STAGE=8 WGN=4", TSR_CONV_AUTO, true}, /* depthwise row strips (others: STAGE 4) */
     {"ALGO=2 STAGE=6 WGN=1", TSR_CONV_AUTO, true}, /* Winograd F(2x2, 3x3) on every layer it fits */
     {"ALGO=2 STAGE=7 WGN=1", TSR_CONV_AUTO, true}, /* F(4x4, 3x3) */
 };

@@ -548,8 +548,9 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 #define DW8_SHR(v, f) ((float4)((f), (v).s012))
 #define DW8_SHL(v, f) ((float4)((v).s123, (f)))
 #else
-#error "STAGE 8 takes VW = 4, 8 or 16"
+#define DW8_NO_ROWS // (VW 1 and 2: the channels-last kernel below only; the host takes 4 and up here)
 #endif
+#ifndef DW8_NO_ROWS
 // One input row i of the strip (input row ih) into the strip's accumulators, stride 1: LEFT and
 // RIGHT (0 or 1, so the tests fold) say whether the tile touches the row's first or last column.
 #define DW8_ROW1(LEFT, RIGHT)                                                                        \
@@ -637,6 +638,74 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 #undef DW8_ROW2
 #undef DW8_SHR
 #undef DW8_SHL
+#endif // DW8_NO_ROWS
+
+// Channels-last (NHWC x, y and residual) depthwise layers, any kernel size, padding, stride and
+// dilation, one channel per group (C = K = G): the host checks, and picks VW as the largest of 16,
+// 8, 4, 2, 1 that divides C. Vectors run along the channels, so every tap of a pixel is one
+// unit-stride vector load of VW channels (or nothing, outside the image) and no lane is wasted
+// whatever the plane's size. global = (C / VW channel blocks, output rows rounded to the
+// work-group, N), local = (1, rows per work-group, 1). A work-item computes one output row of one
+// image for VW channels, MWI pixels at a time (MWI independent accumulator chains), the R S
+// weight vectors (gathered from OIHW once) in registers where they fit.
+__kernel void conv_dw_nhwc(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
+                           const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
+    const int c0 = (int)get_global_id(0) * VW, oh = (int)get_global_id(1), n = (int)get_global_id(2);
+    if (oh >= GEO_P) return;
+    const int R = KR_, S = KS_, C = GEO_C;
+#if defined(KR) && KR <= 3
+    floatv wv[KR * KS];
+#define DWN_W(t) wv[t]
+#else
+#define DWN_W(t) dwn_w(w + w_off, c0, R * S, t)
+#endif
+#if defined(KR) && KR <= 3
+    _Pragma("unroll") for (int t = 0; t < KR * KS; ++t) {
+        float tl[VW];
+        _Pragma("unroll") for (int e = 0; e < VW; ++e) tl[e] = LDW(w + w_off, (size_t)(c0 + e) * (KR * KS) + t);
+        wv[t] = VLOAD(tl);
+    }
+#endif
+    const __global XELT *xn = x + x_off + (size_t)n * GEO_H * GEO_W * C + c0;
+    const size_t er = ((size_t)n * GEO_P + oh) * GEO_Q * (size_t)C + c0;
+    for (int q0 = 0; q0 < GEO_Q; q0 += MWI) {
+        floatv acc[MWI];
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+        ROWS_PRAGMA for (int r = 0; r < R; ++r) {
+            const int ih = oh * GEO_SH - GEO_PH + r * GEO_DH;
+            if (ih < 0 || ih >= GEO_H) continue; // a row of zeros adds nothing
+            const __global XELT *xr = xn + (size_t)ih * GEO_W * C;
+            _Pragma("unroll") for (int s = 0; s < S; ++s) {
+#if defined(KR) && KR <= 3
+                const floatv ws = DWN_W(r * S + s);
+#else
+                float tl[VW];
+                for (int e = 0; e < VW; ++e) tl[e] = LDW(w + w_off, (size_t)(c0 + e) * (R * S) + r * S + s);
+                const floatv ws = VLOAD(tl);
+#endif
+                _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                    const int iw = (q0 + m) * GEO_SW - GEO_PW + s * GEO_DW;
+                    if (q0 + m >= GEO_Q || iw < 0 || iw >= GEO_W) continue;
+                    acc[m] = fma(ws, VLOADX(xr + (size_t)iw * C), acc[m]);
+                }
+            }
+        }
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+            if (q0 + m >= GEO_Q) break;
+            floatv v = acc[m];
+#if VW == 1
+            if (epi_flags & 1) v *= scale[scale_off + c0];
+            if (epi_flags & 2) v += bias[bias_off + c0];
+#else
+            if (epi_flags & 1) v *= VLOAD(scale + scale_off + c0);
+            if (epi_flags & 2) v += VLOAD(bias + bias_off + c0);
+#endif
+            const size_t e = er + (size_t)(q0 + m) * C;
+            VSTOREY(tsr_epi_finish_v(v, res, res_type, res_off + e, act), y + y_off + e);
+        }
+    }
+#undef DWN_W
+}
 
 #else // STAGE 3
 #if VW == 1

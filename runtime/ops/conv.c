@@ -1407,6 +1407,47 @@ done:
     return status;
 }
 
+/* Channels-last depthwise layers under a STAGE 8 configuration (one channel per group, C = K = G;
+ * any kernel size, padding, stride and dilation): cl/conv_cpu.cl's conv_dw_nhwc on x and y as they
+ * lie, vectors along the channels (VW the largest of the configuration's width, 8, 4, 2, 1 that
+ * divides C), no transposes. */
+static bool dw_nhwc_fits(const conv_problem *p, const tsr_config *cfg) {
+    return cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] == 8 && p->C == p->G && p->K == p->G &&
+           p->C <= INT_MAX / 2 && p->N <= INT_MAX && p->P <= INT_MAX;
+}
+
+static tsr_status launch_dw_nhwc(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
+                                 cl_command_queue queue, cl_event *event) {
+    tsr_status status = TSR_SUCCESS;
+    tsr_config form = *cfg;
+    int vw = form.values[P_VW];
+    while (vw > 1 && p->C % (size_t)vw) vw /= 2;
+    form.values[P_VW] = vw;
+    char options[256];
+    program_options(p, &form, true, options, sizeof options);
+    cl_program program;
+    tsr_kernel *cached = NULL;
+    TSR_CHECK(status, tsr_program_for(dev, "conv_cpu", options, "conv_dw_nhwc", &program), done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, "conv_dw_nhwc", &cached), done);
+    cl_kernel kernel = cached->kernel;
+    tsr_kernel_lock(cached); /* the cached kernel's arguments are this call's until the enqueue */
+    cl_int geo[16];
+    geometry_plain(p, geo);
+    cl_ulong x_off = p->x_off;
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 1, sizeof p->x, &p->x), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 2, sizeof x_off, &x_off), done);
+    TSR_CHECK(status, set_common_args(kernel, p, 3), done);
+    /* up to WGN output rows of a channel block a work-group */
+    size_t rows = (size_t)cfg->values[P_WGN] < p->P ? (size_t)cfg->values[P_WGN] : p->P;
+    if (rows > dev->info.max_work_item_sizes[1] || rows > dev->info.max_work_group_size) rows = 1;
+    size_t local[3] = {1, rows, 1}, global[3] = {p->C / (size_t)vw, ceil_div(p->P, rows) * rows, p->N};
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 3, NULL, global, local, 0, NULL, event), done);
+done:
+    if (cached) tsr_kernel_unlock(cached);
+    return status;
+}
+
 /* The NHWC call's temporaries, released when its last command completes. */
 typedef struct nhwc_temps {
     cl_mem mem[3];
@@ -1427,6 +1468,7 @@ static void CL_CALLBACK release_temps(cl_event event, cl_int status, void *data)
  * them itself. Commands follow each other on the queue (in order, as every multi-kernel op here). */
 static tsr_status conv_channels_last(tsr_device *dev, const tsr_conv2d_desc *desc, const conv_problem *p,
                                      tsr_config *cfg, cl_command_queue queue, cl_event *event) {
+    if (dw_nhwc_fits(p, cfg)) return launch_dw_nhwc(dev, p, cfg, queue, event);
     tsr_status status = TSR_SUCCESS;
     cl_mem xt = NULL, yt = NULL, rt = NULL;
     cl_event last = NULL;

@@ -4,7 +4,8 @@
  *                [--var LABEL=DIR|CONFIG]...
  * A --var opens its own device with TSR_KERNEL_DIR=DIR (empty: the embedded kernel sources) and
  * sets CONFIG with tsr_config_override("conv2d", ...) ("" or "builtin": none); a LABEL starting with
- * "nhwc" runs the layers channels-last (desc.layout = TSR_NHWC). For each layer and
+ * "nhwc" runs the layers channels-last (desc.layout = TSR_NHWC), one starting with "plain" without
+ * the epilogue. For each layer and
  * round the variants run in rotating order (a warm-up call, then N calls back to back and one
  * clFinish), each call with the runner's epilogue (BatchNorm folded: scale, bias, ReLU), and after
  * them a copy yardstick: clEnqueueCopyBuffer of 1M floats (8 MB moved, as `tessera bench gelu
@@ -134,6 +135,7 @@ int main(int argc, char **argv) {
                 cl_command_queue q = tsr_device_queue(dev);
                 tsr_conv2d_desc d = cd;
                 if (strncmp(var[v].label, "nhwc", 4) == 0) d.layout = TSR_NHWC; /* same bytes, channels last */
+                if (strncmp(var[v].label, "plain", 5) == 0) memset(&d.epilogue, 0, sizeof d.epilogue); /* none */
                 d.epilogue.bias = bias[v], d.epilogue.scale = scale[v];
                 if (tsr_conv2d(dev, &d, x[v], w[v], y[v], q, NULL) != TSR_SUCCESS) goto fail;
                 clFinish(q);

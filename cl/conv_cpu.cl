@@ -539,12 +539,21 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 // (tap 2), and tap 0's columns are the odd ones shifted right a lane with column 2 ow0 - 1 (a
 // zero in the first tile). Input rows outside the image are skipped.
 #if VW == 16
+#define DW8_IOTA ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+#define DW8_VST_HALF(t, p) TSR_VST(Y_TYPE, 8, vload8(0, (t)), (p))
+typedef int16 intv_dw8;
 #define DW8_SHR(v, f) ((float16)((f), (v).s0123, (v).s4567, (v).s89ab, (v).scd, (v).se))
 #define DW8_SHL(v, f) ((float16)((v).s1234, (v).s5678, (v).s9abc, (v).sdef, (f)))
 #elif VW == 8
+#define DW8_IOTA ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
+#define DW8_VST_HALF(t, p) TSR_VST(Y_TYPE, 4, vload4(0, (t)), (p))
+typedef int8 intv_dw8;
 #define DW8_SHR(v, f) ((float8)((f), (v).s0123, (v).s456))
 #define DW8_SHL(v, f) ((float8)((v).s1234, (v).s567, (f)))
 #elif VW == 4
+#define DW8_IOTA ((int4)(0, 1, 2, 3))
+#define DW8_VST_HALF(t, p) TSR_VST(Y_TYPE, 2, vload2(0, (t)), (p))
+typedef int4 intv_dw8;
 #define DW8_SHR(v, f) ((float4)((f), (v).s012))
 #define DW8_SHL(v, f) ((float4)((v).s123, (f)))
 #else
@@ -595,6 +604,50 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
     float wt[9];
     _Pragma("unroll") for (int i = 0; i < 9; ++i) wt[i] = LDW(w + w_off + (size_t)k * 9, i);
     const size_t ek = (size_t)nk * (size_t)(GEO_P * GEO_Q);
+#ifdef DW8_WIDE
+    // (the host's DW8_WIDE: stride 1, VW / 2 < W < VW, H >= 2, no residual) one tile per row, its
+    // VW - W last lanes past the row: a row's load reads them from the next row (in the plane) and
+    // they are zeroed, so the shifted taps see the padding's zero; the plane's last row is read
+    // element by element (nothing past the plane). Stores: two half vectors, at column 0 and
+    // W - VW / 2 (overlapping), after the epilogue on the whole vector.
+    const intv_dw8 past = DW8_IOTA >= (intv_dw8)(GEO_W);
+    for (int oh0 = p0; oh0 < p1; oh0 += MWI) {
+        floatv acc[MWI];
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+        _Pragma("unroll") for (int i = 0; i < MWI + 2; ++i) {
+            const int ih = oh0 - 1 + i;
+            if (ih < 0 || ih >= GEO_H) continue;
+            const __global XELT *xr = xc + ih * GEO_W;
+            floatv v1;
+            if (ih < GEO_H - 1) {
+                v1 = VLOADX(xr);
+            } else {
+                float tl[VW];
+                _Pragma("unroll 1") for (int e = 0; e < VW; ++e) tl[e] = e < GEO_W ? LDX(xr, e) : 0.0f;
+                v1 = VLOAD(tl);
+            }
+            v1 = select(v1, (floatv)(0.0f), past);
+            const floatv v0 = DW8_SHR(v1, 0.0f), v2 = DW8_SHL(v1, 0.0f);
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                const int r = i - m;
+                if (r < 0 || r > 2) continue;
+                acc[m] = fma((floatv)(wt[3 * r + 2]), v2,
+                             fma((floatv)(wt[3 * r + 1]), v1, fma((floatv)(wt[3 * r]), v0, acc[m])));
+            }
+        }
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+            if (oh0 + m >= p1) break;
+            floatv v = acc[m];
+            if (epi_flags & 1) v *= scale[scale_off + k];
+            if (epi_flags & 2) v += bias[bias_off + k];
+            float tl[VW];
+            VSTORE(tsr_epi_finish_v(v, res, TSR_RES_NONE, 0, act), tl);
+            __global YELT *yr = y + y_off + ek + (size_t)(oh0 + m) * GEO_Q;
+            DW8_VST_HALF(tl, yr);
+            DW8_VST_HALF(tl + GEO_W - VW / 2, yr + GEO_W - VW / 2);
+        }
+    }
+#else
     const int tiles = (GEO_Q + VW - 1) / VW;
     for (int oh0 = p0; oh0 < p1; oh0 += MWI) {
         for (int t = 0; t < tiles; ++t) {
@@ -633,11 +686,14 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
             }
         }
     }
+#endif // DW8_WIDE
 }
 #undef DW8_ROW1
 #undef DW8_ROW2
 #undef DW8_SHR
 #undef DW8_SHL
+#undef DW8_IOTA
+#undef DW8_VST_HALF
 #endif // DW8_NO_ROWS
 
 // Channels-last (NHWC x, y and residual) depthwise layers, any kernel size, padding, stride and

@@ -141,6 +141,8 @@ static const epi_case cases[] = {
      .res = 2, .off = 2},                                                                   /* depthwise */
     {.N = 2, .C = 5, .H = 11, .W = 36, .K = 5, .R = 3, .S = 3, .st = 2, .pad = 1, .G = 5, .act = TSR_ACT_RELU,
      .scale = true, .bias = true, .res = 2, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .off = 1}, /* depthwise /2 */
+    {.N = 2, .C = 4, .H = 6, .W = 14, .K = 4, .R = 3, .S = 3, .pad = 1, .G = 4, .act = TSR_ACT_RELU, .scale = true,
+     .bias = true, .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_BF16, .off = 2}, /* depthwise, one 16-lane vector a row */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

@@ -491,14 +491,21 @@ static void program_options(const conv_problem *p, const tsr_config *cfg, bool k
     type_options(cfg, p->types, options, size);
 }
 
-/* STAGE 8's vector width on a layer: the configuration's, halved down to the output row's width
- * (14x14 planes take 8, 7x7 ones 4: two tiles overlapping by one column); 0 where the form does
- * not apply (the layer is not a 3x3 depthwise one with padding 1, dilation 1 and stride 1, or 2
- * on an even width, or its rows are narrower than 4), and STAGE 4 runs instead. */
-static int dw_rows_width(const conv_problem *p, int vw) {
+/* STAGE 8's vector width on a layer: the configuration's; at stride 1 on rows narrower than it
+ * but wider than half of it (14x14 planes at 16 lanes, 7x7 at 8), on planes of 2 rows or more,
+ * without a residual, one vector a row (*wide: its last lanes past the row, zeroed); else halved
+ * down to the output row's width (two tiles overlapping). 0 where the form does not apply (the
+ * layer is not a 3x3 depthwise one with padding 1, dilation 1 and stride 1, or 2 on an even
+ * width, or its rows are narrower than 4), and STAGE 4 runs instead. */
+static int dw_rows_width(const conv_problem *p, int vw, bool *wide) {
+    *wide = false;
     if (p->C != p->G || p->K != p->G || p->R != 3 || p->S != 3 || p->ph != 1 || p->pw != 1 || p->dh != 1 ||
         p->dw != 1 || p->sh != p->sw || (p->sw != 1 && (p->sw != 2 || p->W % 2)))
         return 0;
+    if (p->sw == 1 && vw >= 8 && p->Q < (size_t)vw && 2 * p->Q > (size_t)vw && p->H >= 2 && !p->res) {
+        *wide = true;
+        return vw;
+    }
     while (vw >= 4 && (size_t)vw > p->Q) vw /= 2;
     return vw >= 4 ? vw : 0;
 }
@@ -519,9 +526,10 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     tsr_status status = TSR_SUCCESS;
     char options[256];
     tsr_config form;
+    bool dw_wide = false;
     if (implicit && cfg->values[P_STAGE] == 8) { /* its vector width for the layer, or STAGE 4 */
         form = *cfg;
-        int vw = dw_rows_width(p, cfg->values[P_VW]);
+        int vw = dw_rows_width(p, cfg->values[P_VW], &dw_wide);
         if (vw) form.values[P_VW] = vw;
         else form.values[P_STAGE] = 4;
         cfg = &form;
@@ -538,6 +546,9 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     const bool flat = stage == 4 && p->sh == 1 && p->sw == 1 && p->Q == p->W && p->Q <= (size_t)v[P_VW];
     olen = strlen(options);
     if (flat && olen < sizeof options) snprintf(options + olen, sizeof options - olen, " -DDW_FLAT=1");
+    olen = strlen(options);
+    if (stage == 8 && dw_wide && olen < sizeof options)
+        snprintf(options + olen, sizeof options - olen, " -DDW8_WIDE=1");
     cl_program program;
     tsr_kernel *cached = NULL;
     /* The CPU forms live in conv_cpu.cl (conv.cl, and the entries tuned against its hash, unchanged). */

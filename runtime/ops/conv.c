@@ -185,7 +185,6 @@ static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr
     const conv_problem *p = problem;
     if ((v[P_STAGE] == 3 || v[P_STAGE] == 4 || v[P_STAGE] == 8) && p && p->N * p->K > INT_MAX)
         return false; /* the kernel's plane index is an int */
-    if (v[P_STAGE] == 8 && v[P_VW] < 4) return false; /* its row strips take vectors of 4, 8 or 16 */
     /* llvmpipe-like CPUs (lanes across work-items) compile big per-item tiles for minutes. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS &&
         v[P_MWI] * v[P_VW] > 16)
@@ -496,7 +495,7 @@ static void program_options(const conv_problem *p, const tsr_config *cfg, bool k
  * without a residual, one vector a row (*wide: its last lanes past the row, zeroed); else halved
  * down to the output row's width (two tiles overlapping). 0 where the form does not apply (the
  * layer is not a 3x3 depthwise one with padding 1, dilation 1 and stride 1, or 2 on an even
- * width, or its rows are narrower than 4), and STAGE 4 runs instead. */
+ * width, or its rows, or the configuration's vectors, are narrower than 4), and STAGE 4 runs instead. */
 static int dw_rows_width(const conv_problem *p, int vw, bool *wide) {
     *wide = false;
     if (p->C != p->G || p->K != p->G || p->R != 3 || p->S != 3 || p->ph != 1 || p->pw != 1 || p->dh != 1 ||

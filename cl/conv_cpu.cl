@@ -526,8 +526,8 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 #elif STAGE == 8
 // (depthwise 3x3 row strips) One channel per group (C = K = G), 3x3 taps, padding 1, dilation 1,
 // stride 1 (any W) or 2 (even W), Q >= VW >= 4: the host checks, and runs STAGE 4 (the same
-// configuration) on other layers. global = (row bands, N K planes rounded to the work-group),
-// local = (1, planes per work-group). A work-item computes a band of output rows of one plane
+// configuration) on other layers. global = (row bands, K rounded to the work-group, N), local =
+// (1, channels per work-group, 1). A work-item computes a band of output rows of one plane
 // (the whole plane unless the layer has too few planes to keep the device busy), MWI rows at a
 // time: for each tile of VW consecutive output columns (the row's last tile moved back to end at
 // the row's last pixel) it walks the strip's input rows once, each row's taps read as whole
@@ -594,12 +594,12 @@ typedef int4 intv_dw8;
     }
 __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
                             const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
-    const int nk = (int)get_global_id(1);
-    if (nk >= geo.sf) return; // geo.sf: N K
+    const int k = (int)get_global_id(1), nk = (int)get_global_id(2) * GEO_K + k;
+    if (k >= GEO_K) return;
     const int bands = (int)get_global_size(0);
-    const int B = ((GEO_P + bands - 1) / bands + MWI - 1) / MWI * MWI; // rows per band (the host's count)
+    // rows per band (the host's count; no division per work-item when a band is the whole plane)
+    const int B = bands == 1 ? GEO_P : ((GEO_P + bands - 1) / bands + MWI - 1) / MWI * MWI;
     const int p0 = (int)get_global_id(0) * B, p1 = min(GEO_P, p0 + B);
-    const int k = nk % GEO_K;
     const __global XELT *xc = x + x_off + (size_t)nk * (size_t)(GEO_H * GEO_W); // C = K: plane nk
     float wt[9];
     _Pragma("unroll") for (int i = 0; i < 9; ++i) wt[i] = LDW(w + w_off + (size_t)k * 9, i);

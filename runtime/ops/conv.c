@@ -587,16 +587,14 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
         geo[15] = (cl_int)(p->N * p->K);
         TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
     } else if (stage == 8) {
-        /* row bands x planes; up to WGN planes a work-group, fewer where that would leave under
-         * 8 work-groups a compute unit */
-        size_t bands = dw_rows_bands(dev, p, v[P_MWI]), planes = p->N * p->K, wgn = (size_t)v[P_WGN];
+        /* row bands x channels x images; up to WGN channels a work-group, fewer where that would
+         * leave under 8 work-groups a compute unit */
+        size_t bands = dw_rows_bands(dev, p, v[P_MWI]), wgn = (size_t)v[P_WGN];
         size_t cu = dev->info.compute_units ? dev->info.compute_units : 1;
-        while (wgn > 1 && ceil_div(planes, wgn) * bands < 8 * cu) wgn /= 2;
+        while (wgn > 1 && ceil_div(p->K, wgn) * p->N * bands < 8 * cu) wgn /= 2;
         if (wgn > dev->info.max_work_item_sizes[1] || wgn > dev->info.max_work_group_size) wgn = 1;
         local[0] = 1, local[1] = wgn, local[2] = 1;
-        global[0] = bands, global[1] = ceil_div(planes, wgn) * wgn, global[2] = 1;
-        geo[15] = (cl_int)planes;
-        TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
+        global[0] = bands, global[1] = ceil_div(p->K, wgn) * wgn, global[2] = p->N;
     } else if (stage == 4) {
         /* a whole output row's tiles per work-group, then row blocks, then planes: about WGN items */
         size_t tiles = ceil_div(p->Q, (size_t)v[P_VW]), blocks = ceil_div(p->P, (size_t)v[P_MWI]), wgn = (size_t)v[P_WGN];

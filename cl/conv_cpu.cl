@@ -17,7 +17,9 @@
 //            or 6 x 4 fill AVX-512's 32 registers; one vector per item gives MWI chains, fewer
 //            than two 4-cycle FMA ports keep busy); up to WGN neighbouring tiles share a
 //            work-group (one thread on PoCL), so the MWI weight rows stay in L1 across them.
-//   STAGE 4  (depthwise, the CPU default there) column tiles x row blocks x planes: see its kernel.
+//   STAGE 4  (depthwise) column tiles x row blocks x planes: see its kernel.
+//   STAGE 8  (depthwise 3x3, pad 1, stride 1 or 2; the CPU default there) row strips of a plane per
+//            work-item: see its kernel.
 //   STAGE 3  (depthwise) a work-item computes MWI output rows of one channel, VW pixels at a time
 //            along each row; up to WGN such items per work-group. Meant for one input channel per
 //            group (memory-bound layers), correct for any layer.
@@ -520,6 +522,246 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 }
 #endif // DW_FLAT
 #undef DW_TAPS
+
+#elif STAGE == 8
+// (depthwise 3x3 row strips) One channel per group (C = K = G), 3x3 taps, padding 1, dilation 1,
+// stride 1 (any W) or 2 (even W), Q >= VW >= 4: the host checks, and runs STAGE 4 (the same
+// configuration) on other layers. global = (row bands, K rounded to the work-group, N), local =
+// (1, channels per work-group, 1). A work-item computes a band of output rows of one plane
+// (the whole plane unless the layer has too few planes to keep the device busy), MWI rows at a
+// time: for each tile of VW consecutive output columns (the row's last tile moved back to end at
+// the row's last pixel) it walks the strip's input rows once, each row's taps read as whole
+// vectors and fed to every output row of the strip that uses it (MWI + 2 rows per MWI outputs at
+// stride 1, 2 MWI + 1 at stride 2), the nine weights in registers. Every load stays inside its
+// input row: stride 1 reads columns ow0 - 1, ow0 and ow0 + 1, and the first (last) tile shifts
+// its middle vector right (left) one lane with the padding's zero instead of reading past the
+// row; stride 2 reads 2 VW columns from 2 ow0, splits them into even columns (tap 1) and odd ones
+// (tap 2), and tap 0's columns are the odd ones shifted right a lane with column 2 ow0 - 1 (a
+// zero in the first tile). Input rows outside the image are skipped.
+#if VW == 16
+#define DW8_IOTA ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+#define DW8_VST_HALF(t, p) TSR_VST(Y_TYPE, 8, vload8(0, (t)), (p))
+typedef int16 intv_dw8;
+#define DW8_SHR(v, f) ((float16)((f), (v).s0123, (v).s4567, (v).s89ab, (v).scd, (v).se))
+#define DW8_SHL(v, f) ((float16)((v).s1234, (v).s5678, (v).s9abc, (v).sdef, (f)))
+#elif VW == 8
+#define DW8_IOTA ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
+#define DW8_VST_HALF(t, p) TSR_VST(Y_TYPE, 4, vload4(0, (t)), (p))
+typedef int8 intv_dw8;
+#define DW8_SHR(v, f) ((float8)((f), (v).s0123, (v).s456))
+#define DW8_SHL(v, f) ((float8)((v).s1234, (v).s567, (f)))
+#elif VW == 4
+#define DW8_IOTA ((int4)(0, 1, 2, 3))
+#define DW8_VST_HALF(t, p) TSR_VST(Y_TYPE, 2, vload2(0, (t)), (p))
+typedef int4 intv_dw8;
+#define DW8_SHR(v, f) ((float4)((f), (v).s012))
+#define DW8_SHL(v, f) ((float4)((v).s123, (f)))
+#else
+#define DW8_NO_ROWS // (VW 1 and 2: the channels-last kernel below only; the host takes 4 and up here)
+#endif
+#ifndef DW8_NO_ROWS
+// One input row i of the strip (input row ih) into the strip's accumulators, stride 1: LEFT and
+// RIGHT (0 or 1, so the tests fold) say whether the tile touches the row's first or last column.
+#define DW8_ROW1(LEFT, RIGHT)                                                                        \
+    _Pragma("unroll") for (int i = 0; i < MWI + 2; ++i) {                                            \
+        const int ih = oh0 - 1 + i;                                                                  \
+        if (ih < 0 || ih >= GEO_H) continue; /* a row of zeros adds nothing */                      \
+        const __global XELT *xr = xc + ih * GEO_W + ow0;                                            \
+        const floatv v1 = VLOADX(xr);                                                                \
+        const floatv v0 = (LEFT) ? DW8_SHR(v1, 0.0f) : VLOADX(xr - 1);                               \
+        const floatv v2 = (RIGHT) ? DW8_SHL(v1, 0.0f) : VLOADX(xr + 1);                              \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                            \
+            const int r = i - m;                                                                     \
+            if (r < 0 || r > 2) continue;                                                            \
+            acc[m] = fma((floatv)(wt[3 * r + 2]), v2,                                                \
+                         fma((floatv)(wt[3 * r + 1]), v1, fma((floatv)(wt[3 * r]), v0, acc[m])));     \
+        }                                                                                            \
+    }
+#define DW8_ROW2(LEFT)                                                                               \
+    _Pragma("unroll") for (int i = 0; i < 2 * MWI + 1; ++i) {                                        \
+        const int ih = 2 * oh0 - 1 + i;                                                              \
+        if (ih < 0 || ih >= GEO_H) continue;                                                         \
+        const __global XELT *xr = xc + ih * GEO_W + 2 * ow0;                                        \
+        const floatv a = VLOADX(xr), b = VLOADX(xr + VW);                                            \
+        const floatv ev = (floatv)(a.even, b.even), od = (floatv)(a.odd, b.odd);                     \
+        const floatv v0 = DW8_SHR(od, (LEFT) ? 0.0f : LDX(xr - 1, 0));                              \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                            \
+            const int r = i - 2 * m;                                                                 \
+            if (r < 0 || r > 2) continue;                                                            \
+            acc[m] = fma((floatv)(wt[3 * r + 2]), od,                                                \
+                         fma((floatv)(wt[3 * r + 1]), ev, fma((floatv)(wt[3 * r]), v0, acc[m])));     \
+        }                                                                                            \
+    }
+__kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
+                            const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
+    const int k = (int)get_global_id(1), nk = (int)get_global_id(2) * GEO_K + k;
+    if (k >= GEO_K) return;
+    const int bands = (int)get_global_size(0);
+    // rows per band (the host's count; no division per work-item when a band is the whole plane)
+    const int B = bands == 1 ? GEO_P : ((GEO_P + bands - 1) / bands + MWI - 1) / MWI * MWI;
+    const int p0 = (int)get_global_id(0) * B, p1 = min(GEO_P, p0 + B);
+    const __global XELT *xc = x + x_off + (size_t)nk * (size_t)(GEO_H * GEO_W); // C = K: plane nk
+    float wt[9];
+    _Pragma("unroll") for (int i = 0; i < 9; ++i) wt[i] = LDW(w + w_off + (size_t)k * 9, i);
+    const size_t ek = (size_t)nk * (size_t)(GEO_P * GEO_Q);
+#ifdef DW8_WIDE
+    // (the host's DW8_WIDE: stride 1, VW / 2 < W < VW, H >= 2, no residual) one tile per row, its
+    // VW - W last lanes past the row: a row's load reads them from the next row (in the plane) and
+    // they are zeroed, so the shifted taps see the padding's zero; the plane's last row is read
+    // element by element (nothing past the plane). Stores: two half vectors, at column 0 and
+    // W - VW / 2 (overlapping), after the epilogue on the whole vector.
+    const intv_dw8 past = DW8_IOTA >= (intv_dw8)(GEO_W);
+    for (int oh0 = p0; oh0 < p1; oh0 += MWI) {
+        floatv acc[MWI];
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+        _Pragma("unroll") for (int i = 0; i < MWI + 2; ++i) {
+            const int ih = oh0 - 1 + i;
+            if (ih < 0 || ih >= GEO_H) continue;
+            const __global XELT *xr = xc + ih * GEO_W;
+            floatv v1;
+            if (ih < GEO_H - 1) {
+                v1 = VLOADX(xr);
+            } else {
+                float tl[VW];
+                _Pragma("unroll 1") for (int e = 0; e < VW; ++e) tl[e] = e < GEO_W ? LDX(xr, e) : 0.0f;
+                v1 = VLOAD(tl);
+            }
+            v1 = select(v1, (floatv)(0.0f), past);
+            const floatv v0 = DW8_SHR(v1, 0.0f), v2 = DW8_SHL(v1, 0.0f);
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                const int r = i - m;
+                if (r < 0 || r > 2) continue;
+                acc[m] = fma((floatv)(wt[3 * r + 2]), v2,
+                             fma((floatv)(wt[3 * r + 1]), v1, fma((floatv)(wt[3 * r]), v0, acc[m])));
+            }
+        }
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+            if (oh0 + m >= p1) break;
+            floatv v = acc[m];
+            if (epi_flags & 1) v *= scale[scale_off + k];
+            if (epi_flags & 2) v += bias[bias_off + k];
+            float tl[VW];
+            VSTORE(tsr_epi_finish_v(v, res, TSR_RES_NONE, 0, act), tl);
+            __global YELT *yr = y + y_off + ek + (size_t)(oh0 + m) * GEO_Q;
+            DW8_VST_HALF(tl, yr);
+            DW8_VST_HALF(tl + GEO_W - VW / 2, yr + GEO_W - VW / 2);
+        }
+    }
+#else
+    const int tiles = (GEO_Q + VW - 1) / VW;
+    for (int oh0 = p0; oh0 < p1; oh0 += MWI) {
+        for (int t = 0; t < tiles; ++t) {
+            const int ow0 = min(t * VW, GEO_Q - VW);
+            floatv acc[MWI];
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+            if (SW_ == 1) {
+                const bool left = ow0 == 0, right = ow0 + VW == GEO_W;
+                if (!left && !right) {
+                    DW8_ROW1(0, 0)
+                } else if (left && right) {
+                    DW8_ROW1(1, 1)
+                } else if (left) {
+                    DW8_ROW1(1, 0)
+                } else {
+                    DW8_ROW1(0, 1)
+                }
+            } else if (ow0 == 0) {
+                DW8_ROW2(1)
+            } else {
+                DW8_ROW2(0)
+            }
+            // Overlapped pixels (the row's last tile) belong to the tile before: stored only by it
+            // when a residual is read (it may be y itself), else stored again with the same values.
+            const int skip = res_type == TSR_RES_NONE ? 0 : t * VW - ow0;
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                if (oh0 + m >= p1) break;
+                const size_t er = ek + (size_t)(oh0 + m) * GEO_Q + ow0;
+                if (skip == 0) {
+                    CONV_STORE(acc[m], k, er, VW);
+                } else {
+                    float tl[VW];
+                    VSTORE(acc[m], tl);
+                    for (int e = skip; e < VW; ++e) CONV_STORE1(tl[e], k, er + e);
+                }
+            }
+        }
+    }
+#endif // DW8_WIDE
+}
+#undef DW8_ROW1
+#undef DW8_ROW2
+#undef DW8_SHR
+#undef DW8_SHL
+#undef DW8_IOTA
+#undef DW8_VST_HALF
+#endif // DW8_NO_ROWS
+
+// Channels-last (NHWC x, y and residual) depthwise layers, any kernel size, padding, stride and
+// dilation, one channel per group (C = K = G): the host checks, and picks VW as the largest of 16,
+// 8, 4, 2, 1 that divides C. Vectors run along the channels, so every tap of a pixel is one
+// unit-stride vector load of VW channels (or nothing, outside the image) and no lane is wasted
+// whatever the plane's size. global = (C / VW channel blocks, output rows rounded to the
+// work-group, N), local = (1, rows per work-group, 1). A work-item computes one output row of one
+// image for VW channels, MWI pixels at a time (MWI independent accumulator chains), the R S
+// weight vectors (gathered from OIHW once) in registers where they fit.
+__kernel void conv_dw_nhwc(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
+                           const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
+    const int c0 = (int)get_global_id(0) * VW, oh = (int)get_global_id(1), n = (int)get_global_id(2);
+    if (oh >= GEO_P) return;
+    const int R = KR_, S = KS_, C = GEO_C;
+#if defined(KR) && KR <= 3
+    floatv wv[KR * KS];
+#define DWN_W(t) wv[t]
+#else
+#define DWN_W(t) dwn_w(w + w_off, c0, R * S, t)
+#endif
+#if defined(KR) && KR <= 3
+    _Pragma("unroll") for (int t = 0; t < KR * KS; ++t) {
+        float tl[VW];
+        _Pragma("unroll") for (int e = 0; e < VW; ++e) tl[e] = LDW(w + w_off, (size_t)(c0 + e) * (KR * KS) + t);
+        wv[t] = VLOAD(tl);
+    }
+#endif
+    const __global XELT *xn = x + x_off + (size_t)n * GEO_H * GEO_W * C + c0;
+    const size_t er = ((size_t)n * GEO_P + oh) * GEO_Q * (size_t)C + c0;
+    for (int q0 = 0; q0 < GEO_Q; q0 += MWI) {
+        floatv acc[MWI];
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
+        ROWS_PRAGMA for (int r = 0; r < R; ++r) {
+            const int ih = oh * GEO_SH - GEO_PH + r * GEO_DH;
+            if (ih < 0 || ih >= GEO_H) continue; // a row of zeros adds nothing
+            const __global XELT *xr = xn + (size_t)ih * GEO_W * C;
+            _Pragma("unroll") for (int s = 0; s < S; ++s) {
+#if defined(KR) && KR <= 3
+                const floatv ws = DWN_W(r * S + s);
+#else
+                float tl[VW];
+                for (int e = 0; e < VW; ++e) tl[e] = LDW(w + w_off, (size_t)(c0 + e) * (R * S) + r * S + s);
+                const floatv ws = VLOAD(tl);
+#endif
+                _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                    const int iw = (q0 + m) * GEO_SW - GEO_PW + s * GEO_DW;
+                    if (q0 + m >= GEO_Q || iw < 0 || iw >= GEO_W) continue;
+                    acc[m] = fma(ws, VLOADX(xr + (size_t)iw * C), acc[m]);
+                }
+            }
+        }
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+            if (q0 + m >= GEO_Q) break;
+            floatv v = acc[m];
+#if VW == 1
+            if (epi_flags & 1) v *= scale[scale_off + c0];
+            if (epi_flags & 2) v += bias[bias_off + c0];
+#else
+            if (epi_flags & 1) v *= VLOAD(scale + scale_off + c0);
+            if (epi_flags & 2) v += VLOAD(bias + bias_off + c0);
+#endif
+            const size_t e = er + (size_t)(q0 + m) * C;
+            VSTOREY(tsr_epi_finish_v(v, res, res_type, res_off + e, act), y + y_off + e);
+        }
+    }
+#undef DWN_W
+}
 
 #else // STAGE 3
 #if VW == 1

@@ -583,12 +583,85 @@ static void cpu_forms_stage(int stage, size_t part, size_t parts) {
     }
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
     if (stage != 4 || part != 0) return;
-    /* The built-in choice for depthwise layers (and the forced implicit path) takes STAGE 4. */
+    /* The built-in choice for depthwise layers (and the forced implicit path) takes a depthwise
+     * form: STAGE 8 by default, STAGE 4 where a tuned entry took it. */
     tsr_conv2d_desc desc = case_desc(&cases[7], TSR_CONV_IMPLICIT);
     tsr_conv_algo algo;
     tsr_config_info info;
     TH_ASSERT_OK(tsr_conv2d_plan(dev, &desc, &algo, &info));
-    TH_ASSERT_CONTAINS(info.config, "STAGE=4");
+    if (!strstr(info.config, "STAGE=8")) TH_ASSERT_CONTAINS(info.config, "STAGE=4");
+}
+
+/* STAGE 8 (depthwise 3x3 row strips) in several shapes on the layers it computes and on layers it
+ * hands to STAGE 4: rows of exactly one vector, wider rows whose last tile overlaps the one
+ * before, rows narrower than the configured vector (8 and 4 lanes taken, or one vector a row with
+ * its last lanes zeroed where the row is wider than half of it), one-row and two-row
+ * planes, stride 2 on even widths (first tiles shifting in the padding's zero, later ones a
+ * column of the row), bands of rows (planes fewer than the work-items wanted: the last band's
+ * last strip partly past the plane), offsets with guards, bias and each activation; then layers
+ * outside the form (odd width at stride 2, a channel multiplier, padding 0 and 2, dilation,
+ * stride 3, rows narrower than 4, 5x5), which must run STAGE 4 as exactly. */
+static void cpu_forms_stage8(void **state) {
+    (void)state;
+    if (!cpu_forms_here()) {
+        printf("# the STAGE 8 form is CPU-only: passed over\n");
+        return;
+    }
+    const char *configs[] = {"ALGO=2 MWI=4 VW=16 STAGE=8 WGN=16", "ALGO=2 MWI=1 VW=8 STAGE=8 WGN=4",
+                             "ALGO=2 MWI=6 VW=4 STAGE=8 WGN=1", "ALGO=2 MWI=8 VW=16 STAGE=8 WGN=2"};
+    const conv_case cases[] = {
+        {.N = 2, .C = 16, .H = 14, .W = 14, .K = 16, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 16, .bias = true,
+         .act = 1},
+        {.N = 1, .C = 5, .H = 9, .W = 20, .K = 5, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 5, .act = 2, .off = 3},
+        {.N = 3, .C = 3, .H = 7, .W = 7, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 3, .bias = true, .off = 1},
+        {.N = 1, .C = 4, .H = 4, .W = 4, .K = 4, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 4, .act = 3},
+        {.N = 2, .C = 3, .H = 1, .W = 33, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 3, .bias = true},
+        {.N = 1, .C = 2, .H = 2, .W = 16, .K = 2, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 2, .act = 1, .off = 2},
+        /* rows between half a vector and a vector wide: one vector a row, its last lanes zeroed */
+        {.N = 2, .C = 3, .H = 5, .W = 11, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 3, .bias = true, .act = 1,
+         .off = 1},
+        {.N = 1, .C = 5, .H = 2, .W = 12, .K = 5, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 5, .act = 2},
+        {.N = 2, .C = 6, .H = 15, .W = 30, .K = 6, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .G = 6,
+         .act = 2, .off = 7},
+        {.N = 1, .C = 7, .H = 14, .W = 8, .K = 7, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .G = 7,
+         .bias = true},
+        {.N = 1, .C = 4, .H = 13, .W = 64, .K = 4, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .G = 4,
+         .bias = true, .act = 1},
+        {.N = 1, .C = 3, .H = 2, .W = 40, .K = 3, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .G = 3},
+        {.N = 3, .C = 3, .H = 37, .W = 17, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 3, .bias = true,
+         .act = 1, .off = 5},                                                                    /* bands */
+        {.N = 1, .C = 5, .H = 50, .W = 36, .K = 5, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .G = 5,
+         .act = 3},                                                                              /* bands */
+        /* STAGE 4's */
+        {.N = 1, .C = 6, .H = 9, .W = 9, .K = 6, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .G = 6,
+         .bias = true},
+        {.N = 2, .C = 6, .H = 9, .W = 12, .K = 12, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 6, .act = 1},
+        {.N = 1, .C = 4, .H = 10, .W = 18, .K = 4, .R = 3, .S = 3, .G = 4, .off = 2},
+        {.N = 1, .C = 4, .H = 10, .W = 18, .K = 4, .R = 3, .S = 3, .ph = 2, .pw = 2, .dh = 2, .dw = 2, .G = 4},
+        {.N = 1, .C = 3, .H = 17, .W = 31, .K = 3, .R = 3, .S = 3, .sh = 3, .sw = 3, .ph = 1, .pw = 1, .G = 3},
+        {.N = 1, .C = 3, .H = 12, .W = 3, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 3, .bias = true},
+        {.N = 1, .C = 4, .H = 11, .W = 21, .K = 4, .R = 5, .S = 5, .ph = 2, .pw = 2, .G = 4, .act = 1},
+    };
+    size_t nconfigs = sizeof configs / sizeof configs[0], ncases = sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < nconfigs; ++i) {
+        if (small_mode() && i % 2) continue;
+        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[i]));
+        for (size_t j = 0; j < ncases; ++j) {
+            /* default tier: the form's own layers with every configuration, STAGE 4's with one each */
+            if (default_tier() && j >= 14 && j % nconfigs != i) continue;
+            tsr_conv_algo auto_only[1] = {TSR_CONV_AUTO};
+            expect_accurate(&cases[j], auto_only, 1);
+        }
+        expect_inf_contained(configs[i]);
+    }
+    /* MobileNet-V2's 56x56 layers' shapes, sampled: 3 planes at stride 1 and 2 (bands) */
+    conv_case big[] = {{.N = 1, .C = 3, .H = 56, .W = 56, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 3,
+                        .bias = true, .act = 1},
+                       {.N = 1, .C = 3, .H = 56, .W = 56, .K = 3, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1,
+                        .G = 3, .bias = true, .act = 1}};
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[0]));
+    for (size_t j = 0; j < 2; ++j) expect_accurate(&big[j], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
 }
 
 /* Two cases per form (two configurations each), so shards spread them (each compiles a program per
@@ -1059,11 +1132,13 @@ static const conv_case typed_cases[] = {
  * the CPU forms (STAGE 2 padded, STAGE 3 rows; CPUs that vectorize in a work-item only), direct. */
 static const char *const typed_configs[] = {"ALGO=2 MWI=2 VW=4", "ALGO=2 MWI=2 VW=4 STAGE=1 WGM=4 WGN=4 KWG=8",
                                             "ALGO=2 MWI=2 VW=8 STAGE=2 WGM=2 WGN=4", "ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4",
-                                            "ALGO=3", "ALGO=2 MWI=2 VW=8 STAGE=5 WGM=4 WGN=4"};
+                                            "ALGO=3", "ALGO=2 MWI=2 VW=8 STAGE=5 WGM=4 WGN=4",
+                                            "ALGO=2 MWI=4 VW=8 STAGE=8 WGN=4"};
 
 /* The forms of typed_configs that only CPUs which vectorize in a work-item run. */
 static bool typed_cpu_form(const char *config) {
-    return strstr(config, "STAGE=2") || strstr(config, "STAGE=3") || strstr(config, "STAGE=5");
+    return strstr(config, "STAGE=2") || strstr(config, "STAGE=3") || strstr(config, "STAGE=5") ||
+           strstr(config, "STAGE=8");
 }
 
 static void type_combo(int i, tsr_dtype t[3]) {
@@ -1164,6 +1239,10 @@ static void storage_types_stage3(void **state) {
 static void storage_types_stage5(void **state) {
     (void)state;
     storage_types_configs(5, 5);
+}
+static void storage_types_stage8(void **state) {
+    (void)state;
+    storage_types_configs(6, 6);
 }
 static void storage_types_direct(void **state) {
     (void)state;
@@ -1358,6 +1437,7 @@ int main(void) {
             cmocka_unit_test(cpu_forms),
             cmocka_unit_test(storage_types),
             cmocka_unit_test(storage_types_cpu_forms),
+            cmocka_unit_test(cpu_forms_stage8),
             cmocka_unit_test(storage_types_direct),
             cmocka_unit_test(storage_types_im2col),
             cmocka_unit_test(storage_types_inf_contained),
@@ -1410,6 +1490,8 @@ int main(void) {
         cmocka_unit_test(cpu_forms_winograd2),
         cmocka_unit_test(cpu_forms_winograd4),
         cmocka_unit_test(winograd_few_tiles),
+        cmocka_unit_test(cpu_forms_stage8),
+        cmocka_unit_test(storage_types_stage8),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

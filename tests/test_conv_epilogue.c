@@ -139,6 +139,10 @@ static const epi_case cases[] = {
      .scale = true, .bias = true, .res = 1, .xt = TSR_BF16, .wt = TSR_BF16, .rt = TSR_F16, .off = 1}, /* grouped */
     {.N = 2, .C = 6, .H = 9, .W = 21, .K = 6, .R = 3, .S = 3, .pad = 1, .G = 6, .act = TSR_ACT_RELU, .scale = true,
      .res = 2, .off = 2},                                                                   /* depthwise */
+    {.N = 2, .C = 5, .H = 11, .W = 36, .K = 5, .R = 3, .S = 3, .st = 2, .pad = 1, .G = 5, .act = TSR_ACT_RELU,
+     .scale = true, .bias = true, .res = 2, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .off = 1}, /* depthwise /2 */
+    {.N = 2, .C = 4, .H = 6, .W = 14, .K = 4, .R = 3, .S = 3, .pad = 1, .G = 4, .act = TSR_ACT_RELU, .scale = true,
+     .bias = true, .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_BF16, .off = 2}, /* depthwise, one 16-lane vector a row */
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -157,6 +161,7 @@ static const struct {
     {"ALGO=2 MWI=2 VW=8 STAGE=2 WGM=3 WGN=4", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=8 STAGE=4 WGN=8", TSR_CONV_AUTO, true},
+    {"ALGO=2 MWI=2 VW=16 STAGE=8 WGN=4", TSR_CONV_AUTO, true}, /* depthwise row strips (others: STAGE 4) */
     {"ALGO=2 STAGE=6 WGN=1", TSR_CONV_AUTO, true}, /* Winograd F(2x2, 3x3) on every layer it fits */
     {"ALGO=2 STAGE=7 WGN=1", TSR_CONV_AUTO, true}, /* F(4x4, 3x3) */
 };
@@ -236,7 +241,7 @@ static void pointwise_batch(void **state) {
  * NCHW path runs). Small mode: one case on the automatic path. TSR_TEST_LONG=1 adds larger layers. */
 static void channels_last(void **state) {
     (void)state;
-    epi_case all[NCASES + 3];
+    epi_case all[NCASES + 5];
     for (size_t i = 0; i < NCASES; ++i) all[i] = cases[i];
     all[NCASES] = (epi_case){.N = 3, .C = 4, .H = 9, .W = 11, .K = 6, .R = 3, .S = 3, .pad = 2, .dil = 2,
                              .act = TSR_ACT_RELU, .bias = true, .res = 1, .off = 2}; /* dilated */
@@ -245,6 +250,12 @@ static void channels_last(void **state) {
                                  .yt = TSR_F16, .off = 3}; /* depthwise /2, 16-bit */
     all[NCASES + 2] = (epi_case){.N = 1, .C = 16, .H = 7, .W = 7, .K = 32, .R = 3, .S = 3, .pad = 1, .G = 16,
                                  .bias = true, .act = TSR_ACT_RELU, .off = 1}; /* depthwise multiplier 2 */
+    /* STAGE 8's own NHWC kernel (vectors along channels): 16-channel vectors, and a 5x5 dilated
+     * layer with 8-channel vectors and padding other than 1 */
+    all[NCASES + 3] = (epi_case){.N = 2, .C = 32, .H = 7, .W = 9, .K = 32, .R = 3, .S = 3, .pad = 1, .G = 32,
+                                 .scale = true, .bias = true, .act = TSR_ACT_RELU, .res = 1, .rt = TSR_BF16, .off = 2};
+    all[NCASES + 4] = (epi_case){.N = 1, .C = 8, .H = 12, .W = 10, .K = 8, .R = 5, .S = 5, .pad = 3, .dil = 2,
+                                 .G = 8, .bias = true, .act = TSR_ACT_GELU_TANH, .res = 2, .off = 1};
     const size_t nall = sizeof all / sizeof all[0];
     for (size_t i = 0; i < nall; ++i) all[i].layout = TSR_NHWC;
     for (size_t f = 0; f < sizeof forms / sizeof forms[0]; ++f) {

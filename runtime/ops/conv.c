@@ -17,7 +17,7 @@
     X(ALGO, HOST, TSR_CONV_IM2COL, TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT)         \
     X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)  /* output channels per work-item (STAGE 3: output rows) */                      \
     X(VW, DEFINE, 1, 1, 2, 4, 8, 16)  /* pixels per work-item (a vector) */                    \
-    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4, 5, 6, 7) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles, 5: channel vectors, 6, 7: Winograd F(2x2, 3x3), F(4x4, 3x3) */ \
+    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles, 5: channel vectors, 6, 7: Winograd F(2x2, 3x3), F(4x4, 3x3), 8: depthwise 3x3 row strips */ \
     X(WGM, DEFINE, 1, 1, 2, 3, 4, 6, 8, 12, 16) /* work-group size along channels; STAGE 2: vectors per item, 5: pixels */ \
     X(WGN, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along pixels */                       \
     X(KWG, DEFINE, 8, 8, 16, 32)      /* reduction steps per staged tile (only with STAGE) */
@@ -124,7 +124,7 @@ static const tsr_default conv_defaults[] = {
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=3"},
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=2 MWI=2 VW=1 STAGE=0 WGM=8 WGN=8 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ACROSS_ITEMS, NULL, "ALGO=1"},
-    {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=4 VW=16 STAGE=4 WGM=1 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "depthwise", "ALGO=2 MWI=4 VW=16 STAGE=8 WGM=1 WGN=16 KWG=8"},
     /* 16-float vectors (AVX-512: 32 registers): the padded form with 8 channels x 3 vectors of
      * pixels per work-item (24 accumulators, 8 FMA chains per weight; STAGE 2's WGM is its vectors
      * per item), against one vector on AVX2's 16 registers. On a loaded 2-core Skylake-AVX512
@@ -160,7 +160,8 @@ static void conv_normalize(tsr_config *cfg) {
         cfg->values[P_KWG] = conv_params[P_KWG].default_value;
     /* The row forms have no work-group extent along channels (the padded form, STAGE 2, reads
      * WGM as its pixel vectors per work-item). */
-    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && (cfg->values[P_STAGE] == 3 || cfg->values[P_STAGE] == 4))
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT &&
+        (cfg->values[P_STAGE] == 3 || cfg->values[P_STAGE] == 4 || cfg->values[P_STAGE] == 8))
         cfg->values[P_WGM] = conv_params[P_WGM].default_value;
     /* The Winograd forms' tiles are fixed (their GEMMs take GEMM's own configuration); WGN says
      * whether a layer with few tiles runs them anyway (1) or not (16: launch_winograd). */
@@ -182,7 +183,7 @@ static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr
         (dev->info.type != TSR_DEVICE_CPU || tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS))
         return false;
     const conv_problem *p = problem;
-    if ((v[P_STAGE] == 3 || v[P_STAGE] == 4) && p && p->N * p->K > INT_MAX)
+    if ((v[P_STAGE] == 3 || v[P_STAGE] == 4 || v[P_STAGE] == 8) && p && p->N * p->K > INT_MAX)
         return false; /* the kernel's plane index is an int */
     /* llvmpipe-like CPUs (lanes across work-items) compile big per-item tiles for minutes. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS &&
@@ -232,7 +233,7 @@ static void conv_build_options(const tsr_config *cfg, int program_variant, char 
      * configuration runs (F(4x4), and F(2x2) on planes with few of F(4x4)'s tiles:
      * launch_winograd): variant 1 is the F(2x2) program, the others the configuration's own. */
     tsr_config form = *cfg;
-    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] >= 6) {
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && (cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7)) {
         if (ks == 1) form.values[P_STAGE] = 6;
         ks = 0;
     }
@@ -248,7 +249,7 @@ static void conv_build_options(const tsr_config *cfg, int program_variant, char 
 
 static const char *conv_program_source(const tsr_config *cfg) {
     if (cfg->values[P_ALGO] != TSR_CONV_IMPLICIT || cfg->values[P_STAGE] < 2) return "conv";
-    return cfg->values[P_STAGE] >= 6 ? "conv_winograd" : "conv_cpu";
+    return cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7 ? "conv_winograd" : "conv_cpu";
 }
 
 /* ---- validation ---- */
@@ -489,22 +490,64 @@ static void program_options(const conv_problem *p, const tsr_config *cfg, bool k
     type_options(cfg, p->types, options, size);
 }
 
+/* STAGE 8's vector width on a layer: the configuration's; at stride 1 on rows narrower than it
+ * but wider than half of it (14x14 planes at 16 lanes, 7x7 at 8), on planes of 2 rows or more,
+ * without a residual, one vector a row (*wide: its last lanes past the row, zeroed); else halved
+ * down to the output row's width (two tiles overlapping). 0 where the form does not apply (the
+ * layer is not a 3x3 depthwise one with padding 1, dilation 1 and stride 1, or 2 on an even
+ * width, or its rows, or the configuration's vectors, are narrower than 4), and STAGE 4 runs instead. */
+static int dw_rows_width(const conv_problem *p, int vw, bool *wide) {
+    *wide = false;
+    if (p->C != p->G || p->K != p->G || p->R != 3 || p->S != 3 || p->ph != 1 || p->pw != 1 || p->dh != 1 ||
+        p->dw != 1 || p->sh != p->sw || (p->sw != 1 && (p->sw != 2 || p->W % 2)))
+        return 0;
+    if (p->sw == 1 && vw >= 8 && p->Q < (size_t)vw && 2 * p->Q > (size_t)vw && p->H >= 2 && !p->res) {
+        *wide = true;
+        return vw;
+    }
+    while (vw >= 4 && (size_t)vw > p->Q) vw /= 2;
+    return vw >= 4 ? vw : 0;
+}
+
+/* STAGE 8's row bands per plane: whole planes, unless fewer than 32 work-items a compute unit
+ * would do (the 112x112 and 56x56 layers at batch 1); each band at least MWI rows. */
+static size_t dw_rows_bands(const tsr_device *dev, const conv_problem *p, int mwi) {
+    size_t want = 32 * (size_t)(dev->info.compute_units ? dev->info.compute_units : 1), planes = p->N * p->K;
+    size_t bands = planes >= want ? 1 : ceil_div(want, planes), most = ceil_div(p->P, (size_t)mwi);
+    if (bands > most) bands = most;
+    /* the kernel's rows per band, ceil(P / bands) rounded up to MWI: drop bands it leaves empty */
+    size_t rows = ceil_div(ceil_div(p->P, bands), (size_t)mwi) * (size_t)mwi;
+    return ceil_div(p->P, rows);
+}
+
 static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const tsr_config *cfg, bool implicit,
                                 cl_command_queue queue, cl_event *event) {
     tsr_status status = TSR_SUCCESS;
     char options[256];
+    tsr_config form;
+    bool dw_wide = false;
+    if (implicit && cfg->values[P_STAGE] == 8) { /* its vector width for the layer, or STAGE 4 */
+        form = *cfg;
+        int vw = dw_rows_width(p, cfg->values[P_VW], &dw_wide);
+        if (vw) form.values[P_VW] = vw;
+        else form.values[P_STAGE] = 4;
+        cfg = &form;
+    }
     const int *v = cfg->values;
     int stage = implicit ? v[P_STAGE] : 0;
     program_options(p, cfg, stage >= 2, options, sizeof options);
-    /* STAGE 4 folds its taps' strides and dilations unstrided too (strided layers have them already) */
+    /* STAGE 4 and 8 fold their taps' strides and dilations unstrided too (strided layers have them already) */
     size_t olen = strlen(options);
-    if (stage == 4 && p->sh == 1 && p->sw == 1 && kernel_size_compiled(p) && olen < sizeof options)
+    if ((stage == 4 || stage == 8) && p->sh == 1 && p->sw == 1 && kernel_size_compiled(p) && olen < sizeof options)
         snprintf(options + olen, sizeof options - olen, " -DCSH=1 -DCSW=1 -DCDH=%zu -DCDW=%zu", p->dh, p->dw);
     /* STAGE 4 flattened over the plane where output rows are as wide as input rows (stride 1)
      * and no wider than a vector (row tiles would leave lanes idle) */
     const bool flat = stage == 4 && p->sh == 1 && p->sw == 1 && p->Q == p->W && p->Q <= (size_t)v[P_VW];
     olen = strlen(options);
     if (flat && olen < sizeof options) snprintf(options + olen, sizeof options - olen, " -DDW_FLAT=1");
+    olen = strlen(options);
+    if (stage == 8 && dw_wide && olen < sizeof options)
+        snprintf(options + olen, sizeof options - olen, " -DDW8_WIDE=1");
     cl_program program;
     tsr_kernel *cached = NULL;
     /* The CPU forms live in conv_cpu.cl (conv.cl, and the entries tuned against its hash, unchanged). */
@@ -543,6 +586,15 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
         global[2] = ceil_div(p->N * p->K, local[2]) * local[2];
         geo[15] = (cl_int)(p->N * p->K);
         TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
+    } else if (stage == 8) {
+        /* row bands x channels x images; up to WGN channels a work-group, fewer where that would
+         * leave under 8 work-groups a compute unit */
+        size_t bands = dw_rows_bands(dev, p, v[P_MWI]), wgn = (size_t)v[P_WGN];
+        size_t cu = dev->info.compute_units ? dev->info.compute_units : 1;
+        while (wgn > 1 && ceil_div(p->K, wgn) * p->N * bands < 8 * cu) wgn /= 2;
+        if (wgn > dev->info.max_work_item_sizes[1] || wgn > dev->info.max_work_group_size) wgn = 1;
+        local[0] = 1, local[1] = wgn, local[2] = 1;
+        global[0] = bands, global[1] = ceil_div(p->K, wgn) * wgn, global[2] = p->N;
     } else if (stage == 4) {
         /* a whole output row's tiles per work-group, then row blocks, then planes: about WGN items */
         size_t tiles = ceil_div(p->Q, (size_t)v[P_VW]), blocks = ceil_div(p->P, (size_t)v[P_MWI]), wgn = (size_t)v[P_WGN];
@@ -1117,7 +1169,7 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
         ubytes > dev->info.max_alloc_bytes || tiles1 * chunk > INT_MAX) {
         tsr_config c = {.values = {[P_ALGO] = TSR_CONV_IMPLICIT}};
         tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &c), dev, conv_base_class(p), &c);
-        if (c.values[P_STAGE] >= 6 || !conv_config_ok(dev, p, &c))
+        if (c.values[P_STAGE] == 6 || c.values[P_STAGE] == 7 || !conv_config_ok(dev, p, &c))
             tsr_config_parse(&tsr_op_conv, implicit_fallback, "conv2d's fallback", &c);
         return launch_implicit(dev, p, &c, queue, event);
     }
@@ -1255,7 +1307,8 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
         return launch_winograd(dev, p, cfg, queue, event);
     }
     /* STAGE 5 packs (and widens) the weights itself */
-    const bool widen = p->types[1] != TSR_F32 && cfg->values[P_STAGE] != 5;
+    /* STAGE 8 reads its nine weights a plane once, in their own type */
+    const bool widen = p->types[1] != TSR_F32 && cfg->values[P_STAGE] != 5 && cfg->values[P_STAGE] != 8;
     if (widen) { /* a weight buffer marked constant: its widened copy is kept (tsr_derived_get) */
         char key[96];
         snprintf(key, sizeof key, "conv2d widened w %s %zu", tsr_dtype_str(p->types[1]), p->K * p->CRS);
@@ -1491,6 +1544,47 @@ done:
     return status;
 }
 
+/* Channels-last depthwise layers under a STAGE 8 configuration (one channel per group, C = K = G;
+ * any kernel size, padding, stride and dilation): cl/conv_cpu.cl's conv_dw_nhwc on x and y as they
+ * lie, vectors along the channels (VW the largest of the configuration's width, 8, 4, 2, 1 that
+ * divides C), no transposes. */
+static bool dw_nhwc_fits(const conv_problem *p, const tsr_config *cfg) {
+    return cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] == 8 && p->C == p->G && p->K == p->G &&
+           p->C <= INT_MAX / 2 && p->N <= INT_MAX && p->P <= INT_MAX;
+}
+
+static tsr_status launch_dw_nhwc(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
+                                 cl_command_queue queue, cl_event *event) {
+    tsr_status status = TSR_SUCCESS;
+    tsr_config form = *cfg;
+    int vw = form.values[P_VW];
+    while (vw > 1 && p->C % (size_t)vw) vw /= 2;
+    form.values[P_VW] = vw;
+    char options[256];
+    program_options(p, &form, true, options, sizeof options);
+    cl_program program;
+    tsr_kernel *cached = NULL;
+    TSR_CHECK(status, tsr_program_for(dev, "conv_cpu", options, "conv_dw_nhwc", &program), done);
+    TSR_CHECK(status, tsr_program_kernel(dev, program, "conv_dw_nhwc", &cached), done);
+    cl_kernel kernel = cached->kernel;
+    tsr_kernel_lock(cached); /* the cached kernel's arguments are this call's until the enqueue */
+    cl_int geo[16];
+    geometry_plain(p, geo);
+    cl_ulong x_off = p->x_off;
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 1, sizeof p->x, &p->x), done);
+    TSR_CL_CHECK(status, tsr_set_arg(kernel, 2, sizeof x_off, &x_off), done);
+    TSR_CHECK(status, set_common_args(kernel, p, 3), done);
+    /* up to WGN output rows of a channel block a work-group */
+    size_t rows = (size_t)cfg->values[P_WGN] < p->P ? (size_t)cfg->values[P_WGN] : p->P;
+    if (rows > dev->info.max_work_item_sizes[1] || rows > dev->info.max_work_group_size) rows = 1;
+    size_t local[3] = {1, rows, 1}, global[3] = {p->C / (size_t)vw, ceil_div(p->P, rows) * rows, p->N};
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 3, NULL, global, local, 0, NULL, event), done);
+done:
+    if (cached) tsr_kernel_unlock(cached);
+    return status;
+}
+
 /* The NHWC call's temporaries, released when its last command completes. */
 typedef struct nhwc_temps {
     cl_mem mem[3];
@@ -1511,6 +1605,7 @@ static void CL_CALLBACK release_temps(cl_event event, cl_int status, void *data)
  * them itself. Commands follow each other on the queue (in order, as every multi-kernel op here). */
 static tsr_status conv_channels_last(tsr_device *dev, const tsr_conv2d_desc *desc, const conv_problem *p,
                                      tsr_config *cfg, cl_command_queue queue, cl_event *event) {
+    if (dw_nhwc_fits(p, cfg)) return launch_dw_nhwc(dev, p, cfg, queue, event);
     tsr_status status = TSR_SUCCESS;
     cl_mem xt = NULL, yt = NULL, rt = NULL;
     cl_event last = NULL;
@@ -1860,7 +1955,7 @@ static const char *conv_tuning_space(const tsr_device *dev) {
      * channel vectors (5) and Winograd (7), with one work-item or a few per work-group. STAGE 6
      * (F(2x2) alone) is left out: every shape the 3x3 class is tuned on runs F(2x2) under STAGE 7
      * too, and a tie stored as 6 would run F(2x2) on 56x56 planes, where F(4x4) won (docs/conv.md). */
-    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5,7 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
+    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5,7,8 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
     return NULL;
 }
 

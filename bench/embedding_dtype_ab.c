@@ -6,8 +6,9 @@
  * the L3), so the timed calls gather their rows from DRAM (a model's embedding call, the network
  * having run since the last one); --no-warmup: no warm-up call, so the call before the timed ones
  * is another type's (as in `tessera bench embedding --dtype`'s alternation, where the fp32 call's
- * larger footprint evicts the 16-bit rows from the L3 more than the 16-bit call evicts fp32's). Prints one JSON line: per type the medians over the rounds of wall and process CPU
- * microseconds per call, and the medians of the rounds' paired fp32/16-bit time ratios (CPU and
+ * larger footprint evicts the 16-bit rows from the L3 more than the 16-bit call evicts fp32's).
+ * Prints one JSON line: per type the medians over the rounds of wall and process CPU microseconds
+ * per call, and the medians of the rounds' paired fp32/16-bit time ratios (CPU and
  * wall), the "x the tokens/s of fp32" of `tessera bench embedding --dtype`, here without its
  * per-call host clock around a single call (docs/dtypes.md, session 20). Random ids, fixed seed. */
 #include "tessera.h"

@@ -1,9 +1,14 @@
 /* The embedding gather (tsr_embedding, BERT-base tables: vocab 30522, 512 positions, 2 types) in
  * fp32, f16 and bf16 (tables and y in the type), side by side in one process:
- *   embedding_dtype_ab [--device SEL] [--rounds N] [--calls N] [--tokens N] [--hidden N]
+ *   embedding_dtype_ab [--device SEL] [--rounds N] [--calls N] [--tokens N] [--hidden N] [--cold | --no-warmup]
  * For each round the three run in rotating order: a warm-up call, then N calls back to back and
- * one clFinish. Prints one JSON line: per type the medians over the rounds of wall and process CPU
- * microseconds per call, and the medians of the rounds' paired fp32/16-bit time ratios (CPU and
+ * one clFinish. --cold: between the warm-up and the timed calls the host writes 128 MB (more than
+ * the L3), so the timed calls gather their rows from DRAM (a model's embedding call, the network
+ * having run since the last one); --no-warmup: no warm-up call, so the call before the timed ones
+ * is another type's (as in `tessera bench embedding --dtype`'s alternation, where the fp32 call's
+ * larger footprint evicts the 16-bit rows from the L3 more than the 16-bit call evicts fp32's).
+ * Prints one JSON line: per type the medians over the rounds of wall and process CPU microseconds
+ * per call, and the medians of the rounds' paired fp32/16-bit time ratios (CPU and
  * wall), the "x the tokens/s of fp32" of `tessera bench embedding --dtype`, here without its
  * per-call host clock around a single call (docs/dtypes.md, session 20). Random ids, fixed seed. */
 #include "tessera.h"
@@ -18,7 +23,7 @@ enum { VOCAB = 30522, POSITIONS = 512, TYPES = 2, SEQ = 128 };
 
 int main(int argc, char **argv) {
     const char *selector = NULL;
-    int rounds = 15, calls = 20;
+    int rounds = 15, calls = 20, cold = 0, warmup = 1;
     size_t tokens = 4096, hidden = 768;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) selector = argv[++i];
@@ -26,8 +31,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) hidden = (size_t)atol(argv[++i]);
+        else if (!strcmp(argv[i], "--cold")) cold = 1;
+        else if (!strcmp(argv[i], "--no-warmup")) warmup = 0;
         else {
-            fprintf(stderr, "usage: embedding_dtype_ab [--device SEL] [--rounds N] [--calls N] [--tokens N] [--hidden N]\n");
+            fprintf(stderr, "usage: embedding_dtype_ab [--device SEL] [--rounds N] [--calls N] [--tokens N] [--hidden N] "
+                            "[--cold | --no-warmup]\n");
             return 2;
         }
     }
@@ -48,6 +56,9 @@ int main(int argc, char **argv) {
     float *host = malloc((size_t)VOCAB * hidden * sizeof *host), *draw = malloc(tokens * 2 * sizeof *draw);
     int32_t *ids = malloc(tokens * sizeof *ids), *type_ids = malloc(tokens * sizeof *type_ids);
     void *conv = malloc((size_t)VOCAB * hidden * sizeof(float));
+    enum { EVICT_BYTES = 128 << 20 };
+    unsigned char *evict = cold ? malloc(EVICT_BYTES) : NULL;
+    if (cold && !evict) return 1;
     double *wall[3], *cpu[3], *ratio_cpu[2], *ratio_wall[2];
     if (!host || !draw || !ids || !type_ids || !conv) return 1;
     for (int v = 0; v < 3; ++v) {
@@ -82,8 +93,11 @@ int main(int argc, char **argv) {
             const tsr_embedding_desc d = {.tokens = tokens, .seq_len = SEQ, .hidden = hidden, .vocab = VOCAB,
                                           .max_positions = POSITIONS, .type_vocab = TYPES, .y_type = types[v],
                                           .table_type = types[v]};
-            tsr_status st = tsr_embedding(dev, &d, ids, type_ids, table[v][0], table[v][1], table[v][2], y[v], q, NULL);
+            tsr_status st = warmup ? tsr_embedding(dev, &d, ids, type_ids, table[v][0], table[v][1], table[v][2], y[v], q,
+                                                   NULL)
+                                   : TSR_SUCCESS;
             clFinish(q);
+            if (evict) memset(evict, r + o, EVICT_BYTES);
             double w0 = util_clock_us(CLOCK_MONOTONIC), c0 = util_clock_us(CLOCK_PROCESS_CPUTIME_ID);
             for (int i = 0; i < calls && st == TSR_SUCCESS; ++i)
                 st = tsr_embedding(dev, &d, ids, type_ids, table[v][0], table[v][1], table[v][2], y[v], q, NULL);
@@ -98,7 +112,8 @@ int main(int argc, char **argv) {
         for (int v = 1; v < 3; ++v)
             ratio_cpu[v - 1][r] = cpu[0][r] / cpu[v][r], ratio_wall[v - 1][r] = wall[0][r] / wall[v][r];
     }
-    printf("{\"tokens\": %zu, \"hidden\": %zu, \"rounds\": %d, \"calls\": %d", tokens, hidden, rounds, calls);
+    printf("{\"tokens\": %zu, \"hidden\": %zu, \"rounds\": %d, \"calls\": %d, \"before\": \"%s\"", tokens, hidden,
+           rounds, calls, cold ? "cold" : warmup ? "same type" : "other type");
     for (int v = 0; v < 3; ++v) {
         printf(", \"%s\": {\"us\": %.1f, \"cpu_us\": %.1f", tsr_dtype_str(types[v]), util_median(wall[v], rounds),
                util_median(cpu[v], rounds));
@@ -111,6 +126,7 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 3; ++k) clReleaseMemObject(table[v][k]);
         clReleaseMemObject(y[v]);
     }
+    free(evict);
     tsr_device_close(dev);
     return 0;
 }

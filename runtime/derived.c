@@ -131,7 +131,14 @@ static watch *find_watch(cl_mem root) {
 
 static tsr_status root_of(cl_mem buffer, const char *what, tsr_mem_region *r) {
     if (!buffer) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: buffer is NULL", what);
-    return tsr_mem_region_of(buffer, "buffer", r);
+    tsr_status st = tsr_mem_region_of(buffer, "buffer", r);
+    if (st != TSR_SUCCESS) return st;
+    cl_mem_object_type type = 0;
+    cl_int err = clGetMemObjectInfo(buffer, CL_MEM_TYPE, sizeof type, &type, NULL);
+    if (err != CL_SUCCESS || type != CL_MEM_OBJECT_BUFFER)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: buffer is not a buffer (an image or another memory object: type 0x%x)",
+                        what, (unsigned)type);
+    return TSR_SUCCESS;
 }
 
 tsr_status tsr_buffer_set_constant(cl_mem buffer, bool constant) {

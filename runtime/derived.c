@@ -142,8 +142,9 @@ static tsr_status buffer_root_of(cl_mem buffer, const char *what, tsr_mem_region
     cl_mem_object_type type = 0;
     cl_int err = clGetMemObjectInfo(buffer, CL_MEM_TYPE, sizeof type, &type, NULL);
     if (err != CL_SUCCESS || type != CL_MEM_OBJECT_BUFFER)
-        return tsr_fail(TSR_ERR_INVALID_ARG, "%s: buffer is not a buffer (an image or another memory object: type 0x%x)",
-                        what, (unsigned)type);
+        return tsr_fail(TSR_ERR_INVALID_ARG,
+                        "%s: buffer is not a buffer (an image or another memory object: type 0x%x)", what,
+                        (unsigned)type);
     return TSR_SUCCESS;
 }
 

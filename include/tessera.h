@@ -267,6 +267,11 @@ TSR_API tsr_status tsr_convert(tsr_device *device, tsr_dtype src_type, cl_mem sr
  * dropped when the buffer is released (seen through a destructor callback, before the buffer's
  * memory can be reused), when the mark is removed, and when its device is closed. Calls being
  * recorded into a graph derive on every call (the replay does too). Safe from several threads.
+ * A write counts when its call is made, not when it runs: a call that reads a marked buffer on one
+ * queue while a write to it is still pending, unordered, on another (a data race in OpenCL terms)
+ * may derive from the old contents and keep them until the next write tessera knows of; order
+ * such a write before the next call that reads the buffer (or call tsr_buffer_changed once it is
+ * done).
  *
  * Mark `buffer` (a buffer, not a sub-buffer: the mark covers the whole allocation and every
  * sub-buffer of it) constant, or with constant = false remove the mark and drop what was derived

@@ -162,6 +162,7 @@ tsr_status tsr_upload(tsr_device *dev, cl_mem mem, const float *host, size_t cou
     TSR_CL_CHECK(status, clEnqueueWriteBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof(float), host, 0, NULL, NULL),
                  done);
 done:
+    if (status == TSR_SUCCESS) tsr_buffer_written(mem); /* a write tessera made: derived data goes */
     return status;
 }
 
@@ -174,6 +175,7 @@ tsr_status tsr_upload_typed(tsr_device *dev, cl_mem mem, tsr_dtype dtype, const 
     TSR_CL_CHECK(
         status, clEnqueueWriteBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof *packed, packed, 0, NULL, NULL), done);
 done:
+    if (status == TSR_SUCCESS) tsr_buffer_written(mem); /* a write tessera made: derived data goes */
     free(packed);
     return status;
 }

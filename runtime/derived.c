@@ -134,10 +134,24 @@ static tsr_status root_of(cl_mem buffer, const char *what, tsr_mem_region *r) {
     return tsr_mem_region_of(buffer, "buffer", r);
 }
 
+/* root_of for the public entry points: also refuses a memory object that is no buffer (an image);
+ * op outputs (tsr_buffer_written) were validated as buffers by their op. */
+static tsr_status buffer_root_of(cl_mem buffer, const char *what, tsr_mem_region *r) {
+    tsr_status st = root_of(buffer, what, r);
+    if (st != TSR_SUCCESS) return st;
+    cl_mem_object_type type = 0;
+    cl_int err = clGetMemObjectInfo(buffer, CL_MEM_TYPE, sizeof type, &type, NULL);
+    if (err != CL_SUCCESS || type != CL_MEM_OBJECT_BUFFER)
+        return tsr_fail(TSR_ERR_INVALID_ARG,
+                        "%s: buffer is not a buffer (an image or another memory object: type 0x%x)", what,
+                        (unsigned)type);
+    return TSR_SUCCESS;
+}
+
 tsr_status tsr_buffer_set_constant(cl_mem buffer, bool constant) {
     tsr_clear_diagnostics();
     tsr_mem_region r;
-    tsr_status st = root_of(buffer, "tsr_buffer_set_constant", &r);
+    tsr_status st = buffer_root_of(buffer, "tsr_buffer_set_constant", &r);
     if (st != TSR_SUCCESS) return st;
     if (r.root != buffer)
         return tsr_fail(TSR_ERR_INVALID_ARG,
@@ -190,11 +204,9 @@ static tsr_status bump(cl_mem buffer, const char *what) {
 
 tsr_status tsr_buffer_changed(cl_mem buffer) {
     tsr_clear_diagnostics();
-    if (!buffer) return tsr_fail(TSR_ERR_INVALID_ARG, "tsr_buffer_changed: buffer is NULL");
-    if (atomic_load(&nwatches) == 0) { /* still a checked argument */
-        tsr_mem_region r;
-        return root_of(buffer, "tsr_buffer_changed", &r);
-    }
+    tsr_mem_region r;
+    tsr_status st = buffer_root_of(buffer, "tsr_buffer_changed", &r); /* a checked argument, marks or not */
+    if (st != TSR_SUCCESS || atomic_load(&nwatches) == 0) return st;
     return bump(buffer, "tsr_buffer_changed");
 }
 

@@ -215,6 +215,12 @@ static void write_paths(const form *f, tsr_dtype t) {
     TH_ASSERT_OK(tsr_buffer_changed(L.dw));
     expect_follows(&L, f->config, "a map + tsr_buffer_changed");
 
+    /* tessera's own upload helper (tsr_upload_typed: the fixtures', the tests'): a write it makes */
+    new_weights(&L);
+    TH_ASSERT_OK(tsr_upload_typed(dev, L.dw, t, L.w, L.w_room));
+    expect_follows(&L, f->config, "tsr_upload_typed into w");
+    assert_int_equal(tsr_derived_count_of(L.dw, NULL), derives ? 1 : 0);
+
     /* a graph replay that writes w: recorded once, replayed after its source changed */
     TH_ASSERT_OK(tsr_upload(dev, src, L.w + L.w_off, L.nw)); /* the weights w holds now */
     tsr_graph *g = NULL;
@@ -538,6 +544,19 @@ static void invalid_arguments(void **state) {
     TH_ASSERT_OK(tsr_buffer_set_constant(root, false));
     clReleaseMemObject(sub);
     clReleaseMemObject(root);
+    /* an image is no buffer: refused, never marked (where the device has images) */
+    cl_image_format fmt = {CL_RGBA, CL_FLOAT};
+    cl_image_desc desc = {.image_type = CL_MEM_OBJECT_IMAGE2D, .image_width = 4, .image_height = 4};
+    cl_int err;
+    cl_mem image = clCreateImage(tsr_device_context(dev), CL_MEM_READ_ONLY, &fmt, &desc, NULL, &err);
+    if (err == CL_SUCCESS) {
+        TH_ASSERT_STATUS(tsr_buffer_set_constant(image, true), TSR_ERR_INVALID_ARG);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "not a buffer");
+        TH_ASSERT_STATUS(tsr_buffer_changed(image), TSR_ERR_INVALID_ARG);
+        clReleaseMemObject(image);
+    } else {
+        printf("# no images on this device (%d): the image check passed over\n", err);
+    }
 }
 
 int main(void) {

@@ -518,3 +518,43 @@ def test_conv2d_constant_weights_follow_writes(device, rng, dtype):
     dw.release()
     with pytest.raises(tessera.TesseraError):
         dw.set_constant()
+
+
+def test_conv2d_constant_weights_views_and_lifetimes(rng):
+    """set_constant() through a view marks the whole buffer: writes through the parent or through
+    another view of it (set()) are seen; a released array or a closed device is refused by
+    set_constant() and changed() with an exception, and the mark goes with the buffer."""
+    dev = tessera.Device('cpu')
+    x = uniform(rng, (1, 6, 12, 11)).astype(np.float16)  # 16-bit weights: every form keeps a widened copy
+    dx = tessera.to_device(x, device=dev)
+
+    def check(dw, w, what):
+        got = tessera.conv2d(dx, dw, None, 1, 1, out_dtype=np.float32)
+        want = conv2d_ref(x, w, None, (1, 1), (1, 1), (1, 1), 1)
+        assert_close(got, want, 2e-3, what)
+
+    ws = [uniform(rng, (10, 6, 3, 3)).astype(np.float16) for _ in range(2)]
+    big = tessera.to_device(np.stack(ws), device=dev)
+    view = big[1].set_constant()  # the mark covers big and every view of it
+    check(view, ws[1], 'marked through a view')
+    ws[1] = uniform(rng, (10, 6, 3, 3)).astype(np.float16)
+    big.set(np.stack(ws))  # a write through the parent
+    check(view, ws[1], "after the parent's set()")
+    ws[1] = uniform(rng, (10, 6, 3, 3)).astype(np.float16)
+    big[1].set(ws[1])  # through another view of the same buffer
+    check(view, ws[1], "after another view's set()")
+    big.set_constant(False)  # unmarked through the parent
+    ws[1] = uniform(rng, (10, 6, 3, 3)).astype(np.float16)
+    view.set(ws[1])
+    check(view, ws[1], 'unmarked through the parent')
+    view.set_constant()
+    big.release()
+    for call in (view.set_constant, view.changed, big.set_constant, big.changed):
+        with pytest.raises(tessera.TesseraError, match='released'):
+            call()
+    dw = tessera.to_device(ws[0], device=dev).set_constant()
+    check(dw, ws[0], 'a new buffer, marked')
+    dev.close()
+    for call in (dw.set_constant, dw.changed):
+        with pytest.raises(tessera.TesseraError, match='closed'):
+            call()

@@ -160,3 +160,28 @@ tsr_status tsr_op_demo(tsr_device *dev, const tsr_op *op, char *summary, size_t 
     if (!ok) return tsr_fail(TSR_ERR_OPENCL, "%s demo: error %.3e exceeds %.0e", op->name, worst, op->tolerance);
     return TSR_SUCCESS;
 }
+
+/* The fixtures' and tests' host-to-device writes (checks.c held them until derived.c needed to
+ * hear of them: tessera's own writes advance a marked buffer's generation). */
+tsr_status tsr_upload(tsr_device *dev, cl_mem mem, const float *host, size_t count) {
+    tsr_status status = TSR_SUCCESS;
+    TSR_CL_CHECK(status, clEnqueueWriteBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof(float), host, 0, NULL, NULL),
+                 done);
+done:
+    if (status == TSR_SUCCESS) tsr_buffer_written(mem); /* a write tessera made: derived data goes */
+    return status;
+}
+
+tsr_status tsr_upload_typed(tsr_device *dev, cl_mem mem, tsr_dtype dtype, const float *host, size_t count) {
+    if (dtype == TSR_F32) return tsr_upload(dev, mem, host, count);
+    tsr_status status = TSR_SUCCESS;
+    uint16_t *packed = malloc(count ? count * sizeof *packed : 1);
+    if (!packed) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "no host memory for %zu 16-bit elements", count);
+    TSR_CHECK(status, tsr_convert_host(TSR_F32, host, dtype, packed, count), done);
+    TSR_CL_CHECK(
+        status, clEnqueueWriteBuffer(dev->queue, mem, CL_TRUE, 0, count * sizeof *packed, packed, 0, NULL, NULL), done);
+done:
+    if (status == TSR_SUCCESS) tsr_buffer_written(mem); /* a write tessera made: derived data goes */
+    free(packed);
+    return status;
+}

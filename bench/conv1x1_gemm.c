@@ -12,6 +12,7 @@
  * to other processes on a shared machine; GFLOP/s by CPU time are per-all-cores).
  * Layers: l1.reduce64 ... l4.reduce2048 (ResNet-50's 1x1 layers; the .down ones stride 2), or
  * "all" (the default). */
+#include "ab_harness.h"
 #include "tessera.h"
 #include "util.h"
 
@@ -21,10 +22,7 @@
 #include <time.h>
 
 
-typedef struct layer {
-    const char *name;
-    size_t c, h, k, stride, count; /* count: how often ResNet-50 runs it */
-} layer;
+typedef ab_layer layer; /* count: how often the network runs it */
 
 static const layer layers[] = {
     {"l1.reduce64", 64, 56, 64, 1, 1},     {"l1.reduce256", 256, 56, 64, 1, 2},   {"l1.expand", 64, 56, 256, 1, 4},
@@ -37,17 +35,12 @@ static const layer layers[] = {
 #define MAXCFG 16
 
 int main(int argc, char **argv) {
-    const char *selector = NULL, *list = NULL;
+    ab_opts o = {.rounds = 7, .calls = 10, .batch = 1};
     const char *cfg[MAXCFG];
-    int ncfg = 0, rounds = 7, calls = 10, gemm = 0;
-    size_t batch = 1;
+    int ncfg = 0, gemm = 0;
     for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc) selector = argv[++i];
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = (size_t)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--layers") && i + 1 < argc) list = argv[++i];
-        else if (!strcmp(argv[i], "--gemm")) gemm = 1;
+        if (ab_arg(argc, argv, &i, &o, AB_BATCH | AB_LAYERS)) continue;
+        if (!strcmp(argv[i], "--gemm")) gemm = 1;
         else if (!strcmp(argv[i], "--cfg") && i + 1 < argc && ncfg < MAXCFG) cfg[ncfg++] = argv[++i];
         else {
             fprintf(stderr, "usage: conv1x1_gemm [--device SEL] [--rounds N] [--calls N] [--batch N] [--layers LIST] "
@@ -55,27 +48,22 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (rounds < 1 || rounds > 1000 || calls < 1 || calls > 100000 || batch < 1 || batch > 64) {
-        fprintf(stderr, "conv1x1_gemm: --rounds 1..1000, --calls 1..100000, --batch 1..64\n");
-        return 2;
-    }
+    if (!ab_check("conv1x1_gemm", &o)) return 2;
     if (!ncfg) cfg[ncfg++] = "";
+    const int rounds = o.rounds, calls = o.calls;
+    const size_t batch = o.batch;
     tsr_device *dev = NULL;
-    tsr_status st = tsr_device_open(selector, &dev);
-    if (st != TSR_SUCCESS) {
-        fprintf(stderr, "conv1x1_gemm: device: %s\n", tsr_last_error());
-        return 1;
-    }
+    if (!ab_open("conv1x1_gemm", o.selector, NULL, &dev)) return 1;
+    tsr_status st;
     cl_context ctx = tsr_device_context(dev);
     cl_command_queue q = tsr_device_queue(dev);
     double *wall[MAXCFG], *cpu[MAXCFG];
     for (int v = 0; v < ncfg; ++v) {
-        wall[v] = malloc((size_t)rounds * sizeof(double)), cpu[v] = malloc((size_t)rounds * sizeof(double));
-        if (!wall[v] || !cpu[v]) return 1;
+        if (!ab_rounds_alloc(rounds, &wall[v], &cpu[v])) return 1;
     }
     for (size_t l = 0; l < NLAYERS; ++l) {
         const layer *L = &layers[l];
-        if (!util_in_list(list, L->name)) continue;
+        if (!util_in_list(o.list, L->name)) continue;
         size_t p = L->h / L->stride, pq = p * p;
         size_t nx = batch * L->c * L->h * L->h, nw = L->k * L->c, ny = batch * L->k * pq;
         if (gemm) nx = batch * pq * L->c;
@@ -90,8 +78,8 @@ int main(int argc, char **argv) {
                                     .epilogue = {.bias = bias, .activation = TSR_ACT_RELU}};
         char used[MAXCFG][300];
         for (int r = 0; r < rounds; ++r) {
-            for (int o = 0; o < ncfg; ++o) {
-                int v = (r + o) % ncfg; /* rotate which goes first */
+            for (int j = 0; j < ncfg; ++j) {
+                int v = (r + j) % ncfg; /* rotate which goes first */
                 const char *c = strcmp(cfg[v], "builtin") ? cfg[v] : "";
                 if ((st = tsr_config_override(dev, "gemm", c)) != TSR_SUCCESS) goto fail;
                 if (r == 0) {
@@ -109,14 +97,13 @@ int main(int argc, char **argv) {
                 st = gemm ? tsr_matmul(dev, &md, x, w, y, q, NULL) : tsr_conv2d(dev, &cd, x, w, y, q, NULL);
                 if (st != TSR_SUCCESS) goto fail;
                 clFinish(q);
-                double w0 = util_clock_us(CLOCK_MONOTONIC), c0 = util_clock_us(CLOCK_PROCESS_CPUTIME_ID);
+                ab_mark m = ab_start();
                 for (int i = 0; i < calls; ++i) {
                     st = gemm ? tsr_matmul(dev, &md, x, w, y, q, NULL) : tsr_conv2d(dev, &cd, x, w, y, q, NULL);
                     if (st != TSR_SUCCESS) goto fail;
                 }
                 clFinish(q);
-                wall[v][r] = (util_clock_us(CLOCK_MONOTONIC) - w0) / calls;
-                cpu[v][r] = (util_clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls;
+                ab_per_call(m, calls, &wall[v][r], &cpu[v][r]);
                 continue;
             fail:
                 fprintf(stderr, "conv1x1_gemm: %s [%s]: %s\n", L->name, cfg[v], tsr_last_error());

@@ -11,6 +11,7 @@
  * and the process CPU time per call (the CPU time counts PoCL's worker threads: less sensitive to
  * other processes on a shared machine) and GFLOP/s by each (by CPU time: per core).
  * Layers: l1.3x3 l2.3x3s2 l2.3x3 l3.3x3s2 l3.3x3 l4.3x3s2 l4.3x3, or "all" (the default). */
+#include "ab_harness.h"
 #include "tessera.h"
 #include "util.h"
 
@@ -19,10 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct layer {
-    const char *name;
-    size_t c, h, k, stride, count; /* count: how often ResNet-50 runs it */
-} layer;
+typedef ab_layer layer; /* count: how often the network runs it */
 
 static const layer layers[] = {
     {"l1.3x3", 64, 56, 64, 1, 3},    {"l2.3x3s2", 128, 56, 128, 2, 1}, {"l2.3x3", 128, 28, 128, 1, 3},
@@ -32,100 +30,35 @@ static const layer layers[] = {
 #define NLAYERS (sizeof layers / sizeof *layers)
 #define MAXVAR 8
 
-typedef struct variant {
-    char label[64], dir[512], config[256];
-    tsr_device *dev;
-    double *wall, *cpu;
-} variant;
-
 int main(int argc, char **argv) {
-    const char *selector = NULL, *list = NULL;
-    variant var[MAXVAR];
-    int nvar = 0, rounds = 7, calls = 5;
-    size_t batch = 1;
-    for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc) selector = argv[++i];
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = (size_t)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--layers") && i + 1 < argc) list = argv[++i];
-        else if (!strcmp(argv[i], "--var") && i + 1 < argc && nvar < MAXVAR) {
-            const char *s = argv[++i], *eq = strchr(s, '='), *bar = eq ? strchr(eq, '|') : NULL;
-            if (!eq || !bar || eq == s || (size_t)(eq - s) >= sizeof var[0].label ||
-                (size_t)(bar - eq - 1) >= sizeof var[0].dir || strlen(bar + 1) >= sizeof var[0].config) {
-                fprintf(stderr, "conv3x3_ab: --var takes LABEL=DIR|CONFIG, not '%s'\n", s);
-                return 2;
-            }
-            variant *v = &var[nvar++];
-            memset(v, 0, sizeof *v);
-            memcpy(v->label, s, (size_t)(eq - s));
-            memcpy(v->dir, eq + 1, (size_t)(bar - eq - 1));
-            snprintf(v->config, sizeof v->config, "%s", strcmp(bar + 1, "builtin") ? bar + 1 : "");
-        } else {
-            fprintf(stderr, "usage: conv3x3_ab [--device SEL] [--rounds N] [--calls N] [--batch N] [--layers LIST] "
-                            "[--var LABEL=DIR|CONFIG]...\n");
-            return 2;
-        }
-    }
-    if (rounds < 1 || rounds > 1000 || calls < 1 || calls > 100000 || batch < 1 || batch > 64) {
-        fprintf(stderr, "conv3x3_ab: --rounds 1..1000, --calls 1..100000, --batch 1..64\n");
-        return 2;
-    }
-    if (!nvar) {
-        memset(&var[0], 0, sizeof var[0]);
-        snprintf(var[0].label, sizeof var[0].label, "builtin");
-        nvar = 1;
-    }
-    for (int v = 0; v < nvar; ++v) {
-        if (var[v].dir[0]) setenv("TSR_KERNEL_DIR", var[v].dir, 1);
-        else unsetenv("TSR_KERNEL_DIR");
-        if (tsr_device_open(selector, &var[v].dev) != TSR_SUCCESS) {
-            fprintf(stderr, "conv3x3_ab: device: %s\n", tsr_last_error());
-            return 1;
-        }
-        if (tsr_config_override(var[v].dev, "conv2d", var[v].config) != TSR_SUCCESS) {
-            fprintf(stderr, "conv3x3_ab: %s: %s\n", var[v].label, tsr_last_error());
-            return 1;
-        }
-        var[v].wall = malloc((size_t)rounds * sizeof(double)), var[v].cpu = malloc((size_t)rounds * sizeof(double));
-        if (!var[v].wall || !var[v].cpu) return 1;
-    }
-    unsetenv("TSR_KERNEL_DIR");
+    ab_opts o = {.rounds = 7, .calls = 5, .batch = 1};
+    ab_var var[MAXVAR];
+    int nvar = ab_var_args("conv3x3_ab", argc, argv, &o, var, MAXVAR);
+    if (nvar < 0) return 2;
+    if (!ab_open_vars("conv3x3_ab", o.selector, "conv2d", var, nvar, o.rounds)) return 1;
+    const int rounds = o.rounds, calls = o.calls;
+    const size_t batch = o.batch;
     for (size_t l = 0; l < NLAYERS; ++l) {
         const layer *L = &layers[l];
-        if (!util_in_list(list, L->name)) continue;
+        if (!util_in_list(o.list, L->name)) continue;
         size_t p = L->h / L->stride, pq = p * p;
         size_t nx = batch * L->c * L->h * L->h, nw = L->k * L->c * 9, ny = batch * L->k * pq;
         const tsr_conv2d_desc cd = {.batch = batch, .in_channels = L->c, .in_height = L->h, .in_width = L->h,
                                     .out_channels = L->k, .kernel_h = 3, .kernel_w = 3, .stride_h = L->stride,
                                     .stride_w = L->stride, .pad_h = 1, .pad_w = 1,
                                     .epilogue = {.activation = TSR_ACT_RELU}};
-        cl_mem x[MAXVAR], w[MAXVAR], y[MAXVAR], bias[MAXVAR], scale[MAXVAR];
-        for (int v = 0; v < nvar; ++v) { /* each device its own buffers (its own context) */
-            cl_context ctx = tsr_device_context(var[v].dev);
-            x[v] = util_pattern_buffer(ctx, nx), w[v] = util_pattern_buffer(ctx, nw), y[v] = util_pattern_buffer(ctx, ny);
-            bias[v] = util_pattern_buffer(ctx, L->k), scale[v] = util_pattern_buffer(ctx, L->k);
-            if (!x[v] || !w[v] || !y[v] || !bias[v] || !scale[v]) return 1;
-        }
+        ab_conv_bufs b[MAXVAR];
+        for (int v = 0; v < nvar; ++v) /* each device its own buffers (its own context) */
+            if (!ab_conv_bufs_new(var[v].dev, nx, nw, ny, L->k, &b[v])) return 1;
         for (int r = 0; r < rounds; ++r) {
-            for (int o = 0; o < nvar; ++o) {
-                int v = (r + o) % nvar; /* rotate which goes first */
-                tsr_device *dev = var[v].dev;
-                cl_command_queue q = tsr_device_queue(dev);
+            for (int j = 0; j < nvar; ++j) {
+                int v = (r + j) % nvar; /* rotate which goes first */
                 tsr_conv2d_desc d = cd;
-                d.epilogue.bias = bias[v], d.epilogue.scale = scale[v];
-                if (tsr_conv2d(dev, &d, x[v], w[v], y[v], q, NULL) != TSR_SUCCESS) goto fail;
-                clFinish(q);
-                double w0 = util_clock_us(CLOCK_MONOTONIC), c0 = util_clock_us(CLOCK_PROCESS_CPUTIME_ID);
-                for (int i = 0; i < calls; ++i)
-                    if (tsr_conv2d(dev, &d, x[v], w[v], y[v], q, NULL) != TSR_SUCCESS) goto fail;
-                clFinish(q);
-                var[v].wall[r] = (util_clock_us(CLOCK_MONOTONIC) - w0) / calls;
-                var[v].cpu[r] = (util_clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls;
-                continue;
-            fail:
-                fprintf(stderr, "conv3x3_ab: %s [%s]: %s\n", L->name, var[v].label, tsr_last_error());
-                return 1;
+                d.epilogue.bias = b[v].bias, d.epilogue.scale = b[v].scale;
+                if (!ab_time_conv2d(var[v].dev, &d, b[v].x, b[v].w, b[v].y, calls, &var[v].wall[r], &var[v].cpu[r])) {
+                    fprintf(stderr, "conv3x3_ab: %s [%s]: %s\n", L->name, var[v].label, tsr_last_error());
+                    return 1;
+                }
             }
         }
         double flop = 2.0 * L->k * pq * batch * L->c * 9;
@@ -138,20 +71,9 @@ int main(int argc, char **argv) {
         }
         printf("}\n");
         fflush(stdout);
-        for (int v = 0; v < nvar; ++v) {
-            clReleaseMemObject(x[v]), clReleaseMemObject(w[v]), clReleaseMemObject(y[v]);
-            clReleaseMemObject(bias[v]), clReleaseMemObject(scale[v]);
-        }
+        for (int v = 0; v < nvar; ++v) ab_conv_bufs_release(&b[v]);
     }
-    printf("{\"rounds\": %d, \"calls\": %d, \"batch\": %zu, \"variants\": [", rounds, calls, batch);
-    for (int v = 0; v < nvar; ++v)
-        printf("%s{\"label\": \"%s\", \"kernel_dir\": \"%s\", \"config\": \"%s\"}", v ? ", " : "", var[v].label,
-               var[v].dir, var[v].config);
-    printf("]}\n");
-    for (int v = 0; v < nvar; ++v) {
-        tsr_config_override(var[v].dev, "conv2d", NULL);
-        tsr_device_close(var[v].dev);
-        free(var[v].wall), free(var[v].cpu);
-    }
+    ab_print_vars(&o, var, nvar);
+    ab_close_vars("conv2d", var, nvar);
     return 0;
 }

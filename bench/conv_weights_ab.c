@@ -12,6 +12,7 @@
  * runs the 16-bit variants under the fp32 layer's configuration (tsr_config_override around their
  * calls) instead of their own classes'.
  * Layers: l1.3x3 l2.3x3 l3.3x3 l4.3x3 (default: all four). */
+#include "ab_harness.h"
 #include "tessera.h"
 #include "util.h"
 
@@ -38,34 +39,13 @@ typedef struct variant {
     double *wall, *cpu;
 } variant;
 
-/* n pattern values stored as t (fp32 pattern converted on the device). */
-static cl_mem typed_pattern(tsr_device *dev, tsr_dtype t, size_t n) {
-    cl_context ctx = tsr_device_context(dev);
-    cl_mem f = util_pattern_buffer(ctx, n);
-    if (!f || t == TSR_F32) return f;
-    cl_int err;
-    cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * tsr_dtype_size(t), NULL, &err);
-    if (err == CL_SUCCESS && tsr_convert(dev, TSR_F32, f, 0, t, m, 0, n, NULL, NULL) != TSR_SUCCESS) {
-        clReleaseMemObject(m);
-        m = NULL;
-    }
-    clFinish(tsr_device_queue(dev));
-    clReleaseMemObject(f);
-    return err == CL_SUCCESS ? m : NULL;
-}
-
 int main(int argc, char **argv) {
-    const char *selector = NULL, *list = NULL, *dtypes = "f32,f16,bf16", *modes = "per-call,kept";
-    int rounds = 7, calls = 5;
+    const char *dtypes = "f32,f16,bf16", *modes = "per-call,kept";
+    ab_opts o = {.rounds = 7, .calls = 5, .batch = 1};
     bool as_f32 = false; /* 16-bit variants under the fp32 variant's configuration */
-    size_t batch = 1;
     for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc) selector = argv[++i];
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = (size_t)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--layers") && i + 1 < argc) list = argv[++i];
-        else if (!strcmp(argv[i], "--dtypes") && i + 1 < argc) dtypes = argv[++i];
+        if (ab_arg(argc, argv, &i, &o, AB_BATCH | AB_LAYERS)) continue;
+        if (!strcmp(argv[i], "--dtypes") && i + 1 < argc) dtypes = argv[++i];
         else if (!strcmp(argv[i], "--weights") && i + 1 < argc) modes = argv[++i];
         else if (!strcmp(argv[i], "--as-f32")) as_f32 = true;
         else {
@@ -74,15 +54,11 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (rounds < 1 || rounds > 1000 || calls < 1 || calls > 100000 || batch < 1 || batch > 64) {
-        fprintf(stderr, "conv_weights_ab: --rounds 1..1000, --calls 1..100000, --batch 1..64\n");
-        return 2;
-    }
+    if (!ab_check("conv_weights_ab", &o)) return 2;
+    const int rounds = o.rounds, calls = o.calls;
+    const size_t batch = o.batch;
     tsr_device *dev = NULL;
-    if (tsr_device_open(selector, &dev) != TSR_SUCCESS) {
-        fprintf(stderr, "conv_weights_ab: device: %s\n", tsr_last_error());
-        return 1;
-    }
+    if (!ab_open("conv_weights_ab", o.selector, NULL, &dev)) return 1;
     variant var[MAXVAR];
     int nvar = 0;
     static const struct {
@@ -97,19 +73,18 @@ int main(int argc, char **argv) {
             memset(v, 0, sizeof *v);
             snprintf(v->label, sizeof v->label, "%s %s", types[t].name, mode);
             v->t = types[t].t, v->kept = m == 1;
-            v->wall = malloc((size_t)rounds * sizeof(double)), v->cpu = malloc((size_t)rounds * sizeof(double));
-            if (!v->wall || !v->cpu) return 1;
+            if (!ab_rounds_alloc(rounds, &v->wall, &v->cpu)) return 1;
         }
     for (size_t l = 0; l < NLAYERS; ++l) {
         const layer *L = &layers[l];
-        if (!util_in_list(list, L->name)) continue;
+        if (!util_in_list(o.list, L->name)) continue;
         size_t pq = L->h * L->h, nx = batch * L->c * pq, nw = L->k * L->c * 9, ny = batch * L->k * pq;
         cl_context ctx = tsr_device_context(dev);
         cl_mem bias = util_pattern_buffer(ctx, L->k), scale = util_pattern_buffer(ctx, L->k);
         if (!bias || !scale) return 1;
         for (int v = 0; v < nvar; ++v) {
-            var[v].x = typed_pattern(dev, var[v].t, nx), var[v].w = typed_pattern(dev, var[v].t, nw);
-            var[v].y = typed_pattern(dev, var[v].t, ny);
+            var[v].x = ab_typed_pattern(dev, var[v].t, nx), var[v].w = ab_typed_pattern(dev, var[v].t, nw);
+            var[v].y = ab_typed_pattern(dev, var[v].t, ny);
             if (!var[v].x || !var[v].w || !var[v].y) return 1;
             if (var[v].kept && tsr_buffer_set_constant(var[v].w, true) != TSR_SUCCESS) {
                 fprintf(stderr, "conv_weights_ab: %s\n", tsr_last_error());
@@ -118,9 +93,8 @@ int main(int argc, char **argv) {
         }
         char impl[MAXVAR][320], f32config[256] = "";
         for (int r = 0; r < rounds; ++r) {
-            for (int o = 0; o < nvar; ++o) {
-                int v = (r + o) % nvar; /* rotate which goes first */
-                cl_command_queue q = tsr_device_queue(dev);
+            for (int j = 0; j < nvar; ++j) {
+                int v = (r + j) % nvar; /* rotate which goes first */
                 const tsr_conv2d_desc d = {.batch = batch, .in_channels = L->c, .in_height = L->h, .in_width = L->h,
                                            .out_channels = L->k, .kernel_h = 3, .kernel_w = 3, .pad_h = 1,
                                            .pad_w = 1, .x_type = var[v].t, .w_type = var[v].t, .y_type = var[v].t,
@@ -138,14 +112,8 @@ int main(int argc, char **argv) {
                 }
                 const bool over = as_f32 && var[v].t != TSR_F32;
                 if (over && tsr_config_override(dev, "conv2d", f32config) != TSR_SUCCESS) goto fail;
-                if (tsr_conv2d(dev, &d, var[v].x, var[v].w, var[v].y, q, NULL) != TSR_SUCCESS) goto fail;
-                clFinish(q);
-                double w0 = util_clock_us(CLOCK_MONOTONIC), c0 = util_clock_us(CLOCK_PROCESS_CPUTIME_ID);
-                for (int i = 0; i < calls; ++i)
-                    if (tsr_conv2d(dev, &d, var[v].x, var[v].w, var[v].y, q, NULL) != TSR_SUCCESS) goto fail;
-                clFinish(q);
-                var[v].wall[r] = (util_clock_us(CLOCK_MONOTONIC) - w0) / calls;
-                var[v].cpu[r] = (util_clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls;
+                if (!ab_time_conv2d(dev, &d, var[v].x, var[v].w, var[v].y, calls, &var[v].wall[r], &var[v].cpu[r]))
+                    goto fail;
                 if (over && tsr_config_override(dev, "conv2d", NULL) != TSR_SUCCESS) goto fail;
                 continue;
             fail:

@@ -11,6 +11,7 @@
  * per call, and the medians of the rounds' paired fp32/16-bit time ratios (CPU and
  * wall), the "x the tokens/s of fp32" of `tessera bench embedding --dtype`, here without its
  * per-call host clock around a single call (docs/dtypes.md, session 20). Random ids, fixed seed. */
+#include "ab_harness.h"
 #include "tessera.h"
 #include "util.h"
 
@@ -22,14 +23,12 @@
 enum { VOCAB = 30522, POSITIONS = 512, TYPES = 2, SEQ = 128 };
 
 int main(int argc, char **argv) {
-    const char *selector = NULL;
-    int rounds = 15, calls = 20, cold = 0, warmup = 1;
+    ab_opts o = {.rounds = 15, .calls = 20};
+    int cold = 0, warmup = 1;
     size_t tokens = 4096, hidden = 768;
     for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc) selector = argv[++i];
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = (size_t)atol(argv[++i]);
+        if (ab_arg(argc, argv, &i, &o, 0)) continue;
+        if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) hidden = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "--cold")) cold = 1;
         else if (!strcmp(argv[i], "--no-warmup")) warmup = 0;
@@ -39,16 +38,14 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    const int rounds = o.rounds, calls = o.calls;
     if (rounds < 1 || rounds > 1000 || calls < 1 || calls > 100000 || tokens < 1 || tokens > (1u << 20) || hidden < 1 ||
         hidden > 8192) {
         fprintf(stderr, "embedding_dtype_ab: --rounds 1..1000, --calls 1..100000, --tokens 1..1048576, --hidden 1..8192\n");
         return 2;
     }
     tsr_device *dev = NULL;
-    if (tsr_device_open(selector, &dev) != TSR_SUCCESS) {
-        fprintf(stderr, "embedding_dtype_ab: device: %s\n", tsr_last_error());
-        return 1;
-    }
+    if (!ab_open("embedding_dtype_ab", o.selector, NULL, &dev)) return 1;
     cl_context ctx = tsr_device_context(dev);
     cl_command_queue q = tsr_device_queue(dev);
     static const tsr_dtype types[3] = {TSR_F32, TSR_F16, TSR_BF16};
@@ -62,12 +59,10 @@ int main(int argc, char **argv) {
     double *wall[3], *cpu[3], *ratio_cpu[2], *ratio_wall[2];
     if (!host || !draw || !ids || !type_ids || !conv) return 1;
     for (int v = 0; v < 3; ++v) {
-        wall[v] = malloc((size_t)rounds * sizeof(double)), cpu[v] = malloc((size_t)rounds * sizeof(double));
-        if (!wall[v] || !cpu[v]) return 1;
+        if (!ab_rounds_alloc(rounds, &wall[v], &cpu[v])) return 1;
     }
     for (int v = 0; v < 2; ++v) {
-        ratio_cpu[v] = malloc((size_t)rounds * sizeof(double)), ratio_wall[v] = malloc((size_t)rounds * sizeof(double));
-        if (!ratio_cpu[v] || !ratio_wall[v]) return 1;
+        if (!ab_rounds_alloc(rounds, &ratio_wall[v], &ratio_cpu[v])) return 1;
     }
     uint64_t seed = 0x5eed2020;
     tsr_random_fill(host, (size_t)VOCAB * hidden, &seed, -0.1f, 0.1f);
@@ -88,8 +83,8 @@ int main(int argc, char **argv) {
         }
     }
     for (int r = 0; r < rounds; ++r) {
-        for (int o = 0; o < 3; ++o) {
-            int v = (r + o) % 3; /* rotate which goes first */
+        for (int j = 0; j < 3; ++j) {
+            int v = (r + j) % 3; /* rotate which goes first */
             const tsr_embedding_desc d = {.tokens = tokens, .seq_len = SEQ, .hidden = hidden, .vocab = VOCAB,
                                           .max_positions = POSITIONS, .type_vocab = TYPES, .y_type = types[v],
                                           .table_type = types[v]};
@@ -97,8 +92,8 @@ int main(int argc, char **argv) {
                                                    NULL)
                                    : TSR_SUCCESS;
             clFinish(q);
-            if (evict) memset(evict, r + o, EVICT_BYTES);
-            double w0 = util_clock_us(CLOCK_MONOTONIC), c0 = util_clock_us(CLOCK_PROCESS_CPUTIME_ID);
+            if (evict) memset(evict, r + j, EVICT_BYTES);
+            ab_mark m = ab_start();
             for (int i = 0; i < calls && st == TSR_SUCCESS; ++i)
                 st = tsr_embedding(dev, &d, ids, type_ids, table[v][0], table[v][1], table[v][2], y[v], q, NULL);
             clFinish(q);
@@ -106,8 +101,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "embedding_dtype_ab: %s: %s\n", tsr_dtype_str(types[v]), tsr_last_error());
                 return 1;
             }
-            wall[v][r] = (util_clock_us(CLOCK_MONOTONIC) - w0) / calls;
-            cpu[v][r] = (util_clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0) / calls;
+            ab_per_call(m, calls, &wall[v][r], &cpu[v][r]);
         }
         for (int v = 1; v < 3; ++v)
             ratio_cpu[v - 1][r] = cpu[0][r] / cpu[v][r], ratio_wall[v - 1][r] = wall[0][r] / wall[v][r];

@@ -13,6 +13,7 @@
  * microseconds per call, GFLOP/s by wall time, and the median over the rounds of the variant's
  * rate over the first variant's (CPU time and wall time: paired ratios); on stderr the class and
  * configuration each variant resolved to. */
+#include "ab_harness.h"
 #include "tessera.h"
 #include "util.h"
 
@@ -48,29 +49,15 @@ static int parse_variant(const char *s, variant *v) {
     return 0;
 }
 
-/* n elements of `type` with a fixed pattern (converted on the device from the fp32 one) */
-static cl_mem typed_buffer(tsr_device *dev, tsr_dtype type, size_t n) {
-    cl_context ctx = tsr_device_context(dev);
-    cl_mem f = util_pattern_buffer(ctx, n);
-    if (!f || type == TSR_F32) return f;
-    cl_int err;
-    cl_mem t = clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * tsr_dtype_size(type), NULL, &err);
-    if (err != CL_SUCCESS || tsr_convert(dev, TSR_F32, f, 0, type, t, 0, n, NULL, NULL) != TSR_SUCCESS) t = NULL;
-    clFinish(tsr_device_queue(dev));
-    clReleaseMemObject(f);
-    return t;
-}
-
 int main(int argc, char **argv) {
-    const char *selector = NULL, *shapes = "256,512,1024,2048,512x768x768,512x3072x768,512x768x3072,64@128x128x128";
+    const char *shapes = "256,512,1024,2048,512x768x768,512x3072x768,512x768x3072,64@128x128x128";
     variant var[MAXVAR];
-    int nvar = 0, rounds = 7, calls = 5;
+    ab_opts o = {.rounds = 7, .calls = 5};
+    int nvar = 0;
     double min_ms = 30;
     for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc) selector = argv[++i];
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--min-ms") && i + 1 < argc) min_ms = atof(argv[++i]);
+        if (ab_arg(argc, argv, &i, &o, 0)) continue;
+        if (!strcmp(argv[i], "--min-ms") && i + 1 < argc) min_ms = atof(argv[++i]);
         else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--var") && i + 1 < argc && nvar < MAXVAR) {
             if (parse_variant(argv[++i], &var[nvar]) != 0) {
@@ -84,24 +71,17 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    const int rounds = o.rounds, calls = o.calls;
     if (rounds < 1 || rounds > 1000 || calls < 1 || calls > 100000 || !(min_ms >= 0 && min_ms <= 60000) || nvar < 1) {
         fprintf(stderr, "gemm_dtype_ab: --rounds 1..1000, --calls 1..100000, --min-ms 0..60000, at least one --var\n");
         return 2;
     }
-    for (int v = 0; v < nvar; ++v) {
-        if (var[v].dir[0]) setenv("TSR_KERNEL_DIR", var[v].dir, 1);
-        else unsetenv("TSR_KERNEL_DIR");
-        if (tsr_device_open(selector, &var[v].dev) != TSR_SUCCESS) {
-            fprintf(stderr, "gemm_dtype_ab: device: %s\n", tsr_last_error());
-            return 1;
-        }
-    }
-    double *ratio_cpu = malloc((size_t)rounds * sizeof(double)), *ratio_wall = malloc((size_t)rounds * sizeof(double));
-    if (!ratio_cpu || !ratio_wall) return 1;
-    for (int v = 0; v < nvar; ++v) {
-        var[v].wall = malloc((size_t)rounds * sizeof(double)), var[v].cpu = malloc((size_t)rounds * sizeof(double));
-        if (!var[v].wall || !var[v].cpu) return 1;
-    }
+    for (int v = 0; v < nvar; ++v)
+        if (!ab_open("gemm_dtype_ab", o.selector, var[v].dir, &var[v].dev)) return 1;
+    double *ratio_cpu, *ratio_wall;
+    if (!ab_rounds_alloc(rounds, &ratio_wall, &ratio_cpu)) return 1;
+    for (int v = 0; v < nvar; ++v)
+        if (!ab_rounds_alloc(rounds, &var[v].wall, &var[v].cpu)) return 1;
     char *list = strdup(shapes);
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         unsigned long bt = 1, m, n, k;
@@ -117,9 +97,9 @@ int main(int argc, char **argv) {
         tsr_matmul_desc d = {.m = m, .n = n, .k = k, .batch = bt, .alpha = 1.0f};
         if (bt > 1) d.a.batch_stride = m * k, d.b.batch_stride = k * n, d.c.batch_stride = m * n;
         for (int v = 0; v < nvar; ++v) {
-            var[v].a = typed_buffer(var[v].dev, var[v].in, bt * m * k);
-            var[v].b = typed_buffer(var[v].dev, var[v].in, bt * k * n);
-            var[v].c = typed_buffer(var[v].dev, var[v].out, bt * m * n);
+            var[v].a = ab_typed_pattern(var[v].dev, var[v].in, bt * m * k);
+            var[v].b = ab_typed_pattern(var[v].dev, var[v].in, bt * k * n);
+            var[v].c = ab_typed_pattern(var[v].dev, var[v].out, bt * m * n);
             if (!var[v].a || !var[v].b || !var[v].c) {
                 fprintf(stderr, "gemm_dtype_ab: buffers: %s\n", tsr_last_error());
                 return 1;
@@ -127,8 +107,8 @@ int main(int argc, char **argv) {
         }
         char used[MAXVAR][320];
         for (int r = 0; r < rounds; ++r) {
-            for (int o = 0; o < nvar; ++o) {
-                int v = (r + o) % nvar; /* rotate which goes first */
+            for (int j = 0; j < nvar; ++j) {
+                int v = (r + j) % nvar; /* rotate which goes first */
                 variant *V = &var[v];
                 tsr_device *dev = V->dev;
                 cl_command_queue q = tsr_device_queue(dev);

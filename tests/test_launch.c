@@ -157,6 +157,93 @@ static void a_closed_device_errors(void **state) {
     case_free(&g);
 }
 
+/* ---- conv2d: its programs' kernels remembered per configuration, form, types and size ---- */
+
+/* A 3x3 pad-1 convolution of CC x CH x CW into CK channels (one image), checked against a double
+ * reference. */
+#define CC 3
+#define CH 7
+#define CW 9
+#define CK 4
+
+typedef struct conv_case {
+    float x[CC * CH * CW], w[CK * CC * 9];
+    cl_mem dx, dw, dy;
+} conv_case;
+
+static tsr_status conv_call(tsr_device *dev, const conv_case *c) {
+    const tsr_conv2d_desc d = {.batch = 1, .in_channels = CC, .in_height = CH, .in_width = CW, .out_channels = CK,
+                               .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+    return tsr_conv2d(dev, &d, c->dx, c->dw, c->dy, NULL, NULL);
+}
+
+static double conv_error(tsr_device *dev, const conv_case *c) {
+    float y[CK * CH * CW];
+    th_read(dev, c->dy, y, CK * CH * CW);
+    double num = 0, den = 0;
+    for (int k = 0; k < CK; ++k)
+        for (int i = 0; i < CH; ++i)
+            for (int j = 0; j < CW; ++j) {
+                double ref = 0;
+                for (int ch = 0; ch < CC; ++ch)
+                    for (int r = 0; r < 3; ++r)
+                        for (int s = 0; s < 3; ++s) {
+                            int yi = i + r - 1, xj = j + s - 1;
+                            if (yi < 0 || yi >= CH || xj < 0 || xj >= CW) continue;
+                            ref += (double)c->w[(k * CC + ch) * 9 + r * 3 + s] * c->x[(ch * CH + yi) * CW + xj];
+                        }
+                double d = y[(k * CH + i) * CW + j] - ref;
+                num += d * d, den += ref * ref;
+            }
+    return isfinite(num) ? sqrt(num / (den > 0 ? den : 1)) : INFINITY;
+}
+
+/* A conv2d call whose shape was seen looks up no program; an override between two calls of the
+ * same shape (another form: another program) is looked up and runs on the next call, and so is
+ * the class's own configuration again once it is cleared. */
+static void conv_calls_skip_lookups_and_follow_overrides(void **state) {
+    (void)state;
+    tsr_device *dev = th_dev;
+    conv_case c;
+    th_fill_uniform(c.x, CC * CH * CW, -1.0f, 1.0f);
+    th_fill_uniform(c.w, CK * CC * 9, -1.0f, 1.0f);
+    c.dx = th_buffer_from(dev, c.x, CC * CH * CW);
+    c.dw = th_buffer_from(dev, c.w, CK * CC * 9);
+    c.dy = th_buffer(dev, CK * CH * CW);
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    TH_ASSERT_OK(conv_call(dev, &c));
+    uint64_t seen = lookups(dev);
+    poison_buffer_n(dev, c.dy, CK * CH * CW);
+    TH_ASSERT_OK(conv_call(dev, &c));
+    assert_int_equal(lookups(dev), seen);
+    assert_true(conv_error(dev, &c) < 1e-5);
+    /* each form in turn: the first call looks its program up, the second none */
+    const char *const forms[] = {"ALGO=2 MWI=2 VW=4", "ALGO=2 MWI=2 VW=8 STAGE=2 WGM=2 WGN=4",
+                                 "ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4", "ALGO=2 MWI=2 VW=8 STAGE=5 WGM=4 WGN=4",
+                                 "ALGO=1", "ALGO=3"};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; ++i) {
+        if (!th_try_override(dev, "conv2d", forms[i])) continue;
+        poison_buffer_n(dev, c.dy, CK * CH * CW);
+        TH_ASSERT_OK(conv_call(dev, &c));
+        assert_true(lookups(dev) > seen); /* the override's program was looked up */
+        assert_true(conv_error(dev, &c) < 1e-5);
+        seen = lookups(dev);
+        poison_buffer_n(dev, c.dy, CK * CH * CW);
+        TH_ASSERT_OK(conv_call(dev, &c));
+        assert_int_equal(lookups(dev), seen);
+        assert_true(conv_error(dev, &c) < 1e-5);
+        seen = lookups(dev);
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    poison_buffer_n(dev, c.dy, CK * CH * CW);
+    TH_ASSERT_OK(conv_call(dev, &c));
+    assert_true(lookups(dev) > seen); /* the class's own configuration again */
+    assert_true(conv_error(dev, &c) < 1e-5);
+    clReleaseMemObject(c.dx);
+    clReleaseMemObject(c.dw);
+    clReleaseMemObject(c.dy);
+}
+
 /* ---- two threads, one device ---- */
 
 #define ROUNDS 64
@@ -391,6 +478,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cached_calls_skip_lookups_and_follow_overrides),
         cmocka_unit_test(a_retune_forgets_the_records),
+        cmocka_unit_test(conv_calls_skip_lookups_and_follow_overrides),
         cmocka_unit_test(a_closed_device_errors),
         cmocka_unit_test(two_threads_share_cached_kernels),
         cmocka_unit_test(embedding_calls_in_flight_keep_their_ids),

@@ -490,6 +490,73 @@ static void program_options(const conv_problem *p, const tsr_config *cfg, bool k
     type_options(cfg, p->types, options, size);
 }
 
+/* ---- the programs of a call, remembered (issue #36: no fixed work once a shape was seen) ----
+ * Each launch site keys a launch record (tsr_launch_find) by what decides its program's option
+ * text: its configuration (the form it launches), the storage types, the compiled kernel size,
+ * strides and dilations where they enter the options, and the site's own choices (`bits`). A
+ * call that has seen its key takes the program's kernels from the record: no option text, no
+ * program look-up, no allocation. Records go with tsr_launch_invalidate (an override set or
+ * cleared, a re-tune, a program dropped, the device closed), as the other ops'. With
+ * $TSR_KERNEL_DIR set nothing is remembered (an edited file reaches the next call). */
+static const char conv_direct_tag, conv_padded_tag, conv_winograd_tag, conv_im2col_tag, conv_dw_nhwc_tag,
+    conv_widen_tag, conv_transpose_tag;
+
+/* The key of a launch site `tag` for p under cfg; kernel_size: the options carry the compiled
+ * kernel size (kernel_size_options, and launch_kernel's unstrided CSH/CDH). */
+static void conv_key(tsr_launch_key *key, const void *tag, const conv_problem *p, const tsr_config *cfg,
+                     bool kernel_size, uint32_t bits) {
+    _Static_assert(TSR_MAX_PARAMS + 8 <= TSR_LAUNCH_KEY_WORDS, "a configuration and 8 words fit a launch key");
+    memset(key, 0, sizeof *key);
+    key->tag = tag;
+    if (cfg) memcpy(key->words, cfg->values, sizeof cfg->values);
+    uint32_t *w = key->words + TSR_MAX_PARAMS;
+    w[0] = bits;
+    if (p) {
+        w[1] = (uint32_t)p->types[0] | (uint32_t)p->types[1] << 8 | (uint32_t)p->types[2] << 16;
+        if (kernel_size && kernel_size_compiled(p)) { /* validated geometry: each fits an int */
+            w[2] = (uint32_t)p->R, w[3] = (uint32_t)p->S, w[4] = (uint32_t)p->sh, w[5] = (uint32_t)p->sw;
+            w[6] = (uint32_t)p->dh, w[7] = (uint32_t)p->dw;
+        }
+    }
+}
+
+/* The record's kernels for `key` into k (true); false when there is none (*generation for
+ * conv_kernels_make). */
+static bool conv_kernels_find(tsr_device *dev, const tsr_launch_key *key, tsr_kernel *k[TSR_LAUNCH_KERNELS],
+                              uint64_t *generation) {
+    tsr_launch rec;
+    *generation = 0;
+    if (dev->kernel_dir[0] || !tsr_launch_find(dev, key, &rec, generation)) return false;
+    memcpy(k, rec.kernels, sizeof rec.kernels);
+    return true;
+}
+
+/* The kernels `list` names (';'-separated, at most TSR_LAUNCH_KERNELS) of `source` built with
+ * `options`, into k in the list's order, kept under `key` (first call of a key only). */
+static tsr_status conv_kernels_make(tsr_device *dev, const tsr_launch_key *key, uint64_t generation,
+                                    const char *source, const char *options, const char *list,
+                                    tsr_kernel *k[TSR_LAUNCH_KERNELS]) {
+    tsr_status status = TSR_SUCCESS;
+    tsr_launch rec;
+    memset(&rec, 0, sizeof rec);
+    TSR_CHECK(status, tsr_program_for(dev, source, options, list, &rec.program), done);
+    int i = 0;
+    for (const char *s = list; *s && i < TSR_LAUNCH_KERNELS; ++i) {
+        char name[48];
+        size_t n = strcspn(s, ";");
+        if (n >= sizeof name) return tsr_fail(TSR_ERR_NOT_FOUND, "conv2d: kernel name '%.*s' too long", (int)n, s);
+        memcpy(name, s, n);
+        name[n] = '\0';
+        TSR_CHECK(status, tsr_program_kernel(dev, rec.program, name, &rec.kernels[i]), done);
+        s += n;
+        if (*s == ';') ++s;
+    }
+    if (!dev->kernel_dir[0]) tsr_launch_store(dev, key, generation, &rec);
+    memcpy(k, rec.kernels, sizeof rec.kernels);
+done:
+    return status;
+}
+
 /* STAGE 8's vector width on a layer: the configuration's; at stride 1 on rows narrower than it
  * but wider than half of it (14x14 planes at 16 lanes, 7x7 at 8), on planes of 2 rows or more,
  * without a residual, one vector a row (*wide: its last lanes past the row, zeroed); else halved
@@ -523,7 +590,6 @@ static size_t dw_rows_bands(const tsr_device *dev, const conv_problem *p, int mw
 static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const tsr_config *cfg, bool implicit,
                                 cl_command_queue queue, cl_event *event) {
     tsr_status status = TSR_SUCCESS;
-    char options[256];
     tsr_config form;
     bool dw_wide = false;
     if (implicit && cfg->values[P_STAGE] == 8) { /* its vector width for the layer, or STAGE 4 */
@@ -535,27 +601,32 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     }
     const int *v = cfg->values;
     int stage = implicit ? v[P_STAGE] : 0;
-    program_options(p, cfg, stage >= 2, options, sizeof options);
-    /* STAGE 4 and 8 fold their taps' strides and dilations unstrided too (strided layers have them already) */
-    size_t olen = strlen(options);
-    if ((stage == 4 || stage == 8) && p->sh == 1 && p->sw == 1 && kernel_size_compiled(p) && olen < sizeof options)
-        snprintf(options + olen, sizeof options - olen, " -DCSH=1 -DCSW=1 -DCDH=%zu -DCDW=%zu", p->dh, p->dw);
     /* STAGE 4 flattened over the plane where output rows are as wide as input rows (stride 1)
      * and no wider than a vector (row tiles would leave lanes idle) */
     const bool flat = stage == 4 && p->sh == 1 && p->sw == 1 && p->Q == p->W && p->Q <= (size_t)v[P_VW];
-    olen = strlen(options);
-    if (flat && olen < sizeof options) snprintf(options + olen, sizeof options - olen, " -DDW_FLAT=1");
-    olen = strlen(options);
-    if (stage == 8 && dw_wide && olen < sizeof options)
-        snprintf(options + olen, sizeof options - olen, " -DDW8_WIDE=1");
-    cl_program program;
-    tsr_kernel *cached = NULL;
-    /* The CPU forms live in conv_cpu.cl (conv.cl, and the entries tuned against its hash, unchanged). */
-    TSR_CHECK(status,
-              tsr_program_for(dev, stage >= 2 ? "conv_cpu" : "conv", options,
-                              implicit ? "conv_implicit" : "conv_direct", &program),
-              done);
-    TSR_CHECK(status, tsr_program_kernel(dev, program, implicit ? "conv_implicit" : "conv_direct", &cached), done);
+    tsr_kernel *cached = NULL, *k[TSR_LAUNCH_KERNELS];
+    tsr_launch_key key;
+    uint64_t generation;
+    conv_key(&key, &conv_direct_tag, p, cfg, stage >= 2, (uint32_t)implicit | (uint32_t)flat << 1 | (uint32_t)dw_wide << 2);
+    if (!conv_kernels_find(dev, &key, k, &generation)) {
+        char options[256];
+        program_options(p, cfg, stage >= 2, options, sizeof options);
+        /* STAGE 4 and 8 fold their taps' strides and dilations unstrided too (strided layers have them already) */
+        size_t olen = strlen(options);
+        if ((stage == 4 || stage == 8) && p->sh == 1 && p->sw == 1 && kernel_size_compiled(p) && olen < sizeof options)
+            snprintf(options + olen, sizeof options - olen, " -DCSH=1 -DCSW=1 -DCDH=%zu -DCDW=%zu", p->dh, p->dw);
+        olen = strlen(options);
+        if (flat && olen < sizeof options) snprintf(options + olen, sizeof options - olen, " -DDW_FLAT=1");
+        olen = strlen(options);
+        if (stage == 8 && dw_wide && olen < sizeof options)
+            snprintf(options + olen, sizeof options - olen, " -DDW8_WIDE=1");
+        /* The CPU forms live in conv_cpu.cl (conv.cl, and the entries tuned against its hash, unchanged). */
+        TSR_CHECK(status,
+                  conv_kernels_make(dev, &key, generation, stage >= 2 ? "conv_cpu" : "conv", options,
+                                    implicit ? "conv_implicit" : "conv_direct", k),
+                  done);
+    }
+    cached = k[0];
     cl_kernel kernel = cached->kernel;
     tsr_kernel_lock(cached); /* the cached kernel's arguments are this call's until the enqueue */
     cl_int geo[16];
@@ -747,22 +818,30 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     }
     tsr_status status = TSR_SUCCESS;
     const int *v = cfg->values;
-    char options[256];
-    program_options(p, cfg, true, options, sizeof options);
-    cl_program program;
     tsr_kernel *kernel = NULL, *pad = NULL, *held = NULL; /* held: the cached kernel this call has locked */
     cl_event last = NULL;
     bool locked = false, holding = false; /* holding: the workspace is ours, `last` its newest user */
     cl_mem packed = NULL, kept = NULL; /* kept: the packed weights of a constant weight buffer */
     cl_event wlast = NULL;
     bool wholding = false, wlocked = false; /* STAGE 5's packed weights: held, locked */
-    TSR_CHECK(status,
-              tsr_program_for(dev, "conv_cpu", options,
-                              kvec ? (per ? "conv_implicit;pad_input;pack_weights" : "conv_implicit;pack_weights")
-                                   : (per ? "conv_implicit;pad_input" : "conv_implicit"),
-                              &program),
-              done);
-    TSR_CHECK(status, tsr_program_kernel(dev, program, "conv_implicit", &kernel), done);
+    /* the program's kernels: conv_implicit, then pad_input (a copy), then pack_weights (STAGE 5) */
+    tsr_kernel *k[TSR_LAUNCH_KERNELS];
+    {
+        tsr_launch_key key;
+        uint64_t generation;
+        conv_key(&key, &conv_padded_tag, p, cfg, true, (uint32_t)(per != 0) | (uint32_t)kvec << 1);
+        if (!conv_kernels_find(dev, &key, k, &generation)) {
+            char options[256];
+            program_options(p, cfg, true, options, sizeof options);
+            TSR_CHECK(status,
+                      conv_kernels_make(dev, &key, generation, "conv_cpu", options,
+                                        kvec ? (per ? "conv_implicit;pad_input;pack_weights" : "conv_implicit;pack_weights")
+                                             : (per ? "conv_implicit;pad_input" : "conv_implicit"),
+                                        k),
+                      done);
+        }
+    }
+    kernel = k[0];
     cl_int geo[16], pgeo[16];
     geometry_plain(p, geo);
     memcpy(pgeo, geo, sizeof geo);
@@ -797,7 +876,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
          * constant (derive_weights); every launch below reads the packed copy. */
         tsr_kernel *pk = NULL;
         size_t nkb = ceil_div(p->Kg, kb);
-        TSR_CHECK(status, tsr_program_kernel(dev, program, "pack_weights", &pk), done);
+        pk = k[per ? 2 : 1];
         pthread_mutex_lock(&dev->lock);
         wlocked = true;
         {
@@ -864,7 +943,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
                      done);
         goto done;
     }
-    TSR_CHECK(status, tsr_program_kernel(dev, program, "pad_input", &pad), done);
+    pad = k[1];
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
     locked = true;
     /* Polyphase copies (strided layers) on CPUs go in chunks of at most 2 MiB (one image of
@@ -1012,13 +1091,17 @@ static size_t winograd_bytes_per_image(const conv_problem *p, size_t wm) {
  * as tsr_convert's was. Nothing is enqueued unless it returns TSR_SUCCESS. */
 static tsr_status widen_weights(tsr_device *dev, const conv_problem *p, cl_mem wide, cl_command_queue queue,
                                 cl_event *done) {
-    char options[32];
-    snprintf(options, sizeof options, "-DW_TYPE=%d", (int)p->types[1]);
-    cl_program program;
-    tsr_kernel *k = NULL;
-    tsr_status status;
-    TSR_CHECK(status, tsr_program_for(dev, "conv_cpu", options, "widen_weights", &program), done);
-    TSR_CHECK(status, tsr_program_kernel(dev, program, "widen_weights", &k), done);
+    tsr_status status = TSR_SUCCESS;
+    tsr_kernel *k = NULL, *ks[TSR_LAUNCH_KERNELS];
+    tsr_launch_key key;
+    uint64_t generation;
+    conv_key(&key, &conv_widen_tag, NULL, NULL, false, (uint32_t)p->types[1]);
+    if (!conv_kernels_find(dev, &key, ks, &generation)) {
+        char options[32];
+        snprintf(options, sizeof options, "-DW_TYPE=%d", (int)p->types[1]);
+        TSR_CHECK(status, conv_kernels_make(dev, &key, generation, "conv_cpu", options, "widen_weights", ks), done);
+    }
+    k = ks[0];
     const cl_ulong w_off = p->w_off, n = p->K * p->CRS;
     const size_t global = ceil_div(p->K * p->CRS, 64);
     tsr_kernel_lock(k);
@@ -1174,21 +1257,28 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
         return launch_implicit(dev, p, &c, queue, event);
     }
     tsr_status status = TSR_SUCCESS;
-    char options[256];
     tsr_config form = *cfg; /* the program of the tile taken */
     form.values[P_STAGE] = wm == 4 ? 7 : 6;
-    program_options(p, &form, false, options, sizeof options);
-    cl_program program;
     tsr_kernel *kw = NULL, *kin = NULL, *kout = NULL;
     cl_event last = NULL;
     bool locked = false, holding = false;
     cl_mem u = NULL, vb = NULL, mb = NULL, kept = NULL; /* kept: U derived once (tsr_derived_get) */
     cl_event pu = NULL, pv = NULL, pm = NULL, ready = NULL;
-    TSR_CHECK(status, tsr_program_for(dev, "conv_winograd", options, "wino_weights;wino_input;wino_output", &program),
-              done);
-    TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_weights", &kw), done);
-    TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_input", &kin), done);
-    TSR_CHECK(status, tsr_program_kernel(dev, program, "wino_output", &kout), done);
+    {
+        tsr_kernel *k[TSR_LAUNCH_KERNELS];
+        tsr_launch_key key;
+        uint64_t generation;
+        conv_key(&key, &conv_winograd_tag, p, &form, false, 0);
+        if (!conv_kernels_find(dev, &key, k, &generation)) {
+            char options[256];
+            program_options(p, &form, false, options, sizeof options);
+            TSR_CHECK(status,
+                      conv_kernels_make(dev, &key, generation, "conv_winograd", options,
+                                        "wino_weights;wino_input;wino_output", k),
+                      done);
+        }
+        kw = k[0], kin = k[1], kout = k[2];
+    }
     cl_int geo[16];
     geometry_plain(p, geo);
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
@@ -1434,14 +1524,20 @@ static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_
     }
     tsr_status status = TSR_SUCCESS;
     size_t per = col_bytes_per_image(p);
-    char options[256];
-    program_options(p, cfg, false, options, sizeof options);
-    cl_program program;
-    tsr_kernel *kernel = NULL;
+    tsr_kernel *kernel = NULL, *k[TSR_LAUNCH_KERNELS];
     cl_int err;
     cl_event last = NULL;
-    TSR_CHECK(status, tsr_program_for(dev, "conv", options, "im2col", &program), done);
-    TSR_CHECK(status, tsr_program_kernel(dev, program, "im2col", &kernel), done);
+    {
+        tsr_launch_key key;
+        uint64_t generation;
+        conv_key(&key, &conv_im2col_tag, p, cfg, false, 0);
+        if (!conv_kernels_find(dev, &key, k, &generation)) {
+            char options[256];
+            program_options(p, cfg, false, options, sizeof options);
+            TSR_CHECK(status, conv_kernels_make(dev, &key, generation, "conv", options, "im2col", k), done);
+        }
+        kernel = k[0];
+    }
     /* Tessera's own workspace is shared by every call on this device: hold the (recursive) lock
      * for the whole pipeline. */
     pthread_mutex_lock(&dev->lock);
@@ -1521,12 +1617,16 @@ static tsr_status transpose_images(tsr_device *dev, cl_command_queue queue, tsr_
                                    size_t images, cl_mem src, size_t src_off, cl_mem dst, size_t dst_off,
                                    cl_event *event) {
     tsr_status status = TSR_SUCCESS;
-    char options[32];
-    snprintf(options, sizeof options, "-DELT_BYTES=%zu", tsr_dtype_size(t));
-    cl_program program;
-    tsr_kernel *cached = NULL;
-    TSR_CHECK(status, tsr_program_for(dev, "conv_layout", options, "transpose_images", &program), done);
-    TSR_CHECK(status, tsr_program_kernel(dev, program, "transpose_images", &cached), done);
+    tsr_kernel *cached = NULL, *k[TSR_LAUNCH_KERNELS];
+    tsr_launch_key key;
+    uint64_t generation;
+    conv_key(&key, &conv_transpose_tag, NULL, NULL, false, (uint32_t)tsr_dtype_size(t));
+    if (!conv_kernels_find(dev, &key, k, &generation)) {
+        char options[32];
+        snprintf(options, sizeof options, "-DELT_BYTES=%zu", tsr_dtype_size(t));
+        TSR_CHECK(status, conv_kernels_make(dev, &key, generation, "conv_layout", options, "transpose_images", k), done);
+    }
+    cached = k[0];
     cl_kernel kernel = cached->kernel;
     tsr_kernel_lock(cached); /* the cached kernel's arguments are this call's until the enqueue */
     cl_int a = (cl_int)A, b = (cl_int)B;
@@ -1560,12 +1660,16 @@ static tsr_status launch_dw_nhwc(tsr_device *dev, const conv_problem *p, const t
     int vw = form.values[P_VW];
     while (vw > 1 && p->C % (size_t)vw) vw /= 2;
     form.values[P_VW] = vw;
-    char options[256];
-    program_options(p, &form, true, options, sizeof options);
-    cl_program program;
-    tsr_kernel *cached = NULL;
-    TSR_CHECK(status, tsr_program_for(dev, "conv_cpu", options, "conv_dw_nhwc", &program), done);
-    TSR_CHECK(status, tsr_program_kernel(dev, program, "conv_dw_nhwc", &cached), done);
+    tsr_kernel *cached = NULL, *k[TSR_LAUNCH_KERNELS];
+    tsr_launch_key key;
+    uint64_t generation;
+    conv_key(&key, &conv_dw_nhwc_tag, p, &form, true, 0);
+    if (!conv_kernels_find(dev, &key, k, &generation)) {
+        char options[256];
+        program_options(p, &form, true, options, sizeof options);
+        TSR_CHECK(status, conv_kernels_make(dev, &key, generation, "conv_cpu", options, "conv_dw_nhwc", k), done);
+    }
+    cached = k[0];
     cl_kernel kernel = cached->kernel;
     tsr_kernel_lock(cached); /* the cached kernel's arguments are this call's until the enqueue */
     cl_int geo[16];

@@ -822,6 +822,84 @@ static void k_blocked_16bit_c_rounds_once(void **state) {
     set_gemm_override(NULL);
 }
 
+/* Split-K (the gpu implementation's SPLIT, runtime/ops/gemm.c's gemm_split): K cut into slices
+ * whose fp32 products a second kernel sums, then applies alpha, beta C and the epilogue. Forced
+ * slice counts (2, 4, 8) and auto (on this device's few compute units a few-tile problem with a
+ * long K splits), every layout and transposition, K off multiples of KWG and shorter than the
+ * slices asked for (fewer slices, none empty), beta over a known C and 0 over a NaN C, bias,
+ * scale, a residual of its own (any type) or C itself, each activation, 16-bit A, B and C, odd
+ * leading dimensions and offsets, guard zones around C (run_case), and a batch (never split). */
+static void split_k(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        "KERNEL=1 MWI=4 VW=4 NVW=1 KU=2 WGM=8 WGN=8 KWG=8 PAD=0 DB=0 SPLIT=2",
+        "KERNEL=1 MWI=2 VW=4 NVW=1 KU=4 WGM=8 WGN=32 KWG=16 PAD=1 DB=1 SPLIT=8",
+        "KERNEL=1 MWI=8 VW=4 NVW=2 KU=4 WGM=16 WGN=16 KWG=8 PAD=1 DB=1 SPLIT=0", /* auto: 2 slices here */
+        "KERNEL=1 MWI=4 VW=2 NVW=4 KU=8 WGM=32 WGN=4 KWG=32 PAD=0 DB=1 SPLIT=4",
+        "KERNEL=1 MWI=1 VW=1 NVW=4 KU=1 WGM=4 WGN=4 KWG=8 PAD=1 DB=0 SPLIT=8",
+    };
+    static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
+    /* default tier: the first three configurations, four kinds each (every kind once: a program
+     * per configuration, transposition and type set is most of the time) */
+    const size_t nconfigs = small_mode() ? 2 : long_mode() ? sizeof configs / sizeof configs[0] : 3;
+    const int per = small_mode() ? 2 : long_mode() ? 12 : 4;
+    for (size_t c = 0; c < nconfigs; ++c) {
+        if (!try_gemm_override(configs[c])) continue;
+        for (int j = 0; j < per; ++j) {
+            const int t = small_mode() ? (int)(c * 2) + j : rotated_kind(c, j, per, 12);
+            const size_t max = small_mode() ? 24 : 90;
+            gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = t & 1, .tb = (t >> 1) & 1, .m = rand_size(max),
+                           .n = rand_size(max), .k = small_mode() ? 40 + th_rand() % 60 : 256 + th_rand() % 900,
+                           .lda_pad = th_rand() % 3, .ldb_pad = th_rand() % 3, .ldc_pad = th_rand() % 3,
+                           .a_off = th_rand() % 5, .b_off = th_rand() % 5, .c_off = th_rand() % 5,
+                           .alpha = (t & 4) ? -0.8f : 1.25f, .beta = (t % 3 == 0) ? 0.0f : 0.5f, .batch = 1,
+                           .act = acts[t % 4], .bias = t % 3 != 2, .bias_off = th_rand() % 3, .scale = t % 2 == 0,
+                           .scale_off = th_rand() % 3, .res = t % 5 == 1 ? 1 : t % 5 == 3 ? 2 : 0,
+                           .rt = (tsr_dtype)(t % 3), .r_off = th_rand() % 4};
+            if (t == 5) g.k = 1 + th_rand() % 30;   /* fewer k-steps than the slices asked for */
+            if (t == 7) g.k = 512 + 8 * (th_rand() % 16); /* a multiple of every KWG (8) */
+            if (t == 9) g.batch = 2;                /* a batch: never split */
+            if (t >= 8) {                           /* 16-bit storage, one operand at a time or all */
+                g.at = (t == 8 || t == 11) ? TSR_F16 : TSR_F32;
+                g.bt = (t == 10 || t == 11) ? TSR_BF16 : TSR_F32;
+                g.ct = t == 11 ? TSR_F16 : t == 10 ? TSR_BF16 : TSR_F32;
+            }
+            expect_accurate(&g);
+        }
+    }
+    set_gemm_override(NULL);
+}
+
+/* Split-K rounds a 16-bit C once, in its reduce step: the split product's error against the
+ * double reference stays that of the unsplit kernel (SPLIT=1), within 1.25x, where rounding the
+ * slices' partial sums to C's type would add up to one rounding per slice. */
+static void split_k_16bit_c_rounds_once(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        "KERNEL=1 MWI=4 VW=4 NVW=1 KU=2 WGM=8 WGN=8 KWG=8 PAD=0 DB=0 SPLIT=8",
+        "KERNEL=1 MWI=4 VW=4 NVW=1 KU=2 WGM=8 WGN=8 KWG=8 PAD=0 DB=0 SPLIT=1",
+    };
+    static const tsr_dtype types[] = {TSR_F16, TSR_BF16};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t) {
+        double err[2];
+        for (int v = 0; v < 2; ++v) {
+            if (!try_gemm_override(configs[v])) goto next;
+            gemm_case g = {.row_major = 1, .m = 37, .n = 45, .k = 1090, .alpha = -0.75f, .beta = 0.5f, .batch = 1,
+                           .at = types[t], .bt = types[t], .ct = types[t], .bias = true};
+            err[v] = run_case(&g);
+            if (getenv("TSR_TEST_VERBOSE")) fprintf(stderr, "# %s C, %s: relative error %.3e\n",
+                                                    tsr_dtype_str(types[t]), configs[v], err[v]);
+            if (!(err[v] <= case_tolerance(&g)))
+                fail_msg("%s, %s: relative error %.3e exceeds %.3e", tsr_dtype_str(types[t]), configs[v], err[v],
+                         case_tolerance(&g));
+        }
+        if (!(err[0] <= 1.25 * err[1]))
+            fail_msg("%s C: split-K's error %.3e against one launch's %.3e", tsr_dtype_str(types[t]), err[0], err[1]);
+    next:;
+    }
+    set_gemm_override(NULL);
+}
+
 /* Packed panels are written in full before they are read: fill the workspaces with NaN
  * (it would show in C), then run packed GEMMs of every shape class into them. */
 static void packed_panels_are_fully_written(void **state) {
@@ -1814,6 +1892,7 @@ int main(void) {
             cmocka_unit_test(widened_a_shapes),
             cmocka_unit_test(widened_a_nonfinite),
             cmocka_unit_test(k_blocked_16bit_c_rounds_once),
+            cmocka_unit_test(split_k),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -1842,6 +1921,8 @@ int main(void) {
         cmocka_unit_test(epilogue_scale_residual),
         cmocka_unit_test(k_blocked_accumulation),
         cmocka_unit_test(k_blocked_16bit_c_rounds_once),
+        cmocka_unit_test(split_k),
+        cmocka_unit_test(split_k_16bit_c_rounds_once),
         cmocka_unit_test(gpu_kernel_2of8),
         cmocka_unit_test(gpu_kernel_6of8),
         cmocka_unit_test(configurations_4of4),

@@ -6,6 +6,8 @@
 #   bench/gpu_run.sh gemm              tests, tune GEMM, bench GEMM against CLBlast
 #   bench/gpu_run.sh others            tune conv2d, attention, gelu; bench conv2d and attention
 #   bench/gpu_run.sh multi             device groups on the GPU: test_multi, bench/multi_device
+#   bench/gpu_run.sh splitk            GEMM split-K: its tests on the GPU, then bench GEMM as shipped
+#                                      (with CLBlast) and over the class defaults with SPLIT=1 0 2 4 8
 #   bench/gpu_run.sh check             every kernel test program on the GPU (several at a time), then
 #                                      tune the ops other than GEMM and bench them; logs in $OUT/logs.tgz
 set -u
@@ -79,6 +81,22 @@ multi)
     log "attention L = 4096, the GPU twice"
     timeout 120 $G/bin/multi_device --op attention --device gpu --device gpu --size 4096 --reps 3 --json $OUT/multi-gpu-attention.json 2>&1 | tail -2
     log done ;;
+splitk)
+    nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv | tee $OUT/gpu.txt
+    log "test_gemm split_k* (forced and auto splits against the double reference)"
+    TSR_TEST_FILTER='split_k*' timeout 180 $G/bin/test_gemm >$OUT/test-splitk.txt 2>&1; echo "test_gemm split_k* rc=$?"
+    grep -E "^not ok|^ok|^# (ok|fail)" $OUT/test-splitk.txt
+    S=${SPLIT_SIZES:-512x768x3072,512x768x768,512,1024,2048,512x3072x768,8x4096x4096}
+    log "bench gemm as shipped (SPLIT=0 auto over the entries in force), with CLBlast"
+    $T bench gemm --sizes $S --budget 0.4 --json $OUT/bench-splitk-shipped.json 2>&1 | tail -10
+    # TSR_CONFIG_GEMM starts from each class's built-in default (not a tuned entry) and sets SPLIT
+    for s in ${SPLITS:-1 0 2 4 8}; do
+        log "bench gemm, class defaults with SPLIT=$s"
+        TSR_CONFIG_GEMM="SPLIT=$s" $T bench gemm --sizes $S --budget 0.3 --no-peers \
+            --json $OUT/bench-split$s.json 2>&1 | tail -8
+    done
+    rm -f $OUT/*.lock
+    log done ;;
 check)
     nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv | tee $OUT/gpu.txt
     $T devices >>$OUT/gpu.txt 2>&1
@@ -115,5 +133,5 @@ check)
     rm -f $OUT/*.lock
     tar -czf $OUT/logs.tgz -C /tmp logs
     log done ;;
-*) echo "usage: $0 --pack | gemm | others | multi | check" >&2; exit 2 ;;
+*) echo "usage: $0 --pack | gemm | others | multi | splitk | check" >&2; exit 2 ;;
 esac

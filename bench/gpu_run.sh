@@ -10,6 +10,9 @@
 #                                      (with CLBlast) and over the class defaults with SPLIT=1 0 2 4 8
 #   bench/gpu_run.sh check             every kernel test program on the GPU (several at a time), then
 #                                      tune the ops other than GEMM and bench them; logs in $OUT/logs.tgz
+#   bench/gpu_run.sh gemm2             the GEMM, attention and launch tests; GEMM benched with the entries
+#                                      it finds and with SPLIT forced over the class defaults, tuned,
+#                                      benched again; logs in $OUT/logs.tgz
 set -u
 # the kernel test programs `check` runs (tests/meson.build's kernel suites and the launch-path tests)
 CHECK_TESTS=${CHECK_TESTS:-"gemm conv attention conv_epilogue conv_weights layernorm gelu embedding pool dtype api_random graph launch ops"}
@@ -133,5 +136,44 @@ check)
     rm -f $OUT/*.lock
     tar -czf $OUT/logs.tgz -C /tmp logs
     log done ;;
-*) echo "usage: $0 --pack | gemm | others | multi | splitk | check" >&2; exit 2 ;;
+gemm2)
+    nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv | tee $OUT/gpu.txt
+    mkdir -p /tmp/logs
+    export TSR_TEST_SEED=${TSR_TEST_SEED:-$(date +%s)}
+    echo "TSR_TEST_SEED=$TSR_TEST_SEED" | tee /tmp/logs/seed.txt
+    log "tests: ${GEMM2_TESTS:-gemm attention launch} (attention's timeout ${ATT_TIMEOUT:-240} s)"
+    for t in ${GEMM2_TESTS:-gemm attention launch}; do
+        lim=${TEST_TIMEOUT:-200}; [ $t = attention ] && lim=${ATT_TIMEOUT:-240}
+        (TSR_CACHE_DIR=/tmp/tsr-cache-$t TSR_TUNING_DB=/tmp/test-tuning-$t.json timeout $lim $G/bin/test_$t \
+            >/tmp/logs/test-$t.txt 2>&1; echo "test_$t rc=$?" >>/tmp/logs/rc.txt) &
+    done
+    wait
+    sort /tmp/logs/rc.txt | tee $OUT/tests.txt
+    for t in ${GEMM2_TESTS:-gemm attention launch}; do
+        printf '%-14s ok %4s  not ok %3s  last: %s\n' $t "$(grep -c '^ok' /tmp/logs/test-$t.txt)" \
+            "$(grep -c '^not ok' /tmp/logs/test-$t.txt)" "$(grep -E '^# [0-9.]+ s' /tmp/logs/test-$t.txt | tail -1)"
+    done | tee -a $OUT/tests.txt
+    grep -h -B2 -A12 '^not ok' /tmp/logs/test-*.txt | head -100 >>$OUT/tests.txt
+    sizes=${GEMM_SIZES:-1024,2048,4096,512,512x768x768,512x3072x768,512x768x3072,4096x8x4096,8x4096x4096,64@128x128x128}
+    log "bench gemm with the entries it finds (split-K automatic), with CLBlast"
+    timeout 120 $T bench gemm --sizes $sizes --budget 0.4 --json /tmp/logs/bench-gemm-found.json >/tmp/logs/bench-gemm-found.txt 2>&1
+    tail -12 /tmp/logs/bench-gemm-found.txt
+    # TSR_CONFIG_GEMM starts from each class's built-in default (not a tuned entry) and sets SPLIT
+    for s in ${SPLITS:-1 0 2 4 8}; do
+        log "bench gemm, class defaults with SPLIT=$s"
+        TSR_CONFIG_GEMM="SPLIT=$s" timeout 60 $T bench gemm --sizes ${SPLIT_SIZES:-512x768x3072,512x768x768,512,1024,2048,512x3072x768} \
+            --budget 0.3 --no-peers --json /tmp/logs/bench-split$s.json >/tmp/logs/bench-split$s.txt 2>&1
+        tail -7 /tmp/logs/bench-split$s.txt
+    done
+    [ -f .gpu/tuning-in.json ] && cp .gpu/tuning-in.json $OUT/tuning.json
+    log "tune gemm"
+    timeout $((${GEMM_BUDGET:-120} + 60)) $T tune --op gemm --budget ${GEMM_BUDGET:-120} ${GEMM_CLASSES:+--classes $GEMM_CLASSES} --log /tmp/logs/tune-gemm.jsonl \
+        >/tmp/logs/tune-gemm.txt 2>&1; tail -12 /tmp/logs/tune-gemm.txt
+    log "bench gemm, tuned"
+    timeout 120 $T bench gemm --sizes $sizes --budget 0.4 --json $OUT/bench-gemm.json >/tmp/logs/bench-gemm.txt 2>&1
+    tail -14 /tmp/logs/bench-gemm.txt
+    rm -f $OUT/*.lock
+    tar -czf $OUT/logs.tgz -C /tmp logs
+    log done ;;
+*) echo "usage: $0 --pack | gemm | others | multi | splitk | check | gemm2" >&2; exit 2 ;;
 esac

@@ -170,7 +170,6 @@ class Runner:
         return {'x': tessera.empty((tokens, HIDDEN), device=dev),
                 'qkv': tessera.empty((tokens, 3 * HIDDEN), device=dev),
                 'context': tessera.empty((tokens, HIDDEN), device=dev),
-                'projected': tessera.empty((tokens, HIDDEN), device=dev),
                 'hidden': tessera.empty((tokens, self.model.intermediate), device=dev),
                 'pool_w': self._up(weights.reshape(batch, 1, seq)),
                 'pooled': tessera.empty((batch, 1, HIDDEN), device=dev),
@@ -180,7 +179,7 @@ class Runner:
         """The embedding's LayerNorm, the encoder layers on x in place and the mean pooling into
         pooled (device-only calls)."""
         eps, head_dim = self.model.eps, HIDDEN // HEADS
-        x, qkv, context, projected, hidden = (state[n] for n in ('x', 'qkv', 'context', 'projected', 'hidden'))
+        x, qkv, context, hidden = (state[n] for n in ('x', 'qkv', 'context', 'hidden'))
         tessera.layernorm(x, *self.ln0, eps=eps, out=x)
         # [n, L, 3, heads, d] read as [n, heads, L, d] three times; the output written as [n, L, heads, d]
         row = 3 * HIDDEN
@@ -190,11 +189,13 @@ class Runner:
         for layer, lw in zip(self.layers, self._linear_weights(state['layout'])):
             tessera.gemm(x, lw['qkv_w'], qkv, bias=layer['qkv_b'], trans_b=tb)
             tessera.attention(q, k, v, kv_lengths=kv_lengths, out=o)
-            tessera.gemm(context, lw['out_w'], projected, bias=layer['out_b'], trans_b=tb)
-            tessera.layernorm(projected, *layer['ln1'], residual=x, eps=eps, out=x)
+            # Add & Norm in the GEMM's epilogue, in place on x (one launch where the small-M kernel
+            # runs, else the GEMM and a LayerNorm launch)
+            tessera.gemm(context, lw['out_w'], x, bias=layer['out_b'], trans_b=tb, residual=x,
+                         layernorm=layer['ln1'] + (eps,))
             tessera.gemm(x, lw['ffn1_w'], hidden, bias=layer['ffn1_b'], activation='gelu', trans_b=tb)
-            tessera.gemm(hidden, lw['ffn2_w'], projected, bias=layer['ffn2_b'], trans_b=tb)
-            tessera.layernorm(projected, *layer['ln2'], residual=x, eps=eps, out=x)
+            tessera.gemm(hidden, lw['ffn2_w'], x, bias=layer['ffn2_b'], trans_b=tb, residual=x,
+                         layernorm=layer['ln2'] + (eps,))
         # mean pooling: one batched GEMM, per sentence its weights row times its [L, 384]
         tessera.matmul(state['pool_w'], x.view((batch, seq, HIDDEN)), out=state['pooled'])
 

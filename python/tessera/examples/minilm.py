@@ -20,7 +20,8 @@ once and everything between the token ids and the pooled vectors stays on the de
   - attention reads them in place from that [tokens, 3, heads, 32] buffer through strides and
     writes its output as [tokens, 384] (kv_lengths masks each sentence's padding);
   - the feed-forward's first GEMM applies bias and GELU in its epilogue;
-  - LayerNorm adds the residual in the same pass;
+  - Add & Norm is in the output projection's and the second feed-forward GEMM's epilogue (bias,
+    the residual x, then LayerNorm, in place on x: one launch where the small-M kernel runs);
   - mean pooling is a batched GEMM with a [1, L] row of 1/length weights per sentence.
 reference_embed() is the same model in float64 NumPy, for the tests.
 """

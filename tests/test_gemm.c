@@ -773,20 +773,30 @@ static void run_norm_case(const norm_case *nc) {
     if (getenv("TSR_TEST_VERBOSE"))
         fprintf(stderr, "# norm %zux%zux%zu tb %d res %d beta %g alpha %g act %d C %s [%s]\n", m, n, k, nc->tb, nc->res,
                 nc->beta, nc->alpha, (int)nc->act, tsr_dtype_str(nc->ct), nc->config ? nc->config : "default");
-    for (int run = 0; run < 2; ++run) {
-        if (run) { /* the same inputs again: the same bits */
+    /* runs 1 and 2: the same inputs again, on the device's queue and on an out-of-order one (the
+     * LayerNorm launch after the GEMM waits for it there): the same bits */
+    cl_int err;
+    cl_command_queue ooo = clCreateCommandQueue(tsr_device_context(dev), tsr_device_id(dev),
+                                                CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+    if (err != CL_SUCCESS) ooo = clCreateCommandQueue(tsr_device_context(dev), tsr_device_id(dev), 0, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    for (int run = 0; run < 3; ++run) {
+        if (run) {
             clReleaseMemObject(dc);
             dc = th_buffer_from_typed(dev, nc->ct, c0, ncf);
             if (nc->res == 2) desc.epilogue.residual = dc;
         }
         cl_event ev = NULL;
-        TH_ASSERT_OK(tsr_matmul(dev, &desc, da, db, dc, NULL, &ev));
+        TH_ASSERT_OK(tsr_matmul(dev, &desc, da, db, dc, run == 2 ? ooo : NULL, &ev));
         assert_non_null(ev);
         assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
         clReleaseEvent(ev);
         th_read_typed(dev, nc->ct, dc, run ? again : c, ncf);
+        if (run && memcmp(c, again, ncf * sizeof *c) != 0)
+            fail_msg("norm %zux%zux%zu: call %d (%s queue) differs from the first", m, n, k, run + 1,
+                     run == 2 ? "out-of-order" : "the device's");
     }
-    if (memcmp(c, again, ncf * sizeof *c) != 0) fail_msg("norm %zux%zux%zu: a second call differs", m, n, k);
+    clReleaseCommandQueue(ooo);
     /* a graph of the call, replayed on fresh C */
     {
         clReleaseMemObject(dc);

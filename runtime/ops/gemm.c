@@ -1002,15 +1002,10 @@ done:
 }
 
 /* The epilogue's LayerNorm where the GEMM's kernel does not apply it (norm_fused false): a
- * LayerNorm launch on C in place, after the GEMM's event `gemm_done` (a barrier orders it on an
- * out-of-order queue). *event (may be NULL) receives the LayerNorm's event. */
+ * LayerNorm launch on C in place that waits for the GEMM's event `gemm_done` (on any queue). *event
+ * (may be NULL) receives the LayerNorm's event. */
 static tsr_status gemm_norm_after(tsr_device *dev, const gemm_problem *p, cl_command_queue queue, cl_event gemm_done,
                                   cl_event *event) {
-    tsr_status status = TSR_SUCCESS;
-    cl_command_queue_properties props = 0;
-    TSR_CL_CHECK(status, clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL), done);
-    if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
-        TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(queue, 1, &gemm_done, NULL), done);
     const tsr_layernorm_desc ln = {.rows = p->m,
                                    .cols = p->n,
                                    .eps = p->norm_eps,
@@ -1022,9 +1017,7 @@ static tsr_status gemm_norm_after(tsr_device *dev, const gemm_problem *p, cl_com
                                    .y_stride = p->m > 1 ? p->ldc : 0,
                                    .x_type = p->types.c,
                                    .y_type = p->types.c};
-    status = tsr_layernorm(dev, &ln, p->c, NULL, p->norm_g, p->norm_b, p->c, queue, event);
-done:
-    return status;
+    return tsr_layernorm_pipeline(dev, &ln, p->c, NULL, p->norm_g, p->norm_b, p->c, queue, gemm_done, event);
 }
 
 /* A launch as the problem and extras ask: across images where runs_across_images allows. */

@@ -53,6 +53,10 @@ static const char *const gemm_more_sources[] = {"gemm_gpu", "gemm_smallm", NULL}
 enum { TRANSPOSE_A = 1, TRANSPOSE_B = 2, GEMM_TRANSPOSES = 4 };
 #define GEMM_TYPE_SETS (TSR_DTYPE_COUNT * TSR_DTYPE_COUNT * TSR_DTYPE_COUNT)
 enum { GEMM_PROGRAM_VARIANTS = GEMM_TRANSPOSES * TSR_STORAGE_SETS };
+/* The smallm kernel with the LayerNorm epilogue (SM_NORM, tsr_epilogue.norm_gamma): variants from
+ * here up, the transpositions and types numbered as below it. Built when a launch asks (not by
+ * build-binaries: a device without a compiler runs the GEMM and a LayerNorm launch instead). */
+#define GEMM_NORM_VARIANT (GEMM_TRANSPOSES * GEMM_TYPE_SETS)
 
 static tsr_gemm_types gemm_type_set(int variant) {
     tsr_dtype t[3];
@@ -237,9 +241,13 @@ static void gemm_build_options(const tsr_config *cfg, int variant, char *out, si
     if (n2 < 0 || (size_t)n2 >= size - used) return;
     used += (size_t)n2;
     /* fp32 adds nothing: its programs (and their cache entries) stay what they were */
-    if (types->a != TSR_F32 || types->b != TSR_F32 || types->c != TSR_F32)
-        snprintf(out + used, size - used, " -DA_TYPE=%d -DB_TYPE=%d -DC_TYPE=%d", (int)types->a, (int)types->b,
-                 (int)types->c);
+    if (types->a != TSR_F32 || types->b != TSR_F32 || types->c != TSR_F32) {
+        n2 = snprintf(out + used, size - used, " -DA_TYPE=%d -DB_TYPE=%d -DC_TYPE=%d", (int)types->a, (int)types->b,
+                      (int)types->c);
+        if (n2 < 0 || (size_t)n2 >= size - used) return;
+        used += (size_t)n2;
+    }
+    if (variant >= GEMM_NORM_VARIANT) snprintf(out + used, size - used, " -DSM_NORM=1");
 }
 
 static bool is_trans(tsr_transpose t) { return t == TSR_TRANS || t == TSR_CONJ_TRANS; }
@@ -257,6 +265,11 @@ typedef struct gemm_problem {
     cl_mem bias, scale, res;
     size_t bias_off, bias_stride, scale_off, scale_stride, res_off;
     int bias_axis, scale_axis, res_type, act;
+    /* the LayerNorm over C's rows (norm: set; row-major, batch 1) */
+    bool norm;
+    cl_mem norm_g, norm_b;
+    size_t norm_g_off, norm_b_off;
+    float norm_eps;
 } gemm_problem;
 
 static int gemm_base_class(const gemm_problem *p) {
@@ -373,6 +386,22 @@ static tsr_status check_epilogue(const tsr_device *dev, const tsr_matmul_desc *d
         TSR_CHECK(status, tsr_check_buffer_typed(dev, epi->residual, "epilogue residual", res_need, epi->residual_type),
                   done);
     }
+    if (epi->norm_gamma || epi->norm_beta) {
+        if (!epi->norm_gamma || !epi->norm_beta)
+            return tsr_fail(TSR_ERR_INVALID_ARG, "gemm: the epilogue LayerNorm needs both norm_gamma and norm_beta");
+        if (d->layout != TSR_ROW_MAJOR)
+            return tsr_fail(TSR_ERR_UNSUPPORTED, "gemm: the epilogue LayerNorm needs a row-major C");
+        if (d->batch != 1)
+            return tsr_fail(TSR_ERR_UNSUPPORTED, "gemm: the epilogue LayerNorm takes batch 1 (got %zu)", d->batch);
+        if (!(epi->norm_eps > 0.0f) || !isfinite(epi->norm_eps))
+            return tsr_fail(TSR_ERR_INVALID_ARG, "gemm: epilogue norm_eps must be > 0 and finite (got %g)",
+                            (double)epi->norm_eps);
+        size_t need = 0;
+        TSR_CHECK(status, tsr_size_mad("gemm: epilogue norm_gamma", 1, epi->norm_gamma_offset, d->n, &need), done);
+        TSR_CHECK(status, tsr_check_buffer(dev, epi->norm_gamma, "epilogue norm_gamma", need), done);
+        TSR_CHECK(status, tsr_size_mad("gemm: epilogue norm_beta", 1, epi->norm_beta_offset, d->n, &need), done);
+        TSR_CHECK(status, tsr_check_buffer(dev, epi->norm_beta, "epilogue norm_beta", need), done);
+    }
 done:
     return status;
 }
@@ -413,6 +442,16 @@ static tsr_status check_epilogue_overlap(const tsr_matmul_desc *d, const size_t 
                                                rt, b, "b", d->b.offset, need[1] - d->b.offset, d->b.dtype, false),
                       done);
         }
+    }
+    if (epi->norm_gamma) {
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", d->c.offset, nc, d->c.dtype, epi->norm_gamma,
+                                           "the epilogue norm_gamma", epi->norm_gamma_offset, d->n, TSR_F32, false),
+                  done);
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", d->c.offset, nc, d->c.dtype, epi->norm_beta,
+                                           "the epilogue norm_beta", epi->norm_beta_offset, d->n, TSR_F32, false),
+                  done);
     }
 done:
     return status;
@@ -489,6 +528,14 @@ static tsr_status gemm_bind(const tsr_device *dev, const tsr_matmul_desc *d, con
             p->res_off = epi->residual_offset;
             p->res_type = (int)epi->residual_type;
         }
+    }
+    if (epi->norm_gamma) { /* row-major and batch 1 (check_epilogue) */
+        p->norm = true;
+        p->norm_g = epi->norm_gamma;
+        p->norm_b = epi->norm_beta;
+        p->norm_g_off = epi->norm_gamma_offset;
+        p->norm_b_off = epi->norm_beta_offset;
+        p->norm_eps = epi->norm_eps;
     }
     if (row) {
         p->m = d->m;
@@ -830,6 +877,23 @@ done:
     return status;
 }
 
+/* Whether the LayerNorm of problem p (p->norm) runs in the GEMM's epilogue under configuration
+ * cfg (cl/gemm_smallm.cl, SM_NORM: the last item of each row tile normalises its rows): the smallm
+ * kernel's vectors-along-N form (not B transposed with A plain), an fp32 C, no K blocking, on a
+ * CPU device that compiles each work-item's code natively (PoCL: the other items' stores are
+ * visible to the last one after its atomic; not one that vectorizes across items, nor Oclgrind,
+ * whose checker would see the items' exchange as a race), with a compiler (build-binaries writes
+ * no norm programs). Otherwise gemm_norm_after enqueues a LayerNorm after the GEMM. */
+static bool norm_fused(const tsr_device *dev, const gemm_problem *p, const tsr_config *cfg) {
+    const int *v = cfg->values;
+    if (!p->norm || v[P_KERNEL] != GEMM_SMALLM || (p->tb && !p->ta) || p->types.c != TSR_F32 || p->k == 0)
+        return false;
+    if (dev->offline || dev->info.type != TSR_DEVICE_CPU || simt_cpu(dev) ||
+        tsr_contains_nocase(dev->info.platform_name, "oclgrind"))
+        return false;
+    return !(v[P_KC] > 0 && (size_t)v[P_KC] < p->k); /* K blocks: the epilogue in the last only */
+}
+
 /* Enqueue packs (if any) and the GEMM, after `input_ready` (may be NULL). *event (may be NULL)
  * receives the GEMM's event and *first (may be NULL) the first command's, for timing the
  * whole launch. */
@@ -848,6 +912,8 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     if (slices > 1) return gemm_launch_split(dev, p, cfg, slices, depth, queue, input_ready, event, first);
     int variant = (p->ta ? TRANSPOSE_A : 0) | (p->tb ? TRANSPOSE_B : 0);
     variant += GEMM_TRANSPOSES * gemm_type_set_index(&p->types);
+    const bool norm = norm_fused(dev, p, cfg);
+    if (norm) variant += GEMM_NORM_VARIANT;
     cl_event packed[2] = {NULL, NULL}, done = NULL, first_launch = NULL;
     size_t nwi = (size_t)v[P_VW] * v[P_NVW];
     /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
@@ -910,6 +976,15 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         global[0] = ceil_div(q.n, nwi * local[0]) * local[0];
         global[1] = ceil_div(q.m, (size_t)v[P_MWI] * local[1]) * local[1];
     }
+    cl_ulong norm_g_off = q.norm_g_off, norm_b_off = q.norm_b_off;
+    cl_mem norm_count = NULL;
+    cl_event norm_wait = NULL;
+    if (norm) { /* a count per row tile and batch entry (zero: the workspace's start, and each launch's end) */
+        size_t bytes;
+        TSR_CHECK(status, tsr_size_mad("gemm: the LayerNorm counts", global[0], q.batch, 0, &bytes), unlock);
+        TSR_CHECK(status, tsr_size_mad("gemm: the LayerNorm counts", bytes, sizeof(cl_int), 0, &bytes), unlock);
+        TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_NORM, bytes, &norm_count, &norm_wait), unlock);
+    }
     for (size_t blk = 0; blk < nblocks; ++blk) {
         size_t k0 = blk * kc;
         bool last = blk + 1 == nblocks;
@@ -929,6 +1004,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
             if (packed[0]) waits[nwaits++] = packed[0];
             if (packed[1]) waits[nwaits++] = packed[1];
             if (input_ready) waits[nwaits++] = input_ready;
+            if (norm_wait) waits[nwaits++] = norm_wait; /* (no packs with the smallm kernel) */
         } else {
             waits[nwaits++] = done;
         }
@@ -943,6 +1019,9 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         SET(q.bias); SET(bias_off); SET(bias_stride); SET(bias_axis); SET(act);
         SET(q.scale); SET(scale_off); SET(scale_stride); SET(scale_axis);
         SET(q.res); SET(res_off); SET(res_type);
+        if (norm) {
+            SET(norm_count); SET(q.norm_g); SET(norm_g_off); SET(q.norm_b); SET(norm_b_off); SET(q.norm_eps);
+        }
 #undef SET
         TSR_CL_CHECK(status,
                      tsr_enqueue_kernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &ev),
@@ -956,6 +1035,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     }
     if (pack_a) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done);
     if (pack_b) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done);
+    if (norm) tsr_workspace_set_last_use(dev, TSR_WS_NORM, done);
 unlock:
     /* A pack enqueued before a later step failed still writes its panel: the next user of that
      * workspace must wait for it. */
@@ -1104,6 +1184,25 @@ done:
     return status;
 }
 
+/* The epilogue's LayerNorm where the GEMM's kernel does not apply it (norm_fused false): a
+ * LayerNorm launch on C in place that waits for the GEMM's event `gemm_done` (on any queue). *event
+ * (may be NULL) receives the LayerNorm's event. */
+static tsr_status gemm_norm_after(tsr_device *dev, const gemm_problem *p, cl_command_queue queue, cl_event gemm_done,
+                                  cl_event *event) {
+    const tsr_layernorm_desc ln = {.rows = p->m,
+                                   .cols = p->n,
+                                   .eps = p->norm_eps,
+                                   .x_offset = p->c_off,
+                                   .gamma_offset = p->norm_g_off,
+                                   .beta_offset = p->norm_b_off,
+                                   .y_offset = p->c_off,
+                                   .x_stride = p->m > 1 ? p->ldc : 0,
+                                   .y_stride = p->m > 1 ? p->ldc : 0,
+                                   .x_type = p->types.c,
+                                   .y_type = p->types.c};
+    return tsr_layernorm_pipeline(dev, &ln, p->c, NULL, p->norm_g, p->norm_b, p->c, queue, gemm_done, event);
+}
+
 /* A launch as the problem and extras ask: across images where runs_across_images allows. */
 static tsr_status gemm_launch_for(tsr_device *dev, const gemm_problem *p, const tsr_config *cfg,
                                   const tsr_matmul_extras *extras, cl_command_queue queue, cl_event *event) {
@@ -1136,9 +1235,21 @@ tsr_status tsr_matmul_pipeline(tsr_device *dev, const tsr_matmul_desc *desc, con
                               (uint32_t)((uint64_t)one.batch >> 32), one.ta, one.tb, (uint32_t)one.types.a,
                               (uint32_t)one.types.b, (uint32_t)one.types.c};
     TSR_CHECK(status, tsr_op_config_shape(dev, &tsr_op_gemm, &one, shape, sizeof shape / sizeof *shape, &cfg), done);
-    status = gemm_launch_for(dev, &p, &cfg, extras, q, event);
+    /* a LayerNorm launched after the GEMM waits for the GEMM's event */
+    cl_event gemm_done = NULL, *gemm_event = p.norm ? &gemm_done : event;
+    status = gemm_launch_for(dev, &p, &cfg, extras, q, gemm_event);
     if (tsr_op_build_fallback(dev, &tsr_op_gemm, &one, status, &cfg))
-        status = gemm_launch_for(dev, &p, &cfg, extras, q, event);
+        status = gemm_launch_for(dev, &p, &cfg, extras, q, gemm_event);
+    if (p.norm && status == TSR_SUCCESS) {
+        if (norm_fused(dev, &p, &cfg)) {
+            if (event) *event = gemm_done;
+            else clReleaseEvent(gemm_done);
+            gemm_done = NULL;
+        } else {
+            status = gemm_norm_after(dev, &p, q, gemm_done, event);
+        }
+    }
+    if (gemm_done) clReleaseEvent(gemm_done);
 done:
     return status;
 }
@@ -1207,6 +1318,10 @@ tsr_status tsr_matmul_plan_create(tsr_device *dev, const tsr_matmul_desc *desc, 
     if (!pl) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     TSR_CHECK(status, tsr_matmul_check(desc, false, &pl->desc, pl->need), done);
     TSR_CHECK(status, check_epilogue(dev, &pl->desc), done);
+    if (pl->desc.epilogue.norm_gamma) {
+        status = tsr_fail(TSR_ERR_UNSUPPORTED, "tsr_matmul_plan_create: a plan takes no epilogue LayerNorm (norm_gamma)");
+        goto done;
+    }
     gemm_problem shape = gemm_shape(&pl->desc, false);
     TSR_CHECK(status, tsr_op_config(dev, &tsr_op_gemm, &shape, &pl->config), done);
     TSR_CHECK(status, tsr_op_config_lookup(dev, &tsr_op_gemm, gemm_problem_class(&shape), &pl->info), done);

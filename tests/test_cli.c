@@ -118,6 +118,17 @@ static void demo_and_build_binaries(void **state) {
     th_remove_tree(dir);
 }
 
+/* The JSON a `bench`/`peak ... --json path` run wrote, parsed (the caller deletes it). */
+static cJSON *read_rows(const char *path) {
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    cJSON *rows = cJSON_Parse(text);
+    free(text);
+    assert_non_null(rows);
+    return rows;
+}
+
 static void bench_rows(void **state) {
     (void)state;
     char dir[600], args[900], path[700];
@@ -126,12 +137,7 @@ static void bench_rows(void **state) {
     snprintf(args, sizeof args, "bench gemm --sizes 33x17x65,2@16x8x4 --budget 0.05 --json %s", path);
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
     TH_ASSERT_CONTAINS(out, "33x17x65");
-    char *text = NULL;
-    size_t size = 0;
-    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
-    cJSON *rows = cJSON_Parse(text);
-    free(text);
-    assert_non_null(rows);
+    cJSON *rows = read_rows(path);
     int tessera_rows = 0;
     cJSON *r;
     cJSON_ArrayForEach(r, rows) {
@@ -164,12 +170,7 @@ static void bench_gelu_and_attention(void **state) {
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
     TH_ASSERT_CONTAINS(out, "unfused-erf");
     TH_ASSERT_CONTAINS(out, "timed in alternation");
-    char *text = NULL;
-    size_t size = 0;
-    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
-    cJSON *rows = cJSON_Parse(text);
-    free(text);
-    assert_non_null(rows);
+    cJSON *rows = read_rows(path);
     /* 2 sizes x (2 copies + 2 forms x fused/unfused + copy and each fused form timed in alternation) */
     assert_int_equal(cJSON_GetArraySize(rows), 20);
     cJSON *r;
@@ -187,10 +188,7 @@ static void bench_gelu_and_attention(void **state) {
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
     TH_ASSERT_CONTAINS(out, "x the elements/s of fp32");
     TH_ASSERT_CONTAINS(out, "x the f16/bf16 copy-kernel");
-    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
-    rows = cJSON_Parse(text);
-    free(text);
-    assert_non_null(rows);
+    rows = read_rows(path);
     assert_int_equal(cJSON_GetArraySize(rows), 8); /* 2 forms x 2 pairs x 2 rows */
     int typed = 0;
     cJSON_ArrayForEach(r, rows) {
@@ -205,10 +203,7 @@ static void bench_gelu_and_attention(void **state) {
     snprintf(args, sizeof args, "bench gelu --sizes 1001 --dtype bf16 --budget 0.02 --part elementwise --json %s", path);
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
     TH_ASSERT_CONTAINS(out, "bf16 copy-kernel = ");
-    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
-    rows = cJSON_Parse(text);
-    free(text);
-    assert_non_null(rows);
+    rows = read_rows(path);
     /* 2 forms x 2 pairs x 2 rows, then tsr_convert from fp32 against the fp32 copy, the copies' pair */
     assert_int_equal(cJSON_GetArraySize(rows), 12);
     int copies = 0;
@@ -224,10 +219,7 @@ static void bench_gelu_and_attention(void **state) {
     snprintf(path, sizeof path, "%s/attention.json", dir);
     snprintf(args, sizeof args, "bench attention --sizes 48 --budget 0.02 --no-peers --json %s", path);
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
-    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
-    rows = cJSON_Parse(text);
-    free(text);
-    assert_non_null(rows);
+    rows = read_rows(path);
     int unfused = 0, causal = 0;
     cJSON_ArrayForEach(r, rows) {
         assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "device_mib")) > 0);
@@ -263,12 +255,7 @@ static void bench_layernorm_rows(void **state) {
     TH_ASSERT_CONTAINS(out, "x unfused");
     TH_ASSERT_CONTAINS(out, "timed in alternation");
     TH_ASSERT_CONTAINS(out, "x the rows/s of fp32");
-    char *text = NULL;
-    size_t size = 0;
-    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
-    cJSON *rows = cJSON_Parse(text);
-    free(text);
-    assert_non_null(rows);
+    cJSON *rows = read_rows(path);
     /* 2 shapes x (16-bit fused, fused, unfused, copy, then 16-bit and fp32 fused in alternation) */
     assert_int_equal(cJSON_GetArraySize(rows), 12);
     int typed = 0, paired = 0;
@@ -307,12 +294,7 @@ static void bench_embedding_rows(void **state) {
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
     TH_ASSERT_CONTAINS(out, "caches emptied before each call");
     TH_ASSERT_CONTAINS(out, "each call after the other type's");
-    char *text = NULL;
-    size_t size = 0;
-    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
-    cJSON *rows = cJSON_Parse(text);
-    free(text);
-    assert_non_null(rows);
+    cJSON *rows = read_rows(path);
     assert_int_equal(cJSON_GetArraySize(rows), 5);
     int cold = 0, hot = 0, typed = 0;
     cJSON *r;
@@ -346,12 +328,7 @@ static void bench_pool2d_rows(void **state) {
              path);
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
     TH_ASSERT_CONTAINS(out, "copy-kernel");
-    char *text = NULL;
-    size_t size = 0;
-    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
-    cJSON *rows = cJSON_Parse(text);
-    free(text);
-    assert_non_null(rows);
+    cJSON *rows = read_rows(path);
     assert_int_equal(cJSON_GetArraySize(rows), 4); /* 2 shapes x (tessera, copy) */
     const char *const dtypes[2] = {"f16", "bf16/f32"};
     int k = 0;
@@ -384,12 +361,7 @@ static void bench_conv2d_peak_report(void **state) {
     snprintf(args, sizeof args, "bench conv2d --layers l4.3x3 --sizes 1 --part layers --budget 0.02 --no-peers --json %s",
              path);
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
-    char *text = NULL;
-    size_t size = 0;
-    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
-    cJSON *rows = cJSON_Parse(text);
-    free(text);
-    assert_non_null(rows);
+    cJSON *rows = read_rows(path);
     assert_int_equal(cJSON_GetArraySize(rows), 4); /* tessera's choice, im2col, implicit, direct */
     cJSON *r;
     cJSON_ArrayForEach(r, rows) assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= 1e-5);
@@ -407,10 +379,7 @@ static void bench_conv2d_peak_report(void **state) {
     TH_ASSERT_CONTAINS(out, "global memory bandwidth");
     TH_ASSERT_CONTAINS(out, "fp32 multiply-add throughput");
     TH_ASSERT_CONTAINS(out, "kernel launch");
-    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
-    cJSON *peak = cJSON_Parse(text);
-    free(text);
-    assert_non_null(peak);
+    cJSON *peak = read_rows(path);
     assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(peak, "peaks"), "bandwidth_gbps")) > 0);
     cJSON_Delete(peak);
     assert_int_equal(run_cli(NULL, "peak --size 0", out, sizeof out), 2);
@@ -423,9 +392,7 @@ static void bench_conv2d_peak_report(void **state) {
     TH_ASSERT_CONTAINS(out, "the host itself");
     assert_null(strstr(out, "fp32 multiply-add throughput"));
     assert_null(strstr(out, "kernel launch"));
-    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
-    cJSON *root = cJSON_Parse(text);
-    free(text);
+    cJSON *root = read_rows(path);
     peak = cJSON_GetObjectItem(root, "peaks");
     assert_non_null(peak);
     const cJSON *tests = cJSON_GetObjectItem(peak, "tests");

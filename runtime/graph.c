@@ -333,15 +333,24 @@ tsr_status tsr_graph_launch(tsr_graph *g, cl_command_queue queue, cl_event *even
     pthread_mutex_lock(&dev->lock); /* the workspaces' last_use */
     /* Wait for what must come first: the previous replay when it ran on another queue (or this
      * queue runs out of order), and the last reader of each workspace the graph uses. */
-    cl_event waits[TSR_WORKSPACE_SLOTS + 1];
+    cl_event waits[TSR_WORKSPACE_SLOTS + 2];
     cl_uint nwaits = 0;
     if (g->last && (queue != g->last_queue || !in_order)) waits[nwaits++] = g->last;
-    bool uses_workspace = false;
+    bool uses_workspace = false, uses_retired = false;
     for (int s = 0; s < TSR_WORKSPACE_SLOTS; ++s) {
-        if (!g->workspace[s] || dev->workspace[s].buffer != g->workspace[s]) continue;
+        if (!g->workspace[s]) continue;
+        if (dev->workspace[s].buffer != g->workspace[s]) { /* replaced since: see workspace_retired_use */
+            uses_retired = true;
+            continue;
+        }
         uses_workspace = true;
         if (dev->workspace[s].last_use) waits[nwaits++] = dev->workspace[s].last_use;
     }
+    /* A buffer a growth replaced is no slot's any more, but every graph recorded with it replays
+     * on it: such replays go one after the other, after the buffer's last users before the
+     * growth (two graphs of split GEMMs on two queues otherwise wrote one buffer of partial
+     * products at once, session 21's review). */
+    if (uses_retired && dev->workspace_retired_use) waits[nwaits++] = dev->workspace_retired_use;
     cl_event prev = NULL, ev = NULL;
     if (!in_order && g->nlaunches) {
         /* out of order: after everything enqueued before (a barrier), then each launch after the
@@ -369,6 +378,11 @@ tsr_status tsr_graph_launch(tsr_graph *g, cl_command_queue queue, cl_event *even
         if (uses_workspace)
             for (int s = 0; s < TSR_WORKSPACE_SLOTS; ++s)
                 if (g->workspace[s] && dev->workspace[s].buffer == g->workspace[s]) tsr_workspace_set_last_use(dev, s, prev);
+        if (uses_retired) { /* the replay is the retired buffers' last use now */
+            clRetainEvent(prev);
+            if (dev->workspace_retired_use) clReleaseEvent(dev->workspace_retired_use);
+            dev->workspace_retired_use = prev;
+        }
         for (size_t i = 0; i < g->noutputs; ++i) tsr_buffer_written(g->outputs[i]); /* marked ones' data is stale */
         if (g->last) clReleaseEvent(g->last);
         g->last = prev;

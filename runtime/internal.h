@@ -223,6 +223,11 @@ struct tsr_device {
         void *host;
         size_t host_bytes;
     } workspace[TSR_WORKSPACE_SLOTS];
+    /* The last command that used a workspace buffer a growth replaced (any slot's): recorded
+     * graphs keep the buffers they recorded with and replay on them after a growth, where the
+     * slot's last_use no longer orders them against each other or against the buffer's last
+     * users before the growth (graph.c). NULL: none. Guarded by `lock`. */
+    cl_event workspace_retired_use;
 
     /* Configuration state of config.c, guarded by `lock`. Overrides per op, keyed by the op's
      * environment variable: the TSR_CONFIG_* variables read at open, then tsr_config_override. */
@@ -334,6 +339,10 @@ void tsr_derived_stats(const tsr_device *device, size_t *count, size_t *bytes, s
  * to it (NULL if none); the caller then stores its own reading event in last_use. */
 tsr_status tsr_workspace_get(tsr_device *device, int slot, size_t bytes, cl_mem *buffer, cl_event *wait);
 void tsr_workspace_set_last_use(tsr_device *device, int slot, cl_event event);
+/* Adds `use` (a command that used a workspace buffer no longer any slot's) to
+ * device->workspace_retired_use: the replays of graphs that recorded such a buffer wait for it,
+ * and set it to their own last launch. Under device->lock. */
+tsr_status tsr_workspace_retired_use(tsr_device *device, cl_event use);
 void tsr_workspace_release(tsr_device *device);
 
 /* ---- what a device is (device_info.c) ---- */

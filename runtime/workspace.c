@@ -13,6 +13,12 @@ tsr_status tsr_workspace_get(tsr_device *dev, int slot, size_t bytes, cl_mem *bu
         size_t want;
         if (__builtin_add_overflow(bytes, bytes / 4 + 63, &want) || (want = want / 64 * 64) > dev->info.max_alloc_bytes)
             want = bytes; /* never less than asked: a wrapped size would hand out a too small buffer */
+        /* A graph recorded before may still replay on the old buffer: its last use carries over
+         * to tsr_workspace_retired_use's chain, which such replays wait for. */
+        if (w->buffer && w->last_use) {
+            tsr_status st = tsr_workspace_retired_use(dev, w->last_use);
+            if (st != TSR_SUCCESS) return st;
+        }
         if (w->buffer) clReleaseMemObject(w->buffer);
         w->buffer = NULL;
         w->bytes = 0;
@@ -46,7 +52,27 @@ void tsr_workspace_set_last_use(tsr_device *dev, int slot, cl_event event) {
     w->last_use = event;
 }
 
+tsr_status tsr_workspace_retired_use(tsr_device *dev, cl_event use) {
+    cl_event before = dev->workspace_retired_use;
+    if (!before) {
+        clRetainEvent(use);
+        dev->workspace_retired_use = use;
+        return TSR_SUCCESS;
+    }
+    if (before == use) return TSR_SUCCESS;
+    /* one event for both: a marker after the two (on the device's queue; events of one context
+     * may be waited for on any of its queues) */
+    cl_event both[2] = {before, use}, merged = NULL;
+    cl_int err = clEnqueueMarkerWithWaitList(dev->queue, 2, both, &merged);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueMarkerWithWaitList(retired workspace)", __FILE__, __LINE__);
+    clReleaseEvent(before);
+    dev->workspace_retired_use = merged;
+    return TSR_SUCCESS;
+}
+
 void tsr_workspace_release(tsr_device *dev) {
+    if (dev->workspace_retired_use) clReleaseEvent(dev->workspace_retired_use);
+    dev->workspace_retired_use = NULL;
     for (int i = 0; i < TSR_WORKSPACE_SLOTS; ++i) {
         if (dev->workspace[i].last_use) clReleaseEvent(dev->workspace[i].last_use);
         if (dev->workspace[i].buffer) clReleaseMemObject(dev->workspace[i].buffer);

@@ -353,6 +353,74 @@ static void convolutions_replay_new_inputs(void **state) {
     clReleaseMemObject(dy);
 }
 
+/* Graphs recorded before a workspace grew keep replaying on the buffer they recorded with, which
+ * no slot holds any more: their replays must still go one after the other. Two graphs of split-K
+ * GEMMs (the gpu kernel forced to 8 slices: one buffer of partial products each replay writes),
+ * the workspace grown past them by a larger call, then replayed on two queues in turn: every
+ * result bitwise the un-recorded call's (without the ordering 32 of 60 differed on PoCL). */
+static void replays_after_a_workspace_grew_stay_ordered(void **state) {
+    (void)state;
+    tsr_device *dev = th_dev;
+    if (!th_try_override(dev, "gemm", "KERNEL=1 MWI=4 VW=4 NVW=1 KU=2 WGM=8 WGN=8 KWG=8 PAD=0 DB=0 SPLIT=8")) return;
+    enum { M = 32, N = 32, K = 4096, BM = 96, ROUNDS = 12 };
+    cl_int err;
+    cl_command_queue q[2];
+    for (int i = 0; i < 2; ++i) {
+        q[i] = clCreateCommandQueue(tsr_device_context(dev), tsr_device_id(dev), 0, &err);
+        assert_int_equal(err, CL_SUCCESS);
+    }
+    float *host = malloc(sizeof(float) * BM * K), *want[2], *got = malloc(sizeof(float) * M * N);
+    assert_non_null(host), assert_non_null(got);
+    cl_mem a[2], b[2], c[2];
+    const tsr_matmul_desc d = {.m = M, .n = N, .k = K, .alpha = 1.0f};
+    tsr_graph *g[2];
+    for (int i = 0; i < 2; ++i) {
+        th_fill_uniform(host, (size_t)M * K, -1.0f, 1.0f);
+        a[i] = th_buffer_from(dev, host, (size_t)M * K);
+        th_fill_uniform(host, (size_t)K * N, -1.0f, 1.0f);
+        b[i] = th_buffer_from(dev, host, (size_t)K * N);
+        c[i] = th_buffer(dev, (size_t)M * N);
+        want[i] = malloc(sizeof(float) * M * N);
+        assert_non_null(want[i]);
+        TH_ASSERT_OK(tsr_matmul(dev, &d, a[i], b[i], c[i], NULL, NULL));
+        th_read(dev, c[i], want[i], (size_t)M * N);
+        const tsr_graph_desc gd = {.name = "split"};
+        TH_ASSERT_OK(tsr_graph_begin(dev, &gd));
+        TH_ASSERT_OK(tsr_matmul(dev, &d, a[i], b[i], c[i], NULL, NULL));
+        TH_ASSERT_OK(tsr_graph_end(dev, &g[i]));
+    }
+    { /* a larger split GEMM (3 x 1 tiles): its partials outgrow the buffer the graphs hold */
+        const tsr_matmul_desc big = {.m = BM, .n = N, .k = K, .alpha = 1.0f};
+        th_fill_uniform(host, (size_t)BM * K, -1.0f, 1.0f);
+        cl_mem x = th_buffer_from(dev, host, (size_t)BM * K), y = th_buffer(dev, (size_t)BM * N);
+        TH_ASSERT_OK(tsr_matmul(dev, &big, x, b[0], y, NULL, NULL));
+        clFinish(tsr_device_queue(dev));
+        clReleaseMemObject(x), clReleaseMemObject(y);
+    }
+    int differ = 0;
+    for (int r = 0; r < ROUNDS; ++r) {
+        th_poison(got, (size_t)M * N);
+        for (int i = 0; i < 2; ++i) TH_ASSERT_OK(tsr_upload(dev, c[i], got, (size_t)M * N));
+        for (int i = 0; i < 2; ++i) TH_ASSERT_OK(tsr_graph_launch(g[i], q[i], NULL));
+        for (int i = 0; i < 2; ++i) clFlush(q[i]);
+        for (int i = 0; i < 2; ++i) {
+            clFinish(q[i]);
+            th_read(dev, c[i], got, (size_t)M * N);
+            differ += memcmp(got, want[i], sizeof(float) * M * N) != 0;
+        }
+    }
+    print_message("# %d of %d replays differ from the recorded call\n", differ, 2 * ROUNDS);
+    assert_int_equal(differ, 0);
+    for (int i = 0; i < 2; ++i) {
+        tsr_graph_destroy(g[i]);
+        clReleaseMemObject(a[i]), clReleaseMemObject(b[i]), clReleaseMemObject(c[i]);
+        clReleaseCommandQueue(q[i]);
+        free(want[i]);
+    }
+    free(host), free(got);
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
+}
+
 int main(void) {
     th_seed();
     const struct CMUnitTest tests[] = {
@@ -362,6 +430,7 @@ int main(void) {
         cmocka_unit_test(a_closed_device_refuses_replays),
         cmocka_unit_test(host_reading_ops_and_misuse_are_refused),
         cmocka_unit_test(convolutions_replay_new_inputs),
+        cmocka_unit_test(replays_after_a_workspace_grew_stay_ordered),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

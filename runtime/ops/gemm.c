@@ -723,7 +723,9 @@ static bool packs_shared_a(const tsr_device *dev, const gemm_problem *p, const t
  * (24 tiles x 5 = 120 groups of 624-deep slices: one wave instead of 3072 k-steps on 24 SMs),
  * 512x768x768 -> S = 5 (160 deep), 512^3 with 64 x 64 tiles -> S = 2 (128 groups, 256 deep);
  * 2048^3 (256 tiles) never splits. SPLIT=2, 4, 8 force that many slices (fewer when K holds fewer
- * KWG-deep slices or the workspace would pass the device's largest buffer), 1 never splits. */
+ * KWG-deep slices or the workspace would pass the device's largest buffer) where the tiles number
+ * fewer than twice the compute units (at least 16), 1 never splits. A split whose workspace cannot
+ * be allocated runs unsplit. */
 enum { SPLIT_MIN_DEPTH = 128, SPLIT_MAX = 16, SPLIT_SLICE_COST = 16 };
 
 static double split_cost(size_t tiles, size_t cu, size_t slices, size_t depth) {
@@ -750,11 +752,16 @@ static size_t gemm_split(const tsr_device *dev, const gemm_problem *p, const tsr
     if (dev->info.max_alloc_bytes / slice_bytes < most) most = dev->info.max_alloc_bytes / slice_bytes;
     if (ceil_div(p->k, kwg) < most) most = ceil_div(p->k, kwg);
     size_t slices = 1;
+    const size_t tiles = ceil_div(p->m, mwg) * ceil_div(p->n, nwg);
+    const size_t cu = dev->info.compute_units ? dev->info.compute_units : 1;
     if (v[P_SPLIT] > 1) {
+        /* a forced count (a tuned entry's, for every shape of its class) only where the tiles are
+         * few: an entry tuned on 64 tiles must not split a 1024-tile problem of its class 8 ways
+         * (8x the partials' traffic, a workspace that never shrinks); at least 16, so that small
+         * devices' tests still split */
+        if (tiles >= (2 * cu > 16 ? 2 * cu : 16)) return 1;
         slices = (size_t)v[P_SPLIT] < most ? (size_t)v[P_SPLIT] : most;
     } else {
-        const size_t tiles = ceil_div(p->m, mwg) * ceil_div(p->n, nwg);
-        const size_t cu = dev->info.compute_units ? dev->info.compute_units : 1;
         if (tiles >= 2 * cu || p->k < 2 * SPLIT_MIN_DEPTH) return 1;
         const double unsplit = split_cost(tiles, cu, 1, p->k);
         double best = unsplit;
@@ -777,8 +784,9 @@ static const char gemm_reduce_tag;
 /* Split-K's two launches (see gemm_split), after `input_ready`; events as gemm_launch's. */
 static tsr_status gemm_launch_split(tsr_device *dev, const gemm_problem *p, const tsr_config *cfg, size_t slices,
                                     size_t depth, cl_command_queue queue, cl_event input_ready, cl_event *event,
-                                    cl_event *first) {
+                                    cl_event *first, bool *no_workspace) {
     tsr_status status = TSR_SUCCESS;
+    *no_workspace = false;
     const int *v = cfg->values;
     const int transposes = (p->ta ? TRANSPOSE_A : 0) | (p->tb ? TRANSPOSE_B : 0);
     const tsr_gemm_types partial_types = {p->types.a, p->types.b, TSR_F32};
@@ -793,11 +801,17 @@ static tsr_status gemm_launch_split(tsr_device *dev, const gemm_problem *p, cons
               tsr_launch_kernels(dev, &gemm_reduce_tag, cfg, rvariant, 0, "gemm_gpu", gemm_build_options, names, rk),
               done);
     size_t slice = p->m * p->n, bytes;
-    TSR_CHECK(status, tsr_size_mad("gemm: the split-K workspace", slice * sizeof(float), slices, 0, &bytes), done);
+    if ((status = tsr_size_mad("gemm: the split-K workspace", slice * sizeof(float), slices, 0, &bytes)) != TSR_SUCCESS) {
+        *no_workspace = true;
+        goto done;
+    }
     pthread_mutex_lock(&dev->lock); /* the workspace is shared by every call on this device */
     cl_mem ws;
     cl_event wait;
-    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_SPLIT_K, bytes, &ws, &wait), unlock);
+    if ((status = tsr_workspace_get(dev, TSR_WS_SPLIT_K, bytes, &ws, &wait)) != TSR_SUCCESS) {
+        *no_workspace = true; /* nothing enqueued: the caller runs it unsplit */
+        goto unlock;
+    }
     {
         cl_kernel kernel = kernels.gemm->kernel;
         const size_t nwi = (size_t)v[P_VW] * v[P_NVW];
@@ -836,8 +850,13 @@ static tsr_status gemm_launch_split(tsr_device *dev, const gemm_problem *p, cons
         cl_kernel kernel = rk[0]->kernel;
         const size_t vw = (size_t)v[P_VW];
         /* 32 x 4 groups where the device takes them (NULL: the device's choice) */
-        const bool shaped = dev->info.max_work_group_size >= 128 && dev->info.max_work_item_sizes[0] >= 32 &&
-                            dev->info.max_work_item_sizes[1] >= 4;
+        size_t kernel_most = 0; /* the compiled kernel's own limit can be below the device's */
+        bool shaped = dev->info.max_work_group_size >= 128 && dev->info.max_work_item_sizes[0] >= 32 &&
+                      dev->info.max_work_item_sizes[1] >= 4;
+        if (shaped && (clGetKernelWorkGroupInfo(kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_most,
+                                                &kernel_most, NULL) != CL_SUCCESS ||
+                       kernel_most < 128))
+            shaped = false;
         size_t local[2] = {32, 4};
         size_t global[2] = {ceil_div(p->n, vw), p->m};
         if (shaped) global[0] = round_up(global[0], local[0]), global[1] = round_up(global[1], local[1]);
@@ -909,7 +928,13 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     }
     const int *v = cfg->values;
     size_t depth, slices = gemm_split(dev, p, cfg, &depth);
-    if (slices > 1) return gemm_launch_split(dev, p, cfg, slices, depth, queue, input_ready, event, first);
+    if (slices > 1) {
+        bool no_workspace;
+        tsr_status st = gemm_launch_split(dev, p, cfg, slices, depth, queue, input_ready, event, first, &no_workspace);
+        /* nothing was enqueued when the workspace could not be had: the unsplit kernel needs none */
+        if (st == TSR_SUCCESS || !no_workspace) return st;
+        tsr_clear_diagnostics();
+    }
     int variant = (p->ta ? TRANSPOSE_A : 0) | (p->tb ? TRANSPOSE_B : 0);
     variant += GEMM_TRANSPOSES * gemm_type_set_index(&p->types);
     const bool norm = norm_fused(dev, p, cfg);

@@ -80,6 +80,8 @@
 #include "dtype.cl"
 #include "dtype_avx512.cl"
 #include "epilogue.cl"
+// conv_access.cl: an f16 y's partial vectors rounded as one vector (conv_store)
+#define CONV_VECTOR_ROUND 1
 #include "conv_access.cl"
 
 // 16 f16 bit patterns as float16, exactly: one zmm vcvtph2ps on AVX-512 (dtype_avx512.cl), else
@@ -101,12 +103,6 @@ TSR_DT_INLINE float16 conv_f16x16(const ushort16 h) {
 #define CONV_WIDEN16_2(h) as_float16(convert_uint16(h) << 16)
 
 #if STAGE == 2
-// The value conv_store1 stores for sum s of channel k at element e, in fp32, before its rounding.
-TSR_DT_INLINE float conv_epi_value1(float s, const int k, const size_t e, CONV_EPILOGUE_PARAMS) {
-    if (epi_flags & 1) s *= scale[scale_off + k];
-    if (epi_flags & 2) s += bias[bias_off + k];
-    return tsr_epi_finish(s, res, res_type, res_off + e, act);
-}
 // x is the (padded, for strides polyphase) copy: the host's geometry has H = the copy's rows
 // per channel (all phases), W = its row width, PH = the phases along a row (SW, or 1 for a
 // one-column kernel), PW = one phase plane's elements, and geo.sf the largest tap offset; the
@@ -298,10 +294,9 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
         const int n = t / PQ, rem = t - n * PQ;
         _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
             const int k = kb * KB + m * VW;
-            float tl[VW];
-            VSTORE(acc[i][m], tl);
+            if (k >= Kg) break;
             const size_t e0 = ((size_t)n * GEO_K + g * Kg + k) * (size_t)PQ + rem;
-            for (int e = 0; e < VW && k + e < Kg; ++e) CONV_STORE1(tl[e], g * Kg + k + e, e0 + (size_t)e * PQ);
+            CONV_STORE_STRIDED(acc[i][m], g * Kg + k, e0, (size_t)PQ, min(VW, Kg - k));
         }
     }
 }
@@ -903,16 +898,42 @@ __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_o
                 const __global XELT *s2 = src + iw0 + 2 * q;
                 vstore16((float16)(TSR_VLD(X_TYPE, 16, s2).even, TSR_VLD(X_TYPE, 16, s2 + 16).even), 0, dst + q);
             }
+        // the rest (under 16 columns) as one vector of the part's last 16 columns where those lie
+        // inside the row (columns before q again, the same values); with stride 2 its odd lanes
+        // from one element earlier, so that no load passes the row's last column
+        if (q < qhi && qhi - 16 >= qlo + (GEO_SW == 2 ? 1 : 0) && (GEO_SW == 1 || GEO_SW == 2)) {
+            const int qs = qhi - 16;
+            if (GEO_SW == 1) {
+                vstore16(TSR_VLD(X_TYPE, 16, src + iw0 + qs), 0, dst + qs);
+            } else {
+                const __global XELT *s2 = src + iw0 + 2 * qs - 1;
+                vstore16((float16)(TSR_VLD(X_TYPE, 16, s2).odd, TSR_VLD(X_TYPE, 16, s2 + 16).odd), 0, dst + qs);
+            }
+            q = qhi;
+        }
 #if X_TYPE == 1
-        // the rest (under 16 columns with stride 1 or 2) gathered as integers, widened at once
+        // the rest (under 16 columns with stride 1 or 2) gathered as integers, widened at once and
+        // stored as one vector of the row's last 16 columns where the row has 16 (columns outside
+        // [qlo, qhi) zero, as the loops around write them; columns before q0 again, the same
+        // values): no private round trip, whose narrow reloads of a vector store stall
         for (int q0 = q; q0 < qhi; q0 += 16) {
-            const int n = min(16, qhi - q0);
-            const __global ushort *u = (const __global ushort *)src + iw0 + GEO_SW * q0;
+            const int qb = q0 + 16 <= Wq ? q0 : Wq - 16;
+            const __global ushort *u = (const __global ushort *)src;
             ushort t[16];
-            float f[16];
-            _Pragma("unroll") for (int e = 0; e < 16; ++e) t[e] = e < n ? u[GEO_SW * e] : (ushort)0;
-            vstore16(conv_f16x16(vload16(0, t)), 0, f);
-            for (int e = 0; e < n; ++e) dst[q0 + e] = f[e];
+            if (qb >= 0) {
+                _Pragma("unroll") for (int e = 0; e < 16; ++e) {
+                    const int col = qb + e;
+                    const bool in = col >= qlo && col < qhi;
+                    t[e] = in ? u[in ? iw0 + GEO_SW * col : 0] : (ushort)0;
+                }
+                vstore16(conv_f16x16(vload16(0, t)), 0, dst + qb);
+            } else {
+                const int n = min(16, qhi - q0);
+                float f[16];
+                _Pragma("unroll") for (int e = 0; e < 16; ++e) t[e] = e < n ? u[iw0 + GEO_SW * (q0 + e)] : (ushort)0;
+                vstore16(conv_f16x16(vload16(0, t)), 0, f);
+                for (int e = 0; e < n; ++e) dst[q0 + e] = f[e];
+            }
         }
         q = max(q, qhi);
 #else

@@ -186,6 +186,14 @@ static const epi_case winograd_cases[] = {
      .res = 2, .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_BF16, .off = 1},
     {.N = 2, .C = 8, .H = 14, .W = 14, .K = 20, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_RELU, .scale = true,
      .bias = true, .res = 1, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .rt = TSR_F16, .off = 2},
+    /* unpadded unstrided 16-bit layers: the copy widens whole planes (12 elements: under one
+     * vector; 20: a vector and an overlapping last one; 3x3 unpadded: the copy's slack rows) */
+    {.N = 3, .C = 5, .H = 3, .W = 4, .K = 18, .R = 1, .S = 1, .act = TSR_ACT_RELU, .bias = true, .res = 1,
+     .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .rt = TSR_BF16, .off = 1},
+    {.N = 2, .C = 7, .H = 4, .W = 5, .K = 17, .R = 1, .S = 1, .scale = true, .res = 2, .xt = TSR_BF16,
+     .wt = TSR_BF16, .yt = TSR_BF16, .off = 3},
+    {.N = 2, .C = 4, .H = 9, .W = 10, .K = 16, .R = 3, .S = 3, .act = TSR_ACT_GELU_TANH, .bias = true,
+     .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F32, .off = 2},
 };
 
 static bool cpu_forms_here(void) {

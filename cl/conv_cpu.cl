@@ -205,33 +205,46 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
             if (whole) {
                 CONV_STORE(acc[m][v], g * Kg + k0 + m, em + oh0 * GEO_Q + ow0, VW);
             } else {
-                float t[VW];
-                VSTORE(acc[m][v], t);
+#if VW > 1
+                // A vector across output rows (or over the copy's padded columns): the epilogue on
+                // the whole vector (the channel's scale and bias broadcast, the residual gathered
+                // for the lanes inside y, the activation) and y's rounding once (one vector
+                // conversion for a 16-bit y, where PoCL's scalar vstore_half_rte is a software
+                // routine), then the lanes inside y stored one by one.
+                const int kk = g * Kg + k0 + m;
+                floatv s = acc[m][v];
+                if (epi_flags & 1) s *= scale[scale_off + kk];
+                if (epi_flags & 2) s += bias[bias_off + kk];
+                int at[VW]; // each lane's element of the plane, -1 outside y
                 int oh = oh0, ow = ow0;
-#if Y_TYPE == 1 && VW > 1
-                // An f16 y: each lane's epilogue as conv_store1's, then one vector rounding
-                // (vstore_halfN_rte, the bits of the scalar vstore_half_rte, which is a software
-                // routine on PoCL's CPU devices: lane by lane it cost 16-bit layers whose rows
-                // are not a multiple of VW several percent), the lanes inside y stored as bits.
-                float o[VW];
-                ushort h[VW];
-                for (int e = 0; e < VW; ++e) {
-                    o[e] = ow < GEO_Q && oh < GEO_P
-                               ? conv_epi_value1(t[e], g * Kg + k0 + m, em + oh * GEO_Q + ow, CONV_EPILOGUE_ARGS)
-                               : 0.0f;
+                _Pragma("unroll") for (int e = 0; e < VW; ++e) {
+                    at[e] = ow < GEO_Q && oh < GEO_P ? oh * GEO_Q + ow : -1;
                     if (++ow == GEO_W) ow = 0, ++oh;
                 }
-                TSR_VST(1, VW, VLOAD(o), (__private half *)h);
-                oh = oh0, ow = ow0;
-                for (int e = 0; e < VW; ++e) {
-                    if (ow < GEO_Q && oh < GEO_P) ((__global ushort *)y)[y_off + em + oh * GEO_Q + ow] = h[e];
-                    if (++ow == GEO_W) ow = 0, ++oh;
+                if (res_type != TSR_RES_NONE) {
+                    float r[VW];
+                    _Pragma("unroll") for (int e = 0; e < VW; ++e)
+                        r[e] = at[e] >= 0 ? tsr_res_ld(res, res_type, res_off + em + at[e]) : 0.0f;
+                    s += VLOAD(r);
                 }
+                if (act != TSR_ACT_NONE) s = activate_floatv(s, act);
+#if Y_TYPE == 0
+                float t[VW];
+                VSTORE(s, t);
+                _Pragma("unroll") for (int e = 0; e < VW; ++e) if (at[e] >= 0) y[y_off + em + at[e]] = t[e];
 #else
-                for (int e = 0; e < VW; ++e) {
-                    if (ow < GEO_Q && oh < GEO_P) CONV_STORE1(t[e], g * Kg + k0 + m, em + oh * GEO_Q + ow);
-                    if (++ow == GEO_W) ow = 0, ++oh;
-                }
+                ushort h[VW];
+#if Y_TYPE == 1
+                TSR_VST(1, VW, s, (__private half *)h);
+#else
+                CAT(vstore, VW)(CAT(tsr_f32_to_bf16_, VW)(s), 0, h);
+#endif
+                _Pragma("unroll") for (int e = 0; e < VW; ++e)
+                    if (at[e] >= 0) ((__global ushort *)y)[y_off + em + at[e]] = h[e];
+#endif
+#else
+                int oh = oh0, ow = ow0;
+                if (ow < GEO_Q && oh < GEO_P) CONV_STORE1(acc[m][v], g * Kg + k0 + m, em + oh * GEO_Q + ow);
 #endif
             }
         }

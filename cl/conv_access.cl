@@ -60,19 +60,12 @@ TSR_INLINE void conv_store1(float s, const int k, const size_t e, __global YELT 
     STY(tsr_epi_finish(s, res, res_type, res_off + e, act), y, y_off + e);
 }
 
-// The value conv_store1 stores for sum s of channel k at element e, in fp32, before its rounding.
-TSR_INLINE float conv_epi_value1(float s, const int k, const size_t e, CONV_EPILOGUE_PARAMS) {
-    if (epi_flags & 1) s *= scale[scale_off + k];
-    if (epi_flags & 2) s += bias[bias_off + k];
-    return tsr_epi_finish(s, res, res_type, res_off + e, act);
-}
-
 // The VW sums s of channel k at e .. e + VW - 1, of which the first n are stored (n == VW: one
 // vector load of the residual and one vector store; fewer: lane by lane, nothing past them read).
-// With CONV_VECTOR_ROUND (the CPU forms' files define it) an f16 y's partial vector takes each
-// lane's epilogue as conv_store1's, then one vector rounding (vstore_halfN_rte: the bits of the
-// scalar vstore_half_rte, which is a software routine on PoCL's CPU devices without cl_khr_fp16)
-// and stores the first n lanes as bits.
+// With CONV_VECTOR_ROUND (the CPU forms' files define it) an f16 y's partial vector takes the
+// epilogue on the whole vector (the residual gathered for its first n lanes) and one vector
+// rounding (vstore_halfN_rte: the bits of the scalar vstore_half_rte, which is a software routine
+// on PoCL's CPU devices without cl_khr_fp16), then stores the first n lanes as bits.
 TSR_INLINE void conv_store(floatv s, const int k, const size_t e, const int n, __global YELT *y, const ulong y_off,
                            CONV_EPILOGUE_PARAMS) {
     if (n == VW) {
@@ -80,15 +73,21 @@ TSR_INLINE void conv_store(floatv s, const int k, const size_t e, const int n, _
         if (epi_flags & 2) s += bias[bias_off + k];
         VSTOREY(tsr_epi_finish_v(s, res, res_type, res_off + e, act), y + y_off + e);
     } else {
-        float t[VW];
-        VSTORE(s, t);
 #if defined(CONV_VECTOR_ROUND) && Y_TYPE == 1 && VW > 1
-        float o[VW];
+        if (epi_flags & 1) s *= scale[scale_off + k];
+        if (epi_flags & 2) s += bias[bias_off + k];
+        if (res_type != TSR_RES_NONE) {
+            float r[VW];
+            for (int i = 0; i < VW; ++i) r[i] = i < n ? tsr_res_ld(res, res_type, res_off + e + i) : 0.0f;
+            s += VLOAD(r);
+        }
+        if (act != TSR_ACT_NONE) s = activate_floatv(s, act);
         ushort h[VW];
-        for (int i = 0; i < VW; ++i) o[i] = i < n ? conv_epi_value1(t[i], k, e + i, CONV_EPILOGUE_ARGS) : 0.0f;
-        TSR_VST(1, VW, VLOAD(o), (__private half *)h);
+        TSR_VST(1, VW, s, (__private half *)h);
         for (int i = 0; i < n; ++i) ((__global ushort *)y)[y_off + e + i] = h[i];
 #else
+        float t[VW];
+        VSTORE(s, t);
         for (int i = 0; i < n; ++i) conv_store1(t[i], k, e + i, y, y_off, CONV_EPILOGUE_ARGS);
 #endif
     }

@@ -37,6 +37,14 @@
 // conversions), since a scalar vload_half is a software routine on PoCL's CPU devices (no
 // cl_khr_fp16); other types load element by element.
 #if X_TYPE == 1
+// 8 f16 bit patterns from the private array h (ushort[8]) as float8: with F16C one vcvtph2ps on a
+// vector built in registers (the loads' values inserted; no private store and reload, whose
+// narrow stores cannot forward to the vector load), else vload_half8 from the array.
+#if defined(__clang__) && defined(__F16C__) && (defined(__x86_64__) || defined(__i386__))
+#define WINO_F16X8(h) __builtin_ia32_vcvtph2ps256(as_short8((ushort8)(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7])))
+#else
+#define WINO_F16X8(h) vload_half8(0, (const __private half *)h)
+#endif
 #define WINO_PATCH(P, N)                                                                           \
     _Pragma("unroll") for (int r_ = 0; r_ < (N); ++r_) {                                           \
         ushort h_[8] __attribute__((aligned(16)));                                                 \
@@ -44,7 +52,7 @@
             const bool inw_ = q_ < (N) && wc + q_ >= 0 && wc + q_ < GEO_W;                         \
             h_[q_] = in[r_] && inw_ ? ((const __global ushort *)row[r_])[inw_ ? wc + q_ : 0] : (ushort)0; \
         }                                                                                          \
-        const float8 v_ = vload_half8(0, (const __private half *)h_);                             \
+        const float8 v_ = WINO_F16X8(h_);                                                         \
         float f_[8];                                                                               \
         vstore8(v_, 0, f_);                                                                        \
         _Pragma("unroll") for (int q_ = 0; q_ < (N); ++q_) P[r_][q_] = f_[q_];                     \
@@ -56,31 +64,6 @@
         const int col_ = inw_ ? wc + q_ : 0;                                                       \
         _Pragma("unroll") for (int r_ = 0; r_ < (N); ++r_) P[r_][q_] = in[r_] && inw_ ? LDX(row[r_], col_) : 0.0f; \
     }
-#endif
-
-// Columns wc .. wc + NC - 1 of the patch's row r (zeros outside x) into the private float array
-// F of NV16 x 16 elements (the lanes past NC zero), for a block of tiles at a row's ends: an f16 x
-// gathered as integers and widened 16 at a time (vload_half16 from a private copy), other types
-// loaded element by element.
-#if X_TYPE == 1
-#define WINO_GATHER(F, r, NC, NV16)                                                                \
-    do {                                                                                           \
-        ushort h_[(NV16) * 16] __attribute__((aligned(32)));                                       \
-        _Pragma("unroll") for (int q_ = 0; q_ < (NV16) * 16; ++q_) {                               \
-            const bool inw_ = q_ < (NC) && wc + q_ >= 0 && wc + q_ < GEO_W;                        \
-            h_[q_] = in[r] && inw_ ? ((const __global ushort *)row[r])[inw_ ? wc + q_ : 0] : (ushort)0; \
-        }                                                                                          \
-        _Pragma("unroll") for (int v_ = 0; v_ < (NV16); ++v_)                                      \
-            vstore16(vload_half16(v_, (const __private half *)h_), v_, F);                        \
-    } while (0)
-#else
-#define WINO_GATHER(F, r, NC, NV16)                                                                \
-    do {                                                                                           \
-        _Pragma("unroll") for (int q_ = 0; q_ < (NV16) * 16; ++q_) {                               \
-            const bool inw_ = q_ < (NC) && wc + q_ >= 0 && wc + q_ < GEO_W;                        \
-            F[q_] = in[r] && inw_ ? LDX(row[r], inw_ ? wc + q_ : 0) : 0.0f;                        \
-        }                                                                                          \
-    } while (0)
 #endif
 
 // Two float8 interleaved: a0 b0 a1 b1 ... (clang's shuffle; PoCL's shuffle2 came out scalar).
@@ -170,47 +153,18 @@ __kernel void wino_input(const int16 geo, __global const XELT *x, const ulong x_
             j += 8;
             continue;
         }
-        if (wc < 0) { // a tile over the left padding: its patch alone
-            float t[4][4], d[4][4];
-            WINO_PATCH(d, 4);
-            _Pragma("unroll") for (int q = 0; q < 4; ++q) BT4(d[0][q], d[1][q], d[2][q], d[3][q], t[0][q], t[1][q], t[2][q], t[3][q]);
-            _Pragma("unroll") for (int a = 0; a < 4; ++a) {
-                float o0, o1, o2, o3;
-                BT4(t[a][0], t[a][1], t[a][2], t[a][3], o0, o1, o2, o3);
-                out[(4 * a + 0) * plane + j] = o0;
-                out[(4 * a + 1) * plane + j] = o1;
-                out[(4 * a + 2) * plane + j] = o2;
-                out[(4 * a + 3) * plane + j] = o3;
-            }
-            ++j;
-            continue;
-        }
-        // the row's last tiles (up to 8) as one block: their patch rows (18 columns from wc)
-        // gathered with zeros outside x, transformed as above, the block's tiles stored
-        const int nt = min(8, TQ - j);
-        float8 t[4][4];
-        float8 d[4][4];
-        _Pragma("unroll") for (int r = 0; r < 4; ++r) {
-            float f[32];
-            WINO_GATHER(f, r, 18, 2);
-            const float16 a = vload16(0, f), b = vload16(0, f + 2);
-            d[r][0] = a.even, d[r][1] = a.odd, d[r][2] = b.even, d[r][3] = b.odd;
-        }
+        float t[4][4], d[4][4];
+        WINO_PATCH(d, 4);
         _Pragma("unroll") for (int q = 0; q < 4; ++q) BT4(d[0][q], d[1][q], d[2][q], d[3][q], t[0][q], t[1][q], t[2][q], t[3][q]);
         _Pragma("unroll") for (int a = 0; a < 4; ++a) {
-            float8 o[4];
-            BT4(t[a][0], t[a][1], t[a][2], t[a][3], o[0], o[1], o[2], o[3]);
-            _Pragma("unroll") for (int b = 0; b < 4; ++b) {
-                if (nt == 8) {
-                    vstore8(o[b], 0, out + (4 * a + b) * plane + j);
-                } else {
-                    float l[8];
-                    vstore8(o[b], 0, l);
-                    for (int e = 0; e < nt; ++e) out[(4 * a + b) * plane + j + e] = l[e];
-                }
-            }
+            float o0, o1, o2, o3;
+            BT4(t[a][0], t[a][1], t[a][2], t[a][3], o0, o1, o2, o3);
+            out[(4 * a + 0) * plane + j] = o0;
+            out[(4 * a + 1) * plane + j] = o1;
+            out[(4 * a + 2) * plane + j] = o2;
+            out[(4 * a + 3) * plane + j] = o3;
         }
-        j += nt;
+        ++j;
     }
 }
 
@@ -244,9 +198,11 @@ __kernel void wino_output(const int16 geo, __global const float *m, const int ti
             j += 8;
             continue;
         }
-        // the row's last tiles (fewer than 8, at most 14 outputs a row): their outputs gathered
-        // into one vector per output row, stored as conv_store's partial vector (an f16 y rounded
-        // as one vector, not lane by lane)
+#if Y_TYPE == 1
+        // an f16 y: the row's last tiles (fewer than 8, at most 14 outputs a row) gathered into
+        // one vector per output row, stored as conv_store's partial vector (rounded as one vector,
+        // where PoCL's scalar vstore_half_rte per output is a software routine; other types store
+        // lane by lane below, which the private round trip would only slow)
         float ry[2][16] = {{0.0f}};
         for (int jj = j; jj < TQ; ++jj) {
             float s[2][4]; // A^T M
@@ -266,6 +222,23 @@ __kernel void wino_output(const int16 geo, __global const float *m, const int ti
         CONV_STORE(vload16(0, ry[0]), k, e, cols);
         if (row1) CONV_STORE(vload16(0, ry[1]), k, e + GEO_Q, cols);
         break;
+#else
+        float s[2][4]; // A^T M
+        _Pragma("unroll") for (int b = 0; b < 4; ++b) {
+            const float m0 = in[(0 + b) * plane + j], m1 = in[(4 + b) * plane + j];
+            const float m2 = in[(8 + b) * plane + j], m3 = in[(12 + b) * plane + j];
+            s[0][b] = m0 + m1 + m2;
+            s[1][b] = m1 - m2 - m3;
+        }
+        const bool col1 = 2 * j + 1 < GEO_Q;
+        CONV_STORE1(s[0][0] + s[0][1] + s[0][2], k, e);
+        if (col1) CONV_STORE1(s[0][1] - s[0][2] - s[0][3], k, e + 1);
+        if (row1) {
+            CONV_STORE1(s[1][0] + s[1][1] + s[1][2], k, e + GEO_Q);
+            if (col1) CONV_STORE1(s[1][1] - s[1][2] - s[1][3], k, e + GEO_Q + 1);
+        }
+        ++j;
+#endif
     }
 }
 #else
@@ -475,10 +448,11 @@ __kernel void wino_output(const int16 geo, __global const float *m, const int ti
             j += 4;
             continue;
         }
+#if Y_TYPE == 1
         {
-            // the row's last tiles (fewer than 4, at most 12 outputs a row): their outputs gathered
-            // into one vector per output row, stored as conv_store's partial vector (an f16 y
-            // rounded as one vector, not lane by lane)
+            // an f16 y: the row's last tiles (fewer than 4, at most 12 outputs a row) gathered
+            // into one vector per output row, stored as conv_store's partial vector (rounded as one
+            // vector; other types store lane by lane below)
             float ry[4][16] = {{0.0f}};
             for (int jj = j; jj < TQ; ++jj) {
                 float Y[4][4];
@@ -492,6 +466,7 @@ __kernel void wino_output(const int16 geo, __global const float *m, const int ti
             for (int r = 0; r < rows; ++r) CONV_STORE(vload16(0, ry[r]), k, e + (size_t)r * GEO_Q, cols);
             break;
         }
+#endif
 #endif
         float Y[4][4];
 #define LOAD1(xi) in[(xi) * plane + j]

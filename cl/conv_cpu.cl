@@ -964,6 +964,17 @@ __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_o
                     t[e] = in ? u[in ? iw0 + GEO_SW * col : 0] : (ushort)0;
                 }
                 vstore16(conv_f16x16(vload16(0, t)), 0, dst + qb);
+            } else if (Wq >= 8) {
+                // rows of 8 to 15 columns (7x7 planes): the same, 8 columns a vector
+                for (int q8 = q0; q8 < qhi; q8 += 8) {
+                    const int qb8 = q8 + 8 <= Wq ? q8 : Wq - 8;
+                    _Pragma("unroll") for (int e = 0; e < 16; ++e) {
+                        const int col = qb8 + e;
+                        const bool in = e < 8 && col >= qlo && col < qhi;
+                        t[e] = in ? u[in ? iw0 + GEO_SW * col : 0] : (ushort)0;
+                    }
+                    vstore8(conv_f16x16(vload16(0, t)).lo, 0, dst + qb8);
+                }
             } else {
                 const int n = min(16, qhi - q0);
                 float f[16];

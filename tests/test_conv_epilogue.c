@@ -194,6 +194,9 @@ static const epi_case winograd_cases[] = {
      .wt = TSR_BF16, .yt = TSR_BF16, .off = 3},
     {.N = 2, .C = 4, .H = 9, .W = 10, .K = 16, .R = 3, .S = 3, .act = TSR_ACT_GELU_TANH, .bias = true,
      .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F32, .off = 2},
+    /* f16 rows of 8 to 15 columns in the copy (13 wide at stride 2: phase planes of 8) */
+    {.N = 1, .C = 6, .H = 13, .W = 13, .K = 18, .R = 3, .S = 3, .st = 2, .pad = 1, .act = TSR_ACT_RELU,
+     .bias = true, .res = 1, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .rt = TSR_F16, .off = 1},
 };
 
 static bool cpu_forms_here(void) {

@@ -11,7 +11,9 @@
  * each, and each variant's CPU-time ratio to the fp32 variant of the same weights mode. --as-f32
  * runs the 16-bit variants under the fp32 layer's configuration (tsr_config_override around their
  * calls) instead of their own classes'.
- * Layers: l1.3x3 l2.3x3 l3.3x3 l4.3x3 (default: all four). */
+ * Layers: l1.3x3 l2.3x3 l3.3x3 l4.3x3 (the default), and the rest of `tessera bench conv2d`'s
+ * default ResNet-50 layers: conv1 l2.3x3s2 l1.reduce256 l1.expand l3.reduce1024 l3.expand
+ * (--layers all: the ten). */
 #include "ab_harness.h"
 #include "tessera.h"
 #include "util.h"
@@ -23,11 +25,16 @@
 
 typedef struct layer {
     const char *name;
-    size_t c, h, k;
+    size_t c, h, k, r, stride, pad;
 } layer;
 
 static const layer layers[] = {
-    {"l1.3x3", 64, 56, 64}, {"l2.3x3", 128, 28, 128}, {"l3.3x3", 256, 14, 256}, {"l4.3x3", 512, 7, 512}};
+    {"l1.3x3", 64, 56, 64, 3, 1, 1},        {"l2.3x3", 128, 28, 128, 3, 1, 1},
+    {"l3.3x3", 256, 14, 256, 3, 1, 1},      {"l4.3x3", 512, 7, 512, 3, 1, 1},
+    {"conv1", 3, 224, 64, 7, 2, 3},         {"l2.3x3s2", 128, 56, 128, 3, 2, 1},
+    {"l1.reduce256", 256, 56, 64, 1, 1, 0}, {"l1.expand", 64, 56, 256, 1, 1, 0},
+    {"l3.reduce1024", 1024, 14, 256, 1, 1, 0}, {"l3.expand", 256, 14, 1024, 1, 1, 0}};
+static const char default_layers[] = "l1.3x3,l2.3x3,l3.3x3,l4.3x3";
 #define NLAYERS (sizeof layers / sizeof *layers)
 #define MAXVAR 6
 
@@ -77,8 +84,9 @@ int main(int argc, char **argv) {
         }
     for (size_t l = 0; l < NLAYERS; ++l) {
         const layer *L = &layers[l];
-        if (!util_in_list(o.list, L->name)) continue;
-        size_t pq = L->h * L->h, nx = batch * L->c * pq, nw = L->k * L->c * 9, ny = batch * L->k * pq;
+        if (!util_in_list(o.list ? o.list : default_layers, L->name)) continue;
+        const size_t p = (L->h + 2 * L->pad - L->r) / L->stride + 1;
+        size_t pq = p * p, nx = batch * L->c * L->h * L->h, nw = L->k * L->c * L->r * L->r, ny = batch * L->k * pq;
         cl_context ctx = tsr_device_context(dev);
         cl_mem bias = util_pattern_buffer(ctx, L->k), scale = util_pattern_buffer(ctx, L->k);
         if (!bias || !scale) return 1;
@@ -96,8 +104,9 @@ int main(int argc, char **argv) {
             for (int j = 0; j < nvar; ++j) {
                 int v = (r + j) % nvar; /* rotate which goes first */
                 const tsr_conv2d_desc d = {.batch = batch, .in_channels = L->c, .in_height = L->h, .in_width = L->h,
-                                           .out_channels = L->k, .kernel_h = 3, .kernel_w = 3, .pad_h = 1,
-                                           .pad_w = 1, .x_type = var[v].t, .w_type = var[v].t, .y_type = var[v].t,
+                                           .out_channels = L->k, .kernel_h = L->r, .kernel_w = L->r,
+                                           .stride_h = L->stride, .stride_w = L->stride, .pad_h = L->pad,
+                                           .pad_w = L->pad, .x_type = var[v].t, .w_type = var[v].t, .y_type = var[v].t,
                                            .epilogue = {.activation = TSR_ACT_RELU, .bias = bias, .scale = scale}};
                 if (r == 0) {
                     tsr_conv_algo algo;
@@ -121,9 +130,9 @@ int main(int argc, char **argv) {
                 return 1;
             }
         }
-        double flop = 2.0 * L->k * pq * batch * L->c * 9;
-        printf("{\"layer\": \"%s\", \"shape\": \"%zux%zux%zux%zu k%zu 3x3/1 p1\", \"batch\": %zu", L->name, batch, L->c,
-               L->h, L->h, L->k, batch);
+        double flop = 2.0 * L->k * pq * batch * L->c * L->r * L->r;
+        printf("{\"layer\": \"%s\", \"shape\": \"%zux%zux%zux%zu k%zu %zux%zu/%zu p%zu\", \"batch\": %zu", L->name,
+               batch, L->c, L->h, L->h, L->k, L->r, L->r, L->stride, L->pad, batch);
         double f32cpu[2] = {0, 0};
         for (int v = 0; v < nvar; ++v)
             if (var[v].t == TSR_F32) f32cpu[var[v].kept] = util_median(var[v].cpu, rounds);

@@ -62,6 +62,10 @@ TSR_INLINE void conv_store1(float s, const int k, const size_t e, __global YELT 
 
 // The VW sums s of channel k at e .. e + VW - 1, of which the first n are stored (n == VW: one
 // vector load of the residual and one vector store; fewer: lane by lane, nothing past them read).
+// With CONV_VECTOR_ROUND (the CPU forms' files define it) an f16 y's partial vector takes the
+// epilogue on the whole vector (the residual gathered for its first n lanes) and one vector
+// rounding (vstore_halfN_rte: the bits of the scalar vstore_half_rte, which is a software routine
+// on PoCL's CPU devices without cl_khr_fp16), then stores the first n lanes as bits.
 TSR_INLINE void conv_store(floatv s, const int k, const size_t e, const int n, __global YELT *y, const ulong y_off,
                            CONV_EPILOGUE_PARAMS) {
     if (n == VW) {
@@ -69,10 +73,63 @@ TSR_INLINE void conv_store(floatv s, const int k, const size_t e, const int n, _
         if (epi_flags & 2) s += bias[bias_off + k];
         VSTOREY(tsr_epi_finish_v(s, res, res_type, res_off + e, act), y + y_off + e);
     } else {
+#if defined(CONV_VECTOR_ROUND) && Y_TYPE == 1 && VW > 1
+        if (epi_flags & 1) s *= scale[scale_off + k];
+        if (epi_flags & 2) s += bias[bias_off + k];
+        if (res_type != TSR_RES_NONE) {
+            float r[VW];
+            for (int i = 0; i < VW; ++i) r[i] = i < n ? tsr_res_ld(res, res_type, res_off + e + i) : 0.0f;
+            s += VLOAD(r);
+        }
+        if (act != TSR_ACT_NONE) s = activate_floatv(s, act);
+        ushort h[VW];
+        TSR_VST(1, VW, s, (__private half *)h);
+        for (int i = 0; i < n; ++i) ((__global ushort *)y)[y_off + e + i] = h[i];
+#else
         float t[VW];
         VSTORE(s, t);
         for (int i = 0; i < n; ++i) conv_store1(t[i], k, e + i, y, y_off, CONV_EPILOGUE_ARGS);
+#endif
     }
 }
+
+#if VW > 1
+// The VW sums s of channels k .. k + VW - 1 at elements e, e + stride, ... (a pixel's outputs in
+// consecutive channels: stride = P Q), of which the first n are stored. n == VW: the scale and
+// bias as vector loads, the residual gathered lane by lane, the activation and y's rounding on the
+// whole vector (one vector conversion for a 16-bit y), then the lanes stored one by one; fewer:
+// conv_store1 lane by lane, nothing past them read.
+TSR_INLINE void conv_store_strided(floatv s, const int k, const size_t e, const size_t stride, const int n,
+                                   __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
+    if (n < VW) {
+        float t[VW];
+        VSTORE(s, t);
+        for (int i = 0; i < n; ++i) conv_store1(t[i], k + i, e + (size_t)i * stride, y, y_off, CONV_EPILOGUE_ARGS);
+        return;
+    }
+    if (epi_flags & 1) s *= VLOAD(scale + scale_off + k);
+    if (epi_flags & 2) s += VLOAD(bias + bias_off + k);
+    if (res_type != TSR_RES_NONE) {
+        float r[VW];
+        for (int i = 0; i < VW; ++i) r[i] = tsr_res_ld(res, res_type, res_off + e + (size_t)i * stride);
+        s += VLOAD(r);
+    }
+    if (act != TSR_ACT_NONE) s = activate_floatv(s, act);
+#if Y_TYPE == 0
+    float t[VW];
+    VSTORE(s, t);
+    _Pragma("unroll") for (int i = 0; i < VW; ++i) y[y_off + e + (size_t)i * stride] = t[i];
+#else
+    ushort h[VW];
+#if Y_TYPE == 1
+    TSR_VST(1, VW, s, (__private half *)h);
+#else
+    CAT(vstore, VW)(CAT(tsr_f32_to_bf16_, VW)(s), 0, h);
+#endif
+    _Pragma("unroll") for (int i = 0; i < VW; ++i) ((__global ushort *)y)[y_off + e + (size_t)i * stride] = h[i];
+#endif
+}
+#define CONV_STORE_STRIDED(s, k, e, stride, n) conv_store_strided((s), (k), (e), (stride), (n), y, y_off, CONV_EPILOGUE_ARGS)
+#endif
 #define CONV_STORE(s, k, e, n) conv_store((s), (k), (e), (n), y, y_off, CONV_EPILOGUE_ARGS)
 #define CONV_STORE1(s, k, e) conv_store1((s), (k), (e), y, y_off, CONV_EPILOGUE_ARGS)

@@ -80,6 +80,8 @@
 #include "dtype.cl"
 #include "dtype_avx512.cl"
 #include "epilogue.cl"
+// conv_access.cl: an f16 y's partial vectors rounded as one vector (conv_store)
+#define CONV_VECTOR_ROUND 1
 #include "conv_access.cl"
 
 // 16 f16 bit patterns as float16, exactly: one zmm vcvtph2ps on AVX-512 (dtype_avx512.cl), else
@@ -101,12 +103,6 @@ TSR_DT_INLINE float16 conv_f16x16(const ushort16 h) {
 #define CONV_WIDEN16_2(h) as_float16(convert_uint16(h) << 16)
 
 #if STAGE == 2
-// The value conv_store1 stores for sum s of channel k at element e, in fp32, before its rounding.
-TSR_DT_INLINE float conv_epi_value1(float s, const int k, const size_t e, CONV_EPILOGUE_PARAMS) {
-    if (epi_flags & 1) s *= scale[scale_off + k];
-    if (epi_flags & 2) s += bias[bias_off + k];
-    return tsr_epi_finish(s, res, res_type, res_off + e, act);
-}
 // x is the (padded, for strides polyphase) copy: the host's geometry has H = the copy's rows
 // per channel (all phases), W = its row width, PH = the phases along a row (SW, or 1 for a
 // one-column kernel), PW = one phase plane's elements, and geo.sf the largest tap offset; the
@@ -209,33 +205,46 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
             if (whole) {
                 CONV_STORE(acc[m][v], g * Kg + k0 + m, em + oh0 * GEO_Q + ow0, VW);
             } else {
-                float t[VW];
-                VSTORE(acc[m][v], t);
+#if VW > 1
+                // A vector across output rows (or over the copy's padded columns): the epilogue on
+                // the whole vector (the channel's scale and bias broadcast, the residual gathered
+                // for the lanes inside y, the activation) and y's rounding once (one vector
+                // conversion for a 16-bit y, where PoCL's scalar vstore_half_rte is a software
+                // routine), then the lanes inside y stored one by one.
+                const int kk = g * Kg + k0 + m;
+                floatv s = acc[m][v];
+                if (epi_flags & 1) s *= scale[scale_off + kk];
+                if (epi_flags & 2) s += bias[bias_off + kk];
+                int at[VW]; // each lane's element of the plane, -1 outside y
                 int oh = oh0, ow = ow0;
-#if Y_TYPE == 1 && VW > 1
-                // An f16 y: each lane's epilogue as conv_store1's, then one vector rounding
-                // (vstore_halfN_rte, the bits of the scalar vstore_half_rte, which is a software
-                // routine on PoCL's CPU devices: lane by lane it cost 16-bit layers whose rows
-                // are not a multiple of VW several percent), the lanes inside y stored as bits.
-                float o[VW];
-                ushort h[VW];
-                for (int e = 0; e < VW; ++e) {
-                    o[e] = ow < GEO_Q && oh < GEO_P
-                               ? conv_epi_value1(t[e], g * Kg + k0 + m, em + oh * GEO_Q + ow, CONV_EPILOGUE_ARGS)
-                               : 0.0f;
+                _Pragma("unroll") for (int e = 0; e < VW; ++e) {
+                    at[e] = ow < GEO_Q && oh < GEO_P ? oh * GEO_Q + ow : -1;
                     if (++ow == GEO_W) ow = 0, ++oh;
                 }
-                TSR_VST(1, VW, VLOAD(o), (__private half *)h);
-                oh = oh0, ow = ow0;
-                for (int e = 0; e < VW; ++e) {
-                    if (ow < GEO_Q && oh < GEO_P) ((__global ushort *)y)[y_off + em + oh * GEO_Q + ow] = h[e];
-                    if (++ow == GEO_W) ow = 0, ++oh;
+                if (res_type != TSR_RES_NONE) {
+                    float r[VW];
+                    _Pragma("unroll") for (int e = 0; e < VW; ++e)
+                        r[e] = at[e] >= 0 ? tsr_res_ld(res, res_type, res_off + em + at[e]) : 0.0f;
+                    s += VLOAD(r);
                 }
+                if (act != TSR_ACT_NONE) s = activate_floatv(s, act);
+#if Y_TYPE == 0
+                float t[VW];
+                VSTORE(s, t);
+                _Pragma("unroll") for (int e = 0; e < VW; ++e) if (at[e] >= 0) y[y_off + em + at[e]] = t[e];
 #else
-                for (int e = 0; e < VW; ++e) {
-                    if (ow < GEO_Q && oh < GEO_P) CONV_STORE1(t[e], g * Kg + k0 + m, em + oh * GEO_Q + ow);
-                    if (++ow == GEO_W) ow = 0, ++oh;
-                }
+                ushort h[VW];
+#if Y_TYPE == 1
+                TSR_VST(1, VW, s, (__private half *)h);
+#else
+                CAT(vstore, VW)(CAT(tsr_f32_to_bf16_, VW)(s), 0, h);
+#endif
+                _Pragma("unroll") for (int e = 0; e < VW; ++e)
+                    if (at[e] >= 0) ((__global ushort *)y)[y_off + em + at[e]] = h[e];
+#endif
+#else
+                int oh = oh0, ow = ow0;
+                if (ow < GEO_Q && oh < GEO_P) CONV_STORE1(acc[m][v], g * Kg + k0 + m, em + oh * GEO_Q + ow);
 #endif
             }
         }
@@ -298,10 +307,9 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
         const int n = t / PQ, rem = t - n * PQ;
         _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
             const int k = kb * KB + m * VW;
-            float tl[VW];
-            VSTORE(acc[i][m], tl);
+            if (k >= Kg) break;
             const size_t e0 = ((size_t)n * GEO_K + g * Kg + k) * (size_t)PQ + rem;
-            for (int e = 0; e < VW && k + e < Kg; ++e) CONV_STORE1(tl[e], g * Kg + k + e, e0 + (size_t)e * PQ);
+            CONV_STORE_STRIDED(acc[i][m], g * Kg + k, e0, (size_t)PQ, min(VW, Kg - k));
         }
     }
 }
@@ -882,6 +890,30 @@ __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_o
                         const int Hq, const int phw, const int Wq) {
     const int row = (int)get_global_id(0), c = (int)get_global_id(1), i = (int)get_global_id(2);
     const int phh = (int)get_global_size(0) / Hq, a = row / Hq, iq = row - a * Hq;
+    if (GEO_SH == 1 && GEO_SW == 1 && GEO_PH == 0 && GEO_PW == 0 && Wq == GEO_W && phh == 1 && phw == 1) {
+        // An unpadded unstrided layer's copy (a 16-bit x widened; rows of x's own width): a
+        // channel's rows lie back to back in x and in the copy, so the work-item of its first row
+        // widens the whole plane 16 elements a vector (the last vector ending at the plane's end)
+        // and zeroes the copy's slack rows; the other rows' work-items have nothing to do. (Row by
+        // row, ResNet-50's 1x1 14x14 layers spent longer in the copy than in the convolution.)
+        if (iq != 0) return;
+        const int n = GEO_H * GEO_W, plane = Hq * Wq;
+        const __global XELT *src = x + x_off + ((size_t)i * GEO_C + c) * (size_t)n;
+        __global float *dst = xp + ((size_t)i * GEO_C + c) * (size_t)plane;
+#if X_TYPE == 1
+#define PAD_VLD16(p) conv_f16x16(TSR_DT_VLD16(16, (p)))
+#else
+#define PAD_VLD16(p) TSR_VLD(X_TYPE, 16, (p))
+#endif
+        int e = 0;
+        for (; e + 16 <= n; e += 16) vstore16(PAD_VLD16(src + e), 0, dst + e);
+        if (e < n && n >= 16) vstore16(PAD_VLD16(src + n - 16), 0, dst + n - 16);
+        else
+            for (; e < n; ++e) dst[e] = LDX(src, e);
+#undef PAD_VLD16
+        for (e = n; e < plane; ++e) dst[e] = 0.0f;
+        return;
+    }
     const int ih = a + GEO_SH * iq - GEO_PH;
     const size_t plane = (size_t)Hq * Wq;
     __global float *dst = xp + ((size_t)i * GEO_C + c) * phh * phw * plane + (size_t)a * phw * plane + (size_t)iq * Wq;
@@ -903,16 +935,53 @@ __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_o
                 const __global XELT *s2 = src + iw0 + 2 * q;
                 vstore16((float16)(TSR_VLD(X_TYPE, 16, s2).even, TSR_VLD(X_TYPE, 16, s2 + 16).even), 0, dst + q);
             }
+        // the rest (under 16 columns) as one vector of the part's last 16 columns where those lie
+        // inside the row (columns before q again, the same values); with stride 2 its odd lanes
+        // from one element earlier, so that no load passes the row's last column
+        if (q < qhi && qhi - 16 >= qlo + (GEO_SW == 2 ? 1 : 0) && (GEO_SW == 1 || GEO_SW == 2)) {
+            const int qs = qhi - 16;
+            if (GEO_SW == 1) {
+                vstore16(TSR_VLD(X_TYPE, 16, src + iw0 + qs), 0, dst + qs);
+            } else {
+                const __global XELT *s2 = src + iw0 + 2 * qs - 1;
+                vstore16((float16)(TSR_VLD(X_TYPE, 16, s2).odd, TSR_VLD(X_TYPE, 16, s2 + 16).odd), 0, dst + qs);
+            }
+            q = qhi;
+        }
 #if X_TYPE == 1
-        // the rest (under 16 columns with stride 1 or 2) gathered as integers, widened at once
+        // the rest (under 16 columns with stride 1 or 2) gathered as integers, widened at once and
+        // stored as one vector of the row's last 16 columns where the row has 16 (columns outside
+        // [qlo, qhi) zero, as the loops around write them; columns before q0 again, the same
+        // values): no private round trip, whose narrow reloads of a vector store stall
         for (int q0 = q; q0 < qhi; q0 += 16) {
-            const int n = min(16, qhi - q0);
-            const __global ushort *u = (const __global ushort *)src + iw0 + GEO_SW * q0;
+            const int qb = q0 + 16 <= Wq ? q0 : Wq - 16;
+            const __global ushort *u = (const __global ushort *)src;
             ushort t[16];
-            float f[16];
-            _Pragma("unroll") for (int e = 0; e < 16; ++e) t[e] = e < n ? u[GEO_SW * e] : (ushort)0;
-            vstore16(conv_f16x16(vload16(0, t)), 0, f);
-            for (int e = 0; e < n; ++e) dst[q0 + e] = f[e];
+            if (qb >= 0) {
+                _Pragma("unroll") for (int e = 0; e < 16; ++e) {
+                    const int col = qb + e;
+                    const bool in = col >= qlo && col < qhi;
+                    t[e] = in ? u[in ? iw0 + GEO_SW * col : 0] : (ushort)0;
+                }
+                vstore16(conv_f16x16(vload16(0, t)), 0, dst + qb);
+            } else if (Wq >= 8) {
+                // rows of 8 to 15 columns (7x7 planes): the same, 8 columns a vector
+                for (int q8 = q0; q8 < qhi; q8 += 8) {
+                    const int qb8 = q8 + 8 <= Wq ? q8 : Wq - 8;
+                    _Pragma("unroll") for (int e = 0; e < 16; ++e) {
+                        const int col = qb8 + e;
+                        const bool in = e < 8 && col >= qlo && col < qhi;
+                        t[e] = in ? u[in ? iw0 + GEO_SW * col : 0] : (ushort)0;
+                    }
+                    vstore8(conv_f16x16(vload16(0, t)).lo, 0, dst + qb8);
+                }
+            } else {
+                const int n = min(16, qhi - q0);
+                float f[16];
+                _Pragma("unroll") for (int e = 0; e < 16; ++e) t[e] = e < n ? u[iw0 + GEO_SW * (q0 + e)] : (ushort)0;
+                vstore16(conv_f16x16(vload16(0, t)), 0, f);
+                for (int e = 0; e < n; ++e) dst[q0 + e] = f[e];
+            }
         }
         q = max(q, qhi);
 #else

@@ -27,6 +27,8 @@
 
 #include "dtype.cl"
 #include "epilogue.cl"
+// conv_access.cl: an f16 y's partial vectors rounded as one vector (conv_store)
+#define CONV_VECTOR_ROUND 1
 #include "conv_access.cl"
 
 // A tile's N x N input patch at column wc into the float array P[N][N] (rows outside x, flagged
@@ -35,6 +37,14 @@
 // conversions), since a scalar vload_half is a software routine on PoCL's CPU devices (no
 // cl_khr_fp16); other types load element by element.
 #if X_TYPE == 1
+// 8 f16 bit patterns from the private array h (ushort[8]) as float8: with F16C one vcvtph2ps on a
+// vector built in registers (the loads' values inserted; no private store and reload, whose
+// narrow stores cannot forward to the vector load), else vload_half8 from the array.
+#if defined(__clang__) && defined(__F16C__) && (defined(__x86_64__) || defined(__i386__))
+#define WINO_F16X8(h) __builtin_ia32_vcvtph2ps256(as_short8((ushort8)(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7])))
+#else
+#define WINO_F16X8(h) vload_half8(0, (const __private half *)h)
+#endif
 #define WINO_PATCH(P, N)                                                                           \
     _Pragma("unroll") for (int r_ = 0; r_ < (N); ++r_) {                                           \
         ushort h_[8] __attribute__((aligned(16)));                                                 \
@@ -42,7 +52,7 @@
             const bool inw_ = q_ < (N) && wc + q_ >= 0 && wc + q_ < GEO_W;                         \
             h_[q_] = in[r_] && inw_ ? ((const __global ushort *)row[r_])[inw_ ? wc + q_ : 0] : (ushort)0; \
         }                                                                                          \
-        const float8 v_ = vload_half8(0, (const __private half *)h_);                             \
+        const float8 v_ = WINO_F16X8(h_);                                                         \
         float f_[8];                                                                               \
         vstore8(v_, 0, f_);                                                                        \
         _Pragma("unroll") for (int q_ = 0; q_ < (N); ++q_) P[r_][q_] = f_[q_];                     \
@@ -188,6 +198,31 @@ __kernel void wino_output(const int16 geo, __global const float *m, const int ti
             j += 8;
             continue;
         }
+#if Y_TYPE == 1
+        // an f16 y: the row's last tiles (fewer than 8, at most 14 outputs a row) gathered into
+        // one vector per output row, stored as conv_store's partial vector (rounded as one vector,
+        // where PoCL's scalar vstore_half_rte per output is a software routine; other types store
+        // lane by lane below, which the private round trip would only slow)
+        float ry[2][16] = {{0.0f}};
+        for (int jj = j; jj < TQ; ++jj) {
+            float s[2][4]; // A^T M
+            _Pragma("unroll") for (int b = 0; b < 4; ++b) {
+                const float m0 = in[(0 + b) * plane + jj], m1 = in[(4 + b) * plane + jj];
+                const float m2 = in[(8 + b) * plane + jj], m3 = in[(12 + b) * plane + jj];
+                s[0][b] = m0 + m1 + m2;
+                s[1][b] = m1 - m2 - m3;
+            }
+            const int c = 2 * (jj - j);
+            ry[0][c] = s[0][0] + s[0][1] + s[0][2];
+            ry[0][c + 1] = s[0][1] - s[0][2] - s[0][3];
+            ry[1][c] = s[1][0] + s[1][1] + s[1][2];
+            ry[1][c + 1] = s[1][1] - s[1][2] - s[1][3];
+        }
+        const int cols = GEO_Q - 2 * j;
+        CONV_STORE(vload16(0, ry[0]), k, e, cols);
+        if (row1) CONV_STORE(vload16(0, ry[1]), k, e + GEO_Q, cols);
+        break;
+#else
         float s[2][4]; // A^T M
         _Pragma("unroll") for (int b = 0; b < 4; ++b) {
             const float m0 = in[(0 + b) * plane + j], m1 = in[(4 + b) * plane + j];
@@ -203,6 +238,7 @@ __kernel void wino_output(const int16 geo, __global const float *m, const int ti
             if (col1) CONV_STORE1(s[1][1] - s[1][2] - s[1][3], k, e + GEO_Q + 1);
         }
         ++j;
+#endif
     }
 }
 #else
@@ -412,6 +448,25 @@ __kernel void wino_output(const int16 geo, __global const float *m, const int ti
             j += 4;
             continue;
         }
+#if Y_TYPE == 1
+        {
+            // an f16 y: the row's last tiles (fewer than 4, at most 12 outputs a row) gathered
+            // into one vector per output row, stored as conv_store's partial vector (rounded as one
+            // vector; other types store lane by lane below)
+            float ry[4][16] = {{0.0f}};
+            for (int jj = j; jj < TQ; ++jj) {
+                float Y[4][4];
+#define LOAD1(xi) in[(xi) * plane + jj]
+                OUTPUT_TRANSFORM(float, LOAD1, Y);
+#undef LOAD1
+                _Pragma("unroll") for (int r = 0; r < 4; ++r)
+                    _Pragma("unroll") for (int q = 0; q < 4; ++q) ry[r][4 * (jj - j) + q] = Y[r][q];
+            }
+            const int cols = GEO_Q - 4 * j;
+            for (int r = 0; r < rows; ++r) CONV_STORE(vload16(0, ry[r]), k, e + (size_t)r * GEO_Q, cols);
+            break;
+        }
+#endif
 #endif
         float Y[4][4];
 #define LOAD1(xi) in[(xi) * plane + j]

@@ -162,13 +162,19 @@ static const struct {
     {"ALGO=2 MWI=2 VW=4 STAGE=3 WGN=4", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=8 STAGE=4 WGN=8", TSR_CONV_AUTO, true},
     {"ALGO=2 MWI=2 VW=16 STAGE=8 WGN=4", TSR_CONV_AUTO, true}, /* depthwise row strips (others: STAGE 4) */
+    /* channel vectors: a pixel's VW channels stored as one vector's lanes (full vectors and the
+     * channels' partial last one) */
+    {"ALGO=2 MWI=2 VW=4 STAGE=5 WGM=3 WGN=4", TSR_CONV_AUTO, true},
+    {"ALGO=2 MWI=1 VW=16 STAGE=5 WGM=2 WGN=1", TSR_CONV_AUTO, true},
     {"ALGO=2 STAGE=6 WGN=1", TSR_CONV_AUTO, true}, /* Winograd F(2x2, 3x3) on every layer it fits */
     {"ALGO=2 STAGE=7 WGN=1", TSR_CONV_AUTO, true}, /* F(4x4, 3x3) */
 };
 
 /* The Winograd forms' own 3x3 layers in 16-bit storage: f16 throughout with a bf16 residual,
  * bf16 inputs with an fp32 y that is its own residual; odd planes (tiles half outside y), 56x56
- * with 4 images for the vector blocks and several chunks. */
+ * with 4 images for the vector blocks and several chunks; 28x28 in bf16 (F(2x2)'s and F(4x4)'s
+ * row ends: 6 and 3 tiles of 7 and 14); 14x14 in f16 (the padded copy's rows of 16, one vector).
+ * The channel-vector form (STAGE 5) runs them too (K = 24: a 16-channel vector and a partial one). */
 static const epi_case winograd_cases[] = {
     {.N = 2, .C = 9, .H = 9, .W = 11, .K = 7, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_RELU, .scale = true,
      .bias = true, .res = 1, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .rt = TSR_BF16, .off = 2},
@@ -176,6 +182,21 @@ static const epi_case winograd_cases[] = {
      .res = 2, .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_F32, .off = 1},
     {.N = 4, .C = 16, .H = 56, .W = 56, .K = 24, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_RELU, .scale = true,
      .bias = true, .res = 1, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .rt = TSR_F16, .off = 3},
+    {.N = 1, .C = 8, .H = 28, .W = 28, .K = 17, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_RELU, .bias = true,
+     .res = 2, .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_BF16, .off = 1},
+    {.N = 2, .C = 8, .H = 14, .W = 14, .K = 20, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_RELU, .scale = true,
+     .bias = true, .res = 1, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .rt = TSR_F16, .off = 2},
+    /* unpadded unstrided 16-bit layers: the copy widens whole planes (12 elements: under one
+     * vector; 20: a vector and an overlapping last one; 3x3 unpadded: the copy's slack rows) */
+    {.N = 3, .C = 5, .H = 3, .W = 4, .K = 18, .R = 1, .S = 1, .act = TSR_ACT_RELU, .bias = true, .res = 1,
+     .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .rt = TSR_BF16, .off = 1},
+    {.N = 2, .C = 7, .H = 4, .W = 5, .K = 17, .R = 1, .S = 1, .scale = true, .res = 2, .xt = TSR_BF16,
+     .wt = TSR_BF16, .yt = TSR_BF16, .off = 3},
+    {.N = 2, .C = 4, .H = 9, .W = 10, .K = 16, .R = 3, .S = 3, .act = TSR_ACT_GELU_TANH, .bias = true,
+     .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F32, .off = 2},
+    /* f16 rows of 8 to 15 columns in the copy (13 wide at stride 2: phase planes of 8) */
+    {.N = 1, .C = 6, .H = 13, .W = 13, .K = 18, .R = 3, .S = 3, .st = 2, .pad = 1, .act = TSR_ACT_RELU,
+     .bias = true, .res = 1, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .rt = TSR_F16, .off = 1},
 };
 
 static bool cpu_forms_here(void) {
@@ -197,7 +218,8 @@ static void every_form(void **state) {
             check(&cases[i], &e, forms[f].algo, forms[f].config ? forms[f].config : "built-in");
             data_free(&e);
         }
-        if (forms[f].config && (strstr(forms[f].config, "STAGE=6") || strstr(forms[f].config, "STAGE=7")))
+        if (forms[f].config && (strstr(forms[f].config, "STAGE=5") || strstr(forms[f].config, "STAGE=6") ||
+                                strstr(forms[f].config, "STAGE=7")))
             for (size_t i = 0; i < sizeof winograd_cases / sizeof winograd_cases[0]; ++i) {
                 epi_data e;
                 data_make(&winograd_cases[i], &e);

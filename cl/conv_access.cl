@@ -93,7 +93,8 @@ TSR_INLINE void conv_store(floatv s, const int k, const size_t e, const int n, _
     }
 }
 
-#if VW > 1
+#if defined(CONV_VECTOR_ROUND) && VW > 1
+// (the CPU forms' files only: conv.cl's programs keep their text, so its tuned entries stay current)
 // The VW sums s of channels k .. k + VW - 1 at elements e, e + stride, ... (a pixel's outputs in
 // consecutive channels: stride = P Q), of which the first n are stored. n == VW: the scale and
 // bias as vector loads, the residual gathered lane by lane, the activation and y's rounding on the

@@ -496,9 +496,18 @@ static void start_ahead(tune_run *run, class_job *job, const char *hash, bool op
     if (!run->ahead) return;
     start_list_fill(search, &job->start, run->known_db, hash, op_seeds);
     const start_list *l = &job->start.list;
-    int from = job->start.def_ok ? 1 : 0, n = l->n - from;
+    const int def = job->start.def_ok ? 1 : 0; /* the default, first in the list, is not sent */
+    int from = def, n = l->n - def;
+    /* tune all's first pass measures the other known entries only while the class's share lasts,
+     * and the tuner waits for every job sent before it times anything: only the entry in use
+     * (the first current one) goes ahead there */
+    if (!op_seeds) {
+        n = 0;
+        for (int i = 0; i < job->start.nknown && n == 0; ++i)
+            if (!job->start.known[i].stale) from += i, n = 1;
+    }
     if (search->max_evaluations) {
-        int left = search->max_evaluations - job->res->evaluated - from;
+        int left = search->max_evaluations - job->res->evaluated - def;
         if (n > left) n = left;
     }
     tsr_config configs[sizeof l->configs / sizeof l->configs[0]];
@@ -506,7 +515,8 @@ static void start_ahead(tune_run *run, class_job *job, const char *hash, bool op
     for (int i = 0; i < n; ++i) {
         const tsr_config *c = &l->configs[from + i];
         /* (a known entry may be the default, or another entry's runner-up) */
-        bool repeated = tsr_search_seen(search, c) || (from && memcmp(c, &l->configs[0], sizeof *c) == 0);
+        bool repeated = tsr_search_seen(search, c) ||
+                        (job->start.def_ok && memcmp(c, &job->start.def, sizeof *c) == 0);
         for (int j = 0; j < m; ++j) repeated |= memcmp(c, &configs[j], sizeof *c) == 0;
         if (!repeated) configs[m++] = *c;
     }

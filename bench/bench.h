@@ -57,6 +57,25 @@ tsr_status bench_time(bench_fn fn, void *ctx, double budget_s, int min_runs, int
 tsr_status bench_time_paired(bench_fn fn_a, void *ctx_a, bench_fn fn_b, void *ctx_b, double budget_s, int min_pairs,
                              int max_pairs, bench_row *row_a, bench_row *row_b, double ratio[3]);
 
+/* bench_time_paired with the caches emptied before every timed call by evict(evict_ctx) (not
+ * timed; NULL: bench_evict_caches), so neither call finds what the other left in the last-level
+ * cache, nor pays for writing back the other's dirty lines. For memory-bound ops whose two sides'
+ * working sets differ and fit, in part, in the LLC (the embedding gather: an fp32 call touches
+ * twice the 16-bit call's bytes and evicts the 16-bit rows more than the reverse, so plain
+ * alternation favours fp32). On a CPU device, evict on the device (a copy kernel over
+ * bench_evict_bytes()): host work between the calls lets the OpenCL runtime's worker threads
+ * sleep, and under load their wake-up costs milliseconds a call. */
+tsr_status bench_time_paired_cold(bench_fn fn_a, void *ctx_a, bench_fn fn_b, void *ctx_b, bench_fn evict,
+                                  void *evict_ctx, double budget_s, int min_pairs, int max_pairs, bench_row *row_a,
+                                  bench_row *row_b, double ratio[3]);
+
+/* 4x the last-level cache (glibc's sysconf), at least 64 MiB; 128 MiB when its size is unknown. */
+size_t bench_evict_bytes(void);
+
+/* Read and write (ordinary stores) a host buffer of bench_evict_bytes(): afterwards no earlier
+ * data of this process is left in the caches. Allocated on first use and kept. A bench_fn. */
+tsr_status bench_evict_caches(void *unused);
+
 tsr_status bench_add(bench_report *report, const bench_row *row);
 
 /* Default shapes on a slow device (llvmpipe runs GEMM at 0.1 GFLOP/s: 4096^3 would take 20 minutes

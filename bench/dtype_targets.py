@@ -4,7 +4,9 @@ residual), GEMM and attention at their default shapes, and conv2d's ResNet-50 la
 batch 1 and 8 (`tessera bench conv2d`'s default layers), f16 then bf16, each 16-bit row timed in
 alternation with the same shape in fp32 (GELU's also with the same type's copy kernel), then the
 table of every target with its ratio; the embedding gather (`tessera bench embedding`: 16-bit tables
-and output against fp32 tables and output, alternated) at BERT-base's 4096x768.
+and output against fp32 tables and output, alternated, each call after the caches were emptied:
+rows "gather-paired"; plain alternation, which favours fp32, is also printed as "gather-paired-hot") at
+BERT-base's 4096x768.
 
     python3 bench/dtype_targets.py --json docs/data/bench-dtype-pocl.json --table --device cpu
 

@@ -2,8 +2,8 @@
  * fp32, f16 and bf16 (tables and y in the type), side by side in one process:
  *   embedding_dtype_ab [--device SEL] [--rounds N] [--calls N] [--tokens N] [--hidden N] [--cold | --no-warmup]
  * For each round the three run in rotating order: a warm-up call, then N calls back to back and
- * one clFinish. --cold: between the warm-up and the timed calls the host writes 128 MB (more than
- * the L3), so the timed calls gather their rows from DRAM (a model's embedding call, the network
+ * one clFinish. --cold: between the warm-up and the timed calls the host reads and writes 128 MB
+ * (more than the L3; until session 21 a memset, whose non-temporal stores left the L3 as it was), so the timed calls gather their rows from DRAM (a model's embedding call, the network
  * having run since the last one); --no-warmup: no warm-up call, so the call before the timed ones
  * is another type's (as in `tessera bench embedding --dtype`'s alternation, where the fp32 call's
  * larger footprint evicts the 16-bit rows from the L3 more than the 16-bit call evicts fp32's).
@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
     int32_t *ids = malloc(tokens * sizeof *ids), *type_ids = malloc(tokens * sizeof *type_ids);
     void *conv = malloc((size_t)VOCAB * hidden * sizeof(float));
     enum { EVICT_BYTES = 128 << 20 };
-    unsigned char *evict = cold ? malloc(EVICT_BYTES) : NULL;
+    unsigned char *evict = cold ? calloc(EVICT_BYTES, 1) : NULL;
     if (cold && !evict) return 1;
     double *wall[3], *cpu[3], *ratio_cpu[2], *ratio_wall[2];
     if (!host || !draw || !ids || !type_ids || !conv) return 1;
@@ -92,7 +92,12 @@ int main(int argc, char **argv) {
                                                    NULL)
                                    : TSR_SUCCESS;
             clFinish(q);
-            if (evict) memset(evict, r + j, EVICT_BYTES);
+            if (evict) { /* a read and an ordinary store per line: glibc's memset of 128 MB stores
+                          * non-temporally, past the caches, and left the L3 as it was */
+                volatile unsigned char *e = evict;
+                for (size_t b = 0; b < EVICT_BYTES; b += 64)
+                    e[b] = (unsigned char)(e[b] + 1);
+            }
             ab_mark m = ab_start();
             for (int i = 0; i < calls && st == TSR_SUCCESS; ++i)
                 st = tsr_embedding(dev, &d, ids, type_ids, table[v][0], table[v][1], table[v][2], y[v], q, NULL);

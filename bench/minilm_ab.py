@@ -2,7 +2,7 @@
 """Two MiniLM runners side by side at batch 1 (default 1 x 16 tokens), alternated in one process:
 
     PY=build/python-venv/bin/python   # tessera installed, plus the model package (docs/minilm.md)
-    $PY bench/minilm_ab.py OLD.py [--rounds 21] [--calls 20] [--tokens 16]
+    $PY bench/minilm_ab.py OLD.py [--rounds 21] [--calls 20] [--tokens 16] [--json FILE]
 
 OLD.py is a copy of python/tessera/examples/minilm.py from another revision (git show
 REV:python/tessera/examples/minilm.py > OLD.py); NEW is the installed tessera.examples.minilm.
@@ -13,6 +13,7 @@ CPU time (PoCL's workers included: less sensitive to other jobs' load than the w
 calling thread's CPU time (Python and the enqueues) per forward, with the load average."""
 import argparse
 import importlib.util
+import json
 import os
 import statistics
 import sys
@@ -31,6 +32,7 @@ def main():
     ap.add_argument('--tokens', type=int, default=16)
     ap.add_argument('--rounds', type=int, default=21)
     ap.add_argument('--calls', type=int, default=20)
+    ap.add_argument('--json', help='write the medians, the per-round samples and the load averages here')
     args = ap.parse_args()
     spec = importlib.util.spec_from_file_location('minilm_old', args.old)
     old = importlib.util.module_from_spec(spec)
@@ -67,6 +69,13 @@ def main():
     for k, what in (('wall', 'wall ms'), ('cpu', 'process CPU ms'), ('thread', 'calling thread CPU ms')):
         print('  %-22s old %7.3f  new %7.3f  new/old %.3f' % (what, med['old'][k], med['new'][k],
                                                              med['new'][k] / med['old'][k]))
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump({'bench': 'minilm_ab', 'old': os.path.abspath(args.old), 'device': dev.name,
+                       'tokens': args.tokens, 'rounds': args.rounds, 'calls': args.calls, 'cosine': cos,
+                       'load': loads, 'median_ms': med,
+                       'ratio_new_over_old': {k: med['new'][k] / med['old'][k] for k in ('wall', 'cpu', 'thread')},
+                       'samples_ms': stats}, f, indent=1)
 
 
 if __name__ == '__main__':

@@ -46,7 +46,7 @@ def layer_ops(runner, state, batch, seq):
     """Layer 0's calls as in Runner._encoder: (name, call) pairs."""
     H, heads = minilm.HIDDEN, minilm.HEADS
     d, eps, row = H // heads, runner.model.eps, 3 * H
-    x, qkv, context, projected, hidden = (state[n] for n in ('x', 'qkv', 'context', 'projected', 'hidden'))
+    x, qkv, context, hidden = (state[n] for n in ('x', 'qkv', 'context', 'hidden'))
     q, k, v = (qkv.view((batch, heads, seq, d), (seq * row, d, row, 1), i * H) for i in range(3))
     o = context.view((batch, heads, seq, d), (seq * H, d, H, 1))
     tb = state['layout'] == 'out_in'
@@ -54,13 +54,13 @@ def layer_ops(runner, state, batch, seq):
     return [
         ('gemm qkv 16x1152x384', lambda: tessera.gemm(x, lw['qkv_w'], qkv, bias=layer['qkv_b'], trans_b=tb)),
         ('attention 12x16x16x32', lambda: tessera.attention(q, k, v, out=o)),
-        ('gemm out 16x384x384', lambda: tessera.gemm(context, lw['out_w'], projected, bias=layer['out_b'], trans_b=tb)),
-        ('layernorm+res 16x384', lambda: tessera.layernorm(projected, *layer['ln1'], residual=x, eps=eps, out=x)),
+        ('gemm out+res+norm 16x384x384', lambda: tessera.gemm(context, lw['out_w'], x, bias=layer['out_b'], trans_b=tb,
+                                                              residual=x, layernorm=layer['ln1'] + (eps,))),
         ('gemm ffn1+gelu 16x1536x384', lambda: tessera.gemm(x, lw['ffn1_w'], hidden, bias=layer['ffn1_b'],
                                                             activation='gelu', trans_b=tb)),
-        ('gemm ffn2 16x384x1536', lambda: tessera.gemm(hidden, lw['ffn2_w'], projected, bias=layer['ffn2_b'],
-                                                       trans_b=tb)),
-        ('layernorm+res 16x384 (2)', lambda: tessera.layernorm(projected, *layer['ln2'], residual=x, eps=eps, out=x)),
+        ('gemm ffn2+res+norm 16x384x1536', lambda: tessera.gemm(hidden, lw['ffn2_w'], x, bias=layer['ffn2_b'],
+                                                                trans_b=tb, residual=x,
+                                                                layernorm=layer['ln2'] + (eps,))),
     ]
 
 

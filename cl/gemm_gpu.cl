@@ -211,14 +211,20 @@ void store_b4(__local float *bs, const int col, const int kk, const float4 v) {
 }
 
 __kernel __attribute__((reqd_work_group_size(WGN, WGM, 1))) void
-gemm(const int M, const int N, const int K, const int KP, const float alpha, const float beta,
+gemm(const int M, const int N, const int K_all, const int KP, const float alpha, const float beta,
      __global const A_ELT *A, const ulong a_off, const int lda, const ulong a_stride, __global const B_ELT *B,
      const ulong b_off, const int ldb, const ulong b_stride, __global C_ELT *C, const ulong c_off, const int ldc,
      const ulong c_stride, __global const float *bias, const ulong bias_off, const ulong bias_stride,
      const int bias_axis, const int act, __global const float *scale, const ulong scale_off,
      const ulong scale_stride, const int scale_axis, __global const uchar *res, const ulong res_off,
      const int res_type) {
-    (void)KP; // the packed-panel stride of gemm.cl: nothing is packed here
+    // KP (gemm.cl's packed-panel stride; nothing is packed here): 0, or split-K's slice depth.
+    // Split-K: dimension 2 walks slices of one matrix's K, KP k-steps each from k = z * KP (the
+    // last slice shorter, never empty: the host makes ceil(K / KP) slices), and slice z's product
+    // goes to C + z * c_stride (the host's fp32 workspace; gemm_reduce sums the slices).
+    const size_t z = get_global_id(2);
+    const int k_begin = KP > 0 ? (int)z * KP : 0;
+    const int K = KP > 0 ? min(KP, K_all - k_begin) : K_all;
     __local float4 as4[BUFFERS * A_TILE4];
     __local float4 bs4[BUFFERS * B_TILE4];
     __local float *as = (__local float *)as4;
@@ -226,9 +232,17 @@ gemm(const int M, const int N, const int K, const int KP, const float alpha, con
     const int ln = (int)get_local_id(0), lm = (int)get_local_id(1);
     const int tid = lm * WGN + ln;
     const int tile_i0 = (int)get_group_id(1) * MWG, tile_j0 = (int)get_group_id(0) * NWG;
-    const size_t batch = get_global_id(2);
-    const __global A_ELT *a = A + a_off + batch * a_stride;
-    const __global B_ELT *b = B + b_off + batch * b_stride;
+    const size_t batch = KP > 0 ? 0 : z;
+#if TA
+    const __global A_ELT *a = A + a_off + batch * a_stride + (size_t)k_begin * lda;
+#else
+    const __global A_ELT *a = A + a_off + batch * a_stride + k_begin;
+#endif
+#if TB
+    const __global B_ELT *b = B + b_off + batch * b_stride + k_begin;
+#else
+    const __global B_ELT *b = B + b_off + batch * b_stride + (size_t)k_begin * ldb;
+#endif
     // The group's tiles lie inside M (N) whole: k-tiles away from the end of K need no guard.
     const bool full_m = tile_i0 + MWG <= M, full_n = tile_j0 + NWG <= N;
 
@@ -325,7 +339,7 @@ gemm(const int M, const int N, const int K, const int KP, const float alpha, con
     }
 
     // ---- store act(scale * alpha * acc + beta * C + bias + residual) (gemm.cl's epilogue)
-    __global C_ELT *cb = C + c_off + batch * c_stride;
+    __global C_ELT *cb = C + c_off + z * c_stride; // a batch entry, or split-K's slice
     const __global float *bias_b = bias + bias_off + batch * bias_stride;
     const __global float *scale_b = scale + scale_off + batch * scale_stride;
     const size_t res_b = res_off + batch * c_stride; // the batch entry's residual
@@ -358,6 +372,50 @@ gemm(const int M, const int N, const int K, const int KP, const float alpha, con
                     TSR_ST(C_TYPE, r, crow, j + e);
                 }
             }
+        }
+    }
+}
+
+// Split-K's second step: C = act(scale * alpha * sum_s W_s + beta * C + bias + residual), the sum
+// of the S fp32 slice products W_s (w_slice floats apart, rows ldw apart) in slice order, then the
+// gemm kernel's epilogue, in the same order of operations, and one rounding to C's type. One
+// work-item per VW columns of a row; dimension 0 walks columns, 1 rows (one matrix: split-K runs
+// for a batch of one).
+__kernel void gemm_reduce(const int M, const int N, const int S, const float alpha, const float beta,
+                          __global const float *W, const ulong w_slice, const int ldw, __global C_ELT *C,
+                          const ulong c_off, const int ldc, __global const float *bias, const ulong bias_off,
+                          const int bias_axis, const int act, __global const float *scale, const ulong scale_off,
+                          const int scale_axis, __global const uchar *res, const ulong res_off, const int res_type) {
+    const int j = (int)get_global_id(0) * VW, i = (int)get_global_id(1);
+    if (i >= M || j >= N) return;
+    const __global float *w = W + (size_t)i * ldw + j;
+    __global C_ELT *crow = C + c_off + (size_t)i * ldc;
+    const __global float *bias_b = bias + bias_off;
+    const __global float *scale_b = scale + scale_off;
+    const size_t res_i = res_off + (size_t)i * ldc + j;
+    if (j + VW <= N) {
+        floatv acc = VLOAD(w);
+        for (int s = 1; s < S; ++s) acc += VLOAD(w + s * w_slice);
+        floatv r = alpha * acc;
+        if (scale_axis == 1) r *= VLOAD(scale_b + j);
+        else if (scale_axis == 2) r *= scale_b[i];
+        if (beta != 0.0f) r = fma((floatv)(beta), C_VLOAD(crow + j), r);
+        if (bias_axis == 1) r += VLOAD(bias_b + j);
+        else if (bias_axis == 2) r += bias_b[i];
+        r = tsr_epi_finish_v(r, res, res_type, res_i, act);
+        C_VSTORE(r, crow + j);
+    } else {
+        for (int e = 0; j + e < N; ++e) {
+            float acc = w[e];
+            for (int s = 1; s < S; ++s) acc += w[s * w_slice + e];
+            float r = alpha * acc;
+            if (scale_axis == 1) r *= scale_b[j + e];
+            else if (scale_axis == 2) r *= scale_b[i];
+            if (beta != 0.0f) r = fma(beta, TSR_LD(C_TYPE, crow, j + e), r);
+            if (bias_axis == 1) r += bias_b[j + e];
+            else if (bias_axis == 2) r += bias_b[i];
+            r = tsr_epi_finish(r, res, res_type, res_i + e, act);
+            TSR_ST(C_TYPE, r, crow, j + e);
         }
     }
 }

@@ -50,6 +50,11 @@
 #ifndef C_TYPE
 #define C_TYPE 0
 #endif
+// SM_NORM 1: a LayerNorm over each row of C closes the epilogue (fp32 C, the vectors-along-N
+// form; see sm_norm_rows).
+#ifndef SM_NORM
+#define SM_NORM 0
+#endif
 
 #define NWI (VW * NVW)
 
@@ -130,6 +135,94 @@ TSR_INLINE void sm_store_row(const float *t, const int i, const int j0, const in
     }
 }
 
+#if SM_NORM
+#if (TB && !TA) || C_TYPE != 0
+#error "SM_NORM: an fp32 C and the vectors-along-N form only (the host launches it for no other)"
+#endif
+// The LayerNorm of the epilogue: the items of a row tile store their columns of s (the rest of
+// the epilogue applied) to C as usual, then count themselves in norm_count (one int per row tile
+// and batch entry, zero between launches); the last of them to finish normalises the tile's rows
+// in place and sets the count back to zero. No barrier, so the one-item groups and the K loop stay
+// what they are without it. The host takes this form only on CPU devices that compile kernels to
+// native code (the stores of the other items are visible to the last one after its atomic: x86's
+// locked read-modify-write orders them); elsewhere it launches a LayerNorm after the GEMM.
+//
+// Per row, as cl/layernorm.cl with one item a row: the sum of s and its largest |s|, then s scaled
+// by the power of two 2^k that brings the largest |s| into [0.5, 1) (exact), the two-pass biased
+// variance of s 2^k, eps 4^k, and y = (s 2^k - mean) / sqrt(var + eps 4^k) * gamma + beta.
+
+// 2^k for k in [-126, 127], exactly.
+TSR_INLINE float sm_pow2(const int k) { return as_float((uint)(k + 127) << 23); }
+
+#if VW == 1
+#define SM_HMAX(v) (v)
+#else
+// The largest of a floatv's lanes (NaN lanes passed over, as fmax does).
+TSR_INLINE float sm_hmax(const floatv v) {
+    float l[VW];
+    VSTORE(v, l);
+    float m = l[0];
+    _Pragma("unroll") for (int e = 1; e < VW; ++e) m = fmax(m, l[e]);
+    return m;
+}
+#define SM_HMAX(v) sm_hmax(v)
+#endif
+
+// LayerNorm in place over `rows` rows of `cols` fp32 values at c, row stride ldc.
+TSR_INLINE void sm_norm_rows(__global float *c, const int rows, const int cols, const int ldc,
+                             const __global float *gam, const __global float *bet, const float eps) {
+    const int vectors = cols / VW, tail = vectors * VW;
+#pragma unroll 1
+    for (int r = 0; r < rows; ++r) {
+        __global float *s = c + (size_t)r * ldc;
+        floatv acc = (floatv)(0.0f), big = (floatv)(0.0f);
+        float acc1 = 0.0f, big1 = 0.0f;
+        for (int v = 0; v < vectors; ++v) {
+            const floatv sv = VLOAD(s + v * VW);
+            acc += sv;
+            big = fmax(big, fabs(sv));
+        }
+        for (int i = tail; i < cols; ++i) {
+            acc1 += s[i];
+            big1 = fmax(big1, fabs(s[i]));
+        }
+        float sum = SM_HSUM(acc) + acc1;
+        const float largest = fmax(SM_HMAX(big), big1);
+        // the scale 2^k, as cl/layernorm.cl: largest 2^k in [0.5, 1) (0 or below FLT_MIN: k = 126;
+        // Inf or NaN: 0), capped so that eps 4^k < 2^125, within [-126, 126]; from bits
+        const int m_exp = (int)(as_uint(largest) >> 23), eps_exp = (int)((as_uint(eps) >> 23) & 0xffu);
+        const int k = clamp(min(m_exp == 255 ? 0 : 126 - m_exp, (251 - eps_exp) / 2), -126, 126);
+        const float scale = sm_pow2(k);
+        if (!isfinite(sum) && isfinite(largest)) { // the plain sum overflowed: sum s 2^k again
+            acc = (floatv)(0.0f);
+            acc1 = 0.0f;
+            for (int v = 0; v < vectors; ++v) acc += VLOAD(s + v * VW) * scale;
+            for (int i = tail; i < cols; ++i) acc1 += s[i] * scale;
+            sum = SM_HSUM(acc) + acc1;
+        } else {
+            sum *= scale;
+        }
+        const float mean = sum / (float)cols; // of s 2^k, as are the variance and sd below
+        acc = (floatv)(0.0f);
+        acc1 = 0.0f;
+        for (int v = 0; v < vectors; ++v) {
+            const floatv d = VLOAD(s + v * VW) * scale - mean;
+            acc = fma(d, d, acc);
+        }
+        for (int i = tail; i < cols; ++i) {
+            const float d = s[i] * scale - mean;
+            acc1 = fma(d, d, acc1);
+        }
+        const float var_eps = (SM_HSUM(acc) + acc1) / (float)cols + eps * scale * scale;
+        const float inv_sd = var_eps > 0.0f ? rsqrt(var_eps) : 0.0f;
+        for (int v = 0; v < vectors; ++v)
+            VSTORE(fma((VLOAD(s + v * VW) * scale - mean) * inv_sd, VLOAD(gam + v * VW), VLOAD(bet + v * VW)),
+                   s + v * VW);
+        for (int i = tail; i < cols; ++i) s[i] = fma((s[i] * scale - mean) * inv_sd, gam[i], bet[i]);
+    }
+}
+#endif
+
 #if TB && !TA
 // Blocks of the vectors-along-K form: RB rows x CB columns of C.
 #if VW == 16 || VW == 8
@@ -181,7 +274,12 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
                    __global C_ELT *C, const ulong c_off, const int ldc, const ulong c_stride,
                    __global const float *bias, const ulong bias_off, const ulong bias_stride, const int bias_axis,
                    const int act, __global const float *scale, const ulong scale_off, const ulong scale_stride,
-                   const int scale_axis, __global const uchar *res, const ulong res_off, const int res_type) {
+                   const int scale_axis, __global const uchar *res, const ulong res_off, const int res_type
+#if SM_NORM
+                   , volatile __global int *norm_count, __global const float *norm_g, const ulong norm_g_off,
+                   __global const float *norm_b, const ulong norm_b_off, const float norm_eps
+#endif
+                   ) {
     (void)KP;
     const size_t batch = get_global_id(2);
     const int i0 = (int)get_global_id(0) * MWI, j0 = (int)get_global_id(1) * NWI;
@@ -399,5 +497,16 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
     for (int m = 0; m < MWI; ++m) {
         SM_STORE(t + m * NWI, m);
     }
+#if SM_NORM
+    // the row tile's last item to finish normalises its rows (the count: row tiles x batch)
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    volatile __global int *count = norm_count + batch * get_global_size(0) + get_global_id(0);
+    if (atomic_inc(count) == (N + NWI - 1) / NWI - 1) {
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+        sm_norm_rows(C + c_off + cidx - j0, min(MWI, M - i0), N, ldc, norm_g + norm_g_off, norm_b + norm_b_off,
+                     norm_eps);
+        atomic_xchg(count, 0);
+    }
+#endif
 #endif
 }

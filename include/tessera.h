@@ -339,6 +339,20 @@ typedef struct tsr_epilogue {
                                bias, before the activation */
     size_t residual_offset; /* in elements of residual_type */
     tsr_dtype residual_type; /* 0: fp32; TSR_F16 and TSR_BF16 storage allowed */
+    /* LayerNorm last (GEMM only; conv2d refuses it): with norm_gamma set, each row of C (its n
+     * values s, after the activation) becomes (s - mean(s)) / sqrt(var(s) + norm_eps) *
+     * gamma[j] + beta[j], as tsr_layernorm computes it (biased two-pass variance on s scaled by a
+     * power of two; the same accuracy bound), gamma and beta n fp32 values at their offsets
+     * (floats). A transformer's Add & Norm after a linear layer is {.bias = b, .residual = x,
+     * .norm_gamma = g, .norm_beta = be, .norm_eps = 1e-12f} with C = x (in place). Row-major,
+     * batch 1 only (TSR_ERR_UNSUPPORTED otherwise; matmul plans and device groups refuse it too);
+     * neither gamma nor beta may overlap C. Where the small-M kernel runs (its vectors-along-N
+     * form), the norm is in its epilogue: one launch, a work-group per row tile owning whole rows;
+     * elsewhere the GEMM is followed by a LayerNorm launch on C in place. */
+    cl_mem norm_gamma;       /* NULL: no LayerNorm (then norm_beta must be NULL too) */
+    cl_mem norm_beta;        /* required with norm_gamma */
+    size_t norm_gamma_offset, norm_beta_offset;
+    float norm_eps;          /* > 0 and finite (BERT: 1e-12) */
 } tsr_epilogue;
 
 /* One GEMM operand: its storage type and where its matrices lie, counted in elements of its own

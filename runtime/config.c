@@ -37,14 +37,26 @@ static const char *str(const cJSON *o, const char *key) {
 
 /* Config from an entry's JSON object; false (with a note) when it does not fit this build or device. */
 /* With `missing_ok` (seeds from stale entries) a parameter added since the entry was tuned takes its
- * declared default, which keeps the kernel the entry measured. */
+ * declared default, which keeps the kernel the entry measured. So does, in any entry, a parameter
+ * that the entry's implementation does not read (GEMM's gpu-only SPLIT in a tiled entry): it
+ * normalizes to that default anyway, so a current entry re-stamped across its addition stays
+ * usable. */
 static bool config_from_json(const tsr_device *dev, const tsr_op *op, const cJSON *json, tsr_config *cfg,
                              bool missing_ok, char *why, size_t size) {
     memset(cfg, 0, sizeof *cfg);
+    const tsr_implementation *impl = NULL;
+    if (op->implementation_param && cJSON_IsObject(json)) {
+        const cJSON *iv = cJSON_GetObjectItemCaseSensitive(json, op->implementation_param);
+        for (int i = 0; cJSON_IsNumber(iv) && i < op->nimplementations; ++i)
+            if (op->implementations[i].value == iv->valueint && iv->valuedouble == (double)iv->valueint)
+                impl = &op->implementations[i];
+    }
     int found = 0;
     for (int p = 0; p < op->nparams; ++p) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(json, op->params[p].name);
-        if (!v && missing_ok && cJSON_IsObject(json)) {
+        const bool unread = impl && strcmp(op->params[p].name, op->implementation_param) != 0 &&
+                            !tsr_implementation_uses(impl, op->params[p].name);
+        if (!v && (missing_ok || unread) && cJSON_IsObject(json)) {
             cfg->values[p] = op->params[p].default_value;
             continue;
         }

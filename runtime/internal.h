@@ -169,7 +169,9 @@ enum tsr_workspace_slot {
                           * STAGE 5's packed weights; the Winograd form's transformed weights (a
                           * weight buffer marked constant keeps its own instead: derived.c) */
     TSR_WS_CONV_M = 6,   /* conv's Winograd form: the 16 GEMMs' products, before the output transform */
-    TSR_WS_IDS = 7,      /* tsr_embedding's token ids, copied from the host: TSR_IDS_SLOTS slots in turn */
+    TSR_WS_SPLIT_K = 7,  /* GEMM's split-K: the fp32 products of the slices of K, before their sum */
+    TSR_WS_NORM = 8,     /* GEMM's LayerNorm epilogue: a count per row tile, zero between launches */
+    TSR_WS_IDS = 9,      /* tsr_embedding's token ids, copied from the host: TSR_IDS_SLOTS slots in turn */
     TSR_WORKSPACE_SLOTS = TSR_WS_IDS + TSR_IDS_SLOTS
 };
 
@@ -705,6 +707,11 @@ extern const tsr_op tsr_op_conv;
 extern const tsr_op tsr_op_layernorm;
 /* LayerNorm in double on the host: rows x cols contiguous x (and r, NULL: none), gamma and beta
  * of cols values, into y (rows x cols). */
+/* tsr_layernorm after `input_ready` (may be NULL): its launch waits for that event (the GEMM's
+ * epilogue LayerNorm, launched after the GEMM on any queue); no diagnostics cleared. */
+tsr_status tsr_layernorm_pipeline(tsr_device *device, const tsr_layernorm_desc *desc, cl_mem x, cl_mem residual,
+                                  cl_mem gamma, cl_mem beta, cl_mem y, cl_command_queue queue, cl_event input_ready,
+                                  cl_event *event);
 void tsr_layernorm_reference(size_t rows, size_t cols, double eps, const float *x, const float *r, const float *gamma,
                              const float *beta, double *y);
 /* LayerNorm's shape text "ROWSxCOLS [+res] [DTYPE]" (the fixture's, the tuner's and the bench's). */

@@ -28,8 +28,9 @@ bool th_rusticl_mode(void);
 /* Either mode: tests pick small shapes and few configurations. */
 bool th_small_mode(void);
 /* tsr_config_override for a configurations test: true when the configuration is set. In rusticl
- * mode one that the device's legality rules refuse (TSR_ERR_UNSUPPORTED: tiles too big for
- * llvmpipe) is passed over with a note and false; any other failure fails the test. */
+ * mode, and on a device that is not a CPU, one that the device's legality rules refuse
+ * (TSR_ERR_UNSUPPORTED: tiles too big for llvmpipe, CPU-shaped tiles on a GPU) is passed over with
+ * a note and false; any other failure fails the test. */
 bool th_try_override(tsr_device *dev, const char *op, const char *config);
 /* Why this mode's platform is missing (rusticl mode without a rusticl device), or NULL. */
 const char *th_mode_unavailable(void);

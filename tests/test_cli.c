@@ -295,6 +295,44 @@ static void bench_layernorm_rows(void **state) {
     }
 }
 
+/* The embedding gather's benchmark with --dtype: the fp32 row, then the 16-bit gather against the
+ * fp32 one twice in alternation, with the caches emptied before each call ("gather-paired") and
+ * plainly ("gather-paired-hot"), each pair a 16-bit and an fp32 row within its tolerance. */
+static void bench_embedding_rows(void **state) {
+    (void)state;
+    char dir[600], args[900], path[700];
+    th_tempdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/embedding.json", dir);
+    snprintf(args, sizeof args, "bench embedding --sizes 9x40 --dtype f16 --budget 0.02 --json %s", path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    TH_ASSERT_CONTAINS(out, "caches emptied before each call");
+    TH_ASSERT_CONTAINS(out, "each call after the other type's");
+    char *text = NULL;
+    size_t size = 0;
+    TH_ASSERT_OK(tsr_read_file(path, &text, &size));
+    cJSON *rows = cJSON_Parse(text);
+    free(text);
+    assert_non_null(rows);
+    assert_int_equal(cJSON_GetArraySize(rows), 5);
+    int cold = 0, hot = 0, typed = 0;
+    cJSON *r;
+    cJSON_ArrayForEach(r, rows) {
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(r, "op")), "embedding");
+        const char *impl = cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl"));
+        const char *dtype = cJSON_GetStringValue(cJSON_GetObjectItem(r, "dtype"));
+        cold += strcmp(impl, "gather-paired") == 0;
+        hot += strcmp(impl, "gather-paired-hot") == 0;
+        typed += dtype && strcmp(dtype, "f16") == 0;
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "time_ms")) > 0);
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= (dtype ? 1e-3 : 1e-6));
+    }
+    assert_int_equal(cold, 2);
+    assert_int_equal(hot, 2);
+    assert_int_equal(typed, 2);
+    cJSON_Delete(rows);
+    th_remove_tree(dir);
+}
+
 /* The pooling benchmark: a tessera row (checked against the reference) and a copy row per shape,
  * --dtype applied to shapes that name no storage, malformed shapes refused. */
 static void bench_pool2d_rows(void **state) {
@@ -972,6 +1010,7 @@ int main(void) {
         cmocka_unit_test(bench_rows),
         cmocka_unit_test(bench_gelu_and_attention),
         cmocka_unit_test(bench_layernorm_rows),
+        cmocka_unit_test(bench_embedding_rows),
         cmocka_unit_test(bench_pool2d_rows),
         cmocka_unit_test(bench_conv2d_peak_report),
         cmocka_unit_test(tune_show_export_import),

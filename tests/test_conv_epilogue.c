@@ -320,6 +320,10 @@ static void refusals(void **state) {
     d = ok, d.epilogue.scale_stride = 4;
     TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, e.dw, e.dy, NULL, NULL), TSR_ERR_INVALID_ARG);
     TH_ASSERT_CONTAINS(tsr_last_error(), "scale_stride");
+    /* the epilogue's LayerNorm is GEMM's only */
+    d = ok, d.epilogue.norm_gamma = d.epilogue.norm_beta = e.dw, d.epilogue.norm_eps = 1e-5f;
+    TH_ASSERT_STATUS(tsr_conv2d(dev, &d, e.dx, e.dw, e.dy, NULL, NULL), TSR_ERR_UNSUPPORTED);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "LayerNorm");
     /* the residual partly over y (one element on), over y in another type, over x, over w */
     cl_mem both = th_buffer_typed(dev, TSR_F16, 2 * e.ny + 8);
     d = ok, d.y_offset = 0, d.epilogue.residual = both, d.epilogue.residual_offset = 1;

@@ -721,6 +721,253 @@ static void smallm_kernel(void **state) {
     set_gemm_override(NULL);
 }
 
+/* The epilogue's LayerNorm (tsr_epilogue.norm_gamma): s = act(alpha A B + beta C + bias + residual)
+ * per row, then (s - mean) / sqrt(var + eps) * gamma + beta_n, against a double reference from the
+ * same inputs, with C's old contents poisoned (beta 0, no residual C), guard zones around C's
+ * window, the residual separate or C itself, offsets and padded rows. Forms: the smallm kernel's
+ * fused epilogue (tiles that do and do not divide N; M past one row tile; rows near 1e19 and 1e-20,
+ * whose squares overflow or underflow fp32 unscaled), and the LayerNorm launch after the GEMM (B
+ * transposed: smallm's vectors-along-K form; a 16-bit C; the tiled kernel; K = 0). Each case runs
+ * twice on the same inputs and must give the same bits (the fused form's row-tile counts are back
+ * to zero after a launch), and once more from a graph replay. */
+typedef struct norm_case {
+    const char *config; /* NULL: the device's choice */
+    size_t m, n, k, ldc_pad, c_off, g_off;
+    int tb, res;        /* res 0: none, 1: a buffer, 2: C itself */
+    bool no_bias;
+    float alpha, beta, eps; /* eps 0: 1e-5 */
+    tsr_activation act;
+    tsr_dtype ct;
+} norm_case;
+
+static void run_norm_case(const norm_case *nc) {
+    const size_t m = nc->m, n = nc->n, k = nc->k, ldc = n + nc->ldc_pad, lda = k ? k : 1, ldb = nc->tb ? lda : n;
+    const size_t na = m * lda, nb = nc->tb ? n * lda : (k ? k : 1) * n, ncf = nc->c_off + (m - 1) * ldc + n + 5;
+    float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *c0 = malloc(ncf * sizeof *c0),
+          *c = malloc(ncf * sizeof *c), *again = malloc(ncf * sizeof *again), *res = malloc(ncf * sizeof *res);
+    float *bias = malloc(n * sizeof *bias), *gb = malloc((nc->g_off + 2 * n) * sizeof *gb);
+    double *ref = malloc(m * ldc * sizeof *ref);
+    th_fill_uniform(a, na, -1, 1);
+    th_fill_uniform(b, nb, -1, 1);
+    th_fill_uniform_typed(nc->ct, c0, ncf, -1, 1);
+    th_fill_uniform_typed(nc->ct, res, ncf, -1, 1);
+    th_fill_uniform(bias, n, -1, 1);
+    th_fill_uniform(gb, nc->g_off + 2 * n, -2, 2); /* gamma at g_off, beta after it */
+    if (nc->beta == 0.0f && nc->res != 2)
+        for (size_t i = 0; i < ncf; ++i) c0[i] = i % 3 ? NAN : INFINITY;
+    cl_mem da = th_buffer_from(dev, a, na), db = th_buffer_from(dev, b, nb), dbias = th_buffer_from(dev, bias, n);
+    cl_mem dgb = th_buffer_from(dev, gb, nc->g_off + 2 * n);
+    cl_mem dc = th_buffer_from_typed(dev, nc->ct, c0, ncf), dres = th_buffer_from_typed(dev, nc->ct, res, ncf);
+    th_read_typed(dev, nc->ct, dc, c0, ncf); /* as stored */
+    const float *rbase = nc->res == 2 ? c0 + nc->c_off : res + nc->c_off;
+    const float eps = nc->eps > 0.0f ? nc->eps : 1e-5f;
+    tsr_matmul_desc desc = {.m = m, .n = n, .k = k, .alpha = nc->alpha, .beta = nc->beta,
+                            .trans_b = nc->tb ? TSR_TRANS : TSR_NO_TRANS,
+                            .c = {.dtype = nc->ct, .offset = nc->c_off, .ld = ldc},
+                            .epilogue = {.bias = nc->no_bias ? NULL : dbias, .activation = nc->act,
+                                         .residual = nc->res == 1 ? dres : nc->res == 2 ? dc : NULL,
+                                         .residual_offset = nc->c_off, .residual_type = nc->ct,
+                                         .norm_gamma = dgb, .norm_beta = dgb, .norm_gamma_offset = nc->g_off,
+                                         .norm_beta_offset = nc->g_off + n, .norm_eps = eps}};
+    if (nc->config) set_gemm_override(nc->config);
+    if (getenv("TSR_TEST_VERBOSE"))
+        fprintf(stderr, "# norm %zux%zux%zu tb %d res %d beta %g alpha %g act %d C %s [%s]\n", m, n, k, nc->tb, nc->res,
+                nc->beta, nc->alpha, (int)nc->act, tsr_dtype_str(nc->ct), nc->config ? nc->config : "default");
+    /* runs 1 and 2: the same inputs again, on the device's queue and on an out-of-order one (the
+     * LayerNorm launch after the GEMM waits for it there): the same bits */
+    cl_int err;
+    cl_command_queue ooo = clCreateCommandQueue(tsr_device_context(dev), tsr_device_id(dev),
+                                                CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+    if (err != CL_SUCCESS) ooo = clCreateCommandQueue(tsr_device_context(dev), tsr_device_id(dev), 0, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    for (int run = 0; run < 3; ++run) {
+        if (run) {
+            clReleaseMemObject(dc);
+            dc = th_buffer_from_typed(dev, nc->ct, c0, ncf);
+            if (nc->res == 2) desc.epilogue.residual = dc;
+        }
+        cl_event ev = NULL;
+        TH_ASSERT_OK(tsr_matmul(dev, &desc, da, db, dc, run == 2 ? ooo : NULL, &ev));
+        assert_non_null(ev);
+        assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+        clReleaseEvent(ev);
+        th_read_typed(dev, nc->ct, dc, run ? again : c, ncf);
+        if (run && memcmp(c, again, ncf * sizeof *c) != 0)
+            fail_msg("norm %zux%zux%zu: call %d (%s queue) differs from the first", m, n, k, run + 1,
+                     run == 2 ? "out-of-order" : "the device's");
+    }
+    clReleaseCommandQueue(ooo);
+    /* a graph of the call, replayed on fresh C */
+    {
+        clReleaseMemObject(dc);
+        dc = th_buffer_from_typed(dev, nc->ct, c0, ncf);
+        if (nc->res == 2) desc.epilogue.residual = dc;
+        tsr_graph *graph = NULL;
+        TH_ASSERT_OK(tsr_graph_begin(dev, NULL));
+        TH_ASSERT_OK(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL));
+        TH_ASSERT_OK(tsr_graph_end(dev, &graph));
+        /* one launch where the smallm kernel normalises (PoCL's CPU device), else the GEMM and a LayerNorm */
+        size_t launches = 0;
+        TH_ASSERT_OK(tsr_graph_info(graph, &launches, NULL));
+        const tsr_device_info *info = tsr_device_get_info(dev);
+        const bool pocl = info->type == TSR_DEVICE_CPU && strstr(info->platform_name, "Portable Computing Language");
+        const bool fused = nc->config && !nc->tb && nc->ct == TSR_F32 && k > 0 && pocl;
+        if (launches != (fused ? 1u : 2u))
+            fail_msg("norm %zux%zux%zu: %zu launches, %d expected", m, n, k, launches, fused ? 1 : 2);
+        cl_mem fresh = th_buffer_from_typed(dev, nc->ct, c0, ncf); /* C's inputs again, into the recorded buffer */
+        assert_int_equal(clEnqueueCopyBuffer(tsr_device_queue(dev), fresh, dc, 0, 0, ncf * tsr_dtype_size(nc->ct), 0,
+                                             NULL, NULL),
+                         CL_SUCCESS);
+        clReleaseMemObject(fresh);
+        cl_event ev = NULL;
+        TH_ASSERT_OK(tsr_graph_launch(graph, NULL, &ev));
+        assert_int_equal(clWaitForEvents(1, &ev), CL_SUCCESS);
+        clReleaseEvent(ev);
+        tsr_graph_destroy(graph);
+        th_read_typed(dev, nc->ct, dc, again, ncf);
+        if (memcmp(c, again, ncf * sizeof *c) != 0) fail_msg("norm %zux%zux%zu: the graph's replay differs", m, n, k);
+    }
+    if (nc->config) set_gemm_override(NULL);
+    /* guard zones */
+    for (size_t i = 0; i < ncf; ++i) {
+        bool inside = i >= nc->c_off && (i - nc->c_off) / ldc < m && (i - nc->c_off) % ldc < n;
+        if (!inside && memcmp(&c[i], &c0[i], sizeof(float)) != 0)
+            fail_msg("norm %zux%zux%zu wrote outside C at element %zu", m, n, k, i);
+    }
+    th_ref_sgemm(1, 0, nc->tb, m, n, k, nc->alpha, a, lda, b, ldb, 0.0, NULL, ref, ldc);
+    const float *gamma = gb + nc->g_off, *beta_n = gb + nc->g_off + n;
+    const double u = 1.0 / 16777216.0, tol = 64 * u * (8 + sqrt((double)k) + sqrt((double)n));
+    for (size_t i = 0; i < m; ++i) {
+        double *r = ref + i * ldc, mean = 0, var = 0, big = 0;
+        for (size_t j = 0; j < n; ++j) {
+            double v = r[j];
+            if (nc->beta != 0.0f) v += (double)nc->beta * c0[nc->c_off + i * ldc + j];
+            v += nc->no_bias ? 0.0 : bias[j];
+            if (nc->res) v += rbase[i * ldc + j];
+            r[j] = th_ref_activation(nc->act, v);
+            mean += r[j];
+            big = fmax(big, fabs(r[j]));
+        }
+        mean /= (double)n;
+        for (size_t j = 0; j < n; ++j) var += (r[j] - mean) * (r[j] - mean);
+        const double sd = sqrt(var / (double)n + (double)eps);
+        for (size_t j = 0; j < n; ++j) {
+            const double want = (r[j] - mean) / sd * gamma[j] + beta_n[j];
+            const float got = c[nc->c_off + i * ldc + j];
+            /* the GEMM's and the norm's roundings, relative to the row's scale (|gamma| max|s| / sd) */
+            /* a 16-bit C: s is stored in C's type before the LayerNorm launch reads it, and y again */
+            const double u16 = nc->ct == TSR_F16 ? 1.0 / 2048 : nc->ct == TSR_BF16 ? 1.0 / 256 : 0.0;
+            const double bound = (tol + 2 * u16) * (fabs(gamma[j]) * (big / sd + 1) + fabs(beta_n[j]) + fabs(want));
+            if (!(fabs(got - want) <= bound))
+                fail_msg("norm %zux%zux%zu (tb %d res %d alpha %g, C %s, %s): C(%zu, %zu) = %.9g, want %.9g (bound %.3g)",
+                         m, n, k, nc->tb, nc->res, nc->alpha, tsr_dtype_str(nc->ct),
+                         nc->config ? nc->config : "default", i, j, got, want, bound);
+        }
+    }
+    clReleaseMemObject(da), clReleaseMemObject(db), clReleaseMemObject(dbias), clReleaseMemObject(dgb);
+    clReleaseMemObject(dc), clReleaseMemObject(dres);
+    free(a), free(b), free(c0), free(c), free(again), free(res), free(bias), free(gb), free(ref);
+}
+
+static void epilogue_layernorm(void **state) {
+    (void)state;
+    static const char *const fused[] = {"KERNEL=2 MWI=8 VW=16 NVW=2 KU=4", "KERNEL=2 MWI=6 VW=4 NVW=2 KU=2",
+                                        "KERNEL=2 MWI=1 VW=1 NVW=1 KU=1"};
+    static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
+    const size_t max = small_mode() ? 40 : 200;
+    const int cases = small_mode() ? 6 : 12;
+    for (int t = 0; t < cases; ++t) {
+        const char *config = fused[t % 3];
+        if (th_rusticl_mode() || small_mode()) config = t % 3 == 2 ? fused[2] : fused[1]; /* small tiles */
+        norm_case nc = {.config = config, .m = 1 + th_rand() % 33, .n = 1 + th_rand() % max,
+                        .k = 1 + th_rand() % max, .ldc_pad = th_rand() % 3, .c_off = th_rand() % 5,
+                        .g_off = th_rand() % 4, .res = t % 3, .alpha = 1.0f, .beta = t % 4 == 1 ? -0.5f : 0.0f,
+                        .act = acts[t % 4]};
+        if (t == 0 && !small_mode()) nc.m = 16, nc.n = 384, nc.k = 384; /* MiniLM's Add & Norm */
+        /* rows whose squares overflow (s near 1e19) or underflow (near 1e-20, eps 1e-30) fp32 unscaled */
+        if (t == 3) nc.alpha = 1e18f;
+        if (t == 4) nc.alpha = 1e-20f, nc.eps = 1e-30f, nc.act = TSR_ACT_NONE;
+        if (t == 4 || t == 3) nc.res = 0, nc.beta = 0.0f, nc.no_bias = true;
+        if (t == 5) nc.tb = 1;                                /* smallm's K form: a LayerNorm launch */
+        if (t == 6) nc.ct = TSR_F16, nc.res = 2;              /* a 16-bit C: a LayerNorm launch */
+        if (t == 7) nc.config = NULL, nc.m = 40 + th_rand() % 30; /* past small-m: the device's kernel */
+        if (t == 8) nc.k = 0, nc.beta = 0.5f;                 /* K = 0: C's epilogue alone, then the norm */
+        if (nc.config && !th_try_override(dev, "gemm", nc.config)) continue;
+        if (nc.config) set_gemm_override(NULL);
+        run_norm_case(&nc);
+    }
+}
+
+/* A bad epilogue LayerNorm is refused, naming what is wrong, before anything is enqueued: C keeps
+ * its contents. */
+static void epilogue_layernorm_invalid(void **state) {
+    (void)state;
+    enum { M = 8, N = 12, K = 4 };
+    float a[M * K], b[K * N], c[2 * M * N], after[2 * M * N];
+    th_fill_uniform(a, M * K, -1, 1);
+    th_fill_uniform(b, K * N, -1, 1);
+    th_fill_uniform(c, 2 * M * N, -1, 1);
+    cl_mem da = th_buffer_from(dev, a, M * K), db = th_buffer_from(dev, b, K * N),
+           dc = th_buffer_from(dev, c, 2 * M * N);
+    cl_mem g = th_buffer(dev, N), small = th_buffer(dev, N - 1);
+    const tsr_matmul_desc ok = {.m = M, .n = N, .k = K, .alpha = 1.0f,
+                                .epilogue = {.norm_gamma = g, .norm_beta = g, .norm_eps = 1e-5f}};
+    tsr_matmul_desc desc = ok;
+    desc.epilogue.norm_beta = NULL;
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "norm_beta");
+    desc = ok;
+    desc.epilogue.norm_gamma = NULL;
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "norm_gamma");
+    const float bad_eps[] = {0.0f, -1e-5f, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad_eps / sizeof *bad_eps; ++i) {
+        desc = ok;
+        desc.epilogue.norm_eps = bad_eps[i];
+        TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_INVALID_ARG);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "norm_eps");
+    }
+    desc = ok;
+    desc.layout = TSR_COL_MAJOR;
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_UNSUPPORTED);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "row-major");
+    desc = ok;
+    desc.batch = 2, desc.c.batch_stride = M * N;
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_UNSUPPORTED);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "batch");
+    desc = ok;
+    desc.epilogue.norm_gamma = small;
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "norm_gamma");
+    desc = ok;
+    desc.epilogue.norm_beta_offset = 1;
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_BUFFER_TOO_SMALL);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "norm_beta");
+    /* gamma, then beta, inside C */
+    desc = ok;
+    desc.epilogue.norm_gamma = dc, desc.epilogue.norm_gamma_offset = M * N - 1;
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "overlap");
+    desc = ok;
+    desc.epilogue.norm_beta = dc;
+    TH_ASSERT_STATUS(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "norm_beta");
+    /* past C: allowed (the second half of the buffer) */
+    desc = ok;
+    desc.epilogue.norm_beta = dc, desc.epilogue.norm_beta_offset = M * N;
+    th_read(dev, dc, after, 2 * M * N);
+    assert_memory_equal(after, c, sizeof c); /* nothing refused above wrote C */
+    TH_ASSERT_OK(tsr_matmul(dev, &desc, da, db, dc, NULL, NULL));
+    assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
+    /* plans take no LayerNorm */
+    tsr_matmul_plan *plan = NULL;
+    TH_ASSERT_STATUS(tsr_matmul_plan_create(dev, &ok, &plan), TSR_ERR_UNSUPPORTED);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "LayerNorm");
+    assert_null(plan);
+    clReleaseMemObject(da), clReleaseMemObject(db), clReleaseMemObject(dc);
+    clReleaseMemObject(g), clReleaseMemObject(small);
+}
+
 /* The two sweeps above as two cases each (even and odd members), so shards spread them. */
 static void configurations_even(void **state) { (void)state, configurations_part(0, 2); }
 static void configurations_odd(void **state) { (void)state, configurations_part(1, 2); }
@@ -818,6 +1065,84 @@ static void k_blocked_16bit_c_rounds_once(void **state) {
         free(a);
         free(b);
         free(c0);
+    }
+    set_gemm_override(NULL);
+}
+
+/* Split-K (the gpu implementation's SPLIT, runtime/ops/gemm.c's gemm_split): K cut into slices
+ * whose fp32 products a second kernel sums, then applies alpha, beta C and the epilogue. Forced
+ * slice counts (2, 4, 8) and auto (on this device's few compute units a few-tile problem with a
+ * long K splits), every layout and transposition, K off multiples of KWG and shorter than the
+ * slices asked for (fewer slices, none empty), beta over a known C and 0 over a NaN C, bias,
+ * scale, a residual of its own (any type) or C itself, each activation, 16-bit A, B and C, odd
+ * leading dimensions and offsets, guard zones around C (run_case), and a batch (never split). */
+static void split_k(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        "KERNEL=1 MWI=4 VW=4 NVW=1 KU=2 WGM=8 WGN=8 KWG=8 PAD=0 DB=0 SPLIT=2",
+        "KERNEL=1 MWI=2 VW=4 NVW=1 KU=4 WGM=8 WGN=32 KWG=16 PAD=1 DB=1 SPLIT=8",
+        "KERNEL=1 MWI=8 VW=4 NVW=2 KU=4 WGM=16 WGN=16 KWG=8 PAD=1 DB=1 SPLIT=0", /* auto: 2 slices here */
+        "KERNEL=1 MWI=4 VW=2 NVW=4 KU=8 WGM=32 WGN=4 KWG=32 PAD=0 DB=1 SPLIT=4",
+        "KERNEL=1 MWI=1 VW=1 NVW=4 KU=1 WGM=4 WGN=4 KWG=8 PAD=1 DB=0 SPLIT=8",
+    };
+    static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
+    /* default tier: the first three configurations, four kinds each (every kind once: a program
+     * per configuration, transposition and type set is most of the time) */
+    const size_t nconfigs = small_mode() ? 2 : long_mode() ? sizeof configs / sizeof configs[0] : 3;
+    const int per = small_mode() ? 2 : long_mode() ? 12 : 4;
+    for (size_t c = 0; c < nconfigs; ++c) {
+        if (!try_gemm_override(configs[c])) continue;
+        for (int j = 0; j < per; ++j) {
+            const int t = small_mode() ? (int)(c * 2) + j : rotated_kind(c, j, per, 12);
+            const size_t max = small_mode() ? 24 : 90;
+            gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = t & 1, .tb = (t >> 1) & 1, .m = rand_size(max),
+                           .n = rand_size(max), .k = small_mode() ? 40 + th_rand() % 60 : 256 + th_rand() % 900,
+                           .lda_pad = th_rand() % 3, .ldb_pad = th_rand() % 3, .ldc_pad = th_rand() % 3,
+                           .a_off = th_rand() % 5, .b_off = th_rand() % 5, .c_off = th_rand() % 5,
+                           .alpha = (t & 4) ? -0.8f : 1.25f, .beta = (t % 3 == 0) ? 0.0f : 0.5f, .batch = 1,
+                           .act = acts[t % 4], .bias = t % 3 != 2, .bias_off = th_rand() % 3, .scale = t % 2 == 0,
+                           .scale_off = th_rand() % 3, .res = t % 5 == 1 ? 1 : t % 5 == 3 ? 2 : 0,
+                           .rt = (tsr_dtype)(t % 3), .r_off = th_rand() % 4};
+            if (t == 5) g.k = 1 + th_rand() % 30;   /* fewer k-steps than the slices asked for */
+            if (t == 7) g.k = 512 + 8 * (th_rand() % 16); /* a multiple of every KWG (8) */
+            if (t == 9) g.batch = 2;                /* a batch: never split */
+            if (t >= 8) {                           /* 16-bit storage, one operand at a time or all */
+                g.at = (t == 8 || t == 11) ? TSR_F16 : TSR_F32;
+                g.bt = (t == 10 || t == 11) ? TSR_BF16 : TSR_F32;
+                g.ct = t == 11 ? TSR_F16 : t == 10 ? TSR_BF16 : TSR_F32;
+            }
+            expect_accurate(&g);
+        }
+    }
+    set_gemm_override(NULL);
+}
+
+/* Split-K rounds a 16-bit C once, in its reduce step: the split product's error against the
+ * double reference stays that of the unsplit kernel (SPLIT=1), within 1.25x, where rounding the
+ * slices' partial sums to C's type would add up to one rounding per slice. */
+static void split_k_16bit_c_rounds_once(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        "KERNEL=1 MWI=4 VW=4 NVW=1 KU=2 WGM=8 WGN=8 KWG=8 PAD=0 DB=0 SPLIT=8",
+        "KERNEL=1 MWI=4 VW=4 NVW=1 KU=2 WGM=8 WGN=8 KWG=8 PAD=0 DB=0 SPLIT=1",
+    };
+    static const tsr_dtype types[] = {TSR_F16, TSR_BF16};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t) {
+        double err[2];
+        for (int v = 0; v < 2; ++v) {
+            if (!try_gemm_override(configs[v])) goto next;
+            gemm_case g = {.row_major = 1, .m = 37, .n = 45, .k = 1090, .alpha = -0.75f, .beta = 0.5f, .batch = 1,
+                           .at = types[t], .bt = types[t], .ct = types[t], .bias = true};
+            err[v] = run_case(&g);
+            if (getenv("TSR_TEST_VERBOSE")) fprintf(stderr, "# %s C, %s: relative error %.3e\n",
+                                                    tsr_dtype_str(types[t]), configs[v], err[v]);
+            if (!(err[v] <= case_tolerance(&g)))
+                fail_msg("%s, %s: relative error %.3e exceeds %.3e", tsr_dtype_str(types[t]), configs[v], err[v],
+                         case_tolerance(&g));
+        }
+        if (!(err[0] <= 1.25 * err[1]))
+            fail_msg("%s C: split-K's error %.3e against one launch's %.3e", tsr_dtype_str(types[t]), err[0], err[1]);
+    next:;
     }
     set_gemm_override(NULL);
 }
@@ -1804,6 +2129,7 @@ int main(void) {
             cmocka_unit_test(epilogue_all_layouts_and_activations),
             cmocka_unit_test(epilogue_batched_and_degenerate),
             cmocka_unit_test(epilogue_scale_residual),
+            cmocka_unit_test(epilogue_layernorm),
             cmocka_unit_test(configurations_even),
             cmocka_unit_test(configurations_odd),
             cmocka_unit_test(gpu_kernel_even),
@@ -1814,6 +2140,7 @@ int main(void) {
             cmocka_unit_test(widened_a_shapes),
             cmocka_unit_test(widened_a_nonfinite),
             cmocka_unit_test(k_blocked_16bit_c_rounds_once),
+            cmocka_unit_test(split_k),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -1842,6 +2169,8 @@ int main(void) {
         cmocka_unit_test(epilogue_scale_residual),
         cmocka_unit_test(k_blocked_accumulation),
         cmocka_unit_test(k_blocked_16bit_c_rounds_once),
+        cmocka_unit_test(split_k),
+        cmocka_unit_test(split_k_16bit_c_rounds_once),
         cmocka_unit_test(gpu_kernel_2of8),
         cmocka_unit_test(gpu_kernel_6of8),
         cmocka_unit_test(configurations_4of4),
@@ -1869,6 +2198,8 @@ int main(void) {
         cmocka_unit_test(descriptor_defaults_and_rules),
         cmocka_unit_test(invalid_arguments),
         cmocka_unit_test(huge_sizes_overflow),
+        cmocka_unit_test(epilogue_layernorm),
+        cmocka_unit_test(epilogue_layernorm_invalid),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

@@ -263,29 +263,31 @@ static void a_parameter_is_declared_in_one_place(void **state) {
 }
 
 /* A default row for a class's 16-bit twins (TSR_TWINS_16) serves those twins, not the fp32 class
- * nor other classes' twins, and keeps them off the fp32 class's tuned entries: GELU's erf form on
- * a CPU (VW=16 for 16-bit storage, VW=8 for fp32). */
+ * nor other classes' twins, and keeps them off the fp32 class's tuned entries: GELU on a CPU (both
+ * forms VW=16 VPT=8 for 16-bit storage; the erf form VW=8 for fp32). */
 static void twin_rows_serve_16_bit_classes_only(void **state) {
     (void)state;
     const tsr_device *cpu = &fake_devices[0], *gpu = &fake_devices[1];
     tsr_device simt = fake_devices[0]; /* a CPU that vectorizes across work-items (llvmpipe) */
     simt.info.preferred_vector_width[4] = simt.info.native_vector_width[4] = 1;
     assert_int_equal(tsr_device_lanes(&simt.info), TSR_LANES_ACROSS_ITEMS);
-    const int vw = tsr_param_index(&tsr_op_gelu, "VW");
-    assert_true(vw >= 0);
+    const int vw = tsr_param_index(&tsr_op_gelu, "VW"), vpt = tsr_param_index(&tsr_op_gelu, "VPT");
+    assert_true(vw >= 0 && vpt >= 0);
     tsr_config cfg;
-    static const char *const twins[] = {"large-erf-f16", "large-erf-bf16", "small-erf-f16", "small-erf-bf16"};
+    static const char *const twins[] = {"large-erf-f16", "large-erf-bf16", "small-erf-f16", "small-erf-bf16",
+                                        "large-f16",     "large-bf16",     "small-f16",     "small-bf16"};
     for (size_t i = 0; i < sizeof twins / sizeof twins[0]; ++i) {
         assert_true(tsr_op_class_index(&tsr_op_gelu, twins[i]) >= 0);
         tsr_op_default_config(&tsr_op_gelu, cpu, twins[i], &cfg);
         assert_int_equal(cfg.values[vw], 16);
+        assert_int_equal(cfg.values[vpt], 8);
         assert_true(tsr_op_has_own_default(&tsr_op_gelu, cpu, twins[i]));
         assert_false(tsr_op_has_own_default(&tsr_op_gelu, gpu, twins[i])); /* the rows are CPU rows */
         assert_false(tsr_op_has_own_default(&tsr_op_gelu, &simt, twins[i])); /* llvmpipe's row comes first */
     }
     tsr_op_default_config(&tsr_op_gelu, cpu, "large-erf", &cfg);
     assert_int_equal(cfg.values[vw], 8);
-    static const char *const others[] = {"large-erf", "small-erf", "large-f16", "large-bf16", "small", "large"};
+    static const char *const others[] = {"large-erf", "small-erf", "small", "large"};
     for (size_t i = 0; i < sizeof others / sizeof others[0]; ++i)
         assert_false(tsr_op_has_own_default(&tsr_op_gelu, cpu, others[i]));
 }

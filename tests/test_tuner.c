@@ -700,6 +700,27 @@ static void stale_entries_are_passed_over(void **state) {
     ci = lookup_fresh("large");
     assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || ci.source == TSR_CONFIG_BUILTIN_DEFAULT);
     TH_ASSERT_CONTAINS(ci.origin, "outside the parameter space");
+    /* A parameter the entry's implementation does not read may be missing (add_entry's tiled
+     * entries name no SPLIT, gpu-only), one it reads may not: a gpu entry without SPLIT is passed
+     * over, and used once it names it. */
+    add_entry(root, "exact", i->platform_name, i->vendor, i->name, i->driver_version, type, "large", 4, 50, hash, "2026-01-01");
+    cJSON *cfg = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "devices"), "exact"), "ops"),
+                                "gemm"),
+            "large"),
+        "config");
+    assert_non_null(cfg);
+    cJSON_ReplaceItemInObject(cfg, "KERNEL", cJSON_CreateNumber(1));
+    write_db(root, db_path);
+    ci = lookup_fresh("large");
+    assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || ci.source == TSR_CONFIG_BUILTIN_DEFAULT);
+    TH_ASSERT_CONTAINS(ci.origin, "parameter SPLIT missing");
+    cJSON_AddNumberToObject(cfg, "SPLIT", 0);
+    write_db(root, db_path);
+    ci = lookup_fresh("large");
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED);
+    TH_ASSERT_CONTAINS(ci.config, "KERNEL=1");
     cJSON_Delete(root);
 }
 

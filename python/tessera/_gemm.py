@@ -234,7 +234,7 @@ def _vector(op, role, first):
 
 
 def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, bias=None, activation=None,
-         out_dtype=np.float32, device=None, keep_on_device=False, scale=None, residual=None):
+         out_dtype=np.float32, device=None, keep_on_device=False, scale=None, residual=None, layernorm=None):
     """out = activation(alpha * op(a) @ op(b) + beta * out + bias), op(x) = x.T when trans_x.
 
     a: [..., m, k] (or [..., k, m] with trans_a), b: [..., k, n] (or [..., n, k]); leading
@@ -246,9 +246,12 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, b
     given. Returns out (allocated as out_dtype, float32 by default, when not given).
     The whole epilogue is out = activation(scale * alpha * op(a) @ op(b) + beta * out + bias +
     residual): scale shaped as bias (fp32), residual an array of the result's shape and strides
-    (any storage dtype; it may be out itself)."""
+    (any storage dtype; it may be out itself). layernorm=(gamma, beta, eps) then normalises each
+    row of the result as tessera.layernorm does (gamma and beta: [n] float32, eps > 0): a
+    transformer's Add & Norm after a linear layer, gemm(h, w, x, bias=b, residual=x,
+    layernorm=(g, be, 1e-12)), in one launch where the small-M kernel runs. 2-D results only."""
     return _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device, False,
-                 scale, residual)
+                 scale, residual, layernorm)
 
 
 def matmul(a, b, out=None, *, bias=None, activation=None, out_dtype=None, device=None, keep_on_device=False,
@@ -264,22 +267,28 @@ def matmul(a, b, out=None, *, bias=None, activation=None, out_dtype=None, device
 
 
 def _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device, vectors,
-          scale=None, residual=None):
+          scale=None, residual=None, layernorm=None):
     alpha, beta = _args.c_float(alpha, 'alpha'), _args.c_float(beta, 'beta')
     trans_a, trans_b = _args.flag(trans_a, 'trans_a'), _args.flag(trans_b, 'trans_b')
     act = _activation(activation)
     if beta != 0 and out is None:
         raise _invalid('beta != 0 reads C: pass out=')
-    key = None  # a scale or residual: no replay (its key holds a, b, out and bias only)
-    if scale is None and residual is None:
+    norm = None
+    if layernorm is not None:
+        if not isinstance(layernorm, (tuple, list)) or len(layernorm) != 3:
+            raise _invalid('layernorm must be a tuple (gamma, beta, eps), not %r' % (type(layernorm).__name__,))
+        norm = (layernorm[0], layernorm[1], _args.c_float(layernorm[2], 'layernorm eps'))
+    key = None  # a scale, residual or layernorm: no replay (its key holds a, b, out and bias only)
+    if scale is None and residual is None and norm is None:
         key = _replay_key(a, b, out, bias, device, (alpha, beta, trans_a, trans_b, act, vectors))
     if key is not None:
         entry = _replays.get(key)
         if entry is not None and entry.replay():
             return out
-    with Call(device, (a, b, out, bias, scale, residual), keep_on_device, op='gemm') as call:
+    extra = () if norm is None else norm[:2]
+    with Call(device, (a, b, out, bias, scale, residual) + extra, keep_on_device, op='gemm') as call:
         return _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, out_dtype, vectors,
-                          scale, residual)
+                          scale, residual, norm)
 
 
 def _per_column(call, x, role, n, batch_total):
@@ -295,7 +304,7 @@ def _per_column(call, x, role, n, batch_total):
 
 
 def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, out_dtype, vectors, scale=None,
-               residual=None):
+               residual=None, norm=None):
     shape_a, shape_b = _shape(a, 'a'), _shape(b, 'b')
     a_host, a_swapped = _numpy_matrix(a)
     b_host, b_swapped = _numpy_matrix(b)
@@ -358,7 +367,8 @@ def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, o
     bias_op = None
     strides = [sa, sb, sc]
     scale_op = res_op = None
-    if bias is not None or act != lib.TSR_ACT_NONE or scale is not None or residual is not None:
+    norm_ops = None
+    if bias is not None or act != lib.TSR_ACT_NONE or scale is not None or residual is not None or norm is not None:
         epilogue = ffi.new('tsr_epilogue *')
         epilogue.activation = act
         for x, role in ((bias, 'bias'), (scale, 'scale')):
@@ -381,6 +391,17 @@ def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, o
                                % (tuple(C.shape), tuple(C.strides), tuple(res_op.shape), tuple(res_op.strides)))
             epilogue.residual = res_op.mem
             epilogue.residual_type = res_op.tsr_type
+        if norm is not None:
+            if len(shape) != 2:
+                raise _invalid('layernorm: 2-D results only (the result is %s)' % (shape,))
+            norm_ops = []
+            for x, role in ((norm[0], 'layernorm gamma'), (norm[1], 'layernorm beta')):
+                op = call.operand(x, role)
+                if op.dtype != np.float32 or tuple(op.shape) != (n,) or (n > 1 and op.strides[0] != 1):
+                    raise _invalid('%s must be [%d] contiguous float32, not %s %s' % (role, n, op.shape, op.dtype))
+                norm_ops.append(op)
+            epilogue.norm_gamma, epilogue.norm_beta = norm_ops[0].mem, norm_ops[1].mem
+            epilogue.norm_eps = norm[2]
     if batch_total == 0 or m == 0 or n == 0:  # an empty result: nothing to compute
         return call.finish(C)
     batch, (a_stride, b_stride, c_stride, *column_strides), offsets = _batch_loops(lead, strides)
@@ -407,6 +428,9 @@ def _gemm_call(call, key, a, b, out, alpha, beta, trans_a, trans_b, bias, act, o
                 desc.epilogue.scale_stride = column_strides[at]
             if res_op is not None:  # the result's layout: its offsets are C's
                 desc.epilogue.residual_offset = res_op.offset + oc
+            if norm_ops is not None:
+                desc.epilogue.norm_gamma_offset = norm_ops[0].offset
+                desc.epilogue.norm_beta_offset = norm_ops[1].offset
         calls.append((call.handle, desc, A.mem, B.mem, C.mem, call.queue, ffi.NULL))
     for args in calls:
         call.check(lib.tsr_matmul(*args))

@@ -76,7 +76,9 @@ def test_recorded_encoder_replays_identically(device, model):
     runner.use_graph = False
     assert np.array_equal(replayed, runner.forward(ids, lengths))
     assert not np.array_equal(replayed, runner.forward(*model.tokenize(SENTENCES[:1])))
-    assert all(s['graph'] is not None and s['graph'].launches >= 6 * 7 for s in runner._shapes.values())
+    # per layer at least 5 launches (QKV, attention, out + Add & Norm, FFN1, FFN2 + Add & Norm: the
+    # norms in the GEMMs' epilogue where the small-M kernel takes them, else 2 launches more)
+    assert all(s['graph'] is not None and s['graph'].launches >= 6 * 5 for s in runner._shapes.values())
 
 
 @pytest.mark.parametrize('dtype', ['fp32', 'fp16'])

@@ -302,6 +302,8 @@ static tsr_status conv_shape(const tsr_conv2d_desc *d, conv_problem *p) {
     if ((int)d->epilogue.activation < TSR_ACT_NONE || d->epilogue.activation > TSR_ACT_GELU_ERF)
         return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: epilogue activation must be a tsr_activation (got %d)",
                         (int)d->epilogue.activation);
+    if (d->epilogue.norm_gamma || d->epilogue.norm_beta)
+        return tsr_fail(TSR_ERR_UNSUPPORTED, "conv2d: the epilogue takes no LayerNorm (norm_gamma, norm_beta: GEMM only)");
     if (d->epilogue.bias_stride)
         return tsr_fail(TSR_ERR_INVALID_ARG, "conv2d: epilogue.bias_stride must be 0 (one bias vector; got %zu)",
                         d->epilogue.bias_stride);

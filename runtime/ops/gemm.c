@@ -29,7 +29,8 @@
     X(NT, DEFINE, 1, 1, 2, 4, 8)        /* column tiles per work-item, one after the other */  \
     X(KERNEL, HOST, 0, 0, 1, 2)         /* the implementation: 0 tiled (gemm.cl), 1 gpu, 2 smallm */ \
     X(PAD, DEFINE, 0, 0, 1)             /* gpu: local rows padded by VW floats */              \
-    X(DB, DEFINE, 0, 0, 1)              /* gpu: double-buffered local tiles */
+    X(DB, DEFINE, 0, 0, 1)              /* gpu: double-buffered local tiles */                 \
+    X(SPLIT, HOST, 0, 0, 1, 2, 4, 8)    /* gpu: slices of K (0 auto, 1 never: see gemm_split) */
 
 enum { GEMM_PARAMS(TSR_PARAM_INDEX) GEMM_NPARAMS };
 static const tsr_param_def gemm_params[] = {GEMM_PARAMS(TSR_PARAM_DEF)};
@@ -39,7 +40,7 @@ static const tsr_param_def gemm_params[] = {GEMM_PARAMS(TSR_PARAM_DEF)};
 enum { GEMM_TILED = 0, GEMM_GPU = 1, GEMM_SMALLM = 2 };
 static const tsr_implementation gemm_implementations[] = {
     {.name = "tiled", .value = GEMM_TILED, .params = "MWI VW NVW KU WGM WGN KWG SA SB PACKA PACKB KC PK NT"},
-    {.name = "gpu", .value = GEMM_GPU, .params = "MWI VW NVW KU WGM WGN KWG PAD DB"},
+    {.name = "gpu", .value = GEMM_GPU, .params = "MWI VW NVW KU WGM WGN KWG PAD DB SPLIT"},
     {.name = "smallm", .value = GEMM_SMALLM, .params = "MWI VW NVW KU"},
 };
 static const char *const gemm_more_sources[] = {"gemm_gpu", "gemm_smallm", NULL};
@@ -52,6 +53,10 @@ static const char *const gemm_more_sources[] = {"gemm_gpu", "gemm_smallm", NULL}
 enum { TRANSPOSE_A = 1, TRANSPOSE_B = 2, GEMM_TRANSPOSES = 4 };
 #define GEMM_TYPE_SETS (TSR_DTYPE_COUNT * TSR_DTYPE_COUNT * TSR_DTYPE_COUNT)
 enum { GEMM_PROGRAM_VARIANTS = GEMM_TRANSPOSES * TSR_STORAGE_SETS };
+/* The smallm kernel with the LayerNorm epilogue (SM_NORM, tsr_epilogue.norm_gamma): variants from
+ * here up, the transpositions and types numbered as below it. Built when a launch asks (not by
+ * build-binaries: a device without a compiler runs the GEMM and a LayerNorm launch instead). */
+#define GEMM_NORM_VARIANT (GEMM_TRANSPOSES * GEMM_TYPE_SETS)
 
 static tsr_gemm_types gemm_type_set(int variant) {
     tsr_dtype t[3];
@@ -236,9 +241,13 @@ static void gemm_build_options(const tsr_config *cfg, int variant, char *out, si
     if (n2 < 0 || (size_t)n2 >= size - used) return;
     used += (size_t)n2;
     /* fp32 adds nothing: its programs (and their cache entries) stay what they were */
-    if (types->a != TSR_F32 || types->b != TSR_F32 || types->c != TSR_F32)
-        snprintf(out + used, size - used, " -DA_TYPE=%d -DB_TYPE=%d -DC_TYPE=%d", (int)types->a, (int)types->b,
-                 (int)types->c);
+    if (types->a != TSR_F32 || types->b != TSR_F32 || types->c != TSR_F32) {
+        n2 = snprintf(out + used, size - used, " -DA_TYPE=%d -DB_TYPE=%d -DC_TYPE=%d", (int)types->a, (int)types->b,
+                      (int)types->c);
+        if (n2 < 0 || (size_t)n2 >= size - used) return;
+        used += (size_t)n2;
+    }
+    if (variant >= GEMM_NORM_VARIANT) snprintf(out + used, size - used, " -DSM_NORM=1");
 }
 
 static bool is_trans(tsr_transpose t) { return t == TSR_TRANS || t == TSR_CONJ_TRANS; }
@@ -256,6 +265,11 @@ typedef struct gemm_problem {
     cl_mem bias, scale, res;
     size_t bias_off, bias_stride, scale_off, scale_stride, res_off;
     int bias_axis, scale_axis, res_type, act;
+    /* the LayerNorm over C's rows (norm: set; row-major, batch 1) */
+    bool norm;
+    cl_mem norm_g, norm_b;
+    size_t norm_g_off, norm_b_off;
+    float norm_eps;
 } gemm_problem;
 
 static int gemm_base_class(const gemm_problem *p) {
@@ -372,6 +386,22 @@ static tsr_status check_epilogue(const tsr_device *dev, const tsr_matmul_desc *d
         TSR_CHECK(status, tsr_check_buffer_typed(dev, epi->residual, "epilogue residual", res_need, epi->residual_type),
                   done);
     }
+    if (epi->norm_gamma || epi->norm_beta) {
+        if (!epi->norm_gamma || !epi->norm_beta)
+            return tsr_fail(TSR_ERR_INVALID_ARG, "gemm: the epilogue LayerNorm needs both norm_gamma and norm_beta");
+        if (d->layout != TSR_ROW_MAJOR)
+            return tsr_fail(TSR_ERR_UNSUPPORTED, "gemm: the epilogue LayerNorm needs a row-major C");
+        if (d->batch != 1)
+            return tsr_fail(TSR_ERR_UNSUPPORTED, "gemm: the epilogue LayerNorm takes batch 1 (got %zu)", d->batch);
+        if (!(epi->norm_eps > 0.0f) || !isfinite(epi->norm_eps))
+            return tsr_fail(TSR_ERR_INVALID_ARG, "gemm: epilogue norm_eps must be > 0 and finite (got %g)",
+                            (double)epi->norm_eps);
+        size_t need = 0;
+        TSR_CHECK(status, tsr_size_mad("gemm: epilogue norm_gamma", 1, epi->norm_gamma_offset, d->n, &need), done);
+        TSR_CHECK(status, tsr_check_buffer(dev, epi->norm_gamma, "epilogue norm_gamma", need), done);
+        TSR_CHECK(status, tsr_size_mad("gemm: epilogue norm_beta", 1, epi->norm_beta_offset, d->n, &need), done);
+        TSR_CHECK(status, tsr_check_buffer(dev, epi->norm_beta, "epilogue norm_beta", need), done);
+    }
 done:
     return status;
 }
@@ -412,6 +442,16 @@ static tsr_status check_epilogue_overlap(const tsr_matmul_desc *d, const size_t 
                                                rt, b, "b", d->b.offset, need[1] - d->b.offset, d->b.dtype, false),
                       done);
         }
+    }
+    if (epi->norm_gamma) {
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", d->c.offset, nc, d->c.dtype, epi->norm_gamma,
+                                           "the epilogue norm_gamma", epi->norm_gamma_offset, d->n, TSR_F32, false),
+                  done);
+        TSR_CHECK(status,
+                  tsr_check_disjoint_typed("gemm", c, "c", d->c.offset, nc, d->c.dtype, epi->norm_beta,
+                                           "the epilogue norm_beta", epi->norm_beta_offset, d->n, TSR_F32, false),
+                  done);
     }
 done:
     return status;
@@ -488,6 +528,14 @@ static tsr_status gemm_bind(const tsr_device *dev, const tsr_matmul_desc *d, con
             p->res_off = epi->residual_offset;
             p->res_type = (int)epi->residual_type;
         }
+    }
+    if (epi->norm_gamma) { /* row-major and batch 1 (check_epilogue) */
+        p->norm = true;
+        p->norm_g = epi->norm_gamma;
+        p->norm_b = epi->norm_beta;
+        p->norm_g_off = epi->norm_gamma_offset;
+        p->norm_b_off = epi->norm_beta_offset;
+        p->norm_eps = epi->norm_eps;
     }
     if (row) {
         p->m = d->m;
@@ -650,6 +698,202 @@ static bool packs_shared_a(const tsr_device *dev, const gemm_problem *p, const t
     return gemm_base_class(&one) == 1; /* medium */
 }
 
+/* ---- split-K (the gpu implementation) ----
+ * The gpu kernel gives each work-group one MWG x NWG tile of C and all of K. Where a problem has
+ * few tiles and a long K, most compute units idle: on the H100 (132 SMs), with the 128 x 128
+ * tiles of the large-class default, 512x768x3072 (BERT's second FFN GEMM) is 4 x 6 = 24 tiles
+ * and ran at 0.50x CLBlast, 512x768x768 at 0.56x; 512^3 (the medium default's 64 x 64 tiles:
+ * 64 of them) at 0.68x (docs/gpu-h100.md). Split-K cuts K into S slices of `depth` k-steps (a
+ * multiple of KWG; the last slice shorter, none empty), computes the S products in one launch
+ * (dimension 2 walks the slices) into an fp32 workspace, alpha 1, beta 0 and no epilogue, then
+ * gemm_reduce sums them in slice order and applies alpha, beta C, the scale, bias, residual and
+ * activation as the unsplit kernel does, rounding a 16-bit C once.
+ *
+ * SPLIT=0 (auto) picks S by a model of the launch, for batch 1 only (a batch already has a
+ * group per tile per matrix), where the tiles number fewer than twice the compute units and K
+ * holds at least two slices of SPLIT_MIN_DEPTH: with W = ceil(tiles * S / CU) waves of
+ * one group per compute unit (the 128 x 128 tile's registers leave room for one group of 256
+ * items per SM), each wave SPLIT_SLICE_COST k-steps of set-up and store more than its depth,
+ *     cost(S) = W * (depth + SPLIT_SLICE_COST) + [S > 1] * 40 * tiles * (S + 1) / CU,
+ * the last term the workspace's traffic (S slices written, read back, C read and written:
+ * ~(2S + 2) * 4 bytes per element against 2 * MWG * NWG flops per tile and k-step, at the ~10
+ * flop/byte of a GPU's fp32 peak over its memory bandwidth, in the same k-step units). S runs
+ * over 2..SPLIT_MAX with slices at least SPLIT_MIN_DEPTH deep; the cheapest wins when it is
+ * under 0.9x of cost(1) (ties: the fewer slices). On 132 CUs this picks 512x768x3072 -> S = 5
+ * (24 tiles x 5 = 120 groups of 624-deep slices: one wave instead of 3072 k-steps on 24 SMs),
+ * 512x768x768 -> S = 5 (160 deep), 512^3 with 64 x 64 tiles -> S = 2 (128 groups, 256 deep);
+ * 2048^3 (256 tiles) never splits. SPLIT=2, 4, 8 force that many slices (fewer when K holds fewer
+ * KWG-deep slices or the workspace would pass the device's largest buffer), 1 never splits. */
+enum { SPLIT_MIN_DEPTH = 128, SPLIT_MAX = 16, SPLIT_SLICE_COST = 16 };
+
+static double split_cost(size_t tiles, size_t cu, size_t slices, size_t depth) {
+    double waves = (double)ceil_div(tiles * slices, cu);
+    double traffic = slices > 1 ? 40.0 * (double)tiles * (double)(slices + 1) / (double)cu : 0.0;
+    return waves * (double)(depth + SPLIT_SLICE_COST) + traffic;
+}
+
+/* The slices of K a launch of `cfg` runs `p` in (1: unsplit) and their depth in k-steps. */
+static size_t gemm_split(const tsr_device *dev, const gemm_problem *p, const tsr_config *cfg, size_t *depth) {
+    const int *v = cfg->values;
+    *depth = p->k;
+    if (v[P_KERNEL] != GEMM_GPU || v[P_SPLIT] == 1 || p->batch != 1 || p->k == 0) return 1;
+    /* a device without a compiler runs the variants `tessera build-binaries` wrote: the slices'
+     * products are an fp32 C, so A's and B's types must be one of its storage sets */
+    const tsr_gemm_types partial = {p->types.a, p->types.b, TSR_F32};
+    if (dev->offline &&
+        (gemm_type_set_index(&partial) >= TSR_STORAGE_SETS || gemm_type_set_index(&p->types) >= TSR_STORAGE_SETS))
+        return 1;
+    const size_t kwg = (size_t)v[P_KWG], mwg = (size_t)v[P_WGM] * v[P_MWI];
+    const size_t nwg = (size_t)v[P_WGN] * v[P_VW] * v[P_NVW];
+    size_t most = SPLIT_MAX;
+    const size_t slice_bytes = p->m * p->n * sizeof(float); /* m, n < 2^31 */
+    if (dev->info.max_alloc_bytes / slice_bytes < most) most = dev->info.max_alloc_bytes / slice_bytes;
+    if (ceil_div(p->k, kwg) < most) most = ceil_div(p->k, kwg);
+    size_t slices = 1;
+    if (v[P_SPLIT] > 1) {
+        slices = (size_t)v[P_SPLIT] < most ? (size_t)v[P_SPLIT] : most;
+    } else {
+        const size_t tiles = ceil_div(p->m, mwg) * ceil_div(p->n, nwg);
+        const size_t cu = dev->info.compute_units ? dev->info.compute_units : 1;
+        if (tiles >= 2 * cu || p->k < 2 * SPLIT_MIN_DEPTH) return 1;
+        const double unsplit = split_cost(tiles, cu, 1, p->k);
+        double best = unsplit;
+        for (size_t s = 2; s <= most; ++s) {
+            const size_t d = round_up(ceil_div(p->k, s), kwg);
+            if (d < SPLIT_MIN_DEPTH) break;
+            if (ceil_div(p->k, d) != s) continue; /* the same slices as a smaller S */
+            const double c = split_cost(tiles, cu, s, d);
+            if (c < best) best = c, slices = s;
+        }
+        if (!(best < 0.9 * unsplit)) slices = 1;
+    }
+    if (slices < 2) return 1;
+    *depth = round_up(ceil_div(p->k, slices), kwg);
+    return ceil_div(p->k, *depth); /* every slice holds at least one k-step */
+}
+
+static const char gemm_reduce_tag;
+
+/* Split-K's two launches (see gemm_split), after `input_ready`; events as gemm_launch's. */
+static tsr_status gemm_launch_split(tsr_device *dev, const gemm_problem *p, const tsr_config *cfg, size_t slices,
+                                    size_t depth, cl_command_queue queue, cl_event input_ready, cl_event *event,
+                                    cl_event *first) {
+    tsr_status status = TSR_SUCCESS;
+    const int *v = cfg->values;
+    const int transposes = (p->ta ? TRANSPOSE_A : 0) | (p->tb ? TRANSPOSE_B : 0);
+    const tsr_gemm_types partial_types = {p->types.a, p->types.b, TSR_F32};
+    const int pvariant = transposes + GEMM_TRANSPOSES * gemm_type_set_index(&partial_types);
+    const int rvariant = transposes + GEMM_TRANSPOSES * gemm_type_set_index(&p->types);
+    cl_event products = NULL, done = NULL;
+    gemm_kernels kernels;
+    TSR_CHECK(status, gemm_kernels_for(dev, cfg, pvariant, false, false, &kernels), done);
+    tsr_kernel *rk[TSR_LAUNCH_KERNELS];
+    const char *const names[] = {"gemm_reduce", NULL};
+    TSR_CHECK(status,
+              tsr_launch_kernels(dev, &gemm_reduce_tag, cfg, rvariant, 0, "gemm_gpu", gemm_build_options, names, rk),
+              done);
+    size_t slice = p->m * p->n, bytes;
+    TSR_CHECK(status, tsr_size_mad("gemm: the split-K workspace", slice * sizeof(float), slices, 0, &bytes), done);
+    pthread_mutex_lock(&dev->lock); /* the workspace is shared by every call on this device */
+    cl_mem ws;
+    cl_event wait;
+    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_SPLIT_K, bytes, &ws, &wait), unlock);
+    {
+        cl_kernel kernel = kernels.gemm->kernel;
+        const size_t nwi = (size_t)v[P_VW] * v[P_NVW];
+        size_t local[3] = {(size_t)v[P_WGN], (size_t)v[P_WGM], 1};
+        size_t global[3] = {ceil_div(p->n, nwi * local[0]) * local[0],
+                            ceil_div(p->m, (size_t)v[P_MWI] * local[1]) * local[1], slices};
+        cl_int M = (cl_int)p->m, N = (cl_int)p->n, K = (cl_int)p->k, KP = (cl_int)depth;
+        cl_int lda = (cl_int)p->lda, ldb = (cl_int)p->ldb, ldw = (cl_int)p->n, none = 0, no_res = -1,
+               act = TSR_ACT_NONE;
+        cl_ulong ao = p->a_off, bo = p->b_off, zero = 0, ws_slice = slice;
+        float one = 1.0f, beta = 0.0f;
+        cl_event waits[2];
+        cl_uint nwaits = 0;
+        if (wait) waits[nwaits++] = wait;
+        if (input_ready) waits[nwaits++] = input_ready;
+        cl_uint arg = 0;
+        tsr_kernel_lock(kernels.gemm); /* the cached kernel's arguments are this call's until the enqueue */
+#define SET(x) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(x), &(x)), products_set)
+        SET(M); SET(N); SET(K); SET(KP); SET(one); SET(beta);
+        SET(p->a); SET(ao); SET(lda); SET(zero);
+        SET(p->b); SET(bo); SET(ldb); SET(zero);
+        SET(ws); SET(zero); SET(ldw); SET(ws_slice);
+        SET(ws); SET(zero); SET(zero); SET(none); SET(act);
+        SET(ws); SET(zero); SET(zero); SET(none);
+        SET(ws); SET(zero); SET(no_res);
+#undef SET
+        TSR_CL_CHECK(status,
+                     tsr_enqueue_kernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL,
+                                        &products),
+                     products_set);
+    products_set:
+        tsr_kernel_unlock(kernels.gemm);
+        if (status != TSR_SUCCESS) goto unlock;
+    }
+    {
+        cl_kernel kernel = rk[0]->kernel;
+        const size_t vw = (size_t)v[P_VW];
+        /* 32 x 4 groups where the device takes them (NULL: the device's choice) */
+        const bool shaped = dev->info.max_work_group_size >= 128 && dev->info.max_work_item_sizes[0] >= 32 &&
+                            dev->info.max_work_item_sizes[1] >= 4;
+        size_t local[2] = {32, 4};
+        size_t global[2] = {ceil_div(p->n, vw), p->m};
+        if (shaped) global[0] = round_up(global[0], local[0]), global[1] = round_up(global[1], local[1]);
+        cl_int M = (cl_int)p->m, N = (cl_int)p->n, S = (cl_int)slices, ldw = (cl_int)p->n, ldc = (cl_int)p->ldc;
+        cl_int bias_axis = p->bias_axis, act = p->act, scale_axis = p->scale_axis, res_type = p->res_type;
+        cl_ulong ws_slice = slice, co = p->c_off, bias_off = p->bias_off, scale_off = p->scale_off,
+                 res_off = p->res_off;
+        cl_uint arg = 0;
+        tsr_kernel_lock(rk[0]);
+#define SET(x) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(x), &(x)), reduce_set)
+        SET(M); SET(N); SET(S); SET(p->alpha); SET(p->beta);
+        SET(ws); SET(ws_slice); SET(ldw); SET(p->c); SET(co); SET(ldc);
+        SET(p->bias); SET(bias_off); SET(bias_axis); SET(act);
+        SET(p->scale); SET(scale_off); SET(scale_axis);
+        SET(p->res); SET(res_off); SET(res_type);
+#undef SET
+        TSR_CL_CHECK(status,
+                     tsr_enqueue_kernel(queue, kernel, 2, NULL, global, shaped ? local : NULL, 1, &products, &done),
+                     reduce_set);
+    reduce_set:
+        tsr_kernel_unlock(rk[0]);
+    }
+unlock:
+    /* the products' launch writes the workspace even when the reduce failed to enqueue */
+    if (done || products) tsr_workspace_set_last_use(dev, TSR_WS_SPLIT_K, done ? done : products);
+    pthread_mutex_unlock(&dev->lock);
+done:
+    if (first && status == TSR_SUCCESS) {
+        *first = products;
+        clRetainEvent(products);
+    }
+    if (products) clReleaseEvent(products);
+    if (done) {
+        if (event && status == TSR_SUCCESS) *event = done;
+        else clReleaseEvent(done);
+    }
+    return status;
+}
+
+/* Whether the LayerNorm of problem p (p->norm) runs in the GEMM's epilogue under configuration
+ * cfg (cl/gemm_smallm.cl, SM_NORM: the last item of each row tile normalises its rows): the smallm
+ * kernel's vectors-along-N form (not B transposed with A plain), an fp32 C, no K blocking, on a
+ * CPU device that compiles each work-item's code natively (PoCL: the other items' stores are
+ * visible to the last one after its atomic; not one that vectorizes across items, nor Oclgrind,
+ * whose checker would see the items' exchange as a race), with a compiler (build-binaries writes
+ * no norm programs). Otherwise gemm_norm_after enqueues a LayerNorm after the GEMM. */
+static bool norm_fused(const tsr_device *dev, const gemm_problem *p, const tsr_config *cfg) {
+    const int *v = cfg->values;
+    if (!p->norm || v[P_KERNEL] != GEMM_SMALLM || (p->tb && !p->ta) || p->types.c != TSR_F32 || p->k == 0)
+        return false;
+    if (dev->offline || dev->info.type != TSR_DEVICE_CPU || simt_cpu(dev) ||
+        tsr_contains_nocase(dev->info.platform_name, "oclgrind"))
+        return false;
+    return !(v[P_KC] > 0 && (size_t)v[P_KC] < p->k); /* K blocks: the epilogue in the last only */
+}
+
 /* Enqueue packs (if any) and the GEMM, after `input_ready` (may be NULL). *event (may be NULL)
  * receives the GEMM's event and *first (may be NULL) the first command's, for timing the
  * whole launch. */
@@ -664,8 +908,12 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         cfg = &shared_a;
     }
     const int *v = cfg->values;
+    size_t depth, slices = gemm_split(dev, p, cfg, &depth);
+    if (slices > 1) return gemm_launch_split(dev, p, cfg, slices, depth, queue, input_ready, event, first);
     int variant = (p->ta ? TRANSPOSE_A : 0) | (p->tb ? TRANSPOSE_B : 0);
     variant += GEMM_TRANSPOSES * gemm_type_set_index(&p->types);
+    const bool norm = norm_fused(dev, p, cfg);
+    if (norm) variant += GEMM_NORM_VARIANT;
     cl_event packed[2] = {NULL, NULL}, done = NULL, first_launch = NULL;
     size_t nwi = (size_t)v[P_VW] * v[P_NVW];
     /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
@@ -714,7 +962,8 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
      * roundings, 2.5x one rounding's error at K = 1090, KC = 128, where C is rounded once). */
     size_t kc = v[P_KC] > 0 && (size_t)v[P_KC] < q.k && q.types.c == TSR_F32 ? (size_t)v[P_KC] : q.k;
     size_t nblocks = q.k ? ceil_div(q.k, kc) : 1;
-    cl_int M = (cl_int)q.m, N = (cl_int)q.n, KP = (cl_int)q.k;
+    /* KP: the packed panels' k-length (gemm.cl); the gpu kernel reads 0 as "unsplit" */
+    cl_int M = (cl_int)q.m, N = (cl_int)q.n, KP = v[P_KERNEL] == GEMM_GPU ? 0 : (cl_int)q.k;
     cl_int lda = (cl_int)q.lda, ldb = (cl_int)q.ldb, ldc = (cl_int)q.ldc;
     cl_ulong co = q.c_off, as = q.a_stride, bs = q.b_stride, cs = q.c_stride;
     cl_ulong bias_off = q.bias_off, bias_stride = q.bias_stride, scale_off = q.scale_off,
@@ -726,6 +975,15 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         local[0] = (size_t)v[P_WGN], local[1] = (size_t)v[P_WGM];
         global[0] = ceil_div(q.n, nwi * local[0]) * local[0];
         global[1] = ceil_div(q.m, (size_t)v[P_MWI] * local[1]) * local[1];
+    }
+    cl_ulong norm_g_off = q.norm_g_off, norm_b_off = q.norm_b_off;
+    cl_mem norm_count = NULL;
+    cl_event norm_wait = NULL;
+    if (norm) { /* a count per row tile and batch entry (zero: the workspace's start, and each launch's end) */
+        size_t bytes;
+        TSR_CHECK(status, tsr_size_mad("gemm: the LayerNorm counts", global[0], q.batch, 0, &bytes), unlock);
+        TSR_CHECK(status, tsr_size_mad("gemm: the LayerNorm counts", bytes, sizeof(cl_int), 0, &bytes), unlock);
+        TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_NORM, bytes, &norm_count, &norm_wait), unlock);
     }
     for (size_t blk = 0; blk < nblocks; ++blk) {
         size_t k0 = blk * kc;
@@ -746,6 +1004,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
             if (packed[0]) waits[nwaits++] = packed[0];
             if (packed[1]) waits[nwaits++] = packed[1];
             if (input_ready) waits[nwaits++] = input_ready;
+            if (norm_wait) waits[nwaits++] = norm_wait; /* (no packs with the smallm kernel) */
         } else {
             waits[nwaits++] = done;
         }
@@ -760,6 +1019,9 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         SET(q.bias); SET(bias_off); SET(bias_stride); SET(bias_axis); SET(act);
         SET(q.scale); SET(scale_off); SET(scale_stride); SET(scale_axis);
         SET(q.res); SET(res_off); SET(res_type);
+        if (norm) {
+            SET(norm_count); SET(q.norm_g); SET(norm_g_off); SET(q.norm_b); SET(norm_b_off); SET(q.norm_eps);
+        }
 #undef SET
         TSR_CL_CHECK(status,
                      tsr_enqueue_kernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &ev),
@@ -773,6 +1035,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     }
     if (pack_a) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done);
     if (pack_b) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done);
+    if (norm) tsr_workspace_set_last_use(dev, TSR_WS_NORM, done);
 unlock:
     /* A pack enqueued before a later step failed still writes its panel: the next user of that
      * workspace must wait for it. */
@@ -921,6 +1184,25 @@ done:
     return status;
 }
 
+/* The epilogue's LayerNorm where the GEMM's kernel does not apply it (norm_fused false): a
+ * LayerNorm launch on C in place that waits for the GEMM's event `gemm_done` (on any queue). *event
+ * (may be NULL) receives the LayerNorm's event. */
+static tsr_status gemm_norm_after(tsr_device *dev, const gemm_problem *p, cl_command_queue queue, cl_event gemm_done,
+                                  cl_event *event) {
+    const tsr_layernorm_desc ln = {.rows = p->m,
+                                   .cols = p->n,
+                                   .eps = p->norm_eps,
+                                   .x_offset = p->c_off,
+                                   .gamma_offset = p->norm_g_off,
+                                   .beta_offset = p->norm_b_off,
+                                   .y_offset = p->c_off,
+                                   .x_stride = p->m > 1 ? p->ldc : 0,
+                                   .y_stride = p->m > 1 ? p->ldc : 0,
+                                   .x_type = p->types.c,
+                                   .y_type = p->types.c};
+    return tsr_layernorm_pipeline(dev, &ln, p->c, NULL, p->norm_g, p->norm_b, p->c, queue, gemm_done, event);
+}
+
 /* A launch as the problem and extras ask: across images where runs_across_images allows. */
 static tsr_status gemm_launch_for(tsr_device *dev, const gemm_problem *p, const tsr_config *cfg,
                                   const tsr_matmul_extras *extras, cl_command_queue queue, cl_event *event) {
@@ -953,9 +1235,21 @@ tsr_status tsr_matmul_pipeline(tsr_device *dev, const tsr_matmul_desc *desc, con
                               (uint32_t)((uint64_t)one.batch >> 32), one.ta, one.tb, (uint32_t)one.types.a,
                               (uint32_t)one.types.b, (uint32_t)one.types.c};
     TSR_CHECK(status, tsr_op_config_shape(dev, &tsr_op_gemm, &one, shape, sizeof shape / sizeof *shape, &cfg), done);
-    status = gemm_launch_for(dev, &p, &cfg, extras, q, event);
+    /* a LayerNorm launched after the GEMM waits for the GEMM's event */
+    cl_event gemm_done = NULL, *gemm_event = p.norm ? &gemm_done : event;
+    status = gemm_launch_for(dev, &p, &cfg, extras, q, gemm_event);
     if (tsr_op_build_fallback(dev, &tsr_op_gemm, &one, status, &cfg))
-        status = gemm_launch_for(dev, &p, &cfg, extras, q, event);
+        status = gemm_launch_for(dev, &p, &cfg, extras, q, gemm_event);
+    if (p.norm && status == TSR_SUCCESS) {
+        if (norm_fused(dev, &p, &cfg)) {
+            if (event) *event = gemm_done;
+            else clReleaseEvent(gemm_done);
+            gemm_done = NULL;
+        } else {
+            status = gemm_norm_after(dev, &p, q, gemm_done, event);
+        }
+    }
+    if (gemm_done) clReleaseEvent(gemm_done);
 done:
     return status;
 }
@@ -1024,6 +1318,10 @@ tsr_status tsr_matmul_plan_create(tsr_device *dev, const tsr_matmul_desc *desc, 
     if (!pl) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
     TSR_CHECK(status, tsr_matmul_check(desc, false, &pl->desc, pl->need), done);
     TSR_CHECK(status, check_epilogue(dev, &pl->desc), done);
+    if (pl->desc.epilogue.norm_gamma) {
+        status = tsr_fail(TSR_ERR_UNSUPPORTED, "tsr_matmul_plan_create: a plan takes no epilogue LayerNorm (norm_gamma)");
+        goto done;
+    }
     gemm_problem shape = gemm_shape(&pl->desc, false);
     TSR_CHECK(status, tsr_op_config(dev, &tsr_op_gemm, &shape, &pl->config), done);
     TSR_CHECK(status, tsr_op_config_lookup(dev, &tsr_op_gemm, gemm_problem_class(&shape), &pl->info), done);
@@ -1112,7 +1410,7 @@ static const char *gemm_tuning_space(const tsr_device *dev) {
     /* GPUs and others: both kernels (each implementation's default is measured first), the gpu
      * kernel's register tiles, group shapes, k-tiles, padding and double buffering. */
     return "KERNEL=0,1 MWI=1,2,4,8 VW=1,2,4,8 NVW=1,2,4 KU=1,2,4,8 WGM=4,8,16,32 WGN=4,8,16,32 KWG=8,16,32 SA=0,1 "
-           "SB=0,1 PACKA=0 PACKB=0 KC=0 NT=1 PAD=0,1 DB=0,1";
+           "SB=0,1 PACKA=0 PACKB=0 KC=0 NT=1 PAD=0,1 DB=0,1 SPLIT=0,2,4,8";
 }
 
 /* ---- the fixture: C = A op(B), row-major, "MxNxK" or "BATCHxMxNxK", then optionally "+tb" (B

@@ -216,7 +216,7 @@ done:
 static const char layernorm_kernels_tag;
 
 static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, const tsr_config *cfg,
-                                   cl_command_queue queue, cl_event *event) {
+                                   cl_command_queue queue, cl_event input_ready, cl_event *event) {
     tsr_status status = TSR_SUCCESS;
     const int *v = cfg->values;
     const size_t local = (size_t)v[P_WG], groups = ceil_div(p->rows, (size_t)v[P_RPG]);
@@ -274,7 +274,10 @@ static tsr_status layernorm_launch(tsr_device *dev, const layernorm_problem *p, 
     SET(yo);
     SET(ys);
 #undef SET
-    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 1, NULL, &global, &local, 0, NULL, event), unlock);
+    TSR_CL_CHECK(status,
+                 tsr_enqueue_kernel(queue, kernel, 1, NULL, &global, &local, input_ready ? 1 : 0,
+                                    input_ready ? &input_ready : NULL, event),
+                 unlock);
 unlock:
     tsr_kernel_unlock(k[0]);
 done:
@@ -284,6 +287,12 @@ done:
 tsr_status tsr_layernorm(tsr_device *dev, const tsr_layernorm_desc *desc, cl_mem x, cl_mem residual, cl_mem gamma,
                          cl_mem beta, cl_mem y, cl_command_queue queue, cl_event *event) {
     tsr_clear_diagnostics();
+    return tsr_layernorm_pipeline(dev, desc, x, residual, gamma, beta, y, queue, NULL, event);
+}
+
+tsr_status tsr_layernorm_pipeline(tsr_device *dev, const tsr_layernorm_desc *desc, cl_mem x, cl_mem residual,
+                                  cl_mem gamma, cl_mem beta, cl_mem y, cl_command_queue queue, cl_event input_ready,
+                                  cl_event *event) {
     if (event) *event = NULL;
     layernorm_problem p;
     tsr_status status = layernorm_validate(dev, desc, x, residual, gamma, beta, y, &p);
@@ -297,9 +306,9 @@ tsr_status tsr_layernorm(tsr_device *dev, const tsr_layernorm_desc *desc, cl_mem
                               (uint32_t)p.types[2]};
     TSR_CHECK(status,
               tsr_op_config_shape(dev, &tsr_op_layernorm, &p, shape, sizeof shape / sizeof *shape, &cfg), done);
-    status = layernorm_launch(dev, &p, &cfg, q, event);
+    status = layernorm_launch(dev, &p, &cfg, q, input_ready, event);
     if (tsr_op_build_fallback(dev, &tsr_op_layernorm, &p, status, &cfg))
-        status = layernorm_launch(dev, &p, &cfg, q, event);
+        status = layernorm_launch(dev, &p, &cfg, q, input_ready, event);
 done:
     return status;
 }
@@ -471,7 +480,7 @@ static tsr_status layernorm_fixture_run(tsr_device *dev, void *ctx, const tsr_co
     cl_event done = NULL;
     tsr_status st;
     if (cfg)
-        st = layernorm_launch(dev, p, cfg, queue, first || last ? &done : NULL);
+        st = layernorm_launch(dev, p, cfg, queue, NULL, first || last ? &done : NULL);
     else {
         const tsr_layernorm_desc d = {.rows = p->rows,
                                       .cols = p->cols,

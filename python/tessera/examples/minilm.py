@@ -20,7 +20,8 @@ once and everything between the token ids and the pooled vectors stays on the de
   - attention reads them in place from that [tokens, 3, heads, 32] buffer through strides and
     writes its output as [tokens, 384] (kv_lengths masks each sentence's padding);
   - the feed-forward's first GEMM applies bias and GELU in its epilogue;
-  - LayerNorm adds the residual in the same pass;
+  - Add & Norm is in the output projection's and the second feed-forward GEMM's epilogue (bias,
+    the residual x, then LayerNorm, in place on x: one launch where the small-M kernel runs);
   - mean pooling is a batched GEMM with a [1, L] row of 1/length weights per sentence.
 reference_embed() is the same model in float64 NumPy, for the tests.
 """
@@ -170,7 +171,6 @@ class Runner:
         return {'x': tessera.empty((tokens, HIDDEN), device=dev),
                 'qkv': tessera.empty((tokens, 3 * HIDDEN), device=dev),
                 'context': tessera.empty((tokens, HIDDEN), device=dev),
-                'projected': tessera.empty((tokens, HIDDEN), device=dev),
                 'hidden': tessera.empty((tokens, self.model.intermediate), device=dev),
                 'pool_w': self._up(weights.reshape(batch, 1, seq)),
                 'pooled': tessera.empty((batch, 1, HIDDEN), device=dev),
@@ -180,7 +180,7 @@ class Runner:
         """The embedding's LayerNorm, the encoder layers on x in place and the mean pooling into
         pooled (device-only calls)."""
         eps, head_dim = self.model.eps, HIDDEN // HEADS
-        x, qkv, context, projected, hidden = (state[n] for n in ('x', 'qkv', 'context', 'projected', 'hidden'))
+        x, qkv, context, hidden = (state[n] for n in ('x', 'qkv', 'context', 'hidden'))
         tessera.layernorm(x, *self.ln0, eps=eps, out=x)
         # [n, L, 3, heads, d] read as [n, heads, L, d] three times; the output written as [n, L, heads, d]
         row = 3 * HIDDEN
@@ -190,11 +190,13 @@ class Runner:
         for layer, lw in zip(self.layers, self._linear_weights(state['layout'])):
             tessera.gemm(x, lw['qkv_w'], qkv, bias=layer['qkv_b'], trans_b=tb)
             tessera.attention(q, k, v, kv_lengths=kv_lengths, out=o)
-            tessera.gemm(context, lw['out_w'], projected, bias=layer['out_b'], trans_b=tb)
-            tessera.layernorm(projected, *layer['ln1'], residual=x, eps=eps, out=x)
+            # Add & Norm in the GEMM's epilogue, in place on x (one launch where the small-M kernel
+            # runs, else the GEMM and a LayerNorm launch)
+            tessera.gemm(context, lw['out_w'], x, bias=layer['out_b'], trans_b=tb, residual=x,
+                         layernorm=layer['ln1'] + (eps,))
             tessera.gemm(x, lw['ffn1_w'], hidden, bias=layer['ffn1_b'], activation='gelu', trans_b=tb)
-            tessera.gemm(hidden, lw['ffn2_w'], projected, bias=layer['ffn2_b'], trans_b=tb)
-            tessera.layernorm(projected, *layer['ln2'], residual=x, eps=eps, out=x)
+            tessera.gemm(hidden, lw['ffn2_w'], x, bias=layer['ffn2_b'], trans_b=tb, residual=x,
+                         layernorm=layer['ln2'] + (eps,))
         # mean pooling: one batched GEMM, per sentence its weights row times its [L, 384]
         tessera.matmul(state['pool_w'], x.view((batch, seq, HIDDEN)), out=state['pooled'])
 

@@ -25,19 +25,11 @@ With --targets it records issue 39's targets in one JSON file instead (only --af
   3. `tessera tune` over every op on a fresh database and cold caches: wall time, and per class the
      tuner's own side-by-side duel of its pick against the entry the device ran before (built-in);
   4. with --rusticl SEL, `tessera tune --device SEL --budget 60` on a fresh database: wall time.
-
-With --targets --gemm-only only step 1 (--rounds tunes compiling ahead, then one without unless
---no-ablation), each printed with its wall and CPU seconds (the tune and its worker processes), the
-load, how many candidates the tuner compiled itself (on its path) and how many were compiled ahead
-and used or wasted:
-
-  python3 bench/tune_speed.py --targets --gemm-only --no-ablation --rounds 2 --after build/tools/tessera
 """
 import argparse
 import json
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -107,56 +99,39 @@ def log_rows(path):
 def phases(rows):
     out = {}
     for r in rows:
-        for key in ('first_run_s', 'ahead_wait_s', 'timed_s', 'check_s', 'duel_s'):
+        for key in ('first_run_s', 'timed_s', 'check_s', 'duel_s'):
             if key in r:
                 out[key] = round(out.get(key, 0) + r[key], 1)
     return out
 
 
-def children_cpu_s():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def timed_tune(exe, env, args, log, cpu=None):
+def timed_tune(exe, env, args, log):
     if os.path.exists(log):
         os.unlink(log)
     load = os.getloadavg()
-    cpu_before = children_cpu_s()
     start = time.monotonic()
     proc = subprocess.run([exe, 'tune', '--dry-run', '--log', log] + args, env=env, capture_output=True, text=True)
     wall = time.monotonic() - start
-    if cpu is not None:  # the tune and its worker processes (reaped by it), user + sys
-        cpu.append(round(children_cpu_s() - cpu_before, 1))
     if proc.returncode != 0:
         raise SystemExit(f'tessera tune {" ".join(args)} failed:\n{proc.stdout}\n{proc.stderr}')
     return wall, proc.stdout, log_rows(log), load
 
 
-def gemm64(exe, work, evals, ahead, workers=None):
-    extra = {'TSR_TUNE_AHEAD': '0'} if not ahead else {'TSR_TUNE_AHEAD': str(workers)} if workers else None
-    env = fresh_env(work, f'gemm{evals}-{ahead}', extra)
+def gemm64(exe, work, evals, ahead):
+    env = fresh_env(work, f'gemm{evals}-{ahead}', None if ahead else {'TSR_TUNE_AHEAD': '0'})
     log = os.path.join(work, f'gemm{evals}-{ahead}.jsonl')
-    cpu = []
     wall, out, rows, load = timed_tune(exe, env, ['--op', 'gemm', '--classes', 'large', '--evals', str(evals),
-                                                   '--strategy', 'anneal', '--budget', '36000', '--seed', '1'], log, cpu)
+                                                   '--strategy', 'anneal', '--budget', '36000', '--seed', '1'], log)
     line = next(l for l in out.splitlines() if l.startswith('gemm '))
     ahead_rows = [r for r in rows if r['outcome'] == 'ahead']
     cand = [r for r in rows if 'first_run_s' in r]
     first = sorted(r['first_run_s'] for r in cand)
-    used = sum(1 for r in cand if r.get('ahead'))
-    a = ahead_rows[0] if ahead_rows else None
-    return {'evals': evals, 'compile_ahead': ahead, 'wall_s': round(wall, 1), 'cpu_s': cpu[0], 'load_at_start': load,
+    return {'evals': evals, 'compile_ahead': ahead, 'wall_s': round(wall, 1), 'load_at_start': load,
             'load_at_end': os.getloadavg(), 'config': re.search(r'(MWI=.*)$', line).group(1).strip(),
             'tune_line': line, 'phases_s': phases(rows),
             'first_run_median_s': round(first[len(first) // 2], 3) if first else None,
-            'compiled_ahead': used,
-            # candidates the tuner compiled itself, on its path (their first run was a compile)
-            'compiled_by_tuner': len(cand) - used,
-            # built ahead and never run by the tuner (guesses that did not come true), failed ones included
-            'ahead_wasted': (a['submitted'] - a['dropped'] - used) if a else 0,
-            'ahead_wait_s': round(sum(r.get('ahead_wait_s', 0) for r in cand), 1),
-            'ahead': a,
+            'compiled_ahead': sum(1 for r in cand if r.get('ahead')),
+            'ahead': ahead_rows[0] if ahead_rows else None,
             'duels': [{k: r[k] for k in ('config', 'against', 'gflops', 'runs', 'rounds', 'duel_s') if k in r}
                       for r in rows if r['outcome'] == 'duel']}
 
@@ -206,35 +181,18 @@ def tune_all(exe, work, device=None, budget=None):
             'table': out}
 
 
-def print_gemm(g):
-    a = g['ahead'] or {}
-    print(f"gemm large {g['evals']} evals, compile ahead {'on' if g['compile_ahead'] else 'off'}: "
-          f"{g['wall_s']} s wall, {g['cpu_s']} CPU-s, load {g['load_at_start'][0]:.1f} -> {g['load_at_end'][0]:.1f}; "
-          f"compiled by the tuner {g['compiled_by_tuner']}, ahead and used {g['compiled_ahead']}, "
-          f"ahead wasted {g['ahead_wasted']} (workers {a.get('workers', 0)}, submitted {a.get('submitted', 0)}, "
-          f"failed {a.get('failed', 0)}, dropped {a.get('dropped', 0)}); phases {g['phases_s']}; "
-          f"winner {g['config']}", flush=True)
-
-
 def targets(args):
     exe = os.path.abspath(args.after)
     work = tempfile.mkdtemp(prefix='tune-targets-')
     result = {'machine_load_at_start': os.getloadavg(), 'gemm': [], 'retime': {}, 'all': None, 'rusticl': None}
-    runs = [(args.evals, True)] * (max(args.rounds, 1) if args.gemm_only else 1)
-    runs += [] if args.no_ablation else [(args.evals, False)]
+    runs = [(64, True)] + ([] if args.no_ablation else [(64, False)])
     if args.reference_evals:
         runs.append((args.reference_evals, True))
     for evals, ahead in runs:
-        g = gemm64(exe, work, evals, ahead, args.workers)
+        g = gemm64(exe, work, evals, ahead)
         result['gemm'].append(g)
-        print_gemm(g)
-    if args.gemm_only:
-        result['machine_load_at_end'] = os.getloadavg()
-        if args.json:
-            with open(args.json, 'w') as f:
-                json.dump(result, f, indent=1)
-        shutil.rmtree(work, ignore_errors=True)
-        return
+        print(f"gemm large {evals} evals, compile ahead {'on' if ahead else 'off'}: {g['wall_s']} s "
+              f"({g['phases_s']}), winner {g['config']}", flush=True)
     winners = sorted({g['config'] for g in result['gemm']})
     if len(winners) > 1 or args.reference_evals:
         rates = {c: [] for c in winners}
@@ -263,9 +221,6 @@ def main():
     ap.add_argument('--reference-evals', type=int, default=0, help='--targets: a run with this many evaluations')
     ap.add_argument('--retime-size', default='2048', help='--targets: the size winners are re-timed at')
     ap.add_argument('--no-ablation', action='store_true', help='--targets: no run without compiling ahead')
-    ap.add_argument('--gemm-only', action='store_true', help='--targets: only the GEMM `large` tune(s) (--rounds of them)')
-    ap.add_argument('--workers', type=int, help='--targets: TSR_TUNE_AHEAD for the tunes that compile ahead '
-                    '(default: the tuner\'s choice, none on a machine whose load is near its core count)')
     ap.add_argument('--rusticl', help='--targets: a rusticl device selector to time `tune --budget 60` on')
     ap.add_argument('--before', help='tessera executable before the change')
     ap.add_argument('--after', required=True, help='tessera executable after the change')

@@ -233,21 +233,9 @@ static void record_launch(capture *c, cl_kernel kernel, cl_uint dims, const size
     c->pending_kernel = NULL; /* the next launch sets its arguments again */
 }
 
-static _Thread_local bool tls_compile_only;
-
-void tsr_launch_compile_only(bool on) { tls_compile_only = on; }
-
 cl_int tsr_enqueue_kernel(cl_command_queue queue, cl_kernel kernel, cl_uint dims, const size_t *offset,
                           const size_t *global, const size_t *local, cl_uint nwaits, const cl_event *waits,
                           cl_event *event) {
-    size_t one_group[3];
-    if (tls_compile_only && local && dims <= 3 && !tls_capture) {
-        /* One work-group of the same size: the driver compiles the kernel as the full launch would
-         * (PoCL specialises it for the work-group size, a zero offset and a grid under 2^32), and
-         * runs a sliver of it. */
-        for (cl_uint d = 0; d < dims; ++d) one_group[d] = global[d] < local[d] ? global[d] : local[d];
-        global = one_group;
-    }
     cl_int err = clEnqueueNDRangeKernel(queue, kernel, dims, offset, global, local, nwaits, waits, event);
     capture *c = tls_capture;
     if (!c) return err;

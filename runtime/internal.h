@@ -288,10 +288,6 @@ cl_int tsr_kernel_arg(cl_kernel kernel, cl_uint index, size_t size, const void *
 cl_int tsr_enqueue_kernel(cl_command_queue queue, cl_kernel kernel, cl_uint dims, const size_t *offset,
                           const size_t *global, const size_t *local, cl_uint nwaits, const cl_event *waits,
                           cl_event *event);
-/* While on, the calling thread's launches with a work-group size run one work-group of it (the
- * others as asked): a tuning worker's launch then compiles what the tuner's will, for a sliver of
- * the run. Its outputs are garbage (and so is whatever a later kernel computes from them). */
-void tsr_launch_compile_only(bool on);
 /* Whether the calling thread records a graph. */
 bool tsr_graph_capturing(void);
 /* Every op calls this for each caller buffer it writes (its outputs), after validating them:

@@ -8,10 +8,8 @@
 #define _GNU_SOURCE
 #include "tuner.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 typedef struct ahead_worker {
@@ -45,15 +43,8 @@ static void *worker_main(void *arg) {
     ahead_worker *w = arg;
     tsr_ahead *a = w->owner;
     void *state = NULL;
-    /* The private state (a device: a worker process's start, its driver's set-up) is made at once,
-     * while the tuner sets its first class up and compiles its default, and counts as a running
-     * job (nothing is timed beside it). A worker that cannot make it fails its jobs (the tuner
-     * then compiles those candidates itself, as without workers). */
-    bool usable = a->fns.open(a->fns.ctx, &state) == TSR_SUCCESS;
-    if (!usable) tsr_clear_error();
+    bool opened = false, usable = true;
     pthread_mutex_lock(&a->lock);
-    a->running--;
-    pthread_cond_broadcast(&a->idle);
     for (;;) {
         while (!a->stop && a->nqueue == 0) pthread_cond_wait(&a->work, &a->lock);
         if (a->stop) break;
@@ -62,6 +53,15 @@ static void *worker_main(void *arg) {
         a->nqueue--;
         a->running++;
         pthread_mutex_unlock(&a->lock);
+        /* The private state (a device) is made by the first job, and kept for the whole tuning
+         * run (a new OpenCL context costs PoCL a second or so at its first build): a run that
+         * prepares nothing never pays for it. A worker that cannot make it fails its jobs (the
+         * tuner then compiles those candidates itself, as without workers). */
+        if (!opened) {
+            opened = true;
+            usable = a->fns.open(a->fns.ctx, &state) == TSR_SUCCESS;
+            if (!usable) tsr_clear_error();
+        }
         bool ran = usable && a->fns.run(a->fns.ctx, state, &job.scope, &job.config) == TSR_SUCCESS;
         if (!ran) tsr_clear_error(); /* a candidate that fails here fails again, with its message, in the tuner */
         pthread_mutex_lock(&a->lock);
@@ -71,7 +71,7 @@ static void *worker_main(void *arg) {
         pthread_cond_broadcast(&a->idle);
     }
     pthread_mutex_unlock(&a->lock);
-    if (usable) a->fns.close(a->fns.ctx, state);
+    if (opened && usable) a->fns.close(a->fns.ctx, state);
     return NULL;
 }
 
@@ -93,15 +93,7 @@ tsr_status tsr_ahead_start(const tsr_ahead_fns *fns, int workers, tsr_ahead **ou
     }
     for (int i = 0; i < workers; ++i) {
         a->workers[i].owner = a;
-        pthread_mutex_lock(&a->lock);
-        a->running++; /* its opening (worker_main) */
-        pthread_mutex_unlock(&a->lock);
-        if (pthread_create(&a->workers[i].thread, NULL, worker_main, &a->workers[i]) != 0) {
-            pthread_mutex_lock(&a->lock);
-            a->running--;
-            pthread_mutex_unlock(&a->lock);
-            break;
-        }
+        if (pthread_create(&a->workers[i].thread, NULL, worker_main, &a->workers[i]) != 0) break;
         a->workers[i].started = true;
         a->nworkers++;
     }
@@ -202,34 +194,6 @@ void tsr_ahead_stop(tsr_ahead *a, tsr_ahead_stats *stats) {
     free(a);
 }
 
-/* Idle and all jiffies of the machine so far (/proc/stat's first line); false where unreadable. */
-static bool cpu_jiffies(unsigned long long *idle, unsigned long long *total) {
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f) return false;
-    unsigned long long v[8] = {0};
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-                   &v[7]);
-    fclose(f);
-    if (n < 4) return false;
-    *idle = v[3] + v[4]; /* idle, iowait */
-    *total = 0;
-    for (int i = 0; i < 8; ++i) *total += v[i];
-    return true;
-}
-
-/* How many cores the machine's processes keep busy now, over a quarter of a second (Linux): the
- * last minute's load average stays high for a minute after a tune (the tuner's own) ended. */
-static bool cores_busy_now(double *busy) {
-    unsigned long long idle0, total0, idle1, total1;
-    if (!cpu_jiffies(&idle0, &total0)) return false;
-    struct timespec quarter = {.tv_nsec = 250000000};
-    nanosleep(&quarter, NULL);
-    if (!cpu_jiffies(&idle1, &total1) || total1 <= total0) return false;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    *busy = (double)cpus * (double)((total1 - total0) - (idle1 - idle0)) / (double)(total1 - total0);
-    return true;
-}
-
 tsr_status tsr_ahead_default_workers(const tsr_device *dev, int *workers) {
     const char *env = getenv("TSR_TUNE_AHEAD");
     if (env && *env) {
@@ -251,13 +215,11 @@ tsr_status tsr_ahead_default_workers(const tsr_device *dev, int *workers) {
     }
     /* One core stays the tuner's (its own candidate compiles there meanwhile), and the others only
      * where they are idle: on a machine already busy (the last minute's load average within half a
-     * core of the CPU count, and over half a core busy now: a tune that just ended leaves the
-     * average high on an idle machine) a worker's compile takes the core the tuner's own compile
-     * needs, and a budgeted tune measured fewer candidates with workers than without
-     * (docs/tuning.md). */
+     * core of the CPU count) a worker's compile takes the core the tuner's own compile needs, and
+     * a budgeted tune measured fewer candidates with workers than without (docs/tuning.md). */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    double load[1] = {0}, busy = 0;
-    if (getloadavg(load, 1) == 1 && load[0] > (double)cpus - 0.5 && !(cores_busy_now(&busy) && busy < 0.5)) cpus = 1;
+    double load[1] = {0};
+    if (getloadavg(load, 1) == 1 && load[0] > (double)cpus - 0.5) cpus = 1;
     *workers = cpus < 2 ? 0 : cpus - 1 > TUNE_MAX_AHEAD ? TUNE_MAX_AHEAD : (int)(cpus - 1);
     return TSR_SUCCESS;
 }

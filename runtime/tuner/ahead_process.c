@@ -241,12 +241,7 @@ tsr_status tsr_tune_serve(tsr_device *device, int fd) {
         }
         if (st == TSR_SUCCESS) {
             cl_event first = NULL, last = NULL;
-            /* Only the compile is wanted: one work-group per launch (its output is never read; in
-             * a process of its own, a kernel that goes astray on another's garbage ends the
-             * worker, whose jobs then fail and are compiled by the tuner). */
-            tsr_launch_compile_only(true);
             st = tsr_op_tuning_run(op, device, fixture, &config, &first, &last);
-            tsr_launch_compile_only(false);
             if (st == TSR_SUCCESS && last) {
                 cl_int err = clWaitForEvents(1, &last);
                 if (err != CL_SUCCESS) st = tsr_fail_cl(err, "clWaitForEvents", __FILE__, __LINE__);

@@ -61,8 +61,7 @@ static tsr_status check_output(tsr_search *search, double *rel_err) {
 
 /* Where one candidate's time went (backend clock, seconds), for the log. */
 typedef struct phase_times {
-    double first_run; /* the first run: builds the program, first touch (and the wait below) */
-    double ahead_wait; /* of which: waiting for the workers to finish compiling ahead */
+    double first_run; /* the first run: builds the program, first touch */
     double timed;     /* the timed runs, wall time around them */
     double check;     /* validation: checks and the run they need */
     int runs;         /* timed runs */
@@ -86,9 +85,8 @@ static void log_candidate(const tsr_search *search, const tsr_config *config, co
     tsr_config_format(search->op, config, desc, sizeof desc);
     fprintf(search->log, "{\"op\": \"%s\", \"class\": \"%s\", \"config\": \"%s\", \"outcome\": \"%s\", "
             "\"gflops\": %.3f, \"gflops_q25\": %.3f, \"spread\": %.3f, \"first_run_s\": %.4f, \"timed_s\": %.4f, "
-            "\"check_s\": %.4f, \"ahead_wait_s\": %.4f, \"runs\": %d, \"timing\": \"%s\"%s%s%s%s}\n", search->op->name,
-            search->problem_class, desc, outcome, gflops, score, spread, ph->first_run, ph->timed, ph->check,
-            ph->ahead_wait, ph->runs, log_timing(search),
+            "\"check_s\": %.4f, \"runs\": %d, \"timing\": \"%s\"%s%s%s%s}\n", search->op->name, search->problem_class,
+            desc, outcome, gflops, score, spread, ph->first_run, ph->timed, ph->check, ph->runs, log_timing(search),
             ph->prepared ? ", \"ahead\": true" : "",
             search->seed ? ", \"seed\": \"" : "", search->seed ? search->seed : "", search->seed ? "\"" : "");
     fflush(search->log);
@@ -152,11 +150,9 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
     search->warmed_valid = false;
     /* also builds the program; caches, pages, thread pool (unless the problem's choice just did) */
     tsr_status st = warmed ? TSR_SUCCESS : timed_run(search, config, &warm);
-    double own = search->backend.now(search->backend.ctx);
     /* Nothing is timed while a worker compiles: it would take the cores the runs time. */
     tsr_ahead_idle(search->ahead);
     PHASE(first_run);
-    ph->ahead_wait += clock - own;
     if (st != TSR_SUCCESS) return st == TSR_ERR_BUILD ? BUILD_FAILED : LAUNCH_FAILED;
     double t[TUNE_MAX_RUNS], u[TUNE_MIN_RUNS], total = 0;
     int n = 0, m = 0;
@@ -206,14 +202,11 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
 /* Before a candidate's first run: if a worker was given it, wait for the workers (its first run
  * then loads what was compiled); if not, give them what the strategy will ask for next (no more
  * than the evaluation budget leaves), to compile while this thread compiles the candidate. */
-static bool prepare_ahead(tsr_search *search, const tsr_config *config, phase_times *ph) {
+static bool prepare_ahead(tsr_search *search, const tsr_config *config) {
     tsr_ahead *a = search->ahead;
     if (!a) return false;
     if (tsr_ahead_submitted(a, config)) {
-        double began = search->backend.now(search->backend.ctx);
         tsr_ahead_idle(a);
-        double waited = search->backend.now(search->backend.ctx) - began;
-        ph->ahead_wait += waited, ph->first_run += waited;
         search->prepared_hits++;
         return true;
     }
@@ -250,8 +243,7 @@ double tsr_search_evaluate(tsr_search *search, const tsr_config *config) {
     e->config = *config;
     tsr_tune_result *res = search->result;
     res->evaluated++;
-    phase_times ph = {0};
-    ph.prepared = prepare_ahead(search, config, &ph);
+    phase_times ph = {.prepared = prepare_ahead(search, config)};
     outcome what = measure(search, e, config, &ph);
     switch (what) {
     case OK: break;

@@ -232,10 +232,18 @@ static bool seed_wanted(const tsr_search *search, const tsr_config *seed) {
     return false;
 }
 
-/* The class's default, known entries and (with `op_seeds`) the op's seeds, and the list of them. */
-static void start_list_fill(const tsr_search *search, class_start *cs, const cJSON *known_db, const char *hash,
-                            bool op_seeds) {
+/* With `op_seeds` false (tune all's first pass) the entry lookups resolve to today (the first
+ * current one) is measured whatever the time (the evaluation budget still counts): what the device
+ * runs today is what a tune must not lose to; the other known entries while the class's first-pass
+ * share lasts. */
+static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_db, const char *hash, bool op_seeds) {
     const tsr_op *op = search->op;
+    /* The built-in default first: the yardstick, and a start for the guided search. Then the
+     * entries for this device's class (or the classes it falls back to): the current ones (a
+     * re-tune never starts worse than what is there), then stale ones, tuned for an older kernel
+     * source: a small edit seldom moves the best far. Starts only; lookups never launch a stale
+     * entry. They count against the evaluation budget like any candidate. Then the op's seeds.
+     * The whole list is known now: the workers compile the next ones while one is measured. */
     tsr_op_default_config(op, search->device, search->problem_class, &cs->def);
     cs->def_ok = op->config_ok(search->device, NULL, &cs->def);
     cs->nknown = tsr_tuning_seeds(search->device, op, known_db, search->problem_class, hash, cs->known, 8);
@@ -245,20 +253,6 @@ static void start_list_fill(const tsr_search *search, class_start *cs, const cJS
     for (int i = 0; i < cs->nknown; ++i) cs->list.configs[cs->list.n++] = cs->known[i].config;
     for (int i = 0; op_seeds && i < cs->nseeds; ++i)
         if (seed_wanted(search, &cs->seeds[i])) cs->list.configs[cs->list.n++] = cs->seeds[i];
-}
-
-/* With `op_seeds` false (tune all's first pass) the entry lookups resolve to today (the first
- * current one) is measured whatever the time (the evaluation budget still counts): what the device
- * runs today is what a tune must not lose to; the other known entries while the class's first-pass
- * share lasts. */
-static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_db, const char *hash, bool op_seeds) {
-    /* The built-in default first: the yardstick, and a start for the guided search. Then the
-     * entries for this device's class (or the classes it falls back to): the current ones (a
-     * re-tune never starts worse than what is there), then stale ones, tuned for an older kernel
-     * source: a small edit seldom moves the best far. Starts only; lookups never launch a stale
-     * entry. They count against the evaluation budget like any candidate. Then the op's seeds.
-     * The whole list is known now: the workers compile the next ones while one is measured. */
-    start_list_fill(search, cs, known_db, hash, op_seeds);
     search->predict = start_predict;
     search->predict_ctx = &cs->list;
     cs->def_score = 0;
@@ -486,44 +480,6 @@ static tsr_status setup_problem(tune_run *run, class_job *job, double share_s) {
     return TSR_SUCCESS;
 }
 
-/* Before the class's problem is set up: the workers compile its start list but the default
- * (which the problem's choice, or the default's first run, compiles in the tuner meanwhile), so the
- * known entries and seeds are ready when the default has been measured. The jobs carry the
- * class's problem where it was chosen before, else its own (most ops' programs do not depend on
- * it: a job for the wrong problem still compiles what the tuner will run). */
-static void start_ahead(tune_run *run, class_job *job, const char *hash, bool op_seeds) {
-    tsr_search *search = &job->search;
-    if (!run->ahead) return;
-    start_list_fill(search, &job->start, run->known_db, hash, op_seeds);
-    const start_list *l = &job->start.list;
-    const int def = job->start.def_ok ? 1 : 0; /* the default, first in the list, is not sent */
-    int from = def, n = l->n - def;
-    /* tune all's first pass measures the other known entries only while the class's share lasts,
-     * and the tuner waits for every job sent before it times anything: only the entry in use
-     * (the first current one) goes ahead there */
-    if (!op_seeds) {
-        n = 0;
-        for (int i = 0; i < job->start.nknown && n == 0; ++i)
-            if (!job->start.known[i].stale) from += i, n = 1;
-    }
-    if (search->max_evaluations) {
-        int left = search->max_evaluations - job->res->evaluated - def;
-        if (n > left) n = left;
-    }
-    tsr_config configs[sizeof l->configs / sizeof l->configs[0]];
-    int m = 0;
-    for (int i = 0; i < n; ++i) {
-        const tsr_config *c = &l->configs[from + i];
-        /* (a known entry may be the default, or another entry's runner-up) */
-        bool repeated = tsr_search_seen(search, c) ||
-                        (job->start.def_ok && memcmp(c, &job->start.def, sizeof *c) == 0);
-        for (int j = 0; j < m; ++j) repeated |= memcmp(c, &configs[j], sizeof *c) == 0;
-        if (!repeated) configs[m++] = *c;
-    }
-    job->scope.step = job->step >= 0 ? job->step : 0;
-    tsr_ahead_submit(run->ahead, &job->scope, configs, m);
-}
-
 /* Set the class's problem up, and the device for a search (cache stores paused). `share_s`: the
  * class's share of the budget, by which its problem is chosen the first time. */
 static tsr_status class_begin(tune_run *run, class_job *job, double budget_s, double remaining_after_s,
@@ -603,10 +559,6 @@ static tsr_status run_open(tune_run *run, tsr_device *dev, const tsr_tune_option
         st = tsr_open_append(opt->log_path, &run->log);
         if (st != TSR_SUCCESS) return st;
     }
-    /* The device's timing method is probed before the workers start opening theirs (the probe
-     * times a kernel: nothing may compile beside it). */
-    tsr_timing_method timing;
-    if (run->workers && tsr_device_timing(dev, &timing, NULL) != TSR_SUCCESS) tsr_clear_error();
     tsr_ahead_fns fns;
     if (!run->workers || !tsr_ahead_process_fns(dev, &fns, &run->ahead_ctx)) fns = tsr_ahead_device_fns(dev);
     if (tsr_ahead_start(&fns, run->workers, &run->ahead) != TSR_SUCCESS) tsr_clear_error();
@@ -663,7 +615,6 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
     for (int c = 0; c < nclasses && st == TSR_SUCCESS; ++c) {
         tsr_tune_result local;
         job_init(&run, job, op, 0, &space, classes[c], (results && (size_t)c < max_results) ? &results[c] : &local);
-        start_ahead(&run, job, hash, true);
         st = class_begin(&run, job, per_class, per_class * (nclasses - c - 1), per_class);
         if (st != TSR_SUCCESS) break;
         search_class(&job->search, &job->start, strategies[opt.strategy].run, run.known_db, hash);
@@ -752,7 +703,6 @@ static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr
             job->unreached = true;
             continue;
         }
-        start_ahead(&run, job, hashes[job->op_index], false);
         st = class_begin(&run, job, budget / njobs, 0, budget / njobs); /* bounds the timing of slow runs (slow devices) */
         if (st != TSR_SUCCESS) break;
         start_phase(&job->search, &job->start, run.known_db, hashes[job->op_index], false);

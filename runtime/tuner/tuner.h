@@ -89,8 +89,8 @@ typedef struct tsr_ahead_device {
     int step; /* the class's problem the tuner measures: 0 its own, else a smaller one (tsr_op_class_shape_step) */
 } tsr_ahead_device;
 
-/* What a worker does: open its private state (once, in its thread, as it starts: counted as a
- * running job; kept for the whole tuning run), run one configuration in a scope (what the tuner gave with it: the device's
+/* What a worker does: open its private state (once, in its thread, at its first job; kept for the
+ * whole tuning run), run one configuration in a scope (what the tuner gave with it: the device's
  * workers take a tsr_ahead_device, the class), close. The device's (tsr_ahead_device_fns) make a
  * private device and, per class, a fixture of its problem; tests give their own. */
 typedef struct tsr_ahead_fns {

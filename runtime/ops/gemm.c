@@ -801,14 +801,16 @@ static tsr_status gemm_launch_split(tsr_device *dev, const gemm_problem *p, cons
               tsr_launch_kernels(dev, &gemm_reduce_tag, cfg, rvariant, 0, "gemm_gpu", gemm_build_options, names, rk),
               done);
     size_t slice = p->m * p->n, bytes;
-    if ((status = tsr_size_mad("gemm: the split-K workspace", slice * sizeof(float), slices, 0, &bytes)) != TSR_SUCCESS) {
+    status = tsr_size_mad("gemm: the split-K workspace", slice * sizeof(float), slices, 0, &bytes);
+    if (status != TSR_SUCCESS) {
         *no_workspace = true;
         goto done;
     }
     pthread_mutex_lock(&dev->lock); /* the workspace is shared by every call on this device */
     cl_mem ws;
     cl_event wait;
-    if ((status = tsr_workspace_get(dev, TSR_WS_SPLIT_K, bytes, &ws, &wait)) != TSR_SUCCESS) {
+    status = tsr_workspace_get(dev, TSR_WS_SPLIT_K, bytes, &ws, &wait);
+    if (status != TSR_SUCCESS) {
         *no_workspace = true; /* nothing enqueued: the caller runs it unsplit */
         goto unlock;
     }

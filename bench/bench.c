@@ -75,11 +75,7 @@ tsr_status bench_evict_caches(void *unused) {
         if (!evict_buf) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory for the %zu-byte cache eviction buffer",
                                         evict_size);
     }
-    /* A read and an ordinary store per 64-byte line, not memset: glibc's memset of this size
-     * stores non-temporally, past the caches, and would leave their contents in place. */
-    volatile unsigned char *v = evict_buf;
-    for (size_t i = 0; i < evict_size; i += 64)
-        v[i] = (unsigned char)(v[i] + 1);
+    util_touch_lines(evict_buf, evict_size);
     return TSR_SUCCESS;
 }
 

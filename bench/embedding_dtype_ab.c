@@ -92,12 +92,7 @@ int main(int argc, char **argv) {
                                                    NULL)
                                    : TSR_SUCCESS;
             clFinish(q);
-            if (evict) { /* a read and an ordinary store per line: glibc's memset of 128 MB stores
-                          * non-temporally, past the caches, and left the L3 as it was */
-                volatile unsigned char *e = evict;
-                for (size_t b = 0; b < EVICT_BYTES; b += 64)
-                    e[b] = (unsigned char)(e[b] + 1);
-            }
+            if (evict) util_touch_lines(evict, EVICT_BYTES);
             ab_mark m = ab_start();
             for (int i = 0; i < calls && st == TSR_SUCCESS; ++i)
                 st = tsr_embedding(dev, &d, ids, type_ids, table[v][0], table[v][1], table[v][2], y[v], q, NULL);

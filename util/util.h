@@ -21,6 +21,11 @@ double util_now_s(void);
  * summary (tsr_stats_of); sorts `values` in place. */
 double util_median(double *values, int n);
 
+/* Pushes `bytes` of buf (more than the last-level cache) through the host's caches: a read and an
+ * ordinary store per 64-byte line, not memset (glibc's memset of this size stores non-temporally,
+ * past the caches, and leaves their contents in place). */
+void util_touch_lines(unsigned char *buf, size_t bytes);
+
 /* Microseconds on clock `id` (CLOCK_MONOTONIC for wall time, CLOCK_PROCESS_CPUTIME_ID for the
  * process's CPU time over all its threads). */
 double util_clock_us(clockid_t id);

@@ -347,8 +347,9 @@ typedef struct tsr_epilogue {
      * .norm_gamma = g, .norm_beta = be, .norm_eps = 1e-12f} with C = x (in place). Row-major,
      * batch 1 only (TSR_ERR_UNSUPPORTED otherwise; matmul plans and device groups refuse it too);
      * neither gamma nor beta may overlap C. Where the small-M kernel runs (its vectors-along-N
-     * form), the norm is in its epilogue: one launch, a work-group per row tile owning whole rows;
-     * elsewhere the GEMM is followed by a LayerNorm launch on C in place. */
+     * form, an fp32 C) on a CPU device compiled to native code, the norm is in its epilogue: one
+     * launch, the last work-item of each row tile normalising its rows; elsewhere the GEMM is
+     * followed by a LayerNorm launch on C in place that waits for the GEMM's event. */
     cl_mem norm_gamma;       /* NULL: no LayerNorm (then norm_beta must be NULL too) */
     cl_mem norm_beta;        /* required with norm_gamma */
     size_t norm_gamma_offset, norm_beta_offset;

@@ -209,7 +209,8 @@ static tsr_status check_gemm(const char *fn, const tsr_matmul_desc *desc, const 
                             "abc"[i], tsr_dtype_str(ops[i]->dtype));
     const tsr_epilogue none = {0};
     if (memcmp(&d->epilogue, &none, sizeof none) != 0)
-        return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: the group's calls take no epilogue (bias, scale, residual or activation)", fn);
+        return tsr_fail(TSR_ERR_UNSUPPORTED,
+                        "%s: the group's calls take no epilogue (bias, scale, residual, activation or LayerNorm)", fn);
     const float *ptrs[3] = {*a, *b, *c};
     for (int i = 0; i < 3; i++) {
         if (!ptrs[i]) return tsr_fail(TSR_ERR_INVALID_ARG, "%s: %c is NULL", fn, "ABC"[i]);

@@ -432,6 +432,8 @@ typedef struct tsr_kernel {
      * offset) when it is set, and a released handle's address can come back as a new buffer. */
     uint8_t shadow_size[TSR_KERNEL_SHADOW_ARGS];
     unsigned char shadow[TSR_KERNEL_SHADOW_ARGS][TSR_KERNEL_SHADOW_BYTES];
+    /* CL_KERNEL_WORK_GROUP_SIZE on the device, asked once under the lock (0: not yet) */
+    size_t work_group_most;
 } tsr_kernel;
 /* The cached kernel whose lock the calling thread holds (NULL: none), for tsr_kernel_arg. */
 extern _Thread_local tsr_kernel *tsr_held_kernel;

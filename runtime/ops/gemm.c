@@ -851,14 +851,15 @@ static tsr_status gemm_launch_split(tsr_device *dev, const gemm_problem *p, cons
     {
         cl_kernel kernel = rk[0]->kernel;
         const size_t vw = (size_t)v[P_VW];
-        /* 32 x 4 groups where the device takes them (NULL: the device's choice) */
-        size_t kernel_most = 0; /* the compiled kernel's own limit can be below the device's */
-        bool shaped = dev->info.max_work_group_size >= 128 && dev->info.max_work_item_sizes[0] >= 32 &&
-                      dev->info.max_work_item_sizes[1] >= 4;
-        if (shaped && (clGetKernelWorkGroupInfo(kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_most,
-                                                &kernel_most, NULL) != CL_SUCCESS ||
-                       kernel_most < 128))
-            shaped = false;
+        tsr_kernel_lock(rk[0]); /* its arguments, and its work-group limit asked once */
+        /* 32 x 4 groups where the device and the compiled kernel (whose own limit can be below the
+         * device's) take them (NULL: the device's choice) */
+        if (!rk[0]->work_group_most &&
+            clGetKernelWorkGroupInfo(kernel, dev->id, CL_KERNEL_WORK_GROUP_SIZE, sizeof rk[0]->work_group_most,
+                                     &rk[0]->work_group_most, NULL) != CL_SUCCESS)
+            rk[0]->work_group_most = 0;
+        const bool shaped = rk[0]->work_group_most >= 128 && dev->info.max_work_item_sizes[0] >= 32 &&
+                            dev->info.max_work_item_sizes[1] >= 4;
         size_t local[2] = {32, 4};
         size_t global[2] = {ceil_div(p->n, vw), p->m};
         if (shaped) global[0] = round_up(global[0], local[0]), global[1] = round_up(global[1], local[1]);
@@ -867,7 +868,6 @@ static tsr_status gemm_launch_split(tsr_device *dev, const gemm_problem *p, cons
         cl_ulong ws_slice = slice, co = p->c_off, bias_off = p->bias_off, scale_off = p->scale_off,
                  res_off = p->res_off;
         cl_uint arg = 0;
-        tsr_kernel_lock(rk[0]);
 #define SET(x) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(x), &(x)), reduce_set)
         SET(M); SET(N); SET(S); SET(p->alpha); SET(p->beta);
         SET(ws); SET(ws_slice); SET(ldw); SET(p->c); SET(co); SET(ldc);

@@ -91,7 +91,20 @@ typedef struct replay {
     double started_at[512];
     int nstarted;
     double slowdown;     /* every run this many times longer (0: as the landscape says) */
+    struct override {    /* configurations whose runs take other times than the landscape's */
+        tsr_config config;
+        double seconds;  /* per run */
+        int runs;        /* for their first this many runs (0: all) */
+        int ran;
+    } override[4];
+    int noverrides;
 } replay;
+
+/* Runs of `config` take `seconds` each, for its first `runs` runs (0: all of them). */
+static void replay_override(replay *r, tsr_config config, double seconds, int runs) {
+    assert_true(r->noverrides < 4);
+    r->override[r->noverrides++] = (struct override){.config = config, .seconds = seconds, .runs = runs};
+}
 
 /* A smooth bowl with its one optimum at X=5 Y=3 Z=2: 0.1 ms there, more away from it. */
 static double landscape_seconds(const tsr_config *c) {
@@ -119,9 +132,13 @@ static tsr_status replay_run(void *vctx, const tsr_config *config, double *secon
     if (r->last == LAUNCH_FAILS) return tsr_fail(TSR_ERR_OPENCL, "replayed launch failure");
     if (r->last == WRONG_RESULT) r->output = WRONG;
     else if (r->last == RUNS) r->output = CORRECT; /* WRITES_NOTHING leaves what was there */
+    double base = fast_wrong ? 0.5e-4 : landscape_seconds(config);
+    for (int i = 0; i < r->noverrides; ++i)
+        if (memcmp(&r->override[i].config, config, sizeof *config) == 0 &&
+            (r->override[i].runs == 0 || r->override[i].ran++ < r->override[i].runs))
+            base = r->override[i].seconds;
     /* A few percent of deterministic jitter, as recorded runs have. */
-    *seconds = (fast_wrong ? 0.5e-4 : landscape_seconds(config)) * (1.0 + 0.03 * (double)(r->runs++ % 7) / 7.0) *
-               (r->slowdown > 0 ? r->slowdown : 1.0);
+    *seconds = base * (1.0 + 0.03 * (double)(r->runs++ % 7) / 7.0) * (r->slowdown > 0 ? r->slowdown : 1.0);
     r->clock += *seconds;
     return TSR_SUCCESS;
 }
@@ -414,6 +431,63 @@ static void slower_candidates_stop_early_unvalidated(void **state) {
     tsr_search_free(&r.search);
 }
 
+/* A candidate a few percent slower than the incumbent (not clearly: it is validated, it may be a
+ * runner-up) stops once the lower bound of its lower quartile lies above the incumbent's: its rank
+ * needs no more runs. A candidate faster than the incumbent is measured until its lower quartile
+ * is known (from 12 runs), as before. */
+static void candidates_stop_once_their_rank_is_known(void **state) {
+    (void)state;
+    run r;
+    memset(&r, 0, sizeof r);
+    const tsr_config close = make_config(5, 3, 1), faster = make_config(5, 2, 2);
+    replay_override(&r.replay, close, 1.06e-4, 0);  /* 6% slower than the optimum */
+    replay_override(&r.replay, faster, 0.9e-4, 0);  /* 10% faster */
+    search_setup(&r, 1, 0, 1e9);
+    assert_true(tsr_search_evaluate(&r.search, &optimum) > 0); /* the incumbent */
+    assert_true(tsr_search_evaluate(&r.search, &close) > 0);
+    const tsr_evaluated *e = &r.search.seen[1];
+    assert_true(e->validated);
+    int runs = r.replay.runs_of[started_index(&r.replay, &close)];
+    print_message("# 6%% slower: %d runs in all (first run, timed runs, the check's run)\n", runs);
+    assert_int_equal(runs, 1 + TUNE_MIN_RUNS + 1);
+    assert_true(tsr_search_evaluate(&r.search, &faster) > 0);
+    runs = r.replay.runs_of[started_index(&r.replay, &faster)];
+    print_message("# 10%% faster: %d runs in all\n", runs);
+    assert_true(runs >= 1 + 12);
+    assert_true(r.search.seen[2].validated);
+    assert_memory_equal(&r.search.incumbent, &faster, sizeof faster);
+    tsr_search_free(&r.search);
+}
+
+/* A search ends with the best against a close runner-up side by side: a candidate whose own
+ * evaluation ran slow (the machine was busy then) is not passed over for one that only looked
+ * faster. Here the optimum's evaluation runs at 1.4x its time, behind (6, 3, 2) at 1.3x; the duel
+ * puts it first. A runner-up more than 15% behind is left alone. */
+static void a_close_runner_up_duels_the_best(void **state) {
+    (void)state;
+    for (int unlucky = 0; unlucky < 2; ++unlucky) {
+        run r;
+        memset(&r, 0, sizeof r);
+        replay_override(&r.replay, make_config(4, 3, 2), 2e-4, 0); /* out of the way: one runner-up */
+        /* the optimum's whole evaluation (first run, up to 60 timed, the check's) */
+        replay_override(&r.replay, optimum, unlucky ? 1.4e-4 : 1.2e-4, 1 + TUNE_MAX_RUNS + 1);
+        search_setup(&r, 1, 0, 1e9);
+        const tsr_config def = make_config(1, 0, 1);
+        double def_score = tsr_search_evaluate(&r.search, &def);
+        r.search.start = def;
+        r.search.start_score = def_score;
+        tsr_strategy_exhaustive(&r.search);
+        tsr_search_rank(&r.search);
+        if (unlucky) assert_false(is_optimum(&r.search.seen[0])); /* the test can fail */
+        int duels_before = r.replay.runs;
+        tsr_search_final_duels(&r.search, &def, def_score, NULL);
+        assert_true(r.replay.runs > duels_before);
+        assert_true(is_optimum(&r.search.seen[0]));
+        assert_true(r.search.seen[0].validated);
+        tsr_search_free(&r.search);
+    }
+}
+
 /* The entry lookups resolve to today is timed for TUNE_MIN_RUNS runs and validated however slow
  * its runs are (the duel with it decides: one noisy run must not drop it unseen); any other
  * candidate as slow stops after its first timed run, unvalidated. */
@@ -594,6 +668,9 @@ static void compiling_ahead_changes_no_search(void **state) {
                     for (int j = 0; j < ahead.search.nseen; ++j)
                         evaluated_ahead += memcmp(&f.ran[i], &ahead.search.seen[j].config, sizeof(tsr_config)) == 0;
                 assert_int_equal(evaluated_ahead, ahead.search.prepared_hits);
+                print_message("# %s (seed %llu, %d workers): %d of %d evaluations compiled ahead, %d guesses\n",
+                              guided[s].name, (unsigned long long)seed, workers, evaluated_ahead,
+                              ahead.result.evaluated, f.nran);
                 if (guided[s].fn == tsr_strategy_random) assert_int_equal(evaluated_ahead, f.nran); /* exact */
                 if (evaluated_ahead < ahead.result.evaluated / 4)
                     fail_msg("%s (seed %llu, %d workers): only %d of %d evaluations were compiled ahead",
@@ -867,6 +944,8 @@ int main(void) {
         cmocka_unit_test(normalized_points_outside_the_space),
         cmocka_unit_test(abandoned_and_failed_candidates_score_zero),
         cmocka_unit_test(slower_candidates_stop_early_unvalidated),
+        cmocka_unit_test(candidates_stop_once_their_rank_is_known),
+        cmocka_unit_test(a_close_runner_up_duels_the_best),
         cmocka_unit_test(the_entry_in_use_is_measured_fully),
         cmocka_unit_test(fast_but_wrong_never_wins),
         cmocka_unit_test(duels_end_early_only_when_clear),

@@ -5,9 +5,25 @@
 
 #include <math.h>
 
+enum { ANNEAL_HISTORY = 8 };
+
 typedef struct anneal_state {
     tsr_point cur;
+    double temperature;            /* the acceptance test's, at the last step */
+    double ratio[ANNEAL_HISTORY];  /* the last candidates' scores over the current point's then */
+    int nratio;                    /* how many of ratio[] are filled (a ring once full) */
 } anneal_state;
+
+/* How likely the next candidate is to be accepted: the acceptance test at today's temperature
+ * applied to the last candidates' score ratios (each 1 where the candidate was better). The search
+ * never reads it: it only picks which branch the workers are given. */
+static double acceptance_odds(const anneal_state *st) {
+    int n = st->nratio < ANNEAL_HISTORY ? st->nratio : ANNEAL_HISTORY;
+    if (n == 0) return 0.5;
+    double sum = 0;
+    for (int i = 0; i < n; ++i) sum += st->ratio[i] >= 1 ? 1.0 : exp((st->ratio[i] - 1) / st->temperature);
+    return sum / n;
+}
 
 /* A legal neighbour of `cur` not evaluated yet, drawn from search->rng; false after 200 draws
  * found none. */
@@ -31,11 +47,16 @@ static bool neighbour(tsr_search *search, const tsr_point *cur, tsr_point *next,
     return false;
 }
 
-/* Most candidates are worse than the current point and rejected: then the acceptance test has
- * drawn one number and the next neighbour is drawn around the same point. Exactly what the
- * search asks for next in that case, and, deeper, if those are rejected too. */
+/* What the search asks for next depends on the candidate's fate: accepted (it becomes the current
+ * point) or rejected (the next neighbour is drawn around the same point). Either way the
+ * acceptance test has drawn one number first. The workers get the branch the recent candidates
+ * make likelier (late in a search, at a low temperature, most are rejected; early on a quiet
+ * machine most land within a few percent and are accepted), and, deeper, neighbours of the same
+ * point as if those were rejected too. */
 static int anneal_predict(tsr_search *search, const tsr_config *next, tsr_config *out, int max) {
     const anneal_state *st = search->predict_ctx;
+    tsr_point base = st->cur;
+    if (acceptance_odds(st) > 0.5 && !tsr_space_point(search->space, next, &base)) base = st->cur;
     tsr_config excluded[TUNE_MAX_AHEAD + 1] = {*next};
     uint64_t saved;
     tsr_search_predict_begin(search, excluded, 1, &saved);
@@ -43,7 +64,7 @@ static int anneal_predict(tsr_search *search, const tsr_config *next, tsr_config
     while (n < max && n < TUNE_MAX_AHEAD) {
         (void)tsr_rng_unit(search->rng); /* the acceptance test of the one before */
         tsr_point p;
-        if (!neighbour(search, &st->cur, &p, &out[n])) break;
+        if (!neighbour(search, &base, &p, &out[n])) break;
         excluded[search->nexcluded++] = out[n];
         ++n;
     }
@@ -54,7 +75,7 @@ static int anneal_predict(tsr_search *search, const tsr_config *next, tsr_config
 void tsr_strategy_anneal(tsr_search *search) {
     const tsr_space *space = search->space;
     uint64_t *rng = search->rng;
-    anneal_state st;
+    anneal_state st = {.temperature = 0.085};
     tsr_config config = search->start;
     double cur_score = search->start_score;
     if (!tsr_space_point(space, &search->start, &st.cur)) {
@@ -71,6 +92,7 @@ void tsr_strategy_anneal(tsr_search *search) {
         if (search->max_evaluations)
             progress = fmax(progress, (double)search->result->evaluated / search->max_evaluations);
         double temperature = 0.08 * (1.0 - progress) + 0.005;
+        st.temperature = temperature;
         tsr_point next;
         if (!neighbour(search, &st.cur, &next, &config)) { /* the neighbourhood is exhausted: restart somewhere new */
             if (!tsr_search_propose(search, &config)) break;
@@ -78,8 +100,10 @@ void tsr_strategy_anneal(tsr_search *search) {
         }
         double score = tsr_search_evaluate(search, &config);
         if (score <= 0) continue;
-        if (score > cur_score || cur_score <= 0 ||
-            tsr_rng_unit(rng) < exp((score - cur_score) / (cur_score * temperature))) {
+        if (cur_score > 0) st.ratio[st.nratio++ % ANNEAL_HISTORY] = score / cur_score;
+        /* The test always draws its number, better or not, so both branches start alike. */
+        double draw = tsr_rng_unit(rng);
+        if (score > cur_score || cur_score <= 0 || draw < exp((score - cur_score) / (cur_score * temperature))) {
             st.cur = next;
             cur_score = score;
         }

@@ -119,6 +119,17 @@ static bool clearly_slower(const double *t, int n, const double *u, int m) {
     return low > (1.0 + TUNE_STOP_MARGIN) * high;
 }
 
+/* Can a candidate with these n timed runs no longer become the incumbent, whose m runs `u` were
+ * taken in alternation with them? When the lower bound of its lower quartile lies above the
+ * incumbent's lower quartile. More runs would only make its score more precise, and the score
+ * of a candidate that is not the best only steers the strategy: its rank needs no more. */
+static bool not_the_best(const double *t, int n, const double *u, int m) {
+    if (m < TUNE_MIN_RUNS) return false;
+    double low, ignored;
+    lower_quartile(t, n, &low, &ignored);
+    return low > lower_quartile(u, m, &ignored, &ignored);
+}
+
 /* Is the lower quartile of these n runs known within TUNE_PRECISION? */
 static bool known_well_enough(const double *t, int n) {
     double scratch[TUNE_MAX_RUNS];
@@ -170,6 +181,7 @@ static outcome measure(tsr_search *search, tsr_evaluated *e, const tsr_config *c
         PHASE(timed);
         if ((slower = (!search->measure_fully || n >= TUNE_MIN_RUNS) && clearly_slower(t, n, u, m))) break;
         if (n >= TUNE_MIN_RUNS && (total >= TUNE_MAX_SECONDS || known_well_enough(t, n))) break;
+        if (!search->measure_fully && n >= TUNE_MIN_RUNS && not_the_best(t, n, u, m)) break;
         /* Out of time: what was measured stands (a slow device, where one run of the class's
          * problem takes seconds, would otherwise overrun the budget many times over). */
         if (!tsr_search_time_left(search)) break;

@@ -153,6 +153,43 @@ static void duel_with_entry(tsr_search *search, const tsr_config *entry, const t
     seen[0].score = entry_won ? dq[1] : dq[0];
 }
 
+/* Before those, the best against the runner-up, where one comes close (within 15% by lower quartile)
+ * and is neither the default nor the entry (they duel it next): a candidate's score comes from a
+ * few runs taken when it came up, and two configurations a few percent apart can swap places from
+ * one tune to the next (the Zen 5's conv2d 3x3 class picked two forms by turns: docs/tuning.md).
+ * Side by side the faster one wins, whatever its draw. Expects the search ranked. */
+static void duel_runner_up(tsr_search *search, const tsr_config *def, const tsr_config *entry) {
+    tsr_evaluated *seen = search->seen;
+    if (search->nseen < 2 || !seen[0].validated || seen[0].score <= 0) return;
+    if (3.0 * 2 * TUNE_MIN_RUNS * search->best_time > duel_allowance(search)) return; /* a slow device */
+    int idx = -1;
+    for (int i = 1; i < search->nseen && idx < 0; ++i) {
+        if (!seen[i].validated || seen[i].score < 0.85 * seen[0].score) continue;
+        if (memcmp(&seen[i].config, def, sizeof *def) == 0) continue;
+        if (entry && memcmp(&seen[i].config, entry, sizeof *entry) == 0) continue;
+        idx = i;
+    }
+    if (idx < 0) return;
+    double dg[2] = {0, 0}, dq[2] = {0, 0};
+    tsr_search_duel(search, &seen[0].config, &seen[idx].config, dg, dq);
+    if (!(dq[0] > 0 && dq[1] > 0)) return;
+    bool runner_up_won = dg[1] > dg[0];
+    if (runner_up_won) {
+        tsr_evaluated e = seen[idx];
+        memmove(&seen[1], &seen[0], (size_t)idx * sizeof e);
+        seen[0] = e;
+    }
+    seen[0].gflops = runner_up_won ? dg[1] : dg[0];
+    seen[0].score = runner_up_won ? dq[1] : dq[0];
+}
+
+void tsr_search_final_duels(tsr_search *search, const tsr_config *def, double def_score, const tsr_config *entry) {
+    if (entry && memcmp(entry, def, sizeof *def) == 0) entry = NULL;
+    duel_runner_up(search, def, entry);
+    duel_with_default(search, def, def_score);
+    if (entry) duel_with_entry(search, entry, def);
+}
+
 static void pause_cache_store(tsr_device *dev, bool pause) {
     pthread_mutex_lock(&dev->program_lock);
     dev->cache_store_paused += pause ? 1 : -1;
@@ -305,12 +342,10 @@ static void search_phase(tsr_search *search, class_start *cs, tsr_strategy_fn st
     }
     strategy(search);
     tsr_search_rank(search);
-    duel_with_default(search, &cs->def, cs->def_score);
-    for (int i = 0; i < cs->nknown; ++i)
-        if (!cs->known[i].stale) { /* the first current entry: what lookups resolve to now */
-            if (memcmp(&cs->known[i].config, &cs->def, sizeof cs->def) != 0) duel_with_entry(search, &cs->known[i].config, &cs->def);
-            break;
-        }
+    const tsr_config *entry = NULL;
+    for (int i = 0; i < cs->nknown && !entry; ++i)
+        if (!cs->known[i].stale) entry = &cs->known[i].config; /* the first current entry: what lookups resolve to now */
+    tsr_search_final_duels(search, &cs->def, cs->def_score, entry);
 }
 
 /* The default, the known entries, the op's seeds and the strategy, then the duel: leaves the

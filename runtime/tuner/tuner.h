@@ -238,6 +238,11 @@ void tsr_search_rank(tsr_search *search);
 /* Free what the search allocated. */
 void tsr_search_free(tsr_search *search);
 
+/* The duels that end a class's search (ranked first): the best against a runner-up within 15%,
+ * then against the default (`def`, whose score in the search was `def_score`), then against
+ * `entry` (the entry lookups resolve to today; NULL: none). Each moves the side that wins side by
+ * side first; a slow device, where a duel would cost more than the class's budget, skips them. */
+void tsr_search_final_duels(tsr_search *search, const tsr_config *def, double def_score, const tsr_config *entry);
 /* Time two configurations in alternation (up to 3 rounds of runs each, fewer once the medians'
  * confidence intervals are apart); fills GFLOP/s from the median and the lower-quartile time of
  * all their runs (0 when either ran too few times). */

@@ -8,8 +8,10 @@
 #define _GNU_SOURCE
 #include "tuner.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct ahead_worker {
@@ -194,6 +196,34 @@ void tsr_ahead_stop(tsr_ahead *a, tsr_ahead_stats *stats) {
     free(a);
 }
 
+/* The first line of /proc/stat: the time all cores spent busy and in all (Linux; false elsewhere). */
+static bool cpu_times(unsigned long long *busy, unsigned long long *total) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return false;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                   &v[7]);
+    fclose(f);
+    if (n < 4) return false;
+    *total = 0;
+    for (int i = 0; i < 8; ++i) *total += v[i];
+    *busy = *total - v[3] - v[4]; /* all but idle and iowait (steal counts as busy: the core is not ours) */
+    return true;
+}
+
+/* How many cores the rest of the machine keeps busy now: /proc/stat over 0.2 s where there is
+ * one, else the last minute's load average. (The load average also counts what ended moments
+ * ago: a tune run just before this one leaves it near 1.5 on two idle cores for a minute.) */
+static double busy_cores(long cpus) {
+    unsigned long long b0, t0, b1, t1;
+    if (cpu_times(&b0, &t0)) {
+        nanosleep(&(struct timespec){.tv_nsec = 200000000}, NULL);
+        if (cpu_times(&b1, &t1) && t1 > t0) return (double)cpus * (double)(b1 - b0) / (double)(t1 - t0);
+    }
+    double load[1] = {0};
+    return getloadavg(load, 1) == 1 ? load[0] : 0;
+}
+
 tsr_status tsr_ahead_default_workers(const tsr_device *dev, int *workers) {
     const char *env = getenv("TSR_TUNE_AHEAD");
     if (env && *env) {
@@ -218,8 +248,7 @@ tsr_status tsr_ahead_default_workers(const tsr_device *dev, int *workers) {
      * core of the CPU count) a worker's compile takes the core the tuner's own compile needs, and
      * a budgeted tune measured fewer candidates with workers than without (docs/tuning.md). */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    double load[1] = {0};
-    if (getloadavg(load, 1) == 1 && load[0] > (double)cpus - 0.5) cpus = 1;
+    if (cpus >= 2 && busy_cores(cpus) > (double)cpus - 0.5) cpus = 1;
     *workers = cpus < 2 ? 0 : cpus - 1 > TUNE_MAX_AHEAD ? TUNE_MAX_AHEAD : (int)(cpus - 1);
     return TSR_SUCCESS;
 }

@@ -18,7 +18,7 @@ With --targets it records issue 39's targets in one JSON file instead (only --af
   python3 bench/tune_speed.py --targets --after build/tools/tessera --reference-evals 256 \\
       --rusticl rusticl --json OUT.json
 
-  1. the 64-evaluation GEMM `large` tune (anneal, seed 1, cold caches), its wall time and log phases,
+  1. the 64-evaluation GEMM `large` tune (anneal, seed 1, cold caches; --repeat N: N such runs), its wall time and log phases,
      and the same with TSR_TUNE_AHEAD=0 (nothing compiled ahead) for comparison (--no-ablation: not);
   2. with --reference-evals N, an N-evaluation run of the same, and both winners re-timed side by
      side at the class's problem (`tessera bench gemm --sizes 2048`, alternating, --retime rounds);
@@ -185,7 +185,7 @@ def targets(args):
     exe = os.path.abspath(args.after)
     work = tempfile.mkdtemp(prefix='tune-targets-')
     result = {'machine_load_at_start': os.getloadavg(), 'gemm': [], 'retime': {}, 'all': None, 'rusticl': None}
-    runs = [(64, True)] + ([] if args.no_ablation else [(64, False)])
+    runs = [(64, True)] * args.repeat + ([] if args.no_ablation else [(64, False)])
     if args.reference_evals:
         runs.append((args.reference_evals, True))
     for evals, ahead in runs:
@@ -221,6 +221,7 @@ def main():
     ap.add_argument('--reference-evals', type=int, default=0, help='--targets: a run with this many evaluations')
     ap.add_argument('--retime-size', default='2048', help='--targets: the size winners are re-timed at')
     ap.add_argument('--no-ablation', action='store_true', help='--targets: no run without compiling ahead')
+    ap.add_argument('--repeat', type=int, default=1, help='--targets: 64-evaluation runs with compiling ahead (each cold)')
     ap.add_argument('--rusticl', help='--targets: a rusticl device selector to time `tune --budget 60` on')
     ap.add_argument('--before', help='tessera executable before the change')
     ap.add_argument('--after', required=True, help='tessera executable after the change')

@@ -105,12 +105,13 @@ def phases(rows):
     return out
 
 
-def timed_tune(exe, env, args, log):
+def timed_tune(exe, env, args, log, dry_run=True):
     if os.path.exists(log):
         os.unlink(log)
     load = os.getloadavg()
     start = time.monotonic()
-    proc = subprocess.run([exe, 'tune', '--dry-run', '--log', log] + args, env=env, capture_output=True, text=True)
+    proc = subprocess.run([exe, 'tune'] + (['--dry-run'] if dry_run else []) + ['--log', log] + args, env=env,
+                          capture_output=True, text=True)
     wall = time.monotonic() - start
     if proc.returncode != 0:
         raise SystemExit(f'tessera tune {" ".join(args)} failed:\n{proc.stdout}\n{proc.stderr}')
@@ -136,12 +137,12 @@ def gemm64(exe, work, evals, ahead):
                       for r in rows if r['outcome'] == 'duel']}
 
 
-def tune_all(exe, work, device=None, budget=None):
+def tune_all(exe, work, device=None, budget=None, dry_run=True):
     tag = 'all-' + (device or 'default')
     env = fresh_env(work, tag)
     log = os.path.join(work, tag + '.jsonl')
     args = (['--device', device] if device else []) + (['--budget', str(budget)] if budget else []) + ['--seed', '1']
-    wall, out, rows, load = timed_tune(exe, env, args, log)
+    wall, out, rows, load = timed_tune(exe, env, args, log, dry_run)
     classes = []
     header = False
     for line in out.splitlines():
@@ -201,7 +202,10 @@ def targets(args):
                 rates[c].append(bench(exe, work, c, sizes=args.retime_size, device=args.device)[1][0]['gflops'])
         result['retime'] = {c: {'median_gflops': round(statistics.median(v), 1), 'all': v} for c, v in rates.items()}
         print('re-timed side by side:', {c: v['median_gflops'] for c, v in result['retime'].items()}, flush=True)
-    result['all'] = tune_all(exe, work, device=None if args.device == 'cpu' else args.device)
+    result['all'] = tune_all(exe, work, device=None if args.device == 'cpu' else args.device,
+                             dry_run=not args.keep_db)
+    if args.keep_db:  # for bench/tune_vs_builtin.py --db: the picks re-timed against the built-in entries
+        shutil.copyfile(os.path.join(work, 'all-default-db.json'), args.keep_db)
     print(f"tune (every op): {result['all']['wall_s']} s; {result['all']['summary']}", flush=True)
     for c in result['all']['classes']:
         print(f"  {c['op']:9} {c['class']:9} gain {c.get('gain')}  vs entry: {c['vs_entry']}")
@@ -221,6 +225,7 @@ def main():
     ap.add_argument('--reference-evals', type=int, default=0, help='--targets: a run with this many evaluations')
     ap.add_argument('--retime-size', default='2048', help='--targets: the size winners are re-timed at')
     ap.add_argument('--no-ablation', action='store_true', help='--targets: no run without compiling ahead')
+    ap.add_argument('--keep-db', help='--targets: copy the database the tune over every op wrote here')
     ap.add_argument('--repeat', type=int, default=1, help='--targets: 64-evaluation runs with compiling ahead (each cold)')
     ap.add_argument('--rusticl', help='--targets: a rusticl device selector to time `tune --budget 60` on')
     ap.add_argument('--before', help='tessera executable before the change')

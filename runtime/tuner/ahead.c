@@ -244,8 +244,8 @@ tsr_status tsr_ahead_default_workers(const tsr_device *dev, int *workers) {
         return TSR_SUCCESS;
     }
     /* One core stays the tuner's (its own candidate compiles there meanwhile), and the others only
-     * where they are idle: on a machine already busy (the last minute's load average within half a
-     * core of the CPU count) a worker's compile takes the core the tuner's own compile needs, and
+     * where they are idle: on a machine already busy (other processes keeping all but half a core
+     * busy, busy_cores) a worker's compile takes the core the tuner's own compile needs, and
      * a budgeted tune measured fewer candidates with workers than without (docs/tuning.md). */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (cpus >= 2 && busy_cores(cpus) > (double)cpus - 0.5) cpus = 1;

@@ -9,6 +9,8 @@ enum { ANNEAL_HISTORY = 8 };
 
 typedef struct anneal_state {
     tsr_point cur;
+    double cur_score;
+    tsr_point pending;             /* the candidate being evaluated: the current point if accepted */
     double temperature;            /* the acceptance test's, at the last step */
     double ratio[ANNEAL_HISTORY];  /* the last candidates' scores over the current point's then */
     int nratio;                    /* how many of ratio[] are filled (a ring once full) */
@@ -55,8 +57,8 @@ static bool neighbour(tsr_search *search, const tsr_point *cur, tsr_point *next,
  * point as if those were rejected too. */
 static int anneal_predict(tsr_search *search, const tsr_config *next, tsr_config *out, int max) {
     const anneal_state *st = search->predict_ctx;
-    tsr_point base = st->cur;
-    if (acceptance_odds(st) > 0.5 && !tsr_space_point(search->space, next, &base)) base = st->cur;
+    /* (a current point that scored nothing accepts whatever scores; one that fails is rejected) */
+    tsr_point base = st->cur_score <= 0 || acceptance_odds(st) > 0.5 ? st->pending : st->cur;
     tsr_config excluded[TUNE_MAX_AHEAD + 1] = {*next};
     uint64_t saved;
     tsr_search_predict_begin(search, excluded, 1, &saved);
@@ -75,13 +77,12 @@ static int anneal_predict(tsr_search *search, const tsr_config *next, tsr_config
 void tsr_strategy_anneal(tsr_search *search) {
     const tsr_space *space = search->space;
     uint64_t *rng = search->rng;
-    anneal_state st = {.temperature = 0.085};
+    anneal_state st = {.temperature = 0.085, .cur_score = search->start_score};
     tsr_config config = search->start;
-    double cur_score = search->start_score;
     if (!tsr_space_point(space, &search->start, &st.cur)) {
         if (!tsr_search_budget_left(search) || !tsr_search_propose(search, &config)) return;
         tsr_space_point(space, &config, &st.cur);
-        cur_score = tsr_search_evaluate(search, &config);
+        st.cur_score = tsr_search_evaluate(search, &config);
     }
     search->predict = anneal_predict;
     search->predict_ctx = &st;
@@ -98,14 +99,16 @@ void tsr_strategy_anneal(tsr_search *search) {
             if (!tsr_search_propose(search, &config)) break;
             tsr_space_point(space, &config, &next);
         }
+        st.pending = next;
         double score = tsr_search_evaluate(search, &config);
-        if (score <= 0) continue;
-        if (cur_score > 0) st.ratio[st.nratio++ % ANNEAL_HISTORY] = score / cur_score;
-        /* The test always draws its number, better or not, so both branches start alike. */
+        /* The test always draws its number, better, worse or failed, so every branch starts alike. */
         double draw = tsr_rng_unit(rng);
+        if (score <= 0) continue;
+        double cur_score = st.cur_score;
+        if (cur_score > 0) st.ratio[st.nratio++ % ANNEAL_HISTORY] = score / cur_score;
         if (score > cur_score || cur_score <= 0 || draw < exp((score - cur_score) / (cur_score * temperature))) {
             st.cur = next;
-            cur_score = score;
+            st.cur_score = score;
         }
     }
     search->predict = NULL;

@@ -153,8 +153,9 @@ static void duel_with_entry(tsr_search *search, const tsr_config *entry, const t
     seen[0].score = entry_won ? dq[1] : dq[0];
 }
 
-/* Before those, the best against the runner-up, where one comes close (within 15% by lower quartile)
- * and is neither the default nor the entry (they duel it next): a candidate's score comes from a
+/* Before those, the best (unless it is the default or the entry) against the runner-up, where one
+ * comes close (within 15% by lower quartile) and is neither the default nor the entry (they duel
+ * it next): a candidate's score comes from a
  * few runs taken when it came up, and two configurations a few percent apart can swap places from
  * one tune to the next (the Zen 5's conv2d 3x3 class picked two forms by turns: docs/tuning.md).
  * Side by side the faster one wins, whatever its draw. Expects the search ranked. */
@@ -162,6 +163,9 @@ static void duel_runner_up(tsr_search *search, const tsr_config *def, const tsr_
     tsr_evaluated *seen = search->seen;
     if (search->nseen < 2 || !seen[0].validated || seen[0].score <= 0) return;
     if (3.0 * 2 * TUNE_MIN_RUNS * search->best_time > duel_allowance(search)) return; /* a slow device */
+    /* The default or the entry first: their own duels would run the same pair again. */
+    if (memcmp(&seen[0].config, def, sizeof *def) == 0 || (entry && memcmp(&seen[0].config, entry, sizeof *entry) == 0))
+        return;
     int idx = -1;
     for (int i = 1; i < search->nseen && idx < 0; ++i) {
         if (!seen[i].validated || seen[i].score < 0.85 * seen[0].score) continue;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -248,6 +249,10 @@ tsr_status tsr_ahead_default_workers(const tsr_device *dev, int *workers) {
      * busy, busy_cores) a worker's compile takes the core the tuner's own compile needs, and
      * a budgeted tune measured fewer candidates with workers than without (docs/tuning.md). */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef CPU_COUNT
+    cpu_set_t mine; /* the cores this process may run on (a container's or taskset's share) */
+    if (sched_getaffinity(0, sizeof mine, &mine) == 0 && CPU_COUNT(&mine) > 0) cpus = CPU_COUNT(&mine);
+#endif
     if (cpus >= 2 && busy_cores(cpus) > (double)cpus - 0.5) cpus = 1;
     *workers = cpus < 2 ? 0 : cpus - 1 > TUNE_MAX_AHEAD ? TUNE_MAX_AHEAD : (int)(cpus - 1);
     return TSR_SUCCESS;

@@ -124,6 +124,7 @@ typedef struct gelu_run {
     cl_mem x, y;
     size_t n;
     tsr_dtype x_type, y_type; /* fused and copy kernel: storage of x and y (zero: fp32) */
+    int calls;                /* calls back to back before the one clFinish (0: one) */
 } gelu_run;
 tsr_status bench_gelu_once(void *gelu_run_ctx);
 tsr_status bench_gelu(tsr_device *device, const bench_options *options, bench_report *report);

@@ -262,8 +262,9 @@ static tsr_status bench_elementwise_typed(tsr_device *dev, const bench_options *
      * and clFinish, some 20-25 us on the Zen 5 under load, tessera's own part under 1 us:
      * docs/dtypes.md, session 22), pulls it towards 6/8 at 1M elements. So each sample of
      * "convert-paired" is CONVERT_CALLS(n) calls back to back and one clFinish (time_ms per call),
-     * both sides alike; "convert-paired-sync" times one call and its wait, as every other pair. */
-    for (int sync = 0; sync < 2 && st == TSR_SUCCESS && xt == yt; ++sync) {
+     * both sides alike; "convert-paired-sync" times one call and its wait, as every other pair
+     * (where the back-to-back samples are one call, at 16M elements and more, it is that pair). */
+    for (int sync = 0; sync < (convert_calls(n) > 1 ? 2 : 1) && st == TSR_SUCCESS && xt == yt; ++sync) {
         const int calls = sync ? 1 : convert_calls(n);
         gelu_run a = {.dev = dev, .kind = GELU_RUN_COPY_KERNEL, .mode = TSR_GELU_TANH, .x = x, .y = y16, .n = n,
                       .x_type = TSR_F32, .y_type = yt, .calls = calls};

@@ -215,6 +215,8 @@ static void bench_gelu_and_attention(void **state) {
             continue;
         ++copies;
         assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) == 0);
+        /* timed in alternation: the median of the pairs' own rate ratios, written with the row */
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "paired_rate_ratio")) > 0);
         /* 1001 elements: 64 calls a sample, said in the row */
         const char *variant = cJSON_GetStringValue(cJSON_GetObjectItem(r, "variant"));
         if (strcmp(impl, "convert-paired") == 0)

@@ -53,6 +53,8 @@ int main(int argc, char **argv) {
     cl_int err = CL_SUCCESS;
     cl_mem x = clCreateBuffer(ctx, CL_MEM_READ_ONLY, n * 4, NULL, &err);
     cl_mem y = err == CL_SUCCESS ? clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * 4, NULL, &err) : NULL;
+    cl_mem pad = getenv("CONVERT_AB_PAD") ? clCreateBuffer(ctx, CL_MEM_READ_ONLY, n * 2, NULL, &err) : NULL;
+    if (pad) { float z = 0; clEnqueueFillBuffer(tsr_device_queue(dev), pad, &z, 4, 0, n * 2, 0, NULL, NULL); }
     cl_mem y16 = err == CL_SUCCESS ? clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * 2, NULL, &err) : NULL;
     float *hx = malloc(n * sizeof *hx);
     if (err != CL_SUCCESS || !hx) {
@@ -61,6 +63,7 @@ int main(int argc, char **argv) {
     }
     uint64_t seed = 0x9E3779B97F4A7C15ull ^ n;
     tsr_random_fill(hx, n, &seed, -5.0f, 5.0f);
+    if (getenv("CONVERT_AB_ROUND")) tsr_dtype_round_array(TSR_F16, hx, n);
     if (tsr_upload(dev, x, hx, n) != TSR_SUCCESS) return 1;
     static const char *const names[3] = {"f32 copy", "f32->f16", "f32->bf16"};
     static const tsr_dtype dst[3] = {TSR_F32, TSR_F16, TSR_BF16};
@@ -85,7 +88,6 @@ int main(int argc, char **argv) {
                 st = tsr_convert(dev, TSR_F32, x, 0, dst[v], out, 0, n, NULL, NULL);
             clFinish(tsr_device_queue(dev));
             ab_per_call(m, calls, &wall[v][r], &cpu[v][r]);
-            if (getenv("CONVERT_AB_DEBUG")) fprintf(stderr, "%d %d %.1f %.1f\n", r, v, wall[v][r], cpu[v][r]);
             if (st != TSR_SUCCESS) {
                 fprintf(stderr, "convert_ab: %s\n", tsr_last_error());
                 return 1;

@@ -1,9 +1,11 @@
 /* tsr_convert from fp32 (to f16 and bf16) against the fp32 copy kernel (tsr_gelu_copy, the
  * yardstick of `tessera bench gelu --dtype D`'s "convert-paired" rows), side by side in one process:
  *   convert_ab [--device SEL] [--rounds N] [--calls N] [--n N] [--config16 "VW=.. VPT=.. WG=.."]
+ *              [--no-warmup] [--fixed-order]
  * Each round runs the three in rotating order (so none is always first or always after the
- * same other), each as `calls` calls back to back and one clFinish, after one untimed call of
- * its own. --calls 1 is the bench's protocol (one call and its wait). --config16: the 16-bit
+ * same other; --fixed-order: copy, f16, bf16 every round), each as `calls` calls back to back and
+ * one clFinish, after one untimed call of its own (--no-warmup: none, so the call before is the
+ * previous variant's). --calls 1 is the bench's protocol (one call and its wait). --config16: the 16-bit
  * conversions launch with this gelu configuration (tsr_config_override, set and cleared around
  * their calls, untimed), the fp32 copy with its own. Prints per variant the medians of wall and
  * process CPU microseconds per call, and the medians of the rounds' GB/s ratios (16-bit's over
@@ -53,8 +55,6 @@ int main(int argc, char **argv) {
     cl_int err = CL_SUCCESS;
     cl_mem x = clCreateBuffer(ctx, CL_MEM_READ_ONLY, n * 4, NULL, &err);
     cl_mem y = err == CL_SUCCESS ? clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * 4, NULL, &err) : NULL;
-    cl_mem pad = getenv("CONVERT_AB_PAD") ? clCreateBuffer(ctx, CL_MEM_READ_ONLY, n * 2, NULL, &err) : NULL;
-    if (pad) { float z = 0; clEnqueueFillBuffer(tsr_device_queue(dev), pad, &z, 4, 0, n * 2, 0, NULL, NULL); }
     cl_mem y16 = err == CL_SUCCESS ? clCreateBuffer(ctx, CL_MEM_READ_WRITE, n * 2, NULL, &err) : NULL;
     float *hx = malloc(n * sizeof *hx);
     if (err != CL_SUCCESS || !hx) {
@@ -63,7 +63,6 @@ int main(int argc, char **argv) {
     }
     uint64_t seed = 0x9E3779B97F4A7C15ull ^ n;
     tsr_random_fill(hx, n, &seed, -5.0f, 5.0f);
-    if (getenv("CONVERT_AB_ROUND")) tsr_dtype_round_array(TSR_F16, hx, n);
     if (tsr_upload(dev, x, hx, n) != TSR_SUCCESS) return 1;
     static const char *const names[3] = {"f32 copy", "f32->f16", "f32->bf16"};
     static const tsr_dtype dst[3] = {TSR_F32, TSR_F16, TSR_BF16};

@@ -261,7 +261,7 @@ static tsr_status bench_elementwise_typed(tsr_device *dev, const bench_options *
      * only while the streaming dominates: a fixed cost per call, the same for both (PoCL's enqueue
      * and clFinish, some 20-25 us on the Zen 5 under load, tessera's own part under 1 us:
      * docs/dtypes.md, session 22), pulls it towards 6/8 at 1M elements. So each sample of
-     * "convert-paired" is CONVERT_CALLS(n) calls back to back and one clFinish (time_ms per call),
+     * "convert-paired" is convert_calls(n) calls back to back and one clFinish (time_ms per call),
      * both sides alike; "convert-paired-sync" times one call and its wait, as every other pair
      * (where the back-to-back samples are one call, at 16M elements and more, it is that pair). */
     for (int sync = 0; sync < (convert_calls(n) > 1 ? 2 : 1) && st == TSR_SUCCESS && xt == yt; ++sync) {

@@ -322,7 +322,7 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
     // 16-bit A, not packed: each AW_KC-step chunk of the tile's MWI rows is widened into a
     // private fp32 copy (16 elements per vector load) before its k-steps run.
     const __global AK_ELT *abase = A + a_off + batch * a_stride;
-    float16 aw16[MWI * AW_KC / 16]; // whole float16s, as awk16 below
+    float16 aw16[MWI * AW_KC / 16]; // whole float16s, as awk16 above
     float *aw = (float *)aw16;
 #define A_GLOBAL(m, k) aw[(m) * AW_KC + (k)]
 #else

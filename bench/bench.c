@@ -116,6 +116,12 @@ static tsr_status time_paired(bench_fn fn_a, void *ctx_a, bench_fn fn_b, void *c
         summarize(ta, n, &row_a->time_ms, &row_a->time_min_ms, &row_a->time_max_ms);
         summarize(tb, n, &row_b->time_ms, &row_b->time_min_ms, &row_b->time_max_ms);
         summarize(r, n, &ratio[0], &ratio[1], &ratio[2]);
+        /* each row's rate over its twin's, median over the pairs (r is then overwritten) */
+        double lo, hi;
+        for (int i = 0; i < n; ++i) r[i] = tb[i] / ta[i];
+        summarize(r, n, &row_a->paired_rate_ratio, &lo, &hi);
+        for (int i = 0; i < n; ++i) r[i] = ta[i] / tb[i];
+        summarize(r, n, &row_b->paired_rate_ratio, &lo, &hi);
     }
     free(t);
     return st;
@@ -199,6 +205,7 @@ tsr_status bench_write_json(const bench_report *r, const char *path) {
         if (w->mask[0]) cJSON_AddStringToObject(o, "mask", w->mask);
         if (w->variant[0]) cJSON_AddStringToObject(o, "variant", w->variant);
         if (w->dtype[0]) cJSON_AddStringToObject(o, "dtype", w->dtype);
+        if (w->paired_rate_ratio > 0) cJSON_AddNumberToObject(o, "paired_rate_ratio", w->paired_rate_ratio);
         cJSON_AddItemToArray(arr, o);
     }
     char *text = cJSON_Print(arr);

@@ -24,6 +24,9 @@ typedef struct bench_row {
     char variant[64];    /* what exactly ran, when impl alone does not say; "" (not written) otherwise */
     char dtype[16];      /* storage types when not fp32 throughout: "f16" (inputs and output), "bf16/f32"
                           * (inputs / output), as tsr_dtype_spec_format; "" (not written) for fp32 */
+    double paired_rate_ratio; /* a row timed in alternation with a twin (bench_time_paired): the median over
+                               * the pairs of its rate over the twin's in the same pair (the twin's time over
+                               * its own; the same work per call on both sides); 0 (not written) otherwise */
 } bench_row;
 
 typedef struct bench_report {
@@ -124,6 +127,7 @@ typedef struct gelu_run {
     cl_mem x, y;
     size_t n;
     tsr_dtype x_type, y_type; /* fused and copy kernel: storage of x and y (zero: fp32) */
+    int calls;                /* calls back to back before the one clFinish (0: one) */
 } gelu_run;
 tsr_status bench_gelu_once(void *gelu_run_ctx);
 tsr_status bench_gelu(tsr_device *device, const bench_options *options, bench_report *report);

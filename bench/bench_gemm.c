@@ -307,7 +307,7 @@ static tsr_status typed_shape(tsr_device *dev, const bench_options *opt, bench_r
         goto out;
     bench_row row16 = {0}, row32 = {0};
     double ratio[3];
-    if ((st = bench_time_paired(run_tessera_typed, &r16, run_tessera, &r32, opt->budget_s, 3, 50, &row16, &row32,
+    if ((st = bench_time_paired(run_tessera_typed, &r16, run_tessera, &r32, opt->budget_s, 3, 400, &row16, &row32,
                                 ratio)) != TSR_SUCCESS)
         goto out;
     if ((st = checked_run_typed(run_tessera, &r32, dev, r32.c, TSR_F32, hc, nc)) != TSR_SUCCESS ||

@@ -204,16 +204,28 @@ static void bench_gelu_and_attention(void **state) {
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
     TH_ASSERT_CONTAINS(out, "bf16 copy-kernel = ");
     rows = read_rows(path);
-    /* 2 forms x 2 pairs x 2 rows, then tsr_convert from fp32 against the fp32 copy, the copies' pair */
-    assert_int_equal(cJSON_GetArraySize(rows), 12);
-    int copies = 0;
+    /* 2 forms x 2 pairs x 2 rows, then tsr_convert from fp32 against the fp32 copy (calls back to
+     * back, then one call and its wait), the copies' pair */
+    assert_int_equal(cJSON_GetArraySize(rows), 14);
+    int copies = 0, back_to_back = 0;
     cJSON_ArrayForEach(r, rows) {
         const char *impl = cJSON_GetStringValue(cJSON_GetObjectItem(r, "impl"));
-        if (strcmp(impl, "copy-kernel-vs-f16") != 0 && strcmp(impl, "convert-paired") != 0) continue;
+        if (strcmp(impl, "copy-kernel-vs-f16") != 0 && strcmp(impl, "convert-paired") != 0 &&
+            strcmp(impl, "convert-paired-sync") != 0)
+            continue;
         ++copies;
         assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) == 0);
+        /* timed in alternation: the median of the pairs' own rate ratios, written with the row */
+        assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "paired_rate_ratio")) > 0);
+        /* 1001 elements: 64 calls a sample, said in the row */
+        const char *variant = cJSON_GetStringValue(cJSON_GetObjectItem(r, "variant"));
+        if (strcmp(impl, "convert-paired") == 0)
+            back_to_back += variant && strcmp(variant, "64 calls back to back, one clFinish") == 0;
+        else
+            assert_null(variant);
     }
-    assert_int_equal(copies, 4);
+    assert_int_equal(copies, 6);
+    assert_int_equal(back_to_back, 2);
     TH_ASSERT_CONTAINS(out, "tsr_convert f32 to bf16 = ");
     cJSON_Delete(rows);
     snprintf(path, sizeof path, "%s/attention.json", dir);

@@ -1538,7 +1538,9 @@ static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_
     pthread_mutex_lock(&dev->lock); /* as launch_implicit's: the derived copy's registry and workspace */
     char key[96];
     snprintf(key, sizeof key, "conv2d widened w %s %zu", tsr_dtype_str(p->types[1]), p->K * p->CRS);
-    widen_job job = {p, dev->info.type == TSR_DEVICE_CPU};
+    /* conv_cpu.cl's widen_weights on the CPUs that run the CPU forms (vectors in a work-item), else
+     * tsr_convert's kernel */
+    widen_job job = {p, dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_IN_ITEM};
     TSR_CHECK(status, derive_weights(dev, p, key, p->K * p->CRS * sizeof(float), widen_into, &job, queue, &kept, &ready),
               done);
     if (kept) {

@@ -26,6 +26,10 @@
 #include "vector.cl"
 
 #include "dtype.cl"
+// an f16 y's partial vectors on AVX-512 (conv_access.cl's conv_store)
+#if Y_TYPE == 1
+#include "dtype_avx512.cl"
+#endif
 #include "epilogue.cl"
 // conv_access.cl: an f16 y's partial vectors rounded as one vector (conv_store)
 #define CONV_VECTOR_ROUND 1

@@ -797,15 +797,17 @@ static void plan_and_tune(void **state) {
     conv_case ot = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 5, .S = 5, .ph = 2, .pw = 2};
     conv_case ds = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2};
     conv_case sm = {.N = 2, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 392 pixels */
-    conv_case sm8 = {.N = 8, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 1568, but 196 an image */
+    conv_case sm8 = {.N = 8, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 1568 (196 an image): 1x1-expand */
+    conv_case sm8r = {.N = 8, .C = 128, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1}; /* 1568, reducing: 1x1 */
+    conv_case sm7 = {.N = 10, .C = 64, .H = 7, .W = 7, .K = 64, .R = 1, .S = 1};   /* 490: 1x1-small */
     conv_case md8 = {.N = 8, .C = 128, .H = 17, .W = 17, .K = 64, .R = 1, .S = 1}; /* 289 an image: 1x1 */
     conv_case sn = {.N = 1, .C = 3, .H = 32, .W = 32, .K = 16, .R = 7, .S = 7, .sh = 2, .sw = 2, .ph = 3, .pw = 3};
     conv_case s3 = {.N = 2, .C = 64, .H = 16, .W = 16, .K = 64, .R = 3, .S = 3, .ph = 1, .pw = 1}; /* 512: 3x3-small */
     conv_case b3 = {.N = 3, .C = 64, .H = 14, .W = 14, .K = 64, .R = 3, .S = 3, .ph = 1, .pw = 1}; /* 588: 3x3 */
     const struct { const conv_case *c; const char *cls; } expect[] = {
         {&c3, "3x3"},         {&dw, "depthwise"}, {&pw, "1x1"},       {&ex, "1x1-expand"}, {&st, "strided"},
-        {&ot, "other"},       {&ds, "1x1-strided"}, {&sm, "1x1-small"}, {&sm8, "1x1-small"}, {&md8, "1x1"},
-        {&sn, "stem"},        {&s3, "3x3-small"}, {&b3, "3x3"}};
+        {&ot, "other"},       {&ds, "1x1-strided"}, {&sm, "1x1-small"}, {&sm8, "1x1-expand"}, {&md8, "1x1"},
+        {&sn, "stem"},        {&s3, "3x3-small"}, {&b3, "3x3"},       {&sm8r, "1x1"},      {&sm7, "1x1-small"}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; ++i) {
         tsr_conv2d_desc desc = case_desc(expect[i].c, TSR_CONV_AUTO);
         tsr_conv_algo algo = TSR_CONV_AUTO;
@@ -1240,6 +1242,38 @@ static void storage_types_stage5(void **state) {
     (void)state;
     storage_types_configs(5, 5);
 }
+/* An f16 x's rows shorter than 16 columns in a padded copy at least 16 wide (ResNet-50's 14x14
+ * planes: pad_input's permuted vector on AVX-512, session 22): 14x14 p1 (the plane's last rows
+ * take the plane's last 16 elements), 12 wide p2 (16 exactly), 13 wide p2 (17: the row's last 16
+ * columns), a plane under 16 elements (the gather), each through STAGE 2 and STAGE 5, f16
+ * throughout and f16 x with fp32 w and y; bf16 alongside (the same copy's other branch); the 3x3
+ * ones (and a 13-wide one) through both Winograd forms too. */
+static void storage_types_short_rows(void **state) {
+    (void)state;
+    if (!cpu_forms_here()) skip();
+    static const conv_case cases[] = {
+        {.N = 2, .C = 3, .H = 14, .W = 14, .K = 5, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1, .off = 3},
+        {.N = 1, .C = 2, .H = 3, .W = 12, .K = 4, .R = 5, .S = 5, .ph = 2, .pw = 2, .off = 1},
+        {.N = 1, .C = 2, .H = 5, .W = 13, .K = 3, .R = 5, .S = 5, .ph = 2, .pw = 2, .bias = true},
+        {.N = 2, .C = 2, .H = 1, .W = 14, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1, .off = 2},
+        {.N = 1, .C = 2, .H = 5, .W = 13, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1},
+    };
+    /* F(2x2) and F(4x4) on the 3x3 cases: rows of 14 and 13 outputs end in a partial vector of y
+     * (conv_store: an f16 y's lanes stored 8, 4, 2 and 1 at a time on AVX-512, session 22) */
+    static const char *const configs[] = {"ALGO=2 MWI=2 VW=8 STAGE=2 WGM=2 WGN=4", "ALGO=2 MWI=2 VW=8 STAGE=5 WGM=4 WGN=4",
+                                          "ALGO=2 STAGE=6 WGN=1", "ALGO=2 STAGE=7 WGN=1"};
+    static const int combos[] = {13, 1, 26}; /* all f16; f16 x, fp32 w and y; all bf16 */
+    for (size_t k = 0; k < sizeof configs / sizeof configs[0]; ++k) {
+        if (!th_try_override(dev, "conv2d", configs[k])) continue;
+        for (size_t i = 0; i < sizeof combos / sizeof combos[0]; ++i) {
+            tsr_dtype t[3];
+            type_combo(combos[i], t);
+            for (size_t j = 0; j < sizeof cases / sizeof cases[0]; ++j)
+                if (k < 2 || cases[j].R == 3) typed_check(&cases[j], t, TSR_CONV_AUTO, configs[k]);
+        }
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+}
 static void storage_types_stage8(void **state) {
     (void)state;
     storage_types_configs(6, 6);
@@ -1486,7 +1520,7 @@ int main(void) {
         cmocka_unit_test(huge_sizes_overflow),
         cmocka_unit_test(cpu_forms_stage5_1of2),
         cmocka_unit_test(cpu_forms_stage5_2of2),
-        cmocka_unit_test(storage_types_stage5),
+        cmocka_unit_test(storage_types_stage5), cmocka_unit_test(storage_types_short_rows),
         cmocka_unit_test(cpu_forms_winograd2),
         cmocka_unit_test(cpu_forms_winograd4),
         cmocka_unit_test(winograd_few_tiles),

@@ -10,7 +10,8 @@
  * a new buffer at the same address is never served the old data), a closed device, the memory cap,
  * two threads on one device (shared and own weights, own queues), a recording graph, and the
  * argument checks. Forms: F(2x2) and F(4x4) Winograd, STAGE 2 and STAGE 5 (packed weights) on
- * CPUs with vectors, STAGE 0 (tsr_convert's widening) everywhere; weights in fp32, f16 and bf16. */
+ * CPUs with vectors, STAGE 0 (tsr_convert's widening) and im2col + GEMM everywhere; weights in
+ * fp32, f16 and bf16. */
 #include "harness.h"
 
 #include <math.h>
@@ -37,6 +38,7 @@ static const form forms[] = {
     {"ALGO=2 MWI=4 VW=8 STAGE=2 WGN=4", false, true},
     {"ALGO=2 MWI=1 VW=8 STAGE=5 WGM=3 WGN=4", true, true}, /* packs its weights (and widens 16-bit ones) */
     {"ALGO=2 MWI=4 VW=4 STAGE=0 WGM=1 WGN=1 KWG=8", false, false},
+    {"ALGO=1", false, false}, /* im2col + GEMM: the GEMM reads 16-bit weights' kept fp32 copy (session 22) */
 };
 #define NFORMS (sizeof forms / sizeof forms[0])
 

@@ -71,15 +71,19 @@ static int conv_base_index(const conv_problem *p) {
      * implicit STAGE=0 form a stride-1 1x1 layer tunes to ran ResNet-50's downsample layers at
      * batch 8 at 0.19-0.40x PyTorch on a Zen 5 EPYC, im2col at 0.92-1.01x (docs/conv.md). */
     if (p->R == 1 && p->S == 1 && (p->sh > 1 || p->sw > 1)) return 5;
-    /* Stride-1 1x1 layers on small planes (at most 256 output pixels an image) or with few output
-     * pixels in the call (at most 512): ResNet-50's 14x14 and 7x7 layers at any batch, a class of
-     * their own tuned on 1x1024x14x14 k256. On a Zen 5 EPYC im2col (the GEMM on x itself, across
-     * the images' pixels for a batch) ran them 1.1-1.4x faster than the implicit STAGE=0 form at
-     * batch 1 and 1.15-1.4x at batch 8. Larger planes: the layers with at least as many output as
-     * input channels (1x1-expand, tuned on 1x128x28x28 k512: im2col 1.1-1.6x faster than
-     * STAGE=0 at batch 1 and 8) apart from the reducing ones (1x1, tuned on 1x512x28x28 k128,
-     * where STAGE=0 won or tied at 56x56 and 28x28); docs/conv.md. */
-    if (p->R == 1 && p->S == 1) return p->PQ <= 256 || p->N * p->PQ <= 512 ? 6 : p->Kg >= p->Cg ? 7 : 1;
+    /* Stride-1 1x1 layers with few output pixels in the call (at most 512: ResNet-50's 14x14
+     * layers at batch 1 and 2, 7x7 up to batch 10), a class of their own tuned on 1x1024x14x14
+     * k256. On a Zen 5 EPYC im2col (the GEMM on x itself, across the images' pixels for a batch)
+     * ran them 1.1-1.4x faster than the implicit STAGE=0 form at batch 1 and 1.15-1.4x at batch 8.
+     * Until session 22 the class took every plane of at most 256 pixels at any batch; its entry on
+     * the Zen 5 is the channel-vector form (STAGE 5) tuned at batch 1, which at batch 8 took
+     * 1.3-1.6x im2col's CPU time on the 14x14 layers (docs/conv.md, "Session 22"): the GEMM's rows
+     * are the call's pixels, so the call's pixel count, not the plane's, sorts the layer. Larger
+     * calls: the layers with at least as many output as input channels (1x1-expand, tuned on
+     * 1x128x28x28 k512: im2col 1.1-1.6x faster than STAGE=0 at batch 1 and 8) apart from the
+     * reducing ones (1x1, tuned on 1x512x28x28 k128, where STAGE=0 won or tied at 56x56 and
+     * 28x28); docs/conv.md. */
+    if (p->R == 1 && p->S == 1) return p->N * p->PQ <= 512 ? 6 : p->Kg >= p->Cg ? 7 : 1;
     /* Strided layers on at most 4 input channels a group (a network's first layer on an RGB or
      * grey image: ResNet-50's conv1, 7x7/2 on 3 channels), tuned on that layer: the 3x3/2
      * layers' tuned tile (4 channels x 3 vectors, one tile a work-group on the Zen 5) ran it at
@@ -1514,9 +1518,52 @@ static tsr_status chunk_gemms(tsr_device *dev, const conv_problem *p, cl_mem col
     return status;
 }
 
+static tsr_status launch_im2col_gemms(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
+                                      cl_command_queue queue, cl_event *event);
+
+/* im2col + GEMM. 16-bit weights in a buffer marked constant: the GEMM reads their fp32 copy, kept
+ * per device as the implicit path's (the same key: one copy serves both paths), so its weight
+ * panels are packed from fp32 like the fp32 layer's instead of being widened again on every call
+ * (session 22: pack_b on f16 weights took 1.6x its fp32 samples on ResNet-50's 64->256 layer).
+ * Unmarked weights (and a copy that cannot be kept) are widened by the GEMM's packing as before:
+ * a copy made per call would be one more pass over them. */
 static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
                                 cl_event *event) {
     const conv_problem *p = problem;
+    if (p->types[1] == TSR_F32) return launch_im2col_gemms(dev, p, cfg, queue, event);
+    conv_problem q = *p;
+    tsr_status status = TSR_SUCCESS;
+    cl_mem kept = NULL;
+    cl_event ready = NULL, last = NULL;
+    pthread_mutex_lock(&dev->lock); /* as launch_implicit's: the derived copy's registry and workspace */
+    char key[96];
+    snprintf(key, sizeof key, "conv2d widened w %s %zu", tsr_dtype_str(p->types[1]), p->K * p->CRS);
+    /* conv_cpu.cl's widen_weights on the CPUs that run the CPU forms (vectors in a work-item), else
+     * tsr_convert's kernel */
+    widen_job job = {p, dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_IN_ITEM};
+    TSR_CHECK(status, derive_weights(dev, p, key, p->K * p->CRS * sizeof(float), widen_into, &job, queue, &kept, &ready),
+              done);
+    if (kept) {
+        /* made on another queue maybe: ordered before the GEMMs */
+        if (ready) TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(queue, 1, &ready, NULL), done);
+        q.w = kept, q.w_off = 0, q.types[1] = TSR_F32;
+    }
+    status = launch_im2col_gemms(dev, &q, cfg, queue, &last);
+done:
+    if (kept) {
+        if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still read the copy */
+        tsr_derived_done(kept, ready, status == TSR_SUCCESS ? last : NULL);
+    }
+    pthread_mutex_unlock(&dev->lock);
+    if (last) {
+        if (event && status == TSR_SUCCESS) *event = last;
+        else clReleaseEvent(last);
+    }
+    return status;
+}
+
+static tsr_status launch_im2col_gemms(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
+                                      cl_command_queue queue, cl_event *event) {
     if (is_pointwise(p)) {
         cl_event last = NULL;
         tsr_status st = chunk_gemms(dev, p, p->x, p->x_off, 0, p->N, queue, NULL, &last);

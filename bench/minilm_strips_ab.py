@@ -9,19 +9,29 @@ Variants (each on its own device, opened with $TSR_KERNEL_DIR on a copy of this 
 that every side reads its kernels the same way, and with the same GEMM configuration forced,
 --config, the small-m classes' built-in one by default):
   runner         the runner as it is (epilogues: bias, GELU, residual + LayerNorm)
-  plain          the encoder's launches with its four GEMMs plain (no epilogue) on the weights as
-                 the runner keeps them ([in, out], row-major): the reference of the next ones
+  plain          the encoder's launches with its four GEMMs without the Add & Norm (bias, and GELU
+                 after the first feed-forward GEMM, in the epilogue) on the weights as the runner
+                 keeps them ([in, out], row-major): the reference of the next ones
   strips         the same GEMMs as one batched GEMM each over 32-column strips of the weights,
                  stored packed [out / 32, in, 32] (each strip's K x 32 block contiguous), A
-                 broadcast (stride 0), into a [out / 32, 16, 32] scratch output: each work-item
+                 broadcast (stride 0), into a [out / 32, 16, 32] scratch output (the same bias and
+                 GELU in the epilogue, the bias read per strip): each work-item
                  (MWI=8 x 32 columns) reads its weights as one sequential stream
-  strips-pf64    strips with the smallm kernel's row prefetch 64 rows ahead (8 KB at 32 columns;
-                 SM_PF_ROWS, 32 rows = 4 KB in the kernel as it is)
+  strips-pf64    strips with the smallm kernel's row prefetch 64 rows ahead (SM_PF_ROWS: 8 KB at
+                 32 columns); the variants without -pf64 set it to 32 rows (4 KB in a strip), the
+                 kernel's value before session 22
   plain-pf64     plain with that prefetch (64 rows of [in, out] = 96-384 KB ahead)
   part-plain     plain for the QKV and first feed-forward GEMMs only, the other two as the runner
-                 calls them (bias, residual, LayerNorm in the epilogue: not expressible over strips)
+                 calls them (bias, residual, LayerNorm in the epilogue: not expressible over strips);
+                 the same launches and epilogues as the runner
   part-strips    the same with those two GEMMs over strips (-pf64: and the 64-row prefetch)
   runner-pf64    the runner with the 64-row prefetch
+  strips-shared  strips-pf64 with every layer's strips layer 0's (7 MB, L3-resident): what the
+                 weights' stream still costs in strips
+  runner-strips  the runner on a copy of cl/ whose smallm kernel reads a B of K >= 128 as if in
+                 strips (STRIP_HACK below), with its Linear weights uploaded so: every epilogue and
+                 launch as the runner has them, and its result checked against the runner's
+                 (-pf64: with the 64-row prefetch)
   shared         the runner with every layer's weights made layer 0's (7 MB, L3-resident): what
                  the weights' stream from DRAM costs
   no-ln0         the runner without the embedding's LayerNorm launch
@@ -32,7 +42,6 @@ import json
 import os
 import re
 import shutil
-import statistics
 import sys
 import tempfile
 
@@ -55,6 +64,7 @@ class Plain(minilm.Runner):
     (bias, residual and LayerNorm in their epilogue)."""
     strips = False
     part = False
+    shared = False
 
     def _strip_weights(self):
         if not hasattr(self, '_packed'):
@@ -66,6 +76,9 @@ class Plain(minilm.Runner):
                         w[p + 'intermediate.dense.weight'].T, w[p + 'output.dense.weight'].T]
                 self._packed.append([self._up(m.reshape(m.shape[0], m.shape[1] // STRIP, STRIP).transpose(1, 0, 2))
                                      for m in mats])
+                if self.shared:
+                    self._packed = [self._packed[0]] * minilm.LAYERS
+                    break
             self._scratch = {n: tessera.empty((n // STRIP, 16, STRIP), device=self.device)
                              for n in (HIDDEN, 3 * HIDDEN, self.model.intermediate)}
         return self._packed
@@ -79,25 +92,25 @@ class Plain(minilm.Runner):
         packed = self._strip_weights()
         tokens_ = batch * seq
 
-        def gemm(a, w, wp, out):
+        def gemm(a, w, wp, out, bias, activation=None):
             if self.strips:
                 n, kk = wp.shape[0] * STRIP, wp.shape[1]
-                tessera.gemm(a.view((n // STRIP, tokens_, kk), (0, kk, 1)), wp, self._scratch[n])
+                tessera.gemm(a.view((n // STRIP, tokens_, kk), (0, kk, 1)), wp, self._scratch[n],
+                             bias=bias.view((n // STRIP, STRIP), (STRIP, 1)), activation=activation)
             else:
-                tessera.gemm(a, w, out)
-        for li, (lw, pk) in enumerate(zip(self._linear_weights('in_out'), packed)):
-            gemm(x, lw['qkv_w'], pk[0], qkv)
+                tessera.gemm(a, w, out, bias=bias, activation=activation)
+        for layer, lw, pk in zip(self.layers, self._linear_weights('in_out'), packed):
+            gemm(x, lw['qkv_w'], pk[0], qkv, layer['qkv_b'])
             tessera.attention(q, k, v, kv_lengths=kv_lengths, out=o)
             if self.part:
-                layer = self.layers[li]
                 tessera.gemm(context, lw['out_w'], x, bias=layer['out_b'], residual=x, layernorm=layer['ln1'] + (eps,))
             else:
-                gemm(context, lw['out_w'], pk[1], x)
-            gemm(x, lw['ffn1_w'], pk[2], hidden)
+                gemm(context, lw['out_w'], pk[1], x, layer['out_b'])
+            gemm(x, lw['ffn1_w'], pk[2], hidden, layer['ffn1_b'], 'gelu')
             if self.part:
                 tessera.gemm(hidden, lw['ffn2_w'], x, bias=layer['ffn2_b'], residual=x, layernorm=layer['ln2'] + (eps,))
             else:
-                gemm(hidden, lw['ffn2_w'], pk[3], x)
+                gemm(hidden, lw['ffn2_w'], pk[3], x, layer['ffn2_b'])
         tessera.matmul(state['pool_w'], x.view((batch, seq, HIDDEN)), out=state['pooled'])
 
 
@@ -107,6 +120,10 @@ class Strips(Plain):
 
 class PartPlain(Plain):
     part = True
+
+
+class StripsShared(Plain):
+    strips = shared = True
 
 
 class PartStrips(Plain):
@@ -129,16 +146,21 @@ def shared(model, dev):
     return r
 
 
-# name -> (runner factory, SM_PF_ROWS)
-VARIANTS = {'plain': (Plain, 32), 'strips': (Strips, 32), 'strips-pf64': (Strips, 64), 'plain-pf64': (Plain, 64),
-            'part-plain': (PartPlain, 32), 'part-strips': (PartStrips, 32), 'part-strips-pf64': (PartStrips, 64),
-            'runner': (minilm.Runner, 32), 'runner-pf64': (minilm.Runner, 64), 'shared': (shared, 32), 'no-ln0': (NoLN0, 32)}
+# The in-kernel strips (a measurement hack on a copy of cl/gemm_smallm.cl): in the pointer loop
+# (A and B row-major, a whole column tile), a B with K >= 128 is read as if stored in strips of NWI
+# columns ([N / NWI, K, NWI]) although the host passes it as [K, N]: the same bytes when NWI divides
+# N. MiniLM's four Linear GEMMs (K 384, 1536) then read strip weights with every epilogue as the
+# runner has it (Add & Norm included); the pooling GEMM (K = the tokens, 16) reads as before.
+STRIP_HACK = ('        const __global B_ELT *bp = bbase + j0;\n        const size_t bstep = (size_t)ldb;\n',
+              '        const __global B_ELT *bp = K >= 128 ? bbase + (size_t)(j0 / NWI) * K * NWI : bbase + j0;\n'
+              '        const size_t bstep = K >= 128 ? (size_t)NWI : (size_t)ldb;\n')
 
 
-def kernel_dir(root, pf_rows):
-    """A copy of this checkout's cl/ with the smallm kernel's row prefetch distance set."""
+def kernel_dir(root, pf_rows, strips=False):
+    """A copy of this checkout's cl/ with the smallm kernel's row prefetch distance set (and the
+    in-kernel strips hack)."""
     src = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'cl')
-    d = os.path.join(root, 'pf%d' % pf_rows, 'cl')
+    d = os.path.join(root, 'pf%d%s' % (pf_rows, '-strips' if strips else ''), 'cl')
     if not os.path.isdir(d):
         shutil.copytree(src, d)
         path = os.path.join(d, 'gemm_smallm.cl')
@@ -147,9 +169,39 @@ def kernel_dir(root, pf_rows):
         text, n = re.subn(r'(?m)^#define SM_PF_ROWS \d+$', '#define SM_PF_ROWS %d' % pf_rows, text)
         if n != 1:
             sys.exit('minilm_strips_ab: SM_PF_ROWS not found in %s' % path)
+        if strips:
+            if text.count(STRIP_HACK[0]) != 1:
+                sys.exit('minilm_strips_ab: the pointer loop\'s B set-up not found in %s' % path)
+            text = text.replace(*STRIP_HACK)
         with open(path, 'w') as f:
             f.write(text)
     return d
+
+
+class InKernelStrips(minilm.Runner):
+    """The runner with its Linear weights uploaded in strips of STRIP columns (for the hacked kernel)."""
+
+    def _up(self, a, dt=np.float32):
+        a = np.asarray(a)
+        if getattr(self, '_packing', False) and a.ndim == 2 and a.shape[0] >= 128 and a.shape[1] % STRIP == 0:
+            a = a.reshape(a.shape[0], a.shape[1] // STRIP, STRIP).transpose(1, 0, 2).reshape(a.shape)
+        return super()._up(a, dt)
+
+    def _linear_weights(self, layout):
+        self._packing = True
+        try:
+            return super()._linear_weights(layout)
+        finally:
+            self._packing = False
+
+
+
+# name -> (runner factory, SM_PF_ROWS[, the in-kernel strips hack])
+VARIANTS = {'runner-strips': (InKernelStrips, 32, True), 'runner-strips-pf64': (InKernelStrips, 64, True),
+            'plain': (Plain, 32), 'strips': (Strips, 32), 'strips-pf64': (Strips, 64), 'plain-pf64': (Plain, 64),
+            'part-plain': (PartPlain, 32), 'part-strips': (PartStrips, 32), 'part-strips-pf64': (PartStrips, 64),
+            'strips-shared': (StripsShared, 64),
+            'runner': (minilm.Runner, 32), 'runner-pf64': (minilm.Runner, 64), 'shared': (shared, 32), 'no-ln0': (NoLN0, 32)}
 
 
 def main():
@@ -170,16 +222,24 @@ def main():
     ids, lengths = tokens(model, 16)
     root = tempfile.mkdtemp(prefix='tsr-strips-')
     try:
-        sides = {}
+        sides, results = {}, {}
         for n in names:
-            make, pf = VARIANTS[n]
-            os.environ['TSR_KERNEL_DIR'] = kernel_dir(root, pf)  # read when the device is opened
+            make, pf, *hack = VARIANTS[n]
+            os.environ['TSR_KERNEL_DIR'] = kernel_dir(root, pf, bool(hack))  # read when the device is opened
             dev = tessera.Device(args.device)
             os.environ.pop('TSR_KERNEL_DIR')
             dev.override('gemm', args.config)
             run = make(model, dev).forward
             run(ids, lengths)  # records the graph
+            results[n] = run(ids, lengths)
             sides[n] = (lambda r=run: r(ids, lengths))
+        if 'runner' in results:
+            for n in names:
+                if n.startswith('runner-strips'):
+                    cos = float(np.min((results[n] * results['runner']).sum(axis=1)))
+                    print('%s against runner: cosine %.9f' % (n, cos))
+                    if cos < 0.9999999:
+                        sys.exit('minilm_strips_ab: %s disagrees with the runner' % n)
         stats, med, loads = alternate(sides, args.rounds, args.calls)
     finally:
         shutil.rmtree(root, ignore_errors=True)

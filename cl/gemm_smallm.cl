@@ -57,6 +57,9 @@
 #endif
 
 #define NWI (VW * NVW)
+#if SM_BSTRIP && (TB || TA || VW == 1)
+#error "SM_BSTRIP (B in strips of NWI columns) is read by the pointer loop only: TA 0, TB 0, VW > 1"
+#endif
 
 #include "vector.cl"
 #include "epilogue.cl"
@@ -454,15 +457,27 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
         }                                                                                          \
         for (; k < K; ++k) BODY(k)                                                                 \
     }
+#if SM_BSTRIP
+    // B stored in strips (SM_BSTRIP, runtime/ops/gemm.c): strip j0 / NWI holds B's columns j0 ..
+    // j0 + NWI - 1 as K rows of NWI values, contiguous, the last strip zero-padded to full width,
+    // so every tile (the edge one too) streams its slab in order; the stores stay guarded by N.
+    {
+#else
     if (j0 + NWI <= N) {
+#endif
 #if !TB && !TA && VW > 1
         // Pointers walked along K (A's MWI rows, B's row at the item's columns): the loop's
         // addresses are a base and a constant displacement, no per-step index arithmetic (which
         // the indexed form spent on 8-row tiles, out of general registers).
         const __global A_ELT *ap[MWI];
         _Pragma("unroll") for (int m = 0; m < MWI; ++m) ap[m] = abase + (size_t)min(i0 + m, M - 1) * lda;
+#if SM_BSTRIP
+        const __global B_ELT *bp = bbase + (size_t)(j0 / NWI) * K * NWI;
+        const size_t bstep = (size_t)NWI;
+#else
         const __global B_ELT *bp = bbase + j0;
         const size_t bstep = (size_t)ldb;
+#endif
 #define SM_PBODY(u)                                                                                \
     {                                                                                              \
         SM_PREFETCH_PTR(bp)                                                                        \
@@ -487,9 +502,13 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #else
         SM_K_LOOP(SM_BODY_FULL)
 #endif
+#if SM_BSTRIP
+    }
+#else
     } else {
         SM_K_LOOP(SM_BODY_EDGE)
     }
+#endif
     // The tile through private memory, then one store per row in a loop: the store's code once
     // (compile time), the accumulators indexed by constants only.
     float t[MWI * NWI];

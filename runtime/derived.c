@@ -330,6 +330,8 @@ done:
     return st;
 }
 
+bool tsr_derived_any(void) { return atomic_load(&nwatches) > 0; }
+
 tsr_status tsr_derived_peek(tsr_device *dev, cl_mem src, size_t src_offset, const char *key, cl_mem *out,
                             tsr_derived_ref *ref) {
     *out = NULL;

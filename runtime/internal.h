@@ -319,6 +319,8 @@ typedef tsr_status (*tsr_derive_fn)(tsr_device *device, void *ctx, cl_mem out, c
  * registry_lock inside device->lock when the caller holds that. */
 tsr_status tsr_derived_get(tsr_device *device, cl_mem src, size_t src_byte_offset, const char *key, size_t bytes,
                            tsr_derive_fn fill, void *ctx, cl_command_queue queue, cl_mem *out, cl_event *ready);
+/* Whether any buffer is marked constant (a cheap test before building a key). */
+bool tsr_derived_any(void);
 /* What a graph recording notes of data it reads that tsr_derived_peek handed out: the marked root
  * buffer (not retained here), the marking's serial, the generation the data was made at, the
  * source's byte offset in the root and the key. */

@@ -1034,7 +1034,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     size_t nwi = (size_t)v[P_VW] * v[P_NVW];
     cl_mem strips = NULL; /* B's kept strips (gemm_strips) */
     cl_event strips_ready = NULL;
-    if (strips_apply(dev, p, cfg)) gemm_strips(dev, p, nwi, queue, input_ready, &strips, &strips_ready);
+    if (tsr_derived_any() && strips_apply(dev, p, cfg)) gemm_strips(dev, p, nwi, queue, input_ready, &strips, &strips_ready);
     if (strips) variant += GEMM_BSTRIP_VARIANT;
     /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
     bool pack_a = packs_a(cfg, p->ta) && p->k > 0, pack_b = packs_b(cfg, p->tb) && p->k > 0;

@@ -955,18 +955,19 @@ static tsr_status strips_fill(tsr_device *dev, void *ctx, cl_mem out, cl_command
     unsigned char *src = malloc(span), *dst = calloc(1, bytes);
     if (!src || !dst) {
         status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "gemm: out of host memory copying B into strips");
-        goto out;
+        goto done;
     }
     /* after everything before it on the queue (out of order too) and the caller's event */
-    TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(queue, j->input_ready ? 1 : 0, j->input_ready ? &j->input_ready : NULL, NULL), out);
-    TSR_CL_CHECK(status, clEnqueueReadBuffer(queue, p->b, CL_TRUE, p->b_off * elt, span, src, 0, NULL, NULL), out);
+    const cl_uint nwaits = j->input_ready ? 1 : 0;
+    TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(queue, nwaits, nwaits ? &j->input_ready : NULL, NULL), done);
+    TSR_CL_CHECK(status, clEnqueueReadBuffer(queue, p->b, CL_TRUE, p->b_off * elt, span, src, 0, NULL, NULL), done);
     for (size_t s = 0; s < nstrips; ++s) {
         const size_t cols = p->n - s * w < w ? p->n - s * w : w;
         for (size_t k = 0; k < p->k; ++k)
             memcpy(dst + (s * p->k + k) * w * elt, src + (k * p->ldb + s * w) * elt, cols * elt);
     }
-    TSR_CL_CHECK(status, clEnqueueWriteBuffer(queue, out, CL_TRUE, 0, bytes, dst, 0, NULL, NULL), out);
-out:
+    TSR_CL_CHECK(status, clEnqueueWriteBuffer(queue, out, CL_TRUE, 0, bytes, dst, 0, NULL, NULL), done);
+done:
     free(src);
     free(dst);
     return status;
@@ -1034,7 +1035,8 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     size_t nwi = (size_t)v[P_VW] * v[P_NVW];
     cl_mem strips = NULL; /* B's kept strips (gemm_strips) */
     cl_event strips_ready = NULL;
-    if (tsr_derived_any() && strips_apply(dev, p, cfg)) gemm_strips(dev, p, nwi, queue, input_ready, &strips, &strips_ready);
+    if (tsr_derived_any() && strips_apply(dev, p, cfg))
+        gemm_strips(dev, p, nwi, queue, input_ready, &strips, &strips_ready);
     if (strips) variant += GEMM_BSTRIP_VARIANT;
     /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
     bool pack_a = packs_a(cfg, p->ta) && p->k > 0, pack_b = packs_b(cfg, p->tb) && p->k > 0;

@@ -6,7 +6,8 @@
  * window: M 1..16, N that NWI does not divide, K tails, B at an offset with padded rows, the
  * epilogues MiniLM uses (bias, GELU, residual with the LayerNorm, in place on C), 16-bit A and B.
  * Also: the copy is really used (a write tessera is not told of keeps the old product, as
- * documented; tsr_buffer_changed brings the new one in), unmarking drops it, B transposed runs as
+ * documented; tsr_buffer_changed brings the new one in), unmarking drops it, plans use it, a copy
+ * over the kept data's cap is not made (B read as stored), B transposed runs as
  * stored, and graphs: a call recorded while the strips are current replays on them and the replay
  * fails ("record the graph again") once B changed or was unmarked, never reading a stale copy; a
  * call recorded before any strips exist records the plain path and derives nothing.
@@ -244,6 +245,40 @@ static void not_served(void **state) {
     TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
 }
 
+/* A plan executes on the strips too; strips larger than the kept data's cap are not kept, and the
+ * call runs on B as stored. */
+static void plans_and_cap(void **state) {
+    (void)state;
+    if (!force_a_config()) return;
+    wcase w = {.m = 5, .n = 70, .k = 41, .b_off = 1, .epi = 2, .ab = TSR_F32};
+    prob P;
+    prob_make(&P, &w);
+    TH_ASSERT_OK(tsr_buffer_set_constant(P.db, true));
+    prob_reference(&P);
+    tsr_matmul_plan *plan = NULL;
+    TH_ASSERT_OK(tsr_matmul_plan_create(dev, &P.desc, &plan));
+    for (int r = 0; r < 2; ++r) {
+        prob_reset_c(&P);
+        TH_ASSERT_OK(tsr_matmul_execute(plan, P.da, P.db, P.dc, NULL, NULL));
+        prob_expect(&P, "a plan's execute");
+        assert_int_equal(tsr_derived_count_of(P.db, NULL), 1);
+    }
+    prob_rewrite_b(&P);
+    TH_ASSERT_OK(tsr_buffer_changed(P.db));
+    prob_reference(&P);
+    prob_reset_c(&P);
+    TH_ASSERT_OK(tsr_matmul_execute(plan, P.da, P.db, P.dc, NULL, NULL));
+    prob_expect(&P, "a plan's execute after tsr_buffer_changed");
+    tsr_matmul_plan_destroy(plan);
+    TH_ASSERT_OK(tsr_buffer_changed(P.db)); /* drops the copy */
+    tsr_derived_test_cap(64);               /* bytes: smaller than any strip copy here */
+    prob_run(&P, "strips over the cap");
+    assert_int_equal(tsr_derived_count_of(P.db, NULL), 0);
+    tsr_derived_test_cap(0);
+    prob_free(&P);
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
+}
+
 /* Graphs: recorded with the strips current, a replay reads them and fails once B changed (told),
  * was unmarked or an op wrote it; recorded with no strips yet, it records the plain path. */
 static void graphs(void **state) {
@@ -330,6 +365,7 @@ int main(void) {
         cmocka_unit_test(accuracy),
         cmocka_unit_test(copy_is_used),
         cmocka_unit_test(not_served),
+        cmocka_unit_test(plans_and_cap),
         cmocka_unit_test(graphs),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);

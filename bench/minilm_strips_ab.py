@@ -66,10 +66,14 @@ STRIP = 32  # the strip width: the small-m configuration's columns per work-item
 class Plain(minilm.Runner):
     """The encoder's launches with plain GEMMs (no epilogue); strips=True: batched over strips.
     part=True: only the QKV and first feed-forward GEMMs so, the other two as the runner calls them
-    (bias, residual and LayerNorm in their epilogue)."""
+    (bias, residual and LayerNorm in their epilogue). Its Linear weights are not marked constant
+    (read as stored, as when these variants were measured: no kept strips)."""
     strips = False
     part = False
     shared = False
+
+    def _linear_weights(self, layout):
+        return unmarked(super()._linear_weights(layout))
 
     def _strip_weights(self):
         if not hasattr(self, '_packed'):

@@ -1041,7 +1041,15 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
     bool pack_a = packs_a(cfg, p->ta) && p->k > 0, pack_b = packs_b(cfg, p->tb) && p->k > 0;
     gemm_kernels kernels;
-    TSR_CHECK(status, gemm_kernels_for(dev, cfg, variant, pack_a, pack_b, &kernels), done);
+    status = gemm_kernels_for(dev, cfg, variant, pack_a, pack_b, &kernels);
+    if (status != TSR_SUCCESS && strips) { /* no program for the strips: B as stored, as before */
+        tsr_clear_diagnostics();
+        tsr_derived_done(strips, strips_ready, NULL); /* nothing enqueued reads it */
+        strips = NULL, strips_ready = NULL;
+        variant -= GEMM_BSTRIP_VARIANT;
+        status = gemm_kernels_for(dev, cfg, variant, pack_a, pack_b, &kernels);
+    }
+    if (status != TSR_SUCCESS) goto done;
     cl_kernel kernel = kernels.gemm->kernel;
 
     gemm_problem q = *p;

@@ -48,7 +48,9 @@ def main():
         layers = other._linear[other._layout(args.tokens)]
         for i in range(args.share):
             layers[minilm.LAYERS - args.share + i] = layers[i]
-        other._shapes.clear()  # the next forward records its graph again, over the shared weights
+        other._shapes.clear()  # the next forwards record its graph again, over the shared weights
+    for r in runners.values():
+        r.forward(ids, lengths)  # the warm forward (the kept strips), before the recording below
     out = {name: r.forward(ids, lengths) for name, r in runners.items()}
     cosine = float(np.min((out['base'] * out['other']).sum(axis=1)))  # --share: not MiniLM's output
     if args.fp16 and cosine < 0.9999:

@@ -57,6 +57,9 @@
 #endif
 
 #define NWI (VW * NVW)
+#if SM_BSTRIP && (TB || TA || VW == 1)
+#error "SM_BSTRIP (B in strips of NWI columns) is read by the pointer loop only: TA 0, TB 0, VW > 1"
+#endif
 
 #include "vector.cl"
 #include "epilogue.cl"
@@ -411,9 +414,11 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #else
 // B's rows SM_PF_ROWS ahead, fetched while this row's FMAs run (each a row's NWI values from j0;
 // one prefetch per 64 bytes), with locality 2 (x86: into L2, prefetcht1: 0.95-0.98x the CPU time
-// of prefetcht0 for MiniLM at 1 x 16 tokens, three runs). See SM_PF_BYTES for the K-vectors form.
+// of prefetcht0 for MiniLM at 1 x 16 tokens, three runs). 64 rows: 0.95-0.99x the process CPU time
+// of 32 for MiniLM's 1 x 16 forward (seven A/B runs, session 22, docs/minilm.md). See SM_PF_BYTES
+// for the K-vectors form.
 #ifndef SM_PF_ROWS
-#define SM_PF_ROWS 32
+#define SM_PF_ROWS 64
 #endif
 #if SM_PF_ROWS > 0 && defined(__has_builtin) && defined(__x86_64__)
 #if __has_builtin(__builtin_prefetch)
@@ -452,15 +457,27 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
         }                                                                                          \
         for (; k < K; ++k) BODY(k)                                                                 \
     }
+#if SM_BSTRIP
+    // B stored in strips (SM_BSTRIP, runtime/ops/gemm.c): strip j0 / NWI holds B's columns j0 ..
+    // j0 + NWI - 1 as K rows of NWI values, contiguous, the last strip zero-padded to full width,
+    // so every tile (the edge one too) streams its slab in order; the stores stay guarded by N.
+    {
+#else
     if (j0 + NWI <= N) {
+#endif
 #if !TB && !TA && VW > 1
         // Pointers walked along K (A's MWI rows, B's row at the item's columns): the loop's
         // addresses are a base and a constant displacement, no per-step index arithmetic (which
         // the indexed form spent on 8-row tiles, out of general registers).
         const __global A_ELT *ap[MWI];
         _Pragma("unroll") for (int m = 0; m < MWI; ++m) ap[m] = abase + (size_t)min(i0 + m, M - 1) * lda;
+#if SM_BSTRIP
+        const __global B_ELT *bp = bbase + (size_t)(j0 / NWI) * K * NWI;
+        const size_t bstep = (size_t)NWI;
+#else
         const __global B_ELT *bp = bbase + j0;
         const size_t bstep = (size_t)ldb;
+#endif
 #define SM_PBODY(u)                                                                                \
     {                                                                                              \
         SM_PREFETCH_PTR(bp)                                                                        \
@@ -485,9 +502,13 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #else
         SM_K_LOOP(SM_BODY_FULL)
 #endif
+#if SM_BSTRIP
+    }
+#else
     } else {
         SM_K_LOOP(SM_BODY_EDGE)
     }
+#endif
     // The tile through private memory, then one store per row in a loop: the store's code once
     // (compile time), the accumulators indexed by constants only.
     float t[MWI * NWI];

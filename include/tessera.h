@@ -259,14 +259,19 @@ TSR_API tsr_status tsr_convert(tsr_device *device, tsr_dtype src_type, cl_mem sr
 /* Constant buffers. Ops take plain cl_mem buffers, so tessera cannot see writes the caller makes
  * itself (clEnqueueWriteBuffer, a map, another library's kernel). Unless told otherwise it does
  * every per-call step on every call: tsr_conv2d transforms (Winograd forms), widens (16-bit
- * weights) or packs (its channel-vector form) its weights w each time. A buffer marked constant lets tessera keep what it derives
+ * weights) or packs (its channel-vector form) its weights w each time, and a small-M tsr_matmul
+ * reads B as stored. A buffer marked constant lets tessera keep what it derives
  * from the buffer's contents (per device, at most tsr_device_info.global_mem_bytes / 8 and 1 GiB
  * per device, least recently used dropped first) and reuse it while the contents are unchanged.
  * Derived data is never served stale: it is made again after any write tessera knows of (an op
  * whose output lies in the buffer, including a graph replay's, and tsr_buffer_changed), and it is
  * dropped when the buffer is released (seen through a destructor callback, before the buffer's
- * memory can be reused), when the mark is removed, and when its device is closed. Calls being
- * recorded into a graph derive on every call (the replay does too). Safe from several threads.
+ * memory can be reused), when the mark is removed, and when its device is closed. Kept: conv2d's
+ * transformed, widened or packed weights; GEMM's B in strips of the small-M kernel's tile columns
+ * (where that kernel reads B and A untransposed, batch 1). Calls being recorded into a graph never
+ * derive: a conv2d call derives on every replay; a GEMM call recorded while its strips are made
+ * and current replays on them, and such a replay fails once the buffer changed or was unmarked
+ * (tsr_graph_launch): make one call before recording. Safe from several threads.
  * A write counts when its call is made, not when it runs: a call that reads a marked buffer on one
  * queue while a write to it is still pending, unordered, on another (a data race in OpenCL terms)
  * may derive from the old contents and keep them until the next write tessera knows of; order
@@ -839,7 +844,9 @@ TSR_API tsr_status tsr_graph_end(tsr_device *device, tsr_graph **out);
  * threads run one after the other (one replay enqueues at a time). The device's configuration
  * generation is recorded: after tsr_config_override, a re-tune or a dropped program binary a
  * replay fails with TSR_ERR_INVALID_ARG ("re-record"); after tsr_device_close it fails with
- * TSR_ERR_INVALID_ARG. */
+ * TSR_ERR_INVALID_ARG; so it does ("record the graph again"), enqueueing nothing, when it reads
+ * data kept for a buffer marked constant (a GEMM's strips of B, tsr_buffer_set_constant) and
+ * that buffer changed or was unmarked since the recording. */
 TSR_API tsr_status tsr_graph_launch(tsr_graph *graph, cl_command_queue queue, cl_event *event);
 
 /* How many kernel launches `graph` holds and how many buffers it keeps (either may be NULL). */

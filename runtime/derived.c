@@ -27,6 +27,7 @@ typedef struct watch {
     _Atomic bool released;       /* set by the destructor callback */
     _Atomic int refs;            /* the registry's and the callback's */
     bool listed;                 /* in the registry (guarded by registry_lock) */
+    uint64_t serial;             /* this marking's number (a re-marked buffer gets a new one) */
     struct watch *next;
 } watch;
 
@@ -50,6 +51,7 @@ static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
 static watch *watches;
 static derived *entries;
 static uint64_t registry_clock;
+static uint64_t watch_serials; /* the last serial given (registry_lock) */
 static _Atomic size_t nwatches; /* listed watches: 0 lets every hook return at once */
 
 static void registry_init(void) {
@@ -166,6 +168,7 @@ tsr_status tsr_buffer_set_constant(cl_mem buffer, bool constant) {
             st = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "tsr_buffer_set_constant: out of host memory");
         } else {
             w->root = buffer;
+            w->serial = ++watch_serials;
             atomic_init(&w->refs, 2);
             cl_int err = clSetMemObjectDestructorCallback(buffer, watch_destructed, w);
             if (err != CL_SUCCESS) {
@@ -325,6 +328,62 @@ tsr_status tsr_derived_get(tsr_device *dev, cl_mem src, size_t src_offset, const
 done:
     pthread_mutex_unlock(&registry_lock);
     return st;
+}
+
+bool tsr_derived_any(void) { return atomic_load(&nwatches) > 0; }
+
+tsr_status tsr_derived_peek(tsr_device *dev, cl_mem src, size_t src_offset, const char *key, cl_mem *out,
+                            tsr_derived_ref *ref) {
+    *out = NULL;
+    memset(ref, 0, sizeof *ref);
+    if (atomic_load(&nwatches) == 0 || strlen(key) >= sizeof ref->key) return TSR_SUCCESS;
+    tsr_mem_region r;
+    tsr_status st = tsr_mem_region_of(src, "the source", &r);
+    if (st != TSR_SUCCESS) return st;
+    size_t offset;
+    if (__builtin_add_overflow(r.origin, src_offset, &offset)) return TSR_SUCCESS;
+    cl_event ready = NULL;
+    registry_enter();
+    sweep();
+    watch *w = find_watch(r.root);
+    if (w) {
+        uint64_t gen = atomic_load(&w->generation);
+        for (derived *e = entries; e; e = e->next)
+            if (e->device == dev && e->w == w && e->offset == offset && !strcmp(e->key, key)) {
+                if (e->generation != gen) break; /* stale: not handed out */
+                e->used = ++registry_clock;
+                clRetainMemObject(e->mem);
+                *out = e->mem;
+                if (e->ready) {
+                    clRetainEvent(e->ready);
+                    ready = e->ready;
+                }
+                ref->root = r.root, ref->serial = w->serial, ref->generation = gen, ref->offset = offset;
+                strcpy(ref->key, key);
+                break;
+            }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (ready) { /* made on some queue: done before anything recorded reads it */
+        cl_int err = clWaitForEvents(1, &ready);
+        clReleaseEvent(ready);
+        if (err != CL_SUCCESS) {
+            clReleaseMemObject(*out);
+            *out = NULL;
+            memset(ref, 0, sizeof *ref);
+            return tsr_fail_cl(err, "clWaitForEvents (kept data)", __FILE__, __LINE__);
+        }
+    }
+    return TSR_SUCCESS;
+}
+
+bool tsr_derived_current(const tsr_derived_ref *ref) {
+    registry_enter();
+    sweep();
+    watch *w = find_watch(ref->root);
+    bool current = w && w->serial == ref->serial && atomic_load(&w->generation) == ref->generation;
+    pthread_mutex_unlock(&registry_lock);
+    return current;
 }
 
 static void CL_CALLBACK release_after(cl_event event, cl_int status, void *data) {

@@ -32,6 +32,8 @@ struct tsr_graph {
     cl_mem *outputs;         /* the caller buffers its ops write (tsr_op_output), retained */
     size_t noutputs, cap_outputs;
     cl_mem workspace[TSR_WORKSPACE_SLOTS]; /* the device workspaces it reads, as recorded */
+    tsr_derived_ref *deps;   /* kept data its launches read (tsr_graph_note_derived), roots retained */
+    size_t ndeps, cap_deps;
     cl_event last;           /* the previous replay's last launch */
     cl_command_queue last_queue;
 };
@@ -73,6 +75,8 @@ static void graph_free(tsr_graph *g) {
     for (size_t i = 0; i < g->nbuffers; ++i) clReleaseMemObject(g->buffers[i]);
     for (size_t i = 0; i < g->noutputs; ++i) clReleaseMemObject(g->outputs[i]);
     free(g->outputs);
+    for (size_t i = 0; i < g->ndeps; ++i) clReleaseMemObject(g->deps[i].root);
+    free(g->deps);
     if (g->last) clReleaseEvent(g->last);
     free(g->launches);
     free(g->buffers);
@@ -147,6 +151,24 @@ void tsr_op_output(cl_mem buffer) {
     }
     clRetainMemObject(buffer);
     g->outputs[g->noutputs++] = buffer;
+}
+
+void tsr_graph_note_derived(const tsr_derived_ref *ref) {
+    capture *c = tls_capture;
+    if (!c || !ref->root) return;
+    tsr_graph *g = c->graph;
+    for (size_t i = 0; i < g->ndeps; ++i) {
+        const tsr_derived_ref *d = &g->deps[i];
+        if (d->root == ref->root && d->serial == ref->serial && d->generation == ref->generation &&
+            d->offset == ref->offset && !strcmp(d->key, ref->key))
+            return;
+    }
+    if (!graph_grow((void **)&g->deps, &g->cap_deps, g->ndeps, sizeof *g->deps)) {
+        capture_fail(c, TSR_ERR_OUT_OF_MEMORY, "out of host memory recording kept data's dependency");
+        return;
+    }
+    clRetainMemObject(ref->root);
+    g->deps[g->ndeps++] = *ref;
 }
 
 /* Record the launch just enqueued into the capture's graph (the caller checked c != NULL). */
@@ -318,6 +340,15 @@ tsr_status tsr_graph_launch(tsr_graph *g, cl_command_queue queue, cl_event *even
                         "tsr_graph_launch: the device's configuration changed since graph '%s' was recorded (an "
                         "override, a re-tune or a dropped binary): re-record it",
                         g->name);
+    /* Kept data a recorded launch reads (a GEMM's strip copy of weights marked constant) must be
+     * what its buffer holds now: never a replay on a stale copy. */
+    for (size_t i = 0; i < g->ndeps; ++i)
+        if (!tsr_derived_current(&g->deps[i]))
+            return tsr_fail(TSR_ERR_INVALID_ARG,
+                            "tsr_graph_launch: graph '%s' reads data kept for a buffer marked constant ('%s') that "
+                            "changed or was unmarked since the graph was recorded (tsr_buffer_changed, an op wrote "
+                            "it, or tsr_buffer_set_constant(false)): record the graph again",
+                            g->name, g->deps[i].key);
     if (!queue) queue = dev->queue;
     tsr_status status = TSR_SUCCESS;
     cl_context context = NULL;

@@ -298,6 +298,10 @@ void tsr_op_output(cl_mem buffer);
  * records, fail the recording and return TSR_ERR_UNSUPPORTED naming `op` and `why`; else
  * TSR_SUCCESS. */
 tsr_status tsr_graph_refuse(const char *op, const char *why);
+/* While the calling thread records: the graph retains ref->root and checks, before each replay,
+ * that the derived data the recorded launches read is still current (else the replay fails). */
+struct tsr_derived_ref;
+void tsr_graph_note_derived(const struct tsr_derived_ref *ref);
 
 /* ---- data derived from constant buffers (derived.c; tsr_buffer_set_constant) ---- */
 
@@ -315,6 +319,28 @@ typedef tsr_status (*tsr_derive_fn)(tsr_device *device, void *ctx, cl_mem out, c
  * registry_lock inside device->lock when the caller holds that. */
 tsr_status tsr_derived_get(tsr_device *device, cl_mem src, size_t src_byte_offset, const char *key, size_t bytes,
                            tsr_derive_fn fill, void *ctx, cl_command_queue queue, cl_mem *out, cl_event *ready);
+/* Whether any buffer is marked constant (a cheap test before building a key). */
+bool tsr_derived_any(void);
+/* What a graph recording notes of data it reads that tsr_derived_peek handed out: the marked root
+ * buffer (not retained here), the marking's serial, the generation the data was made at, the
+ * source's byte offset in the root and the key. */
+typedef struct tsr_derived_ref {
+    cl_mem root;
+    uint64_t serial, generation;
+    size_t offset;
+    char key[96];
+} tsr_derived_ref;
+/* The current data `key` derived from `src` (as tsr_derived_get) without making it: *out retained
+ * (release it with tsr_derived_done(*out, NULL, last)) and *ref filled, once the command that
+ * made it completed (waited for here); *out = NULL where none is current. For calls being recorded
+ * into a graph: the derivation itself must never be recorded, the graph notes *ref
+ * (tsr_graph_note_derived) and checks it at each replay (tsr_derived_current). */
+tsr_status tsr_derived_peek(tsr_device *device, cl_mem src, size_t src_byte_offset, const char *key, cl_mem *out,
+                            tsr_derived_ref *ref);
+/* Whether the data `ref` names is still current (under the registry's lock): its root still marked
+ * by the same tsr_buffer_set_constant and at the same generation (no tsr_buffer_changed, no op
+ * writing it since). */
+bool tsr_derived_current(const tsr_derived_ref *ref);
 /* Release what tsr_derived_get handed out: `ready` now, `mem` once `last` (the caller's last
  * command reading it; NULL after a clFinish) completes. NULL mem or ready: nothing to release. */
 void tsr_derived_done(cl_mem mem, cl_event ready, cl_event last);

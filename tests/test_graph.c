@@ -3,7 +3,8 @@
  * double-precision reference of the whole chain (fresh seeded inputs, poisoned output), on the
  * device's in-order queue and on an out-of-order queue, and from two threads replaying one graph;
  * a configuration override after the recording, a closed device and a recorded tsr_embedding are
- * clear errors, never a stale launch; a convolution of each form (a batch of 1x1 layers among them)
+ * clear errors, never a stale launch, and so is a replay on a GEMM's kept strip weights after they
+ * changed or were unmarked; a convolution of each form (a batch of 1x1 layers among them)
  * replays new inputs. */
 #include "harness.h"
 
@@ -225,6 +226,41 @@ static void an_override_invalidates_a_graph(void **state) {
     chain_free(&c);
 }
 
+/* Weights marked constant (tsr_buffer_set_constant) under the smallm kernel: the GEMM reads its
+ * kept strip copy of w (runtime/ops/gemm.c). Recorded after a warm call made the strips, the
+ * graph replays on them; once w changed (the caller's tsr_buffer_changed) or was unmarked, a
+ * replay fails with the reason, never a launch on the stale copy; recorded again, it follows w. */
+static void kept_weights_invalidate_a_graph(void **state) {
+    (void)state;
+    tsr_device *dev = th_dev;
+    if (!th_try_override(dev, "gemm", "KERNEL=2 MWI=8 VW=16 NVW=2 KU=4")) return;
+    for (int how = 0; how < 2; ++how) {
+        chain c;
+        chain_make(dev, &c);
+        TH_ASSERT_OK(tsr_buffer_set_constant(c.dw, true));
+        TH_ASSERT_OK(chain_call(dev, &c)); /* the warm call: the strips are made here */
+        assert_int_equal(tsr_derived_count_of(c.dw, NULL), 1);
+        tsr_graph *g = record(dev, &c);
+        for (int r = 0; r < 2; ++r) replay_checked(dev, &c, g, NULL);
+        if (how == 0) {
+            th_fill_uniform(c.w, KD * HD, -0.5f, 0.5f);
+            TH_ASSERT_OK(tsr_upload(dev, c.dw, c.w, KD * HD));
+            TH_ASSERT_OK(tsr_buffer_changed(c.dw));
+        } else {
+            TH_ASSERT_OK(tsr_buffer_set_constant(c.dw, false));
+        }
+        TH_ASSERT_STATUS(tsr_graph_launch(g, NULL, NULL), TSR_ERR_INVALID_ARG);
+        TH_ASSERT_CONTAINS(tsr_last_error(), "record the graph again");
+        tsr_graph_destroy(g);
+        TH_ASSERT_OK(chain_call(dev, &c));
+        g = record(dev, &c); /* recorded again, it replays (on new strips, or on w itself) */
+        replay_checked(dev, &c, g, NULL);
+        tsr_graph_destroy(g);
+        chain_free(&c);
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
+}
+
 static void a_closed_device_refuses_replays(void **state) {
     (void)state;
     tsr_device *dev = th_open_device();
@@ -427,6 +463,7 @@ int main(void) {
         cmocka_unit_test(recorded_chain_replays_new_inputs),
         cmocka_unit_test(two_threads_replay_one_graph),
         cmocka_unit_test(an_override_invalidates_a_graph),
+        cmocka_unit_test(kept_weights_invalidate_a_graph),
         cmocka_unit_test(a_closed_device_refuses_replays),
         cmocka_unit_test(host_reading_ops_and_misuse_are_refused),
         cmocka_unit_test(convolutions_replay_new_inputs),

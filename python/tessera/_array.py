@@ -175,7 +175,9 @@ class Array:
     def set_constant(self, constant=True):
         """Mark this array's buffer constant (or, with False, remove the mark): tessera may then
         keep what it derives from the contents, such as conv2d's Winograd-transformed or widened
-        16-bit weights, instead of deriving it on every call. Never stale: the kept data is made
+        16-bit weights, or a small-M gemm's B in strips of its kernel's tile columns, instead of
+        deriving it on every call (a graph records a gemm on kept strips only when a call before
+        the recording made them, and refuses to replay once the buffer changed). Never stale: the kept data is made
         again after any write tessera knows of (set(), an op writing the buffer, a graph replay,
         changed()) and goes with the buffer. The mark covers the whole buffer, every view of it
         included; a pyopencl sub-buffer is refused (mark its parent). Returns self."""

@@ -91,7 +91,8 @@ class Graph:
     def replay(self):
         """Enqueue the recorded launches on the device's queue (in order, after what is queued
         before). Raises TesseraError when an Array the graph uses was released, the device was
-        closed or its configuration changed since the recording."""
+        closed or its configuration changed since the recording, or when it reads data kept for
+        a buffer marked constant (set_constant) that changed since (record it again)."""
         handle = self._live()
         for buf in self._buffers.values():
             if buf.mem is None:

@@ -57,17 +57,19 @@ def test_fp32_matches_float64_reference(device, model, reference):
 
 
 def test_recorded_encoder_replays_identically(device, model):
-    """The runner records the encoder on a shape's first call and replays it afterwards: the
-    replays (new tokens of the same shape, masked batches included) give bit for bit what the
-    calls one by one give."""
+    """The runner runs a shape's first forward as calls (the warm forward: kept copies of its
+    marked weights are made there), records the encoder on the second and replays it afterwards:
+    the recorded and replayed forwards (new tokens of the same shape, masked batches included) give
+    bit for bit what the calls one by one give; a replay refused because a marked weight changed
+    runs the calls and records again."""
     runner = minilm.Runner(model, device)
     for batch in (SENTENCES[:1], SENTENCES[1:2], SENTENCES[:3], [SENTENCES[2], SENTENCES[0], SENTENCES[4]]):
         ids, lengths = model.tokenize(batch)
         runner.use_graph = True
-        first, replayed = runner.forward(ids, lengths), runner.forward(ids, lengths)
+        first, recorded, replayed = (runner.forward(ids, lengths) for _ in range(3))
         runner.use_graph = False
         plain = runner.forward(ids, lengths)
-        assert np.array_equal(first, plain) and np.array_equal(replayed, plain)
+        assert np.array_equal(first, plain) and np.array_equal(recorded, plain) and np.array_equal(replayed, plain)
     # other tokens of a recorded shape: the replay reads the embedding's new output
     ids, lengths = model.tokenize(['A dog is eating meat.'])
     assert ids.shape == model.tokenize(SENTENCES[:1])[0].shape and ids.shape in [k[:2] for k in runner._shapes]
@@ -76,6 +78,13 @@ def test_recorded_encoder_replays_identically(device, model):
     runner.use_graph = False
     assert np.array_equal(replayed, runner.forward(ids, lengths))
     assert not np.array_equal(replayed, runner.forward(*model.tokenize(SENTENCES[:1])))
+    # a marked weight changed (told): the replays that read its kept copy are refused, the runner
+    # runs the calls and records again, and the result follows the weight's contents (unchanged)
+    for lw in runner._linear['in_out']:
+        lw['ffn1_w'].changed()
+    runner.use_graph = True
+    again = [runner.forward(ids, lengths) for _ in range(3)]
+    assert all(np.array_equal(a, replayed) for a in again)
     # per layer at least 5 launches (QKV, attention, out + Add & Norm, FFN1, FFN2 + Add & Norm: the
     # norms in the GEMMs' epilogue where the small-M kernel takes them, else 2 launches more)
     assert all(s['graph'] is not None and s['graph'].launches >= 6 * 5 for s in runner._shapes.values())

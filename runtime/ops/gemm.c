@@ -57,6 +57,9 @@ enum { GEMM_PROGRAM_VARIANTS = GEMM_TRANSPOSES * TSR_STORAGE_SETS };
  * here up, the transpositions and types numbered as below it. Built when a launch asks (not by
  * build-binaries: a device without a compiler runs the GEMM and a LayerNorm launch instead). */
 #define GEMM_NORM_VARIANT (GEMM_TRANSPOSES * GEMM_TYPE_SETS)
+/* The smallm kernel reading B in strips (SM_BSTRIP: gemm_strips): variants from here up, the rest
+ * numbered as below it (the LayerNorm's included). Built when a launch asks. */
+#define GEMM_BSTRIP_VARIANT (2 * GEMM_NORM_VARIANT)
 
 static tsr_gemm_types gemm_type_set(int variant) {
     tsr_dtype t[3];
@@ -247,7 +250,12 @@ static void gemm_build_options(const tsr_config *cfg, int variant, char *out, si
         if (n2 < 0 || (size_t)n2 >= size - used) return;
         used += (size_t)n2;
     }
-    if (variant >= GEMM_NORM_VARIANT) snprintf(out + used, size - used, " -DSM_NORM=1");
+    if (variant % GEMM_BSTRIP_VARIANT >= GEMM_NORM_VARIANT) {
+        n2 = snprintf(out + used, size - used, " -DSM_NORM=1");
+        if (n2 < 0 || (size_t)n2 >= size - used) return;
+        used += (size_t)n2;
+    }
+    if (variant >= GEMM_BSTRIP_VARIANT) snprintf(out + used, size - used, " -DSM_BSTRIP=1");
 }
 
 static bool is_trans(tsr_transpose t) { return t == TSR_TRANS || t == TSR_CONJ_TRANS; }
@@ -915,6 +923,88 @@ static bool norm_fused(const tsr_device *dev, const gemm_problem *p, const tsr_c
     return !(v[P_KC] > 0 && (size_t)v[P_KC] < p->k); /* K blocks: the epilogue in the last only */
 }
 
+/* Kept strip weights: where B's buffer is marked constant (tsr_buffer_set_constant) and the
+ * smallm kernel's pointer loop reads it (B and A plain, VW > 1, one batch entry, one K block, a
+ * device with a compiler), its columns are copied once into ceil(N / NWI) strips of K rows of NWI
+ * values each, contiguous, the last zero-padded (tsr_derived_get, keyed by NWI, K, N, ldb and the
+ * type; the source's offset is part of the entry), and the kernel built with SM_BSTRIP reads
+ * them: each work-item's slab of B is then one sequential stream, which the hardware prefetchers
+ * follow (MiniLM at 1 x 16 tokens, weights from DRAM: docs/minilm.md "Kept strip weights"). */
+static bool strips_apply(const tsr_device *dev, const gemm_problem *p, const tsr_config *cfg) {
+    const int *v = cfg->values;
+    return v[P_KERNEL] == GEMM_SMALLM && !p->ta && !p->tb && v[P_VW] > 1 && p->batch == 1 && p->k > 0 &&
+           !(v[P_KC] > 0 && (size_t)v[P_KC] < p->k) && !dev->offline && p->b;
+}
+
+typedef struct strip_job {
+    const gemm_problem *p;
+    size_t nwi;
+    cl_event input_ready;
+} strip_job;
+
+/* Fills `out` with the strips of job->p's B: read to the host once, copied strip by strip,
+ * written back (blocking; a derivation runs once per content). */
+static tsr_status strips_fill(tsr_device *dev, void *ctx, cl_mem out, cl_command_queue queue, cl_event *done) {
+    (void)dev;
+    const strip_job *j = ctx;
+    const gemm_problem *p = j->p;
+    const size_t elt = tsr_dtype_size(p->types.b), w = j->nwi, nstrips = ceil_div(p->n, w);
+    const size_t span = ((p->k - 1) * p->ldb + p->n) * elt, bytes = nstrips * p->k * w * elt;
+    tsr_status status = TSR_SUCCESS;
+    *done = NULL;
+    unsigned char *src = malloc(span), *dst = calloc(1, bytes);
+    if (!src || !dst) {
+        status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "gemm: out of host memory copying B into strips");
+        goto done;
+    }
+    /* after everything before it on the queue (out of order too) and the caller's event */
+    const cl_uint nwaits = j->input_ready ? 1 : 0;
+    TSR_CL_CHECK(status, clEnqueueBarrierWithWaitList(queue, nwaits, nwaits ? &j->input_ready : NULL, NULL), done);
+    TSR_CL_CHECK(status, clEnqueueReadBuffer(queue, p->b, CL_TRUE, p->b_off * elt, span, src, 0, NULL, NULL), done);
+    for (size_t s = 0; s < nstrips; ++s) {
+        const size_t cols = p->n - s * w < w ? p->n - s * w : w;
+        for (size_t k = 0; k < p->k; ++k)
+            memcpy(dst + (s * p->k + k) * w * elt, src + (k * p->ldb + s * w) * elt, cols * elt);
+    }
+    TSR_CL_CHECK(status, clEnqueueWriteBuffer(queue, out, CL_TRUE, 0, bytes, dst, 0, NULL, NULL), done);
+done:
+    free(src);
+    free(dst);
+    return status;
+}
+
+/* The kept strips of p's B (strips_apply): *out retained (NULL: run as stored) and *ready the
+ * event to wait for (NULL: none). While the calling thread records a graph, only strips already
+ * derived and current are used (the derivation is never recorded), and the graph notes them so
+ * that a replay after B changed fails instead of reading a stale copy. */
+static void gemm_strips(tsr_device *dev, const gemm_problem *p, size_t nwi, cl_command_queue queue,
+                        cl_event input_ready, cl_mem *out, cl_event *ready) {
+    *out = NULL, *ready = NULL;
+    const size_t elt = tsr_dtype_size(p->types.b);
+    size_t bytes;
+    if (tsr_size_mad("gemm: B's strips", ceil_div(p->n, nwi) * nwi, p->k, 0, &bytes) != TSR_SUCCESS ||
+        tsr_size_mad("gemm: B's strips", bytes, elt, 0, &bytes) != TSR_SUCCESS) {
+        tsr_clear_diagnostics(); /* too large to keep: run as stored */
+        return;
+    }
+    char key[96];
+    snprintf(key, sizeof key, "gemm strips %s w%zu k%zu n%zu ld%zu t0", tsr_dtype_str(p->types.b), nwi, p->k, p->n,
+             p->ldb);
+    tsr_status st;
+    if (tsr_graph_capturing()) {
+        tsr_derived_ref ref;
+        st = tsr_derived_peek(dev, p->b, p->b_off * elt, key, out, &ref);
+        if (st == TSR_SUCCESS && *out) tsr_graph_note_derived(&ref);
+    } else {
+        strip_job job = {p, nwi, input_ready};
+        st = tsr_derived_get(dev, p->b, p->b_off * elt, key, bytes, strips_fill, &job, queue, out, ready);
+    }
+    if (st != TSR_SUCCESS) { /* no strips: the call runs as it would have (and reports its own errors) */
+        tsr_clear_diagnostics();
+        *out = NULL, *ready = NULL;
+    }
+}
+
 /* Enqueue packs (if any) and the GEMM, after `input_ready` (may be NULL). *event (may be NULL)
  * receives the GEMM's event and *first (may be NULL) the first command's, for timing the
  * whole launch. */
@@ -943,13 +1033,27 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     if (norm) variant += GEMM_NORM_VARIANT;
     cl_event packed[2] = {NULL, NULL}, done = NULL, first_launch = NULL;
     size_t nwi = (size_t)v[P_VW] * v[P_NVW];
+    cl_mem strips = NULL; /* B's kept strips (gemm_strips) */
+    cl_event strips_ready = NULL;
+    if (tsr_derived_any() && strips_apply(dev, p, cfg))
+        gemm_strips(dev, p, nwi, queue, input_ready, &strips, &strips_ready);
+    if (strips) variant += GEMM_BSTRIP_VARIANT;
     /* k == 0 (or alpha == 0) reads neither operand: nothing to pack. */
     bool pack_a = packs_a(cfg, p->ta) && p->k > 0, pack_b = packs_b(cfg, p->tb) && p->k > 0;
     gemm_kernels kernels;
-    TSR_CHECK(status, gemm_kernels_for(dev, cfg, variant, pack_a, pack_b, &kernels), done);
+    status = gemm_kernels_for(dev, cfg, variant, pack_a, pack_b, &kernels);
+    if (status != TSR_SUCCESS && strips) { /* no program for the strips: B as stored, as before */
+        tsr_clear_diagnostics();
+        tsr_derived_done(strips, strips_ready, NULL); /* nothing enqueued reads it */
+        strips = NULL, strips_ready = NULL;
+        variant -= GEMM_BSTRIP_VARIANT;
+        status = gemm_kernels_for(dev, cfg, variant, pack_a, pack_b, &kernels);
+    }
+    if (status != TSR_SUCCESS) goto done;
     cl_kernel kernel = kernels.gemm->kernel;
 
     gemm_problem q = *p;
+    if (strips) q.b = strips, q.b_off = 0, q.ldb = nwi, q.b_stride = 0;
     /* The workspace is shared by every call on this device: hold the lock while enqueuing,
      * and order each pack after the previous reader of its buffer. */
     pthread_mutex_lock(&dev->lock);
@@ -1025,9 +1129,10 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         cl_int scale_axis = q.scale_axis, res_type = last ? q.res_type : -1;
         /* each block after the packs (and the caller's event), and after the block before it:
          * the queue may be out of order */
-        cl_event waits[3];
+        cl_event waits[5];
         cl_uint nwaits = 0;
         if (blk == 0) {
+            if (strips_ready) waits[nwaits++] = strips_ready;
             if (packed[0]) waits[nwaits++] = packed[0];
             if (packed[1]) waits[nwaits++] = packed[1];
             if (input_ready) waits[nwaits++] = input_ready;
@@ -1073,6 +1178,10 @@ unlock:
     }
     pthread_mutex_unlock(&dev->lock);
 done:
+    if (strips) {
+        if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still read the copy */
+        tsr_derived_done(strips, strips_ready, status == TSR_SUCCESS ? done : NULL);
+    }
     if (first && status == TSR_SUCCESS) {
         *first = packed[0] ? packed[0] : packed[1] ? packed[1] : first_launch;
         clRetainEvent(*first);

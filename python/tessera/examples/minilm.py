@@ -132,18 +132,22 @@ class Runner:
         return tessera.to_device(np.ascontiguousarray(a, dtype=dt), device=self.device)
 
     def _linear_weights(self, layout):
-        """Per layer the four Linear weights in `layout`, uploaded on first use."""
+        """Per layer the four Linear weights in `layout`, uploaded on first use and marked constant
+        (Array.set_constant): the GEMM may then keep a copy laid out for its kernel, made once. Where
+        the small-M kernel reads them (forwards of at most 16 tokens), it keeps them in strips of its
+        tile's columns, each strip one sequential stream (docs/minilm.md "Kept strip weights")."""
         got = self._linear.get(layout)
         if got is None:
             w, tw = self.model.w, ((lambda a: a) if layout == 'out_in' else (lambda a: a.T))
+            up = lambda a: self._up(tw(a), self._wtype).set_constant()  # noqa: E731
             got = []
             for i in range(LAYERS):
                 p = 'encoder.layer.%d.' % i
                 qkv = [p + 'attention.self.' + s + '.weight' for s in ('query', 'key', 'value')]
-                got.append({'qkv_w': self._up(tw(np.concatenate([w[n] for n in qkv])), self._wtype),
-                            'out_w': self._up(tw(w[p + 'attention.output.dense.weight']), self._wtype),
-                            'ffn1_w': self._up(tw(w[p + 'intermediate.dense.weight']), self._wtype),
-                            'ffn2_w': self._up(tw(w[p + 'output.dense.weight']), self._wtype)})
+                got.append({'qkv_w': up(np.concatenate([w[n] for n in qkv])),
+                            'out_w': up(w[p + 'attention.output.dense.weight']),
+                            'ffn1_w': up(w[p + 'intermediate.dense.weight']),
+                            'ffn2_w': up(w[p + 'output.dense.weight'])})
             self._linear[layout] = got
         return got
 
@@ -174,7 +178,7 @@ class Runner:
                 'hidden': tessera.empty((tokens, self.model.intermediate), device=dev),
                 'pool_w': self._up(weights.reshape(batch, 1, seq)),
                 'pooled': tessera.empty((batch, 1, HIDDEN), device=dev),
-                'graph': None, 'layout': self._layout(tokens)}
+                'graph': None, 'warm': False, 'layout': self._layout(tokens)}
 
     def _encoder(self, state, batch, seq, kv_lengths):
         """The embedding's LayerNorm, the encoder layers on x in place and the mean pooling into
@@ -208,10 +212,12 @@ class Runner:
         # key lengths (the library keeps one all-keys buffer per shape)
         full = bool(np.all(np.asarray(lengths) == seq))
         kv_lengths = None if full else np.asarray(lengths)
-        # Per shape (and key lengths), the activation buffers and a graph of the encoder: recorded
-        # on the shape's first call, replayed afterwards (tessera.graph: no argument checks, no
-        # look-ups, no allocation). The embedding uploads the ids, so it runs as a call each time,
-        # into the same x the graph reads.
+        # Per shape (and key lengths), the activation buffers and a graph of the encoder: the
+        # shape's first forward runs the calls one by one (a warm forward: the GEMMs make their kept
+        # copies of the marked weights there, which a recording never does), its second records
+        # the graph, the later ones replay it (tessera.graph: no argument checks, no look-ups, no
+        # allocation). The embedding uploads the ids, so it runs as a call each time, into the same
+        # x the graph reads.
         key = (batch, seq, None if full else tuple(int(n) for n in lengths))
         state = self._shapes.get(key)
         if state is None:
@@ -222,14 +228,22 @@ class Runner:
             state = self._shapes[key] = self._buffers(batch, seq, np.asarray(lengths))
             state['x3'] = state['x'].view((batch, seq, HIDDEN))  # the embedding's output view, made once
         tessera.embedding(ids, self.word, self.position, self.token_type, out=state['x3'], device=dev)
-        if not self.use_graph:
+        if state['graph'] is not None and self.use_graph:
+            try:
+                state['graph'].replay()
+                replayed = True
+            except tessera.TesseraError:  # kept data it reads went stale (nothing was enqueued): again
+                state['graph'].release()
+                state['graph'], replayed = None, False
+            if not replayed:
+                self._encoder(state, batch, seq, kv_lengths)
+        elif not self.use_graph or not state['warm']:
             self._encoder(state, batch, seq, kv_lengths)
-        elif state['graph'] is not None:
-            state['graph'].replay()
         else:
             with tessera.graph(dev, name='minilm %dx%d' % (batch, seq)) as g:
                 self._encoder(state, batch, seq, kv_lengths)
             state['graph'] = g
+        state['warm'] = True
         # the pooled vectors (the graph's, or the calls', last GEMM): the forward's one host wait
         pooled = state['pooled'].get().reshape(batch, HIDDEN)
         # normalised in float64 (the sum of squares accumulated in it): the fewest NumPy calls, each

@@ -414,11 +414,16 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #else
 // B's rows SM_PF_ROWS ahead, fetched while this row's FMAs run (each a row's NWI values from j0;
 // one prefetch per 64 bytes), with locality 2 (x86: into L2, prefetcht1: 0.95-0.98x the CPU time
-// of prefetcht0 for MiniLM at 1 x 16 tokens, three runs). 64 rows: 0.95-0.99x the process CPU time
-// of 32 for MiniLM's 1 x 16 forward (seven A/B runs, session 22, docs/minilm.md). See SM_PF_BYTES
-// for the K-vectors form.
+// of prefetcht0 for MiniLM at 1 x 16 tokens, three runs). See SM_PF_BYTES for the K-vectors form.
+// B in strips (SM_BSTRIP): 64 rows (0.95-0.99x the process CPU time of 32 for MiniLM's 1 x 16
+// forward, session 22, docs/minilm.md; on B as stored it lost the small-m16 class's tune to the
+// tiled kernel, so B as stored keeps 32).
 #ifndef SM_PF_ROWS
+#if SM_BSTRIP
 #define SM_PF_ROWS 64
+#else
+#define SM_PF_ROWS 32
+#endif
 #endif
 #if SM_PF_ROWS > 0 && defined(__has_builtin) && defined(__x86_64__)
 #if __has_builtin(__builtin_prefetch)

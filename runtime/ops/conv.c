@@ -1376,6 +1376,24 @@ done:
     return status;
 }
 
+/* The end of a launch under dev->lock that may have read kept weights (`kept`, made ready by
+ * `ready`; NULL: none): the copy handed back with the launch's last event (after a failure, once
+ * nothing enqueued can still read it), the lock released, and `last` given to the caller's `event`
+ * on success (else released). Returns `status`. */
+static tsr_status end_kept_launch(tsr_device *dev, tsr_status status, cl_command_queue queue, cl_mem kept,
+                                  cl_event ready, cl_event last, cl_event *event) {
+    if (kept) {
+        if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still read the copy */
+        tsr_derived_done(kept, ready, status == TSR_SUCCESS ? last : NULL);
+    }
+    pthread_mutex_unlock(&dev->lock);
+    if (last) {
+        if (event && status == TSR_SUCCESS) *event = last;
+        else clReleaseEvent(last);
+    }
+    return status;
+}
+
 /* The implicit kernel: the padded-input CPU form (STAGE 2) has its own launch. 16-bit weights
  * are widened into an fp32 copy (kept per device for a weight buffer marked constant,
  * tsr_derived_get; else once per call, in tessera's workspace) (tsr_convert's kernel over K Cg
@@ -1432,17 +1450,11 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
     status = cfg->values[P_STAGE] == 2 || cfg->values[P_STAGE] == 5 ? launch_padded(dev, &q, cfg, queue, &last)
                                        : launch_kernel(dev, &q, cfg, true, queue, &last);
 done:
-    if (wide || kept) {
+    if (wide) {
         if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still read the copy */
-        if (wide) tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, status == TSR_SUCCESS ? last : NULL);
-        tsr_derived_done(kept, ready, status == TSR_SUCCESS ? last : NULL);
+        tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, status == TSR_SUCCESS ? last : NULL);
     }
-    pthread_mutex_unlock(&dev->lock);
-    if (last) {
-        if (event && status == TSR_SUCCESS) *event = last;
-        else clReleaseEvent(last);
-    }
-    return status;
+    return end_kept_launch(dev, status, queue, kept, ready, last, event);
 }
 
 static tsr_status launch_direct(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
@@ -1550,16 +1562,7 @@ static tsr_status launch_im2col(tsr_device *dev, const void *problem, const tsr_
     }
     status = launch_im2col_gemms(dev, &q, cfg, queue, &last);
 done:
-    if (kept) {
-        if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still read the copy */
-        tsr_derived_done(kept, ready, status == TSR_SUCCESS ? last : NULL);
-    }
-    pthread_mutex_unlock(&dev->lock);
-    if (last) {
-        if (event && status == TSR_SUCCESS) *event = last;
-        else clReleaseEvent(last);
-    }
-    return status;
+    return end_kept_launch(dev, status, queue, kept, ready, last, event);
 }
 
 static tsr_status launch_im2col_gemms(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,

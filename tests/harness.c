@@ -4,6 +4,8 @@
 #include <fnmatch.h>
 #include <ftw.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,9 +53,44 @@ static double cpu_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9 + children;
 }
 
+/* A kernel that does not build is a defect the tests must see even where the op still runs (an
+ * automatic choice then falls back to the plainest configuration with a warning:
+ * tsr_op_build_fallback): each case counts such warnings through its own warning handler (set
+ * again before every case: a case may set one of its own) and fails at its end if one came,
+ * unless it said it expects one (th_expect_build_fallback). */
+static atomic_int build_fallbacks;
+static bool build_fallback_expected;
+static char first_fallback[512];
+static pthread_mutex_t fallback_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void count_build_fallback(const char *message, void *user) {
+    (void)user;
+    if (!strstr(message, "does not build on device")) return;
+    pthread_mutex_lock(&fallback_lock);
+    if (atomic_fetch_add(&build_fallbacks, 1) == 0) snprintf(first_fallback, sizeof first_fallback, "%s", message);
+    pthread_mutex_unlock(&fallback_lock);
+}
+
+void th_expect_build_fallback(void) { build_fallback_expected = true; }
+
+static int case_teardown(void **state) {
+    const struct CMUnitTest *t = &case_list[case_next - 1];
+    int result = t->teardown_func ? t->teardown_func(state) : 0;
+    if (atomic_load(&build_fallbacks) > 0 && !build_fallback_expected) {
+        printf("# %s: %d configuration(s) did not build and fell back; the first: %s\n", t->name,
+               atomic_load(&build_fallbacks), first_fallback);
+        result = -1;
+    }
+    return result;
+}
+
 static int case_setup(void **state) {
     if (case_next >= case_count) return -1;
     const struct CMUnitTest *t = &case_list[case_next++];
+    atomic_store(&build_fallbacks, 0);
+    build_fallback_expected = false;
+    first_fallback[0] = '\0';
+    tsr_set_warning_handler(count_build_fallback, NULL);
     /* where the time goes, for sizing the suite (each case's length is the gap to the next line) */
     printf("# %.1f s (%.1f CPU-s): %s\n", now_s() - group_started, cpu_s() - group_cpu, t->name);
     uint64_t h = 1469598103934665603ull;
@@ -266,6 +303,7 @@ int th_run_group(const char *name, const struct CMUnitTest *tests, size_t count,
         orig[n] = tests[i];
         mine[n] = tests[i];
         mine[n].setup_func = case_setup;
+        mine[n].teardown_func = case_teardown;
         ++n;
     }
     if (shard) printf("# shard %u/%u: %zu of %zu cases\n", index, total, in_shard, count);

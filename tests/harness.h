@@ -18,6 +18,9 @@ uint32_t th_rand(void);
 /* Uniform floats in [lo, hi). */
 void th_fill_uniform(float *x, size_t n, float lo, float hi);
 /* Fill with a quiet NaN: anything a kernel fails to write stays visibly wrong. */
+/* The current case expects a configuration that does not build to fall back (a case that does
+ * not call this fails at its end if any did: harness.c). */
+void th_expect_build_fallback(void);
 void th_poison(float *x, size_t n);
 
 /* TSR_TEST_MODE=oclgrind: the run is the small subset under Oclgrind's checkers. */

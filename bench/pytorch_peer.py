@@ -103,7 +103,7 @@ def tessera_device(args):
     die(f"no device matches --device {args.device}")
 
 
-def run_tessera(args, op, device):
+def run_tessera(args, op, device, sizes=None):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "rows.json")
         bench_op = {"depthwise": "conv2d", "copy": "gelu"}.get(op, op)
@@ -122,7 +122,7 @@ def run_tessera(args, op, device):
         if op in ("gelu", "copy"):
             cmd += ["--part", "elementwise"]
         if op == "copy":  # the copy kernel's GB/s, the depthwise rows' yardstick
-            cmd += ["--sizes", args.copy_sizes]
+            cmd += ["--sizes", sizes or args.copy_sizes]
         if not args.peers or op in ("attention", "copy"):  # CLBlast's attention pipeline is not what is compared here
             cmd += ["--no-peers"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -258,6 +258,14 @@ def depthwise_row(row):
     return bool(mt and mt.group(10) and mt.group(10) == mt.group(2) and row.get("gbps"))
 
 
+def matched_elements(row):
+    """The copy kernel's element count that moves a depthwise row's bytes (x read once, the weights, y written
+    once, fp32: the bytes its GB/s counts), each element read once and written once: bytes / 8."""
+    n, c, h, w, k, r, s_, stride, pad = (int(v) for v in CONV_SHAPE.match(row["shape"]).groups()[:9])
+    p, q = (h + 2 * pad - r) // stride + 1, (w + 2 * pad - s_) // stride + 1
+    return max(1, (4 * (n * c * h * w + k * r * s_ + n * k * p * q)) // 8)
+
+
 def peer_of(row):
     for prefix, peer in PAIRS.get(row["op"], {}).items():
         if row["impl"] == prefix or (prefix.endswith("(") and row["impl"].startswith(prefix)):
@@ -321,6 +329,11 @@ def main():
     ap.add_argument("--copy-sizes", default="1M",
                     help="with depthwise: the copy kernel's sizes (tessera bench gelu --part elementwise --sizes; "
                          "default 1M), whose median GB/s each depthwise row is a fraction of")
+    ap.add_argument("--copy-matched", action="store_true",
+                    help="with depthwise: also time the copy kernel on each depthwise row's own bytes (elements = "
+                         "bytes / 8: one read and one write), in the same round right after the depthwise run, and "
+                         "give each row's fraction of that copy's GB/s beside the --copy-sizes one (a small layer "
+                         "and a copy of its size pay the same launch; a 1M copy does not)")
     ap.add_argument("--json", help="write every row (tessera's and PyTorch's medians over rounds) here")
     ap.add_argument("--table", metavar="FILE", help="print the markdown table of a --json file and exit")
     args = ap.parse_args()
@@ -359,6 +372,7 @@ def main():
 
     rows_by_round, commands, checks, loads = [], {}, {}, []
     copy_gbps = []  # per round: the copy kernel's median GB/s over --copy-sizes
+    matched_gbps = []  # per round: {elements: the copy kernel's GB/s} on the depthwise rows' own bytes
     for rnd in range(args.rounds):
         got = []
         load_before = os.getloadavg()[0]
@@ -373,6 +387,12 @@ def main():
             trows, cmd = run_tessera(args, op, device)
             time.sleep(args.pause)
             commands[op] = " ".join(cmd[0:1] + [c for c in cmd[1:] if not c.startswith("/tmp")])
+            if op == "depthwise" and args.copy_matched:
+                sizes = sorted({matched_elements(r) for r in trows if depthwise_row(r)})
+                mrows, _ = run_tessera(args, "copy", device, ",".join(str(n) for n in sizes))
+                matched_gbps.append({int(r["shape"]): r["gbps"] for r in mrows
+                                     if r["impl"] == "copy-kernel" and r.get("gbps")})
+                time.sleep(args.pause)
             for r in trows:
                 r["round"] = rnd
                 got.append(r)
@@ -439,6 +459,14 @@ def main():
                                        "meaning": "tessera's GB/s (x read once, weights, y written once) over the "
                                                   "copy kernel's GB/s in the same round"}
                 extra = f"  {statistics.median(fr):.2f} of copy ({min(fr):.2f}-{max(fr):.2f})"
+            fm = [t["gbps"] / mg[matched_elements(t)] for rnd, mg in zip(rows_by_round, matched_gbps)
+                  for t in rnd if key(t) == key(m) and t.get("gbps") and mg.get(matched_elements(t))]
+            if fm:
+                m["vs_copy_same_bytes"] = {"fraction": statistics.median(fm), "min": min(fm), "max": max(fm),
+                                           "elements": matched_elements(m),
+                                           "meaning": "tessera's GB/s over the copy kernel's GB/s on the same bytes "
+                                                      "(elements = bytes / 8), timed in the same round"}
+                extra += f"; {statistics.median(fm):.2f} of a same-bytes copy ({min(fm):.2f}-{max(fm):.2f})"
         print(f"{m['op']:<17} {m['shape']:<32} {m['impl']:<24} {rate(m):9.1f} {rate(pm):9.1f} "
               f"{m['vs_pytorch']['ratio']:6.2f}x ({min(ratios):.2f}-{max(ratios):.2f})  {unit}{extra}")
     if args.json:
@@ -447,6 +475,8 @@ def main():
                "load_per_round": loads, "rows": merged}  # the host's 1-minute load average before and after each round
         if copy_gbps:
             doc["copy_kernel_gbps_per_round"] = copy_gbps
+        if matched_gbps:
+            doc["copy_kernel_same_bytes_gbps_per_round"] = [{str(k): v for k, v in mg.items()} for mg in matched_gbps]
         tmp = args.json + ".tmp"
         with open(tmp, "w") as f:
             json.dump(doc, f, indent=1, allow_nan=False)

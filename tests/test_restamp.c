@@ -335,6 +335,49 @@ static void keep_leaves_matching_entries_stale(void **state) {
     TH_ASSERT_CONTAINS(ci.origin, "kernel source changed");
 }
 
+/* --keep-class NAME leaves that class's old-hash entries stale; --device TEXT re-stamps only the device
+ * nodes whose name contains TEXT (a proof made on one device says nothing of another's programs). */
+static void keep_class_and_device_limit_the_move(void **state) {
+    (void)state;
+    make_old_dir();
+    char gelu_old[17], gelu_new[17];
+    TH_ASSERT_OK(tsr_op_source_hash_in(old_dir, &tsr_op_gelu, gelu_old));
+    TH_ASSERT_OK(tsr_op_source_hash_in(NULL, &tsr_op_gelu, gelu_new));
+    cJSON *root = tsr_db_new();
+    add_entry(root, "mine", &tsr_op_gelu, "large", gelu_old);
+    add_entry(root, "mine", &tsr_op_gelu, "small", gelu_old);
+    add_entry(root, "other", &tsr_op_gelu, "large", gelu_old);
+    unlink(db_path);
+    TH_ASSERT_OK(tsr_db_update(db_path, merge_tree, root));
+    cJSON_Delete(root);
+
+    char args[3000], *out = NULL;
+    char *text_before = file_text(db_path);
+    static const char *const bad[] = {"--keep-class", "--keep-class ''", "--device", "--device ''"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        snprintf(args, sizeof args, "%s '%s' '%s'", bad[i], db_path, old_dir);
+        assert_int_equal(run_tool(args, &out), 2);
+        TH_ASSERT_CONTAINS(out, "usage: restamp_db");
+        free(out);
+    }
+    char *text_now = file_text(db_path);
+    assert_string_equal(text_now, text_before);
+    free(text_now);
+    free(text_before);
+
+    const tsr_device_info *i = tsr_device_get_info(dev);
+    snprintf(args, sizeof args, "--keep-class small --device '%s' '%s' '%s'", i->name, db_path, old_dir);
+    assert_int_equal(run_tool(args, &out), 0);
+    TH_ASSERT_CONTAINS(out, "1 entry re-stamped");
+    free(out);
+    cJSON *after = NULL;
+    TH_ASSERT_OK(tsr_db_load(db_path, &after));
+    assert_string_equal(hash_of(after, "mine", "gelu", "large"), gelu_new);
+    assert_string_equal(hash_of(after, "mine", "gelu", "small"), gelu_old);  /* its class kept stale */
+    assert_string_equal(hash_of(after, "other", "gelu", "large"), gelu_old); /* another device */
+    cJSON_Delete(after);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: test_restamp RESTAMP_DB SOURCE_CL_DIR\n");
@@ -346,6 +389,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(only_current_entries_move, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_input_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(keep_leaves_matching_entries_stale, setup, teardown),
+        cmocka_unit_test_setup_teardown(keep_class_and_device_limit_the_move, setup, teardown),
     };
     return TH_RUN(tests);
 }

@@ -38,6 +38,9 @@ typedef struct {
     int nkeep;
     char keep_key[MAX_KEEP][32];
     int keep_value[MAX_KEEP];
+    int nkeep_class;
+    const char *keep_class[MAX_KEEP]; /* --keep-class: entries of these classes stay stale */
+    const char *device;               /* --device: only device nodes whose name contains it */
 } restamp_ctx;
 
 static op_stamp *find_stamp(restamp_ctx *ctx, const char *name) {
@@ -92,8 +95,14 @@ static tsr_status hash_ops(restamp_ctx *ctx, const char *old_dir, const char *ne
 }
 
 /* --keep KEY=VALUE: an entry whose configuration sets KEY to VALUE is left stale (a change to the
- * code only that implementation runs, e.g. GEMM's KERNEL=2 smallm kernel). */
-static bool excluded(const restamp_ctx *ctx, const cJSON *entry) {
+ * code only that implementation runs, e.g. GEMM's KERNEL=2 smallm kernel); --keep-class NAME: the
+ * entries of that class (bench/program_proof.py found their programs changed); --device TEXT:
+ * every entry of a device whose name lacks TEXT (the proof ran on one device). */
+static bool excluded(const restamp_ctx *ctx, const cJSON *dev, const cJSON *entry) {
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dev, "name"));
+    if (ctx->device && !(name && strstr(name, ctx->device))) return true;
+    for (int i = 0; i < ctx->nkeep_class; ++i)
+        if (strcmp(entry->string, ctx->keep_class[i]) == 0) return true;
     for (int i = 0; i < ctx->nkeep; ++i) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(entry, "config"),
                                                           ctx->keep_key[i]);
@@ -118,7 +127,7 @@ static void walk(cJSON *root, restamp_ctx *ctx, bool moving, FILE *list) {
                     ++ctx->unknown;
                     state = "unknown-op";
                 } else if (moving && s->known_old && strcmp(s->old_hash, s->new_hash) != 0 &&
-                           strcmp(was, s->old_hash) == 0 && !excluded(ctx, entry)) {
+                           strcmp(was, s->old_hash) == 0 && !excluded(ctx, dev, entry)) {
                     ++s->moved;
                     state = "re-stamped";
                     if (!ctx->dry_run) cJSON_SetValuestring(hash, s->new_hash);
@@ -144,10 +153,12 @@ static tsr_status restamp_update(cJSON *root, void *arg) {
 
 static int usage(void) {
     fprintf(stderr, "usage: restamp_db --list DB\n"
-                    "       restamp_db [--dry-run] [--new NEW_KERNEL_DIR] [--keep KEY=VALUE]... DB OLD_KERNEL_DIR\n"
+                    "       restamp_db [--dry-run] [--new NEW_KERNEL_DIR] [--keep KEY=VALUE]... [--keep-class NAME]...\n"
+                    "                  [--device TEXT] DB OLD_KERNEL_DIR\n"
                     "Re-stamps the entries of DB tuned for the kernel sources in OLD_KERNEL_DIR with the source\n"
                     "hashes of this build's sources (or NEW_KERNEL_DIR's); see docs/tuning.md. --keep leaves\n"
-                    "stale the entries whose configuration sets KEY to VALUE (an edit to the code only they run).\n");
+                    "stale the entries whose configuration sets KEY to VALUE (an edit to the code only they run),\n"
+                    "--keep-class those of class NAME, --device those of every device whose name lacks TEXT.\n");
     return 2;
 }
 
@@ -168,7 +179,11 @@ int main(int argc, char **argv) {
             memcpy(ctx.keep_key[ctx.nkeep], arg, (size_t)(eq - arg));
             ctx.keep_key[ctx.nkeep][eq - arg] = '\0';
             ctx.keep_value[ctx.nkeep++] = (int)v;
-        } else return usage();
+        } else if (strcmp(argv[a], "--keep-class") == 0 && a + 1 < argc && ctx.nkeep_class < MAX_KEEP && argv[a + 1][0])
+            ctx.keep_class[ctx.nkeep_class++] = argv[++a];
+        else if (strcmp(argv[a], "--device") == 0 && a + 1 < argc && argv[a + 1][0])
+            ctx.device = argv[++a];
+        else return usage();
     }
     if (argc - a != (list ? 1 : 2)) return usage();
     const char *db = argv[a], *old_dir = list ? NULL : argv[a + 1];

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Does a kernel-source change leave the programs of tuned entries unchanged? (the evidence
+tools/restamp_db asks for: docs/tuning.md, "Re-stamping").
+
+    python3 bench/program_proof.py --old OLD/build --new NEW/build [--db data/builtin_tuning.json]
+        [--ops conv2d,gemm] [--classes 3x3,strided] [--device cpu] [--march skylake-avx512]
+        [--old-kernels DIR] [--new-kernels DIR] [--shim build/bench/program_dump.so] [--json F]
+
+For each tuned entry of this device (its name as the OpenCL driver gives it) in --db, both builds'
+`tessera tune` run that entry's class with the entry's configuration as the only candidate, on
+empty caches, under bench/program_dump.so (LD_PRELOAD), which writes every program the process
+builds from source: its text (tessera inlines the #includes) and its build options. Each program is
+preprocessed (`clang-15 -E -P -x cl -cl-std=CL1.2` for x86-64 with -march=MARCH, the target PoCL
+compiles for, since cl/dtype_avx512.cl branches on __AVX512F__, plus the program's own -D/-U
+options) and the two builds' sets of (options, text) are compared. "same": every program the tune
+built (the fixture's default and the entry's configuration) has the same options and the same
+preprocessed text in both builds, so re-stamping the entry cannot change what it computes or how
+fast it runs on its fixture; "differs": the programs that differ are named. Host-side changes that
+alter launches but not programs are outside this check (docs/tuning.md says what else to look at).
+Exit status: 0 done (whatever the verdicts), 1 an error.
+"""
+import argparse
+import glob
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def die(msg):
+    print(f"program_proof: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def device_name(tessera, selector):
+    out = subprocess.run([tessera, "devices", "--json"], capture_output=True, text=True)
+    if out.returncode != 0:
+        die(f"{tessera} devices --json failed: {out.stderr.strip()}")
+    doc = json.loads(out.stdout)
+    devs = doc["devices"] if isinstance(doc, dict) else doc
+    for d in devs:
+        if d.get("selector") == selector or (selector == "cpu" and d.get("type") == "CPU") \
+                or selector.lower() in d.get("name", "").lower():
+            return d["name"]
+    die(f"no device matches {selector}")
+
+
+def entries(db_path, name, ops, classes):
+    with open(db_path) as f:
+        db = json.load(f)
+    out = []
+    for key, dev in db["devices"].items():
+        if dev.get("name") != name:
+            continue
+        for op, by_class in dev.get("ops", {}).items():
+            if ops and op not in ops:
+                continue
+            for cls, e in by_class.items():
+                if classes and cls not in classes:
+                    continue
+                cfg = " ".join(f"{k}={v}" for k, v in e["config"].items())
+                out.append((op, cls, cfg))
+    return out
+
+
+def built_programs(build, kernels, shim, op, cls, cfg, selector, march, work):
+    """{options: preprocessed text} of every program `tessera tune` of build builds for the class."""
+    dump = os.path.join(work, "dump")
+    os.makedirs(dump)
+    env = dict(os.environ, PROGRAM_DUMP_DIR=dump, LD_PRELOAD=shim,
+               TSR_CACHE_DIR=os.path.join(work, "cache"), POCL_CACHE_DIR=os.path.join(work, "pocl"),
+               XDG_CACHE_HOME=work, TSR_TUNING_DB=os.path.join(work, "db.json"))
+    env.pop("TSR_KERNEL_DIR", None)
+    if kernels:
+        env["TSR_KERNEL_DIR"] = kernels
+    cmd = [os.path.join(build, "tools", "tessera"), "tune", "--device", selector, "--op", op, "--classes", cls,
+           "--space", cfg, "--db", os.path.join(work, "db.json")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return None, proc.stderr.strip().splitlines()[-1:] or ["failed"]
+    progs = {}
+    for path in sorted(glob.glob(os.path.join(dump, "*.cl"))):
+        with open(path[:-3] + ".opts") as f:
+            opts = f.read().strip()
+        flags = [t for t in shlex.split(opts) if t.startswith(("-D", "-U"))]
+        pre = subprocess.run(["clang-15", "-E", "-P", "-x", "cl", "-cl-std=CL1.2", "--target=x86_64-unknown-linux-gnu",
+                              f"-march={march}", *flags, path], capture_output=True, text=True)
+        if pre.returncode != 0:
+            die(f"clang-15 -E of a {op}/{cls} program failed: {pre.stderr.strip()[:300]}")
+        progs[opts] = pre.stdout
+    return progs, None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--old", required=True, help="the build directory before the change")
+    ap.add_argument("--new", required=True, help="the build directory after it")
+    ap.add_argument("--db", default=os.path.join(ROOT, "data", "builtin_tuning.json"))
+    ap.add_argument("--ops", default="", help="comma-separated ops (default: all)")
+    ap.add_argument("--classes", default="", help="comma-separated classes (default: all)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--march", default="skylake-avx512", help="clang's -march for the device's target")
+    ap.add_argument("--old-kernels", help="TSR_KERNEL_DIR for the old side (default: its build's embedded sources)")
+    ap.add_argument("--new-kernels", help="TSR_KERNEL_DIR for the new side")
+    ap.add_argument("--shim", default=os.path.join(ROOT, "build", "bench", "program_dump.so"),
+                    help="bench/program_dump.so (default: this checkout's build)")
+    ap.add_argument("--json", help="write the verdicts here")
+    args = ap.parse_args()
+    for b in (args.old, args.new):
+        if not os.access(os.path.join(b, "tools", "tessera"), os.X_OK):
+            die(f"{b}: no tools/tessera (build it first)")
+    if not os.path.exists(args.shim):
+        die(f"{args.shim}: missing (ninja -C build bench/program_dump.so)")
+    name = device_name(os.path.join(args.new, "tools", "tessera"), args.device)
+    todo = entries(args.db, name, [o for o in args.ops.split(",") if o], [c for c in args.classes.split(",") if c])
+    if not todo:
+        die(f"no entries for {name} in {args.db}")
+    verdicts = []
+    for op, cls, cfg in todo:
+        with tempfile.TemporaryDirectory() as w_old, tempfile.TemporaryDirectory() as w_new:
+            old, e1 = built_programs(args.old, args.old_kernels, args.shim, op, cls, cfg, args.device, args.march, w_old)
+            new, e2 = built_programs(args.new, args.new_kernels, args.shim, op, cls, cfg, args.device, args.march, w_new)
+        if old is None or new is None:
+            v = {"op": op, "class": cls, "config": cfg, "verdict": "error", "why": (e1 or e2)}
+        else:
+            diff = sorted(set(o for o in set(old) | set(new) if old.get(o) != new.get(o)))
+            v = {"op": op, "class": cls, "config": cfg, "programs": len(new),
+                 "verdict": "same" if not diff else "differs", "differing_options": diff}
+        verdicts.append(v)
+        print(f"{v['verdict']:<8} {op:<10} {cls:<18} {cfg}" +
+              (f"  ({len(v.get('differing_options', []))} program(s) differ)" if v["verdict"] == "differs" else "") +
+              (f"  {v['why']}" if v["verdict"] == "error" else ""), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": name, "old": args.old, "new": args.new, "march": args.march, "verdicts": verdicts},
+                      f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -10,13 +10,15 @@ For each tuned entry of this device (its name as the OpenCL driver gives it) in 
 `tessera tune` run that entry's class with the entry's configuration as the only candidate, on
 empty caches, under bench/program_dump.so (LD_PRELOAD), which writes every program the process
 builds from source: its text (tessera inlines the #includes) and its build options. Each program is
-preprocessed (`clang-15 -E -P -x cl -cl-std=CL1.2` for x86-64 with -march=MARCH, the target PoCL
-compiles for, since cl/dtype_avx512.cl branches on __AVX512F__, plus the program's own -D/-U
-options) and the two builds' sets of (options, text) are compared. "same": every program the tune
-built (the fixture's default and the entry's configuration) has the same options and the same
-preprocessed text in both builds, so re-stamping the entry cannot change what it computes or how
-fast it runs on its fixture; "differs": the programs that differ are named. Host-side changes that
-alter launches but not programs are outside this check (docs/tuning.md says what else to look at).
+compiled by clang-15 for x86-64 with -march=MARCH (the target PoCL compiles for: cl/dtype_avx512.cl
+branches on __AVX512F__), with the program's own -D/-U options, to optimized LLVM IR (-O2, which drops
+helpers no kernel calls and comments), and preprocessed (-E -P) too; the two builds' programs are
+matched by their options. "same": every program the tune built (the fixture's default and the entry's
+configuration) has the same options and the same IR in both builds (the note says where the
+preprocessed text differs anyway, e.g. an unused helper), so re-stamping the entry cannot change
+what it computes or how fast it runs on its fixture; "differs": the programs whose IR differs are
+named. Host-side changes that alter launches but not programs are outside this check
+(docs/tuning.md says what else to look at).
 Exit status: 0 done (whatever the verdicts), 1 an error.
 """
 import argparse
@@ -88,11 +90,15 @@ def built_programs(build, kernels, shim, op, cls, cfg, selector, march, work):
         with open(path[:-3] + ".opts") as f:
             opts = f.read().strip()
         flags = [t for t in shlex.split(opts) if t.startswith(("-D", "-U"))]
-        pre = subprocess.run(["clang-15", "-E", "-P", "-x", "cl", "-cl-std=CL1.2", "--target=x86_64-unknown-linux-gnu",
-                              f"-march={march}", *flags, path], capture_output=True, text=True)
-        if pre.returncode != 0:
-            die(f"clang-15 -E of a {op}/{cls} program failed: {pre.stderr.strip()[:300]}")
-        progs[opts] = pre.stdout
+        base = ["clang-15", "-x", "cl", "-cl-std=CL1.2", "--target=x86_64-unknown-linux-gnu", f"-march={march}", *flags]
+        pre = subprocess.run(base[:1] + ["-E", "-P"] + base[1:] + [path], capture_output=True, text=True)
+        ir = subprocess.run(base + ["-Xclang", "-finclude-default-header", "-O2", "-S", "-emit-llvm", "-o", "-", path],
+                            capture_output=True, text=True)
+        if pre.returncode != 0 or ir.returncode != 0:
+            die(f"clang-15 on a {op}/{cls} program failed: {(pre.stderr or ir.stderr).strip()[:300]}")
+        # the module's IR without the lines naming the dump file
+        code = "\n".join(l for l in ir.stdout.splitlines() if not l.startswith(("; ModuleID", "source_filename")))
+        progs[opts] = (pre.stdout, code)
     return progs, None
 
 
@@ -128,12 +134,19 @@ def main():
         if old is None or new is None:
             v = {"op": op, "class": cls, "config": cfg, "verdict": "error", "why": (e1 or e2)}
         else:
-            diff = sorted(set(o for o in set(old) | set(new) if old.get(o) != new.get(o)))
+            keys = set(old) | set(new)
+            diff = sorted(o for o in keys if o not in old or o not in new or old[o][1] != new[o][1])
+            text = sorted(o for o in keys if o not in old or o not in new or old[o][0] != new[o][0])
             v = {"op": op, "class": cls, "config": cfg, "programs": len(new),
-                 "verdict": "same" if not diff else "differs", "differing_options": diff}
+                 "verdict": "same" if not diff else "differs", "differing_options": diff,
+                 "text_differs_options": text}
         verdicts.append(v)
-        print(f"{v['verdict']:<8} {op:<10} {cls:<18} {cfg}" +
-              (f"  ({len(v.get('differing_options', []))} program(s) differ)" if v["verdict"] == "differs" else "") +
+        note = ""
+        if v["verdict"] == "differs":
+            note = f"  ({len(v['differing_options'])} program(s) differ)"
+        elif v["verdict"] == "same" and v["text_differs_options"]:
+            note = f"  (same code; the text of {len(v['text_differs_options'])} program(s) differs)"
+        print(f"{v['verdict']:<8} {op:<10} {cls:<18} {cfg}{note}" +
               (f"  {v['why']}" if v["verdict"] == "error" else ""), flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -27,6 +27,7 @@ typedef struct watch {
     _Atomic bool released;       /* set by the destructor callback */
     _Atomic int refs;            /* the registry's and the callback's */
     bool listed;                 /* in the registry (guarded by registry_lock) */
+    bool warned;                 /* an op said once that it could not keep its data (registry_lock) */
     uint64_t serial;             /* this marking's number (a re-marked buffer gets a new one) */
     struct watch *next;
 } watch;
@@ -53,6 +54,22 @@ static derived *entries;
 static uint64_t registry_clock;
 static uint64_t watch_serials; /* the last serial given (registry_lock) */
 static _Atomic size_t nwatches; /* listed watches: 0 lets every hook return at once */
+/* A lock-free first test for the hot paths (op outputs, GEMM's B): per slot of a root's address,
+ * how many listed watches hash there (0: that root is certainly not marked); and whether a marked
+ * buffer was released since the last sweep (then the next registry operation sweeps, as before). */
+#define MARK_SLOTS 256
+static _Atomic unsigned marked_slots[MARK_SLOTS];
+static _Atomic bool released_pending;
+
+static size_t mark_slot(cl_mem root) {
+    uintptr_t a = (uintptr_t)root;
+    return (size_t)((a >> 4) ^ (a >> 12) ^ (a >> 20)) % MARK_SLOTS;
+}
+
+/* Whether `root` may be marked or a sweep is due (false: neither, no need for the lock). */
+static bool may_be_marked(cl_mem root) {
+    return atomic_load(&released_pending) || atomic_load(&marked_slots[mark_slot(root)]) > 0;
+}
 
 static void registry_init(void) {
     pthread_mutexattr_t attr;
@@ -75,6 +92,7 @@ static void CL_CALLBACK watch_destructed(cl_mem mem, void *data) {
     (void)mem;
     watch *w = data;
     atomic_store(&w->released, true);
+    atomic_store(&released_pending, true); /* after `released`: a sweep that clears it sees that */
     watch_drop(w);
 }
 
@@ -112,12 +130,14 @@ static void unlist(watch *w) {
             break;
         }
     w->listed = false;
+    atomic_fetch_sub(&marked_slots[mark_slot(w->root)], 1);
     atomic_fetch_sub(&nwatches, 1);
     watch_drop(w);
 }
 
 /* Removes the watches of released buffers and their data (registry_lock held). */
 static void sweep(void) {
+    atomic_store(&released_pending, false); /* before the scan: a release after it sets it again */
     for (watch *w = watches, *next; w; w = next) {
         next = w->next;
         if (atomic_load(&w->released)) unlist(w);
@@ -178,6 +198,7 @@ tsr_status tsr_buffer_set_constant(cl_mem buffer, bool constant) {
                 w->listed = true;
                 w->next = watches;
                 watches = w;
+                atomic_fetch_add(&marked_slots[mark_slot(buffer)], 1);
                 atomic_fetch_add(&nwatches, 1);
             }
         }
@@ -194,6 +215,7 @@ static tsr_status bump(cl_mem buffer, const char *what) {
     tsr_mem_region r;
     tsr_status st = root_of(buffer, what, &r);
     if (st != TSR_SUCCESS) return st;
+    if (!may_be_marked(r.root)) return TSR_SUCCESS; /* most op outputs: no lock */
     registry_enter();
     sweep();
     watch *w = find_watch(r.root);
@@ -331,6 +353,31 @@ done:
 }
 
 bool tsr_derived_any(void) { return atomic_load(&nwatches) > 0; }
+
+bool tsr_derived_may_hold(cl_mem src) {
+    if (atomic_load(&nwatches) == 0) return false;
+    tsr_mem_region r;
+    if (tsr_mem_region_of(src, "the source", &r) != TSR_SUCCESS) {
+        tsr_clear_diagnostics(); /* the op reports a bad buffer itself */
+        return true;
+    }
+    return may_be_marked(r.root);
+}
+
+bool tsr_derived_first_miss(cl_mem src) {
+    tsr_mem_region r;
+    if (atomic_load(&nwatches) == 0 || tsr_mem_region_of(src, "the source", &r) != TSR_SUCCESS) {
+        tsr_clear_diagnostics();
+        return false;
+    }
+    registry_enter();
+    sweep();
+    watch *w = find_watch(r.root);
+    bool first = w && !w->warned;
+    if (first) w->warned = true;
+    pthread_mutex_unlock(&registry_lock);
+    return first;
+}
 
 tsr_status tsr_derived_peek(tsr_device *dev, cl_mem src, size_t src_offset, const char *key, cl_mem *out,
                             tsr_derived_ref *ref) {

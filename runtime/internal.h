@@ -321,6 +321,13 @@ tsr_status tsr_derived_get(tsr_device *device, cl_mem src, size_t src_byte_offse
                            tsr_derive_fn fill, void *ctx, cl_command_queue queue, cl_mem *out, cl_event *ready);
 /* Whether any buffer is marked constant (a cheap test before building a key). */
 bool tsr_derived_any(void);
+/* Whether src's root may be marked constant: false means certainly not (a lock-free test, no
+ * string work: the hot paths ask it before building a key). */
+bool tsr_derived_may_hold(cl_mem src);
+/* For an op whose data derived from `src` could not be kept (too large, no device memory, no
+ * program) and that runs on the source as stored: true the first time for src's marked root (per
+ * marking), so the op warns once per buffer; false when not marked or already said. */
+bool tsr_derived_first_miss(cl_mem src);
 /* What a graph recording notes of data it reads that tsr_derived_peek handed out: the marked root
  * buffer (not retained here), the marking's serial, the generation the data was made at, the
  * source's byte offset in the root and the key. */

@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +167,13 @@ static void prob_rewrite_b(prob *P) {
     clReleaseMemObject(fresh);
 }
 
+/* Warnings about strips not kept (counted by a case's own handler). */
+static atomic_int strip_warnings;
+static void count_strip_warning(const char *message, void *user) {
+    (void)user;
+    if (strstr(message, "kept strips cannot be used")) atomic_fetch_add(&strip_warnings, 1);
+}
+
 /* The first configuration the device takes (forced), or false. */
 static bool force_a_config(void) {
     for (size_t c = 0; c < NCONFIGS; ++c)
@@ -274,8 +282,28 @@ static void plans_and_cap(void **state) {
     tsr_matmul_plan_destroy(plan);
     TH_ASSERT_OK(tsr_buffer_changed(P.db)); /* drops the copy */
     tsr_derived_test_cap(64);               /* bytes: smaller than any strip copy here */
+    atomic_store(&strip_warnings, 0);
+    tsr_set_warning_handler(count_strip_warning, NULL);
     prob_run(&P, "strips over the cap");
     assert_int_equal(tsr_derived_count_of(P.db, NULL), 0);
+    assert_int_equal(atomic_load(&strip_warnings), 1); /* said, and only once per buffer */
+    TH_ASSERT_CONTAINS(tsr_last_warning(), "cap");
+    prob_run(&P, "strips over the cap again");
+    assert_int_equal(atomic_load(&strip_warnings), 1);
+    /* a B that is not marked says nothing */
+    wcase w2 = {.m = 3, .n = 40, .k = 17, .ab = TSR_F32};
+    prob Q;
+    prob_make(&Q, &w2);
+    prob_reference(&Q);
+    prob_run(&Q, "an unmarked B");
+    prob_free(&Q);
+    assert_int_equal(atomic_load(&strip_warnings), 1);
+    /* marked again: a new marking, said again */
+    TH_ASSERT_OK(tsr_buffer_set_constant(P.db, false));
+    TH_ASSERT_OK(tsr_buffer_set_constant(P.db, true));
+    prob_run(&P, "strips over the cap, marked again");
+    assert_int_equal(atomic_load(&strip_warnings), 2);
+    tsr_set_warning_handler(NULL, NULL);
     tsr_derived_test_cap(0);
     prob_free(&P);
     TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
@@ -428,6 +456,7 @@ static void graphs(void **state) {
     prob_reset_c(&P);
     TH_ASSERT_OK(tsr_graph_begin(dev, NULL));
     TH_ASSERT_OK(tsr_matmul(dev, &P.desc, P.da, P.db, P.dc, NULL, NULL));
+    TH_ASSERT_CONTAINS(tsr_last_warning(), "recorded them before they were made");
     TH_ASSERT_OK(tsr_graph_end(dev, &g));
     assert_int_equal(tsr_derived_count_of(P.db, NULL), 0);
     prob_reference(&P);

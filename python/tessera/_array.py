@@ -83,6 +83,7 @@ def _span(shape, strides):
 
 
 _release_hooks = []  # called with a _Buffer when it is released (the GEMM replay cache forgets it)
+_change_hooks = []  # called with an Array one of whose attributes was assigned after it was made
 
 
 class _Buffer:
@@ -103,12 +104,18 @@ class Array:
     a.view(...)) share its buffer: release() through any of them frees it for all."""
 
     def __init__(self, device, mem, shape, dtype, strides=None, offset=0):
-        self.device = device
-        self._buf = mem if isinstance(mem, _Buffer) else _Buffer(mem)
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = np.dtype(dtype)
-        self.strides = tuple(strides) if strides is not None else _contiguous_strides(self.shape)  # elements
-        self.offset = int(offset)  # elements
+        d = self.__dict__  # not through __setattr__: nothing can know this Array yet
+        d['device'] = device
+        d['_buf'] = mem if isinstance(mem, _Buffer) else _Buffer(mem)
+        d['shape'] = shape = tuple(int(s) for s in shape)
+        d['dtype'] = np.dtype(dtype)
+        d['strides'] = tuple(strides) if strides is not None else _contiguous_strides(shape)  # elements
+        d['offset'] = int(offset)  # elements
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        for hook in _change_hooks:  # a replay found by this Array's identity is stale now
+            hook(self)
 
     @property
     def mem(self):

@@ -180,10 +180,15 @@ def _replayable(call):
 class _Replay:
     def __init__(self, call, calls, operands, fn=None):
         self.device, self.calls = call.device, calls  # each call holds its descriptor
+        self.uses = call.device._uses
         self.fn = fn if fn is not None else lib.tsr_matmul  # the C function each call's arguments go to
         self.operands = operands  # keeps the buffers (and the epilogue's bias) alive
         self.buffers = {id(op.source._buf) for op in operands if op is not None and isinstance(op.source, Array)}
         self.waits = [op.source for op in operands if op is not None and op.kind == 'pyopencl']
+        # what a pyopencl operand resolved from: a later call on the same object replays only while
+        # it still holds the same buffer, layout and queue (pyopencl arrays can be re-pointed)
+        self.snapshots = tuple((x, x.base_data, x.base_data.int_ptr, x.shape, x.strides, x.offset, x.dtype, x.queue)
+                               for x in self.waits if x.base_data is not None)
 
     def replay(self, calls=None):
         """Make the recorded C calls again (or `calls`, the same calls with arguments of their
@@ -203,7 +208,23 @@ class _Replay:
                 _check(self.fn(*args))
         finally:
             self.device._release()
+        _learned.entry = self
         return True
+
+    def fast(self):
+        """replay() for a call found by the identity of its arguments (_fast): the same checks
+        (pyopencl operands re-checked, a recording or profiling sends the call the full way, a
+        closed device too), with what cannot have changed not looked at again."""
+        if _profiling.current is not None or (_graph.recorders and _graph.recording() is not None):
+            return False
+        for x, base, ptr, shape, strides, offset, dtype, queue in self.snapshots:
+            if (x.base_data is not base or base.int_ptr != ptr or x.shape is not shape or x.strides is not strides
+                    or x.offset != offset or x.dtype is not dtype or x.queue is not queue):
+                return False
+            if x.events:
+                import pyopencl as cl
+                cl.wait_for_events(x.events)
+        return self.uses.run(self.fn, self.calls)  # False once closed: the full path raises
 
 
 def _remember(key, entry):
@@ -211,6 +232,33 @@ def _remember(key, entry):
         while len(_replays) >= _REPLAYS_MAX:
             _replays.pop(next(iter(_replays)))
         _replays[key] = entry
+    _learned.entry = entry
+
+
+# A second, cheaper way to a replay: a call's own argument objects (their ids, and its scalars
+# with their types) -> (the _Replay its full path made or replayed, those objects). Holding the
+# objects keeps their ids from being reused; a tessera.Array that is released, or whose
+# attributes are assigned, drops the entries holding it (_forget, _forget_array); pyopencl
+# operands are checked against what they resolved from at each call (_Replay.fast); a closed
+# device, a recording or profiling send the call the full way, which raises or records.
+_fast = {}
+_learned = threading.local()  # the _Replay the calling thread's last full path made or replayed
+
+
+def _fast_begin():
+    _learned.entry = None
+
+
+def _fast_learn(fkey, refs):
+    """After a full path that succeeded: remember the replay it made or used under `fkey`."""
+    entry = getattr(_learned, 'entry', None)
+    if entry is None:
+        return
+    _learned.entry = None
+    with _replays_lock:
+        while len(_fast) >= _REPLAYS_MAX:
+            _fast.pop(next(iter(_fast)))
+        _fast[fkey] = (entry, refs)
 
 
 def _forget(buf):
@@ -218,8 +266,18 @@ def _forget(buf):
     with _replays_lock:
         for key in [k for k, e in _replays.items() if id(buf) in e.buffers]:
             del _replays[key]
+        for key in [k for k, (e, _) in _fast.items() if id(buf) in e.buffers]:
+            del _fast[key]
 
 
+def _forget_array(arr):
+    """An Array whose attributes were assigned: its identity no longer names its layout."""
+    with _replays_lock:
+        for key in [k for k, (_, refs) in _fast.items() if any(r is arr for r in refs)]:
+            del _fast[key]
+
+
+_array._change_hooks.append(_forget_array)
 _array._release_hooks.append(_forget)
 
 
@@ -250,6 +308,22 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, b
     row of the result as tessera.layernorm does (gamma and beta: [n] float32, eps > 0): a
     transformer's Add & Norm after a linear layer, gemm(h, w, x, bias=b, residual=x,
     layernorm=(g, be, 1e-12)), in one launch where the small-M kernel runs. 2-D results only."""
+    if out is not None and scale is None and residual is None and layernorm is None:
+        fkey = (False, id(a), id(b), id(out), id(bias), id(device), activation, out_dtype, keep_on_device,
+                type(keep_on_device), alpha, type(alpha), beta, type(beta), trans_a, type(trans_a), trans_b,
+                type(trans_b))
+        try:
+            hit = _fast.get(fkey)
+        except TypeError:  # an unhashable argument: the full path says what is wrong with it
+            hit = fkey = None
+        if hit is not None and hit[0].fast():
+            return out
+        _fast_begin()
+        result = _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device,
+                       False)
+        if fkey is not None:
+            _fast_learn(fkey, (a, b, out, bias, device))
+        return result
     return _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device, False,
                  scale, residual, layernorm)
 
@@ -262,6 +336,22 @@ def matmul(a, b, out=None, *, bias=None, activation=None, out_dtype=None, device
     products and sums are fp32 all the same), else float32; out_dtype overrides. gemm's bias,
     activation, scale, residual, alpha, beta, trans_a, trans_b (matrices only), device and
     keep_on_device apply."""
+    if out is not None and scale is None and residual is None:  # as gemm
+        fkey = (True, id(a), id(b), id(out), id(bias), id(device), activation, out_dtype, keep_on_device,
+                type(keep_on_device), alpha, type(alpha), beta, type(beta), trans_a, type(trans_a), trans_b,
+                type(trans_b))
+        try:
+            hit = _fast.get(fkey)
+        except TypeError:
+            hit = fkey = None
+        if hit is not None and hit[0].fast():
+            return out
+        _fast_begin()
+        result = _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device,
+                       True)
+        if fkey is not None:
+            _fast_learn(fkey, (a, b, out, bias, device))
+        return result
     return _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device, True,
                  scale, residual)
 
@@ -279,7 +369,7 @@ def _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype,
             raise _invalid('layernorm must be a tuple (gamma, beta, eps), not %r' % (type(layernorm).__name__,))
         norm = (layernorm[0], layernorm[1], _args.c_float(layernorm[2], 'layernorm eps'))
     key = None  # a scale, residual or layernorm: no replay (its key holds a, b, out and bias only)
-    if scale is None and residual is None and norm is None:
+    if scale is None and residual is None and norm is None and type(keep_on_device) is bool:  # else Call checks it
         key = _replay_key(a, b, out, bias, device, (alpha, beta, trans_a, trans_b, act, vectors))
     if key is not None:
         entry = _replays.get(key)

@@ -9,6 +9,8 @@ from ._errors import _check, _closed, _invalid
 from ._tessera_cffi import ffi, lib
 
 _local = threading.local()
+recorders = 0  # threads recording now: while 0, no thread is (the replays' hot path reads this alone)
+_recorders_lock = threading.Lock()
 
 
 def recording():
@@ -57,11 +59,17 @@ class Graph:
             self.device._release()
             raise
         self._recording = True
+        global recorders
+        with _recorders_lock:
+            recorders += 1
         _local.graph = self
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        global recorders
         _local.graph = None
+        with _recorders_lock:
+            recorders -= 1
         self._recording = False
         out = ffi.new('tsr_graph **')
         try:

@@ -4,16 +4,17 @@ uses in flight on other threads, and only then lets the owner release the handle
 holds a use and closes the object would wait for itself: that close raises instead."""
 import threading
 
-from ._errors import _closed
+from ._errors import _check, _closed
 
 
 class Uses:
-    __slots__ = ('_cond', '_count', '_threads', '_state', 'reason')
+    __slots__ = ('_lock', '_cond', '_count', '_threads', '_state', 'reason')
 
     OPEN, CLOSING, CLOSED = 0, 1, 2
 
     def __init__(self):
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()  # the condition's: `with self._lock` skips Condition's Python-level __enter__
+        self._cond = threading.Condition(self._lock)
         self._count = 0
         self._threads = {}  # thread id -> uses it holds
         self._state = self.OPEN
@@ -30,7 +31,7 @@ class Uses:
     def acquire(self, what):
         """Hold a use; raises TesseraError(`what` is closed: reason) once close() has begun."""
         tid = threading.get_ident()
-        with self._cond:
+        with self._lock:
             if self._state != self.OPEN:
                 raise _closed('%s is closed%s' % (what, ': ' + self.reason if self.reason else ''))
             self._count += 1
@@ -38,7 +39,7 @@ class Uses:
 
     def release(self):
         tid = threading.get_ident()
-        with self._cond:
+        with self._lock:
             self._count -= 1
             held = self._threads[tid] - 1
             if held:
@@ -47,6 +48,33 @@ class Uses:
                 del self._threads[tid]
             if not self._count and self._state != self.OPEN:  # only close() waits
                 self._cond.notify_all()
+
+    def run(self, fn, calls):
+        """status = fn(*args) for each args of `calls` while holding a use (acquire and release
+        in one frame: a replay's hot path); raises on the first failing status. False, calling
+        nothing, once close() has begun (the caller's full path then raises)."""
+        tid = threading.get_ident()
+        with self._lock:
+            if self._state != self.OPEN:
+                return False
+            self._count += 1
+            self._threads[tid] = self._threads.get(tid, 0) + 1
+        try:
+            for args in calls:
+                status = fn(*args)
+                if status:
+                    _check(status)
+        finally:
+            with self._lock:
+                self._count -= 1
+                held = self._threads[tid] - 1
+                if held:
+                    self._threads[tid] = held
+                else:
+                    del self._threads[tid]
+                if not self._count and self._state != self.OPEN:  # only close() waits
+                    self._cond.notify_all()
+        return True
 
     def begin_close(self, what, reason=None):
         """Refuse new uses and wait for those in flight. True: the caller now releases the handle

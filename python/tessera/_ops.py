@@ -11,7 +11,7 @@ from ._call import Call, result_dtype
 from ._array import _contiguous_strides
 from ._errors import _cl_check, _invalid
 from ._gemm import _activation, _merged_stride, gemm, matmul  # noqa: F401 (the package's ops, one import)
-from ._gemm import _Replay, _remember, _replayable, _replays, _tensors_key
+from ._gemm import _Replay, _fast, _fast_begin, _fast_learn, _remember, _replayable, _replays, _tensors_key
 from ._tessera_cffi import ffi, lib
 
 __all__ = ['gemm', 'matmul', 'gelu', 'conv2d', 'max_pool2d', 'avg_pool2d', 'adaptive_avg_pool2d', 'attention',
@@ -30,9 +30,26 @@ def gelu(x, out=None, *, approximate='none', out_dtype=None, device=None, keep_o
     """GELU elementwise, PyTorch's definitions: approximate="none" (erf, the default) or "tanh".
     x any shape, contiguous (NumPy inputs are copied as needed); out may be x (in place).
     Unlike PyTorch, GELU(-inf) is -0, not NaN."""
+    if out is not None:  # a repeat on the same objects: found by their identity (see _gemm.py)
+        fkey = (id(x), id(out), approximate, out_dtype, id(device), keep_on_device, type(keep_on_device))
+        try:
+            hit = _fast.get(fkey)
+        except TypeError:  # an unhashable argument: the full path says what is wrong with it
+            hit = fkey = None
+        if hit is not None and hit[0].fast():
+            return out
+        _fast_begin()
+        result = _gelu(x, out, approximate, out_dtype, device, keep_on_device)
+        if fkey is not None:
+            _fast_learn(fkey, (x, out, device))
+        return result
+    return _gelu(x, out, approximate, out_dtype, device, keep_on_device)
+
+
+def _gelu(x, out, approximate, out_dtype, device, keep_on_device):
     mode = _args.choice(approximate, 'approximate', _GELU_MODES, '"none" or "tanh"')
     # a repeat on the same device-resident tensors replays the C call (see _gemm.py)
-    key = _tensors_key((x, out), device, ('gelu', mode)) if out is not None else None
+    key = _tensors_key((x, out), device, ('gelu', mode)) if out is not None and type(keep_on_device) is bool else None
     if key is not None:
         entry = _replays.get(key)
         if entry is not None and entry.replay():
@@ -413,9 +430,27 @@ def layernorm(x, weight, bias, *, residual=None, eps=1e-5, out=None, out_dtype=N
     dimension, fused (one pass, fp32 arithmetic). x and residual [..., cols], weight and bias [cols]
     fp32, or None as in PyTorch (weight None: ones, bias None: zeros). eps: a finite number > 0.
     out may be x or residual themselves (in place, a transformer's Add & Norm)."""
+    if out is not None:  # a repeat on the same objects: found by their identity (see _gemm.py)
+        fkey = ('layernorm', id(x), id(weight), id(bias), id(residual), id(out), eps, type(eps), out_dtype,
+                id(device), keep_on_device, type(keep_on_device))
+        try:
+            hit = _fast.get(fkey)
+        except TypeError:
+            hit = fkey = None
+        if hit is not None and hit[0].fast():
+            return out
+        _fast_begin()
+        result = _layernorm(x, weight, bias, residual, eps, out, out_dtype, device, keep_on_device)
+        if fkey is not None:
+            _fast_learn(fkey, (x, weight, bias, residual, out, device))
+        return result
+    return _layernorm(x, weight, bias, residual, eps, out, out_dtype, device, keep_on_device)
+
+
+def _layernorm(x, weight, bias, residual, eps, out, out_dtype, device, keep_on_device):
     eps = _args.real(eps, 'eps', positive=True)
     key = None
-    if out is not None and weight is not None and bias is not None:  # replayed as gelu is
+    if out is not None and weight is not None and bias is not None and type(keep_on_device) is bool:  # as gelu
         key = _tensors_key((x, residual, weight, bias, out), device, ('layernorm', eps))
         entry = _replays.get(key) if key is not None else None
         if entry is not None and entry.replay():

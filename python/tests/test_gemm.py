@@ -256,6 +256,98 @@ def test_repeated_calls_replay_and_stay_correct(device, rng):
         tessera.matmul(da, db, dc)
 
 
+def test_replays_found_by_identity_honour_every_change(device, rng):
+    """A repeat found by its argument objects (the replay's cheap path) must still see: a released
+    operand (also through a view), a reassigned Array attribute, another out, a scalar of a type
+    the full path refuses, a graph being recorded, profiling, and for gelu and layernorm a released
+    out; each case runs the full path, which raises or computes the new call."""
+    dev = tessera.Device('cpu')
+    a, b = uniform(rng, (12, 8)), uniform(rng, (8, 6))
+    da, db = tessera.to_device(a, device=dev), tessera.to_device(b, device=dev)
+    dc, dc2 = tessera.empty((12, 6), device=dev), tessera.empty((12, 6), device=dev)
+    for _ in range(3):
+        assert tessera.matmul(da, db, dc) is dc
+    assert_close(dc.get(), ref(a, b), tol(8), 'replayed')
+    tessera.matmul(da, db, dc2)  # another out: its own call
+    assert_close(dc2.get(), ref(a, b), tol(8), 'another out')
+    for bad, words in (({'alpha': True}, 'alpha'), ({'trans_a': 0}, 'trans_a'), ({'beta': np.nan}, 'beta'),
+                       ({'keep_on_device': 1}, 'keep_on_device'), ({'activation': 'gelu2'}, 'activation')):
+        with pytest.raises(tessera.InvalidArgument, match=words):
+            tessera.matmul(da, db, dc, **bad)
+    with pytest.raises(tessera.InvalidArgument, match='activation'):
+        tessera.gemm(da, db, dc, activation=['gelu'])  # unhashable: the full path refuses it
+    # an Array attribute reassigned after the replay was learned: the full path sees the new layout
+    view = dc.view((12, 6))
+    tessera.matmul(da, db, view)
+    tessera.matmul(da, db, view)
+    view.shape, view.strides = (6, 12), (12, 1)
+    with pytest.raises(tessera.InvalidArgument, match='shape'):
+        tessera.matmul(da, db, view)
+    # recording: the repeat is recorded (the full path), not replayed behind the recording's back
+    with tessera.graph(dev) as g:
+        tessera.matmul(da, db, dc)
+    assert g.launches >= 1
+    # profiling: counted as a call of its own
+    with tessera.profile() as p:
+        tessera.matmul(da, db, dc)
+        dev.finish()
+    assert any(row[0] == 'gemm' and row[1] == 1 for row in p.table()), p.table()
+    # a released operand, released through another view of its buffer
+    b_view = db.view((8, 6))
+    db2 = tessera.to_device(b, device=dev)
+    for _ in range(2):
+        tessera.matmul(da, db2, dc)
+    db2.view((8, 6)).release()
+    with pytest.raises(tessera.TesseraError, match='released'):
+        tessera.matmul(da, db2, dc)
+    b_view.release()
+    with pytest.raises(tessera.TesseraError, match='released'):
+        tessera.matmul(da, db, dc)
+    # gelu and layernorm: a released out raises, a reassigned out is followed
+    x = tessera.to_device(uniform(rng, (4, 16)), device=dev)
+    y, g_, b_ = tessera.empty((4, 16), device=dev), tessera.to_device(uniform(rng, (16,)), device=dev), \
+        tessera.to_device(uniform(rng, (16,)), device=dev)
+    for _ in range(2):
+        tessera.gelu(x, y)
+        tessera.layernorm(x, g_, b_, out=y)
+    y.release()
+    with pytest.raises(tessera.TesseraError, match='released'):
+        tessera.gelu(x, y)
+    with pytest.raises(tessera.TesseraError, match='released'):
+        tessera.layernorm(x, g_, b_, out=y)
+    y2 = tessera.empty((4, 16), device=dev)
+    for _ in range(2):
+        tessera.gelu(x, y2)
+    y2.offset = 16  # past the buffer's end for a [4, 16] result: refused, not a stale launch
+    with pytest.raises(tessera.TesseraError, match='needs'):
+        tessera.gelu(x, y2)
+    dev.close()
+    with pytest.raises(tessera.TesseraError, match='closed'):
+        tessera.matmul(da, dc2.view((6, 12))[0:6], dc2)
+
+
+def test_pyopencl_replays_follow_a_repointed_array(device, rng):
+    """A pyopencl array is plain attributes: one re-pointed at another buffer (or another offset)
+    after its call was learned must be resolved again, never replayed on the old buffer."""
+    cl = pytest.importorskip('pyopencl')
+    cla = pytest.importorskip('pyopencl.array')
+    ctx = cl.Context([cl.get_platforms()[device.info.platform_index].get_devices()[device.info.device_index]])
+    queue = cl.CommandQueue(ctx)
+    a, b = uniform(rng, (10, 7)), uniform(rng, (7, 5))
+    qa, qb = cla.to_device(queue, a), cla.to_device(queue, b)
+    qc, other = cla.empty(queue, (10, 5), np.float32), cla.zeros(queue, (10, 5), np.float32)
+    for _ in range(3):
+        tessera.matmul(qa, qb, qc)
+    qc.base_data = other.base_data
+    tessera.matmul(qa, qb, qc)
+    assert_close(other.get(), ref(a, b), tol(7), 'the new buffer')
+    b2 = uniform(rng, (7, 5))
+    qb2 = cla.to_device(queue, np.concatenate([b2.ravel(), b.ravel()]))
+    qb.base_data, qb.offset = qb2.base_data, 7 * 5 * 4  # b again, at an offset of another buffer
+    tessera.matmul(qa, qb, qc)
+    assert_close(qc.get(), ref(a, b), tol(7), 'the operand at its new offset')
+
+
 BROADCASTS = [((2, 3), (3,)), ((3,), (3, 4)), ((5,), (5,)), ((2, 3, 4, 5), (5,)), ((5,), (2, 3, 5, 4)),
               ((2, 1, 4, 5), (1, 3, 5, 2)), ((6, 1, 4, 5), (3, 5, 2)), ((1, 4, 5), (3, 5, 2)),
               ((2, 3, 4, 5), (3, 5, 6)), ((2, 1), (1, 3)), ((3, 0, 5), (5, 2)), ((4, 0), (0, 3))]

@@ -973,6 +973,15 @@ done:
     return status;
 }
 
+/* Warns, once per marked buffer, that p's B runs as stored where its kept strips were due (`why`
+ * they are not); silent for a B that is not marked. */
+static void strips_missed(const gemm_problem *p, const char *why) {
+    if (tsr_derived_first_miss(p->b))
+        tsr_warn("gemm: B's buffer is marked constant but its kept strips cannot be used: %s; the call reads B as "
+                 "stored (slower at small M; said once per buffer)",
+                 why);
+}
+
 /* The kept strips of p's B (strips_apply): *out retained (NULL: run as stored) and *ready the
  * event to wait for (NULL: none). While the calling thread records a graph, only strips already
  * derived and current are used (the derivation is never recorded), and the graph notes them so
@@ -980,18 +989,21 @@ done:
 static void gemm_strips(tsr_device *dev, const gemm_problem *p, size_t nwi, cl_command_queue queue,
                         cl_event input_ready, cl_mem *out, cl_event *ready) {
     *out = NULL, *ready = NULL;
+    if (!tsr_derived_may_hold(p->b)) return; /* B not marked: no key, no lock */
     const size_t elt = tsr_dtype_size(p->types.b);
     size_t bytes;
     if (tsr_size_mad("gemm: B's strips", ceil_div(p->n, nwi) * nwi, p->k, 0, &bytes) != TSR_SUCCESS ||
         tsr_size_mad("gemm: B's strips", bytes, elt, 0, &bytes) != TSR_SUCCESS) {
         tsr_clear_diagnostics(); /* too large to keep: run as stored */
+        strips_missed(p, "they would be larger than memory can address");
         return;
     }
     char key[96];
     snprintf(key, sizeof key, "gemm strips %s w%zu k%zu n%zu ld%zu t0", tsr_dtype_str(p->types.b), nwi, p->k, p->n,
              p->ldb);
     tsr_status st;
-    if (tsr_graph_capturing()) {
+    const bool capturing = tsr_graph_capturing();
+    if (capturing) {
         tsr_derived_ref ref;
         st = tsr_derived_peek(dev, p->b, p->b_off * elt, key, out, &ref);
         if (st == TSR_SUCCESS && *out) tsr_graph_note_derived(&ref);
@@ -1000,8 +1012,19 @@ static void gemm_strips(tsr_device *dev, const gemm_problem *p, size_t nwi, cl_c
         st = tsr_derived_get(dev, p->b, p->b_off * elt, key, bytes, strips_fill, &job, queue, out, ready);
     }
     if (st != TSR_SUCCESS) { /* no strips: the call runs as it would have (and reports its own errors) */
+        char why[256];
+        snprintf(why, sizeof why, "making them failed (%s)", tsr_last_error());
         tsr_clear_diagnostics();
         *out = NULL, *ready = NULL;
+        strips_missed(p, why);
+    } else if (!*out) {
+        char why[160];
+        if (capturing)
+            snprintf(why, sizeof why, "a graph recorded them before they were made (run the call once first)");
+        else
+            snprintf(why, sizeof why, "%zu bytes do not fit the kept data's cap (%zu bytes) or device memory", bytes,
+                     tsr_derived_cap(dev));
+        strips_missed(p, why);
     }
 }
 
@@ -1043,9 +1066,12 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     gemm_kernels kernels;
     status = gemm_kernels_for(dev, cfg, variant, pack_a, pack_b, &kernels);
     if (status != TSR_SUCCESS && strips) { /* no program for the strips: B as stored, as before */
+        char why[256];
+        snprintf(why, sizeof why, "the kernel that reads them does not build (%s)", tsr_last_error());
         tsr_clear_diagnostics();
         tsr_derived_done(strips, strips_ready, NULL); /* nothing enqueued reads it */
         strips = NULL, strips_ready = NULL;
+        strips_missed(p, why);
         variant -= GEMM_BSTRIP_VARIANT;
         status = gemm_kernels_for(dev, cfg, variant, pack_a, pack_b, &kernels);
     }

@@ -25,6 +25,23 @@
 #define VLOADX(p) TSR_VLD(X_TYPE, VW, p)
 #define VSTOREY(v, p) TSR_VST(Y_TYPE, VW, v, p)
 #endif
+// A bf16 y on AVX-512 (the CPU forms' files, which include dtype_avx512.cl): 16 outputs rounded
+// by tsr_x16_bf16_hi (dtype_avx512.cl: dtype.cl's rounding bit for bit, in 5 instructions where
+// tsr_dt_bf16_round takes 7), narrowed by one vpmovdw. (An empty asm that kept vpmovdw in a
+// register, stored by a vector move, gained nothing on the Zen 5: session 23, docs/dtypes.md.)
+#if defined(CONV_VECTOR_ROUND) && defined(TSR_X16) && Y_TYPE == 2 && VW == 16
+#define CONV_BF16_X16 1
+TSR_INLINE ushort16 conv_bf16x16(const float16 v) { return convert_ushort16(tsr_x16_bf16_hi(v) >> 16); }
+#undef VSTOREY
+#define VSTOREY(v, p) TSR_DT_VST16(16, conv_bf16x16(v), p)
+#endif
+// VW bf16 of s into the private ushort array h (whose lanes are then stored one by one): on
+// AVX-512 one vector move, where vstore16 on ushort is 16 word extracts to memory
+#ifdef CONV_BF16_X16
+#define CONV_BF16_PRIV(s, h) (*(__private tsr_dt_ushort16_u *)(h) = conv_bf16x16(s))
+#else
+#define CONV_BF16_PRIV(s, h) CAT(vstore, VW)(CAT(tsr_f32_to_bf16_, VW)(s), 0, (h))
+#endif
 
 // Every second element of x from p, as floats (VW of them; reads 2 VW elements).
 #if VW == 1
@@ -62,7 +79,8 @@ TSR_INLINE void conv_store1(float s, const int k, const size_t e, __global YELT 
 
 // The VW sums s of channel k at e .. e + VW - 1, of which the first n are stored (n == VW: one
 // vector load of the residual and one vector store; fewer: lane by lane, nothing past them read).
-// With CONV_VECTOR_ROUND (the CPU forms' files define it) an f16 y's partial vector takes the
+// With CONV_VECTOR_ROUND (the CPU forms' files define it) an f16 y's partial vector (and on
+// AVX-512 a bf16 y's, CONV_BF16_X16) takes the
 // epilogue on the whole vector (the residual gathered for its first n lanes) and one vector
 // rounding (vstore_halfN_rte: the bits of the scalar vstore_half_rte, which is a software routine
 // on PoCL's CPU devices without cl_khr_fp16), then stores the first n lanes as bits.
@@ -73,7 +91,7 @@ TSR_INLINE void conv_store(floatv s, const int k, const size_t e, const int n, _
         if (epi_flags & 2) s += bias[bias_off + k];
         VSTOREY(tsr_epi_finish_v(s, res, res_type, res_off + e, act), y + y_off + e);
     } else {
-#if defined(CONV_VECTOR_ROUND) && Y_TYPE == 1 && VW > 1
+#if defined(CONV_VECTOR_ROUND) && (Y_TYPE == 1 || defined(CONV_BF16_X16)) && VW > 1
         if (epi_flags & 1) s *= scale[scale_off + k];
         if (epi_flags & 2) s += bias[bias_off + k];
         if (res_type != TSR_RES_NONE) {
@@ -87,7 +105,12 @@ TSR_INLINE void conv_store(floatv s, const int k, const size_t e, const int n, _
         // most four vector stores of 8, 4, 2 and 1 lanes (n's bits, in order), where a private
         // copy reloaded lane by lane took f16's Winograd output transform to 1.3x fp32's samples
         // at batch 8 (session 22)
+        // (a bf16 y, session 23: conv_bf16x16's rounding, the same stores)
+#if Y_TYPE == 1
         const ushort16 h16 = as_ushort16(__builtin_ia32_vcvtps2ph512_mask(s, 0, (short16)(0), TSR_X16_ALL));
+#else
+        const ushort16 h16 = conv_bf16x16(s);
+#endif
         __global ushort *py = (__global ushort *)y + y_off + e;
         ushort8 r8 = h16.lo;
         if (n & 8) {
@@ -150,7 +173,7 @@ TSR_INLINE void conv_store_strided(floatv s, const int k, const size_t e, const 
 #if Y_TYPE == 1
     TSR_VST(1, VW, s, (__private half *)h);
 #else
-    CAT(vstore, VW)(CAT(tsr_f32_to_bf16_, VW)(s), 0, h);
+    CONV_BF16_PRIV(s, h);
 #endif
     _Pragma("unroll") for (int i = 0; i < VW; ++i) ((__global ushort *)y)[y_off + e + (size_t)i * stride] = h[i];
 #endif

@@ -237,7 +237,7 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 #if Y_TYPE == 1
                 TSR_VST(1, VW, s, (__private half *)h);
 #else
-                CAT(vstore, VW)(CAT(tsr_f32_to_bf16_, VW)(s), 0, h);
+                CONV_BF16_PRIV(s, h);
 #endif
                 _Pragma("unroll") for (int e = 0; e < VW; ++e)
                     if (at[e] >= 0) ((__global ushort *)y)[y_off + em + at[e]] = h[e];

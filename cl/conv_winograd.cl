@@ -26,8 +26,8 @@
 #include "vector.cl"
 
 #include "dtype.cl"
-// an f16 y's partial vectors on AVX-512 (conv_access.cl's conv_store)
-#if Y_TYPE == 1
+// a 16-bit y's partial vectors on AVX-512 (conv_access.cl's conv_store), and a bf16 y's whole ones
+#if Y_TYPE == 1 || Y_TYPE == 2
 #include "dtype_avx512.cl"
 #endif
 #include "epilogue.cl"
@@ -202,11 +202,12 @@ __kernel void wino_output(const int16 geo, __global const float *m, const int ti
             j += 8;
             continue;
         }
-#if Y_TYPE == 1
-        // an f16 y: the row's last tiles (fewer than 8, at most 14 outputs a row) gathered into
-        // one vector per output row, stored as conv_store's partial vector (rounded as one vector,
-        // where PoCL's scalar vstore_half_rte per output is a software routine; other types store
-        // lane by lane below, which the private round trip would only slow)
+#if Y_TYPE == 1 || defined(CONV_BF16_X16)
+        // an f16 y, and on AVX-512 a bf16 y (CONV_BF16_X16): the row's last tiles (fewer than 8,
+        // at most 14 outputs a row) gathered into one vector per output row, stored as
+        // conv_store's partial vector (rounded as one vector, where PoCL's scalar vstore_half_rte
+        // per output is a software routine and bf16's rounding takes 9 instructions per output;
+        // other types store lane by lane below, which the private round trip would only slow)
         float ry[2][16] = {{0.0f}};
         for (int jj = j; jj < TQ; ++jj) {
             float s[2][4]; // A^T M
@@ -452,11 +453,12 @@ __kernel void wino_output(const int16 geo, __global const float *m, const int ti
             j += 4;
             continue;
         }
-#if Y_TYPE == 1
+#if Y_TYPE == 1 || defined(CONV_BF16_X16)
         {
-            // an f16 y: the row's last tiles (fewer than 4, at most 12 outputs a row) gathered
-            // into one vector per output row, stored as conv_store's partial vector (rounded as one
-            // vector; other types store lane by lane below)
+            // an f16 y, and on AVX-512 a bf16 y (CONV_BF16_X16): the row's last tiles (fewer
+            // than 4, at most 12 outputs a row) gathered into one vector per output row, stored as
+            // conv_store's partial vector (rounded as one vector; other types store lane by lane
+            // below)
             float ry[4][16] = {{0.0f}};
             for (int jj = j; jj < TQ; ++jj) {
                 float Y[4][4];

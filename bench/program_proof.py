@@ -4,7 +4,8 @@ tools/restamp_db asks for: docs/tuning.md, "Re-stamping").
 
     python3 bench/program_proof.py --old OLD/build --new NEW/build [--db data/builtin_tuning.json]
         [--ops conv2d,gemm] [--classes 3x3,strided] [--device cpu] [--march skylake-avx512]
-        [--old-kernels DIR] [--new-kernels DIR] [--shim build/bench/program_dump.so] [--json F]
+        [--old-kernels DIR] [--new-kernels DIR] [--entries-of TEXT] [--shim build/bench/program_dump.so]
+        [--json F]
 
 For each tuned entry of this device (its name as the OpenCL driver gives it) in --db, both builds'
 `tessera tune` run that entry's class with the entry's configuration as the only candidate, on
@@ -52,12 +53,12 @@ def device_name(tessera, selector):
     die(f"no device matches {selector}")
 
 
-def entries(db_path, name, ops, classes):
+def entries(db_path, name, ops, classes, entries_of=None):
     with open(db_path) as f:
         db = json.load(f)
     out = []
     for key, dev in db["devices"].items():
-        if dev.get("name") != name:
+        if (dev.get("name") != name) if not entries_of else (entries_of not in dev.get("name", "")):
             continue
         for op, by_class in dev.get("ops", {}).items():
             if ops and op not in ops:
@@ -115,6 +116,10 @@ def main():
     ap.add_argument("--new-kernels", help="TSR_KERNEL_DIR for the new side")
     ap.add_argument("--shim", default=os.path.join(ROOT, "build", "bench", "program_dump.so"),
                     help="bench/program_dump.so (default: this checkout's build)")
+    ap.add_argument("--entries-of", metavar="TEXT",
+                    help="take the entries of the device whose name contains TEXT (another device's: their "
+                         "configurations are built here, for this device, with --march: a proxy for that device's "
+                         "programs, e.g. --entries-of H200 --march x86-64 where no AVX-512 code may be compiled)")
     ap.add_argument("--json", help="write the verdicts here")
     args = ap.parse_args()
     for b in (args.old, args.new):
@@ -123,7 +128,8 @@ def main():
     if not os.path.exists(args.shim):
         die(f"{args.shim}: missing (ninja -C build bench/program_dump.so)")
     name = device_name(os.path.join(args.new, "tools", "tessera"), args.device)
-    todo = entries(args.db, name, [o for o in args.ops.split(",") if o], [c for c in args.classes.split(",") if c])
+    todo = entries(args.db, name, [o for o in args.ops.split(",") if o], [c for c in args.classes.split(",") if c],
+                   args.entries_of)
     if not todo:
         die(f"no entries for {name} in {args.db}")
     verdicts = []

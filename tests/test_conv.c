@@ -1385,6 +1385,28 @@ static void storage_types_im2col(void **state) {
     }
 }
 
+/* pointwise_unpacked_b's layers in every storage combination: 16-bit x read in place by the GEMM
+ * (no packing pass to widen it). */
+static void storage_types_unpacked_b(void **state) {
+    (void)state;
+    const conv_case cases[] = {
+        {.N = 2, .C = 24, .H = 48, .W = 48, .K = 20, .R = 1, .S = 1, .off = 5, .bias = true, .act = 1},
+        {.N = 1, .C = 10, .H = 45, .W = 47, .K = 9, .R = 1, .S = 1, .off = 3}, /* ragged row of tiles */
+    };
+    for (int i = 0; i < 27; ++i) {
+        if (th_small_mode() && !combo_in_small_set(i)) continue;
+        if (default_tier() && !combo_in_im2col_set(i)) continue;
+        tsr_dtype t[3];
+        type_combo(i, t);
+        for (size_t j = 0; j < sizeof cases / sizeof cases[0]; ++j) {
+            conv_case c = cases[j];
+            if (th_small_mode()) c.N = 1, c.C = 3;
+            typed_check(&c, t, TSR_CONV_IM2COL, "im2col");
+            if (th_small_mode()) break;
+        }
+    }
+}
+
 /* The NaN and Inf of a 16-bit x stay out of padding and of the outputs their windows miss, in
  * every form (a padded 16-bit copy, masked edge vectors, strided loads). */
 static void storage_types_inf_contained(void **state) {
@@ -1499,6 +1521,7 @@ int main(void) {
             cmocka_unit_test(storage_types_inf_contained),
             cmocka_unit_test(storage_types_stage1),
             cmocka_unit_test(pointwise_unpacked_b),
+            cmocka_unit_test(storage_types_unpacked_b),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -1550,6 +1573,7 @@ int main(void) {
         cmocka_unit_test(cpu_forms_stage8),
         cmocka_unit_test(storage_types_stage8),
         cmocka_unit_test(pointwise_unpacked_b),
+        cmocka_unit_test(storage_types_unpacked_b),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

@@ -1346,14 +1346,15 @@ static tsr_status gemm_norm_after(tsr_device *dev, const gemm_problem *p, cl_com
  * (38-42% of ResNet-50's 256->64 layer at batch 8, session 22). On the 2-core Zen 5 (session 23,
  * build/bench/conv1x1_gemm, the `medium` entry with PACKB 1 against 0, process CPU time, medians
  * of 7 rounds, load 1.8-2.5): 256->64 1.55x at batch 8, 1.19x at batch 1; 64->64 1.27x and 1.05x;
- * 256->128 1.27x and 1.10x; 64->256 (m = 256) 1.00x both, hence the bound. fp32 B only (a 16-bit
- * x is widened by the packing); a GEMM override (tsr_config_override, $TSR_CONFIG_GEMM) is left
- * as given. im2col's GEMMs on other layers pass image_columns too (B: the column matrix): the
+ * 256->128 1.27x and 1.10x; 64->256 (m = 256) 1.00x both, hence the bound. A 16-bit x is then
+ * widened by the kernel's loads instead of by the packing: 256->64 at batch 8 f16 6.7-7.1 ms of CPU
+ * a call -> 3.9-4.0, bf16 6.5-6.8 -> 3.9-4.0 (fp32 6.4-6.6 -> 4.2-4.3). A GEMM override
+ * (tsr_config_override, $TSR_CONFIG_GEMM) is left as given. im2col's GEMMs on other layers pass image_columns too (B: the column matrix): the
  * 64x56x56 3x3 layer forced to im2col ran 1.2x faster at batch 8. */
 static void unpacked_b_for_images(tsr_device *dev, const gemm_problem *p, tsr_config *cfg, size_t columns) {
     int *v = cfg->values;
     if (!columns || dev->info.type != TSR_DEVICE_CPU || simt_cpu(dev) || v[P_KERNEL] != GEMM_TILED || v[P_SA] ||
-        v[P_SB] || !v[P_PACKB] || p->tb || p->types.b != TSR_F32 || p->n != columns || p->m > 128 || p->n < 2048 ||
+        v[P_SB] || !v[P_PACKB] || p->tb || p->n != columns || p->m > 128 || p->n < 2048 ||
         runs_across_images(dev, p, cfg, columns) || tsr_op_overridden(dev, &tsr_op_gemm))
         return;
     v[P_PACKB] = 0;

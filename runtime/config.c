@@ -480,6 +480,18 @@ static tsr_status op_config_info(tsr_device *dev, const tsr_op *op, const char *
     return st;
 }
 
+bool tsr_op_overridden(tsr_device *dev, const tsr_op *op) {
+    char var[sizeof dev->overrides[0].var];
+    pthread_mutex_lock(&dev->lock);
+    bool found = false;
+    if (dev->noverrides) {
+        override_var(op, var, sizeof var);
+        found = find_override(dev, var) != NULL;
+    }
+    pthread_mutex_unlock(&dev->lock);
+    return found;
+}
+
 tsr_status tsr_op_config(tsr_device *dev, const tsr_op *op, const void *problem, tsr_config *config) {
     return op_config_info(dev, op, problem ? op->problem_class(problem) : op->classes[0], problem, config, NULL);
 }

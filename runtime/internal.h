@@ -984,6 +984,9 @@ tsr_status tsr_fixture_poison(tsr_device *device, cl_mem mem, float *host, size_
  * and tests), else the tuning database through its fallback chain, else the built-in default;
  * always legal for the device. */
 tsr_status tsr_op_config(tsr_device *device, const tsr_op *op, const void *problem, tsr_config *config);
+/* Whether the op has an override on this device ($TSR_CONFIG_<OP> or tsr_config_override): a
+ * launch's own shape rules then leave the overriding configuration as it is. */
+bool tsr_op_overridden(tsr_device *device, const tsr_op *op);
 /* tsr_op_config remembered per shape: `shape` (nwords <= TSR_LAUNCH_KEY_WORDS) holds every field of
  * the problem its class and legality depend on; the record is forgotten whenever an override or a
  * re-tune could change the answer (tsr_launch_invalidate), so a call that has seen its shape skips

@@ -293,6 +293,28 @@ static void resnet50_batch8_a(void **state) { (void)state, resnet50_batch8_part(
 static void resnet50_batch8_b(void **state) { (void)state, resnet50_batch8_part(1); }
 static void resnet50_batch8_c(void **state) { (void)state, resnet50_batch8_part(2); }
 
+/* 1x1 layers whose per-image GEMMs read x in place (gemm.c's unpacked_b_for_images: CPU, at most
+ * 128 output channels, at least 2048 pixels an image), at its bounds and beside them: the
+ * im2col path (the GEMM) and the call's own choice, offsets and guard zones, epilogues. */
+static void pointwise_unpacked_b(void **state) {
+    (void)state;
+    const conv_case cases[] = {
+        {.N = 2, .C = 24, .H = 48, .W = 48, .K = 20, .R = 1, .S = 1, .off = 5, .bias = true, .act = 1},
+        {.N = 1, .C = 10, .H = 45, .W = 47, .K = 9, .R = 1, .S = 1, .off = 3},         /* ragged row of tiles */
+        {.N = 1, .C = 33, .H = 64, .W = 64, .K = 128, .R = 1, .S = 1, .bias = true, .act = 2}, /* m = 128 */
+        {.N = 3, .C = 16, .H = 64, .W = 32, .K = 7, .R = 1, .S = 1, .act = 3},          /* n = 2048 */
+        {.N = 2, .C = 8, .H = 48, .W = 48, .K = 129, .R = 1, .S = 1, .bias = true},     /* m = 129: packed */
+        {.N = 2, .C = 12, .H = 45, .W = 45, .K = 16, .R = 1, .S = 1, .act = 1},         /* across images */
+    };
+    const tsr_conv_algo algos[] = {TSR_CONV_IM2COL, TSR_CONV_AUTO};
+    size_t n = small_mode() ? 2 : sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; ++i) {
+        conv_case c = cases[i];
+        if (small_mode()) c.N = 1, c.C = 3;
+        expect_accurate(&c, algos, small_mode() ? 1 : 2);
+    }
+}
+
 static void shapes(void **state) {
     (void)state;
     const conv_case cases[] = {
@@ -1363,6 +1385,28 @@ static void storage_types_im2col(void **state) {
     }
 }
 
+/* pointwise_unpacked_b's layers in every storage combination: 16-bit x read in place by the GEMM
+ * (no packing pass to widen it). */
+static void storage_types_unpacked_b(void **state) {
+    (void)state;
+    const conv_case cases[] = {
+        {.N = 2, .C = 24, .H = 48, .W = 48, .K = 20, .R = 1, .S = 1, .off = 5, .bias = true, .act = 1},
+        {.N = 1, .C = 10, .H = 45, .W = 47, .K = 9, .R = 1, .S = 1, .off = 3}, /* ragged row of tiles */
+    };
+    for (int i = 0; i < 27; ++i) {
+        if (th_small_mode() && !combo_in_small_set(i)) continue;
+        if (default_tier() && !combo_in_im2col_set(i)) continue;
+        tsr_dtype t[3];
+        type_combo(i, t);
+        for (size_t j = 0; j < sizeof cases / sizeof cases[0]; ++j) {
+            conv_case c = cases[j];
+            if (th_small_mode()) c.N = 1, c.C = 3;
+            typed_check(&c, t, TSR_CONV_IM2COL, "im2col");
+            if (th_small_mode()) break;
+        }
+    }
+}
+
 /* The NaN and Inf of a 16-bit x stay out of padding and of the outputs their windows miss, in
  * every form (a padded 16-bit copy, masked edge vectors, strided loads). */
 static void storage_types_inf_contained(void **state) {
@@ -1476,6 +1520,8 @@ int main(void) {
             cmocka_unit_test(storage_types_im2col),
             cmocka_unit_test(storage_types_inf_contained),
             cmocka_unit_test(storage_types_stage1),
+            cmocka_unit_test(pointwise_unpacked_b),
+            cmocka_unit_test(storage_types_unpacked_b),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -1526,6 +1572,8 @@ int main(void) {
         cmocka_unit_test(winograd_few_tiles),
         cmocka_unit_test(cpu_forms_stage8),
         cmocka_unit_test(storage_types_stage8),
+        cmocka_unit_test(pointwise_unpacked_b),
+        cmocka_unit_test(storage_types_unpacked_b),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

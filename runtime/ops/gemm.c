@@ -1365,6 +1365,27 @@ static tsr_status gemm_norm_after(tsr_device *dev, const gemm_problem *p, cl_com
     return tsr_layernorm_pipeline(dev, &ln, p->c, NULL, p->norm_g, p->norm_b, p->c, queue, gemm_done, event);
 }
 
+/* conv2d's 1x1 layers whose images' GEMMs run one by one (runs_across_images declined: whole
+ * tiles per image, ResNet-50's 56x56 planes) with few output channels (canonical m <= 128) and
+ * many pixels (n >= 2048) read x's rows in place instead of packing them first (PACKB=0): a
+ * packed panel of B is reused by only m / MWI row tiles, and the copy is a full pass over x
+ * (38-42% of ResNet-50's 256->64 layer at batch 8, session 22). On the 2-core Zen 5 (session 23,
+ * build/bench/conv1x1_gemm, the `medium` entry with PACKB 1 against 0, process CPU time, medians
+ * of 7 rounds, load 1.8-2.5): 256->64 1.55x at batch 8, 1.19x at batch 1; 64->64 1.27x and 1.05x;
+ * 256->128 1.27x and 1.10x; 64->256 (m = 256) 1.00x both, hence the bound. A 16-bit x is then
+ * widened by the kernel's loads instead of by the packing: 256->64 at batch 8 f16 6.7-7.1 ms of CPU
+ * a call -> 3.9-4.0, bf16 6.5-6.8 -> 3.9-4.0 (fp32 6.4-6.6 -> 4.2-4.3). A GEMM override
+ * (tsr_config_override, $TSR_CONFIG_GEMM) is left as given. im2col's GEMMs on other layers pass image_columns too (B: the column matrix): the
+ * 64x56x56 3x3 layer forced to im2col ran 1.2x faster at batch 8. */
+static void unpacked_b_for_images(tsr_device *dev, const gemm_problem *p, tsr_config *cfg, size_t columns) {
+    int *v = cfg->values;
+    if (!columns || dev->info.type != TSR_DEVICE_CPU || simt_cpu(dev) || v[P_KERNEL] != GEMM_TILED || v[P_SA] ||
+        v[P_SB] || !v[P_PACKB] || p->tb || p->n != columns || p->m > 128 || p->n < 2048 ||
+        runs_across_images(dev, p, cfg, columns) || tsr_op_overridden(dev, &tsr_op_gemm))
+        return;
+    v[P_PACKB] = 0;
+}
+
 /* A launch as the problem and extras ask: across images where runs_across_images allows. */
 static tsr_status gemm_launch_for(tsr_device *dev, const gemm_problem *p, const tsr_config *cfg,
                                   const tsr_matmul_extras *extras, cl_command_queue queue, cl_event *event) {
@@ -1397,6 +1418,7 @@ tsr_status tsr_matmul_pipeline(tsr_device *dev, const tsr_matmul_desc *desc, con
                               (uint32_t)((uint64_t)one.batch >> 32), one.ta, one.tb, (uint32_t)one.types.a,
                               (uint32_t)one.types.b, (uint32_t)one.types.c};
     TSR_CHECK(status, tsr_op_config_shape(dev, &tsr_op_gemm, &one, shape, sizeof shape / sizeof *shape, &cfg), done);
+    unpacked_b_for_images(dev, &p, &cfg, extras->image_columns);
     /* a LayerNorm launched after the GEMM waits for the GEMM's event */
     cl_event gemm_done = NULL, *gemm_event = p.norm ? &gemm_done : event;
     status = gemm_launch_for(dev, &p, &cfg, extras, q, gemm_event);

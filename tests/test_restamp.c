@@ -287,6 +287,22 @@ static void bad_input_changes_nothing(void **state) {
     free(good);
 }
 
+/* Each malformed option list `bad` is a usage error (exit 2) that leaves the database as it was. */
+static void refused_options_change_nothing(const char *const *bad, size_t n) {
+    char args[1500], *out = NULL;
+    char *text_before = file_text(db_path);
+    for (size_t i = 0; i < n; ++i) {
+        snprintf(args, sizeof args, "%s '%s' '%s'", bad[i], db_path, old_dir);
+        assert_int_equal(run_tool(args, &out), 2);
+        TH_ASSERT_CONTAINS(out, "usage: restamp_db");
+        free(out);
+    }
+    char *text_now = file_text(db_path);
+    assert_string_equal(text_now, text_before);
+    free(text_now);
+    free(text_before);
+}
+
 /* --keep KEY=VALUE: the old-hash entries whose configuration sets KEY to VALUE stay stale (an edit to
  * code only that implementation runs), the others move; a malformed --keep is refused. */
 static void keep_leaves_matching_entries_stale(void **state) {
@@ -309,17 +325,7 @@ static void keep_leaves_matching_entries_stale(void **state) {
 
     char args[1500], *out = NULL;
     static const char *const bad[] = {"--keep VW", "--keep =4", "--keep VW=", "--keep VW=4x", "--keep"};
-    char *text_before = file_text(db_path);
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
-        snprintf(args, sizeof args, "%s '%s' '%s'", bad[i], db_path, old_dir);
-        assert_int_equal(run_tool(args, &out), 2);
-        TH_ASSERT_CONTAINS(out, "usage: restamp_db");
-        free(out);
-    }
-    char *text_now = file_text(db_path);
-    assert_string_equal(text_now, text_before);
-    free(text_now);
-    free(text_before);
+    refused_options_change_nothing(bad, sizeof bad / sizeof bad[0]);
 
     snprintf(args, sizeof args, "--keep VW=%d '%s' '%s'", vw, db_path, old_dir);
     assert_int_equal(run_tool(args, &out), 0);
@@ -352,18 +358,8 @@ static void keep_class_and_device_limit_the_move(void **state) {
     cJSON_Delete(root);
 
     char args[3000], *out = NULL;
-    char *text_before = file_text(db_path);
     static const char *const bad[] = {"--keep-class", "--keep-class ''", "--device", "--device ''"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
-        snprintf(args, sizeof args, "%s '%s' '%s'", bad[i], db_path, old_dir);
-        assert_int_equal(run_tool(args, &out), 2);
-        TH_ASSERT_CONTAINS(out, "usage: restamp_db");
-        free(out);
-    }
-    char *text_now = file_text(db_path);
-    assert_string_equal(text_now, text_before);
-    free(text_now);
-    free(text_before);
+    refused_options_change_nothing(bad, sizeof bad / sizeof bad[0]);
 
     const tsr_device_info *i = tsr_device_get_info(dev);
     snprintf(args, sizeof args, "--keep-class small --device '%s' '%s' '%s'", i->name, db_path, old_dir);

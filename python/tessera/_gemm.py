@@ -261,6 +261,23 @@ def _fast_learn(fkey, refs):
         _fast[fkey] = (entry, refs)
 
 
+def _fast_call(fkey, refs, out, full, *args):
+    """A call given `out`: nothing but its replay's checks and enqueue when `fkey` (the call's
+    argument objects' ids, its scalars and their types) names a replay still valid, else
+    full(*args), whose replay is then remembered under fkey holding `refs` (those objects)."""
+    try:
+        hit = _fast.get(fkey)
+    except TypeError:  # an unhashable argument: the full path says what is wrong with it
+        hit = fkey = None
+    if hit is not None and hit[0].fast():
+        return out
+    _fast_begin()
+    result = full(*args)
+    if fkey is not None:
+        _fast_learn(fkey, refs)
+    return result
+
+
 def _forget(buf):
     """A released buffer: drop the entries that hold it (the buffer is freed with them)."""
     with _replays_lock:
@@ -312,18 +329,8 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, b
         fkey = (False, id(a), id(b), id(out), id(bias), id(device), activation, out_dtype, keep_on_device,
                 type(keep_on_device), alpha, type(alpha), beta, type(beta), trans_a, type(trans_a), trans_b,
                 type(trans_b))
-        try:
-            hit = _fast.get(fkey)
-        except TypeError:  # an unhashable argument: the full path says what is wrong with it
-            hit = fkey = None
-        if hit is not None and hit[0].fast():
-            return out
-        _fast_begin()
-        result = _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device,
-                       False)
-        if fkey is not None:
-            _fast_learn(fkey, (a, b, out, bias, device))
-        return result
+        return _fast_call(fkey, (a, b, out, bias, device), out, _gemm, a, b, out, alpha, beta, trans_a, trans_b, bias,
+                          activation, out_dtype, device, keep_on_device, False)
     return _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device, False,
                  scale, residual, layernorm)
 
@@ -340,18 +347,8 @@ def matmul(a, b, out=None, *, bias=None, activation=None, out_dtype=None, device
         fkey = (True, id(a), id(b), id(out), id(bias), id(device), activation, out_dtype, keep_on_device,
                 type(keep_on_device), alpha, type(alpha), beta, type(beta), trans_a, type(trans_a), trans_b,
                 type(trans_b))
-        try:
-            hit = _fast.get(fkey)
-        except TypeError:
-            hit = fkey = None
-        if hit is not None and hit[0].fast():
-            return out
-        _fast_begin()
-        result = _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device,
-                       True)
-        if fkey is not None:
-            _fast_learn(fkey, (a, b, out, bias, device))
-        return result
+        return _fast_call(fkey, (a, b, out, bias, device), out, _gemm, a, b, out, alpha, beta, trans_a, trans_b, bias,
+                          activation, out_dtype, device, keep_on_device, True)
     return _gemm(a, b, out, alpha, beta, trans_a, trans_b, bias, activation, out_dtype, device, keep_on_device, True,
                  scale, residual)
 

@@ -65,15 +65,7 @@ class Uses:
                 if status:
                     _check(status)
         finally:
-            with self._lock:
-                self._count -= 1
-                held = self._threads[tid] - 1
-                if held:
-                    self._threads[tid] = held
-                else:
-                    del self._threads[tid]
-                if not self._count and self._state != self.OPEN:  # only close() waits
-                    self._cond.notify_all()
+            self.release()
         return True
 
     def begin_close(self, what, reason=None):

@@ -11,7 +11,7 @@ from ._call import Call, result_dtype
 from ._array import _contiguous_strides
 from ._errors import _cl_check, _invalid
 from ._gemm import _activation, _merged_stride, gemm, matmul  # noqa: F401 (the package's ops, one import)
-from ._gemm import _Replay, _fast, _fast_begin, _fast_learn, _remember, _replayable, _replays, _tensors_key
+from ._gemm import _Replay, _fast_call, _remember, _replayable, _replays, _tensors_key
 from ._tessera_cffi import ffi, lib
 
 __all__ = ['gemm', 'matmul', 'gelu', 'conv2d', 'max_pool2d', 'avg_pool2d', 'adaptive_avg_pool2d', 'attention',
@@ -32,17 +32,7 @@ def gelu(x, out=None, *, approximate='none', out_dtype=None, device=None, keep_o
     Unlike PyTorch, GELU(-inf) is -0, not NaN."""
     if out is not None:  # a repeat on the same objects: found by their identity (see _gemm.py)
         fkey = (id(x), id(out), approximate, out_dtype, id(device), keep_on_device, type(keep_on_device))
-        try:
-            hit = _fast.get(fkey)
-        except TypeError:  # an unhashable argument: the full path says what is wrong with it
-            hit = fkey = None
-        if hit is not None and hit[0].fast():
-            return out
-        _fast_begin()
-        result = _gelu(x, out, approximate, out_dtype, device, keep_on_device)
-        if fkey is not None:
-            _fast_learn(fkey, (x, out, device))
-        return result
+        return _fast_call(fkey, (x, out, device), out, _gelu, x, out, approximate, out_dtype, device, keep_on_device)
     return _gelu(x, out, approximate, out_dtype, device, keep_on_device)
 
 
@@ -433,17 +423,8 @@ def layernorm(x, weight, bias, *, residual=None, eps=1e-5, out=None, out_dtype=N
     if out is not None:  # a repeat on the same objects: found by their identity (see _gemm.py)
         fkey = ('layernorm', id(x), id(weight), id(bias), id(residual), id(out), eps, type(eps), out_dtype,
                 id(device), keep_on_device, type(keep_on_device))
-        try:
-            hit = _fast.get(fkey)
-        except TypeError:
-            hit = fkey = None
-        if hit is not None and hit[0].fast():
-            return out
-        _fast_begin()
-        result = _layernorm(x, weight, bias, residual, eps, out, out_dtype, device, keep_on_device)
-        if fkey is not None:
-            _fast_learn(fkey, (x, weight, bias, residual, out, device))
-        return result
+        return _fast_call(fkey, (x, weight, bias, residual, out, device), out, _layernorm, x, weight, bias, residual, eps,
+                          out, out_dtype, device, keep_on_device)
     return _layernorm(x, weight, bias, residual, eps, out, out_dtype, device, keep_on_device)
 
 

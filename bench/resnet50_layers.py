@@ -2,14 +2,16 @@
 """ResNet-50 layer by layer, tessera against PyTorch channels_last, alternated in one process.
 
     PY=build/python-venv/bin/python   # tessera installed, with torch and torchvision
-    $PY bench/resnet50_layers.py [--batch 8] [--rounds 7] [--reps 3] [--settle 0.02]
+    $PY bench/resnet50_layers.py [--batch 8] [--rounds 7] [--reps 3] [--settle 0]
         [--variant NAME=CONFIG ...] [--json FILE]
 
 Both sides run the same network on the same weights (random, He-initialised: speed does not
 depend on the values). One forward pass of each records every layer's input; then each round
 times, layer after layer in network order, tessera's call and PyTorch's, in alternating order
 (tessera first in even rounds), --reps calls back to back each (tessera enqueues them and waits
-once, as the network does), after --settle seconds of idle. A layer is what the network runs
+once, as the network does), after --settle seconds of idle (default 0: back to back, as users
+call; on the 2-core Zen 5 VM an idle gap of 0.02 s before each sample slowed PyTorch's next calls
+far more than tessera's, docs/conv.md "where issue #35 stands"). A layer is what the network runs
 for it:
   tessera   conv2d with its folded BatchNorm, ReLU and residual in the epilogue (the runner's
             own call and buffers); max_pool2d; avg_pool2d + the classifier GEMM ("head")
@@ -73,7 +75,8 @@ def main():
     ap.add_argument('--size', type=int, default=224)
     ap.add_argument('--rounds', type=int, default=7)
     ap.add_argument('--reps', type=int, default=3, help='calls back to back per sample')
-    ap.add_argument('--settle', type=float, default=0.02, help='idle seconds before each sample')
+    ap.add_argument('--settle', type=float, default=0.0,
+                    help='idle seconds before each sample (default 0: calls back to back)')
     ap.add_argument('--threads', type=int, help='PyTorch threads (default: the device\'s compute units)')
     ap.add_argument('--variant', action='append', default=[], help='NAME=CONFIG: a tessera conv2d override')
     ap.add_argument('--only', help='conv roles to time (comma-separated)')

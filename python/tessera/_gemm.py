@@ -12,7 +12,7 @@ from . import _args, _array, _graph, _profiling
 from ._call import Call, result_dtype
 from ._array import Array
 from ._device import Device
-from ._errors import TesseraError, _check, _invalid
+from ._errors import _invalid
 from ._tessera_cffi import ffi, lib
 
 __all__ = ['gemm', 'matmul']
@@ -195,21 +195,19 @@ class _Replay:
         own); False where the full path must run instead."""
         if _graph.recording() is not None:  # the full path tells the recording the arrays it uses
             return False
-        try:
-            self.device._acquire()
-        except TesseraError:  # closed since: the full path raises the error
+        if not self._run(self.calls if calls is None else calls):
             return False
-        try:
-            for x in self.waits:
-                if x.events:
-                    import pyopencl as cl
-                    cl.wait_for_events(x.events)
-            for args in self.calls if calls is None else calls:
-                _check(self.fn(*args))
-        finally:
-            self.device._release()
         _learned.entry = self
         return True
+
+    def _run(self, calls):
+        """`calls` after the pyopencl operands' pending events, holding a use of the device; False
+        once the device is closing or closed (the full path then raises)."""
+        for x in self.waits:
+            if x.events:
+                import pyopencl as cl
+                cl.wait_for_events(x.events)
+        return self.uses.run(self.fn, calls)
 
     def fast(self):
         """replay() for a call found by the identity of its arguments (_fast): the same checks
@@ -221,10 +219,7 @@ class _Replay:
             if (x.base_data is not base or base.int_ptr != ptr or x.shape is not shape or x.strides is not strides
                     or x.offset != offset or x.dtype is not dtype or x.queue is not queue):
                 return False
-            if x.events:
-                import pyopencl as cl
-                cl.wait_for_events(x.events)
-        return self.uses.run(self.fn, self.calls)  # False once closed: the full path raises
+        return self._run(self.calls)
 
 
 def _remember(key, entry):

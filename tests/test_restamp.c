@@ -287,6 +287,20 @@ static void bad_input_changes_nothing(void **state) {
     free(good);
 }
 
+/* The old cl/ directory and gelu's hashes before (old) and after (new) its edit. */
+static void gelu_hashes(char old[17], char new_hash[17]) {
+    make_old_dir();
+    TH_ASSERT_OK(tsr_op_source_hash_in(old_dir, &tsr_op_gelu, old));
+    TH_ASSERT_OK(tsr_op_source_hash_in(NULL, &tsr_op_gelu, new_hash));
+}
+
+/* `root` written as the database at db_path (sealed, as tessera writes it) and freed. */
+static void write_db(cJSON *root) {
+    unlink(db_path);
+    TH_ASSERT_OK(tsr_db_update(db_path, merge_tree, root));
+    cJSON_Delete(root);
+}
+
 /* Each malformed option list `bad` is a usage error (exit 2) that leaves the database as it was. */
 static void refused_options_change_nothing(const char *const *bad, size_t n) {
     char args[1500], *out = NULL;
@@ -307,10 +321,8 @@ static void refused_options_change_nothing(const char *const *bad, size_t n) {
  * code only that implementation runs), the others move; a malformed --keep is refused. */
 static void keep_leaves_matching_entries_stale(void **state) {
     (void)state;
-    make_old_dir();
     char gelu_old[17], gelu_new[17];
-    TH_ASSERT_OK(tsr_op_source_hash_in(old_dir, &tsr_op_gelu, gelu_old));
-    TH_ASSERT_OK(tsr_op_source_hash_in(NULL, &tsr_op_gelu, gelu_new));
+    gelu_hashes(gelu_old, gelu_new);
     cJSON *root = tsr_db_new();
     add_entry(root, "mine", &tsr_op_gelu, "large", gelu_old);
     add_entry(root, "other", &tsr_op_gelu, "large", gelu_old);
@@ -319,9 +331,7 @@ static void keep_leaves_matching_entries_stale(void **state) {
                                      "config");
     int vw = cJSON_GetObjectItem(cfg, "VW")->valueint;
     cJSON_SetNumberValue(cJSON_GetObjectItem(cfg, "VW"), vw == 4 ? 8 : 4); /* "other" runs another width */
-    unlink(db_path);
-    TH_ASSERT_OK(tsr_db_update(db_path, merge_tree, root));
-    cJSON_Delete(root);
+    write_db(root);
 
     char args[1500], *out = NULL;
     static const char *const bad[] = {"--keep VW", "--keep =4", "--keep VW=", "--keep VW=4x", "--keep"};
@@ -345,17 +355,13 @@ static void keep_leaves_matching_entries_stale(void **state) {
  * nodes whose name contains TEXT (a proof made on one device says nothing of another's programs). */
 static void keep_class_and_device_limit_the_move(void **state) {
     (void)state;
-    make_old_dir();
     char gelu_old[17], gelu_new[17];
-    TH_ASSERT_OK(tsr_op_source_hash_in(old_dir, &tsr_op_gelu, gelu_old));
-    TH_ASSERT_OK(tsr_op_source_hash_in(NULL, &tsr_op_gelu, gelu_new));
+    gelu_hashes(gelu_old, gelu_new);
     cJSON *root = tsr_db_new();
     add_entry(root, "mine", &tsr_op_gelu, "large", gelu_old);
     add_entry(root, "mine", &tsr_op_gelu, "small", gelu_old);
     add_entry(root, "other", &tsr_op_gelu, "large", gelu_old);
-    unlink(db_path);
-    TH_ASSERT_OK(tsr_db_update(db_path, merge_tree, root));
-    cJSON_Delete(root);
+    write_db(root);
 
     char args[3000], *out = NULL;
     static const char *const bad[] = {"--keep-class", "--keep-class ''", "--device", "--device ''"};

@@ -45,217 +45,96 @@
 
 // GELU for a 16-bit y on AVX-512 CPUs (GELU16: MODE 2 or 3, Y_TYPE 1 or 2, VW = 16, clang with
 // __AVX512F__ and __AVX512DQ__, i.e. PoCL's CPU device on such a CPU). y keeps 11 (f16) or 8
-// (bf16) significant bits, so the fp32 value before its store needs about 2^-14 relative, not
-// fp32's 2^-23: the division becomes AVX-512's reciprocal estimate (vrcp14ps, relative error
-// below 2^-14, exact at 1), and the tanh form's 2^t takes vreduceps for t - floor(t), a degree-3
-// polynomial and vscalefps for the exponent (no shifts, no clamp), and no vdivps, which holds
-// Skylake's divider 10 cycles a zmm vector; an f16 x or y converts with zmm vcvtph2ps /
-// vcvtps2ph. The erf form's 1 / p(|x|)^16 takes a polynomial fitted to the accuracy y keeps
-// (degree 5 for bf16, 4 for f16, where activation.cl's form has 6 and a multiply by 1/sqrt(2)),
-// the estimate for its division, and ends in one fused multiply-add. GELU f16 -> f16 per 16 elements
-// (the vector operations from the load to the store): tanh 14 (session 16: 19;
-// before: 25 and a vdivps), erf 15 (session 16: 22). These loops are bound by the vector
-// instructions they issue (PoCL's CPU device at 16M elements spent twice the copy kernel's CPU
-// time), so each one removed shows. Error, fp32 value before the store against the double
-// reference, over every input (docs/dtypes.md, "Error bounds"): below 2^-13 max(1, |x|) in both
-// forms; GELU(x) = x from x = 10.9 on, -0 below x = -9 (tanh) and -20 (erf), NaN kept, as the
-// fp32 forms. An fp32 y, other vector widths, the tail's elements and every other device keep
-// activation.cl's fp32 forms.
+// (bf16) significant bits, so the fp32 value before its store needs about 2^-14 of max(1, |x|),
+// not fp32's 2^-23. Both forms (session 24) compute
+//     GELU(x) = max(-0, x) - a h,   a = min(|x|, 5),   h = max(q(a), 0)^4,
+// h = (1 - tanh(u(a))) / 2 = 1 / (1 + e^(2 u(a))) (tanh) or erfc(a / sqrt(2)) / 2 (erf), q of
+// degree 5 fitted for each form (linear programming on the largest error of GELU(x) over a in
+// [0, 5], numpy and scipy): one vrangeps, five FMAs, a vmaxps, two squarings and one fused
+// multiply-add (x > 0: x - x h; x <= 0: x h, -0 for x <= 0 whatever a h is, +0 included; max(-0,
+// x) keeps a NaN x, and a quiet NaN x gives a = 5). Each q falls from 0.84 at 0 to its only root,
+// 4.4608 (tanh) and 4.5624 (erf), and is negative from there to 5: h = 0 exactly beyond, so y = x
+// from the root on (+Inf included) and -0 below minus the root (-Inf included), where |GELU(x)| <
+// 6.5e-6 (tanh) and 2.6e-5 (erf). Error, the fp32 value before the store against the double
+// reference (bench/gelu16_error: every f16 and bf16 input, fp32 ones): 1.2e-5 max(1, |x|) (tanh),
+// 1.1e-5 (erf), under TSR_GELU16_ERROR = 2^-13 (docs/dtypes.md, "Error bounds"); h is good to that
+// absolute error only, not to y's relative precision in the tail (GELU(-4) = -7e-5). The clamp of
+// q at 0 keeps the squares off subnormal and underflowing products, for which Zen 5 takes
+// microcode assists (a q^16 form with q(6.5) = 0 and no clamp ran twice as slow on inputs beyond
+// 6.5). Per 16 elements f16 -> f16, from the load to the store: 12 vector operations, every one
+// an FMA, a multiply, vmaxps, vrangeps or a conversion (zmm vcvtph2ps / vcvtps2ph). Before
+// (sessions 16-23): tanh 14, with 2^t by vreduceps, a polynomial and vscalefps, 1 / (1 + 2^t) by
+// vrcp14ps and x = -Inf by vfixupimmps, of which vreduceps and vscalefps each take two of the
+// Zen 5's two FADD-pipe slots; erf 15, 1 / p(a)^16 by vrcp14ps. These loops are bound by the
+// vector instructions they issue (PoCL's CPU device at 16M elements spent twice the copy kernel's
+// CPU time), so each one removed shows. An fp32 y, other vector widths, the tail's elements and
+// every other device keep activation.cl's fp32 forms.
 #if MODE != 0 && Y_TYPE != 0 && VW == 16 && defined(TSR_X16) && defined(__AVX512DQ__)
 #define GELU16 1
 // (The builtins take and return 16-float vectors; clang converts float16 to and from them.)
 #define G16_ALL TSR_X16_ALL
 #define G16_CUR 4 /* _MM_FROUND_CUR_DIRECTION */
-// 2^f on [0, 1) by a degree-3 polynomial (relative minimax, 7.5e-5: the value y rounds stays
-// within 4.3e-5 max(1, |x|) of GELU(x), against 4.2e-5 with degree 4; fp32's degree 4 on
-// [-1/2, 1/2]: 1.6e-7)
-#define GELU16_E3 0.07802427478740856f
-#define GELU16_E2 0.22606726670731025f
-#define GELU16_E1 0.6958336268679407f
-#define GELU16_E0 0.999925194576748f
-// The erf form: h = 1 / p(|x|)^16 = erfc(|x| / sqrt(2)) / 2, p fitted for this form (weighted
-// least squares on [0, 8], iterated to the smallest largest error of h, numpy): a y that keeps
-// 11 or 8 bits needs h to 2^-13 or so, not the 3e-7 of activation.cl's degree-6 polynomial
-// (A&S 7.1.28). bf16 y: degree 5, |h error| below 1.7e-6 on [0, 30], p above 256 (p^16 = Inf,
-// h = 0, y = -0) from |x| = 19.12 on; f16 y: degree 4, 2.2e-5, p^16 = Inf from 26.2 on, and
-// below x = -20 h < 2^-100: y rounds to f16 -0 as the fp32 form's -0 does.
-#if Y_TYPE == 1
-#define G16_EC_4 0.000397948839f
-#define G16_EC_3 0.00277177314f
-#define G16_EC_2 0.0225064736f
-#define G16_EC_1 0.0519850738f
-#define G16_EC_0 1.04427648f
-#define G16_ETOP 4
+#define G16_A 5.0f
+#if MODE == TSR_ACT_GELU_TANH
+#define G16_C5 -0.00046918058f
+#define G16_C4 0.0026518707f
+#define G16_C3 0.008424275f
+#define G16_C2 -0.053640302f
+#define G16_C1 -0.16644283f
+#define G16_C0 0.8407481f
 #else
-#define G16_EC_5 8.94469486e-05f
-#define G16_EC_4 -5.38514214e-05f
-#define G16_EC_3 0.00352213532f
-#define G16_EC_2 0.0220321417f
-#define G16_EC_1 0.0520820357f
-#define G16_EC_0 1.04427361f
-#define G16_ETOP 5
+#define G16_C5 -0.0005726253f
+#define G16_C4 0.0034671247f
+#define G16_C3 0.0067910384f
+#define G16_C2 -0.052622277f
+#define G16_C1 -0.16671547f
+#define G16_C0 0.84076816f
 #endif
-// One Horner step of p in a, and the polynomial on one vector or on two interleaved.
-#define G16_EH(p, a, k) p = fma(p, a, (float16)(G16_EC_##k))
-#if G16_ETOP == 5
-#define GELU16_ERF_POLY(p, a)                                                                      \
-    p = fma(a, (float16)(G16_EC_5), (float16)(G16_EC_4));                                          \
-    G16_EH(p, a, 3); G16_EH(p, a, 2); G16_EH(p, a, 1); G16_EH(p, a, 0)
-#define GELU16_ERF_POLY2(p0, a0, p1, a1)                                                           \
-    p0 = fma(a0, (float16)(G16_EC_5), (float16)(G16_EC_4));                                        \
-    p1 = fma(a1, (float16)(G16_EC_5), (float16)(G16_EC_4));                                        \
-    G16_EH(p0, a0, 3); G16_EH(p1, a1, 3); G16_EH(p0, a0, 2); G16_EH(p1, a1, 2);                    \
-    G16_EH(p0, a0, 1); G16_EH(p1, a1, 1); G16_EH(p0, a0, 0); G16_EH(p1, a1, 0)
-#else
-#define GELU16_ERF_POLY(p, a)                                                                      \
-    p = fma(a, (float16)(G16_EC_4), (float16)(G16_EC_3));                                          \
-    G16_EH(p, a, 2); G16_EH(p, a, 1); G16_EH(p, a, 0)
-#define GELU16_ERF_POLY2(p0, a0, p1, a1)                                                           \
-    p0 = fma(a0, (float16)(G16_EC_4), (float16)(G16_EC_3));                                        \
-    p1 = fma(a1, (float16)(G16_EC_4), (float16)(G16_EC_3));                                        \
-    G16_EH(p0, a0, 2); G16_EH(p1, a1, 2); G16_EH(p0, a0, 1); G16_EH(p1, a1, 1);                    \
-    G16_EH(p0, a0, 0); G16_EH(p1, a1, 0)
-#endif
-TSR_INLINE float16 gelu16_recip(const float16 d) { return __builtin_ia32_rcp14ps512_mask(d, d, G16_ALL); }
 /* vmaxps with b as the second operand: b where either is NaN (a NaN x goes on) and where both
  * are zeros (max(-0, +0) = +0) */
 TSR_INLINE float16 gelu16_max(const float16 a, const float16 b) { return __builtin_ia32_maxps512(a, b, G16_CUR); }
-/* min(|x|, 30) in one vrangeps (imm 10: the smaller magnitude, sign cleared; a quiet NaN x gives
- * 30, and max(-0, x) below keeps x's NaN in y) */
-#define G16_ABS30(x) __builtin_ia32_rangeps512_mask((x), (float16)(30.0f), 10, (x), G16_ALL, G16_CUR)
-/* 2^t for every t: f = t - floor(t) in [0, 1) exactly by vreduceps (imm 9: round down, no
- * precision exception; +-Inf give 0, NaN NaN), 2^f by the polynomial, times 2^floor(t) by
- * vscalefps (0 and Inf beyond the exponent range, t = -Inf: 0, +Inf: Inf). No clamp, no
- * vrndscaleps and subtraction. */
-TSR_INLINE float16 gelu16_exp2(const float16 t) {
-    const float16 f = __builtin_ia32_reduceps512_mask(t, 9, t, G16_ALL, G16_CUR);
-    float16 q = fma(f, (float16)(GELU16_E3), (float16)(GELU16_E2));
-    q = fma(f, q, (float16)(GELU16_E1));
-    q = fma(f, q, (float16)(GELU16_E0));
-    return __builtin_ia32_scalefps512_mask(q, t, q, G16_ALL, G16_CUR);
-}
-/* x / (1 + 2^t), t as in gelu_tanh_T; -0 below x = -9 (x = -Inf included: 2^t = Inf there and
- * x * 0 would be NaN). From x = 5.2 on 2^t is below 2^-24, 1 + 2^t = 1 and the estimate of 1 is
- * 1: y = x exactly, +Inf included (t = -Inf, 2^t = 0); NaN: y = x NaN. */
-/* x r, with -0 below x = -9. An f16 y needs no compare there: 2^t >= 2^95.8, so |x r| < 2^-90,
- * which f16 rounds to -0 as it rounds the fp32 form's -0; only x = -Inf (-Inf * 0 = NaN) is set
- * to -0, by vfixupimmps (x's class -Inf: response 7, -0; every other class keeps x r), one
- * instruction for vcmpltps and a masked move. */
-#if Y_TYPE == 1
-#define G16_TANH_END(x, r) __builtin_ia32_fixupimmps512_mask((x) * (r), (x), (int16)(0x70000), 0, G16_ALL, G16_CUR)
-#else
-// Other y types: the product masked by !(x < -9) (a NaN x included) over a register of -0, which
-// clang emits as vcmpnltps and a masked vmulps (select(x r, -0, x < -9) became vcmpltps, vmulps
-// and a masked move)
-#define G16_TANH_END(x, r) select((float16)(-0.0f), (x) * (r), !((x) < -9.0f))
-#endif
-TSR_INLINE float16 gelu16_tanh(const float16 x) {
-    const float16 t = x * fma(x * x, (float16)(-0.1029432395800235f), (float16)(-2.3022081981443248f));
-    return G16_TANH_END(x, gelu16_recip(1.0f + gelu16_exp2(t)));
-}
-/* The erf form with the estimate: h = 1 / p^16 = erfc(|x| / sqrt(2)) / 2 (GELU16_ERF_POLY) and
- * GELU(x) = max(x, 0) - |x| h, one fused multiply-add (x > 0: x - x h; x <= 0: x h) with max(-0,
- * x) keeping -0 for x <= 0 whatever |x| h is (+0 included) and x for NaN; |x| clamped to 30
- * (p^16 = Inf, h = 0 before it) keeps Inf * 0 off: GELU(+Inf) = Inf, GELU(-Inf) = -0. */
-TSR_INLINE float16 gelu16_erf(const float16 x) {
-    const float16 a = G16_ABS30(x);
-    float16 p;
-    GELU16_ERF_POLY(p, a);
-    p *= p;
-    p *= p;
-    p *= p;
-    p *= p;
-    return fma(-a, gelu16_recip(p), gelu16_max((float16)(-0.0f), x));
-}
-/* The two forms on two vectors at once, statement by statement in turn: clang emits the
- * instructions in this order, so the two chains' instructions alternate and each waits less on
- * its predecessor (one vector's chain is about 60 cycles long; one after the other, the core's
- * schedulers filled with waiting instructions before the next vector's could start). */
-#define G16_BOTH(op) op(0) op(1)
-#define G16_TANH2(y0, y1, x0, x1)                                                                  \
-    do {                                                                                           \
-        const float16 xx0 = (x0), xx1 = (x1);                                                      \
-        float16 t0 = xx0 * xx0, t1 = xx1 * xx1;                                                    \
-        t0 = fma(t0, (float16)(-0.1029432395800235f), (float16)(-2.3022081981443248f));            \
-        t1 = fma(t1, (float16)(-0.1029432395800235f), (float16)(-2.3022081981443248f));            \
-        t0 = xx0 * t0, t1 = xx1 * t1;                                                              \
-        const float16 f0 = __builtin_ia32_reduceps512_mask(t0, 9, t0, G16_ALL, G16_CUR);            \
-        const float16 f1 = __builtin_ia32_reduceps512_mask(t1, 9, t1, G16_ALL, G16_CUR);            \
-        float16 q0 = fma(f0, (float16)(GELU16_E3), (float16)(GELU16_E2));                           \
-        float16 q1 = fma(f1, (float16)(GELU16_E3), (float16)(GELU16_E2));                           \
-        q0 = fma(f0, q0, (float16)(GELU16_E1)), q1 = fma(f1, q1, (float16)(GELU16_E1));            \
-        q0 = fma(f0, q0, (float16)(GELU16_E0)), q1 = fma(f1, q1, (float16)(GELU16_E0));            \
-        q0 = __builtin_ia32_scalefps512_mask(q0, t0, q0, G16_ALL, G16_CUR);                        \
-        q1 = __builtin_ia32_scalefps512_mask(q1, t1, q1, G16_ALL, G16_CUR);                        \
-        q0 = gelu16_recip(1.0f + q0), q1 = gelu16_recip(1.0f + q1);                                \
-        y0 = G16_TANH_END(xx0, q0);                                                                \
-        y1 = G16_TANH_END(xx1, q1);                                                                \
-    } while (0)
-/* The same on four vectors (x and y arrays of 4), each statement over the four in turn (a fully
- * unrolled loop keeps that order): at VPT a multiple of 4, 4-6% less CPU time than two at once
- * (f16 tanh 2.36 -> 2.25 ms per 16M, erf 2.23 -> 2.18; cl_cpu_ab.py, load 10-13); the arrays
- * stay in registers. G16_TANHN / G16_ERFN take NV vectors: eight (STEP8, VPT a multiple of 8,
- * not bf16 -> bf16) keep more independent instructions in flight than the Zen 5's schedulers
- * find in four: 7-10% less CPU time per element for f16 -> f16 and f32 -> f16, both forms, in
- * cache and at 16M (session 21; bf16 -> bf16's 32-element pairs gained 0-2% from eight, not kept). */
+/* min(|x|, 5) in one vrangeps (imm 10: the smaller magnitude, sign cleared; a quiet NaN x gives 5) */
+#define G16_ABS(x) __builtin_ia32_rangeps512_mask((x), (float16)(G16_A), 10, (x), G16_ALL, G16_CUR)
+/* G16_FORMN: GELU on NV vectors (x and y arrays of NV), each statement over the NV vectors in
+ * turn (a fully unrolled loop keeps that order), so the vectors' chains alternate and each waits
+ * less on its predecessor (one vector's chain is some 40 cycles long). At VPT a multiple of 4,
+ * four at once took 4-6% less CPU time than two (sessions 16-20); eight (STEP8, VPT a multiple
+ * of 8, not bf16 -> bf16) keep more independent instructions in flight than the Zen 5's
+ * schedulers find in four: 7-10% less CPU time per element for f16 -> f16 and f32 -> f16 (session
+ * 21; bf16 -> bf16's 32-element pairs gained 0-2% from eight, not kept). Session 24's form
+ * interleaved eight ways took 3.0 TSC ticks per 16 elements in a C mirror (gcc), one vector at a
+ * time 3.8. The max of q uses the same -0 as max(-0, x) (max(-0, q) = +0 for q = +0, -0 below, both
+ * square to +0): one register fewer, and LLVM keeps the eight chains interleaved (with one more
+ * it ran them one after the other). The arrays stay in registers (x partly spilled at eight). */
 #define G16_LN(NV, stmt) _Pragma("unroll") for (int l = 0; l < (NV); ++l) { stmt; }
+#define G16_H(q, a, k) q = fma(q, a, (float16)(G16_C##k))
+#define G16_FORMN(NV, y, x)                                                                        \
+    do {                                                                                           \
+        float16 a[NV], q[NV];                                                                      \
+        G16_LN(NV, a[l] = G16_ABS(x[l]))                                                           \
+        G16_LN(NV, q[l] = fma(a[l], (float16)(G16_C5), (float16)(G16_C4)))                         \
+        G16_LN(NV, G16_H(q[l], a[l], 3))                                                           \
+        G16_LN(NV, G16_H(q[l], a[l], 2))                                                           \
+        G16_LN(NV, G16_H(q[l], a[l], 1))                                                           \
+        G16_LN(NV, G16_H(q[l], a[l], 0))                                                           \
+        G16_LN(NV, q[l] = gelu16_max((float16)(-0.0f), q[l]))                                      \
+        G16_LN(NV, q[l] *= q[l])                                                                   \
+        G16_LN(NV, q[l] *= q[l])                                                                   \
+        G16_LN(NV, y[l] = fma(-a[l], q[l], gelu16_max((float16)(-0.0f), x[l])))                    \
+    } while (0)
+TSR_INLINE float16 gelu16_form(const float16 x) {
+    float16 xv[1] = {x}, yv[1];
+    G16_FORMN(1, yv, xv);
+    return yv[0];
+}
+#define G16_FORM2(y0, y1, x0, x1)                                                                  \
+    do {                                                                                           \
+        float16 xv2[2] = {(x0), (x1)}, yv2[2];                                                     \
+        G16_FORMN(2, yv2, xv2);                                                                    \
+        y0 = yv2[0], y1 = yv2[1];                                                                  \
+    } while (0)
 #define G16_L4(stmt) G16_LN(4, stmt)
-#define G16_TANHN(NV, y, x)                                                                        \
-    do {                                                                                           \
-        float16 t[NV], f[NV], q[NV];                                                               \
-        G16_LN(NV, t[l] = x[l] * x[l])                                                             \
-        G16_LN(NV, t[l] = fma(t[l], (float16)(-0.1029432395800235f), (float16)(-2.3022081981443248f))) \
-        G16_LN(NV, t[l] = x[l] * t[l])                                                             \
-        G16_LN(NV, f[l] = __builtin_ia32_reduceps512_mask(t[l], 9, t[l], G16_ALL, G16_CUR))        \
-        G16_LN(NV, q[l] = fma(f[l], (float16)(GELU16_E3), (float16)(GELU16_E2)))                   \
-        G16_LN(NV, q[l] = fma(f[l], q[l], (float16)(GELU16_E1)))                                   \
-        G16_LN(NV, q[l] = fma(f[l], q[l], (float16)(GELU16_E0)))                                   \
-        G16_LN(NV, q[l] = __builtin_ia32_scalefps512_mask(q[l], t[l], q[l], G16_ALL, G16_CUR))     \
-        G16_LN(NV, q[l] = gelu16_recip(1.0f + q[l]))                                               \
-        G16_LN(NV, y[l] = G16_TANH_END(x[l], q[l]))                                                \
-    } while (0)
-#define G16_TANH4(y, x) G16_TANHN(4, y, x)
-#define G16_ERFN(NV, y, x)                                                                         \
-    do {                                                                                           \
-        float16 a[NV], p[NV];                                                                      \
-        G16_LN(NV, a[l] = G16_ABS30(x[l]))                                                         \
-        G16_LN(NV, p[l] = fma(a[l], (float16)(G16_EC_TOP), (float16)(G16_EC_NEXT)))                \
-        G16_ERF_REST(NV)                                                                           \
-        G16_LN(NV, p[l] *= p[l])                                                                   \
-        G16_LN(NV, p[l] *= p[l])                                                                   \
-        G16_LN(NV, p[l] *= p[l])                                                                   \
-        G16_LN(NV, p[l] *= p[l])                                                                   \
-        G16_LN(NV, p[l] = gelu16_recip(p[l]))                                                      \
-        G16_LN(NV, y[l] = fma(-a[l], p[l], gelu16_max((float16)(-0.0f), x[l])))                    \
-    } while (0)
-#define G16_ERF4(y, x) G16_ERFN(4, y, x)
-#if G16_ETOP == 5
-#define G16_EC_TOP G16_EC_5
-#define G16_EC_NEXT G16_EC_4
-#define G16_ERF_REST(NV)                                                                           \
-    G16_LN(NV, G16_EH(p[l], a[l], 3)) G16_LN(NV, G16_EH(p[l], a[l], 2)) G16_LN(NV, G16_EH(p[l], a[l], 1)) \
-    G16_LN(NV, G16_EH(p[l], a[l], 0))
-#else
-#define G16_EC_TOP G16_EC_4
-#define G16_EC_NEXT G16_EC_3
-#define G16_ERF_REST(NV)                                                                           \
-    G16_LN(NV, G16_EH(p[l], a[l], 2)) G16_LN(NV, G16_EH(p[l], a[l], 1)) G16_LN(NV, G16_EH(p[l], a[l], 0))
-#endif
-#define G16_ERF2(y0, y1, x0, x1)                                                                   \
-    do {                                                                                           \
-        const float16 xx0 = (x0), xx1 = (x1);                                                      \
-        const float16 a0 = G16_ABS30(xx0);                                                         \
-        const float16 a1 = G16_ABS30(xx1);                                                         \
-        float16 p0, p1;                                                                            \
-        GELU16_ERF_POLY2(p0, a0, p1, a1);                                                          \
-        p0 *= p0, p1 *= p1;                                                                        \
-        p0 *= p0, p1 *= p1;                                                                        \
-        p0 *= p0, p1 *= p1;                                                                        \
-        p0 *= p0, p1 *= p1;                                                                        \
-        p0 = gelu16_recip(p0), p1 = gelu16_recip(p1);                                              \
-        y0 = fma(-a0, p0, gelu16_max((float16)(-0.0f), xx0));                                      \
-        y1 = fma(-a1, p1, gelu16_max((float16)(-0.0f), xx1));                                      \
-    } while (0)
+#define G16_FORM4(y, x) G16_FORMN(4, y, x)
 #endif
 
 // VW elements of x at p as floatv, and floatv v stored as VW elements of y at p; element e of x
@@ -378,20 +257,10 @@ TSR_DT_BITS(_16, uint16)
 #else
 #define STORE_Y16(v, p) STORE_Y(v, p)
 #endif
-#if MODE == TSR_ACT_GELU_TANH
-#define GELU16_F gelu16_tanh
-#else
-#define GELU16_F gelu16_erf
-#endif
-#if MODE == TSR_ACT_GELU_TANH
-#define GELU16_F2 G16_TANH2
-#define GELU16_F4 G16_TANH4
-#define GELU16_FN G16_TANHN
-#else
-#define GELU16_F2 G16_ERF2
-#define GELU16_F4 G16_ERF4
-#define GELU16_FN G16_ERFN
-#endif
+#define GELU16_F gelu16_form
+#define GELU16_F2 G16_FORM2
+#define GELU16_F4 G16_FORM4
+#define GELU16_FN G16_FORMN
 #define STEP(in, out) STORE_Y16(GELU16_F(LOAD_X16(in)), out)
 #if X_TYPE == 2 && Y_TYPE == 2 && VPT % 2 == 0 && !INTERLEAVE
 #define GELU16_PAIR 1

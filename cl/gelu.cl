@@ -55,7 +55,7 @@
 // x) keeps a NaN x, and a quiet NaN x gives a = 5). Each q falls from 0.84 at 0 to its only root,
 // 4.4608 (tanh) and 4.5624 (erf), and is negative from there to 5: h = 0 exactly beyond, so y = x
 // from the root on (+Inf included) and -0 below minus the root (-Inf included), where |GELU(x)| <
-// 6.5e-6 (tanh) and 2.6e-5 (erf). Error, the fp32 value before the store against the double
+// 6.5e-6 (tanh) and 1.2e-5 (erf). Error, the fp32 value before the store against the double
 // reference (bench/gelu16_error: every f16 and bf16 input, fp32 ones): 1.2e-5 max(1, |x|) (tanh),
 // 1.1e-5 (erf), under TSR_GELU16_ERROR = 2^-13 (docs/dtypes.md, "Error bounds"); h is good to that
 // absolute error only, not to y's relative precision in the tail (GELU(-4) = -7e-5). The clamp of

@@ -61,11 +61,12 @@
 // absolute error only, not to y's relative precision in the tail (GELU(-4) = -7e-5). The clamp of
 // q at 0 keeps the squares off subnormal and underflowing products, for which Zen 5 takes
 // microcode assists (a q^16 form with q(6.5) = 0 and no clamp ran twice as slow on inputs beyond
-// 6.5). Per 16 elements f16 -> f16, from the load to the store: 12 vector operations, every one
+// 6.5). Per 16 elements f16 -> f16, from the load to the store: 13 vector operations, every one
 // an FMA, a multiply, vmaxps, vrangeps or a conversion (zmm vcvtph2ps / vcvtps2ph). Before
 // (sessions 16-23): tanh 14, with 2^t by vreduceps, a polynomial and vscalefps, 1 / (1 + 2^t) by
-// vrcp14ps and x = -Inf by vfixupimmps, of which vreduceps and vscalefps each take two of the
-// Zen 5's two FADD-pipe slots; erf 15, 1 / p(a)^16 by vrcp14ps. These loops are bound by the
+// vrcp14ps and x = -Inf by vfixupimmps, where vreduceps and vscalefps each take two FADD-pipe
+// slots on the Zen 5 (its two FADD pipes give two a cycle); erf 14 (15 for a bf16 y), 1 / p(a)^16
+// by vrcp14ps. These loops are bound by the
 // vector instructions they issue (PoCL's CPU device at 16M elements spent twice the copy kernel's
 // CPU time), so each one removed shows. An fp32 y, other vector widths, the tail's elements and
 // every other device keep activation.cl's fp32 forms.

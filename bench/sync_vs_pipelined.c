@@ -7,7 +7,8 @@
  *
  *   build/bench/sync_vs_pipelined [--layer C,H,K,R,S[,N]] [--calls 40] [--reps 3] [--placement ROUNDS]
  *
- * Prints one line per rep: milliseconds per call, GFLOP/s, CPU/wall, and the worker placement
+ * Prints one line per rep: milliseconds per call, GFLOP/s, CPU/wall (and the pipelined calls' process
+ * CPU time per call, a load-insensitive A/B measure under TSR_CONFIG_CONV2D), and the worker placement
  * tessera reports (tsr_device_info->worker_threads). */
 #include <tessera.h>
 
@@ -84,9 +85,11 @@ static int measure(int c, int h, int k, int r, int s, int n, int calls, int reps
         for (int i = 0; i < calls; ++i) tsr_conv2d(dev, &d, x, w, y, q, NULL);
         clFinish(q);
         double t2 = wall_now(), c2 = process_cpu();
-        printf("%-9s sync %.3f ms %6.1f GFLOP/s cpu/wall %.2f | pipelined %.3f ms %6.1f GFLOP/s cpu/wall %.2f | %s\n",
+        printf("%-9s sync %.3f ms %6.1f GFLOP/s cpu/wall %.2f | pipelined %.3f ms %6.1f GFLOP/s cpu/wall %.2f, "
+               "CPU %.3f ms a call | %s\n",
                label, (t1 - t0) / calls * 1e3, flop / ((t1 - t0) / calls) * 1e-9, (c1 - c0) / (t1 - t0),
-               (t2 - t1) / calls * 1e3, flop / ((t2 - t1) / calls) * 1e-9, (c2 - c1) / (t2 - t1), info->worker_threads);
+               (t2 - t1) / calls * 1e3, flop / ((t2 - t1) / calls) * 1e-9, (c2 - c1) / (t2 - t1),
+               (c2 - c1) / calls * 1e3, info->worker_threads);
         fflush(stdout);
     }
     clReleaseMemObject(x);

@@ -103,6 +103,7 @@ static tsr_status enumerate(found_device **out, size_t *count, cl_uint *nplatfor
     empty_platforms[0] = '\0';
     *out = NULL;
     *count = 0;
+    tsr_cpu_pin_workers(); /* before the first OpenCL call: PoCL reads POCL_AFFINITY as it starts */
     cl_uint np = 0;
     cl_int err = clGetPlatformIDs(0, NULL, &np);
     /* ocl-icd answers CL_PLATFORM_NOT_FOUND_KHR when no vendor file names a loadable platform. */

@@ -129,6 +129,7 @@ tsr_status tsr_query_device_info(cl_platform_id platform, cl_device_id d, tsr_de
     info->available = query_bool(d, CL_DEVICE_AVAILABLE);
     const char *why = tsr_device_unusable_reason(info);
     tsr_strlcpy(info->unusable, why ? why : "", sizeof info->unusable);
+    tsr_cpu_workers_describe(info, info->worker_threads, sizeof info->worker_threads);
     return TSR_SUCCESS;
 }
 
@@ -189,5 +190,6 @@ cJSON *tsr_device_info_to_json(const tsr_device_info *info) {
     cJSON_AddBoolToObject(o, "compiler_available", info->compiler_available);
     cJSON_AddBoolToObject(o, "available", info->available);
     if (info->unusable[0]) cJSON_AddStringToObject(o, "unusable", info->unusable);
+    if (info->worker_threads[0]) cJSON_AddStringToObject(o, "worker_threads", info->worker_threads);
     return o;
 }

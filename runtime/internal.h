@@ -399,6 +399,27 @@ tsr_lanes tsr_device_lanes(const tsr_device_info *info);
  * refuses it (TSR_ERR_UNSUPPORTED) and reports skip it. */
 const char *tsr_device_unusable_reason(const tsr_device_info *info);
 
+/* ---- where PoCL's CPU worker threads run (cpu_workers.c) ---- */
+
+/* What decides whether tessera sets POCL_AFFINITY=1 (PoCL then pins worker i to CPU i). */
+typedef struct tsr_cpu_pin_facts {
+    const char *pocl_affinity;    /* getenv("POCL_AFFINITY"): the user's choice, never overridden */
+    const char *pocl_max_threads; /* getenv("POCL_MAX_PTHREAD_COUNT") */
+    const char *pocl_max_cu;      /* getenv("POCL_CPU_MAX_CU_COUNT") */
+    size_t online_cpus;           /* sysconf(_SC_NPROCESSORS_ONLN) */
+    bool allowed_known;           /* sched_getaffinity answered */
+    size_t allowed_cpus;          /* CPUs in the process's mask */
+    bool allowed_from_zero;       /* the mask holds CPUs 0..allowed_cpus-1 */
+} tsr_cpu_pin_facts;
+/* *pin: set POCL_AFFINITY=1 (only for a process allowed on every online CPU, numbered from 0,
+ * with none of PoCL's own thread settings in the environment); returns why not (NULL: pin). */
+const char *tsr_cpu_pin_decide(const tsr_cpu_pin_facts *facts, bool *pin);
+/* Once per process, before tessera's first OpenCL call: setenv POCL_AFFINITY=1 when
+ * tsr_cpu_pin_decide says so. */
+void tsr_cpu_pin_workers(void);
+/* tsr_device_info.worker_threads for a device ("" unless PoCL's CPU device). */
+void tsr_cpu_workers_describe(const tsr_device_info *info, char *out, size_t size);
+
 /* Fill `info` for one device (indices are set by the caller). */
 tsr_status tsr_query_device_info(cl_platform_id platform, cl_device_id device, tsr_device_info *info);
 /* A platform's string (name, vendor, version), sanitized for JSON; "" when the query fails. */

@@ -1,12 +1,16 @@
 /* Device discovery and selection. The ICD environment is chosen by meson per run
  * (TSR_TEST_MODE): the system's platforms, PoCL + Oclgrind, no platform, or a
  * platform without devices. */
+#define _GNU_SOURCE /* cpu_set_t, sched_setaffinity */
 #include "harness.h"
 
 #include <cjson/cJSON.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static const char *mode(void) {
     const char *m = getenv("TSR_TEST_MODE");
@@ -222,6 +226,99 @@ static void no_platform(void **state) {
     assert_null(dev);
 }
 
+/* ---- where PoCL's worker threads run (POCL_AFFINITY) ---- */
+
+static void pin_decision_table(void **state) {
+    (void)state;
+    const tsr_cpu_pin_facts all = {.online_cpus = 4, .allowed_known = true, .allowed_cpus = 4, .allowed_from_zero = true};
+    bool pin = false;
+    assert_null(tsr_cpu_pin_decide(&all, &pin));
+    assert_true(pin);
+    struct {
+        tsr_cpu_pin_facts facts;
+        const char *why;
+    } refused[] = {
+        {{.pocl_affinity = "0", .online_cpus = 4, .allowed_known = true, .allowed_cpus = 4, .allowed_from_zero = true},
+         "POCL_AFFINITY is set"},
+        {{.pocl_affinity = "1", .online_cpus = 4, .allowed_known = true, .allowed_cpus = 4, .allowed_from_zero = true},
+         "POCL_AFFINITY is set"},
+        {{.pocl_max_threads = "2", .online_cpus = 4, .allowed_known = true, .allowed_cpus = 4, .allowed_from_zero = true},
+         "POCL_MAX_PTHREAD_COUNT"},
+        {{.pocl_max_cu = "8", .online_cpus = 4, .allowed_known = true, .allowed_cpus = 4, .allowed_from_zero = true},
+         "POCL_CPU_MAX_CU_COUNT"},
+        {{.online_cpus = 1, .allowed_known = true, .allowed_cpus = 1, .allowed_from_zero = true}, "one CPU"},
+        {{.online_cpus = 4}, "cannot be read"},
+        {{.online_cpus = 4, .allowed_known = true, .allowed_cpus = 2, .allowed_from_zero = true}, "only some CPUs"},
+        {{.online_cpus = 4, .allowed_known = true, .allowed_cpus = 4, .allowed_from_zero = false}, "only some CPUs"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; ++i) {
+        pin = true;
+        const char *why = tsr_cpu_pin_decide(&refused[i].facts, &pin);
+        assert_false(pin);
+        assert_non_null(why);
+        TH_ASSERT_CONTAINS(why, refused[i].why);
+    }
+}
+
+/* The PoCL CPU device's worker_threads field (and POCL_AFFINITY) in a child process that starts
+ * OpenCL with `cpus` CPUs allowed (0: all) and POCL_AFFINITY as `user` (NULL: unset). */
+static void pin_in_child(int cpus, const char *user, const char *expect, const char *expect_env) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        unsetenv("POCL_MAX_PTHREAD_COUNT");
+        unsetenv("POCL_CPU_MAX_CU_COUNT");
+        if (user) setenv("POCL_AFFINITY", user, 1);
+        else unsetenv("POCL_AFFINITY");
+        if (cpus > 0) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            for (int i = 0; i < cpus; ++i) CPU_SET(i, &set);
+            if (sched_setaffinity(0, sizeof set, &set) != 0) _exit(3);
+        }
+        tsr_device_info *infos = NULL;
+        size_t n = 0;
+        if (tsr_discover(&infos, &n) != TSR_SUCCESS) _exit(4);
+        int seen = 0;
+        for (size_t i = 0; i < n; ++i) {
+            if (infos[i].type != TSR_DEVICE_CPU || !strstr(infos[i].platform_name, "Portable Computing Language")) {
+                if (infos[i].worker_threads[0]) _exit(5); /* other devices say nothing */
+                continue;
+            }
+            ++seen;
+            if (!strstr(infos[i].worker_threads, expect)) {
+                fprintf(stderr, "worker_threads '%s' lacks '%s'\n", infos[i].worker_threads, expect);
+                _exit(6);
+            }
+        }
+        const char *env = getenv("POCL_AFFINITY");
+        if (expect_env ? !env || strcmp(env, expect_env) != 0 : env != NULL) _exit(7);
+        tsr_free(infos);
+        _exit(seen ? 0 : 8);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void pins_pocl_workers_when_safe(void **state) {
+    (void)state;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    bool everything = online >= 2 && CPU_COUNT(&set) == online;
+    for (long i = 0; everything && i < online; ++i) everything = CPU_ISSET(i, &set);
+    if (everything) pin_in_child(0, NULL, "POCL_AFFINITY=1, set by tessera", "1");
+    else pin_in_child(0, NULL, "placed by the OS scheduler", NULL);
+    /* the user's value wins, either way */
+    pin_in_child(0, "0", "placed by the OS scheduler (POCL_AFFINITY=0 from the environment)", "0");
+    pin_in_child(0, "1", "POCL_AFFINITY=1 from the environment", "1");
+    /* a process held to fewer CPUs (taskset): PoCL's pinning would escape the mask */
+    if (everything) pin_in_child(1, NULL, "only some CPUs", NULL);
+}
+
 /* ---- a platform without devices (POCL_DEVICES=none) ---- */
 
 static void empty_platform(void **state) {
@@ -251,7 +348,9 @@ int main(void) {
         const struct CMUnitTest tests[] = {cmocka_unit_test(empty_platform)};
         return TH_RUN(tests);
     }
+    /* pins_pocl_workers_when_safe first: its children fork before this process starts OpenCL */
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(pins_pocl_workers_when_safe), cmocka_unit_test(pin_decision_table),
         cmocka_unit_test(discovers_the_pocl_cpu), cmocka_unit_test(json_has_every_field),
         cmocka_unit_test(good_selectors),         cmocka_unit_test(bad_selectors),
         cmocka_unit_test(selector_from_environment), cmocka_unit_test(wrap_an_existing_context),

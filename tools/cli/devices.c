@@ -33,6 +33,7 @@ static void print_device(const tsr_device_info *d) {
     printf("      fp16 / fp64       %s / %s\n", d->fp16 ? "yes" : "no", d->fp64 ? "yes" : "no");
     printf("      online compiler   %s%s\n", d->compiler_available ? "yes" : "no",
            d->available ? "" : "  (device reports itself unavailable)");
+    if (d->worker_threads[0]) printf("      worker threads    %s\n", d->worker_threads);
     if (d->unusable[0]) printf("      UNUSABLE          %s\n", d->unusable);
 }
 

@@ -591,7 +591,6 @@ static int dw_planes(const conv_problem *p, int vw) {
     if (vw != 16 || p->C != p->G || p->K != p->G || p->R != 3 || p->S != 3 || p->ph != 1 || p->pw != 1 ||
         p->dh != 1 || p->dw != 1 || p->sh != p->sw)
         return 0;
-    if (getenv("TSR_DW_PLANES") && atoi(getenv("TSR_DW_PLANES")) == 0) return 0; /* XXX A/B only */
     /* H compiled in (rows unrolled): up to 32; a plane holds a row's load (read past the row) */
     int npl = 0;
     if (p->sw == 1 && p->W <= 16) npl = p->W <= 8 ? 2 : 1;

@@ -19,7 +19,8 @@
 //            work-group (one thread on PoCL), so the MWI weight rows stay in L1 across them.
 //   STAGE 4  (depthwise) column tiles x row blocks x planes: see its kernel.
 //   STAGE 8  (depthwise 3x3, pad 1, stride 1 or 2; the CPU default there) row strips of a plane per
-//            work-item: see its kernel.
+//            work-item, or narrow planes whole (DW8_PLANES: one or two planes a work-item, one
+//            vector a row): see its kernels.
 //   STAGE 3  (depthwise) a work-item computes MWI output rows of one channel, VW pixels at a time
 //            along each row; up to WGN such items per work-group. Meant for one input channel per
 //            group (memory-bound layers), correct for any layer.
@@ -600,6 +601,307 @@ typedef int4 intv_dw8;
                          fma((floatv)(wt[3 * r + 1]), ev, fma((floatv)(wt[3 * r]), v0, acc[m])));     \
         }                                                                                            \
     }
+#if defined(DW8_PLANES) && VW == 16
+// (the host's DW8_PLANES = W and DW8_H = H, the input plane's size, with DW8_NPL and DW8_STRIDE;
+// session 24) Narrow planes whole: a work-item owns DW8_NPL (1 or 2) consecutive planes of the
+// tensor (plane nk: image nk / K, channel nk % K), each in a slot of SL = 16 / DW8_NPL lanes of
+// every vector, and walks their output rows once, fully unrolled (H compiled in). Stride 1
+// (W <= SL): an input row is one load of SL lanes a plane (its lanes past the row, read from the
+// next row, zeroed), the left and right taps that vector shifted a lane inside each slot with
+// the padding's zero. Stride 2 (even W <= 2 SL): a row is 2 SL lanes a plane, split into even
+// columns (tap 1) and odd ones (tap 2), tap 0 the odd ones shifted right a lane in each slot.
+// Each input row is loaded once (a window of three rows' taps), each output row is 9 FMAs (three
+// chains) on the slots' broadcast weights. Loads that would pass the tensor's end (the last
+// plane's last rows; the host checks that a plane holds a load) read lane by lane. A row's store
+// is the whole slot where that stays inside the plane (its lanes past the row land on the next
+// rows, stored later by the same item), else vector pieces of the row's width; with a residual
+// (which may be y itself) lane by lane. 7x7 planes (two a vector), 14x14 (one) and 14x14 stride 2
+// (two) leave at most 2 lanes of 16 idle, where STAGE 8's rows ran them as 4-lane tiles or
+// half-vector stores. global = (items rounded to the work-group, 1, 1), local = (WG, 1, 1).
+#define DWP_W DW8_PLANES
+#define DWP_H DW8_H
+#define DWP_NPL DW8_NPL
+#define DWP_SL (16 / DWP_NPL)
+#if DW8_STRIDE == 1
+#define DWP_P DWP_H
+#define DWP_Q DWP_W
+#define DWP_LW DWP_SL // lanes loaded a plane and row
+#else
+#define DWP_P ((DWP_H - 1) / 2 + 1)
+#define DWP_Q (DWP_W / 2)
+#define DWP_LW (2 * DWP_SL)
+#endif
+#define DWP_HW (DWP_H * DWP_W)
+#if defined(__has_builtin) && defined(__x86_64__)
+#if __has_builtin(__builtin_shufflevector)
+// one two-source permute with a zero vector each (vpermt2ps, valignd), where the swizzles below
+// came out as up to five instructions (7x7 planes: 1.15-1.25x less CPU time)
+#if DWP_NPL == 2
+#define DWP_SHR(v) __builtin_shufflevector((v), (float16)(0.0f), 16, 0, 1, 2, 3, 4, 5, 6, 16, 8, 9, 10, 11, 12, 13, 14)
+#define DWP_SHL(v) __builtin_shufflevector((v), (float16)(0.0f), 1, 2, 3, 4, 5, 6, 7, 16, 9, 10, 11, 12, 13, 14, 15, 16)
+#else
+#define DWP_SHR(v) __builtin_shufflevector((v), (float16)(0.0f), 16, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
+#define DWP_SHL(v) __builtin_shufflevector((v), (float16)(0.0f), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+#endif
+#endif
+#endif
+#if DWP_NPL == 2 && !defined(DWP_SHR)
+#define DWP_SHR(v) ((float16)((float8)(0.0f, (v).s0123, (v).s456), (float8)(0.0f, (v).s89ab, (v).scde)))
+#define DWP_SHL(v) ((float16)((v).s1234, (v).s567, 0.0f, (v).s9abc, (v).sdef, 0.0f))
+#elif !defined(DWP_SHR)
+#define DWP_SHR(v) DW8_SHR(v, 0.0f)
+#define DWP_SHL(v) DW8_SHL(v, 0.0f)
+#endif
+// N lanes of x at p, of which only the first lim (< N) lie inside the tensor: lane by lane
+#define DWP_LDT_(N)                                                                                  \
+    TSR_INLINE float##N dwp_ldt##N(const __global XELT *p, const int lim) {                          \
+        float t[N];                                                                                  \
+        _Pragma("unroll") for (int e = 0; e < N; ++e) t[e] = e < lim ? LDX(p, e) : 0.0f;             \
+        return vload##N(0, t);                                                                       \
+    }
+DWP_LDT_(8)
+DWP_LDT_(16)
+#undef DWP_LDT_
+// N (8, 16) lanes of x at p: an f16 x's 16 as integers widened at once (PoCL 3.1's vload_half16
+// reads 8 at a time with aligned moves, which fault at the rows' 2-byte aligned addresses)
+#if X_TYPE == 1
+#define DWP_VLD_16(p) conv_f16x16(TSR_DT_VLD16(16, (p)))
+#else
+#define DWP_VLD_16(p) TSR_VLD(X_TYPE, 16, (p))
+#endif
+#define DWP_VLD_8(p) TSR_VLD(X_TYPE, 8, (p))
+// N lanes of row ih (from column c) of the plane at x + o; last: the plane is the tensor's last
+#define DWP_LD(N, o, ih, c, last)                                                                    \
+    ((ih) * DWP_W + (c) + (N) > DWP_HW && (last) ? dwp_ldt##N(xs + (o) + (ih) * DWP_W + (c), DWP_HW - (ih) * DWP_W - (c)) \
+                                               : DWP_VLD_##N(xs + (o) + (ih) * DWP_W + (c)))
+// y's stores: on x86 and 64-bit ARM under clang (PoCL's CPU devices) through vector typedefs
+// whose alignment is an element's (one unaligned move; PoCL 3.1's vstore16 on float is three)
+#if Y_TYPE == 0 && defined(__clang__) && (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__))
+typedef float2 dwp_float2_u __attribute__((aligned(4)));
+typedef float4 dwp_float4_u __attribute__((aligned(4)));
+typedef float8 dwp_float8_u __attribute__((aligned(4)));
+typedef float16 dwp_float16_u __attribute__((aligned(4)));
+#define DWP_VSTY(N, v, p) (*(__global dwp_float##N##_u *)(p) = (v))
+#elif Y_TYPE == 0
+#define DWP_VSTY(N, v, p) vstore##N((v), 0, (p))
+#else
+#define DWP_VSTY(N, v, p) TSR_DT_VST16(N, v, p)
+#endif
+// the first n lanes (n <= 8, 16: compile-time after inlining) of v at p, as vector pieces
+#define DWP_ST_(T)                                                                                   \
+    TSR_INLINE void dwp_st8(const T##8 v, __global T *p, const int n) {                              \
+        if (n >= 8) {                                                                                \
+            DWP_VSTY(8, v, p);                                                                       \
+            return;                                                                                  \
+        }                                                                                            \
+        T##4 r4 = v.lo;                                                                              \
+        if (n & 4) {                                                                                 \
+            DWP_VSTY(4, r4, p);                                                                      \
+            r4 = v.hi, p += 4;                                                                       \
+        }                                                                                            \
+        T##2 r2 = r4.lo;                                                                             \
+        if (n & 2) {                                                                                 \
+            DWP_VSTY(2, r2, p);                                                                      \
+            r2 = r4.hi, p += 2;                                                                      \
+        }                                                                                            \
+        if (n & 1) *p = r2.x;                                                                        \
+    }                                                                                                \
+    TSR_INLINE void dwp_st16(const T##16 v, __global T *p, const int n) {                            \
+        if (n >= 16) {                                                                               \
+            DWP_VSTY(16, v, p);                                                                      \
+            return;                                                                                  \
+        }                                                                                            \
+        T##8 r8 = v.lo;                                                                              \
+        if (n & 8) {                                                                                 \
+            DWP_VSTY(8, r8, p);                                                                      \
+            r8 = v.hi, p += 8;                                                                       \
+        }                                                                                            \
+        dwp_st8(r8, p, n & 7);                                                                       \
+    }
+#if Y_TYPE == 0
+DWP_ST_(float)
+#define DWP_YV(s) (s)
+#define DWP_YP(e) (y + y_off + (e))
+#else
+DWP_ST_(ushort)
+#define DWP_YP(e) ((__global ushort *)y + y_off + (e))
+// 16 outputs rounded to y's 16-bit type, as bits
+TSR_INLINE ushort16 dwp_yv(const float16 s) {
+#if Y_TYPE == 1 && defined(TSR_X16)
+    return as_ushort16(__builtin_ia32_vcvtps2ph512_mask(s, 0, (short16)(0), TSR_X16_ALL));
+#elif Y_TYPE == 1
+    ushort h[16];
+    vstore_half16_rte(s, 0, (__private half *)h);
+    return vload16(0, h);
+#elif defined(CONV_BF16_X16)
+    return conv_bf16x16(s);
+#else
+    return tsr_f32_to_bf16_16(s);
+#endif
+}
+#define DWP_YV(s) dwp_yv(s)
+#endif
+#undef DWP_ST_
+__kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
+                            const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
+    const int nplanes = geo.sf, item = (int)get_global_id(0);
+    const int nkA = item * DWP_NPL;
+    if (nkA >= nplanes) return;
+    const int kA = nkA % GEO_K;
+#if DWP_NPL == 2
+    const bool hasB = nkA + 1 < nplanes;
+    const int nkB = hasB ? nkA + 1 : nkA; // (an odd count's last item: plane A twice)
+    const int kB = !hasB ? kA : kA + 1 == GEO_K ? 0 : kA + 1;
+    const bool lastB = nkB == nplanes - 1;
+#endif
+    const bool lastA = nkA == nplanes - 1;
+    // the nine weights (and the epilogue's scale and bias) of each slot's plane
+    floatv wv[9];
+    _Pragma("unroll") for (int t = 0; t < 9; ++t) {
+#if DWP_NPL == 2
+        wv[t] = (float16)((float8)(LDW(w + w_off + (size_t)kA * 9, t)), (float8)(LDW(w + w_off + (size_t)kB * 9, t)));
+#else
+        wv[t] = (floatv)(LDW(w + w_off + (size_t)kA * 9, t));
+#endif
+    }
+    floatv sc = (floatv)(1.0f), bi = (floatv)(0.0f);
+#if DWP_NPL == 2
+    if (epi_flags & 1) sc = (float16)((float8)(scale[scale_off + kA]), (float8)(scale[scale_off + kB]));
+    if (epi_flags & 2) bi = (float16)((float8)(bias[bias_off + kA]), (float8)(bias[bias_off + kB]));
+#else
+    if (epi_flags & 1) sc = (floatv)(scale[scale_off + kA]);
+    if (epi_flags & 2) bi = (floatv)(bias[bias_off + kA]);
+#endif
+    // ReLU (or none) as one max, with -inf for none
+    const floatv lo = (floatv)(act == TSR_ACT_RELU ? 0.0f : -INFINITY);
+    const __global XELT *xs = x + x_off;
+    const size_t oA = (size_t)nkA * DWP_HW, yA = (size_t)nkA * (DWP_P * DWP_Q);
+#if DWP_NPL == 2
+    const size_t oB = (size_t)nkB * DWP_HW, yB = (size_t)nkB * (DWP_P * DWP_Q);
+#endif
+    // one input row's taps (v0: columns shifted right, v1, v2: left), zeros outside the image
+#if DW8_STRIDE == 1
+    // (the run-time width, not DWP_W: a constant mask let LLVM shrink the row's load to pieces)
+    const intv_dw8 past = (DW8_IOTA & (intv_dw8)(DWP_SL - 1)) >= (intv_dw8)(GEO_W);
+#if DWP_NPL == 2
+#define DWP_ROW(ih, v0, v1, v2)                                                                      \
+    do {                                                                                             \
+        v1 = select((float16)(DWP_LD(8, oA, ih, 0, lastA), DWP_LD(8, oB, ih, 0, lastB)), (floatv)(0.0f), past); \
+        v0 = DWP_SHR(v1), v2 = DWP_SHL(v1);                                                          \
+    } while (0)
+#else
+#define DWP_ROW(ih, v0, v1, v2)                                                                      \
+    do {                                                                                             \
+        v1 = select(DWP_LD(16, oA, ih, 0, lastA), (floatv)(0.0f), past);                             \
+        v0 = DWP_SHR(v1), v2 = DWP_SHL(v1);                                                          \
+    } while (0)
+#endif
+#else // stride 2 (lanes past the row feed only outputs past it)
+#if DWP_NPL == 2
+#define DWP_ROW(ih, v0, v1, v2)                                                                      \
+    do {                                                                                             \
+        const float16 a = DWP_LD(16, oA, ih, 0, lastA), b = DWP_LD(16, oB, ih, 0, lastB);            \
+        v1 = (float16)(a.even, b.even), v2 = (float16)(a.odd, b.odd);                                \
+        v0 = DWP_SHR(v2);                                                                            \
+    } while (0)
+#else
+#define DWP_ROW(ih, v0, v1, v2)                                                                      \
+    do {                                                                                             \
+        const float16 a = DWP_LD(16, oA, ih, 0, lastA), b = DWP_LD(16, oA, ih, 16, lastA);           \
+        v1 = (float16)(a.even, b.even), v2 = (float16)(a.odd, b.odd);                                \
+        v0 = DWP_SHR(v2);                                                                            \
+    } while (0)
+#endif
+#endif
+    // The rows, in two copies: the common call (no residual; no activation or ReLU) with no test
+    // a row, the others with them. p: row oh S - 1's taps (zeros above the image), c: row oh S's,
+    // n: row oh S + 1's.
+#if DW8_STRIDE == 1
+#define DWP_FIRST() DWP_ROW(0, c0, c1, c2)
+#define DWP_NEXT(oh)                                                                                 \
+    if ((oh) + 1 < DWP_H) DWP_ROW((oh) + 1, n0, n1, n2);
+#define DWP_SHIFT() (p0 = c0, p1 = c1, p2 = c2, c0 = n0, c1 = n1, c2 = n2)
+#else
+#define DWP_FIRST() ((void)0)
+#define DWP_NEXT(oh)                                                                                 \
+    DWP_ROW(2 * (oh), c0, c1, c2);                                                                   \
+    if (2 * (oh) + 1 < DWP_H) DWP_ROW(2 * (oh) + 1, n0, n1, n2);
+#define DWP_SHIFT() (p0 = n0, p1 = n1, p2 = n2)
+#endif
+    // a whole slot where it stays inside the plane (its lanes past the row land on the plane's
+    // next rows, which this item stores later), else the row's lanes
+#define DWP_N(oh) ((DWP_P - (oh)) * DWP_Q >= DWP_SL ? DWP_SL : DWP_Q)
+#if DWP_NPL == 2
+#define DWP_STORE(s, oh, B)                                                                          \
+    dwp_st8(DWP_YV(s).lo, DWP_YP(yA + (oh) * DWP_Q), DWP_N(oh));                                     \
+    if (B) dwp_st8(DWP_YV(s).hi, DWP_YP(yB + (oh) * DWP_Q), DWP_N(oh));
+#define DWP_STORE1(t, oh)                                                                            \
+    for (int e = 0; e < DWP_Q; ++e) CONV_STORE1(t[e], kA, yA + (oh) * DWP_Q + e);                    \
+    if (hasB)                                                                                        \
+        for (int e = 0; e < DWP_Q; ++e) CONV_STORE1(t[8 + e], kB, yB + (oh) * DWP_Q + e);
+#else
+#define DWP_STORE(s, oh, B) dwp_st16(DWP_YV(s), DWP_YP(yA + (oh) * DWP_Q), DWP_N(oh));
+#define DWP_STORE1(t, oh)                                                                            \
+    for (int e = 0; e < DWP_Q; ++e) CONV_STORE1(t[e], kA, yA + (oh) * DWP_Q + e);
+#endif
+#define DWP_ROWS(FAST)                                                                               \
+    do {                                                                                             \
+        floatv p0 = z, p1 = z, p2 = z, c0 = z, c1 = z, c2 = z;                                       \
+        DWP_FIRST();                                                                                 \
+        _Pragma("unroll") for (int oh = 0; oh < DWP_P; ++oh) {                                       \
+            floatv n0 = z, n1 = z, n2 = z;                                                           \
+            DWP_NEXT(oh)                                                                             \
+            /* three short chains (a row's taps each), not one of nine */                            \
+            const floatv u0 = fma(wv[2], p2, fma(wv[1], p1, wv[0] * p0));                            \
+            const floatv u1 = fma(wv[5], c2, fma(wv[4], c1, wv[3] * c0));                            \
+            const floatv u2 = fma(wv[8], n2, fma(wv[7], n1, wv[6] * n0));                            \
+            floatv s = u0 + u1 + u2;                                                                 \
+            if (FAST) {                                                                              \
+                s = fma(s, sc, bi);                                                                  \
+                s = select(s, lo, s < lo); /* ReLU or nothing (NaN kept, as relu_T) */               \
+                DWP_STORE(s, oh, 1) /* (plane B twice A when absent: A's values again) */            \
+            } else if (res_type != TSR_RES_NONE) { /* lane by lane: the residual may be y itself */  \
+                float t[16];                                                                         \
+                VSTORE(s, t);                                                                        \
+                DWP_STORE1(t, oh)                                                                    \
+            } else {                                                                                 \
+                s = activate_floatv(fma(s, sc, bi), act);                                            \
+                DWP_STORE(s, oh, hasB)                                                               \
+            }                                                                                        \
+            DWP_SHIFT();                                                                             \
+        }                                                                                            \
+    } while (0)
+    const floatv z = (floatv)(0.0f);
+    if (res_type == TSR_RES_NONE && (act == TSR_ACT_NONE || act == TSR_ACT_RELU))
+        DWP_ROWS(1);
+    else
+        DWP_ROWS(0);
+#undef DWP_FIRST
+#undef DWP_NEXT
+#undef DWP_SHIFT
+#undef DWP_N
+#undef DWP_STORE
+#undef DWP_STORE1
+#undef DWP_ROWS
+#undef DWP_ROW
+}
+#undef DWP_W
+#undef DWP_H
+#undef DWP_NPL
+#undef DWP_SL
+#undef DWP_P
+#undef DWP_Q
+#undef DWP_LW
+#undef DWP_HW
+#undef DWP_SHR
+#undef DWP_SHL
+#undef DWP_LD
+#undef DWP_VLD_16
+#undef DWP_VLD_8
+#undef DWP_VSTY
+#undef DWP_YV
+#undef DWP_YP
+#else
 __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong x_off, __global const WELT *w,
                             const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
     const int k = (int)get_global_id(1), nk = (int)get_global_id(2) * GEO_K + k;
@@ -696,6 +998,7 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
     }
 #endif // DW8_WIDE
 }
+#endif // DW8_PLANES
 #undef DW8_ROW1
 #undef DW8_ROW2
 #undef DW8_SHR

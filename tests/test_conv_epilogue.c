@@ -230,6 +230,62 @@ static void every_form(void **state) {
     }
 }
 
+/* STAGE 8's whole-plane form (cl/conv_cpu.cl's DW8_PLANES: 3x3 depthwise layers, padding 1, whose
+ * input rows fit 16 lanes at stride 1 or 32 at stride 2, H <= 32) under 16-lane STAGE 8
+ * configurations: 7x7 and 5x5 planes two a vector (an odd plane count: the last item's second slot
+ * empty), 14x14, 9x9 and 13-wide planes one a vector, stride 2 on 14, 10 (two a vector) and 28
+ * (one, two loads a row) wide planes with odd and even heights, tall and flat planes; every
+ * storage set, scale, bias, each activation, no residual (the fast rows, ReLU or none as a max),
+ * a residual of its own and y itself; offsets with guard zones, x's buffer ending at the tensor's
+ * end (the last plane's last rows read lane by lane); a 2x3 plane (too small for a row's load:
+ * STAGE 8's rows instead). TSR_TEST_MODE=oclgrind or rusticl: a subset, one configuration. */
+static const epi_case plane_cases[] = {
+    {.N = 3, .C = 5, .H = 7, .W = 7, .K = 5, .R = 3, .S = 3, .pad = 1, .G = 5, .act = TSR_ACT_RELU, .scale = true,
+     .bias = true, .off = 3},
+    {.N = 2, .C = 3, .H = 14, .W = 14, .K = 3, .R = 3, .S = 3, .st = 2, .pad = 1, .G = 3, .act = TSR_ACT_RELU,
+     .bias = true, .res = 2, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .off = 1},
+    {.N = 2, .C = 3, .H = 14, .W = 14, .K = 3, .R = 3, .S = 3, .pad = 1, .G = 3, .scale = true, .bias = true,
+     .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_BF16, .off = 2},
+    {.N = 2, .C = 4, .H = 7, .W = 7, .K = 4, .R = 3, .S = 3, .pad = 1, .G = 4, .act = TSR_ACT_GELU_TANH,
+     .scale = true, .res = 2, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16},
+    {.N = 2, .C = 5, .H = 14, .W = 14, .K = 5, .R = 3, .S = 3, .st = 2, .pad = 1, .G = 5, .act = TSR_ACT_RELU,
+     .scale = true, .bias = true, .res = 1, .rt = TSR_F16, .off = 2},
+    {.N = 1, .C = 3, .H = 13, .W = 14, .K = 3, .R = 3, .S = 3, .st = 2, .pad = 1, .G = 3, .xt = TSR_BF16,
+     .wt = TSR_BF16, .off = 1},
+    {.N = 2, .C = 3, .H = 9, .W = 9, .K = 3, .R = 3, .S = 3, .pad = 1, .G = 3, .bias = true, .yt = TSR_F16},
+    {.N = 1, .C = 7, .H = 5, .W = 5, .K = 7, .R = 3, .S = 3, .pad = 1, .G = 7, .act = TSR_ACT_GELU_ERF, .scale = true,
+     .off = 2},
+    {.N = 2, .C = 3, .H = 10, .W = 10, .K = 3, .R = 3, .S = 3, .st = 2, .pad = 1, .G = 3, .act = TSR_ACT_RELU,
+     .scale = true, .bias = true, .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_BF16},
+    {.N = 1, .C = 3, .H = 28, .W = 28, .K = 3, .R = 3, .S = 3, .st = 2, .pad = 1, .G = 3, .act = TSR_ACT_RELU,
+     .scale = true, .bias = true, .res = 2, .off = 1},
+    {.N = 2, .C = 3, .H = 11, .W = 6, .K = 3, .R = 3, .S = 3, .pad = 1, .G = 3, .act = TSR_ACT_RELU, .bias = true,
+     .res = 1, .rt = TSR_BF16, .off = 2},
+    {.N = 1, .C = 3, .H = 3, .W = 16, .K = 3, .R = 3, .S = 3, .pad = 1, .G = 3, .act = TSR_ACT_RELU, .scale = true,
+     .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F32},
+    {.N = 3, .C = 3, .H = 32, .W = 13, .K = 3, .R = 3, .S = 3, .pad = 1, .G = 3, .bias = true, .off = 1},
+    {.N = 2, .C = 3, .H = 2, .W = 3, .K = 3, .R = 3, .S = 3, .pad = 1, .G = 3, .act = TSR_ACT_RELU, .bias = true},
+};
+
+static void depthwise_planes(void **state) {
+    (void)state;
+    static const char *const configs[] = {"ALGO=2 MWI=4 VW=16 STAGE=8 WGM=1 WGN=16 KWG=8",
+                                          "ALGO=2 MWI=2 VW=16 STAGE=8 WGN=4"};
+    const size_t ncases = sizeof plane_cases / sizeof plane_cases[0];
+    for (size_t f = 0; f < 2; ++f) {
+        if (th_small_mode() && f) continue;
+        if (!th_try_override(dev, "conv2d", configs[f])) continue;
+        for (size_t i = 0; i < ncases; ++i) {
+            if (th_small_mode() && i != 0 && i != 1 && i != 3 && i != 9) continue;
+            epi_data e;
+            data_make(&plane_cases[i], &e);
+            check(&plane_cases[i], &e, TSR_CONV_AUTO, configs[f]);
+            data_free(&e);
+        }
+        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    }
+}
+
 /* 1x1 layers over a batch, which the CPU's tiled GEMM runs as one GEMM across the images' columns
  * (cl/gemm_images.cl): images of 35, 49 and 25 pixels, so column tiles and vectors of 16 or 8 end
  * one image and start the next, and the last tile runs past the last column; the epilogue with y
@@ -399,6 +455,7 @@ static void refusals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_form),
+        cmocka_unit_test(depthwise_planes),
         cmocka_unit_test(channels_last),
         cmocka_unit_test(pointwise_batch),
         cmocka_unit_test(refusals),

@@ -582,6 +582,23 @@ static int dw_rows_width(const conv_problem *p, int vw, bool *wide) {
     return vw >= 4 ? vw : 0;
 }
 
+/* STAGE 8's whole-plane form (cl/conv_cpu.cl's DW8_PLANES) on a layer: the planes a vector holds
+ * (2: two 8-lane slots, 1: one plane of 16 lanes), 0 where it does not apply: 3x3 depthwise
+ * layers with padding 1 and dilation 1 whose input rows fit a slot (stride 1: W <= 16, two planes
+ * a vector up to W = 8) or two (stride 2 on an even W <= 32, two planes up to W = 16), under a
+ * configuration of 16 lanes. */
+static int dw_planes(const conv_problem *p, int vw) {
+    if (vw != 16 || p->C != p->G || p->K != p->G || p->R != 3 || p->S != 3 || p->ph != 1 || p->pw != 1 ||
+        p->dh != 1 || p->dw != 1 || p->sh != p->sw)
+        return 0;
+    /* H compiled in (rows unrolled): up to 32; a plane holds a row's load (read past the row) */
+    int npl = 0;
+    if (p->sw == 1 && p->W <= 16) npl = p->W <= 8 ? 2 : 1;
+    if (p->sw == 2 && p->W % 2 == 0 && p->W <= 32) npl = p->W <= 16 ? 2 : 1;
+    size_t load = (p->sw == 1 ? 16 : 32) / (size_t)(npl ? npl : 1);
+    return npl && p->H <= 32 && p->H * p->W >= load ? npl : 0;
+}
+
 /* STAGE 8's row bands per plane: whole planes, unless fewer than 32 work-items a compute unit
  * would do (the 112x112 and 56x56 layers at batch 1); each band at least MWI rows. */
 static size_t dw_rows_bands(const tsr_device *dev, const conv_problem *p, int mwi) {
@@ -598,9 +615,11 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     tsr_status status = TSR_SUCCESS;
     tsr_config form;
     bool dw_wide = false;
+    int dw_npl = 0;
     if (implicit && cfg->values[P_STAGE] == 8) { /* its vector width for the layer, or STAGE 4 */
         form = *cfg;
-        int vw = dw_rows_width(p, cfg->values[P_VW], &dw_wide);
+        dw_npl = dw_planes(p, cfg->values[P_VW]);
+        int vw = dw_npl ? cfg->values[P_VW] : dw_rows_width(p, cfg->values[P_VW], &dw_wide);
         if (vw) form.values[P_VW] = vw;
         else form.values[P_STAGE] = 4;
         cfg = &form;
@@ -613,7 +632,9 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
     tsr_kernel *cached = NULL, *k[TSR_LAUNCH_KERNELS];
     tsr_launch_key key;
     uint64_t generation;
-    conv_key(&key, &conv_direct_tag, p, cfg, stage >= 2, (uint32_t)implicit | (uint32_t)flat << 1 | (uint32_t)dw_wide << 2);
+    conv_key(&key, &conv_direct_tag, p, cfg, stage >= 2, (uint32_t)implicit | (uint32_t)flat << 1 | (uint32_t)dw_wide << 2 |
+                 (uint32_t)dw_npl << 3 | (uint32_t)(dw_npl ? p->W : 0) << 8 | (uint32_t)(dw_npl ? p->H : 0) << 16 |
+                 (uint32_t)(dw_npl ? p->sw : 0) << 24);
     if (!conv_kernels_find(dev, &key, k, &generation)) {
         char options[256];
         program_options(p, cfg, stage >= 2, options, sizeof options);
@@ -626,6 +647,10 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
         olen = strlen(options);
         if (stage == 8 && dw_wide && olen < sizeof options)
             snprintf(options + olen, sizeof options - olen, " -DDW8_WIDE=1");
+        olen = strlen(options);
+        if (stage == 8 && dw_npl && olen < sizeof options)
+            snprintf(options + olen, sizeof options - olen, " -DDW8_PLANES=%zu -DDW8_H=%zu -DDW8_NPL=%d -DDW8_STRIDE=%zu",
+                     p->W, p->H, dw_npl, p->sw);
         /* The CPU forms live in conv_cpu.cl (conv.cl, and the entries tuned against its hash, unchanged). */
         TSR_CHECK(status,
                   conv_kernels_make(dev, &key, generation, stage >= 2 ? "conv_cpu" : "conv", options,
@@ -661,6 +686,17 @@ static tsr_status launch_kernel(tsr_device *dev, const conv_problem *p, const ts
         if (local[2] > dev->info.max_work_item_sizes[2]) local[2] = 1;
         global[0] = ceil_div(items, local[0]) * local[0], global[1] = 1;
         global[2] = ceil_div(p->N * p->K, local[2]) * local[2];
+        geo[15] = (cl_int)(p->N * p->K);
+        TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
+    } else if (stage == 8 && dw_npl) {
+        /* dw_npl planes an item (all images' planes in a row); up to WGN items a work-group, fewer
+         * where that would leave under 8 work-groups a compute unit */
+        size_t items = ceil_div(p->N * p->K, (size_t)dw_npl), wg = (size_t)v[P_WGN];
+        size_t cu = dev->info.compute_units ? dev->info.compute_units : 1;
+        while (wg > 1 && ceil_div(items, wg) < 8 * cu) wg /= 2;
+        if (wg > dev->info.max_work_item_sizes[0] || wg > dev->info.max_work_group_size) wg = 1;
+        local[0] = wg, local[1] = 1, local[2] = 1;
+        global[0] = ceil_div(items, wg) * wg, global[1] = 1, global[2] = 1;
         geo[15] = (cl_int)(p->N * p->K);
         TSR_CL_CHECK(status, tsr_set_arg(kernel, 0, sizeof geo, geo), done);
     } else if (stage == 8) {

@@ -215,6 +215,44 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
                 floatv s = acc[m][v];
                 if (epi_flags & 1) s *= scale[scale_off + kk];
                 if (epi_flags & 2) s += bias[bias_off + kk];
+#if Y_TYPE == 0 && defined(TSR_X16) && VW == 16
+                // AVX-512, fp32 y: the lanes inside y as runs, each run in one output row (at most
+                // ceil(VW / W) + 1 of them): the residual's lanes gathered run by run, and each
+                // run moved to lane 0 by one vpermps and stored by one masked vmovups (y's address
+                // as an integer: the builtin takes a plain pointer, and PoCL's CPU devices have
+                // one address space). Session 24: the per-lane indices the other types' stores
+                // use do not depend on the channel, so LLVM computed them for every vector of
+                // the tile, crossing or not (16 divisions' worth of integer work a vector); with
+                // them and the lane-by-lane stores, conv1 (115-wide copy rows: one vector in
+                // seven crosses a row end) spent about 12% more CPU time.
+#define CONV_RUNS(BODY)                                                                            \
+    {                                                                                              \
+        int le = 0, rh = oh0, rw = ow0; /* the next lane, its output row and column */            \
+        while (le < VW && rh < GEO_P) {                                                            \
+            if (rw < GEO_Q) {                                                                      \
+                const int run = min(GEO_Q - rw, VW - le);                                          \
+                const size_t at = em + (size_t)(rh * GEO_Q + rw);                                  \
+                BODY                                                                               \
+                le += run, rw += run;                                                              \
+                if (le >= VW) break;                                                               \
+            }                                                                                      \
+            le += GEO_W - rw, rw = 0, ++rh; /* the copy's padded columns, then the next row */    \
+        }                                                                                          \
+    }
+                if (res_type != TSR_RES_NONE) {
+                    float r[VW];
+                    _Pragma("unroll") for (int e = 0; e < VW; ++e) r[e] = 0.0f;
+                    CONV_RUNS(for (int i = 0; i < run; ++i) r[le + i] = tsr_res_ld(res, res_type, res_off + at + i);)
+                    s += VLOAD(r);
+                }
+                if (act != TSR_ACT_NONE) s = activate_floatv(s, act);
+                CONV_RUNS({
+                    const int16 from = (int16)(le) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+                    __builtin_ia32_storeups512_mask((__private float *)(size_t)(y + y_off + at),
+                                                    __builtin_ia32_permvarsf512(s, from), (ushort)((1u << run) - 1u));
+                })
+#undef CONV_RUNS
+#else
                 int at[VW]; // each lane's element of the plane, -1 outside y
                 int oh = oh0, ow = ow0;
                 _Pragma("unroll") for (int e = 0; e < VW; ++e) {
@@ -241,6 +279,7 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 #endif
                 _Pragma("unroll") for (int e = 0; e < VW; ++e)
                     if (at[e] >= 0) ((__global ushort *)y)[y_off + em + at[e]] = h[e];
+#endif
 #endif
 #else
                 int oh = oh0, ow = ow0;

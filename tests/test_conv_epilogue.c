@@ -230,13 +230,15 @@ static void every_form(void **state) {
     }
 }
 
-/* STAGE 2 with 16-float vectors and an fp32 y: on AVX-512 a vector whose lanes cross a row end
- * of the flattened copy is stored as runs of lanes, one masked store a row (session 24), and its
- * residual gathered run by run; elsewhere the lanes one by one. Layers whose vectors hold 2 and 3
- * runs (copy rows of 19, 7 and 8 for 16, 5 and 7 outputs), start on the copy's padded columns, end
- * past the plane's last row; conv1's 7x7/2 shape, a 3x3/2 one, an unpadded 3x3 layer (rows of W
- * read in place, Q = W - 2) and a 1x1 one (no padded columns at all); a residual of its own (fp32,
- * f16) and y itself; offsets with guard zones; MWI 8 (nv 2 or 3 vectors) and 6 (rows past K). */
+/* STAGE 2 with 16-float vectors: on AVX-512 a vector whose lanes cross a row end of the flattened
+ * copy is stored as runs of lanes, one a row (session 24: an fp32 y by one masked store, a 16-bit
+ * one rounded and stored 8, 4, 2, 1 lanes at a time), and its residual gathered run by run;
+ * elsewhere the lanes one by one. Layers whose vectors hold 2 and 3 runs (copy rows of 19, 7 and 8
+ * for 16, 5 and 7 outputs), start on the copy's padded columns, end past the plane's last row;
+ * conv1's 7x7/2 shape, a 3x3/2 one, an unpadded 3x3 layer (rows of W read in place, Q = W - 2) and
+ * a 1x1 one (no padded columns at all); y in fp32, f16 and bf16; a residual of its own (fp32, f16,
+ * fp32 for a bf16 y) and y itself; offsets with guard zones; MWI 8 (nv 2 or 3 vectors) and 6 (rows
+ * past K). */
 static const epi_case run_cases[] = {
     {.N = 2, .C = 3, .H = 29, .W = 31, .K = 9, .R = 7, .S = 7, .st = 2, .pad = 3, .act = TSR_ACT_RELU,
      .scale = true, .bias = true, .res = 1, .off = 3},                                      /* conv1-like */
@@ -249,6 +251,15 @@ static const epi_case run_cases[] = {
     {.N = 1, .C = 4, .H = 9, .W = 21, .K = 7, .R = 3, .S = 3, .scale = true, .bias = true, .res = 1,
      .off = 1},                                                                             /* unpadded */
     {.N = 3, .C = 4, .H = 3, .W = 5, .K = 7, .R = 1, .S = 1, .act = TSR_ACT_RELU, .res = 2},  /* 1x1 */
+    /* 16-bit y: each run rounded and stored 8, 4, 2, 1 lanes at a time */
+    {.N = 2, .C = 3, .H = 29, .W = 31, .K = 9, .R = 7, .S = 7, .st = 2, .pad = 3, .act = TSR_ACT_RELU,
+     .scale = true, .bias = true, .res = 1, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .rt = TSR_F16, .off = 3},
+    {.N = 1, .C = 3, .H = 29, .W = 31, .K = 10, .R = 7, .S = 7, .st = 2, .pad = 3, .bias = true, .res = 2,
+     .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_BF16, .off = 1},
+    {.N = 2, .C = 5, .H = 5, .W = 5, .K = 11, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_RELU, .scale = true,
+     .res = 1, .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_BF16, .rt = TSR_F32, .off = 2},
+    {.N = 2, .C = 6, .H = 13, .W = 13, .K = 9, .R = 3, .S = 3, .st = 2, .pad = 1, .act = TSR_ACT_RELU,
+     .bias = true, .res = 2, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .off = 5},
 };
 
 static void stage2_row_runs(void **state) {

@@ -104,6 +104,34 @@ TSR_DT_INLINE float16 conv_f16x16(const ushort16 h) {
 #define CONV_WIDEN16_2(h) as_float16(convert_uint16(h) << 16)
 
 #if STAGE == 2
+#if defined(TSR_X16) && VW == 16 && (Y_TYPE == 1 || defined(CONV_BF16_X16))
+// The first n (1 to 15) of v's 16 lanes rounded to y's 16-bit type at p: one vector rounding, then
+// at most four vector stores of 8, 4, 2 and 1 lanes (n's bits, in order), as conv_store's.
+TSR_INLINE void conv_st16_first(const float16 v, __global ushort *p, const int n) {
+#if Y_TYPE == 1
+    const ushort16 h16 = as_ushort16(__builtin_ia32_vcvtps2ph512_mask(v, 0, (short16)(0), TSR_X16_ALL));
+#else
+    const ushort16 h16 = conv_bf16x16(v);
+#endif
+    ushort8 r8 = h16.lo;
+    if (n & 8) {
+        TSR_DT_VST16(8, r8, p);
+        r8 = h16.hi, p += 8;
+    }
+    ushort4 r4 = r8.lo;
+    if (n & 4) {
+        TSR_DT_VST16(4, r4, p);
+        r4 = r8.hi, p += 4;
+    }
+    ushort2 r2 = r4.lo;
+    if (n & 2) {
+        TSR_DT_VST16(2, r2, p);
+        r2 = r4.hi, p += 2;
+    }
+    if (n & 1) *p = r2.x;
+}
+#endif
+
 // x is the (padded, for strides polyphase) copy: the host's geometry has H = the copy's rows
 // per channel (all phases), W = its row width, PH = the phases along a row (SW, or 1 for a
 // one-column kernel), PW = one phase plane's elements, and geo.sf the largest tap offset; the
@@ -216,6 +244,49 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
                 floatv s = acc[m][v];
                 if (epi_flags & 1) s *= scale[scale_off + kk];
                 if (epi_flags & 2) s += bias[bias_off + kk];
+#if defined(TSR_X16) && VW == 16 && (Y_TYPE == 0 || Y_TYPE == 1 || defined(CONV_BF16_X16))
+                // AVX-512: the lanes inside y as runs, each run in one output row (at most
+                // ceil(VW / W) + 1 of them): the residual's lanes gathered run by run, and each
+                // run moved to lane 0 by one vpermps and stored, an fp32 y by one masked vmovups
+                // (y's address as an integer: the builtin takes a plain pointer, and PoCL's CPU
+                // devices have one address space), a 16-bit y rounded and stored by
+                // conv_st16_first. Session 24: the per-lane indices the lane-by-lane stores use
+                // do not depend on the channel, so LLVM computed them for every vector of the
+                // tile, crossing or not (16 lanes of row and column arithmetic a vector); with
+                // them, conv1 (115-wide copy rows: one vector in seven crosses a row end) spent
+                // 11-13% more CPU time.
+#define CONV_RUNS(BODY)                                                                            \
+    {                                                                                              \
+        int le = 0, rh = oh0, rw = ow0; /* the next lane, its output row and column */            \
+        while (le < VW && rh < GEO_P) {                                                            \
+            if (rw < GEO_Q) {                                                                      \
+                const int run = min(GEO_Q - rw, VW - le);                                          \
+                const size_t at = em + (size_t)(rh * GEO_Q + rw);                                  \
+                BODY                                                                               \
+                le += run, rw += run;                                                              \
+                if (le >= VW) break;                                                               \
+            }                                                                                      \
+            le += GEO_W - rw, rw = 0, ++rh; /* the copy's padded columns, then the next row */    \
+        }                                                                                          \
+    }
+                if (res_type != TSR_RES_NONE) {
+                    float r[VW];
+                    _Pragma("unroll") for (int e = 0; e < VW; ++e) r[e] = 0.0f;
+                    CONV_RUNS(for (int i = 0; i < run; ++i) r[le + i] = tsr_res_ld(res, res_type, res_off + at + i);)
+                    s += VLOAD(r);
+                }
+                if (act != TSR_ACT_NONE) s = activate_floatv(s, act);
+                CONV_RUNS({
+                    const int16 from = (int16)(le) + (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#if Y_TYPE == 0
+                    __builtin_ia32_storeups512_mask((__private float *)(size_t)(y + y_off + at),
+                                                    __builtin_ia32_permvarsf512(s, from), (ushort)((1u << run) - 1u));
+#else
+                    conv_st16_first(__builtin_ia32_permvarsf512(s, from), (__global ushort *)y + y_off + at, run);
+#endif
+                })
+#undef CONV_RUNS
+#else
                 int at[VW]; // each lane's element of the plane, -1 outside y
                 int oh = oh0, ow = ow0;
                 _Pragma("unroll") for (int e = 0; e < VW; ++e) {
@@ -242,6 +313,7 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 #endif
                 _Pragma("unroll") for (int e = 0; e < VW; ++e)
                     if (at[e] >= 0) ((__global ushort *)y)[y_off + em + at[e]] = h[e];
+#endif
 #endif
 #else
                 int oh = oh0, ow = ow0;

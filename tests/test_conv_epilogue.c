@@ -286,6 +286,60 @@ static void depthwise_planes(void **state) {
     }
 }
 
+/* STAGE 2 with 16-float vectors: on AVX-512 a vector whose lanes cross a row end of the flattened
+ * copy is stored as runs of lanes, one a row (session 24: an fp32 y by one masked store, a 16-bit
+ * one rounded and stored 8, 4, 2, 1 lanes at a time), and its residual gathered run by run;
+ * elsewhere the lanes one by one. Layers whose vectors hold 2 and 3 runs (copy rows of 19, 7 and 8
+ * for 16, 5 and 7 outputs), start on the copy's padded columns, end past the plane's last row;
+ * conv1's 7x7/2 shape, a 3x3/2 one, an unpadded 3x3 layer (rows of W read in place, Q = W - 2) and
+ * a 1x1 one (no padded columns at all); y in fp32, f16 and bf16; a residual of its own (fp32, f16,
+ * fp32 for a bf16 y) and y itself; offsets with guard zones; MWI 8 (nv 2 or 3 vectors) and 6 (rows
+ * past K). */
+static const epi_case run_cases[] = {
+    {.N = 2, .C = 3, .H = 29, .W = 31, .K = 9, .R = 7, .S = 7, .st = 2, .pad = 3, .act = TSR_ACT_RELU,
+     .scale = true, .bias = true, .res = 1, .off = 3},                                      /* conv1-like */
+    {.N = 1, .C = 3, .H = 29, .W = 31, .K = 10, .R = 7, .S = 7, .st = 2, .pad = 3, .act = TSR_ACT_GELU_TANH,
+     .bias = true, .res = 2, .off = 1},
+    {.N = 2, .C = 5, .H = 5, .W = 5, .K = 11, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_RELU, .scale = true,
+     .res = 1, .rt = TSR_F16, .off = 2},                                                    /* 3 runs a vector */
+    {.N = 2, .C = 6, .H = 13, .W = 13, .K = 9, .R = 3, .S = 3, .st = 2, .pad = 1, .act = TSR_ACT_RELU,
+     .bias = true, .res = 2, .off = 5},                                                     /* 7x7 out of 13x13 */
+    {.N = 1, .C = 4, .H = 9, .W = 21, .K = 7, .R = 3, .S = 3, .scale = true, .bias = true, .res = 1,
+     .off = 1},                                                                             /* unpadded */
+    {.N = 3, .C = 4, .H = 3, .W = 5, .K = 7, .R = 1, .S = 1, .act = TSR_ACT_RELU, .res = 2},  /* 1x1 */
+    /* 16-bit y: each run rounded and stored 8, 4, 2, 1 lanes at a time */
+    {.N = 2, .C = 3, .H = 29, .W = 31, .K = 9, .R = 7, .S = 7, .st = 2, .pad = 3, .act = TSR_ACT_RELU,
+     .scale = true, .bias = true, .res = 1, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .rt = TSR_F16, .off = 3},
+    {.N = 1, .C = 3, .H = 29, .W = 31, .K = 10, .R = 7, .S = 7, .st = 2, .pad = 3, .bias = true, .res = 2,
+     .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_BF16, .off = 1},
+    {.N = 2, .C = 5, .H = 5, .W = 5, .K = 11, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_RELU, .scale = true,
+     .res = 1, .xt = TSR_BF16, .wt = TSR_BF16, .yt = TSR_BF16, .rt = TSR_F32, .off = 2},
+    {.N = 2, .C = 6, .H = 13, .W = 13, .K = 9, .R = 3, .S = 3, .st = 2, .pad = 1, .act = TSR_ACT_RELU,
+     .bias = true, .res = 2, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .off = 5},
+};
+
+static void stage2_row_runs(void **state) {
+    (void)state;
+    if (!cpu_forms_here()) {
+        printf("# STAGE 2 is a CPU form: passed over\n");
+        return;
+    }
+    const char *configs[] = {"ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=1"};
+    for (size_t f = 0; f < 2; ++f) {
+        if (th_small_mode() && f) break;
+        if (!th_try_override(dev, "conv2d", configs[f])) continue;
+        for (size_t i = 0; i < sizeof run_cases / sizeof run_cases[0]; ++i) {
+            if (th_small_mode() && i % 3) continue;
+            epi_data e;
+            data_make(&run_cases[i], &e);
+            check(&run_cases[i], &e, TSR_CONV_AUTO, configs[f]);
+            check(&run_cases[i], &e, TSR_CONV_IMPLICIT, configs[f]);
+            data_free(&e);
+        }
+        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    }
+}
+
 /* 1x1 layers over a batch, which the CPU's tiled GEMM runs as one GEMM across the images' columns
  * (cl/gemm_images.cl): images of 35, 49 and 25 pixels, so column tiles and vectors of 16 or 8 end
  * one image and start the next, and the last tile runs past the last column; the epilogue with y
@@ -456,6 +510,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_form),
         cmocka_unit_test(depthwise_planes),
+        cmocka_unit_test(stage2_row_runs),
         cmocka_unit_test(channels_last),
         cmocka_unit_test(pointwise_batch),
         cmocka_unit_test(refusals),

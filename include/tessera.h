@@ -133,12 +133,13 @@ typedef struct tsr_device_info {
      * it with TSR_ERR_UNSUPPORTED. */
     char unusable[TSR_INFO_STR];
     /* Where the driver's worker threads run, for PoCL's CPU device ("" for every other device):
-     * "pinned, worker i on CPU i (POCL_AFFINITY=1, set by tessera)" or "... from the
+     * "pinned, worker i on CPU i (POCL_AFFINITY=1, set by tessera before its first OpenCL call)" or "... from the
      * environment", or "placed by the OS scheduler (why)". Before its first OpenCL call tessera
      * sets POCL_AFFINITY=1 when the variable is unset, POCL_MAX_PTHREAD_COUNT and
      * POCL_CPU_MAX_CU_COUNT are unset and the process may run on every online CPU: without it
      * the scheduler often stacks two workers on one CPU during a short call (a batch-1
-     * convolution at about one core's speed). POCL_AFFINITY=0 keeps PoCL's default. */
+     * convolution at about one core's speed). POCL_AFFINITY=0 keeps PoCL's default. A device from
+     * tsr_device_wrap with no discovery before it found OpenCL started and says so. */
     char worker_threads[TSR_INFO_STR];
 } tsr_device_info;
 

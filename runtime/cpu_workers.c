@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,8 @@ const char *tsr_cpu_pin_decide(const tsr_cpu_pin_facts *facts, bool *pin) {
 }
 
 static pthread_once_t pin_once = PTHREAD_ONCE_INIT;
+/* written once by pin_workers, pin_decided last (release): describe may run on another thread */
+static atomic_bool pin_decided;
 static bool pinned_by_tessera;
 static char pin_reason[160];
 
@@ -62,20 +65,38 @@ static void pin_workers(void) {
     snprintf(pin_reason, sizeof pin_reason, "not Linux");
     (void)facts;
 #endif
+    atomic_store_explicit(&pin_decided, true, memory_order_release);
 }
 
 void tsr_cpu_pin_workers(void) { pthread_once(&pin_once, pin_workers); }
 
+/* The environment's value as it may be shown: short and printable, else how long it is. */
+static void shown_value(const char *value, char *out, size_t size) {
+    size_t n = strlen(value);
+    bool plain = n <= 16;
+    for (size_t i = 0; plain && i < n; ++i) plain = value[i] >= 0x20 && value[i] < 0x7f;
+    if (plain) snprintf(out, size, "POCL_AFFINITY=%s", value);
+    else snprintf(out, size, "POCL_AFFINITY set to %zu bytes not shown", n);
+}
+
+/* Reads what tsr_cpu_pin_workers decided and never decides itself: a device wrapped from the
+ * caller's context (tsr_device_wrap) found OpenCL started already, when setting the variable
+ * would have no effect. */
 void tsr_cpu_workers_describe(const tsr_device_info *info, char *out, size_t size) {
     out[0] = '\0';
     if (info->type != TSR_DEVICE_CPU || !strstr(info->platform_name, "Portable Computing Language")) return;
-    tsr_cpu_pin_workers();
+    const bool decided = atomic_load_explicit(&pin_decided, memory_order_acquire);
+    const bool by_tessera = decided && pinned_by_tessera;
     const char *mine = getenv("POCL_AFFINITY");
-    if (pinned_by_tessera && mine && strcmp(mine, "1") == 0)
-        snprintf(out, size, "pinned, worker i on CPU i (POCL_AFFINITY=1, set by tessera)");
+    char value[64];
+    if (mine) shown_value(mine, value, sizeof value);
+    if (by_tessera && mine && strcmp(mine, "1") == 0)
+        snprintf(out, size, "pinned, worker i on CPU i (POCL_AFFINITY=1, set by tessera before its first OpenCL call)");
     else if (mine && strcmp(mine, "1") == 0)
         snprintf(out, size, "pinned, worker i on CPU i (POCL_AFFINITY=1 from the environment)");
+    else if (mine)
+        snprintf(out, size, "placed by the OS scheduler (%s from the environment)", value);
     else
-        snprintf(out, size, "placed by the OS scheduler (%s%s%s)", mine ? "POCL_AFFINITY=" : "", mine ? mine : "",
-                 mine ? " from the environment" : pin_reason);
+        snprintf(out, size, "placed by the OS scheduler (%s)",
+                 decided ? pin_reason : "OpenCL was started before tessera's discovery: a wrapped context");
 }

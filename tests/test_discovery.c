@@ -260,8 +260,34 @@ static void pin_decision_table(void **state) {
     }
 }
 
+/* The PoCL CPU device's info through a context made here and tsr_device_wrap (OpenCL started
+ * before tessera's discovery); false when there is none or a step failed. */
+static bool wrapped_pocl_info(tsr_device_info *out) {
+    cl_platform_id platforms[16];
+    cl_uint np = 0;
+    if (clGetPlatformIDs(16, platforms, &np) != CL_SUCCESS) return false;
+    for (cl_uint p = 0; p < np && p < 16; ++p) {
+        char name[256] = "";
+        clGetPlatformInfo(platforms[p], CL_PLATFORM_NAME, sizeof name, name, NULL);
+        cl_device_id id;
+        if (!strstr(name, "Portable Computing Language") ||
+            clGetDeviceIDs(platforms[p], CL_DEVICE_TYPE_CPU, 1, &id, NULL) != CL_SUCCESS)
+            continue;
+        cl_int err = CL_SUCCESS;
+        cl_context ctx = clCreateContext(NULL, 1, &id, NULL, NULL, &err);
+        tsr_device *dev = NULL;
+        if (err != CL_SUCCESS || tsr_device_wrap(ctx, id, NULL, &dev) != TSR_SUCCESS) return false;
+        *out = *tsr_device_get_info(dev);
+        tsr_device_close(dev);
+        clReleaseContext(ctx);
+        return true;
+    }
+    return false;
+}
+
 /* The PoCL CPU device's worker_threads field (and POCL_AFFINITY) in a child process that starts
- * OpenCL with `cpus` CPUs allowed (0: all) and POCL_AFFINITY as `user` (NULL: unset). */
+ * OpenCL with `cpus` CPUs allowed (0: all; -1: all, OpenCL started by the child itself and the
+ * device wrapped) and POCL_AFFINITY as `user` (NULL: unset). */
 static void pin_in_child(int cpus, const char *user, const char *expect, const char *expect_env) {
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -276,9 +302,14 @@ static void pin_in_child(int cpus, const char *user, const char *expect, const c
             for (int i = 0; i < cpus; ++i) CPU_SET(i, &set);
             if (sched_setaffinity(0, sizeof set, &set) != 0) _exit(3);
         }
-        tsr_device_info *infos = NULL;
+        tsr_device_info *infos = NULL, wrapped;
         size_t n = 0;
-        if (tsr_discover(&infos, &n) != TSR_SUCCESS) _exit(4);
+        if (cpus < 0) {
+            if (!wrapped_pocl_info(&wrapped)) _exit(9);
+            infos = &wrapped, n = 1;
+        } else if (tsr_discover(&infos, &n) != TSR_SUCCESS) {
+            _exit(4);
+        }
         int seen = 0;
         for (size_t i = 0; i < n; ++i) {
             if (infos[i].type != TSR_DEVICE_CPU || !strstr(infos[i].platform_name, "Portable Computing Language")) {
@@ -286,6 +317,8 @@ static void pin_in_child(int cpus, const char *user, const char *expect, const c
                 continue;
             }
             ++seen;
+            for (const char *c = infos[i].worker_threads; *c; ++c)
+                if (*c < 0x20 || *c == 0x7f) _exit(10); /* never the environment's control characters */
             if (!strstr(infos[i].worker_threads, expect)) {
                 fprintf(stderr, "worker_threads '%s' lacks '%s'\n", infos[i].worker_threads, expect);
                 _exit(6);
@@ -293,7 +326,7 @@ static void pin_in_child(int cpus, const char *user, const char *expect, const c
         }
         const char *env = getenv("POCL_AFFINITY");
         if (expect_env ? !env || strcmp(env, expect_env) != 0 : env != NULL) _exit(7);
-        tsr_free(infos);
+        if (cpus >= 0) tsr_free(infos);
         _exit(seen ? 0 : 8);
     }
     int status = 0;
@@ -317,6 +350,10 @@ static void pins_pocl_workers_when_safe(void **state) {
     pin_in_child(0, "1", "POCL_AFFINITY=1 from the environment", "1");
     /* a process held to fewer CPUs (taskset): PoCL's pinning would escape the mask */
     if (everything) pin_in_child(1, NULL, "only some CPUs", NULL);
+    /* a value with control characters is described, never echoed */
+    pin_in_child(0, "1\n\033[31mx", "POCL_AFFINITY set to 8 bytes not shown", "1\n\033[31mx");
+    /* OpenCL started by the caller, the device wrapped: too late to set, and said so */
+    pin_in_child(-1, NULL, "OpenCL was started before tessera's discovery", NULL);
 }
 
 /* ---- a platform without devices (POCL_DEVICES=none) ---- */

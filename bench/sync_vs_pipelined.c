@@ -50,14 +50,21 @@ static int measure(int c, int h, int k, int r, int s, int n, int calls, int reps
     size_t xs = (size_t)n * c * h * h, ws = (size_t)k * c * r * r, ys = (size_t)n * k * h * h;
     size_t big = xs > ws ? xs : ws;
     float *host = malloc(sizeof(float) * big);
-    if (!host) return 1;
+    if (!host) {
+        fprintf(stderr, "sync_vs_pipelined: no memory for %zu floats\n", big);
+        return 1;
+    }
     for (size_t i = 0; i < big; ++i) host[i] = (float)(i % 97) / 97.0f - 0.5f;
-    cl_int err = CL_SUCCESS;
-    cl_mem x = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, xs * 4, host, &err);
-    cl_mem w = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, ws * 4, host, &err);
-    cl_mem y = clCreateBuffer(ctx, CL_MEM_READ_WRITE, ys * 4, NULL, &err);
+    cl_int ex = CL_SUCCESS, ew = CL_SUCCESS, ey = CL_SUCCESS;
+    cl_mem x = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, xs * 4, host, &ex);
+    cl_mem w = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, ws * 4, host, &ew);
+    cl_mem y = clCreateBuffer(ctx, CL_MEM_READ_WRITE, ys * 4, NULL, &ey);
     free(host);
-    if (err != CL_SUCCESS) return 1;
+    cl_int err = ex != CL_SUCCESS ? ex : ew != CL_SUCCESS ? ew : ey;
+    if (err != CL_SUCCESS) {
+        fprintf(stderr, "sync_vs_pipelined: buffers of %zu, %zu and %zu floats: OpenCL error %d\n", xs, ws, ys, err);
+        return 1;
+    }
     tsr_buffer_set_constant(w, true); /* weights kept, as `tessera bench` and a network have them */
     tsr_conv2d_desc d = {.batch = (size_t)n, .in_channels = (size_t)c, .in_height = (size_t)h, .in_width = (size_t)h,
                          .out_channels = (size_t)k, .kernel_h = (size_t)r, .kernel_w = (size_t)r,

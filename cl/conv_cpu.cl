@@ -673,8 +673,9 @@ typedef float16 dw8_float16_u __attribute__((aligned(4)));
 // strip's walk, tile by tile over its rows, hides the row stream from the hardware's prefetchers;
 // ResNet-50's and MobileNet-V2's large planes come from memory at batch 8 (8x96x112x112 /2: 1.87
 // -> 1.01 ms, back to back on a 2-core Zen 5). Stride 1 only on rows of more than 4 vectors (on
-// 56 and 28 wide rows it cost 5-10%).
-#if defined(__has_builtin) && defined(__x86_64__)
+// 56 and 28 wide rows it cost 5-10%). With 16 lanes only (measured there; AVX2's 8-lane entries
+// keep their programs).
+#ifdef DW8_FAST
 #if __has_builtin(__builtin_prefetch)
 #define DW8_PREFETCH(p) __builtin_prefetch((const void *)(ulong)(p), 0, 3)
 #endif

@@ -95,7 +95,9 @@ def targets(rows, dtype):
             if shape == GELU_16M:
                 c16 = find(gs, impl="fused-%s-paired-copy" % form, dtype=dtype)
                 copy = find(gs, impl="copy-kernel-paired-%s" % form, dtype=dtype)
-                out.append(("GELU %s vs the %s copy kernel" % (form, dtype), shape,
+                # the copy's GB/s names the memory's state: GELU16 is memory-bound only while the
+                # copy runs under ~70 GB/s on the Zen 5 (docs/dtypes.md, session 25)
+                out.append(("GELU %s vs the %s copy kernel (copy %.0f GB/s)" % (form, dtype, copy["gbps"]), shape,
                             paired(c16, copy["time_ms"] / c16["time_ms"]),
                             GELU_VS_COPY))
     ln = [r for r in rows if r["op"] == "layernorm" and r["impl"] == "fused-paired"]

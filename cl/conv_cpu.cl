@@ -1311,16 +1311,27 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 // images), one row of every column phase per work-item. The planes are fp32: a 16-bit x is
 // widened here, once per element, not at each of the kernel's taps. Arguments: geo (the
 // layer's), Hq, PHW, Wq.
+// 16 floats stored at an element's alignment: one unaligned vector move (PoCL 3.1's vstore16 on
+// float is four 128-bit stores: the whole-plane copy's stores took half of its samples)
+#if defined(__clang__) && (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__))
+typedef float16 pad_float16_u __attribute__((aligned(4)));
+#define PAD_VST16(v, p) (*(__global pad_float16_u *)(p) = (v))
+#else
+#define PAD_VST16(v, p) vstore16((v), 0, (p))
+#endif
 __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_off, __global float *xp,
                         const int Hq, const int phw, const int Wq) {
     const int row = (int)get_global_id(0), c = (int)get_global_id(1), i = (int)get_global_id(2);
-    const int phh = (int)get_global_size(0) / Hq, a = row / Hq, iq = row - a * Hq;
+    // (the host launches one work-item per plane for the whole-plane copy below: dimension 0 of
+    // size 1, which makes phh 1)
+    const int phh = max(1, (int)get_global_size(0) / Hq), a = row / Hq, iq = row - a * Hq;
     if (GEO_SH == 1 && GEO_SW == 1 && GEO_PH == 0 && GEO_PW == 0 && Wq == GEO_W && phh == 1 && phw == 1) {
         // An unpadded unstrided layer's copy (a 16-bit x widened; rows of x's own width): a
-        // channel's rows lie back to back in x and in the copy, so the work-item of its first row
-        // widens the whole plane 16 elements a vector (the last vector ending at the plane's end)
-        // and zeroes the copy's slack rows; the other rows' work-items have nothing to do. (Row by
-        // row, ResNet-50's 1x1 14x14 layers spent longer in the copy than in the convolution.)
+        // channel's rows lie back to back in x and in the copy, so one work-item widens the
+        // whole plane 16 elements a vector (the last vector ending at the plane's end) and zeroes
+        // the copy's slack rows. (Row by row, ResNet-50's 1x1 14x14 layers spent longer in the
+        // copy than in the convolution; launched one item a row, the items of the other rows,
+        // which return at once, took half of the copy's samples: session 25.)
         if (iq != 0) return;
         const int n = GEO_H * GEO_W, plane = Hq * Wq;
         const __global XELT *src = x + x_off + ((size_t)i * GEO_C + c) * (size_t)n;
@@ -1331,8 +1342,8 @@ __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_o
 #define PAD_VLD16(p) TSR_VLD(X_TYPE, 16, (p))
 #endif
         int e = 0;
-        for (; e + 16 <= n; e += 16) vstore16(PAD_VLD16(src + e), 0, dst + e);
-        if (e < n && n >= 16) vstore16(PAD_VLD16(src + n - 16), 0, dst + n - 16);
+        for (; e + 16 <= n; e += 16) PAD_VST16(PAD_VLD16(src + e), dst + e);
+        if (e < n && n >= 16) PAD_VST16(PAD_VLD16(src + n - 16), dst + n - 16);
         else
             for (; e < n; ++e) dst[e] = LDX(src, e);
 #undef PAD_VLD16

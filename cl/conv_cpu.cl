@@ -641,11 +641,11 @@ typedef int4 intv_dw8;
 #define DW8_NO_ROWS // (VW 1 and 2: the channels-last kernel below only; the host takes 4 and up here)
 #endif
 #ifndef DW8_NO_ROWS
-// (session 25) On x86 under clang with 16 lanes: the side taps and the stride-2 split as single
+// (session 25) On AVX-512 x86 under clang with 16 lanes: the side taps and the stride-2 split as single
 // two-source permutes (__builtin_shufflevector: one vpermt2ps each, where the swizzles above
 // came out as ymm pieces with extracts and inserts), and an fp32 row's 16 lanes as one unaligned
 // move (PoCL 3.1's vload16 on float is two 8-lane loads and an insert).
-#if VW == 16 && defined(__has_builtin) && defined(__x86_64__)
+#if VW == 16 && defined(__has_builtin) && defined(__x86_64__) && defined(__AVX512F__)
 #if __has_builtin(__builtin_shufflevector)
 #define DW8_FAST 1
 #endif
@@ -673,8 +673,8 @@ typedef float16 dw8_float16_u __attribute__((aligned(4)));
 // strip's walk, tile by tile over its rows, hides the row stream from the hardware's prefetchers;
 // ResNet-50's and MobileNet-V2's large planes come from memory at batch 8 (8x96x112x112 /2: 1.87
 // -> 1.01 ms, back to back on a 2-core Zen 5). Stride 1 only on rows of more than 4 vectors (on
-// 56 and 28 wide rows it cost 5-10%). With 16 lanes only (measured there; AVX2's 8-lane entries
-// keep their programs).
+// 56 and 28 wide rows it cost 5-10%). AVX-512 only, as above (measured there; AVX2's programs,
+// 16 lanes or 8, keep their code).
 #ifdef DW8_FAST
 #if __has_builtin(__builtin_prefetch)
 #define DW8_PREFETCH(p) __builtin_prefetch((const void *)(ulong)(p), 0, 3)
@@ -1312,8 +1312,10 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 // widened here, once per element, not at each of the kernel's taps. Arguments: geo (the
 // layer's), Hq, PHW, Wq.
 // 16 floats stored at an element's alignment: one unaligned vector move (PoCL 3.1's vstore16 on
-// float is four 128-bit stores: the whole-plane copy's stores took half of its samples)
-#if defined(__clang__) && (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__))
+// float is four 128-bit stores: the whole-plane copy's stores took half of its samples). With a
+// 16-bit x only, the one the whole-plane copy below runs for: an fp32 x's programs keep their
+// code, and the entries tuned on them their proof (docs/tuning.md, "Re-stamping").
+#if X_TYPE != 0 && defined(__clang__) && (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__))
 typedef float16 pad_float16_u __attribute__((aligned(4)));
 #define PAD_VST16(v, p) (*(__global pad_float16_u *)(p) = (v))
 #else
@@ -1324,7 +1326,11 @@ __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_o
     const int row = (int)get_global_id(0), c = (int)get_global_id(1), i = (int)get_global_id(2);
     // (the host launches one work-item per plane for the whole-plane copy below: dimension 0 of
     // size 1, which makes phh 1)
+#if X_TYPE != 0
     const int phh = max(1, (int)get_global_size(0) / Hq), a = row / Hq, iq = row - a * Hq;
+#else
+    const int phh = (int)get_global_size(0) / Hq, a = row / Hq, iq = row - a * Hq;
+#endif
     if (GEO_SH == 1 && GEO_SW == 1 && GEO_PH == 0 && GEO_PW == 0 && Wq == GEO_W && phh == 1 && phw == 1) {
         // An unpadded unstrided layer's copy (a 16-bit x widened; rows of x's own width): a
         // channel's rows lie back to back in x and in the copy, so one work-item widens the

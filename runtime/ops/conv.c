@@ -1005,7 +1005,8 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     holding = true;
     if (last) clRetainEvent(last);
     cl_int hq = (cl_int)pc.Hq, phw = (cl_int)pc.phw, wq = (cl_int)pc.Wq;
-    const bool whole_planes = !pc.poly && p->ph == 0 && p->pw == 0 && pc.Wq == p->W && pc.phh == 1 && pc.phw == 1;
+    const bool whole_planes = p->types[0] != TSR_F32 && !pc.poly && p->ph == 0 && p->pw == 0 && pc.Wq == p->W &&
+                              pc.phh == 1 && pc.phw == 1; /* (pad_input's whole-plane copy: a 16-bit x only) */
     cl_ulong zero = 0;
     for (size_t n0 = 0; n0 < p->N; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;

@@ -96,7 +96,8 @@ static int conv_base_index(const conv_problem *p) {
      * which won or tied on the larger calls (28x28/2 at batch 8: 0.94x; session 25, docs/conv.md). */
     if (p->sh > 1 || p->sw > 1) return p->N * p->PQ <= 512 ? 10 : 2;
     /* Stride-1 3x3 layers with at most 512 output pixels in the call (ResNet-50's 14x14 at batch 1
-     * and 2, 7x7 up to batch 8), a class of their own tuned on 1x256x14x14 k256: the Winograd
+     * and 2, 7x7 up to batch 8), a class of their own tuned on 1x512x7x7 k512 (1x256x14x14 k256
+     * until session 25): the Winograd
      * forms the 3x3 class tunes to on an AVX-512 Zen 5 have too few tiles there to pay, and
      * before this class such layers fell back to the untuned built-in STAGE 2 form (session 19). */
     if (p->R == 3 && p->S == 3) return p->N * p->PQ <= 512 && p->dh == 1 && p->dw == 1 ? 9 : 0;
@@ -1938,7 +1939,10 @@ typedef struct conv_fixture {
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
  * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 14x14 1x1 layer, a 28x28
- * expanding one, conv1, a 14x14 3x3 and the 28x28/2 3x3), in the order of conv_classes. strided:
+ * expanding one, conv1, a 7x7 3x3 and the 28x28/2 3x3), in the order of conv_classes. 3x3-small: the
+ * 7x7 layer (the same work as the 14x14 one it was tuned on until session 25, where STAGE 5's tiles
+ * of 4 x 4, 6 and 8 pixels tied within 3%, while on the 7x7 layer 6 and 8 pixels took 15% less CPU
+ * time than 4 at batch 1 and 8, and 1-7% less on the 14x14 one). strided:
  * ResNet-50's 56x56/2 layer (784 output pixels; the 28x28/2 one at batch 1, this class's layer until
  * session 25, has 196 and is strided-small's), the same work: the one where two vectors a tile
  * (WGM=2) cost 20-35% (session 19), and where 4 and 8 channels a tile tied at batch 1 while 8 ran
@@ -1947,7 +1951,7 @@ static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias",
                                                 "1x128x56x56 k128 3x3 p1 s2 +bias", "1x256x28x28 k256 3x3 p1 g256 +bias",
                                                 "1x64x28x28 k64 5x5 p2 +bias", "1x256x56x56 k512 1x1 s2 +bias",
                                                 "1x1024x14x14 k256 1x1 +bias", "1x128x28x28 k512 1x1 +bias",
-                                                "1x3x224x224 k64 7x7 p3 s2 +bias", "1x256x14x14 k256 3x3 p1 +bias",
+                                                "1x3x224x224 k64 7x7 p3 s2 +bias", "1x512x7x7 k512 3x3 p1 +bias",
                                                 "1x256x28x28 k256 3x3 p1 s2 +bias"};
 /* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
  * eighth and a sixty-fourth of the work (and less for the slowest classes); fixture.problem_class

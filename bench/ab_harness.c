@@ -16,7 +16,14 @@ bool ab_arg(int argc, char **argv, int *i, ab_opts *o, unsigned flags) {
     else if (!strcmp(a, "--calls")) o->calls = atoi(argv[++*i]);
     else if ((flags & AB_BATCH) && !strcmp(a, "--batch")) o->batch = (size_t)atoi(argv[++*i]);
     else if ((flags & AB_LAYERS) && !strcmp(a, "--layers")) o->list = argv[++*i];
-    else return false;
+    else if ((flags & AB_WEIGHTS) && !strcmp(a, "--weights")) {
+        const char *v = argv[++*i];
+        if (strcmp(v, "kept") && strcmp(v, "per-call")) {
+            fprintf(stderr, "--weights takes kept or per-call, not '%s'\n", v);
+            o->rounds = -1; /* ab_check says no */
+        }
+        o->kept = !strcmp(v, "kept");
+    } else return false;
     return true;
 }
 
@@ -50,13 +57,13 @@ void ab_default_var(ab_var *v) {
 int ab_var_args(const char *tool, int argc, char **argv, ab_opts *o, ab_var *var, int maxvar) {
     int nvar = 0;
     for (int i = 1; i < argc; ++i) {
-        if (ab_arg(argc, argv, &i, o, AB_BATCH | AB_LAYERS)) continue;
+        if (ab_arg(argc, argv, &i, o, AB_BATCH | AB_LAYERS | AB_WEIGHTS)) continue;
         if (!strcmp(argv[i], "--var") && i + 1 < argc && nvar < maxvar) {
             if (!ab_parse_var(tool, argv[++i], &var[nvar])) return -1;
             ++nvar;
         } else {
             fprintf(stderr, "usage: %s [--device SEL] [--rounds N] [--calls N] [--batch N] [--layers LIST] "
-                            "[--var LABEL=DIR|CONFIG]...\n", tool);
+                            "[--weights kept|per-call] [--var LABEL=DIR|CONFIG]...\n", tool);
             return -1;
         }
     }

@@ -22,8 +22,9 @@ typedef struct ab_opts {
     const char *selector, *list; /* --device SEL, --layers LIST (NULL: the defaults) */
     int rounds, calls;
     size_t batch;
+    bool kept; /* --weights kept: the weight buffers marked constant (tsr_buffer_set_constant) */
 } ab_opts;
-enum { AB_BATCH = 1, AB_LAYERS = 2 };
+enum { AB_BATCH = 1, AB_LAYERS = 2, AB_WEIGHTS = 4 };
 
 /* When argv[*i] is --device, --rounds, --calls (or, with flags, --batch, --layers) followed by a
  * value: takes it into o, moves *i past it and returns true. */

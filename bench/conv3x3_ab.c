@@ -1,12 +1,15 @@
 /* ResNet-50's 3x3 convolutions under several kernel sources and configurations, side by side in
  * one process:
  *   conv3x3_ab [--device SEL] [--rounds N] [--calls N] [--batch N] [--layers LIST]
- *              [--var LABEL=DIR|CONFIG]...
+ *              [--weights kept|per-call] [--var LABEL=DIR|CONFIG]...
  * A --var opens its own device with TSR_KERNEL_DIR=DIR (DIR empty: the embedded kernel sources)
  * and sets CONFIG with tsr_config_override("conv2d", ...) ("" or "builtin": none); so old and new
  * kernel text (a copy of the old cl/ directory against the build's) run alternately in one
  * process. For each layer and round the variants run in rotating order: a warm-up call, then N
  * calls back to back and one clFinish. Each call has the runner's epilogue (scale, bias, ReLU).
+ * --weights kept marks each weight buffer constant (tsr_buffer_set_constant: STAGE 5's packing and
+ * the Winograd transform made once, as `tessera bench` and the tuner's fixtures run them; the
+ * default, per-call, pays them on every call).
  * Prints one JSON line per layer with, per variant, the medians over the rounds of the wall time
  * and the process CPU time per call (the CPU time counts PoCL's worker threads: less sensitive to
  * other processes on a shared machine) and GFLOP/s by each (by CPU time: per core).
@@ -50,6 +53,12 @@ int main(int argc, char **argv) {
         ab_conv_bufs b[MAXVAR];
         for (int v = 0; v < nvar; ++v) /* each device its own buffers (its own context) */
             if (!ab_conv_bufs_new(var[v].dev, nx, nw, ny, L->k, &b[v])) return 1;
+        /* --weights kept: as an inference run's (packed, transformed or widened weights made once) */
+        for (int v = 0; o.kept && v < nvar; ++v)
+            if (tsr_buffer_set_constant(b[v].w, true) != TSR_SUCCESS) {
+                fprintf(stderr, "conv3x3_ab: %s\n", tsr_last_error());
+                return 1;
+            }
         for (int r = 0; r < rounds; ++r) {
             for (int j = 0; j < nvar; ++j) {
                 int v = (r + j) % nvar; /* rotate which goes first */
@@ -62,8 +71,9 @@ int main(int argc, char **argv) {
             }
         }
         double flop = 2.0 * L->k * pq * batch * L->c * 9;
-        printf("{\"layer\": \"%s\", \"shape\": \"%zux%zux%zux%zu k%zu 3x3/%zu p1\", \"batch\": %zu, \"count\": %zu",
-               L->name, batch, L->c, L->h, L->h, L->k, L->stride, batch, L->count);
+        printf("{\"layer\": \"%s\", \"shape\": \"%zux%zux%zux%zu k%zu 3x3/%zu p1\", \"batch\": %zu, \"count\": %zu, "
+               "\"weights\": \"%s\"",
+               L->name, batch, L->c, L->h, L->h, L->k, L->stride, batch, L->count, o.kept ? "kept" : "per-call");
         for (int v = 0; v < nvar; ++v) {
             double mw = util_median(var[v].wall, rounds), mc = util_median(var[v].cpu, rounds);
             printf(", \"%s\": {\"wall_us\": %.1f, \"cpu_us\": %.1f, \"gflops\": %.1f, \"cpu_gflops_per_core\": %.1f}",

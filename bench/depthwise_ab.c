@@ -41,6 +41,10 @@ int main(int argc, char **argv) {
     ab_var var[MAXVAR];
     int nvar = ab_var_args("depthwise_ab", argc, argv, &o, var, MAXVAR);
     if (nvar < 0) return 2;
+    if (o.kept) { /* the depthwise forms derive nothing from the weights */
+        fprintf(stderr, "depthwise_ab: --weights kept is conv3x3_ab's; depthwise layers keep nothing\n");
+        return 2;
+    }
     if (!ab_open_vars("depthwise_ab", o.selector, "conv2d", var, nvar, o.rounds)) return 1;
     const int rounds = o.rounds, calls = o.calls;
     const size_t batch = o.batch;

@@ -602,6 +602,15 @@ static void cpu_forms_stage(int stage, size_t part, size_t parts) {
                              {.N = 6, .C = 8, .H = 28, .W = 28, .K = 33, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1,
                               .pw = 1, .bias = true}};
         for (size_t j = 0; j < 2; ++j) expect_accurate(&small[j], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+        /* strided-small's AVX-512 default (4 x 16 channels x 6 pixels, one tile a work-group) on a
+         * ResNet-50-like 14x14/2 layer at 2 images (98 pixels: 17 tiles of 6, the last partial),
+         * K not a multiple of 64, an offset; and on an odd plane with a 5x5 kernel */
+        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", "ALGO=2 MWI=4 VW=16 STAGE=5 WGM=6 WGN=1"));
+        conv_case ss[] = {{.N = 2, .C = 64, .H = 14, .W = 14, .K = 70, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1,
+                           .pw = 1, .bias = true, .act = 1, .off = 3},
+                          {.N = 3, .C = 9, .H = 15, .W = 13, .K = 20, .R = 5, .S = 5, .sh = 2, .sw = 2, .ph = 2,
+                           .pw = 2, .act = 2}};
+        for (size_t j = 0; j < 2; ++j) expect_accurate(&ss[j], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
     }
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
     if (stage != 4 || part != 0) return;
@@ -815,7 +824,8 @@ static void plan_and_tune(void **state) {
     conv_case dw = {.N = 1, .C = 32, .H = 28, .W = 28, .K = 32, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 32};
     conv_case pw = {.N = 1, .C = 128, .H = 28, .W = 28, .K = 64, .R = 1, .S = 1}; /* fewer outputs than inputs */
     conv_case ex = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 1, .S = 1};  /* as many or more: 1x1-expand */
-    conv_case st = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
+    conv_case st = {.N = 1, .C = 64, .H = 48, .W = 48, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1}; /* 576 */
+    conv_case ss = {.N = 2, .C = 64, .H = 32, .W = 32, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1}; /* 512 */
     conv_case ot = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 5, .S = 5, .ph = 2, .pw = 2};
     conv_case ds = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2};
     conv_case sm = {.N = 2, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 392 pixels */
@@ -829,7 +839,8 @@ static void plan_and_tune(void **state) {
     const struct { const conv_case *c; const char *cls; } expect[] = {
         {&c3, "3x3"},         {&dw, "depthwise"}, {&pw, "1x1"},       {&ex, "1x1-expand"}, {&st, "strided"},
         {&ot, "other"},       {&ds, "1x1-strided"}, {&sm, "1x1-small"}, {&sm8, "1x1-expand"}, {&md8, "1x1"},
-        {&sn, "stem"},        {&s3, "3x3-small"}, {&b3, "3x3"},       {&sm8r, "1x1"},      {&sm7, "1x1-small"}};
+        {&sn, "stem"},        {&s3, "3x3-small"}, {&b3, "3x3"},       {&sm8r, "1x1"},      {&sm7, "1x1-small"},
+        {&ss, "strided-small"}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; ++i) {
         tsr_conv2d_desc desc = case_desc(expect[i].c, TSR_CONV_AUTO);
         tsr_conv_algo algo = TSR_CONV_AUTO;

@@ -32,7 +32,7 @@ static const char *const conv_more_sources[] = {"conv_cpu", "conv_winograd", NUL
  * types), which take their fp32 class's configuration until tuned themselves. */
 static const char *const conv_classes[] = {"3x3",   "1x1",         "strided",   "depthwise", "other",
                                            "1x1-strided", "1x1-small", "1x1-expand", "stem",     "3x3-small",
-                                           NULL};
+                                           "strided-small", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -89,9 +89,15 @@ static int conv_base_index(const conv_problem *p) {
      * layers' tuned tile (4 channels x 3 vectors, one tile a work-group on the Zen 5) ran it at
      * 0.86x the AVX-512 default's 8 x 3, 16 tiles a group (session 19, docs/conv.md). */
     if ((p->sh > 1 || p->sw > 1) && p->Cg <= 4) return 8;
-    if (p->sh > 1 || p->sw > 1) return 2;
+    /* The other strided layers with at most 512 output pixels in the call (ResNet-50's 28x28/2 at
+     * batch 1 and 2, 14x14/2 up to batch 10), a class of their own tuned on 1x256x28x28 k256 3x3/2:
+     * on a Zen 5 EPYC the channel-vector form (STAGE 5, 4 x 16 channels x 6 pixels, weights kept)
+     * ran them with 3-8% less CPU time than the padded form's 8 x 3 tile the strided class tunes to,
+     * which won or tied on the larger calls (28x28/2 at batch 8: 0.94x; session 25, docs/conv.md). */
+    if (p->sh > 1 || p->sw > 1) return p->N * p->PQ <= 512 ? 10 : 2;
     /* Stride-1 3x3 layers with at most 512 output pixels in the call (ResNet-50's 14x14 at batch 1
-     * and 2, 7x7 up to batch 8), a class of their own tuned on 1x256x14x14 k256: the Winograd
+     * and 2, 7x7 up to batch 8), a class of their own tuned on 1x512x7x7 k512 (1x256x14x14 k256
+     * until session 25): the Winograd
      * forms the 3x3 class tunes to on an AVX-512 Zen 5 have too few tiles there to pay, and
      * before this class such layers fell back to the untuned built-in STAGE 2 form (session 19). */
     if (p->R == 3 && p->S == 3) return p->N * p->PQ <= 512 && p->dh == 1 && p->dw == 1 ? 9 : 0;
@@ -103,11 +109,12 @@ static const char *conv_base_class(const conv_problem *p) { return conv_classes[
 /* Classes split from an older one take its entry until a database has one of their own, so a
  * device tuned before the split (the H100's and the AVX2 EPYC's 1x1 and strided entries) keeps the
  * configuration it ran those layers with rather than falling to an untuned default: 1x1-expand
- * came out of 1x1, stem out of strided and 3x3-small out of 3x3 (session 19). */
+ * came out of 1x1, stem out of strided and 3x3-small out of 3x3 (session 19), strided-small out of
+ * strided (session 25). */
 static const char *conv_nearest_class(const char *cls) {
     if (strcmp(cls, "1x1-expand") == 0) return "1x1";
     if (strcmp(cls, "3x3-small") == 0) return "3x3";
-    return strcmp(cls, "stem") == 0 ? "strided" : NULL;
+    return strcmp(cls, "stem") == 0 || strcmp(cls, "strided-small") == 0 ? "strided" : NULL;
 }
 
 static const char *conv_problem_class(const void *problem) {
@@ -138,6 +145,9 @@ static const tsr_default conv_defaults[] = {
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3-small", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "stem", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
+    /* strided-small: the strided class's tile until tuned (its Zen 5 winner, STAGE 5's 4 x 16 x 6, leaves a
+     * partial override such as MWI=8 illegal: 48 accumulators) */
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided-small", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3-small", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     /* Strided layers (conv1's 7x7/2, 3x3/2): the padded form's polyphase copy, eight channels a
@@ -145,6 +155,7 @@ static const tsr_default conv_defaults[] = {
      * does not compile in take im2col + GEMM. 1x1 layers (any stride): im2col + GEMM below. */
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "strided", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "stem", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "strided-small", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=1"},
     /* Never a CPU default (the row above matches first): the implicit path's shape there when
      * a call forces it or a search seeds it. */
@@ -1932,31 +1943,35 @@ typedef struct conv_fixture {
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
  * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 14x14 1x1 layer, a 28x28
- * expanding one and conv1), in the order of conv_classes. strided: ResNet-50's 28x28/2 layer, not
- * its 56x56/2 one, where 4 and 8 channels a tile tie (the Zen 5's entry took 4 there), while 8 ran
- * the 28x28/2 and 14x14/2 layers with 10-16% less CPU time at batch 1 and 8 (at batch 8 the
- * 28x28/2 layer runs in 2 MiB chunks of one image each: batch-1-sized work). It cannot see that
- * two vectors a tile (WGM=2) cost the 56x56/2 layer 20-35% while tying here: tune this class with
- * WGM=3 (session 19, docs/conv.md). */
+ * expanding one, conv1, a 7x7 3x3 and the 28x28/2 3x3), in the order of conv_classes. 3x3-small: the
+ * 7x7 layer (the same work as the 14x14 one it was tuned on until session 25, where STAGE 5's tiles
+ * of 4 x 4, 6 and 8 pixels tied within 3%, while on the 7x7 layer 6 and 8 pixels took 15% less CPU
+ * time than 4 at batch 1 and 8, and 1-7% less on the 14x14 one). strided:
+ * ResNet-50's 56x56/2 layer (784 output pixels; the 28x28/2 one at batch 1, this class's layer until
+ * session 25, has 196 and is strided-small's), the same work: the one where two vectors a tile
+ * (WGM=2) cost 20-35% (session 19), and where 4 and 8 channels a tile tied at batch 1 while 8 ran
+ * the 28x28/2 layer at batch 8 with 10-16% less CPU time (docs/conv.md). */
 static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias", "1x512x28x28 k128 1x1 +bias",
-                                                "1x256x28x28 k256 3x3 p1 s2 +bias", "1x256x28x28 k256 3x3 p1 g256 +bias",
+                                                "1x128x56x56 k128 3x3 p1 s2 +bias", "1x256x28x28 k256 3x3 p1 g256 +bias",
                                                 "1x64x28x28 k64 5x5 p2 +bias", "1x256x56x56 k512 1x1 s2 +bias",
                                                 "1x1024x14x14 k256 1x1 +bias", "1x128x28x28 k512 1x1 +bias",
-                                                "1x3x224x224 k64 7x7 p3 s2 +bias", "1x256x14x14 k256 3x3 p1 +bias"};
+                                                "1x3x224x224 k64 7x7 p3 s2 +bias", "1x512x7x7 k512 3x3 p1 +bias",
+                                                "1x256x28x28 k256 3x3 p1 s2 +bias"};
 /* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
  * eighth and a sixty-fourth of the work (and less for the slowest classes); fixture.problem_class
  * checks each stays in its class. */
 static const char *const conv_class_shapes_reduced[] = {
     "1x64x28x28 k64 3x3 p1 +bias;1x32x28x28 k32 3x3 p1 +bias;1x16x28x28 k16 3x3 p1 +bias",
     "1x256x28x28 k64 1x1 +bias;1x128x28x28 k32 1x1 +bias",
-    "1x128x28x28 k128 3x3 p1 s2 +bias;1x64x28x28 k64 3x3 p1 s2 +bias;1x32x28x28 k32 3x3 p1 s2 +bias",
+    "1x64x56x56 k64 3x3 p1 s2 +bias;1x32x56x56 k32 3x3 p1 s2 +bias;1x16x56x56 k16 3x3 p1 s2 +bias",
     "1x64x28x28 k64 3x3 p1 g64 +bias;1x16x28x28 k16 3x3 p1 g16 +bias",
     "1x32x28x28 k32 5x5 p2 +bias;1x16x28x28 k16 5x5 p2 +bias",
     "1x128x56x56 k256 1x1 s2 +bias;1x64x56x56 k128 1x1 s2 +bias;1x32x56x56 k64 1x1 s2 +bias",
     "1x512x14x14 k128 1x1 +bias;1x256x14x14 k64 1x1 +bias",
     "1x64x28x28 k256 1x1 +bias;1x32x28x28 k128 1x1 +bias",
     "1x3x112x112 k64 7x7 p3 s2 +bias;1x3x56x56 k32 7x7 p3 s2 +bias",
-    "1x128x14x14 k128 3x3 p1 +bias;1x64x14x14 k64 3x3 p1 +bias;1x32x14x14 k32 3x3 p1 +bias"};
+    "1x128x14x14 k128 3x3 p1 +bias;1x64x14x14 k64 3x3 p1 +bias;1x32x14x14 k32 3x3 p1 +bias",
+    "1x128x28x28 k128 3x3 p1 s2 +bias;1x64x28x28 k64 3x3 p1 s2 +bias;1x32x28x28 k32 3x3 p1 s2 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},
@@ -2150,8 +2165,12 @@ static const char *conv_tuning_space(const tsr_device *dev) {
     /* Other CPUs: the row forms (STAGE 0), the padded form (2), the depthwise forms (3, 4), the
      * channel vectors (5) and Winograd (7), with one work-item or a few per work-group. STAGE 6
      * (F(2x2) alone) is left out: every shape the 3x3 class is tuned on runs F(2x2) under STAGE 7
-     * too, and a tie stored as 6 would run F(2x2) on 56x56 planes, where F(4x4) won (docs/conv.md). */
-    if (dev->info.type == TSR_DEVICE_CPU) return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5,7,8 WGM=1,2,3,4 WGN=1,4,16 KWG=8";
+     * too, and a tie stored as 6 would run F(2x2) on 56x56 planes, where F(4x4) won (docs/conv.md).
+     * WGM 6 and 8: STAGE 5's pixels a work-item (4 x 16 channels x 6 pixels, 2 x 16 x 8), which ran
+     * ResNet-50's 7x7 3x3 layer 1.15-1.24x faster than the 4 x 4 tile a space without them found
+     * (session 25). */
+    if (dev->info.type == TSR_DEVICE_CPU)
+        return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,3,4,5,7,8 WGM=1,2,3,4,6,8 WGN=1,4,16 KWG=8";
     return NULL;
 }
 

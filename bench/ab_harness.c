@@ -17,12 +17,12 @@ bool ab_arg(int argc, char **argv, int *i, ab_opts *o, unsigned flags) {
     else if ((flags & AB_BATCH) && !strcmp(a, "--batch")) o->batch = (size_t)atoi(argv[++*i]);
     else if ((flags & AB_LAYERS) && !strcmp(a, "--layers")) o->list = argv[++*i];
     else if ((flags & AB_WEIGHTS) && !strcmp(a, "--weights")) {
-        const char *v = argv[++*i];
-        if (strcmp(v, "kept") && strcmp(v, "per-call")) {
+        const char *v = argv[++*i] ? argv[*i] : "";
+        o->kept = !strcmp(v, "kept");
+        if (!o->kept && strcmp(v, "per-call")) {
             fprintf(stderr, "--weights takes kept or per-call, not '%s'\n", v);
             o->rounds = -1; /* ab_check says no */
         }
-        o->kept = !strcmp(v, "kept");
     } else return false;
     return true;
 }

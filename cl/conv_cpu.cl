@@ -1312,10 +1312,10 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 // widened here, once per element, not at each of the kernel's taps. Arguments: geo (the
 // layer's), Hq, PHW, Wq.
 // 16 floats stored at an element's alignment: one unaligned vector move (PoCL 3.1's vstore16 on
-// float is four 128-bit stores: the whole-plane copy's stores took half of its samples). With a
-// 16-bit x only, the one the whole-plane copy below runs for: an fp32 x's programs keep their
-// code, and the entries tuned on them their proof (docs/tuning.md, "Re-stamping").
-#if X_TYPE != 0 && defined(__clang__) && (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__))
+// float is four 128-bit stores, or one 128-bit move and two extracts: the whole-plane copy's
+// stores took half of its samples). Every x type since session 26: on the fp32 polyphase copy of
+// the 3x3/2 layers at batch 8 the row stores below took 1-4% off the layers' CPU time.
+#if defined(__clang__) && (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__))
 typedef float16 pad_float16_u __attribute__((aligned(4)));
 #define PAD_VST16(v, p) (*(__global pad_float16_u *)(p) = (v))
 #else
@@ -1371,11 +1371,11 @@ __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_o
         int q = 0;
         for (; q < qlo; ++q) dst[q] = 0.0f;
         if (GEO_SW == 1)
-            for (; q + 16 <= qhi; q += 16) vstore16(TSR_VLD(X_TYPE, 16, src + iw0 + q), 0, dst + q);
+            for (; q + 16 <= qhi; q += 16) PAD_VST16(TSR_VLD(X_TYPE, 16, src + iw0 + q), dst + q);
         else if (GEO_SW == 2)
             for (; q + 16 < qhi; q += 16) {
                 const __global XELT *s2 = src + iw0 + 2 * q;
-                vstore16((float16)(TSR_VLD(X_TYPE, 16, s2).even, TSR_VLD(X_TYPE, 16, s2 + 16).even), 0, dst + q);
+                PAD_VST16((float16)(TSR_VLD(X_TYPE, 16, s2).even, TSR_VLD(X_TYPE, 16, s2 + 16).even), dst + q);
             }
         // the rest (under 16 columns) as one vector of the part's last 16 columns where those lie
         // inside the row (columns before q again, the same values); with stride 2 its odd lanes
@@ -1383,10 +1383,10 @@ __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_o
         if (q < qhi && qhi - 16 >= qlo + (GEO_SW == 2 ? 1 : 0) && (GEO_SW == 1 || GEO_SW == 2)) {
             const int qs = qhi - 16;
             if (GEO_SW == 1) {
-                vstore16(TSR_VLD(X_TYPE, 16, src + iw0 + qs), 0, dst + qs);
+                PAD_VST16(TSR_VLD(X_TYPE, 16, src + iw0 + qs), dst + qs);
             } else {
                 const __global XELT *s2 = src + iw0 + 2 * qs - 1;
-                vstore16((float16)(TSR_VLD(X_TYPE, 16, s2).odd, TSR_VLD(X_TYPE, 16, s2 + 16).odd), 0, dst + qs);
+                PAD_VST16((float16)(TSR_VLD(X_TYPE, 16, s2).odd, TSR_VLD(X_TYPE, 16, s2 + 16).odd), dst + qs);
             }
             q = qhi;
         }

@@ -25,6 +25,15 @@
 #define VLOADX(p) TSR_VLD(X_TYPE, VW, p)
 #define VSTOREY(v, p) TSR_VST(Y_TYPE, VW, v, p)
 #endif
+// CONV_F32_VST_U (a CPU form's program asks for it): an fp32 y's whole vectors stored at an
+// element's alignment, one unaligned vector move, where PoCL 3.1's vstore16 on float is a 128-bit
+// move and two extracts (session 26: conv1's and the 3x3/2 layers' STAGE 2 stores).
+#if defined(CONV_F32_VST_U) && Y_TYPE == 0 && VW > 1 && defined(__clang__) &&                       \
+    (defined(__x86_64__) || defined(__i386__) || defined(__aarch64__))
+typedef floatv conv_floatv_u __attribute__((aligned(4)));
+#undef VSTOREY
+#define VSTOREY(v, p) (*(__global conv_floatv_u *)(p) = (v))
+#endif
 // A bf16 y on AVX-512 (the CPU forms' files, which include dtype_avx512.cl): 16 outputs rounded
 // by tsr_x16_bf16_hi (dtype_avx512.cl: dtype.cl's rounding bit for bit, in 5 instructions where
 // tsr_dt_bf16_round takes 7), narrowed by one vpmovdw. (An empty asm that kept vpmovdw in a

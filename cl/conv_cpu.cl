@@ -83,6 +83,9 @@
 #include "epilogue.cl"
 // conv_access.cl: an f16 y's partial vectors rounded as one vector (conv_store)
 #define CONV_VECTOR_ROUND 1
+#if STAGE == 2
+#define CONV_F32_VST_U 1 // conv_access.cl: an fp32 y's vectors as single unaligned moves
+#endif
 #include "conv_access.cl"
 
 // 16 f16 bit patterns as float16, exactly: one zmm vcvtph2ps on AVX-512 (dtype_avx512.cl), else

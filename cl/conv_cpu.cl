@@ -1324,14 +1324,74 @@ typedef float16 pad_float16_u __attribute__((aligned(4)));
 #else
 #define PAD_VST16(v, p) vstore16((v), 0, (p))
 #endif
+#if X_TYPE == 0
+// An fp32 strided layer's copy, one work-item per channel and image (global (1, C, images)): the
+// channel's PHH x PHW phase planes, each phase column's range [qlo, qhi) of x's columns worked out
+// once (the row form below spends most of its time on that per row: its integer divisions and
+// setup were 60% of its samples, session 26), then every row of the plane: zeros outside x, else
+// x's row read every SW-th column, 16 columns a vector. A channel's plane of x (12.5 KB on the
+// 56x56/2 layer) is read once per phase, from L1 after the first.
+TSR_INLINE void pad_channel_poly(const int16 geo, const __global float *src, __global float *dst, const int phh,
+                                 const int Hq, const int phw, const int Wq) {
+    const size_t plane = (size_t)Hq * Wq;
+    for (int b = 0; b < phw; ++b) {
+        const int iw0 = b - GEO_PW;
+        const int qlo = min(Wq, iw0 >= 0 ? 0 : (GEO_SW - 1 - iw0) / GEO_SW);
+        const int qhi = iw0 < GEO_W ? max(qlo, min(Wq, (GEO_W - 1 - iw0) / GEO_SW + 1)) : qlo;
+        // the vector loop's end and the tail vector's start, as the row form's
+        const int vend = GEO_SW == 1 ? qhi - 15 : GEO_SW == 2 ? qhi - 16 : qlo;
+        const bool tail = (GEO_SW == 1 || GEO_SW == 2) && qhi - 16 >= qlo + (GEO_SW == 2 ? 1 : 0);
+        for (int a = 0; a < phh; ++a) {
+            __global float *d = dst + (size_t)(a * phw + b) * plane;
+            for (int iq = 0; iq < Hq; ++iq, d += Wq) {
+                const int ih = a + GEO_SH * iq - GEO_PH;
+                int q = 0;
+                if (ih < 0 || ih >= GEO_H) {
+                    if (Wq >= 16) {
+                        for (; q + 16 <= Wq; q += 16) PAD_VST16((float16)(0.0f), d + q);
+                        PAD_VST16((float16)(0.0f), d + Wq - 16);
+                    } else {
+                        for (; q < Wq; ++q) d[q] = 0.0f;
+                    }
+                    continue;
+                }
+                const __global float *r = src + (size_t)ih * GEO_W + iw0;
+                for (; q < qlo; ++q) d[q] = 0.0f;
+                if (GEO_SW == 1)
+                    for (; q < vend; q += 16) PAD_VST16(vload16(0, r + q), d + q);
+                else if (GEO_SW == 2)
+                    for (; q < vend; q += 16)
+                        PAD_VST16((float16)(vload16(0, r + 2 * q).even, vload16(0, r + 2 * q + 16).even), d + q);
+                if (q < qhi && tail) {
+                    const int qs = qhi - 16;
+                    if (GEO_SW == 1)
+                        PAD_VST16(vload16(0, r + qs), d + qs);
+                    else
+                        PAD_VST16((float16)(vload16(0, r + 2 * qs - 1).odd, vload16(0, r + 2 * qs + 15).odd), d + qs);
+                    q = qhi;
+                }
+                for (; q < qhi; ++q) d[q] = r[GEO_SW * q];
+                for (; q < Wq; ++q) d[q] = 0.0f;
+            }
+        }
+    }
+}
+#endif
 __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_off, __global float *xp,
                         const int Hq, const int phw, const int Wq) {
     const int row = (int)get_global_id(0), c = (int)get_global_id(1), i = (int)get_global_id(2);
-    // (the host launches one work-item per plane for the whole-plane copy below: dimension 0 of
-    // size 1, which makes phh 1)
+    // (the host launches one work-item per plane for the whole-plane copies below: dimension 0 of
+    // size 1, which makes phh 1 for the unstrided one and the host's row phases for the strided)
 #if X_TYPE != 0
     const int phh = max(1, (int)get_global_size(0) / Hq), a = row / Hq, iq = row - a * Hq;
 #else
+    if (get_global_size(0) == 1) {
+        // padded_geometry's row phases: SH on a strided layer whose kernel has several rows
+        const int ph = GEO_R > 1 ? GEO_SH : 1;
+        pad_channel_poly(geo, x + x_off + ((size_t)i * GEO_C + c) * (size_t)(GEO_H * GEO_W),
+                         xp + ((size_t)i * GEO_C + c) * (size_t)ph * phw * Hq * Wq, ph, Hq, phw, Wq);
+        return;
+    }
     const int phh = (int)get_global_size(0) / Hq, a = row / Hq, iq = row - a * Hq;
 #endif
     if (GEO_SH == 1 && GEO_SW == 1 && GEO_PH == 0 && GEO_PW == 0 && Wq == GEO_W && phh == 1 && phw == 1) {

@@ -1016,14 +1016,17 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     holding = true;
     if (last) clRetainEvent(last);
     cl_int hq = (cl_int)pc.Hq, phw = (cl_int)pc.phw, wq = (cl_int)pc.Wq;
-    const bool whole_planes = p->types[0] != TSR_F32 && !pc.poly && p->ph == 0 && p->pw == 0 && pc.Wq == p->W &&
-                              pc.phh == 1 && pc.phw == 1; /* (pad_input's whole-plane copy: a 16-bit x only) */
+    /* pad_input's whole-plane copies, one work-item per channel and image: a 16-bit x's unpadded
+     * unstrided planes, and an fp32 x's phase planes (strided layers: the row form's per-row setup
+     * dominated the copy on rows of 28 and 14 columns, session 26) */
+    const bool whole_planes = (p->types[0] != TSR_F32 && !pc.poly && p->ph == 0 && p->pw == 0 && pc.Wq == p->W &&
+                               pc.phh == 1 && pc.phw == 1) ||
+                              (p->types[0] == TSR_F32 && pc.poly);
     cl_ulong zero = 0;
     for (size_t n0 = 0; n0 < p->N; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
-        /* an unpadded unstrided layer's copy (a 16-bit x) goes a whole plane per work-item: one
-         * work-item per channel and image (pad_input reads phh 1 from the size 1) */
+        /* a whole-plane copy: one work-item per channel and image (pad_input reads the size 1) */
         size_t pglobal[3] = {whole_planes ? 1 : pc.phh * pc.Hq, p->C, nc};
         /* `last` is always the newest command that touches the workspace (recorded at done:,
          * also on an error, so the next user waits for whatever was enqueued). The previous

@@ -1388,7 +1388,7 @@ __kernel void pad_input(const int16 geo, __global const XELT *x, const ulong x_o
     if (get_global_size(0) == 1) {
         // padded_geometry's row phases: SH on a strided layer whose kernel has several rows
         const int ph = GEO_R > 1 ? GEO_SH : 1;
-        pad_channel_poly(geo, x + x_off + ((size_t)i * GEO_C + c) * (size_t)(GEO_H * GEO_W),
+        pad_channel_poly(geo, x + x_off + ((size_t)i * GEO_C + c) * (size_t)GEO_H * GEO_W,
                          xp + ((size_t)i * GEO_C + c) * (size_t)ph * phw * Hq * Wq, ph, Hq, phw, Wq);
         return;
     }

@@ -826,6 +826,10 @@ static void plan_and_tune(void **state) {
     conv_case ex = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 1, .S = 1};  /* as many or more: 1x1-expand */
     conv_case st = {.N = 1, .C = 64, .H = 48, .W = 48, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1}; /* 576 */
     conv_case ss = {.N = 2, .C = 64, .H = 32, .W = 32, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1}; /* 512 */
+    /* 1568 pixels, 196 an image: strided-small by its plane (session 26) */
+    conv_case ss8 = {.N = 8, .C = 64, .H = 28, .W = 28, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
+    /* 17 x 17 = 289 an image at batch 2: strided */
+    conv_case st2 = {.N = 2, .C = 64, .H = 34, .W = 34, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
     conv_case ot = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 5, .S = 5, .ph = 2, .pw = 2};
     conv_case ds = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2};
     conv_case sm = {.N = 2, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 392 pixels */
@@ -840,7 +844,7 @@ static void plan_and_tune(void **state) {
         {&c3, "3x3"},         {&dw, "depthwise"}, {&pw, "1x1"},       {&ex, "1x1-expand"}, {&st, "strided"},
         {&ot, "other"},       {&ds, "1x1-strided"}, {&sm, "1x1-small"}, {&sm8, "1x1-expand"}, {&md8, "1x1"},
         {&sn, "stem"},        {&s3, "3x3-small"}, {&b3, "3x3"},       {&sm8r, "1x1"},      {&sm7, "1x1-small"},
-        {&ss, "strided-small"}};
+        {&ss, "strided-small"}, {&ss8, "strided-small"}, {&st2, "strided"}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; ++i) {
         tsr_conv2d_desc desc = case_desc(expect[i].c, TSR_CONV_AUTO);
         tsr_conv_algo algo = TSR_CONV_AUTO;

@@ -92,9 +92,12 @@ static int conv_base_index(const conv_problem *p) {
     /* The other strided layers with at most 512 output pixels in the call (ResNet-50's 28x28/2 at
      * batch 1 and 2, 14x14/2 up to batch 10), a class of their own tuned on 1x256x28x28 k256 3x3/2:
      * on a Zen 5 EPYC the channel-vector form (STAGE 5, 4 x 16 channels x 6 pixels, weights kept)
-     * ran them with 3-8% less CPU time than the padded form's 8 x 3 tile the strided class tunes to,
-     * which won or tied on the larger calls (28x28/2 at batch 8: 0.94x; session 25, docs/conv.md). */
-    if (p->sh > 1 || p->sw > 1) return p->N * p->PQ <= 512 ? 10 : 2;
+     * ran them with 3-8% less CPU time than the padded form's 8 x 3 tile the strided class tunes to
+     * (session 25, docs/conv.md). Since session 26 also output planes of at most 256 pixels at any
+     * batch (28x28/2 at batch 3 and up, 14x14/2 at 11 and up): its entry's tile (4 tiles a
+     * work-group) ran the 28x28/2 layer at batch 2, 4 and 8 with 0.89-0.93x the strided entry's CPU
+     * time, where the tile session 25 tried there (16 tiles a group) lost. */
+    if (p->sh > 1 || p->sw > 1) return p->N * p->PQ <= 512 || p->PQ <= 256 ? 10 : 2;
     /* Stride-1 3x3 layers with at most 512 output pixels in the call (ResNet-50's 14x14 at batch 1
      * and 2, 7x7 up to batch 8), a class of their own tuned on 1x512x7x7 k512 (1x256x14x14 k256
      * until session 25): the Winograd

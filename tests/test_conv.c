@@ -611,6 +611,14 @@ static void cpu_forms_stage(int stage, size_t part, size_t parts) {
                           {.N = 3, .C = 9, .H = 15, .W = 13, .K = 20, .R = 5, .S = 5, .sh = 2, .sw = 2, .ph = 2,
                            .pw = 2, .act = 2}};
         for (size_t j = 0; j < 2; ++j) expect_accurate(&ss[j], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+        /* the same tile, 1x1-small's and 1x1-strided-small's AVX-512 default, on 1x1 layers: a
+         * ResNet-50-like 14x14/2 downsample at 2 images (K not a multiple of 64, an offset), a deep
+         * 7x7 one (C = 300: no multiple of anything), and an odd plane strided along rows only */
+        conv_case pw[] = {{.N = 2, .C = 64, .H = 14, .W = 14, .K = 70, .R = 1, .S = 1, .sh = 2, .sw = 2,
+                           .bias = true, .act = 1, .off = 3},
+                          {.N = 1, .C = 300, .H = 7, .W = 7, .K = 70, .R = 1, .S = 1, .bias = true, .act = 2},
+                          {.N = 3, .C = 9, .H = 15, .W = 13, .K = 20, .R = 1, .S = 1, .sh = 2, .sw = 1, .off = 1}};
+        for (size_t j = 0; j < 3; ++j) expect_accurate(&pw[j], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
     }
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
     if (stage != 4 || part != 0) return;
@@ -827,7 +835,8 @@ static void plan_and_tune(void **state) {
     conv_case st = {.N = 1, .C = 64, .H = 48, .W = 48, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1}; /* 576 */
     conv_case ss = {.N = 2, .C = 64, .H = 32, .W = 32, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1}; /* 512 */
     conv_case ot = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 5, .S = 5, .ph = 2, .pw = 2};
-    conv_case ds = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2};
+    conv_case ds = {.N = 1, .C = 64, .H = 48, .W = 48, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2}; /* 576 */
+    conv_case dss = {.N = 2, .C = 64, .H = 32, .W = 32, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2}; /* 512 */
     conv_case sm = {.N = 2, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 392 pixels */
     conv_case sm8 = {.N = 8, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 1568 (196 an image): 1x1-expand */
     conv_case sm8r = {.N = 8, .C = 128, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1}; /* 1568, reducing: 1x1 */
@@ -840,7 +849,7 @@ static void plan_and_tune(void **state) {
         {&c3, "3x3"},         {&dw, "depthwise"}, {&pw, "1x1"},       {&ex, "1x1-expand"}, {&st, "strided"},
         {&ot, "other"},       {&ds, "1x1-strided"}, {&sm, "1x1-small"}, {&sm8, "1x1-expand"}, {&md8, "1x1"},
         {&sn, "stem"},        {&s3, "3x3-small"}, {&b3, "3x3"},       {&sm8r, "1x1"},      {&sm7, "1x1-small"},
-        {&ss, "strided-small"}};
+        {&ss, "strided-small"}, {&dss, "1x1-strided-small"}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; ++i) {
         tsr_conv2d_desc desc = case_desc(expect[i].c, TSR_CONV_AUTO);
         tsr_conv_algo algo = TSR_CONV_AUTO;

@@ -32,7 +32,7 @@ static const char *const conv_more_sources[] = {"conv_cpu", "conv_winograd", NUL
  * types), which take their fp32 class's configuration until tuned themselves. */
 static const char *const conv_classes[] = {"3x3",   "1x1",         "strided",   "depthwise", "other",
                                            "1x1-strided", "1x1-small", "1x1-expand", "stem",     "3x3-small",
-                                           "strided-small", NULL};
+                                           "strided-small", "1x1-strided-small", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -70,10 +70,16 @@ static int conv_base_index(const conv_problem *p) {
     /* 1x1: a GEMM on x itself; strided, a GEMM on a subsample of x, a class of its own: the
      * implicit STAGE=0 form a stride-1 1x1 layer tunes to ran ResNet-50's downsample layers at
      * batch 8 at 0.19-0.40x PyTorch on a Zen 5 EPYC, im2col at 0.92-1.01x (docs/conv.md). */
-    if (p->R == 1 && p->S == 1 && (p->sh > 1 || p->sw > 1)) return 5;
+    /* Those with at most 512 output pixels in the call (ResNet-50's 28x28/2 downsample at batch 1
+     * and 2, 14x14/2 up to batch 10), a class of their own tuned on 1x1024x14x14 k2048 1x1/2: on a
+     * Zen 5 EPYC the channel-vector form (STAGE 5, 4 x 16 channels x 6 pixels) ran them with
+     * 6-17% less CPU time than im2col at batch 1 and 8 (session 26, docs/conv.md). */
+    if (p->R == 1 && p->S == 1 && (p->sh > 1 || p->sw > 1)) return p->N * p->PQ <= 512 ? 11 : 5;
     /* Stride-1 1x1 layers with few output pixels in the call (at most 512: ResNet-50's 14x14
-     * layers at batch 1 and 2, 7x7 up to batch 10), a class of their own tuned on 1x1024x14x14
-     * k256. On a Zen 5 EPYC im2col (the GEMM on x itself, across the images' pixels for a batch)
+     * layers at batch 1 and 2, 7x7 up to batch 10), a class of their own tuned on 1x2048x7x7 k512
+     * (1x1024x14x14 k256 until session 26: the same work, but its tune could not see that a tile
+     * of 6 x 16 channels x 3 pixels reads the 2048-deep layer's 4 MB of weights twice as often as
+     * 4 x 16 x 6 and took 1.6x its CPU time at batch 1, 2.4x at batch 8). On a Zen 5 EPYC im2col (the GEMM on x itself, across the images' pixels for a batch)
      * ran them 1.1-1.4x faster than the implicit STAGE=0 form at batch 1 and 1.15-1.4x at batch 8.
      * Until session 22 the class took every plane of at most 256 pixels at any batch; its entry on
      * the Zen 5 is the channel-vector form (STAGE 5) tuned at batch 1, which at batch 8 took
@@ -110,10 +116,11 @@ static const char *conv_base_class(const conv_problem *p) { return conv_classes[
  * device tuned before the split (the H100's and the AVX2 EPYC's 1x1 and strided entries) keeps the
  * configuration it ran those layers with rather than falling to an untuned default: 1x1-expand
  * came out of 1x1, stem out of strided and 3x3-small out of 3x3 (session 19), strided-small out of
- * strided (session 25). */
+ * strided (session 25), 1x1-strided-small out of 1x1-strided (session 26). */
 static const char *conv_nearest_class(const char *cls) {
     if (strcmp(cls, "1x1-expand") == 0) return "1x1";
     if (strcmp(cls, "3x3-small") == 0) return "3x3";
+    if (strcmp(cls, "1x1-strided-small") == 0) return "1x1-strided";
     return strcmp(cls, "stem") == 0 || strcmp(cls, "strided-small") == 0 ? "strided" : NULL;
 }
 
@@ -148,6 +155,11 @@ static const tsr_default conv_defaults[] = {
     /* strided-small: the strided class's tile until tuned (its Zen 5 winner, STAGE 5's 4 x 16 x 6, leaves a
      * partial override such as MWI=8 illegal: 48 accumulators) */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided-small", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
+    /* 1x1 layers with at most 512 output pixels in the call: STAGE 5's 4 x 16 channels x 6 pixels (24
+     * accumulators), which on a Zen 5 EPYC took 6-40% less CPU time than im2col or the 6 x 16 x 3 tile
+     * at batch 1, 2 and 8, the 2048-deep 7x7 layer most (session 26, docs/conv.md) */
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "1x1-small", "ALGO=2 MWI=4 VW=16 STAGE=5 WGM=6 WGN=1 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "1x1-strided-small", "ALGO=2 MWI=4 VW=16 STAGE=5 WGM=6 WGN=1 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3-small", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     /* Strided layers (conv1's 7x7/2, 3x3/2): the padded form's polyphase copy, eight channels a
@@ -1942,21 +1954,24 @@ typedef struct conv_fixture {
 } conv_fixture;
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
- * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 14x14 1x1 layer, a 28x28
- * expanding one, conv1, a 7x7 3x3 and the 28x28/2 3x3), in the order of conv_classes. 3x3-small: the
+ * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 7x7 1x1 layer, a 28x28
+ * expanding one, conv1, a 7x7 3x3, the 28x28/2 3x3 and the 14x14/2 1x1), in the order of conv_classes. 3x3-small: the
  * 7x7 layer (the same work as the 14x14 one it was tuned on until session 25, where STAGE 5's tiles
  * of 4 x 4, 6 and 8 pixels tied within 3%, while on the 7x7 layer 6 and 8 pixels took 15% less CPU
  * time than 4 at batch 1 and 8, and 1-7% less on the 14x14 one). strided:
  * ResNet-50's 56x56/2 layer (784 output pixels; the 28x28/2 one at batch 1, this class's layer until
  * session 25, has 196 and is strided-small's), the same work: the one where two vectors a tile
  * (WGM=2) cost 20-35% (session 19), and where 4 and 8 channels a tile tied at batch 1 while 8 ran
- * the 28x28/2 layer at batch 8 with 10-16% less CPU time (docs/conv.md). */
+ * the 28x28/2 layer at batch 8 with 10-16% less CPU time (docs/conv.md). 1x1-small: the 2048-deep 7x7
+ * layer (1x1024x14x14 k256 until session 26, the same work), whose 4 MB of weights make a tile
+ * that reads them for few pixels (STAGE 5's 6 x 16 channels x 3 pixels) cost 1.6x at batch 1 and
+ * 2.4x at batch 8, while the 14x14 layer's tune could not tell them apart. */
 static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias", "1x512x28x28 k128 1x1 +bias",
                                                 "1x128x56x56 k128 3x3 p1 s2 +bias", "1x256x28x28 k256 3x3 p1 g256 +bias",
                                                 "1x64x28x28 k64 5x5 p2 +bias", "1x256x56x56 k512 1x1 s2 +bias",
-                                                "1x1024x14x14 k256 1x1 +bias", "1x128x28x28 k512 1x1 +bias",
+                                                "1x2048x7x7 k512 1x1 +bias", "1x128x28x28 k512 1x1 +bias",
                                                 "1x3x224x224 k64 7x7 p3 s2 +bias", "1x512x7x7 k512 3x3 p1 +bias",
-                                                "1x256x28x28 k256 3x3 p1 s2 +bias"};
+                                                "1x256x28x28 k256 3x3 p1 s2 +bias", "1x1024x14x14 k2048 1x1 s2 +bias"};
 /* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
  * eighth and a sixty-fourth of the work (and less for the slowest classes); fixture.problem_class
  * checks each stays in its class. */
@@ -1967,11 +1982,12 @@ static const char *const conv_class_shapes_reduced[] = {
     "1x64x28x28 k64 3x3 p1 g64 +bias;1x16x28x28 k16 3x3 p1 g16 +bias",
     "1x32x28x28 k32 5x5 p2 +bias;1x16x28x28 k16 5x5 p2 +bias",
     "1x128x56x56 k256 1x1 s2 +bias;1x64x56x56 k128 1x1 s2 +bias;1x32x56x56 k64 1x1 s2 +bias",
-    "1x512x14x14 k128 1x1 +bias;1x256x14x14 k64 1x1 +bias",
+    "1x1024x7x7 k128 1x1 +bias;1x512x7x7 k32 1x1 +bias",
     "1x64x28x28 k256 1x1 +bias;1x32x28x28 k128 1x1 +bias",
     "1x3x112x112 k64 7x7 p3 s2 +bias;1x3x56x56 k32 7x7 p3 s2 +bias",
     "1x128x14x14 k128 3x3 p1 +bias;1x64x14x14 k64 3x3 p1 +bias;1x32x14x14 k32 3x3 p1 +bias",
-    "1x128x28x28 k128 3x3 p1 s2 +bias;1x64x28x28 k64 3x3 p1 s2 +bias;1x32x28x28 k32 3x3 p1 s2 +bias"};
+    "1x128x28x28 k128 3x3 p1 s2 +bias;1x64x28x28 k64 3x3 p1 s2 +bias;1x32x28x28 k32 3x3 p1 s2 +bias",
+    "1x512x14x14 k512 1x1 s2 +bias;1x256x14x14 k128 1x1 s2 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},

@@ -325,7 +325,8 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 }
 
 #elif STAGE == 5
-// (channel vectors) the same padded (polyphase) copy of x as STAGE 2, read one pixel at a time:
+// (channel vectors) the same padded (polyphase) copy of x as STAGE 2 (none for an unpadded fp32
+// 1x1 layer: x itself, at its strides under KV_STRIDED_X), read one pixel at a time:
 // a work-item holds NP = WGM output pixels x MWI vectors of VW output channels (KB = MWI VW), and
 // per tap loads MWI weight vectors and broadcasts NP input values into NP MWI independent FMA
 // chains. The pixels are any NP consecutive ones of the chunk's images (rows and images crossed
@@ -349,7 +350,12 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
     const __global float *px[NP];
     _Pragma("unroll") for (int i = 0; i < NP; ++i) {
         const int t = min(t0 + i, npix - 1), n = t / PQ, rem = t - n * PQ, oh = rem / GEO_Q;
+#ifdef KV_STRIDED_X
+        // (a strided 1x1 layer without padding, fp32 x: x itself at the strides, the plain geometry)
+        px[i] = x + x_off + (size_t)((n * GEO_C + g * Cg) * HW + oh * SH_ * GEO_W + (rem - oh * GEO_Q) * SW_);
+#else
         px[i] = x + x_off + (size_t)((n * GEO_C + g * Cg) * HW + oh * GEO_W + (rem - oh * GEO_Q));
+#endif
     }
     const __global float *wp = w + w_off + ((size_t)g * ((Kg + KB - 1) / KB) + kb) * (size_t)(Cg * RS * KB);
     floatv acc[NP][MWI];

@@ -325,8 +325,8 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 }
 
 #elif STAGE == 5
-// (channel vectors) the same padded (polyphase) copy of x as STAGE 2 (none for an unpadded fp32
-// 1x1 layer: x itself, at its strides under KV_STRIDED_X), read one pixel at a time:
+// (channel vectors) the same padded (polyphase) copy of x as STAGE 2 (none for an unpadded 1x1
+// layer: x itself, at its strides under KV_STRIDED_X, 16-bit under KV_X16), read one pixel at a time:
 // a work-item holds NP = WGM output pixels x MWI vectors of VW output channels (KB = MWI VW), and
 // per tap loads MWI weight vectors and broadcasts NP input values into NP MWI independent FMA
 // chains. The pixels are any NP consecutive ones of the chunk's images (rows and images crossed
@@ -339,7 +339,25 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 // work-groups share a block of weights (they stay in L2) and sweep the pixels.
 #define NP WGM
 #define KB (MWI * VW)
-__kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
+// KV_X16 (an unpadded 1x1 layer with 16-bit x, from the host): x itself, each pixel widened as it
+// is broadcast (bf16: a shift; f16: one F16C conversion where the target has it), no widening copy
+#if defined(KV_X16) && X_TYPE != 0
+#define KV_XT XELT
+#if X_TYPE == 2
+#define KV_LD(p) as_float((uint)(*(p)) << 16)
+#elif defined(__F16C__) && defined(__has_builtin)
+#if __has_builtin(__builtin_ia32_vcvtph2ps)
+#define KV_LD(p) (__builtin_ia32_vcvtph2ps((short8)(*(const __global short *)(p), 0, 0, 0, 0, 0, 0, 0))[0])
+#endif
+#endif
+#ifndef KV_LD
+#define KV_LD(p) vload_half(0, (p))
+#endif
+#else
+#define KV_XT float
+#define KV_LD(p) (*(p))
+#endif
+__kernel void conv_implicit(const int16 geo, __global const KV_XT *x, const ulong x_off, __global const float *w,
                             const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
     const int R = KR_, S = KS_, RS = R * S, PQ = GEO_P * GEO_Q, npix = geo.sf;
@@ -347,7 +365,7 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
     if (kb * KB >= Kg || t0 >= npix) return;
     // each pixel's place in the copy: its image's channel group, row and column (pixels past the
     // chunk repeat the last one: computed, never stored)
-    const __global float *px[NP];
+    const __global KV_XT *px[NP];
     _Pragma("unroll") for (int i = 0; i < NP; ++i) {
         const int t = min(t0 + i, npix - 1), n = t / PQ, rem = t - n * PQ, oh = rem / GEO_Q;
 #ifdef KV_STRIDED_X
@@ -373,7 +391,7 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
                 floatv wv[MWI];
                 _Pragma("unroll") for (int m = 0; m < MWI; ++m) wv[m] = VLOAD(wp + m * VW);
                 _Pragma("unroll") for (int i = 0; i < NP; ++i) {
-                    const floatv b = (floatv)(px[i][o]);
+                    const floatv b = (floatv)(KV_LD(px[i] + o));
                     _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[i][m] = fma(wv[m], b, acc[i][m]);
                 }
             }
@@ -394,6 +412,8 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 }
 #undef NP
 #undef KB
+#undef KV_XT
+#undef KV_LD
 
 #elif STAGE == 4
 // (depthwise, all taps compiled in) global = (column tiles ceil(Q / VW), row blocks ceil(P / MWI),

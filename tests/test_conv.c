@@ -1279,10 +1279,25 @@ static void storage_types_stage3(void **state) {
     (void)state;
     storage_types_configs(3, 3);
 }
-/* STAGE 5: the weights packed (and widened) by its own kernel. */
+/* STAGE 5: the weights packed (and widened) by its own kernel. Unpadded 1x1 layers read a 16-bit x
+ * in place, each pixel widened as it is broadcast (KV_X16, session 26): the AVX-512 default's tile
+ * on a deep 7x7 layer, a 14x14/2 downsample (KV_STRIDED_X too) and a plane strided along rows only,
+ * in f16 and bf16 throughout and with fp32 weights and output. */
 static void storage_types_stage5(void **state) {
     (void)state;
     storage_types_configs(5, 5);
+    if (!cpu_forms_here() || th_small_mode()) return;
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", "ALGO=2 MWI=4 VW=16 STAGE=5 WGM=6 WGN=1"));
+    const conv_case pw[] = {{.N = 1, .C = 300, .H = 7, .W = 7, .K = 70, .R = 1, .S = 1, .bias = true, .act = 2},
+                            {.N = 2, .C = 64, .H = 14, .W = 14, .K = 70, .R = 1, .S = 1, .sh = 2, .sw = 2,
+                             .bias = true, .act = 1, .off = 3},
+                            {.N = 3, .C = 9, .H = 15, .W = 13, .K = 20, .R = 1, .S = 1, .sh = 2, .sw = 1, .off = 1}};
+    const tsr_dtype types[][3] = {
+        {TSR_F16, TSR_F16, TSR_F16}, {TSR_BF16, TSR_BF16, TSR_BF16}, {TSR_F16, TSR_F32, TSR_F32}, {TSR_BF16, TSR_F32, TSR_F32}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; ++i)
+        for (size_t j = 0; j < sizeof pw / sizeof pw[0]; ++j)
+            typed_check(&pw[j], types[i], TSR_CONV_AUTO, "1x1 in place, STAGE 5 4x16x6");
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
 }
 /* An f16 x's rows shorter than 16 columns in a padded copy at least 16 wide (ResNet-50's 14x14
  * planes: pad_input's permuted vector on AVX-512, session 22): 14x14 p1 (the plane's last rows

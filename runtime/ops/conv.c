@@ -865,13 +865,14 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
                                           cfg->values[P_WGM]);
     cfg = &cn;
     padded_copy pc = padded_geometry(p, kvec ? 1 : cfg->values[P_VW] * cfg->values[P_WGM]);
-    /* STAGE 5 reads one pixel at a time: on a strided 1x1 layer without padding (fp32 x) it reads
-     * x in place at the strides (KV_STRIDED_X, the plain geometry), so no copy and no copy launch:
-     * ResNet-50's downsample layers at batch 1 (session 26) */
-    const bool strided_in_place = kvec && pc.poly && p->R == 1 && p->S == 1 && p->ph == 0 && p->pw == 0 &&
-                                  p->types[0] == TSR_F32;
-    size_t per = strided_in_place ? 0 : padded_bytes_per_image(p, &pc);
-    const size_t channel = strided_in_place ? p->H * p->W : pc.channel; /* what the kernel indexes per channel */
+    /* STAGE 5 reads one pixel at a time: on a 1x1 layer without padding it reads x in place, a
+     * strided one at its strides (KV_STRIDED_X, the plain geometry), a 16-bit one widening each
+     * pixel it broadcasts (KV_X16), so no copy and no copy launch: ResNet-50's downsample layers
+     * and its 16-bit 14x14 and 7x7 layers at batch 1 (session 26) */
+    const bool in_place = kvec && p->R == 1 && p->S == 1 && p->ph == 0 && p->pw == 0;
+    const bool strided_in_place = in_place && pc.poly, x16_in_place = in_place && p->types[0] != TSR_F32;
+    size_t per = in_place ? 0 : padded_bytes_per_image(p, &pc);
+    const size_t channel = in_place ? p->H * p->W : pc.channel; /* what the kernel indexes per channel */
     /* Strided layers whose taps would divide at run time, copies whose index math would leave
      * int, and images whose copy one allocation cannot hold all run the STAGE 0 form, which needs
      * none of it. */
@@ -901,13 +902,15 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
         tsr_launch_key key;
         uint64_t generation;
         conv_key(&key, &conv_padded_tag, p, cfg, true,
-                 (uint32_t)(per != 0) | (uint32_t)kvec << 1 | (uint32_t)strided_in_place << 2);
+                 (uint32_t)(per != 0) | (uint32_t)kvec << 1 | (uint32_t)strided_in_place << 2 |
+                     (uint32_t)x16_in_place << 3);
         if (!conv_kernels_find(dev, &key, k, &generation)) {
             char options[256];
             program_options(p, cfg, true, options, sizeof options);
             size_t len = strlen(options);
-            if (strided_in_place && len < sizeof options)
-                snprintf(options + len, sizeof options - len, " -DKV_STRIDED_X");
+            if (in_place && len < sizeof options)
+                snprintf(options + len, sizeof options - len, "%s%s", strided_in_place ? " -DKV_STRIDED_X" : "",
+                         x16_in_place ? " -DKV_X16" : "");
             TSR_CHECK(status,
                       conv_kernels_make(dev, &key, generation, "conv_cpu", options,
                                         kvec ? (per ? "conv_implicit;pad_input;pack_weights" : "conv_implicit;pack_weights")
@@ -997,9 +1000,9 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     }
     /* Each cached kernel is locked from its first argument to its enqueue, one at a time (a leaf
      * lock): the arguments of both kernels are set again before each of their launches. */
-    if (!per) { /* no padding, fp32, no stride (or STAGE 5's 1x1 at its strides): x is what the kernel reads */
+    if (!per) { /* no padding, fp32, no stride (or STAGE 5's 1x1, any stride or type): x is what the kernel reads */
         global[2] = p->N * p->G;
-        if (strided_in_place) memcpy(pgeo, geo, sizeof geo); /* x's own rows and strides */
+        if (in_place) memcpy(pgeo, geo, sizeof geo); /* x's own rows and strides */
         if (kvec) {
             pgeo[15] = (cl_int)(p->N * p->PQ);
             local[0] = local[1], local[1] = 1; /* pixel tiles first (see the kernel) */

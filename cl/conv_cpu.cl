@@ -345,13 +345,16 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 #define KV_XT XELT
 #if X_TYPE == 2
 #define KV_LD(p) as_float((uint)(*(p)) << 16)
+#define KV_WIDEN8(h) as_float8(convert_uint8(h) << 16)
 #elif defined(__F16C__) && defined(__has_builtin)
-#if __has_builtin(__builtin_ia32_vcvtph2ps)
+#if __has_builtin(__builtin_ia32_vcvtph2ps) && __has_builtin(__builtin_ia32_vcvtph2ps256)
 #define KV_LD(p) (__builtin_ia32_vcvtph2ps((short8)(*(const __global short *)(p), 0, 0, 0, 0, 0, 0, 0))[0])
+#define KV_WIDEN8(h) as_float8(__builtin_ia32_vcvtph2ps256(as_short8(h)))
 #endif
 #endif
 #ifndef KV_LD
 #define KV_LD(p) vload_half(0, (p))
+#define KV_WIDEN8(h) vload_half8(0, (const __private half *)&(h))
 #endif
 #else
 #define KV_XT float
@@ -380,9 +383,29 @@ __kernel void conv_implicit(const int16 geo, __global const KV_XT *x, const ulon
     _Pragma("unroll") for (int i = 0; i < NP; ++i)
         _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[i][m] = (floatv)(0.0f);
     const bool poly = GEO_SH > 1 || GEO_SW > 1;
+    int c = 0;
+#if defined(KV_X16) && X_TYPE != 0 && !defined(KV_STRIDED_X) && NP <= 8
+    // (an unstrided 1x1 layer, 16-bit x in place) NP pixels in one plane lie side by side: while 8
+    // elements from the first stay in its plane, a channel's NP values come in one 8-element load and
+    // conversion into a private row that the broadcasts read, not in NP scalar widenings
+    if (t0 + NP <= npix && t0 % PQ + 8 <= PQ) {
+        const __global ushort *xr = (const __global ushort *)px[0];
+        for (; c < Cg; ++c, xr += HW, wp += KB) {
+            float xs[8];
+            const ushort8 h = vload8(0, xr);
+            vstore8(KV_WIDEN8(h), 0, xs);
+            floatv wv[MWI];
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) wv[m] = VLOAD(wp + m * VW);
+            _Pragma("unroll") for (int i = 0; i < NP; ++i) {
+                const floatv b = (floatv)(xs[i]);
+                _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[i][m] = fma(wv[m], b, acc[i][m]);
+            }
+        }
+    }
+#endif
     // One tap per iteration, not unrolled: unrolled, the compiler hoists every tap's broadcasts
     // above the FMAs and spills them. The packed weights are read in order (wp += KB per tap).
-    for (int c = 0; c < Cg; ++c) {
+    for (; c < Cg; ++c) {
         _Pragma("unroll 1") for (int r = 0; r < R; ++r) {
             const int rr = r * DH_;
             const int ro = poly ? rr % SH_ * GEO_PH * GEO_PW + rr / SH_ * GEO_W : rr * GEO_W;
@@ -414,6 +437,7 @@ __kernel void conv_implicit(const int16 geo, __global const KV_XT *x, const ulon
 #undef KB
 #undef KV_XT
 #undef KV_LD
+#undef KV_WIDEN8
 
 #elif STAGE == 4
 // (depthwise, all taps compiled in) global = (column tiles ceil(Q / VW), row blocks ceil(P / MWI),

@@ -657,8 +657,8 @@ typedef int4 intv_dw8;
 #define DW8_SHL(v, f) __builtin_shufflevector((v), (float16)(f), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
 #define DW8_EVEN(a, b) __builtin_shufflevector((a), (b), 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
 #define DW8_ODD(a, b) __builtin_shufflevector((a), (b), 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
-#if X_TYPE == 0
 typedef float16 dw8_float16_u __attribute__((aligned(4)));
+#if X_TYPE == 0
 #define DW8_VLD(p) (*(const __global dw8_float16_u *)(p))
 #endif
 #else
@@ -1076,6 +1076,15 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
     }
 #else
     const int tiles = (GEO_Q + VW - 1) / VW;
+#ifdef DW8_FAST
+    // (session 26) the common call (no residual; no activation or ReLU, the scale and bias of a
+    // folded BatchNorm or none) stores each row as one fma, one max and one 16-lane move, where
+    // conv_store's tests and its four-piece vstore16 ran per row and tile
+    const bool fast = res_type == TSR_RES_NONE && (act == TSR_ACT_NONE || act == TSR_ACT_RELU);
+    const float16 sc = (float16)((epi_flags & 1) ? scale[scale_off + k] : 1.0f);
+    const float16 bi = (float16)((epi_flags & 2) ? bias[bias_off + k] : 0.0f);
+    const float16 lo = (float16)(act == TSR_ACT_RELU ? 0.0f : -INFINITY);
+#endif
     for (int oh0 = p0; oh0 < p1; oh0 += MWI) {
         for (int t = 0; t < tiles; ++t) {
             const int ow0 = min(t * VW, GEO_Q - VW);
@@ -1100,6 +1109,16 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
             // Overlapped pixels (the row's last tile) belong to the tile before: stored only by it
             // when a residual is read (it may be y itself), else stored again with the same values.
             const int skip = res_type == TSR_RES_NONE ? 0 : t * VW - ow0;
+#if defined(DW8_FAST) && Y_TYPE == 0
+            if (fast) {
+                _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                    if (oh0 + m >= p1) break;
+                    const float16 s = fma(acc[m], sc, bi);
+                    *(__global dw8_float16_u *)(y + y_off + ek + (size_t)(oh0 + m) * GEO_Q + ow0) = select(s, lo, s < lo);
+                }
+                continue;
+            }
+#endif
             _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
                 if (oh0 + m >= p1) break;
                 const size_t er = ek + (size_t)(oh0 + m) * GEO_Q + ow0;

@@ -896,6 +896,77 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 #if DWP_NPL == 2
     const size_t oB = (size_t)nkB * DWP_HW, yB = (size_t)nkB * (DWP_P * DWP_Q);
 #endif
+#if DW8_STRIDE == 1 && DWP_W > 16
+    // (session 26) Rows of 17 to 32 columns (28x28 planes), one plane an item: a row is two
+    // vectors, a (columns 0-15) and b (16-31, its lanes past the row zeroed); each side tap is
+    // one two-source permute of the pair (a's right neighbour lane 15 is b's lane 0, b's left
+    // neighbour lane 0 is a's lane 15), so each input row is loaded once and no lane but b's
+    // last 32 - W idles, where the row strips ran two overlapping tiles a row, each input row
+    // read 1 + 2 / MWI times, with run-time loop bounds. A row's b half is stored whole where
+    // that stays inside the plane (its lanes past the row land on the next row's first columns,
+    // which this item stores next), else its W - 16 lanes.
+    const intv_dw8 past = DW8_IOTA >= (intv_dw8)(GEO_W - 16);
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define DWP2_AL(a, b) __builtin_shufflevector((a), (b), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+#define DWP2_BR(a, b) __builtin_shufflevector((a), (b), 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30)
+#endif
+#endif
+#ifndef DWP2_AL
+#define DWP2_AL(a, b) ((float16)((a).s1234, (a).s5678, (a).s9abc, (a).sdef, (b).s0))
+#define DWP2_BR(a, b) ((float16)((a).sf, (b).s0123, (b).s4567, (b).s89ab, (b).scde))
+#endif
+    // input row ih's taps: a0, a1, a2 (columns 0-15 shifted right, in place, shifted left), b0..b2
+#define DWP2_ROW(ih, a0, a1, a2, b0, b1, b2)                                                         \
+    do {                                                                                             \
+        a1 = DWP_LD(16, oA, ih, 0, lastA);                                                           \
+        b1 = select(DWP_LD(16, oA, ih, 16, lastA), (floatv)(0.0f), past);                            \
+        a0 = DWP_SHR(a1), a2 = DWP2_AL(a1, b1), b0 = DWP2_BR(a1, b1), b2 = DWP_SHL(b1);              \
+    } while (0)
+#define DWP2_N(oh) ((DWP_P - (oh)) * DWP_Q - 16 >= 16 ? 16 : DWP_Q - 16)
+#define DWP2_ROWS(FAST)                                                                              \
+    do {                                                                                             \
+        floatv pa0 = z, pa1 = z, pa2 = z, pb0 = z, pb1 = z, pb2 = z, ca0, ca1, ca2, cb0, cb1, cb2;   \
+        DWP2_ROW(0, ca0, ca1, ca2, cb0, cb1, cb2);                                                   \
+        _Pragma("unroll") for (int oh = 0; oh < DWP_P; ++oh) {                                       \
+            floatv na0 = z, na1 = z, na2 = z, nb0 = z, nb1 = z, nb2 = z;                             \
+            if (oh + 1 < DWP_H) DWP2_ROW(oh + 1, na0, na1, na2, nb0, nb1, nb2);                      \
+            floatv sa = fma(wv[2], pa2, fma(wv[1], pa1, wv[0] * pa0)) +                              \
+                        fma(wv[5], ca2, fma(wv[4], ca1, wv[3] * ca0)) +                              \
+                        fma(wv[8], na2, fma(wv[7], na1, wv[6] * na0));                               \
+            floatv sb = fma(wv[2], pb2, fma(wv[1], pb1, wv[0] * pb0)) +                              \
+                        fma(wv[5], cb2, fma(wv[4], cb1, wv[3] * cb0)) +                              \
+                        fma(wv[8], nb2, fma(wv[7], nb1, wv[6] * nb0));                               \
+            if (FAST) {                                                                              \
+                sa = fma(sa, sc, bi), sb = fma(sb, sc, bi);                                          \
+                sa = select(sa, lo, sa < lo), sb = select(sb, lo, sb < lo);                          \
+            } else if (res_type == TSR_RES_NONE) {                                                   \
+                sa = activate_floatv(fma(sa, sc, bi), act), sb = activate_floatv(fma(sb, sc, bi), act); \
+            }                                                                                        \
+            if (FAST || res_type == TSR_RES_NONE) {                                                  \
+                dwp_st16(DWP_YV(sa), DWP_YP(yA + (oh) * DWP_Q), 16);                                 \
+                dwp_st16(DWP_YV(sb), DWP_YP(yA + (oh) * DWP_Q + 16), DWP2_N(oh));                    \
+            } else { /* lane by lane: the residual may be y itself */                                \
+                float t[32];                                                                         \
+                VSTORE(sa, t);                                                                       \
+                VSTORE(sb, t + 16);                                                                  \
+                for (int e = 0; e < DWP_Q; ++e) CONV_STORE1(t[e], kA, yA + (oh) * DWP_Q + e);        \
+            }                                                                                        \
+            pa0 = ca0, pa1 = ca1, pa2 = ca2, pb0 = cb0, pb1 = cb1, pb2 = cb2;                        \
+            ca0 = na0, ca1 = na1, ca2 = na2, cb0 = nb0, cb1 = nb1, cb2 = nb2;                        \
+        }                                                                                            \
+    } while (0)
+    const floatv z = (floatv)(0.0f);
+    if (res_type == TSR_RES_NONE && (act == TSR_ACT_NONE || act == TSR_ACT_RELU))
+        DWP2_ROWS(1);
+    else
+        DWP2_ROWS(0);
+#undef DWP2_AL
+#undef DWP2_BR
+#undef DWP2_ROW
+#undef DWP2_N
+#undef DWP2_ROWS
+#else
     // one input row's taps (v0: columns shifted right, v1, v2: left), zeros outside the image
 #if DW8_STRIDE == 1
     // (the run-time width, not DWP_W: a constant mask let LLVM shrink the row's load to pieces)
@@ -1001,6 +1072,7 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 #undef DWP_STORE1
 #undef DWP_ROWS
 #undef DWP_ROW
+#endif // two vectors a row
 }
 #undef DWP_W
 #undef DWP_H

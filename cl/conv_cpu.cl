@@ -685,10 +685,10 @@ typedef float16 dw8_float16_u __attribute__((aligned(4)));
 #endif
 // One input row i of the strip (input row ih) into the strip's accumulators, stride 1: LEFT and
 // RIGHT (0 or 1, so the tests fold) say whether the tile touches the row's first or last column.
-#define DW8_ROW1(LEFT, RIGHT)                                                                        \
+#define DW8_ROW1(LEFT, RIGHT, CHK)                                                                   \
     _Pragma("unroll") for (int i = 0; i < MWI + 2; ++i) {                                            \
         const int ih = oh0 - 1 + i;                                                                  \
-        if (ih < 0 || ih >= GEO_H) continue; /* a row of zeros adds nothing */                      \
+        if ((CHK) && (ih < 0 || ih >= GEO_H)) continue; /* a row of zeros adds nothing */           \
         const __global XELT *xr = xc + ih * GEO_W + ow0;                                            \
         if (GEO_W > 4 * VW) DW8_PREFETCH(xr + 4 * MWI * GEO_W);                                      \
         const floatv v1 = DW8_VLD(xr);                                                               \
@@ -701,10 +701,10 @@ typedef float16 dw8_float16_u __attribute__((aligned(4)));
                          fma((floatv)(wt[3 * r + 1]), v1, fma((floatv)(wt[3 * r]), v0, acc[m])));     \
         }                                                                                            \
     }
-#define DW8_ROW2(LEFT)                                                                               \
+#define DW8_ROW2(LEFT, CHK)                                                                          \
     _Pragma("unroll") for (int i = 0; i < 2 * MWI + 1; ++i) {                                        \
         const int ih = 2 * oh0 - 1 + i;                                                              \
-        if (ih < 0 || ih >= GEO_H) continue;                                                         \
+        if ((CHK) && (ih < 0 || ih >= GEO_H)) continue;                                              \
         const __global XELT *xr = xc + ih * GEO_W + 2 * ow0;                                        \
         DW8_PREFETCH(xr + 4 * MWI * GEO_W);                                                          \
         DW8_PREFETCH(xr + 4 * MWI * GEO_W + VW);                                                     \
@@ -1157,53 +1157,72 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
     const float16 bi = (float16)((epi_flags & 2) ? bias[bias_off + k] : 0.0f);
     const float16 lo = (float16)(act == TSR_ACT_RELU ? 0.0f : -INFINITY);
 #endif
-    for (int oh0 = p0; oh0 < p1; oh0 += MWI) {
-        for (int t = 0; t < tiles; ++t) {
-            const int ow0 = min(t * VW, GEO_Q - VW);
-            floatv acc[MWI];
-            _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
-            if (SW_ == 1) {
-                const bool left = ow0 == 0, right = ow0 + VW == GEO_W;
-                if (!left && !right) {
-                    DW8_ROW1(0, 0)
-                } else if (left && right) {
-                    DW8_ROW1(1, 1)
-                } else if (left) {
-                    DW8_ROW1(1, 0)
-                } else {
-                    DW8_ROW1(0, 1)
-                }
-            } else if (ow0 == 0) {
-                DW8_ROW2(1)
-            } else {
-                DW8_ROW2(0)
-            }
-            // Overlapped pixels (the row's last tile) belong to the tile before: stored only by it
-            // when a residual is read (it may be y itself), else stored again with the same values.
-            const int skip = res_type == TSR_RES_NONE ? 0 : t * VW - ow0;
+    // A strip's tiles; CHK 0 (a strip whose input rows all lie inside the image and whose output
+    // rows all lie inside the band, the most of a large plane's) leaves out the row tests.
+#define DW8_TILES(CHK)                                                                               \
+    for (int t = 0; t < tiles; ++t) {                                                                \
+        const int ow0 = min(t * VW, GEO_Q - VW);                                                     \
+        floatv acc[MWI];                                                                             \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);                     \
+        if (SW_ == 1) {                                                                              \
+            const bool left = ow0 == 0, right = ow0 + VW == GEO_W;                                   \
+            if (!left && !right) {                                                                   \
+                DW8_ROW1(0, 0, CHK)                                                                  \
+            } else if (left && right) {                                                              \
+                DW8_ROW1(1, 1, CHK)                                                                  \
+            } else if (left) {                                                                       \
+                DW8_ROW1(1, 0, CHK)                                                                  \
+            } else {                                                                                 \
+                DW8_ROW1(0, 1, CHK)                                                                  \
+            }                                                                                        \
+        } else if (ow0 == 0) {                                                                       \
+            DW8_ROW2(1, CHK)                                                                         \
+        } else {                                                                                     \
+            DW8_ROW2(0, CHK)                                                                         \
+        }                                                                                            \
+        DW8_FAST_STORE(CHK)                                                                          \
+        /* Overlapped pixels (the row's last tile) belong to the tile before: stored only by it     \
+           when a residual is read (it may be y itself), else stored again with the same values. */ \
+        const int skip = res_type == TSR_RES_NONE ? 0 : t * VW - ow0;                                \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                            \
+            if (oh0 + m >= p1) break;                                                                \
+            const size_t er = ek + (size_t)(oh0 + m) * GEO_Q + ow0;                                  \
+            if (skip == 0) {                                                                         \
+                CONV_STORE(acc[m], k, er, VW);                                                       \
+            } else {                                                                                 \
+                float tl[VW];                                                                        \
+                VSTORE(acc[m], tl);                                                                  \
+                for (int e = skip; e < VW; ++e) CONV_STORE1(tl[e], k, er + e);                       \
+            }                                                                                        \
+        }                                                                                            \
+    }
 #if defined(DW8_FAST) && Y_TYPE == 0
-            if (fast) {
-                _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
-                    if (oh0 + m >= p1) break;
-                    const float16 s = fma(acc[m], sc, bi);
-                    *(__global dw8_float16_u *)(y + y_off + ek + (size_t)(oh0 + m) * GEO_Q + ow0) = select(s, lo, s < lo);
-                }
-                continue;
-            }
-#endif
-            _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
-                if (oh0 + m >= p1) break;
-                const size_t er = ek + (size_t)(oh0 + m) * GEO_Q + ow0;
-                if (skip == 0) {
-                    CONV_STORE(acc[m], k, er, VW);
-                } else {
-                    float tl[VW];
-                    VSTORE(acc[m], tl);
-                    for (int e = skip; e < VW; ++e) CONV_STORE1(tl[e], k, er + e);
-                }
-            }
+#define DW8_FAST_STORE(CHK)                                                                          \
+    if (fast) {                                                                                      \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                            \
+            if ((CHK) && oh0 + m >= p1) break;                                                       \
+            const float16 s = fma(acc[m], sc, bi);                                                   \
+            *(__global dw8_float16_u *)(y + y_off + ek + (size_t)(oh0 + m) * GEO_Q + ow0) = select(s, lo, s < lo); \
+        }                                                                                            \
+        continue;                                                                                    \
+    }
+    // the strips with no row outside the image or the band
+    const int in0 = (1 + SW_ - 1) / SW_, in1 = (GEO_H - (SW_ == 1 ? MWI + 1 : 2 * MWI)) / SW_; // oh0 * SW - 1 >= 0, last input row < H
+    for (int oh0 = p0; oh0 < p1; oh0 += MWI) {
+        if (oh0 >= in0 && oh0 <= in1 && oh0 + MWI <= p1) {
+            DW8_TILES(0)
+        } else {
+            DW8_TILES(1)
         }
     }
+#else
+#define DW8_FAST_STORE(CHK)
+    for (int oh0 = p0; oh0 < p1; oh0 += MWI) {
+        DW8_TILES(1)
+    }
+#endif
+#undef DW8_TILES
+#undef DW8_FAST_STORE
 #endif // DW8_WIDE
 }
 #endif // DW8_PLANES

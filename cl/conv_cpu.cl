@@ -20,7 +20,7 @@
 //   STAGE 4  (depthwise) column tiles x row blocks x planes: see its kernel.
 //   STAGE 8  (depthwise 3x3, pad 1, stride 1 or 2; the CPU default there) row strips of a plane per
 //            work-item, or narrow planes whole (DW8_PLANES: one or two planes a work-item, one
-//            vector a row): see its kernels.
+//            vector a row, or two on stride-1 rows of 17-32 columns): see its kernels.
 //   STAGE 3  (depthwise) a work-item computes MWI output rows of one channel, VW pixels at a time
 //            along each row; up to WGN such items per work-group. Meant for one input channel per
 //            group (memory-bound layers), correct for any layer.

@@ -20,7 +20,7 @@
 //   STAGE 4  (depthwise) column tiles x row blocks x planes: see its kernel.
 //   STAGE 8  (depthwise 3x3, pad 1, stride 1 or 2; the CPU default there) row strips of a plane per
 //            work-item, or narrow planes whole (DW8_PLANES: one or two planes a work-item, one
-//            vector a row): see its kernels.
+//            vector a row, or two on stride-1 rows of 17-32 columns): see its kernels.
 //   STAGE 3  (depthwise) a work-item computes MWI output rows of one channel, VW pixels at a time
 //            along each row; up to WGN such items per work-group. Meant for one input channel per
 //            group (memory-bound layers), correct for any layer.
@@ -707,8 +707,8 @@ typedef int4 intv_dw8;
 #define DW8_SHL(v, f) __builtin_shufflevector((v), (float16)(f), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
 #define DW8_EVEN(a, b) __builtin_shufflevector((a), (b), 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
 #define DW8_ODD(a, b) __builtin_shufflevector((a), (b), 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
-#if X_TYPE == 0
 typedef float16 dw8_float16_u __attribute__((aligned(4)));
+#if X_TYPE == 0
 #define DW8_VLD(p) (*(const __global dw8_float16_u *)(p))
 #endif
 #else
@@ -735,10 +735,10 @@ typedef float16 dw8_float16_u __attribute__((aligned(4)));
 #endif
 // One input row i of the strip (input row ih) into the strip's accumulators, stride 1: LEFT and
 // RIGHT (0 or 1, so the tests fold) say whether the tile touches the row's first or last column.
-#define DW8_ROW1(LEFT, RIGHT)                                                                        \
+#define DW8_ROW1(LEFT, RIGHT, CHK)                                                                   \
     _Pragma("unroll") for (int i = 0; i < MWI + 2; ++i) {                                            \
         const int ih = oh0 - 1 + i;                                                                  \
-        if (ih < 0 || ih >= GEO_H) continue; /* a row of zeros adds nothing */                      \
+        if ((CHK) && (ih < 0 || ih >= GEO_H)) continue; /* a row of zeros adds nothing */           \
         const __global XELT *xr = xc + ih * GEO_W + ow0;                                            \
         if (GEO_W > 4 * VW) DW8_PREFETCH(xr + 4 * MWI * GEO_W);                                      \
         const floatv v1 = DW8_VLD(xr);                                                               \
@@ -751,10 +751,10 @@ typedef float16 dw8_float16_u __attribute__((aligned(4)));
                          fma((floatv)(wt[3 * r + 1]), v1, fma((floatv)(wt[3 * r]), v0, acc[m])));     \
         }                                                                                            \
     }
-#define DW8_ROW2(LEFT)                                                                               \
+#define DW8_ROW2(LEFT, CHK)                                                                          \
     _Pragma("unroll") for (int i = 0; i < 2 * MWI + 1; ++i) {                                        \
         const int ih = 2 * oh0 - 1 + i;                                                              \
-        if (ih < 0 || ih >= GEO_H) continue;                                                         \
+        if ((CHK) && (ih < 0 || ih >= GEO_H)) continue;                                              \
         const __global XELT *xr = xc + ih * GEO_W + 2 * ow0;                                        \
         DW8_PREFETCH(xr + 4 * MWI * GEO_W);                                                          \
         DW8_PREFETCH(xr + 4 * MWI * GEO_W + VW);                                                     \
@@ -946,6 +946,77 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 #if DWP_NPL == 2
     const size_t oB = (size_t)nkB * DWP_HW, yB = (size_t)nkB * (DWP_P * DWP_Q);
 #endif
+#if DW8_STRIDE == 1 && DWP_W > 16
+    // (session 26) Rows of 17 to 32 columns (28x28 planes), one plane an item: a row is two
+    // vectors, a (columns 0-15) and b (16-31, its lanes past the row zeroed); each side tap is
+    // one two-source permute of the pair (a's right neighbour lane 15 is b's lane 0, b's left
+    // neighbour lane 0 is a's lane 15), so each input row is loaded once and no lane but b's
+    // last 32 - W idles, where the row strips ran two overlapping tiles a row, each input row
+    // read 1 + 2 / MWI times, with run-time loop bounds. A row's b half is stored whole where
+    // that stays inside the plane (its lanes past the row land on the next row's first columns,
+    // which this item stores next), else its W - 16 lanes.
+    const intv_dw8 past = DW8_IOTA >= (intv_dw8)(GEO_W - 16);
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define DWP2_AL(a, b) __builtin_shufflevector((a), (b), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+#define DWP2_BR(a, b) __builtin_shufflevector((a), (b), 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30)
+#endif
+#endif
+#ifndef DWP2_AL
+#define DWP2_AL(a, b) ((float16)((a).s1234, (a).s5678, (a).s9abc, (a).sdef, (b).s0))
+#define DWP2_BR(a, b) ((float16)((a).sf, (b).s0123, (b).s4567, (b).s89ab, (b).scde))
+#endif
+    // input row ih's taps: a0, a1, a2 (columns 0-15 shifted right, in place, shifted left), b0..b2
+#define DWP2_ROW(ih, a0, a1, a2, b0, b1, b2)                                                         \
+    do {                                                                                             \
+        a1 = DWP_LD(16, oA, ih, 0, lastA);                                                           \
+        b1 = select(DWP_LD(16, oA, ih, 16, lastA), (floatv)(0.0f), past);                            \
+        a0 = DWP_SHR(a1), a2 = DWP2_AL(a1, b1), b0 = DWP2_BR(a1, b1), b2 = DWP_SHL(b1);              \
+    } while (0)
+#define DWP2_N(oh) ((DWP_P - (oh)) * DWP_Q - 16 >= 16 ? 16 : DWP_Q - 16)
+#define DWP2_ROWS(FAST)                                                                              \
+    do {                                                                                             \
+        floatv pa0 = z, pa1 = z, pa2 = z, pb0 = z, pb1 = z, pb2 = z, ca0, ca1, ca2, cb0, cb1, cb2;   \
+        DWP2_ROW(0, ca0, ca1, ca2, cb0, cb1, cb2);                                                   \
+        _Pragma("unroll") for (int oh = 0; oh < DWP_P; ++oh) {                                       \
+            floatv na0 = z, na1 = z, na2 = z, nb0 = z, nb1 = z, nb2 = z;                             \
+            if (oh + 1 < DWP_H) DWP2_ROW(oh + 1, na0, na1, na2, nb0, nb1, nb2);                      \
+            floatv sa = fma(wv[2], pa2, fma(wv[1], pa1, wv[0] * pa0)) +                              \
+                        fma(wv[5], ca2, fma(wv[4], ca1, wv[3] * ca0)) +                              \
+                        fma(wv[8], na2, fma(wv[7], na1, wv[6] * na0));                               \
+            floatv sb = fma(wv[2], pb2, fma(wv[1], pb1, wv[0] * pb0)) +                              \
+                        fma(wv[5], cb2, fma(wv[4], cb1, wv[3] * cb0)) +                              \
+                        fma(wv[8], nb2, fma(wv[7], nb1, wv[6] * nb0));                               \
+            if (FAST) {                                                                              \
+                sa = fma(sa, sc, bi), sb = fma(sb, sc, bi);                                          \
+                sa = select(sa, lo, sa < lo), sb = select(sb, lo, sb < lo);                          \
+            } else if (res_type == TSR_RES_NONE) {                                                   \
+                sa = activate_floatv(fma(sa, sc, bi), act), sb = activate_floatv(fma(sb, sc, bi), act); \
+            }                                                                                        \
+            if (FAST || res_type == TSR_RES_NONE) {                                                  \
+                dwp_st16(DWP_YV(sa), DWP_YP(yA + (oh) * DWP_Q), 16);                                 \
+                dwp_st16(DWP_YV(sb), DWP_YP(yA + (oh) * DWP_Q + 16), DWP2_N(oh));                    \
+            } else { /* lane by lane: the residual may be y itself */                                \
+                float t[32];                                                                         \
+                VSTORE(sa, t);                                                                       \
+                VSTORE(sb, t + 16);                                                                  \
+                for (int e = 0; e < DWP_Q; ++e) CONV_STORE1(t[e], kA, yA + (oh) * DWP_Q + e);        \
+            }                                                                                        \
+            pa0 = ca0, pa1 = ca1, pa2 = ca2, pb0 = cb0, pb1 = cb1, pb2 = cb2;                        \
+            ca0 = na0, ca1 = na1, ca2 = na2, cb0 = nb0, cb1 = nb1, cb2 = nb2;                        \
+        }                                                                                            \
+    } while (0)
+    const floatv z = (floatv)(0.0f);
+    if (res_type == TSR_RES_NONE && (act == TSR_ACT_NONE || act == TSR_ACT_RELU))
+        DWP2_ROWS(1);
+    else
+        DWP2_ROWS(0);
+#undef DWP2_AL
+#undef DWP2_BR
+#undef DWP2_ROW
+#undef DWP2_N
+#undef DWP2_ROWS
+#else
     // one input row's taps (v0: columns shifted right, v1, v2: left), zeros outside the image
 #if DW8_STRIDE == 1
     // (the run-time width, not DWP_W: a constant mask let LLVM shrink the row's load to pieces)
@@ -1051,6 +1122,7 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 #undef DWP_STORE1
 #undef DWP_ROWS
 #undef DWP_ROW
+#endif // two vectors a row
 }
 #undef DWP_W
 #undef DWP_H
@@ -1126,43 +1198,81 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
     }
 #else
     const int tiles = (GEO_Q + VW - 1) / VW;
+#ifdef DW8_FAST
+    // (session 26) the common call (no residual; no activation or ReLU, the scale and bias of a
+    // folded BatchNorm or none) stores each row as one fma, one max and one 16-lane move, where
+    // conv_store's tests and its four-piece vstore16 ran per row and tile
+    const bool fast = res_type == TSR_RES_NONE && (act == TSR_ACT_NONE || act == TSR_ACT_RELU);
+    const float16 sc = (float16)((epi_flags & 1) ? scale[scale_off + k] : 1.0f);
+    const float16 bi = (float16)((epi_flags & 2) ? bias[bias_off + k] : 0.0f);
+    const float16 lo = (float16)(act == TSR_ACT_RELU ? 0.0f : -INFINITY);
+#endif
+    // A strip's tiles; CHK 0 (a strip whose input rows all lie inside the image and whose output
+    // rows all lie inside the band, the most of a large plane's) leaves out the row tests.
+#define DW8_TILES(CHK)                                                                               \
+    for (int t = 0; t < tiles; ++t) {                                                                \
+        const int ow0 = min(t * VW, GEO_Q - VW);                                                     \
+        floatv acc[MWI];                                                                             \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);                     \
+        if (SW_ == 1) {                                                                              \
+            const bool left = ow0 == 0, right = ow0 + VW == GEO_W;                                   \
+            if (!left && !right) {                                                                   \
+                DW8_ROW1(0, 0, CHK)                                                                  \
+            } else if (left && right) {                                                              \
+                DW8_ROW1(1, 1, CHK)                                                                  \
+            } else if (left) {                                                                       \
+                DW8_ROW1(1, 0, CHK)                                                                  \
+            } else {                                                                                 \
+                DW8_ROW1(0, 1, CHK)                                                                  \
+            }                                                                                        \
+        } else if (ow0 == 0) {                                                                       \
+            DW8_ROW2(1, CHK)                                                                         \
+        } else {                                                                                     \
+            DW8_ROW2(0, CHK)                                                                         \
+        }                                                                                            \
+        DW8_FAST_STORE(CHK)                                                                          \
+        /* Overlapped pixels (the row's last tile) belong to the tile before: stored only by it     \
+           when a residual is read (it may be y itself), else stored again with the same values. */ \
+        const int skip = res_type == TSR_RES_NONE ? 0 : t * VW - ow0;                                \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                            \
+            if (oh0 + m >= p1) break;                                                                \
+            const size_t er = ek + (size_t)(oh0 + m) * GEO_Q + ow0;                                  \
+            if (skip == 0) {                                                                         \
+                CONV_STORE(acc[m], k, er, VW);                                                       \
+            } else {                                                                                 \
+                float tl[VW];                                                                        \
+                VSTORE(acc[m], tl);                                                                  \
+                for (int e = skip; e < VW; ++e) CONV_STORE1(tl[e], k, er + e);                       \
+            }                                                                                        \
+        }                                                                                            \
+    }
+#if defined(DW8_FAST) && Y_TYPE == 0
+#define DW8_FAST_STORE(CHK)                                                                          \
+    if (fast) {                                                                                      \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                            \
+            if ((CHK) && oh0 + m >= p1) break;                                                       \
+            const float16 s = fma(acc[m], sc, bi);                                                   \
+            *(__global dw8_float16_u *)(y + y_off + ek + (size_t)(oh0 + m) * GEO_Q + ow0) = select(s, lo, s < lo); \
+        }                                                                                            \
+        continue;                                                                                    \
+    }
+    // the strips with no row outside the image or the band
+    const int in0 = (1 + SW_ - 1) / SW_, in1 = (GEO_H - (SW_ == 1 ? MWI + 1 : 2 * MWI)) / SW_; // oh0 * SW - 1 >= 0, last input row < H
     for (int oh0 = p0; oh0 < p1; oh0 += MWI) {
-        for (int t = 0; t < tiles; ++t) {
-            const int ow0 = min(t * VW, GEO_Q - VW);
-            floatv acc[MWI];
-            _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
-            if (SW_ == 1) {
-                const bool left = ow0 == 0, right = ow0 + VW == GEO_W;
-                if (!left && !right) {
-                    DW8_ROW1(0, 0)
-                } else if (left && right) {
-                    DW8_ROW1(1, 1)
-                } else if (left) {
-                    DW8_ROW1(1, 0)
-                } else {
-                    DW8_ROW1(0, 1)
-                }
-            } else if (ow0 == 0) {
-                DW8_ROW2(1)
-            } else {
-                DW8_ROW2(0)
-            }
-            // Overlapped pixels (the row's last tile) belong to the tile before: stored only by it
-            // when a residual is read (it may be y itself), else stored again with the same values.
-            const int skip = res_type == TSR_RES_NONE ? 0 : t * VW - ow0;
-            _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
-                if (oh0 + m >= p1) break;
-                const size_t er = ek + (size_t)(oh0 + m) * GEO_Q + ow0;
-                if (skip == 0) {
-                    CONV_STORE(acc[m], k, er, VW);
-                } else {
-                    float tl[VW];
-                    VSTORE(acc[m], tl);
-                    for (int e = skip; e < VW; ++e) CONV_STORE1(tl[e], k, er + e);
-                }
-            }
+        if (oh0 >= in0 && oh0 <= in1 && oh0 + MWI <= p1) {
+            DW8_TILES(0)
+        } else {
+            DW8_TILES(1)
         }
     }
+#else
+#define DW8_FAST_STORE(CHK)
+    for (int oh0 = p0; oh0 < p1; oh0 += MWI) {
+        DW8_TILES(1)
+    }
+#endif
+#undef DW8_TILES
+#undef DW8_FAST_STORE
 #endif // DW8_WIDE
 }
 #endif // DW8_PLANES

@@ -608,8 +608,8 @@ static int dw_rows_width(const conv_problem *p, int vw, bool *wide) {
 /* STAGE 8's whole-plane form (cl/conv_cpu.cl's DW8_PLANES) on a layer: the planes a vector holds
  * (2: two 8-lane slots, 1: one plane of 16 lanes), 0 where it does not apply: 3x3 depthwise
  * layers with padding 1 and dilation 1 whose input rows fit a slot (stride 1: W <= 16, two planes
- * a vector up to W = 8) or two (stride 2 on an even W <= 32, two planes up to W = 16), under a
- * configuration of 16 lanes. */
+ * a vector up to W = 8) or two (stride 2 on an even W <= 32, two planes up to W = 16; stride 1 with
+ * 16 < W <= 32, one plane, a row as two vectors), under a configuration of 16 lanes. */
 static int dw_planes(const conv_problem *p, int vw) {
     if (vw != 16 || p->C != p->G || p->K != p->G || p->R != 3 || p->S != 3 || p->ph != 1 || p->pw != 1 ||
         p->dh != 1 || p->dw != 1 || p->sh != p->sw)
@@ -617,6 +617,7 @@ static int dw_planes(const conv_problem *p, int vw) {
     /* H compiled in (rows unrolled): up to 32; a plane holds a row's load (read past the row) */
     int npl = 0;
     if (p->sw == 1 && p->W <= 16) npl = p->W <= 8 ? 2 : 1;
+    if (p->sw == 1 && p->W > 16 && p->W <= 32) npl = 1; /* a row two vectors (session 26) */
     if (p->sw == 2 && p->W % 2 == 0 && p->W <= 32) npl = p->W <= 16 ? 2 : 1;
     size_t load = (p->sw == 1 ? 16 : 32) / (size_t)(npl ? npl : 1);
     return npl && p->H <= 32 && p->H * p->W >= load ? npl : 0;

@@ -4,7 +4,7 @@
  * run over every bf16 and every f16 input and every STRIDE-th fp32 bit pattern (default 64, with
  * random low bits). Prints the largest |y - GELU(x)| / max(1, |x|) of each form, the largest
  * relative error on |x| <= 5, and counts of limits that are not exact (y = x from x = 10.9 on, -0
- * below -9 / -20, Inf and NaN; since session 24 both forms are exact from |x| = 4.57 on); exits 1
+ * below -9 / -20, Inf and NaN; since session 26 both forms are exact from |x| = 4.375 on); exits 1
  * when a count is not 0 or an error exceeds TSR_GELU16_ERROR (2^-13). docs/dtypes.md ("Error bounds") quotes its output.
  *
  *     build/bench/gelu16_error [STRIDE]
@@ -19,31 +19,71 @@
 #include <string.h>
 
 #define GELU16_ERROR 0x1p-13 /* TSR_GELU16_ERROR, runtime/internal.h */
-/* cl/gelu.cl's G16_C0..5: q of each form, degree 5, for both y types */
-static const float TANH5[6] = {0.8407481f, -0.16644283f, -0.053640302f, 0.008424275f, 0.0026518707f, -0.00046918058f};
-static const float ERF5[6] = {0.84076816f, -0.16671547f, -0.052622277f, 0.0067910384f, 0.0034671247f, -0.0005726253f};
+/* cl/gelu.cl's G16_T0L..G16_T2H: h(a) = c0 + a (c1 + a c2) with each coefficient from a table of 32
+ * (entry round(4 a); 18 and up are 0), fitted per form, for both y types: bench/gelu16_fit.py --c */
+static const float TANH_C0[32] = {
+    0.500023961f, 0.50092113f, 0.506392717f, 0.515598774f, 0.520942867f, 0.511572838f,
+    0.479386538f, 0.423172563f, 0.349149674f, 0.267926157f, 0.190495059f, 0.124952793f,
+    0.0752831995f, 0.0413947627f, 0.0206944328f, 0.00933308154f, 0.00378233776f, 0.00136300584f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f};
+static const float TANH_C1[32] = {
+    -0.400104374f, -0.411140978f, -0.439929932f, -0.469725162f, -0.48249346f, -0.466327995f,
+    -0.419819266f, -0.350737363f, -0.271732152f, -0.195154607f, -0.129791081f, -0.0797085091f,
+    -0.0450421833f, -0.023275964f, -0.0109624192f, -0.00466827676f, -0.00179062027f, -0.000612024509f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f};
+static const float TANH_C2[32] = {
+    0.0160392337f, 0.0503879748f, 0.0885603428f, 0.112735972f, 0.120359294f, 0.113386646f,
+    0.0965755582f, 0.0753419474f, 0.0542538762f, 0.0361996703f, 0.0224025529f, 0.0128335506f,
+    0.00678395573f, 0.00328849209f, 0.00145714544f, 0.000585343398f, 0.000212355109f, 6.88071159e-05f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f};
+static const float ERF_C0[32] = {
+    0.500029922f, 0.500917733f, 0.50638938f, 0.515682042f, 0.52129519f, 0.512155414f,
+    0.479853839f, 0.422880322f, 0.347693443f, 0.265591055f, 0.18817459f, 0.123582631f,
+    0.0752809644f, 0.0425223149f, 0.0223376807f, 0.0109056961f, 0.00496320939f, 0.00210038223f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f};
+static const float ERF_C1[32] = {
+    -0.400232315f, -0.411093563f, -0.43987447f, -0.469936371f, -0.483308554f, -0.467555583f,
+    -0.42089048f, -0.350880206f, -0.270631582f, -0.193219587f, -0.127861142f, -0.0784992203f,
+    -0.0447851457f, -0.0237446111f, -0.0117391357f, -0.00540739531f, -0.00232788199f, -0.000934034178f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f};
+static const float ERF_C2[32] = {
+    0.0166566838f, 0.0501741618f, 0.088324748f, 0.11270608f, 0.120669201f, 0.113881446f,
+    0.097017549f, 0.0755001456f, 0.054079894f, 0.0358275771f, 0.0220300034f, 0.0125976466f,
+    0.00671379594f, 0.00333487568f, 0.0015495402f, 0.000672741269f, 0.000273747894f, 0.000104079809f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+    0.0f, 0.0f};
 
-/* G16_FORMN on one vector: max(-0, x) - a max(q(a), 0)^4, a = min(|x|, 5) */
-static __m512 gelu16_form(__m512 x, const float *c) {
+/* G16_FORMN on one vector: max(-0, x) - a h(a), a = min(|x|, 5) */
+static __m512 gelu16_form(__m512 x, const float *c0, const float *c1, const float *c2) {
     const __m512 a = _mm512_range_ps(x, _mm512_set1_ps(5.0f), 10); /* min(|x|, 5); a quiet NaN x: 5 */
-    __m512 q = _mm512_fmadd_ps(a, _mm512_set1_ps(c[5]), _mm512_set1_ps(c[4]));
-    for (int k = 3; k >= 0; --k)
-        q = _mm512_fmadd_ps(q, a, _mm512_set1_ps(c[k]));
-    q = _mm512_max_ps(_mm512_set1_ps(-0.0f), q);
-    q = _mm512_mul_ps(q, q);
-    q = _mm512_mul_ps(q, q);
-    return _mm512_fnmadd_ps(a, q, _mm512_max_ps(_mm512_set1_ps(-0.0f), x));
+    const __m512i t = _mm512_castps_si512(_mm512_add_ps(a, _mm512_set1_ps(3145728.0f))); /* round(4 a) */
+#define PERM(c) _mm512_permutex2var_ps(_mm512_loadu_ps(c), t, _mm512_loadu_ps((c) + 16))
+    __m512 h = _mm512_fmadd_ps(PERM(c2), a, PERM(c1));
+    h = _mm512_fmadd_ps(h, a, PERM(c0));
+#undef PERM
+    return _mm512_fnmadd_ps(a, h, _mm512_max_ps(_mm512_set1_ps(-0.0f), x));
 }
 
 /* f16: the y type (both take the same form since session 24) */
 static __m512 gelu16_tanh(__m512 x, int f16) {
     (void)f16;
-    return gelu16_form(x, TANH5);
+    return gelu16_form(x, TANH_C0, TANH_C1, TANH_C2);
 }
 
 static __m512 gelu16_erf(__m512 x, int f16) {
     (void)f16;
-    return gelu16_form(x, ERF5);
+    return gelu16_form(x, ERF_C0, ERF_C1, ERF_C2);
 }
 
 /* runtime/reference.c's tsr_gelu_reference */

@@ -46,50 +46,74 @@
 // GELU for a 16-bit y on AVX-512 CPUs (GELU16: MODE 2 or 3, Y_TYPE 1 or 2, VW = 16, clang with
 // __AVX512F__ and __AVX512DQ__, i.e. PoCL's CPU device on such a CPU). y keeps 11 (f16) or 8
 // (bf16) significant bits, so the fp32 value before its store needs about 2^-14 of max(1, |x|),
-// not fp32's 2^-23. Both forms (session 24) compute
-//     GELU(x) = max(-0, x) - a h,   a = min(|x|, 5),   h = max(q(a), 0)^4,
-// h = (1 - tanh(u(a))) / 2 = 1 / (1 + e^(2 u(a))) (tanh) or erfc(a / sqrt(2)) / 2 (erf), q of
-// degree 5 fitted for each form (linear programming on the largest error of GELU(x) over a in
-// [0, 5], numpy and scipy): one vrangeps, five FMAs, a vmaxps, two squarings and one fused
-// multiply-add (x > 0: x - x h; x <= 0: x h, -0 for x <= 0 whatever a h is, +0 included; max(-0,
-// x) keeps a NaN x, and a quiet NaN x gives a = 5). Each q falls from 0.84 at 0 to its only root,
-// 4.4608 (tanh) and 4.5624 (erf), and is negative from there to 5: h = 0 exactly beyond, so y = x
-// from the root on (+Inf included) and -0 below minus the root (-Inf included), where |GELU(x)| <
-// 6.5e-6 (tanh) and 1.2e-5 (erf). Error, the fp32 value before the store against the double
-// reference (bench/gelu16_error: every f16 and bf16 input, fp32 ones): 1.2e-5 max(1, |x|) (tanh),
-// 1.1e-5 (erf), under TSR_GELU16_ERROR = 2^-13 (docs/dtypes.md, "Error bounds"); h is good to that
-// absolute error only, not to y's relative precision in the tail (GELU(-4) = -7e-5). The clamp of
-// q at 0 keeps the squares off subnormal and underflowing products, for which Zen 5 takes
-// microcode assists (a q^16 form with q(6.5) = 0 and no clamp ran twice as slow on inputs beyond
-// 6.5). Per 16 elements f16 -> f16, from the load to the store: 13 vector operations, every one
-// an FMA, a multiply, vmaxps, vrangeps or a conversion (zmm vcvtph2ps / vcvtps2ph). Before
-// (sessions 16-23): tanh 14, with 2^t by vreduceps, a polynomial and vscalefps, 1 / (1 + 2^t) by
-// vrcp14ps and x = -Inf by vfixupimmps, where vreduceps and vscalefps each take two FADD-pipe
-// slots on the Zen 5 (its two FADD pipes give two a cycle); erf 14 (15 for a bf16 y), 1 / p(a)^16
-// by vrcp14ps. These loops are bound by the
-// vector instructions they issue (PoCL's CPU device at 16M elements spent twice the copy kernel's
-// CPU time), so each one removed shows. An fp32 y, other vector widths, the tail's elements and
-// every other device keep activation.cl's fp32 forms.
+// not fp32's 2^-23. Both forms (session 26) compute
+//     GELU(x) = max(-0, x) - a h(a),   a = min(|x|, 5),   h(a) = c0 + a (c1 + a c2),
+// h = (1 - tanh(u(a))) / 2 = 1 / (1 + e^(2 u(a))) (tanh) or erfc(a / sqrt(2)) / 2 (erf), with
+// c0, c1, c2 a quadratic per interval of a of width 1/4: entry j = round(4 a) of three tables of 32
+// (bench/gelu16_fit.py, linear programming on GELU's largest error in each interval, numpy and
+// scipy). The index is a + 1.5 2^21 (ulp 1/4) taken as bits, whose low five bits vpermt2ps reads;
+// entries 18 to 31 are 0, so h = 0 exactly from a = 4.375 on: y = x from there (+Inf included) and
+// -0 below -4.375 (-Inf included), where |GELU(x)| < 2.4e-6 (tanh), 6e-6 (erf); a quiet NaN x
+// gives a = 5, h = 0 and y = max(-0, x) = x (x > 0: x - x h; x <= 0: x h, -0 for x <= 0 whatever a
+// h is, +0 included). Error, the fp32 value before the store against the double reference
+// (bench/gelu16_error: every f16 and bf16 input, fp32 ones): 1.5e-5 max(1, |x|) (both forms),
+// under TSR_GELU16_ERROR = 2^-13 (docs/dtypes.md, "Error bounds"); h is good to that absolute
+// error only, not to y's relative precision in the tail (GELU(-4) = -7e-5). Per 16 elements f16 ->
+// f16, from the load to the store: 11 vector operations: vrangeps, vaddps, three vpermt2ps, three
+// FMAs, vmaxps and the two conversions (zmm vcvtph2ps / vcvtps2ph), of which three use the FMA
+// pipes. Before (sessions 24-25): 13, h = max(q(a), 0)^4 with q of degree 5 (five FMAs, vmaxps and
+// two squarings: eight FMA-pipe operations), which at 16M elements took 12% more CPU time (docs/
+// dtypes.md, "Session 26"); sessions 16-23: 14-15, with 2^t by vreduceps and vscalefps and 1 / (1 +
+// 2^t) by vrcp14ps. These loops are bound by the vector instructions they issue, so each one
+// removed shows. An fp32 y, other vector widths, the tail's elements and every other device keep
+// activation.cl's fp32 forms.
 #if MODE != 0 && Y_TYPE != 0 && VW == 16 && defined(TSR_X16) && defined(__AVX512DQ__)
 #define GELU16 1
 // (The builtins take and return 16-float vectors; clang converts float16 to and from them.)
 #define G16_ALL TSR_X16_ALL
 #define G16_CUR 4 /* _MM_FROUND_CUR_DIRECTION */
 #define G16_A 5.0f
+/* 1.5 2^21, whose ulp is 1/4: a + it holds round(4 a) (to nearest even) in its low bits */
+#define G16_ROUND4 3145728.0f
+/* the tables of bench/gelu16_fit.py (its output, as printed) */
 #if MODE == TSR_ACT_GELU_TANH
-#define G16_C5 -0.00046918058f
-#define G16_C4 0.0026518707f
-#define G16_C3 0.008424275f
-#define G16_C2 -0.053640302f
-#define G16_C1 -0.16644283f
-#define G16_C0 0.8407481f
+#define G16_T0L ((float16)(0.500023961f, 0.50092113f, 0.506392717f, 0.515598774f, 0.520942867f, 0.511572838f, \
+    0.479386538f, 0.423172563f, 0.349149674f, 0.267926157f, 0.190495059f, 0.124952793f, \
+    0.0752831995f, 0.0413947627f, 0.0206944328f, 0.00933308154f))
+#define G16_T0H ((float16)(0.00378233776f, 0.00136300584f, 0.0f, 0.0f, 0.0f, 0.0f, \
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, \
+    0.0f, 0.0f, 0.0f, 0.0f))
+#define G16_T1L ((float16)(-0.400104374f, -0.411140978f, -0.439929932f, -0.469725162f, -0.48249346f, -0.466327995f, \
+    -0.419819266f, -0.350737363f, -0.271732152f, -0.195154607f, -0.129791081f, -0.0797085091f, \
+    -0.0450421833f, -0.023275964f, -0.0109624192f, -0.00466827676f))
+#define G16_T1H ((float16)(-0.00179062027f, -0.000612024509f, 0.0f, 0.0f, 0.0f, 0.0f, \
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, \
+    0.0f, 0.0f, 0.0f, 0.0f))
+#define G16_T2L ((float16)(0.0160392337f, 0.0503879748f, 0.0885603428f, 0.112735972f, 0.120359294f, 0.113386646f, \
+    0.0965755582f, 0.0753419474f, 0.0542538762f, 0.0361996703f, 0.0224025529f, 0.0128335506f, \
+    0.00678395573f, 0.00328849209f, 0.00145714544f, 0.000585343398f))
+#define G16_T2H ((float16)(0.000212355109f, 6.88071159e-05f, 0.0f, 0.0f, 0.0f, 0.0f, \
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, \
+    0.0f, 0.0f, 0.0f, 0.0f))
 #else
-#define G16_C5 -0.0005726253f
-#define G16_C4 0.0034671247f
-#define G16_C3 0.0067910384f
-#define G16_C2 -0.052622277f
-#define G16_C1 -0.16671547f
-#define G16_C0 0.84076816f
+#define G16_T0L ((float16)(0.500029922f, 0.500917733f, 0.50638938f, 0.515682042f, 0.52129519f, 0.512155414f, \
+    0.479853839f, 0.422880322f, 0.347693443f, 0.265591055f, 0.18817459f, 0.123582631f, \
+    0.0752809644f, 0.0425223149f, 0.0223376807f, 0.0109056961f))
+#define G16_T0H ((float16)(0.00496320939f, 0.00210038223f, 0.0f, 0.0f, 0.0f, 0.0f, \
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, \
+    0.0f, 0.0f, 0.0f, 0.0f))
+#define G16_T1L ((float16)(-0.400232315f, -0.411093563f, -0.43987447f, -0.469936371f, -0.483308554f, -0.467555583f, \
+    -0.42089048f, -0.350880206f, -0.270631582f, -0.193219587f, -0.127861142f, -0.0784992203f, \
+    -0.0447851457f, -0.0237446111f, -0.0117391357f, -0.00540739531f))
+#define G16_T1H ((float16)(-0.00232788199f, -0.000934034178f, 0.0f, 0.0f, 0.0f, 0.0f, \
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, \
+    0.0f, 0.0f, 0.0f, 0.0f))
+#define G16_T2L ((float16)(0.0166566838f, 0.0501741618f, 0.088324748f, 0.11270608f, 0.120669201f, 0.113881446f, \
+    0.097017549f, 0.0755001456f, 0.054079894f, 0.0358275771f, 0.0220300034f, 0.0125976466f, \
+    0.00671379594f, 0.00333487568f, 0.0015495402f, 0.000672741269f))
+#define G16_T2H ((float16)(0.000273747894f, 0.000104079809f, 0.0f, 0.0f, 0.0f, 0.0f, \
+    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, \
+    0.0f, 0.0f, 0.0f, 0.0f))
 #endif
 /* vmaxps with b as the second operand: b where either is NaN (a NaN x goes on) and where both
  * are zeros (max(-0, +0) = +0) */
@@ -104,24 +128,22 @@ TSR_INLINE float16 gelu16_max(const float16 a, const float16 b) { return __built
  * schedulers find in four: 7-10% less CPU time per element for f16 -> f16 and f32 -> f16 (session
  * 21; bf16 -> bf16's 32-element pairs gained 0-2% from eight, not kept). Session 24's form
  * interleaved eight ways took 3.0 TSC ticks per 16 elements in a C mirror (gcc), one vector at a
- * time 3.8. The max of q uses the same -0 as max(-0, x) (max(-0, q) = +0 for q = +0, -0 below, both
- * square to +0): one register fewer, and LLVM keeps the eight chains interleaved (with one more
- * it ran them one after the other). The arrays stay in registers (x partly spilled at eight). */
+ * time 3.8. With session 26's tables LLVM 15 (PoCL 3.1) schedules the eight chains one after the
+ * other (each vpermt2ps destroys a table or the index: two register copies per vector; the tables
+ * are reloaded once per step) and the out-of-order core overlaps them. */
 #define G16_LN(NV, stmt) _Pragma("unroll") for (int l = 0; l < (NV); ++l) { stmt; }
-#define G16_H(q, a, k) q = fma(q, a, (float16)(G16_C##k))
+/* each lane's entry of table k's 32 (G16_TkL: 0-15, G16_TkH: 16-31) at index t (its low 5 bits):
+ * one vpermt2ps (or vpermi2ps) */
+#define G16_PERM(k, t) __builtin_ia32_vpermi2varps512(G16_T##k##L, (t), G16_T##k##H)
 #define G16_FORMN(NV, y, x)                                                                        \
     do {                                                                                           \
-        float16 a[NV], q[NV];                                                                      \
+        float16 a[NV], h[NV];                                                                      \
+        int16 t[NV];                                                                               \
         G16_LN(NV, a[l] = G16_ABS(x[l]))                                                           \
-        G16_LN(NV, q[l] = fma(a[l], (float16)(G16_C5), (float16)(G16_C4)))                         \
-        G16_LN(NV, G16_H(q[l], a[l], 3))                                                           \
-        G16_LN(NV, G16_H(q[l], a[l], 2))                                                           \
-        G16_LN(NV, G16_H(q[l], a[l], 1))                                                           \
-        G16_LN(NV, G16_H(q[l], a[l], 0))                                                           \
-        G16_LN(NV, q[l] = gelu16_max((float16)(-0.0f), q[l]))                                      \
-        G16_LN(NV, q[l] *= q[l])                                                                   \
-        G16_LN(NV, q[l] *= q[l])                                                                   \
-        G16_LN(NV, y[l] = fma(-a[l], q[l], gelu16_max((float16)(-0.0f), x[l])))                    \
+        G16_LN(NV, t[l] = as_int16(a[l] + (float16)(G16_ROUND4)))                                 \
+        G16_LN(NV, h[l] = fma(G16_PERM(2, t[l]), a[l], G16_PERM(1, t[l])))                         \
+        G16_LN(NV, h[l] = fma(h[l], a[l], G16_PERM(0, t[l])))                                      \
+        G16_LN(NV, y[l] = fma(-a[l], h[l], gelu16_max((float16)(-0.0f), x[l])))                    \
     } while (0)
 TSR_INLINE float16 gelu16_form(const float16 x) {
     float16 xv[1] = {x}, yv[1];

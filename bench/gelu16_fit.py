@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The tables of cl/gelu.cl's GELU16 form (session 26): h(a) = (1 - tanh u(a)) / 2 (tanh form) or
-erfc(a / sqrt 2) / 2 (erf form) for a = min(|x|, 5), GELU(x) = max(-0, x) - a h(a), as one quadratic
-c0 + a (c1 + a c2) per interval of width 1/4 (interval j holds a with round(4 a) = j, 0 <= j < 18;
-18 to 31 are 0, so y = x, or -0, exactly from |x| = 4.375 on). Each interval's coefficients minimize
+erfc(a / sqrt 2) / 2 (erf form) for a = min(|x|, 4.6), GELU(x) = max(-0, x) - a h(a), as one quadratic
+c0 + a (c1 + a c2) per interval of width 1/3.2 (interval j holds a with round(3.2 a) = j, 0 <= j < 14;
+entries 14 and 15 are 0, so y = x, or -0, exactly from |x| = 4.21875 on). Each interval's coefficients minimize
 the largest a |h - h_true| / max(1, a) (GELU's error over max(1, |x|), as TSR_GELU16_ERROR bounds it)
 over the interval widened by 1e-3 each side (linear programming, scipy), rounded to fp32. Prints the
-error of the fp32 evaluation over [0, 5] and the tables as gelu.cl's and gelu16_error.c's text.
+error of the fp32 evaluation over [0, 4.6] and the tables as gelu.cl's and gelu16_error.c's text.
 Needs numpy and scipy (/work/venv-bench has them).
 
     python3 bench/gelu16_fit.py [--c]"""
@@ -15,7 +15,7 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.special import erfc
 
-WIDTH, NONZERO, DEGREE = 0.25, 18, 2
+WIDTH, NONZERO, ENTRIES, DEGREE = 0.3125, 14, 16, 2
 
 
 def h_true(a, form):
@@ -26,7 +26,7 @@ def h_true(a, form):
 
 
 def fit(form):
-    c = np.zeros((32, DEGREE + 1))
+    c = np.zeros((ENTRIES, DEGREE + 1))
     for j in range(NONZERO):
         a = np.linspace(max(0.0, (j - 0.5) * WIDTH - 1e-3), (j + 0.5) * WIDTH + 1e-3, 801)
         w = np.maximum(a / np.maximum(1, a), 1e-3)
@@ -42,8 +42,8 @@ def fit(form):
 
 
 def error(c, form):
-    a = np.linspace(0, 5, 500001).astype(np.float32)
-    j = np.rint(a.astype(np.float64) * 4).astype(int) & 31
+    a = np.linspace(0, 4.6, 500001).astype(np.float32)
+    j = np.rint(a.astype(np.float64) / WIDTH).astype(int) % ENTRIES
     h = c[j, 2]
     h = (h * a + c[j, 1]).astype(np.float32)
     h = (h * a + c[j, 0]).astype(np.float32)
@@ -63,13 +63,12 @@ def main():
         e, at, hmin = error(c, form)
         print("/* %s: largest a |h - h_true| / max(1, a) %.3g at a = %.4f, smallest h %.3g */" % (form, e, at, hmin))
         for k in range(3):
+            vals = [lit(x) for x in c[:, k]]
             if as_c:
-                print("static const float %s_C%d[32] = {%s};" % (form.upper(), k, ", ".join(lit(x) for x in c[:, k])))
+                print("static const float %s_C%d[16] = {%s};" % (form.upper(), k, ", ".join(vals)))
                 continue
-            for half, name in ((0, "L"), (1, "H")):
-                vals = [lit(x) for x in c[16 * half:16 * half + 16, k]]
-                rows = [", ".join(vals[i:i + 6]) for i in range(0, 16, 6)]
-                print("#define G16_T%d%s ((float16)(%s))" % (k, name, ", \\\n    ".join(rows)))
+            rows = [", ".join(vals[i:i + 6]) for i in range(0, ENTRIES, 6)]
+            print("#define G16_T%d ((float16)(%s))" % (k, ", \\\n    ".join(rows)))
 
 
 if __name__ == "__main__":

@@ -47,23 +47,24 @@
 // __AVX512F__ and __AVX512DQ__, i.e. PoCL's CPU device on such a CPU). y keeps 11 (f16) or 8
 // (bf16) significant bits, so the fp32 value before its store needs about 2^-14 of max(1, |x|),
 // not fp32's 2^-23. Both forms (session 26) compute
-//     GELU(x) = max(-0, x) - a h(a),   a = min(|x|, 5),   h(a) = c0 + a (c1 + a c2),
+//     GELU(x) = max(-0, x) - a h(a),   a = min(|x|, 4.6),   h(a) = c0 + a (c1 + a c2),
 // h = (1 - tanh(u(a))) / 2 = 1 / (1 + e^(2 u(a))) (tanh) or erfc(a / sqrt(2)) / 2 (erf), with
-// c0, c1, c2 a quadratic per interval of a of width 1/4: entry j = round(4 a) of three tables of 32
-// (bench/gelu16_fit.py, linear programming on GELU's largest error in each interval, numpy and
-// scipy). The index is a + 1.5 2^21 (ulp 1/4) taken as bits, whose low five bits vpermt2ps reads;
-// entries 18 to 31 are 0, so h = 0 exactly from a = 4.375 on: y = x from there (+Inf included) and
-// -0 below -4.375 (-Inf included), where |GELU(x)| < 2.4e-6 (tanh), 6e-6 (erf); a quiet NaN x
-// gives a = 5, h = 0 and y = max(-0, x) = x (x > 0: x - x h; x <= 0: x h, -0 for x <= 0 whatever a
-// h is, +0 included). Error, the fp32 value before the store against the double reference
-// (bench/gelu16_error: every f16 and bf16 input, fp32 ones): 1.5e-5 max(1, |x|) (both forms),
-// under TSR_GELU16_ERROR = 2^-13 (docs/dtypes.md, "Error bounds"); h is good to that absolute
-// error only, not to y's relative precision in the tail (GELU(-4) = -7e-5). Per 16 elements f16 ->
-// f16, from the load to the store: 11 vector operations: vrangeps, vaddps, three vpermt2ps, three
-// FMAs, vmaxps and the two conversions (zmm vcvtph2ps / vcvtps2ph), of which three use the FMA
-// pipes. Before (sessions 24-25): 13, h = max(q(a), 0)^4 with q of degree 5 (five FMAs, vmaxps and
-// two squarings: eight FMA-pipe operations), which at 16M elements took 12% more CPU time (docs/
-// dtypes.md, "Session 26"); sessions 16-23: 14-15, with 2^t by vreduceps and vscalefps and 1 / (1 +
+// c0, c1, c2 a quadratic per interval of a of width 1/3.2: entry j = round(3.2 a) of three tables
+// of 16 (bench/gelu16_fit.py, linear programming on GELU's largest error in each interval, numpy
+// and scipy). The index is fma(a, 3.2, 1.5 2^23) taken as bits, whose low four bits vpermps reads
+// (a <= 4.6: j <= 15); entries 14 and 15 are 0, so h = 0 exactly from a = 4.21875 on: y = x from
+// there (+Inf included) and -0 below -4.21875 (-Inf included), where |GELU(x)| < 2.4e-5 (tanh),
+// 5.2e-5 (erf); a quiet NaN x gives a = 4.6, h = 0 and y = max(-0, x) = x (x > 0: x - x h; x <= 0:
+// x h, -0 for x <= 0 whatever a h is, +0 included). Error, the fp32 value before the store against
+// the double reference (bench/gelu16_error: every f16 and bf16 input, fp32 ones): 2.8e-5 max(1,
+// |x|) (both forms), under TSR_GELU16_ERROR = 2^-13 (docs/dtypes.md, "Error bounds"); h is good to
+// that absolute error only, not to y's relative precision in the tail (GELU(-4) = -7e-5). Per 16
+// elements f16 -> f16, from the load to the store: 11 vector operations: vrangeps, four FMAs,
+// three vpermps, vmaxps and the two conversions (zmm vcvtph2ps / vcvtps2ph). Before (sessions
+// 24-25): 13, h = max(q(a), 0)^4 with q of degree 5 (five FMAs, vmaxps and two squarings: eight
+// FMA-pipe operations), 10-17% more CPU time per element (docs/dtypes.md, "Session 26"; 32-entry
+// tables of width 1/4 by vpermt2ps, which overwrites a table or the index, took 1-5% more than
+// these); sessions 16-23: 14-15, with 2^t by vreduceps and vscalefps and 1 / (1 +
 // 2^t) by vrcp14ps. These loops are bound by the vector instructions they issue, so each one
 // removed shows. An fp32 y, other vector widths, the tail's elements and every other device keep
 // activation.cl's fp32 forms.
@@ -72,53 +73,36 @@
 // (The builtins take and return 16-float vectors; clang converts float16 to and from them.)
 #define G16_ALL TSR_X16_ALL
 #define G16_CUR 4 /* _MM_FROUND_CUR_DIRECTION */
-#define G16_A 5.0f
-/* 1.5 2^21, whose ulp is 1/4: a + it holds round(4 a) (to nearest even) in its low bits */
-#define G16_ROUND4 3145728.0f
-/* the tables of bench/gelu16_fit.py (its output, as printed) */
+#define G16_A 4.6f
+/* 3.2 a + 1.5 2^23 holds round(3.2 a) (to nearest even) in its low bits: the table index */
+#define G16_SCALE 3.2f
+#define G16_ROUND 12582912.0f
+/* the tables of bench/gelu16_fit.py (its output, as printed): c0, c1, c2 of each interval */
 #if MODE == TSR_ACT_GELU_TANH
-#define G16_T0L ((float16)(0.500023961f, 0.50092113f, 0.506392717f, 0.515598774f, 0.520942867f, 0.511572838f, \
-    0.479386538f, 0.423172563f, 0.349149674f, 0.267926157f, 0.190495059f, 0.124952793f, \
-    0.0752831995f, 0.0413947627f, 0.0206944328f, 0.00933308154f))
-#define G16_T0H ((float16)(0.00378233776f, 0.00136300584f, 0.0f, 0.0f, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0.0f))
-#define G16_T1L ((float16)(-0.400104374f, -0.411140978f, -0.439929932f, -0.469725162f, -0.48249346f, -0.466327995f, \
-    -0.419819266f, -0.350737363f, -0.271732152f, -0.195154607f, -0.129791081f, -0.0797085091f, \
-    -0.0450421833f, -0.023275964f, -0.0109624192f, -0.00466827676f))
-#define G16_T1H ((float16)(-0.00179062027f, -0.000612024509f, 0.0f, 0.0f, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0.0f))
-#define G16_T2L ((float16)(0.0160392337f, 0.0503879748f, 0.0885603428f, 0.112735972f, 0.120359294f, 0.113386646f, \
-    0.0965755582f, 0.0753419474f, 0.0542538762f, 0.0361996703f, 0.0224025529f, 0.0128335506f, \
-    0.00678395573f, 0.00328849209f, 0.00145714544f, 0.000585343398f))
-#define G16_T2H ((float16)(0.000212355109f, 6.88071159e-05f, 0.0f, 0.0f, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0.0f))
+#define G16_T0 ((float16)(0.500045598f, 0.501727164f, 0.510729015f, 0.520315766f, 0.511490822f, 0.467633009f, \
+    0.388232768f, 0.288902521f, 0.19115068f, 0.111543179f, 0.0568996854f, 0.0250791907f, \
+    0.0094507942f, 0.00301354052f, 0.0f, 0.0f))
+#define G16_T1 ((float16)(-0.400733829f, -0.417365849f, -0.455676913f, -0.481212318f, -0.466082364f, -0.404254198f, \
+    -0.311942726f, -0.213933647f, -0.130213246f, -0.0699966401f, -0.0329885967f, -0.0134789636f, \
+    -0.00472606346f, -0.00140735379f, 0.0f, 0.0f))
+#define G16_T2 ((float16)(0.0199265201f, 0.0615982935f, 0.102683388f, 0.119709045f, 0.113243371f, 0.0914338529f, \
+    0.0645859465f, 0.0403983332f, 0.0224664342f, 0.0110762427f, 0.00480894325f, 0.00181806949f, \
+    0.000592378783f, 0.000164602214f, 0.0f, 0.0f))
 #else
-#define G16_T0L ((float16)(0.500029922f, 0.500917733f, 0.50638938f, 0.515682042f, 0.52129519f, 0.512155414f, \
-    0.479853839f, 0.422880322f, 0.347693443f, 0.265591055f, 0.18817459f, 0.123582631f, \
-    0.0752809644f, 0.0425223149f, 0.0223376807f, 0.0109056961f))
-#define G16_T0H ((float16)(0.00496320939f, 0.00210038223f, 0.0f, 0.0f, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0.0f))
-#define G16_T1L ((float16)(-0.400232315f, -0.411093563f, -0.43987447f, -0.469936371f, -0.483308554f, -0.467555583f, \
-    -0.42089048f, -0.350880206f, -0.270631582f, -0.193219587f, -0.127861142f, -0.0784992203f, \
-    -0.0447851457f, -0.0237446111f, -0.0117391357f, -0.00540739531f))
-#define G16_T1H ((float16)(-0.00232788199f, -0.000934034178f, 0.0f, 0.0f, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0.0f))
-#define G16_T2L ((float16)(0.0166566838f, 0.0501741618f, 0.088324748f, 0.11270608f, 0.120669201f, 0.113881446f, \
-    0.097017549f, 0.0755001456f, 0.054079894f, 0.0358275771f, 0.0220300034f, 0.0125976466f, \
-    0.00671379594f, 0.00333487568f, 0.0015495402f, 0.000672741269f))
-#define G16_T2H ((float16)(0.000273747894f, 0.000104079809f, 0.0f, 0.0f, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, \
-    0.0f, 0.0f, 0.0f, 0.0f))
+#define G16_T0 ((float16)(0.500045419f, 0.501722038f, 0.510751784f, 0.52056706f, 0.512066126f, 0.467967927f, \
+    0.387380391f, 0.286737502f, 0.188841507f, 0.11049895f, 0.0575113334f, 0.0266428404f, \
+    0.0110196415f, 0.00408252049f, 0.0f, 0.0f))
+#define G16_T1 ((float16)(-0.400725305f, -0.417304963f, -0.455714941f, -0.481824249f, -0.467299134f, -0.405150115f, \
+    -0.311463654f, -0.212150946f, -0.128293127f, -0.0690234005f, -0.0331340358f, -0.0142099662f, \
+    -0.00546299294f, -0.0018888379f, 0.0f, 0.0f))
+#define G16_T2 ((float16)(0.0198305864f, 0.0613599457f, 0.102530479f, 0.119917274f, 0.113734163f, 0.0918179452f, \
+    0.0645717084f, 0.0400603078f, 0.0220959969f, 0.0108830463f, 0.00480472483f, 0.00190390402f, \
+    0.000679460994f, 0.00021904592f, 0.0f, 0.0f))
 #endif
 /* vmaxps with b as the second operand: b where either is NaN (a NaN x goes on) and where both
  * are zeros (max(-0, +0) = +0) */
 TSR_INLINE float16 gelu16_max(const float16 a, const float16 b) { return __builtin_ia32_maxps512(a, b, G16_CUR); }
-/* min(|x|, 5) in one vrangeps (imm 10: the smaller magnitude, sign cleared; a quiet NaN x gives 5) */
+/* min(|x|, 4.6) in one vrangeps (imm 10: the smaller magnitude, sign cleared; a quiet NaN x gives 4.6) */
 #define G16_ABS(x) __builtin_ia32_rangeps512_mask((x), (float16)(G16_A), 10, (x), G16_ALL, G16_CUR)
 /* G16_FORMN: GELU on NV vectors (x and y arrays of NV), each statement over the NV vectors in
  * turn (a fully unrolled loop keeps that order), so the vectors' chains alternate and each waits
@@ -129,18 +113,16 @@ TSR_INLINE float16 gelu16_max(const float16 a, const float16 b) { return __built
  * 21; bf16 -> bf16's 32-element pairs gained 0-2% from eight, not kept). Session 24's form
  * interleaved eight ways took 3.0 TSC ticks per 16 elements in a C mirror (gcc), one vector at a
  * time 3.8. With session 26's tables LLVM 15 (PoCL 3.1) schedules the eight chains one after the
- * other (each vpermt2ps destroys a table or the index: two register copies per vector; the tables
- * are reloaded once per step) and the out-of-order core overlaps them. */
+ * other and the out-of-order core overlaps them. */
 #define G16_LN(NV, stmt) _Pragma("unroll") for (int l = 0; l < (NV); ++l) { stmt; }
-/* each lane's entry of table k's 32 (G16_TkL: 0-15, G16_TkH: 16-31) at index t (its low 5 bits):
- * one vpermt2ps (or vpermi2ps) */
-#define G16_PERM(k, t) __builtin_ia32_vpermi2varps512(G16_T##k##L, (t), G16_T##k##H)
+/* each lane's entry of table k at index t (its low 4 bits): one vpermps, which keeps its operands */
+#define G16_PERM(k, t) __builtin_ia32_permvarsf512(G16_T##k, (t))
 #define G16_FORMN(NV, y, x)                                                                        \
     do {                                                                                           \
         float16 a[NV], h[NV];                                                                      \
         int16 t[NV];                                                                               \
         G16_LN(NV, a[l] = G16_ABS(x[l]))                                                           \
-        G16_LN(NV, t[l] = as_int16(a[l] + (float16)(G16_ROUND4)))                                 \
+        G16_LN(NV, t[l] = as_int16(fma(a[l], (float16)(G16_SCALE), (float16)(G16_ROUND))))        \
         G16_LN(NV, h[l] = fma(G16_PERM(2, t[l]), a[l], G16_PERM(1, t[l])))                         \
         G16_LN(NV, h[l] = fma(h[l], a[l], G16_PERM(0, t[l])))                                      \
         G16_LN(NV, y[l] = fma(-a[l], h[l], gelu16_max((float16)(-0.0f), x[l])))                    \

@@ -10,6 +10,9 @@
  * one JSON line per layer with, per configuration, the medians over the rounds of GFLOP/s by
  * wall clock and by process CPU time (the CPU time counts PoCL's worker threads: less sensitive
  * to other processes on a shared machine; GFLOP/s by CPU time are per-all-cores).
+ * A CONFIG that starts with "conv:" overrides the conv2d configuration instead (the call's own
+ * form: "conv:ALGO=2 STAGE=5 MWI=2 VW=16 WGM=8 WGN=1 KWG=8"), the GEMM's left as tuned. --weights
+ * kept marks the weight buffer constant (STAGE 5's packing made once, as a network runs it).
  * Layers: l1.reduce64 ... l4.reduce2048 (ResNet-50's 1x1 layers; the .down ones stride 2), or
  * "all" (the default). */
 #include "ab_harness.h"
@@ -39,12 +42,12 @@ int main(int argc, char **argv) {
     const char *cfg[MAXCFG];
     int ncfg = 0, gemm = 0;
     for (int i = 1; i < argc; ++i) {
-        if (ab_arg(argc, argv, &i, &o, AB_BATCH | AB_LAYERS)) continue;
+        if (ab_arg(argc, argv, &i, &o, AB_BATCH | AB_LAYERS | AB_WEIGHTS)) continue;
         if (!strcmp(argv[i], "--gemm")) gemm = 1;
         else if (!strcmp(argv[i], "--cfg") && i + 1 < argc && ncfg < MAXCFG) cfg[ncfg++] = argv[++i];
         else {
             fprintf(stderr, "usage: conv1x1_gemm [--device SEL] [--rounds N] [--calls N] [--batch N] [--layers LIST] "
-                            "[--gemm] [--cfg CONFIG]...\n");
+                            "[--gemm] [--weights kept|per-call] [--cfg CONFIG|conv:CONFIG]...\n");
             return 2;
         }
     }
@@ -69,6 +72,10 @@ int main(int argc, char **argv) {
         if (gemm) nx = batch * pq * L->c;
         cl_mem x = util_pattern_buffer(ctx, nx), w = util_pattern_buffer(ctx, nw), y = util_pattern_buffer(ctx, ny), bias = util_pattern_buffer(ctx, L->k);
         if (!x || !w || !y || !bias) return 1;
+        if (o.kept && tsr_buffer_set_constant(w, true) != TSR_SUCCESS) {
+            fprintf(stderr, "conv1x1_gemm: %s\n", tsr_last_error());
+            return 1;
+        }
         const tsr_conv2d_desc cd = {.batch = batch, .in_channels = L->c, .in_height = L->h, .in_width = L->h,
                                     .out_channels = L->k, .kernel_h = 1, .kernel_w = 1, .stride_h = L->stride,
                                     .stride_w = L->stride, .epilogue = {.bias = bias, .activation = TSR_ACT_RELU}};
@@ -81,7 +88,10 @@ int main(int argc, char **argv) {
             for (int j = 0; j < ncfg; ++j) {
                 int v = (r + j) % ncfg; /* rotate which goes first */
                 const char *c = strcmp(cfg[v], "builtin") ? cfg[v] : "";
-                if ((st = tsr_config_override(dev, "gemm", c)) != TSR_SUCCESS) goto fail;
+                const bool conv_cfg = !strncmp(c, "conv:", 5);
+                if ((st = tsr_config_override(dev, "gemm", conv_cfg ? "" : c)) != TSR_SUCCESS ||
+                    (st = tsr_config_override(dev, "conv2d", conv_cfg ? c + 5 : "")) != TSR_SUCCESS)
+                    goto fail;
                 if (r == 0) {
                     /* the class and configuration one image's GEMM resolves to */
                     tsr_config_info info;
@@ -124,6 +134,7 @@ int main(int argc, char **argv) {
         clReleaseMemObject(x), clReleaseMemObject(w), clReleaseMemObject(y), clReleaseMemObject(bias);
     }
     tsr_config_override(dev, "gemm", NULL);
+    tsr_config_override(dev, "conv2d", NULL);
     printf("{\"rounds\": %d, \"calls\": %d, \"batch\": %zu}\n", rounds, calls, batch);
     tsr_device_close(dev);
     return 0;

@@ -12,8 +12,8 @@
  * runs the 16-bit variants under the fp32 layer's configuration (tsr_config_override around their
  * calls) instead of their own classes'.
  * Layers: l1.3x3 l2.3x3 l3.3x3 l4.3x3 (the default), and the rest of `tessera bench conv2d`'s
- * default ResNet-50 layers: conv1 l2.3x3s2 l1.reduce256 l1.expand l3.reduce1024 l3.expand
- * (--layers all: the ten). */
+ * default ResNet-50 layers: conv1 l2.3x3s2 l1.reduce256 l1.expand l3.reduce1024 l3.expand, and the
+ * 7x7 1x1 layers and the last downsample: l4.reduce2048 l4.expand l4.down (--layers all: the 13). */
 #include "ab_harness.h"
 #include "tessera.h"
 #include "util.h"
@@ -33,7 +33,9 @@ static const layer layers[] = {
     {"l3.3x3", 256, 14, 256, 3, 1, 1},      {"l4.3x3", 512, 7, 512, 3, 1, 1},
     {"conv1", 3, 224, 64, 7, 2, 3},         {"l2.3x3s2", 128, 56, 128, 3, 2, 1},
     {"l1.reduce256", 256, 56, 64, 1, 1, 0}, {"l1.expand", 64, 56, 256, 1, 1, 0},
-    {"l3.reduce1024", 1024, 14, 256, 1, 1, 0}, {"l3.expand", 256, 14, 1024, 1, 1, 0}};
+    {"l3.reduce1024", 1024, 14, 256, 1, 1, 0}, {"l3.expand", 256, 14, 1024, 1, 1, 0},
+    {"l4.reduce2048", 2048, 7, 512, 1, 1, 0},  {"l4.expand", 512, 7, 2048, 1, 1, 0},
+    {"l4.down", 1024, 14, 2048, 1, 2, 0}};
 static const char default_layers[] = "l1.3x3,l2.3x3,l3.3x3,l4.3x3";
 #define NLAYERS (sizeof layers / sizeof *layers)
 #define MAXVAR 6

@@ -59,6 +59,35 @@ __attribute__((noinline)) static void form24(const unsigned short *in, unsigned 
     }
 }
 
+/* session 26's tables (bench/gelu16_fit.py, as gelu16_error.c): h = c0 + a (c1 + a c2), entry round(3.2 a) */
+static const float TANH_C0[16] = {
+    0.500045598f, 0.501727164f, 0.510729015f, 0.520315766f, 0.511490822f, 0.467633009f,
+    0.388232768f, 0.288902521f, 0.19115068f, 0.111543179f, 0.0568996854f, 0.0250791907f,
+    0.0094507942f, 0.00301354052f, 0.0f, 0.0f};
+static const float TANH_C1[16] = {
+    -0.400733829f, -0.417365849f, -0.455676913f, -0.481212318f, -0.466082364f, -0.404254198f,
+    -0.311942726f, -0.213933647f, -0.130213246f, -0.0699966401f, -0.0329885967f, -0.0134789636f,
+    -0.00472606346f, -0.00140735379f, 0.0f, 0.0f};
+static const float TANH_C2[16] = {
+    0.0199265201f, 0.0615982935f, 0.102683388f, 0.119709045f, 0.113243371f, 0.0914338529f,
+    0.0645859465f, 0.0403983332f, 0.0224664342f, 0.0110762427f, 0.00480894325f, 0.00181806949f,
+    0.000592378783f, 0.000164602214f, 0.0f, 0.0f};
+
+__attribute__((noinline)) static void form26(const unsigned short *in, unsigned short *out, long n) {
+    const __m512 c0 = _mm512_loadu_ps(TANH_C0), c1 = _mm512_loadu_ps(TANH_C1), c2 = _mm512_loadu_ps(TANH_C2);
+    for (long i = 0; i < n; i += 16 * NV) {
+        __m512 x[NV], a[NV], h[NV];
+        __m512i t[NV];
+        EACH(x[l] = LOAD(in + i + 16 * l))
+        EACH(a[l] = _mm512_range_ps(x[l], SET(4.6f), 10))
+        EACH(t[l] = _mm512_castps_si512(_mm512_fmadd_ps(a[l], SET(3.2f), SET(12582912.0f))))
+        EACH(h[l] = _mm512_fmadd_ps(_mm512_permutexvar_ps(t[l], c2), a[l], _mm512_permutexvar_ps(t[l], c1)))
+        EACH(h[l] = _mm512_fmadd_ps(h[l], a[l], _mm512_permutexvar_ps(t[l], c0)))
+        EACH(h[l] = _mm512_fnmadd_ps(a[l], h[l], _mm512_max_ps(SET(-0.0f), x[l])))
+        EACH(STORE(h[l], out + i + 16 * l))
+    }
+}
+
 __attribute__((noinline)) static void copy(const unsigned short *in, unsigned short *out, long n) {
     for (long i = 0; i < n; i += 16 * NV) {
         __m512 x[NV];
@@ -83,12 +112,12 @@ int main(int argc, char **argv) {
     srand(1);
     for (long i = 0; i < n; ++i)
         in[i] = _cvtss_sh((2.0f * (float)rand() / (float)RAND_MAX - 1.0f) * range, 0);
-    void (*const fns[])(const unsigned short *, unsigned short *, long) = {form23, form24, copy};
-    const char *const names[] = {"session 23 tanh form", "session 24 tanh form", "f16 copy"};
-    double best[3] = {1e30, 1e30, 1e30};
+    void (*const fns[])(const unsigned short *, unsigned short *, long) = {form23, form24, form26, copy};
+    const char *const names[] = {"session 23 tanh form", "session 24 tanh form", "session 26 tanh form", "f16 copy"};
+    double best[4] = {1e30, 1e30, 1e30, 1e30};
     const long reps = (1l << 26) / n;
     for (int r = 0; r < 15; ++r)
-        for (int k = 0; k < 3; ++k) {
+        for (int k = 0; k < 4; ++k) {
             unsigned aux;
             const double t0 = (double)__rdtscp(&aux);
             for (long j = 0; j < reps; ++j)
@@ -98,7 +127,7 @@ int main(int argc, char **argv) {
         }
     printf("f16 -> f16, %ld elements, inputs in [-%g, %g]; TSC ticks per 16 elements (min of 15 rounds):\n", n,
            (double)range, (double)range);
-    for (int k = 0; k < 3; ++k)
+    for (int k = 0; k < 4; ++k)
         printf("  %-22s %6.3f\n", names[k], best[k]);
     free(in), free(out);
     return 0;

@@ -4,7 +4,7 @@
  * run over every bf16 and every f16 input and every STRIDE-th fp32 bit pattern (default 64, with
  * random low bits). Prints the largest |y - GELU(x)| / max(1, |x|) of each form, the largest
  * relative error on |x| <= 5, and counts of limits that are not exact (y = x from x = 10.9 on, -0
- * below -9 / -20, Inf and NaN; since session 24 both forms are exact from |x| = 4.57 on); exits 1
+ * below -9 / -20, Inf and NaN; since session 26 both forms are exact from |x| = 4.21875 on); exits 1
  * when a count is not 0 or an error exceeds TSR_GELU16_ERROR (2^-13). docs/dtypes.md ("Error bounds") quotes its output.
  *
  *     build/bench/gelu16_error [STRIDE]
@@ -19,31 +19,54 @@
 #include <string.h>
 
 #define GELU16_ERROR 0x1p-13 /* TSR_GELU16_ERROR, runtime/internal.h */
-/* cl/gelu.cl's G16_C0..5: q of each form, degree 5, for both y types */
-static const float TANH5[6] = {0.8407481f, -0.16644283f, -0.053640302f, 0.008424275f, 0.0026518707f, -0.00046918058f};
-static const float ERF5[6] = {0.84076816f, -0.16671547f, -0.052622277f, 0.0067910384f, 0.0034671247f, -0.0005726253f};
+/* cl/gelu.cl's G16_T0..G16_T2: h(a) = c0 + a (c1 + a c2) with each coefficient from a table of 16
+ * (entry round(3.2 a); 14 and 15 are 0), fitted per form, for both y types: bench/gelu16_fit.py --c */
+static const float TANH_C0[16] = {
+    0.500045598f, 0.501727164f, 0.510729015f, 0.520315766f, 0.511490822f, 0.467633009f,
+    0.388232768f, 0.288902521f, 0.19115068f, 0.111543179f, 0.0568996854f, 0.0250791907f,
+    0.0094507942f, 0.00301354052f, 0.0f, 0.0f};
+static const float TANH_C1[16] = {
+    -0.400733829f, -0.417365849f, -0.455676913f, -0.481212318f, -0.466082364f, -0.404254198f,
+    -0.311942726f, -0.213933647f, -0.130213246f, -0.0699966401f, -0.0329885967f, -0.0134789636f,
+    -0.00472606346f, -0.00140735379f, 0.0f, 0.0f};
+static const float TANH_C2[16] = {
+    0.0199265201f, 0.0615982935f, 0.102683388f, 0.119709045f, 0.113243371f, 0.0914338529f,
+    0.0645859465f, 0.0403983332f, 0.0224664342f, 0.0110762427f, 0.00480894325f, 0.00181806949f,
+    0.000592378783f, 0.000164602214f, 0.0f, 0.0f};
+static const float ERF_C0[16] = {
+    0.500045419f, 0.501722038f, 0.510751784f, 0.52056706f, 0.512066126f, 0.467967927f,
+    0.387380391f, 0.286737502f, 0.188841507f, 0.11049895f, 0.0575113334f, 0.0266428404f,
+    0.0110196415f, 0.00408252049f, 0.0f, 0.0f};
+static const float ERF_C1[16] = {
+    -0.400725305f, -0.417304963f, -0.455714941f, -0.481824249f, -0.467299134f, -0.405150115f,
+    -0.311463654f, -0.212150946f, -0.128293127f, -0.0690234005f, -0.0331340358f, -0.0142099662f,
+    -0.00546299294f, -0.0018888379f, 0.0f, 0.0f};
+static const float ERF_C2[16] = {
+    0.0198305864f, 0.0613599457f, 0.102530479f, 0.119917274f, 0.113734163f, 0.0918179452f,
+    0.0645717084f, 0.0400603078f, 0.0220959969f, 0.0108830463f, 0.00480472483f, 0.00190390402f,
+    0.000679460994f, 0.00021904592f, 0.0f, 0.0f};
 
-/* G16_FORMN on one vector: max(-0, x) - a max(q(a), 0)^4, a = min(|x|, 5) */
-static __m512 gelu16_form(__m512 x, const float *c) {
-    const __m512 a = _mm512_range_ps(x, _mm512_set1_ps(5.0f), 10); /* min(|x|, 5); a quiet NaN x: 5 */
-    __m512 q = _mm512_fmadd_ps(a, _mm512_set1_ps(c[5]), _mm512_set1_ps(c[4]));
-    for (int k = 3; k >= 0; --k)
-        q = _mm512_fmadd_ps(q, a, _mm512_set1_ps(c[k]));
-    q = _mm512_max_ps(_mm512_set1_ps(-0.0f), q);
-    q = _mm512_mul_ps(q, q);
-    q = _mm512_mul_ps(q, q);
-    return _mm512_fnmadd_ps(a, q, _mm512_max_ps(_mm512_set1_ps(-0.0f), x));
+/* G16_FORMN on one vector: max(-0, x) - a h(a), a = min(|x|, 4.6) */
+static __m512 gelu16_form(__m512 x, const float *c0, const float *c1, const float *c2) {
+    const __m512 a = _mm512_range_ps(x, _mm512_set1_ps(4.6f), 10); /* min(|x|, 4.6); a quiet NaN x: 4.6 */
+    /* round(3.2 a) in the low bits */
+    const __m512i t = _mm512_castps_si512(_mm512_fmadd_ps(a, _mm512_set1_ps(3.2f), _mm512_set1_ps(12582912.0f)));
+#define PERM(c) _mm512_permutexvar_ps(t, _mm512_loadu_ps(c))
+    __m512 h = _mm512_fmadd_ps(PERM(c2), a, PERM(c1));
+    h = _mm512_fmadd_ps(h, a, PERM(c0));
+#undef PERM
+    return _mm512_fnmadd_ps(a, h, _mm512_max_ps(_mm512_set1_ps(-0.0f), x));
 }
 
 /* f16: the y type (both take the same form since session 24) */
 static __m512 gelu16_tanh(__m512 x, int f16) {
     (void)f16;
-    return gelu16_form(x, TANH5);
+    return gelu16_form(x, TANH_C0, TANH_C1, TANH_C2);
 }
 
 static __m512 gelu16_erf(__m512 x, int f16) {
     (void)f16;
-    return gelu16_form(x, ERF5);
+    return gelu16_form(x, ERF_C0, ERF_C1, ERF_C2);
 }
 
 /* runtime/reference.c's tsr_gelu_reference */

@@ -20,7 +20,7 @@
 //   STAGE 4  (depthwise) column tiles x row blocks x planes: see its kernel.
 //   STAGE 8  (depthwise 3x3, pad 1, stride 1 or 2; the CPU default there) row strips of a plane per
 //            work-item, or narrow planes whole (DW8_PLANES: one or two planes a work-item, one
-//            vector a row): see its kernels.
+//            vector a row, or two on stride-1 rows of 17-32 columns): see its kernels.
 //   STAGE 3  (depthwise) a work-item computes MWI output rows of one channel, VW pixels at a time
 //            along each row; up to WGN such items per work-group. Meant for one input channel per
 //            group (memory-bound layers), correct for any layer.
@@ -328,7 +328,8 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 }
 
 #elif STAGE == 5
-// (channel vectors) the same padded (polyphase) copy of x as STAGE 2, read one pixel at a time:
+// (channel vectors) the same padded (polyphase) copy of x as STAGE 2 (none for an unpadded 1x1
+// layer: x itself, at its strides under KV_STRIDED_X, 16-bit under KV_X16), read one pixel at a time:
 // a work-item holds NP = WGM output pixels x MWI vectors of VW output channels (KB = MWI VW), and
 // per tap loads MWI weight vectors and broadcasts NP input values into NP MWI independent FMA
 // chains. The pixels are any NP consecutive ones of the chunk's images (rows and images crossed
@@ -341,7 +342,28 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 // work-groups share a block of weights (they stay in L2) and sweep the pixels.
 #define NP WGM
 #define KB (MWI * VW)
-__kernel void conv_implicit(const int16 geo, __global const float *x, const ulong x_off, __global const float *w,
+// KV_X16 (an unpadded 1x1 layer with 16-bit x, from the host): x itself, each pixel widened as it
+// is broadcast (bf16: a shift; f16: one F16C conversion where the target has it), no widening copy
+#if defined(KV_X16) && X_TYPE != 0
+#define KV_XT XELT
+#if X_TYPE == 2
+#define KV_LD(p) as_float((uint)(*(p)) << 16)
+#define KV_WIDEN8(h) as_float8(convert_uint8(h) << 16)
+#elif defined(__F16C__) && defined(__has_builtin)
+#if __has_builtin(__builtin_ia32_vcvtph2ps) && __has_builtin(__builtin_ia32_vcvtph2ps256)
+#define KV_LD(p) (__builtin_ia32_vcvtph2ps((short8)(*(const __global short *)(p), 0, 0, 0, 0, 0, 0, 0))[0])
+#define KV_WIDEN8(h) as_float8(__builtin_ia32_vcvtph2ps256(as_short8(h)))
+#endif
+#endif
+#ifndef KV_LD
+#define KV_LD(p) vload_half(0, (p))
+#define KV_WIDEN8(h) vload_half8(0, (const __private half *)&(h))
+#endif
+#else
+#define KV_XT float
+#define KV_LD(p) (*(p))
+#endif
+__kernel void conv_implicit(const int16 geo, __global const KV_XT *x, const ulong x_off, __global const float *w,
                             const ulong w_off, __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
     const int Cg = GEO_C / GEO_G, Kg = GEO_K / GEO_G, HW = GEO_H * GEO_W;
     const int R = KR_, S = KS_, RS = R * S, PQ = GEO_P * GEO_Q, npix = geo.sf;
@@ -349,19 +371,44 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
     if (kb * KB >= Kg || t0 >= npix) return;
     // each pixel's place in the copy: its image's channel group, row and column (pixels past the
     // chunk repeat the last one: computed, never stored)
-    const __global float *px[NP];
+    const __global KV_XT *px[NP];
     _Pragma("unroll") for (int i = 0; i < NP; ++i) {
         const int t = min(t0 + i, npix - 1), n = t / PQ, rem = t - n * PQ, oh = rem / GEO_Q;
+#ifdef KV_STRIDED_X
+        // (a strided 1x1 layer without padding, fp32 x: x itself at the strides, the plain geometry)
+        px[i] = x + x_off + (size_t)((n * GEO_C + g * Cg) * HW + oh * SH_ * GEO_W + (rem - oh * GEO_Q) * SW_);
+#else
         px[i] = x + x_off + (size_t)((n * GEO_C + g * Cg) * HW + oh * GEO_W + (rem - oh * GEO_Q));
+#endif
     }
     const __global float *wp = w + w_off + ((size_t)g * ((Kg + KB - 1) / KB) + kb) * (size_t)(Cg * RS * KB);
     floatv acc[NP][MWI];
     _Pragma("unroll") for (int i = 0; i < NP; ++i)
         _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[i][m] = (floatv)(0.0f);
     const bool poly = GEO_SH > 1 || GEO_SW > 1;
+    int c = 0;
+#if defined(KV_X16) && X_TYPE != 0 && !defined(KV_STRIDED_X) && NP <= 8
+    // (an unstrided 1x1 layer, 16-bit x in place) NP pixels in one plane lie side by side: while 8
+    // elements from the first stay in its plane, a channel's NP values come in one 8-element load and
+    // conversion into a private row that the broadcasts read, not in NP scalar widenings
+    if (t0 + NP <= npix && t0 % PQ + 8 <= PQ) {
+        const __global ushort *xr = (const __global ushort *)px[0];
+        for (; c < Cg; ++c, xr += HW, wp += KB) {
+            float xs[8];
+            const ushort8 h = vload8(0, xr);
+            vstore8(KV_WIDEN8(h), 0, xs);
+            floatv wv[MWI];
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) wv[m] = VLOAD(wp + m * VW);
+            _Pragma("unroll") for (int i = 0; i < NP; ++i) {
+                const floatv b = (floatv)(xs[i]);
+                _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[i][m] = fma(wv[m], b, acc[i][m]);
+            }
+        }
+    }
+#endif
     // One tap per iteration, not unrolled: unrolled, the compiler hoists every tap's broadcasts
     // above the FMAs and spills them. The packed weights are read in order (wp += KB per tap).
-    for (int c = 0; c < Cg; ++c) {
+    for (; c < Cg; ++c) {
         _Pragma("unroll 1") for (int r = 0; r < R; ++r) {
             const int rr = r * DH_;
             const int ro = poly ? rr % SH_ * GEO_PH * GEO_PW + rr / SH_ * GEO_W : rr * GEO_W;
@@ -370,7 +417,7 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
                 floatv wv[MWI];
                 _Pragma("unroll") for (int m = 0; m < MWI; ++m) wv[m] = VLOAD(wp + m * VW);
                 _Pragma("unroll") for (int i = 0; i < NP; ++i) {
-                    const floatv b = (floatv)(px[i][o]);
+                    const floatv b = (floatv)(KV_LD(px[i] + o));
                     _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[i][m] = fma(wv[m], b, acc[i][m]);
                 }
             }
@@ -391,6 +438,9 @@ __kernel void conv_implicit(const int16 geo, __global const float *x, const ulon
 }
 #undef NP
 #undef KB
+#undef KV_XT
+#undef KV_LD
+#undef KV_WIDEN8
 
 #elif STAGE == 4
 // (depthwise, all taps compiled in) global = (column tiles ceil(Q / VW), row blocks ceil(P / MWI),
@@ -660,8 +710,8 @@ typedef int4 intv_dw8;
 #define DW8_SHL(v, f) __builtin_shufflevector((v), (float16)(f), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
 #define DW8_EVEN(a, b) __builtin_shufflevector((a), (b), 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
 #define DW8_ODD(a, b) __builtin_shufflevector((a), (b), 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
-#if X_TYPE == 0
 typedef float16 dw8_float16_u __attribute__((aligned(4)));
+#if X_TYPE == 0
 #define DW8_VLD(p) (*(const __global dw8_float16_u *)(p))
 #endif
 #else
@@ -688,10 +738,10 @@ typedef float16 dw8_float16_u __attribute__((aligned(4)));
 #endif
 // One input row i of the strip (input row ih) into the strip's accumulators, stride 1: LEFT and
 // RIGHT (0 or 1, so the tests fold) say whether the tile touches the row's first or last column.
-#define DW8_ROW1(LEFT, RIGHT)                                                                        \
+#define DW8_ROW1(LEFT, RIGHT, CHK)                                                                   \
     _Pragma("unroll") for (int i = 0; i < MWI + 2; ++i) {                                            \
         const int ih = oh0 - 1 + i;                                                                  \
-        if (ih < 0 || ih >= GEO_H) continue; /* a row of zeros adds nothing */                      \
+        if ((CHK) && (ih < 0 || ih >= GEO_H)) continue; /* a row of zeros adds nothing */           \
         const __global XELT *xr = xc + ih * GEO_W + ow0;                                            \
         if (GEO_W > 4 * VW) DW8_PREFETCH(xr + 4 * MWI * GEO_W);                                      \
         const floatv v1 = DW8_VLD(xr);                                                               \
@@ -704,10 +754,10 @@ typedef float16 dw8_float16_u __attribute__((aligned(4)));
                          fma((floatv)(wt[3 * r + 1]), v1, fma((floatv)(wt[3 * r]), v0, acc[m])));     \
         }                                                                                            \
     }
-#define DW8_ROW2(LEFT)                                                                               \
+#define DW8_ROW2(LEFT, CHK)                                                                          \
     _Pragma("unroll") for (int i = 0; i < 2 * MWI + 1; ++i) {                                        \
         const int ih = 2 * oh0 - 1 + i;                                                              \
-        if (ih < 0 || ih >= GEO_H) continue;                                                         \
+        if ((CHK) && (ih < 0 || ih >= GEO_H)) continue;                                              \
         const __global XELT *xr = xc + ih * GEO_W + 2 * ow0;                                        \
         DW8_PREFETCH(xr + 4 * MWI * GEO_W);                                                          \
         DW8_PREFETCH(xr + 4 * MWI * GEO_W + VW);                                                     \
@@ -899,6 +949,77 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 #if DWP_NPL == 2
     const size_t oB = (size_t)nkB * DWP_HW, yB = (size_t)nkB * (DWP_P * DWP_Q);
 #endif
+#if DW8_STRIDE == 1 && DWP_W > 16
+    // (session 26) Rows of 17 to 32 columns (28x28 planes), one plane an item: a row is two
+    // vectors, a (columns 0-15) and b (16-31, its lanes past the row zeroed); each side tap is
+    // one two-source permute of the pair (a's right neighbour lane 15 is b's lane 0, b's left
+    // neighbour lane 0 is a's lane 15), so each input row is loaded once and no lane but b's
+    // last 32 - W idles, where the row strips ran two overlapping tiles a row, each input row
+    // read 1 + 2 / MWI times, with run-time loop bounds. A row's b half is stored whole where
+    // that stays inside the plane (its lanes past the row land on the next row's first columns,
+    // which this item stores next), else its W - 16 lanes.
+    const intv_dw8 past = DW8_IOTA >= (intv_dw8)(GEO_W - 16);
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define DWP2_AL(a, b) __builtin_shufflevector((a), (b), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+#define DWP2_BR(a, b) __builtin_shufflevector((a), (b), 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30)
+#endif
+#endif
+#ifndef DWP2_AL
+#define DWP2_AL(a, b) ((float16)((a).s1234, (a).s5678, (a).s9abc, (a).sdef, (b).s0))
+#define DWP2_BR(a, b) ((float16)((a).sf, (b).s0123, (b).s4567, (b).s89ab, (b).scde))
+#endif
+    // input row ih's taps: a0, a1, a2 (columns 0-15 shifted right, in place, shifted left), b0..b2
+#define DWP2_ROW(ih, a0, a1, a2, b0, b1, b2)                                                         \
+    do {                                                                                             \
+        a1 = DWP_LD(16, oA, ih, 0, lastA);                                                           \
+        b1 = select(DWP_LD(16, oA, ih, 16, lastA), (floatv)(0.0f), past);                            \
+        a0 = DWP_SHR(a1), a2 = DWP2_AL(a1, b1), b0 = DWP2_BR(a1, b1), b2 = DWP_SHL(b1);              \
+    } while (0)
+#define DWP2_N(oh) ((DWP_P - (oh)) * DWP_Q - 16 >= 16 ? 16 : DWP_Q - 16)
+#define DWP2_ROWS(FAST)                                                                              \
+    do {                                                                                             \
+        floatv pa0 = z, pa1 = z, pa2 = z, pb0 = z, pb1 = z, pb2 = z, ca0, ca1, ca2, cb0, cb1, cb2;   \
+        DWP2_ROW(0, ca0, ca1, ca2, cb0, cb1, cb2);                                                   \
+        _Pragma("unroll") for (int oh = 0; oh < DWP_P; ++oh) {                                       \
+            floatv na0 = z, na1 = z, na2 = z, nb0 = z, nb1 = z, nb2 = z;                             \
+            if (oh + 1 < DWP_H) DWP2_ROW(oh + 1, na0, na1, na2, nb0, nb1, nb2);                      \
+            floatv sa = fma(wv[2], pa2, fma(wv[1], pa1, wv[0] * pa0)) +                              \
+                        fma(wv[5], ca2, fma(wv[4], ca1, wv[3] * ca0)) +                              \
+                        fma(wv[8], na2, fma(wv[7], na1, wv[6] * na0));                               \
+            floatv sb = fma(wv[2], pb2, fma(wv[1], pb1, wv[0] * pb0)) +                              \
+                        fma(wv[5], cb2, fma(wv[4], cb1, wv[3] * cb0)) +                              \
+                        fma(wv[8], nb2, fma(wv[7], nb1, wv[6] * nb0));                               \
+            if (FAST) {                                                                              \
+                sa = fma(sa, sc, bi), sb = fma(sb, sc, bi);                                          \
+                sa = select(sa, lo, sa < lo), sb = select(sb, lo, sb < lo);                          \
+            } else if (res_type == TSR_RES_NONE) {                                                   \
+                sa = activate_floatv(fma(sa, sc, bi), act), sb = activate_floatv(fma(sb, sc, bi), act); \
+            }                                                                                        \
+            if (FAST || res_type == TSR_RES_NONE) {                                                  \
+                dwp_st16(DWP_YV(sa), DWP_YP(yA + (oh) * DWP_Q), 16);                                 \
+                dwp_st16(DWP_YV(sb), DWP_YP(yA + (oh) * DWP_Q + 16), DWP2_N(oh));                    \
+            } else { /* lane by lane: the residual may be y itself */                                \
+                float t[32];                                                                         \
+                VSTORE(sa, t);                                                                       \
+                VSTORE(sb, t + 16);                                                                  \
+                for (int e = 0; e < DWP_Q; ++e) CONV_STORE1(t[e], kA, yA + (oh) * DWP_Q + e);        \
+            }                                                                                        \
+            pa0 = ca0, pa1 = ca1, pa2 = ca2, pb0 = cb0, pb1 = cb1, pb2 = cb2;                        \
+            ca0 = na0, ca1 = na1, ca2 = na2, cb0 = nb0, cb1 = nb1, cb2 = nb2;                        \
+        }                                                                                            \
+    } while (0)
+    const floatv z = (floatv)(0.0f);
+    if (res_type == TSR_RES_NONE && (act == TSR_ACT_NONE || act == TSR_ACT_RELU))
+        DWP2_ROWS(1);
+    else
+        DWP2_ROWS(0);
+#undef DWP2_AL
+#undef DWP2_BR
+#undef DWP2_ROW
+#undef DWP2_N
+#undef DWP2_ROWS
+#else
     // one input row's taps (v0: columns shifted right, v1, v2: left), zeros outside the image
 #if DW8_STRIDE == 1
     // (the run-time width, not DWP_W: a constant mask let LLVM shrink the row's load to pieces)
@@ -1004,6 +1125,7 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
 #undef DWP_STORE1
 #undef DWP_ROWS
 #undef DWP_ROW
+#endif // two vectors a row
 }
 #undef DWP_W
 #undef DWP_H
@@ -1079,43 +1201,81 @@ __kernel void conv_implicit(const int16 geo, __global const XELT *x, const ulong
     }
 #else
     const int tiles = (GEO_Q + VW - 1) / VW;
+#ifdef DW8_FAST
+    // (session 26) the common call (no residual; no activation or ReLU, the scale and bias of a
+    // folded BatchNorm or none) stores each row as one fma, one max and one 16-lane move, where
+    // conv_store's tests and its four-piece vstore16 ran per row and tile
+    const bool fast = res_type == TSR_RES_NONE && (act == TSR_ACT_NONE || act == TSR_ACT_RELU);
+    const float16 sc = (float16)((epi_flags & 1) ? scale[scale_off + k] : 1.0f);
+    const float16 bi = (float16)((epi_flags & 2) ? bias[bias_off + k] : 0.0f);
+    const float16 lo = (float16)(act == TSR_ACT_RELU ? 0.0f : -INFINITY);
+#endif
+    // A strip's tiles; CHK 0 (a strip whose input rows all lie inside the image and whose output
+    // rows all lie inside the band, the most of a large plane's) leaves out the row tests.
+#define DW8_TILES(CHK)                                                                               \
+    for (int t = 0; t < tiles; ++t) {                                                                \
+        const int ow0 = min(t * VW, GEO_Q - VW);                                                     \
+        floatv acc[MWI];                                                                             \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);                     \
+        if (SW_ == 1) {                                                                              \
+            const bool left = ow0 == 0, right = ow0 + VW == GEO_W;                                   \
+            if (!left && !right) {                                                                   \
+                DW8_ROW1(0, 0, CHK)                                                                  \
+            } else if (left && right) {                                                              \
+                DW8_ROW1(1, 1, CHK)                                                                  \
+            } else if (left) {                                                                       \
+                DW8_ROW1(1, 0, CHK)                                                                  \
+            } else {                                                                                 \
+                DW8_ROW1(0, 1, CHK)                                                                  \
+            }                                                                                        \
+        } else if (ow0 == 0) {                                                                       \
+            DW8_ROW2(1, CHK)                                                                         \
+        } else {                                                                                     \
+            DW8_ROW2(0, CHK)                                                                         \
+        }                                                                                            \
+        DW8_FAST_STORE(CHK)                                                                          \
+        /* Overlapped pixels (the row's last tile) belong to the tile before: stored only by it     \
+           when a residual is read (it may be y itself), else stored again with the same values. */ \
+        const int skip = res_type == TSR_RES_NONE ? 0 : t * VW - ow0;                                \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                            \
+            if (oh0 + m >= p1) break;                                                                \
+            const size_t er = ek + (size_t)(oh0 + m) * GEO_Q + ow0;                                  \
+            if (skip == 0) {                                                                         \
+                CONV_STORE(acc[m], k, er, VW);                                                       \
+            } else {                                                                                 \
+                float tl[VW];                                                                        \
+                VSTORE(acc[m], tl);                                                                  \
+                for (int e = skip; e < VW; ++e) CONV_STORE1(tl[e], k, er + e);                       \
+            }                                                                                        \
+        }                                                                                            \
+    }
+#if defined(DW8_FAST) && Y_TYPE == 0
+#define DW8_FAST_STORE(CHK)                                                                          \
+    if (fast) {                                                                                      \
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m) {                                            \
+            if ((CHK) && oh0 + m >= p1) break;                                                       \
+            const float16 s = fma(acc[m], sc, bi);                                                   \
+            *(__global dw8_float16_u *)(y + y_off + ek + (size_t)(oh0 + m) * GEO_Q + ow0) = select(s, lo, s < lo); \
+        }                                                                                            \
+        continue;                                                                                    \
+    }
+    // the strips with no row outside the image or the band
+    const int in0 = (1 + SW_ - 1) / SW_, in1 = (GEO_H - (SW_ == 1 ? MWI + 1 : 2 * MWI)) / SW_; // oh0 * SW - 1 >= 0, last input row < H
     for (int oh0 = p0; oh0 < p1; oh0 += MWI) {
-        for (int t = 0; t < tiles; ++t) {
-            const int ow0 = min(t * VW, GEO_Q - VW);
-            floatv acc[MWI];
-            _Pragma("unroll") for (int m = 0; m < MWI; ++m) acc[m] = (floatv)(0.0f);
-            if (SW_ == 1) {
-                const bool left = ow0 == 0, right = ow0 + VW == GEO_W;
-                if (!left && !right) {
-                    DW8_ROW1(0, 0)
-                } else if (left && right) {
-                    DW8_ROW1(1, 1)
-                } else if (left) {
-                    DW8_ROW1(1, 0)
-                } else {
-                    DW8_ROW1(0, 1)
-                }
-            } else if (ow0 == 0) {
-                DW8_ROW2(1)
-            } else {
-                DW8_ROW2(0)
-            }
-            // Overlapped pixels (the row's last tile) belong to the tile before: stored only by it
-            // when a residual is read (it may be y itself), else stored again with the same values.
-            const int skip = res_type == TSR_RES_NONE ? 0 : t * VW - ow0;
-            _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
-                if (oh0 + m >= p1) break;
-                const size_t er = ek + (size_t)(oh0 + m) * GEO_Q + ow0;
-                if (skip == 0) {
-                    CONV_STORE(acc[m], k, er, VW);
-                } else {
-                    float tl[VW];
-                    VSTORE(acc[m], tl);
-                    for (int e = skip; e < VW; ++e) CONV_STORE1(tl[e], k, er + e);
-                }
-            }
+        if (oh0 >= in0 && oh0 <= in1 && oh0 + MWI <= p1) {
+            DW8_TILES(0)
+        } else {
+            DW8_TILES(1)
         }
     }
+#else
+#define DW8_FAST_STORE(CHK)
+    for (int oh0 = p0; oh0 < p1; oh0 += MWI) {
+        DW8_TILES(1)
+    }
+#endif
+#undef DW8_TILES
+#undef DW8_FAST_STORE
 #endif // DW8_WIDE
 }
 #endif // DW8_PLANES

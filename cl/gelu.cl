@@ -46,55 +46,63 @@
 // GELU for a 16-bit y on AVX-512 CPUs (GELU16: MODE 2 or 3, Y_TYPE 1 or 2, VW = 16, clang with
 // __AVX512F__ and __AVX512DQ__, i.e. PoCL's CPU device on such a CPU). y keeps 11 (f16) or 8
 // (bf16) significant bits, so the fp32 value before its store needs about 2^-14 of max(1, |x|),
-// not fp32's 2^-23. Both forms (session 24) compute
-//     GELU(x) = max(-0, x) - a h,   a = min(|x|, 5),   h = max(q(a), 0)^4,
-// h = (1 - tanh(u(a))) / 2 = 1 / (1 + e^(2 u(a))) (tanh) or erfc(a / sqrt(2)) / 2 (erf), q of
-// degree 5 fitted for each form (linear programming on the largest error of GELU(x) over a in
-// [0, 5], numpy and scipy): one vrangeps, five FMAs, a vmaxps, two squarings and one fused
-// multiply-add (x > 0: x - x h; x <= 0: x h, -0 for x <= 0 whatever a h is, +0 included; max(-0,
-// x) keeps a NaN x, and a quiet NaN x gives a = 5). Each q falls from 0.84 at 0 to its only root,
-// 4.4608 (tanh) and 4.5624 (erf), and is negative from there to 5: h = 0 exactly beyond, so y = x
-// from the root on (+Inf included) and -0 below minus the root (-Inf included), where |GELU(x)| <
-// 6.5e-6 (tanh) and 1.2e-5 (erf). Error, the fp32 value before the store against the double
-// reference (bench/gelu16_error: every f16 and bf16 input, fp32 ones): 1.2e-5 max(1, |x|) (tanh),
-// 1.1e-5 (erf), under TSR_GELU16_ERROR = 2^-13 (docs/dtypes.md, "Error bounds"); h is good to that
-// absolute error only, not to y's relative precision in the tail (GELU(-4) = -7e-5). The clamp of
-// q at 0 keeps the squares off subnormal and underflowing products, for which Zen 5 takes
-// microcode assists (a q^16 form with q(6.5) = 0 and no clamp ran twice as slow on inputs beyond
-// 6.5). Per 16 elements f16 -> f16, from the load to the store: 13 vector operations, every one
-// an FMA, a multiply, vmaxps, vrangeps or a conversion (zmm vcvtph2ps / vcvtps2ph). Before
-// (sessions 16-23): tanh 14, with 2^t by vreduceps, a polynomial and vscalefps, 1 / (1 + 2^t) by
-// vrcp14ps and x = -Inf by vfixupimmps, where vreduceps and vscalefps each take two FADD-pipe
-// slots on the Zen 5 (its two FADD pipes give two a cycle); erf 14 (15 for a bf16 y), 1 / p(a)^16
-// by vrcp14ps. These loops are bound by the
-// vector instructions they issue (PoCL's CPU device at 16M elements spent twice the copy kernel's
-// CPU time), so each one removed shows. An fp32 y, other vector widths, the tail's elements and
-// every other device keep activation.cl's fp32 forms.
+// not fp32's 2^-23. Both forms (session 26) compute
+//     GELU(x) = max(-0, x) - a h(a),   a = min(|x|, 4.6),   h(a) = c0 + a (c1 + a c2),
+// h = (1 - tanh(u(a))) / 2 = 1 / (1 + e^(2 u(a))) (tanh) or erfc(a / sqrt(2)) / 2 (erf), with
+// c0, c1, c2 a quadratic per interval of a of width 1/3.2: entry j = round(3.2 a) of three tables
+// of 16 (bench/gelu16_fit.py, linear programming on GELU's largest error in each interval, numpy
+// and scipy). The index is fma(a, 3.2, 1.5 2^23) taken as bits, whose low four bits vpermps reads
+// (a <= 4.6: j <= 15); entries 14 and 15 are 0, so h = 0 exactly from a = 4.21875 on: y = x from
+// there (+Inf included) and -0 below -4.21875 (-Inf included), where |GELU(x)| < 2.4e-5 (tanh),
+// 5.2e-5 (erf); a quiet NaN x gives a = 4.6, h = 0 and y = max(-0, x) = x (x > 0: x - x h; x <= 0:
+// x h, -0 for x <= 0 whatever a h is, +0 included). Error, the fp32 value before the store against
+// the double reference (bench/gelu16_error: every f16 and bf16 input, fp32 ones): 2.8e-5 max(1,
+// |x|) (both forms), under TSR_GELU16_ERROR = 2^-13 (docs/dtypes.md, "Error bounds"); h is good to
+// that absolute error only, not to y's relative precision in the tail (GELU(-4) = -7e-5). Per 16
+// elements f16 -> f16, from the load to the store: 11 vector operations: vrangeps, four FMAs,
+// three vpermps, vmaxps and the two conversions (zmm vcvtph2ps / vcvtps2ph). Before (sessions
+// 24-25): 13, h = max(q(a), 0)^4 with q of degree 5 (five FMAs, vmaxps and two squarings: eight
+// FMA-pipe operations), 10-17% more CPU time per element (docs/dtypes.md, "Session 26"; 32-entry
+// tables of width 1/4 by vpermt2ps, which overwrites a table or the index, took 1-5% more than
+// these); sessions 16-23: 14-15, with 2^t by vreduceps and vscalefps and 1 / (1 +
+// 2^t) by vrcp14ps. These loops are bound by the vector instructions they issue, so each one
+// removed shows. An fp32 y, other vector widths, the tail's elements and every other device keep
+// activation.cl's fp32 forms.
 #if MODE != 0 && Y_TYPE != 0 && VW == 16 && defined(TSR_X16) && defined(__AVX512DQ__)
 #define GELU16 1
 // (The builtins take and return 16-float vectors; clang converts float16 to and from them.)
 #define G16_ALL TSR_X16_ALL
 #define G16_CUR 4 /* _MM_FROUND_CUR_DIRECTION */
-#define G16_A 5.0f
+#define G16_A 4.6f
+/* 3.2 a + 1.5 2^23 holds round(3.2 a) (to nearest even) in its low bits: the table index */
+#define G16_SCALE 3.2f
+#define G16_ROUND 12582912.0f
+/* the tables of bench/gelu16_fit.py (its output, as printed): c0, c1, c2 of each interval */
 #if MODE == TSR_ACT_GELU_TANH
-#define G16_C5 -0.00046918058f
-#define G16_C4 0.0026518707f
-#define G16_C3 0.008424275f
-#define G16_C2 -0.053640302f
-#define G16_C1 -0.16644283f
-#define G16_C0 0.8407481f
+#define G16_T0 ((float16)(0.500045598f, 0.501727164f, 0.510729015f, 0.520315766f, 0.511490822f, 0.467633009f, \
+    0.388232768f, 0.288902521f, 0.19115068f, 0.111543179f, 0.0568996854f, 0.0250791907f, \
+    0.0094507942f, 0.00301354052f, 0.0f, 0.0f))
+#define G16_T1 ((float16)(-0.400733829f, -0.417365849f, -0.455676913f, -0.481212318f, -0.466082364f, -0.404254198f, \
+    -0.311942726f, -0.213933647f, -0.130213246f, -0.0699966401f, -0.0329885967f, -0.0134789636f, \
+    -0.00472606346f, -0.00140735379f, 0.0f, 0.0f))
+#define G16_T2 ((float16)(0.0199265201f, 0.0615982935f, 0.102683388f, 0.119709045f, 0.113243371f, 0.0914338529f, \
+    0.0645859465f, 0.0403983332f, 0.0224664342f, 0.0110762427f, 0.00480894325f, 0.00181806949f, \
+    0.000592378783f, 0.000164602214f, 0.0f, 0.0f))
 #else
-#define G16_C5 -0.0005726253f
-#define G16_C4 0.0034671247f
-#define G16_C3 0.0067910384f
-#define G16_C2 -0.052622277f
-#define G16_C1 -0.16671547f
-#define G16_C0 0.84076816f
+#define G16_T0 ((float16)(0.500045419f, 0.501722038f, 0.510751784f, 0.52056706f, 0.512066126f, 0.467967927f, \
+    0.387380391f, 0.286737502f, 0.188841507f, 0.11049895f, 0.0575113334f, 0.0266428404f, \
+    0.0110196415f, 0.00408252049f, 0.0f, 0.0f))
+#define G16_T1 ((float16)(-0.400725305f, -0.417304963f, -0.455714941f, -0.481824249f, -0.467299134f, -0.405150115f, \
+    -0.311463654f, -0.212150946f, -0.128293127f, -0.0690234005f, -0.0331340358f, -0.0142099662f, \
+    -0.00546299294f, -0.0018888379f, 0.0f, 0.0f))
+#define G16_T2 ((float16)(0.0198305864f, 0.0613599457f, 0.102530479f, 0.119917274f, 0.113734163f, 0.0918179452f, \
+    0.0645717084f, 0.0400603078f, 0.0220959969f, 0.0108830463f, 0.00480472483f, 0.00190390402f, \
+    0.000679460994f, 0.00021904592f, 0.0f, 0.0f))
 #endif
 /* vmaxps with b as the second operand: b where either is NaN (a NaN x goes on) and where both
  * are zeros (max(-0, +0) = +0) */
 TSR_INLINE float16 gelu16_max(const float16 a, const float16 b) { return __builtin_ia32_maxps512(a, b, G16_CUR); }
-/* min(|x|, 5) in one vrangeps (imm 10: the smaller magnitude, sign cleared; a quiet NaN x gives 5) */
+/* min(|x|, 4.6) in one vrangeps (imm 10: the smaller magnitude, sign cleared; a quiet NaN x gives 4.6) */
 #define G16_ABS(x) __builtin_ia32_rangeps512_mask((x), (float16)(G16_A), 10, (x), G16_ALL, G16_CUR)
 /* G16_FORMN: GELU on NV vectors (x and y arrays of NV), each statement over the NV vectors in
  * turn (a fully unrolled loop keeps that order), so the vectors' chains alternate and each waits
@@ -104,24 +112,20 @@ TSR_INLINE float16 gelu16_max(const float16 a, const float16 b) { return __built
  * schedulers find in four: 7-10% less CPU time per element for f16 -> f16 and f32 -> f16 (session
  * 21; bf16 -> bf16's 32-element pairs gained 0-2% from eight, not kept). Session 24's form
  * interleaved eight ways took 3.0 TSC ticks per 16 elements in a C mirror (gcc), one vector at a
- * time 3.8. The max of q uses the same -0 as max(-0, x) (max(-0, q) = +0 for q = +0, -0 below, both
- * square to +0): one register fewer, and LLVM keeps the eight chains interleaved (with one more
- * it ran them one after the other). The arrays stay in registers (x partly spilled at eight). */
+ * time 3.8. With session 26's tables LLVM 15 (PoCL 3.1) schedules the eight chains one after the
+ * other and the out-of-order core overlaps them. */
 #define G16_LN(NV, stmt) _Pragma("unroll") for (int l = 0; l < (NV); ++l) { stmt; }
-#define G16_H(q, a, k) q = fma(q, a, (float16)(G16_C##k))
+/* each lane's entry of table k at index t (its low 4 bits): one vpermps, which keeps its operands */
+#define G16_PERM(k, t) __builtin_ia32_permvarsf512(G16_T##k, (t))
 #define G16_FORMN(NV, y, x)                                                                        \
     do {                                                                                           \
-        float16 a[NV], q[NV];                                                                      \
+        float16 a[NV], h[NV];                                                                      \
+        int16 t[NV];                                                                               \
         G16_LN(NV, a[l] = G16_ABS(x[l]))                                                           \
-        G16_LN(NV, q[l] = fma(a[l], (float16)(G16_C5), (float16)(G16_C4)))                         \
-        G16_LN(NV, G16_H(q[l], a[l], 3))                                                           \
-        G16_LN(NV, G16_H(q[l], a[l], 2))                                                           \
-        G16_LN(NV, G16_H(q[l], a[l], 1))                                                           \
-        G16_LN(NV, G16_H(q[l], a[l], 0))                                                           \
-        G16_LN(NV, q[l] = gelu16_max((float16)(-0.0f), q[l]))                                      \
-        G16_LN(NV, q[l] *= q[l])                                                                   \
-        G16_LN(NV, q[l] *= q[l])                                                                   \
-        G16_LN(NV, y[l] = fma(-a[l], q[l], gelu16_max((float16)(-0.0f), x[l])))                    \
+        G16_LN(NV, t[l] = as_int16(fma(a[l], (float16)(G16_SCALE), (float16)(G16_ROUND))))        \
+        G16_LN(NV, h[l] = fma(G16_PERM(2, t[l]), a[l], G16_PERM(1, t[l])))                         \
+        G16_LN(NV, h[l] = fma(h[l], a[l], G16_PERM(0, t[l])))                                      \
+        G16_LN(NV, y[l] = fma(-a[l], h[l], gelu16_max((float16)(-0.0f), x[l])))                    \
     } while (0)
 TSR_INLINE float16 gelu16_form(const float16 x) {
     float16 xv[1] = {x}, yv[1];

@@ -88,7 +88,7 @@ double tsr_dtype_unit_roundoff(tsr_dtype dtype);
 double tsr_dtype_error_bound(tsr_dtype out, double reduction);
 /* GELU with a 16-bit y, on top of y's rounding: its fp32 value before the store is within
  * TSR_GELU16_ERROR max(1, |x|) of GELU(x) (on AVX-512 CPUs cl/gelu.cl's GELU16 forms compute it
- * with a reciprocal estimate, the accuracy y keeps; docs/dtypes.md, "Error bounds"). */
+ * from tables of quadratics, to the accuracy y keeps; docs/dtypes.md, "Error bounds"). */
 #define TSR_GELU16_ERROR 0x1p-13
 /* The dtype token of a shape text: "f16" (inputs and output), "bf16/f32" (inputs / output). True
  * when `token` is one (names as tsr_dtype_parse), without recording an error when it is not. */

@@ -611,6 +611,14 @@ static void cpu_forms_stage(int stage, size_t part, size_t parts) {
                           {.N = 3, .C = 9, .H = 15, .W = 13, .K = 20, .R = 5, .S = 5, .sh = 2, .sw = 2, .ph = 2,
                            .pw = 2, .act = 2}};
         for (size_t j = 0; j < 2; ++j) expect_accurate(&ss[j], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+        /* the same tile, 1x1-small's and 1x1-strided-small's AVX-512 default, on 1x1 layers: a
+         * ResNet-50-like 14x14/2 downsample at 2 images (K not a multiple of 64, an offset), a deep
+         * 7x7 one (C = 300: no multiple of anything), and an odd plane strided along rows only */
+        conv_case pw[] = {{.N = 2, .C = 64, .H = 14, .W = 14, .K = 70, .R = 1, .S = 1, .sh = 2, .sw = 2,
+                           .bias = true, .act = 1, .off = 3},
+                          {.N = 1, .C = 300, .H = 7, .W = 7, .K = 70, .R = 1, .S = 1, .bias = true, .act = 2},
+                          {.N = 3, .C = 9, .H = 15, .W = 13, .K = 20, .R = 1, .S = 1, .sh = 2, .sw = 1, .off = 1}};
+        for (size_t j = 0; j < 3; ++j) expect_accurate(&pw[j], (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
     }
     TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
     if (stage != 4 || part != 0) return;
@@ -663,6 +671,9 @@ static void cpu_forms_stage8(void **state) {
          .act = 1, .off = 5},                                                                    /* bands */
         {.N = 1, .C = 5, .H = 50, .W = 36, .K = 5, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .G = 5,
          .act = 3},                                                                              /* bands */
+        /* a height of whole strips (MWI 4 and 8): the strips inside the image without row tests */
+        {.N = 2, .C = 3, .H = 24, .W = 40, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 3, .bias = true,
+         .act = 1, .off = 1},
         /* STAGE 4's */
         {.N = 1, .C = 6, .H = 9, .W = 9, .K = 6, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .G = 6,
          .bias = true},
@@ -679,7 +690,7 @@ static void cpu_forms_stage8(void **state) {
         TH_ASSERT_OK(tsr_config_override(dev, "conv2d", configs[i]));
         for (size_t j = 0; j < ncases; ++j) {
             /* default tier: the form's own layers with every configuration, STAGE 4's with one each */
-            if (default_tier() && j >= 14 && j % nconfigs != i) continue;
+            if (default_tier() && j >= 15 && j % nconfigs != i) continue;
             tsr_conv_algo auto_only[1] = {TSR_CONV_AUTO};
             expect_accurate(&cases[j], auto_only, 1);
         }
@@ -831,7 +842,8 @@ static void plan_and_tune(void **state) {
     /* 17 x 17 = 289 an image at batch 2: strided */
     conv_case st2 = {.N = 2, .C = 64, .H = 34, .W = 34, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
     conv_case ot = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 5, .S = 5, .ph = 2, .pw = 2};
-    conv_case ds = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2};
+    conv_case ds = {.N = 1, .C = 64, .H = 48, .W = 48, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2}; /* 576 */
+    conv_case dss = {.N = 2, .C = 64, .H = 32, .W = 32, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2}; /* 512 */
     conv_case sm = {.N = 2, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 392 pixels */
     conv_case sm8 = {.N = 8, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 1568 (196 an image): 1x1-expand */
     conv_case sm8r = {.N = 8, .C = 128, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1}; /* 1568, reducing: 1x1 */
@@ -844,7 +856,7 @@ static void plan_and_tune(void **state) {
         {&c3, "3x3"},         {&dw, "depthwise"}, {&pw, "1x1"},       {&ex, "1x1-expand"}, {&st, "strided"},
         {&ot, "other"},       {&ds, "1x1-strided"}, {&sm, "1x1-small"}, {&sm8, "1x1-expand"}, {&md8, "1x1"},
         {&sn, "stem"},        {&s3, "3x3-small"}, {&b3, "3x3"},       {&sm8r, "1x1"},      {&sm7, "1x1-small"},
-        {&ss, "strided-small"}, {&ss8, "strided-small"}, {&st2, "strided"}};
+        {&ss, "strided-small"}, {&ss8, "strided-small"}, {&st2, "strided"}, {&dss, "1x1-strided-small"}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; ++i) {
         tsr_conv2d_desc desc = case_desc(expect[i].c, TSR_CONV_AUTO);
         tsr_conv_algo algo = TSR_CONV_AUTO;
@@ -1274,10 +1286,25 @@ static void storage_types_stage3(void **state) {
     (void)state;
     storage_types_configs(3, 3);
 }
-/* STAGE 5: the weights packed (and widened) by its own kernel. */
+/* STAGE 5: the weights packed (and widened) by its own kernel. Unpadded 1x1 layers read a 16-bit x
+ * in place, each pixel widened as it is broadcast (KV_X16, session 26): the AVX-512 default's tile
+ * on a deep 7x7 layer, a 14x14/2 downsample (KV_STRIDED_X too) and a plane strided along rows only,
+ * in f16 and bf16 throughout and with fp32 weights and output. */
 static void storage_types_stage5(void **state) {
     (void)state;
     storage_types_configs(5, 5);
+    if (!cpu_forms_here() || th_small_mode()) return;
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", "ALGO=2 MWI=4 VW=16 STAGE=5 WGM=6 WGN=1"));
+    const conv_case pw[] = {{.N = 1, .C = 300, .H = 7, .W = 7, .K = 70, .R = 1, .S = 1, .bias = true, .act = 2},
+                            {.N = 2, .C = 64, .H = 14, .W = 14, .K = 70, .R = 1, .S = 1, .sh = 2, .sw = 2,
+                             .bias = true, .act = 1, .off = 3},
+                            {.N = 3, .C = 9, .H = 15, .W = 13, .K = 20, .R = 1, .S = 1, .sh = 2, .sw = 1, .off = 1}};
+    const tsr_dtype types[][3] = {
+        {TSR_F16, TSR_F16, TSR_F16}, {TSR_BF16, TSR_BF16, TSR_BF16}, {TSR_F16, TSR_F32, TSR_F32}, {TSR_BF16, TSR_F32, TSR_F32}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; ++i)
+        for (size_t j = 0; j < sizeof pw / sizeof pw[0]; ++j)
+            typed_check(&pw[j], types[i], TSR_CONV_AUTO, "1x1 in place, STAGE 5 4x16x6");
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
 }
 /* An f16 x's rows shorter than 16 columns in a padded copy at least 16 wide (ResNet-50's 14x14
  * planes: pad_input's permuted vector on AVX-512, session 22): 14x14 p1 (the plane's last rows

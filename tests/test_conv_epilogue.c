@@ -234,7 +234,8 @@ static void every_form(void **state) {
  * input rows fit 16 lanes at stride 1 or 32 at stride 2, H <= 32) under 16-lane STAGE 8
  * configurations: 7x7 and 5x5 planes two a vector (an odd plane count: the last item's second slot
  * empty), 14x14, 9x9 and 13-wide planes one a vector, stride 2 on 14, 10 (two a vector) and 28
- * (one, two loads a row) wide planes with odd and even heights, tall and flat planes; every
+ * (one, two loads a row) wide planes with odd and even heights, tall and flat planes, stride 1 on
+ * 17, 20, 25, 28, 30 and 32 wide planes (two vectors a row; one-row and 32-row planes); every
  * storage set, scale, bias, each activation, no residual (the fast rows, ReLU or none as a max),
  * a residual of its own and y itself; offsets with guard zones, x's buffer ending at the tensor's
  * end (the last plane's last rows read lane by lane); a 2x3 plane (too small for a row's load:
@@ -265,6 +266,18 @@ static const epi_case plane_cases[] = {
      .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F32},
     {.N = 3, .C = 3, .H = 32, .W = 13, .K = 3, .R = 3, .S = 3, .pad = 1, .G = 3, .bias = true, .off = 1},
     {.N = 2, .C = 3, .H = 2, .W = 3, .K = 3, .R = 3, .S = 3, .pad = 1, .G = 3, .act = TSR_ACT_RELU, .bias = true},
+    /* stride 1, rows of 17 to 32 columns: two vectors a row (session 26) */
+    {.N = 2, .C = 3, .H = 28, .W = 28, .K = 3, .R = 3, .S = 3, .pad = 1, .G = 3, .act = TSR_ACT_RELU, .scale = true,
+     .bias = true, .off = 1},
+    {.N = 1, .C = 5, .H = 5, .W = 17, .K = 5, .R = 3, .S = 3, .pad = 1, .G = 5, .act = TSR_ACT_GELU_TANH,
+     .bias = true, .res = 2, .xt = TSR_F16, .wt = TSR_F16, .yt = TSR_F16, .off = 2},
+    {.N = 3, .C = 3, .H = 32, .W = 32, .K = 3, .R = 3, .S = 3, .pad = 1, .G = 3, .bias = true, .xt = TSR_BF16,
+     .wt = TSR_BF16, .yt = TSR_BF16, .off = 2},
+    {.N = 2, .C = 3, .H = 3, .W = 20, .K = 3, .R = 3, .S = 3, .pad = 1, .G = 3, .act = TSR_ACT_RELU, .scale = true,
+     .res = 1, .rt = TSR_F32, .off = 1},
+    {.N = 2, .C = 3, .H = 1, .W = 30, .K = 3, .R = 3, .S = 3, .pad = 1, .G = 3},
+    {.N = 1, .C = 4, .H = 9, .W = 25, .K = 4, .R = 3, .S = 3, .pad = 1, .G = 4, .act = TSR_ACT_GELU_ERF, .scale = true,
+     .bias = true, .yt = TSR_F16},
 };
 
 static void depthwise_planes(void **state) {
@@ -276,7 +289,7 @@ static void depthwise_planes(void **state) {
         if (th_small_mode() && f) continue;
         if (!th_try_override(dev, "conv2d", configs[f])) continue;
         for (size_t i = 0; i < ncases; ++i) {
-            if (th_small_mode() && i != 0 && i != 1 && i != 3 && i != 9) continue;
+            if (th_small_mode() && i != 0 && i != 1 && i != 3 && i != 9 && i != 14 && i != 15) continue;
             epi_data e;
             data_make(&plane_cases[i], &e);
             check(&plane_cases[i], &e, TSR_CONV_AUTO, configs[f]);

@@ -32,7 +32,7 @@ static const char *const conv_more_sources[] = {"conv_cpu", "conv_winograd", NUL
  * types), which take their fp32 class's configuration until tuned themselves. */
 static const char *const conv_classes[] = {"3x3",   "1x1",         "strided",   "depthwise", "other",
                                            "1x1-strided", "1x1-small", "1x1-expand", "stem",     "3x3-small",
-                                           "strided-small", NULL};
+                                           "strided-small", "1x1-strided-small", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -70,10 +70,16 @@ static int conv_base_index(const conv_problem *p) {
     /* 1x1: a GEMM on x itself; strided, a GEMM on a subsample of x, a class of its own: the
      * implicit STAGE=0 form a stride-1 1x1 layer tunes to ran ResNet-50's downsample layers at
      * batch 8 at 0.19-0.40x PyTorch on a Zen 5 EPYC, im2col at 0.92-1.01x (docs/conv.md). */
-    if (p->R == 1 && p->S == 1 && (p->sh > 1 || p->sw > 1)) return 5;
+    /* Those with at most 512 output pixels in the call (ResNet-50's 28x28/2 downsample at batch 1
+     * and 2, 14x14/2 up to batch 10), a class of their own tuned on 1x1024x14x14 k2048 1x1/2: on a
+     * Zen 5 EPYC the channel-vector form (STAGE 5, 4 x 16 channels x 6 pixels) ran them with
+     * 6-17% less CPU time than im2col at batch 1 and 8 (session 26, docs/conv.md). */
+    if (p->R == 1 && p->S == 1 && (p->sh > 1 || p->sw > 1)) return p->N * p->PQ <= 512 ? 11 : 5;
     /* Stride-1 1x1 layers with few output pixels in the call (at most 512: ResNet-50's 14x14
-     * layers at batch 1 and 2, 7x7 up to batch 10), a class of their own tuned on 1x1024x14x14
-     * k256. On a Zen 5 EPYC im2col (the GEMM on x itself, across the images' pixels for a batch)
+     * layers at batch 1 and 2, 7x7 up to batch 10), a class of their own tuned on 1x2048x7x7 k512
+     * (1x1024x14x14 k256 until session 26: the same work, but its tune could not see that a tile
+     * of 6 x 16 channels x 3 pixels reads the 2048-deep layer's 4 MB of weights twice as often as
+     * 4 x 16 x 6 and took 1.6x its CPU time at batch 1, 2.4x at batch 8). On a Zen 5 EPYC im2col (the GEMM on x itself, across the images' pixels for a batch)
      * ran them 1.1-1.4x faster than the implicit STAGE=0 form at batch 1 and 1.15-1.4x at batch 8.
      * Until session 22 the class took every plane of at most 256 pixels at any batch; its entry on
      * the Zen 5 is the channel-vector form (STAGE 5) tuned at batch 1, which at batch 8 took
@@ -113,10 +119,11 @@ static const char *conv_base_class(const conv_problem *p) { return conv_classes[
  * device tuned before the split (the H100's and the AVX2 EPYC's 1x1 and strided entries) keeps the
  * configuration it ran those layers with rather than falling to an untuned default: 1x1-expand
  * came out of 1x1, stem out of strided and 3x3-small out of 3x3 (session 19), strided-small out of
- * strided (session 25). */
+ * strided (session 25), 1x1-strided-small out of 1x1-strided (session 26). */
 static const char *conv_nearest_class(const char *cls) {
     if (strcmp(cls, "1x1-expand") == 0) return "1x1";
     if (strcmp(cls, "3x3-small") == 0) return "3x3";
+    if (strcmp(cls, "1x1-strided-small") == 0) return "1x1-strided";
     return strcmp(cls, "stem") == 0 || strcmp(cls, "strided-small") == 0 ? "strided" : NULL;
 }
 
@@ -151,6 +158,11 @@ static const tsr_default conv_defaults[] = {
     /* strided-small: the strided class's tile until tuned (its Zen 5 winner, STAGE 5's 4 x 16 x 6, leaves a
      * partial override such as MWI=8 illegal: 48 accumulators) */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided-small", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
+    /* 1x1 layers with at most 512 output pixels in the call: STAGE 5's 4 x 16 channels x 6 pixels (24
+     * accumulators), which on a Zen 5 EPYC took 6-40% less CPU time than im2col or the 6 x 16 x 3 tile
+     * at batch 1, 2 and 8, the 2048-deep 7x7 layer most (session 26, docs/conv.md) */
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "1x1-small", "ALGO=2 MWI=4 VW=16 STAGE=5 WGM=6 WGN=1 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "1x1-strided-small", "ALGO=2 MWI=4 VW=16 STAGE=5 WGM=6 WGN=1 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3-small", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     /* Strided layers (conv1's 7x7/2, 3x3/2): the padded form's polyphase copy, eight channels a
@@ -599,8 +611,8 @@ static int dw_rows_width(const conv_problem *p, int vw, bool *wide) {
 /* STAGE 8's whole-plane form (cl/conv_cpu.cl's DW8_PLANES) on a layer: the planes a vector holds
  * (2: two 8-lane slots, 1: one plane of 16 lanes), 0 where it does not apply: 3x3 depthwise
  * layers with padding 1 and dilation 1 whose input rows fit a slot (stride 1: W <= 16, two planes
- * a vector up to W = 8) or two (stride 2 on an even W <= 32, two planes up to W = 16), under a
- * configuration of 16 lanes. */
+ * a vector up to W = 8) or two (stride 2 on an even W <= 32, two planes up to W = 16; stride 1 with
+ * 16 < W <= 32, one plane, a row as two vectors), under a configuration of 16 lanes. */
 static int dw_planes(const conv_problem *p, int vw) {
     if (vw != 16 || p->C != p->G || p->K != p->G || p->R != 3 || p->S != 3 || p->ph != 1 || p->pw != 1 ||
         p->dh != 1 || p->dw != 1 || p->sh != p->sw)
@@ -608,6 +620,7 @@ static int dw_planes(const conv_problem *p, int vw) {
     /* H compiled in (rows unrolled): up to 32; a plane holds a row's load (read past the row) */
     int npl = 0;
     if (p->sw == 1 && p->W <= 16) npl = p->W <= 8 ? 2 : 1;
+    if (p->sw == 1 && p->W > 16 && p->W <= 32) npl = 1; /* a row two vectors (session 26) */
     if (p->sw == 2 && p->W % 2 == 0 && p->W <= 32) npl = p->W <= 16 ? 2 : 1;
     size_t load = (p->sw == 1 ? 16 : 32) / (size_t)(npl ? npl : 1);
     return npl && p->H <= 32 && p->H * p->W >= load ? npl : 0;
@@ -856,12 +869,19 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
                                           cfg->values[P_WGM]);
     cfg = &cn;
     padded_copy pc = padded_geometry(p, kvec ? 1 : cfg->values[P_VW] * cfg->values[P_WGM]);
-    size_t per = padded_bytes_per_image(p, &pc);
+    /* STAGE 5 reads one pixel at a time: on a 1x1 layer without padding it reads x in place, a
+     * strided one at its strides (KV_STRIDED_X, the plain geometry), a 16-bit one widening each
+     * pixel it broadcasts (KV_X16), so no copy and no copy launch: ResNet-50's downsample layers
+     * and its 16-bit 14x14 and 7x7 layers at batch 1 (session 26) */
+    const bool in_place = kvec && p->R == 1 && p->S == 1 && p->ph == 0 && p->pw == 0;
+    const bool strided_in_place = in_place && pc.poly, x16_in_place = in_place && p->types[0] != TSR_F32;
+    size_t per = in_place ? 0 : padded_bytes_per_image(p, &pc);
+    const size_t channel = in_place ? p->H * p->W : pc.channel; /* what the kernel indexes per channel */
     /* Strided layers whose taps would divide at run time, copies whose index math would leave
      * int, and images whose copy one allocation cannot hold all run the STAGE 0 form, which needs
      * none of it. */
     if ((pc.poly && !kernel_size_compiled(p)) || pc.channel > INT_MAX || p->P * pc.Wq > INT_MAX ||
-        per > dev->info.max_alloc_bytes || (kvec && (per ? 1 : p->N) * p->C * pc.channel > INT_MAX)) {
+        per > dev->info.max_alloc_bytes || (kvec && (per ? 1 : p->N) * p->C * channel > INT_MAX)) {
         /* An automatic choice takes im2col + GEMM there when it can (STAGE 0 is far slower on
          * strided layers); a forced implicit path, or a caller's workspace sized for it, STAGE 0. */
         if (p->algo == TSR_CONV_AUTO && !p->ws && im2col_accepts(dev, p)) {
@@ -885,10 +905,16 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     {
         tsr_launch_key key;
         uint64_t generation;
-        conv_key(&key, &conv_padded_tag, p, cfg, true, (uint32_t)(per != 0) | (uint32_t)kvec << 1);
+        conv_key(&key, &conv_padded_tag, p, cfg, true,
+                 (uint32_t)(per != 0) | (uint32_t)kvec << 1 | (uint32_t)strided_in_place << 2 |
+                     (uint32_t)x16_in_place << 3);
         if (!conv_kernels_find(dev, &key, k, &generation)) {
             char options[256];
             program_options(p, cfg, true, options, sizeof options);
+            size_t len = strlen(options);
+            if (in_place && len < sizeof options)
+                snprintf(options + len, sizeof options - len, "%s%s", strided_in_place ? " -DKV_STRIDED_X" : "",
+                         x16_in_place ? " -DKV_X16" : "");
             TSR_CHECK(status,
                       conv_kernels_make(dev, &key, generation, "conv_cpu", options,
                                         kvec ? (per ? "conv_implicit;pad_input;pack_weights" : "conv_implicit;pack_weights")
@@ -978,8 +1004,9 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
     }
     /* Each cached kernel is locked from its first argument to its enqueue, one at a time (a leaf
      * lock): the arguments of both kernels are set again before each of their launches. */
-    if (!per) { /* no padding, no stride, fp32: x is already what the kernel reads */
+    if (!per) { /* no padding, fp32, no stride (or STAGE 5's 1x1, any stride or type): x is what the kernel reads */
         global[2] = p->N * p->G;
+        if (in_place) memcpy(pgeo, geo, sizeof geo); /* x's own rows and strides */
         if (kvec) {
             pgeo[15] = (cl_int)(p->N * p->PQ);
             local[0] = local[1], local[1] = 1; /* pixel tiles first (see the kernel) */
@@ -1948,21 +1975,24 @@ typedef struct conv_fixture {
 } conv_fixture;
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
- * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 14x14 1x1 layer, a 28x28
- * expanding one, conv1, a 7x7 3x3 and the 28x28/2 3x3), in the order of conv_classes. 3x3-small: the
+ * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 7x7 1x1 layer, a 28x28
+ * expanding one, conv1, a 7x7 3x3, the 28x28/2 3x3 and the 14x14/2 1x1), in the order of conv_classes. 3x3-small: the
  * 7x7 layer (the same work as the 14x14 one it was tuned on until session 25, where STAGE 5's tiles
  * of 4 x 4, 6 and 8 pixels tied within 3%, while on the 7x7 layer 6 and 8 pixels took 15% less CPU
  * time than 4 at batch 1 and 8, and 1-7% less on the 14x14 one). strided:
  * ResNet-50's 56x56/2 layer (784 output pixels; the 28x28/2 one at batch 1, this class's layer until
  * session 25, has 196 and is strided-small's), the same work: the one where two vectors a tile
  * (WGM=2) cost 20-35% (session 19), and where 4 and 8 channels a tile tied at batch 1 while 8 ran
- * the 28x28/2 layer at batch 8 with 10-16% less CPU time (docs/conv.md). */
+ * the 28x28/2 layer at batch 8 with 10-16% less CPU time (docs/conv.md). 1x1-small: the 2048-deep 7x7
+ * layer (1x1024x14x14 k256 until session 26, the same work), whose 4 MB of weights make a tile
+ * that reads them for few pixels (STAGE 5's 6 x 16 channels x 3 pixels) cost 1.6x at batch 1 and
+ * 2.4x at batch 8, while the 14x14 layer's tune could not tell them apart. */
 static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias", "1x512x28x28 k128 1x1 +bias",
                                                 "1x128x56x56 k128 3x3 p1 s2 +bias", "1x256x28x28 k256 3x3 p1 g256 +bias",
                                                 "1x64x28x28 k64 5x5 p2 +bias", "1x256x56x56 k512 1x1 s2 +bias",
-                                                "1x1024x14x14 k256 1x1 +bias", "1x128x28x28 k512 1x1 +bias",
+                                                "1x2048x7x7 k512 1x1 +bias", "1x128x28x28 k512 1x1 +bias",
                                                 "1x3x224x224 k64 7x7 p3 s2 +bias", "1x512x7x7 k512 3x3 p1 +bias",
-                                                "1x256x28x28 k256 3x3 p1 s2 +bias"};
+                                                "1x256x28x28 k256 3x3 p1 s2 +bias", "1x1024x14x14 k2048 1x1 s2 +bias"};
 /* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
  * eighth and a sixty-fourth of the work (and less for the slowest classes); fixture.problem_class
  * checks each stays in its class. */
@@ -1973,11 +2003,12 @@ static const char *const conv_class_shapes_reduced[] = {
     "1x64x28x28 k64 3x3 p1 g64 +bias;1x16x28x28 k16 3x3 p1 g16 +bias",
     "1x32x28x28 k32 5x5 p2 +bias;1x16x28x28 k16 5x5 p2 +bias",
     "1x128x56x56 k256 1x1 s2 +bias;1x64x56x56 k128 1x1 s2 +bias;1x32x56x56 k64 1x1 s2 +bias",
-    "1x512x14x14 k128 1x1 +bias;1x256x14x14 k64 1x1 +bias",
+    "1x1024x7x7 k128 1x1 +bias;1x512x7x7 k32 1x1 +bias",
     "1x64x28x28 k256 1x1 +bias;1x32x28x28 k128 1x1 +bias",
     "1x3x112x112 k64 7x7 p3 s2 +bias;1x3x56x56 k32 7x7 p3 s2 +bias",
     "1x128x14x14 k128 3x3 p1 +bias;1x64x14x14 k64 3x3 p1 +bias;1x32x14x14 k32 3x3 p1 +bias",
-    "1x128x28x28 k128 3x3 p1 s2 +bias;1x64x28x28 k64 3x3 p1 s2 +bias;1x32x28x28 k32 3x3 p1 s2 +bias"};
+    "1x128x28x28 k128 3x3 p1 s2 +bias;1x64x28x28 k64 3x3 p1 s2 +bias;1x32x28x28 k32 3x3 p1 s2 +bias",
+    "1x512x14x14 k512 1x1 s2 +bias;1x256x14x14 k128 1x1 s2 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},

@@ -65,18 +65,29 @@ static bool is_pointwise(const conv_problem *p) {
 }
 
 /* Index of the layer's fp32 class in conv_classes. */
+/* A 1x1 call small enough for the 1x1-small classes: at most 512 output pixels, or planes of at most
+ * 256 output pixels up to 2048 in the call (14x14 up to batch 10, 7x7 up to 41). On a Zen 5 EPYC
+ * STAGE 5's 4 x 16 x 6 tile took 3-15% less CPU time than im2col on ResNet-50's 14x14 1x1 layers at
+ * batch 4 and 8 (784 and 1568 pixels) and 20-50% less on the 7x7 ones up to batch 16 (784), but up
+ * to 1.7x more at batch 16 on 14x14 (3136), where each block of output channels streams x again
+ * from the last-level cache (session 26, docs/conv.md). */
+static bool small_pointwise_call(const conv_problem *p) {
+    return p->N * p->PQ <= 512 || (p->PQ <= 256 && p->N * p->PQ <= 2048);
+}
+
 static int conv_base_index(const conv_problem *p) {
     if (p->Cg == 1 && p->G > 1) return 3;
     /* 1x1: a GEMM on x itself; strided, a GEMM on a subsample of x, a class of its own: the
      * implicit STAGE=0 form a stride-1 1x1 layer tunes to ran ResNet-50's downsample layers at
      * batch 8 at 0.19-0.40x PyTorch on a Zen 5 EPYC, im2col at 0.92-1.01x (docs/conv.md). */
-    /* Those with at most 512 output pixels in the call (ResNet-50's 28x28/2 downsample at batch 1
-     * and 2, 14x14/2 up to batch 10), a class of their own tuned on 1x1024x14x14 k2048 1x1/2: on a
-     * Zen 5 EPYC the channel-vector form (STAGE 5, 4 x 16 channels x 6 pixels) ran them with
-     * 6-17% less CPU time than im2col at batch 1 and 8 (session 26, docs/conv.md). */
-    if (p->R == 1 && p->S == 1 && (p->sh > 1 || p->sw > 1)) return p->N * p->PQ <= 512 ? 11 : 5;
-    /* Stride-1 1x1 layers with few output pixels in the call (at most 512: ResNet-50's 14x14
-     * layers at batch 1 and 2, 7x7 up to batch 10), a class of their own tuned on 1x2048x7x7 k512
+    /* Small calls (small_pointwise_call: ResNet-50's 28x28/2 downsample up to batch 10, 14x14/2 up to
+     * batch 41), a class of their own tuned on 1x1024x14x14 k2048 1x1/2: on a Zen 5 EPYC the
+     * channel-vector form (STAGE 5, 4 x 16 channels x 6 pixels, x read in place at the strides) ran
+     * them with 6-50% less CPU time than im2col at batch 1, 4 and 8 (session 26, docs/conv.md). */
+    if (p->R == 1 && p->S == 1 && (p->sh > 1 || p->sw > 1)) return small_pointwise_call(p) ? 11 : 5;
+    /* Stride-1 1x1 layers with few output pixels in the call (small_pointwise_call since session 26;
+     * before, at most 512: ResNet-50's 14x14 layers at batch 1 and 2, 7x7 up to batch 10), a class of
+     * their own tuned on 1x2048x7x7 k512
      * (1x1024x14x14 k256 until session 26: the same work, but its tune could not see that a tile
      * of 6 x 16 channels x 3 pixels reads the 2048-deep layer's 4 MB of weights twice as often as
      * 4 x 16 x 6 and took 1.6x its CPU time at batch 1, 2.4x at batch 8). On a Zen 5 EPYC im2col (the GEMM on x itself, across the images' pixels for a batch)
@@ -89,7 +100,7 @@ static int conv_base_index(const conv_problem *p) {
      * 1x128x28x28 k512: im2col 1.1-1.6x faster than STAGE=0 at batch 1 and 8) apart from the
      * reducing ones (1x1, tuned on 1x512x28x28 k128, where STAGE=0 won or tied at 56x56 and
      * 28x28); docs/conv.md. */
-    if (p->R == 1 && p->S == 1) return p->N * p->PQ <= 512 ? 6 : p->Kg >= p->Cg ? 7 : 1;
+    if (p->R == 1 && p->S == 1) return small_pointwise_call(p) ? 6 : p->Kg >= p->Cg ? 7 : 1;
     /* Strided layers on at most 4 input channels a group (a network's first layer on an RGB or
      * grey image: ResNet-50's conv1, 7x7/2 on 3 channels), tuned on that layer: the 3x3/2
      * layers' tuned tile (4 channels x 3 vectors, one tile a work-group on the Zen 5) ran it at

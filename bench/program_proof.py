@@ -18,7 +18,9 @@ matched by their options. "same": every program the tune built (the fixture's de
 configuration) has the same options and the same IR in both builds (the note says where the
 preprocessed text differs anyway, e.g. an unused helper), so re-stamping the entry cannot change
 what it computes or how fast it runs on its fixture; "differs": the programs whose IR differs are
-named. Host-side changes that alter launches but not programs are outside this check
+named, with the functions (kernels and helpers left out of line) whose IR differs or that only one side
+defines, so an added kernel or a change to a kernel the entry does not launch can be told from one it
+runs. Host-side changes that alter launches but not programs are outside this check
 (docs/tuning.md says what else to look at).
 Exit status: 0 done (whatever the verdicts), 1 an error.
 """
@@ -26,6 +28,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -69,6 +72,29 @@ def entries(db_path, name, ops, classes, entries_of=None):
                 cfg = " ".join(f"{k}={v}" for k, v in e["config"].items())
                 out.append((op, cls, cfg))
     return out
+
+
+def functions(code):
+    """{name: body} of the functions a module's IR defines, metadata numbers masked (a function added
+    or removed elsewhere renumbers them)."""
+    out, name, body = {}, None, []
+    for line in code.splitlines():
+        if name is None and line.startswith("define "):
+            at = line.find("@")
+            name, body = line[at + 1:line.find("(", at)], [line]
+        elif name is not None:
+            body.append(line)
+            if line == "}":
+                out[name] = re.sub(r"!\d+", "!N", re.sub(r"#\d+", "#N", "\n".join(body)))
+                name = None
+    return out
+
+
+def differing_functions(old_code, new_code):
+    """The functions whose masked IR differs, with ' (new)' or ' (gone)' where only one side has it."""
+    a, b = functions(old_code), functions(new_code)
+    return sorted(f + (" (new)" if f not in a else " (gone)" if f not in b else "")
+                  for f in set(a) | set(b) if a.get(f) != b.get(f))
 
 
 def built_programs(build, kernels, shim, op, cls, cfg, selector, march, work):
@@ -145,11 +171,14 @@ def main():
             text = sorted(o for o in keys if o not in old or o not in new or old[o][0] != new[o][0])
             v = {"op": op, "class": cls, "config": cfg, "programs": len(new),
                  "verdict": "same" if not diff else "differs", "differing_options": diff,
-                 "text_differs_options": text}
+                 "text_differs_options": text,
+                 "differing_functions": {o: differing_functions(old[o][1] if o in old else "",
+                                                                new[o][1] if o in new else "") for o in diff}}
         verdicts.append(v)
         note = ""
         if v["verdict"] == "differs":
-            note = f"  ({len(v['differing_options'])} program(s) differ)"
+            fns = sorted({f for fs in v["differing_functions"].values() for f in fs})
+            note = f"  ({len(v['differing_options'])} program(s) differ; functions: {', '.join(fns) or '-'})"
         elif v["verdict"] == "same" and v["text_differs_options"]:
             note = f"  (same code; the text of {len(v['text_differs_options'])} program(s) differs)"
         print(f"{v['verdict']:<8} {op:<10} {cls:<18} {cfg}{note}" +

@@ -375,7 +375,7 @@ __kernel void conv_implicit(const int16 geo, __global const KV_XT *x, const ulon
     _Pragma("unroll") for (int i = 0; i < NP; ++i) {
         const int t = min(t0 + i, npix - 1), n = t / PQ, rem = t - n * PQ, oh = rem / GEO_Q;
 #ifdef KV_STRIDED_X
-        // (a strided 1x1 layer without padding, fp32 x: x itself at the strides, the plain geometry)
+        // (a strided 1x1 layer without padding: x itself at the strides, the plain geometry)
         px[i] = x + x_off + (size_t)((n * GEO_C + g * Cg) * HW + oh * SH_ * GEO_W + (rem - oh * GEO_Q) * SW_);
 #else
         px[i] = x + x_off + (size_t)((n * GEO_C + g * Cg) * HW + oh * GEO_W + (rem - oh * GEO_Q));

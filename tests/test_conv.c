@@ -1305,7 +1305,10 @@ static void storage_types_stage5(void **state) {
     const conv_case pw[] = {{.N = 1, .C = 300, .H = 7, .W = 7, .K = 70, .R = 1, .S = 1, .bias = true, .act = 2},
                             {.N = 2, .C = 64, .H = 14, .W = 14, .K = 70, .R = 1, .S = 1, .sh = 2, .sw = 2,
                              .bias = true, .act = 1, .off = 3},
-                            {.N = 3, .C = 9, .H = 15, .W = 13, .K = 20, .R = 1, .S = 1, .sh = 2, .sw = 1, .off = 1}};
+                            {.N = 3, .C = 9, .H = 15, .W = 13, .K = 20, .R = 1, .S = 1, .sh = 2, .sw = 1, .off = 1},
+                            /* 25-pixel planes, two groups, an offset: runs of 6 pixels in one plane (the
+                             * vector widening), across an image's end and short of 8 in a plane (scalar) */
+                            {.N = 3, .C = 8, .H = 5, .W = 5, .K = 10, .R = 1, .S = 1, .G = 2, .bias = true, .off = 1}};
     const tsr_dtype types[][3] = {
         {TSR_F16, TSR_F16, TSR_F16}, {TSR_BF16, TSR_BF16, TSR_BF16}, {TSR_F16, TSR_F32, TSR_F32}, {TSR_BF16, TSR_F32, TSR_F32}};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; ++i)

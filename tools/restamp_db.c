@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 
 #define MAX_OPS 64
-#define MAX_KEEP 8
+#define MAX_KEEP 32 /* of each of --keep and --keep-class */
 
 typedef struct {
     const tsr_op *op;
@@ -183,7 +183,11 @@ int main(int argc, char **argv) {
             ctx.keep_class[ctx.nkeep_class++] = argv[++a];
         else if (strcmp(argv[a], "--device") == 0 && a + 1 < argc && argv[a + 1][0])
             ctx.device = argv[++a];
-        else return usage();
+        else if ((strcmp(argv[a], "--keep") == 0 && ctx.nkeep == MAX_KEEP) ||
+                 (strcmp(argv[a], "--keep-class") == 0 && ctx.nkeep_class == MAX_KEEP)) {
+            fprintf(stderr, "restamp_db: at most %d %s options\n", MAX_KEEP, argv[a]);
+            return 2;
+        } else return usage();
     }
     if (argc - a != (list ? 1 : 2)) return usage();
     const char *db = argv[a], *old_dir = list ? NULL : argv[a + 1];

@@ -64,7 +64,6 @@ static bool is_pointwise(const conv_problem *p) {
     return p->R == 1 && p->S == 1 && p->sh == 1 && p->sw == 1 && p->ph == 0 && p->pw == 0;
 }
 
-/* Index of the layer's fp32 class in conv_classes. */
 /* A 1x1 call small enough for the 1x1-small classes: at most 512 output pixels, or planes of at most
  * 256 output pixels up to 2048 in the call (14x14 up to batch 10, 7x7 up to 41). On a Zen 5 EPYC
  * STAGE 5's 4 x 16 x 6 tile took 3-15% less CPU time than im2col on ResNet-50's 14x14 1x1 layers at
@@ -75,6 +74,7 @@ static bool small_pointwise_call(const conv_problem *p) {
     return p->N * p->PQ <= 512 || (p->PQ <= 256 && p->N * p->PQ <= 2048);
 }
 
+/* Index of the layer's fp32 class in conv_classes. */
 static int conv_base_index(const conv_problem *p) {
     if (p->Cg == 1 && p->G > 1) return 3;
     /* 1x1: a GEMM on x itself; strided, a GEMM on a subsample of x, a class of its own: the
@@ -169,9 +169,11 @@ static const tsr_default conv_defaults[] = {
     /* strided-small: the strided class's tile until tuned (its Zen 5 winner, STAGE 5's 4 x 16 x 6, leaves a
      * partial override such as MWI=8 illegal: 48 accumulators) */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided-small", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
-    /* 1x1 layers with at most 512 output pixels in the call: STAGE 5's 4 x 16 channels x 6 pixels (24
-     * accumulators), which on a Zen 5 EPYC took 6-40% less CPU time than im2col or the 6 x 16 x 3 tile
-     * at batch 1, 2 and 8, the 2048-deep 7x7 layer most (session 26, docs/conv.md) */
+    /* 1x1 layers with few output pixels in the call (small_pointwise_call): STAGE 5's 4 x 16 channels x
+     * 6 pixels (24 accumulators), which on a Zen 5 EPYC took 6-50% less CPU time than im2col or the
+     * 6 x 16 x 3 tile at batch 1, 2, 4 and 8, the 2048-deep 7x7 layer most (session 26, docs/conv.md).
+     * A partial override such as MWI=8 then needs its WGM too (48 accumulators are illegal), as on a
+     * device whose tuned entry is this tile. */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "1x1-small", "ALGO=2 MWI=4 VW=16 STAGE=5 WGM=6 WGN=1 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "1x1-strided-small", "ALGO=2 MWI=4 VW=16 STAGE=5 WGM=6 WGN=1 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
@@ -884,7 +886,9 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
      * strided one at its strides (KV_STRIDED_X, the plain geometry), a 16-bit one widening each
      * pixel it broadcasts (KV_X16), so no copy and no copy launch: ResNet-50's downsample layers
      * and its 16-bit 14x14 and 7x7 layers at batch 1 (session 26) */
-    const bool in_place = kvec && p->R == 1 && p->S == 1 && p->ph == 0 && p->pw == 0;
+    bool in_place = kvec && p->R == 1 && p->S == 1 && p->ph == 0 && p->pw == 0;
+    /* (past int indices over the whole x, a strided or 16-bit layer keeps its copy, made in chunks) */
+    if (in_place && (pc.poly || p->types[0] != TSR_F32) && p->N * p->C * p->H * p->W > INT_MAX) in_place = false;
     const bool strided_in_place = in_place && pc.poly, x16_in_place = in_place && p->types[0] != TSR_F32;
     size_t per = in_place ? 0 : padded_bytes_per_image(p, &pc);
     const size_t channel = in_place ? p->H * p->W : pc.channel; /* what the kernel indexes per channel */

@@ -59,19 +59,8 @@ __attribute__((noinline)) static void form24(const unsigned short *in, unsigned 
     }
 }
 
-/* session 26's tables (bench/gelu16_fit.py, as gelu16_error.c): h = c0 + a (c1 + a c2), entry round(3.2 a) */
-static const float TANH_C0[16] = {
-    0.500045598f, 0.501727164f, 0.510729015f, 0.520315766f, 0.511490822f, 0.467633009f,
-    0.388232768f, 0.288902521f, 0.19115068f, 0.111543179f, 0.0568996854f, 0.0250791907f,
-    0.0094507942f, 0.00301354052f, 0.0f, 0.0f};
-static const float TANH_C1[16] = {
-    -0.400733829f, -0.417365849f, -0.455676913f, -0.481212318f, -0.466082364f, -0.404254198f,
-    -0.311942726f, -0.213933647f, -0.130213246f, -0.0699966401f, -0.0329885967f, -0.0134789636f,
-    -0.00472606346f, -0.00140735379f, 0.0f, 0.0f};
-static const float TANH_C2[16] = {
-    0.0199265201f, 0.0615982935f, 0.102683388f, 0.119709045f, 0.113243371f, 0.0914338529f,
-    0.0645859465f, 0.0403983332f, 0.0224664342f, 0.0110762427f, 0.00480894325f, 0.00181806949f,
-    0.000592378783f, 0.000164602214f, 0.0f, 0.0f};
+/* session 26's tables: h = c0 + a (c1 + a c2), entry round(3.2 a) */
+#include "gelu16_tables.h"
 
 __attribute__((noinline)) static void form26(const unsigned short *in, unsigned short *out, long n) {
     const __m512 c0 = _mm512_loadu_ps(TANH_C0), c1 = _mm512_loadu_ps(TANH_C1), c2 = _mm512_loadu_ps(TANH_C2);

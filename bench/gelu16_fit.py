@@ -5,7 +5,7 @@ c0 + a (c1 + a c2) per interval of width 1/3.2 (interval j holds a with round(3.
 entries 14 and 15 are 0, so y = x, or -0, exactly from |x| = 4.21875 on). Each interval's coefficients minimize
 the largest a |h - h_true| / max(1, a) (GELU's error over max(1, |x|), as TSR_GELU16_ERROR bounds it)
 over the interval widened by 1e-3 each side (linear programming, scipy), rounded to fp32. Prints the
-error of the fp32 evaluation over [0, 4.6] and the tables as gelu.cl's and gelu16_error.c's text.
+error of the fp32 evaluation over [0, 4.6] and the tables as gelu.cl's and bench/gelu16_tables.h's text.
 Needs numpy and scipy (/work/venv-bench has them).
 
     python3 bench/gelu16_fit.py [--c]"""

@@ -93,14 +93,20 @@ int main(int argc, char **argv) {
                     (st = tsr_config_override(dev, "conv2d", conv_cfg ? c + 5 : "")) != TSR_SUCCESS)
                     goto fail;
                 if (r == 0) {
-                    /* the class and configuration one image's GEMM resolves to */
+                    /* the class and configuration the call resolves to (conv2d's; with --gemm, one
+                     * image's GEMM) */
                     tsr_config_info info;
-                    tsr_matmul_plan *plan = NULL;
-                    tsr_matmul_desc one = md;
-                    one.m = pq;
-                    st = tsr_matmul_plan_create(dev, &one, &plan);
-                    if (st == TSR_SUCCESS) st = tsr_matmul_plan_info(plan, &info);
-                    tsr_matmul_plan_destroy(plan);
+                    if (gemm) {
+                        tsr_matmul_plan *plan = NULL;
+                        tsr_matmul_desc one = md;
+                        one.m = pq;
+                        st = tsr_matmul_plan_create(dev, &one, &plan);
+                        if (st == TSR_SUCCESS) st = tsr_matmul_plan_info(plan, &info);
+                        tsr_matmul_plan_destroy(plan);
+                    } else {
+                        tsr_conv_algo algo = TSR_CONV_AUTO;
+                        st = tsr_conv2d_plan(dev, &cd, &algo, &info);
+                    }
                     snprintf(used[v], sizeof used[v], "%s: %s", st == TSR_SUCCESS ? info.used_class : tsr_last_error(),
                              st == TSR_SUCCESS ? info.config : "?");
                 }

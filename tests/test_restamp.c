@@ -366,6 +366,21 @@ static void keep_class_and_device_limit_the_move(void **state) {
     char args[3000], *out = NULL;
     static const char *const bad[] = {"--keep-class", "--keep-class ''", "--device", "--device ''"};
     refused_options_change_nothing(bad, sizeof bad / sizeof bad[0]);
+    /* 32 --keep-class are taken (session 26 needed 10 at once); a 33rd is refused by name, nothing moves */
+    char many[800] = "";
+    for (int k = 0; k < 33; ++k) snprintf(many + strlen(many), sizeof many - strlen(many), "--keep-class c%d ", k);
+    char *text_before = file_text(db_path);
+    snprintf(args, sizeof args, "%s'%s' '%s'", many, db_path, old_dir);
+    assert_int_equal(run_tool(args, &out), 2);
+    TH_ASSERT_CONTAINS(out, "at most 32 --keep-class options");
+    free(out);
+    char *text_now = file_text(db_path);
+    assert_string_equal(text_now, text_before);
+    free(text_now);
+    free(text_before);
+    snprintf(args, sizeof args, "--dry-run %s'%s' '%s'", many + strlen("--keep-class c0 "), db_path, old_dir);
+    assert_int_equal(run_tool(args, &out), 0);
+    free(out);
 
     const tsr_device_info *i = tsr_device_get_info(dev);
     snprintf(args, sizeof args, "--keep-class small --device '%s' '%s' '%s'", i->name, db_path, old_dir);

@@ -847,7 +847,9 @@ static void plan_and_tune(void **state) {
     conv_case sm = {.N = 2, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 392 pixels */
     conv_case sm8 = {.N = 11, .C = 64, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1};  /* 2156 (196 an image): 1x1-expand */
     conv_case sm8r = {.N = 11, .C = 128, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1}; /* 2156, reducing: 1x1 */
-    conv_case sm10 = {.N = 10, .C = 128, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1}; /* 1960, planes of 196: 1x1-small */
+    conv_case sm10 = {.N = 10, .C = 128, .H = 14, .W = 14, .K = 64, .R = 1, .S = 1}; /* 1960, planes of 196: 1x1-mid */
+    conv_case sm2 = {.N = 2, .C = 128, .H = 16, .W = 16, .K = 64, .R = 1, .S = 1};   /* 512, planes of 256: 1x1-small */
+    conv_case md3 = {.N = 3, .C = 128, .H = 16, .W = 16, .K = 64, .R = 1, .S = 1};   /* 768, planes of 256: 1x1-mid */
     conv_case sm16 = {.N = 16, .C = 64, .H = 16, .W = 16, .K = 64, .R = 1, .S = 1};  /* 4096, planes of 256: 1x1-expand */
     conv_case sm1p = {.N = 2, .C = 64, .H = 17, .W = 15, .K = 64, .R = 1, .S = 1};   /* 510: 1x1-small */
     conv_case dsb = {.N = 20, .C = 64, .H = 20, .W = 20, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2}; /* 2000: small */
@@ -862,8 +864,8 @@ static void plan_and_tune(void **state) {
         {&ot, "other"},       {&ds, "1x1-strided"}, {&sm, "1x1-small"}, {&sm8, "1x1-expand"}, {&md8, "1x1"},
         {&sn, "stem"},        {&s3, "3x3-small"}, {&b3, "3x3"},       {&sm8r, "1x1"},      {&sm7, "1x1-small"},
         {&ss, "strided-small"}, {&ss8, "strided-small"}, {&st2, "strided"}, {&dss, "1x1-strided-small"},
-        {&sm10, "1x1-small"},   {&sm16, "1x1-expand"},      {&sm1p, "1x1-small"}, {&dsb, "1x1-strided-small"},
-        {&dsc, "1x1-strided"}};
+        {&sm10, "1x1-mid"},     {&sm16, "1x1-expand"},      {&sm1p, "1x1-small"}, {&dsb, "1x1-strided-small"},
+        {&dsc, "1x1-strided"},  {&sm2, "1x1-small"},        {&md3, "1x1-mid"}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; ++i) {
         tsr_conv2d_desc desc = case_desc(expect[i].c, TSR_CONV_AUTO);
         tsr_conv_algo algo = TSR_CONV_AUTO;

@@ -464,7 +464,8 @@ static void fallback_chain(void **state) {
     assert_string_equal(ci.used_class, "small-m16");
     TH_ASSERT_CONTAINS(ci.config, "MWI=4");
     /* conv2d's 1x1-expand, stem and 3x3-small, split from 1x1, strided and 3x3 in session 19, strided-small, split
-     * from strided in session 25, and 1x1-strided-small, split from 1x1-strided in session 26: a database with only
+     * from strided in session 25, 1x1-strided-small, split from 1x1-strided in session 26, and 1x1-mid, split from
+     * 1x1-small in session 27: a database with only
      * the older classes' entries serves them from those; an entry of their own wins once there */
     char conv_hash[17];
     TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_conv, conv_hash));
@@ -474,8 +475,9 @@ static void fallback_chain(void **state) {
                                            {"strided", "stem"},
                                            {"3x3", "3x3-small"},
                                            {"1x1-strided", "1x1-strided-small"},
+                                           {"1x1-small", "1x1-mid"},
                                            {"strided", "strided-small"}};
-    for (int c = 0; c < 4; ++c) { /* the parents (strided once) */
+    for (int c = 0; c < 5; ++c) { /* the parents (strided once) */
         cJSON *e = cJSON_AddObjectToObject(conv_ops, conv_parents[c][0]);
         cJSON *cfg = cJSON_AddObjectToObject(e, "config");
         const char *names[] = {"ALGO", "MWI", "VW", "STAGE", "WGM", "WGN", "KWG"};
@@ -487,7 +489,7 @@ static void fallback_chain(void **state) {
         cJSON_AddStringToObject(e, "problem", "test");
     }
     write_db(root, db_path);
-    for (int c = 0; c < 5; ++c) {
+    for (int c = 0; c < 6; ++c) {
         tsr_device_close(dev);
         dev = th_open_device();
         TH_ASSERT_OK(tsr_config_lookup(dev, "conv2d", conv_parents[c][1], &ci));

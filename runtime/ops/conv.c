@@ -32,7 +32,7 @@ static const char *const conv_more_sources[] = {"conv_cpu", "conv_winograd", NUL
  * types), which take their fp32 class's configuration until tuned themselves. */
 static const char *const conv_classes[] = {"3x3",   "1x1",         "strided",   "depthwise", "other",
                                            "1x1-strided", "1x1-small", "1x1-expand", "stem",     "3x3-small",
-                                           "strided-small", "1x1-strided-small", NULL};
+                                           "strided-small", "1x1-strided-small", "1x1-mid", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -74,6 +74,14 @@ static bool small_pointwise_call(const conv_problem *p) {
     return p->N * p->PQ <= 512 || (p->PQ <= 256 && p->N * p->PQ <= 2048);
 }
 
+/* The stride-1 part of those above 512 pixels (ResNet-50's 14x14 layers at batch 3-10), a class of
+ * its own since session 27 (1x1-mid, tuned on 8x1024x14x14 k256, taking 1x1-small's entry until a
+ * database has one): the two AVX-512 CPUs we measured disagree there. On the Zen 5 STAGE 5's tile
+ * took 3-15% less CPU time than im2col at batch 4 and 8; on a 2-core Cascade Lake Xeon it took
+ * 1.4-2.7x im2col's at batch 8 (l3.reduce1024, l4.reduce1024, l3.expand: 65-137 against 175-185
+ * GFLOP/s, docs/conv.md "Session 27") while still winning at 7x7 and at batch 1. */
+static bool mid_pointwise_call(const conv_problem *p) { return p->N * p->PQ > 512 && small_pointwise_call(p); }
+
 /* Index of the layer's fp32 class in conv_classes. */
 static int conv_base_index(const conv_problem *p) {
     if (p->Cg == 1 && p->G > 1) return 3;
@@ -100,7 +108,7 @@ static int conv_base_index(const conv_problem *p) {
      * 1x128x28x28 k512: im2col 1.1-1.6x faster than STAGE=0 at batch 1 and 8) apart from the
      * reducing ones (1x1, tuned on 1x512x28x28 k128, where STAGE=0 won or tied at 56x56 and
      * 28x28); docs/conv.md. */
-    if (p->R == 1 && p->S == 1) return small_pointwise_call(p) ? 6 : p->Kg >= p->Cg ? 7 : 1;
+    if (p->R == 1 && p->S == 1) return mid_pointwise_call(p) ? 12 : small_pointwise_call(p) ? 6 : p->Kg >= p->Cg ? 7 : 1;
     /* Strided layers on at most 4 input channels a group (a network's first layer on an RGB or
      * grey image: ResNet-50's conv1, 7x7/2 on 3 channels), tuned on that layer: the 3x3/2
      * layers' tuned tile (4 channels x 3 vectors, one tile a work-group on the Zen 5) ran it at
@@ -130,11 +138,13 @@ static const char *conv_base_class(const conv_problem *p) { return conv_classes[
  * device tuned before the split (the H100's and the AVX2 EPYC's 1x1 and strided entries) keeps the
  * configuration it ran those layers with rather than falling to an untuned default: 1x1-expand
  * came out of 1x1, stem out of strided and 3x3-small out of 3x3 (session 19), strided-small out of
- * strided (session 25), 1x1-strided-small out of 1x1-strided (session 26). */
+ * strided (session 25), 1x1-strided-small out of 1x1-strided (session 26), 1x1-mid out of 1x1-small
+ * (session 27). */
 static const char *conv_nearest_class(const char *cls) {
     if (strcmp(cls, "1x1-expand") == 0) return "1x1";
     if (strcmp(cls, "3x3-small") == 0) return "3x3";
     if (strcmp(cls, "1x1-strided-small") == 0) return "1x1-strided";
+    if (strcmp(cls, "1x1-mid") == 0) return "1x1-small";
     return strcmp(cls, "stem") == 0 || strcmp(cls, "strided-small") == 0 ? "strided" : NULL;
 }
 
@@ -1991,7 +2001,7 @@ typedef struct conv_fixture {
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
  * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 7x7 1x1 layer, a 28x28
- * expanding one, conv1, a 7x7 3x3, the 28x28/2 3x3 and the 14x14/2 1x1), in the order of conv_classes. 3x3-small: the
+ * expanding one, conv1, a 7x7 3x3, the 28x28/2 3x3, the 14x14/2 1x1 and a 14x14 1x1 at batch 8), in the order of conv_classes. 3x3-small: the
  * 7x7 layer (the same work as the 14x14 one it was tuned on until session 25, where STAGE 5's tiles
  * of 4 x 4, 6 and 8 pixels tied within 3%, while on the 7x7 layer 6 and 8 pixels took 15% less CPU
  * time than 4 at batch 1 and 8, and 1-7% less on the 14x14 one). strided:
@@ -2007,7 +2017,8 @@ static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias",
                                                 "1x64x28x28 k64 5x5 p2 +bias", "1x256x56x56 k512 1x1 s2 +bias",
                                                 "1x2048x7x7 k512 1x1 +bias", "1x128x28x28 k512 1x1 +bias",
                                                 "1x3x224x224 k64 7x7 p3 s2 +bias", "1x512x7x7 k512 3x3 p1 +bias",
-                                                "1x256x28x28 k256 3x3 p1 s2 +bias", "1x1024x14x14 k2048 1x1 s2 +bias"};
+                                                "1x256x28x28 k256 3x3 p1 s2 +bias", "1x1024x14x14 k2048 1x1 s2 +bias",
+                                                "8x1024x14x14 k256 1x1 +bias"};
 /* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
  * eighth and a sixty-fourth of the work (and less for the slowest classes); fixture.problem_class
  * checks each stays in its class. */
@@ -2023,7 +2034,8 @@ static const char *const conv_class_shapes_reduced[] = {
     "1x3x112x112 k64 7x7 p3 s2 +bias;1x3x56x56 k32 7x7 p3 s2 +bias",
     "1x128x14x14 k128 3x3 p1 +bias;1x64x14x14 k64 3x3 p1 +bias;1x32x14x14 k32 3x3 p1 +bias",
     "1x128x28x28 k128 3x3 p1 s2 +bias;1x64x28x28 k64 3x3 p1 s2 +bias;1x32x28x28 k32 3x3 p1 s2 +bias",
-    "1x512x14x14 k512 1x1 s2 +bias;1x256x14x14 k128 1x1 s2 +bias"};
+    "1x512x14x14 k512 1x1 s2 +bias;1x256x14x14 k128 1x1 s2 +bias",
+    "8x256x14x14 k128 1x1 +bias;4x128x14x14 k64 1x1 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},

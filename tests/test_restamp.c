@@ -140,6 +140,19 @@ static char *file_text(const char *path) {
     return text;
 }
 
+/* Runs the tool with ARGS, expects exit status RC and SAYS in its output, and the database byte for
+ * byte as it was. */
+static void run_leaves_db(const char *args, int rc, const char *says) {
+    char *out = NULL, *before = file_text(db_path);
+    assert_int_equal(run_tool(args, &out), rc);
+    TH_ASSERT_CONTAINS(out, says);
+    free(out);
+    char *now = file_text(db_path);
+    assert_string_equal(now, before);
+    free(now);
+    free(before);
+}
+
 static void only_current_entries_move(void **state) {
     (void)state;
     make_old_dir();
@@ -172,18 +185,10 @@ static void only_current_entries_move(void **state) {
 
     char args[1500], *out = NULL;
     /* --list and --dry-run change nothing */
-    char *text_before = file_text(db_path);
     snprintf(args, sizeof args, "--list '%s'", db_path);
-    assert_int_equal(run_tool(args, &out), 0);
-    TH_ASSERT_CONTAINS(out, "1 current, 4 stale, 0 of ops this build lacks");
-    free(out);
+    run_leaves_db(args, 0, "1 current, 4 stale, 0 of ops this build lacks");
     snprintf(args, sizeof args, "--dry-run '%s' '%s'", db_path, old_dir);
-    assert_int_equal(run_tool(args, &out), 0);
-    TH_ASSERT_CONTAINS(out, "2 entries re-stamped (dry run: DB unchanged)");
-    free(out);
-    char *text_now = file_text(db_path);
-    assert_string_equal(text_now, text_before);
-    free(text_now);
+    run_leaves_db(args, 0, "2 entries re-stamped (dry run: DB unchanged)");
 
     snprintf(args, sizeof args, "'%s' '%s'", db_path, old_dir);
     assert_int_equal(run_tool(args, &out), 0);
@@ -222,15 +227,7 @@ static void only_current_entries_move(void **state) {
     assert_int_equal(merged, 5);
 
     /* A second run finds nothing at the old hash: the file's entries stay as they are. */
-    free(text_before);
-    text_before = file_text(db_path);
-    assert_int_equal(run_tool(args, &out), 0);
-    TH_ASSERT_CONTAINS(out, "0 entries re-stamped");
-    free(out);
-    text_now = file_text(db_path);
-    assert_string_equal(text_now, text_before);
-    free(text_now);
-    free(text_before);
+    run_leaves_db(args, 0, "0 entries re-stamped");
 }
 
 static void bad_input_changes_nothing(void **state) {
@@ -303,18 +300,11 @@ static void write_db(cJSON *root) {
 
 /* Each malformed option list `bad` is a usage error (exit 2) that leaves the database as it was. */
 static void refused_options_change_nothing(const char *const *bad, size_t n) {
-    char args[1500], *out = NULL;
-    char *text_before = file_text(db_path);
+    char args[1500];
     for (size_t i = 0; i < n; ++i) {
         snprintf(args, sizeof args, "%s '%s' '%s'", bad[i], db_path, old_dir);
-        assert_int_equal(run_tool(args, &out), 2);
-        TH_ASSERT_CONTAINS(out, "usage: restamp_db");
-        free(out);
+        run_leaves_db(args, 2, "usage: restamp_db");
     }
-    char *text_now = file_text(db_path);
-    assert_string_equal(text_now, text_before);
-    free(text_now);
-    free(text_before);
 }
 
 /* --keep KEY=VALUE: the old-hash entries whose configuration sets KEY to VALUE stay stale (an edit to
@@ -369,15 +359,8 @@ static void keep_class_and_device_limit_the_move(void **state) {
     /* 32 --keep-class are taken (session 26 needed 10 at once); a 33rd is refused by name, nothing moves */
     char many[800] = "";
     for (int k = 0; k < 33; ++k) snprintf(many + strlen(many), sizeof many - strlen(many), "--keep-class c%d ", k);
-    char *text_before = file_text(db_path);
     snprintf(args, sizeof args, "%s'%s' '%s'", many, db_path, old_dir);
-    assert_int_equal(run_tool(args, &out), 2);
-    TH_ASSERT_CONTAINS(out, "at most 32 --keep-class options");
-    free(out);
-    char *text_now = file_text(db_path);
-    assert_string_equal(text_now, text_before);
-    free(text_now);
-    free(text_before);
+    run_leaves_db(args, 2, "at most 32 --keep-class options");
     snprintf(args, sizeof args, "--dry-run %s'%s' '%s'", many + strlen("--keep-class c0 "), db_path, old_dir);
     assert_int_equal(run_tool(args, &out), 0);
     free(out);

@@ -857,15 +857,25 @@ static void plan_and_tune(void **state) {
     conv_case sm7 = {.N = 10, .C = 64, .H = 7, .W = 7, .K = 64, .R = 1, .S = 1};   /* 490: 1x1-small */
     conv_case md8 = {.N = 8, .C = 128, .H = 17, .W = 17, .K = 64, .R = 1, .S = 1}; /* 289 an image: 1x1 */
     conv_case sn = {.N = 1, .C = 3, .H = 32, .W = 32, .K = 16, .R = 7, .S = 7, .sh = 2, .sw = 2, .ph = 3, .pw = 3};
-    conv_case s3 = {.N = 2, .C = 64, .H = 16, .W = 16, .K = 64, .R = 3, .S = 3, .ph = 1, .pw = 1}; /* 512: 3x3-small */
+    conv_case s3 = {.N = 2, .C = 64, .H = 16, .W = 16, .K = 64, .R = 3, .S = 3, .ph = 1, .pw = 1}; /* 512, 128 F(2x2) tiles: 3x3-mid */
     conv_case b3 = {.N = 3, .C = 64, .H = 14, .W = 14, .K = 64, .R = 3, .S = 3, .ph = 1, .pw = 1}; /* 588: 3x3 */
+    /* 3x3-wide: planes of at least 192 F(4x4) tiles (12 x 16 here), at batch 1; one column fewer of
+     * them (12 x 15) is 3x3, and so is a dilated layer on the wide plane */
+    conv_case w3 = {.N = 1, .C = 8, .H = 48, .W = 64, .K = 8, .R = 3, .S = 3, .ph = 1, .pw = 1};
+    conv_case w3n = {.N = 1, .C = 8, .H = 48, .W = 60, .K = 8, .R = 3, .S = 3, .ph = 1, .pw = 1};
+    /* 3x3-mid: small calls (at most 512 pixels) of at least 96 F(2x2) tiles: 6 x 4 x 4 here, 5 x 4 x 4
+     * is 3x3-small */
+    conv_case m3 = {.N = 6, .C = 8, .H = 7, .W = 7, .K = 8, .R = 3, .S = 3, .ph = 1, .pw = 1};
+    conv_case m3n = {.N = 5, .C = 8, .H = 7, .W = 7, .K = 8, .R = 3, .S = 3, .ph = 1, .pw = 1};
+    conv_case w3d = {.N = 1, .C = 8, .H = 56, .W = 56, .K = 8, .R = 3, .S = 3, .ph = 2, .pw = 2, .dh = 2, .dw = 2};
     const struct { const conv_case *c; const char *cls; } expect[] = {
         {&c3, "3x3"},         {&dw, "depthwise"}, {&pw, "1x1"},       {&ex, "1x1-expand"}, {&st, "strided"},
         {&ot, "other"},       {&ds, "1x1-strided"}, {&sm, "1x1-small"}, {&sm8, "1x1-expand"}, {&md8, "1x1"},
-        {&sn, "stem"},        {&s3, "3x3-small"}, {&b3, "3x3"},       {&sm8r, "1x1"},      {&sm7, "1x1-small"},
+        {&sn, "stem"},        {&s3, "3x3-mid"},   {&b3, "3x3"},       {&sm8r, "1x1"},      {&sm7, "1x1-small"},
         {&ss, "strided-small"}, {&ss8, "strided-small"}, {&st2, "strided"}, {&dss, "1x1-strided-small"},
         {&sm10, "1x1-mid"},     {&sm16, "1x1-expand"},      {&sm1p, "1x1-small"}, {&dsb, "1x1-strided-small"},
-        {&dsc, "1x1-strided"},  {&sm2, "1x1-small"},        {&md3, "1x1-mid"}};
+        {&dsc, "1x1-strided"},  {&sm2, "1x1-small"},        {&md3, "1x1-mid"},   {&w3, "3x3-wide"},
+        {&w3n, "3x3"},          {&w3d, "3x3"},             {&m3, "3x3-mid"},     {&m3n, "3x3-small"}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; ++i) {
         tsr_conv2d_desc desc = case_desc(expect[i].c, TSR_CONV_AUTO);
         tsr_conv_algo algo = TSR_CONV_AUTO;

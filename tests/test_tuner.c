@@ -464,8 +464,8 @@ static void fallback_chain(void **state) {
     assert_string_equal(ci.used_class, "small-m16");
     TH_ASSERT_CONTAINS(ci.config, "MWI=4");
     /* conv2d's 1x1-expand, stem and 3x3-small, split from 1x1, strided and 3x3 in session 19, strided-small, split
-     * from strided in session 25, 1x1-strided-small, split from 1x1-strided in session 26, and 1x1-mid, split from
-     * 1x1-small in session 27: a database with only
+     * from strided in session 25, 1x1-strided-small, split from 1x1-strided in session 26, 1x1-mid, split from
+     * 1x1-small in session 27, and 3x3-wide and 3x3-mid, split from 3x3 and 3x3-small in session 28: a database with only
      * the older classes' entries serves them from those; an entry of their own wins once there */
     char conv_hash[17];
     TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_conv, conv_hash));
@@ -476,8 +476,9 @@ static void fallback_chain(void **state) {
                                            {"3x3", "3x3-small"},
                                            {"1x1-strided", "1x1-strided-small"},
                                            {"1x1-small", "1x1-mid"},
+                                           {"3x3", "3x3-wide"},
                                            {"strided", "strided-small"}};
-    for (int c = 0; c < 5; ++c) { /* the parents (strided once) */
+    for (int c = 0; c < 5; ++c) { /* the parents (3x3 and strided once) */
         cJSON *e = cJSON_AddObjectToObject(conv_ops, conv_parents[c][0]);
         cJSON *cfg = cJSON_AddObjectToObject(e, "config");
         const char *names[] = {"ALGO", "MWI", "VW", "STAGE", "WGM", "WGN", "KWG"};
@@ -489,7 +490,7 @@ static void fallback_chain(void **state) {
         cJSON_AddStringToObject(e, "problem", "test");
     }
     write_db(root, db_path);
-    for (int c = 0; c < 6; ++c) {
+    for (int c = 0; c < 7; ++c) {
         tsr_device_close(dev);
         dev = th_open_device();
         TH_ASSERT_OK(tsr_config_lookup(dev, "conv2d", conv_parents[c][1], &ci));
@@ -503,6 +504,15 @@ static void fallback_chain(void **state) {
     dev = th_open_device();
     TH_ASSERT_OK(tsr_config_lookup(dev, "conv2d", "stem", &ci));
     assert_string_equal(ci.used_class, "stem");
+    /* 3x3-mid comes from 3x3-small, itself a child above: given an entry of its own, it serves 3x3-mid */
+    cJSON_AddItemToObject(conv_ops, "3x3-small", cJSON_Duplicate(cJSON_GetObjectItem(conv_ops, "3x3"), true));
+    write_db(root, db_path);
+    tsr_device_close(dev);
+    dev = th_open_device();
+    TH_ASSERT_OK(tsr_config_lookup(dev, "conv2d", "3x3-mid", &ci));
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED);
+    assert_string_equal(ci.used_class, "3x3-small");
+    assert_string_equal(ci.problem_class, "3x3-mid");
     unsetenv("TSR_BUILTIN_TUNING");
     ci = lookup_fresh("batched"); /* this machine's built-in batched entry (if any) comes before the nearest class */
     assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || strcmp(ci.used_class, "small") == 0);

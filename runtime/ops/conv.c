@@ -32,7 +32,7 @@ static const char *const conv_more_sources[] = {"conv_cpu", "conv_winograd", NUL
  * types), which take their fp32 class's configuration until tuned themselves. */
 static const char *const conv_classes[] = {"3x3",   "1x1",         "strided",   "depthwise", "other",
                                            "1x1-strided", "1x1-small", "1x1-expand", "stem",     "3x3-small",
-                                           "strided-small", "1x1-strided-small", "1x1-mid", NULL};
+                                           "strided-small", "1x1-strided-small", "1x1-mid", "3x3-wide", "3x3-mid", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -127,8 +127,23 @@ static int conv_base_index(const conv_problem *p) {
      * and 2, 7x7 up to batch 8), a class of their own tuned on 1x512x7x7 k512 (1x256x14x14 k256
      * until session 25): the Winograd
      * forms the 3x3 class tunes to on an AVX-512 Zen 5 have too few tiles there to pay, and
-     * before this class such layers fell back to the untuned built-in STAGE 2 form (session 19). */
-    if (p->R == 3 && p->S == 3) return p->N * p->PQ <= 512 && p->dh == 1 && p->dw == 1 ? 9 : 0;
+     * before this class such layers fell back to the untuned built-in STAGE 2 form (session 19).
+     * Those with at least 96 F(2x2) tiles in the call (WINO_MIN_TILES: 7x7 from batch 6, 14x14 from
+     * batch 2) are a class of their own since session 28 (3x3-mid, tuned on 8x512x7x7 k512, taking
+     * 3x3-small's entry until a database has one): the batch-1 fixture cannot see that Winograd
+     * F(2x2) pays there, and on a 2-core Cascade Lake Xeon it ran 8x512x7x7 k512 at 118 GFLOP/s
+     * against 92 for the STAGE 2 tile 3x3-small tunes to (docs/conv.md "Session 28"). */
+    if (p->R == 3 && p->S == 3 && p->dh == 1 && p->dw == 1 && p->N * p->PQ <= 512)
+        return p->N * ((p->P + 1) / 2) * ((p->Q + 1) / 2) >= 96 ? 14 : 9;
+    /* Stride-1 3x3 layers on planes of at least 192 F(4x4) tiles (56x56 and up: ResNet-50's first
+     * stage), a class of their own since session 28 (3x3-wide, tuned on 1x64x56x56 k64, taking
+     * 3x3's entry until a database has one): the Winograd entry 3x3 tunes to on AVX-512 runs F(4x4)
+     * there (launch_winograd) and F(2x2) on the 28x28 layer it is tuned on. On a 2-core Cascade
+     * Lake Xeon F(4x4) ran the 56x56 layer at 69-78 GFLOP/s against 89-100 for the padded form's
+     * 4 x 6 tile its tune picked (batch 1 and 8), while Winograd F(2x2) kept the 28x28 and 14x14
+     * layers at batch 8 (141 and 127 against 112-122 for the direct forms; docs/conv.md "Session 28"). */
+    if (p->R == 3 && p->S == 3 && p->dh == 1 && p->dw == 1 && (p->P + 3) / 4 * ((p->Q + 3) / 4) >= 192) return 13;
+    if (p->R == 3 && p->S == 3) return 0;
     return 4;
 }
 
@@ -139,12 +154,14 @@ static const char *conv_base_class(const conv_problem *p) { return conv_classes[
  * configuration it ran those layers with rather than falling to an untuned default: 1x1-expand
  * came out of 1x1, stem out of strided and 3x3-small out of 3x3 (session 19), strided-small out of
  * strided (session 25), 1x1-strided-small out of 1x1-strided (session 26), 1x1-mid out of 1x1-small
- * (session 27). */
+ * (session 27), 3x3-wide out of 3x3 and 3x3-mid out of 3x3-small (session 28). */
 static const char *conv_nearest_class(const char *cls) {
     if (strcmp(cls, "1x1-expand") == 0) return "1x1";
     if (strcmp(cls, "3x3-small") == 0) return "3x3";
     if (strcmp(cls, "1x1-strided-small") == 0) return "1x1-strided";
     if (strcmp(cls, "1x1-mid") == 0) return "1x1-small";
+    if (strcmp(cls, "3x3-wide") == 0) return "3x3";
+    if (strcmp(cls, "3x3-mid") == 0) return "3x3-small";
     return strcmp(cls, "stem") == 0 || strcmp(cls, "strided-small") == 0 ? "strided" : NULL;
 }
 
@@ -174,6 +191,8 @@ static const tsr_default conv_defaults[] = {
      * depending on the load: not settled; a quiet tune (its space holds WGM 1-4) decides. */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3-small", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3-wide", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3-mid", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "stem", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     /* strided-small: the strided class's tile until tuned (its Zen 5 winner, STAGE 5's 4 x 16 x 6, leaves a
@@ -188,6 +207,8 @@ static const tsr_default conv_defaults[] = {
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "1x1-strided-small", "ALGO=2 MWI=4 VW=16 STAGE=5 WGM=6 WGN=1 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3-small", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3-wide", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3-mid", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     /* Strided layers (conv1's 7x7/2, 3x3/2): the padded form's polyphase copy, eight channels a
      * tile (32 vector registers on AVX-512; conv1's 64 channels in whole tiles). Kernel sizes it
      * does not compile in take im2col + GEMM. 1x1 layers (any stride): im2col + GEMM below. */
@@ -1259,7 +1280,9 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
  * products saved. On the loaded 2-core Zen 5 of session 19 (docs/conv.md) F(2x2) won on the 28x28
  * layer (196 tiles) and the 14x14 one at batch 8 in chunks of 2 images (98 tiles: 1.15-1.35x the
  * STAGE 2 form), lost on 14x14 at batch 1 (49 tiles: 0.91-0.99x) and 7x7 (16-48: 0.27-0.88x);
- * F(4x4) won on 56x56 (196 tiles an image) and lost on 28x28 (49 an image) at either batch. */
+ * F(4x4) won on 56x56 (196 tiles an image) and lost on 28x28 (49 an image) at either batch.
+ * conv_base_index's 3x3-wide class is the planes of at least this many F(4x4) tiles, its 3x3-mid the
+ * small calls of at least WINO_MIN_TILES F(2x2) tiles. */
 #define WINO_F4_TILES 192
 #define WINO_MIN_TILES 96
 
@@ -2001,7 +2024,7 @@ typedef struct conv_fixture {
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
  * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 7x7 1x1 layer, a 28x28
- * expanding one, conv1, a 7x7 3x3, the 28x28/2 3x3, the 14x14/2 1x1 and a 14x14 1x1 at batch 8), in the order of conv_classes. 3x3-small: the
+ * expanding one, conv1, a 7x7 3x3, the 28x28/2 3x3, the 14x14/2 1x1, a 14x14 1x1 at batch 8, the 56x56 3x3 and the 7x7 3x3 at batch 8), in the order of conv_classes. 3x3-small: the
  * 7x7 layer (the same work as the 14x14 one it was tuned on until session 25, where STAGE 5's tiles
  * of 4 x 4, 6 and 8 pixels tied within 3%, while on the 7x7 layer 6 and 8 pixels took 15% less CPU
  * time than 4 at batch 1 and 8, and 1-7% less on the 14x14 one). strided:
@@ -2018,7 +2041,8 @@ static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias",
                                                 "1x2048x7x7 k512 1x1 +bias", "1x128x28x28 k512 1x1 +bias",
                                                 "1x3x224x224 k64 7x7 p3 s2 +bias", "1x512x7x7 k512 3x3 p1 +bias",
                                                 "1x256x28x28 k256 3x3 p1 s2 +bias", "1x1024x14x14 k2048 1x1 s2 +bias",
-                                                "8x1024x14x14 k256 1x1 +bias"};
+                                                "8x1024x14x14 k256 1x1 +bias", "1x64x56x56 k64 3x3 p1 +bias",
+                                                "8x512x7x7 k512 3x3 p1 +bias"};
 /* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
  * eighth and a sixty-fourth of the work (and less for the slowest classes); fixture.problem_class
  * checks each stays in its class. */
@@ -2035,7 +2059,9 @@ static const char *const conv_class_shapes_reduced[] = {
     "1x128x14x14 k128 3x3 p1 +bias;1x64x14x14 k64 3x3 p1 +bias;1x32x14x14 k32 3x3 p1 +bias",
     "1x128x28x28 k128 3x3 p1 s2 +bias;1x64x28x28 k64 3x3 p1 s2 +bias;1x32x28x28 k32 3x3 p1 s2 +bias",
     "1x512x14x14 k512 1x1 s2 +bias;1x256x14x14 k128 1x1 s2 +bias",
-    "8x256x14x14 k128 1x1 +bias;4x128x14x14 k64 1x1 +bias"};
+    "8x256x14x14 k128 1x1 +bias;4x128x14x14 k64 1x1 +bias",
+    "1x32x56x56 k32 3x3 p1 +bias;1x16x56x56 k16 3x3 p1 +bias",
+    "8x128x7x7 k128 3x3 p1 +bias;8x32x7x7 k32 3x3 p1 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},

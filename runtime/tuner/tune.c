@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#define TUNE_MAX_CLASSES 16
+#define TUNE_MAX_CLASSES 32
 
 static const struct {
     const char *name; /* as the database records it */
@@ -42,8 +42,13 @@ static tsr_status parse_classes(const tsr_op *op, const char *list, const char *
                                 int *nclasses) {
     *nclasses = 0;
     if (!list || !*list) {
-        for (int i = 0; op->classes[i] && *nclasses < TUNE_MAX_CLASSES; ++i)
+        for (int i = 0; op->classes[i]; ++i) {
+            /* never a silently shortened default either (conv2d has 15 fp32 classes) */
+            if (*nclasses == TUNE_MAX_CLASSES)
+                return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s has more than %d problem classes to tune", op->name,
+                                TUNE_MAX_CLASSES);
             classes[(*nclasses)++] = tsr_op_class_list(op)[i]; /* the listed ones lead the list */
+        }
         return TSR_SUCCESS;
     }
     char buf[256];
@@ -58,7 +63,7 @@ static tsr_status parse_classes(const tsr_op *op, const char *list, const char *
         bool repeated = false;
         for (int i = 0; i < *nclasses; ++i) repeated |= classes[i] == tsr_op_class_list(op)[idx];
         if (repeated) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: '%s' is named twice", c);
-        if (*nclasses == TUNE_MAX_CLASSES) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: more than 16");
+        if (*nclasses == TUNE_MAX_CLASSES) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: more than %d", TUNE_MAX_CLASSES);
         classes[(*nclasses)++] = tsr_op_class_list(op)[idx];
     }
     if (*nclasses == 0) return tsr_fail(TSR_ERR_INVALID_ARG, "classes: '%s' names no class", list);

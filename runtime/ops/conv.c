@@ -32,7 +32,8 @@ static const char *const conv_more_sources[] = {"conv_cpu", "conv_winograd", NUL
  * types), which take their fp32 class's configuration until tuned themselves. */
 static const char *const conv_classes[] = {"3x3",   "1x1",         "strided",   "depthwise", "other",
                                            "1x1-strided", "1x1-small", "1x1-expand", "stem",     "3x3-small",
-                                           "strided-small", "1x1-strided-small", "1x1-mid", "3x3-wide", "3x3-mid", NULL};
+                                           "strided-small", "1x1-strided-small", "1x1-mid", "3x3-wide",
+                                           "3x3-mid", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -82,6 +83,24 @@ static bool small_pointwise_call(const conv_problem *p) {
  * GFLOP/s, docs/conv.md "Session 27") while still winning at 7x7 and at batch 1. */
 static bool mid_pointwise_call(const conv_problem *p) { return p->N * p->PQ > 512 && small_pointwise_call(p); }
 
+static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/* Tiles (wm x wm output blocks: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3)) of one image. */
+static size_t winograd_tiles(const conv_problem *p, size_t wm) { return ceil_div(p->P, wm) * ceil_div(p->Q, wm); }
+
+/* F(4x4) takes planes with at least this many of its tiles per image (ResNet-50's 56x56 layers:
+ * 196), F(2x2) the others. Where the configuration's WGN is not 1, a chunk's GEMMs (their n
+ * columns) need at least WINO_MIN_TILES tiles, else the built-in STAGE 2 form runs: the weights'
+ * transform (16 or 36 K C values written per call) and GEMMs of few columns cost more than the
+ * products saved. On the loaded 2-core Zen 5 of session 19 (docs/conv.md) F(2x2) won on the 28x28
+ * layer (196 tiles) and the 14x14 one at batch 8 in chunks of 2 images (98 tiles: 1.15-1.35x the
+ * STAGE 2 form), lost on 14x14 at batch 1 (49 tiles: 0.91-0.99x) and 7x7 (16-48: 0.27-0.88x);
+ * F(4x4) won on 56x56 (196 tiles an image) and lost on 28x28 (49 an image) at either batch.
+ * conv_base_index's 3x3-wide class is the planes of at least WINO_F4_TILES F(4x4) tiles, its 3x3-mid
+ * the small calls of at least WINO_MIN_TILES F(2x2) tiles (launch_winograd's own tests). */
+#define WINO_F4_TILES 192
+#define WINO_MIN_TILES 96
+
 /* Index of the layer's fp32 class in conv_classes. */
 static int conv_base_index(const conv_problem *p) {
     if (p->Cg == 1 && p->G > 1) return 3;
@@ -123,27 +142,28 @@ static int conv_base_index(const conv_problem *p) {
      * work-group) ran the 28x28/2 layer at batch 2, 4 and 8 with 0.89-0.93x the strided entry's CPU
      * time, where the tile session 25 tried there (16 tiles a group) lost. */
     if (p->sh > 1 || p->sw > 1) return p->N * p->PQ <= 512 || p->PQ <= 256 ? 10 : 2;
-    /* Stride-1 3x3 layers with at most 512 output pixels in the call (ResNet-50's 14x14 at batch 1
-     * and 2, 7x7 up to batch 8), a class of their own tuned on 1x512x7x7 k512 (1x256x14x14 k256
-     * until session 25): the Winograd
-     * forms the 3x3 class tunes to on an AVX-512 Zen 5 have too few tiles there to pay, and
-     * before this class such layers fell back to the untuned built-in STAGE 2 form (session 19).
-     * Those with at least 96 F(2x2) tiles in the call (WINO_MIN_TILES: 7x7 from batch 6, 14x14 from
-     * batch 2) are a class of their own since session 28 (3x3-mid, tuned on 8x512x7x7 k512, taking
-     * 3x3-small's entry until a database has one): the batch-1 fixture cannot see that Winograd
-     * F(2x2) pays there, and on a 2-core Cascade Lake Xeon it ran 8x512x7x7 k512 at 118 GFLOP/s
-     * against 92 for the STAGE 2 tile 3x3-small tunes to (docs/conv.md "Session 28"). */
-    if (p->R == 3 && p->S == 3 && p->dh == 1 && p->dw == 1 && p->N * p->PQ <= 512)
-        return p->N * ((p->P + 1) / 2) * ((p->Q + 1) / 2) >= 96 ? 14 : 9;
-    /* Stride-1 3x3 layers on planes of at least 192 F(4x4) tiles (56x56 and up: ResNet-50's first
-     * stage), a class of their own since session 28 (3x3-wide, tuned on 1x64x56x56 k64, taking
-     * 3x3's entry until a database has one): the Winograd entry 3x3 tunes to on AVX-512 runs F(4x4)
-     * there (launch_winograd) and F(2x2) on the 28x28 layer it is tuned on. On a 2-core Cascade
-     * Lake Xeon F(4x4) ran the 56x56 layer at 69-78 GFLOP/s against 89-100 for the padded form's
-     * 4 x 6 tile its tune picked (batch 1 and 8), while Winograd F(2x2) kept the 28x28 and 14x14
-     * layers at batch 8 (141 and 127 against 112-122 for the direct forms; docs/conv.md "Session 28"). */
-    if (p->R == 3 && p->S == 3 && p->dh == 1 && p->dw == 1 && (p->P + 3) / 4 * ((p->Q + 3) / 4) >= 192) return 13;
-    if (p->R == 3 && p->S == 3) return 0;
+    if (p->R == 3 && p->S == 3) {
+        if (p->dh != 1 || p->dw != 1) return 0;
+        /* Stride-1 3x3 layers with at most 512 output pixels in the call (ResNet-50's 14x14 at batch 1
+         * and 2, 7x7 up to batch 8), a class of their own tuned on 1x512x7x7 k512 (1x256x14x14 k256
+         * until session 25): the Winograd
+         * forms the 3x3 class tunes to on an AVX-512 Zen 5 have too few tiles there to pay, and
+         * before this class such layers fell back to the untuned built-in STAGE 2 form (session 19).
+         * Those with at least 96 F(2x2) tiles in the call (WINO_MIN_TILES: 7x7 from batch 6, 14x14 from
+         * batch 2) are a class of their own since session 28 (3x3-mid, tuned on 8x512x7x7 k512, taking
+         * 3x3-small's entry until a database has one): the batch-1 fixture cannot see that Winograd
+         * F(2x2) pays there, and on a 2-core Cascade Lake Xeon it ran 8x512x7x7 k512 at 118 GFLOP/s
+         * against 92 for the STAGE 2 tile 3x3-small tunes to (docs/conv.md "Session 28"). */
+        if (p->N * p->PQ <= 512) return p->N * winograd_tiles(p, 2) >= WINO_MIN_TILES ? 14 : 9;
+        /* Stride-1 3x3 layers on planes of at least 192 F(4x4) tiles (56x56 and up: ResNet-50's first
+         * stage), a class of their own since session 28 (3x3-wide, tuned on 1x64x56x56 k64, taking
+         * 3x3's entry until a database has one): the Winograd entry 3x3 tunes to on AVX-512 runs F(4x4)
+         * there (launch_winograd) and F(2x2) on the 28x28 layer it is tuned on. On a 2-core Cascade
+         * Lake Xeon F(4x4) ran the 56x56 layer at 69-78 GFLOP/s against 89-100 for the padded form's
+         * 4 x 6 tile its tune picked (batch 1 and 8), while Winograd F(2x2) kept the 28x28 and 14x14
+         * layers at batch 8 (141 and 127 against 112-122 for the direct forms; docs/conv.md "Session 28"). */
+        return winograd_tiles(p, 4) >= WINO_F4_TILES ? 13 : 0;
+    }
     return 4;
 }
 
@@ -520,8 +540,6 @@ static void geometry_plain(const conv_problem *p, cl_int geo[16]) {
     for (int i = 0; i < 15; ++i) geo[i] = (cl_int)v[i];
     geo[15] = 0;
 }
-
-static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 /* The weights, the output and the epilogue's arguments (conv_access.cl's CONV_EPILOGUE_PARAMS)
  * every path's kernel shares. */
@@ -1210,9 +1228,6 @@ static bool winograd_fits(const conv_problem *p) {
     return p->R == 3 && p->S == 3 && p->sh == 1 && p->sw == 1 && p->dh == 1 && p->dw == 1 && p->G == 1;
 }
 
-/* Tiles (wm x wm output blocks: 2 for F(2x2, 3x3), 4 for F(4x4, 3x3)) of one image. */
-static size_t winograd_tiles(const conv_problem *p, size_t wm) { return ceil_div(p->P, wm) * ceil_div(p->Q, wm); }
-
 /* Bytes of the transformed input V and the GEMMs' products M of one image ((wm + 2)^2 fp32 per
  * tile and channel each). */
 static size_t winograd_bytes_per_image(const conv_problem *p, size_t wm) {
@@ -1272,19 +1287,6 @@ static tsr_status widen_into(tsr_device *dev, void *ctx, cl_mem wide, cl_command
 
 static tsr_status launch_implicit(tsr_device *dev, const void *problem, const tsr_config *cfg, cl_command_queue queue,
                                   cl_event *event);
-
-/* F(4x4) takes planes with at least this many of its tiles per image (ResNet-50's 56x56 layers:
- * 196), F(2x2) the others. Where the configuration's WGN is not 1, a chunk's GEMMs (their n
- * columns) need at least WINO_MIN_TILES tiles, else the built-in STAGE 2 form runs: the weights'
- * transform (16 or 36 K C values written per call) and GEMMs of few columns cost more than the
- * products saved. On the loaded 2-core Zen 5 of session 19 (docs/conv.md) F(2x2) won on the 28x28
- * layer (196 tiles) and the 14x14 one at batch 8 in chunks of 2 images (98 tiles: 1.15-1.35x the
- * STAGE 2 form), lost on 14x14 at batch 1 (49 tiles: 0.91-0.99x) and 7x7 (16-48: 0.27-0.88x);
- * F(4x4) won on 56x56 (196 tiles an image) and lost on 28x28 (49 an image) at either batch.
- * conv_base_index's 3x3-wide class is the planes of at least this many F(4x4) tiles, its 3x3-mid the
- * small calls of at least WINO_MIN_TILES F(2x2) tiles. */
-#define WINO_F4_TILES 192
-#define WINO_MIN_TILES 96
 
 /* Bytes of V and M a chunk of images keeps to on CPUs (more where one image needs more). On the
  * Zen 5 (2 x 1 MiB L2, 32 MiB L3, shared with other machines' work) the input transform slowed

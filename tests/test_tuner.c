@@ -1429,6 +1429,28 @@ static void class_lists_are_not_truncated(void **state) {
     o.classes = ",,,";
     TH_ASSERT_STATUS(tsr_tune_op(dev, &planted_op, &o, NULL, 0, NULL), TSR_ERR_INVALID_ARG);
     assert_int_equal(planted_setups, 0);
+    /* At most 32 classes a run: an op with 33 is refused by count when they are named (under the
+     * list's length limit), and its default list is refused too, not tuned on its first 32 */
+    static char crowded_names[33][8];
+    static const char *crowded_classes[34], *crowded_shapes[33];
+    char named[256] = "";
+    for (int i = 0; i < 33; ++i) {
+        snprintf(crowded_names[i], sizeof crowded_names[i], "c%d", i);
+        crowded_classes[i] = crowded_names[i];
+        crowded_shapes[i] = "16384";
+        snprintf(named + strlen(named), sizeof named - strlen(named), "%s%s", i ? "," : "", crowded_names[i]);
+    }
+    tsr_op crowded = planted_op;
+    crowded.name = "crowded";
+    crowded.classes = crowded_classes;
+    crowded.class_shapes = crowded_shapes;
+    o.classes = named;
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &crowded, &o, NULL, 0, NULL), TSR_ERR_INVALID_ARG);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "classes: more than 32");
+    o.classes = NULL;
+    TH_ASSERT_STATUS(tsr_tune_op(dev, &crowded, &o, NULL, 0, NULL), TSR_ERR_UNSUPPORTED);
+    TH_ASSERT_CONTAINS(tsr_last_error(), "crowded has more than 32 problem classes");
+    assert_int_equal(planted_setups, 0);
 }
 
 /* Every op's smaller problems (for slow devices) set up, stay in their class (16-bit twins too) and

@@ -12,8 +12,8 @@
 // VW (2, 4, 8 or 16; default 16, a 64-byte fp32 vector or 32 bytes of 16-bit storage): the
 // element-by-element gather it replaces ran the 16-bit forms at 0.2x (f16, a scalar vload_half
 // per element) and 0.8x (bf16) the fp32 one.
-// On AVX-512 CPUs (dtype_avx512.cl) the 16-bit conversions are AVX-512's zmm ones and bf16 tables
-// into a bf16 y go 32 columns a step (EMB_VEC2 below).
+// On AVX-512 CPUs (dtype_avx512.cl) the 16-bit conversions are AVX-512's zmm ones, and bf16 tables
+// into a bf16 y, f16 tables into an f16 y go 32 columns a step (EMB_VEC2 below).
 // TPI (1 or 2; default 1): tokens per work-item, item (i, g) taking tokens g TPI .. g TPI + TPI - 1
 // with their vectors interleaved in one loop (two random rows in flight); a second token past
 // the end reads token tokens - 1's rows (in range) and stores nothing.
@@ -48,7 +48,8 @@ typedef EMB_CAT(float, VW) emb_floatv;
 // VW = 16 on AVX-512 CPUs (dtype_avx512.cl's TSR_X16): f16 through zmm vcvtph2ps / vcvtps2ph, the
 // bf16 store's rounding in mask registers, and bf16 tables with a bf16 y (EMB_PAIR) 32 columns a
 // step, the even and the odd columns as two float16 (no lane moves; the sums are the same fp32
-// sums in the same order, so y is bit for bit the 16-column path's). The rest keeps dtype.cl's.
+// sums in the same order, so y is bit for bit the 16-column path's), and f16 tables with an f16 y
+// 32 columns a step too (one 64-byte store). The rest keeps dtype.cl's.
 #if defined(TSR_X16) && VW == 16 && T_TYPE == 1
 #define EMB_VLD(p) TSR_X16_LD_F16(p)
 #else
@@ -76,6 +77,17 @@ typedef EMB_CAT(float, VW) emb_floatv;
             even += TSR_X16_BF16_EVEN(q), odd += TSR_X16_BF16_ODD(q);                                                \
         }                                                                                                            \
         TSR_X16_ST32(TSR_X16_BF16_PAIR(tsr_x16_bf16_hi_q(even), tsr_x16_bf16_hi_q(odd)), ys##k + j);                    \
+    }
+#elif defined(TSR_X16) && VW == 16 && T_TYPE == 1 && Y_TYPE == 1
+// f16 tables into an f16 y: 32 columns a step as two float16 and one 64-byte store
+// (TSR_X16_F16_PAIR), the same sums and roundings as the 16-column path, so the same y bit for bit.
+#define EMB_PAIR 1
+#define EMB_VEC2(k)                                                                                                  \
+    {                                                                                                                \
+        float16 a = EMB_VLD(w##k + j), b = EMB_VLD(w##k + j + VW);                                                   \
+        if (has_position) a += EMB_VLD(p##k + j), b += EMB_VLD(p##k + j + VW);                                       \
+        if (has_token_type) a += EMB_VLD(tt##k + j), b += EMB_VLD(tt##k + j + VW);                                   \
+        TSR_X16_ST32(TSR_X16_F16_PAIR(a, b), ys##k + j);                                                             \
     }
 #endif
 #define EMB_VEC(k)                                                                                                   \

@@ -169,7 +169,7 @@ enum tsr_workspace_slot {
                           * STAGE 5's packed weights; the Winograd form's transformed weights (a
                           * weight buffer marked constant keeps its own instead: derived.c) */
     TSR_WS_CONV_M = 6,   /* conv's Winograd form: the 16 GEMMs' products, before the output transform */
-    TSR_WS_SPLIT_K = 7,  /* GEMM's split-K: the fp32 products of the slices of K, before their sum */
+    TSR_WS_SPLIT_K = 7,  /* GEMM's split-K: the fp32 products of the slices of K, before their sum; a 16-bit C's fp32 sums across K blocks */
     TSR_WS_NORM = 8,     /* GEMM's LayerNorm epilogue: a count per row tile, zero between launches */
     TSR_WS_IDS = 9,      /* tsr_embedding's token ids, copied from the host: TSR_IDS_SLOTS slots in turn */
     TSR_WORKSPACE_SLOTS = TSR_WS_IDS + TSR_IDS_SLOTS

@@ -1037,10 +1037,11 @@ static void k_blocked_accumulation(void **state) {
     set_gemm_override(NULL);
 }
 
-/* K blocking leaves a 16-bit C alone: its blocks would each round their partial sums to C's type
- * and read them back (K/KC roundings; 2.5x one rounding's error at K = 1090 with KC = 128), so a
- * 16-bit C takes one launch, rounded once. The same configuration with and without KC=128 writes
- * the same bits (beta reading C, f16 and bf16), within the usual bound. */
+/* K blocking never rounds a 16-bit C's partial sums: its blocks would each round them to C's type
+ * and read them back (K/KC roundings; 2.5x one rounding's error at K = 1090 with KC = 128). Where
+ * beta reads C (as here) a 16-bit C takes one launch, rounded once; the same configuration with and
+ * without KC=128 writes the same bits (f16 and bf16), within the usual bound. (Beta 0: the sums
+ * stay in fp32 between the blocks, k_blocked_16bit_c_sums_in_fp32.) */
 static void k_blocked_16bit_c_rounds_once(void **state) {
     (void)state;
     static const char *const configs[] = {
@@ -1081,6 +1082,77 @@ static void k_blocked_16bit_c_rounds_once(void **state) {
         free(a);
         free(b);
         free(c0);
+    }
+    set_gemm_override(NULL);
+}
+
+/* K blocking with a 16-bit C, beta 0 and no residual: the blocks but the last add into fp32 sums
+ * (runtime/ops/gemm.c, gemm_launch's acc32) and the last reads them as its residual and stores C,
+ * rounded once. Without an epilogue C holds, bit for bit, the fp32-C run of the same
+ * configuration (the same K blocks summed in the same order) rounded as the host rounds; C's old
+ * contents are NaN and must not leak in. With bias, scale and activations, transposes, batches,
+ * offsets and padding: within the usual bound of the double reference (run_case's guard zones). */
+static void k_blocked_16bit_c_sums_in_fp32(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 KC=128 NT=2",
+        "MWI=4 VW=8 NVW=1 KU=2 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 KC=128",
+        "MWI=2 VW=2 NVW=4 KU=2 WGM=4 WGN=8 KWG=8 SA=1 SB=1 PACKA=0 PACKB=0 KC=128",
+    };
+    static const tsr_dtype types[] = {TSR_F16, TSR_BF16};
+    static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
+    enum { M = 9, N = 33, BATCH = 2 };
+    const size_t K = small_mode() ? 300 : 1090, nc = BATCH * M * N; /* Oclgrind, rusticl: 3 blocks */
+    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; ++c) {
+        if (!try_gemm_override(configs[c])) continue;
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t) {
+            if (small_mode() && c % 2 != t) continue; /* there: two of the six pairs */
+            const tsr_dtype ty = types[t];
+            float *a = malloc(BATCH * M * K * sizeof *a), *b = malloc(BATCH * K * N * sizeof *b);
+            float *nan = malloc(nc * sizeof *nan), *got = malloc(nc * sizeof *got), *want = malloc(nc * sizeof *want);
+            th_fill_uniform_typed(ty, a, BATCH * M * K, -1, 1);
+            th_fill_uniform_typed(ty, b, BATCH * K * N, -1, 1);
+            for (size_t i = 0; i < nc; ++i) nan[i] = NAN;
+            cl_mem da = th_buffer_from_typed(dev, ty, a, BATCH * M * K), db = th_buffer_from_typed(dev, ty, b, BATCH * K * N);
+            cl_mem d16 = th_buffer_from_typed(dev, ty, nan, nc), d32 = th_buffer_from_typed(dev, TSR_F32, nan, nc);
+            tsr_matmul_desc d = {.m = M, .n = N, .k = K, .batch = BATCH, .alpha = -0.75f,
+                                 .a = {.dtype = ty, .batch_stride = M * K}, .b = {.dtype = ty, .batch_stride = K * N},
+                                 .c = {.dtype = ty, .batch_stride = M * N}};
+            TH_ASSERT_OK(tsr_matmul(dev, &d, da, db, d16, NULL, NULL));
+            d.c.dtype = TSR_F32;
+            TH_ASSERT_OK(tsr_matmul(dev, &d, da, db, d32, NULL, NULL));
+            th_read_typed(dev, ty, d16, got, nc);
+            th_read_typed(dev, TSR_F32, d32, want, nc);
+            for (size_t i = 0; i < nc; ++i) {
+                uint16_t bits;
+                float rounded;
+                TH_ASSERT_OK(tsr_convert_host(TSR_F32, &want[i], ty, &bits, 1));
+                TH_ASSERT_OK(tsr_convert_host(ty, &bits, TSR_F32, &rounded, 1));
+                if (memcmp(&rounded, &got[i], sizeof rounded) != 0)
+                    fail_msg("%s, %s C, K = %zu: element %zu is %a, the fp32-C run rounded once %a", configs[c],
+                             tsr_dtype_str(ty), K, i, (double)got[i], (double)rounded);
+            }
+            clReleaseMemObject(da);
+            clReleaseMemObject(db);
+            clReleaseMemObject(d16);
+            clReleaseMemObject(d32);
+            free(a);
+            free(b);
+            free(nan);
+            free(got);
+            free(want);
+            for (int j = 0; j < (long_mode() ? 4 : small_mode() ? 1 : 2); ++j) {
+                const int kind = rotated_kind(c * 2 + t, j, 4, 8);
+                gemm_case g = {.row_major = (int)(th_rand() & 1), .ta = kind & 1, .tb = (kind >> 1) & 1,
+                               .m = rand_size(30), .n = rand_size(40), .k = 129 + th_rand() % 500,
+                               .lda_pad = th_rand() % 3, .ldb_pad = th_rand() % 3, .ldc_pad = th_rand() % 3,
+                               .a_off = th_rand() % 4, .b_off = th_rand() % 4, .c_off = th_rand() % 4,
+                               .alpha = (kind & 2) ? -0.8f : 1.1f, .batch = 1 + th_rand() % 3, .c_gap = th_rand() % 3,
+                               .act = acts[kind % 4], .bias = kind % 4 != 1, .bias_off = th_rand() % 3,
+                               .scale = kind % 3 == 0, .at = kind & 4 ? ty : TSR_F32, .bt = ty, .ct = ty};
+                expect_accurate(&g);
+            }
+        }
     }
     set_gemm_override(NULL);
 }
@@ -2156,6 +2228,7 @@ int main(void) {
             cmocka_unit_test(widened_a_shapes),
             cmocka_unit_test(widened_a_nonfinite),
             cmocka_unit_test(k_blocked_16bit_c_rounds_once),
+            cmocka_unit_test(k_blocked_16bit_c_sums_in_fp32),
             cmocka_unit_test(split_k),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
@@ -2185,6 +2258,7 @@ int main(void) {
         cmocka_unit_test(epilogue_scale_residual),
         cmocka_unit_test(k_blocked_accumulation),
         cmocka_unit_test(k_blocked_16bit_c_rounds_once),
+        cmocka_unit_test(k_blocked_16bit_c_sums_in_fp32),
         cmocka_unit_test(split_k),
         cmocka_unit_test(split_k_16bit_c_rounds_once),
         cmocka_unit_test(gpu_kernel_2of8),

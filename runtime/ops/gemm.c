@@ -1077,6 +1077,28 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     }
     if (status != TSR_SUCCESS) goto done;
     cl_kernel kernel = kernels.gemm->kernel;
+    /* A 16-bit C whose K the tiled kernel would block (KC < k, see the K blocking below) keeps its
+     * sums in fp32 instead: the blocks but the last add into an fp32 copy of C's layout (the
+     * split-K workspace, which this launch form never uses otherwise) through the same program
+     * with an fp32 C, and the last block reads that copy as its residual and stores C, rounded
+     * once. Only where the residual is free and C's old value unread (beta 0, no residual, no
+     * LayerNorm); elsewhere a 16-bit C runs unblocked, as before. Unblocked, the A panels of
+     * 2048^3 stream from memory at every column tile: f16 and bf16 ran 0.72-0.89x fp32 on the
+     * 2-core Cascade Lake Xeon (tessera bench gemm --dtype). */
+    const tsr_gemm_types acc_types = {p->types.a, p->types.b, TSR_F32};
+    bool acc32 = p->types.c != TSR_F32 && v[P_KERNEL] == GEMM_TILED && v[P_KC] > 0 && (size_t)v[P_KC] < p->k &&
+                 p->beta == 0.0f && p->res_type == -1 && !norm && !strips &&
+                 !(dev->offline && gemm_type_set_index(&acc_types) >= TSR_STORAGE_SETS);
+    gemm_kernels kernels32;
+    if (acc32) {
+        const int variant32 = (variant % GEMM_TRANSPOSES) + GEMM_TRANSPOSES * gemm_type_set_index(&acc_types);
+        if (gemm_kernels_for(dev, cfg, variant32, pack_a, pack_b, &kernels32) != TSR_SUCCESS) {
+            tsr_clear_diagnostics(); /* no such program: unblocked, as before */
+            acc32 = false;
+        }
+    }
+    cl_mem acc = NULL;
+    cl_event acc_wait = NULL;
 
     gemm_problem q = *p;
     if (strips) q.b = strips, q.b_off = 0, q.ldb = nwi, q.b_stride = 0;
@@ -1117,7 +1139,16 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
      * cache instead of streaming from memory; the epilogue runs in the last launch only. Not
      * with a 16-bit C: each block's partial sums would be rounded to C's type and read back (K/KC
      * roundings, 2.5x one rounding's error at K = 1090, KC = 128, where C is rounded once). */
-    size_t kc = v[P_KC] > 0 && (size_t)v[P_KC] < q.k && q.types.c == TSR_F32 ? (size_t)v[P_KC] : q.k;
+    size_t kc = v[P_KC] > 0 && (size_t)v[P_KC] < q.k && (q.types.c == TSR_F32 || acc32) ? (size_t)v[P_KC] : q.k;
+    if (acc32) { /* C's layout, less c_off, in fp32 */
+        size_t elems, bytes;
+        TSR_CHECK(status, tsr_size_mad("gemm: the fp32 sums of a 16-bit C", q.batch - 1, q.c_stride, 0, &elems),
+                  unlock);
+        TSR_CHECK(status, tsr_size_mad("gemm: the fp32 sums of a 16-bit C", q.m - 1, q.ldc, elems, &elems), unlock);
+        TSR_CHECK(status, tsr_size_mad("gemm: the fp32 sums of a 16-bit C", elems + q.n, sizeof(float), 0, &bytes),
+                  unlock);
+        TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_SPLIT_K, bytes, &acc, &acc_wait), unlock);
+    }
     size_t nblocks = q.k ? ceil_div(q.k, kc) : 1;
     /* KP: the packed panels' k-length (gemm.cl); the gpu kernel reads 0 as "unsplit" */
     cl_int M = (cl_int)q.m, N = (cl_int)q.n, KP = v[P_KERNEL] == GEMM_GPU ? 0 : (cl_int)q.k;
@@ -1146,13 +1177,19 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         size_t k0 = blk * kc;
         bool last = blk + 1 == nblocks;
         cl_int K = (cl_int)(q.k ? (k0 + kc <= q.k ? kc : q.k - k0) : 0);
-        float beta = blk == 0 ? q.beta : 1.0f;
+        const bool to_acc = acc32 && !last; /* into the fp32 sums; the last block reads them */
+        float beta = blk == 0 ? q.beta : acc32 && last ? 0.0f : 1.0f;
         /* where the block starts: inside each packed tile's panel, or in the matrix */
         cl_ulong ao = pack_a ? k0 * (size_t)v[P_MWI] : q.a_off + (q.ta ? k0 * q.lda : k0);
         cl_ulong bo = pack_b ? k0 * nwi : q.b_off + (q.tb ? k0 : k0 * q.ldb);
         /* the scale applies to each block's product, the rest once, on the sum */
         cl_int bias_axis = last ? q.bias_axis : 0, act = last ? q.act : TSR_ACT_NONE;
         cl_int scale_axis = q.scale_axis, res_type = last ? q.res_type : -1;
+        cl_mem cbuf = to_acc ? acc : q.c, rbuf = q.res;
+        cl_ulong cofs = to_acc ? 0 : co, rofs = res_off;
+        if (acc32 && last && blk > 0) rbuf = acc, rofs = 0, res_type = TSR_F32;
+        tsr_kernel *launched = to_acc ? kernels32.gemm : kernels.gemm;
+        kernel = launched->kernel;
         /* each block after the packs (and the caller's event), and after the block before it:
          * the queue may be out of order */
         cl_event waits[5];
@@ -1163,20 +1200,21 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
             if (packed[1]) waits[nwaits++] = packed[1];
             if (input_ready) waits[nwaits++] = input_ready;
             if (norm_wait) waits[nwaits++] = norm_wait; /* (no packs with the smallm kernel) */
+            if (acc_wait) waits[nwaits++] = acc_wait;    /* (never with norm_wait) */
         } else {
             waits[nwaits++] = done;
         }
         cl_event ev = NULL;
         cl_uint arg = 0;
-        tsr_kernel_lock(kernels.gemm); /* the cached kernel's arguments are this call's until the enqueue */
+        tsr_kernel_lock(launched); /* the cached kernel's arguments are this call's until the enqueue */
 #define SET(x) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(x), &(x)), set_failed)
         SET(M); SET(N); SET(K); SET(KP); SET(q.alpha); SET(beta);
         SET(q.a); SET(ao); SET(lda); SET(as);
         SET(q.b); SET(bo); SET(ldb); SET(bs);
-        SET(q.c); SET(co); SET(ldc); SET(cs);
+        SET(cbuf); SET(cofs); SET(ldc); SET(cs);
         SET(q.bias); SET(bias_off); SET(bias_stride); SET(bias_axis); SET(act);
         SET(q.scale); SET(scale_off); SET(scale_stride); SET(scale_axis);
-        SET(q.res); SET(res_off); SET(res_type);
+        SET(rbuf); SET(rofs); SET(res_type);
         if (norm) {
             SET(norm_count); SET(q.norm_g); SET(norm_g_off); SET(q.norm_b); SET(norm_b_off); SET(q.norm_eps);
         }
@@ -1185,7 +1223,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
                      tsr_enqueue_kernel(queue, kernel, 3, NULL, global, local, nwaits, nwaits ? waits : NULL, &ev),
                      set_failed);
     set_failed:
-        tsr_kernel_unlock(kernels.gemm);
+        tsr_kernel_unlock(launched);
         if (status != TSR_SUCCESS) goto unlock;
         if (blk == 0) first_launch = ev, clRetainEvent(ev);
         if (done) clReleaseEvent(done);
@@ -1194,6 +1232,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     if (pack_a) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done);
     if (pack_b) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done);
     if (norm) tsr_workspace_set_last_use(dev, TSR_WS_NORM, done);
+    if (acc) tsr_workspace_set_last_use(dev, TSR_WS_SPLIT_K, done);
 unlock:
     /* A pack enqueued before a later step failed still writes its panel: the next user of that
      * workspace must wait for it. */
@@ -1201,6 +1240,7 @@ unlock:
         /* ...and so do the K blocks enqueued before the failing one (done: the last of them) */
         if (packed[0]) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done ? done : packed[0]);
         if (packed[1]) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done ? done : packed[1]);
+        if (acc && done) tsr_workspace_set_last_use(dev, TSR_WS_SPLIT_K, done);
     }
     pthread_mutex_unlock(&dev->lock);
 done:

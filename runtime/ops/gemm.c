@@ -1139,16 +1139,18 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
      * cache instead of streaming from memory; the epilogue runs in the last launch only. Not
      * with a 16-bit C: each block's partial sums would be rounded to C's type and read back (K/KC
      * roundings, 2.5x one rounding's error at K = 1090, KC = 128, where C is rounded once). */
-    size_t kc = v[P_KC] > 0 && (size_t)v[P_KC] < q.k && (q.types.c == TSR_F32 || acc32) ? (size_t)v[P_KC] : q.k;
-    if (acc32) { /* C's layout, less c_off, in fp32 */
-        size_t elems, bytes;
-        TSR_CHECK(status, tsr_size_mad("gemm: the fp32 sums of a 16-bit C", q.batch - 1, q.c_stride, 0, &elems),
-                  unlock);
-        TSR_CHECK(status, tsr_size_mad("gemm: the fp32 sums of a 16-bit C", q.m - 1, q.ldc, elems, &elems), unlock);
-        TSR_CHECK(status, tsr_size_mad("gemm: the fp32 sums of a 16-bit C", elems + q.n, sizeof(float), 0, &bytes),
-                  unlock);
-        TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_SPLIT_K, bytes, &acc, &acc_wait), unlock);
+    if (acc32) { /* C's layout, less c_off, in fp32; a C too large for one buffer runs unblocked */
+        size_t elems = 0, bytes = 0;
+        if (tsr_size_mad("gemm: the fp32 sums of a 16-bit C", q.batch - 1, q.c_stride, 0, &elems) != TSR_SUCCESS ||
+            tsr_size_mad("gemm: the fp32 sums of a 16-bit C", q.m - 1, q.ldc, elems, &elems) != TSR_SUCCESS ||
+            tsr_size_mad("gemm: the fp32 sums of a 16-bit C", elems + q.n, sizeof(float), 0, &bytes) != TSR_SUCCESS ||
+            bytes > dev->info.max_alloc_bytes ||
+            tsr_workspace_get(dev, TSR_WS_SPLIT_K, bytes, &acc, &acc_wait) != TSR_SUCCESS) {
+            tsr_clear_diagnostics();
+            acc32 = false, acc = NULL, acc_wait = NULL;
+        }
     }
+    size_t kc = v[P_KC] > 0 && (size_t)v[P_KC] < q.k && (q.types.c == TSR_F32 || acc32) ? (size_t)v[P_KC] : q.k;
     size_t nblocks = q.k ? ceil_div(q.k, kc) : 1;
     /* KP: the packed panels' k-length (gemm.cl); the gpu kernel reads 0 as "unsplit" */
     cl_int M = (cl_int)q.m, N = (cl_int)q.n, KP = v[P_KERNEL] == GEMM_GPU ? 0 : (cl_int)q.k;

@@ -76,17 +76,20 @@ typedef TSR_DT_CAT(float, VW) floatv;
 #endif
 #endif
 
-// 16-bit x or r on AVX-512 CPUs with one item a row (WG = 1, VW = 16, PoCL's tuned CPU geometry):
-// the first pass keeps s (widened, summed with r: x + r in fp32) in a private array of LN_KEEP
-// vectors (a row of up to 1024 columns: 4 KB of the item's stack, in L1), and the other two passes
-// read s back from it: one fp32 load a vector where they would load and widen x and r again (two
-// loads, two vcvtph2ps or shifts and an add, at each pass), so the 16-bit row costs no more work than
-// the fp32 one. The kept passes also sum into four accumulators (vectors v mod 4; the fp32 path's
-// one chain of dependent adds, 3-4 cycles a vector, bounds its first two passes), so the sums
-// (not s, which is SV's value) round in another order than the unkept path's, and take the largest
-// |s| by vmaxps with the accumulator second: a NaN lane of s is passed over, as fmax does, in one
-// instruction where fmax's NaN handling takes four (the same largest |s|, so the same scale).
-#if defined(TSR_X16) && WG == 1 && VW == 16 && (X_TYPE != 0 || R_TYPE != 0)
+// AVX-512 CPUs with one item a row (WG = 1, VW = 16, PoCL's tuned CPU geometry): the first pass
+// keeps s (x + r in fp32, x and r widened if 16-bit) in a private array of LN_KEEP vectors (a row
+// of up to 1024 columns: 4 KB of the item's stack, in L1), and the other two passes read s back
+// from it: one fp32 load a vector where they would load (and widen) x and r again and add them, so
+// a 16-bit row costs no more work than an fp32 one. The kept passes also sum into four
+// accumulators (vectors v mod 4), where the unkept path's one chain of dependent adds (3-4 cycles a
+// vector) bounds its first two passes, so the sums (not s, which is SV's value) round in another
+// order than the unkept path's, and take the largest |s| by vmaxps with the accumulator second: a
+// NaN lane of s is passed over, as fmax does, in one instruction where fmax's NaN handling takes
+// four (the same largest |s|, so the same scale). Until session 29 only rows with a 16-bit x or r
+// took it; fp32 rows too since: 4096 x 768 with residual at WG=1 VW=16 on the 2-core Cascade Lake
+// Xeon, 1.34-1.40x less CPU time (bench/cl_cpu_ab.py layernorm, alternated, medians of 11) and
+// 3.5-3.7 -> 2.3-2.4 ms a call (tessera bench layernorm, RPG=16 both), where VW=8 had been faster.
+#if defined(TSR_X16) && WG == 1 && VW == 16
 #define LN_KEEP 64
 #define LN_MAX_ABS(s, m) __builtin_ia32_maxps512(fabs(s), (m), 4)
 #endif

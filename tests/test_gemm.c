@@ -1006,6 +1006,13 @@ static void gpu_kernel_6of8(void **state) { (void)state, gpu_kernel_part(5, 8); 
 static void gpu_kernel_7of8(void **state) { (void)state, gpu_kernel_part(6, 8); }
 static void gpu_kernel_8of8(void **state) { (void)state, gpu_kernel_part(7, 8); }
 
+/* The K-blocking tests' tiled configurations (KC=128): packed, unpacked and staged. */
+static const char *const kc128_configs[] = {
+    "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 KC=128 NT=2",
+    "MWI=4 VW=8 NVW=1 KU=2 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 KC=128",
+    "MWI=2 VW=2 NVW=4 KU=2 WGM=4 WGN=8 KWG=8 SA=1 SB=1 PACKA=0 PACKB=0 KC=128",
+};
+
 /* K blocking (KC): K split into launches that accumulate into C. The first block alone may
  * apply beta (with beta = 0 C's NaN must not leak in), later ones add to it, and the epilogue
  * (bias, activation: neither commutes with a second application) runs once, after the last
@@ -1013,15 +1020,11 @@ static void gpu_kernel_8of8(void **state) { (void)state, gpu_kernel_part(7, 8); 
  * past multiples of KC, odd edges. */
 static void k_blocked_accumulation(void **state) {
     (void)state;
-    static const char *const configs[] = {
-        "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 KC=128 NT=2",
-        "MWI=4 VW=8 NVW=1 KU=2 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 KC=128",
-        "MWI=2 VW=2 NVW=4 KU=2 WGM=4 WGN=8 KWG=8 SA=1 SB=1 PACKA=0 PACKB=0 KC=128",
-    };
+    const char *const *configs = kc128_configs;
     static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
     static const size_t ks[] = {128, 129, 256, 300, 385, 77};
     int per = long_mode() ? 8 : 4;
-    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; ++c) {
+    for (size_t c = 0; c < sizeof kc128_configs / sizeof kc128_configs[0]; ++c) {
         if (!try_gemm_override(configs[c])) continue;
         for (int j = 0; j < per; ++j) {
             int t = rotated_kind(c, j, per, 8);
@@ -1094,16 +1097,12 @@ static void k_blocked_16bit_c_rounds_once(void **state) {
  * offsets and padding: within the usual bound of the double reference (run_case's guard zones). */
 static void k_blocked_16bit_c_sums_in_fp32(void **state) {
     (void)state;
-    static const char *const configs[] = {
-        "MWI=6 VW=16 NVW=1 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 KC=128 NT=2",
-        "MWI=4 VW=8 NVW=1 KU=2 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 KC=128",
-        "MWI=2 VW=2 NVW=4 KU=2 WGM=4 WGN=8 KWG=8 SA=1 SB=1 PACKA=0 PACKB=0 KC=128",
-    };
+    const char *const *configs = kc128_configs;
     static const tsr_dtype types[] = {TSR_F16, TSR_BF16};
     static const tsr_activation acts[] = {TSR_ACT_NONE, TSR_ACT_RELU, TSR_ACT_GELU_TANH, TSR_ACT_GELU_ERF};
     enum { M = 9, N = 33, BATCH = 2 };
     const size_t K = small_mode() ? 300 : 1090, nc = BATCH * M * N; /* Oclgrind, rusticl: 3 blocks */
-    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; ++c) {
+    for (size_t c = 0; c < sizeof kc128_configs / sizeof kc128_configs[0]; ++c) {
         if (!try_gemm_override(configs[c])) continue;
         for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t) {
             if (small_mode() && c % 2 != t) continue; /* there: two of the six pairs */

@@ -89,6 +89,11 @@ static int fitting_bc(const tsr_device *dev, const int *v, size_t D) {
     return bc;
 }
 
+/* The one-block form's private panel at most (BC = 64 keys of D = 64 floats): past it the keys
+ * are packed by pack_k as for longer sequences. The same bound is cl/attention.cl's for a 16-bit
+ * V's block widened once into private fp32 (BLK_VW: BC x D <= 4096 floats). */
+#define DIRECT_PANEL_BYTES (16u * 1024u)
+
 static bool attention_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
     const int *v = cfg->values;
     /* llvmpipe-like CPUs (lanes across work-items): several float4 rows per item compile for
@@ -100,7 +105,13 @@ static bool attention_config_ok(const tsr_device *dev, const void *problem, cons
     size_t D = problem ? ((const attention_problem *)problem)->D : 64;
     /* attention_blk keeps BR x RW rows of Q, scores and accumulators in private memory: a CPU
      * work-item's stack, a GPU's registers. Past 256 KiB it is no design, only a stack overflow. */
-    if (v[P_VEC] == 2 && (size_t)v[P_BR] * v[P_RW] * (2 * D + v[P_BC] + 8) * sizeof(float) > 256 * 1024) return false;
+    if (v[P_VEC] == 2) {
+        size_t bytes = (size_t)v[P_BR] * v[P_RW] * (2 * D + v[P_BC] + 8) * sizeof(float);
+        const size_t v_block = (size_t)v[P_BC] * D * sizeof(float); /* a 16-bit V's widened block */
+        if (problem && ((const attention_problem *)problem)->type[2] != TSR_F32 && v_block <= DIRECT_PANEL_BYTES)
+            bytes += v_block;
+        if (bytes > 256 * 1024) return false;
+    }
     size_t group = (size_t)v[P_BR] * v[P_DS];
     if (group > dev->info.max_work_group_size || (size_t)v[P_DS] > dev->info.max_work_item_sizes[0] ||
         (size_t)v[P_BR] > dev->info.max_work_item_sizes[1])
@@ -437,10 +448,6 @@ static bool packed_hook(void) {
     const char *text = getenv("TSR_TEST_ATTENTION_PACKED");
     return text && strcmp(text, "1") == 0;
 }
-
-/* The one-block form's private panel at most (BC = 64 keys of D = 64 floats): past it the keys
- * are packed by pack_k as for longer sequences. */
-#define DIRECT_PANEL_BYTES (16u * 1024u)
 
 /* Loops this long are checked against the device's loop limit (tsr_device_loop_limit): below
  * it no device tessera knows cuts loops, and the probe is not worth a compile. */

@@ -1136,14 +1136,16 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     }
     /* K blocking: one launch per block of KC k-steps, each accumulating into C (beta = 1 after
      * the first), so the block of A's panels a launch walks for every column tile stays in the
-     * cache instead of streaming from memory; the epilogue runs in the last launch only. Not
-     * with a 16-bit C: each block's partial sums would be rounded to C's type and read back (K/KC
-     * roundings, 2.5x one rounding's error at K = 1090, KC = 128, where C is rounded once). */
+     * cache instead of streaming from memory; the epilogue runs in the last launch only. A 16-bit
+     * C never holds partial sums (each block's would be rounded to C's type and read back: K/KC
+     * roundings, 2.5x one rounding's error at K = 1090, KC = 128): it blocks only with acc32's fp32
+     * sums (above), else runs in one launch. */
     if (acc32) { /* C's layout, less c_off, in fp32; a C too large for one buffer runs unblocked */
         size_t elems = 0, bytes = 0;
-        if (tsr_size_mad("gemm: the fp32 sums of a 16-bit C", q.batch - 1, q.c_stride, 0, &elems) != TSR_SUCCESS ||
+        /* (batch - 1) c_stride + (m - 1) ldc + n elements (m, n, batch >= 1: tsr_matmul_check) */
+        if (tsr_size_mad("gemm: the fp32 sums of a 16-bit C", q.batch - 1, q.c_stride, q.n, &elems) != TSR_SUCCESS ||
             tsr_size_mad("gemm: the fp32 sums of a 16-bit C", q.m - 1, q.ldc, elems, &elems) != TSR_SUCCESS ||
-            tsr_size_mad("gemm: the fp32 sums of a 16-bit C", elems + q.n, sizeof(float), 0, &bytes) != TSR_SUCCESS ||
+            tsr_size_mad("gemm: the fp32 sums of a 16-bit C", elems, sizeof(float), 0, &bytes) != TSR_SUCCESS ||
             bytes > dev->info.max_alloc_bytes ||
             tsr_workspace_get(dev, TSR_WS_SPLIT_K, bytes, &acc, &acc_wait) != TSR_SUCCESS) {
             tsr_clear_diagnostics();

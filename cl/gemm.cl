@@ -171,6 +171,17 @@
 #define TYPED_VLOAD(T, p) TSR_VLD(T, VW, p)
 #define TYPED_VSTORE(T, v, p) TSR_VST(T, VW, v, p)
 #endif
+// A bf16 B read in place (not packed, not staged, row-major) in 16-float vectors on AVX-512
+// (dtype_avx512.cl's TSR_X16): each pair of a row's vectors is one 64-byte load split into its
+// even and odd elements (a shift and an and: TSR_X16_BF16_EVEN / _ODD), where two zero-extending
+// loads and two shifts put two more micro-ops a k-step on the FMA ports (p0, p5 on Skylake-X).
+// The pair's accumulators then hold the tile's even and odd columns; a full tile puts them back in
+// place once, before its store (edge tiles load element by element, in place).
+#if defined(TSR_X16) && BK_TYPE == 2 && !TB && VW == 16 && NVW % 2 == 0 && !SA && !SB
+#define GEMM_B_SPLIT 1
+#else
+#define GEMM_B_SPLIT 0
+#endif
 #if BK_TYPE == 0
 #define B_VLOAD(p) VLOAD(p)
 #else
@@ -347,6 +358,13 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #endif
 #if TB || VW == 1
 #define B_LOAD_FULL(k) B_LOAD_EDGE(k)
+#elif GEMM_B_SPLIT
+#define B_LOAD_FULL(k)                                                                             \
+    _Pragma("unroll") for (int v = 0; v < NVW; v += 2) {                                           \
+        const uint16 w_ = TSR_X16_LD32(bbase + (size_t)(k) * ldb + j0 + v * VW);                   \
+        bv[v] = TSR_X16_BF16_EVEN(w_);                                                             \
+        bv[v + 1] = TSR_X16_BF16_ODD(w_);                                                          \
+    }
 #else
 #define B_LOAD_FULL(k) _Pragma("unroll") for (int v = 0; v < NVW; ++v) bv[v] = B_VLOAD(bbase + (size_t)(k) * ldb + j0 + v * VW);
 #endif
@@ -554,6 +572,18 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #endif
 #endif
 
+#if GEMM_B_SPLIT
+    // a full tile's even / odd columns (GEMM_B_SPLIT) back in place
+    if (j0 + NWI <= N) {
+        _Pragma("unroll") for (int m = 0; m < MWI; ++m)
+            _Pragma("unroll") for (int v = 0; v < NVW; v += 2) {
+                const float16 e_ = acc[m][v], o_ = acc[m][v + 1];
+                acc[m][v] = __builtin_shufflevector(e_, o_, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+                acc[m][v + 1] =
+                    __builtin_shufflevector(e_, o_, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+            }
+    }
+#endif
     // ---- store act(scale * alpha * acc + beta * C + bias + residual)
     // The residual and the GELUs are code the compiler would otherwise copy into every vector of
     // the unrolled tile (half the kernel's compile time on PoCL, for a part most launches do not

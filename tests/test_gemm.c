@@ -1450,6 +1450,62 @@ static void types_configurations(void **state) {
     set_gemm_override(NULL);
 }
 
+/* ---- gemm.cl's GEMM_B_SPLIT, pinned: a bf16 B read in place (row-major in the kernel, not packed,
+ * 16-float vectors, an even NVW) on AVX-512 loads each pair of a row's vectors as one 64-byte load
+ * split into even and odd elements, so a full tile's accumulators hold its columns in even/odd
+ * order until they are put back before the store; edge tiles load in place. Tiles of 2 and 4
+ * vectors (32 and 64 columns), NT=4 (each work-item's tiles in turn, most calls ending inside
+ * them), K blocking (KC=128, fp32 C: the later launches read the earlier ones' sums as the
+ * residual), packed and widened A; every call with full tiles and a ragged last one, an epilogue
+ * whose bias and scale are per column (a column out of place gets another column's bias), a
+ * residual of its own or C itself, beta over C, batches, offsets, both layouts (a column-major
+ * call's kernel B is the caller's A). Elsewhere (no AVX-512) the same configurations take the
+ * plain loads: the test still holds them to the reference. */
+static void bf16_b_even_odd(void **state) {
+    (void)state;
+    static const char *const configs[] = {
+        "MWI=8 VW=16 NVW=2 KU=2 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0",
+        "MWI=4 VW=16 NVW=4 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0 NT=4",
+        "MWI=6 VW=16 NVW=2 KU=4 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 NT=4 KC=128",
+    };
+    static const tsr_dtype a_types[] = {TSR_F32, TSR_BF16, TSR_F16};
+    size_t nconfigs = small_mode() ? 1 : sizeof configs / sizeof configs[0];
+    for (size_t c = 0; c < nconfigs; ++c) {
+        if (!try_gemm_override(configs[c])) continue;
+        for (int t = 0; t < (small_mode() ? 2 : 4); ++t) {
+            int row_major = t != 3; /* t 3: column-major, the caller's A is the kernel's B */
+            tsr_dtype bf = TSR_BF16, other = a_types[(c + (size_t)t) % 3];
+            size_t tile = c == 1 ? 64 : 32;
+            gemm_case g = {.row_major = row_major,
+                           .m = 5 + th_rand() % 40,
+                           .n = tile * (1 + th_rand() % 3) + th_rand() % tile, /* full tiles, a ragged one */
+                           .k = c == 2 ? 130 + th_rand() % 200 : 1 + th_rand() % 150,
+                           .ldb_pad = th_rand() % 3,
+                           .a_off = th_rand() % 5,
+                           .b_off = th_rand() % 5,
+                           .c_off = th_rand() % 5,
+                           .alpha = 0.75f,
+                           .beta = t == 1 ? 0.5f : 0.0f,
+                           .batch = t == 2 ? 3 : 1,
+                           .at = row_major ? other : bf,
+                           .bt = row_major ? bf : other,
+                           .ct = c == 2 || t == 0 ? TSR_F32 : TSR_BF16,
+                           .act = t == 0 ? TSR_ACT_RELU : TSR_ACT_NONE,
+                           .bias = true,
+                           .bias_off = th_rand() % 3,
+                           .scale = t != 2,
+                           .res = t == 1 ? 2 : t == 3 ? 1 : 0,
+                           .rt = TSR_F16};
+            if (!row_major) { /* the kernel's N is the caller's M: ragged tiles along it */
+                size_t n = g.n;
+                g.n = g.m, g.m = n;
+            }
+            expect_accurate(&g);
+        }
+    }
+    set_gemm_override(NULL);
+}
+
 /* ---- gemm.cl's A_WIDEN path, pinned: a 16-bit A that is neither packed nor staged nor
  * transposed widens in the kernel 64 k-steps of the tile's rows at a time into a private fp32
  * chunk (a full chunk by 16-element vector conversions, on AVX-512 one vcvtph2ps per 16 f16; a
@@ -2226,6 +2282,7 @@ int main(void) {
             cmocka_unit_test(types_configurations),
             cmocka_unit_test(widened_a_shapes),
             cmocka_unit_test(widened_a_nonfinite),
+            cmocka_unit_test(bf16_b_even_odd),
             cmocka_unit_test(k_blocked_16bit_c_rounds_once),
             cmocka_unit_test(k_blocked_16bit_c_sums_in_fp32),
             cmocka_unit_test(split_k),
@@ -2267,6 +2324,7 @@ int main(void) {
         cmocka_unit_test(medium_conv_shapes),
         cmocka_unit_test(widened_a_shapes),
         cmocka_unit_test(widened_a_nonfinite),
+        cmocka_unit_test(bf16_b_even_odd),
         cmocka_unit_test(gpu_kernel_7of8),
         cmocka_unit_test(packed_panels_are_fully_written),
         cmocka_unit_test(large_square),

@@ -357,6 +357,24 @@ __kernel void pack_k(const int Lk, const int Lkp, const int H, __global const K_
     _Pragma("unroll") for (int e = 0; e < 16; ++e) TSR_ST(KP_TYPE, t[e], dst, e * 16);
 }
 
+// V_PACKED (the host's, for a 16-bit V when K is packed): V widened once into fp32 rows, vp[bh][j][d]
+// (bh = b H + h), which attention_blk then reads as an fp32 V. Widening in attention_blk instead
+// converts every block of V once per work-item that reads it (Lq / (RW BR) times a head: 64 at L =
+// 4096 under RW = 8, BR = 8); this converts it once a call. global = (Lk, D / 16, B*H)
+#if defined(V_PACKED) && V_TYPE != 0
+__kernel void pack_v(const int Lk, const int H, __global const V_T *v, const ulong v_off, const ulong vsb,
+                     const ulong vsh, const ulong vsl, __global float *vp) {
+    const int j = (int)get_global_id(0), d0 = (int)get_global_id(1) * 16, bh = (int)get_global_id(2);
+    const int b = bh / H, h = bh - b * H;
+    vstore16(TSR_VLD(V_TYPE, 16, v + v_off + b * vsb + h * vsh + (size_t)j * vsl + d0), 0,
+             vp + ((size_t)bh * Lk + j) * HEAD_DIM + d0);
+}
+#define VB_TYPE 0
+#else
+#define VB_TYPE V_TYPE
+#endif
+#define VB_T TSR_ELT(VB_TYPE)
+
 // max and the clamp of 2^x as compare-and-select: fmax's NaN rules cost two more instructions
 // per vector, and NaN cannot reach a row's result here (masked keys are selected away below).
 #define MAX16(a, b) select((a), (b), (b) > (a))
@@ -402,7 +420,7 @@ float16 blk_exp2(float16 t) {
 #endif
 __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int H, const float scale,
                             const int causal, __global const Q_T *q, const ulong q_off, const ulong qsb,
-                            const ulong qsh, const ulong qsl, BLK_K_ARGS, __global const V_T *v,
+                            const ulong qsh, const ulong qsl, BLK_K_ARGS, __global const VB_T *v,
                             const ulong v_off, const ulong vsb, const ulong vsh, const ulong vsl, __global O_T *o,
                             const ulong o_off, const ulong osb, const ulong osh, const ulong osl,
                             __global const int *kv_len, __global float *lse, const ulong lse_off,
@@ -435,7 +453,7 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
         }
         all_hi = max(all_hi, hi[g]);
     }
-    const __global V_T *vb = v + v_off + b * vsb + h * vsh;
+    const __global VB_T *vb = v + v_off + b * vsb + h * vsh;
     const int16 lane = (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     // A block's scores, then its P, as whole float16 vectors: a float array took each vstore16 as
     // three stores (16-, 16- and 32-byte pieces); P V reads single elements through a float view.
@@ -446,12 +464,13 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
     // P V loops, BR times a block. On the 2-core Cascade Lake Xeon, 1x8x2048x64 f16 went 0.89-0.93
     // -> 0.96-1.02 of the fp32 rate (causal 0.94-0.96 -> 0.98-1.02; tessera bench attention --dtype
     // f16, old and new kernels in alternated processes, three rounds); bf16 0.94-0.99 either way.
-#if V_TYPE != 0 && BC * HEAD_DIM <= 4096
+    // (A V packed once by pack_v, V_PACKED, is read as fp32: VB_TYPE 0.)
+#if VB_TYPE != 0 && BC * HEAD_DIM <= 4096
 #define BLK_VW 1
     float vw[BC * HEAD_DIM];
 #define BLK_V(jj, d) vload16(0, vw + (jj) * HEAD_DIM + (d))
 #else
-#define BLK_V(jj, d) TSR_VLD(V_TYPE, 16, vr0 + (size_t)(jj) * vsl + (d))
+#define BLK_V(jj, d) TSR_VLD(VB_TYPE, 16, vr0 + (size_t)(jj) * vsl + (d))
 #endif
 #ifdef BLK_DIRECT
     // the one block's panel: chunk c of 16 keys is [D][16] at kpan + c * D * 16, 0 past Lk
@@ -557,10 +576,10 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
 #ifdef BLK_VW
         { // the block's rows of V that any group reads, widened once for all BR groups
             const int keys_all = min(BC, all_hi - j0);
-            const __global V_T *vr = vb + (size_t)j0 * vsl;
+            const __global VB_T *vr = vb + (size_t)j0 * vsl;
             for (int jj = 0; jj < keys_all; ++jj)
                 for (int d = 0; d < HEAD_DIM; d += 16)
-                    vstore16(TSR_VLD(V_TYPE, 16, vr + (size_t)jj * vsl + d), 0, vw + jj * HEAD_DIM + d);
+                    vstore16(TSR_VLD(VB_TYPE, 16, vr + (size_t)jj * vsl + d), 0, vw + jj * HEAD_DIM + d);
         }
 #endif
         for (int g = 0; g < BR; ++g) {
@@ -569,7 +588,7 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
             // hold NaN: 0 * NaN would reach O).
             const int keys = min(BC, hi[g] - j0);
 #ifndef BLK_VW
-            const __global V_T *vr0 = vb + (size_t)j0 * vsl;
+            const __global VB_T *vr0 = vb + (size_t)j0 * vsl;
 #endif
             int dv = 0;
 #if BLK_W == 2

@@ -1065,6 +1065,37 @@ static void dtype_kernels(void **state) {
     TH_ASSERT_OK(tsr_config_override(dev, "attention", NULL));
 }
 
+/* attention_blk over several blocks of keys with a 16-bit V: V widened once a call into fp32 rows
+ * (pack_v, V_PACKED) that the kernel reads in place of V. Blocks of 16 and 32 keys with 45 to 100
+ * keys (full blocks and a ragged last one), V f16 or bf16 under Q, K, O of other types, the
+ * [B, L, H, D] layout (V's rows strided by H D, heads by D), per-batch key lengths (one of them 0),
+ * causal or not, more or fewer queries than keys, offsets, LSE; D 16 and 32. A row of V taken
+ * from the wrong head, batch or key moves O far past the bound. */
+static void dtype_packed_v(void **state) {
+    (void)state;
+    const char *configs[] = {"VEC=2 RW=4 BR=2 BC=16", "VEC=2 RW=2 BR=4 BC=32"};
+    static const int lens[2] = {61, 0}, lens3[3] = {33, 100, 7};
+    const att_case cases[] = {
+        {.B = 2, .H = 3, .Lq = 50, .Lk = 61, .D = 16, .causal = true, .blh = true, .kv_lengths = lens, .off = 3,
+         .lse = true, .type = {TSR_F32, TSR_F32, TSR_F16, TSR_F32}},
+        {.B = 3, .H = 2, .Lq = 100, .Lk = 100, .D = 32, .kv_lengths = lens3, .off = 1,
+         .type = {TSR_BF16, TSR_BF16, TSR_BF16, TSR_BF16}},
+        {.B = 1, .H = 2, .Lq = 17, .Lk = 45, .D = 16, .causal = true, .lse = true,
+         .type = {TSR_F16, TSR_F16, TSR_F16, TSR_F16}},
+        {.B = 2, .H = 1, .Lq = 64, .Lk = 80, .D = 32, .blh = true, .off = 2,
+         .type = {TSR_F16, TSR_BF16, TSR_BF16, TSR_F32}},
+    };
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; ++i) {
+        if (small_mode() && i) break;
+        if (!th_try_override(dev, "attention", configs[i])) continue;
+        for (size_t j = 0; j < sizeof cases / sizeof cases[0]; ++j) {
+            if (small_mode() && j % 2) continue;
+            expect_accurate(&cases[j], false);
+        }
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "attention", NULL));
+}
+
 /* The unfused baseline with 16-bit tensors: its GEMMs read Q, K and V in their types and store
  * O in its own; the results are checked like the blocked ones. */
 static void unfused_16bit(void **state) {
@@ -1158,6 +1189,7 @@ int main(void) {
             cmocka_unit_test(loops_within_the_device_limit),
             cmocka_unit_test(dtype_every_combination),
             cmocka_unit_test(dtype_kernels),
+            cmocka_unit_test(dtype_packed_v),
         };
         return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
     }
@@ -1169,6 +1201,7 @@ int main(void) {
         cmocka_unit_test(blocked_lengths_and_dims),
         cmocka_unit_test(unfused_16bit),
         cmocka_unit_test(dtype_kernels),
+        cmocka_unit_test(dtype_packed_v),
         cmocka_unit_test(blocked_micro_kernel_2of3),
         cmocka_unit_test(out_of_order_queue),
         cmocka_unit_test(blocked_micro_kernel_1of3),

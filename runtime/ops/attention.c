@@ -139,13 +139,21 @@ static tsr_dtype packed_k_type(const tsr_dtype types[4]) {
     return TSR_F32;
 }
 
+/* attention_blk with a packed K (VEC=2, not the one-block form) and a 16-bit V reads V widened
+ * once a call into fp32 rows by pack_v (V_PACKED, cl/attention.cl), a second workspace as large
+ * as the packed K's: widened in the kernel, each block of V was converted once per work-item that
+ * reads it (64 times a head at L = 4096, RW = 8, BR = 8; see docs/attention.md). */
+static bool v_packed(const tsr_config *cfg, const tsr_dtype types[4], bool direct) {
+    return cfg->values[P_VEC] == 2 && !direct && types[2] != TSR_F32;
+}
+
 static void options_for(const tsr_config *cfg, size_t D, const tsr_dtype types[4], bool direct, char *out,
                         size_t size) {
     /* attention_blk only in programs that launch it (VEC=2): elsewhere (GPUs) its private arrays,
      * sized by BR, RW and D, would only cost compile time. `direct`: its one-block form, which
      * reads K in place (BLK_DIRECT, attention_launch_direct). */
-    int n = snprintf(out, size, "-DHEAD_DIM=%zu %s%s", D, cfg->values[P_VEC] == 2 ? "-DVEC_BLK=1 " : "",
-                     direct ? "-DBLK_DIRECT=1 " : "");
+    int n = snprintf(out, size, "-DHEAD_DIM=%zu %s%s%s", D, cfg->values[P_VEC] == 2 ? "-DVEC_BLK=1 " : "",
+                     direct ? "-DBLK_DIRECT=1 " : "", v_packed(cfg, types, direct) ? "-DV_PACKED=1 " : "");
     /* Types only when some tensor is 16-bit: fp32 programs keep their options (and caches). */
     tsr_dtype kp = packed_k_type(types);
     if (n > 0 && (size_t)n < size && (types[0] || types[1] || types[2] || types[3] || kp))
@@ -352,7 +360,7 @@ unlock:
 
 /* The fast paths: K transposed (VEC=1) or packed in panels of BC keys (VEC=2) into a workspace,
  * then attention_vec or attention_blk. */
-static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem *p, tsr_kernel *const kernels[2],
+static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem *p, tsr_kernel *const kernels[3],
                                        cl_mem lens, const tsr_config *cfg, cl_mem q, cl_mem k, cl_mem v, cl_mem o,
                                        cl_command_queue queue, cl_event *event) {
     tsr_status status = TSR_SUCCESS;
@@ -367,9 +375,10 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
     cl_ulong lse_off = p->lse_off;
     /* The transposed K lives in a workspace shared by calls on this device: hold the lock. */
     pthread_mutex_lock(&dev->lock);
-    cl_mem kt;
-    cl_event wait;
-    size_t kt_bytes;
+    cl_mem kt, vp = NULL;
+    cl_event wait, vwait = NULL, vpacked = NULL;
+    size_t kt_bytes, vp_bytes = 0;
+    const bool pack_v = blk && v_packed(cfg, p->type, false); /* kernels[2]: pack_v */
     if (__builtin_mul_overflow(p->B * p->H * p->D, (size_t)Lkp * tsr_dtype_size(packed_k_type(p->type)),
                                &kt_bytes) ||
         kt_bytes > dev->info.max_alloc_bytes) {
@@ -378,6 +387,33 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
         goto done;
     }
     TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_TEMP0, kt_bytes, &kt, &wait), done);
+    if (pack_v) {
+        if (__builtin_mul_overflow(p->B * p->H * p->D, p->Lk * sizeof(float), &vp_bytes) ||
+            vp_bytes > dev->info.max_alloc_bytes) {
+            status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "the widened V needs more than one allocation may hold on this "
+                              "device (%llu bytes)", (unsigned long long)dev->info.max_alloc_bytes);
+            goto done;
+        }
+        TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_TEMP1, vp_bytes, &vp, &vwait), done);
+        cl_int Lk_ = (cl_int)p->Lk, H_ = (cl_int)p->H;
+        cl_ulong vo = p->off[2], vsb = p->stride[2][0], vsh = p->stride[2][1], vsl = p->stride[2][2];
+        cl_kernel pk = kernels[2]->kernel;
+        cl_uint a = 0;
+        tsr_kernel_lock(kernels[2]);
+#define SET(x) TSR_CL_CHECK(status, tsr_set_arg(pk, a++, sizeof(x), &(x)), unlock_pv)
+        SET(Lk_); SET(H_); SET(v); SET(vo); SET(vsb); SET(vsh); SET(vsl); SET(vp);
+#undef SET
+        {
+            size_t vglobal[3] = {p->Lk, p->D / 16, p->B * p->H};
+            TSR_CL_CHECK(status,
+                         tsr_enqueue_kernel(queue, pk, 3, NULL, vglobal, NULL, vwait ? 1 : 0, vwait ? &vwait : NULL,
+                                            &vpacked),
+                         unlock_pv);
+        }
+    unlock_pv:
+        tsr_kernel_unlock(kernels[2]);
+        if (status != TSR_SUCCESS) goto done;
+    }
     cl_uint arg = 0;
     cl_ulong ko = p->off[1], ksb = p->stride[1][0], ksh = p->stride[1][1], ksl = p->stride[1][2];
     /* Each cached kernel's lock is held from its first argument to its enqueue. */
@@ -402,7 +438,10 @@ unlock_tk:
     SET(kernel, q); SET(kernel, qo); SET(kernel, qsb); SET(kernel, qsh); SET(kernel, qsl);
     SET(kernel, kt);
     cl_ulong vo = p->off[2], vsb = p->stride[2][0], vsh = p->stride[2][1], vsl = p->stride[2][2];
-    SET(kernel, v); SET(kernel, vo); SET(kernel, vsb); SET(kernel, vsh); SET(kernel, vsl);
+    cl_mem vin = v;
+    if (pack_v) /* pack_v's rows: [b H + h][j][d] */
+        vin = vp, vo = 0, vsl = p->D, vsh = p->Lk * p->D, vsb = p->H * p->Lk * p->D;
+    SET(kernel, vin); SET(kernel, vo); SET(kernel, vsb); SET(kernel, vsh); SET(kernel, vsl);
     cl_ulong oo = p->off[3], osb = p->stride[3][0], osh = p->stride[3][1], osl = p->stride[3][2];
     SET(kernel, o); SET(kernel, oo); SET(kernel, osb); SET(kernel, osh); SET(kernel, osl);
     SET(kernel, lens); SET(kernel, lse); SET(kernel, lse_off); SET(kernel, write_lse);
@@ -414,16 +453,24 @@ unlock_tk:
      * within a work-item (float16 lanes over keys), so nothing is lost. */
     size_t global[2] = {(p->Lq + rw - 1) / rw, p->B * p->H}, local[2] = {1, 1};
     /* Always with an event, which orders the workspace's next writer: never a host wait. */
-    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 2, NULL, global, local, 1, &transposed, &ran),
-                 unlock_kernel);
+    {
+        cl_event waits[2] = {transposed, vpacked};
+        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 2, NULL, global, local, vpacked ? 2 : 1, waits, &ran),
+                     unlock_kernel);
+    }
 unlock_kernel:
     tsr_kernel_unlock(kernels[1]);
-    if (status == TSR_SUCCESS) tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, ran);
+    if (status == TSR_SUCCESS) {
+        tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, ran);
+        if (pack_v) tsr_workspace_set_last_use(dev, TSR_WS_TEMP1, ran);
+    }
 done:
-    /* The transpose ran into the workspace although the attention kernel failed to enqueue. */
+    /* The transpose (the widening) ran into the workspace although the attention kernel failed to enqueue. */
     if (status != TSR_SUCCESS && transposed) tsr_workspace_set_last_use(dev, TSR_WS_TEMP0, transposed);
+    if (status != TSR_SUCCESS && vpacked) tsr_workspace_set_last_use(dev, TSR_WS_TEMP1, vpacked);
     pthread_mutex_unlock(&dev->lock);
     if (transposed) clReleaseEvent(transposed);
+    if (vpacked) clReleaseEvent(vpacked);
     if (ran) {
         if (event) *event = ran;
         else clReleaseEvent(ran);
@@ -482,7 +529,8 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
     /* the kernels this call uses (attention_launch_vec's two, or "attention") */
     static const char *const generic_names[] = {"attention", NULL},
                              *const vec_names[] = {"transpose_k", "attention_vec", NULL},
-                             *const blk_names[] = {"pack_k", "attention_blk", NULL};
+                             *const blk_names[] = {"pack_k", "attention_blk", NULL},
+                             *const blk_v_names[] = {"pack_k", "attention_blk", "pack_v", NULL};
     /* Keys that fit one block: attention_blk reads them in place (no pack_k launch), its private
      * panel (BC x D floats) within the private budget attention_config_ok keeps. */
     static const char *const direct_names[] = {"attention_blk", NULL};
@@ -499,8 +547,11 @@ static tsr_status attention_launch(tsr_device *dev, const attention_problem *p, 
             64 * 1024)
             cfg.values[P_BR] = br;
     }
-    const char *const *names =
-        !vec ? generic_names : cfg.values[P_VEC] != 2 ? vec_names : direct ? direct_names : blk_names;
+    const char *const *names = !vec                         ? generic_names
+                               : cfg.values[P_VEC] != 2       ? vec_names
+                               : direct                       ? direct_names
+                               : v_packed(&cfg, p->type, false) ? blk_v_names
+                                                              : blk_names;
     tsr_kernel *kernels[TSR_LAUNCH_KERNELS];
     TSR_CHECK(status,
               tsr_launch_kernels(dev, &attention_kernels_tag, &cfg,

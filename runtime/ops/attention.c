@@ -91,7 +91,9 @@ static int fitting_bc(const tsr_device *dev, const int *v, size_t D) {
 
 /* The one-block form's private panel at most (BC = 64 keys of D = 64 floats): past it the keys
  * are packed by pack_k as for longer sequences. The same bound is cl/attention.cl's for a 16-bit
- * V's block widened once into private fp32 (BLK_VW: BC x D <= 4096 floats). */
+ * V's block widened once into private fp32 (BLK_VW: BC x D <= 4096 floats), which since pack_v
+ * (V_PACKED) only the one-block form does; attention_config_ok counts it for any 16-bit V (it does
+ * not know which form a call takes), a bound on the safe side. */
 #define DIRECT_PANEL_BYTES (16u * 1024u)
 
 static bool attention_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {

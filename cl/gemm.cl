@@ -141,6 +141,12 @@
 #define A_WIDEN_K 1
 #define AW_KMAX_ ((8192 / MWI) & ~15)
 #define AW_KMAX (AW_KMAX_ < 1024 ? AW_KMAX_ : 1024)
+// The rows' stride in that array: AW_KMAX and one float16 more, so that the MWI rows a k-step
+// broadcasts from are not 4 KiB apart (AW_KMAX = 1024 at MWI = 8), where they all fell in one set of
+// a 32 KiB 8-way L1 with the B panel's lines. On the 2-core Cascade Lake Xeon (gemm_dtype_ab, the
+// medium entry forced, 41-61 rounds, three runs): 16-bit 256^3 and 512^3 0.91-0.94 -> 0.93-1.02 of
+// fp32's rate (11 of 12 pairs higher, by 0.03 at the median).
+#define AW_KS (AW_KMAX + 16)
 #else
 #define A_WIDEN_K 0
 #endif
@@ -306,7 +312,7 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
     // A's rows widened, all K steps (see A_WIDEN below), as whole float16s: each widened vector is
     // then one aligned 64-byte store (a float array's vstore16 became four 16-byte stores under
     // PoCL on AVX-512; the widening took 3.4% of the kernel's time at 512x3072x768, then 2.4%)
-    float16 awk16[MWI * AW_KMAX / 16];
+    float16 awk16[MWI * AW_KS / 16];
     float *awk = (float *)awk16;
 #endif
 #if A_WIDEN_TILES
@@ -470,12 +476,12 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
             _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
                 const __global AK_ELT *row = abase + (size_t)min(i0 + m, M - 1) * lda;
                 int kk = 0;
-                for (; kk + 16 <= K; kk += 16) awk16[(m * AW_KMAX + kk) / 16] = GEMM_VLD16(AK_TYPE, row + kk);
-                for (; kk < K; ++kk) awk[m * AW_KMAX + kk] = TSR_LD(AK_TYPE, row, kk);
+                for (; kk + 16 <= K; kk += 16) awk16[(m * AW_KS + kk) / 16] = GEMM_VLD16(AK_TYPE, row + kk);
+                for (; kk < K; ++kk) awk[m * AW_KS + kk] = TSR_LD(AK_TYPE, row, kk);
             }
         }
 #undef A_GLOBAL
-#define A_GLOBAL(m, k) awk[(m) * AW_KMAX + (k)]
+#define A_GLOBAL(m, k) awk[(m) * AW_KS + (k)]
 #if PACKB
         K_LOOP(0, K, GLOBAL_BODY_FULL) // zero-padded panels: see below
 #else

@@ -1456,7 +1456,8 @@ static void types_configurations(void **state) {
  * order until they are put back before the store; edge tiles load in place. Tiles of 2 and 4
  * vectors (32 and 64 columns), NT=4 (each work-item's tiles in turn, most calls ending inside
  * them), K blocking (KC=128, fp32 C: the later launches read the earlier ones' sums as the
- * residual), packed and widened A; every call with full tiles and a ragged last one, an epilogue
+ * residual), packed and widened A (NT=2 with K past 1024: A_WIDEN_TILES, every tile's accumulators
+ * kept between chunks); every call with full tiles and a ragged last one, an epilogue
  * whose bias and scale are per column (a column out of place gets another column's bias), a
  * residual of its own or C itself, beta over C, batches, offsets, both layouts (a column-major
  * call's kernel B is the caller's A). Elsewhere (no AVX-512) the same configurations take the
@@ -1467,6 +1468,7 @@ static void bf16_b_even_odd(void **state) {
         "MWI=8 VW=16 NVW=2 KU=2 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0",
         "MWI=4 VW=16 NVW=4 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0 NT=4",
         "MWI=6 VW=16 NVW=2 KU=4 WGM=2 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 NT=4 KC=128",
+        "MWI=8 VW=16 NVW=2 KU=2 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=0 PACKB=0 NT=2",
     };
     static const tsr_dtype a_types[] = {TSR_F32, TSR_BF16, TSR_F16};
     size_t nconfigs = small_mode() ? 1 : sizeof configs / sizeof configs[0];
@@ -1479,7 +1481,7 @@ static void bf16_b_even_odd(void **state) {
             gemm_case g = {.row_major = row_major,
                            .m = 5 + th_rand() % 40,
                            .n = tile * (1 + th_rand() % 3) + th_rand() % tile, /* full tiles, a ragged one */
-                           .k = c == 2 ? 130 + th_rand() % 200 : 1 + th_rand() % 150,
+                           .k = c == 2 ? 130 + th_rand() % 200 : c == 3 ? 1030 + th_rand() % 100 : 1 + th_rand() % 150,
                            .ldb_pad = th_rand() % 3,
                            .a_off = th_rand() % 5,
                            .b_off = th_rand() % 5,

@@ -163,7 +163,7 @@ enum tsr_workspace_slot {
     TSR_WS_PACK_A = 0, /* GEMM's packed A panels */
     TSR_WS_PACK_B = 1, /* GEMM's packed B panels */
     TSR_WS_TEMP0 = 2,  /* temporaries: unfused GELU; attention's transposed K */
-    TSR_WS_TEMP1 = 3,  /* temporaries: unfused GELU; unfused attention's scores */
+    TSR_WS_TEMP1 = 3,  /* temporaries: unfused GELU; unfused attention's scores; attention_blk's widened 16-bit V */
     TSR_WS_CONV_COL = 4, /* conv's im2col column matrices */
     TSR_WS_CONV_W = 5,   /* conv's 16-bit weights widened to fp32 once per call (the implicit forms);
                           * STAGE 5's packed weights; the Winograd form's transformed weights (a

@@ -459,12 +459,12 @@ __kernel void attention_blk(const int Lq, const int Lk, const int Lkp, const int
     // three stores (16-, 16- and 32-byte pieces); P V reads single elements through a float view.
     float16 s[BR][RW][NKC];
     float corr[BR][RW];
-    // A 16-bit V: each block's rows widened once into vw (fp32, BC x D, at most 16 KB: larger
-    // blocks keep widening at every load) instead of once per group of rows at every use in the
-    // P V loops, BR times a block. On the 2-core Cascade Lake Xeon, 1x8x2048x64 f16 went 0.89-0.93
-    // -> 0.96-1.02 of the fp32 rate (causal 0.94-0.96 -> 0.98-1.02; tessera bench attention --dtype
-    // f16, old and new kernels in alternated processes, three rounds); bf16 0.94-0.99 either way.
-    // (A V packed once by pack_v, V_PACKED, is read as fp32: VB_TYPE 0.)
+    // A 16-bit V read here (the one-block form, BLK_DIRECT; with packed keys the host widens V
+    // once by pack_v, V_PACKED, and it is read as fp32: VB_TYPE 0): each block's rows widened once
+    // into vw (fp32, BC x D, at most 16 KB: larger blocks keep widening at every load) instead of
+    // once per group of rows at every use in the P V loops, BR times a block. Session 29, when the
+    // packed-key form still widened here: 1x8x2048x64 f16 0.89-0.93 -> 0.96-1.02 of the fp32 rate
+    // on the 2-core Cascade Lake Xeon.
 #if VB_TYPE != 0 && BC * HEAD_DIM <= 4096
 #define BLK_VW 1
     float vw[BC * HEAD_DIM];

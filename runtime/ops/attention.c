@@ -390,12 +390,8 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
     }
     TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_TEMP0, kt_bytes, &kt, &wait), done);
     if (pack_v) {
-        if (__builtin_mul_overflow(p->B * p->H * p->D, p->Lk * sizeof(float), &vp_bytes) ||
-            vp_bytes > dev->info.max_alloc_bytes) {
-            status = tsr_fail(TSR_ERR_OUT_OF_MEMORY, "the widened V needs more than one allocation may hold on this "
-                              "device (%llu bytes)", (unsigned long long)dev->info.max_alloc_bytes);
-            goto done;
-        }
+        /* B H D Lk floats: no more than the packed K's B H D Lkp (Lkp >= Lk, fp32 panels), checked above */
+        vp_bytes = p->B * p->H * p->D * p->Lk * sizeof(float);
         TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_TEMP1, vp_bytes, &vp, &vwait), done);
         cl_int Lk_ = (cl_int)p->Lk, H_ = (cl_int)p->H;
         cl_ulong vo = p->off[2], vsb = p->stride[2][0], vsh = p->stride[2][1], vsl = p->stride[2][2];

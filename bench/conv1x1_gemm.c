@@ -131,8 +131,8 @@ int main(int argc, char **argv) {
                L->k, pq * batch, L->c, batch, L->count, gemm ? "gemm" : "conv2d");
         for (int v = 0; v < ncfg; ++v) {
             double mw = util_median(wall[v], rounds), mc = util_median(cpu[v], rounds);
-            printf(", \"c%d\": {\"us\": %.1f, \"gflops\": %.1f, \"cpu_gflops_2\": %.1f}", v, mw, flop / mw * 1e-3,
-                   2.0 * flop / mc * 1e-3);
+            printf(", \"c%d\": {\"us\": %.1f, \"cpu_us\": %.1f, \"gflops\": %.1f, \"cpu_gflops_2\": %.1f}", v, mw, mc,
+                   flop / mw * 1e-3, 2.0 * flop / mc * 1e-3);
         }
         printf("}\n");
         for (int v = 0; v < ncfg; ++v) fprintf(stderr, "  c%d = [%s] -> %s\n", v, cfg[v], used[v]);

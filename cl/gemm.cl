@@ -16,7 +16,8 @@
 //                unguarded loads whatever the layout, transposition or edge
 //   TA, TB       transposition of the (unpacked) operands
 //   PK           k-steps per work-item of the pack kernels
-//   NT           column tiles per work-item, computed one after the other (1 with SA or SB)
+//   NT           column tiles per work-item at most, computed one after the other (1 with SA or
+//                SB); the kernel spreads the tiles evenly over dimension 1's work-items (TILE_START)
 // K blocking (the host's KC parameter): the host may split K into blocks and launch once per
 // block, accumulating into C with beta = 1 after the first, so the packed panels a launch walks
 // stay in cache. Each launch sees its block as K and starts at a_off / b_off; packed panels
@@ -83,6 +84,17 @@
 #endif
 #ifndef NT
 #define NT 1
+#endif
+// The first column tile of work-item g of dimension 1, of n columns' tiles: the tiles spread
+// evenly over get_global_size(1) items, floor or ceil of tiles / items each (the host launches
+// at least ceil(tiles / NT) items, so never more than NT). PoCL's threads take a launch's
+// work-groups in chunks of half of what is left, in order (dimension 0 fastest): with NT tiles
+// each but the last item's, 13 tiles at NT = 8 gave the second half of the groups 5 tiles to the
+// first half's 8, and one of two cores sat idle for a third of the GEMM (512 x 392 x 4608).
+#if NT > 1
+#define TILE_START(g, n) ((int)((long)(g) * (((n) + NWI - 1) / NWI) / (long)get_global_size(1)))
+#else
+#define TILE_START(g, n) (g)
 #endif
 #ifndef A_TYPE
 #define A_TYPE 0
@@ -318,10 +330,11 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
 #if A_WIDEN_TILES
     floatv accs[NT][MWI][NVW]; // every tile's accumulators (see A_WIDEN below)
 #endif
-    // NT column tiles per work-item, one after the other: fewer, longer work-items (PoCL pays
-    // for each work-group it schedules), and the rows of A stay in L1 from one tile to the next.
-    for (int tile_ = 0; tile_ < NT; ++tile_) {
-    const int jt = (int)get_global_id(1) * NT + tile_;
+    // Up to NT column tiles per work-item, one after the other: fewer, longer work-items (PoCL
+    // pays for each work-group it schedules), and the rows of A stay in L1 from one tile to the next.
+    const int jt0 = TILE_START(get_global_id(1), N), tiles_here = TILE_START(get_global_id(1) + 1, N) - jt0;
+    for (int tile_ = 0; tile_ < tiles_here; ++tile_) {
+    const int jt = jt0 + tile_;
     const int j0 = jt * NWI;
 #if !(SA || SB)
     // Without barriers, work-items past the edge can leave at once (the tiles after it too).
@@ -499,13 +512,13 @@ __kernel void gemm(const int M, const int N, const int K, const int KP, const fl
     // Past AW_KMAX: the chunks outermost and the tiles inside, each tile's accumulators kept in
     // private memory between chunks (B's panels then read a chunk of each tile in turn).
     if (tile_ == 0) {
-        const int nt_ = min(NT, (N - j0 + NWI - 1) / NWI); // the tiles with columns
+        const int nt_ = tiles_here; // (each with columns)
         for (int kc = 0; kc < K; kc += AW_KC) {
             const int kn = min(AW_KC, K - kc);
             A_WIDEN_CHUNK(kc, kn)
 #pragma unroll 1
             for (int t_ = 0; t_ < nt_; ++t_) {
-                const int jt = (int)get_global_id(1) * NT + t_;
+                const int jt = jt0 + t_;
                 const int j0 = jt * NWI;
                 if (kc == 0) {
                     _Pragma("unroll") for (int m = 0; m < MWI; ++m)

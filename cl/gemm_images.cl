@@ -96,8 +96,9 @@ __kernel void pack_b_images(const int P, const int NP, const int K, __global con
         for (; k < (k_end); ++k) BODY(k)                                                           \
     }
 
-// One work-item: MWI rows x NT tiles of NWI columns, one tile after the other. Ap: gemm.cl's
-// pack_a panels ([row tile][k][MWI]), Bp: pack_b_images'. global = (ceil(M / MWI), ceil(tiles / NT)).
+// One work-item: MWI rows x up to NT tiles of NWI columns, one tile after the other, the tiles
+// spread evenly over dimension 1's items as gemm.cl's TILE_START does (the host launches at least
+// ceil(tiles / NT)). Ap: gemm.cl's pack_a panels ([row tile][k][MWI]), Bp: pack_b_images'.
 __kernel void gemm_images(const int M, const int NP, const int K, const int P, const float alpha, const float beta,
                           __global const float *Ap, __global const float *Bp, __global C_ELT *C, const ulong c_off,
                           const ulong c_image, __global const float *scale, const ulong scale_off, const int scale_on,
@@ -105,8 +106,10 @@ __kernel void gemm_images(const int M, const int NP, const int K, const int P, c
                           __global const uchar *res, const ulong res_off, const int res_type) {
     const int it = (int)get_global_id(0);
     const int i0 = it * MWI;
-    for (int tile_ = 0; tile_ < NT; ++tile_) {
-        const int jt = (int)get_global_id(1) * NT + tile_;
+    const long tiles = (NP + NWI - 1) / NWI, gs1 = (long)get_global_size(1), g = (long)get_global_id(1);
+    const int jt0 = (int)(g * tiles / gs1), tiles_here = (int)((g + 1) * tiles / gs1) - jt0;
+    for (int tile_ = 0; tile_ < tiles_here; ++tile_) {
+        const int jt = jt0 + tile_;
         const int j0 = jt * NWI;
         if (i0 >= M || j0 >= NP) return;
         floatv acc[MWI][NVW];

@@ -255,6 +255,19 @@ static void record_launch(capture *c, cl_kernel kernel, cl_uint dims, const size
     c->pending_kernel = NULL; /* the next launch sets its arguments again */
 }
 
+const size_t *tsr_spread_local(const tsr_device *dev, cl_uint dims, const size_t *global, size_t local[3]) {
+    if (dev->info.type != TSR_DEVICE_CPU || dims < 1 || dims > 3) return NULL;
+    size_t rest = 1, target = (size_t)TSR_SPREAD_GROUPS * (dev->info.compute_units ? dev->info.compute_units : 1);
+    for (cl_uint d = 1; d < dims; ++d) local[d] = 1, rest *= global[d] ? global[d] : 1;
+    local[0] = 1;
+    for (size_t l = global[0] < 64 ? global[0] : 64; l > 1; --l)
+        if (global[0] % l == 0 && global[0] / l * rest >= target) {
+            local[0] = l;
+            break;
+        }
+    return local;
+}
+
 cl_int tsr_enqueue_kernel(cl_command_queue queue, cl_kernel kernel, cl_uint dims, const size_t *offset,
                           const size_t *global, const size_t *local, cl_uint nwaits, const cl_event *waits,
                           cl_event *event) {

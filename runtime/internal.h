@@ -290,6 +290,17 @@ cl_int tsr_enqueue_kernel(cl_command_queue queue, cl_kernel kernel, cl_uint dims
                           cl_event *event);
 /* Whether the calling thread records a graph. */
 bool tsr_graph_capturing(void);
+/* The local size for a launch whose kernel works with any (no __local memory, no barriers):
+ * NULL (the driver picks) except on CPU devices, where PoCL picks about one work-group per
+ * compute unit and, for a grid of a few thousand work-items, one for the whole grid, run by one
+ * thread (gemm's pack of B at 4608 x 392: 4 ms on one of two cores). There, `local` is filled with
+ * 1 in every dimension but the first, and in the first the largest divisor of global[0] up to 64
+ * that still leaves TSR_SPREAD_GROUPS work-groups per compute unit (1 where none does); returns
+ * `local`. PoCL's threads take a kernel's work-groups in chunks of half of what is left (guided),
+ * so several groups per thread also even out groups of unequal cost. */
+#define TSR_SPREAD_GROUPS 8
+const size_t *tsr_spread_local(const tsr_device *dev, cl_uint dims, const size_t *global, size_t local[3]);
+
 /* Every op calls this for each caller buffer it writes (its outputs), after validating them:
  * marked buffers' derived data goes stale (tsr_buffer_written), and a recording graph notes the
  * buffer so that each replay does the same. */

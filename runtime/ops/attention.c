@@ -402,9 +402,9 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
         SET(Lk_); SET(H_); SET(v); SET(vo); SET(vsb); SET(vsh); SET(vsl); SET(vp);
 #undef SET
         {
-            size_t vglobal[3] = {p->Lk, p->D / 16, p->B * p->H};
+            size_t vglobal[3] = {p->Lk, p->D / 16, p->B * p->H}, vlocal[3];
             TSR_CL_CHECK(status,
-                         tsr_enqueue_kernel(queue, pk, 3, NULL, vglobal, NULL, vwait ? 1 : 0, vwait ? &vwait : NULL,
+                         tsr_enqueue_kernel(queue, pk, 3, NULL, vglobal, tsr_spread_local(dev, 3, vglobal, vlocal), vwait ? 1 : 0, vwait ? &vwait : NULL,
                                             &vpacked),
                          unlock_pv);
         }
@@ -420,10 +420,10 @@ static tsr_status attention_launch_vec(tsr_device *dev, const attention_problem 
     SET(tk, Lk); SET(tk, Lkp); SET(tk, H); SET(tk, k); SET(tk, ko); SET(tk, ksb); SET(tk, ksh); SET(tk, ksl); SET(tk, kt);
 #undef SET
     /* pack_k takes 16 elements of a key's row per work-item (VEC=2 needs D % 16 == 0) */
-    size_t tglobal[3] = {(size_t)Lkp, blk ? p->D / 16 : p->D, p->B * p->H};
+    size_t tglobal[3] = {(size_t)Lkp, blk ? p->D / 16 : p->D, p->B * p->H}, tlocal[3];
     TSR_CL_CHECK(
         status,
-        tsr_enqueue_kernel(queue, tk, 3, NULL, tglobal, NULL, wait ? 1 : 0, wait ? &wait : NULL, &transposed),
+        tsr_enqueue_kernel(queue, tk, 3, NULL, tglobal, tsr_spread_local(dev, 3, tglobal, tlocal), wait ? 1 : 0, wait ? &wait : NULL, &transposed),
         unlock_tk);
 unlock_tk:
     tsr_kernel_unlock(kernels[0]);
@@ -662,9 +662,9 @@ tsr_status tsr_attention_softmax(tsr_device *dev, const tsr_attention_desc *d, s
 #define SET(x) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(x), &(x)), done)
     SET(Lq); SET(Lk); SET(H); SET(causal); SET(S); SET(s_off); SET(lens); SET(lse); SET(lse_off); SET(write_lse);
 #undef SET
-    size_t global[2] = {d->q_len, d->heads};
+    size_t global[2] = {d->q_len, d->heads}, local[3];
     TSR_CL_CHECK(status,
-                 tsr_enqueue_kernel(queue, kernel, 2, NULL, global, NULL, wait ? 1 : 0, wait ? &wait : NULL, done),
+                 tsr_enqueue_kernel(queue, kernel, 2, NULL, global, tsr_spread_local(dev, 2, global, local), wait ? 1 : 0, wait ? &wait : NULL, done),
                  done);
 done:
     if (kernel) clReleaseKernel(kernel);

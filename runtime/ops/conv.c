@@ -900,6 +900,7 @@ static tsr_status pack_into(tsr_device *dev, void *ctx, cl_mem packed, cl_comman
     const pack_job *j = ctx;
     tsr_status status = TSR_SUCCESS;
     const size_t wglobal[3] = {j->kpad, ceil_div(j->p->CRS, 16), j->p->G};
+    size_t wlocal[3];
     const cl_ulong w_off = j->p->w_off;
     *done = NULL;
     tsr_kernel_lock(j->kernel);
@@ -907,7 +908,7 @@ static tsr_status pack_into(tsr_device *dev, void *ctx, cl_mem packed, cl_comman
     TSR_CL_CHECK(status, tsr_set_arg(j->kernel->kernel, 1, sizeof j->p->w, &j->p->w), unlock);
     TSR_CL_CHECK(status, tsr_set_arg(j->kernel->kernel, 2, sizeof w_off, &w_off), unlock);
     TSR_CL_CHECK(status, tsr_set_arg(j->kernel->kernel, 3, sizeof packed, &packed), unlock);
-    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, j->kernel->kernel, 3, NULL, wglobal, NULL, 0, NULL, done), unlock);
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, j->kernel->kernel, 3, NULL, wglobal, tsr_spread_local(dev, 3, wglobal, wlocal), 0, NULL, done), unlock);
 unlock:
     tsr_kernel_unlock(j->kernel);
     return status;
@@ -1046,7 +1047,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
                 return launch_kernel(dev, p, &c0, true, queue, event);
             }
             wholding = true;
-            size_t wglobal[3] = {nkb * kb, ceil_div(p->CRS, 16), p->G};
+            size_t wglobal[3] = {nkb * kb, ceil_div(p->CRS, 16), p->G}, wlocal[3];
             cl_ulong w_off = p->w_off;
             tsr_kernel_lock(held = pk);
             TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 0, sizeof geo, geo), done);
@@ -1055,7 +1056,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
             TSR_CL_CHECK(status, tsr_set_arg(pk->kernel, 3, sizeof packed, &packed), done);
             cl_event prior = wlast;
             wlast = NULL;
-            cl_int err = tsr_enqueue_kernel(queue, pk->kernel, 3, NULL, wglobal, NULL, prior ? 1 : 0,
+            cl_int err = tsr_enqueue_kernel(queue, pk->kernel, 3, NULL, wglobal, tsr_spread_local(dev, 3, wglobal, wlocal), prior ? 1 : 0,
                                             prior ? &prior : NULL, &wlast);
             if (err != CL_SUCCESS) { /* (prior is the workspace's to release, not ours) */
                 status = tsr_fail_cl(err, "tsr_enqueue_kernel(pack_weights)", __FILE__, __LINE__);
@@ -1121,7 +1122,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
         /* a whole-plane copy: one work-item per channel and image (pad_input reads the size 1) */
-        size_t pglobal[3] = {whole_planes ? 1 : pc.phh * pc.Hq, p->C, nc};
+        size_t pglobal[3] = {whole_planes ? 1 : pc.phh * pc.Hq, p->C, nc}, plocal[3];
         /* `last` is always the newest command that touches the workspace (recorded at done:,
          * also on an error, so the next user waits for whatever was enqueued). The previous
          * chunk's kernel (or the workspace's last user) must be done with it before the pad. */
@@ -1135,7 +1136,7 @@ static tsr_status launch_padded(tsr_device *dev, const conv_problem *p, const ts
         TSR_CL_CHECK(status, tsr_set_arg(pad->kernel, 5, sizeof phw, &phw), done);
         TSR_CL_CHECK(status, tsr_set_arg(pad->kernel, 6, sizeof wq, &wq), done);
         TSR_CL_CHECK(status,
-                     tsr_enqueue_kernel(queue, pad->kernel, 3, NULL, pglobal, NULL, last ? 1 : 0, last ? &last : NULL,
+                     tsr_enqueue_kernel(queue, pad->kernel, 3, NULL, pglobal, tsr_spread_local(dev, 3, pglobal, plocal), last ? 1 : 0, last ? &last : NULL,
                                         &padded),
                      done);
         tsr_kernel_unlock(pad);
@@ -1255,12 +1256,13 @@ static tsr_status widen_weights(tsr_device *dev, const conv_problem *p, cl_mem w
     k = ks[0];
     const cl_ulong w_off = p->w_off, n = p->K * p->CRS;
     const size_t global = ceil_div(p->K * p->CRS, 64);
+    size_t local[3];
     tsr_kernel_lock(k);
     TSR_CL_CHECK(status, tsr_set_arg(k->kernel, 0, sizeof p->w, &p->w), unlock);
     TSR_CL_CHECK(status, tsr_set_arg(k->kernel, 1, sizeof w_off, &w_off), unlock);
     TSR_CL_CHECK(status, tsr_set_arg(k->kernel, 2, sizeof wide, &wide), unlock);
     TSR_CL_CHECK(status, tsr_set_arg(k->kernel, 3, sizeof n, &n), unlock);
-    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, k->kernel, 1, NULL, &global, NULL, 0, NULL, done), unlock);
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, k->kernel, 1, NULL, &global, tsr_spread_local(dev, 1, &global, local), 0, NULL, done), unlock);
 unlock:
     tsr_kernel_unlock(k);
 done:
@@ -1364,7 +1366,8 @@ static tsr_status wino_weights_into(tsr_device *dev, void *ctx, cl_mem u, cl_com
     const conv_arg args[] = {{16 * sizeof(cl_int), j->geo, false}, CONV_ARG(j->p->w), CONV_ARG(w_off), CONV_ARG(u)};
     const size_t global[3] = {j->p->C, j->p->K, 1};
     *done = NULL;
-    return launch_after(j->kernel, args, 4, NULL, queue, global, NULL, done);
+    size_t local[3];
+    return launch_after(j->kernel, args, 4, NULL, queue, global, tsr_spread_local(dev, 3, global, local), done);
 }
 
 /* The transforms around one batched GEMM per chunk of images: the weights' transform U (in
@@ -1454,7 +1457,9 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
         const cl_ulong w_off = p->w_off;
         const conv_arg args[] = {CONV_ARG(geo), CONV_ARG(job.p->w), CONV_ARG(w_off), CONV_ARG(u)};
         const size_t global[3] = {p->C, p->K, 1};
-        TSR_CHECK(status, launch_after(kw, args, 4, NULL, queue, global, NULL, &last), done);
+        size_t local[3];
+        TSR_CHECK(status, launch_after(kw, args, 4, NULL, queue, global, tsr_spread_local(dev, 3, global, local), &last),
+                  done);
     }
     const size_t TP = ceil_div(p->P, wm);
     for (size_t n0 = 0; n0 < p->N; n0 += chunk) {
@@ -1748,7 +1753,7 @@ static tsr_status launch_im2col_gemms(tsr_device *dev, const conv_problem *p, co
     for (size_t n0 = 0; n0 < p->N && status == TSR_SUCCESS; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
-        size_t global[3] = {p->P, p->CRS, nc * p->G};
+        size_t global[3] = {p->P, p->CRS, nc * p->G}, local[3];
         cl_event written = NULL;
         /* the cached kernel's arguments are this chunk's until its enqueue (not across the
          * GEMMs, which lock their own kernels) */
@@ -1759,7 +1764,7 @@ static tsr_status launch_im2col_gemms(tsr_device *dev, const conv_problem *p, co
         if (err == CL_SUCCESS) err = tsr_set_arg(kernel->kernel, 3, sizeof col, &col);
         /* The previous chunk's GEMMs (or the workspace's last reader) must be done with it. */
         if (err == CL_SUCCESS)
-            err = tsr_enqueue_kernel(queue, kernel->kernel, 3, NULL, global, NULL, last ? 1 : 0, last ? &last : NULL,
+            err = tsr_enqueue_kernel(queue, kernel->kernel, 3, NULL, global, tsr_spread_local(dev, 3, global, local), last ? 1 : 0, last ? &last : NULL,
                                      &written);
         tsr_kernel_unlock(kernel);
         if (last) clReleaseEvent(last);
@@ -1823,8 +1828,8 @@ static tsr_status transpose_images(tsr_device *dev, cl_command_queue queue, tsr_
     TSR_CL_CHECK(status, tsr_set_arg(kernel, 3, sizeof so, &so), done);
     TSR_CL_CHECK(status, tsr_set_arg(kernel, 4, sizeof dst, &dst), done);
     TSR_CL_CHECK(status, tsr_set_arg(kernel, 5, sizeof dof, &dof), done);
-    size_t global[3] = {ceil_div(B, 16), ceil_div(A, 16), images};
-    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 3, NULL, global, NULL, 0, NULL, event), done);
+    size_t global[3] = {ceil_div(B, 16), ceil_div(A, 16), images}, local[3];
+    TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 3, NULL, global, tsr_spread_local(dev, 3, global, local), 0, NULL, event), done);
 done:
     if (cached) tsr_kernel_unlock(cached);
     return status;

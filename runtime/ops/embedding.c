@@ -264,9 +264,9 @@ tsr_status tsr_embedding(tsr_device *dev, const tsr_embedding_desc *desc, const 
     SET(ys);
 #undef SET
     const size_t tpi = embedding_tokens_per_item(d->table_type);
-    size_t global[2] = {items, (d->tokens + tpi - 1) / tpi};
+    size_t global[2] = {items, (d->tokens + tpi - 1) / tpi}, local[3];
     TSR_CL_CHECK(status,
-                 tsr_enqueue_kernel(q, kernel, 2, NULL, global, NULL, written ? 1 : 0, written ? &written : NULL,
+                 tsr_enqueue_kernel(q, kernel, 2, NULL, global, tsr_spread_local(dev, 2, global, local), written ? 1 : 0, written ? &written : NULL,
                                         &done),
                  unlock_kernel);
 unlock_kernel:

@@ -597,8 +597,8 @@ static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 static size_t ceil_div(size_t x, size_t to) { return (x + to - 1) / to; }
 
 /* Enqueue a pack kernel writing operand `which` ('a' or 'b') into workspace `slot`. */
-static tsr_status enqueue_pack(tsr_kernel *pack, cl_command_queue queue, const gemm_problem *p, const tsr_config *cfg,
-                               char which, cl_mem dst, size_t dst_stride, cl_event wait, cl_event input_ready,
+static tsr_status enqueue_pack(tsr_device *dev, tsr_kernel *pack, cl_command_queue queue, const gemm_problem *p,
+                               const tsr_config *cfg, char which, cl_mem dst, size_t dst_stride, cl_event wait, cl_event input_ready,
                                cl_event *done) {
     tsr_status status = TSR_SUCCESS;
     cl_kernel kernel = pack->kernel;
@@ -620,8 +620,10 @@ static tsr_status enqueue_pack(tsr_kernel *pack, cl_command_queue queue, const g
 #define SET(x) TSR_CL_CHECK(status, tsr_set_arg(kernel, arg++, sizeof(x), &(x)), unlock)
     SET(rows); SET(K); SET(src); SET(off); SET(ld); SET(stride); SET(dst); SET(dstride);
 #undef SET
+    size_t local[3];
     TSR_CL_CHECK(status,
-                 tsr_enqueue_kernel(queue, kernel, 3, NULL, global, NULL, nwaits, nwaits ? waits : NULL, done),
+                 tsr_enqueue_kernel(queue, kernel, 3, NULL, global, tsr_spread_local(dev, 3, global, local), nwaits,
+                                    nwaits ? waits : NULL, done),
                  unlock);
 unlock:
     tsr_kernel_unlock(pack);
@@ -1117,7 +1119,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
                   unlock);
         TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", bytes, sizeof(float), 0, &bytes), unlock);
         TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_A, bytes, &ws, &wait), unlock);
-        TSR_CHECK(status, enqueue_pack(kernels.pack_a, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]),
+        TSR_CHECK(status, enqueue_pack(dev, kernels.pack_a, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]),
                   unlock);
         q.a = ws; q.a_off = 0; q.a_stride = p->a_stride ? stride : 0;
     }
@@ -1130,7 +1132,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
                   unlock);
         TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", bytes, sizeof(float), 0, &bytes), unlock);
         TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_B, bytes, &ws, &wait), unlock);
-        TSR_CHECK(status, enqueue_pack(kernels.pack_b, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]),
+        TSR_CHECK(status, enqueue_pack(dev, kernels.pack_b, queue, p, cfg, 'b', ws, stride, wait, input_ready, &packed[1]),
                   unlock);
         q.b = ws; q.b_off = 0; q.b_stride = p->b_stride ? stride : 0;
     }
@@ -1325,14 +1327,14 @@ static tsr_status gemm_launch_images(tsr_device *dev, const gemm_problem *p, con
     TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", tiles * nwi, p->k, 0, &b_bytes), unlock);
     TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", b_bytes, sizeof(float), 0, &b_bytes), unlock);
     TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_A, a_bytes, &ap, &wait), unlock);
-    TSR_CHECK(status, enqueue_pack(gk.pack_a, queue, p, &cfg, 'a', ap, a_stride, wait, input_ready, &packed[0]),
+    TSR_CHECK(status, enqueue_pack(dev, gk.pack_a, queue, p, &cfg, 'a', ap, a_stride, wait, input_ready, &packed[0]),
               unlock);
     TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_B, b_bytes, &bp, &wait), unlock);
     {
         cl_kernel pack = k[1]->kernel;
         cl_int P = (cl_int)p->n, NP = (cl_int)np, K = (cl_int)p->k;
         cl_ulong b_off = p->b_off, b_image = p->b_stride;
-        size_t global[2] = {ceil_div(p->k, (size_t)v[P_PK]), tiles};
+        size_t global[2] = {ceil_div(p->k, (size_t)v[P_PK]), tiles}, local[3];
         cl_event waits[2];
         cl_uint nwaits = 0;
         if (wait) waits[nwaits++] = wait;
@@ -1343,7 +1345,8 @@ static tsr_status gemm_launch_images(tsr_device *dev, const gemm_problem *p, con
         SET(P); SET(NP); SET(K); SET(p->b); SET(b_off); SET(b_image); SET(bp);
 #undef SET
         TSR_CL_CHECK(status,
-                     tsr_enqueue_kernel(queue, pack, 2, NULL, global, NULL, nwaits, nwaits ? waits : NULL, &packed[1]),
+                     tsr_enqueue_kernel(queue, pack, 2, NULL, global, tsr_spread_local(dev, 2, global, local), nwaits,
+                                        nwaits ? waits : NULL, &packed[1]),
                      pack_set);
     pack_set:
         tsr_kernel_unlock(k[1]);

@@ -257,14 +257,20 @@ static void record_launch(capture *c, cl_kernel kernel, cl_uint dims, const size
 
 const size_t *tsr_spread_local(const tsr_device *dev, cl_uint dims, const size_t *global, size_t local[3]) {
     if (dev->info.type != TSR_DEVICE_CPU || dims < 1 || dims > 3) return NULL;
-    size_t rest = 1, target = (size_t)TSR_SPREAD_GROUPS * (dev->info.compute_units ? dev->info.compute_units : 1);
-    for (cl_uint d = 1; d < dims; ++d) local[d] = 1, rest *= global[d] ? global[d] : 1;
-    local[0] = 1;
-    for (size_t l = global[0] < 64 ? global[0] : 64; l > 1; --l)
-        if (global[0] % l == 0 && global[0] / l * rest >= target) {
-            local[0] = l;
-            break;
-        }
+    size_t cu = dev->info.compute_units ? dev->info.compute_units : 1, target = (size_t)TSR_SPREAD_GROUPS * cu;
+    size_t cap = dev->info.max_work_group_size && dev->info.max_work_group_size < 1024 ? dev->info.max_work_group_size
+                                                                                        : 1024;
+    size_t groups = 1, items = 1;
+    for (cl_uint d = 0; d < dims; ++d) local[d] = 1, groups *= global[d] ? global[d] : 1;
+    /* the first dimension whole while groups stay many enough, then the next, ... */
+    for (cl_uint d = 0; d < dims; ++d) {
+        size_t l = global[d] < cap / items ? global[d] : cap / items;
+        for (; l > 1; --l)
+            if (global[d] % l == 0 && groups / l >= target) break;
+        if (l < 1) l = 1;
+        local[d] = l, groups /= l, items *= l;
+        if (l < global[d]) break;
+    }
     return local;
 }
 

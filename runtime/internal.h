@@ -293,11 +293,13 @@ bool tsr_graph_capturing(void);
 /* The local size for a launch whose kernel works with any (no __local memory, no barriers):
  * NULL (the driver picks) except on CPU devices, where PoCL picks about one work-group per
  * compute unit and, for a grid of a few thousand work-items, one for the whole grid, run by one
- * thread (gemm's pack of B at 4608 x 392: 4 ms on one of two cores). There, `local` is filled with
- * 1 in every dimension but the first, and in the first the largest divisor of global[0] up to 64
- * that still leaves TSR_SPREAD_GROUPS work-groups per compute unit (1 where none does); returns
- * `local`. PoCL's threads take a kernel's work-groups in chunks of half of what is left (guided),
- * so several groups per thread also even out groups of unequal cost. */
+ * thread (gemm's pack of B at 4608 x 392: 4 ms on one of two cores). There, `local` is filled
+ * dimension by dimension, each with the largest divisor of its global size that still leaves
+ * TSR_SPREAD_GROUPS work-groups per compute unit (1 where none does), the next dimension only
+ * where the one before is whole, at most 1024 items (or the device's limit) in all; returns
+ * `local`. Large groups where the grid allows: PoCL pays for each group it schedules. PoCL's
+ * threads take a kernel's work-groups in chunks of half of what is left (guided), so several
+ * groups per thread also even out groups of unequal cost. */
 #define TSR_SPREAD_GROUPS 8
 const size_t *tsr_spread_local(const tsr_device *dev, cl_uint dims, const size_t *global, size_t local[3]);
 

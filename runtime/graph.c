@@ -264,9 +264,12 @@ const size_t *tsr_spread_local(const tsr_device *dev, cl_uint dims, const size_t
     for (cl_uint d = 0; d < dims; ++d) local[d] = 1, groups *= global[d] ? global[d] : 1;
     /* the first dimension whole while groups stay many enough, then the next, ... */
     for (cl_uint d = 0; d < dims; ++d) {
+        /* groups / l >= target exactly when l <= groups / target: start there (the walk below runs
+         * on every such launch, a division a step) */
         size_t l = global[d] < cap / items ? global[d] : cap / items;
+        if (l > groups / target) l = groups / target;
         for (; l > 1; --l)
-            if (global[d] % l == 0 && groups / l >= target) break;
+            if (global[d] % l == 0) break;
         if (l < 1) l = 1;
         local[d] = l, groups /= l, items *= l;
         if (l < global[d]) break;

@@ -13,6 +13,9 @@
  * A CONFIG that starts with "conv:" overrides the conv2d configuration instead (the call's own
  * form: "conv:ALGO=2 STAGE=5 MWI=2 VW=16 WGM=8 WGN=1 KWG=8"), the GEMM's left as tuned. --weights
  * kept marks the weight buffer constant (STAGE 5's packing made once, as a network runs it).
+ * A CONFIG may start with a storage type and a bar ("f16|", "bf16|", "f16|conv:..."): that
+ * variant's conv2d has x, w and y in that type (not with --gemm), so a 16-bit call and its fp32
+ * twin alternate in one process.
  * Layers: l1.reduce64 ... l4.reduce2048 (ResNet-50's 1x1 layers; the .down ones stride 2), or
  * "all" (the default). */
 #include "ab_harness.h"
@@ -36,6 +39,7 @@ static const layer layers[] = {
 };
 #define NLAYERS (sizeof layers / sizeof *layers)
 #define MAXCFG 16
+#define NTYPES 3 /* f32, f16, bf16 */
 
 int main(int argc, char **argv) {
     ab_opts o = {.rounds = 7, .calls = 10, .batch = 1};
@@ -53,6 +57,25 @@ int main(int argc, char **argv) {
     }
     if (!ab_check("conv1x1_gemm", &o)) return 2;
     if (!ncfg) cfg[ncfg++] = "";
+    tsr_dtype var_type[MAXCFG];
+    const char *var_cfg[MAXCFG];
+    for (int v = 0; v < ncfg; ++v) {
+        const char *bar = strchr(cfg[v], '|');
+        var_type[v] = TSR_F32, var_cfg[v] = cfg[v];
+        if (!bar) continue;
+        const size_t len = (size_t)(bar - cfg[v]);
+        if (len == 3 && !strncmp(cfg[v], "f16", 3)) var_type[v] = TSR_F16;
+        else if (len == 4 && !strncmp(cfg[v], "bf16", 4)) var_type[v] = TSR_BF16;
+        else if (!(len == 3 && !strncmp(cfg[v], "f32", 3))) {
+            fprintf(stderr, "conv1x1_gemm: --cfg %s: the type before '|' is f32, f16 or bf16\n", cfg[v]);
+            return 2;
+        }
+        if (gemm && var_type[v] != TSR_F32) {
+            fprintf(stderr, "conv1x1_gemm: --cfg %s: 16-bit variants time conv2d, not --gemm\n", cfg[v]);
+            return 2;
+        }
+        var_cfg[v] = bar + 1;
+    }
     const int rounds = o.rounds, calls = o.calls;
     const size_t batch = o.batch;
     tsr_device *dev = NULL;
@@ -72,11 +95,23 @@ int main(int argc, char **argv) {
         if (gemm) nx = batch * pq * L->c;
         cl_mem x = util_pattern_buffer(ctx, nx), w = util_pattern_buffer(ctx, nw), y = util_pattern_buffer(ctx, ny), bias = util_pattern_buffer(ctx, L->k);
         if (!x || !w || !y || !bias) return 1;
+        cl_mem xt[NTYPES] = {0}, wt[NTYPES] = {0}, yt[NTYPES] = {0};
+        for (int v = 0; v < ncfg; ++v) {
+            const tsr_dtype t = var_type[v];
+            if (t == TSR_F32 || xt[t]) continue;
+            xt[t] = ab_typed_pattern(dev, t, nx), wt[t] = ab_typed_pattern(dev, t, nw), yt[t] = ab_typed_pattern(dev, t, ny);
+            if (!xt[t] || !wt[t] || !yt[t]) return 1;
+            if (o.kept && tsr_buffer_set_constant(wt[t], true) != TSR_SUCCESS) {
+                fprintf(stderr, "conv1x1_gemm: %s\n", tsr_last_error());
+                return 1;
+            }
+        }
+        xt[TSR_F32] = x, wt[TSR_F32] = w, yt[TSR_F32] = y;
         if (o.kept && tsr_buffer_set_constant(w, true) != TSR_SUCCESS) {
             fprintf(stderr, "conv1x1_gemm: %s\n", tsr_last_error());
             return 1;
         }
-        const tsr_conv2d_desc cd = {.batch = batch, .in_channels = L->c, .in_height = L->h, .in_width = L->h,
+        const tsr_conv2d_desc cd32 = {.batch = batch, .in_channels = L->c, .in_height = L->h, .in_width = L->h,
                                     .out_channels = L->k, .kernel_h = 1, .kernel_w = 1, .stride_h = L->stride,
                                     .stride_w = L->stride, .epilogue = {.bias = bias, .activation = TSR_ACT_RELU}};
         /* the conv's GEMM as one wide matrix, as conv2d calls it: column-major y (n x k) = x (n x c)
@@ -87,7 +122,10 @@ int main(int argc, char **argv) {
         for (int r = 0; r < rounds; ++r) {
             for (int j = 0; j < ncfg; ++j) {
                 int v = (r + j) % ncfg; /* rotate which goes first */
-                const char *c = strcmp(cfg[v], "builtin") ? cfg[v] : "";
+                const char *c = strcmp(var_cfg[v], "builtin") ? var_cfg[v] : "";
+                tsr_conv2d_desc cd = cd32;
+                cd.x_type = cd.w_type = cd.y_type = var_type[v];
+                cl_mem vx = xt[var_type[v]], vw = wt[var_type[v]], vy = yt[var_type[v]];
                 const bool conv_cfg = !strncmp(c, "conv:", 5);
                 if ((st = tsr_config_override(dev, "gemm", conv_cfg ? "" : c)) != TSR_SUCCESS ||
                     (st = tsr_config_override(dev, "conv2d", conv_cfg ? c + 5 : "")) != TSR_SUCCESS)
@@ -110,12 +148,12 @@ int main(int argc, char **argv) {
                     snprintf(used[v], sizeof used[v], "%s: %s", st == TSR_SUCCESS ? info.used_class : tsr_last_error(),
                              st == TSR_SUCCESS ? info.config : "?");
                 }
-                st = gemm ? tsr_matmul(dev, &md, x, w, y, q, NULL) : tsr_conv2d(dev, &cd, x, w, y, q, NULL);
+                st = gemm ? tsr_matmul(dev, &md, x, w, y, q, NULL) : tsr_conv2d(dev, &cd, vx, vw, vy, q, NULL);
                 if (st != TSR_SUCCESS) goto fail;
                 clFinish(q);
                 ab_mark m = ab_start();
                 for (int i = 0; i < calls; ++i) {
-                    st = gemm ? tsr_matmul(dev, &md, x, w, y, q, NULL) : tsr_conv2d(dev, &cd, x, w, y, q, NULL);
+                    st = gemm ? tsr_matmul(dev, &md, x, w, y, q, NULL) : tsr_conv2d(dev, &cd, vx, vw, vy, q, NULL);
                     if (st != TSR_SUCCESS) goto fail;
                 }
                 clFinish(q);
@@ -137,6 +175,9 @@ int main(int argc, char **argv) {
         printf("}\n");
         for (int v = 0; v < ncfg; ++v) fprintf(stderr, "  c%d = [%s] -> %s\n", v, cfg[v], used[v]);
         fflush(stdout);
+        for (int t = 1; t < NTYPES; ++t) {
+            if (xt[t]) clReleaseMemObject(xt[t]), clReleaseMemObject(wt[t]), clReleaseMemObject(yt[t]);
+        }
         clReleaseMemObject(x), clReleaseMemObject(w), clReleaseMemObject(y), clReleaseMemObject(bias);
     }
     tsr_config_override(dev, "gemm", NULL);

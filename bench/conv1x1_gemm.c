@@ -15,7 +15,8 @@
  * kept marks the weight buffer constant (STAGE 5's packing made once, as a network runs it).
  * A CONFIG may start with a storage type and a bar ("f16|", "bf16|", "f16|conv:..."): that
  * variant's conv2d has x, w and y in that type (not with --gemm), so a 16-bit call and its fp32
- * twin alternate in one process.
+ * twin alternate in one process; "per-call|" is fp32 with weights of its own that are never marked
+ * constant (with --weights kept: what keeping them saves, in one process).
  * Layers: l1.reduce64 ... l4.reduce2048 (ResNet-50's 1x1 layers; the .down ones stride 2), or
  * "all" (the default). */
 #include "ab_harness.h"
@@ -39,7 +40,8 @@ static const layer layers[] = {
 };
 #define NLAYERS (sizeof layers / sizeof *layers)
 #define MAXCFG 16
-#define NTYPES 3 /* f32, f16, bf16 */
+#define NSLOTS 4 /* the variants' buffers: f32, f16, bf16 (tsr_dtype order), f32 with w unmarked */
+#define PER_CALL_SLOT 3
 
 int main(int argc, char **argv) {
     ab_opts o = {.rounds = 7, .calls = 10, .batch = 1};
@@ -57,21 +59,22 @@ int main(int argc, char **argv) {
     }
     if (!ab_check("conv1x1_gemm", &o)) return 2;
     if (!ncfg) cfg[ncfg++] = "";
-    tsr_dtype var_type[MAXCFG];
+    int var_slot[MAXCFG];
     const char *var_cfg[MAXCFG];
     for (int v = 0; v < ncfg; ++v) {
         const char *bar = strchr(cfg[v], '|');
-        var_type[v] = TSR_F32, var_cfg[v] = cfg[v];
+        var_slot[v] = TSR_F32, var_cfg[v] = cfg[v];
         if (!bar) continue;
         const size_t len = (size_t)(bar - cfg[v]);
-        if (len == 3 && !strncmp(cfg[v], "f16", 3)) var_type[v] = TSR_F16;
-        else if (len == 4 && !strncmp(cfg[v], "bf16", 4)) var_type[v] = TSR_BF16;
+        if (len == 3 && !strncmp(cfg[v], "f16", 3)) var_slot[v] = TSR_F16;
+        else if (len == 4 && !strncmp(cfg[v], "bf16", 4)) var_slot[v] = TSR_BF16;
+        else if (len == 8 && !strncmp(cfg[v], "per-call", 8)) var_slot[v] = PER_CALL_SLOT;
         else if (!(len == 3 && !strncmp(cfg[v], "f32", 3))) {
-            fprintf(stderr, "conv1x1_gemm: --cfg %s: the type before '|' is f32, f16 or bf16\n", cfg[v]);
+            fprintf(stderr, "conv1x1_gemm: --cfg %s: before '|' comes f32, f16, bf16 or per-call\n", cfg[v]);
             return 2;
         }
-        if (gemm && var_type[v] != TSR_F32) {
-            fprintf(stderr, "conv1x1_gemm: --cfg %s: 16-bit variants time conv2d, not --gemm\n", cfg[v]);
+        if (gemm && var_slot[v] != TSR_F32) {
+            fprintf(stderr, "conv1x1_gemm: --cfg %s: typed and per-call variants time conv2d, not --gemm\n", cfg[v]);
             return 2;
         }
         var_cfg[v] = bar + 1;
@@ -95,13 +98,14 @@ int main(int argc, char **argv) {
         if (gemm) nx = batch * pq * L->c;
         cl_mem x = util_pattern_buffer(ctx, nx), w = util_pattern_buffer(ctx, nw), y = util_pattern_buffer(ctx, ny), bias = util_pattern_buffer(ctx, L->k);
         if (!x || !w || !y || !bias) return 1;
-        cl_mem xt[NTYPES] = {0}, wt[NTYPES] = {0}, yt[NTYPES] = {0};
+        cl_mem xt[NSLOTS] = {0}, wt[NSLOTS] = {0}, yt[NSLOTS] = {0};
         for (int v = 0; v < ncfg; ++v) {
-            const tsr_dtype t = var_type[v];
+            const int t = var_slot[v];
+            const tsr_dtype dt = t == PER_CALL_SLOT ? TSR_F32 : (tsr_dtype)t;
             if (t == TSR_F32 || xt[t]) continue;
-            xt[t] = ab_typed_pattern(dev, t, nx), wt[t] = ab_typed_pattern(dev, t, nw), yt[t] = ab_typed_pattern(dev, t, ny);
+            xt[t] = ab_typed_pattern(dev, dt, nx), wt[t] = ab_typed_pattern(dev, dt, nw), yt[t] = ab_typed_pattern(dev, dt, ny);
             if (!xt[t] || !wt[t] || !yt[t]) return 1;
-            if (o.kept && tsr_buffer_set_constant(wt[t], true) != TSR_SUCCESS) {
+            if (o.kept && t != PER_CALL_SLOT && tsr_buffer_set_constant(wt[t], true) != TSR_SUCCESS) {
                 fprintf(stderr, "conv1x1_gemm: %s\n", tsr_last_error());
                 return 1;
             }
@@ -124,8 +128,8 @@ int main(int argc, char **argv) {
                 int v = (r + j) % ncfg; /* rotate which goes first */
                 const char *c = strcmp(var_cfg[v], "builtin") ? var_cfg[v] : "";
                 tsr_conv2d_desc cd = cd32;
-                cd.x_type = cd.w_type = cd.y_type = var_type[v];
-                cl_mem vx = xt[var_type[v]], vw = wt[var_type[v]], vy = yt[var_type[v]];
+                cd.x_type = cd.w_type = cd.y_type = var_slot[v] == PER_CALL_SLOT ? TSR_F32 : (tsr_dtype)var_slot[v];
+                cl_mem vx = xt[var_slot[v]], vw = wt[var_slot[v]], vy = yt[var_slot[v]];
                 const bool conv_cfg = !strncmp(c, "conv:", 5);
                 if ((st = tsr_config_override(dev, "gemm", conv_cfg ? "" : c)) != TSR_SUCCESS ||
                     (st = tsr_config_override(dev, "conv2d", conv_cfg ? c + 5 : "")) != TSR_SUCCESS)
@@ -175,7 +179,7 @@ int main(int argc, char **argv) {
         printf("}\n");
         for (int v = 0; v < ncfg; ++v) fprintf(stderr, "  c%d = [%s] -> %s\n", v, cfg[v], used[v]);
         fflush(stdout);
-        for (int t = 1; t < NTYPES; ++t) {
+        for (int t = 1; t < NSLOTS; ++t) {
             if (xt[t]) clReleaseMemObject(xt[t]), clReleaseMemObject(wt[t]), clReleaseMemObject(yt[t]);
         }
         clReleaseMemObject(x), clReleaseMemObject(w), clReleaseMemObject(y), clReleaseMemObject(bias);

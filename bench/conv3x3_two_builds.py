@@ -5,7 +5,7 @@ each with the same configuration override; medians over rounds of the per-call p
 (PoCL's threads included) and wall time.
 
     python3 bench/conv3x3_two_builds.py OLD_BUILD NEW_BUILD [--rounds 5] [--batch 8,1]
-        [--config3 CONFIG] [--configs CONFIG] [--bench conv1x1_gemm] [--json FILE]
+        [--config3 CONFIG] [--configs CONFIG] [--bench conv1x1_gemm] [--weights kept] [--json FILE]
 
 OLD_BUILD, NEW_BUILD: meson build directories with bench/conv3x3_ab (e.g. a `git archive main`
 tree built aside). --config3 is forced on the stride-1 layers, --configs on the strided ones
@@ -24,13 +24,14 @@ STRIDE1 = 'l1.3x3,l2.3x3,l3.3x3,l4.3x3'
 STRIDED = 'l2.3x3s2,l3.3x3s2,l4.3x3s2'
 
 
-def run(build, batch, layers, config, calls, bench):
+def run(build, batch, layers, config, calls, bench, weights):
     if bench == 'conv1x1_gemm':
         cmd = [os.path.join(build, 'bench', bench), '--batch', str(batch), '--rounds', '1', '--calls', str(calls),
                '--cfg', config]
     else:
         cmd = [os.path.join(build, 'bench', bench), '--batch', str(batch), '--rounds', '1', '--calls', str(calls),
                '--layers', layers, '--var', 'x=|' + config]
+    cmd += ['--weights', weights]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     rows = {}
     for line in out.splitlines():
@@ -55,6 +56,8 @@ def main():
     ap.add_argument('--config3', default='ALGO=2 MWI=4 VW=16 STAGE=2 WGM=4 WGN=1')
     ap.add_argument('--configs', default='ALGO=2 MWI=4 VW=16 STAGE=2 WGM=3 WGN=1')
     ap.add_argument('--bench', default='conv3x3_ab', choices=('conv3x3_ab', 'conv1x1_gemm'))
+    ap.add_argument('--weights', default='per-call', choices=('per-call', 'kept'),
+                    help='kept: the weight buffers marked constant, as a network runs them')
     ap.add_argument('--json')
     args = ap.parse_args()
     if args.bench == 'conv1x1_gemm' and args.config3 == ap.get_default('config3'):
@@ -62,7 +65,7 @@ def main():
     # conv1x1_gemm runs every 1x1 layer in one process with --config3
     groups = ((None, args.config3),) if args.bench == 'conv1x1_gemm' else ((STRIDE1, args.config3),
                                                                             (STRIDED, args.configs))
-    result = {'load_before': os.getloadavg(), 'bench': args.bench, 'rounds': args.rounds, 'config3': args.config3,
+    result = {'load_before': os.getloadavg(), 'bench': args.bench, 'weights': args.weights, 'rounds': args.rounds, 'config3': args.config3,
               'configs': args.configs, 'old': args.old, 'new': args.new, 'rows': []}
     for batch in [int(b) for b in args.batch.split(',')]:
         calls = 2 if batch >= 8 else 6
@@ -72,7 +75,7 @@ def main():
             for which in order:
                 build = args.old if which == 'old' else args.new
                 for layers, config in groups:
-                    for name, (cpu, wall, shape) in run(build, batch, layers, config, calls, args.bench).items():
+                    for name, (cpu, wall, shape) in run(build, batch, layers, config, calls, args.bench, args.weights).items():
                         samples.setdefault((name, shape), {'old': [], 'new': []})[which].append((cpu, wall))
             time.sleep(0.2)
         for (name, shape), s in samples.items():

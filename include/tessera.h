@@ -277,10 +277,13 @@ TSR_API tsr_status tsr_convert(tsr_device *device, tsr_dtype src_type, cl_mem sr
  * dropped when the buffer is released (seen through a destructor callback, before the buffer's
  * memory can be reused), when the mark is removed, and when its device is closed. Kept: conv2d's
  * transformed, widened or packed weights; GEMM's B in strips of the small-M kernel's tile columns
- * (where that kernel reads B and A untransposed, batch 1). Calls being recorded into a graph never
- * derive: a conv2d call derives on every replay; a GEMM call recorded while its strips are made
- * and current replays on them, and such a replay fails once the buffer changed or was unmarked
- * (tsr_graph_launch): make one call before recording. Safe from several threads.
+ * (where that kernel reads B and A untransposed, batch 1); GEMM's A in the tiled kernel's packed
+ * panels (where its configuration packs A and one A serves the call: batch 1 or a stride of 0;
+ * conv2d's im2col and 1x1 GEMMs have the weights there). Calls being recorded into a graph never
+ * derive: a conv2d call derives on every replay, and so does a GEMM call's packed A (it is packed
+ * in the recording); a GEMM call recorded while its strips are made and current replays on them,
+ * and such a replay fails once the buffer changed or was unmarked (tsr_graph_launch): make one call
+ * before recording. Safe from several threads.
  * A write counts when its call is made, not when it runs: a call that reads a marked buffer on one
  * queue while a write to it is still pending, unordered, on another (a data race in OpenCL terms)
  * may derive from the old contents and keep them until the next write tessera knows of; order

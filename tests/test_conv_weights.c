@@ -31,18 +31,33 @@ static bool cpu_forms_here(void) {
 typedef struct form {
     const char *config;
     bool derives_f32, cpu_only;
+    const char *gemm; /* the GEMM's configuration (NULL: as tuned) */
 } form;
+#define GEMM_TILED_CFG "MWI=4 VW=4 NVW=2 KU=2 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKB=1 NT=2 KC=0"
 static const form forms[] = {
-    {"ALGO=2 STAGE=6 WGN=1", true, true},
-    {"ALGO=2 STAGE=7 WGN=1", true, true},
-    {"ALGO=2 MWI=4 VW=8 STAGE=2 WGN=4", false, true},
-    {"ALGO=2 MWI=1 VW=8 STAGE=5 WGM=3 WGN=4", true, true}, /* packs its weights (and widens 16-bit ones) */
-    {"ALGO=2 MWI=4 VW=4 STAGE=0 WGM=1 WGN=1 KWG=8", false, false},
-    {"ALGO=1", false, false}, /* im2col + GEMM: the GEMM reads 16-bit weights' kept fp32 copy (session 22) */
+    {"ALGO=2 STAGE=6 WGN=1", true, true, NULL},
+    {"ALGO=2 STAGE=7 WGN=1", true, true, NULL},
+    {"ALGO=2 MWI=4 VW=8 STAGE=2 WGN=4", false, true, NULL},
+    {"ALGO=2 MWI=1 VW=8 STAGE=5 WGM=3 WGN=4", true, true, NULL}, /* packs its weights (and widens 16-bit ones) */
+    {"ALGO=2 MWI=4 VW=4 STAGE=0 WGM=1 WGN=1 KWG=8", false, false, NULL},
+    /* im2col + GEMM: the GEMM reads 16-bit weights' kept fp32 copy (session 22) */
+    {"ALGO=1", false, false, GEMM_TILED_CFG " PACKA=0"},
+    /* ...and with A packed, fp32 weights' packed panels are kept (session 32); a 16-bit A is the
+     * kept fp32 copy, itself not marked, so packed per call */
+    {"ALGO=1", true, true, GEMM_TILED_CFG " PACKA=1"},
 };
 #define NFORMS (sizeof forms / sizeof forms[0])
 
 static bool form_here(const form *f) { return !f->cpu_only || cpu_forms_here(); }
+
+/* The form's configurations set on `d` (NULL: both back to tuned); false where the device refuses
+ * the form's GEMM configuration (th_try_override: a GPU's legality rules), said. */
+static bool form_set(tsr_device *d, const form *f) {
+    TH_ASSERT_OK(tsr_config_override(d, "conv2d", f ? f->config : NULL));
+    if (f && f->gemm) return th_try_override(d, "gemm", f->gemm);
+    TH_ASSERT_OK(tsr_config_override(d, "gemm", NULL));
+    return true;
+}
 static bool form_derives(const form *f, tsr_dtype w) { return f->derives_f32 || w != TSR_F32; }
 
 /* One layer: x, w (at an offset, in a buffer with room before and after), y, host copies. */
@@ -145,7 +160,7 @@ static cl_mem weights_f32(layer *L) { return th_buffer_from(dev, L->w + L->w_off
 
 /* Every write path, each followed by a check, for one form and type. */
 static void write_paths(const form *f, tsr_dtype t) {
-    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", f->config));
+    if (!form_set(dev, f)) return;
     layer L;
     layer_make(&L, t, 5);
     const bool derives = form_derives(f, t);
@@ -245,7 +260,7 @@ static void write_paths(const form *f, tsr_dtype t) {
     write_raw(&L);
     expect_follows(&L, f->config, "unmarking, then clEnqueueWriteBuffer alone");
     layer_free(&L);
-    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    form_set(dev, NULL);
 }
 
 static const tsr_dtype types[] = {TSR_F32, TSR_F16, TSR_BF16};
@@ -288,7 +303,7 @@ static bool destroyed(int *flag) { return __atomic_load_n(flag, __ATOMIC_SEQ_CST
 static void released_buffer(void **state) {
     (void)state;
     const form *f = cpu_forms_here() ? &forms[0] : &forms[4];
-    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", f->config));
+    form_set(dev, f);
     int gone = 0;
     for (int round = 0; round < 4; ++round) {
         layer L;
@@ -313,7 +328,7 @@ static void released_buffer(void **state) {
         if (destroyed(flag)) free(flag); /* else the callback still to come writes it: left to it */
     }
     if (!gone) printf("# this implementation kept the released buffers alive for now: their data goes with them\n");
-    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    form_set(dev, NULL);
 }
 
 /* A device closed with kept data (freed with it: the sanitizer build sees no leak), its weight
@@ -322,7 +337,7 @@ static void closed_device(void **state) {
     (void)state;
     tsr_device *other = th_open_device();
     const form *f = cpu_forms_here() ? &forms[1] : &forms[4];
-    TH_ASSERT_OK(tsr_config_override(other, "conv2d", f->config));
+    form_set(other, f);
     tsr_device *keep = dev;
     dev = other;
     layer L;
@@ -352,7 +367,7 @@ static void closed_device(void **state) {
 static void memory_cap(void **state) {
     (void)state;
     const form *f = cpu_forms_here() ? &forms[0] : &forms[4];
-    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", f->config));
+    form_set(dev, f);
     layer L[3];
     for (int i = 0; i < 3; ++i) {
         layer_make(&L[i], TSR_F16, (size_t)i);
@@ -379,7 +394,7 @@ static void memory_cap(void **state) {
     for (int i = 0; i < 3; ++i) expect_follows(&L[i], f->config, "the default cap again");
     for (int i = 0; i < 3; ++i) assert_int_equal(tsr_derived_count_of(L[i].dw, NULL), 1);
     for (int i = 0; i < 3; ++i) layer_free(&L[i]);
-    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    form_set(dev, NULL);
 }
 
 /* Two threads on one device, each on its own queue: one shared marked weight buffer (its data
@@ -468,7 +483,7 @@ static void two_threads(void **state) {
     for (size_t fi = 0; fi < NFORMS; ++fi) {
         const form *f = &forms[fi];
         if (!form_here(f) || (th_small_mode() && fi != 4 && fi != 0)) continue;
-        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", f->config));
+        if (!form_set(dev, f)) continue;
         layer shared;
         layer_make(&shared, TSR_BF16, 2);
         TH_ASSERT_OK(tsr_buffer_set_constant(shared.dw, true));
@@ -492,7 +507,7 @@ static void two_threads(void **state) {
         for (int i = 0; i < 2; ++i) layer_free(&wk[i].own);
         layer_free(&shared);
     }
-    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    form_set(dev, NULL);
 }
 
 /* A call recorded into a graph derives in the recording, so each replay reads the weights as they
@@ -502,7 +517,7 @@ static void recorded_call(void **state) {
     for (size_t fi = 0; fi < NFORMS; ++fi) {
         const form *f = &forms[fi];
         if (!form_here(f) || (th_small_mode() && fi != 4)) continue;
-        TH_ASSERT_OK(tsr_config_override(dev, "conv2d", f->config));
+        if (!form_set(dev, f)) continue;
         layer L;
         layer_make(&L, TSR_F16, 1);
         TH_ASSERT_OK(tsr_buffer_set_constant(L.dw, true));
@@ -531,7 +546,7 @@ static void recorded_call(void **state) {
         tsr_graph_destroy(g);
         layer_free(&L);
     }
-    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
+    form_set(dev, NULL);
 }
 
 static void invalid_arguments(void **state) {

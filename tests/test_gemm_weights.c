@@ -473,6 +473,168 @@ static void graphs(void **state) {
     TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
 }
 
+/* Kept packed A: the tiled kernel with A packed (PACKA=1) and A's buffer marked constant makes its
+ * packed panels once per content where one A serves the call (batch 1, or a shared A: stride 0),
+ * and packs per call otherwise (A per batch entry) or while a graph records. Each call against the
+ * double reference, C poisoned, guards checked: M that MWI does not divide, K tails and K blocks
+ * (KC), A transposed, at an offset with padded rows, 16-bit A, batches. */
+static const char *const packed_configs[] = {
+    "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 NT=4 KC=0",
+    "MWI=6 VW=4 NVW=2 KU=2 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=0 NT=2 KC=128",
+};
+
+typedef struct pa_prob {
+    size_t m, n, k, batch, a_off, lda, a_stride, na, nb, nc;
+    int ta;
+    tsr_dtype at;
+    float *a, *b, *c;
+    double *ref;
+    cl_mem da, db, dc;
+    tsr_matmul_desc desc;
+} pa_prob;
+
+static float pa_a(const pa_prob *P, size_t e, size_t i, size_t l) {
+    return P->a[P->a_off + e * P->a_stride + (P->ta ? l * P->lda + i : i * P->lda + l)];
+}
+
+static void pa_reference(pa_prob *P) {
+    for (size_t e = 0; e < P->batch; ++e)
+        for (size_t i = 0; i < P->m; ++i)
+            for (size_t j = 0; j < P->n; ++j) {
+                double s = 0;
+                for (size_t l = 0; l < P->k; ++l)
+                    s += (double)pa_a(P, e, i, l) * P->b[e * P->k * P->n + l * P->n + j];
+                P->ref[(e * P->m + i) * P->n + j] = s;
+            }
+}
+
+static void pa_make(pa_prob *P, size_t m, size_t n, size_t k, size_t batch, int ta, int shared, tsr_dtype at) {
+    memset(P, 0, sizeof *P);
+    P->m = m, P->n = n, P->k = k, P->batch = batch, P->ta = ta, P->at = at;
+    P->a_off = th_rand() % 4, P->lda = (ta ? m : k) + th_rand() % 3;
+    P->a_stride = shared ? 0 : (ta ? k : m) * P->lda;
+    P->na = P->a_off + (shared ? 1 : batch) * (ta ? k : m) * P->lda + 2;
+    P->nb = batch * k * n, P->nc = GUARD + batch * m * n + GUARD;
+    P->a = malloc(P->na * sizeof(float)), P->b = malloc(P->nb * sizeof(float));
+    P->c = malloc(P->nc * sizeof(float)), P->ref = malloc(batch * m * n * sizeof(double));
+    th_fill_uniform_typed(at, P->a, P->na, -1, 1);
+    th_fill_uniform(P->b, P->nb, -1, 1);
+    P->da = th_buffer_from_typed(dev, at, P->a, P->na);
+    P->db = th_buffer_from(dev, P->b, P->nb);
+    P->dc = th_buffer(dev, P->nc);
+    P->desc = (tsr_matmul_desc){.m = m, .n = n, .k = k, .batch = batch, .alpha = 1.0f, .beta = 0.0f,
+                                .trans_a = ta ? TSR_TRANS : TSR_NO_TRANS,
+                                .a = {.dtype = at, .offset = P->a_off, .ld = P->lda, .batch_stride = P->a_stride},
+                                .b = {.batch_stride = k * n}, .c = {.offset = GUARD, .batch_stride = m * n}};
+    pa_reference(P);
+}
+
+static void pa_free(pa_prob *P) {
+    free(P->a), free(P->b), free(P->c), free(P->ref);
+    clReleaseMemObject(P->da), clReleaseMemObject(P->db), clReleaseMemObject(P->dc);
+}
+
+static void pa_reset_c(pa_prob *P) {
+    for (size_t i = 0; i < P->nc; ++i) P->c[i] = SENTINEL;
+    th_poison(P->c + GUARD, P->batch * P->m * P->n);
+    TH_ASSERT_OK(tsr_upload(dev, P->dc, P->c, P->nc));
+}
+
+static void pa_expect(pa_prob *P, const char *what) {
+    th_read(dev, P->dc, P->c, P->nc);
+    for (size_t i = 0; i < GUARD; ++i)
+        if (P->c[i] != SENTINEL || P->c[P->nc - 1 - i] != SENTINEL)
+            fail_msg("%s: %zux%zux%zu: a guard around C was written", what, P->m, P->n, P->k);
+    for (size_t i = 0; i < P->batch * P->m * P->n; ++i) {
+        double got = P->c[GUARD + i], want = P->ref[i];
+        if (!(fabs(got - want) <= 1e-4 * (1.0 + fabs(want))))
+            fail_msg("%s: %zux%zux%zu batch %zu ta %d %s a_off %zu lda %zu stride %zu: C[%zu] = %.9g, expected %.9g",
+                     what, P->m, P->n, P->k, P->batch, P->ta, tsr_dtype_str(P->at), P->a_off, P->lda, P->a_stride, i,
+                     got, want);
+    }
+}
+
+static void pa_run(pa_prob *P, const char *what) {
+    pa_reset_c(P);
+    TH_ASSERT_OK(tsr_matmul(dev, &P->desc, P->da, P->db, P->dc, NULL, NULL));
+    pa_expect(P, what);
+}
+
+/* New values for A on the host and the device, written behind tessera's back (not told). */
+static void pa_rewrite_a(pa_prob *P) {
+    th_fill_uniform_typed(P->at, P->a, P->na, -1, 1);
+    /* the stored bytes through the host and a plain write (Oclgrind's --uninitialized checker
+     * does not carry the initialized state through clEnqueueCopyBuffer) */
+    const size_t bytes = P->na * tsr_dtype_size(P->at);
+    cl_mem fresh = th_buffer_from_typed(dev, P->at, P->a, P->na);
+    unsigned char *raw = malloc(bytes);
+    cl_command_queue q = tsr_device_queue(dev);
+    assert_int_equal(clEnqueueReadBuffer(q, fresh, CL_TRUE, 0, bytes, raw, 0, NULL, NULL), CL_SUCCESS);
+    assert_int_equal(clEnqueueWriteBuffer(q, P->da, CL_TRUE, 0, bytes, raw, 0, NULL, NULL), CL_SUCCESS);
+    free(raw);
+    clReleaseMemObject(fresh);
+}
+
+static void packed_a_kept(void **state) {
+    (void)state;
+    for (size_t c = 0; c < sizeof packed_configs / sizeof *packed_configs; ++c) {
+        if (!th_try_override(dev, "gemm", packed_configs[c])) continue;
+        const int cases = th_oclgrind_mode() ? 3 : 10;
+        for (int t = 0; t < cases; ++t) {
+            const size_t batch = t % 3 == 2 ? 3 : 1;
+            const int shared = t % 2, ta = (t / 2) % 2;
+            const bool kept = batch == 1 || shared;
+            const tsr_dtype at = t % 5 == 4 ? (th_rand() & 1 ? TSR_F16 : TSR_BF16) : TSR_F32;
+            pa_prob P;
+            pa_make(&P, rand_in(1, 40), rand_in(1, 70), t % 4 == 1 ? rand_in(129, 300) : rand_in(1, 90), batch, ta, shared, at);
+            TH_ASSERT_OK(tsr_buffer_set_constant(P.da, true));
+            pa_run(&P, packed_configs[c]);
+            assert_int_equal(tsr_derived_count_of(P.da, NULL), kept ? 1 : 0);
+            pa_run(&P, "the packed panels again"); /* made once */
+            assert_int_equal(tsr_derived_count_of(P.da, NULL), kept ? 1 : 0);
+            if (kept) {
+                /* a write tessera is not told of keeps the old product (the documented contract:
+                 * the kept panels really serve the calls); tsr_buffer_changed brings the new A in */
+                pa_rewrite_a(&P);
+                pa_run(&P, "A written behind tessera's back (the old A's product, as documented)");
+                TH_ASSERT_OK(tsr_buffer_changed(P.da));
+                pa_reference(&P);
+                pa_run(&P, "after tsr_buffer_changed");
+                assert_int_equal(tsr_derived_count_of(P.da, NULL), 1);
+            }
+            /* unmarked: packed per call again, following A */
+            TH_ASSERT_OK(tsr_buffer_set_constant(P.da, false));
+            assert_int_equal(tsr_derived_count_of(P.da, NULL), 0);
+            pa_rewrite_a(&P);
+            pa_reference(&P);
+            pa_run(&P, "unmarked, A rewritten");
+            pa_free(&P);
+        }
+        /* a graph recorded with the panels kept packs in the recording: each replay follows A */
+        pa_prob P;
+        pa_make(&P, 19, 33, 47, 1, 0, 0, TSR_F32);
+        TH_ASSERT_OK(tsr_buffer_set_constant(P.da, true));
+        pa_run(&P, "the warm call");
+        assert_int_equal(tsr_derived_count_of(P.da, NULL), 1);
+        tsr_graph *g = NULL;
+        pa_reset_c(&P);
+        TH_ASSERT_OK(tsr_graph_begin(dev, NULL));
+        TH_ASSERT_OK(tsr_matmul(dev, &P.desc, P.da, P.db, P.dc, NULL, NULL));
+        TH_ASSERT_OK(tsr_graph_end(dev, &g));
+        pa_expect(&P, "the recording call");
+        pa_rewrite_a(&P);
+        TH_ASSERT_OK(tsr_buffer_changed(P.da));
+        pa_reference(&P);
+        pa_reset_c(&P);
+        TH_ASSERT_OK(tsr_graph_launch(g, NULL, NULL));
+        assert_int_equal(clFinish(tsr_device_queue(dev)), CL_SUCCESS);
+        pa_expect(&P, "a replay after A changed");
+        tsr_graph_destroy(g);
+        pa_free(&P);
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(accuracy),
@@ -481,6 +643,7 @@ int main(void) {
         cmocka_unit_test(plans_and_cap),
         cmocka_unit_test(two_threads),
         cmocka_unit_test(graphs),
+        cmocka_unit_test(packed_a_kept),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);
 }

@@ -975,19 +975,52 @@ done:
     return status;
 }
 
-/* Warns, once per marked buffer, that p's B runs as stored where its kept strips were due (`why`
- * they are not); silent for a B that is not marked. */
-static void strips_missed(const gemm_problem *p, const char *why) {
-    if (tsr_derived_first_miss(p->b))
-        tsr_warn("gemm: B's buffer is marked constant but its kept strips cannot be used: %s; the call reads B as "
-                 "stored (slower at small M; said once per buffer)",
-                 why);
+/* Warns, once per marked buffer, that the operand in `buf` runs as stored where its kept copy
+ * (`what`: "kept strips", "kept packed panels") was due (`why` it is not); silent for a buffer that
+ * is not marked. */
+static void kept_missed(cl_mem buf, char operand, const char *what, const char *why) {
+    if (tsr_derived_first_miss(buf))
+        tsr_warn("gemm: %c's buffer is marked constant but its %s cannot be used: %s; the call reads %c as stored "
+                 "(said once per buffer)",
+                 operand, what, why, operand);
 }
 
-/* The kept strips of p's B (strips_apply): *out retained (NULL: run as stored) and *ready the
- * event to wait for (NULL: none). While the calling thread records a graph, only strips already
- * derived and current are used (the derivation is never recorded), and the graph notes them so
- * that a replay after B changed fails instead of reading a stale copy. */
+/* The kept copy `key` (`bytes` long, made by `fill`) of the operand in `src` from byte `offset`:
+ * *out retained (NULL: run as stored) and *ready the event to wait for (NULL: none). While the
+ * calling thread records a graph, only a copy already derived and current is used (the derivation
+ * is never recorded), and the graph notes it so that a replay after the source changed fails
+ * instead of reading a stale copy. */
+static void gemm_kept(tsr_device *dev, cl_mem src, size_t offset, char operand, const char *what, const char *key,
+                      size_t bytes, tsr_derive_fn fill, void *job, cl_command_queue queue, cl_mem *out,
+                      cl_event *ready) {
+    *out = NULL, *ready = NULL;
+    tsr_status st;
+    const bool capturing = tsr_graph_capturing();
+    if (capturing) {
+        tsr_derived_ref ref;
+        st = tsr_derived_peek(dev, src, offset, key, out, &ref);
+        if (st == TSR_SUCCESS && *out) tsr_graph_note_derived(&ref);
+    } else {
+        st = tsr_derived_get(dev, src, offset, key, bytes, fill, job, queue, out, ready);
+    }
+    if (st != TSR_SUCCESS) { /* no copy: the call runs as it would have (and reports its own errors) */
+        char why[256];
+        snprintf(why, sizeof why, "making them failed (%s)", tsr_last_error());
+        tsr_clear_diagnostics();
+        *out = NULL, *ready = NULL;
+        kept_missed(src, operand, what, why);
+    } else if (!*out) {
+        char why[160];
+        if (capturing)
+            snprintf(why, sizeof why, "a graph recorded them before they were made (run the call once first)");
+        else
+            snprintf(why, sizeof why, "%zu bytes do not fit the kept data's cap (%zu bytes) or device memory", bytes,
+                     tsr_derived_cap(dev));
+        kept_missed(src, operand, what, why);
+    }
+}
+
+/* The kept strips of p's B (strips_apply; gemm_kept). */
 static void gemm_strips(tsr_device *dev, const gemm_problem *p, size_t nwi, cl_command_queue queue,
                         cl_event input_ready, cl_mem *out, cl_event *ready) {
     *out = NULL, *ready = NULL;
@@ -997,37 +1030,63 @@ static void gemm_strips(tsr_device *dev, const gemm_problem *p, size_t nwi, cl_c
     if (tsr_size_mad("gemm: B's strips", ceil_div(p->n, nwi) * nwi, p->k, 0, &bytes) != TSR_SUCCESS ||
         tsr_size_mad("gemm: B's strips", bytes, elt, 0, &bytes) != TSR_SUCCESS) {
         tsr_clear_diagnostics(); /* too large to keep: run as stored */
-        strips_missed(p, "they would be larger than memory can address");
+        kept_missed(p->b, 'B', "kept strips", "they would be larger than memory can address");
         return;
     }
     char key[96];
     snprintf(key, sizeof key, "gemm strips %s w%zu k%zu n%zu ld%zu t0", tsr_dtype_str(p->types.b), nwi, p->k, p->n,
              p->ldb);
-    tsr_status st;
-    const bool capturing = tsr_graph_capturing();
-    if (capturing) {
-        tsr_derived_ref ref;
-        st = tsr_derived_peek(dev, p->b, p->b_off * elt, key, out, &ref);
-        if (st == TSR_SUCCESS && *out) tsr_graph_note_derived(&ref);
-    } else {
-        strip_job job = {p, nwi, input_ready};
-        st = tsr_derived_get(dev, p->b, p->b_off * elt, key, bytes, strips_fill, &job, queue, out, ready);
-    }
-    if (st != TSR_SUCCESS) { /* no strips: the call runs as it would have (and reports its own errors) */
-        char why[256];
-        snprintf(why, sizeof why, "making them failed (%s)", tsr_last_error());
+    strip_job job = {p, nwi, input_ready};
+    gemm_kept(dev, p->b, p->b_off * elt, 'B', "kept strips", key, bytes, strips_fill, &job, queue, out, ready);
+}
+
+/* Kept packed A: where A's buffer is marked constant and one A serves every batch entry (a_stride 0
+ * or batch 1), the tiled kernel's packed A panels ([row tile][k][MWI] fp32, zero-padded past M:
+ * pack_a) are made once per content instead of at every call (tsr_derived_get, keyed by MWI, M, K,
+ * lda, TA and A's type; the source's offset is part of the entry). conv2d's im2col and pointwise
+ * GEMMs have the weights as A: ResNet-50's 8x512x14x14 3x3/2 layer by im2col spent 8.5% of its
+ * kernels' time in pack_a (perf, 2-core Cascade Lake Xeon, session 32). */
+typedef struct pack_a_job {
+    const gemm_problem *p;
+    const tsr_config *cfg;
+    tsr_kernel *pack;
+    size_t stride;
+    cl_event input_ready;
+} pack_a_job;
+
+static tsr_status packed_a_fill(tsr_device *dev, void *ctx, cl_mem out, cl_command_queue queue, cl_event *done) {
+    const pack_a_job *j = ctx;
+    /* zeroed first, as the packing workspace is (a host write, for Oclgrind's checker): a re-made
+     * copy drew Oclgrind's uninitialized-value reports on the rows past M without it (which no
+     * stored result reads) */
+    const size_t bytes = j->stride * sizeof(float);
+    void *zeros = calloc(1, bytes);
+    if (!zeros) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "gemm: out of host memory zeroing A's kept panels");
+    cl_int err = clEnqueueWriteBuffer(queue, out, CL_TRUE, 0, bytes, zeros, 0, NULL, NULL);
+    free(zeros);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "clEnqueueWriteBuffer(A's kept panels)", __FILE__, __LINE__);
+    return enqueue_pack(dev, j->pack, queue, j->p, j->cfg, 'a', out, j->stride, NULL, j->input_ready, done);
+}
+
+static void gemm_kept_packed_a(tsr_device *dev, const gemm_problem *p, const tsr_config *cfg, tsr_kernel *pack,
+                               size_t stride, cl_command_queue queue, cl_event input_ready, cl_mem *out,
+                               cl_event *ready) {
+    *out = NULL, *ready = NULL;
+    /* (a call being recorded packs as before: the graph's replays then follow A's writes, as
+     * conv2d's recorded derivations do, instead of failing once A changed) */
+    if (!tsr_derived_any() || (p->a_stride && p->batch > 1) || !tsr_derived_may_hold(p->a) || tsr_graph_capturing())
+        return;
+    size_t bytes;
+    if (tsr_size_mad("gemm: A's packed panels", stride, sizeof(float), 0, &bytes) != TSR_SUCCESS) {
         tsr_clear_diagnostics();
-        *out = NULL, *ready = NULL;
-        strips_missed(p, why);
-    } else if (!*out) {
-        char why[160];
-        if (capturing)
-            snprintf(why, sizeof why, "a graph recorded them before they were made (run the call once first)");
-        else
-            snprintf(why, sizeof why, "%zu bytes do not fit the kept data's cap (%zu bytes) or device memory", bytes,
-                     tsr_derived_cap(dev));
-        strips_missed(p, why);
+        return; /* (the per-call pack reports the same size) */
     }
+    char key[96];
+    snprintf(key, sizeof key, "gemm packed A %s mwi%d m%zu k%zu ld%zu t%d", tsr_dtype_str(p->types.a),
+             cfg->values[P_MWI], p->m, p->k, p->lda, p->ta ? 1 : 0);
+    pack_a_job job = {p, cfg, pack, stride, input_ready};
+    gemm_kept(dev, p->a, p->a_off * tsr_dtype_size(p->types.a), 'A', "kept packed panels", key, bytes, packed_a_fill,
+              &job, queue, out, ready);
 }
 
 /* Enqueue packs (if any) and the GEMM, after `input_ready` (may be NULL). *event (may be NULL)
@@ -1060,6 +1119,8 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     size_t nwi = (size_t)v[P_VW] * v[P_NVW];
     cl_mem strips = NULL; /* B's kept strips (gemm_strips) */
     cl_event strips_ready = NULL;
+    cl_mem kept_a = NULL; /* A's kept packed panels (gemm_kept_packed_a) */
+    cl_event kept_a_ready = NULL;
     if (tsr_derived_any() && strips_apply(dev, p, cfg))
         gemm_strips(dev, p, nwi, queue, input_ready, &strips, &strips_ready);
     if (strips) variant += GEMM_BSTRIP_VARIANT;
@@ -1073,7 +1134,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         tsr_clear_diagnostics();
         tsr_derived_done(strips, strips_ready, NULL); /* nothing enqueued reads it */
         strips = NULL, strips_ready = NULL;
-        strips_missed(p, why);
+        kept_missed(p->b, 'B', "kept strips", why);
         variant -= GEMM_BSTRIP_VARIANT;
         status = gemm_kernels_for(dev, cfg, variant, pack_a, pack_b, &kernels);
     }
@@ -1114,14 +1175,20 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         /* With a_stride 0 (a shared A) the batch is not bounded by A's buffer: check the panels' size. */
         TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", round_up(p->m, (size_t)v[P_MWI]), p->k, 0, &stride),
                   unlock);
-        /* a shared A (a_stride 0) is packed once and read by every batch entry */
-        TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", stride, p->a_stride ? p->batch : 1, 0, &bytes),
-                  unlock);
-        TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", bytes, sizeof(float), 0, &bytes), unlock);
-        TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_A, bytes, &ws, &wait), unlock);
-        TSR_CHECK(status, enqueue_pack(dev, kernels.pack_a, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]),
-                  unlock);
-        q.a = ws; q.a_off = 0; q.a_stride = p->a_stride ? stride : 0;
+        gemm_kept_packed_a(dev, p, cfg, kernels.pack_a, stride, queue, input_ready, &kept_a, &kept_a_ready);
+        if (kept_a) {
+            q.a = kept_a; q.a_off = 0; q.a_stride = 0;
+        } else {
+            /* a shared A (a_stride 0) is packed once and read by every batch entry */
+            TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", stride, p->a_stride ? p->batch : 1, 0, &bytes),
+                      unlock);
+            TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", bytes, sizeof(float), 0, &bytes), unlock);
+            TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_A, bytes, &ws, &wait), unlock);
+            TSR_CHECK(status,
+                      enqueue_pack(dev, kernels.pack_a, queue, p, cfg, 'a', ws, stride, wait, input_ready, &packed[0]),
+                      unlock);
+            q.a = ws; q.a_off = 0; q.a_stride = p->a_stride ? stride : 0;
+        }
     }
     if (pack_b) {
         size_t stride, bytes;
@@ -1198,10 +1265,11 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         kernel = launched->kernel;
         /* each block after the packs (and the caller's event), and after the block before it:
          * the queue may be out of order */
-        cl_event waits[5];
+        cl_event waits[6];
         cl_uint nwaits = 0;
         if (blk == 0) {
             if (strips_ready) waits[nwaits++] = strips_ready;
+            if (kept_a_ready) waits[nwaits++] = kept_a_ready;
             if (packed[0]) waits[nwaits++] = packed[0];
             if (packed[1]) waits[nwaits++] = packed[1];
             if (input_ready) waits[nwaits++] = input_ready;
@@ -1235,7 +1303,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
         if (done) clReleaseEvent(done);
         done = ev;
     }
-    if (pack_a) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done);
+    if (pack_a && !kept_a) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done);
     if (pack_b) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done);
     if (norm) tsr_workspace_set_last_use(dev, TSR_WS_NORM, done);
     if (acc) tsr_workspace_set_last_use(dev, TSR_WS_SPLIT_K, done);
@@ -1250,9 +1318,10 @@ unlock:
     }
     pthread_mutex_unlock(&dev->lock);
 done:
-    if (strips) {
-        if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still read the copy */
+    if (strips || kept_a) {
+        if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still read the copies */
         tsr_derived_done(strips, strips_ready, status == TSR_SUCCESS ? done : NULL);
+        tsr_derived_done(kept_a, kept_a_ready, status == TSR_SUCCESS ? done : NULL);
     }
     if (first && status == TSR_SUCCESS) {
         *first = packed[0] ? packed[0] : packed[1] ? packed[1] : first_launch;
@@ -1310,6 +1379,8 @@ static tsr_status gemm_launch_images(tsr_device *dev, const gemm_problem *p, con
     int variant = GEMM_TRANSPOSES * gemm_type_set_index(&p->types);
     size_t nwi = (size_t)v[P_VW] * v[P_NVW], np = p->batch * p->n, tiles = ceil_div(np, nwi);
     cl_event packed[2] = {NULL, NULL}, done = NULL;
+    cl_mem kept_a = NULL; /* A's kept packed panels (gemm_kept_packed_a) */
+    cl_event kept_a_ready = NULL;
     gemm_kernels gk; /* the batched launch's program, which holds pack_a */
     TSR_CHECK(status, gemm_kernels_for(dev, &cfg, variant, true, true, &gk), done);
     tsr_kernel *k[TSR_LAUNCH_KERNELS];
@@ -1326,9 +1397,14 @@ static tsr_status gemm_launch_images(tsr_device *dev, const gemm_problem *p, con
     TSR_CHECK(status, tsr_size_mad("gemm: the packed A panels", a_stride, sizeof(float), 0, &a_bytes), unlock);
     TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", tiles * nwi, p->k, 0, &b_bytes), unlock);
     TSR_CHECK(status, tsr_size_mad("gemm: the packed B panels", b_bytes, sizeof(float), 0, &b_bytes), unlock);
-    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_A, a_bytes, &ap, &wait), unlock);
-    TSR_CHECK(status, enqueue_pack(dev, gk.pack_a, queue, p, &cfg, 'a', ap, a_stride, wait, input_ready, &packed[0]),
-              unlock);
+    gemm_kept_packed_a(dev, p, &cfg, gk.pack_a, a_stride, queue, input_ready, &kept_a, &kept_a_ready);
+    if (kept_a) {
+        ap = kept_a, packed[0] = kept_a_ready, kept_a_ready = NULL; /* (packed[0] released below) */
+    } else {
+        TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_A, a_bytes, &ap, &wait), unlock);
+        TSR_CHECK(status,
+                  enqueue_pack(dev, gk.pack_a, queue, p, &cfg, 'a', ap, a_stride, wait, input_ready, &packed[0]), unlock);
+    }
     TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_PACK_B, b_bytes, &bp, &wait), unlock);
     {
         cl_kernel pack = k[1]->kernel;
@@ -1368,22 +1444,30 @@ static tsr_status gemm_launch_images(tsr_device *dev, const gemm_problem *p, con
         SET(p->scale); SET(scale_off); SET(scale_on); SET(p->bias); SET(bias_off); SET(bias_on); SET(act);
         SET(p->res); SET(res_off); SET(res_type);
 #undef SET
-        TSR_CL_CHECK(status, tsr_enqueue_kernel(queue, kernel, 2, NULL, global, local, 2, packed, &done), gemm_set);
+        /* (packed[0] NULL: the kept panels needed no waiting) */
+        const cl_uint nwaits = packed[0] ? 2 : 1;
+        TSR_CL_CHECK(status,
+                     tsr_enqueue_kernel(queue, kernel, 2, NULL, global, local, nwaits, packed + (2 - nwaits), &done),
+                     gemm_set);
     gemm_set:
         tsr_kernel_unlock(k[0]);
     }
     if (status == TSR_SUCCESS) {
-        tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done);
+        if (!kept_a) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, done);
         tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, done);
     }
 unlock:
     /* a pack enqueued before a later step failed still writes its panels: their next user waits */
     if (status != TSR_SUCCESS) {
-        if (packed[0]) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, packed[0]);
+        if (packed[0] && !kept_a) tsr_workspace_set_last_use(dev, TSR_WS_PACK_A, packed[0]);
         if (packed[1]) tsr_workspace_set_last_use(dev, TSR_WS_PACK_B, packed[1]);
     }
     pthread_mutex_unlock(&dev->lock);
 done:
+    if (kept_a) {
+        if (status != TSR_SUCCESS) clFinish(queue); /* nothing enqueued may still read the copy */
+        tsr_derived_done(kept_a, NULL, status == TSR_SUCCESS ? done : NULL);
+    }
     for (int i = 0; i < 2; ++i)
         if (packed[i]) clReleaseEvent(packed[i]);
     if (done) {

@@ -45,7 +45,15 @@ bool ab_parse_var(const char *tool, const char *s, ab_var *v) {
     memset(v, 0, sizeof *v);
     memcpy(v->label, s, (size_t)(eq - s));
     memcpy(v->dir, eq + 1, (size_t)(bar - eq - 1));
-    snprintf(v->config, sizeof v->config, "%s", strcmp(bar + 1, "builtin") ? bar + 1 : "");
+    const char *bar2 = strchr(bar + 1, '|'); /* an optional |GEMM: that device's GEMM configuration */
+    const size_t clen = bar2 ? (size_t)(bar2 - bar - 1) : strlen(bar + 1);
+    if (bar2 && strlen(bar2 + 1) >= sizeof v->gemm) {
+        fprintf(stderr, "%s: --var's GEMM configuration is too long: '%s'\n", tool, s);
+        return false;
+    }
+    snprintf(v->config, sizeof v->config, "%.*s", (int)clen, bar + 1);
+    if (!strcmp(v->config, "builtin")) v->config[0] = '\0';
+    if (bar2) snprintf(v->gemm, sizeof v->gemm, "%s", bar2 + 1);
     return true;
 }
 
@@ -85,7 +93,8 @@ bool ab_open(const char *tool, const char *selector, const char *dir, tsr_device
 bool ab_open_vars(const char *tool, const char *selector, const char *op, ab_var *var, int nvar, int rounds) {
     for (int v = 0; v < nvar; ++v) {
         if (!ab_open(tool, selector, var[v].dir, &var[v].dev)) return false;
-        if (tsr_config_override(var[v].dev, op, var[v].config) != TSR_SUCCESS) {
+        if (tsr_config_override(var[v].dev, op, var[v].config) != TSR_SUCCESS ||
+            (var[v].gemm[0] && tsr_config_override(var[v].dev, "gemm", var[v].gemm) != TSR_SUCCESS)) {
             fprintf(stderr, "%s: %s: %s\n", tool, var[v].label, tsr_last_error());
             return false;
         }
@@ -98,14 +107,15 @@ bool ab_open_vars(const char *tool, const char *selector, const char *op, ab_var
 void ab_print_vars(const ab_opts *o, const ab_var *var, int nvar) {
     printf("{\"rounds\": %d, \"calls\": %d, \"batch\": %zu, \"variants\": [", o->rounds, o->calls, o->batch);
     for (int v = 0; v < nvar; ++v)
-        printf("%s{\"label\": \"%s\", \"kernel_dir\": \"%s\", \"config\": \"%s\"}", v ? ", " : "", var[v].label,
-               var[v].dir, var[v].config);
+        printf("%s{\"label\": \"%s\", \"kernel_dir\": \"%s\", \"config\": \"%s\", \"gemm\": \"%s\"}", v ? ", " : "",
+               var[v].label, var[v].dir, var[v].config, var[v].gemm);
     printf("]}\n");
 }
 
 void ab_close_vars(const char *op, ab_var *var, int nvar) {
     for (int v = 0; v < nvar; ++v) {
         tsr_config_override(var[v].dev, op, NULL);
+        if (var[v].gemm[0]) tsr_config_override(var[v].dev, "gemm", NULL);
         tsr_device_close(var[v].dev);
         free(var[v].wall), free(var[v].cpu);
     }

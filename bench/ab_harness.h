@@ -36,13 +36,13 @@ bool ab_check(const char *tool, const ab_opts *o);
 /* One variant: LABEL=DIR|CONFIG, its device (TSR_KERNEL_DIR=DIR, CONFIG overriding `op`) and its
  * per-round wall and CPU microseconds per call. */
 typedef struct ab_var {
-    char label[64], dir[512], config[256];
+    char label[64], dir[512], config[256], gemm[256]; /* gemm: the GEMM's override ("": none) */
     tsr_device *dev;
     double *wall, *cpu;
 } ab_var;
 
-/* Parses LABEL=DIR|CONFIG ("builtin": no CONFIG) into v; says what it takes and returns false
- * when s is not that. */
+/* Parses LABEL=DIR|CONFIG[|GEMM] ("builtin": no CONFIG; GEMM: the variant's GEMM configuration,
+ * for ops that run GEMMs) into v; says what it takes and returns false when s is not that. */
 bool ab_parse_var(const char *tool, const char *s, ab_var *v);
 /* The whole command line of a tool taking [--device SEL] [--rounds N] [--calls N] [--batch N]
  * [--layers LIST] [--var LABEL=DIR|CONFIG]... (at most maxvar --var; none: one "builtin"), its

@@ -13,6 +13,7 @@
  * Prints one JSON line per layer with, per variant, the medians over the rounds of the wall time
  * and the process CPU time per call (the CPU time counts PoCL's worker threads: less sensitive to
  * other processes on a shared machine) and GFLOP/s by each (by CPU time: per core).
+ * A --var LABEL=DIR|CONFIG|GEMM also overrides that variant's GEMM configuration (im2col's GEMMs).
  * Layers: l1.3x3 l2.3x3s2 l2.3x3 l3.3x3s2 l3.3x3 l4.3x3s2 l4.3x3, or "all" (the default). */
 #include "ab_harness.h"
 #include "tessera.h"

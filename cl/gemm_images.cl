@@ -98,8 +98,11 @@ __kernel void pack_b_images(const int P, const int NP, const int K, __global con
 
 // One work-item: MWI rows x up to NT tiles of NWI columns, one tile after the other, the tiles
 // spread evenly over dimension 1's items as gemm.cl's TILE_START does (the host launches at least
-// ceil(tiles / NT)). Ap: gemm.cl's pack_a panels ([row tile][k][MWI]), Bp: pack_b_images'.
-__kernel void gemm_images(const int M, const int NP, const int K, const int P, const float alpha, const float beta,
+// ceil(tiles / NT)). Ap: gemm.cl's pack_a panels ([row tile][k][MWI]), Bp: pack_b_images', each
+// panel KP k-steps long; this launch sums the K steps from K0 on (the host's K blocks: beta 1 and
+// no epilogue but the scale in all but the last, as gemm.cl's launches).
+__kernel void gemm_images(const int M, const int NP, const int K, const int KP, const int K0, const int P,
+                          const float alpha, const float beta,
                           __global const float *Ap, __global const float *Bp, __global C_ELT *C, const ulong c_off,
                           const ulong c_image, __global const float *scale, const ulong scale_off, const int scale_on,
                           __global const float *bias, const ulong bias_off, const int bias_on, const int act,
@@ -115,8 +118,8 @@ __kernel void gemm_images(const int M, const int NP, const int K, const int P, c
         floatv acc[MWI][NVW];
         _Pragma("unroll") for (int m = 0; m < MWI; ++m)
             _Pragma("unroll") for (int v = 0; v < NVW; ++v) acc[m][v] = (floatv)(0.0f);
-        const __global float *ap = Ap + (size_t)it * K * MWI;
-        const __global float *bp = Bp + (size_t)jt * K * NWI;
+        const __global float *ap = Ap + ((size_t)it * KP + K0) * MWI;
+        const __global float *bp = Bp + ((size_t)jt * KP + K0) * NWI;
 #define IMG_BODY(k)                                                                                \
     {                                                                                              \
         floatv bv[NVW];                                                                            \

@@ -380,6 +380,40 @@ static void pointwise_batch(void **state) {
     }
 }
 
+/* The same GEMM across images with K in blocks (gemm_launch_images: a launch per KC = 128 k-steps,
+ * each adding into y, the epilogue in the last): deep 1x1 layers (K = 300) and a 3x3 one by im2col
+ * (K = 180), with y itself as the residual, a residual of its own, the scale in every block, and a
+ * 16-bit y (one launch: no 16-bit partial sums), under forced GEMM configurations (16- and
+ * 4-float vectors). */
+static const epi_case deep_cases[] = {
+    {.N = 3, .C = 300, .H = 5, .W = 7, .K = 20, .R = 1, .S = 1, .act = TSR_ACT_RELU, .scale = true, .bias = true,
+     .res = 2, .off = 3},
+    {.N = 2, .C = 20, .H = 7, .W = 7, .K = 24, .R = 3, .S = 3, .pad = 1, .act = TSR_ACT_GELU_TANH, .scale = true,
+     .bias = true, .res = 1, .off = 1},
+    {.N = 2, .C = 300, .H = 5, .W = 5, .K = 12, .R = 1, .S = 1, .bias = true, .res = 1, .xt = TSR_F16,
+     .wt = TSR_F16, .yt = TSR_F16, .off = 2},
+};
+
+static void deep_k_blocks(void **state) {
+    (void)state;
+    static const char *const gemm_configs[] = {
+        "MWI=8 VW=16 NVW=2 KU=4 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 NT=2 KC=128",
+        "MWI=6 VW=4 NVW=2 KU=2 WGM=1 WGN=1 KWG=8 SA=0 SB=0 PACKA=1 PACKB=1 NT=4 KC=128",
+    };
+    for (size_t g = 0; g < sizeof gemm_configs / sizeof *gemm_configs; ++g) {
+        if (th_small_mode() && g > 0) break;
+        if (!th_try_override(dev, "gemm", gemm_configs[g])) continue;
+        for (size_t i = 0; i < sizeof deep_cases / sizeof deep_cases[0]; ++i) {
+            if (th_small_mode() && i > 0) break;
+            epi_data e;
+            data_make(&deep_cases[i], &e);
+            check(&deep_cases[i], &e, TSR_CONV_IM2COL, gemm_configs[g]);
+            data_free(&e);
+        }
+    }
+    TH_ASSERT_OK(tsr_config_override(dev, "gemm", NULL));
+}
+
 /* Channels-last (TSR_NHWC x, y and residual; the reference reads the descriptor's layout): every
  * case above in NHWC, plus dilation, a strided depthwise layer and an odd batch, through the
  * automatic path, im2col, direct and the CPU forms (the NHWC call transposes around whichever
@@ -526,6 +560,7 @@ int main(void) {
         cmocka_unit_test(stage2_row_runs),
         cmocka_unit_test(channels_last),
         cmocka_unit_test(pointwise_batch),
+        cmocka_unit_test(deep_k_blocks),
         cmocka_unit_test(refusals),
     };
     return TH_RUN_GROUP(tests, th_group_setup, th_group_teardown);

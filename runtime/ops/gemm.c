@@ -1089,6 +1089,18 @@ static void gemm_kept_packed_a(tsr_device *dev, const gemm_problem *p, const tsr
               &job, queue, out, ready);
 }
 
+/* K blocking, shared by gemm_launch and gemm_launch_images: blocks of `want` k-steps (0, or at
+ * least k: one block of all of K), the last one shorter. Returns their count (1 for k = 0); *kc
+ * the block length. */
+static size_t k_blocks(size_t k, size_t want, size_t *kc) {
+    *kc = want > 0 && want < k ? want : k;
+    return k ? ceil_div(k, *kc) : 1;
+}
+/* The k-steps of block `blk` of k_blocks(k, ., &kc). */
+static cl_int k_block_len(size_t k, size_t kc, size_t blk) {
+    return (cl_int)(k ? (blk * kc + kc <= k ? kc : k - blk * kc) : 0);
+}
+
 /* Enqueue packs (if any) and the GEMM, after `input_ready` (may be NULL). *event (may be NULL)
  * receives the GEMM's event and *first (may be NULL) the first command's, for timing the
  * whole launch. */
@@ -1221,8 +1233,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
             acc32 = false, acc = NULL, acc_wait = NULL;
         }
     }
-    size_t kc = v[P_KC] > 0 && (size_t)v[P_KC] < q.k && (q.types.c == TSR_F32 || acc32) ? (size_t)v[P_KC] : q.k;
-    size_t nblocks = q.k ? ceil_div(q.k, kc) : 1;
+    size_t kc, nblocks = k_blocks(q.k, q.types.c == TSR_F32 || acc32 ? (size_t)v[P_KC] : 0, &kc);
     /* KP: the packed panels' k-length (gemm.cl); the gpu kernel reads 0 as "unsplit" */
     cl_int M = (cl_int)q.m, N = (cl_int)q.n, KP = v[P_KERNEL] == GEMM_GPU ? 0 : (cl_int)q.k;
     cl_int lda = (cl_int)q.lda, ldb = (cl_int)q.ldb, ldc = (cl_int)q.ldc;
@@ -1249,7 +1260,7 @@ static tsr_status gemm_launch(tsr_device *dev, const gemm_problem *p, const tsr_
     for (size_t blk = 0; blk < nblocks; ++blk) {
         size_t k0 = blk * kc;
         bool last = blk + 1 == nblocks;
-        cl_int K = (cl_int)(q.k ? (k0 + kc <= q.k ? kc : q.k - k0) : 0);
+        cl_int K = k_block_len(q.k, kc, blk);
         const bool to_acc = acc32 && !last; /* into the fp32 sums; the last block reads them */
         float beta = blk == 0 ? q.beta : acc32 && last ? 0.0f : 1.0f;
         /* where the block starts: inside each packed tile's panel, or in the matrix */
@@ -1441,13 +1452,13 @@ static tsr_status gemm_launch_images(tsr_device *dev, const gemm_problem *p, con
      * (K = 1152) level. A 16-bit C never holds partial sums (gemm_launch's reason): one launch. */
     int given_kc = given->values[P_KC]; /* (cfg's is 0: the launch records' key) */
     if (given_kc == 0 && p->k >= IMAGES_KC_FROM && !tsr_op_overridden(dev, &tsr_op_gemm)) given_kc = IMAGES_KC;
-    const size_t kc = given_kc > 0 && (size_t)given_kc < p->k && p->types.c == TSR_F32 ? (size_t)given_kc : p->k;
-    const size_t nblocks = p->k ? ceil_div(p->k, kc) : 1;
+    size_t kc;
+    const size_t nblocks = k_blocks(p->k, p->types.c == TSR_F32 && given_kc > 0 ? (size_t)given_kc : 0, &kc);
     for (size_t blk = 0; blk < nblocks; ++blk) {
         const bool last = blk + 1 == nblocks;
         cl_kernel kernel = k[0]->kernel;
         cl_int M = (cl_int)p->m, NP = (cl_int)np, KP = (cl_int)p->k, P = (cl_int)p->n;
-        cl_int K0 = (cl_int)(blk * kc), K = (cl_int)(p->k ? (blk * kc + kc <= p->k ? kc : p->k - blk * kc) : 0);
+        cl_int K0 = (cl_int)(blk * kc), K = k_block_len(p->k, kc, blk);
         cl_ulong c_off = p->c_off, c_image = p->c_stride, scale_off = p->scale_off, bias_off = p->bias_off,
                  res_off = p->res_off;
         cl_int scale_on = p->scale_axis != 0, bias_on = last && p->bias_axis != 0, act = last ? p->act : TSR_ACT_NONE,

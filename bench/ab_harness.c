@@ -37,20 +37,17 @@ bool ab_check(const char *tool, const ab_opts *o) {
 
 bool ab_parse_var(const char *tool, const char *s, ab_var *v) {
     const char *eq = strchr(s, '='), *bar = eq ? strchr(eq, '|') : NULL;
+    const char *bar2 = bar ? strchr(bar + 1, '|') : NULL; /* an optional |GEMM: that device's GEMM configuration */
+    const size_t clen = bar2 ? (size_t)(bar2 - bar - 1) : bar ? strlen(bar + 1) : 0;
     if (!eq || !bar || eq == s || (size_t)(eq - s) >= sizeof v->label || (size_t)(bar - eq - 1) >= sizeof v->dir ||
-        strlen(bar + 1) >= sizeof v->config) {
-        fprintf(stderr, "%s: --var takes LABEL=DIR|CONFIG, not '%s'\n", tool, s);
+        clen >= sizeof v->config || (bar2 && strlen(bar2 + 1) >= sizeof v->gemm)) {
+        fprintf(stderr, "%s: --var takes LABEL=DIR|CONFIG[|GEMM] (each part shorter than its limit), not '%s'\n", tool,
+                s);
         return false;
     }
     memset(v, 0, sizeof *v);
     memcpy(v->label, s, (size_t)(eq - s));
     memcpy(v->dir, eq + 1, (size_t)(bar - eq - 1));
-    const char *bar2 = strchr(bar + 1, '|'); /* an optional |GEMM: that device's GEMM configuration */
-    const size_t clen = bar2 ? (size_t)(bar2 - bar - 1) : strlen(bar + 1);
-    if (bar2 && strlen(bar2 + 1) >= sizeof v->gemm) {
-        fprintf(stderr, "%s: --var's GEMM configuration is too long: '%s'\n", tool, s);
-        return false;
-    }
     snprintf(v->config, sizeof v->config, "%.*s", (int)clen, bar + 1);
     if (!strcmp(v->config, "builtin")) v->config[0] = '\0';
     if (bar2) snprintf(v->gemm, sizeof v->gemm, "%s", bar2 + 1);

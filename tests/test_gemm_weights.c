@@ -575,6 +575,13 @@ static void pa_rewrite_a(pa_prob *P) {
     clReleaseMemObject(fresh);
 }
 
+/* Warnings about packed A panels not kept. */
+static atomic_int panel_warnings;
+static void count_panel_warning(const char *message, void *user) {
+    (void)user;
+    if (strstr(message, "kept packed panels cannot be used")) atomic_fetch_add(&panel_warnings, 1);
+}
+
 static void packed_a_kept(void **state) {
     (void)state;
     for (size_t c = 0; c < sizeof packed_configs / sizeof *packed_configs; ++c) {
@@ -608,6 +615,25 @@ static void packed_a_kept(void **state) {
             pa_rewrite_a(&P);
             pa_reference(&P);
             pa_run(&P, "unmarked, A rewritten");
+            pa_free(&P);
+        }
+        /* panels over the kept data's cap: not kept, packed per call, said once per marking */
+        {
+            pa_prob P;
+            pa_make(&P, 13, 20, 30, 1, 0, 0, TSR_F32);
+            TH_ASSERT_OK(tsr_buffer_set_constant(P.da, true));
+            tsr_derived_test_cap(64); /* bytes: smaller than any panels here */
+            atomic_store(&panel_warnings, 0);
+            tsr_set_warning_handler(count_panel_warning, NULL);
+            pa_run(&P, "packed panels over the cap");
+            assert_int_equal(tsr_derived_count_of(P.da, NULL), 0);
+            TH_ASSERT_CONTAINS(tsr_last_warning(), "cap");
+            pa_run(&P, "packed panels over the cap again");
+            assert_int_equal(atomic_load(&panel_warnings), 1);
+            tsr_set_warning_handler(NULL, NULL);
+            tsr_derived_test_cap(0);
+            pa_run(&P, "under the default cap");
+            assert_int_equal(tsr_derived_count_of(P.da, NULL), 1);
             pa_free(&P);
         }
         /* a graph recorded with the panels kept packs in the recording: each replay follows A */

@@ -26,6 +26,17 @@ What PyTorch runs, per tessera row:
   attention  "1xHxLxD" (+ causal)  torch.nn.functional.scaled_dot_product_attention, is_causal for the
                                    causal rows (Lq = Lk: both mask key j > query i)
 
+--paired (gemm and conv2d): the rows of one `tessera bench` run (its shapes, the form each call
+takes, its error) are timed again in this process, tessera through its Python package (installed
+into the same venv: `pip install .`; weights marked constant as the bench marks them) and PyTorch,
+in pairs of blocks: a block is one unmeasured call then enough calls back to back for --block-ms,
+the two sides take turns (tessera first in even pairs, PyTorch first in odd ones) with --pause / 5
+seconds of idle between blocks, and pairs go on until the median of the per-pair ratios is known
+within +-(--precision) (its ~95% order-statistics bounds) or --paired-budget seconds are spent on
+the row (at least --min-pairs pairs). On a VM whose speed moves by 2x within seconds, rows timed
+seconds apart (the rounds above) can land in different phases; a pair's two blocks see the same
+one. Each ratio is written with its bounds, its range and the number of pairs.
+
 The script is not part of the test suite (PyTorch is a multi-GB install). It re-runs itself under
 the virtual environment's Python when the current one has no torch.
 """
@@ -307,6 +318,190 @@ def markdown_table(path):
               f"**{vs['ratio']:.2f}** ({vs['min']:.2f}–{vs['max']:.2f}) | {obr} |")
 
 
+# ---------------------------------------------------------------- paired blocks (--paired)
+
+def tessera_workload(row, dev):
+    """(run, check) for a gemm or conv2d row of `tessera bench` on tessera's Python package: run makes
+    one call and waits for it (as the bench's timed call does); check returns its relative error
+    against float64 on the same inputs (of the output as the last call left it: its buffer starts
+    poisoned with NaN, so a call that writes nothing reads as an infinite error). None when the row
+    is not one of those."""
+    import numpy as np
+    import tessera
+    op, shape, impl = row["op"], row["shape"], row["impl"]
+    rng = np.random.default_rng(zlib.crc32(f"tessera|{op}|{shape}".encode()))
+    if op == "gemm" and impl == "tessera":
+        dims = [int(v) for v in shape.split("x")]
+        batch, m, n, k = dims if len(dims) == 4 else [1] + dims
+        ha = rng.uniform(-0.5, 0.5, (batch, m, k)).astype(np.float32)
+        hb = rng.uniform(-0.5, 0.5, (batch, k, n)).astype(np.float32)
+        if batch == 1:
+            ha, hb = ha[0], hb[0]
+        a, b = tessera.to_device(ha, device=dev), tessera.to_device(hb, device=dev)
+        c = tessera.to_device(np.full(ha.shape[:-1] + (n,), np.nan, np.float32), device=dev)  # poisoned
+
+        def run():
+            tessera.gemm(a, b, out=c, device=dev)
+            dev.finish()
+
+        def check():
+            ref = np.matmul(ha.astype(np.float64), hb.astype(np.float64))
+            return float(np.linalg.norm(c.get() - ref) / np.linalg.norm(ref))
+        return run, check
+    mt = CONV_SHAPE.match(shape) if op == "conv2d" and impl.startswith("tessera(") else None
+    if mt:
+        import torch
+        nb, ch, h, w, k, r, s_, stride, pad = (int(v) for v in mt.groups()[:9])
+        groups, dilation = int(mt.group(10) or 1), int(mt.group(11) or 1)
+        hx = rng.uniform(-1, 1, (nb, ch, h, w)).astype(np.float32)
+        hw = rng.uniform(-0.1, 0.1, (k, ch // groups, r, s_)).astype(np.float32)
+        x, wt = tessera.to_device(hx, device=dev), tessera.to_device(hw, device=dev)
+        wt.set_constant()  # as `tessera bench conv2d` (--weights kept, its default)
+        p = (h + 2 * pad - dilation * (r - 1) - 1) // stride + 1
+        q = (w + 2 * pad - dilation * (s_ - 1) - 1) // stride + 1
+        y = tessera.to_device(np.full((nb, k, p, q), np.nan, np.float32), device=dev)  # poisoned
+
+        def run():
+            tessera.conv2d(x, wt, None, stride, pad, dilation, groups, out=y, device=dev)
+            dev.finish()
+
+        def check():
+            ref = torch.nn.functional.conv2d(torch.from_numpy(hx).double(), torch.from_numpy(hw).double(), None,
+                                             stride, pad, dilation, groups).numpy()
+            return float(np.linalg.norm(y.get() - ref) / np.linalg.norm(ref))
+        return run, check
+    return None
+
+
+def median_bounds(values):
+    """The median of `values` and its ~95% order-statistics bounds (None, None when too few)."""
+    v = sorted(values)
+    n = len(v)
+    half = 1.96 * math.sqrt(n * 0.25)
+    lo, hi = math.floor(n * 0.5 - half), math.ceil(n * 0.5 + half)
+    if lo < 0 or hi > n - 1:
+        return statistics.median(v), None, None
+    return statistics.median(v), v[lo], v[hi]
+
+
+def time_block(run, calls):
+    """One unmeasured call, then `calls` back to back: (wall ms, process CPU ms) per call."""
+    run()
+    w, c = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        run()
+    return (time.perf_counter() - w) / calls * 1e3, (time.process_time() - c) / calls * 1e3
+
+
+def calls_for(run, block_ms):
+    """Calls that make a block of about block_ms (after a warm-up), at least 1."""
+    run()
+    t = time.perf_counter()
+    run()
+    ms = (time.perf_counter() - t) * 1e3
+    return max(1, min(1000, int(block_ms / max(ms, 1e-3))))
+
+
+def paired_row(row, dev, args, checks):
+    """tessera's row and PyTorch's timed in pairs of blocks; returns (tessera row, pytorch row) or None."""
+    tw = tessera_workload(row, dev)
+    pw = torch_workload(row)
+    if tw is None or pw is None:
+        return None
+    trun, tcheck = tw
+    impl, what, prun, out, ref, flops, nbytes = pw
+    trun()
+    terr = tcheck()  # a correct call is what gets timed: its error against float64, this process's inputs
+    if not math.isfinite(terr):
+        die(f"{row['op']} {row['shape']}: tessera's output in this process holds NaN or Inf")
+    key = (row["op"], row["shape"], impl)
+    if key not in checks:
+        got = prun() if out is None else (out.fill_(float("nan")), prun(), out)[2]
+        checks[key] = rel_err(got, ref())
+    sides = {"tessera": (trun, calls_for(trun, args.block_ms)), "pytorch": (prun, calls_for(prun, args.block_ms))}
+    samples = {name: {"wall": [], "cpu": []} for name in sides}
+    ratios, cpu_ratios = [], []
+    start = time.perf_counter()
+    while True:
+        order = ("tessera", "pytorch") if len(ratios) % 2 == 0 else ("pytorch", "tessera")
+        got = {}
+        for name in order:
+            time.sleep(args.pause / 5)  # the other side's threads settle
+            fn, calls = sides[name]
+            got[name] = time_block(fn, calls)
+            samples[name]["wall"].append(got[name][0])
+            samples[name]["cpu"].append(got[name][1])
+        ratios.append(got["pytorch"][0] / got["tessera"][0])
+        cpu_ratios.append(got["pytorch"][1] / got["tessera"][1] if got["tessera"][1] > 0 else math.nan)
+        med, lo, hi = median_bounds(ratios)
+        n = len(ratios)
+        if n >= args.max_pairs:
+            break
+        if n >= args.min_pairs and ((lo is not None and hi - lo <= 2 * args.precision * med)
+                                    or time.perf_counter() - start > args.paired_budget):
+            break
+    med, lo, hi = median_bounds(ratios)
+    cpu_ok = [r for r in cpu_ratios if math.isfinite(r)]
+    t = dict(row)
+    tms, pms = statistics.median(samples["tessera"]["wall"]), statistics.median(samples["pytorch"]["wall"])
+    t.update(time_ms=tms, time_min_ms=min(samples["tessera"]["wall"]), time_max_ms=max(samples["tessera"]["wall"]),
+             runs=n * sides["tessera"][1], gflops=flops / (tms * 1e6) if flops else 0.0,
+             gbps=nbytes / (tms * 1e6) if nbytes and not flops else 0.0, rel_err=max(terr, row.get("rel_err") or 0.0),
+             cpu_ms=statistics.median(samples["tessera"]["cpu"]), timing="host, paired blocks")
+    t["vs_pytorch"] = {"peer": impl, "ratio": med, "bounds": [lo, hi], "min": min(ratios), "max": max(ratios),
+                       "pairs": n, "cpu_ratio": statistics.median(cpu_ok) if cpu_ok else None,
+                       "meaning": "PyTorch's time over tessera's per pair of blocks (median; bounds: its ~95% "
+                                  "order-statistics interval, null when too few pairs): above 1 tessera is faster"}
+    p = {"op": row["op"], "shape": row["shape"], "impl": impl, "variant": what, "time_ms": pms,
+         "time_min_ms": min(samples["pytorch"]["wall"]), "time_max_ms": max(samples["pytorch"]["wall"]),
+         "runs": n * sides["pytorch"][1], "gflops": flops / (pms * 1e6) if flops else 0.0,
+         "gbps": nbytes / (pms * 1e6) if nbytes and not flops else 0.0, "rel_err": checks[key],
+         "cpu_ms": statistics.median(samples["pytorch"]["cpu"]), "timing": "host, paired blocks"}
+    if not math.isfinite(checks[key]):
+        p.update(rel_err=None, error="NaN in the output")
+    return t, p
+
+
+def paired_main(args, ops, device, threads):
+    try:
+        import tessera
+    except ImportError:
+        die("--paired needs tessera's Python package in this venv (pip install . from the checkout)")
+    import torch
+    dev = tessera.Device(device["selector"])
+    rows, commands, checks = [], {}, {}
+    load_before = os.getloadavg()[0]
+    for op in ops:
+        time.sleep(args.pause)
+        trows, cmd = run_tessera(args, op, device)
+        commands[op] = " ".join(cmd[0:1] + [c for c in cmd[1:] if not c.startswith("/tmp")])
+        time.sleep(args.pause)
+        for r in trows:
+            got = paired_row(r, dev, args, checks) if peer_of(r) else None
+            if got:
+                rows.extend(got)
+                t, p = got
+                vs = t["vs_pytorch"]
+                b = vs["bounds"]
+                bounds = f"[{b[0]:.2f}, {b[1]:.2f}]" if b[0] is not None else "[too few pairs]"
+                print(f"{t['op']:<9} {t['shape']:<32} {t['impl']:<20} {t['gflops']:8.1f} {p['gflops']:8.1f} "
+                      f"{vs['ratio']:6.2f}x {bounds} range {vs['min']:.2f}-{vs['max']:.2f}, {vs['pairs']} pairs",
+                      flush=True)
+            else:
+                rows.append(r)
+    dev.close()
+    load = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    if args.json:
+        # rounds: the one `tessera bench` run the rows come from (each row's pairs are in vs_pytorch)
+        doc = {"tool": "bench/pytorch_peer.py", "argv": sys.argv[1:], "method": "paired", "rounds": 1, "threads": threads,
+               "torch": torch.__version__, "tessera_commands": commands, "load": load, "rows": rows}
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1, allow_nan=False)
+        os.replace(tmp, args.json)
+        print(f"\nwrote {args.json}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--install", action="store_true", help="install CPU PyTorch into --venv and exit")
@@ -334,6 +529,16 @@ def main():
                          "bytes / 8: one read and one write), in the same round right after the depthwise run, and "
                          "give each row's fraction of that copy's GB/s beside the --copy-sizes one (a small layer "
                          "and a copy of its size pay the same launch; a 1M copy does not)")
+    ap.add_argument("--paired", action="store_true",
+                    help="gemm and conv2d: time each row in pairs of blocks, tessera (its Python package) and "
+                         "PyTorch taking turns in this process, until the ratio's median is known (see above)")
+    ap.add_argument("--block-ms", type=float, default=20.0, help="--paired: milliseconds of calls per block")
+    ap.add_argument("--precision", type=float, default=0.05,
+                    help="--paired: stop a row when the median ratio's ~95%% bounds are within +-this (relative)")
+    ap.add_argument("--min-pairs", type=int, default=9, help="--paired: pairs per row at least (default 9)")
+    ap.add_argument("--max-pairs", type=int, default=200, help="--paired: pairs per row at most")
+    ap.add_argument("--paired-budget", type=float, default=8.0,
+                    help="--paired: seconds per row after which it stops once --min-pairs are done")
     ap.add_argument("--json", help="write every row (tessera's and PyTorch's medians over rounds) here")
     ap.add_argument("--table", metavar="FILE", help="print the markdown table of a --json file and exit")
     args = ap.parse_args()
@@ -367,6 +572,20 @@ def main():
     device = tessera_device(args)
     threads = args.threads or int(device["compute_units"])
     torch.set_num_threads(threads)
+    if args.paired:
+        bad = [o for o in ops if o not in ("gemm", "conv2d")]
+        if bad:
+            die(f"--paired: gemm and conv2d only, not {', '.join(bad)}")
+        if not (args.block_ms > 0 and math.isfinite(args.block_ms) and 0 < args.precision < 1 and
+                1 <= args.min_pairs <= args.max_pairs and args.paired_budget > 0 and math.isfinite(args.paired_budget)):
+            die("--block-ms, --paired-budget: positive and finite; --precision in (0, 1); "
+                "1 <= --min-pairs <= --max-pairs")
+        print(f"tessera on {device['selector']} {device['name']} ({device['platform_name']}), "
+              f"PyTorch {torch.__version__} on {threads} threads; paired blocks of {args.block_ms:g} ms, "
+              f"medians of per-pair ratios", flush=True)
+        print(f"{'op':<9} {'shape':<32} {'tessera impl':<20} {'tessera':>8} {'pytorch':>8}  speed (bounds, range)")
+        paired_main(args, ops, device, threads)
+        return
     print(f"tessera on {device['selector']} {device['name']} ({device['platform_name']}), "
           f"PyTorch {torch.__version__} on {threads} threads; {args.rounds} rounds, medians", flush=True)
 

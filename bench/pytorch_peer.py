@@ -26,7 +26,7 @@ What PyTorch runs, per tessera row:
   attention  "1xHxLxD" (+ causal)  torch.nn.functional.scaled_dot_product_attention, is_causal for the
                                    causal rows (Lq = Lk: both mask key j > query i)
 
---paired (gemm and conv2d): the rows of one `tessera bench` run (its shapes, the form each call
+--paired (gemm, conv2d and attention): the rows of one `tessera bench` run (its shapes, the form each call
 takes, its error) are timed again in this process, tessera through its Python package (installed
 into the same venv: `pip install .`; weights marked constant as the bench marks them) and PyTorch,
 in pairs of blocks: a block is one unmeasured call then enough calls back to back for --block-ms,
@@ -321,7 +321,7 @@ def markdown_table(path):
 # ---------------------------------------------------------------- paired blocks (--paired)
 
 def tessera_workload(row, dev):
-    """(run, check) for a gemm or conv2d row of `tessera bench` on tessera's Python package: run makes
+    """(run, check) for a gemm, conv2d or attention row of `tessera bench` on tessera's Python package: run makes
     one call and waits for it (as the bench's timed call does); check returns its relative error
     against float64 on the same inputs (of the output as the last call left it: its buffer starts
     poisoned with NaN, so a call that writes nothing reads as an infinite error). None when the row
@@ -347,6 +347,23 @@ def tessera_workload(row, dev):
         def check():
             ref = np.matmul(ha.astype(np.float64), hb.astype(np.float64))
             return float(np.linalg.norm(c.get() - ref) / np.linalg.norm(ref))
+        return run, check
+    if op in ("attention", "attention-causal") and impl == "tessera-blocked":
+        import torch
+        b, h, l, d = (int(v) for v in shape.split()[0].split("x"))
+        causal = op == "attention-causal"  # (Lq = Lk: tessera's diagonal and PyTorch's is_causal agree)
+        hq, hk, hv = (rng.uniform(-1, 1, (b, h, l, d)).astype(np.float32) for _ in range(3))
+        q, k, v = (tessera.to_device(a, device=dev) for a in (hq, hk, hv))
+        o = tessera.to_device(np.full((b, h, l, d), np.nan, np.float32), device=dev)  # poisoned
+
+        def run():
+            tessera.attention(q, k, v, causal=causal, out=o, device=dev)
+            dev.finish()
+
+        def check():
+            ref = torch.nn.functional.scaled_dot_product_attention(
+                *(torch.from_numpy(a).double() for a in (hq, hk, hv)), is_causal=causal).numpy()
+            return float(np.linalg.norm(o.get() - ref) / np.linalg.norm(ref))
         return run, check
     mt = CONV_SHAPE.match(shape) if op == "conv2d" and impl.startswith("tessera(") else None
     if mt:
@@ -530,7 +547,7 @@ def main():
                          "give each row's fraction of that copy's GB/s beside the --copy-sizes one (a small layer "
                          "and a copy of its size pay the same launch; a 1M copy does not)")
     ap.add_argument("--paired", action="store_true",
-                    help="gemm and conv2d: time each row in pairs of blocks, tessera (its Python package) and "
+                    help="gemm, conv2d and attention: time each row in pairs of blocks, tessera (its Python package) and "
                          "PyTorch taking turns in this process, until the ratio's median is known (see above)")
     ap.add_argument("--block-ms", type=float, default=20.0, help="--paired: milliseconds of calls per block")
     ap.add_argument("--precision", type=float, default=0.05,
@@ -573,9 +590,9 @@ def main():
     threads = args.threads or int(device["compute_units"])
     torch.set_num_threads(threads)
     if args.paired:
-        bad = [o for o in ops if o not in ("gemm", "conv2d")]
+        bad = [o for o in ops if o not in ("gemm", "conv2d", "attention")]
         if bad:
-            die(f"--paired: gemm and conv2d only, not {', '.join(bad)}")
+            die(f"--paired: gemm, conv2d and attention only, not {', '.join(bad)}")
         if not (args.block_ms > 0 and math.isfinite(args.block_ms) and 0 < args.precision < 1 and
                 1 <= args.min_pairs <= args.max_pairs and args.paired_budget > 0 and math.isfinite(args.paired_budget)):
             die("--block-ms, --paired-budget: positive and finite; --precision in (0, 1); "

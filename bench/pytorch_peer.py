@@ -229,27 +229,39 @@ def torch_workload(row):
     return None
 
 
-def time_torch(row, budget, checks):
-    import torch
-    w = torch_workload(row)
-    if w is None:
-        return None
-    impl, what, run, out, ref, flops, nbytes = w
+def torch_checked(row, w, checks):
+    """PyTorch's error on a tessera row's shape (workload w of torch_workload), once per shape: its
+    output poisoned, one call, against the float64 reference (inf: NaN in the output)."""
+    impl, _, run, out, ref = w[:5]
     key = (row["op"], row["shape"], impl)
-    if key not in checks:  # the error, once per shape: poisoned output, one call, float64 reference
+    if key not in checks:
         if out is not None:
             out.fill_(float("nan"))
             run()
             got = out
         else:
             got = run()
-        checks[key] = rel_err(got, ref())  # inf: NaN in the output, written as null with a note
-    ms, lo, hi, runs = median_time(run, budget)
+        checks[key] = rel_err(got, ref())
+    return checks[key]
+
+
+def torch_row(row, w, err, ms, lo, hi, runs, timing):
+    """PyTorch's row beside a tessera row: its median time (ms) and extremes over `runs` calls."""
+    impl, what, flops, nbytes = w[0], w[1], w[5], w[6]
     return {"op": row["op"], "shape": row["shape"], "impl": impl, "variant": what, "time_ms": ms, "time_min_ms": lo,
             "time_max_ms": hi, "runs": runs, "gflops": flops / (ms * 1e6) if flops else 0.0,
-            "gbps": nbytes / (ms * 1e6) if nbytes and not flops else 0.0, "rel_err": checks[key],
-            "timing": "host", "mask": row.get("mask", "")} | (
-               {"rel_err": None, "error": "NaN in the output"} if not math.isfinite(checks[key]) else {})
+            "gbps": nbytes / (ms * 1e6) if nbytes and not flops else 0.0, "rel_err": err,
+            "timing": timing, "mask": row.get("mask", "")} | (
+               {"rel_err": None, "error": "NaN in the output"} if not math.isfinite(err) else {})
+
+
+def time_torch(row, budget, checks):
+    w = torch_workload(row)
+    if w is None:
+        return None
+    err = torch_checked(row, w, checks)
+    ms, lo, hi, runs = median_time(w[2], budget)
+    return torch_row(row, w, err, ms, lo, hi, runs, "host")
 
 
 # ---------------------------------------------------------------- the rounds
@@ -426,15 +438,12 @@ def paired_row(row, dev, args, checks):
     if tw is None or pw is None:
         return None
     trun, tcheck = tw
-    impl, what, prun, out, ref, flops, nbytes = pw
+    impl, prun, flops, nbytes = pw[0], pw[2], pw[5], pw[6]
     trun()
     terr = tcheck()  # a correct call is what gets timed: its error against float64, this process's inputs
     if not math.isfinite(terr):
         die(f"{row['op']} {row['shape']}: tessera's output in this process holds NaN or Inf")
-    key = (row["op"], row["shape"], impl)
-    if key not in checks:
-        got = prun() if out is None else (out.fill_(float("nan")), prun(), out)[2]
-        checks[key] = rel_err(got, ref())
+    perr = torch_checked(row, pw, checks)
     sides = {"tessera": (trun, calls_for(trun, args.block_ms)), "pytorch": (prun, calls_for(prun, args.block_ms))}
     samples = {name: {"wall": [], "cpu": []} for name in sides}
     ratios, cpu_ratios = [], []
@@ -469,13 +478,9 @@ def paired_row(row, dev, args, checks):
                        "pairs": n, "cpu_ratio": statistics.median(cpu_ok) if cpu_ok else None,
                        "meaning": "PyTorch's time over tessera's per pair of blocks (median; bounds: its ~95% "
                                   "order-statistics interval, null when too few pairs): above 1 tessera is faster"}
-    p = {"op": row["op"], "shape": row["shape"], "impl": impl, "variant": what, "time_ms": pms,
-         "time_min_ms": min(samples["pytorch"]["wall"]), "time_max_ms": max(samples["pytorch"]["wall"]),
-         "runs": n * sides["pytorch"][1], "gflops": flops / (pms * 1e6) if flops else 0.0,
-         "gbps": nbytes / (pms * 1e6) if nbytes and not flops else 0.0, "rel_err": checks[key],
-         "cpu_ms": statistics.median(samples["pytorch"]["cpu"]), "timing": "host, paired blocks"}
-    if not math.isfinite(checks[key]):
-        p.update(rel_err=None, error="NaN in the output")
+    p = torch_row(row, pw, perr, pms, min(samples["pytorch"]["wall"]), max(samples["pytorch"]["wall"]),
+                  n * sides["pytorch"][1], "host, paired blocks")
+    p["cpu_ms"] = statistics.median(samples["pytorch"]["cpu"])
     return t, p
 
 
@@ -574,6 +579,18 @@ def main():
         die("--rounds, --budget and --threads must be positive (and --budget finite)")
     if not (args.pause >= 0 and math.isfinite(args.pause)):
         die("--pause must be a finite number of seconds, 0 or more")
+    if args.paired:
+        bad = [o for o in ops if o not in ("gemm", "conv2d", "attention")]
+        if bad:
+            die(f"--paired: gemm, conv2d and attention only, not {', '.join(bad)}")
+        if not (args.block_ms > 0 and math.isfinite(args.block_ms)):
+            die("--block-ms must be a positive finite number of milliseconds")
+        if not 0 < args.precision < 1:
+            die("--precision must be a fraction between 0 and 1")
+        if not 1 <= args.min_pairs <= args.max_pairs:
+            die("--min-pairs and --max-pairs: 1 <= --min-pairs <= --max-pairs")
+        if not (args.paired_budget > 0 and math.isfinite(args.paired_budget)):
+            die("--paired-budget must be a positive finite number of seconds")
     if not os.access(args.tessera, os.X_OK):
         die(f"{args.tessera}: not an executable (build first, or give --tessera)")
     args.sizes = {op: getattr(args, f"sizes_{op.replace('2d', '')}") for op in OPS}
@@ -590,13 +607,6 @@ def main():
     threads = args.threads or int(device["compute_units"])
     torch.set_num_threads(threads)
     if args.paired:
-        bad = [o for o in ops if o not in ("gemm", "conv2d", "attention")]
-        if bad:
-            die(f"--paired: gemm, conv2d and attention only, not {', '.join(bad)}")
-        if not (args.block_ms > 0 and math.isfinite(args.block_ms) and 0 < args.precision < 1 and
-                1 <= args.min_pairs <= args.max_pairs and args.paired_budget > 0 and math.isfinite(args.paired_budget)):
-            die("--block-ms, --paired-budget: positive and finite; --precision in (0, 1); "
-                "1 <= --min-pairs <= --max-pairs")
         print(f"tessera on {device['selector']} {device['name']} ({device['platform_name']}), "
               f"PyTorch {torch.__version__} on {threads} threads; paired blocks of {args.block_ms:g} ms, "
               f"medians of per-pair ratios", flush=True)

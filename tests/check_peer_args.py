@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""bench/pytorch_peer.py refuses bad --paired settings before it needs PyTorch or a device (TAP
+output): each bad value of a new flag exits 2 with a message naming the flag, no traceback, no
+--json written; valid settings pass those checks (the run then stops at a missing --tessera).
+
+usage: check_peer_args.py SOURCE_ROOT
+"""
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+CASES = [  # (extra arguments, text the message must hold)
+    (["--precision", "0"], "--precision"),
+    (["--precision", "1"], "--precision"),
+    (["--precision", "nan"], "--precision"),
+    (["--precision", "-0.05"], "--precision"),
+    (["--block-ms", "0"], "--block-ms"),
+    (["--block-ms", "-1"], "--block-ms"),
+    (["--block-ms", "inf"], "--block-ms"),
+    (["--block-ms", "nan"], "--block-ms"),
+    (["--min-pairs", "0"], "--min-pairs"),
+    (["--min-pairs", "-1"], "--min-pairs"),
+    (["--min-pairs", "5", "--max-pairs", "4"], "--max-pairs"),
+    (["--paired-budget", "0"], "--paired-budget"),
+    (["--paired-budget", "nan"], "--paired-budget"),
+    (["--paired-budget", "1e999"], "--paired-budget"),
+    (["--ops", "depthwise"], "--paired"),
+    (["--ops", "gelu,conv2d"], "--paired"),
+    (["--block-ms", "abc"], "--block-ms"),  # argparse's own refusal (exit 2 as well)
+]
+
+
+def main():
+    root = pathlib.Path(sys.argv[1])
+    script = root / "bench" / "pytorch_peer.py"
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.json")
+        missing = os.path.join(tmp, "no-tessera")
+        base = [sys.executable, str(script), "--paired", "--ops", "conv2d", "--tessera", missing, "--json", out]
+        for extra, text in CASES:
+            p = subprocess.run(base + extra, capture_output=True, text=True, timeout=60)
+            ok = p.returncode == 2 and text in p.stderr and "Traceback" not in p.stderr and not os.path.exists(out)
+            results.append((f"{' '.join(extra)}: exit 2 naming {text}", ok, p.returncode, p.stderr.strip()))
+        p = subprocess.run(base + ["--precision", "0.02", "--block-ms", "5", "--min-pairs", "3", "--max-pairs", "3",
+                                   "--paired-budget", "2"], capture_output=True, text=True, timeout=60)
+        ok = p.returncode == 2 and "not an executable" in p.stderr and not os.path.exists(out)
+        results.append(("valid --paired settings pass the checks (stops at the missing --tessera)", ok, p.returncode,
+                        p.stderr.strip()))
+    print(f"1..{len(results)}")
+    for i, (name, ok, rc, err) in enumerate(results, 1):
+        print(f"{'ok' if ok else 'not ok'} {i} - {name}")
+        if not ok:
+            print(f"# exit {rc}: {err}")
+    return 0 if all(r[1] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

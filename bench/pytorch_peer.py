@@ -330,6 +330,15 @@ def markdown_table(path):
               f"**{vs['ratio']:.2f}** ({vs['min']:.2f}–{vs['max']:.2f}) | {obr} |")
 
 
+def write_json(path, doc):
+    """doc into path, whole or not at all (a sibling temporary file, then a rename)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1, allow_nan=False)
+    os.replace(tmp, path)
+    print(f"\nwrote {path}")
+
+
 # ---------------------------------------------------------------- paired blocks (--paired)
 
 def tessera_workload(row, dev):
@@ -517,11 +526,7 @@ def paired_main(args, ops, device, threads):
         # rounds: the one `tessera bench` run the rows come from (each row's pairs are in vs_pytorch)
         doc = {"tool": "bench/pytorch_peer.py", "argv": sys.argv[1:], "method": "paired", "rounds": 1, "threads": threads,
                "torch": torch.__version__, "tessera_commands": commands, "load": load, "rows": rows}
-        tmp = args.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1, allow_nan=False)
-        os.replace(tmp, args.json)
-        print(f"\nwrote {args.json}")
+        write_json(args.json, doc)
 
 
 def main():
@@ -723,11 +728,7 @@ def main():
             doc["copy_kernel_gbps_per_round"] = copy_gbps
         if matched_gbps:
             doc["copy_kernel_same_bytes_gbps_per_round"] = [{str(k): v for k, v in mg.items()} for mg in matched_gbps]
-        tmp = args.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1, allow_nan=False)
-        os.replace(tmp, args.json)
-        print(f"\nwrote {args.json}")
+        write_json(args.json, doc)
 
 
 if __name__ == "__main__":

@@ -58,11 +58,12 @@
 #endif
 
 // Bp: [column tile][k][NWI] over the NP columns of every image, zero past NP. One work-item
-// copies PK k-steps of one tile: global = (ceil(K / PK), tiles).
+// copies PK k-steps of one tile: global = (tiles, ceil(K / PK)), the tiles first as gemm.cl's
+// pack_b of a row-major B (neighbouring items read neighbouring bytes of the same rows).
 __kernel void pack_b_images(const int P, const int NP, const int K, __global const B_ELT *B, const ulong b_off,
                             const ulong b_image, __global float *Bp) {
-    const int k0 = (int)get_global_id(0) * PK;
-    const int tile = (int)get_global_id(1);
+    const int k0 = (int)get_global_id(1) * PK;
+    const int tile = (int)get_global_id(0);
     if (k0 >= K) return;
     const int kn = min(PK, K - k0);
     const int j0 = tile * NWI;

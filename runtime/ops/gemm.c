@@ -608,9 +608,11 @@ static tsr_status enqueue_pack(tsr_device *dev, tsr_kernel *pack, cl_command_que
     cl_ulong off = which == 'a' ? p->a_off : p->b_off, stride = which == 'a' ? p->a_stride : p->b_stride;
     cl_ulong dstride = dst_stride;
     size_t tile = which == 'a' ? (size_t)cfg->values[P_MWI] : (size_t)cfg->values[P_VW] * cfg->values[P_NVW];
-    /* a shared operand (stride 0, e.g. conv2d's weights across a batch of images) is packed once */
-    size_t global[3] = {ceil_div(p->k, (size_t)cfg->values[P_PK]), ceil_div(which == 'a' ? p->m : p->n, tile),
-                        stride ? p->batch : 1};
+    /* a shared operand (stride 0, e.g. conv2d's weights across a batch of images) is packed once;
+     * the tiles first where they lie along the source's rows (gemm.cl's PACK_A_KB_DIM) */
+    size_t kb = ceil_div(p->k, (size_t)cfg->values[P_PK]), tiles = ceil_div(which == 'a' ? p->m : p->n, tile);
+    bool along_rows = which == 'a' ? p->ta : !p->tb;
+    size_t global[3] = {along_rows ? tiles : kb, along_rows ? kb : tiles, stride ? p->batch : 1};
     cl_event waits[2];
     cl_uint nwaits = 0;
     if (wait) waits[nwaits++] = wait;
@@ -1423,7 +1425,7 @@ static tsr_status gemm_launch_images(tsr_device *dev, const gemm_problem *p, con
         cl_kernel pack = k[1]->kernel;
         cl_int P = (cl_int)p->n, NP = (cl_int)np, K = (cl_int)p->k;
         cl_ulong b_off = p->b_off, b_image = p->b_stride;
-        size_t global[2] = {ceil_div(p->k, (size_t)v[P_PK]), tiles}, local[3];
+        size_t global[2] = {tiles, ceil_div(p->k, (size_t)v[P_PK])}, local[3];
         cl_event waits[2];
         cl_uint nwaits = 0;
         if (wait) waits[nwaits++] = wait;

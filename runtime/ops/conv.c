@@ -33,7 +33,7 @@ static const char *const conv_more_sources[] = {"conv_cpu", "conv_winograd", NUL
 static const char *const conv_classes[] = {"3x3",   "1x1",         "strided",   "depthwise", "other",
                                            "1x1-strided", "1x1-small", "1x1-expand", "stem",     "3x3-small",
                                            "strided-small", "1x1-strided-small", "1x1-mid", "3x3-wide",
-                                           "3x3-mid", NULL};
+                                           "3x3-mid", "strided-mid", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -141,7 +141,16 @@ static int conv_base_index(const conv_problem *p) {
      * batch (28x28/2 at batch 3 and up, 14x14/2 at 11 and up): its entry's tile (4 tiles a
      * work-group) ran the 28x28/2 layer at batch 2, 4 and 8 with 0.89-0.93x the strided entry's CPU
      * time, where the tile session 25 tried there (16 tiles a group) lost. */
-    if (p->sh > 1 || p->sw > 1) return p->N * p->PQ <= 512 || p->PQ <= 256 ? 10 : 2;
+    /* Those of them with more than 256 output pixels in the call (28x28/2 from batch 2, 14x14/2 from
+     * batch 6) are a class of their own since session 34 (strided-mid, tuned on 8x512x14x14 k512 3x3/2,
+     * taking strided-small's entry until a database has one): the batch-1 fixture cannot see that
+     * im2col + GEMM pays there. On the 2-core Cascade Lake Xeon (conv3x3_ab, both in one process,
+     * 9 rounds) im2col ran 28x28/2 and 14x14/2 at batch 4, 8 and 16 at 1.08-1.26x the speed of the
+     * padded form strided-small tunes to, level with it at batch 1 (docs/conv.md "Session 34"). */
+    if (p->sh > 1 || p->sw > 1) {
+        if (p->N * p->PQ <= 256) return 10;
+        return p->N * p->PQ <= 512 || p->PQ <= 256 ? 15 : 2;
+    }
     if (p->R == 3 && p->S == 3) {
         if (p->dh != 1 || p->dw != 1) return 0;
         /* Stride-1 3x3 layers with at most 512 output pixels in the call (ResNet-50's 14x14 at batch 1
@@ -174,7 +183,8 @@ static const char *conv_base_class(const conv_problem *p) { return conv_classes[
  * configuration it ran those layers with rather than falling to an untuned default: 1x1-expand
  * came out of 1x1, stem out of strided and 3x3-small out of 3x3 (session 19), strided-small out of
  * strided (session 25), 1x1-strided-small out of 1x1-strided (session 26), 1x1-mid out of 1x1-small
- * (session 27), 3x3-wide out of 3x3 and 3x3-mid out of 3x3-small (session 28). */
+ * (session 27), 3x3-wide out of 3x3 and 3x3-mid out of 3x3-small (session 28), strided-mid out of
+ * strided-small (session 34). */
 static const char *conv_nearest_class(const char *cls) {
     if (strcmp(cls, "1x1-expand") == 0) return "1x1";
     if (strcmp(cls, "3x3-small") == 0) return "3x3";
@@ -182,6 +192,7 @@ static const char *conv_nearest_class(const char *cls) {
     if (strcmp(cls, "1x1-mid") == 0) return "1x1-small";
     if (strcmp(cls, "3x3-wide") == 0) return "3x3";
     if (strcmp(cls, "3x3-mid") == 0) return "3x3-small";
+    if (strcmp(cls, "strided-mid") == 0) return "strided-small";
     return strcmp(cls, "stem") == 0 || strcmp(cls, "strided-small") == 0 ? "strided" : NULL;
 }
 
@@ -218,6 +229,7 @@ static const tsr_default conv_defaults[] = {
     /* strided-small: the strided class's tile until tuned (its Zen 5 winner, STAGE 5's 4 x 16 x 6, leaves a
      * partial override such as MWI=8 illegal: 48 accumulators) */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided-small", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided-mid", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     /* 1x1 layers with few output pixels in the call (small_pointwise_call): STAGE 5's 4 x 16 channels x
      * 6 pixels (24 accumulators), which on a Zen 5 EPYC took 6-50% less CPU time than im2col or the
      * 6 x 16 x 3 tile at batch 1, 2, 4 and 8, the 2048-deep 7x7 layer most (session 26, docs/conv.md).
@@ -235,6 +247,7 @@ static const tsr_default conv_defaults[] = {
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "strided", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "stem", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "strided-small", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_ANY, "strided-mid", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, NULL, "ALGO=1"},
     /* Never a CPU default (the row above matches first): the implicit path's shape there when
      * a call forces it or a search seeds it. */
@@ -1753,7 +1766,8 @@ static tsr_status launch_im2col_gemms(tsr_device *dev, const conv_problem *p, co
     for (size_t n0 = 0; n0 < p->N && status == TSR_SUCCESS; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
-        size_t global[3] = {p->P, p->CRS, nc * p->G}, local[3];
+        /* an input channel's taps an item, CPUs its whole planes, GPUs a row of each (cl/conv.cl) */
+        size_t global[3] = {dev->info.type == TSR_DEVICE_CPU ? 1 : p->P, p->Cg, nc * p->G}, local[3];
         cl_event written = NULL;
         /* the cached kernel's arguments are this chunk's until its enqueue (not across the
          * GEMMs, which lock their own kernels) */
@@ -2031,7 +2045,8 @@ typedef struct conv_fixture {
 
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
  * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 7x7 1x1 layer, a 28x28
- * expanding one, conv1, a 7x7 3x3, the 28x28/2 3x3, the 14x14/2 1x1, a 14x14 1x1 at batch 8, the 56x56 3x3 and the 7x7 3x3 at batch 8), in the order of conv_classes. 3x3-small: the
+ * expanding one, conv1, a 7x7 3x3, the 28x28/2 3x3, the 14x14/2 1x1, a 14x14 1x1 at batch 8, the 56x56 3x3, the 7x7 3x3 at batch 8 and the
+ * 14x14/2 3x3 at batch 8), in the order of conv_classes. 3x3-small: the
  * 7x7 layer (the same work as the 14x14 one it was tuned on until session 25, where STAGE 5's tiles
  * of 4 x 4, 6 and 8 pixels tied within 3%, while on the 7x7 layer 6 and 8 pixels took 15% less CPU
  * time than 4 at batch 1 and 8, and 1-7% less on the 14x14 one). strided:
@@ -2049,7 +2064,7 @@ static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias",
                                                 "1x3x224x224 k64 7x7 p3 s2 +bias", "1x512x7x7 k512 3x3 p1 +bias",
                                                 "1x256x28x28 k256 3x3 p1 s2 +bias", "1x1024x14x14 k2048 1x1 s2 +bias",
                                                 "8x1024x14x14 k256 1x1 +bias", "1x64x56x56 k64 3x3 p1 +bias",
-                                                "8x512x7x7 k512 3x3 p1 +bias"};
+                                                "8x512x7x7 k512 3x3 p1 +bias", "8x512x14x14 k512 3x3 p1 s2 +bias"};
 /* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
  * eighth and a sixty-fourth of the work (and less for the slowest classes); fixture.problem_class
  * checks each stays in its class. */
@@ -2068,7 +2083,8 @@ static const char *const conv_class_shapes_reduced[] = {
     "1x512x14x14 k512 1x1 s2 +bias;1x256x14x14 k128 1x1 s2 +bias",
     "8x256x14x14 k128 1x1 +bias;4x128x14x14 k64 1x1 +bias",
     "1x32x56x56 k32 3x3 p1 +bias;1x16x56x56 k16 3x3 p1 +bias",
-    "8x128x7x7 k128 3x3 p1 +bias;8x32x7x7 k32 3x3 p1 +bias"};
+    "8x128x7x7 k128 3x3 p1 +bias;8x32x7x7 k32 3x3 p1 +bias",
+    "8x128x14x14 k128 3x3 p1 s2 +bias;8x32x14x14 k32 3x3 p1 s2 +bias"};
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},

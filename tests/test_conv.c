@@ -836,9 +836,13 @@ static void plan_and_tune(void **state) {
     conv_case pw = {.N = 1, .C = 128, .H = 28, .W = 28, .K = 64, .R = 1, .S = 1}; /* fewer outputs than inputs */
     conv_case ex = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 1, .S = 1};  /* as many or more: 1x1-expand */
     conv_case st = {.N = 1, .C = 64, .H = 48, .W = 48, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1}; /* 576 */
-    conv_case ss = {.N = 2, .C = 64, .H = 32, .W = 32, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1}; /* 512 */
-    /* 1568 pixels, 196 an image: strided-small by its plane (session 26) */
+    conv_case ss = {.N = 1, .C = 64, .H = 32, .W = 32, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1}; /* 256 */
+    /* 1568 pixels, 196 an image: strided-small's by its plane (session 26), strided-mid since session 34
+     * (more than 256 pixels in the call); 4 x 8 x 8 = 256 pixels strided-small, 1 x 17 x 17 = 289 (a
+     * plane above 256, the call at most 512) strided-mid */
     conv_case ss8 = {.N = 8, .C = 64, .H = 28, .W = 28, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
+    conv_case ss4 = {.N = 4, .C = 64, .H = 16, .W = 16, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
+    conv_case sm17 = {.N = 1, .C = 64, .H = 34, .W = 34, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
     /* 17 x 17 = 289 an image at batch 2: strided */
     conv_case st2 = {.N = 2, .C = 64, .H = 34, .W = 34, .K = 64, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1};
     conv_case ot = {.N = 1, .C = 64, .H = 28, .W = 28, .K = 64, .R = 5, .S = 5, .ph = 2, .pw = 2};
@@ -872,7 +876,7 @@ static void plan_and_tune(void **state) {
         {&c3, "3x3"},         {&dw, "depthwise"}, {&pw, "1x1"},       {&ex, "1x1-expand"}, {&st, "strided"},
         {&ot, "other"},       {&ds, "1x1-strided"}, {&sm, "1x1-small"}, {&sm8, "1x1-expand"}, {&md8, "1x1"},
         {&sn, "stem"},        {&s3, "3x3-mid"},   {&b3, "3x3"},       {&sm8r, "1x1"},      {&sm7, "1x1-small"},
-        {&ss, "strided-small"}, {&ss8, "strided-small"}, {&st2, "strided"}, {&dss, "1x1-strided-small"},
+        {&ss, "strided-small"}, {&ss8, "strided-mid"}, {&ss4, "strided-small"}, {&sm17, "strided-mid"}, {&st2, "strided"}, {&dss, "1x1-strided-small"},
         {&sm10, "1x1-mid"},     {&sm16, "1x1-expand"},      {&sm1p, "1x1-small"}, {&dsb, "1x1-strided-small"},
         {&dsc, "1x1-strided"},  {&sm2, "1x1-small"},        {&md3, "1x1-mid"},   {&w3, "3x3-wide"},
         {&w3n, "3x3"},          {&w3d, "3x3"},             {&m3, "3x3-mid"},     {&m3n, "3x3-small"}};

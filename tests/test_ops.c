@@ -300,7 +300,7 @@ static void class_lists_are_derived_and_keep_their_names(void **state) {
     (void)state;
     static const struct {
         const char *op;
-        const char *names[48];
+        const char *names[56];
     } expected[] = {
         {"gemm", {"large", "medium", "small", "small-m", "small-n", "batched", "small-m16", "large-f16", "medium-f16",
                   "small-f16", "small-m-f16", "small-n-f16", "batched-f16", "small-m16-f16", "large-bf16",
@@ -308,11 +308,11 @@ static void class_lists_are_derived_and_keep_their_names(void **state) {
         {"gelu", {"large", "small", "large-erf", "small-erf", "large-f16", "small-f16", "large-erf-f16",
                   "small-erf-f16", "large-bf16", "small-bf16", "large-erf-bf16", "small-erf-bf16"}},
         {"conv2d", {"3x3", "1x1", "strided", "depthwise", "other", "1x1-strided", "1x1-small", "1x1-expand", "stem",
-                    "3x3-small", "strided-small", "1x1-strided-small", "1x1-mid", "3x3-wide", "3x3-mid", "3x3-f16", "1x1-f16", "strided-f16", "depthwise-f16", "other-f16",
+                    "3x3-small", "strided-small", "1x1-strided-small", "1x1-mid", "3x3-wide", "3x3-mid", "strided-mid", "3x3-f16", "1x1-f16", "strided-f16", "depthwise-f16", "other-f16",
                     "1x1-strided-f16", "1x1-small-f16", "1x1-expand-f16", "stem-f16", "3x3-small-f16",
-                    "strided-small-f16", "1x1-strided-small-f16", "1x1-mid-f16", "3x3-wide-f16", "3x3-mid-f16", "3x3-bf16", "1x1-bf16", "strided-bf16", "depthwise-bf16", "other-bf16",
+                    "strided-small-f16", "1x1-strided-small-f16", "1x1-mid-f16", "3x3-wide-f16", "3x3-mid-f16", "strided-mid-f16", "3x3-bf16", "1x1-bf16", "strided-bf16", "depthwise-bf16", "other-bf16",
                     "1x1-strided-bf16", "1x1-small-bf16", "1x1-expand-bf16", "stem-bf16", "3x3-small-bf16",
-                    "strided-small-bf16", "1x1-strided-small-bf16", "1x1-mid-bf16", "3x3-wide-bf16", "3x3-mid-bf16"}},
+                    "strided-small-bf16", "1x1-strided-small-bf16", "1x1-mid-bf16", "3x3-wide-bf16", "3x3-mid-bf16", "strided-mid-bf16"}},
         {"attention", {"long", "short", "long-f16", "short-f16", "long-bf16", "short-bf16"}},
         {"layernorm", {"medium", "narrow", "wide", "medium-f16", "narrow-f16", "wide-f16", "medium-bf16",
                        "narrow-bf16", "wide-bf16"}},

@@ -465,7 +465,8 @@ static void fallback_chain(void **state) {
     TH_ASSERT_CONTAINS(ci.config, "MWI=4");
     /* conv2d's 1x1-expand, stem and 3x3-small, split from 1x1, strided and 3x3 in session 19, strided-small, split
      * from strided in session 25, 1x1-strided-small, split from 1x1-strided in session 26, 1x1-mid, split from
-     * 1x1-small in session 27, and 3x3-wide and 3x3-mid, split from 3x3 and 3x3-small in session 28: a database with only
+     * 1x1-small in session 27, 3x3-wide and 3x3-mid, split from 3x3 and 3x3-small in session 28, and strided-mid, split
+     * from strided-small in session 34: a database with only
      * the older classes' entries serves them from those; an entry of their own wins once there */
     char conv_hash[17];
     TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_conv, conv_hash));
@@ -513,6 +514,15 @@ static void fallback_chain(void **state) {
     assert_int_equal(ci.source, TSR_CONFIG_TUNED);
     assert_string_equal(ci.used_class, "3x3-small");
     assert_string_equal(ci.problem_class, "3x3-mid");
+    /* strided-mid (session 34) comes from strided-small the same way */
+    cJSON_AddItemToObject(conv_ops, "strided-small", cJSON_Duplicate(cJSON_GetObjectItem(conv_ops, "strided"), true));
+    write_db(root, db_path);
+    tsr_device_close(dev);
+    dev = th_open_device();
+    TH_ASSERT_OK(tsr_config_lookup(dev, "conv2d", "strided-mid", &ci));
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED);
+    assert_string_equal(ci.used_class, "strided-small");
+    assert_string_equal(ci.problem_class, "strided-mid");
     unsetenv("TSR_BUILTIN_TUNING");
     ci = lookup_fresh("batched"); /* this machine's built-in batched entry (if any) comes before the nearest class */
     assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || strcmp(ci.used_class, "small") == 0);

@@ -35,7 +35,18 @@ bool ab_check(const char *tool, const ab_opts *o) {
     return true;
 }
 
+bool ab_json_safe(const char *tool, const char *flag, const char *s) {
+    for (const unsigned char *c = (const unsigned char *)s; *c; ++c)
+        if (*c == '"' || *c == '\\' || *c < 0x20 || *c == 0x7f) {
+            fprintf(stderr, "%s: %s '%s' holds a quote, a backslash or a control character (it is printed into JSON)\n",
+                    tool, flag, s);
+            return false;
+        }
+    return true;
+}
+
 bool ab_parse_var(const char *tool, const char *s, ab_var *v) {
+    if (!ab_json_safe(tool, "--var", s)) return false;
     const char *eq = strchr(s, '='), *bar = eq ? strchr(eq, '|') : NULL;
     const char *bar2 = bar ? strchr(bar + 1, '|') : NULL; /* an optional |GEMM: that device's GEMM configuration */
     const size_t clen = bar2 ? (size_t)(bar2 - bar - 1) : bar ? strlen(bar + 1) : 0;

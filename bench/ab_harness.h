@@ -41,8 +41,13 @@ typedef struct ab_var {
     double *wall, *cpu;
 } ab_var;
 
+/* False, and a message naming the tool and flag on stderr, when s holds a character the JSON lines
+ * print unescaped: a quote, a backslash or a control character (labels, directories and
+ * configurations go into every result line). */
+bool ab_json_safe(const char *tool, const char *flag, const char *s);
 /* Parses LABEL=DIR|CONFIG[|GEMM] ("builtin": no CONFIG; GEMM: the variant's GEMM configuration,
- * for ops that run GEMMs) into v; says what it takes and returns false when s is not that. */
+ * for ops that run GEMMs) into v; says what it takes and returns false when s is not that (or not
+ * ab_json_safe). */
 bool ab_parse_var(const char *tool, const char *s, ab_var *v);
 /* The whole command line of a tool taking [--device SEL] [--rounds N] [--calls N] [--batch N]
  * [--layers LIST] [--var LABEL=DIR|CONFIG]... (at most maxvar --var; none: one "builtin"), its

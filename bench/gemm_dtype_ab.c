@@ -60,6 +60,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--min-ms") && i + 1 < argc) min_ms = atof(argv[++i]);
         else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) shapes = argv[++i];
         else if (!strcmp(argv[i], "--var") && i + 1 < argc && nvar < MAXVAR) {
+            if (!ab_json_safe("gemm_dtype_ab", "--var", argv[i + 1])) return 2;
             if (parse_variant(argv[++i], &var[nvar]) != 0) {
                 fprintf(stderr, "gemm_dtype_ab: --var takes DTYPE[/OUT][:CONFIG][@DIR], not '%s'\n", argv[i]);
                 return 2;

@@ -8,6 +8,7 @@
  * rotating order: a warm-up call, then N calls back to back and one clFinish. Prints one JSON line
  * per shape and epilogue with, per variant, the medians over the rounds of wall and process CPU
  * microseconds per call and GFLOP/s by wall time. The built-in configuration of each shape. */
+#include "ab_harness.h"
 #include "tessera.h"
 #include "util.h"
 
@@ -37,6 +38,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--epilogues") && i + 1 < argc) epilogues = argv[++i];
         else if (!strcmp(argv[i], "--var") && i + 1 < argc && nvar < MAXVAR) {
             const char *s = argv[++i], *eq = strchr(s, '=');
+            if (!ab_json_safe("gemm_epilogue_ab", "--var", s)) return 2;
             if (!eq || eq == s || (size_t)(eq - s) >= sizeof var[0].label || strlen(eq + 1) >= sizeof var[0].dir) {
                 fprintf(stderr, "gemm_epilogue_ab: --var takes LABEL=DIR, not '%s'\n", s);
                 return 2;

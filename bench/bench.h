@@ -114,6 +114,10 @@ typedef struct bench_options {
      * transforms or widens its weights again (the default, "kept", marks them:
      * tsr_buffer_set_constant) */
     bool per_call_weights;
+    /* conv2d --forms chosen: only the path the call itself takes (and the peers), not each path
+     * forced in turn (im2col, implicit, the naive direct kernel): what a measurement of the call needs,
+     * without the direct kernel's seconds a layer */
+    bool chosen_form_only;
 } bench_options;
 
 tsr_status bench_gemm(tsr_device *device, const bench_options *options, bench_report *report);

@@ -306,6 +306,7 @@ static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_r
     bool cpu = tsr_device_get_info(dev)->type == TSR_DEVICE_CPU;
     for (int impl = 0; impl < NIMPLS && st == TSR_SUCCESS; ++impl) {
         bench_fn fn = run_tessera;
+        if (opt->chosen_form_only && (impl == IMPL_IM2COL || impl == IMPL_IMPLICIT || impl == IMPL_DIRECT)) continue;
         r.d.algo = impl == IMPL_IM2COL ? TSR_CONV_IM2COL : impl == IMPL_IMPLICIT ? TSR_CONV_IMPLICIT
                    : impl == IMPL_DIRECT ? TSR_CONV_DIRECT : TSR_CONV_AUTO;
         if (impl == IMPL_CLBLAST) {
@@ -376,11 +377,15 @@ static tsr_status bench_layer(tsr_device *dev, const bench_options *opt, bench_r
             bench_settle_host_threads();
         }
     }
-    if (st == TSR_SUCCESS && !opt->quiet) {
+    /* (with --forms chosen and no peers there is nothing to compare) */
+    if (st == TSR_SUCCESS && !opt->quiet && (gf[IMPL_CLBLAST] > 0 || gf[IMPL_OPENBLAS] > 0 || gf[IMPL_DIRECT] > 0)) {
         printf("%-14s %-30s tessera is", l->name, shape);
-        if (gf[IMPL_CLBLAST] > 0) printf(" %.1fx clblast-convgemm,", gf[IMPL_TESSERA] / gf[IMPL_CLBLAST]);
-        if (gf[IMPL_OPENBLAS] > 0) printf(" %.2f of openblas-gemm,", gf[IMPL_TESSERA] / gf[IMPL_OPENBLAS]);
-        printf(" %.1fx the naive direct kernel\n", gf[IMPL_DIRECT] > 0 ? gf[IMPL_TESSERA] / gf[IMPL_DIRECT] : 0);
+        const char *sep = "";
+        if (gf[IMPL_CLBLAST] > 0) printf(" %.1fx clblast-convgemm", gf[IMPL_TESSERA] / gf[IMPL_CLBLAST]), sep = ",";
+        if (gf[IMPL_OPENBLAS] > 0)
+            printf("%s %.2f of openblas-gemm", sep, gf[IMPL_TESSERA] / gf[IMPL_OPENBLAS]), sep = ",";
+        if (gf[IMPL_DIRECT] > 0) printf("%s %.1fx the naive direct kernel", sep, gf[IMPL_TESSERA] / gf[IMPL_DIRECT]);
+        printf("\n");
     }
 out:
     free(r.gb), free(r.gc);

@@ -27,7 +27,7 @@ What PyTorch runs, per tessera row:
                                    causal rows (Lq = Lk: both mask key j > query i)
 
 --paired (gemm, conv2d and attention): the rows of one `tessera bench` run (its shapes, the form each call
-takes, its error) are timed again in this process, tessera through its Python package (installed
+takes, its error; conv2d's with --forms chosen: the call's own path, no forced forms) are timed again in this process, tessera through its Python package (installed
 into the same venv: `pip install .`; weights marked constant as the bench marks them) and PyTorch,
 in pairs of blocks: a block is one unmeasured call then enough calls back to back for --block-ms,
 the two sides take turns (tessera first in even pairs, PyTorch first in odd ones) with --pause / 5
@@ -130,6 +130,8 @@ def run_tessera(args, op, device, sizes=None):
             cmd += ["--part", "layers"]
             if args.layers:
                 cmd += ["--layers", args.layers]
+            if args.paired:  # the paired rows time the call's own path only: no forced forms, no direct kernel
+                cmd += ["--forms", "chosen"]
         if op in ("gelu", "copy"):
             cmd += ["--part", "elementwise"]
         if op == "copy":  # the copy kernel's GB/s, the depthwise rows' yardstick

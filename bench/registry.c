@@ -15,7 +15,8 @@ static const bench_entry registry[] = {
      "--clblast-xgemm: CLBlast's Xgemm parameters from its tuner (clblast_tuner_xgemm) instead of defaults"},
     {"gelu", bench_gelu, "N, NK or NM elements", "1M,16M,64M", gelu_parts, NULL},
     {"conv2d", bench_conv2d, "batch sizes", "1,8", conv2d_parts, "--layers: ResNet-50 layer names, all, or mobilenet (MobileNet-V2's depthwise layers); --weights kept (the "
-     "default: weight buffers marked constant, their Winograd transform or 16-bit widening made once) or per-call"},
+     "default: weight buffers marked constant, their Winograd transform or 16-bit widening made once) or per-call; --forms "
+     "chosen: only the path the call takes (and the peers), not each path forced in turn"},
     {"attention", bench_attention, "sequence lengths (B=1 H=8 D=64)", "128,256,512,1024,2048,4096,8192", NULL,
      "--max-unfused: longest L for the unfused pipelines"},
     {"layernorm", bench_layernorm, "ROWSxCOLS shapes (with the residual add)", "512x768,4096x768,4096x1024,16384x384",
@@ -76,6 +77,8 @@ tsr_status bench_run(const bench_entry *entry, tsr_device *device, const bench_o
     if (st != TSR_SUCCESS) return st;
     if (options->per_call_weights && strcmp(entry->op, "conv2d") != 0)
         return tsr_fail(TSR_ERR_INVALID_ARG, "--weights: only conv2d keeps derived weights");
+    if (options->chosen_form_only && strcmp(entry->op, "conv2d") != 0)
+        return tsr_fail(TSR_ERR_INVALID_ARG, "--forms: only conv2d times its forms one by one");
     bench_options with_sizes = *options;
     if (!with_sizes.sizes) with_sizes.sizes = entry->default_sizes;
     return entry->run(device, &with_sizes, report);

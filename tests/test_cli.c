@@ -378,6 +378,16 @@ static void bench_conv2d_peak_report(void **state) {
     cJSON *r;
     cJSON_ArrayForEach(r, rows) assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(r, "rel_err")) <= 1e-5);
     cJSON_Delete(rows);
+    /* --forms chosen: the call's own path only (one row, named by the path it took) */
+    snprintf(args, sizeof args,
+             "bench conv2d --layers l4.3x3 --sizes 1 --part layers --budget 0.02 --no-peers --forms chosen --json %s", path);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    rows = read_rows(path);
+    assert_int_equal(cJSON_GetArraySize(rows), 1);
+    TH_ASSERT_CONTAINS(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 0), "impl")), "tessera(");
+    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 0), "rel_err")) <= 1e-5);
+    cJSON_Delete(rows);
+    assert_null(strstr(out, "naive direct"));
     assert_int_equal(run_cli(NULL, "bench conv2d --layers l9.9x9", out, sizeof out), 1);
     TH_ASSERT_CONTAINS(out, "no ResNet-50 layer 'l9.9x9'");
     assert_int_equal(run_cli(NULL, "bench conv2d --part nope", out, sizeof out), 1);
@@ -566,6 +576,8 @@ static void bench_numbers_are_strict(void **state) {
         {"bench gemm --layers conv1", 1, "--layers"},
         {"bench gemm --weights per-call", 1, "--weights"},
         {"bench conv2d --weights sometimes", 2, "--weights"},
+        {"bench gemm --forms chosen", 1, "--forms"},
+        {"bench conv2d --forms some", 2, "--forms"},
         {"bench gemm --budget inf", 2, "--budget"},
         {"bench gemm --budget nan", 2, "--budget"},
         {"bench gemm --budget 1e400", 2, "--budget"},

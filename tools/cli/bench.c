@@ -8,7 +8,7 @@
 static void print_summary(FILE *out) {
     fputs("  bench OP [--device SEL] [--sizes LIST] [--json FILE] [--budget SECONDS] [--no-peers]\n"
           "        [--part NAME] [--clblast-xgemm \"GEMMK=0 MWG=64 ...\"] [--max-unfused L] [--layers LIST]\n"
-          "        [--dtype IN[/OUT]] [--weights kept|per-call]\n",
+          "        [--dtype IN[/OUT]] [--weights kept|per-call] [--forms all|chosen]\n",
           out);
     /* What it does, then per op what --sizes lists, its parts and its own options: each op's
      * lines from its registry entry. */
@@ -66,6 +66,7 @@ static int run_bench(int argc, char **argv) {
                                             {"layers", required_argument, NULL, 'L'},
                                             {"dtype", required_argument, NULL, 'T'},
                                             {"weights", required_argument, NULL, 'W'},
+                                            {"forms", required_argument, NULL, 'F'},
                                             {0}};
     bench_options bo = {.budget_s = 1.0, .peers = true};
     const char *device = NULL, *json = NULL;
@@ -85,6 +86,11 @@ static int run_bench(int argc, char **argv) {
             if (strcmp(optarg, "kept") && strcmp(optarg, "per-call"))
                 return cli_misuse("bench", "--weights: '%s' is not kept or per-call", optarg);
             bo.per_call_weights = strcmp(optarg, "per-call") == 0;
+            break;
+        case 'F':
+            if (strcmp(optarg, "all") && strcmp(optarg, "chosen"))
+                return cli_misuse("bench", "--forms: '%s' is not all or chosen", optarg);
+            bo.chosen_form_only = strcmp(optarg, "chosen") == 0;
             break;
         case 'U': {
             uint64_t v = 0;

@@ -505,24 +505,20 @@ static void fallback_chain(void **state) {
     dev = th_open_device();
     TH_ASSERT_OK(tsr_config_lookup(dev, "conv2d", "stem", &ci));
     assert_string_equal(ci.used_class, "stem");
-    /* 3x3-mid comes from 3x3-small, itself a child above: given an entry of its own, it serves 3x3-mid */
-    cJSON_AddItemToObject(conv_ops, "3x3-small", cJSON_Duplicate(cJSON_GetObjectItem(conv_ops, "3x3"), true));
-    write_db(root, db_path);
-    tsr_device_close(dev);
-    dev = th_open_device();
-    TH_ASSERT_OK(tsr_config_lookup(dev, "conv2d", "3x3-mid", &ci));
-    assert_int_equal(ci.source, TSR_CONFIG_TUNED);
-    assert_string_equal(ci.used_class, "3x3-small");
-    assert_string_equal(ci.problem_class, "3x3-mid");
-    /* strided-mid (session 34) comes from strided-small the same way */
-    cJSON_AddItemToObject(conv_ops, "strided-small", cJSON_Duplicate(cJSON_GetObjectItem(conv_ops, "strided"), true));
-    write_db(root, db_path);
-    tsr_device_close(dev);
-    dev = th_open_device();
-    TH_ASSERT_OK(tsr_config_lookup(dev, "conv2d", "strided-mid", &ci));
-    assert_int_equal(ci.source, TSR_CONFIG_TUNED);
-    assert_string_equal(ci.used_class, "strided-small");
-    assert_string_equal(ci.problem_class, "strided-mid");
+    /* 3x3-mid comes from 3x3-small and strided-mid (session 34) from strided-small, each itself a child
+     * above: given an entry of its own (a copy of its parent's), it serves the grandchild */
+    const char *const grandchildren[][3] = {{"3x3", "3x3-small", "3x3-mid"}, {"strided", "strided-small", "strided-mid"}};
+    for (int c = 0; c < 2; ++c) {
+        cJSON_AddItemToObject(conv_ops, grandchildren[c][1],
+                              cJSON_Duplicate(cJSON_GetObjectItem(conv_ops, grandchildren[c][0]), true));
+        write_db(root, db_path);
+        tsr_device_close(dev);
+        dev = th_open_device();
+        TH_ASSERT_OK(tsr_config_lookup(dev, "conv2d", grandchildren[c][2], &ci));
+        assert_int_equal(ci.source, TSR_CONFIG_TUNED);
+        assert_string_equal(ci.used_class, grandchildren[c][1]);
+        assert_string_equal(ci.problem_class, grandchildren[c][2]);
+    }
     unsetenv("TSR_BUILTIN_TUNING");
     ci = lookup_fresh("batched"); /* this machine's built-in batched entry (if any) comes before the nearest class */
     assert_true(ci.source == TSR_CONFIG_BUILTIN_TUNED || strcmp(ci.used_class, "small") == 0);

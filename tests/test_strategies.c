@@ -42,6 +42,17 @@ static void fold_z(tsr_config *config) {
 }
 static const tsr_op folded_op = {
     .name = "folded", .params = grid_params, .nparams = 3, .config_ok = grid_ok, .normalize = fold_z};
+/* The same grid where each X stands for an implementation of its own (as conv2d's ALGO). */
+static const tsr_implementation x_implementations[] = {
+    {.name = "x1", .value = 1}, {.name = "x2", .value = 2}, {.name = "x3", .value = 3}, {.name = "x4", .value = 4},
+    {.name = "x5", .value = 5}, {.name = "x6", .value = 6}, {.name = "x7", .value = 7}, {.name = "x8", .value = 8}};
+static const tsr_op implemented_op = {.name = "implemented",
+                                      .params = grid_params,
+                                      .nparams = 3,
+                                      .config_ok = grid_ok,
+                                      .implementations = x_implementations,
+                                      .nimplementations = 8,
+                                      .implementation_param = "X"};
 static const tsr_op *run_op = &grid_op; /* the op run_strategy searches */
 
 static tsr_config make_config(int x, int y, int z) {
@@ -496,6 +507,40 @@ static void a_close_runner_up_duels_the_best(void **state) {
         assert_true(r.search.seen[0].validated);
         tsr_search_free(&r.search);
     }
+}
+
+/* Where the op has several implementations, each other implementation's best (within half the
+ * best's score) duels the best side by side, however far behind its own evaluation ran. The
+ * optimum, evaluated right after the default (so validated, as the incumbent of its time), runs at
+ * 1.45x for the whole search (still the best of its X) while (6, 3, 2) runs at 1.15x throughout:
+ * more than 15% behind, so no runner-up duel. Where each X is an implementation of its own, the
+ * duel at the optimum's own speed puts it first; on the plain grid it stays behind. */
+static void other_implementations_duel_the_best(void **state) {
+    (void)state;
+    const tsr_op *ops[] = {&grid_op, &implemented_op};
+    for (int o = 0; o < 2; ++o) {
+        run_op = ops[o];
+        run r;
+        memset(&r, 0, sizeof r);
+        replay_override(&r.replay, make_config(4, 3, 2), 2e-4, 0);
+        replay_override(&r.replay, make_config(6, 3, 2), 1.15e-4, 0);
+        replay_override(&r.replay, optimum, 1.45e-4, 1 << 30);
+        search_setup(&r, 1, 0, 1e9);
+        const tsr_config def = make_config(1, 0, 1);
+        double def_score = tsr_search_evaluate(&r.search, &def);
+        r.search.start = def;
+        r.search.start_score = def_score;
+        assert_true(tsr_search_evaluate(&r.search, &optimum) > 0);
+        tsr_strategy_exhaustive(&r.search);
+        tsr_search_rank(&r.search);
+        r.replay.override[2].runs = r.replay.override[2].ran; /* its own speed from now on */
+        assert_false(is_optimum(&r.search.seen[0])); /* the test can fail */
+        tsr_search_final_duels(&r.search, &def, def_score, NULL);
+        assert_true(is_optimum(&r.search.seen[0]) == (o == 1));
+        assert_true(r.search.seen[0].validated);
+        tsr_search_free(&r.search);
+    }
+    run_op = &grid_op;
 }
 
 /* The entry lookups resolve to today is timed for TUNE_MIN_RUNS runs and validated however slow
@@ -981,6 +1026,7 @@ int main(void) {
         cmocka_unit_test(slower_candidates_stop_early_unvalidated),
         cmocka_unit_test(candidates_stop_once_their_rank_is_known),
         cmocka_unit_test(a_close_runner_up_duels_the_best),
+        cmocka_unit_test(other_implementations_duel_the_best),
         cmocka_unit_test(the_entry_in_use_is_measured_fully),
         cmocka_unit_test(fast_but_wrong_never_wins),
         cmocka_unit_test(duels_end_early_only_when_clear),

@@ -192,8 +192,48 @@ static void duel_runner_up(tsr_search *search, const tsr_config *def, const tsr_
     seen[0].score = runner_up_won ? dq[1] : dq[0];
 }
 
+/* First of all, where the op has several implementations, the best validated candidate of each
+ * other one (within half the best's score, and neither the default nor the entry: they duel it
+ * later) against the best, side by side. Forms of different implementations are measured at
+ * different moments of a search, often far apart, and on a VM whose speed moves by 2x within
+ * seconds one measured in a slow phase fell outside the runner-up's 15%: on the Cascade Lake Xeon
+ * (session 34) conv2d's strided-mid tune kept the padded form, measured at 120 GFLOP/s while im2col
+ * had measured 78 in a slower phase, where side by side im2col ran the layer 1.09-1.26x faster.
+ * Expects the search ranked. */
+static void duel_other_implementations(tsr_search *search, const tsr_config *def, const tsr_config *entry) {
+    tsr_evaluated *seen = search->seen;
+    const tsr_op *op = search->op;
+    if (!op || op->nimplementations < 2 || search->nseen < 2 || !seen[0].validated || seen[0].score <= 0) return;
+    if (3.0 * 2 * TUNE_MIN_RUNS * search->best_time > duel_allowance(search)) return; /* a slow device */
+    for (int m = 0; m < op->nimplementations; ++m) {
+        const tsr_implementation *impl = &op->implementations[m];
+        if (tsr_op_implementation(op, &seen[0].config) == impl) continue;
+        int idx = -1;
+        for (int i = 1; i < search->nseen && idx < 0; ++i) {
+            if (tsr_op_implementation(op, &seen[i].config) != impl) continue;
+            if (!seen[i].validated || seen[i].score < 0.5 * seen[0].score) break; /* its best is out of reach */
+            if (memcmp(&seen[i].config, def, sizeof *def) == 0) break;
+            if (entry && memcmp(&seen[i].config, entry, sizeof *entry) == 0) break;
+            idx = i;
+        }
+        if (idx < 0) continue;
+        double dg[2] = {0, 0}, dq[2] = {0, 0};
+        tsr_search_duel(search, &seen[0].config, &seen[idx].config, dg, dq);
+        if (!(dq[0] > 0 && dq[1] > 0)) continue;
+        bool other_won = dg[1] > dg[0];
+        if (other_won) {
+            tsr_evaluated e = seen[idx];
+            memmove(&seen[1], &seen[0], (size_t)idx * sizeof e);
+            seen[0] = e;
+        }
+        seen[0].gflops = other_won ? dg[1] : dg[0];
+        seen[0].score = other_won ? dq[1] : dq[0];
+    }
+}
+
 void tsr_search_final_duels(tsr_search *search, const tsr_config *def, double def_score, const tsr_config *entry) {
     if (entry && memcmp(entry, def, sizeof *def) == 0) entry = NULL;
+    duel_other_implementations(search, def, entry);
     duel_runner_up(search, def, entry);
     duel_with_default(search, def, def_score);
     if (entry) duel_with_entry(search, entry, def);

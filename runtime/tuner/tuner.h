@@ -238,8 +238,8 @@ void tsr_search_rank(tsr_search *search);
 /* Free what the search allocated. */
 void tsr_search_free(tsr_search *search);
 
-/* The duels that end a class's search (ranked first): the best against a runner-up within 15%,
- * then against the default (`def`, whose score in the search was `def_score`), then against
+/* The duels that end a class's search (ranked first): the best against each other implementation's
+ * best within half its score (ops with several), then against a runner-up within 15%, then against the default (`def`, whose score in the search was `def_score`), then against
  * `entry` (the entry lookups resolve to today; NULL: none). Each moves the side that wins side by
  * side first; a slow device, where a duel would cost more than the class's budget, skips them. */
 void tsr_search_final_duels(tsr_search *search, const tsr_config *def, double def_score, const tsr_config *entry);

@@ -158,6 +158,24 @@ static void duel_with_entry(tsr_search *search, const tsr_config *entry, const t
     seen[0].score = entry_won ? dq[1] : dq[0];
 }
 
+/* The best (seen[0]) against seen[idx] side by side; the faster goes first, with the duel's rate
+ * and score (the best keeps its place on a tie, and both stay where they are when the duel could
+ * not measure them). */
+static void duel_challenger(tsr_search *search, int idx) {
+    tsr_evaluated *seen = search->seen;
+    double dg[2] = {0, 0}, dq[2] = {0, 0};
+    tsr_search_duel(search, &seen[0].config, &seen[idx].config, dg, dq);
+    if (!(dq[0] > 0 && dq[1] > 0)) return;
+    bool challenger_won = dg[1] > dg[0];
+    if (challenger_won) {
+        tsr_evaluated e = seen[idx];
+        memmove(&seen[1], &seen[0], (size_t)idx * sizeof e);
+        seen[0] = e;
+    }
+    seen[0].gflops = challenger_won ? dg[1] : dg[0];
+    seen[0].score = challenger_won ? dq[1] : dq[0];
+}
+
 /* Before those, the best (unless it is the default or the entry) against the runner-up, where one
  * comes close (within 15% by lower quartile) and is neither the default nor the entry (they duel
  * it next): a candidate's score comes from a
@@ -178,18 +196,7 @@ static void duel_runner_up(tsr_search *search, const tsr_config *def, const tsr_
         if (entry && memcmp(&seen[i].config, entry, sizeof *entry) == 0) continue;
         idx = i;
     }
-    if (idx < 0) return;
-    double dg[2] = {0, 0}, dq[2] = {0, 0};
-    tsr_search_duel(search, &seen[0].config, &seen[idx].config, dg, dq);
-    if (!(dq[0] > 0 && dq[1] > 0)) return;
-    bool runner_up_won = dg[1] > dg[0];
-    if (runner_up_won) {
-        tsr_evaluated e = seen[idx];
-        memmove(&seen[1], &seen[0], (size_t)idx * sizeof e);
-        seen[0] = e;
-    }
-    seen[0].gflops = runner_up_won ? dg[1] : dg[0];
-    seen[0].score = runner_up_won ? dq[1] : dq[0];
+    if (idx >= 0) duel_challenger(search, idx);
 }
 
 /* First of all, where the op has several implementations, the best validated candidate of each
@@ -216,18 +223,7 @@ static void duel_other_implementations(tsr_search *search, const tsr_config *def
             if (entry && memcmp(&seen[i].config, entry, sizeof *entry) == 0) break;
             idx = i;
         }
-        if (idx < 0) continue;
-        double dg[2] = {0, 0}, dq[2] = {0, 0};
-        tsr_search_duel(search, &seen[0].config, &seen[idx].config, dg, dq);
-        if (!(dq[0] > 0 && dq[1] > 0)) continue;
-        bool other_won = dg[1] > dg[0];
-        if (other_won) {
-            tsr_evaluated e = seen[idx];
-            memmove(&seen[1], &seen[0], (size_t)idx * sizeof e);
-            seen[0] = e;
-        }
-        seen[0].gflops = other_won ? dg[1] : dg[0];
-        seen[0].score = other_won ? dq[1] : dq[0];
+        if (idx >= 0) duel_challenger(search, idx);
     }
 }
 

@@ -57,45 +57,50 @@
 
 // ---------------------------------------------------------------- im2col
 // col[ig][kk][p], ig = i G + g over the chunk's images i (x_off points at the first one),
-// kk = (c R + r) S + s, p = oh Q + ow. global = (rows, Cg, images G): a work-item writes, for each
-// tap (r, s) of its input channel c, the output rows oh = get_global_id(0), + rows, ... (CPUs launch
-// rows = 1: whole planes an item; GPUs rows = P). The columns whose tap falls in the padding are
-// found once per tap (the same for every row): a row is then zeros, the copy without bounds checks,
-// zeros. Until session 34 each item wrote one row of one kk with a bounds check per element: on
-// ResNet-50's 14x14/2 layer (7 elements a row) the items' divisions and the per-element branch
-// made im2col 0.22 of the GEMM's samples on the Cascade Lake Xeon.
+// kk = (c R + r) S + s, p = oh Q + ow. Two grids (the host picks; the kernel tells them apart by
+// dimension 1's size, the same when R S = 1):
+//   CPUs (1, Cg, images G): an item writes the whole R S planes of one input channel c;
+//   GPUs (P, Cg R S, images G): an item writes one row oh of one kk (many light items).
+// The columns whose tap falls in the padding are found once per tap (the same for every row): a row
+// is then zeros, the copy without bounds checks, zeros. Until session 34 every device ran the GPU
+// grid with a bounds check per element: on ResNet-50's 14x14/2 layer (7 elements a row) the items'
+// divisions and the per-element branch made im2col 0.22 of the GEMM's samples on the Cascade Lake
+// Xeon.
 __kernel void im2col(const int16 geo, __global const XELT *x, const ulong x_off, __global float *col) {
-    const int c = (int)get_global_id(1), ig = (int)get_global_id(2);
+    const int ig = (int)get_global_id(2);
     const int Cg = GEO_C / GEO_G, RS = GEO_R * GEO_S, CRS = Cg * RS, PQ = GEO_P * GEO_Q;
+    const bool per_tap = (int)get_global_size(1) == CRS; // the GPU grid: item (oh, kk)
+    const int c = per_tap ? (int)get_global_id(1) / RS : (int)get_global_id(1);
+    const int tap0 = per_tap ? (int)get_global_id(1) - c * RS : 0, tap_end = per_tap ? tap0 + 1 : RS;
     const int i = ig / GEO_G, g = ig - i * GEO_G;
     const __global XELT *xc = x + x_off + ((size_t)i * GEO_C + g * Cg + c) * (size_t)(GEO_H * GEO_W);
     __global float *planes = col + ((size_t)ig * CRS + (size_t)c * RS) * (size_t)PQ;
-    for (int r = 0; r < GEO_R; ++r)
-        for (int s = 0; s < GEO_S; ++s) {
-            __global float *plane = planes + (size_t)(r * GEO_S + s) * PQ;
-            // iw = iw0 + ow SW is inside [0, W) for ow in [lo, hi) (a few steps from each end: the
-            // padding is less than a kernel's width)
-            const int iw0 = s * GEO_DW - GEO_PW;
-            int lo = 0, hi = GEO_Q;
-            while (lo < GEO_Q && iw0 + lo * GEO_SW < 0) ++lo;
-            while (hi > lo && iw0 + (hi - 1) * GEO_SW >= GEO_W) --hi;
-            for (int oh = (int)get_global_id(0); oh < GEO_P; oh += (int)get_global_size(0)) {
-                const int ih = oh * GEO_SH - GEO_PH + r * GEO_DH;
-                __global float *dst = plane + (size_t)oh * GEO_Q;
-                if (ih < 0 || ih >= GEO_H) {
-                    for (int ow = 0; ow < GEO_Q; ++ow) dst[ow] = 0.0f;
-                    continue;
-                }
-                const __global XELT *src = xc + (size_t)ih * GEO_W;
-                for (int ow = 0; ow < lo; ++ow) dst[ow] = 0.0f;
-                if (GEO_SW == 1) {
-                    for (int ow = lo; ow < hi; ++ow) dst[ow] = LDX(src, iw0 + ow);
-                } else {
-                    for (int ow = lo; ow < hi; ++ow) dst[ow] = LDX(src, iw0 + ow * GEO_SW);
-                }
-                for (int ow = hi; ow < GEO_Q; ++ow) dst[ow] = 0.0f;
+    for (int tap = tap0; tap < tap_end; ++tap) {
+        const int r = tap / GEO_S, s = tap - r * GEO_S;
+        __global float *plane = planes + (size_t)tap * PQ;
+        // iw = iw0 + ow SW is inside [0, W) for ow in [lo, hi) (a few steps from each end: the
+        // padding is less than a kernel's width)
+        const int iw0 = s * GEO_DW - GEO_PW;
+        int lo = 0, hi = GEO_Q;
+        while (lo < GEO_Q && iw0 + lo * GEO_SW < 0) ++lo;
+        while (hi > lo && iw0 + (hi - 1) * GEO_SW >= GEO_W) --hi;
+        for (int oh = (int)get_global_id(0); oh < GEO_P; oh += (int)get_global_size(0)) {
+            const int ih = oh * GEO_SH - GEO_PH + r * GEO_DH;
+            __global float *dst = plane + (size_t)oh * GEO_Q;
+            if (ih < 0 || ih >= GEO_H) {
+                for (int ow = 0; ow < GEO_Q; ++ow) dst[ow] = 0.0f;
+                continue;
             }
+            const __global XELT *src = xc + (size_t)ih * GEO_W;
+            for (int ow = 0; ow < lo; ++ow) dst[ow] = 0.0f;
+            if (GEO_SW == 1) {
+                for (int ow = lo; ow < hi; ++ow) dst[ow] = LDX(src, iw0 + ow);
+            } else {
+                for (int ow = lo; ow < hi; ++ow) dst[ow] = LDX(src, iw0 + ow * GEO_SW);
+            }
+            for (int ow = hi; ow < GEO_Q; ++ow) dst[ow] = 0.0f;
         }
+    }
 }
 
 // ---------------------------------------------------------------- direct (baseline)

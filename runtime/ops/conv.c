@@ -1766,8 +1766,9 @@ static tsr_status launch_im2col_gemms(tsr_device *dev, const conv_problem *p, co
     for (size_t n0 = 0; n0 < p->N && status == TSR_SUCCESS; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
-        /* an input channel's taps an item, CPUs its whole planes, GPUs a row of each (cl/conv.cl) */
-        size_t global[3] = {dev->info.type == TSR_DEVICE_CPU ? 1 : p->P, p->Cg, nc * p->G}, local[3];
+        /* CPUs: an input channel's whole planes an item; GPUs: a row of one tap (cl/conv.cl) */
+        const bool cpu = dev->info.type == TSR_DEVICE_CPU;
+        size_t global[3] = {cpu ? 1 : p->P, cpu ? p->Cg : p->CRS, nc * p->G}, local[3];
         cl_event written = NULL;
         /* the cached kernel's arguments are this chunk's until its enqueue (not across the
          * GEMMs, which lock their own kernels) */

@@ -91,6 +91,19 @@ static double duel_allowance(const tsr_search *search) {
     return search->duel_budget_s > 0 ? search->duel_budget_s : search->class_budget_s;
 }
 
+/* A duel takes 3 rounds of at least TUNE_MIN_RUNS runs of each side: more than the duel allowance on
+ * a slow device, where a run takes seconds, so none is held there. */
+static bool duel_unaffordable(const tsr_search *search) {
+    return 3.0 * 2 * TUNE_MIN_RUNS * (search->best_time > 0 ? search->best_time : 0) > duel_allowance(search);
+}
+
+/* seen[idx] to the front, the ones before it one place down. */
+static void move_first(tsr_evaluated *seen, int idx) {
+    tsr_evaluated e = seen[idx];
+    memmove(&seen[1], &seen[0], (size_t)idx * sizeof e);
+    seen[0] = e;
+}
+
 /* Final duel, with warm caches: the best candidate against the default, measured in
  * alternation so both see the same machine. The default wins ties, so a tuned entry differs
  * from the default only when it beats it side by side. Expects the search ranked. */
@@ -101,27 +114,17 @@ static void duel_with_default(tsr_search *search, const tsr_config *def, double 
     for (int i = 0; i < search->nseen; ++i)
         if (memcmp(&seen[i].config, def, sizeof *def) == 0) def_idx = i;
     double dg[2] = {0, 0}, dq[2] = {0, 0};
-    /* A duel takes 3 rounds of at least TUNE_MIN_RUNS runs of each side. Where that is more than
-     * the class's whole budget (a slow device, where a run takes seconds), no duel: the default
-     * stays first unless the best was validated and beat it, by lower quartile, by over 10%. */
-    double duel_s = 3.0 * 2 * TUNE_MIN_RUNS * (search->best_time > 0 ? search->best_time : 0);
-    if (def_idx > 0 && duel_s > duel_allowance(search)) {
+    /* On a slow device (duel_unaffordable) no duel: the default stays first unless the best was
+     * validated and beat it, by lower quartile, by over 10%. */
+    if (def_idx > 0 && duel_unaffordable(search)) {
         search->result->default_gflops = seen[def_idx].gflops;
-        if (seen[def_idx].validated && seen[0].score < 1.1 * seen[def_idx].score) {
-            tsr_evaluated d = seen[def_idx];
-            memmove(&seen[1], &seen[0], (size_t)def_idx * sizeof d);
-            seen[0] = d;
-        }
+        if (seen[def_idx].validated && seen[0].score < 1.1 * seen[def_idx].score) move_first(seen, def_idx);
         return;
     }
     if (def_idx != 0) tsr_search_duel(search, &seen[0].config, def, dg, dq);
     else search->result->default_gflops = seen[0].gflops; /* the default is the best: nothing to compare */
     /* The duel alternates runs, so both medians see the same machine: decide on them. */
-    if (dg[1] >= dg[0] && def_idx > 0) { /* the default is really the best: move it first */
-        tsr_evaluated d = seen[def_idx];
-        memmove(&seen[1], &seen[0], (size_t)def_idx * sizeof d);
-        seen[0] = d;
-    }
+    if (dg[1] >= dg[0] && def_idx > 0) move_first(seen, def_idx); /* the default is really the best */
     if (dq[0] > 0 && dq[1] > 0) {
         bool default_won = dg[1] >= dg[0] || def_idx == 0;
         seen[0].gflops = default_won ? dg[1] : dg[0];
@@ -142,18 +145,14 @@ static void duel_with_entry(tsr_search *search, const tsr_config *entry, const t
     for (int i = 1; i < search->nseen; ++i)
         if (memcmp(&seen[i].config, entry, sizeof *entry) == 0) idx = i;
     if (idx < 0 || !seen[idx].validated || seen[idx].score <= 0) return; /* failed, or clearly slower */
-    if (3.0 * 2 * TUNE_MIN_RUNS * search->best_time > duel_allowance(search)) return; /* a slow device: as above */
+    if (duel_unaffordable(search)) return;
     double dg[2] = {0, 0}, dq[2] = {0, 0};
     tsr_search_duel(search, &seen[0].config, entry, dg, dq);
     if (!(dq[0] > 0 && dq[1] > 0)) return;
     /* the default kept its place in the first duel: its rate beside the entry's is the yardstick */
     if (memcmp(&seen[0].config, def, sizeof *def) == 0) search->result->default_gflops = dg[0];
-    if (dg[1] >= dg[0]) {
-        tsr_evaluated e = seen[idx];
-        memmove(&seen[1], &seen[0], (size_t)idx * sizeof e);
-        seen[0] = e;
-    }
     bool entry_won = dg[1] >= dg[0];
+    if (entry_won) move_first(seen, idx);
     seen[0].gflops = entry_won ? dg[1] : dg[0];
     seen[0].score = entry_won ? dq[1] : dq[0];
 }
@@ -167,11 +166,7 @@ static void duel_challenger(tsr_search *search, int idx) {
     tsr_search_duel(search, &seen[0].config, &seen[idx].config, dg, dq);
     if (!(dq[0] > 0 && dq[1] > 0)) return;
     bool challenger_won = dg[1] > dg[0];
-    if (challenger_won) {
-        tsr_evaluated e = seen[idx];
-        memmove(&seen[1], &seen[0], (size_t)idx * sizeof e);
-        seen[0] = e;
-    }
+    if (challenger_won) move_first(seen, idx);
     seen[0].gflops = challenger_won ? dg[1] : dg[0];
     seen[0].score = challenger_won ? dq[1] : dq[0];
 }
@@ -185,7 +180,7 @@ static void duel_challenger(tsr_search *search, int idx) {
 static void duel_runner_up(tsr_search *search, const tsr_config *def, const tsr_config *entry) {
     tsr_evaluated *seen = search->seen;
     if (search->nseen < 2 || !seen[0].validated || seen[0].score <= 0) return;
-    if (3.0 * 2 * TUNE_MIN_RUNS * search->best_time > duel_allowance(search)) return; /* a slow device */
+    if (duel_unaffordable(search)) return;
     /* The default or the entry first: their own duels would run the same pair again. */
     if (memcmp(&seen[0].config, def, sizeof *def) == 0 || (entry && memcmp(&seen[0].config, entry, sizeof *entry) == 0))
         return;
@@ -211,7 +206,7 @@ static void duel_other_implementations(tsr_search *search, const tsr_config *def
     tsr_evaluated *seen = search->seen;
     const tsr_op *op = search->op;
     if (!op || op->nimplementations < 2 || search->nseen < 2 || !seen[0].validated || seen[0].score <= 0) return;
-    if (3.0 * 2 * TUNE_MIN_RUNS * search->best_time > duel_allowance(search)) return; /* a slow device */
+    if (duel_unaffordable(search)) return;
     for (int m = 0; m < op->nimplementations; ++m) {
         const tsr_implementation *impl = &op->implementations[m];
         if (tsr_op_implementation(op, &seen[0].config) == impl) continue;

@@ -333,11 +333,20 @@ def markdown_table(path):
 
 
 def write_json(path, doc):
-    """doc into path, whole or not at all (a sibling temporary file, then a rename)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1, allow_nan=False)
-    os.replace(tmp, path)
+    """doc into path, whole or not at all: a new temporary file beside it (created exclusively, so
+    never a file or link already there), then a rename; removed when the dump fails."""
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)  # as open() would make it (mkstemp's own is 0600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=1, allow_nan=False)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
     print(f"\nwrote {path}")
 
 

@@ -5,6 +5,10 @@ output): each bad value of a new flag exits 2 with a message naming the flag, no
 
 usage: check_peer_args.py SOURCE_ROOT
 """
+import contextlib
+import importlib.util
+import io
+import json
 import os
 import pathlib
 import subprocess
@@ -49,6 +53,30 @@ def main():
         ok = p.returncode == 2 and "not an executable" in p.stderr and not os.path.exists(out)
         results.append(("valid --paired settings pass the checks (stops at the missing --tessera)", ok, p.returncode,
                         p.stderr.strip()))
+        # write_json: whole or not at all, through a file of its own (a link at PATH.tmp is not followed)
+        spec = importlib.util.spec_from_file_location("pytorch_peer", script)
+        peer = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(peer)
+        kept = os.path.join(tmp, "kept.json")
+        victim = os.path.join(tmp, "victim")
+        with open(victim, "w") as f:
+            f.write("untouched")
+        os.symlink(victim, kept + ".tmp")
+        with contextlib.redirect_stdout(io.StringIO()):
+            peer.write_json(kept, {"a": 1})
+            try:
+                peer.write_json(kept, {"a": float("nan")})
+                refused = False
+            except ValueError:
+                refused = True
+        with open(kept) as f:
+            now = json.load(f)
+        with open(victim) as f:
+            intact = f.read() == "untouched"
+        left = sorted(n for n in os.listdir(tmp) if n.startswith("kept.json.") and n != "kept.json.tmp")
+        ok = refused and now == {"a": 1} and intact and not left
+        results.append(("write_json: a NaN refused leaves the old file and no temporary; a link at PATH.tmp untouched",
+                        ok, 0, f"refused {refused}, file {now}, victim intact {intact}, left {left}"))
     print(f"1..{len(results)}")
     for i, (name, ok, rc, err) in enumerate(results, 1):
         print(f"{'ok' if ok else 'not ok'} {i} - {name}")

@@ -141,6 +141,12 @@ typedef struct tsr_device_info {
      * convolution at about one core's speed). POCL_AFFINITY=0 keeps PoCL's default. A device from
      * tsr_device_wrap with no discovery before it found OpenCL started and says so. */
     char worker_threads[TSR_INFO_STR];
+    /* For a CPU device, the processor it runs on as the processor itself reports it (on x86, from
+     * CPUID: "AuthenticAMD family 25 model 17"); "" for every other device and where unknown. A
+     * CPU driver's device name may not tell two processors apart (PoCL names a Zen 4 and a Zen 5
+     * "pthread-skylake-avx512-AMD EPYC" under a hypervisor that hides the model), yet their best
+     * kernel configurations differ: the tuning database keeps their entries apart by this. */
+    char host_cpu[TSR_INFO_STR];
 } tsr_device_info;
 
 /* Every device of every platform the ICD loader offers. *infos is allocated

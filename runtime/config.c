@@ -131,15 +131,19 @@ static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool buil
     if (!usable) return false;
     const cJSON *dev_node = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(db, "devices"), key);
     info->source = builtin ? TSR_CONFIG_BUILTIN_TUNED
-                           : (tier == 1 ? TSR_CONFIG_TUNED : tier == 2 ? TSR_CONFIG_TUNED_OTHER_DRIVER
-                                                                       : TSR_CONFIG_TUNED_SAME_VENDOR);
+                           : (tier == 1 || tier == 3 ? TSR_CONFIG_TUNED
+                              : tier == 2 || tier == 4 ? TSR_CONFIG_TUNED_OTHER_DRIVER
+                                                       : TSR_CONFIG_TUNED_SAME_VENDOR);
     info->tuned_gflops = cJSON_GetObjectItemCaseSensitive(entry, "gflops")->valuedouble;
     tsr_strlcpy(info->used_class, cls, sizeof info->used_class);
     char where[TSR_PATH_MAX] = "built into tessera";
     if (!builtin && tsr_tuning_db_path(where, sizeof where) != TSR_SUCCESS) tsr_clear_error();
     const char *unit = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "unit"));
-    snprintf(info->origin, sizeof info->origin, "%s entry %s/%s for '%s' (driver %s), tuned %s on %s at %.1f %s",
-             builtin ? "built-in" : where, op->name, cls, str(dev_node, "name"), str(dev_node, "driver"),
+    const char *cpu = str(dev_node, "cpu"); /* named where it is not this one */
+    bool other_cpu = *cpu && strcmp(cpu, dev->info.host_cpu) != 0;
+    snprintf(info->origin, sizeof info->origin, "%s entry %s/%s for '%s'%s%s%s (driver %s), tuned %s on %s at %.1f %s",
+             builtin ? "built-in" : where, op->name, cls, str(dev_node, "name"), other_cpu ? " on " : "",
+             other_cpu ? cpu : "", other_cpu ? ", another processor" : "", str(dev_node, "driver"),
              str(entry, "date"), str(entry, "problem"), info->tuned_gflops, unit ? unit : "GFLOP/s");
     if (strcmp(str(entry, "timing"), "host") == 0) { /* the driver's timestamps were unusable: say so */
         size_t used = strlen(info->origin);

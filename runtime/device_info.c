@@ -3,6 +3,9 @@
 #include "internal.h"
 
 #include <cjson/cJSON.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +72,28 @@ static bool has_extension(cl_device_id d, const char *ext) {
     return found;
 }
 
+/* The host processor as it reports itself ("" where this build cannot ask): on x86 CPUID's vendor
+ * string and its family and model, extended fields included (AMD's family 0x19 is Zen 3 and Zen 4,
+ * told apart by the model; Intel's family 6 by the model). */
+void tsr_host_cpu_signature(char *out, size_t size) {
+    if (size) out[0] = '\0';
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return;
+    char vendor[13];
+    memcpy(vendor, &b, 4);
+    memcpy(vendor + 4, &d, 4);
+    memcpy(vendor + 8, &c, 4);
+    vendor[12] = '\0';
+    if (a < 1 || !__get_cpuid(1, &a, &b, &c, &d)) return;
+    unsigned family = (a >> 8) & 0xf, model = (a >> 4) & 0xf;
+    if (family == 0xf) family += (a >> 20) & 0xff;
+    if (family == 0x6 || family >= 0xf) model |= ((a >> 16) & 0xf) << 4;
+    snprintf(out, size, "%s family %u model %u", vendor, family, model);
+    tsr_text_sanitize(out); /* it keys the tuning database beside the OpenCL strings */
+#endif
+}
+
 tsr_status tsr_query_device_info(cl_platform_id platform, cl_device_id d, tsr_device_info *info) {
     int pi = info->platform_index, di = info->device_index;
     memset(info, 0, sizeof *info);
@@ -130,6 +155,9 @@ tsr_status tsr_query_device_info(cl_platform_id platform, cl_device_id d, tsr_de
     const char *why = tsr_device_unusable_reason(info);
     tsr_strlcpy(info->unusable, why ? why : "", sizeof info->unusable);
     tsr_cpu_workers_describe(info, info->worker_threads, sizeof info->worker_threads);
+    /* An OpenCL CPU device is the processor this process runs on (PoCL's, rusticl's llvmpipe,
+     * a vendor's CPU runtime) */
+    if (info->type == TSR_DEVICE_CPU) tsr_host_cpu_signature(info->host_cpu, sizeof info->host_cpu);
     return TSR_SUCCESS;
 }
 
@@ -191,5 +219,6 @@ cJSON *tsr_device_info_to_json(const tsr_device_info *info) {
     cJSON_AddBoolToObject(o, "available", info->available);
     if (info->unusable[0]) cJSON_AddStringToObject(o, "unusable", info->unusable);
     if (info->worker_threads[0]) cJSON_AddStringToObject(o, "worker_threads", info->worker_threads);
+    if (info->host_cpu[0]) cJSON_AddStringToObject(o, "host_cpu", info->host_cpu);
     return o;
 }

@@ -435,6 +435,9 @@ void tsr_cpu_workers_describe(const tsr_device_info *info, char *out, size_t siz
 
 /* Fill `info` for one device (indices are set by the caller). */
 tsr_status tsr_query_device_info(cl_platform_id platform, cl_device_id device, tsr_device_info *info);
+/* tsr_device_info.host_cpu for a CPU device: the host processor's vendor, family and model ("" where
+ * unknown). */
+void tsr_host_cpu_signature(char *out, size_t size);
 /* A platform's string (name, vendor, version), sanitized for JSON; "" when the query fails. */
 void tsr_query_platform_str(cl_platform_id platform, cl_platform_info what, char *out);
 /* Fill a cJSON object from a device info (used by the CLI and reports). */
@@ -1080,12 +1083,14 @@ tsr_status tsr_db_seal(struct cJSON *root);
 /* Load and validate a database file: TSR_ERR_NOT_FOUND when absent, TSR_ERR_CORRUPT (with the
  * reason) when damaged or foreign. */
 tsr_status tsr_db_load(const char *path, struct cJSON **root);
-/* Look a class up in one database through the device tiers (exact, other driver, then a device
- * of the same platform, vendor and type: of the same LLVM target, of the same preferred float
- * vector width, of unknown ISA; never one of another ISA). Returns the tier (1 to TSR_DB_TIERS)
+/* Look a class up in one database through the device tiers (this device on this processor: this
+ * driver, another driver; the same for a node that does not record its processor; then a device
+ * of the same platform, vendor and type: of the same LLVM target, this device name on another
+ * processor included, of the same preferred float vector width, of unknown ISA; never one of
+ * another ISA). Returns the tier (1 to TSR_DB_TIERS)
  * or 0; entries whose source hash or ISA differs are passed over and described in `notes`, and
  * those whose source hash differs (stale) are counted into *stale (may be NULL). */
-#define TSR_DB_TIERS 5
+#define TSR_DB_TIERS 7
 int tsr_db_find(const struct cJSON *root, const tsr_device_info *info, const char *op, const char *problem_class,
                 const char *source_hash, const struct cJSON **entry, const char **device_key, char *notes,
                 size_t notes_size, int *stale);
@@ -1100,7 +1105,8 @@ void tsr_db_each_entry(const struct cJSON *root, const tsr_device_info *info, co
  * "skylake-avx512") and its float SIMD width (16 there, 8 for AVX2 targets); 0 and NULL when the
  * name is no PoCL CPU name or names a target tessera does not know. */
 int tsr_llvm_target_of_name(const char *name, const char **target);
-/* Entries a database holds for this very device (tiers 1 and 2: any driver); 0 for NULL. */
+/* Entries a database holds for this very device (tiers 1 to 4: any driver, this processor or a
+ * node that does not say); 0 for NULL. */
 size_t tsr_db_count_for_device(const struct cJSON *root, const tsr_device_info *info);
 /* Append a note to a "; "-separated list (silently cut at `size`). */
 void tsr_note_append(char *notes, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

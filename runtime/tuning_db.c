@@ -248,6 +248,8 @@ bool tsr_db_validate(const cJSON *root, char *why, size_t size) {
         char where[300];
         snprintf(where, sizeof where, "device '%.200s'", dev->string);
         if (!db_number(dev, "float_width", false, 0, DB_MAX_COUNT, true, where, why, size)) return false;
+        const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(dev, "cpu"); /* optional: older nodes lack it */
+        if (cpu && !cJSON_IsString(cpu)) return snprintf(why, size, "device '%.200s': \"cpu\" is not a string", dev->string), false;
         const cJSON *ops = cJSON_GetObjectItemCaseSensitive(dev, "ops");
         if (!cJSON_IsObject(ops)) return snprintf(why, size, "device '%s' has no \"ops\" object", dev->string), false;
         const cJSON *op;
@@ -359,23 +361,36 @@ static int sibling_width(const cJSON *dev) {
     return cJSON_IsNumber(fw) && fw->valueint > 0 ? fw->valueint : tsr_llvm_target_of_name(str(dev, "name"), &target);
 }
 
-/* 1: this device and driver, 2: this device under another driver, 3-5: a sibling of the same
- * ISA by LLVM target (3), by float vector width (4), of unknown ISA (5); 0: none, also for a
- * sibling of another ISA (-1: that case, so a lookup can say why it passed the entry over). */
+/* How the processor an entry was tuned on relates to this one: 1 the same (or neither says), 0
+ * unknown (a node written before nodes recorded it, "cpu"), -1 another processor. */
+static int cpu_likeness(const cJSON *dev, const tsr_device_info *info) {
+    const char *node_cpu = str(dev, "cpu");
+    if (strcmp(node_cpu, info->host_cpu) == 0) return 1;
+    return *node_cpu ? -1 : 0;
+}
+
+/* 1: this device, processor and driver, 2: this device and processor under another driver, 3-4:
+ * the same for a node that does not say which processor it was tuned on; 5-7: a sibling of the
+ * same ISA by LLVM target (5; also this very device name on another processor: a Zen 4 and a
+ * Zen 5 both run PoCL's skylake-avx512 code), by float vector width (6), of unknown ISA (7); 0:
+ * none, also for a sibling of another ISA (-1: that case, so a lookup can say why it passed the
+ * entry over). */
 static int device_tier(const cJSON *dev, const tsr_device_info *info) {
-    bool same_device = strcmp(str(dev, "platform"), info->platform_name) == 0 &&
-                       strcmp(str(dev, "vendor"), info->vendor) == 0 && strcmp(str(dev, "name"), info->name) == 0;
-    if (same_device && strcmp(str(dev, "driver"), info->driver_version) == 0 &&
-        strcmp(str(dev, "opencl_c"), info->opencl_c_version) == 0)
-        return 1;
-    if (same_device) return 2;
+    bool same_name = strcmp(str(dev, "platform"), info->platform_name) == 0 &&
+                     strcmp(str(dev, "vendor"), info->vendor) == 0 && strcmp(str(dev, "name"), info->name) == 0;
+    int cpu = cpu_likeness(dev, info);
+    if (same_name && cpu >= 0) {
+        bool same_driver = strcmp(str(dev, "driver"), info->driver_version) == 0 &&
+                           strcmp(str(dev, "opencl_c"), info->opencl_c_version) == 0;
+        return (cpu == 1 ? 1 : 3) + (same_driver ? 0 : 1);
+    }
     /* A sibling device of the same vendor and type, on the same platform only: another OpenCL
      * implementation of the same hardware (PoCL and rusticl on one CPU) compiles the same kernel
      * into something else, so its tuning says nothing here. */
     if (strcmp(str(dev, "platform"), info->platform_name) == 0 && strcmp(str(dev, "vendor"), info->vendor) == 0 &&
         strcmp(str(dev, "type"), tsr_device_type_str(info->type)) == 0) {
         int isa = isa_likeness(dev, info);
-        return isa == 2 ? 3 : isa == 1 ? 4 : isa == 0 ? 5 : -1;
+        return isa == 2 ? 5 : isa == 1 ? 6 : isa == 0 ? 7 : -1;
     }
     return 0;
 }
@@ -439,9 +454,10 @@ void tsr_db_each_entry(const cJSON *root, const tsr_device_info *info, const cha
 /* ---- updates ---- */
 
 cJSON *tsr_db_device_node(cJSON *root, const tsr_device_info *info) {
-    char key[6 * TSR_INFO_STR];
-    snprintf(key, sizeof key, "%s|%s|%s|%s|%s", info->platform_name, info->vendor, info->name, info->driver_version,
-             info->opencl_c_version);
+    char key[7 * TSR_INFO_STR];
+    /* the processor joins the key only where known: every other device keeps the key it always had */
+    snprintf(key, sizeof key, "%s|%s|%s|%s|%s%s%s", info->platform_name, info->vendor, info->name, info->driver_version,
+             info->opencl_c_version, info->host_cpu[0] ? "|" : "", info->host_cpu);
     cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
     cJSON *dev = cJSON_GetObjectItemCaseSensitive(devices, key);
     if (dev) return dev;
@@ -454,6 +470,7 @@ cJSON *tsr_db_device_node(cJSON *root, const tsr_device_info *info) {
     cJSON_AddStringToObject(dev, "opencl_c", info->opencl_c_version);
     cJSON_AddStringToObject(dev, "type", tsr_device_type_str(info->type));
     cJSON_AddNumberToObject(dev, "float_width", info->preferred_vector_width[4]); /* the ISA, for siblings */
+    if (info->host_cpu[0]) cJSON_AddStringToObject(dev, "cpu", info->host_cpu);
     cJSON_AddObjectToObject(dev, "ops");
     return dev;
 }
@@ -726,7 +743,7 @@ size_t tsr_db_count_for_device(const cJSON *root, const tsr_device_info *info) {
     const cJSON *node;
     cJSON_ArrayForEach(node, cJSON_GetObjectItemCaseSensitive(root, "devices")) {
         int tier = device_tier(node, info);
-        if (tier != 1 && tier != 2) continue;
+        if (tier < 1 || tier > 4) continue; /* this device name, on this processor or one not recorded */
         const cJSON *op;
         cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(node, "ops")) n += (size_t)cJSON_GetArraySize(op);
     }

@@ -132,7 +132,7 @@ static void tuning_never_crosses_platforms(void **state) {
     assert_int_equal(find_tier(root, &other_driver), 2);
     tsr_device_info sibling = pocl; /* another AVX2 CPU of the same vendor, same platform */
     strcpy(sibling.name, "cpu-skylake-AMD EPYC");
-    assert_int_equal(find_tier(root, &sibling), 4);
+    assert_int_equal(find_tier(root, &sibling), 6);
     /* Same vendor, name and type, another implementation: no tier at all. */
     assert_int_equal(find_tier(root, &rusticl), 0);
 
@@ -178,7 +178,7 @@ static void tuning_siblings_follow_the_isa(void **state) {
     cJSON *root = db_with_entry(&haswell, "0123456789abcdef");
     const cJSON *node = cJSON_GetObjectItem(root, "devices")->child;
     assert_int_equal(cJSON_GetObjectItem(node, "float_width")->valueint, 8); /* recorded when written */
-    assert_int_equal(find_tier(root, &haswell2), 3);
+    assert_int_equal(find_tier(root, &haswell2), 5);
     const cJSON *entry;
     const char *key;
     char notes[512] = "";
@@ -188,14 +188,14 @@ static void tuning_siblings_follow_the_isa(void **state) {
     /* A node written before nodes recorded their width: the name's target still tells. */
     cJSON_DeleteItemFromObject((cJSON *)node, "float_width");
     assert_int_equal(find_tier(root, &avx512), 0);
-    assert_int_equal(find_tier(root, &haswell2), 3);
+    assert_int_equal(find_tier(root, &haswell2), 5);
     /* Neither a width nor a known target: usable, but after every known-alike sibling. */
     cJSON *unknown = db_with_entry(&haswell, "0123456789abcdef");
     cJSON *unode = cJSON_GetObjectItem(unknown, "devices")->child;
     cJSON_DeleteItemFromObject(unode, "float_width");
     cJSON_ReplaceItemInObject(unode, "name", cJSON_CreateString("cpu-futurecore-AMD EPYC"));
-    assert_int_equal(find_tier(unknown, &avx512), 5);
-    assert_int_equal(find_tier(unknown, &haswell), 5);
+    assert_int_equal(find_tier(unknown, &avx512), 7);
+    assert_int_equal(find_tier(unknown, &haswell), 7);
     cJSON_Delete(unknown);
 
     /* Two siblings, the AVX2 one listed first: an AVX-512 device takes the AVX-512 entry, an
@@ -211,9 +211,9 @@ static void tuning_siblings_follow_the_isa(void **state) {
     cJSON_ReplaceItemInObject(other_config, "MWI", cJSON_CreateNumber(8));
     assert_int_equal(tsr_db_merge(both, other), 1);
     notes[0] = '\0';
-    assert_int_equal(tsr_db_find(both, &avx512, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes, NULL), 3);
+    assert_int_equal(tsr_db_find(both, &avx512, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes, NULL), 5);
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(entry, "config"), "MWI")->valueint, 8);
-    assert_int_equal(tsr_db_find(both, &haswell2, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes, NULL), 3);
+    assert_int_equal(tsr_db_find(both, &haswell2, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes, NULL), 5);
     assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(entry, "config"), "MWI")->valueint, 1);
     /* Rates decide between entries for one source and one problem only: a newer entry measured on
      * another problem (a class re-aimed at another shape) replaces a faster old one, an older one
@@ -245,6 +245,127 @@ static void tuning_siblings_follow_the_isa(void **state) {
     cJSON_Delete(other);
     cJSON_Delete(both);
     cJSON_Delete(root);
+}
+
+/* One entry's MWI for `info` through tsr_db_find, and the tier it came from (0: none). */
+static int find_mwi(const cJSON *root, const tsr_device_info *info, int *mwi) {
+    const cJSON *entry = NULL;
+    const char *key;
+    char notes[256] = "";
+    int tier = tsr_db_find(root, info, "gemm", "large", "0123456789abcdef", &entry, &key, notes, sizeof notes, NULL);
+    *mwi = entry ? cJSON_GetObjectItem(cJSON_GetObjectItem(entry, "config"), "MWI")->valueint : 0;
+    return tier;
+}
+
+/* A database of one entry tuned on `info` whose MWI is `mwi`. */
+static cJSON *db_with_mwi(const tsr_device_info *info, int mwi) {
+    cJSON *root = db_with_entry(info, "0123456789abcdef");
+    cJSON *entry = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "devices")->child, "ops"), "gemm"), "large");
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(entry, "config"), "MWI", cJSON_CreateNumber(mwi));
+    return root;
+}
+
+/* Two processors one CPU driver names alike (PoCL: "pthread-skylake-avx512-AMD EPYC" for a Zen 4
+ * and a Zen 5 behind a hypervisor) keep their entries apart: each takes its own first, whatever
+ * the order in the file; the other's is a sibling of the same LLVM target (tier 5), still used
+ * where this processor has none; a node that does not record its processor (written before
+ * nodes did) ranks after this processor's own and before any other processor's. */
+static void tuning_keeps_processors_apart(void **state) {
+    (void)state;
+    tsr_device_info zen4 = pocl_cpu(), zen5 = pocl_cpu(), unknown = pocl_cpu();
+    strcpy(zen4.name, "pthread-skylake-avx512-AMD EPYC");
+    zen4.preferred_vector_width[4] = zen4.native_vector_width[4] = 16;
+    zen5 = unknown = zen4;
+    strcpy(zen4.host_cpu, "AuthenticAMD family 25 model 17");
+    strcpy(zen5.host_cpu, "AuthenticAMD family 26 model 2");
+
+    cJSON *db = db_with_mwi(&zen5, 5);
+    const cJSON *node = cJSON_GetObjectItem(db, "devices")->child;
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(node, "cpu")), zen5.host_cpu); /* recorded */
+    TH_ASSERT_CONTAINS(node->string, "|AuthenticAMD family 26 model 2"); /* and in the key */
+    char why[256];
+    assert_true(tsr_db_seal(db) == TSR_SUCCESS && tsr_db_validate(db, why, sizeof why));
+    int mwi;
+    assert_int_equal(find_mwi(db, &zen5, &mwi), 1);
+    assert_int_equal(find_mwi(db, &zen4, &mwi), 5); /* another processor: a sibling */
+    assert_int_equal(mwi, 5);
+    tsr_device_info zen4_driver = zen4;
+    strcpy(zen4_driver.driver_version, "4.0");
+    assert_int_equal(find_mwi(db, &zen4_driver, &mwi), 5);
+
+    cJSON *mine = db_with_mwi(&zen4, 4); /* now the Zen 4 has its own */
+    assert_int_equal(tsr_db_merge(db, mine), 1);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(db, "devices")), 2);
+    assert_int_equal(find_mwi(db, &zen4, &mwi), 1);
+    assert_int_equal(mwi, 4);
+    assert_int_equal(find_mwi(db, &zen5, &mwi), 1);
+    assert_int_equal(mwi, 5);
+    assert_int_equal(find_mwi(db, &zen4_driver, &mwi), 2);
+    assert_int_equal(mwi, 4);
+    /* the other order in the file: the same answers */
+    cJSON *flipped = db_with_mwi(&zen4, 4), *theirs = db_with_mwi(&zen5, 5);
+    assert_int_equal(tsr_db_merge(flipped, theirs), 1);
+    assert_int_equal(find_mwi(flipped, &zen5, &mwi), 1);
+    assert_int_equal(mwi, 5);
+    assert_int_equal(find_mwi(flipped, &zen4, &mwi), 1);
+    assert_int_equal(mwi, 4);
+
+    /* A node without "cpu": this device, processor unknown: after the Zen 4's own, before the Zen 5's. */
+    cJSON *legacy = db_with_mwi(&unknown, 3);
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(legacy, "devices")->child, "cpu"));
+    assert_int_equal(find_mwi(legacy, &zen4, &mwi), 3);
+    assert_int_equal(find_mwi(legacy, &zen4_driver, &mwi), 4);
+    assert_int_equal(tsr_db_merge(legacy, theirs), 1);
+    assert_int_equal(find_mwi(legacy, &zen4, &mwi), 3);
+    assert_int_equal(mwi, 3);
+    assert_int_equal(tsr_db_merge(legacy, mine), 1);
+    assert_int_equal(find_mwi(legacy, &zen4, &mwi), 1);
+    assert_int_equal(mwi, 4);
+    assert_int_equal(tsr_db_count_for_device(legacy, &zen4), 2);  /* its own and the unknown one */
+    assert_int_equal(tsr_db_count_for_device(theirs, &zen4), 0);  /* another processor's */
+    /* A device that knows no processor (not a CPU, or not x86) takes an entry that names one as a
+     * sibling only. */
+    assert_int_equal(find_mwi(theirs, &unknown, &mwi), 5);
+
+    /* A file whose node says "cpu" but not as a string is refused. */
+    cJSON *bad = db_with_mwi(&zen4, 4);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(bad, "devices")->child, "cpu", cJSON_CreateNumber(25));
+    assert_true(tsr_db_seal(bad) == TSR_SUCCESS);
+    assert_false(tsr_db_validate(bad, why, sizeof why));
+    TH_ASSERT_CONTAINS(why, "\"cpu\" is not a string");
+    cJSON_Delete(bad);
+    cJSON_Delete(legacy);
+    cJSON_Delete(flipped);
+    cJSON_Delete(theirs);
+    cJSON_Delete(mine);
+    cJSON_Delete(db);
+}
+
+/* The processor of a CPU device is read from the processor itself on x86 (the vendor string,
+ * family and model), and left empty for every other device. */
+static void host_processor_named(void **state) {
+    (void)state;
+    char cpu[TSR_INFO_STR] = "poison";
+    tsr_host_cpu_signature(cpu, sizeof cpu);
+#if defined(__x86_64__) || defined(__i386__)
+    assert_true(strncmp(cpu, "GenuineIntel family ", 20) == 0 || strncmp(cpu, "AuthenticAMD family ", 20) == 0 ||
+                strstr(cpu, " family ") != NULL);
+    TH_ASSERT_CONTAINS(cpu, " model ");
+    char small[8] = "poison";
+    tsr_host_cpu_signature(small, sizeof small); /* cut, terminated */
+    assert_int_equal(strlen(small), 7);
+#else
+    assert_string_equal(cpu, "");
+#endif
+    tsr_device_info *infos = NULL;
+    size_t n = 0;
+    if (tsr_discover(&infos, &n) != TSR_SUCCESS) return; /* no platform: nothing more to check */
+    for (size_t i = 0; i < n; ++i) {
+        if (infos[i].type == TSR_DEVICE_CPU) assert_string_equal(infos[i].host_cpu, cpu);
+        else assert_string_equal(infos[i].host_cpu, "");
+    }
+    tsr_free(infos);
 }
 
 /* Defaults follow the ISA too: a PoCL CPU preferring 16-float vectors (AVX-512) gets GEMM tiles
@@ -461,6 +582,8 @@ int main(void) {
         cmocka_unit_test(unusable_devices_named),
         cmocka_unit_test(tuning_never_crosses_platforms),
         cmocka_unit_test(tuning_siblings_follow_the_isa),
+        cmocka_unit_test(tuning_keeps_processors_apart),
+        cmocka_unit_test(host_processor_named),
         cmocka_unit_test(gemm_defaults_follow_the_isa),
         cmocka_unit_test(build_failure_falls_back),
     };

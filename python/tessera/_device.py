@@ -23,7 +23,8 @@ class DeviceInfo:
     _FIELDS = ('platform_index', 'device_index', 'type', 'name', 'vendor', 'platform_name', 'platform_vendor',
                'platform_version', 'device_version', 'driver_version', 'opencl_c_version', 'compute_units',
                'max_clock_mhz', 'global_mem_bytes', 'max_alloc_bytes', 'local_mem_bytes', 'max_work_group_size',
-               'fp16', 'fp64', 'compiler_available', 'available', 'unusable', 'worker_threads')
+               'fp16', 'fp64', 'compiler_available', 'available', 'unusable', 'worker_threads',
+               'host_cpu')
 
     def __init__(self, c_info):
         for field in self._FIELDS:

@@ -16,7 +16,14 @@ def test_devices_and_selectors(device):
     first = infos[0]
     assert first.selector == '%d:%d' % (first.platform_index, first.device_index)
     assert first.type in ('CPU', 'GPU', 'ACCELERATOR', 'CUSTOM', 'OTHER') and first.name and first.compute_units > 0
-    assert set(first.as_dict()) >= {'name', 'vendor', 'global_mem_bytes', 'unusable'}
+    assert set(first.as_dict()) >= {'name', 'vendor', 'global_mem_bytes', 'unusable', 'host_cpu'}
+    # a CPU device names the processor it runs on (x86: CPUID's vendor, family and model); no other device does
+    import platform
+    for i in infos:
+        if i.type == 'CPU' and platform.machine() in ('x86_64', 'AMD64', 'i686'):
+            assert ' family ' in i.host_cpu and ' model ' in i.host_cpu, i.host_cpu
+        elif i.type != 'CPU':
+            assert i.host_cpu == ''
     with tessera.Device(first.selector) as dev:
         assert dev.name == first.name and dev.fingerprint
         assert 'MWI=' in dev.config('gemm', 'large')['config']

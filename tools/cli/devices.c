@@ -14,6 +14,7 @@ static void print_device(const tsr_device_info *d) {
     human_bytes(d->max_alloc_bytes, amem, sizeof amem);
     printf("%d:%d  %s  %s\n", d->platform_index, d->device_index, tsr_device_type_str(d->type), d->name);
     printf("      vendor            %s\n", d->vendor);
+    if (d->host_cpu[0]) printf("      processor         %s\n", d->host_cpu);
     printf("      platform          %s (%s; %s)\n", d->platform_name, d->platform_vendor, d->platform_version);
     printf("      device version    %s\n", d->device_version);
     printf("      driver version    %s\n", d->driver_version);

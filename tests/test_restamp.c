@@ -378,6 +378,63 @@ static void keep_class_and_device_limit_the_move(void **state) {
     cJSON_Delete(after);
 }
 
+/* --set-cpu SIGNATURE --device TEXT: the nodes of devices named TEXT that record no processor get
+ * "cpu" and the key tessera gives such a node (its entries then serve that processor first and
+ * others as a sibling's); other devices' nodes, and nodes that record one, stay as they were;
+ * malformed option lists are refused and change nothing. */
+static void set_cpu_records_the_processor(void **state) {
+    (void)state;
+    char hash[17];
+    TH_ASSERT_OK(tsr_op_source_hash(&tsr_op_gelu, hash));
+    cJSON *root = tsr_db_new();
+    add_entry(root, "mine", &tsr_op_gelu, "large", hash);
+    add_entry(root, "other", &tsr_op_gelu, "large", hash);
+    add_entry(root, "recorded", &tsr_op_gelu, "small", hash);
+    cJSON *rec = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "devices"), "recorded");
+    cJSON_ReplaceItemInObject(rec, "name", cJSON_CreateString(tsr_device_get_info(dev)->name));
+    cJSON_AddStringToObject(rec, "cpu", "Vendor family 1 model 1");
+    write_db(root);
+
+    const tsr_device_info *i = tsr_device_get_info(dev);
+    char args[3000], *out = NULL;
+    static const char *const bad[] = {"--set-cpu X", "--set-cpu '' --device x", "--set-cpu X --device x --dry-run",
+                                      "--set-cpu X --device x --keep-class small", "--set-cpu"};
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; ++b) {
+        snprintf(args, sizeof args, "%s '%s'", bad[b], db_path);
+        run_leaves_db(args, 2, "usage: restamp_db");
+    }
+    snprintf(args, sizeof args, "--set-cpu X --device x '%s' extra", db_path);
+    run_leaves_db(args, 2, "usage: restamp_db");
+
+    snprintf(args, sizeof args, "--set-cpu 'Vendor family 9 model 3' --device '%s' '%s'", i->name, db_path);
+    assert_int_equal(run_tool(args, &out), 0);
+    TH_ASSERT_CONTAINS(out, "1 device node now records the processor");
+    free(out);
+    cJSON *after = NULL;
+    TH_ASSERT_OK(tsr_db_load(db_path, &after)); /* sealed: it validates */
+    const cJSON *devs = cJSON_GetObjectItem(after, "devices");
+    assert_null(cJSON_GetObjectItem(devs, "mine"));
+    const cJSON *moved = cJSON_GetObjectItem(devs, "mine|Vendor family 9 model 3");
+    assert_non_null(moved);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(moved, "cpu")), "Vendor family 9 model 3");
+    assert_string_equal(hash_of(after, "mine|Vendor family 9 model 3", "gelu", "large"), hash);
+    assert_non_null(cJSON_GetObjectItem(devs, "other")); /* another device */
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(devs, "other"), "cpu"));
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(devs, "recorded"), "cpu")),
+                        "Vendor family 1 model 1"); /* recorded one already */
+    cJSON_Delete(after);
+    /* the entry tuned on "another processor" of this device still serves it, as a sibling's */
+    tsr_config_info ci = lookup_fresh("gelu", "large");
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED_SAME_VENDOR);
+    TH_ASSERT_CONTAINS(ci.origin, "Vendor family 9 model 3, another processor");
+    /* a missing file is refused, never made */
+    snprintf(args, sizeof args, "--set-cpu X --device x '%s/none.json'", dir);
+    assert_int_equal(run_tool(args, &out), 1);
+    free(out);
+    snprintf(args, sizeof args, "%s/none.json", dir);
+    assert_int_not_equal(access(args, F_OK), 0);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: test_restamp RESTAMP_DB SOURCE_CL_DIR\n");
@@ -390,6 +447,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(bad_input_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(keep_leaves_matching_entries_stale, setup, teardown),
         cmocka_unit_test_setup_teardown(keep_class_and_device_limit_the_move, setup, teardown),
+        cmocka_unit_test_setup_teardown(set_cpu_records_the_processor, setup, teardown),
     };
     return TH_RUN(tests);
 }

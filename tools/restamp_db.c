@@ -5,6 +5,9 @@
  *
  *   restamp_db --list DB                      every entry: current, stale, or of an op this build lacks
  *   restamp_db [--dry-run] [--new DIR] DB OLD_DIR
+ *   restamp_db --set-cpu SIGNATURE --device TEXT DB
+ *                                             record the processor the nodes of devices named TEXT
+ *                                             that record none were tuned on (their key too)
  *
  * OLD_DIR holds the kernel sources before the change (`git archive REV cl | tar -x -C DIR` gives
  * DIR/cl), read as TSR_KERNEL_DIR is; the sources after it are this build's embedded ones, or DIR
@@ -41,6 +44,8 @@ typedef struct {
     int nkeep_class;
     const char *keep_class[MAX_KEEP]; /* --keep-class: entries of these classes stay stale */
     const char *device;               /* --device: only device nodes whose name contains it */
+    const char *set_cpu;              /* --set-cpu: the processor signature to record */
+    int cpu_set;                      /* nodes it was recorded in */
 } restamp_ctx;
 
 static op_stamp *find_stamp(restamp_ctx *ctx, const char *name) {
@@ -146,6 +151,38 @@ static void walk(cJSON *root, restamp_ctx *ctx, bool moving, FILE *list) {
     }
 }
 
+/* --set-cpu: a node tuned before nodes recorded their processor (tsr_device_info.host_cpu) gets
+ * "cpu" and the key a node of that device on that processor has (tsr_db_device_node's); a node
+ * that records one, or whose new key is taken, is left as it is. */
+static tsr_status set_cpu_update(cJSON *root, void *arg) {
+    restamp_ctx *ctx = arg;
+    cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
+    for (cJSON *dev = devices ? devices->child : NULL, *next; dev; dev = next) {
+        next = dev->next;
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dev, "name"));
+        if (!name || !strstr(name, ctx->device) || cJSON_GetObjectItemCaseSensitive(dev, "cpu")) continue;
+        char key[7 * TSR_INFO_STR];
+        if ((size_t)snprintf(key, sizeof key, "%s|%s", dev->string, ctx->set_cpu) >= sizeof key) continue;
+        if (cJSON_GetObjectItemCaseSensitive(devices, key)) {
+            fprintf(stderr, "restamp_db: left '%s' as it is: '%s' exists\n", dev->string, key);
+            continue;
+        }
+        /* renamed in its place (the file's diff: the key and "cpu"), with cJSON's own allocator */
+        char *renamed = cJSON_malloc(strlen(key) + 1);
+        if (!renamed || !cJSON_AddStringToObject(dev, "cpu", ctx->set_cpu)) {
+            cJSON_free(renamed);
+            return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
+        }
+        memcpy(renamed, key, strlen(key) + 1);
+        if (!(dev->type & cJSON_StringIsConst)) cJSON_free(dev->string);
+        dev->string = renamed;
+        dev->type &= ~cJSON_StringIsConst;
+        printf("%s -> %s\n", name, key);
+        ++ctx->cpu_set;
+    }
+    return TSR_SUCCESS;
+}
+
 static tsr_status restamp_update(cJSON *root, void *arg) {
     walk(root, arg, true, NULL);
     return TSR_SUCCESS;
@@ -155,10 +192,13 @@ static int usage(void) {
     fprintf(stderr, "usage: restamp_db --list DB\n"
                     "       restamp_db [--dry-run] [--new NEW_KERNEL_DIR] [--keep KEY=VALUE]... [--keep-class NAME]...\n"
                     "                  [--device TEXT] DB OLD_KERNEL_DIR\n"
+                    "       restamp_db --set-cpu SIGNATURE --device TEXT DB\n"
                     "Re-stamps the entries of DB tuned for the kernel sources in OLD_KERNEL_DIR with the source\n"
                     "hashes of this build's sources (or NEW_KERNEL_DIR's); see docs/tuning.md. --keep leaves\n"
                     "stale the entries whose configuration sets KEY to VALUE (an edit to the code only they run),\n"
-                    "--keep-class those of class NAME, --device those of every device whose name lacks TEXT.\n");
+                    "--keep-class those of class NAME, --device those of every device whose name lacks TEXT.\n"
+                    "--set-cpu records the processor (`tessera devices` names it) that the nodes of devices named\n"
+                    "TEXT which record none were tuned on.\n");
     return 2;
 }
 
@@ -183,11 +223,27 @@ int main(int argc, char **argv) {
             ctx.keep_class[ctx.nkeep_class++] = argv[++a];
         else if (strcmp(argv[a], "--device") == 0 && a + 1 < argc && argv[a + 1][0])
             ctx.device = argv[++a];
+        else if (strcmp(argv[a], "--set-cpu") == 0 && a + 1 < argc && argv[a + 1][0])
+            ctx.set_cpu = argv[++a];
         else if ((strcmp(argv[a], "--keep") == 0 && ctx.nkeep == MAX_KEEP) ||
                  (strcmp(argv[a], "--keep-class") == 0 && ctx.nkeep_class == MAX_KEEP)) {
             fprintf(stderr, "restamp_db: at most %d %s options\n", MAX_KEEP, argv[a]);
             return 2;
         } else return usage();
+    }
+    if (ctx.set_cpu) { /* only with --device, alone */
+        if (!ctx.device || list || dry_run || new_dir || ctx.nkeep || ctx.nkeep_class || argc - a != 1) return usage();
+        cJSON *root = NULL;
+        tsr_status st = tsr_db_load(argv[a], &root); /* refuse a missing or damaged file */
+        cJSON_Delete(root);
+        if (st == TSR_SUCCESS) st = tsr_db_update(argv[a], set_cpu_update, &ctx);
+        if (st != TSR_SUCCESS) {
+            fprintf(stderr, "restamp_db: %s\n", tsr_last_error());
+            return 1;
+        }
+        printf("%d device node%s now record%s the processor\n", ctx.cpu_set, ctx.cpu_set == 1 ? "" : "s",
+               ctx.cpu_set == 1 ? "s" : "");
+        return 0;
     }
     if (argc - a != (list ? 1 : 2)) return usage();
     const char *db = argv[a], *old_dir = list ? NULL : argv[a + 1];

@@ -161,8 +161,13 @@ cJSON *report_compare(const cJSON *root) {
         cJSON_AddStringToObject(pd, "host", util_json_text(d, "host"));
         /* Same hardware only where it is certain: CPU devices on one host run on that host's
          * processor. Identical names on one host may be two cards, so GPUs are never assumed. */
+        /* (two machines may share a host name: where both name their processor, it must agree) */
+        const char *cpu = util_json_text(cJSON_GetObjectItemCaseSensitive(d, "info"), "host_cpu");
+        const char *base_cpu = util_json_text(cJSON_GetObjectItemCaseSensitive(base, "info"), "host_cpu");
         bool same = di != baseline && is_cpu(d) && is_cpu(base) && *util_json_text(d, "host") &&
-                    strcmp(util_json_text(d, "host"), util_json_text(base, "host")) == 0;
+                    strcmp(util_json_text(d, "host"), util_json_text(base, "host")) == 0 &&
+                    (!*cpu || !*base_cpu || strcmp(cpu, base_cpu) == 0);
+        if (*cpu) cJSON_AddStringToObject(pd, "processor", cpu);
         if (di != baseline) cJSON_AddBoolToObject(pd, "same_hardware_as_baseline", same);
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "simulator"))) cJSON_AddTrueToObject(pd, "simulator");
         cJSON_AddItemToArray(parts, pd);

@@ -314,7 +314,14 @@ tsr_status report_merge_roots(cJSON **roots, const char *const *names, size_t n,
              * could not be opened has no fingerprint to say which it is: each such entry stays. */
             size_t len = 0;
             bool found = false, unknown = util_json_text(d, "fingerprint")[0] == '\0';
-            char *key = unknown ? NULL : pair_key(util_json_text(d, "fingerprint"), util_json_text(d, "host"), &len);
+            /* the processor too where the run names it: machines of one host name (two VMs) with
+             * processors a CPU driver names alike (a Zen 4 and a Zen 5) are not one device */
+            const char *host = util_json_text(d, "host"),
+                       *cpu = util_json_text(cJSON_GetObjectItemCaseSensitive(d, "info"), "host_cpu");
+            char *where = unknown ? NULL : malloc(strlen(host) + strlen(cpu) + 2);
+            if (where) snprintf(where, strlen(host) + strlen(cpu) + 2, "%s\x1f%s", host, cpu);
+            char *key = where ? pair_key(util_json_text(d, "fingerprint"), where, &len) : NULL;
+            free(where);
             void **slot = key ? util_index_get(&kept, key, len, &found) : NULL;
             free(key);
             if (st == TSR_SUCCESS && !unknown && !slot)

@@ -171,6 +171,11 @@ static void stale_markdown(util_text *b, const cJSON *d) {
 static void comparison_device(util_text *b, const cJSON *pd) {
     util_text_printf(b, "#%d ", (int)util_json_num(pd, "device") + 1);
     util_text_md(b, util_json_text(pd, "name"));
+    const char *cpu = util_json_text(pd, "processor");
+    if (*cpu) {
+        util_text_printf(b, " on ");
+        util_text_md(b, cpu);
+    }
     const char *platform = util_json_text(pd, "platform");
     if (*platform) {
         util_text_printf(b, " (");
@@ -298,6 +303,12 @@ char *report_markdown(const cJSON *root, const png_result *pngs, size_t npngs, b
         char bw[32], fl[32], lat[32];
         util_text_printf(&b, "| %d | ", ++i);
         util_text_md(&b, report_device_name(d));
+        const char *cpu = util_json_text(info, "host_cpu"); /* a CPU driver's name may not tell processors apart */
+        if (*cpu) {
+            util_text_printf(&b, " (");
+            util_text_md(&b, cpu);
+            util_text_printf(&b, ")");
+        }
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "simulator")))
             util_text_printf(&b, " (simulator: times say nothing about hardware)");
         static const char *const fields[] = {"type", "platform_name", "driver_version"};

@@ -752,6 +752,40 @@ static void add_gemm_row(cJSON *d, const char *id, size_t m, size_t n, size_t k,
     cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(d, "results"), r);
 }
 
+/* Two runs of one CPU driver's device name on machines of one host name but other processors (a Zen
+ * 4 and a Zen 5 both "pthread-skylake-avx512-AMD EPYC"): the merge keeps both (not one device
+ * measured twice), the report names each processor, and the comparison does not call them the
+ * same hardware; another device on the same host and processor still is. */
+static void processors_told_apart(void **state) {
+    (void)state;
+    char dir[512], both[700], out[700], path[800];
+    th_tempdir(dir, sizeof dir);
+    snprintf(both, sizeof both, "%s/both.json", dir);
+    cJSON *devs[3] = {cpu_device("pthread-skylake-avx512-AMD EPYC", "Portable Computing Language", "vm", 150),
+                      cpu_device("pthread-skylake-avx512-AMD EPYC", "Portable Computing Language", "vm", 300),
+                      cpu_device("basic-skylake-avx512-AMD EPYC", "Portable Computing Language", "vm", 80)};
+    const char *cpus[3] = {"AuthenticAMD family 25 model 17", "AuthenticAMD family 26 model 2", "AuthenticAMD family 25 model 17"};
+    for (int i = 0; i < 3; ++i)
+        cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(devs[i], "info"), "host_cpu", cpus[i]);
+    write_fake_report(both, devs, 3);
+    cJSON *rep = NULL;
+    const char *p1[1] = {both};
+    TH_ASSERT_OK(report_merge(p1, 1, &rep));
+    const cJSON *parts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rep, "comparison"), "devices");
+    assert_int_equal(cJSON_GetArraySize(parts), 3);
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(parts, 1), "same_hardware_as_baseline")));
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(parts, 2), "same_hardware_as_baseline")));
+    snprintf(out, sizeof out, "%s/out", dir);
+    TH_ASSERT_OK(report_write(rep, out, true));
+    snprintf(path, sizeof path, "%s/report.md", out);
+    char *md = read_text(path);
+    TH_ASSERT_CONTAINS(md, "pthread-skylake-avx512-AMD EPYC (AuthenticAMD family 26 model 2)");
+    TH_ASSERT_CONTAINS(md, "pthread-skylake-avx512-AMD EPYC on AuthenticAMD family 25 model 17");
+    free(md);
+    cJSON_Delete(rep);
+    th_remove_tree(dir);
+}
+
 static void merged_side_by_side(void **state) {
     (void)state;
     char dir[512], a[700], b[700], both[700], out[700], path[800];
@@ -1305,6 +1339,7 @@ int main(void) {
         cmocka_unit_test(damaged_reports),
         cmocka_unit_test(merge_reports),
         cmocka_unit_test(merged_side_by_side),
+        cmocka_unit_test(processors_told_apart),
         cmocka_unit_test(merge_in_memory),
         cmocka_unit_test(skipped_device_and_side_by_side),
         cmocka_unit_test(hostile_report_is_inert),

@@ -35,8 +35,8 @@ static int show_tuning(tsr_device *dev, const char *op_filter) {
     const tsr_device_info *info = tsr_device_get_info(dev);
     char path[1024] = "";
     if (tsr_tuning_db_path(path, sizeof path) != TSR_SUCCESS) snprintf(path, sizeof path, "(none: %s)", tsr_last_error());
-    printf("device %s (%s, driver %s)\ntuning database %s\n", info->name, info->platform_name, info->driver_version,
-           path);
+    printf("device %s (%s, driver %s%s%s)\ntuning database %s\n", info->name, info->platform_name, info->driver_version,
+           info->host_cpu[0] ? "; processor " : "", info->host_cpu, path);
     int classes = 0, tuned = 0, defaults = 0, stale = 0;
     for (const char *const *op = tsr_op_names(); *op; ++op) {
         if (op_filter && strcmp(op_filter, "all") != 0 && strcmp(op_filter, *op) != 0) continue;
@@ -103,7 +103,9 @@ static void print_result(FILE *out, const tsr_tune_result *r) {
 static int tune_device(tsr_device *dev, tsr_tune_options *options, FILE *out, void *op_name) {
     const char *op = op_name;
     int rc = 0;
-    fprintf(out, "tuning on %s (%s)\n", tsr_device_get_info(dev)->name, tsr_device_get_info(dev)->platform_name);
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    fprintf(out, "tuning on %s (%s%s%s)\n", info->name, info->platform_name, info->host_cpu[0] ? "; processor " : "",
+            info->host_cpu);
     fprintf(out, "%-9s %-9s %-16s %9s %9s %-7s %7s %5s %5s %5s %5s %6s  %s\n", "op", "class", "problem", "default",
             "best", "unit", "gain", "evals", "wrong", "build", "aband", "secs", "best configuration");
     static tsr_tune_result results[256];

@@ -112,14 +112,15 @@ void tsr_tuning_invalidate(tsr_device *dev) {
 
 /* Try one database for one class; fills cfg and info on success, and counts the entries it passed
  * over as stale into info->stale_passed_over either way. */
-static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool builtin, const char *cls,
+static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool builtin, bool siblings, const char *cls,
                    const char *hash, tsr_config *cfg, tsr_config_info *info, char *notes, size_t notes_size) {
     if (!db) return false;
     const cJSON *entry = NULL;
     const char *key = NULL;
     size_t noted = strlen(notes);
-    int tier = tsr_db_find(db, &dev->info, op->name, cls, hash, &entry, &key, notes, notes_size,
-                           &info->stale_passed_over);
+    int tier = tsr_db_find_tiers(db, &dev->info, siblings ? TSR_DB_OWN_TIERS + 1 : 1,
+                                 siblings ? TSR_DB_TIERS : TSR_DB_OWN_TIERS, op->name, cls, hash, &entry, &key, notes,
+                                 notes_size, &info->stale_passed_over);
     char why[128];
     bool usable = tier && config_from_json(dev, op, cJSON_GetObjectItemCaseSensitive(entry, "config"), cfg, false, why, sizeof why);
     if (tier && !usable)
@@ -139,11 +140,12 @@ static bool try_db(tsr_device *dev, const tsr_op *op, const cJSON *db, bool buil
     char where[TSR_PATH_MAX] = "built into tessera";
     if (!builtin && tsr_tuning_db_path(where, sizeof where) != TSR_SUCCESS) tsr_clear_error();
     const char *unit = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(entry, "unit"));
-    const char *cpu = str(dev_node, "cpu"); /* named where it is not this one */
-    bool other_cpu = *cpu && strcmp(cpu, dev->info.host_cpu) != 0;
+    const char *cpu = str(dev_node, "cpu"); /* named where it is not this one, or not recorded */
+    bool other_cpu = *cpu && strcmp(cpu, dev->info.host_cpu) != 0, unrecorded = !*cpu && dev->info.host_cpu[0];
     snprintf(info->origin, sizeof info->origin, "%s entry %s/%s for '%s'%s%s%s (driver %s), tuned %s on %s at %.1f %s",
              builtin ? "built-in" : where, op->name, cls, str(dev_node, "name"), other_cpu ? " on " : "",
-             other_cpu ? cpu : "", other_cpu ? ", another processor" : "", str(dev_node, "driver"),
+             other_cpu ? cpu : "", other_cpu ? ", another processor" : unrecorded ? ", processor not recorded" : "",
+             str(dev_node, "driver"),
              str(entry, "date"), str(entry, "problem"), info->tuned_gflops, unit ? unit : "GFLOP/s");
     if (strcmp(str(entry, "timing"), "host") == 0) { /* the driver's timestamps were unusable: say so */
         size_t used = strlen(info->origin);
@@ -200,9 +202,11 @@ tsr_status tsr_resolve_config(tsr_device *dev, const tsr_op *op, const char *cls
     /* TSR_BUILTIN_TUNING=off (read at device open): ignore the tuned entries shipped in the library. */
     const cJSON *builtin = dev->builtin_tuning ? builtin_db : NULL;
     bool done = false;
+    /* Per class: this device's entries in either database (the user's first), then siblings' */
     for (int c = 0; c < nclasses && !done; ++c)
-        done = try_db(dev, op, dev->tuning_db, false, classes[c], hash, cfg, &found, notes, sizeof notes) ||
-               try_db(dev, op, builtin, true, classes[c], hash, cfg, &found, notes, sizeof notes);
+        for (int siblings = 0; siblings < 2 && !done; ++siblings)
+            done = try_db(dev, op, dev->tuning_db, false, siblings, classes[c], hash, cfg, &found, notes, sizeof notes) ||
+                   try_db(dev, op, builtin, true, siblings, classes[c], hash, cfg, &found, notes, sizeof notes);
     if (!done) {
         tsr_op_default_config(op, dev, cls, cfg);
         found.source = TSR_CONFIG_BUILTIN_DEFAULT;

@@ -1094,6 +1094,14 @@ tsr_status tsr_db_load(const char *path, struct cJSON **root);
 int tsr_db_find(const struct cJSON *root, const tsr_device_info *info, const char *op, const char *problem_class,
                 const char *source_hash, const struct cJSON **entry, const char **device_key, char *notes,
                 size_t notes_size, int *stale);
+/* tsr_db_find through tiers first_tier to last_tier only (the other-ISA note only when last_tier is
+ * TSR_DB_TIERS). The resolver asks every database for this very device (TSR_DB_OWN_TIERS) before
+ * any for a sibling, so an entry tuned on this device and processor, in the built-in database too,
+ * is taken over one tuned elsewhere that the user's database holds. */
+#define TSR_DB_OWN_TIERS 4
+int tsr_db_find_tiers(const struct cJSON *root, const tsr_device_info *info, int first_tier, int last_tier,
+                      const char *op, const char *problem_class, const char *source_hash, const struct cJSON **entry,
+                      const char **device_key, char *notes, size_t notes_size, int *stale);
 /* Every entry of op/class that tsr_db_find would weigh for this device, in its tier order, current
  * or stale (its source hash differs), whether or not its configuration fits: what a re-tune
  * starts from. */

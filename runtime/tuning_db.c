@@ -408,9 +408,16 @@ void tsr_note_append(char *notes, size_t size, const char *fmt, ...) {
 int tsr_db_find(const cJSON *root, const tsr_device_info *info, const char *op, const char *problem_class,
                 const char *source_hash, const cJSON **entry, const char **device_key, char *notes,
                 size_t notes_size, int *stale) {
+    return tsr_db_find_tiers(root, info, 1, TSR_DB_TIERS, op, problem_class, source_hash, entry, device_key, notes,
+                             notes_size, stale);
+}
+
+int tsr_db_find_tiers(const cJSON *root, const tsr_device_info *info, int first_tier, int last_tier, const char *op,
+                      const char *problem_class, const char *source_hash, const cJSON **entry,
+                      const char **device_key, char *notes, size_t notes_size, int *stale) {
     *entry = NULL;
     const cJSON *devices = cJSON_GetObjectItemCaseSensitive(root, "devices");
-    for (int tier = 1; tier <= TSR_DB_TIERS; ++tier) {
+    for (int tier = first_tier; tier <= last_tier; ++tier) {
         const cJSON *dev;
         cJSON_ArrayForEach(dev, devices) {
             int t = device_tier(dev, info);

@@ -406,6 +406,83 @@ static tsr_config_info lookup_fresh(const char *cls) {
     return ci;
 }
 
+/* An entry tuned on this very device and processor is taken before one tuned elsewhere, whichever
+ * database holds each: a built-in entry for this device beats the user's entry for the same device
+ * name on another processor (a Zen 5's tune in a home directory a Zen 4 shares), and the user's
+ * own entry for this device beats both. Needs a current built-in entry for this device (the
+ * machines the built-in database was tuned on); elsewhere it says so and checks the rest. */
+static void own_entries_before_siblings_across_databases(void **state) {
+    (void)state;
+    const tsr_device_info info = *tsr_device_get_info(dev);
+    cJSON *builtin = cJSON_Parse(tsr_builtin_tuning_json);
+    assert_non_null(builtin);
+    const tsr_op *op = NULL;
+    const char *cls = NULL;
+    const cJSON *entry = NULL;
+    char hash[17];
+    for (const tsr_op *const *o = tsr_ops; *o && !entry; ++o) {
+        TH_ASSERT_OK(tsr_op_source_hash(*o, hash));
+        for (const char *const *c = tsr_op_class_list(*o); *c && !entry; ++c) {
+            const char *key;
+            char notes[256] = "";
+            if (tsr_db_find_tiers(builtin, &info, 1, TSR_DB_OWN_TIERS, (*o)->name, *c, hash, &entry, &key, notes,
+                                  sizeof notes, NULL)) {
+                op = *o;
+                cls = *c;
+            }
+        }
+    }
+    if (!entry) {
+        printf("# no current built-in entry for '%s' here: the cross-database order is not checked\n", info.name);
+        cJSON_Delete(builtin);
+        return;
+    }
+    printf("# built-in %s/%s for this device\n", op->name, cls);
+    /* the user's database: this device name on another processor, the built-in entry's configuration */
+    cJSON *root = tsr_db_new();
+    cJSON *node = cJSON_AddObjectToObject(cJSON_GetObjectItem(root, "devices"), "elsewhere");
+    cJSON_AddStringToObject(node, "platform", info.platform_name);
+    cJSON_AddStringToObject(node, "vendor", info.vendor);
+    cJSON_AddStringToObject(node, "name", info.name);
+    cJSON_AddStringToObject(node, "driver", info.driver_version);
+    cJSON_AddStringToObject(node, "opencl_c", info.opencl_c_version);
+    cJSON_AddStringToObject(node, "type", tsr_device_type_str(info.type));
+    cJSON_AddStringToObject(node, "cpu", "SomeVendor family 1 model 1");
+    cJSON *e = cJSON_Duplicate(entry, true);
+    cJSON_ReplaceItemInObject(e, "problem", cJSON_CreateString("elsewhere"));
+    cJSON_AddItemToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(node, "ops"), op->name), cls, e);
+    write_db(root, db_path);
+    tsr_device_close(dev);
+    dev = th_open_device();
+    tsr_config_info ci;
+    TH_ASSERT_OK(tsr_config_lookup(dev, op->name, cls, &ci));
+    assert_int_equal(ci.source, TSR_CONFIG_BUILTIN_TUNED);
+    assert_null(strstr(ci.origin, "elsewhere"));
+    /* without the built-in entries the other processor's is taken, and named as such */
+    setenv("TSR_BUILTIN_TUNING", "off", 1);
+    tsr_device_close(dev);
+    dev = th_open_device();
+    TH_ASSERT_OK(tsr_config_lookup(dev, op->name, cls, &ci));
+    unsetenv("TSR_BUILTIN_TUNING");
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED_SAME_VENDOR);
+    TH_ASSERT_CONTAINS(ci.origin, "on SomeVendor family 1 model 1, another processor");
+    /* the user's own entry for this device comes first */
+    cJSON *own = cJSON_Duplicate(node, true);
+    cJSON_DeleteItemFromObject(own, "cpu");
+    if (info.host_cpu[0]) cJSON_AddStringToObject(own, "cpu", info.host_cpu);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(own, "ops"), op->name), cls),
+                              "problem", cJSON_CreateString("mine"));
+    cJSON_AddItemToObject(cJSON_GetObjectItem(root, "devices"), "mine", own);
+    write_db(root, db_path);
+    tsr_device_close(dev);
+    dev = th_open_device();
+    TH_ASSERT_OK(tsr_config_lookup(dev, op->name, cls, &ci));
+    assert_int_equal(ci.source, TSR_CONFIG_TUNED);
+    TH_ASSERT_CONTAINS(ci.origin, "on mine");
+    cJSON_Delete(root);
+    cJSON_Delete(builtin);
+}
+
 static void fallback_chain(void **state) {
     (void)state;
     const tsr_device_info info = *tsr_device_get_info(dev), *i = &info; /* dev is reopened below */
@@ -432,7 +509,10 @@ static void fallback_chain(void **state) {
 
     cJSON_DeleteItemFromObject(cJSON_GetObjectItem(root, "devices"), "otherdriver");
     write_db(root, db_path);
+    /* (a built-in entry for this very device would come first: own_entries_before_siblings_across_databases) */
+    setenv("TSR_BUILTIN_TUNING", "off", 1);
     ci = lookup_fresh("large");
+    unsetenv("TSR_BUILTIN_TUNING");
     assert_int_equal(ci.source, TSR_CONFIG_TUNED_SAME_VENDOR);
     TH_ASSERT_CONTAINS(ci.origin, "a sibling device");
 
@@ -1775,6 +1855,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(strategies_respect_budgets, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_options, setup, teardown),
         cmocka_unit_test_setup_teardown(fallback_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(own_entries_before_siblings_across_databases, setup, teardown),
         cmocka_unit_test_setup_teardown(gemm_fixture_transposed_b, setup, teardown),
         cmocka_unit_test_setup_teardown(small_m16_falls_back_to_small_m, setup, teardown),
         cmocka_unit_test_setup_teardown(config_overrides, setup, teardown),

@@ -390,6 +390,9 @@ static void set_cpu_records_the_processor(void **state) {
     add_entry(root, "mine", &tsr_op_gelu, "large", hash);
     add_entry(root, "other", &tsr_op_gelu, "large", hash);
     add_entry(root, "recorded", &tsr_op_gelu, "small", hash);
+    add_entry(root, "gpu", &tsr_op_gelu, "small", hash); /* a GPU (add_entry's other devices) of this name */
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(cJSON_GetObjectItem(root, "devices"), "gpu"), "name",
+                              cJSON_CreateString(tsr_device_get_info(dev)->name));
     cJSON *rec = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "devices"), "recorded");
     cJSON_ReplaceItemInObject(rec, "name", cJSON_CreateString(tsr_device_get_info(dev)->name));
     cJSON_AddStringToObject(rec, "cpu", "Vendor family 1 model 1");
@@ -405,10 +408,17 @@ static void set_cpu_records_the_processor(void **state) {
     }
     snprintf(args, sizeof args, "--set-cpu X --device x '%s' extra", db_path);
     run_leaves_db(args, 2, "usage: restamp_db");
+    static const char *const not_cpus[] = {"X", "Vendor family 9", "Vendor family 9 model 3 extra", "Ven dor family 9 model 3",
+                                           "Vendor family x model 3"};
+    for (size_t b = 0; b < sizeof not_cpus / sizeof not_cpus[0]; ++b) {
+        snprintf(args, sizeof args, "--set-cpu '%s' --device '%s' '%s'", not_cpus[b], i->name, db_path);
+        run_leaves_db(args, 2, "is not a processor as tessera names one");
+    }
 
     snprintf(args, sizeof args, "--set-cpu 'Vendor family 9 model 3' --device '%s' '%s'", i->name, db_path);
     assert_int_equal(run_tool(args, &out), 0);
     TH_ASSERT_CONTAINS(out, "1 device node now records the processor");
+    TH_ASSERT_CONTAINS(out, "left 'gpu' as it is: not a CPU device");
     free(out);
     cJSON *after = NULL;
     TH_ASSERT_OK(tsr_db_load(db_path, &after)); /* sealed: it validates */
@@ -418,6 +428,7 @@ static void set_cpu_records_the_processor(void **state) {
     assert_non_null(moved);
     assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(moved, "cpu")), "Vendor family 9 model 3");
     assert_string_equal(hash_of(after, "mine|Vendor family 9 model 3", "gelu", "large"), hash);
+    assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(devs, "gpu"), "cpu"));
     assert_non_null(cJSON_GetObjectItem(devs, "other")); /* another device */
     assert_null(cJSON_GetObjectItem(cJSON_GetObjectItem(devs, "other"), "cpu"));
     assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(devs, "recorded"), "cpu")),
@@ -428,7 +439,7 @@ static void set_cpu_records_the_processor(void **state) {
     assert_int_equal(ci.source, TSR_CONFIG_TUNED_SAME_VENDOR);
     TH_ASSERT_CONTAINS(ci.origin, "Vendor family 9 model 3, another processor");
     /* a missing file is refused, never made */
-    snprintf(args, sizeof args, "--set-cpu X --device x '%s/none.json'", dir);
+    snprintf(args, sizeof args, "--set-cpu 'Vendor family 1 model 1' --device x '%s/none.json'", dir);
     assert_int_equal(run_tool(args, &out), 1);
     free(out);
     snprintf(args, sizeof args, "%s/none.json", dir);

@@ -160,9 +160,17 @@ static tsr_status set_cpu_update(cJSON *root, void *arg) {
     for (cJSON *dev = devices ? devices->child : NULL, *next; dev; dev = next) {
         next = dev->next;
         const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dev, "name"));
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dev, "type"));
         if (!name || !strstr(name, ctx->device) || cJSON_GetObjectItemCaseSensitive(dev, "cpu")) continue;
+        if (!type || strcmp(type, "CPU") != 0) { /* only a CPU device has a processor of its own */
+            fprintf(stderr, "restamp_db: left '%s' as it is: not a CPU device\n", dev->string);
+            continue;
+        }
         char key[7 * TSR_INFO_STR];
-        if ((size_t)snprintf(key, sizeof key, "%s|%s", dev->string, ctx->set_cpu) >= sizeof key) continue;
+        if ((size_t)snprintf(key, sizeof key, "%s|%s", dev->string, ctx->set_cpu) >= sizeof key) {
+            fprintf(stderr, "restamp_db: left '%s' as it is: its key would be too long\n", dev->string);
+            continue;
+        }
         if (cJSON_GetObjectItemCaseSensitive(devices, key)) {
             fprintf(stderr, "restamp_db: left '%s' as it is: '%s' exists\n", dev->string, key);
             continue;
@@ -233,6 +241,16 @@ int main(int argc, char **argv) {
     }
     if (ctx.set_cpu) { /* only with --device, alone */
         if (!ctx.device || list || dry_run || new_dir || ctx.nkeep || ctx.nkeep_class || argc - a != 1) return usage();
+        /* what tsr_device_info.host_cpu holds: "<vendor> family <n> model <n>", nothing else */
+        char vendor[64], tail;
+        unsigned family, model;
+        if (strlen(ctx.set_cpu) >= TSR_INFO_STR ||
+            sscanf(ctx.set_cpu, "%63[A-Za-z0-9] family %u model %u%c", vendor, &family, &model, &tail) != 3 ||
+            strchr(ctx.set_cpu, '\n') || strstr(ctx.set_cpu, "  ")) {
+            fprintf(stderr, "restamp_db: --set-cpu '%s' is not a processor as tessera names one (\"AuthenticAMD family "
+                            "26 model 2\": `tessera devices` shows it)\n", ctx.set_cpu);
+            return 2;
+        }
         cJSON *root = NULL;
         tsr_status st = tsr_db_load(argv[a], &root); /* refuse a missing or damaged file */
         cJSON_Delete(root);

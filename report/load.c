@@ -226,6 +226,14 @@ static void add_note(cJSON *notes, const char *text) {
     cJSON_AddItemToArray(notes, cJSON_CreateString(text));
 }
 
+/* Whether two runs of a device may be of one processor: unless both name theirs (info.host_cpu, a
+ * CPU device's) and the two differ. */
+static bool same_processor(const cJSON *a, const cJSON *b) {
+    const char *x = util_json_text(cJSON_GetObjectItemCaseSensitive(a, "info"), "host_cpu");
+    const char *y = util_json_text(cJSON_GetObjectItemCaseSensitive(b, "info"), "host_cpu");
+    return !*x || !*y || strcmp(x, y) == 0;
+}
+
 /* Ranks of one MPI run (`report --mpi`) that measured on one host did so at the same time: a
  * note per such host, from the devices' "mpi" records. `hosts` holds, per (run, host) in the
  * order first seen, an object {"run", "host", "ranks": [...]}. */
@@ -314,14 +322,7 @@ tsr_status report_merge_roots(cJSON **roots, const char *const *names, size_t n,
              * could not be opened has no fingerprint to say which it is: each such entry stays. */
             size_t len = 0;
             bool found = false, unknown = util_json_text(d, "fingerprint")[0] == '\0';
-            /* the processor too where the run names it: machines of one host name (two VMs) with
-             * processors a CPU driver names alike (a Zen 4 and a Zen 5) are not one device */
-            const char *host = util_json_text(d, "host"),
-                       *cpu = util_json_text(cJSON_GetObjectItemCaseSensitive(d, "info"), "host_cpu");
-            char *where = unknown ? NULL : malloc(strlen(host) + strlen(cpu) + 2);
-            if (where) snprintf(where, strlen(host) + strlen(cpu) + 2, "%s\x1f%s", host, cpu);
-            char *key = where ? pair_key(util_json_text(d, "fingerprint"), where, &len) : NULL;
-            free(where);
+            char *key = unknown ? NULL : pair_key(util_json_text(d, "fingerprint"), util_json_text(d, "host"), &len);
             void **slot = key ? util_index_get(&kept, key, len, &found) : NULL;
             free(key);
             if (st == TSR_SUCCESS && !unknown && !slot)
@@ -331,9 +332,21 @@ tsr_status report_merge_roots(cJSON **roots, const char *const *names, size_t n,
                 break;
             }
             cJSON *dup = found ? *slot : NULL;
+            /* Runs that name different processors are two machines of one host name (two VMs; a
+             * Zen 4 and a Zen 5 PoCL names alike), not one device twice: the duplicate, if any, is
+             * a kept run of the same fingerprint and host on the same (or an unnamed) processor. */
+            if (dup && !same_processor(dup, d)) {
+                cJSON *other;
+                cJSON_ArrayForEach(other, devices) {
+                    if (other != dup && strcmp(util_json_text(other, "fingerprint"), util_json_text(d, "fingerprint")) == 0 &&
+                        strcmp(util_json_text(other, "host"), util_json_text(d, "host")) == 0 && same_processor(other, d))
+                        break;
+                }
+                dup = other;
+            }
             if (!dup) {
                 cJSON_AddItemToArray(devices, d);
-                if (slot) *slot = d;
+                if (slot && !found) *slot = d;
             } else {
                 bool newer = strcmp(util_json_text(d, "created"), util_json_text(dup, "created")) > 0;
                 char text[1024];
@@ -346,8 +359,8 @@ tsr_status report_merge_roots(cJSON **roots, const char *const *names, size_t n,
                          newer ? util_json_text(d, "created") : util_json_text(dup, "created"));
                 cJSON_AddItemToArray(notes, cJSON_CreateString(text));
                 if (newer) {
+                    if (*slot == dup) *slot = d;
                     cJSON_ReplaceItemViaPointer(devices, dup, d);
-                    *slot = d;
                 } else {
                     cJSON_Delete(d);
                 }

@@ -761,18 +761,25 @@ static void processors_told_apart(void **state) {
     char dir[512], both[700], out[700], path[800];
     th_tempdir(dir, sizeof dir);
     snprintf(both, sizeof both, "%s/both.json", dir);
-    cJSON *devs[3] = {cpu_device("pthread-skylake-avx512-AMD EPYC", "Portable Computing Language", "vm", 150),
-                      cpu_device("pthread-skylake-avx512-AMD EPYC", "Portable Computing Language", "vm", 300),
-                      cpu_device("basic-skylake-avx512-AMD EPYC", "Portable Computing Language", "vm", 80)};
-    const char *cpus[3] = {"AuthenticAMD family 25 model 17", "AuthenticAMD family 26 model 2", "AuthenticAMD family 25 model 17"};
-    for (int i = 0; i < 3; ++i)
-        cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(devs[i], "info"), "host_cpu", cpus[i]);
-    write_fake_report(both, devs, 3);
+    const char *pthread = "pthread-skylake-avx512-AMD EPYC", *pocl = "Portable Computing Language";
+    cJSON *devs[5] = {cpu_device(pthread, pocl, "vm", 150), cpu_device(pthread, pocl, "vm", 300),
+                      cpu_device("basic-skylake-avx512-AMD EPYC", pocl, "vm", 80),
+                      cpu_device(pthread, pocl, "vm", 310),  /* the Zen 5's run again: one device twice */
+                      cpu_device(pthread, pocl, "vm", 155)}; /* a run that names no processor (an older report) */
+    const char *cpus[5] = {"AuthenticAMD family 25 model 17", "AuthenticAMD family 26 model 2", "AuthenticAMD family 25 model 17",
+                           "AuthenticAMD family 26 model 2", ""};
+    for (int i = 0; i < 5; ++i)
+        if (*cpus[i]) cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(devs[i], "info"), "host_cpu", cpus[i]);
+    write_fake_report(both, devs, 5);
     cJSON *rep = NULL;
     const char *p1[1] = {both};
     TH_ASSERT_OK(report_merge(p1, 1, &rep));
     const cJSON *parts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rep, "comparison"), "devices");
-    assert_int_equal(cJSON_GetArraySize(parts), 3);
+    assert_int_equal(cJSON_GetArraySize(parts), 3); /* the last two are duplicates, each of its own processor's run */
+    int duplicates = 0;
+    const cJSON *note;
+    cJSON_ArrayForEach(note, cJSON_GetObjectItemCaseSensitive(rep, "notes")) duplicates += strstr(note->valuestring, "duplicate:") != NULL;
+    assert_int_equal(duplicates, 2);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(parts, 1), "same_hardware_as_baseline")));
     assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(parts, 2), "same_hardware_as_baseline")));
     snprintf(out, sizeof out, "%s/out", dir);

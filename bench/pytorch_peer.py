@@ -35,7 +35,10 @@ seconds of idle between blocks, and pairs go on until the median of the per-pair
 within +-(--precision) (its ~95% order-statistics bounds) or --paired-budget seconds are spent on
 the row (at least --min-pairs pairs). On a VM whose speed moves by 2x within seconds, rows timed
 seconds apart (the rounds above) can land in different phases; a pair's two blocks see the same
-one. Each ratio is written with its bounds, its range and the number of pairs.
+one. Each ratio is written with its bounds, its range and the number of pairs. The bounds cover the
+row's own few seconds: where the machine drifts over minutes (on a 2-core Zen 4 VM one row's ratio
+moved 0.82-2.30 between runs of the same code), --passes N measures the whole list N times, one pass
+after another, pools each row's pairs and gives the range of the passes' own medians beside them.
 
 The script is not part of the test suite (PyTorch is a multi-GB install). It re-runs itself under
 the virtual environment's Python when the current one has no torch.
@@ -328,8 +331,9 @@ def markdown_table(path):
         what = r["op"] if r["op"] != "gelu" else "gelu: " + label.get(r["impl"], r["impl"])
         obs = f"{ob['gflops']:.1f}" if ob else "–"
         obr = f"{ob['time_ms'] / r['time_ms']:.2f}" if ob else "–"
+        passes = f"; passes {vs['pass_range'][0]:.2f}–{vs['pass_range'][1]:.2f}" if "pass_range" in vs else ""
         print(f"| {what} | {r['shape']} | {rate(r):.1f} | {rate(p):.1f} | {obs} | {unit} | "
-              f"**{vs['ratio']:.2f}** ({vs['min']:.2f}–{vs['max']:.2f}) | {obr} |")
+              f"**{vs['ratio']:.2f}** ({vs['min']:.2f}–{vs['max']:.2f}{passes}) | {obr} |")
 
 
 def write_json(path, doc):
@@ -496,12 +500,48 @@ def paired_row(row, dev, args, checks):
              cpu_ms=statistics.median(samples["tessera"]["cpu"]), timing="host, paired blocks")
     t["vs_pytorch"] = {"peer": impl, "ratio": med, "bounds": [lo, hi], "min": min(ratios), "max": max(ratios),
                        "pairs": n, "cpu_ratio": statistics.median(cpu_ok) if cpu_ok else None,
+                       "pair_ratios": [round(r, 4) for r in ratios],
                        "meaning": "PyTorch's time over tessera's per pair of blocks (median; bounds: its ~95% "
                                   "order-statistics interval, null when too few pairs): above 1 tessera is faster"}
     p = torch_row(row, pw, perr, pms, min(samples["pytorch"]["wall"]), max(samples["pytorch"]["wall"]),
                   n * sides["pytorch"][1], "host, paired blocks")
     p["cpu_ms"] = statistics.median(samples["pytorch"]["cpu"])
     return t, p
+
+
+def combine_passes(gots):
+    """One (tessera, pytorch) row pair from a row's passes: every pass's pairs pooled (median and bounds),
+    times the median over passes, and each pass's own median ratio with their range (the spread
+    between passes minutes apart, which one pass's bounds cannot show on a machine whose speed drifts)."""
+    if len(gots) == 1:
+        return gots[0]
+    t, p = dict(gots[0][0]), dict(gots[0][1])
+    pooled = [r for g in gots for r in g[0]["vs_pytorch"]["pair_ratios"]]
+    med, lo, hi = median_bounds(pooled)
+    for row, k in ((t, 0), (p, 1)):
+        ms = statistics.median(g[k]["time_ms"] for g in gots)
+        scale = row["time_ms"] / ms  # rates scale inversely with the time (flops and bytes are the row's own)
+        row.update(time_ms=ms, time_min_ms=min(g[k]["time_min_ms"] for g in gots),
+                   time_max_ms=max(g[k]["time_max_ms"] for g in gots), runs=sum(g[k]["runs"] for g in gots),
+                   gflops=row["gflops"] * scale, gbps=row["gbps"] * scale,
+                   cpu_ms=statistics.median(g[k]["cpu_ms"] for g in gots))
+    t["rel_err"] = max(g[0]["rel_err"] for g in gots)
+    per_pass = [g[0]["vs_pytorch"]["ratio"] for g in gots]
+    cpu = [g[0]["vs_pytorch"]["cpu_ratio"] for g in gots if g[0]["vs_pytorch"]["cpu_ratio"] is not None]
+    t["vs_pytorch"] = dict(t["vs_pytorch"], ratio=med, bounds=[lo, hi], min=min(pooled), max=max(pooled),
+                           pairs=len(pooled), pair_ratios=pooled, cpu_ratio=statistics.median(cpu) if cpu else None,
+                           passes=per_pass, pass_range=[min(per_pass), max(per_pass)])
+    return t, p
+
+
+def print_paired(t, p, label=""):
+    vs = t["vs_pytorch"]
+    b = vs["bounds"]
+    bounds = f"[{b[0]:.2f}, {b[1]:.2f}]" if b[0] is not None else "[too few pairs]"
+    spread = f", passes {vs['pass_range'][0]:.2f}-{vs['pass_range'][1]:.2f}" if "pass_range" in vs else ""
+    print(f"{t['op']:<9} {t['shape']:<32} {t['impl']:<20} {t['gflops']:8.1f} {p['gflops']:8.1f} "
+          f"{vs['ratio']:6.2f}x {bounds} range {vs['min']:.2f}-{vs['max']:.2f}, {vs['pairs']} pairs{spread}{label}",
+          flush=True)
 
 
 def paired_main(args, ops, device, threads):
@@ -518,24 +558,31 @@ def paired_main(args, ops, device, threads):
         trows, cmd = run_tessera(args, op, device)
         commands[op] = " ".join(cmd[0:1] + [c for c in cmd[1:] if not c.startswith("/tmp")])
         time.sleep(args.pause)
-        for r in trows:
-            got = paired_row(r, dev, args, checks) if peer_of(r) else None
-            if got:
-                rows.extend(got)
-                t, p = got
-                vs = t["vs_pytorch"]
-                b = vs["bounds"]
-                bounds = f"[{b[0]:.2f}, {b[1]:.2f}]" if b[0] is not None else "[too few pairs]"
-                print(f"{t['op']:<9} {t['shape']:<32} {t['impl']:<20} {t['gflops']:8.1f} {p['gflops']:8.1f} "
-                      f"{vs['ratio']:6.2f}x {bounds} range {vs['min']:.2f}-{vs['max']:.2f}, {vs['pairs']} pairs",
-                      flush=True)
+        # --passes: the whole list again, so each row is sampled minutes apart (one pass's bounds cover
+        # its own few seconds only); a pass's lines say which pass they are, the pooled lines follow
+        got = [[] for _ in trows]
+        for n in range(args.passes):
+            for i, r in enumerate(trows):
+                one = paired_row(r, dev, args, checks) if peer_of(r) else None
+                if one:
+                    got[i].append(one)
+                    print_paired(*one, f"  (pass {n + 1} of {args.passes})" if args.passes > 1 else "")
+        if args.passes > 1:
+            print(f"-- {op}: the {args.passes} passes pooled --", flush=True)
+        for i, r in enumerate(trows):
+            if got[i]:
+                both = combine_passes(got[i])
+                rows.extend(both)
+                if args.passes > 1:
+                    print_paired(*both)
             else:
                 rows.append(r)
     dev.close()
     load = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     if args.json:
         # rounds: the one `tessera bench` run the rows come from (each row's pairs are in vs_pytorch)
-        doc = {"tool": "bench/pytorch_peer.py", "argv": sys.argv[1:], "method": "paired", "rounds": 1, "threads": threads,
+        doc = {"tool": "bench/pytorch_peer.py", "argv": sys.argv[1:], "method": "paired", "rounds": 1,
+               "passes": args.passes, "threads": threads,
                "torch": torch.__version__, "tessera_commands": commands, "load": load, "rows": rows}
         write_json(args.json, doc)
 
@@ -577,6 +624,10 @@ def main():
     ap.add_argument("--max-pairs", type=int, default=200, help="--paired: pairs per row at most")
     ap.add_argument("--paired-budget", type=float, default=8.0,
                     help="--paired: seconds per row after which it stops once --min-pairs are done")
+    ap.add_argument("--passes", type=int, default=1,
+                    help="--paired: measure the whole row list this many times, one pass after another, and "
+                         "pool each row's pairs (its line then gives the range of the passes' own medians: the "
+                         "drift between minutes that one pass's bounds cannot show; default 1)")
     ap.add_argument("--json", help="write every row (tessera's and PyTorch's medians over rounds) here")
     ap.add_argument("--table", metavar="FILE", help="print the markdown table of a --json file and exit")
     args = ap.parse_args()
@@ -607,6 +658,10 @@ def main():
             die("--min-pairs and --max-pairs: 1 <= --min-pairs <= --max-pairs")
         if not (args.paired_budget > 0 and math.isfinite(args.paired_budget)):
             die("--paired-budget must be a positive finite number of seconds")
+        if not 1 <= args.passes <= 20:
+            die("--passes must be 1 to 20")
+    elif args.passes != 1:
+        die("--passes: with --paired only")
     if not os.access(args.tessera, os.X_OK):
         die(f"{args.tessera}: not an executable (build first, or give --tessera)")
     args.sizes = {op: getattr(args, f"sizes_{op.replace('2d', '')}") for op in OPS}

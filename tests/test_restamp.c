@@ -409,7 +409,7 @@ static void set_cpu_records_the_processor(void **state) {
     snprintf(args, sizeof args, "--set-cpu X --device x '%s' extra", db_path);
     run_leaves_db(args, 2, "usage: restamp_db");
     static const char *const not_cpus[] = {"X", "Vendor family 9", "Vendor family 9 model 3 extra", "Ven dor family 9 model 3",
-                                           "Vendor family x model 3"};
+                                           "Vendor family x model 3", "Vendor\tfamily 9 model 3", "Vendor family 9 model 3\t"};
     for (size_t b = 0; b < sizeof not_cpus / sizeof not_cpus[0]; ++b) {
         snprintf(args, sizeof args, "--set-cpu '%s' --device '%s' '%s'", not_cpus[b], i->name, db_path);
         run_leaves_db(args, 2, "is not a processor as tessera names one");

@@ -191,6 +191,14 @@ static tsr_status set_cpu_update(cJSON *root, void *arg) {
     return TSR_SUCCESS;
 }
 
+/* Printable ASCII only: sscanf's blanks also take tabs and newlines, which no processor name holds
+ * and the database refuses (a control character) once written. */
+static bool plain_text(const char *s) {
+    for (; *s; ++s)
+        if (*s < 0x20 || *s > 0x7e) return false;
+    return true;
+}
+
 static tsr_status restamp_update(cJSON *root, void *arg) {
     walk(root, arg, true, NULL);
     return TSR_SUCCESS;
@@ -246,7 +254,7 @@ int main(int argc, char **argv) {
         unsigned family, model;
         if (strlen(ctx.set_cpu) >= TSR_INFO_STR ||
             sscanf(ctx.set_cpu, "%63[A-Za-z0-9] family %u model %u%c", vendor, &family, &model, &tail) != 3 ||
-            strchr(ctx.set_cpu, '\n') || strstr(ctx.set_cpu, "  ")) {
+            strstr(ctx.set_cpu, "  ") || !plain_text(ctx.set_cpu)) {
             fprintf(stderr, "restamp_db: --set-cpu '%s' is not a processor as tessera names one (\"AuthenticAMD family "
                             "26 model 2\": `tessera devices` shows it)\n", ctx.set_cpu);
             return 2;

@@ -228,11 +228,13 @@ static void peaks_under_host_timing(void **state) {
     assert_true(r.round_trip_us.median > 0 && isfinite(r.round_trip_us.median));
     print_message("# host-timed bandwidth %.2f GB/s; the host's own copy %.2f GB/s; empty launch %.1f us\n",
                   r.bandwidth_gbps, r.host_copy_gbps.median, r.empty_launch_us);
-    /* A CPU device cannot move memory ten times faster than the host it runs on (not checked under
-     * AddressSanitizer, which instruments the host's own copy: 4 GB/s against the device's 87 GB/s
-     * on an 8 MiB buffer that a Zen 5's 32 MiB L3 holds). */
+    /* A CPU device cannot move memory fifty times faster than the host it runs on: what a unit slip
+     * in the host-timed rate (x1000, x1024) would show. Not ten: both sides get 20 ms here, beside
+     * other tests, and on a 2-core Zen 4 VM the host's one-thread copy once measured 4.2 GB/s against
+     * the device's 65 GB/s on this 8 MiB buffer (its 32 MiB L3 holds it); not checked under
+     * AddressSanitizer, which instruments the host's own copy. */
 #ifndef __SANITIZE_ADDRESS__
-    if (r.host_copy_gbps.runs) assert_true(r.bandwidth_gbps < 10 * fmax(r.host_copy_gbps.median, r.host_read_gbps.median));
+    if (r.host_copy_gbps.runs) assert_true(r.bandwidth_gbps < 50 * fmax(r.host_copy_gbps.median, r.host_read_gbps.median));
 #endif
     cJSON *j = peak_to_json(&r);
     assert_string_equal(util_json_text(j, "timing"), "host");

@@ -35,6 +35,28 @@ bool ab_check(const char *tool, const ab_opts *o) {
     return true;
 }
 
+bool ab_layers_known(const char *tool, const char *list, const void *table, size_t count, size_t stride) {
+    if (!list || strcmp(list, "all") == 0) return true;
+    const char *at = list;
+    while (true) {
+        size_t len = strcspn(at, ",");
+        bool found = false;
+        for (size_t i = 0; i < count && !found; ++i) {
+            const char *name = *(const char *const *)((const char *)table + i * stride);
+            found = strlen(name) == len && strncmp(name, at, len) == 0;
+        }
+        if (!found) {
+            fprintf(stderr, "%s: --layers: no layer '%.*s' here; the layers:", tool, (int)len, at);
+            for (size_t i = 0; i < count; ++i)
+                fprintf(stderr, "%s %s", i ? "," : "", *(const char *const *)((const char *)table + i * stride));
+            fprintf(stderr, "\n");
+            return false;
+        }
+        if (!at[len]) return true;
+        at += len + 1;
+    }
+}
+
 bool ab_json_safe(const char *tool, const char *flag, const char *s) {
     for (const unsigned char *c = (const unsigned char *)s; *c; ++c)
         if (*c == '"' || *c == '\\' || *c < 0x20 || *c == 0x7f) {

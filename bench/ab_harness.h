@@ -32,6 +32,10 @@ bool ab_arg(int argc, char **argv, int *i, ab_opts *o, unsigned flags);
 /* Rounds, calls and batch in range; otherwise says so ("TOOL: --rounds 1..1000, --calls 1..100000,
  * --batch 1..64") and returns false. */
 bool ab_check(const char *tool, const ab_opts *o);
+/* Does every name of `list` (comma-separated; NULL or "all": the whole table) name one of the
+ * tool's `count` layers (a table of `stride`-byte rows, each beginning with its `const char *name`)?
+ * Says which does not, and lists the names: a misspelt or foreign layer measured nothing, silently. */
+bool ab_layers_known(const char *tool, const char *list, const void *table, size_t count, size_t stride);
 
 /* One variant: LABEL=DIR|CONFIG, its device (TSR_KERNEL_DIR=DIR, CONFIG overriding `op`) and its
  * per-round wall and CPU microseconds per call. */

@@ -58,6 +58,7 @@ int main(int argc, char **argv) {
         }
     }
     if (!ab_check("conv1x1_gemm", &o)) return 2;
+    if (!ab_layers_known("conv1x1_gemm", o.list, layers, sizeof layers / sizeof *layers, sizeof *layers)) return 2;
     if (!ncfg) cfg[ncfg++] = "";
     int var_slot[MAXCFG];
     const char *var_cfg[MAXCFG];

@@ -39,6 +39,7 @@ int main(int argc, char **argv) {
     ab_var var[MAXVAR];
     int nvar = ab_var_args("conv3x3_ab", argc, argv, &o, var, MAXVAR);
     if (nvar < 0) return 2;
+    if (!ab_layers_known("conv3x3_ab", o.list, layers, sizeof layers / sizeof *layers, sizeof *layers)) return 2;
     if (!ab_open_vars("conv3x3_ab", o.selector, "conv2d", var, nvar, o.rounds)) return 1;
     const int rounds = o.rounds, calls = o.calls;
     const size_t batch = o.batch;

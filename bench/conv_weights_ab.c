@@ -64,6 +64,7 @@ int main(int argc, char **argv) {
         }
     }
     if (!ab_check("conv_weights_ab", &o)) return 2;
+    if (!ab_layers_known("conv_weights_ab", o.list, layers, sizeof layers / sizeof *layers, sizeof *layers)) return 2;
     const int rounds = o.rounds, calls = o.calls;
     const size_t batch = o.batch;
     tsr_device *dev = NULL;

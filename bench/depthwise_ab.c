@@ -41,6 +41,7 @@ int main(int argc, char **argv) {
     ab_var var[MAXVAR];
     int nvar = ab_var_args("depthwise_ab", argc, argv, &o, var, MAXVAR);
     if (nvar < 0) return 2;
+    if (!ab_layers_known("depthwise_ab", o.list, layers, sizeof layers / sizeof *layers, sizeof *layers)) return 2;
     if (o.kept) { /* the depthwise forms derive nothing from the weights */
         fprintf(stderr, "depthwise_ab: --weights kept is conv3x3_ab's; depthwise layers keep nothing\n");
         return 2;

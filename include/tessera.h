@@ -986,6 +986,16 @@ typedef struct tsr_tune_result {
      * budget: a run of its own would have eaten the class's share), the class's own problem; ""
      * otherwise. The result holds for the class; re-tune with a larger budget for its own problem. */
     char reduced_from[64];
+    /* Where the pick beat what the device ran before (its entry, else the built-in default) on
+     * `problem` and the class has a second problem (another plane or batch of it), both were run
+     * there too: `second_problem` names it ("" when no check was held), `second_gain` is the pick's
+     * rate there over the other's, side by side (0: not timed), `second_wrong` says the pick gave a
+     * wrong result there, and `kept_before` that the check kept the configuration of before (the
+     * pick was wrong there, ran under 0.95x, or gained less over both problems than it lost):
+     * best_config is then that one. */
+    char second_problem[64];
+    double second_gain;
+    int second_wrong, kept_before;
 } tsr_tune_result;
 
 /* Tune `op` on this device ("all": every op's classes in one budget, spent first on each class's

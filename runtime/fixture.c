@@ -13,20 +13,35 @@ tsr_status tsr_op_tuning_setup(const tsr_op *op, tsr_device *dev, const char *cl
     return op->fixture.setup(dev, shape, tsr_random_fresh_seed(), out);
 }
 
+/* The fixture at `shape`, a problem of class `cls` other than its own (`what` it is), refused when it
+ * is of another class. */
+static tsr_status setup_in_class(const tsr_op *op, tsr_device *dev, const char *cls, const char *shape, const char *what,
+                                 void **out) {
+    tsr_status st = op->fixture.setup(dev, shape, tsr_random_fresh_seed(), out);
+    if (st != TSR_SUCCESS || !op->fixture.problem_class) return st;
+    const char *got = op->fixture.problem_class(*out); /* may point into the fixture: said before it is freed */
+    if (strcmp(got, cls) == 0) return TSR_SUCCESS;
+    st = tsr_fail(TSR_ERR_UNSUPPORTED, "%s: the %s '%s' of class '%s' is of class '%s'", op->name, what, shape, cls, got);
+    op->fixture.free(*out);
+    *out = NULL;
+    return st;
+}
+
 tsr_status tsr_op_tuning_setup_step(const tsr_op *op, tsr_device *dev, const char *cls, int step, void **out) {
     if (step == 0) return tsr_op_tuning_setup(op, dev, cls, out);
     *out = NULL;
     if (!op->fixture.setup || !op->class_shapes) return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s cannot be tuned", op->name);
     const char *shape = tsr_op_class_shape_step(op, cls, step);
     if (!shape) return tsr_fail(TSR_ERR_INVALID_ARG, "%s class '%s' has no smaller problem %d", op->name, cls, step);
-    tsr_status st = op->fixture.setup(dev, shape, tsr_random_fresh_seed(), out);
-    if (st != TSR_SUCCESS || !op->fixture.problem_class) return st;
-    const char *got = op->fixture.problem_class(*out);
-    if (strcmp(got, cls) == 0) return TSR_SUCCESS;
-    op->fixture.free(*out);
+    return setup_in_class(op, dev, cls, shape, "smaller problem", out);
+}
+
+tsr_status tsr_op_tuning_setup_check(const tsr_op *op, tsr_device *dev, const char *cls, void **out) {
     *out = NULL;
-    return tsr_fail(TSR_ERR_UNSUPPORTED, "%s: the smaller problem '%s' of class '%s' is of class '%s'", op->name, shape, cls,
-                    got);
+    if (!op->fixture.setup || !op->class_shapes) return tsr_fail(TSR_ERR_UNSUPPORTED, "op %s cannot be tuned", op->name);
+    const char *shape = tsr_op_class_check_shape(op, cls);
+    if (!shape) return tsr_fail(TSR_ERR_NOT_FOUND, "%s class '%s' has no second problem", op->name, cls);
+    return setup_in_class(op, dev, cls, shape, "second problem", out);
 }
 
 tsr_status tsr_op_tuning_run(const tsr_op *op, tsr_device *dev, void *ctx, const tsr_config *config, cl_event *first,

@@ -685,7 +685,8 @@ typedef struct tsr_fixture_hooks {
      * (16-bit outputs: max(tolerance, tsr_dtype_error_bound(out, reduction))); NULL: tolerance. */
     double (*tolerance)(const void *fixture);
     /* Optional: the class of the fixture's problem (the op's problem_class of it), so a problem
-     * made smaller for a slow device is checked to stay in its class (tsr_op_tuning_setup_step). */
+     * made smaller for a slow device, or a class's second problem, is checked to stay in its class
+     * (tsr_op_tuning_setup_step, tsr_op_tuning_setup_check). */
     const char *(*problem_class)(const void *fixture);
 } tsr_fixture_hooks;
 
@@ -724,6 +725,13 @@ typedef struct tsr_op {
      * 2048^3 at 0.6 GFLOP/s: 30 s a run). Their 16-bit twins append the storage token as
      * class_shapes' do; fixture.problem_class checks each stays in its class. */
     const char *const *class_shapes_reduced;
+    /* Optional: per listed class, a second problem of the same class (another plane, another batch;
+     * NULL or "": none), on which the tuner checks a pick that is not what the device ran before
+     * side by side with that one before saving it: a class serves many layers and is searched on
+     * one (session 35's Zen 4 1x1 pick won its batch-1 fixture by 7-11% and lost the class's 56x56
+     * layers by 7-30%). 16-bit twins append the storage token; fixture.problem_class checks the
+     * class. */
+    const char *const *class_shapes_check;
     tsr_class_storage class_storage;
     /* The class of a validated problem: tsr_op_class of its base class's index and its storage. */
     const char *(*problem_class)(const void *problem);
@@ -761,9 +769,10 @@ typedef struct tsr_op {
     /* Optional: the source a configuration's programs are built from, when it is not always
      * source_name (conv2d's CPU forms live in conv_cpu.cl); NULL hook: source_name. */
     const char *(*program_source)(const tsr_config *config);
-    /* Optional: the part of the space worth searching on this device ("NAME=v1,v2 ..");
+    /* Optional: the part of the space worth searching on this device ("NAME=v1,v2 ..") for a class
+     * of the op's class list (NULL: for all of them; the tuner searches each class in its own);
      * NULL hook or NULL returned: all of it. */
-    const char *(*tuning_space)(const tsr_device *device);
+    const char *(*tuning_space)(const tsr_device *device, const char *problem_class);
     /* Optional: unit of the tuner's rates; NULL means "GFLOP/s", memory-bound ops say "GB/s". */
     const char *rate_unit;
     /* The fixture (optional as a whole: an op without one cannot be tuned and has no report
@@ -891,6 +900,8 @@ const char *tsr_op_class_shape(const tsr_op *op, const char *problem_class);
  * the class's storage token; NULL past the last. */
 int tsr_op_class_shape_steps(const tsr_op *op, const char *problem_class);
 const char *tsr_op_class_shape_step(const tsr_op *op, const char *problem_class, int step);
+/* The class's second problem (op->class_shapes_check) with its storage token; NULL when none. */
+const char *tsr_op_class_check_shape(const tsr_op *op, const char *problem_class);
 /* The op's nearest_class for any class of its list: a 16-bit class's is its listed class's nearest
  * in the same storage ("batched-f16" -> "small-f16"); NULL when there is none. */
 const char *tsr_op_nearest_class(const tsr_op *op, const char *problem_class);
@@ -991,6 +1002,9 @@ tsr_status tsr_op_tuning_setup(const tsr_op *op, tsr_device *device, const char 
  * tuning it would tune another class. */
 tsr_status tsr_op_tuning_setup_step(const tsr_op *op, tsr_device *device, const char *problem_class, int step,
                                     void **ctx);
+/* The same at the class's second problem (tsr_op_class_check_shape): TSR_ERR_NOT_FOUND when the class
+ * has none, TSR_ERR_UNSUPPORTED when it is of another class. */
+tsr_status tsr_op_tuning_setup_check(const tsr_op *op, tsr_device *device, const char *problem_class, void **ctx);
 tsr_status tsr_op_tuning_run(const tsr_op *op, tsr_device *device, void *ctx, const tsr_config *config,
                              cl_event *first, cl_event *last);
 /* The tuner's limit on a candidate's relative error: `tolerance`, or the fixture's own bound when

@@ -31,6 +31,7 @@ typedef struct class_list {
     /* the smaller problems for slow devices (class_shapes_reduced), storage token appended */
     int nsteps[MAX_CLASSES];
     char step[MAX_CLASSES][MAX_STEPS][CLASS_SHAPE];
+    char check[MAX_CLASSES][CLASS_SHAPE]; /* the second problem (class_shapes_check); "" when none */
     struct class_list *next;
 } class_list;
 
@@ -51,6 +52,9 @@ static void build_class_list(const tsr_op *op, class_list *l) {
             tsr_dtype_spec_format(type, op->class_storage == TSR_CLASSES_PER_INPUT_TYPE ? TSR_F32 : type, token,
                                   sizeof token);
             snprintf(l->shape[l->nclasses], CLASS_SHAPE, "%s%s%s", op->class_shapes[c], *token ? " " : "", token);
+            const char *check = op->class_shapes_check ? op->class_shapes_check[c] : NULL;
+            if (check && *check)
+                snprintf(l->check[l->nclasses], CLASS_SHAPE, "%s%s%s", check, *token ? " " : "", token);
             const char *steps = op->class_shapes_reduced ? op->class_shapes_reduced[c] : NULL;
             while (steps && *steps && l->nsteps[l->nclasses] < MAX_STEPS) {
                 size_t len = strcspn(steps, ";");
@@ -113,6 +117,12 @@ const char *tsr_op_class_shape_step(const tsr_op *op, const char *problem_class,
     int index = tsr_op_class_index(op, problem_class);
     if (!l || !op->class_shapes || index < 0 || step < 0 || step > l->nsteps[index]) return NULL;
     return l->step[index][step - 1];
+}
+
+const char *tsr_op_class_check_shape(const tsr_op *op, const char *problem_class) {
+    const class_list *l = class_list_of(op);
+    int index = tsr_op_class_index(op, problem_class);
+    return l && op->class_shapes && index >= 0 && l->check[index][0] ? l->check[index] : NULL;
 }
 
 const char *tsr_op_nearest_class(const tsr_op *op, const char *problem_class) {

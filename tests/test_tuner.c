@@ -4,6 +4,7 @@
  * entries, and concurrent writers. */
 #define _GNU_SOURCE
 #include "harness.h"
+#include "tuner/tuner.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -241,6 +242,113 @@ static const tsr_op sized_op = {
     .build_options = planted_options,
     .fixture = {.setup = sized_setup, .run = sized_run, .check = sized_check, .work = sized_work,
                 .describe = sized_describe, .free = sized_free, .problem_class = sized_class},
+};
+
+/* ---- a two-problem op: the planted parameters on chains whose length X sets, one way on each class's
+ * own problem and another on its second problem ---- */
+
+static const char second_source[] =
+    "__kernel void second(__global const float *x, __global float *y, int reps, float wrong) {\n"
+    "    const size_t i = get_global_id(0);\n"
+    "#if MODE == 2\n"
+    "#error second build failure\n"
+    "#endif\n"
+    "    float v = x[i], a = 0.0f;\n"
+    "    for (int r = 0; r < reps; ++r) a = fma(a, 0.5f, v); /* converges to 2v */\n"
+    "    y[i] = a + wrong + (MODE == 1 ? 1.0f : 0.0f);\n"
+    "}\n";
+
+enum { SECOND_N = 1 << 16 };
+/* The classes: "contrary" (on its second problem chains run 64 (5 - X) steps: the pick X=1, fastest
+ * on the class's problem, slowest there), "agree" (64 X steps on both) and "wrong" (X=1 gives a wrong
+ * result on the second problem). */
+typedef struct second_ctx {
+    char cls[16]; /* from the shape's word; "" on a class's own problem */
+    cl_mem x, y;
+    float host[SECOND_N], out[SECOND_N];
+} second_ctx;
+
+static tsr_status second_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
+    (void)seed;
+    second_ctx *c = calloc(1, sizeof *c);
+    const char *word = strchr(shape, ' ');
+    if (word) tsr_strlcpy(c->cls, word + 1, sizeof c->cls);
+    th_fill_uniform(c->host, SECOND_N, -1, 1);
+    c->x = th_buffer_from(dev, c->host, SECOND_N);
+    c->y = th_buffer(dev, SECOND_N);
+    *out = c;
+    return TSR_SUCCESS;
+}
+static tsr_status second_run(tsr_device *dev, void *vctx, const tsr_config *cfg, cl_command_queue queue,
+                             cl_event *first, cl_event *last) {
+    second_ctx *c = vctx;
+    char options[64];
+    planted_options(cfg, 0, options, sizeof options);
+    cl_program program = NULL;
+    tsr_status st = tsr_program_from_text(dev, "second", second_source, strlen(second_source), options, &program);
+    if (st != TSR_SUCCESS) return st;
+    const int x = (int)cfg->values[P_X];
+    cl_int reps = 64 * (strcmp(c->cls, "contrary") == 0 ? 5 - x : x);
+    cl_float wrong = strcmp(c->cls, "wrong") == 0 && x == 1 ? 1.0f : 0.0f;
+    cl_int err;
+    cl_kernel k = clCreateKernel(program, "second", &err);
+    clSetKernelArg(k, 0, sizeof c->x, &c->x);
+    clSetKernelArg(k, 1, sizeof c->y, &c->y);
+    clSetKernelArg(k, 2, sizeof reps, &reps);
+    clSetKernelArg(k, 3, sizeof wrong, &wrong);
+    size_t global = SECOND_N;
+    cl_event done = NULL;
+    err = clEnqueueNDRangeKernel(queue, k, 1, NULL, &global, NULL, 0, NULL, &done);
+    clReleaseKernel(k);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, "second", __FILE__, __LINE__);
+    tsr_fixture_single_event(done, first, last);
+    return TSR_SUCCESS;
+}
+static tsr_status second_check(tsr_device *dev, void *vctx, double *rel_err) {
+    second_ctx *c = vctx;
+    th_read(dev, c->y, c->out, SECOND_N);
+    tsr_error_sum sum = {0, 0};
+    for (int i = 0; i < SECOND_N; ++i) tsr_error_add(&sum, c->out[i], 2.0 * c->host[i]);
+    *rel_err = tsr_error_value(&sum);
+    for (int i = 0; i < SECOND_N; ++i) c->out[i] = NAN;
+    return tsr_upload(dev, c->y, c->out, SECOND_N);
+}
+static void second_work(const void *ctx, double *flops, double *bytes) {
+    (void)ctx;
+    *flops = 2.0 * 256 * SECOND_N;
+    *bytes = 8.0 * SECOND_N;
+}
+static void second_describe(const void *ctx, char *out, size_t size) {
+    const second_ctx *c = ctx;
+    snprintf(out, size, "%d%s%s", SECOND_N, *c->cls ? " " : "", c->cls);
+}
+static void second_free(void *vctx) {
+    second_ctx *c = vctx;
+    clReleaseMemObject(c->x);
+    clReleaseMemObject(c->y);
+    free(c);
+}
+static const char *second_class(const void *ctx) { return ((const second_ctx *)ctx)->cls; }
+
+/* stray: its second problem is of another class (agree), which the tuner must refuse */
+static const char *const second_classes[] = {"contrary", "agree", "wrong", "none", "stray", NULL};
+static const char *const second_shapes[] = {"65536", "65536", "65536", "65536", "65536"};
+static const char *const second_checks[] = {"65536 contrary", "65536 agree", "65536 wrong", NULL, "65536 agree"};
+static const tsr_op second_op = {
+    .name = "second",
+    .source_name = "gemm", /* only hashed, to tell stale entries */
+    .params = planted_params,
+    .nparams = PLANTED_NPARAMS,
+    .classes = second_classes,
+    .class_shapes = second_shapes,
+    .class_shapes_check = second_checks,
+    .implementations = planted_implementations,
+    .nimplementations = 1,
+    .config_ok = planted_ok,
+    .program_variants = 1,
+    .build_options = planted_options,
+    .fixture = {.setup = second_setup, .run = second_run, .check = second_check, .work = second_work,
+                .describe = second_describe, .free = second_free, .problem_class = second_class},
 };
 
 static tsr_device *dev;
@@ -1562,6 +1670,32 @@ static void smaller_problems_stay_in_their_class(void **state) {
             }
             assert_null(tsr_op_class_shape_step(*op, *c, nsteps + 1));
         }
+    /* ...and so do their second problems (conv2d's every class). The 16-bit twins' are their listed
+     * class's with the storage token (one set up: each setup computes a batch-8 reference on the host). */
+    int checked = 0;
+    for (const tsr_op *const *op = tsr_ops; *op; ++op) {
+        const char *const *list = tsr_op_class_list(*op);
+        int nlisted = 0;
+        while ((*op)->classes[nlisted]) ++nlisted;
+        for (int i = 0; list[i]; ++i) {
+            const char *shape = tsr_op_class_check_shape(*op, list[i]);
+            if (!shape) continue;
+            if (i >= nlisted) {
+                const char *own = tsr_op_class_check_shape(*op, list[i % nlisted]);
+                assert_non_null(own);
+                assert_true(strncmp(shape, own, strlen(own)) == 0 && shape[strlen(own)] == ' ');
+                if (strcmp(list[i], "1x1-bf16") != 0) continue;
+            }
+            void *fx = NULL;
+            if (tsr_op_tuning_setup_check(*op, dev, list[i], &fx) != TSR_SUCCESS)
+                fail_msg("%s %s second problem (%s): %s", (*op)->name, list[i], shape, tsr_last_error());
+            assert_string_equal((*op)->fixture.problem_class(fx), list[i]);
+            tsr_op_tuning_free(*op, fx);
+            ++checked;
+        }
+    }
+    assert_true(checked >= 16 + 1); /* conv2d's 16 classes, and one twin */
+    assert_string_equal(tsr_op_class_check_shape(&tsr_op_conv, "1x1-bf16"), "8x256x56x56 k64 1x1 +bias bf16");
     /* the big classes have them (GEMM `large` ran 30 s a run on llvmpipe), with their storage token */
     assert_int_equal(tsr_op_class_shape_steps(&tsr_op_gemm, "large"), 3);
     assert_string_equal(tsr_op_class_shape_step(&tsr_op_gemm, "large-f16", 1), "1024x1024x1024 f16/f32");
@@ -1607,6 +1741,94 @@ static void slow_classes_tune_a_smaller_problem(void **state) {
     TH_ASSERT_OK(tsr_tune_op(dev, &sized_op, &roomy, r, 1, &n));
     assert_string_equal(r[0].reduced_from, "");
     assert_string_equal(r[0].problem, "262144");
+}
+
+/* A pick that beats what the device ran before (here the default, X=4) on the class's problem is run
+ * beside it on the class's second problem before it is saved: kept where it gains there too, not
+ * where it loses there (4x slower) or gives a wrong result there; the result and the database say
+ * which. A class without a second problem, or whose second problem is of another class, is not
+ * checked. */
+static void picks_are_checked_on_a_second_problem(void **state) {
+    (void)state;
+    char log[700];
+    snprintf(log, sizeof log, "%s/second.jsonl", dir);
+    tsr_tune_options o = {.strategy = TSR_TUNE_EXHAUSTIVE, .budget_seconds = 120, .seed = 5, .log_path = log};
+    tsr_tune_result r[5];
+    size_t n = 0;
+    TH_ASSERT_OK(tsr_tune_op(dev, &second_op, &o, r, 5, &n));
+    assert_int_equal(n, 5);
+    /* contrary: X=1 runs the class's problem ~4x faster and its second problem ~4x slower */
+    assert_string_equal(r[0].problem_class, "contrary");
+    assert_string_equal(r[0].second_problem, "65536 contrary");
+    if (!(r[0].second_gain > 0 && r[0].second_gain < 0.95)) fail_msg("contrary: second gain %.3f", r[0].second_gain);
+    assert_int_equal(r[0].kept_before, 1);
+    assert_int_equal(r[0].second_wrong, 0);
+    TH_ASSERT_CONTAINS(r[0].best_config, "X=4");
+    /* agree: the pick gains there too, and stays */
+    assert_string_equal(r[1].second_problem, "65536 agree");
+    if (!(r[1].second_gain > 1.5)) fail_msg("agree: second gain %.3f", r[1].second_gain);
+    assert_int_equal(r[1].kept_before, 0);
+    TH_ASSERT_CONTAINS(r[1].best_config, "X=1");
+    /* wrong: X=1's result there is wrong, so X=4 stays (X=2, the runner-up, lost its duel with X=1) */
+    assert_string_equal(r[2].second_problem, "65536 wrong");
+    assert_int_equal(r[2].second_wrong, 1);
+    assert_int_equal(r[2].kept_before, 1);
+    TH_ASSERT_CONTAINS(r[2].best_config, "X=4");
+    /* none: no second problem, no check */
+    assert_string_equal(r[3].second_problem, "");
+    assert_int_equal(r[3].kept_before, 0);
+    TH_ASSERT_CONTAINS(r[3].best_config, "X=1");
+    assert_string_equal(r[4].second_problem, ""); /* stray */
+    TH_ASSERT_CONTAINS(r[4].best_config, "X=1");
+    /* what was saved is what the result says */
+    cJSON *root = load(db_path);
+    cJSON *ops = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "devices")->child, "ops");
+    static const char *const cls[] = {"contrary", "agree", "wrong", "none", "stray"};
+    static const int saved_x[] = {4, 1, 4, 1, 1};
+    for (int c = 0; c < 5; ++c) {
+        cJSON *e = cJSON_GetObjectItem(cJSON_GetObjectItem(ops, "second"), cls[c]);
+        assert_non_null(e);
+        assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(e, "config"), "X")->valueint, saved_x[c]);
+    }
+    cJSON_Delete(root);
+    assert_int_equal(log_lines_with(log, "\"outcome\": \"second problem\"", "\"kept\": \"before\""), 2);
+    assert_int_equal(log_lines_with(log, "\"outcome\": \"second problem\"", "\"kept\": \"pick\""), 1);
+    assert_int_equal(log_lines_with(log, "\"outcome\": \"second problem\"",
+                                    "\"error\": \"second: the second problem '65536 agree' of class 'stray' is of class 'agree'\""),
+                     1);
+    void *fx = (void *)1;
+    TH_ASSERT_STATUS(tsr_op_tuning_setup_check(&second_op, dev, "none", &fx), TSR_ERR_NOT_FOUND);
+    assert_null(fx);
+    fx = (void *)1;
+    TH_ASSERT_STATUS(tsr_op_tuning_setup_check(&second_op, dev, "stray", &fx), TSR_ERR_UNSUPPORTED);
+    assert_null(fx);
+}
+
+/* Every op's space for each of its classes on this device parses (the tuner searches each class in
+ * its own); on a CPU that vectorizes within a work-item conv2d's depthwise forms (STAGE 3, 4, 8) are
+ * in the depthwise classes' spaces alone (STAGE 4 on conv1's 7x7 taps compiled for two minutes). */
+static void class_spaces(void **state) {
+    (void)state;
+    for (const tsr_op *const *op = tsr_ops; *op; ++op) {
+        if (!(*op)->tuning_space) continue;
+        for (const char *const *c = tsr_op_class_list(*op); *c; ++c) {
+            const char *text = (*op)->tuning_space(dev, *c);
+            tsr_space space;
+            if (text && tsr_space_make(*op, text, &space) != TSR_SUCCESS)
+                fail_msg("%s %s: '%s': %s", (*op)->name, *c, text, tsr_last_error());
+        }
+    }
+    const tsr_device_info *info = tsr_device_get_info(dev);
+    if (info->type != TSR_DEVICE_CPU || tsr_device_lanes(info) == TSR_LANES_ACROSS_ITEMS) return;
+    static const char *const classes[] = {"stem", "3x3-bf16", "depthwise", "depthwise-f16"};
+    for (int i = 0; i < 4; ++i) {
+        const char *text = tsr_op_conv.tuning_space(dev, classes[i]);
+        assert_non_null(text);
+        const bool depthwise = i >= 2;
+        assert_int_equal(strstr(text, "STAGE=0,2,3,4,5,7,8") != NULL, depthwise);
+        assert_int_equal(strstr(text, "STAGE=0,2,5,7 ") != NULL, !depthwise);
+    }
+    assert_non_null(strstr(tsr_op_conv.tuning_space(dev, NULL), "STAGE=0,2,3,4,5,7,8"));
 }
 
 /* ---- compiling ahead on the device ---- */
@@ -1880,6 +2102,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_setup_teardown(updates_follow_links_and_clean_temps, setup, teardown),
         cmocka_unit_test_setup_teardown(tune_checks_destination_first, setup, teardown),
         cmocka_unit_test_setup_teardown(class_lists_are_not_truncated, setup, teardown),
+        cmocka_unit_test_setup_teardown(picks_are_checked_on_a_second_problem, setup, teardown),
+        cmocka_unit_test_setup_teardown(class_spaces, setup, teardown),
     };
     return TH_RUN(tests);
 }

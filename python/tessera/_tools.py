@@ -88,7 +88,9 @@ def tune(op, device=None, *, budget=None, evaluations=0, strategy=None, classes=
                     'unit': _text(r.unit), 'spread': r.best_spread, 'evaluated': r.evaluated,
                     'wrong_results': r.wrong_results, 'build_failures': r.build_failures,
                     'seconds': r.seconds, 'stale_seeds': r.stale_seeds,
-                    'reduced_from': _text(r.reduced_from)})
+                    'reduced_from': _text(r.reduced_from),
+                    'second_problem': _text(r.second_problem), 'second_gain': r.second_gain,
+                    'second_wrong': bool(r.second_wrong), 'kept_before': bool(r.kept_before)})
     return out
 
 

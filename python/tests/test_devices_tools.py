@@ -90,6 +90,9 @@ def test_tune_dry_run(device, tmp_path):
     assert len(results) == 1 and results[0]['class'] == 'large' and results[0]['best'] > 0
     assert results[0]['unit'] == 'GB/s' and '=' in results[0]['best_config'] and results[0]['evaluated'] >= 1
     assert seen and seen[-1]['op'] == 'gelu'
+    # GELU's classes have no second problem: no check held
+    assert results[0]['second_problem'] == '' and results[0]['second_gain'] == 0
+    assert results[0]['kept_before'] is False and results[0]['second_wrong'] is False
     assert not (tmp_path / 'db.json').exists()  # dry run: nothing written
     with pytest.raises(tessera.TesseraError):
         tessera.tune('nosuchop', device=device, budget=1)

@@ -959,7 +959,8 @@ static int attention_fixture_buffers(const void *ctx, cl_mem *buffers, int max) 
  * evaluations re-timing one kernel under another name. VEC=0 and VEC=1 measured about half VEC=2's
  * rate there at every length. Known entries outside this part (DS=8 ...) are still measured first;
  * `--space all` searches everything. Elsewhere (GPUs, llvmpipe, which cannot take VEC=2): all. */
-static const char *attention_tuning_space(const tsr_device *dev) {
+static const char *attention_tuning_space(const tsr_device *dev, const char *problem_class) {
+    (void)problem_class; /* one space for every class */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) != TSR_LANES_ACROSS_ITEMS)
         return "VEC=2 STAGE=0 DS=1 BR=1,2,4,8,16,32 BC=16,32,64 RW=2,3,4,6,8";
     return NULL;

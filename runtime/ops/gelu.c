@@ -505,7 +505,8 @@ static int gelu_fixture_buffers(const void *ctx, cl_mem *buffers, int max) {
     return 2;
 }
 
-static const char *gelu_tuning_space(const tsr_device *dev) {
+static const char *gelu_tuning_space(const tsr_device *dev, const char *problem_class) {
+    (void)problem_class; /* one space for every class */
     /* On CPUs interleaving only scatters each thread's stream. */
     /* CPUs that vectorize across work-items (llvmpipe): scalar or short vectors, GPU-like groups. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)

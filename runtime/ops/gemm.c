@@ -1751,7 +1751,8 @@ static const char *gemm_nearest_class(const char *cls) {
     return strcmp(cls, "small-m16") == 0 ? "small-m" : NULL;
 }
 
-static const char *gemm_tuning_space(const tsr_device *dev) {
+static const char *gemm_tuning_space(const tsr_device *dev, const char *problem_class) {
+    (void)problem_class; /* one space for every class */
     /* On CPUs (PoCL) barriers and large work-groups only cost: search the register tile,
      * vector shape, unrolling and packing. */
     /* CPUs that vectorize across work-items (llvmpipe): groups of light items, as on a GPU,

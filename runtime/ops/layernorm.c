@@ -537,7 +537,8 @@ static double layernorm_fixture_tolerance(const void *ctx) {
     return bound > tsr_op_layernorm.tolerance ? bound : tsr_op_layernorm.tolerance;
 }
 
-static const char *layernorm_tuning_space(const tsr_device *dev) {
+static const char *layernorm_tuning_space(const tsr_device *dev, const char *problem_class) {
+    (void)problem_class; /* one space for every class */
     /* CPUs that vectorize across work-items (llvmpipe): GPU-like groups of scalar items. */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) == TSR_LANES_ACROSS_ITEMS)
         return "WG=16,32,64,128 VW=1,2,4 RPG=1,2,4";

@@ -518,7 +518,8 @@ static double pool_fixture_tolerance(const void *ctx) {
     return bound > tsr_op_pool2d.tolerance ? bound : tsr_op_pool2d.tolerance;
 }
 
-static const char *pool_tuning_space(const tsr_device *dev) {
+static const char *pool_tuning_space(const tsr_device *dev, const char *problem_class) {
+    (void)problem_class; /* one space for every class */
     if (dev->info.type == TSR_DEVICE_CPU && tsr_device_lanes(&dev->info) != TSR_LANES_ACROSS_ITEMS)
         return "VW=4,8,16 WG=1,2,4,8 WI=16,64,256";
     return "VW=1,2,4 WG=16,32,64,128,256 WI=32,64,128,256";

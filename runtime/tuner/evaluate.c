@@ -277,6 +277,13 @@ double tsr_search_evaluate(tsr_search *search, const tsr_config *config) {
     return e->score;
 }
 
+bool tsr_search_validate(tsr_search *search, const tsr_config *config) {
+    double seconds;
+    bool ok = timed_run(search, config, &seconds) == TSR_SUCCESS && validate(search, config) == OK;
+    if (!ok) tsr_clear_error();
+    return ok;
+}
+
 /* ---- duels ---- */
 
 /* Is the side with the lower median already known, whatever the rounds left would add? Only when

@@ -130,6 +130,7 @@ static void duel_with_default(tsr_search *search, const tsr_config *def, double 
         seen[0].gflops = default_won ? dg[1] : dg[0];
         seen[0].score = default_won ? dq[1] : dq[0];
         search->result->default_gflops = dg[1];
+        if (!default_won) search->before_gflops = dg[1], search->before_score = dq[1]; /* (the entry's duel may replace them) */
     }
 }
 
@@ -155,6 +156,7 @@ static void duel_with_entry(tsr_search *search, const tsr_config *entry, const t
     if (entry_won) move_first(seen, idx);
     seen[0].gflops = entry_won ? dg[1] : dg[0];
     seen[0].score = entry_won ? dq[1] : dq[0];
+    if (!entry_won) search->before_gflops = dg[1], search->before_score = dq[1];
 }
 
 /* The best (seen[0]) against seen[idx] side by side; the faster goes first, with the duel's rate
@@ -224,10 +226,14 @@ static void duel_other_implementations(tsr_search *search, const tsr_config *def
 
 void tsr_search_final_duels(tsr_search *search, const tsr_config *def, double def_score, const tsr_config *entry) {
     if (entry && memcmp(entry, def, sizeof *def) == 0) entry = NULL;
+    search->before_gflops = search->before_score = 0;
     duel_other_implementations(search, def, entry);
     duel_runner_up(search, def, entry);
     duel_with_default(search, def, def_score);
-    if (entry) duel_with_entry(search, entry, def);
+    if (entry) {
+        search->before_gflops = search->before_score = 0; /* what the device ran before is the entry */
+        duel_with_entry(search, entry, def);
+    }
 }
 
 static void pause_cache_store(tsr_device *dev, bool pause) {
@@ -425,6 +431,7 @@ typedef struct class_job {
     double setup_s;            /* the last setup of its problem */
     int step;                  /* the problem it is measured on (tsr_op_class_shape_step); -1: not chosen yet */
     double own_run_s;          /* with a smaller problem: a run of its own predicted to take this long */
+    tsr_space space;           /* the op's space for this class (tuning_space), unless the options name one */
     bool unreached;            /* tune all: the budget ran out before its first pass */
     double weight;             /* tune all: its share of the second pass */
     tsr_ahead_device scope;    /* its jobs' scope on the workers */
@@ -585,6 +592,110 @@ static tsr_status class_begin(tune_run *run, class_job *job, double budget_s, do
     return TSR_SUCCESS;
 }
 
+/* ---- the class's second problem ---- */
+
+/* The pick keeps its place against what the device ran before only if, on the class's second
+ * problem, it runs at least this share of that one's rate and its gains on both problems together
+ * (the product of the two ratios) exceed 1. */
+#define TUNE_SECOND_FLOOR 0.95
+
+/* The configuration the device ran before the tune: the entry lookups resolve to, else the default. */
+static const tsr_config *ran_before(const class_start *cs) {
+    for (int i = 0; i < cs->nknown; ++i)
+        if (!cs->known[i].stale) return &cs->known[i].config;
+    return cs->def_ok ? &cs->def : NULL;
+}
+
+/* Where the final duels left a pick that beat what the device ran before on the class's problem,
+ * and the class has a second problem (tsr_op_class_check_shape: another plane or batch), both run
+ * there (each validated against the reference, then a duel): a class serves many layers and is
+ * searched on one. What ran before goes back first when the pick is wrong there, or slower than
+ * TUNE_SECOND_FLOOR of it, or does not gain over both problems together. Skipped on a smaller
+ * problem (a slow device) and where the duel would cost more than the class's duel allowance. */
+static void check_second_problem(tune_run *run, class_job *job) {
+    tsr_search *search = &job->search;
+    tsr_evaluated *seen = search->seen;
+    const tsr_op *op = job->op;
+    const tsr_config *before = ran_before(&job->start);
+    if (job->step != 0 || !before || search->nseen < 2 || !seen[0].validated || !(search->before_gflops > 0) ||
+        !tsr_op_class_check_shape(op, job->problem_class))
+        return;
+    int idx = -1;
+    for (int i = 1; i < search->nseen && idx < 0; ++i)
+        if (memcmp(&seen[i].config, before, sizeof *before) == 0) idx = i;
+    if (idx < 0) return;
+    void *fx = NULL;
+    if (tsr_op_tuning_setup_check(op, run->dev, job->problem_class, &fx) != TSR_SUCCESS) {
+        if (run->log) { /* the message quoted as JSON */
+            cJSON *message = cJSON_CreateString(tsr_last_error());
+            char *quoted = message ? cJSON_PrintUnformatted(message) : NULL;
+            fprintf(run->log, "{\"op\": \"%s\", \"class\": \"%s\", \"outcome\": \"second problem\", \"error\": %s}\n",
+                    op->name, job->problem_class, quoted ? quoted : "null");
+            cJSON_free(quoted);
+            cJSON_Delete(message);
+        }
+        tsr_clear_error();
+        return;
+    }
+    double work = tsr_op_tuning_work(op, fx);
+    /* the duel's cost there, by the best's time on the class's problem scaled by the work */
+    double run_s = search->flops > 0 ? search->best_time * work / search->flops : 0;
+    if (!(work > 0) || 3.0 * 2 * TUNE_MIN_RUNS * run_s > duel_allowance(search)) {
+        tsr_op_tuning_free(op, fx);
+        return;
+    }
+    char problem[64];
+    tsr_op_tuning_describe(op, fx, problem, sizeof problem);
+    /* the search, on the second problem for a moment */
+    void *fixture = job->runner.ctx;
+    tsr_timer timer = job->runner.timer;
+    const double flops = search->flops, tolerance = search->tolerance;
+    const bool dirty = search->output_dirty, single = search->output_single;
+    const tsr_config writer = search->output_writer;
+    job->runner.ctx = fx;
+    job->runner.timer = (tsr_timer){0};
+    search->flops = work;
+    search->tolerance = tsr_op_tuning_tolerance(op, fx, TUNE_TOLERANCE);
+    search->output_dirty = false; /* a fresh problem: its output is poisoned */
+    const tsr_config pick = seen[0].config;
+    bool pick_ok = tsr_search_validate(search, &pick), before_ok = tsr_search_validate(search, before);
+    double dg[2] = {0, 0}, dq[2] = {0, 0};
+    if (pick_ok && before_ok) tsr_search_duel(search, &pick, before, dg, dq);
+    job->runner.ctx = fixture;
+    job->runner.timer = timer;
+    search->flops = flops;
+    search->tolerance = tolerance;
+    search->output_dirty = dirty;
+    search->output_single = single;
+    search->output_writer = writer;
+    tsr_op_tuning_free(op, fx);
+
+    const double first_gain = seen[0].gflops / search->before_gflops;
+    const double gain = dg[0] > 0 && dg[1] > 0 ? dg[0] / dg[1] : 0;
+    bool keep_before = (!pick_ok && before_ok) || (gain > 0 && (gain < TUNE_SECOND_FLOOR || first_gain * gain <= 1.0));
+    tsr_tune_result *res = job->res;
+    tsr_strlcpy(res->second_problem, problem, sizeof res->second_problem);
+    res->second_gain = gain;
+    res->second_wrong = !pick_ok;
+    res->kept_before = keep_before;
+    if (keep_before) {
+        move_first(seen, idx);
+        seen[0].gflops = search->before_gflops;
+        seen[0].score = search->before_score;
+    }
+    if (run->log) {
+        char desc[2][256];
+        tsr_config_format(op, &pick, desc[0], sizeof desc[0]);
+        tsr_config_format(op, before, desc[1], sizeof desc[1]);
+        fprintf(run->log, "{\"op\": \"%s\", \"class\": \"%s\", \"outcome\": \"second problem\", \"problem\": \"%s\", "
+                "\"config\": \"%s\", \"before\": \"%s\", \"valid\": [%s, %s], \"gflops\": [%.3f, %.3f], "
+                "\"first_gain\": %.3f, \"gain\": %.3f, \"kept\": \"%s\"}\n",
+                op->name, job->problem_class, problem, desc[0], desc[1], pick_ok ? "true" : "false",
+                before_ok ? "true" : "false", dg[0], dg[1], first_gain, gain, keep_before ? "before" : "pick");
+        fflush(run->log);
+    }
+}
+
 /* End the class's jobs on the workers, resume cache stores, free the problem. */
 static void class_end(tune_run *run, class_job *job) {
     tsr_search *search = &job->search;
@@ -616,6 +727,12 @@ static void job_init(tune_run *run, class_job *job, const tsr_op *op, int op_ind
     tsr_strlcpy(res->unit, op->rate_unit ? op->rate_unit : "GFLOP/s", sizeof res->unit);
     job->scope = (tsr_ahead_device){.op = op, .problem_class = problem_class};
     job->step = -1;
+    /* the part of the space the op deems worth it for this class, where the options name none */
+    const char *text = !run->opt.space && op->tuning_space ? op->tuning_space(run->dev, problem_class) : NULL;
+    if (text) {
+        if (tsr_space_make(op, text, &job->space) == TSR_SUCCESS) space = &job->space;
+        else tsr_clear_error(); /* (the op's own text: test_ops parses every class's) */
+    }
     job->search = (tsr_search){.op = op, .device = run->dev, .space = space,
                                .backend = tsr_device_backend(&job->runner), .rng = &run->rng,
                                .max_evaluations = run->opt.budget_evaluations, .log = run->log,
@@ -652,7 +769,7 @@ static void run_close(tune_run *run) {
 
 /* The op's space: what the options name, else the part the op deems worth it on this device. */
 static tsr_status op_space(tsr_device *dev, const tsr_op *op, const char *restrict_to, tsr_space *space) {
-    if (!restrict_to) restrict_to = op->tuning_space ? op->tuning_space(dev) : NULL;
+    if (!restrict_to) restrict_to = op->tuning_space ? op->tuning_space(dev, NULL) : NULL;
     else if (strcmp(restrict_to, "all") == 0) restrict_to = NULL;
     return tsr_space_make(op, restrict_to, space);
 }
@@ -693,6 +810,7 @@ tsr_status tsr_tune_op(tsr_device *dev, const tsr_op *op, const tsr_tune_options
         st = class_begin(&run, job, per_class, per_class * (nclasses - c - 1), per_class);
         if (st != TSR_SUCCESS) break;
         search_class(&job->search, &job->start, strategies[opt.strategy].run, run.known_db, hash);
+        check_second_problem(&run, job);
         class_end(&run, job);
         keep_outcome(&job->search, job->res, &outcomes[c]);
         tsr_search_free(&job->search);
@@ -812,6 +930,7 @@ static tsr_status tune_all(tsr_device *dev, const tsr_tune_options *options, tsr
         st = class_begin(&run, job, share > 0 ? share + job->setup_s : 0, after, 0);
         if (st != TSR_SUCCESS) break;
         search_phase(&job->search, &job->start, strategies[op_opt[job->op_index].strategy].run, true);
+        check_second_problem(&run, job);
         class_end(&run, job);
         keep_outcome(&job->search, job->res, &outcomes[job - jobs]);
     }

@@ -208,6 +208,10 @@ typedef struct tsr_search {
     bool output_dirty;         /* a run since the last check: the output is not poisoned... */
     bool output_single;        /* ...and all those runs were of output_writer */
     tsr_config output_writer;
+    /* Set by the final duels: the rate (median) and score of the configuration the device ran before
+     * the tune (the entry lookups resolve to, else the default) in its duel with a pick that beat it;
+     * 0 when the pick is that configuration or no such duel was held. */
+    double before_gflops, before_score;
 } tsr_search;
 
 /* Is there budget (evaluations and time) for another evaluation? */
@@ -243,6 +247,9 @@ void tsr_search_free(tsr_search *search);
  * `entry` (the entry lookups resolve to today; NULL: none). Each moves the side that wins side by
  * side first; a slow device, where a duel would cost more than the class's budget, skips them. */
 void tsr_search_final_duels(tsr_search *search, const tsr_config *def, double def_score, const tsr_config *entry);
+/* One run of `config` on the search's problem (which builds it there), then its output against the
+ * reference: is it right? */
+bool tsr_search_validate(tsr_search *search, const tsr_config *config);
 /* Time two configurations in alternation (up to 3 rounds of runs each, fewer once the medians'
  * confidence intervals are apart); fills GFLOP/s from the median and the lower-quartile time of
  * all their runs (0 when either ran too few times). */

@@ -95,6 +95,15 @@ static void print_result(FILE *out, const tsr_tune_result *r) {
         fprintf(out, "%-19s measured on a smaller problem of the class: a run of its own (%s) would have taken too "
                 "much of its budget (a larger --budget, or --op %s --classes %s)\n", "", r->reduced_from, r->op,
                 r->problem_class);
+    if (r->second_problem[0] && r->kept_before && r->second_wrong)
+        fprintf(out, "%-19s kept what it ran before: the pick gave a wrong result on the class's second problem (%s)\n",
+                "", r->second_problem);
+    else if (r->second_problem[0] && r->kept_before)
+        fprintf(out, "%-19s kept what it ran before: on the class's second problem (%s) the pick ran at %.2fx its speed\n",
+                "", r->second_problem, r->second_gain);
+    else if (r->second_problem[0] && r->second_gain > 0)
+        fprintf(out, "%-19s checked on the class's second problem (%s): %.2fx what it ran before\n", "",
+            r->second_problem, r->second_gain);
 }
 
 /* Tune `op_name` (a name or "all") on the device, the results as a table on `out`; returns the

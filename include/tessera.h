@@ -991,7 +991,7 @@ typedef struct tsr_tune_result {
      * there too: `second_problem` names it ("" when no check was held), `second_gain` is the pick's
      * rate there over the other's, side by side (0: not timed), `second_wrong` says the pick gave a
      * wrong result there, and `kept_before` that the check kept the configuration of before (the
-     * pick was wrong there, ran under 0.95x, or gained less over both problems than it lost):
+     * pick was wrong there, ran under 0.8x, or gained less over both problems than it lost):
      * best_config is then that one. */
     char second_problem[64];
     double second_gain;

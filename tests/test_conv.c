@@ -856,7 +856,10 @@ static void plan_and_tune(void **state) {
     conv_case md3 = {.N = 3, .C = 128, .H = 16, .W = 16, .K = 64, .R = 1, .S = 1};   /* 768, planes of 256: 1x1-mid */
     conv_case sm16 = {.N = 16, .C = 64, .H = 16, .W = 16, .K = 64, .R = 1, .S = 1};  /* 4096, planes of 256: 1x1-expand */
     conv_case sm1p = {.N = 2, .C = 64, .H = 17, .W = 15, .K = 64, .R = 1, .S = 1};   /* 510: 1x1-small */
-    conv_case dsb = {.N = 20, .C = 64, .H = 20, .W = 20, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2}; /* 2000: small */
+    conv_case dsb = {.N = 20, .C = 64, .H = 20, .W = 20, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2}; /* 2000: mid */
+    /* 1x1-strided-mid: above 512 pixels in the call (3 x 196 = 588); 2 x 196 = 392 is 1x1-strided-small */
+    conv_case dsm = {.N = 3, .C = 64, .H = 28, .W = 28, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2};
+    conv_case dsn = {.N = 2, .C = 64, .H = 28, .W = 28, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2};
     conv_case dsc = {.N = 21, .C = 64, .H = 20, .W = 20, .K = 128, .R = 1, .S = 1, .sh = 2, .sw = 2}; /* 2100 */
     conv_case sm7 = {.N = 10, .C = 64, .H = 7, .W = 7, .K = 64, .R = 1, .S = 1};   /* 490: 1x1-small */
     conv_case md8 = {.N = 8, .C = 128, .H = 17, .W = 17, .K = 64, .R = 1, .S = 1}; /* 289 an image: 1x1 */
@@ -877,7 +880,7 @@ static void plan_and_tune(void **state) {
         {&ot, "other"},       {&ds, "1x1-strided"}, {&sm, "1x1-small"}, {&sm8, "1x1-expand"}, {&md8, "1x1"},
         {&sn, "stem"},        {&s3, "3x3-mid"},   {&b3, "3x3"},       {&sm8r, "1x1"},      {&sm7, "1x1-small"},
         {&ss, "strided-small"}, {&ss8, "strided-mid"}, {&ss4, "strided-small"}, {&sm17, "strided-mid"}, {&st2, "strided"}, {&dss, "1x1-strided-small"},
-        {&sm10, "1x1-mid"},     {&sm16, "1x1-expand"},      {&sm1p, "1x1-small"}, {&dsb, "1x1-strided-small"},
+        {&sm10, "1x1-mid"},     {&sm16, "1x1-expand"},      {&sm1p, "1x1-small"}, {&dsb, "1x1-strided-mid"}, {&dsm, "1x1-strided-mid"}, {&dsn, "1x1-strided-small"},
         {&dsc, "1x1-strided"},  {&sm2, "1x1-small"},        {&md3, "1x1-mid"},   {&w3, "3x3-wide"},
         {&w3n, "3x3"},          {&w3d, "3x3"},             {&m3, "3x3-mid"},     {&m3n, "3x3-small"}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; ++i) {

@@ -693,10 +693,13 @@ static void fallback_chain(void **state) {
     dev = th_open_device();
     TH_ASSERT_OK(tsr_config_lookup(dev, "conv2d", "stem", &ci));
     assert_string_equal(ci.used_class, "stem");
-    /* 3x3-mid comes from 3x3-small and strided-mid (session 34) from strided-small, each itself a child
-     * above: given an entry of its own (a copy of its parent's), it serves the grandchild */
-    const char *const grandchildren[][3] = {{"3x3", "3x3-small", "3x3-mid"}, {"strided", "strided-small", "strided-mid"}};
-    for (int c = 0; c < 2; ++c) {
+    /* 3x3-mid comes from 3x3-small, strided-mid (session 34) from strided-small and 1x1-strided-mid
+     * (session 36) from 1x1-strided-small, each itself a child above: given an entry of its own (a copy
+     * of its parent's), it serves the grandchild */
+    const char *const grandchildren[][3] = {{"3x3", "3x3-small", "3x3-mid"},
+                                            {"strided", "strided-small", "strided-mid"},
+                                            {"1x1-strided", "1x1-strided-small", "1x1-strided-mid"}};
+    for (int c = 0; c < 3; ++c) {
         cJSON_AddItemToObject(conv_ops, grandchildren[c][1],
                               cJSON_Duplicate(cJSON_GetObjectItem(conv_ops, grandchildren[c][0]), true));
         write_db(root, db_path);
@@ -1694,7 +1697,7 @@ static void smaller_problems_stay_in_their_class(void **state) {
             ++checked;
         }
     }
-    assert_true(checked >= 16 + 1); /* conv2d's 16 classes, and one twin */
+    assert_true(checked >= 17 + 1); /* conv2d's 17 classes, and one twin */
     assert_string_equal(tsr_op_class_check_shape(&tsr_op_conv, "1x1-bf16"), "8x256x56x56 k64 1x1 +bias bf16");
     /* the big classes have them (GEMM `large` ran 30 s a run on llvmpipe), with their storage token */
     assert_int_equal(tsr_op_class_shape_steps(&tsr_op_gemm, "large"), 3);

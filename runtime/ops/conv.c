@@ -33,7 +33,7 @@ static const char *const conv_more_sources[] = {"conv_cpu", "conv_winograd", NUL
 static const char *const conv_classes[] = {"3x3",   "1x1",         "strided",   "depthwise", "other",
                                            "1x1-strided", "1x1-small", "1x1-expand", "stem",     "3x3-small",
                                            "strided-small", "1x1-strided-small", "1x1-mid", "3x3-wide",
-                                           "3x3-mid", "strided-mid", NULL};
+                                           "3x3-mid", "strided-mid", "1x1-strided-mid", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -111,7 +111,14 @@ static int conv_base_index(const conv_problem *p) {
      * batch 41), a class of their own tuned on 1x1024x14x14 k2048 1x1/2: on a Zen 5 EPYC the
      * channel-vector form (STAGE 5, 4 x 16 channels x 6 pixels, x read in place at the strides) ran
      * them with 6-50% less CPU time than im2col at batch 1, 4 and 8 (session 26, docs/conv.md). */
-    if (p->R == 1 && p->S == 1 && (p->sh > 1 || p->sw > 1)) return small_pointwise_call(p) ? 11 : 5;
+    /* Those of them with more than 512 output pixels in the call (28x28/2 from batch 3, 14x14/2 from
+     * batch 11), a class of their own since session 36 (1x1-strided-mid, tuned on 8x512x28x28 k1024
+     * 1x1/2, taking 1x1-strided-small's entry until a database has one), as 1x1-mid is for stride 1:
+     * on a 2-core Zen 4 (conv1x1_gemm, one process, 9 rounds) im2col ran 8x512x28x28/2 at 1.12x
+     * STAGE 5's rate and 16x1024x14x14/2 at 1.26x, while STAGE 5 kept the 14x14/2 layer at batch 4
+     * and 8 (1.2x, 1.13x: 196 and 392 pixels). */
+    if (p->R == 1 && p->S == 1 && (p->sh > 1 || p->sw > 1))
+        return mid_pointwise_call(p) ? 16 : small_pointwise_call(p) ? 11 : 5;
     /* Stride-1 1x1 layers with few output pixels in the call (small_pointwise_call since session 26;
      * before, at most 512: ResNet-50's 14x14 layers at batch 1 and 2, 7x7 up to batch 10), a class of
      * their own tuned on 1x2048x7x7 k512
@@ -184,7 +191,7 @@ static const char *conv_base_class(const conv_problem *p) { return conv_classes[
  * came out of 1x1, stem out of strided and 3x3-small out of 3x3 (session 19), strided-small out of
  * strided (session 25), 1x1-strided-small out of 1x1-strided (session 26), 1x1-mid out of 1x1-small
  * (session 27), 3x3-wide out of 3x3 and 3x3-mid out of 3x3-small (session 28), strided-mid out of
- * strided-small (session 34). */
+ * strided-small (session 34), 1x1-strided-mid out of 1x1-strided-small (session 36). */
 static const char *conv_nearest_class(const char *cls) {
     if (strcmp(cls, "1x1-expand") == 0) return "1x1";
     if (strcmp(cls, "3x3-small") == 0) return "3x3";
@@ -193,6 +200,7 @@ static const char *conv_nearest_class(const char *cls) {
     if (strcmp(cls, "3x3-wide") == 0) return "3x3";
     if (strcmp(cls, "3x3-mid") == 0) return "3x3-small";
     if (strcmp(cls, "strided-mid") == 0) return "strided-small";
+    if (strcmp(cls, "1x1-strided-mid") == 0) return "1x1-strided-small";
     return strcmp(cls, "stem") == 0 || strcmp(cls, "strided-small") == 0 ? "strided" : NULL;
 }
 
@@ -237,6 +245,7 @@ static const tsr_default conv_defaults[] = {
      * device whose tuned entry is this tile. */
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "1x1-small", "ALGO=2 MWI=4 VW=16 STAGE=5 WGM=6 WGN=1 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "1x1-strided-small", "ALGO=2 MWI=4 VW=16 STAGE=5 WGM=6 WGN=1 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "1x1-strided-mid", "ALGO=2 MWI=4 VW=16 STAGE=5 WGM=6 WGN=1 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3-small", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_ANY, "3x3-wide", "ALGO=2 MWI=6 VW=16 STAGE=2 WGM=1 WGN=16 KWG=8"},
@@ -2051,7 +2060,7 @@ typedef struct conv_fixture {
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
  * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 7x7 1x1 layer, a 28x28
  * expanding one, conv1, a 7x7 3x3, the 28x28/2 3x3, the 14x14/2 1x1, a 14x14 1x1 at batch 8, the 56x56 3x3, the 7x7 3x3 at batch 8 and the
- * 14x14/2 3x3 at batch 8), in the order of conv_classes. 3x3-small: the
+ * 14x14/2 3x3 at batch 8, the 28x28/2 1x1 at batch 8), in the order of conv_classes. 3x3-small: the
  * 7x7 layer (the same work as the 14x14 one it was tuned on until session 25, where STAGE 5's tiles
  * of 4 x 4, 6 and 8 pixels tied within 3%, while on the 7x7 layer 6 and 8 pixels took 15% less CPU
  * time than 4 at batch 1 and 8, and 1-7% less on the 14x14 one). strided:
@@ -2069,7 +2078,8 @@ static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias",
                                                 "1x3x224x224 k64 7x7 p3 s2 +bias", "1x512x7x7 k512 3x3 p1 +bias",
                                                 "1x256x28x28 k256 3x3 p1 s2 +bias", "1x1024x14x14 k2048 1x1 s2 +bias",
                                                 "8x1024x14x14 k256 1x1 +bias", "1x64x56x56 k64 3x3 p1 +bias",
-                                                "8x512x7x7 k512 3x3 p1 +bias", "8x512x14x14 k512 3x3 p1 s2 +bias"};
+                                                "8x512x7x7 k512 3x3 p1 +bias", "8x512x14x14 k512 3x3 p1 s2 +bias",
+                                                "8x512x28x28 k1024 1x1 s2 +bias"};
 /* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
  * eighth and a sixty-fourth of the work (and less for the slowest classes); fixture.problem_class
  * checks each stays in its class. */
@@ -2089,19 +2099,20 @@ static const char *const conv_class_shapes_reduced[] = {
     "8x256x14x14 k128 1x1 +bias;4x128x14x14 k64 1x1 +bias",
     "1x32x56x56 k32 3x3 p1 +bias;1x16x56x56 k16 3x3 p1 +bias",
     "8x128x7x7 k128 3x3 p1 +bias;8x32x7x7 k32 3x3 p1 +bias",
-    "8x128x14x14 k128 3x3 p1 s2 +bias;8x32x14x14 k32 3x3 p1 s2 +bias"};
+    "8x128x14x14 k128 3x3 p1 s2 +bias;8x32x14x14 k32 3x3 p1 s2 +bias",
+    "4x256x28x28 k512 1x1 s2 +bias;4x128x28x28 k256 1x1 s2 +bias"};
 /* Each class's second problem (tsr_op.class_shapes_check): another plane, or another batch, of a
  * ResNet-50 or MobileNet-V2 layer of the class, most at batch 8 (the fixtures are at batch 1 but
- * for 1x1-mid, 3x3-mid and strided-mid), where a pick must not lose what it wins on the fixture. On
+ * for 1x1-mid, 3x3-mid, strided-mid and 1x1-strided-mid), where a pick must not lose what it wins on the fixture. On
  * the Zen 4 of session 35 the 1x1 class's pick (STAGE 5) won its 28x28 fixture by 7-11% and ran the
  * 56x56 layers at batch 8 1.17-1.30x slower than the entry it replaced (docs/tuning.md). */
 static const char *const conv_class_shapes_check[] = {
     "8x128x28x28 k128 3x3 p1 +bias",     "8x256x56x56 k64 1x1 +bias",          "8x128x56x56 k128 3x3 p1 s2 +bias",
     "8x144x56x56 k144 3x3 p1 g144 +bias", "8x32x28x28 k64 5x5 p2 +bias",       "8x256x56x56 k512 1x1 s2 +bias",
     "1x256x14x14 k1024 1x1 +bias",        "8x64x56x56 k256 1x1 +bias",          "8x3x224x224 k64 7x7 p3 s2 +bias",
-    "1x256x14x14 k256 3x3 p1 +bias",      "4x512x14x14 k512 3x3 p1 s2 +bias",   "8x512x28x28 k1024 1x1 s2 +bias",
+    "1x256x14x14 k256 3x3 p1 +bias",      "4x512x14x14 k512 3x3 p1 s2 +bias",   "2x512x28x28 k1024 1x1 s2 +bias",
     "4x256x14x14 k1024 1x1 +bias",        "8x64x56x56 k64 3x3 p1 +bias",        "2x256x14x14 k256 3x3 p1 +bias",
-    "8x256x28x28 k256 3x3 p1 s2 +bias"};
+    "8x256x28x28 k256 3x3 p1 s2 +bias",   "4x512x28x28 k1024 1x1 s2 +bias"};
 _Static_assert(sizeof conv_class_shapes_check / sizeof *conv_class_shapes_check ==
                    sizeof conv_classes / sizeof *conv_classes - 1,
                "a second problem for each conv2d class");

@@ -236,7 +236,9 @@ static bool same_processor(const cJSON *a, const cJSON *b) {
 
 /* Ranks of one MPI run (`report --mpi`) that measured on one host did so at the same time: a
  * note per such host, from the devices' "mpi" records. `hosts` holds, per (run, host) in the
- * order first seen, an object {"run", "host", "ranks": [...]}. */
+ * order first seen, an object {"run", "host", "ranks": [...], "cpus": [...]}: the processors its
+ * CPU devices name (info.host_cpu), two of which say the host name covers several machines (VMs
+ * cloned from one image keep their hostname), whose ranks did not compete. */
 static tsr_status note_rank_host(util_index *ix, cJSON *hosts, const cJSON *device) {
     const cJSON *mpi = cJSON_GetObjectItemCaseSensitive(device, "mpi");
     if (!mpi) return TSR_SUCCESS;
@@ -254,9 +256,15 @@ static tsr_status note_rank_host(util_index *ix, cJSON *hosts, const cJSON *devi
         cJSON_AddStringToObject(group, "run", run);
         cJSON_AddStringToObject(group, "host", host);
         cJSON_AddArrayToObject(group, "ranks");
+        cJSON_AddArrayToObject(group, "cpus");
         cJSON_AddItemToArray(hosts, group);
         *slot = group;
     }
+    const char *cpu = util_json_text(cJSON_GetObjectItemCaseSensitive(device, "info"), "host_cpu");
+    cJSON *cpus = cJSON_GetObjectItemCaseSensitive(group, "cpus"), *c;
+    bool known = !*cpu;
+    cJSON_ArrayForEach(c, cpus) known |= strcmp(cJSON_GetStringValue(c), cpu) == 0;
+    if (!known) cJSON_AddItemToArray(cpus, cJSON_CreateString(cpu));
     cJSON *ranks = cJSON_GetObjectItemCaseSensitive(group, "ranks"), *r;
     cJSON_ArrayForEach(r, ranks) if (r->valueint == rank) return TSR_SUCCESS;
     cJSON_AddItemToArray(ranks, cJSON_CreateNumber(rank));
@@ -278,10 +286,19 @@ static void add_shared_host_notes(cJSON *notes, const cJSON *hosts) {
             used += (size_t)w, ++i;
         }
         char note[1200];
-        snprintf(note, sizeof note,
-                 "ranks %s of MPI run %s measured on one host, '%s', at the same time: their timings competed for "
-                 "its processors and memory",
-                 list, util_json_text(group, "run"), util_json_text(group, "host"));
+        const cJSON *cpus = cJSON_GetObjectItemCaseSensitive(group, "cpus");
+        if (cJSON_GetArraySize(cpus) > 1)
+            snprintf(note, sizeof note,
+                     "ranks %s of MPI run %s name one host, '%s', but %d processors ('%s', '%s'%s): several machines "
+                     "under one host name, not one shared by the ranks",
+                     list, util_json_text(group, "run"), util_json_text(group, "host"), cJSON_GetArraySize(cpus),
+                     cJSON_GetStringValue(cJSON_GetArrayItem(cpus, 0)), cJSON_GetStringValue(cJSON_GetArrayItem(cpus, 1)),
+                     cJSON_GetArraySize(cpus) > 2 ? ", ..." : "");
+        else
+            snprintf(note, sizeof note,
+                     "ranks %s of MPI run %s measured on one host, '%s', at the same time: their timings competed for "
+                     "its processors and memory",
+                     list, util_json_text(group, "run"), util_json_text(group, "host"));
         add_note(notes, note);
     }
 }

@@ -56,6 +56,28 @@ static bool clean_number(const cJSON *o, const char *key, bool required, double 
     return true;
 }
 
+/* An optional pair [lo, hi]: absent or null, or an array of two numbers within [lo, hi], the first
+ * not above the second. */
+static bool clean_pair(const cJSON *o, const char *key, double lo, double hi, char *why, size_t size, const char *where) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) return true;
+    const cJSON *a = cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2 ? cJSON_GetArrayItem(v, 0) : NULL;
+    const cJSON *b = a ? cJSON_GetArrayItem(v, 1) : NULL;
+    if (!a || !b || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !isfinite(a->valuedouble) ||
+        !isfinite(b->valuedouble) || a->valuedouble < lo || b->valuedouble > hi || a->valuedouble > b->valuedouble) {
+        snprintf(why, size, "%s: \"%s\" is not a pair [low, high] of numbers from %g to %g", where, key, lo, hi);
+        return false;
+    }
+    return true;
+}
+
+static void copy_pair(cJSON *to, const cJSON *from, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, key);
+    if (!cJSON_IsArray(v)) return;
+    const double pair[2] = {cJSON_GetArrayItem(v, 0)->valuedouble, cJSON_GetArrayItem(v, 1)->valuedouble};
+    cJSON_AddItemToObject(to, key, cJSON_CreateDoubleArray(pair, 2));
+}
+
 static void copy_text(cJSON *to, const cJSON *from, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, key);
     if (cJSON_IsString(v)) cJSON_AddStringToObject(to, key, v->valuestring);
@@ -87,7 +109,10 @@ static cJSON *clean_row(const cJSON *r, int index, char *why, size_t size) {
     if (vs && (!cJSON_IsObject(vs) || !clean_text(vs, "peer", true, why, size, where) ||
                !clean_number(vs, "ratio", true, 1e-9, 1e9, why, size, where) ||
                !clean_number(vs, "min", true, 1e-9, 1e9, why, size, where) ||
-               !clean_number(vs, "max", true, 1e-9, 1e9, why, size, where))) {
+               !clean_number(vs, "max", true, 1e-9, 1e9, why, size, where) ||
+               !clean_number(vs, "pairs", false, 0, 1e9, why, size, where) ||
+               !clean_pair(vs, "bounds", 1e-9, 1e9, why, size, where) ||
+               !clean_pair(vs, "pass_range", 1e-9, 1e9, why, size, where))) {
         if (!*why) snprintf(why, size, "%s: \"vs_pytorch\" is not an object", where);
         return NULL;
     }
@@ -103,6 +128,10 @@ static cJSON *clean_row(const cJSON *r, int index, char *why, size_t size) {
             copy_number(v, vs, "ratio");
             copy_number(v, vs, "min");
             copy_number(v, vs, "max");
+            /* paired blocks (--paired): the median's ~95% bounds, the pairs, the passes' medians */
+            if (cJSON_GetObjectItemCaseSensitive(vs, "pairs")) copy_number(v, vs, "pairs");
+            copy_pair(v, vs, "bounds");
+            copy_pair(v, vs, "pass_range");
         }
     }
     return out;
@@ -122,7 +151,9 @@ tsr_status report_load_pytorch(const char *path, cJSON **out) {
         snprintf(why, sizeof why, "\"rows\" is not an array of 1 to %d rows", PEER_MAX_ROWS);
     } else if (clean_text(doc, "torch", true, why, sizeof why, "the file") &&
                clean_number(doc, "threads", true, 1, 4096, why, sizeof why, "the file") &&
-               clean_number(doc, "rounds", true, 1, 1e6, why, sizeof why, "the file")) {
+               clean_number(doc, "rounds", true, 1, 1e6, why, sizeof why, "the file") &&
+               clean_text(doc, "method", false, why, sizeof why, "the file") &&
+               clean_number(doc, "passes", false, 1, 1000, why, sizeof why, "the file")) {
         clean = cJSON_CreateObject();
         cJSON *crows = clean ? cJSON_AddArrayToObject(clean, "rows") : NULL;
         if (!crows) {
@@ -133,6 +164,8 @@ tsr_status report_load_pytorch(const char *path, cJSON **out) {
         copy_text(clean, doc, "torch");
         copy_number(clean, doc, "threads");
         copy_number(clean, doc, "rounds");
+        if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(doc, "method"))) copy_text(clean, doc, "method");
+        if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(doc, "passes"))) copy_number(clean, doc, "passes");
         int i = 0;
         const cJSON *r;
         cJSON_ArrayForEach(r, rows) {
@@ -175,10 +208,21 @@ void report_pytorch_markdown(util_text *b, const cJSON *peer) {
     util_text_md(b, util_json_text(peer, "file"));
     util_text_printf(b, " (bench/pytorch_peer.py): `tessera bench` and PyTorch ");
     util_text_md(b, util_json_text(peer, "torch"));
-    util_text_printf(b, " on %.0f threads, alternated over %.0f rounds; medians over rounds. \"speed vs PyTorch\" is "
-                         "PyTorch's time over tessera's, per round, median (range): above 1 tessera is faster. Each "
-                         "rel_err is that implementation's own, against float64.\n\n",
-                      util_json_num(peer, "threads"), util_json_num(peer, "rounds"));
+    const bool paired = strcmp(util_json_text(peer, "method"), "paired") == 0;
+    const double passes = util_json_num(peer, "passes");
+    if (paired)
+        util_text_printf(b, " on %.0f threads, in paired blocks (tessera's and PyTorch's calls within the same "
+                             "second, taking turns)%s%.0f pass%s over the rows, each row's pairs pooled. \"speed vs "
+                             "PyTorch\" is PyTorch's time over tessera's per pair, median [its ~95%% bounds] (range of "
+                             "the pairs)%s: above 1 tessera is faster. Each rel_err is that implementation's own, "
+                             "against float64.\n\n",
+                          util_json_num(peer, "threads"), ", ", passes > 1 ? passes : 1, passes > 1 ? "es" : "",
+                          passes > 1 ? ", then the range of the passes' own medians" : "");
+    else
+        util_text_printf(b, " on %.0f threads, alternated over %.0f rounds; medians over rounds. \"speed vs PyTorch\" is "
+                             "PyTorch's time over tessera's, per round, median (range): above 1 tessera is faster. Each "
+                             "rel_err is that implementation's own, against float64.\n\n",
+                          util_json_num(peer, "threads"), util_json_num(peer, "rounds"));
     util_text_printf(b, "| op | shape | tessera impl | tessera | PyTorch | unit | speed vs PyTorch | tessera rel_err | "
                          "PyTorch rel_err |\n|---|---|---|---:|---:|---|---:|---:|---:|\n");
     cJSON_ArrayForEach(r, rows) {
@@ -197,8 +241,16 @@ void report_pytorch_markdown(util_text *b, const cJSON *peer) {
             util_text_md(b, util_json_text(r, cells[k]));
             util_text_printf(b, " ");
         }
-        util_text_printf(b, "| %s | %s | %s | %.2f (%.2f–%.2f) | %s | %s |\n", util_format_rate(rate(r), a, sizeof a),
-                         util_format_rate(rate(p), c, sizeof c), rate_unit(r), util_json_num(vs, "ratio"),
-                         util_json_num(vs, "min"), util_json_num(vs, "max"), terr, perr);
+        char bounds[48] = "", range[48] = "";
+        const cJSON *bd = cJSON_GetObjectItemCaseSensitive(vs, "bounds"), *pr = cJSON_GetObjectItemCaseSensitive(vs, "pass_range");
+        if (cJSON_IsArray(bd))
+            snprintf(bounds, sizeof bounds, " [%.2f, %.2f]", cJSON_GetArrayItem(bd, 0)->valuedouble,
+                     cJSON_GetArrayItem(bd, 1)->valuedouble);
+        if (cJSON_IsArray(pr))
+            snprintf(range, sizeof range, ", passes %.2f–%.2f", cJSON_GetArrayItem(pr, 0)->valuedouble,
+                     cJSON_GetArrayItem(pr, 1)->valuedouble);
+        util_text_printf(b, "| %s | %s | %s | %.2f%s (%.2f–%.2f%s) | %s | %s |\n", util_format_rate(rate(r), a, sizeof a),
+                         util_format_rate(rate(p), c, sizeof c), rate_unit(r), util_json_num(vs, "ratio"), bounds,
+                         util_json_num(vs, "min"), util_json_num(vs, "max"), range, terr, perr);
     }
 }

@@ -674,6 +674,29 @@ static void report_pytorch_peer_file(void **state) {
     assert_null(strstr(text, "unknown")); /* only checked fields are copied */
     assert_null(strstr(text, "extra"));
     free(text);
+    /* a --paired --passes 2 file: each row's bounds and its passes' range reach report.md */
+    const char *paired =
+        "{\"tool\": \"bench/pytorch_peer.py\", \"method\": \"paired\", \"passes\": 2, \"torch\": \"2.15.0\", "
+        "\"threads\": 2, \"rounds\": 1, \"rows\": [{\"op\": \"conv2d\", \"shape\": \"1x3x224x224 k64 7x7/2 p3\", "
+        "\"impl\": \"tessera\", \"time_ms\": 2.1, \"gflops\": 110.4, \"vs_pytorch\": {\"peer\": \"pytorch\", "
+        "\"ratio\": 0.77, \"bounds\": [0.74, 0.82], \"min\": 0.56, \"max\": 1.34, \"pairs\": 56, "
+        "\"pass_range\": [0.74, 0.81], \"pair_ratios\": [0.66, 0.7]}}, {\"op\": \"conv2d\", "
+        "\"shape\": \"1x3x224x224 k64 7x7/2 p3\", \"impl\": \"pytorch\", \"time_ms\": 1.6, \"gflops\": 143.1}]}";
+    th_write_file(peer, paired, strlen(paired));
+    snprintf(args, sizeof args, "report --merge %s --pytorch %s --out %s/out3", path, peer, dir);
+    assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
+    snprintf(md, sizeof md, "%s/out3/report.md", dir);
+    TH_ASSERT_OK(tsr_read_file(md, &text, &size));
+    TH_ASSERT_CONTAINS(text, "in paired blocks");
+    TH_ASSERT_CONTAINS(text, "2 passes over the rows");
+    TH_ASSERT_CONTAINS(text, "| conv2d | 1x3x224x224 k64 7x7/2 p3 | tessera | 110.4 | 143.1 | GFLOP/s | 0.77 [0.74, 0.82] "
+                             "(0.56–1.34, passes 0.74–0.81) | - | - |");
+    free(text);
+    snprintf(md, sizeof md, "%s/out3/report.json", dir);
+    TH_ASSERT_OK(tsr_read_file(md, &text, &size));
+    assert_null(strstr(text, "pair_ratios")); /* only checked fields */
+    TH_ASSERT_CONTAINS(text, "\"pass_range\"");
+    free(text);
     static const struct {
         const char *json, *message;
     } bad[] = {
@@ -697,6 +720,17 @@ static void report_pytorch_peer_file(void **state) {
         {"{\"tool\": \"bench/pytorch_peer.py\", \"torch\": \"t\", \"threads\": 0, \"rounds\": 1, \"rows\": "
          "[{\"op\": \"gemm\", \"shape\": \"1\", \"impl\": \"t\", \"time_ms\": 1}]}",
          "\"threads\" is not a number"},
+        {"{\"tool\": \"bench/pytorch_peer.py\", \"torch\": \"t\", \"threads\": 2, \"rounds\": 1, \"rows\": "
+         "[{\"op\": \"gemm\", \"shape\": \"1\", \"impl\": \"t\", \"time_ms\": 1, \"vs_pytorch\": {\"peer\": \"p\", "
+         "\"ratio\": 1, \"min\": 1, \"max\": 1, \"bounds\": [1.2, 0.9]}}]}",
+         "row 0: \"bounds\" is not a pair"},
+        {"{\"tool\": \"bench/pytorch_peer.py\", \"torch\": \"t\", \"threads\": 2, \"rounds\": 1, \"rows\": "
+         "[{\"op\": \"gemm\", \"shape\": \"1\", \"impl\": \"t\", \"time_ms\": 1, \"vs_pytorch\": {\"peer\": \"p\", "
+         "\"ratio\": 1, \"min\": 1, \"max\": 1, \"pass_range\": [1, \"x\"]}}]}",
+         "row 0: \"pass_range\" is not a pair"},
+        {"{\"tool\": \"bench/pytorch_peer.py\", \"torch\": \"t\", \"threads\": 2, \"rounds\": 1, \"passes\": 0, "
+         "\"rows\": [{\"op\": \"gemm\", \"shape\": \"1\", \"impl\": \"t\", \"time_ms\": 1}]}",
+         "\"passes\" is not a number"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
         th_write_file(peer, bad[i].json, strlen(bad[i].json));

@@ -756,6 +756,44 @@ static void add_gemm_row(cJSON *d, const char *id, size_t m, size_t n, size_t k,
  * 4 and a Zen 5 both "pthread-skylake-avx512-AMD EPYC"): the merge keeps both (not one device
  * measured twice), the report names each processor, and the comparison does not call them the
  * same hardware; another device on the same host and processor still is. */
+/* report --mpi's shared-host note: ranks of one run on one host name competed for it, unless their
+ * CPU devices name different processors (VMs cloned from one image keep their hostname): then it says
+ * several machines share the name. A device that names no processor (a GPU) joins either group. */
+static void mpi_ranks_on_one_host_name(void **state) {
+    (void)state;
+    char dir[512], path[700];
+    th_tempdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/ranks.json", dir);
+    const char *pocl = "Portable Computing Language";
+    cJSON *devs[5] = {cpu_device("pthread-a", pocl, "vm", 150), cpu_device("pthread-b", pocl, "vm", 300),
+                      fake_device("Card X", "vm", "2026-03-01T00:00:00Z", 500, 10000, 8000),
+                      cpu_device("pthread-c", pocl, "box", 150), fake_device("Card Y", "box", "2026-03-01T00:00:00Z", 500, 10000, 8000)};
+    const char *cpus[5] = {"AuthenticAMD family 25 model 17", "AuthenticAMD family 26 model 2", "",
+                           "GenuineIntel family 6 model 85", ""};
+    for (int i = 0; i < 5; ++i) {
+        if (*cpus[i]) cJSON_AddStringToObject(cJSON_GetObjectItemCaseSensitive(devs[i], "info"), "host_cpu", cpus[i]);
+        mark_rank(devs[i], i);
+        cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(devs[i], "mpi"), "ranks", cJSON_CreateNumber(5));
+    }
+    write_fake_report(path, devs, 5);
+    cJSON *rep = NULL;
+    const char *p1[1] = {path};
+    TH_ASSERT_OK(report_merge(p1, 1, &rep));
+    int several = 0, competed = 0;
+    const cJSON *note;
+    cJSON_ArrayForEach(note, cJSON_GetObjectItemCaseSensitive(rep, "notes")) {
+        if (strstr(note->valuestring, "ranks 0, 1 and 2 of MPI run run-1 name one host, 'vm', but 2 processors "
+                                      "('AuthenticAMD family 25 model 17', 'AuthenticAMD family 26 model 2')"))
+            ++several;
+        if (strstr(note->valuestring, "ranks 3 and 4 of MPI run run-1 measured on one host, 'box'")) ++competed;
+        assert_null(strstr(note->valuestring, "measured on one host, 'vm'"));
+    }
+    assert_int_equal(several, 1);
+    assert_int_equal(competed, 1);
+    cJSON_Delete(rep);
+    th_remove_tree(dir);
+}
+
 static void processors_told_apart(void **state) {
     (void)state;
     char dir[512], both[700], out[700], path[800];
@@ -1347,6 +1385,7 @@ int main(void) {
         cmocka_unit_test(merge_reports),
         cmocka_unit_test(merged_side_by_side),
         cmocka_unit_test(processors_told_apart),
+        cmocka_unit_test(mpi_ranks_on_one_host_name),
         cmocka_unit_test(merge_in_memory),
         cmocka_unit_test(skipped_device_and_side_by_side),
         cmocka_unit_test(hostile_report_is_inert),

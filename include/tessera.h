@@ -992,7 +992,7 @@ typedef struct tsr_tune_result {
      * rate there over the other's, side by side (0: not timed), `second_wrong` says the pick gave a
      * wrong result there, and `kept_before` that the check kept the configuration of before (the
      * pick was wrong there, ran under 0.8x, or gained less over both problems than it lost):
-     * best_config is then that one. */
+     * best_config is then that one. A check whose duel timed nothing leaves the pick (second_gain 0). */
     char second_problem[64];
     double second_gain;
     int second_wrong, kept_before;

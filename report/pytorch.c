@@ -56,13 +56,14 @@ static bool clean_number(const cJSON *o, const char *key, bool required, double 
     return true;
 }
 
-/* An optional pair [lo, hi]: absent or null, or an array of two numbers within [lo, hi], the first
- * not above the second. */
+/* An optional pair [lo, hi]: absent, null or [null, null] (bench/pytorch_peer.py's bounds with too
+ * few pairs), or an array of two numbers within [lo, hi], the first not above the second. */
 static bool clean_pair(const cJSON *o, const char *key, double lo, double hi, char *why, size_t size, const char *where) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v || cJSON_IsNull(v)) return true;
     const cJSON *a = cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2 ? cJSON_GetArrayItem(v, 0) : NULL;
     const cJSON *b = a ? cJSON_GetArrayItem(v, 1) : NULL;
+    if (a && b && cJSON_IsNull(a) && cJSON_IsNull(b)) return true;
     if (!a || !b || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !isfinite(a->valuedouble) ||
         !isfinite(b->valuedouble) || a->valuedouble < lo || b->valuedouble > hi || a->valuedouble > b->valuedouble) {
         snprintf(why, size, "%s: \"%s\" is not a pair [low, high] of numbers from %g to %g", where, key, lo, hi);
@@ -71,11 +72,13 @@ static bool clean_pair(const cJSON *o, const char *key, double lo, double hi, ch
     return true;
 }
 
+/* A pair clean_pair passed, when it holds numbers ([null, null] is left out). */
 static void copy_pair(cJSON *to, const cJSON *from, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, key);
-    if (!cJSON_IsArray(v)) return;
+    if (!cJSON_IsArray(v) || !cJSON_IsNumber(cJSON_GetArrayItem(v, 0))) return;
     const double pair[2] = {cJSON_GetArrayItem(v, 0)->valuedouble, cJSON_GetArrayItem(v, 1)->valuedouble};
-    cJSON_AddItemToObject(to, key, cJSON_CreateDoubleArray(pair, 2));
+    cJSON *item = cJSON_CreateDoubleArray(pair, 2);
+    if (item && !cJSON_AddItemToObject(to, key, item)) cJSON_Delete(item);
 }
 
 static void copy_text(cJSON *to, const cJSON *from, const char *key) {

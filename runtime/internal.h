@@ -730,7 +730,7 @@ typedef struct tsr_op {
      * side by side with that one before saving it: a class serves many layers and is searched on
      * one (session 35's Zen 4 1x1 pick won its batch-1 fixture by 7-11% and lost the class's 56x56
      * layers by 7-30%). 16-bit twins append the storage token; fixture.problem_class checks the
-     * class. */
+     * class. Like class_shapes_reduced, one entry per listed class when set. */
     const char *const *class_shapes_check;
     tsr_class_storage class_storage;
     /* The class of a validated problem: tsr_op_class of its base class's index and its storage. */

@@ -681,7 +681,11 @@ static void report_pytorch_peer_file(void **state) {
         "\"impl\": \"tessera\", \"time_ms\": 2.1, \"gflops\": 110.4, \"vs_pytorch\": {\"peer\": \"pytorch\", "
         "\"ratio\": 0.77, \"bounds\": [0.74, 0.82], \"min\": 0.56, \"max\": 1.34, \"pairs\": 56, "
         "\"pass_range\": [0.74, 0.81], \"pair_ratios\": [0.66, 0.7]}}, {\"op\": \"conv2d\", "
-        "\"shape\": \"1x3x224x224 k64 7x7/2 p3\", \"impl\": \"pytorch\", \"time_ms\": 1.6, \"gflops\": 143.1}]}";
+        "\"shape\": \"1x3x224x224 k64 7x7/2 p3\", \"impl\": \"pytorch\", \"time_ms\": 1.6, \"gflops\": 143.1}, "
+        /* too few pairs for bounds: the script writes [null, null] */
+        "{\"op\": \"gemm\", \"shape\": \"64\", \"impl\": \"tessera\", \"time_ms\": 0.1, \"gflops\": 5.2, "
+        "\"vs_pytorch\": {\"peer\": \"pytorch\", \"ratio\": 1.1, \"bounds\": [null, null], \"min\": 1.0, \"max\": 1.2, "
+        "\"pairs\": 3}}, {\"op\": \"gemm\", \"shape\": \"64\", \"impl\": \"pytorch\", \"time_ms\": 0.11, \"gflops\": 4.7}]}";
     th_write_file(peer, paired, strlen(paired));
     snprintf(args, sizeof args, "report --merge %s --pytorch %s --out %s/out3", path, peer, dir);
     assert_int_equal(run_cli(NULL, args, out, sizeof out), 0);
@@ -691,6 +695,7 @@ static void report_pytorch_peer_file(void **state) {
     TH_ASSERT_CONTAINS(text, "2 passes over the rows");
     TH_ASSERT_CONTAINS(text, "| conv2d | 1x3x224x224 k64 7x7/2 p3 | tessera | 110.4 | 143.1 | GFLOP/s | 0.77 [0.74, 0.82] "
                              "(0.56–1.34, passes 0.74–0.81) | - | - |");
+    TH_ASSERT_CONTAINS(text, "| gemm | 64 | tessera | 5.2 | 4.7 | GFLOP/s | 1.10 (1.00–1.20) | - | - |");
     free(text);
     snprintf(md, sizeof md, "%s/out3/report.json", dir);
     TH_ASSERT_OK(tsr_read_file(md, &text, &size));

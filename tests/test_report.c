@@ -752,10 +752,6 @@ static void add_gemm_row(cJSON *d, const char *id, size_t m, size_t n, size_t k,
     cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(d, "results"), r);
 }
 
-/* Two runs of one CPU driver's device name on machines of one host name but other processors (a Zen
- * 4 and a Zen 5 both "pthread-skylake-avx512-AMD EPYC"): the merge keeps both (not one device
- * measured twice), the report names each processor, and the comparison does not call them the
- * same hardware; another device on the same host and processor still is. */
 /* report --mpi's shared-host note: ranks of one run on one host name competed for it, unless their
  * CPU devices name different processors (VMs cloned from one image keep their hostname): then it says
  * several machines share the name. A device that names no processor (a GPU) joins either group. */
@@ -794,6 +790,10 @@ static void mpi_ranks_on_one_host_name(void **state) {
     th_remove_tree(dir);
 }
 
+/* Two runs of one CPU driver's device name on machines of one host name but other processors (a Zen
+ * 4 and a Zen 5 both "pthread-skylake-avx512-AMD EPYC"): the merge keeps both (not one device
+ * measured twice), the report names each processor, and the comparison does not call them the
+ * same hardware; another device on the same host and processor still is. */
 static void processors_told_apart(void **state) {
     (void)state;
     char dir[512], both[700], out[700], path[800];

@@ -1763,7 +1763,7 @@ static void picks_are_checked_on_a_second_problem(void **state) {
     /* contrary: X=1 runs the class's problem ~4x faster and its second problem ~4x slower */
     assert_string_equal(r[0].problem_class, "contrary");
     assert_string_equal(r[0].second_problem, "65536 contrary");
-    if (!(r[0].second_gain > 0 && r[0].second_gain < 0.95)) fail_msg("contrary: second gain %.3f", r[0].second_gain);
+    if (!(r[0].second_gain > 0 && r[0].second_gain < 0.8)) fail_msg("contrary: second gain %.3f", r[0].second_gain);
     assert_int_equal(r[0].kept_before, 1);
     assert_int_equal(r[0].second_wrong, 0);
     TH_ASSERT_CONTAINS(r[0].best_config, "X=4");

@@ -2116,6 +2116,11 @@ static const char *const conv_class_shapes_check[] = {
 _Static_assert(sizeof conv_class_shapes_check / sizeof *conv_class_shapes_check ==
                    sizeof conv_classes / sizeof *conv_classes - 1,
                "a second problem for each conv2d class");
+_Static_assert(sizeof conv_class_shapes / sizeof *conv_class_shapes == sizeof conv_classes / sizeof *conv_classes - 1,
+               "a shape for each conv2d class");
+_Static_assert(sizeof conv_class_shapes_reduced / sizeof *conv_class_shapes_reduced ==
+                   sizeof conv_classes / sizeof *conv_classes - 1,
+               "smaller problems for each conv2d class");
 static const tsr_report_shape conv_report_shapes[] = {
     {"conv-resnet50-3x3", "1x128x28x28 k128 3x3 p1", "1x8x10x10 k8 3x3 p1"},
     {"conv-resnet50-3x3-f16", "1x128x28x28 k128 3x3 p1 f16", "1x8x10x10 k8 3x3 p1 f16"},
@@ -2247,14 +2252,14 @@ static tsr_status conv_fixture_check(tsr_device *dev, void *ctx, double *rel_err
     conv_fixture *t = ctx;
     size_t ny = t->p.N * t->p.K * t->p.PQ;
     tsr_dtype yt = t->p.types[2];
-    tsr_status st = tsr_download_typed(dev, t->p.y, yt, t->hy, ny);
-    if (st != TSR_SUCCESS) return st;
     if (!t->ref) { /* the first check: the reference, from the inputs the device holds */
         if (!(t->ref = malloc(ny * sizeof *t->ref))) return tsr_fail(TSR_ERR_OUT_OF_MEMORY, "out of memory");
         tsr_conv2d_reference(&t->d, t->hx, t->hw, t->hb, t->ref);
         free(t->hx), free(t->hw), free(t->hb);
         t->hx = t->hw = t->hb = NULL;
     }
+    tsr_status st = tsr_download_typed(dev, t->p.y, yt, t->hy, ny);
+    if (st != TSR_SUCCESS) return st;
     *rel_err = tsr_rel_error(t->hy, t->ref, ny);
     /* the next run cannot pass on this one's output */
     for (size_t i = 0; i < ny; ++i)

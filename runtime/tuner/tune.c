@@ -626,7 +626,7 @@ static void check_second_problem(tune_run *run, class_job *job) {
     int idx = -1;
     for (int i = 1; i < search->nseen && idx < 0; ++i)
         if (memcmp(&seen[i].config, before, sizeof *before) == 0) idx = i;
-    if (idx < 0) return;
+    if (idx < 0 || !seen[idx].validated) return; /* (what could not be validated is no place to go back to) */
     void *fx = NULL;
     if (tsr_op_tuning_setup_check(op, run->dev, job->problem_class, &fx) != TSR_SUCCESS) {
         if (run->log) { /* the message quoted as JSON */
@@ -675,7 +675,9 @@ static void check_second_problem(tune_run *run, class_job *job) {
 
     const double first_gain = seen[0].gflops / search->before_gflops;
     const double gain = dg[0] > 0 && dg[1] > 0 ? dg[0] / dg[1] : 0;
-    bool keep_before = (!pick_ok && before_ok) || (gain > 0 && (gain < TUNE_SECOND_FLOOR || first_gain * gain <= 1.0));
+    /* A pick wrong there goes back whatever the other did (both wrong: the problem or its reference is
+     * suspect, and the device keeps what it ran); a duel that timed nothing (gain 0) leaves the pick. */
+    bool keep_before = !pick_ok || (gain > 0 && (gain < TUNE_SECOND_FLOOR || first_gain * gain <= 1.0));
     tsr_tune_result *res = job->res;
     tsr_strlcpy(res->second_problem, problem, sizeof res->second_problem);
     res->second_gain = gain;
@@ -734,7 +736,7 @@ static void job_init(tune_run *run, class_job *job, const tsr_op *op, int op_ind
     const char *text = !run->opt.space && op->tuning_space ? op->tuning_space(run->dev, problem_class) : NULL;
     if (text) {
         if (tsr_space_make(op, text, &job->space) == TSR_SUCCESS) space = &job->space;
-        else tsr_clear_error(); /* (the op's own text: test_ops parses every class's) */
+        else tsr_clear_error(); /* (the op's own text: test_tuner class_spaces parses every class's) */
     }
     job->search = (tsr_search){.op = op, .device = run->dev, .space = space,
                                .backend = tsr_device_backend(&job->runner), .rng = &run->rng,

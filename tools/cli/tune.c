@@ -104,6 +104,9 @@ static void print_result(FILE *out, const tsr_tune_result *r) {
     else if (r->second_problem[0] && r->second_gain > 0)
         fprintf(out, "%-19s checked on the class's second problem (%s): %.2fx what it ran before\n", "",
             r->second_problem, r->second_gain);
+    else if (r->second_problem[0])
+        fprintf(out, "%-19s the class's second problem (%s) could not be timed: the pick stands on its own problem\n",
+                "", r->second_problem);
 }
 
 /* Tune `op_name` (a name or "all") on the device, the results as a table on `out`; returns the

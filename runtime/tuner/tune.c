@@ -641,9 +641,13 @@ static void check_second_problem(tune_run *run, class_job *job) {
         return;
     }
     double work = tsr_op_tuning_work(op, fx);
-    /* the duel's cost there, by the best's time on the class's problem scaled by the work */
+    /* What the check costs, against the class's duel allowance: the duel and the two validating runs
+     * (the best's time on the class's problem scaled by the work) and the host's double-precision
+     * reference at its first check (fixtures compute it there; at ~1 GFLOP/s on a host core: conv2d's
+     * batch-8 second problems took 0.5-2 s on the Zen 4). */
     double run_s = search->flops > 0 ? search->best_time * work / search->flops : 0;
-    if (!(work > 0) || 3.0 * 2 * TUNE_MIN_RUNS * run_s > duel_allowance(search)) {
+    double cost_s = (3.0 * 2 * TUNE_MIN_RUNS + 2) * run_s + work * 1e-9;
+    if (!(work > 0) || cost_s > duel_allowance(search)) {
         tsr_op_tuning_free(op, fx);
         return;
     }

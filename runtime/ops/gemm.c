@@ -1803,6 +1803,15 @@ static const char *const gemm_class_shapes[] = {"2048x2048x2048", "1024x196x256"
 /* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
  * eighth and a sixty-fourth of the work (and less for the slowest classes); fixture.problem_class
  * checks each stays in its class. */
+/* Each class's second problem (tsr_op.class_shapes_check), where a pick must not lose what it wins on
+ * the class's own: transformer shapes of other aspects (MiniLM and BERT at 128-384 tokens, the FFN's
+ * 3072-deep product, per-head attention batches, a few decoding rows), each small enough that its
+ * host reference costs about a second at most. */
+static const char *const gemm_class_shapes_check[] = {"256x768x3072", "128x1152x384", "64x64x256",    "4x384x1536",
+                                                      "2048x4x512",   "12x128x128x64", "12x1024x4096"};
+_Static_assert(sizeof gemm_class_shapes_check / sizeof *gemm_class_shapes_check ==
+                   sizeof gemm_classes / sizeof *gemm_classes - 1,
+               "a second problem for each GEMM class");
 static const char *const gemm_class_shapes_reduced[] = {
     "1024x1024x1024;640x640x640;528x528x528",
     "512x98x128;256x98x96",
@@ -2040,6 +2049,7 @@ const tsr_op tsr_op_gemm = {
     .tolerance = 1e-5,
     .class_shapes = gemm_class_shapes,
     .class_shapes_reduced = gemm_class_shapes_reduced,
+    .class_shapes_check = gemm_class_shapes_check,
     .class_storage = TSR_CLASSES_PER_INPUT_TYPE,
     .fixture = {.setup = gemm_fixture_setup, .run = gemm_fixture_run, .check = gemm_fixture_check,
                 .work = gemm_fixture_work, .describe = gemm_fixture_describe, .buffers = gemm_fixture_buffers,

@@ -175,25 +175,33 @@ static tsr_status sized_setup(tsr_device *dev, const char *shape, uint64_t seed,
     *out = c;
     return TSR_SUCCESS;
 }
-static tsr_status sized_run(tsr_device *dev, void *vctx, const tsr_config *cfg, cl_command_queue queue,
-                            cl_event *first, cl_event *last) {
-    sized_ctx *c = vctx;
+/* One launch over c->n items of kernel `name` in `source` (built with the configuration's defines),
+ * x and y its first arguments, then an int and a float when `more` (the second op's). */
+static tsr_status sized_launch(tsr_device *dev, const sized_ctx *c, const char *name, const char *source,
+                               const tsr_config *cfg, const cl_int *more_int, const cl_float *more_float,
+                               cl_command_queue queue, cl_event *first, cl_event *last) {
     char options[64];
     planted_options(cfg, 0, options, sizeof options);
     cl_program program = NULL;
-    tsr_status st = tsr_program_from_text(dev, "sized", sized_source, strlen(sized_source), options, &program);
+    tsr_status st = tsr_program_from_text(dev, name, source, strlen(source), options, &program);
     if (st != TSR_SUCCESS) return st;
     cl_int err;
-    cl_kernel k = clCreateKernel(program, "sized", &err);
+    cl_kernel k = clCreateKernel(program, name, &err);
     clSetKernelArg(k, 0, sizeof c->x, &c->x);
     clSetKernelArg(k, 1, sizeof c->y, &c->y);
+    if (more_int) clSetKernelArg(k, 2, sizeof *more_int, more_int);
+    if (more_float) clSetKernelArg(k, 3, sizeof *more_float, more_float);
     size_t global = c->n;
     cl_event done = NULL;
     err = clEnqueueNDRangeKernel(queue, k, 1, NULL, &global, NULL, 0, NULL, &done);
     clReleaseKernel(k);
-    if (err != CL_SUCCESS) return tsr_fail_cl(err, "sized", __FILE__, __LINE__);
+    if (err != CL_SUCCESS) return tsr_fail_cl(err, name, __FILE__, __LINE__);
     tsr_fixture_single_event(done, first, last);
     return TSR_SUCCESS;
+}
+static tsr_status sized_run(tsr_device *dev, void *vctx, const tsr_config *cfg, cl_command_queue queue,
+                            cl_event *first, cl_event *last) {
+    return sized_launch(dev, vctx, "sized", sized_source, cfg, NULL, NULL, queue, first, last);
 }
 static tsr_status sized_check(tsr_device *dev, void *vctx, double *rel_err) {
     sized_ctx *c = vctx;
@@ -261,62 +269,36 @@ static const char second_source[] =
 enum { SECOND_N = 1 << 16 };
 /* The classes: "contrary" (on its second problem chains run 64 (5 - X) steps: the pick X=1, fastest
  * on the class's problem, slowest there), "agree" (64 X steps on both) and "wrong" (X=1 gives a wrong
- * result on the second problem). */
+ * result on the second problem). The problem is the sized op's, of SECOND_N elements. */
 typedef struct second_ctx {
     char cls[16]; /* from the shape's word; "" on a class's own problem */
-    cl_mem x, y;
-    float host[SECOND_N], out[SECOND_N];
+    void *sized;  /* a sized_ctx */
 } second_ctx;
 
 static tsr_status second_setup(tsr_device *dev, const char *shape, uint64_t seed, void **out) {
-    (void)seed;
     second_ctx *c = calloc(1, sizeof *c);
     const char *word = strchr(shape, ' ');
     if (word) tsr_strlcpy(c->cls, word + 1, sizeof c->cls);
-    th_fill_uniform(c->host, SECOND_N, -1, 1);
-    c->x = th_buffer_from(dev, c->host, SECOND_N);
-    c->y = th_buffer(dev, SECOND_N);
+    char n[16];
+    snprintf(n, sizeof n, "%d", SECOND_N);
+    tsr_status st = sized_setup(dev, n, seed, &c->sized);
+    if (st != TSR_SUCCESS) free(c), c = NULL;
     *out = c;
-    return TSR_SUCCESS;
+    return st;
 }
 static tsr_status second_run(tsr_device *dev, void *vctx, const tsr_config *cfg, cl_command_queue queue,
                              cl_event *first, cl_event *last) {
     second_ctx *c = vctx;
-    char options[64];
-    planted_options(cfg, 0, options, sizeof options);
-    cl_program program = NULL;
-    tsr_status st = tsr_program_from_text(dev, "second", second_source, strlen(second_source), options, &program);
-    if (st != TSR_SUCCESS) return st;
     const int x = (int)cfg->values[P_X];
-    cl_int reps = 64 * (strcmp(c->cls, "contrary") == 0 ? 5 - x : x);
-    cl_float wrong = strcmp(c->cls, "wrong") == 0 && x == 1 ? 1.0f : 0.0f;
-    cl_int err;
-    cl_kernel k = clCreateKernel(program, "second", &err);
-    clSetKernelArg(k, 0, sizeof c->x, &c->x);
-    clSetKernelArg(k, 1, sizeof c->y, &c->y);
-    clSetKernelArg(k, 2, sizeof reps, &reps);
-    clSetKernelArg(k, 3, sizeof wrong, &wrong);
-    size_t global = SECOND_N;
-    cl_event done = NULL;
-    err = clEnqueueNDRangeKernel(queue, k, 1, NULL, &global, NULL, 0, NULL, &done);
-    clReleaseKernel(k);
-    if (err != CL_SUCCESS) return tsr_fail_cl(err, "second", __FILE__, __LINE__);
-    tsr_fixture_single_event(done, first, last);
-    return TSR_SUCCESS;
+    const cl_int reps = 64 * (strcmp(c->cls, "contrary") == 0 ? 5 - x : x);
+    const cl_float wrong = strcmp(c->cls, "wrong") == 0 && x == 1 ? 1.0f : 0.0f;
+    return sized_launch(dev, c->sized, "second", second_source, cfg, &reps, &wrong, queue, first, last);
 }
 static tsr_status second_check(tsr_device *dev, void *vctx, double *rel_err) {
-    second_ctx *c = vctx;
-    th_read(dev, c->y, c->out, SECOND_N);
-    tsr_error_sum sum = {0, 0};
-    for (int i = 0; i < SECOND_N; ++i) tsr_error_add(&sum, c->out[i], 2.0 * c->host[i]);
-    *rel_err = tsr_error_value(&sum);
-    for (int i = 0; i < SECOND_N; ++i) c->out[i] = NAN;
-    return tsr_upload(dev, c->y, c->out, SECOND_N);
+    return sized_check(dev, ((second_ctx *)vctx)->sized, rel_err);
 }
 static void second_work(const void *ctx, double *flops, double *bytes) {
-    (void)ctx;
-    *flops = 2.0 * 256 * SECOND_N;
-    *bytes = 8.0 * SECOND_N;
+    sized_work(((const second_ctx *)ctx)->sized, flops, bytes);
 }
 static void second_describe(const void *ctx, char *out, size_t size) {
     const second_ctx *c = ctx;
@@ -324,8 +306,7 @@ static void second_describe(const void *ctx, char *out, size_t size) {
 }
 static void second_free(void *vctx) {
     second_ctx *c = vctx;
-    clReleaseMemObject(c->x);
-    clReleaseMemObject(c->y);
+    sized_free(c->sized);
     free(c);
 }
 static const char *second_class(const void *ctx) { return ((const second_ctx *)ctx)->cls; }

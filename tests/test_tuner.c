@@ -315,8 +315,14 @@ static const char *second_class(const void *ctx) { return ((const second_ctx *)c
 static const char *const second_classes[] = {"contrary", "agree", "wrong", "none", "stray", NULL};
 static const char *const second_shapes[] = {"65536", "65536", "65536", "65536", "65536"};
 static const char *const second_checks[] = {"65536 contrary", "65536 agree", "65536 wrong", NULL, "65536 agree"};
+/* The class "none" searches X 1 and 2 alone (a space of its own, as conv2d's classes have) */
+static const char *second_space(const tsr_device *device, const char *problem_class) {
+    (void)device;
+    return problem_class && strcmp(problem_class, "none") == 0 ? "X=1,2" : NULL;
+}
 static const tsr_op second_op = {
     .name = "second",
+    .tuning_space = second_space,
     .source_name = "gemm", /* only hashed, to tell stale entries */
     .params = planted_params,
     .nparams = PLANTED_NPARAMS,
@@ -1780,6 +1786,9 @@ static void picks_are_checked_on_a_second_problem(void **state) {
     assert_int_equal(log_lines_with(log, "\"outcome\": \"second problem\"",
                                     "\"error\": \"second: the second problem '65536 agree' of class 'stray' is of class 'agree'\""),
                      1);
+    /* each class searched its own space: "none" 2 X values x 3 modes, the others 4 x 3 */
+    assert_int_equal(log_lines_with(log, "\"outcome\": \"space\", \"points\": 12, \"class_space\": false", "second"), 4);
+    assert_int_equal(log_lines_with(log, "\"class\": \"none\", \"outcome\": \"space\", \"points\": 6, \"class_space\": true", "second"), 1);
     void *fx = (void *)1;
     TH_ASSERT_STATUS(tsr_op_tuning_setup_check(&second_op, dev, "none", &fx), TSR_ERR_NOT_FOUND);
     assert_null(fx);
@@ -1789,7 +1798,7 @@ static void picks_are_checked_on_a_second_problem(void **state) {
 }
 
 /* Every op's space for each of its classes on this device parses (the tuner searches each class in
- * its own); on a CPU that vectorizes within a work-item conv2d's depthwise forms (STAGE 3, 4, 8) are
+ * its own: picks_are_checked_on_a_second_problem sees a class's own in the log); on a CPU that vectorizes within a work-item conv2d's depthwise forms (STAGE 3, 4, 8) are
  * in the depthwise classes' spaces alone (STAGE 4 on conv1's 7x7 taps compiled for two minutes). */
 static void class_spaces(void **state) {
     (void)state;

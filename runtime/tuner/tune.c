@@ -742,6 +742,12 @@ static void job_init(tune_run *run, class_job *job, const tsr_op *op, int op_ind
         if (tsr_space_make(op, text, &job->space) == TSR_SUCCESS) space = &job->space;
         else tsr_clear_error(); /* (the op's own text: test_tuner class_spaces parses every class's) */
     }
+    if (run->log && space) { /* the class's space, as the search sees it (before legality) */
+        double points = 1;
+        for (int i = 0; i < space->nparams; ++i) points *= space->nvalues[i];
+        fprintf(run->log, "{\"op\": \"%s\", \"class\": \"%s\", \"outcome\": \"space\", \"points\": %.0f, "
+                "\"class_space\": %s}\n", op->name, problem_class, points, space == &job->space ? "true" : "false");
+    }
     job->search = (tsr_search){.op = op, .device = run->dev, .space = space,
                                .backend = tsr_device_backend(&job->runner), .rng = &run->rng,
                                .max_evaluations = run->opt.budget_evaluations, .log = run->log,

@@ -370,6 +370,13 @@ static void start_phase(tsr_search *search, class_start *cs, const cJSON *known_
     search->predict_ctx = NULL;
 }
 
+/* The class's first current entry: what lookups resolve to now (NULL: none). */
+static const tsr_config *current_entry(const class_start *cs) {
+    for (int i = 0; i < cs->nknown; ++i)
+        if (!cs->known[i].stale) return &cs->known[i].config;
+    return NULL;
+}
+
 /* The op's seeds (unless the start phase took them), the strategy and the duel: leaves the
  * search ranked. */
 static void search_phase(tsr_search *search, class_start *cs, tsr_strategy_fn strategy, bool op_seeds) {
@@ -388,10 +395,7 @@ static void search_phase(tsr_search *search, class_start *cs, tsr_strategy_fn st
     }
     strategy(search);
     tsr_search_rank(search);
-    const tsr_config *entry = NULL;
-    for (int i = 0; i < cs->nknown && !entry; ++i)
-        if (!cs->known[i].stale) entry = &cs->known[i].config; /* the first current entry: what lookups resolve to now */
-    tsr_search_final_duels(search, &cs->def, cs->def_score, entry);
+    tsr_search_final_duels(search, &cs->def, cs->def_score, current_entry(cs));
 }
 
 /* The default, the known entries, the op's seeds and the strategy, then the duel: leaves the
@@ -604,9 +608,8 @@ static tsr_status class_begin(tune_run *run, class_job *job, double budget_s, do
 
 /* The configuration the device ran before the tune: the entry lookups resolve to, else the default. */
 static const tsr_config *ran_before(const class_start *cs) {
-    for (int i = 0; i < cs->nknown; ++i)
-        if (!cs->known[i].stale) return &cs->known[i].config;
-    return cs->def_ok ? &cs->def : NULL;
+    const tsr_config *entry = current_entry(cs);
+    return entry ? entry : cs->def_ok ? &cs->def : NULL;
 }
 
 /* Where the final duels left a pick that beat what the device ran before on the class's problem,

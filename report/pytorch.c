@@ -215,11 +215,11 @@ void report_pytorch_markdown(util_text *b, const cJSON *peer) {
     const double passes = util_json_num(peer, "passes");
     if (paired)
         util_text_printf(b, " on %.0f threads, in paired blocks (tessera's and PyTorch's calls within the same "
-                             "second, taking turns)%s%.0f pass%s over the rows, each row's pairs pooled. \"speed vs "
+                             "second, taking turns), %.0f pass%s over the rows, each row's pairs pooled. \"speed vs "
                              "PyTorch\" is PyTorch's time over tessera's per pair, median [its ~95%% bounds] (range of "
                              "the pairs)%s: above 1 tessera is faster. Each rel_err is that implementation's own, "
                              "against float64.\n\n",
-                          util_json_num(peer, "threads"), ", ", passes > 1 ? passes : 1, passes > 1 ? "es" : "",
+                          util_json_num(peer, "threads"), passes > 1 ? passes : 1, passes > 1 ? "es" : "",
                           passes > 1 ? ", then the range of the passes' own medians" : "");
     else
         util_text_printf(b, " on %.0f threads, alternated over %.0f rounds; medians over rounds. \"speed vs PyTorch\" is "

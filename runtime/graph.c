@@ -114,7 +114,8 @@ cl_int tsr_kernel_arg(cl_kernel kernel, cl_uint index, size_t size, const void *
         memset(c->set, 0, sizeof c->set);
         c->pending_kernel = kernel;
     }
-    if (index >= MAX_ARGS || size > MAX_ARG_BYTES) {
+    /* (a NULL value is local memory of `size` bytes: only its size is kept) */
+    if (index >= MAX_ARGS || (value && size > MAX_ARG_BYTES)) {
         capture_fail(c, TSR_ERR_UNSUPPORTED, "a kernel argument (index %u, %zu bytes) is beyond what a graph records",
                      (unsigned)index, size);
         return err;

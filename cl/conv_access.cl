@@ -34,6 +34,16 @@ typedef floatv conv_floatv_u __attribute__((aligned(4)));
 #undef VSTOREY
 #define VSTOREY(v, p) (*(__global conv_floatv_u *)(p) = (v))
 #endif
+// CONV_F32_PARTIAL (the CPU forms' files, an fp32 y, 16-lane vectors): conv_store's partial
+// vectors take the epilogue as one vector and leave as at most four unaligned stores of 8, 4, 2
+// and 1 lanes, where lane by lane each output took conv_store1's scalar epilogue and store (the
+// Winograd output transform's last tiles of a row, session 37).
+#if defined(CONV_VECTOR_ROUND) && Y_TYPE == 0 && VW == 16 && defined(__clang__)
+#define CONV_F32_PARTIAL 1
+typedef float8 conv_float8_u __attribute__((aligned(4)));
+typedef float4 conv_float4_u __attribute__((aligned(4)));
+typedef float2 conv_float2_u __attribute__((aligned(4)));
+#endif
 // A bf16 y on AVX-512 (the CPU forms' files, which include dtype_avx512.cl): 16 outputs rounded
 // by tsr_x16_bf16_hi (dtype_avx512.cl: dtype.cl's rounding bit for bit, in 5 instructions where
 // tsr_dt_bf16_round takes 7), narrowed by one vpmovdw. (An empty asm that kept vpmovdw in a
@@ -100,7 +110,35 @@ TSR_INLINE void conv_store(floatv s, const int k, const size_t e, const int n, _
         if (epi_flags & 2) s += bias[bias_off + k];
         VSTOREY(tsr_epi_finish_v(s, res, res_type, res_off + e, act), y + y_off + e);
     } else {
-#if defined(CONV_VECTOR_ROUND) && (Y_TYPE == 1 || defined(CONV_BF16_X16)) && VW > 1
+#if defined(CONV_F32_PARTIAL)
+        // an fp32 y: the epilogue on the whole vector (the residual gathered for its first n
+        // lanes), then the first n lanes as at most four stores of 8, 4, 2 and 1 lanes
+        if (epi_flags & 1) s *= scale[scale_off + k];
+        if (epi_flags & 2) s += bias[bias_off + k];
+        if (res_type != TSR_RES_NONE) {
+            float r[16];
+            for (int i = 0; i < 16; ++i) r[i] = i < n ? tsr_res_ld(res, res_type, res_off + e + i) : 0.0f;
+            s += vload16(0, r);
+        }
+        if (act != TSR_ACT_NONE) s = activate_floatv(s, act);
+        __global float *py = y + y_off + e;
+        float8 r8 = s.lo;
+        if (n & 8) {
+            *(__global conv_float8_u *)py = r8;
+            r8 = s.hi, py += 8;
+        }
+        float4 r4 = r8.lo;
+        if (n & 4) {
+            *(__global conv_float4_u *)py = r4;
+            r4 = r8.hi, py += 4;
+        }
+        float2 r2 = r4.lo;
+        if (n & 2) {
+            *(__global conv_float2_u *)py = r2;
+            r2 = r4.hi, py += 2;
+        }
+        if (n & 1) *py = r2.x;
+#elif defined(CONV_VECTOR_ROUND) && (Y_TYPE == 1 || defined(CONV_BF16_X16)) && VW > 1
         if (epi_flags & 1) s *= scale[scale_off + k];
         if (epi_flags & 2) s += bias[bias_off + k];
         if (res_type != TSR_RES_NONE) {

@@ -77,6 +77,55 @@
 #define INTERLEAVE8(a, b) shuffle2((a), (b), (uint16)(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15))
 #endif
 
+// N consecutive values (8 or 16) of a row of x (W long) from column c as floats, zeros outside
+// the row: one vector load where they lie inside it; else, for a row at least N long, its first
+// (last) N values shifted right (left) by 1 to 3 lanes with zeros entering, where the padding is
+// that narrow; 16 of a row of 8 to 15 as two halves of 8; else element by element through a
+// private copy.
+#if defined(__clang__)
+#define WINO_SHR16(v, z, s)                                                                        \
+    ((s) == 1   ? __builtin_shufflevector(z, v, 0, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30) \
+     : (s) == 2 ? __builtin_shufflevector(z, v, 0, 1, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29) \
+                : __builtin_shufflevector(z, v, 0, 1, 2, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28))
+#define WINO_SHL16(v, z, s)                                                                        \
+    ((s) == 1   ? __builtin_shufflevector(v, z, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16) \
+     : (s) == 2 ? __builtin_shufflevector(v, z, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17) \
+                : __builtin_shufflevector(v, z, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18))
+#define WINO_SHR8(v, z, s)                                                                         \
+    ((s) == 1   ? __builtin_shufflevector(z, v, 0, 8, 9, 10, 11, 12, 13, 14)                     \
+     : (s) == 2 ? __builtin_shufflevector(z, v, 0, 1, 8, 9, 10, 11, 12, 13)                       \
+                : __builtin_shufflevector(z, v, 0, 1, 2, 8, 9, 10, 11, 12))
+#define WINO_SHL8(v, z, s)                                                                         \
+    ((s) == 1   ? __builtin_shufflevector(v, z, 1, 2, 3, 4, 5, 6, 7, 8)                           \
+     : (s) == 2 ? __builtin_shufflevector(v, z, 2, 3, 4, 5, 6, 7, 8, 9)                           \
+                : __builtin_shufflevector(v, z, 3, 4, 5, 6, 7, 8, 9, 10))
+#endif
+#define WINO_ROW(N)                                                                                \
+    TSR_INLINE float##N wino_row##N(const __global XELT *p, const int c, const int W) {            \
+        if (c >= 0 && c + N <= W) return TSR_VLD(X_TYPE, N, p + c);                                \
+        WINO_ROW_SHIFTED(N)                                                                        \
+        WINO_ROW_HALVES_##N                                                                        \
+        float t_[N];                                                                               \
+        _Pragma("unroll") for (int q_ = 0; q_ < N; ++q_) {                                         \
+            const bool inw_ = c + q_ >= 0 && c + q_ < W;                                           \
+            t_[q_] = inw_ ? LDX(p, c + q_) : 0.0f;                                                 \
+        }                                                                                          \
+        return vload##N(0, t_);                                                                    \
+    }
+#if defined(__clang__)
+#define WINO_ROW_SHIFTED(N)                                                                        \
+    if (W >= N && c < 0 && c >= -3) return WINO_SHR##N(TSR_VLD(X_TYPE, N, p), (float##N)(0.0f), -c); \
+    if (W >= N && c >= 0 && c + N - W <= 3) return WINO_SHL##N(TSR_VLD(X_TYPE, N, p + W - N), (float##N)(0.0f), c + N - W);
+#else
+#define WINO_ROW_SHIFTED(N)
+#endif
+#define WINO_ROW_HALVES_8
+// a row narrower than 16 but at least 8 long (ResNet-50's 14x14 planes): two 8-value halves
+#define WINO_ROW_HALVES_16 \
+    if (W >= 8 && W < 16) return (float16)(wino_row8(p, c, W), wino_row8(p, c + 8, W));
+WINO_ROW(8)
+WINO_ROW(16)
+
 #if STAGE != 7
 // ---- F(2x2, 3x3) ----
 
@@ -115,7 +164,13 @@ __kernel void wino_weights(const int16 geo, __global const WELT *w, const ulong 
     } while (0)
 
 // V for one tile row: global (TP, C, images of the chunk); tiles = the chunk's tile count
-// (V's row length), x_off the chunk's first image.
+// (V's row length), x_off the chunk's first image. Rows of at least 8 tiles go 8 at a time (two
+// 16-float loads per patch row, split into even and odd columns), the last 8 moved back to end at
+// the row's last tile (the tiles both cover are written twice, with the same values, by this
+// work-item); rows of 4 to 7 tiles 4 at a time the same way (two 8-float loads), narrower rows one
+// tile at a time with checked loads. Loads that would leave x's row (the padding at either end)
+// take the row's first or last whole vector shifted a few lanes with zeros (wino_row16/8), so only
+// rows narrower than a vector, or paddings wider than 3, read element by element.
 __kernel void wino_input(const int16 geo, __global const XELT *x, const ulong x_off, __global float *v,
                          const int tiles) {
     const int i = (int)get_global_id(0), c = (int)get_global_id(1), n = (int)get_global_id(2);
@@ -132,14 +187,14 @@ __kernel void wino_input(const int16 geo, __global const XELT *x, const ulong x_
     }
     const size_t plane = (size_t)GEO_C * tiles;
     __global float *out = v + (size_t)c * tiles + ((size_t)n * TP + i) * TQ;
-    for (int j = 0; j < TQ;) {
-        const int wc = w0 + 2 * j;
-        if (j + 8 <= TQ && wc >= 0 && wc + 17 < GEO_W) {
+    if (TQ >= 8) {
+        for (int j0 = 0; j0 < TQ; j0 += 8) {
+            const int j = min(j0, TQ - 8), wc = w0 + 2 * j;
             float8 t[4][4]; // B^T d, 8 tiles
             float8 d[4][4];
             _Pragma("unroll") for (int r = 0; r < 4; ++r) {
                 if (in[r]) {
-                    const float16 a = TSR_VLD(X_TYPE, 16, row[r] + wc), b = TSR_VLD(X_TYPE, 16, row[r] + wc + 2);
+                    const float16 a = wino_row16(row[r], wc, GEO_W), b = wino_row16(row[r], wc + 2, GEO_W);
                     d[r][0] = a.even, d[r][1] = a.odd, d[r][2] = b.even, d[r][3] = b.odd;
                 } else {
                     d[r][0] = d[r][1] = d[r][2] = d[r][3] = (float8)(0.0f);
@@ -154,9 +209,36 @@ __kernel void wino_input(const int16 geo, __global const XELT *x, const ulong x_
                 vstore8(o2, 0, out + (4 * a + 2) * plane + j);
                 vstore8(o3, 0, out + (4 * a + 3) * plane + j);
             }
-            j += 8;
-            continue;
         }
+        return;
+    }
+    if (TQ >= 4) {
+        for (int j0 = 0; j0 < TQ; j0 += 4) {
+            const int j = min(j0, TQ - 4), wc = w0 + 2 * j;
+            float4 t[4][4]; // B^T d, 4 tiles
+            float4 d[4][4];
+            _Pragma("unroll") for (int r = 0; r < 4; ++r) {
+                if (in[r]) {
+                    const float8 a = wino_row8(row[r], wc, GEO_W), b = wino_row8(row[r], wc + 2, GEO_W);
+                    d[r][0] = a.even, d[r][1] = a.odd, d[r][2] = b.even, d[r][3] = b.odd;
+                } else {
+                    d[r][0] = d[r][1] = d[r][2] = d[r][3] = (float4)(0.0f);
+                }
+            }
+            _Pragma("unroll") for (int q = 0; q < 4; ++q) BT4(d[0][q], d[1][q], d[2][q], d[3][q], t[0][q], t[1][q], t[2][q], t[3][q]);
+            _Pragma("unroll") for (int a = 0; a < 4; ++a) {
+                float4 o0, o1, o2, o3;
+                BT4(t[a][0], t[a][1], t[a][2], t[a][3], o0, o1, o2, o3);
+                vstore4(o0, 0, out + (4 * a + 0) * plane + j);
+                vstore4(o1, 0, out + (4 * a + 1) * plane + j);
+                vstore4(o2, 0, out + (4 * a + 2) * plane + j);
+                vstore4(o3, 0, out + (4 * a + 3) * plane + j);
+            }
+        }
+        return;
+    }
+    for (int j = 0; j < TQ; ++j) {
+        const int wc = w0 + 2 * j;
         float t[4][4], d[4][4];
         WINO_PATCH(d, 4);
         _Pragma("unroll") for (int q = 0; q < 4; ++q) BT4(d[0][q], d[1][q], d[2][q], d[3][q], t[0][q], t[1][q], t[2][q], t[3][q]);
@@ -168,13 +250,14 @@ __kernel void wino_input(const int16 geo, __global const XELT *x, const ulong x_
             out[(4 * a + 2) * plane + j] = o2;
             out[(4 * a + 3) * plane + j] = o3;
         }
-        ++j;
     }
 }
 
 // y from M for one tile row: global (TP, K, images of the chunk); y_off and res_off point at the
 // chunk's first image. 8 tiles at a time (16 outputs per output row: conv_store's vector store,
-// lane by lane where the row ends inside them), the row's last tiles one by one. (w and w_off,
+// its partial one where the row ends inside them: the row's last 1 to 8 tiles are read as 8 from
+// M, the lanes past the row dropped; M is allocated with 8 floats of slack for the last row's
+// reads). (w and w_off,
 // unread, keep the arguments every conv2d kernel shares in their places: runtime/ops/conv.c's
 // set_common_args.)
 __kernel void wino_output(const int16 geo, __global const float *m, const int tiles, __global const WELT *w,
@@ -186,66 +269,177 @@ __kernel void wino_output(const int16 geo, __global const float *m, const int ti
     const __global float *in = m + (size_t)k * tiles + ((size_t)n * TP + i) * TQ;
     const size_t e0 = ((size_t)n * GEO_K + k) * PQ + (size_t)(2 * i) * GEO_Q;
     const bool row1 = 2 * i + 1 < GEO_P;
-    for (int j = 0; j < TQ;) {
+    for (int j = 0; j < TQ; j += 8) {
         const size_t e = e0 + 2 * j;
-        if (j + 8 <= TQ) {
-            float8 s[2][4]; // A^T M, 8 tiles
-            _Pragma("unroll") for (int b = 0; b < 4; ++b) {
-                const float8 m0 = vload8(0, in + (0 + b) * plane + j), m1 = vload8(0, in + (4 + b) * plane + j);
-                const float8 m2 = vload8(0, in + (8 + b) * plane + j), m3 = vload8(0, in + (12 + b) * plane + j);
-                s[0][b] = m0 + m1 + m2;
-                s[1][b] = m1 - m2 - m3;
-            }
-            const int cols = min(16, GEO_Q - 2 * j);
-            CONV_STORE(INTERLEAVE8(s[0][0] + s[0][1] + s[0][2], s[0][1] - s[0][2] - s[0][3]), k, e, cols);
-            if (row1) CONV_STORE(INTERLEAVE8(s[1][0] + s[1][1] + s[1][2], s[1][1] - s[1][2] - s[1][3]), k, e + GEO_Q, cols);
-            j += 8;
-            continue;
-        }
-#if Y_TYPE == 1 || defined(CONV_BF16_X16)
-        // an f16 y, and on AVX-512 a bf16 y (CONV_BF16_X16): the row's last tiles (fewer than 8,
-        // at most 14 outputs a row) gathered into one vector per output row, stored as
-        // conv_store's partial vector (rounded as one vector, where PoCL's scalar vstore_half_rte
-        // per output is a software routine and bf16's rounding takes 9 instructions per output;
-        // other types store lane by lane below, which the private round trip would only slow)
-        float ry[2][16] = {{0.0f}};
-        for (int jj = j; jj < TQ; ++jj) {
-            float s[2][4]; // A^T M
-            _Pragma("unroll") for (int b = 0; b < 4; ++b) {
-                const float m0 = in[(0 + b) * plane + jj], m1 = in[(4 + b) * plane + jj];
-                const float m2 = in[(8 + b) * plane + jj], m3 = in[(12 + b) * plane + jj];
-                s[0][b] = m0 + m1 + m2;
-                s[1][b] = m1 - m2 - m3;
-            }
-            const int c = 2 * (jj - j);
-            ry[0][c] = s[0][0] + s[0][1] + s[0][2];
-            ry[0][c + 1] = s[0][1] - s[0][2] - s[0][3];
-            ry[1][c] = s[1][0] + s[1][1] + s[1][2];
-            ry[1][c + 1] = s[1][1] - s[1][2] - s[1][3];
-        }
-        const int cols = GEO_Q - 2 * j;
-        CONV_STORE(vload16(0, ry[0]), k, e, cols);
-        if (row1) CONV_STORE(vload16(0, ry[1]), k, e + GEO_Q, cols);
-        break;
-#else
-        float s[2][4]; // A^T M
+        float8 s[2][4]; // A^T M, 8 tiles (past the row's last tile: the next row's, or M's slack)
         _Pragma("unroll") for (int b = 0; b < 4; ++b) {
-            const float m0 = in[(0 + b) * plane + j], m1 = in[(4 + b) * plane + j];
-            const float m2 = in[(8 + b) * plane + j], m3 = in[(12 + b) * plane + j];
+            const float8 m0 = vload8(0, in + (0 + b) * plane + j), m1 = vload8(0, in + (4 + b) * plane + j);
+            const float8 m2 = vload8(0, in + (8 + b) * plane + j), m3 = vload8(0, in + (12 + b) * plane + j);
             s[0][b] = m0 + m1 + m2;
             s[1][b] = m1 - m2 - m3;
         }
-        const bool col1 = 2 * j + 1 < GEO_Q;
-        CONV_STORE1(s[0][0] + s[0][1] + s[0][2], k, e);
-        if (col1) CONV_STORE1(s[0][1] - s[0][2] - s[0][3], k, e + 1);
-        if (row1) {
-            CONV_STORE1(s[1][0] + s[1][1] + s[1][2], k, e + GEO_Q);
-            if (col1) CONV_STORE1(s[1][1] - s[1][2] - s[1][3], k, e + GEO_Q + 1);
-        }
-        ++j;
-#endif
+        const int cols = min(16, GEO_Q - 2 * j);
+        CONV_STORE(INTERLEAVE8(s[0][0] + s[0][1] + s[0][2], s[0][1] - s[0][2] - s[0][3]), k, e, cols);
+        if (row1) CONV_STORE(INTERLEAVE8(s[1][0] + s[1][1] + s[1][2], s[1][1] - s[1][2] - s[1][3]), k, e + GEO_Q, cols);
     }
 }
+
+#if STAGE == 9
+// ---- the fused F(2x2) form (STAGE 9): transforms and products of a block of tiles in one
+// work-item, V and M in its work-group's local memory (on PoCL's CPU devices a per-thread arena
+// that stays in cache), so nothing but x, U and y crosses memory. A work-item (one per
+// work-group) takes WF_T = 16 WGM consecutive tiles of the batch (t = (n TP + i) TQ + j: a block
+// may span tile rows and images) and a WGN-th of the output channels (a multiple of MWI):
+//   1. V[xi][c][lane] for every input channel, each tile row's piece of the block 8 tiles at a
+//      time (wino_row16's loads), in local memory, once;
+//   2. per MWI output channels: M[xi][m][lane] for the 16 xi (MWI channels x WGM vectors of 16
+//      tiles in registers), then 3. y = A^T M A of those channels, with the epilogue.
+// Local memory (the launch's `scratch`, runtime/ops/conv.c's wino_fused_local): 16 (C WF_T + 8)
+// floats of V, 16 MWI WF_T of M and 4 (WF_T + 8) of one channel's outputs.
+#define WF_T (16 * WGM)
+#define WF_OSTR (WF_T + 8)
+
+__kernel void wino_fused(const int16 geo, __global const XELT *x, const ulong x_off, __global const float *u,
+                         __local float *scratch, const int tiles, __global const WELT *w, const ulong w_off,
+                         __global YELT *y, const ulong y_off, CONV_EPILOGUE_PARAMS) {
+    const int TP = (GEO_P + 1) / 2, TQ = (GEO_Q + 1) / 2, per = TP * TQ, C = GEO_C, K = GEO_K;
+    const int kper = ((K + WGN - 1) / WGN + MWI - 1) / MWI * MWI; // output channels a work-item
+    const int t0 = (int)get_global_id(0) * WF_T, k0 = (int)get_global_id(1) * kper, kend = min(k0 + kper, K);
+    if (t0 >= tiles || k0 >= K) return;
+    const int tend = min(t0 + WF_T, tiles);
+    const size_t vplane = (size_t)C * WF_T + 8;
+    __local float *vs = scratch, *ms = scratch + 16 * vplane, *os = ms + 16 * MWI * WF_T;
+    // lanes past the batch's last tile, and the outputs' slack, hold zeros
+    for (int l = tend - t0; l < WF_T; ++l)
+        for (int xi = 0; xi < 16; ++xi)
+            for (int c = 0; c < C; ++c) vs[xi * vplane + (size_t)c * WF_T + l] = 0.0f;
+    for (int l = 0; l < 4 * WF_OSTR; ++l) os[l] = 0.0f;
+    // 1. V, channel by channel (so a channel's rows the block reads, a few consecutive rows of
+    // one or two images, are read together), each tile row's piece of the block 8 tiles at a time,
+    // a piece's last 1 to 7 tiles stored as at most three stores. The pieces (at most WF_T + 1)
+    // are found once: their first tile column, length, lane, first row's offset in x (that of the
+    // first of the patch's four rows inside x) and which rows are inside x.
+    int pj[WF_T + 1], plen[WF_T + 1], pin[WF_T + 1], plane_at[WF_T + 1];
+    size_t poff[WF_T + 1];
+    int npieces = 0;
+    for (int t = t0; t < tend; ++npieces) {
+        const int n = t / per, rem = t - n * per, i = rem / TQ, j = rem - i * TQ, h0 = 2 * i - GEO_PH;
+        pj[npieces] = j, plen[npieces] = min(TQ - j, tend - t), plane_at[npieces] = t - t0;
+        int mask = 0;
+        _Pragma("unroll") for (int r = 0; r < 4; ++r) mask |= (h0 + r >= 0 && h0 + r < GEO_H) << r;
+        pin[npieces] = mask;
+        poff[npieces] = (size_t)n * C * GEO_H * GEO_W + (size_t)max(h0, 0) * GEO_W;
+        t += plen[npieces];
+    }
+    const __global XELT *x0 = x + x_off;
+    for (int c = 0; c < C; ++c) {
+        __local float *out = vs + (size_t)c * WF_T;
+        for (int pc = 0; pc < npieces; ++pc) {
+            const int j = pj[pc], seg = plen[pc], mask = pin[pc];
+            // the piece's four rows: row r at (r - first row inside x) rows past poff
+            const int h0 = (mask & 1) ? 0 : (mask & 2) ? -1 : (mask & 4) ? -2 : -3;
+            const __global XELT *xc = x0 + poff[pc] + (size_t)c * GEO_H * GEO_W;
+            for (int jj = 0; jj < seg; jj += 8) {
+                const int wc = 2 * (j + jj) - GEO_PW;
+                float8 d[4][4], tt[4][4];
+                _Pragma("unroll") for (int r = 0; r < 4; ++r) {
+                    if (mask & (1 << r)) {
+                        const __global XELT *row = xc + (h0 + r) * GEO_W;
+                        const float16 a = wino_row16(row, wc, GEO_W), b = wino_row16(row, wc + 2, GEO_W);
+                        d[r][0] = a.even, d[r][1] = a.odd, d[r][2] = b.even, d[r][3] = b.odd;
+                    } else {
+                        d[r][0] = d[r][1] = d[r][2] = d[r][3] = (float8)(0.0f);
+                    }
+                }
+                _Pragma("unroll") for (int q = 0; q < 4; ++q) BT4(d[0][q], d[1][q], d[2][q], d[3][q], tt[0][q], tt[1][q], tt[2][q], tt[3][q]);
+                const int nb = min(8, seg - jj);
+                __local float *po0 = out + plane_at[pc] + jj;
+                _Pragma("unroll") for (int a = 0; a < 4; ++a) {
+                    float8 o[4];
+                    BT4(tt[a][0], tt[a][1], tt[a][2], tt[a][3], o[0], o[1], o[2], o[3]);
+                    _Pragma("unroll") for (int b = 0; b < 4; ++b) {
+                        __local float *po = po0 + (4 * a + b) * vplane;
+                        if (nb == 8) {
+                            vstore8(o[b], 0, po);
+                            continue;
+                        }
+                        float4 r4 = o[b].lo;
+                        if (nb & 4) {
+                            vstore4(r4, 0, po);
+                            r4 = o[b].hi, po += 4;
+                        }
+                        float2 r2 = r4.lo;
+                        if (nb & 2) {
+                            vstore2(r2, 0, po);
+                            r2 = r4.hi, po += 2;
+                        }
+                        if (nb & 1) *po = r2.x;
+                    }
+                }
+            }
+        }
+    }
+    // 2. and 3., MWI output channels at a time: M[xi][m][lane] = sum_c U[xi][k + m][c] V[xi][c][lane]
+    // (MWI channels x WGM vectors of 16 tiles in registers, U's values broadcast; channels past the
+    // work-item's computed on U's last row, never stored), then y = A^T M A of each channel's tiles,
+    // stored a tile row's piece at a time with the epilogue
+    const size_t PQ = (size_t)GEO_P * GEO_Q;
+    for (int kc = k0; kc < kend; kc += MWI) {
+        for (int xi = 0; xi < 16; ++xi) {
+            const __local float *vx = vs + xi * vplane;
+            float16 acc[MWI][WGM];
+            const __global float *ur[MWI];
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                ur[m] = u + ((size_t)xi * K + min(kc + m, K - 1)) * C;
+                _Pragma("unroll") for (int g = 0; g < WGM; ++g) acc[m][g] = (float16)(0.0f);
+            }
+            for (int c = 0; c < C; ++c) {
+                float16 v[WGM];
+                _Pragma("unroll") for (int g = 0; g < WGM; ++g) v[g] = vload16(g, vx + (size_t)c * WF_T);
+                _Pragma("unroll") for (int m = 0; m < MWI; ++m) {
+                    const float a = ur[m][c];
+                    _Pragma("unroll") for (int g = 0; g < WGM; ++g) acc[m][g] = fma((float16)(a), v[g], acc[m][g]);
+                }
+            }
+            _Pragma("unroll") for (int m = 0; m < MWI; ++m)
+                _Pragma("unroll") for (int g = 0; g < WGM; ++g) vstore16(acc[m][g], g, ms + (xi * MWI + m) * WF_T);
+        }
+        for (int m = 0; m < MWI && kc + m < kend; ++m) {
+            const int k = kc + m;
+            _Pragma("unroll") for (int g = 0; g < WGM; ++g) {
+                float16 s0[4], s1[4]; // A^T M
+                _Pragma("unroll") for (int b = 0; b < 4; ++b) {
+                    const float16 m0 = vload16(g, ms + ((0 + b) * MWI + m) * WF_T);
+                    const float16 m1 = vload16(g, ms + ((4 + b) * MWI + m) * WF_T);
+                    const float16 m2 = vload16(g, ms + ((8 + b) * MWI + m) * WF_T);
+                    const float16 m3 = vload16(g, ms + ((12 + b) * MWI + m) * WF_T);
+                    s0[b] = m0 + m1 + m2;
+                    s1[b] = m1 - m2 - m3;
+                }
+                vstore16(s0[0] + s0[1] + s0[2], g, os);
+                vstore16(s0[1] - s0[2] - s0[3], g, os + WF_OSTR);
+                vstore16(s1[0] + s1[1] + s1[2], g, os + 2 * WF_OSTR);
+                vstore16(s1[1] - s1[2] - s1[3], g, os + 3 * WF_OSTR);
+            }
+            for (int t = t0; t < tend;) {
+                const int n = t / per, rem = t - n * per, i = rem / TQ, j = rem - i * TQ;
+                const int seg = min(TQ - j, tend - t), lane = t - t0;
+                const size_t e0 = ((size_t)n * K + k) * PQ + (size_t)(2 * i) * GEO_Q + 2 * j;
+                const bool row1 = 2 * i + 1 < GEO_P;
+                for (int jj = 0; jj < seg; jj += 8) {
+                    const int cols = min(min(16, 2 * (seg - jj)), GEO_Q - 2 * (j + jj));
+                    const __local float *o = os + lane + jj;
+                    CONV_STORE(INTERLEAVE8(vload8(0, o), vload8(0, o + WF_OSTR)), k, e0 + 2 * jj, cols);
+                    if (row1)
+                        CONV_STORE(INTERLEAVE8(vload8(0, o + 2 * WF_OSTR), vload8(0, o + 3 * WF_OSTR)), k,
+                                   e0 + 2 * jj + GEO_Q, cols);
+                }
+                t += seg;
+            }
+        }
+    }
+}
+#endif
 #else
 // ---- F(4x4, 3x3) (STAGE 7): 6x6 patches from row 4i - PH, column 4j - PW, 36 products per 16
 // outputs (against 144), with Lavin and Gray's points 0, +-1, +-2:

@@ -750,6 +750,16 @@ static void cpu_forms_winograd(const char *config) {
         {.N = 1, .C = 6, .H = 9, .W = 1, .K = 5, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true},     /* one column */
         {.N = 4, .C = 31, .H = 5, .W = 6, .K = 47, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1, .off = 5},
         {.N = 1, .C = 3, .H = 3, .W = 3, .K = 4, .R = 3, .S = 3},                               /* one output */
+        /* F(2x2)'s vector edges (conv_winograd.cl's wino_row16/8): rows of 8 or more tiles (the last
+         * 8 moved back) and of 4 to 7, their padding's zeros shifted in by 1, 2 or 3 lanes, or
+         * gathered (4), rows shorter than a vector */
+        {.N = 2, .C = 5, .H = 6, .W = 28, .K = 9, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1, .off = 2},
+        {.N = 1, .C = 4, .H = 5, .W = 21, .K = 6, .R = 3, .S = 3, .ph = 1, .pw = 2, .act = 2},
+        {.N = 1, .C = 3, .H = 7, .W = 30, .K = 5, .R = 3, .S = 3, .ph = 0, .pw = 3, .bias = true},
+        {.N = 1, .C = 3, .H = 6, .W = 11, .K = 4, .R = 3, .S = 3, .ph = 1, .pw = 4, .act = 1},
+        {.N = 3, .C = 7, .H = 14, .W = 14, .K = 11, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 3, .off = 1},
+        {.N = 1, .C = 2, .H = 4, .W = 16, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1},
+        {.N = 1, .C = 2, .H = 5, .W = 8, .K = 3, .R = 3, .S = 3, .ph = 2, .pw = 3, .act = 1},
         /* not Winograd's: the built-in implicit form runs */
         {.N = 1, .C = 6, .H = 13, .W = 40, .K = 7, .R = 3, .S = 3, .sh = 2, .sw = 2, .ph = 1, .pw = 1, .act = 3},
         {.N = 2, .C = 8, .H = 10, .W = 10, .K = 12, .R = 3, .S = 3, .ph = 1, .pw = 1, .G = 4, .bias = true},
@@ -763,7 +773,7 @@ static void cpu_forms_winograd(const char *config) {
     }
     /* F(2x2)'s transforms keep an Inf in its windows (a patch column reaches only the outputs whose
      * windows hold it); F(4x4)'s spread it over its 4x4 tile (its exact cancellations are lost). */
-    if (strstr(config, "STAGE=6")) expect_inf_contained(config);
+    if (strstr(config, "STAGE=6") || strstr(config, "STAGE=9")) expect_inf_contained(config);
     if (!small_mode()) {
         conv_case big = {.N = 3, .C = 64, .H = 56, .W = 56, .K = 64, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true,
                          .act = 1, .off = 2};
@@ -792,6 +802,12 @@ static void winograd_few_tiles(void **state) {
 }
 static void cpu_forms_winograd2(void **state) { (void)state, cpu_forms_winograd("ALGO=2 STAGE=6 WGN=1"); }
 static void cpu_forms_winograd4(void **state) { (void)state, cpu_forms_winograd("ALGO=2 STAGE=7 WGN=1"); }
+/* The fused F(2x2) form (STAGE 9): blocks of 16 and 32 tiles across tile rows and images, output
+ * channel blocks of 16 (4 x 4) and 6 (K not a multiple: the last block's channels past K dropped). */
+static void cpu_forms_winograd_fused(void **state) {
+    (void)state, cpu_forms_winograd("ALGO=2 STAGE=9 MWI=4 WGM=1 WGN=4");
+    cpu_forms_winograd("ALGO=2 STAGE=9 MWI=6 WGM=2 WGN=1");
+}
 
 #ifdef TSR_HAVE_CLBLAST
 /* CLBlast's convgemm computes the same layers (no groups, no bias or activation). */
@@ -1351,10 +1367,12 @@ static void storage_types_short_rows(void **state) {
         {.N = 2, .C = 2, .H = 1, .W = 14, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1, .off = 2},
         {.N = 1, .C = 2, .H = 5, .W = 13, .K = 3, .R = 3, .S = 3, .ph = 1, .pw = 1, .bias = true, .act = 1},
     };
-    /* F(2x2) and F(4x4) on the 3x3 cases: rows of 14 and 13 outputs end in a partial vector of y
-     * (conv_store: an f16 y's lanes stored 8, 4, 2 and 1 at a time on AVX-512, session 22) */
+    /* F(2x2), F(4x4) and the fused F(2x2) on the 3x3 cases: rows of 14 and 13 outputs end in a
+     * partial vector of y (conv_store: an f16 y's lanes stored 8, 4, 2 and 1 at a time on AVX-512,
+     * session 22) */
     static const char *const configs[] = {"ALGO=2 MWI=2 VW=8 STAGE=2 WGM=2 WGN=4", "ALGO=2 MWI=2 VW=8 STAGE=5 WGM=4 WGN=4",
-                                          "ALGO=2 STAGE=6 WGN=1", "ALGO=2 STAGE=7 WGN=1"};
+                                          "ALGO=2 STAGE=6 WGN=1", "ALGO=2 STAGE=7 WGN=1",
+                                          "ALGO=2 STAGE=9 MWI=4 WGM=1 WGN=2"};
     static const int combos[] = {13, 1, 26}; /* all f16; f16 x, fp32 w and y; all bf16 */
     for (size_t k = 0; k < sizeof configs / sizeof configs[0]; ++k) {
         if (!th_try_override(dev, "conv2d", configs[k])) continue;
@@ -1640,6 +1658,7 @@ int main(void) {
         cmocka_unit_test(storage_types_stage5), cmocka_unit_test(storage_types_short_rows),
         cmocka_unit_test(cpu_forms_winograd2),
         cmocka_unit_test(cpu_forms_winograd4),
+        cmocka_unit_test(cpu_forms_winograd_fused),
         cmocka_unit_test(winograd_few_tiles),
         cmocka_unit_test(cpu_forms_stage8),
         cmocka_unit_test(storage_types_stage8),

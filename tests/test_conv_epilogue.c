@@ -168,6 +168,7 @@ static const struct {
     {"ALGO=2 MWI=1 VW=16 STAGE=5 WGM=2 WGN=1", TSR_CONV_AUTO, true},
     {"ALGO=2 STAGE=6 WGN=1", TSR_CONV_AUTO, true}, /* Winograd F(2x2, 3x3) on every layer it fits */
     {"ALGO=2 STAGE=7 WGN=1", TSR_CONV_AUTO, true}, /* F(4x4, 3x3) */
+    {"ALGO=2 STAGE=9 MWI=8 WGM=2 WGN=2", TSR_CONV_AUTO, true}, /* F(2x2) fused */
 };
 
 /* The Winograd forms' own 3x3 layers in 16-bit storage: f16 throughout with a bf16 residual,
@@ -219,7 +220,7 @@ static void every_form(void **state) {
             data_free(&e);
         }
         if (forms[f].config && (strstr(forms[f].config, "STAGE=5") || strstr(forms[f].config, "STAGE=6") ||
-                                strstr(forms[f].config, "STAGE=7")))
+                                strstr(forms[f].config, "STAGE=7") || strstr(forms[f].config, "STAGE=9")))
             for (size_t i = 0; i < sizeof winograd_cases / sizeof winograd_cases[0]; ++i) {
                 epi_data e;
                 data_make(&winograd_cases[i], &e);

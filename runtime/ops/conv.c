@@ -17,7 +17,7 @@
     X(ALGO, HOST, TSR_CONV_IM2COL, TSR_CONV_IM2COL, TSR_CONV_IMPLICIT, TSR_CONV_DIRECT)         \
     X(MWI, DEFINE, 1, 1, 2, 4, 6, 8)  /* output channels per work-item (STAGE 3: output rows) */                      \
     X(VW, DEFINE, 1, 1, 2, 4, 8, 16)  /* pixels per work-item (a vector) */                    \
-    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles, 5: channel vectors, 6, 7: Winograd F(2x2, 3x3), F(4x4, 3x3), 8: depthwise 3x3 row strips */ \
+    X(STAGE, DEFINE, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9) /* 1: local-memory tiles, 2: padded input, 3: row per item, 4: depthwise tiles, 5: channel vectors, 6, 7: Winograd F(2x2, 3x3), F(4x4, 3x3), 8: depthwise 3x3 row strips, 9: Winograd F(2x2) fused */ \
     X(WGM, DEFINE, 1, 1, 2, 3, 4, 6, 8, 12, 16) /* work-group size along channels; STAGE 2: vectors per item, 5: pixels */ \
     X(WGN, DEFINE, 1, 1, 2, 4, 8, 16) /* work-group size along pixels */                       \
     X(KWG, DEFINE, 8, 8, 16, 32)      /* reduction steps per staged tile (only with STAGE) */
@@ -286,6 +286,10 @@ static void conv_normalize(tsr_config *cfg) {
             if (i == P_WGN) cfg->values[i] = cfg->values[i] == 1 ? 1 : 16;
             else if (i != P_ALGO && i != P_STAGE) cfg->values[i] = conv_params[i].default_value;
         }
+    /* The fused form (STAGE 9) reads MWI (output channels in registers), WGM (vectors of 16 tiles)
+     * and WGN (work-items sharing a block's output channels) only. */
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] == 9)
+        cfg->values[P_VW] = conv_params[P_VW].default_value, cfg->values[P_KWG] = conv_params[P_KWG].default_value;
 }
 
 static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr_config *cfg) {
@@ -308,7 +312,9 @@ static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr
     /* STAGE 2's WGM is its tile's pixel vectors: MWI WGM vector accumulators (32 vector registers
      * on AVX-512 hold 24 and the loads); elsewhere a work-group extent, never 3. */
     /* STAGE 5's WGM is its pixels per work-item: WGM x MWI vector accumulators, as many. */
-    const bool tile_wgm = v[P_STAGE] == 2 || v[P_STAGE] == 5;
+    /* STAGE 9's WGM is its vectors of 16 tiles (1 or 2): MWI WGM accumulators. */
+    if (v[P_STAGE] == 9 && (v[P_WGM] > 2 || v[P_MWI] * v[P_WGM] > 24)) return false;
+    const bool tile_wgm = v[P_STAGE] == 2 || v[P_STAGE] == 5 || v[P_STAGE] == 9;
     if (tile_wgm && v[P_MWI] * v[P_WGM] > 24) return false;
     if (!tile_wgm && (v[P_WGM] == 3 || v[P_WGM] == 6 || v[P_WGM] == 12)) return false;
     size_t wgm = tile_wgm ? 1 : (size_t)v[P_WGM], wg = wgm * (size_t)v[P_WGN];
@@ -353,6 +359,7 @@ static void conv_build_options(const tsr_config *cfg, int program_variant, char 
         if (ks == 1) form.values[P_STAGE] = 6;
         ks = 0;
     }
+    if (cfg->values[P_ALGO] == TSR_CONV_IMPLICIT && cfg->values[P_STAGE] == 9) ks = 0;
     cfg = &form;
     tsr_config_defines(&tsr_op_conv, cfg, out, size);
     size_t len = strlen(out);
@@ -365,7 +372,8 @@ static void conv_build_options(const tsr_config *cfg, int program_variant, char 
 
 static const char *conv_program_source(const tsr_config *cfg) {
     if (cfg->values[P_ALGO] != TSR_CONV_IMPLICIT || cfg->values[P_STAGE] < 2) return "conv";
-    return cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7 ? "conv_winograd" : "conv_cpu";
+    return cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7 || cfg->values[P_STAGE] == 9 ? "conv_winograd"
+                                                                                                : "conv_cpu";
 }
 
 /* ---- validation ---- */
@@ -1245,6 +1253,8 @@ static bool channel_vectors_instead(const conv_problem *p, const tsr_config *cfg
 
 /* Channels per work-group of the input and output transforms. */
 #define WINO_CH 8
+/* Floats M holds past the GEMMs' products (wino_output's reads past a chunk's last tile). */
+#define WINO_M_SLACK 8
 
 /* Layers F(2x2, 3x3) computes: 3x3 kernels, stride 1, no dilation, one group. */
 static bool winograd_fits(const conv_problem *p) {
@@ -1255,6 +1265,13 @@ static bool winograd_fits(const conv_problem *p) {
  * tile and channel each). */
 static size_t winograd_bytes_per_image(const conv_problem *p, size_t wm) {
     return (wm + 2) * (wm + 2) * winograd_tiles(p, wm) * (p->C + p->K) * sizeof(float);
+}
+
+/* Bytes of local memory the fused F(2x2) form (STAGE 9, conv_winograd.cl's wino_fused) takes: V
+ * for its 16 WGM tiles and every input channel, M for MWI output channels, one channel's outputs. */
+static size_t wino_fused_local(const conv_problem *p, const tsr_config *cfg) {
+    const size_t t = 16 * (size_t)cfg->values[P_WGM];
+    return (16 * (p->C * t + 8) + 16 * (size_t)cfg->values[P_MWI] * t + 4 * (t + 8)) * sizeof(float);
 }
 
 /* The CPU form's 16-bit weights widened into `wide` (K Cg R S floats) by conv_cpu.cl's
@@ -1402,18 +1419,21 @@ static tsr_status wino_weights_into(tsr_device *dev, void *ctx, cl_mem u, cl_com
  * and so do layers with too few tiles (WINO_MIN_TILES) unless WGN is 1. */
 static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const tsr_config *cfg,
                                   cl_command_queue queue, cl_event *event) {
+    const bool fused = cfg->values[P_STAGE] == 9;
     size_t wm = cfg->values[P_STAGE] == 7 ? 4 : 2; /* the output tile */
-    const bool guard = cfg->values[P_WGN] != 1;
+    const bool guard = cfg->values[P_WGN] != 1 && !fused;
     const size_t min_tiles = guard ? WINO_MIN_TILES : 0;
     /* F(4x4) on planes with too few of its tiles per image takes F(2x2)'s, four times as many */
     if (wm == 4 && guard && winograd_tiles(p, 4) < WINO_F4_TILES) wm = 2;
-    const size_t nxi = (wm + 2) * (wm + 2), tiles1 = winograd_tiles(p, wm), chunk = winograd_chunk(dev, p, wm);
+    const size_t nxi = (wm + 2) * (wm + 2), tiles1 = winograd_tiles(p, wm);
+    const size_t chunk = fused ? p->N : winograd_chunk(dev, p, wm); /* the fused form: the batch at once */
     /* V's and M's bytes per chunk, U's: checked, as every size derived from the caller's */
     size_t big = 0, ubytes = 0;
     bool wraps = __builtin_mul_overflow(nxi * sizeof(float), tiles1, &big) || __builtin_mul_overflow(big, chunk, &big) ||
                  __builtin_mul_overflow(big, p->C > p->K ? p->C : p->K, &big) ||
                  __builtin_mul_overflow(nxi * sizeof(float), p->K, &ubytes) || __builtin_mul_overflow(ubytes, p->C, &ubytes);
-    if (!winograd_fits(p) || wraps || tiles1 * chunk < min_tiles || big > dev->info.max_alloc_bytes ||
+    if (!winograd_fits(p) || wraps || tiles1 * chunk < min_tiles || (fused && wino_fused_local(p, cfg) > dev->info.local_mem_bytes) ||
+        (!fused && big > dev->info.max_alloc_bytes - WINO_M_SLACK * sizeof(float)) ||
         ubytes > dev->info.max_alloc_bytes || tiles1 * chunk > INT_MAX) {
         tsr_config c = {.values = {[P_ALGO] = TSR_CONV_IMPLICIT}};
         tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &c), dev, conv_base_class(p), &c);
@@ -1423,7 +1443,7 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
     }
     tsr_status status = TSR_SUCCESS;
     tsr_config form = *cfg; /* the program of the tile taken */
-    form.values[P_STAGE] = wm == 4 ? 7 : 6;
+    form.values[P_STAGE] = fused ? 9 : wm == 4 ? 7 : 6;
     tsr_kernel *kw = NULL, *kin = NULL, *kout = NULL;
     cl_event last = NULL;
     bool locked = false, holding = false;
@@ -1439,10 +1459,10 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
             program_options(p, &form, false, options, sizeof options);
             TSR_CHECK(status,
                       conv_kernels_make(dev, &key, generation, "conv_winograd", options,
-                                        "wino_weights;wino_input;wino_output", k),
+                                        fused ? "wino_weights;wino_fused" : "wino_weights;wino_input;wino_output", k),
                       done);
         }
-        kw = k[0], kin = k[1], kout = k[2];
+        kw = k[0], kin = k[1], kout = fused ? NULL : k[2];
     }
     cl_int geo[16];
     geometry_plain(p, geo);
@@ -1460,10 +1480,16 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
     }
     if (kept) u = kept;
     else TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_W, ubytes, &u, &pu), done);
-    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_COL, nxi * tiles1 * chunk * p->C * sizeof(float), &vb, &pv),
-              done);
-    TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_M, nxi * tiles1 * chunk * p->K * sizeof(float), &mb, &pm),
-              done);
+    if (!fused)
+        TSR_CHECK(status, tsr_workspace_get(dev, TSR_WS_CONV_COL, nxi * tiles1 * chunk * p->C * sizeof(float), &vb, &pv),
+                  done);
+    /* M with WINO_M_SLACK floats past its end: F(2x2)'s output transform reads a row's last tiles
+     * 8 at a time (conv_winograd.cl) */
+    if (!fused)
+        TSR_CHECK(status,
+                  tsr_workspace_get(dev, TSR_WS_CONV_M, (nxi * tiles1 * chunk * p->K + WINO_M_SLACK) * sizeof(float), &mb,
+                                    &pm),
+                  done);
     holding = true;
     /* The slots' last users (maybe on other queues) must be done before anything here writes
      * them, and a kept U made (maybe on another queue) before it is read. */
@@ -1483,8 +1509,19 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
         TSR_CHECK(status, launch_after(kw, args, 4, NULL, queue, global, tsr_spread_local(dev, 3, global, local), &last),
                   done);
     }
+    if (fused) { /* one launch: a work-item per block of tiles and of output channels */
+        const cl_int tiles = (cl_int)(tiles1 * p->N);
+        /* WGN work-items share a block's output channels, MWI at a time (cl/conv_winograd.cl) */
+        const size_t wf_t = 16 * (size_t)cfg->values[P_WGM], mwi = (size_t)cfg->values[P_MWI];
+        const size_t kper = ceil_div(ceil_div(p->K, (size_t)cfg->values[P_WGN]), mwi) * mwi;
+        const size_t gf[3] = {ceil_div(tiles1 * p->N, wf_t), ceil_div(p->K, kper), 1}, lf[3] = {1, 1, 1};
+        const cl_ulong x_off = p->x_off;
+        const conv_arg f_args[] = {CONV_ARG(geo), CONV_ARG(p->x), CONV_ARG(x_off), CONV_ARG(u),
+                                   {wino_fused_local(p, cfg), NULL, false}, CONV_ARG(tiles)};
+        TSR_CHECK(status, launch_after(kin, f_args, 6, p, queue, gf, lf, &last), done);
+    }
     const size_t TP = ceil_div(p->P, wm);
-    for (size_t n0 = 0; n0 < p->N; n0 += chunk) {
+    for (size_t n0 = 0; !fused && n0 < p->N; n0 += chunk) {
         size_t nc = p->N - n0 < chunk ? p->N - n0 : chunk, T = tiles1 * nc;
         cl_int tiles = (cl_int)T;
         cl_ulong x_off = p->x_off + n0 * p->C * p->H * p->W;
@@ -1524,8 +1561,10 @@ done:
         cl_event use = status == TSR_SUCCESS ? last : NULL;
         if (holding) {
             if (!kept) tsr_workspace_set_last_use(dev, TSR_WS_CONV_W, use);
-            tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, use);
-            tsr_workspace_set_last_use(dev, TSR_WS_CONV_M, use);
+            if (!fused) {
+                tsr_workspace_set_last_use(dev, TSR_WS_CONV_COL, use);
+                tsr_workspace_set_last_use(dev, TSR_WS_CONV_M, use);
+            }
         }
         tsr_derived_done(kept, ready, use);
     }
@@ -1577,7 +1616,7 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
     cl_mem wide = NULL, kept = NULL;
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
     /* The Winograd form transforms the weights in their own type; it has its own launch. */
-    if (cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7) {
+    if (cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7 || cfg->values[P_STAGE] == 9) {
         pthread_mutex_unlock(&dev->lock);
         return launch_winograd(dev, p, cfg, queue, event);
     }

@@ -1799,7 +1799,8 @@ static void picks_are_checked_on_a_second_problem(void **state) {
 
 /* Every op's space for each of its classes on this device parses (the tuner searches each class in
  * its own: picks_are_checked_on_a_second_problem sees a class's own in the log); on a CPU that vectorizes within a work-item conv2d's depthwise forms (STAGE 3, 4, 8) are
- * in the depthwise classes' spaces alone (STAGE 4 on conv1's 7x7 taps compiled for two minutes). */
+ * in the depthwise classes' spaces alone (STAGE 4 on conv1's 7x7 taps compiled for two minutes),
+ * the fused Winograd form (STAGE 9) in the stride-1 3x3 classes' alone. */
 static void class_spaces(void **state) {
     (void)state;
     for (const tsr_op *const *op = tsr_ops; *op; ++op) {
@@ -1813,13 +1814,16 @@ static void class_spaces(void **state) {
     }
     const tsr_device_info *info = tsr_device_get_info(dev);
     if (info->type != TSR_DEVICE_CPU || tsr_device_lanes(info) == TSR_LANES_ACROSS_ITEMS) return;
-    static const char *const classes[] = {"stem", "3x3-bf16", "depthwise", "depthwise-f16"};
-    for (int i = 0; i < 4; ++i) {
-        const char *text = tsr_op_conv.tuning_space(dev, classes[i]);
+    /* the fused Winograd form (STAGE 9) in the stride-1 3x3 classes' spaces alone */
+    static const struct {
+        const char *cls, *stages;
+    } spaces[] = {{"stem", "STAGE=0,2,5,7 "},          {"1x1-mid", "STAGE=0,2,5,7 "},
+                  {"3x3-bf16", "STAGE=0,2,5,7,9 "},    {"3x3-wide", "STAGE=0,2,5,7,9 "},
+                  {"depthwise", "STAGE=0,2,3,4,5,7,8 "}, {"depthwise-f16", "STAGE=0,2,3,4,5,7,8 "}};
+    for (size_t i = 0; i < sizeof spaces / sizeof spaces[0]; ++i) {
+        const char *text = tsr_op_conv.tuning_space(dev, spaces[i].cls);
         assert_non_null(text);
-        const bool depthwise = i >= 2;
-        assert_int_equal(strstr(text, "STAGE=0,2,3,4,5,7,8") != NULL, depthwise);
-        assert_int_equal(strstr(text, "STAGE=0,2,5,7 ") != NULL, !depthwise);
+        if (!strstr(text, spaces[i].stages)) fail_msg("conv2d %s's space: '%s'", spaces[i].cls, text);
     }
     assert_non_null(strstr(tsr_op_conv.tuning_space(dev, NULL), "STAGE=0,2,3,4,5,7,8"));
 }

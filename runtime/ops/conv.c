@@ -2369,6 +2369,10 @@ static const char *conv_tuning_space(const tsr_device *dev, const char *problem_
     /* The depthwise forms only for the depthwise class: no other class's entry on any CPU we tuned
      * took one, and STAGE 4 on conv1's 7x7 taps (the stem class) took 113-129 s to compile on a
      * Zen 4 (session 36), twice the class's share of a default tune. */
+    /* The fused Winograd form (9) only for the stride-1 3x3 classes, the only layers it computes
+     * (elsewhere it runs the implicit path's built-in form). */
+    if (dev->info.type == TSR_DEVICE_CPU && problem_class && strncmp(problem_class, "3x3", 3) == 0)
+        return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,5,7,9 WGM=1,2,3,4,6,8 WGN=1,4,16 KWG=8";
     if (dev->info.type == TSR_DEVICE_CPU && problem_class && strncmp(problem_class, "depthwise", 9) != 0)
         return "MWI=1,2,4,6,8 VW=4,8,16 STAGE=0,2,5,7 WGM=1,2,3,4,6,8 WGN=1,4,16 KWG=8";
     if (dev->info.type == TSR_DEVICE_CPU)

@@ -294,8 +294,8 @@ __kernel void wino_output(const int16 geo, __global const float *m, const int ti
 //      time (wino_row16's loads), in local memory, once;
 //   2. per MWI output channels: M[xi][m][lane] for the 16 xi (MWI channels x WGM vectors of 16
 //      tiles in registers), then 3. y = A^T M A of those channels, with the epilogue.
-// Local memory (the launch's `scratch`, runtime/ops/conv.c's wino_fused_local): 16 (C WF_T + 8)
-// floats of V, 16 MWI WF_T of M and 4 (WF_T + 8) of one channel's outputs.
+// Local memory (the launch's `scratch`, runtime/ops/conv.c's wino_fused_local): 16 C WF_T floats
+// of V, 16 MWI WF_T of M and 4 (WF_T + 8) of one channel's outputs.
 #define WF_T (16 * WGM)
 #define WF_OSTR (WF_T + 8)
 
@@ -307,7 +307,7 @@ __kernel void wino_fused(const int16 geo, __global const XELT *x, const ulong x_
     const int t0 = (int)get_global_id(0) * WF_T, k0 = (int)get_global_id(1) * kper, kend = min(k0 + kper, K);
     if (t0 >= tiles || k0 >= K) return;
     const int tend = min(t0 + WF_T, tiles);
-    const size_t vplane = (size_t)C * WF_T + 8;
+    const size_t vplane = (size_t)C * WF_T;
     __local float *vs = scratch, *ms = scratch + 16 * vplane, *os = ms + 16 * MWI * WF_T;
     // lanes past the batch's last tile, and the outputs' slack, hold zeros
     for (int l = tend - t0; l < WF_T; ++l)

@@ -807,6 +807,15 @@ static void cpu_forms_winograd4(void **state) { (void)state, cpu_forms_winograd(
 static void cpu_forms_winograd_fused(void **state) {
     (void)state, cpu_forms_winograd("ALGO=2 STAGE=9 MWI=4 WGM=1 WGN=4");
     cpu_forms_winograd("ALGO=2 STAGE=9 MWI=6 WGM=2 WGN=1");
+    if (!cpu_forms_here()) return;
+    /* a layer whose V (16 x C x 32 floats at WGM=2) exceeds the device's local memory runs the
+     * small 3x3 calls' direct form */
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", "ALGO=2 STAGE=9 MWI=8 WGM=2 WGN=1"));
+    const size_t local = tsr_device_get_info(dev)->local_mem_bytes;
+    conv_case deep = {.N = 1, .C = local / (16 * 32 * sizeof(float)) + 1, .H = 4, .W = 5, .K = 3, .R = 3, .S = 3,
+                      .ph = 1, .pw = 1, .bias = true, .act = 1};
+    expect_accurate(&deep, (tsr_conv_algo[]){TSR_CONV_AUTO}, 1);
+    TH_ASSERT_OK(tsr_config_override(dev, "conv2d", NULL));
 }
 
 #ifdef TSR_HAVE_CLBLAST

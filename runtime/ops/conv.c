@@ -228,9 +228,14 @@ static const tsr_default conv_defaults[] = {
      * per item), against one vector on AVX2's 16 registers. On a loaded 2-core Skylake-AVX512
      * (process CPU time, side by side) it ran ResNet-50's 3x3 layers at 0.9-1.6x the 6 x 1 tile
      * depending on the load: not settled; a quiet tune (its space holds WGM 1-4) decides. */
-    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
+    /* The stride-1 3x3 layers of the 3x3 and 3x3-wide classes (28x28 and 56x56 planes, or calls
+     * of more than 512 pixels): the fused Winograd F(2x2) form, 8 output channels x 16 tiles a
+     * register tile. On a 2-core AVX-512 Zen 4 (session 37's tune, the class's fixture and its
+     * batch-8 second problem) it ran 1x128x28x28 at 3.1x this STAGE 2 tile and 1x64x56x56 at 2.5x;
+     * layers whose V does not fit local memory run 3x3-small's STAGE 2 tile (launch_winograd). */
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3", "ALGO=2 MWI=8 STAGE=9 WGM=1 WGN=1"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3-small", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
-    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3-wide", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
+    {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3-wide", "ALGO=2 MWI=8 STAGE=9 WGM=1 WGN=1"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "3x3-mid", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "strided", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
     {TSR_DEVICE_CPU, TSR_LANES_IN_ITEM_WIDE, "stem", "ALGO=2 MWI=8 VW=16 STAGE=2 WGM=3 WGN=16 KWG=8"},
@@ -1271,7 +1276,7 @@ static size_t winograd_bytes_per_image(const conv_problem *p, size_t wm) {
  * for its 16 WGM tiles and every input channel, M for MWI output channels, one channel's outputs. */
 static size_t wino_fused_local(const conv_problem *p, const tsr_config *cfg) {
     const size_t t = 16 * (size_t)cfg->values[P_WGM];
-    return (16 * (p->C * t + 8) + 16 * (size_t)cfg->values[P_MWI] * t + 4 * (t + 8)) * sizeof(float);
+    return (16 * p->C * t + 16 * (size_t)cfg->values[P_MWI] * t + 4 * (t + 8)) * sizeof(float);
 }
 
 /* The CPU form's 16-bit weights widened into `wide` (K Cg R S floats) by conv_cpu.cl's
@@ -1437,7 +1442,11 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
         ubytes > dev->info.max_alloc_bytes || tiles1 * chunk > INT_MAX) {
         tsr_config c = {.values = {[P_ALGO] = TSR_CONV_IMPLICIT}};
         tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &c), dev, conv_base_class(p), &c);
-        if (c.values[P_STAGE] == 6 || c.values[P_STAGE] == 7 || !conv_config_ok(dev, p, &c))
+        /* a class whose default is a Winograd form (the AVX-512 3x3 and 3x3-wide: STAGE 9) takes
+         * the small 3x3 calls' direct form */
+        if (c.values[P_STAGE] == 6 || c.values[P_STAGE] == 7 || c.values[P_STAGE] == 9)
+            tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &c), dev, "3x3-small", &c);
+        if (c.values[P_STAGE] == 6 || c.values[P_STAGE] == 7 || c.values[P_STAGE] == 9 || !conv_config_ok(dev, p, &c))
             tsr_config_parse(&tsr_op_conv, implicit_fallback, "conv2d's fallback", &c);
         return launch_implicit(dev, p, &c, queue, event);
     }

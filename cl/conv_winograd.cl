@@ -14,9 +14,10 @@
 // t counts the tiles of a chunk of images: t = (n TP + i) TQ + j, TP = ceil(P / 2) tile rows and
 // TQ = ceil(Q / 2) tile columns per image. The transforms' coefficients are 0, +-1 and 1/2, so
 // the rounding error stays near the direct sum's (docs/conv.md states the bound tested).
-// Work-items: one per (tile row, channel, image), each sweeping its row's tiles, 8 at a time as
-// float8 vectors where the 8 tiles' patches lie inside x's row (two 16-float loads per patch row,
-// split into even and odd columns), one at a time with checked loads elsewhere (the row's ends).
+// Work-items: one per (tile row, channel, image), each sweeping its row's tiles 8 at a time as
+// float8 vectors (two 16-float loads per patch row, split into even and odd columns; at the row's
+// ends the padding's zeros shifted in: wino_row16), 4 at a time in rows of 4 to 7 tiles, one at a
+// time with checked loads in narrower rows. STAGE 9 (wino_fused, below) fuses the three steps.
 #include "conv_geometry.cl"
 #include "activation.cl"
 

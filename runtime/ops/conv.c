@@ -1437,9 +1437,10 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
     bool wraps = __builtin_mul_overflow(nxi * sizeof(float), tiles1, &big) || __builtin_mul_overflow(big, chunk, &big) ||
                  __builtin_mul_overflow(big, p->C > p->K ? p->C : p->K, &big) ||
                  __builtin_mul_overflow(nxi * sizeof(float), p->K, &ubytes) || __builtin_mul_overflow(ubytes, p->C, &ubytes);
+    /* (tile indices are ints in the kernels, up to a block of 32 past the last tile) */
     if (!winograd_fits(p) || wraps || tiles1 * chunk < min_tiles || (fused && wino_fused_local(p, cfg) > dev->info.local_mem_bytes) ||
         (!fused && big > dev->info.max_alloc_bytes - WINO_M_SLACK * sizeof(float)) ||
-        ubytes > dev->info.max_alloc_bytes || tiles1 * chunk > INT_MAX) {
+        ubytes > dev->info.max_alloc_bytes || tiles1 * chunk > INT_MAX - 32) {
         tsr_config c = {.values = {[P_ALGO] = TSR_CONV_IMPLICIT}};
         tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &c), dev, conv_base_class(p), &c);
         /* a class whose default is a Winograd form (the AVX-512 3x3 and 3x3-wide: STAGE 9) takes

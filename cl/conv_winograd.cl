@@ -164,6 +164,27 @@ __kernel void wino_weights(const int16 geo, __global const WELT *w, const ulong 
         o3 = (d1) - (d3);                   \
     } while (0)
 
+// The 16 values B^T d B (o[4 a + b]) of N consecutive tiles (N = 8 or 4) whose patches start at
+// column wc of the rows row[r] (in[r]: inside x, else zeros), as floatN vectors: two loads of 2N
+// values per row (wino_row16 or wino_row8, N2 = 2N) split into even and odd columns.
+#define WINO_BT(N, N2, in, row, wc, o)                                                             \
+    do {                                                                                           \
+        float##N d_[4][4], t_[4][4];                                                               \
+        _Pragma("unroll") for (int r_ = 0; r_ < 4; ++r_) {                                         \
+            if (in[r_]) {                                                                          \
+                const float##N2 a_ = wino_row##N2(row[r_], (wc), GEO_W);                           \
+                const float##N2 b_ = wino_row##N2(row[r_], (wc) + 2, GEO_W);                       \
+                d_[r_][0] = a_.even, d_[r_][1] = a_.odd, d_[r_][2] = b_.even, d_[r_][3] = b_.odd;  \
+            } else {                                                                               \
+                d_[r_][0] = d_[r_][1] = d_[r_][2] = d_[r_][3] = (float##N)(0.0f);                  \
+            }                                                                                      \
+        }                                                                                          \
+        _Pragma("unroll") for (int q_ = 0; q_ < 4; ++q_)                                           \
+            BT4(d_[0][q_], d_[1][q_], d_[2][q_], d_[3][q_], t_[0][q_], t_[1][q_], t_[2][q_], t_[3][q_]); \
+        _Pragma("unroll") for (int a_ = 0; a_ < 4; ++a_)                                           \
+            BT4(t_[a_][0], t_[a_][1], t_[a_][2], t_[a_][3], o[4 * a_], o[4 * a_ + 1], o[4 * a_ + 2], o[4 * a_ + 3]); \
+    } while (0)
+
 // V for one tile row: global (TP, C, images of the chunk); tiles = the chunk's tile count
 // (V's row length), x_off the chunk's first image. Rows of at least 8 tiles go 8 at a time (two
 // 16-float loads per patch row, split into even and odd columns), the last 8 moved back to end at
@@ -190,51 +211,19 @@ __kernel void wino_input(const int16 geo, __global const XELT *x, const ulong x_
     __global float *out = v + (size_t)c * tiles + ((size_t)n * TP + i) * TQ;
     if (TQ >= 8) {
         for (int j0 = 0; j0 < TQ; j0 += 8) {
-            const int j = min(j0, TQ - 8), wc = w0 + 2 * j;
-            float8 t[4][4]; // B^T d, 8 tiles
-            float8 d[4][4];
-            _Pragma("unroll") for (int r = 0; r < 4; ++r) {
-                if (in[r]) {
-                    const float16 a = wino_row16(row[r], wc, GEO_W), b = wino_row16(row[r], wc + 2, GEO_W);
-                    d[r][0] = a.even, d[r][1] = a.odd, d[r][2] = b.even, d[r][3] = b.odd;
-                } else {
-                    d[r][0] = d[r][1] = d[r][2] = d[r][3] = (float8)(0.0f);
-                }
-            }
-            _Pragma("unroll") for (int q = 0; q < 4; ++q) BT4(d[0][q], d[1][q], d[2][q], d[3][q], t[0][q], t[1][q], t[2][q], t[3][q]);
-            _Pragma("unroll") for (int a = 0; a < 4; ++a) {
-                float8 o0, o1, o2, o3;
-                BT4(t[a][0], t[a][1], t[a][2], t[a][3], o0, o1, o2, o3);
-                vstore8(o0, 0, out + (4 * a + 0) * plane + j);
-                vstore8(o1, 0, out + (4 * a + 1) * plane + j);
-                vstore8(o2, 0, out + (4 * a + 2) * plane + j);
-                vstore8(o3, 0, out + (4 * a + 3) * plane + j);
-            }
+            const int j = min(j0, TQ - 8);
+            float8 o[16];
+            WINO_BT(8, 16, in, row, w0 + 2 * j, o);
+            _Pragma("unroll") for (int xi = 0; xi < 16; ++xi) vstore8(o[xi], 0, out + xi * plane + j);
         }
         return;
     }
     if (TQ >= 4) {
         for (int j0 = 0; j0 < TQ; j0 += 4) {
-            const int j = min(j0, TQ - 4), wc = w0 + 2 * j;
-            float4 t[4][4]; // B^T d, 4 tiles
-            float4 d[4][4];
-            _Pragma("unroll") for (int r = 0; r < 4; ++r) {
-                if (in[r]) {
-                    const float8 a = wino_row8(row[r], wc, GEO_W), b = wino_row8(row[r], wc + 2, GEO_W);
-                    d[r][0] = a.even, d[r][1] = a.odd, d[r][2] = b.even, d[r][3] = b.odd;
-                } else {
-                    d[r][0] = d[r][1] = d[r][2] = d[r][3] = (float4)(0.0f);
-                }
-            }
-            _Pragma("unroll") for (int q = 0; q < 4; ++q) BT4(d[0][q], d[1][q], d[2][q], d[3][q], t[0][q], t[1][q], t[2][q], t[3][q]);
-            _Pragma("unroll") for (int a = 0; a < 4; ++a) {
-                float4 o0, o1, o2, o3;
-                BT4(t[a][0], t[a][1], t[a][2], t[a][3], o0, o1, o2, o3);
-                vstore4(o0, 0, out + (4 * a + 0) * plane + j);
-                vstore4(o1, 0, out + (4 * a + 1) * plane + j);
-                vstore4(o2, 0, out + (4 * a + 2) * plane + j);
-                vstore4(o3, 0, out + (4 * a + 3) * plane + j);
-            }
+            const int j = min(j0, TQ - 4);
+            float4 o[16];
+            WINO_BT(4, 8, in, row, w0 + 2 * j, o);
+            _Pragma("unroll") for (int xi = 0; xi < 16; ++xi) vstore4(o[xi], 0, out + xi * plane + j);
         }
         return;
     }
@@ -340,42 +329,34 @@ __kernel void wino_fused(const int16 geo, __global const XELT *x, const ulong x_
             // the piece's four rows: row r at (r - first row inside x) rows past poff
             const int h0 = (mask & 1) ? 0 : (mask & 2) ? -1 : (mask & 4) ? -2 : -3;
             const __global XELT *xc = x0 + poff[pc] + (size_t)c * GEO_H * GEO_W;
+            bool in[4];
+            const __global XELT *row[4];
+            _Pragma("unroll") for (int r = 0; r < 4; ++r) {
+                in[r] = (mask >> r) & 1;
+                row[r] = in[r] ? xc + (h0 + r) * GEO_W : xc;
+            }
             for (int jj = 0; jj < seg; jj += 8) {
-                const int wc = 2 * (j + jj) - GEO_PW;
-                float8 d[4][4], tt[4][4];
-                _Pragma("unroll") for (int r = 0; r < 4; ++r) {
-                    if (mask & (1 << r)) {
-                        const __global XELT *row = xc + (h0 + r) * GEO_W;
-                        const float16 a = wino_row16(row, wc, GEO_W), b = wino_row16(row, wc + 2, GEO_W);
-                        d[r][0] = a.even, d[r][1] = a.odd, d[r][2] = b.even, d[r][3] = b.odd;
-                    } else {
-                        d[r][0] = d[r][1] = d[r][2] = d[r][3] = (float8)(0.0f);
-                    }
-                }
-                _Pragma("unroll") for (int q = 0; q < 4; ++q) BT4(d[0][q], d[1][q], d[2][q], d[3][q], tt[0][q], tt[1][q], tt[2][q], tt[3][q]);
+                float8 o[16];
+                WINO_BT(8, 16, in, row, 2 * (j + jj) - GEO_PW, o);
                 const int nb = min(8, seg - jj);
                 __local float *po0 = out + plane_at[pc] + jj;
-                _Pragma("unroll") for (int a = 0; a < 4; ++a) {
-                    float8 o[4];
-                    BT4(tt[a][0], tt[a][1], tt[a][2], tt[a][3], o[0], o[1], o[2], o[3]);
-                    _Pragma("unroll") for (int b = 0; b < 4; ++b) {
-                        __local float *po = po0 + (4 * a + b) * vplane;
-                        if (nb == 8) {
-                            vstore8(o[b], 0, po);
-                            continue;
-                        }
-                        float4 r4 = o[b].lo;
-                        if (nb & 4) {
-                            vstore4(r4, 0, po);
-                            r4 = o[b].hi, po += 4;
-                        }
-                        float2 r2 = r4.lo;
-                        if (nb & 2) {
-                            vstore2(r2, 0, po);
-                            r2 = r4.hi, po += 2;
-                        }
-                        if (nb & 1) *po = r2.x;
+                _Pragma("unroll") for (int xi = 0; xi < 16; ++xi) {
+                    __local float *po = po0 + xi * vplane;
+                    if (nb == 8) {
+                        vstore8(o[xi], 0, po);
+                        continue;
                     }
+                    float4 r4 = o[xi].lo;
+                    if (nb & 4) {
+                        vstore4(r4, 0, po);
+                        r4 = o[xi].hi, po += 4;
+                    }
+                    float2 r2 = r4.lo;
+                    if (nb & 2) {
+                        vstore2(r2, 0, po);
+                        r2 = r4.hi, po += 2;
+                    }
+                    if (nb & 1) *po = r2.x;
                 }
             }
         }

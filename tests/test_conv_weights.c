@@ -37,7 +37,6 @@ typedef struct form {
 static const form forms[] = {
     {"ALGO=2 STAGE=6 WGN=1", true, true, NULL},
     {"ALGO=2 STAGE=7 WGN=1", true, true, NULL},
-    {"ALGO=2 STAGE=9 MWI=4 WGM=1 WGN=1", true, true, NULL}, /* the fused F(2x2): U kept as STAGE 6's */
     {"ALGO=2 MWI=4 VW=8 STAGE=2 WGN=4", false, true, NULL},
     {"ALGO=2 MWI=1 VW=8 STAGE=5 WGM=3 WGN=4", true, true, NULL}, /* packs its weights (and widens 16-bit ones) */
     {"ALGO=2 MWI=4 VW=4 STAGE=0 WGM=1 WGN=1 KWG=8", false, false, NULL},
@@ -46,6 +45,8 @@ static const form forms[] = {
     /* ...and with A packed, fp32 weights' packed panels are kept (session 32); a 16-bit A is the
      * kept fp32 copy, itself not marked, so packed per call */
     {"ALGO=1", true, true, GEMM_TILED_CFG " PACKA=1"},
+    /* the fused F(2x2): U kept as STAGE 6's (last: the cases above name forms by index) */
+    {"ALGO=2 STAGE=9 MWI=4 WGM=1 WGN=1", true, true, NULL},
 };
 #define NFORMS (sizeof forms / sizeof forms[0])
 

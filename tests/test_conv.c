@@ -896,9 +896,13 @@ static void plan_and_tune(void **state) {
     conv_case w3 = {.N = 1, .C = 8, .H = 48, .W = 64, .K = 8, .R = 3, .S = 3, .ph = 1, .pw = 1};
     conv_case w3n = {.N = 1, .C = 8, .H = 48, .W = 60, .K = 8, .R = 3, .S = 3, .ph = 1, .pw = 1};
     /* 3x3-mid: small calls (at most 512 pixels) of at least 96 F(2x2) tiles: 6 x 4 x 4 here, 5 x 4 x 4
-     * is 3x3-small */
+     * is 3x3-small-wino (at least 32 tiles), 1 x 4 x 4 and 1 x 5 x 6 (10 x 11) 3x3-small, 1 x 6 x 6
+     * (11 x 11) 3x3-small-wino */
     conv_case m3 = {.N = 6, .C = 8, .H = 7, .W = 7, .K = 8, .R = 3, .S = 3, .ph = 1, .pw = 1};
     conv_case m3n = {.N = 5, .C = 8, .H = 7, .W = 7, .K = 8, .R = 3, .S = 3, .ph = 1, .pw = 1};
+    conv_case s7 = {.N = 1, .C = 8, .H = 7, .W = 7, .K = 8, .R = 3, .S = 3, .ph = 1, .pw = 1};
+    conv_case s10 = {.N = 1, .C = 8, .H = 10, .W = 11, .K = 8, .R = 3, .S = 3, .ph = 1, .pw = 1};
+    conv_case s11 = {.N = 1, .C = 8, .H = 11, .W = 11, .K = 8, .R = 3, .S = 3, .ph = 1, .pw = 1};
     conv_case w3d = {.N = 1, .C = 8, .H = 56, .W = 56, .K = 8, .R = 3, .S = 3, .ph = 2, .pw = 2, .dh = 2, .dw = 2};
     const struct { const conv_case *c; const char *cls; } expect[] = {
         {&c3, "3x3"},         {&dw, "depthwise"}, {&pw, "1x1"},       {&ex, "1x1-expand"}, {&st, "strided"},
@@ -907,7 +911,8 @@ static void plan_and_tune(void **state) {
         {&ss, "strided-small"}, {&ss8, "strided-mid"}, {&ss4, "strided-small"}, {&sm17, "strided-mid"}, {&st2, "strided"}, {&dss, "1x1-strided-small"},
         {&sm10, "1x1-mid"},     {&sm16, "1x1-expand"},      {&sm1p, "1x1-small"}, {&dsb, "1x1-strided-mid"}, {&dsm, "1x1-strided-mid"}, {&dsn, "1x1-strided-small"},
         {&dsc, "1x1-strided"},  {&sm2, "1x1-small"},        {&md3, "1x1-mid"},   {&w3, "3x3-wide"},
-        {&w3n, "3x3"},          {&w3d, "3x3"},             {&m3, "3x3-mid"},     {&m3n, "3x3-small"}};
+        {&w3n, "3x3"},          {&w3d, "3x3"},             {&m3, "3x3-mid"},     {&m3n, "3x3-small-wino"},
+        {&s7, "3x3-small"},     {&s10, "3x3-small"},       {&s11, "3x3-small-wino"}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; ++i) {
         tsr_conv2d_desc desc = case_desc(expect[i].c, TSR_CONV_AUTO);
         tsr_conv_algo algo = TSR_CONV_AUTO;
@@ -1596,10 +1601,10 @@ static void storage_types_classes(void **state) {
     tsr_conv_algo algo;
     tsr_config_info info;
     TH_ASSERT_OK(tsr_conv2d_plan(dev, &desc, &algo, &info));
-    assert_string_equal(info.problem_class, "3x3-small-bf16"); /* 266 output pixels */
+    assert_string_equal(info.problem_class, "3x3-small-wino-bf16"); /* 266 output pixels, 72 F(2x2) tiles */
     desc.x_type = TSR_F16;
     TH_ASSERT_OK(tsr_conv2d_plan(dev, &desc, &algo, &info));
-    assert_string_equal(info.problem_class, "3x3-small-f16");
+    assert_string_equal(info.problem_class, "3x3-small-wino-f16");
     desc = typed_desc(&typed_cases[3], (tsr_dtype[]){TSR_F32, TSR_F32, TSR_F32}, TSR_CONV_AUTO);
     TH_ASSERT_OK(tsr_conv2d_plan(dev, &desc, &algo, &info));
     assert_string_equal(info.problem_class, "depthwise");

@@ -680,15 +680,17 @@ static void fallback_chain(void **state) {
     dev = th_open_device();
     TH_ASSERT_OK(tsr_config_lookup(dev, "conv2d", "stem", &ci));
     assert_string_equal(ci.used_class, "stem");
-    /* 3x3-mid comes from 3x3-small, strided-mid (session 34) from strided-small and 1x1-strided-mid
-     * (session 36) from 1x1-strided-small, each itself a child above: given an entry of its own (a copy
-     * of its parent's), it serves the grandchild */
+    /* 3x3-mid and 3x3-small-wino (session 37) come from 3x3-small, strided-mid (session 34) from
+     * strided-small and 1x1-strided-mid (session 36) from 1x1-strided-small, each itself a child above:
+     * given an entry of its own (a copy of its parent's), it serves the grandchild */
     const char *const grandchildren[][3] = {{"3x3", "3x3-small", "3x3-mid"},
                                             {"strided", "strided-small", "strided-mid"},
-                                            {"1x1-strided", "1x1-strided-small", "1x1-strided-mid"}};
-    for (int c = 0; c < 3; ++c) {
-        cJSON_AddItemToObject(conv_ops, grandchildren[c][1],
-                              cJSON_Duplicate(cJSON_GetObjectItem(conv_ops, grandchildren[c][0]), true));
+                                            {"1x1-strided", "1x1-strided-small", "1x1-strided-mid"},
+                                            {"3x3", "3x3-small", "3x3-small-wino"}};
+    for (int c = 0; c < 4; ++c) {
+        if (!cJSON_GetObjectItem(conv_ops, grandchildren[c][1]))
+            cJSON_AddItemToObject(conv_ops, grandchildren[c][1],
+                                  cJSON_Duplicate(cJSON_GetObjectItem(conv_ops, grandchildren[c][0]), true));
         write_db(root, db_path);
         tsr_device_close(dev);
         dev = th_open_device();

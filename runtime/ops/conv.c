@@ -33,7 +33,7 @@ static const char *const conv_more_sources[] = {"conv_cpu", "conv_winograd", NUL
 static const char *const conv_classes[] = {"3x3",   "1x1",         "strided",   "depthwise", "other",
                                            "1x1-strided", "1x1-small", "1x1-expand", "stem",     "3x3-small",
                                            "strided-small", "1x1-strided-small", "1x1-mid", "3x3-wide",
-                                           "3x3-mid", "strided-mid", "1x1-strided-mid", NULL};
+                                           "3x3-mid", "strided-mid", "1x1-strided-mid", "3x3-small-wino", NULL};
 
 /* Column matrices tessera's own workspace holds at most: on CPUs what stays in a last-level
  * cache between the im2col and the GEMM that reads it back (ResNet-50's 56x56 3x3 at batch 8 on
@@ -100,6 +100,9 @@ static size_t winograd_tiles(const conv_problem *p, size_t wm) { return ceil_div
  * the small calls of at least WINO_MIN_TILES F(2x2) tiles (launch_winograd's own tests). */
 #define WINO_F4_TILES 192
 #define WINO_MIN_TILES 96
+/* conv_base_index's 3x3-small-wino class: the small calls of at least this many F(2x2) tiles (two
+ * of the fused form's 16-tile blocks: ResNet-50's 14x14 layer at batch 1, 7x7 from batch 2). */
+#define WINO_SMALL_TILES 32
 
 /* Index of the layer's fp32 class in conv_classes. */
 static int conv_base_index(const conv_problem *p) {
@@ -170,7 +173,15 @@ static int conv_base_index(const conv_problem *p) {
          * 3x3-small's entry until a database has one): the batch-1 fixture cannot see that Winograd
          * F(2x2) pays there, and on a 2-core Cascade Lake Xeon it ran 8x512x7x7 k512 at 118 GFLOP/s
          * against 92 for the STAGE 2 tile 3x3-small tunes to (docs/conv.md "Session 28"). */
-        if (p->N * p->PQ <= 512) return p->N * winograd_tiles(p, 2) >= WINO_MIN_TILES ? 14 : 9;
+        /* The rest of them with at least 32 F(2x2) tiles (WINO_SMALL_TILES: 14x14 at batch 1, 7x7 from
+         * batch 2) are a class of their own since session 37 (3x3-small-wino, tuned on 1x256x14x14
+         * k256, taking 3x3-small's entry until a database has one): with kept weights the fused
+         * Winograd form (STAGE 9) ran 1x256x14x14 at 1.30x and 2x512x7x7 at 1.17x 3x3-small's STAGE 5
+         * entry on a 2-core Zen 4, and 1x512x7x7 (16 tiles: one work-item) at 0.55x (docs/conv.md). */
+        if (p->N * p->PQ <= 512) {
+            const size_t tiles = p->N * winograd_tiles(p, 2);
+            return tiles >= WINO_MIN_TILES ? 14 : tiles >= WINO_SMALL_TILES ? 17 : 9;
+        }
         /* Stride-1 3x3 layers on planes of at least 192 F(4x4) tiles (56x56 and up: ResNet-50's first
          * stage), a class of their own since session 28 (3x3-wide, tuned on 1x64x56x56 k64, taking
          * 3x3's entry until a database has one): the Winograd entry 3x3 tunes to on AVX-512 runs F(4x4)
@@ -191,7 +202,8 @@ static const char *conv_base_class(const conv_problem *p) { return conv_classes[
  * came out of 1x1, stem out of strided and 3x3-small out of 3x3 (session 19), strided-small out of
  * strided (session 25), 1x1-strided-small out of 1x1-strided (session 26), 1x1-mid out of 1x1-small
  * (session 27), 3x3-wide out of 3x3 and 3x3-mid out of 3x3-small (session 28), strided-mid out of
- * strided-small (session 34), 1x1-strided-mid out of 1x1-strided-small (session 36). */
+ * strided-small (session 34), 1x1-strided-mid out of 1x1-strided-small (session 36), 3x3-small-wino out
+ * of 3x3-small (session 37). */
 static const char *conv_nearest_class(const char *cls) {
     if (strcmp(cls, "1x1-expand") == 0) return "1x1";
     if (strcmp(cls, "3x3-small") == 0) return "3x3";
@@ -201,6 +213,7 @@ static const char *conv_nearest_class(const char *cls) {
     if (strcmp(cls, "3x3-mid") == 0) return "3x3-small";
     if (strcmp(cls, "strided-mid") == 0) return "strided-small";
     if (strcmp(cls, "1x1-strided-mid") == 0) return "1x1-strided-small";
+    if (strcmp(cls, "3x3-small-wino") == 0) return "3x3-small";
     return strcmp(cls, "stem") == 0 || strcmp(cls, "strided-small") == 0 ? "strided" : NULL;
 }
 
@@ -2109,7 +2122,7 @@ typedef struct conv_fixture {
 /* The layer each class is tuned on (ResNet-50 shapes at batch 1, a MobileNet-style depthwise
  * layer, a 5x5 for the rest, ResNet-50's second downsample layer, a 7x7 1x1 layer, a 28x28
  * expanding one, conv1, a 7x7 3x3, the 28x28/2 3x3, the 14x14/2 1x1, a 14x14 1x1 at batch 8, the 56x56 3x3, the 7x7 3x3 at batch 8 and the
- * 14x14/2 3x3 at batch 8, the 28x28/2 1x1 at batch 8), in the order of conv_classes. 3x3-small: the
+ * 14x14/2 3x3 at batch 8, the 28x28/2 1x1 at batch 8, the 14x14 3x3), in the order of conv_classes. 3x3-small: the
  * 7x7 layer (the same work as the 14x14 one it was tuned on until session 25, where STAGE 5's tiles
  * of 4 x 4, 6 and 8 pixels tied within 3%, while on the 7x7 layer 6 and 8 pixels took 15% less CPU
  * time than 4 at batch 1 and 8, and 1-7% less on the 14x14 one). strided:
@@ -2128,7 +2141,7 @@ static const char *const conv_class_shapes[] = {"1x128x28x28 k128 3x3 p1 +bias",
                                                 "1x256x28x28 k256 3x3 p1 s2 +bias", "1x1024x14x14 k2048 1x1 s2 +bias",
                                                 "8x1024x14x14 k256 1x1 +bias", "1x64x56x56 k64 3x3 p1 +bias",
                                                 "8x512x7x7 k512 3x3 p1 +bias", "8x512x14x14 k512 3x3 p1 s2 +bias",
-                                                "8x512x28x28 k1024 1x1 s2 +bias"};
+                                                "8x512x28x28 k1024 1x1 s2 +bias", "1x256x14x14 k256 3x3 p1 +bias"};
 /* Smaller problems of the same classes for slow devices (tsr_op.class_shapes_reduced), about an
  * eighth and a sixty-fourth of the work (and less for the slowest classes); fixture.problem_class
  * checks each stays in its class. */
@@ -2142,14 +2155,15 @@ static const char *const conv_class_shapes_reduced[] = {
     "1x1024x7x7 k128 1x1 +bias;1x512x7x7 k32 1x1 +bias",
     "1x64x28x28 k256 1x1 +bias;1x32x28x28 k128 1x1 +bias",
     "1x3x112x112 k64 7x7 p3 s2 +bias;1x3x56x56 k32 7x7 p3 s2 +bias",
-    "1x128x14x14 k128 3x3 p1 +bias;1x64x14x14 k64 3x3 p1 +bias;1x32x14x14 k32 3x3 p1 +bias",
+    "1x256x7x7 k256 3x3 p1 +bias;1x128x7x7 k128 3x3 p1 +bias;1x64x7x7 k64 3x3 p1 +bias",
     "1x128x28x28 k128 3x3 p1 s2 +bias;1x64x28x28 k64 3x3 p1 s2 +bias;1x32x28x28 k32 3x3 p1 s2 +bias",
     "1x512x14x14 k512 1x1 s2 +bias;1x256x14x14 k128 1x1 s2 +bias",
     "8x256x14x14 k128 1x1 +bias;4x128x14x14 k64 1x1 +bias",
     "1x32x56x56 k32 3x3 p1 +bias;1x16x56x56 k16 3x3 p1 +bias",
     "8x128x7x7 k128 3x3 p1 +bias;8x32x7x7 k32 3x3 p1 +bias",
     "8x128x14x14 k128 3x3 p1 s2 +bias;8x32x14x14 k32 3x3 p1 s2 +bias",
-    "4x256x28x28 k512 1x1 s2 +bias;4x128x28x28 k256 1x1 s2 +bias"};
+    "4x256x28x28 k512 1x1 s2 +bias;4x128x28x28 k256 1x1 s2 +bias",
+    "1x128x14x14 k128 3x3 p1 +bias;1x64x14x14 k64 3x3 p1 +bias;1x32x14x14 k32 3x3 p1 +bias"};
 /* Each class's second problem (tsr_op.class_shapes_check): another plane, or another batch, of a
  * ResNet-50 or MobileNet-V2 layer of the class, most at batch 8 (the fixtures are at batch 1 but
  * for 1x1-mid, 3x3-mid, strided-mid and 1x1-strided-mid), where a pick must not lose what it wins on the fixture. On
@@ -2159,9 +2173,9 @@ static const char *const conv_class_shapes_check[] = {
     "8x128x28x28 k128 3x3 p1 +bias",     "8x256x56x56 k64 1x1 +bias",          "8x128x56x56 k128 3x3 p1 s2 +bias",
     "8x144x56x56 k144 3x3 p1 g144 +bias", "8x32x28x28 k64 5x5 p2 +bias",       "8x256x56x56 k512 1x1 s2 +bias",
     "1x256x14x14 k1024 1x1 +bias",        "8x64x56x56 k256 1x1 +bias",          "8x3x224x224 k64 7x7 p3 s2 +bias",
-    "1x256x14x14 k256 3x3 p1 +bias",      "4x512x14x14 k512 3x3 p1 s2 +bias",   "2x512x28x28 k1024 1x1 s2 +bias",
+    "1x256x7x7 k256 3x3 p1 +bias",        "4x512x14x14 k512 3x3 p1 s2 +bias",   "2x512x28x28 k1024 1x1 s2 +bias",
     "4x256x14x14 k1024 1x1 +bias",        "8x64x56x56 k64 3x3 p1 +bias",        "2x256x14x14 k256 3x3 p1 +bias",
-    "8x256x28x28 k256 3x3 p1 s2 +bias",   "4x512x28x28 k1024 1x1 s2 +bias"};
+    "8x256x28x28 k256 3x3 p1 s2 +bias",   "4x512x28x28 k1024 1x1 s2 +bias",     "2x512x7x7 k512 3x3 p1 +bias"};
 _Static_assert(sizeof conv_class_shapes_check / sizeof *conv_class_shapes_check ==
                    sizeof conv_classes / sizeof *conv_classes - 1,
                "a second problem for each conv2d class");

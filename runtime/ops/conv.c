@@ -330,8 +330,8 @@ static bool conv_config_ok(const tsr_device *dev, const void *problem, const tsr
     /* STAGE 2's WGM is its tile's pixel vectors: MWI WGM vector accumulators (32 vector registers
      * on AVX-512 hold 24 and the loads); elsewhere a work-group extent, never 3. */
     /* STAGE 5's WGM is its pixels per work-item: WGM x MWI vector accumulators, as many. */
-    /* STAGE 9's WGM is its vectors of 16 tiles (1 or 2): MWI WGM accumulators. */
-    if (v[P_STAGE] == 9 && (v[P_WGM] > 2 || v[P_MWI] * v[P_WGM] > 24)) return false;
+    /* STAGE 9's WGM is its vectors of 16 tiles (1 or 2): MWI WGM accumulators (tile_wgm below). */
+    if (v[P_STAGE] == 9 && v[P_WGM] > 2) return false;
     const bool tile_wgm = v[P_STAGE] == 2 || v[P_STAGE] == 5 || v[P_STAGE] == 9;
     if (tile_wgm && v[P_MWI] * v[P_WGM] > 24) return false;
     if (!tile_wgm && (v[P_WGM] == 3 || v[P_WGM] == 6 || v[P_WGM] == 12)) return false;
@@ -388,10 +388,12 @@ static void conv_build_options(const tsr_config *cfg, int program_variant, char 
     type_options(cfg, types, out, size);
 }
 
+/* The Winograd forms (conv_winograd.cl, launch_winograd): F(2x2), F(4x4), F(2x2) fused. */
+static bool winograd_stage(int stage) { return stage == 6 || stage == 7 || stage == 9; }
+
 static const char *conv_program_source(const tsr_config *cfg) {
     if (cfg->values[P_ALGO] != TSR_CONV_IMPLICIT || cfg->values[P_STAGE] < 2) return "conv";
-    return cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7 || cfg->values[P_STAGE] == 9 ? "conv_winograd"
-                                                                                                : "conv_cpu";
+    return winograd_stage(cfg->values[P_STAGE]) ? "conv_winograd" : "conv_cpu";
 }
 
 /* ---- validation ---- */
@@ -1451,16 +1453,17 @@ static tsr_status launch_winograd(tsr_device *dev, const conv_problem *p, const 
                  __builtin_mul_overflow(big, p->C > p->K ? p->C : p->K, &big) ||
                  __builtin_mul_overflow(nxi * sizeof(float), p->K, &ubytes) || __builtin_mul_overflow(ubytes, p->C, &ubytes);
     /* (tile indices are ints in the kernels, up to a block of 32 past the last tile) */
-    if (!winograd_fits(p) || wraps || tiles1 * chunk < min_tiles || (fused && wino_fused_local(p, cfg) > dev->info.local_mem_bytes) ||
+    if (!winograd_fits(p) || wraps || tiles1 * chunk < min_tiles ||
+        (fused && wino_fused_local(p, cfg) > dev->info.local_mem_bytes) ||
         (!fused && big > dev->info.max_alloc_bytes - WINO_M_SLACK * sizeof(float)) ||
         ubytes > dev->info.max_alloc_bytes || tiles1 * chunk > INT_MAX - 32) {
         tsr_config c = {.values = {[P_ALGO] = TSR_CONV_IMPLICIT}};
         tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &c), dev, conv_base_class(p), &c);
         /* a class whose default is a Winograd form (the AVX-512 3x3 and 3x3-wide: STAGE 9) takes
          * the small 3x3 calls' direct form */
-        if (c.values[P_STAGE] == 6 || c.values[P_STAGE] == 7 || c.values[P_STAGE] == 9)
+        if (winograd_stage(c.values[P_STAGE]))
             tsr_op_implementation_default(&tsr_op_conv, tsr_op_implementation(&tsr_op_conv, &c), dev, "3x3-small", &c);
-        if (c.values[P_STAGE] == 6 || c.values[P_STAGE] == 7 || c.values[P_STAGE] == 9 || !conv_config_ok(dev, p, &c))
+        if (winograd_stage(c.values[P_STAGE]) || !conv_config_ok(dev, p, &c))
             tsr_config_parse(&tsr_op_conv, implicit_fallback, "conv2d's fallback", &c);
         return launch_implicit(dev, p, &c, queue, event);
     }
@@ -1639,7 +1642,7 @@ static tsr_status launch_implicit(tsr_device *dev, const void *problem, const ts
     cl_mem wide = NULL, kept = NULL;
     pthread_mutex_lock(&dev->lock); /* tessera's workspace is shared by every call on the device */
     /* The Winograd form transforms the weights in their own type; it has its own launch. */
-    if (cfg->values[P_STAGE] == 6 || cfg->values[P_STAGE] == 7 || cfg->values[P_STAGE] == 9) {
+    if (winograd_stage(cfg->values[P_STAGE])) {
         pthread_mutex_unlock(&dev->lock);
         return launch_winograd(dev, p, cfg, queue, event);
     }

@@ -96,6 +96,21 @@ TSR_INLINE void conv_store1(float s, const int k, const size_t e, __global YELT 
     STY(tsr_epi_finish(s, res, res_type, res_off + e, act), y, y_off + e);
 }
 
+#if defined(CONV_VECTOR_ROUND) && VW > 1
+// The epilogue on a whole vector s of channel k at e .. e + VW - 1 whose first n lanes are stored
+// (conv_store's partial vectors on the CPU forms): the residual gathered for those lanes only.
+TSR_INLINE floatv conv_epi_partial(floatv s, const int k, const size_t e, const int n, CONV_EPILOGUE_PARAMS) {
+    if (epi_flags & 1) s *= scale[scale_off + k];
+    if (epi_flags & 2) s += bias[bias_off + k];
+    if (res_type != TSR_RES_NONE) {
+        float r[VW];
+        for (int i = 0; i < VW; ++i) r[i] = i < n ? tsr_res_ld(res, res_type, res_off + e + i) : 0.0f;
+        s += VLOAD(r);
+    }
+    return act != TSR_ACT_NONE ? activate_floatv(s, act) : s;
+}
+#endif
+
 // The VW sums s of channel k at e .. e + VW - 1, of which the first n are stored (n == VW: one
 // vector load of the residual and one vector store; fewer: lane by lane, nothing past them read).
 // With CONV_VECTOR_ROUND (the CPU forms' files define it) an f16 y's partial vector (and on
@@ -111,16 +126,8 @@ TSR_INLINE void conv_store(floatv s, const int k, const size_t e, const int n, _
         VSTOREY(tsr_epi_finish_v(s, res, res_type, res_off + e, act), y + y_off + e);
     } else {
 #if defined(CONV_F32_PARTIAL)
-        // an fp32 y: the epilogue on the whole vector (the residual gathered for its first n
-        // lanes), then the first n lanes as at most four stores of 8, 4, 2 and 1 lanes
-        if (epi_flags & 1) s *= scale[scale_off + k];
-        if (epi_flags & 2) s += bias[bias_off + k];
-        if (res_type != TSR_RES_NONE) {
-            float r[16];
-            for (int i = 0; i < 16; ++i) r[i] = i < n ? tsr_res_ld(res, res_type, res_off + e + i) : 0.0f;
-            s += vload16(0, r);
-        }
-        if (act != TSR_ACT_NONE) s = activate_floatv(s, act);
+        // an fp32 y: the first n lanes as at most four stores of 8, 4, 2 and 1 lanes
+        s = conv_epi_partial(s, k, e, n, CONV_EPILOGUE_ARGS);
         __global float *py = y + y_off + e;
         float8 r8 = s.lo;
         if (n & 8) {
@@ -139,14 +146,7 @@ TSR_INLINE void conv_store(floatv s, const int k, const size_t e, const int n, _
         }
         if (n & 1) *py = r2.x;
 #elif defined(CONV_VECTOR_ROUND) && (Y_TYPE == 1 || defined(CONV_BF16_X16)) && VW > 1
-        if (epi_flags & 1) s *= scale[scale_off + k];
-        if (epi_flags & 2) s += bias[bias_off + k];
-        if (res_type != TSR_RES_NONE) {
-            float r[VW];
-            for (int i = 0; i < VW; ++i) r[i] = i < n ? tsr_res_ld(res, res_type, res_off + e + i) : 0.0f;
-            s += VLOAD(r);
-        }
-        if (act != TSR_ACT_NONE) s = activate_floatv(s, act);
+        s = conv_epi_partial(s, k, e, n, CONV_EPILOGUE_ARGS);
 #if defined(TSR_X16) && VW == 16
         // AVX-512 (dtype_avx512.cl): one vcvtps2ph to a register, the first n lanes stored as at
         // most four vector stores of 8, 4, 2 and 1 lanes (n's bits, in order), where a private

@@ -482,6 +482,70 @@ def test_conv2d_epilogue_bad_input(device, rng):
         assert np.all(out == 5.0)
 
 
+def test_conv2d_repeats_replay_and_stay_correct(rng):
+    """conv2d repeated on the same device-resident tensors replays its C call (found by the argument
+    objects, or by the tensors and scalars): new contents of x and of constant weights, another
+    stride, padding, epilogue or algorithm, the output as its own residual (each repeat adds what the
+    last one wrote), a pair of bools where ints were (refused even after the ints' call was
+    learned), a released weight array and a closed device are all honoured."""
+    dev = tessera.Device('cpu')
+    x, w = uniform(rng, (2, 6, 9, 11)), uniform(rng, (8, 6, 3, 3))
+    scale, bias = uniform(rng, (8,), lo=-2, hi=2), uniform(rng, (8,))
+    dx, dw, ds, db = (tessera.to_device(t, device=dev) for t in (x, w, scale, bias))
+    dw.set_constant()
+    ref = {}
+
+    def want(stride, padding, epilogue):
+        key = (x.tobytes(), w.tobytes(), stride, padding)
+        if key not in ref:
+            ref[key] = conv2d_ref(x, w, None, (stride, stride), (padding, padding), (1, 1), 1)
+        conv = ref[key]
+        if epilogue:
+            conv = act_ref(conv * scale[None, :, None, None] + bias[None, :, None, None], 'relu')
+        return conv
+
+    outs = {}
+    for stride, padding, epilogue, algo in ((1, 1, False, 'auto'), (2, 1, False, 'auto'), (1, 0, True, 'auto'),
+                                            (1, 1, True, 'implicit'), (1, 1, False, 'auto')):
+        shape = want(stride, padding, epilogue).shape
+        dy = outs.setdefault(shape, tessera.empty(shape, device=dev))
+        for _ in range(3):
+            kw = dict(scale=ds, activation='relu') if epilogue else {}
+            got = tessera.conv2d(dx, dw, db if epilogue else None, stride, padding, out=dy, algo=algo, device=dev,
+                                 **kw)
+            assert got is dy
+            assert_close(dy.get(), want(stride, padding, epilogue), 1e-5,
+                         'conv2d repeated (stride %d, padding %d, epilogue %s, %s)' % (stride, padding, epilogue, algo))
+    x = uniform(rng, (2, 6, 9, 11))
+    dx.set(x)  # new contents, same buffer: the replay reads them
+    w = uniform(rng, (8, 6, 3, 3))
+    dw.set(w)  # constant weights rewritten: their kept copy is made again
+    dy = outs[want(1, 1, False).shape]
+    for _ in range(2):
+        tessera.conv2d(dx, dw, None, 1, 1, out=dy, device=dev)
+        assert_close(dy.get(), want(1, 1, False), 1e-5, 'conv2d repeated on new x and weights')
+    state = dy.get().astype(np.float64)
+    for _ in range(3):  # the output as its own residual: each repeat reads what the last one wrote
+        tessera.conv2d(dx, dw, None, 1, 1, residual=dy, out=dy, device=dev)
+        state = state + want(1, 1, False)
+        assert_close(dy.get(), state, 1e-5, 'conv2d repeated in place')
+    dy.set(np.full(dy.shape, 7.0, np.float32))
+    with pytest.raises(tessera.InvalidArgument, match='stride'):
+        tessera.conv2d(dx, dw, None, (True, True), 1, out=dy, device=dev)
+    with pytest.raises(tessera.InvalidArgument, match='padding'):
+        tessera.conv2d(dx, dw, None, 1, (True, 1), out=dy, device=dev)
+    assert np.all(dy.get() == 7.0)
+    dw.release()
+    with pytest.raises(tessera.TesseraError, match='released'):
+        tessera.conv2d(dx, dw, None, 1, 1, out=dy, device=dev)
+    w2 = tessera.to_device(w, device=dev)
+    tessera.conv2d(dx, w2, None, 1, 1, out=dy, device=dev)
+    assert_close(dy.get(), want(1, 1, False), 1e-5, 'conv2d on a new weight array')
+    dev.close()
+    with pytest.raises(tessera.TesseraError, match='closed'):
+        tessera.conv2d(dx, w2, None, 1, 1, out=dy, device=dev)
+
+
 @pytest.mark.parametrize('dtype', [np.float32, np.float16])
 def test_conv2d_constant_weights_follow_writes(device, rng, dtype):
     """A weight Array marked constant (tessera keeps its transformed or widened copy): the result

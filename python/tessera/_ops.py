@@ -211,6 +211,18 @@ _LAYOUTS = {'nchw': lib.TSR_NCHW, 'nhwc': lib.TSR_NHWC}
 
 def _pool2d(op, kind, x, kernel_size, stride, padding, dilation, ceil_mode, count_include_pad, layout, out,
             out_dtype, device, keep_on_device):
+    args = (op, kind, x, kernel_size, stride, padding, dilation, ceil_mode, count_include_pad, layout, out, out_dtype,
+            device, keep_on_device)
+    if out is not None:  # a repeat on the same objects: found by their identity (see _gemm.py)
+        fkey = (op, id(x), id(out), _typed(kernel_size), _typed(stride), _typed(padding), _typed(dilation),
+                _typed(ceil_mode), _typed(count_include_pad), _typed(layout), out_dtype, id(device), keep_on_device,
+                type(keep_on_device))
+        return _fast_call(fkey, (x, out, device), out, _pool2d_full, *args)
+    return _pool2d_full(*args)
+
+
+def _pool2d_full(op, kind, x, kernel_size, stride, padding, dilation, ceil_mode, count_include_pad, layout, out,
+                 out_dtype, device, keep_on_device):
     lay = _args.choice(layout, 'layout', _LAYOUTS, '"nchw" or "nhwc"')
     kernel = _pair(kernel_size, 'kernel_size', 1)
     # stride None (or PyTorch's empty list): the kernel size
@@ -219,6 +231,14 @@ def _pool2d(op, kind, x, kernel_size, stride, padding, dilation, ceil_mode, coun
     padding, dilation = _pair(padding, 'padding', 0), _pair(dilation, 'dilation', 1)
     ceil_mode = _args.flag(ceil_mode, 'ceil_mode')
     count_include_pad = _args.flag(count_include_pad, 'count_include_pad')
+    # a repeat on the same device-resident tensors replays the C call (see _gemm.py)
+    key = None
+    if out is not None and type(keep_on_device) is bool:
+        key = _tensors_key((x, out), device, (op, kind, kernel, stride, padding, dilation, ceil_mode,
+                                              count_include_pad, lay))
+        entry = _replays.get(key) if key is not None else None
+        if entry is not None and entry.replay():
+            return out
     with Call(device, (x, out), keep_on_device, op=op) as call:
         X = call.operand(x, 'x', contiguous=True)
         if X.ndim != 4:
@@ -245,7 +265,10 @@ def _pool2d(op, kind, x, kernel_size, stride, padding, dilation, ceil_mode, coun
         if Y.kind != 'numpy' and tuple(Y.strides) != _contiguous_strides(shape):
             raise _invalid('out must be contiguous %s' % layout.upper())
         d.y_offset, d.y_type = Y.offset, Y.tsr_type
-        call.check(lib.tsr_pool2d(call.handle, d, X.mem, Y.mem, call.queue, ffi.NULL))
+        args = (call.handle, d, X.mem, Y.mem, call.queue, ffi.NULL)
+        call.check(lib.tsr_pool2d(*args))
+        if key is not None and _replayable(call):
+            _remember(key, _Replay(call, [args], (X, Y), lib.tsr_pool2d))
         return call.finish(Y)
 
 

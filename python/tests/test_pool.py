@@ -136,3 +136,44 @@ def test_pool_bad_arguments(device, rng):
     dx = tessera.to_device(x)
     with pytest.raises(tessera.InvalidArgument, match='overlap'):
         tessera.max_pool2d(dx, 8, out=dx.view((1, 2, 1, 1)))
+
+
+def test_pool_repeats_replay_and_stay_correct(rng):
+    """Pooling repeated on the same device-resident tensors replays its C call (found by the
+    argument objects, or by the tensors and scalars): new contents, another kernel, stride or
+    kind, ceil_mode=1 where True was (refused even after True's call was learned), a released
+    input and a closed device are all honoured."""
+    dev = tessera.Device('cpu')
+    x = uniform(rng, (2, 5, 17, 23))
+    dx = tessera.to_device(x, device=dev)
+    outs = {}
+    for kind, kernel, stride, ceil in (('max', 3, 2, True), ('avg', 3, 2, True), ('max', 2, None, False),
+                                       ('max', 3, 2, True)):
+        want = pool_ref(x, kind, kernel, stride, 1 if kernel == 3 else 0, 1, ceil)
+        out = outs.setdefault(want.shape, tessera.empty(want.shape, device=dev))
+        fn = tessera.max_pool2d if kind == 'max' else tessera.avg_pool2d
+        for _ in range(3):
+            assert fn(dx, kernel, stride, 1 if kernel == 3 else 0, ceil_mode=ceil, out=out, device=dev) is out
+            assert_close(out.get(), want, 1e-6, 'pool repeated (%s %d/%s)' % (kind, kernel, stride))
+    x = uniform(rng, (2, 5, 17, 23))
+    dx.set(x)  # new contents, same buffer: the replay reads them
+    want = pool_ref(x, 'max', 3, 2, 1, 1, True)
+    out = outs[want.shape]
+    for _ in range(2):
+        tessera.max_pool2d(dx, 3, 2, 1, ceil_mode=True, out=out, device=dev)
+        assert_close(out.get(), want, 1e-6, 'pool repeated on new contents')
+    g = tessera.empty((2, 5, 1, 1), device=dev)
+    for _ in range(2):
+        assert tessera.adaptive_avg_pool2d(dx, 1, out=g, device=dev) is g
+        assert_close(g.get(), x.astype(np.float64).mean(axis=(2, 3), keepdims=True), 1e-6, 'global, repeated')
+    out.set(np.full(out.shape, 7.0, np.float32))
+    with pytest.raises(tessera.InvalidArgument, match='ceil_mode'):
+        tessera.max_pool2d(dx, 3, 2, 1, ceil_mode=1, out=out, device=dev)
+    assert np.all(out.get() == 7.0)
+    dx.release()
+    with pytest.raises(tessera.TesseraError, match='released'):
+        tessera.max_pool2d(dx, 3, 2, 1, ceil_mode=True, out=out, device=dev)
+    dx = tessera.to_device(x, device=dev)
+    dev.close()
+    with pytest.raises(tessera.TesseraError, match='closed'):
+        tessera.max_pool2d(dx, 3, 2, 1, ceil_mode=True, out=out, device=dev)
